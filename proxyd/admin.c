@@ -1,0 +1,188 @@
+#include "admin.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "config.h"
+#include "log.h"
+#include "listener.h"
+#include "worker.h"
+
+static struct evhttp *px_http;
+static const struct px_reload_stats *px_reloads;
+static time_t px_started;
+
+struct px_metric {
+	const char	*name;
+	const char	*labels;
+	const char	*type;
+	const char	*help;
+	size_t		 offset;	/* in struct px_counters */
+};
+
+#define PX_M(n, l, t, h, f) { n, l, t, h, offsetof(struct px_counters, f) }
+static const struct px_metric px_metrics[] = {
+	PX_M("proxyd_sessions_accepted_total", "", "counter",
+	    "Connections accepted, before ACL and limits.", accepted),
+	PX_M("proxyd_sessions_active", "", "gauge", "Live sessions.", active),
+	PX_M("proxyd_sessions_denied_total", "reason=\"acl\"", "counter",
+	    "Connections refused.", denied_acl),
+	PX_M("proxyd_sessions_denied_total", "reason=\"max-sessions\"", NULL,
+	    NULL, denied_max),
+	PX_M("proxyd_connect_failures_total", "", "counter",
+	    "Server connects that failed or timed out.", connect_failures),
+	PX_M("proxyd_idle_timeouts_total", "", "counter",
+	    "Sessions closed by the idle timer.", idle_timeouts),
+	PX_M("proxyd_bytes_total", "direction=\"to-server\"", "counter",
+	    "Bytes relayed.", bytes_to_server),
+	PX_M("proxyd_bytes_total", "direction=\"to-client\"", NULL, NULL,
+	    bytes_to_client),
+	PX_M("proxyd_splice_sessions_total", "", "counter",
+	    "Sessions relayed with splice(2).", splice_sessions),
+};
+
+static uint64_t
+px_counter(const struct px_worker *w, size_t offset)
+{
+	const atomic_uint_fast64_t *c = (const atomic_uint_fast64_t *)
+	    ((const char *)&w->counters + offset);
+
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static void
+px_admin_metrics(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t i;
+	unsigned k, nw = px_workers_count();
+
+	(void)arg;
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	for (i = 0; i < sizeof(px_metrics) / sizeof(px_metrics[0]); i++) {
+		const struct px_metric *m = &px_metrics[i];
+		uint64_t sum = 0;
+
+		for (k = 0; k < nw; k++)
+			sum += px_counter(px_worker_get(k), m->offset);
+		if (m->type != NULL)
+			evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
+			    m->name, m->help, m->name, m->type);
+		evbuffer_add_printf(b, "%s%s%s%s %llu\n", m->name,
+		    m->labels[0] ? "{" : "", m->labels, m->labels[0] ? "}" : "",
+		    (unsigned long long)sum);
+		for (k = 0; k < nw; k++)
+			evbuffer_add_printf(b, "%s{%s%sworker=\"%u\"} %llu\n",
+			    m->name, m->labels, m->labels[0] ? "," : "", k,
+			    (unsigned long long)px_counter(px_worker_get(k),
+			    m->offset));
+	}
+	evbuffer_add_printf(b,
+	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
+	    "# TYPE proxyd_log_dropped_total counter\n"
+	    "proxyd_log_dropped_total %llu\n"
+	    "# HELP proxyd_config_reloads_total SIGHUP reloads.\n"
+	    "# TYPE proxyd_config_reloads_total counter\n"
+	    "proxyd_config_reloads_total{result=\"ok\"} %llu\n"
+	    "proxyd_config_reloads_total{result=\"failed\"} %llu\n"
+	    "# HELP proxyd_workers Worker threads.\n"
+	    "# TYPE proxyd_workers gauge\nproxyd_workers %u\n",
+	    (unsigned long long)px_log_dropped(),
+	    (unsigned long long)px_reloads->ok,
+	    (unsigned long long)px_reloads->failed, nw);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static void
+px_admin_status(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+	unsigned k, nw = px_workers_count();
+
+	(void)arg;
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evbuffer_add_printf(b, "{\"version\":\"%s\",\"pid\":%ld,\"uptime\":%lld,"
+	    "\"live_sessions\":%llu,\"workers\":[", PROXYD_VERSION, (long)getpid(),
+	    (long long)(time(NULL) - px_started),
+	    (unsigned long long)atomic_load(&px_live_sessions));
+	for (k = 0; k < nw; k++) {
+		const struct px_worker *w = px_worker_get(k);
+
+		evbuffer_add_printf(b, "%s{\"id\":%u,\"active\":%llu,"
+		    "\"accepted\":%llu,\"to_server\":%llu,\"to_client\":%llu}",
+		    k ? "," : "", k,
+		    (unsigned long long)PX_COUNT_GET(w, active),
+		    (unsigned long long)PX_COUNT_GET(w, accepted),
+		    (unsigned long long)PX_COUNT_GET(w, bytes_to_server),
+		    (unsigned long long)PX_COUNT_GET(w, bytes_to_client));
+	}
+	evbuffer_add_printf(b, "]}\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static void
+px_admin_other(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	evhttp_send_error(req, 404, "try /metrics or /status");
+}
+
+int
+px_admin_start(struct event_base *base, const struct px_config *cfg,
+    const struct px_reload_stats *reloads)
+{
+	char a[PX_ADDRSTRLEN];
+	int fd;
+
+	px_started = time(NULL);
+	px_reloads = reloads;
+	if (!cfg->admin_enabled)
+		return 0;
+	px_sockaddr_str((const struct sockaddr *)&cfg->admin, a, sizeof(a));
+	/* No SO_REUSEPORT: a second daemon must not share the admin port. */
+	if ((fd = px_listener_socket((const struct sockaddr *)&cfg->admin,
+	    cfg->admin_len, 64, false)) == -1) {
+		fprintf(stderr, "proxyd: %s: admin: cannot listen on %s: %s\n",
+		    cfg->path, a, strerror(errno));
+		return -1;
+	}
+	if ((px_http = evhttp_new(base)) == NULL ||
+	    evhttp_accept_socket(px_http, fd) == -1) {
+		close(fd);
+		return -1;
+	}
+	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_timeout(px_http, 10);
+	evhttp_set_cb(px_http, "/metrics", px_admin_metrics, NULL);
+	evhttp_set_cb(px_http, "/status", px_admin_status, NULL);
+	evhttp_set_gencb(px_http, px_admin_other, NULL);
+	px_log(LOG_INFO, 0, "admin endpoint on http://%s/metrics", a);
+	return 0;
+}
+
+void
+px_admin_stop(void)
+{
+	if (px_http != NULL)
+		evhttp_free(px_http);
+	px_http = NULL;
+}

@@ -1,0 +1,779 @@
+/* Loading conf/proxyd.xml and policy files: libxml2 parse (no network, no
+ * DTD, no entity expansion), RelaxNG validation against the schemas compiled
+ * into the binary, then range checks, copying every value into plain C
+ * structs so nothing keeps the XML tree alive. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <libxml/parser.h>
+#include <libxml/relaxng.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+#include "analyser.h"
+
+extern const char px_schema_proxyd_rng[];
+extern const char px_schema_service_rng[];
+
+#define PX_MAX_WORKERS		256
+#define PX_MAX_SESSIONS		1000000
+#define PX_MAX_SERVICES		4096
+
+static void
+px_cfgerr_vput(struct px_cfgerr *e, const char *file, long line,
+    const char *fmt, va_list ap)
+{
+	char msg[400];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	if (e->count == 0)
+		snprintf(e->first, sizeof(e->first), "%s:%ld: %s",
+		    file ? file : "?", line, msg);
+	e->count++;
+	if (e->out != NULL)
+		fprintf(e->out, "%s:%ld: %s\n", file ? file : "?", line, msg);
+}
+
+void
+px_cfg_error_line(struct px_cfgerr *e, const char *file, long line,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	px_cfgerr_vput(e, file, line, fmt, ap);
+	va_end(ap);
+}
+
+void
+px_cfg_error(struct px_cfgerr *e, const struct _xmlNode *node,
+    const char *fmt, ...)
+{
+	va_list ap;
+	long line = node ? xmlGetLineNo(node) : 0;
+
+	va_start(ap, fmt);
+	px_cfgerr_vput(e, e->file, line, fmt, ap);
+	va_end(ap);
+}
+
+/* libxml2 reports parse and validation problems here. */
+static void
+px_xml_error(void *ctx, xmlErrorPtr xe)
+{
+	struct px_cfgerr *e = ctx;
+	long line;
+
+	if (xe == NULL || xe->level == XML_ERR_WARNING)
+		return;
+	line = xe->line;
+	if (line == 0 && xe->node != NULL)
+		line = xmlGetLineNo((xmlNodePtr)xe->node);
+	px_cfg_error_line(e, e->file, line, "%s", xe->message ?
+	    xe->message : "XML error");
+}
+
+const char *
+px_mode_name(enum px_mode m)
+{
+	switch (m) {
+	case PX_MODE_FIXED: return "fixed";
+	case PX_MODE_TRANSPARENT: return "transparent";
+	case PX_MODE_REDIRECT: return "redirect";
+	case PX_MODE_FORWARD: return "forward";
+	}
+	return "?";
+}
+
+/* ---- schema ---------------------------------------------------------- */
+
+static xmlRelaxNGPtr
+px_schema_compile(const char *text)
+{
+	xmlRelaxNGParserCtxtPtr pc;
+	xmlRelaxNGPtr rng;
+
+	pc = xmlRelaxNGNewMemParserCtxt(text, (int)strlen(text));
+	if (pc == NULL)
+		return NULL;
+	rng = xmlRelaxNGParse(pc);
+	xmlRelaxNGFreeParserCtxt(pc);
+	return rng;
+}
+
+/* Parses one file and validates it. Returns NULL after reporting. */
+static xmlDocPtr
+px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
+{
+	xmlParserCtxtPtr pc;
+	xmlRelaxNGPtr rng = NULL;
+	xmlRelaxNGValidCtxtPtr vc = NULL;
+	xmlDocPtr doc;
+	unsigned before = e->count;
+
+	e->file = path;
+	pc = xmlNewParserCtxt();
+	if (pc == NULL) {
+		px_cfg_error_line(e, path, 0, "out of memory");
+		return NULL;
+	}
+	xmlSetStructuredErrorFunc(e, px_xml_error);
+	/* No XML_PARSE_NOENT: entities are never substituted; NONET: no
+	 * fetches. A DOCTYPE is refused below, so no entity can be declared. */
+	doc = xmlCtxtReadFile(pc, path, NULL,
+	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	xmlFreeParserCtxt(pc);
+	if (doc == NULL) {
+		if (e->count == before) {
+			int err = errno;
+
+			px_cfg_error_line(e, path, 0, "cannot read: %s",
+			    err ? strerror(err) : "parse failed");
+		}
+		goto out;
+	}
+	if (doc->intSubset != NULL || doc->extSubset != NULL) {
+		px_cfg_error_line(e, path, doc->intSubset ?
+		    xmlGetLineNo((xmlNodePtr)doc->intSubset) : 1,
+		    "DOCTYPE declarations are not allowed");
+		goto fail;
+	}
+	if ((rng = px_schema_compile(schema_text)) == NULL ||
+	    (vc = xmlRelaxNGNewValidCtxt(rng)) == NULL) {
+		px_cfg_error_line(e, path, 0, "internal error: schema does not compile");
+		goto fail;
+	}
+	xmlRelaxNGSetValidStructuredErrors(vc, px_xml_error, e);
+	if (xmlRelaxNGValidateDoc(vc, doc) != 0) {
+		if (e->count == before)
+			px_cfg_error_line(e, path, 0, "does not match the schema");
+		goto fail;
+	}
+	goto out;
+fail:
+	xmlFreeDoc(doc);
+	doc = NULL;
+out:
+	if (vc != NULL)
+		xmlRelaxNGFreeValidCtxt(vc);
+	if (rng != NULL)
+		xmlRelaxNGFree(rng);
+	xmlSetStructuredErrorFunc(NULL, NULL);
+	return doc;
+}
+
+/* ---- attribute helpers: each returns 0, or -1 after reporting -------- */
+
+static xmlNodePtr
+px_child(xmlNodePtr parent, const char *name)
+{
+	xmlNodePtr n;
+
+	for (n = parent->children; n != NULL; n = n->next)
+		if (n->type == XML_ELEMENT_NODE &&
+		    xmlStrcmp(n->name, (const xmlChar *)name) == 0)
+			return n;
+	return NULL;
+}
+
+/* The caller frees with xmlFree(). NULL if absent. */
+static char *
+px_attr(xmlNodePtr n, const char *name)
+{
+	return n ? (char *)xmlGetProp(n, (const xmlChar *)name) : NULL;
+}
+
+static int
+px_attr_duration(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+    bool allow_zero, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *v = px_attr(n, name);
+	const char *why;
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	if (px_parse_duration_ms(v, allow_zero, out, &why) == -1) {
+		px_cfg_error(e, n, "%s=\"%s\": %s", name, v, why);
+		rc = -1;
+	} else if (*out != 0 && (*out < min || *out > max)) {
+		px_cfg_error(e, n, "%s=\"%s\": must be between %llums and %llums",
+		    name, v, (unsigned long long)min, (unsigned long long)max);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+px_attr_size(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+    uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *v = px_attr(n, name);
+	const char *why;
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	if (px_parse_size(v, out, &why) == -1) {
+		px_cfg_error(e, n, "%s=\"%s\": %s", name, v, why);
+		rc = -1;
+	} else if (*out < min || *out > max) {
+		px_cfg_error(e, n, "%s=\"%s\": must be between %llu and %llu bytes",
+		    name, v, (unsigned long long)min, (unsigned long long)max);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+px_attr_uint(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+    uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *v = px_attr(n, name);
+	const char *why;
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	if (px_parse_uint(v, min, max, out, &why) == -1) {
+		px_cfg_error(e, n, "%s=\"%s\": %s (allowed %llu..%llu)", name, v,
+		    why, (unsigned long long)min, (unsigned long long)max);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+px_attr_bool(struct px_cfgerr *e, xmlNodePtr n, const char *name, bool *out)
+{
+	char *v = px_attr(n, name);
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	if (strcmp(v, "yes") == 0)
+		*out = true;
+	else if (strcmp(v, "no") == 0)
+		*out = false;
+	else {
+		px_cfg_error(e, n, "%s=\"%s\": expected yes or no", name, v);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+/* address + port attributes of one element. */
+static int
+px_attr_endpoint(struct px_cfgerr *e, xmlNodePtr n,
+    struct sockaddr_storage *ss, socklen_t *len)
+{
+	char *addr = px_attr(n, "address");
+	uint64_t port = 0;
+	const char *why;
+	int rc = -1;
+
+	if (addr == NULL) {
+		px_cfg_error(e, n, "<%s> needs an address", (const char *)n->name);
+		return -1;
+	}
+	if (px_attr_uint(e, n, "port", 1, 65535, &port) == -1)
+		goto out;
+	if (port == 0) {
+		px_cfg_error(e, n, "<%s> needs a port", (const char *)n->name);
+		goto out;
+	}
+	if (px_parse_ip(addr, (uint16_t)port, ss, len, &why) == -1) {
+		px_cfg_error(e, n, "address=\"%s\": %s", addr, why);
+		goto out;
+	}
+	rc = 0;
+out:
+	xmlFree(addr);
+	return rc;
+}
+
+/* ---- daemon file ------------------------------------------------------ */
+
+static char *
+px_path_relative_to(const char *file, const char *rel)
+{
+	char *copy, *dir, *out;
+
+	if (rel[0] == '/')
+		return strdup(rel);
+	if ((copy = strdup(file)) == NULL)
+		return NULL;
+	dir = dirname(copy);
+	if (asprintf(&out, "%s/%s", dir, rel) == -1)
+		out = NULL;
+	free(copy);
+	return out;
+}
+
+static int
+px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
+{
+	xmlNodePtr n;
+	char *v;
+	const char *why;
+	unsigned before = e->count;
+	uint64_t u;
+
+	c->workers = 0;
+	c->max_sessions = 10000;
+	c->connect_timeout_ms = 10 * 1000;
+	c->idle_timeout_ms = 5 * 60 * 1000;
+	c->buffer = 256 * 1024;
+	c->shutdown_grace_ms = 30 * 1000;
+	c->log_target = PX_LOG_STDERR;
+	c->log_level = LOG_INFO;
+
+	if ((n = px_child(root, "workers")) != NULL) {
+		v = (char *)xmlNodeGetContent(n);
+		if (v != NULL && strcmp(v, "auto") != 0) {
+			if (px_parse_uint(v, 1, PX_MAX_WORKERS, &u, &why) == -1)
+				px_cfg_error(e, n, "workers \"%s\": expected auto or 1..%d",
+				    v, PX_MAX_WORKERS);
+			else
+				c->workers = (unsigned)u;
+		}
+		xmlFree(v);
+	}
+	if (c->workers == 0) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		c->workers = ncpu < 1 ? 1 : ncpu > PX_MAX_WORKERS ?
+		    PX_MAX_WORKERS : (unsigned)ncpu;
+	}
+
+	if ((n = px_child(root, "limits")) != NULL) {
+		px_attr_uint(e, n, "max-sessions", 1, PX_MAX_SESSIONS,
+		    &c->max_sessions);
+		px_attr_duration(e, n, "connect-timeout", false, 1, 3600 * 1000,
+		    &c->connect_timeout_ms);
+		px_attr_duration(e, n, "idle-timeout", true, 1,
+		    30ULL * 86400 * 1000, &c->idle_timeout_ms);
+		px_attr_size(e, n, "buffer", 4096, 64ULL << 20, &c->buffer);
+		px_attr_size(e, n, "session-bandwidth", 0, 1ULL << 30,
+		    &c->session_bandwidth);
+		px_attr_size(e, n, "global-bandwidth", 0, 100ULL << 30,
+		    &c->global_bandwidth);
+		px_attr_duration(e, n, "shutdown-grace", true, 1, 3600 * 1000,
+		    &c->shutdown_grace_ms);
+		/* libevent's token buckets take an int32 rate. */
+		if (c->session_bandwidth > INT32_MAX ||
+		    c->global_bandwidth / c->workers > INT32_MAX)
+			px_cfg_error(e, n, "bandwidth above 2g per worker is not supported");
+	}
+
+	if ((n = px_child(root, "log")) != NULL) {
+		if ((v = px_attr(n, "target")) != NULL) {
+			if (strcmp(v, "stderr") == 0)
+				c->log_target = PX_LOG_STDERR;
+			else if (strcmp(v, "syslog") == 0)
+				c->log_target = PX_LOG_SYSLOG;
+			else if (strncmp(v, "file:", 5) == 0 && v[5] != '\0') {
+				c->log_target = PX_LOG_FILE;
+				c->log_file = px_path_relative_to(c->path, v + 5);
+			} else
+				px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog or file:PATH", v);
+			xmlFree(v);
+		}
+		if ((v = px_attr(n, "level")) != NULL) {
+			if (strcmp(v, "error") == 0)
+				c->log_level = LOG_ERR;
+			else if (strcmp(v, "warning") == 0)
+				c->log_level = LOG_WARNING;
+			else if (strcmp(v, "info") == 0)
+				c->log_level = LOG_INFO;
+			else if (strcmp(v, "debug") == 0)
+				c->log_level = LOG_DEBUG;
+			else
+				px_cfg_error(e, n, "level=\"%s\": expected error, warning, info or debug", v);
+			xmlFree(v);
+		}
+	}
+
+	if ((n = px_child(root, "admin")) != NULL &&
+	    (v = px_attr(n, "listen")) != NULL) {
+		if (px_parse_hostport(v, &c->admin, &c->admin_len, &why) == -1)
+			px_cfg_error(e, n, "listen=\"%s\": %s", v, why);
+		else if (!px_sockaddr_is_loopback((struct sockaddr *)&c->admin))
+			/* The endpoint has no authentication: keep it local. */
+			px_cfg_error(e, n, "listen=\"%s\": the admin endpoint must be on a loopback address", v);
+		else
+			c->admin_enabled = true;
+		xmlFree(v);
+	}
+
+	n = px_child(root, "policies");
+	v = px_attr(n, "dir");
+	c->policy_dir = px_path_relative_to(c->path, v ? v : "../policy/enabled");
+	xmlFree(v);
+	if (c->policy_dir == NULL)
+		px_cfg_error(e, n, "out of memory");
+	return e->count == before ? 0 : -1;
+}
+
+/* ---- service files ---------------------------------------------------- */
+
+static bool
+px_valid_name(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 64)
+		return false;
+	for (i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'))
+			return false;
+	}
+	return true;
+}
+
+static int
+px_load_allow(struct px_service *svc, xmlNodePtr n, struct px_cfgerr *e)
+{
+	char *v = px_attr(n, "allow");
+	const char *p, *why;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	for (p = v; *p != '\0';) {
+		size_t len;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',')
+			p++;
+		len = strcspn(p, " \t\r\n,");
+		if (len == 0)
+			break;
+		if (svc->nallow == cap) {
+			size_t ncap = cap ? cap * 2 : 4;
+			struct px_cidr *na = realloc(svc->allow, ncap * sizeof(*na));
+
+			if (na == NULL) {
+				px_cfg_error(e, n, "out of memory");
+				rc = -1;
+				break;
+			}
+			svc->allow = na;
+			cap = ncap;
+		}
+		if (px_parse_cidr(p, len, &svc->allow[svc->nallow], &why) == -1) {
+			px_cfg_error(e, n, "allow: \"%.*s\": %s", (int)len, p, why);
+			rc = -1;
+		} else
+			svc->nallow++;
+		p += len;
+	}
+	if (rc == 0 && svc->nallow == 0) {
+		/* An empty list would silently refuse everyone. */
+		px_cfg_error(e, n, "allow=\"\": list at least one address or CIDR, or remove <clients>");
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
+    struct px_cfgerr *e)
+{
+	xmlNodePtr n, section = NULL;
+	char *v;
+	unsigned before = e->count;
+	uint64_t u;
+
+	svc->name = px_attr(root, "name");
+	if (svc->name == NULL || !px_valid_name(svc->name))
+		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
+		    svc->name ? svc->name : "");
+	v = px_attr(root, "analyser");
+	if (v != NULL && (svc->analyser = px_analyser_find(v)) == NULL)
+		px_cfg_error(e, root, "analyser=\"%s\": not built into this proxyd", v);
+	xmlFree(v);
+
+	n = px_child(root, "listen");
+	if (px_attr_endpoint(e, n, &svc->listen, &svc->listen_len) == 0) {
+		svc->mode = PX_MODE_FIXED;
+		if ((v = px_attr(n, "mode")) != NULL) {
+			if (strcmp(v, "fixed") == 0)
+				svc->mode = PX_MODE_FIXED;
+			else if (strcmp(v, "transparent") == 0)
+				svc->mode = PX_MODE_TRANSPARENT;
+			else if (strcmp(v, "redirect") == 0)
+				svc->mode = PX_MODE_REDIRECT;
+			else if (strcmp(v, "forward") == 0)
+				svc->mode = PX_MODE_FORWARD;
+			xmlFree(v);
+		}
+		if (svc->mode == PX_MODE_FORWARD)
+			px_cfg_error(e, n, "mode=\"forward\" is only for the http analyser");
+		else if (svc->mode != PX_MODE_FIXED)
+			px_cfg_error(e, n, "mode=\"%s\" is not supported by this build yet (fixed only)",
+			    px_mode_name(svc->mode));
+	}
+	u = 1024;
+	px_attr_uint(e, n, "backlog", 1, 65535, &u);
+	svc->backlog = (unsigned)u;
+
+	if ((n = px_child(root, "target")) != NULL) {
+		if (px_attr_endpoint(e, n, &svc->target, &svc->target_len) == 0)
+			svc->has_target = true;
+		if (svc->mode != PX_MODE_FIXED)
+			px_cfg_error(e, n, "<target> is only used in fixed mode");
+	} else if (svc->mode == PX_MODE_FIXED)
+		px_cfg_error(e, root, "service \"%s\": fixed mode needs a <target address=... port=...>",
+		    svc->name ? svc->name : "");
+
+	svc->connect_timeout_ms = c->connect_timeout_ms;
+	if ((n = px_child(root, "upstream")) != NULL) {
+		px_attr_duration(e, n, "connect-timeout", false, 1, 3600 * 1000,
+		    &svc->connect_timeout_ms);
+		px_attr_bool(e, n, "spoof-source", &svc->spoof_source);
+		if ((v = px_attr(n, "mark")) != NULL) {
+			const char *why;
+
+			if (px_parse_u32_any(v, &svc->mark, &why) == -1)
+				px_cfg_error(e, n, "mark=\"%s\": %s", v, why);
+			else
+				svc->has_mark = true;
+			xmlFree(v);
+		}
+		if (svc->spoof_source && svc->mode != PX_MODE_TRANSPARENT)
+			px_cfg_error(e, n, "spoof-source=\"yes\" needs mode=\"transparent\"");
+		if (svc->has_mark)
+			px_cfg_error(e, n, "mark is not supported by this build yet");
+	}
+
+	if ((n = px_child(root, "clients")) != NULL)
+		px_load_allow(svc, n, e);
+
+	/* The analyser's own section is named after it; a section of another
+	 * analyser is a mistake the user wants to hear about. */
+	for (n = root->children; n != NULL; n = n->next) {
+		static const char *const core[] = { "listen", "target",
+		    "upstream", "clients", NULL };
+		size_t i;
+		bool is_core = false;
+
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		for (i = 0; core[i] != NULL; i++)
+			if (xmlStrcmp(n->name, (const xmlChar *)core[i]) == 0)
+				is_core = true;
+		if (is_core)
+			continue;
+		if (svc->analyser == NULL ||
+		    xmlStrcmp(n->name, (const xmlChar *)svc->analyser->name) != 0)
+			px_cfg_error(e, n, "<%s> does not belong to a service with analyser=\"%s\"",
+			    (const char *)n->name,
+			    svc->analyser ? svc->analyser->name : "?");
+		else
+			section = n;
+	}
+	if (svc->analyser != NULL && e->count == before &&
+	    svc->analyser->policy_load != NULL &&
+	    svc->analyser->policy_load(section, &svc->analyser_policy, e) == -1 &&
+	    e->count == before)
+		px_cfg_error(e, section ? section : root, "invalid <%s> section",
+		    svc->analyser->name);
+	return e->count == before ? 0 : -1;
+}
+
+static bool
+px_addr_overlap(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (px_sockaddr_port(a) != px_sockaddr_port(b))
+		return false;
+	/* A v6 wildcard also takes v4 unless IPV6_V6ONLY; proxyd sets V6ONLY,
+	 * so only the same family can overlap. */
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (px_sockaddr_is_wildcard(a) || px_sockaddr_is_wildcard(b))
+		return true;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+static int
+px_xml_filter(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+
+	return d->d_name[0] != '.' && n > 4 &&
+	    strcmp(d->d_name + n - 4, ".xml") == 0;
+}
+
+static int
+px_service_cmp(const void *a, const void *b)
+{
+	const struct px_service *x = a, *y = b;
+
+	return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+static void
+px_load_policies(struct px_config *c, struct px_cfgerr *e)
+{
+	struct dirent **ents = NULL;
+	int i, j, nents;
+	unsigned before;
+
+	nents = scandir(c->policy_dir, &ents, px_xml_filter, alphasort);
+	if (nents < 0) {
+		px_cfg_error_line(e, c->path, 0, "policies dir \"%s\": %s",
+		    c->policy_dir, strerror(errno));
+		return;
+	}
+	if (nents > PX_MAX_SERVICES) {
+		px_cfg_error_line(e, c->path, 0, "more than %d policy files",
+		    PX_MAX_SERVICES);
+		goto out;
+	}
+	c->services = calloc((size_t)(nents ? nents : 1), sizeof(*c->services));
+	if (c->services == NULL) {
+		px_cfg_error_line(e, c->path, 0, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < nents; i++) {
+		struct px_service *svc = &c->services[c->nservices];
+		xmlDocPtr doc;
+		char *path;
+
+		if (asprintf(&path, "%s/%s", c->policy_dir, ents[i]->d_name) == -1) {
+			px_cfg_error_line(e, c->path, 0, "out of memory");
+			goto out;
+		}
+		svc->file = path;
+		c->nservices++;
+		doc = px_xml_load(path, px_schema_service_rng, e);
+		if (doc == NULL)
+			continue;
+		e->file = path;
+		before = e->count;
+		px_load_service(c, svc, xmlDocGetRootElement(doc), e);
+		xmlFreeDoc(doc);
+		if (e->count != before)
+			continue;
+		/* Cross-file checks: names and listening sockets are unique. */
+		for (j = 0; j < (int)c->nservices - 1; j++) {
+			struct px_service *o = &c->services[j];
+
+			if (o->name == NULL)
+				continue;
+			if (strcmp(o->name, svc->name) == 0)
+				px_cfg_error_line(e, path, 1,
+				    "service name \"%s\" is also used by %s",
+				    svc->name, o->file);
+			if (px_addr_overlap((struct sockaddr *)&o->listen,
+			    (struct sockaddr *)&svc->listen)) {
+				char a[PX_ADDRSTRLEN];
+
+				px_cfg_error_line(e, path, 1,
+				    "listen %s clashes with service \"%s\" in %s",
+				    px_sockaddr_str((struct sockaddr *)&svc->listen,
+				    a, sizeof(a)), o->name, o->file);
+			}
+		}
+		if (c->admin_enabled && px_addr_overlap(
+		    (struct sockaddr *)&c->admin, (struct sockaddr *)&svc->listen))
+			px_cfg_error_line(e, path, 1,
+			    "listen port %u clashes with the admin endpoint of %s",
+			    px_sockaddr_port((struct sockaddr *)&svc->listen), c->path);
+	}
+	qsort(c->services, c->nservices, sizeof(*c->services), px_service_cmp);
+out:
+	for (i = 0; i < nents; i++)
+		free(ents[i]);
+	free(ents);
+}
+
+struct px_config *
+px_config_load(const char *path, struct px_cfgerr *e)
+{
+	struct px_config *c;
+	xmlDocPtr doc;
+	unsigned before = e->count;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->path = strdup(path)) == NULL) {
+		px_cfg_error_line(e, path, 0, "out of memory");
+		free(c);
+		return NULL;
+	}
+	atomic_init(&c->refs, 1);
+	doc = px_xml_load(path, px_schema_proxyd_rng, e);
+	if (doc == NULL)
+		goto fail;
+	e->file = path;
+	px_load_daemon(c, xmlDocGetRootElement(doc), e);
+	xmlFreeDoc(doc);
+	if (e->count != before)
+		goto fail;
+	px_load_policies(c, e);
+	if (e->count != before)
+		goto fail;
+	return c;
+fail:
+	px_config_unref(c);
+	return NULL;
+}
+
+struct px_config *
+px_config_ref(struct px_config *c)
+{
+	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+	return c;
+}
+
+void
+px_config_unref(struct px_config *c)
+{
+	size_t i;
+
+	if (c == NULL ||
+	    atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	for (i = 0; i < c->nservices; i++) {
+		struct px_service *svc = &c->services[i];
+
+		if (svc->analyser != NULL && svc->analyser->policy_free != NULL &&
+		    svc->analyser_policy != NULL)
+			svc->analyser->policy_free(svc->analyser_policy);
+		xmlFree(svc->name);
+		free(svc->file);
+		free(svc->allow);
+	}
+	free(c->services);
+	free(c->policy_dir);
+	free(c->log_file);
+	free(c->path);
+	free(c);
+}

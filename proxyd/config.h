@@ -1,0 +1,101 @@
+/* The daemon configuration: parsed and validated once on the main thread,
+ * then immutable. Workers and sessions hold references; a reload builds a
+ * new one and swaps the pointer. */
+#ifndef PX_CONFIG_H
+#define PX_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "parse.h"
+
+struct px_analyser;
+struct _xmlNode;
+
+enum px_mode {
+	PX_MODE_FIXED = 0,
+	PX_MODE_TRANSPARENT,
+	PX_MODE_REDIRECT,
+	PX_MODE_FORWARD,
+};
+
+enum px_log_target {
+	PX_LOG_STDERR = 0,
+	PX_LOG_SYSLOG,
+	PX_LOG_FILE,
+};
+
+struct px_service {
+	char			*name;
+	char			*file;		/* policy file it came from */
+	const struct px_analyser *analyser;
+	void			*analyser_policy; /* owned by the analyser */
+
+	struct sockaddr_storage	 listen;
+	socklen_t		 listen_len;
+	enum px_mode		 mode;
+	unsigned		 backlog;
+
+	bool			 has_target;
+	struct sockaddr_storage	 target;
+	socklen_t		 target_len;
+
+	bool			 spoof_source;
+	bool			 has_mark;
+	uint32_t		 mark;
+	uint64_t		 connect_timeout_ms;	/* resolved: never 0 */
+
+	struct px_cidr		*allow;		/* NULL: everyone */
+	size_t			 nallow;
+};
+
+struct px_config {
+	atomic_uint		 refs;
+	char			*path;
+	unsigned		 workers;	/* resolved: never 0 */
+	uint64_t		 max_sessions;
+	uint64_t		 connect_timeout_ms;
+	uint64_t		 idle_timeout_ms;	/* 0: off */
+	uint64_t		 buffer;
+	uint64_t		 session_bandwidth;	/* 0: unlimited */
+	uint64_t		 global_bandwidth;
+	uint64_t		 shutdown_grace_ms;
+
+	enum px_log_target	 log_target;
+	char			*log_file;
+	int			 log_level;	/* syslog LOG_* */
+
+	bool			 admin_enabled;
+	struct sockaddr_storage	 admin;
+	socklen_t		 admin_len;
+
+	char			*policy_dir;
+	struct px_service	*services;	/* sorted by name */
+	size_t			 nservices;
+};
+
+/* Error sink: every problem found is reported as "file:line: reason". */
+struct px_cfgerr {
+	FILE		*out;		/* where errors go; NULL: only counted */
+	unsigned	 count;
+	const char	*file;		/* file being loaded */
+	char		 first[512];	/* first error, for the reload log */
+};
+
+void	px_cfg_error(struct px_cfgerr *e, const struct _xmlNode *node,
+	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void	px_cfg_error_line(struct px_cfgerr *e, const char *file, long line,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Loads the daemon file and every policy. Returns NULL after reporting at
+ * least one error to *e. The result has one reference. */
+struct px_config *px_config_load(const char *path, struct px_cfgerr *e);
+struct px_config *px_config_ref(struct px_config *c);
+void	px_config_unref(struct px_config *c);
+
+const char *px_mode_name(enum px_mode m);
+
+#endif

@@ -1,0 +1,62 @@
+#include "listener.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+static int
+px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport)
+{
+	int fd, one = 1, err;
+
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    IPPROTO_TCP);
+	if (fd == -1)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
+		goto fail;
+	if (reuseport &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)
+		goto fail;
+	/* A v6 wildcard must not also take v4: the config checks clashes
+	 * per family. */
+	if (sa->sa_family == AF_INET6 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)
+		goto fail;
+	if (bind(fd, sa, len) == -1)
+		goto fail;
+	return fd;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+int
+px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
+    bool reuseport)
+{
+	int fd, err;
+
+	if ((fd = px_listener_bind(sa, len, reuseport)) == -1)
+		return -1;
+	if (listen(fd, backlog) == -1) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
+}
+
+int
+px_listener_probe(const struct sockaddr *sa, socklen_t len)
+{
+	int fd = px_listener_bind(sa, len, false);
+
+	if (fd == -1)
+		return -1;
+	close(fd);
+	return 0;
+}

@@ -1,0 +1,311 @@
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PX_LOG_SLOTS	1024		/* power of two */
+#define PX_LOG_LINE	512
+#define PX_LOG_RINGS	512
+
+struct px_log_slot {
+	struct timespec	ts;
+	int		level;
+	uint16_t	len;
+	char		text[PX_LOG_LINE];
+};
+
+struct px_log_ring {
+	_Alignas(64) atomic_uint_fast64_t head;	/* written by the producer */
+	_Alignas(64) atomic_uint_fast64_t tail;	/* written by the log thread */
+	_Alignas(64) atomic_uint_fast64_t dropped;
+	atomic_bool	in_use;
+	struct px_log_slot slots[PX_LOG_SLOTS];
+};
+
+_Atomic int px_log_level = LOG_INFO;
+
+static struct px_log_ring *px_rings[PX_LOG_RINGS];
+static atomic_uint px_nrings;
+static _Thread_local struct px_log_ring *px_my_ring;
+static pthread_mutex_t px_direct_lock = PTHREAD_MUTEX_INITIALIZER;
+static int px_log_fd = 2;
+static enum px_log_target px_log_target_cur = PX_LOG_STDERR;
+static int px_wake_fd = -1;
+static pthread_t px_log_thread;
+static atomic_bool px_log_running;
+static atomic_bool px_log_stopping;
+
+static const char *
+px_level_name(int level)
+{
+	switch (level) {
+	case LOG_EMERG: case LOG_ALERT: case LOG_CRIT: return "crit";
+	case LOG_ERR: return "error";
+	case LOG_WARNING: return "warning";
+	case LOG_NOTICE: return "notice";
+	case LOG_INFO: return "info";
+	default: return "debug";
+	}
+}
+
+/* Caller holds px_direct_lock or is the log thread (which takes it too). */
+static void
+px_log_emit(const struct timespec *ts, int level, const char *text, size_t len)
+{
+	char buf[PX_LOG_LINE + 64];
+	struct tm tm;
+	int n;
+
+	if (px_log_target_cur == PX_LOG_SYSLOG) {
+		syslog(level, "%.*s", (int)len, text);
+		return;
+	}
+	gmtime_r(&ts->tv_sec, &tm);
+	n = snprintf(buf, sizeof(buf),
+	    "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %.*s\n",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	    tm.tm_sec, ts->tv_nsec / 1000000, px_level_name(level), (int)len, text);
+	if (n > (int)sizeof(buf) - 1)
+		n = (int)sizeof(buf) - 1;
+	/* A failed log write has nowhere to be reported; drop it. */
+	if (write(px_log_fd, buf, (size_t)n) < 0)
+		return;
+}
+
+static int
+px_log_open_target(enum px_log_target target, const char *file)
+{
+	int fd = 2;
+
+	if (target == PX_LOG_FILE) {
+		fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (fd == -1) {
+			fprintf(stderr, "proxyd: cannot open log file %s: %s\n",
+			    file, strerror(errno));
+			return -1;
+		}
+	} else if (target == PX_LOG_SYSLOG)
+		openlog("proxyd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	pthread_mutex_lock(&px_direct_lock);
+	if (px_log_fd > 2)
+		close(px_log_fd);
+	px_log_fd = fd;
+	px_log_target_cur = target;
+	pthread_mutex_unlock(&px_direct_lock);
+	return 0;
+}
+
+int
+px_log_open(enum px_log_target target, const char *file, int level)
+{
+	atomic_store(&px_log_level, level);
+	return px_log_open_target(target, file);
+}
+
+int
+px_log_reconfigure(enum px_log_target target, const char *file, int level)
+{
+	atomic_store(&px_log_level, level);
+	return px_log_open_target(target, file);
+}
+
+static bool
+px_log_drain(void)
+{
+	unsigned i, n = atomic_load_explicit(&px_nrings, memory_order_acquire);
+	bool any = false;
+
+	pthread_mutex_lock(&px_direct_lock);
+	for (i = 0; i < n; i++) {
+		struct px_log_ring *r = px_rings[i];
+		uint_fast64_t tail, head;
+
+		if (r == NULL)
+			continue;
+		tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		head = atomic_load_explicit(&r->head, memory_order_acquire);
+		for (; tail != head; tail++) {
+			struct px_log_slot *s = &r->slots[tail & (PX_LOG_SLOTS - 1)];
+
+			px_log_emit(&s->ts, s->level, s->text, s->len);
+			any = true;
+		}
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
+	}
+	pthread_mutex_unlock(&px_direct_lock);
+	return any;
+}
+
+static void *
+px_log_main(void *arg)
+{
+	struct pollfd pfd = { .fd = px_wake_fd, .events = POLLIN };
+	uint64_t v;
+
+	(void)arg;
+	while (!atomic_load(&px_log_stopping)) {
+		/* The timeout catches a wakeup a producer skipped because it saw
+		 * its ring non-empty while we were finishing a drain. */
+		if (poll(&pfd, 1, 100) > 0 && read(px_wake_fd, &v, sizeof(v)) < 0)
+			continue;
+		px_log_drain();
+	}
+	px_log_drain();
+	return NULL;
+}
+
+int
+px_log_start(void)
+{
+	px_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (px_wake_fd == -1)
+		return -1;
+	if (pthread_create(&px_log_thread, NULL, px_log_main, NULL) != 0)
+		return -1;
+	atomic_store(&px_log_running, true);
+	return 0;
+}
+
+void
+px_log_stop(void)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load(&px_log_running))
+		return;
+	atomic_store(&px_log_stopping, true);
+	if (write(px_wake_fd, &one, sizeof(one)) < 0)
+		(void)0;
+	pthread_join(px_log_thread, NULL);
+	atomic_store(&px_log_running, false);
+	close(px_wake_fd);
+	px_wake_fd = -1;
+}
+
+struct px_log_ring *
+px_log_ring_attach(void)
+{
+	struct px_log_ring *r;
+	unsigned i, n;
+
+	/* Reuse a ring a finished thread left behind (reloads, restarts). */
+	n = atomic_load(&px_nrings);
+	for (i = 0; i < n; i++) {
+		bool expected = false;
+
+		if (px_rings[i] != NULL && atomic_compare_exchange_strong(
+		    &px_rings[i]->in_use, &expected, true)) {
+			px_my_ring = px_rings[i];
+			return px_my_ring;
+		}
+	}
+	if (n >= PX_LOG_RINGS || (r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
+	atomic_store(&r->in_use, true);
+	pthread_mutex_lock(&px_direct_lock);
+	n = atomic_load(&px_nrings);
+	px_rings[n] = r;
+	atomic_store_explicit(&px_nrings, n + 1, memory_order_release);
+	pthread_mutex_unlock(&px_direct_lock);
+	px_my_ring = r;
+	return r;
+}
+
+void
+px_log_ring_detach(struct px_log_ring *r)
+{
+	if (r == NULL)
+		return;
+	if (px_my_ring == r)
+		px_my_ring = NULL;
+	atomic_store(&r->in_use, false);
+}
+
+uint64_t
+px_log_dropped(void)
+{
+	unsigned i, n = atomic_load(&px_nrings);
+	uint64_t sum = 0;
+
+	for (i = 0; i < n; i++)
+		sum += atomic_load_explicit(&px_rings[i]->dropped,
+		    memory_order_relaxed);
+	return sum;
+}
+
+static int
+px_format(char *buf, size_t size, uint64_t id, const char *fmt, va_list ap)
+{
+	int off = 0, n;
+
+	if (id != 0)
+		off = snprintf(buf, size, "#%llu ", (unsigned long long)id);
+	n = vsnprintf(buf + off, size - (size_t)off, fmt, ap);
+	if (n < 0)
+		n = 0;
+	n += off;
+	if ((size_t)n >= size)
+		n = (int)size - 1;
+	return n;
+}
+
+void
+px_logv(int level, uint64_t id, const char *fmt, va_list ap)
+{
+	struct px_log_ring *r = px_my_ring;
+	struct timespec ts;
+
+	if (!px_log_enabled(level))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (r != NULL && atomic_load_explicit(&px_log_running, memory_order_relaxed)) {
+		uint_fast64_t head = atomic_load_explicit(&r->head,
+		    memory_order_relaxed);
+		uint_fast64_t tail = atomic_load_explicit(&r->tail,
+		    memory_order_acquire);
+		struct px_log_slot *s;
+		uint64_t one = 1;
+
+		if (head - tail >= PX_LOG_SLOTS) {
+			atomic_store_explicit(&r->dropped, atomic_load_explicit(
+			    &r->dropped, memory_order_relaxed) + 1,
+			    memory_order_relaxed);
+			return;
+		}
+		s = &r->slots[head & (PX_LOG_SLOTS - 1)];
+		s->ts = ts;
+		s->level = level;
+		s->len = (uint16_t)px_format(s->text, sizeof(s->text), id, fmt, ap);
+		atomic_store_explicit(&r->head, head + 1, memory_order_release);
+		/* Wake the log thread only on the empty -> non-empty edge. */
+		if (head == tail && write(px_wake_fd, &one, sizeof(one)) < 0)
+			(void)0;
+		return;
+	} else {
+		char text[PX_LOG_LINE];
+		int len = px_format(text, sizeof(text), id, fmt, ap);
+
+		pthread_mutex_lock(&px_direct_lock);
+		px_log_emit(&ts, level, text, (size_t)len);
+		pthread_mutex_unlock(&px_direct_lock);
+	}
+}
+
+void
+px_log(int level, uint64_t id, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	px_logv(level, id, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,300 @@
+/* proxyd: CLI, startup, signals. The main thread owns the configuration
+ * (load, reload), the admin endpoint and shutdown; workers do the rest. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <libxml/parser.h>
+
+#include "admin.h"
+#include "analyser.h"
+#include "config.h"
+#include "log.h"
+#include "worker.h"
+
+#define PX_DEFAULT_CONFIG	"/etc/proxyd/proxyd.xml"
+/* Two sockets and two pipes (four fds) per splice session. */
+#define PX_FDS_PER_SESSION	6
+
+struct px_main {
+	const char		*config_path;
+	struct px_config	*cfg;
+	struct event_base	*base;
+	struct event		*grace_ev;
+	uint64_t		 grace_left_ms;
+	bool			 stopping;
+	bool			 forced;
+	struct px_reload_stats	 reloads;
+};
+
+static void
+px_usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: proxyd [-c FILE]          run in the foreground\n"
+	    "       proxyd --check [-c FILE]  validate the config and every policy\n"
+	    "       proxyd --version | --help\n"
+	    "\n"
+	    "  -c, --config FILE  daemon config (default %s)\n"
+	    "      --check        report errors as file:line: reason; exit 1 on any\n"
+	    "\n"
+	    "Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config.\n"
+	    "Reference: docs/CONFIG.md\n", PX_DEFAULT_CONFIG);
+}
+
+static void
+px_raise_fd_limit(const struct px_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_sessions * PX_FDS_PER_SESSION + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < want)
+		px_log(LOG_WARNING, 0, "open-file limit %llu is below the %llu "
+		    "that max-sessions=%llu may need; raise it (ulimit -n)",
+		    (unsigned long long)rl.rlim_cur, (unsigned long long)want,
+		    (unsigned long long)cfg->max_sessions);
+}
+
+static void
+px_log_services(const struct px_config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		char l[PX_ADDRSTRLEN], t[PX_ADDRSTRLEN];
+
+		px_log(LOG_INFO, 0, "service %s: %s on %s mode=%s -> %s", svc->name,
+		    svc->analyser->name,
+		    px_sockaddr_str((const struct sockaddr *)&svc->listen, l, sizeof(l)),
+		    px_mode_name(svc->mode), svc->has_target ?
+		    px_sockaddr_str((const struct sockaddr *)&svc->target, t,
+		    sizeof(t)) : "original destination");
+	}
+}
+
+static void
+px_reload(struct px_main *m)
+{
+	struct px_cfgerr err = { 0 };
+	struct px_config *ncfg;
+	char *text = NULL;
+	size_t len = 0;
+
+	px_log(LOG_INFO, 0, "SIGHUP: reloading %s", m->config_path);
+	err.out = open_memstream(&text, &len);
+	ncfg = px_config_load(m->config_path, &err);
+	if (err.out != NULL)
+		fclose(err.out);
+	if (ncfg == NULL) {
+		char *line, *save = NULL;
+
+		for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
+		    line = strtok_r(NULL, "\n", &save))
+			px_log(LOG_ERR, 0, "reload: %s", line);
+		px_log(LOG_ERR, 0, "reload failed (%u error%s); the running "
+		    "configuration stays", err.count, err.count == 1 ? "" : "s");
+		m->reloads.failed++;
+		free(text);
+		return;
+	}
+	free(text);
+	if (ncfg->workers != m->cfg->workers)
+		px_log(LOG_WARNING, 0, "reload: workers change takes a restart");
+	if (ncfg->admin_enabled != m->cfg->admin_enabled ||
+	    memcmp(&ncfg->admin, &m->cfg->admin, sizeof(ncfg->admin)) != 0)
+		px_log(LOG_WARNING, 0, "reload: admin address change takes a restart");
+	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
+	px_workers_reload(ncfg);
+	px_config_unref(m->cfg);
+	m->cfg = ncfg;
+	m->reloads.ok++;
+	px_log(LOG_INFO, 0, "reload done: %zu service%s", ncfg->nservices,
+	    ncfg->nservices == 1 ? "" : "s");
+	px_log_services(ncfg);
+}
+
+static void
+px_grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_main *m = arg;
+	struct timeval tick = { 0, 50 * 1000 };
+
+	(void)fd; (void)what;
+	if (px_workers_all_exited()) {
+		event_base_loopbreak(m->base);
+		return;
+	}
+	if (!m->forced && m->grace_left_ms <= 50) {
+		m->forced = true;
+		px_log(LOG_WARNING, 0, "shutdown grace over: closing %llu live "
+		    "session%s", (unsigned long long)atomic_load(&px_live_sessions),
+		    atomic_load(&px_live_sessions) == 1 ? "" : "s");
+		px_workers_command(PX_CMD_STOP);
+	} else if (!m->forced)
+		m->grace_left_ms -= 50;
+	evtimer_add(m->grace_ev, &tick);
+}
+
+static void
+px_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct px_main *m = arg;
+	struct timeval now = { 0, 0 };
+
+	(void)what;
+	if (sig == SIGHUP) {
+		if (!m->stopping)
+			px_reload(m);
+		return;
+	}
+	if (m->stopping) {
+		/* A second SIGTERM/SIGINT: don't wait out the grace. */
+		m->grace_left_ms = 0;
+		return;
+	}
+	m->stopping = true;
+	m->grace_left_ms = m->cfg->shutdown_grace_ms;
+	px_log(LOG_INFO, 0, "%s: no longer accepting; draining %llu live "
+	    "session%s for up to %llums", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+	    (unsigned long long)atomic_load(&px_live_sessions),
+	    atomic_load(&px_live_sessions) == 1 ? "" : "s",
+	    (unsigned long long)m->grace_left_ms);
+	px_workers_command(PX_CMD_DRAIN);
+	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
+	evtimer_add(m->grace_ev, &now);
+}
+
+static int
+px_check(const char *path)
+{
+	struct px_cfgerr err = { .out = stderr };
+	struct px_config *cfg = px_config_load(path, &err);
+	size_t i;
+
+	if (cfg == NULL) {
+		fprintf(stderr, "%s: %u error%s\n", path, err.count,
+		    err.count == 1 ? "" : "s");
+		return 1;
+	}
+	printf("%s: OK, %u worker%s, %zu service%s\n", path, cfg->workers,
+	    cfg->workers == 1 ? "" : "s", cfg->nservices,
+	    cfg->nservices == 1 ? "" : "s");
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		char l[PX_ADDRSTRLEN];
+
+		printf("  %s: %s %s on %s (%s)\n", svc->name, svc->analyser->name,
+		    px_mode_name(svc->mode), px_sockaddr_str(
+		    (const struct sockaddr *)&svc->listen, l, sizeof(l)), svc->file);
+	}
+	px_config_unref(cfg);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'k' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct px_main m = { .config_path = PX_DEFAULT_CONFIG };
+	struct px_cfgerr err = { .out = stderr };
+	struct event *sig_term, *sig_int, *sig_hup;
+	bool check = false;
+	int ch, rc = 1;
+
+	while ((ch = getopt_long(argc, argv, "c:Vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': m.config_path = optarg; break;
+		case 'k': check = true; break;
+		case 'V': printf("proxyd %s\n", PROXYD_VERSION); return 0;
+		case 'h': px_usage(stdout); return 0;
+		default: px_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "proxyd: unexpected argument '%s'\n", argv[optind]);
+		px_usage(stderr);
+		return 2;
+	}
+	LIBXML_TEST_VERSION
+	xmlInitParser();
+	if (px_analyser_registry_check() == -1)
+		return 1;
+	if (check) {
+		rc = px_check(m.config_path);
+		xmlCleanupParser();
+		return rc;
+	}
+
+	if ((m.cfg = px_config_load(m.config_path, &err)) == NULL) {
+		fprintf(stderr, "proxyd: %s: %u error%s, not starting\n",
+		    m.config_path, err.count, err.count == 1 ? "" : "s");
+		return 1;
+	}
+	/* A peer that closes mid-splice must cost an EPIPE, not the process. */
+	signal(SIGPIPE, SIG_IGN);
+	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
+		goto out_cfg;
+	px_raise_fd_limit(m.cfg);
+	if ((m.base = event_base_new()) == NULL)
+		goto out_cfg;
+	if (px_admin_start(m.base, m.cfg, &m.reloads) == -1)
+		goto out_base;
+	if (px_log_start() == -1) {
+		fprintf(stderr, "proxyd: cannot start the log thread\n");
+		goto out_admin;
+	}
+	if (px_workers_start(m.cfg) == -1)
+		goto out_log;
+	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
+	sig_int = evsignal_new(m.base, SIGINT, px_signal_cb, &m);
+	sig_hup = evsignal_new(m.base, SIGHUP, px_signal_cb, &m);
+	evsignal_add(sig_term, NULL);
+	evsignal_add(sig_int, NULL);
+	evsignal_add(sig_hup, NULL);
+	px_log(LOG_INFO, 0, "proxyd %s started: pid %ld, %u worker%s, %zu "
+	    "service%s, config %s", PROXYD_VERSION, (long)getpid(),
+	    m.cfg->workers, m.cfg->workers == 1 ? "" : "s", m.cfg->nservices,
+	    m.cfg->nservices == 1 ? "" : "s", m.config_path);
+	px_log_services(m.cfg);
+
+	event_base_dispatch(m.base);
+
+	px_workers_join();
+	px_log(LOG_INFO, 0, "proxyd exiting");
+	event_free(sig_term);
+	event_free(sig_int);
+	event_free(sig_hup);
+	if (m.grace_ev != NULL)
+		event_free(m.grace_ev);
+	rc = 0;
+out_log:
+	px_log_stop();
+out_admin:
+	px_admin_stop();
+out_base:
+	event_base_free(m.base);
+out_cfg:
+	px_config_unref(m.cfg);
+	xmlCleanupParser();
+	return rc;
+}

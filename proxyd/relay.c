@@ -1,0 +1,361 @@
+/* Moving bytes between the two sockets of a session.
+ *
+ * Splice path: socket -> pipe -> socket with splice(2), so payload never
+ * enters user space. A direction reads only when its pipe is empty, so the
+ * pipe (sized to limits/@buffer) is the whole buffer and a slow reader
+ * stops the other side's reads: backpressure with a hard bound.
+ *
+ * Buffered path: libevent bufferevents, for rate limits and analysers that
+ * inspect bytes. The le-proxy pattern: stop reading a side while the peer's
+ * output holds more than `buffer`, resume when it drains to half. */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "log.h"
+#include "worker.h"
+
+#define PX_SPLICE_ROUNDS	16	/* per wakeup, for fairness */
+
+static const char *const px_side_name[2] = { "client", "server" };
+
+/* ---- splice ----------------------------------------------------------- */
+
+static void
+px_ev_set(struct event *ev, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	if (want)
+		event_add(ev, NULL);
+	else
+		event_del(ev);
+	*on = want;
+}
+
+static void
+px_splice_finish_half(struct px_session *s, int d)
+{
+	struct px_splice_half *h = &s->sp[d];
+
+	h->done = true;
+	px_ev_set(&h->rd, &h->rd_on, false);
+	px_ev_set(&h->wr, &h->wr_on, false);
+	if (!s->half_close) {
+		px_session_close(s, s->first_eof);
+		return;
+	}
+	/* Pass the FIN on; the other direction keeps flowing. */
+	(void)shutdown(h->to, SHUT_WR);
+	if (s->sp[!d].done)
+		px_session_close(s, s->first_eof);
+}
+
+/* Moves what it can in direction d; may close the session. */
+static void
+px_splice_pump(struct px_session *s, int d)
+{
+	struct px_splice_half *h = &s->sp[d];
+	struct px_worker *w = s->w;
+	int rounds = 0;
+	bool active = false;
+	ssize_t n;
+
+	for (;;) {
+		if (h->in_pipe > 0) {
+			n = splice(h->pipe[0], NULL, h->to, NULL, h->in_pipe,
+			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (n > 0) {
+				h->in_pipe -= (size_t)n;
+				s->bytes[d] += (uint64_t)n;
+				if (d == PX_TO_SERVER)
+					PX_COUNT_ADD(w, bytes_to_server, n);
+				else
+					PX_COUNT_ADD(w, bytes_to_client, n);
+				active = true;
+				continue;
+			}
+			if (n == -1 && errno == EINTR)
+				continue;
+			if (n == -1 && errno == EAGAIN) {
+				/* Peer is slow: stop reading, wait to write. */
+				px_ev_set(&h->rd, &h->rd_on, false);
+				px_ev_set(&h->wr, &h->wr_on, true);
+				break;
+			}
+			px_session_closef(s, "%s-error: %s", px_side_name[!d],
+			    strerror(n == -1 ? errno : EPIPE));
+			return;
+		}
+		px_ev_set(&h->wr, &h->wr_on, false);
+		if (h->eof) {
+			if (active)
+				px_session_touch(s);
+			px_splice_finish_half(s, d);
+			return;
+		}
+		if (++rounds > PX_SPLICE_ROUNDS) {
+			px_ev_set(&h->rd, &h->rd_on, true);
+			break;
+		}
+		n = splice(h->from, NULL, h->pipe[1], NULL,
+		    (size_t)w->pipes.size, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n > 0) {
+			h->in_pipe = (size_t)n;
+			active = true;
+			continue;
+		}
+		if (n == 0) {
+			h->eof = true;
+			if (s->first_eof == NULL)
+				s->first_eof = d == PX_TO_SERVER ?
+				    "client-closed" : "server-closed";
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN) {
+			px_ev_set(&h->rd, &h->rd_on, true);
+			break;
+		}
+		px_session_closef(s, "%s-error: %s", px_side_name[d],
+		    strerror(errno));
+		return;
+	}
+	if (active)
+		px_session_touch(s);
+}
+
+static void
+px_splice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_splice_half *h = arg;
+
+	(void)fd; (void)what;
+	px_splice_pump(h->s, h->dir);
+}
+
+int
+px_relay_splice_start(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	int d, size = (int)s->cfg->buffer;
+
+	for (d = 0; d < 2; d++) {
+		struct px_splice_half *h = &s->sp[d];
+
+		if (px_pipe_get(w, h->pipe, size) == -1) {
+			if (d == 1)
+				px_pipe_put(w, s->sp[0].pipe, true);
+			s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
+			return -1;
+		}
+		h->s = s;
+		h->dir = d;
+		h->from = d == PX_TO_SERVER ? s->cfd : s->sfd;
+		h->to = d == PX_TO_SERVER ? s->sfd : s->cfd;
+		event_assign(&h->rd, w->base, h->from, EV_READ | EV_PERSIST,
+		    px_splice_cb, h);
+		event_assign(&h->wr, w->base, h->to, EV_WRITE | EV_PERSIST,
+		    px_splice_cb, h);
+	}
+	/* Both sides may already have bytes waiting (server greeting,
+	 * pipelined request): try once each, then let the events drive. */
+	for (d = 0; d < 2; d++) {
+		px_splice_pump(s, d);
+		if (s->state == PX_SS_CLOSED)
+			break;
+	}
+	return 0;
+}
+
+/* ---- bufferevents ----------------------------------------------------- */
+
+static int
+px_bev_side(struct px_session *s, struct bufferevent *bev)
+{
+	return bev == s->bev[0] ? 0 : 1;
+}
+
+/* Side `side` gave EOF and everything it sent is delivered to the peer. */
+static void
+px_buf_half_done(struct px_session *s, int side)
+{
+	int peer = !side;
+
+	if (!s->half_close) {
+		px_session_close(s, s->first_eof);
+		return;
+	}
+	if (!s->bev_shut[peer]) {
+		s->bev_shut[peer] = true;
+		(void)shutdown(bufferevent_getfd(s->bev[peer]), SHUT_WR);
+	}
+	if (s->bev_shut[0] && s->bev_shut[1])
+		px_session_close(s, s->first_eof);
+}
+
+static void
+px_buf_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct px_session *s = arg;
+	int side = px_bev_side(s, bev);
+	enum px_dir dir = side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *out = bufferevent_get_output(s->bev[!side]);
+	const struct px_analyser *a = s->svc->analyser;
+	size_t len;
+
+	px_session_touch(s);
+	if (a->on_data != NULL) {
+		switch (a->on_data(s, s->an_state, dir, in)) {
+		case PX_PASS:
+			break;
+		case PX_MORE:
+			return;
+		case PX_DENY:
+			px_session_close(s, "denied: by analyser");
+			return;
+		case PX_ERROR:
+			px_session_close(s, "error: aborted by analyser");
+			return;
+		}
+	}
+	len = evbuffer_get_length(in);
+	evbuffer_add_buffer(out, in);
+	s->moved[dir] += len;
+	if (dir == PX_TO_SERVER)
+		PX_COUNT_ADD(s->w, bytes_to_server, len);
+	else
+		PX_COUNT_ADD(s->w, bytes_to_client, len);
+	if (evbuffer_get_length(out) >= s->cfg->buffer) {
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(s->bev[!side], EV_WRITE,
+		    s->cfg->buffer / 2, 0);
+	}
+}
+
+static void
+px_buf_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct px_session *s = arg;
+	int side = px_bev_side(s, bev), peer = !side;
+
+	/* Our output drained to the low watermark: the peer may read again. */
+	if (!s->bev_eof[peer]) {
+		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+		bufferevent_enable(s->bev[peer], EV_READ);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		px_buf_half_done(s, peer);
+}
+
+static void
+px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_session *s = arg;
+	int side = px_bev_side(s, bev);
+
+	if (what & BEV_EVENT_EOF) {
+		s->bev_eof[side] = true;
+		if (s->first_eof == NULL)
+			s->first_eof = side == 0 ? "client-closed" : "server-closed";
+		bufferevent_disable(bev, EV_READ);
+		/* Whatever is still queued for the peer goes first; the write
+		 * callback fires at empty (low watermark 0). */
+		bufferevent_setwatermark(s->bev[!side], EV_WRITE, 0, 0);
+		if (evbuffer_get_length(bufferevent_get_output(s->bev[!side])) == 0)
+			px_buf_half_done(s, side);
+		return;
+	}
+	if (what & BEV_EVENT_ERROR) {
+		int err = EVUTIL_SOCKET_ERROR();
+
+		px_session_closef(s, "%s-error: %s", px_side_name[side],
+		    err ? strerror(err) : "unknown error");
+	}
+}
+
+int
+px_relay_buffered_start(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	int side;
+
+	for (side = 0; side < 2; side++) {
+		int fd = side == 0 ? s->cfd : s->sfd;
+		struct bufferevent *bev;
+
+		bev = bufferevent_socket_new(w->base, fd, 0);
+		if (bev == NULL)
+			return -1;
+		s->bev[side] = bev;
+		bufferevent_setcb(bev, px_buf_read_cb, px_buf_write_cb,
+		    px_buf_event_cb, s);
+		/* Don't pull more than `buffer` into user space at once. */
+		bufferevent_setwatermark(bev, EV_READ, 0, s->cfg->buffer);
+	}
+	if (s->cfg->session_bandwidth != 0) {
+		struct timeval tick = { 0, 100 * 1000 };
+		size_t rate = s->cfg->session_bandwidth / 10;
+
+		if (rate == 0)
+			rate = 1;
+		s->rl_cfg = ev_token_bucket_cfg_new(rate, rate, rate, rate, &tick);
+		if (s->rl_cfg == NULL)
+			return -1;
+	}
+	for (side = 0; side < 2; side++) {
+		if (s->rl_cfg != NULL)
+			bufferevent_set_rate_limit(s->bev[side], s->rl_cfg);
+		if (w->rl_group != NULL)
+			bufferevent_add_to_rate_limit_group(s->bev[side],
+			    w->rl_group);
+		bufferevent_enable(s->bev[side], EV_READ | EV_WRITE);
+	}
+	return 0;
+}
+
+/* ---- teardown --------------------------------------------------------- */
+
+void
+px_relay_free(struct px_session *s)
+{
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		struct px_splice_half *h = &s->sp[d];
+
+		if (h->pipe[0] != -1) {
+			px_ev_set(&h->rd, &h->rd_on, false);
+			px_ev_set(&h->wr, &h->wr_on, false);
+			px_pipe_put(s->w, h->pipe, h->in_pipe == 0);
+			h->pipe[0] = h->pipe[1] = -1;
+		}
+	}
+	for (d = 0; d < 2; d++) {
+		struct bufferevent *bev = s->bev[d];
+
+		if (bev == NULL)
+			continue;
+		/* Count what reached the kernel, not what was left queued. */
+		s->bytes[!d] = s->moved[!d] -
+		    evbuffer_get_length(bufferevent_get_output(bev));
+		if (s->w->rl_group != NULL)
+			bufferevent_remove_from_rate_limit_group(bev);
+		bufferevent_free(bev);
+		s->bev[d] = NULL;
+	}
+	if (s->rl_cfg != NULL) {
+		ev_token_bucket_cfg_free(s->rl_cfg);
+		s->rl_cfg = NULL;
+	}
+}

@@ -1,0 +1,259 @@
+#include "session.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "upstream.h"
+#include "worker.h"
+
+static atomic_uint_fast64_t px_session_ids;
+
+uint64_t
+px_now_ms(struct px_worker *w)
+{
+	struct timeval tv;
+
+	event_base_gettimeofday_cached(w->base, &tv);
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+void
+px_session_touch(struct px_session *s)
+{
+	s->last_active_ms = px_now_ms(s->w);
+}
+
+static void
+px_session_arm_timer(struct px_session *s, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(&s->timer, &tv);
+	s->timer_on = true;
+}
+
+const void *
+px_session_policy(const struct px_session *s)
+{
+	return s->svc->analyser_policy;
+}
+
+static void
+px_session_log_end(struct px_session *s, const char *reason)
+{
+	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
+	struct timeval now, d;
+
+	if (!px_log_enabled(LOG_INFO))
+		return;
+	gettimeofday(&now, NULL);
+	timersub(&now, &s->start_tv, &d);
+	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
+	    "client=%s dst=%s server=%s to-server=%llu to-client=%llu "
+	    "duration=%ld.%03ld end=%s",
+	    s->svc->name, s->svc->analyser->name,
+	    strncmp(reason, "denied", 6) == 0 ? "deny" : "accept",
+	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
+	    px_sockaddr_str((struct sockaddr *)&s->dst, dst, sizeof(dst)),
+	    px_sockaddr_str((struct sockaddr *)&s->server, server, sizeof(server)),
+	    (unsigned long long)s->bytes[PX_TO_SERVER],
+	    (unsigned long long)s->bytes[PX_TO_CLIENT],
+	    (long)d.tv_sec, (long)(d.tv_usec / 1000), reason);
+}
+
+void
+px_session_close(struct px_session *s, const char *reason)
+{
+	struct px_worker *w = s->w;
+
+	if (s->state == PX_SS_CLOSED)
+		return;
+	s->state = PX_SS_CLOSED;
+	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
+		s->svc->analyser->on_close(s, s->an_state);
+	px_relay_free(s);		/* settles s->bytes before the log */
+	px_session_log_end(s, reason);
+	if (event_initialized(&s->conn_ev))
+		event_del(&s->conn_ev);
+	if (s->timer_on)
+		evtimer_del(&s->timer);
+	if (s->sfd != -1)
+		close(s->sfd);
+	if (s->cfd != -1)
+		close(s->cfd);
+	TAILQ_REMOVE(&w->sessions, s, link);
+	PX_COUNT_ADD(w, active, -1);
+	atomic_fetch_sub_explicit(&px_live_sessions, 1, memory_order_relaxed);
+	px_config_unref(s->cfg);
+	free(s->an_state);
+	free(s);
+	if (w->draining && TAILQ_EMPTY(&w->sessions))
+		event_base_loopbreak(w->base);
+}
+
+void
+px_session_closef(struct px_session *s, const char *fmt, ...)
+{
+	char reason[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	px_session_close(s, reason);
+}
+
+static void
+px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+	uint64_t now, idle = s->cfg->idle_timeout_ms;
+
+	(void)fd; (void)what;
+	s->timer_on = false;
+	if (s->state == PX_SS_CONNECTING) {
+		PX_COUNT_ADD(s->w, connect_failures, 1);
+		px_session_close(s, "connect-timeout");
+		return;
+	}
+	if (idle == 0)
+		return;
+	/* Sliding deadline without an event_add per byte: on expiry, re-arm
+	 * for what is left if there was activity meanwhile. */
+	now = px_now_ms(s->w);
+	if (now - s->last_active_ms >= idle) {
+		PX_COUNT_ADD(s->w, idle_timeouts, 1);
+		px_session_close(s, "idle-timeout");
+		return;
+	}
+	px_session_arm_timer(s, idle - (now - s->last_active_ms));
+}
+
+int
+px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
+{
+	s->half_close = half_close;
+	/* Rate limits and byte inspection need the bytes in user space. */
+	if (mode == PX_RELAY_SPLICE && (s->cfg->session_bandwidth != 0 ||
+	    s->cfg->global_bandwidth != 0 || s->svc->analyser->on_data != NULL))
+		mode = PX_RELAY_BUFFERED;
+	s->relay_mode = mode;
+	if (mode == PX_RELAY_SPLICE) {
+		if (px_relay_splice_start(s) == 0) {
+			PX_COUNT_ADD(s->w, splice_sessions, 1);
+			return 0;
+		}
+		/* Out of pipes (fd limit): the buffered path still works. */
+		s->relay_mode = PX_RELAY_BUFFERED;
+	}
+	return px_relay_buffered_start(s);
+}
+
+static void
+px_session_connected(struct px_session *s)
+{
+	const struct px_analyser *a = s->svc->analyser;
+
+	s->state = PX_SS_RELAY;
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	px_session_touch(s);
+	if (s->cfg->idle_timeout_ms != 0)
+		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
+	if (a->state_size != 0 &&
+	    (s->an_state = calloc(1, a->state_size)) == NULL) {
+		px_session_close(s, "error: out of memory");
+		return;
+	}
+	if (a->on_open(s, s->an_state) == -1 && s->state != PX_SS_CLOSED)
+		px_session_close(s, "error: analyser refused to open");
+}
+
+static void
+px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+	int err;
+
+	(void)what;
+	err = px_upstream_result((int)fd);
+	if (err != 0) {
+		PX_COUNT_ADD(s->w, connect_failures, 1);
+		px_session_closef(s, "connect-failed: %s", strerror(err));
+		return;
+	}
+	px_session_connected(s);
+}
+
+void
+px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
+    int salen)
+{
+	struct px_worker *w = l->w;
+	const struct px_service *svc = l->svc;
+	struct px_session *s;
+	bool in_progress;
+	int one = 1, sfd;
+
+	PX_COUNT_ADD(w, accepted, 1);
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return;
+	}
+	s->id = atomic_fetch_add_explicit(&px_session_ids, 1,
+	    memory_order_relaxed) + 1;
+	s->w = w;
+	s->cfg = px_config_ref(w->cfg);
+	s->svc = svc;
+	s->cfd = fd;
+	s->sfd = -1;
+	s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
+	s->sp[1].pipe[0] = s->sp[1].pipe[1] = -1;
+	gettimeofday(&s->start_tv, NULL);
+	if ((size_t)salen <= sizeof(s->client))
+		memcpy(&s->client, sa, (size_t)salen);
+	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
+	TAILQ_INSERT_TAIL(&w->sessions, s, link);
+	PX_COUNT_ADD(w, active, 1);
+	/* Counted before the checks so the close path is the same for all. */
+	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
+	    memory_order_relaxed) >= s->cfg->max_sessions) {
+		PX_COUNT_ADD(w, denied_max, 1);
+		px_session_close(s, "denied: max-sessions");
+		return;
+	}
+	if (svc->nallow != 0 && !px_cidr_list_match(svc->allow, svc->nallow, sa)) {
+		PX_COUNT_ADD(w, denied_acl, 1);
+		px_session_close(s, "denied: client not allowed");
+		return;
+	}
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	memcpy(&s->dst, &svc->target, svc->target_len);
+	memcpy(&s->server, &s->dst, sizeof(s->dst));
+	sfd = px_upstream_connect(svc, (struct sockaddr *)&s->server,
+	    svc->target_len, &in_progress);
+	if (sfd == -1) {
+		PX_COUNT_ADD(w, connect_failures, 1);
+		px_session_closef(s, "connect-failed: %s", strerror(errno));
+		return;
+	}
+	s->sfd = sfd;
+	if (!in_progress) {
+		px_session_connected(s);
+		return;
+	}
+	event_assign(&s->conn_ev, w->base, sfd, EV_WRITE, px_session_connect_cb, s);
+	event_add(&s->conn_ev, NULL);
+	px_session_arm_timer(s, svc->connect_timeout_ms);
+}

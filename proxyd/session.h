@@ -1,0 +1,92 @@
+/* A session: one client connection, its server connection, and everything
+ * needed to relay between them and account for it. Owned by one worker from
+ * accept to close; only px_session_close() tears it down. */
+#ifndef PX_SESSION_H
+#define PX_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+
+#include "analyser.h"
+#include "config.h"
+
+struct px_worker;
+struct px_listener;
+struct bufferevent;
+struct ev_token_bucket_cfg;
+
+/* One direction of a splice relay. */
+struct px_splice_half {
+	struct px_session *s;
+	int		dir;		/* enum px_dir */
+	int		from, to;
+	int		pipe[2];
+	size_t		in_pipe;	/* bytes read but not yet written */
+	bool		eof;		/* read side gave EOF */
+	bool		done;		/* EOF passed on (or session ending) */
+	struct event	rd;		/* EV_READ on from */
+	struct event	wr;		/* EV_WRITE on to */
+	bool		rd_on, wr_on;
+};
+
+enum px_session_state {
+	PX_SS_CONNECTING = 0,
+	PX_SS_RELAY,
+	PX_SS_CLOSED,
+};
+
+struct px_session {
+	uint64_t		 id;
+	struct px_worker	*w;
+	struct px_config	*cfg;		/* one reference */
+	const struct px_service	*svc;
+	enum px_session_state	 state;
+	enum px_relay_mode	 relay_mode;
+	bool			 half_close;
+
+	int			 cfd, sfd;
+	struct sockaddr_storage	 client;
+	struct sockaddr_storage	 dst;		/* original destination */
+	struct sockaddr_storage	 server;	/* where we connected */
+
+	struct event		 conn_ev;	/* EV_WRITE on sfd while connecting */
+	struct event		 timer;		/* connect, then idle timeout */
+	bool			 timer_on;
+	uint64_t		 last_active_ms;
+	uint64_t		 start_ms;
+	struct timeval		 start_tv;
+
+	struct px_splice_half	 sp[2];		/* PX_RELAY_SPLICE */
+	struct bufferevent	*bev[2];	/* PX_RELAY_BUFFERED: client, server */
+	bool			 bev_eof[2];	/* read EOF seen on that side */
+	bool			 bev_shut[2];	/* write side shut on that side */
+	uint64_t		 moved[2];	/* buffered bytes queued per dir */
+	struct ev_token_bucket_cfg *rl_cfg;
+
+	uint64_t		 bytes[2];	/* delivered, per px_dir */
+	const char		*first_eof;	/* "client-closed"/"server-closed" */
+	void			*an_state;
+	TAILQ_ENTRY(px_session)	 link;
+};
+
+void	px_session_accept(struct px_listener *l, int fd,
+	    const struct sockaddr *sa, int salen);
+/* Ends the session: one log line, sockets closed, memory freed. */
+void	px_session_close(struct px_session *s, const char *reason);
+void	px_session_closef(struct px_session *s, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+void	px_session_touch(struct px_session *s);
+uint64_t px_now_ms(struct px_worker *w);
+
+/* relay.c */
+int	px_relay_splice_start(struct px_session *s);
+int	px_relay_buffered_start(struct px_session *s);
+void	px_relay_free(struct px_session *s);
+
+#endif

@@ -1,0 +1,435 @@
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "listener.h"
+#include "log.h"
+#include "session.h"
+
+atomic_uint_fast64_t px_live_sessions;
+
+static struct px_worker *px_workers;
+static unsigned px_nworkers;
+
+unsigned
+px_workers_count(void)
+{
+	return px_nworkers;
+}
+
+struct px_worker *
+px_worker_get(unsigned i)
+{
+	return i < px_nworkers ? &px_workers[i] : NULL;
+}
+
+/* ---- pipes ------------------------------------------------------------ */
+
+static void
+px_pipe_pool_flush(struct px_worker *w)
+{
+	while (w->pipes.n > 0) {
+		w->pipes.n--;
+		close(w->pipes.fds[w->pipes.n][0]);
+		close(w->pipes.fds[w->pipes.n][1]);
+	}
+}
+
+int
+px_pipe_get(struct px_worker *w, int fds[2], int size)
+{
+	if (w->pipes.size != size) {
+		px_pipe_pool_flush(w);
+		w->pipes.size = size;
+	}
+	if (w->pipes.n > 0) {
+		w->pipes.n--;
+		fds[0] = w->pipes.fds[w->pipes.n][0];
+		fds[1] = w->pipes.fds[w->pipes.n][1];
+		return 0;
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1)
+		return -1;
+	/* Best effort: above /proc/sys/fs/pipe-max-size an unprivileged
+	 * process keeps the default 64k, which only costs throughput. */
+	(void)fcntl(fds[1], F_SETPIPE_SZ, size);
+	return 0;
+}
+
+void
+px_pipe_put(struct px_worker *w, int fds[2], bool empty)
+{
+	if (empty && w->pipes.n < PX_PIPE_POOL) {
+		w->pipes.fds[w->pipes.n][0] = fds[0];
+		w->pipes.fds[w->pipes.n][1] = fds[1];
+		w->pipes.n++;
+		return;
+	}
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* ---- listeners -------------------------------------------------------- */
+
+static void
+px_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	(void)lev;
+	px_session_accept(arg, (int)fd, sa, salen);
+}
+
+static void
+px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what;
+	evconnlistener_enable(arg);
+}
+
+static void
+px_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct px_listener *l = arg;
+	struct timeval pause = { 0, 100 * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+
+	/* EMFILE/ENFILE/ENOBUFS: back off instead of spinning on accept. */
+	px_log(LOG_WARNING, 0, "service %s: accept failed: %s; pausing 100ms",
+	    l->svc->name, strerror(err));
+	evconnlistener_disable(lev);
+	event_base_once(l->w->base, -1, EV_TIMEOUT, px_accept_resume_cb, lev,
+	    &pause);
+}
+
+static bool
+px_same_listen(const struct px_service *a, const struct px_service *b)
+{
+	return a->listen_len == b->listen_len &&
+	    memcmp(&a->listen, &b->listen, a->listen_len) == 0 &&
+	    a->mode == b->mode;
+}
+
+/* Builds the listener set for cfg, keeping the sockets of services whose
+ * address did not change (so their accept queues survive a reload).
+ * Returns the number of services that could not listen. */
+static unsigned
+px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
+{
+	struct px_listener *nl;
+	size_t i, j;
+	unsigned failed = 0;
+
+	nl = calloc(cfg->nservices ? cfg->nservices : 1, sizeof(*nl));
+	if (nl == NULL)
+		return (unsigned)cfg->nservices;
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		struct px_listener *l = &nl[i];
+		char a[PX_ADDRSTRLEN];
+		int fd;
+
+		l->w = w;
+		l->svc = svc;
+		for (j = 0; j < w->nlisteners; j++) {
+			struct px_listener *o = &w->listeners[j];
+
+			if (o->lev != NULL && px_same_listen(o->svc, svc)) {
+				l->lev = o->lev;
+				o->lev = NULL;
+				evconnlistener_set_cb(l->lev, px_accept_cb, l);
+				evconnlistener_set_error_cb(l->lev, px_accept_error_cb);
+				break;
+			}
+		}
+		if (l->lev != NULL)
+			continue;
+		px_sockaddr_str((const struct sockaddr *)&svc->listen, a, sizeof(a));
+		if ((fd = px_listener_socket((const struct sockaddr *)&svc->listen,
+		    svc->listen_len, (int)svc->backlog, true)) == -1) {
+			if (errout != NULL)
+				fprintf(errout, "proxyd: %s: cannot listen on %s: %s\n",
+				    svc->file, a, strerror(errno));
+			else
+				px_log(LOG_ERR, 0, "%s: cannot listen on %s: %s",
+				    svc->file, a, strerror(errno));
+			failed++;
+			continue;
+		}
+		l->lev = evconnlistener_new(w->base, px_accept_cb, l,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+		if (l->lev == NULL) {
+			close(fd);
+			failed++;
+			continue;
+		}
+		evconnlistener_set_error_cb(l->lev, px_accept_error_cb);
+	}
+	for (j = 0; j < w->nlisteners; j++)
+		if (w->listeners[j].lev != NULL)
+			evconnlistener_free(w->listeners[j].lev);
+	free(w->listeners);
+	w->listeners = nl;
+	w->nlisteners = cfg->nservices;
+	return failed;
+}
+
+static void
+px_worker_unlisten(struct px_worker *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nlisteners; i++)
+		if (w->listeners[i].lev != NULL)
+			evconnlistener_free(w->listeners[i].lev);
+	free(w->listeners);
+	w->listeners = NULL;
+	w->nlisteners = 0;
+}
+
+/* ---- rate limits ------------------------------------------------------ */
+
+static void
+px_worker_rate_limits(struct px_worker *w, const struct px_config *cfg)
+{
+	struct timeval tick = { 0, 100 * 1000 };
+	size_t rate;
+
+	if (cfg->global_bandwidth == 0) {
+		/* Sessions already in the group keep it; new ones skip it. */
+		if (w->rl_group != NULL && TAILQ_EMPTY(&w->sessions)) {
+			bufferevent_rate_limit_group_free(w->rl_group);
+			w->rl_group = NULL;
+		}
+		return;
+	}
+	/* Each worker gets an even share: no lock between workers. */
+	rate = cfg->global_bandwidth / cfg->workers / 10;
+	if (rate == 0)
+		rate = 1;
+	if (w->rl_group_cfg != NULL)
+		ev_token_bucket_cfg_free(w->rl_group_cfg);
+	w->rl_group_cfg = ev_token_bucket_cfg_new(rate, rate, rate, rate, &tick);
+	if (w->rl_group_cfg == NULL)
+		return;
+	if (w->rl_group == NULL)
+		w->rl_group = bufferevent_rate_limit_group_new(w->base,
+		    w->rl_group_cfg);
+	else
+		bufferevent_rate_limit_group_set_cfg(w->rl_group, w->rl_group_cfg);
+}
+
+/* ---- commands from the main thread ------------------------------------ */
+
+static void
+px_worker_close_all(struct px_worker *w, const char *reason)
+{
+	struct px_session *s;
+
+	while ((s = TAILQ_FIRST(&w->sessions)) != NULL)
+		px_session_close(s, reason);
+}
+
+static void
+px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_worker *w = arg;
+	struct px_config *ncfg;
+	uint64_t v;
+
+	(void)what;
+	if (read((int)fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	ncfg = atomic_exchange(&w->pending, NULL);
+	if (ncfg != NULL && !w->draining) {
+		struct px_config *old = w->cfg;
+
+		w->cfg = ncfg;
+		px_worker_listen(w, ncfg, NULL);
+		px_worker_rate_limits(w, ncfg);
+		px_config_unref(old);	/* sessions hold their own refs */
+	} else if (ncfg != NULL)
+		px_config_unref(ncfg);
+
+	switch (atomic_load(&w->cmd)) {
+	case PX_CMD_DRAIN:
+		if (!w->draining) {
+			w->draining = true;
+			px_worker_unlisten(w);
+		}
+		if (TAILQ_EMPTY(&w->sessions))
+			event_base_loopbreak(w->base);
+		break;
+	case PX_CMD_STOP:
+		w->draining = true;
+		px_worker_unlisten(w);
+		px_worker_close_all(w, "shutdown");
+		event_base_loopbreak(w->base);
+		break;
+	default:
+		break;
+	}
+}
+
+static void *
+px_worker_main(void *arg)
+{
+	struct px_worker *w = arg;
+
+	w->log = px_log_ring_attach();
+	event_base_dispatch(w->base);
+	px_worker_unlisten(w);
+	px_worker_close_all(w, "shutdown");
+	px_log_ring_detach(w->log);
+	atomic_store(&w->exited, true);
+	return NULL;
+}
+
+static int
+px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
+{
+	struct event_config *ec;
+
+	w->id = id;
+	w->wake_fd = -1;
+	TAILQ_INIT(&w->sessions);
+	/* Each base is used by exactly one thread: no libevent locks. */
+	if ((ec = event_config_new()) == NULL)
+		return -1;
+	event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+	w->base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	if (w->base == NULL)
+		return -1;
+	w->cfg = px_config_ref(cfg);
+	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->wake_fd == -1)
+		return -1;
+	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST,
+	    px_worker_wake_cb, w);
+	if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) == -1)
+		return -1;
+	px_worker_rate_limits(w, cfg);
+	return 0;
+}
+
+int
+px_workers_start(struct px_config *cfg)
+{
+	unsigned i;
+
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		char a[PX_ADDRSTRLEN];
+
+		if (px_listener_probe((const struct sockaddr *)&svc->listen,
+		    svc->listen_len) == -1) {
+			fprintf(stderr, "proxyd: %s: cannot listen on %s: %s\n",
+			    svc->file, px_sockaddr_str((const struct sockaddr *)
+			    &svc->listen, a, sizeof(a)), strerror(errno));
+			return -1;
+		}
+	}
+	px_workers = calloc(cfg->workers, sizeof(*px_workers));
+	if (px_workers == NULL)
+		return -1;
+	px_nworkers = cfg->workers;
+	for (i = 0; i < px_nworkers; i++) {
+		if (px_worker_init(&px_workers[i], i, cfg) == -1) {
+			fprintf(stderr, "proxyd: worker %u: setup failed: %s\n", i,
+			    strerror(errno));
+			return -1;
+		}
+		if (px_worker_listen(&px_workers[i], cfg, stderr) != 0)
+			return -1;
+	}
+	for (i = 0; i < px_nworkers; i++)
+		if (pthread_create(&px_workers[i].thread, NULL, px_worker_main,
+		    &px_workers[i]) != 0) {
+			fprintf(stderr, "proxyd: cannot start worker %u\n", i);
+			return -1;
+		}
+	return 0;
+}
+
+static void
+px_worker_wake(struct px_worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->wake_fd, &one, sizeof(one)) < 0)
+		(void)0;	/* counter saturated: a wakeup is pending anyway */
+}
+
+void
+px_workers_reload(struct px_config *cfg)
+{
+	unsigned i;
+
+	for (i = 0; i < px_nworkers; i++) {
+		struct px_config *old;
+
+		old = atomic_exchange(&px_workers[i].pending, px_config_ref(cfg));
+		if (old != NULL)
+			px_config_unref(old);
+		px_worker_wake(&px_workers[i]);
+	}
+}
+
+void
+px_workers_command(enum px_worker_cmd cmd)
+{
+	unsigned i;
+
+	for (i = 0; i < px_nworkers; i++) {
+		atomic_store(&px_workers[i].cmd, cmd);
+		px_worker_wake(&px_workers[i]);
+	}
+}
+
+bool
+px_workers_all_exited(void)
+{
+	unsigned i;
+
+	for (i = 0; i < px_nworkers; i++)
+		if (!atomic_load(&px_workers[i].exited))
+			return false;
+	return true;
+}
+
+void
+px_workers_join(void)
+{
+	unsigned i;
+
+	for (i = 0; i < px_nworkers; i++) {
+		struct px_worker *w = &px_workers[i];
+		struct px_config *p;
+
+		pthread_join(w->thread, NULL);
+		if ((p = atomic_exchange(&w->pending, NULL)) != NULL)
+			px_config_unref(p);
+		px_pipe_pool_flush(w);
+		if (w->rl_group != NULL)
+			bufferevent_rate_limit_group_free(w->rl_group);
+		if (w->rl_group_cfg != NULL)
+			ev_token_bucket_cfg_free(w->rl_group_cfg);
+		event_free(w->wake_ev);
+		close(w->wake_fd);
+		event_base_free(w->base);
+		px_config_unref(w->cfg);
+	}
+	free(px_workers);
+	px_workers = NULL;
+	px_nworkers = 0;
+}

@@ -1,0 +1,104 @@
+/* One worker = one thread with its own event_base, its own SO_REUSEPORT
+ * listener per service, its sessions and counters. Nothing here is shared
+ * between workers except the read-only config and the live-session count. */
+#ifndef PX_WORKER_H
+#define PX_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct px_session;
+struct px_log_ring;
+
+/* Single writer (the worker); the admin thread reads. A relaxed load+store
+ * compiles to a plain add: no lock prefix on the hot path. */
+#define PX_COUNT_ADD(w, field, n) atomic_store_explicit(&(w)->counters.field, \
+	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed) + (n), \
+	memory_order_relaxed)
+#define PX_COUNT_GET(w, field) \
+	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed)
+
+struct px_counters {
+	atomic_uint_fast64_t	accepted;
+	atomic_uint_fast64_t	active;
+	atomic_uint_fast64_t	denied_acl;
+	atomic_uint_fast64_t	denied_max;
+	atomic_uint_fast64_t	connect_failures;
+	atomic_uint_fast64_t	idle_timeouts;
+	atomic_uint_fast64_t	bytes_to_server;
+	atomic_uint_fast64_t	bytes_to_client;
+	atomic_uint_fast64_t	splice_sessions;
+};
+
+struct px_listener {
+	struct evconnlistener	*lev;
+	struct px_worker	*w;
+	const struct px_service	*svc;	/* in w->cfg */
+};
+
+/* Empty pipes kept for reuse: creating and sizing one costs 3 syscalls. */
+#define PX_PIPE_POOL	64
+struct px_pipe_pool {
+	int	fds[PX_PIPE_POOL][2];
+	int	n;
+	int	size;		/* F_SETPIPE_SZ they were given */
+};
+
+enum px_worker_cmd {
+	PX_CMD_NONE = 0,
+	PX_CMD_DRAIN,		/* stop accepting, exit when idle */
+	PX_CMD_STOP,		/* close every session now, exit */
+};
+
+TAILQ_HEAD(px_session_list, px_session);
+
+struct px_worker {
+	unsigned		 id;
+	pthread_t		 thread;
+	struct event_base	*base;
+	struct px_config	*cfg;		/* current; one reference */
+	_Atomic(struct px_config *) pending;	/* handed over by a reload */
+	atomic_int		 cmd;
+	atomic_bool		 exited;
+	int			 wake_fd;	/* eventfd: main -> worker */
+	struct event		*wake_ev;
+	struct px_listener	*listeners;
+	size_t			 nlisteners;
+	struct px_session_list	 sessions;
+	uint64_t		 next_seq;
+	struct px_pipe_pool	 pipes;
+	struct bufferevent_rate_limit_group *rl_group;
+	struct ev_token_bucket_cfg *rl_group_cfg;
+	struct ev_token_bucket_cfg *rl_session_cfg;
+	uint64_t		 rl_session_rate;
+	struct px_log_ring	*log;
+	bool			 draining;
+	struct px_counters	 counters;
+};
+
+extern atomic_uint_fast64_t px_live_sessions;
+
+/* Opens every listener for every worker (errors reported on stderr before
+ * any thread starts), then starts the threads. */
+int	px_workers_start(struct px_config *cfg);
+/* Hands a new config to every worker; they switch at their next loop. */
+void	px_workers_reload(struct px_config *cfg);
+void	px_workers_command(enum px_worker_cmd cmd);
+bool	px_workers_all_exited(void);
+void	px_workers_join(void);
+unsigned px_workers_count(void);
+struct px_worker *px_worker_get(unsigned i);
+
+/* Pipes for splice: 0 ok, -1 none to be had. */
+int	px_pipe_get(struct px_worker *w, int fds[2], int size);
+void	px_pipe_put(struct px_worker *w, int fds[2], bool empty);
+
+#endif
