@@ -115,6 +115,26 @@ px_schema_compile(const char *text)
 	return rng;
 }
 
+/* libxml2 keeps no line for a DTD node; find it in the text. */
+static long
+px_doctype_line(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[512];
+	long line = 1;
+
+	if (f == NULL)
+		return 1;
+	while (fgets(buf, sizeof(buf), f) != NULL) {
+		if (strstr(buf, "<!DOCTYPE") != NULL)
+			break;
+		if (strchr(buf, '\n') != NULL)
+			line++;
+	}
+	fclose(f);
+	return line;
+}
+
 /* Parses one file and validates it. Returns NULL after reporting. */
 static xmlDocPtr
 px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
@@ -147,8 +167,7 @@ px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 		goto out;
 	}
 	if (doc->intSubset != NULL || doc->extSubset != NULL) {
-		px_cfg_error_line(e, path, doc->intSubset ?
-		    xmlGetLineNo((xmlNodePtr)doc->intSubset) : 1,
+		px_cfg_error_line(e, path, px_doctype_line(path),
 		    "DOCTYPE declarations are not allowed");
 		goto fail;
 	}
@@ -188,6 +207,26 @@ px_child(xmlNodePtr parent, const char *name)
 		    xmlStrcmp(n->name, (const xmlChar *)name) == 0)
 			return n;
 	return NULL;
+}
+
+/* The schema allows each child any number of times (for its clearer
+ * messages); a repeat is almost always a merge mistake, so refuse it. */
+static void
+px_check_repeats(xmlNodePtr parent, struct px_cfgerr *e)
+{
+	xmlNodePtr n, m;
+
+	for (n = parent->children; n != NULL; n = n->next) {
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		for (m = parent->children; m != n; m = m->next)
+			if (m->type == XML_ELEMENT_NODE &&
+			    xmlStrcmp(m->name, n->name) == 0) {
+				px_cfg_error(e, n, "<%s> given twice (first at line %ld)",
+				    (const char *)n->name, xmlGetLineNo(m));
+				break;
+			}
+	}
 }
 
 /* The caller frees with xmlFree(). NULL if absent. */
@@ -345,6 +384,7 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	c->shutdown_grace_ms = 30 * 1000;
 	c->log_target = PX_LOG_STDERR;
 	c->log_level = LOG_INFO;
+	px_check_repeats(root, e);
 
 	if ((n = px_child(root, "workers")) != NULL) {
 		v = (char *)xmlNodeGetContent(n);
@@ -507,6 +547,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	unsigned before = e->count;
 	uint64_t u;
 
+	px_check_repeats(root, e);
 	svc->name = px_attr(root, "name");
 	if (svc->name == NULL || !px_valid_name(svc->name))
 		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
@@ -516,7 +557,10 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_cfg_error(e, root, "analyser=\"%s\": not built into this proxyd", v);
 	xmlFree(v);
 
-	n = px_child(root, "listen");
+	if ((n = px_child(root, "listen")) == NULL) {
+		px_cfg_error(e, root, "service needs a <listen address=... port=...>");
+		return -1;
+	}
 	if (px_attr_endpoint(e, n, &svc->listen, &svc->listen_len) == 0) {
 		svc->mode = PX_MODE_FIXED;
 		if ((v = px_attr(n, "mode")) != NULL) {
@@ -528,6 +572,8 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 				svc->mode = PX_MODE_REDIRECT;
 			else if (strcmp(v, "forward") == 0)
 				svc->mode = PX_MODE_FORWARD;
+			else
+				px_cfg_error(e, n, "mode=\"%s\": expected fixed, transparent, redirect or forward", v);
 			xmlFree(v);
 		}
 		if (svc->mode == PX_MODE_FORWARD)

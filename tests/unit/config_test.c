@@ -1,0 +1,468 @@
+/* Unit tests for proxyd/config.c: every loader error path reports
+ * file:line: reason and yields no config; valid files give the right values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <libxml/parser.h>
+
+#include "analyser.h"
+#include "config.h"
+
+struct fixture {
+	char	 dir[64];
+	char	 conf[128];
+	char	*errors;
+	size_t	 errlen;
+};
+
+static struct fixture fx;
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int
+setup(void **state)
+{
+	char pdir[160];
+
+	(void)state;
+	memset(&fx, 0, sizeof(fx));
+	strcpy(fx.dir, "/tmp/proxyd-config-test-XXXXXX");
+	assert_non_null(mkdtemp(fx.dir));
+	snprintf(fx.conf, sizeof(fx.conf), "%s/proxyd.xml", fx.dir);
+	snprintf(pdir, sizeof(pdir), "%s/policy", fx.dir);
+	assert_int_equal(mkdir(pdir, 0700), 0);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[200];
+
+	(void)state;
+	free(fx.errors);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx.dir);
+	assert_int_equal(system(cmd), 0);
+	return 0;
+}
+
+static void
+put_policy(const char *name, const char *text)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "%s/policy/%s", fx.dir, name);
+	write_file(path, text);
+}
+
+static void
+put_conf(const char *text)
+{
+	write_file(fx.conf, text);
+}
+
+static struct px_config *
+load(void)
+{
+	struct px_cfgerr err = { 0 };
+	struct px_config *c;
+
+	free(fx.errors);
+	fx.errors = NULL;
+	err.out = open_memstream(&fx.errors, &fx.errlen);
+	c = px_config_load(fx.conf, &err);
+	fclose(err.out);
+	if (c == NULL)
+		assert_true(err.count > 0);
+	return c;
+}
+
+/* The load fails and the report holds "<file>:<line>: ...<what>...". */
+static void
+expect_error(const char *file, int line, const char *what)
+{
+	struct px_config *c = load();
+	char prefix[256];
+	const char *p;
+	bool found = false;
+
+	if (c != NULL) {
+		px_config_unref(c);
+		fail_msg("expected an error '%s' at %s:%d, config loaded", what,
+		    file, line);
+	}
+	snprintf(prefix, sizeof(prefix), "%s/%s:%d: ", fx.dir, file, line);
+	for (p = fx.errors; p != NULL && (p = strstr(p, prefix)) != NULL; p++) {
+		const char *eol = strchr(p, '\n');
+
+		if (eol != NULL && memmem(p, (size_t)(eol - p), what,
+		    strlen(what)) != NULL)
+			found = true;
+	}
+	if (!found)
+		fail_msg("expected '%s...%s' in:\n%s", prefix, what, fx.errors);
+}
+
+static const char *const good_conf =
+    "<proxyd>\n"
+    "  <policies dir=\"policy\"/>\n"
+    "</proxyd>\n";
+
+static const char *const good_service =
+    "<service name=\"web\" analyser=\"plug\">\n"
+    "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+    "</service>\n";
+
+static void
+test_defaults(void **state)
+{
+	struct px_config *c;
+	const struct px_service *s;
+
+	(void)state;
+	put_conf(good_conf);
+	put_policy("web.xml", good_service);
+	c = load();
+	assert_non_null(c);
+	assert_true(c->workers >= 1);
+	assert_int_equal(c->max_sessions, 10000);
+	assert_int_equal(c->connect_timeout_ms, 10000);
+	assert_int_equal(c->idle_timeout_ms, 300000);
+	assert_int_equal(c->buffer, 256 * 1024);
+	assert_int_equal(c->shutdown_grace_ms, 30000);
+	assert_int_equal(c->log_target, PX_LOG_STDERR);
+	assert_int_equal(c->log_level, LOG_INFO);
+	assert_false(c->admin_enabled);
+	assert_int_equal(c->nservices, 1);
+	s = &c->services[0];
+	assert_string_equal(s->name, "web");
+	assert_string_equal(s->analyser->name, "plug");
+	assert_int_equal(s->mode, PX_MODE_FIXED);
+	assert_true(s->has_target);
+	assert_int_equal(s->connect_timeout_ms, 10000);
+	assert_int_equal(s->nallow, 0);
+	assert_int_equal(s->backlog, 1024);
+	assert_non_null(s->analyser_policy);	/* plug defaults */
+	px_config_unref(c);
+}
+
+static void
+test_values(void **state)
+{
+	struct px_config *c;
+	const struct px_service *s;
+
+	(void)state;
+	put_conf("<proxyd>\n"
+	    "  <workers>3</workers>\n"
+	    "  <limits max-sessions=\"7\" connect-timeout=\"250ms\" idle-timeout=\"0\"\n"
+	    "          buffer=\"64k\" session-bandwidth=\"1m\" global-bandwidth=\"0\"\n"
+	    "          shutdown-grace=\"2s\"/>\n"
+	    "  <log target=\"file:proxyd.log\" level=\"debug\"/>\n"
+	    "  <admin listen=\"[::1]:19180\"/>\n"
+	    "  <policies dir=\"policy\"/>\n"
+	    "</proxyd>\n");
+	put_policy("b.xml",
+	    "<service name=\"b\" analyser=\"plug\">\n"
+	    "  <listen address=\"::1\" port=\"2222\" backlog=\"16\"/>\n"
+	    "  <target address=\"2001:db8::2\" port=\"22\"/>\n"
+	    "  <upstream connect-timeout=\"5s\"/>\n"
+	    "  <clients allow=\"127.0.0.0/8, ::1\n 10.0.0.0/8\"/>\n"
+	    "  <plug splice=\"no\" half-close=\"no\"/>\n"
+	    "</service>\n");
+	put_policy("a.xml", good_service);
+	put_policy("notes.txt", "not a policy");
+	c = load();
+	assert_non_null(c);
+	assert_int_equal(c->workers, 3);
+	assert_int_equal(c->max_sessions, 7);
+	assert_int_equal(c->connect_timeout_ms, 250);
+	assert_int_equal(c->idle_timeout_ms, 0);
+	assert_int_equal(c->buffer, 65536);
+	assert_int_equal(c->session_bandwidth, 1 << 20);
+	assert_int_equal(c->shutdown_grace_ms, 2000);
+	assert_int_equal(c->log_target, PX_LOG_FILE);
+	assert_non_null(strstr(c->log_file, "/proxyd.log"));
+	assert_int_equal(c->log_level, LOG_DEBUG);
+	assert_true(c->admin_enabled);
+	assert_int_equal(c->nservices, 2);
+	/* sorted by name, whatever the file order: b.xml's "b" < a.xml's "web" */
+	assert_string_equal(c->services[1].name, "web");
+	s = &c->services[0];
+	assert_string_equal(s->name, "b");
+	assert_int_equal(s->backlog, 16);
+	assert_int_equal(s->connect_timeout_ms, 5000);
+	assert_int_equal(s->nallow, 3);
+	assert_int_equal(s->listen.ss_family, AF_INET6);
+	px_config_unref(c);
+}
+
+static void
+test_daemon_errors(void **state)
+{
+	static const struct {
+		const char *limits;
+		const char *what;
+	} cases[] = {
+		{ "buffer=\"12q\"", "buffer=\"12q\": unknown size unit" },
+		{ "buffer=\"1k\"", "buffer=\"1k\": must be between" },
+		{ "idle-timeout=\"5\"", "idle-timeout=\"5\": duration needs a unit" },
+		{ "connect-timeout=\"0\"", "connect-timeout=\"0\"" },
+		{ "connect-timeout=\"2h\"", "must be between" },
+		{ "max-sessions=\"0\"", "max-sessions=\"0\"" },
+		{ "max-sessions=\"ten\"", "not a decimal number" },
+		{ "session-bandwidth=\"3g\"", "session-bandwidth=\"3g\"" },
+		{ "shutdown-grace=\"-1s\"", "shutdown-grace" },
+		{ "colour=\"red\"", "Invalid attribute colour for element limits" },
+	};
+	char text[512];
+	size_t i;
+
+	(void)state;
+	put_policy("web.xml", good_service);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "<proxyd>\n  <policies dir=\"policy\"/>\n"
+		    "  <limits %s/>\n</proxyd>\n", cases[i].limits);
+		put_conf(text);
+		expect_error("proxyd.xml", 3, cases[i].what);
+	}
+
+	put_conf("<proxyd>\n<workers>0</workers>\n<policies dir=\"policy\"/></proxyd>\n");
+	expect_error("proxyd.xml", 2, "workers \"0\"");
+	put_conf("<proxyd>\n<workers>many</workers>\n<policies dir=\"policy\"/></proxyd>\n");
+	expect_error("proxyd.xml", 2, "expected auto");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<log target=\"printer\"/></proxyd>\n");
+	expect_error("proxyd.xml", 3, "target=\"printer\"");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<log level=\"loud\"/></proxyd>\n");
+	expect_error("proxyd.xml", 3, "level=\"loud\"");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<admin listen=\"0.0.0.0:9180\"/></proxyd>\n");
+	expect_error("proxyd.xml", 3, "must be on a loopback address");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<admin listen=\"localhost:9180\"/></proxyd>\n");
+	expect_error("proxyd.xml", 3, "not a numeric");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<admin listen=\"127.0.0.1\"/></proxyd>\n");
+	expect_error("proxyd.xml", 3, "expected ADDRESS:PORT");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<firewall/>\n</proxyd>\n");
+	expect_error("proxyd.xml", 3, "Did not expect element firewall there");
+	put_conf("<proxyd>\n<policies dir=\"policy\"/>\n<limits/>\n<limits/>\n</proxyd>\n");
+	expect_error("proxyd.xml", 4, "<limits> given twice (first at line 3)");
+	put_conf("<proxyd>\n<policies dir=\"policy\">\n</proxyd>\n");
+	expect_error("proxyd.xml", 3, "mismatch");
+	put_conf("<proxyd>\n<policies dir=\"nowhere\"/>\n</proxyd>\n");
+	expect_error("proxyd.xml", 0, "No such file or directory");
+	put_conf("<?xml version=\"1.0\"?>\n<!DOCTYPE proxyd [\n<!ENTITY a \"aaaa\">\n]>\n"
+	    "<proxyd><policies dir=\"&a;\"/></proxyd>\n");
+	expect_error("proxyd.xml", 2, "DOCTYPE declarations are not allowed");
+	put_conf("");
+	expect_error("proxyd.xml", 1, "");
+	unlink(fx.conf);
+	expect_error("proxyd.xml", 0, "");
+}
+
+static void
+test_service_errors(void **state)
+{
+	static const struct {
+		const char *text;
+		int line;
+		const char *what;
+	} cases[] = {
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <cache size=\"1m\"/>\n"
+		  "</service>\n", 4, "Did not expect element cache there" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18082\"/>\n"
+		  "</service>\n", 4, "<target> given twice" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\" colour=\"red\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "Invalid attribute colour for element listen" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"300.1.1.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "address=\"300.1.1.1\": not a numeric" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"db.example.test\" port=\"18080\"/>\n"
+		  "</service>\n", 3, "not a numeric" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"70000\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "port=\"70000\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"0\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "port=\"0\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "</service>\n", 1, "fixed mode needs a <target" },
+		{ "<service name=\"w\" analyser=\"smtp\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 1, "analyser=\"smtp\": not built into this proxyd" },
+		{ "<service name=\"w w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 1, "name=\"w w\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\" mode=\"forward\"/>\n"
+		  "</service>\n", 2, "only for the http analyser" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\" mode=\"sideways\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "mode=\"sideways\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <upstream spoof-source=\"yes\"/>\n"
+		  "</service>\n", 4, "needs mode=\"transparent\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <upstream connect-timeout=\"soon\"/>\n"
+		  "</service>\n", 4, "connect-timeout=\"soon\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <clients allow=\"10.0.0.0/8 10.0.0.0/40\"/>\n"
+		  "</service>\n", 4, "\"10.0.0.0/40\": not a CIDR" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <clients allow=\" \"/>\n"
+		  "</service>\n", 4, "list at least one address" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <plug splice=\"maybe\"/>\n"
+		  "</service>\n", 4, "splice=\"maybe\": expected auto or no" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "  <plug half-close=\"1\"/>\n"
+		  "</service>\n", 4, "half-close=\"1\": expected yes or no" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service\n", 5, "expected '>'" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 1, "service needs a <listen" },
+	};
+	size_t i;
+
+	(void)state;
+	put_conf(good_conf);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		put_policy("w.xml", cases[i].text);
+		expect_error("policy/w.xml", cases[i].line, cases[i].what);
+	}
+}
+
+static void
+test_cross_file_errors(void **state)
+{
+	(void)state;
+	put_conf(good_conf);
+	put_policy("a.xml", good_service);
+	/* same name */
+	put_policy("b.xml",
+	    "<service name=\"web\" analyser=\"plug\">\n"
+	    "  <listen address=\"127.0.0.1\" port=\"18082\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+	    "</service>\n");
+	expect_error("policy/b.xml", 1, "service name \"web\" is also used by");
+	/* same port, wildcard against a specific address */
+	put_policy("b.xml",
+	    "<service name=\"other\" analyser=\"plug\">\n"
+	    "  <listen address=\"0.0.0.0\" port=\"18081\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+	    "</service>\n");
+	expect_error("policy/b.xml", 1, "clashes with service \"web\"");
+	/* same port on another v4 address, or on v6, is fine */
+	put_policy("b.xml",
+	    "<service name=\"other\" analyser=\"plug\">\n"
+	    "  <listen address=\"127.0.0.2\" port=\"18081\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+	    "</service>\n");
+	put_policy("c.xml",
+	    "<service name=\"six\" analyser=\"plug\">\n"
+	    "  <listen address=\"::\" port=\"18081\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+	    "</service>\n");
+	{
+		struct px_config *c = load();
+
+		if (c == NULL)
+			fail_msg("unexpected errors:\n%s", fx.errors);
+		assert_int_equal(c->nservices, 3);
+		px_config_unref(c);
+	}
+	/* the admin port is taken too */
+	put_conf("<proxyd>\n  <policies dir=\"policy\"/>\n"
+	    "  <admin listen=\"127.0.0.1:18081\"/>\n</proxyd>\n");
+	expect_error("policy/a.xml", 1, "clashes with the admin endpoint");
+}
+
+/* The files we ship must load: they are the users' starting point. */
+static void
+test_shipped_files(void **state)
+{
+	const char *src = getenv("PROXYD_SOURCE_DIR");
+	struct px_cfgerr err = { .out = stderr };
+	struct px_config *c;
+	char path[512];
+
+	(void)state;
+	if (src == NULL)
+		skip();
+	snprintf(path, sizeof(path), "%s/conf/proxyd.xml", src);
+	c = px_config_load(path, &err);
+	assert_non_null(c);
+	assert_true(c->nservices >= 1);
+	assert_true(c->admin_enabled);
+	px_config_unref(c);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_service_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cross_file_errors, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_shipped_files, setup, teardown),
+	};
+	int rc;
+
+	xmlInitParser();
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	xmlCleanupParser();
+	return rc;
+}
