@@ -65,7 +65,7 @@ px_splice_pump(struct px_session *s, int d)
 	struct px_splice_half *h = &s->sp[d];
 	struct px_worker *w = s->w;
 	int rounds = 0;
-	bool active = false;
+	bool active = false, drained = false;
 	ssize_t n;
 
 	for (;;) {
@@ -101,7 +101,9 @@ px_splice_pump(struct px_session *s, int d)
 			px_splice_finish_half(s, d);
 			return;
 		}
-		if (++rounds > PX_SPLICE_ROUNDS) {
+		/* A short read left the socket empty: skip the read that would
+		 * only say EAGAIN; level-triggered epoll reports what's left. */
+		if (drained || ++rounds > PX_SPLICE_ROUNDS) {
 			px_ev_set(&h->rd, &h->rd_on, true);
 			break;
 		}
@@ -109,6 +111,7 @@ px_splice_pump(struct px_session *s, int d)
 		    (size_t)w->pipes.size, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		if (n > 0) {
 			h->in_pipe = (size_t)n;
+			drained = (size_t)n < (size_t)w->pipes.size;
 			active = true;
 			continue;
 		}
