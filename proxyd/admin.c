@@ -36,6 +36,8 @@ static const struct px_metric px_metrics[] = {
 	    "Connections refused.", denied_acl),
 	PX_M("proxyd_sessions_denied_total", "reason=\"max-sessions\"", NULL,
 	    NULL, denied_max),
+	PX_M("proxyd_sessions_denied_total", "reason=\"direct\"", NULL, NULL,
+	    denied_direct),
 	PX_M("proxyd_connect_failures_total", "", "counter",
 	    "Server connects that failed or timed out.", connect_failures),
 	PX_M("proxyd_idle_timeouts_total", "", "counter",
@@ -46,6 +48,13 @@ static const struct px_metric px_metrics[] = {
 	    bytes_to_client),
 	PX_M("proxyd_splice_sessions_total", "", "counter",
 	    "Sessions relayed with splice(2).", splice_sessions),
+	PX_M("proxyd_conntrack_lookups_total", "result=\"conntrack\"", "counter",
+	    "Original destinations of redirected connections, by source.",
+	    origdst_conntrack),
+	PX_M("proxyd_conntrack_lookups_total", "result=\"original-dst\"", NULL,
+	    NULL, origdst_sockopt),
+	PX_M("proxyd_conntrack_lookups_total", "result=\"failed\"", NULL, NULL,
+	    origdst_failed),
 };
 
 static uint64_t
@@ -160,7 +169,7 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 	px_sockaddr_str((const struct sockaddr *)&cfg->admin, a, sizeof(a));
 	/* No SO_REUSEPORT: a second daemon must not share the admin port. */
 	if ((fd = px_listener_socket((const struct sockaddr *)&cfg->admin,
-	    cfg->admin_len, 64, false)) == -1) {
+	    cfg->admin_len, 64, false, false)) == -1) {
 		fprintf(stderr, "proxyd: %s: admin: cannot listen on %s: %s\n",
 		    cfg->path, a, strerror(errno));
 		return -1;

@@ -578,9 +578,6 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		}
 		if (svc->mode == PX_MODE_FORWARD)
 			px_cfg_error(e, n, "mode=\"forward\" is only for the http analyser");
-		else if (svc->mode != PX_MODE_FIXED)
-			px_cfg_error(e, n, "mode=\"%s\" is not supported by this build yet (fixed only)",
-			    px_mode_name(svc->mode));
 	}
 	u = 1024;
 	px_attr_uint(e, n, "backlog", 1, 65535, &u);
@@ -590,7 +587,9 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		if (px_attr_endpoint(e, n, &svc->target, &svc->target_len) == 0)
 			svc->has_target = true;
 		if (svc->mode != PX_MODE_FIXED)
-			px_cfg_error(e, n, "<target> is only used in fixed mode");
+			/* The destination is the client's own choice there. */
+			px_cfg_error(e, n, "<target> is only used in fixed mode (mode=\"%s\" connects to the original destination)",
+			    px_mode_name(svc->mode));
 	} else if (svc->mode == PX_MODE_FIXED)
 		px_cfg_error(e, root, "service \"%s\": fixed mode needs a <target address=... port=...>",
 		    svc->name ? svc->name : "");
@@ -611,8 +610,6 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		}
 		if (svc->spoof_source && svc->mode != PX_MODE_TRANSPARENT)
 			px_cfg_error(e, n, "spoof-source=\"yes\" needs mode=\"transparent\"");
-		if (svc->has_mark)
-			px_cfg_error(e, n, "mark is not supported by this build yet");
 	}
 
 	if ((n = px_child(root, "clients")) != NULL)

@@ -2,10 +2,25 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <unistd.h>
 
+int
+px_socket_transparent(int fd, int family)
+{
+	int one = 1;
+
+	if (family == AF_INET6)
+		return setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one,
+		    sizeof(one)) == -1 || setsockopt(fd, SOL_IPV6, IPV6_FREEBIND,
+		    &one, sizeof(one)) == -1 ? -1 : 0;
+	return setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof(one)) == -1 ||
+	    setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof(one)) == -1 ? -1 : 0;
+}
+
 static int
-px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport)
+px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport,
+    bool transparent)
 {
 	int fd, one = 1, err;
 
@@ -23,6 +38,8 @@ px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport)
 	if (sa->sa_family == AF_INET6 &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)
 		goto fail;
+	if (transparent && px_socket_transparent(fd, sa->sa_family) == -1)
+		goto fail;
 	if (bind(fd, sa, len) == -1)
 		goto fail;
 	return fd;
@@ -35,11 +52,11 @@ fail:
 
 int
 px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
-    bool reuseport)
+    bool reuseport, bool transparent)
 {
 	int fd, err;
 
-	if ((fd = px_listener_bind(sa, len, reuseport)) == -1)
+	if ((fd = px_listener_bind(sa, len, reuseport, transparent)) == -1)
 		return -1;
 	if (listen(fd, backlog) == -1) {
 		err = errno;
@@ -51,9 +68,9 @@ px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
 }
 
 int
-px_listener_probe(const struct sockaddr *sa, socklen_t len)
+px_listener_probe(const struct sockaddr *sa, socklen_t len, bool transparent)
 {
-	int fd = px_listener_bind(sa, len, false);
+	int fd = px_listener_bind(sa, len, false, transparent);
 
 	if (fd == -1)
 		return -1;

@@ -8,9 +8,14 @@
  * reuseport each worker opens its own, so the kernel spreads connections
  * without an accept lock. */
 int	px_listener_socket(const struct sockaddr *sa, socklen_t len,
-	    int backlog, bool reuseport);
+	    int backlog, bool reuseport, bool transparent);
 /* 0 if nobody else (another proxyd, another daemon) holds the address:
  * SO_REUSEPORT would otherwise let two daemons share a port silently. */
-int	px_listener_probe(const struct sockaddr *sa, socklen_t len);
+int	px_listener_probe(const struct sockaddr *sa, socklen_t len,
+	    bool transparent);
+/* IP_TRANSPARENT (and FREEBIND) for the socket's family: a listener that
+ * takes TPROXY'd connections, or an upstream socket that binds a foreign
+ * (the client's) address. Needs CAP_NET_ADMIN. */
+int	px_socket_transparent(int fd, int family);
 
 #endif

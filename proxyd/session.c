@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conntrack.h"
 #include "log.h"
 #include "upstream.h"
 #include "worker.h"
@@ -195,6 +196,91 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 	px_session_connected(s);
 }
 
+static socklen_t
+px_sockaddr_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	    sizeof(struct sockaddr_in);
+}
+
+static bool
+px_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+/* A connection addressed to the listener itself rather than diverted to
+ * it: relaying it would loop back into the proxy (Zorp refuses it too). */
+static bool
+px_is_direct(const struct px_service *svc, const struct sockaddr *dst)
+{
+	const struct sockaddr *l = (const struct sockaddr *)&svc->listen;
+
+	return px_sockaddr_port(dst) == px_sockaddr_port(l) &&
+	    (px_sockaddr_is_wildcard(l) || px_same_addr(dst, l));
+}
+
+/* Sets s->dst and s->server from the deployment mode. 0, or -1 after
+ * closing the session. */
+static int
+px_session_destination(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	const struct px_service *svc = s->svc;
+	socklen_t len = sizeof(s->local);
+	enum px_origdst how;
+
+	if (getsockname(s->cfd, (struct sockaddr *)&s->local, &len) == -1) {
+		px_session_closef(s, "client-error: %s", strerror(errno));
+		return -1;
+	}
+	switch (svc->mode) {
+	case PX_MODE_TRANSPARENT:
+		/* TPROXY keeps the original destination as our local end. */
+		memcpy(&s->dst, &s->local, sizeof(s->dst));
+		break;
+	case PX_MODE_REDIRECT:
+		if (!w->ct_tried) {
+			w->ct_tried = true;
+			if ((w->ct = px_conntrack_open()) == NULL)
+				px_log(LOG_WARNING, 0, "worker %u: conntrack "
+				    "unavailable (%s); using SO_ORIGINAL_DST",
+				    w->id, strerror(errno));
+		}
+		how = px_conntrack_original_dst(w->ct, s->cfd,
+		    (struct sockaddr *)&s->client, (struct sockaddr *)&s->local,
+		    &s->dst);
+		if (how == PX_ORIGDST_CONNTRACK)
+			PX_COUNT_ADD(w, origdst_conntrack, 1);
+		else if (how == PX_ORIGDST_SOCKOPT)
+			PX_COUNT_ADD(w, origdst_sockopt, 1);
+		else {
+			PX_COUNT_ADD(w, origdst_failed, 1);
+			px_session_close(s, "error: original destination unknown "
+			    "(no conntrack entry, no SO_ORIGINAL_DST)");
+			return -1;
+		}
+		break;
+	default:
+		memcpy(&s->dst, &svc->target, svc->target_len);
+		break;
+	}
+	if (svc->mode != PX_MODE_FIXED &&
+	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
+		PX_COUNT_ADD(w, denied_direct, 1);
+		px_session_close(s, "denied: direct connection to the proxy");
+		return -1;
+	}
+	memcpy(&s->server, &s->dst, sizeof(s->dst));
+	return 0;
+}
+
 void
 px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
     int salen)
@@ -202,6 +288,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	struct px_worker *w = l->w;
 	const struct px_service *svc = l->svc;
 	struct px_session *s;
+	const char *stage;
 	bool in_progress;
 	int one = 1, sfd;
 
@@ -238,14 +325,19 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-
-	memcpy(&s->dst, &svc->target, svc->target_len);
-	memcpy(&s->server, &s->dst, sizeof(s->dst));
+	if (px_session_destination(s) == -1)
+		return;
 	sfd = px_upstream_connect(svc, (struct sockaddr *)&s->server,
-	    svc->target_len, &in_progress);
+	    px_sockaddr_len((struct sockaddr *)&s->server),
+	    svc->spoof_source ? (struct sockaddr *)&s->client : NULL,
+	    &in_progress, &stage);
 	if (sfd == -1) {
 		PX_COUNT_ADD(w, connect_failures, 1);
-		px_session_closef(s, "connect-failed: %s", strerror(errno));
+		if (strcmp(stage, "connect") == 0)
+			px_session_closef(s, "connect-failed: %s", strerror(errno));
+		else
+			px_session_closef(s, "connect-failed: %s: %s", stage,
+			    strerror(errno));
 		return;
 	}
 	s->sfd = sfd;

@@ -52,6 +52,7 @@ struct px_session {
 
 	int			 cfd, sfd;
 	struct sockaddr_storage	 client;
+	struct sockaddr_storage	 local;		/* our end of the client socket */
 	struct sockaddr_storage	 dst;		/* original destination */
 	struct sockaddr_storage	 server;	/* where we connected */
 

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "conntrack.h"
 #include "listener.h"
 #include "log.h"
 #include "session.h"
@@ -155,7 +156,8 @@ px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 			continue;
 		px_sockaddr_str((const struct sockaddr *)&svc->listen, a, sizeof(a));
 		if ((fd = px_listener_socket((const struct sockaddr *)&svc->listen,
-		    svc->listen_len, (int)svc->backlog, true)) == -1) {
+		    svc->listen_len, (int)svc->backlog, true,
+		    svc->mode == PX_MODE_TRANSPARENT)) == -1) {
 			if (errout != NULL)
 				fprintf(errout, "proxyd: %s: cannot listen on %s: %s\n",
 				    svc->file, a, strerror(errno));
@@ -332,7 +334,7 @@ px_workers_start(struct px_config *cfg)
 		char a[PX_ADDRSTRLEN];
 
 		if (px_listener_probe((const struct sockaddr *)&svc->listen,
-		    svc->listen_len) == -1) {
+		    svc->listen_len, svc->mode == PX_MODE_TRANSPARENT) == -1) {
 			fprintf(stderr, "proxyd: %s: cannot listen on %s: %s\n",
 			    svc->file, px_sockaddr_str((const struct sockaddr *)
 			    &svc->listen, a, sizeof(a)), strerror(errno));
@@ -420,6 +422,7 @@ px_workers_join(void)
 		if ((p = atomic_exchange(&w->pending, NULL)) != NULL)
 			px_config_unref(p);
 		px_pipe_pool_flush(w);
+		px_conntrack_close(w->ct);
 		if (w->rl_group != NULL)
 			bufferevent_rate_limit_group_free(w->rl_group);
 		if (w->rl_group_cfg != NULL)

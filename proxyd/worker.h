@@ -17,6 +17,7 @@ struct event;
 struct evconnlistener;
 struct px_session;
 struct px_log_ring;
+struct px_conntrack;
 
 /* Single writer (the worker); the admin thread reads. A relaxed load+store
  * compiles to a plain add: no lock prefix on the hot path. */
@@ -36,6 +37,10 @@ struct px_counters {
 	atomic_uint_fast64_t	bytes_to_server;
 	atomic_uint_fast64_t	bytes_to_client;
 	atomic_uint_fast64_t	splice_sessions;
+	atomic_uint_fast64_t	denied_direct;
+	atomic_uint_fast64_t	origdst_conntrack;
+	atomic_uint_fast64_t	origdst_sockopt;
+	atomic_uint_fast64_t	origdst_failed;
 };
 
 struct px_listener {
@@ -80,6 +85,8 @@ struct px_worker {
 	struct ev_token_bucket_cfg *rl_session_cfg;
 	uint64_t		 rl_session_rate;
 	struct px_log_ring	*log;
+	struct px_conntrack	*ct;		/* NULL: unavailable */
+	bool			 ct_tried;
 	bool			 draining;
 	struct px_counters	 counters;
 };

@@ -331,6 +331,14 @@ test_service_errors(void **state)
 		  "  <listen address=\"127.0.0.1\" port=\"18081\" mode=\"forward\"/>\n"
 		  "</service>\n", 2, "only for the http analyser" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"transparent\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 3, "<target> is only used in fixed mode" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"redirect\"/>\n"
+		  "  <upstream mark=\"0x1ffffffff\"/>\n"
+		  "</service>\n", 3, "mark=\"0x1ffffffff\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"127.0.0.1\" port=\"18081\" mode=\"sideways\"/>\n"
 		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
 		  "</service>\n", 2, "mode=\"sideways\"" },
@@ -427,6 +435,38 @@ test_cross_file_errors(void **state)
 	expect_error("policy/a.xml", 1, "clashes with the admin endpoint");
 }
 
+static void
+test_inline_modes(void **state)
+{
+	struct px_config *c;
+
+	(void)state;
+	put_conf(good_conf);
+	put_policy("tp.xml",
+	    "<service name=\"tp\" analyser=\"plug\">\n"
+	    "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"transparent\"/>\n"
+	    "  <upstream spoof-source=\"yes\" mark=\"0x40000000\"/>\n"
+	    "</service>\n");
+	put_policy("rd.xml",
+	    "<service name=\"rd\" analyser=\"plug\">\n"
+	    "  <listen address=\"::\" port=\"50081\" mode=\"redirect\"/>\n"
+	    "  <upstream mark=\"7\"/>\n"
+	    "</service>\n");
+	c = load();
+	if (c == NULL)
+		fail_msg("unexpected errors:\n%s", fx.errors);
+	assert_int_equal(c->nservices, 2);
+	assert_string_equal(c->services[0].name, "rd");
+	assert_int_equal(c->services[0].mode, PX_MODE_REDIRECT);
+	assert_true(c->services[0].has_mark);
+	assert_int_equal(c->services[0].mark, 7);
+	assert_false(c->services[0].has_target);
+	assert_int_equal(c->services[1].mode, PX_MODE_TRANSPARENT);
+	assert_true(c->services[1].spoof_source);
+	assert_int_equal(c->services[1].mark, 0x40000000u);
+	px_config_unref(c);
+}
+
 /* The files we ship must load: they are the users' starting point. */
 static void
 test_shipped_files(void **state)
@@ -457,6 +497,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_service_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cross_file_errors, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_inline_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shipped_files, setup, teardown),
 	};
 	int rc;
