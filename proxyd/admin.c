@@ -1,6 +1,9 @@
 #include "admin.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +14,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "config.h"
+#include "conntrack.h"
 #include "log.h"
 #include "listener.h"
 #include "worker.h"
@@ -148,11 +152,130 @@ px_admin_status(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
+static struct px_conntrack *px_admin_ct;
+static bool px_admin_ct_tried;
+
+static void
+px_admin_flow(struct evbuffer *b, const char *side, const struct px_flow *f,
+    bool *first)
+{
+	if (!f->found)
+		return;
+	evbuffer_add_printf(b, "%s{\"side\":\"%s\",\"tuple\":\"%s\","
+	    "\"state\":\"%s\",\"mark\":%u}", *first ? "" : ",", side, f->tuple,
+	    f->state, f->mark);
+	*first = false;
+}
+
+static void
+px_admin_session_json(struct evbuffer *b, const struct px_session_snap *p,
+    bool first)
+{
+	char c[PX_ADDRSTRLEN], d[PX_ADDRSTRLEN], sv[PX_ADDRSTRLEN];
+	char l[PX_ADDRSTRLEN];
+	struct px_flow flow;
+	bool ffirst = true;
+
+	evbuffer_add_printf(b, "%s\n{\"id\":%llu,\"worker\":%u,\"service\":\"%s\","
+	    "\"state\":\"%s\",\"client\":\"%s\",\"dst\":\"%s\",\"server\":\"%s\","
+	    "\"local\":\"%s\",\"to_server\":%llu,\"to_client\":%llu,"
+	    "\"age\":%.3f,\"flows\":[", first ? "" : ",",
+	    (unsigned long long)p->id, p->worker, p->service, p->state,
+	    px_sockaddr_str((const struct sockaddr *)&p->client, c, sizeof(c)),
+	    px_sockaddr_str((const struct sockaddr *)&p->dst, d, sizeof(d)),
+	    px_sockaddr_str((const struct sockaddr *)&p->server, sv, sizeof(sv)),
+	    px_sockaddr_str((const struct sockaddr *)&p->upstream_local, l,
+	    sizeof(l)), (unsigned long long)p->to_server,
+	    (unsigned long long)p->to_client, p->age);
+	/* The kernel's view: the client's flow answers from our end to the
+	 * client (whatever NAT did); the server's flow starts at our end. */
+	if (px_admin_ct != NULL) {
+		if (px_conntrack_flow_by_reply(px_admin_ct,
+		    (const struct sockaddr *)&p->local,
+		    (const struct sockaddr *)&p->client, &flow) == 0)
+			px_admin_flow(b, "client", &flow, &ffirst);
+		if (p->upstream_local.ss_family != AF_UNSPEC &&
+		    px_conntrack_flow_by_orig(px_admin_ct,
+		    (const struct sockaddr *)&p->upstream_local,
+		    (const struct sockaddr *)&p->server, &flow) == 0)
+			px_admin_flow(b, "server", &flow, &ffirst);
+	}
+	evbuffer_add_printf(b, "]}");
+}
+
+/* Runs on the main thread, never a worker: it may wait (bounded) for the
+ * workers' snapshots and query conntrack synchronously. */
+static void
+px_admin_sessions(struct evhttp_request *req, void *arg)
+{
+	struct px_snap_req *sr;
+	struct evbuffer *b;
+	struct pollfd pfd;
+	struct timespec t0, t1;
+	unsigned asked, k;
+	uint64_t v;
+	bool first = true;
+	long waited = 0;
+
+	(void)arg;
+	if ((sr = calloc(1, sizeof(*sr))) == NULL ||
+	    (b = evbuffer_new()) == NULL) {
+		free(sr);
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	if (!px_admin_ct_tried) {
+		px_admin_ct_tried = true;
+		px_admin_ct = px_conntrack_open();
+	}
+	sr->done_fd = eventfd(0, EFD_CLOEXEC);
+	asked = sr->done_fd == -1 ? 0 : px_workers_snapshot(sr);
+	pfd.fd = sr->done_fd;
+	pfd.events = POLLIN;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (asked != 0 && atomic_load(&sr->pending) != 0 && waited < 1000) {
+		if (poll(&pfd, 1, (int)(1000 - waited)) > 0 &&
+		    read(sr->done_fd, &v, sizeof(v)) < 0)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited = (t1.tv_sec - t0.tv_sec) * 1000 +
+		    (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	}
+	if (asked != 0 && atomic_load(&sr->pending) != 0) {
+		/* A worker is stuck or exiting: it may still write into sr
+		 * later, so sr is deliberately not freed. */
+		px_log(LOG_WARNING, 0, "admin: /sessions: %u worker(s) did not "
+		    "answer within 1s", atomic_load(&sr->pending));
+		evbuffer_free(b);
+		evhttp_send_error(req, 503, "workers busy");
+		return;
+	}
+	evbuffer_add_printf(b, "{\"sessions\":[");
+	for (k = 0; k < 256; k++) {
+		size_t i;
+
+		for (i = 0; i < sr->nsnaps[k]; i++) {
+			px_admin_session_json(b, &sr->snaps[k][i], first);
+			first = false;
+		}
+		free(sr->snaps[k]);
+	}
+	evbuffer_add_printf(b, "\n],\"conntrack\":%s}\n",
+	    px_admin_ct != NULL ? "true" : "false");
+	if (sr->done_fd != -1)
+		close(sr->done_fd);
+	free(sr);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
 static void
 px_admin_other(struct evhttp_request *req, void *arg)
 {
 	(void)arg;
-	evhttp_send_error(req, 404, "try /metrics or /status");
+	evhttp_send_error(req, 404, "try /metrics, /status or /sessions");
 }
 
 int
@@ -183,6 +306,7 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 	evhttp_set_timeout(px_http, 10);
 	evhttp_set_cb(px_http, "/metrics", px_admin_metrics, NULL);
 	evhttp_set_cb(px_http, "/status", px_admin_status, NULL);
+	evhttp_set_cb(px_http, "/sessions", px_admin_sessions, NULL);
 	evhttp_set_gencb(px_http, px_admin_other, NULL);
 	px_log(LOG_INFO, 0, "admin endpoint on http://%s/metrics", a);
 	return 0;
@@ -194,4 +318,6 @@ px_admin_stop(void)
 	if (px_http != NULL)
 		evhttp_free(px_http);
 	px_http = NULL;
+	px_conntrack_close(px_admin_ct);
+	px_admin_ct = NULL;
 }

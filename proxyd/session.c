@@ -307,6 +307,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
 	s->sp[1].pipe[0] = s->sp[1].pipe[1] = -1;
 	gettimeofday(&s->start_tv, NULL);
+	s->start_ms = px_now_ms(w);
 	if ((size_t)salen <= sizeof(s->client))
 		memcpy(&s->client, sa, (size_t)salen);
 	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -33,6 +34,8 @@ px_worker_get(unsigned i)
 {
 	return i < px_nworkers ? &px_workers[i] : NULL;
 }
+
+static void px_worker_wake(struct px_worker *w);
 
 /* ---- pipes ------------------------------------------------------------ */
 
@@ -230,6 +233,58 @@ px_worker_rate_limits(struct px_worker *w, const struct px_config *cfg)
 		bufferevent_rate_limit_group_set_cfg(w->rl_group, w->rl_group_cfg);
 }
 
+/* ---- admin session listing -------------------------------------------- */
+
+static const char *
+px_state_name(const struct px_session *s)
+{
+	switch (s->state) {
+	case PX_SS_CONNECTING: return "connecting";
+	case PX_SS_RELAY: return s->relay_mode == PX_RELAY_SPLICE ?
+	    "relay-splice" : "relay-buffered";
+	default: return "closing";
+	}
+}
+
+static void
+px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
+{
+	struct px_session_snap *snaps = NULL;
+	struct px_session *s;
+	size_t n = 0, cap = 0;
+	uint64_t now = px_now_ms(w);
+	uint64_t one = 1;
+
+	TAILQ_FOREACH(s, &w->sessions, link)
+		cap++;
+	if (cap != 0 && (snaps = calloc(cap, sizeof(*snaps))) != NULL) {
+		TAILQ_FOREACH(s, &w->sessions, link) {
+			struct px_session_snap *p = &snaps[n++];
+			socklen_t len = sizeof(p->upstream_local);
+
+			p->id = s->id;
+			p->worker = w->id;
+			snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
+			p->state = px_state_name(s);
+			p->client = s->client;
+			p->local = s->local;
+			p->dst = s->dst;
+			p->server = s->server;
+			if (s->sfd == -1 || getsockname(s->sfd,
+			    (struct sockaddr *)&p->upstream_local, &len) == -1)
+				p->upstream_local.ss_family = AF_UNSPEC;
+			p->to_server = s->bytes[PX_TO_SERVER] + s->moved[PX_TO_SERVER];
+			p->to_client = s->bytes[PX_TO_CLIENT] + s->moved[PX_TO_CLIENT];
+			p->age = (double)(now - s->start_ms) / 1000.0;
+		}
+	}
+	req->snaps[w->id] = snaps;
+	req->nsnaps[w->id] = n;
+	if (atomic_fetch_sub(&req->pending, 1) == 1 &&
+	    write(req->done_fd, &one, sizeof(one)) < 0)
+		(void)0;	/* the admin's poll times out instead */
+}
+
 /* ---- commands from the main thread ------------------------------------ */
 
 static void
@@ -248,9 +303,13 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_config *ncfg;
 	uint64_t v;
 
+	struct px_snap_req *req;
+
 	(void)what;
 	if (read((int)fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
+	if ((req = atomic_exchange(&w->snap_req, NULL)) != NULL)
+		px_worker_snapshot(w, req);
 	ncfg = atomic_exchange(&w->pending, NULL);
 	if (ncfg != NULL && !w->draining) {
 		struct px_config *old = w->cfg;
@@ -396,6 +455,24 @@ px_workers_command(enum px_worker_cmd cmd)
 		atomic_store(&px_workers[i].cmd, cmd);
 		px_worker_wake(&px_workers[i]);
 	}
+}
+
+unsigned
+px_workers_snapshot(struct px_snap_req *req)
+{
+	unsigned i, asked = 0;
+
+	for (i = 0; i < px_nworkers; i++)
+		if (!atomic_load(&px_workers[i].exited))
+			asked++;
+	atomic_store(&req->pending, asked);
+	for (i = 0; i < px_nworkers; i++) {
+		if (atomic_load(&px_workers[i].exited))
+			continue;
+		atomic_store(&px_workers[i].snap_req, req);
+		px_worker_wake(&px_workers[i]);
+	}
+	return asked;
 }
 
 bool

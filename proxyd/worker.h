@@ -65,12 +65,33 @@ enum px_worker_cmd {
 
 TAILQ_HEAD(px_session_list, px_session);
 
+/* What the admin listing needs of one live session, copied by its worker
+ * so the admin never touches a worker's sessions. */
+struct px_session_snap {
+	uint64_t		 id;
+	unsigned		 worker;
+	char			 service[72];
+	const char		*state;
+	struct sockaddr_storage	 client, local, dst, server, upstream_local;
+	uint64_t		 to_server, to_client;
+	double			 age;
+};
+
+/* One admin request for the session list, answered by every worker. */
+struct px_snap_req {
+	atomic_uint		 pending;	/* workers yet to answer */
+	int			 done_fd;	/* eventfd: last worker -> admin */
+	struct px_session_snap	*snaps[256];	/* per worker, malloc'd */
+	size_t			 nsnaps[256];
+};
+
 struct px_worker {
 	unsigned		 id;
 	pthread_t		 thread;
 	struct event_base	*base;
 	struct px_config	*cfg;		/* current; one reference */
 	_Atomic(struct px_config *) pending;	/* handed over by a reload */
+	_Atomic(struct px_snap_req *) snap_req;
 	atomic_int		 cmd;
 	atomic_bool		 exited;
 	int			 wake_fd;	/* eventfd: main -> worker */
@@ -100,6 +121,8 @@ int	px_workers_start(struct px_config *cfg);
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
 bool	px_workers_all_exited(void);
+/* Asks every live worker for its sessions; returns how many were asked. */
+unsigned px_workers_snapshot(struct px_snap_req *req);
 void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);
