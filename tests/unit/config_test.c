@@ -485,6 +485,16 @@ test_shipped_files(void **state)
 	assert_true(c->nservices >= 1);
 	assert_true(c->admin_enabled);
 	px_config_unref(c);
+
+	/* every example policy, through a daemon file that points at them */
+	snprintf(path, sizeof(path), "<proxyd>\n  <policies dir=\"%s/policy/examples\"/>\n</proxyd>\n",
+	    src);
+	put_conf(path);
+	c = load();
+	if (c == NULL)
+		fail_msg("policy/examples does not load:\n%s", fx.errors);
+	assert_int_equal(c->nservices, 4);
+	px_config_unref(c);
 }
 
 int
