@@ -548,6 +548,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	uint64_t u;
 
 	px_check_repeats(root, e);
+	svc->line = xmlGetLineNo(root);
 	svc->name = px_attr(root, "name");
 	if (svc->name == NULL || !px_valid_name(svc->name))
 		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
@@ -561,6 +562,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_cfg_error(e, root, "service needs a <listen address=... port=...>");
 		return -1;
 	}
+	svc->listen_line = xmlGetLineNo(n);
 	if (px_attr_endpoint(e, n, &svc->listen, &svc->listen_len) == 0) {
 		svc->mode = PX_MODE_FIXED;
 		if ((v = px_attr(n, "mode")) != NULL) {
@@ -732,22 +734,22 @@ px_load_policies(struct px_config *c, struct px_cfgerr *e)
 			if (o->name == NULL)
 				continue;
 			if (strcmp(o->name, svc->name) == 0)
-				px_cfg_error_line(e, path, 1,
-				    "service name \"%s\" is also used by %s",
-				    svc->name, o->file);
+				px_cfg_error_line(e, path, svc->line,
+				    "service name \"%s\" is also used by %s:%ld",
+				    svc->name, o->file, o->line);
 			if (px_addr_overlap((struct sockaddr *)&o->listen,
 			    (struct sockaddr *)&svc->listen)) {
 				char a[PX_ADDRSTRLEN];
 
-				px_cfg_error_line(e, path, 1,
-				    "listen %s clashes with service \"%s\" in %s",
+				px_cfg_error_line(e, path, svc->listen_line,
+				    "listen %s clashes with service \"%s\" at %s:%ld",
 				    px_sockaddr_str((struct sockaddr *)&svc->listen,
-				    a, sizeof(a)), o->name, o->file);
+				    a, sizeof(a)), o->name, o->file, o->listen_line);
 			}
 		}
 		if (c->admin_enabled && px_addr_overlap(
 		    (struct sockaddr *)&c->admin, (struct sockaddr *)&svc->listen))
-			px_cfg_error_line(e, path, 1,
+			px_cfg_error_line(e, path, svc->listen_line,
 			    "listen port %u clashes with the admin endpoint of %s",
 			    px_sockaddr_port((struct sockaddr *)&svc->listen), c->path);
 	}

@@ -31,6 +31,8 @@ enum px_log_target {
 struct px_service {
 	char			*name;
 	char			*file;		/* policy file it came from */
+	long			 line;		/* of <service>, for cross-file errors */
+	long			 listen_line;	/* of <listen> */
 	const struct px_analyser *analyser;
 	void			*analyser_policy; /* owned by the analyser */
 

@@ -409,7 +409,7 @@ test_cross_file_errors(void **state)
 	    "  <listen address=\"0.0.0.0\" port=\"18081\"/>\n"
 	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
 	    "</service>\n");
-	expect_error("policy/b.xml", 1, "clashes with service \"web\"");
+	expect_error("policy/b.xml", 2, "clashes with service \"web\"");
 	/* same port on another v4 address, or on v6, is fine */
 	put_policy("b.xml",
 	    "<service name=\"other\" analyser=\"plug\">\n"
@@ -432,7 +432,7 @@ test_cross_file_errors(void **state)
 	/* the admin port is taken too */
 	put_conf("<proxyd>\n  <policies dir=\"policy\"/>\n"
 	    "  <admin listen=\"127.0.0.1:18081\"/>\n</proxyd>\n");
-	expect_error("policy/a.xml", 1, "clashes with the admin endpoint");
+	expect_error("policy/a.xml", 2, "clashes with the admin endpoint");
 }
 
 static void
