@@ -93,11 +93,18 @@ px_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	px_session_accept(arg, (int)fd, sa, salen);
 }
 
+/* Re-enables whatever listeners the worker has now: a reload or a drain
+ * may have replaced or freed the one that failed. */
 static void
 px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct px_worker *w = arg;
+	size_t i;
+
 	(void)fd; (void)what;
-	evconnlistener_enable(arg);
+	for (i = 0; i < w->nlisteners; i++)
+		if (w->listeners[i].lev != NULL)
+			evconnlistener_enable(w->listeners[i].lev);
 }
 
 static void
@@ -111,8 +118,7 @@ px_accept_error_cb(struct evconnlistener *lev, void *arg)
 	px_log(LOG_WARNING, 0, "service %s: accept failed: %s; pausing 100ms",
 	    l->svc->name, strerror(err));
 	evconnlistener_disable(lev);
-	event_base_once(l->w->base, -1, EV_TIMEOUT, px_accept_resume_cb, lev,
-	    &pause);
+	evtimer_add(l->w->accept_pause, &pause);
 }
 
 static bool
@@ -379,6 +385,8 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	    px_worker_wake_cb, w);
 	if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) == -1)
 		return -1;
+	if ((w->accept_pause = evtimer_new(w->base, px_accept_resume_cb, w)) == NULL)
+		return -1;
 	px_worker_rate_limits(w, cfg);
 	return 0;
 }
@@ -505,6 +513,7 @@ px_workers_join(void)
 		if (w->rl_group_cfg != NULL)
 			ev_token_bucket_cfg_free(w->rl_group_cfg);
 		event_free(w->wake_ev);
+		event_free(w->accept_pause);
 		close(w->wake_fd);
 		event_base_free(w->base);
 		px_config_unref(w->cfg);

@@ -98,6 +98,7 @@ struct px_worker {
 	struct event		*wake_ev;
 	struct px_listener	*listeners;
 	size_t			 nlisteners;
+	struct event		*accept_pause;	/* after EMFILE & co. */
 	struct px_session_list	 sessions;
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
