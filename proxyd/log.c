@@ -15,6 +15,7 @@
 #define PX_LOG_SLOTS	1024		/* power of two */
 #define PX_LOG_LINE	512
 #define PX_LOG_RINGS	512
+#define PX_LOG_FLUSH_MS	50
 
 struct px_log_slot {
 	struct timespec	ts;
@@ -153,9 +154,11 @@ px_log_main(void *arg)
 
 	(void)arg;
 	while (!atomic_load(&px_log_stopping)) {
-		/* The timeout catches a wakeup a producer skipped because it saw
-		 * its ring non-empty while we were finishing a drain. */
-		if (poll(&pfd, 1, 100) > 0 && read(px_wake_fd, &v, sizeof(v)) < 0)
+		/* Producers wake us only when a ring passes half full; otherwise
+		 * a line waits at most this long, which saves a syscall per
+		 * session on the workers. */
+		if (poll(&pfd, 1, PX_LOG_FLUSH_MS) > 0 &&
+		    read(px_wake_fd, &v, sizeof(v)) < 0)
 			continue;
 		px_log_drain();
 	}
@@ -286,8 +289,8 @@ px_logv(int level, uint64_t id, const char *fmt, va_list ap)
 		s->level = level;
 		s->len = (uint16_t)px_format(s->text, sizeof(s->text), id, fmt, ap);
 		atomic_store_explicit(&r->head, head + 1, memory_order_release);
-		/* Wake the log thread only on the empty -> non-empty edge. */
-		if (head == tail && write(px_wake_fd, &one, sizeof(one)) < 0)
+		if (head - tail == PX_LOG_SLOTS / 2 &&
+		    write(px_wake_fd, &one, sizeof(one)) < 0)
 			(void)0;
 		return;
 	} else {

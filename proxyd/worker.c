@@ -274,6 +274,11 @@ px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 			p->state = px_state_name(s);
 			p->client = s->client;
 			p->local = s->local;
+			len = sizeof(p->local);
+			if (p->local.ss_family == AF_UNSPEC)
+				(void)getsockname(s->cfd, (struct sockaddr *)&p->local,
+				    &len);
+			len = sizeof(p->upstream_local);
 			p->dst = s->dst;
 			p->server = s->server;
 			if (s->sfd == -1 || getsockname(s->sfd,
@@ -373,6 +378,10 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if ((ec = event_config_new()) == NULL)
 		return -1;
 	event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+	/* Coalesce the del/add pairs of one loop pass on the same fd (connect
+	 * event off, relay events on) into one epoll_ctl. Safe here: proxyd
+	 * never dup()s a socket it watches. */
+	event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
 	w->base = event_base_new_with_config(ec);
 	event_config_free(ec);
 	if (w->base == NULL)

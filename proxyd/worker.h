@@ -50,7 +50,7 @@ struct px_listener {
 };
 
 /* Empty pipes kept for reuse: creating and sizing one costs 3 syscalls. */
-#define PX_PIPE_POOL	64
+#define PX_PIPE_POOL	256	/* 128 sessions; empty pipes hold no pages */
 struct px_pipe_pool {
 	int	fds[PX_PIPE_POOL][2];
 	int	n;
