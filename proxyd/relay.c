@@ -169,13 +169,12 @@ px_relay_splice_start(struct px_session *s)
 		event_assign(&h->wr, w->base, h->to, EV_WRITE | EV_PERSIST,
 		    px_splice_cb, h);
 	}
-	/* Both sides may already have bytes waiting (server greeting,
-	 * pipelined request): try once each, then let the events drive. */
-	for (d = 0; d < 2; d++) {
-		px_splice_pump(s, d);
-		if (s->state == PX_SS_CLOSED)
-			break;
-	}
+	/* The client's first bytes are usually waiting already: move them
+	 * now. The server has only just accepted, so reading it now would
+	 * almost always cost an EAGAIN; its read event reports a greeting. */
+	px_splice_pump(s, PX_TO_SERVER);
+	if (s->state != PX_SS_CLOSED)
+		px_ev_set(&s->sp[PX_TO_CLIENT].rd, &s->sp[PX_TO_CLIENT].rd_on, true);
 	return 0;
 }
 
