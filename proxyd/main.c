@@ -19,7 +19,7 @@
 #include "worker.h"
 
 #define PX_DEFAULT_CONFIG	"/etc/proxyd/proxyd.xml"
-/* Two sockets and two pipes (four fds) per splice session. */
+/* Per splice session: two sockets plus two pipes of two fds each. */
 #define PX_FDS_PER_SESSION	6
 
 struct px_main {

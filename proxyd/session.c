@@ -90,14 +90,30 @@ px_session_close(struct px_session *s, const char *reason)
 		close(s->sfd);
 	if (s->cfd != -1)
 		close(s->cfd);
+	s->sfd = s->cfd = -1;
 	TAILQ_REMOVE(&w->sessions, s, link);
 	PX_COUNT_ADD(w, active, -1);
 	atomic_fetch_sub_explicit(&px_live_sessions, 1, memory_order_relaxed);
-	px_config_unref(s->cfg);
-	free(s->an_state);
-	free(s);
+	/* Freed by the worker's reaper once the current callback has
+	 * returned: code that called something which closed the session can
+	 * still look at s->state, wherever it is on the stack. */
+	TAILQ_INSERT_TAIL(&w->dead, s, link);
+	event_active(w->reap_ev, EV_TIMEOUT, 0);
 	if (w->draining && TAILQ_EMPTY(&w->sessions))
 		event_base_loopbreak(w->base);
+}
+
+void
+px_session_reap(struct px_worker *w)
+{
+	struct px_session *s;
+
+	while ((s = TAILQ_FIRST(&w->dead)) != NULL) {
+		TAILQ_REMOVE(&w->dead, s, link);
+		px_config_unref(s->cfg);
+		free(s->an_state);
+		free(s);
+	}
 }
 
 void
@@ -152,6 +168,8 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 			PX_COUNT_ADD(s->w, splice_sessions, 1);
 			return 0;
 		}
+		if (s->state == PX_SS_CLOSED)
+			return 0;
 		/* Out of pipes (fd limit): the buffered path still works. */
 		s->relay_mode = PX_RELAY_BUFFERED;
 	}

@@ -83,6 +83,8 @@ void	px_session_close(struct px_session *s, const char *reason);
 void	px_session_closef(struct px_session *s, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 void	px_session_touch(struct px_session *s);
+/* Frees the sessions closed since the last call (w->dead). */
+void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);
 
 /* relay.c */

@@ -352,6 +352,13 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void
+px_worker_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what;
+	px_session_reap(arg);
+}
+
 static void *
 px_worker_main(void *arg)
 {
@@ -361,6 +368,7 @@ px_worker_main(void *arg)
 	event_base_dispatch(w->base);
 	px_worker_unlisten(w);
 	px_worker_close_all(w, "shutdown");
+	px_session_reap(w);
 	px_log_ring_detach(w->log);
 	atomic_store(&w->exited, true);
 	return NULL;
@@ -374,6 +382,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	w->id = id;
 	w->wake_fd = -1;
 	TAILQ_INIT(&w->sessions);
+	TAILQ_INIT(&w->dead);
 	/* Each base is used by exactly one thread: no libevent locks. */
 	if ((ec = event_config_new()) == NULL)
 		return -1;
@@ -395,6 +404,8 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) == -1)
 		return -1;
 	if ((w->accept_pause = evtimer_new(w->base, px_accept_resume_cb, w)) == NULL)
+		return -1;
+	if ((w->reap_ev = event_new(w->base, -1, 0, px_worker_reap_cb, w)) == NULL)
 		return -1;
 	px_worker_rate_limits(w, cfg);
 	return 0;
@@ -523,6 +534,7 @@ px_workers_join(void)
 			ev_token_bucket_cfg_free(w->rl_group_cfg);
 		event_free(w->wake_ev);
 		event_free(w->accept_pause);
+		event_free(w->reap_ev);
 		close(w->wake_fd);
 		event_base_free(w->base);
 		px_config_unref(w->cfg);

@@ -100,6 +100,8 @@ struct px_worker {
 	size_t			 nlisteners;
 	struct event		*accept_pause;	/* after EMFILE & co. */
 	struct px_session_list	 sessions;
+	struct px_session_list	 dead;		/* closed, freed by reap_ev */
+	struct event		*reap_ev;
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
 	struct bufferevent_rate_limit_group *rl_group;
