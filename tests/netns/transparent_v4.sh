@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Transparent mode, IPv4: the client fetches http://198.19.2.2/file (1 MB) from
+# the server through the fw, where deploy/inline-tproxy.sh diverts port 80 to
+# proxyd's IP_TRANSPARENT listener on 50080 (TPROXY).
+#   1. spoof-source off: bytes intact, session-end line with dst=/server= the
+#      server's own address, nginx sees the fw's address (198.19.2.1), and no
+#      packet carries mark 0x40000000.
+#   2. spoof-source="yes" mark="0x40000000": nginx sees the client (198.18.1.2);
+#      the server-side packets carry the mark (mangle OUTPUT counter in F > 0),
+#      the client-side ones do not.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+netns_setup
+
+make_file file 1M
+SIZE=$(stat -c %s "$T/www/file")
+start_origin 80
+deploy tproxy --port 80 --proxy-port 50080
+
+# mark counters (no target: they only count) for what proxyd sends in F
+nsF iptables -w -t mangle -A OUTPUT -p tcp -d "$TOPO_S4" --dport 80 -m mark --mark 0x40000000 \
+    -m comment --comment netns-mark-server
+nsF iptables -w -t mangle -A OUTPUT -p tcp -d "$TOPO_C4" -m mark --mark 0x40000000 \
+    -m comment --comment netns-mark-client
+
+# check_session N: N session-end lines so far; the last one is right
+check_session() {
+    local n line
+    wait_log_count 'session-end service=tp ' "$1" || true
+    n=$(log_count 'session-end service=tp ')
+    assert_eq "$n" "$1" "number of session-end lines so far (one per fetch)"
+    line=$(grep -E 'session-end service=tp ' "$PROXYD_LOG" | tail -n 1)
+    info "log: $line"
+    [[ $(kv "$line" client) =~ ^198\.18\.1\.2:[0-9]+$ ]] || fail "client= should be the client 198.18.1.2:PORT: $line"
+    assert_eq "$(kv "$line" dst)" "198.19.2.2:80" "dst= (the original destination)"
+    assert_eq "$(kv "$line" server)" "198.19.2.2:80" "server= (where proxyd connected)"
+    assert_ge "$(kv "$line" to-client)" "$SIZE" "to-client bytes"
+    [[ $(kv "$line" end) =~ ^(client|server)-closed$ ]] || fail "expected end=client-closed or server-closed: $line"
+}
+
+# ---- 1. no spoofing, no mark
+write_conf_ns
+write_inline_service tp transparent 0.0.0.0 50080
+start_proxyd_ns
+fetch_ok "http://$TOPO_S4/file?phase=nospoof" file
+wait_grep "$ACCESS_LOG" 'phase=nospoof' 3 || fail "nginx did not log the request"
+assert_eq "$(nginx_peers 'phase=nospoof')" "$TOPO_FS4" "address nginx saw without spoof-source (the fw's)"
+check_session 1
+assert_eq "$(rule_pkts 4 mangle OUTPUT '/* netns-mark-server */')" 0 "marked packets to the server without mark="
+# the connection was diverted by the TPROXY rule (not forwarded by the kernel)
+assert_ge "$(rule_pkts 4 mangle PROXYD 'TPROXY')" 1 "packets through the TPROXY rule"
+stop_proxyd_ns
+
+# ---- 2. spoof-source="yes" and mark="0x40000000"
+reset_services_ns
+write_inline_service tp transparent 0.0.0.0 50080 'spoof-source="yes" mark="0x40000000"'
+nsF iptables -w -t mangle -Z OUTPUT
+start_proxyd_ns
+fetch_ok "http://$TOPO_S4/file?phase=spoof" file
+wait_grep "$ACCESS_LOG" 'phase=spoof' 3 || fail "nginx did not log the request"
+assert_eq "$(nginx_peers 'phase=spoof')" "$TOPO_C4" "address nginx saw with spoof-source=yes (the client's)"
+check_session 2
+pk=$(rule_pkts 4 mangle OUTPUT '/* netns-mark-server */')
+info "fw mangle OUTPUT: $pk packets to $TOPO_S4:80 with mark 0x40000000"
+assert_ge "$pk" 1 "packets proxyd sent to the server with mark 0x40000000"
+pk=$(rule_pkts 4 mangle OUTPUT '/* netns-mark-client */')
+assert_eq "$pk" 0 "packets proxyd sent to the client with mark 0x40000000 (mark is for the server side only)"
+assert_eq "$(nginx_count '"GET /file')" 2 "requests nginx served"
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "PASS"
