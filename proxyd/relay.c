@@ -107,11 +107,11 @@ px_splice_pump(struct px_session *s, int d)
 			px_ev_set(&h->rd, &h->rd_on, true);
 			break;
 		}
-		n = splice(h->from, NULL, h->pipe[1], NULL,
-		    (size_t)w->pipes.size, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		n = splice(h->from, NULL, h->pipe[1], NULL, h->pipe_cap,
+		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		if (n > 0) {
 			h->in_pipe = (size_t)n;
-			drained = (size_t)n < (size_t)w->pipes.size;
+			drained = (size_t)n < h->pipe_cap;
 			active = true;
 			continue;
 		}
@@ -153,13 +153,16 @@ px_relay_splice_start(struct px_session *s)
 
 	for (d = 0; d < 2; d++) {
 		struct px_splice_half *h = &s->sp[d];
+		int cap;
 
-		if (px_pipe_get(w, h->pipe, size) == -1) {
+		if ((cap = px_pipe_get(w, h->pipe, size)) == -1) {
 			if (d == 1)
-				px_pipe_put(w, s->sp[0].pipe, true);
+				px_pipe_put(w, s->sp[0].pipe,
+				    (int)s->sp[0].pipe_cap, true);
 			s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
 			return -1;
 		}
+		h->pipe_cap = (size_t)cap;
 		h->s = s;
 		h->dir = d;
 		h->from = d == PX_TO_SERVER ? s->cfd : s->sfd;
@@ -339,7 +342,8 @@ px_relay_free(struct px_session *s)
 		if (h->pipe[0] != -1) {
 			px_ev_set(&h->rd, &h->rd_on, false);
 			px_ev_set(&h->wr, &h->wr_on, false);
-			px_pipe_put(s->w, h->pipe, h->in_pipe == 0);
+			px_pipe_put(s->w, h->pipe, (int)h->pipe_cap,
+			    h->in_pipe == 0);
 			h->pipe[0] = h->pipe[1] = -1;
 		}
 	}

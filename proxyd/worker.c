@@ -56,26 +56,38 @@ px_pipe_get(struct px_worker *w, int fds[2], int size)
 		px_pipe_pool_flush(w);
 		w->pipes.size = size;
 	}
+	int cap;
+
 	if (w->pipes.n > 0) {
 		w->pipes.n--;
 		fds[0] = w->pipes.fds[w->pipes.n][0];
 		fds[1] = w->pipes.fds[w->pipes.n][1];
-		return 0;
+		return w->pipes.cap[w->pipes.n];
 	}
 	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1)
 		return -1;
-	/* Best effort: above /proc/sys/fs/pipe-max-size an unprivileged
-	 * process keeps the default 64k, which only costs throughput. */
-	(void)fcntl(fds[1], F_SETPIPE_SZ, size);
-	return 0;
+	/* Best effort: above /proc/sys/fs/pipe-max-size, or past the
+	 * per-user pipe page limits, an unprivileged process gets less;
+	 * the relay then moves smaller chunks. */
+	if ((cap = fcntl(fds[1], F_SETPIPE_SZ, size)) == -1 &&
+	    (cap = fcntl(fds[1], F_GETPIPE_SZ)) == -1)
+		cap = 4096;
+	if (cap < size && !w->pipes.warned) {
+		w->pipes.warned = true;
+		px_log(LOG_WARNING, 0, "worker %u: splice pipes get %d bytes, not "
+		    "the %d of limits/@buffer: raise /proc/sys/fs/pipe-max-size "
+		    "or run with CAP_SYS_RESOURCE", w->id, cap, size);
+	}
+	return cap;
 }
 
 void
-px_pipe_put(struct px_worker *w, int fds[2], bool empty)
+px_pipe_put(struct px_worker *w, int fds[2], int cap, bool empty)
 {
 	if (empty && w->pipes.n < PX_PIPE_POOL) {
 		w->pipes.fds[w->pipes.n][0] = fds[0];
 		w->pipes.fds[w->pipes.n][1] = fds[1];
+		w->pipes.cap[w->pipes.n] = cap;
 		w->pipes.n++;
 		return;
 	}

@@ -53,8 +53,10 @@ struct px_listener {
 #define PX_PIPE_POOL	256	/* 128 sessions; empty pipes hold no pages */
 struct px_pipe_pool {
 	int	fds[PX_PIPE_POOL][2];
+	int	cap[PX_PIPE_POOL];	/* what the kernel granted */
 	int	n;
-	int	size;		/* F_SETPIPE_SZ they were given */
+	int	size;			/* what was asked for */
+	bool	warned;			/* about getting less */
 };
 
 enum px_worker_cmd {
@@ -130,8 +132,9 @@ void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);
 
-/* Pipes for splice: 0 ok, -1 none to be had. */
+/* A pipe for splice, asking for `size` bytes: returns its real capacity
+ * (the kernel may grant less to an unprivileged user), or -1. */
 int	px_pipe_get(struct px_worker *w, int fds[2], int size);
-void	px_pipe_put(struct px_worker *w, int fds[2], bool empty);
+void	px_pipe_put(struct px_worker *w, int fds[2], int cap, bool empty);
 
 #endif
