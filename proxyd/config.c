@@ -658,13 +658,8 @@ px_addr_overlap(const struct sockaddr *a, const struct sockaddr *b)
 	 * so only the same family can overlap. */
 	if (a->sa_family != b->sa_family)
 		return false;
-	if (px_sockaddr_is_wildcard(a) || px_sockaddr_is_wildcard(b))
-		return true;
-	if (a->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-	    &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	return px_sockaddr_is_wildcard(a) || px_sockaddr_is_wildcard(b) ||
+	    px_sockaddr_same_host(a, b);
 }
 
 static int

@@ -255,24 +255,11 @@ px_ct_fill_flow(struct nf_conntrack *ct, struct px_flow *flow)
 }
 
 int
-px_conntrack_flow_by_reply(struct px_conntrack *c, const struct sockaddr *from,
-    const struct sockaddr *to, struct px_flow *flow)
+px_conntrack_flow(struct px_conntrack *c, bool by_reply,
+    const struct sockaddr *from, const struct sockaddr *to,
+    struct px_flow *flow)
 {
-	struct nf_conntrack *ct = px_ct_get(c, true, from, to);
-
-	memset(flow, 0, sizeof(*flow));
-	if (ct == NULL)
-		return -1;
-	px_ct_fill_flow(ct, flow);
-	nfct_destroy(ct);
-	return 0;
-}
-
-int
-px_conntrack_flow_by_orig(struct px_conntrack *c, const struct sockaddr *from,
-    const struct sockaddr *to, struct px_flow *flow)
-{
-	struct nf_conntrack *ct = px_ct_get(c, false, from, to);
+	struct nf_conntrack *ct = px_ct_get(c, by_reply, from, to);
 
 	memset(flow, 0, sizeof(*flow));
 	if (ct == NULL)

@@ -34,13 +34,10 @@ void	px_conntrack_close(struct px_conntrack *ct);
 enum px_origdst px_conntrack_original_dst(struct px_conntrack *ct, int fd,
 	    const struct sockaddr *client, const struct sockaddr *local,
 	    struct sockaddr_storage *out);
-/* The flow whose reply direction goes from `from` to `to`
- * (client side: from = local end, to = client). */
-int	px_conntrack_flow_by_reply(struct px_conntrack *ct,
-	    const struct sockaddr *from, const struct sockaddr *to,
-	    struct px_flow *flow);
-/* The flow whose original direction goes from `from` to `to`. */
-int	px_conntrack_flow_by_orig(struct px_conntrack *ct,
+/* The flow whose reply direction (by_reply) or original direction goes
+ * from `from` to `to`. For a proxied client use by_reply with our end and
+ * the client: it finds the flow whatever NAT did to its destination. */
+int	px_conntrack_flow(struct px_conntrack *ct, bool by_reply,
 	    const struct sockaddr *from, const struct sockaddr *to,
 	    struct px_flow *flow);
 

@@ -329,6 +329,20 @@ px_sockaddr_is_wildcard(const struct sockaddr *sa)
 }
 
 bool
+px_sockaddr_same_host(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		    &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	return false;
+}
+
+bool
 px_sockaddr_is_loopback(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)

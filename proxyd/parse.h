@@ -39,6 +39,8 @@ bool	px_cidr_match(const struct px_cidr *c, const struct sockaddr *sa);
 bool	px_cidr_list_match(const struct px_cidr *list, size_t n,
 	    const struct sockaddr *sa);
 bool	px_sockaddr_is_wildcard(const struct sockaddr *sa);
+/* Same family and address; ports are not compared. */
+bool	px_sockaddr_same_host(const struct sockaddr *a, const struct sockaddr *b);
 bool	px_sockaddr_is_loopback(const struct sockaddr *sa);
 uint16_t px_sockaddr_port(const struct sockaddr *sa);
 /* "1.2.3.4:80" / "[::1]:80"; always NUL-terminates; returns buf. */

@@ -221,18 +221,6 @@ px_sockaddr_len(const struct sockaddr *sa)
 	    sizeof(struct sockaddr_in);
 }
 
-static bool
-px_same_addr(const struct sockaddr *a, const struct sockaddr *b)
-{
-	if (a->sa_family != b->sa_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-	    &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-}
-
 /* A connection addressed to the listener itself rather than diverted to
  * it: relaying it would loop back into the proxy (Zorp refuses it too). */
 static bool
@@ -241,7 +229,7 @@ px_is_direct(const struct px_service *svc, const struct sockaddr *dst)
 	const struct sockaddr *l = (const struct sockaddr *)&svc->listen;
 
 	return px_sockaddr_port(dst) == px_sockaddr_port(l) &&
-	    (px_sockaddr_is_wildcard(l) || px_same_addr(dst, l));
+	    (px_sockaddr_is_wildcard(l) || px_sockaddr_same_host(dst, l));
 }
 
 /* Sets s->dst and s->server from the deployment mode. 0, or -1 after

@@ -106,6 +106,8 @@ test_uint(void **state)
 	assert_int_equal(px_parse_u32_any("4294967296", &u, &why), -1);
 }
 
+static struct sockaddr_storage addr(const char *s);
+
 static void
 test_addresses(void **state)
 {
@@ -150,6 +152,22 @@ test_addresses(void **state)
 	assert_int_equal(px_parse_hostport("[::1]9180", &ss, &len, &why), -1);
 	assert_int_equal(px_parse_hostport(":80", &ss, &len, &why), -1);
 	assert_string_equal(px_sockaddr_str(NULL, buf, sizeof(buf)), "-");
+
+	{
+		struct sockaddr_storage a4 = addr("10.0.0.1"), b4 = addr("10.0.0.1");
+		struct sockaddr_storage c4 = addr("10.0.0.2"), a6 = addr("::1");
+		struct sockaddr_storage b6 = addr("::1");
+
+		((struct sockaddr_in *)&b4)->sin_port = htons(99);
+		assert_true(px_sockaddr_same_host((struct sockaddr *)&a4,
+		    (struct sockaddr *)&b4));	/* ports don't matter */
+		assert_false(px_sockaddr_same_host((struct sockaddr *)&a4,
+		    (struct sockaddr *)&c4));
+		assert_false(px_sockaddr_same_host((struct sockaddr *)&a4,
+		    (struct sockaddr *)&a6));
+		assert_true(px_sockaddr_same_host((struct sockaddr *)&a6,
+		    (struct sockaddr *)&b6));
+	}
 }
 
 static struct sockaddr_storage
