@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -56,6 +57,33 @@ px_splice_finish_half(struct px_session *s, int d)
 	(void)shutdown(h->to, SHUT_WR);
 	if (s->sp[!d].done)
 		px_session_close(s, s->first_eof);
+}
+
+/* After splice() said EAGAIN: if the socket sits at the urgent mark, read
+ * past it into the (empty) pipe. Returns bytes moved, 0 at EOF, or -1
+ * with errno (EAGAIN: nothing to read after all). */
+static ssize_t
+px_splice_past_urgent(struct px_splice_half *h)
+{
+	char buf[16384];
+	int atmark = 0;
+	ssize_t n, w;
+
+	if (ioctl(h->from, SIOCATMARK, &atmark) == -1 || !atmark) {
+		errno = EAGAIN;
+		return -1;
+	}
+	n = recv(h->from, buf, sizeof(buf) < h->pipe_cap ? sizeof(buf) :
+	    h->pipe_cap, MSG_DONTWAIT);
+	if (n <= 0)
+		return n;
+	/* The pipe is empty and at least 4k: this cannot be short. */
+	w = write(h->pipe[1], buf, (size_t)n);
+	if (w != n) {
+		errno = w == -1 ? errno : EIO;
+		return -1;
+	}
+	return n;
 }
 
 /* Moves what it can in direction d; may close the session. */
@@ -125,8 +153,28 @@ px_splice_pump(struct px_session *s, int d)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN) {
-			px_ev_set(&h->rd, &h->rd_on, true);
-			break;
+			/* splice() stops for good at TCP urgent data, and epoll
+			 * keeps saying readable: a spin and a stall. recv()
+			 * steps over the urgent byte (as the buffered path and
+			 * any reader without SO_OOBINLINE do); its bytes go
+			 * into the empty pipe and the relay carries on. */
+			n = px_splice_past_urgent(h);
+			if (n > 0) {
+				h->in_pipe = (size_t)n;
+				active = true;
+				continue;
+			}
+			if (n == 0) {
+				h->eof = true;
+				if (s->first_eof == NULL)
+					s->first_eof = d == PX_TO_SERVER ?
+					    "client-closed" : "server-closed";
+				continue;
+			}
+			if (errno == EAGAIN) {
+				px_ev_set(&h->rd, &h->rd_on, true);
+				break;
+			}
 		}
 		px_session_closef(s, "%s-error: %s", px_side_name[d],
 		    strerror(errno));
