@@ -228,6 +228,7 @@ px_admin_sessions(struct evhttp_request *req, void *arg)
 		px_admin_ct_tried = true;
 		px_admin_ct = px_conntrack_open();
 	}
+	atomic_init(&sr->refs, 1);		/* the admin's own */
 	sr->done_fd = eventfd(0, EFD_CLOEXEC);
 	asked = sr->done_fd == -1 ? 0 : px_workers_snapshot(sr);
 	pfd.fd = sr->done_fd;
@@ -242,29 +243,27 @@ px_admin_sessions(struct evhttp_request *req, void *arg)
 		    (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	}
 	if (asked != 0 && atomic_load(&sr->pending) != 0) {
-		/* A worker is stuck or exiting: it may still write into sr
-		 * later, so sr is deliberately not freed. */
+		/* A late worker still holds its reference: it frees sr if
+		 * it answers last. */
 		px_log(LOG_WARNING, 0, "admin: /sessions: %u worker(s) did not "
 		    "answer within 1s", atomic_load(&sr->pending));
+		px_snap_req_unref(sr);
 		evbuffer_free(b);
 		evhttp_send_error(req, 503, "workers busy");
 		return;
 	}
 	evbuffer_add_printf(b, "{\"sessions\":[");
-	for (k = 0; k < 256; k++) {
+	for (k = 0; k < sizeof(sr->snaps) / sizeof(sr->snaps[0]); k++) {
 		size_t i;
 
 		for (i = 0; i < sr->nsnaps[k]; i++) {
 			px_admin_session_json(b, &sr->snaps[k][i], first);
 			first = false;
 		}
-		free(sr->snaps[k]);
 	}
 	evbuffer_add_printf(b, "\n],\"conntrack\":%s}\n",
 	    px_admin_ct != NULL ? "true" : "false");
-	if (sr->done_fd != -1)
-		close(sr->done_fd);
-	free(sr);
+	px_snap_req_unref(sr);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "application/json");
 	evhttp_send_reply(req, 200, "OK", b);
@@ -303,6 +302,10 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	}
 	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* It runs on the main thread with signals and reloads: an endless
+	 * header line must not eat memory and CPU there. */
+	evhttp_set_max_headers_size(px_http, 8192);
+	evhttp_set_max_body_size(px_http, 0);
 	evhttp_set_timeout(px_http, 10);
 	evhttp_set_cb(px_http, "/metrics", px_admin_metrics, NULL);
 	evhttp_set_cb(px_http, "/status", px_admin_status, NULL);

@@ -306,6 +306,21 @@ px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 	if (atomic_fetch_sub(&req->pending, 1) == 1 &&
 	    write(req->done_fd, &one, sizeof(one)) < 0)
 		(void)0;	/* the admin's poll times out instead */
+	px_snap_req_unref(req);
+}
+
+void
+px_snap_req_unref(struct px_snap_req *req)
+{
+	size_t k;
+
+	if (atomic_fetch_sub(&req->refs, 1) != 1)
+		return;
+	for (k = 0; k < sizeof(req->snaps) / sizeof(req->snaps[0]); k++)
+		free(req->snaps[k]);
+	if (req->done_fd != -1)
+		close(req->done_fd);
+	free(req);
 }
 
 /* ---- commands from the main thread ------------------------------------ */
@@ -506,10 +521,17 @@ px_workers_snapshot(struct px_snap_req *req)
 		if (!atomic_load(&px_workers[i].exited))
 			asked++;
 	atomic_store(&req->pending, asked);
+	atomic_fetch_add(&req->refs, asked);
 	for (i = 0; i < px_nworkers; i++) {
+		struct px_snap_req *stale;
+
 		if (atomic_load(&px_workers[i].exited))
 			continue;
-		atomic_store(&px_workers[i].snap_req, req);
+		/* A request this worker never took (it was stuck or exiting)
+		 * is dropped here with the reference it held. */
+		stale = atomic_exchange(&px_workers[i].snap_req, req);
+		if (stale != NULL)
+			px_snap_req_unref(stale);
 		px_worker_wake(&px_workers[i]);
 	}
 	return asked;
@@ -534,10 +556,14 @@ px_workers_join(void)
 	for (i = 0; i < px_nworkers; i++) {
 		struct px_worker *w = &px_workers[i];
 		struct px_config *p;
+		struct px_snap_req *sr;
 
 		pthread_join(w->thread, NULL);
+
 		if ((p = atomic_exchange(&w->pending, NULL)) != NULL)
 			px_config_unref(p);
+		if ((sr = atomic_exchange(&w->snap_req, NULL)) != NULL)
+			px_snap_req_unref(sr);
 		px_pipe_pool_flush(w);
 		px_conntrack_close(w->ct);
 		if (w->rl_group != NULL)

@@ -79,8 +79,12 @@ struct px_session_snap {
 	double			 age;
 };
 
-/* One admin request for the session list, answered by every worker. */
+/* One admin request for the session list, answered by every worker.
+ * Each asked worker and the admin hold a reference; the last one out
+ * frees it (px_snap_req_unref), so neither side can free it under the
+ * other, even when the admin gives up waiting. */
 struct px_snap_req {
+	atomic_uint		 refs;
 	atomic_uint		 pending;	/* workers yet to answer */
 	int			 done_fd;	/* eventfd: last worker -> admin */
 	struct px_session_snap	*snaps[256];	/* per worker, malloc'd */
@@ -126,8 +130,10 @@ int	px_workers_start(struct px_config *cfg);
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
 bool	px_workers_all_exited(void);
-/* Asks every live worker for its sessions; returns how many were asked. */
+/* Asks every live worker for its sessions, taking a reference for each;
+ * returns how many were asked. */
 unsigned px_workers_snapshot(struct px_snap_req *req);
+void	px_snap_req_unref(struct px_snap_req *req);
 void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);
