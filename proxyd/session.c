@@ -70,10 +70,22 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000), reason);
 }
 
+/* close() then sends an RST and drops anything unsent. */
+static void
+px_socket_abort(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (fd != -1)
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
 void
 px_session_close(struct px_session *s, const char *reason)
 {
 	struct px_worker *w = s->w;
+
+	bool relayed = s->state == PX_SS_RELAY;
 
 	if (s->state == PX_SS_CLOSED)
 		return;
@@ -86,6 +98,15 @@ px_session_close(struct px_session *s, const char *reason)
 		event_del(&s->conn_ev);
 	if (s->timer_on)
 		evtimer_del(&s->timer);
+	/* A relayed session ends with a FIN only when its ends finished.
+	 * Errors, timeouts and shutdown reset what is left, so a peer never
+	 * takes a truncated stream for a whole one. (A denied or failed
+	 * session relayed nothing: a plain close says enough.) */
+	if (relayed && strcmp(reason, "client-closed") != 0 &&
+	    strcmp(reason, "server-closed") != 0) {
+		px_socket_abort(s->cfd);
+		px_socket_abort(s->sfd);
+	}
 	if (s->sfd != -1)
 		close(s->sfd);
 	if (s->cfd != -1)
