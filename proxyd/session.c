@@ -7,22 +7,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conntrack.h"
 #include "log.h"
+#include "tcp_progress.h"
 #include "upstream.h"
 #include "worker.h"
 
 static atomic_uint_fast64_t px_session_ids;
 
+/* Monotonic (a clock step must not fire or stall idle timers) and coarse
+ * (a vDSO read of the tick, cheap enough for every relay pass). */
 uint64_t
 px_now_ms(struct px_worker *w)
 {
-	struct timeval tv;
+	struct timespec ts;
 
-	event_base_gettimeofday_cached(w->base, &tv);
-	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	(void)w;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void
@@ -153,7 +158,7 @@ static void
 px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_session *s = arg;
-	uint64_t now, idle = s->cfg->idle_timeout_ms;
+	uint64_t now, last, progress, idle = s->cfg->idle_timeout_ms;
 
 	(void)fd; (void)what;
 	s->timer_on = false;
@@ -165,14 +170,25 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (idle == 0)
 		return;
 	/* Sliding deadline without an event_add per byte: on expiry, re-arm
-	 * for what is left if there was activity meanwhile. */
+	 * for what is left if proxyd moved bytes meanwhile, or for a whole
+	 * period if the kernel did (a slow reader draining what proxyd
+	 * already queued). So a session ends between one and two periods
+	 * after the last byte moved. */
 	now = px_now_ms(s->w);
-	if (now - s->last_active_ms >= idle) {
-		PX_COUNT_ADD(s->w, idle_timeouts, 1);
-		px_session_close(s, "idle-timeout");
+	progress = px_tcp_progress(s->cfd) + px_tcp_progress(s->sfd);
+	if (progress != s->tcp_progress) {
+		/* Happened some time since the last check: count it as now. */
+		s->tcp_progress = progress;
+		s->tcp_progress_ms = now;
+	}
+	last = s->last_active_ms > s->tcp_progress_ms ? s->last_active_ms :
+	    s->tcp_progress_ms;
+	if (now - last < idle) {
+		px_session_arm_timer(s, idle - (now - last));
 		return;
 	}
-	px_session_arm_timer(s, idle - (now - s->last_active_ms));
+	PX_COUNT_ADD(s->w, idle_timeouts, 1);
+	px_session_close(s, "idle-timeout");
 }
 
 int
@@ -208,6 +224,7 @@ px_session_connected(struct px_session *s)
 		s->timer_on = false;
 	}
 	px_session_touch(s);
+	s->tcp_progress_ms = s->last_active_ms;
 	if (s->cfg->idle_timeout_ms != 0)
 		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
 	if (a->state_size != 0 &&

@@ -61,6 +61,8 @@ struct px_session {
 	struct event		 timer;		/* connect, then idle timeout */
 	bool			 timer_on;
 	uint64_t		 last_active_ms;
+	uint64_t		 tcp_progress;	/* px_tcp_progress() at last check */
+	uint64_t		 tcp_progress_ms; /* when it last changed */
 	uint64_t		 start_ms;
 	struct timeval		 start_tv;
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The idle timer must count bytes the kernel moves, not only bytes proxyd
+# moves: a slow reader draining what proxyd already queued (in a pipe, an
+# evbuffer or a socket buffer) is not idle. idle-timeout is 1s here; the
+# reader takes 4 s at 256 KB/s and must not be cut off on either path.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need_cmds python3
+setup
+
+cat >"$T/server.py" <<'PY'
+import socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(8)
+srv.settimeout(60)
+for _ in range(4):
+    try:
+        c, _ = srv.accept()
+    except socket.timeout:
+        break
+    try:
+        c.sendall(b"y" * (64 << 20))   # far more than the reader takes
+    except OSError:
+        pass
+    c.close()
+PY
+cat >"$T/reader.py" <<'PY'
+import socket, sys, time
+port, rate, dur = int(sys.argv[1]), 256 * 1024, 4.0
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+s.connect(("127.0.0.1", port))
+t0, got = time.time(), 0
+while time.time() - t0 < dur:
+    want = rate * (time.time() - t0) - got
+    if want < 1:
+        time.sleep(0.01)
+        continue
+    try:
+        d = s.recv(min(int(want), 65536))
+    except ConnectionResetError:
+        print("RESET after %.1fs" % (time.time() - t0))
+        sys.exit()
+    if not d:
+        print("EOF after %.1fs" % (time.time() - t0))
+        sys.exit()
+    got += len(d)
+print("flowing")
+PY
+
+free_port SRV_PORT
+python3 "$T/server.py" "$SRV_PORT" &
+track_pid $!
+wait_listen "$SRV_PORT" 5 $! || fail "server did not start"
+free_port P_SPLICE
+free_port P_BUF
+write_proxyd_conf 'idle-timeout="1s" buffer="16m"'
+write_service isplice "$P_SPLICE" "$SRV_PORT"
+write_service ibuf "$P_BUF" "$SRV_PORT" '<plug splice="no"/>'
+start_proxyd
+
+for p in "$P_SPLICE" "$P_BUF"; do
+    got=$(timeout 20 python3 "$T/reader.py" "$p") || fail "reader via port $p failed"
+    assert_eq "$got" "flowing" "slow reader via port $p (idle-timeout 1s)"
+done
+[[ $(metric_value proxyd_idle_timeouts_total '') == 0 ]] ||
+    fail "an idle timeout fired on a session that was moving bytes"
+info "ok"
