@@ -112,6 +112,16 @@ px_reload(struct px_main *m)
 		return;
 	}
 	free(text);
+	/* A listen address someone else holds would leave that service with
+	 * no listener (or, with SO_REUSEPORT, sharing a port): refuse the
+	 * whole reload instead. */
+	if (px_workers_probe(m->cfg, ncfg, NULL) != 0) {
+		px_log(LOG_ERR, 0, "reload failed; the running configuration stays");
+		m->reloads.failed++;
+		px_config_unref(ncfg);
+		return;
+	}
+	px_raise_fd_limit(ncfg);
 	if (ncfg->workers != m->cfg->workers)
 		px_log(LOG_WARNING, 0, "reload: workers change takes a restart");
 	if (ncfg->admin_enabled != m->cfg->admin_enabled ||

@@ -206,11 +206,12 @@ px_relay_splice_start(struct px_session *s)
 		if ((cap = px_pipe_get(w, h->pipe, size)) == -1) {
 			if (d == 1)
 				px_pipe_put(w, s->sp[0].pipe,
-				    (int)s->sp[0].pipe_cap, true);
+				    (int)s->sp[0].pipe_cap, size, true);
 			s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
 			return -1;
 		}
 		h->pipe_cap = (size_t)cap;
+		h->pipe_size = size;
 		h->s = s;
 		h->dir = d;
 		h->from = d == PX_TO_SERVER ? s->cfd : s->sfd;
@@ -391,7 +392,7 @@ px_relay_free(struct px_session *s)
 			px_ev_set(&h->rd, &h->rd_on, false);
 			px_ev_set(&h->wr, &h->wr_on, false);
 			px_pipe_put(s->w, h->pipe, (int)h->pipe_cap,
-			    h->in_pipe == 0);
+			    h->pipe_size, h->in_pipe == 0);
 			h->pipe[0] = h->pipe[1] = -1;
 		}
 	}

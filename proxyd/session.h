@@ -28,6 +28,7 @@ struct px_splice_half {
 	int		from, to;
 	int		pipe[2];
 	size_t		pipe_cap;	/* its real capacity */
+	int		pipe_size;	/* what was asked for it */
 	size_t		in_pipe;	/* bytes read but not yet written */
 	bool		eof;		/* read side gave EOF */
 	bool		done;		/* EOF passed on (or session ending) */

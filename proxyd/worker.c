@@ -82,9 +82,10 @@ px_pipe_get(struct px_worker *w, int fds[2], int size)
 }
 
 void
-px_pipe_put(struct px_worker *w, int fds[2], int cap, bool empty)
+px_pipe_put(struct px_worker *w, int fds[2], int cap, int size, bool empty)
 {
-	if (empty && w->pipes.n < PX_PIPE_POOL) {
+	/* A pipe asked for an older limits/@buffer is not kept. */
+	if (empty && size == w->pipes.size && w->pipes.n < PX_PIPE_POOL) {
 		w->pipes.fds[w->pipes.n][0] = fds[0];
 		w->pipes.fds[w->pipes.n][1] = fds[1];
 		w->pipes.cap[w->pipes.n] = cap;
@@ -143,17 +144,18 @@ px_same_listen(const struct px_service *a, const struct px_service *b)
 
 /* Builds the listener set for cfg, keeping the sockets of services whose
  * address did not change (so their accept queues survive a reload).
- * Returns the number of services that could not listen. */
-static unsigned
+ * Returns the number of services that could not listen, or -1 (nothing
+ * changed) when out of memory. */
+static int
 px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 {
 	struct px_listener *nl;
 	size_t i, j;
-	unsigned failed = 0;
+	int failed = 0;
 
 	nl = calloc(cfg->nservices ? cfg->nservices : 1, sizeof(*nl));
 	if (nl == NULL)
-		return (unsigned)cfg->nservices;
+		return -1;
 	for (i = 0; i < cfg->nservices; i++) {
 		const struct px_service *svc = &cfg->services[i];
 		struct px_listener *l = &nl[i];
@@ -168,6 +170,9 @@ px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 			if (o->lev != NULL && px_same_listen(o->svc, svc)) {
 				l->lev = o->lev;
 				o->lev = NULL;
+				/* listen() again only changes the backlog. */
+				(void)listen(evconnlistener_get_fd(l->lev),
+				    (int)svc->backlog);
 				evconnlistener_set_cb(l->lev, px_accept_cb, l);
 				evconnlistener_set_error_cb(l->lev, px_accept_error_cb);
 				break;
@@ -349,15 +354,19 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	if ((req = atomic_exchange(&w->snap_req, NULL)) != NULL)
 		px_worker_snapshot(w, req);
 	ncfg = atomic_exchange(&w->pending, NULL);
-	if (ncfg != NULL && !w->draining) {
-		struct px_config *old = w->cfg;
-
+	if (ncfg != NULL && !w->draining &&
+	    px_worker_listen(w, ncfg, NULL) != -1) {
+		/* Only now: the listeners point into ncfg, no longer the old
+		 * one, which sessions keep alive with their own references. */
+		px_config_unref(w->cfg);
 		w->cfg = ncfg;
-		px_worker_listen(w, ncfg, NULL);
 		px_worker_rate_limits(w, ncfg);
-		px_config_unref(old);	/* sessions hold their own refs */
-	} else if (ncfg != NULL)
+	} else if (ncfg != NULL) {
+		if (!w->draining)
+			px_log(LOG_ERR, 0, "worker %u: out of memory applying the "
+			    "new configuration; keeping the old one", w->id);
 		px_config_unref(ncfg);
+	}
 
 	switch (atomic_load(&w->cmd)) {
 	case PX_CMD_DRAIN:
@@ -438,23 +447,48 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	return 0;
 }
 
+unsigned
+px_workers_probe(const struct px_config *old, const struct px_config *cfg,
+    FILE *errout)
+{
+	unsigned failed = 0;
+	size_t i, j;
+
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		char a[PX_ADDRSTRLEN];
+		bool ours = false;
+
+		/* Our own sockets hold it (whatever their mode: the worker
+		 * opens the new one before closing the old). */
+		for (j = 0; old != NULL && j < old->nservices; j++)
+			if (old->services[j].listen_len == svc->listen_len &&
+			    memcmp(&old->services[j].listen, &svc->listen,
+			    svc->listen_len) == 0)
+				ours = true;
+		if (ours || px_listener_probe((const struct sockaddr *)
+		    &svc->listen, svc->listen_len,
+		    svc->mode == PX_MODE_TRANSPARENT) == 0)
+			continue;
+		px_sockaddr_str((const struct sockaddr *)&svc->listen, a, sizeof(a));
+		if (errout != NULL)
+			fprintf(errout, "%s:%ld: cannot listen on %s: %s\n",
+			    svc->file, svc->listen_line, a, strerror(errno));
+		else
+			px_log(LOG_ERR, 0, "reload: %s:%ld: cannot listen on %s: %s",
+			    svc->file, svc->listen_line, a, strerror(errno));
+		failed++;
+	}
+	return failed;
+}
+
 int
 px_workers_start(struct px_config *cfg)
 {
 	unsigned i;
 
-	for (i = 0; i < cfg->nservices; i++) {
-		const struct px_service *svc = &cfg->services[i];
-		char a[PX_ADDRSTRLEN];
-
-		if (px_listener_probe((const struct sockaddr *)&svc->listen,
-		    svc->listen_len, svc->mode == PX_MODE_TRANSPARENT) == -1) {
-			fprintf(stderr, "proxyd: %s: cannot listen on %s: %s\n",
-			    svc->file, px_sockaddr_str((const struct sockaddr *)
-			    &svc->listen, a, sizeof(a)), strerror(errno));
-			return -1;
-		}
-	}
+	if (px_workers_probe(NULL, cfg, stderr) != 0)
+		return -1;
 	px_workers = calloc(cfg->workers, sizeof(*px_workers));
 	if (px_workers == NULL)
 		return -1;
@@ -466,7 +500,7 @@ px_workers_start(struct px_config *cfg)
 			return -1;
 		}
 		if (px_worker_listen(&px_workers[i], cfg, stderr) != 0)
-			return -1;
+			return -1;	/* errors printed, or out of memory */
 	}
 	for (i = 0; i < px_nworkers; i++)
 		if (pthread_create(&px_workers[i].thread, NULL, px_worker_main,

@@ -126,6 +126,11 @@ extern atomic_uint_fast64_t px_live_sessions;
 /* Opens every listener for every worker (errors reported on stderr before
  * any thread starts), then starts the threads. */
 int	px_workers_start(struct px_config *cfg);
+/* Checks that every listen address of cfg that old (NULL at start) does
+ * not already hold can be bound by us alone; reports each failure as
+ * file:line to errout (NULL: the log). Returns the number of failures. */
+unsigned px_workers_probe(const struct px_config *old,
+	    const struct px_config *cfg, FILE *errout);
 /* Hands a new config to every worker; they switch at their next loop. */
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
@@ -141,6 +146,7 @@ struct px_worker *px_worker_get(unsigned i);
 /* A pipe for splice, asking for `size` bytes: returns its real capacity
  * (the kernel may grant less to an unprivileged user), or -1. */
 int	px_pipe_get(struct px_worker *w, int fds[2], int size);
-void	px_pipe_put(struct px_worker *w, int fds[2], int cap, bool empty);
+void	px_pipe_put(struct px_worker *w, int fds[2], int cap, int size,
+	    bool empty);
 
 #endif
