@@ -418,10 +418,6 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 		    &c->global_bandwidth);
 		px_attr_duration(e, n, "shutdown-grace", true, 1, 3600 * 1000,
 		    &c->shutdown_grace_ms);
-		/* libevent's token buckets take an int32 rate. */
-		if (c->session_bandwidth > INT32_MAX ||
-		    c->global_bandwidth / c->workers > INT32_MAX)
-			px_cfg_error(e, n, "bandwidth above 2g per worker is not supported");
 	}
 
 	if ((n = px_child(root, "log")) != NULL) {

@@ -370,11 +370,13 @@ px_relay_buffered_start(struct px_session *s)
 	for (side = 0; side < 2; side++) {
 		if (s->rl_cfg != NULL)
 			bufferevent_set_rate_limit(s->bev[side], s->rl_cfg);
-		if (w->rl_group != NULL)
-			bufferevent_add_to_rate_limit_group(s->bev[side],
-			    w->rl_group);
 		bufferevent_enable(s->bev[side], EV_READ | EV_WRITE);
 	}
+	/* Only the client side joins the worker's group: its read bucket
+	 * meters what goes to servers and its write bucket what goes to
+	 * clients, so each direction gets the whole global rate. */
+	if (s->cfg->global_bandwidth != 0 && w->rl_group != NULL)
+		bufferevent_add_to_rate_limit_group(s->bev[0], w->rl_group);
 	return 0;
 }
 
@@ -404,7 +406,7 @@ px_relay_free(struct px_session *s)
 		/* Count what reached the kernel, not what was left queued. */
 		s->bytes[!d] = s->moved[!d] -
 		    evbuffer_get_length(bufferevent_get_output(bev));
-		if (s->w->rl_group != NULL)
+		if (d == 0 && s->w->rl_group != NULL)
 			bufferevent_remove_from_rate_limit_group(bev);
 		bufferevent_free(bev);
 		s->bev[d] = NULL;

@@ -240,8 +240,9 @@ px_worker_rate_limits(struct px_worker *w, const struct px_config *cfg)
 		}
 		return;
 	}
-	/* Each worker gets an even share: no lock between workers. */
-	rate = cfg->global_bandwidth / cfg->workers / 10;
+	/* Each running worker gets an even share: no lock between workers.
+	 * (A reload cannot change the number of workers.) */
+	rate = cfg->global_bandwidth / px_nworkers / 10;
 	if (rate == 0)
 		rate = 1;
 	if (w->rl_group_cfg != NULL)
