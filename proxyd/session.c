@@ -259,15 +259,42 @@ px_sockaddr_len(const struct sockaddr *sa)
 	    sizeof(struct sockaddr_in);
 }
 
+/* Whether addr is one of this host's own addresses: only those can be
+ * bound without IP_FREEBIND/IP_TRANSPARENT. */
+static bool
+px_is_local_address(const struct sockaddr *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = addr->sa_family == AF_INET6 ?
+	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	int fd, rc;
+
+	memcpy(&ss, addr, len);
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	else
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return true;	/* can't tell: refuse rather than loop */
+	rc = bind(fd, (struct sockaddr *)&ss, len);
+	close(fd);
+	return rc == 0 || errno != EADDRNOTAVAIL;
+}
+
 /* A connection addressed to the listener itself rather than diverted to
- * it: relaying it would loop back into the proxy (Zorp refuses it too). */
+ * it: relaying it would loop back into the proxy (Zorp refuses it too).
+ * On a wildcard listener that means the listen port on one of our own
+ * addresses; a diverted connection to a far host on that port is fine. */
 static bool
 px_is_direct(const struct px_service *svc, const struct sockaddr *dst)
 {
 	const struct sockaddr *l = (const struct sockaddr *)&svc->listen;
 
-	return px_sockaddr_port(dst) == px_sockaddr_port(l) &&
-	    (px_sockaddr_is_wildcard(l) || px_sockaddr_same_host(dst, l));
+	if (px_sockaddr_port(dst) != px_sockaddr_port(l))
+		return false;
+	if (!px_sockaddr_is_wildcard(l))
+		return px_sockaddr_same_host(dst, l);
+	return px_is_local_address(dst);
 }
 
 /* Sets s->dst and s->server from the deployment mode. 0, or -1 after

@@ -7,14 +7,15 @@
 # The same for a redirect-mode listener (its conntrack lookup finds the
 # listener's own address as the destination).  proxyd_sessions_denied_total
 # {reason="direct"} counts them.  A diverted connection through the same
-# listeners still works afterwards.
+# listeners still works afterwards, including one to a far server on the
+# listener's own port (50080): only the proxy's own addresses are direct.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 netns_setup
 
 make_file file 64K
-start_origin 80
-deploy tproxy --port 80 --proxy-port 50080
+start_origin 80 50080
+deploy tproxy --port 80,50080 --proxy-port 50080
 write_conf_ns
 write_inline_service tp transparent 0.0.0.0 50080
 write_inline_service tp6 transparent :: 50080
@@ -58,6 +59,9 @@ assert_eq "$(log_count 'session-end .* end=(client|server)-closed$')" 0 "relayed
 # the listeners still serve diverted connections
 fetch_ok "http://$TOPO_S4/file" file
 assert_log "session-end service=tp .*dst=198\.19\.2\.2:80 .* end=(client|server)-closed$" 5
+# a far server on the listener's own port is not a direct connection
+fetch_ok "http://$TOPO_S4:50080/file" file
+assert_log "session-end service=tp .*dst=198\.19\.2\.2:50080 .* end=(client|server)-closed$" 5
 deploy clear
 deploy redirect --port 80 --proxy-port 50081
 fetch_ok "http://$TOPO_S4/file" file
