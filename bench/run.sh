@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# proxyd loopback benchmark.
+# proxyd benchmark: loopback (default) or inline in network namespaces (--netns).
 #
 # Fetches files of 10 KB, 100 KB and 1 MB from a private nginx origin with ab
 # (and wrk), with and without keep-alive, through
-#   direct  - ab -> nginx
-#   proxyd  - ab -> proxyd (plug analyser, fixed mode) -> nginx
-#   haproxy - ab -> haproxy 2.6 (mode tcp, nbthread 1)  -> nginx
+#   loopback (127.0.0.1):
+#     direct  - ab -> nginx
+#     proxyd  - ab -> proxyd (plug analyser, fixed mode) -> nginx
+#     haproxy - ab -> haproxy 2.6 (mode tcp, nbthread 1)  -> nginx
+#   --netns (client C -> fw F -> server S, tests/netns/topology.sh; ab runs in C
+#   and always connects to the server's own address 198.19.2.2):
+#     kernel  - :8080, forwarded by F's kernel (with conntrack)
+#     proxyd  - :8081, TPROXY'd in F to proxyd (plug, mode="transparent") :50080
+#     haproxy - :8082, TPROXY'd in F to haproxy (mode tcp, bind transparent) :50090
 # interleaved in one run, BENCH_ROUNDS rounds, median req/s per row.
 # See bench/README.md for the knobs and for how to read the table.
 #
-# Everything binds 127.0.0.1 only. Every server is started here and stopped on
-# exit; nothing else is touched.
+# Loopback: everything binds 127.0.0.1 only. --netns: only 198.18.0.0/15 inside
+# namespaces this run creates and deletes. Every server is started here and
+# stopped on exit; nothing else is touched.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,8 +26,10 @@ REPORT="$BENCH_DIR/report.py"
 
 usage() {
 	cat <<'EOF'
-usage: bench/run.sh [--quick] [--help]
+usage: bench/run.sh [--netns] [--quick] [--help]
 
+  --netns   inline mode: client -> fw -> server network namespaces; compares
+            kernel forwarding, proxyd (TPROXY) and haproxy (TPROXY). Needs root.
   --quick   one round, small request counts, no wrk: a smoke check (< 60 s)
 
 Environment (defaults in brackets; --quick changes the marked ones):
@@ -34,6 +43,7 @@ Environment (defaults in brackets; --quick changes the marked ones):
   BENCH_SIZES            subset of "10k 100k 1m"   [all]
   BENCH_MODES            subset of "ka close"      [both]
   BENCH_TARGETS          subset of "direct proxyd haproxy" [all]
+                         (--netns: subset of "kernel proxyd haproxy")
   BENCH_WRK              1 = also wrk rows (keep-alive only) [1; quick 0]
   BENCH_WRK_DURATION     seconds per wrk run       [5]
   BENCH_WRK_THREADS      wrk -t                    [1]
@@ -44,15 +54,25 @@ Environment (defaults in brackets; --quick changes the marked ones):
   BENCH_PROXYD_LOG_LEVEL proxyd log level          [warning]
   BENCH_HAPROXY_SPLICE   haproxy splice: 0 none, 1 splice-request+response,
                          auto = splice-auto        [0]
-  BENCH_OUT              output directory          [bench/results/<timestamp>]
+  BENCH_SPOOF            --netns: 1 = both proxies connect to the server from
+                         the client's address (proxyd spoof-source="yes",
+                         haproxy "source 0.0.0.0 usesrc clientip"); 0 = from
+                         the fw's address 198.19.2.1 [1]
+  BENCH_TPROXY_NOSYN     --netns experiment: 1 = after deploy/inline-tproxy.sh,
+                         restrict its rule 1 (-m socket --transparent) to
+                         non-SYN packets (README, netns caveats)  [0]
+  BENCH_OUT              output directory          [bench/results/<timestamp>,
+                                                    --netns: <timestamp>-netns]
   BENCH_KEEP_TMP         1 = keep the temp dir (configs, files)  [0]
 EOF
 }
 
 QUICK=0
+NETNS=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) QUICK=1 ;;
+	--netns) NETNS=1 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -73,7 +93,8 @@ N_100K=${BENCH_N_100K:-$d_n100k}
 N_1M=${BENCH_N_1M:-$d_n1m}
 SIZES=${BENCH_SIZES:-10k 100k 1m}
 MODES=${BENCH_MODES:-ka close}
-TARGETS_S=${BENCH_TARGETS:-direct proxyd haproxy}
+if [ "$NETNS" = 1 ]; then BASE=kernel; else BASE=direct; fi   # the unproxied path
+TARGETS_S=${BENCH_TARGETS:-$BASE proxyd haproxy}
 WRK=${BENCH_WRK:-$d_wrk}
 WRK_DUR=${BENCH_WRK_DURATION:-5}
 WRK_THREADS=${BENCH_WRK_THREADS:-1}
@@ -84,9 +105,14 @@ PX_SPLICE=${BENCH_PROXYD_SPLICE:-auto}
 PX_LOGLEVEL=${BENCH_PROXYD_LOG_LEVEL:-warning}
 HA_SPLICE=${BENCH_HAPROXY_SPLICE:-0}
 KEEP_TMP=${BENCH_KEEP_TMP:-0}
+SPOOF=${BENCH_SPOOF:-1}
+TPROXY_NOSYN=${BENCH_TPROXY_NOSYN:-0}
 case "$HA_SPLICE" in 0|1|auto) ;; *) echo "run.sh: BENCH_HAPROXY_SPLICE must be 0, 1 or auto" >&2; exit 2 ;; esac
+case "$SPOOF" in 0|1) ;; *) echo "run.sh: BENCH_SPOOF must be 0 or 1" >&2; exit 2 ;; esac
+case "$TPROXY_NOSYN" in 0|1) ;; *) echo "run.sh: BENCH_TPROXY_NOSYN must be 0 or 1" >&2; exit 2 ;; esac
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-OUT=${BENCH_OUT:-$BENCH_DIR/results/$STAMP}
+SUFFIX=""; [ "$NETNS" = 1 ] && SUFFIX=-netns
+OUT=${BENCH_OUT:-$BENCH_DIR/results/$STAMP$SUFFIX}
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -102,7 +128,7 @@ read -r -a TARGETS <<<"$TARGETS_S"
 read -r -a SIZE_LIST <<<"$SIZES"
 read -r -a MODE_LIST <<<"$MODES"
 [ ${#TARGETS[@]} -ge 1 ] || die "BENCH_TARGETS is empty"
-for t in "${TARGETS[@]}"; do case "$t" in direct|proxyd|haproxy) ;; *) die "unknown target '$t'" ;; esac; done
+for t in "${TARGETS[@]}"; do case "$t" in "$BASE"|proxyd|haproxy) ;; *) die "unknown target '$t' (targets: $BASE proxyd haproxy)" ;; esac; done
 for s in "${SIZE_LIST[@]}"; do case "$s" in 10k|100k|1m) ;; *) die "unknown size '$s'" ;; esac; done
 for m in "${MODE_LIST[@]}"; do case "$m" in ka|close) ;; *) die "unknown mode '$m'" ;; esac; done
 want() { local x; for x in "${TARGETS[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
@@ -115,7 +141,19 @@ if [ "$WRK" = 1 ] && ! command -v wrk >/dev/null 2>&1; then
 	log "wrk not found: no wrk rows"; WRK=0
 fi
 if want proxyd; then
-	[ -x "$PROXYD" ] || die "proxyd binary not found at $PROXYD (build it: cmake -S $ROOT -B $ROOT/build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build $ROOT/build-rel -j2; or set PROXYD=, or BENCH_TARGETS='direct haproxy')"
+	[ -x "$PROXYD" ] || die "proxyd binary not found at $PROXYD (build it: cmake -S $ROOT -B $ROOT/build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build $ROOT/build-rel -j2; or set PROXYD=, or BENCH_TARGETS='$BASE haproxy')"
+fi
+if [ "$NETNS" = 1 ]; then
+	[ "$(id -u)" = 0 ] || die "--netns needs root (network namespaces, iptables, IP_TRANSPARENT)"
+	for tool in ip iptables ss; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found"
+	done
+	TOPOLOGY="$ROOT/tests/netns/topology.sh"
+	DEPLOY="$ROOT/deploy/inline-tproxy.sh"
+	[ -r "$TOPOLOGY" ] || die "$TOPOLOGY not found"
+	[ -x "$DEPLOY" ] || die "$DEPLOY not found or not executable"
+	# shellcheck source=../tests/netns/topology.sh
+	source "$TOPOLOGY"
 fi
 
 # ---------------------------------------------------------------- cleanup --
@@ -146,6 +184,14 @@ cleanup() {
 	for i in "${EXTRA_PIDS[@]}"; do
 		kill -0 "$i" 2>/dev/null && kill -KILL "$i" 2>/dev/null || true
 	done
+	if [ "$NETNS" = 1 ]; then
+		# the fw's state, for a run that failed (rules with counters, sockets)
+		if [ "$rc" != 0 ] && [ -d "$OUT" ] && [ ${#TOPO_CREATED[@]} -gt 0 ]; then
+			{ nsF iptables-save -c; nsF ip rule; echo "time-wait: $(nsF ss -Htan state time-wait | wc -l)"; } \
+				>"$OUT/fw-state-at-exit.txt" 2>&1 </dev/null || true
+		fi
+		topo_down             # anything left in our namespaces, then the namespaces
+	fi
 	if [ -d "$OUT" ]; then
 		cp -f "$TMP"/nginx/error.log "$OUT"/nginx-error.log 2>/dev/null || true
 		# a run that stopped half-way still reports the runs it finished
@@ -170,7 +216,32 @@ NOFILE=$(ulimit -n)
 case "$NOFILE" in unlimited) NOFILE=1048576 ;; esac
 
 # ------------------------------------------------------------------ ports --
-read -r P_NGINX P_PROXYD P_ADMIN P_HAPROXY < <(python3 - <<'EOF'
+# Command prefixes: where the client (ab, curl), the proxies and the origin
+# run. Empty on loopback; `ip netns exec NS` with --netns (it execs the
+# command, so $! of a background start is the server itself).
+CLIENT=() FW=() SRV=()
+NS_F=""                     # the fw namespace (--netns), for wait_port
+if [ "$NETNS" = 1 ]; then
+	# Fresh namespaces: fixed ports cannot collide with anything.
+	# nginx in S listens on one port per path, so that all three paths can be
+	# diverted (or not) at the same time: the client always connects to the
+	# server's own address, only the destination port differs.
+	SERVER_ADDR=198.19.2.2          # = TOPO_S4 (checked below)
+	P_KERNEL=8080 P_VIA_PROXYD=8081 P_VIA_HAPROXY=8082
+	P_PROXYD=50080 P_HAPROXY=50090 P_ADMIN=9180   # listeners inside F
+	P_NGINX=$P_KERNEL
+	[ "$SERVER_ADDR" = "$TOPO_S4" ] || die "topology.sh's server address is $TOPO_S4, not $SERVER_ADDR"
+	log "building the client -> fw -> server namespaces (tests/netns/topology.sh)"
+	unset TOPO_ID               # topology.sh's default: <our pid>-<random>, reaped if we are SIGKILLed
+	topo_rc=0
+	topo_up || topo_rc=$?
+	[ "$topo_rc" != 2 ] || die "cannot create network namespaces here (ip netns add failed)"
+	[ "$topo_rc" = 0 ] || die "could not build the client/fw/server topology"
+	CLIENT=(ip netns exec "$C") FW=(ip netns exec "$F") SRV=(ip netns exec "$S")
+	NS_F=$F
+	log "namespaces: client $C, fw $F, server $S"
+else
+	read -r P_NGINX P_PROXYD P_ADMIN P_HAPROXY < <(python3 - <<'EOF'
 import socket
 ss = []
 for _ in range(4):
@@ -182,15 +253,20 @@ for s in ss:
     s.close()
 EOF
 )
+fi
 
-wait_port() {               # wait_port PORT PID NAME: bounded, 10 s
-	local port=$1 pid=$2 name=$3 i
+wait_port() {               # wait_port PORT PID NAME [NS]: bounded, 10 s
+	local port=$1 pid=$2 name=$3 ns=${4:-} i
 	for i in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || die "$name (pid $pid) exited during start-up; see $OUT/$name.stderr"
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+		if [ -n "$ns" ]; then
+			ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+		elif (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
 		sleep 0.1
 	done
-	die "$name did not listen on 127.0.0.1:$port within 10 s"
+	die "$name did not listen on port $port within 10 s${ns:+ (namespace $ns)}"
 }
 
 # ----------------------------------------------------------------- origin --
@@ -200,6 +276,13 @@ head -c 102400 /dev/urandom >"$TMP/www/100k.bin"
 head -c 1048576 /dev/urandom >"$TMP/www/1m.bin"
 chmod 644 "$TMP"/www/*.bin
 chmod 755 "$TMP/www"
+if [ "$NETNS" = 1 ]; then
+	NGINX_LISTEN="listen $SERVER_ADDR:$P_KERNEL backlog=4096;
+        listen $SERVER_ADDR:$P_VIA_PROXYD backlog=4096;
+        listen $SERVER_ADDR:$P_VIA_HAPROXY backlog=4096;"
+else
+	NGINX_LISTEN="listen 127.0.0.1:$P_NGINX backlog=4096;"
+fi
 cat >"$TMP/nginx/nginx.conf" <<EOF
 worker_processes $NGINX_WORKERS;
 daemon off;
@@ -222,22 +305,75 @@ http {
     uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
     scgi_temp_path $TMP/nginx/tmp/scgi;
     server {
-        listen 127.0.0.1:$P_NGINX backlog=4096;
+        $NGINX_LISTEN
         root $TMP/www;
         location / { }
     }
 }
 EOF
-nginx -t -q -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
+"${SRV[@]}" nginx -t -q -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
 	|| die "nginx config test failed: $(cat "$TMP/nginx/error.log" 2>/dev/null)"
-nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
+"${SRV[@]}" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
 	>"$OUT/nginx.stderr" 2>&1 &
 PID_NGINX=$!
 PIDS+=("$PID_NGINX")
-wait_port "$P_NGINX" "$PID_NGINX" nginx
+if [ "$NETNS" = 1 ]; then
+	for p in "$P_KERNEL" "$P_VIA_PROXYD" "$P_VIA_HAPROXY"; do
+		wait_port "$p" "$PID_NGINX" nginx "$S"
+	done
+else
+	wait_port "$P_NGINX" "$PID_NGINX" nginx
+fi
 sleep 0.2
 for p in $(ps -o pid= --ppid "$PID_NGINX" 2>/dev/null); do EXTRA_PIDS+=("$p"); done
-log "nginx pid $PID_NGINX (workers ${EXTRA_PIDS[*]:-?}) on 127.0.0.1:$P_NGINX"
+if [ "$NETNS" = 1 ]; then
+	log "nginx pid $PID_NGINX (workers ${EXTRA_PIDS[*]:-?}) in $S on $SERVER_ADDR:$P_KERNEL,$P_VIA_PROXYD,$P_VIA_HAPROXY"
+else
+	log "nginx pid $PID_NGINX (workers ${EXTRA_PIDS[*]:-?}) on 127.0.0.1:$P_NGINX"
+fi
+
+# ----------------------------------------------------------- fw ruleset --
+# --netns: the rules users run (deploy/inline-tproxy.sh), inside F.
+#   :8081 -> TPROXY -> proxyd   :50080 (transparent listener)
+#   :8082 -> TPROXY -> haproxy  :50090 (bind ... transparent)
+#   :8080 -> not diverted: forwarded by the kernel
+# Both diversions are installed once, before any run, and stay for the whole
+# run (no rule switching between runs): every path crosses the same ruleset.
+# The first call leaves out the conntrack rule (it RETURNs for every packet,
+# so a TPROXY rule appended after it would never be reached); the second adds
+# it at the end. Plus a FORWARD rule that uses conntrack for the kernel path
+# (the mangle "keep conntrack on" rule already enables conntrack for the
+# whole namespace; this one also counts the forwarded packets).
+if [ "$NETNS" = 1 ]; then
+	deploy_fw() {
+		echo "# ip netns exec $F $DEPLOY $*" >>"$OUT/fw-rules.txt"
+		"${FW[@]}" "$DEPLOY" "$@" >>"$OUT/fw-rules.txt" 2>&1 \
+			|| { cat "$OUT/fw-rules.txt" >&2; die "deploy/inline-tproxy.sh $* failed in $F"; }
+	}
+	: >"$OUT/fw-rules.txt"
+	deploy_fw tproxy --port "$P_VIA_PROXYD" --proxy-port "$P_PROXYD" --family 4 --in-iface f0 --no-conntrack
+	deploy_fw tproxy --port "$P_VIA_HAPROXY" --proxy-port "$P_HAPROXY" --family 4 --in-iface f0
+	echo "# the kernel path: conntrack-using FORWARD rule (counts, accepts; policy is ACCEPT anyway)" >>"$OUT/fw-rules.txt"
+	FWD_RULE=(-p tcp -m conntrack --ctstate "NEW,ESTABLISHED,RELATED" -m comment --comment bench-forward -j ACCEPT)
+	echo "+ iptables -w -A FORWARD ${FWD_RULE[*]}" >>"$OUT/fw-rules.txt"
+	"${FW[@]}" iptables -w -A FORWARD "${FWD_RULE[@]}" || die "cannot add the FORWARD conntrack rule in $F"
+	if [ "$TPROXY_NOSYN" = 1 ]; then
+		# Experiment, NOT what deploy/inline-tproxy.sh installs: a client SYN
+		# that reuses the 4-tuple of a proxy's TIME_WAIT socket in F matches
+		# rule 1 (-m socket --transparent) and goes to that TIME_WAIT socket,
+		# which finds no listener on 198.19.2.2:PORT and answers with an ACK
+		# (client: RST + SYN retransmission). Without pure SYNs in rule 1 the
+		# SYN reaches the TPROXY rule, which hands it to the listener.
+		"${FW[@]}" iptables -w -t mangle -S PROXYD | sed -n 2p | grep -q -- '-m socket --transparent -j PROXYD_DIVERT' \
+			|| die "BENCH_TPROXY_NOSYN: rule 1 of mangle PROXYD is not the socket rule"
+		echo "+ iptables -w -t mangle -R PROXYD 1 -p tcp ! --syn -m socket --transparent -j PROXYD_DIVERT   # BENCH_TPROXY_NOSYN=1" >>"$OUT/fw-rules.txt"
+		"${FW[@]}" iptables -w -t mangle -R PROXYD 1 -p tcp ! --syn -m socket --transparent -j PROXYD_DIVERT \
+			|| die "BENCH_TPROXY_NOSYN: cannot replace rule 1"
+		log "BENCH_TPROXY_NOSYN=1: rule 1 of mangle PROXYD no longer takes SYNs (not the deployed ruleset)"
+	fi
+	{ echo; echo "# resulting ruleset (iptables-save, before the runs)"; "${FW[@]}" iptables-save; } >>"$OUT/fw-rules.txt"
+	log "fw rules installed ($OUT/fw-rules.txt)"
+fi
 
 # ----------------------------------------------------------------- proxyd --
 PID_PROXYD=
@@ -253,25 +389,41 @@ if want proxyd; then
   <policies dir="../policy"/>
 </proxyd>
 EOF
-	cat >"$TMP/proxyd/policy/bench.xml" <<EOF
+	if [ "$NETNS" = 1 ]; then
+		# TPROXY'd connections; the destination is the original one
+		# (198.19.2.2:8081); spoof-source per BENCH_SPOOF
+		cat >"$TMP/proxyd/policy/bench.xml" <<EOF
+<service name="bench" analyser="plug">
+  <listen address="0.0.0.0" port="$P_PROXYD" mode="transparent"/>
+  <upstream spoof-source="$( [ "$SPOOF" = 1 ] && echo yes || echo no)"/>
+  <plug splice="$PX_SPLICE" half-close="yes"/>
+</service>
+EOF
+	else
+		cat >"$TMP/proxyd/policy/bench.xml" <<EOF
 <service name="bench" analyser="plug">
   <listen address="127.0.0.1" port="$P_PROXYD" mode="fixed"/>
   <target address="127.0.0.1" port="$P_NGINX"/>
   <plug splice="$PX_SPLICE" half-close="yes"/>
 </service>
 EOF
+	fi
 	cp "$TMP/proxyd/conf/proxyd.xml" "$OUT/proxyd.xml"
 	cp "$TMP/proxyd/policy/bench.xml" "$OUT/proxyd-service.xml"
 	if ! "$PROXYD" --check -c "$TMP/proxyd/conf/proxyd.xml" >"$OUT/proxyd-check.txt" 2>&1; then
 		cat "$OUT/proxyd-check.txt" >&2
 		die "proxyd --check rejected the bench configuration (above)"
 	fi
-	"$PROXYD" -c "$TMP/proxyd/conf/proxyd.xml" >"$OUT/proxyd.stderr" 2>&1 &
+	"${FW[@]}" "$PROXYD" -c "$TMP/proxyd/conf/proxyd.xml" >"$OUT/proxyd.stderr" 2>&1 &
 	PID_PROXYD=$!
 	PIDS+=("$PID_PROXYD")
-	wait_port "$P_PROXYD" "$PID_PROXYD" proxyd
-	wait_port "$P_ADMIN" "$PID_PROXYD" proxyd
-	log "proxyd pid $PID_PROXYD (workers $WORKERS) on 127.0.0.1:$P_PROXYD, admin :$P_ADMIN"
+	wait_port "$P_PROXYD" "$PID_PROXYD" proxyd "$NS_F"
+	wait_port "$P_ADMIN" "$PID_PROXYD" proxyd "$NS_F"
+	if [ "$NETNS" = 1 ]; then
+		log "proxyd pid $PID_PROXYD (workers $WORKERS) in $F on 0.0.0.0:$P_PROXYD transparent, spoof-source=$SPOOF, admin 127.0.0.1:$P_ADMIN"
+	else
+		log "proxyd pid $PID_PROXYD (workers $WORKERS) on 127.0.0.1:$P_PROXYD, admin :$P_ADMIN"
+	fi
 fi
 
 # ---------------------------------------------------------------- haproxy --
@@ -299,29 +451,57 @@ if want haproxy; then
 		auto) echo "    option splice-auto" ;;
 		esac
 		echo "listen bench"
-		echo "    bind 127.0.0.1:$P_HAPROXY"
 		echo "    maxconn 20000"
-		echo "    server origin 127.0.0.1:$P_NGINX"
+		if [ "$NETNS" = 1 ]; then
+			# TPROXY'd connections (IP_TRANSPARENT listener); server address
+			# 0.0.0.0 without a port = the connection's original destination
+			# (198.19.2.2:8082); usesrc clientip = connect from the client's
+			# address (as proxyd's spoof-source="yes"), per BENCH_SPOOF
+			echo "    bind 0.0.0.0:$P_HAPROXY transparent"
+			[ "$SPOOF" = 1 ] && echo "    source 0.0.0.0 usesrc clientip"
+			echo "    server origin 0.0.0.0"
+		else
+			echo "    bind 127.0.0.1:$P_HAPROXY"
+			echo "    server origin 127.0.0.1:$P_NGINX"
+		fi
 	} >"$TMP/haproxy/haproxy.cfg"
 	cp "$TMP/haproxy/haproxy.cfg" "$OUT/haproxy.cfg"
 	haproxy -c -q -f "$TMP/haproxy/haproxy.cfg" >"$OUT/haproxy-check.txt" 2>&1 \
 		|| { cat "$OUT/haproxy-check.txt" >&2; die "haproxy config check failed"; }
-	haproxy -db -f "$TMP/haproxy/haproxy.cfg" >"$OUT/haproxy.stderr" 2>&1 &
+	"${FW[@]}" haproxy -db -f "$TMP/haproxy/haproxy.cfg" >"$OUT/haproxy.stderr" 2>&1 &
 	PID_HAPROXY=$!
 	PIDS+=("$PID_HAPROXY")
-	wait_port "$P_HAPROXY" "$PID_HAPROXY" haproxy
-	log "haproxy pid $PID_HAPROXY on 127.0.0.1:$P_HAPROXY"
+	wait_port "$P_HAPROXY" "$PID_HAPROXY" haproxy "$NS_F"
+	if [ "$NETNS" = 1 ]; then
+		log "haproxy pid $PID_HAPROXY in $F on 0.0.0.0:$P_HAPROXY transparent, usesrc clientip=$SPOOF"
+	else
+		log "haproxy pid $PID_HAPROXY on 127.0.0.1:$P_HAPROXY"
+	fi
 fi
 
-port_of() {
-	case "$1" in
-	direct) echo "$P_NGINX" ;; proxyd) echo "$P_PROXYD" ;; haproxy) echo "$P_HAPROXY" ;;
-	esac
+url_of() {                  # url_of TARGET SIZE: what the client fetches
+	if [ "$NETNS" = 1 ]; then
+		# always the server's own address; the port selects the path through F
+		case "$1" in
+		kernel) echo "http://$SERVER_ADDR:$P_KERNEL/$2.bin" ;;
+		proxyd) echo "http://$SERVER_ADDR:$P_VIA_PROXYD/$2.bin" ;;
+		haproxy) echo "http://$SERVER_ADDR:$P_VIA_HAPROXY/$2.bin" ;;
+		esac
+	else
+		case "$1" in
+		direct) echo "http://127.0.0.1:$P_NGINX/$2.bin" ;;
+		proxyd) echo "http://127.0.0.1:$P_PROXYD/$2.bin" ;;
+		haproxy) echo "http://127.0.0.1:$P_HAPROXY/$2.bin" ;;
+		esac
+	fi
 }
 pid_of() {
 	case "$1" in
-	direct) echo "" ;; proxyd) echo "$PID_PROXYD" ;; haproxy) echo "$PID_HAPROXY" ;;
+	direct|kernel) echo "" ;; proxyd) echo "$PID_PROXYD" ;; haproxy) echo "$PID_HAPROXY" ;;
 	esac
+}
+admin_get() {               # admin_get PATH: proxyd's admin endpoint (inside F with --netns)
+	"${FW[@]}" curl -s -m 5 "http://127.0.0.1:$P_ADMIN$1"
 }
 n_of() {
 	case "$1" in 10k) echo "$N_10K" ;; 100k) echo "$N_100K" ;; 1m) echo "$N_1M" ;; esac
@@ -355,6 +535,11 @@ sys_ticks() {               # "busy total steal" from /proc/stat (busy = user+ni
 hwm_kb() {
 	[ -n "$1" ] || { echo 0; return; }
 	awk '/^VmHWM:/ { print $2; f = 1 } END { if (!f) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+client_syn_retrans() {      # --netns: SYN retransmissions of the client namespace so far ("-" on loopback)
+	[ "$NETNS" = 1 ] || { echo -; return; }
+	"${CLIENT[@]}" nstat -asz TcpExtTCPSynRetrans 2>/dev/null \
+		| awk '$1 == "TcpExtTCPSynRetrans" { print $2; f = 1 } END { if (!f) print "-" }'
 }
 reset_hwm() { [ -n "$1" ] && { echo 5 >"/proc/$1/clear_refs"; } 2>/dev/null || true; }
 alive_check() {
@@ -399,10 +584,27 @@ alive_check() {
 	for k in net.ipv4.tcp_tw_reuse net.ipv4.ip_local_port_range net.core.somaxconn; do
 		echo "sysctl_$k=$(sysctl -n "$k" 2>/dev/null | tr '\t' ' ')"
 	done
+	if [ "$NETNS" = 1 ]; then
+		echo "mode=netns"
+		echo "namespaces=$C $F $S"
+		echo "spoof=$SPOOF"
+		echo "tproxy_nosyn=$TPROXY_NOSYN"
+		echo "server_addr=$SERVER_ADDR"
+		echo "ports=kernel:$P_KERNEL proxyd:$P_VIA_PROXYD->$P_PROXYD haproxy:$P_VIA_HAPROXY->$P_HAPROXY"
+		echo "mtu=c0:$(ip -n "$C" -o link show c0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') f0:$(ip -n "$F" -o link show f0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') f1:$(ip -n "$F" -o link show f1 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') s0:$(ip -n "$S" -o link show s0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
+		# the namespaces have their own TCP sysctls (defaults, not the host's)
+		for k in net.ipv4.tcp_tw_reuse net.ipv4.ip_local_port_range net.core.somaxconn; do
+			echo "client_sysctl_$k=$("${CLIENT[@]}" sysctl -n "$k" 2>/dev/null | tr '\t' ' ')"
+		done
+		echo "fw_nf_conntrack_max=$("${FW[@]}" sysctl -n net.netfilter.nf_conntrack_max 2>/dev/null)"
+		echo "fw_nf_conntrack_tcp_timeout_time_wait=$("${FW[@]}" sysctl -n net.netfilter.nf_conntrack_tcp_timeout_time_wait 2>/dev/null)"
+	else
+		echo "mode=loopback"
+	fi
 } >"$OUT/env.txt"
 
 if [ -n "$PID_PROXYD" ]; then
-	curl -s -m 5 "http://127.0.0.1:$P_ADMIN/metrics" >"$OUT/proxyd-metrics-before.txt" || true
+	admin_get /metrics >"$OUT/proxyd-metrics-before.txt" || true
 fi
 
 # ---------------------------------------------------- correctness check --
@@ -410,26 +612,58 @@ fi
 # keep-alive connection) before any number is worth anything.
 log "checking content through every path"
 for t in "${TARGETS[@]}"; do
-	port=$(port_of "$t")
 	for s in 10k 100k 1m; do
 		want_sum=$(sha256sum <"$TMP/www/$s.bin" | cut -d' ' -f1)
-		got=$(curl -s -m 20 "http://127.0.0.1:$port/$s.bin" | sha256sum | cut -d' ' -f1) || got=curl-failed
-		[ "$got" = "$want_sum" ] || die "$t: $s.bin came back corrupted or short through 127.0.0.1:$port (sha256 $got != $want_sum)"
+		got=$("${CLIENT[@]}" curl -s -m 20 "$(url_of "$t" "$s")" | sha256sum | cut -d' ' -f1) || got=curl-failed
+		[ "$got" = "$want_sum" ] || die "$t: $s.bin came back corrupted or short from $(url_of "$t" "$s") (sha256 $got != $want_sum)"
 	done
 	# three files on one keep-alive connection, concatenated
 	want_sum=$(cat "$TMP/www/1m.bin" "$TMP/www/10k.bin" "$TMP/www/100k.bin" | sha256sum | cut -d' ' -f1)
-	got=$(curl -s -m 20 "http://127.0.0.1:$port/1m.bin" "http://127.0.0.1:$port/10k.bin" \
-		"http://127.0.0.1:$port/100k.bin" | sha256sum | cut -d' ' -f1) || got=curl-failed
-	[ "$got" = "$want_sum" ] || die "$t: keep-alive sequence 1m,10k,100k came back wrong through 127.0.0.1:$port"
+	got=$("${CLIENT[@]}" curl -s -m 20 "$(url_of "$t" 1m)" "$(url_of "$t" 10k)" \
+		"$(url_of "$t" 100k)" | sha256sum | cut -d' ' -f1) || got=curl-failed
+	[ "$got" = "$want_sum" ] || die "$t: keep-alive sequence 1m,10k,100k came back wrong from $(url_of "$t" 1m)"
 done
+
+# --netns: did each path really take its way through F? (rule counters after
+# the content check; conntrack on; source address the server was sent)
+if [ "$NETNS" = 1 ]; then
+	mangle=$("${FW[@]}" iptables -w -t mangle -nvxL PROXYD)
+	tp_pkts() { awk -v p="dpt:$1" '$3 == "TPROXY" && index($0, p) { print $1; f = 1 } END { if (!f) print 0 }' <<<"$mangle"; }
+	fwd_pkts=$("${FW[@]}" iptables -w -nvxL FORWARD | awk '/bench-forward/ { print $1; f = 1 } END { if (!f) print 0 }')
+	{
+		echo "path_check_kernel_forward_pkts=$fwd_pkts"
+		echo "path_check_proxyd_tproxy_pkts=$(tp_pkts "$P_VIA_PROXYD")"
+		echo "path_check_haproxy_tproxy_pkts=$(tp_pkts "$P_VIA_HAPROXY")"
+	} >>"$OUT/env.txt"
+	if want "$BASE"; then [ "$fwd_pkts" -gt 0 ] || die "kernel path: no packet crossed F's FORWARD rule"; fi
+	if want proxyd; then [ "$(tp_pkts "$P_VIA_PROXYD")" -gt 0 ] || die "proxyd path: no packet hit the TPROXY rule for :$P_VIA_PROXYD"; fi
+	if want haproxy; then [ "$(tp_pkts "$P_VIA_HAPROXY")" -gt 0 ] || die "haproxy path: no packet hit the TPROXY rule for :$P_VIA_HAPROXY"; fi
+	if command -v conntrack >/dev/null 2>&1; then
+		"${FW[@]}" conntrack -L -p tcp >"$OUT/conntrack-after-check.txt" 2>/dev/null || true
+		ct_kernel=$(grep -c "dport=$P_KERNEL " "$OUT/conntrack-after-check.txt" || true)
+		ct_from_fw=$(grep -c "src=$TOPO_FS4 dst=$SERVER_ADDR " "$OUT/conntrack-after-check.txt" || true)
+		echo "path_check_conntrack_kernel_flows=$ct_kernel" >>"$OUT/env.txt"
+		echo "path_check_conntrack_flows_from_fw_addr=$ct_from_fw" >>"$OUT/env.txt"
+		if want "$BASE"; then [ "$ct_kernel" -gt 0 ] || die "conntrack in F has no flow for the kernel path: conntrack is not on"; fi
+		if [ "$SPOOF" = 1 ] && [ "$ct_from_fw" != 0 ]; then
+			die "BENCH_SPOOF=1 but F connected to the server from its own address $TOPO_FS4 ($ct_from_fw flows): spoofing does not work"
+		fi
+		if [ "$SPOOF" = 0 ] && { want proxyd || want haproxy; } && [ "$ct_from_fw" = 0 ]; then
+			die "BENCH_SPOOF=0 but no flow from F's address $TOPO_FS4 to the server"
+		fi
+	else
+		log "conntrack (the tool) not found: conntrack and spoof checks skipped"
+	fi
+	log "paths ok: forwarded pkts $fwd_pkts, TPROXY pkts proxyd $(tp_pkts "$P_VIA_PROXYD") haproxy $(tp_pkts "$P_VIA_HAPROXY")"
+fi
 
 # ---------------------------------------------------------------- warm-up --
 if [ "$WARMUP" -gt 0 ]; then
 	log "warm-up: $WARMUP requests per target and size"
 	for t in "${TARGETS[@]}"; do
 		for s in "${SIZE_LIST[@]}"; do
-			timeout -k 5 "$RUN_TIMEOUT" ab -q -r -s 20 -k -n "$WARMUP" -c "$CONC" \
-				"http://127.0.0.1:$(port_of "$t")/$s.bin" >/dev/null 2>&1 \
+			timeout -k 5 "$RUN_TIMEOUT" "${CLIENT[@]}" ab -q -r -s 20 -k -n "$WARMUP" -c "$CONC" \
+				"$(url_of "$t" "$s")" >/dev/null 2>&1 \
 				|| log "warm-up ab failed on $t $s (ignored, the measured runs will show it)"
 		done
 	done
@@ -437,40 +671,44 @@ fi
 alive_check
 
 # ------------------------------------------------------------------- runs --
-printf 'round\tseq\ttool\tsize\tmode\ttarget\tn\tc\trc\trps\tcomplete\tfailed\tnon2xx\tsockerr\twall_s\tcpu_ticks\thwm_kb\tother_pct\tsteal_pct\traw\n' >"$RUNS"
+printf 'round\tseq\ttool\tsize\tmode\ttarget\tn\tc\trc\trps\tcomplete\tfailed\tnon2xx\tsockerr\twall_s\tcpu_ticks\thwm_kb\tother_pct\tsteal_pct\traw\tmax_ms\tsyn_retrans\n' >"$RUNS"
 CLK_TCK=$(getconf CLK_TCK)
 echo "clk_tck=$CLK_TCK" >>"$OUT/env.txt"
 SEQ=0
 
 run_one() {                 # run_one TOOL SIZE MODE TARGET ROUND
 	local tool=$1 size=$2 mode=$3 t=$4 r=$5
-	local port pid n url raw rc c0 c1 t0 t1 parsed sb0 st0 ss0 sb1 st1 ss1 n0 n1 a0 a1
-	local rps complete failed non2xx sockerr
-	port=$(port_of "$t"); pid=$(pid_of "$t"); n=$(n_of "$size")
-	url="http://127.0.0.1:$port/$size.bin"
+	local pid n url raw rc c0 c1 t0 t1 parsed sb0 st0 ss0 sb1 st1 ss1 n0 n1 a0 a1
+	local rps complete failed non2xx sockerr max_ms syn0 syn1 syn
+	pid=$(pid_of "$t"); n=$(n_of "$size")
+	url=$(url_of "$t" "$size")
 	SEQ=$((SEQ + 1))
 	raw="raw/$(printf '%03d' "$SEQ")-r$r-$tool-$size-$mode-$t.txt"
 	reset_hwm "$pid"
 	c0=$(cpu_ticks "$pid")
 	read -r sb0 st0 ss0 <<<"$(sys_ticks)"
+	syn0=$(client_syn_retrans)
 	n0=$(nginx_ticks); a0=$(child_ticks)
 	t0=$(date +%s.%N)
 	rc=0
 	if [ "$tool" = ab ]; then
 		local ka=()
 		[ "$mode" = ka ] && ka=(-k)
-		echo "# ab -r -s 20 ${ka[*]} -n $n -c $CONC $url" >"$OUT/$raw"
-		timeout -k 5 "$RUN_TIMEOUT" ab -r -s 20 "${ka[@]}" -n "$n" -c "$CONC" "$url" \
+		echo "# ${CLIENT[*]}${CLIENT[*]:+ }ab -r -s 20 ${ka[*]} -n $n -c $CONC $url" >"$OUT/$raw"
+		timeout -k 5 "$RUN_TIMEOUT" "${CLIENT[@]}" ab -r -s 20 "${ka[@]}" -n "$n" -c "$CONC" "$url" \
 			>>"$OUT/$raw" 2>&1 || rc=$?
 	else
-		echo "# wrk -t$WRK_THREADS -c$CONC -d${WRK_DUR}s --timeout 20s $url" >"$OUT/$raw"
-		timeout -k 5 $((WRK_DUR + 60)) wrk -t"$WRK_THREADS" -c"$CONC" -d"${WRK_DUR}s" \
+		echo "# ${CLIENT[*]}${CLIENT[*]:+ }wrk -t$WRK_THREADS -c$CONC -d${WRK_DUR}s --timeout 20s $url" >"$OUT/$raw"
+		timeout -k 5 $((WRK_DUR + 60)) "${CLIENT[@]}" wrk -t"$WRK_THREADS" -c"$CONC" -d"${WRK_DUR}s" \
 			--timeout 20s "$url" >>"$OUT/$raw" 2>&1 || rc=$?
 	fi
 	t1=$(date +%s.%N)
 	c1=$(cpu_ticks "$pid")
 	read -r sb1 st1 ss1 <<<"$(sys_ticks)"
 	n1=$(nginx_ticks); a1=$(child_ticks)
+	syn1=$(client_syn_retrans)
+	syn=-
+	is_uint "$syn0" && is_uint "$syn1" && syn=$((syn1 - syn0))
 	# CPU used by processes that are not part of this bench (other users of
 	# the machine), in % of the whole machine during the run: a noise gauge.
 	# Kernel time spent in softirq (loopback traffic) is excluded from busy.
@@ -480,23 +718,33 @@ run_one() {                 # run_one TOOL SIZE MODE TARGET ROUND
 	[ "$other" -ge 0 ] || other=0
 	other=$(( 100 * other / tot ))
 	steal=$(( 100 * (ss1 - ss0) / tot ))
-	parsed=$(python3 "$REPORT" parse "$tool" "$OUT/$raw")   # rps complete failed non2xx sockerr
-	read -r rps complete failed non2xx sockerr <<<"$parsed"
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+	parsed=$(python3 "$REPORT" parse "$tool" "$OUT/$raw")   # rps complete failed non2xx sockerr max_ms
+	read -r rps complete failed non2xx sockerr max_ms <<<"$parsed"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
 		"$r" "$SEQ" "$tool" "$size" "$mode" "$t" "$n" "$CONC" "$rc" "$rps" "$complete" \
 		"$failed" "$non2xx" "$sockerr" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
-		"$((c1 - c0))" "$(hwm_kb "$pid")" "$other" "$steal" "$raw" >>"$RUNS"
+		"$((c1 - c0))" "$(hwm_kb "$pid")" "$other" "$steal" "$raw" "$max_ms" "$syn" >>"$RUNS"
 	local flag=""
 	if [ "$rc" != 0 ] || [ "$failed" != 0 ] || [ "$non2xx" != 0 ] || [ "$sockerr" != 0 ] \
 		|| { [ "$tool" = ab ] && [ "$complete" != "$n" ]; }; then
 		flag="  <-- BAD (rc=$rc failed=$failed non2xx=$non2xx sockerr=$sockerr complete=$complete)"
 	fi
-	log "$(printf 'r%s %-3s %-4s %-5s %-7s %10s req/s  others %2s%% steal %s%%%s' "$r" "$tool" "$size" "$mode" "$t" "$rps" "$other" "$steal" "$flag")"
+	log "$(printf 'r%s %-3s %-4s %-5s %-7s %10s req/s  longest %6s ms%s  others %2s%% steal %s%%%s' "$r" "$tool" "$size" "$mode" "$t" "$rps" "$max_ms" "$( [ "$syn" = - ] || echo "  SYN retrans $syn")" "$other" "$steal" "$flag")"
 }
 
 rotated() {                 # rotated K: TARGETS rotated left by K
 	local k=$1 i nt=${#TARGETS[@]}
 	for ((i = 0; i < nt; i++)); do printf '%s ' "${TARGETS[$(((i + k) % nt))]}"; done
+}
+
+CT_MAX=0
+row_done() {                # after each row: everybody alive? (--netns: conntrack table size)
+	local n
+	alive_check
+	if [ "$NETNS" = 1 ]; then
+		n=$("${FW[@]}" cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo 0)
+		[ "$n" -le "$CT_MAX" ] || CT_MAX=$n
+	fi
 }
 
 log "results in $OUT"
@@ -508,14 +756,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
 				run_one ab "$s" "$m" "$t" "$r"
 			done
 			row=$((row + 1))
-			alive_check
+			row_done
 		done
 		if [ "$WRK" = 1 ]; then
 			for t in $(rotated $((r - 1 + row))); do
 				run_one wrk "$s" ka "$t" "$r"
 			done
 			row=$((row + 1))
-			alive_check
+			row_done
 		fi
 	done
 done
@@ -528,17 +776,34 @@ done
 	[ -n "$PID_PROXYD" ] && echo "proxyd_threads=$(awk '/^Threads:/ { print $2 }' "/proc/$PID_PROXYD/status")"
 	[ -n "$PID_HAPROXY" ] && echo "haproxy_vmhwm_kb_end=$(hwm_kb "$PID_HAPROXY")"
 	[ -n "$PID_HAPROXY" ] && echo "haproxy_vmrss_kb_end=$(awk '/^VmRSS:/ { print $2 }' "/proc/$PID_HAPROXY/status")"
-	echo "time_wait_sockets_end=$(ss -Htan state time-wait 2>/dev/null | wc -l)"
+	if [ "$NETNS" = 1 ]; then
+		echo "time_wait_sockets_end=client:$("${CLIENT[@]}" ss -Htan state time-wait | wc -l) fw:$("${FW[@]}" ss -Htan state time-wait | wc -l) server:$("${SRV[@]}" ss -Htan state time-wait | wc -l)"
+		echo "fw_conntrack_count_max=$CT_MAX (sampled after each row)"
+		echo "fw_conntrack_count_end=$("${FW[@]}" cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null)"
+	else
+		echo "time_wait_sockets_end=$(ss -Htan state time-wait 2>/dev/null | wc -l)"
+	fi
 } >>"$OUT/env.txt"
+if [ "$NETNS" = 1 ]; then
+	{ echo "# iptables-save -c in $F after the runs"; "${FW[@]}" iptables-save -c; } >"$OUT/fw-rules-after.txt" 2>&1 || true
+	"${FW[@]}" nstat -asz >"$OUT/fw-nstat.txt" 2>/dev/null || true
+	if "${FW[@]}" conntrack -S >"$OUT/fw-conntrack-stats.txt" 2>/dev/null; then
+		# per-CPU lines "cpu=0 found=.. invalid=.. insert_failed=.. drop=..": sum the non-zero ones
+		echo "fw_conntrack_stats_end=$(awk '{ for (i = 2; i <= NF; i++) { split($i, a, "="); s[a[1]] += a[2] } }
+			END { for (k in s) if (s[k] && k != "found" && k != "search_restart") printf "%s=%d ", k, s[k]; print "" }' \
+			"$OUT/fw-conntrack-stats.txt")" >>"$OUT/env.txt"
+	fi
+	"${CLIENT[@]}" nstat -asz >"$OUT/client-nstat.txt" 2>/dev/null || true
+fi
 if [ -n "$PID_PROXYD" ]; then
 	# sessions must drain back to 0 once the clients are gone (bounded wait)
 	for i in $(seq 1 50); do
-		curl -s -m 5 "http://127.0.0.1:$P_ADMIN/metrics" >"$OUT/proxyd-metrics-after.txt" || true
+		admin_get /metrics >"$OUT/proxyd-metrics-after.txt" || true
 		awk '$1 == "proxyd_sessions_active" && $2 + 0 == 0 { z = 1 } END { exit !z }' \
 			"$OUT/proxyd-metrics-after.txt" && break
 		sleep 0.1
 	done
-	curl -s -m 5 "http://127.0.0.1:$P_ADMIN/status" >"$OUT/proxyd-status-after.json" || true
+	admin_get /status >"$OUT/proxyd-status-after.json" || true
 fi
 
 # Stop the servers now (not only in the trap) so their logs are complete.

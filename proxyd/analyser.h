@@ -12,10 +12,14 @@ struct px_cfgerr;
 struct _xmlNode;
 struct evbuffer;
 
+/* Not yet: a PX_DENY that flushes a reply the analyser queued before
+ * closing (the core closes at once today), and a last on_data call for
+ * bytes held under PX_MORE when their side closes (they are dropped).
+ * The first inspecting analyser (http) needs and adds both, with tests. */
 enum px_verdict {
 	PX_PASS = 0,	/* forward what is in the buffer */
 	PX_MORE,	/* keep it, wait for more bytes */
-	PX_DENY,	/* refuse: the analyser has queued its own error reply */
+	PX_DENY,	/* refuse: the session ends, logged as denied */
 	PX_ERROR,	/* abort the session at once */
 };
 
