@@ -279,11 +279,6 @@ def cmd_report(out):
                  "same ruleset. veth MTU is 1500, loopback's 65536: compare these rows "
                  "only with netns rows, never with loopback results.")
         L.append("")
-        if env.get("tproxy_nosyn") == "1":
-            L.append("**BENCH_TPROXY_NOSYN=1: not the deployed ruleset.** Rule 1 of mangle PROXYD "
-                     "(`-m socket --transparent`) was restricted to non-SYN packets "
-                     "(`! --syn`) after deploy/inline-tproxy.sh ran.")
-            L.append("")
     L.append(f"{rounds} round(s), targets interleaved and rotated each round; req/s is the median "
              f"over rounds; ratios are the median of the per-round ratios. "
              f"Concurrency {env.get('concurrency', '?')}." + (" QUICK MODE: smoke check only, numbers "

@@ -58,9 +58,6 @@ Environment (defaults in brackets; --quick changes the marked ones):
                          the client's address (proxyd spoof-source="yes",
                          haproxy "source 0.0.0.0 usesrc clientip"); 0 = from
                          the fw's address 198.19.2.1 [1]
-  BENCH_TPROXY_NOSYN     --netns experiment: 1 = after deploy/inline-tproxy.sh,
-                         restrict its rule 1 (-m socket --transparent) to
-                         non-SYN packets (README, netns caveats)  [0]
   BENCH_OUT              output directory          [bench/results/<timestamp>,
                                                     --netns: <timestamp>-netns]
   BENCH_KEEP_TMP         1 = keep the temp dir (configs, files)  [0]
@@ -106,10 +103,8 @@ PX_LOGLEVEL=${BENCH_PROXYD_LOG_LEVEL:-warning}
 HA_SPLICE=${BENCH_HAPROXY_SPLICE:-0}
 KEEP_TMP=${BENCH_KEEP_TMP:-0}
 SPOOF=${BENCH_SPOOF:-1}
-TPROXY_NOSYN=${BENCH_TPROXY_NOSYN:-0}
 case "$HA_SPLICE" in 0|1|auto) ;; *) echo "run.sh: BENCH_HAPROXY_SPLICE must be 0, 1 or auto" >&2; exit 2 ;; esac
 case "$SPOOF" in 0|1) ;; *) echo "run.sh: BENCH_SPOOF must be 0 or 1" >&2; exit 2 ;; esac
-case "$TPROXY_NOSYN" in 0|1) ;; *) echo "run.sh: BENCH_TPROXY_NOSYN must be 0 or 1" >&2; exit 2 ;; esac
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 SUFFIX=""; [ "$NETNS" = 1 ] && SUFFIX=-netns
 OUT=${BENCH_OUT:-$BENCH_DIR/results/$STAMP$SUFFIX}
@@ -357,20 +352,6 @@ if [ "$NETNS" = 1 ]; then
 	FWD_RULE=(-p tcp -m conntrack --ctstate "NEW,ESTABLISHED,RELATED" -m comment --comment bench-forward -j ACCEPT)
 	echo "+ iptables -w -A FORWARD ${FWD_RULE[*]}" >>"$OUT/fw-rules.txt"
 	"${FW[@]}" iptables -w -A FORWARD "${FWD_RULE[@]}" || die "cannot add the FORWARD conntrack rule in $F"
-	if [ "$TPROXY_NOSYN" = 1 ]; then
-		# Experiment, NOT what deploy/inline-tproxy.sh installs: a client SYN
-		# that reuses the 4-tuple of a proxy's TIME_WAIT socket in F matches
-		# rule 1 (-m socket --transparent) and goes to that TIME_WAIT socket,
-		# which finds no listener on 198.19.2.2:PORT and answers with an ACK
-		# (client: RST + SYN retransmission). Without pure SYNs in rule 1 the
-		# SYN reaches the TPROXY rule, which hands it to the listener.
-		"${FW[@]}" iptables -w -t mangle -S PROXYD | sed -n 2p | grep -q -- '-m socket --transparent -j PROXYD_DIVERT' \
-			|| die "BENCH_TPROXY_NOSYN: rule 1 of mangle PROXYD is not the socket rule"
-		echo "+ iptables -w -t mangle -R PROXYD 1 -p tcp ! --syn -m socket --transparent -j PROXYD_DIVERT   # BENCH_TPROXY_NOSYN=1" >>"$OUT/fw-rules.txt"
-		"${FW[@]}" iptables -w -t mangle -R PROXYD 1 -p tcp ! --syn -m socket --transparent -j PROXYD_DIVERT \
-			|| die "BENCH_TPROXY_NOSYN: cannot replace rule 1"
-		log "BENCH_TPROXY_NOSYN=1: rule 1 of mangle PROXYD no longer takes SYNs (not the deployed ruleset)"
-	fi
 	{ echo; echo "# resulting ruleset (iptables-save, before the runs)"; "${FW[@]}" iptables-save; } >>"$OUT/fw-rules.txt"
 	log "fw rules installed ($OUT/fw-rules.txt)"
 fi
@@ -588,7 +569,6 @@ alive_check() {
 		echo "mode=netns"
 		echo "namespaces=$C $F $S"
 		echo "spoof=$SPOOF"
-		echo "tproxy_nosyn=$TPROXY_NOSYN"
 		echo "server_addr=$SERVER_ADDR"
 		echo "ports=kernel:$P_KERNEL proxyd:$P_VIA_PROXYD->$P_PROXYD haproxy:$P_VIA_HAPROXY->$P_HAPROXY"
 		echo "mtu=c0:$(ip -n "$C" -o link show c0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') f0:$(ip -n "$F" -o link show f0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') f1:$(ip -n "$F" -o link show f1 | sed -n 's/.* mtu \([0-9]*\).*/\1/p') s0:$(ip -n "$S" -o link show s0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"

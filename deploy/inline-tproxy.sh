@@ -214,7 +214,11 @@ tproxy() {
         #    server's replies to proxyd's spoofed-source upstream connection (this
         #    rule is what keeps those replies from being forwarded to the client).
         #    Wildcard-bound listeners are not matched (no --nowildcard).
-        ensure "$f" mangle "$CHAIN" -p tcp -m socket --transparent -j "$DIVERT"
+        #    Not for SYNs: a client reusing the ports of a connection the proxy
+        #    has in TIME_WAIT would be handed to that dead socket (answered
+        #    with an ACK, then RST and a SYN retransmission: 1 s stalls under
+        #    short-connection load); rule 2 hands new SYNs to the listener.
+        ensure "$f" mangle "$CHAIN" -p tcp ! --syn -m socket --transparent -j "$DIVERT"
         # 2. new connections to the diverted port(s): hand them to the proxyd
         #    listener (IP_TRANSPARENT, bound to the wildcard address) without
         #    changing their destination; proxyd reads it with getsockname().
