@@ -23,6 +23,11 @@
 #   --to ADDR           redirect: DNAT to ADDR:proxy-port instead of REDIRECT
 #   --to6 ADDR          redirect: IPv6 DNAT address (with --to, for --family 6/both)
 #   --no-conntrack      tproxy: do not add the rule that keeps conntrack on (deploy/README.md)
+#   --upstream-mark M   tproxy: the mark= of the proxyd services that spoof the
+#                       client's address (default 0x40000000; none = no zone rules):
+#                       their connections get their own conntrack zone, so they
+#                       cannot clash with the clients' own flows (deploy/README.md)
+#   --ct-zone Z         tproxy: that conntrack zone (default 1)
 # Options (all commands):
 #   --mark N            fwmark for diverted packets (default 1)
 #   --table N           routing table for the local route (default 100)
@@ -32,12 +37,14 @@
 # Idempotent: running the same command twice adds nothing twice.  `clear`
 # removes only what this script added (its own chains, the jumps to them, the
 # ip rules for --mark and the routes of --table); sysctls are left as they are.
+# Chains: mangle PROXYD, PROXYD_DIVERT; nat PROXYD; raw PROXYD, PROXYD_OUT.
 
 set -euo pipefail
 
 PROG=${0##*/}
-CHAIN=PROXYD             # our chains: mangle PROXYD, mangle PROXYD_DIVERT, nat PROXYD
-DIVERT=PROXYD_DIVERT
+CHAIN=PROXYD             # our chains: mangle PROXYD, mangle PROXYD_DIVERT, nat PROXYD,
+DIVERT=PROXYD_DIVERT     # raw PROXYD (PREROUTING), raw PROXYD_OUT (OUTPUT)
+RAW_OUT=PROXYD_OUT
 
 usage() { # EXIT_STATUS: the header comment; to stderr unless asked for
     if [[ ${1:-0} == 0 ]]; then
@@ -72,6 +79,7 @@ case $CMD in
 esac
 
 PORTS="" PROXY_PORT="" FAMILY=both IN_IFACE="" TO4="" TO6="" MARK=1 TABLE=100 CONNTRACK=1
+UPSTREAM_MARK=0x40000000 CT_ZONE=1
 while (($#)); do
     case $1 in
         --port) PORTS=${2:?--port needs a value}; shift 2 ;;
@@ -83,6 +91,8 @@ while (($#)); do
         --mark) MARK=${2:?--mark needs a number}; shift 2 ;;
         --table) TABLE=${2:?--table needs a number}; shift 2 ;;
         --no-conntrack) CONNTRACK=0; shift ;;
+        --upstream-mark) UPSTREAM_MARK=${2:?--upstream-mark needs a mark or none}; shift 2 ;;
+        --ct-zone) CT_ZONE=${2:?--ct-zone needs a number}; shift 2 ;;
         --dry-run) DRY=1; shift ;;
         -h | --help) usage 0 ;;
         *) die "unknown option '$1' (try --help)" ;;
@@ -106,6 +116,8 @@ if [[ $CMD == tproxy || $CMD == redirect ]]; then
 fi
 [[ $MARK =~ ^(0x[0-9a-fA-F]+|[0-9]+)$ ]] || die "bad --mark '$MARK'"
 [[ $TABLE =~ ^[0-9]+$ ]] || die "bad --table '$TABLE'"
+[[ $UPSTREAM_MARK =~ ^(0x[0-9a-fA-F]+|[0-9]+|none)$ ]] || die "bad --upstream-mark '$UPSTREAM_MARK'"
+[[ $CT_ZONE =~ ^[0-9]+$ ]] && ((CT_ZONE >= 1 && CT_ZONE <= 65535)) || die "bad --ct-zone '$CT_ZONE' (1..65535)"
 [[ $CMD != tproxy || (-z $TO4 && -z $TO6) ]] || die "--to/--to6 only apply to redirect"
 ((DRY)) || [[ $EUID == 0 ]] || die "must run as root (or use --dry-run)"
 
@@ -231,6 +243,21 @@ tproxy() {
             ensure "$f" mangle "$CHAIN" -m conntrack --ctstate NEW,ESTABLISHED,RELATED,INVALID,UNTRACKED \
                 -m comment --comment "proxyd: keep conntrack on" -j RETURN
         fi
+        # 4. spoof-source: proxyd's connection to the server carries the
+        #    client's address, and the kernel picks its port; the same 4-tuple
+        #    may still be one of the client's own flows in conntrack, which then
+        #    drops the SYN (1 s stall). A conntrack zone of their own for the
+        #    proxy's marked connections, both ways, avoids that: packets it
+        #    sends (raw OUTPUT, by the socket's SO_MARK) and the server's
+        #    replies (raw PREROUTING: the socket they belong to, its mark).
+        if [[ $UPSTREAM_MARK != none ]]; then
+            echo "# IPv$f: raw OUTPUT -> $RAW_OUT, raw PREROUTING -> $CHAIN: conntrack zone $CT_ZONE for mark $UPSTREAM_MARK"
+            ensure_chain "$f" raw "$RAW_OUT" OUTPUT
+            ensure "$f" raw "$RAW_OUT" -p tcp -m mark --mark "$UPSTREAM_MARK" -j CT --zone "$CT_ZONE"
+            ensure_chain "$f" raw "$CHAIN" PREROUTING
+            ensure "$f" raw "$CHAIN" -p tcp ! --syn -m socket --transparent --restore-skmark \
+                -m mark --mark "$UPSTREAM_MARK" -j CT --zone "$CT_ZONE"
+        fi
     done
     routing
 }
@@ -263,7 +290,7 @@ redirect() {
 clear_all() {
     local f t hook
     for f in 4 6; do
-        for t in mangle nat; do
+        for t in mangle nat raw; do
             if ipt_q "$f" -t "$t" -nL "$CHAIN"; then
                 while ipt_q "$f" -t "$t" -C PREROUTING -j "$CHAIN"; do
                     ipt "$f" -t "$t" -D PREROUTING -j "$CHAIN"
@@ -272,6 +299,13 @@ clear_all() {
                 ipt "$f" -t "$t" -X "$CHAIN"
             fi
         done
+        if ipt_q "$f" -t raw -nL "$RAW_OUT"; then
+            while ipt_q "$f" -t raw -C OUTPUT -j "$RAW_OUT"; do
+                ipt "$f" -t raw -D OUTPUT -j "$RAW_OUT"
+            done
+            ipt "$f" -t raw -F "$RAW_OUT"
+            ipt "$f" -t raw -X "$RAW_OUT"
+        fi
         if ipt_q "$f" -t mangle -nL "$DIVERT"; then
             ipt "$f" -t mangle -F "$DIVERT"
             ipt "$f" -t mangle -X "$DIVERT"
@@ -300,6 +334,8 @@ status() {
         show_chain "$f" mangle "$CHAIN"
         show_chain "$f" mangle "$DIVERT"
         show_chain "$f" nat "$CHAIN"
+        show_chain "$f" raw "$CHAIN"
+        show_chain "$f" raw "$RAW_OUT"
         ip -"$f" rule show | grep -E "lookup $TABLE( |\$)" || true
         ip -"$f" route show table "$TABLE" 2>/dev/null || true
     done

@@ -190,12 +190,12 @@ px_admin_session_json(struct evbuffer *b, const struct px_session_snap *p,
 	/* The kernel's view: the client's flow answers from our end to the
 	 * client (whatever NAT did); the server's flow starts at our end. */
 	if (px_admin_ct != NULL) {
-		if (px_conntrack_flow(px_admin_ct, true,
+		if (px_conntrack_flow(px_admin_ct, true, 0,
 		    (const struct sockaddr *)&p->local,
 		    (const struct sockaddr *)&p->client, &flow) == 0)
 			px_admin_flow(b, "client", &flow, &ffirst);
 		if (p->upstream_local.ss_family != AF_UNSPEC &&
-		    px_conntrack_flow(px_admin_ct, false,
+		    px_conntrack_flow(px_admin_ct, false, p->ct_zone,
 		    (const struct sockaddr *)&p->upstream_local,
 		    (const struct sockaddr *)&p->server, &flow) == 0)
 			px_admin_flow(b, "server", &flow, &ffirst);

@@ -597,6 +597,9 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_attr_duration(e, n, "connect-timeout", false, 1, 3600 * 1000,
 		    &svc->connect_timeout_ms);
 		px_attr_bool(e, n, "spoof-source", &svc->spoof_source);
+		u = 0;
+		px_attr_uint(e, n, "ct-zone", 0, 65535, &u);
+		svc->ct_zone = (uint16_t)u;
 		if ((v = px_attr(n, "mark")) != NULL) {
 			const char *why;
 

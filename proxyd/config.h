@@ -49,6 +49,7 @@ struct px_service {
 	bool			 has_mark;
 	uint32_t		 mark;
 	uint64_t		 connect_timeout_ms;	/* resolved: never 0 */
+	uint16_t		 ct_zone;	/* of upstream flows, for /sessions */
 
 	struct px_cidr		*allow;		/* NULL: everyone */
 	size_t			 nallow;

@@ -119,8 +119,8 @@ px_ct_data_cb(const struct nlmsghdr *nlh, void *data)
 /* One GET round trip by the original or the reply tuple; the caller
  * destroys the result. NULL: no such flow (or no conntrack). */
 static struct nf_conntrack *
-px_ct_get(struct px_conntrack *c, bool reply, const struct sockaddr *src,
-    const struct sockaddr *dst)
+px_ct_get(struct px_conntrack *c, bool reply, uint16_t zone,
+    const struct sockaddr *src, const struct sockaddr *dst)
 {
 	struct nf_conntrack *ct = NULL;
 	struct nlmsghdr *nlh;
@@ -140,6 +140,8 @@ px_ct_get(struct px_conntrack *c, bool reply, const struct sockaddr *src,
 	nfh->version = NFNETLINK_V0;
 	nfh->res_id = 0;
 	px_ct_put_tuple(nlh, reply ? CTA_TUPLE_REPLY : CTA_TUPLE_ORIG, src, dst);
+	if (zone != 0)
+		mnl_attr_put_u16(nlh, CTA_ZONE, htons(zone));
 	if (mnl_socket_sendto(c->nl, nlh, nlh->nlmsg_len) < 0)
 		return NULL;
 	/* Bounded: the answer and its ACK, plus any late answer to an
@@ -188,7 +190,7 @@ px_conntrack_original_dst(struct px_conntrack *c, int fd,
 
 	/* After REDIRECT/DNAT the reply tuple is (our end -> client): look
 	 * the entry up by it and read the original destination. */
-	if ((ct = px_ct_get(c, true, local, client)) != NULL) {
+	if ((ct = px_ct_get(c, true, 0, local, client)) != NULL) {
 		px_ct_orig_dst(ct, out);
 		nfct_destroy(ct);
 		return PX_ORIGDST_CONNTRACK;
@@ -255,11 +257,11 @@ px_ct_fill_flow(struct nf_conntrack *ct, struct px_flow *flow)
 }
 
 int
-px_conntrack_flow(struct px_conntrack *c, bool by_reply,
+px_conntrack_flow(struct px_conntrack *c, bool by_reply, uint16_t zone,
     const struct sockaddr *from, const struct sockaddr *to,
     struct px_flow *flow)
 {
-	struct nf_conntrack *ct = px_ct_get(c, by_reply, from, to);
+	struct nf_conntrack *ct = px_ct_get(c, by_reply, zone, from, to);
 
 	memset(flow, 0, sizeof(*flow));
 	if (ct == NULL)

@@ -38,7 +38,7 @@ enum px_origdst px_conntrack_original_dst(struct px_conntrack *ct, int fd,
  * from `from` to `to`. For a proxied client use by_reply with our end and
  * the client: it finds the flow whatever NAT did to its destination. */
 int	px_conntrack_flow(struct px_conntrack *ct, bool by_reply,
-	    const struct sockaddr *from, const struct sockaddr *to,
-	    struct px_flow *flow);
+	    uint16_t zone, const struct sockaddr *from,
+	    const struct sockaddr *to, struct px_flow *flow);
 
 #endif

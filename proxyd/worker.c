@@ -289,6 +289,7 @@ px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 			p->id = s->id;
 			p->worker = w->id;
 			snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
+			p->ct_zone = s->svc->ct_zone;
 			p->state = px_state_name(s);
 			p->client = s->client;
 			p->local = s->local;

@@ -73,6 +73,7 @@ struct px_session_snap {
 	uint64_t		 id;
 	unsigned		 worker;
 	char			 service[72];
+	uint16_t		 ct_zone;	/* of the upstream flow */
 	const char		*state;
 	struct sockaddr_storage	 client, local, dst, server, upstream_local;
 	uint64_t		 to_server, to_client;

@@ -162,4 +162,35 @@ for ((i = 0; i < 50; i++)); do
 done
 ((gone)) || fail "session still listed by /sessions 5 s after its end: $(cat "$T/sessions.json")"
 proc_alive "$PROXYD_PID" || fail "proxyd died"
+
+# spoof-source: the upstream flow carries the client's address and, by the
+# deploy script's rules, lives in conntrack zone 1 (keyed on the mark);
+# with ct-zone="1" /sessions finds it there
+info "phase 2: spoof-source with mark and ct-zone"
+stop_proxyd_ns
+reset_services_ns
+write_inline_service tp transparent 0.0.0.0 50080 'spoof-source="yes" mark="0x40000000" ct-zone="1"'
+start_proxyd_ns
+ip netns exec "$C" "$PYTHON" "$T/slowget.py" "$TOPO_S4" 80 /big "$T/out.big2" 102400 2>>"$T/curl.err" &
+CURL_PID=$!
+track_pid "$CURL_PID"
+row=""
+deadline=$(($(date +%s) + 10))
+while (($(date +%s) < deadline)); do
+    row=$(session_of 198.19.2.2:80)
+    [[ -n $row && $(cut -f11 <<<"$row") != - ]] && break
+    sleep 0.1
+done
+info "GET /sessions: $(cat "$T/sessions.json")"
+[[ -n $row ]] || fail "no spoofed session listed by /sessions"
+IFS=$'\t' read -r sid svc client dst server local ts tc cstate ctuple sstate stuple nflows age <<<"$row"
+[[ $client =~ ^198\.18\.1\.2:([0-9]+)$ ]] || fail "session client '$client' is not 198.18.1.2:PORT"
+[[ $local =~ ^198\.18\.1\.2:([0-9]+)$ ]] || fail "session local '$local' is not the client's address (spoof-source on)"
+lport=${BASH_REMATCH[1]}
+[[ $sstate != - ]] || fail "the spoofed upstream flow (conntrack zone 1) is not in /sessions"
+assert_eq "$stuple" "tcp 198.18.1.2:$lport -> 198.19.2.2:80" "tuple of the spoofed server-side flow"
+nsF conntrack -L -p tcp -w 1 2>/dev/null | grep -Eq "src=198\.18\.1\.2 dst=198\.19\.2\.2 sport=$lport dport=80 .*zone=1" ||
+    fail "conntrack -L -w 1 in F has no zone-1 entry for the upstream 198.18.1.2:$lport"
+kill -TERM "$CURL_PID"
+wait_exit "$CURL_PID" 5 || fail "slow client did not exit"
 info "PASS"

@@ -336,6 +336,10 @@ test_service_errors(void **state)
 		  "</service>\n", 3, "<target> is only used in fixed mode" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"redirect\"/>\n"
+		  "  <upstream ct-zone=\"70000\"/>\n"
+		  "</service>\n", 3, "ct-zone=\"70000\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"redirect\"/>\n"
 		  "  <upstream mark=\"0x1ffffffff\"/>\n"
 		  "</service>\n", 3, "mark=\"0x1ffffffff\"" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
@@ -445,7 +449,7 @@ test_inline_modes(void **state)
 	put_policy("tp.xml",
 	    "<service name=\"tp\" analyser=\"plug\">\n"
 	    "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"transparent\"/>\n"
-	    "  <upstream spoof-source=\"yes\" mark=\"0x40000000\"/>\n"
+	    "  <upstream spoof-source=\"yes\" mark=\"0x40000000\" ct-zone=\"1\"/>\n"
 	    "</service>\n");
 	put_policy("rd.xml",
 	    "<service name=\"rd\" analyser=\"plug\">\n"
@@ -464,6 +468,8 @@ test_inline_modes(void **state)
 	assert_int_equal(c->services[1].mode, PX_MODE_TRANSPARENT);
 	assert_true(c->services[1].spoof_source);
 	assert_int_equal(c->services[1].mark, 0x40000000u);
+	assert_int_equal(c->services[1].ct_zone, 1);
+	assert_int_equal(c->services[0].ct_zone, 0);
 	px_config_unref(c);
 }
 
