@@ -372,11 +372,15 @@ if want proxyd; then
 EOF
 	if [ "$NETNS" = 1 ]; then
 		# TPROXY'd connections; the destination is the original one
-		# (198.19.2.2:8081); spoof-source per BENCH_SPOOF
+		# (198.19.2.2:8081); spoof-source per BENCH_SPOOF. The mark is the
+		# deployment deploy/README.md documents: deploy/inline-tproxy.sh
+		# puts marked upstreams in conntrack zone 1, so spoofed tuples
+		# cannot clash with the client's own flows. (HAProxy 2.6 has no way
+		# to mark its server-side packets, so it runs without.)
 		cat >"$TMP/proxyd/policy/bench.xml" <<EOF
 <service name="bench" analyser="plug">
   <listen address="0.0.0.0" port="$P_PROXYD" mode="transparent"/>
-  <upstream spoof-source="$( [ "$SPOOF" = 1 ] && echo yes || echo no)"/>
+  <upstream spoof-source="$( [ "$SPOOF" = 1 ] && echo yes || echo no)" mark="0x40000000" ct-zone="1"/>
   <plug splice="$PX_SPLICE" half-close="yes"/>
 </service>
 EOF

@@ -137,6 +137,12 @@ px_splice_pump(struct px_session *s, int d)
 		}
 		n = splice(h->from, NULL, h->pipe[1], NULL, h->pipe_cap,
 		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		/* splice() stops for good at TCP urgent data while epoll keeps
+		 * saying readable: a spin and a stall. recv() steps over the
+		 * urgent byte (as the buffered path and any reader without
+		 * SO_OOBINLINE do) and its bytes go into the empty pipe. */
+		if (n == -1 && errno == EAGAIN)
+			n = px_splice_past_urgent(h);
 		if (n > 0) {
 			h->in_pipe = (size_t)n;
 			drained = (size_t)n < h->pipe_cap;
@@ -153,28 +159,8 @@ px_splice_pump(struct px_session *s, int d)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN) {
-			/* splice() stops for good at TCP urgent data, and epoll
-			 * keeps saying readable: a spin and a stall. recv()
-			 * steps over the urgent byte (as the buffered path and
-			 * any reader without SO_OOBINLINE do); its bytes go
-			 * into the empty pipe and the relay carries on. */
-			n = px_splice_past_urgent(h);
-			if (n > 0) {
-				h->in_pipe = (size_t)n;
-				active = true;
-				continue;
-			}
-			if (n == 0) {
-				h->eof = true;
-				if (s->first_eof == NULL)
-					s->first_eof = d == PX_TO_SERVER ?
-					    "client-closed" : "server-closed";
-				continue;
-			}
-			if (errno == EAGAIN) {
-				px_ev_set(&h->rd, &h->rd_on, true);
-				break;
-			}
+			px_ev_set(&h->rd, &h->rd_on, true);
+			break;
 		}
 		px_session_closef(s, "%s-error: %s", px_side_name[d],
 		    strerror(errno));

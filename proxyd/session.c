@@ -89,7 +89,6 @@ void
 px_session_close(struct px_session *s, const char *reason)
 {
 	struct px_worker *w = s->w;
-
 	bool relayed = s->state == PX_SS_RELAY;
 
 	if (s->state == PX_SS_CLOSED)
