@@ -8,24 +8,6 @@ source "$(dirname "$0")/lib.sh"
 need_cmds python3
 setup
 
-cat >"$T/server.py" <<'PY'
-import socket, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", int(sys.argv[1])))
-srv.listen(8)
-srv.settimeout(60)
-for _ in range(4):
-    try:
-        c, _ = srv.accept()
-    except socket.timeout:
-        break
-    try:
-        c.sendall(b"y" * (64 << 20))   # far more than the reader takes
-    except OSError:
-        pass
-    c.close()
-PY
 cat >"$T/reader.py" <<'PY'
 import socket, sys, time
 port, rate, dur = int(sys.argv[1]), 256 * 1024, 4.0
@@ -50,10 +32,11 @@ while time.time() - t0 < dur:
 print("flowing")
 PY
 
-free_port SRV_PORT
-python3 "$T/server.py" "$SRV_PORT" &
-track_pid $!
-wait_listen "$SRV_PORT" 5 $! || fail "server did not start"
+# far more than the reader takes; the handler ends when the reader leaves
+start_py_server SRV_PORT <<'PY'
+def handle(c):
+    c.sendall(b"y" * (64 << 20))
+PY
 free_port P_SPLICE
 free_port P_BUF
 write_proxyd_conf 'idle-timeout="1s" buffer="16m"'

@@ -328,6 +328,43 @@ start_proxyd() {
     info "proxyd pid $PROXYD_PID, services on ports ${PROXYD_PORTS[*]}, admin $ADMIN_PORT"
 }
 
+# start_py_server VAR < HANDLER: a python3 TCP server on a free 127.0.0.1
+# port (stored in VAR) that calls handle(conn) for each connection, one at a
+# time, up to 64 of them or 60 s without one. HANDLER (stdin) defines
+# handle(c); socket, struct, sys and time are imported.
+start_py_server() {
+    local var=$1 port pid file
+    free_port "$var"
+    port=${!var}
+    file="$T/pyserver-$port.py"
+    {
+        echo 'import socket, struct, sys, time'
+        cat
+        cat <<'PY'
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(16)
+srv.settimeout(60)
+for _ in range(64):
+    try:
+        c, _ = srv.accept()
+    except socket.timeout:
+        break
+    try:
+        handle(c)
+    except OSError as e:
+        sys.stderr.write("handler: %r\n" % (e,))
+    finally:
+        c.close()
+PY
+    } >"$file"
+    python3 "$file" "$port" 2>>"$T/pyserver.log" &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$port" 5 "$pid" || fail "python server $file did not start"
+}
+
 # ---------------------------------------------------------------- assertions
 
 assert_eq() { # ACTUAL EXPECTED MESSAGE

@@ -7,27 +7,6 @@ source "$(dirname "$0")/lib.sh"
 need_cmds python3
 setup
 
-cat >"$T/server.py" <<'PY'
-import socket, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", int(sys.argv[1])))
-srv.listen(16)
-srv.settimeout(60)
-for _ in range(20):
-    try:
-        c, _ = srv.accept()
-    except socket.timeout:
-        break
-    c.settimeout(10)
-    c.sendall(b"220 greeting\r\n")
-    try:
-        cmd = c.recv(100)
-        c.sendall(b"221 got " + cmd)
-    except OSError:
-        pass
-    c.close()
-PY
 cat >"$T/client.py" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
@@ -42,10 +21,13 @@ while True:
 print(repr(greeting), repr(answer))
 PY
 
-free_port SRV_PORT
-python3 "$T/server.py" "$SRV_PORT" &
-track_pid $!
-wait_listen "$SRV_PORT" 5 $! || fail "greeting server did not start"
+start_py_server SRV_PORT <<'PY'
+def handle(c):
+    c.settimeout(10)
+    c.sendall(b"220 greeting\r\n")
+    cmd = c.recv(100)
+    c.sendall(b"221 got " + cmd)
+PY
 free_port P_SPLICE
 free_port P_BUF
 write_proxyd_conf

@@ -7,24 +7,6 @@ source "$(dirname "$0")/lib.sh"
 need_cmds python3
 setup
 
-cat >"$T/server.py" <<'PY'
-import socket, struct, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", int(sys.argv[1])))
-srv.listen(8)
-srv.settimeout(60)
-for _ in range(8):
-    try:
-        c, _ = srv.accept()
-    except socket.timeout:
-        break
-    mode = c.recv(10)
-    c.sendall(b"x" * 300000)
-    if mode.startswith(b"rst"):
-        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    c.close()
-PY
 cat >"$T/client.py" <<'PY'
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
@@ -42,10 +24,14 @@ except ConnectionResetError:
     print("RESET", n)
 PY
 
-free_port SRV_PORT
-python3 "$T/server.py" "$SRV_PORT" &
-track_pid $!
-wait_listen "$SRV_PORT" 5 $! || fail "server did not start"
+# sends 300 kB, then closes normally ("fin") or with an RST ("rst")
+start_py_server SRV_PORT <<'PY'
+def handle(c):
+    mode = c.recv(10)
+    c.sendall(b"x" * 300000)
+    if mode.startswith(b"rst"):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+PY
 free_port P_SPLICE
 free_port P_BUF
 write_proxyd_conf

@@ -9,31 +9,6 @@ source "$(dirname "$0")/lib.sh"
 need_cmds python3
 setup
 
-cat >"$T/sink.py" <<'PY'
-import socket, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", int(sys.argv[1])))
-srv.listen(8)
-srv.settimeout(60)
-for _ in range(8):
-    try:
-        c, _ = srv.accept()
-    except socket.timeout:
-        break
-    c.settimeout(20)
-    data = b""
-    try:
-        while True:
-            d = c.recv(65536)
-            if not d:
-                break
-            data += d
-    except OSError:
-        pass
-    c.sendall(b"got " + data)
-    c.close()
-PY
 cat >"$T/urgent.py" <<'PY'
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
@@ -53,10 +28,20 @@ while True:
 print(answer.decode())
 PY
 
-free_port SINK_PORT
-python3 "$T/sink.py" "$SINK_PORT" &
-track_pid $!
-wait_listen "$SINK_PORT" 5 $! || fail "sink server did not start"
+start_py_server SINK_PORT <<'PY'
+def handle(c):
+    c.settimeout(20)
+    data = b""
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    c.sendall(b"got " + data)
+PY
 free_port P_SPLICE
 free_port P_BUF
 write_proxyd_conf
