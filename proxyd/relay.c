@@ -276,6 +276,7 @@ px_buf_read_cb(struct bufferevent *bev, void *arg)
 	else
 		PX_COUNT_ADD(s->w, bytes_to_client, len);
 	if (evbuffer_get_length(out) >= s->cfg->buffer) {
+		s->bev_paused[side] = true;
 		bufferevent_disable(bev, EV_READ);
 		bufferevent_setwatermark(s->bev[!side], EV_WRITE,
 		    s->cfg->buffer / 2, 0);
@@ -288,10 +289,15 @@ px_buf_write_cb(struct bufferevent *bev, void *arg)
 	struct px_session *s = arg;
 	int side = px_bev_side(s, bev), peer = !side;
 
-	/* Our output drained to the low watermark: the peer may read again. */
+	/* Our output drained to the low watermark: a peer paused for it may
+	 * read again. (Without a pause there is nothing to undo: this runs
+	 * after every write that empties the output.) */
 	if (!s->bev_eof[peer]) {
-		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-		bufferevent_enable(s->bev[peer], EV_READ);
+		if (s->bev_paused[peer]) {
+			s->bev_paused[peer] = false;
+			bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+			bufferevent_enable(s->bev[peer], EV_READ);
+		}
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)

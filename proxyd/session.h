@@ -71,6 +71,7 @@ struct px_session {
 	struct bufferevent	*bev[2];	/* PX_RELAY_BUFFERED: client, server */
 	bool			 bev_eof[2];	/* read EOF seen on that side */
 	bool			 bev_shut[2];	/* write side shut on that side */
+	bool			 bev_paused[2];	/* reading stopped: peer's output full */
 	uint64_t		 moved[2];	/* buffered bytes queued per dir */
 	struct ev_token_bucket_cfg *rl_cfg;
 
