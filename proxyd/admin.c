@@ -71,6 +71,32 @@ px_counter(const struct px_worker *w, size_t offset)
 }
 
 static void
+px_admin_analyser_metrics(struct evbuffer *b, unsigned nw)
+{
+	unsigned a, c, k;
+
+	evbuffer_add_printf(b, "# HELP proxyd_analyser_events_total "
+	    "Events counted by the analysers.\n"
+	    "# TYPE proxyd_analyser_events_total counter\n");
+	for (a = 0; px_analysers[a] != NULL; a++) {
+		const char *const *names = px_analysers[a]->counters;
+
+		for (c = 0; names != NULL && names[c] != NULL; c++) {
+			uint64_t sum = 0;
+
+			for (k = 0; k < nw; k++)
+				sum += atomic_load_explicit(
+				    &px_worker_get(k)->counters.analyser[a][c],
+				    memory_order_relaxed);
+			evbuffer_add_printf(b, "proxyd_analyser_events_total"
+			    "{analyser=\"%s\",event=\"%s\"} %llu\n",
+			    px_analysers[a]->name, names[c],
+			    (unsigned long long)sum);
+		}
+	}
+}
+
+static void
 px_admin_metrics(struct evhttp_request *req, void *arg)
 {
 	struct evbuffer *b = evbuffer_new();
@@ -100,6 +126,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 			    (unsigned long long)px_counter(px_worker_get(k),
 			    m->offset));
 	}
+	px_admin_analyser_metrics(b, nw);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

@@ -3,8 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-extern const struct px_analyser *const px_analysers[];
-
 const struct px_analyser *
 px_analyser_find(const char *name)
 {
@@ -14,6 +12,16 @@ px_analyser_find(const char *name)
 		if (strcmp(px_analysers[i]->name, name) == 0)
 			return px_analysers[i];
 	return NULL;
+}
+
+unsigned
+px_analyser_index(const struct px_analyser *a)
+{
+	unsigned i;
+
+	for (i = 0; px_analysers[i] != NULL && px_analysers[i] != a; i++)
+		;
+	return i;
 }
 
 int
@@ -26,6 +34,18 @@ px_analyser_registry_check(void)
 
 		if (a->name == NULL || a->name[0] == '\0' || a->on_open == NULL) {
 			fprintf(stderr, "proxyd: analyser #%zu is incomplete\n", i);
+			return -1;
+		}
+		if (i >= PX_ANALYSERS_MAX) {
+			fprintf(stderr, "proxyd: more than %d analysers\n",
+			    PX_ANALYSERS_MAX);
+			return -1;
+		}
+		for (j = 0; a->counters != NULL && a->counters[j] != NULL; j++)
+			;
+		if (j > PX_AN_COUNTERS_MAX) {
+			fprintf(stderr, "proxyd: analyser '%s' has more than %d "
+			    "counters\n", a->name, PX_AN_COUNTERS_MAX);
 			return -1;
 		}
 		for (j = 0; j < i; j++)

@@ -6,21 +6,25 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct px_session;
 struct px_cfgerr;
 struct _xmlNode;
 struct evbuffer;
+struct event_base;
+struct sockaddr;
 
-/* Not yet: a PX_DENY that flushes a reply the analyser queued before
- * closing (the core closes at once today), and a last on_data call for
- * bytes held under PX_MORE when their side closes (they are dropped).
- * The first inspecting analyser (http) needs and adds both, with tests. */
+#define PX_ANALYSERS_MAX	8	/* registered analysers */
+#define PX_AN_COUNTERS_MAX	32	/* counters per analyser */
+
+/* What on_data answers about the bytes still left in `in` (those it moved
+ * to px_session_output() itself go out whatever it answers). */
 enum px_verdict {
-	PX_PASS = 0,	/* forward what is in the buffer */
-	PX_MORE,	/* keep it, wait for more bytes */
-	PX_DENY,	/* refuse: the session ends, logged as denied */
-	PX_ERROR,	/* abort the session at once */
+	PX_PASS = 0,	/* forward them */
+	PX_MORE,	/* keep them, wait for more bytes */
+	PX_DENY,	/* refuse: flush both outputs, end, logged as denied */
+	PX_ERROR,	/* abort the session at once (RST) */
 };
 
 enum px_dir {
@@ -44,10 +48,19 @@ struct px_analyser {
 	/* The server side is connected. Returns 0 and calls one of the
 	 * px_session_relay_*() functions, or -1 to abort the session. */
 	int		(*on_open)(struct px_session *s, void *st);
-	/* Bytes from one side in buffered mode; NULL: forward as they are. */
+	/* Bytes from one side in buffered mode; NULL: forward as they are.
+	 * It may remove bytes from `in` and write what it forwards (maybe
+	 * rewritten) to px_session_output(s, dir), and replies to the other
+	 * side to px_session_output(s, !dir); the core counts both. When a
+	 * side gives EOF with bytes still in `in`, it is called once more with
+	 * px_session_input_closed(s, dir) true; what it leaves is dropped. */
 	enum px_verdict	(*on_data)(struct px_session *s, void *st,
 			    enum px_dir dir, struct evbuffer *in);
 	void		(*on_close)(struct px_session *s, void *st);
+	/* Names of the analyser's own counters, NULL-terminated (at most
+	 * PX_AN_COUNTERS_MAX), bumped with px_session_count() and exported as
+	 * proxyd_analyser_events_total{analyser=,event=}. May be NULL. */
+	const char *const *counters;
 };
 
 /* NULL if no analyser has that name. */
@@ -55,9 +68,34 @@ const struct px_analyser *px_analyser_find(const char *name);
 /* Fails (with a message on stderr) on duplicate or empty names. */
 int	px_analyser_registry_check(void);
 
+/* Position in the registry, < PX_ANALYSERS_MAX. */
+unsigned px_analyser_index(const struct px_analyser *a);
+extern const struct px_analyser *const px_analysers[];
+
 /* What an analyser may ask of the core for its session. */
 const void	*px_session_policy(const struct px_session *s);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,
 		    bool half_close);
+/* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
+ * client (PX_TO_CLIENT) are queued. */
+struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
+/* That direction's source gave EOF. */
+bool		 px_session_input_closed(const struct px_session *s,
+		    enum px_dir dir);
+/* Stops reading both sides and closes once both outputs are written (at
+ * most PX_FINISH_GRACE_MS later). reason goes into the session-end line;
+ * one starting with "denied" makes verdict=deny. */
+#define PX_FINISH_GRACE_MS	5000
+void		 px_session_finish(struct px_session *s, const char *reason);
+uint64_t	 px_session_id(const struct px_session *s);
+const struct sockaddr *px_session_client(const struct px_session *s);
+const struct sockaddr *px_session_server(const struct px_session *s);
+struct event_base *px_session_base(struct px_session *s);
+/* One log line tagged with the session id; level from <syslog.h>. */
+void		 px_session_log(struct px_session *s, int level,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Bumps the analyser's counter `index` (into its counters[] names). */
+void		 px_session_count(struct px_session *s, unsigned index,
+		    uint64_t n);
 
 #endif

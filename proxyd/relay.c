@@ -218,6 +218,16 @@ px_relay_splice_start(struct px_session *s)
 
 /* ---- bufferevents ----------------------------------------------------- */
 
+static void
+px_relay_count(struct px_session *s, enum px_dir dir, size_t len)
+{
+	s->moved[dir] += len;
+	if (dir == PX_TO_SERVER)
+		PX_COUNT_ADD(s->w, bytes_to_server, len);
+	else
+		PX_COUNT_ADD(s->w, bytes_to_client, len);
+}
+
 static int
 px_bev_side(struct px_session *s, struct bufferevent *bev)
 {
@@ -242,6 +252,45 @@ px_buf_half_done(struct px_session *s, int side)
 		px_session_close(s, s->first_eof);
 }
 
+/* Runs the analyser over what side `side` sent; false once the session is
+ * closed or finishing. Bytes it queued on either output count as moved. */
+static bool
+px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
+{
+	const struct px_analyser *a = s->svc->analyser;
+	enum px_dir dir = side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
+	struct evbuffer *out[2] = { bufferevent_get_output(s->bev[1]),
+	    bufferevent_get_output(s->bev[0]) };	/* by px_dir */
+	size_t before[2], d;
+	enum px_verdict v;
+
+	before[0] = evbuffer_get_length(out[0]);
+	before[1] = evbuffer_get_length(out[1]);
+	v = a->on_data(s, s->an_state, dir, in);
+	if (s->state == PX_SS_CLOSED)
+		return false;
+	for (d = 0; d < 2; d++) {
+		size_t now = evbuffer_get_length(out[d]);
+
+		/* Outputs only drain from the event loop, never inside on_data. */
+		if (now > before[d])
+			px_relay_count(s, (enum px_dir)d, now - before[d]);
+	}
+	switch (v) {
+	case PX_PASS:
+		break;
+	case PX_MORE:
+		return false;
+	case PX_DENY:
+		px_session_finish(s, "denied: by analyser");
+		return false;
+	case PX_ERROR:
+		px_session_close(s, "error: aborted by analyser");
+		return false;
+	}
+	return !s->finishing;
+}
+
 static void
 px_buf_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -250,31 +299,16 @@ px_buf_read_cb(struct bufferevent *bev, void *arg)
 	enum px_dir dir = side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer *out = bufferevent_get_output(s->bev[!side]);
-	const struct px_analyser *a = s->svc->analyser;
 	size_t len;
 
+	if (s->state != PX_SS_RELAY || s->finishing)
+		return;
 	px_session_touch(s);
-	if (a->on_data != NULL) {
-		switch (a->on_data(s, s->an_state, dir, in)) {
-		case PX_PASS:
-			break;
-		case PX_MORE:
-			return;
-		case PX_DENY:
-			px_session_close(s, "denied: by analyser");
-			return;
-		case PX_ERROR:
-			px_session_close(s, "error: aborted by analyser");
-			return;
-		}
-	}
+	if (s->svc->analyser->on_data != NULL && !px_buf_analyse(s, side, in))
+		return;
 	len = evbuffer_get_length(in);
 	evbuffer_add_buffer(out, in);
-	s->moved[dir] += len;
-	if (dir == PX_TO_SERVER)
-		PX_COUNT_ADD(s->w, bytes_to_server, len);
-	else
-		PX_COUNT_ADD(s->w, bytes_to_client, len);
+	px_relay_count(s, dir, len);
 	if (evbuffer_get_length(out) >= s->cfg->buffer) {
 		s->bev_paused[side] = true;
 		bufferevent_disable(bev, EV_READ);
@@ -289,6 +323,10 @@ px_buf_write_cb(struct bufferevent *bev, void *arg)
 	struct px_session *s = arg;
 	int side = px_bev_side(s, bev), peer = !side;
 
+	if (s->finishing) {
+		px_session_finish_check(s);
+		return;
+	}
 	/* Our output drained to the low watermark: a peer paused for it may
 	 * read again. (Without a pause there is nothing to undo: this runs
 	 * after every write that empties the output.) */
@@ -311,10 +349,31 @@ px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
 	int side = px_bev_side(s, bev);
 
 	if (what & BEV_EVENT_EOF) {
+		struct evbuffer *in = bufferevent_get_input(bev);
+
 		s->bev_eof[side] = true;
 		if (s->first_eof == NULL)
 			s->first_eof = side == 0 ? "client-closed" : "server-closed";
 		bufferevent_disable(bev, EV_READ);
+		if (s->finishing) {
+			px_session_finish_check(s);
+			return;
+		}
+		/* Bytes the analyser held for more: its last look at them. */
+		if (evbuffer_get_length(in) != 0 &&
+		    s->svc->analyser->on_data != NULL) {
+			if (px_buf_analyse(s, side, in)) {
+				size_t len = evbuffer_get_length(in);
+
+				evbuffer_add_buffer(bufferevent_get_output(
+				    s->bev[!side]), in);
+				px_relay_count(s, side == 0 ? PX_TO_SERVER :
+				    PX_TO_CLIENT, len);
+			}
+			if (s->state != PX_SS_RELAY || s->finishing)
+				return;
+			evbuffer_drain(in, evbuffer_get_length(in));
+		}
 		/* Whatever is still queued for the peer goes first; the write
 		 * callback fires at empty (low watermark 0). */
 		bufferevent_setwatermark(s->bev[!side], EV_WRITE, 0, 0);
@@ -325,6 +384,11 @@ px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_ERROR) {
 		int err = EVUTIL_SOCKET_ERROR();
 
+		/* A peer gone while we flush a final reply: nothing to wait for. */
+		if (s->finishing) {
+			px_session_close(s, s->finish_reason);
+			return;
+		}
 		px_session_closef(s, "%s-error: %s", px_side_name[side],
 		    err ? strerror(err) : "unknown error");
 	}
@@ -370,6 +434,47 @@ px_relay_buffered_start(struct px_session *s)
 	if (s->cfg->global_bandwidth != 0 && w->rl_group != NULL)
 		bufferevent_add_to_rate_limit_group(s->bev[0], w->rl_group);
 	return 0;
+}
+
+struct evbuffer *
+px_session_output(struct px_session *s, enum px_dir dir)
+{
+	struct bufferevent *bev = s->bev[dir == PX_TO_SERVER ? 1 : 0];
+
+	return bev != NULL ? bufferevent_get_output(bev) : NULL;
+}
+
+bool
+px_session_input_closed(const struct px_session *s, enum px_dir dir)
+{
+	return s->bev_eof[dir == PX_TO_SERVER ? 0 : 1];
+}
+
+/* Closes a finishing session once both outputs are written. */
+void
+px_session_finish_check(struct px_session *s)
+{
+	int side;
+
+	for (side = 0; side < 2; side++)
+		if (s->bev[side] != NULL && !s->bev_shut[side] &&
+		    evbuffer_get_length(bufferevent_get_output(s->bev[side])) != 0)
+			return;
+	px_session_close(s, s->finish_reason);
+}
+
+void
+px_relay_finish(struct px_session *s)
+{
+	int side;
+
+	for (side = 0; side < 2; side++) {
+		if (s->bev[side] == NULL)
+			continue;
+		bufferevent_disable(s->bev[side], EV_READ);
+		bufferevent_setwatermark(s->bev[side], EV_WRITE, 0, 0);
+	}
+	px_session_finish_check(s);
 }
 
 /* ---- teardown --------------------------------------------------------- */

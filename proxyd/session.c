@@ -106,7 +106,7 @@ px_session_close(struct px_session *s, const char *reason)
 	 * Errors, timeouts and shutdown reset what is left, so a peer never
 	 * takes a truncated stream for a whole one. (A denied or failed
 	 * session relayed nothing: a plain close says enough.) */
-	if (relayed && strcmp(reason, "client-closed") != 0 &&
+	if (relayed && !s->finished && strcmp(reason, "client-closed") != 0 &&
 	    strcmp(reason, "server-closed") != 0) {
 		px_socket_abort(s->cfd);
 		px_socket_abort(s->sfd);
@@ -161,6 +161,12 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd; (void)what;
 	s->timer_on = false;
+	if (s->finishing) {
+		/* The peer does not read the final reply: give up on it. */
+		s->finished = false;
+		px_session_closef(s, "%s (flush timed out)", s->finish_reason);
+		return;
+	}
 	if (s->state == PX_SS_CONNECTING) {
 		PX_COUNT_ADD(s->w, connect_failures, 1);
 		px_session_close(s, "connect-timeout");
@@ -188,6 +194,73 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	PX_COUNT_ADD(s->w, idle_timeouts, 1);
 	px_session_close(s, "idle-timeout");
+}
+
+void
+px_session_finish(struct px_session *s, const char *reason)
+{
+	if (s->state == PX_SS_CLOSED || s->finishing)
+		return;
+	snprintf(s->finish_reason, sizeof(s->finish_reason), "%s", reason);
+	if (s->state != PX_SS_RELAY || s->relay_mode != PX_RELAY_BUFFERED) {
+		px_session_close(s, s->finish_reason);
+		return;
+	}
+	s->finishing = true;
+	s->finished = true;	/* a FIN after the reply, not an RST */
+	if (s->timer_on)
+		evtimer_del(&s->timer);
+	px_session_arm_timer(s, PX_FINISH_GRACE_MS);
+	px_relay_finish(s);
+}
+
+uint64_t
+px_session_id(const struct px_session *s)
+{
+	return s->id;
+}
+
+const struct sockaddr *
+px_session_client(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->client;
+}
+
+const struct sockaddr *
+px_session_server(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->server;
+}
+
+struct event_base *
+px_session_base(struct px_session *s)
+{
+	return s->w->base;
+}
+
+void
+px_session_log(struct px_session *s, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!px_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	px_logv(level, s->id, fmt, ap);
+	va_end(ap);
+}
+
+void
+px_session_count(struct px_session *s, unsigned index, uint64_t n)
+{
+	unsigned a = px_analyser_index(s->svc->analyser);
+	atomic_uint_fast64_t *c;
+
+	if (a >= PX_ANALYSERS_MAX || index >= PX_AN_COUNTERS_MAX)
+		return;
+	c = &s->w->counters.analyser[a][index];
+	atomic_store_explicit(c, atomic_load_explicit(c,
+	    memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 int

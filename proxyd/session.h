@@ -77,6 +77,9 @@ struct px_session {
 
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	const char		*first_eof;	/* "client-closed"/"server-closed" */
+	bool			 finishing;	/* px_session_finish() called */
+	bool			 finished;	/* end with FIN: reply flushed */
+	char			 finish_reason[160];
 	void			*an_state;
 	TAILQ_ENTRY(px_session)	 link;
 };
@@ -96,5 +99,8 @@ uint64_t px_now_ms(struct px_worker *w);
 int	px_relay_splice_start(struct px_session *s);
 int	px_relay_buffered_start(struct px_session *s);
 void	px_relay_free(struct px_session *s);
+/* Buffered path: stop reading, close when both outputs are written. */
+void	px_relay_finish(struct px_session *s);
+void	px_session_finish_check(struct px_session *s);
 
 #endif

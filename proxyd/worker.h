@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "analyser.h"
 #include "config.h"
 
 struct event_base;
@@ -41,6 +42,8 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
+	/* Each analyser's own, named by its vtable's counters[]. */
+	atomic_uint_fast64_t	analyser[PX_ANALYSERS_MAX][PX_AN_COUNTERS_MAX];
 };
 
 struct px_listener {
