@@ -3,8 +3,10 @@
 #include "analyser.h"
 
 extern const struct px_analyser plug_analyser;
+extern const struct px_analyser http_analyser;
 
 const struct px_analyser *const px_analysers[] = {
 	&plug_analyser,
+	&http_analyser,
 	NULL,
 };

@@ -52,6 +52,13 @@ static const struct px_metric px_metrics[] = {
 	    bytes_to_client),
 	PX_M("proxyd_splice_sessions_total", "", "counter",
 	    "Sessions relayed with splice(2).", splice_sessions),
+	PX_M("proxyd_upstream_connections_total", "kind=\"new\"", "counter",
+	    "Server connections used by pooling analysers (http), new or "
+	    "reused from the worker's pool.", upstream_new),
+	PX_M("proxyd_upstream_connections_total", "kind=\"reused\"", NULL, NULL,
+	    upstream_reused),
+	PX_M("proxyd_upstream_pool_stale_total", "", "counter",
+	    "Pooled server connections found closed by the server.", pool_stale),
 	PX_M("proxyd_conntrack_lookups_total", "result=\"conntrack\"", "counter",
 	    "Original destinations of redirected connections, by source.",
 	    origdst_conntrack),

@@ -61,6 +61,10 @@ struct px_analyser {
 	 * PX_AN_COUNTERS_MAX), bumped with px_session_count() and exported as
 	 * proxyd_analyser_events_total{analyser=,event=}. May be NULL. */
 	const char *const *counters;
+	/* The core connects to no server before on_open: the analyser asks
+	 * for its own with px_session_upstream() (http: one per request, from
+	 * the worker's pool) and does its own I/O on px_session_client_fd(). */
+	bool		 own_upstream;
 };
 
 /* NULL if no analyser has that name. */
@@ -76,6 +80,11 @@ extern const struct px_analyser *const px_analysers[];
 const void	*px_session_policy(const struct px_session *s);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,
 		    bool half_close);
+/* Ends the session at once: one log line, sockets closed (reset unless
+ * reason is client-closed or server-closed), state freed after on_close. */
+void		 px_session_close(struct px_session *s, const char *reason);
+void		 px_session_closef(struct px_session *s, const char *fmt, ...)
+		    __attribute__((format(printf, 2, 3)));
 /* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
  * client (PX_TO_CLIENT) are queued. */
 struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
@@ -97,5 +106,39 @@ void		 px_session_log(struct px_session *s, int level,
 /* Bumps the analyser's counter `index` (into its counters[] names). */
 void		 px_session_count(struct px_session *s, unsigned index,
 		    uint64_t n);
+
+/* For own_upstream analysers. */
+int		 px_session_client_fd(const struct px_session *s);
+/* The original destination (transparent, redirect) or target (fixed). */
+const struct sockaddr *px_session_dst(const struct px_session *s);
+/* transparent or redirect mode: the destination is the client's choice. */
+bool		 px_session_is_transparent(const struct px_session *s);
+/* The configured limits/@buffer: the backpressure threshold per direction. */
+size_t		 px_session_buffer(const struct px_session *s);
+/* A server connection to dst: an idle pooled one (*reused true; already
+ * connected) or a new non-blocking connect under way (wait for EV_WRITE,
+ * then px_upstream_error()). Spoofing and mark follow the service. -1 with
+ * errno and *stage on failure. */
+int		 px_session_upstream(struct px_session *s,
+		    const struct sockaddr *dst, bool *reused, const char **stage);
+/* 0 when the connect on fd succeeded, else its errno. */
+int		 px_upstream_error(int fd);
+/* Hands back a server connection that is idle and reusable (parked in the
+ * worker's pool, up to max per destination for idle_ms) or closes it. */
+void		 px_session_upstream_release(struct px_session *s,
+		    const struct sockaddr *dst, int fd, bool reusable,
+		    unsigned max, uint64_t idle_ms);
+/* Records where the session's traffic goes now (for the session-end line). */
+void		 px_session_set_server(struct px_session *s,
+		    const struct sockaddr *server);
+/* Bytes an own_upstream analyser delivered, for the log and counters. */
+void		 px_session_account(struct px_session *s, enum px_dir dir,
+		    uint64_t n);
+/* Everything from here on is a plain byte stream between the client and
+ * fd (CONNECT, Upgrade): the core relays it (splice when it can) and owns
+ * fd. The analyser must hold no bytes of either side any more. */
+int		 px_session_tunnel(struct px_session *s, int fd);
+/* Keeps the idle timer from firing while bytes move. */
+void		 px_session_active(struct px_session *s);
 
 #endif

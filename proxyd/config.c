@@ -230,14 +230,14 @@ px_check_repeats(xmlNodePtr parent, struct px_cfgerr *e)
 }
 
 /* The caller frees with xmlFree(). NULL if absent. */
-static char *
-px_attr(xmlNodePtr n, const char *name)
+char *
+px_attr(const xmlNode *n, const char *name)
 {
-	return n ? (char *)xmlGetProp(n, (const xmlChar *)name) : NULL;
+	return n ? (char *)xmlGetProp((xmlNode *)n, (const xmlChar *)name) : NULL;
 }
 
-static int
-px_attr_duration(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+int
+px_attr_duration(struct px_cfgerr *e, const xmlNode *n, const char *name,
     bool allow_zero, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *v = px_attr(n, name);
@@ -258,8 +258,8 @@ px_attr_duration(struct px_cfgerr *e, xmlNodePtr n, const char *name,
 	return rc;
 }
 
-static int
-px_attr_size(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+int
+px_attr_size(struct px_cfgerr *e, const xmlNode *n, const char *name,
     uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *v = px_attr(n, name);
@@ -280,8 +280,8 @@ px_attr_size(struct px_cfgerr *e, xmlNodePtr n, const char *name,
 	return rc;
 }
 
-static int
-px_attr_uint(struct px_cfgerr *e, xmlNodePtr n, const char *name,
+int
+px_attr_uint(struct px_cfgerr *e, const xmlNode *n, const char *name,
     uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *v = px_attr(n, name);
@@ -299,8 +299,8 @@ px_attr_uint(struct px_cfgerr *e, xmlNodePtr n, const char *name,
 	return rc;
 }
 
-static int
-px_attr_bool(struct px_cfgerr *e, xmlNodePtr n, const char *name, bool *out)
+int
+px_attr_bool(struct px_cfgerr *e, const xmlNode *n, const char *name, bool *out)
 {
 	char *v = px_attr(n, name);
 	int rc = 0;
@@ -574,7 +574,8 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 				px_cfg_error(e, n, "mode=\"%s\": expected fixed, transparent, redirect or forward", v);
 			xmlFree(v);
 		}
-		if (svc->mode == PX_MODE_FORWARD)
+		if (svc->mode == PX_MODE_FORWARD && (svc->analyser == NULL ||
+		    strcmp(svc->analyser->name, "http") != 0))
 			px_cfg_error(e, n, "mode=\"forward\" is only for the http analyser");
 	}
 	u = 1024;

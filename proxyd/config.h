@@ -99,6 +99,19 @@ struct px_config *px_config_load(const char *path, struct px_cfgerr *e);
 struct px_config *px_config_ref(struct px_config *c);
 void	px_config_unref(struct px_config *c);
 
+/* Attribute readers for policy loaders: absent leaves *out alone and
+ * returns 0; a bad value is reported as file:line and returns -1. */
+char	*px_attr(const struct _xmlNode *n, const char *name);	/* xmlFree() */
+int	px_attr_duration(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *name, bool allow_zero, uint64_t min, uint64_t max,
+	    uint64_t *out);
+int	px_attr_size(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *name, uint64_t min, uint64_t max, uint64_t *out);
+int	px_attr_uint(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *name, uint64_t min, uint64_t max, uint64_t *out);
+int	px_attr_bool(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *name, bool *out);
+
 const char *px_mode_name(enum px_mode m);
 
 #endif

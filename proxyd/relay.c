@@ -501,7 +501,7 @@ px_relay_free(struct px_session *s)
 		if (bev == NULL)
 			continue;
 		/* Count what reached the kernel, not what was left queued. */
-		s->bytes[!d] = s->moved[!d] -
+		s->bytes[!d] += s->moved[!d] -
 		    evbuffer_get_length(bufferevent_get_output(bev));
 		if (d == 0 && s->w->rl_group != NULL)
 			bufferevent_remove_from_rate_limit_group(bev);

@@ -18,6 +18,8 @@
 
 static atomic_uint_fast64_t px_session_ids;
 
+static socklen_t px_sockaddr_len(const struct sockaddr *sa);
+
 /* Monotonic (a clock step must not fire or stall idle timers) and coarse
  * (a vDSO read of the tick, cheap enough for every relay pass). */
 uint64_t
@@ -264,6 +266,108 @@ px_session_count(struct px_session *s, unsigned index, uint64_t n)
 }
 
 int
+px_session_client_fd(const struct px_session *s)
+{
+	return s->cfd;
+}
+
+const struct sockaddr *
+px_session_dst(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->dst;
+}
+
+bool
+px_session_is_transparent(const struct px_session *s)
+{
+	return s->svc->mode == PX_MODE_TRANSPARENT ||
+	    s->svc->mode == PX_MODE_REDIRECT;
+}
+
+size_t
+px_session_buffer(const struct px_session *s)
+{
+	return s->cfg->buffer;
+}
+
+int
+px_session_upstream(struct px_session *s, const struct sockaddr *dst,
+    bool *reused, const char **stage)
+{
+	const struct px_service *svc = s->svc;
+	const struct sockaddr *src = svc->spoof_source ?
+	    (const struct sockaddr *)&s->client : NULL;
+	struct px_pool_key key;
+	bool in_progress;
+	int fd;
+
+	px_pool_key_init(&key, svc, dst, src);
+	if ((fd = px_pool_take(s->w, &key)) != -1) {
+		*reused = true;
+		PX_COUNT_ADD(s->w, upstream_reused, 1);
+		return fd;
+	}
+	*reused = false;
+	fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
+	    &in_progress, stage);
+	if (fd == -1)
+		PX_COUNT_ADD(s->w, connect_failures, 1);
+	else
+		PX_COUNT_ADD(s->w, upstream_new, 1);
+	return fd;
+}
+
+int
+px_upstream_error(int fd)
+{
+	return px_upstream_result(fd);
+}
+
+void
+px_session_upstream_release(struct px_session *s, const struct sockaddr *dst,
+    int fd, bool reusable, unsigned max, uint64_t idle_ms)
+{
+	struct px_pool_key key;
+
+	if (!reusable || s->w->draining) {
+		close(fd);
+		return;
+	}
+	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
+	    (const struct sockaddr *)&s->client : NULL);
+	px_pool_put(s->w, &key, fd, max, idle_ms);
+}
+
+void
+px_session_set_server(struct px_session *s, const struct sockaddr *server)
+{
+	memcpy(&s->server, server, px_sockaddr_len(server));
+}
+
+void
+px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
+{
+	s->bytes[dir] += n;
+	if (dir == PX_TO_SERVER)
+		PX_COUNT_ADD(s->w, bytes_to_server, n);
+	else
+		PX_COUNT_ADD(s->w, bytes_to_client, n);
+}
+
+void
+px_session_active(struct px_session *s)
+{
+	px_session_touch(s);
+}
+
+int
+px_session_tunnel(struct px_session *s, int fd)
+{
+	s->sfd = fd;
+	return px_session_relay(s, PX_RELAY_SPLICE, true);
+}
+
+int
 px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 {
 	s->half_close = half_close;
@@ -413,6 +517,9 @@ px_session_destination(struct px_session *s)
 			return -1;
 		}
 		break;
+	case PX_MODE_FORWARD:
+		/* The analyser learns it from each request. */
+		return 0;
 	default:
 		memcpy(&s->dst, &svc->target, svc->target_len);
 		break;
@@ -474,6 +581,10 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (px_session_destination(s) == -1)
 		return;
+	if (svc->analyser->own_upstream) {
+		px_session_connected(s);
+		return;
+	}
 	sfd = px_upstream_connect(svc, (struct sockaddr *)&s->server,
 	    px_sockaddr_len((struct sockaddr *)&s->server),
 	    svc->spoof_source ? (struct sockaddr *)&s->client : NULL,

@@ -86,10 +86,6 @@ struct px_session {
 
 void	px_session_accept(struct px_listener *l, int fd,
 	    const struct sockaddr *sa, int salen);
-/* Ends the session: one log line, sockets closed, memory freed. */
-void	px_session_close(struct px_session *s, const char *reason);
-void	px_session_closef(struct px_session *s, const char *fmt, ...)
-	    __attribute__((format(printf, 2, 3)));
 void	px_session_touch(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);

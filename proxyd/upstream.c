@@ -4,11 +4,17 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
 
 #include "config.h"
 #include "listener.h"
+#include "worker.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -84,4 +90,133 @@ px_upstream_result(int fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
 		return errno;
 	return err;
+}
+
+/* ---- per-worker pool of idle server connections ------------------------ */
+
+struct px_pool_conn {
+	struct px_worker	*w;
+	struct px_pool_key	 key;
+	int			 fd;
+	struct event		 ev;	/* EV_READ + idle timeout */
+	TAILQ_ENTRY(px_pool_conn) link;
+};
+
+void
+px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
+    const struct sockaddr *dst, const struct sockaddr *source)
+{
+	memset(k, 0, sizeof(*k));
+	memcpy(&k->dst, dst, dst->sa_family == AF_INET6 ?
+	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	/* A spoofed connection carries its client's address: only that
+	 * client may reuse it. The port is the kernel's choice. */
+	if (source != NULL) {
+		memcpy(&k->src, source, source->sa_family == AF_INET6 ?
+		    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+		if (k->src.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&k->src)->sin6_port = 0;
+		else
+			((struct sockaddr_in *)&k->src)->sin_port = 0;
+	}
+	k->mark = svc->has_mark ? svc->mark : 0;
+}
+
+static void
+px_pool_drop(struct px_pool_conn *c)
+{
+	struct px_worker *w = c->w;
+
+	event_del(&c->ev);
+	TAILQ_REMOVE(&w->pool, c, link);
+	w->pool_n--;
+	close(c->fd);
+	free(c);
+}
+
+/* Readable while idle: the server closed it (or sent something it should
+ * not have); timed out: idle too long. Either way it is gone. */
+static void
+px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_pool_conn *c = arg;
+
+	(void)fd;
+	if (what & EV_READ)
+		PX_COUNT_ADD(c->w, pool_stale, 1);
+	px_pool_drop(c);
+}
+
+int
+px_pool_take(struct px_worker *w, const struct px_pool_key *k)
+{
+	struct px_pool_conn *c, *next;
+	char b;
+
+	/* Most recently parked first: the likeliest to be alive. */
+	for (c = TAILQ_LAST(&w->pool, px_pool_list); c != NULL; c = next) {
+		int fd;
+		ssize_t n;
+
+		next = TAILQ_PREV(c, px_pool_list, link);
+		if (memcmp(&c->key, k, sizeof(*k)) != 0)
+			continue;
+		fd = c->fd;
+		/* A FIN or RST that arrived since the last loop pass. */
+		n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n == -1 && errno != EAGAIN &&
+		    errno != EWOULDBLOCK) || n > 0) {
+			PX_COUNT_ADD(w, pool_stale, 1);
+			px_pool_drop(c);
+			continue;
+		}
+		c->fd = -1;
+		event_del(&c->ev);
+		TAILQ_REMOVE(&w->pool, c, link);
+		w->pool_n--;
+		free(c);
+		return fd;
+	}
+	return -1;
+}
+
+void
+px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
+    unsigned max, uint64_t idle_ms)
+{
+	struct px_pool_conn *c, *oldest = NULL;
+	struct timeval tv = { .tv_sec = (time_t)(idle_ms / 1000),
+	    .tv_usec = (suseconds_t)(idle_ms % 1000) * 1000 };
+	unsigned same = 0;
+
+	if (max == 0 || idle_ms == 0 || w->draining) {
+		close(fd);
+		return;
+	}
+	TAILQ_FOREACH(c, &w->pool, link)
+		if (memcmp(&c->key, k, sizeof(*k)) == 0) {
+			if (oldest == NULL)
+				oldest = c;
+			same++;
+		}
+	if (same >= max)
+		px_pool_drop(oldest);
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->w = w;
+	c->key = *k;
+	c->fd = fd;
+	event_assign(&c->ev, w->base, fd, EV_READ, px_pool_conn_cb, c);
+	event_add(&c->ev, &tv);
+	TAILQ_INSERT_TAIL(&w->pool, c, link);
+	w->pool_n++;
+}
+
+void
+px_pool_flush(struct px_worker *w)
+{
+	while (!TAILQ_EMPTY(&w->pool))
+		px_pool_drop(TAILQ_FIRST(&w->pool));
 }

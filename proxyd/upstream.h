@@ -2,9 +2,19 @@
 #define PX_UPSTREAM_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 struct px_service;
+struct px_worker;
+
+/* What makes pooled server connections interchangeable. Compared with
+ * memcmp: always built by px_pool_key_init. */
+struct px_pool_key {
+	struct sockaddr_storage	dst;
+	struct sockaddr_storage	src;	/* spoofed source; zero if none */
+	uint32_t		mark;
+};
 
 /* Starts a non-blocking connect to dst, from `source` when it is not NULL
  * (the client's address: spoof-source), with the service's SO_MARK.
@@ -16,5 +26,15 @@ int	px_upstream_connect(const struct px_service *svc,
 	    const char **stage);
 /* 0 when the socket connected, else the errno of the failure. */
 int	px_upstream_result(int fd);
+
+void	px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
+	    const struct sockaddr *dst, const struct sockaddr *source);
+/* An idle connection for k that still looks alive, or -1. */
+int	px_pool_take(struct px_worker *w, const struct px_pool_key *k);
+/* Parks fd for reuse (at most max for k, dropping the oldest; for idle_ms),
+ * or closes it. */
+void	px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
+	    unsigned max, uint64_t idle_ms);
+void	px_pool_flush(struct px_worker *w);
 
 #endif

@@ -17,6 +17,7 @@
 #include "listener.h"
 #include "log.h"
 #include "session.h"
+#include "upstream.h"
 
 atomic_uint_fast64_t px_live_sessions;
 
@@ -407,6 +408,7 @@ px_worker_main(void *arg)
 	px_worker_unlisten(w);
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
+	px_pool_flush(w);
 	px_log_ring_detach(w->log);
 	atomic_store(&w->exited, true);
 	return NULL;
@@ -421,6 +423,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	w->wake_fd = -1;
 	TAILQ_INIT(&w->sessions);
 	TAILQ_INIT(&w->dead);
+	TAILQ_INIT(&w->pool);
 	/* Each base is used by exactly one thread: no libevent locks. */
 	if ((ec = event_config_new()) == NULL)
 		return -1;

@@ -42,6 +42,9 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
+	atomic_uint_fast64_t	upstream_new;	/* own_upstream analysers */
+	atomic_uint_fast64_t	upstream_reused;
+	atomic_uint_fast64_t	pool_stale;
 	/* Each analyser's own, named by its vtable's counters[]. */
 	atomic_uint_fast64_t	analyser[PX_ANALYSERS_MAX][PX_AN_COUNTERS_MAX];
 };
@@ -69,6 +72,7 @@ enum px_worker_cmd {
 };
 
 TAILQ_HEAD(px_session_list, px_session);
+TAILQ_HEAD(px_pool_list, px_pool_conn);
 
 /* What the admin listing needs of one live session, copied by its worker
  * so the admin never touches a worker's sessions. */
@@ -114,6 +118,8 @@ struct px_worker {
 	struct event		*reap_ev;
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
+	struct px_pool_list	 pool;		/* idle server connections */
+	unsigned		 pool_n;
 	struct bufferevent_rate_limit_group *rl_group;
 	struct ev_token_bucket_cfg *rl_group_cfg;
 	struct ev_token_bucket_cfg *rl_session_cfg;

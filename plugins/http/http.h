@@ -1,0 +1,91 @@
+/* The http analyser: shared between its policy loader and its session
+ * code. */
+#ifndef HTTP_H
+#define HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_parse.h"
+
+struct _xmlNode;
+struct px_cfgerr;
+
+enum http_action {
+	HTTP_ACCEPT = 0,
+	HTTP_DENY,
+	HTTP_ABORT,
+	HTTP_DROP,
+	HTTP_CHANGE,
+	HTTP_INSERT,
+};
+
+enum http_xff {
+	HTTP_XFF_NO = 0,
+	HTTP_XFF_APPEND,
+	HTTP_XFF_REPLACE,
+};
+
+/* A space-separated list from an attribute; "*" alone matches anything. */
+struct http_words {
+	char	**w;
+	size_t	  n;
+	bool	  any;
+};
+
+struct http_request_rule {
+	struct http_words	methods;
+	uint16_t		*ports;		/* CONNECT/forward targets; NULL: any */
+	size_t			 nports;
+	enum http_action	 action;
+	int			 status;
+};
+
+struct http_url_rule {
+	char			*host;		/* glob, case-insensitive */
+	char			*path;		/* glob */
+	enum http_action	 action;
+	int			 status;
+};
+
+struct http_header_rule {
+	char			*name;
+	enum http_action	 action;	/* accept drop change insert */
+	char			*value;
+};
+
+#define HTTP_ERROR_PAGES 600
+
+struct http_policy {
+	bool			 keepalive_client;
+	bool			 keepalive_server;
+	unsigned		 server_pool;	/* per destination and worker */
+	uint64_t		 server_idle_ms;
+	unsigned		 max_requests;	/* per client connection; 0: no cap */
+	bool			 via;
+	enum http_xff		 xff;
+	bool			 check_host;	/* transparent: Host vs destination */
+	struct http_limits	 lim;
+	uint64_t		 max_body;	/* 0: no cap */
+	uint64_t		 request_timeout_ms;
+	uint64_t		 response_timeout_ms;
+	struct http_request_rule *req;
+	size_t			 nreq;
+	struct http_url_rule	*url;
+	size_t			 nurl;
+	struct http_header_rule	*reqh;
+	size_t			 nreqh;
+	struct http_header_rule	*resph;
+	size_t			 nresph;
+	struct http_words	 upgrade;	/* accepted Upgrade protocols */
+	bool			 silent;	/* error replies without a page */
+	char			*pages[HTTP_ERROR_PAGES]; /* from errors/@dir */
+};
+
+int	http_policy_load(const struct _xmlNode *sec, void **pol,
+	    struct px_cfgerr *e);
+void	http_policy_free(void *pol);
+bool	http_words_has(const struct http_words *w, const char *s, size_t len);
+
+#endif

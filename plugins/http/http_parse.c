@@ -1,0 +1,501 @@
+#include "http_parse.h"
+
+#include <string.h>
+
+/* RFC 9110 5.6.2 tchar, as a table: one load per byte. */
+static const unsigned char http_tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
+	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
+	['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
+	['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+	['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,
+	['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
+	['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+	['Y'] = 1, ['Z'] = 1,
+	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+	['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
+	['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
+	['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+	['y'] = 1, ['z'] = 1,
+};
+
+bool
+http_is_tchar(unsigned char c)
+{
+	return http_tchar[c] != 0;
+}
+
+/* field-vchar, SP or HTAB: no CTL (NUL, bare CR, LF, DEL). */
+static bool
+http_is_value_char(unsigned char c)
+{
+	return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static int
+http_lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+bool
+http_token_eq(const char *a, size_t alen, const char *b)
+{
+	size_t i;
+
+	for (i = 0; i < alen; i++)
+		if (b[i] == '\0' || http_lower((unsigned char)a[i]) !=
+		    http_lower((unsigned char)b[i]))
+			return false;
+	return b[i] == '\0';
+}
+
+bool
+http_list_has(const char *v, size_t len, const char *t)
+{
+	size_t i = 0, s, e;
+
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e > s && http_token_eq(v + s, e - s, t))
+			return true;
+	}
+	return false;
+}
+
+ssize_t
+http_head_end(const char *buf, size_t len, size_t max, size_t *scanned)
+{
+	size_t i = *scanned;
+	const char *nl;
+
+	/* A head starts with its first line; a lone CRLF before it is
+	 * tolerated by RFC 9112 2.2 but we do not skip it: strict. */
+	while (i < len && (nl = memchr(buf + i, '\n', len - i)) != NULL) {
+		size_t at = (size_t)(nl - buf);
+
+		/* "\r\n\r\n" ending here, or "\n\r\n"/"\n\n" (refused later). */
+		if ((at >= 1 && buf[at - 1] == '\n') ||
+		    (at >= 2 && buf[at - 1] == '\r' && buf[at - 2] == '\n')) {
+			*scanned = at + 1;
+			if (at + 1 > max)
+				return -1;
+			return (ssize_t)(at + 1);
+		}
+		i = at + 1;
+	}
+	/* Keep the last 3 bytes in view: a CRLF CRLF may straddle reads. */
+	*scanned = len > 3 ? len - 3 : 0;
+	if (*scanned < i && i <= len)
+		*scanned = i;
+	if (len > max)
+		return -1;
+	return 0;
+}
+
+#define HTTP_FAIL(code, msg) do { *why = (msg); return (code); } while (0)
+
+/* "HTTP/1.x" at p (8 bytes available). 0, or the status for a bad one. */
+static int
+http_parse_version(const char *p, size_t len, int *minor, const char **why)
+{
+	if (len < 8 || memcmp(p, "HTTP/", 5) != 0)
+		HTTP_FAIL(400, "malformed HTTP version");
+	if (p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' || p[7] > '9')
+		HTTP_FAIL(400, "malformed HTTP version");
+	if (p[5] != '1' || p[7] > '1')
+		HTTP_FAIL(505, "HTTP version not supported");
+	*minor = p[7] - '0';
+	return 0;
+}
+
+static int
+http_parse_request_line(const char *p, size_t len, const struct http_limits *lim,
+    struct http_head *h, const char **why)
+{
+	size_t i = 0, t;
+
+	while (i < len && http_tchar[(unsigned char)p[i]])
+		i++;
+	if (i == 0 || i == len || p[i] != ' ')
+		HTTP_FAIL(400, "malformed method");
+	h->method = p;
+	h->mlen = i++;
+	t = i;
+	while (i < len && p[i] > 0x20 && p[i] < 0x7f)
+		i++;
+	if (i == t)
+		HTTP_FAIL(400, "empty request target");
+	if (i - t > lim->max_url)
+		HTTP_FAIL(414, "URI too long");
+	if (i == len || p[i] != ' ')
+		HTTP_FAIL(400, "malformed request target");
+	h->target = p + t;
+	h->tlen = i - t;
+	i++;
+	if (len - i != 8)
+		HTTP_FAIL(400, "malformed request line");
+	return http_parse_version(p + i, len - i, &h->minor, why);
+}
+
+static int
+http_parse_status_line(const char *p, size_t len, struct http_head *h,
+    const char **why)
+{
+	size_t i;
+	int rc;
+
+	if ((rc = http_parse_version(p, len, &h->minor, why)) != 0)
+		return rc;
+	if (len < 12 || p[8] != ' ')
+		HTTP_FAIL(400, "malformed status line");
+	for (i = 9; i < 12; i++)
+		if (p[i] < '0' || p[i] > '9')
+			HTTP_FAIL(400, "malformed status code");
+	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+	if (h->status < 100)
+		HTTP_FAIL(400, "malformed status code");
+	h->reason = p + len;
+	h->rlen = 0;
+	if (len > 12) {
+		if (p[12] != ' ')
+			HTTP_FAIL(400, "malformed status line");
+		for (i = 13; i < len; i++)
+			if (!http_is_value_char((unsigned char)p[i]))
+				HTTP_FAIL(400, "control character in reason");
+		h->reason = p + 13;
+		h->rlen = len - 13;
+	}
+	return 0;
+}
+
+/* Content-Length: 1*DIGIT, nothing else (no sign, no list). */
+static int
+http_parse_length(const char *v, size_t len, int64_t *out, const char **why)
+{
+	int64_t n = 0;
+	size_t i;
+
+	if (len == 0)
+		HTTP_FAIL(400, "empty Content-Length");
+	for (i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			HTTP_FAIL(400, "malformed Content-Length");
+		if (n > (INT64_MAX - 9) / 10)
+			HTTP_FAIL(400, "Content-Length overflow");
+		n = n * 10 + (v[i] - '0');
+	}
+	*out = n;
+	return 0;
+}
+
+/* Transfer-Encoding values, in order: chunked must be last and once. */
+static int
+http_parse_te(struct http_head *h, const char *v, size_t len, const char **why)
+{
+	size_t i = 0, s, e;
+
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t'))
+			i++;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (i < len)
+			i++;	/* the comma */
+		if (e == s)
+			HTTP_FAIL(400, "empty Transfer-Encoding element");
+		if (h->chunked)
+			HTTP_FAIL(400, "Transfer-Encoding after chunked");
+		if (http_token_eq(v + s, e - s, "chunked"))
+			h->chunked = true;
+		else {
+			size_t k;
+
+			for (k = s; k < e; k++)
+				if (!http_tchar[(unsigned char)v[k]])
+					HTTP_FAIL(400, "malformed Transfer-Encoding");
+		}
+	}
+	return 0;
+}
+
+static int
+http_parse_field(const char *p, size_t len, struct http_head *h,
+    const char **why)
+{
+	struct http_hdr *f;
+	size_t i = 0, vs, ve;
+
+	if (p[0] == ' ' || p[0] == '\t')
+		HTTP_FAIL(400, "obsolete line folding");
+	while (i < len && http_tchar[(unsigned char)p[i]])
+		i++;
+	if (i == len || p[i] != ':') {
+		if (i < len && (p[i] == ' ' || p[i] == '\t'))
+			HTTP_FAIL(400, "whitespace before colon");
+		HTTP_FAIL(400, "invalid character in header name");
+	}
+	if (i == 0)
+		HTTP_FAIL(400, "empty header name");
+	if (h->nhdr == HTTP_MAX_HEADERS)
+		HTTP_FAIL(431, "too many header lines");
+	f = &h->hdr[h->nhdr];
+	f->name = p;
+	f->nlen = i;
+	vs = i + 1;
+	while (vs < len && (p[vs] == ' ' || p[vs] == '\t'))
+		vs++;
+	ve = len;
+	while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
+		ve--;
+	for (i = vs; i < ve; i++)
+		if (!http_is_value_char((unsigned char)p[i]))
+			HTTP_FAIL(400, "invalid character in header value");
+	f->val = p + vs;
+	f->vlen = ve - vs;
+
+	if (http_token_eq(f->name, f->nlen, "content-length")) {
+		int64_t n;
+		int rc;
+
+		if (h->content_length != -1)
+			HTTP_FAIL(400, "duplicate Content-Length");
+		if ((rc = http_parse_length(f->val, f->vlen, &n, why)) != 0)
+			return rc;
+		h->content_length = n;
+	} else if (http_token_eq(f->name, f->nlen, "transfer-encoding")) {
+		int rc;
+
+		h->has_te = true;
+		if ((rc = http_parse_te(h, f->val, f->vlen, why)) != 0)
+			return rc;
+	} else if (http_token_eq(f->name, f->nlen, "connection")) {
+		if (http_list_has(f->val, f->vlen, "close"))
+			h->conn_close = true;
+		if (http_list_has(f->val, f->vlen, "keep-alive"))
+			h->conn_keep_alive = true;
+		if (http_list_has(f->val, f->vlen, "upgrade"))
+			h->conn_upgrade = true;
+	} else if (http_token_eq(f->name, f->nlen, "host")) {
+		if (h->host != -1)
+			HTTP_FAIL(400, "duplicate Host");
+		h->host = (int)h->nhdr;
+	} else if (http_token_eq(f->name, f->nlen, "upgrade")) {
+		h->upgrade = (int)h->nhdr;
+	} else if (http_token_eq(f->name, f->nlen, "expect")) {
+		if (http_token_eq(f->val, f->vlen, "100-continue"))
+			h->expect_continue = true;
+	}
+	h->nhdr++;
+	return 0;
+}
+
+int
+http_parse_head(const char *buf, size_t head_len, bool request,
+    const struct http_limits *lim, struct http_head *h, const char **why)
+{
+	size_t pos = 0, line_no = 0;
+	int rc;
+
+	memset(h, 0, offsetof(struct http_head, hdr));
+	h->nhdr = 0;
+	h->request = request;
+	h->content_length = -1;
+	h->host = h->upgrade = -1;
+	h->head_len = head_len;
+	for (;;) {
+		const char *p = buf + pos, *nl;
+		size_t len;
+
+		nl = memchr(p, '\n', head_len - pos);
+		if (nl == NULL)
+			HTTP_FAIL(400, "incomplete head");
+		len = (size_t)(nl - p);
+		if (len == 0 || p[len - 1] != '\r')
+			HTTP_FAIL(400, "bare LF");
+		len--;
+		pos += len + 2;
+		if (len > lim->max_line)
+			HTTP_FAIL(request && line_no == 0 ? 414 : 431,
+			    "line too long");
+		if (memchr(p, '\r', len) != NULL)
+			HTTP_FAIL(400, "bare CR");
+		if (line_no == 0) {
+			if (len == 0)
+				HTTP_FAIL(400, "empty first line");
+			rc = request ? http_parse_request_line(p, len, lim, h, why) :
+			    http_parse_status_line(p, len, h, why);
+			if (rc != 0)
+				return rc;
+		} else if (len == 0) {
+			break;
+		} else {
+			if (line_no > lim->max_header_lines)
+				HTTP_FAIL(431, "too many header lines");
+			if ((rc = http_parse_field(p, len, h, why)) != 0)
+				return rc;
+		}
+		line_no++;
+		if (pos >= head_len)
+			HTTP_FAIL(400, "incomplete head");
+	}
+	if (pos != head_len)
+		HTTP_FAIL(400, "bytes after the head end");
+	if (h->has_te && h->content_length != -1)
+		HTTP_FAIL(400, "both Content-Length and Transfer-Encoding");
+	if (h->has_te && !h->chunked)
+		HTTP_FAIL(request ? 400 : 502,
+		    "Transfer-Encoding does not end in chunked");
+	if (request) {
+		if (h->has_te && h->minor == 0)
+			HTTP_FAIL(400, "Transfer-Encoding in an HTTP/1.0 request");
+		if (h->minor == 1 && h->host == -1)
+			HTTP_FAIL(400, "missing Host");
+	}
+	return 0;
+}
+
+static bool
+http_hex(unsigned char c, unsigned *v)
+{
+	if (c >= '0' && c <= '9')
+		*v = c - '0';
+	else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		*v = (c | 0x20) - 'a' + 10;
+	else
+		return false;
+	return true;
+}
+
+#define HTTP_CHUNK_FAIL(msg) do { *why = (msg); return -1; } while (0)
+
+ssize_t
+http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
+    const struct http_limits *lim, const char **why)
+{
+	size_t i = 0;
+	unsigned d;
+
+	while (i < len && c->state != HTTP_CHUNK_DONE) {
+		unsigned char ch = (unsigned char)p[i];
+
+		if (c->state == HTTP_CHUNK_DATA) {
+			size_t n = len - i;
+
+			if (n > c->left)
+				n = (size_t)c->left;
+			c->left -= n;
+			c->body += n;
+			i += n;
+			if (c->left == 0)
+				c->state = HTTP_CHUNK_DATA_CR;
+			continue;
+		}
+		i++;
+		if (++c->line > lim->max_line)
+			HTTP_CHUNK_FAIL("chunk framing line too long");
+		switch (c->state) {
+		case HTTP_CHUNK_SIZE:
+			if (http_hex(ch, &d)) {
+				if (c->digits == 15)
+					HTTP_CHUNK_FAIL("chunk size overflow");
+				c->size = c->size * 16 + d;
+				c->digits++;
+			} else if (c->digits == 0) {
+				HTTP_CHUNK_FAIL("malformed chunk size");
+			} else if (ch == ';') {
+				c->state = HTTP_CHUNK_EXT;
+			} else if (ch == '\r') {
+				c->state = HTTP_CHUNK_SIZE_LF;
+			} else {
+				HTTP_CHUNK_FAIL("junk after chunk size");
+			}
+			break;
+		case HTTP_CHUNK_EXT:
+			/* chunk-ext: tokens, '=', quoted strings: no CTL. */
+			if (ch == '\r')
+				c->state = HTTP_CHUNK_SIZE_LF;
+			else if (!http_is_value_char(ch) || ch == '\t')
+				HTTP_CHUNK_FAIL("invalid character in chunk extension");
+			break;
+		case HTTP_CHUNK_SIZE_LF:
+			if (ch != '\n')
+				HTTP_CHUNK_FAIL("bare CR after chunk size");
+			c->line = 0;
+			if (c->size == 0) {
+				c->state = HTTP_CHUNK_TRAILER;
+			} else {
+				c->left = c->size;
+				c->state = HTTP_CHUNK_DATA;
+			}
+			break;
+		case HTTP_CHUNK_DATA_CR:
+			if (ch != '\r')
+				HTTP_CHUNK_FAIL("chunk data longer than its size");
+			c->state = HTTP_CHUNK_DATA_LF;
+			break;
+		case HTTP_CHUNK_DATA_LF:
+			if (ch != '\n')
+				HTTP_CHUNK_FAIL("bare CR after chunk data");
+			c->line = 0;
+			c->size = 0;
+			c->digits = 0;
+			c->state = HTTP_CHUNK_SIZE;
+			break;
+		case HTTP_CHUNK_TRAILER:
+			if (ch == '\r') {
+				c->state = HTTP_CHUNK_FINAL_LF;
+				break;
+			}
+			c->name_seen = false;
+			c->colon = false;
+			c->state = HTTP_CHUNK_TRAILER_LINE;
+			/* FALLTHROUGH */
+		case HTTP_CHUNK_TRAILER_LINE:
+			if (++c->trailer_bytes > lim->max_header_bytes)
+				HTTP_CHUNK_FAIL("trailers too large");
+			if (ch == '\r') {
+				if (!c->colon)
+					HTTP_CHUNK_FAIL("malformed trailer field");
+				c->state = HTTP_CHUNK_TRAILER_LF;
+			} else if (!c->colon) {
+				if (ch == ':' && c->name_seen)
+					c->colon = true;
+				else if (http_tchar[ch])
+					c->name_seen = true;
+				else
+					HTTP_CHUNK_FAIL("invalid character in trailer name");
+			} else if (!http_is_value_char(ch)) {
+				HTTP_CHUNK_FAIL("invalid character in trailer value");
+			}
+			break;
+		case HTTP_CHUNK_TRAILER_LF:
+			if (ch != '\n')
+				HTTP_CHUNK_FAIL("bare CR in trailer");
+			c->line = 0;
+			c->state = HTTP_CHUNK_TRAILER;
+			break;
+		case HTTP_CHUNK_FINAL_LF:
+			if (ch != '\n')
+				HTTP_CHUNK_FAIL("bare CR at body end");
+			c->state = HTTP_CHUNK_DONE;
+			break;
+		default:
+			HTTP_CHUNK_FAIL("chunk parser state");
+		}
+	}
+	return (ssize_t)i;
+}

@@ -1,0 +1,462 @@
+/* The <http> section of a service file (POLICY.md). Loaded once; read-only
+ * and shared by every worker afterwards. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libxml/tree.h>
+
+#include "config.h"
+#include "http.h"
+
+/* Statuses proxyd itself answers with; a template dir may override each. */
+static const int http_own_statuses[] = {
+	400, 403, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505,
+};
+
+static void
+http_words_free(struct http_words *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		free(w->w[i]);
+	free(w->w);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Splits a space-separated attribute value. */
+static int
+http_words_parse(const char *v, struct http_words *w)
+{
+	const char *p = v;
+
+	memset(w, 0, sizeof(*w));
+	while (*p != '\0') {
+		size_t len;
+		char **nw;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n')
+			p++;
+		len = strcspn(p, " \t\n");
+		if (len == 0)
+			break;
+		if (len == 1 && *p == '*')
+			w->any = true;
+		if ((nw = realloc(w->w, (w->n + 1) * sizeof(*nw))) == NULL ||
+		    (nw[w->n] = strndup(p, len)) == NULL) {
+			if (nw != NULL)
+				w->w = nw;
+			return -1;
+		}
+		w->w = nw;
+		w->n++;
+		p += len;
+	}
+	return 0;
+}
+
+bool
+http_words_has(const struct http_words *w, const char *s, size_t len)
+{
+	size_t i;
+
+	if (w->any)
+		return true;
+	for (i = 0; i < w->n; i++)
+		if (strlen(w->w[i]) == len && strncasecmp(w->w[i], s, len) == 0)
+			return true;
+	return false;
+}
+
+static int
+http_attr_action(struct px_cfgerr *e, const xmlNode *n, const char *allowed,
+    enum http_action *out)
+{
+	static const char *const names[] = { "accept", "deny", "abort", "drop",
+	    "change", "insert" };
+	char *v = px_attr(n, "action");
+	size_t i;
+	int rc = -1;
+
+	if (v == NULL) {
+		px_cfg_error(e, n, "<%s> needs action=\"%s\"", (const char *)n->name,
+		    allowed);
+		return -1;
+	}
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t len = strlen(names[i]);
+		const char *a = strstr(allowed, names[i]);
+
+		if (strcmp(v, names[i]) == 0 && a != NULL &&
+		    (a[len] == '\0' || a[len] == '|')) {
+			*out = (enum http_action)i;
+			rc = 0;
+		}
+	}
+	if (rc == -1)
+		px_cfg_error(e, n, "action=\"%s\": expected %s", v, allowed);
+	xmlFree(v);
+	return rc;
+}
+
+static int
+http_attr_status(struct px_cfgerr *e, const xmlNode *n, int def, int *out)
+{
+	uint64_t u = (uint64_t)def;
+
+	if (px_attr_uint(e, n, "status", 400, 599, &u) == -1)
+		return -1;
+	*out = (int)u;
+	return 0;
+}
+
+static int
+http_attr_words(struct px_cfgerr *e, const xmlNode *n, const char *name,
+    bool required, struct http_words *w)
+{
+	char *v = px_attr(n, name);
+	int rc = 0;
+
+	memset(w, 0, sizeof(*w));
+	if (v == NULL) {
+		if (required)
+			px_cfg_error(e, n, "<%s> needs %s=\"...\"",
+			    (const char *)n->name, name);
+		return required ? -1 : 0;
+	}
+	if (http_words_parse(v, w) == -1) {
+		px_cfg_error(e, n, "out of memory");
+		rc = -1;
+	} else if (w->n == 0) {
+		px_cfg_error(e, n, "%s=\"\": empty list", name);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
+{
+	struct http_request_rule *r, *nr;
+	struct http_words ports;
+	size_t i;
+
+	if ((nr = realloc(p->req, (p->nreq + 1) * sizeof(*nr))) == NULL)
+		return -1;
+	p->req = nr;
+	r = &p->req[p->nreq];
+	memset(r, 0, sizeof(*r));
+	if (http_attr_words(e, n, "method", true, &r->methods) == -1)
+		return -1;
+	p->nreq++;
+	if (http_attr_action(e, n, "accept|deny|abort", &r->action) == -1 ||
+	    http_attr_status(e, n, 405, &r->status) == -1 ||
+	    http_attr_words(e, n, "ports", false, &ports) == -1)
+		return -1;
+	if (ports.n != 0 && !ports.any) {
+		if ((r->ports = calloc(ports.n, sizeof(*r->ports))) == NULL) {
+			http_words_free(&ports);
+			return -1;
+		}
+		for (i = 0; i < ports.n; i++) {
+			uint64_t u;
+			const char *why;
+
+			if (px_parse_uint(ports.w[i], 1, 65535, &u, &why) == -1) {
+				px_cfg_error(e, n, "ports: \"%s\": %s", ports.w[i],
+				    why);
+				http_words_free(&ports);
+				return -1;
+			}
+			r->ports[r->nports++] = (uint16_t)u;
+		}
+	}
+	http_words_free(&ports);
+	return 0;
+}
+
+static int
+http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
+{
+	struct http_url_rule *r, *nr;
+
+	if ((nr = realloc(p->url, (p->nurl + 1) * sizeof(*nr))) == NULL)
+		return -1;
+	p->url = nr;
+	r = &p->url[p->nurl++];
+	memset(r, 0, sizeof(*r));
+	r->host = px_attr(n, "host");
+	r->path = px_attr(n, "path");
+	if (r->host == NULL && r->path == NULL) {
+		px_cfg_error(e, n, "<url> needs host=\"...\" or path=\"...\"");
+		return -1;
+	}
+	if (http_attr_action(e, n, "accept|deny|abort", &r->action) == -1 ||
+	    http_attr_status(e, n, 403, &r->status) == -1)
+		return -1;
+	return 0;
+}
+
+static int
+http_load_header(struct px_cfgerr *e, const xmlNode *n,
+    struct http_header_rule **rules, size_t *nrules)
+{
+	struct http_header_rule *r, *nr;
+	const char *c;
+
+	if ((nr = realloc(*rules, (*nrules + 1) * sizeof(*nr))) == NULL)
+		return -1;
+	*rules = nr;
+	r = &nr[(*nrules)++];
+	memset(r, 0, sizeof(*r));
+	if ((r->name = px_attr(n, "name")) == NULL || r->name[0] == '\0') {
+		px_cfg_error(e, n, "<%s> needs name=\"...\"", (const char *)n->name);
+		return -1;
+	}
+	for (c = r->name; *c != '\0'; c++)
+		if (!http_is_tchar((unsigned char)*c)) {
+			px_cfg_error(e, n, "name=\"%s\": not a header name", r->name);
+			return -1;
+		}
+	if (http_attr_action(e, n, "accept|drop|change|insert", &r->action) == -1)
+		return -1;
+	r->value = px_attr(n, "value");
+	if ((r->action == HTTP_CHANGE || r->action == HTTP_INSERT) &&
+	    r->value == NULL) {
+		px_cfg_error(e, n, "action=\"%s\" needs value=\"...\"",
+		    r->action == HTTP_CHANGE ? "change" : "insert");
+		return -1;
+	}
+	if (r->value != NULL)
+		for (c = r->value; *c != '\0'; c++)
+			if ((unsigned char)*c < 0x20 && *c != '\t') {
+				px_cfg_error(e, n, "value: control characters "
+				    "are not allowed in a header");
+				return -1;
+			}
+	return 0;
+}
+
+/* errors/@dir: <status>.html files, read once here. */
+static int
+http_load_errors(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
+{
+	char *dir = px_attr(n, "dir");
+	size_t i;
+	int rc = 0;
+
+	if (px_attr_bool(e, n, "silent", &p->silent) == -1) {
+		xmlFree(dir);
+		return -1;
+	}
+	if (dir == NULL)
+		return 0;
+	for (i = 0; i < sizeof(http_own_statuses) / sizeof(int); i++) {
+		int st = http_own_statuses[i];
+		char path[4096], *buf;
+		FILE *f;
+		size_t len;
+
+		snprintf(path, sizeof(path), "%s/%d.html", dir, st);
+		if ((f = fopen(path, "r")) == NULL) {
+			if (errno == ENOENT)
+				continue;	/* the built-in page then */
+			px_cfg_error(e, n, "%s: %s", path, strerror(errno));
+			rc = -1;
+			break;
+		}
+		if ((buf = malloc(65537)) == NULL) {
+			fclose(f);
+			rc = -1;
+			break;
+		}
+		len = fread(buf, 1, 65537, f);
+		fclose(f);
+		if (len > 65536) {
+			px_cfg_error(e, n, "%s: larger than 64k", path);
+			free(buf);
+			rc = -1;
+			break;
+		}
+		buf[len] = '\0';
+		p->pages[st] = buf;
+	}
+	xmlFree(dir);
+	return rc;
+}
+
+static int
+http_load_limits(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
+{
+	uint64_t u;
+	int rc = 0;
+
+	u = p->lim.max_line;
+	rc |= px_attr_size(e, n, "max-line", 64, 1024 * 1024, &u);
+	p->lim.max_line = (size_t)u;
+	u = p->lim.max_header_lines;
+	rc |= px_attr_uint(e, n, "max-header-lines", 1, HTTP_MAX_HEADERS - 1, &u);
+	p->lim.max_header_lines = (size_t)u;
+	u = p->lim.max_header_bytes;
+	rc |= px_attr_size(e, n, "max-header-bytes", 256, 1024 * 1024, &u);
+	p->lim.max_header_bytes = (size_t)u;
+	u = p->lim.max_url;
+	rc |= px_attr_size(e, n, "max-url", 16, 1024 * 1024, &u);
+	p->lim.max_url = (size_t)u;
+	rc |= px_attr_size(e, n, "max-body", 0, UINT64_C(1) << 62, &p->max_body);
+	rc |= px_attr_duration(e, n, "request-timeout", false, 100,
+	    24 * 3600 * 1000, &p->request_timeout_ms);
+	rc |= px_attr_duration(e, n, "response-timeout", false, 100,
+	    24 * 3600 * 1000, &p->response_timeout_ms);
+	return rc != 0 ? -1 : 0;
+}
+
+static int
+http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
+{
+	uint64_t u;
+	char *v;
+	int rc = 0;
+
+	rc |= px_attr_bool(e, sec, "keepalive-client", &p->keepalive_client);
+	rc |= px_attr_bool(e, sec, "keepalive-server", &p->keepalive_server);
+	u = p->server_pool;
+	rc |= px_attr_uint(e, sec, "server-pool", 0, 100000, &u);
+	p->server_pool = (unsigned)u;
+	rc |= px_attr_duration(e, sec, "server-idle", true, 100,
+	    3600 * 1000, &p->server_idle_ms);
+	u = p->max_requests;
+	rc |= px_attr_uint(e, sec, "max-requests-per-connection", 0, 1u << 30, &u);
+	p->max_requests = (unsigned)u;
+	rc |= px_attr_bool(e, sec, "via", &p->via);
+	rc |= px_attr_bool(e, sec, "check-host", &p->check_host);
+	if ((v = px_attr(sec, "x-forwarded-for")) != NULL) {
+		if (strcmp(v, "no") == 0)
+			p->xff = HTTP_XFF_NO;
+		else if (strcmp(v, "append") == 0)
+			p->xff = HTTP_XFF_APPEND;
+		else if (strcmp(v, "replace") == 0)
+			p->xff = HTTP_XFF_REPLACE;
+		else {
+			px_cfg_error(e, sec, "x-forwarded-for=\"%s\": expected "
+			    "no, append or replace", v);
+			rc = -1;
+		}
+		xmlFree(v);
+	}
+	return rc != 0 ? -1 : 0;
+}
+
+int
+http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
+{
+	struct http_policy *p;
+	const xmlNode *n;
+	bool seen_limits = false, seen_errors = false;
+	int rc = 0;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		px_cfg_error(e, sec, "out of memory");
+		return -1;
+	}
+	p->keepalive_client = p->keepalive_server = true;
+	p->server_pool = 64;
+	p->server_idle_ms = 30 * 1000;
+	p->via = true;
+	p->xff = HTTP_XFF_APPEND;
+	p->check_host = true;
+	p->lim.max_line = 8192;
+	p->lim.max_header_lines = 100;
+	p->lim.max_header_bytes = 32768;
+	p->lim.max_url = 8192;
+	p->request_timeout_ms = 10 * 1000;
+	p->response_timeout_ms = 5 * 60 * 1000;
+	*pol = p;
+	if (sec == NULL)
+		return 0;
+	if (http_load_top(e, sec, p) == -1)
+		rc = -1;
+	for (n = sec->children; n != NULL; n = n->next) {
+		const char *name = (const char *)n->name;
+
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		if (strcmp(name, "limits") == 0) {
+			if (seen_limits)
+				px_cfg_error(e, n, "<limits> given twice");
+			seen_limits = true;
+			if (http_load_limits(e, n, p) == -1)
+				rc = -1;
+		} else if (strcmp(name, "request") == 0) {
+			if (http_load_request(e, n, p) == -1)
+				rc = -1;
+		} else if (strcmp(name, "url") == 0) {
+			if (http_load_url(e, n, p) == -1)
+				rc = -1;
+		} else if (strcmp(name, "request-header") == 0) {
+			if (http_load_header(e, n, &p->reqh, &p->nreqh) == -1)
+				rc = -1;
+		} else if (strcmp(name, "response-header") == 0) {
+			if (http_load_header(e, n, &p->resph, &p->nresph) == -1)
+				rc = -1;
+		} else if (strcmp(name, "upgrade") == 0) {
+			enum http_action a;
+
+			if (http_attr_action(e, n, "accept|deny", &a) == -1 ||
+			    http_attr_words(e, n, "protocols", true,
+			    &p->upgrade) == -1)
+				rc = -1;
+			else if (a != HTTP_ACCEPT)
+				http_words_free(&p->upgrade);
+		} else if (strcmp(name, "errors") == 0) {
+			if (seen_errors)
+				px_cfg_error(e, n, "<errors> given twice");
+			seen_errors = true;
+			if (http_load_errors(e, n, p) == -1)
+				rc = -1;
+		}
+	}
+	if (p->lim.max_line > p->lim.max_header_bytes) {
+		px_cfg_error(e, sec, "limits: max-line is larger than max-header-bytes");
+		rc = -1;
+	}
+	return rc;
+}
+
+void
+http_policy_free(void *pol)
+{
+	struct http_policy *p = pol;
+	size_t i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < p->nreq; i++) {
+		http_words_free(&p->req[i].methods);
+		free(p->req[i].ports);
+	}
+	free(p->req);
+	for (i = 0; i < p->nurl; i++) {
+		xmlFree(p->url[i].host);
+		xmlFree(p->url[i].path);
+	}
+	free(p->url);
+	for (i = 0; i < p->nreqh; i++) {
+		xmlFree(p->reqh[i].name);
+		xmlFree(p->reqh[i].value);
+	}
+	free(p->reqh);
+	for (i = 0; i < p->nresph; i++) {
+		xmlFree(p->resph[i].name);
+		xmlFree(p->resph[i].value);
+	}
+	free(p->resph);
+	http_words_free(&p->upgrade);
+	for (i = 0; i < HTTP_ERROR_PAGES; i++)
+		free(p->pages[i]);
+	free(p);
+}
