@@ -58,6 +58,22 @@ px_level_name(int level)
 	}
 }
 
+/* The log thread writes what it drained in one go, not a write(2) per
+ * line (a busy HTTP service logs two lines per request). Under
+ * px_direct_lock. */
+static char	px_batch[64 * 1024];
+static size_t	px_batch_len;
+static bool	px_batch_on;
+
+static void
+px_log_batch_flush(void)
+{
+	/* A failed log write has nowhere to be reported; drop it. */
+	if (px_batch_len != 0 && write(px_log_fd, px_batch, px_batch_len) < 0)
+		(void)0;
+	px_batch_len = 0;
+}
+
 /* Caller holds px_direct_lock or is the log thread (which takes it too). */
 static void
 px_log_emit(const struct timespec *ts, int level, const char *text, size_t len)
@@ -77,6 +93,13 @@ px_log_emit(const struct timespec *ts, int level, const char *text, size_t len)
 	    tm.tm_sec, ts->tv_nsec / 1000000, px_level_name(level), (int)len, text);
 	if (n > (int)sizeof(buf) - 1)
 		n = (int)sizeof(buf) - 1;
+	if (px_batch_on) {
+		if (px_batch_len + (size_t)n > sizeof(px_batch))
+			px_log_batch_flush();
+		memcpy(px_batch + px_batch_len, buf, (size_t)n);
+		px_batch_len += (size_t)n;
+		return;
+	}
 	/* A failed log write has nowhere to be reported; drop it. */
 	if (write(px_log_fd, buf, (size_t)n) < 0)
 		return;
@@ -126,6 +149,7 @@ px_log_drain(void)
 	bool any = false;
 
 	pthread_mutex_lock(&px_direct_lock);
+	px_batch_on = true;
 	for (i = 0; i < n; i++) {
 		struct px_log_ring *r = px_rings[i];
 		uint_fast64_t tail, head;
@@ -142,6 +166,8 @@ px_log_drain(void)
 		}
 		atomic_store_explicit(&r->tail, tail, memory_order_release);
 	}
+	px_log_batch_flush();
+	px_batch_on = false;
 	pthread_mutex_unlock(&px_direct_lock);
 	return any;
 }
