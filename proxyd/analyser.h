@@ -65,6 +65,8 @@ struct px_analyser {
 	 * for its own with px_session_upstream() (http: one per request, from
 	 * the worker's pool) and does its own I/O on px_session_client_fd(). */
 	bool		 own_upstream;
+	/* On each worker thread as it ends: free per-thread state. May be NULL. */
+	void		(*on_worker_exit)(void);
 };
 
 /* NULL if no analyser has that name. */
@@ -115,12 +117,13 @@ const struct sockaddr *px_session_dst(const struct px_session *s);
 bool		 px_session_is_transparent(const struct px_session *s);
 /* The configured limits/@buffer: the backpressure threshold per direction. */
 size_t		 px_session_buffer(const struct px_session *s);
-/* A server connection to dst: an idle pooled one (*reused true; already
+/* A server connection to dst: an idle pooled one if pooled_ok (*reused true; already
  * connected) or a new non-blocking connect under way (wait for EV_WRITE,
  * then px_upstream_error()). Spoofing and mark follow the service. -1 with
  * errno and *stage on failure. */
 int		 px_session_upstream(struct px_session *s,
-		    const struct sockaddr *dst, bool *reused, const char **stage);
+		    const struct sockaddr *dst, bool pooled_ok, bool *reused,
+		    const char **stage);
 /* 0 when the connect on fd succeeded, else its errno. */
 int		 px_upstream_error(int fd);
 /* Hands back a server connection that is idle and reusable (parked in the

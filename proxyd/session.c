@@ -292,7 +292,7 @@ px_session_buffer(const struct px_session *s)
 
 int
 px_session_upstream(struct px_session *s, const struct sockaddr *dst,
-    bool *reused, const char **stage)
+    bool pooled_ok, bool *reused, const char **stage)
 {
 	const struct px_service *svc = s->svc;
 	const struct sockaddr *src = svc->spoof_source ?
@@ -302,7 +302,7 @@ px_session_upstream(struct px_session *s, const struct sockaddr *dst,
 	int fd;
 
 	px_pool_key_init(&key, svc, dst, src);
-	if ((fd = px_pool_take(s->w, &key)) != -1) {
+	if (pooled_ok && (fd = px_pool_take(s->w, &key)) != -1) {
 		*reused = true;
 		PX_COUNT_ADD(s->w, upstream_reused, 1);
 		return fd;

@@ -402,6 +402,7 @@ static void *
 px_worker_main(void *arg)
 {
 	struct px_worker *w = arg;
+	unsigned i;
 
 	w->log = px_log_ring_attach();
 	event_base_dispatch(w->base);
@@ -409,6 +410,9 @@ px_worker_main(void *arg)
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
 	px_pool_flush(w);
+	for (i = 0; px_analysers[i] != NULL; i++)
+		if (px_analysers[i]->on_worker_exit != NULL)
+			px_analysers[i]->on_worker_exit();
 	px_log_ring_detach(w->log);
 	atomic_store(&w->exited, true);
 	return NULL;

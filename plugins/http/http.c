@@ -26,6 +26,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
+#include <event2/dns.h>
+#include <event2/util.h>
 
 #include "analyser.h"
 #include "config.h"
@@ -56,6 +58,7 @@ enum http_body {
 
 enum http_req_state {
 	HTTP_REQ_HEAD = 0,	/* waiting for a request head */
+	HTTP_REQ_WAIT,		/* head parsed, no server yet (resolving) */
 	HTTP_REQ_BODY,
 	HTTP_REQ_DONE,
 };
@@ -120,6 +123,8 @@ struct http_state {
 	bool			 retried;
 	bool			 replayable;	/* idempotent and bodiless */
 	struct evbuffer		*req_copy;	/* head as sent, for one retry */
+	struct evbuffer		*head_out;	/* the head being sent */
+	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
 	uint64_t		 req_bytes, resp_bytes;
 	struct timeval		 t_start;
@@ -131,6 +136,9 @@ struct http_state {
 };
 
 static void http_pump_request(struct http_state *h);
+static void http_dispatch(struct http_state *h, const struct sockaddr *dst);
+static void http_resolve(struct http_state *h, uint16_t port);
+static void http_drive(struct http_state *h);
 static void http_next_request(struct http_state *h);
 static void http_client_rd_cb(evutil_socket_t fd, short what, void *arg);
 static void http_client_wr_cb(evutil_socket_t fd, short what, void *arg);
@@ -717,7 +725,8 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 	bool reused;
 	int fd;
 
-	fd = px_session_upstream(h->s, dst, &reused, &stage);
+	/* A tunnel takes its connection for good: never a pooled one. */
+	fd = px_session_upstream(h->s, dst, !h->is_connect, &reused, &stage);
 	if (fd == -1) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
 		    stage, strerror(errno));
@@ -838,11 +847,6 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
-	if (forward && dst.ss_family == 0) {
-		/* Names would need a resolver on the worker; not yet. */
-		http_error(h, 502, "forward mode resolves no names: use an IP");
-		return;
-	}
 	if ((rc = http_check_request(h, &m, port, &why)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (rc == -1) {
@@ -880,53 +884,136 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	    http_token_eq(m.method, m.mlen, "PUT") ||
 	    http_token_eq(m.method, m.mlen, "TRACE"));
 
-	if (h->srv.io.fd != -1 && (h->is_connect || memcmp(&h->srv.dst, &dst,
-	    dst.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	/* The head as it will go out, whatever connection carries it. */
+	evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
+	if (!h->is_connect)
+		http_write_request(h, &m, target, tlen, (struct sockaddr *)&dst,
+		    h->head_out);
+	evbuffer_drain(cin, head_len);
+	h->req = HTTP_REQ_WAIT;
+	h->resp = HTTP_RESP_HEAD;
+	http_timer_set(h, p->response_timeout_ms);
+	if (dst.ss_family == 0) {
+		http_resolve(h, port);
+		return;
+	}
+	http_dispatch(h, (struct sockaddr *)&dst);
+}
+
+/* The request head is in head_out and dst is known: pick a server
+ * connection (this client's, a pooled one or a new one) and send. */
+static void
+http_dispatch(struct http_state *h, const struct sockaddr *dst)
+{
+	struct evbuffer *sout;
+	size_t n;
+
+	if (h->srv.io.fd != -1 && (h->is_connect || memcmp(&h->srv.dst, dst,
+	    dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 	    sizeof(struct sockaddr_in)) != 0))
 		http_server_drop(h, true);
 	if (h->srv.io.fd != -1) {
 		h->srv.reused = true;
 		h->srv.kept = true;
-	} else if (http_server_open(h, (struct sockaddr *)&dst) == -1) {
-		evbuffer_drain(cin, head_len);
+	} else if (http_server_open(h, dst) == -1) {
+		h->req = HTTP_REQ_DONE;
 		http_error(h, 502, "cannot connect to the server");
 		return;
 	}
+	h->progress++;
 	if (h->is_connect) {
-		/* The 200 goes out once the server accepted: see the
-		 * connected event. Nothing of the client's goes before. */
-		evbuffer_drain(cin, head_len);
+		/* The 200 goes out once the server accepted: see
+		 * http_server_wr_cb. Nothing of the client's goes before. */
 		h->req = HTTP_REQ_DONE;
-		h->resp = HTTP_RESP_HEAD;
-		http_timer_set(h, p->response_timeout_ms);
 		return;
 	}
 	if (h->req_copy != NULL)
 		evbuffer_free(h->req_copy);
 	h->req_copy = NULL;
-	{
-		struct evbuffer *sout = h->srv.io.out;
-		size_t before = evbuffer_get_length(sout);
-
-		if (h->replayable && h->srv.reused &&
-		    (h->req_copy = evbuffer_new()) != NULL)
-			http_write_request(h, &m, target, tlen,
-			    (struct sockaddr *)&dst, h->req_copy);
-		if (h->req_copy != NULL)
-			evbuffer_add_buffer_reference(sout, h->req_copy);
-		else
-			http_write_request(h, &m, target, tlen,
-			    (struct sockaddr *)&dst, sout);
-		h->req_bytes += evbuffer_get_length(sout) - before;
-		px_session_account(h->s, PX_TO_SERVER,
-		    evbuffer_get_length(sout) - before);
-	}
-	evbuffer_drain(cin, head_len);
+	sout = h->srv.io.out;
+	n = evbuffer_get_length(h->head_out);
+	/* A replayable request on a reused connection keeps its head for one
+	 * retry; the output only references it. */
+	if (h->replayable && h->srv.reused &&
+	    (h->req_copy = evbuffer_new()) != NULL) {
+		evbuffer_add_buffer(h->req_copy, h->head_out);
+		evbuffer_add_buffer_reference(sout, h->req_copy);
+	} else
+		evbuffer_add_buffer(sout, h->head_out);
+	h->req_bytes += n;
+	px_session_account(h->s, PX_TO_SERVER, n);
 	h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
-	h->resp = HTTP_RESP_HEAD;
-	http_timer_set(h, p->response_timeout_ms);
 	if (h->req == HTTP_REQ_BODY)
 		http_pump_request(h);
+}
+
+static void
+http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+	struct http_state *h = arg;
+
+	if (result == EVUTIL_EAI_CANCEL)
+		return;		/* the session is closing: h is going */
+	h->dns = NULL;
+	if (result != 0 || ai == NULL) {
+		char why[192];
+
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->host,
+		    evutil_gai_strerror(result));
+		if (ai != NULL)
+			evutil_freeaddrinfo(ai);
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 502, why);
+	} else {
+		struct sockaddr_storage dst;
+
+		memset(&dst, 0, sizeof(dst));
+		memcpy(&dst, ai->ai_addr, ai->ai_addrlen <= sizeof(dst) ?
+		    ai->ai_addrlen : sizeof(dst));
+		evutil_freeaddrinfo(ai);
+		http_dispatch(h, (struct sockaddr *)&dst);
+	}
+	if (!h->gone)
+		http_drive(h);
+}
+
+/* Per worker thread: each worker has one event_base, so one resolver
+ * (nameservers from /etc/resolv.conf, names from /etc/hosts). */
+static _Thread_local struct evdns_base *http_dns;
+
+static void
+http_resolve(struct http_state *h, uint16_t port)
+{
+	struct evutil_addrinfo hints;
+	char service[8];
+	char name[sizeof(h->host)];
+
+	if (http_dns == NULL)
+		http_dns = evdns_base_new(px_session_base(h->s),
+		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
+		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (http_dns == NULL) {
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 502, "no resolver for forward mode");
+		return;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+	snprintf(service, sizeof(service), "%u", port);
+	snprintf(name, sizeof(name), "%s", h->host);
+	h->dns = evdns_getaddrinfo(http_dns, name, service, &hints,
+	    http_resolved, h);
+	/* NULL: answered already (from /etc/hosts), callback done. */
+}
+
+static void
+http_worker_exit(void)
+{
+	if (http_dns != NULL)
+		evdns_base_free(http_dns, 1);
+	http_dns = NULL;
 }
 
 /* Moves request body bytes from the client to the server, up to the
@@ -1400,7 +1487,8 @@ http_client_eof(struct http_state *h)
 		px_session_close(h->s, "client-closed");
 		return;
 	}
-	if (h->req == HTTP_REQ_BODY) {
+	if (h->req == HTTP_REQ_BODY || (h->req == HTTP_REQ_WAIT &&
+	    h->req_body != HTTP_BODY_NONE)) {
 		h->verdict = "error";
 		http_abort(h, "client-closed: inside a request body");
 		return;
@@ -1632,7 +1720,8 @@ http_on_open(struct px_session *s, void *st)
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
 	h->timer = evtimer_new(px_session_base(s), http_timer_cb, h);
-	if (h->timer == NULL || http_io_open(&h->c, px_session_base(s),
+	h->head_out = evbuffer_new();
+	if (h->timer == NULL || h->head_out == NULL || http_io_open(&h->c, px_session_base(s),
 	    px_session_client_fd(s), http_client_rd_cb, http_client_wr_cb,
 	    h) == -1)
 		return -1;
@@ -1648,6 +1737,12 @@ http_on_close(struct px_session *s, void *st)
 
 	(void)s;
 	h->gone = true;
+	if (h->dns != NULL)
+		evdns_getaddrinfo_cancel(h->dns);
+	h->dns = NULL;
+	if (h->head_out != NULL)
+		evbuffer_free(h->head_out);
+	h->head_out = NULL;
 	/* An idle server connection outlives its client in the pool. */
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);
@@ -1671,4 +1766,5 @@ const struct px_analyser http_analyser = {
 	.on_close = http_on_close,
 	.counters = http_counter_names,
 	.own_upstream = true,
+	.on_worker_exit = http_worker_exit,
 };
