@@ -139,6 +139,7 @@ static void http_pump_request(struct http_state *h);
 static void http_dispatch(struct http_state *h, const struct sockaddr *dst);
 static void http_resolve(struct http_state *h, uint16_t port);
 static void http_drive(struct http_state *h);
+static void http_abort(struct http_state *h, const char *reason);
 static void http_next_request(struct http_state *h);
 static void http_client_rd_cb(evutil_socket_t fd, short what, void *arg);
 static void http_client_wr_cb(evutil_socket_t fd, short what, void *arg);
@@ -379,7 +380,15 @@ http_error(struct http_state *h, int status, const char *why)
 
 	h->status = status;
 	if (h->verdict == NULL)
-		h->verdict = status == 502 || status == 504 ? "error" : "deny";
+		h->verdict = status >= 500 ? "error" : "deny";
+	if (h->resp_bytes != 0) {
+		/* Part of a response went out already: a reset, so that the
+		 * client never takes what it got for the whole. */
+		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
+		    "reason=\"%s\" (after part of the response)", status, why);
+		http_abort(h, "error: http: response cut off");
+		return;
+	}
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d reason=\"%s\"",
 	    status, why);
 	if (body != NULL && !p->silent) {
@@ -1250,6 +1259,10 @@ http_transaction_done(struct http_state *h)
 {
 	bool keep_server = h->srv.keep && h->req == HTTP_REQ_DONE;
 
+	/* Answered before its body was all sent (an early 413, say): where
+	 * the next request would start is unknown, so none is read. */
+	if (h->req != HTTP_REQ_DONE)
+		h->client_keep = false;
 	http_log_request(h);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same
