@@ -97,30 +97,33 @@ r66_shape_ok(const struct r66_frame *f)
 	}
 }
 
-enum r66_status
-r66_frame_parse(const uint8_t *p, size_t n, uint32_t max_len,
-    struct r66_frame *f, size_t *need)
+/* Length checks that need only the first bytes. */
+static enum r66_status
+r66_frame_len(const uint8_t *p, size_t n, uint32_t max_len, uint32_t *nl)
 {
-	uint32_t nl, hl, ml, el;
-
-	*need = 0;
-	if (n < 4) {
-		*need = 4;
-		return R66_INCOMPLETE;
-	}
-	nl = r66_be32(p);
-	if ((nl & 0x80000000u) != 0 || nl < R66_FRAME_MIN - 4)
+	*nl = r66_be32(p);
+	if ((*nl & 0x80000000u) != 0 || *nl < R66_FRAME_MIN - 4)
 		return R66_E_LEN;
-	if (nl > max_len)
+	if (*nl > max_len)
 		return R66_E_TOOBIG;
 	/* As soon as the code is there, control frames get the small cap. */
 	if (n >= R66_NET_HDR && p[12] != R66_DATA &&
-	    nl > R66_CTRL_MAX + R66_FRAME_MIN)
+	    *nl > R66_CTRL_MAX + R66_FRAME_MIN)
 		return R66_E_TOOBIG;
-	if (n - 4 < nl) {
-		*need = (size_t)nl + 4;
+	return R66_OK;
+}
+
+enum r66_status
+r66_frame_head(const uint8_t *p, size_t n, uint32_t max_len,
+    struct r66_frame *f)
+{
+	enum r66_status st;
+	uint32_t nl, hl, ml, el;
+
+	if (n < R66_FRAME_MIN)
 		return R66_INCOMPLETE;
-	}
+	if ((st = r66_frame_len(p, n, max_len, &nl)) != R66_OK)
+		return st;
 	memset(f, 0, sizeof(*f));
 	f->len = nl + 4;
 	f->dst = r66_be32(p + 4);
@@ -140,11 +143,34 @@ r66_frame_parse(const uint8_t *p, size_t n, uint32_t max_len,
 	f->hlen = hl - 9;
 	f->mlen = ml;
 	f->elen = el;
+	if (!r66_shape_ok(f))
+		return R66_E_SHAPE;
+	return R66_OK;
+}
+
+enum r66_status
+r66_frame_parse(const uint8_t *p, size_t n, uint32_t max_len,
+    struct r66_frame *f, size_t *need)
+{
+	enum r66_status st;
+	uint32_t nl;
+
+	*need = 0;
+	if (n < 4) {
+		*need = 4;
+		return R66_INCOMPLETE;
+	}
+	if ((st = r66_frame_len(p, n, max_len, &nl)) != R66_OK)
+		return st;
+	if (n - 4 < nl) {
+		*need = (size_t)nl + 4;
+		return R66_INCOMPLETE;
+	}
+	if ((st = r66_frame_head(p, n, max_len, f)) != R66_OK)
+		return st;
 	f->h = p + R66_FRAME_MIN;
 	f->m = f->h + f->hlen;
 	f->e = f->m + f->mlen;
-	if (!r66_shape_ok(f))
-		return R66_E_SHAPE;
 	return R66_OK;
 }
 

@@ -113,6 +113,11 @@ struct r66_error {
  * sizes (R66-WIRE.md 8.3 items 1-3). */
 enum r66_status r66_frame_parse(const uint8_t *p, size_t n, uint32_t max_len,
 	    struct r66_frame *f, size_t *need);
+/* The same checks from the first 26 bytes only (n >= 26, else
+ * R66_INCOMPLETE): sets everything in *f but the part pointers. For Data
+ * frames, whose block need not be copied to be policed. */
+enum r66_status r66_frame_head(const uint8_t *p, size_t n, uint32_t max_len,
+	    struct r66_frame *f);
 const char	*r66_status_str(enum r66_status st);
 /* Name of a packet code ("authent", "data"...), "unknown" otherwise. */
 const char	*r66_code_name(unsigned code);

@@ -1,0 +1,1096 @@
+/* r66peer: a small, strict R66 peer for tests and benchmarks (not a
+ * product). Server: accepts connections (one process per connection),
+ * authenticates partners, stores received files in a directory after
+ * checking their digests, serves files from it. Client: one connection,
+ * authentication, then one or more SEND/RECV transfers on it. Anything
+ * malformed or unexpected ends the connection; the client then exits
+ * non-zero and prints the ErrorPacket it got, if any. Wire format:
+ * plugins/r66/r66_wire.h and R66-WIRE.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "r66/r66_wire.h"
+
+#define PEER_MAX_PARTNERS	16
+#define PEER_MAX_XFERS		64
+#define PEER_BLOCK_MAX		(16u << 20)
+
+struct peer_partner {
+	char	 id[128];
+	uint8_t	 key[16];
+};
+
+struct peer_xfer {
+	bool	 send;
+	char	*path;		/* SEND: local file; RECV: remote name */
+};
+
+struct peer_conf {
+	bool		 server;
+	const char	*addr;
+	const char	*host_id;
+	uint8_t		 key[16];
+	struct peer_partner partners[PEER_MAX_PARTNERS];
+	int		 npartners;
+	const char	*dir;
+	const char	*rule;
+	int		 mode;
+	uint32_t	 block;
+	const char	*digest;	/* DIGESTALGO we advertise */
+	struct peer_xfer xfers[PEER_MAX_XFERS];
+	int		 nxfers;
+	int		 count;
+	bool		 auth_each;	/* advertise 3.5.0: no auth reuse */
+	const char	*info;
+	int		 timeout;
+	bool		 quiet;
+};
+
+/* One connection. */
+struct peer_conn {
+	const struct peer_conf *c;
+	int		 fd;
+	uint8_t		*buf;
+	size_t		 bufcap;
+	bool		 authed;
+	bool		 reuse;		/* both sides >= 3.6.1 */
+	char		 peer_id[128];
+	char		 peer_digest[32];	/* partner's DIGESTALGO */
+	uint32_t	 next_id;
+	char		 tmp[PATH_MAX];	/* server: partial file to remove */
+};
+
+static const char *peer_prog = "r66peer";
+
+static void
+peer_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", peer_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void
+peer_usage(FILE *f)
+{
+	fprintf(f,
+"usage: r66peer server --listen ADDR:PORT --dir DIR --id HOST:PASSWORD\n"
+"                      --partner HOST:PASSWORD... [options]\n"
+"       r66peer client --connect ADDR:PORT --id HOST:PASSWORD\n"
+"                      --partner SERVERHOST:PASSWORD --rule RULE [options]\n"
+"                      (--send FILE | --recv NAME)...\n"
+"options:\n"
+"  --mode N          1 send, 2 recv, 3 sendmd5, 4 recvmd5 (client; --recv\n"
+"                    turns 1/3 into 2/4 and --send 2/4 into 1/3; default 1)\n"
+"  --block N         block size asked (client) or maximum (server), default 65536\n"
+"  --digest ALGO     MD5, SHA-1, SHA-256, SHA-384 or SHA-512 (default SHA-256):\n"
+"                    advertised; global hash of what we send; per-block\n"
+"                    digests use the partner's advertised algorithm\n"
+"  --count N         client: repeat the transfer list N times on the same\n"
+"                    connection (SEND remote / RECV local names get .1, .2...)\n"
+"  --auth-each       advertise R66 3.5.0: authenticate every channel\n"
+"  --dir DIR         server: store/serve files; client: where RECV files go\n"
+"  --info TEXT       client: transfer information (request end part)\n"
+"  --timeout SEC     socket read timeout (default 60)\n"
+"  --quiet           no per-transfer line on stdout\n"
+"exit status: 0 ok, 1 usage, 2 protocol or transfer error (the ErrorPacket\n"
+"received, if any, is printed on stderr)\n");
+}
+
+/* ---- digests ---------------------------------------------------------- */
+
+static const EVP_MD *
+peer_md(const char *algo)
+{
+	if (strcmp(algo, "MD5") == 0)
+		return EVP_md5();
+	if (strcmp(algo, "SHA-1") == 0 || strcmp(algo, "SHA1") == 0)
+		return EVP_sha1();
+	if (strcmp(algo, "SHA-256") == 0 || strcmp(algo, "SHA256") == 0)
+		return EVP_sha256();
+	if (strcmp(algo, "SHA-384") == 0 || strcmp(algo, "SHA384") == 0)
+		return EVP_sha384();
+	if (strcmp(algo, "SHA-512") == 0 || strcmp(algo, "SHA512") == 0)
+		return EVP_sha512();
+	return NULL;
+}
+
+static void
+peer_hex(const uint8_t *d, size_t n, char *out)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		sprintf(out + 2 * k, "%02x", d[k]);
+	out[2 * n] = '\0';
+}
+
+/* ---- I/O -------------------------------------------------------------- */
+
+static int
+peer_write(struct peer_conn *pc, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		ssize_t w = send(pc->fd, b, n, MSG_NOSIGNAL);
+
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			peer_err("write: %s", strerror(errno));
+			return -1;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int
+peer_read_full(struct peer_conn *pc, uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = recv(pc->fd, p, n, 0);
+
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == 0) {
+			errno = ECONNRESET;
+			return 0;
+		}
+		if (r == -1)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 1;
+}
+
+static void
+peer_print_error(const struct r66_frame *f, const char *who)
+{
+	struct r66_error e;
+
+	if (f->code == R66_ERROR && r66_error_parse(f, &e) == 0)
+		peer_err("error packet from %s: code=%.*s action=%d msg=%.*s",
+		    who, (int)e.code.len, e.code.p, e.action, (int)e.msg.len,
+		    e.msg.p);
+	else if (f->code == R66_CONNERROR)
+		peer_err("connection error packet from %s: msg=%.*s mid=%.*s",
+		    who, (int)f->hlen, f->h, (int)f->mlen, f->m);
+}
+
+/* Next frame that is not KeepAlive/NoOp (KeepAlive asks are answered).
+ * 1 frame, 0 EOF, -1 error. */
+static int
+peer_recv(struct peer_conn *pc, struct r66_frame *f)
+{
+	uint8_t ka[32];
+	size_t need, n;
+	enum r66_status st;
+	uint32_t cap = pc->c->block + R66_DATA_OVERHEAD + 64;
+	int r;
+
+	for (;;) {
+		if ((r = peer_read_full(pc, pc->buf, 4)) != 1) {
+			if (r == 0)
+				return 0;
+			peer_err("read: %s", strerror(errno));
+			return -1;
+		}
+		st = r66_frame_parse(pc->buf, 4, cap, f, &need);
+		if (st != R66_INCOMPLETE) {
+			peer_err("bad frame: %s", r66_status_str(st));
+			return -1;
+		}
+		if (need > pc->bufcap) {
+			peer_err("frame too large");
+			return -1;
+		}
+		if (peer_read_full(pc, pc->buf + 4, need - 4) != 1) {
+			peer_err("read: truncated frame");
+			return -1;
+		}
+		if ((st = r66_frame_parse(pc->buf, need, cap, f, &need)) !=
+		    R66_OK) {
+			peer_err("bad frame: %s", r66_status_str(st));
+			return -1;
+		}
+		if (f->code == R66_NOOP)
+			continue;
+		if (f->code == R66_KEEPALIVE) {
+			if (f->m[0] == 0) {
+				n = r66_encode_keepalive(ka, sizeof(ka), 1);
+				if (peer_write(pc, ka, n) == -1)
+					return -1;
+			}
+			continue;
+		}
+		return 1;
+	}
+}
+
+/* Receives the next frame and requires code/ids; Error frames are
+ * printed and fail. */
+static int
+peer_expect(struct peer_conn *pc, struct r66_frame *f, uint8_t code,
+    uint32_t dst, const char *what)
+{
+	if (peer_recv(pc, f) != 1) {
+		peer_err("connection closed while waiting for %s", what);
+		return -1;
+	}
+	if (f->code == R66_ERROR || f->code == R66_CONNERROR) {
+		peer_print_error(f, pc->c->server ? "client" : "server");
+		return -1;
+	}
+	if (f->code != code || f->dst != dst) {
+		peer_err("unexpected %s frame [%08x,%08x] while waiting for %s",
+		    r66_code_name(f->code), f->dst, f->src, what);
+		return -1;
+	}
+	return 0;
+}
+
+static char *
+peer_version(const struct peer_conf *c, char *buf, size_t n)
+{
+	snprintf(buf, n, "3.1.0.{\"HOSTID\":\"%s\",\"VERSION\":\"3.1.0\","
+	    "\"FILESIZE\":true,\"FINALHASH\":true,\"DIGESTALGO\":\"%s\","
+	    "\"PROXIFIED\":false,\"SEPARATOR\":\";\",\"R66VERSION\":\"%s\","
+	    "\"COMPRESSION\":false}", c->host_id, c->digest,
+	    c->auth_each ? "3.5.0" : "3.6.2");
+	return buf;
+}
+
+/* Checks an Authent from the partner; fills peer_id/digest/reuse. */
+static int
+peer_check_authent(struct peer_conn *pc, const struct r66_frame *f,
+    uint8_t way)
+{
+	const struct peer_conf *c = pc->c;
+	struct r66_authent a;
+	char v[32];
+	int k;
+
+	if (r66_authent_parse(f, &a) == -1 || a.way != way) {
+		peer_err("malformed authent");
+		return -1;
+	}
+	for (k = 0; k < c->npartners; k++)
+		if (strlen(c->partners[k].id) == a.host.len &&
+		    memcmp(c->partners[k].id, a.host.p, a.host.len) == 0)
+			break;
+	if (k == c->npartners) {
+		peer_err("unknown partner host id %.*s", (int)a.host.len,
+		    a.host.p);
+		return 'N';
+	}
+	if (a.key.len != 16 || memcmp(a.key.p, c->partners[k].key, 16) != 0) {
+		peer_err("bad key for partner %s", c->partners[k].id);
+		return 'A';
+	}
+	snprintf(pc->peer_id, sizeof(pc->peer_id), "%s", c->partners[k].id);
+	if (r66_caps_get(&a.version, "DIGESTALGO", pc->peer_digest,
+	    sizeof(pc->peer_digest)) != 1 || peer_md(pc->peer_digest) == NULL)
+		snprintf(pc->peer_digest, sizeof(pc->peer_digest), "%s",
+		    c->digest);
+	pc->reuse = !c->auth_each &&
+	    r66_caps_get(&a.version, "R66VERSION", v, sizeof(v)) == 1 &&
+	    r66_version_ge(v, 3, 6, 1);
+	return 0;
+}
+
+static int
+peer_send_error(struct peer_conn *pc, uint32_t dst, uint32_t src,
+    const char *msg, char code)
+{
+	uint8_t b[512];
+	size_t n = r66_encode_error(b, sizeof(b), dst, src, msg, code, 3);
+
+	return peer_write(pc, b, n);
+}
+
+/* ---- the two halves of a transfer ------------------------------------- */
+
+struct peer_result {
+	uint64_t	size, blocks;
+	char		hash[2 * EVP_MAX_MD_SIZE + 1];
+};
+
+/* Sends fd's contents as Data frames then EndTransfer(0); waits for
+ * EndTransfer(1). Per-block keys in the receiver's algorithm; global hash
+ * in ours. */
+static int
+peer_send_data(struct peer_conn *pc, int fd, uint32_t dst, uint32_t src,
+    uint32_t block, bool md5mode, struct peer_result *res)
+{
+	const EVP_MD *gmd = peer_md(pc->c->digest);
+	const EVP_MD *bmd = peer_md(pc->peer_digest);
+	EVP_MD_CTX *g = EVP_MD_CTX_new();
+	uint8_t *fr = pc->buf, dig[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	struct r66_frame f;
+	uint32_t rank = 0;
+	int rc = -1;
+
+	if (g == NULL || EVP_DigestInit_ex(g, gmd, NULL) != 1)
+		goto out;
+	res->size = res->blocks = 0;
+	for (;;) {
+		size_t got = 0, h, dlen = 0;
+		ssize_t r;
+
+		while (got < block) {
+			r = read(fd, fr + 30 + got, block - got);
+			if (r == -1 && errno == EINTR)
+				continue;
+			if (r == -1) {
+				peer_err("read file: %s", strerror(errno));
+				goto out;
+			}
+			if (r == 0)
+				break;
+			got += (size_t)r;
+		}
+		if (got == 0)
+			break;
+		EVP_DigestUpdate(g, fr + 30, got);
+		if (md5mode) {
+			if (EVP_Digest(fr + 30, got, dig, &dl, bmd, NULL) != 1)
+				goto out;
+			memcpy(fr + 30 + got, dig, dl);
+			dlen = dl;
+		}
+		h = r66_encode_data_hdr(fr, 30, dst, src, rank++, got, dlen);
+		if (h != 30 || peer_write(pc, fr, 30 + got + dlen) == -1)
+			goto out;
+		res->size += got;
+		res->blocks++;
+	}
+	EVP_DigestFinal_ex(g, dig, &dl);
+	peer_hex(dig, dl, res->hash);
+	{
+		uint8_t b[256];
+		size_t n = r66_encode_endtransfer(b, sizeof(b), dst, src, 0,
+		    res->hash);
+
+		if (peer_write(pc, b, n) == -1)
+			goto out;
+	}
+	if (peer_expect(pc, &f, R66_ENDTRANSFER, src, "end of transfer") == -1)
+		goto out;
+	if (f.m[0] != 1) {
+		peer_err("end of transfer answer with way 0");
+		goto out;
+	}
+	rc = 0;
+out:
+	EVP_MD_CTX_free(g);
+	return rc;
+}
+
+/* Receives Data frames into fd until EndTransfer(0), checks them, answers
+ * EndTransfer(1). length: declared size or -1. */
+static int
+peer_recv_data(struct peer_conn *pc, int fd, uint32_t dst, uint32_t src,
+    uint32_t block, bool md5mode, int64_t length, struct peer_result *res,
+    char *errcode)
+{
+	const EVP_MD *gmd = peer_md(pc->peer_digest);
+	const EVP_MD *bmd = peer_md(pc->c->digest);
+	EVP_MD_CTX *g = EVP_MD_CTX_new();
+	uint8_t dig[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	struct r66_frame f;
+	uint32_t rank = 0, r;
+	int rc = -1;
+
+	*errcode = 'T';
+	if (g == NULL || EVP_DigestInit_ex(g, gmd, NULL) != 1)
+		goto out;
+	res->size = res->blocks = 0;
+	for (;;) {
+		if (peer_recv(pc, &f) != 1) {
+			peer_err("connection closed during the transfer");
+			goto out;
+		}
+		if (f.code == R66_ERROR || f.code == R66_CONNERROR) {
+			peer_print_error(&f, pc->c->server ? "client" : "server");
+			*errcode = '\0';
+			goto out;
+		}
+		if (f.dst != src || f.src != dst) {
+			peer_err("frame for another channel [%08x,%08x]", f.dst,
+			    f.src);
+			goto out;
+		}
+		if (f.code == R66_ENDTRANSFER)
+			break;
+		if (f.code != R66_DATA || r66_data_rank(&f, &r) == -1) {
+			peer_err("unexpected %s frame during the transfer",
+			    r66_code_name(f.code));
+			goto out;
+		}
+		if (r != rank || f.mlen > block) {
+			peer_err("data rank %u (want %u) or size %u over block %u",
+			    r, rank, f.mlen, block);
+			goto out;
+		}
+		rank++;
+		if (md5mode) {
+			if (EVP_Digest(f.m, f.mlen, dig, &dl, bmd, NULL) != 1 ||
+			    f.elen != dl || memcmp(f.e, dig, dl) != 0) {
+				peer_err("block %u: digest mismatch", r);
+				*errcode = 'M';
+				goto out;
+			}
+		} else if (f.elen != 0) {
+			peer_err("block %u: digest in a non-digest mode", r);
+			goto out;
+		}
+		EVP_DigestUpdate(g, f.m, f.mlen);
+		if (write(fd, f.m, f.mlen) != (ssize_t)f.mlen) {
+			peer_err("write file: %s", strerror(errno));
+			goto out;
+		}
+		res->size += f.mlen;
+		res->blocks++;
+	}
+	if (f.m[0] != 0) {
+		peer_err("end of transfer with way 1 from the sender");
+		goto out;
+	}
+	EVP_DigestFinal_ex(g, dig, &dl);
+	peer_hex(dig, dl, res->hash);
+	if (length >= 0 && (uint64_t)length != res->size) {
+		peer_err("size %" PRIu64 " != declared %" PRId64, res->size,
+		    length);
+		goto out;
+	}
+	if (f.elen != strlen(res->hash) ||
+	    strncasecmp((const char *)f.e, res->hash, f.elen) != 0) {
+		peer_err("global digest mismatch: got %.*s, computed %s (%s)",
+		    (int)f.elen, f.e, res->hash, pc->peer_digest);
+		*errcode = 'M';
+		goto out;
+	}
+	{
+		uint8_t b[256];
+		size_t n = r66_encode_endtransfer(b, sizeof(b), dst, src, 1,
+		    res->hash);
+
+		if (peer_write(pc, b, n) == -1)
+			goto out;
+	}
+	rc = 0;
+out:
+	EVP_MD_CTX_free(g);
+	return rc;
+}
+
+/* Sender side of the closing handshake: EndRequest(0), wait (1). */
+static int
+peer_endrequest_send(struct peer_conn *pc, uint32_t dst, uint32_t src)
+{
+	struct r66_frame f;
+	uint8_t b[64];
+	size_t n = r66_encode_endrequest(b, sizeof(b), dst, src, 0);
+
+	if (peer_write(pc, b, n) == -1 ||
+	    peer_expect(pc, &f, R66_ENDREQUEST, src, "end of request") == -1)
+		return -1;
+	return f.m[0] == 1 ? 0 : -1;
+}
+
+static int
+peer_endrequest_recv(struct peer_conn *pc, uint32_t dst, uint32_t src)
+{
+	struct r66_frame f;
+	uint8_t b[64];
+	size_t n;
+
+	if (peer_expect(pc, &f, R66_ENDREQUEST, src, "end of request") == -1 ||
+	    f.m[0] != 0)
+		return -1;
+	n = r66_encode_endrequest(b, sizeof(b), dst, src, 1);
+	return peer_write(pc, b, n);
+}
+
+/* A plain file name: no directory part, no dot-dot, no control bytes. */
+static bool
+peer_name_ok(const char *name)
+{
+	const char *p;
+
+	if (name[0] == '\0' || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0 || name[0] == '.')
+		return false;
+	for (p = name; *p != '\0'; p++)
+		if (*p == '/' || *p == '\\' || (unsigned char)*p < 0x20)
+			return false;
+	return true;
+}
+
+/* ---- client ----------------------------------------------------------- */
+
+static int
+peer_connect(const char *addr)
+{
+	char host[256], *colon;
+	struct addrinfo hints, *ai, *a;
+	int fd = -1, one = 1;
+
+	snprintf(host, sizeof(host), "%s", addr);
+	if ((colon = strrchr(host, ':')) == NULL)
+		return -1;
+	*colon = '\0';
+	if (host[0] == '[') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+		return -1;
+	for (a = ai; a != NULL; a = a->ai_next) {
+		fd = socket(a->ai_family, SOCK_STREAM, 0);
+		if (fd == -1)
+			continue;
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd != -1)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void
+peer_timeout(int fd, int sec)
+{
+	struct timeval tv = { sec, 0 };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static const char *
+peer_base(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s != NULL ? s + 1 : p;
+}
+
+/* One transfer on its own channel. */
+static int
+peer_client_xfer(struct peer_conn *pc, const struct peer_xfer *x, int round)
+{
+	const struct peer_conf *c = pc->c;
+	uint32_t cid = 0x1a2b0000u + pc->next_id++, sid = R66_NOCHANNEL;
+	struct r66_request rq, an;
+	struct r66_frame f;
+	struct peer_result res;
+	uint8_t b[4096];
+	char vers[512], outpath[PATH_MAX], tmppath[PATH_MAX + 8], code;
+	int fd = -1, rc = -1;
+	size_t n;
+	struct stat sb;
+	bool md5mode;
+
+	memset(&rq, 0, sizeof(rq));
+	snprintf(rq.rule, sizeof(rq.rule), "%s", c->rule);
+	rq.mode = c->mode;
+	if (x->send && !r66_mode_is_send(rq.mode))
+		rq.mode--;
+	if (!x->send && r66_mode_is_send(rq.mode))
+		rq.mode++;
+	if (round > 0 && x->send)
+		snprintf(rq.filename, sizeof(rq.filename), "%s.%d",
+		    peer_base(x->path), round);
+	else
+		snprintf(rq.filename, sizeof(rq.filename), "%s",
+		    x->send ? peer_base(x->path) : x->path);
+	rq.block = c->block;
+	rq.id = (int64_t)time(NULL) * 1000 + pc->next_id;
+	rq.code = 'i';
+	rq.length = -1;
+	if (c->info != NULL) {
+		rq.info.p = (const uint8_t *)c->info;
+		rq.info.len = strlen(c->info);
+	}
+	if (x->send) {
+		if ((fd = open(x->path, O_RDONLY)) == -1 || fstat(fd, &sb) == -1) {
+			peer_err("%s: %s", x->path, strerror(errno));
+			goto out;
+		}
+		rq.length = sb.st_size;
+	}
+
+	if (!pc->authed || !pc->reuse) {
+		n = r66_encode_authent(b, sizeof(b), R66_NOCHANNEL, cid,
+		    c->host_id, c->key, cid, 0, peer_version(c, vers,
+		    sizeof(vers)));
+		if (peer_write(pc, b, n) == -1 ||
+		    peer_expect(pc, &f, R66_AUTHENT, cid, "authentication") == -1)
+			goto out;
+		if (peer_check_authent(pc, &f, 1) != 0) {
+			peer_err("server failed mutual authentication");
+			goto out;
+		}
+		sid = f.src;
+		pc->authed = true;
+	}
+	n = r66_encode_request(b, sizeof(b), sid, cid, &rq);
+	if (n == 0 || peer_write(pc, b, n) == -1 ||
+	    peer_expect(pc, &f, R66_REQUEST, cid, "request answer") == -1)
+		goto out;
+	if (r66_request_parse(&f, &an) == -1 || an.way != 1 ||
+	    an.mode != rq.mode) {
+		peer_err("malformed request answer");
+		goto out;
+	}
+	if (sid != R66_NOCHANNEL && f.src != sid) {
+		peer_err("request answer from channel %08x, not %08x", f.src, sid);
+		goto out;
+	}
+	sid = f.src;
+	if (an.code != 'i') {
+		peer_err("request refused by the server: code=%c", an.code);
+		goto out;
+	}
+	if (an.block < 1 || an.block > (int64_t)c->block) {
+		peer_err("server answered block %" PRId64, an.block);
+		goto out;
+	}
+	md5mode = r66_mode_has_digest(rq.mode);
+	if (x->send) {
+		if (peer_send_data(pc, fd, sid, cid, (uint32_t)an.block, md5mode,
+		    &res) == -1 || peer_endrequest_send(pc, sid, cid) == -1)
+			goto out;
+	} else {
+		if (!peer_name_ok(peer_base(an.filename))) {
+			peer_err("server sent a bad file name");
+			goto out;
+		}
+		if (round > 0)
+			snprintf(outpath, sizeof(outpath), "%s/%s.%d",
+			    c->dir != NULL ? c->dir : ".",
+			    peer_base(an.filename), round);
+		else
+			snprintf(outpath, sizeof(outpath), "%s/%s",
+			    c->dir != NULL ? c->dir : ".", peer_base(an.filename));
+		snprintf(tmppath, sizeof(tmppath), "%s.part", outpath);
+		if ((fd = open(tmppath, O_WRONLY | O_CREAT | O_TRUNC, 0644)) == -1) {
+			peer_err("%s: %s", tmppath, strerror(errno));
+			goto out;
+		}
+		if (peer_recv_data(pc, fd, sid, cid, (uint32_t)an.block, md5mode,
+		    an.length, &res, &code) == -1 ||
+		    peer_endrequest_recv(pc, sid, cid) == -1 ||
+		    rename(tmppath, outpath) == -1) {
+			unlink(tmppath);
+			goto out;
+		}
+	}
+	if (!c->quiet)
+		printf("ok %s file=%s size=%" PRIu64 " blocks=%" PRIu64
+		    " mode=%s digest=%s:%s\n", x->send ? "send" : "recv",
+		    rq.filename, res.size, res.blocks, r66_mode_name(rq.mode),
+		    x->send ? c->digest : pc->peer_digest, res.hash);
+	rc = 0;
+out:
+	if (fd != -1)
+		close(fd);
+	return rc;
+}
+
+static int
+peer_client(const struct peer_conf *c)
+{
+	struct peer_conn pc;
+	int round, k, rc = 0;
+
+	memset(&pc, 0, sizeof(pc));
+	pc.c = c;
+	pc.bufcap = c->block + R66_DATA_OVERHEAD + 128;
+	if ((pc.buf = malloc(pc.bufcap)) == NULL)
+		return 2;
+	if ((pc.fd = peer_connect(c->addr)) == -1) {
+		peer_err("connect %s: %s", c->addr, strerror(errno));
+		free(pc.buf);
+		return 2;
+	}
+	peer_timeout(pc.fd, c->timeout);
+	for (round = 0; round < c->count && rc == 0; round++)
+		for (k = 0; k < c->nxfers && rc == 0; k++)
+			if (peer_client_xfer(&pc, &c->xfers[k],
+			    c->count > 1 ? round + 1 : 0) == -1)
+				rc = 2;
+	close(pc.fd);
+	free(pc.buf);
+	return rc;
+}
+
+/* ---- server ----------------------------------------------------------- */
+
+/* Handles one channel whose first frame is f (Authent or, with reuse,
+ * Request). 0: channel done, connection goes on; -1: close it. */
+static int
+peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
+{
+	const struct peer_conf *c = pc->c;
+	uint32_t cid = f->src, sid = 0x00c00000u + pc->next_id++;
+	struct r66_request rq;
+	struct peer_result res;
+	uint8_t b[4096];
+	char vers[512], path[PATH_MAX], code;
+	int fd = -1, rc = -1, bad;
+	struct stat sb;
+	bool md5mode;
+	size_t n;
+
+	if (f->code == R66_AUTHENT) {
+		if ((bad = peer_check_authent(pc, f, 0)) != 0) {
+			peer_send_error(pc, cid, sid,
+			    "Key is not valid for this HostId", 'A');
+			return -1;
+		}
+		n = r66_encode_authent(b, sizeof(b), cid, sid, c->host_id,
+		    c->key, cid, 1, peer_version(c, vers, sizeof(vers)));
+		if (peer_write(pc, b, n) == -1)
+			return -1;
+		pc->authed = true;
+		if (peer_recv(pc, f) != 1)
+			return -1;
+		if (f->code == R66_ERROR) {
+			peer_print_error(f, "client");
+			return 0;
+		}
+		if (f->code != R66_REQUEST || f->dst != sid || f->src != cid) {
+			peer_err("expected a request on channel %08x", sid);
+			return -1;
+		}
+	} else if (!pc->authed || !pc->reuse || f->code != R66_REQUEST) {
+		peer_send_error(pc, cid, sid, "Not authenticated", 'A');
+		return -1;
+	}
+	if (r66_request_parse(f, &rq) == -1 || rq.way != 0 || rq.code != 'i' ||
+	    !r66_mode_valid(rq.mode) || rq.mode > 4) {
+		peer_err("malformed request");
+		peer_send_error(pc, cid, sid, "Malformed request", 'n');
+		return -1;
+	}
+	if (!peer_name_ok(peer_base(rq.filename)) ||
+	    strstr(rq.filename, "..") != NULL || rq.filename[0] == '/') {
+		peer_send_error(pc, cid, sid, "File name not allowed", 'a');
+		return 0;
+	}
+	if (rq.block < 100)
+		rq.block = 65536;
+	if (rq.block > (int64_t)c->block)
+		rq.block = c->block;
+	snprintf(path, sizeof(path), "%s/%s", c->dir, peer_base(rq.filename));
+	md5mode = r66_mode_has_digest(rq.mode);
+	if (!r66_mode_is_send(rq.mode)) {
+		if ((fd = open(path, O_RDONLY)) == -1 || fstat(fd, &sb) == -1 ||
+		    !S_ISREG(sb.st_mode)) {
+			peer_send_error(pc, cid, sid, "File not found", 'f');
+			rc = 0;
+			goto out;
+		}
+		rq.length = sb.st_size;
+	} else {
+		snprintf(pc->tmp, sizeof(pc->tmp), "%s/.part.%d.%u", c->dir,
+		    (int)getpid(), pc->next_id);
+		if ((fd = open(pc->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) == -1) {
+			peer_err("%s: %s", pc->tmp, strerror(errno));
+			pc->tmp[0] = '\0';
+			peer_send_error(pc, cid, sid, "Cannot store", 'I');
+			goto out;
+		}
+	}
+	rq.way = 1;
+	n = r66_encode_request(b, sizeof(b), cid, sid, &rq);
+	if (n == 0 || peer_write(pc, b, n) == -1)
+		goto out;
+	if (r66_mode_is_send(rq.mode)) {
+		if (peer_recv_data(pc, fd, cid, sid, (uint32_t)rq.block, md5mode,
+		    rq.length, &res, &code) == -1) {
+			if (code != '\0')
+				peer_send_error(pc, cid, sid, "Transfer failed",
+				    code);
+			goto out;
+		}
+		close(fd);
+		fd = -1;
+		if (rename(pc->tmp, path) == -1)
+			goto out;
+		pc->tmp[0] = '\0';
+		if (peer_endrequest_recv(pc, cid, sid) == -1)
+			goto out;
+	} else if (peer_send_data(pc, fd, cid, sid, (uint32_t)rq.block,
+	    md5mode, &res) == -1 || peer_endrequest_send(pc, cid, sid) == -1)
+		goto out;
+	if (!c->quiet)
+		printf("ok %s file=%s size=%" PRIu64 " blocks=%" PRIu64
+		    " mode=%s partner=%s digest=%s\n",
+		    r66_mode_is_send(rq.mode) ? "received" : "sent",
+		    peer_base(rq.filename), res.size, res.blocks,
+		    r66_mode_name(rq.mode), pc->peer_id, res.hash);
+	fflush(stdout);
+	rc = 0;
+out:
+	if (fd != -1)
+		close(fd);
+	if (pc->tmp[0] != '\0') {
+		unlink(pc->tmp);
+		pc->tmp[0] = '\0';
+	}
+	return rc;
+}
+
+static void
+peer_server_conn(const struct peer_conf *c, int fd)
+{
+	struct peer_conn pc;
+	struct r66_frame f;
+
+	memset(&pc, 0, sizeof(pc));
+	pc.c = c;
+	pc.fd = fd;
+	pc.bufcap = c->block + R66_DATA_OVERHEAD + 128;
+	if ((pc.buf = malloc(pc.bufcap)) == NULL)
+		return;
+	peer_timeout(fd, c->timeout);
+	while (peer_recv(&pc, &f) == 1) {
+		if (f.code == R66_ERROR || f.code == R66_CONNERROR) {
+			/* a refusal for a channel we no longer track */
+			peer_print_error(&f, "client");
+			if (f.dst == R66_NOCHANNEL)
+				break;
+			continue;
+		}
+		if (f.dst != R66_NOCHANNEL) {
+			peer_err("frame for unknown channel %08x", f.dst);
+			break;
+		}
+		if (peer_server_channel(&pc, &f) == -1)
+			break;
+	}
+	close(fd);
+	free(pc.buf);
+}
+
+static int
+peer_server(const struct peer_conf *c)
+{
+	struct addrinfo hints, *ai;
+	char host[256], *colon;
+	int lfd, one = 1;
+
+	snprintf(host, sizeof(host), "%s", c->addr);
+	if ((colon = strrchr(host, ':')) == NULL)
+		return 1;
+	*colon = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
+		peer_err("bad listen address %s", c->addr);
+		return 1;
+	}
+	lfd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (lfd == -1 ||
+	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    bind(lfd, ai->ai_addr, ai->ai_addrlen) == -1 ||
+	    listen(lfd, 128) == -1) {
+		peer_err("listen %s: %s", c->addr, strerror(errno));
+		freeaddrinfo(ai);
+		return 2;
+	}
+	freeaddrinfo(ai);
+	signal(SIGCHLD, SIG_IGN);	/* no zombies */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		pid_t pid;
+
+		if (fd == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			peer_err("accept: %s", strerror(errno));
+			return 2;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if ((pid = fork()) == 0) {
+			close(lfd);
+			peer_server_conn(c, fd);
+			_exit(0);
+		}
+		if (pid == -1)
+			peer_err("fork: %s", strerror(errno));
+		close(fd);
+	}
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+static int
+peer_idpw(const char *arg, char *id, size_t idsz, uint8_t key[16])
+{
+	const char *colon = strchr(arg, ':');
+
+	if (colon == NULL || colon == arg || (size_t)(colon - arg) >= idsz)
+		return -1;
+	memcpy(id, arg, (size_t)(colon - arg));
+	id[colon - arg] = '\0';
+	return r66_key_hash(colon + 1, key);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "connect", required_argument, NULL, 'c' },
+		{ "id", required_argument, NULL, 'i' },
+		{ "partner", required_argument, NULL, 'p' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "rule", required_argument, NULL, 'r' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "block", required_argument, NULL, 'b' },
+		{ "digest", required_argument, NULL, 'g' },
+		{ "send", required_argument, NULL, 'S' },
+		{ "recv", required_argument, NULL, 'R' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "auth-each", no_argument, NULL, 'a' },
+		{ "info", required_argument, NULL, 'I' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct peer_conf c;
+	static char self_id[128];
+	int o;
+	long v;
+	char *end;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		peer_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 1 : 0;
+	}
+	if (strcmp(argv[1], "server") == 0)
+		c.server = true;
+	else if (strcmp(argv[1], "client") != 0) {
+		peer_usage(stderr);
+		return 1;
+	}
+	c.mode = 1;
+	c.block = 65536;
+	c.digest = "SHA-256";
+	c.count = 1;
+	c.timeout = 60;
+	optind = 2;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'l': case 'c':
+			c.addr = optarg;
+			break;
+		case 'i':
+			if (peer_idpw(optarg, self_id, sizeof(self_id), c.key) == -1)
+				goto usage;
+			c.host_id = self_id;
+			break;
+		case 'p':
+			if (c.npartners == PEER_MAX_PARTNERS ||
+			    peer_idpw(optarg, c.partners[c.npartners].id,
+			    sizeof(c.partners[0].id),
+			    c.partners[c.npartners].key) == -1)
+				goto usage;
+			c.npartners++;
+			break;
+		case 'd': c.dir = optarg; break;
+		case 'r': c.rule = optarg; break;
+		case 'I': c.info = optarg; break;
+		case 'a': c.auth_each = true; break;
+		case 'q': c.quiet = true; break;
+		case 'g':
+			if (peer_md(optarg) == NULL)
+				goto usage;
+			c.digest = optarg;
+			break;
+		case 'S': case 'R':
+			if (c.nxfers == PEER_MAX_XFERS)
+				goto usage;
+			c.xfers[c.nxfers].send = o == 'S';
+			c.xfers[c.nxfers++].path = optarg;
+			break;
+		case 'm': case 'b': case 'n': case 't':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || optarg[0] == '\0')
+				goto usage;
+			if (o == 'm' && v >= 1 && v <= 4)
+				c.mode = (int)v;
+			else if (o == 'b' && v >= 1 && v <= PEER_BLOCK_MAX)
+				c.block = (uint32_t)v;
+			else if (o == 'n' && v >= 1 && v <= 100000)
+				c.count = (int)v;
+			else if (o == 't' && v >= 1 && v <= 3600)
+				c.timeout = (int)v;
+			else
+				goto usage;
+			break;
+		case 'h':
+			peer_usage(stdout);
+			return 0;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc || c.addr == NULL || c.host_id == NULL ||
+	    c.npartners == 0)
+		goto usage;
+	if (c.server) {
+		if (c.dir == NULL)
+			goto usage;
+		return peer_server(&c);
+	}
+	if (c.rule == NULL || c.nxfers == 0)
+		goto usage;
+	return peer_client(&c);
+usage:
+	peer_usage(stderr);
+	return 1;
+}
