@@ -1,0 +1,1242 @@
+/* r66: polices Waarp R66 managed file transfers inline (R66-WIRE.md).
+ *
+ * Buffered relay. Each direction is cut into frames by r66_wire; a frame is
+ * forwarded whole once checked, a partial one waits in a per-direction hold
+ * buffer bounded by max-block plus headroom. The identity (host id) belongs
+ * to the TCP connection: since R66 3.6.1 later channels skip Authent. Per
+ * local channel we follow R66-WIRE.md 5.5 and apply the <r66> policy.
+ *
+ * Refusals: a request-time refusal answers the client with an ErrorPacket
+ * on that channel (and tells the server, if it had seen the channel), and
+ * the connection goes on. A refused host id, or a refusal in the middle of
+ * a transfer, answers with an ErrorPacket and ends the connection. A
+ * malformed frame or a state-machine violation answers a ConnectionError
+ * [NOCHANNEL, NOCHANNEL] and ends the connection. */
+#include <fnmatch.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+#include <libxml/tree.h>
+
+#include "analyser.h"
+#include "config.h"
+#include "parse.h"
+#include "r66_wire.h"
+
+#define R66_CHAN_MAX		8	/* concurrent local channels per connection */
+#define R66_MAX_BLOCK_DEF	(1024 * 1024)
+#define R66_MAX_BLOCK_MAX	(16 * 1024 * 1024)
+#define R66_JSON_RENAME_CLASS \
+	"org.waarp.openr66.protocol.localhandler.packet.json.RequestJsonPacket"
+
+enum r66_action {
+	R66_ACCEPT = 0,
+	R66_DENY,
+	R66_ABORT,
+};
+
+struct r66_pat_rule {
+	char		**pats;
+	size_t		 npats;
+	enum r66_action	 action;
+	uint64_t	 max_size;	/* <file>: 0 = none */
+};
+
+struct r66_pat_list {
+	struct r66_pat_rule *r;
+	size_t		 n;
+};
+
+struct r66_policy {
+	bool		 req_block_digest;
+	bool		 req_global_digest;
+	uint64_t	 max_block;
+	unsigned	 modes;		/* bit (1 << mode) */
+	bool		 information;
+	bool		 test;
+	struct r66_pat_list hosts, rules, files;
+};
+
+/* Counter indexes, in r66_counters[] order. */
+enum {
+	R66_C_TRANSFERS = 0,
+	R66_C_TRANSFERS_DENIED,
+	R66_C_TRANSFERS_FAILED,
+	R66_C_DENIED_HOST,
+	R66_C_DENIED_RULE,
+	R66_C_DENIED_MODE,
+	R66_C_DENIED_FILE,
+	R66_C_DENIED_SIZE,
+	R66_C_DENIED_BLOCK,
+	R66_C_DENIED_DIGEST,
+	R66_C_DENIED_ADMIN,
+	R66_C_VIOLATIONS,
+};
+
+static const char *const r66_counters[] = {
+	"transfers", "transfers_denied", "transfers_failed", "denied_host",
+	"denied_rule", "denied_mode", "denied_file", "denied_size",
+	"denied_block", "denied_digest", "denied_admin", "violations", NULL,
+};
+
+enum r66_cstate {
+	R66_CH_FREE = 0,
+	R66_CH_AUTH_ASKED,
+	R66_CH_AUTHED,
+	R66_CH_REQ_ASKED,
+	R66_CH_XFER,
+	R66_CH_ET_ASKED,
+	R66_CH_ET_DONE,
+	R66_CH_ER_ASKED,
+	R66_CH_OTHER,		/* information, test, valid... */
+};
+
+struct r66_chan {
+	enum r66_cstate	 st;
+	uint32_t	 cid, sid;	/* client's and server's channel ids */
+	char		 host[128];	/* Authent way 0, until answered */
+	bool		 has_req;
+	struct r66_request req;
+	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
+	uint32_t	 next_rank;
+	uint64_t	 bytes, blocks;
+	char		 hash_algo[24];
+};
+
+struct r66_state {
+	struct evbuffer	*hold[2];	/* partial frame, per px_dir */
+	bool		 done;		/* ending: drop whatever comes */
+	bool		 abort;		/* action="abort": reset, no reply */
+	bool		 authed;
+	char		 host[128];	/* the connection's identity */
+	char		 server_host[128];
+	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
+	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */
+	struct r66_chan	 ch[R66_CHAN_MAX];
+};
+
+/* What a frame check decided. */
+enum r66_fv {
+	R66_FV_PASS = 0,	/* forward it */
+	R66_FV_DROP,		/* swallow it (channel refused) */
+	R66_FV_END,		/* the session is finishing */
+};
+
+/* ---- policy ----------------------------------------------------------- */
+
+static void
+r66_list_free(struct r66_pat_list *l)
+{
+	size_t i, j;
+
+	for (i = 0; i < l->n; i++) {
+		for (j = 0; j < l->r[i].npats; j++)
+			free(l->r[i].pats[j]);
+		free(l->r[i].pats);
+	}
+	free(l->r);
+}
+
+static void
+r66_policy_free(void *pol)
+{
+	struct r66_policy *p = pol;
+
+	if (p == NULL)
+		return;
+	r66_list_free(&p->hosts);
+	r66_list_free(&p->rules);
+	r66_list_free(&p->files);
+	free(p);
+}
+
+/* NULL if absent; caller xmlFree()s. */
+static char *
+r66_prop(const xmlNode *n, const char *name)
+{
+	return (char *)xmlGetProp((xmlNode *)n, (const xmlChar *)name);
+}
+
+static int
+r66_yesno(const xmlNode *n, const char *name, bool *out, struct px_cfgerr *e)
+{
+	char *v = r66_prop(n, name);
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	if (strcmp(v, "yes") == 0)
+		*out = true;
+	else if (strcmp(v, "no") == 0)
+		*out = false;
+	else {
+		px_cfg_error(e, n, "%s=\"%s\": expected yes or no", name, v);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static int
+r66_split(const xmlNode *n, const char *attr, const char *v, char ***out,
+    size_t *nout, struct px_cfgerr *e)
+{
+	const char *p = v;
+	char **list = NULL, **nl;
+	size_t k = 0;
+
+	for (;;) {
+		size_t len;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n')
+			p++;
+		if (*p == '\0')
+			break;
+		len = strcspn(p, " \t\n");
+		if (len > 255 || (nl = realloc(list, (k + 1) *
+		    sizeof(*list))) == NULL || (nl[k] = strndup(p, len)) == NULL) {
+			px_cfg_error(e, n, "%s: item too long or out of memory",
+			    attr);
+			goto fail;
+		}
+		list = nl;
+		k++;
+		p += len;
+	}
+	if (k == 0) {
+		px_cfg_error(e, n, "%s=\"\": expected at least one item", attr);
+		goto fail;
+	}
+	*out = list;
+	*nout = k;
+	return 0;
+fail:
+	while (k > 0)
+		free(list[--k]);
+	free(list);
+	return -1;
+}
+
+static int
+r66_pat_rule_load(const xmlNode *n, const char *attr, struct r66_pat_list *l,
+    struct px_cfgerr *e)
+{
+	struct r66_pat_rule r, *nr;
+	char *v;
+	const char *why;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	if ((v = r66_prop(n, attr)) == NULL) {
+		px_cfg_error(e, n, "<%s> needs %s=", (const char *)n->name, attr);
+		return -1;
+	}
+	if (r66_split(n, attr, v, &r.pats, &r.npats, e) == -1) {
+		xmlFree(v);
+		return -1;
+	}
+	xmlFree(v);
+	if ((v = r66_prop(n, "action")) != NULL) {
+		if (strcmp(v, "accept") == 0)
+			r.action = R66_ACCEPT;
+		else if (strcmp(v, "deny") == 0)
+			r.action = R66_DENY;
+		else if (strcmp(v, "abort") == 0)
+			r.action = R66_ABORT;
+		else {
+			px_cfg_error(e, n, "action=\"%s\": expected accept, deny "
+			    "or abort", v);
+			goto out;
+		}
+		xmlFree(v);
+		v = NULL;
+	}
+	if ((v = r66_prop(n, "max-size")) != NULL) {
+		if (px_parse_size(v, &r.max_size, &why) == -1) {
+			px_cfg_error(e, n, "max-size=\"%s\": %s", v, why);
+			goto out;
+		}
+		if (r.max_size == 0) {
+			px_cfg_error(e, n, "max-size=\"%s\": must be above 0 "
+			    "(leave it out for no limit)", v);
+			goto out;
+		}
+	}
+	if ((nr = realloc(l->r, (l->n + 1) * sizeof(*nr))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		goto out;
+	}
+	l->r = nr;
+	l->r[l->n++] = r;
+	r.pats = NULL;
+	r.npats = 0;
+	rc = 0;
+out:
+	if (v != NULL)
+		xmlFree(v);
+	while (r.npats > 0)
+		free(r.pats[--r.npats]);
+	free(r.pats);
+	return rc;
+}
+
+static int
+r66_modes_load(const xmlNode *n, unsigned *modes, struct px_cfgerr *e)
+{
+	char *v = r66_prop(n, "allow"), **list = NULL;
+	size_t k, nl = 0;
+	int m, rc = -1;
+
+	if (v == NULL) {
+		px_cfg_error(e, n, "<mode> needs allow=");
+		return -1;
+	}
+	if (r66_split(n, "allow", v, &list, &nl, e) == -1)
+		goto out;
+	*modes = 0;
+	for (k = 0; k < nl; k++) {
+		for (m = R66_MODE_SEND; m <= R66_MODE_RECVMD5THROUGH; m++)
+			if (strcmp(list[k], r66_mode_name(m)) == 0)
+				break;
+		if (m > R66_MODE_RECVMD5THROUGH) {
+			px_cfg_error(e, n, "allow: unknown mode \"%s\" (send recv "
+			    "sendmd5 recvmd5 sendthrough recvthrough "
+			    "sendmd5through recvmd5through)", list[k]);
+			goto out;
+		}
+		*modes |= 1u << m;
+	}
+	rc = 0;
+out:
+	for (k = 0; k < nl; k++)
+		free(list[k]);
+	free(list);
+	xmlFree(v);
+	return rc;
+}
+
+static int
+r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
+{
+	struct r66_policy *p;
+	const xmlNode *n;
+	const char *why;
+	char *v;
+	bool seen_mode = false;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		px_cfg_error(e, sec, "out of memory");
+		return -1;
+	}
+	p->max_block = R66_MAX_BLOCK_DEF;
+	p->modes = 0x1fe;	/* 1..8 */
+	p->information = p->test = true;
+	if (sec == NULL)
+		goto done;
+	if ((v = r66_prop(sec, "require-digest")) != NULL) {
+		if (strcmp(v, "yes") == 0)
+			p->req_block_digest = p->req_global_digest = true;
+		else if (strcmp(v, "block") == 0)
+			p->req_block_digest = true;
+		else if (strcmp(v, "global") == 0)
+			p->req_global_digest = true;
+		else if (strcmp(v, "no") != 0) {
+			px_cfg_error(e, sec, "require-digest=\"%s\": expected yes, "
+			    "no, block or global", v);
+			xmlFree(v);
+			goto fail;
+		}
+		xmlFree(v);
+	}
+	if ((v = r66_prop(sec, "max-block")) != NULL) {
+		if (px_parse_size(v, &p->max_block, &why) == -1) {
+			px_cfg_error(e, sec, "max-block=\"%s\": %s", v, why);
+			xmlFree(v);
+			goto fail;
+		}
+		if (p->max_block < 100 || p->max_block > R66_MAX_BLOCK_MAX) {
+			px_cfg_error(e, sec, "max-block=\"%s\": must be between "
+			    "100 and 16m", v);
+			xmlFree(v);
+			goto fail;
+		}
+		xmlFree(v);
+	}
+	if (r66_yesno(sec, "information", &p->information, e) == -1 ||
+	    r66_yesno(sec, "test", &p->test, e) == -1)
+		goto fail;
+	for (n = sec->children; n != NULL; n = n->next) {
+		int rc = 0;
+
+		if (n->type != XML_ELEMENT_NODE)
+			continue;
+		if (xmlStrcmp(n->name, (const xmlChar *)"host") == 0)
+			rc = r66_pat_rule_load(n, "id", &p->hosts, e);
+		else if (xmlStrcmp(n->name, (const xmlChar *)"rule") == 0)
+			rc = r66_pat_rule_load(n, "name", &p->rules, e);
+		else if (xmlStrcmp(n->name, (const xmlChar *)"file") == 0)
+			rc = r66_pat_rule_load(n, "pattern", &p->files, e);
+		else if (xmlStrcmp(n->name, (const xmlChar *)"mode") == 0) {
+			if (seen_mode) {
+				px_cfg_error(e, n, "<mode> given twice");
+				goto fail;
+			}
+			seen_mode = true;
+			rc = r66_modes_load(n, &p->modes, e);
+		} else {
+			px_cfg_error(e, n, "unknown element <%s> in <r66>",
+			    (const char *)n->name);
+			rc = -1;
+		}
+		if (rc == -1)
+			goto fail;
+	}
+done:
+	*pol = p;
+	return 0;
+fail:
+	r66_policy_free(p);
+	return -1;
+}
+
+/* First matching rule (NULL: none matched). An empty list matches all. */
+static const struct r66_pat_rule *
+r66_match(const struct r66_pat_list *l, const char *s, bool *empty)
+{
+	size_t i, j;
+
+	*empty = l->n == 0;
+	for (i = 0; i < l->n; i++)
+		for (j = 0; j < l->r[i].npats; j++)
+			if (fnmatch(l->r[i].pats[j], s, 0) == 0)
+				return &l->r[i];
+	return NULL;
+}
+
+/* ACCEPT, DENY or ABORT for s against a list; *max_size from the rule. */
+static enum r66_action
+r66_decide(const struct r66_pat_list *l, const char *s, uint64_t *max_size)
+{
+	const struct r66_pat_rule *r;
+	bool empty;
+
+	if (max_size != NULL)
+		*max_size = 0;
+	r = r66_match(l, s, &empty);
+	if (empty)
+		return R66_ACCEPT;
+	if (r == NULL)
+		return R66_DENY;
+	if (max_size != NULL)
+		*max_size = r->max_size;
+	return r->action;
+}
+
+/* No path tricks, whatever the patterns say. */
+static bool
+r66_name_safe(const char *name)
+{
+	const char *p;
+
+	if (name[0] == '\0' || name[0] == '/' || name[0] == '\\')
+		return false;
+	for (p = name; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\')
+			return false;
+	for (p = name; p != NULL; p = strchr(p, '/')) {
+		if (*p == '/')
+			p++;
+		if (strncmp(p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Log-safe copy: printable ASCII but space, quote and backslash. */
+static const char *
+r66_esc(char *out, size_t cap, const char *in, size_t len)
+{
+	size_t o = 0, k;
+
+	for (k = 0; k < len && o + 5 < cap; k++) {
+		unsigned char c = (unsigned char)in[k];
+
+		if (c > 0x20 && c < 0x7f && c != '"' && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+	}
+	if (k < len && o + 4 < cap)
+		o += (size_t)snprintf(out + o, cap - o, "...");
+	out[o] = '\0';
+	return out;
+}
+
+static struct r66_chan *
+r66_chan_by_cid(struct r66_state *st, uint32_t cid)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st != R66_CH_FREE && st->ch[k].cid == cid)
+			return &st->ch[k];
+	return NULL;
+}
+
+static struct r66_chan *
+r66_chan_new(struct r66_state *st, uint32_t cid)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st == R66_CH_FREE) {
+			memset(&st->ch[k], 0, sizeof(st->ch[k]));
+			st->ch[k].cid = cid;
+			st->ch[k].sid = R66_NOCHANNEL;
+			return &st->ch[k];
+		}
+	return NULL;
+}
+
+static void
+r66_chan_free(struct r66_chan *c)
+{
+	c->st = R66_CH_FREE;
+}
+
+/* Does the requester (client) send the file on this channel? */
+static bool
+r66_client_sends(const struct r66_chan *c)
+{
+	return r66_mode_is_send(c->req.mode);
+}
+
+static void
+r66_xfer_log(struct px_session *s, struct r66_state *st,
+    const struct r66_chan *c, const char *verdict, const char *why)
+{
+	char host[200], rule[300], file[400];
+
+	if (!c->has_req)
+		return;
+	px_session_log(s, LOG_INFO, "r66-transfer host=%s rule=%s mode=%s "
+	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s",
+	    r66_esc(host, sizeof(host), st->host, strlen(st->host)),
+	    r66_esc(rule, sizeof(rule), c->req.rule, strlen(c->req.rule)),
+	    r66_mode_name(c->req.mode),
+	    r66_esc(file, sizeof(file), c->req.filename,
+	    strlen(c->req.filename)),
+	    (unsigned long long)c->bytes, (unsigned long long)c->blocks,
+	    c->hash_algo[0] != '\0' ? c->hash_algo : "none", verdict,
+	    why != NULL ? " reason=" : "", why != NULL ? why : "");
+}
+
+static void
+r66_send_error(struct px_session *s, enum px_dir to, uint32_t dst,
+    uint32_t src, const char *msg, char code)
+{
+	uint8_t b[512];
+	size_t n = r66_encode_error(b, sizeof(b), dst, src, msg, code, 3);
+
+	if (n > 0)
+		evbuffer_add(px_session_output(s, to), b, n);
+}
+
+/* Malformed or out-of-sequence: ConnectionError to the client, end. */
+static enum r66_fv
+r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
+    const char *what)
+{
+	uint8_t b[256];
+	char reason[200];
+	size_t n;
+	int k;
+
+	px_session_count(s, R66_C_VIOLATIONS, 1);
+	px_session_log(s, LOG_NOTICE, "r66 protocol violation from %s: %s",
+	    dir == PX_TO_SERVER ? "client" : "server", what);
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st != R66_CH_FREE) {
+			if (st->ch[k].has_req) {
+				px_session_count(s, R66_C_TRANSFERS_DENIED, 1);
+				r66_xfer_log(s, st, &st->ch[k], "deny",
+				    "protocol-violation");
+			}
+			r66_chan_free(&st->ch[k]);
+		}
+	n = r66_encode_connerror(b, sizeof(b), R66_NOCHANNEL, R66_NOCHANNEL,
+	    "Protocol violation (proxy)", NULL);
+	evbuffer_add(px_session_output(s, PX_TO_CLIENT), b, n);
+	snprintf(reason, sizeof(reason), "denied: r66 protocol violation: %s",
+	    what);
+	px_session_finish(s, reason);
+	st->done = true;
+	return R66_FV_END;
+}
+
+/* A policy refusal on channel c. whole: end the connection too (host id,
+ * mid-transfer). The client gets an ErrorPacket on its channel; a server
+ * that already knows the channel gets one too so it drops it. */
+static enum r66_fv
+r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
+    unsigned counter, char code, const char *msg, const char *why,
+    enum r66_action act, bool whole)
+{
+	char text[160], reason[200];
+
+	px_session_count(s, counter, 1);
+	if (c->has_req) {
+		px_session_count(s, R66_C_TRANSFERS_DENIED, 1);
+		r66_xfer_log(s, st, c, "deny", why);
+	} else {
+		char host[200];
+
+		px_session_log(s, LOG_NOTICE, "r66 denied host=%s: %s",
+		    r66_esc(host, sizeof(host), c->host[0] != '\0' ? c->host :
+		    st->host, strlen(c->host[0] != '\0' ? c->host : st->host)),
+		    why);
+	}
+	if (act == R66_ABORT) {
+		st->done = st->abort = true;
+		r66_chan_free(c);
+		return R66_FV_END;	/* the caller returns PX_ERROR */
+	}
+	snprintf(text, sizeof(text), "Denied by proxy: %s", msg);
+	r66_send_error(s, PX_TO_CLIENT, c->cid, c->sid, text, code);
+	if (c->sid != R66_NOCHANNEL && !whole)
+		r66_send_error(s, PX_TO_SERVER, c->sid, c->cid, text, code);
+	r66_chan_free(c);
+	if (!whole)
+		return R66_FV_DROP;
+	snprintf(reason, sizeof(reason), "denied: r66 %s", why);
+	px_session_finish(s, reason);
+	st->done = true;
+	return R66_FV_END;
+}
+
+/* ---- checks ----------------------------------------------------------- */
+
+static enum r66_fv
+r66_check_request(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_request *rq, bool answer)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	enum r66_action a;
+	uint64_t max_size;
+
+	if (!answer) {
+		a = r66_decide(&p->rules, rq->rule, NULL);
+		if (a != R66_ACCEPT)
+			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
+			    "rule not allowed", "rule", a, false);
+		if (!r66_mode_valid(rq->mode) ||
+		    (p->modes & (1u << rq->mode)) == 0)
+			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
+			    "transfer mode not allowed", "mode", R66_DENY,
+			    false);
+		if (p->req_block_digest && !r66_mode_has_digest(rq->mode))
+			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
+			    "per-block digest required", "digest-required",
+			    R66_DENY, false);
+		if (rq->info.len > 0 &&
+		    memmem(rq->info.p, rq->info.len, "#COMPRESS#", 10) != NULL)
+			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
+			    "block compression not allowed", "compression",
+			    R66_DENY, false);
+	} else if (rq->mode != c->req.mode || strcmp(rq->rule,
+	    c->req.rule) != 0)
+		return r66_violation(s, st, PX_TO_CLIENT,
+		    "request answer changes rule or mode");
+	/* The requester may leave the name out (RECV pattern); the answer
+	 * then carries the real one. */
+	if (rq->filename[0] != '\0' || answer) {
+		if (!r66_name_safe(rq->filename))
+			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
+			    "file name not allowed", "file-name", R66_DENY,
+			    answer);
+		a = r66_decide(&p->files, rq->filename, &max_size);
+		if (a != R66_ACCEPT)
+			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
+			    "file name not allowed", "file-name", a, answer);
+		c->max_size = max_size;
+	}
+	if (rq->block > (int64_t)p->max_block)
+		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
+		    "block size over the proxy's limit", "block-size",
+		    R66_DENY, answer);
+	if (c->max_size != 0 && rq->length > 0 &&
+	    (uint64_t)rq->length > c->max_size)
+		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
+		    "file too large", "file-size", R66_DENY, answer);
+	return R66_FV_PASS;
+}
+
+/* A Data frame; f has no part pointers (head only), rank given. */
+static enum r66_fv
+r66_check_data(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_frame *f, uint32_t rank,
+    bool from_client)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	size_t dl1, dl2;
+
+	if (c->st != R66_CH_XFER || from_client != r66_client_sends(c))
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "data outside a transfer or from the receiver");
+	if (rank != c->next_rank)
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "data ranks not consecutive");
+	if (f->mlen > p->max_block || (c->req.block > 0 &&
+	    f->mlen > (uint64_t)c->req.block))
+		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
+		    "block size over the limit", "block-size", R66_DENY, true);
+	if (r66_mode_has_digest(c->req.mode)) {
+		/* Keys use the receiver's algorithm (the sender's, if they
+		 * disagree, per R66-WIRE.md 6.2): accept either length. */
+		dl1 = r66_digest_len(st->cdigest);
+		dl2 = r66_digest_len(st->sdigest);
+		if (f->elen == 0 || f->elen > 64 ||
+		    (dl1 != 0 && dl2 != 0 && f->elen != dl1 && f->elen != dl2))
+			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
+			    "bad block digest", "block-digest", R66_DENY, true);
+	} else if (f->elen != 0)
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "block digest in a mode without digests");
+	c->next_rank++;
+	c->bytes += f->mlen;
+	c->blocks++;
+	if (c->req.length >= 0 && c->bytes > (uint64_t)c->req.length)
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "more data than the declared size");
+	if (c->max_size != 0 && c->bytes > c->max_size)
+		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
+		    "file too large", "file-size", R66_DENY, true);
+	return R66_FV_PASS;
+}
+
+static enum r66_fv
+r66_check_endtransfer(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_frame *f, bool from_client)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	bool sender = from_client == r66_client_sends(c);
+	const char *algo;
+	uint8_t way;
+	size_t k, dl;
+
+	if (r66_way(f, &way) == -1)
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "bad way byte");
+	if (way == 0 && sender && c->st == R66_CH_XFER) {
+		algo = from_client ? st->cdigest : st->sdigest;
+		if (c->req.length >= 0 && c->bytes != (uint64_t)c->req.length)
+			return r66_violation(s, st, from_client ? PX_TO_SERVER :
+			    PX_TO_CLIENT, "end of transfer before the declared size");
+		for (k = 0; k < f->elen; k++)
+			if (!((f->e[k] >= '0' && f->e[k] <= '9') ||
+			    (f->e[k] >= 'a' && f->e[k] <= 'f') ||
+			    (f->e[k] >= 'A' && f->e[k] <= 'F')))
+				break;
+		dl = r66_digest_len(algo);
+		if (k != f->elen || f->elen > 128 || (f->elen > 0 && dl != 0 &&
+		    f->elen != 2 * dl) || (p->req_global_digest &&
+		    f->elen == 0))
+			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
+			    "global digest missing or malformed",
+			    "global-digest", R66_DENY, true);
+		if (f->elen > 0)
+			snprintf(c->hash_algo, sizeof(c->hash_algo), "%s",
+			    algo[0] != '\0' ? algo : "unknown");
+		c->st = R66_CH_ET_ASKED;
+		return R66_FV_PASS;
+	}
+	if (way == 1 && !sender && c->st == R66_CH_ET_ASKED) {
+		c->st = R66_CH_ET_DONE;
+		return R66_FV_PASS;
+	}
+	return r66_violation(s, st, from_client ? PX_TO_SERVER : PX_TO_CLIENT,
+	    "unexpected end of transfer");
+}
+
+static enum r66_fv
+r66_check_endrequest(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_frame *f, bool from_client)
+{
+	bool sender = from_client == r66_client_sends(c);
+	uint8_t way;
+
+	if (c->st == R66_CH_OTHER)
+		return R66_FV_PASS;
+	if (r66_way(f, &way) == -1)
+		return r66_violation(s, st, from_client ? PX_TO_SERVER :
+		    PX_TO_CLIENT, "bad way byte");
+	if (way == 0 && sender && c->st == R66_CH_ET_DONE) {
+		c->st = R66_CH_ER_ASKED;
+		return R66_FV_PASS;
+	}
+	if (way == 1 && !sender && c->st == R66_CH_ER_ASKED) {
+		px_session_count(s, R66_C_TRANSFERS, 1);
+		r66_xfer_log(s, st, c, "accept", NULL);
+		r66_chan_free(c);
+		return R66_FV_PASS;
+	}
+	return r66_violation(s, st, from_client ? PX_TO_SERVER : PX_TO_CLIENT,
+	    "unexpected end of request");
+}
+
+/* Administrative and optional packets (client side). */
+static enum r66_fv
+r66_check_other(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_frame *f)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	char buf[R66_NAME_MAX], rule[256];
+	bool str;
+	uint8_t tv;
+
+	switch (f->code) {
+	case R66_SHUTDOWN:
+	case R66_BLOCKREQUEST:
+	case R66_BUSINESS:
+		return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
+		    "administrative request not allowed",
+		    r66_code_name(f->code), R66_DENY, false);
+	case R66_INFORMATION:
+		if (!p->information)
+			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
+			    "information request not allowed", "information",
+			    R66_DENY, false);
+		if (f->hlen >= sizeof(rule) ||
+		    memchr(f->h, '\0', f->hlen) != NULL)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "bad information packet");
+		memcpy(rule, f->h, f->hlen);
+		rule[f->hlen] = '\0';
+		/* REQUEST_CHECK (0xff) carries a transfer id, not a rule. */
+		if (f->m[0] != 0xff &&
+		    r66_decide(&p->rules, rule, NULL) != R66_ACCEPT)
+			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
+			    "rule not allowed", "rule", R66_DENY, false);
+		c->st = R66_CH_OTHER;
+		return R66_FV_PASS;
+	case R66_TEST:
+		if (!p->test)
+			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
+			    "test message not allowed", "test", R66_DENY,
+			    false);
+		c->st = R66_CH_OTHER;
+		return R66_FV_PASS;
+	case R66_VALID:
+		tv = f->e[0];
+		/* restart, stop, cancel, config, log, bandwidth: admin */
+		if (tv == R66_VALID || (tv >= R66_STOP && tv <= R66_CONFIMPORT) ||
+		    tv == R66_LOG || tv == R66_LOGPURGE || tv == R66_BANDWIDTH)
+			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
+			    "administrative request not allowed", "valid-admin",
+			    R66_DENY, false);
+		if (tv == R66_REQUEST) {
+			/* rename notice: M = newname;size[;info] */
+			const uint8_t *semi = memchr(f->m, ';', f->mlen);
+			size_t nl = semi != NULL ? (size_t)(semi - f->m) : f->mlen;
+
+			if (c->st != R66_CH_XFER || nl >= sizeof(buf) ||
+			    memchr(f->m, '\0', nl) != NULL)
+				return r66_violation(s, st, PX_TO_SERVER,
+				    "unexpected rename notice");
+			memcpy(buf, f->m, nl);
+			buf[nl] = '\0';
+			goto rename;
+		}
+		if (c->st == R66_CH_AUTHED)
+			c->st = R66_CH_OTHER;
+		return R66_FV_PASS;
+	case R66_JSONCMD:
+		if (f->e[0] != R66_REQUEST ||
+		    r66_json_get(f->h, f->hlen, "@class", buf, sizeof(buf),
+		    &str) != 1 || !str || strcmp(buf, R66_JSON_RENAME_CLASS) != 0)
+			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
+			    "JSON command not allowed", "json-command",
+			    R66_DENY, false);
+		if (c->st != R66_CH_XFER)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "unexpected rename notice");
+		switch (r66_json_get(f->h, f->hlen, "filename", buf,
+		    sizeof(buf), &str)) {
+		case 0:
+			return R66_FV_PASS;
+		case 1:
+			if (str)
+				goto rename;
+			/* FALLTHROUGH */
+		default:
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "bad rename notice");
+		}
+	default:
+		return r66_violation(s, st, PX_TO_SERVER, "unexpected packet");
+	}
+rename:
+	if (!r66_name_safe(buf) ||
+	    r66_decide(&p->files, buf, NULL) != R66_ACCEPT)
+		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
+		    "file name not allowed", "file-name", R66_DENY, true);
+	snprintf(c->req.filename, sizeof(c->req.filename), "%s", buf);
+	return R66_FV_PASS;
+}
+
+static void
+r66_caps(const struct r66_authent *a, char *digest, size_t dsz, bool *reuse)
+{
+	char v[32];
+
+	if (r66_caps_get(&a->version, "DIGESTALGO", digest, dsz) != 1)
+		digest[0] = '\0';
+	*reuse = r66_caps_get(&a->version, "R66VERSION", v, sizeof(v)) == 1 &&
+	    r66_version_ge(v, 3, 6, 1);
+}
+
+/* A frame from the client (requester). */
+static enum r66_fv
+r66_from_client(struct px_session *s, struct r66_state *st,
+    const struct r66_frame *f, uint32_t rank)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	struct r66_chan *c;
+	struct r66_authent a;
+	struct r66_request rq;
+	enum r66_action act;
+
+	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
+		return R66_FV_PASS;
+	if (f->code == R66_CONNERROR) {
+		if ((c = r66_chan_by_cid(st, f->src)) != NULL) {
+			if (c->has_req) {
+				px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+				r66_xfer_log(s, st, c, "error", "client-error");
+			}
+			r66_chan_free(c);
+		}
+		return R66_FV_PASS;
+	}
+	if (f->dst == R66_NOCHANNEL) {
+		if (r66_chan_by_cid(st, f->src) != NULL)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "channel opened twice");
+		if (f->code == R66_DATA || f->code == R66_ENDTRANSFER ||
+		    f->code == R66_ENDREQUEST || f->code == R66_ERROR)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "channel opened by a non-opening packet");
+		if ((c = r66_chan_new(st, f->src)) == NULL)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "too many channels");
+		if (f->code == R66_AUTHENT) {
+			if (r66_authent_parse(f, &a) == -1 || a.way != 0 ||
+			    a.host.len >= sizeof(c->host))
+				return r66_violation(s, st, PX_TO_SERVER,
+				    "bad authentication packet");
+			memcpy(c->host, a.host.p, a.host.len);
+			c->host[a.host.len] = '\0';
+			act = r66_decide(&p->hosts, c->host, NULL);
+			if (act != R66_ACCEPT)
+				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
+				    "host id not allowed", "host", act, true);
+			if (st->authed && strcmp(st->host, c->host) != 0)
+				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
+				    "one host id per connection", "host-change",
+				    R66_DENY, true);
+			r66_caps(&a, st->cdigest, sizeof(st->cdigest),
+			    &st->creuse);
+			c->st = R66_CH_AUTH_ASKED;
+			return R66_FV_PASS;
+		}
+		/* Authentication reuse (R66 >= 3.6.1 on both sides). */
+		if (!st->authed || !st->creuse || !st->sreuse)
+			return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
+			    "not authenticated", "not-authenticated",
+			    R66_DENY, true);
+		c->st = R66_CH_AUTHED;
+	} else {
+		c = r66_chan_by_cid(st, f->src);
+		if (c == NULL || c->sid != f->dst) {
+			/* Late error for a channel we refused: swallow it. */
+			if (f->code == R66_ERROR)
+				return R66_FV_DROP;
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "frame for an unknown channel");
+		}
+	}
+	switch (f->code) {
+	case R66_REQUEST:
+		if (c->st != R66_CH_AUTHED || r66_request_parse(f, &rq) == -1 ||
+		    rq.way != 0 || rq.code != 'i')
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "unexpected or malformed request");
+		c->req = rq;
+		c->req.info.p = NULL;
+		c->req.info.len = 0;
+		c->has_req = true;
+		c->st = R66_CH_REQ_ASKED;
+		return r66_check_request(s, st, c, &rq, false);
+	case R66_DATA:
+		return r66_check_data(s, st, c, f, rank, true);
+	case R66_ENDTRANSFER:
+		return r66_check_endtransfer(s, st, c, f, true);
+	case R66_ENDREQUEST:
+		return r66_check_endrequest(s, st, c, f, true);
+	case R66_ERROR:
+		if (c->has_req) {
+			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+			r66_xfer_log(s, st, c, "error", "client-error");
+		}
+		r66_chan_free(c);
+		return R66_FV_PASS;
+	case R66_AUTHENT:
+		return r66_violation(s, st, PX_TO_SERVER,
+		    "authentication on an open channel");
+	default:
+		if (c->st != R66_CH_AUTHED && c->st != R66_CH_OTHER &&
+		    c->st != R66_CH_XFER)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "unexpected packet");
+		return r66_check_other(s, st, c, f);
+	}
+}
+
+/* A frame from the server (requested). */
+static enum r66_fv
+r66_from_server(struct px_session *s, struct r66_state *st,
+    const struct r66_frame *f, uint32_t rank)
+{
+	struct r66_chan *c;
+	struct r66_authent a;
+	struct r66_request rq;
+	enum r66_fv v;
+
+	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
+		return R66_FV_PASS;
+	if (f->dst == R66_NOCHANNEL) {
+		if (f->code == R66_CONNERROR)
+			return R66_FV_PASS;
+		return r66_violation(s, st, PX_TO_CLIENT,
+		    "server opened a channel");
+	}
+	c = r66_chan_by_cid(st, f->dst);
+	if (c == NULL || (c->sid != R66_NOCHANNEL && c->sid != f->src &&
+	    f->src != R66_NOCHANNEL)) {
+		if (f->code == R66_ERROR || f->code == R66_CONNERROR)
+			return R66_FV_DROP;
+		return r66_violation(s, st, PX_TO_CLIENT,
+		    "frame for an unknown channel");
+	}
+	if (f->code == R66_ERROR || f->code == R66_CONNERROR) {
+		if (c->has_req) {
+			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+			r66_xfer_log(s, st, c, "error", "server-error");
+		}
+		r66_chan_free(c);
+		return R66_FV_PASS;
+	}
+	if (c->sid == R66_NOCHANNEL)
+		c->sid = f->src;
+	switch (f->code) {
+	case R66_AUTHENT:
+		if (c->st != R66_CH_AUTH_ASKED || r66_authent_parse(f, &a) == -1 ||
+		    a.way != 1 || a.host.len >= sizeof(st->server_host))
+			return r66_violation(s, st, PX_TO_CLIENT,
+			    "unexpected or malformed authentication answer");
+		memcpy(st->server_host, a.host.p, a.host.len);
+		st->server_host[a.host.len] = '\0';
+		r66_caps(&a, st->sdigest, sizeof(st->sdigest), &st->sreuse);
+		if (!st->authed) {
+			char h[200], sh[200];
+
+			snprintf(st->host, sizeof(st->host), "%s", c->host);
+			st->authed = true;
+			px_session_log(s, LOG_INFO, "r66 authenticated host=%s "
+			    "server=%s", r66_esc(h, sizeof(h), st->host,
+			    strlen(st->host)), r66_esc(sh, sizeof(sh),
+			    st->server_host, strlen(st->server_host)));
+		}
+		c->st = R66_CH_AUTHED;
+		return R66_FV_PASS;
+	case R66_REQUEST:
+		if (c->st != R66_CH_REQ_ASKED || r66_request_parse(f, &rq) == -1 ||
+		    rq.way != 1)
+			return r66_violation(s, st, PX_TO_CLIENT,
+			    "unexpected or malformed request answer");
+		if (rq.code != 'i') {
+			/* the server refused: pass its answer on */
+			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+			r66_xfer_log(s, st, c, "error", "server-refused");
+			r66_chan_free(c);
+			return R66_FV_PASS;
+		}
+		if ((v = r66_check_request(s, st, c, &rq, true)) != R66_FV_PASS)
+			return v;
+		snprintf(c->req.filename, sizeof(c->req.filename), "%s",
+		    rq.filename);
+		c->req.block = rq.block;
+		c->req.length = rq.length;
+		if (rq.rank < 0 || rq.rank > UINT32_MAX)
+			return r66_violation(s, st, PX_TO_CLIENT, "bad rank");
+		c->next_rank = (uint32_t)rq.rank;
+		c->st = R66_CH_XFER;
+		return R66_FV_PASS;
+	case R66_DATA:
+		return r66_check_data(s, st, c, f, rank, false);
+	case R66_ENDTRANSFER:
+		return r66_check_endtransfer(s, st, c, f, false);
+	case R66_ENDREQUEST:
+		return r66_check_endrequest(s, st, c, f, false);
+	case R66_SHUTDOWN:
+	case R66_BLOCKREQUEST:
+	case R66_BUSINESS:
+		return r66_violation(s, st, PX_TO_CLIENT,
+		    "administrative packet from the server");
+	default:
+		/* Valid/JsonCommand/Test answers, rename notices in RECV */
+		if (c->st == R66_CH_AUTHED)
+			return r66_violation(s, st, PX_TO_CLIENT,
+			    "unexpected packet");
+		return R66_FV_PASS;
+	}
+}
+
+/* ---- the analyser ----------------------------------------------------- */
+
+static int
+r66_on_open(struct px_session *s, void *vst)
+{
+	struct r66_state *st = vst;
+
+	if ((st->hold[0] = evbuffer_new()) == NULL ||
+	    (st->hold[1] = evbuffer_new()) == NULL)
+		return -1;
+	return px_session_relay(s, PX_RELAY_BUFFERED, true);
+}
+
+static enum px_verdict
+r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
+    struct evbuffer *in)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	struct r66_state *st = vst;
+	struct evbuffer *out = px_session_output(s, dir);
+	uint32_t cap = (uint32_t)p->max_block + R66_DATA_OVERHEAD;
+	bool from_client = dir == PX_TO_SERVER;
+
+	if (st->hold[dir] == NULL)
+		return PX_ERROR;
+	if (evbuffer_get_length(st->hold[dir]) > 0)
+		evbuffer_prepend_buffer(in, st->hold[dir]);
+	while (!st->done) {
+		size_t len = evbuffer_get_length(in), need;
+		uint8_t head[30];
+		struct r66_frame f;
+		enum r66_status rs;
+		enum r66_fv v;
+		uint32_t rank = 0;
+		char what[96];
+
+		if (len < 4)
+			break;
+		evbuffer_copyout(in, head, len < sizeof(head) ? len :
+		    sizeof(head));
+		if (len < R66_FRAME_MIN)
+			rs = r66_frame_parse(head, len, cap, &f, &need);
+		else
+			rs = r66_frame_head(head, sizeof(head) < len ?
+			    sizeof(head) : len, cap, &f);
+		if (rs == R66_INCOMPLETE)
+			break;
+		if (rs != R66_OK) {
+			snprintf(what, sizeof(what), "%s", r66_status_str(rs));
+			if (rs == R66_E_TOOBIG)
+				snprintf(what, sizeof(what), "frame of %u bytes "
+				    "over max-block", r66_be32(head) + 4);
+			r66_violation(s, st, dir, what);
+			break;
+		}
+		if (len < f.len)
+			break;
+		if (f.code == R66_DATA) {
+			rank = r66_be32(head + R66_FRAME_MIN);
+		} else {
+			const uint8_t *fp = evbuffer_pullup(in, f.len);
+
+			if (fp == NULL || r66_frame_parse(fp, f.len, cap, &f,
+			    &need) != R66_OK) {
+				r66_violation(s, st, dir, "frame changed");
+				break;
+			}
+		}
+		if (!r66_ids_plausible(&f, from_client)) {
+			snprintf(what, sizeof(what), "bad channel ids on %s",
+			    r66_code_name(f.code));
+			r66_violation(s, st, dir, what);
+			break;
+		}
+		v = from_client ? r66_from_client(s, st, &f, rank) :
+		    r66_from_server(s, st, &f, rank);
+		if (v == R66_FV_PASS)
+			evbuffer_remove_buffer(in, out, f.len);
+		else if (v == R66_FV_DROP)
+			evbuffer_drain(in, f.len);
+		else if (!st->done)
+			break;
+	}
+	if (st->done) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return st->abort ? PX_ERROR : PX_DENY;
+	}
+	/* Keep a partial frame ourselves, so PX_PASS (and its backpressure)
+	 * applies to what we forwarded. Bounded: its head passed the cap. */
+	if (evbuffer_get_length(in) > 0) {
+		if (px_session_input_closed(s, dir)) {
+			px_session_log(s, LOG_NOTICE, "r66: %s closed in the "
+			    "middle of a frame", from_client ? "client" :
+			    "server");
+			evbuffer_drain(in, evbuffer_get_length(in));
+		} else
+			evbuffer_add_buffer(st->hold[dir], in);
+	}
+	return PX_PASS;
+}
+
+static void
+r66_on_close(struct px_session *s, void *vst)
+{
+	struct r66_state *st = vst;
+	int k, d;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st != R66_CH_FREE && st->ch[k].has_req &&
+		    st->ch[k].st != R66_CH_OTHER) {
+			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+			r66_xfer_log(s, st, &st->ch[k], "error",
+			    "connection-closed");
+			r66_chan_free(&st->ch[k]);
+		}
+	for (d = 0; d < 2; d++)
+		if (st->hold[d] != NULL) {
+			evbuffer_free(st->hold[d]);
+			st->hold[d] = NULL;
+		}
+}
+
+const struct px_analyser r66_analyser = {
+	.name = "r66",
+	.state_size = sizeof(struct r66_state),
+	.policy_load = r66_policy_load,
+	.policy_free = r66_policy_free,
+	.on_open = r66_on_open,
+	.on_data = r66_on_data,
+	.on_close = r66_on_close,
+	.counters = r66_counters,
+};
