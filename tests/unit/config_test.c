@@ -395,6 +395,74 @@ test_service_errors(void **state)
 	}
 }
 
+/* <r66>: each bad value is reported at its own line. */
+static void
+test_r66_section(void **state)
+{
+	static const char head[] =
+	    "<service name=\"w\" analyser=\"r66\">\n"
+	    "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18080\"/>\n";
+	static const struct {
+		const char *body;
+		int line;
+		const char *what;
+	} cases[] = {
+		{ "  <r66 require-digest=\"maybe\"/>\n", 4,
+		  "require-digest=\"maybe\": expected yes, no, block or global" },
+		{ "  <r66 max-block=\"64\"/>\n", 4,
+		  "max-block=\"64\": must be between 100 and 16m" },
+		{ "  <r66 max-block=\"1t\"/>\n", 4, "max-block=\"1t\"" },
+		{ "  <r66 max-block=\"32m\"/>\n", 4, "between 100 and 16m" },
+		{ "  <r66 information=\"1\"/>\n", 4,
+		  "information=\"1\": expected yes or no" },
+		{ "  <r66>\n    <host id=\"a\" action=\"maybe\"/>\n  </r66>\n", 5,
+		  "action=\"maybe\": expected accept, deny or abort" },
+		{ "  <r66>\n    <rule name=\" \"/>\n  </r66>\n", 5,
+		  "name=\"\": expected at least one item" },
+		{ "  <r66>\n    <mode allow=\"send push\"/>\n  </r66>\n", 5,
+		  "unknown mode \"push\"" },
+		{ "  <r66>\n    <mode allow=\"send\"/>\n"
+		  "    <mode allow=\"recv\"/>\n  </r66>\n", 6,
+		  "<mode> given twice" },
+		{ "  <r66>\n    <file pattern=\"*\" max-size=\"0\"/>\n  </r66>\n",
+		  5, "max-size=\"0\": must be above 0" },
+		{ "  <r66>\n    <file pattern=\"*\" max-size=\"big\"/>\n"
+		  "  </r66>\n", 5, "max-size=\"big\"" },
+		{ "  <r66>\n    <admin allow=\"all\"/>\n  </r66>\n", 5,
+		  "Did not expect element admin there" },
+		{ "  <plug splice=\"no\"/>\n", 4,
+		  "<plug> does not belong to a service with analyser=\"r66\"" },
+	};
+	char text[1024];
+	struct px_config *c;
+	size_t i;
+
+	(void)state;
+	put_conf(good_conf);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s</service>\n", head,
+		    cases[i].body);
+		put_policy("w.xml", text);
+		expect_error("policy/w.xml", cases[i].line, cases[i].what);
+	}
+	/* every knob at once loads */
+	snprintf(text, sizeof(text), "%s%s</service>\n", head,
+	    "  <r66 require-digest=\"global\" max-block=\"1m\" "
+	    "information=\"no\" test=\"yes\">\n"
+	    "    <host id=\"a b\" action=\"accept\"/>\n"
+	    "    <host id=\"*\" action=\"abort\"/>\n"
+	    "    <rule name=\"r\"/>\n"
+	    "    <mode allow=\"sendmd5 recvmd5through\"/>\n"
+	    "    <file pattern=\"*.xml\" max-size=\"10g\" action=\"accept\"/>\n"
+	    "  </r66>\n");
+	put_policy("w.xml", text);
+	c = load();
+	if (c == NULL)
+		fail_msg("valid <r66> refused:\n%s", fx.errors);
+	px_config_unref(c);
+}
+
 static void
 test_cross_file_errors(void **state)
 {
@@ -517,6 +585,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_values, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_service_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_r66_section, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cross_file_errors, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_inline_modes, setup, teardown),
