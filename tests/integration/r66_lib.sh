@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# Helpers for the R66 integration tests (sourced after lib.sh): an r66peer
+# server behind an r66 service of proxyd in fixed mode.
+#   R66PEER          path of bench/r66peer (default: <repo>/build/r66peer)
+#   PROXYD_SANITIZE  set (by tests/CMakeLists.txt) in the ASan build: big
+#                    transfers are made smaller there
+
+: "${R66PEER:=$REPO_DIR/build/r66peer}"
+R66_SRV_DIR=""
+R66_SRV_PORT=""
+R66_SRV_PID=""
+R66_PORT=""
+
+need_r66peer() {
+    [[ -x $R66PEER ]] || fail "r66peer not found: $R66PEER (build target r66peer, or set R66PEER=)"
+}
+
+# start_r66_server [EXTRA_ARGS...]: r66peer server "serverb" on a free port,
+# files in $R66_SRV_DIR; knows partners hosta, hostb and hostz
+start_r66_server() {
+    free_port R66_SRV_PORT
+    R66_SRV_DIR="$T/srv"
+    mkdir -p "$R66_SRV_DIR"
+    "$R66PEER" server --listen "127.0.0.1:$R66_SRV_PORT" --dir "$R66_SRV_DIR" \
+        --id serverb:pwB --partner hosta:pwA --partner hostb:pwb \
+        --partner hostz:pwZ --block 1048576 "$@" >"$T/r66server.log" 2>&1 &
+    R66_SRV_PID=$!
+    track_pid "$R66_SRV_PID"
+    wait_listen "$R66_SRV_PORT" 5 "$R66_SRV_PID" || fail "r66peer server did not start: $(cat "$T/r66server.log")"
+}
+
+# write_r66_service NAME PORT TARGET_PORT R66_XML
+write_r66_service() {
+    cat >"$T/policy/$1.xml" <<XML
+<service name="$1" analyser="r66">
+  <listen address="127.0.0.1" port="$2" mode="fixed"/>
+  <target address="127.0.0.1" port="$3"/>
+  $4
+</service>
+XML
+    PROXYD_PORTS+=("$2")
+}
+
+# r66c PORT HOST:PW ARGS...: r66peer client to 127.0.0.1:PORT as HOST
+# (checking server serverb); stdout/stderr to $T/client.out / client.err;
+# sets R66_RC
+r66c() {
+    local port=$1 id=$2
+    shift 2
+    R66_RC=0
+    "$R66PEER" client --connect "127.0.0.1:$port" --id "$id" \
+        --partner serverb:pwB --timeout 120 "$@" >"$T/client.out" 2>"$T/client.err" || R66_RC=$?
+}
+
+# r66_event NAME: the r66 analyser counter
+r66_event() { metric_value proxyd_analyser_events_total "analyser=\"r66\",event=\"$1\""; }

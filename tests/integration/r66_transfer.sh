@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# r66peer client -> proxyd (r66, fixed) -> r66peer server: SEND and RECV of
+# 1 KB, 250 KB and a large file (500 MB; 64 MB in the ASan build) in modes
+# 1-4 with SHA-256 and SHA-512 global digests. Every file must arrive with
+# the same sha256, each transfer must get its r66-transfer log line and the
+# transfers counter must count them.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/r66_lib.sh"
+need_cmds python3 sha256sum curl
+need_r66peer
+setup
+
+BIG=500M
+[[ -n ${PROXYD_SANITIZE:-} ]] && BIG=64M
+mkdir -p "$T/cli" "$T/out"
+head -c 1K /dev/urandom >"$T/cli/a1k.bin"
+head -c 250K /dev/urandom >"$T/cli/b250k.bin"
+info "creating the $BIG file"
+head -c "$BIG" /dev/urandom >"$T/cli/big.bin"
+
+start_r66_server
+free_port R66_PORT
+write_proxyd_conf
+write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
+    '<r66 max-block="1m"><host id="hosta hostb"/><rule name="in out"/>
+     <mode allow="send recv sendmd5 recvmd5"/>
+     <file pattern="*.bin" max-size="1g"/></r66>'
+start_proxyd
+
+n=0
+# xfer MODE DIGEST send|recv NAME [BLOCK]
+xfer() {
+    local mode=$1 dig=$2 dir=$3 name=$4 block=${5:-65536} want got
+    if [[ $dir == send ]]; then
+        r66c "$R66_PORT" hosta:pwA --rule in --mode "$mode" --digest "$dig" \
+            --block "$block" --send "$T/cli/$name"
+        [[ $R66_RC == 0 ]] || fail "SEND $name mode $mode: rc=$R66_RC: $(cat "$T/client.err")"
+        want=$(sha256_of "$T/cli/$name")
+        got=$(sha256_of "$R66_SRV_DIR/$name")
+    else
+        r66c "$R66_PORT" hostb:pwb --rule out --mode "$mode" --digest "$dig" \
+            --block "$block" --recv "$name" --dir "$T/out"
+        [[ $R66_RC == 0 ]] || fail "RECV $name mode $mode: rc=$R66_RC: $(cat "$T/client.err")"
+        want=$(sha256_of "$R66_SRV_DIR/$name")
+        got=$(sha256_of "$T/out/$name")
+    fi
+    assert_eq "$got" "$want" "sha256 of $name after $dir mode $mode ($dig)"
+    assert_grep "$T/client.out" "^ok $dir file=$name size=$(stat -c %s "$T/cli/$name") "
+    n=$((n + 1))
+    info "$dir $name mode=$mode $dig block=$block: ok"
+}
+
+xfer 1 SHA-256 send a1k.bin
+xfer 3 SHA-512 send b250k.bin
+xfer 2 SHA-512 recv a1k.bin
+xfer 4 SHA-256 recv b250k.bin
+xfer 3 SHA-256 send b250k.bin 1000      # 250 blocks with MD5 keys of SHA-256 length
+t0=$(now_ms)
+xfer 1 SHA-256 send big.bin 1048576
+t1=$(now_ms)
+info "SEND $BIG through proxyd: $((t1 - t0)) ms"
+xfer 4 SHA-512 recv big.bin 1048576
+info "RECV $BIG through proxyd: $(($(now_ms) - t1)) ms"
+rm -f "$T/out/big.bin" "$T/cli/big.bin"
+
+# one log line per transfer, with what the policy saw
+assert_log "r66-transfer host=hosta rule=in mode=send file=a1k.bin size=1024 blocks=1 digest=SHA-256 verdict=accept"
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=b250k.bin size=256000 blocks=4 digest=SHA-512 verdict=accept"
+assert_log "r66-transfer host=hostb rule=out mode=recv file=a1k.bin size=1024 blocks=1 digest=SHA-256 verdict=accept"
+assert_log "r66-transfer host=hostb rule=out mode=recvmd5 file=b250k.bin size=256000 blocks=4 digest=SHA-256 verdict=accept"
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=b250k.bin size=256000 blocks=256 digest=SHA-256 verdict=accept"
+big_bytes=$(( ${BIG%M} * 1048576 ))
+assert_log "r66-transfer host=hosta rule=in mode=send file=big.bin size=$big_bytes blocks=${BIG%M} digest=SHA-256 verdict=accept"
+assert_log "r66-transfer host=hostb rule=out mode=recvmd5 file=big.bin size=$big_bytes blocks=${BIG%M} digest=SHA-256 verdict=accept"
+lines=$(grep -c "r66-transfer .*verdict=accept" "$PROXYD_LOG")
+assert_eq "$lines" "$n" "accepted r66-transfer lines"
+assert_no_grep "$PROXYD_LOG" "verdict=deny|violation" "no denial in the transfer test"
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' "$n"
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"' 0
+info "all $n transfers ok"
