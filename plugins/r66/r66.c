@@ -103,6 +103,7 @@ struct r66_chan {
 	struct r66_request req;
 	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
 	uint32_t	 next_rank;
+	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
 	uint64_t	 bytes, blocks;
 	char		 hash_algo[24];
 };
@@ -735,7 +736,8 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 		    PX_TO_CLIENT, "bad way byte");
 	if (way == 0 && sender && c->st == R66_CH_XFER) {
 		algo = from_client ? st->cdigest : st->sdigest;
-		if (c->req.length >= 0 && c->bytes != (uint64_t)c->req.length)
+		if (c->start_rank == 0 && c->req.length >= 0 &&
+		    c->bytes != (uint64_t)c->req.length)
 			return r66_violation(s, st, from_client ? PX_TO_SERVER :
 			    PX_TO_CLIENT, "end of transfer before the declared size");
 		for (k = 0; k < f->elen; k++)
@@ -1085,7 +1087,7 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 		c->req.length = rq.length;
 		if (rq.rank < 0 || rq.rank > UINT32_MAX)
 			return r66_violation(s, st, PX_TO_CLIENT, "bad rank");
-		c->next_rank = (uint32_t)rq.rank;
+		c->next_rank = c->start_rank = (uint32_t)rq.rank;
 		c->st = R66_CH_XFER;
 		return R66_FV_PASS;
 	case R66_DATA:

@@ -139,4 +139,5 @@ assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"
 assert_eq "$(ls -A "$R66_SRV_DIR")" "" "files on the server at the end"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 1
 proc_alive "$PROXYD_PID" || fail "proxyd died"
+r66_finish
 info "all refusals ok"

@@ -54,3 +54,17 @@ r66c() {
 
 # r66_event NAME: the r66 analyser counter
 r66_event() { metric_value proxyd_analyser_events_total "analyser=\"r66\",event=\"$1\""; }
+
+# r66_finish: stop proxyd (SIGTERM) and the server; neither proxyd nor the
+# peers may have left a sanitizer report (ASan/UBSan build) or a crash
+r66_finish() {
+    kill -TERM "$PROXYD_PID" 2>/dev/null || true
+    wait_exit "$PROXYD_PID" 15 || fail "proxyd did not exit within 15 s of SIGTERM"
+    assert_eq "$WAIT_RC" 0 "proxyd exit status after SIGTERM"
+    kill "$R66_SRV_PID" 2>/dev/null || true
+    local f
+    for f in "$PROXYD_LOG" "$T/r66server.log" "$T"/client.err; do
+        [[ -f $f ]] || continue
+        assert_no_grep "$f" "AddressSanitizer|LeakSanitizer|runtime error:" "sanitizer report in $f"
+    done
+}

@@ -85,4 +85,5 @@ for ((k = 0; k < 50; k++)); do
 done
 assert_eq "$(grep -c "session-end service=r66 " "$PROXYD_LOG")" 23 "sessions (2 + 1 refused RECV + 20 parallel)"
 assert_no_grep "$PROXYD_LOG" "verdict=deny" "no session denied"
+r66_finish
 info "ok"

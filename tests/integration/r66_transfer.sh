@@ -78,4 +78,5 @@ assert_eq "$lines" "$n" "accepted r66-transfer lines"
 assert_no_grep "$PROXYD_LOG" "verdict=deny|violation" "no denial in the transfer test"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' "$n"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"' 0
+r66_finish
 info "all $n transfers ok"
