@@ -24,7 +24,7 @@ pids=()
 cleanup() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$W"
+    [[ -n ${R66B_KEEP:-} ]] || rm -rf "$W"
 }
 trap cleanup EXIT
 
@@ -41,7 +41,7 @@ pids+=($!)
 cat >"$W/proxyd.xml" <<XML
 <proxyd>
   <workers>$WORKERS</workers>
-  <log target="stderr" level="notice"/>
+  <log target="stderr" level="warning"/>
   <admin listen="127.0.0.1:$AP"/>
   <policies dir="policy"/>
 </proxyd>
@@ -54,8 +54,13 @@ cat >"$W/policy/r66.xml" <<XML
 </service>
 XML
 "$PX" -c "$W/proxyd.xml" >"$W/proxyd.log" 2>&1 &
-pids+=($!)
-sleep 0.5
+pxpid=$!
+pids+=($pxpid)
+for ((i = 0; i < 50; i++)); do
+    python3 -c "import socket; socket.create_connection((\"127.0.0.1\", $PP), 0.2).close()" 2>/dev/null && break
+    sleep 0.1
+done
+kill -0 "$pxpid" 2>/dev/null || { cat "$W/proxyd.log" >&2; exit 1; }
 
 # many PORT: CLIENTS clients x PER SENDs of 250 KB, one connection each
 many() {
@@ -95,4 +100,4 @@ for path in direct proxyd; do
     printf '%-8s %16s %10s\n' "$path" "$m" "$b"
 done
 n=$(grep -c "r66-transfer" "$W/proxyd.log" || true)
-echo "(proxyd log: $n transfer lines at level notice: expected 0; denials: $(grep -c verdict=deny "$W/proxyd.log" || true))"
+echo "(proxyd log: $n transfer lines at level warning: expected 0; denials: $(grep -c verdict=deny "$W/proxyd.log" || true))"

@@ -105,6 +105,11 @@ s = socket.create_connection(("127.0.0.1", port), timeout=10)
 key = hashlib.md5(b"pwAGoldenGate" * 16).digest()
 c = 0x11111111
 if what == "admin":
+    # KeepAlive and NoOp pass both ways: the server answers the KeepAlive
+    s.sendall(frame(NC, NC, 23) + frame(NC, NC, 21, b"", b"\0"))
+    ka = readframe(s)
+    assert ka is not None and ka[2] == 21 and ka[4] == b"\1", ka
+    print("keepalive answered")
     s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + b"3.1.0"))
     dst, src, code, h, m = readframe(s)
     assert code == 1 and dst == c, (code, dst)
@@ -120,6 +125,7 @@ if what != "admin":
 PY
 python3 "$T/raw.py" "$R66_PORT" admin >"$T/raw.out"
 info "admin: $(cat "$T/raw.out" | tr '\n' ' ')"
+assert_grep "$T/raw.out" "^keepalive answered"
 assert_grep "$T/raw.out" "^frame \('0x11111111', '0x[0-9a-f]+', 5, 'Denied by proxy: administrative request not allowed', 'U'\)"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_admin"' 1
 assert_no_grep "$T/r66server.log" "shutdown|Shutdown" "the server never saw the shutdown"

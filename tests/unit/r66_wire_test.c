@@ -200,6 +200,18 @@ test_data(void **state)
 	memcpy(enc + h, "Hello, R66!\n", 12);
 	memcpy(enc + h + 12, f.e, 16);
 	assert_memory_equal(enc, b, n);
+	/* the head alone tells the same, from 26 bytes */
+	{
+		struct r66_frame g;
+
+		assert_int_equal(r66_frame_head(b, 25, MAXLEN, &g), R66_INCOMPLETE);
+		assert_int_equal(r66_frame_head(b, 26, MAXLEN, &g), R66_OK);
+		assert_int_equal(g.len, 58);
+		assert_int_equal(g.mlen, 12);
+		assert_int_equal(g.elen, 16);
+		assert_null(g.m);
+		assert_int_equal(r66_frame_head(b, 26, 40, &g), R66_E_TOOBIG);
+	}
 	/* non-MD5 mode: end_len 0, 16 bytes shorter, still valid */
 	h = r66_encode_data_hdr(enc, sizeof(enc), S_ID, C_ID, 7, 12, 0);
 	memcpy(enc + h, "Hello, R66!\n", 12);
