@@ -495,8 +495,17 @@ r66_chan_new(struct r66_state *st, uint32_t cid)
 {
 	int k;
 
+	/* A free slot, else one of an answered information/test exchange
+	 * (R66 has no close message for those). */
 	for (k = 0; k < R66_CHAN_MAX; k++)
-		if (st->ch[k].st == R66_CH_FREE) {
+		if (st->ch[k].st == R66_CH_FREE)
+			break;
+	if (k == R66_CHAN_MAX)
+		for (k = 0; k < R66_CHAN_MAX; k++)
+			if (st->ch[k].st == R66_CH_OTHER)
+				break;
+	for (; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st == R66_CH_FREE || st->ch[k].st == R66_CH_OTHER) {
 			memset(&st->ch[k], 0, sizeof(st->ch[k]));
 			st->ch[k].cid = cid;
 			st->ch[k].sid = R66_NOCHANNEL;
@@ -1106,6 +1115,9 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 		if (c->st == R66_CH_AUTHED)
 			return r66_violation(s, st, PX_TO_CLIENT,
 			    "unexpected packet");
+		/* a Valid is the last word of an information/test exchange */
+		if (c->st == R66_CH_OTHER && f->code == R66_VALID)
+			r66_chan_free(c);
 		return R66_FV_PASS;
 	}
 }

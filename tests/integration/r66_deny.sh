@@ -110,9 +110,19 @@ if what == "admin":
     ka = readframe(s)
     assert ka is not None and ka[2] == 21 and ka[4] == b"\1", ka
     print("keepalive answered")
-    s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + b"3.1.0"))
+    caps = b'3.1.0.{"HOSTID":"hosta","DIGESTALGO":"MD5","R66VERSION":"3.6.2"}'
+    s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + caps))
     dst, src, code, h, m = readframe(s)
     assert code == 1 and dst == c, (code, dst)
+    # later channels reuse the authentication; each refusal keeps the
+    # connection: an information request for a refused rule, a JSON
+    # command outside the allow list, then a Shutdown
+    s.sendall(frame(NC, c + 1, 18, b"secret", b"\0", b"*"))
+    f = readframe(s)
+    print("info", hex(f[0]), f[2], f[3].decode(), f[4].decode())
+    s.sendall(frame(NC, c + 2, 25, b'{"@class":"org.waarp.openr66.protocol.localhandler.packet.json.ConfigImportJsonPacket"}', b"", b"\x0c"))
+    f = readframe(s)
+    print("json", hex(f[0]), f[2], f[3].decode(), f[4].decode())
     s.sendall(frame(src, c, 8, key))          # Shutdown on the channel
 elif what == "type":
     s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + b"3.1.0", typ=3))
@@ -127,7 +137,10 @@ python3 "$T/raw.py" "$R66_PORT" admin >"$T/raw.out"
 info "admin: $(cat "$T/raw.out" | tr '\n' ' ')"
 assert_grep "$T/raw.out" "^keepalive answered"
 assert_grep "$T/raw.out" "^frame \('0x11111111', '0x[0-9a-f]+', 5, 'Denied by proxy: administrative request not allowed', 'U'\)"
-assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_admin"' 1
+assert_grep "$T/raw.out" "^info 0x11111112 5 Denied by proxy: rule not allowed n"
+assert_grep "$T/raw.out" "^json 0x11111113 5 Denied by proxy: JSON command not allowed U"
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_admin"' 2
+assert_log "r66 denied host=hosta: json-command"
 assert_no_grep "$T/r66server.log" "shutdown|Shutdown" "the server never saw the shutdown"
 
 v0=$(r66_event violations)
