@@ -2,9 +2,11 @@
 # Each <r66> refusal answered with the right ErrorPacket and nothing written
 # on the server: host id (A), rule (n), mode (n), file name (a), path trick
 # (a), block size (d), file size (d), per-block digest required (M), an
-# administrative packet (U); then malformed frames (type byte != code, a
-# frame over max-block) answered with a ConnectionError. Log lines and
-# counters are asserted for each.
+# information request for a refused rule (n), a JSON command and a Shutdown
+# (U), a Data block over the negotiated size in mid-transfer (d, the
+# connection ends, the server drops its partial file); then malformed
+# frames (type byte != code, a frame over max-block) answered with a
+# ConnectionError. Log lines and counters are asserted for each.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -124,6 +126,20 @@ if what == "admin":
     f = readframe(s)
     print("json", hex(f[0]), f[2], f[3].decode(), f[4].decode())
     s.sendall(frame(src, c, 8, key))          # Shutdown on the channel
+elif what == "bigblock":
+    # a Data block larger than the block size the request negotiated
+    caps = b'3.1.0.{"HOSTID":"hosta","DIGESTALGO":"SHA-256","R66VERSION":"3.6.2"}'
+    s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + caps))
+    dst, src, code, h, m = readframe(s)
+    assert code == 1, code
+    req = b'\0{"filename":"mid.bin","block":1000,"rank":0,"id":7,"code":105,"length":5000,"limit":0}'
+    s.sendall(frame(src, c, 7, b'{"rule":"in","mode":3}', req))
+    f = readframe(s)
+    assert f[2] == 7 and b'"block":1000' in f[4], f
+    blk = b"x" * 1000
+    s.sendall(frame(src, c, 3, struct.pack(">I", 0), blk, hashlib.sha256(blk).digest()))
+    blk = b"y" * 2000
+    s.sendall(frame(src, c, 3, struct.pack(">I", 1), blk, hashlib.sha256(blk).digest()))
 elif what == "type":
     s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + b"3.1.0", typ=3))
 elif what == "big":
@@ -143,6 +159,15 @@ assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_admi
 assert_log "r66 denied host=hosta: json-command"
 assert_no_grep "$T/r66server.log" "shutdown|Shutdown" "the server never saw the shutdown"
 
+python3 "$T/raw.py" "$R66_PORT" bigblock >"$T/raw.out"
+info "bigblock: $(cat "$T/raw.out" | tr '\n' ' ')"
+assert_grep "$T/raw.out" "^frame \('0x11111111', '0x[0-9a-f]+', 5, 'Denied by proxy: block size over the limit', 'd'\)"
+assert_grep "$T/raw.out" "^then None"
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=mid.bin size=1000 blocks=1 digest=none verdict=deny reason=block-size"
+assert_log "end=denied: r66 block-size"
+for ((k = 0; k < 50; k++)); do [[ -z $(ls -A "$R66_SRV_DIR") ]] && break; sleep 0.1; done
+assert_eq "$(ls -A "$R66_SRV_DIR")" "" "the server dropped its partial file"
+
 v0=$(r66_event violations)
 python3 "$T/raw.py" "$R66_PORT" type >"$T/raw.out"
 info "type: $(cat "$T/raw.out" | tr '\n' ' ')"
@@ -157,6 +182,7 @@ assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"
 
 assert_eq "$(ls -A "$R66_SRV_DIR")" "" "files on the server at the end"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 1
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_block"' 2
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 r66_finish
 info "all refusals ok"
