@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""Helpers for bench/run.sh.
+"""Helpers for bench/run.
 
-  report.py parse ab|wrk FILE   print "rps complete failed non2xx sockerr max_ms"
-  report.py report OUTDIR       OUTDIR/runs.tsv -> results.md, results.csv, chart.png
+  report.py parse ab|wrk FILE        print "rps complete failed non2xx sockerr max_ms kib_s"
+  report.py parse curl FILE BYTES    the same for one large-file fetch of BYTES bytes
+  report.py report OUTDIR            OUTDIR/runs.tsv -> results.md (also on stdout),
+                                     results.csv, chart.png (gnuplot); exit 3 when a
+                                     run failed or had failed requests
 """
 import csv
 import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 
-SIZES = ["10k", "100k", "1m"]
+SIZES = ["10k", "100k", "1m", "big", "1k"]
 SIZE_LABEL = {"10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
-TARGETS = ["direct", "kernel", "proxyd", "haproxy"]
-# the unproxied baseline: "direct" (loopback: ab -> nginx) or "kernel"
-# (--netns: forwarded by the fw namespace's kernel)
-BASE_LABEL = {"direct": "direct", "kernel": "kernel fwd"}
+TARGETS = ["direct", "proxyd-plug", "proxyd-http", "haproxy-tcp", "haproxy-http",
+           "proxyd-ftp", "proxyd-r66"]
+BASE = "direct"
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
+TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
 
 
 def _num(pattern, text, default=None, cast=float):
@@ -34,10 +39,11 @@ def parse_ab(text):
     # ab without a summary (aborted, timed out): count it as failed
     sockerr = 0 if rps is not None else 1
     max_ms = _num(r"^\s*100%\s+(\d+)", text, cast=int)      # "100%  123 (longest request)"
-    return rps, complete, failed, non2xx, sockerr, max_ms
+    kib_s = _num(r"^Transfer rate:\s+([\d.]+) \[Kbytes/sec\]", text)
+    return rps, complete, failed, non2xx, sockerr, max_ms, kib_s
 
 
-_WRK_UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 
 
 def parse_wrk(text):
@@ -54,15 +60,41 @@ def parse_wrk(text):
     max_ms = None
     if m:
         max_ms = round(float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3, "m": 6e4}[m.group(2)])
-    return rps, complete, 0, non2xx, sockerr, max_ms
+    m = re.search(r"^Transfer/sec:\s+([\d.]+)([KMGT]?)B", text, re.M)
+    kib_s = float(m.group(1)) * _UNITS[m.group(2)] / 1024 if m else None
+    return rps, complete, 0, non2xx, sockerr, max_ms, kib_s
 
 
-def cmd_parse(tool, path):
+def parse_curl(text, want_bytes):
+    # bench/run's line: "curl: rc=R code size time speed: CODE SIZE TIME SPEED"
+    m = re.search(r"^curl: rc=(\d+) code size time speed: (\d+) (\d+) ([\d.]+) ([\d.]+)",
+                  text, re.M)
+    if not m:
+        return None, 0, 1, 0, 1, None, None
+    rc, code, size, secs, speed = int(m.group(1)), int(m.group(2)), int(m.group(3)), \
+        float(m.group(4)), float(m.group(5))
+    ok = rc == 0 and code == 200 and size == want_bytes
+    rps = 1 / secs if secs > 0 else None
+    return (rps, 1 if ok else 0, 0 if ok else 1, 0 if code in (200, 0) else 1, 0,
+            round(secs * 1000), speed / 1024)
+
+
+def cmd_parse(argv):
+    tool, path = argv[0], argv[1]
     with open(path, errors="replace") as f:
         text = f.read()
-    rps, complete, failed, non2xx, sockerr, max_ms = (parse_ab if tool == "ab" else parse_wrk)(text)
-    fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
-    print(fmt(rps), fmt(complete), fmt(failed), fmt(non2xx), fmt(sockerr), fmt(max_ms))
+    if tool == "ab":
+        vals = parse_ab(text)
+    elif tool == "wrk":
+        vals = parse_wrk(text)
+    else:
+        vals = parse_curl(text, int(argv[2]))
+
+    def fmt(v):
+        if v is None:
+            return "-"
+        return f"{v:.2f}" if isinstance(v, float) else str(v)
+    print(" ".join(fmt(v) for v in vals))
 
 
 def read_kv(path):
@@ -103,15 +135,35 @@ def ratio(v):
     return "n/a" if v is None else f"{v:.2f}"
 
 
+def isnum(s):
+    try:
+        float(s)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def run_bad(r):
     if r["rc"] != "0" or r["rps"] == "-":
         return True
     for k in ("failed", "non2xx", "sockerr"):
         if r[k] not in ("0", "-"):
             return True
-    if r["tool"] == "ab" and r["complete"] != r["n"]:
+    if r["tool"] != "wrk" and r["complete"] != r["n"]:
         return True
     return False
+
+
+def run_failed_requests(r):
+    """requests this run did not serve cleanly (ab: failed + non-2xx + missing)"""
+    n = 0
+    for k in ("failed", "non2xx", "sockerr"):
+        if r[k].isdigit():
+            n += int(r[k])
+    if r["tool"] != "wrk" and r["n"].isdigit():
+        done = int(r["complete"]) if r["complete"].isdigit() else 0
+        n += max(0, int(r["n"]) - done - (int(r["failed"]) if r["failed"].isdigit() else 0))
+    return n
 
 
 def run_problem(r):
@@ -123,9 +175,17 @@ def run_problem(r):
     for k in ("failed", "non2xx", "sockerr"):
         if r[k] not in ("0", "-"):
             bits.append(f"{k}={r[k]}")
-    if r["tool"] == "ab" and r["complete"] not in (r["n"], "-"):
+    if r["tool"] != "wrk" and r["complete"] not in (r["n"], "-"):
         bits.append(f"complete={r['complete']}/{r['n']}")
-    return f"{r['target']} r{r['round']}: " + " ".join(bits)
+    return f"{r['target']} r{r['round']}: " + " ".join(bits) + f" ({r['raw']})"
+
+
+def human_bytes(n):
+    n = int(n)
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
 
 
 def cmd_report(out):
@@ -134,376 +194,364 @@ def cmd_report(out):
     with open(os.path.join(out, "runs.tsv")) as f:
         runs = list(csv.DictReader(f, delimiter="\t"))
     targets = [t for t in TARGETS if any(r["target"] == t for r in runs)]
+    targets += sorted({r["target"] for r in runs} - set(targets))
+    proxies = [t for t in targets if t != BASE]
     netns = env.get("mode") == "netns"
-    base = "kernel" if netns else "direct"
-    blabel = BASE_LABEL[base]
+    big_label = human_bytes(env.get("big_bytes", "0") or 0) + " file, curl"
+
+    def label(k):
+        tool, size, mode = k
+        if tool == "ab":
+            return f"{SIZE_LABEL[size]} ab {'keep-alive' if mode == 'ka' else 'close'}"
+        if tool == "wrk":
+            return f"{SIZE_LABEL[size]} wrk keep-alive"
+        if tool == "curl":
+            return big_label
+        return f"{tool} {size} {mode}"
 
     keys = []
     for r in runs:
         k = (r["tool"], r["size"], r["mode"])
         if k not in keys:
             keys.append(k)
-    order = {("ab", "ka"): 0, ("ab", "close"): 1, ("wrk", "ka"): 2}
-    keys.sort(key=lambda k: (k[0] != "ab", SIZES.index(k[1]), order.get((k[0], k[2]), 9)))
+    keys.sort(key=lambda k: (TOOL_ORDER.get(k[0], 9) if k[0] in ("curl", "ftp", "r66") else 0,
+                             SIZES.index(k[1]) if k[1] in SIZES else 9,
+                             TOOL_ORDER.get(k[0], 9), k[2] != "ka", k[2]))
 
+    # ------------------------------------------------------- aggregation --
     rows = []
     for k in keys:
         rr = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k]
-        row = {"tool": k[0], "size": k[1], "mode": k[2], "n": rr[0]["n"], "c": rr[0]["c"]}
-        problems = [run_problem(r) for r in rr if run_bad(r)]
-        row["bad"] = problems
+        row = {"key": k, "label": label(k), "n": rr[0]["n"], "c": rr[0]["c"],
+               "bad": [run_problem(r) for r in rr if run_bad(r)], "t": {}}
         per_round = {}
         for t in targets:
-            tr = [r for r in rr if r["target"] == t and r["rps"] != "-"]
-            vals = [float(r["rps"]) for r in tr]
-            row[f"{t}_rps"] = statistics.median(vals) if vals else None
-            row[f"{t}_min"] = min(vals) if vals else None
-            row[f"{t}_max"] = max(vals) if vals else None
-            row[f"{t}_runs"] = len(vals)
-            hwm = [int(r["hwm_kb"]) for r in rr if r["target"] == t and r["hwm_kb"].isdigit()]
-            row[f"{t}_hwm_kb"] = max(hwm) if hwm else None
-            cpu = []
-            for r in tr:
-                done = int(r["complete"]) if r["complete"].isdigit() else 0
-                if done > 0 and t != base:
-                    cpu.append(int(r["cpu_ticks"]) * 1e6 / clk / done)
-            row[f"{t}_cpu_us"] = statistics.median(cpu) if cpu else None
-            mx = [int(r["max_ms"]) for r in rr
-                  if r["target"] == t and (r.get("max_ms") or "").isdigit()]
-            row[f"{t}_longest_ms"] = max(mx) if mx else None
-            sy = [int(r["syn_retrans"]) for r in rr
-                  if r["target"] == t and (r.get("syn_retrans") or "").isdigit()]
-            row[f"{t}_syn_retrans"] = sum(sy) if sy else None
-            for r in tr:
-                per_round.setdefault(r["round"], {})[t] = float(r["rps"])
-
-        # ratios: median over rounds of the ratio measured within each round
-        # (peers side by side), so slow drift of the machine cancels out
-        def rmed(a, b):
-            vals = [d[a] / d[b] for d in per_round.values() if d.get(a) and d.get(b)]
-            return statistics.median(vals) if vals else None
-
-        row["px_base"] = rmed("proxyd", base)
-        row["px_haproxy"] = rmed("proxyd", "haproxy")
-        row["ha_base"] = rmed("haproxy", base)
-        spreads = []
-        for t in targets:
-            if row[f"{t}_rps"]:
-                spreads.append((row[f"{t}_max"] - row[f"{t}_min"]) / row[f"{t}_rps"])
-        row["spread"] = max(spreads) if spreads else None
-        oth = [int(r["other_pct"]) for r in rr if r.get("other_pct", "").isdigit()]
-        row["others_max"] = max(oth) if oth else None
+            tr = [r for r in rr if r["target"] == t]
+            if not tr:
+                continue
+            ok = [r for r in tr if isnum(r["rps"])]
+            rps = [float(r["rps"]) for r in ok]
+            kib = [float(r["kib_s"]) for r in ok if isnum(r.get("kib_s"))]
+            # the large file: one transfer per run, so compare MiB/s, not 1/time
+            metric = kib if k[0] == "curl" else rps
+            d = {"runs": len(tr), "ok_runs": len(ok),
+                 "rps": statistics.median(rps) if rps else None,
+                 "mib_s": statistics.median(kib) / 1024 if kib else None,
+                 "min": min(metric) if metric else None, "max": max(metric) if metric else None,
+                 "med": statistics.median(metric) if metric else None,
+                 "failed": sum(run_failed_requests(r) for r in tr),
+                 "requests": sum(int(r["n"]) for r in tr if r["n"].isdigit() and r["tool"] != "wrk")
+                 + sum(int(r["complete"]) for r in tr if r["tool"] == "wrk" and r["complete"].isdigit()),
+                 "bad": any(run_bad(r) for r in tr)}
+            if t != BASE:
+                cpu = [int(r["cpu_ticks"]) / clk for r in ok]
+                d["cpu_s"] = statistics.median(cpu) if cpu else None
+                per = [int(r["cpu_ticks"]) * 1e6 / clk / int(r["complete"]) for r in ok
+                       if r["complete"].isdigit() and int(r["complete"]) > 0]
+                d["cpu_us"] = statistics.median(per) if per else None
+                hwm = [int(r["hwm_kb"]) for r in tr if r["hwm_kb"].isdigit() and int(r["hwm_kb"]) > 0]
+                d["hwm_kb"] = max(hwm) if hwm else None
+            mx = [int(r["max_ms"]) for r in tr if (r.get("max_ms") or "").isdigit()]
+            d["longest_ms"] = max(mx) if mx else None
+            sy = [int(r["syn_retrans"]) for r in tr if (r.get("syn_retrans") or "").isdigit()]
+            d["syn"] = sum(sy) if sy else None
+            d["spread"] = ((d["max"] - d["min"]) / d["med"]) if d["med"] else None
+            for r in ok:
+                v = float(r["kib_s"]) if k[0] == "curl" and isnum(r.get("kib_s")) else float(r["rps"])
+                per_round.setdefault(r["round"], {})[t] = v
+            row["t"][t] = d
+        # ratio to direct: median over rounds of the ratio measured within
+        # each round (peers side by side), so slow drift of the machine cancels
+        for t in row["t"]:
+            vals = [d[t] / d[BASE] for d in per_round.values() if d.get(t) and d.get(BASE)]
+            row["t"][t]["ratio"] = statistics.median(vals) if vals else None
+        oth = [int(r["other_pct"]) for r in rr if (r.get("other_pct") or "").isdigit()]
         row["others_med"] = statistics.median(oth) if oth else None
-        st = [int(r["steal_pct"]) for r in rr if r.get("steal_pct", "").isdigit()]
-        row["steal_max"] = max(st) if st else None
+        row["others_max"] = max(oth) if oth else None
         rows.append(row)
 
     # ---------------------------------------------------------------- CSV --
-    cols = ["tool", "size", "mode", "n", "c"]
-    for t in targets:
-        cols += [f"{t}_rps", f"{t}_min", f"{t}_max", f"{t}_runs"]
-    cols += [f"px_{base}", "px_haproxy", f"ha_{base}"]
-    for t in targets:
-        if t != base:
-            cols += [f"{t}_hwm_kb", f"{t}_cpu_us"]
-    cols += [f"{t}_longest_ms" for t in targets]
-    has_syn = any(row.get(f"{t}_syn_retrans") is not None for row in rows for t in targets)
-    if has_syn:
-        cols += [f"{t}_syn_retrans" for t in targets]
-    cols += ["spread", "others_med", "others_max", "steal_max", "status"]
+    cols = ["row", "tool", "size", "mode", "path", "n", "c", "runs", "ok_runs", "req_s_median",
+            "mib_s_median", "min", "max", "spread_pct", "failed_requests", "cpu_s_median",
+            "cpu_us_per_req", "peak_rss_kib", "ratio_to_direct", "longest_ms", "syn_retrans",
+            "status"]
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for row in rows:
-            vals = []
-            for c in cols:
-                if c == "status":
-                    vals.append("ok" if not row["bad"] else "BAD: " + "; ".join(row["bad"]))
-                    continue
-                v = row.get({f"px_{base}": "px_base", f"ha_{base}": "ha_base"}.get(c, c))
-                vals.append("" if v is None else (f"{v:.4f}" if isinstance(v, float) else v))
-            w.writerow(vals)
+            for t, d in row["t"].items():
+                def c(v, digits=4):
+                    return "" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else v)
+                w.writerow([row["label"], *row["key"], t, row["n"], row["c"], d["runs"],
+                            d["ok_runs"], c(d["rps"], 2), c(d["mib_s"], 2), c(d["min"], 2),
+                            c(d["max"], 2), c(None if d["spread"] is None else d["spread"] * 100, 1),
+                            d["failed"], c(d.get("cpu_s"), 2), c(d.get("cpu_us"), 1),
+                            c(d.get("hwm_kb")), c(d.get("ratio"), 3), c(d["longest_ms"]),
+                            c(d["syn"]), "BAD" if d["bad"] else "ok"])
 
     # ----------------------------------------------------------- markdown --
-    def label(row):
-        if row["tool"] == "ab":
-            return f"{SIZE_LABEL[row['size']]} {'keep-alive' if row['mode'] == 'ka' else 'close'}"
-        return f"{SIZE_LABEL[row['size']]} wrk keep-alive"
-
-    def mib(kb):
-        return "n/a" if kb is None else f"{kb / 1024:.1f} MiB"
-
-    has_px = "proxyd" in targets
-    has_ha = "haproxy" in targets
     L = []
-    L.append(f"# proxyd {'netns (inline)' if netns else 'loopback'} benchmark, {env.get('date_utc', '?')}")
+    quick = env.get("quick") == "1"
+    L.append(f"# proxyd benchmark, {'netns (client -> fw -> server)' if netns else 'loopback'}"
+             f"{' QUICK' if quick else ''}, {env.get('date_utc', '?')}")
     L.append("")
-    rounds = env.get("rounds", "?")
-    L.append(f"Machine: {env.get('host', '?')}, {env.get('nproc', '?')} cores, load average "
-             f"{env.get('loadavg_start', '?')} at start, {env.get('loadavg_end', '?')} at end. "
-             f"proxyd {env.get('proxyd_version', 'n/a')} (git {env.get('proxyd_git', '?')}), "
-             f"workers={env.get('workers', '?')}, splice={env.get('proxyd_splice', '?')}; "
-             f"{env.get('haproxy_version', '?').split(' - ')[0]}, nbthread 1, mode tcp"
-             f"{ {'1': ', forced splice (splice-request/response)', 'auto': ', splice-auto'}.get(env.get('haproxy_splice'), ', no splice')}; "
-             f"{env.get('nginx_version', '?').replace('nginx version: ', '')} origin, "
-             f"worker_processes {env.get('nginx_workers', '?')}. "
-             + ("Client -> fw -> server network namespaces (see below)." if netns
-                else "All on 127.0.0.1."))
+    L.append(f"Machine: {env.get('cpu_model', '?')}, {env.get('nproc', '?')} cores, "
+             f"{env.get('mem_total', '?')}, {env.get('host', '?')}; load average "
+             f"{env.get('loadavg_start', '?')} at start, {env.get('loadavg_end', '?')} at end "
+             "(a shared machine: read the ratios, not the absolute numbers).")
     L.append("")
-    if netns:
-        spoof = env.get("spoof") == "1"
-        srv = env.get("server_addr", "198.19.2.2")
-        pk, pp, ph = "8080", "8081", "8082"
-        m = re.match(r"kernel:(\d+) proxyd:(\d+)->(\d+) haproxy:(\d+)->(\d+)", env.get("ports", ""))
-        if m:
-            pk, pp, ph = m.group(1), m.group(2), m.group(4)
-        L.append("Topology (tests/netns/topology.sh): client 198.18.1.2 -- fw 198.18.1.1 | "
-                 f"198.19.2.1 -- server {srv}, veth links (MTU {env.get('mtu', '?')}). ab runs "
-                 f"in the client namespace and always fetches from the server's own address "
-                 f"{srv}; the destination port selects the path through the fw namespace:")
-        L.append("")
-        L.append(f"- **kernel fwd** `{srv}:{pk}`: not diverted, routed by the fw's kernel; "
-                 "conntrack on (a conntrack FORWARD rule, plus the ruleset's "
-                 "\"keep conntrack on\" rule).")
-        L.append(f"- **proxyd** `{srv}:{pp}`: TPROXY (deploy/inline-tproxy.sh) to proxyd's "
-                 f"transparent listener; plug analyser, "
-                 f"spoof-source=\"{'yes' if spoof else 'no'}\".")
-        L.append(f"- **haproxy** `{srv}:{ph}`: TPROXY to haproxy `bind ... transparent`, "
-                 f"`server 0.0.0.0` (the original destination)"
-                 f"{', `source 0.0.0.0 usesrc clientip`' if spoof else ''}.")
-        L.append("")
-        L.append("The server sees " + ("the client's address 198.18.1.2 on every path."
-                 if spoof else "198.18.1.2 on the kernel path and the fw's 198.19.2.1 on "
-                 "the proxied ones.") + " Both TPROXY diversions and the FORWARD rule are "
-                 "in place for the whole run (`fw-rules.txt`), so every path crosses the "
-                 "same ruleset. veth MTU is 1500, loopback's 65536: compare these rows "
-                 "only with netns rows, never with loopback results.")
-        L.append("")
-    L.append(f"{rounds} round(s), targets interleaved and rotated each round; req/s is the median "
-             f"over rounds; ratios are the median of the per-round ratios. "
-             f"Concurrency {env.get('concurrency', '?')}." + (" QUICK MODE: smoke check only, numbers "
-             "are not meaningful." if env.get("quick") == "1" else ""))
+    hav = (env.get("haproxy_version", "").split(" - ")[0].replace(" version", "").split(" 20")[0]
+           or "HAProxy")
+    splice = {"1": "forced splice", "auto": "splice-auto"}.get(env.get("haproxy_splice"), "no splice")
+    desc = {
+        "direct": "no proxy: " + ("forwarded by the fw namespace's kernel, conntrack on"
+                                  if netns else "ab -> nginx on 127.0.0.1"),
+        "proxyd-plug": f"proxyd {env.get('proxyd_git', '?')}, plug analyser, "
+                       f"splice={env.get('proxyd_splice', '?')}",
+        "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
+        "haproxy-tcp": f"{hav}, mode tcp, {splice}",
+        "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
+    }
+    L.append("Paths (proxies: one process each, "
+             f"workers/nbthread {env.get('workers', '?')}/1, pinned to CPU {env.get('pin', '?')}"
+             + (", TPROXY'd transparent listeners in the fw namespace (deploy/inline-tproxy.sh), "
+                f"spoof-source={'yes' if env.get('spoof') == '1' else 'no'}" if netns else
+                ", fixed target on 127.0.0.1") + "):")
     L.append("")
-
+    for t in targets:
+        L.append(f"- **{t}**: {desc.get(t, t)}")
+    notes = []
+    npath = os.path.join(out, "notes.txt")
+    if os.path.exists(npath):
+        with open(npath) as f:
+            notes = [ln.strip() for ln in f if ln.strip()]
+    for n in notes:
+        L.append(f"- {n}")
+    L.append("")
+    L.append(f"{env.get('rounds', '?')} round(s); in each round every row runs its paths back to "
+             "back, in an order that rotates from row to row and round to round. "
+             f"ab -c {env.get('concurrency', '?')} with -n {env.get('n_10k')}/{env.get('n_100k')}/"
+             f"{env.get('n_1m')} (10 KB/100 KB/1 MB); wrk -t{env.get('wrk_threads')} "
+             f"-c{env.get('concurrency')} -d{env.get('wrk_duration')}s; the large file once per "
+             "path and round with curl. Values are medians over rounds; ratio = median of the "
+             "per-round ratios to direct (MiB/s for the large file, req/s otherwise)."
+             + (" QUICK MODE: a smoke check, the numbers mean little." if quick else ""))
+    L.append("")
     if env.get("incomplete"):
         L.append(f"**INCOMPLETE RUN ({env['incomplete']}): only the runs finished before the "
-                 "stop are counted; see the run.sh message and the logs in this directory.**")
+                 "stop are counted.**")
         L.append("")
 
-    head = [r for r in rows if r["tool"] == "ab" and r["size"] == "10k"]
-    if head:
-        L.append("## Headline: 10 KB file, ab -c " + env.get("concurrency", "?"))
-        L.append("")
-        for row in head:
-            ka = "-k " if row["mode"] == "ka" else ""
-            s = (f"- `ab {ka}-n {row['n']} -c {row['c']}`: {blabel} {fnum(row.get(f'{base}_rps'))} req/s")
-            if has_px:
-                s += f", proxyd plug {fnum(row.get('proxyd_rps'))} req/s"
-            if has_ha:
-                s += f", haproxy tcp {fnum(row.get('haproxy_rps'))} req/s"
-            if has_px:
-                s += f"; proxyd/{blabel} {ratio(row['px_base'])}"
-                if has_ha:
-                    s += f", proxyd/haproxy {ratio(row['px_haproxy'])}"
-            if has_ha:
-                s += f", haproxy/{blabel} {ratio(row['ha_base'])}"
-            if row["bad"]:
-                s += " **BAD**"
-            L.append(s)
+    # summary matrix: ratio to direct
+    L.append("## Ratio to direct")
+    L.append("")
+    hdr = ["row", "direct"] + proxies
+    L.append("| " + " | ".join(hdr) + " |")
+    L.append("|---|" + "|".join(["---:"] * (len(hdr) - 1)) + "|")
+    slowest = None
+    for row in rows:
+        d0 = row["t"].get(BASE)
+        if row["key"][0] == "curl":
+            first = "n/a" if not d0 or d0["mib_s"] is None else f"{fnum(d0['mib_s'])} MiB/s"
+        else:
+            first = "n/a" if not d0 else f"{fnum(d0['rps'])} req/s"
+        cells = [row["label"], first]
+        for t in proxies:
+            d = row["t"].get(t)
+            cells.append("n/a" if not d else ratio(d.get("ratio")) + (" **BAD**" if d["bad"] else ""))
+            if d and d.get("ratio") is not None and t.startswith("proxyd"):
+                if slowest is None or d["ratio"] < slowest[0]:
+                    slowest = (d["ratio"], t, row["label"])
+        L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    if slowest:
+        L.append(f"Slowest proxyd ratio: **{slowest[1]}, {slowest[2]}: {slowest[0]:.2f}** of direct.")
         L.append("")
 
     L.append("## Results")
     L.append("")
-    def longest(row):
-        v = [row.get(f"{t}_longest_ms") for t in (base, "proxyd", "haproxy")]
-        return " / ".join("n/a" if x is None else (f"**{x}**" if x >= STALL_MS else str(x))
-                          for x in v)
-
-    hdr = ["row", f"{blabel} req/s", "proxyd req/s", "haproxy req/s", f"proxyd/{blabel}",
-           f"haproxy/{blabel}", "proxyd/haproxy", "proxyd peak RSS", "haproxy peak RSS",
-           "proxyd CPU µs/req", "haproxy CPU µs/req", "longest ms"]
+    hdr = ["row", "path", "req/s", "MiB/s", "spread", "failed", "CPU s", "CPU µs/req",
+           "peak RSS", "ratio", "longest ms"]
+    has_syn = any(d.get("syn") for row in rows for d in row["t"].values())
     if has_syn:
-        hdr.append("client SYN retrans")
-    hdr += ["spread", "others' CPU", "status"]
+        hdr.append("SYN retrans")
+    hdr.append("status")
     L.append("| " + " | ".join(hdr) + " |")
-    L.append("|" + "|".join(["---"] + ["---:"] * (len(hdr) - 2) + ["---"]) + "|")
+    L.append("|---|---|" + "|".join(["---:"] * (len(hdr) - 3)) + "|---|")
     for row in rows:
-        cells = [label(row), fnum(row.get(f"{base}_rps")), fnum(row.get("proxyd_rps")),
-                 fnum(row.get("haproxy_rps")), ratio(row["px_base"]), ratio(row["ha_base"]),
-                 ratio(row["px_haproxy"]),
-                 mib(row.get("proxyd_hwm_kb")), mib(row.get("haproxy_hwm_kb")),
-                 fnum(row.get("proxyd_cpu_us"), 1), fnum(row.get("haproxy_cpu_us"), 1),
-                 longest(row)]
-        if has_syn:
-            cells.append(" / ".join(fnum(row.get(f"{t}_syn_retrans"))
-                                    for t in (base, "proxyd", "haproxy")))
-        cells += ["n/a" if row["spread"] is None else f"{row['spread'] * 100:.0f}%",
-                  "n/a" if row["others_max"] is None else
-                  f"{row['others_med']:.0f}% / {row['others_max']}%",
-                  "ok" if not row["bad"] else "**BAD**"]
-        L.append("| " + " | ".join(cells) + " |")
+        first = True
+        for t in targets:
+            d = row["t"].get(t)
+            if not d:
+                continue
+            lm = d["longest_ms"]
+            cells = [row["label"] if first else "", t,
+                     "—" if row["key"][0] == "curl" else fnum(d["rps"]),
+                     fnum(d["mib_s"], 1),
+                     "n/a" if d["spread"] is None else f"{d['spread'] * 100:.0f}%",
+                     f"{d['failed']}/{d['requests']}" if d["failed"] else "0",
+                     "—" if t == BASE else fnum(d.get("cpu_s"), 2),
+                     "—" if t == BASE or row["key"][0] == "curl" else fnum(d.get("cpu_us"), 1),
+                     "—" if t == BASE else ("n/a" if d.get("hwm_kb") is None
+                                            else f"{d['hwm_kb'] / 1024:.1f} MiB"),
+                     "1" if t == BASE else ratio(d.get("ratio")),
+                     "n/a" if lm is None else (f"**{lm}**" if lm >= STALL_MS and row["key"][0] != "curl"
+                                               else str(lm))]
+            if has_syn:
+                cells.append(fnum(d.get("syn")))
+            cells.append("**BAD**" if d["bad"] else "ok")
+            L.append("| " + " | ".join(cells) + " |")
+            first = False
     L.append("")
-    L.append(f"Columns: req/s = median over rounds; proxyd/{blabel}, haproxy/{blabel} and "
-             "proxyd/haproxy = median "
-             "of per-round ratios (1.00 = as fast); peak RSS = VmHWM of the process during "
-             "this row's runs (reset before each run via /proc/PID/clear_refs, max over rounds); "
-             "CPU µs/req = utime+stime of the proxy process during a run / completed requests "
-             "(median over rounds; 10 ms tick resolution); spread = largest (max-min)/median "
-             "over rounds among the targets of the row, a noise indicator; others' CPU = "
-             "CPU used by processes outside this bench (user+system time of the machine "
-             "minus ab/wrk, nginx and the proxy), in % of the machine, median / max over "
-             "the row's runs: another noise indicator (softirq time, i.e. most of the "
-             f"{'veth and forwarding' if netns else 'loopback'} traffic, excluded); "
-             f"longest ms = the slowest single request of the row ({blabel} / proxyd / "
-             "haproxy; ab's 100% line, wrk's latency max), max over rounds; "
-             f"bold = {STALL_MS} ms or more, i.e. at least one request waited for a "
-             "retransmission timeout (a lost SYN is retried after 1 s)"
-             + ("; client SYN retrans = SYN retransmissions counted in the client "
-                f"namespace during the row's runs ({blabel} / proxyd / haproxy), sum over "
-                "rounds: a connection attempt that was not answered with a SYN-ACK "
-                "(see the README, netns caveats)." if has_syn else "."))
+    L.append("Columns: req/s and MiB/s = median over rounds (ab's \"Requests per second\" and "
+             "\"Transfer rate\", wrk's Requests/sec and Transfer/sec, curl's speed for the large "
+             "file); spread = (max - min) / median over rounds of the row's metric, a noise "
+             "gauge (above ~10 % treat the ratio with suspicion); failed = requests not served "
+             "cleanly over all rounds (ab failed + non-2xx + missing, wrk errors, a short or "
+             "non-200 large transfer); CPU s = utime+stime of the proxy process during one run "
+             "(/proc/PID/stat, median over rounds; CPU µs/req = that / requests); peak RSS = "
+             "VmHWM of the proxy during the row (reset before each run through "
+             "/proc/PID/clear_refs, max over rounds); ratio = median of the per-round ratios "
+             "to direct; longest ms = slowest single request (ab's 100% line, wrk's latency "
+             f"max; the whole transfer for the large file), bold from {STALL_MS} ms (a "
+             "retransmission timeout)"
+             + ("; SYN retrans = SYN retransmissions in the client namespace during the row "
+                "(sum over rounds; bench/README.md, netns caveats)." if has_syn else "."))
     L.append("")
+    oth = [r["others_max"] for r in rows if r["others_max"] is not None]
+    if oth:
+        L.append(f"Noise: CPU used by processes outside the bench during the runs, in % of the "
+                 f"machine: median per row up to {max(r['others_med'] or 0 for r in rows):.0f}%, "
+                 f"max {max(oth)}%.")
+        L.append("")
     bad = [r for r in rows if r["bad"]]
     if bad:
         L.append("## Bad rows")
         L.append("")
         for row in bad:
-            L.append(f"- {label(row)}: " + "; ".join(row["bad"]))
+            L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         L.append("")
 
-    # stalls: runs with at least one request >= STALL_MS, per row and target
-    stalls = []
-    for row in rows:
-        k = (row["tool"], row["size"], row["mode"])
-        for t in targets:
-            hit = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k and r["target"] == t
-                   and (r.get("max_ms") or "").isdigit() and int(r["max_ms"]) >= STALL_MS]
-            if hit:
-                stalls.append(f"- {label(row)}, {BASE_LABEL.get(t, t)}: "
-                              + ", ".join(f"r{r['round']} {r['max_ms']} ms ({r['raw']})" for r in hit))
-    if stalls:
-        L.append(f"## Stalls (a request took {STALL_MS} ms or more)")
-        L.append("")
-        L.extend(stalls)
-        L.append("")
-        L.append("ab's percentile table in each raw file shows how many requests were that "
-                 "slow" + ("; `client-nstat.txt` (TcpExtTCPSynRetrans, TcpRetransSegs) and "
-                           "`fw-nstat.txt` count retransmissions per namespace." if netns else "."))
-        L.append("")
-
-    if has_px:
-        mb = read_metrics(os.path.join(out, "proxyd-metrics-before.txt"))
-        ma = read_metrics(os.path.join(out, "proxyd-metrics-after.txt"))
-        if ma:
-            L.append("## proxyd counters over the run incl. content check and warm-up (admin /metrics, after - before)")
+    for t in ("proxyd-plug", "proxyd-http"):
+        mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
+        ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
+        if not ma:
+            continue
+        keep = [k for k in sorted(ma) if k.startswith("proxyd_") and "worker=" not in k
+                and (ma[k] - mb.get(k, 0) if "_total" in k else ma[k])]
+        if keep:
+            L.append(f"## {t}: counters over the whole run (/metrics, after - before, non-zero)")
             L.append("")
             L.append("| metric | value |")
             L.append("|---|---:|")
-            for k in sorted(ma):
-                if k.startswith("proxyd_") and "worker=" not in k:
-                    v = ma[k] - (mb.get(k, 0) if "_total" in k else 0)
-                    L.append(f"| `{k}` | {fnum(v)} |")
+            for k in keep:
+                v = ma[k] - (mb.get(k, 0) if "_total" in k else 0)
+                L.append(f"| `{k}` | {fnum(v)} |")
             L.append("")
-        else:
-            L.append("proxyd /metrics could not be read after the run.")
-            L.append("")
-    L.append("## Memory and state at the end")
-    L.append("")
-    for k in ("proxyd_vmhwm_kb_end", "proxyd_vmrss_kb_end", "proxyd_threads",
-              "haproxy_vmhwm_kb_end", "haproxy_vmrss_kb_end", "time_wait_sockets_end",
-              "fw_conntrack_count_max", "fw_nf_conntrack_max", "fw_conntrack_stats_end"):
-        if k in env:
-            L.append(f"- {k} = {env[k]}")
-    L.append("")
-    if netns:
-        L.append("## Path checks (after the content check, before the runs)")
+
+    if os.path.exists(os.path.join(out, "perf-report.txt")):
+        L.append(f"## Profile ({env.get('perf_run', '?')})")
         L.append("")
-        for k in sorted(env):
-            if k.startswith("path_check_"):
-                L.append(f"- {k[len('path_check_'):]} = {env[k]}")
+        L.append("`perf record -g -p PID` on the proxy during that run; by DSO and top symbols "
+                 "(self time): see `perf-report.txt`, `perf-dso.txt`.")
         L.append("")
+        L.append("```")
+        with open(os.path.join(out, "perf-dso.txt")) as f:
+            L.extend(ln.rstrip() for ln in list(f)[:8])
+        with open(os.path.join(out, "perf-report.txt")) as f:
+            top = [ln.rstrip() for ln in f if re.match(r"^\s+\d+\.\d+%", ln)]
+        L.extend(top[:15])
+        L.append("```")
+        L.append("")
+
     L.append("## Commands")
     L.append("")
     L.append("```")
-    n = {"10k": env.get("n_10k"), "100k": env.get("n_100k"), "1m": env.get("n_1m")}
-    c = env.get("concurrency", "?")
     pre = "ip netns exec CLIENT_NS " if netns else ""
-    host = env.get("server_addr", "198.19.2.2") if netns else "127.0.0.1"
-    for s in SIZES:
-        L.append(f"{pre}ab -r -s 20 -k -n {n[s]} -c {c} http://{host}:PORT/{s}.bin")
-        L.append(f"{pre}ab -r -s 20    -n {n[s]} -c {c} http://{host}:PORT/{s}.bin")
+    host = env.get("server_addr", "127.0.0.1")
+    for s in ("10k", "100k", "1m"):
+        n = env.get(f"n_{s}")
+        L.append(f"{pre}ab -r -s 20 -k -n {n} -c {env.get('concurrency')} http://{host}:PORT/{s}.bin")
+        L.append(f"{pre}ab -r -s 20    -n {n} -c {env.get('concurrency')} http://{host}:PORT/{s}.bin")
     if env.get("wrk") == "1":
-        L.append(f"{pre}wrk -t{env.get('wrk_threads')} -c{c} -d{env.get('wrk_duration')}s "
-                 f"--timeout 20s http://{host}:PORT/SIZE.bin")
+        L.append(f"{pre}wrk -t{env.get('wrk_threads')} -c{env.get('concurrency')} "
+                 f"-d{env.get('wrk_duration')}s --timeout 20s http://{host}:PORT/SIZE.bin")
+    if env.get("big_bytes", "0") != "0":
+        L.append(f"{pre}curl -s -o /dev/null http://{host}:PORT/big.bin   # {human_bytes(env['big_bytes'])}")
     L.append("```")
     L.append("")
-    if netns:
-        L.append(f"PORT is {env.get('ports', '?')} (destination port -> listener in the fw "
-                 "namespace); CLIENT_NS is the client namespace. Raw outputs: `raw/`; every "
-                 "run: `runs.tsv`; fw rules as installed and with counters after the run: "
-                 "`fw-rules.txt`, `fw-rules-after.txt`; configs: `proxyd.xml`, "
-                 "`proxyd-service.xml`, `haproxy.cfg`; machine, versions, namespaces: `env.txt`.")
-    else:
-        L.append("PORT is nginx (direct), proxyd or haproxy. Raw outputs: `raw/`; every run: "
-                 "`runs.tsv`; configs: `proxyd.xml`, `proxyd-service.xml`, `haproxy.cfg`; "
-                 "machine and versions: `env.txt`.")
+    L.append("PORT per path: " + ", ".join(f"{t} {env[f'port_{t}']}" for t in targets
+                                          if f"port_{t}" in env)
+             + (" (client port -> listener in the fw namespace)" if netns else "")
+             + ". Raw outputs in `raw/`, every run in `runs.tsv`, configs, logs and `env.txt` "
+             "in the run directory.")
     md = "\n".join(L) + "\n"
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)
 
-    chart(out, rows, targets, label, base, netns)
+    chart(out, rows, targets, netns, quick)
+    return 3 if bad else 0
 
 
-def chart(out, rows, targets, label, base="direct", netns=False):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception:
-        print("(matplotlib not available: no chart.png; apt-get install python3-matplotlib)",
-              file=sys.stderr)
+def chart(out, rows, targets, netns, quick):
+    """chart.png with gnuplot: median MiB/s per row and path (log scale)"""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        print("(gnuplot not found: no chart.png; bench/deps installs gnuplot-nox)", file=sys.stderr)
         return
-    rows = [r for r in rows if any(r.get(f"{t}_rps") for t in targets)]
+    rows = [r for r in rows if any(d.get("mib_s") for d in r["t"].values())]
     if not rows:
         return
-    names = [label(r) for r in rows]
-    x = range(len(rows))
-    w = 0.8 / max(1, len(targets))
-    colors = {"direct": "#7f7f7f", "kernel": "#7f7f7f", "proxyd": "#1f77b4", "haproxy": "#ff7f0e"}
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(8, 1.1 * len(rows) + 2), 8.5),
-                                 sharex=True)
-    for i, t in enumerate(targets):
-        xs = [p + (i - (len(targets) - 1) / 2) * w for p in x]
-        vals = [r.get(f"{t}_rps") or 0 for r in rows]
-        a1.bar(xs, vals, w, label=BASE_LABEL.get(t, t), color=colors.get(t))
-        rel = [((r.get(f"{t}_rps") or 0) / r[f"{base}_rps"]) if r.get(f"{base}_rps") else 0
-               for r in rows]
-        a2.bar(xs, rel, w, label=t, color=colors.get(t))
-    a1.set_yscale("log")
-    a1.set_ylabel("requests/s (median, log scale)")
-    a1.legend()
-    a1.grid(axis="y", alpha=0.3)
-    a2.axhline(1.0, color="black", linewidth=0.8)
-    a2.set_ylabel(f"relative to {BASE_LABEL[base]} (ratio of medians)")
-    a2.grid(axis="y", alpha=0.3)
-    a2.set_xticks(list(x))
-    a2.set_xticklabels(names, rotation=30, ha="right")
-    fig.suptitle("proxyd plug vs haproxy tcp vs kernel forwarding (netns, TPROXY)" if netns
-                 else "proxyd plug vs haproxy tcp vs direct nginx (loopback)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "chart.png"), dpi=100)
+    with open(os.path.join(out, "chart.dat"), "w") as f:
+        f.write("row\t" + "\t".join(targets) + "\n")
+        for r in rows:
+            vals = [r["t"].get(t, {}).get("mib_s") for t in targets]
+            f.write(f"\"{r['label']}\"\t" + "\t".join("?" if v is None else f"{v:.3f}"
+                                                    for v in vals) + "\n")
+    title = ("proxyd vs HAProxy vs kernel forwarding (netns, TPROXY)" if netns
+             else "proxyd vs HAProxy vs direct (loopback)") + (" - QUICK" if quick else "")
+    width = max(900, 110 * len(rows) + 200)
+    colors = {"direct": "#808080", "proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
+              "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728"}
+    plots = ", ".join(f"'chart.dat' using {i + 2}{':xtic(1)' if i == 0 else ''} title columnhead({i + 2})"
+                      f" lc rgb '{colors.get(t, '#2ca02c')}'"
+                      for i, t in enumerate(targets))
+    script = f"""set terminal pngcairo size {width},560 font ",10"
+set output 'chart.png'
+set datafile separator "\\t"
+set datafile missing "?"
+set title "{title}: transfer rate per path and row (median)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set logscale y
+set yrange [10:*]
+set ylabel "MiB/s (log scale)"
+set xtics rotate by -25 nomirror
+set grid ytics
+set key top right
+plot {plots}
+"""
+    with open(os.path.join(out, "chart.gp"), "w") as f:
+        f.write(script)
+    r = subprocess.run([gp, "chart.gp"], cwd=out, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"(gnuplot failed: {r.stderr.strip()[:300]})", file=sys.stderr)
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk"):
-        cmd_parse(argv[2], argv[3])
-    elif len(argv) == 3 and argv[1] == "report":
-        cmd_report(argv[2])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl"):
+        if argv[2] == "curl" and len(argv) != 5:
+            print(__doc__, file=sys.stderr)
+            return 2
+        cmd_parse(argv[2:])
+        return 0
+    if len(argv) == 3 and argv[1] == "report":
+        return cmd_report(argv[2])
+    print(__doc__, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
