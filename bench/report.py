@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Helpers for bench/run.
 
-  report.py parse ab|wrk FILE        print "rps complete failed non2xx sockerr max_ms kib_s"
+  report.py parse ab|wrk|ftp FILE    print "rps complete failed non2xx sockerr max_ms kib_s"
   report.py parse curl FILE BYTES    the same for one large-file fetch of BYTES bytes
   report.py report OUTDIR            OUTDIR/runs.tsv -> results.md (also on stdout),
                                      results.csv, chart.png (gnuplot); exit 3 when a
@@ -22,6 +22,9 @@ TARGETS = ["direct", "proxyd-plug", "proxyd-http", "haproxy-tcp", "haproxy-http"
 BASE = "direct"
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
+COUNTED = ("ab", "curl")   # a fixed number of requests; the others run for a fixed time
+FTP_ORDER = ["retr-pasv-c1", "retr-pasv-c10", "retr-port-c1", "retr-port-c10",
+             "stor-pasv-c1", "stor-pasv-c10", "stor-port-c1", "stor-port-c10"]
 
 
 def _num(pattern, text, default=None, cast=float):
@@ -79,6 +82,16 @@ def parse_curl(text, want_bytes):
             round(secs * 1000), speed / 1024)
 
 
+def parse_ftp(text):
+    # bench/ftpload.py: "transfers=N failed=F seconds=S rate=R kib_s=K max_ms=M"
+    m = re.search(r"^transfers=(\d+) failed=(\d+) seconds=[\d.]+ rate=([\d.]+) "
+                  r"kib_s=([\d.]+) max_ms=(\d+)", text, re.M)
+    if not m:
+        return None, 0, 1, 0, 1, None, None
+    return (float(m.group(3)), int(m.group(1)), int(m.group(2)), 0, 0, int(m.group(5)),
+            float(m.group(4)))
+
+
 def cmd_parse(argv):
     tool, path = argv[0], argv[1]
     with open(path, errors="replace") as f:
@@ -87,6 +100,8 @@ def cmd_parse(argv):
         vals = parse_ab(text)
     elif tool == "wrk":
         vals = parse_wrk(text)
+    elif tool == "ftp":
+        vals = parse_ftp(text)
     else:
         vals = parse_curl(text, int(argv[2]))
 
@@ -149,7 +164,9 @@ def run_bad(r):
     for k in ("failed", "non2xx", "sockerr"):
         if r[k] not in ("0", "-"):
             return True
-    if r["tool"] != "wrk" and r["complete"] != r["n"]:
+    if r["tool"] in COUNTED and r["complete"] != r["n"]:
+        return True
+    if r["tool"] not in COUNTED and r["complete"] in ("0", "-"):
         return True
     return False
 
@@ -160,7 +177,7 @@ def run_failed_requests(r):
     for k in ("failed", "non2xx", "sockerr"):
         if r[k].isdigit():
             n += int(r[k])
-    if r["tool"] != "wrk" and r["n"].isdigit():
+    if r["tool"] in COUNTED and r["n"].isdigit():
         done = int(r["complete"]) if r["complete"].isdigit() else 0
         n += max(0, int(r["n"]) - done - (int(r["failed"]) if r["failed"].isdigit() else 0))
     return n
@@ -175,7 +192,7 @@ def run_problem(r):
     for k in ("failed", "non2xx", "sockerr"):
         if r[k] not in ("0", "-"):
             bits.append(f"{k}={r[k]}")
-    if r["tool"] != "wrk" and r["complete"] not in (r["n"], "-"):
+    if r["tool"] in COUNTED and r["complete"] not in (r["n"], "-"):
         bits.append(f"complete={r['complete']}/{r['n']}")
     return f"{r['target']} r{r['round']}: " + " ".join(bits) + f" ({r['raw']})"
 
@@ -207,6 +224,11 @@ def cmd_report(out):
             return f"{SIZE_LABEL[size]} wrk keep-alive"
         if tool == "curl":
             return big_label
+        if tool == "ftp":
+            op, dm, cl = (mode.split("-") + ["", "", ""])[:3]
+            n = cl.lstrip("c")
+            return (f"FTP 1 KB {op.upper()} {'passive' if dm == 'pasv' else 'active'}, "
+                    f"{n} client{'s' if n != '1' else ''}")
         return f"{tool} {size} {mode}"
 
     keys = []
@@ -216,7 +238,8 @@ def cmd_report(out):
             keys.append(k)
     keys.sort(key=lambda k: (TOOL_ORDER.get(k[0], 9) if k[0] in ("curl", "ftp", "r66") else 0,
                              SIZES.index(k[1]) if k[1] in SIZES else 9,
-                             TOOL_ORDER.get(k[0], 9), k[2] != "ka", k[2]))
+                             TOOL_ORDER.get(k[0], 9), k[2] != "ka",
+                             FTP_ORDER.index(k[2]) if k[2] in FTP_ORDER else 99, k[2]))
 
     # ------------------------------------------------------- aggregation --
     rows = []
@@ -240,8 +263,9 @@ def cmd_report(out):
                  "min": min(metric) if metric else None, "max": max(metric) if metric else None,
                  "med": statistics.median(metric) if metric else None,
                  "failed": sum(run_failed_requests(r) for r in tr),
-                 "requests": sum(int(r["n"]) for r in tr if r["n"].isdigit() and r["tool"] != "wrk")
-                 + sum(int(r["complete"]) for r in tr if r["tool"] == "wrk" and r["complete"].isdigit()),
+                 "requests": sum(int(r["n"]) for r in tr if r["n"].isdigit() and r["tool"] in COUNTED)
+                 + sum(int(r["complete"]) for r in tr
+                       if r["tool"] not in COUNTED and r["complete"].isdigit()),
                  "bad": any(run_bad(r) for r in tr)}
             if t != BASE:
                 cpu = [int(r["cpu_ticks"]) / clk for r in ok]
@@ -311,6 +335,8 @@ def cmd_report(out):
         "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
         "haproxy-tcp": f"{hav}, mode tcp, {splice}",
         "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
+        "proxyd-ftp": "proxyd, ftp analyser, fixed mode on 127.0.0.1 in front of vsftpd "
+                      "(FTP rows only; their direct is ftpload.py -> vsftpd on 127.0.0.1)",
     }
     L.append("Paths (proxies: one process each, "
              f"workers/nbthread {env.get('workers', '?')}/1, pinned to CPU {env.get('pin', '?')}"
@@ -354,7 +380,8 @@ def cmd_report(out):
         if row["key"][0] == "curl":
             first = "n/a" if not d0 or d0["mib_s"] is None else f"{fnum(d0['mib_s'])} MiB/s"
         else:
-            first = "n/a" if not d0 else f"{fnum(d0['rps'])} req/s"
+            unit = "transfers/s" if row["key"][0] == "ftp" else "req/s"
+            first = "n/a" if not d0 else f"{fnum(d0['rps'])} {unit}"
         cells = [row["label"], first]
         for t in proxies:
             d = row["t"].get(t)
@@ -402,6 +429,10 @@ def cmd_report(out):
             cells.append("**BAD**" if d["bad"] else "ok")
             L.append("| " + " | ".join(cells) + " |")
             first = False
+    if any(r["key"][0] == "ftp" for r in rows):
+        L.append("")
+        L.append("FTP rows: req/s = transfers/s (each 1 KB file on a new data connection, "
+                 "the control connection kept), over all clients.")
     L.append("")
     L.append("Columns: req/s and MiB/s = median over rounds (ab's \"Requests per second\" and "
              "\"Transfer rate\", wrk's Requests/sec and Transfer/sec, curl's speed for the large "
@@ -432,7 +463,7 @@ def cmd_report(out):
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         L.append("")
 
-    for t in ("proxyd-plug", "proxyd-http"):
+    for t in ("proxyd-plug", "proxyd-http", "proxyd-ftp"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
         if not ma:
@@ -476,6 +507,9 @@ def cmd_report(out):
     if env.get("wrk") == "1":
         L.append(f"{pre}wrk -t{env.get('wrk_threads')} -c{env.get('concurrency')} "
                  f"-d{env.get('wrk_duration')}s --timeout 20s http://{host}:PORT/SIZE.bin")
+    if any(r["key"][0] == "ftp" for r in rows):
+        L.append(f"python3 bench/ftpload.py 127.0.0.1 PORT retr|stor pasv|port 1|10 "
+                 f"{env.get('ftp_duration', '?')} 1k.bin")
     if env.get("big_bytes", "0") != "0":
         L.append(f"{pre}curl -s -o /dev/null http://{host}:PORT/big.bin   # {human_bytes(env['big_bytes'])}")
     L.append("```")
@@ -542,7 +576,7 @@ plot {plots}
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl"):
+    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl", "ftp"):
         if argv[2] == "curl" and len(argv) != 5:
             print(__doc__, file=sys.stderr)
             return 2
