@@ -310,7 +310,7 @@ def cmd_report(out):
                             d["ok_runs"], c(d["rps"], 2), c(d["mib_s"], 2), c(d["min"], 2),
                             c(d["max"], 2), c(None if d["spread"] is None else d["spread"] * 100, 1),
                             d["failed"], c(d.get("cpu_s"), 2), c(d.get("cpu_us"), 1),
-                            c(d.get("hwm_kb")), c(d.get("ratio"), 3), c(d["longest_ms"]),
+                            c(d.get("hwm_kb")), c(d.get("ratio"), 4), c(d["longest_ms"]),
                             c(d["syn"]), "BAD" if d["bad"] else "ok"])
 
     # ----------------------------------------------------------- markdown --
@@ -483,15 +483,22 @@ def cmd_report(out):
     if os.path.exists(os.path.join(out, "perf-report.txt")):
         L.append(f"## Profile ({env.get('perf_run', '?')})")
         L.append("")
-        L.append("`perf record -g -p PID` on the proxy during that run; by DSO and top symbols "
-                 "(self time): see `perf-report.txt`, `perf-dso.txt`.")
+        L.append("`perf record -g -p PID` on the proxy during that run: samples by DSO "
+                 "(kernel vs user), top symbols (self time), and system calls (time spent "
+                 "in them and in what they call, softirq work included). Full lists: "
+                 "`perf-report.txt`, `perf-dso.txt`, `perf-syscalls.txt`.")
         L.append("")
         L.append("```")
-        with open(os.path.join(out, "perf-dso.txt")) as f:
-            L.extend(ln.rstrip() for ln in list(f)[:8])
-        with open(os.path.join(out, "perf-report.txt")) as f:
-            top = [ln.rstrip() for ln in f if re.match(r"^\s+\d+\.\d+%", ln)]
-        L.extend(top[:15])
+        for name, n, pat in (("perf-dso.txt", 6, None),
+                             ("perf-report.txt", 15, r"^\s+\d+\.\d+%"),
+                             ("perf-syscalls.txt", 10, None)):
+            path = os.path.join(out, name)
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                lines = [ln.rstrip() for ln in f if not pat or re.match(pat, ln)]
+            L.append(f"# {name}")
+            L.extend(lines[:n])
         L.append("```")
         L.append("")
 
