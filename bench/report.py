@@ -385,7 +385,7 @@ def cmd_report(out):
         cells = [row["label"], first]
         for t in proxies:
             d = row["t"].get(t)
-            cells.append("n/a" if not d else ratio(d.get("ratio")) + (" **BAD**" if d["bad"] else ""))
+            cells.append("" if not d else ratio(d.get("ratio")) + (" **BAD**" if d["bad"] else ""))
             if d and d.get("ratio") is not None and t.startswith("proxyd"):
                 if slowest is None or d["ratio"] < slowest[0]:
                     slowest = (d["ratio"], t, row["label"])
