@@ -331,7 +331,7 @@ def cmd_report(out):
         "direct": "no proxy: " + ("forwarded by the fw namespace's kernel, conntrack on"
                                   if netns else "ab -> nginx on 127.0.0.1"),
         "proxyd-plug": f"proxyd {env.get('proxyd_git', '?')}, plug analyser, "
-                       f"splice={env.get('proxyd_splice', '?')}",
+                       f"splice={env.get('proxyd_splice', '?')}, buffer={env.get('proxyd_buffer', 'default')}",
         "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
         "haproxy-tcp": f"{hav}, mode tcp, {splice}",
         "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
