@@ -485,7 +485,7 @@ def cmd_report(out):
         L.append("")
         L.append("`perf record -g -p PID` on the proxy during that run: samples by DSO "
                  "(kernel vs user), top symbols (self time), and system calls (time spent "
-                 "in them and in what they call, softirq work included). Full lists: "
+                 "in them and in what they call, softirq work included; by their libc entry point). Full lists: "
                  "`perf-report.txt`, `perf-dso.txt`, `perf-syscalls.txt`.")
         L.append("")
         L.append("```")
