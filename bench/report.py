@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 
-SIZES = ["10k", "100k", "1m", "big", "1k"]
+SIZES = ["10k", "100k", "1m", "big", "1k", "250k"]
 SIZE_LABEL = {"10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
 TARGETS = ["direct", "proxyd-plug", "proxyd-http", "haproxy-tcp", "haproxy-http",
            "proxyd-ftp", "proxyd-r66"]
@@ -24,7 +24,8 @@ STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
 COUNTED = ("ab", "curl")   # a fixed number of requests; the others run for a fixed time
 FTP_ORDER = ["retr-pasv-c1", "retr-pasv-c10", "retr-port-c1", "retr-port-c10",
-             "stor-pasv-c1", "stor-pasv-c10", "stor-port-c1", "stor-port-c10"]
+             "stor-pasv-c1", "stor-pasv-c10", "stor-port-c1", "stor-port-c10",
+             "send250k-c1", "send250k-c10", "big"]
 
 
 def _num(pattern, text, default=None, cast=float):
@@ -205,6 +206,11 @@ def human_bytes(n):
     return f"{n} B"
 
 
+def by_bytes(k):
+    """rows of one large transfer per run: compared by MiB/s, not by 1/time"""
+    return k[0] == "curl" or (k[0] == "r66" and k[2] == "big")
+
+
 def cmd_report(out):
     env = read_kv(os.path.join(out, "env.txt"))
     clk = int(env.get("clk_tck", "100") or 100)
@@ -224,6 +230,11 @@ def cmd_report(out):
             return f"{SIZE_LABEL[size]} wrk keep-alive"
         if tool == "curl":
             return big_label
+        if tool == "r66":
+            if mode == "big":
+                return f"R66 {env.get('r66_big_mb', '?')} MiB SEND"
+            n = mode.rsplit("-c", 1)[-1]
+            return f"R66 250 KB SENDs, {n} client{'s' if n != '1' else ''}"
         if tool == "ftp":
             op, dm, cl = (mode.split("-") + ["", "", ""])[:3]
             n = cl.lstrip("c")
@@ -256,7 +267,7 @@ def cmd_report(out):
             rps = [float(r["rps"]) for r in ok]
             kib = [float(r["kib_s"]) for r in ok if isnum(r.get("kib_s"))]
             # the large file: one transfer per run, so compare MiB/s, not 1/time
-            metric = kib if k[0] == "curl" else rps
+            metric = kib if by_bytes(k) else rps
             d = {"runs": len(tr), "ok_runs": len(ok),
                  "rps": statistics.median(rps) if rps else None,
                  "mib_s": statistics.median(kib) / 1024 if kib else None,
@@ -281,7 +292,7 @@ def cmd_report(out):
             d["syn"] = sum(sy) if sy else None
             d["spread"] = ((d["max"] - d["min"]) / d["med"]) if d["med"] else None
             for r in ok:
-                v = float(r["kib_s"]) if k[0] == "curl" and isnum(r.get("kib_s")) else float(r["rps"])
+                v = float(r["kib_s"]) if by_bytes(k) and isnum(r.get("kib_s")) else float(r["rps"])
                 per_round.setdefault(r["round"], {})[t] = v
             row["t"][t] = d
         # ratio to direct: median over rounds of the ratio measured within
@@ -337,6 +348,8 @@ def cmd_report(out):
         "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
         "proxyd-ftp": "proxyd, ftp analyser, fixed mode on 127.0.0.1 in front of vsftpd "
                       "(FTP rows only; their direct is ftpload.py -> vsftpd on 127.0.0.1)",
+        "proxyd-r66": "proxyd, r66 analyser, fixed mode on 127.0.0.1 in front of an r66peer "
+                      "server (R66 rows only; their direct is r66peer client -> server)",
     }
     L.append("Paths (proxies: one process each, "
              f"workers/nbthread {env.get('workers', '?')}/1, pinned to CPU {env.get('pin', '?')}"
@@ -377,10 +390,10 @@ def cmd_report(out):
     slowest = None
     for row in rows:
         d0 = row["t"].get(BASE)
-        if row["key"][0] == "curl":
+        if by_bytes(row["key"]):
             first = "n/a" if not d0 or d0["mib_s"] is None else f"{fnum(d0['mib_s'])} MiB/s"
         else:
-            unit = "transfers/s" if row["key"][0] == "ftp" else "req/s"
+            unit = "transfers/s" if row["key"][0] in ("ftp", "r66") else "req/s"
             first = "n/a" if not d0 else f"{fnum(d0['rps'])} {unit}"
         cells = [row["label"], first]
         for t in proxies:
@@ -413,12 +426,12 @@ def cmd_report(out):
                 continue
             lm = d["longest_ms"]
             cells = [row["label"] if first else "", t,
-                     "—" if row["key"][0] == "curl" else fnum(d["rps"]),
+                     "—" if by_bytes(row["key"]) else fnum(d["rps"]),
                      fnum(d["mib_s"], 1),
                      "n/a" if d["spread"] is None else f"{d['spread'] * 100:.0f}%",
                      f"{d['failed']}/{d['requests']}" if d["failed"] else "0",
                      "—" if t == BASE else fnum(d.get("cpu_s"), 2),
-                     "—" if t == BASE or row["key"][0] == "curl" else fnum(d.get("cpu_us"), 1),
+                     "—" if t == BASE or by_bytes(row["key"]) else fnum(d.get("cpu_us"), 1),
                      "—" if t == BASE else ("n/a" if d.get("hwm_kb") is None
                                             else f"{d['hwm_kb'] / 1024:.1f} MiB"),
                      "1" if t == BASE else ratio(d.get("ratio")),
@@ -429,6 +442,11 @@ def cmd_report(out):
             cells.append("**BAD**" if d["bad"] else "ok")
             L.append("| " + " | ".join(cells) + " |")
             first = False
+    if any(r["key"][0] == "r66" for r in rows):
+        L.append("")
+        L.append("R66 rows: req/s = transfers/s (SENDs, mode 1, 64 KiB blocks, each client one "
+                 "connection authenticated once); longest ms = the whole run of the slowest "
+                 "client; the peer computes SHA-256 of every byte on both ends.")
     if any(r["key"][0] == "ftp" for r in rows):
         L.append("")
         L.append("FTP rows: req/s = transfers/s (each 1 KB file on a new data connection, "
@@ -463,7 +481,7 @@ def cmd_report(out):
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         L.append("")
 
-    for t in ("proxyd-plug", "proxyd-http", "proxyd-ftp"):
+    for t in ("proxyd-plug", "proxyd-http", "proxyd-ftp", "proxyd-r66"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
         if not ma:
@@ -517,6 +535,11 @@ def cmd_report(out):
     if any(r["key"][0] == "ftp" for r in rows):
         L.append(f"python3 bench/ftpload.py 127.0.0.1 PORT retr|stor pasv|port 1|10 "
                  f"{env.get('ftp_duration', '?')} 1k.bin")
+    if any(r["key"][0] == "r66" for r in rows):
+        c1, c10 = (env.get("r66_counts", "? ?").split() + ["?", "?"])[:2]
+        L.append(f"r66peer client --connect 127.0.0.1:PORT --id hosta:pwA --partner serverb:pwB "
+                 f"--rule bench --mode 1 --block 65536 --count {c1}|{c10} --send f250k   "
+                 f"# 1 or 10 at once; and --send big ({env.get('r66_big_mb', '?')} MiB)")
     if env.get("big_bytes", "0") != "0":
         L.append(f"{pre}curl -s -o /dev/null http://{host}:PORT/big.bin   # {human_bytes(env['big_bytes'])}")
     L.append("```")
