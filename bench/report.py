@@ -435,7 +435,7 @@ def cmd_report(out):
                      "—" if t == BASE else ("n/a" if d.get("hwm_kb") is None
                                             else f"{d['hwm_kb'] / 1024:.1f} MiB"),
                      "1" if t == BASE else ratio(d.get("ratio")),
-                     "n/a" if lm is None else (f"**{lm}**" if lm >= STALL_MS and row["key"][0] != "curl"
+                     "n/a" if lm is None else (f"**{lm}**" if lm >= STALL_MS and row["key"][0] in ("ab", "wrk")
                                                else str(lm))]
             if has_syn:
                 cells.append(fnum(d.get("syn")))
