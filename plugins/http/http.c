@@ -477,32 +477,51 @@ http_header_rule(const struct http_header_rule *r, size_t n, const char *name,
 	return NULL;
 }
 
-/* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1). */
+/* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1). conn is the
+ * index of the Connection field, -1 if none. */
 static bool
-http_hop_by_hop(const struct http_head *m, const struct http_hdr *f)
+http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
 {
-	static const char *const hop[] = { "connection", "keep-alive",
-	    "proxy-connection", "te", "trailer", "upgrade", NULL };
-	size_t i;
+	char name[64];
+	unsigned i;
 
-	for (i = 0; hop[i] != NULL; i++)
-		if (http_token_eq(f->name, f->nlen, hop[i]))
+	/* By length first: this runs for every field of every message. */
+	switch (f->nlen) {
+	case 2:
+		if (http_token_eq(f->name, 2, "te"))
 			return true;
+		break;
+	case 7:
+		if (http_token_eq(f->name, 7, "trailer") ||
+		    http_token_eq(f->name, 7, "upgrade"))
+			return true;
+		break;
+	case 10:
+		if (http_token_eq(f->name, 10, "connection") ||
+		    http_token_eq(f->name, 10, "keep-alive"))
+			return true;
+		break;
+	case 16:
+		if (http_token_eq(f->name, 16, "proxy-connection"))
+			return true;
+		break;
+	}
+	if (conn == -1 || f->nlen >= sizeof(name))
+		return false;
 	/* ...and whatever Connection names. */
-	for (i = 0; i < m->nhdr; i++) {
+	memcpy(name, f->name, f->nlen);
+	name[f->nlen] = '\0';
+	for (i = (unsigned)conn; i < m->nhdr; i++) {
 		const struct http_hdr *c = &m->hdr[i];
-		char name[64];
 
-		if (!http_token_eq(c->name, c->nlen, "connection") ||
-		    f->nlen >= sizeof(name))
-			continue;
-		memcpy(name, f->name, f->nlen);
-		name[f->nlen] = '\0';
-		if (http_list_has(c->val, c->vlen, name))
+		if (c->nlen == 10 && http_token_eq(c->name, c->nlen, "connection") &&
+		    http_list_has(c->val, c->vlen, name))
 			return true;
 	}
 	return false;
 }
+
+static int http_find(const struct http_head *m, const char *name);
 
 /* Copies the fields of m to out through the policy's rules. */
 static void
@@ -510,6 +529,7 @@ http_write_fields(struct evbuffer *out, const struct http_head *m,
     const struct http_header_rule *rules, size_t nrules, bool keep_upgrade,
     bool skip_xff, bool skip_te)
 {
+	int conn = http_find(m, "connection");
 	unsigned i;
 	size_t k;
 
@@ -519,7 +539,7 @@ http_write_fields(struct evbuffer *out, const struct http_head *m,
 
 		if (keep_upgrade && http_token_eq(f->name, f->nlen, "upgrade"))
 			;	/* passes: the protocol was accepted */
-		else if (http_hop_by_hop(m, f))
+		else if (http_hop_by_hop(m, conn, f))
 			continue;
 		if (skip_xff && http_token_eq(f->name, f->nlen,
 		    "x-forwarded-for"))
@@ -601,7 +621,8 @@ http_write_request(struct http_state *h, const struct http_head *m,
 			evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", ip);
 	}
 	if (p->via)
-		evbuffer_add_printf(out, "Via: 1.%d proxyd\r\n", m->minor);
+		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
+		    "Via: 1.0 proxyd\r\n", 17);
 	if (h->upgrade_ok)
 		evbuffer_add(out, "Connection: upgrade\r\n", 21);
 	else if (!p->keepalive_server)
@@ -1097,13 +1118,21 @@ http_write_response(struct http_state *h, const struct http_head *m,
 {
 	const struct http_policy *p = h->pol;
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d ", m->status);
+	{
+		char line[16] = "HTTP/1.1 000 ";
+
+		line[9] = (char)('0' + m->status / 100);
+		line[10] = (char)('0' + m->status / 10 % 10);
+		line[11] = (char)('0' + m->status % 10);
+		evbuffer_add(out, line, 13);
+	}
 	evbuffer_add(out, m->reason, m->rlen);
 	evbuffer_add(out, "\r\n", 2);
 	http_write_fields(out, m, p->resph, p->nresph, m->status == 101,
 	    false, h->dechunk && m->status >= 200);
 	if (p->via)
-		evbuffer_add_printf(out, "Via: 1.%d proxyd\r\n", m->minor);
+		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
+		    "Via: 1.0 proxyd\r\n", 17);
 	if (m->status == 101)
 		evbuffer_add(out, "Connection: upgrade\r\n", 21);
 	else if (m->status >= 200) {
