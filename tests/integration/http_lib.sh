@@ -72,3 +72,20 @@ http_counter() {
     [[ $v == NA ]] && v=0
     echo "$v"
 }
+
+# check CONDITION_CMD... -- MESSAGE: a failed check is reported and the
+# test goes on (so one analyser bug does not hide the others); http_done
+# fails the test at the end if any check failed.
+HTTP_FAILED=()
+check() {
+    local msg=${*: -1} n=$(($# - 1))
+    if ! "${@:1:n}"; then
+        echo "CHECK FAILED [$TEST_NAME]: $msg" >&2
+        HTTP_FAILED+=("$msg")
+    fi
+}
+http_done() {
+    proc_alive "$PROXYD_PID" || fail "proxyd died"
+    ((${#HTTP_FAILED[@]} == 0)) || fail "${#HTTP_FAILED[@]} checks failed: $(printf '%s; ' "${HTTP_FAILED[@]}")"
+    info "PASS"
+}

@@ -33,6 +33,7 @@ import argparse
 import codecs
 import hashlib
 import json
+import re
 import os
 import socket
 import socketserver
@@ -207,9 +208,11 @@ def origin_main(a):
 
 # ---------------------------------------------------------------- client
 
-def statuses(data):
-    """Status codes of the responses in data, following their framing."""
+def statuses(data, methods=()):
+    """Status codes of the responses in data, following their framing;
+    methods: of the requests, in order (a HEAD response has no body)."""
     out = []
+    final = 0
     i = 0
     while i < len(data):
         if not data.startswith(b"HTTP/", i):
@@ -226,7 +229,11 @@ def statuses(data):
         for ln in head[1:]:
             n, _, v = ln.partition(":")
             lower[n.strip().lower()] = v.strip()
-        if code.startswith("1") or code in ("204", "304"):
+        if code.startswith("1"):
+            continue
+        final += 1
+        if code in ("204", "304") or (len(methods) >= final and
+                                      methods[final - 1] == b"HEAD"):
             continue
         if lower.get("transfer-encoding", "").lower().endswith("chunked"):
             while True:
@@ -279,7 +286,8 @@ def send_main(a):
     if a.out:
         open(a.out, "wb").write(got)
     print("statuses=%s closed=%s reset=%s bytes=%d" % (
-        ",".join(statuses(got)) or "-", "yes" if closed else "no",
+        ",".join(statuses(got, re.findall(
+            rb"(?:^|\n)([!-~]+) [!-~]+ HTTP/1\.[0-9]\r?\n", data))) or "-", "yes" if closed else "no",
         "yes" if reset else "no", len(got)))
 
 
