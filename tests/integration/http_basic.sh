@@ -118,6 +118,11 @@ r=$(raw_send "$P" "GET /c.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\n
 bodies=$(grep -aE '^(alpha|bravo|charlie)' "$T/pipe" | tr '\n' ' ')
 assert_eq "$bodies" "charlie-charlie-charlie alpha bravo-bravo " "pipelined response order"
 
+# the same, then a half-close (printf ... | nc): every request already sent
+# is still answered
+r=$(raw_send "$P" "GET /c.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: x\r\n\r\n" --half-close --out "$T/pipe2")
+check [ "${r%% bytes=*}" = "statuses=200,200,200 closed=yes reset=no" ] "pipelined requests then a half-close: $r"
+
 # --- chunked response (nginx gzip), to an HTTP/1.1 and an HTTP/1.0 client
 curl -sS --max-time 10 -D "$T/gz11.h" -H 'Accept-Encoding: gzip' -o "$T/gz11" "$U/gz/text.txt" || fail "gzip GET"
 assert_grep "$T/gz11.h" '^Transfer-Encoding: chunked' "nginx gzip response is not chunked for HTTP/1.1"
