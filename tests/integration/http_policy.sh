@@ -17,8 +17,18 @@ mkdir -p "$T/errors"
 cat >"$T/errors/403.html" <<'EOF'
 <html><body>custom page: status=@STATUS@ reason=@REASON@ session=@SESSION@ at=@ detail=@DETAIL@</body></html>
 EOF
+start_py_server SILENT <<'PYEOF'
+def handle(c):
+    c.settimeout(5)
+    try:
+        while c.recv(4096):
+            pass
+    except OSError:
+        pass
+PYEOF
 free_port P
 free_port P2
+free_port P3
 write_proxyd_conf
 write_http_service pol "$P" "$ORIG" "
 <http via=\"yes\" x-forwarded-for=\"append\">
@@ -36,6 +46,7 @@ write_http_service pol "$P" "$ORIG" "
   <errors dir=\"$T/errors\"/>
 </http>"
 write_http_service pol2 "$P2" "$ORIG" '<http via="no" x-forwarded-for="replace"/>'
+write_http_service slow "$P3" "$SILENT" '<http><limits request-timeout="1s" response-timeout="1s"/></http>'
 start_proxyd
 
 # hdr JSONLINE NAME: value(s) of a request header the origin saw, '|'-joined
@@ -137,4 +148,14 @@ code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -H 'Transfer-Encodi
 assert_eq "$code" 200 "a chunked body of exactly max-body"
 sleep 0.2
 check bash -c "! grep -q '/bigbody' '$ORIG_LOG'" "origin saw the over-limit Content-Length request"
+
+# --- timeouts: an incomplete head gets 408, a silent server 504
+to0=$(http_counter timeouts)
+r=$(raw_send "$P3" "GET /slow HTTP/1.1\r\nHost: x\r\n" --timeout 4)
+check [ "${r%% bytes=*}" = "statuses=408 closed=yes reset=no" ] "incomplete head past request-timeout: $r"
+assert_log 'http-error status=408 reason="no complete request head within request-timeout"'
+code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P3/silent" || true)
+assert_eq "$code" 504 "silent server past response-timeout"
+assert_log 'http-error status=504 reason="no response within response-timeout"'
+assert_metric ge proxyd_analyser_events_total 'event="timeouts"' $((to0 + 2))
 http_done

@@ -151,6 +151,8 @@ req_case http10_te 400 'Transfer-Encoding in an HTTP/1.0 request' \
     "POST /a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 long=$(printf 'a%.0s' $(seq 1 600))
 req_case long_url 414 'URI too long' "GET /$long HTTP/1.1\r\n${H}\r\n"
+long=$(printf 'A%.0s' $(seq 1 600))
+req_case long_request_line 414 'line too long' "$long /$(printf 'b%.0s' $(seq 1 450)) HTTP/1.1\r\n${H}\r\n"
 long=$(printf 'a%.0s' $(seq 1 1100))
 req_case long_header_line 431 'line too long' "GET /a HTTP/1.1\r\n${H}X-Long: $long\r\n\r\n"
 long=$(printf 'X-Filler: %s\\r\\n' $(seq 1000 1400))
