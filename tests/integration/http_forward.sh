@@ -50,9 +50,19 @@ assert_eq "$code" 200 "forward GET"
 assert_eq "$(cat "$T/a")" alpha "forward GET body"
 assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/a\.txt status=200 .* server=127\.0\.0\.1:$NGINX_PORT upstream=new"
 assert_grep "$T/nginx/logs/access.log" '"GET /a\.txt HTTP/1\.1" 200' "nginx got an origin-form request"
-code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$PF" "http://localhost:$NGINX_PORT/a.txt")
-assert_eq "$code" 502 "forward GET to a host name"
-assert_log 'http-error status=502 reason="forward mode resolves no names'
+# names: /etc/hosts (localhost is 127.0.0.1 there), and one that cannot
+# resolve (.invalid, RFC 6761): 502
+if grep -Eq '^127\.0\.0\.1[[:space:]].*\blocalhost\b' /etc/hosts; then
+    code=$(curl -sS --max-time 10 -o "$T/aname" -w '%{http_code}' -x "http://127.0.0.1:$PF" "http://localhost:$NGINX_PORT/a.txt" || true)
+    check [ "$code" = 200 ] "forward GET to localhost (from /etc/hosts): got $code"
+    check [ "$(cat "$T/aname" 2>/dev/null)" = alpha ] "forward GET to localhost: body"
+    check wait_grep "$PROXYD_LOG" "http-request .* method=GET host=localhost path=/a\.txt status=200 " 3 "http-request line for localhost"
+fi
+t0=$(now_ms)
+code=$(curl -sS --max-time 40 -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$PF" "http://no-such-host.invalid:$NGINX_PORT/a.txt" || true)
+info "failed lookup answered in $(($(now_ms) - t0)) ms"
+check [ "$code" = 502 ] "forward GET to a name that does not resolve: got $code"
+check wait_grep "$PROXYD_LOG" 'http-error status=502 ' 3 "http-error line for the failed lookup"
 r=$(raw_send "$PF" "GET /a.txt HTTP/1.1\r\nHost: 127.0.0.1:$NGINX_PORT\r\n\r\n")
 [[ $r == "statuses=400 closed=yes"* ]] || fail "origin-form request in forward mode: $r"
 assert_log 'http-error status=400 reason="forward mode needs an absolute URI"'
@@ -91,12 +101,18 @@ code=$(curl -sS --max-time 5 -o "$T/p" -w '%{http_code}' -p -x "http://127.0.0.1
 check [ "$code" = 200 ] "GET through a CONNECT tunnel to a destination with a pooled connection: got '$code'"
 check [ "$(cat "$T/p" 2>/dev/null)" = alpha ] "body through the tunnel"
 
+# --- CONNECT by name (/etc/hosts)
+if grep -Eq '^127\.0\.0\.1[[:space:]].*\blocalhost\b' /etc/hosts; then
+    code=$(curl -sS --max-time 10 -o "$T/pn" -w '%{http_code}' -p -x "http://127.0.0.1:$PF" "http://localhost:$NGINX_PORT/a.txt" 2>>"$T/curl.err" || true)
+    check [ "$code" = 200 ] "GET through a CONNECT tunnel to localhost: got '$code'"
+fi
+
 # --- CONNECT to a port the policy does not list
 r=$(raw_send "$PF" "CONNECT 127.0.0.1:$DENIED_PORT HTTP/1.1\r\nHost: 127.0.0.1:$DENIED_PORT\r\n\r\nhello")
 [[ $r == "statuses=405 closed=yes"* ]] || fail "CONNECT to a denied port: $r"
 assert_log "http-request .* method=CONNECT host=127\.0\.0\.1 .* status=405 .* verdict=deny"
-r=$(raw_send "$PF" "CONNECT localhost:$ECHO HTTP/1.1\r\nHost: localhost:$ECHO\r\n\r\n")
-[[ $r == "statuses=502 closed=yes"* ]] || fail "CONNECT to a name: $r"
+r=$(raw_send "$PF" "CONNECT no-such-host.invalid:$ECHO HTTP/1.1\r\nHost: no-such-host.invalid:$ECHO\r\n\r\n" --timeout 40)
+check [ "${r%% bytes=*}" = "statuses=502 closed=yes reset=no" ] "CONNECT to a name that does not resolve: $r"
 
 # --- Upgrade: websocket, accepted
 python3 - "$PW" >"$T/ws.out" 2>&1 <<'EOF' || fail "websocket upgrade: $(cat "$T/ws.out")"
@@ -125,7 +141,7 @@ for msg in (b"\x81\x05hello", b"\x00\xff\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", bytes(
 print("ok")
 EOF
 assert_log "http-request .* path=/chat status=101 "
-assert_metric ge proxyd_analyser_events_total 'event="tunnels"' $((tun0 + 2))
+assert_metric ge proxyd_analyser_events_total 'event="tunnels"' $((tun0 + 3))
 grep '"/chat"' "$WS_LOG" | grep -qi '"upgrade", "websocket"' || fail "origin did not get the Upgrade header"
 
 # --- Upgrade not accepted by the policy: not forwarded, no 101
