@@ -424,12 +424,56 @@ http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 				HTTP_CHUNK_FAIL("junk after chunk size");
 			}
 			break;
+		/* chunk-ext = *( ";" token [ "=" ( token / quoted-string ) ] )
+		 * (RFC 9112 7.1.1), without BWS: anything else is refused,
+		 * as llhttp does in strict mode. */
 		case HTTP_CHUNK_EXT:
-			/* chunk-ext: tokens, '=', quoted strings: no CTL. */
-			if (ch == '\r')
+			if (!http_tchar[ch])
+				HTTP_CHUNK_FAIL("malformed chunk extension");
+			c->state = HTTP_CHUNK_EXT_NAME;
+			break;
+		case HTTP_CHUNK_EXT_NAME:
+		case HTTP_CHUNK_EXT_TOKEN:
+			if (http_tchar[ch])
+				break;
+			if (ch == ';')
+				c->state = HTTP_CHUNK_EXT;
+			else if (ch == '\r')
 				c->state = HTTP_CHUNK_SIZE_LF;
-			else if (!http_is_value_char(ch) || ch == '\t')
+			else if (ch == '=' && c->state == HTTP_CHUNK_EXT_NAME)
+				c->state = HTTP_CHUNK_EXT_VAL0;
+			else
+				HTTP_CHUNK_FAIL("malformed chunk extension");
+			break;
+		case HTTP_CHUNK_EXT_VAL0:
+			if (ch == '"')
+				c->state = HTTP_CHUNK_EXT_QUOTED;
+			else if (http_tchar[ch])
+				c->state = HTTP_CHUNK_EXT_TOKEN;
+			else
+				HTTP_CHUNK_FAIL("malformed chunk extension value");
+			break;
+		case HTTP_CHUNK_EXT_QUOTED:
+			/* qdtext: HTAB SP ! #-[ ]-~ obs-text */
+			if (ch == '"')
+				c->state = HTTP_CHUNK_EXT_QEND;
+			else if (ch == '\\')
+				c->state = HTTP_CHUNK_EXT_QPAIR;
+			else if (!http_is_value_char(ch))
 				HTTP_CHUNK_FAIL("invalid character in chunk extension");
+			break;
+		case HTTP_CHUNK_EXT_QPAIR:
+			if (!http_is_value_char(ch))
+				HTTP_CHUNK_FAIL("invalid character in chunk extension");
+			c->state = HTTP_CHUNK_EXT_QUOTED;
+			break;
+		case HTTP_CHUNK_EXT_QEND:
+			if (ch == ';')
+				c->state = HTTP_CHUNK_EXT;
+			else if (ch == '\r')
+				c->state = HTTP_CHUNK_SIZE_LF;
+			else
+				HTTP_CHUNK_FAIL("junk after chunk extension");
 			break;
 		case HTTP_CHUNK_SIZE_LF:
 			if (ch != '\n')

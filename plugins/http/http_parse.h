@@ -75,7 +75,13 @@ bool	http_is_tchar(unsigned char c);
 
 enum http_chunk_state {
 	HTTP_CHUNK_SIZE = 0,	/* hex digits */
-	HTTP_CHUNK_EXT,		/* ;ext up to CR */
+	HTTP_CHUNK_EXT,		/* after ';': an extension name starts */
+	HTTP_CHUNK_EXT_NAME,	/* in the name: '=', ';' or CR next */
+	HTTP_CHUNK_EXT_VAL0,	/* after '=': a token or a quoted string */
+	HTTP_CHUNK_EXT_TOKEN,
+	HTTP_CHUNK_EXT_QUOTED,
+	HTTP_CHUNK_EXT_QPAIR,	/* after a backslash in the quoted string */
+	HTTP_CHUNK_EXT_QEND,	/* after the closing quote: ';' or CR */
 	HTTP_CHUNK_SIZE_LF,
 	HTTP_CHUNK_DATA,
 	HTTP_CHUNK_DATA_CR,

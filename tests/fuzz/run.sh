@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer target NAME (tests/fuzz/NAME_fuzz.c) with clang in
-# build-fuzz/ and runs it for SECONDS (default 60) from its seed corpus.
+# build-fuzz/ and runs it for SECONDS (default 60) from its seed corpus
+# (tests/fuzz/corpus/NAME) with the dictionary tests/fuzz/NAME.dict if any.
 #   tests/fuzz/run.sh r66 20
 # Exit status: 0 no finding, non-zero on a crash (the reproducer is left
 # in build-fuzz/ as crash-*, leak-* or timeout-*).
@@ -16,6 +17,9 @@ cmake --build build-fuzz --target "${name}_fuzz" -j"$(nproc)"
 corpus=build-fuzz/tests/fuzz/corpus/$name
 mkdir -p "$corpus"
 cd build-fuzz
+dict=
+[ -f "../tests/fuzz/$name.dict" ] && dict=-dict=../tests/fuzz/$name.dict
+# shellcheck disable=SC2086
 exec "./tests/fuzz/${name}_fuzz" -max_total_time="$secs" -timeout=10 \
-	-rss_limit_mb=2048 -print_final_stats=1 "../$corpus" \
+	-rss_limit_mb=2048 -print_final_stats=1 $dict "../$corpus" \
 	"../tests/fuzz/corpus/$name"

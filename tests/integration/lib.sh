@@ -203,6 +203,7 @@ wait_not_listening() {
 # ---------------------------------------------------------------- nginx origin
 
 # start_nginx: serve $T/www on 127.0.0.1:$NGINX_PORT
+# NGINX_EXTRA: more directives for its server block (e.g. locations)
 start_nginx() {
     local d=$T/nginx user_line="" code i
     free_port NGINX_PORT
@@ -234,6 +235,7 @@ http {
         listen 127.0.0.1:$NGINX_PORT;
         root $T/www;
         location / { }
+        ${NGINX_EXTRA:-}
     }
 }
 EOF

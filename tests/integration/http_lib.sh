@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# Helpers for the http analyser tests, on top of lib.sh (source lib.sh first).
+
+HTTP_RAW="$LIB_DIR/http_raw.py"
+
+# ASan/UBSan builds are several times slower: big transfers shrink there.
+# tests/integration/CMakeLists.txt sets PROXYD_SANITIZED=1 for such builds;
+# a binary linked against libasan is detected too.
+http_sanitized() {
+    [[ ${PROXYD_SANITIZED:-0} == 1 ]] && return 0
+    ldd "$PROXYD" 2>/dev/null | grep -q libasan
+}
+
+# write_http_service NAME LISTEN_PORT TARGET_PORT HTTP_XML [MODE=fixed]
+# an http service; in forward mode TARGET_PORT is ignored (no <target>).
+write_http_service() {
+    local name=$1 lport=$2 tport=$3 xml=${4:-} mode=${5:-fixed} target=""
+    [[ $mode == forward ]] || target="<target address=\"127.0.0.1\" port=\"$tport\"/>"
+    cat >"$T/policy/$name.xml" <<EOF
+<service name="$name" analyser="http">
+  <listen address="127.0.0.1" port="$lport" mode="$mode"/>
+  $target
+  $xml
+</service>
+EOF
+    PROXYD_PORTS+=("$lport")
+}
+
+# start_origin PORTVAR LOGFILE [MODE=empty] [RAWFILE]: http_raw.py origin
+start_origin() {
+    local var=$1 log=$2 mode=${3:-empty} raw=${4:-} pid port
+    free_port "$var"
+    port=${!var}
+    : >"$log"
+    python3 "$HTTP_RAW" origin --port "$port" --log "$log" --mode "$mode" \
+        ${raw:+--raw "$raw"} 2>>"$T/origin-$port.err" &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$port" 5 "$pid" || fail "python origin on port $port did not start"
+}
+
+# raw_send PORT DATA [more http_raw.py send args]: prints the result line
+raw_send() {
+    local port=$1 data=$2
+    shift 2
+    python3 "$HTTP_RAW" send --port "$port" --data "$data" "$@"
+}
+
+# log_count REGEX: lines of $PROXYD_LOG matching
+log_count() {
+    grep -Ec -- "$1" "$PROXYD_LOG" 2>/dev/null || true
+}
+
+# wait_log_count REGEX N [TIMEOUT_S=3]: until at least N lines match
+wait_log_count() {
+    local re=$1 n=$2 timeout=${3:-3} deadline
+    deadline=$(($(date +%s%N) + timeout * 1000000000))
+    until (($(log_count "$re") >= n)); do
+        if (($(date +%s%N) >= deadline)); then
+            echo "---- $PROXYD_LOG (last 20 lines):" >&2
+            tail -n 20 "$PROXYD_LOG" >&2 || true
+            fail "expected $n log lines matching /$re/, got $(log_count "$re")"
+        fi
+        sleep 0.05
+    done
+}
+
+# http_counter EVENT: proxyd_analyser_events_total{analyser="http",event=EVENT}
+http_counter() {
+    local v
+    v=$(metric_value proxyd_analyser_events_total "event=\"$1\"")
+    [[ $v == NA ]] && v=0
+    echo "$v"
+}
+
+# check CONDITION_CMD... -- MESSAGE: a failed check is reported and the
+# test goes on (so one analyser bug does not hide the others); http_done
+# fails the test at the end if any check failed.
+HTTP_FAILED=()
+check() {
+    local msg=${*: -1} n=$(($# - 1))
+    if ! "${@:1:n}"; then
+        echo "CHECK FAILED [$TEST_NAME]: $msg" >&2
+        HTTP_FAILED+=("$msg")
+    fi
+}
+http_done() {
+    proc_alive "$PROXYD_PID" || fail "proxyd died"
+    ((${#HTTP_FAILED[@]} == 0)) || fail "${#HTTP_FAILED[@]} checks failed: $(printf '%s; ' "${HTTP_FAILED[@]}")"
+    info "PASS"
+}
