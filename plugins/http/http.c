@@ -1082,21 +1082,21 @@ http_pump_request(struct http_state *h)
 			n = v.iov_len < room ? v.iov_len : room;
 			k = http_chunk_feed(&h->req_chunk, v.iov_base, n,
 			    &h->pol->lim, &why);
+			/* The server got part of the body: its connection is
+			 * dropped with the error (http_close_when_flushed), so
+			 * it never takes the part for a whole request. */
 			if (k < 0) {
 				px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-				h->verdict = "deny";
-				h->status = 400;
-				px_session_log(h->s, LOG_NOTICE, "http-error "
-				    "status=400 reason=\"%s\"", why);
-				http_abort(h, "denied: malformed chunked request body");
+				h->req = HTTP_REQ_DONE;
+				http_error(h, 400, why);
 				return;
 			}
 			n = (size_t)k;
 			if (h->pol->max_body != 0 &&
 			    h->req_chunk.body > h->pol->max_body) {
-				h->verdict = "deny";
-				h->status = 413;
-				http_abort(h, "denied: request body over max-body");
+				px_session_count(h->s, HTTP_C_DENIED, 1);
+				h->req = HTTP_REQ_DONE;
+				http_error(h, 413, "request body over max-body");
 				return;
 			}
 			if (h->req_chunk.state == HTTP_CHUNK_DONE)
@@ -1247,10 +1247,14 @@ http_pump_response(struct http_state *h)
 				break;
 			if (n > v.iov_len)
 				n = v.iov_len;
-			/* With dechunking, feed framing and data separately. */
+			/* With dechunking, feed framing and data separately:
+			 * framing a byte at a time (a few per chunk), so the
+			 * data after a size line is never taken for framing. */
 			if (h->dechunk && st == HTTP_CHUNK_DATA &&
 			    n > h->resp_chunk.left)
 				n = (size_t)h->resp_chunk.left;
+			else if (h->dechunk && st != HTTP_CHUNK_DATA)
+				n = 1;
 			k = http_chunk_feed(&h->resp_chunk, v.iov_base, n,
 			    &h->pol->lim, &why);
 			if (k < 0) {
@@ -1305,7 +1309,8 @@ http_transaction_done(struct http_state *h)
 	h->req_copy = NULL;
 	h->resp = HTTP_RESP_NONE;
 	h->req = HTTP_REQ_HEAD;
-	if (!h->client_keep || h->client_eof) {
+	if (!h->client_keep || (h->client_eof &&
+	    evbuffer_get_length(h->c.in) == 0)) {
 		/* Everything is sent once the output drains. */
 		http_close_when_flushed(h, h->client_eof ? "client-closed" :
 		    "server-closed");
@@ -1373,8 +1378,15 @@ http_next_request(struct http_state *h)
 	}
 	end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
 	    &h->head_scan);
-	if (end == 0)
+	if (end == 0) {
+		if (h->client_eof) {
+			/* Nothing more is coming to complete it. */
+			px_session_log(h->s, LOG_NOTICE, "http-error reason="
+			    "\"client closed inside a request head\"");
+			px_session_close(h->s, "client-closed");
+		}
 		return;
+	}
 	h->head_scan = 0;
 	h->progress++;
 	if (end < 0) {
@@ -1535,8 +1547,9 @@ http_client_eof(struct http_state *h)
 		http_abort(h, "client-closed: inside a request body");
 		return;
 	}
-	/* The request is complete: its response still goes out. */
-	h->client_keep = false;
+	/* The request is complete: its response still goes out, and so do
+	 * those of requests pipelined before the FIN (http_next_request
+	 * ends the session when no complete one is left). */
 }
 
 static void
