@@ -163,26 +163,6 @@ r66_prop(const xmlNode *n, const char *name)
 }
 
 static int
-r66_yesno(const xmlNode *n, const char *name, bool *out, struct px_cfgerr *e)
-{
-	char *v = r66_prop(n, name);
-	int rc = 0;
-
-	if (v == NULL)
-		return 0;
-	if (strcmp(v, "yes") == 0)
-		*out = true;
-	else if (strcmp(v, "no") == 0)
-		*out = false;
-	else {
-		px_cfg_error(e, n, "%s=\"%s\": expected yes or no", name, v);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
-}
-
-static int
 r66_split(const xmlNode *n, const char *attr, const char *v, char ***out,
     size_t *nout, struct px_cfgerr *e)
 {
@@ -367,8 +347,8 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		}
 		xmlFree(v);
 	}
-	if (r66_yesno(sec, "information", &p->information, e) == -1 ||
-	    r66_yesno(sec, "test", &p->test, e) == -1)
+	if (px_attr_bool(e, sec, "information", &p->information) == -1 ||
+	    px_attr_bool(e, sec, "test", &p->test) == -1)
 		goto fail;
 	for (n = sec->children; n != NULL; n = n->next) {
 		int rc = 0;
