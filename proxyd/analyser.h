@@ -14,6 +14,7 @@ struct _xmlNode;
 struct evbuffer;
 struct event_base;
 struct sockaddr;
+struct sockaddr_storage;
 
 #define PX_ANALYSERS_MAX	8	/* registered analysers */
 #define PX_AN_COUNTERS_MAX	32	/* counters per analyser */
@@ -143,5 +144,71 @@ void		 px_session_account(struct px_session *s, enum px_dir dir,
 int		 px_session_tunnel(struct px_session *s, int fd);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
+/* ---- Data channels (proxyd/channel.c) ------------------------------------
+ * Extra connections a session opens for its analyser (FTP data), on the
+ * session's own worker. A channel joins one connection on the client end
+ * with one on the server end; each end is either a listener the peer
+ * connects to (passive, from the policy's port range) or an outgoing
+ * connect (active). Once both ends are connected the core relays them with
+ * the splice path (one direction's FIN passed on as a FIN), counts the
+ * bytes into the session's totals and logs one "data-transfer" line.
+ *
+ * The callback runs exactly once: when the relay ended (r->error NULL) or
+ * the channel failed (timeout before both ends connected, connect error,
+ * relay error: r->error says which). The channel is freed right after the
+ * callback returns. px_channel_free() cancels one without a callback; the
+ * session's close frees those still open (no callback: the analyser's
+ * on_close ran first). No listening port outlives its channel: a listener
+ * is closed as soon as it accepted its connection or the channel ends. */
+struct px_channel;
+
+enum px_chan_end {
+	PX_CHAN_CLIENT = 0,	/* the connection with the client's side */
+	PX_CHAN_SERVER,
+};
+
+struct px_chan_result {
+	const char	*error;		/* NULL: ended normally */
+	uint64_t	 bytes[2];	/* by px_dir: client->server, server->client */
+	uint64_t	 duration_ms;	/* from the relay's start */
+};
+
+typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
+		    const struct px_chan_result *r);
+
+/* timeout_ms: how long both ends may take to connect, and how long the
+ * relay may then go without moving a byte. NULL on failure (errno). */
+struct px_channel *px_channel_new(struct px_session *s, uint64_t timeout_ms,
+		    px_channel_cb cb, void *arg);
+/* Listens for `end` on the address of `local` (port ignored) with a port
+ * from [lo, hi] (0, 0: any), filling *bound. With `peer` non-NULL only a
+ * connection from peer's host is taken: one from anywhere else is reset and
+ * counted as refused (px_channel_refused()), and the listener keeps
+ * waiting. 0, or -1 with errno (EADDRINUSE: every port of the range busy). */
+int		 px_channel_listen(struct px_channel *ch, enum px_chan_end end,
+		    const struct sockaddr *local, uint16_t lo, uint16_t hi,
+		    const struct sockaddr *peer, struct sockaddr_storage *bound);
+/* Connects `end` to dst from src's host (NULL: the kernel's choice). The
+ * source port is chosen at connect time (IP_BIND_ADDRESS_NO_PORT): ports
+ * are then shared across destinations and TIME_WAIT entries can be reused
+ * for a new 4-tuple, so active mode does not run out of ports under load
+ * as a bind-time choice (or vsftpd's fixed port 20) does. 0 or -1. */
+int		 px_channel_connect(struct px_channel *ch, enum px_chan_end end,
+		    const struct sockaddr *dst, const struct sockaddr *src);
+/* What the transfer is, for its log line: "download"/"upload"/"list", and
+ * the command and argument (escaped and truncated by the core). */
+void		 px_channel_label(struct px_channel *ch, const char *what,
+		    const char *cmd, const char *arg);
+/* Connections refused by the peer check so far. */
+unsigned	 px_channel_refused(const struct px_channel *ch);
+void		 px_channel_free(struct px_channel *ch);
+/* Our own address on the client or server connection of the session. */
+int		 px_session_local(struct px_session *s, enum px_chan_end end,
+		    struct sockaddr_storage *ss);
+/* Queues bytes for one side from outside on_data (a timer, a channel
+ * callback), counted like on_data's. 0, or -1 when the session does not
+ * relay buffered any more. */
+int		 px_session_write(struct px_session *s, enum px_dir dir,
+		    const void *data, size_t len);
 
 #endif

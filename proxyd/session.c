@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "conntrack.h"
 #include "log.h"
 #include "tcp_progress.h"
@@ -98,6 +99,7 @@ px_session_close(struct px_session *s, const char *reason)
 	s->state = PX_SS_CLOSED;
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
+	px_channels_close(s);
 	px_relay_free(s);		/* settles s->bytes before the log */
 	px_session_log_end(s, reason);
 	if (event_initialized(&s->conn_ev))

@@ -81,6 +81,7 @@ struct px_session {
 	bool			 finished;	/* end with FIN: reply flushed */
 	char			 finish_reason[160];
 	void			*an_state;
+	struct px_channel	*channels;	/* data channels (channel.c) */
 	TAILQ_ENTRY(px_session)	 link;
 };
 

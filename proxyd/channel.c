@@ -1,0 +1,690 @@
+/* Data channels: a connection on the client end and one on the server end,
+ * each accepted on a short-lived listener or connected out, then relayed
+ * with splice(2) like a plug session. Everything runs on the session's
+ * worker; the session owns its channels (s->channels) and frees those left
+ * when it closes. See analyser.h for the contract. */
+#include "channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "listener.h"
+#include "log.h"
+#include "session.h"
+#include "upstream.h"
+#include "worker.h"
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+#define PX_CHAN_ROUNDS	16	/* splice rounds per wakeup, for fairness */
+
+struct px_chan_endp {
+	struct px_channel	*ch;
+	int			 fd;		/* connected (or connecting) */
+	int			 lfd;		/* listening */
+	bool			 connecting;
+	bool			 check_peer;
+	struct sockaddr_storage	 peer;		/* expected host */
+	struct sockaddr_storage	 addr;		/* actual peer, for the log */
+	struct event		 ev;		/* EV_READ on lfd / EV_WRITE on fd */
+	bool			 ev_on;
+};
+
+struct px_chan_half {
+	struct px_channel	*ch;
+	int			 dir;		/* enum px_dir */
+	int			 from, to;
+	int			 pipe[2];
+	size_t			 cap;
+	int			 size;
+	size_t			 in_pipe;
+	bool			 eof, done;
+	struct event		 rd, wr;
+	bool			 rd_on, wr_on;
+};
+
+struct px_channel {
+	struct px_session	*s;
+	struct px_channel	*next;		/* in s->channels */
+	px_channel_cb		 cb;
+	void			*arg;
+	uint64_t		 timeout_ms;
+	struct event		 timer;
+	struct px_chan_endp	 e[2];
+	struct px_chan_half	 h[2];
+	bool			 relaying;
+	bool			 ending;
+	uint64_t		 start_ms, last_ms;
+	struct timeval		 start_tv;
+	uint64_t		 bytes[2];
+	unsigned		 refused;
+	char			 what[16];
+	char			 cmd[16];
+	char			 file[200];	/* escaped */
+};
+
+static _Thread_local uint32_t px_chan_rand;
+
+static void	px_chan_finish(struct px_channel *ch, const char *error);
+
+static socklen_t
+px_chan_salen(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	    sizeof(struct sockaddr_in);
+}
+
+static void
+px_chan_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+}
+
+static void
+px_chan_ev(struct event *ev, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	if (want)
+		event_add(ev, NULL);
+	else
+		event_del(ev);
+	*on = want;
+}
+
+static void
+px_chan_arm(struct px_channel *ch, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(&ch->timer, &tv);
+}
+
+/* Closes fds and events; returns the pipes to the worker's pool. */
+static void
+px_chan_release(struct px_channel *ch)
+{
+	struct px_worker *w = ch->s->w;
+	int i;
+
+	if (evtimer_pending(&ch->timer, NULL))
+		evtimer_del(&ch->timer);
+	for (i = 0; i < 2; i++) {
+		struct px_chan_half *h = &ch->h[i];
+		struct px_chan_endp *e = &ch->e[i];
+
+		if (h->pipe[0] != -1) {
+			px_chan_ev(&h->rd, &h->rd_on, false);
+			px_chan_ev(&h->wr, &h->wr_on, false);
+			px_pipe_put(w, h->pipe, (int)h->cap, h->size,
+			    h->in_pipe == 0);
+			h->pipe[0] = h->pipe[1] = -1;
+		}
+		px_chan_ev(&e->ev, &e->ev_on, false);
+	}
+	for (i = 0; i < 2; i++) {
+		struct px_chan_endp *e = &ch->e[i];
+
+		if (e->lfd != -1)
+			close(e->lfd);
+		if (e->fd != -1)
+			close(e->fd);
+		e->lfd = e->fd = -1;
+	}
+}
+
+static void
+px_chan_unlink(struct px_channel *ch)
+{
+	struct px_channel **pp;
+
+	for (pp = &ch->s->channels; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == ch) {
+			*pp = ch->next;
+			break;
+		}
+}
+
+void
+px_channel_free(struct px_channel *ch)
+{
+	if (ch == NULL || ch->ending)
+		return;
+	px_chan_unlink(ch);
+	px_chan_release(ch);
+	free(ch);
+}
+
+void
+px_channels_close(struct px_session *s)
+{
+	while (s->channels != NULL)
+		px_channel_free(s->channels);
+}
+
+static void
+px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_channel *ch = arg;
+	uint64_t now, idle;
+
+	(void)fd; (void)what;
+	if (!ch->relaying) {
+		px_chan_finish(ch, "timeout: no data connection");
+		return;
+	}
+	now = px_now_ms(ch->s->w);
+	idle = now - ch->last_ms;
+	if (idle >= ch->timeout_ms) {
+		px_chan_finish(ch, "timeout: no data moved");
+		return;
+	}
+	px_chan_arm(ch, ch->timeout_ms - idle);
+}
+
+struct px_channel *
+px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
+    void *arg)
+{
+	struct px_channel *ch;
+	int i;
+
+	if ((ch = calloc(1, sizeof(*ch))) == NULL)
+		return NULL;
+	ch->s = s;
+	ch->cb = cb;
+	ch->arg = arg;
+	ch->timeout_ms = timeout_ms != 0 ? timeout_ms : 30000;
+	for (i = 0; i < 2; i++) {
+		ch->e[i].ch = ch;
+		ch->e[i].fd = ch->e[i].lfd = -1;
+		ch->h[i].pipe[0] = ch->h[i].pipe[1] = -1;
+	}
+	snprintf(ch->what, sizeof(ch->what), "-");
+	snprintf(ch->cmd, sizeof(ch->cmd), "-");
+	evtimer_assign(&ch->timer, s->w->base, px_chan_timer_cb, ch);
+	px_chan_arm(ch, ch->timeout_ms);
+	ch->next = s->channels;
+	s->channels = ch;
+	return ch;
+}
+
+void
+px_channel_label(struct px_channel *ch, const char *what, const char *cmd,
+    const char *arg)
+{
+	size_t i, o = 0;
+
+	snprintf(ch->what, sizeof(ch->what), "%s", what);
+	snprintf(ch->cmd, sizeof(ch->cmd), "%s", cmd);
+	/* Quoted in the log: escape what could end or fake the field. */
+	for (i = 0; arg != NULL && arg[i] != '\0' &&
+	    o + 5 < sizeof(ch->file); i++) {
+		unsigned char c = (unsigned char)arg[i];
+
+		if (c == '"' || c == '\\') {
+			ch->file[o++] = '\\';
+			ch->file[o++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(ch->file + o, sizeof(ch->file) - o,
+			    "\\x%02x", c);
+		else
+			ch->file[o++] = (char)c;
+	}
+	ch->file[o] = '\0';
+}
+
+unsigned
+px_channel_refused(const struct px_channel *ch)
+{
+	return ch->refused;
+}
+
+/* ---- relay ------------------------------------------------------------ */
+
+static void
+px_chan_half_done(struct px_channel *ch, struct px_chan_half *h)
+{
+	h->done = true;
+	px_chan_ev(&h->rd, &h->rd_on, false);
+	px_chan_ev(&h->wr, &h->wr_on, false);
+	(void)shutdown(h->to, SHUT_WR);
+	if (ch->h[!h->dir].done)
+		px_chan_finish(ch, NULL);
+}
+
+static void
+px_chan_count(struct px_channel *ch, int dir, size_t n)
+{
+	struct px_session *s = ch->s;
+
+	ch->bytes[dir] += n;
+	/* Into the session's totals (its end line) and the worker's. */
+	s->moved[dir] += n;
+	if (s->relay_mode == PX_RELAY_SPLICE)
+		s->bytes[dir] += n;
+	if (dir == PX_TO_SERVER)
+		PX_COUNT_ADD(s->w, bytes_to_server, n);
+	else
+		PX_COUNT_ADD(s->w, bytes_to_client, n);
+}
+
+static void
+px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
+{
+	int rounds = 0;
+	bool moved = false;
+	ssize_t n;
+
+	for (;;) {
+		if (h->in_pipe > 0) {
+			n = splice(h->pipe[0], NULL, h->to, NULL, h->in_pipe,
+			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (n > 0) {
+				h->in_pipe -= (size_t)n;
+				px_chan_count(ch, h->dir, (size_t)n);
+				moved = true;
+				continue;
+			}
+			if (n == -1 && errno == EINTR)
+				continue;
+			if (n == -1 && errno == EAGAIN) {
+				px_chan_ev(&h->rd, &h->rd_on, false);
+				px_chan_ev(&h->wr, &h->wr_on, true);
+				break;
+			}
+			px_chan_finish(ch, n == -1 ? strerror(errno) :
+			    "write failed");
+			return;
+		}
+		px_chan_ev(&h->wr, &h->wr_on, false);
+		if (h->eof) {
+			if (moved)
+				ch->last_ms = px_now_ms(ch->s->w);
+			px_chan_half_done(ch, h);
+			return;
+		}
+		if (++rounds > PX_CHAN_ROUNDS) {
+			px_chan_ev(&h->rd, &h->rd_on, true);
+			break;
+		}
+		n = splice(h->from, NULL, h->pipe[1], NULL, h->cap,
+		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n > 0) {
+			h->in_pipe = (size_t)n;
+			moved = true;
+			continue;
+		}
+		if (n == 0) {
+			h->eof = true;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN) {
+			px_chan_ev(&h->rd, &h->rd_on, true);
+			break;
+		}
+		px_chan_finish(ch, strerror(errno));
+		return;
+	}
+	if (moved)
+		ch->last_ms = px_now_ms(ch->s->w);
+}
+
+static void
+px_chan_splice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_chan_half *h = arg;
+
+	(void)fd; (void)what;
+	px_chan_pump(h->ch, h);
+}
+
+/* Both ends connected: relay them. */
+static void
+px_chan_start(struct px_channel *ch)
+{
+	struct px_session *s = ch->s;
+	struct px_worker *w = s->w;
+	int d, cap, size = (int)s->cfg->buffer;
+
+	for (d = 0; d < 2; d++) {
+		struct px_chan_half *h = &ch->h[d];
+
+		if ((cap = px_pipe_get(w, h->pipe, size)) == -1) {
+			h->pipe[0] = h->pipe[1] = -1;
+			px_chan_finish(ch, "out of pipes");
+			return;
+		}
+		h->ch = ch;
+		h->dir = d;
+		h->cap = (size_t)cap;
+		h->size = size;
+		h->from = ch->e[d == PX_TO_SERVER ? PX_CHAN_CLIENT :
+		    PX_CHAN_SERVER].fd;
+		h->to = ch->e[d == PX_TO_SERVER ? PX_CHAN_SERVER :
+		    PX_CHAN_CLIENT].fd;
+		event_assign(&h->rd, w->base, h->from, EV_READ | EV_PERSIST,
+		    px_chan_splice_cb, h);
+		event_assign(&h->wr, w->base, h->to, EV_WRITE | EV_PERSIST,
+		    px_chan_splice_cb, h);
+	}
+	ch->relaying = true;
+	ch->start_ms = ch->last_ms = px_now_ms(w);
+	gettimeofday(&ch->start_tv, NULL);
+	evtimer_del(&ch->timer);
+	px_chan_arm(ch, ch->timeout_ms);
+	for (d = 0; d < 2; d++)
+		px_chan_ev(&ch->h[d].rd, &ch->h[d].rd_on, true);
+}
+
+static void
+px_chan_maybe_start(struct px_channel *ch)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (ch->e[i].fd == -1 || ch->e[i].connecting)
+			return;
+	px_chan_start(ch);
+}
+
+static const char *
+px_chan_addr(const struct px_chan_endp *e, char *buf, size_t size)
+{
+	if (e->addr.ss_family == 0)
+		return "-";
+	return px_sockaddr_str((const struct sockaddr *)&e->addr, buf, size);
+}
+
+static void
+px_chan_finish(struct px_channel *ch, const char *error)
+{
+	struct px_session *s = ch->s;
+	struct px_chan_result r;
+	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
+	struct timeval now, d;
+
+	if (ch->ending)
+		return;
+	ch->ending = true;
+	memset(&r, 0, sizeof(r));
+	r.error = error;
+	r.bytes[0] = ch->bytes[0];
+	r.bytes[1] = ch->bytes[1];
+	if (ch->relaying)
+		r.duration_ms = px_now_ms(s->w) - ch->start_ms;
+	if (px_log_enabled(LOG_INFO)) {
+		d.tv_sec = d.tv_usec = 0;
+		if (ch->relaying) {
+			gettimeofday(&now, NULL);
+			timersub(&now, &ch->start_tv, &d);
+		}
+		px_log(LOG_INFO, s->id, "data-transfer %s cmd=%s file=\"%s\" "
+		    "bytes=%llu to-server=%llu to-client=%llu duration=%ld.%03ld "
+		    "client=%s server=%s refused=%u end=%s",
+		    ch->what, ch->cmd, ch->file,
+		    (unsigned long long)(ch->bytes[0] + ch->bytes[1]),
+		    (unsigned long long)ch->bytes[0],
+		    (unsigned long long)ch->bytes[1],
+		    (long)d.tv_sec, (long)(d.tv_usec / 1000),
+		    px_chan_addr(&ch->e[0], client, sizeof(client)),
+		    px_chan_addr(&ch->e[1], server, sizeof(server)),
+		    ch->refused, error != NULL ? error : "ok");
+	}
+	/* Off the session's list first: the callback may close the session. */
+	px_chan_unlink(ch);
+	px_chan_release(ch);
+	if (ch->cb != NULL)
+		ch->cb(s, ch->arg, &r);
+	free(ch);
+}
+
+/* ---- ends ------------------------------------------------------------- */
+
+static void
+px_chan_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct px_chan_endp *e = arg;
+	struct px_channel *ch = e->ch;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char a[PX_ADDRSTRLEN];
+	int fd;
+
+	(void)what;
+	fd = accept4((int)lfd, (struct sockaddr *)&ss, &len,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd == -1) {
+		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+			return;
+		px_chan_finish(ch, strerror(errno));
+		return;
+	}
+	if (e->check_peer && !px_sockaddr_same_host((struct sockaddr *)&ss,
+	    (struct sockaddr *)&e->peer)) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		ch->refused++;
+		px_log(LOG_WARNING, ch->s->id, "data-connection refused: from "
+		    "%s, expected the %s's host", px_sockaddr_str(
+		    (struct sockaddr *)&ss, a, sizeof(a)),
+		    e == &ch->e[PX_CHAN_CLIENT] ? "client" : "server");
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd);
+		return;
+	}
+	/* One connection per listener: the port is closed at once. */
+	px_chan_ev(&e->ev, &e->ev_on, false);
+	close(e->lfd);
+	e->lfd = -1;
+	e->fd = fd;
+	memcpy(&e->addr, &ss, sizeof(ss));
+	px_chan_maybe_start(ch);
+}
+
+static uint32_t
+px_chan_random(struct px_session *s)
+{
+	uint32_t x = px_chan_rand;
+
+	if (x == 0)
+		x = (uint32_t)(s->id * 2654435761u) | 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	px_chan_rand = x;
+	return x;
+}
+
+int
+px_channel_listen(struct px_channel *ch, enum px_chan_end end,
+    const struct sockaddr *local, uint16_t lo, uint16_t hi,
+    const struct sockaddr *peer, struct sockaddr_storage *bound)
+{
+	struct px_session *s = ch->s;
+	struct px_chan_endp *e = &ch->e[end];
+	struct sockaddr_storage ss;
+	socklen_t len = px_chan_salen(local);
+	uint32_t range, start, i;
+	int fd, one = 1, err;
+
+	if (e->fd != -1 || e->lfd != -1) {
+		errno = EBUSY;
+		return -1;
+	}
+	fd = socket(local->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, IPPROTO_TCP);
+	if (fd == -1)
+		return -1;
+	/* Ports of earlier transfers sit in TIME_WAIT; another listener on
+	 * the same port still makes bind() fail. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (local->sa_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+		    sizeof(one));
+	if (s->svc->mode == PX_MODE_TRANSPARENT)
+		(void)px_socket_transparent(fd, local->sa_family);
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, local, len);
+	if (lo == 0 && hi == 0) {
+		px_chan_set_port(&ss, 0);
+		if (bind(fd, (struct sockaddr *)&ss, len) == -1)
+			goto fail;
+	} else {
+		range = (uint32_t)hi - lo + 1;
+		start = px_chan_random(s) % range;
+		for (i = 0; i < range; i++) {
+			px_chan_set_port(&ss, (uint16_t)(lo + (start + i) % range));
+			if (bind(fd, (struct sockaddr *)&ss, len) == 0)
+				break;
+			if (errno != EADDRINUSE)
+				goto fail;
+		}
+		if (i == range) {
+			errno = EADDRINUSE;
+			goto fail;
+		}
+	}
+	if (listen(fd, 4) == -1)
+		goto fail;
+	len = sizeof(*bound);
+	if (getsockname(fd, (struct sockaddr *)bound, &len) == -1)
+		goto fail;
+	e->lfd = fd;
+	e->check_peer = peer != NULL;
+	if (peer != NULL)
+		memcpy(&e->peer, peer, px_chan_salen(peer));
+	event_assign(&e->ev, s->w->base, fd, EV_READ | EV_PERSIST,
+	    px_chan_accept_cb, e);
+	px_chan_ev(&e->ev, &e->ev_on, true);
+	return 0;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+static void
+px_chan_connect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_chan_endp *e = arg;
+	struct px_channel *ch = e->ch;
+	char why[96];
+	int err;
+
+	(void)what;
+	px_chan_ev(&e->ev, &e->ev_on, false);
+	if ((err = px_upstream_result((int)fd)) != 0) {
+		snprintf(why, sizeof(why), "connect to the %s failed: %s",
+		    e == &ch->e[PX_CHAN_CLIENT] ? "client" : "server",
+		    strerror(err));
+		px_chan_finish(ch, why);
+		return;
+	}
+	e->connecting = false;
+	px_chan_maybe_start(ch);
+}
+
+int
+px_channel_connect(struct px_channel *ch, enum px_chan_end end,
+    const struct sockaddr *dst, const struct sockaddr *src)
+{
+	struct px_session *s = ch->s;
+	struct px_chan_endp *e = &ch->e[end];
+	struct sockaddr_storage ss;
+	int fd, one = 1, err;
+
+	if (e->fd != -1 || e->lfd != -1) {
+		errno = EBUSY;
+		return -1;
+	}
+	fd = socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    IPPROTO_TCP);
+	if (fd == -1)
+		return -1;
+	if (end == PX_CHAN_SERVER && s->svc->has_mark &&
+	    setsockopt(fd, SOL_SOCKET, SO_MARK, &s->svc->mark,
+	    sizeof(s->svc->mark)) == -1)
+		goto fail;
+	if (src != NULL) {
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, src, px_chan_salen(src));
+		px_chan_set_port(&ss, 0);
+		/* The port is picked by connect() for the whole 4-tuple. */
+		(void)setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+		    sizeof(one));
+		if (bind(fd, (struct sockaddr *)&ss, px_chan_salen(src)) == -1)
+			goto fail;
+	}
+	if (connect(fd, dst, px_chan_salen(dst)) == -1 && errno != EINPROGRESS)
+		goto fail;
+	/* Even a connect done at once goes through the event: the callback
+	 * never runs inside this call. */
+	e->fd = fd;
+	memcpy(&e->addr, dst, px_chan_salen(dst));
+	e->connecting = true;
+	event_assign(&e->ev, s->w->base, fd, EV_WRITE, px_chan_connect_cb, e);
+	px_chan_ev(&e->ev, &e->ev_on, true);
+	return 0;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+/* ---- session helpers -------------------------------------------------- */
+
+int
+px_session_local(struct px_session *s, enum px_chan_end end,
+    struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+	int fd = end == PX_CHAN_CLIENT ? s->cfd : s->sfd;
+
+	if (fd == -1) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return getsockname(fd, (struct sockaddr *)ss, &len);
+}
+
+int
+px_session_write(struct px_session *s, enum px_dir dir, const void *data,
+    size_t len)
+{
+	struct evbuffer *out;
+
+	if (s->state != PX_SS_RELAY || s->finishing ||
+	    s->relay_mode != PX_RELAY_BUFFERED ||
+	    (out = px_session_output(s, dir)) == NULL)
+		return -1;
+	if (evbuffer_add(out, data, len) == -1)
+		return -1;
+	s->moved[dir] += len;
+	if (dir == PX_TO_SERVER)
+		PX_COUNT_ADD(s->w, bytes_to_server, len);
+	else
+		PX_COUNT_ADD(s->w, bytes_to_client, len);
+	return 0;
+}
