@@ -542,6 +542,82 @@ test_inline_modes(void **state)
 	px_config_unref(c);
 }
 
+/* <ftp>: every value checked with file:line, a valid section loads. */
+static void
+test_ftp_policy(void **state)
+{
+	static const struct {
+		const char *ftp;
+		const char *what;
+	} cases[] = {
+		{ "<ftp client-data=\"sideways\"/>", "client-data=\"sideways\": expected keep, active or passive" },
+		{ "<ftp server-data=\"\"/>", "server-data=\"\": expected keep" },
+		{ "<ftp data-ports=\"41000-40000\"/>", "data-ports=\"41000-40000\": the low port is above" },
+		{ "<ftp data-ports=\"80-90\"/>", "data-ports=\"80-90\"" },
+		{ "<ftp data-ports=\"40000\"/>", "expected LOW-HIGH" },
+		{ "<ftp strict-port-check=\"maybe\"/>", "strict-port-check=\"maybe\": expected yes or no" },
+		{ "<ftp><limits max-line=\"10\"/></ftp>", "max-line=\"10\"" },
+		{ "<ftp><limits max-line=\"99999\"/></ftp>", "max-line=\"99999\"" },
+		{ "<ftp><limits max-username=\"x\"/></ftp>", "max-username=\"x\"" },
+		{ "<ftp><limits timeout=\"5\"/></ftp>", "timeout=\"5\"" },
+		{ "<ftp><limits timeout=\"2d\"/></ftp>", "must be between 100ms and 1h" },
+		{ "<ftp><command name=\"RETR\" action=\"maybe\"/></ftp>", "action=\"maybe\": expected accept or deny" },
+		{ "<ftp><command name=\"RE7R\" action=\"deny\"/></ftp>", "command \"RE7R\": expected 1 to 8 letters" },
+		{ "<ftp><command name=\"RETR retr\" action=\"deny\"/></ftp>", "command RETR has a rule already" },
+		{ "<ftp><command name=\" \" action=\"deny\"/></ftp>", "needs name=" },
+		{ "<ftp><command name=\"*\" action=\"deny\"/><command name=\"*\" action=\"accept\"/></ftp>", "command \"*\" given twice" },
+		{ "<ftp><user name=\"\" action=\"deny\"/></ftp>", "<user> needs a non-empty name" },
+		{ "<ftp><limits/><limits/></ftp>", "<limits> given twice" },
+	};
+	char text[1024];
+	struct px_config *c;
+	const struct px_analyser *a = px_analyser_find("ftp");
+	size_t i;
+
+	(void)state;
+	assert_non_null(a);
+	put_conf(good_conf);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text),
+		    "<service name=\"f\" analyser=\"ftp\">\n"
+		    "  <listen address=\"127.0.0.1\" port=\"18021\"/>\n"
+		    "  <target address=\"127.0.0.1\" port=\"18020\"/>\n"
+		    "  %s\n"
+		    "</service>\n", cases[i].ftp);
+		put_policy("f.xml", text);
+		expect_error("policy/f.xml", 4, cases[i].what);
+	}
+	put_policy("f.xml",
+	    "<service name=\"f\" analyser=\"ftp\">\n"
+	    "  <listen address=\"127.0.0.1\" port=\"18021\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18020\"/>\n"
+	    "  <ftp client-data=\"passive\" server-data=\"active\"\n"
+	    "       data-ports=\"40000-40010\" strict-port-check=\"no\">\n"
+	    "    <limits max-line=\"256\" max-username=\"32\" max-password=\"64\" timeout=\"10s\"/>\n"
+	    "    <command name=\"USER PASS RETR\" action=\"accept\"/>\n"
+	    "    <command name=\"*\" action=\"deny\"/>\n"
+	    "    <user name=\"anonymous ftp\" action=\"accept\"/>\n"
+	    "    <path pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "  </ftp>\n"
+	    "</service>\n");
+	c = load();
+	if (c == NULL)
+		fail_msg("unexpected errors:\n%s", fx.errors);
+	assert_ptr_equal(c->services[0].analyser, a);
+	assert_non_null(c->services[0].analyser_policy);
+	px_config_unref(c);
+	/* no <ftp> at all: defaults */
+	put_policy("f.xml",
+	    "<service name=\"f\" analyser=\"ftp\">\n"
+	    "  <listen address=\"127.0.0.1\" port=\"18021\"/>\n"
+	    "  <target address=\"127.0.0.1\" port=\"18020\"/>\n"
+	    "</service>\n");
+	c = load();
+	if (c == NULL)
+		fail_msg("unexpected errors:\n%s", fx.errors);
+	px_config_unref(c);
+}
+
 /* The files we ship must load: they are the users' starting point. */
 static void
 test_shipped_files(void **state)
@@ -589,6 +665,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_cross_file_errors, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_inline_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ftp_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shipped_files, setup, teardown),
 	};
 	int rc;
