@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# FTP helpers on top of lib.sh: a vsftpd of our own and ftp services.
+#
+#   source "$(dirname "$0")/lib.sh"
+#   source "$(dirname "$0")/ftp_lib.sh"
+#   need_ftp               # root, vsftpd, curl, python3 (else skip)
+#   setup
+#   start_vsftpd           # $VSFTPD_PORT, root $FTP_ROOT, writable $FTP_ROOT/pub
+#   write_ftp_service NAME PORT '<ftp .../>'
+
+VSFTPD_PORT=""
+FTP_ROOT=""
+
+need_ftp() {
+    [[ $EUID == 0 ]] || skip "vsftpd needs root (it drops to the ftp user itself)"
+    need_cmds vsftpd curl python3 sha256sum
+    id ftp >/dev/null 2>&1 || skip "no 'ftp' user for vsftpd's anonymous login"
+    /usr/bin/python3 -c 'import pyftpdlib' 2>/dev/null ||
+        skip "python3-pyftpdlib missing (scripts/deps installs it)"
+}
+
+# start_vsftpd [EXTRA_CONF_LINES]: standalone vsftpd on 127.0.0.1:$VSFTPD_PORT,
+# anonymous login, uploads into pub/, active and passive both allowed.
+start_vsftpd() {
+    local conf=$T/vsftpd.conf pid
+    free_port VSFTPD_PORT
+    FTP_ROOT=$T/ftproot
+    mkdir -p "$FTP_ROOT/pub" /var/run/vsftpd/empty
+    chmod 755 "$FTP_ROOT"
+    chown ftp:ftp "$FTP_ROOT/pub"
+    chmod 755 "$FTP_ROOT/pub"
+    cat >"$conf" <<EOF
+listen=YES
+listen_ipv6=NO
+listen_address=127.0.0.1
+listen_port=$VSFTPD_PORT
+background=NO
+anonymous_enable=YES
+local_enable=NO
+no_anon_password=YES
+anon_root=$FTP_ROOT
+write_enable=YES
+anon_upload_enable=YES
+anon_mkdir_write_enable=YES
+anon_other_write_enable=YES
+anon_world_readable_only=NO
+anon_umask=022
+pasv_enable=YES
+port_enable=YES
+connect_from_port_20=NO
+seccomp_sandbox=NO
+isolate=NO
+isolate_network=NO
+max_clients=0
+max_per_ip=0
+delay_failed_login=0
+delay_successful_login=0
+xferlog_enable=YES
+vsftpd_log_file=$T/vsftpd.log
+xferlog_std_format=NO
+log_ftp_protocol=YES
+secure_chroot_dir=/var/run/vsftpd/empty
+${1:-}
+EOF
+    vsftpd "$conf" >"$T/vsftpd.out" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$VSFTPD_PORT" 5 "$pid" || {
+        cat "$T/vsftpd.out" >&2
+        fail "vsftpd did not start on 127.0.0.1:$VSFTPD_PORT"
+    }
+    info "vsftpd on 127.0.0.1:$VSFTPD_PORT, root $FTP_ROOT (pid $pid)"
+}
+
+# start_pyftpd: pyftpdlib (it has MLSD/MLST, vsftpd does not) serving
+# $FTP_ROOT read-only to anonymous on 127.0.0.1:$PYFTPD_PORT.
+PYFTPD_PORT=""
+start_pyftpd() {
+    local pid
+    free_port PYFTPD_PORT
+    /usr/bin/python3 - "$FTP_ROOT" "$PYFTPD_PORT" >"$T/pyftpd.log" 2>&1 <<'PY' &
+import logging, sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
+logging.basicConfig(level=logging.INFO)
+a = DummyAuthorizer()
+a.add_anonymous(sys.argv[1], perm="elr")
+FTPHandler.authorizer = a
+FTPServer(("127.0.0.1", int(sys.argv[2])), FTPHandler).serve_forever(timeout=1)
+PY
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$PYFTPD_PORT" 5 "$pid" || {
+        cat "$T/pyftpd.log" >&2
+        fail "pyftpdlib did not start on 127.0.0.1:$PYFTPD_PORT"
+    }
+}
+
+# write_ftp_service NAME LISTEN_PORT FTP_XML [LISTEN_ADDR] [TARGET_PORT]: an
+# ftp service in fixed mode in front of our vsftpd (or TARGET_PORT).
+write_ftp_service() {
+    local name=$1 lport=$2 ftp=$3 laddr=${4:-127.0.0.1} tport=${5:-$VSFTPD_PORT}
+    cat >"$T/policy/$name.xml" <<EOF
+<service name="$name" analyser="ftp">
+  <listen address="$laddr" port="$lport" mode="fixed"/>
+  <target address="127.0.0.1" port="$tport"/>
+  $ftp
+</service>
+EOF
+    PROXYD_PORTS+=("$lport")
+}
+
+# ftp_url PORT PATH
+ftp_url() { echo "ftp://127.0.0.1:$1/$2"; }
+
+# curl_ftp ARGS...: curl with bounded time, errors to $T/curl.err; prints rc
+curl_ftp() {
+    local rc=0
+    curl -sS --max-time 120 "$@" 2>>"$T/curl.err" || rc=$?
+    echo "$rc"
+}
+
+# an_metric EVENT: proxyd_analyser_events_total{analyser="ftp",event=EVENT}
+an_metric() {
+    metric_value proxyd_analyser_events_total "analyser=\"ftp\",event=\"$1\""
+}
+
+# listening_in LO HI: ports in [LO, HI] with a socket in LISTEN, one a line
+listening_in() {
+    local lo=$1 hi=$2 sl local rem st rest port
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r sl local rem st rest; do
+        [[ $st == 0A ]] || continue
+        port=$((16#${local##*:}))
+        ((port >= lo && port <= hi)) && echo "$port"
+    done
+    return 0
+}
+
