@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# FTP data-channel security: PORT/EPRT to a third address (FTP bounce) or a
+# privileged port is refused and nothing connects there; a connection from
+# another host to a client's passive port is reset and the client still
+# gets its file; an unused passive port closes at the data timeout and when
+# the session ends; IPv6 on the client side (EPSV, EPRT |2|).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ftp_lib.sh"
+need_ftp
+setup
+
+start_vsftpd
+P=$FTP_ROOT/pub
+head -c 1M /dev/urandom >"$P/1m.bin"
+chmod 644 "$P/1m.bin"
+SHA=$(sha256_of "$P/1m.bin")
+
+free_port PORT
+free_port PORT6
+free_port TRAP
+write_proxyd_conf
+write_ftp_service sec "$PORT" '<ftp data-ports="46000-46999" strict-port-check="yes"><limits timeout="2s"/><command name="*" action="accept"/></ftp>'
+have_v6=0
+if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+    have_v6=1
+    write_ftp_service sec6 "$PORT6" '<ftp data-ports="46000-46999"><limits timeout="2s"/><command name="*" action="accept"/></ftp>' '::1'
+fi
+start_proxyd
+
+python3 - "$PORT" "$TRAP" "$SHA" <<'EOF'
+import ftplib, hashlib, socket, sys, time
+port, trap, want = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+def fail(msg):
+    sys.stderr.write("FAIL: %s\n" % msg)
+    sys.exit(1)
+
+def expect(f, cmd, code):
+    try:
+        r = f.sendcmd(cmd)
+    except ftplib.all_errors as e:
+        r = str(e)
+    if not r.startswith(str(code)):
+        fail("%r: expected %d, got %r" % (cmd, code, r))
+    print("ok %-34r -> %s" % (cmd, r))
+    return r
+
+# A third host that would receive the bounce: nothing may connect to it.
+t = socket.socket()
+t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("127.0.0.2", trap))
+t.listen(4)
+t.settimeout(1.0)
+
+f = ftplib.FTP()
+f.connect("127.0.0.1", port, timeout=10)
+f.login()
+hi, lo = trap >> 8, trap & 255
+expect(f, "PORT 127,0,0,2,%d,%d" % (hi, lo), 500)
+expect(f, "EPRT |1|127.0.0.2|%d|" % trap, 500)
+expect(f, "PORT 127,0,0,1,0,25", 500)
+expect(f, "PORT 127,0,0,1,300,1", 501)
+expect(f, "EPRT |3|x|1|", 522)
+try:
+    f.retrbinary("RETR pub/1m.bin", lambda b: None)
+except ftplib.all_errors as e:
+    print("ok RETR after refused PORTs -> %s" % e)
+try:
+    c, a = t.accept()
+    fail("the third host got a connection from %r" % (a,))
+except socket.timeout:
+    print("ok nothing connected to 127.0.0.2:%d" % trap)
+f.quit()
+
+# A thief on another host takes the passive port first.
+f = ftplib.FTP()
+f.connect("127.0.0.1", port, timeout=10)
+f.login()
+f.voidcmd("TYPE I")
+r = f.sendcmd("PASV")
+host, dport = ftplib.parse227(r)
+th = socket.socket()
+th.bind(("127.0.0.2", 0))
+th.settimeout(3)
+th.connect((host, dport))
+got = b""
+try:
+    while True:
+        b = th.recv(65536)
+        if not b:
+            break
+        got += b
+except (ConnectionResetError, socket.timeout) as e:
+    print("ok thief: %r" % e)
+th.close()
+if got:
+    fail("the thief got %d bytes" % len(got))
+# the real client, from the client's host, still gets its file
+d = socket.create_connection((host, dport), timeout=10)
+f.sendcmd("RETR pub/1m.bin")
+h = hashlib.sha256()
+n = 0
+while True:
+    b = d.recv(65536)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+d.close()
+f.voidresp()
+if h.hexdigest() != want:
+    fail("client got %d bytes with the wrong sha256" % n)
+print("ok client got its %d bytes after the thief was refused" % n)
+
+# A passive port nobody uses closes at the data timeout (2 s).
+r = f.sendcmd("EPSV")
+p = int(r.split("|||")[1].split("|")[0])
+open("/dev/stdout", "w").write("idle-port %d\n" % p)
+time.sleep(3)
+try:
+    socket.create_connection(("127.0.0.1", p), timeout=2).close()
+    fail("passive port %d still open after the data timeout" % p)
+except ConnectionRefusedError:
+    print("ok passive port %d closed after the timeout" % p)
+# ... and when the session ends
+r = f.sendcmd("EPSV")
+p = int(r.split("|||")[1].split("|")[0])
+f.quit()
+time.sleep(0.3)
+try:
+    socket.create_connection(("127.0.0.1", p), timeout=2).close()
+    fail("passive port %d still open after QUIT" % p)
+except ConnectionRefusedError:
+    print("ok passive port %d closed with the session" % p)
+EOF
+
+assert_no_grep "$T/vsftpd.log" 'FTP command: .*"(PORT|EPRT) 127,0,0,2|127\.0\.0\.2' "a bounce PORT reached vsftpd"
+assert_log 'ftp-bounce refused: PORT 127,0,0,2,'
+assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.2\|'
+assert_log 'data-connection refused: from 127\.0\.0\.2:[0-9]+, expected the client'"'"'s host'
+assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* refused=1 end=ok'
+assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection'
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 1
+assert_eq "$(listening_in 46000 46999)" "" "data ports left listening"
+
+if ((have_v6)); then
+    info "IPv6 client side: EPSV and EPRT |2|"
+    got=$(curl -sS --max-time 30 "ftp://[::1]:$PORT6/pub/1m.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
+    assert_eq "$got" "$SHA" "sha256 over IPv6 EPSV"
+    got=$(curl -sS --max-time 30 -P - "ftp://[::1]:$PORT6/pub/1m.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
+    assert_eq "$got" "$SHA" "sha256 over IPv6 EPRT"
+    assert_log 'ftp-command user=anonymous cmd=EPRT arg="\|2\|::1\|[0-9]+\|" verdict=accept'
+    assert_log 'data-transfer download .* client=\[::1\]:[0-9]+ server=127\.0\.0\.1:[0-9]+ refused=0 end=ok'
+else
+    info "no IPv6 loopback: IPv6 part not run"
+fi
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "PASS"
