@@ -158,7 +158,9 @@ void		 px_session_active(struct px_session *s);
  * relay error: r->error says which). The channel is freed right after the
  * callback returns. px_channel_free() cancels one without a callback; the
  * session's close frees those still open (no callback: the analyser's
- * on_close ran first). No listening port outlives its channel: a listener
+ * on_close ran first), resetting connections still relaying. Bytes moved
+ * count as activity of the session (its idle timeout does not end a long
+ * transfer). No listening port outlives its channel: a listener
  * is closed as soon as it accepted its connection or the channel ends. */
 struct px_channel;
 
@@ -168,9 +170,11 @@ enum px_chan_end {
 };
 
 struct px_chan_result {
+	const struct px_channel *ch;	/* the one ending (freed after the call) */
 	const char	*error;		/* NULL: ended normally */
 	uint64_t	 bytes[2];	/* by px_dir: client->server, server->client */
 	uint64_t	 duration_ms;	/* from the relay's start */
+	unsigned	 refused;	/* connections refused by the peer check */
 };
 
 typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
@@ -201,6 +205,8 @@ void		 px_channel_label(struct px_channel *ch, const char *what,
 		    const char *cmd, const char *arg);
 /* Connections refused by the peer check so far. */
 unsigned	 px_channel_refused(const struct px_channel *ch);
+/* Both ends connected: bytes are (or were) moving. */
+bool		 px_channel_relaying(const struct px_channel *ch);
 void		 px_channel_free(struct px_channel *ch);
 /* Our own address on the client or server connection of the session. */
 int		 px_session_local(struct px_session *s, enum px_chan_end end,

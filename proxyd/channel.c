@@ -175,8 +175,20 @@ px_channel_free(struct px_channel *ch)
 void
 px_channels_close(struct px_session *s)
 {
-	while (s->channels != NULL)
-		px_channel_free(s->channels);
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct px_channel *ch;
+	int i;
+
+	while ((ch = s->channels) != NULL) {
+		/* Cut short with its session: a reset, so no peer takes a
+		 * truncated file for a whole one. */
+		if (ch->relaying)
+			for (i = 0; i < 2; i++)
+				if (ch->e[i].fd != -1)
+					(void)setsockopt(ch->e[i].fd, SOL_SOCKET,
+					    SO_LINGER, &lg, sizeof(lg));
+		px_channel_free(ch);
+	}
 }
 
 static void
@@ -257,6 +269,12 @@ px_channel_refused(const struct px_channel *ch)
 	return ch->refused;
 }
 
+bool
+px_channel_relaying(const struct px_channel *ch)
+{
+	return ch->relaying;
+}
+
 /* ---- relay ------------------------------------------------------------ */
 
 static void
@@ -316,8 +334,10 @@ px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
 		}
 		px_chan_ev(&h->wr, &h->wr_on, false);
 		if (h->eof) {
-			if (moved)
+			if (moved) {
 				ch->last_ms = px_now_ms(ch->s->w);
+				px_session_touch(ch->s);
+			}
 			px_chan_half_done(ch, h);
 			return;
 		}
@@ -345,8 +365,10 @@ px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
 		px_chan_finish(ch, strerror(errno));
 		return;
 	}
-	if (moved)
+	if (moved) {
 		ch->last_ms = px_now_ms(ch->s->w);
+		px_session_touch(ch->s);
+	}
 }
 
 static void
@@ -427,6 +449,8 @@ px_chan_finish(struct px_channel *ch, const char *error)
 		return;
 	ch->ending = true;
 	memset(&r, 0, sizeof(r));
+	r.ch = ch;
+	r.refused = ch->refused;
 	r.error = error;
 	r.bytes[0] = ch->bytes[0];
 	r.bytes[1] = ch->bytes[1];

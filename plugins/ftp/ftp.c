@@ -614,13 +614,20 @@ ftp_reply_local(struct px_session *s, struct ftp_state *st, const char *verb,
 
 /* ---- data channels ---------------------------------------------------- */
 
+/* Forgets the current channel. One still relaying is left to finish on
+ * its own (a client may send its next command before proxyd has seen the
+ * end of the last transfer); one still waiting for a connection is closed,
+ * and with it its listening port. */
 static void
 ftp_chan_drop(struct px_session *s, struct ftp_state *st)
 {
 	if (st->ch == NULL)
 		return;
-	px_session_count(s, FTP_C_DATA_REFUSED, px_channel_refused(st->ch));
-	px_channel_free(st->ch);
+	if (!px_channel_relaying(st->ch)) {
+		px_session_count(s, FTP_C_DATA_REFUSED,
+		    px_channel_refused(st->ch));
+		px_channel_free(st->ch);
+	}
 	st->ch = NULL;
 }
 
@@ -629,10 +636,9 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 {
 	struct ftp_state *st = arg;
 
-	if (st->ch != NULL)
-		px_session_count(s, FTP_C_DATA_REFUSED,
-		    px_channel_refused(st->ch));
-	st->ch = NULL;
+	if (st->ch == r->ch)
+		st->ch = NULL;
+	px_session_count(s, FTP_C_DATA_REFUSED, r->refused);
 	px_session_count(s, r->error == NULL ? FTP_C_TRANSFERS :
 	    FTP_C_DATA_FAILED, 1);
 }
