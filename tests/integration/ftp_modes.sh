@@ -50,6 +50,12 @@ run_combo pa --disable-epsv    # PASV
 run_combo ap -P -              # EPRT
 run_combo aa -P - --disable-eprt  # PORT
 
+# log lines come from a thread: wait for all 12 sessions' end lines
+deadline=$(($(now_ms) + 5000))
+until (($(grep -cE 'session-end service=ftp(pp|pa|ap|aa) ' "$PROXYD_LOG" || true) >= 12)); do
+    (($(now_ms) < deadline)) || fail "not all 12 sessions logged their end"
+    sleep 0.05
+done
 for name in pp pa ap aa; do
     c=$([[ ${name:0:1} == p ]] && echo passive || echo active)
     s=$([[ ${name:1:1} == p ]] && echo passive || echo active)
