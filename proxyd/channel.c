@@ -651,6 +651,11 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	    sizeof(s->svc->mark)) == -1)
 		goto fail;
 	if (src != NULL) {
+		/* Transparent mode: our address on the client's side is the
+		 * server's (foreign) one, bound as the listener's is. */
+		if (s->svc->mode == PX_MODE_TRANSPARENT &&
+		    px_socket_transparent(fd, src->sa_family) == -1)
+			goto fail;
 		memset(&ss, 0, sizeof(ss));
 		memcpy(&ss, src, px_chan_salen(src));
 		px_chan_set_port(&ss, 0);
