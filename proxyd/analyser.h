@@ -184,8 +184,9 @@ typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
  * relay may then go without moving a byte. NULL on failure (errno). */
 struct px_channel *px_channel_new(struct px_session *s, uint64_t timeout_ms,
 		    px_channel_cb cb, void *arg);
-/* Listens for `end` on the address of `local` (port ignored) with a port
- * from [lo, hi] (0, 0: any), filling *bound. With `peer` non-NULL only a
+/* Listens for `end` on the address of `local` (port ignored; the wildcard
+ * address for transparent services, where `local` is the server's) with a
+ * port from [lo, hi] (0, 0: any), filling *bound. With `peer` non-NULL only a
  * connection from peer's host is taken: one from anywhere else is reset and
  * counted as refused (px_channel_refused()), and the listener keeps
  * waiting. 0, or -1 with errno (EADDRINUSE: every port of the range busy). */

@@ -565,10 +565,22 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	if (local->sa_family == AF_INET6)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
 		    sizeof(one));
-	if (s->svc->mode == PX_MODE_TRANSPARENT)
-		(void)px_socket_transparent(fd, local->sa_family);
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, local, len);
+	/* Transparent mode: our address on the client's side is the server's,
+	 * not one of ours. TPROXY hands a diverted SYN to a listener on the
+	 * address of the interface it came in on, or the wildcard: so listen
+	 * on the wildcard (the peer check still applies), IP_TRANSPARENT:
+	 * TPROXY only hands packets to transparent sockets. */
+	if (s->svc->mode == PX_MODE_TRANSPARENT) {
+		if (px_socket_transparent(fd, local->sa_family) == -1)
+			goto fail;
+		if (local->sa_family == AF_INET6)
+			((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_any;
+		else
+			((struct sockaddr_in *)&ss)->sin_addr.s_addr =
+			    htonl(INADDR_ANY);
+	}
 	if (lo == 0 && hi == 0) {
 		px_chan_set_port(&ss, 0);
 		if (bind(fd, (struct sockaddr *)&ss, len) == -1)

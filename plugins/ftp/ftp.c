@@ -777,6 +777,10 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
 			    "data connection");
 		}
+		/* The client is told the address it reached us on. */
+		ftp_set_port(&clocal, px_sockaddr_port(
+		    (struct sockaddr *)&st->cbound));
+		memcpy(&st->cbound, &clocal, sizeof(clocal));
 	} else if (px_channel_connect(st->ch, PX_CHAN_CLIENT,
 	    (struct sockaddr *)&caddr, (struct sockaddr *)&clocal) == -1) {
 		ftp_chan_drop(s, st);
@@ -794,16 +798,22 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	} else {
 		if (px_channel_listen(st->ch, PX_CHAN_SERVER,
 		    (struct sockaddr *)&slocal, p->port_lo, p->port_hi,
-		    p->strict ? server : NULL, &sbound) == -1 ||
-		    (ftp_is_v4(&sbound) ? ftp_fmt_port((struct sockaddr *)&sbound,
-		    arg, sizeof(arg)) : ftp_fmt_eprt((struct sockaddr *)&sbound,
+		    p->strict ? server : NULL, &sbound) == -1) {
+			ftp_chan_drop(s, st);
+			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
+			    "data connection");
+		}
+		/* The server is told our address on its connection. */
+		ftp_set_port(&slocal, px_sockaddr_port((struct sockaddr *)&sbound));
+		if ((ftp_is_v4(&slocal) ? ftp_fmt_port((struct sockaddr *)&slocal,
+		    arg, sizeof(arg)) : ftp_fmt_eprt((struct sockaddr *)&slocal,
 		    arg, sizeof(arg))) == -1) {
 			ftp_chan_drop(s, st);
 			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
 			    "data connection");
 		}
 		snprintf(buf, sizeof(buf), "%s %s\r\n",
-		    ftp_is_v4(&sbound) ? "PORT" : "EPRT", arg);
+		    ftp_is_v4(&slocal) ? "PORT" : "EPRT", arg);
 		q = ftp_q_push(st, FTP_P_PORT, c->verb);
 	}
 	if (q == NULL)
