@@ -83,9 +83,10 @@ host, dport = ftplib.parse227(r)
 th = socket.socket()
 th.bind(("127.0.0.2", 0))
 th.settimeout(3)
-th.connect((host, dport))
 got = b""
+# reset at once: at connect() or at the first read, depending on timing
 try:
+    th.connect((host, dport))
     while True:
         b = th.recv(65536)
         if not b:
