@@ -91,6 +91,9 @@ enum ftp_pkind {
 };
 
 #define FTP_PENDING	16
+/* Replies queued for a client that does not read them: past this, the
+ * session ends (each denied command costs the proxy a reply). */
+#define FTP_CLIENT_OUT_MAX	(1024 * 1024)
 
 struct ftp_pending {
 	enum ftp_pkind	kind;
@@ -1017,6 +1020,13 @@ ftp_from_client(struct px_session *s, struct ftp_state *st,
 		len = evbuffer_get_length(in);
 		if (len == 0)
 			return PX_MORE;
+		if (evbuffer_get_length(px_session_output(s, PX_TO_CLIENT)) >
+		    FTP_CLIENT_OUT_MAX) {
+			evbuffer_drain(in, len);
+			px_session_finish(s, "denied: client does not read its "
+			    "replies");
+			return PX_DENY;
+		}
 		want = len < p->max_line ? len : p->max_line;
 		if ((buf = evbuffer_pullup(in, (ssize_t)want)) == NULL)
 			return PX_ERROR;

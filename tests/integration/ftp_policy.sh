@@ -136,6 +136,24 @@ if not data.startswith(b"500 Malformed"):
     fail("NUL line: got %r" % data)
 print("ok NUL line -> %r, closed" % data)
 s.close()
+# denied commands from a client that never reads the replies: the proxy's
+# queue of replies is bounded, the session ends
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+if not s.recv(1000).startswith(b"220"):
+    fail("no greeting")
+chunk = b"XYZZ\r\n" * 10000
+sent = 0
+try:
+    while sent < 200 * 1024 * 1024:
+        s.sendall(chunk)
+        sent += len(chunk)
+    fail("the proxy took %d bytes of commands without reading replies" % sent)
+except (BrokenPipeError, ConnectionResetError, socket.timeout) as e:
+    if isinstance(e, socket.timeout):
+        fail("the proxy stalled instead of ending the session (%d sent)" % sent)
+    print("ok non-reading client cut off after %d bytes: %r" % (sent, e))
+s.close()
 EOF
 
 assert_eq "$(cat "$T/ok.sha")" "$(sha256_of "$P/ok.bin")" "sha256 of the allowed RETR"
@@ -154,7 +172,8 @@ assert_no_grep "$PROXYD_LOG" 's3cretPW' "the password is in the log"
 assert_no_grep "$PROXYD_LOG" 'pppppppp' "the long password is in the log"
 assert_log 'session-end service=ro .*verdict=deny .*end=denied: command line too long'
 assert_log 'session-end service=ro .*verdict=deny .*end=denied: malformed command line'
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="denied_command"' 6
+assert_log 'session-end service=ro .*verdict=deny .*end=denied: client does not read its replies'
+assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="denied_command"' 1006
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="denied_path"' 1
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="denied_user"' 3
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="too_long"' 1
