@@ -598,11 +598,13 @@ ftp_reply_local(struct px_session *s, struct ftp_state *st, const char *verb,
 	struct ftp_pending *q;
 	char text[192];
 	va_list ap;
+	size_t n;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text) - 2, fmt, ap);
 	va_end(ap);
-	strcat(text, "\r\n");
+	n = strlen(text);
+	memcpy(text + n, "\r\n", 3);
 	px_session_log(s, LOG_INFO, "ftp-reply code=%.3s cmd=%s by=proxy",
 	    text, verb);
 	if (st->qlen == 0) {
