@@ -57,8 +57,9 @@ ftp_cmd_parse(const unsigned char *buf, size_t len, size_t max_line,
 				i += 2;
 			} else if (c >= 240)
 				i += 1;
-			else
-				return FTP_BAD;	/* IAC + data byte */
+			/* else IAC + data byte: the DM of a Telnet "synch"
+			 * sent as urgent data (lftp's ABOR) was taken out of
+			 * the stream by TCP; drop the lone IAC. */
 			continue;
 		}
 		out[o++] = (char)c;

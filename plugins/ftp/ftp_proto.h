@@ -30,8 +30,9 @@ struct ftp_cmd {
 };
 
 /* One command line from buf. Telnet IAC sequences (IP, DM, NOP, AYT...,
- * and WILL/WONT/DO/DONT option negotiation) are stripped; IAC IAC (a
- * literal 0xff), IAC SB and a lone IAC at the end of a line are FTP_BAD.
+ * and WILL/WONT/DO/DONT option negotiation) are stripped, and so is an IAC
+ * followed by a data byte (a synch whose DM went as urgent data); IAC IAC
+ * (a literal 0xff) and IAC SB are FTP_BAD.
  * The line ends at LF, optionally preceded by CR; max_line counts the raw
  * bytes including the line end. The verb is 1..FTP_VERB_MAX ASCII letters
  * followed by the line end or by one SP and the argument. */

@@ -21,7 +21,7 @@ write_proxyd_conf
 write_ftp_service ro "$PORT" '
   <ftp client-data="keep" server-data="passive" data-ports="45000-45999">
     <limits max-line="128" max-username="16" max-password="32" timeout="5s"/>
-    <command name="USER PASS SYST FEAT PWD CWD TYPE PASV EPSV PORT EPRT LIST NLST RETR SIZE REST QUIT NOOP" action="accept"/>
+    <command name="USER PASS SYST FEAT PWD CWD TYPE PASV EPSV PORT EPRT LIST NLST RETR SIZE REST QUIT NOOP ABOR" action="accept"/>
     <command name="STOR APPE STOU DELE MKD RMD RNFR RNTO SITE MDTM" action="deny"/>
     <command name="*" action="deny"/>
     <user name="anonymous ftp" action="accept"/>
@@ -80,6 +80,10 @@ h = hashlib.sha256()
 f.retrbinary("RETR pub/ok.bin", h.update)
 open(tmp + "/ok.sha", "w").write(h.hexdigest())
 expect(f, "SIZE pub/ok.bin", 213)
+# ABOR after a Telnet synch as lftp sends it: IAC IP IAC, DM as urgent data
+f.sock.sendall(b"\xff\xf4\xff")
+f.sock.send(b"\xf2", socket.MSG_OOB)
+r = expect(f, "ABOR", 225)
 # FEAT: what the policy denies is not advertised
 feat = f.sendcmd("FEAT")
 g = ftplib.FTP()
