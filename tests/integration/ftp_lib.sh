@@ -72,6 +72,26 @@ EOF
     info "vsftpd on 127.0.0.1:$VSFTPD_PORT, root $FTP_ROOT (pid $pid)"
 }
 
+# start_vsftpd6: a second vsftpd, IPv6 only, on [::1]:$VSFTPD6_PORT, same
+# root (start_vsftpd first).
+VSFTPD6_PORT=""
+start_vsftpd6() {
+    local conf=$T/vsftpd6.conf pid
+    free_port VSFTPD6_PORT
+    sed -e 's/^listen=YES$/listen=NO/' -e 's/^listen_ipv6=NO$/listen_ipv6=YES/' \
+        -e 's/^listen_address=.*$/listen_address6=::1/' \
+        -e "s/^listen_port=.*\$/listen_port=$VSFTPD6_PORT/" \
+        -e "s|^vsftpd_log_file=.*\$|vsftpd_log_file=$T/vsftpd6.log|" \
+        "$T/vsftpd.conf" >"$conf"
+    vsftpd "$conf" >"$T/vsftpd6.out" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$VSFTPD6_PORT" 5 "$pid" || {
+        cat "$T/vsftpd6.out" >&2
+        fail "vsftpd did not start on [::1]:$VSFTPD6_PORT"
+    }
+}
+
 # start_pyftpd: pyftpdlib (it has MLSD/MLST, vsftpd does not) serving
 # $FTP_ROOT read-only to anonymous on 127.0.0.1:$PYFTPD_PORT.
 PYFTPD_PORT=""
@@ -97,14 +117,16 @@ PY
     }
 }
 
-# write_ftp_service NAME LISTEN_PORT FTP_XML [LISTEN_ADDR] [TARGET_PORT]: an
-# ftp service in fixed mode in front of our vsftpd (or TARGET_PORT).
+# write_ftp_service NAME LISTEN_PORT FTP_XML [LISTEN_ADDR] [TARGET_PORT]
+# [TARGET_ADDR]: an ftp service in fixed mode in front of our vsftpd (or
+# TARGET_ADDR:TARGET_PORT).
 write_ftp_service() {
     local name=$1 lport=$2 ftp=$3 laddr=${4:-127.0.0.1} tport=${5:-$VSFTPD_PORT}
+    local taddr=${6:-127.0.0.1}
     cat >"$T/policy/$name.xml" <<EOF
 <service name="$name" analyser="ftp">
   <listen address="$laddr" port="$lport" mode="fixed"/>
-  <target address="127.0.0.1" port="$tport"/>
+  <target address="$taddr" port="$tport"/>
   $ftp
 </service>
 EOF

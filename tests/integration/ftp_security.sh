@@ -3,7 +3,8 @@
 # privileged port is refused and nothing connects there; a connection from
 # another host to a client's passive port is reset and the client still
 # gets its file; an unused passive port closes at the data timeout and when
-# the session ends; IPv6 on the client side (EPSV, EPRT |2|).
+# the session ends; IPv6 on the client side (EPSV, EPRT |2|) and on the
+# server side (proxyd sends EPSV or EPRT |2| to a vsftpd on ::1).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -25,6 +26,12 @@ have_v6=0
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
     have_v6=1
     write_ftp_service sec6 "$PORT6" '<ftp data-ports="46000-46999"><limits timeout="2s"/><command name="*" action="accept"/></ftp>' '::1'
+    # IPv4 client, IPv6 server: EPSV / EPRT |2| on the server's side
+    start_vsftpd6
+    free_port PORT6P
+    free_port PORT6A
+    write_ftp_service srv6p "$PORT6P" '<ftp server-data="passive" data-ports="46000-46999"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$VSFTPD6_PORT" ::1
+    write_ftp_service srv6a "$PORT6A" '<ftp server-data="active" data-ports="46000-46999"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$VSFTPD6_PORT" ::1
 fi
 start_proxyd
 
@@ -154,6 +161,15 @@ if ((have_v6)); then
     assert_eq "$got" "$SHA" "sha256 over IPv6 EPRT"
     assert_log 'ftp-command user=anonymous cmd=EPRT arg="\|2\|::1\|[0-9]+\|" verdict=accept'
     assert_log 'data-transfer download .* client=\[::1\]:[0-9]+ server=127\.0\.0\.1:[0-9]+ refused=0 end=ok'
+    info "IPv6 server side: EPSV and EPRT |2| to vsftpd on ::1"
+    for p in "$PORT6P" "$PORT6A"; do
+        got=$(curl -sS --max-time 30 --disable-epsv "$(ftp_url "$p" pub/1m.bin)" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
+        assert_eq "$got" "$SHA" "sha256 via an IPv6 server (proxy port $p)"
+    done
+    assert_log 'ftp-data client=passive server=passive sent="EPSV"'
+    assert_log 'ftp-data client=passive server=active sent="EPRT \|2\|::1\|[0-9]+\|"'
+    assert_grep "$T/vsftpd6.log" 'FTP command: Client "::1", "EPRT \|2\|::1\|' "vsftpd on ::1 never got the EPRT"
+    assert_log 'data-transfer download .* client=127\.0\.0\.1:[0-9]+ server=\[::1\]:[0-9]+ refused=0 end=ok'
 else
     info "no IPv6 loopback: IPv6 part not run"
 fi
