@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FTP through proxyd to a real vsftpd: RETR and STOR of 1 KB, 10 MB and a
 # large file (1 GB; 64 MB under the sanitizer build) with sha256 checks,
-# LIST and MLSD (to pyftpdlib), a REST resume, 20 parallel sessions; data-transfer log
+# LIST and MLSD (to pyftpdlib), a REST resume, a slow download longer than
+# the idle timeout, 20 parallel sessions; data-transfer log
 # lines, session-end lines and counters must account for every byte.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -21,7 +22,9 @@ chmod 644 "$P"/*.bin
 start_pyftpd
 free_port PORT
 free_port PORT_ML
-write_proxyd_conf
+# a short idle timeout: data moving on a data connection must keep the
+# silent control connection alive (checked with a slow download below)
+write_proxyd_conf 'idle-timeout="2s"'
 write_ftp_service ftp "$PORT" '<ftp data-ports="42000-42999"><command name="*" action="accept"/></ftp>'
 write_ftp_service ftpml "$PORT_ML" '<ftp data-ports="42000-42999"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$PYFTPD_PORT"
 start_proxyd
@@ -78,6 +81,13 @@ assert_log 'ftp-command user=anonymous cmd=REST arg="4000000" verdict=accept'
 assert_log 'ftp-reply code=350 cmd=REST'
 assert_log "data-transfer download cmd=RETR file=\"10m.bin\" bytes=$((10485760 - 4000000)) .* end=ok"
 
+info "a 10 MB download at 2 MB/s outlives the 2 s idle timeout of the control connection"
+before=$(grep -c 'session-end service=ftp ' "$PROXYD_LOG" || true)
+got=$(curl -sS --max-time 60 --limit-rate 2M "$(ftp_url "$PORT" pub/10m.bin)" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$(sha256_of "$P/10m.bin")" "sha256 of the slow download"
+wait_grep "$PROXYD_LOG" 'session-end service=ftp ' 3
+assert_no_grep "$PROXYD_LOG" 'session-end service=ftp .*end=idle-timeout' "the control session idled out during a transfer"
+
 info "20 parallel sessions"
 before=$(grep -c 'session-end service=ftp ' "$PROXYD_LOG" || true)
 pids=()
@@ -105,12 +115,12 @@ done
 assert_no_grep "$PROXYD_LOG" 'session-end service=ftp .*verdict=deny' "a session was denied"
 assert_no_grep "$PROXYD_LOG" 'data-transfer .* end=[^o]' "a data transfer failed"
 
-# 3 sizes x 2 ways + LIST + MLSD + resume + 20 parallel
-assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="transfers"' 29
+# 3 sizes x 2 ways + LIST + MLSD + resume + slow + 20 parallel
+assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="transfers"' 30
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_failed"' 0
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="denied_command"' 0
 big=$(stat -c %s "$P/big.bin")
-assert_metric ge proxyd_bytes_total 'direction="to-client"' $((big + 10485760 * 21))
+assert_metric ge proxyd_bytes_total 'direction="to-client"' $((big + 10485760 * 22))
 # no data port of ours is left listening
 sleep 0.2
 left=$(listening_in 42000 42999)
