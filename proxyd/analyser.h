@@ -158,9 +158,10 @@ void		 px_session_active(struct px_session *s);
  * relay error: r->error says which). The channel is freed right after the
  * callback returns. px_channel_free() cancels one without a callback; the
  * session's close frees those still open (no callback: the analyser's
- * on_close ran first), resetting connections still relaying. Bytes moved
- * count as activity of the session (its idle timeout does not end a long
- * transfer). No listening port outlives its channel: a listener
+ * on_close ran first), resetting connections still relaying. A relaying
+ * channel keeps its session from idling out; its own timeout ends it when
+ * neither proxyd nor the kernel moved a byte for that long (with a plain
+ * close, counted as done, once one direction has passed its EOF on). No listening port outlives its channel: a listener
  * is closed as soon as it accepted its connection or the channel ends. */
 struct px_channel;
 

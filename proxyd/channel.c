@@ -22,6 +22,7 @@
 #include "listener.h"
 #include "log.h"
 #include "session.h"
+#include "tcp_progress.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -68,6 +69,7 @@ struct px_channel {
 	bool			 relaying;
 	bool			 ending;
 	uint64_t		 start_ms, last_ms;
+	uint64_t		 tcp_progress;	/* of both sockets, last look */
 	struct timeval		 start_tv;
 	uint64_t		 bytes[2];
 	unsigned		 refused;
@@ -191,24 +193,55 @@ px_channels_close(struct px_session *s)
 	}
 }
 
+/* How often a relaying channel looks at its sockets: at least twice per
+ * idle timeout of its session, which must not end while the kernel still
+ * moves bytes proxyd handed over (a slow client reading the end of a file
+ * from its socket buffer: the control connection is silent meanwhile). */
+static uint64_t
+px_chan_period(const struct px_channel *ch)
+{
+	uint64_t p = ch->timeout_ms, idle = ch->s->cfg->idle_timeout_ms;
+
+	if (idle != 0 && idle / 2 < p)
+		p = idle / 2;
+	return p < 10 ? 10 : p;
+}
+
 static void
 px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_channel *ch = arg;
-	uint64_t now, idle;
+	uint64_t now, idle, progress, left;
 
 	(void)fd; (void)what;
 	if (!ch->relaying) {
 		px_chan_finish(ch, "timeout: no data connection");
 		return;
 	}
+	/* A transfer under way keeps its session alive; the channel's own
+	 * timeout bounds a stuck one. */
+	px_session_touch(ch->s);
 	now = px_now_ms(ch->s->w);
+	progress = px_tcp_progress(ch->e[0].fd) + px_tcp_progress(ch->e[1].fd);
+	if (progress != ch->tcp_progress) {
+		ch->tcp_progress = progress;
+		ch->last_ms = now;
+	}
 	idle = now - ch->last_ms;
 	if (idle >= ch->timeout_ms) {
+		/* One direction passed its EOF on, the other never closed:
+		 * everything was delivered (a client still reading the end of
+		 * a file from its socket buffer looks the same). End it with a
+		 * plain close, not a reset that could cost it that end. */
+		if (ch->h[0].done || ch->h[1].done) {
+			px_chan_finish(ch, NULL);
+			return;
+		}
 		px_chan_finish(ch, "timeout: no data moved");
 		return;
 	}
-	px_chan_arm(ch, ch->timeout_ms - idle);
+	left = ch->timeout_ms - idle;
+	px_chan_arm(ch, left < px_chan_period(ch) ? left : px_chan_period(ch));
 }
 
 struct px_channel *
@@ -413,7 +446,7 @@ px_chan_start(struct px_channel *ch)
 	ch->start_ms = ch->last_ms = px_now_ms(w);
 	gettimeofday(&ch->start_tv, NULL);
 	evtimer_del(&ch->timer);
-	px_chan_arm(ch, ch->timeout_ms);
+	px_chan_arm(ch, px_chan_period(ch));
 	for (d = 0; d < 2; d++)
 		px_chan_ev(&ch->h[d].rd, &ch->h[d].rd_on, true);
 }

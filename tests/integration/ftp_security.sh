@@ -121,10 +121,31 @@ if h.hexdigest() != want:
     fail("client got %d bytes with the wrong sha256" % n)
 print("ok client got its %d bytes after the thief was refused" % n)
 
+# A client that reads the whole file but never closes its data connection:
+# at the data timeout proxyd closes it (no reset) and counts it as done.
+r = f.sendcmd("EPSV")
+p = int(r.split("|||")[1].split("|")[0])
+d = socket.create_connection(("127.0.0.1", p), timeout=10)
+f.sendcmd("RETR /pub/1m.bin")
+n = 0
+while True:
+    b = d.recv(65536)
+    if not b:
+        break
+    n += len(b)
+f.voidresp()
+# the channel looks at its sockets every 2 s: the bytes moved count at the
+# first look, the second finds nothing moved
+time.sleep(4.8)
+d.close()
+if n != 1048576:
+    fail("lingering client got %d bytes" % n)
+print("ok lingering data connection: %d bytes" % n)
+
 # A passive port nobody uses closes at the data timeout (2 s).
 r = f.sendcmd("EPSV")
 p = int(r.split("|||")[1].split("|")[0])
-open("/dev/stdout", "w").write("idle-port %d\n" % p)
+print("idle-port %d" % p, flush=True)
 time.sleep(3)
 try:
     socket.create_connection(("127.0.0.1", p), timeout=2).close()
@@ -149,6 +170,8 @@ assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.2\|'
 assert_log 'data-connection refused: from 127\.0\.0\.2:[0-9]+, expected the client'"'"'s host'
 assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* refused=1 end=ok'
 assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection'
+# ended by proxyd at its data timeout (before the client's close at 4.8 s)
+assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 1
 assert_eq "$(listening_in 46000 46999)" "" "data ports left listening"
