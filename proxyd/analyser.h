@@ -213,10 +213,5 @@ void		 px_channel_free(struct px_channel *ch);
 /* Our own address on the client or server connection of the session. */
 int		 px_session_local(struct px_session *s, enum px_chan_end end,
 		    struct sockaddr_storage *ss);
-/* Queues bytes for one side from outside on_data (a timer, a channel
- * callback), counted like on_data's. 0, or -1 when the session does not
- * relay buffered any more. */
-int		 px_session_write(struct px_session *s, enum px_dir dir,
-		    const void *data, size_t len);
 
 #endif

@@ -742,23 +742,3 @@ px_session_local(struct px_session *s, enum px_chan_end end,
 	}
 	return getsockname(fd, (struct sockaddr *)ss, &len);
 }
-
-int
-px_session_write(struct px_session *s, enum px_dir dir, const void *data,
-    size_t len)
-{
-	struct evbuffer *out;
-
-	if (s->state != PX_SS_RELAY || s->finishing ||
-	    s->relay_mode != PX_RELAY_BUFFERED ||
-	    (out = px_session_output(s, dir)) == NULL)
-		return -1;
-	if (evbuffer_add(out, data, len) == -1)
-		return -1;
-	s->moved[dir] += len;
-	if (dir == PX_TO_SERVER)
-		PX_COUNT_ADD(s->w, bytes_to_server, len);
-	else
-		PX_COUNT_ADD(s->w, bytes_to_client, len);
-	return 0;
-}

@@ -118,17 +118,11 @@ struct ftp_state {
 
 /* ---- policy ----------------------------------------------------------- */
 
-static char *
-ftp_attr(const xmlNode *n, const char *name)
-{
-	return (char *)xmlGetProp((xmlNode *)n, (const xmlChar *)name);
-}
-
 static int
 ftp_attr_mode(const xmlNode *n, const char *name, enum ftp_mode *out,
     struct px_cfgerr *e)
 {
-	char *v = ftp_attr(n, name);
+	char *v = px_attr(n, name);
 	int i, rc = -1;
 
 	if (v == NULL)
@@ -146,28 +140,9 @@ ftp_attr_mode(const xmlNode *n, const char *name, enum ftp_mode *out,
 }
 
 static int
-ftp_attr_uint(const xmlNode *n, const char *name, uint64_t min, uint64_t max,
-    uint64_t *out, struct px_cfgerr *e)
-{
-	char *v = ftp_attr(n, name);
-	const char *why;
-	int rc = 0;
-
-	if (v == NULL)
-		return 0;
-	if (px_parse_uint(v, min, max, out, &why) == -1) {
-		px_cfg_error(e, n, "%s=\"%s\": %s (allowed %llu..%llu)", name, v,
-		    why, (unsigned long long)min, (unsigned long long)max);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
-}
-
-static int
 ftp_attr_ports(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 {
-	char *v = ftp_attr(n, "data-ports"), *dash;
+	char *v = px_attr(n, "data-ports"), *dash;
 	uint64_t lo, hi;
 	const char *why = "expected LOW-HIGH, 1024..65535";
 	int rc = -1;
@@ -197,7 +172,7 @@ ftp_attr_ports(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 static int
 ftp_attr_action(const xmlNode *n, bool *accept, struct px_cfgerr *e)
 {
-	char *v = ftp_attr(n, "action");
+	char *v = px_attr(n, "action");
 	int rc = 0;
 
 	if (v == NULL) {
@@ -250,7 +225,7 @@ ftp_verb_ok(const char *v, size_t len)
 static int
 ftp_load_command(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 {
-	char *v = ftp_attr(n, "name"), *w;
+	char *v = px_attr(n, "name"), *w;
 	bool accept;
 	size_t len, i, k;
 	int rc = 0, added = 0;
@@ -310,7 +285,7 @@ static int
 ftp_load_names(const xmlNode *n, const char *attr, bool split,
     struct ftp_rule **list, size_t *cnt, struct px_cfgerr *e)
 {
-	char *v = ftp_attr(n, attr), *w;
+	char *v = px_attr(n, attr), *w;
 	bool accept;
 	size_t len;
 	int rc = 0, added = 0;
@@ -379,26 +354,14 @@ ftp_policy_free(void *pol)
 static int
 ftp_load_limits(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 {
-	char *v;
-	const char *why;
 	int rc = 0;
 
-	if (ftp_attr_uint(n, "max-line", 64, FTP_LINE_MAX, &p->max_line,
-	    e) == -1 ||
-	    ftp_attr_uint(n, "max-username", 1, 255, &p->max_user, e) == -1 ||
-	    ftp_attr_uint(n, "max-password", 1, 1024, &p->max_pass, e) == -1)
+	if (px_attr_uint(e, n, "max-line", 64, FTP_LINE_MAX, &p->max_line) == -1 ||
+	    px_attr_uint(e, n, "max-username", 1, 255, &p->max_user) == -1 ||
+	    px_attr_uint(e, n, "max-password", 1, 1024, &p->max_pass) == -1 ||
+	    px_attr_duration(e, n, "timeout", false, 100, 3600 * 1000,
+	    &p->timeout_ms) == -1)
 		rc = -1;
-	if ((v = ftp_attr(n, "timeout")) != NULL) {
-		if (px_parse_duration_ms(v, false, &p->timeout_ms, &why) == -1) {
-			px_cfg_error(e, n, "timeout=\"%s\": %s", v, why);
-			rc = -1;
-		} else if (p->timeout_ms < 100 || p->timeout_ms > 3600000) {
-			px_cfg_error(e, n, "timeout=\"%s\": must be between "
-			    "100ms and 1h", v);
-			rc = -1;
-		}
-		xmlFree(v);
-	}
 	return rc;
 }
 
@@ -407,7 +370,6 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 {
 	struct ftp_policy *p;
 	const xmlNode *n;
-	char *v;
 	int rc = 0, nlimits = 0;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
@@ -428,18 +390,8 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	    ftp_attr_mode(sec, "server-data", &p->server_data, e) == -1 ||
 	    ftp_attr_ports(sec, p, e) == -1)
 		rc = -1;
-	if ((v = ftp_attr(sec, "strict-port-check")) != NULL) {
-		if (strcmp(v, "yes") == 0)
-			p->strict = true;
-		else if (strcmp(v, "no") == 0)
-			p->strict = false;
-		else {
-			px_cfg_error(e, sec, "strict-port-check=\"%s\": expected "
-			    "yes or no", v);
-			rc = -1;
-		}
-		xmlFree(v);
-	}
+	if (px_attr_bool(e, sec, "strict-port-check", &p->strict) == -1)
+		rc = -1;
 	for (n = sec->children; n != NULL; n = n->next) {
 		const char *name = (const char *)n->name;
 

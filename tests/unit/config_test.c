@@ -560,7 +560,7 @@ test_ftp_policy(void **state)
 		{ "<ftp><limits max-line=\"99999\"/></ftp>", "max-line=\"99999\"" },
 		{ "<ftp><limits max-username=\"x\"/></ftp>", "max-username=\"x\"" },
 		{ "<ftp><limits timeout=\"5\"/></ftp>", "timeout=\"5\"" },
-		{ "<ftp><limits timeout=\"2d\"/></ftp>", "must be between 100ms and 1h" },
+		{ "<ftp><limits timeout=\"2d\"/></ftp>", "must be between 100ms and 3600000ms" },
 		{ "<ftp><command name=\"RETR\" action=\"maybe\"/></ftp>", "action=\"maybe\": expected accept or deny" },
 		{ "<ftp><command name=\"RE7R\" action=\"deny\"/></ftp>", "command \"RE7R\": expected 1 to 8 letters" },
 		{ "<ftp><command name=\"RETR retr\" action=\"deny\"/></ftp>", "command RETR has a rule already" },
