@@ -28,6 +28,9 @@
 #                       their connections get their own conntrack zone, so they
 #                       cannot clash with the clients' own flows (deploy/README.md)
 #   --ct-zone Z         tproxy: that conntrack zone (default 1)
+#   --data-ports LO:HI  tproxy: also divert connections to these ports, each
+#                       to proxyd's own listener on that same port (the ftp
+#                       analyser's passive data-ports in transparent mode)
 # Options (all commands):
 #   --mark N            fwmark for diverted packets (default 1)
 #   --table N           routing table for the local route (default 100)
@@ -79,7 +82,7 @@ case $CMD in
 esac
 
 PORTS="" PROXY_PORT="" FAMILY=both IN_IFACE="" TO4="" TO6="" MARK=1 TABLE=100 CONNTRACK=1
-UPSTREAM_MARK=0x40000000 CT_ZONE=1
+UPSTREAM_MARK=0x40000000 CT_ZONE=1 DATA_PORTS=""
 while (($#)); do
     case $1 in
         --port) PORTS=${2:?--port needs a value}; shift 2 ;;
@@ -93,6 +96,7 @@ while (($#)); do
         --no-conntrack) CONNTRACK=0; shift ;;
         --upstream-mark) UPSTREAM_MARK=${2:?--upstream-mark needs a mark or none}; shift 2 ;;
         --ct-zone) CT_ZONE=${2:?--ct-zone needs a number}; shift 2 ;;
+        --data-ports) DATA_PORTS=${2:?--data-ports needs LO:HI}; shift 2 ;;
         --dry-run) DRY=1; shift ;;
         -h | --help) usage 0 ;;
         *) die "unknown option '$1' (try --help)" ;;
@@ -119,6 +123,12 @@ fi
 [[ $UPSTREAM_MARK =~ ^(0x[0-9a-fA-F]+|[0-9]+|none)$ ]] || die "bad --upstream-mark '$UPSTREAM_MARK'"
 [[ $CT_ZONE =~ ^[0-9]+$ ]] && ((CT_ZONE >= 1 && CT_ZONE <= 65535)) || die "bad --ct-zone '$CT_ZONE' (1..65535)"
 [[ $CMD != tproxy || (-z $TO4 && -z $TO6) ]] || die "--to/--to6 only apply to redirect"
+if [[ -n $DATA_PORTS ]]; then
+    [[ $CMD == tproxy ]] || die "--data-ports only applies to tproxy"
+    _lo=${DATA_PORTS%%:*} _hi=${DATA_PORTS#*:}
+    [[ $DATA_PORTS == *:* ]] && valid_port "$_lo" && valid_port "$_hi" && ((_lo <= _hi)) ||
+        die "bad --data-ports '$DATA_PORTS' (LO:HI, 1..65535)"
+fi
 ((DRY)) || [[ $EUID == 0 ]] || die "must run as root (or use --dry-run)"
 
 # ---------------------------------------------------------------- helpers
@@ -235,13 +245,21 @@ tproxy() {
         #    listener (IP_TRANSPARENT, bound to the wildcard address) without
         #    changing their destination; proxyd reads it with getsockname().
         ensure "$f" mangle "$CHAIN" "${MATCH[@]}" -j TPROXY --on-port "$PROXY_PORT" --tproxy-mark "$MARK/$MARK"
+        # 2b. --data-ports: connections to a port range proxyd listens on
+        #    itself, one port each (FTP passive data in transparent mode): the
+        #    destination port is kept (--on-port 0).
+        if [[ -n $DATA_PORTS ]]; then
+            ensure "$f" mangle "$CHAIN" -p tcp ${IN_IFACE:+-i "$IN_IFACE"} --dport "$DATA_PORTS" \
+                -m comment --comment "proxyd: data ports" -j TPROXY --on-port 0 --tproxy-mark "$MARK/$MARK"
+        fi
         # 3. TPROXY itself needs no connection tracking, but proxyd's /sessions
         #    view (flows) and `conntrack -L` only see connections once some rule
         #    in the namespace uses conntrack.  This rule matches every state and
-        #    only RETURNs: it changes no verdict.
+        #    has no target: it changes no verdict, and rules that later runs
+        #    append (more ports, other services) are still reached.
         if ((CONNTRACK)); then
             ensure "$f" mangle "$CHAIN" -m conntrack --ctstate NEW,ESTABLISHED,RELATED,INVALID,UNTRACKED \
-                -m comment --comment "proxyd: keep conntrack on" -j RETURN
+                -m comment --comment "proxyd: keep conntrack on"
         fi
         # 4. spoof-source: proxyd's connection to the server carries the
         #    client's address, and the kernel picks its port; the same 4-tuple

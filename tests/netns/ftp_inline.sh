@@ -48,11 +48,8 @@ ip netns exec "$S" vsftpd "$T/vsftpd.conf" >"$T/vsftpd.out" 2>&1 &
 track_pid "$!"
 topo_wait_listen "$S" 21 5 "$!" || { cat "$T/vsftpd.out" >&2; fail "vsftpd did not start in the server namespace"; }
 
-deploy tproxy --port 21 --proxy-port 50021 --family 4
 # the data ports keep their destination port: proxyd listens on each
-# (before deploy's last rule, a RETURN for every packet that keeps conntrack on)
-nsF iptables -w -t mangle -I PROXYD 3 -p tcp --dport 40000:40099 -j TPROXY --on-port 0 \
-    --tproxy-mark 1/1 -m comment --comment proxyd-ftp-data
+deploy tproxy --port 21 --proxy-port 50021 --family 4 --data-ports 40000:40099
 
 write_conf_ns
 cat >"$T/policy/ftp.xml" <<EOF
@@ -85,7 +82,7 @@ assert_log 'ftp-reply code=229 cmd=EPSV by=proxy'
 assert_log "ftp-command user=anonymous cmd=EPRT arg=\"\\|1\\|198\\.18\\.1\\.2\\|[0-9]+\\|\" verdict=accept"
 assert_log 'data-transfer download cmd=RETR file="2m.bin" bytes=2097152 .* client=198\.18\.1\.2:[0-9]+ server=198\.19\.2\.2:[0-9]+ refused=0 end=ok'
 assert_log 'data-transfer upload cmd=STOR file="up-active.bin" bytes=1048576 .* client=198\.18\.1\.2:[0-9]+ server=198\.19\.2\.2:[0-9]+ refused=0 end=ok'
-assert_ge "$(rule_pkts 4 mangle PROXYD proxyd-ftp-data)" 2 "packets through the data-port TPROXY rule"
+assert_ge "$(rule_pkts 4 mangle PROXYD 'proxyd: data ports')" 2 "packets through the data-port TPROXY rule"
 # vsftpd saw proxyd's address on the fw, in passive mode
 assert_grep "$T/vsftpd.log" 'Client "198\.19\.2\.1", "PASV"' "vsftpd did not get PASV from the fw"
 

@@ -8,6 +8,7 @@
 #   2. a Host naming another port than the one the client connected to is
 #      refused (400, http-error line) and never reaches nginx; a Host name on
 #      the right port passes (names are not resolved).
+#      A rule that a second deploy run appends (port 81) is reached too.
 #   3. with spoof-source, nginx sees the client's own address.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -57,6 +58,15 @@ sleep 0.3
 assert_eq "$(nginx_count 'phase=badhost')" 0 "requests with a mismatched Host that reached nginx"
 r=$(client_get "http://$TOPO_S4/file?phase=name" "$T/out.name" -H "Host: www.example.test")
 assert_eq "$r" "0 200" "curl rc and status for a Host name on port 80"
+
+# A second deploy run for another port appends its rule: it must still be
+# reached (nothing listens on 81 in the server: proxyd answers 502 itself,
+# where a forwarded connection would be refused by the server).
+deploy tproxy --port 81 --proxy-port 50080
+r=$(client_get "http://$TOPO_S4:81/phase=port81" "$T/out.81")
+assert_eq "$r" "0 502" "curl rc and status for port 81 (diverted by the second run's rule)"
+wait_log_count "http-request .*path=/phase=port81 status=502 .*server=$TOPO_S4:81" 1 ||
+    fail "no http-request line for the port 81 request"
 stop_proxyd_ns
 
 # ---- 3. spoof-source: the server sees the client
