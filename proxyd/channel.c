@@ -6,6 +6,7 @@
 #include "channel.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -572,6 +573,33 @@ px_chan_random(struct px_session *s)
 	return x;
 }
 
+/* net.ipv4.ip_local_port_range (it applies to IPv6 too), read once; at
+ * most *tries ports are tried in it. */
+static void
+px_chan_ephemeral_range(uint16_t *lo, uint16_t *hi, uint32_t *tries)
+{
+	static _Atomic uint32_t cached;	/* lo << 16 | hi; 0: not read */
+	uint32_t v = cached;
+	unsigned a = 32768, b = 60999;
+	FILE *f;
+
+	if (v == 0) {
+		if ((f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) != NULL) {
+			if (fscanf(f, "%u %u", &a, &b) != 2 || a == 0 || a > b ||
+			    b > 65535) {
+				a = 32768;
+				b = 60999;
+			}
+			fclose(f);
+		}
+		v = (uint32_t)a << 16 | b;
+		cached = v;
+	}
+	*lo = (uint16_t)(v >> 16);
+	*hi = (uint16_t)(v & 0xffff);
+	*tries = 512;	/* a full range means something else is wrong */
+}
+
 int
 px_channel_listen(struct px_channel *ch, enum px_chan_end end,
     const struct sockaddr *local, uint16_t lo, uint16_t hi,
@@ -581,7 +609,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
 	socklen_t len = px_chan_salen(local);
-	uint32_t range, start, i;
+	uint32_t range, start, i, tries = 0;
 	int fd, one = 1, err;
 
 	if (e->fd != -1 || e->lfd != -1) {
@@ -614,24 +642,27 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 			((struct sockaddr_in *)&ss)->sin_addr.s_addr =
 			    htonl(INADDR_ANY);
 	}
-	if (lo == 0 && hi == 0) {
-		px_chan_set_port(&ss, 0);
-		if (bind(fd, (struct sockaddr *)&ss, len) == -1)
+	/* No range given: the kernel's ephemeral range, but each port tried
+	 * by an explicit bind. bind(port 0) counts ports held only by
+	 * TIME_WAIT connections as taken and fails (EADDRINUSE) under a
+	 * sustained transfer rate; an explicit bind with SO_REUSEADDR takes
+	 * them, as vsftpd does. */
+	if (lo == 0 && hi == 0)
+		px_chan_ephemeral_range(&lo, &hi, &tries);
+	range = (uint32_t)hi - lo + 1;
+	if (tries == 0 || tries > range)
+		tries = range;
+	start = px_chan_random(s) % range;
+	for (i = 0; i < tries; i++) {
+		px_chan_set_port(&ss, (uint16_t)(lo + (start + i) % range));
+		if (bind(fd, (struct sockaddr *)&ss, len) == 0)
+			break;
+		if (errno != EADDRINUSE)
 			goto fail;
-	} else {
-		range = (uint32_t)hi - lo + 1;
-		start = px_chan_random(s) % range;
-		for (i = 0; i < range; i++) {
-			px_chan_set_port(&ss, (uint16_t)(lo + (start + i) % range));
-			if (bind(fd, (struct sockaddr *)&ss, len) == 0)
-				break;
-			if (errno != EADDRINUSE)
-				goto fail;
-		}
-		if (i == range) {
-			errno = EADDRINUSE;
-			goto fail;
-		}
+	}
+	if (i == tries) {
+		errno = EADDRINUSE;
+		goto fail;
 	}
 	if (listen(fd, 4) == -1)
 		goto fail;
