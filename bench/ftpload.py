@@ -17,8 +17,48 @@ import ftplib
 import io
 import multiprocessing
 import os
+import random
+import socket
 import sys
 import time
+
+
+class BenchFTP(ftplib.FTP):
+    """ftplib's active mode listens with bind(port 0), which fails with
+    EADDRINUSE once TIME_WAIT connections hold every ephemeral port (a few
+    seconds at thousands of transfers/s). Bind explicit ports with
+    SO_REUSEADDR instead, which may take those: the client must not be what
+    the active rows measure."""
+
+    def makeport(self):
+        lo, hi = 32768, 60999
+        try:
+            with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+                lo, hi = map(int, f.read().split())
+        except (OSError, ValueError):
+            pass
+        sock = socket.socket(self.af, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        start = random.randrange(lo, hi + 1)
+        for i in range(512):
+            try:
+                sock.bind(("", lo + (start - lo + i) % (hi - lo + 1)))
+                break
+            except OSError:
+                continue
+        else:
+            sock.close()
+            raise OSError("no free port for an active data connection")
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        host = self.sock.getsockname()[0]
+        if self.af == socket.AF_INET:
+            self.sendport(host, port)
+        else:
+            self.sendeprt(host, port)
+        if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+            sock.settimeout(self.timeout)
+        return sock
 
 
 def client(idx, host, port, op, mode, seconds, path, timeout, q):
@@ -27,7 +67,7 @@ def client(idx, host, port, op, mode, seconds, path, timeout, q):
     data = open(path, "rb").read()
     name = os.path.basename(path)
     try:
-        ftp = ftplib.FTP()
+        ftp = BenchFTP()
         ftp.connect(host, port, timeout=timeout)
         ftp.login("anonymous", "bench@proxyd.invalid")
         ftp.set_pasv(mode == "pasv")
@@ -57,7 +97,7 @@ def client(idx, host, port, op, mode, seconds, path, timeout, q):
                 break
             try:  # the control connection may be gone: a new one
                 ftp.close()
-                ftp = ftplib.FTP()
+                ftp = BenchFTP()
                 ftp.connect(host, port, timeout=timeout)
                 ftp.login("anonymous", "bench@proxyd.invalid")
                 ftp.set_pasv(mode == "pasv")

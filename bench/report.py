@@ -346,8 +346,10 @@ def cmd_report(out):
         "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
         "haproxy-tcp": f"{hav}, mode tcp, {splice}",
         "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
-        "proxyd-ftp": "proxyd, ftp analyser, fixed mode on 127.0.0.1 in front of vsftpd "
-                      "(FTP rows only; their direct is ftpload.py -> vsftpd on 127.0.0.1)",
+        "proxyd-ftp": "proxyd, ftp analyser, fixed mode on 127.0.0.1 in front of vsftpd, "
+                      "client-data=keep server-data=passive: in the active rows proxyd "
+                      "connects to the client (FTP rows only; their direct is "
+                      "ftpload.py -> vsftpd on 127.0.0.1, vsftpd's own active mode)",
         "proxyd-r66": "proxyd, r66 analyser, fixed mode on 127.0.0.1 in front of an r66peer "
                       "server (R66 rows only; their direct is r66peer client -> server)",
     }
