@@ -142,6 +142,10 @@ void		 px_session_account(struct px_session *s, enum px_dir dir,
  * fd (CONNECT, Upgrade): the core relays it (splice when it can) and owns
  * fd. The analyser must hold no bytes of either side any more. */
 int		 px_session_tunnel(struct px_session *s, int fd);
+/* Adds or deletes ev so that its pending state (*on) becomes want, with
+ * no syscall when it already is. */
+struct event;
+void		 px_event_want(struct event *ev, bool *on, bool want);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
 /* ---- Data channels (proxyd/channel.c) ------------------------------------

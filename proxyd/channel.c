@@ -100,18 +100,6 @@ px_chan_set_port(struct sockaddr_storage *ss, uint16_t port)
 }
 
 static void
-px_chan_ev(struct event *ev, bool *on, bool want)
-{
-	if (want == *on)
-		return;
-	if (want)
-		event_add(ev, NULL);
-	else
-		event_del(ev);
-	*on = want;
-}
-
-static void
 px_chan_arm(struct px_channel *ch, uint64_t ms)
 {
 	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
@@ -134,13 +122,13 @@ px_chan_release(struct px_channel *ch)
 		struct px_chan_endp *e = &ch->e[i];
 
 		if (h->pipe[0] != -1) {
-			px_chan_ev(&h->rd, &h->rd_on, false);
-			px_chan_ev(&h->wr, &h->wr_on, false);
+			px_event_want(&h->rd, &h->rd_on, false);
+			px_event_want(&h->wr, &h->wr_on, false);
 			px_pipe_put(w, h->pipe, (int)h->cap, h->size,
 			    h->in_pipe == 0);
 			h->pipe[0] = h->pipe[1] = -1;
 		}
-		px_chan_ev(&e->ev, &e->ev_on, false);
+		px_event_want(&e->ev, &e->ev_on, false);
 	}
 	for (i = 0; i < 2; i++) {
 		struct px_chan_endp *e = &ch->e[i];
@@ -315,8 +303,8 @@ static void
 px_chan_half_done(struct px_channel *ch, struct px_chan_half *h)
 {
 	h->done = true;
-	px_chan_ev(&h->rd, &h->rd_on, false);
-	px_chan_ev(&h->wr, &h->wr_on, false);
+	px_event_want(&h->rd, &h->rd_on, false);
+	px_event_want(&h->wr, &h->wr_on, false);
 	(void)shutdown(h->to, SHUT_WR);
 	if (ch->h[!h->dir].done)
 		px_chan_finish(ch, NULL);
@@ -358,15 +346,15 @@ px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
 			if (n == -1 && errno == EINTR)
 				continue;
 			if (n == -1 && errno == EAGAIN) {
-				px_chan_ev(&h->rd, &h->rd_on, false);
-				px_chan_ev(&h->wr, &h->wr_on, true);
+				px_event_want(&h->rd, &h->rd_on, false);
+				px_event_want(&h->wr, &h->wr_on, true);
 				break;
 			}
 			px_chan_finish(ch, n == -1 ? strerror(errno) :
 			    "write failed");
 			return;
 		}
-		px_chan_ev(&h->wr, &h->wr_on, false);
+		px_event_want(&h->wr, &h->wr_on, false);
 		if (h->eof) {
 			if (moved) {
 				ch->last_ms = px_now_ms(ch->s->w);
@@ -376,7 +364,7 @@ px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
 			return;
 		}
 		if (++rounds > PX_CHAN_ROUNDS) {
-			px_chan_ev(&h->rd, &h->rd_on, true);
+			px_event_want(&h->rd, &h->rd_on, true);
 			break;
 		}
 		n = splice(h->from, NULL, h->pipe[1], NULL, h->cap,
@@ -393,7 +381,7 @@ px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN) {
-			px_chan_ev(&h->rd, &h->rd_on, true);
+			px_event_want(&h->rd, &h->rd_on, true);
 			break;
 		}
 		px_chan_finish(ch, strerror(errno));
@@ -449,7 +437,7 @@ px_chan_start(struct px_channel *ch)
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
 	for (d = 0; d < 2; d++)
-		px_chan_ev(&ch->h[d].rd, &ch->h[d].rd_on, true);
+		px_event_want(&ch->h[d].rd, &ch->h[d].rd_on, true);
 }
 
 static void
@@ -551,7 +539,7 @@ px_chan_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		return;
 	}
 	/* One connection per listener: the port is closed at once. */
-	px_chan_ev(&e->ev, &e->ev_on, false);
+	px_event_want(&e->ev, &e->ev_on, false);
 	close(e->lfd);
 	e->lfd = -1;
 	e->fd = fd;
@@ -675,7 +663,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 		memcpy(&e->peer, peer, px_chan_salen(peer));
 	event_assign(&e->ev, s->w->base, fd, EV_READ | EV_PERSIST,
 	    px_chan_accept_cb, e);
-	px_chan_ev(&e->ev, &e->ev_on, true);
+	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
 fail:
 	err = errno;
@@ -693,7 +681,7 @@ px_chan_connect_cb(evutil_socket_t fd, short what, void *arg)
 	int err;
 
 	(void)what;
-	px_chan_ev(&e->ev, &e->ev_on, false);
+	px_event_want(&e->ev, &e->ev_on, false);
 	if ((err = px_upstream_result((int)fd)) != 0) {
 		snprintf(why, sizeof(why), "connect to the %s failed: %s",
 		    e == &ch->e[PX_CHAN_CLIENT] ? "client" : "server",
@@ -749,7 +737,7 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	memcpy(&e->addr, dst, px_chan_salen(dst));
 	e->connecting = true;
 	event_assign(&e->ev, s->w->base, fd, EV_WRITE, px_chan_connect_cb, e);
-	px_chan_ev(&e->ev, &e->ev_on, true);
+	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
 fail:
 	err = errno;

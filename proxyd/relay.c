@@ -30,25 +30,13 @@ static const char *const px_side_name[2] = { "client", "server" };
 /* ---- splice ----------------------------------------------------------- */
 
 static void
-px_ev_set(struct event *ev, bool *on, bool want)
-{
-	if (want == *on)
-		return;
-	if (want)
-		event_add(ev, NULL);
-	else
-		event_del(ev);
-	*on = want;
-}
-
-static void
 px_splice_finish_half(struct px_session *s, int d)
 {
 	struct px_splice_half *h = &s->sp[d];
 
 	h->done = true;
-	px_ev_set(&h->rd, &h->rd_on, false);
-	px_ev_set(&h->wr, &h->wr_on, false);
+	px_event_want(&h->rd, &h->rd_on, false);
+	px_event_want(&h->wr, &h->wr_on, false);
 	if (!s->half_close) {
 		px_session_close(s, s->first_eof);
 		return;
@@ -114,15 +102,15 @@ px_splice_pump(struct px_session *s, int d)
 				continue;
 			if (n == -1 && errno == EAGAIN) {
 				/* Peer is slow: stop reading, wait to write. */
-				px_ev_set(&h->rd, &h->rd_on, false);
-				px_ev_set(&h->wr, &h->wr_on, true);
+				px_event_want(&h->rd, &h->rd_on, false);
+				px_event_want(&h->wr, &h->wr_on, true);
 				break;
 			}
 			px_session_closef(s, "%s-error: %s", px_side_name[!d],
 			    strerror(n == -1 ? errno : EPIPE));
 			return;
 		}
-		px_ev_set(&h->wr, &h->wr_on, false);
+		px_event_want(&h->wr, &h->wr_on, false);
 		if (h->eof) {
 			if (active)
 				px_session_touch(s);
@@ -132,7 +120,7 @@ px_splice_pump(struct px_session *s, int d)
 		/* A short read left the socket empty: skip the read that would
 		 * only say EAGAIN; level-triggered epoll reports what's left. */
 		if (drained || ++rounds > PX_SPLICE_ROUNDS) {
-			px_ev_set(&h->rd, &h->rd_on, true);
+			px_event_want(&h->rd, &h->rd_on, true);
 			break;
 		}
 		n = splice(h->from, NULL, h->pipe[1], NULL, h->pipe_cap,
@@ -159,7 +147,7 @@ px_splice_pump(struct px_session *s, int d)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN) {
-			px_ev_set(&h->rd, &h->rd_on, true);
+			px_event_want(&h->rd, &h->rd_on, true);
 			break;
 		}
 		px_session_closef(s, "%s-error: %s", px_side_name[d],
@@ -212,7 +200,7 @@ px_relay_splice_start(struct px_session *s)
 	 * almost always cost an EAGAIN; its read event reports a greeting. */
 	px_splice_pump(s, PX_TO_SERVER);
 	if (s->state != PX_SS_CLOSED)
-		px_ev_set(&s->sp[PX_TO_CLIENT].rd, &s->sp[PX_TO_CLIENT].rd_on, true);
+		px_event_want(&s->sp[PX_TO_CLIENT].rd, &s->sp[PX_TO_CLIENT].rd_on, true);
 	return 0;
 }
 
@@ -488,8 +476,8 @@ px_relay_free(struct px_session *s)
 		struct px_splice_half *h = &s->sp[d];
 
 		if (h->pipe[0] != -1) {
-			px_ev_set(&h->rd, &h->rd_on, false);
-			px_ev_set(&h->wr, &h->wr_on, false);
+			px_event_want(&h->rd, &h->rd_on, false);
+			px_event_want(&h->wr, &h->wr_on, false);
 			px_pipe_put(s->w, h->pipe, (int)h->pipe_cap,
 			    h->pipe_size, h->in_pipe == 0);
 			h->pipe[0] = h->pipe[1] = -1;

@@ -357,6 +357,18 @@ px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 }
 
 void
+px_event_want(struct event *ev, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	if (want)
+		event_add(ev, NULL);
+	else
+		event_del(ev);
+	*on = want;
+}
+
+void
 px_session_active(struct px_session *s)
 {
 	px_session_touch(s);

@@ -260,18 +260,6 @@ http_io_close(struct http_io *io)
 	io->fd = -1;
 }
 
-static void
-http_io_want(struct event *ev, bool *on, bool want)
-{
-	if (want == *on)
-		return;
-	if (want)
-		event_add(ev, NULL);
-	else
-		event_del(ev);
-	*on = want;
-}
-
 /* Reads what is there, up to room: >0 bytes, 0 at EOF, -1 with errno
  * (EAGAIN: nothing yet). */
 static ssize_t
@@ -325,7 +313,7 @@ http_io_send(struct http_io *io)
 			return -1;
 		}
 	}
-	http_io_want(&io->wr, &io->wr_on, evbuffer_get_length(io->out) != 0);
+	px_event_want(&io->wr, &io->wr_on, evbuffer_get_length(io->out) != 0);
 	return 0;
 }
 
@@ -360,7 +348,7 @@ http_close_when_flushed(struct http_state *h, const char *reason)
 {
 	h->closing = true;
 	snprintf(h->end_reason, sizeof(h->end_reason), "%s", reason);
-	http_io_want(&h->c.rd, &h->c.rd_on, false);
+	px_event_want(&h->c.rd, &h->c.rd_on, false);
 	http_server_drop(h, false);
 	http_timer_set(h, PX_FINISH_GRACE_MS);
 	h->progress++;
@@ -779,7 +767,7 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 	sv->connected = reused;
 	h->connecting = !reused;
 	if (!reused)
-		http_io_want(&sv->io.wr, &sv->io.wr_on, true);
+		px_event_want(&sv->io.wr, &sv->io.wr_on, true);
 	return 0;
 }
 
@@ -1345,8 +1333,8 @@ http_start_tunnel(struct http_state *h)
 
 	h->tunnel = true;
 	h->progress++;
-	http_io_want(&h->c.rd, &h->c.rd_on, false);
-	http_io_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
+	px_event_want(&h->c.rd, &h->c.rd_on, false);
+	px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
 	n = evbuffer_get_length(h->c.in);
 	evbuffer_add_buffer(h->srv.io.out, h->c.in);
 	px_session_account(h->s, PX_TO_SERVER, n);
@@ -1531,7 +1519,7 @@ http_client_eof(struct http_state *h)
 {
 	h->client_eof = true;
 	h->progress++;
-	http_io_want(&h->c.rd, &h->c.rd_on, false);
+	px_event_want(&h->c.rd, &h->c.rd_on, false);
 	if (h->closing || h->tunnel)
 		return;
 	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
@@ -1612,10 +1600,10 @@ http_drive(struct http_state *h)
 	if (h->gone)
 		return;
 	/* Read a side only while its unprocessed input is under `buffer`. */
-	http_io_want(&h->c.rd, &h->c.rd_on, !h->client_eof &&
+	px_event_want(&h->c.rd, &h->c.rd_on, !h->client_eof &&
 	    evbuffer_get_length(h->c.in) < h->buffer);
 	if (h->srv.io.fd != -1 && h->srv.connected)
-		http_io_want(&h->srv.io.rd, &h->srv.io.rd_on, !h->srv.io.eof &&
+		px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, !h->srv.io.eof &&
 		    evbuffer_get_length(h->srv.io.in) < h->buffer);
 }
 
@@ -1678,7 +1666,7 @@ http_server_rd_cb(evutil_socket_t fd, short what, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		return;
-	http_io_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
+	px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
 	/* Bytes still unread by the client side are moved first. */
 	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
 	    n == 0 && evbuffer_get_length(h->srv.io.in) != 0) {
@@ -1706,7 +1694,7 @@ http_server_wr_cb(evutil_socket_t fd, short what, void *arg)
 		if (err != 0) {
 			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
 			    "failed: %s", strerror(err));
-			http_io_want(&h->srv.io.wr, &h->srv.io.wr_on, false);
+			px_event_want(&h->srv.io.wr, &h->srv.io.wr_on, false);
 			http_error(h, 502, "cannot connect to the server");
 			http_drive(h);
 			return;
@@ -1780,7 +1768,7 @@ http_on_open(struct px_session *s, void *st)
 	    px_session_client_fd(s), http_client_rd_cb, http_client_wr_cb,
 	    h) == -1)
 		return -1;
-	http_io_want(&h->c.rd, &h->c.rd_on, true);
+	px_event_want(&h->c.rd, &h->c.rd_on, true);
 	http_timer_set(h, h->pol->request_timeout_ms);
 	return 0;
 }
