@@ -29,7 +29,7 @@ extern const char px_schema_service_rng[];
 #define PX_MAX_SESSIONS		1000000
 #define PX_MAX_SERVICES		4096
 
-static void
+static void __attribute__((format(printf, 4, 0)))
 px_cfgerr_vput(struct px_cfgerr *e, const char *file, long line,
     const char *fmt, va_list ap)
 {

@@ -271,7 +271,7 @@ px_log_dropped(void)
 	return sum;
 }
 
-static int
+static int __attribute__((format(printf, 4, 0)))
 px_format(char *buf, size_t size, uint64_t id, const char *fmt, va_list ap)
 {
 	int off = 0, n;

@@ -81,7 +81,7 @@ struct peer_conn {
 
 static const char *peer_prog = "r66peer";
 
-static void
+static void __attribute__((format(printf, 1, 2)))
 peer_err(const char *fmt, ...)
 {
 	va_list ap;
