@@ -320,10 +320,7 @@ px_chan_count(struct px_channel *ch, int dir, size_t n)
 	s->moved[dir] += n;
 	if (s->relay_mode == PX_RELAY_SPLICE)
 		s->bytes[dir] += n;
-	if (dir == PX_TO_SERVER)
-		PX_COUNT_ADD(s->w, bytes_to_server, n);
-	else
-		PX_COUNT_ADD(s->w, bytes_to_client, n);
+	PX_COUNT_BYTES(s->w, dir, n);
 }
 
 static void

@@ -91,10 +91,7 @@ px_splice_pump(struct px_session *s, int d)
 			if (n > 0) {
 				h->in_pipe -= (size_t)n;
 				s->bytes[d] += (uint64_t)n;
-				if (d == PX_TO_SERVER)
-					PX_COUNT_ADD(w, bytes_to_server, n);
-				else
-					PX_COUNT_ADD(w, bytes_to_client, n);
+				PX_COUNT_BYTES(w, d, n);
 				active = true;
 				continue;
 			}
@@ -210,10 +207,7 @@ static void
 px_relay_count(struct px_session *s, enum px_dir dir, size_t len)
 {
 	s->moved[dir] += len;
-	if (dir == PX_TO_SERVER)
-		PX_COUNT_ADD(s->w, bytes_to_server, len);
-	else
-		PX_COUNT_ADD(s->w, bytes_to_client, len);
+	PX_COUNT_BYTES(s->w, dir, len);
 }
 
 static int

@@ -350,10 +350,7 @@ void
 px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 {
 	s->bytes[dir] += n;
-	if (dir == PX_TO_SERVER)
-		PX_COUNT_ADD(s->w, bytes_to_server, n);
-	else
-		PX_COUNT_ADD(s->w, bytes_to_client, n);
+	PX_COUNT_BYTES(s->w, dir, n);
 }
 
 void

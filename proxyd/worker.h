@@ -25,6 +25,13 @@ struct px_conntrack;
 #define PX_COUNT_ADD(w, field, n) atomic_store_explicit(&(w)->counters.field, \
 	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed) + (n), \
 	memory_order_relaxed)
+/* Bytes moved in one direction (enum px_dir), into the worker's totals. */
+#define PX_COUNT_BYTES(w, dir, n) do {					\
+	if ((dir) == PX_TO_SERVER)					\
+		PX_COUNT_ADD(w, bytes_to_server, n);			\
+	else								\
+		PX_COUNT_ADD(w, bytes_to_client, n);			\
+} while (0)
 #define PX_COUNT_GET(w, field) \
 	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed)
 
