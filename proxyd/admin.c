@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/queue.h>	/* before libevent's stand-ins for it */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

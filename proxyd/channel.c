@@ -31,8 +31,6 @@
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
 
-#define PX_CHAN_ROUNDS	16	/* splice rounds per wakeup, for fairness */
-
 struct px_chan_endp {
 	struct px_channel	*ch;
 	int			 fd;		/* connected (or connecting) */
@@ -45,19 +43,6 @@ struct px_chan_endp {
 	bool			 ev_on;
 };
 
-struct px_chan_half {
-	struct px_channel	*ch;
-	int			 dir;		/* enum px_dir */
-	int			 from, to;
-	int			 pipe[2];
-	size_t			 cap;
-	int			 size;
-	size_t			 in_pipe;
-	bool			 eof, done;
-	struct event		 rd, wr;
-	bool			 rd_on, wr_on;
-};
-
 struct px_channel {
 	struct px_session	*s;
 	struct px_channel	*next;		/* in s->channels */
@@ -66,7 +51,8 @@ struct px_channel {
 	uint64_t		 timeout_ms;
 	struct event		 timer;
 	struct px_chan_endp	 e[2];
-	struct px_chan_half	 h[2];
+	struct px_splice	 h[2];		/* by px_dir */
+	bool			 half_done[2];	/* EOF passed on */
 	bool			 relaying;
 	bool			 ending;
 	uint64_t		 start_ms, last_ms;
@@ -118,17 +104,8 @@ px_chan_release(struct px_channel *ch)
 	if (evtimer_pending(&ch->timer, NULL))
 		evtimer_del(&ch->timer);
 	for (i = 0; i < 2; i++) {
-		struct px_chan_half *h = &ch->h[i];
-		struct px_chan_endp *e = &ch->e[i];
-
-		if (h->pipe[0] != -1) {
-			px_event_want(&h->rd, &h->rd_on, false);
-			px_event_want(&h->wr, &h->wr_on, false);
-			px_pipe_put(w, h->pipe, (int)h->cap, h->size,
-			    h->in_pipe == 0);
-			h->pipe[0] = h->pipe[1] = -1;
-		}
-		px_event_want(&e->ev, &e->ev_on, false);
+		px_splice_release(&ch->h[i], &w->pipes);
+		px_event_want(&ch->e[i].ev, &ch->e[i].ev_on, false);
 	}
 	for (i = 0; i < 2; i++) {
 		struct px_chan_endp *e = &ch->e[i];
@@ -222,7 +199,7 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 		 * everything was delivered (a client still reading the end of
 		 * a file from its socket buffer looks the same). End it with a
 		 * plain close, not a reset that could cost it that end. */
-		if (ch->h[0].done || ch->h[1].done) {
+		if (ch->half_done[0] || ch->half_done[1]) {
 			px_chan_finish(ch, NULL);
 			return;
 		}
@@ -299,105 +276,54 @@ px_channel_relaying(const struct px_channel *ch)
 
 /* ---- relay ------------------------------------------------------------ */
 
-static void
-px_chan_half_done(struct px_channel *ch, struct px_chan_half *h)
+static struct px_channel *
+px_chan_of(void *arg)
 {
-	h->done = true;
-	px_event_want(&h->rd, &h->rd_on, false);
-	px_event_want(&h->wr, &h->wr_on, false);
-	(void)shutdown(h->to, SHUT_WR);
-	if (ch->h[!h->dir].done)
+	return arg;
+}
+
+static int
+px_chan_dir(const struct px_channel *ch, const struct px_splice *sp)
+{
+	return sp == &ch->h[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
+}
+
+static void
+px_chan_moved(void *arg, struct px_splice *sp, size_t n)
+{
+	struct px_channel *ch = px_chan_of(arg);
+	int dir = px_chan_dir(ch, sp);
+
+	ch->bytes[dir] += n;
+	px_session_channel_bytes(ch->s, (enum px_dir)dir, n);
+	ch->last_ms = px_now_ms(ch->s->w);
+}
+
+static void
+px_chan_done(void *arg, struct px_splice *sp)
+{
+	struct px_channel *ch = px_chan_of(arg);
+	int dir = px_chan_dir(ch, sp);
+
+	ch->half_done[dir] = true;
+	(void)shutdown(sp->to, SHUT_WR);
+	if (ch->half_done[!dir])
 		px_chan_finish(ch, NULL);
 }
 
 static void
-px_chan_count(struct px_channel *ch, int dir, size_t n)
+px_chan_failed(void *arg, struct px_splice *sp, enum px_splice_fail where,
+    int err)
 {
-	struct px_session *s = ch->s;
-
-	ch->bytes[dir] += n;
-	/* Into the session's totals (its end line) and the worker's. */
-	s->moved[dir] += n;
-	if (s->relay_mode == PX_RELAY_SPLICE)
-		s->bytes[dir] += n;
-	PX_COUNT_BYTES(s->w, dir, n);
+	(void)sp; (void)where;
+	px_chan_finish(px_chan_of(arg), strerror(err));
 }
 
-static void
-px_chan_pump(struct px_channel *ch, struct px_chan_half *h)
-{
-	int rounds = 0;
-	bool moved = false;
-	ssize_t n;
-
-	for (;;) {
-		if (h->in_pipe > 0) {
-			n = splice(h->pipe[0], NULL, h->to, NULL, h->in_pipe,
-			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-			if (n > 0) {
-				h->in_pipe -= (size_t)n;
-				px_chan_count(ch, h->dir, (size_t)n);
-				moved = true;
-				continue;
-			}
-			if (n == -1 && errno == EINTR)
-				continue;
-			if (n == -1 && errno == EAGAIN) {
-				px_event_want(&h->rd, &h->rd_on, false);
-				px_event_want(&h->wr, &h->wr_on, true);
-				break;
-			}
-			px_chan_finish(ch, n == -1 ? strerror(errno) :
-			    "write failed");
-			return;
-		}
-		px_event_want(&h->wr, &h->wr_on, false);
-		if (h->eof) {
-			if (moved) {
-				ch->last_ms = px_now_ms(ch->s->w);
-				px_session_touch(ch->s);
-			}
-			px_chan_half_done(ch, h);
-			return;
-		}
-		if (++rounds > PX_CHAN_ROUNDS) {
-			px_event_want(&h->rd, &h->rd_on, true);
-			break;
-		}
-		n = splice(h->from, NULL, h->pipe[1], NULL, h->cap,
-		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-		if (n > 0) {
-			h->in_pipe = (size_t)n;
-			moved = true;
-			continue;
-		}
-		if (n == 0) {
-			h->eof = true;
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN) {
-			px_event_want(&h->rd, &h->rd_on, true);
-			break;
-		}
-		px_chan_finish(ch, strerror(errno));
-		return;
-	}
-	if (moved) {
-		ch->last_ms = px_now_ms(ch->s->w);
-		px_session_touch(ch->s);
-	}
-}
-
-static void
-px_chan_splice_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct px_chan_half *h = arg;
-
-	(void)fd; (void)what;
-	px_chan_pump(h->ch, h);
-}
+static const struct px_splice_ops px_chan_splice_ops = {
+	.moved = px_chan_moved,
+	.done = px_chan_done,
+	.failed = px_chan_failed,
+};
 
 /* Both ends connected: relay them. */
 static void
@@ -405,28 +331,19 @@ px_chan_start(struct px_channel *ch)
 {
 	struct px_session *s = ch->s;
 	struct px_worker *w = s->w;
-	int d, cap, size = (int)s->cfg->buffer;
+	int d, size = (int)s->cfg->buffer;
 
 	for (d = 0; d < 2; d++) {
-		struct px_chan_half *h = &ch->h[d];
+		int from = ch->e[d == PX_TO_SERVER ? PX_CHAN_CLIENT :
+		    PX_CHAN_SERVER].fd;
+		int to = ch->e[d == PX_TO_SERVER ? PX_CHAN_SERVER :
+		    PX_CHAN_CLIENT].fd;
 
-		if ((cap = px_pipe_get(w, h->pipe, size)) == -1) {
-			h->pipe[0] = h->pipe[1] = -1;
+		if (px_splice_init(&ch->h[d], w->base, &w->pipes, from, to,
+		    size, &px_chan_splice_ops, ch) == -1) {
 			px_chan_finish(ch, "out of pipes");
 			return;
 		}
-		h->ch = ch;
-		h->dir = d;
-		h->cap = (size_t)cap;
-		h->size = size;
-		h->from = ch->e[d == PX_TO_SERVER ? PX_CHAN_CLIENT :
-		    PX_CHAN_SERVER].fd;
-		h->to = ch->e[d == PX_TO_SERVER ? PX_CHAN_SERVER :
-		    PX_CHAN_CLIENT].fd;
-		event_assign(&h->rd, w->base, h->from, EV_READ | EV_PERSIST,
-		    px_chan_splice_cb, h);
-		event_assign(&h->wr, w->base, h->to, EV_WRITE | EV_PERSIST,
-		    px_chan_splice_cb, h);
 	}
 	ch->relaying = true;
 	ch->start_ms = ch->last_ms = px_now_ms(w);
@@ -434,7 +351,7 @@ px_chan_start(struct px_channel *ch)
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
 	for (d = 0; d < 2; d++)
-		px_event_want(&ch->h[d].rd, &ch->h[d].rd_on, true);
+		px_splice_start(&ch->h[d], false);
 }
 
 static void

@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,146 +22,63 @@
 #include "log.h"
 #include "worker.h"
 
-#define PX_SPLICE_ROUNDS	16	/* per wakeup, for fairness */
-
 static const char *const px_side_name[2] = { "client", "server" };
 
 /* ---- splice ----------------------------------------------------------- */
 
-static void
-px_splice_finish_half(struct px_session *s, int d)
+static int
+px_splice_dir(const struct px_session *s, const struct px_splice *sp)
 {
-	struct px_splice_half *h = &s->sp[d];
+	return sp == &s->sp[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
+}
 
-	h->done = true;
-	px_event_want(&h->rd, &h->rd_on, false);
-	px_event_want(&h->wr, &h->wr_on, false);
+static void
+px_relay_splice_moved(void *arg, struct px_splice *sp, size_t n)
+{
+	struct px_session *s = arg;
+	int d = px_splice_dir(s, sp);
+
+	s->bytes[d] += (uint64_t)n;
+	PX_COUNT_BYTES(s->w, d, n);
+	px_session_touch(s);
+}
+
+static void
+px_relay_splice_done(void *arg, struct px_splice *sp)
+{
+	struct px_session *s = arg;
+	int d = px_splice_dir(s, sp);
+
+	if (s->first_eof == NULL)
+		s->first_eof = d == PX_TO_SERVER ? "client-closed" :
+		    "server-closed";
 	if (!s->half_close) {
 		px_session_close(s, s->first_eof);
 		return;
 	}
 	/* Pass the FIN on; the other direction keeps flowing. */
-	(void)shutdown(h->to, SHUT_WR);
-	if (s->sp[!d].done)
+	(void)shutdown(sp->to, SHUT_WR);
+	if (!px_splice_active(&s->sp[!d]))
 		px_session_close(s, s->first_eof);
 }
 
-/* After splice() said EAGAIN: if the socket sits at the urgent mark, read
- * past it into the (empty) pipe. Returns bytes moved, 0 at EOF, or -1
- * with errno (EAGAIN: nothing to read after all). */
-static ssize_t
-px_splice_past_urgent(struct px_splice_half *h)
-{
-	char buf[16384];
-	int atmark = 0;
-	ssize_t n, w;
-
-	if (ioctl(h->from, SIOCATMARK, &atmark) == -1 || !atmark) {
-		errno = EAGAIN;
-		return -1;
-	}
-	n = recv(h->from, buf, sizeof(buf) < h->pipe_cap ? sizeof(buf) :
-	    h->pipe_cap, MSG_DONTWAIT);
-	if (n <= 0)
-		return n;
-	/* The pipe is empty and at least 4k: this cannot be short. */
-	w = write(h->pipe[1], buf, (size_t)n);
-	if (w != n) {
-		errno = w == -1 ? errno : EIO;
-		return -1;
-	}
-	return n;
-}
-
-/* Moves what it can in direction d; may close the session. */
 static void
-px_splice_pump(struct px_session *s, int d)
+px_relay_splice_failed(void *arg, struct px_splice *sp,
+    enum px_splice_fail where, int err)
 {
-	struct px_splice_half *h = &s->sp[d];
-	struct px_worker *w = s->w;
-	int rounds = 0;
-	bool active = false, drained = false;
-	ssize_t n;
+	struct px_session *s = arg;
+	int d = px_splice_dir(s, sp);
+	/* Reading from the source side, or writing to the other one. */
+	int side = where == PX_SPLICE_READ ? d : !d;
 
-	for (;;) {
-		if (h->in_pipe > 0) {
-			n = splice(h->pipe[0], NULL, h->to, NULL, h->in_pipe,
-			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-			if (n > 0) {
-				h->in_pipe -= (size_t)n;
-				s->bytes[d] += (uint64_t)n;
-				PX_COUNT_BYTES(w, d, n);
-				active = true;
-				continue;
-			}
-			if (n == -1 && errno == EINTR)
-				continue;
-			if (n == -1 && errno == EAGAIN) {
-				/* Peer is slow: stop reading, wait to write. */
-				px_event_want(&h->rd, &h->rd_on, false);
-				px_event_want(&h->wr, &h->wr_on, true);
-				break;
-			}
-			px_session_closef(s, "%s-error: %s", px_side_name[!d],
-			    strerror(n == -1 ? errno : EPIPE));
-			return;
-		}
-		px_event_want(&h->wr, &h->wr_on, false);
-		if (h->eof) {
-			if (active)
-				px_session_touch(s);
-			px_splice_finish_half(s, d);
-			return;
-		}
-		/* A short read left the socket empty: skip the read that would
-		 * only say EAGAIN; level-triggered epoll reports what's left. */
-		if (drained || ++rounds > PX_SPLICE_ROUNDS) {
-			px_event_want(&h->rd, &h->rd_on, true);
-			break;
-		}
-		n = splice(h->from, NULL, h->pipe[1], NULL, h->pipe_cap,
-		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-		/* splice() stops for good at TCP urgent data while epoll keeps
-		 * saying readable: a spin and a stall. recv() steps over the
-		 * urgent byte (as the buffered path and any reader without
-		 * SO_OOBINLINE do) and its bytes go into the empty pipe. */
-		if (n == -1 && errno == EAGAIN)
-			n = px_splice_past_urgent(h);
-		if (n > 0) {
-			h->in_pipe = (size_t)n;
-			drained = (size_t)n < h->pipe_cap;
-			active = true;
-			continue;
-		}
-		if (n == 0) {
-			h->eof = true;
-			if (s->first_eof == NULL)
-				s->first_eof = d == PX_TO_SERVER ?
-				    "client-closed" : "server-closed";
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN) {
-			px_event_want(&h->rd, &h->rd_on, true);
-			break;
-		}
-		px_session_closef(s, "%s-error: %s", px_side_name[d],
-		    strerror(errno));
-		return;
-	}
-	if (active)
-		px_session_touch(s);
+	px_session_closef(s, "%s-error: %s", px_side_name[side], strerror(err));
 }
 
-static void
-px_splice_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct px_splice_half *h = arg;
-
-	(void)fd; (void)what;
-	px_splice_pump(h->s, h->dir);
-}
+static const struct px_splice_ops px_relay_splice_ops = {
+	.moved = px_relay_splice_moved,
+	.done = px_relay_splice_done,
+	.failed = px_relay_splice_failed,
+};
 
 int
 px_relay_splice_start(struct px_session *s)
@@ -171,33 +87,22 @@ px_relay_splice_start(struct px_session *s)
 	int d, size = (int)s->cfg->buffer;
 
 	for (d = 0; d < 2; d++) {
-		struct px_splice_half *h = &s->sp[d];
-		int cap;
+		int from = d == PX_TO_SERVER ? s->cfd : s->sfd;
+		int to = d == PX_TO_SERVER ? s->sfd : s->cfd;
 
-		if ((cap = px_pipe_get(w, h->pipe, size)) == -1) {
+		if (px_splice_init(&s->sp[d], w->base, &w->pipes, from, to,
+		    size, &px_relay_splice_ops, s) == -1) {
 			if (d == 1)
-				px_pipe_put(w, s->sp[0].pipe,
-				    (int)s->sp[0].pipe_cap, size, true);
-			s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
+				px_splice_release(&s->sp[0], &w->pipes);
 			return -1;
 		}
-		h->pipe_cap = (size_t)cap;
-		h->pipe_size = size;
-		h->s = s;
-		h->dir = d;
-		h->from = d == PX_TO_SERVER ? s->cfd : s->sfd;
-		h->to = d == PX_TO_SERVER ? s->sfd : s->cfd;
-		event_assign(&h->rd, w->base, h->from, EV_READ | EV_PERSIST,
-		    px_splice_cb, h);
-		event_assign(&h->wr, w->base, h->to, EV_WRITE | EV_PERSIST,
-		    px_splice_cb, h);
 	}
 	/* The client's first bytes are usually waiting already: move them
 	 * now. The server has only just accepted, so reading it now would
 	 * almost always cost an EAGAIN; its read event reports a greeting. */
-	px_splice_pump(s, PX_TO_SERVER);
+	px_splice_start(&s->sp[PX_TO_SERVER], true);
 	if (s->state != PX_SS_CLOSED)
-		px_event_want(&s->sp[PX_TO_CLIENT].rd, &s->sp[PX_TO_CLIENT].rd_on, true);
+		px_splice_start(&s->sp[PX_TO_CLIENT], false);
 	return 0;
 }
 
@@ -466,17 +371,8 @@ px_relay_free(struct px_session *s)
 {
 	int d;
 
-	for (d = 0; d < 2; d++) {
-		struct px_splice_half *h = &s->sp[d];
-
-		if (h->pipe[0] != -1) {
-			px_event_want(&h->rd, &h->rd_on, false);
-			px_event_want(&h->wr, &h->wr_on, false);
-			px_pipe_put(s->w, h->pipe, (int)h->pipe_cap,
-			    h->pipe_size, h->in_pipe == 0);
-			h->pipe[0] = h->pipe[1] = -1;
-		}
-	}
+	for (d = 0; d < 2; d++)
+		px_splice_release(&s->sp[d], &s->w->pipes);
 	for (d = 0; d < 2; d++) {
 		struct bufferevent *bev = s->bev[d];
 

@@ -354,15 +354,11 @@ px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 }
 
 void
-px_event_want(struct event *ev, bool *on, bool want)
+px_session_channel_bytes(struct px_session *s, enum px_dir dir, uint64_t n)
 {
-	if (want == *on)
-		return;
-	if (want)
-		event_add(ev, NULL);
-	else
-		event_del(ev);
-	*on = want;
+	s->bytes[dir] += n;
+	PX_COUNT_BYTES(s->w, dir, n);
+	px_session_touch(s);
 }
 
 void
@@ -570,6 +566,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	s->sfd = -1;
 	s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
 	s->sp[1].pipe[0] = s->sp[1].pipe[1] = -1;
+	s->sp[0].stopped = s->sp[1].stopped = true;
 	gettimeofday(&s->start_tv, NULL);
 	s->start_ms = px_now_ms(w);
 	if ((size_t)salen <= sizeof(s->client))

@@ -15,27 +15,12 @@
 
 #include "analyser.h"
 #include "config.h"
+#include "splice.h"
 
 struct px_worker;
 struct px_listener;
 struct bufferevent;
 struct ev_token_bucket_cfg;
-
-/* One direction of a splice relay. */
-struct px_splice_half {
-	struct px_session *s;
-	int		dir;		/* enum px_dir */
-	int		from, to;
-	int		pipe[2];
-	size_t		pipe_cap;	/* its real capacity */
-	int		pipe_size;	/* what was asked for it */
-	size_t		in_pipe;	/* bytes read but not yet written */
-	bool		eof;		/* read side gave EOF */
-	bool		done;		/* EOF passed on (or session ending) */
-	struct event	rd;		/* EV_READ on from */
-	struct event	wr;		/* EV_WRITE on to */
-	bool		rd_on, wr_on;
-};
 
 enum px_session_state {
 	PX_SS_CONNECTING = 0,
@@ -67,7 +52,7 @@ struct px_session {
 	uint64_t		 start_ms;
 	struct timeval		 start_tv;
 
-	struct px_splice_half	 sp[2];		/* PX_RELAY_SPLICE */
+	struct px_splice	 sp[2];		/* PX_RELAY_SPLICE, by px_dir */
 	struct bufferevent	*bev[2];	/* PX_RELAY_BUFFERED: client, server */
 	bool			 bev_eof[2];	/* read EOF seen on that side */
 	bool			 bev_shut[2];	/* write side shut on that side */
@@ -91,6 +76,9 @@ void	px_session_touch(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);
+/* Bytes a data channel of the session delivered: into its totals. */
+void	px_session_channel_bytes(struct px_session *s, enum px_dir dir,
+	    uint64_t n);
 
 /* relay.c */
 int	px_relay_splice_start(struct px_session *s);

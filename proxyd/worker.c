@@ -38,65 +38,6 @@ px_worker_get(unsigned i)
 
 static void px_worker_wake(struct px_worker *w);
 
-/* ---- pipes ------------------------------------------------------------ */
-
-static void
-px_pipe_pool_flush(struct px_worker *w)
-{
-	while (w->pipes.n > 0) {
-		w->pipes.n--;
-		close(w->pipes.fds[w->pipes.n][0]);
-		close(w->pipes.fds[w->pipes.n][1]);
-	}
-}
-
-int
-px_pipe_get(struct px_worker *w, int fds[2], int size)
-{
-	if (w->pipes.size != size) {
-		px_pipe_pool_flush(w);
-		w->pipes.size = size;
-	}
-	int cap;
-
-	if (w->pipes.n > 0) {
-		w->pipes.n--;
-		fds[0] = w->pipes.fds[w->pipes.n][0];
-		fds[1] = w->pipes.fds[w->pipes.n][1];
-		return w->pipes.cap[w->pipes.n];
-	}
-	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1)
-		return -1;
-	/* Best effort: above /proc/sys/fs/pipe-max-size, or past the
-	 * per-user pipe page limits, an unprivileged process gets less;
-	 * the relay then moves smaller chunks. */
-	if ((cap = fcntl(fds[1], F_SETPIPE_SZ, size)) == -1 &&
-	    (cap = fcntl(fds[1], F_GETPIPE_SZ)) == -1)
-		cap = 4096;
-	if (cap < size && !w->pipes.warned) {
-		w->pipes.warned = true;
-		px_log(LOG_WARNING, 0, "worker %u: splice pipes get %d bytes, not "
-		    "the %d of limits/@buffer: raise /proc/sys/fs/pipe-max-size "
-		    "or run with CAP_SYS_RESOURCE", w->id, cap, size);
-	}
-	return cap;
-}
-
-void
-px_pipe_put(struct px_worker *w, int fds[2], int cap, int size, bool empty)
-{
-	/* A pipe asked for an older limits/@buffer is not kept. */
-	if (empty && size == w->pipes.size && w->pipes.n < PX_PIPE_POOL) {
-		w->pipes.fds[w->pipes.n][0] = fds[0];
-		w->pipes.fds[w->pipes.n][1] = fds[1];
-		w->pipes.cap[w->pipes.n] = cap;
-		w->pipes.n++;
-		return;
-	}
-	close(fds[0]);
-	close(fds[1]);
-}
-
 /* ---- listeners -------------------------------------------------------- */
 
 static void
@@ -424,6 +365,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	struct event_config *ec;
 
 	w->id = id;
+	w->pipes.owner = id;
 	w->wake_fd = -1;
 	TAILQ_INIT(&w->sessions);
 	TAILQ_INIT(&w->dead);
@@ -607,7 +549,7 @@ px_workers_join(void)
 			px_config_unref(p);
 		if ((sr = atomic_exchange(&w->snap_req, NULL)) != NULL)
 			px_snap_req_unref(sr);
-		px_pipe_pool_flush(w);
+		px_pipe_pool_flush(&w->pipes);
 		px_conntrack_close(w->ct);
 		if (w->rl_group != NULL)
 			bufferevent_rate_limit_group_free(w->rl_group);

@@ -12,6 +12,7 @@
 
 #include "analyser.h"
 #include "config.h"
+#include "splice.h"
 
 struct event_base;
 struct event;
@@ -60,16 +61,6 @@ struct px_listener {
 	struct evconnlistener	*lev;
 	struct px_worker	*w;
 	const struct px_service	*svc;	/* in w->cfg */
-};
-
-/* Empty pipes kept for reuse: creating and sizing one costs 3 syscalls. */
-#define PX_PIPE_POOL	256	/* 128 sessions; empty pipes hold no pages */
-struct px_pipe_pool {
-	int	fds[PX_PIPE_POOL][2];
-	int	cap[PX_PIPE_POOL];	/* what the kernel granted */
-	int	n;
-	int	size;			/* what was asked for */
-	bool	warned;			/* about getting less */
 };
 
 enum px_worker_cmd {
@@ -159,11 +150,5 @@ void	px_snap_req_unref(struct px_snap_req *req);
 void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);
-
-/* A pipe for splice, asking for `size` bytes: returns its real capacity
- * (the kernel may grant less to an unprivileged user), or -1. */
-int	px_pipe_get(struct px_worker *w, int fds[2], int size);
-void	px_pipe_put(struct px_worker *w, int fds[2], int cap, int size,
-	    bool empty);
 
 #endif

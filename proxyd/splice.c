@@ -1,0 +1,269 @@
+/* The one splice(2) pump (see splice.h). */
+#include "splice.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+
+#define PX_SPLICE_ROUNDS	16	/* per wakeup, for fairness */
+
+void
+px_event_want(struct event *ev, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	if (want)
+		event_add(ev, NULL);
+	else
+		event_del(ev);
+	*on = want;
+}
+
+/* ---- pipes ------------------------------------------------------------ */
+
+void
+px_pipe_pool_flush(struct px_pipe_pool *p)
+{
+	while (p->n > 0) {
+		p->n--;
+		close(p->fds[p->n][0]);
+		close(p->fds[p->n][1]);
+	}
+}
+
+int
+px_pipe_get(struct px_pipe_pool *p, int fds[2], int size)
+{
+	int cap;
+
+	if (p->size != size) {
+		px_pipe_pool_flush(p);
+		p->size = size;
+	}
+	if (p->n > 0) {
+		p->n--;
+		fds[0] = p->fds[p->n][0];
+		fds[1] = p->fds[p->n][1];
+		return p->cap[p->n];
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1)
+		return -1;
+	/* Best effort: above /proc/sys/fs/pipe-max-size, or past the
+	 * per-user pipe page limits, an unprivileged process gets less;
+	 * the pump then moves smaller chunks. */
+	if ((cap = fcntl(fds[1], F_SETPIPE_SZ, size)) == -1 &&
+	    (cap = fcntl(fds[1], F_GETPIPE_SZ)) == -1)
+		cap = 4096;
+	if (cap < size && !p->warned) {
+		p->warned = true;
+		px_log(LOG_WARNING, 0, "worker %u: splice pipes get %d bytes, not "
+		    "the %d of limits/@buffer: raise /proc/sys/fs/pipe-max-size "
+		    "or run with CAP_SYS_RESOURCE", p->owner, cap, size);
+	}
+	return cap;
+}
+
+void
+px_pipe_put(struct px_pipe_pool *p, int fds[2], int cap, int size, bool empty)
+{
+	/* A pipe asked for an older limits/@buffer is not kept. */
+	if (empty && size == p->size && p->n < PX_PIPE_POOL) {
+		p->fds[p->n][0] = fds[0];
+		p->fds[p->n][1] = fds[1];
+		p->cap[p->n] = cap;
+		p->n++;
+		return;
+	}
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* ---- the pump --------------------------------------------------------- */
+
+static void
+px_splice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what;
+	px_splice_run(arg);
+}
+
+int
+px_splice_init(struct px_splice *sp, struct event_base *base,
+    struct px_pipe_pool *pool, int from, int to, int size,
+    const struct px_splice_ops *ops, void *arg)
+{
+	int cap;
+
+	sp->pipe[0] = sp->pipe[1] = -1;
+	sp->stopped = true;
+	if ((cap = px_pipe_get(pool, sp->pipe, size)) == -1) {
+		sp->pipe[0] = sp->pipe[1] = -1;
+		return -1;
+	}
+	sp->ops = ops;
+	sp->arg = arg;
+	sp->from = from;
+	sp->to = to;
+	sp->pipe_cap = (size_t)cap;
+	sp->pipe_size = size;
+	sp->in_pipe = 0;
+	sp->eof = false;
+	sp->stopped = false;
+	sp->rd_on = sp->wr_on = false;
+	event_assign(&sp->rd, base, from, EV_READ | EV_PERSIST, px_splice_cb, sp);
+	event_assign(&sp->wr, base, to, EV_WRITE | EV_PERSIST, px_splice_cb, sp);
+	return 0;
+}
+
+void
+px_splice_start(struct px_splice *sp, bool now)
+{
+	if (now)
+		px_splice_run(sp);
+	else
+		px_event_want(&sp->rd, &sp->rd_on, true);
+}
+
+bool
+px_splice_active(const struct px_splice *sp)
+{
+	return !sp->stopped;
+}
+
+static void
+px_splice_stop(struct px_splice *sp)
+{
+	sp->stopped = true;
+	px_event_want(&sp->rd, &sp->rd_on, false);
+	px_event_want(&sp->wr, &sp->wr_on, false);
+}
+
+void
+px_splice_release(struct px_splice *sp, struct px_pipe_pool *pool)
+{
+	if (sp->pipe[0] == -1)
+		return;
+	px_splice_stop(sp);
+	px_pipe_put(pool, sp->pipe, (int)sp->pipe_cap, sp->pipe_size,
+	    sp->in_pipe == 0);
+	sp->pipe[0] = sp->pipe[1] = -1;
+}
+
+/* After splice() said EAGAIN: if the socket sits at the urgent mark, read
+ * past it into the (empty) pipe. Returns bytes moved, 0 at EOF, or -1
+ * with errno (EAGAIN: nothing to read after all). */
+static ssize_t
+px_splice_past_urgent(struct px_splice *sp)
+{
+	char buf[16384];
+	int atmark = 0;
+	ssize_t n, w;
+
+	if (ioctl(sp->from, SIOCATMARK, &atmark) == -1 || !atmark) {
+		errno = EAGAIN;
+		return -1;
+	}
+	n = recv(sp->from, buf, sizeof(buf) < sp->pipe_cap ? sizeof(buf) :
+	    sp->pipe_cap, MSG_DONTWAIT);
+	if (n <= 0)
+		return n;
+	/* The pipe is empty and at least 4k: this cannot be short. */
+	w = write(sp->pipe[1], buf, (size_t)n);
+	if (w != n) {
+		errno = w == -1 ? errno : EIO;
+		return -1;
+	}
+	return n;
+}
+
+/* Reports what moved, then (fail: where >= 0) the failure. */
+static void
+px_splice_report(struct px_splice *sp, size_t moved, int where, int err)
+{
+	if (moved != 0 && sp->ops->moved != NULL)
+		sp->ops->moved(sp->arg, sp, moved);
+	if (where >= 0) {
+		px_splice_stop(sp);
+		sp->ops->failed(sp->arg, sp, (enum px_splice_fail)where, err);
+	}
+}
+
+void
+px_splice_run(struct px_splice *sp)
+{
+	int rounds = 0;
+	bool drained = false;
+	size_t moved = 0;
+	ssize_t n;
+
+	if (sp->stopped)
+		return;
+	for (;;) {
+		if (sp->in_pipe > 0) {
+			n = splice(sp->pipe[0], NULL, sp->to, NULL, sp->in_pipe,
+			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (n > 0) {
+				sp->in_pipe -= (size_t)n;
+				moved += (size_t)n;
+				continue;
+			}
+			if (n == -1 && errno == EINTR)
+				continue;
+			if (n == -1 && errno == EAGAIN) {
+				/* The peer is slow: stop reading, wait to write. */
+				px_event_want(&sp->rd, &sp->rd_on, false);
+				px_event_want(&sp->wr, &sp->wr_on, true);
+				break;
+			}
+			px_splice_report(sp, moved, PX_SPLICE_WRITE,
+			    n == -1 ? errno : EPIPE);
+			return;
+		}
+		px_event_want(&sp->wr, &sp->wr_on, false);
+		if (sp->eof) {
+			px_splice_report(sp, moved, -1, 0);
+			px_splice_stop(sp);
+			sp->ops->done(sp->arg, sp);
+			return;
+		}
+		/* A short read left the socket empty: skip the read that would
+		 * only say EAGAIN; level-triggered epoll reports what's left. */
+		if (drained || ++rounds > PX_SPLICE_ROUNDS) {
+			px_event_want(&sp->rd, &sp->rd_on, true);
+			break;
+		}
+		n = splice(sp->from, NULL, sp->pipe[1], NULL, sp->pipe_cap,
+		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		/* splice() stops for good at TCP urgent data while epoll keeps
+		 * saying readable: a spin and a stall. recv() steps over the
+		 * urgent byte (as any reader without SO_OOBINLINE does) and its
+		 * bytes go into the empty pipe. */
+		if (n == -1 && errno == EAGAIN)
+			n = px_splice_past_urgent(sp);
+		if (n > 0) {
+			sp->in_pipe = (size_t)n;
+			drained = (size_t)n < sp->pipe_cap;
+			continue;
+		}
+		if (n == 0) {
+			sp->eof = true;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN) {
+			px_event_want(&sp->rd, &sp->rd_on, true);
+			break;
+		}
+		px_splice_report(sp, moved, PX_SPLICE_READ, errno);
+		return;
+	}
+	px_splice_report(sp, moved, -1, 0);
+}
