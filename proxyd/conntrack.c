@@ -188,13 +188,9 @@ px_conntrack_original_dst(struct px_conntrack *c, int fd,
 	struct nf_conntrack *ct;
 	socklen_t len = sizeof(*out);
 
-	/* After REDIRECT/DNAT the reply tuple is (our end -> client): look
-	 * the entry up by it and read the original destination. */
-	if ((ct = px_ct_get(c, true, 0, local, client)) != NULL) {
-		px_ct_orig_dst(ct, out);
-		nfct_destroy(ct);
-		return PX_ORIGDST_CONNTRACK;
-	}
+	/* SO_ORIGINAL_DST first, as HAProxy and nginx do: the kernel reads
+	 * the NAT entry of this very socket, with no netlink round trip on
+	 * the worker thread. */
 	memset(out, 0, sizeof(*out));
 	if (local->sa_family == AF_INET &&
 	    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, out, &len) == 0)
@@ -202,6 +198,14 @@ px_conntrack_original_dst(struct px_conntrack *c, int fd,
 	if (local->sa_family == AF_INET6 &&
 	    getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, out, &len) == 0)
 		return PX_ORIGDST_SOCKOPT;
+	/* Rarely reached (no NAT entry bound to the socket): after
+	 * REDIRECT/DNAT the reply tuple is (our end -> client), so look the
+	 * entry up by it and read the original destination. */
+	if ((ct = px_ct_get(c, true, 0, local, client)) != NULL) {
+		px_ct_orig_dst(ct, out);
+		nfct_destroy(ct);
+		return PX_ORIGDST_CONNTRACK;
+	}
 	return PX_ORIGDST_FAILED;
 }
 

@@ -13,8 +13,8 @@
 struct px_conntrack;
 
 enum px_origdst {
-	PX_ORIGDST_CONNTRACK = 0,	/* found in the conntrack table */
-	PX_ORIGDST_SOCKOPT,		/* SO_ORIGINAL_DST fallback */
+	PX_ORIGDST_CONNTRACK = 0,	/* conntrack lookup (the fallback) */
+	PX_ORIGDST_SOCKOPT,		/* SO_ORIGINAL_DST (tried first) */
 	PX_ORIGDST_FAILED,
 };
 
@@ -30,7 +30,10 @@ struct px_flow {
 struct px_conntrack *px_conntrack_open(void);
 void	px_conntrack_close(struct px_conntrack *ct);
 
-/* fd: the accepted socket; client and local: its two ends. */
+/* fd: the accepted socket; client and local: its two ends.
+ * SO_ORIGINAL_DST (v4, v6) first; a conntrack lookup (one synchronous
+ * netlink round trip) only when the socket option cannot answer. ct may
+ * be NULL. */
 enum px_origdst px_conntrack_original_dst(struct px_conntrack *ct, int fd,
 	    const struct sockaddr *client, const struct sockaddr *local,
 	    struct sockaddr_storage *out);

@@ -2,9 +2,9 @@
 # Redirect mode: deploy/inline-tproxy.sh redirect sends forwarded connections
 # to port 80 to proxyd's port 50081 (nat PREROUTING REDIRECT, then the DNAT
 # variant to the fw's own inside address); proxyd (mode="redirect") finds the
-# original destination in conntrack and connects there.
+# original destination with SO_ORIGINAL_DST and connects there.
 # IPv4 and IPv6: bytes intact (sha256), session-end dst=/server= the server's
-# port 80, nginx sees the fw, and proxyd_conntrack_lookups_total{result="conntrack"}
+# port 80, nginx sees the fw, and proxyd_conntrack_lookups_total{result="original-dst"}
 # counts the lookups (none failed).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -39,12 +39,14 @@ fetch_check() {
     info "log: $line"
     [[ $line == *"session-end service=$svc "* ]] || fail "last session-end line is not for service $svc: $line"
     [[ $(kv "$line" client) =~ $client_re ]] || fail "client= is not the client: $line"
-    assert_eq "$(kv "$line" dst)" "$dst" "dst= (original destination from conntrack), phase $phase"
+    assert_eq "$(kv "$line" dst)" "$dst" "dst= (original destination), phase $phase"
     assert_eq "$(kv "$line" server)" "$dst" "server= (where proxyd connected), phase $phase"
     assert_ge "$(kv "$line" to-client)" "$SIZE" "to-client bytes, phase $phase"
     wait_grep "$ACCESS_LOG" "phase=$phase " 3 || fail "nginx did not log the request of phase $phase"
     assert_eq "$(nginx_peers "phase=$phase ")" "$peer" "address nginx saw, phase $phase (the fw's)"
-    assert_metric ge proxyd_conntrack_lookups_total 'result="conntrack"' "$NTH"
+    assert_metric ge proxyd_conntrack_lookups_total 'result="original-dst"' "$NTH"
+    # no netlink round trip on the worker when the socket option answers
+    assert_metric eq proxyd_conntrack_lookups_total 'result="conntrack"' 0
     assert_metric eq proxyd_conntrack_lookups_total 'result="failed"' 0
 }
 
