@@ -24,8 +24,10 @@ struct sockaddr_storage;
 enum px_verdict {
 	PX_PASS = 0,	/* forward them */
 	PX_MORE,	/* keep them, wait for more bytes */
-	PX_DENY,	/* refuse: flush both outputs, end, logged as denied */
-	PX_ERROR,	/* abort the session at once (RST) */
+	PX_DENY,	/* refuse: flush both outputs, end (px_session_deny()
+			 * unless the analyser ended the session itself) */
+	PX_ERROR,	/* end at once with resets: by=proxy unless the
+			 * analyser ended the session itself */
 };
 
 enum px_dir {
@@ -83,22 +85,67 @@ extern const struct px_analyser *const px_analysers[];
 const void	*px_session_policy(const struct px_session *s);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,
 		    bool half_close);
-/* Ends the session at once: one log line, sockets closed (reset unless
- * reason is client-closed or server-closed), state freed after on_close. */
-void		 px_session_close(struct px_session *s, const char *reason);
-void		 px_session_closef(struct px_session *s, const char *fmt, ...)
-		    __attribute__((format(printf, 2, 3)));
+/* ---- How a session ends (one model for every analyser) -----------------
+ * Who ended it and in which phase, as HAProxy's termination codes; the
+ * verdict in the session-end line is derived from those two, never from
+ * the reason's text (see px_end_verdict()). */
+enum px_end_by {
+	PX_END_CLIENT = 0,	/* the client closed: a normal end */
+	PX_END_SERVER,		/* the server closed: a normal end */
+	PX_END_CLIENT_FAIL,	/* the client's connection failed (reset, error) */
+	PX_END_SERVER_FAIL,	/* the server's failed, or could not be reached */
+	PX_END_POLICY,		/* the policy refused (deny or abort) */
+	PX_END_TIMEOUT,		/* one of the proxy's timeouts fired */
+	PX_END_PROXY,		/* the proxy failed (resources, internal error) */
+	PX_END_SHUTDOWN,	/* the daemon stopped */
+};
+
+enum px_end_phase {
+	PX_PHASE_ACCEPT = 0,	/* admission checks, before any connect */
+	PX_PHASE_CONNECT,	/* connecting to the server */
+	PX_PHASE_DATA,		/* relaying and analysing */
+};
+
+enum px_end_verdict {
+	PX_VERDICT_ACCEPT = 0,
+	PX_VERDICT_DENY,
+	PX_VERDICT_ERROR,
+};
+
+/* policy: deny; the client's or server's failure, the proxy's own, a
+ * timeout while connecting: error; everything else: accept. */
+enum px_end_verdict px_end_verdict(enum px_end_by by, enum px_end_phase phase);
+/* Their names in the session-end line (by=, phase=, verdict=). */
+const char	*px_end_by_name(enum px_end_by by);
+const char	*px_end_phase_name(enum px_end_phase phase);
+const char	*px_end_verdict_name(enum px_end_verdict v);
+
+/* Ends the session at once: one log line (end=reason), sockets closed,
+ * state freed after on_close. Both sockets are reset, so no peer takes a
+ * truncated stream for a whole one, unless the session ends because a
+ * peer closed (PX_END_CLIENT, PX_END_SERVER) or a finish flushed. */
+void		 px_session_end(struct px_session *s, enum px_end_by by,
+		    const char *reason);
+void		 px_session_endf(struct px_session *s, enum px_end_by by,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Stops reading both sides and closes with a FIN once both outputs are
+ * written (at most PX_FINISH_GRACE_MS later, then a reset): a queued
+ * reply reaches its peer. Only the first end or finish of a session
+ * counts. */
+#define PX_FINISH_GRACE_MS	5000
+void		 px_session_finish(struct px_session *s, enum px_end_by by,
+		    const char *reason);
+/* The policy refuses: finish with end="denied: why" (verdict=deny). */
+void		 px_session_deny(struct px_session *s, const char *why);
+/* The policy aborts: end at once with resets, end="aborted: why"
+ * (verdict=deny). */
+void		 px_session_abort(struct px_session *s, const char *why);
 /* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
  * client (PX_TO_CLIENT) are queued. */
 struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
 /* That direction's source gave EOF. */
 bool		 px_session_input_closed(const struct px_session *s,
 		    enum px_dir dir);
-/* Stops reading both sides and closes once both outputs are written (at
- * most PX_FINISH_GRACE_MS later). reason goes into the session-end line;
- * one starting with "denied" makes verdict=deny. */
-#define PX_FINISH_GRACE_MS	5000
-void		 px_session_finish(struct px_session *s, const char *reason);
 uint64_t	 px_session_id(const struct px_session *s);
 const struct sockaddr *px_session_client(const struct px_session *s);
 const struct sockaddr *px_session_server(const struct px_session *s);

@@ -23,6 +23,26 @@
 #include "worker.h"
 
 static const char *const px_side_name[2] = { "client", "server" };
+static const enum px_end_by px_side_fail[2] = { PX_END_CLIENT_FAIL,
+    PX_END_SERVER_FAIL };
+
+/* Side 0 (client) or 1 (server) gave EOF. */
+static void
+px_relay_saw_eof(struct px_session *s, int side)
+{
+	if (!s->eof_seen) {
+		s->eof_seen = true;
+		s->eof_by = side == 0 ? PX_END_CLIENT : PX_END_SERVER;
+	}
+}
+
+/* A normal end: the side that closed first is who ended it. */
+static void
+px_relay_peer_closed(struct px_session *s)
+{
+	px_session_end(s, s->eof_by, s->eof_by == PX_END_CLIENT ?
+	    "client-closed" : "server-closed");
+}
 
 /* ---- splice ----------------------------------------------------------- */
 
@@ -49,17 +69,15 @@ px_relay_splice_done(void *arg, struct px_splice *sp)
 	struct px_session *s = arg;
 	int d = px_splice_dir(s, sp);
 
-	if (s->first_eof == NULL)
-		s->first_eof = d == PX_TO_SERVER ? "client-closed" :
-		    "server-closed";
+	px_relay_saw_eof(s, d == PX_TO_SERVER ? 0 : 1);
 	if (!s->half_close) {
-		px_session_close(s, s->first_eof);
+		px_relay_peer_closed(s);
 		return;
 	}
 	/* Pass the FIN on; the other direction keeps flowing. */
 	(void)shutdown(sp->to, SHUT_WR);
 	if (!px_splice_active(&s->sp[!d]))
-		px_session_close(s, s->first_eof);
+		px_relay_peer_closed(s);
 }
 
 static void
@@ -71,7 +89,8 @@ px_relay_splice_failed(void *arg, struct px_splice *sp,
 	/* Reading from the source side, or writing to the other one. */
 	int side = where == PX_SPLICE_READ ? d : !d;
 
-	px_session_closef(s, "%s-error: %s", px_side_name[side], strerror(err));
+	px_session_endf(s, px_side_fail[side], "%s-error: %s",
+	    px_side_name[side], strerror(err));
 }
 
 static const struct px_splice_ops px_relay_splice_ops = {
@@ -128,7 +147,7 @@ px_buf_half_done(struct px_session *s, int side)
 	int peer = !side;
 
 	if (!s->half_close) {
-		px_session_close(s, s->first_eof);
+		px_relay_peer_closed(s);
 		return;
 	}
 	if (!s->bev_shut[peer]) {
@@ -136,7 +155,7 @@ px_buf_half_done(struct px_session *s, int side)
 		(void)shutdown(bufferevent_getfd(s->bev[peer]), SHUT_WR);
 	}
 	if (s->bev_shut[0] && s->bev_shut[1])
-		px_session_close(s, s->first_eof);
+		px_relay_peer_closed(s);
 }
 
 /* Runs the analyser over what side `side` sent; false once the session is
@@ -169,10 +188,10 @@ px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
 	case PX_MORE:
 		return false;
 	case PX_DENY:
-		px_session_finish(s, "denied: by analyser");
+		px_session_deny(s, "by analyser");
 		return false;
 	case PX_ERROR:
-		px_session_close(s, "error: aborted by analyser");
+		px_session_end(s, PX_END_PROXY, "error: aborted by analyser");
 		return false;
 	}
 	return !s->finishing;
@@ -239,8 +258,7 @@ px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
 		struct evbuffer *in = bufferevent_get_input(bev);
 
 		s->bev_eof[side] = true;
-		if (s->first_eof == NULL)
-			s->first_eof = side == 0 ? "client-closed" : "server-closed";
+		px_relay_saw_eof(s, side);
 		bufferevent_disable(bev, EV_READ);
 		if (s->finishing) {
 			px_session_finish_check(s);
@@ -273,10 +291,11 @@ px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
 
 		/* A peer gone while we flush a final reply: nothing to wait for. */
 		if (s->finishing) {
-			px_session_close(s, s->finish_reason);
+			px_session_end(s, s->end_by, s->finish_reason);
 			return;
 		}
-		px_session_closef(s, "%s-error: %s", px_side_name[side],
+		px_session_endf(s, px_side_fail[side], "%s-error: %s",
+		    px_side_name[side],
 		    err ? strerror(err) : "unknown error");
 	}
 }
@@ -347,7 +366,7 @@ px_session_finish_check(struct px_session *s)
 		if (s->bev[side] != NULL && !s->bev_shut[side] &&
 		    evbuffer_get_length(bufferevent_get_output(s->bev[side])) != 0)
 			return;
-	px_session_close(s, s->finish_reason);
+	px_session_end(s, s->end_by, s->finish_reason);
 }
 
 void

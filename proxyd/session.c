@@ -67,15 +67,16 @@ px_session_log_end(struct px_session *s, const char *reason)
 	timersub(&now, &s->start_tv, &d);
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld end=%s",
+	    "duration=%ld.%03ld by=%s phase=%s end=%s",
 	    s->svc->name, s->svc->analyser->name,
-	    strncmp(reason, "denied", 6) == 0 ? "deny" : "accept",
+	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
 	    px_sockaddr_str((struct sockaddr *)&s->dst, dst, sizeof(dst)),
 	    px_sockaddr_str((struct sockaddr *)&s->server, server, sizeof(server)),
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
-	    (long)d.tv_sec, (long)(d.tv_usec / 1000), reason);
+	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
+	    px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), reason);
 }
 
 /* close() then sends an RST and drops anything unsent. */
@@ -88,14 +89,82 @@ px_socket_abort(int fd)
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
+enum px_end_verdict
+px_end_verdict(enum px_end_by by, enum px_end_phase phase)
+{
+	switch (by) {
+	case PX_END_POLICY:
+		return PX_VERDICT_DENY;
+	case PX_END_CLIENT_FAIL:
+	case PX_END_SERVER_FAIL:
+	case PX_END_PROXY:
+		return PX_VERDICT_ERROR;
+	case PX_END_TIMEOUT:
+		return phase == PX_PHASE_CONNECT ? PX_VERDICT_ERROR :
+		    PX_VERDICT_ACCEPT;
+	default:
+		return PX_VERDICT_ACCEPT;
+	}
+}
+
+const char *
+px_end_by_name(enum px_end_by by)
+{
+	static const char *const names[] = {
+		[PX_END_CLIENT] = "client",
+		[PX_END_SERVER] = "server",
+		[PX_END_CLIENT_FAIL] = "client-fail",
+		[PX_END_SERVER_FAIL] = "server-fail",
+		[PX_END_POLICY] = "policy",
+		[PX_END_TIMEOUT] = "timeout",
+		[PX_END_PROXY] = "proxy",
+		[PX_END_SHUTDOWN] = "shutdown",
+	};
+
+	return (unsigned)by < sizeof(names) / sizeof(names[0]) ? names[by] : "-";
+}
+
+const char *
+px_end_phase_name(enum px_end_phase phase)
+{
+	static const char *const names[] = {
+		[PX_PHASE_ACCEPT] = "accept",
+		[PX_PHASE_CONNECT] = "connect",
+		[PX_PHASE_DATA] = "data",
+	};
+
+	return (unsigned)phase < sizeof(names) / sizeof(names[0]) ?
+	    names[phase] : "-";
+}
+
+const char *
+px_end_verdict_name(enum px_end_verdict v)
+{
+	return v == PX_VERDICT_DENY ? "deny" : v == PX_VERDICT_ERROR ?
+	    "error" : "accept";
+}
+
+/* The first end or finish decides who and when. */
+static void
+px_session_mark_end(struct px_session *s, enum px_end_by by)
+{
+	if (s->end_marked)
+		return;
+	s->end_marked = true;
+	s->end_by = by;
+	s->end_phase = !s->admitted ? PX_PHASE_ACCEPT :
+	    s->state == PX_SS_CONNECTING ? PX_PHASE_CONNECT : PX_PHASE_DATA;
+}
+
 void
-px_session_close(struct px_session *s, const char *reason)
+px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 {
 	struct px_worker *w = s->w;
 	bool relayed = s->state == PX_SS_RELAY;
 
 	if (s->state == PX_SS_CLOSED)
 		return;
+	px_session_mark_end(s, by);
 	s->state = PX_SS_CLOSED;
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
@@ -110,8 +179,8 @@ px_session_close(struct px_session *s, const char *reason)
 	 * Errors, timeouts and shutdown reset what is left, so a peer never
 	 * takes a truncated stream for a whole one. (A denied or failed
 	 * session relayed nothing: a plain close says enough.) */
-	if (relayed && !s->finished && strcmp(reason, "client-closed") != 0 &&
-	    strcmp(reason, "server-closed") != 0) {
+	if (relayed && !s->finished && s->end_by != PX_END_CLIENT &&
+	    s->end_by != PX_END_SERVER) {
 		px_socket_abort(s->cfd);
 		px_socket_abort(s->sfd);
 	}
@@ -146,7 +215,7 @@ px_session_reap(struct px_worker *w)
 }
 
 void
-px_session_closef(struct px_session *s, const char *fmt, ...)
+px_session_endf(struct px_session *s, enum px_end_by by, const char *fmt, ...)
 {
 	char reason[160];
 	va_list ap;
@@ -154,7 +223,25 @@ px_session_closef(struct px_session *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	px_session_close(s, reason);
+	px_session_end(s, by, reason);
+}
+
+void
+px_session_deny(struct px_session *s, const char *why)
+{
+	char reason[160];
+
+	snprintf(reason, sizeof(reason), "denied: %s", why);
+	px_session_finish(s, PX_END_POLICY, reason);
+}
+
+void
+px_session_abort(struct px_session *s, const char *why)
+{
+	char reason[160];
+
+	snprintf(reason, sizeof(reason), "aborted: %s", why);
+	px_session_end(s, PX_END_POLICY, reason);
 }
 
 static void
@@ -168,12 +255,13 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (s->finishing) {
 		/* The peer does not read the final reply: give up on it. */
 		s->finished = false;
-		px_session_closef(s, "%s (flush timed out)", s->finish_reason);
+		px_session_endf(s, s->end_by, "%s (flush timed out)",
+		    s->finish_reason);
 		return;
 	}
 	if (s->state == PX_SS_CONNECTING) {
 		PX_COUNT_ADD(s->w, connect_failures, 1);
-		px_session_close(s, "connect-timeout");
+		px_session_end(s, PX_END_TIMEOUT, "connect-timeout");
 		return;
 	}
 	if (idle == 0)
@@ -197,17 +285,18 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	PX_COUNT_ADD(s->w, idle_timeouts, 1);
-	px_session_close(s, "idle-timeout");
+	px_session_end(s, PX_END_TIMEOUT, "idle-timeout");
 }
 
 void
-px_session_finish(struct px_session *s, const char *reason)
+px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 {
 	if (s->state == PX_SS_CLOSED || s->finishing)
 		return;
+	px_session_mark_end(s, by);
 	snprintf(s->finish_reason, sizeof(s->finish_reason), "%s", reason);
 	if (s->state != PX_SS_RELAY || s->relay_mode != PX_RELAY_BUFFERED) {
-		px_session_close(s, s->finish_reason);
+		px_session_end(s, by, s->finish_reason);
 		return;
 	}
 	s->finishing = true;
@@ -412,11 +501,11 @@ px_session_connected(struct px_session *s)
 		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
 	if (a->state_size != 0 &&
 	    (s->an_state = calloc(1, a->state_size)) == NULL) {
-		px_session_close(s, "error: out of memory");
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
 		return;
 	}
 	if (a->on_open(s, s->an_state) == -1 && s->state != PX_SS_CLOSED)
-		px_session_close(s, "error: analyser refused to open");
+		px_session_end(s, PX_END_PROXY, "error: analyser refused to open");
 }
 
 static void
@@ -429,7 +518,8 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 	err = px_upstream_result((int)fd);
 	if (err != 0) {
 		PX_COUNT_ADD(s->w, connect_failures, 1);
-		px_session_closef(s, "connect-failed: %s", strerror(err));
+		px_session_endf(s, PX_END_SERVER_FAIL, "connect-failed: %s",
+		    strerror(err));
 		return;
 	}
 	px_session_connected(s);
@@ -494,7 +584,8 @@ px_session_destination(struct px_session *s)
 	 * listing asks for it itself): one syscall less per session. */
 	if (svc->mode != PX_MODE_FIXED &&
 	    getsockname(s->cfd, (struct sockaddr *)&s->local, &len) == -1) {
-		px_session_closef(s, "client-error: %s", strerror(errno));
+		px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    strerror(errno));
 		return -1;
 	}
 	switch (svc->mode) {
@@ -519,7 +610,7 @@ px_session_destination(struct px_session *s)
 			PX_COUNT_ADD(w, origdst_sockopt, 1);
 		else {
 			PX_COUNT_ADD(w, origdst_failed, 1);
-			px_session_close(s, "error: original destination unknown "
+			px_session_end(s, PX_END_PROXY, "error: original destination unknown "
 			    "(no conntrack entry, no SO_ORIGINAL_DST)");
 			return -1;
 		}
@@ -534,7 +625,8 @@ px_session_destination(struct px_session *s)
 	if (svc->mode != PX_MODE_FIXED &&
 	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
 		PX_COUNT_ADD(w, denied_direct, 1);
-		px_session_close(s, "denied: direct connection to the proxy");
+		px_session_end(s, PX_END_POLICY,
+		    "denied: direct connection to the proxy");
 		return -1;
 	}
 	memcpy(&s->server, &s->dst, sizeof(s->dst));
@@ -578,17 +670,18 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
 	    memory_order_relaxed) >= s->cfg->max_sessions) {
 		PX_COUNT_ADD(w, denied_max, 1);
-		px_session_close(s, "denied: max-sessions");
+		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}
 	if (svc->nallow != 0 && !px_cidr_list_match(svc->allow, svc->nallow, sa)) {
 		PX_COUNT_ADD(w, denied_acl, 1);
-		px_session_close(s, "denied: client not allowed");
+		px_session_end(s, PX_END_POLICY, "denied: client not allowed");
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (px_session_destination(s) == -1)
 		return;
+	s->admitted = true;
 	if (svc->analyser->own_upstream) {
 		px_session_connected(s);
 		return;
@@ -600,9 +693,11 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	if (sfd == -1) {
 		PX_COUNT_ADD(w, connect_failures, 1);
 		if (strcmp(stage, "connect") == 0)
-			px_session_closef(s, "connect-failed: %s", strerror(errno));
+			px_session_endf(s, PX_END_SERVER_FAIL,
+			    "connect-failed: %s", strerror(errno));
 		else
-			px_session_closef(s, "connect-failed: %s: %s", stage,
+			px_session_endf(s, PX_END_SERVER_FAIL,
+			    "connect-failed: %s: %s", stage,
 			    strerror(errno));
 		return;
 	}

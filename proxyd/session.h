@@ -61,7 +61,12 @@ struct px_session {
 	struct ev_token_bucket_cfg *rl_cfg;
 
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
-	const char		*first_eof;	/* "client-closed"/"server-closed" */
+	bool			 eof_seen;	/* a side gave EOF: eof_by says which */
+	enum px_end_by		 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */
+	bool			 admitted;	/* past the admission checks */
+	bool			 end_marked;	/* end_by, end_phase are set */
+	enum px_end_by		 end_by;
+	enum px_end_phase	 end_phase;
 	bool			 finishing;	/* px_session_finish() called */
 	bool			 finished;	/* end with FIN: reply flushed */
 	char			 finish_reason[160];

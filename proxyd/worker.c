@@ -280,7 +280,7 @@ px_worker_close_all(struct px_worker *w, const char *reason)
 	struct px_session *s;
 
 	while ((s = TAILQ_FIRST(&w->sessions)) != NULL)
-		px_session_close(s, reason);
+		px_session_end(s, PX_END_SHUTDOWN, reason);
 }
 
 static void

@@ -977,8 +977,7 @@ ftp_from_client(struct px_session *s, struct ftp_state *st,
 		if (evbuffer_get_length(px_session_output(s, PX_TO_CLIENT)) >
 		    FTP_CLIENT_OUT_MAX) {
 			evbuffer_drain(in, len);
-			px_session_finish(s, "denied: client does not read its "
-			    "replies");
+			px_session_deny(s, "client does not read its replies");
 			return PX_DENY;
 		}
 		want = len < p->max_line ? len : p->max_line;
@@ -1001,9 +1000,8 @@ ftp_from_client(struct px_session *s, struct ftp_state *st,
 			    "500 Command line too long\r\n" :
 			    "500 Malformed command line\r\n");
 			evbuffer_drain(in, len);
-			px_session_finish(s, long_line ?
-			    "denied: command line too long" :
-			    "denied: malformed command line");
+			px_session_deny(s, long_line ? "command line too long" :
+			    "malformed command line");
 			return PX_DENY;
 		}
 		evbuffer_drain(in, used);
@@ -1011,7 +1009,7 @@ ftp_from_client(struct px_session *s, struct ftp_state *st,
 			ftp_send(s, PX_TO_CLIENT,
 			    "421 Too many commands pending\r\n");
 			evbuffer_drain(in, evbuffer_get_length(in));
-			px_session_finish(s, "denied: too many commands pending");
+			px_session_deny(s, "too many commands pending");
 			return PX_DENY;
 		}
 	}
@@ -1066,16 +1064,16 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 		if (rc == FTP_MORE)
 			return PX_MORE;
 		if (rc != FTP_OK) {
-			px_session_log(s, LOG_WARNING, "ftp: malformed reply "
-			    "line from the server");
 			px_session_count(s, FTP_C_BAD_LINE, 1);
+			px_session_end(s, PX_END_SERVER_FAIL, "error: ftp: "
+			    "malformed reply line from the server");
 			return PX_ERROR;
 		}
 		fin = ftp_reply_feed(&st->rs, (const char *)buf, linelen, &code);
 		if (fin == -1) {
-			px_session_log(s, LOG_WARNING, "ftp: reply line without "
-			    "a code from the server");
 			px_session_count(s, FTP_C_BAD_LINE, 1);
+			px_session_end(s, PX_END_SERVER_FAIL, "error: ftp: "
+			    "reply line without a code from the server");
 			return PX_ERROR;
 		}
 		q = ftp_q_head(st);

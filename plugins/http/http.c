@@ -30,6 +30,7 @@
 #include <event2/util.h>
 
 #include "analyser.h"
+#include "conn.h"
 #include "config.h"
 #include "http.h"
 #include "parse.h"
@@ -70,21 +71,8 @@ enum http_resp_state {
 	HTTP_RESP_DONE,
 };
 
-/* One side's socket and buffers. Not bufferevents: those add and delete
- * the write event around every response and ask FIONREAD before every
- * read (6 epoll_ctl and 4 ioctl per keep-alive request, measured). This
- * writes at once and polls for writability only when the kernel pushes
- * back, and reads into reserved evbuffer space. */
-struct http_io {
-	int			 fd;		/* -1: none */
-	struct evbuffer		*in, *out;
-	struct event		 rd, wr;
-	bool			 rd_on, wr_on;
-	bool			 eof;
-};
-
 struct http_server {
-	struct http_io		 io;
+	struct px_conn		 io;
 	struct sockaddr_storage	 dst;
 	bool			 reused;
 	bool			 connected;
@@ -96,7 +84,7 @@ struct http_server {
 struct http_state {
 	struct px_session	*s;
 	const struct http_policy *pol;
-	struct http_io		 c;		/* the client */
+	struct px_conn		 c;		/* the client */
 	bool			 gone;		/* session closed: touch nothing */
 	bool			 connecting;	/* srv.io.fd: connect under way */
 	uint64_t		 progress;	/* bumped by every step that moved */
@@ -133,18 +121,20 @@ struct http_state {
 	char			 path[256];
 	const char		*verdict;
 	char			 end_reason[160];	/* once closing */
+	enum px_end_by		 end_by;
 };
 
 static void http_pump_request(struct http_state *h);
 static void http_dispatch(struct http_state *h, const struct sockaddr *dst);
 static void http_resolve(struct http_state *h, uint16_t port);
 static void http_drive(struct http_state *h);
-static void http_abort(struct http_state *h, const char *reason);
+static void http_abort(struct http_state *h, enum px_end_by by,
+    const char *reason);
 static void http_next_request(struct http_state *h);
-static void http_client_rd_cb(evutil_socket_t fd, short what, void *arg);
-static void http_client_wr_cb(evutil_socket_t fd, short what, void *arg);
-static void http_server_rd_cb(evutil_socket_t fd, short what, void *arg);
-static void http_server_wr_cb(evutil_socket_t fd, short what, void *arg);
+static void http_client_rd_cb(struct px_conn *c, void *arg);
+static void http_client_wr_cb(struct px_conn *c, void *arg);
+static void http_server_rd_cb(struct px_conn *c, void *arg);
+static void http_server_wr_cb(struct px_conn *c, void *arg);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -223,100 +213,6 @@ http_log_request(struct http_state *h)
 }
 
 
-/* ---- socket I/O ---------------------------------------------------------- */
-
-#define HTTP_READ_MAX	(256 * 1024)	/* per recv */
-
-static int
-http_io_open(struct http_io *io, struct event_base *base, int fd,
-    event_callback_fn rd, event_callback_fn wr, void *arg)
-{
-	io->fd = fd;
-	io->eof = false;
-	io->rd_on = io->wr_on = false;
-	io->in = evbuffer_new();
-	io->out = evbuffer_new();
-	if (io->in == NULL || io->out == NULL)
-		return -1;
-	event_assign(&io->rd, base, fd, EV_READ | EV_PERSIST, rd, arg);
-	event_assign(&io->wr, base, fd, EV_WRITE | EV_PERSIST, wr, arg);
-	return 0;
-}
-
-/* Leaves the socket open: its owner closes or parks it. */
-static void
-http_io_close(struct http_io *io)
-{
-	if (io->rd_on)
-		event_del(&io->rd);
-	if (io->wr_on)
-		event_del(&io->wr);
-	io->rd_on = io->wr_on = false;
-	if (io->in != NULL)
-		evbuffer_free(io->in);
-	if (io->out != NULL)
-		evbuffer_free(io->out);
-	io->in = io->out = NULL;
-	io->fd = -1;
-}
-
-/* Reads what is there, up to room: >0 bytes, 0 at EOF, -1 with errno
- * (EAGAIN: nothing yet). */
-static ssize_t
-http_io_recv(struct http_io *io, size_t room)
-{
-	struct evbuffer_iovec v[2];
-	struct iovec iov[2];
-	ssize_t n, left;
-	int k, i;
-
-	if (room > HTTP_READ_MAX)
-		room = HTTP_READ_MAX;
-	if ((k = evbuffer_reserve_space(io->in, (ev_ssize_t)room, v, 2)) < 1) {
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < k; i++) {
-		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
-	}
-	n = readv(io->fd, iov, k);
-	if (n <= 0) {
-		evbuffer_commit_space(io->in, v, 0);
-		if (n == 0)
-			io->eof = true;
-		return n;
-	}
-	left = n;
-	for (i = 0; i < k; i++) {
-		if ((size_t)left < v[i].iov_len)
-			v[i].iov_len = (size_t)left;
-		left -= (ssize_t)v[i].iov_len;
-	}
-	evbuffer_commit_space(io->in, v, k);
-	return n;
-}
-
-/* Writes what is queued; polls for more room only if the kernel is full.
- * 0, or -1 with errno on a real error. */
-static int
-http_io_send(struct http_io *io)
-{
-	while (evbuffer_get_length(io->out) != 0) {
-		int n = evbuffer_write(io->out, io->fd);
-
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-	}
-	px_event_want(&io->wr, &io->wr_on, evbuffer_get_length(io->out) != 0);
-	return 0;
-}
-
 /* ---- server connection ------------------------------------------------- */
 
 static void
@@ -331,7 +227,7 @@ http_server_drop(struct http_state *h, bool reusable)
 	if (h->connecting || evbuffer_get_length(sv->io.out) != 0 ||
 	    evbuffer_get_length(sv->io.in) != 0 || sv->io.eof)
 		reusable = false;
-	http_io_close(&sv->io);
+	px_conn_close(&sv->io);
 	h->connecting = false;
 	px_session_upstream_release(h->s, (struct sockaddr *)&sv->dst, fd,
 	    reusable && sv->connected && h->pol->keepalive_server,
@@ -344,11 +240,13 @@ http_server_drop(struct http_state *h, bool reusable)
 /* Stops reading the client and ends the session (with a FIN) once what
  * is queued for it is written; http_client_write_cb sees it drain. */
 static void
-http_close_when_flushed(struct http_state *h, const char *reason)
+http_close_when_flushed(struct http_state *h, enum px_end_by by,
+    const char *reason)
 {
 	h->closing = true;
+	h->end_by = by;
 	snprintf(h->end_reason, sizeof(h->end_reason), "%s", reason);
-	px_event_want(&h->c.rd, &h->c.rd_on, false);
+	px_conn_read_enable(&h->c, false);
 	http_server_drop(h, false);
 	http_timer_set(h, PX_FINISH_GRACE_MS);
 	h->progress++;
@@ -365,6 +263,11 @@ http_error(struct http_state *h, int status, const char *why)
 	const char *reason = http_reason(status);
 	char end[160];
 	size_t blen;
+	/* 4xx: the policy or the parser refused; 408: the client was slow;
+	 * 502-504: the server failed; other 5xx: the proxy did. */
+	enum px_end_by by = status == 408 ? PX_END_TIMEOUT : status < 500 ?
+	    PX_END_POLICY : status >= 502 && status <= 504 ?
+	    PX_END_SERVER_FAIL : PX_END_PROXY;
 
 	h->status = status;
 	if (h->verdict == NULL)
@@ -374,7 +277,7 @@ http_error(struct http_state *h, int status, const char *why)
 		 * client never takes what it got for the whole. */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 		    "reason=\"%s\" (after part of the response)", status, why);
-		http_abort(h, "error: http: response cut off");
+		http_abort(h, by, "error: http: response cut off");
 		return;
 	}
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d reason=\"%s\"",
@@ -437,17 +340,17 @@ http_error(struct http_state *h, int status, const char *why)
 	http_log_request(h);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
-	http_close_when_flushed(h, end);
+	http_close_when_flushed(h, by, end);
 }
 
 /* Ends the session now: reset both sides (a truncated message must not
  * look whole). */
 static void
-http_abort(struct http_state *h, const char *reason)
+http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 {
 	http_log_request(h);
 	http_server_drop(h, false);
-	px_session_close(h->s, reason);
+	px_session_end(h->s, by, reason);
 }
 
 /* ---- writing heads ----------------------------------------------------- */
@@ -757,9 +660,9 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 	sv->kept = false;
 	sv->got_bytes = false;
 	sv->keep = false;
-	if (http_io_open(&sv->io, px_session_base(h->s), fd, http_server_rd_cb,
+	if (px_conn_open(&sv->io, px_session_base(h->s), fd, http_server_rd_cb,
 	    http_server_wr_cb, h) == -1) {
-		http_io_close(&sv->io);
+		px_conn_close(&sv->io);
 		close(fd);
 		return -1;
 	}
@@ -767,7 +670,7 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 	sv->connected = reused;
 	h->connecting = !reused;
 	if (!reused)
-		px_event_want(&sv->io.wr, &sv->io.wr_on, true);
+		px_conn_want_writable(&sv->io, true);
 	return 0;
 }
 
@@ -869,7 +772,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (rc == -1) {
 			h->verdict = "abort";
-			http_abort(h, "denied: http request aborted by policy");
+			http_abort(h, PX_END_POLICY,
+			    "denied: http request aborted by policy");
 			return;
 		}
 		http_error(h, rc, why);
@@ -1250,7 +1154,8 @@ http_pump_response(struct http_state *h)
 				px_session_log(h->s, LOG_NOTICE,
 				    "http-bad-response reason=\"%s\"", why);
 				h->verdict = "error";
-				http_abort(h, "error: malformed chunked response");
+				http_abort(h, PX_END_SERVER_FAIL,
+				    "error: malformed chunked response");
 				return;
 			}
 			n = (size_t)k;
@@ -1300,7 +1205,8 @@ http_transaction_done(struct http_state *h)
 	if (!h->client_keep || (h->client_eof &&
 	    evbuffer_get_length(h->c.in) == 0)) {
 		/* Everything is sent once the output drains. */
-		http_close_when_flushed(h, h->client_eof ? "client-closed" :
+		http_close_when_flushed(h, h->client_eof ? PX_END_CLIENT :
+		    PX_END_SERVER, h->client_eof ? "client-closed" :
 		    "server-closed");
 		return;
 	}
@@ -1317,13 +1223,14 @@ http_tunnel_handoff(struct http_state *h)
 {
 	int fd = h->srv.io.fd;
 
-	http_io_close(&h->srv.io);
-	http_io_close(&h->c);
+	px_conn_close(&h->srv.io);
+	px_conn_close(&h->c);
 	http_timer_set(h, 0);
 	http_log_request(h);
 	px_session_count(h->s, HTTP_C_TUNNELS, 1);
 	if (px_session_tunnel(h->s, fd) == -1)
-		px_session_close(h->s, "error: cannot start the tunnel relay");
+		px_session_end(h->s, PX_END_PROXY,
+		    "error: cannot start the tunnel relay");
 }
 
 static void
@@ -1333,8 +1240,8 @@ http_start_tunnel(struct http_state *h)
 
 	h->tunnel = true;
 	h->progress++;
-	px_event_want(&h->c.rd, &h->c.rd_on, false);
-	px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
+	px_conn_read_enable(&h->c, false);
+	px_conn_read_enable(&h->srv.io, false);
 	n = evbuffer_get_length(h->c.in);
 	evbuffer_add_buffer(h->srv.io.out, h->c.in);
 	px_session_account(h->s, PX_TO_SERVER, n);
@@ -1361,7 +1268,7 @@ http_next_request(struct http_state *h)
 	    h->pol->lim.max_header_bytes + 4;
 	buf = (const char *)evbuffer_pullup(cin, (ssize_t)want);
 	if (buf == NULL) {
-		http_abort(h, "error: out of memory");
+		http_abort(h, PX_END_PROXY, "error: out of memory");
 		return;
 	}
 	end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
@@ -1371,7 +1278,7 @@ http_next_request(struct http_state *h)
 			/* Nothing more is coming to complete it. */
 			px_session_log(h->s, LOG_NOTICE, "http-error reason="
 			    "\"client closed inside a request head\"");
-			px_session_close(h->s, "client-closed");
+			px_session_end(h->s, PX_END_CLIENT, "client-closed");
 		}
 		return;
 	}
@@ -1405,7 +1312,7 @@ http_server_input(struct http_state *h)
 		    h->pol->lim.max_header_bytes + 4;
 		if ((buf = (const char *)evbuffer_pullup(sin, (ssize_t)want)) ==
 		    NULL) {
-			http_abort(h, "error: out of memory");
+			http_abort(h, PX_END_PROXY, "error: out of memory");
 			return;
 		}
 		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
@@ -1476,7 +1383,7 @@ http_server_gone(struct http_state *h, int err)
 
 	h->progress++;
 	if (h->tunnel) {
-		px_session_closef(h->s, "server-error: %s",
+		px_session_endf(h->s, PX_END_SERVER_FAIL, "server-error: %s",
 		    err ? strerror(err) : "closed during tunnel setup");
 		return;
 	}
@@ -1509,7 +1416,8 @@ http_server_gone(struct http_state *h, int err)
 		return;
 	}
 	h->verdict = "error";
-	http_abort(h, eof ? "server-closed: inside a response" :
+	http_abort(h, PX_END_SERVER_FAIL, eof ?
+	    "server-closed: inside a response" :
 	    "server-error: inside a response");
 }
 
@@ -1519,20 +1427,21 @@ http_client_eof(struct http_state *h)
 {
 	h->client_eof = true;
 	h->progress++;
-	px_event_want(&h->c.rd, &h->c.rd_on, false);
+	px_conn_read_enable(&h->c, false);
 	if (h->closing || h->tunnel)
 		return;
 	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
 		if (evbuffer_get_length(h->c.in) != 0)
 			px_session_log(h->s, LOG_NOTICE, "http-error "
 			    "reason=\"client closed inside a request head\"");
-		px_session_close(h->s, "client-closed");
+		px_session_end(h->s, PX_END_CLIENT, "client-closed");
 		return;
 	}
 	if (h->req == HTTP_REQ_BODY || (h->req == HTTP_REQ_WAIT &&
 	    h->req_body != HTTP_BODY_NONE)) {
 		h->verdict = "error";
-		http_abort(h, "client-closed: inside a request body");
+		http_abort(h, PX_END_CLIENT_FAIL,
+		    "client-closed: inside a request body");
 		return;
 	}
 	/* The request is complete: its response still goes out, and so do
@@ -1546,7 +1455,8 @@ http_client_failed(struct http_state *h, int err)
 	h->verdict = h->verdict ? h->verdict : "error";
 	http_log_request(h);
 	http_server_drop(h, false);
-	px_session_closef(h->s, "client-error: %s", strerror(err));
+	px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
+	    strerror(err));
 }
 
 /* Runs every step that can make progress, writes what is queued, and sets
@@ -1572,20 +1482,21 @@ http_drive(struct http_state *h)
 					return;
 			}
 		}
-		if (evbuffer_get_length(h->c.out) != 0 && !h->c.wr_on &&
-		    http_io_send(&h->c) == -1) {
+		if (evbuffer_get_length(h->c.out) != 0 && !px_conn_write_blocked(&h->c) &&
+		    px_conn_send(&h->c) == -1) {
 			http_client_failed(h, errno);
 			return;
 		}
 		if (h->srv.io.fd != -1 && h->srv.connected &&
-		    evbuffer_get_length(h->srv.io.out) != 0 && !h->srv.io.wr_on &&
-		    http_io_send(&h->srv.io) == -1) {
+		    evbuffer_get_length(h->srv.io.out) != 0 && !px_conn_write_blocked(&h->srv.io) &&
+		    px_conn_send(&h->srv.io) == -1) {
 			http_server_gone(h, errno);
 			continue;
 		}
 		if (h->closing) {
 			if (evbuffer_get_length(h->c.out) == 0)
-				px_session_finish(h->s, h->end_reason);
+				px_session_finish(h->s, h->end_by,
+				    h->end_reason);
 			return;
 		}
 		if (h->tunnel) {
@@ -1600,25 +1511,25 @@ http_drive(struct http_state *h)
 	if (h->gone)
 		return;
 	/* Read a side only while its unprocessed input is under `buffer`. */
-	px_event_want(&h->c.rd, &h->c.rd_on, !h->client_eof &&
+	px_conn_read_enable(&h->c, !h->client_eof &&
 	    evbuffer_get_length(h->c.in) < h->buffer);
 	if (h->srv.io.fd != -1 && h->srv.connected)
-		px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, !h->srv.io.eof &&
+		px_conn_read_enable(&h->srv.io, !h->srv.io.eof &&
 		    evbuffer_get_length(h->srv.io.in) < h->buffer);
 }
 
 /* ---- events ------------------------------------------------------------ */
 
 static void
-http_client_rd_cb(evutil_socket_t fd, short what, void *arg)
+http_client_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 	size_t len = evbuffer_get_length(h->c.in);
 	ssize_t n;
 
-	(void)fd; (void)what;
+	(void)c;
 	px_session_active(h->s);
-	n = http_io_recv(&h->c, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(&h->c, len < h->buffer ? h->buffer - len : 0);
 	if (n > 0)
 		h->progress++;
 	else if (n == 0)
@@ -1632,13 +1543,13 @@ http_client_rd_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-http_client_wr_cb(evutil_socket_t fd, short what, void *arg)
+http_client_wr_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 
-	(void)fd; (void)what;
+	(void)c;
 	px_session_active(h->s);
-	if (http_io_send(&h->c) == -1) {
+	if (px_conn_send(&h->c) == -1) {
 		http_client_failed(h, errno);
 		return;
 	}
@@ -1647,15 +1558,15 @@ http_client_wr_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-http_server_rd_cb(evutil_socket_t fd, short what, void *arg)
+http_server_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 	size_t len = evbuffer_get_length(h->srv.io.in);
 	ssize_t n;
 
-	(void)fd; (void)what;
+	(void)c;
 	px_session_active(h->s);
-	n = http_io_recv(&h->srv.io, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(&h->srv.io, len < h->buffer ? h->buffer - len : 0);
 	if (n > 0) {
 		h->srv.got_bytes = true;
 		h->progress++;
@@ -1666,7 +1577,7 @@ http_server_rd_cb(evutil_socket_t fd, short what, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		return;
-	px_event_want(&h->srv.io.rd, &h->srv.io.rd_on, false);
+	px_conn_read_enable(&h->srv.io, false);
 	/* Bytes still unread by the client side are moved first. */
 	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
 	    n == 0 && evbuffer_get_length(h->srv.io.in) != 0) {
@@ -1681,20 +1592,19 @@ http_server_rd_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-http_server_wr_cb(evutil_socket_t fd, short what, void *arg)
+http_server_wr_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 
-	(void)what;
 	if (h->connecting) {
-		int err = px_upstream_error((int)fd);
+		int err = px_upstream_error(c->fd);
 
 		h->connecting = false;
 		h->progress++;
 		if (err != 0) {
 			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
 			    "failed: %s", strerror(err));
-			px_event_want(&h->srv.io.wr, &h->srv.io.wr_on, false);
+			px_conn_want_writable(&h->srv.io, false);
 			http_error(h, 502, "cannot connect to the server");
 			http_drive(h);
 			return;
@@ -1709,7 +1619,7 @@ http_server_wr_cb(evutil_socket_t fd, short what, void *arg)
 			http_start_tunnel(h);
 		}
 	}
-	if (http_io_send(&h->srv.io) == -1) {
+	if (px_conn_send(&h->srv.io) == -1) {
 		http_server_gone(h, errno);
 		if (!h->gone)
 			http_drive(h);
@@ -1726,7 +1636,8 @@ http_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd; (void)what;
 	if (h->closing) {
-		px_session_close(h->s, "error: client does not read the reply");
+		px_session_end(h->s, PX_END_TIMEOUT,
+		    "error: client does not read the reply");
 		return;
 	}
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
@@ -1734,11 +1645,12 @@ http_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (h->resp_bytes == 0)
 			http_error(h, 504, "no response within response-timeout");
 		else
-			http_abort(h, "error: response-timeout");
+			http_abort(h, PX_END_TIMEOUT, "error: response-timeout");
 	} else if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
 		if (evbuffer_get_length(h->c.in) == 0) {
 			/* An idle keep-alive connection: just close it. */
-			px_session_finish(h->s, "client-idle: request-timeout");
+			px_session_finish(h->s, PX_END_TIMEOUT,
+			    "client-idle: request-timeout");
 			return;
 		}
 		gettimeofday(&h->t_start, NULL);
@@ -1764,11 +1676,11 @@ http_on_open(struct px_session *s, void *st)
 	h->transparent = px_session_is_transparent(s);
 	h->timer = evtimer_new(px_session_base(s), http_timer_cb, h);
 	h->head_out = evbuffer_new();
-	if (h->timer == NULL || h->head_out == NULL || http_io_open(&h->c, px_session_base(s),
+	if (h->timer == NULL || h->head_out == NULL || px_conn_open(&h->c, px_session_base(s),
 	    px_session_client_fd(s), http_client_rd_cb, http_client_wr_cb,
 	    h) == -1)
 		return -1;
-	px_event_want(&h->c.rd, &h->c.rd_on, true);
+	px_conn_read_enable(&h->c, true);
 	http_timer_set(h, h->pol->request_timeout_ms);
 	return 0;
 }
@@ -1790,7 +1702,7 @@ http_on_close(struct px_session *s, void *st)
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);
 	if (h->c.in != NULL)
-		http_io_close(&h->c);
+		px_conn_close(&h->c);
 	if (h->timer != NULL)
 		event_free(h->timer);
 	h->timer = NULL;

@@ -112,6 +112,7 @@ struct r66_state {
 	struct evbuffer	*hold[2];	/* partial frame, per px_dir */
 	bool		 done;		/* ending: drop whatever comes */
 	bool		 abort;		/* action="abort": reset, no reply */
+	char		 abort_why[160];
 	bool		 authed;
 	char		 host[128];	/* the connection's identity */
 	char		 server_host[128];
@@ -563,9 +564,8 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 	n = r66_encode_connerror(b, sizeof(b), R66_NOCHANNEL, R66_NOCHANNEL,
 	    "Protocol violation (proxy)", NULL);
 	evbuffer_add(px_session_output(s, PX_TO_CLIENT), b, n);
-	snprintf(reason, sizeof(reason), "denied: r66 protocol violation: %s",
-	    what);
-	px_session_finish(s, reason);
+	snprintf(reason, sizeof(reason), "r66 protocol violation: %s", what);
+	px_session_deny(s, reason);
 	st->done = true;
 	return R66_FV_END;
 }
@@ -594,6 +594,7 @@ r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
 	}
 	if (act == R66_ABORT) {
 		st->done = st->abort = true;
+		snprintf(st->abort_why, sizeof(st->abort_why), "r66 %s", why);
 		r66_chan_free(c);
 		return R66_FV_END;	/* the caller returns PX_ERROR */
 	}
@@ -604,8 +605,8 @@ r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
 	r66_chan_free(c);
 	if (!whole)
 		return R66_FV_DROP;
-	snprintf(reason, sizeof(reason), "denied: r66 %s", why);
-	px_session_finish(s, reason);
+	snprintf(reason, sizeof(reason), "r66 %s", why);
+	px_session_deny(s, reason);
 	st->done = true;
 	return R66_FV_END;
 }
@@ -1187,7 +1188,11 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	}
 	if (st->done) {
 		evbuffer_drain(in, evbuffer_get_length(in));
-		return st->abort ? PX_ERROR : PX_DENY;
+		if (st->abort) {
+			px_session_abort(s, st->abort_why);
+			return PX_ERROR;
+		}
+		return PX_DENY;
 	}
 	/* Keep a partial frame ourselves, so PX_PASS (and its backpressure)
 	 * applies to what we forwarded. Bounded: its head passed the cap. */

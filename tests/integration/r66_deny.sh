@@ -22,6 +22,7 @@ head -c 400K /dev/urandom >"$T/cli/large.bin"
 start_r66_server
 free_port R66_PORT
 free_port DIG_PORT
+free_port ABORT_PORT
 write_proxyd_conf
 write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
     '<r66 max-block="64k">
@@ -32,6 +33,8 @@ write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
        <file pattern="*" action="deny"/>
      </r66>'
 write_r66_service r66dig "$DIG_PORT" "$R66_SRV_PORT" '<r66 require-digest="yes"/>'
+write_r66_service r66abort "$ABORT_PORT" "$R66_SRV_PORT" \
+    '<r66><host id="hostz" action="abort"/></r66>'
 start_proxyd
 
 # the policy is not a blanket refusal: one accepted transfer first
@@ -179,6 +182,13 @@ python3 "$T/raw.py" "$R66_PORT" big >"$T/raw.out"
 assert_grep "$T/raw.out" "^frame \('0x80000000', '0x80000000', 6, "
 assert_log "r66 protocol violation from client: frame of 200004 bytes over max-block"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"' $((v0 + 2))
+
+# action="abort": a reset, no ErrorPacket, and a policy verdict (not an
+# analyser error) in the session-end line
+r66c "$ABORT_PORT" hostz:pwZ --rule in --mode 3 --send "$T/cli/ok.bin"
+[[ $R66_RC != 0 ]] || fail "an aborted host's transfer succeeded"
+assert_no_grep "$T/client.err" "Denied by proxy" "an ErrorPacket was sent for action=abort"
+assert_log "session-end service=r66abort analyser=r66 verdict=deny .* by=policy phase=data end=aborted: r66 host"
 
 assert_eq "$(ls -A "$R66_SRV_DIR")" "" "files on the server at the end"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 1

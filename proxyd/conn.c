@@ -1,0 +1,281 @@
+/* One socket end (see conn.h). */
+#include "conn.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "splice.h"	/* px_event_want() */
+
+#define PX_CONN_READ_MAX	(256 * 1024)	/* per recv */
+
+/* Arms exactly the events that what we wait for needs: no syscall when
+ * nothing changed. */
+static void
+px_conn_update(struct px_conn *c)
+{
+	bool rd = (c->reading && c->read_want != PX_CONN_WANT_WRITE) ||
+	    c->write_want == PX_CONN_WANT_READ ||
+	    c->shut_want == PX_CONN_WANT_READ;
+	bool wr = c->write_want == PX_CONN_WANT_WRITE ||
+	    c->read_want == PX_CONN_WANT_WRITE ||
+	    c->shut_want == PX_CONN_WANT_WRITE;
+
+	px_event_want(&c->rd, &c->rd_on, rd);
+	px_event_want(&c->wr, &c->wr_on, wr);
+}
+
+static void
+px_conn_rd_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	(void)fd; (void)what;
+	if (c->shut_want == PX_CONN_WANT_READ)
+		(void)px_conn_shutdown(c);
+	if (c->write_want == PX_CONN_WANT_READ) {
+		c->on_writable(c, c->arg);
+		return;		/* the owner may have closed c */
+	}
+	if (c->reading)
+		c->on_readable(c, c->arg);
+}
+
+static void
+px_conn_wr_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	(void)fd; (void)what;
+	if (c->shut_want == PX_CONN_WANT_WRITE)
+		(void)px_conn_shutdown(c);
+	if (c->read_want == PX_CONN_WANT_WRITE) {
+		c->read_want = PX_CONN_WANT_NONE;
+		px_conn_update(c);
+		c->on_readable(c, c->arg);
+		return;
+	}
+	if (c->write_want == PX_CONN_WANT_WRITE)
+		c->on_writable(c, c->arg);
+}
+
+int
+px_conn_open(struct px_conn *c, struct event_base *base, int fd,
+    px_conn_cb on_readable, px_conn_cb on_writable, void *arg)
+{
+	c->fd = fd;
+	c->eof = c->shut = c->shut_pending = false;
+	c->rd_on = c->wr_on = c->reading = false;
+	c->read_want = c->write_want = c->shut_want = PX_CONN_WANT_NONE;
+	c->tf = NULL;
+	c->tf_state = NULL;
+	c->on_readable = on_readable;
+	c->on_writable = on_writable;
+	c->arg = arg;
+	c->in = evbuffer_new();
+	c->out = evbuffer_new();
+	if (c->in == NULL || c->out == NULL)
+		return -1;
+	event_assign(&c->rd, base, fd, EV_READ | EV_PERSIST, px_conn_rd_event, c);
+	event_assign(&c->wr, base, fd, EV_WRITE | EV_PERSIST, px_conn_wr_event, c);
+	return 0;
+}
+
+void
+px_conn_close(struct px_conn *c)
+{
+	if (c->rd_on)
+		event_del(&c->rd);
+	if (c->wr_on)
+		event_del(&c->wr);
+	c->rd_on = c->wr_on = c->reading = false;
+	if (c->tf != NULL && c->tf->free != NULL)
+		c->tf->free(c);
+	c->tf = NULL;
+	c->tf_state = NULL;
+	if (c->in != NULL)
+		evbuffer_free(c->in);
+	if (c->out != NULL)
+		evbuffer_free(c->out);
+	c->in = c->out = NULL;
+	c->fd = -1;
+}
+
+void
+px_conn_set_transform(struct px_conn *c, const struct px_conn_transform *tf,
+    void *state)
+{
+	c->tf = tf;
+	c->tf_state = state;
+}
+
+void
+px_conn_read_enable(struct px_conn *c, bool on)
+{
+	c->reading = on;
+	px_conn_update(c);
+}
+
+void
+px_conn_want_writable(struct px_conn *c, bool on)
+{
+	c->write_want = on ? PX_CONN_WANT_WRITE : PX_CONN_WANT_NONE;
+	px_conn_update(c);
+}
+
+size_t
+px_conn_pending(const struct px_conn *c)
+{
+	return c->tf != NULL && c->tf->pending != NULL ? c->tf->pending(c) : 0;
+}
+
+bool
+px_conn_write_blocked(const struct px_conn *c)
+{
+	return c->write_want != PX_CONN_WANT_NONE;
+}
+
+/* One read through the slot into iov; the plain socket reads all of iov
+ * with one readv. */
+static ssize_t
+px_conn_read_iov(struct px_conn *c, struct iovec *iov, int k,
+    enum px_conn_want *want)
+{
+	ssize_t n, total = 0;
+	int i;
+
+	*want = PX_CONN_WANT_READ;
+	if (c->tf == NULL)
+		return readv(c->fd, iov, k);
+	for (i = 0; i < k; i++) {
+		n = c->tf->read(c, iov[i].iov_base, iov[i].iov_len, want);
+		if (n <= 0)
+			return total > 0 ? total : n;
+		total += n;
+		if ((size_t)n < iov[i].iov_len)
+			break;
+	}
+	return total;
+}
+
+ssize_t
+px_conn_recv(struct px_conn *c, size_t room)
+{
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	enum px_conn_want want;
+	ssize_t n, left;
+	int k, i;
+
+	if (room > PX_CONN_READ_MAX)
+		room = PX_CONN_READ_MAX;
+	if ((k = evbuffer_reserve_space(c->in, (ev_ssize_t)room, v, 2)) < 1) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < k; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len;
+	}
+	n = px_conn_read_iov(c, iov, k, &want);
+	if (n <= 0) {
+		int err = errno;
+
+		evbuffer_commit_space(c->in, v, 0);
+		if (n == 0)
+			c->eof = true;
+		else if (err == EAGAIN || err == EWOULDBLOCK) {
+			/* Plain: the read event already waits for this. */
+			c->read_want = want == PX_CONN_WANT_WRITE ?
+			    PX_CONN_WANT_WRITE : PX_CONN_WANT_NONE;
+			px_conn_update(c);
+		}
+		errno = err;
+		return n;
+	}
+	if (c->read_want != PX_CONN_WANT_NONE) {
+		c->read_want = PX_CONN_WANT_NONE;
+		px_conn_update(c);
+	}
+	left = n;
+	for (i = 0; i < k; i++) {
+		if ((size_t)left < v[i].iov_len)
+			v[i].iov_len = (size_t)left;
+		left -= (ssize_t)v[i].iov_len;
+	}
+	evbuffer_commit_space(c->in, v, k);
+	return n;
+}
+
+/* One write of what c->out holds: bytes written, or -1 with errno. */
+static ssize_t
+px_conn_write_once(struct px_conn *c, enum px_conn_want *want)
+{
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	*want = PX_CONN_WANT_WRITE;
+	if (c->tf == NULL)
+		return evbuffer_write(c->out, c->fd);
+	if (evbuffer_peek(c->out, -1, NULL, &v, 1) < 1)
+		return 0;
+	n = c->tf->write(c, v.iov_base, v.iov_len, want);
+	if (n > 0)
+		evbuffer_drain(c->out, (size_t)n);
+	return n;
+}
+
+int
+px_conn_send(struct px_conn *c)
+{
+	enum px_conn_want want = PX_CONN_WANT_NONE;
+	ssize_t n;
+
+	while (evbuffer_get_length(c->out) != 0) {
+		if ((n = px_conn_write_once(c, &want)) >= 0)
+			continue;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		return -1;
+	}
+	c->write_want = evbuffer_get_length(c->out) != 0 ? want :
+	    PX_CONN_WANT_NONE;
+	if (c->write_want == PX_CONN_WANT_NONE && c->shut_pending && !c->shut)
+		return px_conn_shutdown(c);
+	px_conn_update(c);
+	return 0;
+}
+
+int
+px_conn_shutdown(struct px_conn *c)
+{
+	enum px_conn_want want = PX_CONN_WANT_NONE;
+
+	if (c->shut)
+		return 0;
+	c->shut_pending = true;
+	if (evbuffer_get_length(c->out) != 0)
+		return 0;	/* px_conn_send() comes back here at empty */
+	if (c->tf != NULL && c->tf->shutdown != NULL &&
+	    c->tf->shutdown(c, &want) == -1) {
+		if (errno != EAGAIN) {
+			c->shut_want = PX_CONN_WANT_NONE;
+			px_conn_update(c);
+			return -1;
+		}
+		c->shut_want = want;
+		px_conn_update(c);
+		return 0;
+	}
+	c->shut_want = PX_CONN_WANT_NONE;
+	c->shut = true;
+	(void)shutdown(c->fd, SHUT_WR);
+	px_conn_update(c);
+	return 0;
+}

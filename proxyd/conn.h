@@ -1,0 +1,104 @@
+/* One socket end: its buffers, readiness, backpressure helpers, half-close,
+ * and a transform slot (TLS fills it; none means plain recv/send). The only
+ * code that reads or writes a buffered connection's socket. It knows no
+ * session and no protocol: its owner gets two callbacks, "readable" and
+ * "writable", already translated through the transform (a TLS record layer
+ * that needs the socket writable to go on reading asks for it here, and the
+ * owner still just sees "readable").
+ *
+ * Not bufferevents: those add and delete the write event around every
+ * response and ask FIONREAD before every read (6 epoll_ctl and 4 ioctl per
+ * keep-alive HTTP request, measured). This writes at once, polls for
+ * writability only when the kernel pushes back, and reads into reserved
+ * evbuffer space. */
+#ifndef PX_CONN_H
+#define PX_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <event2/event_struct.h>
+
+struct event_base;
+struct evbuffer;
+struct px_conn;
+
+/* What a transform's read or write needs before it can go on. */
+enum px_conn_want {
+	PX_CONN_WANT_NONE = 0,
+	PX_CONN_WANT_READ,	/* the socket readable */
+	PX_CONN_WANT_WRITE,	/* the socket writable */
+};
+
+/* The transform slot. Each call works on the connection's socket (c->fd)
+ * with the transform's own state (c->tf_state). read and write return
+ * bytes (>0), 0 (read: the peer's orderly end), or -1 with errno; on
+ * EAGAIN *want says which readiness lets it go on. */
+struct px_conn_transform {
+	const char	*name;
+	ssize_t		(*read)(struct px_conn *c, void *buf, size_t len,
+			    enum px_conn_want *want);
+	ssize_t		(*write)(struct px_conn *c, const void *buf, size_t len,
+			    enum px_conn_want *want);
+	/* Ends our direction (TLS: close_notify). 0 done, -1 with errno
+	 * (EAGAIN with *want: call again then). */
+	int		(*shutdown)(struct px_conn *c, enum px_conn_want *want);
+	/* Bytes already decoded and readable without the socket being
+	 * readable (TLS: SSL_pending()). May be NULL: none ever. */
+	size_t		(*pending)(const struct px_conn *c);
+	/* Frees tf_state; the socket stays open. May be NULL. */
+	void		(*free)(struct px_conn *c);
+};
+
+typedef void	(*px_conn_cb)(struct px_conn *c, void *arg);
+
+struct px_conn {
+	int		 fd;		/* -1: none */
+	struct evbuffer	*in, *out;
+	struct event	 rd, wr;
+	bool		 rd_on, wr_on;
+	bool		 reading;	/* the owner wants "readable" */
+	bool		 eof;		/* the peer ended its direction */
+	bool		 shut;		/* our direction is ended */
+	bool		 shut_pending;	/* end ours once out is written */
+	/* What the transform waits for, per operation. */
+	enum px_conn_want read_want, write_want, shut_want;
+	const struct px_conn_transform *tf;	/* NULL: plain socket */
+	void		*tf_state;
+	px_conn_cb	 on_readable, on_writable;
+	void		*arg;
+};
+
+/* Sets c up on fd (non-blocking, connected or connecting). Nothing is
+ * polled until px_conn_read_enable() or a px_conn_send() that cannot
+ * finish. 0, or -1 (out of memory). */
+int	px_conn_open(struct px_conn *c, struct event_base *base, int fd,
+	    px_conn_cb on_readable, px_conn_cb on_writable, void *arg);
+/* Frees the buffers, events and the transform's state; leaves the socket
+ * open (its owner closes or parks it). Safe on a closed or zeroed conn. */
+void	px_conn_close(struct px_conn *c);
+/* Puts a transform into the slot (before any byte moves). */
+void	px_conn_set_transform(struct px_conn *c,
+	    const struct px_conn_transform *tf, void *state);
+/* Calls "writable" once the socket is (a connect under way is done or
+ * failed), or stops waiting for it. */
+void	px_conn_want_writable(struct px_conn *c, bool on);
+/* Whether "readable" callbacks come. */
+void	px_conn_read_enable(struct px_conn *c, bool on);
+/* Reads what is there into c->in, up to room bytes: >0, 0 at EOF (c->eof
+ * set), -1 with errno (EAGAIN: nothing yet; the wait is armed). */
+ssize_t	px_conn_recv(struct px_conn *c, size_t room);
+/* Writes what c->out holds; polls for room only when the kernel is full;
+ * ends our direction once out is empty if px_conn_shutdown() asked for it.
+ * 0, or -1 with errno on a real error. */
+int	px_conn_send(struct px_conn *c);
+/* Half-close: end our direction once everything queued is written. */
+int	px_conn_shutdown(struct px_conn *c);
+/* Decoded bytes waiting in the transform (0 for a plain socket). */
+size_t	px_conn_pending(const struct px_conn *c);
+/* The write event is armed: the kernel pushed back. */
+bool	px_conn_write_blocked(const struct px_conn *c);
+
+#endif
