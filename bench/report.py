@@ -17,9 +17,11 @@ import sys
 
 SIZES = ["10k", "100k", "1m", "big", "1k", "250k"]
 SIZE_LABEL = {"10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
-TARGETS = ["direct", "proxyd-plug", "proxyd-http", "haproxy-tcp", "haproxy-http",
-           "proxyd-ftp", "proxyd-r66"]
+TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
+           "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
 BASE = "direct"
+# bench/run --baseline REF: (label, current path, the same path with proxyd built from REF)
+BASELINE_PAIRS = [("plug", "proxyd-plug", "base-plug"), ("http", "proxyd-http", "base-http")]
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
 COUNTED = ("ab", "curl")   # a fixed number of requests; the others run for a fixed time
@@ -254,6 +256,8 @@ def cmd_report(out):
 
     # ------------------------------------------------------- aggregation --
     rows = []
+    pairs = [(lab, cur, base) for lab, cur, base in BASELINE_PAIRS
+             if cur in targets and base in targets]
     for k in keys:
         rr = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k]
         row = {"key": k, "label": label(k), "n": rr[0]["n"], "c": rr[0]["c"],
@@ -300,6 +304,16 @@ def cmd_report(out):
         for t in row["t"]:
             vals = [d[t] / d[BASE] for d in per_round.values() if d.get(t) and d.get(BASE)]
             row["t"][t]["ratio"] = statistics.median(vals) if vals else None
+        # --baseline: current / baseline, the same way (within each round)
+        row["vs_base"] = {}
+        for lab, cur, base in pairs:
+            vals = [d[cur] / d[base] for d in per_round.values() if d.get(cur) and d.get(base)]
+            c, b = row["t"].get(cur, {}), row["t"].get(base, {})
+            ck = "cpu_s" if by_bytes(k) else "cpu_us"
+            cpu = (c[ck] / b[ck]) if c.get(ck) and b.get(ck) else None
+            row["vs_base"][lab] = {"perf": statistics.median(vals) if vals else None, "cpu": cpu}
+            if cur in row["t"]:
+                row["t"][cur]["vs_base"] = row["vs_base"][lab]["perf"]
         oth = [int(r["other_pct"]) for r in rr if (r.get("other_pct") or "").isdigit()]
         row["others_med"] = statistics.median(oth) if oth else None
         row["others_max"] = max(oth) if oth else None
@@ -309,7 +323,7 @@ def cmd_report(out):
     cols = ["row", "tool", "size", "mode", "path", "n", "c", "runs", "ok_runs", "req_s_median",
             "mib_s_median", "min", "max", "spread_pct", "failed_requests", "cpu_s_median",
             "cpu_us_per_req", "peak_rss_kib", "ratio_to_direct", "longest_ms", "syn_retrans",
-            "status"]
+            "status"] + (["ratio_to_baseline"] if pairs else [])
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -322,7 +336,8 @@ def cmd_report(out):
                             c(d["max"], 2), c(None if d["spread"] is None else d["spread"] * 100, 1),
                             d["failed"], c(d.get("cpu_s"), 2), c(d.get("cpu_us"), 1),
                             c(d.get("hwm_kb")), c(d.get("ratio"), 4), c(d["longest_ms"]),
-                            c(d["syn"]), "BAD" if d["bad"] else "ok"])
+                            c(d["syn"]), "BAD" if d["bad"] else "ok"]
+                           + ([c(d.get("vs_base"), 4)] if pairs else []))
 
     # ----------------------------------------------------------- markdown --
     L = []
@@ -344,6 +359,10 @@ def cmd_report(out):
         "proxyd-plug": f"proxyd {env.get('proxyd_git', '?')}, plug analyser, "
                        f"splice={env.get('proxyd_splice', '?')}, buffer={env.get('proxyd_buffer', 'default')}",
         "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
+        "base-plug": f"the baseline: proxyd {env.get('baseline_git', '?')} (--baseline "
+                     f"{env.get('baseline_ref', '?')}), configured like proxyd-plug",
+        "base-http": f"the baseline: proxyd {env.get('baseline_git', '?')} (--baseline "
+                     f"{env.get('baseline_ref', '?')}), configured like proxyd-http",
         "haproxy-tcp": f"{hav}, mode tcp, {splice}",
         "haproxy-http": f"{hav}, mode http, option http-keep-alive, http-reuse always",
         "proxyd-ftp": "proxyd, ftp analyser, fixed mode on 127.0.0.1 in front of vsftpd, "
@@ -408,6 +427,40 @@ def cmd_report(out):
     L.append("")
     if slowest:
         L.append(f"Slowest proxyd ratio: **{slowest[1]}, {slowest[2]}: {slowest[0]:.2f}** of direct.")
+        L.append("")
+
+    if pairs:
+        bref = f"{env.get('baseline_ref', '?')} ({env.get('baseline_git', '?')})"
+        L.append(f"## proxyd vs baseline {bref}")
+        L.append("")
+        hdr = ["row"]
+        for lab, cur, base in pairs:
+            hdr += [f"{lab}: {cur} / {base}", f"{lab}: CPU/req ratio"]
+        L.append("| " + " | ".join(hdr) + " |")
+        L.append("|---|" + "|".join(["---:"] * (len(hdr) - 1)) + "|")
+        geo = {lab: [] for lab, _, _ in pairs}
+        for row in rows:
+            vb = row.get("vs_base") or {}
+            if not any(v.get("perf") is not None or v.get("cpu") is not None for v in vb.values()):
+                continue
+            cells = [row["label"]]
+            for lab, cur, base in pairs:
+                v = vb.get(lab, {})
+                bad = any(row["t"].get(t, {}).get("bad") for t in (cur, base))
+                cells += [ratio(v.get("perf")) + (" **BAD**" if bad else ""), ratio(v.get("cpu"))]
+                if v.get("perf"):
+                    geo[lab].append(v["perf"])
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+        L.append("proxyd vs baseline (geometric mean over the rows above): " + ", ".join(
+            f"{lab} {statistics.geometric_mean(geo[lab]):.2f}" if geo[lab] else f"{lab} n/a"
+            for lab, _, _ in pairs) + ".")
+        L.append("")
+        L.append("current / baseline = median over rounds of the ratio measured within the same "
+                 "round (req/s; MiB/s for the large file): above 1 the working tree is faster. "
+                 "CPU/req ratio = the current path's CPU µs/req over the baseline's (CPU s for "
+                 "the large file): below 1 the working tree spends less CPU per request; CPU is counted "
+                 f"in clock ticks of 1/{clk} s, so a run of a few ticks (--quick) gives a coarse ratio.")
         L.append("")
 
     L.append("## Results")
@@ -483,7 +536,7 @@ def cmd_report(out):
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         L.append("")
 
-    for t in ("proxyd-plug", "proxyd-http", "proxyd-ftp", "proxyd-r66"):
+    for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-ftp", "proxyd-r66"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
         if not ma:
@@ -579,6 +632,7 @@ def chart(out, rows, targets, netns, quick):
              else "proxyd vs HAProxy vs direct (loopback)") + (" - QUICK" if quick else "")
     width = max(900, 110 * len(rows) + 200)
     colors = {"direct": "#808080", "proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
+              "base-plug": "#aec7e8", "base-http": "#9edae5",
               "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728"}
     plots = ", ".join(f"'chart.dat' using {i + 2}{':xtic(1)' if i == 0 else ''} title columnhead({i + 2})"
                       f" lc rgb '{colors.get(t, '#2ca02c')}'"
