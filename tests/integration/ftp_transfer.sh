@@ -29,6 +29,23 @@ write_ftp_service ftp "$PORT" '<ftp data-ports="42000-42999"><command name="*" a
 write_ftp_service ftpml "$PORT_ML" '<ftp data-ports="42000-42999"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$PYFTPD_PORT"
 start_proxyd
 
+# proxyd_listening_in LO HI: ports in [LO, HI] that proxyd itself listens on,
+# one a line (other programs on the host may use ports of the range)
+proxyd_listening_in() {
+    local lo=$1 hi=$2 fd inodes=" " laddr st inode port
+    for fd in /proc/"$PROXYD_PID"/fd/*; do
+        fd=$(readlink "$fd" 2>/dev/null) || continue
+        if [[ $fd =~ ^socket:\[([0-9]+)\]$ ]]; then inodes+="${BASH_REMATCH[1]} "; fi
+    done
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        while read -r _ laddr _ st _ _ _ _ _ inode _; do
+            [[ $st == 0A && $inodes == *" $inode "* ]] || continue
+            port=$((16#${laddr##*:}))
+            ((port >= lo && port <= hi)) && echo "$port"
+        done
+    return 0
+}
+
 retr_check() { # NAME
     local name=$1 want got rc
     want=$(sha256_of "$P/$name")
@@ -82,10 +99,22 @@ assert_log 'ftp-reply code=350 cmd=REST'
 assert_log "data-transfer download cmd=RETR file=\"10m.bin\" bytes=$((10485760 - 4000000)) .* end=ok"
 
 info "a 10 MB download at 2 MB/s outlives the 2 s idle timeout of the control connection"
-before=$(grep -c 'session-end service=ftp ' "$PROXYD_LOG" || true)
+full_re='data-transfer download cmd=RETR file="10m\.bin" bytes=10485760 .* end=ok'
+before=$(grep -Ec -- "$full_re" "$PROXYD_LOG" || true)
 got=$(curl -sS --max-time 60 --limit-rate 2M "$(ftp_url "$PORT" pub/10m.bin)" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
 assert_eq "$got" "$(sha256_of "$P/10m.bin")" "sha256 of the slow download"
-wait_grep "$PROXYD_LOG" 'session-end service=ftp ' 3
+# this session's own end line (the one an idle timeout would have written):
+# its id from its data-transfer line (the newest full download of 10m.bin)
+deadline=$(($(now_ms) + 5000))
+until (($(grep -Ec -- "$full_re" "$PROXYD_LOG" || true) > before)); do
+    (($(now_ms) < deadline)) || fail "no data-transfer line for the slow download within 5 s"
+    sleep 0.05
+done
+sid=$(grep -E -- "$full_re" "$PROXYD_LOG" | tail -n 1 | sed -nE 's/.* #([0-9]+) data-transfer .*/\1/p')
+assert_log " #$sid session-end service=ftp " 5
+line=$(grep -E " #$sid session-end service=ftp " "$PROXYD_LOG" | tail -n 1)
+info "slow download: $line"
+[[ $(kv "$line" end) != idle-timeout ]] || fail "the control session idled out during a transfer: $line"
 assert_no_grep "$PROXYD_LOG" 'session-end service=ftp .*end=idle-timeout' "the control session idled out during a transfer"
 
 info "20 parallel sessions"
@@ -121,9 +150,12 @@ assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_failed
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="denied_command"' 0
 big=$(stat -c %s "$P/big.bin")
 assert_metric ge proxyd_bytes_total 'direction="to-client"' $((big + 10485760 * 22))
-# no data port of ours is left listening
-sleep 0.2
-left=$(listening_in 42000 42999)
-assert_eq "$left" "" "data ports still listening after all transfers"
+# no data port of ours is left listening: every session has ended (waited
+# for above) and its listeners go with it; wait (bounded) until none is left
+deadline=$(($(now_ms) + 3000))
+while left=$(proxyd_listening_in 42000 42999); [[ -n $left ]] && (($(now_ms) < deadline)); do
+    sleep 0.05
+done
+assert_eq "$left" "" "proxyd data ports still listening 3 s after all transfers ended"
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"

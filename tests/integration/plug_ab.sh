@@ -37,20 +37,32 @@ assert_grep "$T/ab.keepalive" '^Keep-Alive requests:[[:space:]]+[1-9]' "ab -k: n
 
 assert_metric ge proxyd_sessions_accepted_total '' 5000
 assert_metric eq proxyd_sessions_active '' 0 5
+# metric_required VAR NAME: store the value of metric NAME in VAR, or fail
+# naming it (a metric missing from /metrics, or /metrics not answering, must
+# not pass as 0 or skip the check)
+metric_required() {
+    local __var=$1 v
+    v=$(metric_value "$2")
+    if ! [[ $v =~ ^[0-9]+$ ]]; then
+        echo "---- metric names in http://127.0.0.1:$ADMIN_PORT/metrics:" >&2
+        { metrics_fetch || echo "(could not fetch it)"; } | awk '!/^#/ && NF { sub(/[{ ].*/, ""); print }' | sort -u | tr '\n' ' ' >&2
+        echo >&2
+        fail "metric $2 is missing from http://127.0.0.1:$ADMIN_PORT/metrics (got '$v'): cannot check that every accepted session logged its end"
+    fi
+    printf -v "$__var" '%s' "$v"
+}
 n=$(grep -c 'session-end service=ab ' "$PROXYD_LOG" || true)
-dropped=$(metric_value proxyd_log_dropped_total)
+dropped="" acc=""
+metric_required dropped proxyd_log_dropped_total
 info "session-end lines: $n, proxyd_log_dropped_total: $dropped"
-if [[ $dropped =~ ^[0-9]+$ ]]; then
-    # every accepted session ends with exactly one line unless the log ring dropped it
-    wait_grep "$PROXYD_LOG" 'session-end service=ab ' 1 || true
-    acc=$(metric_value proxyd_sessions_accepted_total)
-    deadline=$(($(now_ms) + 5000))
-    while n=$(grep -c 'session-end service=ab ' "$PROXYD_LOG" || true); ((n + dropped < acc)) && (($(now_ms) < deadline)); do
-        sleep 0.1
-    done
-    ((n + dropped == acc)) ||
-        fail "session-end lines ($n) + dropped log lines ($dropped) != accepted sessions ($acc)"
-fi
+# every accepted session ends with exactly one line unless the log ring dropped it
+metric_required acc proxyd_sessions_accepted_total
+deadline=$(($(now_ms) + 5000))
+while n=$(grep -c 'session-end service=ab ' "$PROXYD_LOG" || true); ((n + dropped < acc)) && (($(now_ms) < deadline)); do
+    sleep 0.1
+done
+((n + dropped == acc)) ||
+    fail "session-end lines ($n) + dropped log lines ($dropped) != accepted sessions ($acc)"
 assert_no_grep "$PROXYD_LOG" 'session-end service=ab .* end=(client-error|server-error|connect-|idle-timeout|denied|shutdown)' \
     "some ab sessions ended abnormally"
 proc_alive "$PROXYD_PID" || fail "proxyd died"

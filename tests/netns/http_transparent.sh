@@ -54,10 +54,20 @@ r=$(client_get "http://$TOPO_S4/file?phase=badhost" "$T/out.bad" -H "Host: $TOPO
 assert_eq "$r" "0 400" "curl rc and status for a Host naming port 8080"
 wait_log_count 'http-error status=400 reason="Host does not match the destination"' 1 ||
     fail "no http-error line for the Host mismatch"
-sleep 0.3
-assert_eq "$(nginx_count 'phase=badhost')" 0 "requests with a mismatched Host that reached nginx"
+# the refused request's own session ends without a byte sent to the server
+wait_log_count 'http-request .*phase=badhost status=400 ' 1 || fail "no http-request line for the Host mismatch"
+sid=$(grep -E 'http-request .*phase=badhost status=400 ' "$PROXYD_LOG" | tail -n 1 | sed -nE 's/.* #([0-9]+) http-request.*/\1/p')
+wait_log_count " #$sid session-end service=web " 1 || fail "no session-end line for session #$sid (the Host mismatch)"
+line=$(grep -E " #$sid session-end service=web " "$PROXYD_LOG" | tail -n 1)
+info "log: $line"
+assert_eq "$(kv "$line" to-server)" 0 "bytes the Host-mismatch session sent to the server"
+# the next request is the sentinel: nginx (one worker) logs requests in the
+# order it finishes them, so once its line is there a forwarded badhost
+# request would be there too
 r=$(client_get "http://$TOPO_S4/file?phase=name" "$T/out.name" -H "Host: www.example.test")
 assert_eq "$r" "0 200" "curl rc and status for a Host name on port 80"
+wait_grep "$ACCESS_LOG" 'phase=name' 5 || fail "nginx did not log the request with a Host name (the sentinel)"
+assert_eq "$(nginx_count 'phase=badhost')" 0 "requests with a mismatched Host that reached nginx"
 
 # A second deploy run for another port appends its rule: it must still be
 # reached (nothing listens on 81 in the server: proxyd answers 502 itself,
