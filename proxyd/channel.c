@@ -69,22 +69,6 @@ static _Thread_local uint32_t px_chan_rand;
 
 static void	px_chan_finish(struct px_channel *ch, const char *error);
 
-static socklen_t
-px_chan_salen(const struct sockaddr *sa)
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-	    sizeof(struct sockaddr_in);
-}
-
-static void
-px_chan_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-	else
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-}
-
 static void
 px_chan_arm(struct px_channel *ch, uint64_t ms)
 {
@@ -241,25 +225,11 @@ void
 px_channel_label(struct px_channel *ch, const char *what, const char *cmd,
     const char *arg)
 {
-	size_t i, o = 0;
-
 	snprintf(ch->what, sizeof(ch->what), "%s", what);
 	snprintf(ch->cmd, sizeof(ch->cmd), "%s", cmd);
-	/* Quoted in the log: escape what could end or fake the field. */
-	for (i = 0; arg != NULL && arg[i] != '\0' &&
-	    o + 5 < sizeof(ch->file); i++) {
-		unsigned char c = (unsigned char)arg[i];
-
-		if (c == '"' || c == '\\') {
-			ch->file[o++] = '\\';
-			ch->file[o++] = (char)c;
-		} else if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(ch->file + o, sizeof(ch->file) - o,
-			    "\\x%02x", c);
-		else
-			ch->file[o++] = (char)c;
-	}
-	ch->file[o] = '\0';
+	/* Quoted in the log. */
+	px_log_escape(ch->file, sizeof(ch->file), arg != NULL ? arg : "",
+	    arg != NULL ? strlen(arg) : 0, true);
 }
 
 unsigned
@@ -510,7 +480,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	struct px_session *s = ch->s;
 	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
-	socklen_t len = px_chan_salen(local);
+	socklen_t len = px_sockaddr_len(local);
 	uint32_t range, start, i, tries = 0;
 	int fd, one = 1, err;
 
@@ -556,7 +526,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 		tries = range;
 	start = px_chan_random(s) % range;
 	for (i = 0; i < tries; i++) {
-		px_chan_set_port(&ss, (uint16_t)(lo + (start + i) % range));
+		px_sockaddr_set_port(&ss, (uint16_t)(lo + (start + i) % range));
 		if (bind(fd, (struct sockaddr *)&ss, len) == 0)
 			break;
 		if (errno != EADDRINUSE)
@@ -574,7 +544,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	e->lfd = fd;
 	e->check_peer = peer != NULL;
 	if (peer != NULL)
-		memcpy(&e->peer, peer, px_chan_salen(peer));
+		memcpy(&e->peer, peer, px_sockaddr_len(peer));
 	event_assign(&e->ev, s->w->base, fd, EV_READ | EV_PERSIST,
 	    px_chan_accept_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);
@@ -635,20 +605,20 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 		    px_socket_transparent(fd, src->sa_family) == -1)
 			goto fail;
 		memset(&ss, 0, sizeof(ss));
-		memcpy(&ss, src, px_chan_salen(src));
-		px_chan_set_port(&ss, 0);
+		memcpy(&ss, src, px_sockaddr_len(src));
+		px_sockaddr_set_port(&ss, 0);
 		/* The port is picked by connect() for the whole 4-tuple. */
 		(void)setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one,
 		    sizeof(one));
-		if (bind(fd, (struct sockaddr *)&ss, px_chan_salen(src)) == -1)
+		if (bind(fd, (struct sockaddr *)&ss, px_sockaddr_len(src)) == -1)
 			goto fail;
 	}
-	if (connect(fd, dst, px_chan_salen(dst)) == -1 && errno != EINPROGRESS)
+	if (connect(fd, dst, px_sockaddr_len(dst)) == -1 && errno != EINPROGRESS)
 		goto fail;
 	/* Even a connect done at once goes through the event: the callback
 	 * never runs inside this call. */
 	e->fd = fd;
-	memcpy(&e->addr, dst, px_chan_salen(dst));
+	memcpy(&e->addr, dst, px_sockaddr_len(dst));
 	e->connecting = true;
 	event_assign(&e->ev, s->w->base, fd, EV_WRITE, px_chan_connect_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);

@@ -364,6 +364,29 @@ px_sockaddr_port(const struct sockaddr *sa)
 	return 0;
 }
 
+socklen_t
+px_sockaddr_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	    sizeof(struct sockaddr_in);
+}
+
+void
+px_sockaddr_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+}
+
+void
+px_sockaddr_copy(struct sockaddr_storage *ss, const struct sockaddr *sa)
+{
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, sa, px_sockaddr_len(sa));
+}
+
 char *
 px_sockaddr_str(const struct sockaddr *sa, char *buf, size_t size)
 {
@@ -385,4 +408,54 @@ px_sockaddr_str(const struct sockaddr *sa, char *buf, size_t size)
 		snprintf(buf, size, "[%s]:%u", host, ntohs(sin6->sin6_port));
 	}
 	return buf;
+}
+
+/* Escapes in[0..len) into out while it fits in room (NUL not counted);
+ * returns how many input bytes went in, *used the output length. */
+static size_t
+px_escape_into(char *out, size_t room, const char *in, size_t len,
+    bool quoted, size_t *used)
+{
+	size_t o = 0, k;
+
+	for (k = 0; k < len; k++) {
+		unsigned char c = (unsigned char)in[k];
+		bool plain = (c > 0x20 && c < 0x7f && c != '"' && c != '\\') ||
+		    (quoted && c == ' ');
+		size_t need = plain ? 1 : quoted && (c == '"' || c == '\\') ?
+		    2 : 4;
+
+		if (o + need > room)
+			break;
+		if (plain)
+			out[o++] = (char)c;
+		else if (need == 2) {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else {
+			snprintf(out + o, 5, "\\x%02x", c);
+			o += 4;
+		}
+	}
+	*used = o;
+	return k;
+}
+
+const char *
+px_log_escape(char *out, size_t cap, const char *in, size_t len, bool quoted)
+{
+	size_t o;
+
+	if (cap == 0)
+		return out;
+	if (px_escape_into(out, cap - 1, in, len, quoted, &o) < len) {
+		/* Cut: make room for the "..." that says so. */
+		o = 0;
+		if (cap > 4)
+			(void)px_escape_into(out, cap - 4, in, len, quoted, &o);
+		memcpy(out + o, "...", cap - 1 - o < 3 ? cap - 1 - o : 3);
+		o += cap - 1 - o < 3 ? cap - 1 - o : 3;
+	}
+	out[o] = '\0';
+	return out;
 }

@@ -43,8 +43,23 @@ bool	px_sockaddr_is_wildcard(const struct sockaddr *sa);
 bool	px_sockaddr_same_host(const struct sockaddr *a, const struct sockaddr *b);
 bool	px_sockaddr_is_loopback(const struct sockaddr *sa);
 uint16_t px_sockaddr_port(const struct sockaddr *sa);
+/* The length of an AF_INET or AF_INET6 address (sizeof sockaddr_in6 for
+ * v6, sockaddr_in for anything else). */
+socklen_t px_sockaddr_len(const struct sockaddr *sa);
+/* Sets the port of an AF_INET or AF_INET6 address (host order in). */
+void	px_sockaddr_set_port(struct sockaddr_storage *ss, uint16_t port);
+/* Copies sa (of its own length) into ss, zeroing the rest. */
+void	px_sockaddr_copy(struct sockaddr_storage *ss, const struct sockaddr *sa);
 /* "1.2.3.4:80" / "[::1]:80"; always NUL-terminates; returns buf. */
 #define PX_ADDRSTRLEN 64
 char	*px_sockaddr_str(const struct sockaddr *sa, char *buf, size_t size);
+
+/* A peer's string made safe for a log line: printable ASCII is kept and
+ * every other byte becomes \xNN, so no value can end its field or fake
+ * another. quoted (for key="value"): space is kept, '"' and '\' get a
+ * backslash. Bare (key=value): space, '"' and '\' become \xNN too. Cut
+ * to fit cap with "..." at the end. Always NUL-terminated; returns out. */
+const char *px_log_escape(char *out, size_t cap, const char *in, size_t len,
+	    bool quoted);
 
 #endif

@@ -19,7 +19,6 @@
 
 static atomic_uint_fast64_t px_session_ids;
 
-static socklen_t px_sockaddr_len(const struct sockaddr *sa);
 
 /* Monotonic (a clock step must not fire or stall idle timers) and coarse
  * (a vDSO read of the tick, cheap enough for every relay pass). */
@@ -525,28 +524,17 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 	px_session_connected(s);
 }
 
-static socklen_t
-px_sockaddr_len(const struct sockaddr *sa)
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-	    sizeof(struct sockaddr_in);
-}
-
 /* Whether addr is one of this host's own addresses: only those can be
  * bound without IP_FREEBIND/IP_TRANSPARENT. */
 static bool
 px_is_local_address(const struct sockaddr *addr)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = addr->sa_family == AF_INET6 ?
-	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	socklen_t len = px_sockaddr_len(addr);
 	int fd, rc;
 
-	memcpy(&ss, addr, len);
-	if (ss.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-	else
-		((struct sockaddr_in *)&ss)->sin_port = 0;
+	px_sockaddr_copy(&ss, addr);
+	px_sockaddr_set_port(&ss, 0);
 	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return true;	/* can't tell: refuse rather than loop */
 	rc = bind(fd, (struct sockaddr *)&ss, len);

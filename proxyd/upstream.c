@@ -29,16 +29,9 @@ px_upstream_spoof(int fd, const struct sockaddr *source)
 	socklen_t len;
 	int one = 1;
 
-	memset(&ss, 0, sizeof(ss));
-	if (source->sa_family == AF_INET) {
-		len = sizeof(struct sockaddr_in);
-		memcpy(&ss, source, len);
-		((struct sockaddr_in *)&ss)->sin_port = 0;
-	} else {
-		len = sizeof(struct sockaddr_in6);
-		memcpy(&ss, source, len);
-		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-	}
+	len = px_sockaddr_len(source);
+	px_sockaddr_copy(&ss, source);
+	px_sockaddr_set_port(&ss, 0);
 	if (px_socket_transparent(fd, source->sa_family) == -1)
 		return -1;
 	(void)setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
@@ -107,17 +100,12 @@ px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
     const struct sockaddr *dst, const struct sockaddr *source)
 {
 	memset(k, 0, sizeof(*k));
-	memcpy(&k->dst, dst, dst->sa_family == AF_INET6 ?
-	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	memcpy(&k->dst, dst, px_sockaddr_len(dst));
 	/* A spoofed connection carries its client's address: only that
 	 * client may reuse it. The port is the kernel's choice. */
 	if (source != NULL) {
-		memcpy(&k->src, source, source->sa_family == AF_INET6 ?
-		    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-		if (k->src.ss_family == AF_INET6)
-			((struct sockaddr_in6 *)&k->src)->sin6_port = 0;
-		else
-			((struct sockaddr_in *)&k->src)->sin_port = 0;
+		memcpy(&k->src, source, px_sockaddr_len(source));
+		px_sockaddr_set_port(&k->src, 0);
 	}
 	k->mark = svc->has_mark ? svc->mark : 0;
 }

@@ -606,22 +606,6 @@ ftp_is_v4(const struct sockaddr_storage *ss)
 	return ss->ss_family == AF_INET;
 }
 
-static void
-ftp_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-	else
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-}
-
-static socklen_t
-ftp_salen(const struct sockaddr *sa)
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-	    sizeof(struct sockaddr_in);
-}
-
 /* The client's side is set up: the reply it gets for its request. */
 static void
 ftp_client_answer(struct px_session *s, struct ftp_state *st,
@@ -735,7 +719,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 			    "data connection");
 		}
 		/* The client is told the address it reached us on. */
-		ftp_set_port(&clocal, px_sockaddr_port(
+		px_sockaddr_set_port(&clocal, px_sockaddr_port(
 		    (struct sockaddr *)&st->cbound));
 		memcpy(&st->cbound, &clocal, sizeof(clocal));
 	} else if (px_channel_connect(st->ch, PX_CHAN_CLIENT,
@@ -761,7 +745,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 			    "data connection");
 		}
 		/* The server is told our address on its connection. */
-		ftp_set_port(&slocal, px_sockaddr_port((struct sockaddr *)&sbound));
+		px_sockaddr_set_port(&slocal, px_sockaddr_port((struct sockaddr *)&sbound));
 		if ((ftp_is_v4(&slocal) ? ftp_fmt_port((struct sockaddr *)&slocal,
 		    arg, sizeof(arg)) : ftp_fmt_eprt((struct sockaddr *)&slocal,
 		    arg, sizeof(arg))) == -1) {
@@ -801,7 +785,7 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 		}
 		goto fail;
 	}
-	memcpy(&sa, px_session_server(s), ftp_salen(px_session_server(s)));
+	memcpy(&sa, px_session_server(s), px_sockaddr_len(px_session_server(s)));
 	if (code == 227) {
 		struct sockaddr_storage a;
 
@@ -811,11 +795,11 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 		if (ok && !p->strict)
 			memcpy(&sa, &a, sizeof(a));
 		else if (ok)
-			ftp_set_port(&sa, px_sockaddr_port((struct sockaddr *)&a));
+			px_sockaddr_set_port(&sa, px_sockaddr_port((struct sockaddr *)&a));
 	} else if (code == 229) {
 		ok = ftp_parse_229(line + 3, len - 3, &port) == 0;
 		if (ok)
-			ftp_set_port(&sa, port);
+			px_sockaddr_set_port(&sa, port);
 	} else
 		ok = false;
 	if (ok && st->ch != NULL) {
@@ -847,20 +831,13 @@ ftp_log_cmd(struct px_session *s, struct ftp_state *st, const struct ftp_cmd *c,
     const char *verdict)
 {
 	char arg[132];
-	size_t i, o = 0;
 
 	if (!c->has_arg)
 		arg[0] = '\0';
 	else if (strcmp(c->verb, "PASS") == 0 || strcmp(c->verb, "ACCT") == 0)
 		snprintf(arg, sizeof(arg), "****");
-	else {
-		for (i = 0; i < c->arglen && o + 3 < sizeof(arg); i++) {
-			if (c->arg[i] == '"' || c->arg[i] == '\\')
-				arg[o++] = '\\';
-			arg[o++] = c->arg[i];
-		}
-		arg[o] = '\0';
-	}
+	else
+		px_log_escape(arg, sizeof(arg), c->arg, c->arglen, true);
 	px_session_log(s, LOG_INFO, "ftp-command user=%s cmd=%s arg=\"%s\" %s",
 	    st->user[0] ? st->user : "-", c->verb, arg, verdict);
 }

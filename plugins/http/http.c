@@ -653,8 +653,7 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 		    stage, strerror(errno));
 		return -1;
 	}
-	memcpy(&sv->dst, dst, dst->sa_family == AF_INET6 ?
-	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	memcpy(&sv->dst, dst, px_sockaddr_len(dst));
 	px_session_set_server(h->s, dst);
 	sv->reused = reused;
 	sv->kept = false;
@@ -831,8 +830,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	size_t n;
 
 	if (h->srv.io.fd != -1 && (h->is_connect || memcmp(&h->srv.dst, dst,
-	    dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-	    sizeof(struct sockaddr_in)) != 0))
+	    px_sockaddr_len(dst)) != 0))
 		http_server_drop(h, true);
 	if (h->srv.io.fd != -1) {
 		h->srv.reused = true;

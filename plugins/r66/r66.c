@@ -440,24 +440,11 @@ r66_name_safe(const char *name)
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Log-safe copy: printable ASCII but space, quote and backslash. */
+/* Bare log values (host=, rule=, file=). */
 static const char *
 r66_esc(char *out, size_t cap, const char *in, size_t len)
 {
-	size_t o = 0, k;
-
-	for (k = 0; k < len && o + 5 < cap; k++) {
-		unsigned char c = (unsigned char)in[k];
-
-		if (c > 0x20 && c < 0x7f && c != '"' && c != '\\')
-			out[o++] = (char)c;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
-	}
-	if (k < len && o + 4 < cap)
-		o += (size_t)snprintf(out + o, cap - o, "...");
-	out[o] = '\0';
-	return out;
+	return px_log_escape(out, cap, in, len, false);
 }
 
 static struct r66_chan *

@@ -241,6 +241,57 @@ test_cidr(void **state)
 	assert_false(px_cidr_list_match(list, 0, (struct sockaddr *)&ss));
 }
 
+static void
+test_log_escape(void **state)
+{
+	char out[32];
+
+	(void)state;
+	/* Bare: space, quote, backslash and controls become \xNN. */
+	assert_string_equal(px_log_escape(out, sizeof(out), "a b\"c\\d\n", 8,
+	    false), "a\\x20b\\x22c\\x5cd\\x0a");
+	/* Quoted: space kept, quote and backslash escaped by a backslash. */
+	assert_string_equal(px_log_escape(out, sizeof(out), "a b\"c\\d\n", 8,
+	    true), "a b\\\"c\\\\d\\x0a");
+	/* An embedded NUL and non-ASCII bytes. */
+	assert_string_equal(px_log_escape(out, sizeof(out), "x\0\xff", 3, true),
+	    "x\\x00\\xff");
+	/* Cut with "...", never past cap, never half an escape. */
+	assert_string_equal(px_log_escape(out, 10, "abcdefghijkl", 12, false),
+	    "abcdef...");
+	assert_string_equal(px_log_escape(out, 10, "abc\x01\x01\x01", 6, false),
+	    "abc...");
+	assert_string_equal(px_log_escape(out, 10, "abcdefghi", 9, false),
+	    "abcdefghi");
+	assert_string_equal(px_log_escape(out, sizeof(out), "", 0, true), "");
+}
+
+static void
+test_sockaddr_helpers(void **state)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(80) };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
+	    .sin6_port = htons(443) };
+	char buf[PX_ADDRSTRLEN];
+
+	(void)state;
+	inet_pton(AF_INET, "198.18.0.1", &sin.sin_addr);
+	inet_pton(AF_INET6, "2001:db8::1", &sin6.sin6_addr);
+	assert_int_equal(px_sockaddr_len((struct sockaddr *)&sin), sizeof(sin));
+	assert_int_equal(px_sockaddr_len((struct sockaddr *)&sin6), sizeof(sin6));
+	memset(&ss, 0xaa, sizeof(ss));
+	px_sockaddr_copy(&ss, (struct sockaddr *)&sin);
+	px_sockaddr_set_port(&ss, 8080);
+	assert_string_equal(px_sockaddr_str((struct sockaddr *)&ss, buf,
+	    sizeof(buf)), "198.18.0.1:8080");
+	assert_int_equal(((unsigned char *)&ss)[sizeof(ss) - 1], 0);
+	px_sockaddr_copy(&ss, (struct sockaddr *)&sin6);
+	px_sockaddr_set_port(&ss, 0);
+	assert_string_equal(px_sockaddr_str((struct sockaddr *)&ss, buf,
+	    sizeof(buf)), "[2001:db8::1]:0");
+}
+
 int
 main(void)
 {
@@ -250,6 +301,8 @@ main(void)
 		cmocka_unit_test(test_uint),
 		cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_cidr),
+		cmocka_unit_test(test_log_escape),
+		cmocka_unit_test(test_sockaddr_helpers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
