@@ -177,9 +177,14 @@ px_conn_recv(struct px_conn *c, size_t room)
 		errno = ENOMEM;
 		return -1;
 	}
+	/* The reserved extents may be larger than asked: read no more than
+	 * room (the backpressure and bandwidth bounds rest on it). */
+	left = (ssize_t)room;
 	for (i = 0; i < k; i++) {
 		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
+		iov[i].iov_len = v[i].iov_len < (size_t)left ? v[i].iov_len :
+		    (size_t)left;
+		left -= (ssize_t)iov[i].iov_len;
 	}
 	n = px_conn_read_iov(c, iov, k, &want);
 	if (n <= 0) {

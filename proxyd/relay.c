@@ -5,9 +5,11 @@
  * pipe (sized to limits/@buffer) is the whole buffer and a slow reader
  * stops the other side's reads: backpressure with a hard bound.
  *
- * Buffered path: libevent bufferevents, for rate limits and analysers that
+ * Buffered path: two conns (conn.h), for rate limits and analysers that
  * inspect bytes. The le-proxy pattern: stop reading a side while the peer's
- * output holds more than `buffer`, resume when it drains to half. */
+ * output holds more than `buffer`, resume when it drains to half. Bytes
+ * are written as soon as they are read; the write event is polled only
+ * while the kernel pushes back. */
 #include "session.h"
 
 #include <errno.h>
@@ -17,8 +19,8 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
+#include "bucket.h"
 #include "log.h"
 #include "worker.h"
 
@@ -125,7 +127,21 @@ px_relay_splice_start(struct px_session *s)
 	return 0;
 }
 
-/* ---- bufferevents ----------------------------------------------------- */
+/* ---- buffered --------------------------------------------------------- */
+
+/* Sides are 0 (client) and 1 (server); what side `side` sends goes in
+ * direction px_side_dir(side). */
+static enum px_dir
+px_side_dir(int side)
+{
+	return side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
+}
+
+static int
+px_conn_side(const struct px_session *s, const struct px_conn *c)
+{
+	return c == &s->conn[0] ? 0 : 1;
+}
 
 static void
 px_relay_count(struct px_session *s, enum px_dir dir, size_t len)
@@ -134,10 +150,14 @@ px_relay_count(struct px_session *s, enum px_dir dir, size_t len)
 	PX_COUNT_BYTES(s->w, dir, len);
 }
 
-static int
-px_bev_side(struct px_session *s, struct bufferevent *bev)
+/* Reading side `side` is wanted unless it ended, its peer's output is
+ * full, its bandwidth is used up, or the session is finishing. */
+static void
+px_buf_update_read(struct px_session *s, int side)
 {
-	return bev == s->bev[0] ? 0 : 1;
+	px_conn_read_enable(&s->conn[side], s->state == PX_SS_RELAY &&
+	    !s->finishing && !s->conn[side].eof && !s->buf_paused[side] &&
+	    !s->rate_paused[side]);
 }
 
 /* Side `side` gave EOF and everything it sent is delivered to the peer. */
@@ -150,12 +170,31 @@ px_buf_half_done(struct px_session *s, int side)
 		px_relay_peer_closed(s);
 		return;
 	}
-	if (!s->bev_shut[peer]) {
-		s->bev_shut[peer] = true;
-		(void)shutdown(bufferevent_getfd(s->bev[peer]), SHUT_WR);
+	if (!s->buf_shut[peer]) {
+		s->buf_shut[peer] = true;
+		if (px_conn_shutdown(&s->conn[peer]) == -1) {
+			px_session_endf(s, px_side_fail[peer], "%s-error: %s",
+			    px_side_name[peer], strerror(errno));
+			return;
+		}
 	}
-	if (s->bev_shut[0] && s->bev_shut[1])
+	if (s->buf_shut[0] && s->buf_shut[1])
 		px_relay_peer_closed(s);
+}
+
+/* Writes what side x has queued; false once the session is closed. */
+static bool
+px_buf_flush(struct px_session *s, int x)
+{
+	if (px_conn_send(&s->conn[x]) == -1) {
+		if (s->finishing)
+			px_session_end(s, s->end_by, s->finish_reason);
+		else
+			px_session_endf(s, px_side_fail[x], "%s-error: %s",
+			    px_side_name[x], strerror(errno));
+		return false;
+	}
+	return true;
 }
 
 /* Runs the analyser over what side `side` sent; false once the session is
@@ -164,9 +203,8 @@ static bool
 px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
 {
 	const struct px_analyser *a = s->svc->analyser;
-	enum px_dir dir = side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
-	struct evbuffer *out[2] = { bufferevent_get_output(s->bev[1]),
-	    bufferevent_get_output(s->bev[0]) };	/* by px_dir */
+	enum px_dir dir = px_side_dir(side);
+	struct evbuffer *out[2] = { s->conn[1].out, s->conn[0].out }; /* by px_dir */
 	size_t before[2], d;
 	enum px_verdict v;
 
@@ -178,7 +216,7 @@ px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
 	for (d = 0; d < 2; d++) {
 		size_t now = evbuffer_get_length(out[d]);
 
-		/* Outputs only drain from the event loop, never inside on_data. */
+		/* Outputs are not written inside on_data. */
 		if (now > before[d])
 			px_relay_count(s, (enum px_dir)d, now - before[d]);
 	}
@@ -197,165 +235,6 @@ px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
 	return !s->finishing;
 }
 
-static void
-px_buf_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct px_session *s = arg;
-	int side = px_bev_side(s, bev);
-	enum px_dir dir = side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer *out = bufferevent_get_output(s->bev[!side]);
-	size_t len;
-
-	if (s->state != PX_SS_RELAY || s->finishing)
-		return;
-	px_session_touch(s);
-	if (s->svc->analyser->on_data != NULL && !px_buf_analyse(s, side, in))
-		return;
-	len = evbuffer_get_length(in);
-	evbuffer_add_buffer(out, in);
-	px_relay_count(s, dir, len);
-	if (evbuffer_get_length(out) >= s->cfg->buffer) {
-		s->bev_paused[side] = true;
-		bufferevent_disable(bev, EV_READ);
-		bufferevent_setwatermark(s->bev[!side], EV_WRITE,
-		    s->cfg->buffer / 2, 0);
-	}
-}
-
-static void
-px_buf_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct px_session *s = arg;
-	int side = px_bev_side(s, bev), peer = !side;
-
-	if (s->finishing) {
-		px_session_finish_check(s);
-		return;
-	}
-	/* Our output drained to the low watermark: a peer paused for it may
-	 * read again. (Without a pause there is nothing to undo: this runs
-	 * after every write that empties the output.) */
-	if (!s->bev_eof[peer]) {
-		if (s->bev_paused[peer]) {
-			s->bev_paused[peer] = false;
-			bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-			bufferevent_enable(s->bev[peer], EV_READ);
-		}
-		return;
-	}
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		px_buf_half_done(s, peer);
-}
-
-static void
-px_buf_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct px_session *s = arg;
-	int side = px_bev_side(s, bev);
-
-	if (what & BEV_EVENT_EOF) {
-		struct evbuffer *in = bufferevent_get_input(bev);
-
-		s->bev_eof[side] = true;
-		px_relay_saw_eof(s, side);
-		bufferevent_disable(bev, EV_READ);
-		if (s->finishing) {
-			px_session_finish_check(s);
-			return;
-		}
-		/* Bytes the analyser held for more: its last look at them. */
-		if (evbuffer_get_length(in) != 0 &&
-		    s->svc->analyser->on_data != NULL) {
-			if (px_buf_analyse(s, side, in)) {
-				size_t len = evbuffer_get_length(in);
-
-				evbuffer_add_buffer(bufferevent_get_output(
-				    s->bev[!side]), in);
-				px_relay_count(s, side == 0 ? PX_TO_SERVER :
-				    PX_TO_CLIENT, len);
-			}
-			if (s->state != PX_SS_RELAY || s->finishing)
-				return;
-			evbuffer_drain(in, evbuffer_get_length(in));
-		}
-		/* Whatever is still queued for the peer goes first; the write
-		 * callback fires at empty (low watermark 0). */
-		bufferevent_setwatermark(s->bev[!side], EV_WRITE, 0, 0);
-		if (evbuffer_get_length(bufferevent_get_output(s->bev[!side])) == 0)
-			px_buf_half_done(s, side);
-		return;
-	}
-	if (what & BEV_EVENT_ERROR) {
-		int err = EVUTIL_SOCKET_ERROR();
-
-		/* A peer gone while we flush a final reply: nothing to wait for. */
-		if (s->finishing) {
-			px_session_end(s, s->end_by, s->finish_reason);
-			return;
-		}
-		px_session_endf(s, px_side_fail[side], "%s-error: %s",
-		    px_side_name[side],
-		    err ? strerror(err) : "unknown error");
-	}
-}
-
-int
-px_relay_buffered_start(struct px_session *s)
-{
-	struct px_worker *w = s->w;
-	int side;
-
-	for (side = 0; side < 2; side++) {
-		int fd = side == 0 ? s->cfd : s->sfd;
-		struct bufferevent *bev;
-
-		bev = bufferevent_socket_new(w->base, fd, 0);
-		if (bev == NULL)
-			return -1;
-		s->bev[side] = bev;
-		bufferevent_setcb(bev, px_buf_read_cb, px_buf_write_cb,
-		    px_buf_event_cb, s);
-		/* Don't pull more than `buffer` into user space at once. */
-		bufferevent_setwatermark(bev, EV_READ, 0, s->cfg->buffer);
-	}
-	if (s->cfg->session_bandwidth != 0) {
-		struct timeval tick = { 0, 100 * 1000 };
-		size_t rate = s->cfg->session_bandwidth / 10;
-
-		if (rate == 0)
-			rate = 1;
-		s->rl_cfg = ev_token_bucket_cfg_new(rate, rate, rate, rate, &tick);
-		if (s->rl_cfg == NULL)
-			return -1;
-	}
-	for (side = 0; side < 2; side++) {
-		if (s->rl_cfg != NULL)
-			bufferevent_set_rate_limit(s->bev[side], s->rl_cfg);
-		bufferevent_enable(s->bev[side], EV_READ | EV_WRITE);
-	}
-	/* Only the client side joins the worker's group: its read bucket
-	 * meters what goes to servers and its write bucket what goes to
-	 * clients, so each direction gets the whole global rate. */
-	if (s->cfg->global_bandwidth != 0 && w->rl_group != NULL)
-		bufferevent_add_to_rate_limit_group(s->bev[0], w->rl_group);
-	return 0;
-}
-
-struct evbuffer *
-px_session_output(struct px_session *s, enum px_dir dir)
-{
-	struct bufferevent *bev = s->bev[dir == PX_TO_SERVER ? 1 : 0];
-
-	return bev != NULL ? bufferevent_get_output(bev) : NULL;
-}
-
-bool
-px_session_input_closed(const struct px_session *s, enum px_dir dir)
-{
-	return s->bev_eof[dir == PX_TO_SERVER ? 0 : 1];
-}
-
 /* Closes a finishing session once both outputs are written. */
 void
 px_session_finish_check(struct px_session *s)
@@ -363,10 +242,233 @@ px_session_finish_check(struct px_session *s)
 	int side;
 
 	for (side = 0; side < 2; side++)
-		if (s->bev[side] != NULL && !s->bev_shut[side] &&
-		    evbuffer_get_length(bufferevent_get_output(s->bev[side])) != 0)
+		if (s->conn[side].out != NULL && !s->buf_shut[side] &&
+		    evbuffer_get_length(s->conn[side].out) != 0)
 			return;
 	px_session_end(s, s->end_by, s->finish_reason);
+}
+
+/* Moves what side `side` has read to its peer (through the analyser),
+ * writes at once, and stops reading the side while the peer is full. */
+static void
+px_buf_forward(struct px_session *s, int side)
+{
+	struct evbuffer *in = s->conn[side].in;
+	struct evbuffer *out = s->conn[!side].out;
+	size_t len;
+
+	if (s->svc->analyser->on_data != NULL && !px_buf_analyse(s, side, in)) {
+		/* Replies it queued (a deny's error) still go out. */
+		if (s->state == PX_SS_RELAY && px_buf_flush(s, !side) &&
+		    px_buf_flush(s, side) && s->finishing)
+			px_session_finish_check(s);
+		return;
+	}
+	len = evbuffer_get_length(in);
+	evbuffer_add_buffer(out, in);
+	px_relay_count(s, px_side_dir(side), len);
+	if (!px_buf_flush(s, !side))
+		return;
+	if (s->svc->analyser->on_data != NULL && !px_buf_flush(s, side))
+		return;
+	if (evbuffer_get_length(out) >= s->cfg->buffer) {
+		s->buf_paused[side] = true;
+		px_buf_update_read(s, side);
+	}
+}
+
+/* The bandwidth side `side` may use now: the least of its session's and
+ * its worker's bucket for that direction. */
+static uint64_t
+px_buf_rate_avail(struct px_session *s, int side, uint64_t now)
+{
+	enum px_dir dir = px_side_dir(side);
+	uint64_t a = UINT64_MAX, g;
+
+	if (s->cfg->session_bandwidth != 0)
+		a = px_bucket_avail(&s->rl[dir], now);
+	if (s->cfg->global_bandwidth != 0 &&
+	    (g = px_bucket_avail(&s->w->rl_global[dir], now)) < a)
+		a = g;
+	return a;
+}
+
+static void
+px_buf_rate_take(struct px_session *s, int side, size_t n)
+{
+	enum px_dir dir = px_side_dir(side);
+
+	if (s->cfg->session_bandwidth != 0)
+		px_bucket_take(&s->rl[dir], n);
+	if (s->cfg->global_bandwidth != 0)
+		px_bucket_take(&s->w->rl_global[dir], n);
+}
+
+static void
+px_buf_rate_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+	int side;
+
+	(void)fd; (void)what;
+	for (side = 0; side < 2; side++)
+		if (s->rate_paused[side]) {
+			s->rate_paused[side] = false;
+			px_buf_update_read(s, side);
+		}
+}
+
+/* Side `side` used up its bandwidth: read again once some is back. */
+static void
+px_buf_rate_pause(struct px_session *s, int side)
+{
+	enum px_dir dir = px_side_dir(side);
+	const struct px_bucket *b = s->cfg->session_bandwidth != 0 &&
+	    s->rl[dir].tokens == 0 ? &s->rl[dir] : &s->w->rl_global[dir];
+	uint64_t ms = px_bucket_wait_ms(b);
+	struct timeval tv = { .tv_sec = 0, .tv_usec = (suseconds_t)ms * 1000 };
+
+	s->rate_paused[side] = true;
+	px_buf_update_read(s, side);
+	if (!evtimer_pending(&s->rl_timer, NULL))
+		evtimer_add(&s->rl_timer, &tv);
+}
+
+static void
+px_buf_eof(struct px_session *s, int side)
+{
+	struct evbuffer *in = s->conn[side].in;
+
+	px_relay_saw_eof(s, side);
+	px_buf_update_read(s, side);
+	if (s->finishing) {
+		px_session_finish_check(s);
+		return;
+	}
+	/* Bytes the analyser held for more: its last look at them. */
+	if (evbuffer_get_length(in) != 0 && s->svc->analyser->on_data != NULL) {
+		px_buf_forward(s, side);
+		if (s->state != PX_SS_RELAY || s->finishing)
+			return;
+		evbuffer_drain(in, evbuffer_get_length(in));
+	}
+	/* Whatever is still queued for the peer goes first: the peer's
+	 * writable callback sees it drain. */
+	if (evbuffer_get_length(s->conn[!side].out) == 0)
+		px_buf_half_done(s, side);
+}
+
+static void
+px_buf_readable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+	int side = px_conn_side(s, c);
+	size_t room, have = evbuffer_get_length(c->in);
+	size_t queued = evbuffer_get_length(s->conn[!side].out);
+	uint64_t rate = UINT64_MAX;
+	ssize_t n;
+
+	if (s->state != PX_SS_RELAY || s->finishing)
+		return;
+	/* At most `buffer` bytes of one direction in user space. */
+	if (queued >= s->cfg->buffer || have >= s->cfg->buffer) {
+		s->buf_paused[side] = true;
+		px_buf_update_read(s, side);
+		return;
+	}
+	room = s->cfg->buffer - (queued > have ? queued : have);
+	if (s->rl_on) {
+		rate = px_buf_rate_avail(s, side, px_now_ms(s->w));
+		if (rate == 0) {
+			px_buf_rate_pause(s, side);
+			return;
+		}
+		if (rate < room)
+			room = (size_t)rate;
+	}
+	n = px_conn_recv(c, room);
+	if (n > 0) {
+		if (s->rl_on)
+			px_buf_rate_take(s, side, (size_t)n);
+		px_session_touch(s);
+		px_buf_forward(s, side);
+		return;
+	}
+	if (n == 0) {
+		px_buf_eof(s, side);
+		return;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return;
+	if (s->finishing) {
+		/* A peer gone while we flush a final reply. */
+		px_session_end(s, s->end_by, s->finish_reason);
+		return;
+	}
+	px_session_endf(s, px_side_fail[side], "%s-error: %s",
+	    px_side_name[side], strerror(errno));
+}
+
+static void
+px_buf_writable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+	int side = px_conn_side(s, c), peer = !side;
+
+	if (!px_buf_flush(s, side))
+		return;
+	px_session_touch(s);
+	if (s->finishing) {
+		px_session_finish_check(s);
+		return;
+	}
+	/* Drained to half: a peer paused for it may read again. */
+	if (s->buf_paused[peer] &&
+	    evbuffer_get_length(c->out) <= s->cfg->buffer / 2) {
+		s->buf_paused[peer] = false;
+		px_buf_update_read(s, peer);
+	}
+	if (s->conn[peer].eof && evbuffer_get_length(c->out) == 0)
+		px_buf_half_done(s, peer);
+}
+
+int
+px_relay_buffered_start(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	uint64_t now = px_now_ms(w);
+	int side, d;
+
+	for (side = 0; side < 2; side++) {
+		int fd = side == 0 ? s->cfd : s->sfd;
+
+		if (px_conn_open(&s->conn[side], w->base, fd, px_buf_readable,
+		    px_buf_writable, s) == -1)
+			return -1;
+		s->conn_open[side] = true;
+	}
+	if (s->cfg->session_bandwidth != 0)
+		for (d = 0; d < 2; d++)
+			px_bucket_init(&s->rl[d], s->cfg->session_bandwidth, now);
+	s->rl_on = s->cfg->session_bandwidth != 0 ||
+	    s->cfg->global_bandwidth != 0;
+	evtimer_assign(&s->rl_timer, w->base, px_buf_rate_cb, s);
+	s->rl_timer_set = true;
+	for (side = 0; side < 2; side++)
+		px_buf_update_read(s, side);
+	return 0;
+}
+
+struct evbuffer *
+px_session_output(struct px_session *s, enum px_dir dir)
+{
+	return s->conn[dir == PX_TO_SERVER ? 1 : 0].out;
+}
+
+bool
+px_session_input_closed(const struct px_session *s, enum px_dir dir)
+{
+	return s->conn[dir == PX_TO_SERVER ? 0 : 1].eof;
 }
 
 void
@@ -374,12 +476,9 @@ px_relay_finish(struct px_session *s)
 {
 	int side;
 
-	for (side = 0; side < 2; side++) {
-		if (s->bev[side] == NULL)
-			continue;
-		bufferevent_disable(s->bev[side], EV_READ);
-		bufferevent_setwatermark(s->bev[side], EV_WRITE, 0, 0);
-	}
+	for (side = 0; side < 2; side++)
+		if (s->conn_open[side])
+			px_buf_update_read(s, side);
 	px_session_finish_check(s);
 }
 
@@ -393,20 +492,16 @@ px_relay_free(struct px_session *s)
 	for (d = 0; d < 2; d++)
 		px_splice_release(&s->sp[d], &s->w->pipes);
 	for (d = 0; d < 2; d++) {
-		struct bufferevent *bev = s->bev[d];
-
-		if (bev == NULL)
+		if (!s->conn_open[d])
 			continue;
 		/* Count what reached the kernel, not what was left queued. */
 		s->bytes[!d] += s->moved[!d] -
-		    evbuffer_get_length(bufferevent_get_output(bev));
-		if (d == 0 && s->w->rl_group != NULL)
-			bufferevent_remove_from_rate_limit_group(bev);
-		bufferevent_free(bev);
-		s->bev[d] = NULL;
+		    evbuffer_get_length(s->conn[d].out);
+		px_conn_close(&s->conn[d]);
+		s->conn_open[d] = false;
 	}
-	if (s->rl_cfg != NULL) {
-		ev_token_bucket_cfg_free(s->rl_cfg);
-		s->rl_cfg = NULL;
+	if (s->rl_timer_set) {
+		evtimer_del(&s->rl_timer);
+		s->rl_timer_set = false;
 	}
 }

@@ -14,13 +14,13 @@
 #include <event2/event_struct.h>
 
 #include "analyser.h"
+#include "bucket.h"
 #include "config.h"
+#include "conn.h"
 #include "splice.h"
 
 struct px_worker;
 struct px_listener;
-struct bufferevent;
-struct ev_token_bucket_cfg;
 
 enum px_session_state {
 	PX_SS_CONNECTING = 0,
@@ -53,13 +53,16 @@ struct px_session {
 	struct timeval		 start_tv;
 
 	struct px_splice	 sp[2];		/* PX_RELAY_SPLICE, by px_dir */
-	struct bufferevent	*bev[2];	/* PX_RELAY_BUFFERED: client, server */
-	bool			 bev_eof[2];	/* read EOF seen on that side */
-	bool			 bev_shut[2];	/* write side shut on that side */
-	bool			 bev_paused[2];	/* reading stopped: peer's output full */
+	struct px_conn		 conn[2];	/* PX_RELAY_BUFFERED: client, server */
+	bool			 conn_open[2];
+	bool			 buf_shut[2];	/* our direction to that side ended */
+	bool			 buf_paused[2];	/* reading stopped: peer's output full */
+	bool			 rate_paused[2]; /* reading stopped: bandwidth used up */
+	bool			 rl_on;		/* a bandwidth limit applies */
+	bool			 rl_timer_set;
+	struct px_bucket	 rl[2];		/* session-bandwidth, by px_dir */
+	struct event		 rl_timer;
 	uint64_t		 moved[2];	/* buffered bytes queued per dir */
-	struct ev_token_bucket_cfg *rl_cfg;
-
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	bool			 eof_seen;	/* a side gave EOF: eof_by says which */
 	enum px_end_by		 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */

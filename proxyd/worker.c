@@ -9,7 +9,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -171,32 +170,18 @@ px_worker_unlisten(struct px_worker *w)
 static void
 px_worker_rate_limits(struct px_worker *w, const struct px_config *cfg)
 {
-	struct timeval tick = { 0, 100 * 1000 };
-	size_t rate;
-
-	if (cfg->global_bandwidth == 0) {
-		/* Sessions already in the group keep it; new ones skip it. */
-		if (w->rl_group != NULL && TAILQ_EMPTY(&w->sessions)) {
-			bufferevent_rate_limit_group_free(w->rl_group);
-			w->rl_group = NULL;
-		}
-		return;
-	}
 	/* Each running worker gets an even share: no lock between workers.
 	 * (A reload cannot change the number of workers.) */
-	rate = cfg->global_bandwidth / px_nworkers / 10;
-	if (rate == 0)
+	uint64_t rate = cfg->global_bandwidth / px_nworkers;
+	int d;
+
+	if (cfg->global_bandwidth != 0 && rate == 0)
 		rate = 1;
-	if (w->rl_group_cfg != NULL)
-		ev_token_bucket_cfg_free(w->rl_group_cfg);
-	w->rl_group_cfg = ev_token_bucket_cfg_new(rate, rate, rate, rate, &tick);
-	if (w->rl_group_cfg == NULL)
+	if (rate == w->rl_global_rate)
 		return;
-	if (w->rl_group == NULL)
-		w->rl_group = bufferevent_rate_limit_group_new(w->base,
-		    w->rl_group_cfg);
-	else
-		bufferevent_rate_limit_group_set_cfg(w->rl_group, w->rl_group_cfg);
+	w->rl_global_rate = rate;
+	for (d = 0; d < 2; d++)
+		px_bucket_init(&w->rl_global[d], rate, px_now_ms(w));
 }
 
 /* ---- admin session listing -------------------------------------------- */
@@ -551,10 +536,6 @@ px_workers_join(void)
 			px_snap_req_unref(sr);
 		px_pipe_pool_flush(&w->pipes);
 		px_conntrack_close(w->ct);
-		if (w->rl_group != NULL)
-			bufferevent_rate_limit_group_free(w->rl_group);
-		if (w->rl_group_cfg != NULL)
-			ev_token_bucket_cfg_free(w->rl_group_cfg);
 		event_free(w->wake_ev);
 		event_free(w->accept_pause);
 		event_free(w->reap_ev);

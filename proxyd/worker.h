@@ -11,6 +11,7 @@
 #include <sys/queue.h>
 
 #include "analyser.h"
+#include "bucket.h"
 #include "config.h"
 #include "splice.h"
 
@@ -118,10 +119,9 @@ struct px_worker {
 	struct px_pipe_pool	 pipes;
 	struct px_pool_list	 pool;		/* idle server connections */
 	unsigned		 pool_n;
-	struct bufferevent_rate_limit_group *rl_group;
-	struct ev_token_bucket_cfg *rl_group_cfg;
-	struct ev_token_bucket_cfg *rl_session_cfg;
-	uint64_t		 rl_session_rate;
+	/* global-bandwidth: this worker's share, by px_dir. */
+	struct px_bucket	 rl_global[2];
+	uint64_t		 rl_global_rate;
 	struct px_log_ring	*log;
 	struct px_conntrack	*ct;		/* NULL: unavailable */
 	bool			 ct_tried;

@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "bucket.h"
 #include "conn.h"
 
 #define BIG	(4u << 20)
@@ -278,6 +279,40 @@ test_transform(void **state)
 	    on_writable, f), 0);	/* for teardown */
 }
 
+/* The token bucket behind session- and global-bandwidth: exact over time
+ * even when one millisecond is worth less than one token. */
+static void
+test_bucket(void **state)
+{
+	struct px_bucket b;
+	uint64_t t, got = 0;
+
+	(void)state;
+	px_bucket_init(&b, 1048576, 1000);
+	assert_int_equal(px_bucket_avail(&b, 1000), 104857);	/* a tenth */
+	px_bucket_take(&b, 104857);
+	assert_int_equal(px_bucket_avail(&b, 1000), 0);
+	/* Drained every millisecond for 2 s: 2 s worth, not more. */
+	for (t = 1001; t <= 3000; t++) {
+		got += px_bucket_avail(&b, t);
+		px_bucket_take(&b, px_bucket_avail(&b, t));
+	}
+	assert_true(got >= 2 * 1048576 - 1 && got <= 2 * 1048576);
+	/* A slow rate: 300 bytes/s gives a token every 3.3 ms. */
+	px_bucket_init(&b, 300, 0);
+	px_bucket_take(&b, px_bucket_avail(&b, 0));
+	for (t = 1, got = 0; t <= 1000; t++) {
+		got += px_bucket_avail(&b, t);
+		px_bucket_take(&b, px_bucket_avail(&b, t));
+	}
+	assert_int_equal(got, 300);
+	/* Idle: refills to the burst, never past it. */
+	assert_int_equal(px_bucket_avail(&b, 100000), 30);
+	assert_true(px_bucket_wait_ms(&b) >= 1 && px_bucket_wait_ms(&b) <= 100);
+	px_bucket_init(&b, 0, 0);
+	assert_true(px_bucket_avail(&b, 5) == UINT64_MAX);
+}
+
 int
 main(void)
 {
@@ -286,6 +321,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_backpressure_and_half_close,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_transform, setup, teardown),
+		cmocka_unit_test(test_bucket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
