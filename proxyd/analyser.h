@@ -40,6 +40,31 @@ enum px_relay_mode {
 	PX_RELAY_SPLICE,	/* splice(2); no byte reaches user space */
 };
 
+/* The ends of a session (and of a data channel). */
+enum px_chan_end {
+	PX_CHAN_CLIENT = 0,	/* the connection with the client's side */
+	PX_CHAN_SERVER,
+};
+
+struct px_conn;
+
+/* The second kind of analyser, for protocols that hold a conversation
+ * with one server connection at a time, chosen per request (http). The
+ * core connects to no server before on_open. It owns the client's conn,
+ * the server conn the analyser asks for (new or from the worker's pool:
+ * px_session_upstream_open), the pool and one timer, and tells the
+ * analyser when a side is readable or writable (a connect under way: done
+ * or failed, see px_upstream_error) and when the timer fires. The analyser
+ * reads and writes through the conns (conn.h) and accounts what it
+ * delivered with px_session_account(). */
+struct px_driver {
+	void	(*on_readable)(struct px_session *s, void *st,
+		    enum px_chan_end side);
+	void	(*on_writable)(struct px_session *s, void *st,
+		    enum px_chan_end side);
+	void	(*on_timer)(struct px_session *s, void *st);
+};
+
 struct px_analyser {
 	const char	*name;		/* matches service/@analyser */
 	size_t		 state_size;	/* per session; the core callocs and frees it */
@@ -64,10 +89,12 @@ struct px_analyser {
 	 * PX_AN_COUNTERS_MAX), bumped with px_session_count() and exported as
 	 * proxyd_analyser_events_total{analyser=,event=}. May be NULL. */
 	const char *const *counters;
-	/* The core connects to no server before on_open: the analyser asks
-	 * for its own with px_session_upstream() (http: one per request, from
-	 * the worker's pool) and does its own I/O on px_session_client_fd(). */
-	bool		 own_upstream;
+	/* Non-NULL: an analyser of the second kind (see struct px_driver);
+	 * on_data is then unused. */
+	const struct px_driver *driver;
+	/* It can serve mode="forward" (the destination comes from each
+	 * request). */
+	bool		 forward_mode;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 };
@@ -157,38 +184,43 @@ void		 px_session_log(struct px_session *s, int level,
 void		 px_session_count(struct px_session *s, unsigned index,
 		    uint64_t n);
 
-/* For own_upstream analysers. */
-int		 px_session_client_fd(const struct px_session *s);
 /* The original destination (transparent, redirect) or target (fixed). */
 const struct sockaddr *px_session_dst(const struct px_session *s);
 /* transparent or redirect mode: the destination is the client's choice. */
 bool		 px_session_is_transparent(const struct px_session *s);
 /* The configured limits/@buffer: the backpressure threshold per direction. */
 size_t		 px_session_buffer(const struct px_session *s);
-/* A server connection to dst: an idle pooled one if pooled_ok (*reused true; already
- * connected) or a new non-blocking connect under way (wait for EV_WRITE,
- * then px_upstream_error()). Spoofing and mark follow the service. -1 with
- * errno and *stage on failure. */
-int		 px_session_upstream(struct px_session *s,
+/* Records where the session's traffic goes now (for the session-end line). */
+void		 px_session_set_server(struct px_session *s,
+		    const struct sockaddr *server);
+
+/* For driver analysers (struct px_driver). */
+/* The core's conn for that side; NULL when there is none (no upstream). */
+struct px_conn	*px_session_conn(struct px_session *s, enum px_chan_end side);
+/* Opens the server side on dst: an idle pooled connection if pooled_ok
+ * (*reused true; connected already) or a new non-blocking connect under
+ * way (on_writable then says it is done: px_upstream_error()). Spoofing
+ * and mark follow the service. NULL with errno and *stage on failure, or
+ * EBUSY while a server side is open. */
+struct px_conn	*px_session_upstream_open(struct px_session *s,
 		    const struct sockaddr *dst, bool pooled_ok, bool *reused,
 		    const char **stage);
 /* 0 when the connect on fd succeeded, else its errno. */
 int		 px_upstream_error(int fd);
-/* Hands back a server connection that is idle and reusable (parked in the
- * worker's pool, up to max per destination for idle_ms) or closes it. */
-void		 px_session_upstream_release(struct px_session *s,
-		    const struct sockaddr *dst, int fd, bool reusable,
-		    unsigned max, uint64_t idle_ms);
-/* Records where the session's traffic goes now (for the session-end line). */
-void		 px_session_set_server(struct px_session *s,
-		    const struct sockaddr *server);
-/* Bytes an own_upstream analyser delivered, for the log and counters. */
+/* Closes the server side: parked in the worker's pool (up to max per
+ * destination for idle_ms) when reusable, else closed. */
+void		 px_session_upstream_close(struct px_session *s,
+		    const struct sockaddr *dst, bool reusable, unsigned max,
+		    uint64_t idle_ms);
+/* Bytes a driver analyser delivered, for the log and counters. */
 void		 px_session_account(struct px_session *s, enum px_dir dir,
 		    uint64_t n);
+/* Arms the session's analyser timer (0: stops it); on_timer when it fires. */
+void		 px_session_timer(struct px_session *s, uint64_t ms);
 /* Everything from here on is a plain byte stream between the client and
- * fd (CONNECT, Upgrade): the core relays it (splice when it can) and owns
- * fd. The analyser must hold no bytes of either side any more. */
-int		 px_session_tunnel(struct px_session *s, int fd);
+ * the server side (CONNECT, Upgrade): the core closes both conns and
+ * relays the sockets (splice when it can). Both conns must be empty. */
+int		 px_session_tunnel(struct px_session *s);
 /* Adds or deletes ev so that its pending state (*on) becomes want, with
  * no syscall when it already is. */
 struct event;
@@ -215,11 +247,6 @@ void		 px_session_active(struct px_session *s);
  * close, counted as done, once one direction has passed its EOF on). No listening port outlives its channel: a listener
  * is closed as soon as it accepted its connection or the channel ends. */
 struct px_channel;
-
-enum px_chan_end {
-	PX_CHAN_CLIENT = 0,	/* the connection with the client's side */
-	PX_CHAN_SERVER,
-};
 
 struct px_chan_result {
 	const struct px_channel *ch;	/* the one ending (freed after the call) */

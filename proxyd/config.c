@@ -574,9 +574,11 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 				px_cfg_error(e, n, "mode=\"%s\": expected fixed, transparent, redirect or forward", v);
 			xmlFree(v);
 		}
-		if (svc->mode == PX_MODE_FORWARD && (svc->analyser == NULL ||
-		    strcmp(svc->analyser->name, "http") != 0))
-			px_cfg_error(e, n, "mode=\"forward\" is only for the http analyser");
+		if (svc->mode == PX_MODE_FORWARD && svc->analyser != NULL &&
+		    !svc->analyser->forward_mode)
+			px_cfg_error(e, n, "mode=\"forward\": analyser \"%s\" "
+			    "cannot take its destination from the request",
+			    svc->analyser->name);
 	}
 	u = 1024;
 	px_attr_uint(e, n, "backlog", 1, 65535, &u);

@@ -494,14 +494,20 @@ px_relay_free(struct px_session *s)
 	for (d = 0; d < 2; d++) {
 		if (!s->conn_open[d])
 			continue;
-		/* Count what reached the kernel, not what was left queued. */
-		s->bytes[!d] += s->moved[!d] -
-		    evbuffer_get_length(s->conn[d].out);
+		/* Count what reached the kernel, not what was left queued.
+		 * (A driver analyser accounts its bytes itself.) */
+		if (!s->driven)
+			s->bytes[!d] += s->moved[!d] -
+			    evbuffer_get_length(s->conn[d].out);
 		px_conn_close(&s->conn[d]);
 		s->conn_open[d] = false;
 	}
 	if (s->rl_timer_set) {
 		evtimer_del(&s->rl_timer);
 		s->rl_timer_set = false;
+	}
+	if (s->an_timer_set) {
+		evtimer_del(&s->an_timer);
+		s->an_timer_set = false;
 	}
 }

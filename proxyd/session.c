@@ -355,12 +355,6 @@ px_session_count(struct px_session *s, unsigned index, uint64_t n)
 	    memory_order_relaxed) + n, memory_order_relaxed);
 }
 
-int
-px_session_client_fd(const struct px_session *s)
-{
-	return s->cfd;
-}
-
 const struct sockaddr *
 px_session_dst(const struct px_session *s)
 {
@@ -380,8 +374,9 @@ px_session_buffer(const struct px_session *s)
 	return s->cfg->buffer;
 }
 
-int
-px_session_upstream(struct px_session *s, const struct sockaddr *dst,
+/* A server socket to dst: pooled (connected) or a new connect under way. */
+static int
+px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage)
 {
 	const struct px_service *svc = s->svc;
@@ -413,12 +408,111 @@ px_upstream_error(int fd)
 	return px_upstream_result(fd);
 }
 
+/* ---- driver analysers (struct px_driver) ------------------------------ */
+
+static void
+px_drv_readable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+
+	s->svc->analyser->driver->on_readable(s, s->an_state,
+	    c == &s->conn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+}
+
+static void
+px_drv_writable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+
+	s->svc->analyser->driver->on_writable(s, s->an_state,
+	    c == &s->conn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+}
+
+static void
+px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+
+	(void)fd; (void)what;
+	if (s->state == PX_SS_RELAY && s->driven)
+		s->svc->analyser->driver->on_timer(s, s->an_state);
+}
+
+/* Before on_open: the client's conn and the analyser's timer. */
+static int
+px_drv_open(struct px_session *s)
+{
+	if (px_conn_open(&s->conn[0], s->w->base, s->cfd, px_drv_readable,
+	    px_drv_writable, s) == -1)
+		return -1;
+	s->conn_open[0] = true;
+	s->driven = true;
+	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
+	s->an_timer_set = true;
+	return 0;
+}
+
+struct px_conn *
+px_session_conn(struct px_session *s, enum px_chan_end side)
+{
+	return s->conn_open[side] ? &s->conn[side] : NULL;
+}
+
 void
-px_session_upstream_release(struct px_session *s, const struct sockaddr *dst,
-    int fd, bool reusable, unsigned max, uint64_t idle_ms)
+px_session_timer(struct px_session *s, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+	if (!s->an_timer_set)
+		return;
+	if (ms == 0)
+		evtimer_del(&s->an_timer);
+	else
+		evtimer_add(&s->an_timer, &tv);
+}
+
+struct px_conn *
+px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
+    bool pooled_ok, bool *reused, const char **stage)
+{
+	int fd, err;
+
+	*stage = "connect";
+	if (s->conn_open[1]) {
+		errno = EBUSY;
+		return NULL;
+	}
+	if ((fd = px_session_upstream_fd(s, dst, pooled_ok, reused,
+	    stage)) == -1)
+		return NULL;
+	if (px_conn_open(&s->conn[1], s->w->base, fd, px_drv_readable,
+	    px_drv_writable, s) == -1) {
+		err = errno;
+		px_conn_close(&s->conn[1]);
+		close(fd);
+		*stage = "buffers";
+		errno = err != 0 ? err : ENOMEM;
+		return NULL;
+	}
+	s->conn_open[1] = true;
+	s->sfd = fd;
+	px_session_set_server(s, dst);
+	return &s->conn[1];
+}
+
+void
+px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
+    bool reusable, unsigned max, uint64_t idle_ms)
 {
 	struct px_pool_key key;
+	int fd = s->sfd;
 
+	if (!s->conn_open[1])
+		return;
+	px_conn_close(&s->conn[1]);
+	s->conn_open[1] = false;
+	s->sfd = -1;
 	if (!reusable || s->w->draining) {
 		close(fd);
 		return;
@@ -456,9 +550,24 @@ px_session_active(struct px_session *s)
 }
 
 int
-px_session_tunnel(struct px_session *s, int fd)
+px_session_tunnel(struct px_session *s)
 {
-	s->sfd = fd;
+	int side;
+
+	if (!s->conn_open[1]) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	/* The sockets stay; the relay takes them over. */
+	for (side = 0; side < 2; side++) {
+		px_conn_close(&s->conn[side]);
+		s->conn_open[side] = false;
+	}
+	s->driven = false;
+	if (s->an_timer_set) {
+		evtimer_del(&s->an_timer);
+		s->an_timer_set = false;
+	}
 	return px_session_relay(s, PX_RELAY_SPLICE, true);
 }
 
@@ -500,6 +609,10 @@ px_session_connected(struct px_session *s)
 		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
 	if (a->state_size != 0 &&
 	    (s->an_state = calloc(1, a->state_size)) == NULL) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	if (a->driver != NULL && px_drv_open(s) == -1) {
 		px_session_end(s, PX_END_PROXY, "error: out of memory");
 		return;
 	}
@@ -670,7 +783,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	if (px_session_destination(s) == -1)
 		return;
 	s->admitted = true;
-	if (svc->analyser->own_upstream) {
+	if (svc->analyser->driver != NULL) {
 		px_session_connected(s);
 		return;
 	}

@@ -63,6 +63,9 @@ struct px_session {
 	struct px_bucket	 rl[2];		/* session-bandwidth, by px_dir */
 	struct event		 rl_timer;
 	uint64_t		 moved[2];	/* buffered bytes queued per dir */
+	bool			 driven;	/* conns belong to a driver analyser */
+	bool			 an_timer_set;
+	struct event		 an_timer;	/* the driver analyser's */
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	bool			 eof_seen;	/* a side gave EOF: eof_by says which */
 	enum px_end_by		 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */

@@ -51,7 +51,7 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
-	atomic_uint_fast64_t	upstream_new;	/* own_upstream analysers */
+	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
 	atomic_uint_fast64_t	upstream_reused;
 	atomic_uint_fast64_t	pool_stale;
 	/* Each analyser's own, named by its vtable's counters[]. */

@@ -72,7 +72,7 @@ enum http_resp_state {
 };
 
 struct http_server {
-	struct px_conn		 io;
+	struct px_conn		*io;		/* the core's; NULL: none */
 	struct sockaddr_storage	 dst;
 	bool			 reused;
 	bool			 connected;
@@ -84,12 +84,11 @@ struct http_server {
 struct http_state {
 	struct px_session	*s;
 	const struct http_policy *pol;
-	struct px_conn		 c;		/* the client */
+	struct px_conn		*c;		/* the client: the core's */
 	bool			 gone;		/* session closed: touch nothing */
 	bool			 connecting;	/* srv.io.fd: connect under way */
 	uint64_t		 progress;	/* bumped by every step that moved */
 	struct http_server	 srv;
-	struct event		*timer;
 	size_t			 buffer;
 	size_t			 head_scan;	/* http_head_end() resume point */
 	unsigned		 nreq;		/* requests on this connection */
@@ -178,13 +177,7 @@ http_copy(char *dst, size_t size, const char *src, size_t len)
 static void
 http_timer_set(struct http_state *h, uint64_t ms)
 {
-	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
-	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-
-	if (ms == 0)
-		evtimer_del(h->timer);
-	else
-		evtimer_add(h->timer, &tv);
+	px_session_timer(h->s, ms);
 }
 
 static void
@@ -219,17 +212,16 @@ static void
 http_server_drop(struct http_state *h, bool reusable)
 {
 	struct http_server *sv = &h->srv;
-	int fd = sv->io.fd;
 
-	if (fd == -1)
+	if (sv->io == NULL)
 		return;
 	/* Not reusable with bytes still queued either way. */
-	if (h->connecting || evbuffer_get_length(sv->io.out) != 0 ||
-	    evbuffer_get_length(sv->io.in) != 0 || sv->io.eof)
+	if (h->connecting || evbuffer_get_length(sv->io->out) != 0 ||
+	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
-	px_conn_close(&sv->io);
+	sv->io = NULL;
 	h->connecting = false;
-	px_session_upstream_release(h->s, (struct sockaddr *)&sv->dst, fd,
+	px_session_upstream_close(h->s, (struct sockaddr *)&sv->dst,
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);
 	sv->connected = false;
@@ -246,7 +238,7 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	h->closing = true;
 	h->end_by = by;
 	snprintf(h->end_reason, sizeof(h->end_reason), "%s", reason);
-	px_conn_read_enable(&h->c, false);
+	px_conn_read_enable(h->c, false);
 	http_server_drop(h, false);
 	http_timer_set(h, PX_FINISH_GRACE_MS);
 	h->progress++;
@@ -258,7 +250,7 @@ static void
 http_error(struct http_state *h, int status, const char *why)
 {
 	const struct http_policy *p = h->pol;
-	struct evbuffer *out = h->c.out;
+	struct evbuffer *out = h->c->out;
 	struct evbuffer *body = evbuffer_new();
 	const char *reason = http_reason(status);
 	char end[160];
@@ -644,32 +636,25 @@ http_server_open(struct http_state *h, const struct sockaddr *dst)
 	struct http_server *sv = &h->srv;
 	const char *stage = "connect";
 	bool reused;
-	int fd;
 
 	/* A tunnel takes its connection for good: never a pooled one. */
-	fd = px_session_upstream(h->s, dst, !h->is_connect, &reused, &stage);
-	if (fd == -1) {
+	sv->io = px_session_upstream_open(h->s, dst, !h->is_connect, &reused,
+	    &stage);
+	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
 		    stage, strerror(errno));
 		return -1;
 	}
 	memcpy(&sv->dst, dst, px_sockaddr_len(dst));
-	px_session_set_server(h->s, dst);
 	sv->reused = reused;
 	sv->kept = false;
 	sv->got_bytes = false;
 	sv->keep = false;
-	if (px_conn_open(&sv->io, px_session_base(h->s), fd, http_server_rd_cb,
-	    http_server_wr_cb, h) == -1) {
-		px_conn_close(&sv->io);
-		close(fd);
-		return -1;
-	}
 	/* A new one is connecting: writable means done (or failed). */
 	sv->connected = reused;
 	h->connecting = !reused;
 	if (!reused)
-		px_conn_want_writable(&sv->io, true);
+		px_conn_want_writable(sv->io, true);
 	return 0;
 }
 
@@ -682,7 +667,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 {
 	static _Thread_local struct http_head m;
 	const struct http_policy *p = h->pol;
-	struct evbuffer *cin = h->c.in;
+	struct evbuffer *cin = h->c->in;
 	struct sockaddr_storage dst, hostaddr;
 	const char *why = NULL, *target;
 	size_t tlen;
@@ -829,10 +814,10 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	struct evbuffer *sout;
 	size_t n;
 
-	if (h->srv.io.fd != -1 && (h->is_connect || memcmp(&h->srv.dst, dst,
+	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
 	    px_sockaddr_len(dst)) != 0))
 		http_server_drop(h, true);
-	if (h->srv.io.fd != -1) {
+	if (h->srv.io != NULL) {
 		h->srv.reused = true;
 		h->srv.kept = true;
 	} else if (http_server_open(h, dst) == -1) {
@@ -850,7 +835,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	if (h->req_copy != NULL)
 		evbuffer_free(h->req_copy);
 	h->req_copy = NULL;
-	sout = h->srv.io.out;
+	sout = h->srv.io->out;
 	n = evbuffer_get_length(h->head_out);
 	/* A replayable request on a reused connection keeps its head for one
 	 * retry; the output only references it. */
@@ -941,12 +926,12 @@ http_worker_exit(void)
 static void
 http_pump_request(struct http_state *h)
 {
-	struct evbuffer *cin = h->c.in;
+	struct evbuffer *cin = h->c->in;
 	struct evbuffer *sout;
 
-	if (h->req != HTTP_REQ_BODY || h->srv.io.fd == -1)
+	if (h->req != HTTP_REQ_BODY || h->srv.io == NULL)
 		return;
-	sout = h->srv.io.out;
+	sout = h->srv.io->out;
 	while (h->req == HTTP_REQ_BODY) {
 		size_t avail = evbuffer_get_length(cin), room, n;
 		size_t queued = evbuffer_get_length(sout);
@@ -1040,8 +1025,8 @@ static bool
 http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 {
 	static _Thread_local struct http_head m;
-	struct evbuffer *sin = h->srv.io.in;
-	struct evbuffer *cout = h->c.out;
+	struct evbuffer *sin = h->srv.io->in;
+	struct evbuffer *cout = h->c->out;
 	const char *why;
 	size_t before;
 	int rc;
@@ -1109,8 +1094,8 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 static void
 http_pump_response(struct http_state *h)
 {
-	struct evbuffer *sin = h->srv.io.in;
-	struct evbuffer *cout = h->c.out;
+	struct evbuffer *sin = h->srv.io->in;
+	struct evbuffer *cout = h->c->out;
 
 	while (h->resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(sin), room, n;
@@ -1201,7 +1186,7 @@ http_transaction_done(struct http_state *h)
 	h->resp = HTTP_RESP_NONE;
 	h->req = HTTP_REQ_HEAD;
 	if (!h->client_keep || (h->client_eof &&
-	    evbuffer_get_length(h->c.in) == 0)) {
+	    evbuffer_get_length(h->c->in) == 0)) {
 		/* Everything is sent once the output drains. */
 		http_close_when_flushed(h, h->client_eof ? PX_END_CLIENT :
 		    PX_END_SERVER, h->client_eof ? "client-closed" :
@@ -1219,14 +1204,13 @@ http_transaction_done(struct http_state *h)
 static void
 http_tunnel_handoff(struct http_state *h)
 {
-	int fd = h->srv.io.fd;
-
-	px_conn_close(&h->srv.io);
-	px_conn_close(&h->c);
 	http_timer_set(h, 0);
 	http_log_request(h);
 	px_session_count(h->s, HTTP_C_TUNNELS, 1);
-	if (px_session_tunnel(h->s, fd) == -1)
+	/* The core takes both sockets over. */
+	h->srv.io = NULL;
+	h->c = NULL;
+	if (px_session_tunnel(h->s) == -1)
 		px_session_end(h->s, PX_END_PROXY,
 		    "error: cannot start the tunnel relay");
 }
@@ -1238,13 +1222,13 @@ http_start_tunnel(struct http_state *h)
 
 	h->tunnel = true;
 	h->progress++;
-	px_conn_read_enable(&h->c, false);
-	px_conn_read_enable(&h->srv.io, false);
-	n = evbuffer_get_length(h->c.in);
-	evbuffer_add_buffer(h->srv.io.out, h->c.in);
+	px_conn_read_enable(h->c, false);
+	px_conn_read_enable(h->srv.io, false);
+	n = evbuffer_get_length(h->c->in);
+	evbuffer_add_buffer(h->srv.io->out, h->c->in);
 	px_session_account(h->s, PX_TO_SERVER, n);
-	n = evbuffer_get_length(h->srv.io.in);
-	evbuffer_add_buffer(h->c.out, h->srv.io.in);
+	n = evbuffer_get_length(h->srv.io->in);
+	evbuffer_add_buffer(h->c->out, h->srv.io->in);
 	px_session_account(h->s, PX_TO_CLIENT, n);
 }
 
@@ -1254,7 +1238,7 @@ http_start_tunnel(struct http_state *h)
 static void
 http_next_request(struct http_state *h)
 {
-	struct evbuffer *cin = h->c.in;
+	struct evbuffer *cin = h->c->in;
 	size_t len = evbuffer_get_length(cin), want;
 	const char *buf;
 	ssize_t end;
@@ -1297,7 +1281,7 @@ http_next_request(struct http_state *h)
 static void
 http_server_input(struct http_state *h)
 {
-	struct evbuffer *sin = h->srv.io.in;
+	struct evbuffer *sin = h->srv.io->in;
 
 	while (h->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
 		size_t len = evbuffer_get_length(sin), want, scan = 0;
@@ -1338,7 +1322,7 @@ http_server_input(struct http_state *h)
 		http_pump_response(h);
 	/* A close-delimited body whose end was held up by a full client. */
 	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
-	    h->srv.io.eof && evbuffer_get_length(sin) == 0) {
+	    h->srv.io->eof && evbuffer_get_length(sin) == 0) {
 		h->resp = HTTP_RESP_DONE;
 		h->srv.keep = false;
 	}
@@ -1368,7 +1352,7 @@ http_retry(struct http_state *h)
 	}
 	h->retried = true;
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
-	evbuffer_add_buffer_reference(h->srv.io.out, h->req_copy);
+	evbuffer_add_buffer_reference(h->srv.io->out, h->req_copy);
 	h->progress++;
 	return true;
 }
@@ -1393,7 +1377,7 @@ http_server_gone(struct http_state *h, int err)
 		http_pump_response(h);
 		if (h->gone)
 			return;
-		if (evbuffer_get_length(h->srv.io.in) == 0) {
+		if (evbuffer_get_length(h->srv.io->in) == 0) {
 			h->resp = HTTP_RESP_DONE;
 			h->srv.keep = false;
 			http_transaction_done(h);
@@ -1425,11 +1409,11 @@ http_client_eof(struct http_state *h)
 {
 	h->client_eof = true;
 	h->progress++;
-	px_conn_read_enable(&h->c, false);
+	px_conn_read_enable(h->c, false);
 	if (h->closing || h->tunnel)
 		return;
 	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
-		if (evbuffer_get_length(h->c.in) != 0)
+		if (evbuffer_get_length(h->c->in) != 0)
 			px_session_log(h->s, LOG_NOTICE, "http-error "
 			    "reason=\"client closed inside a request head\"");
 		px_session_end(h->s, PX_END_CLIENT, "client-closed");
@@ -1474,32 +1458,32 @@ http_drive(struct http_state *h)
 				http_pump_request(h);
 			if (h->gone)
 				return;
-			if (h->srv.io.fd != -1 && h->srv.connected) {
+			if (h->srv.io != NULL && h->srv.connected) {
 				http_server_input(h);
 				if (h->gone)
 					return;
 			}
 		}
-		if (evbuffer_get_length(h->c.out) != 0 && !px_conn_write_blocked(&h->c) &&
-		    px_conn_send(&h->c) == -1) {
+		if (evbuffer_get_length(h->c->out) != 0 && !px_conn_write_blocked(h->c) &&
+		    px_conn_send(h->c) == -1) {
 			http_client_failed(h, errno);
 			return;
 		}
-		if (h->srv.io.fd != -1 && h->srv.connected &&
-		    evbuffer_get_length(h->srv.io.out) != 0 && !px_conn_write_blocked(&h->srv.io) &&
-		    px_conn_send(&h->srv.io) == -1) {
+		if (h->srv.io != NULL && h->srv.connected &&
+		    evbuffer_get_length(h->srv.io->out) != 0 && !px_conn_write_blocked(h->srv.io) &&
+		    px_conn_send(h->srv.io) == -1) {
 			http_server_gone(h, errno);
 			continue;
 		}
 		if (h->closing) {
-			if (evbuffer_get_length(h->c.out) == 0)
+			if (evbuffer_get_length(h->c->out) == 0)
 				px_session_finish(h->s, h->end_by,
 				    h->end_reason);
 			return;
 		}
 		if (h->tunnel) {
-			if (evbuffer_get_length(h->c.out) == 0 &&
-			    evbuffer_get_length(h->srv.io.out) == 0)
+			if (evbuffer_get_length(h->c->out) == 0 &&
+			    evbuffer_get_length(h->srv.io->out) == 0)
 				http_tunnel_handoff(h);
 			return;
 		}
@@ -1509,11 +1493,11 @@ http_drive(struct http_state *h)
 	if (h->gone)
 		return;
 	/* Read a side only while its unprocessed input is under `buffer`. */
-	px_conn_read_enable(&h->c, !h->client_eof &&
-	    evbuffer_get_length(h->c.in) < h->buffer);
-	if (h->srv.io.fd != -1 && h->srv.connected)
-		px_conn_read_enable(&h->srv.io, !h->srv.io.eof &&
-		    evbuffer_get_length(h->srv.io.in) < h->buffer);
+	px_conn_read_enable(h->c, !h->client_eof &&
+	    evbuffer_get_length(h->c->in) < h->buffer);
+	if (h->srv.io != NULL && h->srv.connected)
+		px_conn_read_enable(h->srv.io, !h->srv.io->eof &&
+		    evbuffer_get_length(h->srv.io->in) < h->buffer);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -1522,12 +1506,12 @@ static void
 http_client_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
-	size_t len = evbuffer_get_length(h->c.in);
+	size_t len = evbuffer_get_length(h->c->in);
 	ssize_t n;
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(&h->c, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(h->c, len < h->buffer ? h->buffer - len : 0);
 	if (n > 0)
 		h->progress++;
 	else if (n == 0)
@@ -1547,7 +1531,7 @@ http_client_wr_cb(struct px_conn *c, void *arg)
 
 	(void)c;
 	px_session_active(h->s);
-	if (px_conn_send(&h->c) == -1) {
+	if (px_conn_send(h->c) == -1) {
 		http_client_failed(h, errno);
 		return;
 	}
@@ -1559,12 +1543,12 @@ static void
 http_server_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
-	size_t len = evbuffer_get_length(h->srv.io.in);
+	size_t len = evbuffer_get_length(h->srv.io->in);
 	ssize_t n;
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(&h->srv.io, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(h->srv.io, len < h->buffer ? h->buffer - len : 0);
 	if (n > 0) {
 		h->srv.got_bytes = true;
 		h->progress++;
@@ -1575,13 +1559,13 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		return;
-	px_conn_read_enable(&h->srv.io, false);
+	px_conn_read_enable(h->srv.io, false);
 	/* Bytes still unread by the client side are moved first. */
 	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
-	    n == 0 && evbuffer_get_length(h->srv.io.in) != 0) {
+	    n == 0 && evbuffer_get_length(h->srv.io->in) != 0) {
 		http_drive(h);
-		if (h->gone || h->srv.io.fd == -1 ||
-		    evbuffer_get_length(h->srv.io.in) != 0)
+		if (h->gone || h->srv.io == NULL ||
+		    evbuffer_get_length(h->srv.io->in) != 0)
 			return;	/* http_pump_response ends it when drained */
 	}
 	http_server_gone(h, n == 0 ? 0 : errno);
@@ -1602,14 +1586,14 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 		if (err != 0) {
 			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
 			    "failed: %s", strerror(err));
-			px_conn_want_writable(&h->srv.io, false);
+			px_conn_want_writable(h->srv.io, false);
 			http_error(h, 502, "cannot connect to the server");
 			http_drive(h);
 			return;
 		}
 		h->srv.connected = true;
 		if (h->is_connect) {
-			evbuffer_add(h->c.out, "HTTP/1.1 200 Connection "
+			evbuffer_add(h->c->out, "HTTP/1.1 200 Connection "
 			    "established\r\n\r\n", 39);
 			h->status = 200;
 			h->resp_bytes += 39;
@@ -1617,7 +1601,7 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 			http_start_tunnel(h);
 		}
 	}
-	if (px_conn_send(&h->srv.io) == -1) {
+	if (px_conn_send(h->srv.io) == -1) {
 		http_server_gone(h, errno);
 		if (!h->gone)
 			http_drive(h);
@@ -1628,11 +1612,11 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 }
 
 static void
-http_timer_cb(evutil_socket_t fd, short what, void *arg)
+http_timer_cb(struct px_session *s, void *st)
 {
-	struct http_state *h = arg;
+	struct http_state *h = st;
 
-	(void)fd; (void)what;
+	(void)s;
 	if (h->closing) {
 		px_session_end(h->s, PX_END_TIMEOUT,
 		    "error: client does not read the reply");
@@ -1645,7 +1629,7 @@ http_timer_cb(evutil_socket_t fd, short what, void *arg)
 		else
 			http_abort(h, PX_END_TIMEOUT, "error: response-timeout");
 	} else if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
-		if (evbuffer_get_length(h->c.in) == 0) {
+		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */
 			px_session_finish(h->s, PX_END_TIMEOUT,
 			    "client-idle: request-timeout");
@@ -1669,16 +1653,14 @@ http_on_open(struct px_session *s, void *st)
 
 	h->s = s;
 	h->pol = px_session_policy(s);
-	h->srv.io.fd = -1;
+	h->srv.io = NULL;
+	h->c = px_session_conn(s, PX_CHAN_CLIENT);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
-	h->timer = evtimer_new(px_session_base(s), http_timer_cb, h);
 	h->head_out = evbuffer_new();
-	if (h->timer == NULL || h->head_out == NULL || px_conn_open(&h->c, px_session_base(s),
-	    px_session_client_fd(s), http_client_rd_cb, http_client_wr_cb,
-	    h) == -1)
+	if (h->head_out == NULL || h->c == NULL)
 		return -1;
-	px_conn_read_enable(&h->c, true);
+	px_conn_read_enable(h->c, true);
 	http_timer_set(h, h->pol->request_timeout_ms);
 	return 0;
 }
@@ -1699,15 +1681,39 @@ http_on_close(struct px_session *s, void *st)
 	/* An idle server connection outlives its client in the pool. */
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);
-	if (h->c.in != NULL)
-		px_conn_close(&h->c);
-	if (h->timer != NULL)
-		event_free(h->timer);
-	h->timer = NULL;
+	h->c = NULL;	/* the core's */
 	if (h->req_copy != NULL)
 		evbuffer_free(h->req_copy);
 	h->req_copy = NULL;
 }
+
+static void
+http_readable(struct px_session *s, void *st, enum px_chan_end side)
+{
+	struct http_state *h = st;
+
+	if (side == PX_CHAN_CLIENT)
+		http_client_rd_cb(h->c, h);
+	else
+		http_server_rd_cb(h->srv.io, h);
+}
+
+static void
+http_writable(struct px_session *s, void *st, enum px_chan_end side)
+{
+	struct http_state *h = st;
+
+	if (side == PX_CHAN_CLIENT)
+		http_client_wr_cb(h->c, h);
+	else
+		http_server_wr_cb(h->srv.io, h);
+}
+
+static const struct px_driver http_driver = {
+	.on_readable = http_readable,
+	.on_writable = http_writable,
+	.on_timer = http_timer_cb,
+};
 
 const struct px_analyser http_analyser = {
 	.name = "http",
@@ -1718,6 +1724,7 @@ const struct px_analyser http_analyser = {
 	.on_data = NULL,
 	.on_close = http_on_close,
 	.counters = http_counter_names,
-	.own_upstream = true,
+	.driver = &http_driver,
+	.forward_mode = true,
 	.on_worker_exit = http_worker_exit,
 };

@@ -330,7 +330,7 @@ test_service_errors(void **state)
 		  "</service>\n", 1, "name=\"w w\"" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"127.0.0.1\" port=\"18081\" mode=\"forward\"/>\n"
-		  "</service>\n", 2, "only for the http analyser" },
+		  "</service>\n", 2, "cannot take its destination from the request" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"0.0.0.0\" port=\"50080\" mode=\"transparent\"/>\n"
 		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
