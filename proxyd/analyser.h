@@ -233,8 +233,8 @@ void		 px_session_active(struct px_session *s);
  * with one on the server end; each end is either a listener the peer
  * connects to (passive, from the policy's port range) or an outgoing
  * connect (active). Once both ends are connected the core relays them with
- * the splice path (one direction's FIN passed on as a FIN), counts the
- * bytes into the session's totals and logs one "data-transfer" line.
+ * the splice path (one direction's FIN passed on as a FIN) and counts the
+ * bytes into the session's totals; the analyser logs it from the result.
  *
  * The callback runs exactly once: when the relay ended (r->error NULL) or
  * the channel failed (timeout before both ends connected, connect error,
@@ -254,6 +254,9 @@ struct px_chan_result {
 	uint64_t	 bytes[2];	/* by px_dir: client->server, server->client */
 	uint64_t	 duration_ms;	/* from the relay's start */
 	unsigned	 refused;	/* connections refused by the peer check */
+	const char	*note;		/* px_channel_note()'s, or "" */
+	/* The peers of each end (enum px_chan_end), NULL: none connected. */
+	const struct sockaddr *addr[2];
 };
 
 typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
@@ -279,10 +282,9 @@ int		 px_channel_listen(struct px_channel *ch, enum px_chan_end end,
  * as a bind-time choice (or vsftpd's fixed port 20) does. 0 or -1. */
 int		 px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 		    const struct sockaddr *dst, const struct sockaddr *src);
-/* What the transfer is, for its log line: "download"/"upload"/"list", and
- * the command and argument (escaped and truncated by the core). */
-void		 px_channel_label(struct px_channel *ch, const char *what,
-		    const char *cmd, const char *arg);
+/* The analyser's own note on the channel (what the transfer is), handed
+ * back in its result for the analyser's log line; copied, cut to 255. */
+void		 px_channel_note(struct px_channel *ch, const char *note);
 /* Connections refused by the peer check so far. */
 unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */

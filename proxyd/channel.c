@@ -60,9 +60,7 @@ struct px_channel {
 	struct timeval		 start_tv;
 	uint64_t		 bytes[2];
 	unsigned		 refused;
-	char			 what[16];
-	char			 cmd[16];
-	char			 file[200];	/* escaped */
+	char			 note[256];
 };
 
 static _Thread_local uint32_t px_chan_rand;
@@ -212,8 +210,6 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 		ch->e[i].fd = ch->e[i].lfd = -1;
 		ch->h[i].pipe[0] = ch->h[i].pipe[1] = -1;
 	}
-	snprintf(ch->what, sizeof(ch->what), "-");
-	snprintf(ch->cmd, sizeof(ch->cmd), "-");
 	evtimer_assign(&ch->timer, s->w->base, px_chan_timer_cb, ch);
 	px_chan_arm(ch, ch->timeout_ms);
 	ch->next = s->channels;
@@ -222,14 +218,9 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 }
 
 void
-px_channel_label(struct px_channel *ch, const char *what, const char *cmd,
-    const char *arg)
+px_channel_note(struct px_channel *ch, const char *note)
 {
-	snprintf(ch->what, sizeof(ch->what), "%s", what);
-	snprintf(ch->cmd, sizeof(ch->cmd), "%s", cmd);
-	/* Quoted in the log. */
-	px_log_escape(ch->file, sizeof(ch->file), arg != NULL ? arg : "",
-	    arg != NULL ? strlen(arg) : 0, true);
+	snprintf(ch->note, sizeof(ch->note), "%s", note);
 }
 
 unsigned
@@ -335,21 +326,13 @@ px_chan_maybe_start(struct px_channel *ch)
 	px_chan_start(ch);
 }
 
-static const char *
-px_chan_addr(const struct px_chan_endp *e, char *buf, size_t size)
-{
-	if (e->addr.ss_family == 0)
-		return "-";
-	return px_sockaddr_str((const struct sockaddr *)&e->addr, buf, size);
-}
-
 static void
 px_chan_finish(struct px_channel *ch, const char *error)
 {
 	struct px_session *s = ch->s;
 	struct px_chan_result r;
-	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	struct timeval now, d;
+	int i;
 
 	if (ch->ending)
 		return;
@@ -360,26 +343,16 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	r.error = error;
 	r.bytes[0] = ch->bytes[0];
 	r.bytes[1] = ch->bytes[1];
-	if (ch->relaying)
-		r.duration_ms = px_now_ms(s->w) - ch->start_ms;
-	if (px_log_enabled(LOG_INFO)) {
-		d.tv_sec = d.tv_usec = 0;
-		if (ch->relaying) {
-			gettimeofday(&now, NULL);
-			timersub(&now, &ch->start_tv, &d);
-		}
-		px_log(LOG_INFO, s->id, "data-transfer %s cmd=%s file=\"%s\" "
-		    "bytes=%llu to-server=%llu to-client=%llu duration=%ld.%03ld "
-		    "client=%s server=%s refused=%u end=%s",
-		    ch->what, ch->cmd, ch->file,
-		    (unsigned long long)(ch->bytes[0] + ch->bytes[1]),
-		    (unsigned long long)ch->bytes[0],
-		    (unsigned long long)ch->bytes[1],
-		    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-		    px_chan_addr(&ch->e[0], client, sizeof(client)),
-		    px_chan_addr(&ch->e[1], server, sizeof(server)),
-		    ch->refused, error != NULL ? error : "ok");
+	r.note = ch->note;
+	if (ch->relaying) {
+		gettimeofday(&now, NULL);
+		timersub(&now, &ch->start_tv, &d);
+		r.duration_ms = (uint64_t)d.tv_sec * 1000 +
+		    (uint64_t)d.tv_usec / 1000;
 	}
+	for (i = 0; i < 2; i++)
+		r.addr[i] = ch->e[i].addr.ss_family != 0 ?
+		    (const struct sockaddr *)&ch->e[i].addr : NULL;
 	/* Off the session's list first: the callback may close the session. */
 	px_chan_unlink(ch);
 	px_chan_release(ch);

@@ -592,9 +592,23 @@ static void
 ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 {
 	struct ftp_state *st = arg;
+	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
 	if (st->ch == r->ch)
 		st->ch = NULL;
+	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
+	    "to-client=%llu duration=%llu.%03llu client=%s server=%s "
+	    "refused=%u end=%s", r->note[0] != '\0' ? r->note :
+	    "- cmd=- file=\"\"",
+	    (unsigned long long)(r->bytes[0] + r->bytes[1]),
+	    (unsigned long long)r->bytes[0], (unsigned long long)r->bytes[1],
+	    (unsigned long long)(r->duration_ms / 1000),
+	    (unsigned long long)(r->duration_ms % 1000),
+	    r->addr[PX_CHAN_CLIENT] != NULL ? px_sockaddr_str(
+	    r->addr[PX_CHAN_CLIENT], client, sizeof(client)) : "-",
+	    r->addr[PX_CHAN_SERVER] != NULL ? px_sockaddr_str(
+	    r->addr[PX_CHAN_SERVER], server, sizeof(server)) : "-",
+	    r->refused, r->error != NULL ? r->error : "ok");
 	px_session_count(s, FTP_C_DATA_REFUSED, r->refused);
 	px_session_count(s, r->error == NULL ? FTP_C_TRANSFERS :
 	    FTP_C_DATA_FAILED, 1);
@@ -926,8 +940,14 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
 		return ftp_data_request(s, st, p, c);
-	if ((kind = ftp_transfer_kind(c->verb)) != NULL && st->ch != NULL)
-		px_channel_label(st->ch, kind, c->verb, c->arg);
+	if ((kind = ftp_transfer_kind(c->verb)) != NULL && st->ch != NULL) {
+		char note[256], file[200];
+
+		px_log_escape(file, sizeof(file), c->arg, c->arglen, true);
+		snprintf(note, sizeof(note), "%s cmd=%s file=\"%s\"", kind,
+		    c->verb, file);
+		px_channel_note(st->ch, note);
+	}
 	q = ftp_q_push(st, strcmp(c->verb, "FEAT") == 0 ? FTP_P_FEAT :
 	    FTP_P_FWD, c->verb);
 	if (q == NULL)
