@@ -9,52 +9,34 @@
 
 #include "analyser.h"
 #include "config.h"
+#include "rules.h"
 
 struct plug_policy {
 	bool	splice;		/* splice="auto" */
 	bool	half_close;
 };
 
-static int
-plug_attr_choice(const xmlNode *sec, const char *name, const char *yes,
-    const char *no, bool *out, struct px_cfgerr *e)
-{
-	xmlChar *v;
-	int rc = 0;
-
-	if (sec == NULL ||
-	    (v = xmlGetProp((xmlNode *)sec, (const xmlChar *)name)) == NULL)
-		return 0;
-	if (strcmp((char *)v, yes) == 0)
-		*out = true;
-	else if (strcmp((char *)v, no) == 0)
-		*out = false;
-	else {
-		px_cfg_error(e, sec, "%s=\"%s\": expected %s or %s", name,
-		    (char *)v, yes, no);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
-}
+static const char *const plug_splice_names[] = { "auto", "no", NULL };
+static const char *const plug_yes_no[] = { "yes", "no", NULL };
 
 static int
 plug_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 {
 	struct plug_policy *p;
+	int splice = 0, half_close = 0;	/* auto, yes */
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		px_cfg_error(e, sec, "out of memory");
 		return -1;
 	}
-	p->splice = true;
-	p->half_close = true;
-	if (plug_attr_choice(sec, "splice", "auto", "no", &p->splice, e) == -1 ||
-	    plug_attr_choice(sec, "half-close", "yes", "no", &p->half_close,
-	    e) == -1) {
+	if (px_attr_choice(e, sec, "splice", plug_splice_names, &splice) == -1 ||
+	    px_attr_choice(e, sec, "half-close", plug_yes_no,
+	    &half_close) == -1) {
 		free(p);
 		return -1;
 	}
+	p->splice = splice == 0;
+	p->half_close = half_close == 0;
 	*pol = p;
 	return 0;
 }

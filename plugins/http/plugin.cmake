@@ -1,0 +1,5 @@
+# http: sources linked into proxyd_core.
+list(APPEND PX_PLUGIN_SOURCES
+	${CMAKE_CURRENT_LIST_DIR}/http.c
+	${CMAKE_CURRENT_LIST_DIR}/http_parse.c
+	${CMAKE_CURRENT_LIST_DIR}/http_policy.c)
