@@ -101,8 +101,14 @@ struct px_analyser {
 
 /* NULL if no analyser has that name. */
 const struct px_analyser *px_analyser_find(const char *name);
-/* Fails (with a message on stderr) on duplicate or empty names. */
+/* Fails (with a message on stderr) on duplicate or empty names, or an
+ * analyser without its schema fragment. */
 int	px_analyser_registry_check(void);
+/* The service-file schema: policy/schema/service.rng with the section
+ * of every registered analyser (plugins/NAME/NAME.rng) joined in. Built
+ * at the first call (main thread), then shared. NULL: out of memory or a
+ * malformed fragment. */
+const char *px_service_schema(void);
 
 /* Position in the registry, < PX_ANALYSERS_MAX. */
 unsigned px_analyser_index(const struct px_analyser *a);

@@ -23,7 +23,6 @@
 #include "analyser.h"
 
 extern const char px_schema_proxyd_rng[];
-extern const char px_schema_service_rng[];
 
 #define PX_MAX_WORKERS		256
 #define PX_MAX_SESSIONS		1000000
@@ -107,6 +106,8 @@ px_schema_compile(const char *text)
 	xmlRelaxNGParserCtxtPtr pc;
 	xmlRelaxNGPtr rng;
 
+	if (text == NULL)
+		return NULL;
 	pc = xmlRelaxNGNewMemParserCtxt(text, (int)strlen(text));
 	if (pc == NULL)
 		return NULL;
@@ -715,7 +716,7 @@ px_load_policies(struct px_config *c, struct px_cfgerr *e)
 		}
 		svc->file = path;
 		c->nservices++;
-		doc = px_xml_load(path, px_schema_service_rng, e);
+		doc = px_xml_load(path, px_service_schema(), e);
 		if (doc == NULL)
 			continue;
 		e->file = path;
