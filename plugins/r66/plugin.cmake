@@ -1,11 +1,13 @@
 # The R66 wire codec on its own: the analyser, bench/r66peer and the
 # unit and fuzz tests share it.
-add_library(r66_wire STATIC ${CMAKE_CURRENT_LIST_DIR}/r66_wire.c)
+add_library(r66_wire STATIC ${CMAKE_CURRENT_LIST_DIR}/r66_wire.c
+	${CMAKE_CURRENT_LIST_DIR}/r66_json.c)
 target_include_directories(r66_wire PUBLIC ${CMAKE_SOURCE_DIR}/plugins)
 target_link_libraries(r66_wire PUBLIC PkgConfig::SSL)
 
 # r66: sources linked into proxyd_core (with r66_wire).
-list(APPEND PX_PLUGIN_SOURCES ${CMAKE_CURRENT_LIST_DIR}/r66.c)
+list(APPEND PX_PLUGIN_SOURCES ${CMAKE_CURRENT_LIST_DIR}/r66.c
+	${CMAKE_CURRENT_LIST_DIR}/r66_policy.c)
 list(APPEND PX_PLUGIN_LIBS r66_wire)
 
 # R66 test and benchmark peer (bench/r66peer/README.md); never installed.

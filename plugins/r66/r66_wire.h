@@ -1,7 +1,8 @@
 /* Waarp R66 wire format (see docs in ../shared/r66/R66-WIRE.md): frame and
  * local packet decoding over (ptr, len), with every length capped, and the
- * encoders the analyser and the test peer need. No allocation, no I/O:
- * shared by plugins/r66/r66.c, bench/r66peer and the unit/fuzz tests. */
+ * encoders the analyser and the test peer need (the JSON inside packets is
+ * read by r66_json.h). No allocation, no I/O: shared by plugins/r66/r66.c,
+ * bench/r66peer and the unit/fuzz tests. */
 #ifndef R66_WIRE_H
 #define R66_WIRE_H
 
@@ -136,12 +137,6 @@ int	r66_error_parse(const struct r66_frame *f, struct r66_error *e);
 /* EndTransfer, EndRequest, KeepAlive: the way byte in M. */
 int	r66_way(const struct r66_frame *f, uint8_t *way);
 
-/* Flat JSON object lookup: finds "key" at top level of the object in
- * (p, len); string values are unescaped into buf (NUL-terminated, \u0000
- * refused), numbers/true/false copied as text. 1 found, 0 absent, -1
- * malformed or does not fit. */
-int	r66_json_get(const uint8_t *p, size_t len, const char *key, char *buf,
-	    size_t bufsz, bool *is_string);
 /* Authent version string "3.1.0.{json}": the DIGESTALGO and R66VERSION. */
 int	r66_caps_get(const struct r66_str *version, const char *key, char *buf,
 	    size_t bufsz);

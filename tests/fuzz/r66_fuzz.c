@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "r66/r66_json.h"
 #include "r66/r66_wire.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

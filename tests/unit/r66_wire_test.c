@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "r66/r66_json.h"
 #include "r66/r66_wire.h"
 
 #define C_ID	0x1a2b3c4du
