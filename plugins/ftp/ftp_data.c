@@ -1,0 +1,315 @@
+/* ftp: the data channels. For each PASV/EPSV/PORT/EPRT the client sends,
+ * the proxy sets up both ends itself as core channels (channel.c): the
+ * client's end as the client asked (or as the policy forces), the server's
+ * end in the policy's mode, with PORT/EPRT/PASV/EPSV and their replies
+ * rewritten to the proxy's own addresses. One data-transfer line is logged
+ * per channel when it ends. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+
+#include "analyser.h"
+#include "parse.h"
+#include "ftp/ftp_int.h"
+
+/* Forgets the current channel. One still relaying is left to finish on
+ * its own (a client may send its next command before proxyd has seen the
+ * end of the last transfer); one still waiting for a connection is closed,
+ * and with it its listening port. */
+static void
+ftp_chan_drop(struct px_session *s, struct ftp_state *st)
+{
+	if (st->ch == NULL)
+		return;
+	if (!px_channel_relaying(st->ch)) {
+		px_session_count(s, FTP_C_DATA_REFUSED,
+		    px_channel_refused(st->ch));
+		px_channel_free(st->ch);
+	}
+	st->ch = NULL;
+}
+
+static void
+ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
+{
+	struct ftp_state *st = arg;
+	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
+
+	if (st->ch == r->ch)
+		st->ch = NULL;
+	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
+	    "to-client=%llu duration=%llu.%03llu client=%s server=%s "
+	    "refused=%u end=%s", r->note[0] != '\0' ? r->note :
+	    "- cmd=- file=\"\"",
+	    (unsigned long long)(r->bytes[0] + r->bytes[1]),
+	    (unsigned long long)r->bytes[0], (unsigned long long)r->bytes[1],
+	    (unsigned long long)(r->duration_ms / 1000),
+	    (unsigned long long)(r->duration_ms % 1000),
+	    r->addr[PX_CHAN_CLIENT] != NULL ? px_sockaddr_str(
+	    r->addr[PX_CHAN_CLIENT], client, sizeof(client)) : "-",
+	    r->addr[PX_CHAN_SERVER] != NULL ? px_sockaddr_str(
+	    r->addr[PX_CHAN_SERVER], server, sizeof(server)) : "-",
+	    r->refused, r->error != NULL ? r->error : "ok");
+	px_session_count(s, FTP_C_DATA_REFUSED, r->refused);
+	px_session_count(s, r->error == NULL ? FTP_C_TRANSFERS :
+	    FTP_C_DATA_FAILED, 1);
+}
+
+static bool
+ftp_is_v4(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET;
+}
+
+/* The client's side is set up: the reply it gets for its request. */
+static void
+ftp_client_answer(struct px_session *s, struct ftp_state *st,
+    enum ftp_creq creq, const char *verb)
+{
+	char buf[192];
+
+	switch (creq) {
+	case FTP_CREQ_PASV:
+		if (ftp_fmt_227((struct sockaddr *)&st->cbound, buf,
+		    sizeof(buf)) == -1)
+			snprintf(buf, sizeof(buf), "425 Cannot open data "
+			    "connection\r\n");
+		break;
+	case FTP_CREQ_EPSV:
+		if (ftp_fmt_229(px_sockaddr_port((struct sockaddr *)&st->cbound),
+		    buf, sizeof(buf)) == -1)
+			snprintf(buf, sizeof(buf), "425 Cannot open data "
+			    "connection\r\n");
+		break;
+	default:
+		snprintf(buf, sizeof(buf), "200 %s command successful\r\n", verb);
+		break;
+	}
+	px_session_log(s, LOG_INFO, "ftp-reply code=%.3s cmd=%s by=proxy", buf,
+	    verb);
+	ftp_send(s, PX_TO_CLIENT, buf);
+}
+
+/* PASV/EPSV/PORT/EPRT from the client. Returns -1 to end the session. */
+int
+ftp_data_request(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_cmd *c)
+{
+	const struct sockaddr *client = px_session_client(s);
+	const struct sockaddr *server = px_session_server(s);
+	struct sockaddr_storage caddr, clocal, slocal, sbound;
+	enum ftp_creq creq;
+	enum ftp_mode smode;
+	struct ftp_pending *q;
+	char buf[160], arg[128];
+	bool cpassive;
+
+	if (strcmp(c->verb, "PASV") == 0)
+		creq = FTP_CREQ_PASV;
+	else if (strcmp(c->verb, "EPSV") == 0)
+		creq = FTP_CREQ_EPSV;
+	else if (strcmp(c->verb, "PORT") == 0)
+		creq = FTP_CREQ_PORT;
+	else
+		creq = FTP_CREQ_EPRT;
+	cpassive = creq == FTP_CREQ_PASV || creq == FTP_CREQ_EPSV;
+	if (cpassive && p->client_data == FTP_ACTIVE)
+		return ftp_reply_local(s, st, c->verb, "500 Passive mode not "
+		    "allowed here; use PORT or EPRT");
+	if (!cpassive && p->client_data == FTP_PASSIVE)
+		return ftp_reply_local(s, st, c->verb, "500 Active mode not "
+		    "allowed here; use PASV or EPSV");
+	if (creq == FTP_CREQ_EPSV && c->has_arg) {
+		/* "EPSV ALL" / "EPSV 1|2": the proxy decides the family. */
+		if (strcasecmp(c->arg, "ALL") == 0)
+			return ftp_reply_local(s, st, c->verb, "200 EPSV ALL ok");
+	}
+	if (px_session_local(s, PX_CHAN_CLIENT, &clocal) == -1 ||
+	    px_session_local(s, PX_CHAN_SERVER, &slocal) == -1)
+		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
+		    "connection");
+	if (creq == FTP_CREQ_PASV && !ftp_is_v4(&clocal))
+		return ftp_reply_local(s, st, c->verb, "500 PASV needs IPv4; "
+		    "use EPSV");
+	if (!cpassive) {
+		int rc = creq == FTP_CREQ_PORT ?
+		    ftp_parse_port(c->arg, c->arglen, &caddr) :
+		    ftp_parse_eprt(c->arg, c->arglen, &caddr);
+
+		if (!c->has_arg || rc == -1) {
+			if (creq == FTP_CREQ_EPRT && c->arglen > 2 &&
+			    c->arg[1] != '1' && c->arg[1] != '2')
+				return ftp_reply_local(s, st, c->verb, "522 "
+				    "Network protocol not supported, use (1,2)");
+			return ftp_reply_local(s, st, c->verb, "501 Syntax "
+			    "error in %s arguments", c->verb);
+		}
+		/* FTP bounce: a data connection to anyone but the client. */
+		if (p->strict && (!px_sockaddr_same_host(
+		    (struct sockaddr *)&caddr, client) ||
+		    px_sockaddr_port((struct sockaddr *)&caddr) < 1024)) {
+			px_session_count(s, FTP_C_BOUNCE, 1);
+			px_session_log(s, LOG_WARNING, "ftp-bounce refused: %s "
+			    "%.*s is not the client's host or uses a port "
+			    "below 1024", c->verb, (int)(c->arglen > 64 ? 64 :
+			    c->arglen), c->arg);
+			return ftp_reply_local(s, st, c->verb, "500 Illegal %s "
+			    "command", c->verb);
+		}
+	}
+	ftp_chan_drop(s, st);
+	if ((st->ch = px_channel_new(s, p->timeout_ms, ftp_chan_done,
+	    st)) == NULL)
+		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
+		    "connection");
+	/* The client's end. */
+	if (cpassive) {
+		if (px_channel_listen(st->ch, PX_CHAN_CLIENT,
+		    (struct sockaddr *)&clocal, p->port_lo, p->port_hi,
+		    p->strict ? client : NULL, &st->cbound) == -1) {
+			px_session_log(s, LOG_WARNING, "ftp: no data port for "
+			    "the client: %s", strerror(errno));
+			ftp_chan_drop(s, st);
+			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
+			    "data connection");
+		}
+		/* The client is told the address it reached us on. */
+		px_sockaddr_set_port(&clocal, px_sockaddr_port(
+		    (struct sockaddr *)&st->cbound));
+		memcpy(&st->cbound, &clocal, sizeof(clocal));
+	} else if (px_channel_connect(st->ch, PX_CHAN_CLIENT,
+	    (struct sockaddr *)&caddr, (struct sockaddr *)&clocal) == -1) {
+		ftp_chan_drop(s, st);
+		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
+		    "connection");
+	}
+	/* The server's end. */
+	smode = p->server_data;
+	if (smode == FTP_KEEP)
+		smode = cpassive ? FTP_PASSIVE : FTP_ACTIVE;
+	if (smode == FTP_PASSIVE) {
+		snprintf(buf, sizeof(buf), "%s\r\n",
+		    ftp_is_v4(&slocal) ? "PASV" : "EPSV");
+		q = ftp_q_push(st, FTP_P_PASV, c->verb);
+	} else {
+		if (px_channel_listen(st->ch, PX_CHAN_SERVER,
+		    (struct sockaddr *)&slocal, p->port_lo, p->port_hi,
+		    p->strict ? server : NULL, &sbound) == -1) {
+			ftp_chan_drop(s, st);
+			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
+			    "data connection");
+		}
+		/* The server is told our address on its connection. */
+		px_sockaddr_set_port(&slocal, px_sockaddr_port((struct sockaddr *)&sbound));
+		if ((ftp_is_v4(&slocal) ? ftp_fmt_port((struct sockaddr *)&slocal,
+		    arg, sizeof(arg)) : ftp_fmt_eprt((struct sockaddr *)&slocal,
+		    arg, sizeof(arg))) == -1) {
+			ftp_chan_drop(s, st);
+			return ftp_reply_local(s, st, c->verb, "425 Cannot open "
+			    "data connection");
+		}
+		snprintf(buf, sizeof(buf), "%s %s\r\n",
+		    ftp_is_v4(&slocal) ? "PORT" : "EPRT", arg);
+		q = ftp_q_push(st, FTP_P_PORT, c->verb);
+	}
+	if (q == NULL)
+		return -1;
+	q->creq = creq;
+	px_session_log(s, LOG_INFO, "ftp-data client=%s server=%s sent=\"%.*s\"",
+	    cpassive ? "passive" : "active",
+	    smode == FTP_PASSIVE ? "passive" : "active",
+	    (int)strlen(buf) - 2, buf);
+	ftp_send(s, PX_TO_SERVER, buf);
+	return 0;
+}
+
+/* The final reply to our PASV/EPSV or PORT/EPRT. */
+void
+ftp_data_reply(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_pending *q, int code,
+    const char *line, size_t len, const unsigned char *raw, size_t rawlen)
+{
+	struct sockaddr_storage sa;
+	uint16_t port;
+	bool ok;
+
+	if (q->kind == FTP_P_PORT) {
+		if (code / 100 == 2 && st->ch != NULL) {
+			ftp_client_answer(s, st, q->creq, q->verb);
+			return;
+		}
+		goto fail;
+	}
+	memcpy(&sa, px_session_server(s), px_sockaddr_len(px_session_server(s)));
+	if (code == 227) {
+		struct sockaddr_storage a;
+
+		ok = ftp_parse_227(line + 3, len - 3, &a) == 0;
+		/* With the strict check only the server's own host, whatever
+		 * the reply says: no bounce through the server either. */
+		if (ok && !p->strict)
+			memcpy(&sa, &a, sizeof(a));
+		else if (ok)
+			px_sockaddr_set_port(&sa, px_sockaddr_port((struct sockaddr *)&a));
+	} else if (code == 229) {
+		ok = ftp_parse_229(line + 3, len - 3, &port) == 0;
+		if (ok)
+			px_sockaddr_set_port(&sa, port);
+	} else
+		ok = false;
+	if (ok && st->ch != NULL) {
+		struct sockaddr_storage slocal;
+
+		if (px_session_local(s, PX_CHAN_SERVER, &slocal) == 0 &&
+		    px_channel_connect(st->ch, PX_CHAN_SERVER,
+		    (struct sockaddr *)&sa, (struct sockaddr *)&slocal) == 0) {
+			ftp_client_answer(s, st, q->creq, q->verb);
+			return;
+		}
+	}
+fail:
+	ftp_chan_drop(s, st);
+	if (code / 100 == 4 || code / 100 == 5) {
+		/* The server's own refusal means as much to the client. */
+		evbuffer_add(px_session_output(s, PX_TO_CLIENT), raw, rawlen);
+		return;
+	}
+	px_session_log(s, LOG_INFO, "ftp-reply code=425 cmd=%s by=proxy",
+	    q->verb);
+	ftp_send(s, PX_TO_CLIENT, "425 Cannot open data connection\r\n");
+}
+
+/* What a transfer command moves, for its data-transfer line; NULL: it
+ * moves nothing. */
+static const char *
+ftp_transfer_kind(const char *verb)
+{
+	if (strcmp(verb, "RETR") == 0)
+		return "download";
+	if (strcmp(verb, "STOR") == 0 || strcmp(verb, "STOU") == 0 ||
+	    strcmp(verb, "APPE") == 0)
+		return "upload";
+	if (strcmp(verb, "LIST") == 0 || strcmp(verb, "NLST") == 0 ||
+	    strcmp(verb, "MLSD") == 0)
+		return "listing";
+	return NULL;
+}
+
+void
+ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
+{
+	const char *kind;
+	char note[256], file[200];
+
+	if ((kind = ftp_transfer_kind(c->verb)) == NULL || st->ch == NULL)
+		return;
+	px_log_escape(file, sizeof(file), c->arg, c->arglen, true);
+	snprintf(note, sizeof(note), "%s cmd=%s file=\"%s\"", kind, c->verb,
+	    file);
+	px_channel_note(st->ch, note);
+}
