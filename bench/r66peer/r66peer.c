@@ -28,6 +28,7 @@
 
 #include <openssl/evp.h>
 
+#include "r66/r66_encode.h"
 #include "r66/r66_wire.h"
 
 #define PEER_MAX_PARTNERS	16

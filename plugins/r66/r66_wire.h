@@ -1,8 +1,8 @@
 /* Waarp R66 wire format (see docs in ../shared/r66/R66-WIRE.md): frame and
  * local packet decoding over (ptr, len), with every length capped, and the
- * encoders the analyser and the test peer need (the JSON inside packets is
- * read by r66_json.h). No allocation, no I/O: shared by plugins/r66/r66.c,
- * bench/r66peer and the unit/fuzz tests. */
+ * encoders the analyser answers with (the JSON inside packets is read by
+ * r66_json.h; the peer's encoders are r66_encode.h). No allocation, no I/O:
+ * shared by plugins/r66/r66.c, bench/r66peer and the unit/fuzz tests. */
 #ifndef R66_WIRE_H
 #define R66_WIRE_H
 
@@ -152,7 +152,8 @@ const char *r66_mode_name(int mode);	/* "send", "recvmd5"... */
 size_t	r66_digest_len(const char *algo);
 
 /* Encoders: write one frame into buf (cap bytes); return its length, or 0
- * if it does not fit. */
+ * if it does not fit. Only those the analyser answers with; the rest, for
+ * the test peer and the tests, are in r66_encode.h. */
 size_t	r66_encode(uint8_t *buf, size_t cap, uint32_t dst, uint32_t src,
 	    uint8_t code, const void *h, size_t hl, const void *m, size_t ml,
 	    const void *e, size_t el);
@@ -160,23 +161,6 @@ size_t	r66_encode_error(uint8_t *buf, size_t cap, uint32_t dst, uint32_t src,
 	    const char *msg, char code, int32_t action);
 size_t	r66_encode_connerror(uint8_t *buf, size_t cap, uint32_t dst,
 	    uint32_t src, const char *msg, const char *mid);
-size_t	r66_encode_authent(uint8_t *buf, size_t cap, uint32_t dst, uint32_t src,
-	    const char *host, const uint8_t key[16], uint32_t local_id,
-	    uint8_t way, const char *version);
-size_t	r66_encode_request(uint8_t *buf, size_t cap, uint32_t dst, uint32_t src,
-	    const struct r66_request *r);
-/* Data frame header (26 + 4 bytes) for a block of blen bytes followed by
- * dlen digest bytes: the caller appends block then digest. */
-size_t	r66_encode_data_hdr(uint8_t *buf, size_t cap, uint32_t dst,
-	    uint32_t src, uint32_t rank, size_t blen, size_t dlen);
-size_t	r66_encode_endtransfer(uint8_t *buf, size_t cap, uint32_t dst,
-	    uint32_t src, uint8_t way, const char *hash);
-size_t	r66_encode_endrequest(uint8_t *buf, size_t cap, uint32_t dst,
-	    uint32_t src, uint8_t way);
-size_t	r66_encode_keepalive(uint8_t *buf, size_t cap, uint8_t way);
-
-/* MD5((pwd || "GoldenGate") x 16): the Authent key. 0 ok, -1 on failure. */
-int	r66_key_hash(const char *pwd, uint8_t out[16]);
 
 uint32_t r66_be32(const uint8_t *p);
 void	r66_put32(uint8_t *p, uint32_t v);

@@ -1,6 +1,6 @@
-/* Unit tests for plugins/r66/r66_wire.c: the worked examples of
- * R66-WIRE.md section 10 byte for byte (decode and encode), then every
- * malformed variant we can derive from them. */
+/* Unit tests for plugins/r66/r66_wire.c, r66_json.c and r66_encode.c: the
+ * worked examples of R66-WIRE.md section 10 byte for byte (decode and
+ * encode), then every malformed variant we can derive from them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "r66/r66_json.h"
+#include "r66/r66_encode.h"
 #include "r66/r66_wire.h"
 
 #define C_ID	0x1a2b3c4du
