@@ -1,7 +1,7 @@
 /* ftp: the <ftp> policy of a service. The loader checks every value with
  * file:line and copies it into struct ftp_policy; the matchers below are
- * the only readers of its rule lists. */
-#include <fnmatch.h>
+ * the only readers of its rule lists. <user> and <path> are px_rules lists
+ * (rules.h); <command> keeps its own table of exact verbs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,33 +9,17 @@
 
 #include "config.h"
 #include "parse.h"
+#include "rules.h"
 #include "ftp/ftp_proto.h"
 #include "ftp/ftp_policy.h"
 
-static const char *const ftp_mode_names[] = { "keep", "active", "passive" };
+/* Indexes are enum ftp_mode. */
+static const char *const ftp_mode_names[] = {
+	"keep", "active", "passive", NULL,
+};
+static const char *const ftp_yes_no[] = { "yes", "no", NULL };
 
 /* ---- loader ----------------------------------------------------------- */
-
-static int
-ftp_attr_mode(const xmlNode *n, const char *name, enum ftp_mode *out,
-    struct px_cfgerr *e)
-{
-	char *v = px_attr(n, name);
-	int i, rc = -1;
-
-	if (v == NULL)
-		return 0;
-	for (i = 0; i < 3; i++)
-		if (strcmp(v, ftp_mode_names[i]) == 0) {
-			*out = (enum ftp_mode)i;
-			rc = 0;
-		}
-	if (rc == -1)
-		px_cfg_error(e, n, "%s=\"%s\": expected keep, active or passive",
-		    name, v);
-	xmlFree(v);
-	return rc;
-}
 
 static int
 ftp_attr_ports(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
@@ -67,45 +51,6 @@ ftp_attr_ports(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 	return rc;
 }
 
-static int
-ftp_attr_action(const xmlNode *n, bool *accept, struct px_cfgerr *e)
-{
-	char *v = px_attr(n, "action");
-	int rc = 0;
-
-	if (v == NULL) {
-		px_cfg_error(e, n, "<%s> needs action=\"accept\" or \"deny\"",
-		    (const char *)n->name);
-		return -1;
-	}
-	if (strcmp(v, "accept") == 0)
-		*accept = true;
-	else if (strcmp(v, "deny") == 0)
-		*accept = false;
-	else {
-		px_cfg_error(e, n, "action=\"%s\": expected accept or deny", v);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
-}
-
-static int
-ftp_rule_add(struct ftp_rule **list, size_t *n, const char *name,
-    size_t len, bool accept)
-{
-	struct ftp_rule *r;
-
-	if ((r = realloc(*list, (*n + 1) * sizeof(**list))) == NULL)
-		return -1;
-	*list = r;
-	if ((r[*n].name = strndup(name, len)) == NULL)
-		return -1;
-	r[*n].accept = accept;
-	(*n)++;
-	return 0;
-}
-
 static bool
 ftp_verb_ok(const char *v, size_t len)
 {
@@ -119,19 +64,24 @@ ftp_verb_ok(const char *v, size_t len)
 	return true;
 }
 
-/* <command name="USER PASS ..." action=.../>: space-separated verbs. */
+/* <command name="USER PASS ..." action=.../>: space-separated verbs, or
+ * "*" for what no rule names (*star: given already). Not a px_rules list:
+ * a verb is an exact name, case-insensitive, with at most one rule, and
+ * "*" is the list's default wherever it stands, not a first-match
+ * pattern; letting patterns in would change what a policy means. */
 static int
-ftp_load_command(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
+ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
+    struct px_cfgerr *e)
 {
-	char *v = px_attr(n, "name"), *w;
-	bool accept;
+	struct ftp_cmd_rule *grown;
+	char *v, *w;
+	enum px_action action;
 	size_t len, i, k;
 	int rc = 0, added = 0;
 
-	if (ftp_attr_action(n, &accept, e) == -1) {
-		xmlFree(v);
+	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1)
 		return -1;
-	}
+	v = px_attr(n, "name");
 	for (w = v; rc == 0 && w != NULL && *w != '\0'; w += len) {
 		while (*w == ' ' || *w == '\t' || *w == '\n')
 			w++;
@@ -139,11 +89,12 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 		if (len == 0)
 			break;
 		if (len == 1 && *w == '*') {
-			if (p->cmd_default != -1) {
+			if (*star) {
 				px_cfg_error(e, n, "command \"*\" given twice");
 				rc = -1;
 			}
-			p->cmd_default = accept;
+			*star = true;
+			p->cmd_default = action;
 			added++;
 			continue;
 		}
@@ -156,16 +107,23 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 		for (i = 0; i < len; i++)
 			w[i] = (char)(w[i] & ~0x20);
 		for (k = 0; k < p->ncmds; k++)
-			if (strlen(p->cmds[k].name) == len &&
-			    memcmp(p->cmds[k].name, w, len) == 0) {
+			if (strlen(p->cmds[k].verb) == len &&
+			    memcmp(p->cmds[k].verb, w, len) == 0) {
 				px_cfg_error(e, n, "command %.*s has a rule "
 				    "already", (int)len, w);
 				rc = -1;
 			}
-		if (rc == 0 && ftp_rule_add(&p->cmds, &p->ncmds, w, len,
-		    accept) == -1) {
-			px_cfg_error(e, n, "out of memory");
-			rc = -1;
+		if (rc == 0) {
+			if ((grown = realloc(p->cmds, (p->ncmds + 1) *
+			    sizeof(*grown))) == NULL) {
+				px_cfg_error(e, n, "out of memory");
+				rc = -1;
+			} else {
+				p->cmds = grown;
+				memcpy(grown[p->ncmds].verb, w, len);
+				grown[p->ncmds].verb[len] = '\0';
+				grown[p->ncmds++].action = action;
+			}
 		}
 		added++;
 	}
@@ -177,63 +135,18 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 	return rc;
 }
 
-/* <user name="a b"/> (space-separated, shell patterns) and <path
- * pattern="*.exe"/> (one shell pattern). */
+/* <user name="a b"/> (space-separated shell patterns) and <path
+ * pattern="*.exe"/> (one shell pattern, spaces and all). */
 static int
-ftp_load_names(const xmlNode *n, const char *attr, bool split,
-    struct ftp_rule **list, size_t *cnt, struct px_cfgerr *e)
+ftp_load_rule(const xmlNode *n, const char *attr, bool split,
+    struct px_rules *l, struct px_cfgerr *e)
 {
-	char *v = px_attr(n, attr), *w;
-	bool accept;
-	size_t len;
-	int rc = 0, added = 0;
+	enum px_action action;
 
-	if (v == NULL || v[0] == '\0') {
-		px_cfg_error(e, n, "<%s> needs a non-empty %s", (const char *)n->name,
-		    attr);
-		xmlFree(v);
+	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1 ||
+	    px_rules_add(e, l, n, attr, split, action) == NULL)
 		return -1;
-	}
-	if (ftp_attr_action(n, &accept, e) == -1) {
-		xmlFree(v);
-		return -1;
-	}
-	for (w = v; *w != '\0'; w += len) {
-		if (split)
-			while (*w == ' ' || *w == '\t' || *w == '\n')
-				w++;
-		len = split ? strcspn(w, " \t\n") : strlen(w);
-		if (len == 0)
-			break;
-		if (len > 255) {
-			px_cfg_error(e, n, "%s: longer than 255 bytes", attr);
-			rc = -1;
-			break;
-		}
-		if (ftp_rule_add(list, cnt, w, len, accept) == -1) {
-			px_cfg_error(e, n, "out of memory");
-			rc = -1;
-			break;
-		}
-		added++;
-	}
-	if (rc == 0 && added == 0) {
-		px_cfg_error(e, n, "<%s> needs a non-empty %s", (const char *)n->name,
-		    attr);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
-}
-
-static void
-ftp_rules_free(struct ftp_rule *r, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(r[i].name);
-	free(r);
+	return 0;
 }
 
 void
@@ -243,9 +156,9 @@ ftp_policy_free(void *pol)
 
 	if (p == NULL)
 		return;
-	ftp_rules_free(p->cmds, p->ncmds);
-	ftp_rules_free(p->users, p->nusers);
-	ftp_rules_free(p->paths, p->npaths);
+	free(p->cmds);
+	px_rules_free(&p->users);
+	px_rules_free(&p->paths);
 	free(p);
 }
 
@@ -268,27 +181,33 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 {
 	struct ftp_policy *p;
 	const xmlNode *n;
-	int rc = 0, nlimits = 0;
+	int rc = 0, nlimits = 0, cmode = FTP_KEEP, smode = FTP_KEEP;
+	int strict = 0;		/* ftp_yes_no[0]: yes */
+	bool star = false;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		px_cfg_error(e, sec, "out of memory");
 		return -1;
 	}
-	p->client_data = FTP_KEEP;
-	p->server_data = FTP_KEEP;
-	p->strict = true;
 	p->max_line = 512;
 	p->max_user = 64;
 	p->max_pass = 128;
 	p->timeout_ms = 30000;
-	p->cmd_default = -1;
+	/* No <command name="*">: a verb no rule names is refused. */
+	p->cmd_default = PX_ACT_DENY;
+	/* No <user> rule: any user name; once there is one, only those
+	 * the rules accept. */
+	px_rules_init(&p->users, PX_DEFAULT_ALLOW_LIST, 0);
+	/* A path no <path> rule matches is accepted. */
+	px_rules_init(&p->paths, PX_DEFAULT_ACCEPT, 0);
 	if (sec == NULL)
 		goto done;
-	if (ftp_attr_mode(sec, "client-data", &p->client_data, e) == -1 ||
-	    ftp_attr_mode(sec, "server-data", &p->server_data, e) == -1 ||
+	if (px_attr_choice(e, sec, "client-data", ftp_mode_names, &cmode) == -1 ||
+	    px_attr_choice(e, sec, "server-data", ftp_mode_names, &smode) == -1 ||
 	    ftp_attr_ports(sec, p, e) == -1)
 		rc = -1;
-	if (px_attr_bool(e, sec, "strict-port-check", &p->strict) == -1)
+	if (px_attr_choice(e, sec, "strict-port-check", ftp_yes_no,
+	    &strict) == -1)
 		rc = -1;
 	for (n = sec->children; n != NULL; n = n->next) {
 		const char *name = (const char *)n->name;
@@ -302,15 +221,14 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 			} else if (ftp_load_limits(n, p, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "command") == 0) {
-			if (ftp_load_command(n, p, e) == -1)
+			if (ftp_load_command(n, p, &star, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "user") == 0) {
-			if (ftp_load_names(n, "name", true, &p->users,
-			    &p->nusers, e) == -1)
+			if (ftp_load_rule(n, "name", true, &p->users, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "path") == 0) {
-			if (ftp_load_names(n, "pattern", false, &p->paths,
-			    &p->npaths, e) == -1)
+			if (ftp_load_rule(n, "pattern", false, &p->paths,
+			    e) == -1)
 				rc = -1;
 		} else {
 			px_cfg_error(e, n, "<%s>: unknown in <ftp>", name);
@@ -318,6 +236,9 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		}
 	}
 done:
+	p->client_data = (enum ftp_mode)cmode;
+	p->server_data = (enum ftp_mode)smode;
+	p->strict = strict == 0;
 	if (rc == -1) {
 		ftp_policy_free(p);
 		return -1;
@@ -339,33 +260,19 @@ ftp_cmd_allowed(const struct ftp_policy *p, const char *verb)
 	    strcmp(verb, "ADAT") == 0)
 		return false;
 	for (i = 0; i < p->ncmds; i++)
-		if (strcmp(p->cmds[i].name, verb) == 0)
-			return p->cmds[i].accept;
-	return p->cmd_default == 1;
+		if (strcmp(p->cmds[i].verb, verb) == 0)
+			return p->cmds[i].action == PX_ACT_ACCEPT;
+	return p->cmd_default == PX_ACT_ACCEPT;
 }
 
-/* First matching rule wins; no rule: dflt. */
-static bool
-ftp_match(const struct ftp_rule *r, size_t n, const char *s, bool dflt)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (fnmatch(r[i].name, s, 0) == 0)
-			return r[i].accept;
-	return dflt;
-}
-
-/* With user rules, a name none of them matches is refused. */
 bool
 ftp_user_allowed(const struct ftp_policy *p, const char *user)
 {
-	return ftp_match(p->users, p->nusers, user, p->nusers == 0);
+	return px_rules_decide(&p->users, user, NULL) == PX_ACT_ACCEPT;
 }
 
-/* A path no rule matches is accepted. */
 bool
 ftp_path_allowed(const struct ftp_policy *p, const char *path)
 {
-	return ftp_match(p->paths, p->npaths, path, true);
+	return px_rules_decide(&p->paths, path, NULL) == PX_ACT_ACCEPT;
 }

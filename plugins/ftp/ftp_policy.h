@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rules.h"
+#include "ftp/ftp_proto.h"
+
 struct _xmlNode;
 struct px_cfgerr;
 
@@ -18,9 +21,10 @@ enum ftp_mode {
 	FTP_PASSIVE,
 };
 
-struct ftp_rule {
-	char	*name;		/* verb, user name or path pattern */
-	bool	 accept;
+/* One verb of a <command> rule. */
+struct ftp_cmd_rule {
+	char		 verb[FTP_VERB_MAX + 1];	/* upper case */
+	enum px_action	 action;
 };
 
 struct ftp_policy {
@@ -29,13 +33,11 @@ struct ftp_policy {
 	bool		 strict;
 	uint64_t	 max_line, max_user, max_pass;
 	uint64_t	 timeout_ms;
-	struct ftp_rule	*cmds;
+	struct ftp_cmd_rule *cmds;		/* each verb once */
 	size_t		 ncmds;
-	int		 cmd_default;		/* "*": 1 accept, 0 deny */
-	struct ftp_rule	*users;
-	size_t		 nusers;
-	struct ftp_rule	*paths;
-	size_t		 npaths;
+	enum px_action	 cmd_default;		/* <command name="*">, else deny */
+	struct px_rules	 users;			/* PX_DEFAULT_ALLOW_LIST */
+	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
 };
 
 /* The analyser's policy_load and policy_free (struct px_analyser): sec is
