@@ -1,0 +1,322 @@
+/* Unit tests for plugins/ftp/ftp_policy.c through the analyser's own
+ * policy_load: the defaults, what each list decides (commands, users,
+ * paths) and every loader error with its file:line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include "analyser.h"
+#include "config.h"
+#include "ftp/ftp_policy.h"
+
+extern const struct px_analyser ftp_analyser;
+
+static xmlDoc *doc;
+static struct px_cfgerr err;
+
+/* Loads the <ftp> element of xml (line 1 is "<ftp"): the policy, or NULL
+ * with err filled. */
+static struct ftp_policy *
+load(const char *xml)
+{
+	void *pol = NULL;
+
+	xmlFreeDoc(doc);
+	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
+	    XML_PARSE_NONET);
+	assert_non_null(doc);
+	memset(&err, 0, sizeof(err));
+	err.file = "t.xml";
+	if (ftp_analyser.policy_load(xmlDocGetRootElement(doc), &pol,
+	    &err) == -1) {
+		assert_true(err.count > 0);
+		return NULL;
+	}
+	assert_int_equal(err.count, 0);
+	assert_non_null(pol);
+	return pol;
+}
+
+static void
+unload(struct ftp_policy *p)
+{
+	ftp_analyser.policy_free(p);
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	xmlFreeDoc(doc);
+	doc = NULL;
+	return 0;
+}
+
+/* No <ftp> at all, and an empty one: the documented defaults. */
+static void
+test_defaults(void **state)
+{
+	struct ftp_policy *p;
+	void *pol = NULL;
+	int i;
+
+	(void)state;
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(ftp_analyser.policy_load(NULL, &pol, &err), 0);
+	for (i = 0; i < 2; i++) {
+		p = i == 0 ? pol : load("<ftp/>");
+		assert_int_equal(p->client_data, FTP_KEEP);
+		assert_int_equal(p->server_data, FTP_KEEP);
+		assert_true(p->strict);
+		assert_int_equal(p->port_lo, 0);
+		assert_int_equal(p->port_hi, 0);
+		assert_int_equal(p->max_line, 512);
+		assert_int_equal(p->max_user, 64);
+		assert_int_equal(p->max_pass, 128);
+		assert_int_equal(p->timeout_ms, 30000);
+		/* No <command name="*">: every command is refused. */
+		assert_false(ftp_cmd_allowed(p, "USER"));
+		assert_false(ftp_cmd_allowed(p, "NOOP"));
+		/* No <user>: any name; no <path>: any path. */
+		assert_true(ftp_user_allowed(p, "anyone"));
+		assert_true(ftp_path_allowed(p, "pub/a.exe"));
+		unload(p);
+	}
+}
+
+static void
+test_attributes(void **state)
+{
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load("<ftp client-data=\"passive\" server-data=\"active\"\n"
+	    "     data-ports=\"40000-40010\" strict-port-check=\"no\">\n"
+	    "  <limits max-line=\"256\" max-username=\"32\" max-password=\"64\"\n"
+	    "          timeout=\"10s\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_int_equal(p->client_data, FTP_PASSIVE);
+	assert_int_equal(p->server_data, FTP_ACTIVE);
+	assert_int_equal(p->port_lo, 40000);
+	assert_int_equal(p->port_hi, 40010);
+	assert_false(p->strict);
+	assert_int_equal(p->max_line, 256);
+	assert_int_equal(p->max_user, 32);
+	assert_int_equal(p->max_pass, 64);
+	assert_int_equal(p->timeout_ms, 10000);
+	unload(p);
+	p = load("<ftp client-data=\"active\" server-data=\"keep\" "
+	    "strict-port-check=\"yes\"/>");
+	assert_non_null(p);
+	assert_int_equal(p->client_data, FTP_ACTIVE);
+	assert_int_equal(p->server_data, FTP_KEEP);
+	assert_true(p->strict);
+	unload(p);
+}
+
+/* Verbs are exact and case-insensitive; "*" is the default wherever it
+ * stands; the TLS commands are refused whatever the policy says. */
+static void
+test_commands(void **state)
+{
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load("<ftp>\n"
+	    "  <command name=\"*\" action=\"deny\"/>\n"
+	    "  <command name=\"user pass\tRetr\" action=\"accept\"/>\n"
+	    "  <command name=\"AUTH\" action=\"accept\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_true(ftp_cmd_allowed(p, "USER"));
+	assert_true(ftp_cmd_allowed(p, "PASS"));
+	assert_true(ftp_cmd_allowed(p, "RETR"));	/* after "*" still */
+	assert_false(ftp_cmd_allowed(p, "STOR"));
+	assert_false(ftp_cmd_allowed(p, "RET"));	/* no prefix match */
+	assert_false(ftp_cmd_allowed(p, "AUTH"));
+	unload(p);
+	p = load("<ftp>\n"
+	    "  <command name=\"STOR DELE\" action=\"deny\"/>\n"
+	    "  <command name=\"*\" action=\"accept\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_false(ftp_cmd_allowed(p, "STOR"));
+	assert_false(ftp_cmd_allowed(p, "DELE"));
+	assert_true(ftp_cmd_allowed(p, "RETR"));
+	assert_true(ftp_cmd_allowed(p, "XYZZ"));
+	assert_false(ftp_cmd_allowed(p, "PBSZ"));
+	assert_false(ftp_cmd_allowed(p, "PROT"));
+	assert_false(ftp_cmd_allowed(p, "CCC"));
+	assert_false(ftp_cmd_allowed(p, "ADAT"));
+	unload(p);
+	/* Rules without "*": what they do not name is refused. */
+	p = load("<ftp><command name=\"NOOP\" action=\"accept\"/></ftp>");
+	assert_non_null(p);
+	assert_true(ftp_cmd_allowed(p, "NOOP"));
+	assert_false(ftp_cmd_allowed(p, "QUIT"));
+	unload(p);
+}
+
+/* An allow-list: any name while there is no rule, first match once there
+ * are some, and what none matches is refused (even with deny rules only). */
+static void
+test_users(void **state)
+{
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load("<ftp>\n"
+	    "  <user name=\"root\" action=\"deny\"/>\n"
+	    "  <user name=\"anonymous  ftp r*\" action=\"accept\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_true(ftp_user_allowed(p, "anonymous"));
+	assert_true(ftp_user_allowed(p, "ftp"));
+	assert_true(ftp_user_allowed(p, "robert"));
+	assert_false(ftp_user_allowed(p, "root"));	/* first match */
+	assert_false(ftp_user_allowed(p, "Anonymous"));	/* case matters */
+	assert_false(ftp_user_allowed(p, "bob"));
+	unload(p);
+	p = load("<ftp><user name=\"root\" action=\"deny\"/></ftp>");
+	assert_non_null(p);
+	assert_false(ftp_user_allowed(p, "root"));
+	assert_false(ftp_user_allowed(p, "bob"));
+	unload(p);
+}
+
+/* One pattern per rule, spaces and all; "*" crosses "/"; first match;
+ * what none matches is accepted. */
+static void
+test_paths(void **state)
+{
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load("<ftp>\n"
+	    "  <path pattern=\"safe/*\" action=\"accept\"/>\n"
+	    "  <path pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "  <path pattern=\"my file\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_true(ftp_path_allowed(p, "safe/tool.exe"));
+	assert_false(ftp_path_allowed(p, "pub/deep/tool.exe"));
+	assert_false(ftp_path_allowed(p, "my file"));
+	assert_true(ftp_path_allowed(p, "my"));
+	assert_true(ftp_path_allowed(p, "file"));
+	assert_true(ftp_path_allowed(p, "pub/a.txt"));
+	assert_true(ftp_path_allowed(p, "TOOL.EXE"));	/* case matters */
+	unload(p);
+}
+
+/* Every loader error, as "t.xml:LINE: what" (the first one reported). */
+static void
+test_errors(void **state)
+{
+	static const struct {
+		const char *xml;
+		const char *first;
+	} cases[] = {
+		{ "<ftp client-data=\"sideways\"/>",
+		  "t.xml:1: client-data=\"sideways\": expected keep, active or passive" },
+		{ "<ftp server-data=\"\"/>",
+		  "t.xml:1: server-data=\"\": expected keep, active or passive" },
+		{ "<ftp data-ports=\"41000-40000\"/>",
+		  "t.xml:1: data-ports=\"41000-40000\": the low port is above the high one (expected LOW-HIGH within 1024..65535)" },
+		{ "<ftp data-ports=\"40000\"/>",
+		  "t.xml:1: data-ports=\"40000\": expected LOW-HIGH, 1024..65535 (expected LOW-HIGH within 1024..65535)" },
+		{ "<ftp strict-port-check=\"maybe\"/>",
+		  "t.xml:1: strict-port-check=\"maybe\": expected yes or no" },
+		{ "<ftp>\n<limits/>\n<limits/></ftp>",
+		  "t.xml:3: <limits> given twice" },
+		{ "<ftp>\n\n<ldap/></ftp>",
+		  "t.xml:3: <ldap>: unknown in <ftp>" },
+		{ "<ftp>\n<command name=\"RETR\" action=\"maybe\"/></ftp>",
+		  "t.xml:2: action=\"maybe\": expected accept or deny" },
+		{ "<ftp>\n<command name=\"RETR\" action=\"abort\"/></ftp>",
+		  "t.xml:2: action=\"abort\": expected accept or deny" },
+		{ "<ftp>\n<command name=\"RETR\"/></ftp>",
+		  "t.xml:2: <command> needs action= (accept or deny)" },
+		{ "<ftp>\n<command name=\"RE7R\" action=\"deny\"/></ftp>",
+		  "t.xml:2: command \"RE7R\": expected 1 to 8 letters or *" },
+		/* no patterns: a verb is a name */
+		{ "<ftp>\n<command name=\"RE*\" action=\"deny\"/></ftp>",
+		  "t.xml:2: command \"RE*\": expected 1 to 8 letters or *" },
+		{ "<ftp>\n<command name=\"ABCDEFGHI\" action=\"deny\"/></ftp>",
+		  "t.xml:2: command \"ABCDEFGHI\": expected 1 to 8 letters or *" },
+		{ "<ftp>\n<command name=\"RETR\" action=\"deny\"/>\n"
+		  "<command name=\"stor retr\" action=\"accept\"/></ftp>",
+		  "t.xml:3: command RETR has a rule already" },
+		{ "<ftp>\n<command name=\" \" action=\"deny\"/></ftp>",
+		  "t.xml:2: <command> needs name=\"VERB ...\"" },
+		{ "<ftp>\n<command action=\"deny\"/></ftp>",
+		  "t.xml:2: <command> needs name=\"VERB ...\"" },
+		{ "<ftp>\n<command name=\"*\" action=\"deny\"/>\n"
+		  "<command name=\"NOOP *\" action=\"accept\"/></ftp>",
+		  "t.xml:3: command \"*\" given twice" },
+		{ "<ftp>\n<user name=\"\" action=\"deny\"/></ftp>",
+		  "t.xml:2: <user> needs a non-empty name=" },
+		{ "<ftp>\n<user name=\"  \" action=\"deny\"/></ftp>",
+		  "t.xml:2: <user> needs a non-empty name=" },
+		{ "<ftp>\n<user name=\"bob\" action=\"maybe\"/></ftp>",
+		  "t.xml:2: action=\"maybe\": expected accept or deny" },
+		{ "<ftp>\n<path action=\"deny\"/></ftp>",
+		  "t.xml:2: <path> needs a non-empty pattern=" },
+		{ "<ftp>\n<path pattern=\"*.exe\"/></ftp>",
+		  "t.xml:2: <path> needs action= (accept or deny)" },
+	};
+	struct ftp_policy *p;
+	char xml[512], big[300];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (load(cases[i].xml) != NULL)
+			fail_msg("case %zu loaded: %s", i, cases[i].xml);
+		assert_string_equal(err.first, cases[i].first);
+	}
+	/* A pattern is at most 255 bytes. */
+	memset(big, 'a', 256);
+	big[256] = '\0';
+	snprintf(xml, sizeof(xml), "<ftp>\n<user name=\"ftp %s\" "
+	    "action=\"accept\"/></ftp>", big);
+	assert_null(load(xml));
+	assert_string_equal(err.first,
+	    "t.xml:2: name: a pattern longer than 255 bytes");
+	big[255] = '\0';
+	snprintf(xml, sizeof(xml), "<ftp>\n<path pattern=\"%s\" "
+	    "action=\"deny\"/></ftp>", big);
+	p = load(xml);
+	assert_non_null(p);
+	unload(p);
+	/* Every error is counted, not only the first. */
+	assert_null(load("<ftp client-data=\"x\" strict-port-check=\"x\">\n"
+	    "<limits max-line=\"1\"/>\n"
+	    "<user name=\"\" action=\"deny\"/></ftp>"));
+	assert_int_equal(err.count, 4);
+	assert_string_equal(err.first,
+	    "t.xml:1: client-data=\"x\": expected keep, active or passive");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_defaults, teardown),
+		cmocka_unit_test_teardown(test_attributes, teardown),
+		cmocka_unit_test_teardown(test_commands, teardown),
+		cmocka_unit_test_teardown(test_users, teardown),
+		cmocka_unit_test_teardown(test_paths, teardown),
+		cmocka_unit_test_teardown(test_errors, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
