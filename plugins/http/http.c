@@ -8,159 +8,38 @@
  * One request is in flight per client connection: pipelined requests
  * wait, unread past `buffer`, in the client input and are answered in
  * order. CONNECT and accepted Upgrades end inspection: both sockets go to
- * the core's relay (splice). */
+ * the core's relay (splice).
+ *
+ * This file is the state machine: the request and response pumps, the
+ * transaction flow and the px_driver callbacks (the other files: see
+ * http_int.h). */
 #include <errno.h>
-#include <fnmatch.h>
-#include <netinet/in.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <syslog.h>
-#include <unistd.h>
 
-#include <arpa/inet.h>
 #include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/event_struct.h>
 #include <event2/dns.h>
-#include <event2/util.h>
 
-#include "analyser.h"
 #include "conn.h"
-#include "config.h"
-#include "http.h"
+#include "http_head.h"
+#include "http_int.h"
 #include "parse.h"
-
-enum http_counter {
-	HTTP_C_REQUESTS = 0,
-	HTTP_C_DENIED,
-	HTTP_C_BAD_REQUEST,
-	HTTP_C_BAD_RESPONSE,
-	HTTP_C_RETRIED,
-	HTTP_C_TUNNELS,
-	HTTP_C_TIMEOUTS,
-};
 
 static const char *const http_counter_names[] = {
 	"requests", "denied", "bad_request", "bad_response", "retried",
 	"tunnels", "timeouts", NULL,
 };
 
-enum http_body {
-	HTTP_BODY_NONE = 0,
-	HTTP_BODY_LENGTH,
-	HTTP_BODY_CHUNKED,
-	HTTP_BODY_CLOSE,	/* response only: until the server closes */
-};
-
-enum http_req_state {
-	HTTP_REQ_HEAD = 0,	/* waiting for a request head */
-	HTTP_REQ_WAIT,		/* head parsed, no server yet (resolving) */
-	HTTP_REQ_BODY,
-	HTTP_REQ_DONE,
-};
-
-enum http_resp_state {
-	HTTP_RESP_NONE = 0,	/* no request sent yet */
-	HTTP_RESP_HEAD,		/* waiting for the (final) response head */
-	HTTP_RESP_BODY,
-	HTTP_RESP_DONE,
-};
-
-struct http_server {
-	struct px_conn		*io;		/* the core's; NULL: none */
-	struct sockaddr_storage	 dst;
-	bool			 reused;
-	bool			 connected;
-	bool			 got_bytes;	/* any response byte on it */
-	bool			 keep;		/* reusable after this response */
-	bool			 kept;		/* from this client's last request */
-};
-
-struct http_state {
-	struct px_session	*s;
-	const struct http_policy *pol;
-	struct px_conn		*c;		/* the client: the core's */
-	bool			 gone;		/* session closed: touch nothing */
-	bool			 connecting;	/* srv.io.fd: connect under way */
-	uint64_t		 progress;	/* bumped by every step that moved */
-	struct http_server	 srv;
-	size_t			 buffer;
-	size_t			 head_scan;	/* http_head_end() resume point */
-	unsigned		 nreq;		/* requests on this connection */
-	bool			 client_eof;
-	bool			 closing;	/* flushing a last reply */
-	bool			 tunnel;	/* flushing toward the handoff */
-	bool			 client_keep;	/* keep the client after this */
-	bool			 client_10;	/* HTTP/1.0 client */
-	bool			 transparent;	/* dst is the client's own */
-
-	/* The transaction in flight. */
-	enum http_req_state	 req;
-	enum http_resp_state	 resp;
-	enum http_body		 req_body, resp_body;
-	uint64_t		 req_left, resp_left;
-	struct http_chunk	 req_chunk, resp_chunk;
-	bool			 dechunk;	/* 1.0 client, chunked response */
-	bool			 is_head, is_connect, upgrade_ok;
-	bool			 retried;
-	bool			 replayable;	/* idempotent and bodiless */
-	struct evbuffer		*req_copy;	/* head as sent, for one retry */
-	struct evbuffer		*head_out;	/* the head being sent */
-	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
-	int			 status;
-	uint64_t		 req_bytes, resp_bytes;
-	struct timeval		 t_start;
-	char			 method[24];
-	char			 host[128];
-	char			 path[256];
-	const char		*verdict;
-	char			 end_reason[160];	/* once closing */
-	enum px_end_by		 end_by;
-};
-
-static void http_pump_request(struct http_state *h);
-static void http_dispatch(struct http_state *h, const struct sockaddr *dst);
-static void http_resolve(struct http_state *h, uint16_t port);
-static void http_drive(struct http_state *h);
-static void http_abort(struct http_state *h, enum px_end_by by,
-    const char *reason);
 static void http_next_request(struct http_state *h);
-static void http_client_rd_cb(struct px_conn *c, void *arg);
-static void http_client_wr_cb(struct px_conn *c, void *arg);
-static void http_server_rd_cb(struct px_conn *c, void *arg);
-static void http_server_wr_cb(struct px_conn *c, void *arg);
+static void http_start_tunnel(struct http_state *h);
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static const char *
-http_reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
-
-static void
+void
 http_copy(char *dst, size_t size, const char *src, size_t len)
 {
 	size_t i;
@@ -180,7 +59,7 @@ http_timer_set(struct http_state *h, uint64_t ms)
 	px_session_timer(h->s, ms);
 }
 
-static void
+void
 http_log_request(struct http_state *h)
 {
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
@@ -205,33 +84,10 @@ http_log_request(struct http_state *h)
 	h->method[0] = '\0';
 }
 
+/* ---- ending ------------------------------------------------------------ */
 
-/* ---- server connection ------------------------------------------------- */
-
-static void
-http_server_drop(struct http_state *h, bool reusable)
-{
-	struct http_server *sv = &h->srv;
-
-	if (sv->io == NULL)
-		return;
-	/* Not reusable with bytes still queued either way. */
-	if (h->connecting || evbuffer_get_length(sv->io->out) != 0 ||
-	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
-		reusable = false;
-	sv->io = NULL;
-	h->connecting = false;
-	px_session_upstream_close(h->s, (struct sockaddr *)&sv->dst,
-	    reusable && sv->connected && h->pol->keepalive_server,
-	    h->pol->server_pool, h->pol->server_idle_ms);
-	sv->connected = false;
-}
-
-/* ---- replies from the proxy itself ------------------------------------- */
-
-/* Stops reading the client and ends the session (with a FIN) once what
- * is queued for it is written; http_client_write_cb sees it drain. */
-static void
+/* http_drive finishes the session once the client output drains. */
+void
 http_close_when_flushed(struct http_state *h, enum px_end_by by,
     const char *reason)
 {
@@ -244,100 +100,7 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	h->progress++;
 }
 
-/* Answers status with an error page, logs, and ends the client
- * connection once the page is written. */
-static void
-http_error(struct http_state *h, int status, const char *why)
-{
-	const struct http_policy *p = h->pol;
-	struct evbuffer *out = h->c->out;
-	struct evbuffer *body = evbuffer_new();
-	const char *reason = http_reason(status);
-	char end[160];
-	size_t blen;
-	/* 4xx: the policy or the parser refused; 408: the client was slow;
-	 * 502-504: the server failed; other 5xx: the proxy did. */
-	enum px_end_by by = status == 408 ? PX_END_TIMEOUT : status < 500 ?
-	    PX_END_POLICY : status >= 502 && status <= 504 ?
-	    PX_END_SERVER_FAIL : PX_END_PROXY;
-
-	h->status = status;
-	if (h->verdict == NULL)
-		h->verdict = status >= 500 ? "error" : "deny";
-	if (h->resp_bytes != 0) {
-		/* Part of a response went out already: a reset, so that the
-		 * client never takes what it got for the whole. */
-		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
-		    "reason=\"%s\" (after part of the response)", status, why);
-		http_abort(h, by, "error: http: response cut off");
-		return;
-	}
-	px_session_log(h->s, LOG_NOTICE, "http-error status=%d reason=\"%s\"",
-	    status, why);
-	if (body != NULL && !p->silent) {
-		const char *tpl = status < HTTP_ERROR_PAGES ? p->pages[status] :
-		    NULL;
-
-		if (tpl == NULL)
-			evbuffer_add_printf(body, "<!DOCTYPE html>\n<html><head>"
-			    "<title>%d %s</title></head>\n<body><h1>%d %s</h1>\n"
-			    "<p>%s</p>\n<hr><p>proxyd, session %llu</p></body>"
-			    "</html>\n", status, reason, status, reason, why,
-			    (unsigned long long)px_session_id(h->s));
-		else {
-			/* @STATUS@ @REASON@ @DETAIL@ @SESSION@ */
-			const char *c = tpl;
-
-			while (*c != '\0') {
-				const char *at = strchr(c, '@');
-
-				if (at == NULL) {
-					evbuffer_add(body, c, strlen(c));
-					break;
-				}
-				evbuffer_add(body, c, (size_t)(at - c));
-				if (strncmp(at, "@STATUS@", 8) == 0) {
-					evbuffer_add_printf(body, "%d", status);
-					c = at + 8;
-				} else if (strncmp(at, "@REASON@", 8) == 0) {
-					evbuffer_add_printf(body, "%s", reason);
-					c = at + 8;
-				} else if (strncmp(at, "@DETAIL@", 8) == 0) {
-					evbuffer_add_printf(body, "%s", why);
-					c = at + 8;
-				} else if (strncmp(at, "@SESSION@", 9) == 0) {
-					evbuffer_add_printf(body, "%llu",
-					    (unsigned long long)px_session_id(h->s));
-					c = at + 9;
-				} else {
-					evbuffer_add(body, "@", 1);
-					c = at + 1;
-				}
-			}
-		}
-	}
-	blen = body != NULL ? evbuffer_get_length(body) : 0;
-	/* Only when nothing of a response went out yet. */
-	if (h->resp_bytes == 0) {
-		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: "
-		    "text/html\r\nContent-Length: %zu\r\nConnection: close\r\n"
-		    "Cache-Control: no-store\r\n\r\n", status, reason, blen);
-		if (body != NULL && !h->is_head)
-			evbuffer_add_buffer(out, body);
-		h->resp_bytes = evbuffer_get_length(out);
-		px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
-	}
-	if (body != NULL)
-		evbuffer_free(body);
-	http_log_request(h);
-	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
-	    status == 408 ? "request-timeout" : "denied", status, why);
-	http_close_when_flushed(h, by, end);
-}
-
-/* Ends the session now: reset both sides (a truncated message must not
- * look whole). */
-static void
+void
 http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 {
 	http_log_request(h);
@@ -345,321 +108,7 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 	px_session_end(h->s, by, reason);
 }
 
-/* ---- writing heads ----------------------------------------------------- */
-
-static const struct http_header_rule *
-http_header_rule(const struct http_header_rule *r, size_t n, const char *name,
-    size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (r[i].action != HTTP_INSERT &&
-		    http_token_eq(name, len, r[i].name))
-			return &r[i];
-	return NULL;
-}
-
-/* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1). conn is the
- * index of the Connection field, -1 if none. */
-static bool
-http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
-{
-	char name[64];
-	unsigned i;
-
-	/* By length first: this runs for every field of every message. */
-	switch (f->nlen) {
-	case 2:
-		if (http_token_eq(f->name, 2, "te"))
-			return true;
-		break;
-	case 7:
-		if (http_token_eq(f->name, 7, "trailer") ||
-		    http_token_eq(f->name, 7, "upgrade"))
-			return true;
-		break;
-	case 10:
-		if (http_token_eq(f->name, 10, "connection") ||
-		    http_token_eq(f->name, 10, "keep-alive"))
-			return true;
-		break;
-	case 16:
-		if (http_token_eq(f->name, 16, "proxy-connection"))
-			return true;
-		break;
-	}
-	if (conn == -1 || f->nlen >= sizeof(name))
-		return false;
-	/* ...and whatever Connection names. */
-	memcpy(name, f->name, f->nlen);
-	name[f->nlen] = '\0';
-	for (i = (unsigned)conn; i < m->nhdr; i++) {
-		const struct http_hdr *c = &m->hdr[i];
-
-		if (c->nlen == 10 && http_token_eq(c->name, c->nlen, "connection") &&
-		    http_list_has(c->val, c->vlen, name))
-			return true;
-	}
-	return false;
-}
-
-static int http_find(const struct http_head *m, const char *name);
-
-/* Copies the fields of m to out through the policy's rules. */
-static void
-http_write_fields(struct evbuffer *out, const struct http_head *m,
-    const struct http_header_rule *rules, size_t nrules, bool keep_upgrade,
-    bool skip_xff, bool skip_te)
-{
-	int conn = http_find(m, "connection");
-	unsigned i;
-	size_t k;
-
-	for (i = 0; i < m->nhdr; i++) {
-		const struct http_hdr *f = &m->hdr[i];
-		const struct http_header_rule *r;
-
-		if (keep_upgrade && http_token_eq(f->name, f->nlen, "upgrade"))
-			;	/* passes: the protocol was accepted */
-		else if (http_hop_by_hop(m, conn, f))
-			continue;
-		if (skip_xff && http_token_eq(f->name, f->nlen,
-		    "x-forwarded-for"))
-			continue;
-		if (skip_te && http_token_eq(f->name, f->nlen,
-		    "transfer-encoding"))
-			continue;
-		r = http_header_rule(rules, nrules, f->name, f->nlen);
-		if (r != NULL && r->action == HTTP_DROP)
-			continue;
-		evbuffer_add(out, f->name, f->nlen);
-		evbuffer_add(out, ": ", 2);
-		if (r != NULL && r->action == HTTP_CHANGE)
-			evbuffer_add(out, r->value, strlen(r->value));
-		else
-			evbuffer_add(out, f->val, f->vlen);
-		evbuffer_add(out, "\r\n", 2);
-	}
-	for (k = 0; k < nrules; k++)
-		if (rules[k].action == HTTP_INSERT)
-			evbuffer_add_printf(out, "%s: %s\r\n", rules[k].name,
-			    rules[k].value);
-}
-
-static int
-http_find(const struct http_head *m, const char *name)
-{
-	unsigned i;
-
-	for (i = 0; i < m->nhdr; i++)
-		if (http_token_eq(m->hdr[i].name, m->hdr[i].nlen, name))
-			return (int)i;
-	return -1;
-}
-
-static void
-http_client_ip(struct http_state *h, char *buf, size_t size)
-{
-	const struct sockaddr *sa = px_session_client(h->s);
-
-	if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-		    buf, (socklen_t)size);
-	else
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
-		    buf, (socklen_t)size);
-}
-
-/* The request head as it goes to the server. */
-static void
-http_write_request(struct http_state *h, const struct http_head *m,
-    const char *target, size_t tlen, const struct sockaddr *dst,
-    struct evbuffer *out)
-{
-	const struct http_policy *p = h->pol;
-	char ip[INET6_ADDRSTRLEN];
-	int xff = http_find(m, "x-forwarded-for");
-
-	evbuffer_add(out, m->method, m->mlen);
-	evbuffer_add(out, " ", 1);
-	evbuffer_add(out, target, tlen);
-	evbuffer_add(out, " HTTP/1.1\r\n", 11);
-	http_write_fields(out, m, p->reqh, p->nreqh, h->upgrade_ok,
-	    p->xff != HTTP_XFF_NO, false);
-	if (m->host == -1) {
-		/* We speak HTTP/1.1 to the server, which requires Host; an
-		 * HTTP/1.0 client may not have sent one. */
-		char a[PX_ADDRSTRLEN];
-
-		evbuffer_add_printf(out, "Host: %s\r\n", h->host[0] ? h->host :
-		    px_sockaddr_str(dst, a, sizeof(a)));
-	}
-	if (p->xff != HTTP_XFF_NO) {
-		http_client_ip(h, ip, sizeof(ip));
-		if (p->xff == HTTP_XFF_APPEND && xff != -1)
-			evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n",
-			    (int)m->hdr[xff].vlen, m->hdr[xff].val, ip);
-		else
-			evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", ip);
-	}
-	if (p->via)
-		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
-		    "Via: 1.0 proxyd\r\n", 17);
-	if (h->upgrade_ok)
-		evbuffer_add(out, "Connection: upgrade\r\n", 21);
-	else if (!p->keepalive_server)
-		evbuffer_add(out, "Connection: close\r\n", 19);
-	evbuffer_add(out, "\r\n", 2);
-}
-
-/* ---- policy ------------------------------------------------------------ */
-
-/* Returns 0 (accept) or the status to deny with; -1 to abort. */
-static int
-http_check_request(struct http_state *h, const struct http_head *m,
-    uint16_t port, const char **why)
-{
-	const struct http_policy *p = h->pol;
-	size_t i;
-
-	if (p->nreq == 0) {
-		static char *dflt_methods[] = { "GET", "HEAD", "POST", "PUT",
-		    "DELETE", "OPTIONS", "PATCH" };
-		static const struct http_words dflt = { .w = dflt_methods,
-		    .n = 7 };
-
-		if (!http_words_has(&dflt, m->method, m->mlen)) {
-			*why = "method not allowed by default policy";
-			return 405;
-		}
-	} else {
-		for (i = 0; i < p->nreq; i++) {
-			const struct http_request_rule *r = &p->req[i];
-			size_t k;
-			bool port_ok = r->nports == 0;
-
-			if (!http_words_has(&r->methods, m->method, m->mlen))
-				continue;
-			for (k = 0; k < r->nports; k++)
-				if (r->ports[k] == port)
-					port_ok = true;
-			if (!port_ok)
-				continue;
-			if (r->action == HTTP_ACCEPT)
-				break;
-			*why = "method denied by policy";
-			return r->action == HTTP_ABORT ? -1 : r->status;
-		}
-		if (i == p->nreq) {
-			*why = "no request rule matches";
-			return 405;
-		}
-	}
-	for (i = 0; i < p->nurl; i++) {
-		const struct http_url_rule *r = &p->url[i];
-
-		if (r->host != NULL && fnmatch(r->host, h->host, FNM_CASEFOLD) != 0)
-			continue;
-		if (r->path != NULL && fnmatch(r->path, h->path, 0) != 0)
-			continue;
-		if (r->action == HTTP_ACCEPT)
-			return 0;
-		*why = "URL denied by policy";
-		return r->action == HTTP_ABORT ? -1 : r->status;
-	}
-	return 0;
-}
-
-/* "host[:port]" from a Host header or authority; IP literals resolve to an
- * address, names leave *ss family 0. */
-static int
-http_authority(const char *a, size_t len, uint16_t defport, char *host,
-    size_t hsize, struct sockaddr_storage *ss, uint16_t *port)
-{
-	const char *colon = NULL;
-	size_t hlen = len;
-	socklen_t sl;
-	const char *why;
-	char tmp[128];
-
-	*port = defport;
-	memset(ss, 0, sizeof(*ss));
-	if (len == 0 || len >= sizeof(tmp))
-		return -1;
-	if (a[0] == '[') {
-		const char *rb = memchr(a, ']', len);
-
-		if (rb == NULL)
-			return -1;
-		hlen = (size_t)(rb - a) + 1;
-		if (hlen < len) {
-			if (a[hlen] != ':')
-				return -1;
-			colon = a + hlen;
-		}
-	} else if ((colon = memchr(a, ':', len)) != NULL)
-		hlen = (size_t)(colon - a);
-	if (colon != NULL) {
-		size_t plen = len - (size_t)(colon - a) - 1;
-		uint64_t u;
-
-		if (plen == 0 || plen > 5)
-			return -1;
-		memcpy(tmp, colon + 1, plen);
-		tmp[plen] = '\0';
-		if (px_parse_uint(tmp, 1, 65535, &u, &why) == -1)
-			return -1;
-		*port = (uint16_t)u;
-	}
-	if (hlen == 0 || hlen >= hsize)
-		return -1;
-	http_copy(host, hsize, a, hlen);
-	if (a[0] == '[') {
-		memcpy(tmp, a + 1, hlen - 2);
-		tmp[hlen - 2] = '\0';
-	} else {
-		memcpy(tmp, a, hlen);
-		tmp[hlen] = '\0';
-	}
-	if (px_parse_ip(tmp, *port, ss, &sl, &why) == -1)
-		memset(ss, 0, sizeof(*ss));
-	return 0;
-}
-
 /* ---- request ----------------------------------------------------------- */
-
-
-static int
-http_server_open(struct http_state *h, const struct sockaddr *dst)
-{
-	struct http_server *sv = &h->srv;
-	const char *stage = "connect";
-	bool reused;
-
-	/* A tunnel takes its connection for good: never a pooled one. */
-	sv->io = px_session_upstream_open(h->s, dst, !h->is_connect, &reused,
-	    &stage);
-	if (sv->io == NULL) {
-		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
-		    stage, strerror(errno));
-		return -1;
-	}
-	memcpy(&sv->dst, dst, px_sockaddr_len(dst));
-	sv->reused = reused;
-	sv->kept = false;
-	sv->got_bytes = false;
-	sv->keep = false;
-	/* A new one is connecting: writable means done (or failed). */
-	sv->connected = reused;
-	h->connecting = !reused;
-	if (!reused)
-		px_conn_want_writable(sv->io, true);
-	return 0;
-}
-
-static void
-http_start_tunnel(struct http_state *h);
 
 /* A complete request head is at the front of the client input. */
 static void
@@ -717,21 +166,19 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	} else if (forward) {
 		/* absolute-form: http://authority/path */
-		const char *a, *slash;
+		const char *a;
+		size_t alen;
 
-		if (m.tlen < 8 || strncasecmp(m.target, "http://", 7) != 0) {
+		if (!http_head_origin_form(m.target, m.tlen, &a, &alen, &target,
+		    &tlen)) {
 			http_error(h, 400, "forward mode needs an absolute URI");
 			return;
 		}
-		a = m.target + 7;
-		slash = memchr(a, '/', m.tlen - 7);
-		if (http_authority(a, slash ? (size_t)(slash - a) : m.tlen - 7,
-		    80, h->host, sizeof(h->host), &dst, &port) == -1) {
+		if (http_authority(a, alen, 80, h->host, sizeof(h->host), &dst,
+		    &port) == -1) {
 			http_error(h, 400, "malformed URI authority");
 			return;
 		}
-		target = slash ? slash : "/";
-		tlen = slash ? m.tlen - (size_t)(slash - m.target) : 1;
 		http_copy(h->path, sizeof(h->path), target, tlen);
 	} else {
 		if (m.tlen == 0 || (m.target[0] != '/' &&
@@ -752,7 +199,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
-	if ((rc = http_check_request(h, &m, port, &why)) != 0) {
+	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host, h->path,
+	    &why)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (rc == -1) {
 			h->verdict = "abort";
@@ -792,9 +240,16 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 
 	/* The head as it will go out, whatever connection carries it. */
 	evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
-	if (!h->is_connect)
-		http_write_request(h, &m, target, tlen, (struct sockaddr *)&dst,
-		    h->head_out);
+	if (!h->is_connect) {
+		struct http_req_ctx rq = {
+			.target = target, .tlen = tlen, .host = h->host,
+			.dst = (struct sockaddr *)&dst,
+			.client = px_session_client(h->s),
+			.upgrade = h->upgrade_ok,
+		};
+
+		http_head_request(h->head_out, &m, p, &rq);
+	}
 	evbuffer_drain(cin, head_len);
 	h->req = HTTP_REQ_WAIT;
 	h->resp = HTTP_RESP_HEAD;
@@ -806,124 +261,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	http_dispatch(h, (struct sockaddr *)&dst);
 }
 
-/* The request head is in head_out and dst is known: pick a server
- * connection (this client's, a pooled one or a new one) and send. */
-static void
-http_dispatch(struct http_state *h, const struct sockaddr *dst)
-{
-	struct evbuffer *sout;
-	size_t n;
-
-	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
-	    px_sockaddr_len(dst)) != 0))
-		http_server_drop(h, true);
-	if (h->srv.io != NULL) {
-		h->srv.reused = true;
-		h->srv.kept = true;
-	} else if (http_server_open(h, dst) == -1) {
-		h->req = HTTP_REQ_DONE;
-		http_error(h, 502, "cannot connect to the server");
-		return;
-	}
-	h->progress++;
-	if (h->is_connect) {
-		/* The 200 goes out once the server accepted: see
-		 * http_server_wr_cb. Nothing of the client's goes before. */
-		h->req = HTTP_REQ_DONE;
-		return;
-	}
-	if (h->req_copy != NULL)
-		evbuffer_free(h->req_copy);
-	h->req_copy = NULL;
-	sout = h->srv.io->out;
-	n = evbuffer_get_length(h->head_out);
-	/* A replayable request on a reused connection keeps its head for one
-	 * retry; the output only references it. */
-	if (h->replayable && h->srv.reused &&
-	    (h->req_copy = evbuffer_new()) != NULL) {
-		evbuffer_add_buffer(h->req_copy, h->head_out);
-		evbuffer_add_buffer_reference(sout, h->req_copy);
-	} else
-		evbuffer_add_buffer(sout, h->head_out);
-	h->req_bytes += n;
-	px_session_account(h->s, PX_TO_SERVER, n);
-	h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
-	if (h->req == HTTP_REQ_BODY)
-		http_pump_request(h);
-}
-
-static void
-http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
-{
-	struct http_state *h = arg;
-
-	if (result == EVUTIL_EAI_CANCEL)
-		return;		/* the session is closing: h is going */
-	h->dns = NULL;
-	if (result != 0 || ai == NULL) {
-		char why[192];
-
-		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->host,
-		    evutil_gai_strerror(result));
-		if (ai != NULL)
-			evutil_freeaddrinfo(ai);
-		h->req = HTTP_REQ_DONE;
-		http_error(h, 502, why);
-	} else {
-		struct sockaddr_storage dst;
-
-		memset(&dst, 0, sizeof(dst));
-		memcpy(&dst, ai->ai_addr, ai->ai_addrlen <= sizeof(dst) ?
-		    ai->ai_addrlen : sizeof(dst));
-		evutil_freeaddrinfo(ai);
-		http_dispatch(h, (struct sockaddr *)&dst);
-	}
-	if (!h->gone)
-		http_drive(h);
-}
-
-/* Per worker thread: each worker has one event_base, so one resolver
- * (nameservers from /etc/resolv.conf, names from /etc/hosts). */
-static _Thread_local struct evdns_base *http_dns;
-
-static void
-http_resolve(struct http_state *h, uint16_t port)
-{
-	struct evutil_addrinfo hints;
-	char service[8];
-	char name[sizeof(h->host)];
-
-	if (http_dns == NULL)
-		http_dns = evdns_base_new(px_session_base(h->s),
-		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
-		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (http_dns == NULL) {
-		h->req = HTTP_REQ_DONE;
-		http_error(h, 502, "no resolver for forward mode");
-		return;
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
-	snprintf(service, sizeof(service), "%u", port);
-	snprintf(name, sizeof(name), "%s", h->host);
-	h->dns = evdns_getaddrinfo(http_dns, name, service, &hints,
-	    http_resolved, h);
-	/* NULL: answered already (from /etc/hosts), callback done. */
-}
-
-static void
-http_worker_exit(void)
-{
-	if (http_dns != NULL)
-		evdns_base_free(http_dns, 1);
-	http_dns = NULL;
-}
-
 /* Moves request body bytes from the client to the server, up to the
  * server output's limit. */
-static void
+void
 http_pump_request(struct http_state *h)
 {
 	struct evbuffer *cin = h->c->in;
@@ -987,38 +327,6 @@ http_pump_request(struct http_state *h)
 
 /* ---- response ---------------------------------------------------------- */
 
-static void
-http_write_response(struct http_state *h, const struct http_head *m,
-    struct evbuffer *out)
-{
-	const struct http_policy *p = h->pol;
-
-	{
-		char line[16] = "HTTP/1.1 000 ";
-
-		line[9] = (char)('0' + m->status / 100);
-		line[10] = (char)('0' + m->status / 10 % 10);
-		line[11] = (char)('0' + m->status % 10);
-		evbuffer_add(out, line, 13);
-	}
-	evbuffer_add(out, m->reason, m->rlen);
-	evbuffer_add(out, "\r\n", 2);
-	http_write_fields(out, m, p->resph, p->nresph, m->status == 101,
-	    false, h->dechunk && m->status >= 200);
-	if (p->via)
-		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
-		    "Via: 1.0 proxyd\r\n", 17);
-	if (m->status == 101)
-		evbuffer_add(out, "Connection: upgrade\r\n", 21);
-	else if (m->status >= 200) {
-		if (!h->client_keep)
-			evbuffer_add(out, "Connection: close\r\n", 19);
-		else if (h->client_10)
-			evbuffer_add(out, "Connection: keep-alive\r\n", 24);
-	}
-	evbuffer_add(out, "\r\n", 2);
-}
-
 /* A response head is complete at the front of the server input. Returns
  * false when the transaction ended. */
 static bool
@@ -1027,6 +335,7 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	static _Thread_local struct http_head m;
 	struct evbuffer *sin = h->srv.io->in;
 	struct evbuffer *cout = h->c->out;
+	struct http_resp_ctx rs;
 	const char *why;
 	size_t before;
 	int rc;
@@ -1069,7 +378,10 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 			memset(&h->resp_chunk, 0, sizeof(h->resp_chunk));
 		}
 	}
-	http_write_response(h, &m, cout);
+	rs.dechunk = h->dechunk;
+	rs.client_keep = h->client_keep;
+	rs.client_10 = h->client_10;
+	http_head_response(cout, &m, h->pol, &rs);
 	evbuffer_drain(sin, head_len);
 	h->resp_bytes += evbuffer_get_length(cout) - before;
 	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);
@@ -1330,33 +642,6 @@ http_server_input(struct http_state *h)
 		http_transaction_done(h);
 }
 
-/* Retries a replayable request once on a new connection when a pooled
- * or kept one turned out dead before answering anything. */
-static bool
-http_retry(struct http_state *h)
-{
-	struct sockaddr_storage dst;
-
-	if (!h->srv.reused || h->srv.got_bytes || h->retried ||
-	    h->req_copy == NULL || h->resp != HTTP_RESP_HEAD)
-		return false;
-	memcpy(&dst, &h->srv.dst, sizeof(dst));
-	http_server_drop(h, false);
-	if (http_server_open(h, (struct sockaddr *)&dst) == -1)
-		return false;
-	if (h->srv.reused) {
-		/* The pool may hold more dead ones: only a fresh connection
-		 * counts as the retry. */
-		http_server_drop(h, false);
-		return false;
-	}
-	h->retried = true;
-	px_session_count(h->s, HTTP_C_RETRIED, 1);
-	evbuffer_add_buffer_reference(h->srv.io->out, h->req_copy);
-	h->progress++;
-	return true;
-}
-
 /* The server connection ended (EOF) or failed (err != 0). */
 static void
 http_server_gone(struct http_state *h, int err)
@@ -1443,7 +728,7 @@ http_client_failed(struct http_state *h, int err)
 
 /* Runs every step that can make progress, writes what is queued, and sets
  * which sockets to read. Called at the end of every event. */
-static void
+void
 http_drive(struct http_state *h)
 {
 	int rounds;
@@ -1593,11 +878,7 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 		}
 		h->srv.connected = true;
 		if (h->is_connect) {
-			evbuffer_add(h->c->out, "HTTP/1.1 200 Connection "
-			    "established\r\n\r\n", 39);
-			h->status = 200;
-			h->resp_bytes += 39;
-			px_session_account(h->s, PX_TO_CLIENT, 39);
+			http_reply_established(h);
 			http_start_tunnel(h);
 		}
 	}

@@ -87,5 +87,11 @@ int	http_policy_load(const struct _xmlNode *sec, void **pol,
 	    struct px_cfgerr *e);
 void	http_policy_free(void *pol);
 bool	http_words_has(const struct http_words *w, const char *s, size_t len);
+/* What the request rules (method, port) and then the url rules (host and
+ * path, as logged) say of a request: 0 accept, the status to deny with,
+ * or -1 abort; *why says which refused. */
+int	http_policy_check(const struct http_policy *p, const char *method,
+	    size_t mlen, uint16_t port, const char *host, const char *path,
+	    const char **why);
 
 #endif

@@ -1,6 +1,8 @@
-/* The <http> section of a service file (POLICY.md). Loaded once; read-only
- * and shared by every worker afterwards. */
+/* The <http> section of a service file (POLICY.md), and the decisions its
+ * request and url rules make. Loaded once; read-only and shared by every
+ * worker afterwards. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,4 +461,59 @@ http_policy_free(void *pol)
 	for (i = 0; i < HTTP_ERROR_PAGES; i++)
 		free(p->pages[i]);
 	free(p);
+}
+
+int
+http_policy_check(const struct http_policy *p, const char *method,
+    size_t mlen, uint16_t port, const char *host, const char *path,
+    const char **why)
+{
+	size_t i;
+
+	if (p->nreq == 0) {
+		static char *dflt_methods[] = { "GET", "HEAD", "POST", "PUT",
+		    "DELETE", "OPTIONS", "PATCH" };
+		static const struct http_words dflt = { .w = dflt_methods,
+		    .n = 7 };
+
+		if (!http_words_has(&dflt, method, mlen)) {
+			*why = "method not allowed by default policy";
+			return 405;
+		}
+	} else {
+		for (i = 0; i < p->nreq; i++) {
+			const struct http_request_rule *r = &p->req[i];
+			size_t k;
+			bool port_ok = r->nports == 0;
+
+			if (!http_words_has(&r->methods, method, mlen))
+				continue;
+			for (k = 0; k < r->nports; k++)
+				if (r->ports[k] == port)
+					port_ok = true;
+			if (!port_ok)
+				continue;
+			if (r->action == HTTP_ACCEPT)
+				break;
+			*why = "method denied by policy";
+			return r->action == HTTP_ABORT ? -1 : r->status;
+		}
+		if (i == p->nreq) {
+			*why = "no request rule matches";
+			return 405;
+		}
+	}
+	for (i = 0; i < p->nurl; i++) {
+		const struct http_url_rule *r = &p->url[i];
+
+		if (r->host != NULL && fnmatch(r->host, host, FNM_CASEFOLD) != 0)
+			continue;
+		if (r->path != NULL && fnmatch(r->path, path, 0) != 0)
+			continue;
+		if (r->action == HTTP_ACCEPT)
+			return 0;
+		*why = "URL denied by policy";
+		return r->action == HTTP_ABORT ? -1 : r->status;
+	}
+	return 0;
 }

@@ -1,0 +1,64 @@
+/* The heads proxyd sends on: built from a parsed head (http_parse.h), the
+ * <http> policy and the few facts of the transaction a head does not
+ * carry. Pure functions: no session, no I/O, only bytes appended to an
+ * evbuffer, so what goes on the wire is unit tested byte for byte
+ * (tests/unit/http_head_test.c).
+ *
+ * Both writers send HTTP/1.1, drop the hop-by-hop fields (RFC 9110 7.6.1:
+ * Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, and
+ * every field Connection names), apply the header rules (the first
+ * accept, drop or change rule naming a field decides it, a field no rule
+ * names passes as it is; inserts come after the fields, in rule order),
+ * then add Via and their own Connection. */
+#ifndef HTTP_HEAD_H
+#define HTTP_HEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http.h"
+
+struct evbuffer;
+struct sockaddr;
+
+/* What a request head needs beyond the parsed head and the policy. */
+struct http_req_ctx {
+	const char		*target;	/* the request target sent on */
+	size_t			 tlen;
+	/* Host to add when the client sent none: host, or dst when host is
+	 * "" (HTTP/1.1 to the server requires one). */
+	const char		*host;
+	const struct sockaddr	*dst;
+	const struct sockaddr	*client;	/* for X-Forwarded-For */
+	bool			 upgrade;	/* its Upgrade was accepted */
+};
+
+/* What a response head needs beyond the parsed head and the policy. */
+struct http_resp_ctx {
+	bool	dechunk;	/* to an HTTP/1.0 client: chunks removed, the
+				 * body ends with the connection */
+	bool	client_keep;	/* the client connection stays open */
+	bool	client_10;	/* the client speaks HTTP/1.0 */
+};
+
+/* The request head for the server: m's method, r's target, m's fields
+ * through the request-header rules, then Host (if m has none),
+ * X-Forwarded-For (x-forwarded-for=: the client's address appended to
+ * m's, or replacing it), Via, and "Connection: upgrade" (an accepted
+ * Upgrade) or "Connection: close" (keepalive-server="no"). */
+void	http_head_request(struct evbuffer *out, const struct http_head *m,
+	    const struct http_policy *p, const struct http_req_ctx *r);
+/* The response head for the client: m's status line, m's fields through
+ * the response-header rules (Transfer-Encoding dropped when dechunking a
+ * final response; Upgrade kept on a 101), then Via and the Connection the
+ * client needs: upgrade (101), close (not kept), keep-alive (a kept
+ * HTTP/1.0 client). */
+void	http_head_response(struct evbuffer *out, const struct http_head *m,
+	    const struct http_policy *p, const struct http_resp_ctx *r);
+/* Forward mode: splits an absolute-form target "http://authority[/path]"
+ * (RFC 9112 3.2.2) into its authority and the origin-form target sent on
+ * ("/" when it has no path). false when it is not one. */
+bool	http_head_origin_form(const char *target, size_t tlen,
+	    const char **auth, size_t *alen, const char **path, size_t *plen);
+
+#endif

@@ -1,0 +1,161 @@
+/* The http analyser's session side, shared by its files and by nothing
+ * else: the per-session state (struct http_state) and the calls the files
+ * make into each other.
+ *   http.c		the state machine: request and response pumps, the
+ *			transaction flow, the px_driver callbacks
+ *   http_upstream.c	which server: authority, dispatch, DNS, server
+ *			connection open/drop, the one retry
+ *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200)
+ *   http_head.c	the heads sent on (pure: http_head.h)
+ *   http_policy.c	the <http> section and the decisions it makes (http.h)
+ *   http_parse.c	framing (pure: http_parse.h) */
+#ifndef HTTP_INT_H
+#define HTTP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "analyser.h"
+#include "http.h"
+
+struct evbuffer;
+struct evdns_getaddrinfo_request;
+struct px_conn;
+
+/* Indexes into http_analyser.counters. */
+enum http_counter {
+	HTTP_C_REQUESTS = 0,
+	HTTP_C_DENIED,
+	HTTP_C_BAD_REQUEST,
+	HTTP_C_BAD_RESPONSE,
+	HTTP_C_RETRIED,
+	HTTP_C_TUNNELS,
+	HTTP_C_TIMEOUTS,
+};
+
+enum http_body {
+	HTTP_BODY_NONE = 0,
+	HTTP_BODY_LENGTH,
+	HTTP_BODY_CHUNKED,
+	HTTP_BODY_CLOSE,	/* response only: until the server closes */
+};
+
+enum http_req_state {
+	HTTP_REQ_HEAD = 0,	/* waiting for a request head */
+	HTTP_REQ_WAIT,		/* head parsed, no server yet (resolving) */
+	HTTP_REQ_BODY,
+	HTTP_REQ_DONE,
+};
+
+enum http_resp_state {
+	HTTP_RESP_NONE = 0,	/* no request sent yet */
+	HTTP_RESP_HEAD,		/* waiting for the (final) response head */
+	HTTP_RESP_BODY,
+	HTTP_RESP_DONE,
+};
+
+struct http_server {
+	struct px_conn		*io;		/* the core's; NULL: none */
+	struct sockaddr_storage	 dst;
+	bool			 reused;
+	bool			 connected;
+	bool			 got_bytes;	/* any response byte on it */
+	bool			 keep;		/* reusable after this response */
+	bool			 kept;		/* from this client's last request */
+};
+
+struct http_state {
+	struct px_session	*s;
+	const struct http_policy *pol;
+	struct px_conn		*c;		/* the client: the core's */
+	bool			 gone;		/* session closed: touch nothing */
+	bool			 connecting;	/* srv.io.fd: connect under way */
+	uint64_t		 progress;	/* bumped by every step that moved */
+	struct http_server	 srv;
+	size_t			 buffer;
+	size_t			 head_scan;	/* http_head_end() resume point */
+	unsigned		 nreq;		/* requests on this connection */
+	bool			 client_eof;
+	bool			 closing;	/* flushing a last reply */
+	bool			 tunnel;	/* flushing toward the handoff */
+	bool			 client_keep;	/* keep the client after this */
+	bool			 client_10;	/* HTTP/1.0 client */
+	bool			 transparent;	/* dst is the client's own */
+
+	/* The transaction in flight. */
+	enum http_req_state	 req;
+	enum http_resp_state	 resp;
+	enum http_body		 req_body, resp_body;
+	uint64_t		 req_left, resp_left;
+	struct http_chunk	 req_chunk, resp_chunk;
+	bool			 dechunk;	/* 1.0 client, chunked response */
+	bool			 is_head, is_connect, upgrade_ok;
+	bool			 retried;
+	bool			 replayable;	/* idempotent and bodiless */
+	struct evbuffer		*req_copy;	/* head as sent, for one retry */
+	struct evbuffer		*head_out;	/* the head being sent */
+	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
+	int			 status;
+	uint64_t		 req_bytes, resp_bytes;
+	struct timeval		 t_start;
+	char			 method[24];
+	char			 host[128];
+	char			 path[256];
+	const char		*verdict;
+	char			 end_reason[160];	/* once closing */
+	enum px_end_by		 end_by;
+};
+
+/* ---- http.c ------------------------------------------------------------ */
+
+/* Copies a peer string for the log: cut to size, and every byte that is
+ * not printable ASCII (or is '"') becomes '?'. */
+void	http_copy(char *dst, size_t size, const char *src, size_t len);
+/* The http-request line of the transaction, once (then method is ""). */
+void	http_log_request(struct http_state *h);
+/* Stops reading the client and ends the session (with a FIN) once what is
+ * queued for it is written. */
+void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
+	    const char *reason);
+/* Ends the session now: reset both sides (a truncated message must not
+ * look whole). */
+void	http_abort(struct http_state *h, enum px_end_by by,
+	    const char *reason);
+void	http_pump_request(struct http_state *h);
+/* Runs every step that can make progress; after every event. */
+void	http_drive(struct http_state *h);
+
+/* ---- http_upstream.c --------------------------------------------------- */
+
+/* "host[:port]" from a Host field or an authority: *port (defport if none)
+ * and the printable host; an IP literal also fills *ss, a name leaves its
+ * family 0. 0, or -1 when malformed. */
+int	http_authority(const char *a, size_t len, uint16_t defport, char *host,
+	    size_t hsize, struct sockaddr_storage *ss, uint16_t *port);
+/* Opens h->srv on dst (pooled unless CONNECT). 0, or -1 (logged). */
+int	http_server_open(struct http_state *h, const struct sockaddr *dst);
+/* Closes h->srv: to the pool when reusable and nothing is left in it. */
+void	http_server_drop(struct http_state *h, bool reusable);
+/* The request head is in head_out and dst is known: picks a server
+ * connection and sends. */
+void	http_dispatch(struct http_state *h, const struct sockaddr *dst);
+/* Forward mode: resolves h->host, then http_dispatch (or a 502). */
+void	http_resolve(struct http_state *h, uint16_t port);
+/* A replayable request whose reused connection died unanswered goes again
+ * on a new one; false if it cannot. */
+bool	http_retry(struct http_state *h);
+/* px_analyser.on_worker_exit: the worker's resolver. */
+void	http_worker_exit(void);
+
+/* ---- http_reply.c ------------------------------------------------------ */
+
+/* Answers status with an error page, logs, and ends the client connection
+ * once the page is written (a reset if part of a response went out). */
+void	http_error(struct http_state *h, int status, const char *why);
+/* CONNECT: the server accepted; tells the client. */
+void	http_reply_established(struct http_state *h);
+
+#endif

@@ -1,0 +1,140 @@
+/* The proxy's own replies: error pages (built in, or a template from
+ * errors/@dir) and CONNECT's "200 Connection established". Whatever the
+ * server said never reaches these: a reply is proxyd's alone. */
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+
+#include "conn.h"
+#include "http_int.h"
+
+static const char *
+http_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+/* The page's body: the built-in one, or the policy's template for status
+ * with @STATUS@ @REASON@ @DETAIL@ @SESSION@ filled in. */
+static void
+http_error_page(struct evbuffer *body, const struct http_policy *p,
+    int status, const char *why, uint64_t session)
+{
+	const char *reason = http_reason(status);
+	const char *tpl = status < HTTP_ERROR_PAGES ? p->pages[status] : NULL;
+	const char *c;
+
+	if (tpl == NULL) {
+		evbuffer_add_printf(body, "<!DOCTYPE html>\n<html><head>"
+		    "<title>%d %s</title></head>\n<body><h1>%d %s</h1>\n"
+		    "<p>%s</p>\n<hr><p>proxyd, session %llu</p></body>"
+		    "</html>\n", status, reason, status, reason, why,
+		    (unsigned long long)session);
+		return;
+	}
+	c = tpl;
+	while (*c != '\0') {
+		const char *at = strchr(c, '@');
+
+		if (at == NULL) {
+			evbuffer_add(body, c, strlen(c));
+			break;
+		}
+		evbuffer_add(body, c, (size_t)(at - c));
+		if (strncmp(at, "@STATUS@", 8) == 0) {
+			evbuffer_add_printf(body, "%d", status);
+			c = at + 8;
+		} else if (strncmp(at, "@REASON@", 8) == 0) {
+			evbuffer_add_printf(body, "%s", reason);
+			c = at + 8;
+		} else if (strncmp(at, "@DETAIL@", 8) == 0) {
+			evbuffer_add_printf(body, "%s", why);
+			c = at + 8;
+		} else if (strncmp(at, "@SESSION@", 9) == 0) {
+			evbuffer_add_printf(body, "%llu",
+			    (unsigned long long)session);
+			c = at + 9;
+		} else {
+			evbuffer_add(body, "@", 1);
+			c = at + 1;
+		}
+	}
+}
+
+void
+http_error(struct http_state *h, int status, const char *why)
+{
+	const struct http_policy *p = h->pol;
+	struct evbuffer *out = h->c->out;
+	struct evbuffer *body;
+	const char *reason = http_reason(status);
+	char end[160];
+	size_t blen;
+	/* 4xx: the policy or the parser refused; 408: the client was slow;
+	 * 502-504: the server failed; other 5xx: the proxy did. */
+	enum px_end_by by = status == 408 ? PX_END_TIMEOUT : status < 500 ?
+	    PX_END_POLICY : status >= 502 && status <= 504 ?
+	    PX_END_SERVER_FAIL : PX_END_PROXY;
+
+	h->status = status;
+	if (h->verdict == NULL)
+		h->verdict = status >= 500 ? "error" : "deny";
+	if (h->resp_bytes != 0) {
+		/* Part of a response went out already: a reset, so that the
+		 * client never takes what it got for the whole. */
+		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
+		    "reason=\"%s\" (after part of the response)", status, why);
+		http_abort(h, by, "error: http: response cut off");
+		return;
+	}
+	px_session_log(h->s, LOG_NOTICE, "http-error status=%d reason=\"%s\"",
+	    status, why);
+	/* Without memory for a page the status line still goes out. */
+	body = evbuffer_new();
+	if (body != NULL && !p->silent)
+		http_error_page(body, p, status, why, px_session_id(h->s));
+	blen = body != NULL ? evbuffer_get_length(body) : 0;
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: "
+	    "text/html\r\nContent-Length: %zu\r\nConnection: close\r\n"
+	    "Cache-Control: no-store\r\n\r\n", status, reason, blen);
+	if (body != NULL && !h->is_head)
+		evbuffer_add_buffer(out, body);
+	h->resp_bytes = evbuffer_get_length(out);
+	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+	if (body != NULL)
+		evbuffer_free(body);
+	http_log_request(h);
+	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
+	    status == 408 ? "request-timeout" : "denied", status, why);
+	http_close_when_flushed(h, by, end);
+}
+
+void
+http_reply_established(struct http_state *h)
+{
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+	evbuffer_add(h->c->out, ok, sizeof(ok) - 1);
+	h->status = 200;
+	h->resp_bytes += sizeof(ok) - 1;
+	px_session_account(h->s, PX_TO_CLIENT, sizeof(ok) - 1);
+}

@@ -1,0 +1,256 @@
+/* Which server a request goes to and over which connection: the
+ * authority a request names, the server connection (this client's kept
+ * one, a pooled one or a new one), forward mode's DNS, and the one retry
+ * of a replayable request whose reused connection turned out dead. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <event2/util.h>
+
+#include "conn.h"
+#include "http_int.h"
+#include "parse.h"
+
+/* Per worker thread: each worker has one event_base, so one resolver
+ * (nameservers from /etc/resolv.conf, names from /etc/hosts). */
+static _Thread_local struct evdns_base *http_dns;
+
+int
+http_authority(const char *a, size_t len, uint16_t defport, char *host,
+    size_t hsize, struct sockaddr_storage *ss, uint16_t *port)
+{
+	const char *colon = NULL;
+	size_t hlen = len;
+	socklen_t sl;
+	const char *why;
+	char tmp[128];
+
+	*port = defport;
+	memset(ss, 0, sizeof(*ss));
+	if (len == 0 || len >= sizeof(tmp))
+		return -1;
+	if (a[0] == '[') {
+		const char *rb = memchr(a, ']', len);
+
+		if (rb == NULL)
+			return -1;
+		hlen = (size_t)(rb - a) + 1;
+		if (hlen < len) {
+			if (a[hlen] != ':')
+				return -1;
+			colon = a + hlen;
+		}
+	} else if ((colon = memchr(a, ':', len)) != NULL)
+		hlen = (size_t)(colon - a);
+	if (colon != NULL) {
+		size_t plen = len - (size_t)(colon - a) - 1;
+		uint64_t u;
+
+		if (plen == 0 || plen > 5)
+			return -1;
+		memcpy(tmp, colon + 1, plen);
+		tmp[plen] = '\0';
+		if (px_parse_uint(tmp, 1, 65535, &u, &why) == -1)
+			return -1;
+		*port = (uint16_t)u;
+	}
+	if (hlen == 0 || hlen >= hsize)
+		return -1;
+	http_copy(host, hsize, a, hlen);
+	if (a[0] == '[') {
+		memcpy(tmp, a + 1, hlen - 2);
+		tmp[hlen - 2] = '\0';
+	} else {
+		memcpy(tmp, a, hlen);
+		tmp[hlen] = '\0';
+	}
+	if (px_parse_ip(tmp, *port, ss, &sl, &why) == -1)
+		memset(ss, 0, sizeof(*ss));
+	return 0;
+}
+
+int
+http_server_open(struct http_state *h, const struct sockaddr *dst)
+{
+	struct http_server *sv = &h->srv;
+	const char *stage = "connect";
+	bool reused;
+
+	/* A tunnel takes its connection for good: never a pooled one. */
+	sv->io = px_session_upstream_open(h->s, dst, !h->is_connect, &reused,
+	    &stage);
+	if (sv->io == NULL) {
+		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
+		    stage, strerror(errno));
+		return -1;
+	}
+	memcpy(&sv->dst, dst, px_sockaddr_len(dst));
+	sv->reused = reused;
+	sv->kept = false;
+	sv->got_bytes = false;
+	sv->keep = false;
+	/* A new one is connecting: writable means done (or failed). */
+	sv->connected = reused;
+	h->connecting = !reused;
+	if (!reused)
+		px_conn_want_writable(sv->io, true);
+	return 0;
+}
+
+void
+http_server_drop(struct http_state *h, bool reusable)
+{
+	struct http_server *sv = &h->srv;
+
+	if (sv->io == NULL)
+		return;
+	/* Not reusable with bytes still queued either way. */
+	if (h->connecting || evbuffer_get_length(sv->io->out) != 0 ||
+	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
+		reusable = false;
+	sv->io = NULL;
+	h->connecting = false;
+	px_session_upstream_close(h->s, (struct sockaddr *)&sv->dst,
+	    reusable && sv->connected && h->pol->keepalive_server,
+	    h->pol->server_pool, h->pol->server_idle_ms);
+	sv->connected = false;
+}
+
+void
+http_dispatch(struct http_state *h, const struct sockaddr *dst)
+{
+	struct evbuffer *sout;
+	size_t n;
+
+	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
+	    px_sockaddr_len(dst)) != 0))
+		http_server_drop(h, true);
+	if (h->srv.io != NULL) {
+		h->srv.reused = true;
+		h->srv.kept = true;
+	} else if (http_server_open(h, dst) == -1) {
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 502, "cannot connect to the server");
+		return;
+	}
+	h->progress++;
+	if (h->is_connect) {
+		/* The 200 goes out once the server accepted: see
+		 * http_server_wr_cb. Nothing of the client's goes before. */
+		h->req = HTTP_REQ_DONE;
+		return;
+	}
+	if (h->req_copy != NULL)
+		evbuffer_free(h->req_copy);
+	h->req_copy = NULL;
+	sout = h->srv.io->out;
+	n = evbuffer_get_length(h->head_out);
+	/* A replayable request on a reused connection keeps its head for one
+	 * retry; the output only references it. */
+	if (h->replayable && h->srv.reused &&
+	    (h->req_copy = evbuffer_new()) != NULL) {
+		evbuffer_add_buffer(h->req_copy, h->head_out);
+		evbuffer_add_buffer_reference(sout, h->req_copy);
+	} else
+		evbuffer_add_buffer(sout, h->head_out);
+	h->req_bytes += n;
+	px_session_account(h->s, PX_TO_SERVER, n);
+	h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
+	if (h->req == HTTP_REQ_BODY)
+		http_pump_request(h);
+}
+
+static void
+http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+	struct http_state *h = arg;
+
+	if (result == EVUTIL_EAI_CANCEL)
+		return;		/* the session is closing: h is going */
+	h->dns = NULL;
+	if (result != 0 || ai == NULL) {
+		char why[192];
+
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->host,
+		    evutil_gai_strerror(result));
+		if (ai != NULL)
+			evutil_freeaddrinfo(ai);
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 502, why);
+	} else {
+		struct sockaddr_storage dst;
+
+		memset(&dst, 0, sizeof(dst));
+		memcpy(&dst, ai->ai_addr, ai->ai_addrlen <= sizeof(dst) ?
+		    ai->ai_addrlen : sizeof(dst));
+		evutil_freeaddrinfo(ai);
+		http_dispatch(h, (struct sockaddr *)&dst);
+	}
+	if (!h->gone)
+		http_drive(h);
+}
+
+void
+http_resolve(struct http_state *h, uint16_t port)
+{
+	struct evutil_addrinfo hints;
+	char service[8];
+	char name[sizeof(h->host)];
+
+	if (http_dns == NULL)
+		http_dns = evdns_base_new(px_session_base(h->s),
+		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
+		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (http_dns == NULL) {
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 502, "no resolver for forward mode");
+		return;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+	snprintf(service, sizeof(service), "%u", port);
+	snprintf(name, sizeof(name), "%s", h->host);
+	h->dns = evdns_getaddrinfo(http_dns, name, service, &hints,
+	    http_resolved, h);
+	/* NULL: answered already (from /etc/hosts), callback done. */
+}
+
+void
+http_worker_exit(void)
+{
+	if (http_dns != NULL)
+		evdns_base_free(http_dns, 1);
+	http_dns = NULL;
+}
+
+bool
+http_retry(struct http_state *h)
+{
+	struct sockaddr_storage dst;
+
+	if (!h->srv.reused || h->srv.got_bytes || h->retried ||
+	    h->req_copy == NULL || h->resp != HTTP_RESP_HEAD)
+		return false;
+	memcpy(&dst, &h->srv.dst, sizeof(dst));
+	http_server_drop(h, false);
+	if (http_server_open(h, (struct sockaddr *)&dst) == -1)
+		return false;
+	if (h->srv.reused) {
+		/* The pool may hold more dead ones: only a fresh connection
+		 * counts as the retry. */
+		http_server_drop(h, false);
+		return false;
+	}
+	h->retried = true;
+	px_session_count(h->s, HTTP_C_RETRIED, 1);
+	evbuffer_add_buffer_reference(h->srv.io->out, h->req_copy);
+	h->progress++;
+	return true;
+}
