@@ -28,6 +28,7 @@
 #include "r66_json.h"
 #include "r66_policy.h"
 #include "r66_wire.h"
+#include "rules.h"
 
 #define R66_CHAN_MAX		8	/* concurrent local channels per connection */
 #define R66_JSON_RENAME_CLASS \
@@ -245,7 +246,7 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 static enum r66_fv
 r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
     unsigned counter, char code, const char *msg, const char *why,
-    enum r66_action act, bool whole)
+    enum px_action act, bool whole)
 {
 	char text[160], reason[200];
 
@@ -261,7 +262,7 @@ r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
 		    st->host, strlen(c->host[0] != '\0' ? c->host : st->host)),
 		    why);
 	}
-	if (act == R66_ABORT) {
+	if (act == PX_ACT_ABORT) {
 		st->done = st->abort = true;
 		snprintf(st->abort_why, sizeof(st->abort_why), "r66 %s", why);
 		r66_chan_free(c);
@@ -287,28 +288,28 @@ r66_check_request(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, const struct r66_request *rq, bool answer)
 {
 	const struct r66_policy *p = px_session_policy(s);
-	enum r66_action a;
-	uint64_t max_size;
+	const struct px_rule *hit;
+	enum px_action a;
 
 	if (!answer) {
-		a = r66_decide(&p->rules, rq->rule, NULL);
-		if (a != R66_ACCEPT)
+		a = px_rules_decide(&p->rules, rq->rule, NULL);
+		if (a != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
 			    "rule not allowed", "rule", a, false);
 		if (!r66_mode_valid(rq->mode) ||
 		    (p->modes & (1u << rq->mode)) == 0)
 			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
-			    "transfer mode not allowed", "mode", R66_DENY,
+			    "transfer mode not allowed", "mode", PX_ACT_DENY,
 			    false);
 		if (p->req_block_digest && !r66_mode_has_digest(rq->mode))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
 			    "per-block digest required", "digest-required",
-			    R66_DENY, false);
+			    PX_ACT_DENY, false);
 		if (rq->info.len > 0 &&
 		    memmem(rq->info.p, rq->info.len, "#COMPRESS#", 10) != NULL)
 			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
 			    "block compression not allowed", "compression",
-			    R66_DENY, false);
+			    PX_ACT_DENY, false);
 	} else if (rq->mode != c->req.mode || strcmp(rq->rule,
 	    c->req.rule) != 0)
 		return r66_violation(s, st, PX_TO_CLIENT,
@@ -318,22 +319,22 @@ r66_check_request(struct px_session *s, struct r66_state *st,
 	if (rq->filename[0] != '\0' || answer) {
 		if (!r66_name_safe(rq->filename))
 			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-			    "file name not allowed", "file-name", R66_DENY,
+			    "file name not allowed", "file-name", PX_ACT_DENY,
 			    answer);
-		a = r66_decide(&p->files, rq->filename, &max_size);
-		if (a != R66_ACCEPT)
+		a = px_rules_decide(&p->files, rq->filename, &hit);
+		if (a != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
 			    "file name not allowed", "file-name", a, answer);
-		c->max_size = max_size;
+		c->max_size = hit != NULL ? hit->arg : 0;
 	}
 	if (rq->block > (int64_t)p->max_block)
 		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
 		    "block size over the proxy's limit", "block-size",
-		    R66_DENY, answer);
+		    PX_ACT_DENY, answer);
 	if (c->max_size != 0 && rq->length > 0 &&
 	    (uint64_t)rq->length > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", R66_DENY, answer);
+		    "file too large", "file-size", PX_ACT_DENY, answer);
 	return R66_FV_PASS;
 }
 
@@ -355,7 +356,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 	if (f->mlen > p->max_block || (c->req.block > 0 &&
 	    f->mlen > (uint64_t)c->req.block))
 		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
-		    "block size over the limit", "block-size", R66_DENY, true);
+		    "block size over the limit", "block-size", PX_ACT_DENY,
+		    true);
 	if (r66_mode_has_digest(c->req.mode)) {
 		/* Keys use the receiver's algorithm (the sender's, if they
 		 * disagree, per R66-WIRE.md 6.2): accept either length. */
@@ -364,7 +366,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 		if (f->elen == 0 || f->elen > 64 ||
 		    (dl1 != 0 && dl2 != 0 && f->elen != dl1 && f->elen != dl2))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
-			    "bad block digest", "block-digest", R66_DENY, true);
+			    "bad block digest", "block-digest", PX_ACT_DENY,
+			    true);
 	} else if (f->elen != 0)
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
 		    PX_TO_CLIENT, "block digest in a mode without digests");
@@ -376,7 +379,7 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 		    PX_TO_CLIENT, "more data than the declared size");
 	if (c->max_size != 0 && c->bytes > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", R66_DENY, true);
+		    "file too large", "file-size", PX_ACT_DENY, true);
 	return R66_FV_PASS;
 }
 
@@ -410,7 +413,7 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 		    f->elen == 0))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
 			    "global digest missing or malformed",
-			    "global-digest", R66_DENY, true);
+			    "global-digest", PX_ACT_DENY, true);
 		if (f->elen > 0)
 			snprintf(c->hash_algo, sizeof(c->hash_algo), "%s",
 			    algo[0] != '\0' ? algo : "unknown");
@@ -467,12 +470,12 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 	case R66_BUSINESS:
 		return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 		    "administrative request not allowed",
-		    r66_code_name(f->code), R66_DENY, false);
+		    r66_code_name(f->code), PX_ACT_DENY, false);
 	case R66_INFORMATION:
 		if (!p->information)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "information request not allowed", "information",
-			    R66_DENY, false);
+			    PX_ACT_DENY, false);
 		if (f->hlen >= sizeof(rule) ||
 		    memchr(f->h, '\0', f->hlen) != NULL)
 			return r66_violation(s, st, PX_TO_SERVER,
@@ -481,15 +484,15 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		rule[f->hlen] = '\0';
 		/* REQUEST_CHECK (0xff) carries a transfer id, not a rule. */
 		if (f->m[0] != 0xff &&
-		    r66_decide(&p->rules, rule, NULL) != R66_ACCEPT)
+		    px_rules_decide(&p->rules, rule, NULL) != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
-			    "rule not allowed", "rule", R66_DENY, false);
+			    "rule not allowed", "rule", PX_ACT_DENY, false);
 		c->st = R66_CH_OTHER;
 		return R66_FV_PASS;
 	case R66_TEST:
 		if (!p->test)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "test message not allowed", "test", R66_DENY,
+			    "test message not allowed", "test", PX_ACT_DENY,
 			    false);
 		c->st = R66_CH_OTHER;
 		return R66_FV_PASS;
@@ -500,7 +503,7 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		    tv == R66_LOG || tv == R66_LOGPURGE || tv == R66_BANDWIDTH)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "administrative request not allowed", "valid-admin",
-			    R66_DENY, false);
+			    PX_ACT_DENY, false);
 		if (tv == R66_REQUEST) {
 			/* rename notice: M = newname;size[;info] */
 			const uint8_t *semi = memchr(f->m, ';', f->mlen);
@@ -523,7 +526,7 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		    &str) != 1 || !str || strcmp(buf, R66_JSON_RENAME_CLASS) != 0)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "JSON command not allowed", "json-command",
-			    R66_DENY, false);
+			    PX_ACT_DENY, false);
 		if (c->st != R66_CH_XFER)
 			return r66_violation(s, st, PX_TO_SERVER,
 			    "unexpected rename notice");
@@ -544,9 +547,9 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 	}
 rename:
 	if (!r66_name_safe(buf) ||
-	    r66_decide(&p->files, buf, NULL) != R66_ACCEPT)
+	    px_rules_decide(&p->files, buf, NULL) != PX_ACT_ACCEPT)
 		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-		    "file name not allowed", "file-name", R66_DENY, true);
+		    "file name not allowed", "file-name", PX_ACT_DENY, true);
 	snprintf(c->req.filename, sizeof(c->req.filename), "%s", buf);
 	return R66_FV_PASS;
 }
@@ -571,7 +574,7 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 	struct r66_chan *c;
 	struct r66_authent a;
 	struct r66_request rq;
-	enum r66_action act;
+	enum px_action act;
 
 	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
 		return R66_FV_PASS;
@@ -603,14 +606,14 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 				    "bad authentication packet");
 			memcpy(c->host, a.host.p, a.host.len);
 			c->host[a.host.len] = '\0';
-			act = r66_decide(&p->hosts, c->host, NULL);
-			if (act != R66_ACCEPT)
+			act = px_rules_decide(&p->hosts, c->host, NULL);
+			if (act != PX_ACT_ACCEPT)
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "host id not allowed", "host", act, true);
 			if (st->authed && strcmp(st->host, c->host) != 0)
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "one host id per connection", "host-change",
-				    R66_DENY, true);
+				    PX_ACT_DENY, true);
 			r66_caps(&a, st->cdigest, sizeof(st->cdigest),
 			    &st->creuse);
 			c->st = R66_CH_AUTH_ASKED;
@@ -620,7 +623,7 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 		if (!st->authed || !st->creuse || !st->sreuse)
 			return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 			    "not authenticated", "not-authenticated",
-			    R66_DENY, true);
+			    PX_ACT_DENY, true);
 		c->st = R66_CH_AUTHED;
 	} else {
 		c = r66_chan_by_cid(st, f->src);

@@ -2,7 +2,6 @@
  * struct r66_policy (r66_policy.h) that workers then only read. */
 #include "r66_policy.h"
 
-#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +12,24 @@
 #include "parse.h"
 #include "r66_wire.h"
 
-static void
-r66_list_free(struct r66_pat_list *l)
-{
-	size_t i, j;
+/* require-digest=, in the order its error message lists them. */
+enum {
+	R66_REQ_YES = 0,
+	R66_REQ_NO,
+	R66_REQ_BLOCK,
+	R66_REQ_GLOBAL,
+};
 
-	for (i = 0; i < l->n; i++) {
-		for (j = 0; j < l->r[i].npats; j++)
-			free(l->r[i].pats[j]);
-		free(l->r[i].pats);
-	}
-	free(l->r);
-}
+static const char *const r66_digest_names[] = {
+	"yes", "no", "block", "global", NULL,
+};
+/* information=, test=. */
+enum {
+	R66_YES = 0,
+	R66_NO,
+};
+
+static const char *const r66_yes_no[] = { "yes", "no", NULL };
 
 void
 r66_policy_free(void *pol)
@@ -33,17 +38,10 @@ r66_policy_free(void *pol)
 
 	if (p == NULL)
 		return;
-	r66_list_free(&p->hosts);
-	r66_list_free(&p->rules);
-	r66_list_free(&p->files);
+	px_rules_free(&p->hosts);
+	px_rules_free(&p->rules);
+	px_rules_free(&p->files);
 	free(p);
-}
-
-/* NULL if absent; caller xmlFree()s. */
-static char *
-r66_prop(const xmlNode *n, const char *name)
-{
-	return (char *)xmlGetProp((xmlNode *)n, (const xmlChar *)name);
 }
 
 static int
@@ -86,73 +84,64 @@ fail:
 	return -1;
 }
 
+/* True when v holds no pattern. px_rules_add() refuses that too, in its
+ * own words ("<rule> needs a non-empty name="); r66 keeps the message it
+ * has always given, which tests/unit/config_test.c checks. */
+static bool
+r66_blank(const char *v)
+{
+	return v[strspn(v, " \t\r\n")] == '\0';
+}
+
+/* <host id=...>, <rule name=...>, <file pattern=...>: one rule of list l,
+ * its patterns split on white space, action= accept (the default), deny
+ * or abort; <file> may carry max-size=, kept in the rule's arg (0: none). */
 static int
-r66_pat_rule_load(const xmlNode *n, const char *attr, struct r66_pat_list *l,
+r66_pat_rule_load(const xmlNode *n, const char *attr, struct px_rules *l,
     struct px_cfgerr *e)
 {
-	struct r66_pat_rule r, *nr;
+	struct px_rule *r;
 	char *v;
 	const char *why;
+	uint64_t max_size;
 	int rc = -1;
 
-	memset(&r, 0, sizeof(r));
-	if ((v = r66_prop(n, attr)) == NULL) {
+	if ((v = px_attr(n, attr)) == NULL) {
 		px_cfg_error(e, n, "<%s> needs %s=", (const char *)n->name, attr);
 		return -1;
 	}
-	if (r66_split(n, attr, v, &r.pats, &r.npats, e) == -1) {
-		xmlFree(v);
-		return -1;
+	if (r66_blank(v)) {
+		px_cfg_error(e, n, "%s=\"\": expected at least one item", attr);
+		goto out;
 	}
 	xmlFree(v);
-	if ((v = r66_prop(n, "action")) != NULL) {
-		if (strcmp(v, "accept") == 0)
-			r.action = R66_ACCEPT;
-		else if (strcmp(v, "deny") == 0)
-			r.action = R66_DENY;
-		else if (strcmp(v, "abort") == 0)
-			r.action = R66_ABORT;
-		else {
-			px_cfg_error(e, n, "action=\"%s\": expected accept, deny "
-			    "or abort", v);
-			goto out;
-		}
-		xmlFree(v);
-		v = NULL;
-	}
-	if ((v = r66_prop(n, "max-size")) != NULL) {
-		if (px_parse_size(v, &r.max_size, &why) == -1) {
+	v = NULL;
+	if ((r = px_rules_add(e, l, n, attr, true, PX_ACT_ACCEPT)) == NULL ||
+	    px_attr_action(e, n, PX_ACTIONS_ADA, false, &r->action) == -1)
+		goto out;
+	if ((v = px_attr(n, "max-size")) != NULL) {
+		if (px_parse_size(v, &max_size, &why) == -1) {
 			px_cfg_error(e, n, "max-size=\"%s\": %s", v, why);
 			goto out;
 		}
-		if (r.max_size == 0) {
+		if (max_size == 0) {
 			px_cfg_error(e, n, "max-size=\"%s\": must be above 0 "
 			    "(leave it out for no limit)", v);
 			goto out;
 		}
+		r->arg = max_size;
 	}
-	if ((nr = realloc(l->r, (l->n + 1) * sizeof(*nr))) == NULL) {
-		px_cfg_error(e, n, "out of memory");
-		goto out;
-	}
-	l->r = nr;
-	l->r[l->n++] = r;
-	r.pats = NULL;
-	r.npats = 0;
 	rc = 0;
 out:
 	if (v != NULL)
 		xmlFree(v);
-	while (r.npats > 0)
-		free(r.pats[--r.npats]);
-	free(r.pats);
 	return rc;
 }
 
 static int
 r66_modes_load(const xmlNode *n, unsigned *modes, struct px_cfgerr *e)
 {
-	char *v = r66_prop(n, "allow"), **list = NULL;
+	char *v = px_attr(n, "allow"), **list = NULL;
 	size_t k, nl = 0;
 	int m, rc = -1;
 
@@ -192,32 +181,30 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	const char *why;
 	char *v;
 	bool seen_mode = false;
+	int digest = R66_REQ_NO, info = R66_YES, test = R66_YES;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		px_cfg_error(e, sec, "out of memory");
 		return -1;
 	}
+	/* What no rule matches: each list is an allow-list, as r66 lists
+	 * have always been (docs/CONFIG.md): with no rule everything passes,
+	 * with rules a name none of them matches is denied. */
+	px_rules_init(&p->hosts, PX_DEFAULT_ALLOW_LIST, 0);
+	px_rules_init(&p->rules, PX_DEFAULT_ALLOW_LIST, 0);
+	px_rules_init(&p->files, PX_DEFAULT_ALLOW_LIST, 0);
 	p->max_block = R66_MAX_BLOCK_DEF;
 	p->modes = 0x1fe;	/* 1..8 */
 	p->information = p->test = true;
 	if (sec == NULL)
 		goto done;
-	if ((v = r66_prop(sec, "require-digest")) != NULL) {
-		if (strcmp(v, "yes") == 0)
-			p->req_block_digest = p->req_global_digest = true;
-		else if (strcmp(v, "block") == 0)
-			p->req_block_digest = true;
-		else if (strcmp(v, "global") == 0)
-			p->req_global_digest = true;
-		else if (strcmp(v, "no") != 0) {
-			px_cfg_error(e, sec, "require-digest=\"%s\": expected yes, "
-			    "no, block or global", v);
-			xmlFree(v);
-			goto fail;
-		}
-		xmlFree(v);
-	}
-	if ((v = r66_prop(sec, "max-block")) != NULL) {
+	if (px_attr_choice(e, sec, "require-digest", r66_digest_names,
+	    &digest) == -1)
+		goto fail;
+	p->req_block_digest = digest == R66_REQ_YES || digest == R66_REQ_BLOCK;
+	p->req_global_digest = digest == R66_REQ_YES ||
+	    digest == R66_REQ_GLOBAL;
+	if ((v = px_attr(sec, "max-block")) != NULL) {
 		if (px_parse_size(v, &p->max_block, &why) == -1) {
 			px_cfg_error(e, sec, "max-block=\"%s\": %s", v, why);
 			xmlFree(v);
@@ -231,9 +218,11 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		}
 		xmlFree(v);
 	}
-	if (px_attr_bool(e, sec, "information", &p->information) == -1 ||
-	    px_attr_bool(e, sec, "test", &p->test) == -1)
+	if (px_attr_choice(e, sec, "information", r66_yes_no, &info) == -1 ||
+	    px_attr_choice(e, sec, "test", r66_yes_no, &test) == -1)
 		goto fail;
+	p->information = info == R66_YES;
+	p->test = test == R66_YES;
 	for (n = sec->children; n != NULL; n = n->next) {
 		int rc = 0;
 
@@ -267,37 +256,3 @@ fail:
 	r66_policy_free(p);
 	return -1;
 }
-
-/* First matching rule (NULL: none matched). An empty list matches all. */
-static const struct r66_pat_rule *
-r66_match(const struct r66_pat_list *l, const char *s, bool *empty)
-{
-	size_t i, j;
-
-	*empty = l->n == 0;
-	for (i = 0; i < l->n; i++)
-		for (j = 0; j < l->r[i].npats; j++)
-			if (fnmatch(l->r[i].pats[j], s, 0) == 0)
-				return &l->r[i];
-	return NULL;
-}
-
-/* ACCEPT, DENY or ABORT for s against a list; *max_size from the rule. */
-enum r66_action
-r66_decide(const struct r66_pat_list *l, const char *s, uint64_t *max_size)
-{
-	const struct r66_pat_rule *r;
-	bool empty;
-
-	if (max_size != NULL)
-		*max_size = 0;
-	r = r66_match(l, s, &empty);
-	if (empty)
-		return R66_ACCEPT;
-	if (r == NULL)
-		return R66_DENY;
-	if (max_size != NULL)
-		*max_size = r->max_size;
-	return r->action;
-}
-
