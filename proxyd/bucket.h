@@ -6,6 +6,18 @@
 #define PX_BUCKET_H
 
 #include <stdint.h>
+#include <time.h>
+
+/* Monotonic (a clock step must not fire or stall timers) and coarse (a
+ * vDSO read of the tick, cheap enough for every relay pass). */
+static inline uint64_t
+px_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 struct px_bucket {
 	uint64_t	rate;		/* bytes per second; 0: unlimited */

@@ -1,98 +1,103 @@
-/* Moving bytes between the two sockets of a session.
- *
- * Splice path: socket -> pipe -> socket with splice(2), so payload never
- * enters user space. A direction reads only when its pipe is empty, so the
- * pipe (sized to limits/@buffer) is the whole buffer and a slow reader
- * stops the other side's reads: backpressure with a hard bound.
- *
- * Buffered path: two conns (conn.h), for rate limits and analysers that
- * inspect bytes. The le-proxy pattern: stop reading a side while the peer's
- * output holds more than `buffer`, resume when it drains to half. Bytes
- * are written as soon as they are read; the write event is polled only
- * while the kernel pushes back. */
-#include "session.h"
+/* Moving bytes between two sockets (see relay.h). */
+#include "relay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
-
-#include "bucket.h"
-#include "log.h"
-#include "worker.h"
+#include <event2/event.h>
 
 static const char *const px_side_name[2] = { "client", "server" };
 static const enum px_end_by px_side_fail[2] = { PX_END_CLIENT_FAIL,
     PX_END_SERVER_FAIL };
 
+/* What side `side` sends goes in this direction. */
+static enum px_dir
+px_side_dir(int side)
+{
+	return side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
+}
+
 /* Side 0 (client) or 1 (server) gave EOF. */
 static void
-px_relay_saw_eof(struct px_session *s, int side)
+px_relay_saw_eof(struct px_relay *r, int side)
 {
-	if (!s->eof_seen) {
-		s->eof_seen = true;
-		s->eof_by = side == 0 ? PX_END_CLIENT : PX_END_SERVER;
+	if (!r->eof_seen) {
+		r->eof_seen = true;
+		r->eof_by = side == 0 ? PX_END_CLIENT : PX_END_SERVER;
 	}
+}
+
+static void
+px_relay_end(struct px_relay *r, enum px_end_by by, const char *reason)
+{
+	r->running = false;
+	r->ops->ended(r->arg, by, reason);
 }
 
 /* A normal end: the side that closed first is who ended it. */
 static void
-px_relay_peer_closed(struct px_session *s)
+px_relay_peer_closed(struct px_relay *r)
 {
-	px_session_end(s, s->eof_by, s->eof_by == PX_END_CLIENT ?
+	px_relay_end(r, r->eof_by, r->eof_by == PX_END_CLIENT ?
 	    "client-closed" : "server-closed");
+}
+
+/* Side `side`'s socket failed with err. */
+static void
+px_relay_failed(struct px_relay *r, int side, int err)
+{
+	char reason[160];
+
+	snprintf(reason, sizeof(reason), "%s-error: %s", px_side_name[side],
+	    strerror(err));
+	px_relay_end(r, px_side_fail[side], reason);
 }
 
 /* ---- splice ----------------------------------------------------------- */
 
-static int
-px_splice_dir(const struct px_session *s, const struct px_splice *sp)
+static enum px_dir
+px_splice_dir(const struct px_relay *r, const struct px_splice *sp)
 {
-	return sp == &s->sp[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
+	return sp == &r->sp[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
 }
 
 static void
 px_relay_splice_moved(void *arg, struct px_splice *sp, size_t n)
 {
-	struct px_session *s = arg;
-	int d = px_splice_dir(s, sp);
+	struct px_relay *r = arg;
 
-	s->bytes[d] += (uint64_t)n;
-	PX_COUNT_BYTES(s->w, d, n);
-	px_session_touch(s);
+	r->ops->moved(r->arg, px_splice_dir(r, sp), n);
 }
 
 static void
 px_relay_splice_done(void *arg, struct px_splice *sp)
 {
-	struct px_session *s = arg;
-	int d = px_splice_dir(s, sp);
+	struct px_relay *r = arg;
+	enum px_dir d = px_splice_dir(r, sp);
 
-	px_relay_saw_eof(s, d == PX_TO_SERVER ? 0 : 1);
-	if (!s->half_close) {
-		px_relay_peer_closed(s);
+	px_relay_saw_eof(r, d == PX_TO_SERVER ? 0 : 1);
+	if (!r->half_close) {
+		px_relay_peer_closed(r);
 		return;
 	}
 	/* Pass the FIN on; the other direction keeps flowing. */
 	(void)shutdown(sp->to, SHUT_WR);
-	if (!px_splice_active(&s->sp[!d]))
-		px_relay_peer_closed(s);
+	if (!px_splice_active(&r->sp[!d]))
+		px_relay_peer_closed(r);
 }
 
 static void
 px_relay_splice_failed(void *arg, struct px_splice *sp,
     enum px_splice_fail where, int err)
 {
-	struct px_session *s = arg;
-	int d = px_splice_dir(s, sp);
+	struct px_relay *r = arg;
+	enum px_dir d = px_splice_dir(r, sp);
 	/* Reading from the source side, or writing to the other one. */
-	int side = where == PX_SPLICE_READ ? d : !d;
+	int src = d == PX_TO_SERVER ? 0 : 1;
 
-	px_session_endf(s, px_side_fail[side], "%s-error: %s",
-	    px_side_name[side], strerror(err));
+	px_relay_failed(r, where == PX_SPLICE_READ ? src : !src, err);
 }
 
 static const struct px_splice_ops px_relay_splice_ops = {
@@ -101,124 +106,125 @@ static const struct px_splice_ops px_relay_splice_ops = {
 	.failed = px_relay_splice_failed,
 };
 
-int
-px_relay_splice_start(struct px_session *s)
+static int
+px_relay_splice_start(struct px_relay *r)
 {
-	struct px_worker *w = s->w;
-	int d, size = (int)s->cfg->buffer;
+	int d, size = (int)r->lim.buffer;
 
 	for (d = 0; d < 2; d++) {
-		int from = d == PX_TO_SERVER ? s->cfd : s->sfd;
-		int to = d == PX_TO_SERVER ? s->sfd : s->cfd;
+		int from = d == PX_TO_SERVER ? r->fd[0] : r->fd[1];
+		int to = d == PX_TO_SERVER ? r->fd[1] : r->fd[0];
 
-		if (px_splice_init(&s->sp[d], w->base, &w->pipes, from, to,
-		    size, &px_relay_splice_ops, s) == -1) {
+		if (px_splice_init(&r->sp[d], r->base, r->pipes, from, to,
+		    size, &px_relay_splice_ops, r) == -1) {
 			if (d == 1)
-				px_splice_release(&s->sp[0], &w->pipes);
+				px_splice_release(&r->sp[0], r->pipes);
 			return -1;
 		}
 	}
+	r->running = true;
 	/* The client's first bytes are usually waiting already: move them
 	 * now. The server has only just accepted, so reading it now would
 	 * almost always cost an EAGAIN; its read event reports a greeting. */
-	px_splice_start(&s->sp[PX_TO_SERVER], true);
-	if (s->state != PX_SS_CLOSED)
-		px_splice_start(&s->sp[PX_TO_CLIENT], false);
+	px_splice_start(&r->sp[PX_TO_SERVER], true);
+	if (r->running)
+		px_splice_start(&r->sp[PX_TO_CLIENT], false);
 	return 0;
 }
 
 /* ---- buffered --------------------------------------------------------- */
 
-/* Sides are 0 (client) and 1 (server); what side `side` sends goes in
- * direction px_side_dir(side). */
-static enum px_dir
-px_side_dir(int side)
-{
-	return side == 0 ? PX_TO_SERVER : PX_TO_CLIENT;
-}
-
 static int
-px_conn_side(const struct px_session *s, const struct px_conn *c)
+px_conn_side(const struct px_relay *r, const struct px_conn *c)
 {
-	return c == &s->conn[0] ? 0 : 1;
+	return c == &r->conn[0] ? 0 : 1;
 }
 
 static void
-px_relay_count(struct px_session *s, enum px_dir dir, size_t len)
+px_relay_count(struct px_relay *r, enum px_dir dir, size_t len)
 {
-	s->moved[dir] += len;
-	PX_COUNT_BYTES(s->w, dir, len);
+	r->queued[dir] += len;
+	r->ops->moved(r->arg, dir, len);
 }
 
 /* Reading side `side` is wanted unless it ended, its peer's output is
- * full, its bandwidth is used up, or the session is finishing. */
+ * full, its bandwidth is used up, or the relay is finishing. */
 static void
-px_buf_update_read(struct px_session *s, int side)
+px_buf_update_read(struct px_relay *r, int side)
 {
-	px_conn_read_enable(&s->conn[side], s->state == PX_SS_RELAY &&
-	    !s->finishing && !s->conn[side].eof && !s->buf_paused[side] &&
-	    !s->rate_paused[side]);
+	px_conn_read_enable(&r->conn[side], r->running && !r->finishing &&
+	    !r->conn[side].eof && !r->paused[side] && !r->rate_paused[side]);
 }
 
 /* Side `side` gave EOF and everything it sent is delivered to the peer. */
 static void
-px_buf_half_done(struct px_session *s, int side)
+px_buf_half_done(struct px_relay *r, int side)
 {
 	int peer = !side;
 
-	if (!s->half_close) {
-		px_relay_peer_closed(s);
+	if (!r->half_close) {
+		px_relay_peer_closed(r);
 		return;
 	}
-	if (!s->buf_shut[peer]) {
-		s->buf_shut[peer] = true;
-		if (px_conn_shutdown(&s->conn[peer]) == -1) {
-			px_session_endf(s, px_side_fail[peer], "%s-error: %s",
-			    px_side_name[peer], strerror(errno));
+	if (!r->shut[peer]) {
+		r->shut[peer] = true;
+		if (px_conn_shutdown(&r->conn[peer]) == -1) {
+			px_relay_failed(r, peer, errno);
 			return;
 		}
 	}
-	if (s->buf_shut[0] && s->buf_shut[1])
-		px_relay_peer_closed(s);
+	if (r->shut[0] && r->shut[1])
+		px_relay_peer_closed(r);
 }
 
-/* Writes what side x has queued; false once the session is closed. */
+/* Writes what side x has queued; false once the relay ended. */
 static bool
-px_buf_flush(struct px_session *s, int x)
+px_buf_flush(struct px_relay *r, int x)
 {
-	if (px_conn_send(&s->conn[x]) == -1) {
-		if (s->finishing)
-			px_session_end(s, s->end_by, s->finish_reason);
-		else
-			px_session_endf(s, px_side_fail[x], "%s-error: %s",
-			    px_side_name[x], strerror(errno));
+	if (px_conn_send(&r->conn[x]) == -1) {
+		px_relay_failed(r, x, errno);
 		return false;
 	}
 	return true;
 }
 
-/* Runs the analyser over what side `side` sent; false once the session is
- * closed or finishing. Bytes it queued on either output count as moved. */
+/* A finishing relay is flushed once both outputs are written. */
 static bool
-px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
+px_buf_finish_check(struct px_relay *r)
 {
-	const struct px_analyser *a = s->svc->analyser;
+	int side;
+
+	for (side = 0; side < 2; side++)
+		if (r->conn_open[side] && !r->shut[side] &&
+		    evbuffer_get_length(r->conn[side].out) != 0)
+			return false;
+	r->running = false;
+	r->ops->flushed(r->arg);
+	return true;
+}
+
+/* Runs the analyser over what side `side` sent; false when the bytes left
+ * are not to be passed on now (held, or the relay stopped). Bytes it
+ * queued on either output count as moved. */
+static bool
+px_buf_analyse(struct px_relay *r, int side, struct evbuffer *in)
+{
 	enum px_dir dir = px_side_dir(side);
-	struct evbuffer *out[2] = { s->conn[1].out, s->conn[0].out }; /* by px_dir */
+	struct evbuffer *out[2] = { r->conn[1].out, r->conn[0].out }; /* by px_dir */
 	size_t before[2], d;
 	enum px_verdict v;
 
 	before[0] = evbuffer_get_length(out[0]);
 	before[1] = evbuffer_get_length(out[1]);
-	v = a->on_data(s, s->an_state, dir, in);
-	if (s->state == PX_SS_CLOSED)
-		return false;
+	v = r->ops->analyse(r->arg, dir, in);
+	if (!r->running)
+		return false;	/* the owner ended it from inside */
 	for (d = 0; d < 2; d++) {
 		size_t now = evbuffer_get_length(out[d]);
 
-		/* Outputs are not written inside on_data. */
+		/* Outputs are not written inside the analyser. */
 		if (now > before[d])
-			px_relay_count(s, (enum px_dir)d, now - before[d]);
+			px_relay_count(r, (enum px_dir)d, now - before[d]);
 	}
 	switch (v) {
 	case PX_PASS:
@@ -226,161 +232,146 @@ px_buf_analyse(struct px_session *s, int side, struct evbuffer *in)
 	case PX_MORE:
 		return false;
 	case PX_DENY:
-		px_session_deny(s, "by analyser");
-		return false;
 	case PX_ERROR:
-		px_session_end(s, PX_END_PROXY, "error: aborted by analyser");
+		r->ops->verdict(r->arg, v);
 		return false;
 	}
-	return !s->finishing;
-}
-
-/* Closes a finishing session once both outputs are written. */
-void
-px_session_finish_check(struct px_session *s)
-{
-	int side;
-
-	for (side = 0; side < 2; side++)
-		if (s->conn[side].out != NULL && !s->buf_shut[side] &&
-		    evbuffer_get_length(s->conn[side].out) != 0)
-			return;
-	px_session_end(s, s->end_by, s->finish_reason);
+	return !r->finishing;
 }
 
 /* Moves what side `side` has read to its peer (through the analyser),
  * writes at once, and stops reading the side while the peer is full. */
 static void
-px_buf_forward(struct px_session *s, int side)
+px_buf_forward(struct px_relay *r, int side)
 {
-	struct evbuffer *in = s->conn[side].in;
-	struct evbuffer *out = s->conn[!side].out;
+	struct evbuffer *in = r->conn[side].in;
+	struct evbuffer *out = r->conn[!side].out;
 	size_t len;
 
-	if (s->svc->analyser->on_data != NULL && !px_buf_analyse(s, side, in)) {
-		/* Replies it queued (a deny's error) still go out. */
-		if (s->state == PX_SS_RELAY && px_buf_flush(s, !side) &&
-		    px_buf_flush(s, side) && s->finishing)
-			px_session_finish_check(s);
+	if (r->ops->analyse != NULL && !px_buf_analyse(r, side, in)) {
+		/* Replies it queued (a deny's error page) still go out. */
+		if (r->running && px_buf_flush(r, !side) &&
+		    px_buf_flush(r, side) && r->finishing)
+			(void)px_buf_finish_check(r);
 		return;
 	}
 	len = evbuffer_get_length(in);
 	evbuffer_add_buffer(out, in);
-	px_relay_count(s, px_side_dir(side), len);
-	if (!px_buf_flush(s, !side))
+	px_relay_count(r, px_side_dir(side), len);
+	if (!px_buf_flush(r, !side))
 		return;
-	if (s->svc->analyser->on_data != NULL && !px_buf_flush(s, side))
+	if (r->ops->analyse != NULL && !px_buf_flush(r, side))
 		return;
-	if (evbuffer_get_length(out) >= s->cfg->buffer) {
-		s->buf_paused[side] = true;
-		px_buf_update_read(s, side);
+	if (evbuffer_get_length(out) >= r->lim.buffer) {
+		r->paused[side] = true;
+		px_buf_update_read(r, side);
 	}
 }
 
-/* The bandwidth side `side` may use now: the least of its session's and
- * its worker's bucket for that direction. */
+/* The bandwidth side `side` may use now: the least of the relay's own
+ * bucket and the shared one for that direction. */
 static uint64_t
-px_buf_rate_avail(struct px_session *s, int side, uint64_t now)
+px_buf_rate_avail(struct px_relay *r, int side, uint64_t now)
 {
 	enum px_dir dir = px_side_dir(side);
 	uint64_t a = UINT64_MAX, g;
 
-	if (s->cfg->session_bandwidth != 0)
-		a = px_bucket_avail(&s->rl[dir], now);
-	if (s->cfg->global_bandwidth != 0 &&
-	    (g = px_bucket_avail(&s->w->rl_global[dir], now)) < a)
+	if (r->lim.session_rate != 0)
+		a = px_bucket_avail(&r->rl[dir], now);
+	if (r->lim.shared != NULL &&
+	    (g = px_bucket_avail(&r->lim.shared[dir], now)) < a)
 		a = g;
 	return a;
 }
 
 static void
-px_buf_rate_take(struct px_session *s, int side, size_t n)
+px_buf_rate_take(struct px_relay *r, int side, size_t n)
 {
 	enum px_dir dir = px_side_dir(side);
 
-	if (s->cfg->session_bandwidth != 0)
-		px_bucket_take(&s->rl[dir], n);
-	if (s->cfg->global_bandwidth != 0)
-		px_bucket_take(&s->w->rl_global[dir], n);
+	if (r->lim.session_rate != 0)
+		px_bucket_take(&r->rl[dir], n);
+	if (r->lim.shared != NULL)
+		px_bucket_take(&r->lim.shared[dir], n);
 }
 
 static void
 px_buf_rate_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct px_session *s = arg;
+	struct px_relay *r = arg;
 	int side;
 
 	(void)fd; (void)what;
 	for (side = 0; side < 2; side++)
-		if (s->rate_paused[side]) {
-			s->rate_paused[side] = false;
-			px_buf_update_read(s, side);
+		if (r->rate_paused[side]) {
+			r->rate_paused[side] = false;
+			px_buf_update_read(r, side);
 		}
 }
 
 /* Side `side` used up its bandwidth: read again once some is back. */
 static void
-px_buf_rate_pause(struct px_session *s, int side)
+px_buf_rate_pause(struct px_relay *r, int side)
 {
 	enum px_dir dir = px_side_dir(side);
-	const struct px_bucket *b = s->cfg->session_bandwidth != 0 &&
-	    s->rl[dir].tokens == 0 ? &s->rl[dir] : &s->w->rl_global[dir];
+	const struct px_bucket *b = r->lim.session_rate != 0 &&
+	    r->rl[dir].tokens == 0 ? &r->rl[dir] : &r->lim.shared[dir];
 	uint64_t ms = px_bucket_wait_ms(b);
 	struct timeval tv = { .tv_sec = 0, .tv_usec = (suseconds_t)ms * 1000 };
 
-	s->rate_paused[side] = true;
-	px_buf_update_read(s, side);
-	if (!evtimer_pending(&s->rl_timer, NULL))
-		evtimer_add(&s->rl_timer, &tv);
+	r->rate_paused[side] = true;
+	px_buf_update_read(r, side);
+	if (!evtimer_pending(&r->rl_timer, NULL))
+		evtimer_add(&r->rl_timer, &tv);
 }
 
 static void
-px_buf_eof(struct px_session *s, int side)
+px_buf_eof(struct px_relay *r, int side)
 {
-	struct evbuffer *in = s->conn[side].in;
+	struct evbuffer *in = r->conn[side].in;
 
-	px_relay_saw_eof(s, side);
-	px_buf_update_read(s, side);
-	if (s->finishing) {
-		px_session_finish_check(s);
+	px_relay_saw_eof(r, side);
+	px_buf_update_read(r, side);
+	if (r->finishing) {
+		(void)px_buf_finish_check(r);
 		return;
 	}
 	/* Bytes the analyser held for more: its last look at them. */
-	if (evbuffer_get_length(in) != 0 && s->svc->analyser->on_data != NULL) {
-		px_buf_forward(s, side);
-		if (s->state != PX_SS_RELAY || s->finishing)
+	if (evbuffer_get_length(in) != 0 && r->ops->analyse != NULL) {
+		px_buf_forward(r, side);
+		if (!r->running || r->finishing)
 			return;
 		evbuffer_drain(in, evbuffer_get_length(in));
 	}
 	/* Whatever is still queued for the peer goes first: the peer's
 	 * writable callback sees it drain. */
-	if (evbuffer_get_length(s->conn[!side].out) == 0)
-		px_buf_half_done(s, side);
+	if (evbuffer_get_length(r->conn[!side].out) == 0)
+		px_buf_half_done(r, side);
 }
 
 static void
 px_buf_readable(struct px_conn *c, void *arg)
 {
-	struct px_session *s = arg;
-	int side = px_conn_side(s, c);
+	struct px_relay *r = arg;
+	int side = px_conn_side(r, c);
 	size_t room, have = evbuffer_get_length(c->in);
-	size_t queued = evbuffer_get_length(s->conn[!side].out);
-	uint64_t rate = UINT64_MAX;
+	size_t queued = evbuffer_get_length(r->conn[!side].out);
+	uint64_t rate;
 	ssize_t n;
 
-	if (s->state != PX_SS_RELAY || s->finishing)
+	if (!r->running || r->finishing)
 		return;
 	/* At most `buffer` bytes of one direction in user space. */
-	if (queued >= s->cfg->buffer || have >= s->cfg->buffer) {
-		s->buf_paused[side] = true;
-		px_buf_update_read(s, side);
+	if (queued >= r->lim.buffer || have >= r->lim.buffer) {
+		r->paused[side] = true;
+		px_buf_update_read(r, side);
 		return;
 	}
-	room = s->cfg->buffer - (queued > have ? queued : have);
-	if (s->rl_on) {
-		rate = px_buf_rate_avail(s, side, px_now_ms(s->w));
+	room = r->lim.buffer - (queued > have ? queued : have);
+	if (r->rl_on) {
+		rate = px_buf_rate_avail(r, side, px_clock_ms());
 		if (rate == 0) {
-			px_buf_rate_pause(s, side);
+			px_buf_rate_pause(r, side);
 			return;
 		}
 		if (rate < room)
@@ -388,126 +379,162 @@ px_buf_readable(struct px_conn *c, void *arg)
 	}
 	n = px_conn_recv(c, room);
 	if (n > 0) {
-		if (s->rl_on)
-			px_buf_rate_take(s, side, (size_t)n);
-		px_session_touch(s);
-		px_buf_forward(s, side);
+		if (r->rl_on)
+			px_buf_rate_take(r, side, (size_t)n);
+		/* Progress even if the analyser holds the bytes for more. */
+		r->ops->moved(r->arg, px_side_dir(side), 0);
+		px_buf_forward(r, side);
 		return;
 	}
 	if (n == 0) {
-		px_buf_eof(s, side);
+		px_buf_eof(r, side);
 		return;
 	}
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return;
-	if (s->finishing) {
-		/* A peer gone while we flush a final reply. */
-		px_session_end(s, s->end_by, s->finish_reason);
-		return;
-	}
-	px_session_endf(s, px_side_fail[side], "%s-error: %s",
-	    px_side_name[side], strerror(errno));
+	px_relay_failed(r, side, errno);
 }
 
 static void
 px_buf_writable(struct px_conn *c, void *arg)
 {
-	struct px_session *s = arg;
-	int side = px_conn_side(s, c), peer = !side;
+	struct px_relay *r = arg;
+	int side = px_conn_side(r, c), peer = !side;
 
-	if (!px_buf_flush(s, side))
+	if (!px_buf_flush(r, side))
 		return;
-	px_session_touch(s);
-	if (s->finishing) {
-		px_session_finish_check(s);
+	r->ops->moved(r->arg, px_side_dir(peer), 0);	/* progress */
+	if (r->finishing) {
+		(void)px_buf_finish_check(r);
 		return;
 	}
 	/* Drained to half: a peer paused for it may read again. */
-	if (s->buf_paused[peer] &&
-	    evbuffer_get_length(c->out) <= s->cfg->buffer / 2) {
-		s->buf_paused[peer] = false;
-		px_buf_update_read(s, peer);
+	if (r->paused[peer] &&
+	    evbuffer_get_length(c->out) <= r->lim.buffer / 2) {
+		r->paused[peer] = false;
+		px_buf_update_read(r, peer);
 	}
-	if (s->conn[peer].eof && evbuffer_get_length(c->out) == 0)
-		px_buf_half_done(s, peer);
+	if (r->conn[peer].eof && evbuffer_get_length(c->out) == 0)
+		px_buf_half_done(r, peer);
 }
 
-int
-px_relay_buffered_start(struct px_session *s)
+static int
+px_relay_buffered_start(struct px_relay *r)
 {
-	struct px_worker *w = s->w;
-	uint64_t now = px_now_ms(w);
+	uint64_t now = px_clock_ms();
 	int side, d;
 
 	for (side = 0; side < 2; side++) {
-		int fd = side == 0 ? s->cfd : s->sfd;
-
-		if (px_conn_open(&s->conn[side], w->base, fd, px_buf_readable,
-		    px_buf_writable, s) == -1)
+		if (px_conn_open(&r->conn[side], r->base, r->fd[side],
+		    px_buf_readable, px_buf_writable, r) == -1)
 			return -1;
-		s->conn_open[side] = true;
+		r->conn_open[side] = true;
 	}
-	if (s->cfg->session_bandwidth != 0)
+	if (r->lim.session_rate != 0)
 		for (d = 0; d < 2; d++)
-			px_bucket_init(&s->rl[d], s->cfg->session_bandwidth, now);
-	s->rl_on = s->cfg->session_bandwidth != 0 ||
-	    s->cfg->global_bandwidth != 0;
-	evtimer_assign(&s->rl_timer, w->base, px_buf_rate_cb, s);
-	s->rl_timer_set = true;
+			px_bucket_init(&r->rl[d], r->lim.session_rate, now);
+	r->rl_on = r->lim.session_rate != 0 || r->lim.shared != NULL;
+	evtimer_assign(&r->rl_timer, r->base, px_buf_rate_cb, r);
+	r->rl_timer_set = true;
+	r->running = true;
 	for (side = 0; side < 2; side++)
-		px_buf_update_read(s, side);
+		px_buf_update_read(r, side);
 	return 0;
 }
 
-struct evbuffer *
-px_session_output(struct px_session *s, enum px_dir dir)
-{
-	return s->conn[dir == PX_TO_SERVER ? 1 : 0].out;
-}
+/* ---- the relay -------------------------------------------------------- */
 
-bool
-px_session_input_closed(const struct px_session *s, enum px_dir dir)
+int
+px_relay_start(struct px_relay *r, struct event_base *base,
+    struct px_pipe_pool *pipes, const int fd[2], enum px_relay_mode mode,
+    bool half_close, const struct px_relay_limits *lim,
+    const struct px_relay_ops *ops, void *arg)
 {
-	return s->conn[dir == PX_TO_SERVER ? 0 : 1].eof;
+	memset(r, 0, sizeof(*r));
+	r->sp[0].pipe[0] = r->sp[0].pipe[1] = -1;
+	r->sp[1].pipe[0] = r->sp[1].pipe[1] = -1;
+	r->sp[0].stopped = r->sp[1].stopped = true;
+	r->ops = ops;
+	r->arg = arg;
+	r->base = base;
+	r->pipes = pipes;
+	r->fd[0] = fd[0];
+	r->fd[1] = fd[1];
+	r->half_close = half_close;
+	r->lim = *lim;
+	/* Bandwidth limits and byte inspection need the bytes in user space. */
+	if (mode == PX_RELAY_SPLICE && (lim->session_rate != 0 ||
+	    lim->shared != NULL || ops->analyse != NULL))
+		mode = PX_RELAY_BUFFERED;
+	r->mode = mode;
+	if (mode == PX_RELAY_SPLICE) {
+		if (px_relay_splice_start(r) == 0)
+			return 0;
+		/* Out of pipes (fd limit): the buffered path still works. */
+		r->mode = PX_RELAY_BUFFERED;
+	}
+	return px_relay_buffered_start(r);
 }
 
 void
-px_relay_finish(struct px_session *s)
+px_relay_finish(struct px_relay *r)
 {
 	int side;
 
+	if (r->mode != PX_RELAY_BUFFERED || !r->running)
+		return;
+	r->finishing = true;
 	for (side = 0; side < 2; side++)
-		if (s->conn_open[side])
-			px_buf_update_read(s, side);
-	px_session_finish_check(s);
+		if (r->conn_open[side])
+			px_buf_update_read(r, side);
+	(void)px_buf_finish_check(r);
 }
 
-/* ---- teardown --------------------------------------------------------- */
+struct evbuffer *
+px_relay_output(struct px_relay *r, enum px_dir dir)
+{
+	int side = dir == PX_TO_SERVER ? 1 : 0;
+
+	return r->conn_open[side] ? r->conn[side].out : NULL;
+}
+
+bool
+px_relay_input_closed(const struct px_relay *r, enum px_dir dir)
+{
+	int side = dir == PX_TO_SERVER ? 0 : 1;
+
+	return r->conn_open[side] && r->conn[side].eof;
+}
+
+uint64_t
+px_relay_queued(const struct px_relay *r, enum px_dir dir)
+{
+	return r->queued[dir];
+}
 
 void
-px_relay_free(struct px_session *s)
+px_relay_free(struct px_relay *r, uint64_t unsent[2])
 {
 	int d;
 
-	for (d = 0; d < 2; d++)
-		px_splice_release(&s->sp[d], &s->w->pipes);
+	r->running = false;
+	if (unsent != NULL)
+		unsent[0] = unsent[1] = 0;
+	if (r->pipes != NULL)
+		for (d = 0; d < 2; d++)
+			px_splice_release(&r->sp[d], r->pipes);
 	for (d = 0; d < 2; d++) {
-		if (!s->conn_open[d])
+		if (!r->conn_open[d])
 			continue;
-		/* Count what reached the kernel, not what was left queued.
-		 * (A driver analyser accounts its bytes itself.) */
-		if (!s->driven)
-			s->bytes[!d] += s->moved[!d] -
-			    evbuffer_get_length(s->conn[d].out);
-		px_conn_close(&s->conn[d]);
-		s->conn_open[d] = false;
+		/* Queued for side d: direction !d's bytes it never took. */
+		if (unsent != NULL)
+			unsent[d == 1 ? PX_TO_SERVER : PX_TO_CLIENT] =
+			    evbuffer_get_length(r->conn[d].out);
+		px_conn_close(&r->conn[d]);
+		r->conn_open[d] = false;
 	}
-	if (s->rl_timer_set) {
-		evtimer_del(&s->rl_timer);
-		s->rl_timer_set = false;
-	}
-	if (s->an_timer_set) {
-		evtimer_del(&s->an_timer);
-		s->an_timer_set = false;
+	if (r->rl_timer_set) {
+		evtimer_del(&r->rl_timer);
+		r->rl_timer_set = false;
 	}
 }

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+
 #include "channel.h"
 #include "conntrack.h"
 #include "log.h"
@@ -19,17 +21,14 @@
 
 static atomic_uint_fast64_t px_session_ids;
 
+static void	px_session_release_io(struct px_session *s);
 
-/* Monotonic (a clock step must not fire or stall idle timers) and coarse
- * (a vDSO read of the tick, cheap enough for every relay pass). */
+
 uint64_t
 px_now_ms(struct px_worker *w)
 {
-	struct timespec ts;
-
 	(void)w;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return px_clock_ms();
 }
 
 void
@@ -168,7 +167,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
 	px_channels_close(s);
-	px_relay_free(s);		/* settles s->bytes before the log */
+	px_session_release_io(s);	/* settles s->bytes before the log */
 	px_session_log_end(s, reason);
 	if (event_initialized(&s->conn_ev))
 		event_del(&s->conn_ev);
@@ -287,6 +286,18 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	px_session_end(s, PX_END_TIMEOUT, "idle-timeout");
 }
 
+/* A driver analyser's conns hold nothing unwritten. */
+static bool
+px_session_driver_flushed(const struct px_session *s)
+{
+	int d;
+
+	for (d = 0; d < 2; d++)
+		if (s->dconn_open[d] && evbuffer_get_length(s->dconn[d].out) != 0)
+			return false;
+	return s->dconn_open[0];
+}
+
 void
 px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 {
@@ -294,7 +305,14 @@ px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 		return;
 	px_session_mark_end(s, by);
 	snprintf(s->finish_reason, sizeof(s->finish_reason), "%s", reason);
-	if (s->state != PX_SS_RELAY || s->relay_mode != PX_RELAY_BUFFERED) {
+	if (s->state == PX_SS_RELAY && !s->relay_on) {
+		/* A driver analyser finishes once it wrote its last reply:
+		 * then a FIN, not a reset. */
+		s->finished = px_session_driver_flushed(s);
+		px_session_end(s, by, s->finish_reason);
+		return;
+	}
+	if (s->state != PX_SS_RELAY || s->relay.mode != PX_RELAY_BUFFERED) {
 		px_session_end(s, by, s->finish_reason);
 		return;
 	}
@@ -303,7 +321,7 @@ px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->timer_on)
 		evtimer_del(&s->timer);
 	px_session_arm_timer(s, PX_FINISH_GRACE_MS);
-	px_relay_finish(s);
+	px_relay_finish(&s->relay);
 }
 
 uint64_t
@@ -416,7 +434,7 @@ px_drv_readable(struct px_conn *c, void *arg)
 	struct px_session *s = arg;
 
 	s->svc->analyser->driver->on_readable(s, s->an_state,
-	    c == &s->conn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
 }
 
 static void
@@ -425,7 +443,7 @@ px_drv_writable(struct px_conn *c, void *arg)
 	struct px_session *s = arg;
 
 	s->svc->analyser->driver->on_writable(s, s->an_state,
-	    c == &s->conn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
 }
 
 static void
@@ -434,7 +452,7 @@ px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_session *s = arg;
 
 	(void)fd; (void)what;
-	if (s->state == PX_SS_RELAY && s->driven)
+	if (s->state == PX_SS_RELAY && s->an_timer_set)
 		s->svc->analyser->driver->on_timer(s, s->an_state);
 }
 
@@ -442,11 +460,10 @@ px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 static int
 px_drv_open(struct px_session *s)
 {
-	if (px_conn_open(&s->conn[0], s->w->base, s->cfd, px_drv_readable,
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		return -1;
-	s->conn_open[0] = true;
-	s->driven = true;
+	s->dconn_open[0] = true;
 	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
 	s->an_timer_set = true;
 	return 0;
@@ -455,7 +472,7 @@ px_drv_open(struct px_session *s)
 struct px_conn *
 px_session_conn(struct px_session *s, enum px_chan_end side)
 {
-	return s->conn_open[side] ? &s->conn[side] : NULL;
+	return s->dconn_open[side] ? &s->dconn[side] : NULL;
 }
 
 void
@@ -479,26 +496,26 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	int fd, err;
 
 	*stage = "connect";
-	if (s->conn_open[1]) {
+	if (s->dconn_open[1]) {
 		errno = EBUSY;
 		return NULL;
 	}
 	if ((fd = px_session_upstream_fd(s, dst, pooled_ok, reused,
 	    stage)) == -1)
 		return NULL;
-	if (px_conn_open(&s->conn[1], s->w->base, fd, px_drv_readable,
+	if (px_conn_open(&s->dconn[1], s->w->base, fd, px_drv_readable,
 	    px_drv_writable, s) == -1) {
 		err = errno;
-		px_conn_close(&s->conn[1]);
+		px_conn_close(&s->dconn[1]);
 		close(fd);
 		*stage = "buffers";
 		errno = err != 0 ? err : ENOMEM;
 		return NULL;
 	}
-	s->conn_open[1] = true;
+	s->dconn_open[1] = true;
 	s->sfd = fd;
 	px_session_set_server(s, dst);
-	return &s->conn[1];
+	return &s->dconn[1];
 }
 
 void
@@ -508,10 +525,10 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 	struct px_pool_key key;
 	int fd = s->sfd;
 
-	if (!s->conn_open[1])
+	if (!s->dconn_open[1])
 		return;
-	px_conn_close(&s->conn[1]);
-	s->conn_open[1] = false;
+	px_conn_close(&s->dconn[1]);
+	s->dconn_open[1] = false;
 	s->sfd = -1;
 	if (!reusable || s->w->draining) {
 		close(fd);
@@ -554,16 +571,15 @@ px_session_tunnel(struct px_session *s)
 {
 	int side;
 
-	if (!s->conn_open[1]) {
+	if (!s->dconn_open[1]) {
 		errno = ENOTCONN;
 		return -1;
 	}
 	/* The sockets stay; the relay takes them over. */
 	for (side = 0; side < 2; side++) {
-		px_conn_close(&s->conn[side]);
-		s->conn_open[side] = false;
+		px_conn_close(&s->dconn[side]);
+		s->dconn_open[side] = false;
 	}
-	s->driven = false;
 	if (s->an_timer_set) {
 		evtimer_del(&s->an_timer);
 		s->an_timer_set = false;
@@ -571,26 +587,130 @@ px_session_tunnel(struct px_session *s)
 	return px_session_relay(s, PX_RELAY_SPLICE, true);
 }
 
+/* ---- what the relay reports -------------------------------------------- */
+
+static void
+px_session_moved(void *arg, enum px_dir dir, size_t n)
+{
+	struct px_session *s = arg;
+
+	s->bytes[dir] += n;
+	PX_COUNT_BYTES(s->w, dir, n);
+	px_session_touch(s);
+}
+
+static enum px_verdict
+px_session_analyse(void *arg, enum px_dir dir, struct evbuffer *in)
+{
+	struct px_session *s = arg;
+
+	return s->svc->analyser->on_data(s, s->an_state, dir, in);
+}
+
+static void
+px_session_verdict(void *arg, enum px_verdict v)
+{
+	struct px_session *s = arg;
+
+	if (v == PX_DENY)
+		px_session_deny(s, "by analyser");
+	else
+		px_session_end(s, PX_END_PROXY, "error: aborted by analyser");
+}
+
+static void
+px_session_relay_ended(void *arg, enum px_end_by by, const char *reason)
+{
+	struct px_session *s = arg;
+
+	/* A peer gone while a final reply is flushed: the finish's end. */
+	if (s->finishing)
+		px_session_end(s, s->end_by, s->finish_reason);
+	else
+		px_session_end(s, by, reason);
+}
+
+static void
+px_session_flushed(void *arg)
+{
+	struct px_session *s = arg;
+
+	px_session_end(s, s->end_by, s->finish_reason);
+}
+
+static const struct px_relay_ops px_session_relay_ops = {
+	.moved = px_session_moved,
+	.verdict = px_session_verdict,
+	.ended = px_session_relay_ended,
+	.flushed = px_session_flushed,
+};
+
+static const struct px_relay_ops px_session_analysed_ops = {
+	.moved = px_session_moved,
+	.analyse = px_session_analyse,
+	.verdict = px_session_verdict,
+	.ended = px_session_relay_ended,
+	.flushed = px_session_flushed,
+};
+
 int
 px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 {
-	s->half_close = half_close;
-	/* Rate limits and byte inspection need the bytes in user space. */
-	if (mode == PX_RELAY_SPLICE && (s->cfg->session_bandwidth != 0 ||
-	    s->cfg->global_bandwidth != 0 || s->svc->analyser->on_data != NULL))
-		mode = PX_RELAY_BUFFERED;
-	s->relay_mode = mode;
-	if (mode == PX_RELAY_SPLICE) {
-		if (px_relay_splice_start(s) == 0) {
-			PX_COUNT_ADD(s->w, splice_sessions, 1);
-			return 0;
-		}
-		if (s->state == PX_SS_CLOSED)
-			return 0;
-		/* Out of pipes (fd limit): the buffered path still works. */
-		s->relay_mode = PX_RELAY_BUFFERED;
+	struct px_relay_limits lim = {
+		.buffer = s->cfg->buffer,
+		.session_rate = s->cfg->session_bandwidth,
+		.shared = s->cfg->global_bandwidth != 0 ? s->w->rl_global : NULL,
+	};
+	int fd[2] = { s->cfd, s->sfd };
+	const struct px_relay_ops *ops = s->svc->analyser->on_data != NULL &&
+	    s->svc->analyser->driver == NULL ? &px_session_analysed_ops :
+	    &px_session_relay_ops;
+
+	s->relay_on = true;
+	if (px_relay_start(&s->relay, s->w->base, &s->w->pipes, fd, mode,
+	    half_close, &lim, ops, s) == -1)
+		return -1;
+	if (s->relay.mode == PX_RELAY_SPLICE)
+		PX_COUNT_ADD(s->w, splice_sessions, 1);
+	return 0;
+}
+
+/* Frees the relay and a driver's conns; what the kernel never took of the
+ * buffered path's queues is taken off the totals. */
+static void
+px_session_release_io(struct px_session *s)
+{
+	uint64_t unsent[2];
+	int d;
+
+	if (s->relay_on) {
+		px_relay_free(&s->relay, unsent);
+		s->relay_on = false;
+		for (d = 0; d < 2; d++)
+			s->bytes[d] -= unsent[d] < s->bytes[d] ? unsent[d] :
+			    s->bytes[d];
 	}
-	return px_relay_buffered_start(s);
+	for (d = 0; d < 2; d++)
+		if (s->dconn_open[d]) {
+			px_conn_close(&s->dconn[d]);
+			s->dconn_open[d] = false;
+		}
+	if (s->an_timer_set) {
+		evtimer_del(&s->an_timer);
+		s->an_timer_set = false;
+	}
+}
+
+struct evbuffer *
+px_session_output(struct px_session *s, enum px_dir dir)
+{
+	return s->relay_on ? px_relay_output(&s->relay, dir) : NULL;
+}
+
+bool
+px_session_input_closed(const struct px_session *s, enum px_dir dir)
+{
+	return s->relay_on && px_relay_input_closed(&s->relay, dir);
 }
 
 static void
@@ -757,9 +877,6 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	s->svc = svc;
 	s->cfd = fd;
 	s->sfd = -1;
-	s->sp[0].pipe[0] = s->sp[0].pipe[1] = -1;
-	s->sp[1].pipe[0] = s->sp[1].pipe[1] = -1;
-	s->sp[0].stopped = s->sp[1].stopped = true;
 	gettimeofday(&s->start_tv, NULL);
 	s->start_ms = px_now_ms(w);
 	if ((size_t)salen <= sizeof(s->client))

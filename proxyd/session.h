@@ -1,6 +1,7 @@
-/* A session: one client connection, its server connection, and everything
- * needed to relay between them and account for it. Owned by one worker from
- * accept to close; only px_session_close() tears it down. */
+/* A session: one client connection, its server connection, the analyser
+ * between them, and its accounting. Owned by one worker from accept to
+ * close; only px_session_end() tears it down. It moves bytes with a
+ * px_relay (relay.h), which reports back through callbacks. */
 #ifndef PX_SESSION_H
 #define PX_SESSION_H
 
@@ -14,10 +15,9 @@
 #include <event2/event_struct.h>
 
 #include "analyser.h"
-#include "bucket.h"
 #include "config.h"
 #include "conn.h"
-#include "splice.h"
+#include "relay.h"
 
 struct px_worker;
 struct px_listener;
@@ -34,8 +34,6 @@ struct px_session {
 	struct px_config	*cfg;		/* one reference */
 	const struct px_service	*svc;
 	enum px_session_state	 state;
-	enum px_relay_mode	 relay_mode;
-	bool			 half_close;
 
 	int			 cfd, sfd;
 	struct sockaddr_storage	 client;
@@ -52,23 +50,14 @@ struct px_session {
 	uint64_t		 start_ms;
 	struct timeval		 start_tv;
 
-	struct px_splice	 sp[2];		/* PX_RELAY_SPLICE, by px_dir */
-	struct px_conn		 conn[2];	/* PX_RELAY_BUFFERED: client, server */
-	bool			 conn_open[2];
-	bool			 buf_shut[2];	/* our direction to that side ended */
-	bool			 buf_paused[2];	/* reading stopped: peer's output full */
-	bool			 rate_paused[2]; /* reading stopped: bandwidth used up */
-	bool			 rl_on;		/* a bandwidth limit applies */
-	bool			 rl_timer_set;
-	struct px_bucket	 rl[2];		/* session-bandwidth, by px_dir */
-	struct event		 rl_timer;
-	uint64_t		 moved[2];	/* buffered bytes queued per dir */
-	bool			 driven;	/* conns belong to a driver analyser */
+	struct px_relay		 relay;		/* once relaying (relay_on) */
+	bool			 relay_on;
+	/* A driver analyser's conns (struct px_driver), by px_chan_end. */
+	struct px_conn		 dconn[2];
+	bool			 dconn_open[2];
 	bool			 an_timer_set;
 	struct event		 an_timer;	/* the driver analyser's */
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
-	bool			 eof_seen;	/* a side gave EOF: eof_by says which */
-	enum px_end_by		 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */
 	bool			 admitted;	/* past the admission checks */
 	bool			 end_marked;	/* end_by, end_phase are set */
 	enum px_end_by		 end_by;
@@ -90,13 +79,5 @@ uint64_t px_now_ms(struct px_worker *w);
 /* Bytes a data channel of the session delivered: into its totals. */
 void	px_session_channel_bytes(struct px_session *s, enum px_dir dir,
 	    uint64_t n);
-
-/* relay.c */
-int	px_relay_splice_start(struct px_session *s);
-int	px_relay_buffered_start(struct px_session *s);
-void	px_relay_free(struct px_session *s);
-/* Buffered path: stop reading, close when both outputs are written. */
-void	px_relay_finish(struct px_session *s);
-void	px_session_finish_check(struct px_session *s);
 
 #endif

@@ -191,8 +191,9 @@ px_state_name(const struct px_session *s)
 {
 	switch (s->state) {
 	case PX_SS_CONNECTING: return "connecting";
-	case PX_SS_RELAY: return s->relay_mode == PX_RELAY_SPLICE ?
-	    "relay-splice" : "relay-buffered";
+	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
+	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
+	    "relay-buffered";
 	default: return "closing";
 	}
 }
@@ -230,8 +231,8 @@ px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 			if (s->sfd == -1 || getsockname(s->sfd,
 			    (struct sockaddr *)&p->upstream_local, &len) == -1)
 				p->upstream_local.ss_family = AF_UNSPEC;
-			p->to_server = s->bytes[PX_TO_SERVER] + s->moved[PX_TO_SERVER];
-			p->to_client = s->bytes[PX_TO_CLIENT] + s->moved[PX_TO_CLIENT];
+			p->to_server = s->bytes[PX_TO_SERVER];
+			p->to_client = s->bytes[PX_TO_CLIENT];
 			p->age = (double)(now - s->start_ms) / 1000.0;
 		}
 	}

@@ -1,0 +1,105 @@
+/* Moving bytes between two sockets, the client's (side 0) and the
+ * server's (side 1), until both directions ended. It knows no session:
+ * what it moved, what an analyser says of the bytes and how it ended go
+ * to its owner through struct px_relay_ops.
+ *
+ * Splice path: one px_splice pump per direction (splice.h); payload never
+ * enters user space and each direction's pipe is its whole buffer.
+ *
+ * Buffered path: two conns (conn.h), for bandwidth limits and analysers
+ * that see the bytes. The le-proxy pattern: a side stops reading while its
+ * peer's output holds `buffer` bytes and resumes at half; bytes are written
+ * as soon as they are read, the write event polled only while the kernel
+ * pushes back. */
+#ifndef PX_RELAY_H
+#define PX_RELAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyser.h"
+#include "bucket.h"
+#include "conn.h"
+#include "splice.h"
+
+struct evbuffer;
+struct event_base;
+
+struct px_relay_ops {
+	/* n bytes in direction dir were written to the kernel (splice) or
+	 * queued for it (buffered: see px_relay_free's unsent); 0: bytes
+	 * moved without a new one queued (progress, for idle timers). */
+	void	(*moved)(void *arg, enum px_dir dir, size_t n);
+	/* Buffered only: what side dir's source sent, before it is passed on
+	 * (on_data's contract). NULL: pass everything. */
+	enum px_verdict (*analyse)(void *arg, enum px_dir dir,
+		    struct evbuffer *in);
+	/* The analyser answered PX_DENY or PX_ERROR: the owner ends or
+	 * finishes; the relay stops reading. */
+	void	(*verdict)(void *arg, enum px_verdict v);
+	/* The relay is over: both directions ended (by: PX_END_CLIENT or
+	 * PX_END_SERVER, whoever closed first; without half-close the first
+	 * EOF ends it) or a socket failed (PX_END_CLIENT_FAIL or
+	 * PX_END_SERVER_FAIL, with the reason). The owner then frees it. */
+	void	(*ended)(void *arg, enum px_end_by by, const char *reason);
+	/* px_relay_finish() is done: both outputs are written. */
+	void	(*flushed)(void *arg);
+};
+
+struct px_relay_limits {
+	size_t		 buffer;	/* per direction */
+	uint64_t	 session_rate;	/* bytes/s per direction, 0: none */
+	struct px_bucket *shared;	/* [2] by px_dir, the worker's; NULL */
+};
+
+struct px_relay {
+	const struct px_relay_ops *ops;
+	void		*arg;
+	struct event_base *base;
+	struct px_pipe_pool *pipes;
+	int		 fd[2];		/* client, server */
+	enum px_relay_mode mode;
+	bool		 half_close;
+	bool		 running;
+	struct px_relay_limits lim;
+
+	struct px_splice sp[2];		/* splice, by px_dir */
+
+	struct px_conn	 conn[2];	/* buffered, by side */
+	bool		 conn_open[2];
+	bool		 shut[2];	/* our direction to that side ended */
+	bool		 paused[2];	/* reading stopped: peer's output full */
+	bool		 rate_paused[2]; /* reading stopped: bandwidth used up */
+	bool		 rl_on;
+	struct px_bucket rl[2];		/* session_rate, by px_dir */
+	struct event	 rl_timer;
+	bool		 rl_timer_set;
+	uint64_t	 queued[2];	/* buffered bytes queued, by px_dir */
+	bool		 finishing;
+
+	bool		 eof_seen;
+	enum px_end_by	 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */
+};
+
+/* Starts relaying fd[0] (client) and fd[1] (server). Splice falls back to
+ * buffered when no pipe can be had. 0, or -1 (the relay did not start;
+ * free it). The ops may run inside this call. */
+int	px_relay_start(struct px_relay *r, struct event_base *base,
+	    struct px_pipe_pool *pipes, const int fd[2], enum px_relay_mode mode,
+	    bool half_close, const struct px_relay_limits *lim,
+	    const struct px_relay_ops *ops, void *arg);
+/* Buffered only: stop reading both sides; ops->flushed once both outputs
+ * are written (or ops->ended if a side fails meanwhile). */
+void	px_relay_finish(struct px_relay *r);
+/* Buffered only: where bytes for direction dir are queued, NULL if none. */
+struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
+bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);
+/* Bytes queued by the buffered path, by px_dir (what moved reported). */
+uint64_t px_relay_queued(const struct px_relay *r, enum px_dir dir);
+/* Stops everything and gives pipes back; the sockets stay open. unsent (by
+ * px_dir, may be NULL) gets what the buffered path queued but the kernel
+ * never took. Safe on a relay never started, and twice. */
+void	px_relay_free(struct px_relay *r, uint64_t unsent[2]);
+
+#endif
