@@ -225,9 +225,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	}
 	h->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->is_connect &&
-	    http_words_has(&p->upgrade, m.hdr[m.upgrade].val,
-	    strcspn(m.hdr[m.upgrade].val, "/ ,\t") < m.hdr[m.upgrade].vlen ?
-	    strcspn(m.hdr[m.upgrade].val, "/ ,\t") : m.hdr[m.upgrade].vlen);
+	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
 	h->client_keep = p->keepalive_client && !m.conn_close &&
 	    (m.minor == 1 || m.conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests);

@@ -8,14 +8,15 @@
 #include <stdint.h>
 
 #include "http_parse.h"
+#include "rules.h"
 
 struct _xmlNode;
 struct px_cfgerr;
 
-enum http_action {
+/* A header rule's action: a field is passed, dropped, changed or added,
+ * which the core's accept/deny/abort (enum px_action) do not say. */
+enum http_header_action {
 	HTTP_ACCEPT = 0,
-	HTTP_DENY,
-	HTTP_ABORT,
 	HTTP_DROP,
 	HTTP_CHANGE,
 	HTTP_INSERT,
@@ -38,20 +39,20 @@ struct http_request_rule {
 	struct http_words	methods;
 	uint16_t		*ports;		/* CONNECT/forward targets; NULL: any */
 	size_t			 nports;
-	enum http_action	 action;
-	int			 status;
+	enum px_action		 action;
+	int			 status;		/* deny: answered with it */
 };
 
 struct http_url_rule {
 	char			*host;		/* glob, case-insensitive */
 	char			*path;		/* glob */
-	enum http_action	 action;
-	int			 status;
+	enum px_action		 action;
+	int			 status;		/* deny: answered with it */
 };
 
 struct http_header_rule {
 	char			*name;
-	enum http_action	 action;	/* accept drop change insert */
+	enum http_header_action	 action;
 	char			*value;
 };
 
@@ -70,15 +71,25 @@ struct http_policy {
 	uint64_t		 max_body;	/* 0: no cap */
 	uint64_t		 request_timeout_ms;
 	uint64_t		 response_timeout_ms;
+	/* The rule lists: the first rule that matches decides; what no rule
+	 * of a list matches gets the list's default (*_dflt, each stated in
+	 * http_policy_load; docs/CONFIG.md lists them). */
 	struct http_request_rule *req;
 	size_t			 nreq;
+	enum px_action		 req_dflt;	/* once there is a <request> */
+	int			 req_dflt_status;
 	struct http_url_rule	*url;
 	size_t			 nurl;
+	enum px_action		 url_dflt;
+	int			 url_dflt_status;
 	struct http_header_rule	*reqh;
 	size_t			 nreqh;
+	enum http_header_action	 reqh_dflt;	/* a field no rule names */
 	struct http_header_rule	*resph;
 	size_t			 nresph;
+	enum http_header_action	 resph_dflt;
 	struct http_words	 upgrade;	/* accepted Upgrade protocols */
+	enum px_action		 upgrade_dflt;	/* a protocol not in upgrade */
 	bool			 silent;	/* error replies without a page */
 	char			*pages[HTTP_ERROR_PAGES]; /* from errors/@dir */
 };
@@ -93,5 +104,9 @@ bool	http_words_has(const struct http_words *w, const char *s, size_t len);
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
 	    const char **why);
+/* Whether the protocol an Upgrade field (v, len) asks for first (its name,
+ * without "/version") is accepted. */
+bool	http_policy_upgrade(const struct http_policy *p, const char *v,
+	    size_t len);
 
 #endif

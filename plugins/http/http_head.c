@@ -82,8 +82,9 @@ http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
 /* Copies the fields of m to out through the policy's rules. */
 static void
 http_write_fields(struct evbuffer *out, const struct http_head *m,
-    const struct http_header_rule *rules, size_t nrules, bool keep_upgrade,
-    bool skip_xff, bool skip_te)
+    const struct http_header_rule *rules, size_t nrules,
+    enum http_header_action dflt, bool keep_upgrade, bool skip_xff,
+    bool skip_te)
 {
 	int conn = http_find(m, "connection");
 	unsigned i;
@@ -104,7 +105,7 @@ http_write_fields(struct evbuffer *out, const struct http_head *m,
 		    "transfer-encoding"))
 			continue;
 		r = http_header_rule(rules, nrules, f->name, f->nlen);
-		if (r != NULL && r->action == HTTP_DROP)
+		if ((r != NULL ? r->action : dflt) == HTTP_DROP)
 			continue;
 		evbuffer_add(out, f->name, f->nlen);
 		evbuffer_add(out, ": ", 2);
@@ -142,7 +143,7 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 	evbuffer_add(out, " ", 1);
 	evbuffer_add(out, r->target, r->tlen);
 	evbuffer_add(out, " HTTP/1.1\r\n", 11);
-	http_write_fields(out, m, p->reqh, p->nreqh, r->upgrade,
+	http_write_fields(out, m, p->reqh, p->nreqh, p->reqh_dflt, r->upgrade,
 	    p->xff != HTTP_XFF_NO, false);
 	if (m->host == -1) {
 		/* We speak HTTP/1.1 to the server, which requires Host; an
@@ -183,8 +184,8 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	evbuffer_add(out, line, 13);
 	evbuffer_add(out, m->reason, m->rlen);
 	evbuffer_add(out, "\r\n", 2);
-	http_write_fields(out, m, p->resph, p->nresph, m->status == 101,
-	    false, r->dechunk && m->status >= 200);
+	http_write_fields(out, m, p->resph, p->nresph, p->resph_dflt,
+	    m->status == 101, false, r->dechunk && m->status >= 200);
 	if (p->via)
 		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
 		    "Via: 1.0 proxyd\r\n", 17);

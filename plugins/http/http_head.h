@@ -8,7 +8,8 @@
  * Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, and
  * every field Connection names), apply the header rules (the first
  * accept, drop or change rule naming a field decides it, a field no rule
- * names passes as it is; inserts come after the fields, in rule order),
+ * names gets the list's default, reqh_dflt or resph_dflt; inserts come
+ * after the fields, in rule order),
  * then add Via and their own Connection. */
 #ifndef HTTP_HEAD_H
 #define HTTP_HEAD_H

@@ -18,6 +18,16 @@ static const int http_own_statuses[] = {
 	400, 403, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505,
 };
 
+/* The <request> list when the policy gives none: the common methods
+ * (not CONNECT, TRACE) on any port; others get the list's default. */
+static char *http_builtin_methods[] = { "GET", "HEAD", "POST", "PUT",
+    "DELETE", "OPTIONS", "PATCH" };
+static const struct http_request_rule http_builtin_request = {
+	.methods = { .w = http_builtin_methods,
+	    .n = sizeof(http_builtin_methods) / sizeof(http_builtin_methods[0]) },
+	.action = PX_ACT_ACCEPT,
+};
+
 static void
 http_words_free(struct http_words *w)
 {
@@ -73,35 +83,25 @@ http_words_has(const struct http_words *w, const char *s, size_t len)
 	return false;
 }
 
+/* A header rule's action= (required): the core's reader for the fixed
+ * choice, the wording of px_attr_action's when it is missing. */
 static int
-http_attr_action(struct px_cfgerr *e, const xmlNode *n, const char *allowed,
-    enum http_action *out)
+http_attr_header_action(struct px_cfgerr *e, const xmlNode *n,
+    enum http_header_action *out)
 {
-	static const char *const names[] = { "accept", "deny", "abort", "drop",
-	    "change", "insert" };
-	char *v = px_attr(n, "action");
-	size_t i;
-	int rc = -1;
+	static const char *const names[] = { "accept", "drop", "change",
+	    "insert", NULL };
+	int i = -1;
 
-	if (v == NULL) {
-		px_cfg_error(e, n, "<%s> needs action=\"%s\"", (const char *)n->name,
-		    allowed);
+	if (px_attr_choice(e, n, "action", names, &i) == -1)
+		return -1;
+	if (i == -1) {
+		px_cfg_error(e, n, "<%s> needs action= (accept, drop, change or "
+		    "insert)", (const char *)n->name);
 		return -1;
 	}
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		size_t len = strlen(names[i]);
-		const char *a = strstr(allowed, names[i]);
-
-		if (strcmp(v, names[i]) == 0 && a != NULL &&
-		    (a[len] == '\0' || a[len] == '|')) {
-			*out = (enum http_action)i;
-			rc = 0;
-		}
-	}
-	if (rc == -1)
-		px_cfg_error(e, n, "action=\"%s\": expected %s", v, allowed);
-	xmlFree(v);
-	return rc;
+	*out = (enum http_header_action)i;
+	return 0;
 }
 
 static int
@@ -155,7 +155,7 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	if (http_attr_words(e, n, "method", true, &r->methods) == -1)
 		return -1;
 	p->nreq++;
-	if (http_attr_action(e, n, "accept|deny|abort", &r->action) == -1 ||
+	if (px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
 	    http_attr_status(e, n, 405, &r->status) == -1 ||
 	    http_attr_words(e, n, "ports", false, &ports) == -1)
 		return -1;
@@ -197,7 +197,7 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 		px_cfg_error(e, n, "<url> needs host=\"...\" or path=\"...\"");
 		return -1;
 	}
-	if (http_attr_action(e, n, "accept|deny|abort", &r->action) == -1 ||
+	if (px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
 	    http_attr_status(e, n, 403, &r->status) == -1)
 		return -1;
 	return 0;
@@ -224,7 +224,7 @@ http_load_header(struct px_cfgerr *e, const xmlNode *n,
 			px_cfg_error(e, n, "name=\"%s\": not a header name", r->name);
 			return -1;
 		}
-	if (http_attr_action(e, n, "accept|drop|change|insert", &r->action) == -1)
+	if (http_attr_header_action(e, n, &r->action) == -1)
 		return -1;
 	r->value = px_attr(n, "value");
 	if ((r->action == HTTP_CHANGE || r->action == HTTP_INSERT) &&
@@ -320,8 +320,11 @@ http_load_limits(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 static int
 http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 {
+	/* By enum http_xff. */
+	static const char *const xff_names[] = { "no", "append", "replace",
+	    NULL };
 	uint64_t u;
-	char *v;
+	int xff = (int)p->xff;
 	int rc = 0;
 
 	rc |= px_attr_bool(e, sec, "keepalive-client", &p->keepalive_client);
@@ -336,20 +339,9 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	p->max_requests = (unsigned)u;
 	rc |= px_attr_bool(e, sec, "via", &p->via);
 	rc |= px_attr_bool(e, sec, "check-host", &p->check_host);
-	if ((v = px_attr(sec, "x-forwarded-for")) != NULL) {
-		if (strcmp(v, "no") == 0)
-			p->xff = HTTP_XFF_NO;
-		else if (strcmp(v, "append") == 0)
-			p->xff = HTTP_XFF_APPEND;
-		else if (strcmp(v, "replace") == 0)
-			p->xff = HTTP_XFF_REPLACE;
-		else {
-			px_cfg_error(e, sec, "x-forwarded-for=\"%s\": expected "
-			    "no, append or replace", v);
-			rc = -1;
-		}
-		xmlFree(v);
-	}
+	if (px_attr_choice(e, sec, "x-forwarded-for", xff_names, &xff) == -1)
+		rc = -1;
+	p->xff = (enum http_xff)xff;
 	return rc != 0 ? -1 : 0;
 }
 
@@ -377,6 +369,23 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	p->lim.max_url = 8192;
 	p->request_timeout_ms = 10 * 1000;
 	p->response_timeout_ms = 5 * 60 * 1000;
+	/* What a request no rule of a list matches gets (docs/CONFIG.md).
+	 * <request>: 405. Without any <request> rule the list is
+	 * http_builtin_request (the common methods accepted), so a method
+	 * outside it gets 405 as well. */
+	p->req_dflt = PX_ACT_DENY;
+	p->req_dflt_status = 405;
+	/* <url>: accepted (the list names what to refuse). */
+	p->url_dflt = PX_ACT_ACCEPT;
+	p->url_dflt_status = 403;
+	/* <request-header>, <response-header>: a field no rule names is sent
+	 * on as it is. */
+	p->reqh_dflt = HTTP_ACCEPT;
+	p->resph_dflt = HTTP_ACCEPT;
+	/* <upgrade>: a protocol no accepted <upgrade> lists is refused: the
+	 * Upgrade field is dropped (hop-by-hop) and the request goes on as
+	 * plain HTTP. */
+	p->upgrade_dflt = PX_ACT_DENY;
 	*pol = p;
 	if (sec == NULL)
 		return 0;
@@ -406,13 +415,16 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 			if (http_load_header(e, n, &p->resph, &p->nresph) == -1)
 				rc = -1;
 		} else if (strcmp(name, "upgrade") == 0) {
-			enum http_action a;
+			enum px_action a = PX_ACT_ACCEPT;
 
-			if (http_attr_action(e, n, "accept|deny", &a) == -1 ||
+			/* The last <upgrade> replaces the list: free the
+			 * one before it. */
+			http_words_free(&p->upgrade);
+			if (px_attr_action(e, n, PX_ACTIONS_AD, true, &a) == -1 ||
 			    http_attr_words(e, n, "protocols", true,
 			    &p->upgrade) == -1)
 				rc = -1;
-			else if (a != HTTP_ACCEPT)
+			else if (a != PX_ACT_ACCEPT)
 				http_words_free(&p->upgrade);
 		} else if (strcmp(name, "errors") == 0) {
 			if (seen_errors)
@@ -463,57 +475,75 @@ http_policy_free(void *pol)
 	free(p);
 }
 
+/* A rule's (or a default's) action as http_policy_check answers it. */
+static int
+http_refusal(enum px_action a, int status)
+{
+	return a == PX_ACT_ACCEPT ? 0 : a == PX_ACT_ABORT ? -1 : status;
+}
+
 int
 http_policy_check(const struct http_policy *p, const char *method,
     size_t mlen, uint16_t port, const char *host, const char *path,
     const char **why)
 {
-	size_t i;
+	const struct http_request_rule *req = p->req, *hit = NULL;
+	const struct http_url_rule *u;
+	size_t nreq = p->nreq, i, k;
+	bool builtin = nreq == 0;
+	int rc;
 
-	if (p->nreq == 0) {
-		static char *dflt_methods[] = { "GET", "HEAD", "POST", "PUT",
-		    "DELETE", "OPTIONS", "PATCH" };
-		static const struct http_words dflt = { .w = dflt_methods,
-		    .n = 7 };
+	if (builtin) {
+		req = &http_builtin_request;
+		nreq = 1;
+	}
+	for (i = 0; i < nreq && hit == NULL; i++) {
+		bool port_ok = req[i].nports == 0;
 
-		if (!http_words_has(&dflt, method, mlen)) {
-			*why = "method not allowed by default policy";
-			return 405;
+		if (!http_words_has(&req[i].methods, method, mlen))
+			continue;
+		for (k = 0; k < req[i].nports; k++)
+			if (req[i].ports[k] == port)
+				port_ok = true;
+		if (port_ok)
+			hit = &req[i];
+	}
+	if (hit == NULL) {
+		if ((rc = http_refusal(p->req_dflt, p->req_dflt_status)) != 0) {
+			*why = builtin ? "method not allowed by default policy" :
+			    "no request rule matches";
+			return rc;
 		}
-	} else {
-		for (i = 0; i < p->nreq; i++) {
-			const struct http_request_rule *r = &p->req[i];
-			size_t k;
-			bool port_ok = r->nports == 0;
-
-			if (!http_words_has(&r->methods, method, mlen))
-				continue;
-			for (k = 0; k < r->nports; k++)
-				if (r->ports[k] == port)
-					port_ok = true;
-			if (!port_ok)
-				continue;
-			if (r->action == HTTP_ACCEPT)
-				break;
-			*why = "method denied by policy";
-			return r->action == HTTP_ABORT ? -1 : r->status;
-		}
-		if (i == p->nreq) {
-			*why = "no request rule matches";
-			return 405;
-		}
+	} else if (hit->action != PX_ACT_ACCEPT) {
+		*why = "method denied by policy";
+		return http_refusal(hit->action, hit->status);
 	}
 	for (i = 0; i < p->nurl; i++) {
-		const struct http_url_rule *r = &p->url[i];
-
-		if (r->host != NULL && fnmatch(r->host, host, FNM_CASEFOLD) != 0)
+		u = &p->url[i];
+		if (u->host != NULL && fnmatch(u->host, host, FNM_CASEFOLD) != 0)
 			continue;
-		if (r->path != NULL && fnmatch(r->path, path, 0) != 0)
+		if (u->path != NULL && fnmatch(u->path, path, 0) != 0)
 			continue;
-		if (r->action == HTTP_ACCEPT)
-			return 0;
-		*why = "URL denied by policy";
-		return r->action == HTTP_ABORT ? -1 : r->status;
+		if (u->action != PX_ACT_ACCEPT)
+			*why = "URL denied by policy";
+		return http_refusal(u->action, u->status);
 	}
-	return 0;
+	if ((rc = http_refusal(p->url_dflt, p->url_dflt_status)) != 0)
+		*why = "no url rule matches";
+	return rc;
+}
+
+bool
+http_policy_upgrade(const struct http_policy *p, const char *v, size_t len)
+{
+	size_t n;
+
+	/* "websocket", "h2c", "foo/2": the name before any version or the
+	 * next protocol; within the field (v is not NUL-terminated). */
+	for (n = 0; n < len; n++)
+		if (v[n] == '/' || v[n] == ' ' || v[n] == ',' || v[n] == '\t')
+			break;
+	if (http_words_has(&p->upgrade, v, n))
+		return true;
+	return p->upgrade_dflt == PX_ACT_ACCEPT;
 }

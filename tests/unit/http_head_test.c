@@ -169,6 +169,12 @@ test_request_rules(void **state)
 	request("GET / HTTP/1.1\r\nHost: h\r\nConnection: X-C\r\nX-C: 1\r\n\r\n",
 	    &p, "h", false, "GET / HTTP/1.1\r\nHost: h\r\nX-Ins: one\r\n"
 	    "X-Ins: two\r\n\r\n");
+	/* A field no rule names gets the list's default (the loader's is
+	 * accept; the writer follows whatever it is). */
+	p.reqh_dflt = HTTP_DROP;
+	request("GET / HTTP/1.1\r\nHost: h\r\nX-B: 1\r\nX-C: 2\r\n\r\n",
+	    &p, "h", false, "GET / HTTP/1.1\r\nX-B: new\r\nX-C: 2\r\n"
+	    "X-Ins: one\r\nX-Ins: two\r\n\r\n");
 }
 
 static void

@@ -1,0 +1,282 @@
+/* Unit tests for plugins/http/http_policy.c: the defaults of an absent
+ * <http>, each rule list's default (what a request no rule matches gets),
+ * first match, abort, ports, the Upgrade list, the header actions, the
+ * fixed choices, and the messages of bad values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include "config.h"
+#include "http/http.h"
+#include "rules.h"
+
+/* Loads the root element of xml as an <http> section; NULL (with the
+ * first error in *e) if the loader refuses it. */
+static struct http_policy *
+httpt_load(const char *xml, struct px_cfgerr *e)
+{
+	xmlDoc *doc;
+	void *pol = NULL;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->file = "t.xml";
+	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
+	    XML_PARSE_NONET);
+	assert_non_null(doc);
+	rc = http_policy_load(xmlDocGetRootElement(doc), &pol, e);
+	/* The policy is copied out: the tree may go at once. */
+	xmlFreeDoc(doc);
+	if (rc == -1) {
+		assert_true(e->count > 0);
+		http_policy_free(pol);
+		return NULL;
+	}
+	assert_int_equal(e->count, 0);
+	assert_non_null(pol);
+	return pol;
+}
+
+/* http_policy_check for method on port with host and path. */
+static int
+check(const struct http_policy *p, const char *method, uint16_t port,
+    const char *host, const char *path, const char **why)
+{
+	*why = NULL;
+	return http_policy_check(p, method, strlen(method), port, host, path,
+	    why);
+}
+
+static bool
+upgrade(const struct http_policy *p, const char *v)
+{
+	return http_policy_upgrade(p, v, strlen(v));
+}
+
+static void
+test_no_section(void **state)
+{
+	static const char *const builtin[] = { "GET", "HEAD", "POST", "PUT",
+	    "DELETE", "OPTIONS", "PATCH", "get" };
+	struct px_cfgerr e = { .file = "t.xml" };
+	struct http_policy *p;
+	const char *why;
+	void *pol = NULL;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(http_policy_load(NULL, &pol, &e), 0);
+	p = pol;
+	assert_true(p->keepalive_client && p->keepalive_server && p->via &&
+	    p->check_host);
+	assert_int_equal(p->xff, HTTP_XFF_APPEND);
+	assert_int_equal(p->server_pool, 64);
+	/* Each list's default, stated by the loader. */
+	assert_int_equal(p->req_dflt, PX_ACT_DENY);
+	assert_int_equal(p->req_dflt_status, 405);
+	assert_int_equal(p->url_dflt, PX_ACT_ACCEPT);
+	assert_int_equal(p->reqh_dflt, HTTP_ACCEPT);
+	assert_int_equal(p->resph_dflt, HTTP_ACCEPT);
+	assert_int_equal(p->upgrade_dflt, PX_ACT_DENY);
+	/* No <request>: the built-in methods pass on any port, nothing else. */
+	for (i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
+		assert_int_equal(check(p, builtin[i], 80, "h", "/", &why), 0);
+	assert_int_equal(check(p, "CONNECT", 443, "h", "h:443", &why), 405);
+	assert_string_equal(why, "method not allowed by default policy");
+	assert_int_equal(check(p, "TRACE", 80, "h", "/", &why), 405);
+	assert_int_equal(check(p, "GETX", 80, "h", "/", &why), 405);
+	/* No <upgrade>: no protocol. */
+	assert_false(upgrade(p, "websocket"));
+	http_policy_free(p);
+}
+
+static void
+test_request_url(void **state)
+{
+	struct px_cfgerr e;
+	struct http_policy *p;
+	const char *why;
+
+	(void)state;
+	p = httpt_load("<http>\n"
+	    "  <request method=\"GET HEAD\" action=\"accept\"/>\n"
+	    "  <request method=\"CONNECT\" ports=\"443 8443\" action=\"accept\"/>\n"
+	    "  <request method=\"CONNECT\" action=\"deny\" status=\"403\"/>\n"
+	    "  <request method=\"TRACE\" action=\"abort\"/>\n"
+	    "  <request method=\"GET POST\" action=\"deny\"/>\n"
+	    "  <url host=\"*.example.test\" path=\"/admin/*\" action=\"deny\"/>\n"
+	    "  <url path=\"/admin/ok\" action=\"accept\"/>\n"
+	    "  <url path=\"/admin/*\" action=\"deny\" status=\"451\"/>\n"
+	    "  <url host=\"evil.test\" action=\"abort\"/>\n"
+	    "</http>\n", &e);
+	assert_non_null(p);
+	/* First match decides: GET is accepted by the first rule, not
+	 * denied by the fifth; POST only by the fifth (status 405). */
+	assert_int_equal(check(p, "GET", 80, "h", "/", &why), 0);
+	assert_int_equal(check(p, "POST", 80, "h", "/", &why), 405);
+	assert_string_equal(why, "method denied by policy");
+	/* Ports: a rule with ports matches only those. */
+	assert_int_equal(check(p, "CONNECT", 8443, "h", "h:8443", &why), 0);
+	assert_int_equal(check(p, "CONNECT", 22, "h", "h:22", &why), 403);
+	assert_int_equal(check(p, "TRACE", 80, "h", "/", &why), -1);
+	/* The list's default: 405, and the built-in methods are gone. */
+	assert_int_equal(check(p, "PUT", 80, "h", "/", &why), 405);
+	assert_string_equal(why, "no request rule matches");
+	/* url: host and path both, the host without case; first match. */
+	assert_int_equal(check(p, "GET", 80, "A.Example.TEST", "/admin/x",
+	    &why), 403);
+	assert_string_equal(why, "URL denied by policy");
+	assert_int_equal(check(p, "GET", 80, "other", "/admin/ok", &why), 0);
+	assert_int_equal(check(p, "GET", 80, "other", "/admin/x", &why), 451);
+	assert_int_equal(check(p, "GET", 80, "evil.test", "/", &why), -1);
+	/* The url list's default: accepted. */
+	assert_int_equal(check(p, "GET", 80, "other", "/public", &why), 0);
+	assert_null(why);
+	http_policy_free(p);
+}
+
+static void
+test_upgrade(void **state)
+{
+	struct px_cfgerr e;
+	struct http_policy *p;
+
+	(void)state;
+	p = httpt_load("<http><upgrade protocols=\"websocket h2c\" "
+	    "action=\"accept\"/></http>", &e);
+	assert_non_null(p);
+	assert_true(upgrade(p, "websocket"));
+	assert_true(upgrade(p, "WebSocket/13"));
+	assert_true(upgrade(p, "h2c, websocket"));
+	/* Only the first protocol the client asks for counts. */
+	assert_false(upgrade(p, "foo, websocket"));
+	assert_false(upgrade(p, "websockets"));
+	assert_false(upgrade(p, ""));
+	/* Bounded by the field's length, not by a NUL. */
+	assert_true(http_policy_upgrade(p, "h2cxyz", 3));
+	http_policy_free(p);
+	/* A later <upgrade> replaces the list; deny leaves none. */
+	p = httpt_load("<http><upgrade protocols=\"websocket\" action=\"accept\"/>"
+	    "<upgrade protocols=\"h2c\" action=\"accept\"/></http>", &e);
+	assert_non_null(p);
+	assert_false(upgrade(p, "websocket"));
+	assert_true(upgrade(p, "h2c"));
+	http_policy_free(p);
+	p = httpt_load("<http><upgrade protocols=\"websocket\" action=\"deny\"/>"
+	    "</http>", &e);
+	assert_non_null(p);
+	assert_false(upgrade(p, "websocket"));
+	http_policy_free(p);
+}
+
+static void
+test_headers_choices(void **state)
+{
+	static const struct {
+		const char *v;
+		enum http_xff xff;
+	} xffs[] = {
+		{ "no", HTTP_XFF_NO }, { "append", HTTP_XFF_APPEND },
+		{ "replace", HTTP_XFF_REPLACE },
+	};
+	struct px_cfgerr e;
+	struct http_policy *p;
+	char xml[128];
+	size_t i;
+
+	(void)state;
+	p = httpt_load("<http>"
+	    "<request-header name=\"A\" action=\"accept\"/>"
+	    "<request-header name=\"B\" action=\"drop\"/>"
+	    "<request-header name=\"C\" action=\"change\" value=\"c\"/>"
+	    "<response-header name=\"D\" action=\"insert\" value=\"d\"/>"
+	    "</http>", &e);
+	assert_non_null(p);
+	assert_int_equal(p->nreqh, 3);
+	assert_int_equal(p->reqh[0].action, HTTP_ACCEPT);
+	assert_int_equal(p->reqh[1].action, HTTP_DROP);
+	assert_int_equal(p->reqh[2].action, HTTP_CHANGE);
+	assert_string_equal(p->reqh[2].value, "c");
+	assert_int_equal(p->nresph, 1);
+	assert_int_equal(p->resph[0].action, HTTP_INSERT);
+	assert_string_equal(p->resph[0].name, "D");
+	http_policy_free(p);
+	for (i = 0; i < sizeof(xffs) / sizeof(xffs[0]); i++) {
+		snprintf(xml, sizeof(xml), "<http x-forwarded-for=\"%s\"/>",
+		    xffs[i].v);
+		assert_non_null(p = httpt_load(xml, &e));
+		assert_int_equal(p->xff, xffs[i].xff);
+		http_policy_free(p);
+	}
+}
+
+static void
+test_errors(void **state)
+{
+	static const struct {
+		const char *xml;
+		const char *what;
+	} cases[] = {
+		{ "<http>\n<request method=\"GET\" action=\"maybe\"/></http>",
+		  "t.xml:2: action=\"maybe\": expected accept, deny or abort" },
+		{ "<http><request method=\"GET\" action=\"drop\"/></http>",
+		  "action=\"drop\": expected accept, deny or abort" },
+		{ "<http><request method=\"GET\"/></http>",
+		  "<request> needs action= (accept, deny or abort)" },
+		{ "<http><url path=\"/\" action=\"insert\"/></http>",
+		  "action=\"insert\": expected accept, deny or abort" },
+		{ "<http><upgrade protocols=\"websocket\" action=\"abort\"/></http>",
+		  "action=\"abort\": expected accept or deny" },
+		{ "<http><upgrade protocols=\"websocket\"/></http>",
+		  "<upgrade> needs action= (accept or deny)" },
+		{ "<http><request-header name=\"X\" action=\"deny\"/></http>",
+		  "action=\"deny\": expected accept, drop, change or insert" },
+		{ "<http><response-header name=\"X\"/></http>",
+		  "<response-header> needs action= (accept, drop, change or "
+		  "insert)" },
+		{ "<http><request-header name=\"X\" action=\"change\"/></http>",
+		  "action=\"change\" needs value=\"...\"" },
+		{ "<http><request-header name=\"X Y\" action=\"drop\"/></http>",
+		  "name=\"X Y\": not a header name" },
+		{ "<http x-forwarded-for=\"maybe\"/>",
+		  "x-forwarded-for=\"maybe\": expected no, append or replace" },
+		{ "<http><request method=\"GET\" action=\"deny\" status=\"200\"/>"
+		  "</http>", "status" },
+		{ "<http><request method=\"GET\" ports=\"0\" action=\"accept\"/>"
+		  "</http>", "ports: \"0\"" },
+		{ "<http><url action=\"deny\"/></http>",
+		  "<url> needs host=\"...\" or path=\"...\"" },
+	};
+	struct px_cfgerr e;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_null(httpt_load(cases[i].xml, &e));
+		if (strstr(e.first, cases[i].what) == NULL)
+			fail_msg("%s: got \"%s\", want \"%s\"", cases[i].xml,
+			    e.first, cases[i].what);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_section),
+		cmocka_unit_test(test_request_url),
+		cmocka_unit_test(test_upgrade),
+		cmocka_unit_test(test_headers_choices),
+		cmocka_unit_test(test_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
