@@ -788,22 +788,55 @@ r66_on_open(struct px_session *s, void *vst)
 	return px_session_relay(s, PX_RELAY_BUFFERED, true);
 }
 
+/* Appends a copy of in's bytes to hold and empties in. A copy, not a move
+ * of in's chains: the core reads into a fresh chain sized for a whole read
+ * each time in is empty, so a peer sending one byte per segment would
+ * leave a mostly empty chain in the hold per byte. Copied, the hold's
+ * memory stays about the partial frame it holds, and each byte of a frame
+ * is copied once, when it arrives. */
+static int
+r66_hold_add(struct evbuffer *hold, struct evbuffer *in)
+{
+	struct evbuffer_iovec v[16];
+	size_t got;
+	int n, k;
+
+	while (evbuffer_get_length(in) > 0) {
+		n = evbuffer_peek(in, -1, NULL, v, 16);
+		if (n > 16)
+			n = 16;
+		for (k = 0, got = 0; k < n; k++) {
+			if (evbuffer_add(hold, v[k].iov_base,
+			    v[k].iov_len) == -1)
+				return -1;
+			got += v[k].iov_len;
+		}
+		evbuffer_drain(in, got);
+	}
+	return 0;
+}
+
 static enum px_verdict
 r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
     struct evbuffer *in)
 {
 	const struct r66_policy *p = px_session_policy(s);
 	struct r66_state *st = vst;
-	struct evbuffer *out = px_session_output(s, dir);
+	struct evbuffer *out = px_session_output(s, dir), *src = in;
 	uint32_t cap = (uint32_t)p->max_block + R66_DATA_OVERHEAD;
 	bool from_client = dir == PX_TO_SERVER;
 
 	if (st->hold[dir] == NULL)
 		return PX_ERROR;
-	if (evbuffer_get_length(st->hold[dir]) > 0)
-		evbuffer_prepend_buffer(in, st->hold[dir]);
+	/* Frames are cut from the hold while it has the start of one, else
+	 * straight from in (whole frames move without a copy). */
+	if (evbuffer_get_length(st->hold[dir]) > 0) {
+		if (r66_hold_add(st->hold[dir], in) == -1)
+			return PX_ERROR;
+		src = st->hold[dir];
+	}
 	while (!st->done) {
-		size_t len = evbuffer_get_length(in), need;
+		size_t len = evbuffer_get_length(src), need;
 		uint8_t head[30];
 		struct r66_frame f;
 		enum r66_status rs;
@@ -813,7 +846,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 
 		if (len < 4)
 			break;
-		evbuffer_copyout(in, head, len < sizeof(head) ? len :
+		evbuffer_copyout(src, head, len < sizeof(head) ? len :
 		    sizeof(head));
 		if (len < R66_FRAME_MIN)
 			rs = r66_frame_parse(head, len, cap, &f, &need);
@@ -835,7 +868,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		if (f.code == R66_DATA) {
 			rank = r66_be32(head + R66_FRAME_MIN);
 		} else {
-			const uint8_t *fp = evbuffer_pullup(in, f.len);
+			const uint8_t *fp = evbuffer_pullup(src, f.len);
 
 			if (fp == NULL || r66_frame_parse(fp, f.len, cap, &f,
 			    &need) != R66_OK) {
@@ -852,13 +885,14 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		v = from_client ? r66_from_client(s, st, &f, rank) :
 		    r66_from_server(s, st, &f, rank);
 		if (v == R66_FV_PASS)
-			evbuffer_remove_buffer(in, out, f.len);
+			evbuffer_remove_buffer(src, out, f.len);
 		else if (v == R66_FV_DROP)
-			evbuffer_drain(in, f.len);
+			evbuffer_drain(src, f.len);
 		else if (!st->done)
 			break;
 	}
 	if (st->done) {
+		evbuffer_drain(src, evbuffer_get_length(src));
 		evbuffer_drain(in, evbuffer_get_length(in));
 		if (st->abort) {
 			px_session_abort(s, st->abort_why);
@@ -867,15 +901,16 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		return PX_DENY;
 	}
 	/* Keep a partial frame ourselves, so PX_PASS (and its backpressure)
-	 * applies to what we forwarded. Bounded: its head passed the cap. */
-	if (evbuffer_get_length(in) > 0) {
+	 * applies to what we forwarded. Bounded: its head passed the cap, so
+	 * it is under max-block + 98 bytes (16 414 for other frames). */
+	if (evbuffer_get_length(src) > 0) {
 		if (px_session_input_closed(s, dir)) {
 			px_session_log(s, LOG_NOTICE, "r66: %s closed in the "
 			    "middle of a frame", from_client ? "client" :
 			    "server");
-			evbuffer_drain(in, evbuffer_get_length(in));
-		} else
-			evbuffer_add_buffer(st->hold[dir], in);
+			evbuffer_drain(src, evbuffer_get_length(src));
+		} else if (src == in && r66_hold_add(st->hold[dir], in) == -1)
+			return PX_ERROR;
 	}
 	return PX_PASS;
 }

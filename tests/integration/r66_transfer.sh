@@ -3,7 +3,8 @@
 # 1 KB, 250 KB and a large file (500 MB; 64 MB in the ASan build) in modes
 # 1-4 with SHA-256 and SHA-512 global digests. Every file must arrive with
 # the same sha256, each transfer must get its r66-transfer log line and the
-# transfers counter must count them.
+# transfers counter must count them. First, a frame trickled one byte per
+# segment: held, not forwarded, in about the memory it takes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -27,6 +28,43 @@ write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
      <mode allow="send recv sendmd5 recvmd5"/>
      <file pattern="*.bin" max-size="1g"/></r66>'
 start_proxyd
+
+# A Data frame head for a whole max-block, then its bytes one TCP segment
+# each: r66 holds the partial frame (nothing reaches the server) in about
+# as much memory as it holds, not one read-sized buffer per segment.
+info "a frame trickled one byte per segment"
+cat >"$T/trickle.py" <<'PY'
+import socket, struct, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+ml = 1048576
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(struct.pack(">IIIBIIIBI", 26 + ml, 0x80000000, 0x11111111, 3,
+                      13, ml, 0, 3, 0))
+for _ in range(n):
+    s.sendall(b"x")
+    time.sleep(0.0002)
+time.sleep(0.5)
+print(n)
+s.close()
+PY
+rss0=$(vm_kb "$PROXYD_PID" VmRSS)
+python3 "$T/trickle.py" "$R66_PORT" 4000 >/dev/null &
+tpid=$!
+track_pid "$tpid"
+sleep 0.2
+grown=0
+while proc_alive "$tpid"; do
+    rss=$(vm_kb "$PROXYD_PID" VmRSS)
+    (( rss - rss0 > grown )) && grown=$((rss - rss0))
+    sleep 0.1
+done
+wait "$tpid" || fail "trickle client failed"
+info "RSS grew by at most $grown kB while holding 4030 bytes"
+assert_log "session-end service=r66 analyser=r66 verdict=accept .* to-server=0 to-client=0 .* end=client-closed"
+if [[ -z ${PROXYD_SANITIZE:-} ]]; then
+    assert_lt "$grown" 4096 "RSS growth (kB) while a 4030-byte partial frame is held"
+fi
 
 n=0
 # xfer MODE DIGEST send|recv NAME [BLOCK]
