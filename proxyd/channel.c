@@ -1,7 +1,7 @@
 /* Data channels: a connection on the client end and one on the server end,
  * each accepted on a short-lived listener or connected out, then relayed
  * with splice(2) like a plug session. Everything runs on the session's
- * worker; the session owns its channels (s->channels) and frees those left
+ * worker; the session owns its channels (its host's list) and frees those left
  * when it closes. See analyser.h for the contract. */
 #include "channel.h"
 
@@ -16,16 +16,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
+#include <sys/time.h>
+
 #include <event2/event.h>
 
+#include "bucket.h"
 #include "listener.h"
 #include "log.h"
-#include "session.h"
+#include "parse.h"
+#include "splice.h"
 #include "tcp_progress.h"
 #include "upstream.h"
-#include "worker.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -44,8 +45,8 @@ struct px_chan_endp {
 };
 
 struct px_channel {
-	struct px_session	*s;
-	struct px_channel	*next;		/* in s->channels */
+	struct px_chan_host	*host;
+	struct px_channel	*next;		/* in host->list */
 	px_channel_cb		 cb;
 	void			*arg;
 	uint64_t		 timeout_ms;
@@ -80,13 +81,13 @@ px_chan_arm(struct px_channel *ch, uint64_t ms)
 static void
 px_chan_release(struct px_channel *ch)
 {
-	struct px_worker *w = ch->s->w;
+	struct px_chan_host *hst = ch->host;
 	int i;
 
 	if (evtimer_pending(&ch->timer, NULL))
 		evtimer_del(&ch->timer);
 	for (i = 0; i < 2; i++) {
-		px_splice_release(&ch->h[i], &w->pipes);
+		px_splice_release(&ch->h[i], hst->pipes);
 		px_event_want(&ch->e[i].ev, &ch->e[i].ev_on, false);
 	}
 	for (i = 0; i < 2; i++) {
@@ -105,7 +106,7 @@ px_chan_unlink(struct px_channel *ch)
 {
 	struct px_channel **pp;
 
-	for (pp = &ch->s->channels; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &ch->host->list; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == ch) {
 			*pp = ch->next;
 			break;
@@ -123,13 +124,13 @@ px_channel_free(struct px_channel *ch)
 }
 
 void
-px_channels_close(struct px_session *s)
+px_channels_close(struct px_chan_host *host)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	struct px_channel *ch;
 	int i;
 
-	while ((ch = s->channels) != NULL) {
+	while ((ch = host->list) != NULL) {
 		/* Cut short with its session: a reset, so no peer takes a
 		 * truncated file for a whole one. */
 		if (ch->relaying)
@@ -148,7 +149,7 @@ px_channels_close(struct px_session *s)
 static uint64_t
 px_chan_period(const struct px_channel *ch)
 {
-	uint64_t p = ch->timeout_ms, idle = ch->s->cfg->idle_timeout_ms;
+	uint64_t p = ch->timeout_ms, idle = ch->host->idle_ms;
 
 	if (idle != 0 && idle / 2 < p)
 		p = idle / 2;
@@ -168,8 +169,8 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* A transfer under way keeps its session alive; the channel's own
 	 * timeout bounds a stuck one. */
-	px_session_touch(ch->s);
-	now = px_now_ms(ch->s->w);
+	ch->host->touch(ch->host->owner);
+	now = px_clock_ms();
 	progress = px_tcp_progress(ch->e[0].fd) + px_tcp_progress(ch->e[1].fd);
 	if (progress != ch->tcp_progress) {
 		ch->tcp_progress = progress;
@@ -193,7 +194,7 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct px_channel *
-px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
+px_chan_new(struct px_chan_host *host, uint64_t timeout_ms, px_channel_cb cb,
     void *arg)
 {
 	struct px_channel *ch;
@@ -201,7 +202,7 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 
 	if ((ch = calloc(1, sizeof(*ch))) == NULL)
 		return NULL;
-	ch->s = s;
+	ch->host = host;
 	ch->cb = cb;
 	ch->arg = arg;
 	ch->timeout_ms = timeout_ms != 0 ? timeout_ms : 30000;
@@ -210,10 +211,10 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 		ch->e[i].fd = ch->e[i].lfd = -1;
 		ch->h[i].pipe[0] = ch->h[i].pipe[1] = -1;
 	}
-	evtimer_assign(&ch->timer, s->w->base, px_chan_timer_cb, ch);
+	evtimer_assign(&ch->timer, host->base, px_chan_timer_cb, ch);
 	px_chan_arm(ch, ch->timeout_ms);
-	ch->next = s->channels;
-	s->channels = ch;
+	ch->next = host->list;
+	host->list = ch;
 	return ch;
 }
 
@@ -256,8 +257,8 @@ px_chan_moved(void *arg, struct px_splice *sp, size_t n)
 	int dir = px_chan_dir(ch, sp);
 
 	ch->bytes[dir] += n;
-	px_session_channel_bytes(ch->s, (enum px_dir)dir, n);
-	ch->last_ms = px_now_ms(ch->s->w);
+	ch->host->bytes(ch->host->owner, (enum px_dir)dir, n);
+	ch->last_ms = px_clock_ms();
 }
 
 static void
@@ -290,9 +291,8 @@ static const struct px_splice_ops px_chan_splice_ops = {
 static void
 px_chan_start(struct px_channel *ch)
 {
-	struct px_session *s = ch->s;
-	struct px_worker *w = s->w;
-	int d, size = (int)s->cfg->buffer;
+	struct px_chan_host *hst = ch->host;
+	int d, size = (int)hst->buffer;
 
 	for (d = 0; d < 2; d++) {
 		int from = ch->e[d == PX_TO_SERVER ? PX_CHAN_CLIENT :
@@ -300,14 +300,14 @@ px_chan_start(struct px_channel *ch)
 		int to = ch->e[d == PX_TO_SERVER ? PX_CHAN_SERVER :
 		    PX_CHAN_CLIENT].fd;
 
-		if (px_splice_init(&ch->h[d], w->base, &w->pipes, from, to,
+		if (px_splice_init(&ch->h[d], hst->base, hst->pipes, from, to,
 		    size, &px_chan_splice_ops, ch) == -1) {
 			px_chan_finish(ch, "out of pipes");
 			return;
 		}
 	}
 	ch->relaying = true;
-	ch->start_ms = ch->last_ms = px_now_ms(w);
+	ch->start_ms = ch->last_ms = px_clock_ms();
 	gettimeofday(&ch->start_tv, NULL);
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
@@ -329,7 +329,7 @@ px_chan_maybe_start(struct px_channel *ch)
 static void
 px_chan_finish(struct px_channel *ch, const char *error)
 {
-	struct px_session *s = ch->s;
+	struct px_chan_host *hst = ch->host;
 	struct px_chan_result r;
 	struct timeval now, d;
 	int i;
@@ -357,7 +357,7 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	px_chan_unlink(ch);
 	px_chan_release(ch);
 	if (ch->cb != NULL)
-		ch->cb(s, ch->arg, &r);
+		ch->cb(hst->owner, ch->arg, &r);
 	free(ch);
 }
 
@@ -387,7 +387,7 @@ px_chan_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 		ch->refused++;
-		px_log(LOG_WARNING, ch->s->id, "data-connection refused: from "
+		px_log(LOG_WARNING, ch->host->id, "data-connection refused: from "
 		    "%s, expected the %s's host", px_sockaddr_str(
 		    (struct sockaddr *)&ss, a, sizeof(a)),
 		    e == &ch->e[PX_CHAN_CLIENT] ? "client" : "server");
@@ -405,12 +405,12 @@ px_chan_accept_cb(evutil_socket_t lfd, short what, void *arg)
 }
 
 static uint32_t
-px_chan_random(struct px_session *s)
+px_chan_random(const struct px_chan_host *hst)
 {
 	uint32_t x = px_chan_rand;
 
 	if (x == 0)
-		x = (uint32_t)(s->id * 2654435761u) | 1;
+		x = (uint32_t)(hst->id * 2654435761u) | 1;
 	x ^= x << 13;
 	x ^= x >> 17;
 	x ^= x << 5;
@@ -450,7 +450,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
     const struct sockaddr *local, uint16_t lo, uint16_t hi,
     const struct sockaddr *peer, struct sockaddr_storage *bound)
 {
-	struct px_session *s = ch->s;
+	struct px_chan_host *hst = ch->host;
 	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
 	socklen_t len = px_sockaddr_len(local);
@@ -478,7 +478,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	 * address of the interface it came in on, or the wildcard: so listen
 	 * on the wildcard (the peer check still applies), IP_TRANSPARENT:
 	 * TPROXY only hands packets to transparent sockets. */
-	if (s->svc->mode == PX_MODE_TRANSPARENT) {
+	if (hst->transparent) {
 		if (px_socket_transparent(fd, local->sa_family) == -1)
 			goto fail;
 		if (local->sa_family == AF_INET6)
@@ -497,7 +497,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	range = (uint32_t)hi - lo + 1;
 	if (tries == 0 || tries > range)
 		tries = range;
-	start = px_chan_random(s) % range;
+	start = px_chan_random(hst) % range;
 	for (i = 0; i < tries; i++) {
 		px_sockaddr_set_port(&ss, (uint16_t)(lo + (start + i) % range));
 		if (bind(fd, (struct sockaddr *)&ss, len) == 0)
@@ -518,7 +518,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	e->check_peer = peer != NULL;
 	if (peer != NULL)
 		memcpy(&e->peer, peer, px_sockaddr_len(peer));
-	event_assign(&e->ev, s->w->base, fd, EV_READ | EV_PERSIST,
+	event_assign(&e->ev, hst->base, fd, EV_READ | EV_PERSIST,
 	    px_chan_accept_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
@@ -554,7 +554,7 @@ int
 px_channel_connect(struct px_channel *ch, enum px_chan_end end,
     const struct sockaddr *dst, const struct sockaddr *src)
 {
-	struct px_session *s = ch->s;
+	struct px_chan_host *hst = ch->host;
 	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
 	int fd, one = 1, err;
@@ -567,14 +567,14 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	    IPPROTO_TCP);
 	if (fd == -1)
 		return -1;
-	if (end == PX_CHAN_SERVER && s->svc->has_mark &&
-	    setsockopt(fd, SOL_SOCKET, SO_MARK, &s->svc->mark,
-	    sizeof(s->svc->mark)) == -1)
+	if (end == PX_CHAN_SERVER && hst->has_mark &&
+	    setsockopt(fd, SOL_SOCKET, SO_MARK, &hst->mark,
+	    sizeof(hst->mark)) == -1)
 		goto fail;
 	if (src != NULL) {
 		/* Transparent mode: our address on the client's side is the
 		 * server's (foreign) one, bound as the listener's is. */
-		if (s->svc->mode == PX_MODE_TRANSPARENT &&
+		if (hst->transparent &&
 		    px_socket_transparent(fd, src->sa_family) == -1)
 			goto fail;
 		memset(&ss, 0, sizeof(ss));
@@ -593,7 +593,7 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	e->fd = fd;
 	memcpy(&e->addr, dst, px_sockaddr_len(dst));
 	e->connecting = true;
-	event_assign(&e->ev, s->w->base, fd, EV_WRITE, px_chan_connect_cb, e);
+	event_assign(&e->ev, hst->base, fd, EV_WRITE, px_chan_connect_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
 fail:
@@ -603,18 +603,3 @@ fail:
 	return -1;
 }
 
-/* ---- session helpers -------------------------------------------------- */
-
-int
-px_session_local(struct px_session *s, enum px_chan_end end,
-    struct sockaddr_storage *ss)
-{
-	socklen_t len = sizeof(*ss);
-	int fd = end == PX_CHAN_CLIENT ? s->cfd : s->sfd;
-
-	if (fd == -1) {
-		errno = ENOTCONN;
-		return -1;
-	}
-	return getsockname(fd, (struct sockaddr *)ss, &len);
-}

@@ -1,11 +1,42 @@
-/* Core side of the data channels declared in analyser.h. */
+/* Core side of the data channels declared in analyser.h. A channel knows
+ * no session: what it needs of its owner comes in a px_chan_host, and the
+ * owner (an opaque pointer here) is handed back to the analyser's
+ * callback. */
 #ifndef PX_CHANNEL_H
 #define PX_CHANNEL_H
 
-struct px_session;
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-/* Frees every channel the session still has, without callbacks: called by
- * px_session_close() after the analyser's on_close. */
-void	px_channels_close(struct px_session *s);
+#include "analyser.h"
+
+struct event_base;
+struct px_pipe_pool;
+
+struct px_chan_host {
+	struct px_session	*owner;		/* passed back to callbacks */
+	struct event_base	*base;
+	struct px_pipe_pool	*pipes;
+	uint64_t		 id;		/* the owner's, for log lines */
+	size_t			 buffer;	/* pipe size per direction */
+	uint64_t		 idle_ms;	/* the owner's idle timeout */
+	bool			 transparent;	/* foreign addresses (TPROXY) */
+	bool			 has_mark;
+	uint32_t		 mark;		/* SO_MARK towards servers */
+	struct px_channel	*list;		/* the owner's open channels */
+	/* n bytes delivered in dir: into the owner's totals (and keeps it
+	 * from idling out). */
+	void			(*bytes)(struct px_session *owner,
+				    enum px_dir dir, size_t n);
+	/* A relaying channel's keep-alive for its owner. */
+	void			(*touch)(struct px_session *owner);
+};
+
+struct px_channel *px_chan_new(struct px_chan_host *host, uint64_t timeout_ms,
+	    px_channel_cb cb, void *arg);
+/* Frees every channel of host, without callbacks (the owner is ending:
+ * its analyser's on_close ran first); relaying ones are reset. */
+void	px_channels_close(struct px_chan_host *host);
 
 #endif

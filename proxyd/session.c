@@ -166,7 +166,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	s->state = PX_SS_CLOSED;
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
-	px_channels_close(s);
+	px_channels_close(&s->chan_host);
 	px_session_release_io(s);	/* settles s->bytes before the log */
 	px_session_log_end(s, reason);
 	if (event_initialized(&s->conn_ev))
@@ -927,4 +927,94 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	event_assign(&s->conn_ev, w->base, sfd, EV_WRITE, px_session_connect_cb, s);
 	event_add(&s->conn_ev, NULL);
 	px_session_arm_timer(s, svc->connect_timeout_ms);
+}
+
+static const char *
+px_session_state_name(const struct px_session *s)
+{
+	switch (s->state) {
+	case PX_SS_CONNECTING: return "connecting";
+	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
+	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
+	    "relay-buffered";
+	default: return "closing";
+	}
+}
+
+void
+px_session_snapshot(const struct px_session *s, uint64_t now,
+    struct px_session_snap *p)
+{
+	socklen_t len;
+
+	memset(p, 0, sizeof(*p));
+	p->id = s->id;
+	p->worker = s->w->id;
+	snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
+	p->ct_zone = s->svc->ct_zone;
+	p->state = px_session_state_name(s);
+	p->client = s->client;
+	p->local = s->local;
+	len = sizeof(p->local);
+	if (p->local.ss_family == AF_UNSPEC)
+		(void)getsockname(s->cfd, (struct sockaddr *)&p->local, &len);
+	p->dst = s->dst;
+	p->server = s->server;
+	len = sizeof(p->upstream_local);
+	if (s->sfd == -1 || getsockname(s->sfd,
+	    (struct sockaddr *)&p->upstream_local, &len) == -1)
+		p->upstream_local.ss_family = AF_UNSPEC;
+	p->to_server = s->bytes[PX_TO_SERVER];
+	p->to_client = s->bytes[PX_TO_CLIENT];
+	p->age = (double)(now - s->start_ms) / 1000.0;
+}
+
+/* ---- data channels: what they need of their session ------------------ */
+
+static void
+px_session_chan_touch(struct px_session *s)
+{
+	px_session_touch(s);
+}
+
+static void
+px_session_chan_bytes(struct px_session *s, enum px_dir dir, size_t n)
+{
+	px_session_channel_bytes(s, dir, n);
+}
+
+struct px_channel *
+px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
+    void *arg)
+{
+	struct px_chan_host *h = &s->chan_host;
+
+	if (h->owner == NULL) {
+		h->owner = s;
+		h->base = s->w->base;
+		h->pipes = &s->w->pipes;
+		h->id = s->id;
+		h->buffer = s->cfg->buffer;
+		h->idle_ms = s->cfg->idle_timeout_ms;
+		h->transparent = s->svc->mode == PX_MODE_TRANSPARENT;
+		h->has_mark = s->svc->has_mark;
+		h->mark = s->svc->mark;
+		h->bytes = px_session_chan_bytes;
+		h->touch = px_session_chan_touch;
+	}
+	return px_chan_new(h, timeout_ms, cb, arg);
+}
+
+int
+px_session_local(struct px_session *s, enum px_chan_end end,
+    struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+	int fd = end == PX_CHAN_CLIENT ? s->cfd : s->sfd;
+
+	if (fd == -1) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return getsockname(fd, (struct sockaddr *)ss, &len);
 }

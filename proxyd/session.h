@@ -15,6 +15,7 @@
 #include <event2/event_struct.h>
 
 #include "analyser.h"
+#include "channel.h"
 #include "config.h"
 #include "conn.h"
 #include "relay.h"
@@ -66,7 +67,7 @@ struct px_session {
 	bool			 finished;	/* end with FIN: reply flushed */
 	char			 finish_reason[160];
 	void			*an_state;
-	struct px_channel	*channels;	/* data channels (channel.c) */
+	struct px_chan_host	 chan_host;	/* its data channels (channel.h) */
 	TAILQ_ENTRY(px_session)	 link;
 };
 
@@ -76,6 +77,10 @@ void	px_session_touch(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);
+struct px_session_snap;
+/* What the admin listing shows of s, copied on its worker. */
+void	px_session_snapshot(const struct px_session *s, uint64_t now,
+	    struct px_session_snap *snap);
 /* Bytes a data channel of the session delivered: into its totals. */
 void	px_session_channel_bytes(struct px_session *s, enum px_dir dir,
 	    uint64_t n);

@@ -186,18 +186,6 @@ px_worker_rate_limits(struct px_worker *w, const struct px_config *cfg)
 
 /* ---- admin session listing -------------------------------------------- */
 
-static const char *
-px_state_name(const struct px_session *s)
-{
-	switch (s->state) {
-	case PX_SS_CONNECTING: return "connecting";
-	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
-	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
-	    "relay-buffered";
-	default: return "closing";
-	}
-}
-
 static void
 px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 {
@@ -210,31 +198,8 @@ px_worker_snapshot(struct px_worker *w, struct px_snap_req *req)
 	TAILQ_FOREACH(s, &w->sessions, link)
 		cap++;
 	if (cap != 0 && (snaps = calloc(cap, sizeof(*snaps))) != NULL) {
-		TAILQ_FOREACH(s, &w->sessions, link) {
-			struct px_session_snap *p = &snaps[n++];
-			socklen_t len = sizeof(p->upstream_local);
-
-			p->id = s->id;
-			p->worker = w->id;
-			snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
-			p->ct_zone = s->svc->ct_zone;
-			p->state = px_state_name(s);
-			p->client = s->client;
-			p->local = s->local;
-			len = sizeof(p->local);
-			if (p->local.ss_family == AF_UNSPEC)
-				(void)getsockname(s->cfd, (struct sockaddr *)&p->local,
-				    &len);
-			len = sizeof(p->upstream_local);
-			p->dst = s->dst;
-			p->server = s->server;
-			if (s->sfd == -1 || getsockname(s->sfd,
-			    (struct sockaddr *)&p->upstream_local, &len) == -1)
-				p->upstream_local.ss_family = AF_UNSPEC;
-			p->to_server = s->bytes[PX_TO_SERVER];
-			p->to_client = s->bytes[PX_TO_CLIENT];
-			p->age = (double)(now - s->start_ms) / 1000.0;
-		}
+		TAILQ_FOREACH(s, &w->sessions, link)
+			px_session_snapshot(s, now, &snaps[n++]);
 	}
 	req->snaps[w->id] = snaps;
 	req->nsnaps[w->id] = n;
