@@ -33,6 +33,31 @@ http_reason(int status)
 	}
 }
 
+/* Text from the request (a host name, a path) can be in `why`: as text,
+ * never as markup on the proxy's own page. */
+static void
+http_add_html(struct evbuffer *out, const char *s)
+{
+	const char *run = s;
+
+	for (; *s != '\0'; s++) {
+		const char *ent;
+
+		switch (*s) {
+		case '&': ent = "&amp;"; break;
+		case '<': ent = "&lt;"; break;
+		case '>': ent = "&gt;"; break;
+		case '"': ent = "&quot;"; break;
+		case '\'': ent = "&#39;"; break;
+		default: continue;
+		}
+		evbuffer_add(out, run, (size_t)(s - run));
+		evbuffer_add(out, ent, strlen(ent));
+		run = s + 1;
+	}
+	evbuffer_add(out, run, (size_t)(s - run));
+}
+
 /* The page's body: the built-in one, or the policy's template for status
  * with @STATUS@ @REASON@ @DETAIL@ @SESSION@ filled in. */
 static void
@@ -46,9 +71,10 @@ http_error_page(struct evbuffer *body, const struct http_policy *p,
 	if (tpl == NULL) {
 		evbuffer_add_printf(body, "<!DOCTYPE html>\n<html><head>"
 		    "<title>%d %s</title></head>\n<body><h1>%d %s</h1>\n"
-		    "<p>%s</p>\n<hr><p>proxyd, session %llu</p></body>"
-		    "</html>\n", status, reason, status, reason, why,
-		    (unsigned long long)session);
+		    "<p>", status, reason, status, reason);
+		http_add_html(body, why);
+		evbuffer_add_printf(body, "</p>\n<hr><p>proxyd, session %llu"
+		    "</p></body></html>\n", (unsigned long long)session);
 		return;
 	}
 	c = tpl;
@@ -67,7 +93,7 @@ http_error_page(struct evbuffer *body, const struct http_policy *p,
 			evbuffer_add_printf(body, "%s", reason);
 			c = at + 8;
 		} else if (strncmp(at, "@DETAIL@", 8) == 0) {
-			evbuffer_add_printf(body, "%s", why);
+			http_add_html(body, why);
 			c = at + 8;
 		} else if (strncmp(at, "@SESSION@", 9) == 0) {
 			evbuffer_add_printf(body, "%llu",

@@ -63,6 +63,11 @@ code=$(curl -sS --max-time 40 -o /dev/null -w '%{http_code}' -x "http://127.0.0.
 info "failed lookup answered in $(($(now_ms) - t0)) ms"
 check [ "$code" = 502 ] "forward GET to a name that does not resolve: got $code"
 check wait_grep "$PROXYD_LOG" 'http-error status=502 ' 3 "http-error line for the failed lookup"
+# Request text on proxyd's own error page is text, never markup: a name
+# with markup in it comes back escaped.
+r=$(raw_send "$PF" "GET http://x<script>y.invalid:$NGINX_PORT/ HTTP/1.1\r\nHost: x<script>y.invalid:$NGINX_PORT\r\n\r\n" --timeout 40 --out "$T/xss")
+check grep -q -- '&lt;script&gt;' "$T/xss" "the error page escapes the request's host: $r, body $(head -c 400 "$T/xss" 2>/dev/null)"
+check [ "$(grep -c '<script>' "$T/xss" 2>/dev/null)" = 0 ] "the error page holds raw markup from the request"
 r=$(raw_send "$PF" "GET /a.txt HTTP/1.1\r\nHost: 127.0.0.1:$NGINX_PORT\r\n\r\n")
 [[ $r == "statuses=400 closed=yes"* ]] || fail "origin-form request in forward mode: $r"
 assert_log 'http-error status=400 reason="forward mode needs an absolute URI"'
