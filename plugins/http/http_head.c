@@ -2,6 +2,7 @@
  * the policy and a few facts of the transaction. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -37,11 +38,27 @@ http_find(const struct http_head *m, const char *name)
 
 /* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1). conn is the
  * index of the Connection field, -1 if none. */
+/* A Connection field from index conn on lists name. */
+static bool
+http_connection_names(const struct http_head *m, int conn, const char *name)
+{
+	unsigned i;
+
+	for (i = (unsigned)conn; i < m->nhdr; i++) {
+		const struct http_hdr *c = &m->hdr[i];
+
+		if (c->nlen == 10 && http_token_eq(c->name, c->nlen, "connection") &&
+		    http_list_has(c->val, c->vlen, name))
+			return true;
+	}
+	return false;
+}
+
 static bool
 http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
 {
-	char name[64];
-	unsigned i;
+	char name[64], *big;
+	bool found;
 
 	/* By length first: this runs for every field of every message. */
 	switch (f->nlen) {
@@ -64,19 +81,22 @@ http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
 			return true;
 		break;
 	}
-	if (conn == -1 || f->nlen >= sizeof(name))
+	if (conn == -1)
 		return false;
-	/* ...and whatever Connection names. */
-	memcpy(name, f->name, f->nlen);
-	name[f->nlen] = '\0';
-	for (i = (unsigned)conn; i < m->nhdr; i++) {
-		const struct http_hdr *c = &m->hdr[i];
-
-		if (c->nlen == 10 && http_token_eq(c->name, c->nlen, "connection") &&
-		    http_list_has(c->val, c->vlen, name))
-			return true;
+	/* ...and whatever Connection names, however long the name: one
+	 * too long for the stack copy is looked up from the heap (and with
+	 * no memory for that, dropped rather than passed on). */
+	if (f->nlen < sizeof(name)) {
+		memcpy(name, f->name, f->nlen);
+		name[f->nlen] = '\0';
+		found = http_connection_names(m, conn, name);
+	} else if ((big = strndup(f->name, f->nlen)) == NULL)
+		return true;
+	else {
+		found = http_connection_names(m, conn, big);
+		free(big);
 	}
-	return false;
+	return found;
 }
 
 /* Copies the fields of m to out through the policy's rules. */

@@ -132,6 +132,12 @@ test_hop_by_hop(void **state)
 	    "X-Bar: 2\r\nConnection: x-baz\r\nX-Baz: 3\r\nX-Foo-Not: 4\r\n\r\n",
 	    &p, "a", false,
 	    "GET /a HTTP/1.1\r\nHost: a\r\nX-Bar: 2\r\nX-Foo-Not: 4\r\n\r\n");
+	/* A name longer than any stack copy is removed all the same. */
+	request("GET /a HTTP/1.1\r\nHost: a\r\nConnection: "
+	    "X-A-Very-Long-Header-Name-That-Is-Longer-Than-Sixty-Four-Bytes-In-All\r\n"
+	    "X-A-Very-Long-Header-Name-That-Is-Longer-Than-Sixty-Four-Bytes-In-All: 1\r\n"
+	    "X-Kept: 2\r\n\r\n", &p, "a", false,
+	    "GET /a HTTP/1.1\r\nHost: a\r\nX-Kept: 2\r\n\r\n");
 	/* A response too; "close" named in Connection removes nothing else. */
 	response("HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n"
 	    "Keep-Alive: max=1\r\nContent-Length: 0\r\n\r\n", &p, false, true,
