@@ -405,7 +405,7 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	int fd;
 
 	px_pool_key_init(&key, svc, dst, src);
-	if (pooled_ok && (fd = px_pool_take(s->w, &key)) != -1) {
+	if (pooled_ok && (fd = px_pool_take(&s->w->pool, &key)) != -1) {
 		*reused = true;
 		PX_COUNT_ADD(s->w, upstream_reused, 1);
 		return fd;
@@ -536,7 +536,7 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 	}
 	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
 	    (const struct sockaddr *)&s->client : NULL);
-	px_pool_put(s->w, &key, fd, max, idle_ms);
+	px_pool_put(&s->w->pool, &key, fd, max, idle_ms);
 }
 
 void

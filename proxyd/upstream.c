@@ -14,7 +14,6 @@
 
 #include "config.h"
 #include "listener.h"
-#include "worker.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -88,12 +87,32 @@ px_upstream_result(int fd)
 /* ---- per-worker pool of idle server connections ------------------------ */
 
 struct px_pool_conn {
-	struct px_worker	*w;
+	struct px_pool		*pool;
 	struct px_pool_key	 key;
 	int			 fd;
 	struct event		 ev;	/* EV_READ + idle timeout */
 	TAILQ_ENTRY(px_pool_conn) link;
 };
+
+/* One writer: a relaxed load and store, no locked add. */
+static void
+px_pool_count_stale(struct px_pool *p)
+{
+	if (p->stale != NULL)
+		atomic_store_explicit(p->stale, atomic_load_explicit(p->stale,
+		    memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+void
+px_pool_init(struct px_pool *p, struct event_base *base,
+    atomic_uint_fast64_t *stale)
+{
+	TAILQ_INIT(&p->conns);
+	p->n = 0;
+	p->base = base;
+	p->closed = false;
+	p->stale = stale;
+}
 
 void
 px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
@@ -113,11 +132,11 @@ px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 static void
 px_pool_drop(struct px_pool_conn *c)
 {
-	struct px_worker *w = c->w;
+	struct px_pool *p = c->pool;
 
 	event_del(&c->ev);
-	TAILQ_REMOVE(&w->pool, c, link);
-	w->pool_n--;
+	TAILQ_REMOVE(&p->conns, c, link);
+	p->n--;
 	close(c->fd);
 	free(c);
 }
@@ -131,18 +150,18 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	if (what & EV_READ)
-		PX_COUNT_ADD(c->w, pool_stale, 1);
+		px_pool_count_stale(c->pool);
 	px_pool_drop(c);
 }
 
 int
-px_pool_take(struct px_worker *w, const struct px_pool_key *k)
+px_pool_take(struct px_pool *p, const struct px_pool_key *k)
 {
 	struct px_pool_conn *c, *next;
 	char b;
 
 	/* Most recently parked first: the likeliest to be alive. */
-	for (c = TAILQ_LAST(&w->pool, px_pool_list); c != NULL; c = next) {
+	for (c = TAILQ_LAST(&p->conns, px_pool_list); c != NULL; c = next) {
 		int fd;
 		ssize_t n;
 
@@ -154,14 +173,14 @@ px_pool_take(struct px_worker *w, const struct px_pool_key *k)
 		n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN &&
 		    errno != EWOULDBLOCK) || n > 0) {
-			PX_COUNT_ADD(w, pool_stale, 1);
+			px_pool_count_stale(p);
 			px_pool_drop(c);
 			continue;
 		}
 		c->fd = -1;
 		event_del(&c->ev);
-		TAILQ_REMOVE(&w->pool, c, link);
-		w->pool_n--;
+		TAILQ_REMOVE(&p->conns, c, link);
+		p->n--;
 		free(c);
 		return fd;
 	}
@@ -169,7 +188,7 @@ px_pool_take(struct px_worker *w, const struct px_pool_key *k)
 }
 
 void
-px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
+px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
     unsigned max, uint64_t idle_ms)
 {
 	struct px_pool_conn *c, *oldest = NULL;
@@ -177,11 +196,11 @@ px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
 	    .tv_usec = (suseconds_t)(idle_ms % 1000) * 1000 };
 	unsigned same = 0;
 
-	if (max == 0 || idle_ms == 0 || w->draining) {
+	if (max == 0 || idle_ms == 0 || p->closed) {
 		close(fd);
 		return;
 	}
-	TAILQ_FOREACH(c, &w->pool, link)
+	TAILQ_FOREACH(c, &p->conns, link)
 		if (memcmp(&c->key, k, sizeof(*k)) == 0) {
 			if (oldest == NULL)
 				oldest = c;
@@ -193,18 +212,18 @@ px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
 		close(fd);
 		return;
 	}
-	c->w = w;
+	c->pool = p;
 	c->key = *k;
 	c->fd = fd;
-	event_assign(&c->ev, w->base, fd, EV_READ, px_pool_conn_cb, c);
+	event_assign(&c->ev, p->base, fd, EV_READ, px_pool_conn_cb, c);
 	event_add(&c->ev, &tv);
-	TAILQ_INSERT_TAIL(&w->pool, c, link);
-	w->pool_n++;
+	TAILQ_INSERT_TAIL(&p->conns, c, link);
+	p->n++;
 }
 
 void
-px_pool_flush(struct px_worker *w)
+px_pool_flush(struct px_pool *p)
 {
-	while (!TAILQ_EMPTY(&w->pool))
-		px_pool_drop(TAILQ_FIRST(&w->pool));
+	while (!TAILQ_EMPTY(&p->conns))
+		px_pool_drop(TAILQ_FIRST(&p->conns));
 }

@@ -1,12 +1,15 @@
 #ifndef PX_UPSTREAM_H
 #define PX_UPSTREAM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
+struct event_base;
 struct px_service;
-struct px_worker;
+struct px_pool_conn;
 
 /* What makes pooled server connections interchangeable. Compared with
  * memcmp: always built by px_pool_key_init. */
@@ -27,14 +30,27 @@ int	px_upstream_connect(const struct px_service *svc,
 /* 0 when the socket connected, else the errno of the failure. */
 int	px_upstream_result(int fd);
 
+/* A worker's idle server connections; only that worker touches it. */
+TAILQ_HEAD(px_pool_list, px_pool_conn);
+struct px_pool {
+	struct px_pool_list	 conns;
+	unsigned		 n;
+	struct event_base	*base;
+	bool			 closed;	/* draining: park nothing */
+	/* Parked connections found dead (one writer: the worker). */
+	atomic_uint_fast64_t	*stale;
+};
+
+void	px_pool_init(struct px_pool *p, struct event_base *base,
+	    atomic_uint_fast64_t *stale);
 void	px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 	    const struct sockaddr *dst, const struct sockaddr *source);
 /* An idle connection for k that still looks alive, or -1. */
-int	px_pool_take(struct px_worker *w, const struct px_pool_key *k);
+int	px_pool_take(struct px_pool *p, const struct px_pool_key *k);
 /* Parks fd for reuse (at most max for k, dropping the oldest; for idle_ms),
  * or closes it. */
-void	px_pool_put(struct px_worker *w, const struct px_pool_key *k, int fd,
+void	px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
 	    unsigned max, uint64_t idle_ms);
-void	px_pool_flush(struct px_worker *w);
+void	px_pool_flush(struct px_pool *p);
 
 #endif

@@ -267,6 +267,7 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	case PX_CMD_DRAIN:
 		if (!w->draining) {
 			w->draining = true;
+			w->pool.closed = true;
 			px_worker_unlisten(w);
 		}
 		if (TAILQ_EMPTY(&w->sessions))
@@ -274,6 +275,7 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 		break;
 	case PX_CMD_STOP:
 		w->draining = true;
+		w->pool.closed = true;
 		px_worker_unlisten(w);
 		px_worker_close_all(w, "shutdown");
 		event_base_loopbreak(w->base);
@@ -301,7 +303,7 @@ px_worker_main(void *arg)
 	px_worker_unlisten(w);
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
-	px_pool_flush(w);
+	px_pool_flush(&w->pool);
 	for (i = 0; px_analysers[i] != NULL; i++)
 		if (px_analysers[i]->on_worker_exit != NULL)
 			px_analysers[i]->on_worker_exit();
@@ -320,7 +322,6 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	w->wake_fd = -1;
 	TAILQ_INIT(&w->sessions);
 	TAILQ_INIT(&w->dead);
-	TAILQ_INIT(&w->pool);
 	/* Each base is used by exactly one thread: no libevent locks. */
 	if ((ec = event_config_new()) == NULL)
 		return -1;
@@ -333,6 +334,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	event_config_free(ec);
 	if (w->base == NULL)
 		return -1;
+	px_pool_init(&w->pool, w->base, &w->counters.pool_stale);
 	w->cfg = px_config_ref(cfg);
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (w->wake_fd == -1)

@@ -14,6 +14,7 @@
 #include "bucket.h"
 #include "config.h"
 #include "splice.h"
+#include "upstream.h"
 
 struct event_base;
 struct event;
@@ -71,7 +72,6 @@ enum px_worker_cmd {
 };
 
 TAILQ_HEAD(px_session_list, px_session);
-TAILQ_HEAD(px_pool_list, px_pool_conn);
 
 /* What the admin listing needs of one live session, copied by its worker
  * so the admin never touches a worker's sessions. */
@@ -117,8 +117,7 @@ struct px_worker {
 	struct event		*reap_ev;
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
-	struct px_pool_list	 pool;		/* idle server connections */
-	unsigned		 pool_n;
+	struct px_pool		 pool;		/* idle server connections */
 	/* global-bandwidth: this worker's share, by px_dir. */
 	struct px_bucket	 rl_global[2];
 	uint64_t		 rl_global_rate;
