@@ -21,6 +21,7 @@
 #include <libxml/xmlerror.h>
 
 #include "analyser.h"
+#include "rules.h"
 
 extern const char px_schema_proxyd_rng[];
 
@@ -580,6 +581,17 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			px_cfg_error(e, n, "mode=\"forward\": analyser \"%s\" "
 			    "cannot take its destination from the request",
 			    svc->analyser->name);
+	}
+	{
+		static const char *const origdst[] = { "auto", "conntrack",
+		    NULL };
+		int how = 0;
+
+		if (px_attr_choice(e, n, "origdst", origdst, &how) == 0 &&
+		    how == 1 && svc->mode != PX_MODE_REDIRECT)
+			px_cfg_error(e, n, "origdst=\"conntrack\" is for "
+			    "mode=\"redirect\"");
+		svc->origdst_conntrack = how == 1;
 	}
 	u = 1024;
 	px_attr_uint(e, n, "backlog", 1, 65535, &u);

@@ -39,6 +39,7 @@ struct px_service {
 	struct sockaddr_storage	 listen;
 	socklen_t		 listen_len;
 	enum px_mode		 mode;
+	bool			 origdst_conntrack; /* redirect: ask conntrack */
 	unsigned		 backlog;
 
 	bool			 has_target;

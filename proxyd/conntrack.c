@@ -180,33 +180,100 @@ px_ct_orig_dst(const struct nf_conntrack *ct, struct sockaddr_storage *out)
 	}
 }
 
-enum px_origdst
-px_conntrack_original_dst(struct px_conntrack *c, int fd,
-    const struct sockaddr *client, const struct sockaddr *local,
-    struct sockaddr_storage *out)
+int
+px_origdst_sockopt(int fd, int family, struct sockaddr_storage *out)
 {
-	struct nf_conntrack *ct;
 	socklen_t len = sizeof(*out);
 
-	/* SO_ORIGINAL_DST first, as HAProxy and nginx do: the kernel reads
-	 * the NAT entry of this very socket, with no netlink round trip on
-	 * the worker thread. */
 	memset(out, 0, sizeof(*out));
-	if (local->sa_family == AF_INET &&
-	    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, out, &len) == 0)
-		return PX_ORIGDST_SOCKOPT;
-	if (local->sa_family == AF_INET6 &&
-	    getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, out, &len) == 0)
-		return PX_ORIGDST_SOCKOPT;
-	/* Rarely reached (no NAT entry bound to the socket): after
-	 * REDIRECT/DNAT the reply tuple is (our end -> client), so look the
-	 * entry up by it and read the original destination. */
-	if ((ct = px_ct_get(c, true, 0, local, client)) != NULL) {
-		px_ct_orig_dst(ct, out);
-		nfct_destroy(ct);
-		return PX_ORIGDST_CONNTRACK;
+	if (family == AF_INET)
+		return getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, out, &len);
+	if (family == AF_INET6)
+		return getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, out, &len);
+	errno = EAFNOSUPPORT;
+	return -1;
+}
+
+int
+px_conntrack_fd(const struct px_conntrack *c)
+{
+	return mnl_socket_get_fd(c->nl);
+}
+
+int
+px_conntrack_ask_origdst(struct px_conntrack *c, uint16_t zone,
+    const struct sockaddr *client, const struct sockaddr *local,
+    uint32_t *seq)
+{
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfh;
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+
+	if (c == NULL || client->sa_family != local->sa_family ||
+	    (local->sa_family != AF_INET && local->sa_family != AF_INET6)) {
+		errno = EINVAL;
+		return -1;
 	}
-	return PX_ORIGDST_FAILED;
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	/* 0 is never used: it would match any answer. */
+	if (++c->seq == 0)
+		++c->seq;
+	nlh->nlmsg_seq = *seq = c->seq;
+	nfh = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfh));
+	nfh->nfgen_family = (uint8_t)local->sa_family;
+	nfh->version = NFNETLINK_V0;
+	nfh->res_id = 0;
+	/* After REDIRECT/DNAT the reply tuple is (our end -> client). */
+	px_ct_put_tuple(nlh, CTA_TUPLE_REPLY, local, client);
+	if (zone != 0)
+		mnl_attr_put_u16(nlh, CTA_ZONE, htons(zone));
+	return sendto(mnl_socket_get_fd(c->nl), nlh, nlh->nlmsg_len,
+	    MSG_DONTWAIT, NULL, 0) < 0 ? -1 : 0;
+}
+
+int
+px_conntrack_answers(struct px_conntrack *c, px_conntrack_answer_cb cb,
+    void *arg)
+{
+	struct nf_conntrack *ct;
+	struct sockaddr_storage dst;
+	const struct nlmsghdr *nlh;
+	ssize_t n;
+	int len, rounds;
+
+	/* Bounded per wakeup; level-triggered epoll brings the rest. */
+	for (rounds = 0; rounds < 64; rounds++) {
+		n = recv(mnl_socket_get_fd(c->nl), c->buf, sizeof(c->buf),
+		    MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR ? 0 : -1;
+		len = (int)n;
+		for (nlh = (const struct nlmsghdr *)c->buf; mnl_nlmsg_ok(nlh, len);
+		    nlh = mnl_nlmsg_next(nlh, &len)) {
+			if (nlh->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e =
+				    mnl_nlmsg_get_payload(nlh);
+
+				/* 0: the ack after an answer already given. */
+				if (e->error != 0)
+					cb(arg, nlh->nlmsg_seq, NULL);
+				continue;
+			}
+			if ((nlh->nlmsg_type & 0xff) != IPCTNL_MSG_CT_NEW ||
+			    (ct = nfct_new()) == NULL)
+				continue;
+			if (nfct_nlmsg_parse(nlh, ct) == 0) {
+				px_ct_orig_dst(ct, &dst);
+				cb(arg, nlh->nlmsg_seq, &dst);
+			} else
+				cb(arg, nlh->nlmsg_seq, NULL);
+			nfct_destroy(ct);
+		}
+	}
+	return 0;
 }
 
 static const char *

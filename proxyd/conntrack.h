@@ -1,7 +1,8 @@
-/* libnetfilter_conntrack: the original destination of a REDIRECT/DNAT'ed
- * connection, and the kernel's view of a session's flows for the admin
- * listing. One handle per thread; queries are single netlink round trips
- * to the local kernel (microseconds), never a dump on the request path. */
+/* The original destination of a REDIRECT/DNAT'ed connection
+ * (SO_ORIGINAL_DST, or libnetfilter_conntrack asked without blocking), and
+ * the kernel's view of a session's flows for the admin listing (a
+ * synchronous round trip, on the admin thread only). One handle per
+ * thread; never a dump on the request path. */
 #ifndef PX_CONNTRACK_H
 #define PX_CONNTRACK_H
 
@@ -11,12 +12,6 @@
 #include <sys/socket.h>
 
 struct px_conntrack;
-
-enum px_origdst {
-	PX_ORIGDST_CONNTRACK = 0,	/* conntrack lookup (the fallback) */
-	PX_ORIGDST_SOCKOPT,		/* SO_ORIGINAL_DST (tried first) */
-	PX_ORIGDST_FAILED,
-};
 
 struct px_flow {
 	bool		found;
@@ -30,13 +25,26 @@ struct px_flow {
 struct px_conntrack *px_conntrack_open(void);
 void	px_conntrack_close(struct px_conntrack *ct);
 
-/* fd: the accepted socket; client and local: its two ends.
- * SO_ORIGINAL_DST (v4, v6) first; a conntrack lookup (one synchronous
- * netlink round trip) only when the socket option cannot answer. ct may
- * be NULL. */
-enum px_origdst px_conntrack_original_dst(struct px_conntrack *ct, int fd,
+/* The original destination of a REDIRECT/DNAT'ed socket from the kernel's
+ * NAT entry for it (SO_ORIGINAL_DST, IP6T_SO_ORIGINAL_DST): no netlink
+ * round trip. 0, or -1 with errno. */
+int	px_origdst_sockopt(int fd, int family, struct sockaddr_storage *out);
+
+/* Asynchronous lookups on a worker's event loop: ask, then read the
+ * answers when px_conntrack_fd() is readable. */
+int	px_conntrack_fd(const struct px_conntrack *ct);
+/* Asks for the conntrack entry whose reply tuple is (local -> client), in
+ * zone; *seq names its answer. 0, or -1 with errno (nothing asked). */
+int	px_conntrack_ask_origdst(struct px_conntrack *ct, uint16_t zone,
 	    const struct sockaddr *client, const struct sockaddr *local,
-	    struct sockaddr_storage *out);
+	    uint32_t *seq);
+/* One call per answer: dst is the entry's original destination, NULL when
+ * there is no such entry. */
+typedef void	(*px_conntrack_answer_cb)(void *arg, uint32_t seq,
+		    const struct sockaddr_storage *dst);
+/* Reads what has arrived without blocking. 0, or -1 on a socket error. */
+int	px_conntrack_answers(struct px_conntrack *ct, px_conntrack_answer_cb cb,
+	    void *arg);
 /* The flow whose reply direction (by_reply) or original direction goes
  * from `from` to `to`. For a proxied client use by_reply with our end and
  * the client: it finds the flow whatever NAT did to its destination. */

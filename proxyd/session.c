@@ -22,6 +22,9 @@
 static atomic_uint_fast64_t px_session_ids;
 
 static void	px_session_release_io(struct px_session *s);
+static int	px_session_check_dst(struct px_session *s);
+static int	px_session_ask_conntrack(struct px_session *s);
+static void	px_session_proceed(struct px_session *s);
 
 
 uint64_t
@@ -164,6 +167,10 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		return;
 	px_session_mark_end(s, by);
 	s->state = PX_SS_CLOSED;
+	if (s->ct_waiting) {
+		TAILQ_REMOVE(&w->ct_wait, s, ct_link);
+		s->ct_waiting = false;
+	}
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
 	px_channels_close(&s->chan_host);
@@ -255,6 +262,12 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		s->finished = false;
 		px_session_endf(s, s->end_by, "%s (flush timed out)",
 		    s->finish_reason);
+		return;
+	}
+	if (s->ct_waiting) {
+		PX_COUNT_ADD(s->w, origdst_failed, 1);
+		px_session_end(s, PX_END_TIMEOUT, "error: original destination "
+		    "unknown (no answer from conntrack)");
 		return;
 	}
 	if (s->state == PX_SS_CONNECTING) {
@@ -799,7 +812,6 @@ px_session_destination(struct px_session *s)
 	struct px_worker *w = s->w;
 	const struct px_service *svc = s->svc;
 	socklen_t len = sizeof(s->local);
-	enum px_origdst how;
 
 	/* Fixed mode never needs our end of the client socket (the admin
 	 * listing asks for it itself): one syscall less per session. */
@@ -815,27 +827,21 @@ px_session_destination(struct px_session *s)
 		memcpy(&s->dst, &s->local, sizeof(s->dst));
 		break;
 	case PX_MODE_REDIRECT:
-		if (!w->ct_tried) {
-			w->ct_tried = true;
-			if ((w->ct = px_conntrack_open()) == NULL)
-				px_log(LOG_WARNING, 0, "worker %u: conntrack "
-				    "unavailable (%s); using SO_ORIGINAL_DST",
-				    w->id, strerror(errno));
-		}
-		how = px_conntrack_original_dst(w->ct, s->cfd,
-		    (struct sockaddr *)&s->client, (struct sockaddr *)&s->local,
-		    &s->dst);
-		if (how == PX_ORIGDST_CONNTRACK)
-			PX_COUNT_ADD(w, origdst_conntrack, 1);
-		else if (how == PX_ORIGDST_SOCKOPT)
+		/* SO_ORIGINAL_DST first, as HAProxy and nginx do: no netlink
+		 * round trip. conntrack otherwise, asked without blocking: its
+		 * answer continues the session (px_session_origdst_answer). */
+		if (!svc->origdst_conntrack && px_origdst_sockopt(s->cfd,
+		    s->local.ss_family, &s->dst) == 0) {
 			PX_COUNT_ADD(w, origdst_sockopt, 1);
-		else {
-			PX_COUNT_ADD(w, origdst_failed, 1);
-			px_session_end(s, PX_END_PROXY, "error: original destination unknown "
-			    "(no conntrack entry, no SO_ORIGINAL_DST)");
-			return -1;
+			break;
 		}
-		break;
+		if (px_session_ask_conntrack(s) == 0)
+			return 1;
+		PX_COUNT_ADD(w, origdst_failed, 1);
+		px_session_endf(s, PX_END_PROXY, "error: original destination "
+		    "unknown (no SO_ORIGINAL_DST, conntrack: %s)",
+		    strerror(errno));
+		return -1;
 	case PX_MODE_FORWARD:
 		/* The analyser learns it from each request. */
 		return 0;
@@ -843,15 +849,69 @@ px_session_destination(struct px_session *s)
 		memcpy(&s->dst, &svc->target, svc->target_len);
 		break;
 	}
+	return px_session_check_dst(s);
+}
+
+/* The destination is known: refuse the proxy's own address. 0 or -1. */
+static int
+px_session_check_dst(struct px_session *s)
+{
+	const struct px_service *svc = s->svc;
+
 	if (svc->mode != PX_MODE_FIXED &&
 	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
-		PX_COUNT_ADD(w, denied_direct, 1);
+		PX_COUNT_ADD(s->w, denied_direct, 1);
 		px_session_end(s, PX_END_POLICY,
 		    "denied: direct connection to the proxy");
 		return -1;
 	}
 	memcpy(&s->server, &s->dst, sizeof(s->dst));
 	return 0;
+}
+
+/* Asks the worker's conntrack handle for the original destination. 0
+ * (the session waits for the answer, bounded by connect-timeout), or -1
+ * with errno. */
+static int
+px_session_ask_conntrack(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	struct px_conntrack *ct = px_worker_conntrack(w);
+
+	if (ct == NULL)
+		return -1;
+	if (px_conntrack_ask_origdst(ct, 0, (struct sockaddr *)&s->client,
+	    (struct sockaddr *)&s->local, &s->ct_seq) == -1)
+		return -1;
+	s->ct_waiting = true;
+	TAILQ_INSERT_TAIL(&w->ct_wait, s, ct_link);
+	px_session_arm_timer(s, s->svc->connect_timeout_ms);
+	return 0;
+}
+
+void
+px_session_origdst_answer(struct px_session *s,
+    const struct sockaddr_storage *dst)
+{
+	struct px_worker *w = s->w;
+
+	TAILQ_REMOVE(&w->ct_wait, s, ct_link);
+	s->ct_waiting = false;
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	if (dst == NULL || dst->ss_family == AF_UNSPEC) {
+		PX_COUNT_ADD(w, origdst_failed, 1);
+		px_session_end(s, PX_END_PROXY, "error: original destination "
+		    "unknown (no SO_ORIGINAL_DST, no conntrack entry)");
+		return;
+	}
+	PX_COUNT_ADD(w, origdst_conntrack, 1);
+	memcpy(&s->dst, dst, sizeof(s->dst));
+	if (px_session_check_dst(s) == -1)
+		return;
+	px_session_proceed(s);
 }
 
 void
@@ -861,9 +921,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	struct px_worker *w = l->w;
 	const struct px_service *svc = l->svc;
 	struct px_session *s;
-	const char *stage;
-	bool in_progress;
-	int one = 1, sfd;
+	int one = 1;
 
 	PX_COUNT_ADD(w, accepted, 1);
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
@@ -897,8 +955,21 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (px_session_destination(s) == -1)
-		return;
+	if (px_session_destination(s) != 0)
+		return;		/* ended, or waiting for conntrack */
+	px_session_proceed(s);
+}
+
+/* Admitted, destination known: connect (or hand over to a driver). */
+static void
+px_session_proceed(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	const struct px_service *svc = s->svc;
+	const char *stage;
+	bool in_progress;
+	int sfd;
+
 	s->admitted = true;
 	if (svc->analyser->driver != NULL) {
 		px_session_connected(s);

@@ -69,6 +69,9 @@ struct px_session {
 	void			*an_state;
 	struct px_chan_host	 chan_host;	/* its data channels (channel.h) */
 	TAILQ_ENTRY(px_session)	 link;
+	bool			 ct_waiting;	/* for conntrack's answer */
+	uint32_t		 ct_seq;
+	TAILQ_ENTRY(px_session)	 ct_link;	/* in w->ct_wait */
 };
 
 void	px_session_accept(struct px_listener *l, int fd,
@@ -81,6 +84,10 @@ struct px_session_snap;
 /* What the admin listing shows of s, copied on its worker. */
 void	px_session_snapshot(const struct px_session *s, uint64_t now,
 	    struct px_session_snap *snap);
+/* conntrack's answer to the session's lookup: its original destination,
+ * or NULL (no entry). */
+void	px_session_origdst_answer(struct px_session *s,
+	    const struct sockaddr_storage *dst);
 /* Bytes a data channel of the session delivered: into its totals. */
 void	px_session_channel_bytes(struct px_session *s, enum px_dir dir,
 	    uint64_t n);

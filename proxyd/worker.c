@@ -223,6 +223,55 @@ px_snap_req_unref(struct px_snap_req *req)
 	free(req);
 }
 
+/* ---- conntrack lookups ----------------------------------------------- */
+
+static void
+px_worker_ct_answer(void *arg, uint32_t seq, const struct sockaddr_storage *dst)
+{
+	struct px_worker *w = arg;
+	struct px_session *s;
+
+	/* Few wait at once: SO_ORIGINAL_DST answers nearly every lookup. */
+	TAILQ_FOREACH(s, &w->ct_wait, ct_link)
+		if (s->ct_seq == seq) {
+			px_session_origdst_answer(s, dst);
+			return;
+		}
+}
+
+static void
+px_worker_ct_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_worker *w = arg;
+
+	(void)fd; (void)what;
+	if (px_conntrack_answers(w->ct, px_worker_ct_answer, w) == -1)
+		px_log(LOG_WARNING, 0, "worker %u: conntrack socket: %s", w->id,
+		    strerror(errno));
+}
+
+struct px_conntrack *
+px_worker_conntrack(struct px_worker *w)
+{
+	if (w->ct_tried)
+		return w->ct;
+	w->ct_tried = true;
+	if ((w->ct = px_conntrack_open()) == NULL) {
+		px_log(LOG_WARNING, 0, "worker %u: conntrack unavailable (%s): "
+		    "only SO_ORIGINAL_DST finds original destinations", w->id,
+		    strerror(errno));
+		return NULL;
+	}
+	w->ct_ev = event_new(w->base, px_conntrack_fd(w->ct),
+	    EV_READ | EV_PERSIST, px_worker_ct_cb, w);
+	if (w->ct_ev == NULL || event_add(w->ct_ev, NULL) == -1) {
+		px_log(LOG_WARNING, 0, "worker %u: conntrack: no event", w->id);
+		px_conntrack_close(w->ct);
+		w->ct = NULL;
+	}
+	return w->ct;
+}
+
 /* ---- commands from the main thread ------------------------------------ */
 
 static void
@@ -321,6 +370,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	w->pipes.owner = id;
 	w->wake_fd = -1;
 	TAILQ_INIT(&w->sessions);
+	TAILQ_INIT(&w->ct_wait);
 	TAILQ_INIT(&w->dead);
 	/* Each base is used by exactly one thread: no libevent locks. */
 	if ((ec = event_config_new()) == NULL)
@@ -503,6 +553,8 @@ px_workers_join(void)
 		if ((sr = atomic_exchange(&w->snap_req, NULL)) != NULL)
 			px_snap_req_unref(sr);
 		px_pipe_pool_flush(&w->pipes);
+		if (w->ct_ev != NULL)
+			event_free(w->ct_ev);
 		px_conntrack_close(w->ct);
 		event_free(w->wake_ev);
 		event_free(w->accept_pause);

@@ -124,6 +124,8 @@ struct px_worker {
 	struct px_log_ring	*log;
 	struct px_conntrack	*ct;		/* NULL: unavailable */
 	bool			 ct_tried;
+	struct event		*ct_ev;		/* answers readable on ct */
+	struct px_session_list	 ct_wait;	/* sessions waiting for one */
 	bool			 draining;
 	struct px_counters	 counters;
 };
@@ -142,6 +144,9 @@ unsigned px_workers_probe(const struct px_config *old,
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
 bool	px_workers_all_exited(void);
+/* The worker's conntrack handle, opened (with its answer event) at the
+ * first call; NULL when conntrack is unavailable. */
+struct px_conntrack *px_worker_conntrack(struct px_worker *w);
 /* Asks every live worker for its sessions, taking a reference for each;
  * returns how many were asked. */
 unsigned px_workers_snapshot(struct px_snap_req *req);

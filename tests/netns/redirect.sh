@@ -2,7 +2,8 @@
 # Redirect mode: deploy/inline-tproxy.sh redirect sends forwarded connections
 # to port 80 to proxyd's port 50081 (nat PREROUTING REDIRECT, then the DNAT
 # variant to the fw's own inside address); proxyd (mode="redirect") finds the
-# original destination with SO_ORIGINAL_DST and connects there.
+# original destination with SO_ORIGINAL_DST and connects there; then, with
+# listen/@origdst="conntrack", from conntrack asked on the worker's loop.
 # IPv4 and IPv6: bytes intact (sha256), session-end dst=/server= the server's
 # port 80, nginx sees the fw, and proxyd_conntrack_lookups_total{result="original-dst"}
 # counts the lookups (none failed).
@@ -44,9 +45,6 @@ fetch_check() {
     assert_ge "$(kv "$line" to-client)" "$SIZE" "to-client bytes, phase $phase"
     wait_grep "$ACCESS_LOG" "phase=$phase " 3 || fail "nginx did not log the request of phase $phase"
     assert_eq "$(nginx_peers "phase=$phase ")" "$peer" "address nginx saw, phase $phase (the fw's)"
-    assert_metric ge proxyd_conntrack_lookups_total 'result="original-dst"' "$NTH"
-    # no netlink round trip on the worker when the socket option answers
-    assert_metric eq proxyd_conntrack_lookups_total 'result="conntrack"' 0
     assert_metric eq proxyd_conntrack_lookups_total 'result="failed"' 0
 }
 
@@ -65,7 +63,23 @@ assert_ge "$(rule_pkts 4 nat PROXYD DNAT)" 1 "connections through the iptables D
 fetch_check 6 dnat6
 assert_ge "$(rule_pkts 6 nat PROXYD DNAT)" 1 "connections through the ip6tables DNAT rule"
 
+# every lookup so far answered by the socket option: no netlink round trip
+assert_metric eq proxyd_conntrack_lookups_total 'result="original-dst"' 4
+assert_metric eq proxyd_conntrack_lookups_total 'result="conntrack"' 0
+
+# ---- origdst="conntrack": asked of conntrack, without blocking the worker
+for f in "$T"/policy/rd.xml "$T"/policy/rd6.xml; do
+    sed -i 's|mode="redirect"/>|mode="redirect" origdst="conntrack"/>|' "$f"
+done
+grep -q 'origdst="conntrack"' "$T/policy/rd.xml" || fail "could not set origdst in rd.xml"
+kill -HUP "$PROXYD_PID"
+wait_grep "$PROXYD_LOG" 'reload done' 10 || fail "no 'reload done' after SIGHUP"
+fetch_check 4 conntrack4
+fetch_check 6 conntrack6
+assert_metric eq proxyd_conntrack_lookups_total 'result="conntrack"' 2
+assert_metric eq proxyd_conntrack_lookups_total 'result="original-dst"' 4
+
 info "metrics: $(metrics_fetch | grep -E '^proxyd_conntrack_lookups_total' | tr '\n' ' ')"
-assert_eq "$(nginx_count '"GET /file')" 4 "requests nginx served"
+assert_eq "$(nginx_count '"GET /file')" 6 "requests nginx served"
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"

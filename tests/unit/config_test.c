@@ -368,6 +368,13 @@ test_service_errors(void **state)
 		  "  <clients allow=\" \"/>\n"
 		  "</service>\n", 4, "list at least one address" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"127.0.0.1\" port=\"18081\" origdst=\"conntrack\"/>\n"
+		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
+		  "</service>\n", 2, "origdst=\"conntrack\" is for mode=\"redirect\"" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
+		  "  <listen address=\"0.0.0.0\" port=\"18081\" mode=\"redirect\" origdst=\"netlink\"/>\n"
+		  "</service>\n", 2, "origdst=\"netlink\": expected auto or conntrack" },
+		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
 		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
 		  "  <plug splice=\"maybe\"/>\n"
