@@ -16,10 +16,10 @@
 #include "analyser.h"
 #include "config.h"
 #include "ftp/ftp_policy.h"
+#include "policy_load.h"
 
 extern const struct px_analyser ftp_analyser;
 
-static xmlDoc *doc;
 static struct px_cfgerr err;
 
 /* Loads the <ftp> element of xml (line 1 is "<ftp"): the policy, or NULL
@@ -27,37 +27,13 @@ static struct px_cfgerr err;
 static struct ftp_policy *
 load(const char *xml)
 {
-	void *pol = NULL;
-
-	xmlFreeDoc(doc);
-	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
-	    XML_PARSE_NONET);
-	assert_non_null(doc);
-	memset(&err, 0, sizeof(err));
-	err.file = "t.xml";
-	if (ftp_analyser.policy_load(xmlDocGetRootElement(doc), &pol,
-	    &err) == -1) {
-		assert_true(err.count > 0);
-		return NULL;
-	}
-	assert_int_equal(err.count, 0);
-	assert_non_null(pol);
-	return pol;
+	return px_test_policy_load(&ftp_analyser, xml, &err);
 }
 
 static void
 unload(struct ftp_policy *p)
 {
 	ftp_analyser.policy_free(p);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	xmlFreeDoc(doc);
-	doc = NULL;
-	return 0;
 }
 
 /* No <ftp> at all, and an empty one: the documented defaults. */
@@ -310,12 +286,12 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_defaults, teardown),
-		cmocka_unit_test_teardown(test_attributes, teardown),
-		cmocka_unit_test_teardown(test_commands, teardown),
-		cmocka_unit_test_teardown(test_users, teardown),
-		cmocka_unit_test_teardown(test_paths, teardown),
-		cmocka_unit_test_teardown(test_errors, teardown),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_attributes),
+		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_users),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,32 +17,16 @@
 #include "config.h"
 #include "http/http.h"
 #include "rules.h"
+#include "policy_load.h"
+
+extern const struct px_analyser http_analyser;
 
 /* Loads the root element of xml as an <http> section; NULL (with the
  * first error in *e) if the loader refuses it. */
 static struct http_policy *
 httpt_load(const char *xml, struct px_cfgerr *e)
 {
-	xmlDoc *doc;
-	void *pol = NULL;
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	e->file = "t.xml";
-	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
-	    XML_PARSE_NONET);
-	assert_non_null(doc);
-	rc = http_policy_load(xmlDocGetRootElement(doc), &pol, e);
-	/* The policy is copied out: the tree may go at once. */
-	xmlFreeDoc(doc);
-	if (rc == -1) {
-		assert_true(e->count > 0);
-		http_policy_free(pol);
-		return NULL;
-	}
-	assert_int_equal(e->count, 0);
-	assert_non_null(pol);
-	return pol;
+	return px_test_policy_load(&http_analyser, xml, e);
 }
 
 /* http_policy_check for method on port with host and path. */

@@ -17,31 +17,16 @@
 #include "config.h"
 #include "r66/r66_policy.h"
 #include "rules.h"
+#include "policy_load.h"
+
+extern const struct px_analyser r66_analyser;
 
 /* Loads the root element of xml as an <r66> section; NULL (with the
  * first error in *e) if the loader refuses it. */
 static struct r66_policy *
 r66t_load(const char *xml, struct px_cfgerr *e)
 {
-	xmlDoc *doc;
-	void *pol = NULL;
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	e->file = "t.xml";
-	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
-	    XML_PARSE_NONET);
-	assert_non_null(doc);
-	rc = r66_policy_load(xmlDocGetRootElement(doc), &pol, e);
-	/* The policy is copied out: the tree may go at once. */
-	xmlFreeDoc(doc);
-	if (rc == -1) {
-		assert_true(e->count > 0);
-		return NULL;
-	}
-	assert_int_equal(e->count, 0);
-	assert_non_null(pol);
-	return pol;
+	return px_test_policy_load(&r66_analyser, xml, e);
 }
 
 static void
