@@ -80,8 +80,10 @@ struct px_analyser {
 	 * It may remove bytes from `in` and write what it forwards (maybe
 	 * rewritten) to px_session_output(s, dir), and replies to the other
 	 * side to px_session_output(s, !dir); the core counts both. When a
-	 * side gives EOF with bytes still in `in`, it is called once more with
-	 * px_session_input_closed(s, dir) true; what it leaves is dropped. */
+	 * side gives EOF it is called once more, with
+	 * px_session_input_closed(s, dir) true and what is left in `in`
+	 * (maybe nothing: an analyser may hold bytes of its own); what it
+	 * leaves in `in` then is dropped. */
 	enum px_verdict	(*on_data)(struct px_session *s, void *st,
 			    enum px_dir dir, struct evbuffer *in);
 	void		(*on_close)(struct px_session *s, void *st);

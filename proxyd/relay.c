@@ -336,8 +336,10 @@ px_buf_eof(struct px_relay *r, int side)
 		(void)px_buf_finish_check(r);
 		return;
 	}
-	/* Bytes the analyser held for more: its last look at them. */
-	if (evbuffer_get_length(in) != 0 && r->ops->analyse != NULL) {
+	/* The analyser's last look, at what it held for more or, with
+	 * nothing left here, at the end itself (it may hold bytes of its
+	 * own: a partial frame). */
+	if (r->ops->analyse != NULL) {
 		px_buf_forward(r, side);
 		if (!r->running || r->finishing)
 			return;

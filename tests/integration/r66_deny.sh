@@ -147,6 +147,12 @@ elif what == "type":
     s.sendall(frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + b"3.1.0", typ=3))
 elif what == "big":
     s.sendall(struct.pack(">IIIB", 200000, NC, c, 3) + b"\0" * 100)
+elif what == "cut":
+    # the first half of an Authent frame, then the client's FIN
+    caps = b'3.1.0.{"HOSTID":"hosta","DIGESTALGO":"MD5","R66VERSION":"3.6.2"}'
+    whole = frame(NC, c, 1, b"hosta", key, struct.pack(">IB", c, 0) + caps)
+    s.sendall(whole[:len(whole) // 2])
+    s.shutdown(socket.SHUT_WR)
 f = readframe(s)
 print("frame", None if f is None else (hex(f[0]), hex(f[1]), f[2], f[3].decode(), f[4].decode()))
 if what != "admin":
@@ -182,6 +188,10 @@ python3 "$T/raw.py" "$R66_PORT" big >"$T/raw.out"
 assert_grep "$T/raw.out" "^frame \('0x80000000', '0x80000000', 6, "
 assert_log "r66 protocol violation from client: frame of 200004 bytes over max-block"
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="violations"' $((v0 + 2))
+# a frame cut by the client's close: the analyser sees the end (its held
+# partial frame is logged and dropped, never passed on)
+python3 "$T/raw.py" "$R66_PORT" cut >"$T/raw.out"
+assert_log "r66: client closed in the middle of a frame"
 
 # action="abort": a reset, no ErrorPacket, and a policy verdict (not an
 # analyser error) in the session-end line
