@@ -97,6 +97,9 @@ struct px_analyser {
 	/* It can serve mode="forward" (the destination comes from each
 	 * request). */
 	bool		 forward_mode;
+	/* The ALPN protocol it speaks, offered when it terminates TLS
+	 * ("http/1.1"); NULL: no ALPN. */
+	const char	*alpn;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 };

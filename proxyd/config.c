@@ -22,6 +22,7 @@
 
 #include "analyser.h"
 #include "rules.h"
+#include "tls.h"
 
 extern const char px_schema_proxyd_rng[];
 
@@ -631,12 +632,16 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 
 	if ((n = px_child(root, "clients")) != NULL)
 		px_load_allow(svc, n, e);
+	if ((n = px_child(root, "tls")) != NULL && svc->analyser != NULL &&
+	    (svc->tls_client = px_tls_load(e, n, svc->file,
+	    svc->analyser->alpn)) == NULL && e->count == before)
+		px_cfg_error(e, n, "invalid <tls>");
 
 	/* The analyser's own section is named after it; a section of another
 	 * analyser is a mistake the user wants to hear about. */
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
-		    "upstream", "clients", NULL };
+		    "upstream", "clients", "tls", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -822,6 +827,7 @@ px_config_unref(struct px_config *c)
 		if (svc->analyser != NULL && svc->analyser->policy_free != NULL &&
 		    svc->analyser_policy != NULL)
 			svc->analyser->policy_free(svc->analyser_policy);
+		px_tls_free(svc->tls_client);
 		xmlFree(svc->name);
 		free(svc->file);
 		free(svc->allow);

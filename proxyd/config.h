@@ -52,9 +52,12 @@ struct px_service {
 	uint64_t		 connect_timeout_ms;	/* resolved: never 0 */
 	uint16_t		 ct_zone;	/* of upstream flows, for /sessions */
 
+	struct px_tls_ctx	*tls_client;	/* <tls side="client">; NULL */
 	struct px_cidr		*allow;		/* NULL: everyone */
 	size_t			 nallow;
 };
+
+struct px_tls_ctx;
 
 struct px_config {
 	atomic_uint		 refs;

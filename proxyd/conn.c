@@ -2,6 +2,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -113,11 +114,33 @@ px_conn_set_transform(struct px_conn *c, const struct px_conn_transform *tf,
 	c->tf_state = state;
 }
 
+/* A transform may hold decoded bytes the socket will never announce:
+ * report them as readable from the loop. */
+static void
+px_conn_kick_pending(struct px_conn *c)
+{
+	if (c->reading && c->tf != NULL && c->tf->pending != NULL &&
+	    c->tf->pending(c) > 0)
+		event_active(&c->rd, EV_READ, 0);
+}
+
 void
 px_conn_read_enable(struct px_conn *c, bool on)
 {
 	c->reading = on;
 	px_conn_update(c);
+	px_conn_kick_pending(c);
+}
+
+const char *
+px_conn_strerror(const struct px_conn *c, int err)
+{
+	const char *why;
+
+	if (err == EPROTO && c->tf != NULL && c->tf->last_error != NULL &&
+	    (why = c->tf->last_error(c)) != NULL)
+		return why;
+	return strerror(err);
 }
 
 void
@@ -213,6 +236,7 @@ px_conn_recv(struct px_conn *c, size_t room)
 		left -= (ssize_t)v[i].iov_len;
 	}
 	evbuffer_commit_space(c->in, v, k);
+	px_conn_kick_pending(c);
 	return n;
 }
 

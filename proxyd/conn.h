@@ -48,6 +48,9 @@ struct px_conn_transform {
 	/* Bytes already decoded and readable without the socket being
 	 * readable (TLS: SSL_pending()). May be NULL: none ever. */
 	size_t		(*pending)(const struct px_conn *c);
+	/* Why the last call failed with EPROTO, for a log line ("tls: no
+	 * shared cipher"); NULL when it has nothing to say. May be NULL. */
+	const char	*(*last_error)(const struct px_conn *c);
 	/* Frees tf_state; the socket stays open. May be NULL. */
 	void		(*free)(struct px_conn *c);
 };
@@ -98,6 +101,9 @@ int	px_conn_send(struct px_conn *c);
 int	px_conn_shutdown(struct px_conn *c);
 /* Decoded bytes waiting in the transform (0 for a plain socket). */
 size_t	px_conn_pending(const struct px_conn *c);
+/* Text for a failure of c with err: the transform's own reason when it
+ * has one, else strerror(err). */
+const char *px_conn_strerror(const struct px_conn *c, int err);
 /* The write event is armed: the kernel pushed back. */
 bool	px_conn_write_blocked(const struct px_conn *c);
 

@@ -1,5 +1,6 @@
 /* Moving bytes between two sockets (see relay.h). */
 #include "relay.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <string.h>
@@ -51,6 +52,7 @@ px_relay_failed(struct px_relay *r, int side, int err)
 	char reason[160];
 
 	snprintf(reason, sizeof(reason), "%s-error: %s", px_side_name[side],
+	    r->conn_open[side] ? px_conn_strerror(&r->conn[side], err) :
 	    strerror(err));
 	px_relay_end(r, px_side_fail[side], reason);
 }
@@ -431,6 +433,9 @@ px_relay_buffered_start(struct px_relay *r)
 		    px_buf_readable, px_buf_writable, r) == -1)
 			return -1;
 		r->conn_open[side] = true;
+		if (r->lim.tls[side] != NULL &&
+		    px_tls_attach(&r->conn[side], r->lim.tls[side]) == -1)
+			return -1;
 	}
 	if (r->lim.session_rate != 0)
 		for (d = 0; d < 2; d++)
@@ -464,9 +469,11 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 	r->fd[1] = fd[1];
 	r->half_close = half_close;
 	r->lim = *lim;
-	/* Bandwidth limits and byte inspection need the bytes in user space. */
+	/* Bandwidth limits, TLS and byte inspection need the bytes in user
+	 * space. */
 	if (mode == PX_RELAY_SPLICE && (lim->session_rate != 0 ||
-	    lim->shared != NULL || ops->analyse != NULL))
+	    lim->shared != NULL || ops->analyse != NULL ||
+	    lim->tls[0] != NULL || lim->tls[1] != NULL))
 		mode = PX_RELAY_BUFFERED;
 	r->mode = mode;
 	if (mode == PX_RELAY_SPLICE) {

@@ -6,8 +6,8 @@
  * Splice path: one px_splice pump per direction (splice.h); payload never
  * enters user space and each direction's pipe is its whole buffer.
  *
- * Buffered path: two conns (conn.h), for bandwidth limits and analysers
- * that see the bytes. The le-proxy pattern: a side stops reading while its
+ * Buffered path: two conns (conn.h), for bandwidth limits, TLS and
+ * analysers that see the bytes. The le-proxy pattern: a side stops reading while its
  * peer's output holds `buffer` bytes and resumes at half; bytes are written
  * as soon as they are read, the write event polled only while the kernel
  * pushes back. */
@@ -47,8 +47,13 @@ struct px_relay_ops {
 	void	(*flushed)(void *arg);
 };
 
+struct px_tls_ctx;
+
 struct px_relay_limits {
 	size_t		 buffer;	/* per direction */
+	/* TLS terminated on that side (client, server), NULL: plain. Forces
+	 * the buffered path. */
+	const struct px_tls_ctx *tls[2];
 	uint64_t	 session_rate;	/* bytes/s per direction, 0: none */
 	struct px_bucket *shared;	/* [2] by px_dir, the worker's; NULL */
 };

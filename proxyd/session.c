@@ -15,6 +15,7 @@
 #include "channel.h"
 #include "conntrack.h"
 #include "log.h"
+#include "tls.h"
 #include "tcp_progress.h"
 #include "upstream.h"
 #include "worker.h"
@@ -477,6 +478,9 @@ px_drv_open(struct px_session *s)
 	    px_drv_writable, s) == -1)
 		return -1;
 	s->dconn_open[0] = true;
+	if (s->svc->tls_client != NULL &&
+	    px_tls_attach(&s->dconn[0], s->svc->tls_client) == -1)
+		return -1;
 	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
 	s->an_timer_set = true;
 	return 0;
@@ -673,6 +677,7 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 		.buffer = s->cfg->buffer,
 		.session_rate = s->cfg->session_bandwidth,
 		.shared = s->cfg->global_bandwidth != 0 ? s->w->rl_global : NULL,
+		.tls = { s->svc->tls_client, NULL },
 	};
 	int fd[2] = { s->cfd, s->sfd };
 	const struct px_relay_ops *ops = s->svc->analyser->on_data != NULL &&

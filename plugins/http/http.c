@@ -721,7 +721,7 @@ http_client_failed(struct http_state *h, int err)
 	http_log_request(h);
 	http_server_drop(h, false);
 	px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
-	    strerror(err));
+	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
 
 /* Runs every step that can make progress, writes what is queued, and sets
@@ -1005,5 +1005,6 @@ const struct px_analyser http_analyser = {
 	.counters = http_counter_names,
 	.driver = &http_driver,
 	.forward_mode = true,
+	.alpn = "http/1.1",
 	.on_worker_exit = http_worker_exit,
 };

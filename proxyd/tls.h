@@ -1,0 +1,36 @@
+/* TLS with OpenSSL 3, in the conn layer's transform slot (conn.h), so it
+ * sits under every analyser once. A context is built per service and side
+ * at config load and shared read-only by the workers; each connection gets
+ * its own SSL. This step: the client side, mode="terminate". */
+#ifndef PX_TLS_H
+#define PX_TLS_H
+
+#include <stdbool.h>
+
+struct _xmlNode;
+struct px_cfgerr;
+struct px_conn;
+
+/* One <tls> element, compiled. */
+struct px_tls_ctx;
+
+/* Reads <tls side=... mode=...> (n) of the service file `file`: the
+ * certificate chain and key (PEM, checked to match, not expired), the
+ * protocol versions, the TLS 1.2 ciphers and TLS 1.3 suites. alpn: the one
+ * protocol the analyser speaks (NULL: no ALPN). Paths are taken from the
+ * directory of `file` when relative. NULL after reporting file:line. */
+struct px_tls_ctx *px_tls_load(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *file, const char *alpn);
+void	px_tls_free(struct px_tls_ctx *t);
+
+/* Puts a server-side (we terminate) TLS session on c's socket into c's
+ * transform slot; the handshake runs on its first reads and writes.
+ * 0, or -1 (out of memory). */
+int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t);
+
+/* What made the last failing call of c's TLS session fail, for the
+ * session-end line ("tls: no shared cipher"); NULL when c has no TLS or
+ * it did not fail. */
+const char *px_tls_error(const struct px_conn *c);
+
+#endif

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# TLS terminated from clients (<tls side="client" mode="terminate">) on a
+# plug and an http service in front of a plain nginx: bytes intact through
+# the buffered relay, http/1.1 offered by ALPN (and a client that offers
+# only h2 refused), min-version enforced, handshake failures logged with
+# OpenSSL's reason, and bad files refused by --check with file:line. The CA
+# and the certificates are made here with the openssl command.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx curl openssl python3
+setup
+
+# ---- a test CA and a leaf for localhost / 127.0.0.1, made now
+P=$T/pki
+mkdir -p "$P"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/ca.key" -out "$P/ca.pem" -days 2 -subj "/CN=proxyd test CA" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA: $(cat "$P/err")"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/leaf.key" -out "$P/leaf.csr" -subj "/CN=localhost" 2>"$P/err" ||
+    fail "leaf key: $(cat "$P/err")"
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$P/leaf.ext"
+openssl x509 -req -in "$P/leaf.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
+    -CAcreateserial -days 2 -extfile "$P/leaf.ext" -out "$P/leaf.pem" 2>"$P/err" ||
+    fail "leaf: $(cat "$P/err")"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/other.key" -out /dev/null -subj "/CN=other" 2>/dev/null
+
+make_file f1m.bin $((1024 * 1024))
+SHA=$(sha256_of "$T/www/f1m.bin")
+start_nginx
+free_port P_PLUG
+free_port P_HTTP
+write_proxyd_conf
+TLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.2\"/>"
+write_service tplug "$P_PLUG" "$NGINX_PORT" "$TLS"
+write_http_service thttp "$P_HTTP" "$NGINX_PORT" "$TLS"
+start_proxyd
+
+info "plug: 1 MB over TLS, sha256 intact"
+got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" "https://localhost:$P_PLUG/f1m.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$SHA" "sha256 of the file through plug + TLS"
+assert_log "session-end service=tplug analyser=plug verdict=accept .* to-client=[0-9]{7,} .*end=(client|server)-closed"
+
+info "http: GET over TLS, ALPN http/1.1"
+code=$(curl -sS --max-time 20 --cacert "$P/ca.pem" -o "$T/h.bin" -w '%{http_code} %{http_version}' -v "https://localhost:$P_HTTP/f1m.bin" 2>"$T/curl.v")
+assert_eq "$code" "200 1.1" "status and HTTP version through http + TLS"
+assert_eq "$(sha256_of "$T/h.bin")" "$SHA" "sha256 through http + TLS"
+assert_grep "$T/curl.v" "ALPN: server accepted http/1.1|ALPN, server accepted to use http/1.1" "the server's ALPN answer"
+assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=localhost(:$P_HTTP)? path=/f1m\.bin status=200 "
+
+info "a client that offers only h2 is refused: http speaks http/1.1"
+if echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_HTTP" -alpn h2 \
+    -CAfile "$P/ca.pem" >"$T/h2.out" 2>&1; then
+    grep -q 'ALPN protocol: h2' "$T/h2.out" && fail "proxyd accepted ALPN h2"
+fi
+assert_log "session-end service=thttp analyser=http verdict=error .* by=client-fail .*end=client-error: tls: no application protocol"
+
+info "TLS 1.1 under min-version=\"1.2\""
+echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_PLUG" -tls1_1 \
+    -cipher 'DEFAULT@SECLEVEL=0' >"$T/t11.out" 2>&1 || true
+assert_grep "$T/t11.out" "alert protocol version" "the TLS 1.1 client was not refused with a protocol_version alert"
+assert_no_grep "$T/t11.out" "^ *Cipher *: [^0]" "a TLS 1.1 handshake agreed on a cipher"
+assert_log "session-end service=tplug analyser=plug verdict=error .* by=client-fail .*end=client-error: tls: unsupported protocol"
+
+info "plain HTTP on the TLS port: refused, logged, nothing reaches the origin"
+before=$(grep -c 'GET /plain-on-tls' "$T/nginx/logs/access.log" 2>/dev/null || true)
+curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$P_PLUG/plain-on-tls" 2>/dev/null || true
+assert_log "session-end service=tplug analyser=plug verdict=error .*end=client-error: tls: http request"
+# the sentinel: a good request after it, on the same service
+got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" "https://localhost:$P_PLUG/f1m.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$SHA" "the sentinel download after the plain request"
+assert_eq "$(grep -c 'GET /plain-on-tls' "$T/nginx/logs/access.log" 2>/dev/null || true)" "$before" "plain requests that reached nginx"
+
+info "--check refuses bad TLS material with file:line"
+check_bad() { # WHAT XML REGEX
+    local out
+    mkdir -p "$T/bad/policy"
+    rm -f "$T/bad/policy/"*.xml
+    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
+    cat >"$T/bad/policy/b.xml" <<EOF
+<service name="b" analyser="plug">
+  <listen address="127.0.0.1" port="1" mode="fixed"/>
+  <target address="127.0.0.1" port="2"/>
+  $2
+</service>
+EOF
+    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
+        fail "--check accepted $1: $out"
+    fi
+    [[ $out =~ $3 ]] || fail "--check on $1: expected /$3/, got: $out"
+    info "  $1: ${out%%$'\n'*}"
+}
+check_bad "a key that does not match" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/other.key\"/>" \
+    "b\.xml:4: key=\".*other\.key\" does not match cert="
+check_bad "a missing certificate" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/none.pem\" key=\"$P/leaf.key\"/>" \
+    "b\.xml:4: cert=\".*none\.pem\": No such file or directory"
+check_bad "a key that is no key" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.pem\"/>" \
+    "b\.xml:4: key=\".*leaf\.pem\": not a PEM private key"
+check_bad "a certificate that is no certificate" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.key\" key=\"$P/leaf.key\"/>" \
+    "b\.xml:4: cert=\".*leaf\.key\": not a PEM certificate chain"
+check_bad "an unknown version" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.4\"/>" \
+    "b\.xml:4: min-version=\"1\.4\": expected 1\.0, 1\.1, 1\.2 or 1\.3"
+check_bad "a mode not built yet" \
+    "<tls side=\"server\" mode=\"originate\"/>" \
+    "b\.xml:4: <tls side=\"server\" mode=\"originate\">: this proxyd terminates TLS from clients only"
+
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "ok"
