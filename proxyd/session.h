@@ -80,6 +80,10 @@ void	px_session_touch(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);
+/* session_api.c: a driver analyser's client conn and timer, before its
+ * on_open. 0, or -1 (out of memory). */
+int	px_drv_open(struct px_session *s);
+
 struct px_session_snap;
 /* What the admin listing shows of s, copied on its worker. */
 void	px_session_snapshot(const struct px_session *s, uint64_t now,

@@ -1,0 +1,393 @@
+/* What an analyser may ask of its session (analyser.h), apart from its
+ * life: where it goes, what it may read and count, a driver analyser's
+ * conns, timer and server connections, the tunnel hand-off, data channels,
+ * and the admin listing's copy of a session. */
+#include "session.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "log.h"
+#include "tls.h"
+#include "upstream.h"
+#include "worker.h"
+
+const void *
+px_session_policy(const struct px_session *s)
+{
+	return s->svc->analyser_policy;
+}
+
+uint64_t
+px_session_id(const struct px_session *s)
+{
+	return s->id;
+}
+
+const struct sockaddr *
+px_session_client(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->client;
+}
+
+const struct sockaddr *
+px_session_server(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->server;
+}
+
+struct event_base *
+px_session_base(struct px_session *s)
+{
+	return s->w->base;
+}
+
+void
+px_session_log(struct px_session *s, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!px_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	px_logv(level, s->id, fmt, ap);
+	va_end(ap);
+}
+
+void
+px_session_count(struct px_session *s, unsigned index, uint64_t n)
+{
+	unsigned a = px_analyser_index(s->svc->analyser);
+	atomic_uint_fast64_t *c;
+
+	if (a >= PX_ANALYSERS_MAX || index >= PX_AN_COUNTERS_MAX)
+		return;
+	c = &s->w->counters.analyser[a][index];
+	atomic_store_explicit(c, atomic_load_explicit(c,
+	    memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+const struct sockaddr *
+px_session_dst(const struct px_session *s)
+{
+	return (const struct sockaddr *)&s->dst;
+}
+
+bool
+px_session_is_transparent(const struct px_session *s)
+{
+	return s->svc->mode == PX_MODE_TRANSPARENT ||
+	    s->svc->mode == PX_MODE_REDIRECT;
+}
+
+size_t
+px_session_buffer(const struct px_session *s)
+{
+	return s->cfg->buffer;
+}
+
+/* A server socket to dst: pooled (connected) or a new connect under way. */
+static int
+px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
+    bool pooled_ok, bool *reused, const char **stage)
+{
+	const struct px_service *svc = s->svc;
+	const struct sockaddr *src = svc->spoof_source ?
+	    (const struct sockaddr *)&s->client : NULL;
+	struct px_pool_key key;
+	bool in_progress;
+	int fd;
+
+	px_pool_key_init(&key, svc, dst, src);
+	if (pooled_ok && (fd = px_pool_take(&s->w->pool, &key)) != -1) {
+		*reused = true;
+		PX_COUNT_ADD(s->w, upstream_reused, 1);
+		return fd;
+	}
+	*reused = false;
+	fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
+	    &in_progress, stage);
+	if (fd == -1)
+		PX_COUNT_ADD(s->w, connect_failures, 1);
+	else
+		PX_COUNT_ADD(s->w, upstream_new, 1);
+	return fd;
+}
+
+int
+px_upstream_error(int fd)
+{
+	return px_upstream_result(fd);
+}
+
+/* ---- driver analysers (struct px_driver) ------------------------------ */
+
+static void
+px_drv_readable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+
+	s->svc->analyser->driver->on_readable(s, s->an_state,
+	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+}
+
+static void
+px_drv_writable(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+
+	s->svc->analyser->driver->on_writable(s, s->an_state,
+	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+}
+
+static void
+px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+
+	(void)fd; (void)what;
+	if (s->state == PX_SS_RELAY && s->an_timer_set)
+		s->svc->analyser->driver->on_timer(s, s->an_state);
+}
+
+/* Before on_open: the client's conn and the analyser's timer. */
+int
+px_drv_open(struct px_session *s)
+{
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
+	    px_drv_writable, s) == -1)
+		return -1;
+	s->dconn_open[0] = true;
+	if (s->svc->tls_client != NULL &&
+	    px_tls_attach(&s->dconn[0], s->svc->tls_client) == -1)
+		return -1;
+	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
+	s->an_timer_set = true;
+	return 0;
+}
+
+struct px_conn *
+px_session_conn(struct px_session *s, enum px_chan_end side)
+{
+	return s->dconn_open[side] ? &s->dconn[side] : NULL;
+}
+
+void
+px_session_timer(struct px_session *s, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+	if (!s->an_timer_set)
+		return;
+	if (ms == 0)
+		evtimer_del(&s->an_timer);
+	else
+		evtimer_add(&s->an_timer, &tv);
+}
+
+struct px_conn *
+px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
+    bool pooled_ok, bool *reused, const char **stage)
+{
+	int fd, err;
+
+	*stage = "connect";
+	if (s->dconn_open[1]) {
+		errno = EBUSY;
+		return NULL;
+	}
+	if ((fd = px_session_upstream_fd(s, dst, pooled_ok, reused,
+	    stage)) == -1)
+		return NULL;
+	if (px_conn_open(&s->dconn[1], s->w->base, fd, px_drv_readable,
+	    px_drv_writable, s) == -1) {
+		err = errno;
+		px_conn_close(&s->dconn[1]);
+		close(fd);
+		*stage = "buffers";
+		errno = err != 0 ? err : ENOMEM;
+		return NULL;
+	}
+	s->dconn_open[1] = true;
+	s->sfd = fd;
+	px_session_set_server(s, dst);
+	return &s->dconn[1];
+}
+
+void
+px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
+    bool reusable, unsigned max, uint64_t idle_ms)
+{
+	struct px_pool_key key;
+	int fd = s->sfd;
+
+	if (!s->dconn_open[1])
+		return;
+	px_conn_close(&s->dconn[1]);
+	s->dconn_open[1] = false;
+	s->sfd = -1;
+	if (!reusable || s->w->draining) {
+		close(fd);
+		return;
+	}
+	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
+	    (const struct sockaddr *)&s->client : NULL);
+	px_pool_put(&s->w->pool, &key, fd, max, idle_ms);
+}
+
+void
+px_session_set_server(struct px_session *s, const struct sockaddr *server)
+{
+	memcpy(&s->server, server, px_sockaddr_len(server));
+}
+
+void
+px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
+{
+	s->bytes[dir] += n;
+	PX_COUNT_BYTES(s->w, dir, n);
+}
+
+void
+px_session_channel_bytes(struct px_session *s, enum px_dir dir, uint64_t n)
+{
+	s->bytes[dir] += n;
+	PX_COUNT_BYTES(s->w, dir, n);
+	px_session_touch(s);
+}
+
+void
+px_session_active(struct px_session *s)
+{
+	px_session_touch(s);
+}
+
+int
+px_session_tunnel(struct px_session *s)
+{
+	int side;
+
+	if (!s->dconn_open[1]) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	/* The sockets stay; the relay takes them over. */
+	for (side = 0; side < 2; side++) {
+		px_conn_close(&s->dconn[side]);
+		s->dconn_open[side] = false;
+	}
+	if (s->an_timer_set) {
+		evtimer_del(&s->an_timer);
+		s->an_timer_set = false;
+	}
+	return px_session_relay(s, PX_RELAY_SPLICE, true);
+}
+
+struct evbuffer *
+px_session_output(struct px_session *s, enum px_dir dir)
+{
+	return s->relay_on ? px_relay_output(&s->relay, dir) : NULL;
+}
+
+bool
+px_session_input_closed(const struct px_session *s, enum px_dir dir)
+{
+	return s->relay_on && px_relay_input_closed(&s->relay, dir);
+}
+
+static const char *
+px_session_state_name(const struct px_session *s)
+{
+	switch (s->state) {
+	case PX_SS_CONNECTING: return "connecting";
+	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
+	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
+	    "relay-buffered";
+	default: return "closing";
+	}
+}
+
+void
+px_session_snapshot(const struct px_session *s, uint64_t now,
+    struct px_session_snap *p)
+{
+	socklen_t len;
+
+	memset(p, 0, sizeof(*p));
+	p->id = s->id;
+	p->worker = s->w->id;
+	snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
+	p->ct_zone = s->svc->ct_zone;
+	p->state = px_session_state_name(s);
+	p->client = s->client;
+	p->local = s->local;
+	len = sizeof(p->local);
+	if (p->local.ss_family == AF_UNSPEC)
+		(void)getsockname(s->cfd, (struct sockaddr *)&p->local, &len);
+	p->dst = s->dst;
+	p->server = s->server;
+	len = sizeof(p->upstream_local);
+	if (s->sfd == -1 || getsockname(s->sfd,
+	    (struct sockaddr *)&p->upstream_local, &len) == -1)
+		p->upstream_local.ss_family = AF_UNSPEC;
+	p->to_server = s->bytes[PX_TO_SERVER];
+	p->to_client = s->bytes[PX_TO_CLIENT];
+	p->age = (double)(now - s->start_ms) / 1000.0;
+}
+
+/* ---- data channels: what they need of their session ------------------ */
+
+static void
+px_session_chan_touch(struct px_session *s)
+{
+	px_session_touch(s);
+}
+
+static void
+px_session_chan_bytes(struct px_session *s, enum px_dir dir, size_t n)
+{
+	px_session_channel_bytes(s, dir, n);
+}
+
+struct px_channel *
+px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
+    void *arg)
+{
+	struct px_chan_host *h = &s->chan_host;
+
+	if (h->owner == NULL) {
+		h->owner = s;
+		h->base = s->w->base;
+		h->pipes = &s->w->pipes;
+		h->id = s->id;
+		h->buffer = s->cfg->buffer;
+		h->idle_ms = s->cfg->idle_timeout_ms;
+		h->transparent = s->svc->mode == PX_MODE_TRANSPARENT;
+		h->has_mark = s->svc->has_mark;
+		h->mark = s->svc->mark;
+		h->bytes = px_session_chan_bytes;
+		h->touch = px_session_chan_touch;
+	}
+	return px_chan_new(h, timeout_ms, cb, arg);
+}
+
+int
+px_session_local(struct px_session *s, enum px_chan_end end,
+    struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+	int fd = end == PX_CHAN_CLIENT ? s->cfd : s->sfd;
+
+	if (fd == -1) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return getsockname(fd, (struct sockaddr *)ss, &len);
+}
