@@ -18,6 +18,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "listener.h"
+#include "tls.h"
 #include "worker.h"
 
 static struct evhttp *px_http;
@@ -67,6 +68,20 @@ static const struct px_metric px_metrics[] = {
 	    NULL, origdst_sockopt),
 	PX_M("proxyd_conntrack_lookups_total", "result=\"failed\"", NULL, NULL,
 	    origdst_failed),
+	PX_M("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"protocol-version\"", "counter",
+	    "Sessions whose TLS with the client failed, by reason.",
+	    tls_failures[PX_TLS_FAIL_PROTOCOL]),
+	PX_M("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"no-shared-cipher\"", NULL, NULL,
+	    tls_failures[PX_TLS_FAIL_CIPHER]),
+	PX_M("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"no-application-protocol\"", NULL, NULL,
+	    tls_failures[PX_TLS_FAIL_ALPN]),
+	PX_M("proxyd_tls_failures_total", "side=\"client\",reason=\"not-tls\"",
+	    NULL, NULL, tls_failures[PX_TLS_FAIL_NOT_TLS]),
+	PX_M("proxyd_tls_failures_total", "side=\"client\",reason=\"other\"",
+	    NULL, NULL, tls_failures[PX_TLS_FAIL_OTHER]),
 };
 
 static uint64_t

@@ -515,6 +515,12 @@ px_relay_input_closed(const struct px_relay *r, enum px_dir dir)
 	return r->conn_open[side] && r->conn[side].eof;
 }
 
+const struct px_conn *
+px_relay_conn(const struct px_relay *r, int side)
+{
+	return r->conn_open[side] ? &r->conn[side] : NULL;
+}
+
 uint64_t
 px_relay_queued(const struct px_relay *r, enum px_dir dir)
 {

@@ -100,6 +100,8 @@ void	px_relay_finish(struct px_relay *r);
 /* Buffered only: where bytes for direction dir are queued, NULL if none. */
 struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
 bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);
+/* The buffered path's conn of side 0 (client) or 1 (server); NULL if none. */
+const struct px_conn *px_relay_conn(const struct px_relay *r, int side);
 /* Bytes queued by the buffered path, by px_dir (what moved reported). */
 uint64_t px_relay_queued(const struct px_relay *r, enum px_dir dir);
 /* Stops everything and gives pipes back; the sockets stay open. unsent (by

@@ -421,6 +421,22 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 	return 0;
 }
 
+/* A TLS failure on the client's side, counted by its class before the
+ * conns go. */
+static void
+px_session_count_tls(struct px_session *s)
+{
+	const struct px_conn *c = s->relay_on ? px_relay_conn(&s->relay, 0) :
+	    s->dconn_open[0] ? &s->dconn[0] : NULL;
+	enum px_tls_failure f;
+
+	if (c == NULL || (f = px_tls_failure(c)) == PX_TLS_OK ||
+	    (unsigned)f >= sizeof(s->w->counters.tls_failures) /
+	    sizeof(s->w->counters.tls_failures[0]))
+		return;
+	PX_COUNT_ADD(s->w, tls_failures[f], 1);
+}
+
 /* Frees the relay and a driver's conns; what the kernel never took of the
  * buffered path's queues is taken off the totals. */
 static void
@@ -429,6 +445,7 @@ px_session_release_io(struct px_session *s)
 	uint64_t unsent[2];
 	int d;
 
+	px_session_count_tls(s);
 	if (s->relay_on) {
 		px_relay_free(&s->relay, unsent);
 		s->relay_on = false;

@@ -27,7 +27,45 @@ struct px_tls_ctx {
 struct px_tls_conn {
 	SSL		*ssl;
 	char		 error[160];	/* "tls: <reason>" of the last failure */
+	enum px_tls_failure failure;
 };
+
+static const char *const px_tls_failure_names[PX_TLS_FAILURES] = {
+	[PX_TLS_OK] = "none",
+	[PX_TLS_FAIL_PROTOCOL] = "protocol-version",
+	[PX_TLS_FAIL_CIPHER] = "no-shared-cipher",
+	[PX_TLS_FAIL_ALPN] = "no-application-protocol",
+	[PX_TLS_FAIL_NOT_TLS] = "not-tls",
+	[PX_TLS_FAIL_OTHER] = "other",
+};
+
+const char *
+px_tls_failure_name(enum px_tls_failure f)
+{
+	return (unsigned)f < PX_TLS_FAILURES ? px_tls_failure_names[f] : "other";
+}
+
+static enum px_tls_failure
+px_tls_classify(unsigned long err)
+{
+	switch (ERR_GET_REASON(err)) {
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+	case SSL_R_VERSION_TOO_LOW:
+	case SSL_R_VERSION_TOO_HIGH:
+		return PX_TLS_FAIL_PROTOCOL;
+	case SSL_R_NO_SHARED_CIPHER:
+		return PX_TLS_FAIL_CIPHER;
+	case SSL_R_NO_APPLICATION_PROTOCOL:
+		return PX_TLS_FAIL_ALPN;
+	case SSL_R_HTTP_REQUEST:
+	case SSL_R_HTTPS_PROXY_REQUEST:
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_UNKNOWN_PROTOCOL:
+		return PX_TLS_FAIL_NOT_TLS;
+	default:
+		return PX_TLS_FAIL_OTHER;
+	}
+}
 
 static const char *const px_tls_version_names[] = {
 	"1.0", "1.1", "1.2", "1.3", NULL,
@@ -295,6 +333,7 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		errno = saved;
 		return -1;
 	default:
+		tc->failure = px_tls_classify(ERR_peek_error());
 		px_tls_reason(tc->error, sizeof(tc->error), "tls: ");
 		errno = EPROTO;
 		return -1;
@@ -393,6 +432,13 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t)
 	SSL_set_accept_state(tc->ssl);
 	px_conn_set_transform(c, &px_tls_transform, tc);
 	return 0;
+}
+
+enum px_tls_failure
+px_tls_failure(const struct px_conn *c)
+{
+	return c->tf == &px_tls_transform ?
+	    ((const struct px_tls_conn *)c->tf_state)->failure : PX_TLS_OK;
 }
 
 const char *

@@ -28,6 +28,19 @@ void	px_tls_free(struct px_tls_ctx *t);
  * 0, or -1 (out of memory). */
 int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t);
 
+/* Why a handshake (or a record) failed, in classes an operator can count. */
+enum px_tls_failure {
+	PX_TLS_OK = 0,			/* no TLS failure on this conn */
+	PX_TLS_FAIL_PROTOCOL,		/* no protocol version in common */
+	PX_TLS_FAIL_CIPHER,		/* no cipher in common */
+	PX_TLS_FAIL_ALPN,		/* no application protocol in common */
+	PX_TLS_FAIL_NOT_TLS,		/* the peer did not speak TLS */
+	PX_TLS_FAIL_OTHER,
+	PX_TLS_FAILURES			/* how many */
+};
+enum px_tls_failure px_tls_failure(const struct px_conn *c);
+const char *px_tls_failure_name(enum px_tls_failure f);
+
 /* What made the last failing call of c's TLS session fail, for the
  * session-end line ("tls: no shared cipher"); NULL when c has no TLS or
  * it did not fail. */

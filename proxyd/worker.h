@@ -52,6 +52,8 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
+	/* TLS from clients that failed, by enum px_tls_failure. */
+	atomic_uint_fast64_t	tls_failures[8];
 	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
 	atomic_uint_fast64_t	upstream_reused;
 	atomic_uint_fast64_t	pool_stale;

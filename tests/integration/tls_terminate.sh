@@ -3,8 +3,9 @@
 # plug and an http service in front of a plain nginx: bytes intact through
 # the buffered relay, http/1.1 offered by ALPN (and a client that offers
 # only h2 refused), min-version enforced, handshake failures logged with
-# OpenSSL's reason, and bad files refused by --check with file:line. The CA
-# and the certificates are made here with the openssl command.
+# OpenSSL's reason and counted by class in /metrics, and bad files refused
+# by --check with file:line. The CA and the certificates are made here with
+# the openssl command.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -73,6 +74,19 @@ assert_log "session-end service=tplug analyser=plug verdict=error .*end=client-e
 got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" "https://localhost:$P_PLUG/f1m.bin" | sha256sum | cut -d' ' -f1)
 assert_eq "$got" "$SHA" "the sentinel download after the plain request"
 assert_eq "$(grep -c 'GET /plain-on-tls' "$T/nginx/logs/access.log" 2>/dev/null || true)" "$before" "plain requests that reached nginx"
+
+info "a client whose only cipher needs an RSA key: no shared cipher with an EC certificate"
+echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_PLUG" -tls1_2 \
+    -cipher AES128-SHA >"$T/nc.out" 2>&1 || true
+assert_grep "$T/nc.out" "handshake failure" "the client did not see a handshake_failure alert"
+assert_log "session-end service=tplug analyser=plug verdict=error .*end=client-error: tls: no shared cipher"
+
+info "failures counted by reason"
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-application-protocol"' 1
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="protocol-version"' 1
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="not-tls"' 1
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-shared-cipher"' 1
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="other"' 0
 
 info "--check refuses bad TLS material with file:line"
 check_bad() { # WHAT XML REGEX
