@@ -174,7 +174,7 @@ px_conn_read_iov(struct px_conn *c, struct iovec *iov, int k,
 	*want = PX_CONN_WANT_READ;
 	if (c->tf == NULL)
 		return readv(c->fd, iov, k);
-	for (i = 0; i < k; i++) {
+	for (i = 0; i < k && iov[i].iov_len > 0; i++) {
 		n = c->tf->read(c, iov[i].iov_base, iov[i].iov_len, want);
 		if (n <= 0)
 			return total > 0 ? total : n;
@@ -194,6 +194,11 @@ px_conn_recv(struct px_conn *c, size_t room)
 	ssize_t n, left;
 	int k, i;
 
+	/* No room is not an end: a zero-length read would look like EOF. */
+	if (room == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
 	if (room > PX_CONN_READ_MAX)
 		room = PX_CONN_READ_MAX;
 	if ((k = evbuffer_reserve_space(c->in, (ev_ssize_t)room, v, 2)) < 1) {

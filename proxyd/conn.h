@@ -91,7 +91,8 @@ void	px_conn_want_writable(struct px_conn *c, bool on);
 /* Whether "readable" callbacks come. */
 void	px_conn_read_enable(struct px_conn *c, bool on);
 /* Reads what is there into c->in, up to room bytes: >0, 0 at EOF (c->eof
- * set), -1 with errno (EAGAIN: nothing yet; the wait is armed). */
+ * set), -1 with errno (EAGAIN: nothing yet, or room 0; the wait is
+ * armed). */
 ssize_t	px_conn_recv(struct px_conn *c, size_t room);
 /* Writes what c->out holds; polls for room only when the kernel is full;
  * ends our direction once out is empty if px_conn_shutdown() asked for it.

@@ -431,8 +431,7 @@ px_session_count_tls(struct px_session *s)
 	enum px_tls_failure f;
 
 	if (c == NULL || (f = px_tls_failure(c)) == PX_TLS_OK ||
-	    (unsigned)f >= sizeof(s->w->counters.tls_failures) /
-	    sizeof(s->w->counters.tls_failures[0]))
+	    f >= PX_TLS_FAILURES)
 		return;
 	PX_COUNT_ADD(s->w, tls_failures[f], 1);
 }

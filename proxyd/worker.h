@@ -14,6 +14,7 @@
 #include "bucket.h"
 #include "config.h"
 #include "splice.h"
+#include "tls.h"
 #include "upstream.h"
 
 struct event_base;
@@ -53,7 +54,7 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
 	/* TLS from clients that failed, by enum px_tls_failure. */
-	atomic_uint_fast64_t	tls_failures[8];
+	atomic_uint_fast64_t	tls_failures[PX_TLS_FAILURES];
 	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
 	atomic_uint_fast64_t	upstream_reused;
 	atomic_uint_fast64_t	pool_stale;

@@ -112,6 +112,10 @@ test_plain_read(void **state)
 	unsigned char out[100];
 
 	assert_int_equal(write(f->sv[1], "hello", 5), 5);
+	/* No room is not the peer's end. */
+	assert_int_equal(px_conn_recv(&f->c, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_false(f->c.eof);
 	run_once(f);
 	assert_int_equal(f->readable, 0);	/* not asked to read yet */
 	px_conn_read_enable(&f->c, true);
