@@ -28,7 +28,7 @@ struct px_chan_host {
 	/* n bytes delivered in dir: into the owner's totals (and keeps it
 	 * from idling out). */
 	void			(*bytes)(struct px_session *owner,
-				    enum px_dir dir, size_t n);
+				    enum px_dir dir, uint64_t n);
 	/* A relaying channel's keep-alive for its owner. */
 	void			(*touch)(struct px_session *owner);
 };

@@ -150,12 +150,6 @@ px_conn_want_writable(struct px_conn *c, bool on)
 	px_conn_update(c);
 }
 
-size_t
-px_conn_pending(const struct px_conn *c)
-{
-	return c->tf != NULL && c->tf->pending != NULL ? c->tf->pending(c) : 0;
-}
-
 bool
 px_conn_write_blocked(const struct px_conn *c)
 {

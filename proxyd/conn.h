@@ -100,8 +100,6 @@ ssize_t	px_conn_recv(struct px_conn *c, size_t room);
 int	px_conn_send(struct px_conn *c);
 /* Half-close: end our direction once everything queued is written. */
 int	px_conn_shutdown(struct px_conn *c);
-/* Decoded bytes waiting in the transform (0 for a plain socket). */
-size_t	px_conn_pending(const struct px_conn *c);
 /* Text for a failure of c with err: the transform's own reason when it
  * has one, else strerror(err). */
 const char *px_conn_strerror(const struct px_conn *c, int err);

@@ -145,7 +145,6 @@ px_conn_side(const struct px_relay *r, const struct px_conn *c)
 static void
 px_relay_count(struct px_relay *r, enum px_dir dir, size_t len)
 {
-	r->queued[dir] += len;
 	r->ops->moved(r->arg, dir, len);
 }
 
@@ -519,12 +518,6 @@ const struct px_conn *
 px_relay_conn(const struct px_relay *r, int side)
 {
 	return r->conn_open[side] ? &r->conn[side] : NULL;
-}
-
-uint64_t
-px_relay_queued(const struct px_relay *r, enum px_dir dir)
-{
-	return r->queued[dir];
 }
 
 void

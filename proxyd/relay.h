@@ -80,7 +80,6 @@ struct px_relay {
 	struct px_bucket rl[2];		/* session_rate, by px_dir */
 	struct event	 rl_timer;
 	bool		 rl_timer_set;
-	uint64_t	 queued[2];	/* buffered bytes queued, by px_dir */
 	bool		 finishing;
 
 	bool		 eof_seen;
@@ -102,8 +101,6 @@ struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
 bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);
 /* The buffered path's conn of side 0 (client) or 1 (server); NULL if none. */
 const struct px_conn *px_relay_conn(const struct px_relay *r, int side);
-/* Bytes queued by the buffered path, by px_dir (what moved reported). */
-uint64_t px_relay_queued(const struct px_relay *r, enum px_dir dir);
 /* Stops everything and gives pipes back; the sockets stay open. unsent (by
  * px_dir, may be NULL) gets what the buffered path queued but the kernel
  * never took. Safe on a relay never started, and twice. */

@@ -344,18 +344,6 @@ px_session_snapshot(const struct px_session *s, uint64_t now,
 
 /* ---- data channels: what they need of their session ------------------ */
 
-static void
-px_session_chan_touch(struct px_session *s)
-{
-	px_session_touch(s);
-}
-
-static void
-px_session_chan_bytes(struct px_session *s, enum px_dir dir, size_t n)
-{
-	px_session_channel_bytes(s, dir, n);
-}
-
 struct px_channel *
 px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
     void *arg)
@@ -372,8 +360,8 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 		h->transparent = s->svc->mode == PX_MODE_TRANSPARENT;
 		h->has_mark = s->svc->has_mark;
 		h->mark = s->svc->mark;
-		h->bytes = px_session_chan_bytes;
-		h->touch = px_session_chan_touch;
+		h->bytes = px_session_channel_bytes;
+		h->touch = px_session_touch;
 	}
 	return px_chan_new(h, timeout_ms, cb, arg);
 }

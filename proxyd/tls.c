@@ -440,9 +440,3 @@ px_tls_failure(const struct px_conn *c)
 	return c->tf == &px_tls_transform ?
 	    ((const struct px_tls_conn *)c->tf_state)->failure : PX_TLS_OK;
 }
-
-const char *
-px_tls_error(const struct px_conn *c)
-{
-	return c->tf == &px_tls_transform ? px_tls_last_error(c) : NULL;
-}

@@ -41,9 +41,4 @@ enum px_tls_failure {
 enum px_tls_failure px_tls_failure(const struct px_conn *c);
 const char *px_tls_failure_name(enum px_tls_failure f);
 
-/* What made the last failing call of c's TLS session fail, for the
- * session-end line ("tls: no shared cipher"); NULL when c has no TLS or
- * it did not fail. */
-const char *px_tls_error(const struct px_conn *c);
-
 #endif
