@@ -214,6 +214,26 @@ px_child(xmlNodePtr parent, const char *name)
 
 /* The schema allows each child any number of times (for its clearer
  * messages); a repeat is almost always a merge mistake, so refuse it. */
+/* Two elements that may not both be there: the same name, and for <tls>
+ * the same side (one per side). */
+static bool
+px_same_element(const xmlNode *a, const xmlNode *b)
+{
+	xmlChar *sa, *sb;
+	bool same;
+
+	if (xmlStrcmp(a->name, b->name) != 0)
+		return false;
+	if (xmlStrcmp(a->name, (const xmlChar *)"tls") != 0)
+		return true;
+	sa = xmlGetProp((xmlNode *)a, (const xmlChar *)"side");
+	sb = xmlGetProp((xmlNode *)b, (const xmlChar *)"side");
+	same = xmlStrcmp(sa, sb) == 0;
+	xmlFree(sa);
+	xmlFree(sb);
+	return same;
+}
+
 static void
 px_check_repeats(xmlNodePtr parent, struct px_cfgerr *e)
 {
@@ -224,7 +244,7 @@ px_check_repeats(xmlNodePtr parent, struct px_cfgerr *e)
 			continue;
 		for (m = parent->children; m != n; m = m->next)
 			if (m->type == XML_ELEMENT_NODE &&
-			    xmlStrcmp(m->name, n->name) == 0) {
+			    px_same_element(m, n)) {
 				px_cfg_error(e, n, "<%s> given twice (first at line %ld)",
 				    (const char *)n->name, xmlGetLineNo(m));
 				break;
@@ -632,10 +652,29 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 
 	if ((n = px_child(root, "clients")) != NULL)
 		px_load_allow(svc, n, e);
-	if ((n = px_child(root, "tls")) != NULL && svc->analyser != NULL &&
-	    (svc->tls_client = px_tls_load(e, n, svc->file,
-	    svc->analyser->alpn)) == NULL && e->count == before)
-		px_cfg_error(e, n, "invalid <tls>");
+	for (n = root->children; n != NULL && svc->analyser != NULL;
+	    n = n->next) {
+		struct px_tls_ctx *t;
+		unsigned errs = e->count;
+
+		if (n->type != XML_ELEMENT_NODE ||
+		    xmlStrcmp(n->name, (const xmlChar *)"tls") != 0)
+			continue;
+		if ((t = px_tls_load(e, n, svc->file,
+		    svc->analyser->alpn)) == NULL) {
+			if (e->count == errs)
+				px_cfg_error(e, n, "invalid <tls>");
+			continue;
+		}
+		/* One per side: px_check_repeats refused a second. */
+		if (px_tls_side(t) == PX_TLS_CLIENT && svc->tls_client == NULL)
+			svc->tls_client = t;
+		else if (px_tls_side(t) == PX_TLS_SERVER &&
+		    svc->tls_server == NULL)
+			svc->tls_server = t;
+		else
+			px_tls_free(t);
+	}
 
 	/* The analyser's own section is named after it; a section of another
 	 * analyser is a mistake the user wants to hear about. */
@@ -828,6 +867,7 @@ px_config_unref(struct px_config *c)
 		    svc->analyser_policy != NULL)
 			svc->analyser->policy_free(svc->analyser_policy);
 		px_tls_free(svc->tls_client);
+		px_tls_free(svc->tls_server);
 		xmlFree(svc->name);
 		free(svc->file);
 		free(svc->allow);

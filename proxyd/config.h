@@ -53,6 +53,7 @@ struct px_service {
 	uint16_t		 ct_zone;	/* of upstream flows, for /sessions */
 
 	struct px_tls_ctx	*tls_client;	/* <tls side="client">; NULL */
+	struct px_tls_ctx	*tls_server;	/* <tls side="server">; NULL */
 	struct px_cidr		*allow;		/* NULL: everyone */
 	size_t			 nallow;
 };

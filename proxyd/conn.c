@@ -95,7 +95,7 @@ px_conn_close(struct px_conn *c)
 		event_del(&c->wr);
 	c->rd_on = c->wr_on = c->reading = false;
 	if (c->tf != NULL && c->tf->free != NULL)
-		c->tf->free(c);
+		c->tf->free(c->tf_state);
 	c->tf = NULL;
 	c->tf_state = NULL;
 	if (c->in != NULL)
@@ -112,6 +112,38 @@ px_conn_set_transform(struct px_conn *c, const struct px_conn_transform *tf,
 {
 	c->tf = tf;
 	c->tf_state = state;
+}
+
+void
+px_conn_move_transform(struct px_conn *to, struct px_conn *from)
+{
+	to->tf = from->tf;
+	to->tf_state = from->tf_state;
+	from->tf = NULL;
+	from->tf_state = NULL;
+}
+
+int
+px_conn_handshake(struct px_conn *c)
+{
+	enum px_conn_want want = PX_CONN_WANT_READ;
+
+	if (c->tf == NULL || c->tf->handshake == NULL)
+		return 0;
+	if (c->tf->handshake(c, &want) == 0) {
+		c->read_want = PX_CONN_WANT_NONE;
+		px_conn_update(c);
+		return 0;
+	}
+	if (errno != EAGAIN)
+		return -1;
+	/* Waits like a read: "readable" when the socket lets it go on. */
+	c->reading = true;
+	c->read_want = want == PX_CONN_WANT_WRITE ? PX_CONN_WANT_WRITE :
+	    PX_CONN_WANT_NONE;
+	px_conn_update(c);
+	errno = EAGAIN;
+	return -1;
 }
 
 /* A transform may hold decoded bytes the socket will never announce:

@@ -51,8 +51,14 @@ struct px_conn_transform {
 	/* Why the last call failed with EPROTO, for a log line ("tls: no
 	 * shared cipher"); NULL when it has nothing to say. May be NULL. */
 	const char	*(*last_error)(const struct px_conn *c);
-	/* Frees tf_state; the socket stays open. May be NULL. */
-	void		(*free)(struct px_conn *c);
+	/* Runs the transform's opening exchange (TLS: the handshake) on its
+	 * own. 0 done, -1 with errno (EAGAIN with *want). May be NULL:
+	 * nothing to open. */
+	int		(*handshake)(struct px_conn *c, enum px_conn_want *want);
+	/* Frees a state (the socket stays open). It takes the state alone so
+	 * that a state parked without its conn (the keep-alive pool) can be
+	 * freed too. May be NULL. */
+	void		(*free)(void *state);
 };
 
 typedef void	(*px_conn_cb)(struct px_conn *c, void *arg);
@@ -85,6 +91,13 @@ void	px_conn_close(struct px_conn *c);
 /* Puts a transform into the slot (before any byte moves). */
 void	px_conn_set_transform(struct px_conn *c,
 	    const struct px_conn_transform *tf, void *state);
+/* Takes `from`'s transform and its state (a TLS session handshaken on
+ * `from`'s socket, moving to a relay's conn on the same socket); `from`
+ * is left plain. */
+void	px_conn_move_transform(struct px_conn *to, struct px_conn *from);
+/* Runs the transform's handshake: 0 done (or nothing to do), -1 with
+ * errno; EAGAIN: under way, "readable" comes when it can go on. */
+int	px_conn_handshake(struct px_conn *c);
 /* Calls "writable" once the socket is (a connect under way is done or
  * failed), or stops waiting for it. */
 void	px_conn_want_writable(struct px_conn *c, bool on);

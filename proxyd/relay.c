@@ -1,6 +1,5 @@
 /* Moving bytes between two sockets (see relay.h). */
 #include "relay.h"
-#include "tls.h"
 
 #include <errno.h>
 #include <string.h>
@@ -432,8 +431,8 @@ px_relay_buffered_start(struct px_relay *r)
 		    px_buf_readable, px_buf_writable, r) == -1)
 			return -1;
 		r->conn_open[side] = true;
-		if (r->lim.tls[side] != NULL &&
-		    px_tls_attach(&r->conn[side], r->lim.tls[side]) == -1)
+		if (r->ops->prepare != NULL &&
+		    r->ops->prepare(r->arg, side, &r->conn[side]) == -1)
 			return -1;
 	}
 	if (r->lim.session_rate != 0)
@@ -471,8 +470,7 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 	/* Bandwidth limits, TLS and byte inspection need the bytes in user
 	 * space. */
 	if (mode == PX_RELAY_SPLICE && (lim->session_rate != 0 ||
-	    lim->shared != NULL || ops->analyse != NULL ||
-	    lim->tls[0] != NULL || lim->tls[1] != NULL))
+	    lim->shared != NULL || ops->analyse != NULL || lim->transforms))
 		mode = PX_RELAY_BUFFERED;
 	r->mode = mode;
 	if (mode == PX_RELAY_SPLICE) {

@@ -27,6 +27,10 @@ struct evbuffer;
 struct event_base;
 
 struct px_relay_ops {
+	/* Buffered only: the conn of side (0 client, 1 server) is open and
+	 * nothing moved yet; the owner may fill its transform slot (TLS).
+	 * 0, or -1 (the relay does not start). NULL: plain. */
+	int	(*prepare)(void *arg, int side, struct px_conn *c);
 	/* n bytes in direction dir were written to the kernel (splice) or
 	 * queued for it (buffered: see px_relay_free's unsent); 0: bytes
 	 * moved without a new one queued (progress, for idle timers). */
@@ -47,13 +51,10 @@ struct px_relay_ops {
 	void	(*flushed)(void *arg);
 };
 
-struct px_tls_ctx;
-
 struct px_relay_limits {
 	size_t		 buffer;	/* per direction */
-	/* TLS terminated on that side (client, server), NULL: plain. Forces
-	 * the buffered path. */
-	const struct px_tls_ctx *tls[2];
+	/* prepare() puts transforms (TLS) on the conns: the buffered path. */
+	bool		 transforms;
 	uint64_t	 session_rate;	/* bytes/s per direction, 0: none */
 	struct px_bucket *shared;	/* [2] by px_dir, the worker's; NULL */
 };

@@ -265,6 +265,11 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		    "unknown (no answer from conntrack)");
 		return;
 	}
+	if (s->tls_handshaking) {
+		px_session_end(s, PX_END_CLIENT_FAIL, "client-error: tls: "
+		    "handshake timed out");
+		return;
+	}
 	if (s->state == PX_SS_CONNECTING) {
 		PX_COUNT_ADD(s->w, connect_failures, 1);
 		px_session_end(s, PX_END_TIMEOUT, "connect-timeout");
@@ -383,7 +388,32 @@ px_session_flushed(void *arg)
 	px_session_end(s, s->end_by, s->finish_reason);
 }
 
+/* The relay's conn of a side is open: TLS goes into its slot, the
+ * client's already handshaken (px_session_client_handshake). */
+static int
+px_session_prepare(void *arg, int side, struct px_conn *c)
+{
+	struct px_session *s = arg;
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+
+	if (side == 0) {
+		if (s->dconn_open[0]) {
+			px_conn_move_transform(c, &s->dconn[0]);
+			px_conn_close(&s->dconn[0]);
+			s->dconn_open[0] = false;
+		}
+		return 0;
+	}
+	if (s->svc->tls_server == NULL)
+		return 0;
+	peer.name = px_tls_server_name(s->svc->tls_server,
+	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
+	peer.addr = (const struct sockaddr *)&s->server;
+	return px_tls_attach(c, s->svc->tls_server, &peer);
+}
+
 static const struct px_relay_ops px_session_relay_ops = {
+	.prepare = px_session_prepare,
 	.moved = px_session_moved,
 	.verdict = px_session_verdict,
 	.ended = px_session_relay_ended,
@@ -391,6 +421,7 @@ static const struct px_relay_ops px_session_relay_ops = {
 };
 
 static const struct px_relay_ops px_session_analysed_ops = {
+	.prepare = px_session_prepare,
 	.moved = px_session_moved,
 	.analyse = px_session_analyse,
 	.verdict = px_session_verdict,
@@ -405,7 +436,8 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 		.buffer = s->cfg->buffer,
 		.session_rate = s->cfg->session_bandwidth,
 		.shared = s->cfg->global_bandwidth != 0 ? s->w->rl_global : NULL,
-		.tls = { s->svc->tls_client, NULL },
+		.transforms = s->svc->tls_client != NULL ||
+		    s->svc->tls_server != NULL,
 	};
 	int fd[2] = { s->cfd, s->sfd };
 	const struct px_relay_ops *ops = s->svc->analyser->on_data != NULL &&
@@ -421,21 +453,6 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 	return 0;
 }
 
-/* A TLS failure on the client's side, counted by its class before the
- * conns go. */
-static void
-px_session_count_tls(struct px_session *s)
-{
-	const struct px_conn *c = s->relay_on ? px_relay_conn(&s->relay, 0) :
-	    s->dconn_open[0] ? &s->dconn[0] : NULL;
-	enum px_tls_failure f;
-
-	if (c == NULL || (f = px_tls_failure(c)) == PX_TLS_OK ||
-	    f >= PX_TLS_FAILURES)
-		return;
-	PX_COUNT_ADD(s->w, tls_failures[f], 1);
-}
-
 /* Frees the relay and a driver's conns; what the kernel never took of the
  * buffered path's queues is taken off the totals. */
 static void
@@ -444,7 +461,6 @@ px_session_release_io(struct px_session *s)
 	uint64_t unsent[2];
 	int d;
 
-	px_session_count_tls(s);
 	if (s->relay_on) {
 		px_relay_free(&s->relay, unsent);
 		s->relay_on = false;
@@ -452,6 +468,8 @@ px_session_release_io(struct px_session *s)
 			s->bytes[d] -= unsent[d] < s->bytes[d] ? unsent[d] :
 			    s->bytes[d];
 	}
+	if (s->dconn_open[1])
+		px_session_log_tls_failure(s, &s->dconn[1], "server");
 	for (d = 0; d < 2; d++)
 		if (s->dconn_open[d]) {
 			px_conn_close(&s->dconn[d]);
@@ -697,9 +715,80 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	px_session_proceed(s);
 }
 
+static void	px_session_connect_server(struct px_session *s);
+
+static void
+px_session_handshake_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[0];
+	const char *sni;
+
+	if (px_conn_handshake(c) == -1) {
+		if (errno != EAGAIN)
+			px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+			    px_conn_strerror(c, errno));
+		return;
+	}
+	px_conn_read_enable(c, false);
+	s->tls_handshaking = false;
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	if ((sni = px_tls_client_sni(c)) != NULL)
+		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+	s->admitted = true;
+	px_session_connect_server(s);
+}
+
+static void
+px_session_handshake_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_handshake_step(arg);
+}
+
+/* A relayed analyser under TLS from the client: the handshake first, so
+ * that what is not TLS never reaches a server and the client's name is
+ * known before the server's handshake needs it. */
+static void
+px_session_client_handshake(struct px_session *s)
+{
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd,
+	    px_session_handshake_cb, px_session_handshake_cb, s) == -1 ||
+	    (s->dconn_open[0] = true,
+	    px_tls_attach(&s->dconn[0], s->svc->tls_client, &peer) == -1)) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	s->tls_handshaking = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_session_handshake_step(s);
+}
+
 /* Admitted, destination known: connect (or hand over to a driver). */
 static void
 px_session_proceed(struct px_session *s)
+{
+	const struct px_service *svc = s->svc;
+
+	if (svc->analyser->driver != NULL) {
+		s->admitted = true;
+		px_session_connected(s);
+		return;
+	}
+	if (svc->tls_client != NULL) {
+		px_session_client_handshake(s);
+		return;
+	}
+	s->admitted = true;
+	px_session_connect_server(s);
+}
+
+static void
+px_session_connect_server(struct px_session *s)
 {
 	struct px_worker *w = s->w;
 	const struct px_service *svc = s->svc;
@@ -707,11 +796,6 @@ px_session_proceed(struct px_session *s)
 	bool in_progress;
 	int sfd;
 
-	s->admitted = true;
-	if (svc->analyser->driver != NULL) {
-		px_session_connected(s);
-		return;
-	}
 	sfd = px_upstream_connect(svc, (struct sockaddr *)&s->server,
 	    px_sockaddr_len((struct sockaddr *)&s->server),
 	    svc->spoof_source ? (struct sockaddr *)&s->client : NULL,

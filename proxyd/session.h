@@ -60,6 +60,10 @@ struct px_session {
 	struct event		 an_timer;	/* the driver analyser's */
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	bool			 admitted;	/* past the admission checks */
+	/* Relayed analysers: the client's TLS handshake runs on dconn[0]
+	 * before the server is connected; its conn then moves to the relay. */
+	bool			 tls_handshaking;
+	char			 client_sni[256];	/* what it asked for; "" */
 	bool			 end_marked;	/* end_by, end_phase are set */
 	enum px_end_by		 end_by;
 	enum px_end_phase	 end_phase;
@@ -83,6 +87,10 @@ uint64_t px_now_ms(struct px_worker *w);
 /* session_api.c: a driver analyser's client conn and timer, before its
  * on_open. 0, or -1 (out of memory). */
 int	px_drv_open(struct px_session *s);
+
+/* session_api.c: logs c's TLS failure, if any (side: "client", "server"). */
+void	px_session_log_tls_failure(struct px_session *s,
+	    const struct px_conn *c, const char *side);
 
 struct px_session_snap;
 /* What the admin listing shows of s, copied on its worker. */

@@ -92,32 +92,46 @@ px_session_buffer(const struct px_session *s)
 	return s->cfg->buffer;
 }
 
-/* A server socket to dst: pooled (connected) or a new connect under way. */
+/* The name the server side's TLS sends and checks; NULL: none. */
+static const char *
+px_session_tls_name(const struct px_session *s)
+{
+	const char *sni = s->client_sni[0] != '\0' ? s->client_sni :
+	    s->dconn_open[0] ? px_tls_client_sni(&s->dconn[0]) : NULL;
+
+	return s->svc->tls_server != NULL ?
+	    px_tls_server_name(s->svc->tls_server, sni) : NULL;
+}
+
+/* A server connection to dst: pooled (connected, its TLS too) or a new
+ * connect under way. 0, or -1 with *stage. */
 static int
 px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
-    bool pooled_ok, bool *reused, const char **stage)
+    bool pooled_ok, bool *reused, const char **stage, struct px_pooled *out)
 {
 	const struct px_service *svc = s->svc;
 	const struct sockaddr *src = svc->spoof_source ?
 	    (const struct sockaddr *)&s->client : NULL;
 	struct px_pool_key key;
 	bool in_progress;
-	int fd;
 
-	px_pool_key_init(&key, svc, dst, src);
-	if (pooled_ok && (fd = px_pool_take(&s->w->pool, &key)) != -1) {
+	px_pool_key_init(&key, svc, dst, src, px_session_tls_name(s));
+	if (pooled_ok && px_pool_take(&s->w->pool, &key, out) == 0) {
 		*reused = true;
 		PX_COUNT_ADD(s->w, upstream_reused, 1);
-		return fd;
+		return 0;
 	}
 	*reused = false;
-	fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
+	out->tf = NULL;
+	out->tf_state = NULL;
+	out->fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
 	    &in_progress, stage);
-	if (fd == -1)
+	if (out->fd == -1) {
 		PX_COUNT_ADD(s->w, connect_failures, 1);
-	else
-		PX_COUNT_ADD(s->w, upstream_new, 1);
-	return fd;
+		return -1;
+	}
+	PX_COUNT_ADD(s->w, upstream_new, 1);
+	return 0;
 }
 
 int
@@ -165,7 +179,8 @@ px_drv_open(struct px_session *s)
 		return -1;
 	s->dconn_open[0] = true;
 	if (s->svc->tls_client != NULL &&
-	    px_tls_attach(&s->dconn[0], s->svc->tls_client) == -1)
+	    px_tls_attach(&s->dconn[0], s->svc->tls_client,
+	    &(struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls }) == -1)
 		return -1;
 	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
 	s->an_timer_set = true;
@@ -196,29 +211,56 @@ struct px_conn *
 px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage)
 {
-	int fd, err;
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls,
+	    .addr = dst };
+	struct px_pooled pc;
+	int err;
 
 	*stage = "connect";
 	if (s->dconn_open[1]) {
 		errno = EBUSY;
 		return NULL;
 	}
-	if ((fd = px_session_upstream_fd(s, dst, pooled_ok, reused,
-	    stage)) == -1)
+	if (px_session_upstream_fd(s, dst, pooled_ok, reused, stage, &pc) == -1)
 		return NULL;
-	if (px_conn_open(&s->dconn[1], s->w->base, fd, px_drv_readable,
-	    px_drv_writable, s) == -1) {
-		err = errno;
-		px_conn_close(&s->dconn[1]);
-		close(fd);
-		*stage = "buffers";
-		errno = err != 0 ? err : ENOMEM;
-		return NULL;
+	if (px_conn_open(&s->dconn[1], s->w->base, pc.fd, px_drv_readable,
+	    px_drv_writable, s) == -1)
+		goto fail;
+	if (pc.tf != NULL)
+		px_conn_set_transform(&s->dconn[1], pc.tf, pc.tf_state);
+	else if (s->svc->tls_server != NULL) {
+		peer.name = px_session_tls_name(s);
+		if (px_tls_attach(&s->dconn[1], s->svc->tls_server,
+		    &peer) == -1)
+			goto fail;
 	}
 	s->dconn_open[1] = true;
-	s->sfd = fd;
+	s->sfd = pc.fd;
 	px_session_set_server(s, dst);
 	return &s->dconn[1];
+fail:
+	err = errno;
+	if (s->dconn[1].tf == NULL && pc.tf != NULL && pc.tf->free != NULL)
+		pc.tf->free(pc.tf_state);
+	px_conn_close(&s->dconn[1]);
+	close(pc.fd);
+	*stage = "buffers";
+	errno = err != 0 ? err : ENOMEM;
+	return NULL;
+}
+
+/* A driver analyser answers a failed server conn its own way (http: a
+ * 502); the TLS cause is said here, once, for all of them. */
+void
+px_session_log_tls_failure(struct px_session *s, const struct px_conn *c,
+    const char *side)
+{
+	enum px_tls_failure f = px_tls_failure(c);
+
+	if (f == PX_TLS_OK)
+		return;
+	px_session_log(s, LOG_NOTICE, "tls-error side=%s reason=%s detail=\"%s\"",
+	    side, px_tls_failure_name(f), px_conn_strerror(c, EPROTO));
 }
 
 void
@@ -226,20 +268,28 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
     bool reusable, unsigned max, uint64_t idle_ms)
 {
 	struct px_pool_key key;
-	int fd = s->sfd;
+	struct px_conn kept = { .tf = NULL };
+	struct px_pooled pc = { .fd = s->sfd };
 
 	if (!s->dconn_open[1])
 		return;
+	px_session_log_tls_failure(s, &s->dconn[1], "server");
+	reusable = reusable && !s->w->draining;
+	if (reusable)
+		px_conn_move_transform(&kept, &s->dconn[1]);
 	px_conn_close(&s->dconn[1]);
 	s->dconn_open[1] = false;
 	s->sfd = -1;
-	if (!reusable || s->w->draining) {
-		close(fd);
+	if (!reusable) {
+		close(pc.fd);
 		return;
 	}
+	pc.tf = kept.tf;
+	pc.tf_state = kept.tf_state;
 	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
-	    (const struct sockaddr *)&s->client : NULL);
-	px_pool_put(&s->w->pool, &key, fd, max, idle_ms);
+	    (const struct sockaddr *)&s->client : NULL,
+	    px_session_tls_name(s));
+	px_pool_put(&s->w->pool, &key, &pc, max, idle_ms);
 }
 
 void

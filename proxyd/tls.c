@@ -6,29 +6,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libxml/tree.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/x509err.h>
 
 #include "config.h"
 #include "conn.h"
+#include "log.h"
+#include "parse.h"
 #include "rules.h"
 
 struct px_tls_ctx {
 	SSL_CTX		*ctx;
+	uint64_t	 id;
+	enum px_tls_side side;
+	uint64_t	 handshake_timeout_ms;
 	unsigned char	 alpn[32];	/* wire format: length, name */
 	unsigned	 alpn_len;
+	/* Server side. */
+	bool		 sni_forward;	/* the client's name */
+	char		*sni;		/* a fixed name; NULL */
+	bool		 verify_optional;
 };
 
 struct px_tls_conn {
 	SSL		*ssl;
+	enum px_tls_side side;
+	bool		 done;		/* the handshake finished */
+	bool		 verify_optional;
+	uint64_t	 ctx_id;
+	uint64_t	 session_id;
+	struct px_tls_worker *tw;
+	struct sockaddr_storage addr;	/* server side: the cache key */
+	char		 name[256];
 	char		 error[160];	/* "tls: <reason>" of the last failure */
 	enum px_tls_failure failure;
 };
+
+static atomic_uint_fast64_t px_tls_ctx_ids;
+static int px_tls_conn_index = -1;	/* SSL ex_data: its px_tls_conn */
 
 static const char *const px_tls_failure_names[PX_TLS_FAILURES] = {
 	[PX_TLS_OK] = "none",
@@ -36,6 +59,9 @@ static const char *const px_tls_failure_names[PX_TLS_FAILURES] = {
 	[PX_TLS_FAIL_CIPHER] = "no-shared-cipher",
 	[PX_TLS_FAIL_ALPN] = "no-application-protocol",
 	[PX_TLS_FAIL_NOT_TLS] = "not-tls",
+	[PX_TLS_FAIL_UNKNOWN_CA] = "unknown-ca",
+	[PX_TLS_FAIL_HOSTNAME] = "host-name-mismatch",
+	[PX_TLS_FAIL_EXPIRED] = "expired",
 	[PX_TLS_FAIL_OTHER] = "other",
 };
 
@@ -46,22 +72,50 @@ px_tls_failure_name(enum px_tls_failure f)
 }
 
 static enum px_tls_failure
+px_tls_classify_verify(long v)
+{
+	switch (v) {
+	case X509_V_ERR_HOSTNAME_MISMATCH:
+	case X509_V_ERR_IP_ADDRESS_MISMATCH:
+		return PX_TLS_FAIL_HOSTNAME;
+	case X509_V_ERR_CERT_HAS_EXPIRED:
+	case X509_V_ERR_CERT_NOT_YET_VALID:
+		return PX_TLS_FAIL_EXPIRED;
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+		return PX_TLS_FAIL_UNKNOWN_CA;
+	default:
+		return PX_TLS_FAIL_OTHER;
+	}
+}
+
+static enum px_tls_failure
 px_tls_classify(unsigned long err)
 {
 	switch (ERR_GET_REASON(err)) {
 	case SSL_R_UNSUPPORTED_PROTOCOL:
 	case SSL_R_VERSION_TOO_LOW:
 	case SSL_R_VERSION_TOO_HIGH:
+	case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
 		return PX_TLS_FAIL_PROTOCOL;
 	case SSL_R_NO_SHARED_CIPHER:
 		return PX_TLS_FAIL_CIPHER;
 	case SSL_R_NO_APPLICATION_PROTOCOL:
+	case SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL:
 		return PX_TLS_FAIL_ALPN;
 	case SSL_R_HTTP_REQUEST:
 	case SSL_R_HTTPS_PROXY_REQUEST:
 	case SSL_R_WRONG_VERSION_NUMBER:
 	case SSL_R_UNKNOWN_PROTOCOL:
+	case SSL_R_PACKET_LENGTH_TOO_LONG:
 		return PX_TLS_FAIL_NOT_TLS;
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+		return PX_TLS_FAIL_UNKNOWN_CA;
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+		return PX_TLS_FAIL_EXPIRED;
 	default:
 		return PX_TLS_FAIL_OTHER;
 	}
@@ -114,15 +168,18 @@ px_tls_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 	return SSL_TLSEXT_ERR_OK;
 }
 
-/* A readable file, or a file:line error naming the attribute. */
+/* A readable file, or a file:line error naming the attribute. A missing
+ * attribute is an error when `mode` names who needs it, else just NULL. */
 static char *
 px_tls_file(struct px_cfgerr *e, const xmlNode *n, const char *file,
-    const char *attr)
+    const char *attr, const char *mode)
 {
 	char *v = px_attr(n, attr), *path;
 
 	if (v == NULL) {
-		px_cfg_error(e, n, "<tls mode=\"terminate\"> needs %s=", attr);
+		if (mode != NULL)
+			px_cfg_error(e, n, "<tls mode=\"%s\"> needs %s=", mode,
+			    attr);
 		return NULL;
 	}
 	if ((path = px_tls_path(file, v)) == NULL) {
@@ -207,6 +264,252 @@ px_tls_ciphers(struct px_cfgerr *e, const xmlNode *n, SSL_CTX *ctx)
 	return rc;
 }
 
+/* The certificate chain and key in cert/key, checked to match and to be
+ * valid now. 0 or -1 after reporting. */
+static int
+px_tls_use_cert(struct px_cfgerr *e, const xmlNode *n, SSL_CTX *ctx,
+    const char *cert, const char *key)
+{
+	char why[200];
+
+	ERR_clear_error();
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		px_tls_reason(why, sizeof(why), "");
+		px_cfg_error(e, n, "cert=\"%s\": not a PEM certificate chain "
+		    "OpenSSL can use (%s)", cert, why);
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		if (ERR_GET_REASON(ERR_peek_last_error()) ==
+		    X509_R_KEY_VALUES_MISMATCH) {
+			ERR_clear_error();
+			px_cfg_error(e, n, "key=\"%s\" does not match cert="
+			    "\"%s\"", key, cert);
+			return -1;
+		}
+		px_tls_reason(why, sizeof(why), "");
+		px_cfg_error(e, n, "key=\"%s\": not a PEM private key OpenSSL "
+		    "can use (%s)", key, why);
+		return -1;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ERR_clear_error();
+		px_cfg_error(e, n, "key=\"%s\" does not match cert=\"%s\"", key,
+		    cert);
+		return -1;
+	}
+	return px_tls_check_dates(e, n, ctx, cert);
+}
+
+/* ca=: a PEM file whose every certificate must be a CA, or a hashed
+ * directory (c_rehash); none: the system's store. */
+static int
+px_tls_load_ca(struct px_cfgerr *e, const xmlNode *n, SSL_CTX *ctx,
+    const char *file)
+{
+	STACK_OF(X509_INFO) *infos = NULL;
+	struct stat st;
+	char *v, *path = NULL, why[200];
+	BIO *bio = NULL;
+	int rc = -1, i, certs = 0;
+
+	if ((v = px_attr(n, "ca")) == NULL) {
+		if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			px_tls_reason(why, sizeof(why), "");
+			px_cfg_error(e, n, "the system's CA store: %s", why);
+			return -1;
+		}
+		return 0;
+	}
+	if ((path = px_tls_path(file, v)) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		goto out;
+	}
+	if (stat(path, &st) == -1) {
+		px_cfg_error(e, n, "ca=\"%s\": %s", v, strerror(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (SSL_CTX_load_verify_dir(ctx, path) != 1) {
+			px_tls_reason(why, sizeof(why), "");
+			px_cfg_error(e, n, "ca=\"%s\": %s", v, why);
+			goto out;
+		}
+		rc = 0;
+		goto out;
+	}
+	/* Read once here to check each one, then handed to OpenSSL. */
+	if ((bio = BIO_new_file(path, "r")) == NULL ||
+	    (infos = PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL)) == NULL) {
+		px_tls_reason(why, sizeof(why), "");
+		px_cfg_error(e, n, "ca=\"%s\": not PEM certificates (%s)", v,
+		    why);
+		goto out;
+	}
+	for (i = 0; i < sk_X509_INFO_num(infos); i++) {
+		X509 *x = sk_X509_INFO_value(infos, i)->x509;
+		char subject[160];
+
+		if (x == NULL)
+			continue;
+		if (X509_check_ca(x) < 1) {
+			X509_NAME_oneline(X509_get_subject_name(x), subject,
+			    sizeof(subject));
+			px_cfg_error(e, n, "ca=\"%s\": certificate %d (%s) is "
+			    "not a CA", v, i + 1, subject);
+			goto out;
+		}
+		if (X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x) != 1) {
+			px_tls_reason(why, sizeof(why), "");
+			px_cfg_error(e, n, "ca=\"%s\": %s", v, why);
+			goto out;
+		}
+		certs++;
+	}
+	if (certs == 0) {
+		px_cfg_error(e, n, "ca=\"%s\": no certificate in it", v);
+		goto out;
+	}
+	rc = 0;
+out:
+	ERR_clear_error();
+	if (infos != NULL)
+		sk_X509_INFO_pop_free(infos, X509_INFO_free);
+	BIO_free(bio);
+	free(path);
+	xmlFree(v);
+	return rc;
+}
+
+/* A host name as SNI carries it: letters, digits, '-' and '.', no empty
+ * label, no IP literal (RFC 6066 §3). */
+static bool
+px_tls_is_dns_name(const char *s)
+{
+	size_t i, len = strlen(s), label = 0;
+	bool alpha = false;
+
+	if (len == 0 || len > 253)
+		return false;
+	for (i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') &&
+		    !(ch >= '0' && ch <= '9') && ch != '-')
+			return false;
+		if (!(ch >= '0' && ch <= '9'))
+			alpha = true;
+		if (++label > 63)
+			return false;
+	}
+	return alpha && label > 0;
+}
+
+/* Sessions towards servers are kept per worker (px_tls_cache_put). */
+static int px_tls_new_session(SSL *ssl, SSL_SESSION *sess);
+
+/* verify="optional": the chain is checked and the result kept for the
+ * log, but the handshake goes on. */
+static int
+px_tls_verify_optional(int ok, X509_STORE_CTX *x)
+{
+	(void)ok; (void)x;
+	return 1;
+}
+
+static int
+px_tls_load_originate(struct px_cfgerr *e, const xmlNode *n,
+    const char *file, struct px_tls_ctx *t)
+{
+	static const char *const verifies[] = { "required", "optional", "none",
+	    NULL };
+	char *cert = NULL, *key = NULL, *sni;
+	int verify = 0, rc = -1;
+
+	if (px_attr_choice(e, n, "verify", verifies, &verify) == -1)
+		return -1;
+	t->verify_optional = verify == 1;
+	if (verify != 2 && px_tls_load_ca(e, n, t->ctx, file) == -1)
+		return -1;
+	SSL_CTX_set_verify(t->ctx, verify == 2 ? SSL_VERIFY_NONE :
+	    SSL_VERIFY_PEER, verify == 1 ? px_tls_verify_optional : NULL);
+	t->sni_forward = true;
+	if ((sni = px_attr(n, "sni")) != NULL) {
+		if (strcmp(sni, "none") == 0)
+			t->sni_forward = false;
+		else if (strcmp(sni, "forward") != 0) {
+			if (!px_tls_is_dns_name(sni)) {
+				px_cfg_error(e, n, "sni=\"%s\": expected forward, "
+				    "none or a host name", sni);
+				xmlFree(sni);
+				return -1;
+			}
+			t->sni_forward = false;
+			t->sni = strdup(sni);
+		}
+		xmlFree(sni);
+	}
+	if ((xmlHasProp(n, (const xmlChar *)"cert") == NULL) !=
+	    (xmlHasProp(n, (const xmlChar *)"key") == NULL)) {
+		px_cfg_error(e, n, "a client certificate needs both cert= and "
+		    "key=");
+		return -1;
+	}
+	if (xmlHasProp(n, (const xmlChar *)"cert") != NULL &&
+	    ((cert = px_tls_file(e, n, file, "cert", "originate")) == NULL ||
+	    (key = px_tls_file(e, n, file, "key", "originate")) == NULL))
+		goto out;
+	if (cert != NULL && px_tls_use_cert(e, n, t->ctx, cert, key) == -1)
+		goto out;
+	/* Resumption towards each server, kept per worker: the new-session
+	 * callback hands each session (TLS 1.3 tickets come after the
+	 * handshake) to the worker that made it. */
+	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_CLIENT |
+	    SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(t->ctx, px_tls_new_session);
+	if (t->alpn_len != 0 &&
+	    SSL_CTX_set_alpn_protos(t->ctx, t->alpn, t->alpn_len) != 0) {
+		px_cfg_error(e, n, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(cert);
+	free(key);
+	return rc;
+}
+
+static int
+px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
+    const char *file, struct px_tls_ctx *t)
+{
+	char *cert = NULL, *key = NULL;
+	int rc = -1;
+
+	if ((cert = px_tls_file(e, n, file, "cert", "terminate")) == NULL ||
+	    (key = px_tls_file(e, n, file, "key", "terminate")) == NULL)
+		goto out;
+	if (px_tls_use_cert(e, n, t->ctx, cert, key) == -1)
+		goto out;
+	/* Resumption by tickets only: their key is made with the context
+	 * (so a reload rotates it) and they need no cache shared, and
+	 * locked, between workers. */
+	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+	if (t->alpn_len != 0)
+		SSL_CTX_set_alpn_select_cb(t->ctx, px_tls_alpn_cb, t);
+	rc = 0;
+out:
+	free(cert);
+	free(key);
+	return rc;
+}
+
 struct px_tls_ctx *
 px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
     const char *alpn)
@@ -215,57 +518,46 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	static const char *const modes[] = { "terminate", "originate",
 	    "keybridge", "passthrough", NULL };
 	struct px_tls_ctx *t = NULL;
-	char *cert = NULL, *key = NULL, why[200];
 	int side = -1, mode = -1;
 	size_t alen;
 
+	if (px_tls_conn_index == -1)
+		px_tls_conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL,
+		    NULL);
 	if (px_attr_choice(e, n, "side", sides, &side) == -1 ||
 	    px_attr_choice(e, n, "mode", modes, &mode) == -1)
 		return NULL;
-	if (side != 0 || mode != 0) {
+	if (!(side == 0 && mode == 0) && !(side == 1 && mode == 1)) {
 		px_cfg_error(e, n, "<tls side=\"%s\" mode=\"%s\">: this proxyd "
-		    "terminates TLS from clients only (side=\"client\" "
-		    "mode=\"terminate\")", side >= 0 ? sides[side] : "?",
-		    mode >= 0 ? modes[mode] : "?");
+		    "terminates TLS from clients (side=\"client\" "
+		    "mode=\"terminate\") and originates it to servers "
+		    "(side=\"server\" mode=\"originate\")",
+		    side >= 0 ? sides[side] : "?", mode >= 0 ? modes[mode] : "?");
 		return NULL;
 	}
-	if ((cert = px_tls_file(e, n, file, "cert")) == NULL ||
-	    (key = px_tls_file(e, n, file, "key")) == NULL)
-		goto fail;
 	if ((t = calloc(1, sizeof(*t))) == NULL ||
-	    (t->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+	    (t->ctx = SSL_CTX_new(side == 0 ? TLS_server_method() :
+	    TLS_client_method())) == NULL) {
 		px_cfg_error(e, n, "out of memory");
 		goto fail;
 	}
-	ERR_clear_error();
-	if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1) {
-		px_tls_reason(why, sizeof(why), "");
-		px_cfg_error(e, n, "cert=\"%s\": not a PEM certificate chain "
-		    "OpenSSL can use (%s)", cert, why);
-		goto fail;
+	t->side = side == 0 ? PX_TLS_CLIENT : PX_TLS_SERVER;
+	t->id = atomic_fetch_add_explicit(&px_tls_ctx_ids, 1,
+	    memory_order_relaxed) + 1;
+	if (alpn != NULL && (alen = strlen(alpn)) > 0 &&
+	    alen < sizeof(t->alpn)) {
+		t->alpn[0] = (unsigned char)alen;
+		memcpy(t->alpn + 1, alpn, alen);
+		t->alpn_len = (unsigned)alen + 1;
 	}
-	if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
-		if (ERR_GET_REASON(ERR_peek_last_error()) ==
-		    X509_R_KEY_VALUES_MISMATCH) {
-			ERR_clear_error();
-			px_cfg_error(e, n, "key=\"%s\" does not match cert="
-			    "\"%s\"", key, cert);
-			goto fail;
-		}
-		px_tls_reason(why, sizeof(why), "");
-		px_cfg_error(e, n, "key=\"%s\": not a PEM private key OpenSSL "
-		    "can use (%s)", key, why);
+	if ((side == 0 ? px_tls_load_terminate(e, n, file, t) :
+	    px_tls_load_originate(e, n, file, t)) == -1)
 		goto fail;
-	}
-	if (SSL_CTX_check_private_key(t->ctx) != 1) {
-		ERR_clear_error();
-		px_cfg_error(e, n, "key=\"%s\" does not match cert=\"%s\"", key,
-		    cert);
-		goto fail;
-	}
-	if (px_tls_check_dates(e, n, t->ctx, cert) == -1 ||
-	    px_tls_versions(e, n, t->ctx) == -1 ||
-	    px_tls_ciphers(e, n, t->ctx) == -1)
+	t->handshake_timeout_ms = 10000;
+	if (px_tls_versions(e, n, t->ctx) == -1 ||
+	    px_tls_ciphers(e, n, t->ctx) == -1 ||
+	    px_attr_duration(e, n, "handshake-timeout", false, 1, 3600 * 1000,
+	    &t->handshake_timeout_ms) == -1)
 		goto fail;
 	/* No renegotiation (a DoS lever, and nothing needs it); a peer's
 	 * close without close_notify ends its direction like a FIN, as
@@ -276,23 +568,8 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	 * between retries; idle connections give their buffers back. */
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
-	/* Resumption by tickets only: their key is made with the context
-	 * (so a reload rotates it) and they need no cache shared, and
-	 * locked, between workers. */
-	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
-	if (alpn != NULL && (alen = strlen(alpn)) > 0 &&
-	    alen < sizeof(t->alpn)) {
-		t->alpn[0] = (unsigned char)alen;
-		memcpy(t->alpn + 1, alpn, alen);
-		t->alpn_len = (unsigned)alen + 1;
-		SSL_CTX_set_alpn_select_cb(t->ctx, px_tls_alpn_cb, t);
-	}
-	free(cert);
-	free(key);
 	return t;
 fail:
-	free(cert);
-	free(key);
 	px_tls_free(t);
 	return NULL;
 }
@@ -303,17 +580,151 @@ px_tls_free(struct px_tls_ctx *t)
 	if (t == NULL)
 		return;
 	SSL_CTX_free(t->ctx);
+	free(t->sni);
 	free(t);
+}
+
+enum px_tls_side
+px_tls_side(const struct px_tls_ctx *t)
+{
+	return t->side;
+}
+
+uint64_t
+px_tls_handshake_timeout(const struct px_tls_ctx *t)
+{
+	return t->handshake_timeout_ms;
+}
+
+uint64_t
+px_tls_ctx_id(const struct px_tls_ctx *t)
+{
+	return t->id;
+}
+
+const char *
+px_tls_server_name(const struct px_tls_ctx *t, const char *client_sni)
+{
+	if (t->sni != NULL)
+		return t->sni;
+	return t->sni_forward ? client_sni : NULL;
+}
+
+/* ---- the per-worker session cache --------------------------------------- */
+
+void
+px_tls_worker_init(struct px_tls_worker *tw, struct px_tls_counters *n)
+{
+	memset(tw, 0, sizeof(*tw));
+	tw->n = n;
+}
+
+void
+px_tls_worker_free(struct px_tls_worker *tw)
+{
+	size_t i;
+
+	for (i = 0; i < PX_TLS_CACHE_SIZE; i++) {
+		SSL_SESSION_free(tw->cache[i].session);
+		tw->cache[i].session = NULL;
+	}
+}
+
+static bool
+px_tls_cache_same(const struct px_tls_cache_entry *ce,
+    const struct px_tls_conn *tc)
+{
+	return ce->session != NULL && ce->ctx_id == tc->ctx_id &&
+	    strcmp(ce->name, tc->name) == 0 &&
+	    memcmp(&ce->addr, &tc->addr, sizeof(ce->addr)) == 0;
+}
+
+static struct px_tls_cache_entry *
+px_tls_cache_find(struct px_tls_worker *tw, const struct px_tls_conn *tc)
+{
+	size_t i;
+
+	for (i = 0; i < PX_TLS_CACHE_SIZE; i++)
+		if (px_tls_cache_same(&tw->cache[i], tc))
+			return &tw->cache[i];
+	return NULL;
+}
+
+/* Keeps the newest session per server (the key of tc), the least recently
+ * used one giving way. Takes sess's reference (returns 1). */
+static int
+px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct px_tls_conn *tc = SSL_get_ex_data(ssl, px_tls_conn_index);
+	struct px_tls_cache_entry *ce;
+	size_t i;
+
+	if (tc == NULL || tc->tw == NULL)
+		return 0;
+	if ((ce = px_tls_cache_find(tc->tw, tc)) == NULL) {
+		ce = &tc->tw->cache[0];
+		for (i = 1; i < PX_TLS_CACHE_SIZE; i++)
+			if (tc->tw->cache[i].used < ce->used)
+				ce = &tc->tw->cache[i];
+	}
+	SSL_SESSION_free(ce->session);
+	ce->session = sess;
+	ce->ctx_id = tc->ctx_id;
+	memcpy(&ce->addr, &tc->addr, sizeof(ce->addr));
+	memcpy(ce->name, tc->name, sizeof(ce->name));
+	ce->used = ++tc->tw->clock;
+	return 1;
 }
 
 /* ---- the transform ------------------------------------------------------ */
 
-/* What a failed SSL_read/SSL_write/SSL_shutdown (rc) means for the conn:
- * -1 with errno (EAGAIN with *want), or 0 for the peer's orderly end. */
+static void
+px_tls_inc(atomic_uint_fast64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c,
+	    memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* Once per conn, when its handshake is over: counted, and a server
+ * certificate let through by verify="optional" said in the log. */
+static void
+px_tls_handshake_done(struct px_tls_conn *tc)
+{
+	long v;
+
+	tc->done = true;
+	if (tc->tw == NULL)
+		return;
+	px_tls_inc(&tc->tw->n->handshakes[tc->side]
+	    [SSL_session_reused(tc->ssl) ? 1 : 0]);
+	if (tc->side == PX_TLS_SERVER && tc->verify_optional &&
+	    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
+		px_tls_inc(&tc->tw->n->unverified);
+		px_log(LOG_NOTICE, tc->session_id, "tls-server-unverified "
+		    "name=%s reason=\"%s\" (verify=\"optional\")",
+		    tc->name[0] != '\0' ? tc->name : "-",
+		    X509_verify_cert_error_string(v));
+	}
+}
+
+static void
+px_tls_set_failure(struct px_tls_conn *tc, enum px_tls_failure f)
+{
+	if (tc->failure != PX_TLS_OK)
+		return;
+	tc->failure = f;
+	if (tc->tw != NULL && (unsigned)f < PX_TLS_FAILURES)
+		px_tls_inc(&tc->tw->n->failures[tc->side][f]);
+}
+
+/* What a failed SSL call (rc) means for the conn: -1 with errno (EAGAIN
+ * with *want), or 0 for the peer's orderly end. */
 static ssize_t
 px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 {
 	int saved = errno;
+	unsigned long err;
+	long v;
 
 	switch (SSL_get_error(tc->ssl, rc)) {
 	case SSL_ERROR_WANT_READ:
@@ -328,13 +739,30 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		return 0;
 	case SSL_ERROR_SYSCALL:
 		ERR_clear_error();
-		if (saved == 0)
-			return 0;
+		if (saved == 0 && (tc->done || tc->side == PX_TLS_CLIENT))
+			return 0;	/* a client that only connected: EOF */
+		if (saved == 0) {
+			/* A server that closes inside the handshake. */
+			px_tls_set_failure(tc, PX_TLS_FAIL_OTHER);
+			snprintf(tc->error, sizeof(tc->error), "tls: closed "
+			    "during the handshake");
+			errno = EPROTO;
+			return -1;
+		}
 		errno = saved;
 		return -1;
 	default:
-		tc->failure = px_tls_classify(ERR_peek_error());
-		px_tls_reason(tc->error, sizeof(tc->error), "tls: ");
+		err = ERR_peek_error();
+		if (ERR_GET_REASON(err) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
+		    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
+			px_tls_set_failure(tc, px_tls_classify_verify(v));
+			snprintf(tc->error, sizeof(tc->error), "tls: server "
+			    "certificate: %s", X509_verify_cert_error_string(v));
+			ERR_clear_error();
+		} else {
+			px_tls_set_failure(tc, px_tls_classify(err));
+			px_tls_reason(tc->error, sizeof(tc->error), "tls: ");
+		}
 		errno = EPROTO;
 		return -1;
 	}
@@ -348,6 +776,8 @@ px_tls_read(struct px_conn *c, void *buf, size_t len, enum px_conn_want *want)
 
 	errno = 0;
 	n = SSL_read(tc->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+	if (!tc->done && SSL_is_init_finished(tc->ssl))
+		px_tls_handshake_done(tc);
 	return n > 0 ? n : px_tls_failed(tc, n, want);
 }
 
@@ -362,7 +792,27 @@ px_tls_write(struct px_conn *c, const void *buf, size_t len,
 		return 0;
 	errno = 0;
 	n = SSL_write(tc->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+	if (!tc->done && SSL_is_init_finished(tc->ssl))
+		px_tls_handshake_done(tc);
 	return n > 0 ? n : px_tls_failed(tc, n, want);
+}
+
+static int
+px_tls_handshake(struct px_conn *c, enum px_conn_want *want)
+{
+	struct px_tls_conn *tc = c->tf_state;
+	int rc;
+
+	if (tc->done)
+		return 0;
+	errno = 0;
+	if ((rc = SSL_do_handshake(tc->ssl)) == 1) {
+		px_tls_handshake_done(tc);
+		return 0;
+	}
+	if (px_tls_failed(tc, rc, want) == 0)
+		errno = ECONNRESET;	/* an orderly end inside a handshake */
+	return -1;
 }
 
 static int
@@ -397,10 +847,17 @@ px_tls_last_error(const struct px_conn *c)
 }
 
 static void
-px_tls_conn_free(struct px_conn *c)
+px_tls_conn_free(void *state)
 {
-	struct px_tls_conn *tc = c->tf_state;
+	struct px_tls_conn *tc = state;
 
+	/* A conn closed without close_notify both ways (a pooled one timed
+	 * out, a relay cut by a FIN) would make OpenSSL mark its session
+	 * bad, and the worker's cache holds that very session. Only a TLS
+	 * error should spoil it. */
+	if (tc->done && tc->failure == PX_TLS_OK)
+		SSL_set_shutdown(tc->ssl, SSL_SENT_SHUTDOWN |
+		    SSL_RECEIVED_SHUTDOWN);
 	SSL_free(tc->ssl);
 	free(tc);
 }
@@ -412,26 +869,77 @@ static const struct px_conn_transform px_tls_transform = {
 	.shutdown = px_tls_shutdown,
 	.pending = px_tls_pending,
 	.last_error = px_tls_last_error,
+	.handshake = px_tls_handshake,
 	.free = px_tls_conn_free,
 };
 
+/* Server side: the name to send and check (or the address), and a session
+ * to resume from the worker's cache. 0 or -1. */
+static int
+px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
+{
+	struct px_tls_cache_entry *ce;
+	const struct sockaddr *a = p->addr;
+	X509_VERIFY_PARAM *param = SSL_get0_param(tc->ssl);
+
+	if (a != NULL)
+		memcpy(&tc->addr, a, px_sockaddr_len(a));
+	if (p->name != NULL && p->name[0] != '\0') {
+		snprintf(tc->name, sizeof(tc->name), "%s", p->name);
+		if (SSL_set_tlsext_host_name(tc->ssl, tc->name) != 1 ||
+		    SSL_set1_host(tc->ssl, tc->name) != 1)
+			return -1;
+		SSL_set_hostflags(tc->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	} else if (a != NULL && a->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)a;
+
+		if (X509_VERIFY_PARAM_set1_ip(param,
+		    (const unsigned char *)&in->sin_addr, 4) != 1)
+			return -1;
+	} else if (a != NULL && a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
+
+		if (X509_VERIFY_PARAM_set1_ip(param,
+		    (const unsigned char *)&in6->sin6_addr, 16) != 1)
+			return -1;
+	}
+	if (tc->tw != NULL && (ce = px_tls_cache_find(tc->tw, tc)) != NULL) {
+		(void)SSL_set_session(tc->ssl, ce->session);
+		ce->used = ++tc->tw->clock;
+	}
+	SSL_set_connect_state(tc->ssl);
+	return 0;
+}
+
 int
-px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t)
+px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
+    const struct px_tls_peer *p)
 {
 	struct px_tls_conn *tc;
 
 	if ((tc = calloc(1, sizeof(*tc))) == NULL)
 		return -1;
+	tc->side = t->side;
+	tc->ctx_id = t->id;
+	tc->verify_optional = t->verify_optional;
+	tc->session_id = p != NULL ? p->session_id : 0;
+	tc->tw = p != NULL ? p->tw : NULL;
 	if ((tc->ssl = SSL_new(t->ctx)) == NULL ||
-	    SSL_set_fd(tc->ssl, c->fd) != 1) {
-		ERR_clear_error();
-		SSL_free(tc->ssl);
-		free(tc);
-		return -1;
-	}
-	SSL_set_accept_state(tc->ssl);
+	    SSL_set_fd(tc->ssl, c->fd) != 1 ||
+	    SSL_set_ex_data(tc->ssl, px_tls_conn_index, tc) != 1)
+		goto fail;
+	if (t->side == PX_TLS_CLIENT)
+		SSL_set_accept_state(tc->ssl);
+	else if (px_tls_connect_setup(tc, p != NULL ? p :
+	    &(struct px_tls_peer){ 0 }) == -1)
+		goto fail;
 	px_conn_set_transform(c, &px_tls_transform, tc);
 	return 0;
+fail:
+	ERR_clear_error();
+	SSL_free(tc->ssl);
+	free(tc);
+	return -1;
 }
 
 enum px_tls_failure
@@ -439,4 +947,14 @@ px_tls_failure(const struct px_conn *c)
 {
 	return c->tf == &px_tls_transform ?
 	    ((const struct px_tls_conn *)c->tf_state)->failure : PX_TLS_OK;
+}
+
+const char *
+px_tls_client_sni(const struct px_conn *c)
+{
+	const struct px_tls_conn *tc = c->tf_state;
+
+	if (c->tf != &px_tls_transform || tc->side != PX_TLS_CLIENT)
+		return NULL;
+	return SSL_get_servername(tc->ssl, TLSEXT_NAMETYPE_host_name);
 }

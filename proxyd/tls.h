@@ -1,11 +1,15 @@
 /* TLS with OpenSSL 3, in the conn layer's transform slot (conn.h), so it
  * sits under every analyser once. A context is built per service and side
  * at config load and shared read-only by the workers; each connection gets
- * its own SSL. This step: the client side, mode="terminate". */
+ * its own SSL. Client side: mode="terminate" (proxyd is the TLS server);
+ * server side: mode="originate" (proxyd is the TLS client). */
 #ifndef PX_TLS_H
 #define PX_TLS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 struct _xmlNode;
 struct px_cfgerr;
@@ -14,19 +18,10 @@ struct px_conn;
 /* One <tls> element, compiled. */
 struct px_tls_ctx;
 
-/* Reads <tls side=... mode=...> (n) of the service file `file`: the
- * certificate chain and key (PEM, checked to match, not expired), the
- * protocol versions, the TLS 1.2 ciphers and TLS 1.3 suites. alpn: the one
- * protocol the analyser speaks (NULL: no ALPN). Paths are taken from the
- * directory of `file` when relative. NULL after reporting file:line. */
-struct px_tls_ctx *px_tls_load(struct px_cfgerr *e, const struct _xmlNode *n,
-	    const char *file, const char *alpn);
-void	px_tls_free(struct px_tls_ctx *t);
-
-/* Puts a server-side (we terminate) TLS session on c's socket into c's
- * transform slot; the handshake runs on its first reads and writes.
- * 0, or -1 (out of memory). */
-int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t);
+enum px_tls_side {
+	PX_TLS_CLIENT = 0,		/* between the client and proxyd */
+	PX_TLS_SERVER = 1,		/* between proxyd and the server */
+};
 
 /* Why a handshake (or a record) failed, in classes an operator can count. */
 enum px_tls_failure {
@@ -35,10 +30,83 @@ enum px_tls_failure {
 	PX_TLS_FAIL_CIPHER,		/* no cipher in common */
 	PX_TLS_FAIL_ALPN,		/* no application protocol in common */
 	PX_TLS_FAIL_NOT_TLS,		/* the peer did not speak TLS */
+	PX_TLS_FAIL_UNKNOWN_CA,		/* its chain leads to no trusted CA */
+	PX_TLS_FAIL_HOSTNAME,		/* its certificate names another host */
+	PX_TLS_FAIL_EXPIRED,		/* its certificate is out of date */
 	PX_TLS_FAIL_OTHER,
 	PX_TLS_FAILURES			/* how many */
 };
+
+/* A worker's TLS counters: one writer (the worker), read by the admin. */
+struct px_tls_counters {
+	atomic_uint_fast64_t	failures[2][PX_TLS_FAILURES];	/* by side */
+	/* Handshakes done, by side, [0] full, [1] resumed. */
+	atomic_uint_fast64_t	handshakes[2][2];
+	/* Server certificates that did not verify, let through by
+	 * verify="optional". */
+	atomic_uint_fast64_t	unverified;
+};
+
+/* A worker's sessions towards servers, for resumption (mode="originate").
+ * Small and per worker: no lock, and a worker talks to few servers. */
+#define PX_TLS_CACHE_SIZE	64
+struct px_tls_cache_entry {
+	uint64_t		 ctx_id;	/* px_tls_ctx's, never reused */
+	struct sockaddr_storage	 addr;
+	char			 name[256];
+	void			*session;	/* SSL_SESSION */
+	uint64_t		 used;
+};
+struct px_tls_worker {
+	struct px_tls_counters		*n;
+	struct px_tls_cache_entry	 cache[PX_TLS_CACHE_SIZE];
+	uint64_t			 clock;
+};
+
+void	px_tls_worker_init(struct px_tls_worker *tw, struct px_tls_counters *n);
+void	px_tls_worker_free(struct px_tls_worker *tw);
+
+/* Reads <tls side=... mode=...> (n) of the service file `file`. Client
+ * side: the certificate chain and key (PEM, checked to match, not
+ * expired). Server side: verify=, ca=, sni=, an optional certificate to
+ * present. Both: the protocol versions, the TLS 1.2 ciphers and TLS 1.3
+ * suites. alpn: the one protocol the analyser speaks (NULL: no ALPN).
+ * Paths are taken from the directory of `file` when relative. NULL after
+ * reporting file:line. */
+struct px_tls_ctx *px_tls_load(struct px_cfgerr *e, const struct _xmlNode *n,
+	    const char *file, const char *alpn);
+void	px_tls_free(struct px_tls_ctx *t);
+enum px_tls_side px_tls_side(const struct px_tls_ctx *t);
+/* The side="server" name to send, from the client's (NULL: none). NULL:
+ * send none (check the server's address instead). */
+const char *px_tls_server_name(const struct px_tls_ctx *t,
+	    const char *client_sni);
+/* handshake-timeout=: how long a client may take over its handshake. */
+uint64_t px_tls_handshake_timeout(const struct px_tls_ctx *t);
+/* Identifies t among all contexts ever loaded (pool and cache keys). */
+uint64_t px_tls_ctx_id(const struct px_tls_ctx *t);
+
+/* Who a connection's TLS is with, for the checks, the cache and the
+ * counters. */
+struct px_tls_peer {
+	uint64_t		 session_id;	/* for log lines */
+	struct px_tls_worker	*tw;
+	/* Server side: the name sent (SNI) and checked, or NULL to check
+	 * addr; addr also keys the resumption cache. */
+	const char		*name;
+	const struct sockaddr	*addr;
+};
+
+/* Puts a TLS session on c's socket into c's transform slot, in t's role
+ * (client side: we accept; server side: we connect). The handshake runs
+ * on the first reads and writes, or px_conn_handshake(). 0, or -1 (out of
+ * memory). */
+int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
+	    const struct px_tls_peer *p);
+
 enum px_tls_failure px_tls_failure(const struct px_conn *c);
 const char *px_tls_failure_name(enum px_tls_failure f);
+/* The name the client asked for (SNI), on a client-side conn; NULL. */
+const char *px_tls_client_sni(const struct px_conn *c);
 
 #endif

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -13,7 +14,9 @@
 #include <event2/event_struct.h>
 
 #include "config.h"
+#include "conn.h"
 #include "listener.h"
+#include "tls.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -89,7 +92,7 @@ px_upstream_result(int fd)
 struct px_pool_conn {
 	struct px_pool		*pool;
 	struct px_pool_key	 key;
-	int			 fd;
+	struct px_pooled	 c;
 	struct event		 ev;	/* EV_READ + idle timeout */
 	TAILQ_ENTRY(px_pool_conn) link;
 };
@@ -114,9 +117,19 @@ px_pool_init(struct px_pool *p, struct event_base *base,
 	p->stale = stale;
 }
 
+/* Closes a connection that is not parked, with its transform's state. */
+static void
+px_pooled_close(const struct px_pooled *c)
+{
+	if (c->tf != NULL && c->tf->free != NULL)
+		c->tf->free(c->tf_state);
+	close(c->fd);
+}
+
 void
 px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
-    const struct sockaddr *dst, const struct sockaddr *source)
+    const struct sockaddr *dst, const struct sockaddr *source,
+    const char *tls_name)
 {
 	memset(k, 0, sizeof(*k));
 	memcpy(&k->dst, dst, px_sockaddr_len(dst));
@@ -127,6 +140,12 @@ px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 		px_sockaddr_set_port(&k->src, 0);
 	}
 	k->mark = svc->has_mark ? svc->mark : 0;
+	if (svc->tls_server != NULL) {
+		k->tls_ctx = px_tls_ctx_id(svc->tls_server);
+		if (tls_name != NULL)
+			snprintf(k->tls_name, sizeof(k->tls_name), "%s",
+			    tls_name);
+	}
 }
 
 static void
@@ -137,7 +156,7 @@ px_pool_drop(struct px_pool_conn *c)
 	event_del(&c->ev);
 	TAILQ_REMOVE(&p->conns, c, link);
 	p->n--;
-	close(c->fd);
+	px_pooled_close(&c->c);
 	free(c);
 }
 
@@ -155,7 +174,8 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-px_pool_take(struct px_pool *p, const struct px_pool_key *k)
+px_pool_take(struct px_pool *p, const struct px_pool_key *k,
+    struct px_pooled *out)
 {
 	struct px_pool_conn *c, *next;
 	char b;
@@ -168,8 +188,9 @@ px_pool_take(struct px_pool *p, const struct px_pool_key *k)
 		next = TAILQ_PREV(c, px_pool_list, link);
 		if (memcmp(&c->key, k, sizeof(*k)) != 0)
 			continue;
-		fd = c->fd;
-		/* A FIN or RST that arrived since the last loop pass. */
+		fd = c->c.fd;
+		/* A FIN or RST that arrived since the last loop pass (or, TLS,
+		 * a close_notify: any byte is one too many while idle). */
 		n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN &&
 		    errno != EWOULDBLOCK) || n > 0) {
@@ -177,19 +198,19 @@ px_pool_take(struct px_pool *p, const struct px_pool_key *k)
 			px_pool_drop(c);
 			continue;
 		}
-		c->fd = -1;
+		*out = c->c;
 		event_del(&c->ev);
 		TAILQ_REMOVE(&p->conns, c, link);
 		p->n--;
 		free(c);
-		return fd;
+		return 0;
 	}
 	return -1;
 }
 
 void
-px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
-    unsigned max, uint64_t idle_ms)
+px_pool_put(struct px_pool *p, const struct px_pool_key *k,
+    const struct px_pooled *pc, unsigned max, uint64_t idle_ms)
 {
 	struct px_pool_conn *c, *oldest = NULL;
 	struct timeval tv = { .tv_sec = (time_t)(idle_ms / 1000),
@@ -197,7 +218,7 @@ px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
 	unsigned same = 0;
 
 	if (max == 0 || idle_ms == 0 || p->closed) {
-		close(fd);
+		px_pooled_close(pc);
 		return;
 	}
 	TAILQ_FOREACH(c, &p->conns, link)
@@ -209,13 +230,13 @@ px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
 	if (same >= max)
 		px_pool_drop(oldest);
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		close(fd);
+		px_pooled_close(pc);
 		return;
 	}
 	c->pool = p;
 	c->key = *k;
-	c->fd = fd;
-	event_assign(&c->ev, p->base, fd, EV_READ, px_pool_conn_cb, c);
+	c->c = *pc;
+	event_assign(&c->ev, p->base, pc->fd, EV_READ, px_pool_conn_cb, c);
 	event_add(&c->ev, &tv);
 	TAILQ_INSERT_TAIL(&p->conns, c, link);
 	p->n++;

@@ -10,6 +10,7 @@
 struct event_base;
 struct px_service;
 struct px_pool_conn;
+struct px_conn_transform;
 
 /* What makes pooled server connections interchangeable. Compared with
  * memcmp: always built by px_pool_key_init. */
@@ -17,6 +18,18 @@ struct px_pool_key {
 	struct sockaddr_storage	dst;
 	struct sockaddr_storage	src;	/* spoofed source; zero if none */
 	uint32_t		mark;
+	/* TLS (mode="originate"): the context it was made with and the
+	 * name it was verified for; zero if plain. */
+	uint64_t		tls_ctx;
+	char			tls_name[256];
+};
+
+/* A parked connection: its socket and, for TLS, its transform's state
+ * (the SSL, still handshaken). */
+struct px_pooled {
+	int				 fd;
+	const struct px_conn_transform	*tf;	/* NULL: plain */
+	void				*tf_state;
 };
 
 /* Starts a non-blocking connect to dst, from `source` when it is not NULL
@@ -43,14 +56,18 @@ struct px_pool {
 
 void	px_pool_init(struct px_pool *p, struct event_base *base,
 	    atomic_uint_fast64_t *stale);
+/* tls_name: the name a TLS connection was verified for (NULL: none). */
 void	px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
-	    const struct sockaddr *dst, const struct sockaddr *source);
-/* An idle connection for k that still looks alive, or -1. */
-int	px_pool_take(struct px_pool *p, const struct px_pool_key *k);
-/* Parks fd for reuse (at most max for k, dropping the oldest; for idle_ms),
- * or closes it. */
-void	px_pool_put(struct px_pool *p, const struct px_pool_key *k, int fd,
-	    unsigned max, uint64_t idle_ms);
+	    const struct sockaddr *dst, const struct sockaddr *source,
+	    const char *tls_name);
+/* An idle connection for k that still looks alive into *out: 0, or -1
+ * (none). */
+int	px_pool_take(struct px_pool *p, const struct px_pool_key *k,
+	    struct px_pooled *out);
+/* Parks c for reuse (at most max for k, dropping the oldest; for idle_ms),
+ * or closes it (and frees its transform's state). */
+void	px_pool_put(struct px_pool *p, const struct px_pool_key *k,
+	    const struct px_pooled *c, unsigned max, uint64_t idle_ms);
 void	px_pool_flush(struct px_pool *p);
 
 #endif

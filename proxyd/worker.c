@@ -353,6 +353,7 @@ px_worker_main(void *arg)
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
 	px_pool_flush(&w->pool);
+	px_tls_worker_free(&w->tls);
 	for (i = 0; px_analysers[i] != NULL; i++)
 		if (px_analysers[i]->on_worker_exit != NULL)
 			px_analysers[i]->on_worker_exit();
@@ -385,6 +386,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if (w->base == NULL)
 		return -1;
 	px_pool_init(&w->pool, w->base, &w->counters.pool_stale);
+	px_tls_worker_init(&w->tls, &w->counters.tls);
 	w->cfg = px_config_ref(cfg);
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (w->wake_fd == -1)

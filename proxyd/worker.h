@@ -53,8 +53,7 @@ struct px_counters {
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;
-	/* TLS from clients that failed, by enum px_tls_failure. */
-	atomic_uint_fast64_t	tls_failures[PX_TLS_FAILURES];
+	struct px_tls_counters	tls;
 	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
 	atomic_uint_fast64_t	upstream_reused;
 	atomic_uint_fast64_t	pool_stale;
@@ -121,6 +120,7 @@ struct px_worker {
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
 	struct px_pool		 pool;		/* idle server connections */
+	struct px_tls_worker	 tls;		/* sessions to resume, counters */
 	/* global-bandwidth: this worker's share, by px_dir. */
 	struct px_bucket	 rl_global[2];
 	uint64_t		 rl_global_rate;

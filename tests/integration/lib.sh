@@ -204,6 +204,7 @@ wait_not_listening() {
 
 # start_nginx: serve $T/www on 127.0.0.1:$NGINX_PORT
 # NGINX_EXTRA: more directives for its server block (e.g. locations)
+# NGINX_SERVERS: more server blocks (e.g. TLS origins)
 start_nginx() {
     local d=$T/nginx user_line="" code i
     free_port NGINX_PORT
@@ -237,6 +238,7 @@ http {
         location / { }
         ${NGINX_EXTRA:-}
     }
+    ${NGINX_SERVERS:-}
 }
 EOF
     nginx -e "$d/logs/error.log" -p "$d" -c "$d/nginx.conf" >"$d/logs/stdout.log" 2>&1 &

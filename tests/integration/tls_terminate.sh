@@ -123,8 +123,8 @@ check_bad "an unknown version" \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.4\"/>" \
     "b\.xml:4: min-version=\"1\.4\": expected 1\.0, 1\.1, 1\.2 or 1\.3"
 check_bad "a mode not built yet" \
-    "<tls side=\"server\" mode=\"originate\"/>" \
-    "b\.xml:4: <tls side=\"server\" mode=\"originate\">: this proxyd terminates TLS from clients only"
+    "<tls side=\"client\" mode=\"keybridge\"/>" \
+    "b\.xml:4: <tls side=\"client\" mode=\"keybridge\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\"\\) and originates it to servers"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"

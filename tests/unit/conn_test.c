@@ -226,9 +226,9 @@ xor_shutdown(struct px_conn *c, enum px_conn_want *want)
 }
 
 static void
-xor_free(struct px_conn *c)
+xor_free(void *state)
 {
-	((struct xor_state *)c->tf_state)->freed = true;
+	((struct xor_state *)state)->freed = true;
 }
 
 static const struct px_conn_transform xor_tf = {
@@ -283,6 +283,68 @@ test_transform(void **state)
 	    on_writable, f), 0);	/* for teardown */
 }
 
+/* A handshake that needs one byte ("H") from the peer. */
+static int
+xor_handshake(struct px_conn *c, enum px_conn_want *want)
+{
+	char b;
+
+	if (read(c->fd, &b, 1) == 1 && b == 'H')
+		return 0;
+	*want = PX_CONN_WANT_READ;
+	errno = EAGAIN;
+	return -1;
+}
+
+static const struct px_conn_transform xor_hs_tf = {
+	.name = "xor-hs",
+	.read = xor_read,
+	.write = xor_write,
+	.handshake = xor_handshake,
+	.free = xor_free,
+};
+
+static void
+on_hs_readable(struct px_conn *c, void *arg)
+{
+	struct fixture *f = arg;
+
+	(void)c;
+	f->readable++;
+	event_base_loopbreak(f->base);
+}
+
+/* px_conn_handshake waits like a read, and the handshaken state moves to
+ * another conn (the relay's) without being freed. */
+static void
+test_handshake_and_move(void **state)
+{
+	struct fixture *f = *state;
+	struct xor_state x = { 0 };
+	struct px_conn moved = { .fd = -1 };
+
+	f->c.on_readable = on_hs_readable;
+	px_conn_set_transform(&f->c, &xor_hs_tf, &x);
+	errno = 0;
+	assert_int_equal(px_conn_handshake(&f->c), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_true(f->c.reading);
+	assert_int_equal(write(f->sv[1], "H", 1), 1);
+	run_once(f);
+	assert_int_equal(f->readable, 1);
+	assert_int_equal(px_conn_handshake(&f->c), 0);
+	px_conn_move_transform(&moved, &f->c);
+	assert_ptr_equal(moved.tf, &xor_hs_tf);
+	assert_ptr_equal(moved.tf_state, &x);
+	assert_null(f->c.tf);
+	px_conn_close(&f->c);
+	assert_false(x.freed);
+	px_conn_close(&moved);
+	assert_true(x.freed);
+	assert_int_equal(px_conn_open(&f->c, f->base, f->sv[0], on_readable,
+	    on_writable, f), 0);	/* for teardown */
+}
+
 /* The token bucket behind session- and global-bandwidth: exact over time
  * even when one millisecond is worth less than one token. */
 static void
@@ -325,6 +387,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_backpressure_and_half_close,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_transform, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_handshake_and_move, setup,
+		    teardown),
 		cmocka_unit_test(test_bucket),
 	};
 

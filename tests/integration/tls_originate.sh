@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# TLS originated to servers (<tls side="server" mode="originate">), in front
+# of nginx TLS origins: plain and TLS clients through http and plug, the
+# chain verified against a CA made here (required, optional, none), the
+# host name checked against the SNI sent (fixed or the client's), a client
+# certificate presented, a pooled TLS connection reused by another client,
+# sessions resumed per worker, failures logged and counted by reason, and
+# bad files refused by --check with file:line.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx curl openssl python3
+setup
+
+# ---- a test CA, leaves signed by it, and a self-signed one, made now
+P=$T/pki
+mkdir -p "$P"
+ec_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>"$P/err" || fail "key: $(cat "$P/err")"; }
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/ca.key" -out "$P/ca.pem" -days 2 -subj "/CN=proxyd test CA" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA: $(cat "$P/err")"
+# leaf NAME CN SAN EKU: $P/NAME.key and $P/NAME.pem, signed by the CA
+leaf() {
+    ec_key "$P/$1.key"
+    openssl req -new -key "$P/$1.key" -out "$P/$1.csr" -subj "/CN=$2" 2>"$P/err" || fail "csr $1: $(cat "$P/err")"
+    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$3" "$4" >"$P/$1.ext"
+    openssl x509 -req -in "$P/$1.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
+        -CAcreateserial -days 2 -extfile "$P/$1.ext" -out "$P/$1.pem" 2>"$P/err" ||
+        fail "leaf $1: $(cat "$P/err")"
+}
+leaf origin origin.test "DNS:origin.test,IP:127.0.0.1" serverAuth
+leaf front origin.test "DNS:origin.test,DNS:localhost" serverAuth
+leaf client "proxyd client" "DNS:proxyd.test" clientAuth
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/self.key" -out "$P/self.pem" -days 2 -subj "/CN=origin.test" \
+    -addext "subjectAltName=DNS:origin.test" 2>"$P/err" || fail "self-signed: $(cat "$P/err")"
+
+make_file f1m.bin $((1024 * 1024))
+SHA=$(sha256_of "$T/www/f1m.bin")
+free_port NGX_TLS
+free_port NGX_SELF
+free_port NGX_MTLS
+# Each request's TLS facts: the name the client sent, whether its session
+# was resumed (r), the connection serial, and the client certificate.
+NGINX_SERVERS="
+    log_format tls '\$server_port \"\$request\" \$status sni=\$ssl_server_name reused=\$ssl_session_reused conn=\$connection cdn=\"\$ssl_client_s_dn\"';
+    server {
+        listen 127.0.0.1:$NGX_TLS ssl;
+        ssl_certificate $P/origin.pem;
+        ssl_certificate_key $P/origin.key;
+        access_log $T/nginx/logs/tls.log tls;
+        root $T/www;
+    }
+    server {
+        listen 127.0.0.1:$NGX_SELF ssl;
+        ssl_certificate $P/self.pem;
+        ssl_certificate_key $P/self.key;
+        access_log $T/nginx/logs/tls.log tls;
+        root $T/www;
+    }
+    server {
+        listen 127.0.0.1:$NGX_MTLS ssl;
+        ssl_certificate $P/origin.pem;
+        ssl_certificate_key $P/origin.key;
+        ssl_verify_client on;
+        ssl_client_certificate $P/ca.pem;
+        access_log $T/nginx/logs/tls.log tls;
+        root $T/www;
+    }"
+start_nginx
+wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
+TLOG=$T/nginx/logs/tls.log
+
+CA="ca=\"$P/ca.pem\""
+FRONT="<tls side=\"client\" mode=\"terminate\" cert=\"$P/front.pem\" key=\"$P/front.key\"/>"
+free_port P_H_FIXED
+free_port P_H_BOTH
+free_port P_H_WRONG
+free_port P_H_SELF
+free_port P_H_NONE
+free_port P_H_OPT
+free_port P_H_MTLS
+free_port P_PLUG
+write_proxyd_conf
+# One worker: the pool and the session cache are per worker.
+sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
+write_http_service h_fixed "$P_H_FIXED" "$NGX_TLS" \
+    "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/>"
+write_http_service h_both "$P_H_BOTH" "$NGX_TLS" \
+    "$FRONT <tls side=\"server\" mode=\"originate\" $CA sni=\"forward\"/>"
+write_http_service h_wrong "$P_H_WRONG" "$NGX_TLS" \
+    "<tls side=\"server\" mode=\"originate\" $CA sni=\"wrong.test\"/>"
+write_http_service h_self "$P_H_SELF" "$NGX_SELF" \
+    "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/>"
+write_http_service h_none "$P_H_NONE" "$NGX_SELF" \
+    "<tls side=\"server\" mode=\"originate\" verify=\"none\" sni=\"origin.test\"/>"
+write_http_service h_opt "$P_H_OPT" "$NGX_SELF" \
+    "<tls side=\"server\" mode=\"originate\" verify=\"optional\" $CA sni=\"origin.test\"/>"
+write_http_service h_mtls "$P_H_MTLS" "$NGX_MTLS" \
+    "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\" cert=\"$P/client.pem\" key=\"$P/client.key\"/>"
+write_service p_both "$P_PLUG" "$NGX_TLS" \
+    "$FRONT <tls side=\"server\" mode=\"originate\" $CA/>"
+start_proxyd
+
+# nginx_line PORT PATH: the origin's last TLS log line for that request
+nginx_line() { grep -E "^$1 \"GET $2 " "$TLOG" | tail -n 1; }
+wait_nginx_line() { # PORT PATH REGEX WHAT
+    local i
+    for i in $(seq 50); do
+        nginx_line "$1" "$2" | grep -Eq "$3" && return 0
+        sleep 0.1
+    done
+    fail "$4: nginx logged '$(nginx_line "$1" "$2")', expected /$3/"
+}
+
+info "plain client -> http -> TLS origin (fixed SNI, chain and name verified)"
+code=$(curl -sS --max-time 20 -o "$T/a.bin" -w '%{http_code}' "http://127.0.0.1:$P_H_FIXED/f1m.bin")
+assert_eq "$code" "200" "status through originate"
+assert_eq "$(sha256_of "$T/a.bin")" "$SHA" "sha256 through originate"
+wait_nginx_line "$NGX_TLS" /f1m.bin "200 sni=origin.test " "the SNI proxyd sent"
+first_conn=$(nginx_line "$NGX_TLS" /f1m.bin | sed -E 's/.* conn=([0-9]+).*/\1/')
+assert_metric eq proxyd_tls_handshakes_total 'side="server",resumed="no"' 1
+
+info "another client reuses the pooled TLS connection"
+reused_before=$(metric_value proxyd_upstream_connections_total 'kind="reused"')
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_H_FIXED/f1m.bin?second")
+assert_eq "$code" "200" "status of the second client"
+wait_nginx_line "$NGX_TLS" '/f1m.bin\?second' " 200 " "the second request"
+assert_eq "$(nginx_line "$NGX_TLS" '/f1m.bin\?second' | sed -E 's/.* conn=([0-9]+).*/\1/')" \
+    "$first_conn" "nginx connection serial of the second client (the pooled one)"
+assert_metric eq proxyd_upstream_connections_total 'kind="reused"' $((reused_before + 1))
+assert_metric eq proxyd_tls_handshakes_total 'side="server",resumed="no"' 1
+
+info "TLS client -> terminate + originate, the client's SNI forwarded"
+code=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --resolve "origin.test:$P_H_BOTH:127.0.0.1" \
+    -o "$T/b.bin" -w '%{http_code}' "https://origin.test:$P_H_BOTH/f1m.bin?both")
+assert_eq "$code" "200" "status through terminate + originate"
+assert_eq "$(sha256_of "$T/b.bin")" "$SHA" "sha256 through terminate + originate"
+wait_nginx_line "$NGX_TLS" '/f1m.bin\?both' "200 sni=origin.test " "the forwarded SNI"
+
+info "plug: terminate + originate, 1 MB twice; the second server handshake resumed"
+for i in 1 2; do
+    got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --resolve "origin.test:$P_PLUG:127.0.0.1" \
+        "https://origin.test:$P_PLUG/f1m.bin?plug$i" | sha256sum | cut -d' ' -f1)
+    assert_eq "$got" "$SHA" "sha256 through plug, terminate + originate ($i)"
+    wait_nginx_line "$NGX_TLS" "/f1m.bin\\?plug$i" "200 sni=origin.test " "the SNI through plug ($i)"
+done
+wait_nginx_line "$NGX_TLS" '/f1m.bin\?plug2' " reused=r " "the second plug session's TLS resumption"
+assert_metric ge proxyd_tls_handshakes_total 'side="server",resumed="yes"' 1
+assert_log "session-end service=p_both analyser=plug verdict=accept .*to-client=[0-9]{7,} .*end=(client|server)-closed"
+
+info "a server certificate for another name: 502, logged, counted"
+code=$(curl -sS --max-time 20 -o "$T/w.out" -w '%{http_code}' "http://127.0.0.1:$P_H_WRONG/f1m.bin?wrong")
+assert_eq "$code" "502" "status when the host name does not match"
+assert_log "http-request .*path=/f1m\.bin\?wrong status=502 "
+assert_log "tls-error side=server reason=host-name-mismatch detail=\"tls: server certificate: [Hh]ostname mismatch\""
+assert_metric eq proxyd_tls_failures_total 'side="server",reason="host-name-mismatch"' 1
+
+info "a self-signed server: unknown-ca under verify=required"
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_H_SELF/f1m.bin?self")
+assert_eq "$code" "502" "status with a self-signed server"
+assert_metric eq proxyd_tls_failures_total 'side="server",reason="unknown-ca"' 1
+assert_log "tls-error side=server reason=unknown-ca detail=\"tls: server certificate: self[- ]signed certificate\""
+[[ -z $(nginx_line "$NGX_SELF" '/f1m.bin\?self') ]] || fail "a request reached the unverified server"
+
+info "verify=none passes it; verify=optional passes it and says so"
+code=$(curl -sS --max-time 20 -o "$T/n.bin" -w '%{http_code}' "http://127.0.0.1:$P_H_NONE/f1m.bin?none")
+assert_eq "$code" "200" "status under verify=none"
+assert_eq "$(sha256_of "$T/n.bin")" "$SHA" "sha256 under verify=none"
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_H_OPT/f1m.bin?opt")
+assert_eq "$code" "200" "status under verify=optional"
+assert_log "tls-server-unverified name=origin\.test reason=\"self[- ]signed certificate\" \(verify=\"optional\"\)"
+assert_metric eq proxyd_tls_server_unverified_total '' 1
+
+info "a client certificate presented to a server that requires one"
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_H_MTLS/f1m.bin?mtls")
+assert_eq "$code" "200" "status with a client certificate"
+wait_nginx_line "$NGX_MTLS" '/f1m.bin\?mtls' 'cdn="CN=proxyd client"' "the client certificate nginx saw"
+
+info "--check refuses bad originate settings with file:line"
+check_bad() { # WHAT XML REGEX
+    local out
+    mkdir -p "$T/bad/policy"
+    rm -f "$T/bad/policy/"*.xml
+    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
+    cat >"$T/bad/policy/b.xml" <<EOF
+<service name="b" analyser="plug">
+  <listen address="127.0.0.1" port="1" mode="fixed"/>
+  <target address="127.0.0.1" port="2"/>
+  $2
+</service>
+EOF
+    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
+        fail "--check accepted $1: $out"
+    fi
+    [[ $out =~ $3 ]] || fail "--check on $1: expected /$3/, got: $out"
+    info "  $1: ${out%%$'\n'*}"
+}
+check_bad "a CA file that holds no CA" \
+    "<tls side=\"server\" mode=\"originate\" ca=\"$P/origin.pem\"/>" \
+    "b\.xml:4: ca=\".*origin\.pem\": certificate 1 \(.*CN ?= ?origin\.test.*\) is not a CA"
+check_bad "a missing CA file" \
+    "<tls side=\"server\" mode=\"originate\" ca=\"$P/none.pem\"/>" \
+    "b\.xml:4: ca=\".*none\.pem\": No such file or directory"
+check_bad "a client certificate without its key" \
+    "<tls side=\"server\" mode=\"originate\" cert=\"$P/client.pem\"/>" \
+    "b\.xml:4: a client certificate needs both cert= and key="
+check_bad "an SNI that is no host name" \
+    "<tls side=\"server\" mode=\"originate\" sni=\"a_b..c\"/>" \
+    "b\.xml:4: sni=\"a_b\.\.c\": expected forward, none or a host name"
+check_bad "an unknown verify" \
+    "<tls side=\"server\" mode=\"originate\" verify=\"maybe\"/>" \
+    "b\.xml:4: verify=\"maybe\": expected required, optional or none"
+check_bad "two client sides" \
+    "$FRONT $FRONT" \
+    "b\.xml:4: <tls> given twice"
+
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "ok"
