@@ -22,6 +22,7 @@
 #include "log.h"
 #include "parse.h"
 #include "rules.h"
+#include "tls_hello.h"
 
 struct px_tls_ctx {
 	SSL_CTX		*ctx;
@@ -30,10 +31,21 @@ struct px_tls_ctx {
 	uint64_t	 handshake_timeout_ms;
 	unsigned char	 alpn[32];	/* wire format: length, name */
 	unsigned	 alpn_len;
+	/* Client side: certificates chosen by the name the client asks
+	 * for (<certificate name=...>), each in a context of its own. */
+	struct px_tls_named *named;
+	size_t		 nnamed;
+	int		 client_verify;	/* 0 none, 1 optional, 2 required */
 	/* Server side. */
 	bool		 sni_forward;	/* the client's name */
 	char		*sni;		/* a fixed name; NULL */
 	bool		 verify_optional;
+};
+
+struct px_tls_named {
+	SSL_CTX		*ctx;
+	char		**names;	/* exact, or "*.example.test" */
+	size_t		 nnames;
 };
 
 struct px_tls_conn {
@@ -41,6 +53,7 @@ struct px_tls_conn {
 	enum px_tls_side side;
 	bool		 done;		/* the handshake finished */
 	bool		 verify_optional;
+	bool		 verify_client;	/* log the client's certificate */
 	uint64_t	 ctx_id;
 	uint64_t	 session_id;
 	struct px_tls_worker *tw;
@@ -62,6 +75,7 @@ static const char *const px_tls_failure_names[PX_TLS_FAILURES] = {
 	[PX_TLS_FAIL_UNKNOWN_CA] = "unknown-ca",
 	[PX_TLS_FAIL_HOSTNAME] = "host-name-mismatch",
 	[PX_TLS_FAIL_EXPIRED] = "expired",
+	[PX_TLS_FAIL_NO_CERT] = "no-certificate",
 	[PX_TLS_FAIL_OTHER] = "other",
 };
 
@@ -116,6 +130,9 @@ px_tls_classify(unsigned long err)
 		return PX_TLS_FAIL_UNKNOWN_CA;
 	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
 		return PX_TLS_FAIL_EXPIRED;
+	case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+		return PX_TLS_FAIL_NO_CERT;
 	default:
 		return PX_TLS_FAIL_OTHER;
 	}
@@ -414,14 +431,7 @@ px_tls_is_dns_name(const char *s)
 /* Sessions towards servers are kept per worker (px_tls_cache_put). */
 static int px_tls_new_session(SSL *ssl, SSL_SESSION *sess);
 
-/* verify="optional": the chain is checked and the result kept for the
- * log, but the handshake goes on. */
-static int
-px_tls_verify_optional(int ok, X509_STORE_CTX *x)
-{
-	(void)ok; (void)x;
-	return 1;
-}
+static int px_tls_verify_optional(int ok, X509_STORE_CTX *x);
 
 static int
 px_tls_load_originate(struct px_cfgerr *e, const xmlNode *n,
@@ -485,29 +495,191 @@ out:
 	return rc;
 }
 
+/* What every context of a <tls> (n) shares: versions, ciphers, options. */
 static int
-px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
-    const char *file, struct px_tls_ctx *t)
+px_tls_ctx_common(struct px_cfgerr *e, const xmlNode *n, SSL_CTX *ctx)
 {
-	char *cert = NULL, *key = NULL;
+	if (px_tls_versions(e, n, ctx) == -1 || px_tls_ciphers(e, n, ctx) == -1)
+		return -1;
+	/* No renegotiation (a DoS lever, and nothing needs it); a peer's
+	 * close without close_notify ends its direction like a FIN, as
+	 * nginx and HAProxy take it. */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_IGNORE_UNEXPECTED_EOF);
+	/* The conn writes from evbuffer chunks that may move and grow
+	 * between retries; idle connections give their buffers back. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	return 0;
+}
+
+/* verify="optional": the chain is checked and the result kept for the
+ * log, but the handshake goes on. */
+static int
+px_tls_verify_optional(int ok, X509_STORE_CTX *x)
+{
+	(void)ok; (void)x;
+	return 1;
+}
+
+/* A terminating context: the certificate of `cn` (the <tls> itself or one
+ * of its <certificate>s), the rest from the <tls> (n). */
+static int
+px_tls_terminate_ctx(struct px_cfgerr *e, const xmlNode *n, const xmlNode *cn,
+    const char *file, struct px_tls_ctx *t, SSL_CTX *ctx)
+{
+	const char *who = cn == n ? "terminate" : "certificate";
+	char *cert = NULL, *key = NULL, *ca = NULL;
+	STACK_OF(X509_NAME) *names;
 	int rc = -1;
 
-	if ((cert = px_tls_file(e, n, file, "cert", "terminate")) == NULL ||
-	    (key = px_tls_file(e, n, file, "key", "terminate")) == NULL)
+	if ((cert = px_tls_file(e, cn, file, "cert", who)) == NULL ||
+	    (key = px_tls_file(e, cn, file, "key", who)) == NULL)
 		goto out;
-	if (px_tls_use_cert(e, n, t->ctx, cert, key) == -1)
+	if (px_tls_use_cert(e, cn, ctx, cert, key) == -1 ||
+	    px_tls_ctx_common(e, n, ctx) == -1)
 		goto out;
+	if (t->client_verify != 0) {
+		if (px_tls_load_ca(e, n, ctx, file) == -1)
+			goto out;
+		/* The CAs we accept, named in the CertificateRequest. */
+		if ((ca = px_tls_file(e, n, file, "ca", NULL)) != NULL &&
+		    (names = SSL_load_client_CA_file(ca)) != NULL)
+			SSL_CTX_set_client_CA_list(ctx, names);
+		ERR_clear_error();
+		SSL_CTX_set_verify(ctx, t->client_verify == 2 ? SSL_VERIFY_PEER |
+		    SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
+		    t->client_verify == 1 ? px_tls_verify_optional : NULL);
+	}
 	/* Resumption by tickets only: their key is made with the context
 	 * (so a reload rotates it) and they need no cache shared, and
 	 * locked, between workers. */
-	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	if (t->alpn_len != 0)
-		SSL_CTX_set_alpn_select_cb(t->ctx, px_tls_alpn_cb, t);
+		SSL_CTX_set_alpn_select_cb(ctx, px_tls_alpn_cb, t);
 	rc = 0;
 out:
 	free(cert);
 	free(key);
+	free(ca);
 	return rc;
+}
+
+/* The certificate for the name the client asked for: an exact name first,
+ * then a wildcard, in file order; else the <tls> element's own. */
+static int
+px_tls_servername_cb(SSL *ssl, int *alert, void *arg)
+{
+	const struct px_tls_ctx *t = arg;
+	const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	size_t i, k;
+	int pass;
+
+	(void)alert;
+	if (name == NULL)
+		return SSL_TLSEXT_ERR_OK;
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < t->nnamed; i++)
+			for (k = 0; k < t->named[i].nnames; k++) {
+				const char *pat = t->named[i].names[k];
+
+				if ((pat[0] == '*') != (pass == 1) ||
+				    !px_hello_name_match(pat, name))
+					continue;
+				if (SSL_set_SSL_CTX(ssl, t->named[i].ctx) == NULL)
+					return SSL_TLSEXT_ERR_ALERT_FATAL;
+				return SSL_TLSEXT_ERR_OK;
+			}
+	return SSL_TLSEXT_ERR_OK;
+}
+
+/* <certificate name="a.example.test *.example.test" cert= key=>: checked
+ * names, a context each. */
+static int
+px_tls_load_named(struct px_cfgerr *e, const xmlNode *n, const char *file,
+    struct px_tls_ctx *t)
+{
+	const xmlNode *c;
+	size_t count = 0;
+
+	for (c = n->children; c != NULL; c = c->next)
+		if (c->type == XML_ELEMENT_NODE)
+			count++;
+	if (count == 0)
+		return 0;
+	if ((t->named = calloc(count, sizeof(*t->named))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
+	for (c = n->children; c != NULL; c = c->next) {
+		struct px_tls_named *nm;
+		char *names, *tok, *save = NULL;
+
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		nm = &t->named[t->nnamed++];
+		if ((names = px_attr(c, "name")) == NULL) {
+			px_cfg_error(e, c, "<certificate> needs name=");
+			return -1;
+		}
+		for (tok = strtok_r(names, " \t\r\n", &save); tok != NULL;
+		    tok = strtok_r(NULL, " \t\r\n", &save)) {
+			char **grown;
+
+			if (!px_tls_is_dns_name(tok[0] == '*' && tok[1] == '.' ?
+			    tok + 2 : tok)) {
+				px_cfg_error(e, c, "name \"%s\": expected a host "
+				    "name or *.domain", tok);
+				xmlFree(names);
+				return -1;
+			}
+			if ((grown = realloc(nm->names, (nm->nnames + 1) *
+			    sizeof(*grown))) == NULL ||
+			    (grown[nm->nnames] = strdup(tok)) == NULL) {
+				if (grown != NULL)
+					nm->names = grown;
+				px_cfg_error(e, c, "out of memory");
+				xmlFree(names);
+				return -1;
+			}
+			nm->names = grown;
+			nm->nnames++;
+		}
+		xmlFree(names);
+		if (nm->nnames == 0) {
+			px_cfg_error(e, c, "<certificate> needs a name");
+			return -1;
+		}
+		if ((nm->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+			px_cfg_error(e, c, "out of memory");
+			return -1;
+		}
+		if (px_tls_terminate_ctx(e, n, c, file, t, nm->ctx) == -1)
+			return -1;
+	}
+	SSL_CTX_set_tlsext_servername_callback(t->ctx, px_tls_servername_cb);
+	SSL_CTX_set_tlsext_servername_arg(t->ctx, t);
+	return 0;
+}
+
+static int
+px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
+    const char *file, struct px_tls_ctx *t)
+{
+	static const char *const verifies[] = { "none", "optional", "required",
+	    NULL };
+
+	if (px_attr_choice(e, n, "verify", verifies, &t->client_verify) == -1)
+		return -1;
+	if (t->client_verify != 0 &&
+	    xmlHasProp(n, (const xmlChar *)"ca") == NULL) {
+		px_cfg_error(e, n, "verify=\"%s\" needs ca= (the CAs that sign "
+		    "client certificates)", verifies[t->client_verify]);
+		return -1;
+	}
+	if (px_tls_terminate_ctx(e, n, n, file, t, t->ctx) == -1)
+		return -1;
+	return px_tls_load_named(e, n, file, t);
 }
 
 struct px_tls_ctx *
@@ -554,20 +726,10 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	    px_tls_load_originate(e, n, file, t)) == -1)
 		goto fail;
 	t->handshake_timeout_ms = 10000;
-	if (px_tls_versions(e, n, t->ctx) == -1 ||
-	    px_tls_ciphers(e, n, t->ctx) == -1 ||
+	if ((side == 1 && px_tls_ctx_common(e, n, t->ctx) == -1) ||
 	    px_attr_duration(e, n, "handshake-timeout", false, 1, 3600 * 1000,
 	    &t->handshake_timeout_ms) == -1)
 		goto fail;
-	/* No renegotiation (a DoS lever, and nothing needs it); a peer's
-	 * close without close_notify ends its direction like a FIN, as
-	 * nginx and HAProxy take it. */
-	SSL_CTX_set_options(t->ctx, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_IGNORE_UNEXPECTED_EOF);
-	/* The conn writes from evbuffer chunks that may move and grow
-	 * between retries; idle connections give their buffers back. */
-	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
 	return t;
 fail:
 	px_tls_free(t);
@@ -577,8 +739,17 @@ fail:
 void
 px_tls_free(struct px_tls_ctx *t)
 {
+	size_t i, k;
+
 	if (t == NULL)
 		return;
+	for (i = 0; i < t->nnamed; i++) {
+		SSL_CTX_free(t->named[i].ctx);
+		for (k = 0; k < t->named[i].nnames; k++)
+			free(t->named[i].names[k]);
+		free(t->named[i].names);
+	}
+	free(t->named);
 	SSL_CTX_free(t->ctx);
 	free(t->sni);
 	free(t);
@@ -685,6 +856,26 @@ px_tls_inc(atomic_uint_fast64_t *c)
 	    memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
+/* Who the client proved to be, for the log (verify= on a terminating
+ * side): the subject, and whether its chain verified. */
+static void
+px_tls_log_client_cert(const struct px_tls_conn *tc)
+{
+	X509 *x = SSL_get0_peer_certificate(tc->ssl);
+	char subject[256];
+	long v = SSL_get_verify_result(tc->ssl);
+
+	if (x == NULL) {
+		px_log(LOG_INFO, tc->session_id, "tls-client-cert none");
+		return;
+	}
+	X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof(subject));
+	px_log(LOG_INFO, tc->session_id, "tls-client-cert subject=\"%s\" "
+	    "verified=%s%s%s", subject, v == X509_V_OK ? "yes" : "no",
+	    v == X509_V_OK ? "" : " reason=", v == X509_V_OK ? "" :
+	    X509_verify_cert_error_string(v));
+}
+
 /* Once per conn, when its handshake is over: counted, and a server
  * certificate let through by verify="optional" said in the log. */
 static void
@@ -697,6 +888,8 @@ px_tls_handshake_done(struct px_tls_conn *tc)
 		return;
 	px_tls_inc(&tc->tw->n->handshakes[tc->side]
 	    [SSL_session_reused(tc->ssl) ? 1 : 0]);
+	if (tc->side == PX_TLS_CLIENT && tc->verify_client)
+		px_tls_log_client_cert(tc);
 	if (tc->side == PX_TLS_SERVER && tc->verify_optional &&
 	    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
 		px_tls_inc(&tc->tw->n->unverified);
@@ -756,8 +949,9 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		if (ERR_GET_REASON(err) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
 		    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
 			px_tls_set_failure(tc, px_tls_classify_verify(v));
-			snprintf(tc->error, sizeof(tc->error), "tls: server "
-			    "certificate: %s", X509_verify_cert_error_string(v));
+			snprintf(tc->error, sizeof(tc->error), "tls: %s "
+			    "certificate: %s", tc->side == PX_TLS_SERVER ?
+			    "server" : "client", X509_verify_cert_error_string(v));
 			ERR_clear_error();
 		} else {
 			px_tls_set_failure(tc, px_tls_classify(err));
@@ -922,6 +1116,7 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	tc->side = t->side;
 	tc->ctx_id = t->id;
 	tc->verify_optional = t->verify_optional;
+	tc->verify_client = t->side == PX_TLS_CLIENT && t->client_verify != 0;
 	tc->session_id = p != NULL ? p->session_id : 0;
 	tc->tw = p != NULL ? p->tw : NULL;
 	if ((tc->ssl = SSL_new(t->ctx)) == NULL ||

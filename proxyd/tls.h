@@ -33,6 +33,7 @@ enum px_tls_failure {
 	PX_TLS_FAIL_UNKNOWN_CA,		/* its chain leads to no trusted CA */
 	PX_TLS_FAIL_HOSTNAME,		/* its certificate names another host */
 	PX_TLS_FAIL_EXPIRED,		/* its certificate is out of date */
+	PX_TLS_FAIL_NO_CERT,		/* a required certificate not sent */
 	PX_TLS_FAIL_OTHER,
 	PX_TLS_FAILURES			/* how many */
 };

@@ -28,6 +28,19 @@ openssl x509 -req -in "$P/leaf.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
     fail "leaf: $(cat "$P/err")"
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
     -keyout "$P/other.key" -out /dev/null -subj "/CN=other" 2>/dev/null
+# signed NAME CN SAN EKU: another leaf signed by the test CA
+signed() {
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$P/$1.key" -out "$P/$1.csr" -subj "/CN=$2" 2>"$P/err" || fail "$1 key: $(cat "$P/err")"
+    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$3" "$4" >"$P/$1.ext"
+    openssl x509 -req -in "$P/$1.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
+        -CAcreateserial -days 2 -extfile "$P/$1.ext" -out "$P/$1.pem" 2>"$P/err" || fail "$1: $(cat "$P/err")"
+}
+signed site_a www.a.test DNS:www.a.test serverAuth
+signed site_b "wildcard b" "DNS:*.b.test" serverAuth
+signed alice alice DNS:alice.test clientAuth
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$P/mallory.key" -out "$P/mallory.pem" -days 2 -subj "/CN=mallory" 2>/dev/null
 
 make_file f1m.bin $((1024 * 1024))
 SHA=$(sha256_of "$T/www/f1m.bin")
@@ -38,6 +51,18 @@ write_proxyd_conf
 TLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.2\"/>"
 write_service tplug "$P_PLUG" "$NGINX_PORT" "$TLS"
 write_http_service thttp "$P_HTTP" "$NGINX_PORT" "$TLS"
+free_port P_SNI
+free_port P_MTLS
+free_port P_OPT
+write_service tsni "$P_SNI" "$NGINX_PORT" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\">
+       <certificate name=\"*.b.test\" cert=\"$P/site_b.pem\" key=\"$P/site_b.key\"/>
+       <certificate name=\"www.a.test\" cert=\"$P/site_a.pem\" key=\"$P/site_a.key\"/>
+     </tls>"
+write_http_service tmtls "$P_MTLS" "$NGINX_PORT" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" verify=\"required\" ca=\"$P/ca.pem\"/>"
+write_http_service topt "$P_OPT" "$NGINX_PORT" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" verify=\"optional\" ca=\"$P/ca.pem\"/>"
 start_proxyd
 
 info "plug: 1 MB over TLS, sha256 intact"
@@ -81,6 +106,44 @@ echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_PLUG" -tls1_2 \
 assert_grep "$T/nc.out" "handshake failure" "the client did not see a handshake_failure alert"
 assert_log "session-end service=tplug analyser=plug verdict=error .*end=client-error: tls: no shared cipher"
 
+info "the certificate chosen by SNI: exact, wildcard, default"
+served() { # SNI|-: the subject proxyd served
+    local sni=()
+    [[ $1 == - ]] && sni=(-noservername) || sni=(-servername "$1")
+    echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_SNI" "${sni[@]}" 2>/dev/null |
+        openssl x509 -noout -subject 2>/dev/null | sed -E 's/^subject= ?//; s/ = /=/g'
+}
+assert_eq "$(served www.a.test)" "CN=www.a.test" "the certificate for www.a.test"
+assert_eq "$(served x.b.test)" "CN=wildcard b" "the certificate for x.b.test (*.b.test)"
+assert_eq "$(served x.y.b.test)" "CN=localhost" "x.y.b.test: a wildcard covers one label only"
+assert_eq "$(served other.test)" "CN=localhost" "an unknown name gets the default"
+assert_eq "$(served -)" "CN=localhost" "no SNI gets the default"
+got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --resolve "www.a.test:$P_SNI:127.0.0.1" \
+    "https://www.a.test:$P_SNI/f1m.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$SHA" "sha256 through the www.a.test certificate (curl verified it)"
+
+info "client certificates: verify=required"
+code=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --cert "$P/alice.pem" --key "$P/alice.key" \
+    -o "$T/m.bin" -w '%{http_code}' "https://localhost:$P_MTLS/f1m.bin?alice")
+assert_eq "$code" "200" "status with a client certificate from the CA"
+assert_eq "$(sha256_of "$T/m.bin")" "$SHA" "sha256 with a client certificate"
+assert_log "tls-client-cert subject=\"/CN=alice\" verified=yes"
+curl -sS --max-time 20 --cacert "$P/ca.pem" -o /dev/null "https://localhost:$P_MTLS/f1m.bin?nocert" 2>/dev/null &&
+    fail "a client without a certificate got through verify=required"
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-certificate"' 1
+curl -sS --max-time 20 --cacert "$P/ca.pem" --cert "$P/mallory.pem" --key "$P/mallory.key" \
+    -o /dev/null "https://localhost:$P_MTLS/f1m.bin?mallory" 2>/dev/null &&
+    fail "a self-signed client certificate got through verify=required"
+assert_metric eq proxyd_tls_failures_total 'side="client",reason="unknown-ca"' 1
+assert_log "session-end service=tmtls analyser=http verdict=error .*end=client-error: tls: client certificate: self[- ]signed certificate"
+assert_eq "$(grep -c 'f1m.bin?nocert\|f1m.bin?mallory' "$T/nginx/logs/access.log" || true)" 0 "refused clients' requests at the origin"
+
+info "client certificates: verify=optional logs what it saw"
+code=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --cert "$P/mallory.pem" --key "$P/mallory.key" \
+    -o /dev/null -w '%{http_code}' "https://localhost:$P_OPT/f1m.bin?opt")
+assert_eq "$code" "200" "status under verify=optional with a self-signed client certificate"
+assert_log "tls-client-cert subject=\"/CN=mallory\" verified=no reason=self[- ]signed certificate"
+
 info "failures counted by reason"
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-application-protocol"' 1
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="protocol-version"' 1
@@ -122,6 +185,15 @@ check_bad "a certificate that is no certificate" \
 check_bad "an unknown version" \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.4\"/>" \
     "b\.xml:4: min-version=\"1\.4\": expected 1\.0, 1\.1, 1\.2 or 1\.3"
+check_bad "client verification without a CA" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" verify=\"required\"/>" \
+    "b\.xml:4: verify=\"required\" needs ca="
+check_bad "a certificate name that is no host name" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"><certificate name=\"a..b\" cert=\"$P/site_a.pem\" key=\"$P/site_a.key\"/></tls>" \
+    "b\.xml:4: name \"a\.\.b\": expected a host name or \*\.domain"
+check_bad "a named certificate whose key does not match" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"><certificate name=\"www.a.test\" cert=\"$P/site_a.pem\" key=\"$P/site_b.key\"/></tls>" \
+    "b\.xml:4: key=\".*site_b\.key\" does not match cert="
 check_bad "a mode not built yet" \
     "<tls side=\"client\" mode=\"keybridge\"/>" \
     "b\.xml:4: <tls side=\"client\" mode=\"keybridge\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\"\\) and originates it to servers"
