@@ -52,6 +52,38 @@ http_token_eq(const char *a, size_t alen, const char *b)
 	return b[i] == '\0';
 }
 
+/* a (of alen bytes) is b, lowercase and with '-', reading a's letters
+ * case-insensitively and its '_' as '-'. */
+static bool
+http_name_eq_norm(const char *a, size_t alen, const char *b)
+{
+	size_t i;
+
+	for (i = 0; i < alen; i++) {
+		int c = http_lower((unsigned char)a[i]);
+
+		if (c == '_')
+			c = '-';
+		if (b[i] == '\0' || c != b[i])
+			return false;
+	}
+	return b[i] == '\0';
+}
+
+bool
+http_name_is_framing(const char *name, size_t len)
+{
+	static const char *const names[] = { "content-length",
+	    "transfer-encoding", "connection", "keep-alive", "te", "trailer",
+	    "upgrade", "host", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (http_name_eq_norm(name, len, names[i]))
+			return true;
+	return len > 6 && http_name_eq_norm(name, 6, "proxy-");
+}
+
 bool
 http_list_has(const char *v, size_t len, const char *t)
 {
@@ -78,8 +110,9 @@ http_head_end(const char *buf, size_t len, size_t max, size_t *scanned)
 	size_t i = *scanned;
 	const char *nl;
 
-	/* A head starts with its first line; a lone CRLF before it is
-	 * tolerated by RFC 9112 2.2 but we do not skip it: strict. */
+	/* One CRLF before a request line is skipped by http_parse_head()
+	 * (RFC 9112 2.2); it cannot end a head here: the LF at 1 has no LF
+	 * before it. */
 	while (i < len && (nl = memchr(buf + i, '\n', len - i)) != NULL) {
 		size_t at = (size_t)(nl - buf);
 
@@ -227,6 +260,7 @@ http_parse_te(struct http_head *h, const char *v, size_t len, const char **why)
 			for (k = s; k < e; k++)
 				if (!http_tchar[(unsigned char)v[k]])
 					HTTP_FAIL(400, "malformed Transfer-Encoding");
+			h->te_other = true;
 		}
 	}
 	return 0;
@@ -250,6 +284,11 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	}
 	if (i == 0)
 		HTTP_FAIL(400, "empty header name");
+	if (memchr(p, '_', i) != NULL) {
+		h->underscore = true;
+		if (http_name_is_framing(p, i))
+			HTTP_FAIL(400, "'_' in a framing header name");
+	}
 	if (h->nhdr == HTTP_MAX_HEADERS)
 		HTTP_FAIL(431, "too many header lines");
 	f = &h->hdr[h->nhdr];
@@ -330,10 +369,17 @@ http_parse_head(const char *buf, size_t head_len, bool request,
 		pos += len + 2;
 		if (len > lim->max_line)
 			HTTP_FAIL(request && line_no == 0 ? 414 : 431,
-			    "line too long");
+			    line_no != 0 ? "header line too long" : request ?
+			    "request line too long" : "status line too long");
 		if (memchr(p, '\r', len) != NULL)
 			HTTP_FAIL(400, "bare CR");
 		if (line_no == 0) {
+			if (len == 0 && request && pos == 2) {
+				/* RFC 9112 2.2: one empty line before the
+				 * request line is ignored. */
+				h->empty_line = true;
+				continue;
+			}
 			if (len == 0)
 				HTTP_FAIL(400, "empty first line");
 			rc = request ? http_parse_request_line(p, len, lim, h, why) :
@@ -368,6 +414,92 @@ http_parse_head(const char *buf, size_t head_len, bool request,
 	return 0;
 }
 
+int
+http_head_partial(const char *buf, size_t len, bool request,
+    const struct http_limits *lim, const char **why)
+{
+	size_t i = len, scan = lim->max_line + 2;
+	const char *nl;
+	bool first;
+
+	/* Back to the last LF, no further than a line may be (+ CR). */
+	while (i > 0 && len - i < scan && buf[i - 1] != '\n')
+		i--;
+	if (len - i <= lim->max_line + 1)
+		return 0;
+	/* The first line, unless an LF other than the one of a leading
+	 * CRLF comes before it. */
+	nl = memchr(buf, '\n', i);
+	first = nl == NULL || (request && nl == buf + 1 && buf[0] == '\r' &&
+	    memchr(buf + 2, '\n', i - 2) == NULL);
+	if (!first)
+		HTTP_FAIL(431, "header line too long");
+	HTTP_FAIL(request ? 414 : 502, request ? "request line too long" :
+	    "status line too long");
+}
+
+ssize_t
+http_parse_trailers(const char *buf, size_t len, const struct http_limits *lim,
+    struct http_head *t, const char **why)
+{
+	size_t pos = 0, lines = 0;
+
+	memset(t, 0, offsetof(struct http_head, hdr));
+	t->content_length = -1;
+	t->host = t->upgrade = -1;
+	for (;;) {
+		const char *p = buf + pos, *nl;
+		size_t n;
+
+		nl = memchr(p, '\n', len - pos);
+		if (nl == NULL) {
+			if (len - pos > lim->max_line + 1)
+				HTTP_FAIL(-1, "trailer line too long");
+			if (len > lim->max_header_bytes)
+				HTTP_FAIL(-1, "trailers over max-header-bytes");
+			return 0;
+		}
+		n = (size_t)(nl - p);
+		if (n == 0 || p[n - 1] != '\r')
+			HTTP_FAIL(-1, "bare LF in trailers");
+		n--;
+		pos += n + 2;
+		if (n > lim->max_line)
+			HTTP_FAIL(-1, "trailer line too long");
+		if (pos > lim->max_header_bytes)
+			HTTP_FAIL(-1, "trailers over max-header-bytes");
+		if (memchr(p, '\r', n) != NULL)
+			HTTP_FAIL(-1, "bare CR in trailers");
+		if (n == 0)
+			break;
+		if (++lines > lim->max_header_lines)
+			HTTP_FAIL(-1, "too many trailer lines");
+		if (http_parse_field(p, n, t, why) != 0)
+			return -1;
+	}
+	t->head_len = pos;
+	return (ssize_t)pos;
+}
+
+/* Step mode: the canonical size line, hex without leading zeros. */
+static void
+http_chunk_out_size(struct http_chunk *c)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[16];
+	size_t n = 0;
+	uint64_t v = c->size;
+
+	do {
+		tmp[n++] = hex[v & 15];
+		v >>= 4;
+	} while (v != 0);
+	while (n > 0)
+		c->out[c->outlen++] = tmp[--n];
+	c->out[c->outlen++] = '\r';
+	c->out[c->outlen++] = '\n';
+}
+
 static bool
 http_hex(unsigned char c, unsigned *v)
 {
@@ -389,12 +521,16 @@ http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 	size_t i = 0;
 	unsigned d;
 
+	c->outlen = 0;
 	while (i < len && c->state != HTTP_CHUNK_DONE) {
 		unsigned char ch = (unsigned char)p[i];
 
 		if (c->state == HTTP_CHUNK_DATA) {
 			size_t n = len - i;
 
+			/* Step mode: data never shares a call with framing. */
+			if (c->step && i > 0)
+				break;
 			if (n > c->left)
 				n = (size_t)c->left;
 			c->left -= n;
@@ -402,15 +538,21 @@ http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 			i += n;
 			if (c->left == 0)
 				c->state = HTTP_CHUNK_DATA_CR;
+			if (c->step)
+				break;
 			continue;
 		}
+		if (c->step && c->state == HTTP_CHUNK_TRAILER)
+			break;	/* the caller's: http_parse_trailers() */
 		i++;
 		if (++c->line > lim->max_line)
 			HTTP_CHUNK_FAIL("chunk framing line too long");
 		switch (c->state) {
 		case HTTP_CHUNK_SIZE:
 			if (http_hex(ch, &d)) {
-				if (c->digits == 15)
+				/* Leading zeros are allowed (RFC 9112 7.1):
+				 * only the value is bounded, below 2^60. */
+				if (c->size >= UINT64_C(1) << 56)
 					HTTP_CHUNK_FAIL("chunk size overflow");
 				c->size = c->size * 16 + d;
 				c->digits++;
@@ -479,6 +621,10 @@ http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 			if (ch != '\n')
 				HTTP_CHUNK_FAIL("bare CR after chunk size");
 			c->line = 0;
+			/* The last chunk is written with the trailers
+			 * (http_head_trailers), once they are good. */
+			if (c->step && c->size != 0)
+				http_chunk_out_size(c);
 			if (c->size == 0) {
 				c->state = HTTP_CHUNK_TRAILER;
 			} else {
@@ -494,6 +640,10 @@ http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 		case HTTP_CHUNK_DATA_LF:
 			if (ch != '\n')
 				HTTP_CHUNK_FAIL("bare CR after chunk data");
+			if (c->step) {
+				c->out[c->outlen++] = '\r';
+				c->out[c->outlen++] = '\n';
+			}
 			c->line = 0;
 			c->size = 0;
 			c->digits = 0;

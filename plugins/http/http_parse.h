@@ -44,6 +44,9 @@ struct http_head {
 	int64_t		 content_length;	/* -1: none */
 	bool		 chunked;	/* Transfer-Encoding ends in chunked */
 	bool		 has_te;
+	bool		 te_other;	/* a coding other than chunked */
+	bool		 underscore;	/* a field name with '_' */
+	bool		 empty_line;	/* a CRLF before the request line */
 	bool		 conn_close;
 	bool		 conn_keep_alive;
 	bool		 conn_upgrade;
@@ -62,9 +65,40 @@ ssize_t	http_head_end(const char *buf, size_t len, size_t max, size_t *scanned);
 /* Parses a complete head of head_len bytes. 0 on success; otherwise the
  * HTTP status to answer with (400, 414, 431, 501, 505; for a response the
  * caller answers 502) and *why says what was wrong. The head keeps
- * pointers into buf. */
+ * pointers into buf. One empty line (CRLF) before a request line is
+ * skipped (RFC 9112 2.2); a second one is refused. A field whose name,
+ * read with '_' as '-', is a framing or hop-by-hop field (Content_Length,
+ * Transfer_Encoding, Keep_Alive, Proxy_*, ...) is refused: some servers
+ * and CGI stacks take one for the other. */
 int	http_parse_head(const char *buf, size_t head_len, bool request,
 	    const struct http_limits *lim, struct http_head *h,
+	    const char **why);
+
+/* A head that is not complete yet (http_head_end() returned 0) but can
+ * already be refused: a line without its LF that is over max_line
+ * already. 0 while it may still be good; else the status as
+ * http_parse_head() would answer (414 for the request line, 431 for a
+ * header line; the caller answers 502 for a response) and *why. Only
+ * the line being received is looked at: lines with their LF are
+ * http_parse_head()'s. */
+int	http_head_partial(const char *buf, size_t len, bool request,
+	    const struct http_limits *lim, const char **why);
+
+/* Whether the field name (name, len), read case-insensitively and with
+ * '_' as '-', is one a head must not carry twice over: a framing or
+ * hop-by-hop field (Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, TE, Trailer, Upgrade, Host, Proxy-*). */
+bool	http_name_is_framing(const char *name, size_t len);
+
+/* The trailer section of a chunked body (RFC 9112 7.1.2), from the byte
+ * after the last chunk's CRLF: zero or more fields, each parsed as a
+ * header field is (the same grammar, max_line, max_header_lines), then
+ * an empty line; max_header_bytes bounds the whole section. Returns its
+ * length once complete and good (t->hdr and t->nhdr hold the fields),
+ * 0 while it is not complete and still within the limits, -1 when it is
+ * malformed or over a limit (*why). */
+ssize_t	http_parse_trailers(const char *buf, size_t len,
+	    const struct http_limits *lim, struct http_head *t,
 	    const char **why);
 
 /* Case-insensitive token compare. */
@@ -93,8 +127,23 @@ enum http_chunk_state {
 	HTTP_CHUNK_DONE,
 };
 
+/* Canonical framing written in step mode (one chunk-size line and the
+ * CRLF before it). */
+#define HTTP_CHUNK_OUT	24
+
 struct http_chunk {
 	enum http_chunk_state state;
+	/* Step mode (set by the caller): each call consumes either data
+	 * bytes only or framing bytes only, and stops where the data of a
+	 * chunk starts and where the trailer section starts (state
+	 * HTTP_CHUNK_TRAILER: the caller parses it with
+	 * http_parse_trailers()). The framing consumed is not forwarded:
+	 * out holds its canonical form ("%x\r\n" sizes without leading zeros
+	 * or extensions, "\r\n" after data; the last chunk, "0\r\n", is
+	 * the caller's to write once the trailer section is good). */
+	bool		step;
+	char		out[HTTP_CHUNK_OUT];
+	size_t		outlen;		/* set by each call */
 	uint64_t	size;		/* of the chunk being read */
 	uint64_t	left;		/* data bytes left in it */
 	unsigned	digits;
@@ -105,10 +154,12 @@ struct http_chunk {
 	bool		colon;
 };
 
-/* Feeds chunked-body bytes. Returns how many it consumed (all of them
- * belong to the body and are forwarded as they are): at most up to the
- * end of the body, which sets c->state to HTTP_CHUNK_DONE. -1 on a framing
- * error (*why). Data bytes are only counted, never looked at. */
+/* Feeds chunked-body bytes. Returns how many it consumed: at most up to
+ * the end of the body, which sets c->state to HTTP_CHUNK_DONE (in step
+ * mode, see above, less). -1 on a framing error (*why). Data bytes are
+ * only counted, never looked at. A chunk size may have leading zeros;
+ * a value of 2^60 or more is refused as an overflow (and any framing
+ * line over max_line). */
 ssize_t	http_chunk_feed(struct http_chunk *c, const char *p, size_t len,
 	    const struct http_limits *lim, const char **why);
 
