@@ -67,6 +67,10 @@ struct http_policy {
 	bool			 via;
 	enum http_xff		 xff;
 	bool			 check_host;	/* transparent: Host vs destination */
+	bool			 underscore_pass; /* field names with '_' go on */
+	bool			 trailers_pass;	/* chunked trailers go on */
+	struct http_words	 codings;	/* Transfer-Encoding codings allowed
+						 * besides chunked */
 	struct http_limits	 lim;
 	uint64_t		 max_body;	/* 0: no cap */
 	uint64_t		 request_timeout_ms;
@@ -104,6 +108,10 @@ bool	http_words_has(const struct http_words *w, const char *s, size_t len);
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
 	    const char **why);
+/* Whether every Transfer-Encoding coding of m other than chunked is one
+ * transfer-codings= lists. */
+bool	http_policy_codings(const struct http_policy *p,
+	    const struct http_head *m);
 /* Whether the protocol an Upgrade field (v, len) asks for first (its name,
  * without "/version") is accepted. */
 bool	http_policy_upgrade(const struct http_policy *p, const char *v,

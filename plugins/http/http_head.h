@@ -4,7 +4,11 @@
  * evbuffer, so what goes on the wire is unit tested byte for byte
  * (tests/unit/http_head_test.c).
  *
- * Both writers send HTTP/1.1, drop the hop-by-hop fields (RFC 9110 7.6.1:
+ * Both writers send HTTP/1.1, write the framing fields in one canonical
+ * form (Content-Length in decimal without leading zeros; one
+ * Transfer-Encoding, its codings in lower case), drop the fields whose
+ * names have '_' (unless underscore-headers="pass"), drop the hop-by-hop
+ * fields (RFC 9110 7.6.1:
  * Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, and
  * every field Connection names), apply the header rules (the first
  * accept, drop or change rule naming a field decides it, a field no rule
@@ -32,6 +36,10 @@ struct http_req_ctx {
 	const struct sockaddr	*dst;
 	const struct sockaddr	*client;	/* for X-Forwarded-For */
 	bool			 upgrade;	/* its Upgrade was accepted */
+	/* The authority of an absolute-form target: sent as Host in place
+	 * of the client's (RFC 9112 3.2.2). NULL: origin form. */
+	const char		*authority;
+	size_t			 alen;
 };
 
 /* What a response head needs beyond the parsed head and the policy. */
@@ -56,9 +64,17 @@ void	http_head_request(struct evbuffer *out, const struct http_head *m,
  * HTTP/1.0 client). */
 void	http_head_response(struct evbuffer *out, const struct http_head *m,
 	    const struct http_policy *p, const struct http_resp_ctx *r);
-/* Forward mode: splits an absolute-form target "http://authority[/path]"
+/* The end of a chunked body: the last chunk ("0\r\n"), the trailer
+ * fields of t when trailers="pass" (through the request- or
+ * response-header rules, without their inserts; never framing, routing,
+ * hop-by-hop, Content-*, authentication or cookie fields, never a name
+ * with '_' unless underscore-headers="pass"), and the empty line. */
+void	http_head_trailers(struct evbuffer *out, const struct http_head *t,
+	    const struct http_policy *p, bool request);
+/* Splits an absolute-form target "http://authority[/path][?query]"
  * (RFC 9112 3.2.2) into its authority and the origin-form target sent on
- * ("/" when it has no path). false when it is not one. */
+ * ("/" when it has neither; "?query" alone when it has no path, which
+ * http_head_request sends as "/?query"). false when it is not one. */
 bool	http_head_origin_form(const char *target, size_t tlen,
 	    const char **auth, size_t *alen, const char **path, size_t *plen);
 

@@ -323,8 +323,11 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	/* By enum http_xff. */
 	static const char *const xff_names[] = { "no", "append", "replace",
 	    NULL };
+	static const char *const drop_pass[] = { "drop", "pass", NULL };
 	uint64_t u;
+	size_t i;
 	int xff = (int)p->xff;
+	int us = p->underscore_pass, tr = p->trailers_pass;
 	int rc = 0;
 
 	rc |= px_attr_bool(e, sec, "keepalive-client", &p->keepalive_client);
@@ -339,6 +342,31 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	p->max_requests = (unsigned)u;
 	rc |= px_attr_bool(e, sec, "via", &p->via);
 	rc |= px_attr_bool(e, sec, "check-host", &p->check_host);
+	if (px_attr_choice(e, sec, "underscore-headers", drop_pass, &us) == -1)
+		rc = -1;
+	p->underscore_pass = us == 1;
+	if (px_attr_choice(e, sec, "trailers", drop_pass, &tr) == -1)
+		rc = -1;
+	p->trailers_pass = tr == 1;
+	if (http_attr_words(e, sec, "transfer-codings", false, &p->codings) == -1)
+		rc = -1;
+	for (i = 0; i < p->codings.n; i++) {
+		const char *c;
+
+		if (strcasecmp(p->codings.w[i], "chunked") == 0 ||
+		    strcmp(p->codings.w[i], "*") == 0) {
+			px_cfg_error(e, sec, "transfer-codings: \"%s\": name the "
+			    "codings other than chunked", p->codings.w[i]);
+			rc = -1;
+		}
+		for (c = p->codings.w[i]; *c != '\0'; c++)
+			if (!http_is_tchar((unsigned char)*c)) {
+				px_cfg_error(e, sec, "transfer-codings: \"%s\": not "
+				    "a coding name", p->codings.w[i]);
+				rc = -1;
+				break;
+			}
+	}
 	if (px_attr_choice(e, sec, "x-forwarded-for", xff_names, &xff) == -1)
 		rc = -1;
 	p->xff = (enum http_xff)xff;
@@ -470,6 +498,7 @@ http_policy_free(void *pol)
 	}
 	free(p->resph);
 	http_words_free(&p->upgrade);
+	http_words_free(&p->codings);
 	for (i = 0; i < HTTP_ERROR_PAGES; i++)
 		free(p->pages[i]);
 	free(p);
@@ -546,4 +575,36 @@ http_policy_upgrade(const struct http_policy *p, const char *v, size_t len)
 	if (http_words_has(&p->upgrade, v, n))
 		return true;
 	return p->upgrade_dflt == PX_ACT_ACCEPT;
+}
+
+bool
+http_policy_codings(const struct http_policy *p, const struct http_head *m)
+{
+	unsigned i;
+
+	if (!m->te_other)
+		return true;
+	for (i = 0; i < m->nhdr; i++) {
+		const struct http_hdr *f = &m->hdr[i];
+		size_t k = 0, s, e;
+
+		if (!http_token_eq(f->name, f->nlen, "transfer-encoding"))
+			continue;
+		/* The parser checked the list: tokens, chunked last. */
+		while (k < f->vlen) {
+			while (k < f->vlen && (f->val[k] == ' ' ||
+			    f->val[k] == '\t' || f->val[k] == ','))
+				k++;
+			s = k;
+			while (k < f->vlen && http_is_tchar((unsigned char)f->val[k]))
+				k++;
+			e = k;
+			if (e > s && !http_token_eq(f->val + s, e - s, "chunked") &&
+			    !http_words_has(&p->codings, f->val + s, e - s))
+				return false;
+			while (k < f->vlen && f->val[k] != ',')
+				k++;
+		}
+	}
+	return true;
 }

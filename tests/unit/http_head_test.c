@@ -282,7 +282,8 @@ test_origin_form(void **state)
 		{ "HTTP://Example.com/", "Example.com", "/" },
 		{ "http://example.com", "example.com", "/" },
 		{ "http://[::1]:81/x", "[::1]:81", "/x" },
-		{ "http://a?q", "a?q", "/" },
+		{ "http://a?q", "a", "?q" },
+		{ "http://a:81?q/r", "a:81", "?q/r" },
 	};
 	static const char *const bad[] = {
 		"/a", "http://", "https://example.com/", "http:/x/y", "ftp://a/b",
@@ -309,18 +310,40 @@ test_origin_form(void **state)
 		if (http_head_origin_form(bad[i], strlen(bad[i]), &auth, &alen,
 		    &path, &plen))
 			fail_msg("%s: taken", bad[i]);
-	/* Forward mode's request line: the origin form goes on, and the
-	 * authority becomes Host when the client sent none. */
+	/* An absolute-form request line (any mode): the origin form goes
+	 * on, and the authority, port included, becomes Host when the
+	 * client sent none... */
 	parse("GET http://example.com:8080/a?b HTTP/1.0\r\nAccept: x\r\n\r\n",
 	    true);
+	memset(&r, 0, sizeof(r));
 	assert_true(http_head_origin_form(m.target, m.tlen, &auth, &alen,
 	    &r.target, &r.tlen));
 	r.host = "example.com";
 	r.dst = (struct sockaddr *)&dst4;
 	r.client = (struct sockaddr *)&client4;
 	r.upgrade = false;
+	r.authority = auth;
+	r.alen = alen;
 	http_head_request(out, &m, &p, &r);
-	expect(out, "GET /a?b HTTP/1.1\r\nAccept: x\r\nHost: example.com\r\n\r\n");
+	expect(out, "GET /a?b HTTP/1.1\r\nAccept: x\r\n"
+	    "Host: example.com:8080\r\n\r\n");
+	/* ...and replaces the client's, where it stood (RFC 9112 3.2.2). */
+	parse("GET http://b.test/x HTTP/1.1\r\nA: 1\r\nHost: evil.test\r\n"
+	    "B: 2\r\n\r\n", true);
+	assert_true(http_head_origin_form(m.target, m.tlen, &auth, &alen,
+	    &r.target, &r.tlen));
+	r.authority = auth;
+	r.alen = alen;
+	http_head_request(out, &m, &p, &r);
+	expect(out, "GET /x HTTP/1.1\r\nA: 1\r\nHost: b.test\r\nB: 2\r\n\r\n");
+	/* A query without a path: "/?query" goes on. */
+	parse("GET http://b.test:81?x=1 HTTP/1.1\r\nHost: b\r\n\r\n", true);
+	assert_true(http_head_origin_form(m.target, m.tlen, &auth, &alen,
+	    &r.target, &r.tlen));
+	r.authority = auth;
+	r.alen = alen;
+	http_head_request(out, &m, &p, &r);
+	expect(out, "GET /?x=1 HTTP/1.1\r\nHost: b.test:81\r\n\r\n");
 	evbuffer_free(out);
 }
 
@@ -381,6 +404,89 @@ test_dechunk(void **state)
 	    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
 }
 
+/* Framing goes on in one canonical form. */
+static void
+test_canonical_framing(void **state)
+{
+	struct http_policy p = plain();
+
+	(void)state;
+	/* Content-Length: decimal without leading zeros */
+	request("POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n",
+	    &p, "a", false, "POST /a HTTP/1.1\r\nHost: a\r\n"
+	    "Content-Length: 7\r\n\r\n");
+	request("POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 0000\r\n\r\n",
+	    &p, "a", false, "POST /a HTTP/1.1\r\nHost: a\r\n"
+	    "Content-Length: 0\r\n\r\n");
+	response("HTTP/1.1 200 OK\r\nContent-Length: 00012\r\n\r\n", &p,
+	    false, true, false,
+	    "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+	/* Transfer-Encoding: one field, lower case, ", " */
+	request("POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: CHUNKED\r\n"
+	    "\r\n", &p, "a", false, "POST /a HTTP/1.1\r\nHost: a\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n");
+	request("POST /a HTTP/1.1\r\nTransfer-Encoding: Gzip ,\tx-y\r\n"
+	    "Host: a\r\ntransfer-encoding:chunked\r\n\r\n", &p, "a", false,
+	    "POST /a HTTP/1.1\r\nTransfer-Encoding: gzip, x-y, chunked\r\n"
+	    "Host: a\r\n\r\n");
+}
+
+/* Names with '_' are dropped unless underscore-headers="pass". */
+static void
+test_underscore(void **state)
+{
+	struct http_policy p = plain();
+
+	(void)state;
+	request("GET /a HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 1.2.3.4\r\n"
+	    "X-Ok: 1\r\nauth_user: root\r\n\r\n", &p, "a", false,
+	    "GET /a HTTP/1.1\r\nHost: a\r\nX-Ok: 1\r\n\r\n");
+	response("HTTP/1.1 200 OK\r\nX_Y: 1\r\nContent-Length: 0\r\n\r\n", &p,
+	    false, true, false,
+	    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+	p.underscore_pass = true;
+	request("GET /a HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 1.2.3.4\r\n"
+	    "\r\n", &p, "a", false,
+	    "GET /a HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 1.2.3.4\r\n\r\n");
+}
+
+/* The end of a chunked body: trailers dropped, or passed without the
+ * fields a trailer section must not carry. */
+static void
+test_trailers(void **state)
+{
+	static const char sec[] = "X-Sum: 1\r\nContent-Length: 5\r\n"
+	    "Host: b\r\nConnection: close\r\nX: 2\r\nTrailer: X\r\n"
+	    "Proxy-Authorization: y\r\nX_U: 3\r\nSet-Cookie: c\r\n"
+	    "Drop-Me: 4\r\n\r\n";
+	struct http_header_rule rules[] = {
+		{ .name = "Drop-Me", .action = HTTP_DROP },
+		{ .name = "Ins", .action = HTTP_INSERT, .value = "i" },
+	};
+	struct http_policy p = plain();
+	struct evbuffer *out = evbuffer_new();
+	const char *why;
+
+	(void)state;
+	assert_non_null(out);
+	assert_int_equal(http_parse_trailers(sec, strlen(sec), &lim, &m, &why),
+	    (ssize_t)strlen(sec));
+	http_head_trailers(out, &m, &p, true);
+	expect(out, "0\r\n\r\n");
+	p.trailers_pass = true;
+	p.reqh = rules;
+	p.nreqh = 2;
+	http_head_trailers(out, &m, &p, true);
+	expect(out, "0\r\nX-Sum: 1\r\nX: 2\r\n\r\n");
+	/* the response rules for a response */
+	http_head_trailers(out, &m, &p, false);
+	expect(out, "0\r\nX-Sum: 1\r\nX: 2\r\nDrop-Me: 4\r\n\r\n");
+	assert_int_equal(http_parse_trailers("\r\n", 2, &lim, &m, &why), 2);
+	http_head_trailers(out, &m, &p, true);
+	expect(out, "0\r\n\r\n");
+	evbuffer_free(out);
+}
+
 int
 main(void)
 {
@@ -393,6 +499,9 @@ main(void)
 		cmocka_unit_test(test_origin_form),
 		cmocka_unit_test(test_response),
 		cmocka_unit_test(test_dechunk),
+		cmocka_unit_test(test_canonical_framing),
+		cmocka_unit_test(test_underscore),
+		cmocka_unit_test(test_trailers),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -202,6 +202,51 @@ test_headers_choices(void **state)
 	}
 }
 
+/* underscore-headers, trailers, transfer-codings: defaults, values, and
+ * which Transfer-Encoding lists pass. */
+static void
+test_framing_choices(void **state)
+{
+	static const char *const codings[] = { "gzip", "x-y" };
+	struct px_cfgerr e;
+	struct http_policy *p;
+	struct http_head m;
+	size_t scanned = 0;
+	ssize_t end;
+	const char *why, *req = "POST / HTTP/1.1\r\nHost: a\r\n"
+	    "Transfer-Encoding: GZIP, x-y\r\nTransfer-Encoding: chunked\r\n\r\n";
+	const struct http_limits lim = { .max_line = 1024,
+	    .max_header_lines = 32, .max_header_bytes = 4096, .max_url = 512 };
+
+	(void)state;
+	end = http_head_end(req, strlen(req), 4096, &scanned);
+	assert_true(end > 0);
+	assert_int_equal(http_parse_head(req, (size_t)end, true, &lim, &m, &why),
+	    0);
+	assert_non_null(p = httpt_load("<http/>", &e));
+	assert_false(p->underscore_pass);
+	assert_false(p->trailers_pass);
+	assert_int_equal(p->codings.n, 0);
+	assert_false(http_policy_codings(p, &m));
+	http_policy_free(p);
+	assert_non_null(p = httpt_load("<http underscore-headers=\"pass\" "
+	    "trailers=\"pass\" transfer-codings=\"gzip x-y\"/>", &e));
+	assert_true(p->underscore_pass);
+	assert_true(p->trailers_pass);
+	assert_int_equal(p->codings.n, 2);
+	assert_string_equal(p->codings.w[0], codings[0]);
+	assert_string_equal(p->codings.w[1], codings[1]);
+	assert_true(http_policy_codings(p, &m));
+	http_policy_free(p);
+	assert_non_null(p = httpt_load("<http transfer-codings=\"gzip\"/>", &e));
+	assert_false(http_policy_codings(p, &m));
+	http_policy_free(p);
+	assert_non_null(p = httpt_load("<http underscore-headers=\"drop\" "
+	    "trailers=\"drop\"/>", &e));
+	assert_false(p->underscore_pass || p->trailers_pass);
+	http_policy_free(p);
+}
+
 static void
 test_errors(void **state)
 {
@@ -232,6 +277,19 @@ test_errors(void **state)
 		  "name=\"X Y\": not a header name" },
 		{ "<http x-forwarded-for=\"maybe\"/>",
 		  "x-forwarded-for=\"maybe\": expected no, append or replace" },
+		{ "<http underscore-headers=\"yes\"/>",
+		  "underscore-headers=\"yes\": expected drop or pass" },
+		{ "<http trailers=\"keep\"/>",
+		  "trailers=\"keep\": expected drop or pass" },
+		{ "<http transfer-codings=\"gzip chunked\"/>",
+		  "transfer-codings: \"chunked\": name the codings other than "
+		  "chunked" },
+		{ "<http transfer-codings=\"*\"/>",
+		  "transfer-codings: \"*\": name the codings other than chunked" },
+		{ "<http transfer-codings=\"g(z)\"/>",
+		  "transfer-codings: \"g(z)\": not a coding name" },
+		{ "<http transfer-codings=\"\"/>",
+		  "transfer-codings=\"\": empty list" },
 		{ "<http><request method=\"GET\" action=\"deny\" status=\"200\"/>"
 		  "</http>", "status" },
 		{ "<http><request method=\"GET\" ports=\"0\" action=\"accept\"/>"
@@ -259,6 +317,7 @@ main(void)
 		cmocka_unit_test(test_request_url),
 		cmocka_unit_test(test_upgrade),
 		cmocka_unit_test(test_headers_choices),
+		cmocka_unit_test(test_framing_choices),
 		cmocka_unit_test(test_errors),
 	};
 
