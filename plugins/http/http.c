@@ -118,8 +118,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	const struct http_policy *p = h->pol;
 	struct evbuffer *cin = h->c->in;
 	struct sockaddr_storage dst, hostaddr;
-	const char *why = NULL, *target;
-	size_t tlen;
+	const char *why = NULL, *target, *auth = NULL;
+	size_t tlen, alen = 0;
 	uint16_t port = 0, hostport = 0;
 	int rc;
 	bool forward = px_session_dst(h->s)->sa_family == 0;
@@ -140,6 +140,11 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	if (rc != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, rc, why);
+		return;
+	}
+	if (!http_policy_codings(p, &m)) {
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		http_error(h, 501, "transfer coding not allowed");
 		return;
 	}
 	h->client_10 = m.minor == 0;
@@ -164,33 +169,40 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			http_error(h, 400, "malformed CONNECT target");
 			return;
 		}
-	} else if (forward) {
-		/* absolute-form: http://authority/path */
-		const char *a;
-		size_t alen;
-
-		if (!http_head_origin_form(m.target, m.tlen, &a, &alen, &target,
-		    &tlen)) {
-			http_error(h, 400, "forward mode needs an absolute URI");
-			return;
-		}
-		if (http_authority(a, alen, 80, h->host, sizeof(h->host), &dst,
-		    &port) == -1) {
+	} else if (http_head_origin_form(m.target, m.tlen, &auth, &alen,
+	    &target, &tlen)) {
+		/* absolute-form, in every mode: its authority replaces Host
+		 * (RFC 9112 3.2.2); forward mode connects to it, the others
+		 * to where they always do. */
+		if (http_authority(auth, alen, 80, h->host, sizeof(h->host),
+		    &hostaddr, &hostport) == -1) {
+			px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 			http_error(h, 400, "malformed URI authority");
 			return;
 		}
-		http_copy(h->path, sizeof(h->path), target, tlen);
-	} else {
-		if (m.tlen == 0 || (m.target[0] != '/' &&
-		    !(m.tlen == 1 && m.target[0] == '*'))) {
-			http_error(h, 400, "request target is not in origin form");
-			return;
+		h->path[0] = '/';
+		http_copy(h->path + (target[0] == '?'), sizeof(h->path) - 1,
+		    target, tlen);
+		if (forward) {
+			memcpy(&dst, &hostaddr, sizeof(dst));
+			port = hostport;
 		}
+	} else if (forward) {
+		http_error(h, 400, "forward mode needs an absolute URI");
+		return;
+	} else if (m.tlen == 0 || (m.target[0] != '/' &&
+	    !(m.tlen == 1 && m.target[0] == '*'))) {
+		http_error(h, 400, "request target is not in origin form");
+		return;
+	}
+	if (!h->is_connect && !forward) {
 		memcpy(&dst, px_session_dst(h->s), sizeof(dst));
 		port = px_sockaddr_port((struct sockaddr *)&dst);
-		/* Transparent: the Host the client names must be where it
-		 * was going (an IP literal is checked, a name by its port). */
-		if (p->check_host && m.host != -1 && h->transparent &&
+		/* Transparent: the Host (or authority) the client names must
+		 * be where it was going (an IP literal is checked, a name by
+		 * its port). */
+		if (p->check_host && (m.host != -1 || auth != NULL) &&
+		    h->transparent &&
 		    (hostport != port || (hostaddr.ss_family != 0 &&
 		    !px_sockaddr_same_host((struct sockaddr *)&hostaddr,
 		    (struct sockaddr *)&dst)))) {
@@ -216,6 +228,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	if (m.chunked) {
 		h->req_body = HTTP_BODY_CHUNKED;
 		memset(&h->req_chunk, 0, sizeof(h->req_chunk));
+		h->req_chunk.step = true;
 	} else if (m.content_length > 0) {
 		h->req_body = HTTP_BODY_LENGTH;
 		h->req_left = (uint64_t)m.content_length;
@@ -244,6 +257,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			.dst = (struct sockaddr *)&dst,
 			.client = px_session_client(h->s),
 			.upgrade = h->upgrade_ok,
+			.authority = auth, .alen = alen,
 		};
 
 		http_head_request(h->head_out, &m, p, &rq);
@@ -257,6 +271,103 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		return;
 	}
 	http_dispatch(h, (struct sockaddr *)&dst);
+}
+
+/* A bad chunked body: a request is refused (400; the server connection,
+ * which has part of the body, is closed with it), a response cut off. */
+static void
+http_chunked_bad(struct http_state *h, bool request, const char *why)
+{
+	if (request) {
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 400, why);
+		return;
+	}
+	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"", why);
+	h->verdict = "error";
+	http_abort(h, PX_END_SERVER_FAIL, "error: malformed chunked response");
+}
+
+/* One step of a chunked body from in to out (NULL: dechunked, only the
+ * data goes on), at most about room bytes: data moves as it is, framing
+ * is parsed and its canonical form sent in its place (http_chunk_feed's
+ * step mode), the trailer section is parsed whole and sent as
+ * http_head_trailers writes it. 1 when it moved something, 0 when it
+ * needs more input, -1 when the transaction ended (refused). */
+static int
+http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
+    struct evbuffer *out, size_t room)
+{
+	static _Thread_local struct http_head t;
+	static _Thread_local char detail[96];
+	struct http_chunk *c = request ? &h->req_chunk : &h->resp_chunk;
+	struct evbuffer *to = out != NULL ? out : h->c->out;
+	const struct http_limits *lim = &h->pol->lim;
+	enum http_chunk_state st = c->state;
+	struct evbuffer_iovec v;
+	size_t len = evbuffer_get_length(in), before = evbuffer_get_length(to);
+	size_t n;
+	const char *why, *buf;
+	ssize_t k;
+
+	if (st == HTTP_CHUNK_TRAILER) {
+		n = len < lim->max_header_bytes + 1 ? len :
+		    lim->max_header_bytes + 1;
+		if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)n)) == NULL)
+			k = -1, why = "out of memory";
+		else
+			k = http_parse_trailers(buf, n, lim, &t, &why);
+		if (k == 0)
+			return 0;
+		if (k < 0) {
+			snprintf(detail, sizeof(detail), "malformed trailer "
+			    "section: %s", why);
+			http_chunked_bad(h, request, detail);
+			return -1;
+		}
+		if (out != NULL)
+			http_head_trailers(out, &t, h->pol, request);
+		evbuffer_drain(in, (size_t)k);
+		c->state = HTTP_CHUNK_DONE;
+	} else {
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			return 0;
+		n = v.iov_len < room ? v.iov_len : room;
+		if ((k = http_chunk_feed(c, v.iov_base, n, lim, &why)) < 0) {
+			http_chunked_bad(h, request, why);
+			return -1;
+		}
+		if (request && h->pol->max_body != 0 &&
+		    c->body > h->pol->max_body) {
+			px_session_count(h->s, HTTP_C_DENIED, 1);
+			h->req = HTTP_REQ_DONE;
+			http_error(h, 413, "request body over max-body");
+			return -1;
+		}
+		if (st == HTTP_CHUNK_DATA) {
+			evbuffer_remove_buffer(in, to, (size_t)k);
+		} else {
+			evbuffer_drain(in, (size_t)k);
+			if (out != NULL)
+				evbuffer_add(out, c->out, c->outlen);
+		}
+	}
+	h->progress++;
+	n = evbuffer_get_length(to) - before;
+	if (request) {
+		h->req_bytes += n;
+		px_session_account(h->s, PX_TO_SERVER, n);
+		if (c->state == HTTP_CHUNK_DONE)
+			h->req = HTTP_REQ_DONE;
+	} else {
+		h->resp_bytes += n;
+		px_session_account(h->s, PX_TO_CLIENT, n);
+		if (c->state == HTTP_CHUNK_DONE)
+			h->resp = HTTP_RESP_DONE;
+	}
+	return 1;
 }
 
 /* Moves request body bytes from the client to the server, up to the
@@ -285,35 +396,13 @@ http_pump_request(struct http_state *h)
 			if (h->req_left == 0)
 				h->req = HTTP_REQ_DONE;
 		} else {
-			/* Framing bytes are parsed, data is only counted. */
-			struct evbuffer_iovec v;
-			const char *why;
-			ssize_t k;
+			int r = http_pump_chunked(h, true, cin, sout, room);
 
-			if (evbuffer_peek(cin, -1, NULL, &v, 1) < 1)
+			if (r < 0)
+				return;
+			if (r == 0)
 				break;
-			n = v.iov_len < room ? v.iov_len : room;
-			k = http_chunk_feed(&h->req_chunk, v.iov_base, n,
-			    &h->pol->lim, &why);
-			/* The server got part of the body: its connection is
-			 * dropped with the error (http_close_when_flushed), so
-			 * it never takes the part for a whole request. */
-			if (k < 0) {
-				px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-				h->req = HTTP_REQ_DONE;
-				http_error(h, 400, why);
-				return;
-			}
-			n = (size_t)k;
-			if (h->pol->max_body != 0 &&
-			    h->req_chunk.body > h->pol->max_body) {
-				px_session_count(h->s, HTTP_C_DENIED, 1);
-				h->req = HTTP_REQ_DONE;
-				http_error(h, 413, "request body over max-body");
-				return;
-			}
-			if (h->req_chunk.state == HTTP_CHUNK_DONE)
-				h->req = HTTP_REQ_DONE;
+			continue;
 		}
 		evbuffer_remove_buffer(cin, sout, n);
 		h->progress++;
@@ -346,6 +435,13 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		http_error(h, 502, why);
 		return false;
 	}
+	if (!http_policy_codings(h->pol, &m)) {
+		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+		px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"",
+		    "transfer coding not allowed");
+		http_error(h, 502, "transfer coding not allowed");
+		return false;
+	}
 	if (m.status == 101 && !h->upgrade_ok) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		http_error(h, 502, "101 without an accepted Upgrade");
@@ -369,11 +465,17 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		if (h->resp_body == HTTP_BODY_CLOSE)
 			h->client_keep = false;
 		h->dechunk = h->client_10 && h->resp_body == HTTP_BODY_CHUNKED;
+		if (h->dechunk && m.te_other) {
+			/* Without chunks, no Transfer-Encoding: the other
+			 * codings could not be said. */
+			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+			http_error(h, 502, "transfer coding for an HTTP/1.0 client");
+			return false;
+		}
 		if (h->dechunk) {
 			/* An HTTP/1.0 client cannot read chunks: send the
 			 * data, end it by closing. */
 			h->client_keep = false;
-			memset(&h->resp_chunk, 0, sizeof(h->resp_chunk));
 		}
 	}
 	rs.dechunk = h->dechunk;
@@ -392,8 +494,10 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		h->resp = HTTP_RESP_HEAD;
 		return true;
 	}
-	if (h->resp_body == HTTP_BODY_CHUNKED)
+	if (h->resp_body == HTTP_BODY_CHUNKED) {
 		memset(&h->resp_chunk, 0, sizeof(h->resp_chunk));
+		h->resp_chunk.step = true;
+	}
 	h->resp = h->resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
 	    HTTP_RESP_BODY;
 	http_timer_set(h, 0);
@@ -410,7 +514,6 @@ http_pump_response(struct http_state *h)
 	while (h->resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(sin), room, n;
 		size_t queued = evbuffer_get_length(cout);
-		bool data = true;
 
 		if (avail == 0 || queued >= h->buffer)
 			break;
@@ -423,45 +526,13 @@ http_pump_response(struct http_state *h)
 			if (h->resp_left == 0)
 				h->resp = HTTP_RESP_DONE;
 		} else if (h->resp_body == HTTP_BODY_CHUNKED) {
-			struct evbuffer_iovec v;
-			enum http_chunk_state st = h->resp_chunk.state;
-			const char *why;
-			ssize_t k;
+			int r = http_pump_chunked(h, false, sin, h->dechunk ?
+			    NULL : cout, room);
 
-			if (evbuffer_peek(sin, -1, NULL, &v, 1) < 1)
-				break;
-			if (n > v.iov_len)
-				n = v.iov_len;
-			/* With dechunking, feed framing and data separately:
-			 * framing a byte at a time (a few per chunk), so the
-			 * data after a size line is never taken for framing. */
-			if (h->dechunk && st == HTTP_CHUNK_DATA &&
-			    n > h->resp_chunk.left)
-				n = (size_t)h->resp_chunk.left;
-			else if (h->dechunk && st != HTTP_CHUNK_DATA)
-				n = 1;
-			k = http_chunk_feed(&h->resp_chunk, v.iov_base, n,
-			    &h->pol->lim, &why);
-			if (k < 0) {
-				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-				px_session_log(h->s, LOG_NOTICE,
-				    "http-bad-response reason=\"%s\"", why);
-				h->verdict = "error";
-				http_abort(h, PX_END_SERVER_FAIL,
-				    "error: malformed chunked response");
+			if (r < 0)
 				return;
-			}
-			n = (size_t)k;
-			if (h->dechunk && st != HTTP_CHUNK_DATA)
-				data = false;
-			if (h->dechunk && st == HTTP_CHUNK_DATA)
-				data = true;
-			if (h->resp_chunk.state == HTTP_CHUNK_DONE)
-				h->resp = HTTP_RESP_DONE;
-		}
-		if (!data) {
-			evbuffer_drain(sin, n);
-			h->progress++;
+			if (r == 0)
+				break;
 			continue;
 		}
 		evbuffer_remove_buffer(sin, cout, n);
@@ -550,8 +621,9 @@ http_next_request(struct http_state *h)
 {
 	struct evbuffer *cin = h->c->in;
 	size_t len = evbuffer_get_length(cin), want;
-	const char *buf;
+	const char *buf, *why;
 	ssize_t end;
+	int rc;
 
 	if (h->closing || h->tunnel || h->req != HTTP_REQ_HEAD ||
 	    h->resp != HTTP_RESP_NONE || len == 0)
@@ -565,6 +637,21 @@ http_next_request(struct http_state *h)
 	}
 	end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
 	    &h->head_scan);
+	if (end <= 0 && (rc = http_head_partial(buf, want, true, &h->pol->lim,
+	    &why)) != 0) {
+		/* A line over max-line: refused as it arrives, not when
+		 * (if ever) its LF comes (and before max-header-bytes,
+		 * which says less). */
+		h->head_scan = 0;
+		h->progress++;
+		http_copy(h->method, sizeof(h->method), "-", 1);
+		http_copy(h->path, sizeof(h->path), "-", 1);
+		gettimeofday(&h->t_start, NULL);
+		px_session_count(h->s, HTTP_C_REQUESTS, 1);
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		http_error(h, rc, why);
+		return;
+	}
 	if (end == 0) {
 		if (h->client_eof) {
 			/* Nothing more is coming to complete it. */
@@ -595,7 +682,7 @@ http_server_input(struct http_state *h)
 
 	while (h->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
 		size_t len = evbuffer_get_length(sin), want, scan = 0;
-		const char *buf;
+		const char *buf, *why;
 		ssize_t end;
 
 		if (len == 0)
@@ -609,6 +696,15 @@ http_server_input(struct http_state *h)
 		}
 		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
 		    &scan);
+		if (end <= 0 && http_head_partial(buf, want, false,
+		    &h->pol->lim, &why) != 0) {
+			h->progress++;
+			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
+			    "reason=\"%s\"", why);
+			http_error(h, 502, why);
+			return;
+		}
 		if (end == 0)
 			return;
 		h->progress++;
@@ -676,8 +772,10 @@ http_server_gone(struct http_state *h, int err)
 	}
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == 0) {
-		http_error(h, 502, eof ? "server closed before responding" :
-		    "server connection failed");
+		http_error(h, 502, !eof ? "server connection failed" :
+		    evbuffer_get_length(h->srv.io->in) != 0 ?
+		    "server closed inside the response head" :
+		    "server closed before responding");
 		return;
 	}
 	h->verdict = "error";

@@ -2,6 +2,7 @@
  * authority a request names, the server connection (this client's kept
  * one, a pooled one or a new one), forward mode's DNS, and the one retry
  * of a replayable request whose reused connection turned out dead. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,30 @@
 /* Per worker thread: each worker has one event_base, so one resolver
  * (nameservers from /etc/resolv.conf, names from /etc/hosts). */
 static _Thread_local struct evdns_base *http_dns;
+
+/* RFC 3986 3.2.2 reg-name: unreserved, pct-encoded, sub-delims; an
+ * IPv4 address is one too (px_parse_ip tells them apart). */
+static bool
+http_reg_name(const char *a, size_t len)
+{
+	static const char other[] = "-._~!$&'()*+,;=";
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)a[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || (c != '\0' && strchr(other, c)))
+			continue;
+		if (c == '%' && i + 2 < len && isxdigit((unsigned char)a[i + 1]) &&
+		    isxdigit((unsigned char)a[i + 2])) {
+			i += 2;
+			continue;
+		}
+		return false;
+	}
+	return true;
+}
 
 int
 http_authority(const char *a, size_t len, uint16_t defport, char *host,
@@ -50,9 +75,13 @@ http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	if (colon != NULL) {
 		size_t plen = len - (size_t)(colon - a) - 1;
 		uint64_t u;
+		size_t k;
 
 		if (plen == 0 || plen > 5)
 			return -1;
+		for (k = 1; k <= plen; k++)
+			if (colon[k] < '0' || colon[k] > '9')
+				return -1;
 		memcpy(tmp, colon + 1, plen);
 		tmp[plen] = '\0';
 		if (px_parse_uint(tmp, 1, 65535, &u, &why) == -1)
@@ -61,16 +90,25 @@ http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	}
 	if (hlen == 0 || hlen >= hsize)
 		return -1;
-	http_copy(host, hsize, a, hlen);
 	if (a[0] == '[') {
+		/* IP-literal: an IPv6 address (no IPvFuture). */
+		if (hlen < 3)
+			return -1;
 		memcpy(tmp, a + 1, hlen - 2);
 		tmp[hlen - 2] = '\0';
+		if (px_parse_ip(tmp, *port, ss, &sl, &why) == -1 ||
+		    ss->ss_family != AF_INET6)
+			return -1;
 	} else {
+		if (!http_reg_name(a, hlen))
+			return -1;
 		memcpy(tmp, a, hlen);
 		tmp[hlen] = '\0';
+		if (px_parse_ip(tmp, *port, ss, &sl, &why) == -1 ||
+		    ss->ss_family != AF_INET)
+			memset(ss, 0, sizeof(*ss));
 	}
-	if (px_parse_ip(tmp, *port, ss, &sl, &why) == -1)
-		memset(ss, 0, sizeof(*ss));
+	http_copy(host, hsize, a, hlen);
 	return 0;
 }
 

@@ -26,14 +26,15 @@ EOF
     PROXYD_PORTS+=("$lport")
 }
 
-# start_origin PORTVAR LOGFILE [MODE=empty] [RAWFILE]: http_raw.py origin
+# start_origin PORTVAR LOGFILE [MODE=empty] [RAWFILE] [HOLD_S]: http_raw.py
+# origin (HOLD_S: raw mode keeps the connection open that long)
 start_origin() {
-    local var=$1 log=$2 mode=${3:-empty} raw=${4:-} pid port
+    local var=$1 log=$2 mode=${3:-empty} raw=${4:-} hold=${5:-} pid port
     free_port "$var"
     port=${!var}
     : >"$log"
     python3 "$HTTP_RAW" origin --port "$port" --log "$log" --mode "$mode" \
-        ${raw:+--raw "$raw"} 2>>"$T/origin-$port.err" &
+        ${raw:+--raw "$raw"} ${hold:+--hold "$hold"} 2>>"$T/origin-$port.err" &
     pid=$!
     track_pid "$pid"
     wait_listen "$port" 5 "$pid" || fail "python origin on port $port did not start"

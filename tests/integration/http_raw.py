@@ -2,10 +2,13 @@
 """Raw HTTP/1.x helpers for the http analyser tests (standard library only).
 
   http_raw.py origin --port P --log FILE [--mode MODE] [--raw FILE]
+                     [--hold S]
       A threaded origin on 127.0.0.1:P that parses every request it gets
       (Content-Length or chunked bodies) and appends one JSON line per
       request to FILE: {"method", "target", "version", "headers": [[n, v]],
-      "body_len", "body_sha256", "body" (latin1, first 4 KB), "conn": n}.
+      "body_len", "body_sha256", "body" (latin1, first 4 KB), "trailers":
+      [[n, v]], "raw" (the request's bytes as received, latin1, first
+      16 KB), "conn": n}.
       MODE:
         empty   200 with an empty body, keep-alive (default)
         echo    200 whose body is the JSON record; also sends the headers
@@ -13,7 +16,9 @@
         raw     sends the bytes of --raw as the response to the first
                 request of each connection, then closes; when --raw is a
                 directory, the file named after the request target (its
-                slashes as '_', leading one removed)
+                slashes as '_', leading one removed); with --hold S the
+                connection stays open S seconds after (or until the peer
+                closes it)
         once    answers the first request of a connection (keep-alive), then
                 closes it when the second one arrives without answering:
                 a stale pooled connection
@@ -52,6 +57,11 @@ class Reader:
     def __init__(self, sock):
         self.sock = sock
         self.buf = b""
+        self.taken = b""    # what line() and exact() returned, capped
+
+    def take(self, b):
+        if len(self.taken) < 16384:
+            self.taken += b[:16384 - len(self.taken)]
 
     def fill(self):
         d = self.sock.recv(65536)
@@ -66,6 +76,7 @@ class Reader:
             self.fill()
         i = self.buf.index(b"\n")
         ln, self.buf = self.buf[:i + 1], self.buf[i + 1:]
+        self.take(ln)
         return ln
 
     def exact(self, n, sink):
@@ -73,6 +84,7 @@ class Reader:
             if not self.buf:
                 self.fill()
             k = min(n, len(self.buf))
+            self.take(self.buf[:k])
             sink(self.buf[:k])
             self.buf = self.buf[k:]
             n -= k
@@ -80,6 +92,8 @@ class Reader:
 
 def read_request(r):
     """Returns a record dict, or None on EOF before a request."""
+    r.taken = b""
+    trailers = []
     try:
         first = r.line()
     except EOFError:
@@ -110,8 +124,13 @@ def read_request(r):
             sz = r.line().split(b";")[0].strip()
             n = int(sz, 16)
             if n == 0:
-                while r.line() not in (b"\r\n", b"\n"):
-                    pass
+                while True:
+                    ln = r.line()
+                    if ln in (b"\r\n", b"\n"):
+                        break
+                    tn, _, tv = ln.rstrip(b"\r\n").partition(b":")
+                    trailers.append([tn.decode("latin1"),
+                                     tv.strip().decode("latin1")])
                 break
             r.exact(n, sink)
             r.line()
@@ -125,6 +144,8 @@ def read_request(r):
         "body_len": st["n"],
         "body_sha256": h.hexdigest(),
         "body": st["head"].decode("latin1"),
+        "trailers": trailers,
+        "raw": r.taken.decode("latin1"),
     }
 
 
@@ -176,7 +197,15 @@ def origin_main(a):
                         with open(os.path.join(a.raw, name), "rb") as f:
                             raw = f.read()
                     s.sendall(raw)
-                    time.sleep(0.2)
+                    if a.hold:
+                        s.settimeout(a.hold)
+                        try:
+                            while s.recv(65536):
+                                pass
+                        except OSError:
+                            pass
+                    else:
+                        time.sleep(0.2)
                     return
                 if a.mode == "once" and n >= 2:
                     return          # stale: close without an answer
@@ -300,6 +329,7 @@ def main():
     o.add_argument("--mode", default="empty",
                    choices=["empty", "echo", "raw", "once", "ws"])
     o.add_argument("--raw")
+    o.add_argument("--hold", type=float, default=0)
     c = sub.add_parser("send")
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--data")
