@@ -132,6 +132,11 @@ static const struct px_metric px_metrics[] = {
 	    NULL, NULL, tls.handshakes[1][0]),
 	PX_M("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"yes\"",
 	    NULL, NULL, tls.handshakes[1][1]),
+	PX_M("proxyd_tls_passthrough_total", "verdict=\"accept\"", "counter",
+	    "ClientHellos read by mode=\"passthrough\", by verdict.",
+	    tls.passthrough[1]),
+	PX_M("proxyd_tls_passthrough_total", "verdict=\"deny\"", NULL, NULL,
+	    tls.passthrough[0]),
 	PX_M("proxyd_tls_server_unverified_total", "", "counter",
 	    "Server certificates that did not verify, let through by "
 	    "verify=\"optional\".", tls.unverified),

@@ -667,7 +667,21 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			continue;
 		}
 		/* One per side: px_check_repeats refused a second. */
-		if (px_tls_side(t) == PX_TLS_CLIENT && svc->tls_client == NULL)
+		if (px_tls_is_passthrough(t)) {
+			/* The stream is relayed untouched: an analyser that
+			 * reads it would only see ciphertext. */
+			if (svc->analyser->driver != NULL ||
+			    svc->analyser->on_data != NULL)
+				px_cfg_error(e, n, "<tls mode=\"passthrough\"> "
+				    "needs an analyser that relays bytes "
+				    "unread (plug), not analyser=\"%s\"",
+				    svc->analyser->name);
+			if (svc->tls_passthrough == NULL)
+				svc->tls_passthrough = t;
+			else
+				px_tls_free(t);
+		} else if (px_tls_side(t) == PX_TLS_CLIENT &&
+		    svc->tls_client == NULL)
 			svc->tls_client = t;
 		else if (px_tls_side(t) == PX_TLS_SERVER &&
 		    svc->tls_server == NULL)
@@ -868,6 +882,7 @@ px_config_unref(struct px_config *c)
 			svc->analyser->policy_free(svc->analyser_policy);
 		px_tls_free(svc->tls_client);
 		px_tls_free(svc->tls_server);
+		px_tls_free(svc->tls_passthrough);
 		xmlFree(svc->name);
 		free(svc->file);
 		free(svc->allow);

@@ -54,6 +54,7 @@ struct px_service {
 
 	struct px_tls_ctx	*tls_client;	/* <tls side="client">; NULL */
 	struct px_tls_ctx	*tls_server;	/* <tls side="server">; NULL */
+	struct px_tls_ctx	*tls_passthrough; /* mode="passthrough"; NULL */
 	struct px_cidr		*allow;		/* NULL: everyone */
 	size_t			 nallow;
 };

@@ -16,6 +16,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "tls.h"
+#include "tls_hello.h"
 #include "tcp_progress.h"
 #include "upstream.h"
 #include "worker.h"
@@ -404,6 +405,14 @@ px_session_prepare(void *arg, int side, struct px_conn *c)
 		}
 		return 0;
 	}
+	if (s->hello_rest != NULL) {
+		/* Queued before anything the relay reads: it goes first. */
+		evbuffer_add_buffer(c->out, s->hello_rest);
+		evbuffer_free(s->hello_rest);
+		s->hello_rest = NULL;
+		if (px_conn_send(c) == -1)
+			return -1;
+	}
 	if (s->svc->tls_server == NULL)
 		return 0;
 	peer.name = px_tls_server_name(s->svc->tls_server,
@@ -429,6 +438,40 @@ static const struct px_relay_ops px_session_analysed_ops = {
 	.flushed = px_session_flushed,
 };
 
+/* Passthrough: the ClientHello read for the policy goes to the server
+ * first, as it came. A fresh socket takes it whole (it is at most 16 KB);
+ * what it would not take goes through the buffered relay ahead of the
+ * rest. 0, or -1 after ending the session. */
+static int
+px_session_send_hello(struct px_session *s, struct px_relay_limits *lim)
+{
+	struct evbuffer *in = s->dconn[0].in;
+	size_t len;
+	int n;
+
+	if (!s->dconn_open[0])
+		return 0;
+	len = evbuffer_get_length(in);
+	px_session_account(s, PX_TO_SERVER, len);
+	while (evbuffer_get_length(in) != 0 &&
+	    (n = evbuffer_write(in, s->sfd)) > 0)
+		;
+	if (evbuffer_get_length(in) != 0 && errno != EAGAIN &&
+	    errno != EWOULDBLOCK && errno != EINTR) {
+		px_session_endf(s, PX_END_SERVER_FAIL, "server-error: %s",
+		    strerror(errno));
+		return -1;
+	}
+	if (evbuffer_get_length(in) != 0) {
+		s->hello_rest = in;
+		s->dconn[0].in = NULL;
+		lim->transforms = true;		/* the buffered path */
+	}
+	px_conn_close(&s->dconn[0]);
+	s->dconn_open[0] = false;
+	return 0;
+}
+
 int
 px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 {
@@ -440,7 +483,12 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 		    s->svc->tls_server != NULL,
 	};
 	int fd[2] = { s->cfd, s->sfd };
-	const struct px_relay_ops *ops = s->svc->analyser->on_data != NULL &&
+	const struct px_relay_ops *ops;
+
+	if (s->svc->tls_passthrough != NULL &&
+	    px_session_send_hello(s, &lim) == -1)
+		return -1;
+	ops = s->svc->analyser->on_data != NULL &&
 	    s->svc->analyser->driver == NULL ? &px_session_analysed_ops :
 	    &px_session_relay_ops;
 
@@ -467,6 +515,10 @@ px_session_release_io(struct px_session *s)
 		for (d = 0; d < 2; d++)
 			s->bytes[d] -= unsent[d] < s->bytes[d] ? unsent[d] :
 			    s->bytes[d];
+	}
+	if (s->hello_rest != NULL) {
+		evbuffer_free(s->hello_rest);
+		s->hello_rest = NULL;
 	}
 	if (s->dconn_open[1])
 		px_session_log_tls_failure(s, &s->dconn[1], "server");
@@ -768,6 +820,106 @@ px_session_client_handshake(struct px_session *s)
 	px_session_handshake_step(s);
 }
 
+/* Passthrough: what the ClientHello says decides, before any server is
+ * connected. Its bytes stay in dconn[0].in for px_session_send_hello. */
+static void
+px_session_hello_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[0];
+	struct px_hello h;
+	enum px_hello_result r;
+	ssize_t n = 0;
+	size_t len;
+	long line;
+	char alpn[PX_HELLO_ALPN_MAX * (PX_HELLO_ALPN_LEN + 1) + 1] = "";
+	unsigned i;
+
+	while ((len = evbuffer_get_length(c->in)) < PX_HELLO_MAX &&
+	    (n = px_conn_recv(c, PX_HELLO_MAX - len)) > 0)
+		;
+	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    strerror(errno));
+		return;
+	}
+	len = evbuffer_get_length(c->in);
+	r = px_hello_parse(evbuffer_pullup(c->in, -1), len, PX_HELLO_MAX, &h);
+	if (r == PX_HELLO_NEED_MORE) {
+		if (c->eof)
+			px_session_end(s, PX_END_CLIENT_FAIL, len == 0 ?
+			    "client-closed" : "client-error: tls: closed inside "
+			    "the ClientHello");
+		return;
+	}
+	if (r != PX_HELLO_OK) {
+		PX_COUNT_ADD(s->w, tls.passthrough[0], 1);
+		if (r == PX_HELLO_NOT_TLS)
+			PX_COUNT_ADD(s->w, tls.failures[0][PX_TLS_FAIL_NOT_TLS],
+			    1);
+		px_session_end(s, PX_END_POLICY, r == PX_HELLO_NOT_TLS ?
+		    "denied: tls: not TLS" : r == PX_HELLO_TOO_BIG ?
+		    "denied: tls: ClientHello over 16384 bytes" :
+		    "denied: tls: malformed ClientHello");
+		return;
+	}
+	for (i = 0; i < h.alpn_count && i < PX_HELLO_ALPN_MAX; i++) {
+		if (i > 0)
+			strcat(alpn, ",");
+		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
+	}
+	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &line)) {
+		PX_COUNT_ADD(s->w, tls.passthrough[0], 1);
+		if (line != 0)
+			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
+			    "alpn=%s (rule at line %ld)", h.has_sni ? h.sni : "-",
+			    alpn[0] != '\0' ? alpn : "-", line);
+		else
+			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
+			    "alpn=%s (%s)", h.has_sni ? h.sni : "-",
+			    alpn[0] != '\0' ? alpn : "-", h.has_sni ?
+			    "no rule: the default" : "no-sni");
+		return;
+	}
+	PX_COUNT_ADD(s->w, tls.passthrough[1], 1);
+	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept",
+	    h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-");
+	if (h.has_sni)
+		snprintf(s->client_sni, sizeof(s->client_sni), "%s", h.sni);
+	px_conn_read_enable(c, false);
+	s->tls_handshaking = false;
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	s->admitted = true;
+	px_session_connect_server(s);
+}
+
+static void
+px_session_hello_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_hello_step(arg);
+}
+
+static void
+px_session_read_hello(struct px_session *s)
+{
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd,
+	    px_session_hello_cb, px_session_hello_cb, s) == -1) {
+		s->dconn_open[0] = true;
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	s->dconn_open[0] = true;
+	s->tls_handshaking = true;
+	px_session_arm_timer(s,
+	    px_tls_handshake_timeout(s->svc->tls_passthrough));
+	px_conn_read_enable(&s->dconn[0], true);
+	px_session_hello_step(s);
+}
+
 /* Admitted, destination known: connect (or hand over to a driver). */
 static void
 px_session_proceed(struct px_session *s)
@@ -781,6 +933,10 @@ px_session_proceed(struct px_session *s)
 	}
 	if (svc->tls_client != NULL) {
 		px_session_client_handshake(s);
+		return;
+	}
+	if (svc->tls_passthrough != NULL) {
+		px_session_read_hello(s);
 		return;
 	}
 	s->admitted = true;

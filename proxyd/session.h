@@ -64,6 +64,9 @@ struct px_session {
 	 * before the server is connected; its conn then moves to the relay. */
 	bool			 tls_handshaking;
 	char			 client_sni[256];	/* what it asked for; "" */
+	/* Passthrough: what of the ClientHello the server's socket did not
+	 * take at once; the buffered relay sends it first. */
+	struct evbuffer		*hello_rest;
 	bool			 end_marked;	/* end_by, end_phase are set */
 	enum px_end_by		 end_by;
 	enum px_end_phase	 end_phase;

@@ -2,6 +2,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,22 @@ struct px_tls_ctx {
 	struct px_tls_named *named;
 	size_t		 nnamed;
 	int		 client_verify;	/* 0 none, 1 optional, 2 required */
+	/* Client side, mode="passthrough": <sni> rules on the ClientHello,
+	 * each rule's arg indexing (from 1) its alpn= set. */
+	bool		 passthrough;
+	struct px_rules	 sni_rules;
+	struct px_tls_alpn_set *alpn_sets;
+	size_t		 nalpn_sets;
+	bool		 no_sni_accept;
 	/* Server side. */
 	bool		 sni_forward;	/* the client's name */
 	char		*sni;		/* a fixed name; NULL */
 	bool		 verify_optional;
+};
+
+struct px_tls_alpn_set {
+	char		**names;
+	size_t		 n;
 };
 
 struct px_tls_named {
@@ -617,6 +630,12 @@ px_tls_load_named(struct px_cfgerr *e, const xmlNode *n, const char *file,
 
 		if (c->type != XML_ELEMENT_NODE)
 			continue;
+		if (xmlStrcmp(c->name, (const xmlChar *)"certificate") != 0) {
+			px_cfg_error(e, c, "<%s> does not belong in <tls "
+			    "mode=\"terminate\"> (only <certificate>)",
+			    (const char *)c->name);
+			return -1;
+		}
 		nm = &t->named[t->nnamed++];
 		if ((names = px_attr(c, "name")) == NULL) {
 			px_cfg_error(e, c, "<certificate> needs name=");
@@ -682,6 +701,140 @@ px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
 	return px_tls_load_named(e, n, file, t);
 }
 
+/* <sni name="*.example.test" alpn="h2 http/1.1" action="accept|deny">:
+ * globs on the name the client asks for, and the protocols it may offer. */
+static int
+px_tls_load_passthrough(struct px_cfgerr *e, const xmlNode *n,
+    struct px_tls_ctx *t)
+{
+	static const char *const yes_no[] = { "deny", "accept", NULL };
+	const xmlNode *c;
+	int no_sni = 0;
+
+	t->passthrough = true;
+	px_rules_init(&t->sni_rules, PX_DEFAULT_DENY, FNM_CASEFOLD);
+	if (px_attr_choice(e, n, "no-sni", yes_no, &no_sni) == -1)
+		return -1;
+	t->no_sni_accept = no_sni == 1;
+	for (c = n->children; c != NULL; c = c->next) {
+		enum px_action act = PX_ACT_DENY;
+		struct px_rule *r;
+		char *alpn, *tok, *save = NULL;
+		struct px_tls_alpn_set *set, *grown;
+
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (xmlStrcmp(c->name, (const xmlChar *)"sni") != 0) {
+			px_cfg_error(e, c, "<%s> does not belong in <tls "
+			    "mode=\"passthrough\"> (only <sni>)",
+			    (const char *)c->name);
+			return -1;
+		}
+		if (px_attr_action(e, c, PX_ACTIONS_AD, true, &act) == -1 ||
+		    (r = px_rules_add(e, &t->sni_rules, c, "name", true,
+		    act)) == NULL)
+			return -1;
+		if ((alpn = px_attr(c, "alpn")) == NULL)
+			continue;
+		if ((grown = realloc(t->alpn_sets, (t->nalpn_sets + 1) *
+		    sizeof(*grown))) == NULL) {
+			xmlFree(alpn);
+			px_cfg_error(e, c, "out of memory");
+			return -1;
+		}
+		t->alpn_sets = grown;
+		set = &t->alpn_sets[t->nalpn_sets++];
+		memset(set, 0, sizeof(*set));
+		r->arg = t->nalpn_sets;
+		for (tok = strtok_r(alpn, " \t\r\n", &save); tok != NULL;
+		    tok = strtok_r(NULL, " \t\r\n", &save)) {
+			char **names = realloc(set->names, (set->n + 1) *
+			    sizeof(*names));
+
+			if (names == NULL || strlen(tok) >= PX_HELLO_ALPN_LEN ||
+			    (names[set->n] = strdup(tok)) == NULL) {
+				if (names != NULL)
+					set->names = names;
+				px_cfg_error(e, c, "alpn \"%s\": at most %d "
+				    "bytes", tok, PX_HELLO_ALPN_LEN - 1);
+				xmlFree(alpn);
+				return -1;
+			}
+			set->names = names;
+			set->n++;
+		}
+		xmlFree(alpn);
+		if (set->n == 0) {
+			px_cfg_error(e, c, "alpn=\"\": name at least one protocol");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Whether a rule's alpn= set matches what the client offers, read the
+ * safe way for its action: an accept rule needs every protocol offered to
+ * be in the set (a client that offers none, or more than the reader
+ * keeps, does not match); a deny rule matches if any one is. */
+static bool
+px_tls_alpn_match(const struct px_tls_alpn_set *set, const struct px_hello *h,
+    bool accept)
+{
+	unsigned i;
+	size_t k;
+
+	if (!accept) {
+		for (i = 0; i < h->alpn_count && i < PX_HELLO_ALPN_MAX; i++)
+			for (k = 0; k < set->n; k++)
+				if (strcmp(h->alpn[i], set->names[k]) == 0)
+					return true;
+		return false;
+	}
+	if (h->alpn_count == 0 || h->alpn_count > PX_HELLO_ALPN_MAX)
+		return false;
+	for (i = 0; i < h->alpn_count; i++) {
+		for (k = 0; k < set->n; k++)
+			if (h->alpn[i][0] != '\0' &&
+			    strcmp(h->alpn[i], set->names[k]) == 0)
+				break;
+		if (k == set->n)
+			return false;
+	}
+	return true;
+}
+
+bool
+px_tls_passthrough_allows(const struct px_tls_ctx *t, const struct px_hello *h,
+    long *line)
+{
+	const struct px_rules *l = &t->sni_rules;
+	size_t i, j;
+
+	*line = 0;
+	if (!h->has_sni)
+		return t->no_sni_accept;
+	for (i = 0; i < l->n; i++) {
+		const struct px_rule *r = &l->r[i];
+		bool hit = false;
+
+		for (j = 0; j < r->npats && !hit; j++)
+			hit = fnmatch(r->pats[j], h->sni, l->fnm_flags) == 0;
+		if (!hit || (r->arg != 0 &&
+		    !px_tls_alpn_match(&t->alpn_sets[r->arg - 1], h,
+		    r->action == PX_ACT_ACCEPT)))
+			continue;
+		*line = r->line;
+		return r->action == PX_ACT_ACCEPT;
+	}
+	return px_rules_default_action(l) == PX_ACT_ACCEPT;
+}
+
+bool
+px_tls_is_passthrough(const struct px_tls_ctx *t)
+{
+	return t->passthrough;
+}
+
 struct px_tls_ctx *
 px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
     const char *alpn)
@@ -699,13 +852,32 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	if (px_attr_choice(e, n, "side", sides, &side) == -1 ||
 	    px_attr_choice(e, n, "mode", modes, &mode) == -1)
 		return NULL;
-	if (!(side == 0 && mode == 0) && !(side == 1 && mode == 1)) {
+	if (!(side == 0 && (mode == 0 || mode == 3)) &&
+	    !(side == 1 && mode == 1)) {
 		px_cfg_error(e, n, "<tls side=\"%s\" mode=\"%s\">: this proxyd "
 		    "terminates TLS from clients (side=\"client\" "
-		    "mode=\"terminate\") and originates it to servers "
+		    "mode=\"terminate\"), polices it unopened (side=\"client\" "
+		    "mode=\"passthrough\") and originates it to servers "
 		    "(side=\"server\" mode=\"originate\")",
 		    side >= 0 ? sides[side] : "?", mode >= 0 ? modes[mode] : "?");
 		return NULL;
+	}
+	if (mode == 3) {
+		if ((t = calloc(1, sizeof(*t))) == NULL) {
+			px_cfg_error(e, n, "out of memory");
+			return NULL;
+		}
+		t->side = PX_TLS_CLIENT;
+		t->id = atomic_fetch_add_explicit(&px_tls_ctx_ids, 1,
+		    memory_order_relaxed) + 1;
+		t->handshake_timeout_ms = 10000;
+		if (px_tls_load_passthrough(e, n, t) == -1 ||
+		    px_attr_duration(e, n, "handshake-timeout", false, 1,
+		    3600 * 1000, &t->handshake_timeout_ms) == -1) {
+			px_tls_free(t);
+			return NULL;
+		}
+		return t;
 	}
 	if ((t = calloc(1, sizeof(*t))) == NULL ||
 	    (t->ctx = SSL_CTX_new(side == 0 ? TLS_server_method() :
@@ -750,6 +922,14 @@ px_tls_free(struct px_tls_ctx *t)
 		free(t->named[i].names);
 	}
 	free(t->named);
+	for (i = 0; i < t->nalpn_sets; i++) {
+		for (k = 0; k < t->alpn_sets[i].n; k++)
+			free(t->alpn_sets[i].names[k]);
+		free(t->alpn_sets[i].names);
+	}
+	free(t->alpn_sets);
+	if (t->passthrough)
+		px_rules_free(&t->sni_rules);
 	SSL_CTX_free(t->ctx);
 	free(t->sni);
 	free(t);

@@ -14,6 +14,7 @@
 struct _xmlNode;
 struct px_cfgerr;
 struct px_conn;
+struct px_hello;
 
 /* One <tls> element, compiled. */
 struct px_tls_ctx;
@@ -46,6 +47,8 @@ struct px_tls_counters {
 	/* Server certificates that did not verify, let through by
 	 * verify="optional". */
 	atomic_uint_fast64_t	unverified;
+	/* mode="passthrough" ClientHellos, [0] denied, [1] accepted. */
+	atomic_uint_fast64_t	passthrough[2];
 };
 
 /* A worker's sessions towards servers, for resumption (mode="originate").
@@ -82,6 +85,12 @@ enum px_tls_side px_tls_side(const struct px_tls_ctx *t);
  * send none (check the server's address instead). */
 const char *px_tls_server_name(const struct px_tls_ctx *t,
 	    const char *client_sni);
+/* mode="passthrough": TLS from the client is read, not opened. */
+bool	px_tls_is_passthrough(const struct px_tls_ctx *t);
+/* Whether its <sni> rules let the ClientHello h through; *line: the rule
+ * that decided (0: the default, or no-sni=). */
+bool	px_tls_passthrough_allows(const struct px_tls_ctx *t,
+	    const struct px_hello *h, long *line);
 /* handshake-timeout=: how long a client may take over its handshake. */
 uint64_t px_tls_handshake_timeout(const struct px_tls_ctx *t);
 /* Identifies t among all contexts ever loaded (pool and cache keys). */

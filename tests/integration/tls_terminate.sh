@@ -196,7 +196,7 @@ check_bad "a named certificate whose key does not match" \
     "b\.xml:4: key=\".*site_b\.key\" does not match cert="
 check_bad "a mode not built yet" \
     "<tls side=\"client\" mode=\"keybridge\"/>" \
-    "b\.xml:4: <tls side=\"client\" mode=\"keybridge\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\"\\) and originates it to servers"
+    "b\.xml:4: <tls side=\"client\" mode=\"keybridge\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\"\\), polices it unopened .* and originates it to servers"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
