@@ -690,6 +690,21 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			px_tls_free(t);
 	}
 
+	if (svc->tls_client != NULL && px_tls_is_keybridge(svc->tls_client)) {
+		/* It verifies the server and copies its certificate: it needs
+		 * to know how to talk TLS to it, and where it is up front. */
+		if (svc->tls_server == NULL)
+			px_cfg_error(e, root, "service \"%s\": <tls mode="
+			    "\"keybridge\"> needs a <tls side=\"server\" "
+			    "mode=\"originate\"> (how to verify the server)",
+			    svc->name ? svc->name : "");
+		if (svc->mode == PX_MODE_FORWARD)
+			px_cfg_error(e, root, "service \"%s\": <tls mode="
+			    "\"keybridge\"> needs the server before the first "
+			    "request: not with mode=\"forward\"",
+			    svc->name ? svc->name : "");
+	}
+
 	/* The analyser's own section is named after it; a section of another
 	 * analyser is a mistake the user wants to hear about. */
 	for (n = root->children; n != NULL; n = n->next) {

@@ -55,6 +55,12 @@ struct px_conn_transform {
 	 * own. 0 done, -1 with errno (EAGAIN with *want). May be NULL:
 	 * nothing to open. */
 	int		(*handshake)(struct px_conn *c, enum px_conn_want *want);
+	/* The socket turned readable while the connection sat idle (in the
+	 * keep-alive pool): consume what the transform may take on its own
+	 * (TLS 1.3 session tickets, a key update). 0: still clean and alive;
+	 * -1: closed, or application bytes nobody asked for. May be NULL:
+	 * any byte means it is gone. */
+	int		(*idle_input)(void *state);
 	/* Frees a state (the socket stays open). It takes the state alone so
 	 * that a state parked without its conn (the keep-alive pool) can be
 	 * freed too. May be NULL. */

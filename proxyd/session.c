@@ -27,6 +27,7 @@ static void	px_session_release_io(struct px_session *s);
 static int	px_session_check_dst(struct px_session *s);
 static int	px_session_ask_conntrack(struct px_session *s);
 static void	px_session_proceed(struct px_session *s);
+static void	px_session_server_up(struct px_session *s);
 
 
 uint64_t
@@ -266,6 +267,11 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		    "unknown (no answer from conntrack)");
 		return;
 	}
+	if (s->kb_server_hs) {
+		px_session_end(s, PX_END_SERVER_FAIL, "server-error: tls: "
+		    "handshake timed out");
+		return;
+	}
 	if (s->tls_handshaking) {
 		px_session_end(s, PX_END_CLIENT_FAIL, "client-error: tls: "
 		    "handshake timed out");
@@ -412,6 +418,13 @@ px_session_prepare(void *arg, int side, struct px_conn *c)
 		s->hello_rest = NULL;
 		if (px_conn_send(c) == -1)
 			return -1;
+	}
+	if (s->dconn_open[1]) {
+		/* Keybridge: handshaken before the relay. */
+		px_conn_move_transform(c, &s->dconn[1]);
+		px_conn_close(&s->dconn[1]);
+		s->dconn_open[1] = false;
+		return 0;
 	}
 	if (s->svc->tls_server == NULL)
 		return 0;
@@ -574,7 +587,7 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 		    strerror(err));
 		return;
 	}
-	px_session_connected(s);
+	px_session_server_up(s);
 }
 
 /* Whether addr is one of this host's own addresses: only those can be
@@ -776,6 +789,22 @@ px_session_handshake_step(struct px_session *s)
 	const char *sni;
 
 	if (px_conn_handshake(c) == -1) {
+		if (errno == EAGAIN && !s->kb_started &&
+		    px_tls_keybridge_waiting(c, &sni)) {
+			/* Keybridge: the server first, to see its
+			 * certificate; the client waits at its hello. */
+			s->kb_started = true;
+			px_conn_read_enable(c, false);
+			snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+			s->tls_handshaking = false;
+			if (s->timer_on) {
+				evtimer_del(&s->timer);
+				s->timer_on = false;
+			}
+			s->admitted = true;
+			px_session_connect_server(s);
+			return;
+		}
 		if (errno != EAGAIN)
 			px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
 			    px_conn_strerror(c, errno));
@@ -787,10 +816,85 @@ px_session_handshake_step(struct px_session *s)
 		evtimer_del(&s->timer);
 		s->timer_on = false;
 	}
+	if (s->kb_started) {
+		px_session_connected(s);	/* both sides are up */
+		return;
+	}
 	if ((sni = px_tls_client_sni(c)) != NULL)
 		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
 	s->admitted = true;
 	px_session_connect_server(s);
+}
+
+/* Keybridge: the server's handshake is done; the client gets a leaf for
+ * what the server showed and its handshake goes on. */
+static void
+px_session_kb_server_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[1];
+	char how[200];
+	const char *why;
+
+	if (px_conn_handshake(c) == -1) {
+		if (errno != EAGAIN)
+			px_session_endf(s, PX_END_SERVER_FAIL, "server-error: %s",
+			    px_conn_strerror(c, errno));
+		return;
+	}
+	px_conn_read_enable(c, false);
+	s->kb_server_hs = false;
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	if (px_tls_keybridge_present(&s->dconn[0], c, how, sizeof(how),
+	    &why) == -1) {
+		px_session_endf(s, PX_END_PROXY, "error: keybridge: %s", why);
+		return;
+	}
+	s->kb_untrusted = !px_tls_verified(c);
+	px_log(LOG_INFO, s->id, "tls-keybridge name=%s %s",
+	    s->client_sni[0] != '\0' ? s->client_sni : "-", how);
+	s->tls_handshaking = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_conn_read_enable(&s->dconn[0], true);
+	px_session_handshake_step(s);
+}
+
+static void
+px_session_kb_server_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_kb_server_step(arg);
+}
+
+/* The server's socket is connected. */
+static void
+px_session_server_up(struct px_session *s)
+{
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls,
+	    .addr = (const struct sockaddr *)&s->server, .verify_later = true };
+
+	if (!s->kb_started) {
+		px_session_connected(s);
+		return;
+	}
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	peer.name = px_tls_server_name(s->svc->tls_server,
+	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
+	if (px_conn_open(&s->dconn[1], s->w->base, s->sfd,
+	    px_session_kb_server_cb, px_session_kb_server_cb, s) == -1 ||
+	    (s->dconn_open[1] = true,
+	    px_tls_attach(&s->dconn[1], s->svc->tls_server, &peer) == -1)) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	s->kb_server_hs = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_session_kb_server_step(s);
 }
 
 static void
@@ -926,7 +1030,8 @@ px_session_proceed(struct px_session *s)
 {
 	const struct px_service *svc = s->svc;
 
-	if (svc->analyser->driver != NULL) {
+	if (svc->analyser->driver != NULL &&
+	    (svc->tls_client == NULL || !px_tls_is_keybridge(svc->tls_client))) {
 		s->admitted = true;
 		px_session_connected(s);
 		return;
@@ -969,7 +1074,7 @@ px_session_connect_server(struct px_session *s)
 	}
 	s->sfd = sfd;
 	if (!in_progress) {
-		px_session_connected(s);
+		px_session_server_up(s);
 		return;
 	}
 	event_assign(&s->conn_ev, w->base, sfd, EV_WRITE, px_session_connect_cb, s);

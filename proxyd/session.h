@@ -63,6 +63,10 @@ struct px_session {
 	/* Relayed analysers: the client's TLS handshake runs on dconn[0]
 	 * before the server is connected; its conn then moves to the relay. */
 	bool			 tls_handshaking;
+	/* Keybridge: the client waits at its hello (kb_started) while the
+	 * server's handshake runs on dconn[1] (kb_server_hs). */
+	bool			 kb_started, kb_server_hs;
+	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
 	char			 client_sni[256];	/* what it asked for; "" */
 	/* Passthrough: what of the ClientHello the server's socket did not
 	 * take at once; the buffered relay sends it first. */

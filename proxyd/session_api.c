@@ -115,7 +115,8 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	struct px_pool_key key;
 	bool in_progress;
 
-	px_pool_key_init(&key, svc, dst, src, px_session_tls_name(s));
+	px_pool_key_init(&key, svc, dst, src, px_session_tls_name(s),
+	    s->kb_untrusted);
 	if (pooled_ok && px_pool_take(&s->w->pool, &key, out) == 0) {
 		*reused = true;
 		PX_COUNT_ADD(s->w, upstream_reused, 1);
@@ -170,15 +171,39 @@ px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 		s->svc->analyser->driver->on_timer(s, s->an_state);
 }
 
+/* The keybridge's server connection, parked for a driver analyser's
+ * first request: room for it, and long enough to be taken. */
+#define PX_KEYBRIDGE_POOL_MAX		64
+#define PX_KEYBRIDGE_POOL_IDLE_MS	10000
+
 /* Before on_open: the client's conn and the analyser's timer. */
 int
 px_drv_open(struct px_session *s)
 {
+	struct px_conn kept = { .tf = NULL };
+	bool handshaken = s->dconn_open[0];
+
+	/* Keybridge did both handshakes first: the client's TLS carries
+	 * over, and the server's connection waits in the pool for the
+	 * analyser's first request. */
+	if (handshaken) {
+		px_conn_move_transform(&kept, &s->dconn[0]);
+		px_conn_close(&s->dconn[0]);
+		s->dconn_open[0] = false;
+	}
+	if (s->dconn_open[1]) {
+		s->dconn[1].on_readable = px_drv_readable;
+		s->dconn[1].on_writable = px_drv_writable;
+		px_session_upstream_close(s, (struct sockaddr *)&s->server,
+		    true, PX_KEYBRIDGE_POOL_MAX, PX_KEYBRIDGE_POOL_IDLE_MS);
+	}
 	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		return -1;
 	s->dconn_open[0] = true;
-	if (s->svc->tls_client != NULL &&
+	if (handshaken)
+		px_conn_move_transform(&s->dconn[0], &kept);
+	else if (s->svc->tls_client != NULL &&
 	    px_tls_attach(&s->dconn[0], s->svc->tls_client,
 	    &(struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls }) == -1)
 		return -1;
@@ -211,8 +236,10 @@ struct px_conn *
 px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage)
 {
+	/* Under keybridge the client saw the server's chain fail (a leaf of
+	 * the untrusted CA) and went on: its next connections may too. */
 	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls,
-	    .addr = dst };
+	    .addr = dst, .verify_later = s->kb_untrusted };
 	struct px_pooled pc;
 	int err;
 
@@ -288,7 +315,7 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 	pc.tf_state = kept.tf_state;
 	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
 	    (const struct sockaddr *)&s->client : NULL,
-	    px_session_tls_name(s));
+	    px_session_tls_name(s), s->kb_untrusted);
 	px_pool_put(&s->w->pool, &key, &pc, max, idle_ms);
 }
 

@@ -49,6 +49,19 @@ struct px_tls_counters {
 	atomic_uint_fast64_t	unverified;
 	/* mode="passthrough" ClientHellos, [0] denied, [1] accepted. */
 	atomic_uint_fast64_t	passthrough[2];
+	/* mode="keybridge" leaves, [0] minted, [1] from the worker's cache. */
+	atomic_uint_fast64_t	keybridge[2];
+	/* ... and by CA, [0] the trusted one, [1] the untrusted one. */
+	atomic_uint_fast64_t	keybridge_ca[2];
+};
+
+/* A keybridge leaf, kept per worker (see px_tls_keybridge_present). */
+struct px_tls_leaf {
+	uint64_t		 ctx_id;
+	unsigned char		 server_sha256[32];
+	bool			 untrusted;
+	void			*x509;		/* X509 */
+	uint64_t		 used;
 };
 
 /* A worker's sessions towards servers, for resumption (mode="originate").
@@ -63,6 +76,8 @@ struct px_tls_cache_entry {
 };
 struct px_tls_worker {
 	struct px_tls_counters		*n;
+	struct px_tls_leaf		*leaves;	/* keybridge, LRU */
+	size_t				 nleaves;
 	struct px_tls_cache_entry	 cache[PX_TLS_CACHE_SIZE];
 	uint64_t			 clock;
 };
@@ -85,6 +100,19 @@ enum px_tls_side px_tls_side(const struct px_tls_ctx *t);
  * send none (check the server's address instead). */
 const char *px_tls_server_name(const struct px_tls_ctx *t,
 	    const char *client_sni);
+/* mode="keybridge": the client's handshake waits for the server's. */
+bool	px_tls_is_keybridge(const struct px_tls_ctx *t);
+/* A keybridge client conn whose handshake stopped at the ClientHello,
+ * waiting for px_tls_keybridge_present(); *name: its SNI ("" none). */
+bool	px_tls_keybridge_waiting(const struct px_conn *c, const char **name);
+/* The server conn (side server, handshaken) showed its certificate: give
+ * the client conn a leaf for the same subject and names, signed by the
+ * trusted CA when the server's chain verified and by the untrusted one
+ * when not, from the worker's cache or minted. Its handshake can then go
+ * on. 0, or -1 (*why says). *how: a text for the log line. */
+int	px_tls_keybridge_present(struct px_conn *client,
+	    const struct px_conn *server, char *how, size_t howsize,
+	    const char **why);
 /* mode="passthrough": TLS from the client is read, not opened. */
 bool	px_tls_is_passthrough(const struct px_tls_ctx *t);
 /* Whether its <sni> rules let the ClientHello h through; *line: the rule
@@ -105,6 +133,9 @@ struct px_tls_peer {
 	 * addr; addr also keys the resumption cache. */
 	const char		*name;
 	const struct sockaddr	*addr;
+	/* Server side under keybridge: a chain that does not verify does
+	 * not fail the handshake; px_tls_keybridge_present() reads it. */
+	bool			 verify_later;
 };
 
 /* Puts a TLS session on c's socket into c's transform slot, in t's role
@@ -115,6 +146,8 @@ int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	    const struct px_tls_peer *p);
 
 enum px_tls_failure px_tls_failure(const struct px_conn *c);
+/* Its peer's chain verified (a TLS conn that checked it). */
+bool	px_tls_verified(const struct px_conn *c);
 const char *px_tls_failure_name(enum px_tls_failure f);
 /* The name the client asked for (SNI), on a client-side conn; NULL. */
 const char *px_tls_client_sni(const struct px_conn *c);

@@ -14,6 +14,7 @@
 #include <event2/event_struct.h>
 
 #include "config.h"
+#include "bucket.h"
 #include "conn.h"
 #include "listener.h"
 #include "tls.h"
@@ -93,6 +94,7 @@ struct px_pool_conn {
 	struct px_pool		*pool;
 	struct px_pool_key	 key;
 	struct px_pooled	 c;
+	uint64_t		 deadline_ms;	/* px_clock_ms() */
 	struct event		 ev;	/* EV_READ + idle timeout */
 	TAILQ_ENTRY(px_pool_conn) link;
 };
@@ -129,7 +131,7 @@ px_pooled_close(const struct px_pooled *c)
 void
 px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
     const struct sockaddr *dst, const struct sockaddr *source,
-    const char *tls_name)
+    const char *tls_name, bool tls_unverified)
 {
 	memset(k, 0, sizeof(*k));
 	memcpy(&k->dst, dst, px_sockaddr_len(dst));
@@ -145,6 +147,7 @@ px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 		if (tls_name != NULL)
 			snprintf(k->tls_name, sizeof(k->tls_name), "%s",
 			    tls_name);
+		k->tls_unverified = tls_unverified;
 	}
 }
 
@@ -160,6 +163,22 @@ px_pool_drop(struct px_pool_conn *c)
 	free(c);
 }
 
+/* Readable while idle: what the transform takes on its own (TLS 1.3
+ * tickets) leaves it alive; anything else means it is gone. */
+static bool
+px_pool_idle_alive(const struct px_pooled *c)
+{
+	char b;
+	ssize_t n;
+
+	if (c->tf == NULL || c->tf->idle_input == NULL ||
+	    c->tf->idle_input(c->tf_state) == -1)
+		return false;
+	/* Nothing left behind it: no FIN, no more bytes. */
+	n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 /* Readable while idle: the server closed it (or sent something it should
  * not have); timed out: idle too long. Either way it is gone. */
 static void
@@ -167,7 +186,17 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_pool_conn *c = arg;
 
+	uint64_t now = px_clock_ms(), left;
+	struct timeval tv;
+
 	(void)fd;
+	if ((what & EV_READ) && px_pool_idle_alive(&c->c) &&
+	    (left = c->deadline_ms > now ? c->deadline_ms - now : 0) > 0) {
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+		event_add(&c->ev, &tv);
+		return;
+	}
 	if (what & EV_READ)
 		px_pool_count_stale(c->pool);
 	px_pool_drop(c);
@@ -193,7 +222,8 @@ px_pool_take(struct px_pool *p, const struct px_pool_key *k,
 		 * a close_notify: any byte is one too many while idle). */
 		n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN &&
-		    errno != EWOULDBLOCK) || n > 0) {
+		    errno != EWOULDBLOCK) || (n > 0 &&
+		    !px_pool_idle_alive(&c->c))) {
 			px_pool_count_stale(p);
 			px_pool_drop(c);
 			continue;
@@ -236,6 +266,7 @@ px_pool_put(struct px_pool *p, const struct px_pool_key *k,
 	c->pool = p;
 	c->key = *k;
 	c->c = *pc;
+	c->deadline_ms = px_clock_ms() + idle_ms;
 	event_assign(&c->ev, p->base, pc->fd, EV_READ, px_pool_conn_cb, c);
 	event_add(&c->ev, &tv);
 	TAILQ_INSERT_TAIL(&p->conns, c, link);

@@ -22,6 +22,7 @@ struct px_pool_key {
 	 * name it was verified for; zero if plain. */
 	uint64_t		tls_ctx;
 	char			tls_name[256];
+	bool			tls_unverified;	/* keybridge: the client was told */
 };
 
 /* A parked connection: its socket and, for TLS, its transform's state
@@ -56,10 +57,11 @@ struct px_pool {
 
 void	px_pool_init(struct px_pool *p, struct event_base *base,
 	    atomic_uint_fast64_t *stale);
-/* tls_name: the name a TLS connection was verified for (NULL: none). */
+/* tls_name: the name a TLS connection was verified for (NULL: none);
+ * tls_unverified: its chain did not verify (keybridge let it through). */
 void	px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 	    const struct sockaddr *dst, const struct sockaddr *source,
-	    const char *tls_name);
+	    const char *tls_name, bool tls_unverified);
 /* An idle connection for k that still looks alive into *out: 0, or -1
  * (none). */
 int	px_pool_take(struct px_pool *p, const struct px_pool_key *k,

@@ -194,9 +194,9 @@ check_bad "a certificate name that is no host name" \
 check_bad "a named certificate whose key does not match" \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"><certificate name=\"www.a.test\" cert=\"$P/site_a.pem\" key=\"$P/site_b.key\"/></tls>" \
     "b\.xml:4: key=\".*site_b\.key\" does not match cert="
-check_bad "a mode not built yet" \
-    "<tls side=\"client\" mode=\"keybridge\"/>" \
-    "b\.xml:4: <tls side=\"client\" mode=\"keybridge\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\"\\), polices it unopened .* and originates it to servers"
+check_bad "a mode on the wrong side" \
+    "<tls side=\"server\" mode=\"passthrough\"/>" \
+    "b\.xml:4: <tls side=\"server\" mode=\"passthrough\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\" or \"keybridge\"\\), polices it unopened .* and originates it to servers"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
