@@ -139,6 +139,21 @@ assert_eq "$code" "200" "status through terminate + originate"
 assert_eq "$(sha256_of "$T/b.bin")" "$SHA" "sha256 through terminate + originate"
 wait_nginx_line "$NGX_TLS" '/f1m.bin\?both' "200 sni=origin.test " "the forwarded SNI"
 
+# A big body through both TLS legs: every byte decrypted, checked by the
+# analyser and encrypted again, in bounded memory.
+BIG=$((1024 * 1024 * 1024))
+http_sanitized && BIG=$((64 * 1024 * 1024))
+info "a $((BIG / 1048576)) MB response through terminate + originate, sha256 intact, memory bounded"
+make_file big.bin "$BIG"
+BIGSHA=$(sha256_of "$T/www/big.bin")
+got=$(curl -sS --max-time 300 --cacert "$P/ca.pem" --resolve "origin.test:$P_H_BOTH:127.0.0.1" \
+    "https://origin.test:$P_H_BOTH/big.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$BIGSHA" "sha256 of the big body through terminate + originate"
+rm -f "$T/www/big.bin"
+hwm=$(vm_kb "$PROXYD_PID" VmHWM)
+info "  proxyd peak RSS ${hwm} kB"
+http_sanitized || assert_lt "$hwm" 65536 "proxyd peak RSS (kB) after the big TLS body"
+
 info "plug: terminate + originate, 1 MB twice; the second server handshake resumed"
 for i in 1 2; do
     got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --resolve "origin.test:$P_PLUG:127.0.0.1" \
