@@ -1645,7 +1645,20 @@ px_tls_leaf_slot(struct px_tls_worker *tw, const struct px_tls_ctx *t)
 			if (oldest == NULL || tw->leaves[i].used < oldest->used)
 				oldest = &tw->leaves[i];
 		}
-	if (mine >= t->kb_cache && oldest != NULL) {
+	/* Within its share, a new slot; but past twice that in all, the
+	 * worker's least recently used leaf goes, whoever's it is: those of
+	 * a context a reload replaced are never used again, so they go
+	 * first. */
+	if (mine < t->kb_cache) {
+		oldest = NULL;
+		if (tw->nleaves >= 2 * t->kb_cache) {
+			for (i = 0; i < tw->nleaves; i++)
+				if (oldest == NULL ||
+				    tw->leaves[i].used < oldest->used)
+					oldest = &tw->leaves[i];
+		}
+	}
+	if (oldest != NULL) {
 		X509_free(oldest->x509);
 		oldest->x509 = NULL;
 		return oldest;
