@@ -124,6 +124,18 @@ _cleanup() {
             wait_exit "$pid" 2
         fi
     done
+    # A sanitizer build reports leaks and errors when proxyd exits: a test
+    # that passed fails on them (the report is printed).
+    if ((rc == 0)) && [[ -n $T ]]; then
+        for f in "$T"/proxyd*.log; do
+            [[ -f $f ]] || continue
+            if grep -Eq "ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:" "$f"; then
+                echo "FAIL [$TEST_NAME]: sanitizer report in $f:" >&2
+                grep -E -A30 "ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:" "$f" | head -n 60 >&2
+                rc=1
+            fi
+        done
+    fi
     for i in "${_PORT_LOCKS[@]}"; do
         rmdir "$_PORT_LOCK_DIR/$i" 2>/dev/null
     done
