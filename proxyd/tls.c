@@ -14,21 +14,41 @@
 #include <openssl/err.h>
 #include <openssl/bn.h>
 #include <openssl/ec.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509err.h>
 
 #include "config.h"
+#include "bucket.h"
 #include "conn.h"
 #include "log.h"
 #include "parse.h"
 #include "rules.h"
 #include "tls_hello.h"
 
+/* Session ticket keys, rotated by proxyd: a ticket is issued with the
+ * current key and accepted with it or the one before, so a ticket lives
+ * one to two periods. Four slots: the workers read two of them while the
+ * one that rotates writes a third. */
+#define PX_TLS_TICKET_SLOTS	4
+struct px_tls_ticket_keys {
+	unsigned char	 name[PX_TLS_TICKET_SLOTS][16];
+	unsigned char	 aes[PX_TLS_TICKET_SLOTS][32];
+	unsigned char	 hmac[PX_TLS_TICKET_SLOTS][32];
+	atomic_uint	 cur;		/* a counter; slot cur % SLOTS */
+	atomic_uint_fast64_t next_ms;	/* when cur moves on */
+	atomic_bool	 rotating;	/* one worker at a time */
+	uint64_t	 period_ms;
+};
+
 struct px_tls_ctx {
 	SSL_CTX		*ctx;
+	struct px_tls_ticket_keys *tickets;	/* terminate; NULL */
 	uint64_t	 id;
 	enum px_tls_side side;
 	uint64_t	 handshake_timeout_ms;
@@ -549,6 +569,79 @@ px_tls_verify_optional(int ok, X509_STORE_CTX *x)
 	return 1;
 }
 
+static int px_tls_ctx_index = -1;	/* SSL_CTX ex_data: its px_tls_ctx */
+
+static int
+px_tls_ticket_fill(struct px_tls_ticket_keys *k, unsigned slot)
+{
+	return RAND_bytes(k->name[slot], sizeof(k->name[slot])) == 1 &&
+	    RAND_priv_bytes(k->aes[slot], sizeof(k->aes[slot])) == 1 &&
+	    RAND_priv_bytes(k->hmac[slot], sizeof(k->hmac[slot])) == 1 ?
+	    0 : -1;
+}
+
+/* Moves to a fresh key once the period is over; whoever sees it first
+ * does it, the others go on with the current one. */
+static void
+px_tls_ticket_rotate(struct px_tls_ticket_keys *k)
+{
+	uint64_t now = px_clock_ms();
+	unsigned cur;
+	bool no = false;
+
+	if (now < atomic_load(&k->next_ms) ||
+	    !atomic_compare_exchange_strong(&k->rotating, &no, true))
+		return;
+	cur = atomic_load(&k->cur);
+	if (now >= atomic_load(&k->next_ms) &&
+	    px_tls_ticket_fill(k, (cur + 1) % PX_TLS_TICKET_SLOTS) == 0) {
+		atomic_store(&k->cur, cur + 1);
+		atomic_store(&k->next_ms, now + k->period_ms);
+	}
+	atomic_store(&k->rotating, false);
+}
+
+static int
+px_tls_ticket_cb(SSL *ssl, unsigned char key_name[16],
+    unsigned char iv[EVP_MAX_IV_LENGTH], EVP_CIPHER_CTX *cctx,
+    EVP_MAC_CTX *hctx, int enc)
+{
+	const struct px_tls_ctx *t = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl),
+	    px_tls_ctx_index);
+	struct px_tls_ticket_keys *k = t != NULL ? t->tickets : NULL;
+	OSSL_PARAM params[3];
+	unsigned cur, slot;
+	int rc = 1;
+
+	if (k == NULL)
+		return enc ? -1 : 0;
+	px_tls_ticket_rotate(k);
+	cur = atomic_load(&k->cur);
+	slot = cur % PX_TLS_TICKET_SLOTS;
+	if (enc) {
+		memcpy(key_name, k->name[slot], 16);
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
+			return -1;
+	} else if (memcmp(key_name, k->name[slot], 16) != 0) {
+		/* The key before: accepted, and a new ticket issued. */
+		slot = (cur + PX_TLS_TICKET_SLOTS - 1) % PX_TLS_TICKET_SLOTS;
+		if (cur == 0 || memcmp(key_name, k->name[slot], 16) != 0)
+			return 0;	/* too old, or not ours: full handshake */
+		rc = 2;
+	}
+	params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY,
+	    k->hmac[slot], sizeof(k->hmac[slot]));
+	params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+	    (char *)"SHA256", 0);
+	params[2] = OSSL_PARAM_construct_end();
+	if ((enc ? EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL,
+	    k->aes[slot], iv) : EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(),
+	    NULL, k->aes[slot], iv)) != 1 ||
+	    EVP_MAC_CTX_set_params(hctx, params) != 1)
+		return -1;
+	return rc;
+}
+
 /* A terminating context: the certificate of `cn` (the <tls> itself or one
  * of its <certificate>s), the rest from the <tls> (n). */
 static int
@@ -578,10 +671,15 @@ px_tls_terminate_ctx(struct px_cfgerr *e, const xmlNode *n, const xmlNode *cn,
 		    SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
 		    t->client_verify == 1 ? px_tls_verify_optional : NULL);
 	}
-	/* Resumption by tickets only: their key is made with the context
-	 * (so a reload rotates it) and they need no cache shared, and
-	 * locked, between workers. */
+	/* Resumption by tickets only: no cache shared, and locked, between
+	 * workers. Their keys are proxyd's, rotated every ticket-rotate=
+	 * (and made afresh by a reload). */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (SSL_CTX_set_ex_data(ctx, px_tls_ctx_index, t) != 1 ||
+	    SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, px_tls_ticket_cb) != 1) {
+		px_cfg_error(e, n, "out of memory");
+		goto out;
+	}
 	if (t->alpn_len != 0)
 		SSL_CTX_set_alpn_select_cb(ctx, px_tls_alpn_cb, t);
 	rc = 0;
@@ -704,6 +802,17 @@ px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
 
 	if (px_attr_choice(e, n, "verify", verifies, &t->client_verify) == -1)
 		return -1;
+	if ((t->tickets = calloc(1, sizeof(*t->tickets))) == NULL ||
+	    px_tls_ticket_fill(t->tickets, 0) == -1) {
+		px_cfg_error(e, n, "cannot make session ticket keys");
+		return -1;
+	}
+	t->tickets->period_ms = 12 * 3600 * 1000;
+	if (px_attr_duration(e, n, "ticket-rotate", false, 1000,
+	    30ULL * 86400 * 1000, &t->tickets->period_ms) == -1)
+		return -1;
+	atomic_store(&t->tickets->next_ms, px_clock_ms() +
+	    t->tickets->period_ms);
 	if (t->client_verify != 0 &&
 	    xmlHasProp(n, (const xmlChar *)"ca") == NULL) {
 		px_cfg_error(e, n, "verify=\"%s\" needs ca= (the CAs that sign "
@@ -866,6 +975,9 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	if (px_tls_conn_index == -1)
 		px_tls_conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL,
 		    NULL);
+	if (px_tls_ctx_index == -1)
+		px_tls_ctx_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL,
+		    NULL);
 	if (px_attr_choice(e, n, "side", sides, &side) == -1 ||
 	    px_attr_choice(e, n, "mode", modes, &mode) == -1)
 		return NULL;
@@ -947,6 +1059,9 @@ px_tls_free(struct px_tls_ctx *t)
 		free(t->alpn_sets[i].names);
 	}
 	free(t->alpn_sets);
+	if (t->tickets != NULL)
+		OPENSSL_cleanse(t->tickets, sizeof(*t->tickets));
+	free(t->tickets);
 	if (t->passthrough)
 		px_rules_free(&t->sni_rules);
 	for (i = 0; i < 2; i++) {

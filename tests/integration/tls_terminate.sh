@@ -52,6 +52,9 @@ TLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.
 write_service tplug "$P_PLUG" "$NGINX_PORT" "$TLS"
 write_http_service thttp "$P_HTTP" "$NGINX_PORT" "$TLS"
 free_port P_SNI
+free_port P_TICKET
+write_service tticket "$P_TICKET" "$NGINX_PORT" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" ticket-rotate=\"1s\"/>"
 free_port P_MTLS
 free_port P_OPT
 write_service tsni "$P_SNI" "$NGINX_PORT" \
@@ -121,6 +124,26 @@ assert_eq "$(served -)" "CN=localhost" "no SNI gets the default"
 got=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --resolve "www.a.test:$P_SNI:127.0.0.1" \
     "https://www.a.test:$P_SNI/f1m.bin" | sha256sum | cut -d' ' -f1)
 assert_eq "$got" "$SHA" "sha256 through the www.a.test certificate (curl verified it)"
+
+info "session tickets: resumed, and refused once their key rotated out"
+# hs [-sess_out F | -sess_in F]: "Reused" or "New" for one request
+hs() {
+    printf 'GET /f1m.bin HTTP/1.0\r\n\r\n' | timeout 10 openssl s_client -connect "127.0.0.1:$P_TICKET" \
+        -servername localhost -CAfile "$P/ca.pem" -ign_eof "$@" 2>/dev/null | grep -Eo '^(Reused|New),' | tr -d ,
+}
+issued=$(date +%s%N)
+assert_eq "$(hs -sess_out "$T/sess.pem")" "New" "the first handshake"
+assert_eq "$(hs -sess_in "$T/sess.pem")" "Reused" "a handshake with its ticket"
+assert_metric ge proxyd_tls_handshakes_total 'side="client",resumed="yes"' 1
+# ticket-rotate=1s: the ticket outlives one rotation, not two.
+deadline=$((issued + 10000000000))
+while [[ $(hs -sess_in "$T/sess.pem") == Reused ]]; do
+    (($(date +%s%N) < deadline)) || fail "the ticket was still accepted 10 s after it was issued (ticket-rotate=1s)"
+    sleep 0.2
+done
+age=$((($(date +%s%N) - issued) / 1000000))
+info "  ticket refused after ${age} ms"
+((age >= 1000)) || fail "the ticket was refused after ${age} ms, before one rotation period (1 s)"
 
 info "client certificates: verify=required"
 code=$(curl -sS --max-time 20 --cacert "$P/ca.pem" --cert "$P/alice.pem" --key "$P/alice.key" \
