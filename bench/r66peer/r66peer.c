@@ -4,8 +4,11 @@
  * checking their digests, serves files from it. Client: one connection,
  * authentication, then one or more SEND/RECV transfers on it. Anything
  * malformed or unexpected ends the connection; the client then exits
- * non-zero and prints the ErrorPacket it got, if any. Wire format:
+ * non-zero and prints the ErrorPacket it got, if any. Optionally over
+ * TLS (OpenSSL; Waarp's TLS port is 6667): every read and write goes
+ * through peer_write/peer_read_full. Wire format:
  * plugins/r66/r66_wire.h and R66-WIRE.md. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -26,7 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "r66/r66_encode.h"
 #include "r66/r66_wire.h"
@@ -64,12 +70,19 @@ struct peer_conf {
 	const char	*info;
 	int		 timeout;
 	bool		 quiet;
+	bool		 tls;		/* client --tls; server: --tls-cert */
+	const char	*tls_ca;	/* client: verify the server against it;
+					 * server: require client certificates */
+	const char	*tls_name;	/* client: SNI and host check */
+	const char	*tls_cert, *tls_key;
+	SSL_CTX		*tls_ctx;	/* made once, before any connection */
 };
 
 /* One connection. */
 struct peer_conn {
 	const struct peer_conf *c;
 	int		 fd;
+	SSL		*ssl;		/* NULL: plain */
 	uint8_t		*buf;
 	size_t		 bufcap;
 	bool		 authed;
@@ -117,6 +130,16 @@ peer_usage(FILE *f)
 "  --info TEXT       client: transfer information (request end part)\n"
 "  --timeout SEC     socket read timeout (default 60)\n"
 "  --quiet           no per-transfer line on stdout\n"
+"TLS (off by default; plain R66 is unchanged without these):\n"
+"  --tls             client: speak TLS, verify the server's certificate\n"
+"  --tls-ca FILE     client: CAs for the server (default: the system's);\n"
+"                    server: require a client certificate signed by them\n"
+"  --tls-name NAME   client: SNI and name checked in the server's\n"
+"                    certificate (default: the host of --connect; an IP\n"
+"                    address is checked, not sent as SNI)\n"
+"  --tls-cert FILE   server: its certificate chain (PEM; turns TLS on);\n"
+"                    client: a client certificate to present\n"
+"  --tls-key FILE    the private key of --tls-cert (PEM)\n"
 "exit status: 0 ok, 1 usage, 2 protocol or transfer error (the ErrorPacket\n"
 "received, if any, is printed on stderr)\n");
 }
@@ -149,13 +172,208 @@ peer_hex(const uint8_t *d, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/* ---- TLS -------------------------------------------------------------- */
+
+/* The reason of the last TLS failure: the verify result when the peer's
+ * certificate was refused, else OpenSSL's first queued error. */
+static const char *
+peer_tls_reason(SSL *ssl, char *buf, size_t n)
+{
+	unsigned long e = ERR_peek_error();
+	long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
+	    v != X509_V_OK)
+		snprintf(buf, n, "certificate verify failed: %s",
+		    X509_verify_cert_error_string(v));
+	else if (e != 0)
+		ERR_error_string_n(e, buf, n);
+	else
+		snprintf(buf, n, "%s", errno != 0 ? strerror(errno) :
+		    "connection closed");
+	ERR_clear_error();
+	return buf;
+}
+
+/* Error of an SSL_* call that failed: 0 clean EOF (close_notify, or
+ * none: a close without one ends the stream like a FIN), -1 otherwise
+ * (errno set, reason printed). */
+static int
+peer_tls_fail(struct peer_conn *pc, int ret, const char *what)
+{
+	char why[256];
+	int e = SSL_get_error(pc->ssl, ret);
+
+	if (e == SSL_ERROR_ZERO_RETURN) {
+		errno = ECONNRESET;
+		return 0;
+	}
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		errno = ETIMEDOUT;	/* SO_RCVTIMEO/SO_SNDTIMEO */
+		peer_err("tls %s: timed out", what);
+		return -1;
+	}
+	peer_err("tls %s: %s", what, peer_tls_reason(pc->ssl, why,
+	    sizeof(why)));
+	errno = EPROTO;
+	return -1;
+}
+
+static SSL_CTX *
+peer_tls_ctx(const struct peer_conf *c)
+{
+	SSL_CTX *ctx;
+	char why[256];
+
+	ctx = SSL_CTX_new(c->server ? TLS_server_method() : TLS_client_method());
+	if (ctx == NULL)
+		goto fail;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	if (c->tls_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1))
+		goto fail;
+	if (c->server) {
+		if (c->tls_ca != NULL) {
+			STACK_OF(X509_NAME) *names;
+
+			if (SSL_CTX_load_verify_locations(ctx, c->tls_ca,
+			    NULL) != 1 ||
+			    (names = SSL_load_client_CA_file(c->tls_ca)) == NULL)
+				goto fail;
+			SSL_CTX_set_client_CA_list(ctx, names);
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
+			    SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+		}
+	} else {
+		if ((c->tls_ca != NULL ? SSL_CTX_load_verify_locations(ctx,
+		    c->tls_ca, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1)
+			goto fail;
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	}
+	return ctx;
+fail:
+	peer_err("tls setup: %s", peer_tls_reason(NULL, why, sizeof(why)));
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+/* The subject of the peer's certificate, or "none". */
+static const char *
+peer_tls_subject(SSL *ssl, char *buf, size_t n)
+{
+	X509 *x = SSL_get1_peer_certificate(ssl);
+
+	if (x == NULL)
+		snprintf(buf, n, "none");
+	else
+		X509_NAME_oneline(X509_get_subject_name(x), buf, (int)n);
+	X509_free(x);
+	return buf;
+}
+
+/* Client: the handshake on pc->fd, the server's certificate checked
+ * against the name (host name or IP address). 0 ok, -1 failed. */
+static int
+peer_tls_connect(struct peer_conn *pc)
+{
+	const struct peer_conf *c = pc->c;
+	char name[256], subj[256], *colon;
+	struct in6_addr a6;
+	bool ip;
+	int r;
+
+	if (c->tls_name != NULL)
+		snprintf(name, sizeof(name), "%s", c->tls_name);
+	else {
+		snprintf(name, sizeof(name), "%s", c->addr);
+		if ((colon = strrchr(name, ':')) != NULL)
+			*colon = '\0';
+		if (name[0] == '[') {
+			memmove(name, name + 1, strlen(name));
+			name[strlen(name) - 1] = '\0';
+		}
+	}
+	ip = inet_pton(AF_INET, name, &a6) == 1 ||
+	    inet_pton(AF_INET6, name, &a6) == 1;
+	if ((pc->ssl = SSL_new(c->tls_ctx)) == NULL ||
+	    SSL_set_fd(pc->ssl, pc->fd) != 1 ||
+	    (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(pc->ssl),
+	    name) != 1 : SSL_set1_host(pc->ssl, name) != 1 ||
+	    SSL_set_tlsext_host_name(pc->ssl, name) != 1)) {
+		peer_err("tls setup for %s failed", name);
+		return -1;
+	}
+	if ((r = SSL_connect(pc->ssl)) != 1) {
+		peer_tls_fail(pc, r, "handshake");
+		return -1;
+	}
+	if (!c->quiet)
+		printf("tls connected version=%s cipher=%s name=%s server-cert=%s\n",
+		    SSL_get_version(pc->ssl), SSL_get_cipher_name(pc->ssl),
+		    name, peer_tls_subject(pc->ssl, subj, sizeof(subj)));
+	return 0;
+}
+
+/* Server: the handshake on pc->fd. 0 ok, -1 failed. */
+static int
+peer_tls_accept(struct peer_conn *pc)
+{
+	const char *sni;
+	char subj[256];
+	int r;
+
+	if ((pc->ssl = SSL_new(pc->c->tls_ctx)) == NULL ||
+	    SSL_set_fd(pc->ssl, pc->fd) != 1) {
+		peer_err("tls setup failed");
+		return -1;
+	}
+	if ((r = SSL_accept(pc->ssl)) != 1) {
+		peer_tls_fail(pc, r, "handshake");
+		return -1;
+	}
+	sni = SSL_get_servername(pc->ssl, TLSEXT_NAMETYPE_host_name);
+	if (!pc->c->quiet)
+		printf("tls accepted version=%s cipher=%s sni=%s resumed=%s "
+		    "client-cert=%s\n", SSL_get_version(pc->ssl),
+		    SSL_get_cipher_name(pc->ssl), sni != NULL ? sni : "none",
+		    SSL_session_reused(pc->ssl) ? "yes" : "no",
+		    peer_tls_subject(pc->ssl, subj, sizeof(subj)));
+	return 0;
+}
+
+/* Sends close_notify (without waiting for the peer's) and frees it. */
+static void
+peer_tls_close(struct peer_conn *pc)
+{
+	if (pc->ssl == NULL)
+		return;
+	(void)SSL_shutdown(pc->ssl);
+	SSL_free(pc->ssl);
+	pc->ssl = NULL;
+	ERR_clear_error();
+}
+
 /* ---- I/O -------------------------------------------------------------- */
 
 static int
 peer_write(struct peer_conn *pc, const void *p, size_t n)
 {
 	const uint8_t *b = p;
+	size_t done;
+	int ok;
 
+	while (pc->ssl != NULL && n > 0) {
+		if ((ok = SSL_write_ex(pc->ssl, b, n, &done)) != 1) {
+			if (peer_tls_fail(pc, ok, "write") == 0)
+				peer_err("write: %s", strerror(errno));
+			return -1;
+		}
+		b += done;
+		n -= done;
+	}
 	while (n > 0) {
 		ssize_t w = send(pc->fd, b, n, MSG_NOSIGNAL);
 
@@ -174,6 +392,15 @@ peer_write(struct peer_conn *pc, const void *p, size_t n)
 static int
 peer_read_full(struct peer_conn *pc, uint8_t *p, size_t n)
 {
+	size_t done;
+	int ok;
+
+	while (pc->ssl != NULL && n > 0) {
+		if ((ok = SSL_read_ex(pc->ssl, p, n, &done)) != 1)
+			return peer_tls_fail(pc, ok, "read");
+		p += done;
+		n -= done;
+	}
 	while (n > 0) {
 		ssize_t r = recv(pc->fd, p, n, 0);
 
@@ -751,11 +978,14 @@ peer_client(const struct peer_conf *c)
 		return 2;
 	}
 	peer_timeout(pc.fd, c->timeout);
+	if (c->tls && peer_tls_connect(&pc) == -1)
+		rc = 2;
 	for (round = 0; round < c->count && rc == 0; round++)
 		for (k = 0; k < c->nxfers && rc == 0; k++)
 			if (peer_client_xfer(&pc, &c->xfers[k],
 			    c->count > 1 ? round + 1 : 0) == -1)
 				rc = 2;
+	peer_tls_close(&pc);
 	close(pc.fd);
 	free(pc.buf);
 	return rc;
@@ -892,6 +1122,8 @@ peer_server_conn(const struct peer_conf *c, int fd)
 	if ((pc.buf = malloc(pc.bufcap)) == NULL)
 		return;
 	peer_timeout(fd, c->timeout);
+	if (c->tls && peer_tls_accept(&pc) == -1)
+		goto out;
 	while (peer_recv(&pc, &f) == 1) {
 		if (f.code == R66_ERROR || f.code == R66_CONNERROR) {
 			/* a refusal for a channel we no longer track */
@@ -907,6 +1139,8 @@ peer_server_conn(const struct peer_conf *c, int fd)
 		if (peer_server_channel(&pc, &f) == -1)
 			break;
 	}
+out:
+	peer_tls_close(&pc);
 	close(fd);
 	free(pc.buf);
 }
@@ -997,6 +1231,11 @@ main(int argc, char **argv)
 		{ "info", required_argument, NULL, 'I' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "tls", no_argument, NULL, 'T' },
+		{ "tls-ca", required_argument, NULL, 'A' },
+		{ "tls-name", required_argument, NULL, 'N' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-key", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1046,6 +1285,11 @@ main(int argc, char **argv)
 		case 'I': c.info = optarg; break;
 		case 'a': c.auth_each = true; break;
 		case 'q': c.quiet = true; break;
+		case 'T': c.tls = true; break;
+		case 'A': c.tls_ca = optarg; break;
+		case 'N': c.tls_name = optarg; break;
+		case 'C': c.tls_cert = optarg; break;
+		case 'K': c.tls_key = optarg; break;
 		case 'g':
 			if (peer_md(optarg) == NULL)
 				goto usage;
@@ -1083,6 +1327,21 @@ main(int argc, char **argv)
 	if (optind != argc || c.addr == NULL || c.host_id == NULL ||
 	    c.npartners == 0)
 		goto usage;
+	/* TLS: a server needs its certificate (which turns TLS on); a
+	 * certificate needs its key; the name is the client's */
+	if (c.server && c.tls_cert != NULL)
+		c.tls = true;
+	if ((c.tls_cert == NULL) != (c.tls_key == NULL) ||
+	    (c.server && c.tls && c.tls_cert == NULL) ||
+	    (c.server && c.tls_name != NULL) ||
+	    (!c.tls && (c.tls_ca != NULL || c.tls_name != NULL ||
+	    c.tls_cert != NULL)))
+		goto usage;
+	if (c.tls) {
+		if ((c.tls_ctx = peer_tls_ctx(&c)) == NULL)
+			return 2;
+		signal(SIGPIPE, SIG_IGN);	/* OpenSSL writes with write(2) */
+	}
 	if (c.server) {
 		if (c.dir == NULL)
 			goto usage;
@@ -1090,7 +1349,9 @@ main(int argc, char **argv)
 	}
 	if (c.rule == NULL || c.nxfers == 0)
 		goto usage;
-	return peer_client(&c);
+	o = peer_client(&c);
+	SSL_CTX_free(c.tls_ctx);
+	return o;
 usage:
 	peer_usage(stderr);
 	return 1;

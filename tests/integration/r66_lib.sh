@@ -68,3 +68,47 @@ r66_finish() {
         assert_no_grep "$f" "AddressSanitizer|LeakSanitizer|runtime error:" "sanitizer report in $f"
     done
 }
+
+# start_r66_server_at NAME [EXTRA_ARGS...]: one more r66peer server like
+# start_r66_server (same ids and partners), files in $T/srv-NAME, output in
+# $T/r66server-NAME.log; sets R66_AT_PORT, R66_AT_DIR, R66_AT_PID
+R66_AT_PORT=""
+R66_AT_DIR=""
+R66_AT_PID=""
+start_r66_server_at() {
+    local name=$1
+    shift
+    free_port R66_AT_PORT
+    R66_AT_DIR="$T/srv-$name"
+    mkdir -p "$R66_AT_DIR"
+    "$R66PEER" server --listen "127.0.0.1:$R66_AT_PORT" --dir "$R66_AT_DIR" \
+        --id serverb:pwB --partner hosta:pwA --partner hostb:pwb \
+        --partner hostz:pwZ --block 1048576 "$@" >"$T/r66server-$name.log" 2>&1 &
+    R66_AT_PID=$!
+    track_pid "$R66_AT_PID"
+    wait_listen "$R66_AT_PORT" 5 "$R66_AT_PID" ||
+        fail "r66peer server $name did not start: $(cat "$T/r66server-$name.log")"
+}
+
+# r66_pki DIR: a test CA made now with the openssl command, DIR/ca.pem and
+# DIR/ca.key (EC P-256, valid 2 days)
+r66_pki() {
+    mkdir -p "$1"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$1/ca.key" -out "$1/ca.pem" -days 2 -subj "/CN=r66 test CA" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign" 2>"$1/err" || fail "CA: $(cat "$1/err")"
+}
+
+# r66_pki_leaf DIR NAME CN SAN EKU: DIR/NAME.pem and DIR/NAME.key, signed by
+# r66_pki's CA (SAN e.g. "DNS:a.test,IP:127.0.0.1", EKU serverAuth or
+# clientAuth)
+r66_pki_leaf() {
+    local d=$1
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$d/$2.key" -out "$d/$2.csr" -subj "/CN=$3" 2>"$d/err" || fail "key $2: $(cat "$d/err")"
+    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$4" "$5" >"$d/$2.ext"
+    openssl x509 -req -in "$d/$2.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+        -CAcreateserial -days 2 -extfile "$d/$2.ext" -out "$d/$2.pem" 2>"$d/err" ||
+        fail "leaf $2: $(cat "$d/err")"
+}
