@@ -54,6 +54,15 @@ px_session_arm_timer(struct px_session *s, uint64_t ms)
 }
 
 static void
+px_session_stop_timer(struct px_session *s)
+{
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+}
+
+static void
 px_session_log_end(struct px_session *s, const char *reason)
 {
 	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
@@ -552,10 +561,7 @@ px_session_connected(struct px_session *s)
 	const struct px_analyser *a = s->svc->analyser;
 
 	s->state = PX_SS_RELAY;
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	px_session_touch(s);
 	s->tcp_progress_ms = s->last_active_ms;
 	if (s->cfg->idle_timeout_ms != 0)
@@ -717,10 +723,7 @@ px_session_origdst_answer(struct px_session *s,
 
 	TAILQ_REMOVE(&w->ct_wait, s, ct_link);
 	s->ct_waiting = false;
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	if (dst == NULL || dst->ss_family == AF_UNSPEC) {
 		PX_COUNT_ADD(w, origdst_failed, 1);
 		px_session_end(s, PX_END_PROXY, "error: original destination "
@@ -812,10 +815,7 @@ px_session_handshake_step(struct px_session *s)
 	}
 	px_conn_read_enable(c, false);
 	s->tls_handshaking = false;
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	if (s->kb_started) {
 		px_session_connected(s);	/* both sides are up */
 		return;
@@ -824,6 +824,23 @@ px_session_handshake_step(struct px_session *s)
 		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
 	s->admitted = true;
 	px_session_connect_server(s);
+}
+
+/* Opens the session's own conn of a side (before any relay) with TLS in
+ * its slot; cb drives its handshake. 0, or -1 after ending the session. */
+static int
+px_session_tls_conn(struct px_session *s, enum px_chan_end side,
+    px_conn_cb cb, const struct px_tls_ctx *t, const struct px_tls_peer *peer)
+{
+	struct px_conn *c = &s->dconn[side];
+
+	if (px_conn_open(c, s->w->base, side == PX_CHAN_CLIENT ? s->cfd :
+	    s->sfd, cb, cb, s) == -1 || (s->dconn_open[side] = true,
+	    px_tls_attach(c, t, peer) == -1)) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 /* Keybridge: the server's handshake is done; the client gets a leaf for
@@ -843,10 +860,7 @@ px_session_kb_server_step(struct px_session *s)
 	}
 	px_conn_read_enable(c, false);
 	s->kb_server_hs = false;
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	if (px_tls_keybridge_present(&s->dconn[0], c, how, sizeof(how),
 	    &why) == -1) {
 		px_session_endf(s, PX_END_PROXY, "error: keybridge: %s", why);
@@ -879,19 +893,12 @@ px_session_server_up(struct px_session *s)
 		px_session_connected(s);
 		return;
 	}
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	peer.name = px_tls_server_name(s->svc->tls_server,
 	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
-	if (px_conn_open(&s->dconn[1], s->w->base, s->sfd,
-	    px_session_kb_server_cb, px_session_kb_server_cb, s) == -1 ||
-	    (s->dconn_open[1] = true,
-	    px_tls_attach(&s->dconn[1], s->svc->tls_server, &peer) == -1)) {
-		px_session_end(s, PX_END_PROXY, "error: out of memory");
+	if (px_session_tls_conn(s, PX_CHAN_SERVER, px_session_kb_server_cb,
+	    s->svc->tls_server, &peer) == -1)
 		return;
-	}
 	s->kb_server_hs = true;
 	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
 	px_session_kb_server_step(s);
@@ -912,13 +919,9 @@ px_session_client_handshake(struct px_session *s)
 {
 	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
 
-	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd,
-	    px_session_handshake_cb, px_session_handshake_cb, s) == -1 ||
-	    (s->dconn_open[0] = true,
-	    px_tls_attach(&s->dconn[0], s->svc->tls_client, &peer) == -1)) {
-		px_session_end(s, PX_END_PROXY, "error: out of memory");
+	if (px_session_tls_conn(s, PX_CHAN_CLIENT, px_session_handshake_cb,
+	    s->svc->tls_client, &peer) == -1)
 		return;
-	}
 	s->tls_handshaking = true;
 	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
 	px_session_handshake_step(s);
@@ -992,10 +995,7 @@ px_session_hello_step(struct px_session *s)
 		snprintf(s->client_sni, sizeof(s->client_sni), "%s", h.sni);
 	px_conn_read_enable(c, false);
 	s->tls_handshaking = false;
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
+	px_session_stop_timer(s);
 	s->admitted = true;
 	px_session_connect_server(s);
 }

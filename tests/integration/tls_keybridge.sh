@@ -9,29 +9,15 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
 need_cmds nginx curl openssl python3
 setup
 
 P=$T/pki
-mkdir -p "$P"
-mkca() { # NAME CN
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -keyout "$P/$1.key" -out "$P/$1.pem" -days 2 -subj "/CN=$2" \
-        -addext "basicConstraints=critical,CA:TRUE" \
-        -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA $1: $(cat "$P/err")"
-}
-mkca origin-ca "origin CA"
-mkca kb-ca "proxyd keybridge CA"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/origin.key" -out "$P/origin.csr" -subj "/O=Origin Ltd/CN=origin.test" 2>"$P/err" ||
-    fail "origin key: $(cat "$P/err")"
-printf 'subjectAltName=DNS:origin.test,DNS:www.origin.test\nextendedKeyUsage=serverAuth\n' >"$P/origin.ext"
-openssl x509 -req -in "$P/origin.csr" -CA "$P/origin-ca.pem" -CAkey "$P/origin-ca.key" \
-    -CAcreateserial -days 2 -extfile "$P/origin.ext" -out "$P/origin.pem" 2>"$P/err" ||
-    fail "origin: $(cat "$P/err")"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/self.key" -out "$P/self.pem" -days 2 -subj "/CN=self.test" \
-    -addext "subjectAltName=DNS:self.test" 2>"$P/err" || fail "self-signed: $(cat "$P/err")"
+tls_ca origin-ca "origin CA"
+tls_ca kb-ca "proxyd keybridge CA"
+tls_leaf origin "/O=Origin Ltd/CN=origin.test" "DNS:origin.test,DNS:www.origin.test" serverAuth origin-ca
+tls_self self self.test DNS:self.test
 
 make_file f1m.bin $((1024 * 1024))
 SHA=$(sha256_of "$T/www/f1m.bin")
@@ -126,30 +112,12 @@ code=$(curl -sS -k --max-time 20 --resolve "self.test:$P_SELF:127.0.0.1" -o /dev
 assert_eq "$code" "200" "status with curl -k"
 
 info "--check refuses bad keybridge settings with file:line"
-check_bad() { # WHAT XML REGEX
-    local out
-    mkdir -p "$T/bad/policy"
-    rm -f "$T/bad/policy/"*.xml
-    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
-    cat >"$T/bad/policy/b.xml" <<EOF
-<service name="b" analyser="plug">
-  <listen address="127.0.0.1" port="1" mode="fixed"/>
-  <target address="127.0.0.1" port="2"/>
-  $2
-</service>
-EOF
-    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
-        fail "--check accepted $1: $out"
-    fi
-    [[ $out =~ $3 ]] || fail "--check on $1: expected /$3/, got: $out"
-    info "  $1: ${out%%$'\n'*}"
-}
-check_bad "keybridge without originate" "$KB" \
+tls_check_bad "keybridge without originate" plug "$KB" \
     "b\.xml:1: service \"b\": <tls mode=\"keybridge\"> needs a <tls side=\"server\" mode=\"originate\">"
-check_bad "a CA that is no CA" \
+tls_check_bad "a CA that is no CA" plug \
     "<tls side=\"client\" mode=\"keybridge\" ca-cert=\"$P/origin.pem\" ca-key=\"$P/origin.key\"/> $ORIG" \
     "b\.xml:4: ca-cert=\".*origin\.pem\" is not a CA"
-check_bad "a CA key that does not match" \
+tls_check_bad "a CA key that does not match" plug \
     "<tls side=\"client\" mode=\"keybridge\" ca-cert=\"$P/kb-ca.pem\" ca-key=\"$P/origin-ca.key\"/> $ORIG" \
     "b\.xml:4: ca-key=\".*origin-ca\.key\" does not match ca-cert="
 

@@ -9,32 +9,17 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
 need_cmds nginx curl openssl python3
 setup
 
 # ---- a test CA, leaves signed by it, and a self-signed one, made now
 P=$T/pki
-mkdir -p "$P"
-ec_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>"$P/err" || fail "key: $(cat "$P/err")"; }
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/ca.key" -out "$P/ca.pem" -days 2 -subj "/CN=proxyd test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA: $(cat "$P/err")"
-# leaf NAME CN SAN EKU: $P/NAME.key and $P/NAME.pem, signed by the CA
-leaf() {
-    ec_key "$P/$1.key"
-    openssl req -new -key "$P/$1.key" -out "$P/$1.csr" -subj "/CN=$2" 2>"$P/err" || fail "csr $1: $(cat "$P/err")"
-    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$3" "$4" >"$P/$1.ext"
-    openssl x509 -req -in "$P/$1.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
-        -CAcreateserial -days 2 -extfile "$P/$1.ext" -out "$P/$1.pem" 2>"$P/err" ||
-        fail "leaf $1: $(cat "$P/err")"
-}
-leaf origin origin.test "DNS:origin.test,IP:127.0.0.1" serverAuth
-leaf front origin.test "DNS:origin.test,DNS:localhost" serverAuth
-leaf client "proxyd client" "DNS:proxyd.test" clientAuth
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/self.key" -out "$P/self.pem" -days 2 -subj "/CN=origin.test" \
-    -addext "subjectAltName=DNS:origin.test" 2>"$P/err" || fail "self-signed: $(cat "$P/err")"
+tls_ca ca "proxyd test CA"
+tls_leaf origin origin.test "DNS:origin.test,IP:127.0.0.1" serverAuth
+tls_leaf front origin.test "DNS:origin.test,DNS:localhost" serverAuth
+tls_leaf client "proxyd client" "DNS:proxyd.test" clientAuth
+tls_self self origin.test DNS:origin.test
 
 make_file f1m.bin $((1024 * 1024))
 SHA=$(sha256_of "$T/www/f1m.bin")
@@ -194,40 +179,22 @@ assert_eq "$code" "200" "status with a client certificate"
 wait_nginx_line "$NGX_MTLS" '/f1m.bin\?mtls' 'cdn="CN=proxyd client"' "the client certificate nginx saw"
 
 info "--check refuses bad originate settings with file:line"
-check_bad() { # WHAT XML REGEX
-    local out
-    mkdir -p "$T/bad/policy"
-    rm -f "$T/bad/policy/"*.xml
-    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
-    cat >"$T/bad/policy/b.xml" <<EOF
-<service name="b" analyser="plug">
-  <listen address="127.0.0.1" port="1" mode="fixed"/>
-  <target address="127.0.0.1" port="2"/>
-  $2
-</service>
-EOF
-    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
-        fail "--check accepted $1: $out"
-    fi
-    [[ $out =~ $3 ]] || fail "--check on $1: expected /$3/, got: $out"
-    info "  $1: ${out%%$'\n'*}"
-}
-check_bad "a CA file that holds no CA" \
+tls_check_bad "a CA file that holds no CA" plug \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/origin.pem\"/>" \
     "b\.xml:4: ca=\".*origin\.pem\": certificate 1 \(.*CN ?= ?origin\.test.*\) is not a CA"
-check_bad "a missing CA file" \
+tls_check_bad "a missing CA file" plug \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/none.pem\"/>" \
     "b\.xml:4: ca=\".*none\.pem\": No such file or directory"
-check_bad "a client certificate without its key" \
+tls_check_bad "a client certificate without its key" plug \
     "<tls side=\"server\" mode=\"originate\" cert=\"$P/client.pem\"/>" \
     "b\.xml:4: a client certificate needs both cert= and key="
-check_bad "an SNI that is no host name" \
+tls_check_bad "an SNI that is no host name" plug \
     "<tls side=\"server\" mode=\"originate\" sni=\"a_b..c\"/>" \
     "b\.xml:4: sni=\"a_b\.\.c\": expected forward, none or a host name"
-check_bad "an unknown verify" \
+tls_check_bad "an unknown verify" plug \
     "<tls side=\"server\" mode=\"originate\" verify=\"maybe\"/>" \
     "b\.xml:4: verify=\"maybe\": expected required, optional or none"
-check_bad "two client sides" \
+tls_check_bad "two client sides" plug \
     "$FRONT $FRONT" \
     "b\.xml:4: <tls> given twice"
 

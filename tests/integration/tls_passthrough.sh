@@ -8,21 +8,13 @@
 # byte still passes; --check refuses misuse with file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
 need_cmds nginx curl openssl python3
 setup
 
 P=$T/pki
-mkdir -p "$P"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/ca.key" -out "$P/ca.pem" -days 2 -subj "/CN=proxyd test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA: $(cat "$P/err")"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/origin.key" -out "$P/origin.csr" -subj "/CN=origin" 2>"$P/err" || fail "key: $(cat "$P/err")"
-printf 'subjectAltName=DNS:www.example.test,DNS:api.other.test,DNS:evil.test\nextendedKeyUsage=serverAuth\n' >"$P/origin.ext"
-openssl x509 -req -in "$P/origin.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
-    -CAcreateserial -days 2 -extfile "$P/origin.ext" -out "$P/origin.pem" 2>"$P/err" ||
-    fail "leaf: $(cat "$P/err")"
+tls_ca ca "proxyd test CA"
+tls_leaf origin origin "DNS:www.example.test,DNS:api.other.test,DNS:evil.test" serverAuth
 
 make_file f1m.bin $((1024 * 1024))
 SHA=$(sha256_of "$T/www/f1m.bin")
@@ -125,31 +117,13 @@ assert_metric eq proxyd_tls_passthrough_total 'verdict="accept"' 3
 assert_metric eq proxyd_tls_passthrough_total 'verdict="deny"' 5
 
 info "--check refuses misuse with file:line"
-check_bad() { # WHAT ANALYSER XML REGEX
-    local out
-    mkdir -p "$T/bad/policy"
-    rm -f "$T/bad/policy/"*.xml
-    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
-    cat >"$T/bad/policy/b.xml" <<EOF
-<service name="b" analyser="$2">
-  <listen address="127.0.0.1" port="1" mode="fixed"/>
-  <target address="127.0.0.1" port="2"/>
-  $3
-</service>
-EOF
-    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
-        fail "--check accepted $1: $out"
-    fi
-    [[ $out =~ $4 ]] || fail "--check on $1: expected /$4/, got: $out"
-    info "  $1: ${out%%$'\n'*}"
-}
-check_bad "passthrough under http" http \
+tls_check_bad "passthrough under http" http \
     "<tls side=\"client\" mode=\"passthrough\"><sni name=\"*\" action=\"accept\"/></tls>" \
     "b\.xml:4: <tls mode=\"passthrough\"> needs an analyser that relays bytes unread \(plug\), not analyser=\"http\""
-check_bad "a certificate under passthrough" plug \
+tls_check_bad "a certificate under passthrough" plug \
     "<tls side=\"client\" mode=\"passthrough\"><certificate name=\"a.test\" cert=\"x\" key=\"y\"/></tls>" \
     "b\.xml:4: <certificate> does not belong in <tls mode=\"passthrough\"> \(only <sni>\)"
-check_bad "an sni rule without an action" plug \
+tls_check_bad "an sni rule without an action" plug \
     "<tls side=\"client\" mode=\"passthrough\"><sni name=\"a.test\" action=\"maybe\"/></tls>" \
     "b\.xml:4: action=\"maybe\""
 

@@ -9,38 +9,20 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
 need_cmds nginx curl openssl python3
 setup
 
 # ---- a test CA and a leaf for localhost / 127.0.0.1, made now
 P=$T/pki
-mkdir -p "$P"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/ca.key" -out "$P/ca.pem" -days 2 -subj "/CN=proxyd test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>"$P/err" || fail "CA: $(cat "$P/err")"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/leaf.key" -out "$P/leaf.csr" -subj "/CN=localhost" 2>"$P/err" ||
-    fail "leaf key: $(cat "$P/err")"
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$P/leaf.ext"
-openssl x509 -req -in "$P/leaf.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
-    -CAcreateserial -days 2 -extfile "$P/leaf.ext" -out "$P/leaf.pem" 2>"$P/err" ||
-    fail "leaf: $(cat "$P/err")"
+tls_ca ca "proxyd test CA"
+tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
     -keyout "$P/other.key" -out /dev/null -subj "/CN=other" 2>/dev/null
-# signed NAME CN SAN EKU: another leaf signed by the test CA
-signed() {
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -keyout "$P/$1.key" -out "$P/$1.csr" -subj "/CN=$2" 2>"$P/err" || fail "$1 key: $(cat "$P/err")"
-    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$3" "$4" >"$P/$1.ext"
-    openssl x509 -req -in "$P/$1.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" \
-        -CAcreateserial -days 2 -extfile "$P/$1.ext" -out "$P/$1.pem" 2>"$P/err" || fail "$1: $(cat "$P/err")"
-}
-signed site_a www.a.test DNS:www.a.test serverAuth
-signed site_b "wildcard b" "DNS:*.b.test" serverAuth
-signed alice alice DNS:alice.test clientAuth
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$P/mallory.key" -out "$P/mallory.pem" -days 2 -subj "/CN=mallory" 2>/dev/null
+tls_leaf site_a www.a.test DNS:www.a.test serverAuth
+tls_leaf site_b "wildcard b" "DNS:*.b.test" serverAuth
+tls_leaf alice alice DNS:alice.test clientAuth
+tls_self mallory mallory
 
 make_file f1m.bin $((1024 * 1024))
 SHA=$(sha256_of "$T/www/f1m.bin")
@@ -128,8 +110,8 @@ assert_eq "$got" "$SHA" "sha256 through the www.a.test certificate (curl verifie
 info "session tickets: resumed, and refused once their key rotated out"
 # hs [-sess_out F | -sess_in F]: "Reused" or "New" for one request
 hs() {
-    printf 'GET /f1m.bin HTTP/1.0\r\n\r\n' | timeout 10 openssl s_client -connect "127.0.0.1:$P_TICKET" \
-        -servername localhost -CAfile "$P/ca.pem" -ign_eof "$@" 2>/dev/null | grep -Eo '^(Reused|New),' | tr -d ,
+    printf 'GET /ticket HTTP/1.0\r\n\r\n' | timeout 10 openssl s_client -connect "127.0.0.1:$P_TICKET" \
+        -servername localhost -CAfile "$P/ca.pem" -ign_eof "$@" 2>/dev/null | grep -aEo '^(Reused|New),' | head -n 1 | tr -d ,
 }
 issued=$(date +%s%N)
 assert_eq "$(hs -sess_out "$T/sess.pem")" "New" "the first handshake"
@@ -175,49 +157,31 @@ assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-shared-ciph
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="other"' 0
 
 info "--check refuses bad TLS material with file:line"
-check_bad() { # WHAT XML REGEX
-    local out
-    mkdir -p "$T/bad/policy"
-    rm -f "$T/bad/policy/"*.xml
-    sed "s|<policies dir=\"[^\"]*\"/>|<policies dir=\"$T/bad/policy\"/>|" "$PROXYD_CONF" >"$T/bad/proxyd.xml"
-    cat >"$T/bad/policy/b.xml" <<EOF
-<service name="b" analyser="plug">
-  <listen address="127.0.0.1" port="1" mode="fixed"/>
-  <target address="127.0.0.1" port="2"/>
-  $2
-</service>
-EOF
-    if out=$("$PROXYD" --check -c "$T/bad/proxyd.xml" 2>&1); then
-        fail "--check accepted $1: $out"
-    fi
-    [[ $out =~ $3 ]] || fail "--check on $1: expected /$3/, got: $out"
-    info "  $1: ${out%%$'\n'*}"
-}
-check_bad "a key that does not match" \
+tls_check_bad "a key that does not match" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/other.key\"/>" \
     "b\.xml:4: key=\".*other\.key\" does not match cert="
-check_bad "a missing certificate" \
+tls_check_bad "a missing certificate" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/none.pem\" key=\"$P/leaf.key\"/>" \
     "b\.xml:4: cert=\".*none\.pem\": No such file or directory"
-check_bad "a key that is no key" \
+tls_check_bad "a key that is no key" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.pem\"/>" \
     "b\.xml:4: key=\".*leaf\.pem\": not a PEM private key"
-check_bad "a certificate that is no certificate" \
+tls_check_bad "a certificate that is no certificate" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.key\" key=\"$P/leaf.key\"/>" \
     "b\.xml:4: cert=\".*leaf\.key\": not a PEM certificate chain"
-check_bad "an unknown version" \
+tls_check_bad "an unknown version" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" min-version=\"1.4\"/>" \
     "b\.xml:4: min-version=\"1\.4\": expected 1\.0, 1\.1, 1\.2 or 1\.3"
-check_bad "client verification without a CA" \
+tls_check_bad "client verification without a CA" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" verify=\"required\"/>" \
     "b\.xml:4: verify=\"required\" needs ca="
-check_bad "a certificate name that is no host name" \
+tls_check_bad "a certificate name that is no host name" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"><certificate name=\"a..b\" cert=\"$P/site_a.pem\" key=\"$P/site_a.key\"/></tls>" \
     "b\.xml:4: name \"a\.\.b\": expected a host name or \*\.domain"
-check_bad "a named certificate whose key does not match" \
+tls_check_bad "a named certificate whose key does not match" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"><certificate name=\"www.a.test\" cert=\"$P/site_a.pem\" key=\"$P/site_b.key\"/></tls>" \
     "b\.xml:4: key=\".*site_b\.key\" does not match cert="
-check_bad "a mode on the wrong side" \
+tls_check_bad "a mode on the wrong side" plug \
     "<tls side=\"server\" mode=\"passthrough\"/>" \
     "b\.xml:4: <tls side=\"server\" mode=\"passthrough\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\" or \"keybridge\"\\), polices it unopened .* and originates it to servers"
 
