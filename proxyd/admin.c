@@ -1,6 +1,8 @@
 #include "admin.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -11,9 +13,12 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
+#include "bucket.h"
 #include "config.h"
 #include "conntrack.h"
 #include "log.h"
@@ -22,6 +27,13 @@
 #include "worker.h"
 
 static struct evhttp *px_http;
+/* The admin listener out of descriptors: its reserve one, the pause, and
+ * the failures since the last warning (main thread only). */
+static struct evconnlistener *px_admin_lev;
+static struct event *px_admin_pause;
+static int px_admin_reserve = -1;
+static uint64_t px_admin_fail_n, px_admin_fail_logged_ms;
+static atomic_uint_fast64_t px_admin_accept_failures;
 static const struct px_reload_stats *px_reloads;
 static time_t px_started;
 
@@ -61,6 +73,12 @@ static const struct px_metric px_metrics[] = {
 	    upstream_reused),
 	PX_M("proxyd_upstream_pool_stale_total", "", "counter",
 	    "Pooled server connections found closed by the server.", pool_stale),
+	PX_M("proxyd_accept_failures_total", "", "counter",
+	    "accept() failures for want of descriptors or memory (the "
+	    "listener pauses 100 ms).", accept_failures),
+	PX_M("proxyd_accept_refused_total", "", "counter",
+	    "Connections accepted on the reserve descriptor and closed at "
+	    "once, for want of descriptors.", refused_no_fd),
 	PX_M("proxyd_conntrack_lookups_total", "result=\"conntrack\"", "counter",
 	    "Original destinations of redirected connections, by source.",
 	    origdst_conntrack),
@@ -227,10 +245,15 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	    "proxyd_config_reloads_total{result=\"ok\"} %llu\n"
 	    "proxyd_config_reloads_total{result=\"failed\"} %llu\n"
 	    "# HELP proxyd_workers Worker threads.\n"
-	    "# TYPE proxyd_workers gauge\nproxyd_workers %u\n",
+	    "# TYPE proxyd_workers gauge\nproxyd_workers %u\n"
+	    "# HELP proxyd_admin_accept_failures_total accept() failures of "
+	    "the admin listener.\n"
+	    "# TYPE proxyd_admin_accept_failures_total counter\n"
+	    "proxyd_admin_accept_failures_total %llu\n",
 	    (unsigned long long)px_log_dropped(),
 	    (unsigned long long)px_reloads->ok,
-	    (unsigned long long)px_reloads->failed, nw);
+	    (unsigned long long)px_reloads->failed, nw,
+	    (unsigned long long)atomic_load(&px_admin_accept_failures));
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, "OK", b);
@@ -395,6 +418,53 @@ px_admin_other(struct evhttp_request *req, void *arg)
 	evhttp_send_error(req, 404, "try /metrics, /status or /sessions");
 }
 
+static void
+px_admin_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	if (px_admin_reserve == -1)
+		px_admin_reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (px_admin_lev != NULL)
+		evconnlistener_enable(px_admin_lev);
+}
+
+/* libevent's own listener would retry accept() at once, forever, with a
+ * log line each time (a million a second, filling the disk). Instead: the
+ * reserve descriptor goes so that the next accept gets the operator an
+ * answer, workers that ran out too leave what frees up to the admin for a
+ * second, and it pauses 100 ms while it has no reserve; one warning a
+ * second. */
+static void
+px_admin_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct timeval pause = { 0, 100 * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+	uint64_t now = px_clock_ms();
+
+	(void)arg;
+	atomic_fetch_add(&px_admin_accept_failures, 1);
+	px_admin_fail_n++;
+	if (now - px_admin_fail_logged_ms >= 1000) {
+		px_log(LOG_WARNING, 0, "admin: accept failed: %s (%llu times "
+		    "since the last warning)", strerror(err),
+		    (unsigned long long)px_admin_fail_n);
+		px_admin_fail_n = 0;
+		px_admin_fail_logged_ms = now;
+	}
+	if (err == EMFILE || err == ENFILE) {
+		/* The operator first: paused workers stay paused a while,
+		 * so the descriptors that free up come here. */
+		px_workers_hold_accepts(1000);
+		if (px_admin_reserve != -1) {
+			close(px_admin_reserve);
+			px_admin_reserve = -1;
+			return;	/* the listener tries again at once */
+		}
+	}
+	evconnlistener_disable(lev);
+	evtimer_add(px_admin_pause, &pause);
+}
+
 int
 px_admin_start(struct event_base *base, const struct px_config *cfg,
     const struct px_reload_stats *reloads)
@@ -415,10 +485,18 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	}
 	if ((px_http = evhttp_new(base)) == NULL ||
-	    evhttp_accept_socket(px_http, fd) == -1) {
+	    (px_admin_pause = evtimer_new(base, px_admin_resume_cb,
+	    NULL)) == NULL ||
+	    (px_admin_lev = evconnlistener_new(base, NULL, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd)) == NULL) {
 		close(fd);
 		return -1;
 	}
+	/* evhttp sets the accept callback; the error one stays ours. */
+	if (evhttp_bind_listener(px_http, px_admin_lev) == NULL)
+		return -1;
+	evconnlistener_set_error_cb(px_admin_lev, px_admin_accept_error_cb);
+	px_admin_reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	/* It runs on the main thread with signals and reloads: an endless
 	 * header line must not eat memory and CPU there. */
@@ -437,8 +515,15 @@ void
 px_admin_stop(void)
 {
 	if (px_http != NULL)
-		evhttp_free(px_http);
+		evhttp_free(px_http);	/* and its bound listener */
 	px_http = NULL;
+	px_admin_lev = NULL;
+	if (px_admin_pause != NULL)
+		event_free(px_admin_pause);
+	px_admin_pause = NULL;
+	if (px_admin_reserve != -1)
+		close(px_admin_reserve);
+	px_admin_reserve = -1;
 	px_conntrack_close(px_admin_ct);
 	px_admin_ct = NULL;
 }

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "bucket.h"
 #include "conntrack.h"
 #include "listener.h"
 #include "log.h"
@@ -47,32 +48,89 @@ px_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	px_session_accept(arg, (int)fd, sa, salen);
 }
 
+/* Until when workers leave their listeners paused (px_clock_ms()): the
+ * admin endpoint, out of descriptors, asks for the ones it frees. */
+static atomic_uint_fast64_t px_accept_hold_until;
+
+void
+px_workers_hold_accepts(uint64_t ms)
+{
+	atomic_store(&px_accept_hold_until, px_clock_ms() + ms);
+}
+
 /* Re-enables whatever listeners the worker has now: a reload or a drain
  * may have replaced or freed the one that failed. */
 static void
 px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_worker *w = arg;
+	uint64_t now = px_clock_ms(), hold = atomic_load(&px_accept_hold_until);
+	struct timeval tv;
 	size_t i;
 
 	(void)fd; (void)what;
+	if (now < hold) {
+		tv.tv_sec = (time_t)((hold - now) / 1000);
+		tv.tv_usec = (suseconds_t)((hold - now) % 1000) * 1000;
+		evtimer_add(w->accept_pause, &tv);
+		return;
+	}
+	if (w->reserve_fd == -1)
+		w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	for (i = 0; i < w->nlisteners; i++)
 		if (w->listeners[i].lev != NULL)
 			evconnlistener_enable(w->listeners[i].lev);
+}
+
+/* Out of descriptors, the connection waiting in the backlog would only
+ * time out: the reserve descriptor makes room to accept and close it (the
+ * client sees the refusal at once). 1 if one was refused. */
+static int
+px_refuse_with_reserve(struct px_worker *w, struct evconnlistener *lev)
+{
+	int fd;
+
+	if (w->reserve_fd == -1)
+		return 0;
+	close(w->reserve_fd);
+	w->reserve_fd = -1;
+	fd = accept4(evconnlistener_get_fd(lev), NULL, NULL, SOCK_CLOEXEC);
+	if (fd != -1) {
+		close(fd);
+		PX_COUNT_ADD(w, refused_no_fd, 1);
+	}
+	w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return fd != -1;
 }
 
 static void
 px_accept_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct px_listener *l = arg;
+	struct px_worker *w = l->w;
 	struct timeval pause = { 0, 100 * 1000 };
 	int err = EVUTIL_SOCKET_ERROR();
+	uint64_t now = px_clock_ms();
 
-	/* EMFILE/ENFILE/ENOBUFS: back off instead of spinning on accept. */
-	px_log(LOG_WARNING, 0, "service %s: accept failed: %s; pausing 100ms",
-	    l->svc->name, strerror(err));
+	/* EMFILE/ENFILE/ENOBUFS: back off instead of spinning on accept;
+	 * idle pipes give their descriptors back; one line a second says
+	 * how often it happened. */
+	PX_COUNT_ADD(w, accept_failures, 1);
+	w->accept_fail_n++;
+	if (err == EMFILE || err == ENFILE) {
+		px_pipe_pool_flush(&w->pipes);
+		(void)px_refuse_with_reserve(w, lev);
+	}
+	if (now - w->accept_fail_logged_ms >= 1000) {
+		px_log(LOG_WARNING, 0, "service %s: accept failed: %s (%llu "
+		    "times since the last warning); pausing accepts for 100ms",
+		    l->svc->name, strerror(err),
+		    (unsigned long long)w->accept_fail_n);
+		w->accept_fail_n = 0;
+		w->accept_fail_logged_ms = now;
+	}
 	evconnlistener_disable(lev);
-	evtimer_add(l->w->accept_pause, &pause);
+	evtimer_add(w->accept_pause, &pause);
 }
 
 static bool
@@ -370,6 +428,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	w->id = id;
 	w->pipes.owner = id;
 	w->wake_fd = -1;
+	w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	TAILQ_INIT(&w->sessions);
 	TAILQ_INIT(&w->ct_wait);
 	TAILQ_INIT(&w->dead);
@@ -562,6 +621,8 @@ px_workers_join(void)
 		event_free(w->accept_pause);
 		event_free(w->reap_ev);
 		close(w->wake_fd);
+		if (w->reserve_fd != -1)
+			close(w->reserve_fd);
 		event_base_free(w->base);
 		px_config_unref(w->cfg);
 	}

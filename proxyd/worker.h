@@ -57,6 +57,9 @@ struct px_counters {
 	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
 	atomic_uint_fast64_t	upstream_reused;
 	atomic_uint_fast64_t	pool_stale;
+	/* accept() failed for want of descriptors or memory. */
+	atomic_uint_fast64_t	accept_failures;
+	atomic_uint_fast64_t	refused_no_fd;	/* accepted and closed */
 	/* Each analyser's own, named by its vtable's counters[]. */
 	atomic_uint_fast64_t	analyser[PX_ANALYSERS_MAX][PX_AN_COUNTERS_MAX];
 };
@@ -114,6 +117,12 @@ struct px_worker {
 	struct px_listener	*listeners;
 	size_t			 nlisteners;
 	struct event		*accept_pause;	/* after EMFILE & co. */
+	/* Out of descriptors: one held back to refuse a connection cleanly
+	 * (accept, close) instead of leaving it to time out in the backlog;
+	 * and the failures since the last warning, said once a second. */
+	int			 reserve_fd;
+	uint64_t		 accept_fail_n;
+	uint64_t		 accept_fail_logged_ms;
 	struct px_session_list	 sessions;
 	struct px_session_list	 dead;		/* closed, freed by reap_ev */
 	struct event		*reap_ev;
@@ -146,6 +155,9 @@ unsigned px_workers_probe(const struct px_config *old,
 /* Hands a new config to every worker; they switch at their next loop. */
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
+/* Workers whose listeners are paused for want of descriptors keep them
+ * paused for ms more, so that what frees up goes to the admin endpoint. */
+void	px_workers_hold_accepts(uint64_t ms);
 bool	px_workers_all_exited(void);
 /* The worker's conntrack handle, opened (with its answer event) at the
  * first call; NULL when conntrack is unavailable. */
