@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Helpers for bench/run.
 
-  report.py parse ab|wrk|ftp FILE    print "rps complete failed non2xx sockerr max_ms kib_s"
+  report.py parse ab|wrk|ftp|stime|idle FILE
+                                     print "rps complete failed non2xx sockerr max_ms kib_s extra"
+                                     (extra: "k=v;k=v" for stime and idle, else "-")
   report.py parse curl FILE BYTES    the same for one large-file fetch of BYTES bytes
   report.py report OUTDIR            OUTDIR/runs.tsv -> results.md (also on stdout),
                                      results.csv, chart.png (gnuplot); exit 3 when a
@@ -16,15 +18,24 @@ import subprocess
 import sys
 
 SIZES = ["10k", "100k", "1m", "big", "1k", "250k"]
-SIZE_LABEL = {"10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
+SIZE_LABEL = {"1k": "1 KB", "10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
 TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
            "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
+# the TLS rows (bench/run rows_tls): their own paths, base and peers
+TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
+               "haproxy-tls-tcp"]
+TLS_BASE = "direct-tls"
+TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
+             ("plug", "proxyd-tls-plug", "haproxy-tls-tcp")]
+TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
+                 ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
+                 ("idle", "idle", "idle")]
 BASE = "direct"
 # bench/run --baseline REF: (label, current path, the same path with proxyd built from REF)
 BASELINE_PAIRS = [("plug", "proxyd-plug", "base-plug"), ("http", "proxyd-http", "base-http")]
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
-COUNTED = ("ab", "curl")   # a fixed number of requests; the others run for a fixed time
+COUNTED = ("ab", "curl", "idle")   # a fixed number of requests; the others run for a fixed time
 FTP_ORDER = ["retr-pasv-c1", "retr-pasv-c10", "retr-port-c1", "retr-port-c10",
              "stor-pasv-c1", "stor-pasv-c10", "stor-port-c1", "stor-port-c10",
              "send250k-c1", "send250k-c10", "big"]
@@ -95,6 +106,66 @@ def parse_ftp(text):
             float(m.group(4)))
 
 
+def parse_stime(text):
+    # bench/run's tls_stime: "## s_time I" sections of openssl s_time output
+    # ("N connections in T real seconds, B bytes read per connection"; one
+    # character per connection: r = resumed, else a full handshake), then
+    # "wall_ns=W processes=P"
+    wall = _num(r"^wall_ns=(\d+)", text, cast=int)
+    conns, nbytes, resumed, full, errs = 0, 0, 0, 0, 0
+    parts = re.split(r"^## s_time \d+$", text, flags=re.M)
+    procs = 0
+    for part in parts[1:]:
+        m = re.search(r"^(\d+) connections in \d+ real seconds, (\d+) bytes read per connection", part, re.M)
+        if not m:
+            errs += 1
+            continue
+        procs += 1
+        conns += int(m.group(1))
+        nbytes += int(m.group(1)) * int(m.group(2))
+        for ln in part.splitlines():
+            if ln and re.fullmatch(r"[rt3*u]+", ln):
+                resumed += ln.count("r")
+                full += len(ln) - ln.count("r")
+    if not wall or not procs:
+        return None, 0, 0, 0, 1, None, None, "-"
+    secs = wall / 1e9
+    return (conns / secs, conns, 0, 0, errs, None, nbytes / secs / 1024,
+            f"resumed={resumed};full={full}")
+
+
+def parse_idle(text):
+    # bench/tlsidle.py's line and bench/run's RSS line
+    m = re.search(r"^established=(\d+) failed=(\d+) seconds=[\d.]+ rate=([\d.]+) max_ms=(\d+)", text, re.M)
+    r = re.search(r"^rss_before_kb=(\d+) rss_with_kb=(\d+) conns=(\d+)", text, re.M)
+    if not m or not r:
+        return None, 0, 1, 0, 1, None, None, "-"
+    return (float(m.group(3)), int(m.group(1)), int(m.group(2)), 0, 0, int(m.group(4)), None,
+            f"rss0={r.group(1)};rss1={r.group(2)};conns={m.group(1)}")
+
+
+def extra_kv(r):
+    d = {}
+    for kv in (r.get("extra") or "").split(";"):
+        k, _, v = kv.partition("=")
+        if k and isnum(v):
+            d[k] = float(v)
+    return d
+
+
+def run_metric(r, k):
+    """the value a row compares: KiB of RSS per connection (idle TLS),
+    MiB/s (one large transfer per run), else req/s"""
+    if k[0] == "idle":
+        x = extra_kv(r)
+        if x.get("conns") and "rss0" in x and "rss1" in x:
+            return (x["rss1"] - x["rss0"]) / x["conns"]
+        return None
+    if by_bytes(k) and isnum(r.get("kib_s")):
+        return float(r["kib_s"])
+    return float(r["rps"]) if isnum(r["rps"]) else None
+
+
 def cmd_parse(argv):
     tool, path = argv[0], argv[1]
     with open(path, errors="replace") as f:
@@ -105,8 +176,14 @@ def cmd_parse(argv):
         vals = parse_wrk(text)
     elif tool == "ftp":
         vals = parse_ftp(text)
+    elif tool == "stime":
+        vals = parse_stime(text)
+    elif tool == "idle":
+        vals = parse_idle(text)
     else:
         vals = parse_curl(text, int(argv[2]))
+    if len(vals) == 7:
+        vals = (*vals, "-")
 
     def fmt(v):
         if v is None:
@@ -213,11 +290,174 @@ def by_bytes(k):
     return k[0] == "curl" or (k[0] == "r66" and k[2] == "big")
 
 
+def tls_label(k, env):
+    tool, size, mode = k
+    par = (env.get("tls_stime", "? ?").split() + ["?", "?"])[1]
+    if tool == "ab" and mode == "ka":
+        return f"TLS {SIZE_LABEL.get(size, size)} ab keep-alive"
+    if tool == "wrk":
+        return f"TLS {SIZE_LABEL.get(size, size)} wrk keep-alive"
+    if tool == "ab" and mode == "close":
+        return f"TLS new conn/s, ab close {SIZE_LABEL.get(size, size)} (full handshakes, -c {env.get('concurrency', '?')})"
+    if tool == "stime":
+        return (f"TLS new conn/s, s_time -{mode} x{par} ("
+                + ("full handshakes" if mode == "new" else "resumed") + ")")
+    if tool == "idle":
+        return f"RSS per idle TLS conn ({env.get('tls_idle_n', '?')} open)"
+    return f"TLS {tool} {size} {mode}"
+
+
+def tls_section(env, rows, targets, pairs, netns, clk):
+    """the TLS rows: paths, the per-core limit, proxyd vs HAProxy, the full table"""
+    L = []
+    if not rows:
+        return L
+    pin = env.get("pin", "?")
+    hav = (env.get("haproxy_version", "").split(" - ")[0].replace(" version", "").split(" 20")[0]
+           or "HAProxy")
+    desc = {
+        "direct-tls": "no proxy: the client's TLS straight to nginx https ("
+                      + ("forwarded by the fw's kernel" if netns else "127.0.0.1") + "), the reference",
+        "proxyd-tls-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser, `<tls side=\"client\" "
+                           "mode=\"terminate\">` + `<tls side=\"server\" mode=\"originate\" "
+                           "verify=\"required\" ca= sni=\"origin.test\">` to nginx https "
+                           "(server keep-alive pool, sessions resumed per worker)",
+        "haproxy-tls-http": f"{hav}, mode http, `bind ... ssl crt` (alpn http/1.1), `server ... ssl "
+                            "verify required ca-file sni str(origin.test) verifyhost origin.test` "
+                            "(alpn http/1.1), option http-keep-alive, http-reuse always",
+        "proxyd-tls-plug": "proxyd, plug analyser, `<tls side=\"client\" mode=\"terminate\">`, "
+                           "to nginx plain",
+        "haproxy-tls-tcp": f"{hav}, mode tcp, `bind ... ssl crt`, to nginx plain",
+    }
+    L.append("## TLS")
+    L.append("")
+    L.append(f"Paths (each proxy a process of its own, one worker / nbthread 1, pinned to CPU {pin}; "
+             "certificates made for this run with the openssl command: a CA, front.test for the "
+             "proxies, origin.test for nginx, all EC P-256 (ECDSA-SHA256); TLS 1.3 on every leg, "
+             "checked before the runs; OpenSSL's default key exchange, X25519; "
+             f"{env.get('openssl_version', 'OpenSSL ?')}):")
+    L.append("")
+    for t in targets:
+        L.append(f"- **{t}**: {desc.get(t, t)}")
+    L.append("")
+    sign = env.get("tls_speed_ecdsap256_sign_s")
+    ver = env.get("tls_speed_ecdsap256_verify_s")
+    x = env.get("tls_speed_x25519_op_s")
+    if isnum(sign) and isnum(x):
+        sign, ver, x = float(sign), float(ver) if isnum(ver) else None, float(x)
+        full_us = 1e6 / sign + 1e6 / x
+        res_us = 1e6 / x
+        L.append(f"Per-core limit (`openssl speed -seconds {env.get('tls_speed_seconds', '?')} ecdsap256 "
+                 f"ecdhx25519`, pinned to CPU {pin}): **ECDSA P-256 {fnum(sign)} sign/s**, "
+                 f"{fnum(ver)} verify/s; **X25519 {fnum(x)} op/s**. A full TLS 1.3 handshake costs "
+                 f"the server at least one P-256 sign and one X25519 derivation: "
+                 f"{full_us:.0f} µs of crypto, at most ~{fnum(1e6 / full_us)} full handshakes/s per "
+                 f"core; a resumed one (PSK with (EC)DHE) at least the X25519: {res_us:.0f} µs, "
+                 f"~{fnum(1e6 / res_us)}/s per core. Compare with the CPU µs/req column (the proxy's "
+                 "whole cost per connection: handshake, the request, its server connection).")
+    else:
+        L.append("Per-core limit: no `openssl speed` figure in this run (BENCH_TLS_SPEED=0 or it failed).")
+    L.append("")
+
+    # proxyd vs HAProxy, row by row
+    if pairs:
+        L.append("### proxyd vs HAProxy (TLS)")
+        L.append("")
+        L.append("| row | direct-tls | proxyd | HAProxy | proxyd / HAProxy | CPU µs/req proxyd | "
+                 "CPU µs/req HAProxy | CPU/req ratio |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for row in rows:
+            for lab, cur, peer in pairs:
+                c, p = row["t"].get(cur), row["t"].get(peer)
+                if not c or not p:
+                    continue
+                idle = row["key"][0] == "idle"
+                b = row["t"].get(TLS_BASE)
+
+                def val(d):
+                    if d is None:
+                        return "—"
+                    if idle:
+                        return "n/a" if d.get("kib_conn") is None else f"{d['kib_conn']:.1f} KiB/conn"
+                    if by_bytes(row["key"]) or row["key"][1] == "1m":
+                        return f"{fnum(d['rps'])} req/s, {fnum(d['mib_s'])} MiB/s"
+                    unit = "conn/s" if row["key"][0] == "stime" or row["key"][2] == "close" else "req/s"
+                    return f"{fnum(d['rps'])} {unit}"
+                bad = " **BAD**" if c["bad"] or p["bad"] else ""
+                vb = row["vs_base"].get(lab, {})
+                cells = [row["label"], "—" if idle else val(b), f"{val(c)} ({cur})", f"{val(p)} ({peer})",
+                         ratio(vb.get("perf")) + (" (lower: less memory)" if idle else "") + bad,
+                         "—" if idle else fnum(c.get("cpu_us"), 1),
+                         "—" if idle else fnum(p.get("cpu_us"), 1),
+                         "—" if idle else ratio(vb.get("cpu"))]
+                L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+        L.append("proxyd / HAProxy = median over rounds of the ratio measured within the same round "
+                 "(req/s or connections/s: above 1 proxyd is ahead; the RSS row: KiB per idle "
+                 "connection, below 1 proxyd uses less). CPU/req ratio = proxyd's CPU µs per "
+                 "request (connection) over HAProxy's: below 1 proxyd spends less.")
+        L.append("")
+
+    L.append("### TLS results")
+    L.append("")
+    hdr = ["row", "path", "req/s", "MiB/s", "spread", "failed", "CPU s", "CPU µs/req", "peak RSS",
+           "ratio to direct-tls", "vs peer", "longest ms", "note", "status"]
+    L.append("| " + " | ".join(hdr) + " |")
+    L.append("|---|---|" + "|".join(["---:"] * (len(hdr) - 5)) + "|---|---|---|")
+    peer_of = {cur: peer for _, cur, peer in pairs}
+    for row in rows:
+        first = True
+        idle = row["key"][0] == "idle"
+        for t in targets:
+            d = row["t"].get(t)
+            if not d:
+                continue
+            note = ""
+            if idle and d.get("kib_conn") is not None:
+                note = (f"{d['kib_conn']:.1f} KiB/conn (RSS {fnum((d.get('rss0_kb') or 0) / 1024, 1)} → "
+                        f"{fnum((d.get('rss1_kb') or 0) / 1024, 1)} MiB)")
+            elif d.get("resumed_pct") is not None:
+                note = f"resumed {d['resumed_pct']:.0f}%"
+            lm = d["longest_ms"]
+            cells = [row["label"] if first else "", t,
+                     fnum(d["rps"]), fnum(d["mib_s"], 1),
+                     "n/a" if d["spread"] is None else f"{d['spread'] * 100:.0f}%",
+                     f"{d['failed']}/{d['requests']}" if d["failed"] else "0",
+                     "—" if t == TLS_BASE else fnum(d.get("cpu_s"), 2),
+                     "—" if t == TLS_BASE or idle else fnum(d.get("cpu_us"), 1),
+                     "—" if t == TLS_BASE else ("n/a" if d.get("hwm_kb") is None
+                                                else f"{d['hwm_kb'] / 1024:.1f} MiB"),
+                     "1" if t == TLS_BASE else ("—" if idle else ratio(d.get("ratio"))),
+                     ratio(d.get("vs_base")) + f" ({peer_of[t]})" if t in peer_of else "",
+                     "n/a" if lm is None else (f"**{lm}**" if lm >= STALL_MS else str(lm)),
+                     note, "**BAD**" if d["bad"] else "ok"]
+            L.append("| " + " | ".join(cells) + " |")
+            first = False
+    L.append("")
+    n = (env.get("tls_n", "? ? ?").split() + ["?"] * 3)[:3]
+    dur, par = (env.get("tls_stime", "? ?").split() + ["?", "?"])[:2]
+    L.append(f"TLS rows: ab -n {n[0]} (10 KB) / {n[1]} (1 MB) -c {env.get('concurrency', '?')} -k, "
+             f"wrk -c{env.get('concurrency', '?')} -d{env.get('wrk_duration', '?')}s; new connections: "
+             f"{par} `openssl s_time -new|-reuse -time {dur} -www /1k.bin` at once (conn/s = all "
+             f"their connections / the wall time; note = the share s_time saw resumed), ab -n {n[2]} "
+             f"-c {env.get('concurrency', '?')} without keep-alive (each request a new connection and "
+             "a full handshake); idle: bench/tlsidle.py opens the connections one by one (handshake "
+             "done, verified, then nothing sent) and the proxy's VmRSS is read without and with them: "
+             "(RSS with N − RSS before) / N; its req/s is the handshakes/s while opening. The client "
+             "(ab, wrk, s_time) is not pinned and shares the 2 cores: on the handshake rows it "
+             "costs more CPU per connection than the proxy, so compare CPU µs/req as well as conn/s.")
+    L.append("")
+    return L
+
+
 def cmd_report(out):
     env = read_kv(os.path.join(out, "env.txt"))
     clk = int(env.get("clk_tck", "100") or 100)
     with open(os.path.join(out, "runs.tsv")) as f:
         runs = list(csv.DictReader(f, delimiter="\t"))
+    # the TLS rows get a section of their own (their paths, their base)
+    tls_runs = [r for r in runs if r["target"] in TLS_TARGETS]
+    runs = [r for r in runs if r["target"] not in TLS_TARGETS]
     targets = [t for t in TARGETS if any(r["target"] == t for r in runs)]
     targets += sorted({r["target"] for r in runs} - set(targets))
     proxies = [t for t in targets if t != BASE]
@@ -255,79 +495,107 @@ def cmd_report(out):
                              FTP_ORDER.index(k[2]) if k[2] in FTP_ORDER else 99, k[2]))
 
     # ------------------------------------------------------- aggregation --
-    rows = []
+    def aggregate(runs, keys, targets, base_t, pairs):
+        """one row per key: per path medians, ratio to base_t, and per pair
+        (label, cur, other) the per-round ratio cur/other ("vs_base")"""
+        rows = []
+        for k in keys:
+            rr = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k]
+            row = {"key": k, "label": label(k), "n": rr[0]["n"], "c": rr[0]["c"],
+                   "bad": [run_problem(r) for r in rr if run_bad(r)], "t": {}}
+            per_round = {}
+            for t in targets:
+                tr = [r for r in rr if r["target"] == t]
+                if not tr:
+                    continue
+                ok = [r for r in tr if isnum(r["rps"])]
+                rps = [float(r["rps"]) for r in ok]
+                kib = [float(r["kib_s"]) for r in ok if isnum(r.get("kib_s"))]
+                # the large file: one transfer per run, so compare MiB/s, not 1/time;
+                # the idle TLS row: KiB of RSS per connection
+                metric = [run_metric(r, k) for r in ok if run_metric(r, k) is not None]
+                d = {"runs": len(tr), "ok_runs": len(ok),
+                     "rps": statistics.median(rps) if rps else None,
+                     "mib_s": statistics.median(kib) / 1024 if kib else None,
+                     "min": min(metric) if metric else None, "max": max(metric) if metric else None,
+                     "med": statistics.median(metric) if metric else None,
+                     "failed": sum(run_failed_requests(r) for r in tr),
+                     "requests": sum(int(r["n"]) for r in tr if r["n"].isdigit() and r["tool"] in COUNTED)
+                     + sum(int(r["complete"]) for r in tr
+                           if r["tool"] not in COUNTED and r["complete"].isdigit()),
+                     "bad": any(run_bad(r) for r in tr)}
+                if t != base_t:
+                    cpu = [int(r["cpu_ticks"]) / clk for r in ok]
+                    d["cpu_s"] = statistics.median(cpu) if cpu else None
+                    per = [int(r["cpu_ticks"]) * 1e6 / clk / int(r["complete"]) for r in ok
+                           if r["complete"].isdigit() and int(r["complete"]) > 0]
+                    d["cpu_us"] = statistics.median(per) if per else None
+                    hwm = [int(r["hwm_kb"]) for r in tr if r["hwm_kb"].isdigit() and int(r["hwm_kb"]) > 0]
+                    d["hwm_kb"] = max(hwm) if hwm else None
+                mx = [int(r["max_ms"]) for r in tr if (r.get("max_ms") or "").isdigit()]
+                d["longest_ms"] = max(mx) if mx else None
+                sy = [int(r["syn_retrans"]) for r in tr if (r.get("syn_retrans") or "").isdigit()]
+                d["syn"] = sum(sy) if sy else None
+                d["spread"] = ((d["max"] - d["min"]) / d["med"]) if d["med"] else None
+                for r in ok:
+                    v = run_metric(r, k)
+                    if v is not None:
+                        per_round.setdefault(r["round"], {})[t] = v
+                if k[0] == "idle":
+                    d["kib_conn"] = d["med"]
+                    rs = [extra_kv(r) for r in ok]
+                    d["rss0_kb"] = statistics.median([x["rss0"] for x in rs if "rss0" in x]) if rs else None
+                    d["rss1_kb"] = statistics.median([x["rss1"] for x in rs if "rss1" in x]) if rs else None
+                if k[0] == "stime":
+                    rs = [extra_kv(r) for r in ok]
+                    res = sum(x.get("resumed", 0) for x in rs)
+                    tot = res + sum(x.get("full", 0) for x in rs)
+                    d["resumed_pct"] = 100 * res / tot if tot else None
+                row["t"][t] = d
+            # ratio to direct: median over rounds of the ratio measured within
+            # each round (peers side by side), so slow drift of the machine cancels
+            for t in row["t"]:
+                vals = [d[t] / d[base_t] for d in per_round.values() if d.get(t) and d.get(base_t)]
+                row["t"][t]["ratio"] = statistics.median(vals) if vals else None
+            # --baseline: current / baseline, the same way (within each round)
+            row["vs_base"] = {}
+            for lab, cur, bt in pairs:
+                vals = [d[cur] / d[bt] for d in per_round.values() if d.get(cur) and d.get(bt)]
+                c, b = row["t"].get(cur, {}), row["t"].get(bt, {})
+                ck = "cpu_s" if by_bytes(k) else "cpu_us"
+                cpu = (c[ck] / b[ck]) if c.get(ck) and b.get(ck) else None
+                row["vs_base"][lab] = {"perf": statistics.median(vals) if vals else None, "cpu": cpu}
+                if cur in row["t"]:
+                    row["t"][cur]["vs_base"] = row["vs_base"][lab]["perf"]
+            oth = [int(r["other_pct"]) for r in rr if (r.get("other_pct") or "").isdigit()]
+            row["others_med"] = statistics.median(oth) if oth else None
+            row["others_max"] = max(oth) if oth else None
+            rows.append(row)
+        return rows
+
     pairs = [(lab, cur, base) for lab, cur, base in BASELINE_PAIRS
              if cur in targets and base in targets]
-    for k in keys:
-        rr = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k]
-        row = {"key": k, "label": label(k), "n": rr[0]["n"], "c": rr[0]["c"],
-               "bad": [run_problem(r) for r in rr if run_bad(r)], "t": {}}
-        per_round = {}
-        for t in targets:
-            tr = [r for r in rr if r["target"] == t]
-            if not tr:
-                continue
-            ok = [r for r in tr if isnum(r["rps"])]
-            rps = [float(r["rps"]) for r in ok]
-            kib = [float(r["kib_s"]) for r in ok if isnum(r.get("kib_s"))]
-            # the large file: one transfer per run, so compare MiB/s, not 1/time
-            metric = kib if by_bytes(k) else rps
-            d = {"runs": len(tr), "ok_runs": len(ok),
-                 "rps": statistics.median(rps) if rps else None,
-                 "mib_s": statistics.median(kib) / 1024 if kib else None,
-                 "min": min(metric) if metric else None, "max": max(metric) if metric else None,
-                 "med": statistics.median(metric) if metric else None,
-                 "failed": sum(run_failed_requests(r) for r in tr),
-                 "requests": sum(int(r["n"]) for r in tr if r["n"].isdigit() and r["tool"] in COUNTED)
-                 + sum(int(r["complete"]) for r in tr
-                       if r["tool"] not in COUNTED and r["complete"].isdigit()),
-                 "bad": any(run_bad(r) for r in tr)}
-            if t != BASE:
-                cpu = [int(r["cpu_ticks"]) / clk for r in ok]
-                d["cpu_s"] = statistics.median(cpu) if cpu else None
-                per = [int(r["cpu_ticks"]) * 1e6 / clk / int(r["complete"]) for r in ok
-                       if r["complete"].isdigit() and int(r["complete"]) > 0]
-                d["cpu_us"] = statistics.median(per) if per else None
-                hwm = [int(r["hwm_kb"]) for r in tr if r["hwm_kb"].isdigit() and int(r["hwm_kb"]) > 0]
-                d["hwm_kb"] = max(hwm) if hwm else None
-            mx = [int(r["max_ms"]) for r in tr if (r.get("max_ms") or "").isdigit()]
-            d["longest_ms"] = max(mx) if mx else None
-            sy = [int(r["syn_retrans"]) for r in tr if (r.get("syn_retrans") or "").isdigit()]
-            d["syn"] = sum(sy) if sy else None
-            d["spread"] = ((d["max"] - d["min"]) / d["med"]) if d["med"] else None
-            for r in ok:
-                v = float(r["kib_s"]) if by_bytes(k) and isnum(r.get("kib_s")) else float(r["rps"])
-                per_round.setdefault(r["round"], {})[t] = v
-            row["t"][t] = d
-        # ratio to direct: median over rounds of the ratio measured within
-        # each round (peers side by side), so slow drift of the machine cancels
-        for t in row["t"]:
-            vals = [d[t] / d[BASE] for d in per_round.values() if d.get(t) and d.get(BASE)]
-            row["t"][t]["ratio"] = statistics.median(vals) if vals else None
-        # --baseline: current / baseline, the same way (within each round)
-        row["vs_base"] = {}
-        for lab, cur, base in pairs:
-            vals = [d[cur] / d[base] for d in per_round.values() if d.get(cur) and d.get(base)]
-            c, b = row["t"].get(cur, {}), row["t"].get(base, {})
-            ck = "cpu_s" if by_bytes(k) else "cpu_us"
-            cpu = (c[ck] / b[ck]) if c.get(ck) and b.get(ck) else None
-            row["vs_base"][lab] = {"perf": statistics.median(vals) if vals else None, "cpu": cpu}
-            if cur in row["t"]:
-                row["t"][cur]["vs_base"] = row["vs_base"][lab]["perf"]
-        oth = [int(r["other_pct"]) for r in rr if (r.get("other_pct") or "").isdigit()]
-        row["others_med"] = statistics.median(oth) if oth else None
-        row["others_max"] = max(oth) if oth else None
-        rows.append(row)
+    rows = aggregate(runs, keys, targets, BASE, pairs)
+    tls_targets = [t for t in TLS_TARGETS if any(r["target"] == t for r in tls_runs)]
+    tls_keys = [k for k in TLS_KEY_ORDER if any((r["tool"], r["size"], r["mode"]) == k for r in tls_runs)]
+    tls_keys += sorted({(r["tool"], r["size"], r["mode"]) for r in tls_runs} - set(tls_keys))
+    tls_pairs = [(lab, cur, peer) for lab, cur, peer in TLS_PAIRS
+                 if cur in tls_targets and peer in tls_targets]
+    tls_rows = aggregate(tls_runs, tls_keys, tls_targets, TLS_BASE, tls_pairs)
+    for row in tls_rows:
+        row["label"] = tls_label(row["key"], env)
 
     # ---------------------------------------------------------------- CSV --
     cols = ["row", "tool", "size", "mode", "path", "n", "c", "runs", "ok_runs", "req_s_median",
             "mib_s_median", "min", "max", "spread_pct", "failed_requests", "cpu_s_median",
             "cpu_us_per_req", "peak_rss_kib", "ratio_to_direct", "longest_ms", "syn_retrans",
-            "status"] + (["ratio_to_baseline"] if pairs else [])
+            "status"] + (["ratio_to_baseline"] if pairs else []) \
+        + (["ratio_to_peer", "kib_per_idle_conn", "resumed_pct"] if tls_rows else [])
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
-        for row in rows:
+        for row in rows + tls_rows:
+            tls = any(row is x for x in tls_rows)
             for t, d in row["t"].items():
                 def c(v, digits=4):
                     return "" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else v)
@@ -337,7 +605,9 @@ def cmd_report(out):
                             d["failed"], c(d.get("cpu_s"), 2), c(d.get("cpu_us"), 1),
                             c(d.get("hwm_kb")), c(d.get("ratio"), 4), c(d["longest_ms"]),
                             c(d["syn"]), "BAD" if d["bad"] else "ok"]
-                           + ([c(d.get("vs_base"), 4)] if pairs else []))
+                           + ([c(None if tls else d.get("vs_base"), 4)] if pairs else [])
+                           + ([c(d.get("vs_base") if tls else None, 4), c(d.get("kib_conn"), 2),
+                               c(d.get("resumed_pct"), 1)] if tls_rows else []))
 
     # ----------------------------------------------------------- markdown --
     L = []
@@ -528,7 +798,8 @@ def cmd_report(out):
                  f"machine: median per row up to {max(r['others_med'] or 0 for r in rows):.0f}%, "
                  f"max {max(oth)}%.")
         L.append("")
-    bad = [r for r in rows if r["bad"]]
+    L.extend(tls_section(env, tls_rows, tls_targets, tls_pairs, netns, clk))
+    bad = [r for r in rows + tls_rows if r["bad"]]
     if bad:
         L.append("## Bad rows")
         L.append("")
@@ -536,7 +807,8 @@ def cmd_report(out):
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         L.append("")
 
-    for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-ftp", "proxyd-r66"):
+    for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
+              "proxyd-tls-plug", "proxyd-ftp", "proxyd-r66"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
         if not ma:
@@ -597,9 +869,22 @@ def cmd_report(out):
                  f"# 1 or 10 at once; and --send big ({env.get('r66_big_mb', '?')} MiB)")
     if env.get("big_bytes", "0") != "0":
         L.append(f"{pre}curl -s -o /dev/null http://{host}:PORT/big.bin   # {human_bytes(env['big_bytes'])}")
+    if tls_rows:
+        n = (env.get("tls_n", "? ? ?").split() + ["?"] * 3)[:3]
+        dur, par = (env.get("tls_stime", "? ?").split() + ["?", "?"])[:2]
+        c = env.get("concurrency", "?")
+        L.append(f"{pre}ab -r -s 20 -k -n {n[0]}|{n[1]} -c {c} https://{host}:PORT/10k.bin|1m.bin")
+        L.append(f"{pre}wrk -t{env.get('wrk_threads')} -c{c} -d{env.get('wrk_duration')}s --timeout 20s https://{host}:PORT/10k.bin|1m.bin")
+        L.append(f"{pre}openssl s_time -connect {host}:PORT -new|-reuse -time {dur} -www /1k.bin   # {par} at once")
+        L.append(f"{pre}ab -r -s 20 -n {n[2]} -c {c} https://{host}:PORT/1k.bin")
+        L.append(f"{pre}python3 bench/tlsidle.py {host} PORT {env.get('tls_idle_n', '?')} RELEASE "
+                 "--servername front.test --cafile ca.pem")
+        if env.get("tls_speed_seconds"):
+            L.append(f"taskset -c {env.get('pin', '?')} openssl speed -seconds {env['tls_speed_seconds']} "
+                     "ecdsap256 ecdhx25519")
     L.append("```")
     L.append("")
-    L.append("PORT per path: " + ", ".join(f"{t} {env[f'port_{t}']}" for t in targets
+    L.append("PORT per path: " + ", ".join(f"{t} {env[f'port_{t}']}" for t in targets + tls_targets
                                           if f"port_{t}" in env)
              + (" (client port -> listener in the fw namespace)" if netns else "")
              + ". Raw outputs in `raw/`, every run in `runs.tsv`, configs, logs and `env.txt` "
@@ -662,7 +947,7 @@ plot {plots}
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl", "ftp"):
+    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl", "ftp", "stime", "idle"):
         if argv[2] == "curl" and len(argv) != 5:
             print(__doc__, file=sys.stderr)
             return 2
