@@ -307,7 +307,7 @@ def tls_label(k, env):
     return f"TLS {tool} {size} {mode}"
 
 
-def tls_section(env, rows, targets, pairs, netns, clk):
+def tls_section(out, env, rows, targets, pairs, netns):
     """the TLS rows: paths, the per-core limit, proxyd vs HAProxy, the full table"""
     L = []
     if not rows:
@@ -339,6 +339,12 @@ def tls_section(env, rows, targets, pairs, netns, clk):
     L.append("")
     for t in targets:
         L.append(f"- **{t}**: {desc.get(t, t)}")
+    npath = os.path.join(out, "notes.txt")
+    if os.path.exists(npath):
+        with open(npath) as f:
+            for ln in f:
+                if "TLS" in ln or "-tls" in ln or "openssl" in ln:
+                    L.append(f"- {ln.strip()}")
     L.append("")
     sign = env.get("tls_speed_ecdsap256_sign_s")
     ver = env.get("tls_speed_ecdsap256_verify_s")
@@ -798,7 +804,7 @@ def cmd_report(out):
                  f"machine: median per row up to {max(r['others_med'] or 0 for r in rows):.0f}%, "
                  f"max {max(oth)}%.")
         L.append("")
-    L.extend(tls_section(env, tls_rows, tls_targets, tls_pairs, netns, clk))
+    L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
     bad = [r for r in rows + tls_rows if r["bad"]]
     if bad:
         L.append("## Bad rows")
