@@ -16,11 +16,14 @@
 #include "analyser.h"
 #include "config.h"
 #include "log.h"
+#include "splice.h"
 #include "worker.h"
 
 #define PX_DEFAULT_CONFIG	"/etc/proxyd/proxyd.xml"
 /* Per splice session: two sockets plus two pipes of two fds each. */
-#define PX_FDS_PER_SESSION	6
+/* Two sockets; pipes come from each worker's pool only while bytes are in
+ * flight (splice.h), so they are counted per worker, not per session. */
+#define PX_FDS_PER_SESSION	2
 
 struct px_main {
 	const char		*config_path;
@@ -52,7 +55,8 @@ static void
 px_raise_fd_limit(const struct px_config *cfg)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->max_sessions * PX_FDS_PER_SESSION + 256;
+	rlim_t want = (rlim_t)cfg->max_sessions * PX_FDS_PER_SESSION +
+	    (rlim_t)cfg->workers * PX_PIPE_POOL * 2 + 256;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
 		return;

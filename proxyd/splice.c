@@ -107,6 +107,7 @@ px_splice_init(struct px_splice *sp, struct event_base *base,
 		sp->pipe[0] = sp->pipe[1] = -1;
 		return -1;
 	}
+	sp->pool = pool;
 	sp->ops = ops;
 	sp->arg = arg;
 	sp->from = from;
@@ -148,12 +149,41 @@ px_splice_stop(struct px_splice *sp)
 void
 px_splice_release(struct px_splice *sp, struct px_pipe_pool *pool)
 {
+	px_splice_stop(sp);
 	if (sp->pipe[0] == -1)
 		return;
-	px_splice_stop(sp);
 	px_pipe_put(pool, sp->pipe, (int)sp->pipe_cap, sp->pipe_size,
 	    sp->in_pipe == 0);
 	sp->pipe[0] = sp->pipe[1] = -1;
+}
+
+/* Waiting for the source with nothing in the pipe: the pipe goes back to
+ * the pool (two descriptors per idle direction). */
+static void
+px_splice_idle(struct px_splice *sp)
+{
+	px_event_want(&sp->rd, &sp->rd_on, true);
+	if (sp->in_pipe != 0 || sp->pipe[0] == -1)
+		return;
+	px_pipe_put(sp->pool, sp->pipe, (int)sp->pipe_cap, sp->pipe_size,
+	    true);
+	sp->pipe[0] = sp->pipe[1] = -1;
+}
+
+/* Bytes may come: a pipe again. 0, or -1 with errno. */
+static int
+px_splice_need_pipe(struct px_splice *sp)
+{
+	int cap;
+
+	if (sp->pipe[0] != -1)
+		return 0;
+	if ((cap = px_pipe_get(sp->pool, sp->pipe, sp->pipe_size)) == -1) {
+		sp->pipe[0] = sp->pipe[1] = -1;
+		return -1;
+	}
+	sp->pipe_cap = (size_t)cap;
+	return 0;
 }
 
 /* After splice() said EAGAIN: if the socket sits at the urgent mark, read
@@ -235,9 +265,17 @@ px_splice_run(struct px_splice *sp)
 		}
 		/* A short read left the socket empty: skip the read that would
 		 * only say EAGAIN; level-triggered epoll reports what's left. */
-		if (drained || ++rounds > PX_SPLICE_ROUNDS) {
+		if (drained) {
+			px_splice_idle(sp);
+			break;
+		}
+		if (++rounds > PX_SPLICE_ROUNDS) {
 			px_event_want(&sp->rd, &sp->rd_on, true);
 			break;
+		}
+		if (px_splice_need_pipe(sp) == -1) {
+			px_splice_report(sp, moved, PX_SPLICE_READ, errno);
+			return;
 		}
 		n = splice(sp->from, NULL, sp->pipe[1], NULL, sp->pipe_cap,
 		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
@@ -259,7 +297,7 @@ px_splice_run(struct px_splice *sp)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN) {
-			px_event_want(&sp->rd, &sp->rd_on, true);
+			px_splice_idle(sp);
 			break;
 		}
 		px_splice_report(sp, moved, PX_SPLICE_READ, errno);

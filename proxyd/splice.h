@@ -23,7 +23,7 @@ void	px_event_want(struct event *ev, bool *on, bool want);
 
 /* Empty pipes kept for reuse: creating and sizing one costs 3 syscalls.
  * One pool per worker, touched by that worker only. */
-#define PX_PIPE_POOL	256	/* 128 sessions; empty pipes hold no pages */
+#define PX_PIPE_POOL	64	/* pipes in flight at once, not per session */
 struct px_pipe_pool {
 	int		 fds[PX_PIPE_POOL][2];
 	int		 cap[PX_PIPE_POOL];	/* what the kernel granted */
@@ -63,7 +63,8 @@ struct px_splice {
 	const struct px_splice_ops *ops;
 	void		*arg;
 	int		 from, to;
-	int		 pipe[2];	/* -1: none */
+	int		 pipe[2];	/* -1: none (idle: back in the pool) */
+	struct px_pipe_pool *pool;
 	size_t		 pipe_cap;	/* its real capacity */
 	int		 pipe_size;	/* what was asked for it */
 	size_t		 in_pipe;	/* read but not yet written */
@@ -75,7 +76,10 @@ struct px_splice {
 };
 
 /* Takes a pipe from the pool and sets the events up; nothing is read until
- * px_splice_start(). 0, or -1 with errno (out of pipes). */
+ * px_splice_start(). 0, or -1 with errno (out of pipes). The pipe goes
+ * back to the pool whenever it is empty and the pump waits for its
+ * source, and is taken again when bytes come: an idle direction holds no
+ * descriptor but its sockets'. */
 int	px_splice_init(struct px_splice *sp, struct event_base *base,
 	    struct px_pipe_pool *pool, int from, int to, int size,
 	    const struct px_splice_ops *ops, void *arg);
