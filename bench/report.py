@@ -274,6 +274,8 @@ def run_problem(r):
             bits.append(f"{k}={r[k]}")
     if r["tool"] in COUNTED and r["complete"] not in (r["n"], "-"):
         bits.append(f"complete={r['complete']}/{r['n']}")
+    if r["tool"] not in COUNTED and r["complete"] in ("0", "-"):
+        bits.append("no request served")
     return f"{r['target']} r{r['round']}: " + " ".join(bits) + f" ({r['raw']})"
 
 
@@ -806,11 +808,15 @@ def cmd_report(out):
         L.append("")
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
     bad = [r for r in rows + tls_rows if r["bad"]]
-    if bad:
+    # a proxy bench/run found stuck (busy with no client) and stopped
+    stuck = [n for n in notes if n.startswith("STUCK")]
+    if bad or stuck:
         L.append("## Bad rows")
         L.append("")
         for row in bad:
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
+        for n in stuck:
+            L.append(f"- {n}")
         L.append("")
 
     for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
@@ -901,7 +907,7 @@ def cmd_report(out):
     sys.stdout.write(md)
 
     chart(out, rows, targets, netns, quick)
-    return 3 if bad else 0
+    return 3 if bad or stuck else 0
 
 
 def chart(out, rows, targets, netns, quick):
