@@ -296,8 +296,14 @@ px_conn_send(struct px_conn *c)
 	ssize_t n;
 
 	while (evbuffer_get_length(c->out) != 0) {
-		if ((n = px_conn_write_once(c, &want)) >= 0)
+		if ((n = px_conn_write_once(c, &want)) > 0)
 			continue;
+		if (n == 0) {
+			/* Nothing taken with bytes to give: no progress is
+			 * possible, and retrying would spin. */
+			errno = EPIPE;
+			return -1;
+		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)

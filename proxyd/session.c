@@ -163,6 +163,24 @@ px_session_mark_end(struct px_session *s, enum px_end_by by)
 	    s->state == PX_SS_CONNECTING ? PX_PHASE_CONNECT : PX_PHASE_DATA;
 }
 
+/* A driver's TLS conns end with close_notify when the session ends
+ * cleanly: without it a client cannot tell the end from a cut (ab counts
+ * every such response as failed). Once, without waiting: the FIN follows. */
+static void
+px_session_close_notify(struct px_session *s)
+{
+	enum px_conn_want want;
+	int d;
+
+	if (!s->finished && s->end_by != PX_END_CLIENT &&
+	    s->end_by != PX_END_SERVER)
+		return;
+	for (d = 0; d < 2; d++)
+		if (s->dconn_open[d] && s->dconn[d].tf != NULL &&
+		    s->dconn[d].tf->shutdown != NULL && !s->dconn[d].shut)
+			(void)s->dconn[d].tf->shutdown(&s->dconn[d], &want);
+}
+
 void
 px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 {
@@ -180,6 +198,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
 	px_channels_close(&s->chan_host);
+	px_session_close_notify(s);
 	px_session_release_io(s);	/* settles s->bytes before the log */
 	px_session_log_end(s, reason);
 	if (event_initialized(&s->conn_ev))

@@ -1317,7 +1317,14 @@ px_tls_write(struct px_conn *c, const void *buf, size_t len,
 	n = SSL_write(tc->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
 	if (!tc->done && SSL_is_init_finished(tc->ssl))
 		px_tls_handshake_done(tc);
-	return n > 0 ? n : px_tls_failed(tc, n, want);
+	if (n > 0)
+		return n;
+	/* An orderly end (or a socket error OpenSSL left no errno for) is
+	 * an end of the write side too: never 0, which would read as
+	 * "wrote nothing, try again" and spin (a peer gone mid-response). */
+	if (px_tls_failed(tc, n, want) == 0 || errno == 0)
+		errno = EPIPE;
+	return -1;
 }
 
 static int

@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/tls_lib.sh"
-need_cmds nginx curl openssl python3
+need_cmds nginx curl openssl python3 wrk
 setup
 
 # ---- a test CA, leaves signed by it, and a self-signed one, made now
@@ -149,6 +149,19 @@ done
 wait_nginx_line "$NGX_TLS" '/f1m.bin\?plug2' " reused=r " "the second plug session's TLS resumption"
 assert_metric ge proxyd_tls_handshakes_total 'side="server",resumed="yes"' 1
 assert_log "session-end service=p_both analyser=plug verdict=accept .*to-client=[0-9]{7,} .*end=(client|server)-closed"
+
+info "clients that vanish mid-response: sessions end, nothing spins"
+# wrk does this at the end of a run: its connections close in the middle
+# of 1 MB responses, and the proxy's next TLS write meets a closed socket.
+# A write that "took nothing" once looped there at 100 % CPU.
+timeout 30 wrk -t1 -c50 -d2s "https://127.0.0.1:$P_H_BOTH/f1m.bin" >"$T/wrk.out" 2>&1 ||
+    fail "wrk through terminate + originate: $(cat "$T/wrk.out")"
+assert_metric eq proxyd_sessions_active '' 0 10
+t0=$(awk '{print $14 + $15}' "/proc/$PROXYD_PID/stat")
+for i in $(seq 10); do curl -s -o /dev/null "http://127.0.0.1:$ADMIN_PORT/metrics"; sleep 0.1; done
+t1=$(awk '{print $14 + $15}' "/proc/$PROXYD_PID/stat")
+info "  proxyd CPU ticks over ~1 s with nothing to do: $((t1 - t0))"
+(((t1 - t0) < $(getconf CLK_TCK) / 4)) || fail "proxyd used $((t1 - t0)) CPU ticks in about a second with no client: a busy loop"
 
 info "a server certificate for another name: 502, logged, counted"
 code=$(curl -sS --max-time 20 -o "$T/w.out" -w '%{http_code}' "http://127.0.0.1:$P_H_WRONG/f1m.bin?wrong")
