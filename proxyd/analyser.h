@@ -97,8 +97,9 @@ struct px_analyser {
 	/* It can serve mode="forward" (the destination comes from each
 	 * request). */
 	bool		 forward_mode;
-	/* The ALPN protocol it speaks, offered when it terminates TLS
-	 * ("http/1.1"); NULL: no ALPN. */
+	/* The ALPN protocols it speaks, offered when it terminates TLS and
+	 * asked for when it originates, comma-separated in order of
+	 * preference ("http/1.1,http/1.0"); NULL: no ALPN. */
 	const char	*alpn;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);

@@ -1018,11 +1018,15 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	t->side = side == 0 ? PX_TLS_CLIENT : PX_TLS_SERVER;
 	t->id = atomic_fetch_add_explicit(&px_tls_ctx_ids, 1,
 	    memory_order_relaxed) + 1;
-	if (alpn != NULL && (alen = strlen(alpn)) > 0 &&
-	    alen < sizeof(t->alpn)) {
-		t->alpn[0] = (unsigned char)alen;
-		memcpy(t->alpn + 1, alpn, alen);
-		t->alpn_len = (unsigned)alen + 1;
+	/* "a,b": the wire list, in the analyser's order of preference. */
+	for (; alpn != NULL && *alpn != '\0'; alpn += alen + (alpn[alen] == ',')) {
+		alen = strcspn(alpn, ",");
+		if (alen == 0 || alen > 255 ||
+		    t->alpn_len + 1 + alen > sizeof(t->alpn))
+			break;
+		t->alpn[t->alpn_len] = (unsigned char)alen;
+		memcpy(t->alpn + t->alpn_len + 1, alpn, alen);
+		t->alpn_len += (unsigned)alen + 1;
 	}
 	if ((mode == 2 ? px_tls_load_keybridge(e, n, file, t) : side == 0 ?
 	    px_tls_load_terminate(e, n, file, t) :

@@ -1103,6 +1103,6 @@ const struct px_analyser http_analyser = {
 	.counters = http_counter_names,
 	.driver = &http_driver,
 	.forward_mode = true,
-	.alpn = "http/1.1",
+	.alpn = "http/1.1,http/1.0",
 	.on_worker_exit = http_worker_exit,
 };

@@ -62,6 +62,11 @@ assert_eq "$(sha256_of "$T/h.bin")" "$SHA" "sha256 through http + TLS"
 assert_grep "$T/curl.v" "ALPN: server accepted http/1.1|ALPN, server accepted to use http/1.1" "the server's ALPN answer"
 assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=localhost(:$P_HTTP)? path=/f1m\.bin status=200 "
 
+info "an HTTP/1.0 client (ALPN http/1.0 alone) is served"
+code=$(curl -sS -0 --max-time 20 --cacert "$P/ca.pem" -o "$T/h10.bin" -w '%{http_code}' "https://localhost:$P_HTTP/f1m.bin?h10")
+assert_eq "$code" "200" "status of an HTTP/1.0 client over TLS"
+assert_eq "$(sha256_of "$T/h10.bin")" "$SHA" "sha256 for the HTTP/1.0 client"
+
 info "a client that offers only h2 is refused: http speaks http/1.1"
 if echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_HTTP" -alpn h2 \
     -CAfile "$P/ca.pem" >"$T/h2.out" 2>&1; then
