@@ -202,6 +202,12 @@ const struct sockaddr *px_session_dst(const struct px_session *s);
 bool		 px_session_is_transparent(const struct px_session *s);
 /* The configured limits/@buffer: the backpressure threshold per direction. */
 size_t		 px_session_buffer(const struct px_session *s);
+/* Whether the service's <servers> lets the session reach dst (forward
+ * mode asks per request; the core asks itself in the other modes): 0, or
+ * -1, counted as a denial. zones gets "client-zone=A server-zone=B" for
+ * the caller's log line. */
+int		 px_session_server_allowed(struct px_session *s,
+		    const struct sockaddr *dst, char *zones, size_t zlen);
 /* Records where the session's traffic goes now (for the session-end line). */
 void		 px_session_set_server(struct px_session *s,
 		    const struct sockaddr *server);

@@ -483,6 +483,10 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 		xmlFree(v);
 	}
 
+	if (px_zones_load(&c->zones, px_child(root, "zones"), e) == -1 &&
+	    e->count == before)
+		px_cfg_error(e, root, "invalid <zones>");
+
 	n = px_child(root, "policies");
 	v = px_attr(n, "dir");
 	c->policy_dir = px_path_relative_to(c->path, v ? v : "../policy/enabled");
@@ -509,52 +513,6 @@ px_valid_name(const char *s)
 			return false;
 	}
 	return true;
-}
-
-static int
-px_load_allow(struct px_service *svc, xmlNodePtr n, struct px_cfgerr *e)
-{
-	char *v = px_attr(n, "allow");
-	const char *p, *why;
-	size_t cap = 0;
-	int rc = 0;
-
-	if (v == NULL)
-		return 0;
-	for (p = v; *p != '\0';) {
-		size_t len;
-
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',')
-			p++;
-		len = strcspn(p, " \t\r\n,");
-		if (len == 0)
-			break;
-		if (svc->nallow == cap) {
-			size_t ncap = cap ? cap * 2 : 4;
-			struct px_cidr *na = realloc(svc->allow, ncap * sizeof(*na));
-
-			if (na == NULL) {
-				px_cfg_error(e, n, "out of memory");
-				rc = -1;
-				break;
-			}
-			svc->allow = na;
-			cap = ncap;
-		}
-		if (px_parse_cidr(p, len, &svc->allow[svc->nallow], &why) == -1) {
-			px_cfg_error(e, n, "allow: \"%.*s\": %s", (int)len, p, why);
-			rc = -1;
-		} else
-			svc->nallow++;
-		p += len;
-	}
-	if (rc == 0 && svc->nallow == 0) {
-		/* An empty list would silently refuse everyone. */
-		px_cfg_error(e, n, "allow=\"\": list at least one address or CIDR, or remove <clients>");
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
 }
 
 static int
@@ -651,7 +609,15 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	}
 
 	if ((n = px_child(root, "clients")) != NULL)
-		px_load_allow(svc, n, e);
+		px_addrlist_load(&svc->clients, n, &c->zones, e);
+	if ((n = px_child(root, "servers")) != NULL) {
+		px_addrlist_load(&svc->servers, n, &c->zones, e);
+		if (svc->mode == PX_MODE_FIXED)
+			/* The target is the only server there. */
+			px_cfg_error(e, n, "<servers> is for modes where the "
+			    "client picks the server (transparent, redirect, "
+			    "forward), not mode=\"fixed\"");
+	}
 	for (n = root->children; n != NULL && svc->analyser != NULL;
 	    n = n->next) {
 		struct px_tls_ctx *t;
@@ -709,7 +675,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	 * analyser is a mistake the user wants to hear about. */
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
-		    "upstream", "clients", "tls", NULL };
+		    "upstream", "clients", "servers", "tls", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -750,6 +716,74 @@ px_addr_overlap(const struct sockaddr *a, const struct sockaddr *b)
 	    px_sockaddr_same_host(a, b);
 }
 
+static bool
+px_same_listen(const struct px_service *a, const struct px_service *b)
+{
+	return a->listen_len == b->listen_len &&
+	    memcmp(&a->listen, &b->listen, a->listen_len) == 0;
+}
+
+/* Transparent and redirect services may share a listen address: the
+ * client and server lists pick one per connection. Reports what else
+ * must then agree; false for a plain clash. */
+static bool
+px_may_share(const struct px_service *o, const struct px_service *svc,
+    struct px_cfgerr *e)
+{
+	if (!px_same_listen(o, svc) || o->mode != svc->mode ||
+	    (svc->mode != PX_MODE_TRANSPARENT && svc->mode != PX_MODE_REDIRECT))
+		return false;
+	if (o->origdst_conntrack != svc->origdst_conntrack)
+		px_cfg_error_line(e, svc->file, svc->listen_line,
+		    "origdst= differs from service \"%s\" (%s:%ld) on the "
+		    "same listen address", o->name, o->file, o->listen_line);
+	return true;
+}
+
+/* One group per listen address, built on the sorted services. */
+static void
+px_build_groups(struct px_config *c, struct px_cfgerr *e)
+{
+	size_t i, j;
+
+	if ((c->groups = calloc(c->nservices ? c->nservices : 1,
+	    sizeof(*c->groups))) == NULL) {
+		px_cfg_error_line(e, c->path, 0, "out of memory");
+		return;
+	}
+	for (i = 0; i < c->nservices; i++) {
+		struct px_service *svc = &c->services[i], **ns;
+		struct px_group *g = NULL;
+
+		for (j = 0; j < c->ngroups && g == NULL; j++)
+			if (px_same_listen(c->groups[j].svc[0], svc))
+				g = &c->groups[j];
+		if (g == NULL)
+			g = &c->groups[c->ngroups++];
+		else if (g->n == PX_GROUP_MAX) {
+			px_cfg_error_line(e, svc->file, svc->listen_line,
+			    "more than %d services on one listen address",
+			    PX_GROUP_MAX);
+			return;
+		}
+		if ((ns = realloc(g->svc, (g->n + 1) * sizeof(*ns))) == NULL) {
+			px_cfg_error_line(e, c->path, 0, "out of memory");
+			return;
+		}
+		g->svc = ns;
+		svc->group = g;
+		svc->group_idx = (uint16_t)g->n;
+		g->svc[g->n++] = svc;
+	}
+	for (j = 0; j < c->ngroups; j++) {
+		if (px_group_build(&c->groups[j], &c->zones) == -1) {
+			px_cfg_error_line(e, c->path, 0, "out of memory");
+			return;
+		}
+		px_group_check(&c->groups[j], &c->zones, e);
+	}
+}
+
 static int
 px_xml_filter(const struct dirent *d)
 {
@@ -772,7 +806,7 @@ px_load_policies(struct px_config *c, struct px_cfgerr *e)
 {
 	struct dirent **ents = NULL;
 	int i, j, nents;
-	unsigned before;
+	unsigned before, start = e->count;
 
 	nents = scandir(c->policy_dir, &ents, px_xml_filter, alphasort);
 	if (nents < 0) {
@@ -821,7 +855,8 @@ px_load_policies(struct px_config *c, struct px_cfgerr *e)
 				    "service name \"%s\" is also used by %s:%ld",
 				    svc->name, o->file, o->line);
 			if (px_addr_overlap((struct sockaddr *)&o->listen,
-			    (struct sockaddr *)&svc->listen)) {
+			    (struct sockaddr *)&svc->listen) &&
+			    !px_may_share(o, svc, e)) {
 				char a[PX_ADDRSTRLEN];
 
 				px_cfg_error_line(e, path, svc->listen_line,
@@ -837,6 +872,8 @@ px_load_policies(struct px_config *c, struct px_cfgerr *e)
 			    px_sockaddr_port((struct sockaddr *)&svc->listen), c->path);
 	}
 	qsort(c->services, c->nservices, sizeof(*c->services), px_service_cmp);
+	if (e->count == start)
+		px_build_groups(c, e);
 out:
 	for (i = 0; i < nents; i++)
 		free(ents[i]);
@@ -900,8 +937,13 @@ px_config_unref(struct px_config *c)
 		px_tls_free(svc->tls_passthrough);
 		xmlFree(svc->name);
 		free(svc->file);
-		free(svc->allow);
+		px_addrlist_free(&svc->clients);
+		px_addrlist_free(&svc->servers);
 	}
+	for (i = 0; i < c->ngroups; i++)
+		px_group_free(&c->groups[i], c->zones.n);
+	free(c->groups);
+	px_zones_free(&c->zones);
 	free(c->services);
 	free(c->policy_dir);
 	free(c->log_file);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "parse.h"
+#include "zone.h"
 
 struct px_analyser;
 struct _xmlNode;
@@ -55,8 +56,12 @@ struct px_service {
 	struct px_tls_ctx	*tls_client;	/* <tls side="client">; NULL */
 	struct px_tls_ctx	*tls_server;	/* <tls side="server">; NULL */
 	struct px_tls_ctx	*tls_passthrough; /* mode="passthrough"; NULL */
-	struct px_cidr		*allow;		/* NULL: everyone */
-	size_t			 nallow;
+	struct px_addrlist	 clients;	/* unset: everyone */
+	struct px_addrlist	 servers;	/* unset: anywhere */
+	/* The services on this listen address (transparent and redirect
+	 * modes may share one); group_idx is this one's place in it. */
+	struct px_group		*group;
+	uint16_t		 group_idx;
 };
 
 struct px_tls_ctx;
@@ -84,6 +89,9 @@ struct px_config {
 	char			*policy_dir;
 	struct px_service	*services;	/* sorted by name */
 	size_t			 nservices;
+	struct px_zones		 zones;
+	struct px_group		*groups;	/* one per listen address */
+	size_t			 ngroups;
 };
 
 /* Error sink: every problem found is reported as "file:line: reason". */

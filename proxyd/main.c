@@ -16,6 +16,7 @@
 #include "analyser.h"
 #include "config.h"
 #include "log.h"
+#include "trace.h"
 #include "splice.h"
 #include "worker.h"
 
@@ -42,6 +43,8 @@ px_usage(FILE *out)
 	fprintf(out,
 	    "usage: proxyd [-c FILE]          run in the foreground\n"
 	    "       proxyd --check [-c FILE]  validate the config and every policy\n"
+	    "       proxyd --check [-c FILE] --trace CLIENT DEST:PORT\n"
+	    "                                 which service would take such a connection\n"
 	    "       proxyd --version | --help\n"
 	    "\n"
 	    "  -c, --config FILE  daemon config (default %s)\n"
@@ -193,11 +196,12 @@ px_signal_cb(evutil_socket_t sig, short what, void *arg)
 }
 
 static int
-px_check(const char *path)
+px_check(const char *path, const char *trace, const char *trace_dst)
 {
 	struct px_cfgerr err = { .out = stderr };
 	struct px_config *cfg = px_config_load(path, &err);
 	size_t i;
+	int rc;
 
 	if (cfg == NULL) {
 		fprintf(stderr, "%s: %u error%s\n", path, err.count,
@@ -215,8 +219,9 @@ px_check(const char *path)
 		    px_mode_name(svc->mode), px_sockaddr_str(
 		    (const struct sockaddr *)&svc->listen, l, sizeof(l)), svc->file);
 	}
+	rc = trace != NULL ? px_trace(cfg, trace, trace_dst, stdout) : 0;
 	px_config_unref(cfg);
-	return 0;
+	return rc;
 }
 
 int
@@ -225,6 +230,7 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'k' },
+		{ "trace", required_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -233,16 +239,26 @@ main(int argc, char **argv)
 	struct px_cfgerr err = { .out = stderr };
 	struct event *sig_term, *sig_int, *sig_hup;
 	bool check = false;
+	const char *trace = NULL, *trace_dst = NULL;
 	int ch, rc = 1;
 
 	while ((ch = getopt_long(argc, argv, "c:Vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': m.config_path = optarg; break;
 		case 'k': check = true; break;
+		case 't': trace = optarg; break;
 		case 'V': printf("proxyd %s\n", PROXYD_VERSION); return 0;
 		case 'h': px_usage(stdout); return 0;
 		default: px_usage(stderr); return 2;
 		}
+	}
+	if (trace != NULL) {
+		if (!check || optind == argc) {
+			fprintf(stderr, "proxyd: --trace CLIENT DEST:PORT goes "
+			    "with --check\n");
+			return 2;
+		}
+		trace_dst = argv[optind++];
 	}
 	if (optind != argc) {
 		fprintf(stderr, "proxyd: unexpected argument '%s'\n", argv[optind]);
@@ -254,7 +270,7 @@ main(int argc, char **argv)
 	if (px_analyser_registry_check() == -1)
 		return 1;
 	if (check) {
-		rc = px_check(m.config_path);
+		rc = px_check(m.config_path, trace, trace_dst);
 		xmlCleanupParser();
 		return rc;
 	}

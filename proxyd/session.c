@@ -28,6 +28,7 @@ static int	px_session_check_dst(struct px_session *s);
 static int	px_session_ask_conntrack(struct px_session *s);
 static void	px_session_proceed(struct px_session *s);
 static void	px_session_server_up(struct px_session *s);
+static int	px_session_client_allowed(struct px_session *s);
 
 
 uint64_t
@@ -66,20 +67,30 @@ static void
 px_session_log_end(struct px_session *s, const char *reason)
 {
 	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
+	char zones[160] = "";
 	struct timeval now, d;
+	bool shared;
 
 	if (!px_log_enabled(LOG_INFO))
 		return;
 	gettimeofday(&now, NULL);
 	timersub(&now, &s->start_tv, &d);
+	if (s->cfg->zones.n > 0)
+		snprintf(zones, sizeof(zones), " client-zone=%s server-zone=%s",
+		    px_zone_name(&s->cfg->zones, s->client_zone),
+		    px_zone_name(&s->cfg->zones, s->server_zone));
+	/* A shared listener's connection refused before its destination
+	 * chose a service belongs to none of them. */
+	shared = s->svc->group->n > 1 && !s->svc_chosen;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
-	    "client=%s dst=%s server=%s to-server=%llu to-client=%llu "
+	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld by=%s phase=%s end=%s",
-	    s->svc->name, s->svc->analyser->name,
+	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
 	    px_sockaddr_str((struct sockaddr *)&s->dst, dst, sizeof(dst)),
 	    px_sockaddr_str((struct sockaddr *)&s->server, server, sizeof(server)),
+	    zones,
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
@@ -697,7 +708,69 @@ px_session_destination(struct px_session *s)
 	return px_session_check_dst(s);
 }
 
-/* The destination is known: refuse the proxy's own address. 0 or -1. */
+/* Some service of the listener takes this client: its <clients> (or
+ * none) holds it. 0, or -1 after ending the session. */
+static int
+px_session_client_allowed(struct px_session *s)
+{
+	const struct px_group *g = s->svc->group;
+	int16_t spec[PX_GROUP_MAX];
+	struct px_zone_path zp;
+	struct px_key k;
+	size_t i;
+
+	px_key_from_sockaddr(&k, (struct sockaddr *)&s->client);
+	px_zones_path(&s->cfg->zones, &k, &zp);
+	s->client_zone = px_zone_path_zone(&zp);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_CLIENT, &k, &zp, spec);
+	for (i = 0; i < g->n; i++)
+		if (spec[i] >= 0)
+			return 0;
+	PX_COUNT_ADD(s->w, denied_acl, 1);
+	px_session_end(s, PX_END_POLICY, "denied: client not allowed");
+	return -1;
+}
+
+/* The destination's zone and what <servers> lists make of it; with
+ * several services on the listener, the one both ends select becomes
+ * s->svc. 0, or -1 after ending the session. */
+static int
+px_session_choose(struct px_session *s)
+{
+	const struct px_group *g = s->svc->group;
+	int16_t cspec[PX_GROUP_MAX], sspec[PX_GROUP_MAX];
+	struct px_zone_path czp, szp;
+	struct px_key ck, sk;
+	int pick;
+
+	px_key_from_sockaddr(&ck, (struct sockaddr *)&s->client);
+	px_key_from_sockaddr(&sk, (struct sockaddr *)&s->dst);
+	px_zones_path(&s->cfg->zones, &ck, &czp);
+	px_zones_path(&s->cfg->zones, &sk, &szp);
+	s->server_zone = px_zone_path_zone(&szp);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_CLIENT, &ck, &czp, cspec);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &sk, &szp, sspec);
+	pick = px_group_choose(g, cspec, sspec, NULL);
+	if (pick >= 0) {
+		s->svc = g->svc[pick];
+		s->svc_chosen = true;
+		return 0;
+	}
+	if (g->n == 1) {
+		PX_COUNT_ADD(s->w, denied_server, 1);
+		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
+	} else {
+		/* --check refuses configs that could be ambiguous (-2). */
+		PX_COUNT_ADD(s->w, denied_dispatch, 1);
+		px_session_end(s, PX_END_POLICY, pick == -1 ?
+		    "denied: no service for this client and server" :
+		    "denied: no single service for this client and server");
+	}
+	return -1;
+}
+
+/* The destination is known: refuse the proxy's own address and what the
+ * service lists refuse. 0 or -1. */
 static int
 px_session_check_dst(struct px_session *s)
 {
@@ -710,6 +783,8 @@ px_session_check_dst(struct px_session *s)
 		    "denied: direct connection to the proxy");
 		return -1;
 	}
+	if (svc->mode != PX_MODE_FIXED && px_session_choose(s) == -1)
+		return -1;
 	memcpy(&s->server, &s->dst, sizeof(s->dst));
 	return 0;
 }
@@ -791,11 +866,9 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}
-	if (svc->nallow != 0 && !px_cidr_list_match(svc->allow, svc->nallow, sa)) {
-		PX_COUNT_ADD(w, denied_acl, 1);
-		px_session_end(s, PX_END_POLICY, "denied: client not allowed");
+	s->client_zone = s->server_zone = -1;
+	if (px_session_client_allowed(s) == -1)
 		return;
-	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (px_session_destination(s) != 0)
 		return;		/* ended, or waiting for conntrack */

@@ -41,6 +41,11 @@ struct px_session {
 	struct sockaddr_storage	 local;		/* our end of the client socket */
 	struct sockaddr_storage	 dst;		/* original destination */
 	struct sockaddr_storage	 server;	/* where we connected */
+	/* Zones of the client and the destination (-1: none), for the log;
+	 * svc_chosen once the destination picked the service of a shared
+	 * listener (until then svc is the first of its group). */
+	int32_t			 client_zone, server_zone;
+	bool			 svc_chosen;
 
 	struct event		 conn_ev;	/* EV_WRITE on sfd while connecting */
 	struct event		 timer;		/* connect, then idle timeout */

@@ -456,3 +456,25 @@ px_session_local(struct px_session *s, enum px_chan_end end,
 	}
 	return getsockname(fd, (struct sockaddr *)ss, &len);
 }
+
+int
+px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
+    char *zones, size_t zlen)
+{
+	const struct px_group *g = s->svc->group;
+	int16_t spec[PX_GROUP_MAX];
+	struct px_zone_path zp;
+	struct px_key k;
+
+	px_key_from_sockaddr(&k, dst);
+	px_zones_path(&s->cfg->zones, &k, &zp);
+	s->server_zone = px_zone_path_zone(&zp);
+	snprintf(zones, zlen, "client-zone=%s server-zone=%s",
+	    px_zone_name(&s->cfg->zones, s->client_zone),
+	    px_zone_name(&s->cfg->zones, s->server_zone));
+	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &k, &zp, spec);
+	if (spec[s->svc->group_idx] >= 0)
+		return 0;
+	PX_COUNT_ADD(s->w, denied_server, 1);
+	return -1;
+}

@@ -50,6 +50,8 @@ struct px_counters {
 	atomic_uint_fast64_t	bytes_to_client;
 	atomic_uint_fast64_t	splice_sessions;
 	atomic_uint_fast64_t	denied_direct;
+	atomic_uint_fast64_t	denied_server;	/* <servers> refused it */
+	atomic_uint_fast64_t	denied_dispatch; /* no service of a shared port */
 	atomic_uint_fast64_t	origdst_conntrack;
 	atomic_uint_fast64_t	origdst_sockopt;
 	atomic_uint_fast64_t	origdst_failed;

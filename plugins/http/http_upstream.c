@@ -163,8 +163,20 @@ void
 http_dispatch(struct http_state *h, const struct sockaddr *dst)
 {
 	struct evbuffer *sout;
+	char zones[160];
 	size_t n;
 
+	/* Forward mode: the request names the server, so <servers> is
+	 * asked per request (the other modes asked once, at accept). */
+	if (px_session_dst(h->s)->sa_family == 0 &&
+	    px_session_server_allowed(h->s, dst, zones, sizeof(zones)) == -1) {
+		char why[200];
+
+		h->req = HTTP_REQ_DONE;
+		snprintf(why, sizeof(why), "server not allowed (%s)", zones);
+		http_error(h, 403, why);
+		return;
+	}
 	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
 	    px_sockaddr_len(dst)) != 0))
 		http_server_drop(h, true);

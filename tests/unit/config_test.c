@@ -161,7 +161,7 @@ test_defaults(void **state)
 	assert_int_equal(s->mode, PX_MODE_FIXED);
 	assert_true(s->has_target);
 	assert_int_equal(s->connect_timeout_ms, 10000);
-	assert_int_equal(s->nallow, 0);
+	assert_false(s->clients.set);
 	assert_int_equal(s->backlog, 1024);
 	assert_non_null(s->analyser_policy);	/* plug defaults */
 	px_config_unref(c);
@@ -213,7 +213,7 @@ test_values(void **state)
 	assert_string_equal(s->name, "b");
 	assert_int_equal(s->backlog, 16);
 	assert_int_equal(s->connect_timeout_ms, 5000);
-	assert_int_equal(s->nallow, 3);
+	assert_int_equal(s->clients.ncidrs, 3);
 	assert_int_equal(s->listen.ss_family, AF_INET6);
 	px_config_unref(c);
 }
@@ -657,6 +657,15 @@ test_shipped_files(void **state)
 	assert_int_equal(glob(path, 0, NULL, &g), 0);
 	assert_int_equal(c->nservices, g.gl_pathc);
 	globfree(&g);
+	px_config_unref(c);
+
+	/* the gateway example has its own daemon file, with zones */
+	snprintf(path, sizeof(path), "%s/policy/examples/gateway/proxyd.xml", src);
+	c = px_config_load(path, &err);
+	assert_non_null(c);
+	assert_int_equal(c->nservices, 3);
+	assert_int_equal(c->ngroups, 1);
+	assert_true(c->zones.n >= 5);
 	px_config_unref(c);
 }
 

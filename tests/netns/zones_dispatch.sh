@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Zones and dispatch, inline: one TPROXY port (80 -> 50080) and three
+# transparent services sharing proxyd's listener, chosen per connection by
+# their <clients> and <servers> zones:
+#
+#   zones: lan 198.18.1.0/24 2001:db8:1::/64   guests 198.18.3.0/24
+#          dmz 198.19.2.0/24 2001:db8:2::/64   partners 198.19.3.0/24
+#   web-dmz   http  clients zone:lan     servers zone:dmz
+#   lan-any   plug  clients zone:lan     (any server)
+#   guest-web plug  clients zone:guests  servers zone:partners
+#
+# The client namespace has a second source address (in guests), the server
+# namespace a second address (in partners). Each of the four (source,
+# destination) pairs must end in the expected service, or be refused, as
+# both the session-end line and nginx's access log show; `proxyd --check
+# --trace` must give the same answer for each pair. Plus IPv6 lan -> dmz.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+netns_setup
+
+GUEST4=198.18.3.2
+PARTNER4=198.19.3.2
+ip -n "$C" addr add "$GUEST4/24" dev c0
+ip -n "$F" route add 198.18.3.0/24 dev f0
+ip -n "$S" addr add "$PARTNER4/24" dev s0
+ip -n "$F" route add 198.19.3.0/24 dev f1
+
+make_file file 64K
+start_origin 80
+deploy tproxy --port 80 --proxy-port 50080
+
+write_conf_ns '<zones>
+    <zone name="lan" addresses="198.18.1.0/24 2001:db8:1::/64"/>
+    <zone name="guests" addresses="198.18.3.0/24"/>
+    <zone name="dmz" addresses="198.19.2.0/24 2001:db8:2::/64"/>
+    <zone name="partners" addresses="198.19.3.0/24"/>
+  </zones>'
+cat >"$T/policy/web-dmz.xml" <<'EOF'
+<service name="web-dmz" analyser="http">
+  <listen address="0.0.0.0" port="50080" mode="transparent"/>
+  <clients allow="zone:lan"/>
+  <servers allow="zone:dmz"/>
+</service>
+EOF
+cat >"$T/policy/lan-any.xml" <<'EOF'
+<service name="lan-any" analyser="plug">
+  <listen address="0.0.0.0" port="50080" mode="transparent"/>
+  <clients allow="zone:lan"/>
+</service>
+EOF
+cat >"$T/policy/guest-web.xml" <<'EOF'
+<service name="guest-web" analyser="plug">
+  <listen address="0.0.0.0" port="50080" mode="transparent"/>
+  <clients allow="zone:guests"/>
+  <servers allow="zone:partners"/>
+</service>
+EOF
+# The same three on [::]:50080 would be another listener; v6 gets its own.
+cat >"$T/policy/web-dmz6.xml" <<'EOF'
+<service name="web-dmz6" analyser="http">
+  <listen address="::" port="50080" mode="transparent"/>
+  <clients allow="zone:lan"/>
+  <servers allow="zone:dmz"/>
+</service>
+EOF
+NS_PORTS+=(50080)
+start_proxyd_ns
+
+# pair N SOURCE DEST EXPECT (a service name, or "refused")
+declare -A PAIR_SRC PAIR_DST PAIR_WANT
+PAIR_SRC=([1]=$TOPO_C4 [2]=$TOPO_C4 [3]=$GUEST4 [4]=$GUEST4)
+PAIR_DST=([1]=$TOPO_S4 [2]=$PARTNER4 [3]=$TOPO_S4 [4]=$PARTNER4)
+PAIR_WANT=([1]=web-dmz [2]=lan-any [3]=refused [4]=guest-web)
+declare -A ZONE=([$TOPO_C4]=lan [$GUEST4]=guests [$TOPO_S4]=dmz [$PARTNER4]=partners)
+
+TABLE="pair | client (zone) | server (zone) | session-end service= | nginx saw | --trace"
+for n in 1 2 3 4; do
+    src=${PAIR_SRC[$n]} dst=${PAIR_DST[$n]} want=${PAIR_WANT[$n]}
+    before=$(log_count 'session-end ')
+    r=$(client_get "http://$dst/file?pair=$n" "$T/out.$n" --interface "$src")
+    info "pair $n: $src -> $dst: curl rc/code $r"
+    wait_log_count 'session-end ' $((before + 1)) || fail "pair $n: no session-end line"
+    line=$(grep -E 'session-end ' "$PROXYD_LOG" | tail -n 1)
+    info "pair $n: $line"
+    [[ $(kv "$line" client) == "$src":* ]] || fail "pair $n: client= is not $src: $line"
+    assert_eq "$(kv "$line" dst)" "$dst:80" "pair $n: dst="
+    assert_eq "$(kv "$line" client-zone)" "${ZONE[$src]}" "pair $n: client-zone="
+    assert_eq "$(kv "$line" server-zone)" "${ZONE[$dst]}" "pair $n: server-zone="
+    if [[ $want == refused ]]; then
+        [[ $r != "0 200" ]] || fail "pair $n: expected a refusal, got HTTP 200"
+        assert_eq "$(kv "$line" service)" "-" "pair $n: service= of a refused connection"
+        assert_eq "$(kv "$line" verdict)" "deny" "pair $n: verdict="
+        assert_eq "$(kv "$line" end)" "denied: no service for this client and server" "pair $n: end="
+        assert_eq "$(nginx_count "pair=$n ")" 0 "pair $n: requests nginx served"
+        seen=none
+    else
+        [[ $r == "0 200" ]] || fail "pair $n: expected HTTP 200, got '$r'"
+        assert_eq "$(sha256_of "$T/out.$n")" "$(sha256_of "$T/www/file")" "pair $n: sha256 of the body"
+        assert_eq "$(kv "$line" service)" "$want" "pair $n: service="
+        assert_eq "$(kv "$line" verdict)" "accept" "pair $n: verdict="
+        wait_grep "$ACCESS_LOG" "pair=$n " 3 || fail "pair $n: nginx did not log the request"
+        seen=$(nginx_peers "pair=$n ")
+        assert_eq "$seen" "$TOPO_FS4" "pair $n: nginx's peer (the fw, no spoofing)"
+        seen="GET from $seen"
+    fi
+    # --trace gives the same answer
+    "$PROXYD" --check -c "$PROXYD_CONF" --trace "$src" "$dst:80" >"$T/trace.$n" 2>&1 ||
+        { cat "$T/trace.$n" >&2; fail "pair $n: --trace failed"; }
+    verdict=$(awk '/^listener 0\.0\.0\.0:50080/ { on = 1; next } /^listener/ { on = 0 } on && /=>/ { sub(/^ *=> */, ""); print; exit }' "$T/trace.$n")
+    if [[ $want == refused ]]; then
+        [[ $verdict == "refused: no service for this client and server" ]] ||
+            { cat "$T/trace.$n" >&2; fail "pair $n: --trace says '$verdict', expected a refusal"; }
+    else
+        [[ $verdict == "$want takes it" ]] ||
+            { cat "$T/trace.$n" >&2; fail "pair $n: --trace says '$verdict', expected $want"; }
+    fi
+    TABLE+=$'\n'"$n | $src (${ZONE[$src]}) | $dst (${ZONE[$dst]}) | $(kv "$line" service) ($(kv "$line" verdict)) | $seen | $verdict"
+done
+echo "$TABLE" | tee "$T/pairs.txt" >&2
+info "--trace for pair 1:"
+sed 's/^/    /' "$T/trace.1" >&2
+
+# IPv6: lan -> dmz through the v6 listener's service
+before=$(log_count 'session-end ')
+r=$(client_get "http://[$TOPO_S6]/file?pair=v6" "$T/out.v6")
+[[ $r == "0 200" ]] || fail "v6 lan -> dmz: expected HTTP 200, got '$r'"
+wait_log_count 'session-end ' $((before + 1)) || fail "v6: no session-end line"
+line=$(grep -E 'session-end ' "$PROXYD_LOG" | tail -n 1)
+assert_eq "$(kv "$line" service)" "web-dmz6" "v6: service="
+assert_eq "$(kv "$line" server-zone)" "dmz" "v6: server-zone="
+
+# counters
+m=$(metrics_fetch)
+got=$(awk '/^proxyd_sessions_denied_total\{reason="no-service"\}/ { print $2 }' <<<"$m")
+assert_eq "$got" 1 "proxyd_sessions_denied_total{reason=\"no-service\"}"
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "PASS"
