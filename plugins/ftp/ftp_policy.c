@@ -193,7 +193,8 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	p->max_user = 64;
 	p->max_pass = 128;
 	p->timeout_ms = 30000;
-	/* No <command name="*">: a verb no rule names is refused. */
+	/* No <command name="*">: a verb no rule names is accepted if it is
+	 * standard (ftp_standard_command), refused otherwise. */
 	p->cmd_default = PX_ACT_DENY;
 	/* No <user> rule: any user name; once there is one, only those
 	 * the rules accept. */
@@ -236,6 +237,7 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		}
 	}
 done:
+	p->cmd_star = star;
 	p->client_data = (enum ftp_mode)cmode;
 	p->server_data = (enum ftp_mode)smode;
 	p->strict = strict == 0;
@@ -250,6 +252,31 @@ done:
 /* ---- decisions -------------------------------------------------------- */
 
 bool
+ftp_standard_command(const char *verb)
+{
+	/* RFC 959 (without the RFC 775 X-aliases), 2389, 2428, 3659. RFC
+	 * 2228's security commands are not here: TLS is the proxy's to
+	 * negotiate, never passed through. */
+	static const char *const standard[] = {
+		"USER", "PASS", "ACCT", "CWD", "CDUP", "SMNT", "REIN", "QUIT",
+		"PORT", "PASV", "TYPE", "STRU", "MODE", "RETR", "STOR", "STOU",
+		"APPE", "ALLO", "REST", "RNFR", "RNTO", "ABOR", "DELE", "RMD",
+		"MKD", "PWD", "LIST", "NLST", "SITE", "SYST", "STAT", "HELP",
+		"NOOP",				/* RFC 959 */
+		"FEAT", "OPTS",			/* RFC 2389 */
+		"EPRT", "EPSV",			/* RFC 2428 */
+		"MDTM", "SIZE", "MLST", "MLSD",	/* RFC 3659 */
+		NULL,
+	};
+	size_t i;
+
+	for (i = 0; standard[i] != NULL; i++)
+		if (strcmp(standard[i], verb) == 0)
+			return true;
+	return false;
+}
+
+bool
 ftp_cmd_allowed(const struct ftp_policy *p, const char *verb)
 {
 	size_t i;
@@ -262,6 +289,8 @@ ftp_cmd_allowed(const struct ftp_policy *p, const char *verb)
 	for (i = 0; i < p->ncmds; i++)
 		if (strcmp(p->cmds[i].verb, verb) == 0)
 			return p->cmds[i].action == PX_ACT_ACCEPT;
+	if (!p->cmd_star)
+		return ftp_standard_command(verb);
 	return p->cmd_default == PX_ACT_ACCEPT;
 }
 

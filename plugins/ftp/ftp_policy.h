@@ -35,7 +35,11 @@ struct ftp_policy {
 	uint64_t	 timeout_ms;
 	struct ftp_cmd_rule *cmds;		/* each verb once */
 	size_t		 ncmds;
-	enum px_action	 cmd_default;		/* <command name="*">, else deny */
+	/* What no <command> names: <command name="*"> decides when given
+	 * (cmd_star); else the standard set (ftp_standard_command) is
+	 * accepted and anything else refused. */
+	bool		 cmd_star;
+	enum px_action	 cmd_default;
 	struct px_rules	 users;			/* PX_DEFAULT_ALLOW_LIST */
 	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
 };
@@ -47,6 +51,9 @@ int	ftp_policy_load(const struct _xmlNode *sec, void **pol,
 	    struct px_cfgerr *e);
 void	ftp_policy_free(void *pol);
 
+/* RFC 959, 2389, 2428 and 3659 verbs: what an <ftp> without
+ * <command name="*"> accepts when no rule names them. */
+bool	ftp_standard_command(const char *verb);
 /* verb: upper case, as ftp_cmd_parse() leaves it. */
 bool	ftp_cmd_allowed(const struct ftp_policy *p, const char *verb);
 /* The argument of USER. */

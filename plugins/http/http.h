@@ -80,7 +80,8 @@ struct http_policy {
 	 * http_policy_load; docs/CONFIG.md lists them). */
 	struct http_request_rule *req;
 	size_t			 nreq;
-	enum px_action		 req_dflt;	/* once there is a <request> */
+	bool			 req_catch_all;	/* a method="*" rule, any port */
+	enum px_action		 req_dflt;	/* after the built-in list */
 	int			 req_dflt_status;
 	struct http_url_rule	*url;
 	size_t			 nurl;

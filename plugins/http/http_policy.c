@@ -18,14 +18,21 @@ static const int http_own_statuses[] = {
 	400, 403, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505,
 };
 
-/* The <request> list when the policy gives none: the common methods
- * (not CONNECT, TRACE) on any port; others get the list's default. */
+/* The default <request> list: the common methods on any port, and
+ * CONNECT to 443 (which only forward mode takes at all); TRACE and the
+ * rest get the list's default (405). It decides whatever the policy's own
+ * rules leave undecided, unless they end with a catch-all method="*". */
 static char *http_builtin_methods[] = { "GET", "HEAD", "POST", "PUT",
     "DELETE", "OPTIONS", "PATCH" };
-static const struct http_request_rule http_builtin_request = {
-	.methods = { .w = http_builtin_methods,
-	    .n = sizeof(http_builtin_methods) / sizeof(http_builtin_methods[0]) },
-	.action = PX_ACT_ACCEPT,
+static char *http_builtin_connect[] = { "CONNECT" };
+static uint16_t http_builtin_connect_ports[] = { 443 };
+static const struct http_request_rule http_builtin_request[] = {
+	{ .methods = { .w = http_builtin_methods, .n =
+	    sizeof(http_builtin_methods) / sizeof(http_builtin_methods[0]) },
+	  .action = PX_ACT_ACCEPT },
+	{ .methods = { .w = http_builtin_connect, .n = 1 },
+	  .ports = http_builtin_connect_ports, .nports = 1,
+	  .action = PX_ACT_ACCEPT },
 };
 
 static void
@@ -178,6 +185,8 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 		}
 	}
 	http_words_free(&ports);
+	if (r->methods.any && r->nports == 0)
+		p->req_catch_all = true;
 	return 0;
 }
 
@@ -398,9 +407,8 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	p->request_timeout_ms = 10 * 1000;
 	p->response_timeout_ms = 5 * 60 * 1000;
 	/* What a request no rule of a list matches gets (docs/CONFIG.md).
-	 * <request>: 405. Without any <request> rule the list is
-	 * http_builtin_request (the common methods accepted), so a method
-	 * outside it gets 405 as well. */
+	 * <request>: http_builtin_request decides what the rules leave
+	 * (unless one is a catch-all), then 405. */
 	p->req_dflt = PX_ACT_DENY;
 	p->req_dflt_status = 405;
 	/* <url>: accepted (the list names what to refuse). */
@@ -511,22 +519,14 @@ http_refusal(enum px_action a, int status)
 	return a == PX_ACT_ACCEPT ? 0 : a == PX_ACT_ABORT ? -1 : status;
 }
 
-int
-http_policy_check(const struct http_policy *p, const char *method,
-    size_t mlen, uint16_t port, const char *host, const char *path,
-    const char **why)
+/* The first rule of req[n] for this method and port, or NULL. */
+static const struct http_request_rule *
+http_request_match(const struct http_request_rule *req, size_t n,
+    const char *method, size_t mlen, uint16_t port)
 {
-	const struct http_request_rule *req = p->req, *hit = NULL;
-	const struct http_url_rule *u;
-	size_t nreq = p->nreq, i, k;
-	bool builtin = nreq == 0;
-	int rc;
+	size_t i, k;
 
-	if (builtin) {
-		req = &http_builtin_request;
-		nreq = 1;
-	}
-	for (i = 0; i < nreq && hit == NULL; i++) {
+	for (i = 0; i < n; i++) {
 		bool port_ok = req[i].nports == 0;
 
 		if (!http_words_has(&req[i].methods, method, mlen))
@@ -535,7 +535,28 @@ http_policy_check(const struct http_policy *p, const char *method,
 			if (req[i].ports[k] == port)
 				port_ok = true;
 		if (port_ok)
-			hit = &req[i];
+			return &req[i];
+	}
+	return NULL;
+}
+
+int
+http_policy_check(const struct http_policy *p, const char *method,
+    size_t mlen, uint16_t port, const char *host, const char *path,
+    const char **why)
+{
+	const struct http_request_rule *hit;
+	const struct http_url_rule *u;
+	size_t i;
+	bool builtin = false;
+	int rc;
+
+	hit = http_request_match(p->req, p->nreq, method, mlen, port);
+	if (hit == NULL && !p->req_catch_all) {
+		builtin = true;
+		hit = http_request_match(http_builtin_request,
+		    sizeof(http_builtin_request) /
+		    sizeof(http_builtin_request[0]), method, mlen, port);
 	}
 	if (hit == NULL) {
 		if ((rc = http_refusal(p->req_dflt, p->req_dflt_status)) != 0) {

@@ -58,9 +58,17 @@ test_defaults(void **state)
 		assert_int_equal(p->max_user, 64);
 		assert_int_equal(p->max_pass, 128);
 		assert_int_equal(p->timeout_ms, 30000);
-		/* No <command name="*">: every command is refused. */
-		assert_false(ftp_cmd_allowed(p, "USER"));
-		assert_false(ftp_cmd_allowed(p, "NOOP"));
+		/* No <command name="*">: the standard set, nothing else. */
+		assert_true(ftp_cmd_allowed(p, "USER"));
+		assert_true(ftp_cmd_allowed(p, "NOOP"));
+		assert_true(ftp_cmd_allowed(p, "EPSV"));
+		assert_true(ftp_cmd_allowed(p, "MLSD"));
+		assert_true(ftp_cmd_allowed(p, "FEAT"));
+		assert_true(ftp_cmd_allowed(p, "STOR"));
+		assert_false(ftp_cmd_allowed(p, "XYZZ"));
+		assert_false(ftp_cmd_allowed(p, "XMKD"));
+		assert_false(ftp_cmd_allowed(p, "MFMT"));
+		assert_false(ftp_cmd_allowed(p, "CCC"));
 		/* No <user>: any name; no <path>: any path. */
 		assert_true(ftp_user_allowed(p, "anyone"));
 		assert_true(ftp_path_allowed(p, "pub/a.exe"));
@@ -134,11 +142,17 @@ test_commands(void **state)
 	assert_false(ftp_cmd_allowed(p, "CCC"));
 	assert_false(ftp_cmd_allowed(p, "ADAT"));
 	unload(p);
-	/* Rules without "*": what they do not name is refused. */
-	p = load("<ftp><command name=\"NOOP\" action=\"accept\"/></ftp>");
+	/* Rules without "*": what they do not name keeps the default (a
+	 * read-only service is a list of denials, USER stays allowed). */
+	p = load("<ftp><command name=\"STOR APPE DELE\" action=\"deny\"/>"
+	    "<command name=\"SITE\" action=\"accept\"/></ftp>");
 	assert_non_null(p);
-	assert_true(ftp_cmd_allowed(p, "NOOP"));
-	assert_false(ftp_cmd_allowed(p, "QUIT"));
+	assert_false(ftp_cmd_allowed(p, "STOR"));
+	assert_false(ftp_cmd_allowed(p, "DELE"));
+	assert_true(ftp_cmd_allowed(p, "USER"));
+	assert_true(ftp_cmd_allowed(p, "RETR"));
+	assert_true(ftp_cmd_allowed(p, "SITE"));
+	assert_false(ftp_cmd_allowed(p, "XYZZ"));
 	unload(p);
 }
 
