@@ -163,6 +163,10 @@ px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 
 		l->w = w;
 		l->svc = svc;
+		/* Services sharing an address share its socket: the first
+		 * of the group listens, the dispatch picks per connection. */
+		if (svc->group_idx != 0)
+			continue;
 		for (j = 0; j < w->nlisteners; j++) {
 			struct px_listener *o = &w->listeners[j];
 
@@ -474,6 +478,8 @@ px_workers_probe(const struct px_config *old, const struct px_config *cfg,
 		char a[PX_ADDRSTRLEN];
 		bool ours = false;
 
+		if (svc->group_idx != 0)
+			continue;	/* the group's first one probes */
 		/* Our own sockets hold it (whatever their mode: the worker
 		 * opens the new one before closing the old). */
 		for (j = 0; old != NULL && j < old->nservices; j++)

@@ -129,9 +129,35 @@ line=$(grep -E 'session-end ' "$PROXYD_LOG" | tail -n 1)
 assert_eq "$(kv "$line" service)" "web-dmz6" "v6: service="
 assert_eq "$(kv "$line" server-zone)" "dmz" "v6: server-zone="
 
+# one socket per worker on the shared address, not one per service
+nsock=$(nsF ss -Hltn 'sport = :50080' | awk '$4 == "0.0.0.0:50080"' | wc -l)
+nworkers=$(nsF nproc)
+assert_eq "$nsock" "$nworkers" "listening sockets on 0.0.0.0:50080 (one per worker for 3 services)"
+
 # counters
 m=$(metrics_fetch)
 got=$(awk '/^proxyd_sessions_denied_total\{reason="no-service"\}/ { print $2 }' <<<"$m")
 assert_eq "$got" 1 "proxyd_sessions_denied_total{reason=\"no-service\"}"
+# reload: without lan-any, lan -> partners is refused; the rest stays
+rm "$T/policy/lan-any.xml"
+kill -HUP "$PROXYD_PID"
+
+for ((i = 0; i < 50; i++)); do
+    v=$(metrics_fetch | awk '/^proxyd_config_reloads_total\{result="ok"\}/ { print $2 }')
+    [[ ${v:-0} -ge 1 ]] && break
+    sleep 0.1
+done
+[[ ${v:-0} -ge 1 ]] || fail "the reload did not succeed: $(tail -n 5 "$PROXYD_LOG")"
+before=$(log_count 'session-end ')
+r=$(client_get "http://$PARTNER4/file?pair=2r" "$T/out.2r" --interface "$TOPO_C4")
+[[ $r != "0 200" ]] || fail "after the reload, lan -> partners still got HTTP 200"
+wait_log_count 'session-end ' $((before + 1)) || fail "reload: no session-end line"
+line=$(grep -E 'session-end ' "$PROXYD_LOG" | tail -n 1)
+assert_eq "$(kv "$line" end)" "denied: no service for this client and server" "lan -> partners after removing lan-any"
+before=$(log_count 'session-end ')
+fetch_ok "http://$TOPO_S4/file?pair=1r" file
+wait_log_count 'session-end ' $((before + 1)) || fail "reload: no session-end line for lan -> dmz"
+line=$(grep -E 'session-end ' "$PROXYD_LOG" | tail -n 1)
+assert_eq "$(kv "$line" service)" "web-dmz" "lan -> dmz after the reload"
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"
