@@ -152,9 +152,11 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
 	target = m.target;
 	tlen = m.tlen;
+	/* A Host without a port means the scheme's: https when the client
+	 * spoke TLS to us (RFC 9110 4.2.2). */
 	if (m.host != -1 && http_authority(m.hdr[m.host].val,
-	    m.hdr[m.host].vlen, 80, h->host, sizeof(h->host), &hostaddr,
-	    &hostport) == -1) {
+	    m.hdr[m.host].vlen, h->c->tf != NULL ? 443 : 80, h->host,
+	    sizeof(h->host), &hostaddr, &hostport) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, 400, "malformed Host");
 		return;
