@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -29,24 +30,32 @@ extern const char px_schema_proxyd_rng[];
 #define PX_MAX_WORKERS		256
 #define PX_MAX_SESSIONS		1000000
 #define PX_MAX_SERVICES		4096
+/* A policy (or the daemon file) past this is a mistake; libxml2 would
+ * hold several times its size while parsing. */
+#define PX_CONFIG_FILE_MAX	(16 << 20)
 
 static void __attribute__((format(printf, 4, 0)))
 px_cfgerr_vput(struct px_cfgerr *e, const char *file, long line,
     const char *fmt, va_list ap)
 {
-	char msg[400];
+	char msg[400], full[sizeof(e->last)];
 	size_t n;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	n = strlen(msg);
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		msg[--n] = '\0';
+	snprintf(full, sizeof(full), "%s:%ld: %s", file ? file : "?", line, msg);
+	/* libxml2 reports some causes once per place it meets them (an
+	 * entity loop, an unreadable file): one line per cause. */
+	if (e->count > 0 && strcmp(full, e->last) == 0)
+		return;
 	if (e->count == 0)
-		snprintf(e->first, sizeof(e->first), "%s:%ld: %s",
-		    file ? file : "?", line, msg);
+		snprintf(e->first, sizeof(e->first), "%s", full);
+	snprintf(e->last, sizeof(e->last), "%s", full);
 	e->count++;
 	if (e->out != NULL)
-		fprintf(e->out, "%s:%ld: %s\n", file ? file : "?", line, msg);
+		fprintf(e->out, "%s\n", full);
 }
 
 void
@@ -65,11 +74,26 @@ px_cfg_error(struct px_cfgerr *e, const struct _xmlNode *node,
     const char *fmt, ...)
 {
 	va_list ap;
-	long line = node ? xmlGetLineNo(node) : 0;
+	long line = node ? px_xml_line(node) : 0;
 
 	va_start(ap, fmt);
 	px_cfgerr_vput(e, e->file, line, fmt, ap);
 	va_end(ap);
+}
+
+/* A node's line. Past 65535 the node's own field is full; with
+ * XML_PARSE_BIG_LINES libxml2 keeps the line a text node ends on, and
+ * the text just before an element ends where the element starts
+ * (xmlGetLineNo looks after it instead: one line late). */
+long
+px_xml_line(const xmlNode *n)
+{
+	if (n->line < 65535)
+		return n->line;
+	if (n->prev != NULL && n->prev->type == XML_TEXT_NODE &&
+	    n->prev->psvi != NULL)
+		return (long)(intptr_t)n->prev->psvi;
+	return xmlGetLineNo(n);
 }
 
 /* libxml2 reports parse and validation problems here. */
@@ -81,9 +105,9 @@ px_xml_error(void *ctx, xmlErrorPtr xe)
 
 	if (xe == NULL || xe->level == XML_ERR_WARNING)
 		return;
-	line = xe->line;
-	if (line == 0 && xe->node != NULL)
-		line = xmlGetLineNo((xmlNodePtr)xe->node);
+	/* The validator's line for a node comes from xmlGetLineNo, one
+	 * late past 65535: ask the node (px_xml_line). */
+	line = xe->node != NULL ? px_xml_line(xe->node) : xe->line;
 	px_cfg_error_line(e, e->file, line, "%s", xe->message ?
 	    xe->message : "XML error");
 }
@@ -139,6 +163,48 @@ px_doctype_line(const char *path)
 }
 
 /* Parses one file and validates it. Returns NULL after reporting. */
+/* Before libxml2 sees it: a file that is too big to be a policy, or
+ * not text at all, gets a line that says so ("Document is empty" or
+ * "Start tag expected" would not). 0, or -1 after reporting. */
+static int
+px_xml_precheck(const char *path, struct px_cfgerr *e)
+{
+	unsigned char buf[4096];
+	struct stat st;
+	size_t n, i;
+	FILE *f;
+
+	if ((f = fopen(path, "rb")) == NULL) {
+		px_cfg_error_line(e, path, 0, "cannot read: %s", strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) == -1 || !S_ISREG(st.st_mode)) {
+		px_cfg_error_line(e, path, 0, "not a regular file");
+		fclose(f);
+		return -1;
+	}
+	if (st.st_size > PX_CONFIG_FILE_MAX) {
+		px_cfg_error_line(e, path, 0, "%lld bytes: over the %d MiB a "
+		    "configuration file may have", (long long)st.st_size,
+		    PX_CONFIG_FILE_MAX >> 20);
+		fclose(f);
+		return -1;
+	}
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	for (i = 0; i < n; i++)
+		if (buf[i] == '\0') {
+			px_cfg_error_line(e, path, 0, "not a text file (a NUL "
+			    "byte at offset %zu): expected XML", i);
+			return -1;
+		}
+	if (n == 0) {
+		px_cfg_error_line(e, path, 0, "empty file: expected XML");
+		return -1;
+	}
+	return 0;
+}
+
 static xmlDocPtr
 px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 {
@@ -149,6 +215,8 @@ px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 	unsigned before = e->count;
 
 	e->file = path;
+	if (px_xml_precheck(path, e) == -1)
+		return NULL;
 	pc = xmlNewParserCtxt();
 	if (pc == NULL) {
 		px_cfg_error_line(e, path, 0, "out of memory");
@@ -157,8 +225,8 @@ px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 	xmlSetStructuredErrorFunc(e, px_xml_error);
 	/* No XML_PARSE_NOENT: entities are never substituted; NONET: no
 	 * fetches. A DOCTYPE is refused below, so no entity can be declared. */
-	doc = xmlCtxtReadFile(pc, path, NULL,
-	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	doc = xmlCtxtReadFile(pc, path, NULL, XML_PARSE_NONET |
+	    XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_BIG_LINES);
 	xmlFreeParserCtxt(pc);
 	if (doc == NULL) {
 		if (e->count == before) {
@@ -246,7 +314,7 @@ px_check_repeats(xmlNodePtr parent, struct px_cfgerr *e)
 			if (m->type == XML_ELEMENT_NODE &&
 			    px_same_element(m, n)) {
 				px_cfg_error(e, n, "<%s> given twice (first at line %ld)",
-				    (const char *)n->name, xmlGetLineNo(m));
+				    (const char *)n->name, px_xml_line(m));
 				break;
 			}
 	}
@@ -525,7 +593,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	uint64_t u;
 
 	px_check_repeats(root, e);
-	svc->line = xmlGetLineNo(root);
+	svc->line = px_xml_line(root);
 	svc->name = px_attr(root, "name");
 	if (svc->name == NULL || !px_valid_name(svc->name))
 		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
@@ -539,7 +607,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_cfg_error(e, root, "service needs a <listen address=... port=...>");
 		return -1;
 	}
-	svc->listen_line = xmlGetLineNo(n);
+	svc->listen_line = px_xml_line(n);
 	if (px_attr_endpoint(e, n, &svc->listen, &svc->listen_len) == 0) {
 		svc->mode = PX_MODE_FIXED;
 		if ((v = px_attr(n, "mode")) != NULL) {

@@ -100,6 +100,7 @@ struct px_cfgerr {
 	unsigned	 count;
 	const char	*file;		/* file being loaded */
 	char		 first[512];	/* first error, for the reload log */
+	char		 last[512];	/* the line printed last: said once */
 };
 
 void	px_cfg_error(struct px_cfgerr *e, const struct _xmlNode *node,
@@ -112,6 +113,9 @@ void	px_cfg_error_line(struct px_cfgerr *e, const char *file, long line,
 struct px_config *px_config_load(const char *path, struct px_cfgerr *e);
 struct px_config *px_config_ref(struct px_config *c);
 void	px_config_unref(struct px_config *c);
+
+/* A node's line in its file, true past 65535 too. */
+long	px_xml_line(const struct _xmlNode *n);
 
 /* Attribute readers for policy loaders: absent leaves *out alone and
  * returns 0; a bad value is reported as file:line and returns -1. */

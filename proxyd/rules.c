@@ -77,7 +77,7 @@ px_rules_add(struct px_cfgerr *e, struct px_rules *l, const xmlNode *n,
 
 	memset(&rule, 0, sizeof(rule));
 	rule.action = action;
-	rule.line = xmlGetLineNo((xmlNode *)n);
+	rule.line = px_xml_line(n);
 	for (w = v != NULL ? v : ""; *w != '\0'; w += len) {
 		if (split)
 			w += strspn(w, " \t\r\n");

@@ -292,7 +292,7 @@ px_zones_walk(struct px_zones *zs, const xmlNode *parent_el, int32_t parent,
 		idx = (int32_t)zs->n++;
 		z = &zs->z[idx];
 		*z = (struct px_zone){ .parent = parent,
-		    .line = xmlGetLineNo(n) };
+		    .line = px_xml_line(n) };
 		z->name = strdup(name);
 		xmlFree(name);
 		if (z->name == NULL) {
@@ -512,7 +512,7 @@ px_addrlist_load(struct px_addrlist *l, const xmlNode *n,
 	int rc;
 
 	l->set = true;
-	l->line = xmlGetLineNo(n);
+	l->line = px_xml_line(n);
 	if (v == NULL)
 		return 0;	/* the schema requires it */
 	rc = px_words(v, px_list_tok, &lt);

@@ -273,10 +273,77 @@ test_daemon_errors(void **state)
 	put_conf("<?xml version=\"1.0\"?>\n<!DOCTYPE proxyd [\n<!ENTITY a \"aaaa\">\n]>\n"
 	    "<proxyd><policies dir=\"&a;\"/></proxyd>\n");
 	expect_error("proxyd.xml", 2, "DOCTYPE declarations are not allowed");
+	/* One clear line for what is not XML at all, before libxml2. */
 	put_conf("");
-	expect_error("proxyd.xml", 1, "");
+	expect_error("proxyd.xml", 0, "empty file: expected XML");
+	write_file(fx.conf, "<proxyd>\n\177ELF\001\001");
+	{
+		FILE *f = fopen(fx.conf, "ab");
+
+		assert_non_null(f);
+		fputc('\0', f);
+		fclose(f);
+	}
+	expect_error("proxyd.xml", 0, "not a text file (a NUL byte at offset 15)");
 	unlink(fx.conf);
-	expect_error("proxyd.xml", 0, "");
+	expect_error("proxyd.xml", 0, "cannot read: No such file or directory");
+	/* Over the size cap: refused before parsing. */
+	{
+		FILE *f = fopen(fx.conf, "w");
+
+		assert_non_null(f);
+		fputs("<proxyd>\n", f);
+		assert_int_equal(ftruncate(fileno(f), (16 << 20) + 1), 0);
+		fclose(f);
+	}
+	expect_error("proxyd.xml", 0, "16777217 bytes: over the 16 MiB");
+	/* libxml2 meets an entity loop in several places: said once. */
+	put_conf("<?xml version=\"1.0\"?>\n<!DOCTYPE p [\n<!ENTITY a \"&b;\">"
+	    "<!ENTITY b \"&a;\">\n]>\n<proxyd>&a;&a;&a;</proxyd>\n");
+	{
+		struct px_config *c = load();
+		const char *p = fx.errors;
+		unsigned n = 0;
+
+		assert_null(c);
+		while ((p = strstr(p, "entity reference loop")) != NULL) {
+			n++;
+			p++;
+		}
+		if (n > 2)
+			fail_msg("the entity loop said %u times:\n%s", n, fx.errors);
+	}
+}
+
+/* Lines past 65535 are reported as they are (XML_PARSE_BIG_LINES). */
+static void
+test_big_line_numbers(void **state)
+{
+	char path[200];
+	FILE *f;
+	int i;
+
+	(void)state;
+	put_conf("<proxyd>\n  <policies dir=\"policy\"/>\n</proxyd>\n");
+	snprintf(path, sizeof(path), "%s/policy/big.xml", fx.dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs("<service name=\"big\" analyser=\"plug\">\n", f);
+	for (i = 0; i < 70000; i++)
+		fputs("<!-- padding -->\n", f);
+	fputs("<listen address=\"127.0.0.1\" port=\"1\"/>\n"
+	    "<target address=\"127.0.0.1\" port=\"2\"/>\n"
+	    "<upstream connect-timeout=\"5q\"/>\n</service>\n", f);
+	fclose(f);
+	expect_error("policy/big.xml", 70004, "connect-timeout=\"5q\"");
+	/* a schema error on an element past the limit */
+	assert_non_null(f = fopen(path, "w"));
+	fputs("<service name=\"big\" analyser=\"plug\">\n", f);
+	for (i = 0; i < 70000; i++)
+		fputs("<!-- padding -->\n", f);
+	fputs("<listen address=\"127.0.0.1\" port=\"1\"/>\n<bogus/>\n"
+	    "</service>\n", f);
+	fclose(f);
+	expect_error("policy/big.xml", 70003, "bogus");
 }
 
 static void
@@ -683,6 +750,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_inline_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ftp_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shipped_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_big_line_numbers, setup,
+		    teardown),
 	};
 	int rc;
 
