@@ -6,9 +6,11 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/queue.h>	/* before libevent's stand-ins for it */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +38,7 @@ static uint64_t px_admin_fail_n, px_admin_fail_logged_ms;
 static atomic_uint_fast64_t px_admin_accept_failures;
 static const struct px_reload_stats *px_reloads;
 static time_t px_started;
+static char *px_ha_file;	/* admin/@ha-state-file: NULL = no HA */
 
 struct px_metric {
 	const char	*name;
@@ -209,6 +212,80 @@ px_admin_analyser_metrics(struct evbuffer *b, unsigned nw)
 	}
 }
 
+/* The VRRP state keepalived's notify script wrote (deploy/ha/): its first
+ * word, and the file's mtime as the time of the last transition. Read at
+ * scrape time on the admin thread; a FIFO or a missing file must not block
+ * it, so O_NONBLOCK and regular files only. */
+static const char *const px_ha_states[] = {
+	"master", "backup", "fault", "stop", "unknown",
+};
+#define PX_HA_UNKNOWN	4
+
+static unsigned
+px_admin_ha_read(time_t *since)
+{
+	char buf[64];
+	struct stat st;
+	ssize_t n;
+	size_t len;
+	unsigned i;
+	int fd;
+
+	*since = 0;
+	if ((fd = open(px_ha_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1)
+		return PX_HA_UNKNOWN;
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    (n = read(fd, buf, sizeof(buf) - 1)) <= 0) {
+		close(fd);
+		return PX_HA_UNKNOWN;
+	}
+	close(fd);
+	buf[n] = '\0';
+	len = strcspn(buf, " \t\r\n");
+	for (i = 0; i < PX_HA_UNKNOWN; i++)
+		if (strlen(px_ha_states[i]) == len &&
+		    strncasecmp(buf, px_ha_states[i], len) == 0) {
+			*since = st.st_mtime;
+			return i;
+		}
+	return PX_HA_UNKNOWN;
+}
+
+static void
+px_admin_ha_metrics(struct evbuffer *b)
+{
+	time_t since;
+	unsigned i, cur;
+
+	if (px_ha_file == NULL)
+		return;
+	cur = px_admin_ha_read(&since);
+	evbuffer_add_printf(b, "# HELP proxyd_ha_state VRRP state reported by "
+	    "keepalived's notify script (1: the current one).\n"
+	    "# TYPE proxyd_ha_state gauge\n");
+	for (i = 0; i <= PX_HA_UNKNOWN; i++)
+		evbuffer_add_printf(b, "proxyd_ha_state{state=\"%s\"} %d\n",
+		    px_ha_states[i], i == cur);
+	evbuffer_add_printf(b, "# HELP proxyd_ha_last_transition_timestamp_seconds "
+	    "When the notify script last wrote the state (0: unknown).\n"
+	    "# TYPE proxyd_ha_last_transition_timestamp_seconds gauge\n"
+	    "proxyd_ha_last_transition_timestamp_seconds %lld\n",
+	    (long long)since);
+}
+
+static void
+px_admin_ha_json(struct evbuffer *b)
+{
+	time_t since;
+	unsigned cur;
+
+	if (px_ha_file == NULL)
+		return;
+	cur = px_admin_ha_read(&since);
+	evbuffer_add_printf(b, ",\"ha\":{\"state\":\"%s\",\"since\":%lld}",
+	    px_ha_states[cur], (long long)since);
+}
+
 static void
 px_admin_metrics(struct evhttp_request *req, void *arg)
 {
@@ -258,6 +335,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	    (unsigned long long)px_reloads->ok,
 	    (unsigned long long)px_reloads->failed, nw,
 	    (unsigned long long)atomic_load(&px_admin_accept_failures));
+	px_admin_ha_metrics(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, "OK", b);
@@ -290,7 +368,9 @@ px_admin_status(struct evhttp_request *req, void *arg)
 		    (unsigned long long)PX_COUNT_GET(w, bytes_to_server),
 		    (unsigned long long)PX_COUNT_GET(w, bytes_to_client));
 	}
-	evbuffer_add_printf(b, "]}\n");
+	evbuffer_add_printf(b, "]");
+	px_admin_ha_json(b);
+	evbuffer_add_printf(b, "}\n");
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "application/json");
 	evhttp_send_reply(req, 200, "OK", b);
@@ -480,6 +560,10 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 	px_reloads = reloads;
 	if (!cfg->admin_enabled)
 		return 0;
+	/* Like the admin address, a change takes a restart. */
+	if (cfg->ha_state_file != NULL &&
+	    (px_ha_file = strdup(cfg->ha_state_file)) == NULL)
+		return -1;
 	px_sockaddr_str((const struct sockaddr *)&cfg->admin, a, sizeof(a));
 	/* No SO_REUSEPORT: a second daemon must not share the admin port. */
 	if ((fd = px_listener_socket((const struct sockaddr *)&cfg->admin,
@@ -530,4 +614,6 @@ px_admin_stop(void)
 	px_admin_reserve = -1;
 	px_conntrack_close(px_admin_ct);
 	px_admin_ct = NULL;
+	free(px_ha_file);
+	px_ha_file = NULL;
 }

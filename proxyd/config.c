@@ -550,6 +550,16 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 			c->admin_enabled = true;
 		xmlFree(v);
 	}
+	/* Written by keepalived's notify script, read by the admin thread at
+	 * scrape time (deploy/ha/). */
+	if ((n = px_child(root, "admin")) != NULL &&
+	    (v = px_attr(n, "ha-state-file")) != NULL) {
+		if (v[0] == '\0')
+			px_cfg_error(e, n, "ha-state-file=\"\": expected a path");
+		else if ((c->ha_state_file = px_path_relative_to(c->path, v)) == NULL)
+			px_cfg_error(e, n, "out of memory");
+		xmlFree(v);
+	}
 
 	if (px_zones_load(&c->zones, px_child(root, "zones"), e) == -1 &&
 	    e->count == before)
@@ -1015,6 +1025,7 @@ px_config_unref(struct px_config *c)
 	free(c->services);
 	free(c->policy_dir);
 	free(c->log_file);
+	free(c->ha_state_file);
 	free(c->path);
 	free(c);
 }

@@ -85,6 +85,7 @@ struct px_config {
 	bool			 admin_enabled;
 	struct sockaddr_storage	 admin;
 	socklen_t		 admin_len;
+	char			*ha_state_file;	/* admin/@ha-state-file; NULL: none */
 
 	char			*policy_dir;
 	struct px_service	*services;	/* sorted by name */
