@@ -1,0 +1,448 @@
+#!/usr/bin/env bash
+# pair.sh: one box of an active/backup proxyd pair, with keepalived (VRRP)
+# and conntrackd (FTFW).  Run it on each of the two boxes with the same
+# virtual addresses and each other's addresses as peers.
+#
+#   pair.sh up --priority 150 \
+#       --in-iface f0  --in-vip 198.18.1.1/24  --in-peer 198.18.1.12 \
+#       --out-iface f1 --out-vip 198.19.2.1/24 --out-peer 198.19.2.12 \
+#       --sync-iface sync0 --sync-peer 198.18.3.2
+#   pair.sh down          # stop the keepalived and conntrackd it started
+#   pair.sh status        # VRRP state, virtual addresses, conntrackd caches
+#
+# It writes keepalived.conf, conntrackd.conf and notify.sh into --dir, checks
+# them (keepalived -t), and starts (or, if a config changed, reloads) the two
+# daemons.  Every file it installs and every command it runs is printed, so
+# the output doubles as the documentation of the setup (deploy/README.md).
+# Running `up` twice with the same options changes nothing; with other
+# options it rewrites the files and reloads keepalived / restarts conntrackd.
+#
+# What it sets up:
+#   - two VRRP instances, inside (--in-*) and outside (--out-*), in one sync
+#     group so that both virtual addresses move together; unicast adverts to
+#     the peer; both boxes start as BACKUP with nopreempt: the box that is
+#     live stays live when the other comes back (no second interruption);
+#   - a health check of proxyd's admin endpoint (GET /status), not of the
+#     process: a proxyd that is hung, or has no admin endpoint, fails over;
+#   - notify.sh: logs each transition, writes the state to --state-file
+#     (proxyd's <admin ha-state-file=>: proxyd_ha_state in /metrics), and
+#     drives conntrackd as conntrack-tools' primary-backup.sh does;
+#   - conntrackd in FTFW mode over UDP on the sync link, with an external
+#     cache that the new master commits to its kernel table.
+#
+# Options (up):
+#   --in-iface IF, --out-iface IF   the client-side and server-side interfaces
+#   --in-vip A/LEN, --out-vip A/LEN virtual gateway addresses (IPv4)
+#   --in-peer A, --out-peer A       the other box's own address on each side
+#   --in-src A, --out-src A         this box's own address (default: the
+#                                   interface's first IPv4 address)
+#   --sync-iface IF --sync-peer A   dedicated link for conntrackd, and the
+#   [--sync-src A]                  peer's address on it
+#   --priority N                    1..254; give the preferred box the higher
+#                                   one (default 100)
+#   --vrid N                        inside virtual router id; outside is N+1
+#                                   (default 51)
+#   --advert S                      VRRP advert interval, seconds (default 0.5;
+#                                   a dead box is noticed after 3 x S)
+#   --check-interval S              health check period (default 1)
+#   --check-fall N --check-rise N   failures to fail over / successes to come
+#                                   back (default 2 / 2)
+#   --admin ADDR:PORT               proxyd's admin endpoint (default 127.0.0.1:9180)
+#   --state-file PATH               default /run/proxyd/ha-state
+#   --dir DIR                       configs, notify script, pid files, logs
+#                                   (default /etc/proxyd/ha); keepalived refuses
+#                                   scripts in a directory others can write
+#   --name NAME                     router_id (default: the host name)
+# All commands: --dir DIR, --dry-run (print, change nothing).
+#
+# Needs root, keepalived, conntrackd (conntrack-tools), curl, iproute2.
+
+set -euo pipefail
+
+PROG=${0##*/}
+die() { echo "$PROG: $*" >&2; exit 1; }
+usage() {
+    sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0" | sed '$d' >&"$((${1:-0} == 0 ? 1 : 2))"
+    exit "${1:-0}"
+}
+
+DRY=0
+run() { # print and execute one command
+    local a out="+"
+    for a in "$@"; do
+        if [[ $a == *[[:space:]]* ]]; then out+=" \"$a\""; else out+=" $a"; fi
+    done
+    echo "$out"
+    ((DRY)) || "$@"
+}
+
+CMD=${1:-}
+[[ -n $CMD ]] || usage 2
+shift
+case $CMD in
+    -h | --help | help) usage 0 ;;
+    up | down | status) ;;
+    *) echo "$PROG: unknown command '$CMD'" >&2; usage 2 ;;
+esac
+
+IN_IF="" OUT_IF="" IN_VIP="" OUT_VIP="" IN_PEER="" OUT_PEER="" IN_SRC="" OUT_SRC=""
+SYNC_IF="" SYNC_PEER="" SYNC_SRC="" PRIO=100 VRID=51 ADVERT=0.5
+CHECK_INT=1 CHECK_FALL=2 CHECK_RISE=2 ADMIN=127.0.0.1:9180
+STATE_FILE=/run/proxyd/ha-state DIR=/etc/proxyd/ha NAME=""
+while (($#)); do
+    case $1 in
+        --in-iface) IN_IF=${2:?}; shift 2 ;;
+        --out-iface) OUT_IF=${2:?}; shift 2 ;;
+        --in-vip) IN_VIP=${2:?}; shift 2 ;;
+        --out-vip) OUT_VIP=${2:?}; shift 2 ;;
+        --in-peer) IN_PEER=${2:?}; shift 2 ;;
+        --out-peer) OUT_PEER=${2:?}; shift 2 ;;
+        --in-src) IN_SRC=${2:?}; shift 2 ;;
+        --out-src) OUT_SRC=${2:?}; shift 2 ;;
+        --sync-iface) SYNC_IF=${2:?}; shift 2 ;;
+        --sync-peer) SYNC_PEER=${2:?}; shift 2 ;;
+        --sync-src) SYNC_SRC=${2:?}; shift 2 ;;
+        --priority) PRIO=${2:?}; shift 2 ;;
+        --vrid) VRID=${2:?}; shift 2 ;;
+        --advert) ADVERT=${2:?}; shift 2 ;;
+        --check-interval) CHECK_INT=${2:?}; shift 2 ;;
+        --check-fall) CHECK_FALL=${2:?}; shift 2 ;;
+        --check-rise) CHECK_RISE=${2:?}; shift 2 ;;
+        --admin) ADMIN=${2:?}; shift 2 ;;
+        --state-file) STATE_FILE=${2:?}; shift 2 ;;
+        --dir) DIR=${2:?}; shift 2 ;;
+        --name) NAME=${2:?}; shift 2 ;;
+        --dry-run) DRY=1; shift ;;
+        -h | --help) usage 0 ;;
+        *) die "unknown option '$1' (try --help)" ;;
+    esac
+done
+((DRY)) || [[ $EUID == 0 ]] || die "must run as root (or use --dry-run)"
+[[ $DIR == /* ]] || die "--dir must be an absolute path"
+
+KA_CONF=$DIR/keepalived.conf
+CT_CONF=$DIR/conntrackd.conf
+NOTIFY=$DIR/notify.sh
+KA_PID=$DIR/keepalived.pid
+KA_VRRP_PID=$DIR/keepalived-vrrp.pid
+KA_LOG=$DIR/keepalived.log
+CT_LOG=$DIR/conntrackd.log
+CT_LOCK=$DIR/conntrackd.lock
+CT_SOCK=$DIR/conntrackd.ctl
+HA_LOG=$DIR/transitions.log
+
+ipv4() { [[ $1 =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}$ ]]; }
+# first IPv4 address of interface IF that is not VIP (keepalived's own
+# addresses come and go; the box's own one is the stable one)
+own_addr() {
+    ip -4 -o addr show dev "$1" 2>/dev/null | awk -v vip="${2%/*}" '
+        { split($4, a, "/"); if (a[1] != vip) { print a[1]; exit } }'
+}
+alive() { [[ -r $1 ]] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
+
+# ---------------------------------------------------------------- files
+
+keepalived_conf() {
+    cat <<EOF
+# written by deploy/ha/pair.sh: one box of a proxyd pair
+global_defs {
+    router_id ${NAME:-$(hostname)}
+    vrrp_version 3              # sub-second adverts
+    script_user root
+    enable_script_security
+    # gratuitous ARP on becoming master, repeated: the neighbours' caches
+    # follow the virtual addresses at once
+    vrrp_garp_master_delay 1
+    vrrp_garp_master_repeat 3
+    vrrp_garp_master_refresh 60
+}
+
+# proxyd answers on its admin endpoint (its main thread runs, the config is
+# loaded), not merely "a process exists"
+vrrp_script proxyd_admin {
+    script "/usr/bin/curl -fsS -o /dev/null --max-time 1 http://$ADMIN/status"
+    interval $CHECK_INT
+    timeout 1
+    fall $CHECK_FALL
+    rise $CHECK_RISE
+}
+
+# both virtual gateways move together: a box is master on both sides or on neither
+vrrp_sync_group PROXYD {
+    group {
+        PROXYD_IN
+        PROXYD_OUT
+    }
+    track_script {
+        proxyd_admin
+    }
+    notify "$NOTIFY"
+}
+
+vrrp_instance PROXYD_IN {
+    state BACKUP
+    nopreempt
+    interface $IN_IF
+    virtual_router_id $VRID
+    priority $PRIO
+    advert_int $ADVERT
+    unicast_src_ip $IN_SRC
+    unicast_peer {
+        $IN_PEER
+    }
+    virtual_ipaddress {
+        $IN_VIP dev $IN_IF
+    }
+}
+
+vrrp_instance PROXYD_OUT {
+    state BACKUP
+    nopreempt
+    interface $OUT_IF
+    virtual_router_id $((VRID + 1))
+    priority $PRIO
+    advert_int $ADVERT
+    unicast_src_ip $OUT_SRC
+    unicast_peer {
+        $OUT_PEER
+    }
+    virtual_ipaddress {
+        $OUT_VIP dev $OUT_IF
+    }
+}
+EOF
+}
+
+conntrackd_conf() {
+    cat <<EOF
+# written by deploy/ha/pair.sh: FTFW (reliable) flow sync with the peer
+Sync {
+    Mode FTFW {
+        # the backup keeps the peer's flows in an external cache; the
+        # notify script commits them to the kernel on becoming master
+        DisableExternalCache Off
+        CommitTimeout 1800
+        PurgeTimeout 5
+    }
+    UDP {
+        IPv4_address $SYNC_SRC
+        IPv4_Destination_Address $SYNC_PEER
+        Port 3780
+        Interface $SYNC_IF
+        SndSocketBuffer 1249280
+        RcvSocketBuffer 1249280
+        Checksum on
+    }
+}
+General {
+    HashSize 32768
+    HashLimit 131072
+    LogFile $CT_LOG
+    Syslog off
+    LockFile $CT_LOCK
+    UNIX {
+        Path $CT_SOCK
+    }
+    NetlinkBufferSize 2097152
+    NetlinkBufferSizeMaxGrowth 8388608
+    Filter From Userspace {
+        Protocol Accept {
+            TCP
+            UDP
+            ICMP
+        }
+        # flows of the box itself (proxyd's connections to servers, the sync
+        # link, VRRP) mean nothing to the peer
+        Address Ignore {
+            IPv4_address 127.0.0.1
+            IPv4_address ${IN_VIP%/*}
+            IPv4_address ${OUT_VIP%/*}
+            IPv4_address $IN_SRC
+            IPv4_address $OUT_SRC
+            IPv4_address $SYNC_SRC
+        }
+    }
+}
+EOF
+}
+
+notify_sh() {
+    cat <<EOF
+#!/bin/sh
+# written by deploy/ha/pair.sh. keepalived calls it on each transition of
+# the sync group:  notify.sh GROUP NAME STATE PRIORITY
+# 1. the state goes to $STATE_FILE (proxyd: <admin ha-state-file=>),
+#    rewritten only here, so its mtime is the time of the transition;
+# 2. one line per transition in $HA_LOG;
+# 3. conntrackd, as conntrack-tools' primary-backup.sh: the new master puts
+#    the peer's flows into its kernel table and takes over the sync.
+state=\$(echo "\$3" | tr 'A-Z' 'a-z')
+case \$state in master|backup|fault|stop) ;; *) state=unknown ;; esac
+mkdir -p "$(dirname "$STATE_FILE")"
+tmp="$STATE_FILE.tmp.\$\$"
+printf '%s %s %s\n' "\$state" "\$(date +%s)" "\$2" >"\$tmp" && chmod 644 "\$tmp" && mv -f "\$tmp" "$STATE_FILE"
+echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) \$1 \$2 -> \$state (priority \$4)" >>"$HA_LOG"
+ct() {
+    /usr/sbin/conntrackd -C "$CT_CONF" "\$@" >>"$HA_LOG" 2>&1 ||
+        echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) conntrackd \$* failed" >>"$HA_LOG"
+}
+case \$state in
+master)
+    ct -c   # commit the external cache (the peer's flows) to the kernel
+    ct -f   # flush both caches
+    ct -R   # resync the internal cache with the kernel table
+    ct -B   # bulk update to the peer
+    ;;
+backup)
+    ct -t   # shorten the kernel timers of flows that are now the peer's
+    ct -n   # ask the master for a full resync
+    ;;
+fault)
+    ct -t
+    ;;
+esac
+exit 0
+EOF
+}
+
+# install FILE MODE GENERATOR: print the file; write it if it differs.
+# CHANGED lists what was (re)written.
+CHANGED=()
+install_file() {
+    local f=$1 mode=$2 gen=$3 new
+    new=$("$gen")
+    echo "# ---- $f (mode $mode)"
+    sed 's/^/    /' <<<"$new"
+    if [[ -f $f ]] && [[ $(cat "$f") == "$new" ]] && [[ $(stat -c %a "$f") == "$mode" ]]; then
+        echo "# ---- unchanged"
+        return 0
+    fi
+    CHANGED+=("$f")
+    ((DRY)) && return 0
+    printf '%s\n' "$new" >"$f.tmp"
+    chmod "$mode" "$f.tmp"
+    mv -f "$f.tmp" "$f"
+}
+
+changed() { local c; for c in "${CHANGED[@]}"; do [[ $c == "$1" ]] && return 0; done; return 1; }
+
+# ---------------------------------------------------------------- up
+
+up() {
+    local v
+    for v in IN_IF OUT_IF IN_VIP OUT_VIP IN_PEER OUT_PEER SYNC_IF SYNC_PEER; do
+        [[ -n ${!v} ]] || die "up: --$(tr 'A-Z_' 'a-z-' <<<"$v" | sed 's/-if$/-iface/') is required"
+    done
+    [[ $IN_VIP == */* && $OUT_VIP == */* ]] || die "--in-vip/--out-vip take ADDRESS/PREFIXLEN"
+    ipv4 "${IN_VIP%/*}" && ipv4 "${OUT_VIP%/*}" || die "virtual addresses must be IPv4 (see deploy/README.md for IPv6)"
+    ipv4 "$IN_PEER" && ipv4 "$OUT_PEER" && ipv4 "$SYNC_PEER" || die "peers must be IPv4 addresses"
+    [[ $PRIO =~ ^[0-9]+$ ]] && ((PRIO >= 1 && PRIO <= 254)) || die "bad --priority '$PRIO' (1..254)"
+    [[ $VRID =~ ^[0-9]+$ ]] && ((VRID >= 1 && VRID <= 254)) || die "bad --vrid '$VRID' (1..254)"
+    [[ $ADVERT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bad --advert '$ADVERT'"
+    [[ $CHECK_INT =~ ^[0-9]+$ && $CHECK_FALL =~ ^[0-9]+$ && $CHECK_RISE =~ ^[0-9]+$ ]] ||
+        die "--check-interval, --check-fall, --check-rise take whole numbers"
+    [[ -n $IN_SRC ]] || IN_SRC=$(own_addr "$IN_IF" "$IN_VIP")
+    [[ -n $OUT_SRC ]] || OUT_SRC=$(own_addr "$OUT_IF" "$OUT_VIP")
+    [[ -n $SYNC_SRC ]] || SYNC_SRC=$(own_addr "$SYNC_IF" "")
+    [[ -n $IN_SRC && -n $OUT_SRC && -n $SYNC_SRC ]] ||
+        die "no IPv4 address of this box on $IN_IF, $OUT_IF or $SYNC_IF (give --in-src/--out-src/--sync-src)"
+    command -v keepalived >/dev/null || die "keepalived not found (apt-get install keepalived)"
+    command -v conntrackd >/dev/null || die "conntrackd not found (apt-get install conntrackd)"
+
+    ((DRY)) || { mkdir -p "$DIR"; chmod 755 "$DIR"; }
+    install_file "$NOTIFY" 755 notify_sh
+    install_file "$CT_CONF" 644 conntrackd_conf
+    install_file "$KA_CONF" 644 keepalived_conf
+    if ! ((DRY)); then
+        # keepalived -t prints nothing on success; its complaints are fatal here
+        if ! keepalived -t -f "$KA_CONF" >"$DIR/keepalived-check.out" 2>&1; then
+            cat "$DIR/keepalived-check.out" >&2
+            die "keepalived -t rejects $KA_CONF"
+        fi
+    fi
+
+    # conntrackd first: the notify script of the first transition talks to it
+    if ((DRY)) || ! alive_ct; then
+        [[ -e $CT_LOCK ]] && ! alive_ct && run rm -f "$CT_LOCK"   # left by a crash
+        run conntrackd -C "$CT_CONF" -d
+        ((DRY)) || wait_for alive_ct 5 || die "conntrackd did not start (log: $CT_LOG)"
+    elif changed "$CT_CONF"; then
+        run conntrackd -C "$CT_CONF" -k
+        wait_for not_alive_ct 5 || die "conntrackd did not stop"
+        run conntrackd -C "$CT_CONF" -d
+        wait_for alive_ct 5 || die "conntrackd did not restart (log: $CT_LOG)"
+    else
+        echo "# conntrackd already running with this config"
+    fi
+
+    if ((DRY)) || ! alive "$KA_PID"; then
+        # -n: no fork, so that setsid's child is keepalived and its output
+        # (-l, no syslog) goes to the log file
+        echo "+ setsid keepalived -n -l -D -G -P -f $KA_CONF -p $KA_PID -r $KA_VRRP_PID >>$KA_LOG 2>&1 &"
+        if ! ((DRY)); then
+            setsid keepalived -n -l -D -G -P -f "$KA_CONF" -p "$KA_PID" -r "$KA_VRRP_PID" \
+                >>"$KA_LOG" 2>&1 </dev/null &
+            wait_for ka_running 5 || die "keepalived did not start (log: $KA_LOG)"
+        fi
+    elif changed "$KA_CONF" || changed "$NOTIFY"; then
+        run kill -HUP "$(cat "$KA_PID")"
+    else
+        echo "# keepalived already running with this config"
+    fi
+}
+
+alive_ct() { conntrackd -C "$CT_CONF" -s >/dev/null 2>&1; }
+not_alive_ct() { ! alive_ct; }
+ka_running() { alive "$KA_PID" && alive "$KA_VRRP_PID"; }
+wait_for() { # PREDICATE SECONDS
+    local i
+    for ((i = 0; i < $2 * 20; i++)); do
+        "$1" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------- down
+
+down() {
+    local pid i
+    if alive "$KA_PID"; then
+        pid=$(cat "$KA_PID")
+        # keepalived removes its virtual addresses as it stops
+        run kill -TERM "$pid"
+        for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -0 "$pid" 2>/dev/null && die "keepalived (pid $pid) did not stop within 5 s"
+    fi
+    if [[ -f $CT_CONF ]] && alive_ct; then
+        run conntrackd -C "$CT_CONF" -k
+        wait_for not_alive_ct 5 || die "conntrackd did not stop"
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------- status
+
+status() {
+    echo "=== keepalived: $(ka_running && echo "running (pid $(cat "$KA_PID"))" || echo "not running")"
+    [[ -f $STATE_FILE ]] && echo "state file $STATE_FILE: $(cat "$STATE_FILE")"
+    [[ -f $HA_LOG ]] && { echo "last transitions:"; tail -n 5 "$HA_LOG"; }
+    [[ -f $KA_CONF ]] && awk '/^vrrp_instance/ { i = $2 } /dev / && i { print "  " i ": " $1 " on " $3 }' "$KA_CONF" |
+        while read -r name addr _ dev; do
+            if [[ $(ip -4 -o addr show dev "$dev" 2>/dev/null) == *" inet $addr "* ]]; then
+                echo "  $name $addr on $dev: held here"
+            else
+                echo "  $name $addr on $dev: not here"
+            fi
+        done
+    echo "=== conntrackd: $(alive_ct && echo running || echo "not running")"
+    if alive_ct; then
+        conntrackd -C "$CT_CONF" -s cache 2>/dev/null | sed 's/^/  /' | head -n 20
+    fi
+}
+
+case $CMD in
+    up) up ;;
+    down) down ;;
+    status) status ;;
+esac
