@@ -33,7 +33,8 @@ DEPLOY=$REPO_DIR/deploy/inline-tproxy.sh
 : "${HA_BOUND_KILL_MS:=4000}"   # deploy/README.md: fall x interval + interval + skew, with margin
 : "${HA_BOUND_LINK_MS:=3000}"   # deploy/README.md: 3 x advert + skew, with margin
 ADMIN=127.0.0.1:9180
-FLOW_PORT=9000
+FLOW_PORT=9000          # forwarded by the kernel
+PFLOW_PORT=9001         # the same echo, through proxyd's plug service
 declare -A PXPID=() PRIO=([A]=150 [B]=100)
 
 [[ $EUID == 0 ]] || skip "needs root (network namespaces, iptables, keepalived)"
@@ -119,9 +120,11 @@ for _ in range(16):
     threading.Thread(target=echo, args=(c,), daemon=True).start()
 threading.Event().wait(300)
 EOF
-ip netns exec "$HS" python3 "$T/echo.py" "$FLOW_PORT" 2>>"$T/echo.err" &
-track_pid $!
-topo_wait_listen "$HS" "$FLOW_PORT" 5 || fail "echo server did not start"
+for p in "$FLOW_PORT" "$PFLOW_PORT"; do
+    ip netns exec "$HS" python3 "$T/echo.py" "$p" 2>>"$T/echo.err" &
+    track_pid $!
+    topo_wait_listen "$HS" "$p" 5 || fail "echo server did not start on port $p"
+done
 
 # ---------------------------------------------------------------- firewalls
 
@@ -151,7 +154,7 @@ fw_ns() { if [[ $1 == A ]]; then echo "$HA"; else echo "$HB"; fi; }
 
 setup_fw() { # A|B
     local w=$1 p
-    for p in "80 50080" "8080 50081"; do
+    for p in "80 50080" "8080,$PFLOW_PORT 50081"; do
         set -- $p
         nsFW "$w" "$DEPLOY" tproxy --family 4 --port "$1" --proxy-port "$2" --in-iface f0 \
             --upstream-mark none >>"$T/deploy-$w.out" 2>&1 || { cat "$T/deploy-$w.out" >&2; fail "inline-tproxy.sh in $w"; }
@@ -363,8 +366,8 @@ stop_prober() {
     FAILED=$(awk '$3 == 0' "$T/probe-$1.txt" | wc -l)
     TOTAL=$(wc -l <"$T/probe-$1.txt")
 }
-# wait_probe_ok N TIMEOUT_S: N requests in a row succeeded since the prober
-# started (nginx's log, which the prober's own file only gets at the end)
+# wait_nginx_probes BEFORE N TIMEOUT_S: N more probe requests reached nginx
+# (the prober writes its own results only when it stops)
 wait_nginx_probes() { # COUNT_BEFORE N TIMEOUT_S
     local deadline=$(($(date +%s%N) + $3 * 1000000000))
     until (($(grep -c 'GET /probe' "$ACCESS_LOG") >= $1 + $2)); do
@@ -413,11 +416,18 @@ info "forwarded flow to $HA_S4:$FLOW_PORT through A: $(cat "$T/flow.status")"
 # failover MASTER NEW TAG BOUND_MS ACTION...: run ACTION, wait for NEW to be
 # master, measure the gap, check the forwarded flow
 failover() {
-    local old=$1 new=$2 tag=$3 bound=$4 before seq t0 t1 fwd0 fwd1
+    local old=$1 new=$2 tag=$3 bound=$4 before seq t0 t1 fwd0 fwd1 PFLOW_PID
     shift 4
     before=$(grep -c 'GET /probe' "$ACCESS_LOG" || true)
     start_prober "$tag"
+    # a long-lived proxied session (plug service): the same echo flow
+    ip netns exec "$HC" python3 "$T/flow.py" "$HA_S4" "$PFLOW_PORT" "$T/pflow-$tag.status" "$T/flow.stop" \
+        2>>"$T/pflow-$tag.err" &
+    PFLOW_PID=$!
+    track_pid "$PFLOW_PID"
     wait_nginx_probes "$before" 10 5
+    [[ $(awk '{print $1, ($2 > 5)}' "$T/pflow-$tag.status" 2>/dev/null) == "ok 1" ]] ||
+        fail "$tag: the proxied flow is not under way: $(cat "$T/pflow-$tag.status" 2>/dev/null)"
     t0=$(now_ms)
     info "$tag: $*"
     "$@"
@@ -437,6 +447,11 @@ failover() {
     fwd1=$(rule_pkts "$new" ESTABLISHED)
     assert_ge "$((fwd1 - fwd0))" 40 "$tag: packets of established flows $new forwarded after the takeover"
     info "$tag: the forwarded flow survived: $(cat "$T/flow.status") (state, echoes, longest echo gap ms); $new forwarded $((fwd1 - fwd0)) packets of it"
+    # the proxied session does not survive: it lived in the old master's
+    # proxyd; its next packet reaches the new master, which resets it
+    wait_exit "$PFLOW_PID" 20 || fail "$tag: the proxied flow still runs 20 s after the failover"
+    ((WAIT_RC != 0)) || fail "$tag: the proxied flow went on across the failover (expected a reset)"
+    info "$tag: the proxied flow ended: $(tail -n 1 "$T/pflow-$tag.err")"
     assert_vips_on "$new"
     assert_px_state "$new" master
     [[ $(nsFW "$new" conntrack -L -p tcp --dport "$FLOW_PORT" 2>/dev/null) == *ESTABLISHED* ]] ||
