@@ -371,6 +371,8 @@ up() {
         wait_for not_alive_ct 5 || die "conntrackd did not stop"
         run conntrackd -C "$CT_CONF" -d
         wait_for alive_ct 5 || die "conntrackd did not restart (log: $CT_LOG)"
+        # its caches went with it: ask the peer for its flows again
+        run conntrackd -C "$CT_CONF" -n
     else
         echo "# conntrackd already running with this config"
     fi
