@@ -972,6 +972,7 @@ px_config_load(const char *path, struct px_cfgerr *e)
 		return NULL;
 	}
 	atomic_init(&c->refs, 1);
+	atomic_fetch_add_explicit(&px_configs_live, 1, memory_order_relaxed);
 	doc = px_xml_load(path, px_schema_proxyd_rng, e);
 	if (doc == NULL)
 		goto fail;
@@ -988,6 +989,8 @@ fail:
 	px_config_unref(c);
 	return NULL;
 }
+
+atomic_uint px_configs_live;
 
 struct px_config *
 px_config_ref(struct px_config *c)
@@ -1023,6 +1026,7 @@ px_config_unref(struct px_config *c)
 	free(c->groups);
 	px_zones_free(&c->zones);
 	free(c->services);
+	atomic_fetch_sub_explicit(&px_configs_live, 1, memory_order_release);
 	free(c->policy_dir);
 	free(c->log_file);
 	free(c->ha_state_file);

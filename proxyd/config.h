@@ -113,6 +113,9 @@ void	px_cfg_error_line(struct px_cfgerr *e, const char *file, long line,
  * least one error to *e. The result has one reference. */
 struct px_config *px_config_load(const char *path, struct px_cfgerr *e);
 struct px_config *px_config_ref(struct px_config *c);
+/* Configurations not freed yet: after a reload the old one lives on
+ * until its last session ends. */
+extern atomic_uint px_configs_live;
 void	px_config_unref(struct px_config *c);
 
 /* A node's line in its file, true past 65535 too. */

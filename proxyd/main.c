@@ -1,13 +1,18 @@
 /* proxyd: CLI, startup, signals. The main thread owns the configuration
  * (load, reload), the admin endpoint and shutdown; workers do the rest. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <event2/event.h>
 #include <libxml/parser.h>
@@ -26,8 +31,26 @@
  * flight (splice.h), so they are counted per worker, not per session. */
 #define PX_FDS_PER_SESSION	2
 
+/* A reload parses on a thread of its own: a large policy takes seconds,
+ * and the admin endpoint (on the main loop) must keep answering. */
+struct px_reload_job {
+	pthread_t		 tid;
+	int			 pipe[2];	/* the loader says "done" here */
+	struct event		*done_ev;
+	bool			 running;
+	bool			 pending;	/* a SIGHUP came meanwhile */
+	const char		*path;
+	struct px_config	*ncfg;		/* its result; NULL: errors */
+	struct px_cfgerr	 err;
+	char			*text;		/* the errors, one per line */
+	size_t			 len;
+	uint64_t		 started_ms;
+	struct event		*trim_ev;	/* until the old config is gone */
+};
+
 struct px_main {
 	const char		*config_path;
+	struct px_reload_job	 rl;
 	struct px_config	*cfg;
 	struct event_base	*base;
 	struct event		*grace_ev;
@@ -93,40 +116,93 @@ px_log_services(const struct px_config *cfg)
 	}
 }
 
+/* glibc keeps freed heap for reuse; after a configuration of many
+ * megabytes has been parsed (and the old one freed) give it back. */
 static void
-px_reload(struct px_main *m)
+px_memory_trim(void)
 {
-	struct px_cfgerr err = { 0 };
-	struct px_config *ncfg;
-	char *text = NULL;
-	size_t len = 0;
+#ifdef __GLIBC__
+	(void)malloc_trim(0);
+#endif
+}
 
-	px_log(LOG_INFO, 0, "SIGHUP: reloading %s", m->config_path);
-	err.out = open_memstream(&text, &len);
-	ncfg = px_config_load(m->config_path, &err);
-	if (err.out != NULL)
-		fclose(err.out);
+/* The old configuration is freed by whichever thread drops its last
+ * reference, often a worker at a session's end: trim from here once only
+ * the current one is left, without making a worker wait on it. */
+static void
+px_trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_reload_job *rl = arg;
+	struct timeval again = { 1, 0 };
+
+	(void)fd; (void)what;
+	if (rl->running || atomic_load_explicit(&px_configs_live,
+	    memory_order_acquire) > 1) {
+		evtimer_add(rl->trim_ev, &again);
+		return;
+	}
+	px_memory_trim();
+}
+
+static void *
+px_reload_thread(void *arg)
+{
+	struct px_reload_job *rl = arg;
+	char done = 1;
+
+	rl->err = (struct px_cfgerr){ 0 };
+	rl->text = NULL;
+	rl->len = 0;
+	rl->err.out = open_memstream(&rl->text, &rl->len);
+	rl->ncfg = px_config_load(rl->path, &rl->err);
+	if (rl->err.out != NULL)
+		fclose(rl->err.out);
+	while (write(rl->pipe[1], &done, 1) == -1 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void	px_reload(struct px_main *m);
+
+/* The loader is done: swap (or keep the old configuration) on the main
+ * thread, which owns it. */
+static void
+px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_main *m = arg;
+	struct px_reload_job *rl = &m->rl;
+	struct px_config *ncfg;
+	char b;
+
+	(void)what;
+	while (read(fd, &b, 1) == -1 && errno == EINTR)
+		;
+	pthread_join(rl->tid, NULL);
+	rl->running = false;
+	ncfg = rl->ncfg;
+	rl->ncfg = NULL;
 	if (ncfg == NULL) {
 		char *line, *save = NULL;
 
-		for (line = text ? strtok_r(text, "\n", &save) : NULL; line != NULL;
-		    line = strtok_r(NULL, "\n", &save))
+		for (line = rl->text ? strtok_r(rl->text, "\n", &save) : NULL;
+		    line != NULL; line = strtok_r(NULL, "\n", &save))
 			px_log(LOG_ERR, 0, "reload: %s", line);
 		px_log(LOG_ERR, 0, "reload failed (%u error%s); the running "
-		    "configuration stays", err.count, err.count == 1 ? "" : "s");
+		    "configuration stays", rl->err.count,
+		    rl->err.count == 1 ? "" : "s");
 		m->reloads.failed++;
-		free(text);
-		return;
+		goto out;
 	}
-	free(text);
 	/* A listen address someone else holds would leave that service with
 	 * no listener (or, with SO_REUSEPORT, sharing a port): refuse the
 	 * whole reload instead. */
-	if (px_workers_probe(m->cfg, ncfg, NULL) != 0) {
-		px_log(LOG_ERR, 0, "reload failed; the running configuration stays");
+	if (m->stopping || px_workers_probe(m->cfg, ncfg, NULL) != 0) {
+		if (!m->stopping)
+			px_log(LOG_ERR, 0, "reload failed; the running "
+			    "configuration stays");
 		m->reloads.failed++;
 		px_config_unref(ncfg);
-		return;
+		goto out;
 	}
 	px_raise_fd_limit(ncfg);
 	if (ncfg->workers != m->cfg->workers)
@@ -139,9 +215,62 @@ px_reload(struct px_main *m)
 	px_config_unref(m->cfg);
 	m->cfg = ncfg;
 	m->reloads.ok++;
-	px_log(LOG_INFO, 0, "reload done: %zu service%s", ncfg->nservices,
-	    ncfg->nservices == 1 ? "" : "s");
+	px_log(LOG_INFO, 0, "reload done: %zu service%s (loaded in %llu ms)",
+	    ncfg->nservices, ncfg->nservices == 1 ? "" : "s",
+	    (unsigned long long)(px_clock_ms() - rl->started_ms));
 	px_log_services(ncfg);
+out:
+	free(rl->text);
+	rl->text = NULL;
+	px_memory_trim();
+	if (rl->trim_ev == NULL)
+		rl->trim_ev = evtimer_new(m->base, px_trim_cb, rl);
+	if (rl->trim_ev != NULL) {
+		struct timeval soon = { 0, 200 * 1000 };
+
+		evtimer_add(rl->trim_ev, &soon);
+	}
+	if (rl->pending && !m->stopping) {
+		rl->pending = false;
+		px_reload(m);
+	}
+}
+
+static void
+px_reload(struct px_main *m)
+{
+	struct px_reload_job *rl = &m->rl;
+
+	if (rl->running) {
+		/* Once this one is done, load again: the files may have
+		 * changed after the running load read them. */
+		rl->pending = true;
+		px_log(LOG_INFO, 0, "SIGHUP: a reload is running; another "
+		    "follows it");
+		return;
+	}
+	px_log(LOG_INFO, 0, "SIGHUP: reloading %s", m->config_path);
+	rl->path = m->config_path;
+	rl->started_ms = px_clock_ms();
+	if (rl->done_ev == NULL) {
+		if (pipe2(rl->pipe, O_CLOEXEC | O_NONBLOCK) == -1 ||
+		    (rl->done_ev = event_new(m->base, rl->pipe[0],
+		    EV_READ | EV_PERSIST, px_reload_done_cb, m)) == NULL ||
+		    event_add(rl->done_ev, NULL) == -1) {
+			px_log(LOG_ERR, 0, "reload failed: %s; the running "
+			    "configuration stays", strerror(errno));
+			m->reloads.failed++;
+			return;
+		}
+	}
+	if ((errno = pthread_create(&rl->tid, NULL, px_reload_thread,
+	    rl)) != 0) {
+		px_log(LOG_ERR, 0, "reload failed: cannot start its thread: "
+		    "%s; the running configuration stays", strerror(errno));
+		m->reloads.failed++;
+		return;
+	}
+	rl->running = true;
 }
 
 static void
@@ -306,9 +435,22 @@ main(int argc, char **argv)
 	    m.cfg->workers, m.cfg->workers == 1 ? "" : "s", m.cfg->nservices,
 	    m.cfg->nservices == 1 ? "" : "s", m.config_path);
 	px_log_services(m.cfg);
+	px_memory_trim();	/* what parsing the policies left */
 
 	event_base_dispatch(m.base);
 
+	if (m.rl.running) {
+		pthread_join(m.rl.tid, NULL);
+		px_config_unref(m.rl.ncfg);
+		free(m.rl.text);
+	}
+	if (m.rl.trim_ev != NULL)
+		event_free(m.rl.trim_ev);
+	if (m.rl.done_ev != NULL) {
+		event_free(m.rl.done_ev);
+		close(m.rl.pipe[0]);
+		close(m.rl.pipe[1]);
+	}
 	px_workers_join();
 	px_log(LOG_INFO, 0, "proxyd exiting");
 	event_free(sig_term);
