@@ -1006,7 +1006,10 @@ http_timer_cb(struct px_session *s, void *st)
 		if (h->resp_bytes == 0)
 			http_error(h, 504, "no response within response-timeout");
 		else
-			http_abort(h, PX_END_TIMEOUT, "error: response-timeout");
+			/* The server stopped inside its response: its
+			 * failure (verdict=error), not an idle end. */
+			http_abort(h, PX_END_SERVER_FAIL,
+			    "error: response-timeout");
 	} else if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */

@@ -115,15 +115,17 @@ http_error(struct http_state *h, int status, const char *why)
 	const char *reason = http_reason(status);
 	char end[160];
 	size_t blen;
-	/* 4xx: the policy or the parser refused; 408: the client was slow;
-	 * 502-504: the server failed; other 5xx: the proxy did. */
-	enum px_end_by by = status == 408 ? PX_END_TIMEOUT : status < 500 ?
+	/* 4xx: the policy or the parser refused; 408: the client failed to
+	 * finish its request in time (an error of the client's, as the
+	 * session line says too: verdict=error both); 502-504: the server
+	 * failed; other 5xx: the proxy did. */
+	enum px_end_by by = status == 408 ? PX_END_CLIENT_FAIL : status < 500 ?
 	    PX_END_POLICY : status >= 502 && status <= 504 ?
 	    PX_END_SERVER_FAIL : PX_END_PROXY;
 
 	h->status = status;
 	if (h->verdict == NULL)
-		h->verdict = status >= 500 ? "error" : "deny";
+		h->verdict = status >= 500 || status == 408 ? "error" : "deny";
 	if (h->resp_bytes != 0) {
 		/* Part of a response went out already: a reset, so that the
 		 * client never takes what it got for the whole. */

@@ -187,6 +187,9 @@ to0=$(http_counter timeouts)
 r=$(raw_send "$P3" "GET /slow HTTP/1.1\r\nHost: x\r\n" --timeout 4)
 check [ "${r%% bytes=*}" = "statuses=408 closed=yes reset=no" ] "incomplete head past request-timeout: $r"
 assert_log 'http-error status=408 reason="no complete request head within request-timeout"'
+# the request line and the session line agree: the client failed
+assert_log 'http-request .* path=- status=408 .* verdict=error '
+assert_log 'session-end service=slow .* verdict=error .* by=client-fail phase=data end=request-timeout: http 408: '
 code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P3/silent" || true)
 assert_eq "$code" 504 "silent server past response-timeout"
 assert_log 'http-error status=504 reason="no response within response-timeout"'
