@@ -20,6 +20,16 @@ px_action_name(enum px_action a)
 	return (unsigned)a < 3 ? px_action_names[a] : "?";
 }
 
+void *
+px_grow(void *p, size_t n, size_t size)
+{
+	if (n != 0 && (n & (n - 1)) != 0)
+		return p;	/* room left from the last doubling */
+	if (n > SIZE_MAX / 2 / size)
+		return NULL;
+	return realloc(p, (n ? n * 2 : 1) * size);
+}
+
 void
 px_rules_init(struct px_rules *l, enum px_rules_default dflt, int fnm_flags)
 {
@@ -57,7 +67,7 @@ px_rule_push(struct px_rule *r, const char *p, size_t len)
 
 	if ((copy = strndup(p, len)) == NULL)
 		return -1;
-	if ((pats = realloc(r->pats, (r->npats + 1) * sizeof(*pats))) == NULL) {
+	if ((pats = px_grow(r->pats, r->npats, sizeof(*pats))) == NULL) {
 		free(copy);
 		return -1;
 	}
@@ -99,7 +109,7 @@ px_rules_add(struct px_cfgerr *e, struct px_rules *l, const xmlNode *n,
 		    attr);
 		goto fail;
 	}
-	if ((grown = realloc(l->r, (l->n + 1) * sizeof(*grown))) == NULL) {
+	if ((grown = px_grow(l->r, l->n, sizeof(*grown))) == NULL) {
 		px_cfg_error(e, n, "out of memory");
 		goto fail;
 	}

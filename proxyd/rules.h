@@ -49,6 +49,12 @@ struct px_rules {
 	int		 fnm_flags;	/* for fnmatch(): FNM_CASEFOLD, ... */
 };
 
+/* Room for element n of an array grown by this function only, one at a
+ * time: it doubles when n is 0 or a power of two, so loading N rules costs
+ * O(N), not the O(N^2) of a realloc per element (a policy may hold a
+ * hundred thousand). Returns p (moved, maybe) or NULL; p is then intact. */
+void	*px_grow(void *p, size_t n, size_t size);
+
 void	px_rules_init(struct px_rules *l, enum px_rules_default dflt,
 	    int fnm_flags);
 void	px_rules_free(struct px_rules *l);

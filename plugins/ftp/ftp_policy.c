@@ -114,7 +114,7 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 				rc = -1;
 			}
 		if (rc == 0) {
-			if ((grown = realloc(p->cmds, (p->ncmds + 1) *
+			if ((grown = px_grow(p->cmds, p->ncmds,
 			    sizeof(*grown))) == NULL) {
 				px_cfg_error(e, n, "out of memory");
 				rc = -1;

@@ -64,7 +64,7 @@ http_words_parse(const char *v, struct http_words *w)
 			break;
 		if (len == 1 && *p == '*')
 			w->any = true;
-		if ((nw = realloc(w->w, (w->n + 1) * sizeof(*nw))) == NULL ||
+		if ((nw = px_grow(w->w, w->n, sizeof(*nw))) == NULL ||
 		    (nw[w->n] = strndup(p, len)) == NULL) {
 			if (nw != NULL)
 				w->w = nw;
@@ -154,7 +154,7 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	struct http_words ports;
 	size_t i;
 
-	if ((nr = realloc(p->req, (p->nreq + 1) * sizeof(*nr))) == NULL)
+	if ((nr = px_grow(p->req, p->nreq, sizeof(*nr))) == NULL)
 		return -1;
 	p->req = nr;
 	r = &p->req[p->nreq];
@@ -195,7 +195,7 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 {
 	struct http_url_rule *r, *nr;
 
-	if ((nr = realloc(p->url, (p->nurl + 1) * sizeof(*nr))) == NULL)
+	if ((nr = px_grow(p->url, p->nurl, sizeof(*nr))) == NULL)
 		return -1;
 	p->url = nr;
 	r = &p->url[p->nurl++];
@@ -219,7 +219,7 @@ http_load_header(struct px_cfgerr *e, const xmlNode *n,
 	struct http_header_rule *r, *nr;
 	const char *c;
 
-	if ((nr = realloc(*rules, (*nrules + 1) * sizeof(*nr))) == NULL)
+	if ((nr = px_grow(*rules, *nrules, sizeof(*nr))) == NULL)
 		return -1;
 	*rules = nr;
 	r = &nr[(*nrules)++];

@@ -60,13 +60,16 @@ r66_split(const xmlNode *n, const char *attr, const char *v, char ***out,
 		if (*p == '\0')
 			break;
 		len = strcspn(p, " \t\n");
-		if (len > 255 || (nl = realloc(list, (k + 1) *
-		    sizeof(*list))) == NULL || (nl[k] = strndup(p, len)) == NULL) {
+		if (len > 255 || (nl = px_grow(list, k, sizeof(*list))) == NULL) {
 			px_cfg_error(e, n, "%s: item too long or out of memory",
 			    attr);
 			goto fail;
 		}
 		list = nl;
+		if ((list[k] = strndup(p, len)) == NULL) {
+			px_cfg_error(e, n, "%s: out of memory", attr);
+			goto fail;
+		}
 		k++;
 		p += len;
 	}

@@ -323,15 +323,17 @@ reset_services() {
 # start_proxyd: run $PROXYD -c $PROXYD_CONF in the background, stderr+stdout to
 # $PROXYD_LOG, wait (5 s) until all service ports listen; the admin port is
 # waited for too but only warned about (metric assertions fail later).
+# START_TIMEOUT (s, default 5): how long startup may take (a big policy
+# under a sanitizer takes longer)
 start_proxyd() {
-    local p
+    local p to=${START_TIMEOUT:-5}
     "$PROXYD" -c "$PROXYD_CONF" >>"$PROXYD_LOG" 2>&1 &
     PROXYD_PID=$!
     track_pid "$PROXYD_PID"
     for p in "${PROXYD_PORTS[@]}"; do
-        if ! wait_listen "$p" 5 "$PROXYD_PID"; then
+        if ! wait_listen "$p" "$to" "$PROXYD_PID"; then
             if proc_alive "$PROXYD_PID"; then
-                fail "proxyd (pid $PROXYD_PID) is not listening on port $p after 5 s"
+                fail "proxyd (pid $PROXYD_PID) is not listening on port $p after $to s"
             fi
             wait_exit "$PROXYD_PID" 1 || true
             fail "proxyd exited (status $WAIT_RC) during startup; log: $(tail -n 20 "$PROXYD_LOG")"
