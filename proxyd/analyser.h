@@ -101,6 +101,9 @@ struct px_analyser {
 	 * asked for when it originates, comma-separated in order of
 	 * preference ("http/1.1,http/1.0"); NULL: no ALPN. */
 	const char	*alpn;
+	/* It starts TLS itself (FTP's AUTH TLS): a <tls> on its service is
+	 * left to it (px_session_starttls) unless implicit="yes". */
+	bool		 starttls;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 };
@@ -245,6 +248,28 @@ struct event;
 void		 px_event_want(struct event *ev, bool *on, bool want);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
+/* ---- TLS started by the analyser (analyser->starttls: FTP's AUTH TLS) ---- */
+enum px_tls_use {
+	PX_TLS_USE_NONE = 0,	/* no <tls> for that side: plain */
+	PX_TLS_USE_IMPLICIT,	/* TLS from the first byte (the core's) */
+	PX_TLS_USE_EXPLICIT,	/* the analyser starts it */
+};
+enum px_tls_use	 px_session_tls_use(const struct px_session *s,
+		    enum px_chan_end side);
+/* That side's <tls> says auth="optional": the peer may stay in plain. */
+bool		 px_session_tls_optional(const struct px_session *s,
+		    enum px_chan_end side);
+/* The session's connection on that side carries TLS now (or will, once
+ * what is queued for it is written). */
+bool		 px_session_tls_on(const struct px_session *s,
+		    enum px_chan_end side);
+/* Buffered relay, PX_TLS_USE_EXPLICIT: TLS starts on that side's
+ * connection once what is queued for it is written (the "234" to the
+ * client; nothing for the server, whose handshake starts at once: we
+ * are its TLS client). Nothing is read from that side meanwhile. A
+ * failed handshake ends the session. 0, or -1. */
+int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
+
 /* ---- Data channels (proxyd/channel.c) ------------------------------------
  * Extra connections a session opens for its analyser (FTP data), on the
  * session's own worker. A channel joins one connection on the client end
@@ -275,6 +300,8 @@ struct px_chan_result {
 	const char	*note;		/* px_channel_note()'s, or "" */
 	/* The peers of each end (enum px_chan_end), NULL: none connected. */
 	const struct sockaddr *addr[2];
+	bool		 tls[2];	/* that end was TLS (px_channel_tls) */
+	bool		 resumed[2];	/* ... a resumed TLS session */
 };
 
 typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
@@ -308,6 +335,15 @@ unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */
 bool		 px_channel_relaying(const struct px_channel *ch);
 void		 px_channel_free(struct px_channel *ch);
+/* That end of the channel speaks TLS, with the session's <tls> of that
+ * side (implicit or explicit): proxyd is the TLS server towards the
+ * client and the TLS client towards the server, resuming the session's
+ * TLS session with the server (servers that demand reuse check it). The
+ * channel is then relayed through the buffered path (bounded by the
+ * session's buffer), not spliced. Before both ends are connected. 0, or
+ * -1 (no <tls> for that side). */
+int		 px_channel_tls(struct px_session *s, struct px_channel *ch,
+		    enum px_chan_end end);
 /* Our own address on the client or server connection of the session. */
 int		 px_session_local(struct px_session *s, enum px_chan_end end,
 		    struct sockaddr_storage *ss);

@@ -1,6 +1,7 @@
 /* Data channels: a connection on the client end and one on the server end,
  * each accepted on a short-lived listener or connected out, then relayed
- * with splice(2) like a plug session. Everything runs on the session's
+ * with splice(2) like a plug session, or, when an end speaks TLS (FTPS),
+ * through a buffered relay (relay.h) with TLS in that conn's slot. Everything runs on the session's
  * worker; the session owns its channels (its host's list) and frees those left
  * when it closes. See analyser.h for the contract. */
 #include "channel.h"
@@ -24,8 +25,10 @@
 #include "listener.h"
 #include "log.h"
 #include "parse.h"
+#include "relay.h"
 #include "splice.h"
 #include "tcp_progress.h"
+#include "tls.h"
 #include "upstream.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -53,6 +56,12 @@ struct px_channel {
 	struct event		 timer;
 	struct px_chan_endp	 e[2];
 	struct px_splice	 h[2];		/* by px_dir */
+	/* TLS on an end (px_chan_tls): the buffered relay instead. */
+	const struct px_tls_ctx	*tls[2];
+	struct px_tls_peer	 tls_peer[2];
+	struct px_relay		 relay;
+	bool			 relay_on;
+	bool			 resumed[2];
 	bool			 half_done[2];	/* EOF passed on */
 	bool			 relaying;
 	bool			 ending;
@@ -86,6 +95,10 @@ px_chan_release(struct px_channel *ch)
 
 	if (evtimer_pending(&ch->timer, NULL))
 		evtimer_del(&ch->timer);
+	if (ch->relay_on) {
+		px_relay_free(&ch->relay, NULL);
+		ch->relay_on = false;
+	}
 	for (i = 0; i < 2; i++) {
 		px_splice_release(&ch->h[i], hst->pipes);
 		px_event_want(&ch->e[i].ev, &ch->e[i].ev_on, false);
@@ -287,12 +300,114 @@ static const struct px_splice_ops px_chan_splice_ops = {
 	.failed = px_chan_failed,
 };
 
+/* ---- the TLS relay ---------------------------------------------------- */
+
+int
+px_chan_tls(struct px_channel *ch, enum px_chan_end end,
+    const struct px_tls_ctx *t, const struct px_tls_peer *peer)
+{
+	if (ch->relaying || t == NULL)
+		return -1;
+	ch->tls[end] = t;
+	ch->tls_peer[end] = *peer;
+	return 0;
+}
+
+static int
+px_chan_relay_prepare(void *arg, int side, struct px_conn *c)
+{
+	struct px_channel *ch = arg;
+
+	if (ch->tls[side] == NULL)
+		return 0;
+	if (px_tls_attach(c, ch->tls[side], &ch->tls_peer[side]) == -1)
+		return -1;
+	/* Towards the server we are the TLS client: our hello goes first,
+	 * whichever way the data flows. */
+	if (side == PX_CHAN_SERVER && px_conn_handshake(c) == -1 &&
+	    errno != EAGAIN)
+		return -1;
+	return 0;
+}
+
+static void
+px_chan_relay_moved(void *arg, enum px_dir dir, size_t n)
+{
+	struct px_channel *ch = arg;
+
+	ch->bytes[dir] += n;
+	if (n != 0)
+		ch->host->bytes(ch->host->owner, dir, n);
+	ch->last_ms = px_clock_ms();
+}
+
+static void
+px_chan_relay_verdict(void *arg, enum px_verdict v)
+{
+	(void)arg; (void)v;	/* no analyser on a data channel */
+}
+
+static void
+px_chan_relay_ended(void *arg, enum px_end_by by, const char *reason)
+{
+	struct px_channel *ch = arg;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		const struct px_conn *c = px_relay_conn(&ch->relay, i);
+
+		if (c != NULL && c->tf != NULL)
+			ch->resumed[i] = px_tls_resumed(c);
+	}
+	/* Both directions passed their end on: a whole transfer. */
+	px_chan_finish(ch, by == PX_END_CLIENT || by == PX_END_SERVER ? NULL :
+	    reason);
+}
+
+static void
+px_chan_relay_flushed(void *arg)
+{
+	(void)arg;	/* px_relay_finish() is never asked for */
+}
+
+static const struct px_relay_ops px_chan_relay_ops = {
+	.prepare = px_chan_relay_prepare,
+	.moved = px_chan_relay_moved,
+	.verdict = px_chan_relay_verdict,
+	.ended = px_chan_relay_ended,
+	.flushed = px_chan_relay_flushed,
+};
+
+static void
+px_chan_start_relay(struct px_channel *ch)
+{
+	struct px_chan_host *hst = ch->host;
+	struct px_relay_limits lim = { .buffer = hst->buffer,
+	    .transforms = true };
+	int fd[2] = { ch->e[PX_CHAN_CLIENT].fd, ch->e[PX_CHAN_SERVER].fd };
+
+	ch->relaying = true;
+	ch->relay_on = true;
+	ch->start_ms = ch->last_ms = px_clock_ms();
+	gettimeofday(&ch->start_tv, NULL);
+	evtimer_del(&ch->timer);
+	px_chan_arm(ch, px_chan_period(ch));
+	if (px_relay_start(&ch->relay, hst->base, hst->pipes, fd,
+	    PX_RELAY_BUFFERED, true, &lim, &px_chan_relay_ops, ch) == -1)
+		px_chan_finish(ch, "tls: cannot start (out of memory)");
+}
+
 /* Both ends connected: relay them. */
 static void
 px_chan_start(struct px_channel *ch)
 {
 	struct px_chan_host *hst = ch->host;
 	int d, size = (int)hst->buffer;
+
+	if (ch->tls[0] != NULL || ch->tls[1] != NULL) {
+		px_chan_start_relay(ch);
+		return;
+	}
 
 	for (d = 0; d < 2; d++) {
 		int from = ch->e[d == PX_TO_SERVER ? PX_CHAN_CLIENT :
@@ -344,6 +459,10 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	r.bytes[0] = ch->bytes[0];
 	r.bytes[1] = ch->bytes[1];
 	r.note = ch->note;
+	for (i = 0; i < 2; i++) {
+		r.tls[i] = ch->tls[i] != NULL;
+		r.resumed[i] = ch->resumed[i];
+	}
 	if (ch->relaying) {
 		gettimeofday(&now, NULL);
 		timersub(&now, &ch->start_tv, &d);

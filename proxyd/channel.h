@@ -35,6 +35,12 @@ struct px_chan_host {
 
 struct px_channel *px_chan_new(struct px_chan_host *host, uint64_t timeout_ms,
 	    px_channel_cb cb, void *arg);
+struct px_tls_ctx;
+struct px_tls_peer;
+/* px_channel_tls's core: that end gets TLS with t for peer (copied; its
+ * resume conn must outlive the channel's start). 0, or -1. */
+int	px_chan_tls(struct px_channel *ch, enum px_chan_end end,
+	    const struct px_tls_ctx *t, const struct px_tls_peer *peer);
 /* Frees every channel of host, without callbacks (the owner is ending:
  * its analyser's on_close ran first); relaying ones are reset. */
 void	px_channels_close(struct px_chan_host *host);

@@ -711,7 +711,25 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			continue;
 		}
 		/* One per side: px_check_repeats refused a second. */
-		if (px_tls_is_passthrough(t)) {
+		if (px_tls_implicit(t) == 0 && !svc->analyser->starttls)
+			px_cfg_error(e, n, "implicit=\"no\" needs an analyser "
+			    "that starts TLS itself (ftp), not analyser=\"%s\"",
+			    svc->analyser->name);
+		/* Its data channels would each need the minted leaf. */
+		if (svc->analyser->starttls && px_tls_is_keybridge(t))
+			px_cfg_error(e, n, "<tls mode=\"keybridge\"> is not "
+			    "supported on analyser=\"%s\"", svc->analyser->name);
+		if (svc->analyser->starttls && px_tls_implicit(t) != 1) {
+			/* FTP's AUTH TLS: started by the analyser. */
+			if (px_tls_side(t) == PX_TLS_CLIENT &&
+			    svc->starttls_client == NULL)
+				svc->starttls_client = t;
+			else if (px_tls_side(t) == PX_TLS_SERVER &&
+			    svc->starttls_server == NULL)
+				svc->starttls_server = t;
+			else
+				px_tls_free(t);
+		} else if (px_tls_is_passthrough(t)) {
 			/* The stream is relayed untouched: an analyser that
 			 * reads it would only see ciphertext. */
 			if (svc->analyser->driver != NULL ||
@@ -1016,6 +1034,8 @@ px_config_unref(struct px_config *c)
 		px_tls_free(svc->tls_client);
 		px_tls_free(svc->tls_server);
 		px_tls_free(svc->tls_passthrough);
+		px_tls_free(svc->starttls_client);
+		px_tls_free(svc->starttls_server);
 		xmlFree(svc->name);
 		free(svc->file);
 		px_addrlist_free(&svc->clients);

@@ -56,6 +56,10 @@ struct px_service {
 	struct px_tls_ctx	*tls_client;	/* <tls side="client">; NULL */
 	struct px_tls_ctx	*tls_server;	/* <tls side="server">; NULL */
 	struct px_tls_ctx	*tls_passthrough; /* mode="passthrough"; NULL */
+	/* An analyser that starts TLS itself (analyser->starttls) and a <tls>
+	 * without implicit="yes": the core leaves it to the analyser
+	 * (px_session_starttls); tls_client/tls_server stay NULL. */
+	struct px_tls_ctx	*starttls_client, *starttls_server;
 	struct px_addrlist	 clients;	/* unset: everyone */
 	struct px_addrlist	 servers;	/* unset: anywhere */
 	/* The services on this listen address (transparent and redirect

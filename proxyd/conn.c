@@ -19,7 +19,8 @@
 static void
 px_conn_update(struct px_conn *c)
 {
-	bool rd = (c->reading && c->read_want != PX_CONN_WANT_WRITE) ||
+	bool rd = (c->reading && c->read_want != PX_CONN_WANT_WRITE &&
+	    c->tf_next == NULL) ||
 	    c->write_want == PX_CONN_WANT_READ ||
 	    c->shut_want == PX_CONN_WANT_READ;
 	bool wr = c->write_want == PX_CONN_WANT_WRITE ||
@@ -72,8 +73,8 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 	c->eof = c->shut = c->shut_pending = false;
 	c->rd_on = c->wr_on = c->reading = false;
 	c->read_want = c->write_want = c->shut_want = PX_CONN_WANT_NONE;
-	c->tf = NULL;
-	c->tf_state = NULL;
+	c->tf = c->tf_next = NULL;
+	c->tf_state = c->tf_next_state = NULL;
 	c->on_readable = on_readable;
 	c->on_writable = on_writable;
 	c->arg = arg;
@@ -96,8 +97,10 @@ px_conn_close(struct px_conn *c)
 	c->rd_on = c->wr_on = c->reading = false;
 	if (c->tf != NULL && c->tf->free != NULL)
 		c->tf->free(c->tf_state);
-	c->tf = NULL;
-	c->tf_state = NULL;
+	if (c->tf_next != NULL && c->tf_next->free != NULL)
+		c->tf_next->free(c->tf_next_state);
+	c->tf = c->tf_next = NULL;
+	c->tf_state = c->tf_next_state = NULL;
 	if (c->in != NULL)
 		evbuffer_free(c->in);
 	if (c->out != NULL)
@@ -110,8 +113,34 @@ void
 px_conn_set_transform(struct px_conn *c, const struct px_conn_transform *tf,
     void *state)
 {
+	if (c->tf_next != NULL && c->tf_next->free != NULL)
+		c->tf_next->free(c->tf_next_state);
+	c->tf_next = NULL;
+	c->tf_next_state = NULL;
+	if (c->out != NULL && evbuffer_get_length(c->out) != 0) {
+		c->tf_next = tf;
+		c->tf_next_state = state;
+		px_conn_update(c);
+		return;
+	}
+	if (c->tf != NULL && c->tf->free != NULL)
+		c->tf->free(c->tf_state);
 	c->tf = tf;
 	c->tf_state = state;
+}
+
+/* What was queued before a deferred transform is written: it takes over. */
+static void
+px_conn_take_next(struct px_conn *c)
+{
+	if (c->tf_next == NULL || evbuffer_get_length(c->out) != 0)
+		return;
+	if (c->tf != NULL && c->tf->free != NULL)
+		c->tf->free(c->tf_state);
+	c->tf = c->tf_next;
+	c->tf_state = c->tf_next_state;
+	c->tf_next = NULL;
+	c->tf_next_state = NULL;
 }
 
 void
@@ -220,8 +249,9 @@ px_conn_recv(struct px_conn *c, size_t room)
 	ssize_t n, left;
 	int k, i;
 
-	/* No room is not an end: a zero-length read would look like EOF. */
-	if (room == 0) {
+	/* No room is not an end: a zero-length read would look like EOF.
+	 * Nor are bytes read in plain that belong to a transform waiting. */
+	if (room == 0 || c->tf_next != NULL) {
 		errno = EAGAIN;
 		return -1;
 	}
@@ -312,6 +342,7 @@ px_conn_send(struct px_conn *c)
 	}
 	c->write_want = evbuffer_get_length(c->out) != 0 ? want :
 	    PX_CONN_WANT_NONE;
+	px_conn_take_next(c);
 	if (c->write_want == PX_CONN_WANT_NONE && c->shut_pending && !c->shut)
 		return px_conn_shutdown(c);
 	px_conn_update(c);

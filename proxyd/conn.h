@@ -82,6 +82,11 @@ struct px_conn {
 	enum px_conn_want read_want, write_want, shut_want;
 	const struct px_conn_transform *tf;	/* NULL: plain socket */
 	void		*tf_state;
+	/* A transform set while bytes were queued (STARTTLS: the reply that
+	 * says "go on in TLS"): it takes the slot once they are written;
+	 * nothing is read meanwhile. */
+	const struct px_conn_transform *tf_next;
+	void		*tf_next_state;
 	px_conn_cb	 on_readable, on_writable;
 	void		*arg;
 };
@@ -94,7 +99,9 @@ int	px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 /* Frees the buffers, events and the transform's state; leaves the socket
  * open (its owner closes or parks it). Safe on a closed or zeroed conn. */
 void	px_conn_close(struct px_conn *c);
-/* Puts a transform into the slot (before any byte moves). */
+/* Puts a transform into the slot: at once when nothing is queued in out,
+ * else once that is written (a STARTTLS mid-stream), not reading until
+ * then. A transform already there or waiting is freed first. */
 void	px_conn_set_transform(struct px_conn *c,
 	    const struct px_conn_transform *tf, void *state);
 /* Takes `from`'s transform and its state (a TLS session handshaken on

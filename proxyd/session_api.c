@@ -478,3 +478,90 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	PX_COUNT_ADD(s->w, denied_server, 1);
 	return -1;
 }
+
+/* ---- TLS started by the analyser --------------------------------------- */
+
+static const struct px_tls_ctx *
+px_session_tls_ctx(const struct px_session *s, enum px_chan_end side)
+{
+	const struct px_service *svc = s->svc;
+
+	if (side == PX_CHAN_CLIENT)
+		return svc->tls_client != NULL ? svc->tls_client :
+		    svc->starttls_client;
+	return svc->tls_server != NULL ? svc->tls_server : svc->starttls_server;
+}
+
+enum px_tls_use
+px_session_tls_use(const struct px_session *s, enum px_chan_end side)
+{
+	if ((side == PX_CHAN_CLIENT ? s->svc->tls_client : s->svc->tls_server) !=
+	    NULL)
+		return PX_TLS_USE_IMPLICIT;
+	return px_session_tls_ctx(s, side) != NULL ? PX_TLS_USE_EXPLICIT :
+	    PX_TLS_USE_NONE;
+}
+
+bool
+px_session_tls_optional(const struct px_session *s, enum px_chan_end side)
+{
+	const struct px_tls_ctx *t = px_session_tls_ctx(s, side);
+
+	return t != NULL && px_tls_auth_optional(t);
+}
+
+bool
+px_session_tls_on(const struct px_session *s, enum px_chan_end side)
+{
+	const struct px_conn *c = s->relay_on ? px_relay_conn(&s->relay,
+	    side == PX_CHAN_CLIENT ? 0 : 1) : NULL;
+
+	return c != NULL && (c->tf != NULL || c->tf_next != NULL);
+}
+
+int
+px_session_starttls(struct px_session *s, enum px_chan_end side)
+{
+	const struct px_tls_ctx *t = side == PX_CHAN_CLIENT ?
+	    s->svc->starttls_client : s->svc->starttls_server;
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+	int i = side == PX_CHAN_CLIENT ? 0 : 1;
+	struct px_conn *c;
+
+	if (t == NULL || !s->relay_on || s->relay.mode != PX_RELAY_BUFFERED ||
+	    !s->relay.conn_open[i] || px_session_tls_on(s, side))
+		return -1;
+	c = &s->relay.conn[i];
+	if (side == PX_CHAN_SERVER) {
+		peer.name = px_tls_server_name(t, NULL);
+		peer.addr = (const struct sockaddr *)&s->server;
+	}
+	if (px_tls_attach(c, t, &peer) == -1)
+		return -1;
+	/* We speak first to the server: the ClientHello. */
+	if (side == PX_CHAN_SERVER && c->tf_next == NULL &&
+	    px_conn_handshake(c) == -1 && errno != EAGAIN)
+		return -1;
+	return 0;
+}
+
+int
+px_channel_tls(struct px_session *s, struct px_channel *ch,
+    enum px_chan_end end)
+{
+	const struct px_tls_ctx *t = px_session_tls_ctx(s, end);
+	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+
+	if (t == NULL)
+		return -1;
+	if (end == PX_CHAN_SERVER) {
+		peer.name = px_session_tls_name(s);
+		if (peer.name == NULL)
+			peer.name = px_tls_server_name(t, NULL);
+		peer.addr = (const struct sockaddr *)&s->server;
+		peer.resume = s->relay_on ? px_relay_conn(&s->relay, 1) : NULL;
+		if (peer.resume != NULL && peer.resume->tf == NULL)
+			peer.resume = NULL;
+	}
+	return px_chan_tls(ch, end, t, &peer);
+}

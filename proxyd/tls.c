@@ -78,6 +78,11 @@ struct px_tls_ctx {
 	bool		 sni_forward;	/* the client's name */
 	char		*sni;		/* a fixed name; NULL */
 	bool		 verify_optional;
+	/* Analysers that start TLS themselves (FTP's AUTH TLS): implicit=
+	 * (-1 unset: the analyser's default, 0 no, 1 yes) and auth= (a peer
+	 * may stay in plain: optional). */
+	int		 implicit;
+	bool		 auth_optional;
 };
 
 struct px_tls_alpn_set {
@@ -108,6 +113,13 @@ struct px_tls_conn {
 	char		 name[256];
 	char		 error[160];	/* "tls: <reason>" of the last failure */
 	enum px_tls_failure failure;
+	bool		 no_cache;	/* resumes a given session: keep none */
+	/* FTP data channels towards a server (px_tls_peer.resume): the
+	 * control conn's next_resume is the newest session one of them was
+	 * given (TLS 1.3 tickets may be good for one use only), each data
+	 * conn's resume_of the control conn it feeds. */
+	SSL_SESSION	*next_resume;
+	struct px_tls_conn *resume_of;
 };
 
 static atomic_uint_fast64_t px_tls_ctx_ids;
@@ -961,6 +973,27 @@ px_tls_is_passthrough(const struct px_tls_ctx *t)
 static int px_tls_load_keybridge(struct px_cfgerr *e, const xmlNode *n,
     const char *file, struct px_tls_ctx *t);
 
+/* implicit= and auth=, for analysers that start TLS themselves. */
+static int
+px_tls_load_starttls(struct px_cfgerr *e, const xmlNode *n,
+    struct px_tls_ctx *t)
+{
+	static const char *const auths[] = { "required", "optional", NULL };
+	bool implicit = false;
+	int auth = 0;
+
+	t->implicit = -1;
+	if (xmlHasProp(n, (const xmlChar *)"implicit") != NULL) {
+		if (px_attr_bool(e, n, "implicit", &implicit) == -1)
+			return -1;
+		t->implicit = implicit ? 1 : 0;
+	}
+	if (px_attr_choice(e, n, "auth", auths, &auth) == -1)
+		return -1;
+	t->auth_optional = auth == 1;
+	return 0;
+}
+
 struct px_tls_ctx *
 px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
     const char *alpn)
@@ -1035,7 +1068,8 @@ px_tls_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 	t->handshake_timeout_ms = 10000;
 	if ((side == 1 && px_tls_ctx_common(e, n, t->ctx) == -1) ||
 	    px_attr_duration(e, n, "handshake-timeout", false, 1, 3600 * 1000,
-	    &t->handshake_timeout_ms) == -1)
+	    &t->handshake_timeout_ms) == -1 ||
+	    px_tls_load_starttls(e, n, t) == -1)
 		goto fail;
 	return t;
 fail:
@@ -1094,6 +1128,18 @@ uint64_t
 px_tls_ctx_id(const struct px_tls_ctx *t)
 {
 	return t->id;
+}
+
+int
+px_tls_implicit(const struct px_tls_ctx *t)
+{
+	return t->passthrough ? 1 : t->implicit;
+}
+
+bool
+px_tls_auth_optional(const struct px_tls_ctx *t)
+{
+	return t->auth_optional;
 }
 
 const char *
@@ -1158,7 +1204,13 @@ px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 	struct px_tls_cache_entry *ce;
 	size_t i;
 
-	if (tc == NULL || tc->tw == NULL)
+	if (tc != NULL && tc->resume_of != NULL) {
+		/* A data channel's fresh ticket: the next one resumes it. */
+		SSL_SESSION_free(tc->resume_of->next_resume);
+		tc->resume_of->next_resume = sess;
+		return 1;
+	}
+	if (tc == NULL || tc->tw == NULL || tc->no_cache)
 		return 0;
 	if ((ce = px_tls_cache_find(tc->tw, tc)) == NULL) {
 		ce = &tc->tw->cache[0];
@@ -1412,6 +1464,7 @@ px_tls_conn_free(void *state)
 		SSL_set_shutdown(tc->ssl, SSL_SENT_SHUTDOWN |
 		    SSL_RECEIVED_SHUTDOWN);
 	SSL_free(tc->ssl);
+	SSL_SESSION_free(tc->next_resume);
 	free(tc);
 }
 
@@ -1426,6 +1479,15 @@ static const struct px_conn_transform px_tls_transform = {
 	.idle_input = px_tls_idle_input,
 	.free = px_tls_conn_free,
 };
+
+bool
+px_tls_resumed(const struct px_conn *c)
+{
+	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
+	    c->tf_state : NULL;
+
+	return tc != NULL && tc->done && SSL_session_reused(tc->ssl) == 1;
+}
 
 /* Server side: the name to send and check (or the address), and a session
  * to resume from the worker's cache. 0 or -1. */
@@ -1457,7 +1519,20 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
 		    (const unsigned char *)&in6->sin6_addr, 16) != 1)
 			return -1;
 	}
-	if (tc->tw != NULL && (ce = px_tls_cache_find(tc->tw, tc)) != NULL) {
+	if (p->resume != NULL && p->resume->tf_state != NULL) {
+		/* An FTP data channel: the control connection's session, as
+		 * servers that demand reuse (vsftpd's require_ssl_reuse)
+		 * check. The newest one: under TLS 1.3 that of a ticket. */
+		struct px_tls_conn *rc = p->resume->tf_state;
+		SSL_SESSION *sess = rc->next_resume != NULL ?
+		    rc->next_resume : SSL_get_session(rc->ssl);
+
+		tc->no_cache = true;
+		tc->resume_of = rc;
+		if (sess != NULL)
+			(void)SSL_set_session(tc->ssl, sess);
+	} else if (tc->tw != NULL &&
+	    (ce = px_tls_cache_find(tc->tw, tc)) != NULL) {
 		(void)SSL_set_session(tc->ssl, ce->session);
 		ce->used = ++tc->tw->clock;
 	}

@@ -121,6 +121,12 @@ bool	px_tls_passthrough_allows(const struct px_tls_ctx *t,
 	    const struct px_hello *h, long *line);
 /* handshake-timeout=: how long a client may take over its handshake. */
 uint64_t px_tls_handshake_timeout(const struct px_tls_ctx *t);
+/* implicit=: 1 yes (TLS from the first byte), 0 no (the analyser starts
+ * it: FTP's AUTH TLS), -1 not said (the analyser's default). */
+int	px_tls_implicit(const struct px_tls_ctx *t);
+/* auth="optional": the peer may stay in plain (FTP: the client need not
+ * send AUTH TLS; the server may refuse it). */
+bool	px_tls_auth_optional(const struct px_tls_ctx *t);
 /* Identifies t among all contexts ever loaded (pool and cache keys). */
 uint64_t px_tls_ctx_id(const struct px_tls_ctx *t);
 
@@ -136,6 +142,9 @@ struct px_tls_peer {
 	/* Server side under keybridge: a chain that does not verify does
 	 * not fail the handshake; px_tls_keybridge_present() reads it. */
 	bool			 verify_later;
+	/* Server side: resume this conn's TLS session (an FTP data channel
+	 * resumes its control connection's), keeping it out of the cache. */
+	const struct px_conn	*resume;
 };
 
 /* Puts a TLS session on c's socket into c's transform slot, in t's role
@@ -146,6 +155,8 @@ int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	    const struct px_tls_peer *p);
 
 enum px_tls_failure px_tls_failure(const struct px_conn *c);
+/* A TLS conn whose handshake resumed an earlier session. */
+bool	px_tls_resumed(const struct px_conn *c);
 /* Its peer's chain verified (a TLS conn that checked it). */
 bool	px_tls_verified(const struct px_conn *c);
 const char *px_tls_failure_name(enum px_tls_failure f);
