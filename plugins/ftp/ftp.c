@@ -25,7 +25,7 @@
 static const char *const ftp_counters[] = {
 	"commands", "denied_command", "denied_user", "denied_path",
 	"bounce_refused", "data_refused", "transfers", "data_failed",
-	"bad_line", "too_long", NULL,
+	"bad_line", "too_long", "auth_tls", "tls_required", "data_tls", NULL,
 };
 
 /* Commands of RFC 959/2228/2389/2428/3659 and common extensions: a verb
@@ -154,17 +154,22 @@ ftp_log_cmd(struct px_session *s, struct ftp_state *st, const struct ftp_cmd *c,
 	    st->user[0] ? st->user : "-", c->verb, arg, verdict);
 }
 
-/* One client command. -1: end the session (after what was queued). */
+/* One client command; in: what follows it. -1: end the session (after
+ * what was queued); FTP_RC_DENIED, FTP_RC_ENDED: done already. */
 static int
 ftp_command(struct px_session *s, struct ftp_state *st,
-    const struct ftp_policy *p, const struct ftp_cmd *c)
+    const struct ftp_policy *p, const struct ftp_cmd *c, struct evbuffer *in)
 {
 	struct ftp_pending *q;
 	bool path_cmd = ftp_in(ftp_path_cmds, c->verb);
 	char line[FTP_LINE_MAX + 16];
-	int n;
+	int n, rc;
 
 	px_session_count(s, FTP_C_COMMANDS, 1);
+	/* FTPS is the proxy's own, on each side: not the command rules'. */
+	if (ftp_tls_command(s, st, c, in, &rc) || !ftp_tls_allowed(s, st, c,
+	    &rc))
+		return rc;
 	if (!ftp_cmd_allowed(p, c->verb)) {
 		px_session_count(s, FTP_C_DENIED_COMMAND, 1);
 		ftp_log_cmd(s, st, c, "verdict=deny reason=command");
@@ -235,10 +240,12 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	return 0;
 }
 
-static enum px_verdict
-ftp_from_client(struct px_session *s, struct ftp_state *st,
+enum px_verdict
+ftp_client_input(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, struct evbuffer *in)
 {
+	int crc;
+
 	unsigned char *buf;
 	size_t len, used, want;
 	enum ftp_rc rc;
@@ -278,7 +285,12 @@ ftp_from_client(struct px_session *s, struct ftp_state *st,
 			return PX_DENY;
 		}
 		evbuffer_drain(in, used);
-		if (ftp_command(s, st, p, &st->cmd) == -1) {
+		if ((crc = ftp_command(s, st, p, &st->cmd, in)) ==
+		    FTP_RC_DENIED)
+			return PX_DENY;
+		if (crc == FTP_RC_ENDED)
+			return PX_ERROR;
+		if (crc == -1) {
 			ftp_send(s, PX_TO_CLIENT,
 			    "421 Too many commands pending\r\n");
 			evbuffer_drain(in, evbuffer_get_length(in));
@@ -302,6 +314,11 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 	while (i < len && line[i] != ' ' && k < FTP_VERB_MAX)
 		word[k++] = (char)(line[i++] & ~0x20);
 	word[k] = '\0';
+	/* The server's TLS is proxyd's: the client hears of its own
+	 * (ftp_tls_feat). */
+	if (strcmp(word, "AUTH") == 0 || strcmp(word, "PBSZ") == 0 ||
+	    strcmp(word, "PROT") == 0 || strcmp(word, "CCC") == 0)
+		return false;
 	if (strcmp(word, "MLST") == 0)
 		return ftp_cmd_allowed(p, "MLST") || ftp_cmd_allowed(p, "MLSD");
 	if (strcmp(word, "UTF8") == 0)
@@ -354,6 +371,7 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 			/* First line of a reply: decide what to do with it. */
 			st->in_reply = true;
 			st->feat = q != NULL && q->kind == FTP_P_FEAT;
+			st->feat_multi = fin == 0;
 			st->swallow = q != NULL && (q->kind == FTP_P_PASV ||
 			    q->kind == FTP_P_PORT) && fin == 1 &&
 			    (code / 100 == 2 || code / 100 >= 4);
@@ -363,6 +381,23 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 			px_session_log(s, LOG_INFO, "ftp-reply code=%d cmd=%s",
 			    code, q != NULL ? q->verb : "-");
 		}
+		if (q != NULL && q->kind >= FTP_P_GREET) {
+			enum px_verdict v;
+
+			/* FTPS towards the server: nothing forwarded; the
+			 * greeting waits for the client until it is done. */
+			if (q->kind == FTP_P_GREET)
+				evbuffer_add(st->tls.greet, buf, used);
+			evbuffer_drain(in, used);
+			if (fin != 1 || code < 200)
+				continue;
+			cur = *q;
+			ftp_q_pop(st);
+			v = ftp_tls_server_reply(s, st, p, &cur, code, in);
+			if (v != PX_MORE)
+				return v;
+			continue;
+		}
 		if (st->swallow && fin == 1 && q != NULL) {
 			cur = *q;
 			ftp_q_pop(st);
@@ -371,6 +406,14 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 			evbuffer_drain(in, used);
 			ftp_q_flush_local(s, st);
 			continue;
+		}
+		if (st->feat && fin == 1 && code == 211) {
+			/* TLS features of the client's side, before the end
+			 * line (a one-line reply becomes a list). */
+			if (!st->feat_multi && st->tls.use[PX_CHAN_CLIENT] !=
+			    PX_TLS_USE_NONE)
+				evbuffer_add_printf(out, "211-Features:\r\n");
+			ftp_tls_feat(st, out);
 		}
 		if (!(st->feat && fin == 0 && linelen > 0 && buf[0] == ' ' &&
 		    !ftp_feat_keep(p, (const char *)buf, linelen)))
@@ -391,8 +434,11 @@ ftp_on_open(struct px_session *s, void *state)
 {
 	struct ftp_state *st = state;
 
+	if (ftp_tls_open(s, st) == -1)
+		return -1;
 	/* The greeting is the first reply. */
-	if (ftp_q_push(st, FTP_P_FWD, "-") == NULL)
+	if (ftp_q_push(st, st->tls.setup ? FTP_P_GREET : FTP_P_FWD,
+	    "-") == NULL)
 		return -1;
 	return px_session_relay(s, PX_RELAY_BUFFERED, true);
 }
@@ -409,8 +455,10 @@ ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return PX_MORE;
 	}
+	if (dir == PX_TO_SERVER && st->tls.setup)
+		return ftp_tls_hold(s, st, in);
 	if (dir == PX_TO_SERVER)
-		return ftp_from_client(s, st, p, in);
+		return ftp_client_input(s, st, p, in);
 	return ftp_from_server(s, st, p, in);
 }
 
@@ -423,6 +471,7 @@ ftp_on_close(struct px_session *s, void *state)
 		px_session_count(s, FTP_C_DATA_REFUSED,
 		    px_channel_refused(st->ch));
 	st->ch = NULL;		/* the core frees it */
+	ftp_tls_close(s, st);
 }
 
 const struct px_analyser ftp_analyser = {
@@ -434,4 +483,5 @@ const struct px_analyser ftp_analyser = {
 	.on_data = ftp_on_data,
 	.on_close = ftp_on_close,
 	.counters = ftp_counters,
+	.starttls = true,
 };

@@ -34,6 +34,14 @@ ftp_chan_drop(struct px_session *s, struct ftp_state *st)
 	st->ch = NULL;
 }
 
+static const char *
+ftp_tls_word(const struct px_chan_result *r, enum px_chan_end end)
+{
+	if (!r->tls[end])
+		return "no";
+	return r->resumed[end] ? "resumed" : "yes";
+}
+
 static void
 ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 {
@@ -43,13 +51,15 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	if (st->ch == r->ch)
 		st->ch = NULL;
 	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
-	    "to-client=%llu duration=%llu.%03llu client=%s server=%s "
-	    "refused=%u end=%s", r->note[0] != '\0' ? r->note :
+	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s "
+	    "client=%s server=%s refused=%u end=%s",
+	    r->note[0] != '\0' ? r->note :
 	    "- cmd=- file=\"\"",
 	    (unsigned long long)(r->bytes[0] + r->bytes[1]),
 	    (unsigned long long)r->bytes[0], (unsigned long long)r->bytes[1],
 	    (unsigned long long)(r->duration_ms / 1000),
 	    (unsigned long long)(r->duration_ms % 1000),
+	    ftp_tls_word(r, PX_CHAN_CLIENT), ftp_tls_word(r, PX_CHAN_SERVER),
 	    r->addr[PX_CHAN_CLIENT] != NULL ? px_sockaddr_str(
 	    r->addr[PX_CHAN_CLIENT], client, sizeof(client)) : "-",
 	    r->addr[PX_CHAN_SERVER] != NULL ? px_sockaddr_str(
@@ -108,6 +118,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	struct ftp_pending *q;
 	char buf[160], arg[128];
 	bool cpassive;
+	int trc;
 
 	if (strcmp(c->verb, "PASV") == 0)
 		creq = FTP_CREQ_PASV;
@@ -162,11 +173,18 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 			    "command", c->verb);
 		}
 	}
+	if (!ftp_tls_data_allowed(s, st, c->verb, &trc))
+		return trc;
 	ftp_chan_drop(s, st);
 	if ((st->ch = px_channel_new(s, p->timeout_ms, ftp_chan_done,
 	    st)) == NULL)
 		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
 		    "connection");
+	if (ftp_tls_data(s, st, st->ch) == -1) {
+		ftp_chan_drop(s, st);
+		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
+		    "connection (TLS)");
+	}
 	/* The client's end. */
 	if (cpassive) {
 		if (px_channel_listen(st->ch, PX_CHAN_CLIENT,

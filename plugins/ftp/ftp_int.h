@@ -23,6 +23,9 @@ enum {
 	FTP_C_DATA_FAILED,
 	FTP_C_BAD_LINE,
 	FTP_C_TOO_LONG,
+	FTP_C_AUTH_TLS,		/* AUTH TLS taken from a client */
+	FTP_C_TLS_REQUIRED,	/* commands refused: TLS required first */
+	FTP_C_DATA_TLS,		/* data channels with TLS on an end */
 };
 
 /* What the client asked for its data connection. */
@@ -40,6 +43,11 @@ enum ftp_pkind {
 	FTP_P_PASV,		/* our PASV/EPSV: connect, answer the client */
 	FTP_P_PORT,		/* our PORT/EPRT: answer the client */
 	FTP_P_LOCAL,		/* no server reply: send text when at the head */
+	/* FTPS towards the server (ftp_tls.c): none forwarded. */
+	FTP_P_GREET,		/* the greeting, held until TLS is set up */
+	FTP_P_SAUTH,		/* our AUTH TLS */
+	FTP_P_SPBSZ,		/* our PBSZ 0 */
+	FTP_P_SPROT,		/* our PROT P */
 };
 
 #define FTP_PENDING	16
@@ -51,6 +59,20 @@ struct ftp_pending {
 	char		text[192];
 };
 
+/* FTPS: each side's TLS, by px_chan_end (ftp_tls.c). */
+struct ftp_tls {
+	enum px_tls_use	 use[2];	/* what the service's <tls> says */
+	bool		 on[2];		/* the control connection is TLS */
+	bool		 pbsz;		/* the client sent PBSZ under TLS */
+	bool		 cprot_p;	/* the client's PROT P */
+	bool		 sprot_p;	/* the server took our PROT P */
+	/* Towards the server: AUTH TLS, PBSZ, PROT under way; the greeting
+	 * and whatever the client sends wait meanwhile. */
+	bool		 setup;
+	struct evbuffer	*hold, *greet;
+	unsigned	 data[3];	/* channels: all, TLS to client, to server */
+};
+
 struct ftp_state {
 	struct ftp_pending	 q[FTP_PENDING];
 	unsigned		 qhead, qlen;
@@ -58,6 +80,8 @@ struct ftp_state {
 	bool			 in_reply;	/* lines of a reply under way */
 	bool			 swallow;	/* ... not forwarded */
 	bool			 feat;		/* ... filtered (FEAT) */
+	bool			 feat_multi;	/* ... in several lines */
+	struct ftp_tls		 tls;
 	struct px_channel	*ch;
 	struct sockaddr_storage	 cbound;	/* our client-side listener */
 	bool			 user_ok;
@@ -76,6 +100,47 @@ void	ftp_send(struct px_session *s, enum px_dir dir, const char *text);
 int	ftp_reply_local(struct px_session *s, struct ftp_state *st,
 	    const char *verb, const char *fmt, ...)
 	    __attribute__((format(printf, 4, 5)));
+
+/* ftp_command's results besides 0 and -1 (too many pending): the
+ * session was denied, or ended, already. */
+#define FTP_RC_DENIED	(-2)
+#define FTP_RC_ENDED	(-3)
+
+/* Client bytes, command by command (ftp.c). */
+enum px_verdict ftp_client_input(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, struct evbuffer *in);
+
+/* ---- ftp_tls.c: FTPS ---------------------------------------------------- */
+
+/* At on_open: each side's TLS from the service. -1: out of memory. */
+int	ftp_tls_open(struct px_session *s, struct ftp_state *st);
+void	ftp_tls_close(struct px_session *s, struct ftp_state *st);
+/* AUTH, PBSZ, PROT, CCC: answered by the proxy, never forwarded (the
+ * server's TLS is proxyd's own business). true: c was one of them (*rc:
+ * ftp_command's result). in: what the client sent after c (nothing may
+ * follow AUTH TLS in plain). */
+bool	ftp_tls_command(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, struct evbuffer *in, int *rc);
+/* Before TLS where auth="required": false when c must wait for it (a
+ * 530 is queued then). */
+bool	ftp_tls_allowed(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, int *rc);
+/* The final reply to one of FTP_P_GREET..FTP_P_SPROT; in: what the
+ * server sent after it. */
+enum px_verdict ftp_tls_server_reply(struct px_session *s,
+	    struct ftp_state *st, const struct ftp_policy *p,
+	    const struct ftp_pending *q, int code, struct evbuffer *in);
+/* FEAT: the lines about TLS towards the client, before its last line. */
+void	ftp_tls_feat(struct ftp_state *st, struct evbuffer *out);
+/* A data channel about to be set up: -1 when the client must protect
+ * it first (a 521 queued); else TLS put on the ends that need it. */
+int	ftp_tls_data(struct px_session *s, struct ftp_state *st,
+	    struct px_channel *ch);
+bool	ftp_tls_data_allowed(struct px_session *s, struct ftp_state *st,
+	    const char *verb, int *rc);
+/* Client bytes while the server's setup runs: held (bounded). */
+enum px_verdict ftp_tls_hold(struct px_session *s, struct ftp_state *st,
+	    struct evbuffer *in);
 
 /* ---- ftp_data.c: data channels ----------------------------------------- */
 

@@ -159,3 +159,20 @@ listening_in() {
     return 0
 }
 
+
+# vsftpd_tls_conf CERT KEY: vsftpd.conf lines for explicit FTPS (AUTH TLS)
+# that insist on TLS for the login and the data, and on data channels that
+# resume the control connection's TLS session (require_ssl_reuse)
+vsftpd_tls_conf() {
+    cat <<EOF2
+ssl_enable=YES
+rsa_cert_file=$1
+rsa_private_key_file=$2
+allow_anon_ssl=YES
+force_anon_logins_ssl=YES
+force_anon_data_ssl=YES
+require_ssl_reuse=YES
+ssl_ciphers=HIGH
+debug_ssl=YES
+EOF2
+}
