@@ -320,14 +320,9 @@ px_chan_relay_prepare(void *arg, int side, struct px_conn *c)
 
 	if (ch->tls[side] == NULL)
 		return 0;
-	if (px_tls_attach(c, ch->tls[side], &ch->tls_peer[side]) == -1)
-		return -1;
-	/* Towards the server we are the TLS client: our hello goes first,
-	 * whichever way the data flows. */
-	if (side == PX_CHAN_SERVER && px_conn_handshake(c) == -1 &&
-	    errno != EAGAIN)
-		return -1;
-	return 0;
+	/* Towards the server we are the TLS client, whichever way the data
+	 * flows: the relay sends our hello at once. */
+	return px_tls_attach(c, ch->tls[side], &ch->tls_peer[side]);
 }
 
 static void

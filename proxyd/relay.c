@@ -435,6 +435,12 @@ px_relay_buffered_start(struct px_relay *r)
 		    r->ops->prepare(r->arg, side, &r->conn[side]) == -1)
 			return -1;
 	}
+	/* Towards the server we are the TLS client and speak first: a
+	 * server that waits for our hello before it says anything (FTP's
+	 * greeting on port 990) would otherwise wait for ever. A failure
+	 * shows on the first read. */
+	if (r->conn[1].tf != NULL)
+		(void)px_conn_handshake(&r->conn[1]);
 	if (r->lim.session_rate != 0)
 		for (d = 0; d < 2; d++)
 			px_bucket_init(&r->rl[d], r->lim.session_rate, now);

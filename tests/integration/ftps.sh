@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # FTPS (RFC 4217) through proxyd's ftp analyser, each side on its own:
-# client FTPS + server plain, client plain + server FTPS, both, and
-# implicit FTPS (TLS from the first byte) towards the client. lftp
-# (ftp:ssl-force; passive and active) and curl (--ssl-reqd, ftps://;
-# passive) upload and download with sha256 checks, LIST; a command the policy denies is
-# still denied inside TLS; a USER in plain where TLS is required gets 530
-# and a log line; data channels to vsftpd resume the control connection's
-# TLS session (require_ssl_reuse=YES); FEAT advertises AUTH TLS only where
-# the client side can take it. The PKI is made here with openssl.
+# client FTPS + server plain, client plain + server FTPS, both, implicit
+# FTPS (TLS from the first byte) towards the client and towards the
+# server. lftp (ftp:ssl-force; passive and active) and curl (--ssl-reqd,
+# ftps://; passive) upload and download with sha256 checks, LIST; a command
+# the policy denies is still denied inside TLS; a USER in plain where TLS
+# is required gets 530 and a log line; data channels to vsftpd resume the
+# control connection's TLS session (require_ssl_reuse=YES); FEAT
+# advertises AUTH TLS only where the client side can take it; a server
+# refusing AUTH TLS gives 421 (or plain with auth="optional"); bad <tls>
+# refused by --check. The PKI is made here with openssl.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -21,10 +23,15 @@ tls_ca ca "proxyd test CA"
 tls_leaf proxy localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 tls_leaf origin localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 
-# two vsftpd on the same tree: an FTPS-only one, then a plain one
+# three vsftpd on the same tree: FTPS-only (explicit), implicit FTPS
+# (TLS from the first byte), then a plain one
 start_vsftpd "$(vsftpd_tls_conf "$P/origin.pem" "$P/origin.key")"
 TLS_PORT=$VSFTPD_PORT
 mv "$T/vsftpd.conf" "$T/vsftpd-tls.conf"
+start_vsftpd "$(vsftpd_tls_conf "$P/origin.pem" "$P/origin.key")
+implicit_ssl=YES"
+IMP_PORT=$VSFTPD_PORT
+mv "$T/vsftpd.conf" "$T/vsftpd-imp.conf"
 start_vsftpd
 D=$FTP_ROOT/pub
 head -c 3M /dev/urandom >"$D/3m.bin"
@@ -39,11 +46,13 @@ free_port P_SS   # client plain, server FTPS
 free_port P_BB   # both
 free_port P_IM   # implicit towards the client, server FTPS
 free_port P_OPT  # client FTPS optional, server plain
+free_port P_SI   # client plain, server implicit FTPS
 write_proxyd_conf
 write_ftp_service cs "$P_CS" "$CTLS $FTP"
 write_ftp_service ss "$P_SS" "$STLS $FTP" 127.0.0.1 "$TLS_PORT"
 write_ftp_service bb "$P_BB" "$CTLS $STLS $FTP" 127.0.0.1 "$TLS_PORT"
 write_ftp_service im "$P_IM" "${CTLS%/>} implicit=\"yes\"/> $STLS $FTP" 127.0.0.1 "$TLS_PORT"
+write_ftp_service si "$P_SI" "${STLS%/>} implicit=\"yes\"/> $FTP" 127.0.0.1 "$IMP_PORT"
 write_ftp_service opt "$P_OPT" "${CTLS%/>} auth=\"optional\"/> $FTP"
 # a server side with TLS in front of the plain vsftpd: required, optional
 free_port P_NOTLS
@@ -117,6 +126,11 @@ assert_eq "$got" "$SHA" "curl ftps:// download"
 curl -sS --max-time 60 --cacert "$P/ca.pem" "ftps://localhost:$P_IM/pub/" >"$T/list2.txt"
 assert_grep "$T/list2.txt" '3m\.bin' "ftps:// LIST lacks 3m.bin"
 assert_log 'ftp-tls control-client=implicit control-server=explicit'
+
+info "implicit FTPS towards the server (vsftpd implicit_ssl=YES), client plain"
+both_ways "$P_SI" no yes si-pasv
+both_ways "$P_SI" no no si-port
+assert_log 'ftp-tls control-client=no control-server=implicit data=[0-9]+ data-tls-client=0 data-tls-server=[1-9]'
 
 info "TLS required: USER in plain refused with 530 and a log line"
 python3 - "$P_CS" >"$T/plain.txt" <<'PY'
