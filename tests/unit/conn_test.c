@@ -1,7 +1,8 @@
 /* Unit tests for proxyd/conn.c on a real socketpair and event loop: plain
  * reads and writes with backpressure, half-close after the queue drains,
  * and the transform slot (an XOR "cipher" that once needs the socket
- * writable to go on reading, as TLS can). */
+ * writable to go on reading, as TLS can), set at once or, mid-stream,
+ * after what is queued (STARTTLS). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -345,6 +346,50 @@ test_handshake_and_move(void **state)
 	    on_writable, f), 0);	/* for teardown */
 }
 
+/* STARTTLS: a transform set while a reply is still queued takes the slot
+ * once that reply went out in plain; nothing is read in between (those
+ * bytes would be the peer's handshake, not plain text). */
+static void
+test_deferred_transform(void **state)
+{
+	struct fixture *f = *state;
+	struct xor_state x = { 0 };
+	unsigned char wire[16], plain[16];
+	size_t i;
+
+	evbuffer_add(f->c.out, "234 go\r\n", 8);
+	px_conn_set_transform(&f->c, &xor_tf, &x);
+	assert_null(f->c.tf);
+	assert_ptr_equal(f->c.tf_next, &xor_tf);
+	for (i = 0; i < 3; i++)
+		wire[i] = (unsigned char)("xyz"[i] ^ 0x5a);
+	assert_int_equal(write(f->sv[1], wire, 3), 3);
+	assert_int_equal(px_conn_recv(&f->c, 100), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(x.reads, 0);
+	assert_int_equal(px_conn_send(&f->c), 0);
+	assert_ptr_equal(f->c.tf, &xor_tf);
+	assert_null(f->c.tf_next);
+	assert_int_equal(x.writes, 0);		/* the reply went in plain */
+	assert_int_equal(peer_drain(f, plain, sizeof(plain)), 8);
+	assert_memory_equal(plain, "234 go\r\n", 8);
+	assert_int_equal(px_conn_recv(&f->c, 100), 3);
+	assert_int_equal(evbuffer_remove(f->c.in, plain, sizeof(plain)), 3);
+	assert_memory_equal(plain, "xyz", 3);
+	/* A waiting transform is freed with its conn. */
+	px_conn_close(&f->c);
+	assert_true(x.freed);
+	x.freed = false;
+	assert_int_equal(px_conn_open(&f->c, f->base, f->sv[0], on_readable,
+	    on_writable, f), 0);
+	evbuffer_add(f->c.out, "q", 1);
+	px_conn_set_transform(&f->c, &xor_tf, &x);
+	px_conn_close(&f->c);
+	assert_true(x.freed);
+	assert_int_equal(px_conn_open(&f->c, f->base, f->sv[0], on_readable,
+	    on_writable, f), 0);	/* for teardown */
+}
+
 /* The token bucket behind session- and global-bandwidth: exact over time
  * even when one millisecond is worth less than one token. */
 static void
@@ -388,6 +433,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_transform, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handshake_and_move, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_transform, setup,
 		    teardown),
 		cmocka_unit_test(test_bucket),
 	};
