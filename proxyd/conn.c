@@ -70,7 +70,7 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
     px_conn_cb on_readable, px_conn_cb on_writable, void *arg)
 {
 	c->fd = fd;
-	c->eof = c->shut = c->shut_pending = false;
+	c->eof = c->shut = c->shut_pending = c->held_end = false;
 	c->rd_on = c->wr_on = c->reading = false;
 	c->read_want = c->write_want = c->shut_want = PX_CONN_WANT_NONE;
 	c->tf = c->tf_next = NULL;
@@ -180,8 +180,8 @@ px_conn_handshake(struct px_conn *c)
 static void
 px_conn_kick_pending(struct px_conn *c)
 {
-	if (c->reading && c->tf != NULL && c->tf->pending != NULL &&
-	    c->tf->pending(c) > 0)
+	if (c->reading && (c->held_end || (c->tf != NULL &&
+	    c->tf->pending != NULL && c->tf->pending(c) > 0)))
 		event_active(&c->rd, EV_READ, 0);
 }
 
@@ -229,13 +229,30 @@ px_conn_read_iov(struct px_conn *c, struct iovec *iov, int k,
 	*want = PX_CONN_WANT_READ;
 	if (c->tf == NULL)
 		return readv(c->fd, iov, k);
-	for (i = 0; i < k && iov[i].iov_len > 0; i++) {
-		n = c->tf->read(c, iov[i].iov_base, iov[i].iov_len, want);
-		if (n <= 0)
-			return total > 0 ? total : n;
-		total += n;
-		if ((size_t)n < iov[i].iov_len)
-			break;
+	/* A transform (TLS) gives one record, 16 KB at most, per read: keep
+	 * reading until the room is full or it would block, so one wake-up
+	 * moves what the socket has, as the plain readv does. */
+	for (i = 0; i < k; i++) {
+		size_t off = 0;
+
+		while (off < iov[i].iov_len) {
+			n = c->tf->read(c, (char *)iov[i].iov_base + off,
+			    iov[i].iov_len - off, want);
+			if (n <= 0 && total > 0 && (n == 0 ||
+			    (errno != EAGAIN && errno != EWOULDBLOCK))) {
+				/* close_notify or a failure right after data:
+				 * keep it for the next recv and come back for
+				 * it from the loop. */
+				c->held_end = true;
+				c->held_errno = n == 0 ? 0 : errno;
+				if (c->reading)
+					event_active(&c->rd, EV_READ, 0);
+			}
+			if (n <= 0)
+				return total > 0 ? total : n;
+			off += (size_t)n;
+			total += n;
+		}
 	}
 	return total;
 }
@@ -253,6 +270,15 @@ px_conn_recv(struct px_conn *c, size_t room)
 	 * Nor are bytes read in plain that belong to a transform waiting. */
 	if (room == 0 || c->tf_next != NULL) {
 		errno = EAGAIN;
+		return -1;
+	}
+	if (c->held_end) {
+		c->held_end = false;
+		if (c->held_errno == 0) {
+			c->eof = true;
+			return 0;
+		}
+		errno = c->held_errno;
 		return -1;
 	}
 	if (room > PX_CONN_READ_MAX)

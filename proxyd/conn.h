@@ -78,6 +78,11 @@ struct px_conn {
 	bool		 eof;		/* the peer ended its direction */
 	bool		 shut;		/* our direction is ended */
 	bool		 shut_pending;	/* end ours once out is written */
+	/* A transform's read met the end (0) or an error after bytes in the
+	 * same recv: those went up first, this is the next recv's answer
+	 * (the socket may never say readable again for it). */
+	bool		 held_end;
+	int		 held_errno;	/* 0: end of stream */
 	/* What the transform waits for, per operation. */
 	enum px_conn_want read_want, write_want, shut_want;
 	const struct px_conn_transform *tf;	/* NULL: plain socket */
