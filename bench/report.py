@@ -31,6 +31,10 @@ TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), 
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
                  ("idle", "idle", "idle")]
 BASE = "direct"
+# the zones rows (bench/run rows_zones, mode "zones"): direct and two proxyds,
+# the one with zones compared with the one without (its peer)
+ZONES_TARGETS = ["direct", "proxyd-nozones", "proxyd-zones"]
+ZONES_PAIRS = [("zones", "proxyd-zones", "proxyd-nozones")]
 # bench/run --baseline REF: (label, current path, the same path with proxyd built from REF)
 BASELINE_PAIRS = [("plug", "proxyd-plug", "base-plug"), ("http", "proxyd-http", "base-http")]
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
@@ -248,6 +252,8 @@ def run_bad(r):
         return True
     if r["tool"] not in COUNTED and r["complete"] in ("0", "-"):
         return True
+    if extra_kv(r).get("dispatch_ok") == 0:
+        return True
     return False
 
 
@@ -276,6 +282,11 @@ def run_problem(r):
         bits.append(f"complete={r['complete']}/{r['n']}")
     if r["tool"] not in COUNTED and r["complete"] in ("0", "-"):
         bits.append("no request served")
+    x = extra_kv(r)
+    if x.get("dispatch_ok") == 0:
+        bits.append(f"sessions: {x.get('to_service', 0):.0f} of {x.get('sessions', 0):.0f} to the "
+                    f"expected service ({x.get('with_request', 0):.0f} with a request), "
+                    f"{x.get('elsewhere', 0):.0f} elsewhere, for {r['n']} requests")
     return f"{r['target']} r{r['round']}: " + " ".join(bits) + f" ({r['raw']})"
 
 
@@ -458,6 +469,86 @@ def tls_section(out, env, rows, targets, pairs, netns):
     return L
 
 
+def zones_section(env, rows, runs, targets, pairs):
+    """the zones rows: the policy lookup's cost on new connections"""
+    L = []
+    if not rows:
+        return L
+    n, ns, an = env.get("zones_count", "?"), env.get("zones_services", "?"), env.get("zones_analyser", "?")
+    svc = env.get("zones_service", "?")
+    L.append("## Zones: new connections through 1 service vs through zones and a shared port")
+    L.append("")
+    L.append(f"Paths (transparent, {an} analyser, one process each, pinned to CPU {env.get('pin', '?')}, "
+             "both logging every session at level info to a file):")
+    L.append("")
+    L.append("- **proxyd-nozones**: one service on its port, no `<zones>`, no `<clients>`/`<servers>`")
+    L.append(f"- **proxyd-zones**: {n} zones in the daemon file (bench/zonesgen.py: nested and flat "
+             f"/24s and /28s in 198.18.0.0/15, v6 in 2001:db8::/32), {ns} services sharing the port, "
+             f"each selecting by `<clients allow=\"zone:...\">` and `<servers allow=\"zone:...\">`; "
+             f"the bench's client is in zone `{env.get('zones_client-zone', '?')}`, its server in "
+             f"`{env.get('zones_server-zone', '?')}` (7 zones deep each); services holding that pair: "
+             f"{env.get('zones_matching', '?')}; **{svc}** takes it (`proxyd-zones-trace.txt`)")
+    L.append("")
+    L.append("| row | path | conn/s | spread | failed | CPU µs/conn | ratio to direct | vs peer | "
+             "sessions to the service | status |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    peer_of = {cur: peer for _, cur, peer in pairs}
+    for row in rows:
+        first = True
+        for t in targets:
+            d = row["t"].get(t)
+            if not d:
+                continue
+            tr = [r for r in runs if r["target"] == t and (r["tool"], r["size"], r["mode"]) == row["key"]]
+            xs = [extra_kv(r) for r in tr]
+            sess = "—" if t == BASE else (
+                f"{sum(x.get('to_service', 0) for x in xs):.0f}/{sum(x.get('sessions', 0) for x in xs):.0f}"
+                + (" ok" if xs and all(x.get("dispatch_ok") == 1 for x in xs) else " **WRONG**"))
+            cells = [row["label"] if first else "", t, fnum(d["rps"]),
+                     "n/a" if d["spread"] is None else f"{d['spread'] * 100:.0f}%",
+                     f"{d['failed']}/{d['requests']}" if d["failed"] else "0",
+                     "—" if t == BASE else fnum(d.get("cpu_us"), 1),
+                     "1" if t == BASE else ratio(d.get("ratio")),
+                     ratio(d.get("vs_base")) + f" ({peer_of[t]})" if t in peer_of else "",
+                     sess, "**BAD**" if d["bad"] else "ok"]
+            L.append("| " + " | ".join(cells) + " |")
+            first = False
+    L.append("")
+    for row in rows:
+        for lab, cur, peer in pairs:
+            per, cpu = {}, {}
+            for r in runs:
+                if (r["tool"], r["size"], r["mode"]) == row["key"] and isnum(r["rps"]):
+                    per.setdefault(r["round"], {})[r["target"]] = float(r["rps"])
+                    if r["cpu_ticks"].isdigit() and r["complete"].isdigit() and int(r["complete"]):
+                        cpu.setdefault(r["round"], {})[r["target"]] = int(r["cpu_ticks"]) / int(r["complete"])
+            rounds = sorted(per, key=int)
+            vals = [(k, per[k][cur] / per[k][peer]) for k in rounds if per[k].get(cur) and per[k].get(peer)]
+            cvals = [(k, cpu[k][cur] / cpu[k][peer]) for k in rounds
+                     if cpu.get(k, {}).get(cur) and cpu.get(k, {}).get(peer)]
+            vb = row["vs_base"].get(lab, {})
+            if vals:
+                rs = [v for _, v in vals]
+                L.append(f"**{cur} / {peer}: {ratio(vb.get('perf'))}** conn/s (median over rounds of "
+                         "the ratio within the round; per round "
+                         + ", ".join(f"r{k} {v:.3f}" for k, v in vals)
+                         + f"; range {min(rs):.3f}..{max(rs):.3f}). CPU per connection, "
+                         f"{cur} / {peer}: {ratio(vb.get('cpu'))} (medians; per round "
+                         + ", ".join(f"r{k} {v:.3f}" for k, v in cvals) + ").")
+                L.append("")
+    L.append(f"ab -r -s 20 -n {env.get('zones_n', '?')} -c {env.get('concurrency', '?')} (no keep-alive) "
+             "http://SERVER:PORT/10k.bin: a new connection per request, so conn/s is the accept "
+             "rate. vs peer = median over rounds of proxyd-zones / proxyd-nozones measured in the "
+             "same round (above 1: zones faster). Sessions: after each run the proxy's log must "
+             "hold a session-end line per request, and every line (ab may open a few unused "
+             "connections more) the service= that must take it (proxyd-nozones itself; "
+             "proxyd-zones the pair's), else the run is bad. Both paths "
+             "log at info (the other rows' proxyds log warnings only), so their ratio to direct "
+             "is not that of proxyd-plug's close rows.")
+    L.append("")
+    return L
+
+
 def cmd_report(out):
     env = read_kv(os.path.join(out, "env.txt"))
     clk = int(env.get("clk_tck", "100") or 100)
@@ -466,6 +557,9 @@ def cmd_report(out):
     # the TLS rows get a section of their own (their paths, their base)
     tls_runs = [r for r in runs if r["target"] in TLS_TARGETS]
     runs = [r for r in runs if r["target"] not in TLS_TARGETS]
+    # the zones rows too (their direct runs included)
+    zones_runs = [r for r in runs if r["mode"] == "zones"]
+    runs = [r for r in runs if r["mode"] != "zones"]
     targets = [t for t in TARGETS if any(r["target"] == t for r in runs)]
     targets += sorted({r["target"] for r in runs} - set(targets))
     proxies = [t for t in targets if t != BASE]
@@ -592,18 +686,25 @@ def cmd_report(out):
     tls_rows = aggregate(tls_runs, tls_keys, tls_targets, TLS_BASE, tls_pairs)
     for row in tls_rows:
         row["label"] = tls_label(row["key"], env)
+    zones_targets = [t for t in ZONES_TARGETS if any(r["target"] == t for r in zones_runs)]
+    zones_keys = sorted({(r["tool"], r["size"], r["mode"]) for r in zones_runs})
+    zones_pairs = [(lab, cur, peer) for lab, cur, peer in ZONES_PAIRS
+                   if cur in zones_targets and peer in zones_targets]
+    zones_rows = aggregate(zones_runs, zones_keys, zones_targets, BASE, zones_pairs)
+    for row in zones_rows:
+        row["label"] = "10 KB ab close (zones row)"
 
     # ---------------------------------------------------------------- CSV --
     cols = ["row", "tool", "size", "mode", "path", "n", "c", "runs", "ok_runs", "req_s_median",
             "mib_s_median", "min", "max", "spread_pct", "failed_requests", "cpu_s_median",
             "cpu_us_per_req", "peak_rss_kib", "ratio_to_direct", "longest_ms", "syn_retrans",
             "status"] + (["ratio_to_baseline"] if pairs else []) \
-        + (["ratio_to_peer", "kib_per_idle_conn", "resumed_pct"] if tls_rows else [])
+        + (["ratio_to_peer", "kib_per_idle_conn", "resumed_pct"] if tls_rows or zones_rows else [])
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
-        for row in rows + tls_rows:
-            tls = any(row is x for x in tls_rows)
+        for row in rows + tls_rows + zones_rows:
+            tls = any(row is x for x in tls_rows + zones_rows)
             for t, d in row["t"].items():
                 def c(v, digits=4):
                     return "" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else v)
@@ -615,7 +716,7 @@ def cmd_report(out):
                             c(d["syn"]), "BAD" if d["bad"] else "ok"]
                            + ([c(None if tls else d.get("vs_base"), 4)] if pairs else [])
                            + ([c(d.get("vs_base") if tls else None, 4), c(d.get("kib_conn"), 2),
-                               c(d.get("resumed_pct"), 1)] if tls_rows else []))
+                               c(d.get("resumed_pct"), 1)] if tls_rows or zones_rows else []))
 
     # ----------------------------------------------------------- markdown --
     L = []
@@ -806,8 +907,9 @@ def cmd_report(out):
                  f"machine: median per row up to {max(r['others_med'] or 0 for r in rows):.0f}%, "
                  f"max {max(oth)}%.")
         L.append("")
+    L.extend(zones_section(env, zones_rows, zones_runs, zones_targets, zones_pairs))
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
-    bad = [r for r in rows + tls_rows if r["bad"]]
+    bad = [r for r in rows + tls_rows + zones_rows if r["bad"]]
     # a proxy bench/run found stuck (busy with no client) and stopped
     stuck = [n for n in notes if n.startswith("STUCK")]
     if bad or stuck:
@@ -820,7 +922,7 @@ def cmd_report(out):
         L.append("")
 
     for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
-              "proxyd-tls-plug", "proxyd-ftp", "proxyd-r66"):
+              "proxyd-tls-plug", "proxyd-nozones", "proxyd-zones", "proxyd-ftp", "proxyd-r66"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
         if not ma:
@@ -897,6 +999,7 @@ def cmd_report(out):
     L.append("```")
     L.append("")
     L.append("PORT per path: " + ", ".join(f"{t} {env[f'port_{t}']}" for t in targets + tls_targets
+                                          + [z for z in zones_targets if z not in targets]
                                           if f"port_{t}" in env)
              + (" (client port -> listener in the fw namespace)" if netns else "")
              + ". Raw outputs in `raw/`, every run in `runs.tsv`, configs, logs and `env.txt` "
