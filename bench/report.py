@@ -488,10 +488,23 @@ def zones_section(env, rows, runs, targets, pairs):
              f"the bench's client is in zone `{env.get('zones_client-zone', '?')}`, its server in "
              f"`{env.get('zones_server-zone', '?')}` (7 zones deep each); services holding that pair: "
              f"{env.get('zones_matching', '?')}; **{svc}** takes it (`proxyd-zones-trace.txt`)")
+    socks = [f"{t} {env[f'zones_listen_sockets_{t}']}" for t in targets if f"zones_listen_sockets_{t}" in env]
+    if socks:
+        L.append("")
+        L.append("Listening sockets on each path's port in the fw (`ss -ltn`): " + ", ".join(socks)
+                 + ". Services sharing a port that each hold a socket of their own (SO_REUSEPORT) "
+                 "spread the connections over that many accept queues: more accept(2) calls that "
+                 "find nothing, more wake-ups, apart from the zone lookup itself.")
     L.append("")
-    L.append("| row | path | conn/s | spread | failed | CPU µs/conn | ratio to direct | vs peer | "
-             "sessions to the service | status |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    clk = int(env.get("clk_tck", "100") or 100)
+
+    def user_us(rr):
+        v = [extra_kv(r)["utime"] * 1e6 / clk / int(r["complete"]) for r in rr
+             if "utime" in extra_kv(r) and r["complete"].isdigit() and int(r["complete"])]
+        return statistics.median(v) if v else None
+    L.append("| row | path | conn/s | spread | failed | CPU µs/conn | of it user | ratio to direct | "
+             "vs peer | sessions to the service | status |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     peer_of = {cur: peer for _, cur, peer in pairs}
     for row in rows:
         first = True
@@ -508,6 +521,7 @@ def zones_section(env, rows, runs, targets, pairs):
                      "n/a" if d["spread"] is None else f"{d['spread'] * 100:.0f}%",
                      f"{d['failed']}/{d['requests']}" if d["failed"] else "0",
                      "—" if t == BASE else fnum(d.get("cpu_us"), 1),
+                     "—" if t == BASE else fnum(user_us(tr), 1),
                      "1" if t == BASE else ratio(d.get("ratio")),
                      ratio(d.get("vs_base")) + f" ({peer_of[t]})" if t in peer_of else "",
                      sess, "**BAD**" if d["bad"] else "ok"]
@@ -516,35 +530,47 @@ def zones_section(env, rows, runs, targets, pairs):
     L.append("")
     for row in rows:
         for lab, cur, peer in pairs:
-            per, cpu = {}, {}
+            per, cpu, usr = {}, {}, {}
             for r in runs:
                 if (r["tool"], r["size"], r["mode"]) == row["key"] and isnum(r["rps"]):
                     per.setdefault(r["round"], {})[r["target"]] = float(r["rps"])
                     if r["cpu_ticks"].isdigit() and r["complete"].isdigit() and int(r["complete"]):
                         cpu.setdefault(r["round"], {})[r["target"]] = int(r["cpu_ticks"]) / int(r["complete"])
-            rounds = sorted(per, key=int)
+                        if "utime" in extra_kv(r):
+                            usr.setdefault(r["round"], {})[r["target"]] = extra_kv(r)["utime"] / int(r["complete"])
+            rounds = sorted(per, key=lambda k: (int(re.match(r"\d*", k).group() or 0), k))
             vals = [(k, per[k][cur] / per[k][peer]) for k in rounds if per[k].get(cur) and per[k].get(peer)]
             cvals = [(k, cpu[k][cur] / cpu[k][peer]) for k in rounds
                      if cpu.get(k, {}).get(cur) and cpu.get(k, {}).get(peer)]
+            uvals = [(k, usr[k][cur] / usr[k][peer]) for k in rounds
+                     if usr.get(k, {}).get(cur) and usr.get(k, {}).get(peer)]
             vb = row["vs_base"].get(lab, {})
             if vals:
                 rs = [v for _, v in vals]
-                L.append(f"**{cur} / {peer}: {ratio(vb.get('perf'))}** conn/s (median over rounds of "
-                         "the ratio within the round; per round "
+                L.append(f"**{cur} / {peer}: {ratio(vb.get('perf'))}** conn/s (median over the "
+                         "half-rounds of the ratio within each; per half "
                          + ", ".join(f"r{k} {v:.3f}" for k, v in vals)
                          + f"; range {min(rs):.3f}..{max(rs):.3f}). CPU per connection, "
-                         f"{cur} / {peer}: {ratio(vb.get('cpu'))} (medians; per round "
-                         + ", ".join(f"r{k} {v:.3f}" for k, v in cvals) + ").")
+                         f"{cur} / {peer}: {ratio(vb.get('cpu'))} (medians; per half "
+                         + ", ".join(f"r{k} {v:.3f}" for k, v in cvals) + ")"
+                         + ("; user CPU only: " + ratio(statistics.median([v for _, v in uvals]))
+                            + " (per half " + ", ".join(f"r{k} {v:.3f}" for k, v in uvals) + ")"
+                            if uvals else "") + ".")
                 L.append("")
-    L.append(f"ab -r -s 20 -n {env.get('zones_n', '?')} -c {env.get('concurrency', '?')} (no keep-alive) "
-             "http://SERVER:PORT/10k.bin: a new connection per request, so conn/s is the accept "
-             "rate. vs peer = median over rounds of proxyd-zones / proxyd-nozones measured in the "
-             "same round (above 1: zones faster). Sessions: after each run the proxy's log must "
+    L.append(f"ab -r -s 20 -n {env.get('zones_half', '?')} -c {env.get('concurrency', '?')} (no "
+             "keep-alive) http://SERVER:PORT/10k.bin: a new connection per request, so conn/s is the "
+             "accept rate. Each round is two mirrored halves, Ra (nozones, direct, zones) and Rb "
+             "(zones, direct, nozones), so that the fw's TIME_WAIT and conntrack state, which grows "
+             "over the row, weighs on both paths alike; the medians and spreads are over the "
+             "halves. vs peer = median over the halves of proxyd-zones / proxyd-nozones measured in "
+             "the same half (above 1: zones faster). Sessions: after each run the proxy's log must "
              "hold a session-end line per request, and every line (ab may open a few unused "
              "connections more) the service= that must take it (proxyd-nozones itself; "
              "proxyd-zones the pair's), else the run is bad. Both paths "
              "log at info (the other rows' proxyds log warnings only), so their ratio to direct "
-             "is not that of proxyd-plug's close rows.")
+             "is not that of proxyd-plug's close rows. \"of it user\": the user-space part of "
+             f"CPU µs/conn (utime; clock ticks of 1/{clk} s), where the policy lookup runs: the "
+             "rest is the kernel's TCP, netfilter and splice work on the proxy's behalf.")
     L.append("")
     return L
 

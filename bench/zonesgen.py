@@ -35,6 +35,7 @@ ambiguous overlap):
   PREFIX-inet     c, c6 -> internet (SERVER is in s, not in internet)
   PREFIX-NN       a /22 of c (none holding CLIENT) and a /60 of c6 -> a zone
                   of s, a flat /24, a zone of s6 (some also a plain CIDR)
+With --services below 4, the first ones of that list (1: the pair's alone).
 """
 import argparse
 import ipaddress
@@ -157,9 +158,10 @@ def main():
             (f"{P}-lan-dmz", [f"zone:{zc24.name}"], [f"zone:{zs24.name}"]),
             (f"{P}-broad", ["zone:c", "zone:c6"], ["zone:s", "zone:s6"]),
             (f"{P}-inet", ["zone:c", "zone:c6"], ["zone:internet"])]
+    if a.services < 1:
+        sys.exit("zonesgen: --services must be >= 1")
+    svcs = svcs[:a.services]    # 1: the pair's service alone (the lookup without port sharing)
     n_other = a.services - len(svcs)
-    if n_other < 0 or a.services > 256:
-        sys.exit("zonesgen: --services must be 4..256")
     # disjoint client zones: the /22s of c that do not hold the client,
     # and the /60s of c6 that do not hold c6t
     c22 = [z for z in walk(c) if z.nets[0].prefixlen == 22 and cli not in z.nets[0]]
