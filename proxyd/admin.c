@@ -1,12 +1,14 @@
 #include "admin.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/queue.h>	/* before libevent's stand-ins for it */
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +22,13 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include <openssl/crypto.h>
+
 #include "bucket.h"
 #include "config.h"
 #include "conntrack.h"
 #include "log.h"
+#include "metrics.h"
 #include "listener.h"
 #include "tls.h"
 #include "worker.h"
@@ -40,174 +45,383 @@ static const struct px_reload_stats *px_reloads;
 static time_t px_started;
 static char *px_ha_file;	/* admin/@ha-state-file: NULL = no HA */
 
+/* Daemon-wide counters of each worker (struct px_counters), summed. */
 struct px_metric {
 	const char	*name;
 	const char	*labels;
-	const char	*type;
+	const char	*type;		/* NULL: one more sample of the above */
 	const char	*help;
-	size_t		 offset;	/* in struct px_counters */
+	size_t		 offset;
 };
 
-#define PX_M(n, l, t, h, f) { n, l, t, h, offsetof(struct px_counters, f) }
+#define PX_T(n, l, t, h, f) { n, l, t, h, offsetof(struct px_counters, f) }
 static const struct px_metric px_metrics[] = {
-	PX_M("proxyd_sessions_accepted_total", "", "counter",
-	    "Connections accepted, before ACL and limits.", accepted),
-	PX_M("proxyd_sessions_active", "", "gauge", "Live sessions.", active),
-	PX_M("proxyd_sessions_denied_total", "reason=\"acl\"", "counter",
-	    "Connections refused.", denied_acl),
-	PX_M("proxyd_sessions_denied_total", "reason=\"max-sessions\"", NULL,
-	    NULL, denied_max),
-	PX_M("proxyd_sessions_denied_total", "reason=\"direct\"", NULL, NULL,
-	    denied_direct),
-	PX_M("proxyd_sessions_denied_total", "reason=\"server\"", NULL, NULL,
-	    denied_server),
-	PX_M("proxyd_sessions_denied_total", "reason=\"no-service\"", NULL,
-	    NULL, denied_dispatch),
-	PX_M("proxyd_connect_failures_total", "", "counter",
-	    "Server connects that failed or timed out.", connect_failures),
-	PX_M("proxyd_idle_timeouts_total", "", "counter",
-	    "Sessions closed by the idle timer.", idle_timeouts),
-	PX_M("proxyd_bytes_total", "direction=\"to-server\"", "counter",
-	    "Bytes relayed.", bytes_to_server),
-	PX_M("proxyd_bytes_total", "direction=\"to-client\"", NULL, NULL,
-	    bytes_to_client),
-	PX_M("proxyd_splice_sessions_total", "", "counter",
-	    "Sessions relayed with splice(2).", splice_sessions),
-	PX_M("proxyd_upstream_connections_total", "kind=\"new\"", "counter",
-	    "Server connections used by pooling analysers (http), new or "
-	    "reused from the worker's pool.", upstream_new),
-	PX_M("proxyd_upstream_connections_total", "kind=\"reused\"", NULL, NULL,
-	    upstream_reused),
-	PX_M("proxyd_upstream_pool_stale_total", "", "counter",
-	    "Pooled server connections found closed by the server.", pool_stale),
-	PX_M("proxyd_accept_failures_total", "", "counter",
-	    "accept() failures for want of descriptors or memory (the "
-	    "listener pauses 100 ms).", accept_failures),
-	PX_M("proxyd_accept_refused_total", "", "counter",
-	    "Connections accepted on the reserve descriptor and closed at "
-	    "once, for want of descriptors.", refused_no_fd),
-	PX_M("proxyd_conntrack_lookups_total", "result=\"conntrack\"", "counter",
-	    "Original destinations of redirected connections, by source.",
-	    origdst_conntrack),
-	PX_M("proxyd_conntrack_lookups_total", "result=\"original-dst\"", NULL,
-	    NULL, origdst_sockopt),
-	PX_M("proxyd_conntrack_lookups_total", "result=\"failed\"", NULL, NULL,
-	    origdst_failed),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"protocol-version\"", "counter",
 	    "TLS handshakes (or records) that failed, by side and reason.",
 	    tls.failures[0][PX_TLS_FAIL_PROTOCOL]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"no-shared-cipher\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_CIPHER]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"no-application-protocol\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_ALPN]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"not-tls\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_NOT_TLS]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"unknown-ca\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_UNKNOWN_CA]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"host-name-mismatch\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_HOSTNAME]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"expired\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_EXPIRED]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"no-certificate\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_NO_CERT]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"client\",reason=\"other\"", NULL, NULL,
 	    tls.failures[0][PX_TLS_FAIL_OTHER]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"protocol-version\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_PROTOCOL]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"no-shared-cipher\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_CIPHER]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"no-application-protocol\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_ALPN]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"not-tls\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_NOT_TLS]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"unknown-ca\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_UNKNOWN_CA]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"host-name-mismatch\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_HOSTNAME]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"expired\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_EXPIRED]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"no-certificate\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_NO_CERT]),
-	PX_M("proxyd_tls_failures_total",
+	PX_T("proxyd_tls_failures_total",
 	    "side=\"server\",reason=\"other\"", NULL, NULL,
 	    tls.failures[1][PX_TLS_FAIL_OTHER]),
-	PX_M("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"no\"",
+	PX_T("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"no\"",
 	    "counter", "TLS handshakes done, by side, full or resumed.",
 	    tls.handshakes[0][0]),
-	PX_M("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"yes\"",
+	PX_T("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"yes\"",
 	    NULL, NULL, tls.handshakes[0][1]),
-	PX_M("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"no\"",
+	PX_T("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"no\"",
 	    NULL, NULL, tls.handshakes[1][0]),
-	PX_M("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"yes\"",
+	PX_T("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"yes\"",
 	    NULL, NULL, tls.handshakes[1][1]),
-	PX_M("proxyd_tls_passthrough_total", "verdict=\"accept\"", "counter",
+	PX_T("proxyd_tls_passthrough_total", "verdict=\"accept\"", "counter",
 	    "ClientHellos read by mode=\"passthrough\", by verdict.",
 	    tls.passthrough[1]),
-	PX_M("proxyd_tls_passthrough_total", "verdict=\"deny\"", NULL, NULL,
+	PX_T("proxyd_tls_passthrough_total", "verdict=\"deny\"", NULL, NULL,
 	    tls.passthrough[0]),
-	PX_M("proxyd_tls_keybridge_leaves_total", "result=\"minted\"",
+	PX_T("proxyd_tls_keybridge_leaves_total", "result=\"minted\"",
 	    "counter", "Keybridge leaves, minted or from the worker's cache.",
 	    tls.keybridge[0]),
-	PX_M("proxyd_tls_keybridge_leaves_total", "result=\"cached\"", NULL,
+	PX_T("proxyd_tls_keybridge_leaves_total", "result=\"cached\"", NULL,
 	    NULL, tls.keybridge[1]),
-	PX_M("proxyd_tls_keybridge_ca_total", "ca=\"trusted\"", "counter",
+	PX_T("proxyd_tls_keybridge_ca_total", "ca=\"trusted\"", "counter",
 	    "Keybridge leaves served, by the CA that signed them.",
 	    tls.keybridge_ca[0]),
-	PX_M("proxyd_tls_keybridge_ca_total", "ca=\"untrusted\"", NULL, NULL,
+	PX_T("proxyd_tls_keybridge_ca_total", "ca=\"untrusted\"", NULL, NULL,
 	    tls.keybridge_ca[1]),
-	PX_M("proxyd_tls_server_unverified_total", "", "counter",
+	PX_T("proxyd_tls_server_unverified_total", "", "counter",
 	    "Server certificates that did not verify, let through by "
 	    "verify=\"optional\".", tls.unverified),
 };
 
+/* Per service (struct px_svc_counters), labelled service= and analyser=. */
+#define PX_S(n, l, t, h, f) { n, l, t, h, offsetof(struct px_svc_counters, f) }
+static const struct px_metric px_svc_metrics[] = {
+	PX_S("proxyd_sessions_accepted_total", "", "counter",
+	    "Connections accepted, before ACL and limits.", accepted),
+	PX_S("proxyd_sessions_active", "", "gauge", "Live sessions.", active),
+	PX_S("proxyd_sessions_denied_total", "reason=\"acl\"", "counter",
+	    "Connections refused, by reason.", denied[PX_DENY_ACL]),
+	PX_S("proxyd_sessions_denied_total", "reason=\"max-sessions\"", NULL,
+	    NULL, denied[PX_DENY_MAX_SESSIONS]),
+	PX_S("proxyd_sessions_denied_total", "reason=\"direct\"", NULL, NULL,
+	    denied[PX_DENY_DIRECT]),
+	PX_S("proxyd_sessions_denied_total", "reason=\"server\"", NULL, NULL,
+	    denied[PX_DENY_SERVER]),
+	PX_S("proxyd_sessions_denied_total", "reason=\"no-service\"", NULL,
+	    NULL, denied[PX_DENY_NO_SERVICE]),
+	PX_S("proxyd_bytes_total", "direction=\"to-server\"", "counter",
+	    "Bytes relayed, by direction.", bytes[0]),
+	PX_S("proxyd_bytes_total", "direction=\"to-client\"", NULL, NULL,
+	    bytes[1]),
+	PX_S("proxyd_splice_sessions_total", "", "counter",
+	    "Sessions relayed with splice(2).", splice_sessions),
+	PX_S("proxyd_idle_timeouts_total", "", "counter",
+	    "Sessions closed by the idle timer.", idle_timeouts),
+	PX_S("proxyd_upstream_connects_total", "", "counter",
+	    "Server connects started (pooled connections not included).",
+	    upstream_connects),
+	PX_S("proxyd_upstream_connect_failures_total", "", "counter",
+	    "Server connects that failed or timed out.", connect_failures),
+	PX_S("proxyd_upstream_connections_total", "kind=\"new\"", "counter",
+	    "Server connections used by pooling analysers (http), new or "
+	    "reused from the worker's pool.", upstream_new),
+	PX_S("proxyd_upstream_connections_total", "kind=\"reused\"", NULL, NULL,
+	    upstream_reused),
+	PX_S("proxyd_upstream_pool_lookups_total", "result=\"hit\"", "counter",
+	    "Server connections asked of the worker's pool, found idle "
+	    "(hit) or not (miss).", upstream_reused),
+	PX_S("proxyd_upstream_pool_lookups_total", "result=\"miss\"", NULL,
+	    NULL, pool_misses),
+	PX_S("proxyd_upstream_pool_stale_total", "", "counter",
+	    "Pooled server connections found closed by the server, by the "
+	    "service that parked them.", pool_stale),
+	PX_S("proxyd_conntrack_lookups_total", "result=\"conntrack\"",
+	    "counter", "Original destinations of redirected connections, by "
+	    "source.", origdst[PX_ORIGDST_CONNTRACK]),
+	PX_S("proxyd_conntrack_lookups_total", "result=\"original-dst\"", NULL,
+	    NULL, origdst[PX_ORIGDST_SOCKOPT]),
+	PX_S("proxyd_conntrack_lookups_total", "result=\"failed\"", NULL,
+	    NULL, origdst[PX_ORIGDST_FAILED]),
+	PX_S("proxyd_accept_failures_total", "", "counter",
+	    "accept() failures for want of descriptors or memory (the "
+	    "listener pauses 100 ms).", accept_failures),
+	PX_S("proxyd_accept_refused_total", "", "counter",
+	    "Connections accepted on the reserve descriptor and closed at "
+	    "once, for want of descriptors.", refused_no_fd),
+};
+
 static uint64_t
-px_counter(const struct px_worker *w, size_t offset)
+px_load(const void *base, size_t offset)
 {
 	const atomic_uint_fast64_t *c = (const atomic_uint_fast64_t *)
-	    ((const char *)&w->counters + offset);
+	    ((const char *)base + offset);
 
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-static void
-px_admin_analyser_metrics(struct evbuffer *b, unsigned nw)
+/* Slot i summed over the workers, at offset in struct px_svc_counters. */
+static uint64_t
+px_svc_sum(unsigned i, size_t offset, unsigned nw)
 {
-	unsigned a, c, k;
+	const struct px_svc_counters *m;
+	uint64_t sum = 0;
+	unsigned k;
 
-	evbuffer_add_printf(b, "# HELP proxyd_analyser_events_total "
-	    "Events counted by the analysers.\n"
-	    "# TYPE proxyd_analyser_events_total counter\n");
-	for (a = 0; px_analysers[a] != NULL; a++) {
-		const char *const *names = px_analysers[a]->counters;
+	for (k = 0; k < nw; k++)
+		if ((m = px_metrics_get(k, i)) != NULL)
+			sum += px_load(m, offset);
+	return sum;
+}
 
-		for (c = 0; names != NULL && names[c] != NULL; c++) {
-			uint64_t sum = 0;
+static void
+px_escape_label(struct evbuffer *b, const char *v)
+{
+	for (; *v != '\0'; v++) {
+		if (*v == '\\' || *v == '"')
+			evbuffer_add_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, v, 1);
+	}
+}
 
-			for (k = 0; k < nw; k++)
-				sum += atomic_load_explicit(
-				    &px_worker_get(k)->counters.analyser[a][c],
-				    memory_order_relaxed);
+/* The exported slots' label sets, service="..",analyser=".." (NULL: not
+ * exported), one scrape's worth. */
+struct px_scrape {
+	unsigned	  nw, nslots;
+	char		**labels;
+	unsigned	 *an;		/* analyser index of each */
+};
+
+static int
+px_scrape_open(struct px_scrape *sc)
+{
+	struct evbuffer *t;
+	unsigned i;
+
+	sc->nw = px_workers_count();
+	sc->nslots = px_metrics_slots();
+	sc->labels = calloc(sc->nslots + 1, sizeof(*sc->labels));
+	sc->an = calloc(sc->nslots + 1, sizeof(*sc->an));
+	if (sc->labels == NULL || sc->an == NULL || (t = evbuffer_new()) == NULL)
+		return -1;
+	for (i = 0; i < sc->nslots; i++) {
+		const char *svc, *an;
+		size_t n;
+
+		if (!px_metrics_slot(i, &svc, &an, &sc->an[i]))
+			continue;
+		evbuffer_add_printf(t, "service=\"");
+		px_escape_label(t, svc);
+		evbuffer_add_printf(t, "\",analyser=\"");
+		px_escape_label(t, an);
+		evbuffer_add(t, "\"", 1);
+		n = evbuffer_get_length(t);
+		if ((sc->labels[i] = malloc(n + 1)) != NULL) {
+			evbuffer_remove(t, sc->labels[i], n);
+			sc->labels[i][n] = '\0';
+		}
+		evbuffer_drain(t, evbuffer_get_length(t));
+	}
+	evbuffer_free(t);
+	return 0;
+}
+
+static void
+px_scrape_close(struct px_scrape *sc)
+{
+	unsigned i;
+
+	for (i = 0; sc->labels != NULL && i < sc->nslots; i++)
+		free(sc->labels[i]);
+	free(sc->labels);
+	free(sc->an);
+}
+
+static void
+px_family(struct evbuffer *b, const char *name, const char *type,
+    const char *help)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+	    type);
+}
+
+/* A histogram summed from n blocks (non-cumulative buckets, in us). */
+struct px_hist_sum {
+	uint64_t	bucket[PX_HIST_BOUNDS + 1];
+	uint64_t	sum_us, count;
+};
+
+static void
+px_hist_add(struct px_hist_sum *t, const struct px_hist *h)
+{
+	unsigned i;
+	uint64_t v;
+
+	for (i = 0; i <= PX_HIST_BOUNDS; i++) {
+		v = atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+		t->bucket[i] += v;
+		t->count += v;
+	}
+	t->sum_us += atomic_load_explicit(&h->sum_us, memory_order_relaxed);
+}
+
+/* Samples of one histogram; labels end without a comma ("" for none). The
+ * sum is read after the buckets: a scrape racing an observation may show
+ * it in _sum one scrape late, never a count above the +Inf bucket. */
+static void
+px_hist_print(struct evbuffer *b, const char *name, const char *labels,
+    const struct px_hist_sum *t)
+{
+	const char *sep = labels[0] != '\0' ? "," : "";
+	uint64_t cum = 0;
+	unsigned i;
+
+	for (i = 0; i < PX_HIST_BOUNDS; i++) {
+		cum += t->bucket[i];
+		evbuffer_add_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name,
+		    labels, sep, (double)px_hist_bounds_us[i] / 1e6,
+		    (unsigned long long)cum);
+	}
+	evbuffer_add_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n"
+	    "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", name, labels, sep,
+	    (unsigned long long)t->count,
+	    name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
+	    (double)t->sum_us / 1e6,
+	    name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
+	    (unsigned long long)t->count);
+}
+
+/* A per-service histogram at offset (a struct px_hist) in the blocks. */
+static void
+px_svc_hist(struct evbuffer *b, const struct px_scrape *sc, const char *name,
+    const char *help, size_t offset)
+{
+	unsigned i, k;
+
+	px_family(b, name, "histogram", help);
+	for (i = 0; i < sc->nslots; i++) {
+		struct px_hist_sum t = { { 0 }, 0, 0 };
+		const struct px_svc_counters *m;
+
+		if (sc->labels[i] == NULL)
+			continue;
+		for (k = 0; k < sc->nw; k++)
+			if ((m = px_metrics_get(k, i)) != NULL)
+				px_hist_add(&t, (const struct px_hist *)
+				    ((const char *)m + offset));
+		px_hist_print(b, name, sc->labels[i], &t);
+	}
+}
+
+static void
+px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	static const char *const codes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+	size_t j;
+	unsigned i, k, c;
+
+	for (j = 0; j < sizeof(px_svc_metrics) / sizeof(px_svc_metrics[0]); j++) {
+		const struct px_metric *m = &px_svc_metrics[j];
+
+		if (m->type != NULL)
+			px_family(b, m->name, m->type, m->help);
+		for (i = 0; i < sc->nslots; i++)
+			if (sc->labels[i] != NULL)
+				evbuffer_add_printf(b, "%s{%s%s%s} %llu\n",
+				    m->name, sc->labels[i], m->labels[0] ?
+				    "," : "", m->labels, (unsigned long long)
+				    px_svc_sum(i, m->offset, sc->nw));
+	}
+	px_family(b, "proxyd_analyser_events_total", "counter",
+	    "Events counted by each service's analyser.");
+	for (i = 0; i < sc->nslots; i++) {
+		const char *const *names;
+
+		if (sc->labels[i] == NULL)
+			continue;
+		names = px_analysers[sc->an[i]]->counters;
+		for (c = 0; names != NULL && names[c] != NULL &&
+		    c < PX_AN_COUNTERS_MAX; c++)
 			evbuffer_add_printf(b, "proxyd_analyser_events_total"
-			    "{analyser=\"%s\",event=\"%s\"} %llu\n",
-			    px_analysers[a]->name, names[c],
-			    (unsigned long long)sum);
+			    "{%s,event=\"%s\"} %llu\n", sc->labels[i], names[c],
+			    (unsigned long long)px_svc_sum(i,
+			    offsetof(struct px_svc_counters, analyser) +
+			    c * sizeof(atomic_uint_fast64_t), sc->nw));
+	}
+	px_svc_hist(b, sc, "proxyd_session_duration_seconds",
+	    "Sessions by how long they lasted, from accept to close.",
+	    offsetof(struct px_svc_counters, session_duration));
+	px_svc_hist(b, sc, "proxyd_upstream_connect_duration_seconds",
+	    "Server connects by the time they took to succeed.",
+	    offsetof(struct px_svc_counters, connect_duration));
+	/* Only the status classes seen: a plug service has none. */
+	px_family(b, "proxyd_http_request_duration_seconds", "histogram",
+	    "HTTP requests by the time from their first byte to the end of "
+	    "the response, by status class.");
+	for (i = 0; i < sc->nslots; i++) {
+		for (c = 0; sc->labels[i] != NULL && c < 5; c++) {
+			struct px_hist_sum t = { { 0 }, 0, 0 };
+			const struct px_svc_counters *m;
+			char lab[1024];
+
+			for (k = 0; k < sc->nw; k++)
+				if ((m = px_metrics_get(k, i)) != NULL)
+					px_hist_add(&t, &m->request_duration[c]);
+			if (t.count == 0)
+				continue;
+			snprintf(lab, sizeof(lab), "%s,code=\"%s\"",
+			    sc->labels[i], codes[c]);
+			px_hist_print(b, "proxyd_http_request_duration_seconds",
+			    lab, &t);
 		}
 	}
 }
@@ -286,58 +500,195 @@ px_admin_ha_json(struct evbuffer *b)
 	    px_ha_states[cur], (long long)since);
 }
 
+/* Worker k's blocks summed, at offset in struct px_svc_counters. */
+static uint64_t
+px_worker_sum(unsigned k, size_t offset)
+{
+	const struct px_svc_counters *m;
+	unsigned i, n = px_metrics_slots();
+	uint64_t sum = 0;
+
+	for (i = 0; i < n; i++)
+		if ((m = px_metrics_get(k, i)) != NULL)
+			sum += px_load(m, offset);
+	return sum;
+}
+
+/* Per-worker series: only what is about the worker itself, under names
+ * of their own, so that no sum() counts a session twice. */
+static void
+px_admin_worker_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	unsigned k;
+	char lab[32];
+
+	px_family(b, "proxyd_worker_sessions_active", "gauge",
+	    "Live sessions on each worker thread.");
+	for (k = 0; k < sc->nw; k++)
+		evbuffer_add_printf(b, "proxyd_worker_sessions_active{worker="
+		    "\"%u\"} %llu\n", k, (unsigned long long)
+		    px_worker_sum(k, offsetof(struct px_svc_counters, active)));
+	px_family(b, "proxyd_worker_sessions_accepted_total", "counter",
+	    "Connections accepted by each worker thread.");
+	for (k = 0; k < sc->nw; k++)
+		evbuffer_add_printf(b, "proxyd_worker_sessions_accepted_total"
+		    "{worker=\"%u\"} %llu\n", k, (unsigned long long)
+		    px_worker_sum(k, offsetof(struct px_svc_counters, accepted)));
+	px_family(b, "proxyd_worker_loop_lag_seconds", "histogram",
+	    "How late each worker's 250 ms tick ran: the time its event loop "
+	    "was busy with other work.");
+	for (k = 0; k < sc->nw; k++) {
+		struct px_hist_sum t = { { 0 }, 0, 0 };
+
+		px_hist_add(&t, &px_worker_get(k)->counters.loop_lag);
+		snprintf(lab, sizeof(lab), "worker=\"%u\"", k);
+		px_hist_print(b, "proxyd_worker_loop_lag_seconds", lab, &t);
+	}
+}
+
+/* process_* as the Prometheus client libraries name them (procfs). */
+static void
+px_admin_process_metrics(struct evbuffer *b)
+{
+	unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+	long long rss = 0;
+	long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	double btime = 0;
+	struct rlimit rl;
+	struct dirent *de;
+	char line[1024], *p;
+	unsigned fds = 0;
+	FILE *f;
+	DIR *d;
+
+	if ((f = fopen("/proc/self/stat", "r")) != NULL) {
+		/* After the command name, which may hold spaces and ')'. */
+		if (fgets(line, sizeof(line), f) != NULL &&
+		    (p = strrchr(line, ')')) != NULL &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
+		    "%*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+		    &utime, &stime, &start, &vsize, &rss) != 5)
+			utime = stime = start = vsize = 0, rss = 0;
+		fclose(f);
+	}
+	if ((f = fopen("/proc/stat", "r")) != NULL) {
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (strncmp(line, "btime ", 6) == 0)
+				btime = strtod(line + 6, NULL);
+		fclose(f);
+	}
+	if ((d = opendir("/proc/self/fd")) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.')
+				fds++;
+		closedir(d);
+		fds--;		/* the one opendir holds */
+	}
+	if (tck <= 0)
+		tck = 100;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		rl.rlim_cur = 0;
+	px_family(b, "process_cpu_seconds_total", "counter",
+	    "Total user and system CPU time spent in seconds.");
+	evbuffer_add_printf(b, "process_cpu_seconds_total %.2f\n",
+	    (double)(utime + stime) / (double)tck);
+	px_family(b, "process_open_fds", "gauge",
+	    "Number of open file descriptors.");
+	evbuffer_add_printf(b, "process_open_fds %u\n", fds);
+	px_family(b, "process_max_fds", "gauge",
+	    "Maximum number of open file descriptors.");
+	evbuffer_add_printf(b, "process_max_fds %llu\n",
+	    (unsigned long long)rl.rlim_cur);
+	px_family(b, "process_virtual_memory_bytes", "gauge",
+	    "Virtual memory size in bytes.");
+	evbuffer_add_printf(b, "process_virtual_memory_bytes %llu\n", vsize);
+	px_family(b, "process_resident_memory_bytes", "gauge",
+	    "Resident memory size in bytes.");
+	evbuffer_add_printf(b, "process_resident_memory_bytes %lld\n",
+	    rss * (long long)page);
+	px_family(b, "process_start_time_seconds", "gauge",
+	    "Start time of the process since unix epoch in seconds.");
+	evbuffer_add_printf(b, "process_start_time_seconds %.2f\n",
+	    btime + (double)start / (double)tck);
+}
+
 static void
 px_admin_metrics(struct evhttp_request *req, void *arg)
 {
 	struct evbuffer *b = evbuffer_new();
+	struct px_scrape sc = { 0 };
 	size_t i;
-	unsigned k, nw = px_workers_count();
+	unsigned k;
 
 	(void)arg;
-	if (b == NULL) {
+	if (b == NULL || px_scrape_open(&sc) == -1) {
+		px_scrape_close(&sc);
+		if (b != NULL)
+			evbuffer_free(b);
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
+	px_admin_service_metrics(b, &sc);
+	px_admin_worker_metrics(b, &sc);
 	for (i = 0; i < sizeof(px_metrics) / sizeof(px_metrics[0]); i++) {
 		const struct px_metric *m = &px_metrics[i];
 		uint64_t sum = 0;
 
-		for (k = 0; k < nw; k++)
-			sum += px_counter(px_worker_get(k), m->offset);
+		for (k = 0; k < sc.nw; k++)
+			sum += px_load(&px_worker_get(k)->counters, m->offset);
 		if (m->type != NULL)
-			evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
-			    m->name, m->help, m->name, m->type);
+			px_family(b, m->name, m->type, m->help);
 		evbuffer_add_printf(b, "%s%s%s%s %llu\n", m->name,
 		    m->labels[0] ? "{" : "", m->labels, m->labels[0] ? "}" : "",
 		    (unsigned long long)sum);
-		for (k = 0; k < nw; k++)
-			evbuffer_add_printf(b, "%s{%s%sworker=\"%u\"} %llu\n",
-			    m->name, m->labels, m->labels[0] ? "," : "", k,
-			    (unsigned long long)px_counter(px_worker_get(k),
-			    m->offset));
 	}
-	px_admin_analyser_metrics(b, nw);
+	px_scrape_close(&sc);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"
 	    "proxyd_log_dropped_total %llu\n"
-	    "# HELP proxyd_config_reloads_total SIGHUP reloads.\n"
+	    "# HELP proxyd_config_reloads_total SIGHUP reloads, by result.\n"
 	    "# TYPE proxyd_config_reloads_total counter\n"
 	    "proxyd_config_reloads_total{result=\"ok\"} %llu\n"
 	    "proxyd_config_reloads_total{result=\"failed\"} %llu\n"
+	    "# HELP proxyd_config_last_reload_successful Whether the last "
+	    "reload (or the start) loaded the configuration.\n"
+	    "# TYPE proxyd_config_last_reload_successful gauge\n"
+	    "proxyd_config_last_reload_successful %d\n"
+	    "# HELP proxyd_config_last_reload_success_timestamp_seconds When "
+	    "the running configuration was loaded.\n"
+	    "# TYPE proxyd_config_last_reload_success_timestamp_seconds gauge\n"
+	    "proxyd_config_last_reload_success_timestamp_seconds %lld\n"
+	    "# HELP proxyd_config_last_reload_timestamp_seconds When the last "
+	    "reload was tried, whatever its result (the start before any).\n"
+	    "# TYPE proxyd_config_last_reload_timestamp_seconds gauge\n"
+	    "proxyd_config_last_reload_timestamp_seconds %lld\n"
 	    "# HELP proxyd_workers Worker threads.\n"
 	    "# TYPE proxyd_workers gauge\nproxyd_workers %u\n"
 	    "# HELP proxyd_admin_accept_failures_total accept() failures of "
 	    "the admin listener.\n"
 	    "# TYPE proxyd_admin_accept_failures_total counter\n"
-	    "proxyd_admin_accept_failures_total %llu\n",
+	    "proxyd_admin_accept_failures_total %llu\n"
+	    "# HELP proxyd_build_info The version of proxyd and of the "
+	    "libraries it runs with.\n"
+	    "# TYPE proxyd_build_info gauge\n"
+	    "proxyd_build_info{version=\"%s\",openssl=\"%s\","
+	    "libevent=\"%s\"} 1\n",
 	    (unsigned long long)px_log_dropped(),
 	    (unsigned long long)px_reloads->ok,
-	    (unsigned long long)px_reloads->failed, nw,
-	    (unsigned long long)atomic_load(&px_admin_accept_failures));
+	    (unsigned long long)px_reloads->failed,
+	    px_reloads->last_failed ? 0 : 1,
+	    (long long)(px_reloads->last_ok_time ? px_reloads->last_ok_time :
+	    px_started),
+	    (long long)(px_reloads->last_time ? px_reloads->last_time :
+	    px_started), sc.nw,
+	    (unsigned long long)atomic_load(&px_admin_accept_failures),
+	    PROXYD_VERSION, OpenSSL_version(OPENSSL_VERSION_STRING),
+	    event_get_version());
 	px_admin_ha_metrics(b);
+	px_admin_process_metrics(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "text/plain; version=0.0.4");
+	    "text/plain; version=0.0.4; charset=utf-8");
 	evhttp_send_reply(req, 200, "OK", b);
 	evbuffer_free(b);
 }
@@ -358,15 +709,17 @@ px_admin_status(struct evhttp_request *req, void *arg)
 	    (long long)(time(NULL) - px_started),
 	    (unsigned long long)atomic_load(&px_live_sessions));
 	for (k = 0; k < nw; k++) {
-		const struct px_worker *w = px_worker_get(k);
-
 		evbuffer_add_printf(b, "%s{\"id\":%u,\"active\":%llu,"
 		    "\"accepted\":%llu,\"to_server\":%llu,\"to_client\":%llu}",
 		    k ? "," : "", k,
-		    (unsigned long long)PX_COUNT_GET(w, active),
-		    (unsigned long long)PX_COUNT_GET(w, accepted),
-		    (unsigned long long)PX_COUNT_GET(w, bytes_to_server),
-		    (unsigned long long)PX_COUNT_GET(w, bytes_to_client));
+		    (unsigned long long)px_worker_sum(k,
+		    offsetof(struct px_svc_counters, active)),
+		    (unsigned long long)px_worker_sum(k,
+		    offsetof(struct px_svc_counters, accepted)),
+		    (unsigned long long)px_worker_sum(k,
+		    offsetof(struct px_svc_counters, bytes[0])),
+		    (unsigned long long)px_worker_sum(k,
+		    offsetof(struct px_svc_counters, bytes[1])));
 	}
 	evbuffer_add_printf(b, "]");
 	px_admin_ha_json(b);
@@ -547,6 +900,18 @@ px_admin_accept_error_cb(struct evconnlistener *lev, void *arg)
 	}
 	evconnlistener_disable(lev);
 	evtimer_add(px_admin_pause, &pause);
+}
+
+void
+px_reload_note(struct px_reload_stats *r, bool ok)
+{
+	r->last_time = time(NULL);
+	r->last_failed = !ok;
+	if (ok) {
+		r->ok++;
+		r->last_ok_time = r->last_time;
+	} else
+		r->failed++;
 }
 
 int

@@ -4,15 +4,24 @@
 #ifndef PX_ADMIN_H
 #define PX_ADMIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 struct event_base;
 struct px_config;
 
+/* Main thread only (the admin runs there too). */
 struct px_reload_stats {
 	uint64_t	ok;
 	uint64_t	failed;
+	bool		last_failed;	/* the last attempt did not load */
+	time_t		last_time;	/* of the last attempt; 0: none yet */
+	time_t		last_ok_time;	/* of the last success; 0: the start */
 };
+
+/* Counts a reload that loaded the configuration (ok) or did not. */
+void	px_reload_note(struct px_reload_stats *r, bool ok);
 
 int	px_admin_start(struct event_base *base, const struct px_config *cfg,
 	    const struct px_reload_stats *reloads);

@@ -228,6 +228,13 @@ struct px_conn	*px_session_upstream_open(struct px_session *s,
 		    const char **stage);
 /* 0 when the connect on fd succeeded, else its errno. */
 int		 px_upstream_error(int fd);
+/* What px_upstream_error() said of the connect px_session_upstream_open()
+ * started: for the connect-time histogram and the failure counter. */
+void		 px_session_upstream_connected(struct px_session *s, bool ok);
+/* A request/response exchange ended with status after us microseconds:
+ * proxyd_http_request_duration_seconds{code="2xx"...}. */
+void		 px_session_request_done(struct px_session *s, int status,
+		    uint64_t us);
 /* Closes the server side: parked in the worker's pool (up to max per
  * destination for idle_ms) when reusable, else closed. */
 void		 px_session_upstream_close(struct px_session *s,

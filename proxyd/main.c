@@ -190,7 +190,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 		px_log(LOG_ERR, 0, "reload failed (%u error%s); the running "
 		    "configuration stays", rl->err.count,
 		    rl->err.count == 1 ? "" : "s");
-		m->reloads.failed++;
+		px_reload_note(&m->reloads, false);
 		goto out;
 	}
 	/* A listen address someone else holds would leave that service with
@@ -200,7 +200,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 		if (!m->stopping)
 			px_log(LOG_ERR, 0, "reload failed; the running "
 			    "configuration stays");
-		m->reloads.failed++;
+		px_reload_note(&m->reloads, false);
 		px_config_unref(ncfg);
 		goto out;
 	}
@@ -214,7 +214,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	px_workers_reload(ncfg);
 	px_config_unref(m->cfg);
 	m->cfg = ncfg;
-	m->reloads.ok++;
+	px_reload_note(&m->reloads, true);
 	px_log(LOG_INFO, 0, "reload done: %zu service%s (loaded in %llu ms)",
 	    ncfg->nservices, ncfg->nservices == 1 ? "" : "s",
 	    (unsigned long long)(px_clock_ms() - rl->started_ms));

@@ -231,7 +231,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		close(s->cfd);
 	s->sfd = s->cfd = -1;
 	TAILQ_REMOVE(&w->sessions, s, link);
-	PX_COUNT_ADD(w, active, -1);
+	px_metrics_session_end(s);
 	atomic_fetch_sub_explicit(&px_live_sessions, 1, memory_order_relaxed);
 	/* Freed by the worker's reaper once the current callback has
 	 * returned: code that called something which closed the session can
@@ -301,7 +301,7 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (s->ct_waiting) {
-		PX_COUNT_ADD(s->w, origdst_failed, 1);
+		PX_SC_ADD(s->m, origdst[PX_ORIGDST_FAILED], 1);
 		px_session_end(s, PX_END_TIMEOUT, "error: original destination "
 		    "unknown (no answer from conntrack)");
 		return;
@@ -317,7 +317,7 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (s->state == PX_SS_CONNECTING) {
-		PX_COUNT_ADD(s->w, connect_failures, 1);
+		PX_SC_ADD(s->m, connect_failures, 1);
 		px_session_end(s, PX_END_TIMEOUT, "connect-timeout");
 		return;
 	}
@@ -341,7 +341,7 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		px_session_arm_timer(s, idle - (now - last));
 		return;
 	}
-	PX_COUNT_ADD(s->w, idle_timeouts, 1);
+	PX_SC_ADD(s->m, idle_timeouts, 1);
 	px_session_end(s, PX_END_TIMEOUT, "idle-timeout");
 }
 
@@ -391,7 +391,7 @@ px_session_moved(void *arg, enum px_dir dir, size_t n)
 	struct px_session *s = arg;
 
 	s->bytes[dir] += n;
-	PX_COUNT_BYTES(s->w, dir, n);
+	PX_COUNT_BYTES(s, dir, n);
 	px_session_touch(s);
 }
 
@@ -549,7 +549,7 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 	    half_close, &lim, ops, s) == -1)
 		return -1;
 	if (s->relay.mode == PX_RELAY_SPLICE)
-		PX_COUNT_ADD(s->w, splice_sessions, 1);
+		PX_SC_ADD(s->m, splice_sessions, 1);
 	return 0;
 }
 
@@ -618,11 +618,12 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	err = px_upstream_result((int)fd);
 	if (err != 0) {
-		PX_COUNT_ADD(s->w, connect_failures, 1);
+		PX_SC_ADD(s->m, connect_failures, 1);
 		px_session_endf(s, PX_END_SERVER_FAIL, "connect-failed: %s",
 		    strerror(err));
 		return;
 	}
+	px_session_upstream_connected(s, true);
 	px_session_server_up(s);
 }
 
@@ -665,7 +666,6 @@ px_is_direct(const struct px_service *svc, const struct sockaddr *dst)
 static int
 px_session_destination(struct px_session *s)
 {
-	struct px_worker *w = s->w;
 	const struct px_service *svc = s->svc;
 	socklen_t len = sizeof(s->local);
 
@@ -688,12 +688,12 @@ px_session_destination(struct px_session *s)
 		 * answer continues the session (px_session_origdst_answer). */
 		if (!svc->origdst_conntrack && px_origdst_sockopt(s->cfd,
 		    s->local.ss_family, &s->dst) == 0) {
-			PX_COUNT_ADD(w, origdst_sockopt, 1);
+			PX_SC_ADD(s->m, origdst[PX_ORIGDST_SOCKOPT], 1);
 			break;
 		}
 		if (px_session_ask_conntrack(s) == 0)
 			return 1;
-		PX_COUNT_ADD(w, origdst_failed, 1);
+		PX_SC_ADD(s->m, origdst[PX_ORIGDST_FAILED], 1);
 		px_session_endf(s, PX_END_PROXY, "error: original destination "
 		    "unknown (no SO_ORIGINAL_DST, conntrack: %s)",
 		    strerror(errno));
@@ -726,7 +726,7 @@ px_session_client_allowed(struct px_session *s)
 	for (i = 0; i < g->n; i++)
 		if (spec[i] >= 0)
 			return 0;
-	PX_COUNT_ADD(s->w, denied_acl, 1);
+	PX_SC_ADD(s->m, denied[PX_DENY_ACL], 1);
 	px_session_end(s, PX_END_POLICY, "denied: client not allowed");
 	return -1;
 }
@@ -753,15 +753,16 @@ px_session_choose(struct px_session *s)
 	pick = px_group_choose(g, cspec, sspec, NULL);
 	if (pick >= 0) {
 		s->svc = g->svc[pick];
+		px_metrics_session_rebind(s);
 		s->svc_chosen = true;
 		return 0;
 	}
 	if (g->n == 1) {
-		PX_COUNT_ADD(s->w, denied_server, 1);
+		PX_SC_ADD(s->m, denied[PX_DENY_SERVER], 1);
 		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
 	} else {
 		/* --check refuses configs that could be ambiguous (-2). */
-		PX_COUNT_ADD(s->w, denied_dispatch, 1);
+		PX_SC_ADD(s->m, denied[PX_DENY_NO_SERVICE], 1);
 		px_session_end(s, PX_END_POLICY, pick == -1 ?
 		    "denied: no service for this client and server" :
 		    "denied: no single service for this client and server");
@@ -778,7 +779,7 @@ px_session_check_dst(struct px_session *s)
 
 	if (svc->mode != PX_MODE_FIXED &&
 	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
-		PX_COUNT_ADD(s->w, denied_direct, 1);
+		PX_SC_ADD(s->m, denied[PX_DENY_DIRECT], 1);
 		px_session_end(s, PX_END_POLICY,
 		    "denied: direct connection to the proxy");
 		return -1;
@@ -819,12 +820,12 @@ px_session_origdst_answer(struct px_session *s,
 	s->ct_waiting = false;
 	px_session_stop_timer(s);
 	if (dst == NULL || dst->ss_family == AF_UNSPEC) {
-		PX_COUNT_ADD(w, origdst_failed, 1);
+		PX_SC_ADD(s->m, origdst[PX_ORIGDST_FAILED], 1);
 		px_session_end(s, PX_END_PROXY, "error: original destination "
 		    "unknown (no SO_ORIGINAL_DST, no conntrack entry)");
 		return;
 	}
-	PX_COUNT_ADD(w, origdst_conntrack, 1);
+	PX_SC_ADD(s->m, origdst[PX_ORIGDST_CONNTRACK], 1);
 	memcpy(&s->dst, dst, sizeof(s->dst));
 	if (px_session_check_dst(s) == -1)
 		return;
@@ -840,7 +841,6 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	struct px_session *s;
 	int one = 1;
 
-	PX_COUNT_ADD(w, accepted, 1);
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		close(fd);
 		return;
@@ -858,11 +858,11 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		memcpy(&s->client, sa, (size_t)salen);
 	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
-	PX_COUNT_ADD(w, active, 1);
+	px_metrics_session_start(s, l);
 	/* Counted before the checks so the close path is the same for all. */
 	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
 	    memory_order_relaxed) >= s->cfg->max_sessions) {
-		PX_COUNT_ADD(w, denied_max, 1);
+		PX_SC_ADD(s->m, denied[PX_DENY_MAX_SESSIONS], 1);
 		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}
@@ -1153,8 +1153,9 @@ px_session_connect_server(struct px_session *s)
 	    px_sockaddr_len((struct sockaddr *)&s->server),
 	    svc->spoof_source ? (struct sockaddr *)&s->client : NULL,
 	    &in_progress, &stage);
+	PX_SC_ADD(s->m, upstream_connects, 1);
 	if (sfd == -1) {
-		PX_COUNT_ADD(w, connect_failures, 1);
+		PX_SC_ADD(s->m, connect_failures, 1);
 		if (strcmp(stage, "connect") == 0)
 			px_session_endf(s, PX_END_SERVER_FAIL,
 			    "connect-failed: %s", strerror(errno));
@@ -1165,7 +1166,9 @@ px_session_connect_server(struct px_session *s)
 		return;
 	}
 	s->sfd = sfd;
+	s->connect_start_us = px_metrics_now_us();
 	if (!in_progress) {
+		px_session_upstream_connected(s, true);
 		px_session_server_up(s);
 		return;
 	}

@@ -22,6 +22,7 @@
 
 struct px_worker;
 struct px_listener;
+struct px_svc_counters;
 
 enum px_session_state {
 	PX_SS_CONNECTING = 0,
@@ -34,6 +35,8 @@ struct px_session {
 	struct px_worker	*w;
 	struct px_config	*cfg;		/* one reference */
 	const struct px_service	*svc;
+	struct px_svc_counters	*m;		/* svc's, on w (metrics.h) */
+	bool			 m_final;	/* m->accepted counted it */
 	enum px_session_state	 state;
 
 	int			 cfd, sfd;
@@ -54,6 +57,7 @@ struct px_session {
 	uint64_t		 tcp_progress;	/* px_tcp_progress() at last check */
 	uint64_t		 tcp_progress_ms; /* when it last changed */
 	uint64_t		 start_ms;
+	uint64_t		 connect_start_us;	/* a connect under way */
 	struct timeval		 start_tv;
 
 	struct px_relay		 relay;		/* once relaying (relay_on) */

@@ -63,14 +63,8 @@ px_session_log(struct px_session *s, int level, const char *fmt, ...)
 void
 px_session_count(struct px_session *s, unsigned index, uint64_t n)
 {
-	unsigned a = px_analyser_index(s->svc->analyser);
-	atomic_uint_fast64_t *c;
-
-	if (a >= PX_ANALYSERS_MAX || index >= PX_AN_COUNTERS_MAX)
-		return;
-	c = &s->w->counters.analyser[a][index];
-	atomic_store_explicit(c, atomic_load_explicit(c,
-	    memory_order_relaxed) + n, memory_order_relaxed);
+	if (index < PX_AN_COUNTERS_MAX)
+		PX_SC_ADD(s->m, analyser[index], n);
 }
 
 const struct sockaddr *
@@ -119,19 +113,23 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	    s->kb_untrusted);
 	if (pooled_ok && px_pool_take(&s->w->pool, &key, out) == 0) {
 		*reused = true;
-		PX_COUNT_ADD(s->w, upstream_reused, 1);
+		PX_SC_ADD(s->m, upstream_reused, 1);
 		return 0;
 	}
+	if (pooled_ok)
+		PX_SC_ADD(s->m, pool_misses, 1);
 	*reused = false;
 	out->tf = NULL;
 	out->tf_state = NULL;
 	out->fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
 	    &in_progress, stage);
+	PX_SC_ADD(s->m, upstream_connects, 1);
 	if (out->fd == -1) {
-		PX_COUNT_ADD(s->w, connect_failures, 1);
+		PX_SC_ADD(s->m, connect_failures, 1);
 		return -1;
 	}
-	PX_COUNT_ADD(s->w, upstream_new, 1);
+	PX_SC_ADD(s->m, upstream_new, 1);
+	s->connect_start_us = px_metrics_now_us();
 	return 0;
 }
 
@@ -296,7 +294,8 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 {
 	struct px_pool_key key;
 	struct px_conn kept = { .tf = NULL };
-	struct px_pooled pc = { .fd = s->sfd };
+	/* A pooled connection found dead counts for the service parking it. */
+	struct px_pooled pc = { .fd = s->sfd, .stale = &s->m->pool_stale };
 
 	if (!s->dconn_open[1])
 		return;
@@ -329,14 +328,14 @@ void
 px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 {
 	s->bytes[dir] += n;
-	PX_COUNT_BYTES(s->w, dir, n);
+	PX_COUNT_BYTES(s, dir, n);
 }
 
 void
 px_session_channel_bytes(struct px_session *s, enum px_dir dir, uint64_t n)
 {
 	s->bytes[dir] += n;
-	PX_COUNT_BYTES(s->w, dir, n);
+	PX_COUNT_BYTES(s, dir, n);
 	px_session_touch(s);
 }
 
@@ -475,7 +474,7 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &k, &zp, spec);
 	if (spec[s->svc->group_idx] >= 0)
 		return 0;
-	PX_COUNT_ADD(s->w, denied_server, 1);
+	PX_SC_ADD(s->m, denied[PX_DENY_SERVER], 1);
 	return -1;
 }
 

@@ -99,12 +99,16 @@ struct px_pool_conn {
 	TAILQ_ENTRY(px_pool_conn) link;
 };
 
-/* One writer: a relaxed load and store, no locked add. */
+/* One writer: a relaxed load and store, no locked add. The parking
+ * service's counter, or the pool's. */
 static void
-px_pool_count_stale(struct px_pool *p)
+px_pool_count_stale(struct px_pool_conn *c)
 {
-	if (p->stale != NULL)
-		atomic_store_explicit(p->stale, atomic_load_explicit(p->stale,
+	atomic_uint_fast64_t *n = c->c.stale != NULL ? c->c.stale :
+	    c->pool->stale;
+
+	if (n != NULL)
+		atomic_store_explicit(n, atomic_load_explicit(n,
 		    memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
@@ -198,7 +202,7 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (what & EV_READ)
-		px_pool_count_stale(c->pool);
+		px_pool_count_stale(c);
 	px_pool_drop(c);
 }
 
@@ -224,7 +228,7 @@ px_pool_take(struct px_pool *p, const struct px_pool_key *k,
 		if (n == 0 || (n == -1 && errno != EAGAIN &&
 		    errno != EWOULDBLOCK) || (n > 0 &&
 		    !px_pool_idle_alive(&c->c))) {
-			px_pool_count_stale(p);
+			px_pool_count_stale(c);
 			px_pool_drop(c);
 			continue;
 		}

@@ -31,6 +31,7 @@ struct px_pooled {
 	int				 fd;
 	const struct px_conn_transform	*tf;	/* NULL: plain */
 	void				*tf_state;
+	atomic_uint_fast64_t		*stale;	/* counts it found dead; NULL */
 };
 
 /* Starts a non-blocking connect to dst, from `source` when it is not NULL

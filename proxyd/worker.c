@@ -86,7 +86,8 @@ px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
  * time out: the reserve descriptor makes room to accept and close it (the
  * client sees the refusal at once). 1 if one was refused. */
 static int
-px_refuse_with_reserve(struct px_worker *w, struct evconnlistener *lev)
+px_refuse_with_reserve(struct px_worker *w, struct px_listener *l,
+    struct evconnlistener *lev)
 {
 	int fd;
 
@@ -97,7 +98,7 @@ px_refuse_with_reserve(struct px_worker *w, struct evconnlistener *lev)
 	fd = accept4(evconnlistener_get_fd(lev), NULL, NULL, SOCK_CLOEXEC);
 	if (fd != -1) {
 		close(fd);
-		PX_COUNT_ADD(w, refused_no_fd, 1);
+		PX_SC_ADD(l->m, refused_no_fd, 1);
 	}
 	w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return fd != -1;
@@ -115,11 +116,11 @@ px_accept_error_cb(struct evconnlistener *lev, void *arg)
 	/* EMFILE/ENFILE/ENOBUFS: back off instead of spinning on accept;
 	 * idle pipes give their descriptors back; one line a second says
 	 * how often it happened. */
-	PX_COUNT_ADD(w, accept_failures, 1);
+	PX_SC_ADD(l->m, accept_failures, 1);
 	w->accept_fail_n++;
 	if (err == EMFILE || err == ENFILE) {
 		px_pipe_pool_flush(&w->pipes);
-		(void)px_refuse_with_reserve(w, lev);
+		(void)px_refuse_with_reserve(w, l, lev);
 	}
 	if (now - w->accept_fail_logged_ms >= 1000) {
 		px_log(LOG_WARNING, 0, "service %s: accept failed: %s (%llu "
@@ -163,6 +164,7 @@ px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 
 		l->w = w;
 		l->svc = svc;
+		l->m = px_metrics_block(w->id, svc);
 		/* Services sharing an address share its socket: the first
 		 * of the group listens, the dispatch picks per connection. */
 		if (svc->group_idx != 0)
@@ -396,6 +398,31 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* How late the tick fires is how long the loop was busy elsewhere (or the
+ * thread was not scheduled): proxyd_worker_loop_lag_seconds. */
+#define PX_TICK_US	250000
+
+static void
+px_worker_tick_arm(struct px_worker *w)
+{
+	struct timeval tv = { 0, PX_TICK_US };
+
+	w->tick_due_us = px_metrics_now_us() + PX_TICK_US;
+	evtimer_add(w->tick_ev, &tv);
+}
+
+static void
+px_worker_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_worker *w = arg;
+	uint64_t now = px_metrics_now_us();
+
+	(void)fd; (void)what;
+	px_hist_observe(&w->counters.loop_lag, now > w->tick_due_us ?
+	    now - w->tick_due_us : 0);
+	px_worker_tick_arm(w);
+}
+
 static void
 px_worker_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -410,6 +437,7 @@ px_worker_main(void *arg)
 	unsigned i;
 
 	w->log = px_log_ring_attach();
+	px_worker_tick_arm(w);
 	event_base_dispatch(w->base);
 	px_worker_unlisten(w);
 	px_worker_close_all(w, "shutdown");
@@ -448,7 +476,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	event_config_free(ec);
 	if (w->base == NULL)
 		return -1;
-	px_pool_init(&w->pool, w->base, &w->counters.pool_stale);
+	px_pool_init(&w->pool, w->base, NULL);
 	px_tls_worker_init(&w->tls, &w->counters.tls);
 	w->cfg = px_config_ref(cfg);
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -461,6 +489,8 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if ((w->accept_pause = evtimer_new(w->base, px_accept_resume_cb, w)) == NULL)
 		return -1;
 	if ((w->reap_ev = event_new(w->base, -1, 0, px_worker_reap_cb, w)) == NULL)
+		return -1;
+	if ((w->tick_ev = evtimer_new(w->base, px_worker_tick_cb, w)) == NULL)
 		return -1;
 	px_worker_rate_limits(w, cfg);
 	return 0;
@@ -513,6 +543,7 @@ px_workers_start(struct px_config *cfg)
 	px_workers = calloc(cfg->workers, sizeof(*px_workers));
 	if (px_workers == NULL)
 		return -1;
+	px_metrics_register(cfg, cfg->workers);
 	px_nworkers = cfg->workers;
 	for (i = 0; i < px_nworkers; i++) {
 		if (px_worker_init(&px_workers[i], i, cfg) == -1) {
@@ -546,6 +577,7 @@ px_workers_reload(struct px_config *cfg)
 {
 	unsigned i;
 
+	px_metrics_register(cfg, px_nworkers);	/* before any worker sees it */
 	for (i = 0; i < px_nworkers; i++) {
 		struct px_config *old;
 
@@ -626,6 +658,7 @@ px_workers_join(void)
 		event_free(w->wake_ev);
 		event_free(w->accept_pause);
 		event_free(w->reap_ev);
+		event_free(w->tick_ev);
 		close(w->wake_fd);
 		if (w->reserve_fd != -1)
 			close(w->reserve_fd);

@@ -13,6 +13,7 @@
 #include "analyser.h"
 #include "bucket.h"
 #include "config.h"
+#include "metrics.h"
 #include "splice.h"
 #include "tls.h"
 #include "upstream.h"
@@ -25,51 +26,27 @@ struct px_log_ring;
 struct px_conntrack;
 
 /* Single writer (the worker); the admin thread reads. A relaxed load+store
- * compiles to a plain add: no lock prefix on the hot path. */
+ * compiles to a plain add: no lock prefix on the hot path. Daemon-wide
+ * counters of the worker; per-service ones are in metrics.h. */
 #define PX_COUNT_ADD(w, field, n) atomic_store_explicit(&(w)->counters.field, \
 	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed) + (n), \
 	memory_order_relaxed)
-/* Bytes moved in one direction (enum px_dir), into the worker's totals. */
-#define PX_COUNT_BYTES(w, dir, n) do {					\
-	if ((dir) == PX_TO_SERVER)					\
-		PX_COUNT_ADD(w, bytes_to_server, n);			\
-	else								\
-		PX_COUNT_ADD(w, bytes_to_client, n);			\
-} while (0)
 #define PX_COUNT_GET(w, field) \
 	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed)
+/* Bytes moved in one direction (enum px_dir), into the service's totals. */
+#define PX_COUNT_BYTES(s, dir, n) PX_SC_ADD((s)->m, bytes[dir], n)
 
 struct px_counters {
-	atomic_uint_fast64_t	accepted;
-	atomic_uint_fast64_t	active;
-	atomic_uint_fast64_t	denied_acl;
-	atomic_uint_fast64_t	denied_max;
-	atomic_uint_fast64_t	connect_failures;
-	atomic_uint_fast64_t	idle_timeouts;
-	atomic_uint_fast64_t	bytes_to_server;
-	atomic_uint_fast64_t	bytes_to_client;
-	atomic_uint_fast64_t	splice_sessions;
-	atomic_uint_fast64_t	denied_direct;
-	atomic_uint_fast64_t	denied_server;	/* <servers> refused it */
-	atomic_uint_fast64_t	denied_dispatch; /* no service of a shared port */
-	atomic_uint_fast64_t	origdst_conntrack;
-	atomic_uint_fast64_t	origdst_sockopt;
-	atomic_uint_fast64_t	origdst_failed;
 	struct px_tls_counters	tls;
-	atomic_uint_fast64_t	upstream_new;	/* driver analysers (http) */
-	atomic_uint_fast64_t	upstream_reused;
-	atomic_uint_fast64_t	pool_stale;
-	/* accept() failed for want of descriptors or memory. */
-	atomic_uint_fast64_t	accept_failures;
-	atomic_uint_fast64_t	refused_no_fd;	/* accepted and closed */
-	/* Each analyser's own, named by its vtable's counters[]. */
-	atomic_uint_fast64_t	analyser[PX_ANALYSERS_MAX][PX_AN_COUNTERS_MAX];
+	/* How late the worker's tick ran: its loop was busy that long. */
+	struct px_hist		loop_lag;
 };
 
 struct px_listener {
 	struct evconnlistener	*lev;
 	struct px_worker	*w;
 	const struct px_service	*svc;	/* in w->cfg */
+	struct px_svc_counters	*m;	/* svc's on w: never freed */
 };
 
 enum px_worker_cmd {
@@ -141,6 +118,8 @@ struct px_worker {
 	struct event		*ct_ev;		/* answers readable on ct */
 	struct px_session_list	 ct_wait;	/* sessions waiting for one */
 	bool			 draining;
+	struct event		*tick_ev;	/* loop lag */
+	uint64_t		 tick_due_us;
 	struct px_counters	 counters;
 };
 

@@ -69,6 +69,8 @@ http_log_request(struct http_state *h)
 		return;
 	gettimeofday(&now, NULL);
 	timersub(&now, &h->t_start, &d);
+	px_session_request_done(h->s, h->status,
+	    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s",
@@ -964,6 +966,7 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 	if (h->connecting) {
 		int err = px_upstream_error(c->fd);
 
+		px_session_upstream_connected(h->s, err == 0);
 		h->connecting = false;
 		h->progress++;
 		if (err != 0) {

@@ -1,0 +1,281 @@
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "config.h"
+#include "log.h"
+#include "session.h"
+#include "worker.h"
+#include "zone.h"
+
+/* Blocks come in chunks of PX_SLOT_CHUNK; at most PX_SLOT_MAX slots over
+ * the daemon's life (a reload that adds services past that counts them in
+ * the overflow block, said once in the log). */
+#define PX_SLOT_CHUNK	16
+#define PX_SLOT_CHUNKS	256
+#define PX_SLOT_MAX	(PX_SLOT_CHUNK * PX_SLOT_CHUNKS)
+
+const uint64_t px_hist_bounds_us[PX_HIST_BOUNDS] = {
+	500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
+	3600000000ULL,
+};
+
+/* Main thread only: written at register, read by the admin. */
+struct px_slot {
+	char		*service;
+	const char	*analyser;
+	unsigned	 analyser_index;
+	bool		 current;	/* in the last registered config */
+};
+
+static struct px_slot px_slots[PX_SLOT_MAX];
+/* Released after the entry is written: a worker may look up (at a
+ * reload) while the main thread registers the next one. */
+static atomic_uint px_nslots;
+static bool px_slots_full_said;
+/* [worker][chunk]; the worker reads its pointers only after the config
+ * handover (an atomic exchange), which orders them after the stores. */
+static struct px_svc_counters *(*px_chunks)[PX_SLOT_CHUNKS];
+static unsigned px_chunks_workers;
+/* Where services past PX_SLOT_MAX count (one per worker, never shown). */
+static struct px_svc_counters *px_overflow;
+
+uint64_t
+px_metrics_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t
+px_metrics_since_us(const struct timeval *start)
+{
+	struct timeval now, d;
+
+	gettimeofday(&now, NULL);
+	if (timercmp(&now, start, <))
+		return 0;	/* the clock stepped back */
+	timersub(&now, start, &d);
+	return (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec;
+}
+
+void
+px_hist_observe(struct px_hist *h, uint64_t us)
+{
+	unsigned i;
+
+	for (i = 0; i < PX_HIST_BOUNDS && us > px_hist_bounds_us[i]; i++)
+		;
+	PX_SC_ADD(h, bucket[i], 1);
+	PX_SC_ADD(h, sum_us, us);
+}
+
+static int
+px_slot_find(const struct px_service *svc)
+{
+	unsigned i, n = atomic_load_explicit(&px_nslots, memory_order_acquire);
+
+	for (i = 0; i < n; i++)
+		if (px_slots[i].analyser == svc->analyser->name &&
+		    strcmp(px_slots[i].service, svc->name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Allocation failures at start are fatal elsewhere; at a reload they
+ * leave the service in the overflow block, said in the log. */
+static int
+px_slot_add(const struct px_service *svc, unsigned nworkers)
+{
+	unsigned i = atomic_load(&px_nslots), c = i / PX_SLOT_CHUNK, w;
+	char *name;
+
+	if (i >= PX_SLOT_MAX)
+		return -1;
+	for (w = 0; w < nworkers; w++) {
+		if (px_chunks[w][c] != NULL)
+			continue;
+		if ((px_chunks[w][c] = calloc(PX_SLOT_CHUNK,
+		    sizeof(struct px_svc_counters))) == NULL)
+			return -1;
+	}
+	if ((name = strdup(svc->name)) == NULL)
+		return -1;
+	px_slots[i].service = name;
+	px_slots[i].analyser = svc->analyser->name;
+	px_slots[i].analyser_index = px_analyser_index(svc->analyser);
+	atomic_store_explicit(&px_nslots, i + 1, memory_order_release);
+	return (int)i;
+}
+
+void
+px_metrics_register(const struct px_config *cfg, unsigned nworkers)
+{
+	size_t i;
+	unsigned k;
+
+	if (px_chunks == NULL) {
+		px_chunks = calloc(nworkers, sizeof(*px_chunks));
+		px_overflow = calloc(nworkers, sizeof(*px_overflow));
+		if (px_chunks == NULL || px_overflow == NULL) {
+			free(px_chunks);
+			free(px_overflow);
+			px_chunks = NULL;
+			px_overflow = NULL;
+			return;
+		}
+		px_chunks_workers = nworkers;
+	}
+	for (k = 0; k < atomic_load(&px_nslots); k++)
+		px_slots[k].current = false;
+	for (i = 0; i < cfg->nservices; i++) {
+		const struct px_service *svc = &cfg->services[i];
+		int s = px_slot_find(svc);
+
+		if (s == -1)
+			s = px_slot_add(svc, px_chunks_workers);
+		if (s != -1)
+			px_slots[s].current = true;
+		else if (!px_slots_full_said) {
+			px_slots_full_said = true;
+			px_log(LOG_WARNING, 0, "metrics: no room for service %s "
+			    "(out of memory or over %u services since start): "
+			    "its counters are not exported", svc->name,
+			    PX_SLOT_MAX);
+		}
+	}
+}
+
+struct px_svc_counters *
+px_metrics_block(unsigned w, const struct px_service *svc)
+{
+	static struct px_svc_counters lost;	/* no table at all */
+	int s;
+
+	if (px_chunks == NULL || w >= px_chunks_workers)
+		return &lost;
+	/* Reads px_slots from a worker: entries below px_nslots never change
+	 * once written, and a worker looks up only services of a config the
+	 * main thread registered before handing it over. */
+	if ((s = px_slot_find(svc)) == -1)
+		return &px_overflow[w];
+	return &px_chunks[w][s / PX_SLOT_CHUNK][s % PX_SLOT_CHUNK];
+}
+
+unsigned
+px_metrics_slots(void)
+{
+	return atomic_load(&px_nslots);
+}
+
+const struct px_svc_counters *
+px_metrics_get(unsigned w, unsigned i)
+{
+	if (px_chunks == NULL || w >= px_chunks_workers ||
+	    i >= atomic_load(&px_nslots))
+		return NULL;
+	return &px_chunks[w][i / PX_SLOT_CHUNK][i % PX_SLOT_CHUNK];
+}
+
+bool
+px_metrics_slot(unsigned i, const char **service, const char **analyser,
+    unsigned *analyser_index)
+{
+	uint64_t active = 0;
+	unsigned w;
+
+	if (i >= atomic_load(&px_nslots))
+		return false;
+	*service = px_slots[i].service;
+	*analyser = px_slots[i].analyser;
+	*analyser_index = px_slots[i].analyser_index;
+	if (px_slots[i].current)
+		return true;
+	for (w = 0; w < px_chunks_workers; w++)
+		active += atomic_load_explicit(&px_metrics_get(w, i)->active,
+		    memory_order_relaxed);
+	return active != 0;
+}
+
+/* ---- a session's block ---------------------------------------------- */
+
+/* A session counts in its service's sessions_accepted_total once: at
+ * accept when its listener has one service, else once the dispatch chose
+ * one (px_metrics_session_rebind) or, refused before that, at its end in
+ * the block of the listener's first service, which also counts the
+ * denial. Its sessions_active follows it. */
+void
+px_metrics_session_start(struct px_session *s, const struct px_listener *l)
+{
+	s->m = l->m;
+	PX_SC_ADD(s->m, active, 1);
+	if (l->svc->group == NULL || l->svc->group->n <= 1) {
+		PX_SC_ADD(s->m, accepted, 1);
+		s->m_final = true;
+	}
+}
+
+void
+px_metrics_session_rebind(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	struct px_svc_counters *m;
+	size_t i = (size_t)(s->svc - s->cfg->services);
+
+	/* The worker's listeners are per service of its config, blocks
+	 * resolved; a session of an older config looks its block up. */
+	if (s->cfg == w->cfg && i < w->nlisteners)
+		m = w->listeners[i].m;
+	else
+		m = px_metrics_block(w->id, s->svc);
+	if (m != s->m) {
+		PX_SC_ADD(s->m, active, -1);
+		PX_SC_ADD(m, active, 1);
+		s->m = m;
+	}
+	if (!s->m_final) {
+		PX_SC_ADD(s->m, accepted, 1);
+		s->m_final = true;
+	}
+}
+
+void
+px_metrics_session_end(struct px_session *s)
+{
+	PX_SC_ADD(s->m, active, -1);
+	if (!s->m_final) {
+		PX_SC_ADD(s->m, accepted, 1);
+		s->m_final = true;
+	}
+	px_hist_observe(&s->m->session_duration,
+	    px_metrics_since_us(&s->start_tv));
+}
+
+/* ---- what analysers report (analyser.h) ------------------------------ */
+
+void
+px_session_request_done(struct px_session *s, int status, uint64_t us)
+{
+	if (status >= 100 && status <= 599)
+		px_hist_observe(&s->m->request_duration[status / 100 - 1], us);
+}
+
+void
+px_session_upstream_connected(struct px_session *s, bool ok)
+{
+	if (!ok) {
+		PX_SC_ADD(s->m, connect_failures, 1);
+		return;
+	}
+	if (s->connect_start_us != 0)
+		px_hist_observe(&s->m->connect_duration,
+		    px_metrics_now_us() - s->connect_start_us);
+	s->connect_start_us = 0;
+}
