@@ -954,6 +954,7 @@ def cmd_report(out):
         if not ma:
             continue
         keep = [k for k in sorted(ma) if k.startswith("proxyd_") and "worker=" not in k
+                and "_bucket{" not in k
                 and (ma[k] - mb.get(k, 0) if "_total" in k else ma[k])]
         if keep:
             L.append(f"## {t}: counters over the whole run (/metrics, after - before, non-zero)")

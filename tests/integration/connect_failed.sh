@@ -50,7 +50,7 @@ assert_log 'session-end service=refused .* end=connect-failed: Connection refuse
 line=$(session_end_lines refused | tail -n 1)
 info "log: $line"
 assert_eq "$(kv "$line" to-client)" 0 "to-client bytes of a failed connect"
-assert_metric ge proxyd_connect_failures_total '' 1
+assert_metric ge proxyd_upstream_connect_failures_total '' 1
 
 info "target 127.0.0.1:$FULL_PORT drops SYNs, upstream connect-timeout=500ms"
 t0=$(now_ms)
@@ -64,6 +64,6 @@ assert_eq "$code" 000 "HTTP status through proxyd to a SYN-dropping target"
 ((dt >= 400)) || fail "session closed after $dt ms, before the 500ms connect-timeout"
 ((dt < 3000)) || fail "session closed after $dt ms: upstream connect-timeout=500ms not applied (daemon default is 10s)"
 assert_log 'session-end service=ctimeout .* end=connect-timeout$'
-assert_metric ge proxyd_connect_failures_total '' 2
+assert_metric ge proxyd_upstream_connect_failures_total '' 2
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"
