@@ -558,17 +558,17 @@ px_admin_process_metrics(struct evbuffer *b)
 	struct dirent *de;
 	char line[1024], *p;
 	unsigned fds = 0;
+	bool stat_ok = false;
 	FILE *f;
 	DIR *d;
 
 	if ((f = fopen("/proc/self/stat", "r")) != NULL) {
 		/* After the command name, which may hold spaces and ')'. */
-		if (fgets(line, sizeof(line), f) != NULL &&
+		stat_ok = fgets(line, sizeof(line), f) != NULL &&
 		    (p = strrchr(line, ')')) != NULL &&
 		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
 		    "%*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
-		    &utime, &stime, &start, &vsize, &rss) != 5)
-			utime = stime = start = vsize = 0, rss = 0;
+		    &utime, &stime, &start, &vsize, &rss) == 5;
 		fclose(f);
 	}
 	if ((f = fopen("/proc/stat", "r")) != NULL) {
@@ -577,28 +577,32 @@ px_admin_process_metrics(struct evbuffer *b)
 				btime = strtod(line + 6, NULL);
 		fclose(f);
 	}
+	if (tck <= 0)
+		tck = 100;
+	/* Out of descriptors (or memory) a value cannot be read: no sample
+	 * rather than a wrong one. */
 	if ((d = opendir("/proc/self/fd")) != NULL) {
 		while ((de = readdir(d)) != NULL)
 			if (de->d_name[0] != '.')
 				fds++;
 		closedir(d);
-		fds--;		/* the one opendir holds */
+		px_family(b, "process_open_fds", "gauge",
+		    "Number of open file descriptors.");
+		/* Less the one opendir held. */
+		evbuffer_add_printf(b, "process_open_fds %u\n", fds - 1);
 	}
-	if (tck <= 0)
-		tck = 100;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
-		rl.rlim_cur = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		px_family(b, "process_max_fds", "gauge",
+		    "Maximum number of open file descriptors.");
+		evbuffer_add_printf(b, "process_max_fds %llu\n",
+		    (unsigned long long)rl.rlim_cur);
+	}
+	if (!stat_ok)
+		return;
 	px_family(b, "process_cpu_seconds_total", "counter",
 	    "Total user and system CPU time spent in seconds.");
 	evbuffer_add_printf(b, "process_cpu_seconds_total %.2f\n",
 	    (double)(utime + stime) / (double)tck);
-	px_family(b, "process_open_fds", "gauge",
-	    "Number of open file descriptors.");
-	evbuffer_add_printf(b, "process_open_fds %u\n", fds);
-	px_family(b, "process_max_fds", "gauge",
-	    "Maximum number of open file descriptors.");
-	evbuffer_add_printf(b, "process_max_fds %llu\n",
-	    (unsigned long long)rl.rlim_cur);
 	px_family(b, "process_virtual_memory_bytes", "gauge",
 	    "Virtual memory size in bytes.");
 	evbuffer_add_printf(b, "process_virtual_memory_bytes %llu\n", vsize);
@@ -606,6 +610,8 @@ px_admin_process_metrics(struct evbuffer *b)
 	    "Resident memory size in bytes.");
 	evbuffer_add_printf(b, "process_resident_memory_bytes %lld\n",
 	    rss * (long long)page);
+	if (btime <= 0)
+		return;
 	px_family(b, "process_start_time_seconds", "gauge",
 	    "Start time of the process since unix epoch in seconds.");
 	evbuffer_add_printf(b, "process_start_time_seconds %.2f\n",
