@@ -106,6 +106,11 @@ struct px_analyser {
 	bool		 starttls;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
+	/* A few words on what the session is doing now (the request or the
+	 * transfer in progress) for the admin's session list, written to buf;
+	 * on the session's worker. May be NULL. */
+	void		(*describe)(const struct px_session *s, const void *st,
+			    char *buf, size_t len);
 };
 
 /* NULL if no analyser has that name. */

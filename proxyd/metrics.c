@@ -31,6 +31,10 @@ struct px_slot {
 	const char	*analyser;
 	unsigned	 analyser_index;
 	bool		 current;	/* in the last registered config */
+	/* What the last config that had it said, for /api/services. */
+	const char	*mode;
+	char		 listen[PX_ADDRSTRLEN];
+	char		 target[PX_ADDRSTRLEN];	/* "" when none */
 };
 
 static struct px_slot px_slots[PX_SLOT_MAX];
@@ -141,8 +145,18 @@ px_metrics_register(const struct px_config *cfg, unsigned nworkers)
 
 		if (s == -1)
 			s = px_slot_add(svc, px_chunks_workers);
-		if (s != -1)
-			px_slots[s].current = true;
+		if (s != -1) {
+			struct px_slot *sl = &px_slots[s];
+
+			sl->current = true;
+			sl->mode = px_mode_name(svc->mode);
+			px_sockaddr_str((const struct sockaddr *)&svc->listen,
+			    sl->listen, sizeof(sl->listen));
+			sl->target[0] = '\0';
+			if (svc->has_target)
+				px_sockaddr_str((const struct sockaddr *)
+				    &svc->target, sl->target, sizeof(sl->target));
+		}
 		else if (!px_slots_full_said) {
 			px_slots_full_said = true;
 			px_log(LOG_WARNING, 0, "metrics: no room for service %s "
@@ -202,6 +216,16 @@ px_metrics_slot(unsigned i, const char **service, const char **analyser,
 		active += atomic_load_explicit(&px_metrics_get(w, i)->active,
 		    memory_order_relaxed);
 	return active != 0;
+}
+
+void
+px_metrics_slot_info(unsigned i, const char **mode, const char **listen,
+    const char **target, bool *current)
+{
+	*mode = px_slots[i].mode;
+	*listen = px_slots[i].listen;
+	*target = px_slots[i].target;
+	*current = px_slots[i].current;
 }
 
 /* ---- a session's block ---------------------------------------------- */

@@ -106,6 +106,10 @@ unsigned px_metrics_slots(void);
  * live sessions (not exported). */
 bool	px_metrics_slot(unsigned i, const char **service, const char **analyser,
 	    unsigned *analyser_index);
+/* Slot i (below px_metrics_slots()) as the last config that had it said;
+ * current: in the running config. */
+void	px_metrics_slot_info(unsigned i, const char **mode, const char **listen,
+	    const char **target, bool *current);
 /* Slot i's block on worker w (NULL: none yet). */
 const struct px_svc_counters *px_metrics_get(unsigned w, unsigned i);
 extern const uint64_t px_hist_bounds_us[PX_HIST_BOUNDS];

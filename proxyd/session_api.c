@@ -400,6 +400,10 @@ px_session_snapshot(const struct px_session *s, uint64_t now,
 	p->id = s->id;
 	p->worker = s->w->id;
 	snprintf(p->service, sizeof(p->service), "%s", s->svc->name);
+	p->analyser = s->svc->analyser->name;
+	if (s->an_state != NULL && s->svc->analyser->describe != NULL)
+		s->svc->analyser->describe(s, s->an_state, p->detail,
+		    sizeof(p->detail));
 	p->ct_zone = s->svc->ct_zone;
 	p->state = px_session_state_name(s);
 	p->client = s->client;

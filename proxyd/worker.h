@@ -63,6 +63,8 @@ struct px_session_snap {
 	uint64_t		 id;
 	unsigned		 worker;
 	char			 service[72];
+	const char		*analyser;	/* static: the registry's */
+	char			 detail[200];	/* its describe(); "" */
 	uint16_t		 ct_zone;	/* of the upstream flow */
 	const char		*state;
 	struct sockaddr_storage	 client, local, dst, server, upstream_local;

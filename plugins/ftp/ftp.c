@@ -474,6 +474,25 @@ ftp_on_close(struct px_session *s, void *state)
 	ftp_tls_close(s, st);
 }
 
+/* The admin's session list: who, and the transfer under way. */
+static void
+ftp_describe(const struct px_session *s, const void *arg, char *buf,
+    size_t len)
+{
+	const struct ftp_state *st = arg;
+
+	(void)s;
+	if (st->ch != NULL && st->xfer[0] != '\0')
+		snprintf(buf, len, "user=%s %s", st->user[0] ? st->user : "-",
+		    st->xfer);
+	else if (st->ch != NULL)
+		snprintf(buf, len, "user=%s data channel open",
+		    st->user[0] ? st->user : "-");
+	else
+		snprintf(buf, len, "user=%s%s", st->user[0] ? st->user : "-",
+		    st->user_ok ? "" : " (not logged in)");
+}
+
 const struct px_analyser ftp_analyser = {
 	.name = "ftp",
 	.state_size = sizeof(struct ftp_state),
@@ -484,4 +503,5 @@ const struct px_analyser ftp_analyser = {
 	.on_close = ftp_on_close,
 	.counters = ftp_counters,
 	.starttls = true,
+	.describe = ftp_describe,
 };

@@ -48,8 +48,10 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	struct ftp_state *st = arg;
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
-	if (st->ch == r->ch)
+	if (st->ch == r->ch) {
 		st->ch = NULL;
+		st->xfer[0] = '\0';
+	}
 	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
 	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s "
 	    "client=%s server=%s refused=%u end=%s",
@@ -330,4 +332,5 @@ ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
 	snprintf(note, sizeof(note), "%s cmd=%s file=\"%s\"", kind, c->verb,
 	    file);
 	px_channel_note(st->ch, note);
+	snprintf(st->xfer, sizeof(st->xfer), "%s", note);
 }

@@ -87,6 +87,7 @@ struct ftp_state {
 	bool			 user_ok;
 	char			 user[72];
 	struct ftp_cmd		 cmd;
+	char			 xfer[256];	/* the data channel's note; "" */
 };
 
 /* ---- ftp.c: replies and the pending queue ------------------------------ */

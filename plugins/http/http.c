@@ -1100,6 +1100,25 @@ static const struct px_driver http_driver = {
 	.on_timer = http_timer_cb,
 };
 
+/* The admin's session list: the request in flight, or how many came. */
+static void
+http_describe(const struct px_session *s, const void *st, char *buf,
+    size_t len)
+{
+	const struct http_state *h = st;
+
+	(void)s;
+	if (h->method[0] != '\0' && h->status != 0)
+		snprintf(buf, len, "%s %s%s -> %d (request %u)", h->method,
+		    h->host, h->path, h->status, h->nreq);
+	else if (h->method[0] != '\0')
+		snprintf(buf, len, "%s %s%s (request %u)", h->method, h->host,
+		    h->path, h->nreq);
+	else
+		snprintf(buf, len, "idle after %u request%s", h->nreq,
+		    h->nreq == 1 ? "" : "s");
+}
+
 const struct px_analyser http_analyser = {
 	.name = "http",
 	.state_size = sizeof(struct http_state),
@@ -1109,6 +1128,7 @@ const struct px_analyser http_analyser = {
 	.on_data = NULL,
 	.on_close = http_on_close,
 	.counters = http_counter_names,
+	.describe = http_describe,
 	.driver = &http_driver,
 	.forward_mode = true,
 	.alpn = "http/1.1,http/1.0",
