@@ -136,8 +136,14 @@ assert_eq "$nsock" "$nworkers" "listening sockets on 0.0.0.0:50080 (one per work
 
 # counters
 m=$(metrics_fetch)
-got=$(awk '/^proxyd_sessions_denied_total\{reason="no-service"\}/ { print $2 }' <<<"$m")
+# (per service: the refusal counts for the first service of the address)
+got=$(awk '/^proxyd_sessions_denied_total\{.*reason="no-service"\}/ { s += $2 } END { print s + 0 }' <<<"$m")
 assert_eq "$got" 1 "proxyd_sessions_denied_total{reason=\"no-service\"}"
+# a dispatched session counts for the service the dispatch chose, once
+got=$(awk '/^proxyd_sessions_accepted_total\{service="web-dmz6",/ { s += $2 } END { print s + 0 }' <<<"$m")
+assert_eq "$got" 1 "proxyd_sessions_accepted_total{service=\"web-dmz6\"}"
+all=$(awk '/^proxyd_sessions_accepted_total\{/ { s += $2 } END { print s + 0 }' <<<"$m")
+assert_eq "$all" "$(grep -c 'session-end ' "$PROXYD_LOG")" "sessions accepted over all services = session-end lines"
 # reload: without lan-any, lan -> partners is refused; the rest stays
 rm "$T/policy/lan-any.xml"
 kill -HUP "$PROXYD_PID"
