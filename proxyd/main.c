@@ -259,7 +259,7 @@ px_reload(struct px_main *m)
 		    event_add(rl->done_ev, NULL) == -1) {
 			px_log(LOG_ERR, 0, "reload failed: %s; the running "
 			    "configuration stays", strerror(errno));
-			m->reloads.failed++;
+			px_reload_note(&m->reloads, false);
 			return;
 		}
 	}
@@ -267,7 +267,7 @@ px_reload(struct px_main *m)
 	    rl)) != 0) {
 		px_log(LOG_ERR, 0, "reload failed: cannot start its thread: "
 		    "%s; the running configuration stays", strerror(errno));
-		m->reloads.failed++;
+		px_reload_note(&m->reloads, false);
 		return;
 	}
 	rl->running = true;
