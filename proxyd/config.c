@@ -22,6 +22,7 @@
 #include <libxml/xmlerror.h>
 
 #include "analyser.h"
+#include "privs.h"
 #include "rules.h"
 #include "tls.h"
 
@@ -539,6 +540,9 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 		}
 	}
 
+	if ((n = px_child(root, "user")) != NULL)
+		px_privs_parse(c, n, e);
+
 	if ((n = px_child(root, "admin")) != NULL &&
 	    (v = px_attr(n, "listen")) != NULL) {
 		if (px_parse_hostport(v, &c->admin, &c->admin_len, &why) == -1)
@@ -1050,6 +1054,7 @@ px_config_unref(struct px_config *c)
 	free(c->policy_dir);
 	free(c->log_file);
 	free(c->ha_state_file);
+	free(c->user);
 	free(c->path);
 	free(c);
 }

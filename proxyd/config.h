@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "parse.h"
 #include "zone.h"
@@ -85,6 +86,12 @@ struct px_config {
 	enum px_log_target	 log_target;
 	char			*log_file;
 	int			 log_level;	/* syslog LOG_* */
+
+	/* <user>: who proxyd runs as after startup (privs.h); NULL: stay */
+	char			*user;
+	uid_t			 uid;
+	gid_t			 gid;
+	long			 user_line;
 
 	bool			 admin_enabled;
 	struct sockaddr_storage	 admin;

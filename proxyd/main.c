@@ -21,6 +21,8 @@
 #include "analyser.h"
 #include "config.h"
 #include "log.h"
+#include "notify.h"
+#include "privs.h"
 #include "trace.h"
 #include "splice.h"
 #include "worker.h"
@@ -144,6 +146,19 @@ px_trim_cb(evutil_socket_t fd, short what, void *arg)
 	px_memory_trim();
 }
 
+/* systemd: the RELOADING=1 sent when a reload starts ends here, failed
+ * or not (after a failed one the old config serves on: still ready). */
+static void
+px_reload_notify_done(const struct px_main *m)
+{
+	char status[64];
+
+	snprintf(status, sizeof(status), "running; reloads: %llu ok, %llu failed",
+	    (unsigned long long)m->reloads.ok,
+	    (unsigned long long)m->reloads.failed);
+	px_notify_ready(status);
+}
+
 static void *
 px_reload_thread(void *arg)
 {
@@ -210,6 +225,10 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	if (ncfg->admin_enabled != m->cfg->admin_enabled ||
 	    memcmp(&ncfg->admin, &m->cfg->admin, sizeof(ncfg->admin)) != 0)
 		px_log(LOG_WARNING, 0, "reload: admin address change takes a restart");
+	if (ncfg->user != m->cfg->user && (ncfg->user == NULL ||
+	    m->cfg->user == NULL || strcmp(ncfg->user, m->cfg->user) != 0 ||
+	    ncfg->gid != m->cfg->gid))
+		px_log(LOG_WARNING, 0, "reload: user change takes a restart");
 	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
 	px_workers_reload(ncfg);
 	px_config_unref(m->cfg);
@@ -220,6 +239,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	    (unsigned long long)(px_clock_ms() - rl->started_ms));
 	px_log_services(ncfg);
 out:
+	px_reload_notify_done(m);
 	free(rl->text);
 	rl->text = NULL;
 	px_memory_trim();
@@ -250,6 +270,7 @@ px_reload(struct px_main *m)
 		return;
 	}
 	px_log(LOG_INFO, 0, "SIGHUP: reloading %s", m->config_path);
+	px_notify_reloading();
 	rl->path = m->config_path;
 	rl->started_ms = px_clock_ms();
 	if (rl->done_ev == NULL) {
@@ -260,6 +281,7 @@ px_reload(struct px_main *m)
 			px_log(LOG_ERR, 0, "reload failed: %s; the running "
 			    "configuration stays", strerror(errno));
 			px_reload_note(&m->reloads, false);
+			px_reload_notify_done(m);
 			return;
 		}
 	}
@@ -268,6 +290,7 @@ px_reload(struct px_main *m)
 		px_log(LOG_ERR, 0, "reload failed: cannot start its thread: "
 		    "%s; the running configuration stays", strerror(errno));
 		px_reload_note(&m->reloads, false);
+		px_reload_notify_done(m);
 		return;
 	}
 	rl->running = true;
@@ -319,9 +342,42 @@ px_signal_cb(evutil_socket_t sig, short what, void *arg)
 	    (unsigned long long)atomic_load(&px_live_sessions),
 	    atomic_load(&px_live_sessions) == 1 ? "" : "s",
 	    (unsigned long long)m->grace_left_ms);
+	px_notify_stopping("draining");
 	px_workers_command(PX_CMD_DRAIN);
 	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
 	evtimer_add(m->grace_ev, &now);
+}
+
+/* Drops to cfg's <user> and loads its file again as that user, so that
+ * what runs is what a reload would read: a key only root can read fails
+ * here, not at the first SIGHUP. Returns the new config (cfg is released)
+ * or NULL with the errors reported. */
+static struct px_config *
+px_config_load_as_user(struct px_config *cfg, struct px_cfgerr *err)
+{
+	struct px_config *ncfg = NULL;
+	char *path = NULL, *user = NULL;
+
+	if (px_privs_drop(cfg, stderr) == -1) {
+		err->count++;
+		goto out;
+	}
+	if ((path = strdup(cfg->path)) == NULL ||
+	    (user = strdup(cfg->user)) == NULL)
+		goto out;
+	px_config_unref(cfg);
+	cfg = NULL;
+	if ((ncfg = px_config_load(path, err)) == NULL)
+		fprintf(stderr, "proxyd: %s: the errors above are as user %s "
+		    "(uid %ld, gid %ld): proxyd reads its files as that user "
+		    "after startup and on reload\n", path, user,
+		    (long)getuid(), (long)getgid());
+out:
+	if (cfg != NULL)
+		px_config_unref(cfg);
+	free(path);
+	free(user);
+	return ncfg;
 }
 
 static int
@@ -332,6 +388,10 @@ px_check(const char *path, const char *trace, const char *trace_dst)
 	size_t i;
 	int rc;
 
+	/* The daemon reads its files again as <user> (at start and on every
+	 * reload): so does the check, or it would pass what a reload fails. */
+	if (cfg != NULL && px_privs_will_drop(cfg))
+		cfg = px_config_load_as_user(cfg, &err);
 	if (cfg == NULL) {
 		fprintf(stderr, "%s: %u error%s\n", path, err.count,
 		    err.count == 1 ? "" : "s");
@@ -411,9 +471,22 @@ main(int argc, char **argv)
 	}
 	/* A peer that closes mid-splice must cost an EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
+	px_raise_fd_limit(m.cfg);
+	/* Before any thread starts: capabilities are per thread. Every later
+	 * socket (listeners included) is opened with the kept ones. */
+	if (px_privs_will_drop(m.cfg)) {
+		if ((m.cfg = px_config_load_as_user(m.cfg, &err)) == NULL) {
+			fprintf(stderr, "proxyd: %s: not starting\n",
+			    m.config_path);
+			xmlCleanupParser();
+			return 1;
+		}
+	} else if (px_privs_drop(m.cfg, stderr) == -1)
+		goto out_cfg;
+	/* Opened as the user it runs as: SIGHUP reopens it (rotation). */
 	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
 		goto out_cfg;
-	px_raise_fd_limit(m.cfg);
+	px_privs_log(m.cfg);
 	if ((m.base = event_base_new()) == NULL)
 		goto out_cfg;
 	if (px_admin_start(m.base, m.cfg, &m.reloads) == -1)
@@ -436,9 +509,14 @@ main(int argc, char **argv)
 	    m.cfg->nservices == 1 ? "" : "s", m.config_path);
 	px_log_services(m.cfg);
 	px_memory_trim();	/* what parsing the policies left */
+	if (px_notify_watchdog_start(m.base) == -1)
+		px_log(LOG_WARNING, 0, "cannot start the systemd watchdog timer");
+	/* Every listener is bound (px_workers_start): clients can connect. */
+	px_notify_ready("running");
 
 	event_base_dispatch(m.base);
 
+	px_notify_watchdog_stop();
 	if (m.rl.running) {
 		pthread_join(m.rl.tid, NULL);
 		px_config_unref(m.rl.ncfg);
