@@ -27,7 +27,9 @@
 #include "splice.h"
 #include "worker.h"
 
+#ifndef PX_DEFAULT_CONFIG	/* set by CMake from the install prefix */
 #define PX_DEFAULT_CONFIG	"/etc/proxyd/proxyd.xml"
+#endif
 /* Per splice session: two sockets plus two pipes of two fds each. */
 /* Two sockets; pipes come from each worker's pool only while bytes are in
  * flight (splice.h), so they are counted per worker, not per session. */
@@ -74,9 +76,11 @@ px_usage(FILE *out)
 	    "\n"
 	    "  -c, --config FILE  daemon config (default %s)\n"
 	    "      --check        report errors as file:line: reason; exit 1 on any\n"
+	    "  -V, --version      print the version\n"
+	    "  -h, --help         print this help\n"
 	    "\n"
 	    "Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config.\n"
-	    "Reference: docs/CONFIG.md\n", PX_DEFAULT_CONFIG);
+	    "Reference: proxyd(8), docs/CONFIG.md\n", PX_DEFAULT_CONFIG);
 }
 
 static void
