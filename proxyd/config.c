@@ -518,11 +518,13 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 				c->log_target = PX_LOG_STDERR;
 			else if (strcmp(v, "syslog") == 0)
 				c->log_target = PX_LOG_SYSLOG;
+			else if (strcmp(v, "journal") == 0)
+				c->log_target = PX_LOG_JOURNAL;
 			else if (strncmp(v, "file:", 5) == 0 && v[5] != '\0') {
 				c->log_target = PX_LOG_FILE;
 				c->log_file = px_path_relative_to(c->path, v + 5);
 			} else
-				px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog or file:PATH", v);
+				px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog, journal or file:PATH", v);
 			xmlFree(v);
 		}
 		if ((v = px_attr(n, "level")) != NULL) {

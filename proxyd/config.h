@@ -28,6 +28,7 @@ enum px_log_target {
 	PX_LOG_STDERR = 0,
 	PX_LOG_SYSLOG,
 	PX_LOG_FILE,
+	PX_LOG_JOURNAL,		/* systemd-journald, native fields */
 };
 
 struct px_service {

@@ -9,8 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 #define PX_LOG_SLOTS	1024		/* power of two */
 #define PX_LOG_LINE	512
@@ -21,6 +25,7 @@ struct px_log_slot {
 	struct timespec	ts;
 	int		level;
 	uint16_t	len;
+	uint64_t	id;		/* session, 0: none (journal field) */
 	char		text[PX_LOG_LINE];
 };
 
@@ -74,9 +79,92 @@ px_log_batch_flush(void)
 	px_batch_len = 0;
 }
 
+#define PX_JOURNAL_FIELDS	48
+#define PX_JOURNAL_SOCKET	"/run/systemd/journal/socket"
+
+/* One journal entry per line: MESSAGE is the line as stderr shows it (no
+ * timestamp: the journal has its own), plus PROXYD_SESSION and, for each
+ * key=value of the line, PROXYD_KEY=value (upper case, '-' as '_'), so
+ * that journalctl PROXYD_VERDICT=deny selects session ends. end= takes
+ * the rest of the line, as in the text form. */
+static void
+px_log_journal(const struct timespec *ts, int level, uint64_t id,
+    const char *text, size_t len)
+{
+	struct iovec iov[PX_JOURNAL_FIELDS + 6];
+	char fields[PX_LOG_LINE * 2 + 512];
+	char msg[PX_LOG_LINE + 16], prio[16], sess[40], event[80];
+	size_t i = 0, off = 0, p = 0, k, klen;
+	int n;
+
+	(void)ts;
+	n = snprintf(msg, sizeof(msg), "MESSAGE=%.*s", (int)len, text);
+	iov[i++] = (struct iovec){ msg, (size_t)n };
+	n = snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
+	iov[i++] = (struct iovec){ prio, (size_t)n };
+	iov[i++] = (struct iovec){ "SYSLOG_IDENTIFIER=proxyd", 24 };
+	if (id != 0) {
+		n = snprintf(sess, sizeof(sess), "PROXYD_SESSION=%llu",
+		    (unsigned long long)id);
+		iov[i++] = (struct iovec){ sess, (size_t)n };
+		/* Skip the "#ID " the text carries for stderr readers. */
+		while (p < len && text[p] != ' ')
+			p++;
+		p++;
+	}
+	/* The first word names the event (session-end, http-request...). */
+	for (k = p; k < len && text[k] != ' ' && text[k] != '='; k++)
+		;
+	if (k < len && text[k] == ' ' && k > p && k - p < 64) {
+		n = snprintf(event, sizeof(event), "PROXYD_EVENT=%.*s",
+		    (int)(k - p), text + p);
+		iov[i++] = (struct iovec){ event, (size_t)n };
+	}
+	while (p < len && i < PX_JOURNAL_FIELDS) {
+		size_t vs, ve;
+
+		for (k = p; k < len && ((text[k] >= 'a' && text[k] <= 'z') ||
+		    (text[k] >= '0' && text[k] <= '9') || text[k] == '-'); k++)
+			;
+		klen = k - p;
+		if (klen == 0 || k >= len || text[k] != '=' ||
+		    (p > 0 && text[p - 1] != ' ')) {
+			while (p < len && text[p] != ' ')	/* not key=value */
+				p++;
+			p++;
+			continue;
+		}
+		vs = k + 1;
+		if (klen == 3 && memcmp(text + p, "end", 3) == 0)
+			ve = len;
+		else
+			for (ve = vs; ve < len && text[ve] != ' '; ve++)
+				;
+		if (off + 7 + klen + 1 + (ve - vs) > sizeof(fields))
+			break;
+		iov[i].iov_base = fields + off;
+		memcpy(fields + off, "PROXYD_", 7);
+		off += 7;
+		for (k = p; k < p + klen; k++)
+			fields[off++] = text[k] == '-' ? '_' :
+			    (char)(text[k] >= 'a' && text[k] <= 'z' ?
+			    text[k] - 'a' + 'A' : text[k]);
+		fields[off++] = '=';
+		memcpy(fields + off, text + vs, ve - vs);
+		off += ve - vs;
+		iov[i].iov_len = (size_t)(fields + off - (char *)iov[i].iov_base);
+		i++;
+		p = ve + 1;
+	}
+	/* Nowhere to report a lost entry to: it is dropped, as a failed
+	 * write to stderr is. */
+	(void)sd_journal_sendv(iov, (int)i);
+}
+
 /* Caller holds px_direct_lock or is the log thread (which takes it too). */
 static void
-px_log_emit(const struct timespec *ts, int level, const char *text, size_t len)
+px_log_emit(const struct timespec *ts, int level, uint64_t id,
+    const char *text, size_t len)
 {
 	char buf[PX_LOG_LINE + 64];
 	struct tm tm;
@@ -84,6 +172,10 @@ px_log_emit(const struct timespec *ts, int level, const char *text, size_t len)
 
 	if (px_log_target_cur == PX_LOG_SYSLOG) {
 		syslog(level, "%.*s", (int)len, text);
+		return;
+	}
+	if (px_log_target_cur == PX_LOG_JOURNAL) {
+		px_log_journal(ts, level, id, text, len);
 		return;
 	}
 	gmtime_r(&ts->tv_sec, &tm);
@@ -119,6 +211,19 @@ px_log_open_target(enum px_log_target target, const char *file)
 		}
 	} else if (target == PX_LOG_SYSLOG)
 		openlog("proxyd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	else if (target == PX_LOG_JOURNAL) {
+		struct stat st;
+
+		/* Without journald every line would vanish: say so once and
+		 * keep stderr (proxyd run by hand on a host without it). */
+		errno = 0;
+		if (stat(PX_JOURNAL_SOCKET, &st) == -1 || !S_ISSOCK(st.st_mode)) {
+			fprintf(stderr, "proxyd: log target journal: %s: %s; "
+			    "logging to stderr\n", PX_JOURNAL_SOCKET,
+			    errno ? strerror(errno) : "not a socket");
+			target = PX_LOG_STDERR;
+		}
+	}
 	pthread_mutex_lock(&px_direct_lock);
 	if (px_log_fd > 2)
 		close(px_log_fd);
@@ -161,7 +266,7 @@ px_log_drain(void)
 		for (; tail != head; tail++) {
 			struct px_log_slot *s = &r->slots[tail & (PX_LOG_SLOTS - 1)];
 
-			px_log_emit(&s->ts, s->level, s->text, s->len);
+			px_log_emit(&s->ts, s->level, s->id, s->text, s->len);
 			any = true;
 		}
 		atomic_store_explicit(&r->tail, tail, memory_order_release);
@@ -313,6 +418,7 @@ px_logv(int level, uint64_t id, const char *fmt, va_list ap)
 		s = &r->slots[head & (PX_LOG_SLOTS - 1)];
 		s->ts = ts;
 		s->level = level;
+		s->id = id;
 		s->len = (uint16_t)px_format(s->text, sizeof(s->text), id, fmt, ap);
 		atomic_store_explicit(&r->head, head + 1, memory_order_release);
 		if (head - tail == PX_LOG_SLOTS / 2 &&
@@ -324,7 +430,7 @@ px_logv(int level, uint64_t id, const char *fmt, va_list ap)
 		int len = px_format(text, sizeof(text), id, fmt, ap);
 
 		pthread_mutex_lock(&px_direct_lock);
-		px_log_emit(&ts, level, text, (size_t)len);
+		px_log_emit(&ts, level, id, text, (size_t)len);
 		pthread_mutex_unlock(&px_direct_lock);
 	}
 }

@@ -190,6 +190,8 @@ assert_eq "$(awk '$1 == "Uid:" { print $2 }' "/proc/$PROXYD_PID/status")" "$PUID
 assert_eq "$(awk '$1 == "CapEff:" { print $2 }' "/proc/$PROXYD_PID/status")" 0000000000003400 "CapEff of the installed daemon"
 r=$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")
 assert_eq "$r" "0 200" "a request through the installed daemon"
+# the shipped config logs to the journal; with none here, to stderr instead
+[[ -S /run/systemd/journal/socket ]] || assert_log "log target journal: .*logging to stderr"
 sed -i "s|port=\"$NGINX_PORT\"|port=\"$NGINX_PORT\" |" /etc/proxyd/policy/pkgtest.xml
 if [[ $(cat /proc/1/comm 2>/dev/null) == systemd ]]; then
     systemctl reload proxyd || fail "systemctl reload proxyd"
