@@ -475,7 +475,6 @@ main(int argc, char **argv)
 	}
 	/* A peer that closes mid-splice must cost an EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
-	px_raise_fd_limit(m.cfg);
 	/* Before any thread starts: capabilities are per thread. Every later
 	 * socket (listeners included) is opened with the kept ones. */
 	if (px_privs_will_drop(m.cfg)) {
@@ -491,6 +490,9 @@ main(int argc, char **argv)
 	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
 		goto out_cfg;
 	px_privs_log(m.cfg);
+	/* Up to the hard limit: the same as root or not (no CAP_SYS_RESOURCE
+	 * use), and its warning goes to the configured log. */
+	px_raise_fd_limit(m.cfg);
 	if ((m.base = event_base_new()) == NULL)
 		goto out_cfg;
 	if (px_admin_start(m.base, m.cfg, &m.reloads) == -1)

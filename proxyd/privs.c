@@ -104,13 +104,8 @@ px_privs_drop(const struct px_config *c, FILE *errout)
 	size_t i;
 	int rc;
 
-	if (c->user == NULL) {
-		if (geteuid() == 0)
-			fprintf(errout, "proxyd: warning: %s: running as root "
-			    "with every capability; add <user name=\"proxyd\"/> "
-			    "to drop them after startup\n", c->path);
-		return 0;
-	}
+	if (c->user == NULL)
+		return 0;	/* px_privs_log() warns when that is root */
 	if (geteuid() != 0) {
 		/* As nginx does with its user directive: only root can
 		 * switch, anyone else runs as it is (a laptop, a unit with
@@ -186,8 +181,9 @@ px_privs_log(const struct px_config *c)
 		    "capabilities %s, no_new_privs", c->user, (long)getuid(),
 		    (long)getgid(), text ? text : "?");
 	else if (getuid() == 0)
-		px_log(LOG_WARNING, 0, "running as root (no <user> in %s)",
-		    c->path);
+		px_log(LOG_WARNING, 0, "running as root with every capability: "
+		    "add <user name=\"proxyd\"/> to %s to drop them after "
+		    "startup", c->path);
 	cap_free(text);
 	cap_free(caps);
 }

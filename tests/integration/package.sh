@@ -58,7 +58,7 @@ for f in usr/sbin/proxyd etc/proxyd/proxyd.xml lib/systemd/system/proxyd.service
     usr/share/man/man8/proxyd.8.gz usr/share/proxyd/schema/proxyd.rng \
     usr/share/proxyd/schema/service.rng usr/share/proxyd/schema/http.rng \
     usr/share/proxyd/examples/http-reverse.xml usr/share/proxyd/inline-tproxy.sh \
-    usr/share/doc/proxyd/CONFIG.md.gz usr/share/doc/proxyd/copyright; do
+    usr/share/doc/proxyd/CONFIG.md usr/share/doc/proxyd/copyright; do
     [[ -f $R/$f ]] || fail "/$f is not in the package"
 done
 [[ -d $R/etc/proxyd/policy ]] || fail "/etc/proxyd/policy is not in the package"
@@ -68,6 +68,9 @@ assert_eq "$("$R/usr/sbin/proxyd" --version)" "proxyd $VERSION" "the packaged bi
     fail "the packaged binary's default config is not /etc/proxyd/proxyd.xml"
 grep -q '^ExecStart=/usr/sbin/proxyd -c /etc/proxyd/proxyd.xml$' "$R/lib/systemd/system/proxyd.service" ||
     fail "unit ExecStart: $(grep ExecStart "$R/lib/systemd/system/proxyd.service")"
+for doc in $(sed -nE 's/^Documentation=//p' "$R/lib/systemd/system/proxyd.service" | tr ' ' '\n' | sed -n 's|^file:||p'); do
+    [[ -f $R$doc ]] || fail "the unit's Documentation=file:$doc is not in the package"
+done
 grep -q '<user name="proxyd" group="proxyd"/>' "$R/etc/proxyd/proxyd.xml" ||
     fail "the shipped config does not drop to proxyd"
 dpkg-deb -e "$DEB" "$T/control"
