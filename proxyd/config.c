@@ -527,6 +527,13 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 				px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog, journal or file:PATH", v);
 			xmlFree(v);
 		}
+		if ((v = px_attr(n, "format")) != NULL) {
+			if (strcmp(v, "json") == 0 || strcmp(v, "kv") == 0)
+				c->log_json = v[0] == 'j';
+			else
+				px_cfg_error(e, n, "format=\"%s\": expected kv or json", v);
+			xmlFree(v);
+		}
 		if ((v = px_attr(n, "level")) != NULL) {
 			if (strcmp(v, "error") == 0)
 				c->log_level = LOG_ERR;

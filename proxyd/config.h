@@ -87,6 +87,7 @@ struct px_config {
 	enum px_log_target	 log_target;
 	char			*log_file;
 	int			 log_level;	/* syslog LOG_* */
+	bool			 log_json;	/* format="json" */
 
 	/* <user>: who proxyd runs as after startup (privs.h); NULL: stay */
 	char			*user;

@@ -38,6 +38,7 @@ struct px_log_ring {
 };
 
 _Atomic int px_log_level = LOG_INFO;
+static atomic_bool px_log_json_on;
 
 static struct px_log_ring *px_rings[PX_LOG_RINGS];
 static atomic_uint px_nrings;
@@ -79,50 +80,63 @@ px_log_batch_flush(void)
 	px_batch_len = 0;
 }
 
-#define PX_JOURNAL_FIELDS	48
+#define PX_LOG_FIELDS		48
 #define PX_JOURNAL_SOCKET	"/run/systemd/journal/socket"
 
-/* One journal entry per line: MESSAGE is the line as stderr shows it (no
- * timestamp: the journal has its own), plus PROXYD_SESSION and, for each
- * key=value of the line, PROXYD_KEY=value (upper case, '-' as '_'), so
- * that journalctl PROXYD_VERDICT=deny selects session ends. end= takes
- * the rest of the line, as in the text form. */
-static void
-px_log_journal(const struct timespec *ts, int level, uint64_t id,
-    const char *text, size_t len)
-{
-	struct iovec iov[PX_JOURNAL_FIELDS + 6];
-	char fields[PX_LOG_LINE * 2 + 512];
-	char msg[PX_LOG_LINE + 16], prio[16], sess[40], event[80];
-	size_t i = 0, off = 0, p = 0, k, klen;
-	int n;
+/* A line read back as fields, for the journal and JSON forms. A
+ * structured line is "EVENT key=value ...": the event and every
+ * key=value, the key [a-z0-9-]+ after a space; end= takes the rest of the
+ * line, as in the text form. Pointers into the line. */
+struct px_log_kv {
+	const char	*k, *v;
+	size_t		 klen, vlen;
+};
 
-	(void)ts;
-	n = snprintf(msg, sizeof(msg), "MESSAGE=%.*s", (int)len, text);
-	iov[i++] = (struct iovec){ msg, (size_t)n };
-	n = snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
-	iov[i++] = (struct iovec){ prio, (size_t)n };
-	iov[i++] = (struct iovec){ "SYSLOG_IDENTIFIER=proxyd", 24 };
+struct px_log_parsed {
+	const char	*body;		/* the text after "#ID " */
+	size_t		 bodylen;
+	const char	*event;
+	size_t		 eventlen;	/* 0: none */
+	struct px_log_kv kv[PX_LOG_FIELDS];
+	size_t		 nkv;
+};
+
+static void
+px_log_parse(uint64_t id, const char *text, size_t len,
+    struct px_log_parsed *out)
+{
+	size_t p = 0, k, klen, vs, ve;
+
 	if (id != 0) {
-		n = snprintf(sess, sizeof(sess), "PROXYD_SESSION=%llu",
-		    (unsigned long long)id);
-		iov[i++] = (struct iovec){ sess, (size_t)n };
 		/* Skip the "#ID " the text carries for stderr readers. */
 		while (p < len && text[p] != ' ')
 			p++;
-		p++;
+		if (p < len)
+			p++;
 	}
-	/* The first word names the event (session-end, http-request...). */
+	out->body = text + p;
+	out->bodylen = len - p;
+	out->eventlen = 0;
+	out->nkv = 0;
 	for (k = p; k < len && text[k] != ' ' && text[k] != '='; k++)
 		;
-	if (k < len && text[k] == ' ' && k > p && k - p < 64) {
-		n = snprintf(event, sizeof(event), "PROXYD_EVENT=%.*s",
-		    (int)(k - p), text + p);
-		iov[i++] = (struct iovec){ event, (size_t)n };
-	}
-	while (p < len && i < PX_JOURNAL_FIELDS) {
-		size_t vs, ve;
-
+	/* Only structured lines ("event key=value ..."): free text such as
+	 * "service web: ... mode=fixed" stays a message alone. */
+	if (k >= len || text[k] != ' ' || k == p || k - p >= 64)
+		return;
+	for (vs = p; vs < k; vs++)
+		if (!((text[vs] >= 'a' && text[vs] <= 'z') ||
+		    (text[vs] >= '0' && text[vs] <= '9') || text[vs] == '-'))
+			return;
+	for (ve = k + 1; ve < len && ((text[ve] >= 'a' && text[ve] <= 'z') ||
+	    (text[ve] >= '0' && text[ve] <= '9') || text[ve] == '-'); ve++)
+		;
+	if (ve == k + 1 || ve >= len || text[ve] != '=')
+		return;
+	out->event = text + p;
+	out->eventlen = k - p;
+	p = k + 1;
+	while (p < len && out->nkv < PX_LOG_FIELDS) {
 		for (k = p; k < len && ((text[k] >= 'a' && text[k] <= 'z') ||
 		    (text[k] >= '0' && text[k] <= '9') || text[k] == '-'); k++)
 			;
@@ -140,25 +154,167 @@ px_log_journal(const struct timespec *ts, int level, uint64_t id,
 		else
 			for (ve = vs; ve < len && text[ve] != ' '; ve++)
 				;
-		if (off + 7 + klen + 1 + (ve - vs) > sizeof(fields))
+		out->kv[out->nkv++] = (struct px_log_kv){ text + p, text + vs,
+		    klen, ve - vs };
+		p = ve + 1;
+	}
+}
+
+/* One journal entry per line: MESSAGE is the line as stderr shows it (no
+ * timestamp: the journal has its own), plus PROXYD_SESSION, PROXYD_EVENT
+ * and, for each key=value, PROXYD_KEY=value (upper case, '-' as '_'), so
+ * that journalctl PROXYD_VERDICT=deny selects session ends. */
+static void
+px_log_journal(int level, uint64_t id, const char *text, size_t len)
+{
+	struct px_log_parsed pl;
+	struct iovec iov[PX_LOG_FIELDS + 6];
+	char fields[PX_LOG_LINE * 2 + 512];
+	char msg[PX_LOG_LINE + 16], prio[16], sess[40], event[80];
+	size_t i = 0, off = 0, f, k;
+	int n;
+
+	px_log_parse(id, text, len, &pl);
+	n = snprintf(msg, sizeof(msg), "MESSAGE=%.*s", (int)len, text);
+	iov[i++] = (struct iovec){ msg, (size_t)n };
+	n = snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
+	iov[i++] = (struct iovec){ prio, (size_t)n };
+	iov[i++] = (struct iovec){ "SYSLOG_IDENTIFIER=proxyd", 24 };
+	if (id != 0) {
+		n = snprintf(sess, sizeof(sess), "PROXYD_SESSION=%llu",
+		    (unsigned long long)id);
+		iov[i++] = (struct iovec){ sess, (size_t)n };
+	}
+	if (pl.eventlen != 0) {
+		n = snprintf(event, sizeof(event), "PROXYD_EVENT=%.*s",
+		    (int)pl.eventlen, pl.event);
+		iov[i++] = (struct iovec){ event, (size_t)n };
+	}
+	for (f = 0; f < pl.nkv; f++) {
+		const struct px_log_kv *kv = &pl.kv[f];
+
+		if (off + 7 + kv->klen + 1 + kv->vlen > sizeof(fields))
 			break;
 		iov[i].iov_base = fields + off;
 		memcpy(fields + off, "PROXYD_", 7);
 		off += 7;
-		for (k = p; k < p + klen; k++)
-			fields[off++] = text[k] == '-' ? '_' :
-			    (char)(text[k] >= 'a' && text[k] <= 'z' ?
-			    text[k] - 'a' + 'A' : text[k]);
+		for (k = 0; k < kv->klen; k++)
+			fields[off++] = kv->k[k] == '-' ? '_' :
+			    (char)(kv->k[k] >= 'a' && kv->k[k] <= 'z' ?
+			    kv->k[k] - 'a' + 'A' : kv->k[k]);
 		fields[off++] = '=';
-		memcpy(fields + off, text + vs, ve - vs);
-		off += ve - vs;
+		memcpy(fields + off, kv->v, kv->vlen);
+		off += kv->vlen;
 		iov[i].iov_len = (size_t)(fields + off - (char *)iov[i].iov_base);
 		i++;
-		p = ve + 1;
 	}
 	/* Nowhere to report a lost entry to: it is dropped, as a failed
 	 * write to stderr is. */
 	(void)sd_journal_sendv(iov, (int)i);
+}
+
+/* JSON string body: quotes, backslashes, control bytes and bytes >= 0x80
+ * (peer text need not be UTF-8) escaped, so every line parses. */
+static size_t
+px_json_str(char *out, size_t cap, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+
+	for (i = 0; i < len && o + 6 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20 || c >= 0x7f) {
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[c >> 4];
+			out[o + 5] = hex[c & 15];
+			o += 6;
+		} else
+			out[o++] = (char)c;
+	}
+	return o;
+}
+
+/* A JSON number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)? */
+static bool
+px_json_is_number(const char *s, size_t len)
+{
+	size_t i = 0, d;
+
+	if (i < len && s[i] == '-')
+		i++;
+	for (d = i; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+		;
+	if (i == d || (i - d > 1 && s[d] == '0') || i - d > 18)
+		return false;
+	if (i < len && s[i] == '.') {
+		for (d = ++i; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+			;
+		if (i == d)
+			return false;
+	}
+	return i == len;
+}
+
+/* One object per line: ts, level, session, event, then the line's
+ * key=value fields under the same names (numbers typed), and msg, the
+ * line as the text form shows it. Returns the length written (with the
+ * newline); a line that does not fit loses fields, never its validity. */
+static size_t
+px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
+    const char *text, size_t len)
+{
+	struct px_log_parsed pl;
+	size_t o, f;
+	int n;
+
+	px_log_parse(id, text, len, &pl);
+	n = snprintf(out, cap, "{\"ts\":\"%s\",\"level\":\"%s\"", ts,
+	    px_level_name(level));
+	o = (size_t)n;
+	if (id != 0) {
+		n = snprintf(out + o, cap - o, ",\"session\":%llu",
+		    (unsigned long long)id);
+		o += (size_t)n;
+	}
+	if (pl.eventlen != 0) {
+		memcpy(out + o, ",\"event\":\"", 10);
+		o += 10;
+		o += px_json_str(out + o, cap - o, pl.event, pl.eventlen);
+		out[o++] = '"';
+	}
+	/* The message is written first into the tail budget, so that fields
+	 * are what gives way when the line is long. */
+	for (f = 0; f < pl.nkv; f++) {
+		const struct px_log_kv *kv = &pl.kv[f];
+		bool num = px_json_is_number(kv->v, kv->vlen);
+
+		if (o + kv->klen + 6 * kv->vlen + 8 + 6 * pl.bodylen + 16 > cap)
+			break;
+		out[o++] = ',';
+		out[o++] = '"';
+		o += px_json_str(out + o, cap - o, kv->k, kv->klen);
+		out[o++] = '"';
+		out[o++] = ':';
+		if (num) {
+			memcpy(out + o, kv->v, kv->vlen);
+			o += kv->vlen;
+		} else {
+			out[o++] = '"';
+			o += px_json_str(out + o, cap - o, kv->v, kv->vlen);
+			out[o++] = '"';
+		}
+	}
+	memcpy(out + o, ",\"msg\":\"", 8);
+	o += 8;
+	o += px_json_str(out + o, cap - o - 3, pl.body, pl.bodylen);
+	out[o++] = '"';
+	out[o++] = '}';
+	out[o++] = '\n';
+	return o;
 }
 
 /* Caller holds px_direct_lock or is the log thread (which takes it too). */
@@ -166,7 +322,7 @@ static void
 px_log_emit(const struct timespec *ts, int level, uint64_t id,
     const char *text, size_t len)
 {
-	char buf[PX_LOG_LINE + 64];
+	char buf[PX_LOG_LINE * 16], stamp[96];
 	struct tm tm;
 	int n;
 
@@ -175,16 +331,22 @@ px_log_emit(const struct timespec *ts, int level, uint64_t id,
 		return;
 	}
 	if (px_log_target_cur == PX_LOG_JOURNAL) {
-		px_log_journal(ts, level, id, text, len);
+		px_log_journal(level, id, text, len);
 		return;
 	}
 	gmtime_r(&ts->tv_sec, &tm);
-	n = snprintf(buf, sizeof(buf),
-	    "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %.*s\n",
+	snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	    tm.tm_sec, ts->tv_nsec / 1000000, px_level_name(level), (int)len, text);
-	if (n > (int)sizeof(buf) - 1)
-		n = (int)sizeof(buf) - 1;
+	    tm.tm_sec, ts->tv_nsec / 1000000);
+	if (atomic_load_explicit(&px_log_json_on, memory_order_relaxed))
+		n = (int)px_log_json(buf, sizeof(buf), stamp, level, id, text,
+		    len);
+	else {
+		n = snprintf(buf, sizeof(buf), "%s %s %.*s\n", stamp,
+		    px_level_name(level), (int)len, text);
+		if (n > PX_LOG_LINE + 63)
+			n = PX_LOG_LINE + 63;
+	}
 	if (px_batch_on) {
 		if (px_batch_len + (size_t)n > sizeof(px_batch))
 			px_log_batch_flush();
@@ -231,6 +393,12 @@ px_log_open_target(enum px_log_target target, const char *file)
 	px_log_target_cur = target;
 	pthread_mutex_unlock(&px_direct_lock);
 	return 0;
+}
+
+void
+px_log_set_json(bool on)
+{
+	atomic_store(&px_log_json_on, on);
 }
 
 int

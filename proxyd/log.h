@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <syslog.h>
 
@@ -19,6 +20,8 @@ int	px_log_open(enum px_log_target target, const char *file, int level);
 /* Switches target/level (SIGHUP); also reopens a file for log rotation. */
 int	px_log_reconfigure(enum px_log_target target, const char *file,
 	    int level);
+/* <log format="json">: one JSON object per line on stderr and files. */
+void	px_log_set_json(bool on);
 int	px_log_start(void);
 /* Flushes every ring, stops the log thread. */
 void	px_log_stop(void);

@@ -233,6 +233,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	    m->cfg->user == NULL || strcmp(ncfg->user, m->cfg->user) != 0 ||
 	    ncfg->gid != m->cfg->gid))
 		px_log(LOG_WARNING, 0, "reload: user change takes a restart");
+	px_log_set_json(ncfg->log_json);
 	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
 	px_workers_reload(ncfg);
 	px_config_unref(m->cfg);
@@ -487,6 +488,7 @@ main(int argc, char **argv)
 	} else if (px_privs_drop(m.cfg, stderr) == -1)
 		goto out_cfg;
 	/* Opened as the user it runs as: SIGHUP reopens it (rotation). */
+	px_log_set_json(m.cfg->log_json);
 	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
 		goto out_cfg;
 	px_privs_log(m.cfg);
