@@ -8,9 +8,10 @@
 #      server-side packets carry the mark (SO_MARK).
 #   2. Every inline test of tests/netns (transparent v4/v6, redirect with
 #      SO_ORIGINAL_DST and conntrack lookups, the conntrack session view,
-#      FTP, HTTP, TLS passthrough) passes with the same <user> added to every config they write: a
-#      wrapper inserts it and execs proxyd (same pid), and each test's log
-#      must show the drop.
+#      FTP, HTTP, TLS) passes with the same <user> added to every config
+#      they write: a wrapper inserts it, gives the TLS keys the policies
+#      name the documented mode (root:nogroup 0640) and execs proxyd (same
+#      pid); each test's log must show the drop on every start.
 set -euo pipefail
 source "$(dirname "$0")/../netns/lib.sh"
 netns_setup
@@ -41,11 +42,19 @@ stop_proxyd_ns
 info "---- 2. the inline tests with $USER_XML"
 cat >"$T/proxyd-as-nobody" <<EOF
 #!/bin/sh
-# add <user> to the daemon config given with -c, then become proxyd
+# add <user> to the daemon config given with -c, give the TLS keys its
+# policies name the mode docs/CONFIG.md asks for (root:GROUP 0640), then
+# become proxyd
 prev=
 for a in "\$@"; do
-    if [ "\$prev" = -c ] && ! grep -q '<user ' "\$a"; then
-        sed -i 's|^<proxyd>\$|<proxyd>\\n  $USER_XML|' "\$a"
+    if [ "\$prev" = -c ]; then
+        grep -q '<user ' "\$a" ||
+            sed -i 's|^<proxyd>\$|<proxyd>\\n  $USER_XML|' "\$a"
+        dir=\$(sed -n 's|.*<policies dir="\\([^"]*\\)".*|\\1|p' "\$a")
+        case \$dir in /*) ;; *) dir=\$(dirname "\$a")/\${dir:-../policy/enabled} ;; esac
+        for k in \$(cat "\$dir"/*.xml 2>/dev/null | grep -o 'key="/[^"]*"' | cut -d'"' -f2 | sort -u); do
+            [ -f "\$k" ] && chgrp nogroup "\$k" && chmod 0640 "\$k"
+        done
     fi
     prev=\$a
 done
