@@ -552,6 +552,15 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	if ((n = px_child(root, "user")) != NULL)
 		px_privs_parse(c, n, e);
 
+	if ((n = px_child(root, "pidfile")) != NULL &&
+	    (v = px_attr(n, "path")) != NULL) {
+		if (v[0] == '\0')
+			px_cfg_error(e, n, "path=\"\": name a file, or remove <pidfile>");
+		else if ((c->pidfile = px_path_relative_to(c->path, v)) == NULL)
+			px_cfg_error(e, n, "out of memory");
+		xmlFree(v);
+	}
+
 	if ((n = px_child(root, "admin")) != NULL &&
 	    (v = px_attr(n, "listen")) != NULL) {
 		if (px_parse_hostport(v, &c->admin, &c->admin_len, &why) == -1)
@@ -1062,6 +1071,7 @@ px_config_unref(struct px_config *c)
 	atomic_fetch_sub_explicit(&px_configs_live, 1, memory_order_release);
 	free(c->policy_dir);
 	free(c->log_file);
+	free(c->pidfile);
 	free(c->ha_state_file);
 	free(c->user);
 	free(c->path);

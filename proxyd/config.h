@@ -86,6 +86,7 @@ struct px_config {
 
 	enum px_log_target	 log_target;
 	char			*log_file;
+	char			*pidfile;	/* <pidfile path>; NULL: none */
 	int			 log_level;	/* syslog LOG_* */
 	bool			 log_json;	/* format="json" */
 

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
+#include "pidfile.h"
 #include "trace.h"
 #include "splice.h"
 #include "worker.h"
@@ -72,10 +73,13 @@ px_usage(FILE *out)
 	    "       proxyd --check [-c FILE]  validate the config and every policy\n"
 	    "       proxyd --check [-c FILE] --trace CLIENT DEST:PORT\n"
 	    "                                 which service would take such a connection\n"
+	    "       proxyd -s reload|stop [-c FILE]\n"
+	    "                                 signal the daemon named by <pidfile>\n"
 	    "       proxyd --version | --help\n"
 	    "\n"
 	    "  -c, --config FILE  daemon config (default %s)\n"
 	    "      --check        report errors as file:line: reason; exit 1 on any\n"
+	    "  -s, --signal CMD   reload (check, then SIGHUP) or stop (SIGTERM, wait)\n"
 	    "  -V, --version      print the version\n"
 	    "  -h, --help         print this help\n"
 	    "\n"
@@ -425,6 +429,7 @@ main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'k' },
 		{ "trace", required_argument, NULL, 't' },
+		{ "signal", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -433,14 +438,15 @@ main(int argc, char **argv)
 	struct px_cfgerr err = { .out = stderr };
 	struct event *sig_term, *sig_int, *sig_hup;
 	bool check = false;
-	const char *trace = NULL, *trace_dst = NULL;
+	const char *trace = NULL, *trace_dst = NULL, *command = NULL;
 	int ch, rc = 1;
 
-	while ((ch = getopt_long(argc, argv, "c:Vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': m.config_path = optarg; break;
 		case 'k': check = true; break;
 		case 't': trace = optarg; break;
+		case 's': command = optarg; break;
 		case 'V': printf("proxyd %s\n", PROXYD_VERSION); return 0;
 		case 'h': px_usage(stdout); return 0;
 		default: px_usage(stderr); return 2;
@@ -468,10 +474,22 @@ main(int argc, char **argv)
 		xmlCleanupParser();
 		return rc;
 	}
+	if (command != NULL) {
+		rc = px_pidfile_command(m.config_path, command);
+		xmlCleanupParser();
+		return rc;
+	}
 
 	if ((m.cfg = px_config_load(m.config_path, &err)) == NULL) {
 		fprintf(stderr, "proxyd: %s: %u error%s, not starting\n",
 		    m.config_path, err.count, err.count == 1 ? "" : "s");
+		return 1;
+	}
+	/* As root, before the drop: /run is root's. */
+	if (m.cfg->pidfile != NULL && px_pidfile_write(m.cfg->pidfile,
+	    stderr) == -1) {
+		px_config_unref(m.cfg);
+		xmlCleanupParser();
 		return 1;
 	}
 	/* A peer that closes mid-splice must cost an EPIPE, not the process. */
@@ -552,6 +570,8 @@ out_admin:
 out_base:
 	event_base_free(m.base);
 out_cfg:
+	if (m.cfg != NULL)
+		px_pidfile_remove(m.cfg->pidfile);
 	px_config_unref(m.cfg);
 	xmlCleanupParser();
 	return rc;

@@ -1,0 +1,170 @@
+#include "pidfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+/* The pid in path: >0, 0 when there is no file, -1 when it is unreadable
+ * or holds no pid (why says so). */
+static long
+px_pidfile_read(const char *path, const char **why)
+{
+	char buf[32];
+	char *end;
+	ssize_t n;
+	long pid;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		*why = strerror(errno);
+		return errno == ENOENT ? 0 : -1;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0) {
+		*why = "empty";
+		return -1;
+	}
+	buf[n] = '\0';
+	pid = strtol(buf, &end, 10);
+	if (pid <= 0 || (*end != '\n' && *end != '\0')) {
+		*why = "does not hold a pid";
+		return -1;
+	}
+	return pid;
+}
+
+/* Is pid a live proxyd (not a recycled pid of something else)? */
+static bool
+px_pid_is_proxyd(long pid)
+{
+	char path[64], comm[64];
+	ssize_t n;
+	int fd;
+
+	if (kill((pid_t)pid, 0) == -1 && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return true;	/* alive; cannot tell more */
+	n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	comm[n] = '\0';
+	return strncmp(comm, "proxyd", 6) == 0;
+}
+
+int
+px_pidfile_write(const char *path, FILE *err)
+{
+	const char *why = NULL;
+	long old = px_pidfile_read(path, &why);
+	char buf[32];
+	int fd, n;
+
+	if (old > 0 && old != (long)getpid() && px_pid_is_proxyd(old)) {
+		fprintf(err, "proxyd: %s: proxyd is already running as pid "
+		    "%ld\n", path, old);
+		return -1;
+	}
+	/* A stale file (a crash, a kill -9) is replaced. */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	    0644);
+	if (fd == -1) {
+		fprintf(err, "proxyd: pidfile %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (write(fd, buf, (size_t)n) != n) {
+		fprintf(err, "proxyd: pidfile %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+void
+px_pidfile_remove(const char *path)
+{
+	const char *why;
+
+	/* After dropping root the directory may not let us: systemd's
+	 * /run is cleaned anyway, and a stale file is replaced at start. */
+	if (path != NULL && px_pidfile_read(path, &why) == (long)getpid())
+		(void)unlink(path);
+}
+
+int
+px_pidfile_command(const char *config_path, const char *what)
+{
+	struct px_cfgerr e = { .out = stderr };
+	struct px_config *cfg;
+	const char *why = NULL;
+	bool stop = strcmp(what, "stop") == 0;
+	long pid;
+	int i;
+
+	if (!stop && strcmp(what, "reload") != 0) {
+		fprintf(stderr, "proxyd: -s %s: expected reload or stop\n", what);
+		return 2;
+	}
+	/* reload: the daemon would refuse a broken configuration and keep
+	 * the old one; say so here instead of signalling for nothing. */
+	if ((cfg = px_config_load(config_path, &e)) == NULL) {
+		fprintf(stderr, "proxyd: %s: %u error%s%s\n", config_path,
+		    e.count, e.count == 1 ? "" : "s", stop ? "" :
+		    ", not reloading");
+		return 1;
+	}
+	if (cfg->pidfile == NULL) {
+		fprintf(stderr, "proxyd: -s %s needs a <pidfile path=...> in "
+		    "%s (or signal the daemon yourself: SIGHUP reloads, "
+		    "SIGTERM stops)\n", what, config_path);
+		px_config_unref(cfg);
+		return 1;
+	}
+	pid = px_pidfile_read(cfg->pidfile, &why);
+	if (pid <= 0 || !px_pid_is_proxyd(pid)) {
+		if (pid == 0)
+			fprintf(stderr, "proxyd: no %s: proxyd is not running\n",
+			    cfg->pidfile);
+		else if (pid < 0)
+			fprintf(stderr, "proxyd: %s: %s\n", cfg->pidfile, why);
+		else
+			fprintf(stderr, "proxyd: %s names pid %ld, which is "
+			    "not a running proxyd (a stale file)\n",
+			    cfg->pidfile, pid);
+		px_config_unref(cfg);
+		return 1;
+	}
+	px_config_unref(cfg);
+	if (kill((pid_t)pid, stop ? SIGTERM : SIGHUP) == -1) {
+		fprintf(stderr, "proxyd: cannot signal pid %ld: %s\n", pid,
+		    strerror(errno));
+		return 1;
+	}
+	printf("proxyd: sent %s to pid %ld\n", stop ? "SIGTERM" : "SIGHUP",
+	    pid);
+	if (!stop)
+		return 0;
+	/* Stop returns once it is gone, as a script expects (bounded: the
+	 * daemon's own grace closes what is left). */
+	for (i = 0; i < 20 * 120; i++) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+
+		if (kill((pid_t)pid, 0) == -1 && errno == ESRCH)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	fprintf(stderr, "proxyd: pid %ld still runs after 120 s\n", pid);
+	return 1;
+}

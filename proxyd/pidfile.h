@@ -1,0 +1,18 @@
+/* <pidfile>, and `proxyd -s reload|stop`, which signals the daemon that
+ * wrote it (as nginx -s does). */
+#ifndef PX_PIDFILE_H
+#define PX_PIDFILE_H
+
+#include <stdio.h>
+
+/* Writes our pid to path, refusing when a live proxyd already holds it
+ * (a stale file is replaced). 0, or -1 after a line on err. */
+int	px_pidfile_write(const char *path, FILE *err);
+/* Removes it if it still holds our pid. */
+void	px_pidfile_remove(const char *path);
+/* proxyd -s SIGNAL: "reload" checks the configuration first (a broken
+ * one is reported and not sent) then sends SIGHUP; "stop" sends SIGTERM
+ * and waits for the daemon to exit. The exit status. */
+int	px_pidfile_command(const char *config_path, const char *what);
+
+#endif
