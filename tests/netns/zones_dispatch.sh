@@ -35,34 +35,23 @@ write_conf_ns '<zones>
     <zone name="dmz" addresses="198.19.2.0/24 2001:db8:2::/64"/>
     <zone name="partners" addresses="198.19.3.0/24"/>
   </zones>'
-cat >"$T/policy/web-dmz.xml" <<'EOF'
-<service name="web-dmz" analyser="http">
-  <listen address="0.0.0.0" port="50080" mode="transparent"/>
-  <clients allow="zone:lan"/>
-  <servers allow="zone:dmz"/>
+# zone_service NAME ANALYSER ADDRESS CLIENTS [SERVERS]: transparent on :50080
+zone_service() {
+    local servers=""
+    [[ -n ${5:-} ]] && servers="<servers allow=\"$5\"/>"
+    cat >"$T/policy/$1.xml" <<EOF
+<service name="$1" analyser="$2">
+  <listen address="$3" port="50080" mode="transparent"/>
+  <clients allow="$4"/>
+  $servers
 </service>
 EOF
-cat >"$T/policy/lan-any.xml" <<'EOF'
-<service name="lan-any" analyser="plug">
-  <listen address="0.0.0.0" port="50080" mode="transparent"/>
-  <clients allow="zone:lan"/>
-</service>
-EOF
-cat >"$T/policy/guest-web.xml" <<'EOF'
-<service name="guest-web" analyser="plug">
-  <listen address="0.0.0.0" port="50080" mode="transparent"/>
-  <clients allow="zone:guests"/>
-  <servers allow="zone:partners"/>
-</service>
-EOF
+}
+zone_service web-dmz http 0.0.0.0 zone:lan zone:dmz
+zone_service lan-any plug 0.0.0.0 zone:lan
+zone_service guest-web plug 0.0.0.0 zone:guests zone:partners
 # The same three on [::]:50080 would be another listener; v6 gets its own.
-cat >"$T/policy/web-dmz6.xml" <<'EOF'
-<service name="web-dmz6" analyser="http">
-  <listen address="::" port="50080" mode="transparent"/>
-  <clients allow="zone:lan"/>
-  <servers allow="zone:dmz"/>
-</service>
-EOF
+zone_service web-dmz6 http :: zone:lan zone:dmz
 NS_PORTS+=(50080)
 start_proxyd_ns
 
