@@ -23,10 +23,14 @@ TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
            "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
-               "haproxy-tls-tcp"]
+               "haproxy-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold", "haproxy-tls-orig"]
 TLS_BASE = "direct-tls"
 TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
-             ("plug", "proxyd-tls-plug", "haproxy-tls-tcp")]
+             ("plug", "proxyd-tls-plug", "haproxy-tls-tcp"),
+             # HAProxy has no keybridge: its peer terminates with a fixed
+             # certificate (and verifies the server, as keybridge does)
+             ("keybridge warm", "proxyd-tls-kb", "haproxy-tls-orig"),
+             ("keybridge cold", "proxyd-tls-kbcold", "haproxy-tls-orig")]
 TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
                  ("idle", "idle", "idle")]
@@ -312,6 +316,9 @@ def tls_label(k, env):
         return f"TLS {SIZE_LABEL.get(size, size)} wrk keep-alive"
     if tool == "ab" and mode == "close":
         return f"TLS new conn/s, ab close {SIZE_LABEL.get(size, size)} (full handshakes, -c {env.get('concurrency', '?')})"
+    if tool == "stime" and mode == "kb":
+        return (f"TLS keybridge conn/s, s_time -new x{par} (full handshakes; "
+                "HAProxy: a fixed certificate)")
     if tool == "stime":
         return (f"TLS new conn/s, s_time -{mode} x{par} ("
                 + ("full handshakes" if mode == "new" else "resumed") + ")")
@@ -341,6 +348,21 @@ def tls_section(out, env, rows, targets, pairs, netns):
         "proxyd-tls-plug": "proxyd, plug analyser, `<tls side=\"client\" mode=\"terminate\">`, "
                            "to nginx plain",
         "haproxy-tls-tcp": f"{hav}, mode tcp, `bind ... ssl crt`, to nginx plain",
+        "proxyd-tls-kb": "proxyd, plug analyser, `<tls side=\"client\" mode=\"keybridge\">` + "
+                         "`<tls side=\"server\" mode=\"originate\" verify=\"required\" "
+                         "sni=\"origin.test\">` to the keybridge origin: an nginx https that "
+                         "alternates two certificates for origin.test (two keys) by connection and "
+                         "resumes no session, so every server handshake is full. Warm: after the "
+                         "content check both leaves are in the worker's cache; each run must mint "
+                         "none (`proxyd_tls_keybridge_leaves_total`, checked)",
+        "proxyd-tls-kbcold": "the same with `cache=\"1\"`: the alternating certificates evict "
+                             "each other, a leaf minted per connection (at least 90 % of them, "
+                             "checked: s_time's parallel connections reach the alternation a "
+                             "little out of order)",
+        "haproxy-tls-orig": f"{hav}, mode tcp, `bind ... ssl crt` (a **fixed certificate**: HAProxy "
+                            "has no keybridge), `server ... ssl verify required ca-file sni "
+                            "str(origin.test) verifyhost origin.test` to the same keybridge origin: "
+                            "the keybridge rows' peer",
     }
     L.append("## TLS")
     L.append("")
@@ -435,6 +457,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
             if idle and d.get("kib_conn") is not None:
                 note = (f"{d['kib_conn']:.1f} KiB/conn (RSS {fnum((d.get('rss0_kb') or 0) / 1024, 1)} → "
                         f"{fnum((d.get('rss1_kb') or 0) / 1024, 1)} MiB)")
+            elif d.get("kb_minted") is not None:
+                note = f"leaves minted {d['kb_minted']}, cached {d['kb_cached']} (all rounds)"
             elif d.get("resumed_pct") is not None:
                 note = f"resumed {d['resumed_pct']:.0f}%"
             lm = d["longest_ms"]
@@ -679,6 +703,9 @@ def cmd_report(out):
                     res = sum(x.get("resumed", 0) for x in rs)
                     tot = res + sum(x.get("full", 0) for x in rs)
                     d["resumed_pct"] = 100 * res / tot if tot else None
+                    if any("kb_minted" in x for x in rs):
+                        d["kb_minted"] = int(sum(x.get("kb_minted", 0) for x in rs))
+                        d["kb_cached"] = int(sum(x.get("kb_cached", 0) for x in rs))
                 row["t"][t] = d
             # ratio to direct: median over rounds of the ratio measured within
             # each round (peers side by side), so slow drift of the machine cancels
