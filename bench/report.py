@@ -246,7 +246,28 @@ def isnum(s):
         return False
 
 
+def ours(t):
+    """proxyd's own paths: only their failures fail the run; a peer's
+    (direct, HAProxy, vsftpd's own active mode...) is reported only"""
+    return t.startswith("proxyd-") or t.startswith("base-")
+
+
+def kb_problem(r):
+    """the keybridge row's leaf counts (bench/run's check, repeated here)"""
+    x = extra_kv(r)
+    if "kb_minted" not in x:
+        return None
+    m, c = x["kb_minted"], x.get("kb_cached", 0)
+    if r["target"] == "proxyd-tls-kb" and (m != 0 or c == 0):
+        return f"warm row minted {m:.0f} leaves (cached {c:.0f})"
+    if r["target"] == "proxyd-tls-kbcold" and (m == 0 or 10 * m < 9 * (m + c)):
+        return f"cold row minted {m:.0f} of {m + c:.0f} leaves (under 90 %)"
+    return None
+
+
 def run_bad(r):
+    if kb_problem(r):
+        return True
     if r["rc"] != "0" or r["rps"] == "-":
         return True
     for k in ("failed", "non2xx", "sockerr"):
@@ -286,6 +307,8 @@ def run_problem(r):
         bits.append(f"complete={r['complete']}/{r['n']}")
     if r["tool"] not in COUNTED and r["complete"] in ("0", "-"):
         bits.append("no request served")
+    if kb_problem(r):
+        bits.append(kb_problem(r))
     x = extra_kv(r)
     if x.get("dispatch_ok") == 0:
         bits.append(f"sessions: {x.get('to_service', 0):.0f} of {x.get('sessions', 0):.0f} to the "
@@ -654,7 +677,9 @@ def cmd_report(out):
         for k in keys:
             rr = [r for r in runs if (r["tool"], r["size"], r["mode"]) == k]
             row = {"key": k, "label": label(k), "n": rr[0]["n"], "c": rr[0]["c"],
-                   "bad": [run_problem(r) for r in rr if run_bad(r)], "t": {}}
+                   "bad": [run_problem(r) for r in rr if run_bad(r) and ours(r["target"])],
+                   "bad_peer": [run_problem(r) for r in rr if run_bad(r) and not ours(r["target"])],
+                   "t": {}}
             per_round = {}
             for t in targets:
                 tr = [r for r in rr if r["target"] == t]
@@ -963,14 +988,27 @@ def cmd_report(out):
     L.extend(zones_section(env, zones_rows, zones_runs, zones_targets, zones_pairs))
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
     bad = [r for r in rows + tls_rows + zones_rows if r["bad"]]
+    bad_peer = [r for r in rows + tls_rows + zones_rows if r["bad_peer"]]
     # a proxy bench/run found stuck (busy with no client) and stopped
     stuck = [n for n in notes if n.startswith("STUCK")]
+    stuck_peer = [n for n in stuck if not ours((n.split() + ["", ""])[1])]
+    stuck = [n for n in stuck if n not in stuck_peer]
     if bad or stuck:
         L.append("## Bad rows")
         L.append("")
         for row in bad:
             L.append(f"- {row['label']}: " + "; ".join(row["bad"]))
         for n in stuck:
+            L.append(f"- {n}")
+        L.append("")
+    if bad_peer or stuck_peer:
+        # a peer's failure says something about the peer (or the
+        # comparison), not about proxyd: reported, the run not failed
+        L.append("## Peer failures (reported; they do not fail the run)")
+        L.append("")
+        for row in bad_peer:
+            L.append(f"- {row['label']}: " + "; ".join(row["bad_peer"]))
+        for n in stuck_peer:
             L.append(f"- {n}")
         L.append("")
 
@@ -1068,41 +1106,54 @@ def cmd_report(out):
 
 
 def chart(out, rows, targets, netns, quick):
-    """chart.png with gnuplot: median MiB/s per row and path (log scale)"""
+    """chart.png with gnuplot: per row, each path's ratio to direct (the
+    median of the within-round ratios, as in the table), on a linear axis
+    from 0: every row is visible whatever its absolute rate (an FTP row's
+    MiB/s is tiny), one colour per path; the absolute figures are in the
+    table"""
     gp = shutil.which("gnuplot")
     if not gp:
         print("(gnuplot not found: no chart.png; bench/deps installs gnuplot-nox)", file=sys.stderr)
         return
-    rows = [r for r in rows if any(d.get("mib_s") for d in r["t"].values())]
-    if not rows:
+    paths = [t for t in targets if t != BASE]
+    rows = [r for r in rows if any(r["t"].get(t, {}).get("ratio") for t in paths)]
+    if not rows or not paths:
         return
+    top = max(r["t"][t]["ratio"] for r in rows for t in paths if r["t"].get(t, {}).get("ratio"))
     with open(os.path.join(out, "chart.dat"), "w") as f:
-        f.write("row\t" + "\t".join(targets) + "\n")
+        f.write("row\t" + "\t".join(paths) + "\n")
         for r in rows:
-            vals = [r["t"].get(t, {}).get("mib_s") for t in targets]
-            f.write(f"\"{r['label']}\"\t" + "\t".join("?" if v is None else f"{v:.3f}"
+            vals = [r["t"].get(t, {}).get("ratio") for t in paths]
+            f.write(f"\"{r['label']}\"\t" + "\t".join("?" if v is None else f"{v:.4f}"
                                                     for v in vals) + "\n")
-    title = ("proxyd vs HAProxy vs kernel forwarding (netns, TPROXY)" if netns
-             else "proxyd vs HAProxy vs direct (loopback)") + (" - QUICK" if quick else "")
+    title = ("proxyd vs HAProxy, ratio to kernel forwarding (netns, TPROXY)" if netns
+             else "proxyd vs HAProxy, ratio to direct (loopback)") + (" - QUICK" if quick else "")
     width = max(900, 110 * len(rows) + 200)
-    colors = {"direct": "#808080", "proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
+    # one colour per path (blues: proxyd's HTTP paths; greens/purples:
+    # its FTP and R66; oranges/reds: HAProxy)
+    colors = {"proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
               "base-plug": "#aec7e8", "base-http": "#9edae5",
-              "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728"}
+              "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728",
+              "proxyd-ftp": "#2ca02c", "proxyd-r66": "#9467bd"}
+    spare = ["#8c564b", "#e377c2", "#bcbd22", "#7f7f7f", "#393b79", "#637939"]
+    lc = {}
+    for t in paths:
+        lc[t] = colors.get(t) or spare[len([x for x in lc if x not in colors]) % len(spare)]
     plots = ", ".join(f"'chart.dat' using {i + 2}{':xtic(1)' if i == 0 else ''} title columnhead({i + 2})"
-                      f" lc rgb '{colors.get(t, '#2ca02c')}'"
-                      for i, t in enumerate(targets))
+                      f" lc rgb '{lc[t]}'"
+                      for i, t in enumerate(paths))
     script = f"""set terminal pngcairo size {width},560 font ",10"
 set output 'chart.png'
 set datafile separator "\\t"
 set datafile missing "?"
-set title "{title}: transfer rate per path and row (median)"
+set title "{title}: per row (median of the within-round ratios; absolute figures in the table)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-set logscale y
-set yrange [10:*]
-set ylabel "MiB/s (log scale)"
+set yrange [0:{max(1.2, top * 1.1):.2f}]
+set ylabel "ratio to {BASE} (1 = as fast)"
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#808080'
 set xtics rotate by -25 nomirror
 set grid ytics
 set key top right
