@@ -3,9 +3,10 @@
 # dpkg-buildpackage -us -uc -b (debian/: dh with cmake).
 #   1. dpkg -x into a temp root: the binary in /usr/sbin, the config as a
 #      conffile in /etc/proxyd, schemas and examples in /usr/share/proxyd,
-#      the unit in /lib/systemd/system, proxyd(8); the man page renders
-#      with man -l, is clean under mandoc -Tlint, and lists the options
-#      proxyd --help lists. lintian: zero errors (every tag is printed).
+#      the unit in /lib/systemd/system, proxyd(8) and proxyd.xml(5); the
+#      man pages render with man -l and are clean under mandoc -Tlint, and
+#      proxyd(8) lists the options proxyd --help lists. lintian: zero
+#      errors (every tag is printed).
 #   2. As root: dpkg -i; the postinst made the proxyd system user and
 #      enabled the unit (not started: no systemd here, or started when
 #      systemd is PID 1); systemd-analyze verify passes on the installed
@@ -55,7 +56,8 @@ info "---- 1. contents (dpkg -x)"
 R=$T/root
 dpkg -x "$DEB" "$R"
 for f in usr/sbin/proxyd etc/proxyd/proxyd.xml lib/systemd/system/proxyd.service \
-    usr/share/man/man8/proxyd.8.gz usr/share/proxyd/schema/proxyd.rng \
+    usr/share/man/man8/proxyd.8.gz usr/share/man/man5/proxyd.xml.5.gz \
+    usr/share/proxyd/schema/proxyd.rng \
     usr/share/proxyd/schema/service.rng usr/share/proxyd/schema/http.rng \
     usr/share/proxyd/examples/http-reverse.xml usr/share/proxyd/inline-tproxy.sh \
     usr/share/doc/proxyd/CONFIG.md usr/share/doc/proxyd/copyright; do
@@ -97,6 +99,13 @@ sed -n '/^OPTIONS/,/^[A-Z]/p' "$T/man.txt" | grep -oE '^ +--?[a-zA-Z][a-z-]*(.*,
     grep -oE -- '--?[a-zA-Z][a-z-]*' | sort -u >"$T/opt.man"
 assert_eq "$(tr '\n' ' ' <"$T/opt.man")" "$(tr '\n' ' ' <"$T/opt.help")" "options in proxyd(8) vs proxyd --help"
 info "options: $(tr '\n' ' ' <"$T/opt.help")"
+MAN5=$R/usr/share/man/man5/proxyd.xml.5.gz
+MANWIDTH=80 man -l "$MAN5" 2>/dev/null | col -b >"$T/man5.txt"
+for s in NAME DESCRIPTION "DAEMON FILE" "SERVICE FILES" EXAMPLES "SEE ALSO"; do
+    grep -q "^$s" "$T/man5.txt" || fail "man -l proxyd.xml.5: no $s section"
+done
+zcat "$MAN5" >"$T/proxyd.xml.5"
+mandoc -Tlint -Wwarning "$T/proxyd.xml.5" >"$T/lint.out" 2>&1 || { cat "$T/lint.out" >&2; fail "mandoc -Tlint proxyd.xml.5"; }
 
 info "---- lintian"
 lintian --display-info "$DEB" >"$T/lintian.out" 2>&1 || true
