@@ -248,12 +248,10 @@ drain() {
 }
 
 # settle TIMEOUT_S: wait until proxyd is idle (no session) and its
-# descriptors and RSS have stopped moving; prints "fds sockets pipes other
-# sessions rss"
+# descriptor counts have not moved for 3 s (past two periods of the http
+# pool's 1 s server-idle); prints "fds sockets pipes other sessions rss"
 settle() {
     local deadline=$(($(now_ms) + $1 * 1000)) a b s same=0
-    # past two periods of the http pool's server-idle (1 s)
-    sleep 2.5
     a=$(fd_counts)
     while :; do
         sleep 1
@@ -261,7 +259,7 @@ settle() {
         s=$(sessions)
         if [[ $s == 0 && $a == "$b" ]]; then
             same=$((same + 1))
-            ((same >= 2)) && break
+            ((same >= 3)) && break
         else
             same=0
         fi
