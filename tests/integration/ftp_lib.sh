@@ -111,7 +111,8 @@ FTPServer(("127.0.0.1", int(sys.argv[2])), FTPHandler).serve_forever(timeout=1)
 PY
     pid=$!
     track_pid "$pid"
-    wait_listen "$PYFTPD_PORT" 5 "$pid" || {
+    # python3 and pyftpdlib take a few seconds to import on a busy machine
+    wait_listen "$PYFTPD_PORT" 20 "$pid" || {
         cat "$T/pyftpd.log" >&2
         fail "pyftpdlib did not start on 127.0.0.1:$PYFTPD_PORT"
     }
