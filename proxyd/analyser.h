@@ -193,6 +193,19 @@ struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
 /* That direction's source gave EOF. */
 bool		 px_session_input_closed(const struct px_session *s,
 		    enum px_dir dir);
+/* From on_data(dir) only: after the bytes it leaves in `in` (passed on as
+ * PX_PASS does), the next n bytes from dir's source go on without on_data
+ * seeing them (a frame's payload whose length the header gave). They are
+ * spliced, never entering user space, unless TLS or a bandwidth limit is
+ * on or n is small; then they are copied. Until they are through, nothing
+ * else is written in that direction: replies queued meanwhile follow
+ * them. Returns true when they will be spliced. */
+bool		 px_session_pass(struct px_session *s, enum px_dir dir,
+		    uint64_t n);
+/* Bytes of dir's current pass not yet read (0: none); at EOF, what the
+ * source still owed. */
+uint64_t	 px_session_pass_left(const struct px_session *s,
+		    enum px_dir dir);
 uint64_t	 px_session_id(const struct px_session *s);
 const struct sockaddr *px_session_client(const struct px_session *s);
 const struct sockaddr *px_session_server(const struct px_session *s);

@@ -153,7 +153,17 @@ static void
 px_buf_update_read(struct px_relay *r, int side)
 {
 	px_conn_read_enable(&r->conn[side], r->running && !r->finishing &&
-	    !r->conn[side].eof && !r->paused[side] && !r->rate_paused[side]);
+	    !r->conn[side].eof && !r->paused[side] && !r->rate_paused[side] &&
+	    r->pass_state[px_side_dir(side)] == PX_PASS_COPY);
+}
+
+/* A pass is splicing into side x: its bytes must stay whole, so nothing
+ * else is written there until it is done. */
+static bool
+px_pass_into(const struct px_relay *r, int x)
+{
+	return r->pass_state[x == 1 ? PX_TO_SERVER : PX_TO_CLIENT] ==
+	    PX_PASS_SPLICE;
 }
 
 /* Side `side` gave EOF and everything it sent is delivered to the peer. */
@@ -181,6 +191,8 @@ px_buf_half_done(struct px_relay *r, int side)
 static bool
 px_buf_flush(struct px_relay *r, int x)
 {
+	if (px_pass_into(r, x))
+		return true;
 	if (px_conn_send(&r->conn[x]) == -1) {
 		px_relay_failed(r, x, errno);
 		return false;
@@ -194,6 +206,10 @@ px_buf_finish_check(struct px_relay *r)
 {
 	int side;
 
+	/* A pass under way ends the frame it is in first. */
+	if (r->pass_state[0] != PX_PASS_COPY ||
+	    r->pass_state[1] != PX_PASS_COPY)
+		return false;
 	for (side = 0; side < 2; side++)
 		if (r->conn_open[side] && !r->shut[side] &&
 		    evbuffer_get_length(r->conn[side].out) != 0)
@@ -241,6 +257,23 @@ px_buf_analyse(struct px_relay *r, int side, struct evbuffer *in)
 
 /* Moves what side `side` has read to its peer (through the analyser),
  * writes at once, and stops reading the side while the peer is full. */
+static void px_pass_begin(struct px_relay *, int);
+
+/* The bytes of a pass that came through user space go on as they are. */
+static void
+px_pass_copy(struct px_relay *r, int side)
+{
+	enum px_dir dir = px_side_dir(side);
+	struct evbuffer *in = r->conn[side].in;
+	size_t len = evbuffer_get_length(in);
+
+	if (len > r->pass_left[dir])
+		len = (size_t)r->pass_left[dir];
+	evbuffer_remove_buffer(in, r->conn[!side].out, len);
+	r->pass_left[dir] -= len;
+	px_relay_count(r, dir, len);
+}
+
 static void
 px_buf_forward(struct px_relay *r, int side)
 {
@@ -248,6 +281,12 @@ px_buf_forward(struct px_relay *r, int side)
 	struct evbuffer *out = r->conn[!side].out;
 	size_t len;
 
+	if (r->pass_left[px_side_dir(side)] > 0) {
+		px_pass_copy(r, side);
+		if (evbuffer_get_length(in) == 0 &&
+		    !(r->conn[side].eof && r->ops->analyse != NULL))
+			goto sent;
+	}
 	if (r->ops->analyse != NULL && !px_buf_analyse(r, side, in)) {
 		/* Replies it queued (a deny's error page) still go out. */
 		if (r->running && px_buf_flush(r, !side) &&
@@ -258,6 +297,7 @@ px_buf_forward(struct px_relay *r, int side)
 	len = evbuffer_get_length(in);
 	evbuffer_add_buffer(out, in);
 	px_relay_count(r, px_side_dir(side), len);
+sent:
 	if (!px_buf_flush(r, !side))
 		return;
 	if (r->ops->analyse != NULL && !px_buf_flush(r, side))
@@ -266,6 +306,8 @@ px_buf_forward(struct px_relay *r, int side)
 		r->paused[side] = true;
 		px_buf_update_read(r, side);
 	}
+	if (r->pass_left[px_side_dir(side)] > 0)
+		px_pass_begin(r, side);
 }
 
 /* The bandwidth side `side` may use now: the least of the relay's own
@@ -406,6 +448,11 @@ px_buf_writable(struct px_conn *c, void *arg)
 	if (!px_buf_flush(r, side))
 		return;
 	r->ops->moved(r->arg, px_side_dir(peer), 0);	/* progress */
+	if (r->pass_state[px_side_dir(peer)] == PX_PASS_WAIT) {
+		px_pass_begin(r, peer);
+		if (!r->running)
+			return;
+	}
 	if (r->finishing) {
 		(void)px_buf_finish_check(r);
 		return;
@@ -453,6 +500,151 @@ px_relay_buffered_start(struct px_relay *r)
 	return 0;
 }
 
+/* ---- passes ----------------------------------------------------------- */
+
+/* Below this a pass is copied: the pump's set-up costs about what copying
+ * that much does. */
+#define PX_PASS_SPLICE_MIN	(32 * 1024)
+
+static bool
+px_pass_can_splice(const struct px_relay *r, int side)
+{
+	int k;
+
+	if (r->pipes == NULL || r->rl_on || r->conn[side].eof ||
+	    r->pass_left[px_side_dir(side)] < PX_PASS_SPLICE_MIN)
+		return false;
+	for (k = 0; k < 2; k++)
+		if (r->conn[k].tf != NULL || r->conn[k].tf_next != NULL)
+			return false;
+	return true;
+}
+
+static int
+px_pass_side(const struct px_relay *r, const struct px_splice *sp)
+{
+	return sp == &r->pass[PX_TO_SERVER] ? 0 : 1;
+}
+
+/* The pump is done (or gone): back to reading through the conn. */
+static void
+px_pass_stop(struct px_relay *r, int side)
+{
+	enum px_dir dir = px_side_dir(side);
+
+	if (r->pass_state[dir] == PX_PASS_SPLICE)
+		px_splice_release(&r->pass[dir], r->pipes);
+	r->pass_state[dir] = PX_PASS_COPY;
+}
+
+static void
+px_pass_moved(void *arg, struct px_splice *sp, size_t n)
+{
+	struct px_relay *r = arg;
+	enum px_dir dir = px_side_dir(px_pass_side(r, sp));
+
+	r->pass_spliced[dir] += n;
+	r->ops->moved(r->arg, dir, n);
+}
+
+static void
+px_pass_reached(void *arg, struct px_splice *sp)
+{
+	struct px_relay *r = arg;
+	int side = px_pass_side(r, sp);
+
+	r->pass_left[px_side_dir(side)] = 0;
+	px_pass_stop(r, side);
+	/* What waited for the peer goes now, then the source is read again. */
+	if (!px_buf_flush(r, !side))
+		return;
+	if (r->finishing) {
+		(void)px_buf_finish_check(r);
+		return;
+	}
+	px_buf_update_read(r, side);
+}
+
+/* The source ended inside the pass: the analyser hears of it as of any
+ * end (px_relay_pass_left() says where it came). */
+static void
+px_pass_done(void *arg, struct px_splice *sp)
+{
+	struct px_relay *r = arg;
+	int side = px_pass_side(r, sp);
+
+	r->pass_left[px_side_dir(side)] = sp->left;
+	px_pass_stop(r, side);
+	if (!px_buf_flush(r, !side))
+		return;
+	r->conn[side].eof = true;
+	px_buf_eof(r, side);
+}
+
+static void
+px_pass_failed(void *arg, struct px_splice *sp, enum px_splice_fail where,
+    int err)
+{
+	struct px_relay *r = arg;
+	int side = px_pass_side(r, sp);
+
+	px_pass_stop(r, side);
+	px_relay_failed(r, where == PX_SPLICE_READ ? side : !side, err);
+}
+
+static const struct px_splice_ops px_pass_ops = {
+	.moved = px_pass_moved,
+	.done = px_pass_done,
+	.reached = px_pass_reached,
+	.failed = px_pass_failed,
+};
+
+/* After forward(): the rest of a pass is spliced when it can be, once the
+ * peer's output is written (else the pump's bytes would overtake it). */
+static void
+px_pass_begin(struct px_relay *r, int side)
+{
+	enum px_dir dir = px_side_dir(side);
+	struct px_splice *sp = &r->pass[dir];
+
+	if (!r->running || r->pass_state[dir] == PX_PASS_SPLICE)
+		return;
+	if (r->pass_state[dir] == PX_PASS_COPY) {
+		if (!px_pass_can_splice(r, side) ||
+		    evbuffer_get_length(r->conn[side].in) != 0)
+			return;
+		r->pass_state[dir] = PX_PASS_WAIT;
+		px_buf_update_read(r, side);
+	}
+	if (evbuffer_get_length(r->conn[!side].out) != 0)
+		return;		/* the peer's writable callback comes back */
+	if (px_splice_init(sp, r->base, r->pipes, r->fd[side], r->fd[!side],
+	    (int)r->lim.buffer, &px_pass_ops, r) == -1) {
+		/* Out of pipes: the pass goes through user space. */
+		r->pass_state[dir] = PX_PASS_COPY;
+		px_buf_update_read(r, side);
+		return;
+	}
+	px_splice_bound(sp, r->pass_left[dir]);
+	r->pass_state[dir] = PX_PASS_SPLICE;
+	px_splice_start(sp, true);
+}
+
+bool
+px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n)
+{
+	if (r->mode != PX_RELAY_BUFFERED || !r->running || n == 0)
+		return false;
+	r->pass_left[dir] = n;
+	return px_pass_can_splice(r, dir == PX_TO_SERVER ? 0 : 1);
+}
+
+uint64_t
+px_relay_pass_left(const struct px_relay *r, enum px_dir dir)
+{
+	return r->pass_left[dir];
+}
+
 /* ---- the relay -------------------------------------------------------- */
 
 int
@@ -465,6 +657,9 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 	r->sp[0].pipe[0] = r->sp[0].pipe[1] = -1;
 	r->sp[1].pipe[0] = r->sp[1].pipe[1] = -1;
 	r->sp[0].stopped = r->sp[1].stopped = true;
+	r->pass[0].pipe[0] = r->pass[0].pipe[1] = -1;
+	r->pass[1].pipe[0] = r->pass[1].pipe[1] = -1;
+	r->pass[0].stopped = r->pass[1].stopped = true;
 	r->ops = ops;
 	r->arg = arg;
 	r->base = base;
@@ -533,8 +728,12 @@ px_relay_free(struct px_relay *r, uint64_t unsent[2])
 	if (unsent != NULL)
 		unsent[0] = unsent[1] = 0;
 	if (r->pipes != NULL)
-		for (d = 0; d < 2; d++)
+		for (d = 0; d < 2; d++) {
 			px_splice_release(&r->sp[d], r->pipes);
+			if (r->pass_state[d] == PX_PASS_SPLICE)
+				px_splice_release(&r->pass[d], r->pipes);
+			r->pass_state[d] = PX_PASS_COPY;
+		}
 	for (d = 0; d < 2; d++) {
 		if (!r->conn_open[d])
 			continue;

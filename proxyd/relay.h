@@ -85,6 +85,16 @@ struct px_relay {
 
 	bool		 eof_seen;
 	enum px_end_by	 eof_by;	/* PX_END_CLIENT or PX_END_SERVER */
+
+	/* A pass (px_relay_pass), by px_dir: bytes that go on unseen. */
+	uint64_t	 pass_left[2];	/* not yet read from the source */
+	enum px_pass_state {
+		PX_PASS_COPY = 0,	/* none, or through user space */
+		PX_PASS_WAIT,		/* splice once the peer's output is written */
+		PX_PASS_SPLICE,		/* the pump in pass[] moves them */
+	}		 pass_state[2];
+	struct px_splice pass[2];
+	uint64_t	 pass_spliced[2];	/* bytes, over the relay's life */
 };
 
 /* Starts relaying fd[0] (client) and fd[1] (server). Splice falls back to
@@ -97,6 +107,15 @@ int	px_relay_start(struct px_relay *r, struct event_base *base,
 /* Buffered only: stop reading both sides; ops->flushed once both outputs
  * are written (or ops->ended if a side fails meanwhile). */
 void	px_relay_finish(struct px_relay *r);
+/* Buffered only, from inside analyse(dir): after the bytes it leaves in
+ * `in` (passed on as PX_PASS does), the next n bytes from dir's source go
+ * on without analyse() seeing them: spliced when no transform or rate
+ * limit is on and n is worth it, else copied. Meanwhile nothing else is
+ * written to that peer (replies wait), so the n bytes stay whole. Returns
+ * true when they will be spliced. */
+bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n);
+/* Bytes of the current pass in direction dir not read yet (0: none). */
+uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only: where bytes for direction dir are queued, NULL if none. */
 struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
 bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);

@@ -378,6 +378,18 @@ px_session_input_closed(const struct px_session *s, enum px_dir dir)
 	return s->relay_on && px_relay_input_closed(&s->relay, dir);
 }
 
+bool
+px_session_pass(struct px_session *s, enum px_dir dir, uint64_t n)
+{
+	return s->relay_on && px_relay_pass(&s->relay, dir, n);
+}
+
+uint64_t
+px_session_pass_left(const struct px_session *s, enum px_dir dir)
+{
+	return s->relay_on ? px_relay_pass_left(&s->relay, dir) : 0;
+}
+
 static const char *
 px_session_state_name(const struct px_session *s)
 {

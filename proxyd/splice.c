@@ -116,11 +116,20 @@ px_splice_init(struct px_splice *sp, struct event_base *base,
 	sp->pipe_size = size;
 	sp->in_pipe = 0;
 	sp->eof = false;
+	sp->bounded = false;
+	sp->left = 0;
 	sp->stopped = false;
 	sp->rd_on = sp->wr_on = false;
 	event_assign(&sp->rd, base, from, EV_READ | EV_PERSIST, px_splice_cb, sp);
 	event_assign(&sp->wr, base, to, EV_WRITE | EV_PERSIST, px_splice_cb, sp);
 	return 0;
+}
+
+void
+px_splice_bound(struct px_splice *sp, uint64_t n)
+{
+	sp->bounded = true;
+	sp->left = n;
 }
 
 void
@@ -190,7 +199,7 @@ px_splice_need_pipe(struct px_splice *sp)
  * past it into the (empty) pipe. Returns bytes moved, 0 at EOF, or -1
  * with errno (EAGAIN: nothing to read after all). */
 static ssize_t
-px_splice_past_urgent(struct px_splice *sp)
+px_splice_past_urgent(struct px_splice *sp, size_t want)
 {
 	char buf[16384];
 	int atmark = 0;
@@ -200,8 +209,8 @@ px_splice_past_urgent(struct px_splice *sp)
 		errno = EAGAIN;
 		return -1;
 	}
-	n = recv(sp->from, buf, sizeof(buf) < sp->pipe_cap ? sizeof(buf) :
-	    sp->pipe_cap, MSG_DONTWAIT);
+	n = recv(sp->from, buf, sizeof(buf) < want ? sizeof(buf) : want,
+	    MSG_DONTWAIT);
 	if (n <= 0)
 		return n;
 	/* The pipe is empty and at least 4k: this cannot be short. */
@@ -230,7 +239,7 @@ px_splice_run(struct px_splice *sp)
 {
 	int rounds = 0;
 	bool drained = false;
-	size_t moved = 0;
+	size_t moved = 0, want;
 	ssize_t n;
 
 	if (sp->stopped)
@@ -263,6 +272,12 @@ px_splice_run(struct px_splice *sp)
 			sp->ops->done(sp->arg, sp);
 			return;
 		}
+		if (sp->bounded && sp->left == 0) {
+			px_splice_report(sp, moved, -1, 0);
+			px_splice_stop(sp);
+			sp->ops->reached(sp->arg, sp);
+			return;
+		}
 		/* A short read left the socket empty: skip the read that would
 		 * only say EAGAIN; level-triggered epoll reports what's left. */
 		if (drained) {
@@ -277,17 +292,22 @@ px_splice_run(struct px_splice *sp)
 			px_splice_report(sp, moved, PX_SPLICE_READ, errno);
 			return;
 		}
-		n = splice(sp->from, NULL, sp->pipe[1], NULL, sp->pipe_cap,
+		want = sp->pipe_cap;
+		if (sp->bounded && sp->left < want)
+			want = (size_t)sp->left;
+		n = splice(sp->from, NULL, sp->pipe[1], NULL, want,
 		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		/* splice() stops for good at TCP urgent data while epoll keeps
 		 * saying readable: a spin and a stall. recv() steps over the
 		 * urgent byte (as any reader without SO_OOBINLINE does) and its
 		 * bytes go into the empty pipe. */
 		if (n == -1 && errno == EAGAIN)
-			n = px_splice_past_urgent(sp);
+			n = px_splice_past_urgent(sp, want);
 		if (n > 0) {
 			sp->in_pipe = (size_t)n;
-			drained = (size_t)n < sp->pipe_cap;
+			if (sp->bounded)
+				sp->left -= (uint64_t)n;
+			drained = (size_t)n < want;
 			continue;
 		}
 		if (n == 0) {

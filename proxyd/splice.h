@@ -55,6 +55,9 @@ struct px_splice_ops {
 	void	(*moved)(void *arg, struct px_splice *sp, size_t n);
 	/* The source gave EOF and everything it sent is written. */
 	void	(*done)(void *arg, struct px_splice *sp);
+	/* A bounded pump (px_splice_bound) wrote its last byte. NULL only
+	 * for pumps that are never bounded. */
+	void	(*reached)(void *arg, struct px_splice *sp);
 	void	(*failed)(void *arg, struct px_splice *sp,
 		    enum px_splice_fail where, int err);
 };
@@ -69,6 +72,8 @@ struct px_splice {
 	int		 pipe_size;	/* what was asked for it */
 	size_t		 in_pipe;	/* read but not yet written */
 	bool		 eof;		/* the source gave EOF */
+	bool		 bounded;	/* stop after `left` more bytes */
+	uint64_t	 left;		/* bounded: not yet read */
 	bool		 stopped;	/* done, failed or released */
 	struct event	 rd;		/* EV_READ on from */
 	struct event	 wr;		/* EV_WRITE on to */
@@ -83,6 +88,9 @@ struct px_splice {
 int	px_splice_init(struct px_splice *sp, struct event_base *base,
 	    struct px_pipe_pool *pool, int from, int to, int size,
 	    const struct px_splice_ops *ops, void *arg);
+/* Makes an initialised pump stop once n more bytes are written (then
+ * ops->reached); it reads no byte past them. n > 0. */
+void	px_splice_bound(struct px_splice *sp, uint64_t n);
 /* Runs the pump once now (the source's bytes are often waiting already),
  * or only arms the read event when `now` is false. */
 void	px_splice_start(struct px_splice *sp, bool now);

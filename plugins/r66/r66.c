@@ -78,6 +78,9 @@ struct r66_chan {
 	uint32_t	 next_rank;
 	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
 	uint64_t	 bytes, blocks;
+	/* Block bytes spliced by passes, and through user space: the log's
+	 * payload= (no policy check reads a block's bytes). */
+	uint64_t	 payload_spliced, payload_copied;
 	char		 hash_algo[24];
 };
 
@@ -178,6 +181,16 @@ r66_client_sends(const struct r66_chan *c)
 	return r66_mode_is_send(c->req.mode);
 }
 
+/* How the blocks' bytes went: spliced (never in user space), copied
+ * (TLS, a bandwidth limit, blocks that came whole), both, or none yet. */
+static const char *
+r66_payload_path(const struct r66_chan *c)
+{
+	if (c->payload_spliced == 0)
+		return c->payload_copied == 0 ? "none" : "copy";
+	return c->payload_copied == 0 ? "splice" : "mixed";
+}
+
 static void
 r66_xfer_log(struct px_session *s, struct r66_state *st,
     const struct r66_chan *c, const char *verdict, const char *why)
@@ -187,7 +200,7 @@ r66_xfer_log(struct px_session *s, struct r66_state *st,
 	if (!c->has_req)
 		return;
 	px_session_log(s, LOG_INFO, "r66-transfer host=%s rule=%s mode=%s "
-	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s",
+	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s payload=%s",
 	    r66_esc(host, sizeof(host), st->host, strlen(st->host)),
 	    r66_esc(rule, sizeof(rule), c->req.rule, strlen(c->req.rule)),
 	    r66_mode_name(c->req.mode),
@@ -195,7 +208,8 @@ r66_xfer_log(struct px_session *s, struct r66_state *st,
 	    strlen(c->req.filename)),
 	    (unsigned long long)c->bytes, (unsigned long long)c->blocks,
 	    c->hash_algo[0] != '\0' ? c->hash_algo : "none", verdict,
-	    why != NULL ? " reason=" : "", why != NULL ? why : "");
+	    why != NULL ? " reason=" : "", why != NULL ? why : "",
+	    r66_payload_path(c));
 }
 
 static void
@@ -816,6 +830,42 @@ r66_hold_add(struct evbuffer *hold, struct evbuffer *in)
 	return 0;
 }
 
+/* The channel a checked Data frame belongs to (the sender's id). */
+static struct r66_chan *
+r66_data_chan(struct r66_state *st, const struct r66_frame *f,
+    bool from_client)
+{
+	return r66_chan_by_cid(st, from_client ? f->src : f->dst);
+}
+
+static void
+r66_block_copied(struct r66_state *st, const struct r66_frame *f,
+    bool from_client)
+{
+	struct r66_chan *c = r66_data_chan(st, f, from_client);
+
+	if (c != NULL)
+		c->payload_copied += f->mlen;
+}
+
+/* A checked Data frame of which `have` bytes are here: those go on now,
+ * the rest of its block (and digest) follows unseen. */
+static void
+r66_pass_block(struct px_session *s, struct r66_state *st, enum px_dir dir,
+    const struct r66_frame *f, struct evbuffer *src, struct evbuffer *out,
+    size_t have)
+{
+	struct r66_chan *c = r66_data_chan(st, f, dir == PX_TO_SERVER);
+	uint64_t rest = f->len - have;
+
+	evbuffer_remove_buffer(src, out, have);
+	if (px_session_pass(s, dir, rest)) {
+		if (c != NULL)
+			c->payload_spliced += rest > f->elen ? rest - f->elen : 0;
+	} else if (c != NULL)
+		c->payload_copied += f->mlen;
+}
+
 static enum px_verdict
 r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
     struct evbuffer *in)
@@ -843,6 +893,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		enum r66_fv v;
 		uint32_t rank = 0;
 		char what[96];
+		bool partial;
 
 		if (len < 4)
 			break;
@@ -863,7 +914,11 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 			r66_violation(s, st, dir, what);
 			break;
 		}
-		if (len < f.len)
+		/* A Data frame is judged on its head and rank; its block then
+		 * goes on as it comes (a pass), not held until it is whole. */
+		partial = len < f.len;
+		if (partial && (f.code != R66_DATA ||
+		    len < (size_t)R66_FRAME_MIN + f.hlen))
 			break;
 		if (f.code == R66_DATA) {
 			rank = r66_be32(head + R66_FRAME_MIN);
@@ -884,9 +939,21 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		v = from_client ? r66_from_client(s, st, &f, rank) :
 		    r66_from_server(s, st, &f, rank);
-		if (v == R66_FV_PASS)
+		if (partial && v == R66_FV_PASS) {
+			r66_pass_block(s, st, dir, &f, src, out, len);
+			break;
+		}
+		if (partial && v == R66_FV_DROP) {
+			/* Data frames are never dropped alone (a refusal
+			 * mid-transfer ends the connection). */
+			r66_violation(s, st, dir, "data frame dropped");
+			break;
+		}
+		if (v == R66_FV_PASS) {
+			if (f.code == R66_DATA)
+				r66_block_copied(st, &f, from_client);
 			evbuffer_remove_buffer(src, out, f.len);
-		else if (v == R66_FV_DROP)
+		} else if (v == R66_FV_DROP)
 			evbuffer_drain(src, f.len);
 		else if (!st->done)
 			break;
@@ -903,7 +970,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	/* Keep a partial frame ourselves, so PX_PASS (and its backpressure)
 	 * applies to what we forwarded. Bounded: its head passed the cap, so
 	 * it is under max-block + 98 bytes (16 414 for other frames). */
-	if (evbuffer_get_length(src) > 0) {
+	if (evbuffer_get_length(src) > 0 || px_session_pass_left(s, dir) > 0) {
 		if (px_session_input_closed(s, dir)) {
 			px_session_log(s, LOG_NOTICE, "r66: %s closed in the "
 			    "middle of a frame", from_client ? "client" :

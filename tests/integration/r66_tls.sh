@@ -120,8 +120,8 @@ xfer_ok "RECV through terminate + originate" "$P_BOTH" hostb:pwb "$R66_SRV_DIR/d
 assert_grep "$T/client.out" "^tls connected .*name=127\.0\.0\.1 server-cert=/CN=r66\.test$"
 assert_grep "$T/client.out" "^ok recv file=down\.bin size=$SZ "
 blocks=$(( (SZ + 65535) / 65536 ))
-assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=up\.bin size=$SZ blocks=$blocks digest=SHA-256 verdict=accept"
-assert_log "r66-transfer host=hostb rule=out mode=recvmd5 file=down\.bin size=$SZ blocks=$blocks digest=SHA-256 verdict=accept"
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=up\.bin size=$SZ blocks=$blocks digest=SHA-256 verdict=accept payload=copy"
+assert_log "r66-transfer host=hostb rule=out mode=recvmd5 file=down\.bin size=$SZ blocks=$blocks digest=SHA-256 verdict=accept payload=copy"
 assert_log "session-end service=r66both analyser=r66 verdict=accept "
 
 info "TLS both sides: the policy still refuses inside TLS"
