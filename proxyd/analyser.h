@@ -199,9 +199,12 @@ bool		 px_session_input_closed(const struct px_session *s,
  * spliced, never entering user space, unless TLS or a bandwidth limit is
  * on or n is small; then they are copied. Until they are through, nothing
  * else is written in that direction: replies queued meanwhile follow
- * them. Returns true when they will be spliced. */
+ * them. After a spliced pass the next read takes at most `head` bytes (0:
+ * no limit): the size of the next frame's head, so that its body can be
+ * spliced too instead of arriving in the same read. Returns true when the
+ * n bytes will be spliced. */
 bool		 px_session_pass(struct px_session *s, enum px_dir dir,
-		    uint64_t n);
+		    uint64_t n, size_t head);
 /* Bytes of dir's current pass not yet read (0: none); at EOF, what the
  * source still owed. */
 uint64_t	 px_session_pass_left(const struct px_session *s,

@@ -2,8 +2,10 @@
 #include "relay.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -298,6 +300,12 @@ px_buf_forward(struct px_relay *r, int side)
 	evbuffer_add_buffer(out, in);
 	px_relay_count(r, px_side_dir(side), len);
 sent:
+	/* A pass to splice takes a small queued head into its pipe. */
+	if (r->pass_left[px_side_dir(side)] > 0) {
+		px_pass_begin(r, side);
+		if (!r->running)
+			return;
+	}
 	if (!px_buf_flush(r, !side))
 		return;
 	if (r->ops->analyse != NULL && !px_buf_flush(r, side))
@@ -306,7 +314,7 @@ sent:
 		r->paused[side] = true;
 		px_buf_update_read(r, side);
 	}
-	if (r->pass_left[px_side_dir(side)] > 0)
+	if (r->pass_state[px_side_dir(side)] == PX_PASS_WAIT)
 		px_pass_begin(r, side);
 }
 
@@ -412,6 +420,11 @@ px_buf_readable(struct px_conn *c, void *arg)
 		return;
 	}
 	room = r->lim.buffer - (queued > have ? queued : have);
+	if (r->read_cap[side] != 0) {
+		if (r->read_cap[side] < room)
+			room = r->read_cap[side];
+		r->read_cap[side] = 0;
+	}
 	if (r->rl_on) {
 		rate = px_buf_rate_avail(r, side, px_clock_ms());
 		if (rate == 0) {
@@ -544,7 +557,47 @@ px_pass_moved(void *arg, struct px_splice *sp, size_t n)
 	enum px_dir dir = px_side_dir(px_pass_side(r, sp));
 
 	r->pass_spliced[dir] += n;
+	/* The head put in the pipe was counted when it was queued. */
+	if (r->pass_preload[dir] != 0) {
+		size_t k = n < r->pass_preload[dir] ? n : r->pass_preload[dir];
+
+		r->pass_preload[dir] -= k;
+		r->pass_spliced[dir] -= k;
+		n -= k;
+	}
 	r->ops->moved(r->arg, dir, n);
+}
+
+/* What is queued for the pump's destination (a frame's head, a few
+ * bytes) goes into its empty pipe, ahead of the body: one write to the
+ * socket for both, not a small segment of its own. At most PIPE_BUF, which
+ * a pipe takes whole or not at all. */
+static void
+px_pass_preload(struct px_relay *r, enum px_dir dir, int peer)
+{
+	struct px_splice *sp = &r->pass[dir];
+	struct evbuffer *out = r->conn[peer].out;
+	size_t len = evbuffer_get_length(out);
+	struct iovec iov[8];
+	struct evbuffer_iovec v[8];
+	ssize_t w;
+	int n, k;
+
+	if (len == 0 || len > PIPE_BUF || len > sp->pipe_cap)
+		return;
+	n = evbuffer_peek(out, -1, NULL, v, 8);
+	if (n < 1 || n > 8)
+		return;
+	for (k = 0; k < n; k++) {
+		iov[k].iov_base = v[k].iov_base;
+		iov[k].iov_len = v[k].iov_len;
+	}
+	w = writev(sp->pipe[1], iov, n);
+	if (w != (ssize_t)len)
+		return;		/* EAGAIN: nothing went in; the conn sends it */
+	evbuffer_drain(out, len);
+	sp->in_pipe = len;
+	r->pass_preload[dir] = len;
 }
 
 static void
@@ -554,6 +607,7 @@ px_pass_reached(void *arg, struct px_splice *sp)
 	int side = px_pass_side(r, sp);
 
 	r->pass_left[px_side_dir(side)] = 0;
+	r->read_cap[side] = r->pass_then[px_side_dir(side)];
 	px_pass_stop(r, side);
 	/* What waited for the peer goes now, then the source is read again. */
 	if (!px_buf_flush(r, !side))
@@ -616,13 +670,22 @@ px_pass_begin(struct px_relay *r, int side)
 		r->pass_state[dir] = PX_PASS_WAIT;
 		px_buf_update_read(r, side);
 	}
-	if (evbuffer_get_length(r->conn[!side].out) != 0)
-		return;		/* the peer's writable callback comes back */
+	/* What is queued must go first: in the pipe when it is small, else
+	 * by the conn (the peer's writable callback comes back). */
+	if (evbuffer_get_length(r->conn[!side].out) > PIPE_BUF ||
+	    px_conn_write_blocked(&r->conn[!side]))
+		return;
 	if (px_splice_init(sp, r->base, r->pipes, r->fd[side], r->fd[!side],
 	    (int)r->lim.buffer, &px_pass_ops, r) == -1) {
 		/* Out of pipes: the pass goes through user space. */
 		r->pass_state[dir] = PX_PASS_COPY;
 		px_buf_update_read(r, side);
+		return;
+	}
+	r->pass_preload[dir] = 0;
+	px_pass_preload(r, dir, !side);
+	if (evbuffer_get_length(r->conn[!side].out) != 0) {
+		px_splice_release(sp, r->pipes);
 		return;
 	}
 	px_splice_bound(sp, r->pass_left[dir]);
@@ -631,11 +694,12 @@ px_pass_begin(struct px_relay *r, int side)
 }
 
 bool
-px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n)
+px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n, size_t then)
 {
 	if (r->mode != PX_RELAY_BUFFERED || !r->running || n == 0)
 		return false;
 	r->pass_left[dir] = n;
+	r->pass_then[dir] = then;
 	return px_pass_can_splice(r, dir == PX_TO_SERVER ? 0 : 1);
 }
 

@@ -95,6 +95,9 @@ struct px_relay {
 	}		 pass_state[2];
 	struct px_splice pass[2];
 	uint64_t	 pass_spliced[2];	/* bytes, over the relay's life */
+	size_t		 pass_then[2];	/* by px_dir: see px_relay_pass() */
+	size_t		 pass_preload[2]; /* by px_dir: counted before the pump */
+	size_t		 read_cap[2];	/* by side: the next read's most, 0 none */
 };
 
 /* Starts relaying fd[0] (client) and fd[1] (server). Splice falls back to
@@ -111,9 +114,12 @@ void	px_relay_finish(struct px_relay *r);
  * `in` (passed on as PX_PASS does), the next n bytes from dir's source go
  * on without analyse() seeing them: spliced when no transform or rate
  * limit is on and n is worth it, else copied. Meanwhile nothing else is
- * written to that peer (replies wait), so the n bytes stay whole. Returns
- * true when they will be spliced. */
-bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n);
+ * written to that peer (replies wait), so the n bytes stay whole. After a
+ * spliced pass the first read takes at most `then` bytes (0: as usual),
+ * so that the next frame's head comes alone and its body can be spliced
+ * too. Returns true when the n bytes will be spliced. */
+bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
+	    size_t then);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only: where bytes for direction dir are queued, NULL if none. */

@@ -379,9 +379,10 @@ px_session_input_closed(const struct px_session *s, enum px_dir dir)
 }
 
 bool
-px_session_pass(struct px_session *s, enum px_dir dir, uint64_t n)
+px_session_pass(struct px_session *s, enum px_dir dir, uint64_t n,
+    size_t head)
 {
-	return s->relay_on && px_relay_pass(&s->relay, dir, n);
+	return s->relay_on && px_relay_pass(&s->relay, dir, n, head);
 }
 
 uint64_t

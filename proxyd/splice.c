@@ -246,8 +246,11 @@ px_splice_run(struct px_splice *sp)
 		return;
 	for (;;) {
 		if (sp->in_pipe > 0) {
+			/* More of a bounded run is due: let TCP fill its
+			 * segments rather than push a short one now. */
 			n = splice(sp->pipe[0], NULL, sp->to, NULL, sp->in_pipe,
-			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			    SPLICE_F_NONBLOCK | SPLICE_F_MOVE |
+			    (sp->bounded && sp->left > 0 ? SPLICE_F_MORE : 0));
 			if (n > 0) {
 				sp->in_pipe -= (size_t)n;
 				moved += (size_t)n;

@@ -859,7 +859,8 @@ r66_pass_block(struct px_session *s, struct r66_state *st, enum px_dir dir,
 	uint64_t rest = f->len - have;
 
 	evbuffer_remove_buffer(src, out, have);
-	if (px_session_pass(s, dir, rest)) {
+	/* The next frame's head and a Data frame's rank, alone. */
+	if (px_session_pass(s, dir, rest, R66_FRAME_MIN + 4)) {
 		if (c != NULL)
 			c->payload_spliced += rest > f->elen ? rest - f->elen : 0;
 	} else if (c != NULL)
