@@ -19,7 +19,7 @@ import sys
 
 SIZES = ["10k", "100k", "1m", "big", "1k", "250k"]
 SIZE_LABEL = {"1k": "1 KB", "10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
-TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-sockmap", "proxyd-http", "base-http",
+TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
            "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
@@ -816,8 +816,6 @@ def cmd_report(out):
         "proxyd-plug": f"proxyd {env.get('proxyd_git', '?')}, plug analyser, "
                        f"splice={env.get('proxyd_splice', '?')}, buffer={env.get('proxyd_buffer', 'default')}",
         "proxyd-http": f"proxyd {env.get('proxyd_git', '?')}, http analyser (defaults: keep-alive both sides)",
-        "proxyd-sockmap": f"proxyd {env.get('proxyd_git', '?')}, plug analyser, splice=sockmap "
-                          "(BPF sockmap redirect in the kernel), otherwise like proxyd-plug",
         "base-plug": f"the baseline: proxyd {env.get('baseline_git', '?')} (--baseline "
                      f"{env.get('baseline_ref', '?')}), configured like proxyd-plug",
         "base-http": f"the baseline: proxyd {env.get('baseline_git', '?')} (--baseline "
@@ -1014,7 +1012,7 @@ def cmd_report(out):
             L.append(f"- {n}")
         L.append("")
 
-    for t in ("proxyd-plug", "proxyd-sockmap", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
+    for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
               "proxyd-tls-plug", "proxyd-nozones", "proxyd-zones", "proxyd-ftp", "proxyd-r66"):
         mb = read_metrics(os.path.join(out, f"{t}-metrics-before.txt"))
         ma = read_metrics(os.path.join(out, f"{t}-metrics-after.txt"))
@@ -1134,7 +1132,7 @@ def chart(out, rows, targets, netns, quick):
     # one colour per path (blues: proxyd's HTTP paths; greens/purples:
     # its FTP and R66; oranges/reds: HAProxy)
     colors = {"proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
-              "base-plug": "#aec7e8", "base-http": "#9edae5", "proxyd-sockmap": "#393b79",
+              "base-plug": "#aec7e8", "base-http": "#9edae5",
               "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728",
               "proxyd-ftp": "#2ca02c", "proxyd-r66": "#9467bd"}
     spare = ["#8c564b", "#e377c2", "#bcbd22", "#7f7f7f", "#393b79", "#637939"]

@@ -38,7 +38,6 @@ enum px_dir {
 enum px_relay_mode {
 	PX_RELAY_BUFFERED = 0,	/* evbuffers; on_data sees every byte */
 	PX_RELAY_SPLICE,	/* splice(2); no byte reaches user space */
-	PX_RELAY_SOCKMAP,	/* BPF sockmap redirect (sockmap.h); else splice */
 };
 
 /* The ends of a session (and of a data channel). */

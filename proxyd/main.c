@@ -25,7 +25,6 @@
 #include "privs.h"
 #include "pidfile.h"
 #include "trace.h"
-#include "sockmap.h"
 #include "splice.h"
 #include "worker.h"
 
@@ -495,10 +494,6 @@ main(int argc, char **argv)
 	}
 	/* A peer that closes mid-splice must cost an EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
-	/* As root: loading BPF needs CAP_BPF and CAP_NET_ADMIN, which the
-	 * drop below does not keep. */
-	if (px_sockmap_wanted())
-		(void)px_sockmap_load();
 	/* Before any thread starts: capabilities are per thread. Every later
 	 * socket (listeners included) is opened with the kept ones. */
 	if (px_privs_will_drop(m.cfg)) {
@@ -515,7 +510,6 @@ main(int argc, char **argv)
 	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
 		goto out_cfg;
 	px_privs_log(m.cfg);
-	px_sockmap_log();
 	/* Up to the hard limit: the same as root or not (no CAP_SYS_RESOURCE
 	 * use), and its warning goes to the configured log. */
 	px_raise_fd_limit(m.cfg);
@@ -579,7 +573,6 @@ out_cfg:
 	if (m.cfg != NULL)
 		px_pidfile_remove(m.cfg->pidfile);
 	px_config_unref(m.cfg);
-	px_sockmap_unload();	/* after the workers: no session uses it */
 	xmlCleanupParser();
 	return rc;
 }

@@ -10,8 +10,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "log.h"
-
 static const char *const px_side_name[2] = { "client", "server" };
 static const enum px_end_by px_side_fail[2] = { PX_END_CLIENT_FAIL,
     PX_END_SERVER_FAIL };
@@ -135,169 +133,6 @@ px_relay_splice_start(struct px_relay *r)
 	if (r->running)
 		px_splice_start(&r->sp[PX_TO_CLIENT], false);
 	return 0;
-}
-
-/* ---- sockmap ---------------------------------------------------------- */
-
-#define PX_SM_SYNC_MS	1000	/* counts into the totals at least this often */
-#define PX_SM_WAIT_MAX	64	/* ms between looks at a FIN's peer */
-
-void
-px_relay_sync(struct px_relay *r)
-{
-	uint64_t n;
-	int side;
-
-	if (r->mode != PX_RELAY_SOCKMAP || !r->sm_on)
-		return;
-	for (side = 0; side < 2; side++) {
-		n = px_sockmap_bytes(&r->sm, side);
-		if (n > r->sm_seen[side]) {
-			r->ops->moved(r->arg, px_side_dir(side),
-			    (size_t)(n - r->sm_seen[side]));
-			r->sm_seen[side] = n;
-		}
-	}
-}
-
-static void
-px_sm_arm(struct px_relay *r, unsigned ms)
-{
-	struct timeval tv = { .tv_sec = ms / 1000,
-	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-
-	evtimer_add(&r->sm_timer, &tv);
-}
-
-/* Passes each EOF on as a FIN once the kernel wrote everything that side
- * sent into its peer; a shutdown before that would cut the redirect
- * queue short. The wait is short (the redirect runs in a kworker right
- * after the segment), so it is polled, from 1 ms up. */
-static void
-px_sm_check(struct px_relay *r)
-{
-	bool waiting = false;
-	int side;
-
-	px_relay_sync(r);
-	for (side = 0; side < 2; side++) {
-		int peer = !side;
-
-		if (!r->sm_eof[side] || r->sm_shut[peer])
-			continue;
-		if (px_sockmap_written(r->fd[peer]) - r->sm.written0[peer] <
-		    r->sm_seen[side]) {
-			waiting = true;
-			continue;
-		}
-		if (!r->half_close) {
-			px_relay_peer_closed(r);
-			return;
-		}
-		(void)shutdown(r->fd[peer], SHUT_WR);
-		r->sm_shut[peer] = true;
-	}
-	if (r->sm_shut[0] && r->sm_shut[1]) {
-		px_relay_peer_closed(r);
-		return;
-	}
-	if (waiting) {
-		r->sm_wait_ms = r->sm_wait_ms == 0 ? 1 :
-		    r->sm_wait_ms * 2 > PX_SM_WAIT_MAX ? PX_SM_WAIT_MAX :
-		    r->sm_wait_ms * 2;
-		px_sm_arm(r, r->sm_wait_ms);
-	} else {
-		r->sm_wait_ms = 0;
-		px_sm_arm(r, PX_SM_SYNC_MS);
-	}
-}
-
-static void
-px_sm_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd; (void)what;
-	px_sm_check(arg);
-}
-
-/* A relayed socket is readable only at EOF or on an error: its segments
- * never reach its receive queue. */
-static void
-px_sm_readable(evutil_socket_t fd, short what, void *arg)
-{
-	struct px_relay *r = arg;
-	int side = fd == r->fd[0] ? 0 : 1;
-	char b[1];
-	ssize_t n;
-
-	(void)what;
-	n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
-	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-	    errno == EINTR))
-		return;
-	if (n == -1) {
-		px_relay_sync(r);
-		px_relay_failed(r, side, errno);
-		return;
-	}
-	if (n > 0) {
-		/* The verdict passed bytes to this socket instead of
-		 * redirecting them: the stream can no longer be whole. */
-		px_relay_sync(r);
-		px_relay_end(r, px_side_fail[side], side == 0 ?
-		    "client-error: sockmap: bytes not redirected" :
-		    "server-error: sockmap: bytes not redirected");
-		return;
-	}
-	px_event_want(&r->sm_rd[side], &r->sm_rd_on[side], false);
-	r->sm_eof[side] = true;
-	px_relay_saw_eof(r, side);
-	px_sm_check(r);
-}
-
-static int
-px_relay_sockmap_start(struct px_relay *r)
-{
-	int side;
-
-	if (px_sockmap_attach(&r->sm, r->fd) == -1) {
-		px_log(LOG_DEBUG, 0, "sockmap: cannot attach: %s",
-		    strerror(errno));
-		return -1;
-	}
-	r->sm_on = true;
-	r->running = true;
-	for (side = 0; side < 2; side++) {
-		event_assign(&r->sm_rd[side], r->base, r->fd[side],
-		    EV_READ | EV_PERSIST, px_sm_readable, r);
-		px_event_want(&r->sm_rd[side], &r->sm_rd_on[side], true);
-	}
-	evtimer_assign(&r->sm_timer, r->base, px_sm_timer_cb, r);
-	px_sm_arm(r, PX_SM_SYNC_MS);
-	return 0;
-}
-
-static void
-px_relay_sockmap_free(struct px_relay *r, uint64_t unsent[2])
-{
-	uint64_t w;
-	int side;
-
-	if (!r->sm_on)
-		return;
-	px_relay_sync(r);	/* the last bytes, for the session's totals */
-	for (side = 0; side < 2; side++) {
-		px_event_want(&r->sm_rd[side], &r->sm_rd_on[side], false);
-		/* Counted when the kernel took them, but a session cut short
-		 * (an error, a timeout, shutdown) may leave some in the
-		 * redirect queue: only what reached the peer's socket moved,
-		 * as on the splice path. */
-		w = px_sockmap_written(r->fd[!side]) - r->sm.written0[!side];
-		if (unsent != NULL && w < r->sm_seen[side])
-			unsent[px_side_dir(side)] = r->sm_seen[side] - w;
-	}
-	evtimer_del(&r->sm_timer);
-	px_sockmap_detach(&r->sm);
-	r->sm_on = false;
 }
 
 /* ---- buffered --------------------------------------------------------- */
@@ -899,16 +734,10 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 	r->lim = *lim;
 	/* Bandwidth limits, TLS and byte inspection need the bytes in user
 	 * space. */
-	if (mode != PX_RELAY_BUFFERED && (lim->session_rate != 0 ||
+	if (mode == PX_RELAY_SPLICE && (lim->session_rate != 0 ||
 	    lim->shared != NULL || ops->analyse != NULL || lim->transforms))
 		mode = PX_RELAY_BUFFERED;
 	r->mode = mode;
-	if (mode == PX_RELAY_SOCKMAP) {
-		if (px_relay_sockmap_start(r) == 0)
-			return 0;
-		/* Not loaded, out of slots, or refused: splice. */
-		r->mode = mode = PX_RELAY_SPLICE;
-	}
 	if (mode == PX_RELAY_SPLICE) {
 		if (px_relay_splice_start(r) == 0)
 			return 0;
@@ -962,8 +791,6 @@ px_relay_free(struct px_relay *r, uint64_t unsent[2])
 	r->running = false;
 	if (unsent != NULL)
 		unsent[0] = unsent[1] = 0;
-	if (r->mode == PX_RELAY_SOCKMAP)
-		px_relay_sockmap_free(r, unsent);
 	if (r->pipes != NULL)
 		for (d = 0; d < 2; d++) {
 			px_splice_release(&r->sp[d], r->pipes);

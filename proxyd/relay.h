@@ -6,12 +6,6 @@
  * Splice path: one px_splice pump per direction (splice.h); payload never
  * enters user space and each direction's pipe is its whole buffer.
  *
- * Sockmap path: the kernel redirects each socket's segments out of its
- * peer (sockmap.h) and counts them; the relay only watches both sockets
- * for EOF and errors, passes a FIN on once the peer's stream has caught
- * up with the count, and reports the counts as moved (at every EOF,
- * once a second, px_relay_sync() and at the end).
- *
  * Buffered path: two conns (conn.h), for bandwidth limits, TLS and
  * analysers that see the bytes. The le-proxy pattern: a side stops reading while its
  * peer's output holds `buffer` bytes and resumes at half; bytes are written
@@ -27,7 +21,6 @@
 #include "analyser.h"
 #include "bucket.h"
 #include "conn.h"
-#include "sockmap.h"
 #include "splice.h"
 
 struct evbuffer;
@@ -79,16 +72,6 @@ struct px_relay {
 
 	struct px_splice sp[2];		/* splice, by px_dir */
 
-	struct px_sockmap_link sm;	/* sockmap, sides as fd[] */
-	bool		 sm_on;
-	bool		 sm_eof[2];	/* side gave EOF */
-	bool		 sm_shut[2];	/* our direction to that side ended */
-	uint64_t	 sm_seen[2];	/* counted bytes side sent, reported */
-	struct event	 sm_rd[2];
-	bool		 sm_rd_on[2];
-	struct event	 sm_timer;	/* counts; a FIN waiting to go */
-	unsigned	 sm_wait_ms;
-
 	struct px_conn	 conn[2];	/* buffered, by side */
 	bool		 conn_open[2];
 	bool		 shut[2];	/* our direction to that side ended */
@@ -117,16 +100,13 @@ struct px_relay {
 	size_t		 read_cap[2];	/* by side: the next read's most, 0 none */
 };
 
-/* Starts relaying fd[0] (client) and fd[1] (server). Sockmap falls back
- * to splice when the BPF relay is not loaded or refuses the pair, splice
- * to buffered when no pipe can be had. 0, or -1 (the relay did not start;
+/* Starts relaying fd[0] (client) and fd[1] (server). Splice falls back to
+ * buffered when no pipe can be had. 0, or -1 (the relay did not start;
  * free it). The ops may run inside this call. */
 int	px_relay_start(struct px_relay *r, struct event_base *base,
 	    struct px_pipe_pool *pipes, const int fd[2], enum px_relay_mode mode,
 	    bool half_close, const struct px_relay_limits *lim,
 	    const struct px_relay_ops *ops, void *arg);
-/* Sockmap only: reports what the kernel moved since the last call. */
-void	px_relay_sync(struct px_relay *r);
 /* Buffered only: stop reading both sides; ops->flushed once both outputs
  * are written (or ops->ended if a side fails meanwhile). */
 void	px_relay_finish(struct px_relay *r);

@@ -68,7 +68,6 @@ px_session_log_end(struct px_session *s, const char *reason)
 {
 	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	char zones[160] = "";
-	const char *relay = "";
 	struct timeval now, d;
 	bool shared;
 
@@ -80,18 +79,12 @@ px_session_log_end(struct px_session *s, const char *reason)
 		snprintf(zones, sizeof(zones), " client-zone=%s server-zone=%s",
 		    px_zone_name(&s->cfg->zones, s->client_zone),
 		    px_zone_name(&s->cfg->zones, s->server_zone));
-	/* Asked for sockmap: say what it got (a fallback shows here). */
-	if (s->relay_asked == PX_RELAY_SOCKMAP)
-		relay = !s->relay_started ? "" :
-		    s->relay.mode == PX_RELAY_SOCKMAP ? " splice=sockmap" :
-		    s->relay.mode == PX_RELAY_SPLICE ? " splice=splice" :
-		    " splice=no";
 	/* A shared listener's connection refused before its destination
 	 * chose a service belongs to none of them. */
 	shared = s->svc->group->n > 1 && !s->svc_chosen;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld by=%s phase=%s%s end=%s",
+	    "duration=%ld.%03ld by=%s phase=%s end=%s",
 	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
@@ -101,8 +94,7 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), relay,
-	    reason);
+	    px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), reason);
 }
 
 /* close() then sends an RST and drops anything unsent. */
@@ -336,10 +328,6 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	 * period if the kernel did (a slow reader draining what proxyd
 	 * already queued). So a session ends between one and two periods
 	 * after the last byte moved. */
-	/* The sockmap relay's bytes are counted in the kernel: take them
-	 * now (each is activity, see px_session_moved). */
-	if (s->relay_on)
-		px_relay_sync(&s->relay);
 	now = px_now_ms(s->w);
 	progress = px_tcp_progress(s->cfd) + px_tcp_progress(s->sfd);
 	if (progress != s->tcp_progress) {
@@ -557,11 +545,9 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 	    &px_session_relay_ops;
 
 	s->relay_on = true;
-	s->relay_asked = mode;
 	if (px_relay_start(&s->relay, s->w->base, &s->w->pipes, fd, mode,
 	    half_close, &lim, ops, s) == -1)
 		return -1;
-	s->relay_started = true;
 	if (s->relay.mode == PX_RELAY_SPLICE)
 		PX_SC_ADD(s->m, splice_sessions, 1);
 	return 0;

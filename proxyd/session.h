@@ -62,8 +62,6 @@ struct px_session {
 
 	struct px_relay		 relay;		/* once relaying (relay_on) */
 	bool			 relay_on;
-	bool			 relay_started;	/* px_relay_start() succeeded */
-	enum px_relay_mode	 relay_asked;	/* by the analyser */
 	/* A driver analyser's conns (struct px_driver), by px_chan_end. */
 	struct px_conn		 dconn[2];
 	bool			 dconn_open[2];

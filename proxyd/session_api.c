@@ -398,7 +398,6 @@ px_session_state_name(const struct px_session *s)
 	case PX_SS_CONNECTING: return "connecting";
 	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
 	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
-	    s->relay.mode == PX_RELAY_SOCKMAP ? "relay-sockmap" :
 	    "relay-buffered";
 	default: return "closing";
 	}

@@ -10,17 +10,13 @@
 #include "analyser.h"
 #include "config.h"
 #include "rules.h"
-#include "sockmap.h"
 
 struct plug_policy {
-	enum px_relay_mode mode;	/* splice= auto, no, sockmap */
+	bool	splice;		/* splice="auto" */
 	bool	half_close;
 };
 
-static const char *const plug_splice_names[] = { "auto", "no", "sockmap",
-    NULL };
-static const enum px_relay_mode plug_modes[] = { PX_RELAY_SPLICE,
-    PX_RELAY_BUFFERED, PX_RELAY_SOCKMAP };
+static const char *const plug_splice_names[] = { "auto", "no", NULL };
 static const char *const plug_yes_no[] = { "yes", "no", NULL };
 
 static int
@@ -39,11 +35,7 @@ plug_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		free(p);
 		return -1;
 	}
-	p->mode = plug_modes[splice];
-	/* Loaded at start if any service asks (not on a reload: that runs
-	 * without the privileges to load it). */
-	if (p->mode == PX_RELAY_SOCKMAP)
-		px_sockmap_want();
+	p->splice = splice == 0;
 	p->half_close = half_close == 0;
 	*pol = p;
 	return 0;
@@ -61,7 +53,8 @@ plug_on_open(struct px_session *s, void *st)
 	const struct plug_policy *p = px_session_policy(s);
 
 	(void)st;
-	return px_session_relay(s, p->mode, p->half_close);
+	return px_session_relay(s, p->splice ? PX_RELAY_SPLICE :
+	    PX_RELAY_BUFFERED, p->half_close);
 }
 
 const struct px_analyser plug_analyser = {

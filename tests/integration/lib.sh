@@ -58,10 +58,6 @@ need_proxyd() {
 
 setup() {
     need_proxyd
-    # The *_sockmap copies: BPF needs root (CAP_BPF, CAP_NET_ADMIN).
-    if [[ ${PX_PLUG_SPLICE:-} == sockmap && $(id -u) != 0 ]]; then
-        skip "splice=\"sockmap\" needs root to load its BPF program"
-    fi
     T=$(mktemp -d "${TMPDIR:-/tmp}/proxyd-it-$TEST_NAME.XXXXXX")
     chmod 755 "$T"
     mkdir -p "$T/conf" "$T/policy" "$T/www"
@@ -128,20 +124,6 @@ _cleanup() {
             wait_exit "$pid" 2
         fi
     done
-    # A sockmap run that passed must have relayed in the kernel: a
-    # session that fell back to splice passes for the wrong reason.
-    if ((rc == 0)) && [[ ${PX_PLUG_SPLICE:-} == sockmap && -n $T ]]; then
-        for f in "$T"/proxyd*.log; do
-            [[ -f $f ]] || continue
-            # (A socket already reset or closed cannot enter a sockmap:
-            # such a session splices, and ends in an error.)
-            if grep -Eq 'session-end .* splice=splice end=(client|server)-closed' "$f"; then
-                echo "FAIL [$TEST_NAME]: sessions fell back to splice in $f:" >&2
-                grep -E 'session-end .* splice=splice end=(client|server)-closed' "$f" | head -n 5 >&2
-                rc=1
-            fi
-        done
-    fi
     # A sanitizer build reports leaks and errors when proxyd exits: a test
     # that passed fails on them (the report is printed).
     if ((rc == 0)) && [[ -n $T ]]; then
@@ -316,22 +298,11 @@ EOF
 }
 
 # write_service NAME LISTEN_PORT TARGET_PORT [EXTRA_XML] [CLIENTS_ALLOW] [LISTEN_ADDR]
-# one plug service in fixed mode, listening on LISTEN_ADDR (default 127.0.0.1).
-# PX_PLUG_SPLICE=sockmap (the *_sockmap ctest copies): every service that
-# splices by default (no splice= or splice="auto") asks for that instead.
+# one plug service in fixed mode, listening on LISTEN_ADDR (default 127.0.0.1)
 write_service() {
     local name=$1 lport=$2 tport=$3 extra=${4:-} allow=${5:-} laddr=${6:-127.0.0.1}
     local clients=""
     [[ -n $allow ]] && clients="<clients allow=\"$allow\"/>"
-    if [[ -n ${PX_PLUG_SPLICE:-} ]]; then
-        if [[ $extra == *'splice="auto"'* ]]; then
-            extra=${extra//splice=\"auto\"/splice=\"$PX_PLUG_SPLICE\"}
-        elif [[ $extra == *'<plug'* ]]; then
-            [[ $extra == *'splice='* ]] || extra=${extra/<plug/<plug splice=\"$PX_PLUG_SPLICE\"}
-        else
-            extra="$extra<plug splice=\"$PX_PLUG_SPLICE\"/>"
-        fi
-    fi
     cat >"$T/policy/$name.xml" <<EOF
 <service name="$name" analyser="plug">
   <listen address="$laddr" port="$lport" mode="fixed"/>
@@ -372,9 +343,6 @@ start_proxyd() {
         info "WARNING: admin endpoint 127.0.0.1:$ADMIN_PORT is not listening"
     fi
     proc_alive "$PROXYD_PID" || fail "proxyd died during startup; log: $(tail -n 20 "$PROXYD_LOG")"
-    if [[ ${PX_PLUG_SPLICE:-} == sockmap ]] && ! grep -q 'sockmap: BPF relay loaded' "$PROXYD_LOG"; then
-        fail "PX_PLUG_SPLICE=sockmap but the BPF relay did not load: $(grep 'sockmap:' "$PROXYD_LOG" | tail -n 1)"
-    fi
     info "proxyd pid $PROXYD_PID, services on ports ${PROXYD_PORTS[*]}, admin $ADMIN_PORT"
 }
 

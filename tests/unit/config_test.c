@@ -445,7 +445,7 @@ test_service_errors(void **state)
 		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
 		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
 		  "  <plug splice=\"maybe\"/>\n"
-		  "</service>\n", 4, "splice=\"maybe\": expected auto, no or sockmap" },
+		  "</service>\n", 4, "splice=\"maybe\": expected auto or no" },
 		{ "<service name=\"w\" analyser=\"plug\">\n"
 		  "  <listen address=\"127.0.0.1\" port=\"18081\"/>\n"
 		  "  <target address=\"127.0.0.1\" port=\"18080\"/>\n"
