@@ -221,6 +221,26 @@ px_buf_finish_check(struct px_relay *r)
 	return true;
 }
 
+/* Bytes queued for direction dir's peer, held ones included. */
+static size_t
+px_relay_queued(const struct px_relay *r, enum px_dir dir)
+{
+	int peer = dir == PX_TO_SERVER ? 1 : 0;
+
+	return evbuffer_get_length(r->conn[peer].out) + (r->held[dir] != NULL ?
+	    evbuffer_get_length(r->held[dir]) : 0);
+}
+
+/* A pass in direction dir is through: what waited for it follows. */
+static void
+px_pass_release_held(struct px_relay *r, enum px_dir dir)
+{
+	int peer = dir == PX_TO_SERVER ? 1 : 0;
+
+	if (r->held[dir] != NULL && evbuffer_get_length(r->held[dir]) != 0)
+		evbuffer_add_buffer(r->conn[peer].out, r->held[dir]);
+}
+
 /* Runs the analyser over what side `side` sent; false when the bytes left
  * are not to be passed on now (held, or the relay stopped). Bytes it
  * queued on either output count as moved. */
@@ -228,17 +248,16 @@ static bool
 px_buf_analyse(struct px_relay *r, int side, struct evbuffer *in)
 {
 	enum px_dir dir = px_side_dir(side);
-	struct evbuffer *out[2] = { r->conn[1].out, r->conn[0].out }; /* by px_dir */
 	size_t before[2], d;
 	enum px_verdict v;
 
-	before[0] = evbuffer_get_length(out[0]);
-	before[1] = evbuffer_get_length(out[1]);
+	before[0] = px_relay_queued(r, PX_TO_SERVER);
+	before[1] = px_relay_queued(r, PX_TO_CLIENT);
 	v = r->ops->analyse(r->arg, dir, in);
 	if (!r->running)
 		return false;	/* the owner ended it from inside */
 	for (d = 0; d < 2; d++) {
-		size_t now = evbuffer_get_length(out[d]);
+		size_t now = px_relay_queued(r, (enum px_dir)d);
 
 		/* Outputs are not written inside the analyser. */
 		if (now > before[d])
@@ -274,6 +293,12 @@ px_pass_copy(struct px_relay *r, int side)
 	evbuffer_remove_buffer(in, r->conn[!side].out, len);
 	r->pass_left[dir] -= len;
 	px_relay_count(r, dir, len);
+	if (r->pass_left[dir] != 0 && r->conn[side].eof) {
+		r->pass_owed[dir] = r->pass_left[dir];
+		r->pass_left[dir] = 0;
+	}
+	if (r->pass_left[dir] == 0)
+		px_pass_release_held(r, dir);
 }
 
 static void
@@ -609,6 +634,7 @@ px_pass_reached(void *arg, struct px_splice *sp)
 	r->pass_left[px_side_dir(side)] = 0;
 	r->read_cap[side] = r->pass_then[px_side_dir(side)];
 	px_pass_stop(r, side);
+	px_pass_release_held(r, px_side_dir(side));
 	/* What waited for the peer goes now, then the source is read again. */
 	if (!px_buf_flush(r, !side))
 		return;
@@ -627,8 +653,10 @@ px_pass_done(void *arg, struct px_splice *sp)
 	struct px_relay *r = arg;
 	int side = px_pass_side(r, sp);
 
-	r->pass_left[px_side_dir(side)] = sp->left;
+	r->pass_owed[px_side_dir(side)] = sp->left;
+	r->pass_left[px_side_dir(side)] = 0;
 	px_pass_stop(r, side);
+	px_pass_release_held(r, px_side_dir(side));
 	if (!px_buf_flush(r, !side))
 		return;
 	r->conn[side].eof = true;
@@ -698,6 +726,8 @@ px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n, size_t then)
 {
 	if (r->mode != PX_RELAY_BUFFERED || !r->running || n == 0)
 		return false;
+	if (r->held[dir] == NULL && (r->held[dir] = evbuffer_new()) == NULL)
+		return false;	/* then the analyser holds the frame whole */
 	r->pass_left[dir] = n;
 	r->pass_then[dir] = then;
 	return px_pass_can_splice(r, dir == PX_TO_SERVER ? 0 : 1);
@@ -706,7 +736,7 @@ px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n, size_t then)
 uint64_t
 px_relay_pass_left(const struct px_relay *r, enum px_dir dir)
 {
-	return r->pass_left[dir];
+	return r->pass_left[dir] != 0 ? r->pass_left[dir] : r->pass_owed[dir];
 }
 
 /* ---- the relay -------------------------------------------------------- */
@@ -750,11 +780,18 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 void
 px_relay_finish(struct px_relay *r)
 {
-	int side;
+	int side, d;
 
 	if (r->mode != PX_RELAY_BUFFERED || !r->running)
 		return;
 	r->finishing = true;
+	/* A pass through user space gets no more bytes (nothing is read
+	 * now): what waited for it goes. A spliced one ends its frame. */
+	for (d = 0; d < 2; d++)
+		if (r->pass_state[d] == PX_PASS_COPY && r->pass_left[d] > 0) {
+			r->pass_left[d] = 0;
+			px_pass_release_held(r, (enum px_dir)d);
+		}
 	for (side = 0; side < 2; side++)
 		if (r->conn_open[side])
 			px_buf_update_read(r, side);
@@ -765,6 +802,9 @@ struct evbuffer *
 px_relay_output(struct px_relay *r, enum px_dir dir)
 {
 	int side = dir == PX_TO_SERVER ? 1 : 0;
+
+	if (r->pass_left[dir] > 0 || r->pass_state[dir] != PX_PASS_COPY)
+		return r->held[dir];
 
 	return r->conn_open[side] ? r->conn[side].out : NULL;
 }
@@ -808,6 +848,13 @@ px_relay_free(struct px_relay *r, uint64_t unsent[2])
 		px_conn_close(&r->conn[d]);
 		r->conn_open[d] = false;
 	}
+	for (d = 0; d < 2; d++)
+		if (r->held[d] != NULL) {
+			if (unsent != NULL)
+				unsent[d] += evbuffer_get_length(r->held[d]);
+			evbuffer_free(r->held[d]);
+			r->held[d] = NULL;
+		}
 	if (r->rl_timer_set) {
 		evtimer_del(&r->rl_timer);
 		r->rl_timer_set = false;

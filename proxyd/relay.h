@@ -88,6 +88,7 @@ struct px_relay {
 
 	/* A pass (px_relay_pass), by px_dir: bytes that go on unseen. */
 	uint64_t	 pass_left[2];	/* not yet read from the source */
+	uint64_t	 pass_owed[2];	/* what it lacked when the source ended */
 	enum px_pass_state {
 		PX_PASS_COPY = 0,	/* none, or through user space */
 		PX_PASS_WAIT,		/* splice once the peer's output is written */
@@ -97,6 +98,9 @@ struct px_relay {
 	uint64_t	 pass_spliced[2];	/* bytes, over the relay's life */
 	size_t		 pass_then[2];	/* by px_dir: see px_relay_pass() */
 	size_t		 pass_preload[2]; /* by px_dir: counted before the pump */
+	/* By px_dir: what is queued for that peer while a pass runs (it
+	 * follows the pass); px_relay_output() hands it out meanwhile. */
+	struct evbuffer	*held[2];
 	size_t		 read_cap[2];	/* by side: the next read's most, 0 none */
 };
 
@@ -122,7 +126,8 @@ bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
 	    size_t then);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
-/* Buffered only: where bytes for direction dir are queued, NULL if none. */
+/* Buffered only: where bytes for direction dir are queued, NULL if none
+ * (during a pass in that direction, a buffer that follows the pass). */
 struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
 bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);
 /* The buffered path's conn of side 0 (client) or 1 (server); NULL if none. */
