@@ -205,6 +205,11 @@ bool		 px_session_input_closed(const struct px_session *s,
  * n bytes will be spliced. */
 bool		 px_session_pass(struct px_session *s, enum px_dir dir,
 		    uint64_t n, size_t head);
+/* From on_data(dir), with `in` at a frame boundary: the next read takes
+ * at most `head` bytes, so that a big frame's head comes alone and its body
+ * can be a spliced pass. Ignored where a pass could not splice. */
+void		 px_session_read_head(struct px_session *s, enum px_dir dir,
+		    size_t head);
 /* Bytes of dir's current pass not yet read (0: none); at EOF, what the
  * source still owed. */
 uint64_t	 px_session_pass_left(const struct px_session *s,

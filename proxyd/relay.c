@@ -733,6 +733,19 @@ px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n, size_t then)
 	return px_pass_can_splice(r, dir == PX_TO_SERVER ? 0 : 1);
 }
 
+void
+px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n)
+{
+	int side = dir == PX_TO_SERVER ? 0 : 1, k;
+
+	if (r->mode != PX_RELAY_BUFFERED || r->pipes == NULL || r->rl_on)
+		return;
+	for (k = 0; k < 2; k++)
+		if (r->conn[k].tf != NULL || r->conn[k].tf_next != NULL)
+			return;
+	r->read_cap[side] = n;
+}
+
 uint64_t
 px_relay_pass_left(const struct px_relay *r, enum px_dir dir)
 {

@@ -124,6 +124,10 @@ void	px_relay_finish(struct px_relay *r);
  * too. Returns true when the n bytes will be spliced. */
 bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
 	    size_t then);
+/* Buffered only: the next read from dir's source takes at most n bytes
+ * (the head of a frame that is likely to be big), when a pass could
+ * splice its body; else nothing changes. */
+void	px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only: where bytes for direction dir are queued, NULL if none

@@ -385,6 +385,13 @@ px_session_pass(struct px_session *s, enum px_dir dir, uint64_t n,
 	return s->relay_on && px_relay_pass(&s->relay, dir, n, head);
 }
 
+void
+px_session_read_head(struct px_session *s, enum px_dir dir, size_t head)
+{
+	if (s->relay_on)
+		px_relay_read_head(&s->relay, dir, head);
+}
+
 uint64_t
 px_session_pass_left(const struct px_session *s, enum px_dir dir)
 {

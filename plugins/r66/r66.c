@@ -765,6 +765,12 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 			return r66_violation(s, st, PX_TO_CLIENT, "bad rank");
 		c->next_rank = c->start_rank = (uint32_t)rq.rank;
 		c->st = R66_CH_XFER;
+		/* The client's blocks follow this answer: read the first
+		 * one's head alone (see r66_on_data). */
+		if (r66_client_sends(c) &&
+		    evbuffer_get_length(st->hold[PX_TO_SERVER]) == 0)
+			px_session_read_head(s, PX_TO_SERVER,
+			    R66_FRAME_MIN + 4);
 		return R66_FV_PASS;
 	case R66_DATA:
 		return r66_check_data(s, st, c, f, rank, false);
@@ -828,6 +834,19 @@ r66_hold_add(struct evbuffer *hold, struct evbuffer *in)
 		evbuffer_drain(in, got);
 	}
 	return 0;
+}
+
+/* A transfer on this connection has its data coming from that side. */
+static bool
+r66_sending(const struct r66_state *st, bool from_client)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st == R66_CH_XFER &&
+		    r66_client_sends(&st->ch[k]) == from_client)
+			return true;
+	return false;
 }
 
 /* The channel a checked Data frame belongs to (the sender's id). */
@@ -968,6 +987,12 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		return PX_DENY;
 	}
+	/* At a frame boundary while this side sends a file: its next frame
+	 * is most likely a Data block; read its head alone so that the block
+	 * is spliced rather than read along. */
+	if (evbuffer_get_length(src) == 0 && px_session_pass_left(s, dir) == 0 &&
+	    r66_sending(st, from_client))
+		px_session_read_head(s, dir, R66_FRAME_MIN + 4);
 	/* Keep a partial frame ourselves, so PX_PASS (and its backpressure)
 	 * applies to what we forwarded. Bounded: its head passed the cap, so
 	 * it is under max-block + 98 bytes (16 414 for other frames). */
