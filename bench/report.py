@@ -389,7 +389,7 @@ def tls_section(out, env, rows, targets, pairs, netns):
     }
     L.append("## TLS")
     L.append("")
-    L.append(f"Paths (each proxy a process of its own, one worker / nbthread 1, pinned to CPU {pin}; "
+    L.append(f"Paths (each proxy a process of its own, workers/nbthread {env.get('workers', '1')}/{env.get('haproxy_threads', '1')}, pinned to CPU {pin}; "
              "certificates made for this run with the openssl command: a CA, front.test for the "
              "proxies, origin.test for nginx, all EC P-256 (ECDSA-SHA256); TLS 1.3 on every leg, "
              "checked before the runs; OpenSSL's default key exchange, X25519; "
@@ -622,6 +622,44 @@ def zones_section(env, rows, runs, targets, pairs):
     return L
 
 
+def slash_list(r, k):
+    """the extra field's k=a/b/c as [a, b, c] (ints), or None"""
+    for kv in (r.get("extra") or "").split(";"):
+        name, _, v = kv.partition("=")
+        if name == k and v:
+            try:
+                return [int(x) for x in v.split("/")]
+            except ValueError:
+                return None
+    return None
+
+
+def worker_section(env, runs, keys, label):
+    """per proxyd run, its sessions (and worker threads' CPU) per worker:
+    how evenly the connections were spread; only with more than one worker"""
+    wr = [r for r in runs if len(slash_list(r, "wsess") or []) > 1]
+    if not wr:
+        return []
+    L = ["## Sessions per worker", "",
+         f"proxyd <workers>{env.get('workers', '?')}, HAProxy nbthread {env.get('haproxy_threads', '?')}, "
+         f"CPUs {env.get('pin', '?')}. Per run: the sessions each worker accepted "
+         "(proxyd_worker_sessions_accepted_total, after - before) and, when the threads are named, "
+         "each worker thread's CPU ticks; imbalance = the busiest worker's sessions / the mean "
+         "(1.00 = even).", "",
+         "| row | path | round | sessions per worker | imbalance | CPU ticks per worker |",
+         "|---|---|---|---|---:|---|"]
+    for k in keys:
+        for r in [r for r in wr if (r["tool"], r["size"], r["mode"]) == k]:
+            ws = slash_list(r, "wsess")
+            wc = slash_list(r, "wcpu")
+            mean = sum(ws) / len(ws)
+            imb = f"{max(ws) / mean:.2f}" if mean else "-"
+            L.append(f"| {label(k)} | {r['target']} | {r['round']} | {' / '.join(map(str, ws))} | {imb} | "
+                     f"{' / '.join(map(str, wc)) if wc else '-'} |")
+    L.append("")
+    return L
+
+
 def cmd_report(out):
     env = read_kv(os.path.join(out, "env.txt"))
     clk = int(env.get("clk_tck", "100") or 100)
@@ -830,7 +868,7 @@ def cmd_report(out):
                       "server (R66 rows only; their direct is r66peer client -> server)",
     }
     L.append("Paths (proxies: one process each, "
-             f"workers/nbthread {env.get('workers', '?')}/1, pinned to CPU {env.get('pin', '?')}"
+             f"workers/nbthread {env.get('workers', '?')}/{env.get('haproxy_threads', '1')}, pinned to CPU {env.get('pin', '?')}"
              + (", TPROXY'd transparent listeners in the fw namespace (deploy/inline-tproxy.sh), "
                 f"spoof-source={'yes' if env.get('spoof') == '1' else 'no'}" if netns else
                 ", fixed target on 127.0.0.1") + "):")
@@ -1011,6 +1049,8 @@ def cmd_report(out):
         for n in stuck_peer:
             L.append(f"- {n}")
         L.append("")
+
+    L.extend(worker_section(env, runs, keys, label))
 
     for t in ("proxyd-plug", "proxyd-http", "base-plug", "base-http", "proxyd-tls-http",
               "proxyd-tls-plug", "proxyd-nozones", "proxyd-zones", "proxyd-ftp", "proxyd-r66"):

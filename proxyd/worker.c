@@ -435,7 +435,12 @@ px_worker_main(void *arg)
 {
 	struct px_worker *w = arg;
 	unsigned i;
+	char name[16];
 
+	/* "px-worker-N" in /proc/PID/task/TID/comm: top -H, perf and the
+	 * bench tell the workers' CPU apart from the admin and log threads. */
+	snprintf(name, sizeof(name), "px-worker-%u", w->id);
+	(void)pthread_setname_np(pthread_self(), name);
 	w->log = px_log_ring_attach();
 	px_worker_tick_arm(w);
 	event_base_dispatch(w->base);
