@@ -573,6 +573,12 @@ px_admin_worker_metrics(struct evbuffer *b, const struct px_scrape *sc)
 		evbuffer_add_printf(b, "proxyd_worker_sessions_accepted_total"
 		    "{worker=\"%u\"} %llu\n", k, (unsigned long long)
 		    px_worker_sum(k, offsetof(struct px_svc_counters, accepted)));
+	px_family(b, "proxyd_worker_sessions_handed_off_total", "counter",
+	    "Connections each worker accepted and handed to a less loaded one.");
+	for (k = 0; k < sc->nw; k++)
+		evbuffer_add_printf(b, "proxyd_worker_sessions_handed_off_total"
+		    "{worker=\"%u\"} %llu\n", k, (unsigned long long)
+		    PX_COUNT_GET(px_worker_get(k), handed_off));
 	px_family(b, "proxyd_worker_loop_lag_seconds", "histogram",
 	    "How late each worker's 250 ms tick ran: the time its event loop "
 	    "was busy with other work.");

@@ -231,6 +231,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		close(s->cfd);
 	s->sfd = s->cfd = -1;
 	TAILQ_REMOVE(&w->sessions, s, link);
+	px_worker_load_add(w, -1);
 	px_metrics_session_end(s);
 	atomic_fetch_sub_explicit(&px_live_sessions, 1, memory_order_relaxed);
 	/* Freed by the worker's reaper once the current callback has
@@ -858,6 +859,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		memcpy(&s->client, sa, (size_t)salen);
 	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
+	px_worker_load_add(w, 1);
 	px_metrics_session_start(s, l);
 	/* Counted before the checks so the close path is the same for all. */
 	if (atomic_fetch_add_explicit(&px_live_sessions, 1,

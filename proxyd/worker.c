@@ -37,6 +37,112 @@ px_worker_get(unsigned i)
 }
 
 static void px_worker_wake(struct px_worker *w);
+static bool px_same_listen(const struct px_service *a,
+    const struct px_service *b);
+
+/* ---- balance ---------------------------------------------------------- */
+
+/* SO_REUSEPORT picks a worker by a hash of the 4-tuple, blind to load: 50
+ * keep-alive connections landed 18/32 on two workers. A worker that holds
+ * clearly more sessions than a peer hands the new connection over; only
+ * at accept, so the per-request paths stay lock-free. */
+
+/* The stack of a worker that takes no more hand-offs (exiting). */
+#define PX_HANDOFF_CLOSED	((struct px_handoff *)(uintptr_t)1)
+
+static unsigned
+px_worker_load(struct px_worker *w)
+{
+	return atomic_load_explicit(&w->nsessions, memory_order_relaxed) +
+	    atomic_load_explicit(&w->incoming, memory_order_relaxed);
+}
+
+/* Which worker should take a connection w accepted: w itself, or a peer
+ * with fewer sessions by more than a margin (so that churn at the same
+ * load does not bounce connections). One peer per connection, in turn:
+ * the "two choices" balance, O(1) whatever the number of workers. */
+static struct px_worker *
+px_balance_pick(struct px_worker *w)
+{
+	struct px_worker *o;
+	unsigned mine, theirs, k;
+
+	if (px_nworkers < 2)
+		return w;
+	k = 1 + w->balance_rr++ % (px_nworkers - 1);
+	o = &px_workers[(w->id + k) % px_nworkers];
+	if (atomic_load_explicit(&o->cmd, memory_order_relaxed) != PX_CMD_NONE)
+		return w;
+	mine = px_worker_load(w);
+	theirs = px_worker_load(o);
+	return mine > theirs + PX_BALANCE_MARGIN(mine) ? o : w;
+}
+
+/* Pushes h onto o's stack; false when o takes no more (h is untouched). */
+static bool
+px_handoff_push(struct px_worker *o, struct px_handoff *h)
+{
+	struct px_handoff *head = atomic_load(&o->handoffs);
+
+	do {
+		if (head == PX_HANDOFF_CLOSED)
+			return false;
+		h->next = head;
+	} while (!atomic_compare_exchange_weak(&o->handoffs, &head, h));
+	atomic_fetch_add(&o->incoming, 1);
+	/* The first on an empty stack wakes the worker; the others find
+	 * the wakeup pending. */
+	if (head == NULL)
+		px_worker_wake(o);
+	return true;
+}
+
+/* The listener of w for the service a hand-off was accepted for: the
+ * same index under the same config, else (one of the two switched to a
+ * reload) the one on the same address; NULL if w has none. */
+static struct px_listener *
+px_handoff_listener(struct px_worker *w, const struct px_handoff *h)
+{
+	const struct px_service *svc = &h->cfg->services[h->svc_idx];
+	size_t j;
+
+	if (w->cfg == h->cfg && h->svc_idx < w->nlisteners)
+		return &w->listeners[h->svc_idx];
+	for (j = 0; j < w->nlisteners; j++)
+		if (w->listeners[j].svc->group_idx == 0 &&
+		    px_same_listen(w->listeners[j].svc, svc))
+			return &w->listeners[j];
+	return NULL;
+}
+
+/* Takes in what peers handed over: oldest first, as they came. */
+static void
+px_handoffs_take(struct px_worker *w, bool closing)
+{
+	struct px_handoff *h, *rev = NULL, *next;
+	struct px_listener *l;
+
+	h = atomic_exchange(&w->handoffs, closing ? PX_HANDOFF_CLOSED : NULL);
+	if (h == PX_HANDOFF_CLOSED)
+		return;
+	for (; h != NULL; h = next) {
+		next = h->next;
+		h->next = rev;
+		rev = h;
+	}
+	for (h = rev; h != NULL; h = next) {
+		next = h->next;
+		atomic_fetch_sub(&w->incoming, 1);
+		if (!closing && !w->draining &&
+		    (l = px_handoff_listener(w, h)) != NULL)
+			px_session_accept(l, h->fd, (struct sockaddr *)&h->sa,
+			    h->salen);
+		else
+			close(h->fd);	/* shutting down: the client sees it */
+		px_config_unref(h->cfg);
+		free(h);
+	}
+}
 
 /* ---- listeners -------------------------------------------------------- */
 
@@ -44,8 +150,27 @@ static void
 px_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
+	struct px_listener *l = arg;
+	struct px_worker *w = l->w, *o;
+	struct px_handoff *h;
+
 	(void)lev;
-	px_session_accept(arg, (int)fd, sa, salen);
+	o = px_balance_pick(w);
+	if (o != w && (size_t)salen <= sizeof(h->sa) &&
+	    (h = malloc(sizeof(*h))) != NULL) {
+		h->cfg = px_config_ref(w->cfg);
+		h->svc_idx = (size_t)(l - w->listeners);
+		h->fd = (int)fd;
+		h->salen = salen;
+		memcpy(&h->sa, sa, (size_t)salen);
+		if (px_handoff_push(o, h)) {
+			PX_COUNT_ADD(w, handed_off, 1);
+			return;
+		}
+		px_config_unref(h->cfg);
+		free(h);
+	}
+	px_session_accept(l, (int)fd, sa, salen);
 }
 
 /* Until when workers leave their listeners paused (px_clock_ms()): the
@@ -376,6 +501,8 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 		px_config_unref(ncfg);
 	}
 
+	px_handoffs_take(w, false);
+
 	switch (atomic_load(&w->cmd)) {
 	case PX_CMD_DRAIN:
 		if (!w->draining) {
@@ -445,6 +572,7 @@ px_worker_main(void *arg)
 	px_worker_tick_arm(w);
 	event_base_dispatch(w->base);
 	px_worker_unlisten(w);
+	px_handoffs_take(w, true);
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
 	px_pool_flush(&w->pool);

@@ -37,6 +37,8 @@ struct px_conntrack;
 #define PX_COUNT_BYTES(s, dir, n) PX_SC_ADD((s)->m, bytes[dir], n)
 
 struct px_counters {
+	/* Connections accepted here and handed to a less loaded worker. */
+	atomic_uint_fast64_t	handed_off;
 	struct px_tls_counters	tls;
 	/* How late the worker's tick ran: its loop was busy that long. */
 	struct px_hist		loop_lag;
@@ -84,8 +86,27 @@ struct px_snap_req {
 	size_t			 nsnaps[256];
 };
 
+/* A connection one worker accepted and hands to a less loaded one. */
+struct px_handoff {
+	struct px_handoff	*next;
+	struct px_config	*cfg;	/* one reference: svc lives in it */
+	size_t			 svc_idx;	/* the listener's in cfg */
+	int			 fd;
+	int			 salen;
+	struct sockaddr_storage	 sa;
+};
+
 struct px_worker {
 	unsigned		 id;
+	/* Load for the balance: live sessions, written by the worker only
+	 * (relaxed, no locked add), and connections handed to it not yet
+	 * taken in (added to by others: only on a hand-off). */
+	atomic_uint		 nsessions;
+	atomic_uint		 incoming;
+	/* Lock-free stack of hand-offs, taken whole by the worker; the
+	 * PX_HANDOFF_CLOSED sentinel once it no longer takes any. */
+	_Atomic(struct px_handoff *) handoffs;
+	unsigned		 balance_rr;	/* which peer to compare with */
 	pthread_t		 thread;
 	struct event_base	*base;
 	struct px_config	*cfg;		/* current; one reference */
@@ -126,6 +147,21 @@ struct px_worker {
 };
 
 extern atomic_uint_fast64_t px_live_sessions;
+
+/* A worker hands a new connection to a peer whose load (sessions) is
+ * lower than its own by more than this: 2 plus 1/16 of its own
+ * (hysteresis, so that churn at an even load does not bounce each new
+ * connection between workers). */
+#define PX_BALANCE_MARGIN(mine)	(2u + (mine) / 16u)
+
+/* A session joins or leaves w->sessions (the worker's own thread). */
+static inline void
+px_worker_load_add(struct px_worker *w, int d)
+{
+	atomic_store_explicit(&w->nsessions, atomic_load_explicit(
+	    &w->nsessions, memory_order_relaxed) + (unsigned)d,
+	    memory_order_relaxed);
+}
 
 /* Opens every listener for every worker (errors reported on stderr before
  * any thread starts), then starts the threads. */
