@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 int
@@ -54,7 +55,7 @@ int
 px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
     bool reuseport, bool transparent)
 {
-	int fd, err;
+	int fd, err, one = 1;
 
 	if ((fd = px_listener_bind(sa, len, reuseport, transparent)) == -1)
 		return -1;
@@ -64,6 +65,9 @@ px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
 		errno = err;
 		return -1;
 	}
+	/* Accepted sockets inherit it (Linux copies the listener's nonagle):
+	 * no setsockopt per connection. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
 

@@ -6,7 +6,8 @@
 
 /* A bound, listening, non-blocking socket, or -1 with errno set. With
  * reuseport each worker opens its own, so the kernel spreads connections
- * without an accept lock. */
+ * without an accept lock. TCP_NODELAY is set on it: the sockets it
+ * accepts have it from the start. */
 int	px_listener_socket(const struct sockaddr *sa, socklen_t len,
 	    int backlog, bool reuseport, bool transparent);
 /* 0 if nobody else (another proxyd, another daemon) holds the address:

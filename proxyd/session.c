@@ -840,7 +840,6 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	struct px_worker *w = l->w;
 	const struct px_service *svc = l->svc;
 	struct px_session *s;
-	int one = 1;
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		close(fd);
@@ -871,7 +870,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	s->client_zone = s->server_zone = -1;
 	if (px_session_client_allowed(s) == -1)
 		return;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* (TCP_NODELAY: inherited from the listener.) */
 	if (px_session_destination(s) != 0)
 		return;		/* ended, or waiting for conntrack */
 	px_session_proceed(s);
