@@ -616,8 +616,11 @@ px_session_connect_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_session *s = arg;
 	int err;
 
-	(void)what;
-	err = px_upstream_result((int)fd);
+	/* Watched for reading too: a failed connect comes with EPOLLERR,
+	 * which libevent reports as readable and writable, so writable
+	 * alone means connected without a getsockopt(SO_ERROR). (Readable:
+	 * an error, or a server that spoke first: ask.) */
+	err = what == EV_WRITE ? 0 : px_upstream_result((int)fd);
 	if (err != 0) {
 		PX_SC_ADD(s->m, connect_failures, 1);
 		px_session_endf(s, PX_END_SERVER_FAIL, "connect-failed: %s",
@@ -1173,7 +1176,8 @@ px_session_connect_server(struct px_session *s)
 		px_session_server_up(s);
 		return;
 	}
-	event_assign(&s->conn_ev, w->base, sfd, EV_WRITE, px_session_connect_cb, s);
+	event_assign(&s->conn_ev, w->base, sfd, EV_READ | EV_WRITE,
+	    px_session_connect_cb, s);
 	event_add(&s->conn_ev, NULL);
 	px_session_arm_timer(s, svc->connect_timeout_ms);
 }

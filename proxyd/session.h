@@ -50,7 +50,7 @@ struct px_session {
 	int32_t			 client_zone, server_zone;
 	bool			 svc_chosen;
 
-	struct event		 conn_ev;	/* EV_WRITE on sfd while connecting */
+	struct event		 conn_ev;	/* EV_READ|EV_WRITE on sfd while connecting */
 	struct event		 timer;		/* connect, then idle timeout */
 	bool			 timer_on;
 	uint64_t		 last_active_ms;

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# What a new connection through plug (fixed mode, one worker) costs in
+# system calls, counted with strace -c over N sequential connections:
+# TCP_NODELAY comes from the listener (one setsockopt per connection: the
+# server socket's), a connect completes without getsockopt(SO_ERROR), and
+# the whole stays within the budget below (without epoll_wait, whose count
+# depends on timing). The per-call list goes to the test's output.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need_cmds nginx curl ab strace ss
+setup
+
+N=200
+make_file 10k.bin 10K
+start_nginx
+free_port P
+write_proxyd_conf
+sed -i 's|<workers>auto</workers>|<workers>1</workers>|; s|level="info"|level="warning"|' "$PROXYD_CONF"
+write_service sc "$P" "$NGINX_PORT"
+start_proxyd
+URL="http://127.0.0.1:$P/10k.bin"
+timeout 60 ab -n 20 -c 1 "$URL" >"$T/warm.txt" 2>&1 || fail "warm-up ab failed: $(tail -3 "$T/warm.txt")"
+
+strace -f -c -qq -o "$T/strace.txt" -p "$PROXYD_PID" 2>"$T/strace.err" &
+sp=$!
+track_pid "$sp"
+# attached once the threads show a tracer
+for ((i = 0; i < 50; i++)); do
+    [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] && break
+    proc_alive "$sp" || break
+    sleep 0.1
+done
+[[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] ||
+    skip "strace cannot attach to proxyd (ptrace not permitted?): $(cat "$T/strace.err")"
+sleep 0.3   # the other threads
+timeout 60 ab -n "$N" -c 1 "$URL" >"$T/ab.txt" 2>&1 || fail "ab failed: $(tail -3 "$T/ab.txt")"
+assert_grep "$T/ab.txt" "^Complete requests:[[:space:]]+$N\$"
+assert_grep "$T/ab.txt" '^Failed requests:[[:space:]]+0$'
+# the last session is closed once no socket of proxyd's port is left
+# (asked of the kernel, not of the admin endpoint: its calls would count)
+for ((i = 0; i < 50; i++)); do
+    [[ -z $(ss -Htn "( sport = :$P or dport = :$NGINX_PORT )" state established state close-wait 2>/dev/null) ]] && break
+    sleep 0.1
+done
+kill -INT "$sp"
+wait_exit "$sp" 10 || fail "strace did not stop"
+[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.err")"
+
+# calls NAME: how many times proxyd made that call during the run
+calls() {
+    awk -v n="$1" '$NF == n && $1 ~ /^[0-9.]+$/ { print $4; f = 1 } END { if (!f) print 0 }' "$T/strace.txt"
+}
+info "system calls per connection over $N connections:"
+awk -v n="$N" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "    %-16s %6.2f%s\n", $NF, $4 / n, (NF == 6 ? sprintf("  (%d failed)", $5) : "") }' \
+    "$T/strace.txt" | sort -k2 -nr
+total=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $NF != "epoll_wait" && $NF != "poll" && $NF != "restart_syscall" { s += $4 } END { print s + 0 }' "$T/strace.txt")
+info "without epoll_wait (and the log thread's poll): $total calls, $((total * 100 / N))/100 per connection"
+
+assert_eq "$(calls accept4)" "$((2 * N))" "accept4: one per connection and one EAGAIN (libevent's accept loop)"
+assert_eq "$(calls setsockopt)" "$N" "setsockopt: only the server socket's TCP_NODELAY (the client's is the listener's)"
+assert_eq "$(calls getsockopt)" 0 "getsockopt: a connect that completed needs no SO_ERROR"
+assert_eq "$(calls getsockname)" 0 "getsockname: fixed mode needs no local address"
+assert_eq "$(calls fcntl)" 0 "fcntl: sockets are made non-blocking and close-on-exec when created"
+# 2 accept4, 1 setsockopt, socket, connect, 5 epoll_ctl, 6 splice, 2 shutdown, 2 close
+((total <= 20 * N)) || fail "$total calls for $N connections: more than 20 per connection"
+info "ok"
