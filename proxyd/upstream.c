@@ -35,7 +35,12 @@ px_upstream_spoof(int fd, const struct sockaddr *source)
 	len = px_sockaddr_len(source);
 	px_sockaddr_copy(&ss, source);
 	px_sockaddr_set_port(&ss, 0);
-	if (px_socket_transparent(fd, source->sa_family) == -1)
+	/* IP_TRANSPARENT alone lets bind() take a foreign address (the
+	 * kernel's inet_can_nonlocal_bind): no IP_FREEBIND, one setsockopt
+	 * less per spoofed connection. */
+	if (source->sa_family == AF_INET6 ? setsockopt(fd, SOL_IPV6,
+	    IPV6_TRANSPARENT, &one, sizeof(one)) == -1 : setsockopt(fd, SOL_IP,
+	    IP_TRANSPARENT, &one, sizeof(one)) == -1)
 		return -1;
 	(void)setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 	return bind(fd, (struct sockaddr *)&ss, len);
