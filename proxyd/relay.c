@@ -85,10 +85,14 @@ px_relay_splice_done(void *arg, struct px_splice *sp)
 		px_relay_peer_closed(r);
 		return;
 	}
+	/* Both directions ended: the owner closes both sockets now, and a
+	 * close sends the FIN (one shutdown less per connection). */
+	if (!px_splice_active(&r->sp[!d])) {
+		px_relay_peer_closed(r);
+		return;
+	}
 	/* Pass the FIN on; the other direction keeps flowing. */
 	(void)shutdown(sp->to, SHUT_WR);
-	if (!px_splice_active(&r->sp[!d]))
-		px_relay_peer_closed(r);
 }
 
 static void
