@@ -222,6 +222,48 @@ px_splice_past_urgent(struct px_splice *sp, size_t want)
 	return n;
 }
 
+/* What px_splice_no_pipe() did. */
+enum px_np {
+	PX_NP_MOVED = 0,	/* *n bytes went from source to destination */
+	PX_NP_EOF,		/* the source ended */
+	PX_NP_NO_INPUT,		/* nothing to read */
+	PX_NP_BLOCKED,		/* the destination takes nothing now */
+	PX_NP_READ_ERR,		/* errno */
+	PX_NP_WRITE_ERR,	/* errno */
+};
+
+/* No descriptor left for a pipe (an idle session woke while the process
+ * is at its limit): bytes go through the stack instead, peeked from the
+ * source and consumed only as far as the destination took them, so that
+ * nothing needs to be kept between calls. Slow, but the session goes on
+ * instead of failing. */
+static enum px_np
+px_splice_no_pipe(struct px_splice *sp, size_t want, size_t *n)
+{
+	char buf[16384];
+	ssize_t r, w;
+
+	if (want > sizeof(buf))
+		want = sizeof(buf);
+	r = recv(sp->from, buf, want, MSG_PEEK | MSG_DONTWAIT);
+	if (r == 0)
+		return PX_NP_EOF;
+	if (r == -1)
+		return errno == EAGAIN || errno == EINTR ? PX_NP_NO_INPUT :
+		    PX_NP_READ_ERR;
+	w = send(sp->to, buf, (size_t)r, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w == -1)
+		return errno == EAGAIN || errno == EINTR ? PX_NP_BLOCKED :
+		    PX_NP_WRITE_ERR;
+	/* The bytes are still there (only this thread reads the socket). */
+	if (recv(sp->from, buf, (size_t)w, MSG_DONTWAIT) != w) {
+		errno = EIO;
+		return PX_NP_READ_ERR;
+	}
+	*n = (size_t)w;
+	return PX_NP_MOVED;
+}
+
 /* Reports what moved, then (fail: where >= 0) the failure. */
 static void
 px_splice_report(struct px_splice *sp, size_t moved, int where, int err)
@@ -291,13 +333,44 @@ px_splice_run(struct px_splice *sp)
 			px_event_want(&sp->rd, &sp->rd_on, true);
 			break;
 		}
-		if (px_splice_need_pipe(sp) == -1) {
-			px_splice_report(sp, moved, PX_SPLICE_READ, errno);
-			return;
-		}
 		want = sp->pipe_cap;
 		if (sp->bounded && sp->left < want)
 			want = (size_t)sp->left;
+		if (px_splice_need_pipe(sp) == -1) {
+			size_t got = 0;
+
+			if (errno != EMFILE && errno != ENFILE) {
+				px_splice_report(sp, moved, PX_SPLICE_READ,
+				    errno);
+				return;
+			}
+			switch (px_splice_no_pipe(sp, want, &got)) {
+			case PX_NP_MOVED:
+				moved += got;
+				if (sp->bounded)
+					sp->left -= got;
+				continue;
+			case PX_NP_EOF:
+				sp->eof = true;
+				continue;
+			case PX_NP_NO_INPUT:
+				px_event_want(&sp->rd, &sp->rd_on, true);
+				break;
+			case PX_NP_BLOCKED:
+				px_event_want(&sp->rd, &sp->rd_on, false);
+				px_event_want(&sp->wr, &sp->wr_on, true);
+				break;
+			case PX_NP_READ_ERR:
+				px_splice_report(sp, moved, PX_SPLICE_READ,
+				    errno);
+				return;
+			case PX_NP_WRITE_ERR:
+				px_splice_report(sp, moved, PX_SPLICE_WRITE,
+				    errno);
+				return;
+			}
+			break;
+		}
 		n = splice(sp->from, NULL, sp->pipe[1], NULL, want,
 		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		/* splice() stops for good at TCP urgent data while epoll keeps
