@@ -163,6 +163,8 @@ px_buf_update_read(struct px_relay *r, int side)
 	    r->pass_state[px_side_dir(side)] == PX_PASS_COPY);
 }
 
+static void px_pass_begin(struct px_relay *, int);
+
 /* A pass is splicing into side x: its bytes must stay whole, so nothing
  * else is written there until it is done. */
 static bool
@@ -197,11 +199,20 @@ px_buf_half_done(struct px_relay *r, int side)
 static bool
 px_buf_flush(struct px_relay *r, int x)
 {
+	enum px_dir into = x == 1 ? PX_TO_SERVER : PX_TO_CLIENT;
+
 	if (px_pass_into(r, x))
 		return true;
 	if (px_conn_send(&r->conn[x]) == -1) {
 		px_relay_failed(r, x, errno);
 		return false;
+	}
+	/* A pass waiting for this output to be written starts now, whoever
+	 * wrote it (the conn polls for room only while bytes are left). */
+	if (r->pass_state[into] == PX_PASS_WAIT &&
+	    evbuffer_get_length(r->conn[x].out) == 0) {
+		px_pass_begin(r, !x);
+		return r->running;
 	}
 	return true;
 }
@@ -282,8 +293,6 @@ px_buf_analyse(struct px_relay *r, int side, struct evbuffer *in)
 
 /* Moves what side `side` has read to its peer (through the analyser),
  * writes at once, and stops reading the side while the peer is full. */
-static void px_pass_begin(struct px_relay *, int);
-
 /* The bytes of a pass that came through user space go on as they are. */
 static void
 px_pass_copy(struct px_relay *r, int side)
