@@ -247,9 +247,14 @@ tproxy() {
         ensure "$f" mangle "$CHAIN" "${MATCH[@]}" -j TPROXY --on-port "$PROXY_PORT" --tproxy-mark "$MARK/$MARK"
         # 2b. --data-ports: connections to a port range proxyd listens on
         #    itself, one port each (FTP passive data in transparent mode): the
-        #    destination port is kept (--on-port 0).
+        #    destination port is kept (--on-port 0). SYNs only: the rest of a
+        #    diverted connection is rule 1's, and anything else to these ports
+        #    is a reply to a connection made from one of them (a server's or a
+        #    client's ephemeral port in the range, an active-mode data
+        #    connection): diverted, its SYN-ACK would find no socket here and
+        #    the connection would stall; it must be forwarded.
         if [[ -n $DATA_PORTS ]]; then
-            ensure "$f" mangle "$CHAIN" -p tcp ${IN_IFACE:+-i "$IN_IFACE"} --dport "$DATA_PORTS" \
+            ensure "$f" mangle "$CHAIN" -p tcp --syn ${IN_IFACE:+-i "$IN_IFACE"} --dport "$DATA_PORTS" \
                 -m comment --comment "proxyd: data ports" -j TPROXY --on-port 0 --tproxy-mark "$MARK/$MARK"
         fi
         # 3. TPROXY itself needs no connection tracking, but proxyd's /sessions

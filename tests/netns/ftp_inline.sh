@@ -51,6 +51,38 @@ topo_wait_listen "$S" 21 5 "$!" || { cat "$T/vsftpd.out" >&2; fail "vsftpd did n
 # the data ports keep their destination port: proxyd listens on each
 deploy tproxy --port 21 --proxy-port 50021 --family 4 --data-ports 40000:40099
 
+# The data-ports rule diverts new connections only: a connection made *from*
+# a port in the range (an active-mode data connection from a server's
+# ephemeral port) has its SYN-ACK come back to that port, and must be
+# forwarded, not diverted to a listener that is not there (a stall).
+info "a connection from a port in the data-ports range is forwarded"
+ip netns exec "$C" "$PYTHON" - "$TOPO_C4" >"$T/from-range.out" 2>&1 <<'EOF_PY' &
+import socket, sys
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], 5020))
+l.listen(1)
+l.settimeout(10)
+c, a = l.accept()
+c.sendall(b"hello from the client, to port %d\n" % a[1])
+c.close()
+EOF_PY
+track_pid "$!"
+topo_wait_listen "$C" 5020 5 "$!" || fail "helper listener did not start in the client namespace"
+got=$(nsS "$PYTHON" - "$TOPO_S4" "$TOPO_C4" <<'EOF_PY'
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 40050))
+s.settimeout(3)
+try:
+    s.connect((sys.argv[2], 5020))
+    print(s.recv(100).decode().strip())
+except OSError as e:
+    print("failed: %s" % e)
+EOF_PY
+)
+assert_eq "$got" "hello from the client, to port 40050" "connection from port 40050 (inside data-ports) through the fw"
+
 write_conf_ns
 cat >"$T/policy/ftp.xml" <<EOF
 <service name="ftp" analyser="ftp">
