@@ -317,11 +317,14 @@ int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
  * relay error: r->error says which). The channel is freed right after the
  * callback returns. px_channel_free() cancels one without a callback; the
  * session's close frees those still open (no callback: the analyser's
- * on_close ran first), resetting connections still relaying. A relaying
- * channel keeps its session from idling out; its own timeout ends it when
- * neither proxyd nor the kernel moved a byte for that long (with a plain
- * close, counted as done, once one direction has passed its EOF on). No listening port outlives its channel: a listener
- * is closed as soon as it accepted its connection or the channel ends. */
+ * on_close ran first), resetting connections still relaying; one that
+ * never relayed resets its connected end (it moved nothing: no peer takes
+ * the close for an empty file). A relaying channel keeps its session from
+ * idling out; its own timeout ends it when neither proxyd nor the kernel
+ * moved a byte for that long (with a plain close, counted as done, once one
+ * direction has passed its EOF on). A channel's own listening port
+ * (px_channel_listen) is closed as soon as it accepted its connection or
+ * the channel ends; a kept one (px_listener_new) is the session's. */
 struct px_channel;
 
 struct px_chan_result {
@@ -353,6 +356,30 @@ struct px_channel *px_channel_new(struct px_session *s, uint64_t timeout_ms,
 int		 px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 		    const struct sockaddr *local, uint16_t lo, uint16_t hi,
 		    const struct sockaddr *peer, struct sockaddr_storage *bound);
+/* A listener kept across the channels of a session (FTP passive data: one
+ * port per session rather than one per transfer, no socket set-up per
+ * transfer). Arguments as px_channel_listen's; no socket yet. It listens
+ * from a px_channel_listen_on() until idle_ms pass after it handed its
+ * connection over with no channel waiting again (0: no limit), or at once
+ * when the waiting channel ends without one (as a channel's own port
+ * would); then it opens a port again (maybe another) for the next
+ * channel. While open, each
+ * connection it accepts goes to the channel waiting on it, after the peer
+ * check; one from another host, or one that comes while no channel waits,
+ * is reset and counted as refused (the waiting channel's, else
+ * px_listener_refused()): a port left open between transfers gives nobody
+ * a connection. Freed with the session. NULL on failure (errno). */
+struct px_listener;
+struct px_listener *px_listener_new(struct px_session *s,
+		    const struct sockaddr *local, uint16_t lo, uint16_t hi,
+		    const struct sockaddr *peer, uint64_t idle_ms);
+/* `end` of ch takes the next connection l accepts; *bound: l's address
+ * (its port; the address as px_channel_listen's). One channel waits on a
+ * listener at a time (EBUSY). 0, or -1 with errno. */
+int		 px_channel_listen_on(struct px_channel *ch,
+		    enum px_chan_end end, struct px_listener *l,
+		    struct sockaddr_storage *bound);
+unsigned	 px_listener_refused(const struct px_listener *l);
 /* Connects `end` to dst from src's host (NULL: the kernel's choice). The
  * source port is chosen at connect time (IP_BIND_ADDRESS_NO_PORT): ports
  * are then shared across destinations and TIME_WAIT entries can be reused

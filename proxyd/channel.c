@@ -39,6 +39,7 @@ struct px_chan_endp {
 	struct px_channel	*ch;
 	int			 fd;		/* connected (or connecting) */
 	int			 lfd;		/* listening */
+	struct px_listener	*lst;		/* waiting on this kept one */
 	bool			 connecting;
 	bool			 check_peer;
 	struct sockaddr_storage	 peer;		/* expected host */
@@ -73,9 +74,28 @@ struct px_channel {
 	char			 note[256];
 };
 
+/* A kept listener (px_listener_new): one port for several channels. */
+struct px_listener {
+	struct px_chan_host	*host;
+	struct px_listener	*next;		/* in host->listeners */
+	int			 fd;		/* -1: closed (idle) */
+	struct sockaddr_storage	 local, bound;
+	uint16_t		 lo, hi;
+	bool			 check_peer;
+	struct sockaddr_storage	 peer;
+	uint64_t		 idle_ms;
+	struct px_channel	*waiting;	/* whose end takes the next one */
+	enum px_chan_end	 end;
+	unsigned		 refused;	/* while no channel waited */
+	struct event		 ev, timer;
+	bool			 ev_on;
+};
+
 static _Thread_local uint32_t px_chan_rand;
 
 static void	px_chan_finish(struct px_channel *ch, const char *error);
+static void	px_lst_idle(struct px_listener *l);
+static void	px_lst_close(struct px_listener *l);
 
 static void
 px_chan_arm(struct px_channel *ch, uint64_t ms)
@@ -106,8 +126,25 @@ px_chan_release(struct px_channel *ch)
 	for (i = 0; i < 2; i++) {
 		struct px_chan_endp *e = &ch->e[i];
 
+		/* Waited in vain (timeout, or dropped): the port closes
+		 * with it, as a channel's own would. Kept open only after
+		 * it served, for the next transfer. */
+		if (e->lst != NULL) {
+			e->lst->waiting = NULL;
+			px_lst_close(e->lst);
+			e->lst = NULL;
+		}
 		if (e->lfd != -1)
 			close(e->lfd);
+		/* A channel that never relayed moved nothing: its one
+		 * connected end is reset, so that its peer cannot take the
+		 * close for an empty file. */
+		if (e->fd != -1 && !ch->relaying) {
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+			(void)setsockopt(e->fd, SOL_SOCKET, SO_LINGER, &lg,
+			    sizeof(lg));
+		}
 		if (e->fd != -1)
 			close(e->fd);
 		e->lfd = e->fd = -1;
@@ -140,6 +177,7 @@ void
 px_channels_close(struct px_chan_host *host)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct px_listener *l;
 	struct px_channel *ch;
 	int i;
 
@@ -152,6 +190,11 @@ px_channels_close(struct px_chan_host *host)
 					(void)setsockopt(ch->e[i].fd, SOL_SOCKET,
 					    SO_LINGER, &lg, sizeof(lg));
 		px_channel_free(ch);
+	}
+	while ((l = host->listeners) != NULL) {
+		host->listeners = l->next;
+		px_lst_close(l);
+		free(l);
 	}
 }
 
@@ -559,22 +602,17 @@ px_chan_ephemeral_range(uint16_t *lo, uint16_t *hi, uint32_t *tries)
 	*tries = 512;	/* a full range means something else is wrong */
 }
 
-int
-px_channel_listen(struct px_channel *ch, enum px_chan_end end,
-    const struct sockaddr *local, uint16_t lo, uint16_t hi,
-    const struct sockaddr *peer, struct sockaddr_storage *bound)
+/* A listening socket on local's address (the wildcard in transparent
+ * mode) with a port of [lo, hi]; -1 with errno. */
+static int
+px_chan_listen_fd(struct px_chan_host *hst, const struct sockaddr *local,
+    uint16_t lo, uint16_t hi, struct sockaddr_storage *bound)
 {
-	struct px_chan_host *hst = ch->host;
-	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
 	socklen_t len = px_sockaddr_len(local);
 	uint32_t range, start, i, tries = 0;
 	int fd, one = 1, err;
 
-	if (e->fd != -1 || e->lfd != -1) {
-		errno = EBUSY;
-		return -1;
-	}
 	fd = socket(local->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd == -1)
@@ -628,6 +666,29 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	len = sizeof(*bound);
 	if (getsockname(fd, (struct sockaddr *)bound, &len) == -1)
 		goto fail;
+	return fd;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+int
+px_channel_listen(struct px_channel *ch, enum px_chan_end end,
+    const struct sockaddr *local, uint16_t lo, uint16_t hi,
+    const struct sockaddr *peer, struct sockaddr_storage *bound)
+{
+	struct px_chan_host *hst = ch->host;
+	struct px_chan_endp *e = &ch->e[end];
+	int fd;
+
+	if (e->fd != -1 || e->lfd != -1 || e->lst != NULL) {
+		errno = EBUSY;
+		return -1;
+	}
+	if ((fd = px_chan_listen_fd(hst, local, lo, hi, bound)) == -1)
+		return -1;
 	e->lfd = fd;
 	e->check_peer = peer != NULL;
 	if (peer != NULL)
@@ -636,11 +697,161 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 	    px_chan_accept_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
-fail:
-	err = errno;
+}
+
+/* ---- kept listeners ----------------------------------------------------- */
+
+static void
+px_lst_refuse(struct px_listener *l, int fd, const struct sockaddr_storage *ss,
+    const char *why)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	char a[PX_ADDRSTRLEN];
+
+	px_log(LOG_WARNING, l->host->id, "data-connection refused: from %s, %s",
+	    px_sockaddr_str((const struct sockaddr *)ss, a, sizeof(a)), why);
+	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(fd);
-	errno = err;
-	return -1;
+}
+
+static void
+px_lst_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct px_listener *l = arg;
+	struct px_channel *ch;
+	struct px_chan_endp *e;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, n;
+
+	(void)what;
+	/* Bounded: strays are refused in one go, the taker ends the loop. */
+	for (n = 0; n < 16; n++) {
+		len = sizeof(ss);
+		fd = accept4((int)lfd, (struct sockaddr *)&ss, &len,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1)
+			return;	/* EAGAIN; an error: the next one, or idle */
+		if (l->check_peer && !px_sockaddr_same_host(
+		    (struct sockaddr *)&ss, (struct sockaddr *)&l->peer)) {
+			if (l->waiting != NULL)
+				l->waiting->refused++;
+			else
+				l->refused++;
+			px_lst_refuse(l, fd, &ss, l->end == PX_CHAN_CLIENT ?
+			    "expected the client's host" :
+			    "expected the server's host");
+			continue;
+		}
+		if ((ch = l->waiting) == NULL) {
+			l->refused++;
+			px_lst_refuse(l, fd, &ss, "no transfer waiting for it");
+			continue;
+		}
+		e = &ch->e[l->end];
+		l->waiting = NULL;
+		e->lst = NULL;
+		e->fd = fd;
+		memcpy(&e->addr, &ss, sizeof(ss));
+		px_lst_idle(l);
+		/* May end the channel, and with its callback the session
+		 * (and l): nothing of l after this. */
+		px_chan_maybe_start(ch);
+		return;
+	}
+}
+
+static void
+px_lst_close(struct px_listener *l)
+{
+	if (evtimer_pending(&l->timer, NULL))
+		evtimer_del(&l->timer);
+	if (l->fd == -1)
+		return;
+	px_event_want(&l->ev, &l->ev_on, false);
+	close(l->fd);
+	l->fd = -1;
+}
+
+static void
+px_lst_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_listener *l = arg;
+
+	(void)fd; (void)what;
+	/* Idle: the port goes back to the range. */
+	if (l->waiting == NULL)
+		px_lst_close(l);
+}
+
+/* No channel waits any more: the idle clock runs. */
+static void
+px_lst_idle(struct px_listener *l)
+{
+	struct timeval tv = { .tv_sec = (time_t)(l->idle_ms / 1000),
+	    .tv_usec = (suseconds_t)(l->idle_ms % 1000) * 1000 };
+
+	if (l->idle_ms != 0 && l->fd != -1)
+		evtimer_add(&l->timer, &tv);
+}
+
+struct px_listener *
+px_chan_listener_new(struct px_chan_host *host, const struct sockaddr *local,
+    uint16_t lo, uint16_t hi, const struct sockaddr *peer, uint64_t idle_ms)
+{
+	struct px_listener *l;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL)
+		return NULL;
+	l->host = host;
+	l->fd = -1;
+	memcpy(&l->local, local, px_sockaddr_len(local));
+	l->lo = lo;
+	l->hi = hi;
+	l->check_peer = peer != NULL;
+	if (peer != NULL)
+		memcpy(&l->peer, peer, px_sockaddr_len(peer));
+	l->idle_ms = idle_ms;
+	evtimer_assign(&l->timer, host->base, px_lst_timer_cb, l);
+	l->next = host->listeners;
+	host->listeners = l;
+	return l;
+}
+
+int
+px_channel_listen_on(struct px_channel *ch, enum px_chan_end end,
+    struct px_listener *l, struct sockaddr_storage *bound)
+{
+	struct px_chan_endp *e = &ch->e[end];
+	int fd;
+
+	if (e->fd != -1 || e->lfd != -1 || e->lst != NULL ||
+	    l->waiting != NULL || l->host != ch->host) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (l->fd == -1) {
+		if ((fd = px_chan_listen_fd(l->host, (struct sockaddr *)&l->local,
+		    l->lo, l->hi, &l->bound)) == -1)
+			return -1;
+		l->fd = fd;
+		event_assign(&l->ev, l->host->base, fd, EV_READ | EV_PERSIST,
+		    px_lst_accept_cb, l);
+		px_event_want(&l->ev, &l->ev_on, true);
+	}
+	if (evtimer_pending(&l->timer, NULL))
+		evtimer_del(&l->timer);
+	l->waiting = ch;
+	l->end = end;
+	e->lst = l;
+	memcpy(bound, &l->bound, sizeof(*bound));
+	return 0;
+}
+
+unsigned
+px_listener_refused(const struct px_listener *l)
+{
+	return l->refused;
 }
 
 static void

@@ -444,9 +444,8 @@ px_session_snapshot(const struct px_session *s, uint64_t now,
 
 /* ---- data channels: what they need of their session ------------------ */
 
-struct px_channel *
-px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
-    void *arg)
+static struct px_chan_host *
+px_session_chan_host(struct px_session *s)
 {
 	struct px_chan_host *h = &s->chan_host;
 
@@ -463,7 +462,22 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 		h->bytes = px_session_channel_bytes;
 		h->touch = px_session_touch;
 	}
-	return px_chan_new(h, timeout_ms, cb, arg);
+	return h;
+}
+
+struct px_channel *
+px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
+    void *arg)
+{
+	return px_chan_new(px_session_chan_host(s), timeout_ms, cb, arg);
+}
+
+struct px_listener *
+px_listener_new(struct px_session *s, const struct sockaddr *local,
+    uint16_t lo, uint16_t hi, const struct sockaddr *peer, uint64_t idle_ms)
+{
+	return px_chan_listener_new(px_session_chan_host(s), local, lo, hi,
+	    peer, idle_ms);
 }
 
 int

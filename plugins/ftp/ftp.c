@@ -228,7 +228,12 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
 		return ftp_data_request(s, st, p, c);
-	ftp_data_note(st, c);
+	if (ftp_data_note(st, c))
+		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
+		    "connection");
+	/* A new login: PASV/PORT wait for the server's word again. */
+	if (strcmp(c->verb, "USER") == 0 || strcmp(c->verb, "REIN") == 0)
+		st->logged_in = false;
 	q = ftp_q_push(st, strcmp(c->verb, "FEAT") == 0 ? FTP_P_FEAT :
 	    FTP_P_FWD, c->verb);
 	if (q == NULL)
@@ -398,6 +403,20 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 				return v;
 			continue;
 		}
+		if (q != NULL && q->answered) {
+			/* Our PASV/PORT, answered to the client already:
+			 * none of its reply goes there. */
+			if (fin == 1 && code >= 200) {
+				cur = *q;
+				ftp_q_pop(st);
+				ftp_data_reply(s, st, p, &cur, code,
+				    (const char *)buf, linelen, buf, used);
+			}
+			evbuffer_drain(in, used);
+			if (fin == 1 && code >= 200)
+				ftp_q_flush_local(s, st);
+			continue;
+		}
 		if (st->swallow && fin == 1 && q != NULL) {
 			cur = *q;
 			ftp_q_pop(st);
@@ -421,6 +440,10 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 		evbuffer_drain(in, used);
 		/* Preliminary (1xx) replies keep the command pending. */
 		if (fin == 1 && code >= 200 && q != NULL) {
+			if (code == 230 && (strcmp(q->verb, "USER") == 0 ||
+			    strcmp(q->verb, "PASS") == 0 ||
+			    strcmp(q->verb, "ACCT") == 0))
+				st->logged_in = true;
 			ftp_q_pop(st);
 			ftp_q_flush_local(s, st);
 		}
@@ -470,7 +493,11 @@ ftp_on_close(struct px_session *s, void *state)
 	if (st->ch != NULL)
 		px_session_count(s, FTP_C_DATA_REFUSED,
 		    px_channel_refused(st->ch));
+	if (st->lst != NULL)
+		px_session_count(s, FTP_C_DATA_REFUSED,
+		    px_listener_refused(st->lst));
 	st->ch = NULL;		/* the core frees it */
+	st->lst = NULL;
 	ftp_tls_close(s, st);
 }
 

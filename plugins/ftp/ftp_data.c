@@ -17,6 +17,11 @@
 #include "parse.h"
 #include "ftp/ftp_int.h"
 
+/* The client's passive data port is kept while transfers follow each
+ * other (no socket set-up per transfer), and given back to the range
+ * after this long without one. */
+#define FTP_LISTEN_IDLE_MS	2000
+
 /* Forgets the current channel. One still relaying is left to finish on
  * its own (a client may send its next command before proxyd has seen the
  * end of the last transfer); one still waiting for a connection is closed,
@@ -119,7 +124,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	enum ftp_mode smode;
 	struct ftp_pending *q;
 	char buf[160], arg[128];
-	bool cpassive;
+	bool cpassive, early;
 	int trc;
 
 	if (strcmp(c->verb, "PASV") == 0)
@@ -142,10 +147,15 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 		if (strcasecmp(c->arg, "ALL") == 0)
 			return ftp_reply_local(s, st, c->verb, "200 EPSV ALL ok");
 	}
-	if (px_session_local(s, PX_CHAN_CLIENT, &clocal) == -1 ||
-	    px_session_local(s, PX_CHAN_SERVER, &slocal) == -1)
-		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
-		    "connection");
+	if (!st->local_ok) {
+		if (px_session_local(s, PX_CHAN_CLIENT, &st->clocal) == -1 ||
+		    px_session_local(s, PX_CHAN_SERVER, &st->slocal) == -1)
+			return ftp_reply_local(s, st, c->verb, "425 Cannot "
+			    "open data connection");
+		st->local_ok = true;
+	}
+	memcpy(&clocal, &st->clocal, sizeof(clocal));
+	memcpy(&slocal, &st->slocal, sizeof(slocal));
 	if (creq == FTP_CREQ_PASV && !ftp_is_v4(&clocal))
 		return ftp_reply_local(s, st, c->verb, "500 PASV needs IPv4; "
 		    "use EPSV");
@@ -178,6 +188,13 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	if (!ftp_tls_data_allowed(s, st, c->verb, &trc))
 		return trc;
 	ftp_chan_drop(s, st);
+	st->data_lost = st->xfer_sent = false;
+	/* Nothing pending before it and logged in (the server has no reason
+	 * to refuse): the client's reply depends on the proxy's own end only,
+	 * and goes at once, while the server's end is set up; should the
+	 * server refuse after all, the transfer command gets the 425. */
+	early = st->qlen == 0 && st->logged_in;
+	st->chan_gen++;
 	if ((st->ch = px_channel_new(s, p->timeout_ms, ftp_chan_done,
 	    st)) == NULL)
 		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
@@ -189,9 +206,11 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	}
 	/* The client's end. */
 	if (cpassive) {
-		if (px_channel_listen(st->ch, PX_CHAN_CLIENT,
+		if ((st->lst == NULL && (st->lst = px_listener_new(s,
 		    (struct sockaddr *)&clocal, p->port_lo, p->port_hi,
-		    p->strict ? client : NULL, &st->cbound) == -1) {
+		    p->strict ? client : NULL, FTP_LISTEN_IDLE_MS)) == NULL) ||
+		    px_channel_listen_on(st->ch, PX_CHAN_CLIENT, st->lst,
+		    &st->cbound) == -1) {
 			px_session_log(s, LOG_WARNING, "ftp: no data port for "
 			    "the client: %s", strerror(errno));
 			ftp_chan_drop(s, st);
@@ -240,11 +259,16 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	if (q == NULL)
 		return -1;
 	q->creq = creq;
+	q->gen = st->chan_gen;
 	px_session_log(s, LOG_INFO, "ftp-data client=%s server=%s sent=\"%.*s\"",
 	    cpassive ? "passive" : "active",
 	    smode == FTP_PASSIVE ? "passive" : "active",
 	    (int)strlen(buf) - 2, buf);
 	ftp_send(s, PX_TO_SERVER, buf);
+	if (early) {
+		q->answered = true;
+		ftp_client_answer(s, st, creq, c->verb);
+	}
 	return 0;
 }
 
@@ -256,11 +280,14 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 {
 	struct sockaddr_storage sa;
 	uint16_t port;
-	bool ok;
+	bool ok, mine = st->ch != NULL && q->gen == st->chan_gen;
 
+	/* (Not mine: the client asked again meanwhile; that channel is the
+	 * later request's.) */
 	if (q->kind == FTP_P_PORT) {
-		if (code / 100 == 2 && st->ch != NULL) {
-			ftp_client_answer(s, st, q->creq, q->verb);
+		if (code / 100 == 2 && mine) {
+			if (!q->answered)
+				ftp_client_answer(s, st, q->creq, q->verb);
 			return;
 		}
 		goto fail;
@@ -282,18 +309,27 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 			px_sockaddr_set_port(&sa, port);
 	} else
 		ok = false;
-	if (ok && st->ch != NULL) {
-		struct sockaddr_storage slocal;
-
-		if (px_session_local(s, PX_CHAN_SERVER, &slocal) == 0 &&
-		    px_channel_connect(st->ch, PX_CHAN_SERVER,
-		    (struct sockaddr *)&sa, (struct sockaddr *)&slocal) == 0) {
+	if (ok && mine && px_channel_connect(st->ch, PX_CHAN_SERVER,
+	    (struct sockaddr *)&sa, (struct sockaddr *)&st->slocal) == 0) {
+		if (!q->answered)
 			ftp_client_answer(s, st, q->creq, q->verb);
-			return;
-		}
+		return;
 	}
 fail:
-	ftp_chan_drop(s, st);
+	if (mine)
+		ftp_chan_drop(s, st);
+	if (q->answered) {
+		/* The client has its 227/229/200: its next transfer command
+		 * hears of it, unless it went to the server already (which
+		 * then answers it itself). */
+		px_session_log(s, LOG_NOTICE, "ftp-data the server's end of "
+		    "the data connection failed (reply %d to our %s) after "
+		    "the client had its reply", code, q->kind == FTP_P_PORT ?
+		    "PORT/EPRT" : "PASV/EPSV");
+		if (mine && !st->xfer_sent)
+			st->data_lost = true;
+		return;
+	}
 	if (code / 100 == 4 || code / 100 == 5) {
 		/* The server's own refusal means as much to the client. */
 		evbuffer_add(px_session_output(s, PX_TO_CLIENT), raw, rawlen);
@@ -320,17 +356,25 @@ ftp_transfer_kind(const char *verb)
 	return NULL;
 }
 
-void
+bool
 ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
 {
 	const char *kind;
 	char note[256], file[200];
 
-	if ((kind = ftp_transfer_kind(c->verb)) == NULL || st->ch == NULL)
-		return;
+	if ((kind = ftp_transfer_kind(c->verb)) == NULL)
+		return false;
+	if (st->data_lost) {
+		st->data_lost = false;
+		return true;
+	}
+	st->xfer_sent = true;
+	if (st->ch == NULL)
+		return false;
 	px_log_escape(file, sizeof(file), c->arg, c->arglen, true);
 	snprintf(note, sizeof(note), "%s cmd=%s file=\"%s\"", kind, c->verb,
 	    file);
 	px_channel_note(st->ch, note);
 	snprintf(st->xfer, sizeof(st->xfer), "%s", note);
+	return false;
 }

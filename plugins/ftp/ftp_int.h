@@ -55,6 +55,8 @@ enum ftp_pkind {
 struct ftp_pending {
 	enum ftp_pkind	kind;
 	enum ftp_creq	creq;
+	bool		answered;	/* PASV/PORT: the client has its reply */
+	unsigned	gen;		/* PASV/PORT: ftp_state's chan_gen then */
 	char		verb[FTP_VERB_MAX + 1];
 	char		text[192];
 };
@@ -83,7 +85,20 @@ struct ftp_state {
 	bool			 feat_multi;	/* ... in several lines */
 	struct ftp_tls		 tls;
 	struct px_channel	*ch;
+	unsigned		 chan_gen;	/* ch's number */
 	struct sockaddr_storage	 cbound;	/* our client-side listener */
+	/* The client's passive data port, kept for the session. */
+	struct px_listener	*lst;
+	/* Our addresses on the control connections (getsockname once). */
+	bool			 local_ok;
+	struct sockaddr_storage	 clocal, slocal;
+	bool			 logged_in;	/* the server said 230 */
+	/* Our PASV/PORT answered the client at once, before the server did;
+	 * xfer_sent: a transfer command went to the server since;
+	 * data_lost: the server then refused, and the client's next
+	 * transfer gets a 425 from the proxy. */
+	bool			 xfer_sent;
+	bool			 data_lost;
 	bool			 user_ok;
 	char			 user[72];
 	struct ftp_cmd		 cmd;
@@ -156,7 +171,9 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
 	    const char *line, size_t len, const unsigned char *raw,
 	    size_t rawlen);
 /* A command about to be forwarded: when it is a transfer on the current
- * channel, what its data-transfer log line says of it. */
-void	ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c);
+ * channel, what its data-transfer log line says of it. true: it is a
+ * transfer whose data connection the server refused after the client had
+ * its reply to PASV/PORT; not to be forwarded (the caller answers 425). */
+bool	ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c);
 
 #endif
