@@ -37,19 +37,21 @@ class BenchFTP(ftplib.FTP):
                 lo, hi = map(int, f.read().split())
         except (OSError, ValueError):
             pass
-        sock = socket.socket(self.af, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         start = random.randrange(lo, hi + 1)
         for i in range(512):
+            # listen() too may fail with EADDRINUSE (the port is some
+            # connection's local port): a fresh socket, the next port
+            sock = socket.socket(self.af, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("", lo + (start - lo + i) % (hi - lo + 1)))
+                sock.listen(1)
                 break
             except OSError:
+                sock.close()
                 continue
         else:
-            sock.close()
             raise OSError("no free port for an active data connection")
-        sock.listen(1)
         port = sock.getsockname()[1]
         host = self.sock.getsockname()[0]
         if self.af == socket.AF_INET:
