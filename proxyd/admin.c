@@ -32,6 +32,7 @@
 #include "listener.h"
 #include "tls.h"
 #include "worker.h"
+#include "admin_int.h"
 
 static struct evhttp *px_http;
 /* The admin listener out of descriptors: its reserve one, the pause, and
@@ -42,29 +43,9 @@ static int px_admin_reserve = -1;
 static uint64_t px_admin_fail_n, px_admin_fail_logged_ms;
 static atomic_uint_fast64_t px_admin_accept_failures;
 static const struct px_reload_stats *px_reloads;
-static time_t px_started;
+time_t px_started;
 static char *px_ha_file;	/* admin/@ha-state-file: NULL = no HA */
 
-/* The status page's throughput chart: the daemon's byte totals every
- * PX_HIST_EVERY_S over the last PX_HIST_N samples (5 minutes), so that
- * it has a history as soon as it opens. Main thread only. */
-#define PX_HIST_EVERY_S	2
-#define PX_HIST_N	151
-struct px_tput {
-	double		t;		/* Unix time */
-	uint64_t	bytes[2];	/* totals by enum px_dir */
-};
-static struct px_tput px_tput[PX_HIST_N];
-static unsigned px_tput_next, px_tput_n;
-/* Each slot's last two samples, [1] the newer, for its rates: sessions
- * accepted, bytes to the server, to the client. */
-struct px_svc_rate {
-	double		t[2];
-	uint64_t	v[2][3];
-};
-static struct px_svc_rate *px_rates;
-static unsigned px_nrates;
-static struct event *px_tput_ev;
 
 /* Daemon-wide counters of each worker (struct px_counters), summed. */
 struct px_metric {
@@ -228,7 +209,7 @@ px_load(const void *base, size_t offset)
 }
 
 /* Slot i summed over the workers, at offset in struct px_svc_counters. */
-static uint64_t
+uint64_t
 px_svc_sum(unsigned i, size_t offset, unsigned nw)
 {
 	const struct px_svc_counters *m;
@@ -255,7 +236,7 @@ px_escape_label(struct evbuffer *b, const char *v)
 }
 
 /* v as a JSON string, quotes included. */
-static void
+void
 px_json_str(struct evbuffer *b, const char *v)
 {
 	evbuffer_add(b, "\"", 1);
@@ -272,15 +253,7 @@ px_json_str(struct evbuffer *b, const char *v)
 	evbuffer_add(b, "\"", 1);
 }
 
-/* The exported slots' label sets, service="..",analyser=".." (NULL: not
- * exported), one scrape's worth. */
-struct px_scrape {
-	unsigned	  nw, nslots;
-	char		**labels;
-	unsigned	 *an;		/* analyser index of each */
-};
-
-static int
+int
 px_scrape_open(struct px_scrape *sc)
 {
 	struct evbuffer *t;
@@ -314,7 +287,7 @@ px_scrape_open(struct px_scrape *sc)
 	return 0;
 }
 
-static void
+void
 px_scrape_close(struct px_scrape *sc)
 {
 	unsigned i;
@@ -526,7 +499,7 @@ px_admin_ha_metrics(struct evbuffer *b)
 	    (long long)since);
 }
 
-static void
+void
 px_admin_ha_json(struct evbuffer *b)
 {
 	time_t since;
@@ -540,7 +513,7 @@ px_admin_ha_json(struct evbuffer *b)
 }
 
 /* Worker k's blocks summed, at offset in struct px_svc_counters. */
-static uint64_t
+uint64_t
 px_worker_sum(unsigned k, size_t offset)
 {
 	const struct px_svc_counters *m;
@@ -745,346 +718,6 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 }
 
 static void
-px_admin_status(struct evhttp_request *req, void *arg)
-{
-	struct evbuffer *b = evbuffer_new();
-	unsigned k, nw = px_workers_count();
-
-	(void)arg;
-	if (b == NULL) {
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evbuffer_add_printf(b, "{\"version\":\"%s\",\"pid\":%ld,\"uptime\":%lld,"
-	    "\"live_sessions\":%llu,\"workers\":[", PROXYD_VERSION, (long)getpid(),
-	    (long long)(time(NULL) - px_started),
-	    (unsigned long long)atomic_load(&px_live_sessions));
-	for (k = 0; k < nw; k++) {
-		evbuffer_add_printf(b, "%s{\"id\":%u,\"active\":%llu,"
-		    "\"accepted\":%llu,\"to_server\":%llu,\"to_client\":%llu}",
-		    k ? "," : "", k,
-		    (unsigned long long)px_worker_sum(k,
-		    offsetof(struct px_svc_counters, active)),
-		    (unsigned long long)px_worker_sum(k,
-		    offsetof(struct px_svc_counters, accepted)),
-		    (unsigned long long)px_worker_sum(k,
-		    offsetof(struct px_svc_counters, bytes[0])),
-		    (unsigned long long)px_worker_sum(k,
-		    offsetof(struct px_svc_counters, bytes[1])));
-	}
-	evbuffer_add_printf(b, "]");
-	px_admin_ha_json(b);
-	evbuffer_add_printf(b, "}\n");
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
-}
-
-static struct px_conntrack *px_admin_ct;
-static bool px_admin_ct_tried;
-
-static void
-px_admin_flow(struct evbuffer *b, const char *side, const struct px_flow *f,
-    bool *first)
-{
-	if (!f->found)
-		return;
-	evbuffer_add_printf(b, "%s{\"side\":\"%s\",\"tuple\":\"%s\","
-	    "\"state\":\"%s\",\"mark\":%u}", *first ? "" : ",", side, f->tuple,
-	    f->state, f->mark);
-	*first = false;
-}
-
-static void
-px_admin_session_json(struct evbuffer *b, const struct px_session_snap *p,
-    bool first)
-{
-	char c[PX_ADDRSTRLEN], d[PX_ADDRSTRLEN], sv[PX_ADDRSTRLEN];
-	char l[PX_ADDRSTRLEN];
-	struct px_flow flow;
-	bool ffirst = true;
-
-	evbuffer_add_printf(b, "%s\n{\"id\":%llu,\"worker\":%u,\"service\":\"%s\","
-	    "\"analyser\":\"%s\",\"state\":\"%s\",\"client\":\"%s\",\"dst\":\"%s\",\"server\":\"%s\","
-	    "\"local\":\"%s\",\"to_server\":%llu,\"to_client\":%llu,"
-	    "\"age\":%.3f,\"detail\":", first ? "" : ",",
-	    (unsigned long long)p->id, p->worker, p->service,
-	    p->analyser != NULL ? p->analyser : "", p->state,
-	    px_sockaddr_str((const struct sockaddr *)&p->client, c, sizeof(c)),
-	    px_sockaddr_str((const struct sockaddr *)&p->dst, d, sizeof(d)),
-	    px_sockaddr_str((const struct sockaddr *)&p->server, sv, sizeof(sv)),
-	    px_sockaddr_str((const struct sockaddr *)&p->upstream_local, l,
-	    sizeof(l)), (unsigned long long)p->to_server,
-	    (unsigned long long)p->to_client, p->age);
-	px_json_str(b, p->detail);
-	evbuffer_add_printf(b, ",\"flows\":[");
-	/* The kernel's view: the client's flow answers from our end to the
-	 * client (whatever NAT did); the server's flow starts at our end. */
-	if (px_admin_ct != NULL) {
-		if (px_conntrack_flow(px_admin_ct, true, 0,
-		    (const struct sockaddr *)&p->local,
-		    (const struct sockaddr *)&p->client, &flow) == 0)
-			px_admin_flow(b, "client", &flow, &ffirst);
-		if (p->upstream_local.ss_family != AF_UNSPEC &&
-		    px_conntrack_flow(px_admin_ct, false, p->ct_zone,
-		    (const struct sockaddr *)&p->upstream_local,
-		    (const struct sockaddr *)&p->server, &flow) == 0)
-			px_admin_flow(b, "server", &flow, &ffirst);
-	}
-	evbuffer_add_printf(b, "]}");
-}
-
-/* Runs on the main thread, never a worker: it may wait (bounded) for the
- * workers' snapshots and query conntrack synchronously. */
-static void
-px_admin_sessions(struct evhttp_request *req, void *arg)
-{
-	struct px_snap_req *sr;
-	struct evbuffer *b;
-	struct pollfd pfd;
-	struct timespec t0, t1;
-	unsigned asked, k;
-	uint64_t v;
-	bool first = true;
-	long waited = 0;
-
-	(void)arg;
-	if ((sr = calloc(1, sizeof(*sr))) == NULL ||
-	    (b = evbuffer_new()) == NULL) {
-		free(sr);
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	if (!px_admin_ct_tried) {
-		px_admin_ct_tried = true;
-		px_admin_ct = px_conntrack_open();
-	}
-	atomic_init(&sr->refs, 1);		/* the admin's own */
-	sr->done_fd = eventfd(0, EFD_CLOEXEC);
-	asked = sr->done_fd == -1 ? 0 : px_workers_snapshot(sr);
-	pfd.fd = sr->done_fd;
-	pfd.events = POLLIN;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (asked != 0 && atomic_load(&sr->pending) != 0 && waited < 1000) {
-		if (poll(&pfd, 1, (int)(1000 - waited)) > 0 &&
-		    read(sr->done_fd, &v, sizeof(v)) < 0)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited = (t1.tv_sec - t0.tv_sec) * 1000 +
-		    (t1.tv_nsec - t0.tv_nsec) / 1000000;
-	}
-	if (asked != 0 && atomic_load(&sr->pending) != 0) {
-		/* A late worker still holds its reference: it frees sr if
-		 * it answers last. */
-		px_log(LOG_WARNING, 0, "admin: /sessions: %u worker(s) did not "
-		    "answer within 1s", atomic_load(&sr->pending));
-		px_snap_req_unref(sr);
-		evbuffer_free(b);
-		evhttp_send_error(req, 503, "workers busy");
-		return;
-	}
-	evbuffer_add_printf(b, "{\"sessions\":[");
-	for (k = 0; k < sizeof(sr->snaps) / sizeof(sr->snaps[0]); k++) {
-		size_t i;
-
-		for (i = 0; i < sr->nsnaps[k]; i++) {
-			px_admin_session_json(b, &sr->snaps[k][i], first);
-			first = false;
-		}
-	}
-	evbuffer_add_printf(b, "\n],\"conntrack\":%s}\n",
-	    px_admin_ct != NULL ? "true" : "false");
-	px_snap_req_unref(sr);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
-}
-
-static double
-px_wall_now(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_REALTIME, &now);
-	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
-}
-
-static void
-px_tput_sample(void)
-{
-	struct px_tput *p = &px_tput[px_tput_next];
-	unsigned i, n = px_metrics_slots(), nw = px_workers_count();
-
-	struct px_svc_rate *r;
-
-	p->t = px_wall_now();
-	p->bytes[0] = p->bytes[1] = 0;
-	if (n > px_nrates && (r = realloc(px_rates, n * sizeof(*r))) != NULL) {
-		memset(r + px_nrates, 0, (n - px_nrates) * sizeof(*r));
-		px_rates = r;
-		px_nrates = n;
-	}
-	for (i = 0; i < n; i++) {
-		uint64_t v[3] = {
-			px_svc_sum(i, offsetof(struct px_svc_counters, accepted), nw),
-			px_svc_sum(i, offsetof(struct px_svc_counters, bytes[0]), nw),
-			px_svc_sum(i, offsetof(struct px_svc_counters, bytes[1]), nw),
-		};
-
-		p->bytes[0] += v[1];
-		p->bytes[1] += v[2];
-		if (i >= px_nrates)
-			continue;
-		r = &px_rates[i];
-		r->t[0] = r->t[1];
-		memcpy(r->v[0], r->v[1], sizeof(r->v[0]));
-		r->t[1] = p->t;
-		memcpy(r->v[1], v, sizeof(v));
-	}
-	px_tput_next = (px_tput_next + 1) % PX_HIST_N;
-	if (px_tput_n < PX_HIST_N)
-		px_tput_n++;
-}
-
-static void
-px_tput_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd; (void)what; (void)arg;
-	px_tput_sample();
-}
-
-/* Slot i's rates per second between its last two samples (0 before). */
-static void
-px_rate_json(struct evbuffer *b, unsigned i)
-{
-	const struct px_svc_rate *r = i < px_nrates ? &px_rates[i] : NULL;
-	double dt = r != NULL && r->t[0] > 0 ? r->t[1] - r->t[0] : 0;
-	double v[3] = { 0, 0, 0 };
-	int k;
-
-	for (k = 0; k < 3 && dt > 0; k++)
-		v[k] = r->v[1][k] >= r->v[0][k] ?
-		    (double)(r->v[1][k] - r->v[0][k]) / dt : 0;
-	evbuffer_add_printf(b, "{\"sessions\":%.3f,\"to_server\":%.1f,"
-	    "\"to_client\":%.1f}", v[0], v[1], v[2]);
-}
-
-/* The services, their settings and counters (summed over the workers);
- * the status page derives rates from two of these. */
-static void
-px_admin_api_services(struct evhttp_request *req, void *arg)
-{
-	struct evbuffer *b = evbuffer_new();
-	struct px_scrape sc = { 0 };
-	bool first = true;
-	unsigned i, c;
-
-	(void)arg;
-	if (b == NULL || px_scrape_open(&sc) == -1) {
-		px_scrape_close(&sc);
-		if (b != NULL)
-			evbuffer_free(b);
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evbuffer_add_printf(b, "{\"version\":\"%s\",\"time\":%.3f,"
-	    "\"uptime\":%lld,\"workers\":%u,\"history\":[", PROXYD_VERSION,
-	    px_wall_now(), (long long)(time(NULL) - px_started), sc.nw);
-	for (i = 0; i < px_tput_n; i++) {
-		const struct px_tput *p = &px_tput[(px_tput_next + PX_HIST_N -
-		    px_tput_n + i) % PX_HIST_N];
-
-		evbuffer_add_printf(b, "%s[%.3f,%llu,%llu]", i ? "," : "", p->t,
-		    (unsigned long long)p->bytes[0],
-		    (unsigned long long)p->bytes[1]);
-	}
-	evbuffer_add_printf(b, "],\"services\":[");
-	for (i = 0; i < sc.nslots; i++) {
-		const char *svc, *an, *mode, *listen, *target;
-		const char *const *names;
-		unsigned ai;
-		bool current;
-
-		if (sc.labels[i] == NULL || !px_metrics_slot(i, &svc, &an, &ai))
-			continue;
-		px_metrics_slot_info(i, &mode, &listen, &target, &current);
-#define PX_J(f) (unsigned long long)px_svc_sum(i, \
-	offsetof(struct px_svc_counters, f), sc.nw)
-		evbuffer_add_printf(b, "%s\n{\"name\":", first ? "" : ",");
-		first = false;
-		px_json_str(b, svc);
-		evbuffer_add_printf(b, ",\"analyser\":\"%s\",\"mode\":\"%s\","
-		    "\"listen\":\"%s\",\"target\":\"%s\",\"current\":%s,"
-		    "\"active\":%llu,\"accepted\":%llu,\"to_server\":%llu,"
-		    "\"to_client\":%llu,\"connect_failures\":%llu,"
-		    "\"denied\":{\"acl\":%llu,\"max-sessions\":%llu,"
-		    "\"direct\":%llu,\"server\":%llu,\"no-service\":%llu},"
-		    "\"events\":{", an, mode ? mode : "",
-		    listen, target, current ? "true" : "false",
-		    PX_J(active), PX_J(accepted), PX_J(bytes[0]), PX_J(bytes[1]),
-		    PX_J(connect_failures), PX_J(denied[PX_DENY_ACL]),
-		    PX_J(denied[PX_DENY_MAX_SESSIONS]),
-		    PX_J(denied[PX_DENY_DIRECT]), PX_J(denied[PX_DENY_SERVER]),
-		    PX_J(denied[PX_DENY_NO_SERVICE]));
-#undef PX_J
-		names = px_analysers[ai]->counters;
-		for (c = 0; names != NULL && names[c] != NULL &&
-		    c < PX_AN_COUNTERS_MAX; c++)
-			evbuffer_add_printf(b, "%s\"%s\":%llu", c ? "," : "",
-			    names[c], (unsigned long long)px_svc_sum(i,
-			    offsetof(struct px_svc_counters, analyser) +
-			    c * sizeof(atomic_uint_fast64_t), sc.nw));
-		evbuffer_add_printf(b, "},\"rate\":");
-		px_rate_json(b, i);
-		evbuffer_add_printf(b, "}");
-	}
-	evbuffer_add_printf(b, "\n]}\n");
-	px_scrape_close(&sc);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Cache-Control", "no-store");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
-}
-
-/* cmake/embed.cmake makes proxyd/status.html this string. */
-extern const char px_schema_status_html[];
-
-static void
-px_admin_root(struct evhttp_request *req, void *arg)
-{
-	struct evbuffer *b = evbuffer_new();
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-	(void)arg;
-	if (b == NULL) {
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evbuffer_add_reference(b, px_schema_status_html,
-	    strlen(px_schema_status_html), NULL, NULL);
-	evhttp_add_header(h, "Content-Type", "text/html; charset=utf-8");
-	/* Everything it needs is inline: nothing may be fetched elsewhere. */
-	evhttp_add_header(h, "Content-Security-Policy", "default-src 'none'; "
-	    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-	    "connect-src 'self'; img-src 'self'");
-	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
-}
-
-static void
-px_admin_other(struct evhttp_request *req, void *arg)
-{
-	(void)arg;
-	evhttp_send_error(req, 404, "try /, /metrics, /status, /sessions, "
-	    "/api/services or /api/sessions");
-}
-
-static void
 px_admin_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
@@ -1147,7 +780,6 @@ int
 px_admin_start(struct event_base *base, const struct px_config *cfg,
     const struct px_reload_stats *reloads)
 {
-	struct timeval every = { PX_HIST_EVERY_S, 0 };
 	char a[PX_ADDRSTRLEN];
 	int fd;
 
@@ -1168,8 +800,6 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	}
 	if ((px_http = evhttp_new(base)) == NULL ||
-	    (px_tput_ev = event_new(base, -1, EV_PERSIST, px_tput_cb,
-	    NULL)) == NULL ||
 	    (px_admin_pause = evtimer_new(base, px_admin_resume_cb,
 	    NULL)) == NULL ||
 	    (px_admin_lev = evconnlistener_new(base, NULL, NULL,
@@ -1182,8 +812,6 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	evconnlistener_set_error_cb(px_admin_lev, px_admin_accept_error_cb);
 	px_admin_reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	px_tput_sample();
-	evtimer_add(px_tput_ev, &every);
 	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	/* It runs on the main thread with signals and reloads: an endless
 	 * header line must not eat memory and CPU there. */
@@ -1191,12 +819,8 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 	evhttp_set_max_body_size(px_http, 0);
 	evhttp_set_timeout(px_http, 10);
 	evhttp_set_cb(px_http, "/metrics", px_admin_metrics, NULL);
-	evhttp_set_cb(px_http, "/status", px_admin_status, NULL);
-	evhttp_set_cb(px_http, "/sessions", px_admin_sessions, NULL);
-	evhttp_set_cb(px_http, "/api/sessions", px_admin_sessions, NULL);
-	evhttp_set_cb(px_http, "/api/services", px_admin_api_services, NULL);
-	evhttp_set_cb(px_http, "/", px_admin_root, NULL);
-	evhttp_set_gencb(px_http, px_admin_other, NULL);
+	if (px_admin_status_start(base, px_http) == -1)
+		return -1;
 	px_log(LOG_INFO, 0, "admin endpoint on http://%s/metrics", a);
 	return 0;
 }
@@ -1208,20 +832,13 @@ px_admin_stop(void)
 		evhttp_free(px_http);	/* and its bound listener */
 	px_http = NULL;
 	px_admin_lev = NULL;
-	if (px_tput_ev != NULL)
-		event_free(px_tput_ev);
-	px_tput_ev = NULL;
-	free(px_rates);
-	px_rates = NULL;
-	px_nrates = 0;
+	px_admin_status_stop();
 	if (px_admin_pause != NULL)
 		event_free(px_admin_pause);
 	px_admin_pause = NULL;
 	if (px_admin_reserve != -1)
 		close(px_admin_reserve);
 	px_admin_reserve = -1;
-	px_conntrack_close(px_admin_ct);
-	px_admin_ct = NULL;
 	free(px_ha_file);
 	px_ha_file = NULL;
 }

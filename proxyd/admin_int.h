@@ -1,0 +1,39 @@
+/* What admin.c (the endpoint, /metrics) and admin_status.c (the status
+ * page and its JSON) share. Main thread only. */
+#ifndef PX_ADMIN_INT_H
+#define PX_ADMIN_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct evbuffer;
+struct evhttp;
+struct event_base;
+
+extern time_t px_started;
+
+/* The exported slots' label sets, service="..",analyser=".." (NULL: not
+ * exported), one scrape's worth. */
+struct px_scrape {
+	unsigned	  nw, nslots;
+	char		**labels;
+	unsigned	 *an;		/* analyser index of each */
+};
+int	 px_scrape_open(struct px_scrape *sc);
+void	 px_scrape_close(struct px_scrape *sc);
+/* Slot i's counter at offset in struct px_svc_counters, over nw workers. */
+uint64_t px_svc_sum(unsigned i, size_t offset, unsigned nw);
+/* Worker k's blocks summed, at offset in struct px_svc_counters. */
+uint64_t px_worker_sum(unsigned k, size_t offset);
+/* v as a JSON string, quotes included. */
+void	 px_json_str(struct evbuffer *b, const char *v);
+/* The "ha" member of /api/services: the keepalived state, if any. */
+void	 px_admin_ha_json(struct evbuffer *b);
+
+/* admin_status.c: its routes (/, /status, /sessions, /api/...), and the
+ * throughput sampler the page's chart reads. 0, or -1. */
+int	 px_admin_status_start(struct event_base *base, struct evhttp *http);
+void	 px_admin_status_stop(void);
+
+#endif
