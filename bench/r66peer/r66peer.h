@@ -1,0 +1,81 @@
+/* r66peer's shared parts: its configuration, one connection, and what
+ * r66peer_tls.c (TLS on either side) offers the rest (r66peer.c). */
+#ifndef R66PEER_H
+#define R66PEER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+
+#define PEER_MAX_PARTNERS	16
+#define PEER_MAX_XFERS		64
+#define PEER_BLOCK_MAX		(16u << 20)
+
+struct peer_partner {
+	char	 id[128];
+	uint8_t	 key[16];
+};
+
+struct peer_xfer {
+	bool	 send;
+	char	*path;		/* SEND: local file; RECV: remote name */
+};
+
+struct peer_conf {
+	bool		 server;
+	const char	*addr;
+	const char	*host_id;
+	uint8_t		 key[16];
+	struct peer_partner partners[PEER_MAX_PARTNERS];
+	int		 npartners;
+	const char	*dir;
+	const char	*rule;
+	int		 mode;
+	uint32_t	 block;
+	const char	*digest;	/* DIGESTALGO we advertise */
+	struct peer_xfer xfers[PEER_MAX_XFERS];
+	int		 nxfers;
+	int		 count;
+	bool		 auth_each;	/* advertise 3.5.0: no auth reuse */
+	const char	*info;
+	int		 timeout;
+	bool		 quiet;
+	bool		 tls;		/* client --tls; server: --tls-cert */
+	const char	*tls_ca;	/* client: verify the server against it;
+					 * server: require client certificates */
+	const char	*tls_name;	/* client: SNI and host check */
+	const char	*tls_cert, *tls_key;
+	SSL_CTX		*tls_ctx;	/* made once, before any connection */
+};
+
+/* One connection. */
+struct peer_conn {
+	const struct peer_conf *c;
+	int		 fd;
+	SSL		*ssl;		/* NULL: plain */
+	uint8_t		*buf;
+	size_t		 bufcap;
+	bool		 authed;
+	bool		 reuse;		/* both sides >= 3.6.1 */
+	char		 peer_id[128];
+	char		 peer_digest[32];	/* partner's DIGESTALGO */
+	uint32_t	 next_id;
+	char		 tmp[PATH_MAX];	/* server: partial file to remove */
+};
+
+/* "r66peer: " fmt, on stderr. */
+void	peer_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- r66peer_tls.c ---- */
+SSL_CTX	*peer_tls_ctx(const struct peer_conf *c);
+int	 peer_tls_connect(struct peer_conn *pc);
+int	 peer_tls_accept(struct peer_conn *pc);
+void	 peer_tls_close(struct peer_conn *pc);
+/* Error of an SSL_* call that failed: 0 clean EOF, -1 otherwise (errno
+ * set, reason printed). */
+int	 peer_tls_fail(struct peer_conn *pc, int ret, const char *what);
+
+#endif
