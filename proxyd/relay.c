@@ -352,8 +352,6 @@ sent:
 		r->paused[side] = true;
 		px_buf_update_read(r, side);
 	}
-	if (r->pass_state[px_side_dir(side)] == PX_PASS_WAIT)
-		px_pass_begin(r, side);
 }
 
 /* The bandwidth side `side` may use now: the least of the relay's own
@@ -499,11 +497,6 @@ px_buf_writable(struct px_conn *c, void *arg)
 	if (!px_buf_flush(r, side))
 		return;
 	r->ops->moved(r->arg, px_side_dir(peer), 0);	/* progress */
-	if (r->pass_state[px_side_dir(peer)] == PX_PASS_WAIT) {
-		px_pass_begin(r, peer);
-		if (!r->running)
-			return;
-	}
 	if (r->finishing) {
 		(void)px_buf_finish_check(r);
 		return;
