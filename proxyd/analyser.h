@@ -332,6 +332,7 @@ struct px_chan_result {
 	const char	*error;		/* NULL: ended normally */
 	uint64_t	 bytes[2];	/* by px_dir: client->server, server->client */
 	uint64_t	 duration_ms;	/* from the relay's start */
+	bool		 relayed;	/* both ends connected and relaying began */
 	unsigned	 refused;	/* connections refused by the peer check */
 	const char	*note;		/* px_channel_note()'s, or "" */
 	/* The peers of each end (enum px_chan_end), NULL: none connected. */

@@ -126,12 +126,14 @@ px_chan_release(struct px_channel *ch)
 	for (i = 0; i < 2; i++) {
 		struct px_chan_endp *e = &ch->e[i];
 
-		/* Waited in vain (timeout, or dropped): the port closes
-		 * with it, as a channel's own would. Kept open only after
-		 * it served, for the next transfer. */
+		/* Waited in vain (timeout, or dropped): the kept port
+		 * stays and its idle clock runs. The client was told this
+		 * port and may still come; closing it would turn that
+		 * connection into a dropped SYN under TPROXY (a client
+		 * hanging until its timeout) where a reset is due. */
 		if (e->lst != NULL) {
 			e->lst->waiting = NULL;
-			px_lst_close(e->lst);
+			px_lst_idle(e->lst);
 			e->lst = NULL;
 		}
 		if (e->lfd != -1)
@@ -501,6 +503,7 @@ px_chan_finish(struct px_channel *ch, const char *error)
 		r.tls[i] = ch->tls[i] != NULL;
 		r.resumed[i] = ch->resumed[i];
 	}
+	r.relayed = ch->relaying;
 	if (ch->relaying) {
 		gettimeofday(&now, NULL);
 		timersub(&now, &ch->start_tv, &d);

@@ -56,6 +56,12 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	if (st->ch == r->ch) {
 		st->ch = NULL;
 		st->xfer[0] = '\0';
+		/* Failed before it moved a byte (the server's end refused or
+		 * timed out, the client never came) with the transfer command
+		 * still to come: that command gets the 425. Forwarded, it
+		 * would have the server wait for a connection nobody makes. */
+		if (r->error != NULL && !r->relayed && !st->xfer_sent)
+			st->data_lost = true;
 	}
 	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
 	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s "

@@ -2,8 +2,8 @@
 # FTP data-channel security: PORT/EPRT to a third address (FTP bounce) or a
 # privileged port is refused and nothing connects there; a connection from
 # another host to a client's passive port is reset and the client still
-# gets its file; an unused passive port closes at the data timeout and when
-# the session ends; IPv6 on the client side (EPSV, EPRT |2|) and on the
+# gets its file; an unused passive port resets a late client after the data
+# timeout, then closes when idle, and closes when the session ends; IPv6 on the client side (EPSV, EPRT |2|) and on the
 # server side (proxyd sends EPSV or EPRT |2| to a vsftpd on ::1).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -35,9 +35,9 @@ if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1",
 fi
 start_proxyd
 
-python3 - "$PORT" "$TRAP" "$SHA" <<'EOF'
+python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" <<'EOF'
 import ftplib, hashlib, socket, sys, time
-port, trap, want = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+port, trap, want, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def fail(msg):
     sys.stderr.write("FAIL: %s\n" % msg)
@@ -142,16 +142,44 @@ if n != 1048576:
     fail("lingering client got %d bytes" % n)
 print("ok lingering data connection: %d bytes" % n)
 
-# A passive port nobody uses closes at the data timeout (2 s).
+def listening(port):
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(name).readlines()[1:]:
+            f_ = line.split()
+            if f_[3] == "0A" and int(f_[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+def wait_for(what, cond, limit):
+    deadline = time.time() + limit
+    while not cond():
+        if time.time() > deadline:
+            fail("waited %.0f s in vain for %s" % (limit, what))
+        time.sleep(0.05)
+
+# A passive port nobody uses: the transfer is given up at the data timeout
+# (2 s); the port stays for its idle time (2 s more), so that a client coming
+# late is reset rather than left without an answer, then closes.
+gave_up = lambda: open(log).read().count("end=timeout: no data connection")
+before = gave_up()
 r = f.sendcmd("EPSV")
 p = int(r.split("|||")[1].split("|")[0])
 print("idle-port %d" % p, flush=True)
-time.sleep(3)
+wait_for("the data timeout", lambda: gave_up() > before, 6)
+# reset at once: at connect() or at the first read, depending on timing
 try:
-    socket.create_connection(("127.0.0.1", p), timeout=2).close()
-    fail("passive port %d still open after the data timeout" % p)
-except ConnectionRefusedError:
-    print("ok passive port %d closed after the timeout" % p)
+    late = socket.create_connection(("127.0.0.1", p), timeout=2)
+    try:
+        got = late.recv(10)
+    finally:
+        late.close()
+except ConnectionResetError:
+    got = b""
+if got != b"":
+    fail("late connection to port %d got %r" % (p, got))
+print("ok late connection to port %d reset after the data timeout" % p)
+wait_for("port %d to close when idle" % p, lambda: not listening(p), 6)
+print("ok passive port %d closed when idle" % p)
 # ... and when the session ends
 r = f.sendcmd("EPSV")
 p = int(r.split("|||")[1].split("|")[0])
@@ -173,7 +201,8 @@ assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connec
 # ended by proxyd at its data timeout (before the client's close at 4.8 s)
 assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 1
+# the thief and the late connection after the data timeout
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 2
 assert_eq "$(listening_in 46000 46999)" "" "data ports left listening"
 
 if ((have_v6)); then

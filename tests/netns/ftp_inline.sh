@@ -5,8 +5,11 @@
 # with its destination port kept (TPROXY --on-port 0) to proxyd's data
 # listeners. Passive (EPSV) and active (EPRT: proxyd connects to the client
 # from the server's address) on the client side, passive to the server:
-# sha256 of RETR and STOR, log lines with the server's own address, and a
-# data connection from another host refused.
+# sha256 of RETR and STOR, log lines with the server's own address, a
+# data connection from another host refused, and a server end that fails
+# after the client had its EPSV answer: the port it was told resets at once
+# (a closed port would drop the SYN under TPROXY: a client hanging until its
+# timeout) and RETR gets proxyd's 425 instead of going to the server.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds vsftpd
@@ -34,6 +37,8 @@ write_enable=YES
 anon_upload_enable=YES
 anon_umask=022
 pasv_enable=YES
+pasv_min_port=41000
+pasv_max_port=41009
 port_enable=YES
 connect_from_port_20=NO
 seccomp_sandbox=NO
@@ -155,4 +160,53 @@ print("ok thief refused, client got", n)
 EOF
 assert_log 'data-connection refused: from 198\.18\.1\.3:[0-9]+, expected the client'"'"'s host'
 assert_log 'data-transfer download cmd=RETR file="pub/2m.bin" bytes=2097152 .* refused=1 end=ok'
+
+info "the server's end fails after the early EPSV answer"
+# vsftpd's passive ports refuse proxyd's connection (RST): the failure
+# comes after the client has its 229, as a lost or refused connection would.
+nsS iptables -I INPUT -p tcp --dport 41000:41009 -j REJECT --reject-with tcp-reset
+lost_before=$(grep -c 'end=connect to the server failed' "$PROXYD_LOG" || true)
+nsC "$PYTHON" - "$TOPO_S4" "$PROXYD_LOG" "$lost_before" <<'EOF' || fail "lost server end scenario failed: see above"
+import ftplib, socket, sys, time
+host, log, before = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f = ftplib.FTP()
+f.connect(host, 21, timeout=10)
+f.login()
+r = f.sendcmd("EPSV")
+port = int(r.split("|||")[1].split("|")[0])
+# The client comes only once proxyd has given the server's end up.
+deadline = time.time() + 10
+while open(log).read().count("end=connect to the server failed") <= before:
+    if time.time() > deadline:
+        sys.exit("proxyd never logged the failed server end")
+    time.sleep(0.05)
+t0 = time.time()
+late = socket.socket()
+late.settimeout(5)
+try:
+    late.connect((host, port))
+    got = "data %r" % late.recv(100)
+except ConnectionResetError:
+    got = "reset"
+except ConnectionRefusedError:
+    got = "refused"
+except socket.timeout:
+    got = "timed out"
+late.close()
+took = time.time() - t0
+assert got in ("reset", "refused", "data b''"), \
+    "connection to the told port %d: %s after %.1f s" % (port, got, took)
+assert took < 2, "connection to port %d took %.1f s to fail" % (port, took)
+try:
+    f.sendcmd("RETR pub/2m.bin")
+    sys.exit("RETR after a lost server end was not refused")
+except ftplib.error_temp as e:
+    assert str(e).startswith("425"), "RETR: %s" % e
+print("ok late connection %s in %.2f s, RETR got 425" % (got, took), flush=True)
+f.quit()
+EOF
+nsS iptables -D INPUT -p tcp --dport 41000:41009 -j REJECT --reject-with tcp-reset
+assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=connect to the server failed: Connection refused'
+assert_log 'ftp-reply code=425 cmd=RETR by=proxy'
+assert_log 'data-connection refused: from 198\.18\.1\.2:[0-9]+, no transfer waiting for it'
 info "PASS"
