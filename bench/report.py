@@ -643,19 +643,33 @@ def worker_section(env, runs, keys, label):
     L = ["## Sessions per worker", "",
          f"proxyd <workers>{env.get('workers', '?')}, HAProxy nbthread {env.get('haproxy_threads', '?')}, "
          f"CPUs {env.get('pin', '?')}. Per run: the sessions each worker accepted "
-         "(proxyd_worker_sessions_accepted_total, after - before) and, when the threads are named, "
-         "each worker thread's CPU ticks; imbalance = the busiest worker's sessions / the mean "
-         "(1.00 = even).", "",
-         "| row | path | round | sessions per worker | imbalance | CPU ticks per worker |",
-         "|---|---|---|---|---:|---|"]
+         "(proxyd_worker_sessions_accepted_total, after - before), the HTTP requests each answered "
+         "(proxyd_worker_requests_total) and the MiB each relayed (proxyd_worker_bytes_total) and, "
+         "when the threads are named, each worker thread's CPU ticks; imbalance = the busiest "
+         "worker's share / the mean (1.00 = even), of the sessions, and of the load: the requests "
+         "where there are any, else the bytes.", "",
+         "| row | path | round | sessions per worker | requests per worker | MiB per worker "
+         "| imbalance: sessions | load | CPU ticks per worker |",
+         "|---|---|---|---|---|---|---:|---:|---|"]
+
+    def joined(v, fmt=str):
+        return " / ".join(fmt(x) for x in v) if v else "-"
+
+    def imbalance(v):
+        mean = sum(v) / len(v) if v else 0
+        return f"{max(v) / mean:.2f}" if mean else None
+
     for k in keys:
         for r in [r for r in wr if (r["tool"], r["size"], r["mode"]) == k]:
             ws = slash_list(r, "wsess")
+            wq = slash_list(r, "wreq")
+            wb = slash_list(r, "wbytes")
             wc = slash_list(r, "wcpu")
-            mean = sum(ws) / len(ws)
-            imb = f"{max(ws) / mean:.2f}" if mean else "-"
-            L.append(f"| {label(k)} | {r['target']} | {r['round']} | {' / '.join(map(str, ws))} | {imb} | "
-                     f"{' / '.join(map(str, wc)) if wc else '-'} |")
+            load = (imbalance(wq) if wq and sum(wq) else None) or (imbalance(wb) if wb else None) or "-"
+            L.append(f"| {label(k)} | {r['target']} | {r['round']} | {joined(ws)} | "
+                     f"{joined(wq) if wq and sum(wq) else '-'} | "
+                     f"{joined(wb, lambda x: f'{x / 1048576:.1f}')} | {imbalance(ws) or '-'} | {load} | "
+                     f"{joined(wc)} |")
     L.append("")
     return L
 

@@ -526,6 +526,22 @@ px_worker_sum(unsigned k, size_t offset)
 	return sum;
 }
 
+/* HTTP requests worker k answered: the counts of its request-duration
+ * histograms, every service and status class. */
+static uint64_t
+px_worker_requests(unsigned k)
+{
+	struct px_hist_sum t = { { 0 }, 0, 0 };
+	const struct px_svc_counters *m;
+	unsigned i, c, n = px_metrics_slots();
+
+	for (i = 0; i < n; i++)
+		if ((m = px_metrics_get(k, i)) != NULL)
+			for (c = 0; c < 5; c++)
+				px_hist_add(&t, &m->request_duration[c]);
+	return t.count;
+}
+
 /* Per-worker series: only what is about the worker itself, under names
  * of their own, so that no sum() counts a session twice. */
 static void
@@ -546,6 +562,27 @@ px_admin_worker_metrics(struct evbuffer *b, const struct px_scrape *sc)
 		evbuffer_add_printf(b, "proxyd_worker_sessions_accepted_total"
 		    "{worker=\"%u\"} %llu\n", k, (unsigned long long)
 		    px_worker_sum(k, offsetof(struct px_svc_counters, accepted)));
+	/* Sessions tell how connections were spread, these what each
+	 * worker then carried: a keep-alive connection may bring 1 request
+	 * or 10 000. */
+	px_family(b, "proxyd_worker_requests_total", "counter",
+	    "HTTP requests each worker thread answered, all services.");
+	for (k = 0; k < sc->nw; k++)
+		evbuffer_add_printf(b, "proxyd_worker_requests_total{worker="
+		    "\"%u\"} %llu\n", k, (unsigned long long)
+		    px_worker_requests(k));
+	px_family(b, "proxyd_worker_bytes_total", "counter",
+	    "Bytes each worker thread relayed, all services.");
+	for (k = 0; k < sc->nw; k++) {
+		evbuffer_add_printf(b, "proxyd_worker_bytes_total{worker=\"%u\","
+		    "direction=\"to-server\"} %llu\n", k, (unsigned long long)
+		    px_worker_sum(k, offsetof(struct px_svc_counters,
+		    bytes[PX_TO_SERVER])));
+		evbuffer_add_printf(b, "proxyd_worker_bytes_total{worker=\"%u\","
+		    "direction=\"to-client\"} %llu\n", k, (unsigned long long)
+		    px_worker_sum(k, offsetof(struct px_svc_counters,
+		    bytes[PX_TO_CLIENT])));
+	}
 	px_family(b, "proxyd_worker_sessions_handed_off_total", "counter",
 	    "Connections each worker accepted and handed to a less loaded one.");
 	for (k = 0; k < sc->nw; k++)

@@ -7,7 +7,8 @@
 #   session-duration and connect-time histogram counts);
 # - no family repeats its samples per worker: the sum over all series of
 #   proxyd_sessions_accepted_total is the number of connections (it was
-#   twice that), and so is the sum of the per-worker series;
+#   twice that), and so is the sum of the per-worker series; the per-worker
+#   requests and bytes add up to the http requests and the bytes;
 # - reloads: a service added shows up at zero, one removed goes away, and
 #   when it comes back its counters go on from where they were;
 # - a real Prometheus server scrapes proxyd and its query API returns the
@@ -106,6 +107,10 @@ TOTAL=$((N_PLUG + N_WEB))
 assert_eq "$(family_sum proxyd_sessions_accepted_total)" "$TOTAL" "sum over all proxyd_sessions_accepted_total series"
 assert_eq "$(family_sum proxyd_worker_sessions_accepted_total)" "$TOTAL" "sum over the per-worker series"
 assert_eq "$(grep -c '^proxyd_worker_sessions_accepted_total{worker=' "$T/scrape.txt")" 2 "one per-worker series per worker"
+assert_eq "$(family_sum proxyd_worker_requests_total)" "$N_WEB" "sum over the per-worker request series"
+assert_eq "$(grep -c '^proxyd_worker_requests_total{worker=' "$T/scrape.txt")" 2 "one per-worker request series per worker"
+assert_eq "$(family_sum proxyd_worker_bytes_total)" "$(family_sum proxyd_bytes_total)" "sum over the per-worker byte series"
+assert_grep "$T/scrape.txt" '^proxyd_worker_bytes_total\{worker="1",direction="to-client"\} [0-9]+$'
 assert_no_grep "$T/scrape.txt" '^proxyd_(sessions|bytes|analyser|upstream|splice|idle|conntrack|accept)[a-z_]*\{[^}]*worker=' \
     "a per-service family still has per-worker repeats"
 assert_eq "$(family_sum proxyd_bytes_total)" \
