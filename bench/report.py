@@ -634,6 +634,45 @@ def slash_list(r, k):
     return None
 
 
+def transfer_clients(key):
+    """the clients of an FTP or R66 row of transfers (each one after the
+    other on its client), None for any other row"""
+    tool, _, mode = key
+    if tool == "ftp":
+        n = (mode.split("-") + ["", "", ""])[2].lstrip("c")
+    elif tool == "r66" and mode != "big":
+        n = mode.rsplit("-c", 1)[-1]
+    else:
+        return None
+    return int(n) if n.isdigit() else None
+
+
+def transfer_time_section(rows, proxies):
+    """FTP and R66 rows as the time one transfer takes on its client: what
+    the proxy adds to each, in µs, which a ratio hides on the 1-client rows
+    (a latency, not a throughput)"""
+    L = []
+    for row in rows:
+        n = transfer_clients(row["key"])
+        d0 = row["t"].get(BASE)
+        if n is None or not d0 or not d0.get("rps"):
+            continue
+        cells = [row["label"], f"{n * 1e6 / d0['rps']:.0f}"]
+        for t in proxies:
+            d = row["t"].get(t)
+            cells.append(f"{n * 1e6 / d['rps']:.0f} (+{n * 1e6 / d['rps'] - n * 1e6 / d0['rps']:.0f})"
+                         if d and d.get("rps") else "")
+        L.append("| " + " | ".join(cells) + " |")
+    if not L:
+        return []
+    hdr = ["row", "direct µs"] + [f"{t} µs (added)" for t in proxies]
+    return (["## Time per transfer", "",
+             "FTP and R66 rows: the time one transfer takes on its client (clients / transfers "
+             "per second, medians), and what each path adds to it.", "",
+             "| " + " | ".join(hdr) + " |", "|---|" + "|".join(["---:"] * (len(hdr) - 1)) + "|"]
+            + L + [""])
+
+
 def worker_section(env, runs, keys, label):
     """per proxyd run, its sessions (and worker threads' CPU) per worker:
     how evenly the connections were spread; only with more than one worker"""
@@ -937,6 +976,7 @@ def cmd_report(out):
     if slowest:
         L.append(f"Slowest proxyd ratio: **{slowest[1]}, {slowest[2]}: {slowest[0]:.2f}** of direct.")
         L.append("")
+    L.extend(transfer_time_section(rows, proxies))
 
     if pairs:
         bref = f"{env.get('baseline_ref', '?')} ({env.get('baseline_git', '?')})"
