@@ -660,7 +660,7 @@ def transfer_time_section(rows, proxies):
         cells = [row["label"], f"{n * 1e6 / d0['rps']:.0f}"]
         for t in proxies:
             d = row["t"].get(t)
-            cells.append(f"{n * 1e6 / d['rps']:.0f} (+{n * 1e6 / d['rps'] - n * 1e6 / d0['rps']:.0f})"
+            cells.append(f"{n * 1e6 / d['rps']:.0f} ({n * 1e6 / d['rps'] - n * 1e6 / d0['rps']:+.0f})"
                          if d and d.get("rps") else "")
         L.append("| " + " | ".join(cells) + " |")
     if not L:
