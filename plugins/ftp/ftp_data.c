@@ -63,7 +63,10 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 		if (r->error != NULL && !r->relayed && !st->xfer_sent)
 			st->data_lost = true;
 	}
-	px_session_log(s, LOG_INFO, "data-transfer %s bytes=%llu to-server=%llu "
+	/* A failed one at warning: a user's transfer did not happen, which
+	 * must show at the level a busy gateway logs at. */
+	px_session_log(s, r->error != NULL ? LOG_WARNING : LOG_INFO,
+	    "data-transfer %s bytes=%llu to-server=%llu "
 	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s "
 	    "client=%s server=%s refused=%u end=%s",
 	    r->note[0] != '\0' ? r->note :

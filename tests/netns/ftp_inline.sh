@@ -206,7 +206,7 @@ print("ok late connection %s in %.2f s, RETR got 425" % (got, took), flush=True)
 f.quit()
 EOF
 nsS iptables -D INPUT -p tcp --dport 41000:41009 -j REJECT --reject-with tcp-reset
-assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=connect to the server failed: Connection refused'
+assert_log ' warning #[0-9]+ data-transfer - cmd=- file="" bytes=0 .* end=connect to the server failed: Connection refused'
 assert_log 'ftp-reply code=425 cmd=RETR by=proxy'
 assert_log 'data-connection refused: from 198\.18\.1\.2:[0-9]+, no transfer waiting for it'
 info "PASS"
