@@ -90,13 +90,15 @@ CURL_PID=$!
 track_pid "$CURL_PID"
 info "client: GET $URL at 100 KB/s in the background (pid $CURL_PID)"
 
-# wait (10 s) for the session with an ESTABLISHED flow
+# wait (10 s) for the session with an ESTABLISHED flow and the first bytes
+# of the response relayed (listed at once, it may not have them yet)
 row=""
 deadline=$(($(date +%s) + 10))
 while (($(date +%s) < deadline)); do
     proc_alive "$CURL_PID" || fail "the slow transfer ended early: $(tail -n 2 "$T/curl.err")"
     row=$(session_of 198.19.2.2:80)
-    [[ -n $row && $row == *ESTABLISHED* ]] && break
+    IFS=$'\t' read -r _ _ _ _ _ _ _ tc _ <<<"$row"
+    [[ -n $row && $row == *ESTABLISHED* && ${tc:-0} =~ ^[1-9] ]] && break
     sleep 0.1
 done
 info "GET /sessions: $(cat "$T/sessions.json")"
