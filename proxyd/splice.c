@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <syslog.h>
@@ -132,12 +133,41 @@ px_splice_bound(struct px_splice *sp, uint64_t n)
 	sp->left = n;
 }
 
+static void px_splice_pump(struct px_splice *, bool);
+
+/* A bounded pump that starts with bytes in its pipe (a frame head its
+ * owner wrote there, PIPE_BUF at most: one of the pipe's pages): what
+ * follows them is read in behind, so that one splice writes head and body.
+ * True when that read was short (the socket is likely empty); a failure
+ * is left for the pump's own read to meet. */
+static bool
+px_splice_fill(struct px_splice *sp)
+{
+	size_t want;
+	ssize_t n;
+
+	if (sp->in_pipe == 0 || sp->in_pipe > PIPE_BUF || !sp->bounded ||
+	    sp->left == 0 || sp->pipe_cap <= PIPE_BUF)
+		return false;
+	/* The pages the head leaves free. */
+	want = sp->pipe_cap - PIPE_BUF;
+	if (sp->left < want)
+		want = (size_t)sp->left;
+	n = splice(sp->from, NULL, sp->pipe[1], NULL, want,
+	    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+	if (n <= 0)
+		return false;
+	sp->in_pipe += (size_t)n;
+	sp->left -= (uint64_t)n;
+	return (size_t)n < want;
+}
+
 void
 px_splice_start(struct px_splice *sp, bool now)
 {
-	if (now)
-		px_splice_run(sp);
-	else
+	if (now && !sp->stopped)
+		px_splice_pump(sp, px_splice_fill(sp));
+	else if (!now)
 		px_event_want(&sp->rd, &sp->rd_on, true);
 }
 
@@ -279,8 +309,14 @@ px_splice_report(struct px_splice *sp, size_t moved, int where, int err)
 void
 px_splice_run(struct px_splice *sp)
 {
+	px_splice_pump(sp, false);
+}
+
+/* drained: the last read was short (see px_splice_fill). */
+static void
+px_splice_pump(struct px_splice *sp, bool drained)
+{
 	int rounds = 0;
-	bool drained = false;
 	size_t moved = 0, want;
 	ssize_t n;
 

@@ -92,7 +92,9 @@ int	px_splice_init(struct px_splice *sp, struct event_base *base,
  * ops->reached); it reads no byte past them. n > 0. */
 void	px_splice_bound(struct px_splice *sp, uint64_t n);
 /* Runs the pump once now (the source's bytes are often waiting already),
- * or only arms the read event when `now` is false. */
+ * or only arms the read event when `now` is false. A bounded pump whose
+ * pipe already holds a few bytes (a head, PIPE_BUF at most) first reads
+ * the source in behind them: one splice then writes both. */
 void	px_splice_start(struct px_splice *sp, bool now);
 /* Moves what it can now; may call the ops (see above). */
 void	px_splice_run(struct px_splice *sp);
