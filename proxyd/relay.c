@@ -697,18 +697,20 @@ px_pass_begin(struct px_relay *r, int side)
 
 	if (!r->running || r->pass_state[dir] == PX_PASS_SPLICE)
 		return;
+	/* The conn stops reading the source only if the pass has to wait:
+	 * one that is through before this returns leaves its read event as
+	 * it was (no epoll_ctl to take it off and put it back). */
 	if (r->pass_state[dir] == PX_PASS_COPY) {
 		if (!px_pass_can_splice(r, side) ||
 		    evbuffer_get_length(r->conn[side].in) != 0)
 			return;
 		r->pass_state[dir] = PX_PASS_WAIT;
-		px_buf_update_read(r, side);
 	}
 	/* What is queued must go first: in the pipe when it is small, else
 	 * by the conn (the peer's writable callback comes back). */
 	if (evbuffer_get_length(r->conn[!side].out) > PIPE_BUF ||
 	    px_conn_write_blocked(&r->conn[!side]))
-		return;
+		goto wait;
 	if (px_splice_init(sp, r->base, r->pipes, r->fd[side], r->fd[!side],
 	    (int)r->lim.buffer, &px_pass_ops, r) == -1) {
 		/* Out of pipes: the pass goes through user space. */
@@ -720,11 +722,16 @@ px_pass_begin(struct px_relay *r, int side)
 	px_pass_preload(r, dir, !side);
 	if (evbuffer_get_length(r->conn[!side].out) != 0) {
 		px_splice_release(sp, r->pipes);
-		return;
+		goto wait;
 	}
 	px_splice_bound(sp, r->pass_left[dir]);
 	r->pass_state[dir] = PX_PASS_SPLICE;
 	px_splice_start(sp, true);
+	/* Through already (reached), or ended: nothing to stop. */
+	if (!r->running || r->pass_state[dir] == PX_PASS_COPY)
+		return;
+wait:
+	px_buf_update_read(r, side);
 }
 
 bool
