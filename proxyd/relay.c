@@ -437,18 +437,25 @@ px_buf_eof(struct px_relay *r, int side)
 		px_buf_half_done(r, side);
 }
 
+/* Reads in a row after a capped read that filled its cap (see below). */
+#define PX_READ_AGAIN	8
+
 static void
 px_buf_readable(struct px_conn *c, void *arg)
 {
 	struct px_relay *r = arg;
-	int side = px_conn_side(r, c);
-	size_t room, have = evbuffer_get_length(c->in);
-	size_t queued = evbuffer_get_length(r->conn[!side].out);
+	int side = px_conn_side(r, c), turn = 0;
+	size_t room, have, queued;
 	uint64_t rate;
 	ssize_t n;
+	bool capped;
 
+again:
 	if (!r->running || r->finishing)
 		return;
+	have = evbuffer_get_length(c->in);
+	queued = evbuffer_get_length(r->conn[!side].out);
+	capped = false;
 	/* At most `buffer` bytes of one direction in user space. */
 	if (queued >= r->lim.buffer || have >= r->lim.buffer) {
 		r->paused[side] = true;
@@ -456,10 +463,9 @@ px_buf_readable(struct px_conn *c, void *arg)
 		return;
 	}
 	room = r->lim.buffer - (queued > have ? queued : have);
-	if (r->read_cap[side] != 0) {
-		if (r->read_cap[side] < room)
-			room = r->read_cap[side];
-		r->read_cap[side] = 0;
+	if (r->read_cap[side] != 0 && r->read_cap[side] < room) {
+		room = r->read_cap[side];
+		capped = true;
 	}
 	if (r->rl_on) {
 		rate = px_buf_rate_avail(r, side, px_clock_ms());
@@ -471,12 +477,23 @@ px_buf_readable(struct px_conn *c, void *arg)
 			room = (size_t)rate;
 	}
 	n = px_conn_recv(c, room);
+	/* The cap holds until a read gets something (an EAGAIN keeps it). */
+	if (n >= 0)
+		r->read_cap[side] = 0;
 	if (n > 0) {
 		if (r->rl_on)
 			px_buf_rate_take(r, side, (size_t)n);
 		/* Progress even if the analyser holds the bytes for more. */
 		r->ops->moved(r->arg, px_side_dir(side), 0);
 		px_buf_forward(r, side);
+		/* A capped read (a frame head the analyser asked for alone)
+		 * that filled its cap: the rest of the frame, or once the
+		 * pass behind the head is through, the next head, is most
+		 * likely waiting already. Read it now, not after another
+		 * epoll turn; an EAGAIN costs what that turn would. */
+		if (capped && (size_t)n == room && ++turn < PX_READ_AGAIN &&
+		    r->running && c->reading)
+			goto again;
 		return;
 	}
 	if (n == 0) {

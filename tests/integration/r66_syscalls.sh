@@ -2,10 +2,14 @@
 # What one 250 KB R66 SEND (mode 1, 64 KiB blocks, the bench's transfer)
 # costs proxyd's worker in system calls, from an strace of N sequential
 # SENDs on one connection: each block's head is read alone and its body
-# spliced, and head and body leave in one splice (the head goes into the
-# pipe first, the body is read in behind it), and a pass that is through
-# at once leaves the read event as it was (no epoll_ctl). The counts allow
-# for a block that reached proxyd in two pieces.
+# spliced; head and body leave in one splice (the head goes into the pipe
+# first); a pass that is through at once leaves the read event as it was
+# (no epoll_ctl); and what the socket most likely holds already is read at
+# once, not after another epoll turn: the next head after a pass, the rest
+# of a frame whose head alone was read (the EndTransfer after the last
+# block). Those two pattern checks are exact; the counts allow for a block
+# that reached proxyd in two pieces. epoll_wait is shown, not checked: how
+# often proxyd waits for its peers is up to them.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -102,5 +106,7 @@ read -r sout ctls capped_then_wait out_then_other waits <"$T/counts"
 ((sout <= N * BLOCKS * 5 / 4)) || fail "$sout splices out for $((N * BLOCKS)) blocks: the head is spliced apart from its body"
 # a pass through at once costs no epoll_ctl (one that waited may cost one)
 ((ctls <= N / 2)) || fail "$ctls epoll_ctl for $N transfers: the passes take the read event off and on"
+assert_eq "$capped_then_wait" 0 "capped reads that filled their cap followed by an epoll_wait"
+assert_eq "$out_then_other" 0 "passes through followed by something else than the next head's read"
 r66_finish
 info "ok"
