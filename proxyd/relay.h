@@ -126,7 +126,8 @@ bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
 	    size_t then);
 /* Buffered only: the next read from dir's source takes at most n bytes
  * (the head of a frame that is likely to be big), when a pass could
- * splice its body; else nothing changes. */
+ * splice its body; else nothing changes. The cap holds until a read gets
+ * a byte; one that gets all n is followed at once by the next read. */
 void	px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
