@@ -91,8 +91,14 @@ px_pipe_put(struct px_pipe_pool *p, int fds[2], int cap, int size, bool empty)
 static void
 px_splice_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd; (void)what;
-	px_splice_run(arg);
+	struct px_splice *sp = arg;
+
+	(void)fd;
+	/* The source's FIN is queued behind its bytes (EPOLLRDHUP): after a
+	 * short read the next one gives EOF, not EAGAIN. */
+	if (what & EV_CLOSED)
+		sp->closing = true;
+	px_splice_run(sp);
 }
 
 int
@@ -116,12 +122,13 @@ px_splice_init(struct px_splice *sp, struct event_base *base,
 	sp->pipe_cap = (size_t)cap;
 	sp->pipe_size = size;
 	sp->in_pipe = 0;
-	sp->eof = false;
+	sp->eof = sp->closing = false;
 	sp->bounded = false;
 	sp->left = 0;
 	sp->stopped = false;
 	sp->rd_on = sp->wr_on = false;
-	event_assign(&sp->rd, base, from, EV_READ | EV_PERSIST, px_splice_cb, sp);
+	event_assign(&sp->rd, base, from, EV_READ | EV_CLOSED | EV_PERSIST,
+	    px_splice_cb, sp);
 	event_assign(&sp->wr, base, to, EV_WRITE | EV_PERSIST, px_splice_cb, sp);
 	return 0;
 }
@@ -360,8 +367,10 @@ px_splice_pump(struct px_splice *sp, bool drained)
 			return;
 		}
 		/* A short read left the socket empty: skip the read that would
-		 * only say EAGAIN; level-triggered epoll reports what's left. */
-		if (drained) {
+		 * only say EAGAIN; level-triggered epoll reports what's left.
+		 * Unless the FIN is there: that read gives EOF now, one epoll
+		 * turn early. */
+		if (drained && !sp->closing) {
 			px_splice_idle(sp);
 			break;
 		}

@@ -72,10 +72,11 @@ struct px_splice {
 	int		 pipe_size;	/* what was asked for it */
 	size_t		 in_pipe;	/* read but not yet written */
 	bool		 eof;		/* the source gave EOF */
+	bool		 closing;	/* epoll saw its FIN (EV_CLOSED) */
 	bool		 bounded;	/* stop after `left` more bytes */
 	uint64_t	 left;		/* bounded: not yet read */
 	bool		 stopped;	/* done, failed or released */
-	struct event	 rd;		/* EV_READ on from */
+	struct event	 rd;		/* EV_READ | EV_CLOSED on from */
 	struct event	 wr;		/* EV_WRITE on to */
 	bool		 rd_on, wr_on;
 };
