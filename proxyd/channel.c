@@ -44,7 +44,7 @@ struct px_chan_endp {
 	bool			 check_peer;
 	struct sockaddr_storage	 peer;		/* expected host */
 	struct sockaddr_storage	 addr;		/* actual peer, for the log */
-	struct event		 ev;		/* EV_READ on lfd / EV_WRITE on fd */
+	struct event		 ev;		/* EV_READ on lfd / connecting fd */
 	bool			 ev_on;
 };
 
@@ -865,9 +865,13 @@ px_chan_connect_cb(evutil_socket_t fd, short what, void *arg)
 	char why[96];
 	int err;
 
-	(void)what;
 	px_event_want(&e->ev, &e->ev_on, false);
-	if ((err = px_upstream_result((int)fd)) != 0) {
+	/* Watched for reading too: a failed connect comes with EPOLLERR,
+	 * which libevent reports as readable and writable, so writable alone
+	 * means connected without a getsockopt(SO_ERROR). (Readable: an
+	 * error, or a peer that sent already: ask.) */
+	err = what == EV_WRITE ? 0 : px_upstream_result((int)fd);
+	if (err != 0) {
 		snprintf(why, sizeof(why), "connect to the %s failed: %s",
 		    e == &ch->e[PX_CHAN_CLIENT] ? "client" : "server",
 		    strerror(err));
@@ -921,7 +925,8 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	e->fd = fd;
 	memcpy(&e->addr, dst, px_sockaddr_len(dst));
 	e->connecting = true;
-	event_assign(&e->ev, hst->base, fd, EV_WRITE, px_chan_connect_cb, e);
+	event_assign(&e->ev, hst->base, fd, EV_READ | EV_WRITE,
+	    px_chan_connect_cb, e);
 	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
 fail:
