@@ -391,6 +391,13 @@ int		 px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 /* The analyser's own note on the channel (what the transfer is), handed
  * back in its result for the analyser's log line; copied, cut to 255. */
 void		 px_channel_note(struct px_channel *ch, const char *note);
+/* Only `dir` carries data (an FTP transfer): once its end is passed on,
+ * the other side is not waited for. Its peer gets our FIN at once (a
+ * server's lingering close waits for it before it replies), and the
+ * channel ends there when the kernel holds none of its bytes any more;
+ * else it ends as before, when the other side closes. Spliced channels
+ * only; a TLS channel ends as before. */
+void		 px_channel_oneway(struct px_channel *ch, enum px_dir dir);
 /* Connections refused by the peer check so far. */
 unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */

@@ -11,9 +11,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,6 +66,8 @@ struct px_channel {
 	bool			 relay_on;
 	bool			 resumed[2];
 	bool			 half_done[2];	/* EOF passed on */
+	bool			 shut[2];	/* by end: our FIN sent */
+	int			 oneway;	/* px_dir with the data, or -1 */
 	bool			 relaying;
 	bool			 ending;
 	uint64_t		 start_ms, last_ms;
@@ -264,6 +268,7 @@ px_chan_new(struct px_chan_host *host, uint64_t timeout_ms, px_channel_cb cb,
 	ch->cb = cb;
 	ch->arg = arg;
 	ch->timeout_ms = timeout_ms != 0 ? timeout_ms : 30000;
+	ch->oneway = -1;
 	for (i = 0; i < 2; i++) {
 		ch->e[i].ch = ch;
 		ch->e[i].fd = ch->e[i].lfd = -1;
@@ -280,6 +285,12 @@ void
 px_channel_note(struct px_channel *ch, const char *note)
 {
 	snprintf(ch->note, sizeof(ch->note), "%s", note);
+}
+
+void
+px_channel_oneway(struct px_channel *ch, enum px_dir dir)
+{
+	ch->oneway = (int)dir;
 }
 
 unsigned
@@ -319,6 +330,33 @@ px_chan_moved(void *arg, struct px_splice *sp, size_t n)
 	ch->last_ms = px_clock_ms();
 }
 
+/* The end of the socket that direction dir writes to. */
+static int
+px_chan_dest(int dir)
+{
+	return dir == PX_TO_SERVER ? PX_CHAN_SERVER : PX_CHAN_CLIENT;
+}
+
+/* Sends our FIN on that end's socket, once. */
+static void
+px_chan_shut(struct px_channel *ch, int end)
+{
+	if (ch->shut[end])
+		return;
+	ch->shut[end] = true;
+	(void)shutdown(ch->e[end].fd, SHUT_WR);
+}
+
+/* Whether the kernel still holds bytes given to fd (sent but not yet
+ * acknowledged, or not yet sent); true when it cannot tell. */
+static bool
+px_chan_unsent(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQ, &n) == -1 || n != 0;
+}
+
 static void
 px_chan_done(void *arg, struct px_splice *sp)
 {
@@ -326,7 +364,22 @@ px_chan_done(void *arg, struct px_splice *sp)
 	int dir = px_chan_dir(ch, sp);
 
 	ch->half_done[dir] = true;
-	(void)shutdown(sp->to, SHUT_WR);
+	if (dir == ch->oneway && !ch->half_done[!dir]) {
+		/* The data's end: nothing comes the other way. Delivered
+		 * already (a small file): the closes send both FINs, and no
+		 * wakeup waits for the receiver's own. Else the channel keeps
+		 * watching until the receiver closes (a slow reader keeps its
+		 * session alive meanwhile), but the sender gets its FIN now:
+		 * vsftpd's lingering close, and so its 226, wait for it. */
+		if (!px_chan_unsent(sp->to)) {
+			px_chan_finish(ch, NULL);
+			return;
+		}
+		px_chan_shut(ch, px_chan_dest(dir));
+		px_chan_shut(ch, px_chan_dest(!dir));
+		return;
+	}
+	px_chan_shut(ch, px_chan_dest(dir));
 	if (ch->half_done[!dir])
 		px_chan_finish(ch, NULL);
 }

@@ -384,6 +384,9 @@ ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
 	snprintf(note, sizeof(note), "%s cmd=%s file=\"%s\"", kind, c->verb,
 	    file);
 	px_channel_note(st->ch, note);
+	/* A data connection carries one way: its end is the transfer's. */
+	px_channel_oneway(st->ch, strcmp(kind, "upload") == 0 ? PX_TO_SERVER :
+	    PX_TO_CLIENT);
 	snprintf(st->xfer, sizeof(st->xfer), "%s", note);
 	return false;
 }
