@@ -377,6 +377,7 @@ px_chan_done(void *arg, struct px_splice *sp)
 		}
 		px_chan_shut(ch, px_chan_dest(dir));
 		px_chan_shut(ch, px_chan_dest(!dir));
+		px_splice_start(&ch->h[!dir], false);
 		return;
 	}
 	px_chan_shut(ch, px_chan_dest(dir));
@@ -519,8 +520,12 @@ px_chan_start(struct px_channel *ch)
 	gettimeofday(&ch->start_tv, NULL);
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
+	/* A one-way channel reads only its data's direction: nothing comes
+	 * the other way, and the receiver's close is watched only if the
+	 * channel has to wait for it (px_chan_done). */
 	for (d = 0; d < 2; d++)
-		px_splice_start(&ch->h[d], false);
+		if (ch->oneway == -1 || d == ch->oneway)
+			px_splice_start(&ch->h[d], false);
 }
 
 static void

@@ -6,9 +6,10 @@
 # receiving client closed (a client that waits for the 226 before closing,
 # as this one does, waited for the kernel's delayed ACK, 40 ms). And with
 # the file delivered the channel ends there: no wakeup for the client's
-# close, no shutdown(2) per side, no getsockopt(SO_ERROR) for a connect
-# that completed (counted with strace -c over N sequential transfers; not
-# under sanitizers, whose calls would count).
+# close, no shutdown(2) per side, no epoll registration of the receiver's
+# socket, no getsockopt(SO_ERROR) for a connect that completed (counted
+# with strace -c over N sequential transfers; not under sanitizers, whose
+# calls would count).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -135,4 +136,7 @@ awk -v n="$X" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "    %-16s %6.2f%s\n"
 (($(calls shutdown) <= X / 5)) || fail "$(calls shutdown) shutdown(2) for $X transfers: the channel waited for the receiver's close"
 # in, out, EOF: no read for the receiver's close
 (($(calls splice) <= 3 * X + X / 10)) || fail "$(calls splice) splice(2) for $X transfers: more than 3 per transfer"
+# the receiver's socket is not watched when the channel ends with the data
+# (RETR 3: the connect, its move to reading, its removal; STOR 4)
+(($(calls epoll_ctl) <= 4 * X)) || fail "$(calls epoll_ctl) epoll_ctl for $X transfers: more than 4 per transfer"
 info "ok"
