@@ -123,16 +123,23 @@ print("ok client got its %d bytes after the thief was refused" % n)
 
 # A client that reads the whole file but never closes its data connection:
 # at the data timeout proxyd closes it (no reset) and counts it as done.
+# It reads slowly, so that the file's end is still on its way when the
+# server's end comes (delivered by then, the channel ends at once:
+# ftp_data_end.sh).
 r = f.sendcmd("EPSV")
 p = int(r.split("|||")[1].split("|")[0])
-d = socket.create_connection(("127.0.0.1", p), timeout=10)
+d = socket.socket()
+d.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+d.settimeout(10)
+d.connect(("127.0.0.1", p))
 f.sendcmd("RETR /pub/1m.bin")
 n = 0
 while True:
-    b = d.recv(65536)
+    b = d.recv(16384)
     if not b:
         break
     n += len(b)
+    time.sleep(0.002)
 f.voidresp()
 # the channel looks at its sockets every 2 s: the bytes moved count at the
 # first look, the second finds nothing moved
