@@ -634,6 +634,9 @@ def slash_list(r, k):
     return None
 
 
+STEAL_PCT = 10       # a run's steal from which its row's ratio is suspect
+
+
 def transfer_clients(key):
     """the clients of an FTP or R66 row of transfers (each one after the
     other on its client), None for any other row"""
@@ -838,6 +841,11 @@ def cmd_report(out):
                 row["vs_base"][lab] = {"perf": statistics.median(vals) if vals else None, "cpu": cpu}
                 if cur in row["t"]:
                     row["t"][cur]["vs_base"] = row["vs_base"][lab]["perf"]
+            # the hypervisor's share (steal): a vCPU taken away while it
+            # holds a socket lock stalls its peers (paravirtual spinlocks),
+            # which inflates the kernel time of whatever runs then
+            st = [int(r["steal_pct"]) for r in rr if (r.get("steal_pct") or "").isdigit()]
+            row["steal_max"] = max(st) if st else None
             oth = [int(r["other_pct"]) for r in rr if (r.get("other_pct") or "").isdigit()]
             row["others_med"] = statistics.median(oth) if oth else None
             row["others_max"] = max(oth) if oth else None
@@ -953,7 +961,8 @@ def cmd_report(out):
     # summary matrix: ratio to direct
     L.append("## Ratio to direct")
     L.append("")
-    hdr = ["row", "direct"] + proxies
+    stolen = any((row.get("steal_max") or 0) > 0 for row in rows)
+    hdr = ["row", "direct"] + proxies + (["steal, max %"] if stolen else [])
     L.append("| " + " | ".join(hdr) + " |")
     L.append("|---|" + "|".join(["---:"] * (len(hdr) - 1)) + "|")
     slowest = None
@@ -971,8 +980,17 @@ def cmd_report(out):
             if d and d.get("ratio") is not None and t.startswith("proxyd"):
                 if slowest is None or d["ratio"] < slowest[0]:
                     slowest = (d["ratio"], t, row["label"])
+        if stolen:
+            sm = row.get("steal_max")
+            cells.append("" if sm is None else (f"**{sm}**" if sm >= STEAL_PCT else str(sm)))
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
+    if stolen:
+        L.append(f"steal = the share of the machine's CPU time the hypervisor took during a run "
+                 f"(/proc/stat), the highest of the row's runs; bold from {STEAL_PCT} %: a vCPU "
+                 "taken away while it holds a socket lock stalls the other (paravirtual "
+                 "spinlocks), so such a row's ratio says more about the host than about the paths.")
+        L.append("")
     if slowest:
         L.append(f"Slowest proxyd ratio: **{slowest[1]}, {slowest[2]}: {slowest[0]:.2f}** of direct.")
         L.append("")
