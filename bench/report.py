@@ -775,6 +775,7 @@ def cmd_report(out):
                    "bad_peer": [run_problem(r) for r in rr if run_bad(r) and not ours(r["target"])],
                    "t": {}}
             per_round = {}
+            round_steal = {}
             for t in targets:
                 tr = [r for r in rr if r["target"] == t]
                 if not tr:
@@ -812,6 +813,8 @@ def cmd_report(out):
                     v = run_metric(r, k)
                     if v is not None:
                         per_round.setdefault(r["round"], {})[t] = v
+                        if (r.get("steal_pct") or "").isdigit():
+                            round_steal.setdefault(r["round"], {})[t] = int(r["steal_pct"])
                 if k[0] == "idle":
                     d["kib_conn"] = d["med"]
                     rs = [extra_kv(r) for r in ok]
@@ -831,6 +834,13 @@ def cmd_report(out):
             for t in row["t"]:
                 vals = [d[t] / d[base_t] for d in per_round.values() if d.get(t) and d.get(base_t)]
                 row["t"][t]["ratio"] = statistics.median(vals) if vals else None
+                # ... and over the rounds in which neither run had steal
+                clean = [d[t] / d[base_t] for rn, d in per_round.items()
+                         if d.get(t) and d.get(base_t)
+                         and round_steal.get(rn, {}).get(t, 100) < STEAL_PCT
+                         and round_steal.get(rn, {}).get(base_t, 100) < STEAL_PCT]
+                row["t"][t]["ratio_clean"] = statistics.median(clean) if clean else None
+                row["t"][t]["rounds_clean"] = len(clean)
             # --baseline: current / baseline, the same way (within each round)
             row["vs_base"] = {}
             for lab, cur, bt in pairs:
@@ -986,10 +996,29 @@ def cmd_report(out):
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
     if stolen:
+        L.append("| row | " + " | ".join(f"{t}: ratio in rounds without steal" for t in proxies) + " |")
+        L.append("|---|" + "|".join(["---:"] * len(proxies)) + "|")
+        for row in rows:
+            if (row.get("steal_max") or 0) < STEAL_PCT:
+                continue
+            cells = [row["label"]]
+            for t in proxies:
+                d = row["t"].get(t)
+                if not d or t == BASE:
+                    cells.append("")
+                elif d.get("ratio_clean") is None:
+                    cells.append("none")
+                else:
+                    n = d["rounds_clean"]
+                    cells.append(f"{d['ratio_clean']:.2f} ({n} round{'s' if n != 1 else ''})")
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
         L.append(f"steal = the share of the machine's CPU time the hypervisor took during a run "
                  f"(/proc/stat), the highest of the row's runs; bold from {STEAL_PCT} %: a vCPU "
                  "taken away while it holds a socket lock stalls the other (paravirtual "
-                 "spinlocks), so such a row's ratio says more about the host than about the paths.")
+                 "spinlocks), so such a row's ratio says more about the host than about the paths. "
+                 f"The second table takes, for each such row, only the rounds in which both runs "
+                 f"(the path's and direct's) had under {STEAL_PCT} %.")
         L.append("")
     if slowest:
         L.append(f"Slowest proxyd ratio: **{slowest[1]}, {slowest[2]}: {slowest[0]:.2f}** of direct.")
