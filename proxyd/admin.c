@@ -512,6 +512,16 @@ px_admin_ha_json(struct evbuffer *b)
 	    px_ha_states[cur], (long long)since);
 }
 
+void
+px_admin_reply(struct evhttp_request *req, const char *ctype,
+    struct evbuffer *b)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    ctype);
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
 /* Worker k's blocks summed, at offset in struct px_svc_counters. */
 uint64_t
 px_worker_sum(unsigned k, size_t offset)
@@ -748,10 +758,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	    event_get_version());
 	px_admin_ha_metrics(b);
 	px_admin_process_metrics(b);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
+	px_admin_reply(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
 static void

@@ -30,6 +30,10 @@ uint64_t px_worker_sum(unsigned k, size_t offset);
 void	 px_json_str(struct evbuffer *b, const char *v);
 /* The "ha" member of /api/services: the keepalived state, if any. */
 void	 px_admin_ha_json(struct evbuffer *b);
+/* 200 with body b (freed) as ctype. */
+struct evhttp_request;
+void	 px_admin_reply(struct evhttp_request *req, const char *ctype,
+	    struct evbuffer *b);
 
 /* admin_status.c: its routes (/, /status, /sessions, /api/...), and the
  * throughput sampler the page's chart reads. 0, or -1. */

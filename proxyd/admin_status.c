@@ -79,10 +79,7 @@ px_admin_status(struct evhttp_request *req, void *arg)
 	evbuffer_add_printf(b, "]");
 	px_admin_ha_json(b);
 	evbuffer_add_printf(b, "}\n");
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
+	px_admin_reply(req, "application/json", b);
 }
 
 static struct px_conntrack *px_admin_ct;
@@ -200,10 +197,7 @@ px_admin_sessions(struct evhttp_request *req, void *arg)
 	evbuffer_add_printf(b, "\n],\"conntrack\":%s}\n",
 	    px_admin_ct != NULL ? "true" : "false");
 	px_snap_req_unref(sr);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
+	px_admin_reply(req, "application/json", b);
 }
 
 static double
@@ -346,12 +340,9 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 	}
 	evbuffer_add_printf(b, "\n]}\n");
 	px_scrape_close(&sc);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-	    "application/json");
 	evhttp_add_header(evhttp_request_get_output_headers(req),
 	    "Cache-Control", "no-store");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
+	px_admin_reply(req, "application/json", b);
 }
 
 /* cmake/embed.cmake makes proxyd/status.html this string. */

@@ -672,7 +672,7 @@ px_chan_listen_fd(struct px_chan_host *hst, const struct sockaddr *local,
 	struct sockaddr_storage ss;
 	socklen_t len = px_sockaddr_len(local);
 	uint32_t range, start, i, tries = 0;
-	int fd, one = 1, err;
+	int fd, one = 1;
 
 	fd = socket(local->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, IPPROTO_TCP);
@@ -729,10 +729,7 @@ px_chan_listen_fd(struct px_chan_host *hst, const struct sockaddr *local,
 		goto fail;
 	return fd;
 fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
+	return px_close_failed(fd);
 }
 
 int
@@ -947,7 +944,7 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	struct px_chan_host *hst = ch->host;
 	struct px_chan_endp *e = &ch->e[end];
 	struct sockaddr_storage ss;
-	int fd, one = 1, err;
+	int fd, one = 1;
 
 	if (e->fd != -1 || e->lfd != -1) {
 		errno = EBUSY;
@@ -988,9 +985,6 @@ px_channel_connect(struct px_channel *ch, enum px_chan_end end,
 	px_event_want(&e->ev, &e->ev_on, true);
 	return 0;
 fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
+	return px_close_failed(fd);
 }
 

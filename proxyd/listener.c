@@ -7,6 +7,16 @@
 #include <unistd.h>
 
 int
+px_close_failed(int fd)
+{
+	int err = errno;
+
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+int
 px_socket_transparent(int fd, int family)
 {
 	int one = 1;
@@ -23,7 +33,7 @@ static int
 px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport,
     bool transparent)
 {
-	int fd, one = 1, err;
+	int fd, one = 1;
 
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	    IPPROTO_TCP);
@@ -45,26 +55,19 @@ px_listener_bind(const struct sockaddr *sa, socklen_t len, bool reuseport,
 		goto fail;
 	return fd;
 fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
+	return px_close_failed(fd);
 }
 
 int
 px_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog,
     bool reuseport, bool transparent)
 {
-	int fd, err, one = 1;
+	int fd, one = 1;
 
 	if ((fd = px_listener_bind(sa, len, reuseport, transparent)) == -1)
 		return -1;
-	if (listen(fd, backlog) == -1) {
-		err = errno;
-		close(fd);
-		errno = err;
-		return -1;
-	}
+	if (listen(fd, backlog) == -1)
+		return px_close_failed(fd);
 	/* Accepted sockets inherit it (Linux copies the listener's nonagle):
 	 * no setsockopt per connection. */
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

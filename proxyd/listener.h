@@ -18,5 +18,7 @@ int	px_listener_probe(const struct sockaddr *sa, socklen_t len,
  * takes TPROXY'd connections, or an upstream socket that binds a foreign
  * (the client's) address. Needs CAP_NET_ADMIN. */
 int	px_socket_transparent(int fd, int family);
+/* Closes fd on a failure path, errno kept (the caller reports it); -1. */
+int	px_close_failed(int fd);
 
 #endif

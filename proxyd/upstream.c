@@ -51,7 +51,7 @@ px_upstream_connect(const struct px_service *svc, const struct sockaddr *dst,
     socklen_t len, const struct sockaddr *source, bool *in_progress,
     const char **stage)
 {
-	int fd, one = 1, err;
+	int fd, one = 1;
 
 	*in_progress = false;
 	*stage = "socket";
@@ -76,10 +76,7 @@ px_upstream_connect(const struct px_service *svc, const struct sockaddr *dst,
 		return fd;
 	}
 fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
+	return px_close_failed(fd);
 }
 
 int

@@ -95,16 +95,7 @@ coproc SEQ { timeout 120 python3 "$T/seq.py" "$PORT" "$N" x "$FTP_ROOT/1k.bin"; 
 track_pid "$SEQ_PID"
 read -r -t 30 line <&"${SEQ[0]}" || fail "the FTP client did not log in"
 [[ $line == ready ]] || fail "the FTP client said: $line"
-strace -f -c -qq -o "$T/strace.txt" -p "$PROXYD_PID" 2>"$T/strace.err" &
-sp=$!
-track_pid "$sp"
-for ((i = 0; i < 50; i++)); do
-    [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] && break
-    proc_alive "$sp" || break
-    sleep 0.1
-done
-[[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] ||
-    skip "strace cannot attach to proxyd (ptrace not permitted?): $(cat "$T/strace.err")"
+strace_start "$PROXYD_PID" "$T/strace.txt" -f -c
 sleep 0.3   # the other threads
 echo go >&"${SEQ[1]}"
 wait "$SEQ_PID" || fail "the $N STOR and RETR through proxyd failed"
@@ -113,9 +104,8 @@ for ((i = 0; i < 100; i++)); do
     (($(grep -c 'session-end' "$PROXYD_LOG" || true) >= 3)) && break
     sleep 0.05
 done
-kill -INT "$sp"
-wait_exit "$sp" 10 || fail "strace did not stop"
-[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.err")"
+strace_stop
+[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.txt.err")"
 assert_eq "$(sha256_of "$FTP_ROOT/pub/up.bin")" "$SHA" "the uploaded file"
 after=$(grep -c 'data-transfer .* end=ok' "$PROXYD_LOG" || true)
 assert_eq "$((after - before))" "$((2 * N + 2))" "one data-transfer line with end=ok per transfer (and the warm-up pair)"

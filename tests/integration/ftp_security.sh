@@ -3,8 +3,9 @@
 # privileged port is refused and nothing connects there; a connection from
 # another host to a client's passive port is reset and the client still
 # gets its file; an unused passive port resets a late client after the data
-# timeout, then closes when idle, and closes when the session ends; IPv6 on the client side (EPSV, EPRT |2|) and on the
-# server side (proxyd sends EPSV or EPRT |2| to a vsftpd on ::1).
+# timeout, then closes when idle, and closes when the session ends; IPv6
+# on the client side (EPSV, EPRT |2|) and on the server side (proxyd sends
+# EPSV or EPRT |2| to a vsftpd on ::1).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"

@@ -95,6 +95,29 @@ wait_exit() {
     return 0
 }
 
+# strace_start PID OUT [STRACE_OPTIONS...]: strace -o OUT attached to PID
+# (a process with -f, or one thread), in the background as $STRACE_PID;
+# returns once the tracer shows in PID's status, skips the test if it
+# cannot attach (ptrace not permitted). strace_stop ends it, writing OUT.
+STRACE_PID=""
+strace_start() {
+    local pid=$1 out=$2 i
+    shift 2
+    strace -qq "$@" -o "$out" -p "$pid" 2>"$out.err" &
+    STRACE_PID=$!
+    track_pid "$STRACE_PID"
+    for ((i = 0; i < 50; i++)); do
+        [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$pid/status") != 0 ]] && return 0
+        proc_alive "$STRACE_PID" || break
+        sleep 0.1
+    done
+    skip "strace cannot attach to pid $pid (ptrace not permitted?): $(cat "$out.err")"
+}
+strace_stop() {
+    kill -INT "$STRACE_PID"
+    wait_exit "$STRACE_PID" 10 || fail "strace did not stop"
+}
+
 _cleanup() {
     local rc=$? pid i f
     set +e

@@ -46,26 +46,15 @@ for f in /proc/"$PROXYD_PID"/task/*/comm; do
     fi
 done
 [[ -n $tid ]] || fail "no px-worker thread in proxyd (pid $PROXYD_PID)"
-strace -qq -s 1 -e trace=readv,writev,splice,epoll_wait,epoll_ctl \
-    -o "$T/strace.txt" -p "$tid" 2>"$T/strace.err" &
-sp=$!
-track_pid "$sp"
-for ((i = 0; i < 50; i++)); do
-    [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$tid/status") != 0 ]] && break
-    proc_alive "$sp" || break
-    sleep 0.1
-done
-[[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$tid/status") != 0 ]] ||
-    skip "strace cannot attach to proxyd (ptrace not permitted?): $(cat "$T/strace.err")"
+strace_start "$tid" "$T/strace.txt" -s 1 -e trace=readv,writev,splice,epoll_wait,epoll_ctl
 send "$N"
 for ((i = 0; i < 100; i++)); do
     (($(session_end_lines r66 | wc -l) >= 2)) && break
     sleep 0.1
 done
 (($(session_end_lines r66 | wc -l) >= 2)) || fail "the traced session did not end"
-kill -INT "$sp"
-wait_exit "$sp" 10 || fail "strace did not stop"
-[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.err")"
+strace_stop
+[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.txt.err")"
 
 # the transfers themselves: intact, logged, every block spliced
 for k in 1 "$N"; do

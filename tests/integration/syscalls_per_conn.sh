@@ -23,17 +23,7 @@ start_proxyd
 URL="http://127.0.0.1:$P/10k.bin"
 timeout 60 ab -n 20 -c 1 "$URL" >"$T/warm.txt" 2>&1 || fail "warm-up ab failed: $(tail -3 "$T/warm.txt")"
 
-strace -f -c -qq -o "$T/strace.txt" -p "$PROXYD_PID" 2>"$T/strace.err" &
-sp=$!
-track_pid "$sp"
-# attached once the threads show a tracer
-for ((i = 0; i < 50; i++)); do
-    [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] && break
-    proc_alive "$sp" || break
-    sleep 0.1
-done
-[[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$PROXYD_PID/status") != 0 ]] ||
-    skip "strace cannot attach to proxyd (ptrace not permitted?): $(cat "$T/strace.err")"
+strace_start "$PROXYD_PID" "$T/strace.txt" -f -c
 sleep 0.3   # the other threads
 timeout 60 ab -n "$N" -c 1 "$URL" >"$T/ab.txt" 2>&1 || fail "ab failed: $(tail -3 "$T/ab.txt")"
 assert_grep "$T/ab.txt" "^Complete requests:[[:space:]]+$N\$"
@@ -44,9 +34,8 @@ for ((i = 0; i < 50; i++)); do
     [[ -z $(ss -Htn "( sport = :$P or dport = :$NGINX_PORT )" state established state close-wait 2>/dev/null) ]] && break
     sleep 0.1
 done
-kill -INT "$sp"
-wait_exit "$sp" 10 || fail "strace did not stop"
-[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.err")"
+strace_stop
+[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.txt.err")"
 
 # calls NAME: how many times proxyd made that call during the run
 calls() {
