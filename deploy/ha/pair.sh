@@ -47,6 +47,10 @@
 #   --check-interval S              health check period (default 1)
 #   --check-fall N --check-rise N   failures to fail over / successes to come
 #                                   back (default 2 / 2)
+#   --check-timeout S               one check's limit (default 2): a check
+#                                   that only had to wait for the box (a
+#                                   loaded CPU, a binary read back from disk)
+#                                   must not count as a failed proxyd
 #   --admin ADDR:PORT               proxyd's admin endpoint (default 127.0.0.1:9180)
 #   --state-file PATH               default /run/proxyd/ha-state
 #   --dir DIR                       configs, notify script, pid files, logs
@@ -87,7 +91,7 @@ esac
 
 IN_IF="" OUT_IF="" IN_VIP="" OUT_VIP="" IN_PEER="" OUT_PEER="" IN_SRC="" OUT_SRC=""
 SYNC_IF="" SYNC_PEER="" SYNC_SRC="" PRIO=100 VRID=51 ADVERT=0.5
-CHECK_INT=1 CHECK_FALL=2 CHECK_RISE=2 ADMIN=127.0.0.1:9180
+CHECK_INT=1 CHECK_FALL=2 CHECK_RISE=2 CHECK_TIMEOUT=2 ADMIN=127.0.0.1:9180
 STATE_FILE=/run/proxyd/ha-state DIR=/etc/proxyd/ha NAME=""
 while (($#)); do
     case $1 in
@@ -108,6 +112,7 @@ while (($#)); do
         --check-interval) CHECK_INT=${2:?}; shift 2 ;;
         --check-fall) CHECK_FALL=${2:?}; shift 2 ;;
         --check-rise) CHECK_RISE=${2:?}; shift 2 ;;
+        --check-timeout) CHECK_TIMEOUT=${2:?}; shift 2 ;;
         --admin) ADMIN=${2:?}; shift 2 ;;
         --state-file) STATE_FILE=${2:?}; shift 2 ;;
         --dir) DIR=${2:?}; shift 2 ;;
@@ -160,9 +165,9 @@ global_defs {
 # proxyd answers on its admin endpoint (its main thread runs, the config is
 # loaded), not merely "a process exists"
 vrrp_script proxyd_admin {
-    script "/usr/bin/curl -fsS -o /dev/null --max-time 1 http://$ADMIN/status"
+    script "/usr/bin/curl -fsS -o /dev/null --max-time $CHECK_TIMEOUT http://$ADMIN/status"
     interval $CHECK_INT
-    timeout 1
+    timeout $((CHECK_TIMEOUT + 1))
     fall $CHECK_FALL
     rise $CHECK_RISE
 }
@@ -339,8 +344,9 @@ up() {
     [[ $PRIO =~ ^[0-9]+$ ]] && ((PRIO >= 1 && PRIO <= 254)) || die "bad --priority '$PRIO' (1..254)"
     [[ $VRID =~ ^[0-9]+$ ]] && ((VRID >= 1 && VRID <= 254)) || die "bad --vrid '$VRID' (1..254)"
     [[ $ADVERT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bad --advert '$ADVERT'"
-    [[ $CHECK_INT =~ ^[0-9]+$ && $CHECK_FALL =~ ^[0-9]+$ && $CHECK_RISE =~ ^[0-9]+$ ]] ||
-        die "--check-interval, --check-fall, --check-rise take whole numbers"
+    [[ $CHECK_INT =~ ^[0-9]+$ && $CHECK_FALL =~ ^[0-9]+$ && $CHECK_RISE =~ ^[0-9]+$ &&
+        $CHECK_TIMEOUT =~ ^[0-9]+$ ]] && ((CHECK_TIMEOUT >= 1)) ||
+        die "--check-interval, --check-fall, --check-rise, --check-timeout take whole numbers"
     [[ -n $IN_SRC ]] || IN_SRC=$(own_addr "$IN_IF" "$IN_VIP")
     [[ -n $OUT_SRC ]] || OUT_SRC=$(own_addr "$OUT_IF" "$OUT_VIP")
     [[ -n $SYNC_SRC ]] || SYNC_SRC=$(own_addr "$SYNC_IF" "")

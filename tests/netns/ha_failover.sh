@@ -123,7 +123,7 @@ EOF
 for p in "$FLOW_PORT" "$PFLOW_PORT"; do
     ip netns exec "$HS" python3 "$T/echo.py" "$p" 2>>"$T/echo.err" &
     track_pid $!
-    topo_wait_listen "$HS" "$p" 5 || fail "echo server did not start on port $p"
+    topo_wait_listen "$HS" "$p" 20 || fail "echo server did not start on port $p"
 done
 
 # ---------------------------------------------------------------- firewalls
@@ -147,7 +147,7 @@ start_proxyd_fw() { # A|B
     PXPID[$w]=$!
     track_pid "${PXPID[$w]}"
     for p in 50080 50081 9180; do
-        topo_wait_listen "$(fw_ns "$w")" "$p" 5 "${PXPID[$w]}" || fail "proxyd in $w not listening on $p"
+        topo_wait_listen "$(fw_ns "$w")" "$p" 20 "${PXPID[$w]}" || fail "proxyd in $w not listening on $p"
     done
 }
 fw_ns() { if [[ $1 == A ]]; then echo "$HA"; else echo "$HB"; fi; }
@@ -386,9 +386,9 @@ fi
 pair_up A
 info "deploy/ha/pair.sh up in A:"
 sed 's/^/    /' "$T/pair-A.out"
-wait_state A master 10
+wait_state A master 20
 pair_up B
-wait_state B backup 10
+wait_state B backup 20
 [[ ${HA_NO_CONNTRACKD:-0} == 1 ]] && nsB conntrackd -C "$HADIR/B/conntrackd.conf" -k
 assert_vips_on A
 assert_px_state A master
@@ -408,7 +408,7 @@ fetch_via A phase0
 ip netns exec "$HC" python3 "$T/flow.py" "$HA_S4" "$FLOW_PORT" "$T/flow.status" "$T/flow.stop" 2>>"$T/flow.err" &
 FLOW_PID=$!
 track_pid "$FLOW_PID"
-wait_flow_past 10 5
+wait_flow_past 10 15
 [[ $(nsA conntrack -L -p tcp --dport "$FLOW_PORT" 2>/dev/null) == *ESTABLISHED* ]] ||
     fail "no ESTABLISHED conntrack entry for the forwarded flow in A"
 info "forwarded flow to $HA_S4:$FLOW_PORT through A: $(cat "$T/flow.status")"
@@ -425,7 +425,7 @@ failover() {
         2>>"$T/pflow-$tag.err" &
     PFLOW_PID=$!
     track_pid "$PFLOW_PID"
-    wait_nginx_probes "$before" 10 5
+    wait_nginx_probes "$before" 10 15
     [[ $(awk '{print $1, ($2 > 5)}' "$T/pflow-$tag.status" 2>/dev/null) == "ok 1" ]] ||
         fail "$tag: the proxied flow is not under way: $(cat "$T/pflow-$tag.status" 2>/dev/null)"
     t0=$(now_ms)
@@ -467,7 +467,7 @@ KILL_GAP=$GAP_MS
 wait_state A fault 5
 assert_no_grep "$T/proxyd-A.log" 'proxyd exiting' "a clean exit of the killed proxyd"
 start_proxyd_fw A
-wait_state A backup 10
+wait_state A backup 20
 assert_px_state A backup
 assert_vips_on B
 info "proxyd back on A: A backup, B stays master (nopreempt)"
