@@ -213,10 +213,16 @@ is_listening() {
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# A start waits at least START_WAIT_MIN s (default 20): a process that only
+# starts has nothing to prove by speed, and here a cold start once stood 5 s
+# behind a stalled disk. A dead PID still ends the wait at once.
+: "${START_WAIT_MIN:=20}"
+
 # wait_listen PORT TIMEOUT_S [PID]: wait until PORT listens; returns 1 on timeout
-# or when PID (if given) died meanwhile.
+# (TIMEOUT_S, at least START_WAIT_MIN) or when PID (if given) died meanwhile.
 wait_listen() {
     local port=$1 timeout=$2 pid=${3:-} deadline
+    ((timeout >= START_WAIT_MIN)) || timeout=$START_WAIT_MIN
     deadline=$(($(date +%s%N) + timeout * 1000000000))
     until is_listening "$port"; do
         if [[ -n $pid ]] && ! proc_alive "$pid"; then return 1; fi

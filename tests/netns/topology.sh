@@ -228,9 +228,11 @@ topo_listening() {
     ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q .
 }
 
-# topo_wait_listen NS PORT TIMEOUT_S [PID]: bounded wait; 1 on timeout or if PID died
+# topo_wait_listen NS PORT TIMEOUT_S [PID]: bounded wait; 1 on timeout (at
+# least START_WAIT_MIN s, as wait_listen) or if PID died
 topo_wait_listen() {
     local ns=$1 port=$2 timeout=$3 pid=${4:-} deadline
+    ((timeout >= ${START_WAIT_MIN:-20})) || timeout=${START_WAIT_MIN:-20}
     deadline=$(($(date +%s%N) + timeout * 1000000000))
     until topo_listening "$ns" "$port"; do
         if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
