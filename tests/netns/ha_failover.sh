@@ -337,13 +337,16 @@ except OSError as e:
     sys.exit(1)
 EOF
 
-flow_field() { awk -v f="$1" '{print $f}' "$T/flow.status" 2>/dev/null || true; }
-# wait_flow_past SEQ TIMEOUT_S: the flow is still ok and echoed beyond SEQ
+flow_field() { awk -v f="$1" '{print $f}' "${2:-$T/flow.status}" 2>/dev/null || true; }
+# wait_flow_past SEQ TIMEOUT_S [NAME WHAT]: flow NAME (default "flow", the
+# forwarded one; its files $T/NAME.status and .err) is still ok and echoed
+# beyond SEQ
 wait_flow_past() {
-    local want=$1 deadline=$(($(date +%s%N) + $2 * 1000000000))
-    until [[ $(flow_field 1) == ok ]] && (($(flow_field 2) > want)); do
-        [[ $(flow_field 1) == error ]] && fail "the forwarded flow died: $(tail -n 1 "$T/flow.err")"
-        (($(date +%s%N) < deadline)) || fail "the forwarded flow is stuck at $(cat "$T/flow.status") (wanted > $want)"
+    local want=$1 deadline=$(($(date +%s%N) + $2 * 1000000000)) name=${3:-flow} what=${4:-the forwarded flow}
+    local st=$T/$name.status
+    until [[ $(flow_field 1 "$st") == ok ]] && (($(flow_field 2 "$st") > want)); do
+        [[ $(flow_field 1 "$st") == error ]] && fail "$what died: $(tail -n 1 "$T/$name.err")"
+        (($(date +%s%N) < deadline)) || fail "$what is stuck at $(cat "$st" 2>/dev/null) (wanted > $want)"
         sleep 0.05
     done
 }
@@ -426,8 +429,7 @@ failover() {
     PFLOW_PID=$!
     track_pid "$PFLOW_PID"
     wait_nginx_probes "$before" 10 15
-    [[ $(awk '{print $1, ($2 > 5)}' "$T/pflow-$tag.status" 2>/dev/null) == "ok 1" ]] ||
-        fail "$tag: the proxied flow is not under way: $(cat "$T/pflow-$tag.status" 2>/dev/null)"
+    wait_flow_past 5 15 "pflow-$tag" "$tag: the proxied flow"
     t0=$(now_ms)
     info "$tag: $*"
     "$@"
