@@ -47,7 +47,7 @@ time_t px_started;
 static char *px_ha_file;	/* admin/@ha-state-file: NULL = no HA */
 
 
-/* Daemon-wide counters of each worker (struct px_counters), summed. */
+/* A counter of a block, by its offset there. */
 struct px_metric {
 	const char	*name;
 	const char	*labels;
@@ -56,91 +56,6 @@ struct px_metric {
 	size_t		 offset;
 };
 
-#define PX_T(n, l, t, h, f) { n, l, t, h, offsetof(struct px_counters, f) }
-static const struct px_metric px_metrics[] = {
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"protocol-version\"", "counter",
-	    "TLS handshakes (or records) that failed, by side and reason.",
-	    tls.failures[0][PX_TLS_FAIL_PROTOCOL]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"no-shared-cipher\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_CIPHER]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"no-application-protocol\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_ALPN]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"not-tls\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_NOT_TLS]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"unknown-ca\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_UNKNOWN_CA]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"host-name-mismatch\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_HOSTNAME]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"expired\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_EXPIRED]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"no-certificate\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_NO_CERT]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"client\",reason=\"other\"", NULL, NULL,
-	    tls.failures[0][PX_TLS_FAIL_OTHER]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"protocol-version\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_PROTOCOL]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"no-shared-cipher\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_CIPHER]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"no-application-protocol\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_ALPN]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"not-tls\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_NOT_TLS]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"unknown-ca\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_UNKNOWN_CA]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"host-name-mismatch\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_HOSTNAME]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"expired\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_EXPIRED]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"no-certificate\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_NO_CERT]),
-	PX_T("proxyd_tls_failures_total",
-	    "side=\"server\",reason=\"other\"", NULL, NULL,
-	    tls.failures[1][PX_TLS_FAIL_OTHER]),
-	PX_T("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"no\"",
-	    "counter", "TLS handshakes done, by side, full or resumed.",
-	    tls.handshakes[0][0]),
-	PX_T("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"yes\"",
-	    NULL, NULL, tls.handshakes[0][1]),
-	PX_T("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"no\"",
-	    NULL, NULL, tls.handshakes[1][0]),
-	PX_T("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"yes\"",
-	    NULL, NULL, tls.handshakes[1][1]),
-	PX_T("proxyd_tls_passthrough_total", "verdict=\"accept\"", "counter",
-	    "ClientHellos read by mode=\"passthrough\", by verdict.",
-	    tls.passthrough[1]),
-	PX_T("proxyd_tls_passthrough_total", "verdict=\"deny\"", NULL, NULL,
-	    tls.passthrough[0]),
-	PX_T("proxyd_tls_keybridge_leaves_total", "result=\"minted\"",
-	    "counter", "Keybridge leaves, minted or from the worker's cache.",
-	    tls.keybridge[0]),
-	PX_T("proxyd_tls_keybridge_leaves_total", "result=\"cached\"", NULL,
-	    NULL, tls.keybridge[1]),
-	PX_T("proxyd_tls_keybridge_ca_total", "ca=\"trusted\"", "counter",
-	    "Keybridge leaves served, by the CA that signed them.",
-	    tls.keybridge_ca[0]),
-	PX_T("proxyd_tls_keybridge_ca_total", "ca=\"untrusted\"", NULL, NULL,
-	    tls.keybridge_ca[1]),
-	PX_T("proxyd_tls_server_unverified_total", "", "counter",
-	    "Server certificates that did not verify, let through by "
-	    "verify=\"optional\".", tls.unverified),
-};
 
 /* Per service (struct px_svc_counters), labelled service= and analyser=. */
 #define PX_S(n, l, t, h, f) { n, l, t, h, offsetof(struct px_svc_counters, f) }
@@ -197,6 +112,92 @@ static const struct px_metric px_svc_metrics[] = {
 	PX_S("proxyd_accept_refused_total", "", "counter",
 	    "Connections accepted on the reserve descriptor and closed at "
 	    "once, for want of descriptors.", refused_no_fd),
+};
+
+/* Per service as above, for the services a config gave TLS. */
+static const struct px_metric px_svc_tls_metrics[] = {
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"protocol-version\"", "counter",
+	    "TLS handshakes (or records) that failed, by side and reason.",
+	    tls.failures[0][PX_TLS_FAIL_PROTOCOL]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"no-shared-cipher\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_CIPHER]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"no-application-protocol\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_ALPN]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"not-tls\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_NOT_TLS]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"unknown-ca\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_UNKNOWN_CA]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"host-name-mismatch\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_HOSTNAME]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"expired\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_EXPIRED]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"no-certificate\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_NO_CERT]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"client\",reason=\"other\"", NULL, NULL,
+	    tls.failures[0][PX_TLS_FAIL_OTHER]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"protocol-version\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_PROTOCOL]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"no-shared-cipher\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_CIPHER]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"no-application-protocol\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_ALPN]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"not-tls\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_NOT_TLS]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"unknown-ca\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_UNKNOWN_CA]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"host-name-mismatch\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_HOSTNAME]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"expired\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_EXPIRED]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"no-certificate\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_NO_CERT]),
+	PX_S("proxyd_tls_failures_total",
+	    "side=\"server\",reason=\"other\"", NULL, NULL,
+	    tls.failures[1][PX_TLS_FAIL_OTHER]),
+	PX_S("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"no\"",
+	    "counter", "TLS handshakes done, by side, full or resumed.",
+	    tls.handshakes[0][0]),
+	PX_S("proxyd_tls_handshakes_total", "side=\"client\",resumed=\"yes\"",
+	    NULL, NULL, tls.handshakes[0][1]),
+	PX_S("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"no\"",
+	    NULL, NULL, tls.handshakes[1][0]),
+	PX_S("proxyd_tls_handshakes_total", "side=\"server\",resumed=\"yes\"",
+	    NULL, NULL, tls.handshakes[1][1]),
+	PX_S("proxyd_tls_passthrough_total", "verdict=\"accept\"", "counter",
+	    "ClientHellos read by mode=\"passthrough\", by verdict.",
+	    tls.passthrough[1]),
+	PX_S("proxyd_tls_passthrough_total", "verdict=\"deny\"", NULL, NULL,
+	    tls.passthrough[0]),
+	PX_S("proxyd_tls_keybridge_leaves_total", "result=\"minted\"",
+	    "counter", "Keybridge leaves, minted or from the worker's cache.",
+	    tls.keybridge[0]),
+	PX_S("proxyd_tls_keybridge_leaves_total", "result=\"cached\"", NULL,
+	    NULL, tls.keybridge[1]),
+	PX_S("proxyd_tls_keybridge_ca_total", "ca=\"trusted\"", "counter",
+	    "Keybridge leaves served, by the CA that signed them.",
+	    tls.keybridge_ca[0]),
+	PX_S("proxyd_tls_keybridge_ca_total", "ca=\"untrusted\"", NULL, NULL,
+	    tls.keybridge_ca[1]),
+	PX_S("proxyd_tls_server_unverified_total", "", "counter",
+	    "Server certificates that did not verify, let through by "
+	    "verify=\"optional\".", tls.unverified),
 };
 
 static uint64_t
@@ -374,25 +375,40 @@ px_svc_hist(struct evbuffer *b, const struct px_scrape *sc, const char *name,
 	}
 }
 
+/* A table of per-service counters, every service or (tls_only) those
+ * with TLS. */
 static void
-px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
+px_svc_table(struct evbuffer *b, const struct px_scrape *sc,
+    const struct px_metric *table, size_t n, bool tls_only)
 {
-	static const char *const codes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
 	size_t j;
-	unsigned i, k, c;
+	unsigned i;
 
-	for (j = 0; j < sizeof(px_svc_metrics) / sizeof(px_svc_metrics[0]); j++) {
-		const struct px_metric *m = &px_svc_metrics[j];
+	for (j = 0; j < n; j++) {
+		const struct px_metric *m = &table[j];
 
 		if (m->type != NULL)
 			px_family(b, m->name, m->type, m->help);
 		for (i = 0; i < sc->nslots; i++)
-			if (sc->labels[i] != NULL)
+			if (sc->labels[i] != NULL &&
+			    (!tls_only || px_metrics_slot_tls(i)))
 				evbuffer_add_printf(b, "%s{%s%s%s} %llu\n",
 				    m->name, sc->labels[i], m->labels[0] ?
 				    "," : "", m->labels, (unsigned long long)
 				    px_svc_sum(i, m->offset, sc->nw));
 	}
+}
+
+static void
+px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	static const char *const codes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+	unsigned i, k, c;
+
+	px_svc_table(b, sc, px_svc_metrics,
+	    sizeof(px_svc_metrics) / sizeof(px_svc_metrics[0]), false);
+	px_svc_table(b, sc, px_svc_tls_metrics,
+	    sizeof(px_svc_tls_metrics) / sizeof(px_svc_tls_metrics[0]), true);
 	px_family(b, "proxyd_analyser_events_total", "counter",
 	    "Events counted by each service's analyser.");
 	for (i = 0; i < sc->nslots; i++) {
@@ -688,8 +704,6 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 {
 	struct evbuffer *b = evbuffer_new();
 	struct px_scrape sc = { 0 };
-	size_t i;
-	unsigned k;
 
 	(void)arg;
 	if (b == NULL || px_scrape_open(&sc) == -1) {
@@ -701,18 +715,6 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	}
 	px_admin_service_metrics(b, &sc);
 	px_admin_worker_metrics(b, &sc);
-	for (i = 0; i < sizeof(px_metrics) / sizeof(px_metrics[0]); i++) {
-		const struct px_metric *m = &px_metrics[i];
-		uint64_t sum = 0;
-
-		for (k = 0; k < sc.nw; k++)
-			sum += px_load(&px_worker_get(k)->counters, m->offset);
-		if (m->type != NULL)
-			px_family(b, m->name, m->type, m->help);
-		evbuffer_add_printf(b, "%s%s%s%s %llu\n", m->name,
-		    m->labels[0] ? "{" : "", m->labels, m->labels[0] ? "}" : "",
-		    (unsigned long long)sum);
-	}
 	px_scrape_close(&sc);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"

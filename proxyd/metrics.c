@@ -35,6 +35,9 @@ struct px_slot {
 	const char	*mode;
 	char		 listen[PX_ADDRSTRLEN];
 	char		 target[PX_ADDRSTRLEN];	/* "" when none */
+	/* Some config gave it TLS: its TLS series are exported from then on
+	 * (a counter's series does not vanish at a reload). */
+	bool		 tls;
 };
 
 static struct px_slot px_slots[PX_SLOT_MAX];
@@ -150,6 +153,11 @@ px_metrics_register(const struct px_config *cfg, unsigned nworkers)
 
 			sl->current = true;
 			sl->mode = px_mode_name(svc->mode);
+			sl->tls = sl->tls || svc->tls_client != NULL ||
+			    svc->tls_server != NULL ||
+			    svc->tls_passthrough != NULL ||
+			    svc->starttls_client != NULL ||
+			    svc->starttls_server != NULL;
 			px_sockaddr_str((const struct sockaddr *)&svc->listen,
 			    sl->listen, sizeof(sl->listen));
 			sl->target[0] = '\0';
@@ -216,6 +224,12 @@ px_metrics_slot(unsigned i, const char **service, const char **analyser,
 		active += atomic_load_explicit(&px_metrics_get(w, i)->active,
 		    memory_order_relaxed);
 	return active != 0;
+}
+
+bool
+px_metrics_slot_tls(unsigned i)
+{
+	return i < atomic_load(&px_nslots) && px_slots[i].tls;
 }
 
 void

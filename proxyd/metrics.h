@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "analyser.h"
+#include "tls.h"
 
 struct px_config;
 struct px_service;
@@ -70,6 +71,7 @@ struct px_svc_counters {
 	atomic_uint_fast64_t	accept_failures;
 	atomic_uint_fast64_t	refused_no_fd;
 	atomic_uint_fast64_t	analyser[PX_AN_COUNTERS_MAX];
+	struct px_tls_counters	tls;
 	struct px_hist		session_duration;
 	struct px_hist		connect_duration;
 	struct px_hist		request_duration[5];	/* 1xx .. 5xx */
@@ -110,6 +112,8 @@ bool	px_metrics_slot(unsigned i, const char **service, const char **analyser,
  * current: in the running config. */
 void	px_metrics_slot_info(unsigned i, const char **mode, const char **listen,
 	    const char **target, bool *current);
+/* Whether a config gave slot i TLS (its TLS series are exported). */
+bool	px_metrics_slot_tls(unsigned i);
 /* Slot i's block on worker w (NULL: none yet). */
 const struct px_svc_counters *px_metrics_get(unsigned w, unsigned i);
 extern const uint64_t px_hist_bounds_us[PX_HIST_BOUNDS];

@@ -44,6 +44,13 @@ px_session_touch(struct px_session *s)
 	s->last_active_ms = px_now_ms(s->w);
 }
 
+struct px_tls_peer
+px_session_tls_peer(struct px_session *s)
+{
+	return (struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls,
+	    .n = &s->m->tls };
+}
+
 static void
 px_session_arm_timer(struct px_session *s, uint64_t ms)
 {
@@ -441,7 +448,7 @@ static int
 px_session_prepare(void *arg, int side, struct px_conn *c)
 {
 	struct px_session *s = arg;
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 
 	if (side == 0) {
 		if (s->dconn_open[0]) {
@@ -982,13 +989,14 @@ px_session_kb_server_cb(struct px_conn *c, void *arg)
 static void
 px_session_server_up(struct px_session *s)
 {
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls,
-	    .addr = (const struct sockaddr *)&s->server, .verify_later = true };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 
 	if (!s->kb_started) {
 		px_session_connected(s);
 		return;
 	}
+	peer.addr = (const struct sockaddr *)&s->server;
+	peer.verify_later = true;
 	px_session_stop_timer(s);
 	peer.name = px_tls_server_name(s->svc->tls_server,
 	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
@@ -1013,7 +1021,7 @@ px_session_handshake_cb(struct px_conn *c, void *arg)
 static void
 px_session_client_handshake(struct px_session *s)
 {
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 
 	if (px_session_tls_conn(s, PX_CHAN_CLIENT, px_session_handshake_cb,
 	    s->svc->tls_client, &peer) == -1)
@@ -1056,9 +1064,9 @@ px_session_hello_step(struct px_session *s)
 		return;
 	}
 	if (r != PX_HELLO_OK) {
-		PX_COUNT_ADD(s->w, tls.passthrough[0], 1);
+		PX_SC_ADD(s->m, tls.passthrough[0], 1);
 		if (r == PX_HELLO_NOT_TLS)
-			PX_COUNT_ADD(s->w, tls.failures[0][PX_TLS_FAIL_NOT_TLS],
+			PX_SC_ADD(s->m, tls.failures[0][PX_TLS_FAIL_NOT_TLS],
 			    1);
 		px_session_end(s, PX_END_POLICY, r == PX_HELLO_NOT_TLS ?
 		    "denied: tls: not TLS" : r == PX_HELLO_TOO_BIG ?
@@ -1072,7 +1080,7 @@ px_session_hello_step(struct px_session *s)
 		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
 	}
 	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &line)) {
-		PX_COUNT_ADD(s->w, tls.passthrough[0], 1);
+		PX_SC_ADD(s->m, tls.passthrough[0], 1);
 		if (line != 0)
 			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
 			    "alpn=%s (rule at line %ld)", h.has_sni ? h.sni : "-",
@@ -1084,7 +1092,7 @@ px_session_hello_step(struct px_session *s)
 			    "no rule: the default" : "no-sni");
 		return;
 	}
-	PX_COUNT_ADD(s->w, tls.passthrough[1], 1);
+	PX_SC_ADD(s->m, tls.passthrough[1], 1);
 	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept",
 	    h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-");
 	if (h.has_sni)

@@ -97,6 +97,9 @@ struct px_session {
 void	px_session_accept(struct px_listener *l, int fd,
 	    const struct sockaddr *sa, int salen);
 void	px_session_touch(struct px_session *s);
+/* What a TLS conn of s needs to know of it: its id for the log, its
+ * worker's caches, its service's counters. */
+struct px_tls_peer px_session_tls_peer(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);

@@ -201,10 +201,13 @@ px_drv_open(struct px_session *s)
 	s->dconn_open[0] = true;
 	if (handshaken)
 		px_conn_move_transform(&s->dconn[0], &kept);
-	else if (s->svc->tls_client != NULL &&
-	    px_tls_attach(&s->dconn[0], s->svc->tls_client,
-	    &(struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls }) == -1)
-		return -1;
+	else if (s->svc->tls_client != NULL) {
+		struct px_tls_peer peer = px_session_tls_peer(s);
+
+		if (px_tls_attach(&s->dconn[0], s->svc->tls_client,
+		    &peer) == -1)
+			return -1;
+	}
 	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
 	s->an_timer_set = true;
 	return 0;
@@ -234,12 +237,14 @@ struct px_conn *
 px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage)
 {
-	/* Under keybridge the client saw the server's chain fail (a leaf of
-	 * the untrusted CA) and went on: its next connections may too. */
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls,
-	    .addr = dst, .verify_later = s->kb_untrusted };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 	struct px_pooled pc;
 	int err;
+
+	peer.addr = dst;
+	/* Under keybridge the client saw the server's chain fail (a leaf of
+	 * the untrusted CA) and went on: its next connections may too. */
+	peer.verify_later = s->kb_untrusted;
 
 	*stage = "connect";
 	if (s->dconn_open[1]) {
@@ -561,7 +566,7 @@ px_session_starttls(struct px_session *s, enum px_chan_end side)
 {
 	const struct px_tls_ctx *t = side == PX_CHAN_CLIENT ?
 	    s->svc->starttls_client : s->svc->starttls_server;
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 	int i = side == PX_CHAN_CLIENT ? 0 : 1;
 	struct px_conn *c;
 
@@ -587,7 +592,7 @@ px_channel_tls(struct px_session *s, struct px_channel *ch,
     enum px_chan_end end)
 {
 	const struct px_tls_ctx *t = px_session_tls_ctx(s, end);
-	struct px_tls_peer peer = { .session_id = s->id, .tw = &s->w->tls };
+	struct px_tls_peer peer = px_session_tls_peer(s);
 
 	if (t == NULL)
 		return -1;

@@ -122,10 +122,9 @@ px_tls_reason(char *buf, size_t size, const char *prefix)
 /* ---- the per-worker session cache --------------------------------------- */
 
 void
-px_tls_worker_init(struct px_tls_worker *tw, struct px_tls_counters *n)
+px_tls_worker_init(struct px_tls_worker *tw)
 {
 	memset(tw, 0, sizeof(*tw));
-	tw->n = n;
 }
 
 void
@@ -235,13 +234,15 @@ px_tls_handshake_done(struct px_tls_conn *tc)
 	tc->done = true;
 	if (tc->tw == NULL)
 		return;
-	px_tls_inc(&tc->tw->n->handshakes[tc->side]
-	    [SSL_session_reused(tc->ssl) ? 1 : 0]);
+	if (tc->n != NULL)
+		px_tls_inc(&tc->n->handshakes[tc->side]
+		    [SSL_session_reused(tc->ssl) ? 1 : 0]);
 	if (tc->side == PX_TLS_CLIENT && tc->verify_client)
 		px_tls_log_client_cert(tc);
 	if (tc->side == PX_TLS_SERVER && tc->verify_optional &&
 	    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
-		px_tls_inc(&tc->tw->n->unverified);
+		if (tc->n != NULL)
+			px_tls_inc(&tc->n->unverified);
 		px_log(LOG_NOTICE, tc->session_id, "tls-server-unverified "
 		    "name=%s reason=\"%s\" (verify=\"optional\")",
 		    tc->name[0] != '\0' ? tc->name : "-",
@@ -255,8 +256,8 @@ px_tls_set_failure(struct px_tls_conn *tc, enum px_tls_failure f)
 	if (tc->failure != PX_TLS_OK)
 		return;
 	tc->failure = f;
-	if (tc->tw != NULL && (unsigned)f < PX_TLS_FAILURES)
-		px_tls_inc(&tc->tw->n->failures[tc->side][f]);
+	if (tc->n != NULL && (unsigned)f < PX_TLS_FAILURES)
+		px_tls_inc(&tc->n->failures[tc->side][f]);
 }
 
 /* What a failed SSL call (rc) means for the conn: -1 with errno (EAGAIN
@@ -525,6 +526,7 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 		tc->kb = t;
 	tc->session_id = p != NULL ? p->session_id : 0;
 	tc->tw = p != NULL ? p->tw : NULL;
+	tc->n = p != NULL ? p->n : NULL;
 	if ((tc->ssl = SSL_new(t->ctx)) == NULL ||
 	    SSL_set_fd(tc->ssl, c->fd) != 1 ||
 	    SSL_set_ex_data(tc->ssl, px_tls_conn_index, tc) != 1)

@@ -39,7 +39,8 @@ enum px_tls_failure {
 	PX_TLS_FAILURES			/* how many */
 };
 
-/* A worker's TLS counters: one writer (the worker), read by the admin. */
+/* A service's TLS counters on one worker (in its struct px_svc_counters):
+ * one writer (the worker), read by the admin. */
 struct px_tls_counters {
 	atomic_uint_fast64_t	failures[2][PX_TLS_FAILURES];	/* by side */
 	/* Handshakes done, by side, [0] full, [1] resumed. */
@@ -75,14 +76,13 @@ struct px_tls_cache_entry {
 	uint64_t		 used;
 };
 struct px_tls_worker {
-	struct px_tls_counters		*n;
 	struct px_tls_leaf		*leaves;	/* keybridge, LRU */
 	size_t				 nleaves;
 	struct px_tls_cache_entry	 cache[PX_TLS_CACHE_SIZE];
 	uint64_t			 clock;
 };
 
-void	px_tls_worker_init(struct px_tls_worker *tw, struct px_tls_counters *n);
+void	px_tls_worker_init(struct px_tls_worker *tw);
 void	px_tls_worker_free(struct px_tls_worker *tw);
 
 /* Reads <tls side=... mode=...> (n) of the service file `file`. Client
@@ -135,6 +135,7 @@ uint64_t px_tls_ctx_id(const struct px_tls_ctx *t);
 struct px_tls_peer {
 	uint64_t		 session_id;	/* for log lines */
 	struct px_tls_worker	*tw;
+	struct px_tls_counters	*n;	/* the session's service's; NULL: none */
 	/* Server side: the name sent (SNI) and checked, or NULL to check
 	 * addr; addr also keys the resumption cache. */
 	const char		*name;

@@ -96,6 +96,7 @@ struct px_tls_conn {
 	uint64_t	 ctx_id;
 	uint64_t	 session_id;
 	struct px_tls_worker *tw;
+	struct px_tls_counters *n;	/* NULL: not counted */
 	struct sockaddr_storage addr;	/* server side: the cache key */
 	char		 name[256];
 	char		 error[160];	/* "tls: <reason>" of the last failure */

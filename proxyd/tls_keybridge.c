@@ -372,8 +372,10 @@ px_tls_keybridge_present(struct px_conn *client, const struct px_conn *server,
 		minted = true;
 	}
 	leaf->used = ++tw->clock;
-	px_tls_inc(&tw->n->keybridge[minted ? 0 : 1]);
-	px_tls_inc(&tw->n->keybridge_ca[untrusted ? 1 : 0]);
+	if (tc->n != NULL) {
+		px_tls_inc(&tc->n->keybridge[minted ? 0 : 1]);
+		px_tls_inc(&tc->n->keybridge_ca[untrusted ? 1 : 0]);
+	}
 	*why = "cannot use the leaf";
 	if (SSL_use_certificate(tc->ssl, leaf->x509) != 1 ||
 	    SSL_use_PrivateKey(tc->ssl, t->kb_key) != 1 ||

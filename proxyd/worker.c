@@ -610,7 +610,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if (w->base == NULL)
 		return -1;
 	px_pool_init(&w->pool, w->base, NULL);
-	px_tls_worker_init(&w->tls, &w->counters.tls);
+	px_tls_worker_init(&w->tls);
 	w->cfg = px_config_ref(cfg);
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (w->wake_fd == -1)

@@ -39,7 +39,6 @@ struct px_conntrack;
 struct px_counters {
 	/* Connections accepted here and handed to a less loaded worker. */
 	atomic_uint_fast64_t	handed_off;
-	struct px_tls_counters	tls;
 	/* How late the worker's tick ran: its loop was busy that long. */
 	struct px_hist		loop_lag;
 };

@@ -160,6 +160,21 @@ assert_metric eq proxyd_tls_failures_total 'side="client",reason="protocol-versi
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="not-tls"' 1
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="no-shared-cipher"' 1
 assert_metric eq proxyd_tls_failures_total 'side="client",reason="other"' 0
+info "... and by service: each failure on the service whose port it came to"
+svc_fail() { # SERVICE ANALYSER REASON COUNT
+    assert_metric eq proxyd_tls_failures_total "service=\"$1\",analyser=\"$2\",side=\"client\",reason=\"$3\"" "$4"
+}
+svc_fail thttp http no-application-protocol 1
+svc_fail tplug plug no-application-protocol 0
+for r in protocol-version not-tls no-shared-cipher; do
+    svc_fail tplug plug "$r" 1
+    svc_fail thttp http "$r" 0
+done
+svc_fail tmtls http no-certificate 1
+svc_fail tmtls http unknown-ca 1
+svc_fail topt http unknown-ca 0
+assert_metric ge proxyd_tls_handshakes_total 'service="tticket",analyser="plug",side="client",resumed="yes"' 1
+assert_metric eq proxyd_tls_handshakes_total 'service="tplug",analyser="plug",side="client",resumed="yes"' 0
 
 info "--check refuses bad TLS material with file:line"
 tls_check_bad "a key that does not match" plug \
