@@ -52,7 +52,7 @@ until [[ $(metric_value proxyd_sessions_active '') == 0 ]]; do
     sleep 0.1
 done
 assert_metric ge proxyd_sessions_accepted_total '' "$want"
-wait_grep "$PROXYD_LOG" "#$want session-end" 5 || true
+wait_grep "$PROXYD_LOG" "#$want session-end" "$ASYNC_WAIT" || true
 n=$(grep -c "session-end" "$PROXYD_LOG" || true)
 dropped=$(metric_value proxyd_log_dropped_total '')
 assert_eq "$((n + dropped))" "$want" "session-end lines + dropped lines"

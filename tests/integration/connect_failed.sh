@@ -31,7 +31,7 @@ time.sleep(120)
 EOF
 python3 "$T/full.py" "$FULL_PORT" >"$T/full.out" 2>&1 &
 track_pid $!
-wait_grep "$T/full.out" '^ready' 5 || fail "backlog-full helper did not start"
+wait_grep "$T/full.out" '^ready' "$START_WAIT_MIN" || fail "backlog-full helper did not start"
 
 write_proxyd_conf 'connect-timeout="10s"'
 write_service refused "$P_REFUSED" "$DEAD_PORT"

@@ -99,9 +99,12 @@ strace_start "$PROXYD_PID" "$T/strace.txt" -f -c
 sleep 0.3   # the other threads
 echo go >&"${SEQ[1]}"
 wait "$SEQ_PID" || fail "the $N STOR and RETR through proxyd failed"
-# the session's end (its log line comes from the log thread)
-for ((i = 0; i < 100; i++)); do
-    (($(grep -c 'session-end' "$PROXYD_LOG" || true) >= 3)) && break
+# the session's end and every transfer's line (from the log thread, which
+# strace slows too): a bounded wait, the counts are asserted below
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
+until (($(grep -c 'session-end' "$PROXYD_LOG" || true) >= 3 &&
+    $(grep -c 'data-transfer .* end=ok' "$PROXYD_LOG" || true) - before >= 2 * N + 2)); do
+    (($(now_ms) < deadline)) || break
     sleep 0.05
 done
 strace_stop

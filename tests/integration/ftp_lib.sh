@@ -144,11 +144,6 @@ curl_ftp() {
     echo "$rc"
 }
 
-# an_metric EVENT: proxyd_analyser_events_total{analyser="ftp",event=EVENT}
-an_metric() {
-    metric_value proxyd_analyser_events_total "analyser=\"ftp\",event=\"$1\""
-}
-
 # listening_in LO HI: ports in [LO, HI] with a socket in LISTEN, one a line
 listening_in() {
     local lo=$1 hi=$2 sl local rem st rest port

@@ -51,7 +51,7 @@ run_combo ap -P -              # EPRT
 run_combo aa -P - --disable-eprt  # PORT
 
 # log lines come from a thread: wait for all 12 sessions' end lines
-deadline=$(($(now_ms) + 5000))
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
 until (($(grep -cE 'session-end service=ftp(pp|pa|ap|aa) ' "$PROXYD_LOG" || true) >= 12)); do
     (($(now_ms) < deadline)) || fail "not all 12 sessions logged their end"
     sleep 0.05
@@ -99,5 +99,10 @@ assert_log 'ftp-reply code=500 cmd=(EPSV|PASV) by=proxy'
 assert_no_grep "$PROXYD_LOG" 'data-transfer .* end=[^o]' "a data transfer failed"
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_failed"' 0
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="transfers"' 14
-assert_eq "$(listening_in 43000 43999)" "" "data ports left listening"
+# the ports close with their sessions, on the workers: a bounded wait
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
+while left=$(listening_in 43000 43999); [[ -n $left ]] && (($(now_ms) < deadline)); do
+    sleep 0.05
+done
+assert_eq "$left" "" "data ports left listening"
 info "PASS"

@@ -51,7 +51,7 @@ retr_check() { # NAME
     want=$(sha256_of "$P/$name")
     got=$(curl -sS --max-time 240 "$(ftp_url "$PORT" "pub/$name")" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
     assert_eq "$got" "$want" "sha256 of RETR $name through proxyd"
-    assert_log "data-transfer download cmd=RETR file=\"$name\" bytes=$(stat -c %s "$P/$name") .* end=ok" 5
+    assert_log "data-transfer download cmd=RETR file=\"$name\" bytes=$(stat -c %s "$P/$name") .* end=ok"
 }
 
 stor_check() { # NAME: upload pub/NAME as pub/up-NAME
@@ -59,7 +59,7 @@ stor_check() { # NAME: upload pub/NAME as pub/up-NAME
     rc=$(curl_ftp -T "$P/$name" "$(ftp_url "$PORT" "pub/up-$name")")
     assert_eq "$rc" 0 "curl rc for STOR up-$name"
     assert_eq "$(sha256_of "$P/up-$name")" "$(sha256_of "$P/$name")" "sha256 of STOR up-$name"
-    assert_log "data-transfer upload cmd=STOR file=\"up-$name\" bytes=$(stat -c %s "$P/$name") .* end=ok" 5
+    assert_log "data-transfer upload cmd=STOR file=\"up-$name\" bytes=$(stat -c %s "$P/$name") .* end=ok"
 }
 
 for f in 1k.bin 10m.bin big.bin; do
@@ -105,13 +105,13 @@ got=$(curl -sS --max-time 60 --limit-rate 2M "$(ftp_url "$PORT" pub/10m.bin)" 2>
 assert_eq "$got" "$(sha256_of "$P/10m.bin")" "sha256 of the slow download"
 # this session's own end line (the one an idle timeout would have written):
 # its id from its data-transfer line (the newest full download of 10m.bin)
-deadline=$(($(now_ms) + 5000))
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
 until (($(grep -Ec -- "$full_re" "$PROXYD_LOG" || true) > before)); do
-    (($(now_ms) < deadline)) || fail "no data-transfer line for the slow download within 5 s"
+    (($(now_ms) < deadline)) || fail "no data-transfer line for the slow download within $ASYNC_WAIT s"
     sleep 0.05
 done
 sid=$(grep -E -- "$full_re" "$PROXYD_LOG" | tail -n 1 | sed -nE 's/.* #([0-9]+) data-transfer .*/\1/p')
-assert_log " #$sid session-end service=ftp " 5
+assert_log " #$sid session-end service=ftp "
 line=$(grep -E " #$sid session-end service=ftp " "$PROXYD_LOG" | tail -n 1)
 info "slow download: $line"
 [[ $(kv "$line" end) != idle-timeout ]] || fail "the control session idled out during a transfer: $line"
@@ -147,7 +147,7 @@ want=$(sha256_of "$P/10m.bin")
 for i in $(seq 1 20); do
     assert_eq "$(sha256_of "$T/par.$i")" "$want" "sha256 of parallel download $i"
 done
-deadline=$(($(now_ms) + 5000))
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
 while :; do
     n=$(grep -c 'session-end service=ftp ' "$PROXYD_LOG" || true)
     ((n - before >= 20)) && break
@@ -165,10 +165,10 @@ big=$(stat -c %s "$P/big.bin")
 assert_metric ge proxyd_bytes_total 'direction="to-client"' $((big + 10485760 * 22))
 # no data port of ours is left listening: every session has ended (waited
 # for above) and its listeners go with it; wait (bounded) until none is left
-deadline=$(($(now_ms) + 3000))
+deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
 while left=$(proxyd_listening_in 42000 42999); [[ -n $left ]] && (($(now_ms) < deadline)); do
     sleep 0.05
 done
-assert_eq "$left" "" "proxyd data ports still listening 3 s after all transfers ended"
+assert_eq "$left" "" "proxyd data ports still listening $ASYNC_WAIT s after all transfers ended"
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"

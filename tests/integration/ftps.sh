@@ -195,8 +195,8 @@ tls_check_bad 'auth="maybe"' ftp "${CTLS%/>} auth=\"maybe\"/>" 'b\.xml:4: auth="
 tls_check_bad 'keybridge on ftp' ftp "<tls side=\"client\" mode=\"keybridge\" ca-cert=\"$P/ca.pem\" ca-key=\"$P/ca.key\"/> $STLS" 'b\.xml:4: <tls mode="keybridge"> is not supported on analyser="ftp"'
 
 info "counters"
-assert_ge "$(an_metric auth_tls)" 4 "auth_tls counter"
-assert_ge "$(an_metric tls_required)" 2 "tls_required counter"
-assert_ge "$(an_metric data_tls)" 10 "data_tls counter"
+assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="auth_tls"' 4
+assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="tls_required"' 2
+assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="data_tls"' 10
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"

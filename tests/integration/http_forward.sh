@@ -57,13 +57,13 @@ if grep -Eq '^127\.0\.0\.1[[:space:]].*\blocalhost\b' /etc/hosts; then
     code=$(curl -sS --max-time 10 -o "$T/aname" -w '%{http_code}' -x "http://127.0.0.1:$PF" "http://localhost:$NGINX_PORT/a.txt" || true)
     check [ "$code" = 200 ] "forward GET to localhost (from /etc/hosts): got $code"
     check [ "$(cat "$T/aname" 2>/dev/null)" = alpha ] "forward GET to localhost: body"
-    check wait_grep "$PROXYD_LOG" "http-request .* method=GET host=localhost path=/a\.txt status=200 " 3 "http-request line for localhost"
+    check wait_grep "$PROXYD_LOG" "http-request .* method=GET host=localhost path=/a\.txt status=200 " "$ASYNC_WAIT" "http-request line for localhost"
 fi
 t0=$(now_ms)
 code=$(curl -sS --max-time 40 -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$PF" "http://no-such-host.invalid:$NGINX_PORT/a.txt" || true)
 info "failed lookup answered in $(($(now_ms) - t0)) ms"
 check [ "$code" = 502 ] "forward GET to a name that does not resolve: got $code"
-check wait_grep "$PROXYD_LOG" 'http-error status=502 ' 3 "http-error line for the failed lookup"
+check wait_grep "$PROXYD_LOG" 'http-error status=502 ' "$ASYNC_WAIT" "http-error line for the failed lookup"
 # Request text on proxyd's own error page is text, never markup: a name
 # with markup in it is no uri-host (400, never looked up), and the
 # sub-delims a reg-name may have come back escaped.

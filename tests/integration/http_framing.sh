@@ -102,7 +102,7 @@ expect_status() { # NAME WANT
     check [ "${RES%% *}" = "statuses=$2" ] "$1: client got '$RES', wanted $2"
 }
 expect_log() { # NAME REGEX
-    check wait_grep "$PROXYD_LOG" "$2" 3 "$1: no log line /$2/"
+    check wait_grep "$PROXYD_LOG" "$2" "$ASYNC_WAIT" "$1: no log line /$2/"
 }
 has() { [[ $1 == *"$2"* ]]; }
 not() { ! "$@"; }

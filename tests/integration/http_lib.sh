@@ -52,9 +52,9 @@ log_count() {
     grep -Ec -- "$1" "$PROXYD_LOG" 2>/dev/null || true
 }
 
-# wait_log_count REGEX N [TIMEOUT_S=3]: until at least N lines match
+# wait_log_count REGEX N [TIMEOUT_S=ASYNC_WAIT]: until at least N lines match
 wait_log_count() {
-    local re=$1 n=$2 timeout=${3:-3} deadline
+    local re=$1 n=$2 timeout=${3:-$ASYNC_WAIT} deadline
     deadline=$(($(date +%s%N) + timeout * 1000000000))
     until (($(log_count "$re") >= n)); do
         if (($(date +%s%N) >= deadline)); then

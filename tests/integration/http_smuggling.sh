@@ -221,7 +221,7 @@ resp_case r_chunk_junk 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x\
 resp_case r_chunk_long 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n'
 # the first response's own data is SMUGGLED head... a 101 nobody asked for
 resp_case r_101 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'
-wait_grep "$PROXYD_LOG" 'http-bad-response reason="both Content-Length and Transfer-Encoding"' 3 ||
+wait_grep "$PROXYD_LOG" 'http-bad-response reason="both Content-Length and Transfer-Encoding"' "$ASYNC_WAIT" ||
     fail "no http-bad-response log line for the CL+TE response"
 assert_metric ge proxyd_analyser_events_total 'event="bad_response"' 10
 assert_metric ge proxyd_analyser_events_total 'event="bad_request"' 40

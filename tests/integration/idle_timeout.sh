@@ -84,7 +84,7 @@ info "client: $out"
     fail "active session: expected to stay open for 2 s and then be closed when silent, got '$out'"
 ms=$(awk -v d="${BASH_REMATCH[3]}" 'BEGIN { printf "%d", d * 1000 }')
 ((ms >= 800 && ms <= 3500)) || fail "active session closed $ms ms after its last byte, expected ~1-3 s"
-wait_grep "$PROXYD_LOG" 'session-end service=idle .* to-server=[1-9][0-9]* .* end=idle-timeout$' 3 ||
+wait_grep "$PROXYD_LOG" 'session-end service=idle .* to-server=[1-9][0-9]* .* end=idle-timeout$' "$ASYNC_WAIT" ||
     fail "no end=idle-timeout line with to-server>0 for the active session"
 n=$(session_end_lines idle | grep -c 'end=idle-timeout$' || true)
 assert_eq "$n" 2 "number of end=idle-timeout lines"

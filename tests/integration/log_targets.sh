@@ -19,7 +19,7 @@ FILE_LOG=$(dirname "$PROXYD_CONF")/proxyd-file.log
 
 r=$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")
 assert_eq "$r" "0 200" "curl through proxyd"
-wait_grep "$FILE_LOG" "session-end service=web .* end=" 3 ||
+wait_grep "$FILE_LOG" "session-end service=web .* end=" "$ASYNC_WAIT" ||
     fail "no session-end line in the file target $FILE_LOG"
 assert_no_grep "$PROXYD_LOG" "session-end" "session lines must not go to stderr with target=file"
 
@@ -29,7 +29,7 @@ kill -HUP "$PROXYD_PID"
 wait_grep "$FILE_LOG" "reload done" 5 || fail "no new log file after SIGHUP"
 r=$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")
 assert_eq "$r" "0 200" "curl after rotation"
-wait_grep "$FILE_LOG" "session-end service=web " 3 ||
+wait_grep "$FILE_LOG" "session-end service=web " "$ASYNC_WAIT" ||
     fail "the session after rotation was not logged to the new file"
 n_old=$(grep -c "session-end" "$FILE_LOG.1")
 assert_eq "$n_old" 1 "session lines in the rotated file"
@@ -72,7 +72,7 @@ sed -i 's|<log target="file:proxyd-file.log" level="info"/>|<log target="syslog"
 start_proxyd
 r=$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")
 assert_eq "$r" "0 200" "curl through proxyd (syslog target)"
-wait_grep "$T/syslog.out" "proxyd\\[[0-9]+\\]: #[0-9]+ session-end service=web " 3 ||
+wait_grep "$T/syslog.out" "proxyd\\[[0-9]+\\]: #[0-9]+ session-end service=web " "$ASYNC_WAIT" ||
     fail "no session-end message reached syslog: $(head -c 600 "$T/syslog.out" 2>/dev/null)"
 kill -TERM "$PROXYD_PID"
 wait_exit "$PROXYD_PID" 10 || fail "proxyd did not exit"

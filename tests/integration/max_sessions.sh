@@ -43,7 +43,7 @@ info "holding 2 sessions open"
 python3 "$T/hold.py" "$P" 2 >"$T/hold.out" 2>&1 &
 HOLD_PID=$!
 track_pid "$HOLD_PID"
-wait_grep "$T/hold.out" '^ready' 5 || fail "could not open 2 connections through proxyd: $(cat "$T/hold.out")"
+wait_grep "$T/hold.out" '^ready' "$START_WAIT_MIN" || fail "could not open 2 connections through proxyd: $(cat "$T/hold.out")"
 assert_metric eq proxyd_sessions_active '' 2 5
 
 info "3rd connection"

@@ -147,7 +147,7 @@ assert_ge "$ts" "$t0" "last reload success timestamp"
 rm "$T/policy/plugsvc.xml"
 kill -HUP "$PROXYD_PID"
 assert_metric eq proxyd_config_reloads_total 'result="ok"' 2 5
-wait_not_listening "$P_PLUG" 5 || fail "plugsvc still listens after its removal"
+wait_not_listening "$P_PLUG" "$ASYNC_WAIT" || fail "plugsvc still listens after its removal"
 [[ $(metric_value proxyd_sessions_accepted_total "$S") == NA ]] ||
     fail "a removed service without sessions is still exported"
 assert_metric eq proxyd_sessions_accepted_total "$W" "$N_WEB"

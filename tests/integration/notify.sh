@@ -49,12 +49,12 @@ with open(out, "a", buffering=1) as f:
 PY
 python3 "$T/listen.py" "$SOCK" "$P1" "$MSGS" &
 track_pid $!
-wait_grep "$MSGS" '^listening' 5 || fail "the notify listener did not start"
+wait_grep "$MSGS" '^listening' "$START_WAIT_MIN" || fail "the notify listener did not start"
 
 NOTIFY_SOCKET=$SOCK WATCHDOG_USEC=400000 "$PROXYD" -c "$PROXYD_CONF" >>"$PROXYD_LOG" 2>&1 &
 PROXYD_PID=$!
 track_pid "$PROXYD_PID"
-wait_grep "$MSGS" 'READY=1' 5 || fail "no READY=1 within 5 s; got: $(cat "$MSGS")"
+wait_grep "$MSGS" 'READY=1' "$START_WAIT_MIN" || fail "no READY=1 within $START_WAIT_MIN s; got: $(cat "$MSGS")"
 line=$(grep -m1 'READY=1' "$MSGS")
 info "1. $line"
 [[ $line == *"port=up"* ]] || fail "READY=1 arrived before port $P1 listened: $line"
@@ -64,7 +64,7 @@ assert_eq "$r" "0 200" "a request after READY=1"
 
 info "2. SIGHUP (valid config)"
 kill -HUP "$PROXYD_PID"
-wait_grep "$MSGS" 'reloads: 1 ok' 5 || fail "no READY=1 after the reload; got: $(cat "$MSGS")"
+wait_grep "$MSGS" 'reloads: 1 ok' "$ASYNC_WAIT" || fail "no READY=1 after the reload; got: $(cat "$MSGS")"
 grep -E 'RELOADING=1|READY=1' "$MSGS" | cut -d' ' -f3- | tr -s ' ' >"$T/seq"
 assert_eq "$(sed -n 2p "$T/seq" | grep -c 'RELOADING=1 .*MONOTONIC_USEC=[0-9]')" 1 \
     "second message is RELOADING=1 with MONOTONIC_USEC ($(sed -n 2p "$T/seq"))"
@@ -75,7 +75,7 @@ info "   $(sed -n 2p "$T/seq") / $(sed -n 3p "$T/seq")"
 info "2b. SIGHUP (invalid policy): still RELOADING=1 then READY=1"
 echo '<bogus/>' >"$T/policy/bad.xml"
 kill -HUP "$PROXYD_PID"
-wait_grep "$MSGS" 'reloads: 1 ok, 1 failed' 5 || fail "no READY=1 after the failed reload; got: $(cat "$MSGS")"
+wait_grep "$MSGS" 'reloads: 1 ok, 1 failed' "$ASYNC_WAIT" || fail "no READY=1 after the failed reload; got: $(cat "$MSGS")"
 grep -E 'RELOADING=1|READY=1' "$MSGS" | cut -d' ' -f3- | tr -s ' ' >"$T/seq"
 assert_eq "$(sed -n 4p "$T/seq" | grep -c '^RELOADING=1')" 1 "fourth message is RELOADING=1"
 assert_eq "$(sed -n 5p "$T/seq" | grep -c '^READY=1')" 1 "fifth message is READY=1"

@@ -28,7 +28,7 @@ start_proxyd
 # check_session SERVICE MIN_TO_CLIENT: exactly one session-end line, bytes and end=
 check_session() {
     local svc=$1 min=$2 line n tc ts end
-    wait_grep "$PROXYD_LOG" "session-end service=$svc .* end=" 3 ||
+    wait_grep "$PROXYD_LOG" "session-end service=$svc .* end=" "$ASYNC_WAIT" ||
         fail "no session-end line for service $svc"
     n=$(session_end_lines "$svc" | wc -l)
     assert_eq "$n" 1 "number of session-end lines for service $svc"

@@ -69,7 +69,7 @@ assert_eq "$R66_RC" 2 "client exit status without the test CA"
 assert_grep "$T/client.err" "tls handshake: certificate verify failed: unable to get local issuer certificate"
 r66c "$MTLS_SRV_PORT" hosta:pwA "${TLSC[@]}" --tls-name serverb.test --rule in --send "$T/cli/direct.bin"
 assert_eq "$R66_RC" 2 "client exit status without a client certificate"
-wait_grep "$MTLS_SRV_LOG" "tls handshake: .*peer did not return a certificate" 3 ||
+wait_grep "$MTLS_SRV_LOG" "tls handshake: .*peer did not return a certificate" "$ASYNC_WAIT" ||
     fail "the server requiring a client certificate did not refuse: $(cat "$MTLS_SRV_LOG")"
 xfer_ok "direct TLS SEND with a client certificate" "$MTLS_SRV_PORT" hosta:pwA \
     "$T/cli/direct.bin" "$R66_AT_DIR/direct.bin" "${TLSC[@]}" --tls-name serverb.test \

@@ -63,8 +63,8 @@ EOF
 python3 "$T/live.py" "$P1" "$T/go" >"$T/live.out" 2>&1 &
 LIVE_PID=$!
 track_pid "$LIVE_PID"
-wait_grep "$T/live.out" '^ready' 5 || fail "could not open a session through port $P1"
-assert_metric ge proxyd_sessions_active '' 1 3
+wait_grep "$T/live.out" '^ready' "$START_WAIT_MIN" || fail "could not open a session through port $P1"
+assert_metric ge proxyd_sessions_active '' 1
 
 cp "$T/web.xml.good" "$T/policy/web.xml"
 sed -i "s|port=\"$P1\"|port=\"$P3\"|" "$T/policy/web.xml"
@@ -75,7 +75,7 @@ wait_listen "$P2" 5 "$PROXYD_PID" || fail "after SIGHUP, the new service web2 is
 assert_metric ge proxyd_config_reloads_total 'result="ok"' 1
 expect_ok "$P3" "service web after reload"
 expect_ok "$P2" "new service web2 after reload"
-wait_not_listening "$P1" 3 || fail "after SIGHUP, the old port $P1 of service web is still listening"
+wait_not_listening "$P1" "$ASYNC_WAIT" || fail "after SIGHUP, the old port $P1 of service web is still listening"
 rc=0
 curl -s --max-time 5 -o /dev/null "http://127.0.0.1:$P1/index.html" || rc=$?
 assert_eq "$rc" 7 "curl exit status on the removed port $P1 (connection refused)"

@@ -219,11 +219,11 @@ relay_case() {
 relay_case plug-splice "$P_SPLICE"
 relay_case plug-buffer "$P_BUF"
 relay_case http-connect "$P_FWD" "127.0.0.1:$SINK_PORT"
-wait_grep "$PROXYD_LOG" "session-end service=usplice .*to-server=13 .*end=client-closed" 3 ||
+wait_grep "$PROXYD_LOG" "session-end service=usplice .*to-server=13 .*end=client-closed" "$ASYNC_WAIT" ||
     case_fail plug-splice "no session-end line with to-server=13 end=client-closed"
-wait_grep "$PROXYD_LOG" "session-end service=ubuf .*to-server=13 .*end=client-closed" 3 ||
+wait_grep "$PROXYD_LOG" "session-end service=ubuf .*to-server=13 .*end=client-closed" "$ASYNC_WAIT" ||
     case_fail plug-buffer "no session-end line with to-server=13 end=client-closed"
-wait_grep "$PROXYD_LOG" "http-request .* method=CONNECT host=127\\.0\\.0\\.1 .* status=200 " 3 ||
+wait_grep "$PROXYD_LOG" "http-request .* method=CONNECT host=127\\.0\\.0\\.1 .* status=200 " "$ASYNC_WAIT" ||
     case_fail http-connect "no http-request line for the CONNECT with status=200"
 
 # ---- ftp-data (last: see the header)
@@ -248,7 +248,7 @@ else
         else
             bad+=("the server stored no file pub/urgent.bin")
         fi
-        if ! wait_grep "$PROXYD_LOG" 'data-transfer upload cmd=STOR file="pub/urgent\.bin" bytes=13 .* end=ok' 3; then
+        if ! wait_grep "$PROXYD_LOG" 'data-transfer upload cmd=STOR file="pub/urgent\.bin" bytes=13 .* end=ok' "$ASYNC_WAIT"; then
             line=$(grep -E 'data-transfer upload cmd=STOR file="pub/urgent\.bin"' "$PROXYD_LOG" | tail -n 1 || true)
             line=${line#* info }
             bad+=("no data-transfer line with bytes=13 end=ok, got: ${line:-none}")

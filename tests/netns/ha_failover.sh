@@ -215,7 +215,7 @@ px_ha_metric() {
         sed -nE 's/^proxyd_ha_state\{state="([a-z]+)"\} 1$/\1/p'
 }
 assert_px_state() { # W STATE
-    local v deadline=$(($(date +%s%N) + 3000000000))
+    local v deadline=$(($(date +%s%N) + ASYNC_WAIT * 1000000000))
     until [[ $(px_ha_metric "$1") == "$2" ]]; do
         (($(date +%s%N) < deadline)) || fail "proxyd in $1: proxyd_ha_state says '$(px_ha_metric "$1")', expected $2"
         sleep 0.1
@@ -247,10 +247,10 @@ fetch_via() { # W TAG
     local -n own=HA_${w}_OUT
     fetch file "$tag-http" 80
     fetch file "$tag-plug" 8080
-    wait_grep "$ACCESS_LOG" "$tag-plug" 3 || fail "nginx did not log $tag-plug"
+    wait_grep "$ACCESS_LOG" "$tag-plug" || fail "nginx did not log $tag-plug"
     src=$(grep -E -- "$tag-(http|plug)" "$ACCESS_LOG" | awk '{print $1}' | sort -u | tr '\n' ' ')
     assert_eq "${src% }" "$own" "address nginx saw for the $tag requests (fw $w's own)"
-    wait_grep "$T/proxyd-$w.log" "session-end service=tcp .*end=" 3 || fail "no plug session-end line in $w's proxyd log"
+    wait_grep "$T/proxyd-$w.log" "session-end service=tcp .*end=" || fail "no plug session-end line in $w's proxyd log"
 }
 
 # rule_pkts W TEXT: packet counter of the first FORWARD rule of W listing TEXT
@@ -466,7 +466,7 @@ failover() {
 kill_proxyd() { kill -KILL "${PXPID[$1]}"; wait_exit "${PXPID[$1]}" 5 || true; }
 failover A B kill "$HA_BOUND_KILL_MS" kill_proxyd A
 KILL_GAP=$GAP_MS
-wait_state A fault 5
+wait_state A fault 20
 assert_no_grep "$T/proxyd-A.log" 'proxyd exiting' "a clean exit of the killed proxyd"
 start_proxyd_fw A
 wait_state A backup 20
@@ -479,7 +479,7 @@ info "proxyd back on A: A backup, B stays master (nopreempt)"
 link_down() { nsFW "$1" ip link set f0 down; }
 failover B A link "$HA_BOUND_LINK_MS" link_down B
 LINK_GAP=$GAP_MS
-wait_state B fault 5
+wait_state B fault 20
 nsB ip link set f0 up
 wait_state B backup 15
 assert_px_state B backup
@@ -488,9 +488,9 @@ assert_px_state B backup
 
 assert_vips_on A
 assert_px_state A master
-wait_flow_past $(($(flow_field 2) + 5)) 5
+wait_flow_past $(($(flow_field 2) + 5)) 15
 touch "$T/flow.stop"
-wait_exit "$FLOW_PID" 5 || fail "flow client did not stop"
+wait_exit "$FLOW_PID" 15 || fail "flow client did not stop"
 assert_eq "$WAIT_RC" 0 "flow client exit status"
 info "transitions A: $(awk '{print $1 "→" $5}' "$HADIR/A/transitions.log" | tr '\n' ' ')"
 info "transitions B: $(awk '{print $1 "→" $5}' "$HADIR/B/transitions.log" | tr '\n' ' ')"

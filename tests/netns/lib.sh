@@ -227,10 +227,10 @@ log_count() {
     grep -Ec -- "$1" "$PROXYD_LOG" 2>/dev/null || true
 }
 
-# wait_log_count REGEX N [TIMEOUT_S=5]: wait until at least N lines match
+# wait_log_count REGEX N [TIMEOUT_S=ASYNC_WAIT]: wait until at least N lines match
 # (log lines come from a thread); returns 1 on timeout
 wait_log_count() {
-    local re=$1 n=$2 timeout=${3:-5} deadline
+    local re=$1 n=$2 timeout=${3:-${ASYNC_WAIT:-15}} deadline
     deadline=$(($(date +%s%N) + timeout * 1000000000))
     until (($(log_count "$re") >= n)); do
         (($(date +%s%N) < deadline)) || return 1
