@@ -198,5 +198,11 @@ info "counters"
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="auth_tls"' 4
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="tls_required"' 2
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="data_tls"' 10
+# TLS handshakes by service, data channels included: ss's data connections
+# to vsftpd resume its control session's TLS session
+assert_metric ge proxyd_tls_handshakes_total 'service="cs",analyser="ftp",side="client",resumed="no"' 1
+assert_metric eq proxyd_tls_handshakes_total 'service="cs",analyser="ftp",side="server"' 0
+assert_metric ge proxyd_tls_handshakes_total 'service="ss",analyser="ftp",side="server",resumed="yes"' 4
+assert_metric eq proxyd_tls_handshakes_total 'service="ss",analyser="ftp",side="client"' 0
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"
