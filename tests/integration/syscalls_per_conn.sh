@@ -53,8 +53,13 @@ assert_eq "$(calls getsockopt)" 0 "getsockopt: a connect that completed needs no
 assert_eq "$(calls getsockname)" 0 "getsockname: fixed mode needs no local address"
 assert_eq "$(calls fcntl)" 0 "fcntl: sockets are made non-blocking and close-on-exec when created"
 assert_eq "$(calls shutdown)" "$N" "shutdown: the first end passed on; the second end's FIN is the close's"
-# 2 accept4, 1 setsockopt, socket, connect, 5 epoll_ctl, 6 splice, 1 shutdown, 2 close
-# (5 % slack: on a busy machine a splice can meet EAGAIN, then an ioctl
-# checks for urgent data; one call more per connection is 100 %)
-((total <= 19 * N + N / 20)) || fail "$total calls for $N connections: more than 19 per connection"
+# 2 accept4, 1 setsockopt, socket, connect, 5 epoll_ctl, 6 splice, 1 shutdown, 2 close.
+# On a busy machine a splice can meet EAGAIN (its data not there yet), then
+# an ioctl checks for urgent data: timing, not structure, so those two are
+# budgeted apart (CI once had 12 such calls in 200 connections, 0.06 each).
+failed_splices=$(awk '$NF == "splice" && NF == 6 { print $5; f = 1 } END { if (!f) print 0 }' "$T/strace.txt")
+retries=$((failed_splices + $(calls ioctl)))
+((total - retries <= 19 * N)) ||
+    fail "$((total - retries)) calls for $N connections (and $retries for EAGAIN splices): more than 19 per connection"
+((retries <= N / 2)) || fail "$retries EAGAIN splices and their ioctls for $N connections: more than one every other connection"
 info "ok"
