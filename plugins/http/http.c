@@ -777,7 +777,7 @@ http_server_gone(struct http_state *h, int err)
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == 0) {
 		http_error(h, 502, !eof ? "server connection failed" :
-		    evbuffer_get_length(h->srv.io->in) != 0 ?
+		    h->srv.io != NULL && evbuffer_get_length(h->srv.io->in) != 0 ?
 		    "server closed inside the response head" :
 		    "server closed before responding");
 		return;

@@ -135,8 +135,10 @@ void	http_drive(struct http_state *h);
  * family 0. 0, or -1 when malformed. */
 int	http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	    size_t hsize, struct sockaddr_storage *ss, uint16_t *port);
-/* Opens h->srv on dst (pooled unless CONNECT). 0, or -1 (logged). */
-int	http_server_open(struct http_state *h, const struct sockaddr *dst);
+/* Opens h->srv on dst: a pooled connection if pooled_ok (never for
+ * CONNECT), else a new one. 0, or -1 (logged). */
+int	http_server_open(struct http_state *h, const struct sockaddr *dst,
+	    bool pooled_ok);
 /* Closes h->srv: to the pool when reusable and nothing is left in it. */
 void	http_server_drop(struct http_state *h, bool reusable);
 /* The request head is in head_out and dst is known: picks a server
@@ -145,7 +147,9 @@ void	http_dispatch(struct http_state *h, const struct sockaddr *dst);
 /* Forward mode: resolves h->host, then http_dispatch (or a 502). */
 void	http_resolve(struct http_state *h, uint16_t port);
 /* A replayable request whose reused connection died unanswered goes again
- * on a new one; false if it cannot. */
+ * on a new connection (or, when none can be opened, is answered 502):
+ * true. False, with h->srv untouched, when the request cannot be
+ * retried. */
 bool	http_retry(struct http_state *h);
 /* px_analyser.on_worker_exit: the worker's resolver. */
 void	http_worker_exit(void);

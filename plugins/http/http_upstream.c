@@ -113,15 +113,16 @@ http_authority(const char *a, size_t len, uint16_t defport, char *host,
 }
 
 int
-http_server_open(struct http_state *h, const struct sockaddr *dst)
+http_server_open(struct http_state *h, const struct sockaddr *dst,
+    bool pooled_ok)
 {
 	struct http_server *sv = &h->srv;
 	const char *stage = "connect";
 	bool reused;
 
 	/* A tunnel takes its connection for good: never a pooled one. */
-	sv->io = px_session_upstream_open(h->s, dst, !h->is_connect, &reused,
-	    &stage);
+	sv->io = px_session_upstream_open(h->s, dst, pooled_ok && !h->is_connect,
+	    &reused, &stage);
 	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
 		    stage, strerror(errno));
@@ -183,7 +184,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	if (h->srv.io != NULL) {
 		h->srv.reused = true;
 		h->srv.kept = true;
-	} else if (http_server_open(h, dst) == -1) {
+	} else if (http_server_open(h, dst, true) == -1) {
 		h->req = HTTP_REQ_DONE;
 		http_error(h, 502, "cannot connect to the server");
 		return;
@@ -290,15 +291,14 @@ http_retry(struct http_state *h)
 		return false;
 	memcpy(&dst, &h->srv.dst, sizeof(dst));
 	http_server_drop(h, false);
-	if (http_server_open(h, (struct sockaddr *)&dst) == -1)
-		return false;
-	if (h->srv.reused) {
-		/* The pool may hold more dead ones: only a fresh connection
-		 * counts as the retry. */
-		http_server_drop(h, false);
-		return false;
-	}
 	h->retried = true;
+	/* A fresh connection, never the pool's: the origin that closed this
+	 * one has likely closed its idle siblings in the pool the same way,
+	 * and the one retry must not be spent on another of them. */
+	if (http_server_open(h, (struct sockaddr *)&dst, false) == -1) {
+		http_error(h, 502, "cannot connect to the server");
+		return true;
+	}
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
 	evbuffer_add_buffer_reference(h->srv.io->out, h->req_copy);
 	h->progress++;
