@@ -826,6 +826,25 @@ http_client_failed(struct http_state *h, int err)
 	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
 
+/* `buffer` bounds a direction, not a buffer: what was read from one side
+ * and what waits to be written to the other count together, so a slow
+ * reader holds one buffer's worth per direction, as plug does. */
+static size_t
+http_dir_queued(const struct px_conn *from, const struct px_conn *to)
+{
+	return evbuffer_get_length(from->in) +
+	    (to != NULL ? evbuffer_get_length(to->out) : 0);
+}
+
+static size_t
+http_dir_room(const struct http_state *h, const struct px_conn *from,
+    const struct px_conn *to)
+{
+	size_t queued = http_dir_queued(from, to);
+
+	return queued < h->buffer ? h->buffer - queued : 0;
+}
+
 /* Runs every step that can make progress, writes what is queued, and sets
  * which sockets to read. Called at the end of every event. */
 void
@@ -879,24 +898,24 @@ http_drive(struct http_state *h)
 		return;
 	/* Read a side only while its unprocessed input is under `buffer`. */
 	px_conn_read_enable(h->c, !h->client_eof &&
-	    evbuffer_get_length(h->c->in) < h->buffer);
+	    http_dir_room(h, h->c, h->srv.io) > 0);
 	if (h->srv.io != NULL && h->srv.connected)
 		px_conn_read_enable(h->srv.io, !h->srv.io->eof &&
-		    evbuffer_get_length(h->srv.io->in) < h->buffer);
+		    http_dir_room(h, h->srv.io, h->c) > 0);
 }
 
 /* ---- events ------------------------------------------------------------ */
+
 
 static void
 http_client_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
-	size_t len = evbuffer_get_length(h->c->in);
 	ssize_t n;
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->c, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(h->c, http_dir_room(h, h->c, h->srv.io));
 	if (n > 0)
 		h->progress++;
 	else if (n == 0)
@@ -928,12 +947,11 @@ static void
 http_server_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
-	size_t len = evbuffer_get_length(h->srv.io->in);
 	ssize_t n;
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->srv.io, len < h->buffer ? h->buffer - len : 0);
+	n = px_conn_recv(h->srv.io, http_dir_room(h, h->srv.io, h->c));
 	if (n > 0) {
 		h->srv.got_bytes = true;
 		h->progress++;
