@@ -63,6 +63,10 @@ struct px_driver {
 	void	(*on_writable)(struct px_session *s, void *st,
 		    enum px_chan_end side);
 	void	(*on_timer)(struct px_session *s, void *st);
+	/* A reload replaced the worker's configuration; the session keeps
+	 * the old one (px_session_config_stale). NULL: nothing to do. The
+	 * analyser may end the session here. */
+	void	(*on_config)(struct px_session *s, void *st);
 };
 
 struct px_analyser {
@@ -162,6 +166,10 @@ enum px_end_verdict {
 /* policy: deny; the client's or server's failure, the proxy's own, a
  * timeout while connecting: error; everything else: accept. */
 enum px_end_verdict px_end_verdict(enum px_end_by by, enum px_end_phase phase);
+/* A reload replaced the configuration this session was accepted under:
+ * its policy is no longer the one in force. */
+bool		 px_session_config_stale(const struct px_session *s);
+
 /* Their names in the session-end line (by=, phase=, verdict=). */
 const char	*px_end_by_name(enum px_end_by by);
 const char	*px_end_phase_name(enum px_end_phase phase);

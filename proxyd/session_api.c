@@ -24,6 +24,12 @@ px_session_policy(const struct px_session *s)
 	return s->svc->analyser_policy;
 }
 
+bool
+px_session_config_stale(const struct px_session *s)
+{
+	return s->cfg != s->w->cfg;
+}
+
 uint64_t
 px_session_id(const struct px_session *s)
 {

@@ -472,6 +472,24 @@ px_worker_close_all(struct px_worker *w, const char *reason)
 		px_session_end(s, PX_END_SHUTDOWN, reason);
 }
 
+/* Tells the driver analysers' sessions that the policy they run under is
+ * no longer the one in force (an http keep-alive connection closes rather
+ * than judge new requests by the old policy). */
+static void
+px_worker_config_changed(struct px_worker *w)
+{
+	struct px_session *s, *next;
+
+	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
+		const struct px_driver *d = s->svc->analyser->driver;
+
+		next = TAILQ_NEXT(s, link);
+		if (s->state == PX_SS_RELAY && s->an_state != NULL &&
+		    d != NULL && d->on_config != NULL)
+			d->on_config(s, s->an_state);
+	}
+}
+
 static void
 px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -494,6 +512,7 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 		px_config_unref(w->cfg);
 		w->cfg = ncfg;
 		px_worker_rate_limits(w, ncfg);
+		px_worker_config_changed(w);
 	} else if (ncfg != NULL) {
 		if (!w->draining)
 			px_log(LOG_ERR, 0, "worker %u: out of memory applying the "

@@ -482,6 +482,10 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 			h->client_keep = false;
 		}
 	}
+	/* The policy changed since this connection came: it serves no
+	 * request under the old one after this (see http_on_config). */
+	if (px_session_config_stale(h->s))
+		h->client_keep = false;
 	rs.dechunk = h->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
@@ -555,7 +559,7 @@ http_transaction_done(struct http_state *h)
 
 	/* Answered before its body was all sent (an early 413, say): where
 	 * the next request would start is unknown, so none is read. */
-	if (h->req != HTTP_REQ_DONE)
+	if (h->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
 	http_log_request(h);
 	if (keep_server && h->client_keep && !h->client_eof) {
@@ -1112,10 +1116,28 @@ http_writable(struct px_session *s, void *st, enum px_chan_end side)
 		http_server_wr_cb(h->srv.io, h);
 }
 
+/* A reload: no request is judged by the old policy once the new one is in
+ * force. A connection with no request under way closes now (as an idle
+ * keep-alive connection may close at any time); one with a request under
+ * way closes after that response (http_transaction_done). */
+static void
+http_on_config(struct px_session *s, void *st)
+{
+	struct http_state *h = st;
+
+	if (h->gone || h->closing || h->tunnel || h->c == NULL)
+		return;
+	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE &&
+	    evbuffer_get_length(h->c->in) == 0)
+		px_session_finish(s, PX_END_SHUTDOWN,
+		    "reload: idle keep-alive connection closed");
+}
+
 static const struct px_driver http_driver = {
 	.on_readable = http_readable,
 	.on_writable = http_writable,
 	.on_timer = http_timer_cb,
+	.on_config = http_on_config,
 };
 
 /* The admin's session list: the request in flight, or how many came. */
