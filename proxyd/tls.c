@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libxml/tree.h>
@@ -127,15 +128,30 @@ px_tls_worker_init(struct px_tls_worker *tw)
 	memset(tw, 0, sizeof(*tw));
 }
 
+/* Frees the entry's session at i, the newer ones moving down. */
+static void
+px_tls_cache_drop(struct px_tls_cache_entry *ce, unsigned i)
+{
+	SSL_SESSION_free(ce->sessions[i]);
+	memmove(&ce->sessions[i], &ce->sessions[i + 1],
+	    (ce->nsessions - i - 1) * sizeof(ce->sessions[0]));
+	ce->sessions[--ce->nsessions] = NULL;
+}
+
+static void
+px_tls_cache_clear(struct px_tls_cache_entry *ce)
+{
+	while (ce->nsessions > 0)
+		px_tls_cache_drop(ce, ce->nsessions - 1);
+}
+
 void
 px_tls_worker_free(struct px_tls_worker *tw)
 {
 	size_t i;
 
-	for (i = 0; i < PX_TLS_CACHE_SIZE; i++) {
-		SSL_SESSION_free(tw->cache[i].session);
-		tw->cache[i].session = NULL;
-	}
+	for (i = 0; i < PX_TLS_CACHE_SIZE; i++)
+		px_tls_cache_clear(&tw->cache[i]);
 	for (i = 0; i < tw->nleaves; i++)
 		X509_free(tw->leaves[i].x509);
 	free(tw->leaves);
@@ -147,7 +163,7 @@ static bool
 px_tls_cache_same(const struct px_tls_cache_entry *ce,
     const struct px_tls_conn *tc)
 {
-	return ce->session != NULL && ce->ctx_id == tc->ctx_id &&
+	return ce->nsessions > 0 && ce->ctx_id == tc->ctx_id &&
 	    strcmp(ce->name, tc->name) == 0 &&
 	    memcmp(&ce->addr, &tc->addr, sizeof(ce->addr)) == 0;
 }
@@ -163,8 +179,9 @@ px_tls_cache_find(struct px_tls_worker *tw, const struct px_tls_conn *tc)
 	return NULL;
 }
 
-/* Keeps the newest session per server (the key of tc), the least recently
- * used one giving way. Takes sess's reference (returns 1). */
+/* Keeps the newest PX_TLS_CACHE_TICKETS sessions per server (the key of
+ * tc), the least recently used server giving way. Takes sess's reference
+ * (returns 1). */
 int
 px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 {
@@ -185,14 +202,50 @@ px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 		for (i = 1; i < PX_TLS_CACHE_SIZE; i++)
 			if (tc->tw->cache[i].used < ce->used)
 				ce = &tc->tw->cache[i];
+		px_tls_cache_clear(ce);
+		ce->ctx_id = tc->ctx_id;
+		memcpy(&ce->addr, &tc->addr, sizeof(ce->addr));
+		memcpy(ce->name, tc->name, sizeof(ce->name));
 	}
-	SSL_SESSION_free(ce->session);
-	ce->session = sess;
-	ce->ctx_id = tc->ctx_id;
-	memcpy(&ce->addr, &tc->addr, sizeof(ce->addr));
-	memcpy(ce->name, tc->name, sizeof(ce->name));
+	if (ce->nsessions == PX_TLS_CACHE_TICKETS)
+		px_tls_cache_drop(ce, 0);
+	ce->sessions[ce->nsessions++] = sess;
 	ce->used = ++tc->tw->clock;
 	return 1;
+}
+
+/* A session to resume towards tc's server, or NULL; the caller owns the
+ * reference. Never one the cache keeps: OpenSSL marks a TLS 1.3 client
+ * session spent once a handshake that resumed it is done (a ticket is for
+ * one use), and the tickets that follow come a round trip later, so a
+ * connection starting meanwhile would find none to resume. The newest of
+ * several is taken out; the last one is lent as a copy, for connections
+ * that start before new tickets come. Spent and expired ones are dropped. */
+static SSL_SESSION *
+px_tls_cache_take(struct px_tls_worker *tw, const struct px_tls_conn *tc)
+{
+	struct px_tls_cache_entry *ce = px_tls_cache_find(tw, tc);
+	long now = (long)time(NULL);
+	SSL_SESSION *sess;
+	unsigned i;
+
+	if (ce == NULL)
+		return NULL;
+	for (i = ce->nsessions; i-- > 0;) {
+		sess = ce->sessions[i];
+		if (SSL_SESSION_is_resumable(sess) != 1 ||
+		    SSL_SESSION_get_time(sess) + SSL_SESSION_get_timeout(sess) <=
+		    now)
+			px_tls_cache_drop(ce, i);
+	}
+	if (ce->nsessions == 0)
+		return NULL;
+	ce->used = ++tw->clock;
+	if (ce->nsessions == 1)
+		return SSL_SESSION_dup(ce->sessions[0]);
+	sess = ce->sessions[--ce->nsessions];
+	ce->sessions[ce->nsessions] = NULL;
+	return sess;
 }
 
 /* ---- the transform ------------------------------------------------------ */
@@ -464,7 +517,7 @@ px_tls_resumed(const struct px_conn *c)
 static int
 px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
 {
-	struct px_tls_cache_entry *ce;
+	SSL_SESSION *cached;
 	const struct sockaddr *a = p->addr;
 	X509_VERIFY_PARAM *param = SSL_get0_param(tc->ssl);
 
@@ -502,9 +555,9 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
 		if (sess != NULL)
 			(void)SSL_set_session(tc->ssl, sess);
 	} else if (tc->tw != NULL &&
-	    (ce = px_tls_cache_find(tc->tw, tc)) != NULL) {
-		(void)SSL_set_session(tc->ssl, ce->session);
-		ce->used = ++tc->tw->clock;
+	    (cached = px_tls_cache_take(tc->tw, tc)) != NULL) {
+		(void)SSL_set_session(tc->ssl, cached);
+		SSL_SESSION_free(cached);
 	}
 	SSL_set_connect_state(tc->ssl);
 	return 0;

@@ -66,13 +66,17 @@ struct px_tls_leaf {
 };
 
 /* A worker's sessions towards servers, for resumption (mode="originate").
- * Small and per worker: no lock, and a worker talks to few servers. */
+ * Small and per worker: no lock, and a worker talks to few servers. Each
+ * server gets a few sessions, oldest first: TLS 1.3 tickets come after the
+ * handshake, one or two at a time, and are meant to be used once. */
 #define PX_TLS_CACHE_SIZE	64
+#define PX_TLS_CACHE_TICKETS	4
 struct px_tls_cache_entry {
 	uint64_t		 ctx_id;	/* px_tls_ctx's, never reused */
 	struct sockaddr_storage	 addr;
 	char			 name[256];
-	void			*session;	/* SSL_SESSION */
+	void			*sessions[PX_TLS_CACHE_TICKETS]; /* SSL_SESSION */
+	unsigned		 nsessions;
 	uint64_t		 used;
 };
 struct px_tls_worker {
