@@ -315,11 +315,14 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (s->kb_server_hs) {
+		px_tls_handshake_timed_out(&s->dconn[1]);
 		px_session_end(s, PX_END_SERVER_FAIL, "server-error: tls: "
 		    "handshake timed out");
 		return;
 	}
 	if (s->tls_handshaking) {
+		/* (A passthrough ClientHello is no handshake of ours.) */
+		px_tls_handshake_timed_out(&s->dconn[0]);
 		px_session_end(s, PX_END_CLIENT_FAIL, "client-error: tls: "
 		    "handshake timed out");
 		return;
@@ -926,7 +929,10 @@ px_session_handshake_step(struct px_session *s)
 	if ((sni = px_tls_client_sni(c)) != NULL)
 		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
 	s->admitted = true;
-	px_session_connect_server(s);
+	if (s->svc->analyser->driver != NULL)
+		px_session_connected(s);	/* it connects on its own */
+	else
+		px_session_connect_server(s);
 }
 
 /* Opens the session's own conn of a side (before any relay) with TLS in
@@ -1015,9 +1021,10 @@ px_session_handshake_cb(struct px_conn *c, void *arg)
 	px_session_handshake_step(arg);
 }
 
-/* A relayed analyser under TLS from the client: the handshake first, so
- * that what is not TLS never reaches a server and the client's name is
- * known before the server's handshake needs it. */
+/* Any analyser under TLS from the client: the handshake first, so that
+ * what is not TLS never reaches a server or an analyser, the client's name
+ * is known before the server's handshake needs it, and a failed handshake
+ * ends the same way everywhere (phase=accept, the TLS reason, counted). */
 static void
 px_session_client_handshake(struct px_session *s)
 {
@@ -1134,8 +1141,7 @@ px_session_proceed(struct px_session *s)
 {
 	const struct px_service *svc = s->svc;
 
-	if (svc->analyser->driver != NULL &&
-	    (svc->tls_client == NULL || !px_tls_is_keybridge(svc->tls_client))) {
+	if (svc->analyser->driver != NULL && svc->tls_client == NULL) {
 		s->admitted = true;
 		px_session_connected(s);
 		return;

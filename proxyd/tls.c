@@ -313,6 +313,26 @@ px_tls_set_failure(struct px_tls_conn *tc, enum px_tls_failure f)
 		px_tls_inc(&tc->n->failures[tc->side][f]);
 }
 
+/* A client that ends or resets its connection before its handshake is
+ * done failed that handshake, whoever drives it (the core, an analyser's
+ * read, a STARTTLS): counted and said the same way, never a plain end. */
+static ssize_t
+px_tls_client_cut(struct px_tls_conn *tc, int saved)
+{
+	px_tls_set_failure(tc, PX_TLS_FAIL_OTHER);
+	if (saved != 0)
+		snprintf(tc->error, sizeof(tc->error), "tls: %s during the "
+		    "handshake", strerror(saved));
+	else if (BIO_number_read(SSL_get_rbio(tc->ssl)) == 0)
+		snprintf(tc->error, sizeof(tc->error), "tls: closed before "
+		    "the handshake");
+	else
+		snprintf(tc->error, sizeof(tc->error), "tls: closed during "
+		    "the handshake");
+	errno = EPROTO;
+	return -1;
+}
+
 /* What a failed SSL call (rc) means for the conn: -1 with errno (EAGAIN
  * with *want), or 0 for the peer's orderly end. */
 static ssize_t
@@ -337,11 +357,15 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		errno = EAGAIN;
 		return -1;
 	case SSL_ERROR_ZERO_RETURN:
+		if (!tc->done && tc->side == PX_TLS_CLIENT)
+			return px_tls_client_cut(tc, 0);
 		return 0;
 	case SSL_ERROR_SYSCALL:
 		ERR_clear_error();
-		if (saved == 0 && (tc->done || tc->side == PX_TLS_CLIENT))
-			return 0;	/* a client that only connected: EOF */
+		if (!tc->done && tc->side == PX_TLS_CLIENT)
+			return px_tls_client_cut(tc, saved);
+		if (saved == 0 && tc->done)
+			return 0;
 		if (saved == 0) {
 			/* A server that closes inside the handshake. */
 			px_tls_set_failure(tc, PX_TLS_FAIL_OTHER);
@@ -422,6 +446,18 @@ px_tls_handshake(struct px_conn *c, enum px_conn_want *want)
 	if (px_tls_failed(tc, rc, want) == 0)
 		errno = ECONNRESET;	/* an orderly end inside a handshake */
 	return -1;
+}
+
+void
+px_tls_handshake_timed_out(struct px_conn *c)
+{
+	struct px_tls_conn *tc = c->tf == &px_tls_transform ? c->tf_state :
+	    NULL;
+
+	if (tc == NULL || tc->done)
+		return;
+	px_tls_set_failure(tc, PX_TLS_FAIL_OTHER);
+	snprintf(tc->error, sizeof(tc->error), "tls: handshake timed out");
 }
 
 static int

@@ -160,6 +160,9 @@ int	px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	    const struct px_tls_peer *p);
 
 enum px_tls_failure px_tls_failure(const struct px_conn *c);
+/* c's handshake took too long: a failure (other), counted like the others.
+ * Nothing for a conn without TLS or already handshaken. */
+void	px_tls_handshake_timed_out(struct px_conn *c);
 /* A TLS conn whose handshake resumed an earlier session. */
 bool	px_tls_resumed(const struct px_conn *c);
 /* Its peer's chain verified (a TLS conn that checked it). */
