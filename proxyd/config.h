@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "cfgread.h"
 #include "parse.h"
 #include "zone.h"
 
@@ -109,20 +110,6 @@ struct px_config {
 	size_t			 ngroups;
 };
 
-/* Error sink: every problem found is reported as "file:line: reason". */
-struct px_cfgerr {
-	FILE		*out;		/* where errors go; NULL: only counted */
-	unsigned	 count;
-	const char	*file;		/* file being loaded */
-	char		 first[512];	/* first error, for the reload log */
-	char		 last[512];	/* the line printed last: said once */
-};
-
-void	px_cfg_error(struct px_cfgerr *e, const struct _xmlNode *node,
-	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void	px_cfg_error_line(struct px_cfgerr *e, const char *file, long line,
-	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
 /* Loads the daemon file and every policy. Returns NULL after reporting at
  * least one error to *e. The result has one reference. */
 struct px_config *px_config_load(const char *path, struct px_cfgerr *e);
@@ -131,22 +118,6 @@ struct px_config *px_config_ref(struct px_config *c);
  * until its last session ends. */
 extern atomic_uint px_configs_live;
 void	px_config_unref(struct px_config *c);
-
-/* A node's line in its file, true past 65535 too. */
-long	px_xml_line(const struct _xmlNode *n);
-
-/* Attribute readers for policy loaders: absent leaves *out alone and
- * returns 0; a bad value is reported as file:line and returns -1. */
-char	*px_attr(const struct _xmlNode *n, const char *name);	/* xmlFree() */
-int	px_attr_duration(struct px_cfgerr *e, const struct _xmlNode *n,
-	    const char *name, bool allow_zero, uint64_t min, uint64_t max,
-	    uint64_t *out);
-int	px_attr_size(struct px_cfgerr *e, const struct _xmlNode *n,
-	    const char *name, uint64_t min, uint64_t max, uint64_t *out);
-int	px_attr_uint(struct px_cfgerr *e, const struct _xmlNode *n,
-	    const char *name, uint64_t min, uint64_t max, uint64_t *out);
-int	px_attr_bool(struct px_cfgerr *e, const struct _xmlNode *n,
-	    const char *name, bool *out);
 
 const char *px_mode_name(enum px_mode m);
 

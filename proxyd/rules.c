@@ -8,7 +8,7 @@
 
 #include <libxml/tree.h>
 
-#include "config.h"
+#include "cfgread.h"
 
 #define PX_PATTERN_MAX	255
 

@@ -25,7 +25,7 @@
 #include <openssl/x509v3.h>
 #include <openssl/x509err.h>
 
-#include "config.h"
+#include "cfgread.h"
 #include "bucket.h"
 #include "conn.h"
 #include "log.h"
