@@ -12,7 +12,9 @@
 #include <sys/types.h>
 
 #include "cfgread.h"
+#include "log.h"
 #include "parse.h"
+#include "dispatch.h"
 #include "zone.h"
 
 struct px_analyser;
@@ -23,13 +25,6 @@ enum px_mode {
 	PX_MODE_TRANSPARENT,
 	PX_MODE_REDIRECT,
 	PX_MODE_FORWARD,
-};
-
-enum px_log_target {
-	PX_LOG_STDERR = 0,
-	PX_LOG_SYSLOG,
-	PX_LOG_FILE,
-	PX_LOG_JOURNAL,		/* systemd-journald, native fields */
 };
 
 struct px_service {

@@ -12,9 +12,16 @@
 #include <stdint.h>
 #include <syslog.h>
 
-#include "config.h"
 
 struct px_log_ring;
+
+/* Where log lines go (log/@target). */
+enum px_log_target {
+	PX_LOG_STDERR = 0,
+	PX_LOG_SYSLOG,
+	PX_LOG_FILE,
+	PX_LOG_JOURNAL,		/* systemd-journald, native fields */
+};
 
 int	px_log_open(enum px_log_target target, const char *file, int level);
 /* Switches target/level (SIGHUP); also reopens a file for log rotation. */

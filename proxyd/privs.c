@@ -15,7 +15,7 @@
 
 #include <libxml/tree.h>
 
-#include "cfgread.h"
+#include "config.h"
 #include "log.h"
 
 static const cap_value_t px_kept_caps[] = {

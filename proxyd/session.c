@@ -1167,7 +1167,8 @@ px_session_connect_server(struct px_session *s)
 	bool in_progress;
 	int sfd;
 
-	sfd = px_upstream_connect(svc, (struct sockaddr *)&s->server,
+	sfd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL,
+	    (struct sockaddr *)&s->server,
 	    px_sockaddr_len((struct sockaddr *)&s->server),
 	    svc->spoof_source ? (struct sockaddr *)&s->client : NULL,
 	    &in_progress, &stage);

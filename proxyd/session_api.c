@@ -115,8 +115,8 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	struct px_pool_key key;
 	bool in_progress;
 
-	px_pool_key_init(&key, svc, dst, src, px_session_tls_name(s),
-	    s->kb_untrusted);
+	px_pool_key_init(&key, svc->has_mark ? &svc->mark : NULL,
+	    svc->tls_server, dst, src, px_session_tls_name(s), s->kb_untrusted);
 	if (pooled_ok && px_pool_take(&s->w->pool, &key, out) == 0) {
 		*reused = true;
 		PX_SC_ADD(s->m, upstream_reused, 1);
@@ -127,8 +127,8 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	*reused = false;
 	out->tf = NULL;
 	out->tf_state = NULL;
-	out->fd = px_upstream_connect(svc, dst, px_sockaddr_len(dst), src,
-	    &in_progress, stage);
+	out->fd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL, dst,
+	    px_sockaddr_len(dst), src, &in_progress, stage);
 	PX_SC_ADD(s->m, upstream_connects, 1);
 	if (out->fd == -1) {
 		PX_SC_ADD(s->m, connect_failures, 1);
@@ -323,7 +323,8 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 	}
 	pc.tf = kept.tf;
 	pc.tf_state = kept.tf_state;
-	px_pool_key_init(&key, s->svc, dst, s->svc->spoof_source ?
+	px_pool_key_init(&key, s->svc->has_mark ? &s->svc->mark : NULL,
+	    s->svc->tls_server, dst, s->svc->spoof_source ?
 	    (const struct sockaddr *)&s->client : NULL,
 	    px_session_tls_name(s), s->kb_untrusted);
 	px_pool_put(&s->w->pool, &key, &pc, max, idle_ms);

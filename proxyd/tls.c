@@ -26,7 +26,6 @@
 #include <openssl/x509v3.h>
 #include <openssl/x509err.h>
 
-#include "config.h"
 #include "bucket.h"
 #include "conn.h"
 #include "log.h"

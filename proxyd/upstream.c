@@ -13,10 +13,10 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
-#include "config.h"
 #include "bucket.h"
 #include "conn.h"
 #include "listener.h"
+#include "parse.h"
 #include "tls.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -47,7 +47,7 @@ px_upstream_spoof(int fd, const struct sockaddr *source)
 }
 
 int
-px_upstream_connect(const struct px_service *svc, const struct sockaddr *dst,
+px_upstream_connect(const uint32_t *mark, const struct sockaddr *dst,
     socklen_t len, const struct sockaddr *source, bool *in_progress,
     const char **stage)
 {
@@ -62,8 +62,8 @@ px_upstream_connect(const struct px_service *svc, const struct sockaddr *dst,
 	/* Without it, small keep-alive responses wait on delayed ACKs. */
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	*stage = "mark";
-	if (svc->has_mark && setsockopt(fd, SOL_SOCKET, SO_MARK, &svc->mark,
-	    sizeof(svc->mark)) == -1)
+	if (mark != NULL && setsockopt(fd, SOL_SOCKET, SO_MARK, mark,
+	    sizeof(*mark)) == -1)
 		goto fail;
 	*stage = "spoof-source";
 	if (source != NULL && px_upstream_spoof(fd, source) == -1)
@@ -135,9 +135,9 @@ px_pooled_close(const struct px_pooled *c)
 }
 
 void
-px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
-    const struct sockaddr *dst, const struct sockaddr *source,
-    const char *tls_name, bool tls_unverified)
+px_pool_key_init(struct px_pool_key *k, const uint32_t *mark,
+    const struct px_tls_ctx *tls, const struct sockaddr *dst,
+    const struct sockaddr *source, const char *tls_name, bool tls_unverified)
 {
 	memset(k, 0, sizeof(*k));
 	memcpy(&k->dst, dst, px_sockaddr_len(dst));
@@ -147,9 +147,9 @@ px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
 		memcpy(&k->src, source, px_sockaddr_len(source));
 		px_sockaddr_set_port(&k->src, 0);
 	}
-	k->mark = svc->has_mark ? svc->mark : 0;
-	if (svc->tls_server != NULL) {
-		k->tls_ctx = px_tls_ctx_id(svc->tls_server);
+	k->mark = mark != NULL ? *mark : 0;
+	if (tls != NULL) {
+		k->tls_ctx = px_tls_ctx_id(tls);
 		if (tls_name != NULL)
 			snprintf(k->tls_name, sizeof(k->tls_name), "%s",
 			    tls_name);

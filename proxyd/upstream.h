@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 
 struct event_base;
-struct px_service;
+struct px_tls_ctx;
 struct px_pool_conn;
 struct px_conn_transform;
 
@@ -35,10 +35,10 @@ struct px_pooled {
 };
 
 /* Starts a non-blocking connect to dst, from `source` when it is not NULL
- * (the client's address: spoof-source), with the service's SO_MARK.
+ * (the client's address: spoof-source), with SO_MARK *mark (NULL: none).
  * Returns the fd with *in_progress set when the connect is under way, or
  * -1 with errno set and *stage naming the step that failed. */
-int	px_upstream_connect(const struct px_service *svc,
+int	px_upstream_connect(const uint32_t *mark,
 	    const struct sockaddr *dst, socklen_t len,
 	    const struct sockaddr *source, bool *in_progress,
 	    const char **stage);
@@ -58,11 +58,14 @@ struct px_pool {
 
 void	px_pool_init(struct px_pool *p, struct event_base *base,
 	    atomic_uint_fast64_t *stale);
-/* tls_name: the name a TLS connection was verified for (NULL: none);
- * tls_unverified: its chain did not verify (keybridge let it through). */
-void	px_pool_key_init(struct px_pool_key *k, const struct px_service *svc,
-	    const struct sockaddr *dst, const struct sockaddr *source,
-	    const char *tls_name, bool tls_unverified);
+/* mark: SO_MARK (NULL: none); tls: the context connections are
+ * originated with (NULL: plain); tls_name: the name a TLS connection was
+ * verified for (NULL: none); tls_unverified: its chain did not verify
+ * (keybridge let it through). */
+void	px_pool_key_init(struct px_pool_key *k, const uint32_t *mark,
+	    const struct px_tls_ctx *tls, const struct sockaddr *dst,
+	    const struct sockaddr *source, const char *tls_name,
+	    bool tls_unverified);
 /* An idle connection for k that still looks alive into *out: 0, or -1
  * (none). */
 int	px_pool_take(struct px_pool *p, const struct px_pool_key *k,

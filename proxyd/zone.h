@@ -103,6 +103,14 @@ struct px_addrlist {
 	size_t		 nzones;
 };
 
+/* The zones holding k's zone, from it outwards, each with the prefix
+ * length that counts for it: its own prefix on the path or, for a zone
+ * without addresses, that of the zone inside it. Returns how many. */
+size_t	px_zone_chain(const struct px_zones *zs, const struct px_zone_path *zp,
+	    int32_t *zone, uint8_t *len);
+/* "addr/prefix" for messages. */
+void	px_cidr_str(const struct px_cidr *c, char *buf, size_t size);
+
 int	px_addrlist_load(struct px_addrlist *l, const struct _xmlNode *n,
 	    const struct px_zones *zs, struct px_cfgerr *e);
 void	px_addrlist_free(struct px_addrlist *l);
@@ -112,42 +120,5 @@ void	px_addrlist_free(struct px_addrlist *l);
 int	px_addrlist_spec(const struct px_addrlist *l, const struct px_zones *zs,
 	    const struct px_key *k, const struct px_zone_path *zp,
 	    char *why, size_t whylen);
-
-enum px_dim { PX_DIM_CLIENT = 0, PX_DIM_SERVER = 1 };
-
-/* Services on one listen address: a bound on the dispatch's stack. */
-#define PX_GROUP_MAX	256
-
-struct px_svcset {
-	uint16_t	*idx;		/* into the group's services */
-	size_t		 n;
-};
-
-/* The services on one listening address. */
-struct px_group {
-	struct px_service **svc;
-	size_t		 n;
-	struct px_ptree	 tree[2];	/* CIDRs per end; val: into sets */
-	struct px_svcset *sets[2];
-	size_t		 nsets[2];
-	struct px_svcset *zrefs[2];	/* per zone: who names it; NULL: none */
-};
-
-/* Builds g->tree and friends from its services. 0, or -1 (memory). */
-int	px_group_build(struct px_group *g, const struct px_zones *zs);
-void	px_group_free(struct px_group *g, size_t nzones);
-/* Specificity of each service (spec[g->n]) for one end. */
-void	px_group_specs(const struct px_group *g, const struct px_zones *zs,
-	    enum px_dim dim, const struct px_key *k,
-	    const struct px_zone_path *zp, int16_t *spec);
-/* The service both ends select: its index; -1 when none matches both,
- * -2 when no one is at least as specific as all others on both ends
- * (tie, may be NULL: two such candidates). */
-int	px_group_choose(const struct px_group *g, const int16_t *cspec,
-	    const int16_t *sspec, int tie[2]);
-/* Every pair of end regions a shared group can tell apart has a choice:
- * otherwise reports both services' file:line and returns -1. */
-int	px_group_check(const struct px_group *g, const struct px_zones *zs,
-	    struct px_cfgerr *e);
 
 #endif
