@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
@@ -154,6 +155,190 @@ ftp_log_cmd(struct px_session *s, struct ftp_state *st, const struct ftp_cmd *c,
 	    st->user[0] ? st->user : "-", c->verb, arg, verdict);
 }
 
+/* ---- paths -------------------------------------------------------------- */
+
+/* How a command names a path. */
+enum ftp_arg {
+	FTP_ARG_NONE = 0,
+	FTP_ARG_PATH,		/* the argument; none: the directory */
+	FTP_ARG_LIST,		/* LIST NLST MLSD STAT: options or a path */
+	FTP_ARG_CWD,		/* CWD XCWD */
+	FTP_ARG_CDUP,		/* CDUP XCUP: ".." */
+	FTP_ARG_STOU,		/* a name, or one the server makes up */
+	FTP_ARG_WORD_PATH,	/* MFMT TIME PATH */
+	FTP_ARG_SITE,
+};
+
+static enum ftp_arg
+ftp_arg_kind(const struct ftp_cmd *c)
+{
+	static const char *const on_path[] = {
+		"RETR", "STOR", "APPE", "DELE", "RNFR", "RNTO", "MKD", "XMKD",
+		"RMD", "XRMD", "SIZE", "MDTM", "MLST", NULL,
+	};
+	static const char *const listing[] = {
+		"LIST", "NLST", "MLSD", NULL,
+	};
+
+	if (ftp_in(on_path, c->verb))
+		return FTP_ARG_PATH;
+	if (ftp_in(listing, c->verb) || (strcmp(c->verb, "STAT") == 0 &&
+	    c->has_arg && c->arglen > 0))
+		return FTP_ARG_LIST;
+	if (strcmp(c->verb, "CWD") == 0 || strcmp(c->verb, "XCWD") == 0)
+		return FTP_ARG_CWD;
+	if (strcmp(c->verb, "CDUP") == 0 || strcmp(c->verb, "XCUP") == 0)
+		return FTP_ARG_CDUP;
+	if (strcmp(c->verb, "STOU") == 0)
+		return FTP_ARG_STOU;
+	if (strcmp(c->verb, "MFMT") == 0)
+		return FTP_ARG_WORD_PATH;
+	if (strcmp(c->verb, "SITE") == 0)
+		return FTP_ARG_SITE;
+	return FTP_ARG_NONE;
+}
+
+/* *arg, *len: past the first word and its space; false if none. */
+static bool
+ftp_skip_word(const char **arg, size_t *len)
+{
+	const char *sp = memchr(*arg, ' ', *len);
+
+	if (sp == NULL)
+		return false;
+	*len -= (size_t)(sp + 1 - *arg);
+	*arg = sp + 1;
+	return true;
+}
+
+/* SITE: CHMOD MODE PATH is judged on PATH; HELP, UMASK and IDLE name no
+ * path; any other (ProFTPD's CPFR/CPTO/SYMLINK, ...) may, in a syntax of
+ * its own: refused while there are path rules. false: no path to judge. */
+static bool
+ftp_site_path(const char **arg, size_t *len, enum ftp_path_err *e)
+{
+	size_t wl = strcspn(*arg, " ");
+
+	if (*len == 0 || (wl == 4 && (strncasecmp(*arg, "HELP", 4) == 0 ||
+	    strncasecmp(*arg, "IDLE", 4) == 0)) ||
+	    (wl == 5 && strncasecmp(*arg, "UMASK", 5) == 0))
+		return false;
+	if (wl == 5 && strncasecmp(*arg, "CHMOD", 5) == 0)
+		return ftp_skip_word(arg, len) && ftp_skip_word(arg, len);
+	*e = FTP_PATH_SITE;
+	return true;
+}
+
+/* The argument of c as the path it names: *arg, *len adjusted; false
+ * when it names none (the server judges the syntax). */
+static bool
+ftp_path_arg(enum ftp_arg kind, const char **arg,
+    size_t *len, enum ftp_path_err *e)
+{
+	switch (kind) {
+	case FTP_ARG_NONE:
+		return false;
+	case FTP_ARG_LIST:
+		/* "-la": options, the directory; "-la dir": servers differ
+		 * on what is an option and what a name. */
+		if (*len > 0 && (*arg)[0] == '-') {
+			if (memchr(*arg, ' ', *len) != NULL)
+				*e = FTP_PATH_OPTIONS;
+			*len = 0;
+		}
+		return true;
+	case FTP_ARG_CWD:
+		/* Some servers go home, some stay: not known. */
+		if (*len == 0)
+			*e = FTP_PATH_NO_ARG;
+		return true;
+	case FTP_ARG_CDUP:
+		*arg = "..";
+		*len = 2;
+		return true;
+	case FTP_ARG_WORD_PATH:
+		return ftp_skip_word(arg, len);
+	case FTP_ARG_SITE:
+		return ftp_site_path(arg, len, e);
+	default:
+		return true;
+	}
+}
+
+static int
+ftp_path_deny(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c, enum ftp_path_err e, const char *path)
+{
+	char verdict[FTP_PATH_MAX * 2 + 64], esc[FTP_PATH_MAX * 2];
+
+	px_session_count(s, FTP_C_DENIED_PATH, 1);
+	if (e != FTP_PATH_OK) {
+		snprintf(verdict, sizeof(verdict), "verdict=deny "
+		    "reason=path-unsafe why=%s", ftp_path_err_name(e));
+		ftp_log_cmd(s, st, c, verdict);
+		return ftp_reply_local(s, st, c->verb, "550 %s: path refused "
+		    "by the proxy (%s)", c->verb, ftp_path_err_name(e));
+	}
+	px_log_escape(esc, sizeof(esc), path, strlen(path), true);
+	snprintf(verdict, sizeof(verdict), "verdict=deny reason=path "
+	    "path=\"%s\"", esc);
+	ftp_log_cmd(s, st, c, verdict);
+	return ftp_reply_local(s, st, c->verb, "550 %s: permission denied by "
+	    "the proxy policy", c->verb);
+}
+
+/* The path rules on the canonical path c names: against the directory,
+ * and against the target of a CWD in flight as well (whichever its answer
+ * makes it, both must be allowed). Without rules, only tracks directory
+ * changes. true: refused, *rc for ftp_command. */
+static bool
+ftp_path_refused(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_cmd *c, int *rc)
+{
+	struct ftp_path_state *ps = &st->path;
+	enum ftp_arg kind = ftp_arg_kind(c);
+	enum ftp_path_err e = FTP_PATH_OK;
+	const char *arg = c->has_arg ? c->arg : "", *bases[2];
+	size_t len = c->has_arg ? c->arglen : 0, nb = 0, i, pl;
+	bool rules = ftp_path_rules(p), cwd = kind == FTP_ARG_CWD ||
+	    kind == FTP_ARG_CDUP, denied = false;
+	char path[FTP_PATH_MAX];
+
+	path[0] = '\0';
+	if (!ftp_path_arg(kind, &arg, &len, &e))
+		return false;
+	if (e == FTP_PATH_OK && cwd && ps->pending && rules)
+		e = FTP_PATH_CWD_PENDING;
+	if (len > 0 && arg[0] == '/')
+		bases[nb++] = "/";
+	else if (ps->lost)
+		e = e != FTP_PATH_OK ? e : FTP_PATH_CWD_UNKNOWN;
+	else {
+		bases[nb++] = ps->cwd;
+		if (ps->pending)
+			bases[nb++] = ps->next;
+	}
+	for (i = 0; e == FTP_PATH_OK && !denied && i < nb; i++) {
+		e = ftp_path_resolve(bases[i], arg, len, rules, path,
+		    sizeof(path) - 1);
+		/* STOU without a name: one the server picks, in there. */
+		if (e == FTP_PATH_OK && kind == FTP_ARG_STOU && len == 0 &&
+		    (pl = strlen(path)) > 1)
+			memcpy(path + pl, "/", 2);
+		if (e == FTP_PATH_OK && rules &&
+		    !ftp_path_allowed(p, ps->home, path))
+			denied = true;
+	}
+	if (!rules || (e == FTP_PATH_OK && !denied)) {
+		if (cwd)
+			ftp_path_cwd_sent(ps, e == FTP_PATH_OK && nb == 1 ?
+			    path : NULL);
+		return false;
+	}
+	*rc = ftp_path_deny(s, st, c, e, path);
+	return true;
+}
+
 /* One client command; in: what follows it. -1: end the session (after
  * what was queued); FTP_RC_DENIED, FTP_RC_ENDED: done already. */
 static int
@@ -217,13 +402,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 			    "long");
 		}
 	}
-	if (path_cmd && c->has_arg && c->arglen > 0 &&
-	    !ftp_path_allowed(p, c->arg)) {
-		px_session_count(s, FTP_C_DENIED_PATH, 1);
-		ftp_log_cmd(s, st, c, "verdict=deny reason=path");
-		return ftp_reply_local(s, st, c->verb, "550 %s: permission "
-		    "denied by the proxy policy", c->verb);
-	}
+	if (ftp_path_refused(s, st, p, c, &rc))
+		return rc;
 	ftp_log_cmd(s, st, c, "verdict=accept");
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
@@ -385,6 +565,9 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 			st->in_reply = false;
 			px_session_log(s, LOG_INFO, "ftp-reply code=%d cmd=%s",
 			    code, q != NULL ? q->verb : "-");
+			if (q != NULL && q->kind == FTP_P_FWD && code >= 200)
+				ftp_path_reply(&st->path, q->verb, code,
+				    (const char *)buf, linelen);
 		}
 		if (q != NULL && q->kind >= FTP_P_GREET) {
 			enum px_verdict v;
@@ -457,6 +640,7 @@ ftp_on_open(struct px_session *s, void *state)
 {
 	struct ftp_state *st = state;
 
+	ftp_path_reset(&st->path);
 	if (ftp_tls_open(s, st) == -1)
 		return -1;
 	/* The greeting is the first reply. */

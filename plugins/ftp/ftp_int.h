@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "analyser.h"
+#include "ftp/ftp_path.h"
 #include "ftp/ftp_policy.h"
 #include "ftp/ftp_proto.h"
 
@@ -102,6 +103,7 @@ struct ftp_state {
 	bool			 user_ok;
 	char			 user[72];
 	struct ftp_cmd		 cmd;
+	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */
 };
 

@@ -2,6 +2,7 @@
  * file:line and copies it into struct ftp_policy; the matchers below are
  * the only readers of its rule lists. <user> and <path> are px_rules lists
  * (rules.h); <command> keeps its own table of exact verbs. */
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "config.h"
 #include "parse.h"
 #include "rules.h"
+#include "ftp/ftp_path.h"
 #include "ftp/ftp_proto.h"
 #include "ftp/ftp_policy.h"
 
@@ -18,6 +20,7 @@ static const char *const ftp_mode_names[] = {
 	"keep", "active", "passive", NULL,
 };
 static const char *const ftp_yes_no[] = { "yes", "no", NULL };
+static const char *const ftp_cases[] = { "sensitive", "insensitive", NULL };
 
 /* ---- loader ----------------------------------------------------------- */
 
@@ -183,6 +186,7 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	const xmlNode *n;
 	int rc = 0, nlimits = 0, cmode = FTP_KEEP, smode = FTP_KEEP;
 	int strict = 0;		/* ftp_yes_no[0]: yes */
+	int icase = 0;		/* ftp_cases[0]: sensitive */
 	bool star = false;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
@@ -208,7 +212,8 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	    ftp_attr_ports(sec, p, e) == -1)
 		rc = -1;
 	if (px_attr_choice(e, sec, "strict-port-check", ftp_yes_no,
-	    &strict) == -1)
+	    &strict) == -1 ||
+	    px_attr_choice(e, sec, "case", ftp_cases, &icase) == -1)
 		rc = -1;
 	for (n = sec->children; n != NULL; n = n->next) {
 		const char *name = (const char *)n->name;
@@ -241,6 +246,10 @@ done:
 	p->client_data = (enum ftp_mode)cmode;
 	p->server_data = (enum ftp_mode)smode;
 	p->strict = strict == 0;
+	p->icase = icase == 1;
+	/* ASCII only: proxyd runs in the C locale. */
+	if (p->icase)
+		p->paths.fnm_flags |= FNM_CASEFOLD;
 	if (rc == -1) {
 		ftp_policy_free(p);
 		return -1;
@@ -301,7 +310,29 @@ ftp_user_allowed(const struct ftp_policy *p, const char *user)
 }
 
 bool
-ftp_path_allowed(const struct ftp_policy *p, const char *path)
+ftp_path_rules(const struct ftp_policy *p)
 {
-	return px_rules_decide(&p->paths, path, NULL) == PX_ACT_ACCEPT;
+	return p->paths.n > 0;
+}
+
+/* px_rules_decide() with one subject a pattern: the absolute path for
+ * "/..." patterns, the one relative to home for the others. */
+bool
+ftp_path_allowed(const struct ftp_policy *p, const char *home,
+    const char *path)
+{
+	const char *rel = ftp_path_relative(home, path, p->icase), *subject;
+	const struct px_rule *r;
+	size_t i, j;
+
+	for (i = 0; i < p->paths.n; i++) {
+		r = &p->paths.r[i];
+		for (j = 0; j < r->npats; j++) {
+			subject = r->pats[j][0] == '/' ? path : rel;
+			if (fnmatch(r->pats[j], subject,
+			    p->paths.fnm_flags) == 0)
+				return r->action == PX_ACT_ACCEPT;
+		}
+	}
+	return px_rules_default_action(&p->paths) == PX_ACT_ACCEPT;
 }

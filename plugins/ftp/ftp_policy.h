@@ -31,6 +31,7 @@ struct ftp_policy {
 	enum ftp_mode	 client_data, server_data;
 	uint16_t	 port_lo, port_hi;	/* 0, 0: any */
 	bool		 strict;
+	bool		 icase;			/* case="insensitive" */
 	uint64_t	 max_line, max_user, max_pass;
 	uint64_t	 timeout_ms;
 	struct ftp_cmd_rule *cmds;		/* each verb once */
@@ -58,7 +59,12 @@ bool	ftp_standard_command(const char *verb);
 bool	ftp_cmd_allowed(const struct ftp_policy *p, const char *verb);
 /* The argument of USER. */
 bool	ftp_user_allowed(const struct ftp_policy *p, const char *user);
-/* The argument of a command on a path. */
-bool	ftp_path_allowed(const struct ftp_policy *p, const char *path);
+/* A canonical path (ftp_path_resolve) of a command; home: the login
+ * directory. A pattern starting with "/" is matched against path, any
+ * other against path relative to home (to "/" outside home). */
+bool	ftp_path_allowed(const struct ftp_policy *p, const char *home,
+	    const char *path);
+/* Has <path> rules: arguments are then resolved strictly. */
+bool	ftp_path_rules(const struct ftp_policy *p);
 
 #endif

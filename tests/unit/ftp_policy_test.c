@@ -71,7 +71,7 @@ test_defaults(void **state)
 		assert_false(ftp_cmd_allowed(p, "CCC"));
 		/* No <user>: any name; no <path>: any path. */
 		assert_true(ftp_user_allowed(p, "anyone"));
-		assert_true(ftp_path_allowed(p, "pub/a.exe"));
+		assert_true(ftp_path_allowed(p, "/", "/pub/a.exe"));
 		unload(p);
 	}
 }
@@ -197,13 +197,73 @@ test_paths(void **state)
 	    "  <path pattern=\"my file\" action=\"deny\"/>\n"
 	    "</ftp>\n");
 	assert_non_null(p);
-	assert_true(ftp_path_allowed(p, "safe/tool.exe"));
-	assert_false(ftp_path_allowed(p, "pub/deep/tool.exe"));
-	assert_false(ftp_path_allowed(p, "my file"));
-	assert_true(ftp_path_allowed(p, "my"));
-	assert_true(ftp_path_allowed(p, "file"));
-	assert_true(ftp_path_allowed(p, "pub/a.txt"));
-	assert_true(ftp_path_allowed(p, "TOOL.EXE"));	/* case matters */
+	assert_true(ftp_path_allowed(p, "/", "/safe/tool.exe"));
+	assert_false(ftp_path_allowed(p, "/", "/pub/deep/tool.exe"));
+	assert_false(ftp_path_allowed(p, "/", "/my file"));
+	assert_true(ftp_path_allowed(p, "/", "/my"));
+	assert_true(ftp_path_allowed(p, "/", "/file"));
+	assert_true(ftp_path_allowed(p, "/", "/pub/a.txt"));
+	assert_true(ftp_path_allowed(p, "/", "/TOOL.EXE"));	/* case matters */
+	/* A login directory other than "/": relative patterns are relative
+	 * to it, or to "/" outside it; "/..." ones on the whole path. */
+	assert_false(ftp_path_allowed(p, "/home/u", "/home/u/my file"));
+	assert_true(ftp_path_allowed(p, "/home/u", "/home/u/safe/x.exe"));
+	assert_true(ftp_path_allowed(p, "/home/u", "/home/my file"));
+	assert_false(ftp_path_allowed(p, "/home/u", "/home/v/x.exe"));
+	assert_false(ftp_path_allowed(p, "/home/u", "/home/uu/safe/x.exe"));
+	assert_true(ftp_path_allowed(p, "/home/u", "/safe/x.exe"));
+	unload(p);
+	p = load("<ftp>\n"
+	    "  <path pattern=\"secret\" action=\"deny\"/>\n"
+	    "  <path pattern=\"secret/*\" action=\"deny\"/>\n"
+	    "  <path pattern=\"/etc/*\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_true(ftp_path_rules(p));
+	assert_false(ftp_path_allowed(p, "/", "/secret"));
+	assert_false(ftp_path_allowed(p, "/", "/secret/a.txt"));
+	assert_true(ftp_path_allowed(p, "/", "/dl/secret"));
+	assert_true(ftp_path_allowed(p, "/", "/SECRET/a.txt"));
+	assert_true(ftp_path_allowed(p, "/", "/"));
+	assert_false(ftp_path_allowed(p, "/home/u", "/home/u/secret/a"));
+	assert_false(ftp_path_allowed(p, "/home/u", "/secret/a"));
+	assert_true(ftp_path_allowed(p, "/home/u", "/home/secret/a"));
+	assert_false(ftp_path_allowed(p, "/home/u", "/etc/passwd"));
+	assert_false(ftp_path_allowed(p, "/", "/etc/passwd"));
+	unload(p);
+}
+
+/* case="insensitive": patterns and the login directory ignore ASCII
+ * case; the default is sensitive. */
+static void
+test_path_case(void **state)
+{
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load("<ftp case=\"insensitive\">\n"
+	    "  <path pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "  <path pattern=\"secret/*\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_true(p->icase);
+	assert_false(ftp_path_allowed(p, "/", "/TOOL.EXE"));
+	assert_false(ftp_path_allowed(p, "/", "/dl/Tool.Exe"));
+	assert_false(ftp_path_allowed(p, "/", "/Secret/a.txt"));
+	assert_false(ftp_path_allowed(p, "/Home/U", "/home/u/SECRET/a"));
+	assert_true(ftp_path_allowed(p, "/", "/dl/a.txt"));
+	unload(p);
+	p = load("<ftp case=\"sensitive\">\n"
+	    "  <path pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_false(p->icase);
+	assert_true(ftp_path_allowed(p, "/", "/TOOL.EXE"));
+	assert_false(ftp_path_allowed(p, "/", "/tool.exe"));
+	unload(p);
+	p = load("<ftp/>");
+	assert_false(p->icase);
+	assert_false(ftp_path_rules(p));
 	unload(p);
 }
 
@@ -262,6 +322,8 @@ test_errors(void **state)
 		  "t.xml:2: <path> needs a non-empty pattern=" },
 		{ "<ftp>\n<path pattern=\"*.exe\"/></ftp>",
 		  "t.xml:2: <path> needs action= (accept or deny)" },
+		{ "<ftp case=\"upper\"/>",
+		  "t.xml:1: case=\"upper\": expected sensitive or insensitive" },
 	};
 	struct ftp_policy *p;
 	char xml[512], big[300];
@@ -305,6 +367,7 @@ main(void)
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_users),
 		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_path_case),
 		cmocka_unit_test(test_errors),
 	};
 
