@@ -246,6 +246,7 @@ def run(name, dport, pport, table):
             judge.bad.append("%s: %r not refused: %r" % (name, line, r))
     d.close()
     p.close()
+    pipelined(name, pport, judge)
     # A control byte: proxyd takes the line for malformed, ends the
     # session (the server would have looked for "secret\t/a.txt").
     p = session(pport)
@@ -254,6 +255,56 @@ def run(name, dport, pport, table):
         judge.bad.append("%s: SIZE with a TAB: %r" % (name, r))
     p.close()
     return judge
+
+
+def pipelined(name, pport, judge):
+    """Commands sent behind a CWD before its answer: judged against the
+    directory before and after it (both must be allowed); a second
+    directory change meanwhile is refused."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", pport), timeout=10)
+    f = s.makefile("rb")
+
+    def reply():
+        line = f.readline().decode()
+        while line[3:4] == "-":
+            line = f.readline().decode()
+            while line[:4] != line[:3] + " ":
+                line = f.readline().decode()
+        return line.strip()
+    reply()
+    s.sendall(b"USER anonymous\r\n")
+    reply()
+    s.sendall(b"PASS x@y\r\n")
+    reply()
+    s.sendall(b"TYPE I\r\n")
+    reply()
+    s.sendall(b"CWD dl\r\nSIZE a.txt\r\nSIZE secret/a.txt\r\n"
+              b"CWD sub\r\nSIZE ../secret/a.txt\r\nCWD nowhere\r\n"
+              b"SIZE a.txt\r\nPWD\r\n")
+    got = [reply() for _ in range(8)]
+    want = [("250", None), ("213 22", None),
+            ("550", "permission denied by the proxy"),
+            ("550", "(cwd-pending)"), ("550", "above-root"),
+            ("550", None), ("213 22", None), ('257 "/dl"', None)]
+    for g, (code, text) in zip(got, want):
+        if not g.startswith(code) or (text and text not in g):
+            judge.bad.append("%s: pipelined: got %r, expected %r %r" %
+                             (name, got, code, text))
+            break
+    # Sent through proxyd only: the .sh checks the server never saw it.
+    s.sendall(b"SIZE ../secret//a.txt//\r\n")
+    r = reply()
+    if not r.startswith("550 SIZE: permission denied by the proxy"):
+        judge.bad.append("%s: proxy-only spelling: %r" % (name, r))
+    # The server refuses a CWD: the directory stays where it was.
+    s.sendall(b"CWD nowhere\r\n")
+    r1 = reply()
+    s.sendall(b"SIZE a.txt\r\n")
+    r2 = reply()
+    if not r1.startswith("550") or "proxy" in r1 or r2 != "213 22":
+        judge.bad.append("%s: after a refused CWD: %r, %r" % (name, r1, r2))
+    s.close()
 
 
 def content(path):

@@ -49,6 +49,9 @@ done
 assert_log 'cmd=SIZE arg="dl/../secret/a.txt" verdict=deny reason=path path="/secret/a.txt"'
 assert_log 'cmd=SIZE arg="/../secret/a.txt" verdict=deny reason=path-unsafe why=above-root'
 assert_log 'cmd=CWD arg="secre\?" verdict=deny reason=path-unsafe why=glob'
+# A refused command never reaches the server (sent through proxyd only).
+assert_grep "$T/vsftpd.log" 'FTP command: .*"SIZE a.txt"' "vsftpd logs no commands (check the pattern)"
+assert_no_grep "$T/vsftpd.log" 'secret//a.txt//' "vsftpd saw a command proxyd refused"
 # FTP_PATH_TABLE=FILE: keep the table
 [[ -z ${FTP_PATH_TABLE:-} ]] || cp "$T/paths.tsv" "$FTP_PATH_TABLE"
 info "PASS ($(wc -l <"$T/paths.tsv") spellings)"
