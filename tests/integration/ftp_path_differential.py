@@ -13,7 +13,8 @@ on that real path (the oracle, independent of the spelling). Then:
   - proxyd never gives what the server directly would not.
 
 usage: ftp_path_differential.py --make-tree ROOT
-       ftp_path_differential.py NAME DIRECT_PORT PROXY_PORT TABLE_TSV [SECONDS]
+       ftp_path_differential.py NAME DIRECT_PORT PROXY_PORT TABLE_TSV [SECONDS
+           [HOME]]
 prints a summary; exits 1 on any mismatch (each listed).
 """
 import fnmatch
@@ -38,11 +39,27 @@ STRICT = {"above-root", "glob", "backslash", "tilde", "edge-space",
           "no-directory",
           "control-byte", "options-and-path"}
 DEADLINE = time.monotonic() + float(sys.argv[5] if len(sys.argv) > 5 else 50)
+# A server that does not chroot: the tree is at HOME in its name space, the
+# login directory (PWD says so; every session asks, as most clients do).
+# "": a chrooted server, the tree at "/".
+HOME = sys.argv[6] if len(sys.argv) > 6 else ""
 
 
 def denied(path):
-    rel = path[1:]
+    """path: in the tree ("/dl/a.txt"), or "^/x" outside it."""
+    rel = path[2:] if path.startswith("^") else path[1:]
     return any(fnmatch.fnmatchcase(rel.lower(), p.lower()) for p in DENY)
+
+
+def in_tree(d):
+    """A directory the server names, as a path in the tree."""
+    if not HOME:
+        return d
+    if d == HOME:
+        return "/"
+    if d.startswith(HOME + "/"):
+        return d[len(HOME):]
+    return "^" + d
 
 
 def cmd(f, line):
@@ -57,6 +74,8 @@ def session(port):
     f.connect("127.0.0.1", port, timeout=10)
     f.login("anonymous", "x@y")
     cmd(f, "TYPE I")
+    if HOME:
+        cmd(f, "PWD")
     return f
 
 
@@ -90,8 +109,8 @@ def cwd_outcome(f, spelling):
         return "refused:" + ref
     if not r.startswith("2"):
         return "fail"
-    d = pwd(f)
-    back = cmd(f, "CWD /")
+    d = in_tree(pwd(f))
+    back = cmd(f, "CWD " + (HOME or "/"))
     if not back.startswith("2"):
         raise SystemExit("CWD / after %r: %r" % (spelling, back))
     return "dir:" + d
@@ -159,6 +178,12 @@ def file_spellings(depth):
                 out.append(s)
     # a trailing "/" on every 5th
     out += [s + "/" for s in out[::5]]
+    if HOME:
+        base = HOME.rsplit("/", 1)[1]
+        out += [HOME + s for s in out if s.startswith("/")]
+        out += ["../%s/secret/a.txt" % base,
+                "dl/../../%s/secret/a.txt" % base,
+                "%s/../%s/secret/a.txt" % (HOME, base)]
     return out + EXTRA_FILES
 
 
@@ -168,6 +193,8 @@ def dir_spellings(depth):
         for mid in itertools.product(COMPS, repeat=n):
             for lead in ("", "/"):
                 out.append(lead + "/".join(mid))
+    if HOME:
+        out += [HOME + s for s in out if s.startswith("/")]
     return out + EXTRA_DIRS
 
 
@@ -175,8 +202,8 @@ def run(name, dport, pport, table):
     judge = Judge(name, table)
     # Files, from each starting directory (allowed ones: a refused CWD
     # would leave the two sessions in different places).
-    for where in ["", "dl", "/dl", "dl/sub", "./dl//sub/", "dl/sub/..",
-                  "/", "dl/secret"]:
+    for where in ["", "dl", HOME + "/dl", "dl/sub", "./dl//sub/",
+                  "dl/sub/..", HOME or "/", "dl/secret"]:
         d, p = session(dport), session(pport)
         if where:
             rd, rp = cmd(d, "CWD " + where), cmd(p, "CWD " + where)
@@ -194,15 +221,16 @@ def run(name, dport, pport, table):
         judge("", "CWD", s, cwd_outcome(d, s), cwd_outcome(p, s))
     for s in ["secret", "dl/../secret", "dl"]:
         rd, rp = cmd(d, "XCWD " + s), cmd(p, "XCWD " + s)
-        dd = "dir:" + pwd(d) if rd.startswith("2") else "fail"
+        dd = "dir:" + in_tree(pwd(d)) if rd.startswith("2") else "fail"
         ref = proxy_refusal(rp)
         pp = "refused:" + ref if ref else (
-            "dir:" + pwd(p) if rp.startswith("2") else "fail")
-        cmd(d, "CWD /")
-        cmd(p, "CWD /")
+            "dir:" + in_tree(pwd(p)) if rp.startswith("2") else "fail")
+        cmd(d, "CWD " + (HOME or "/"))
+        cmd(p, "CWD " + (HOME or "/"))
         judge("", "XCWD", s, dd, pp)
     # A refused CWD leaves proxyd where the server still is.
-    for s in ["/secret", "secret", "./secret/"]:
+    for s in ["/secret", "secret", "./secret/"] + (
+            [HOME + "/secret"] if HOME else []):
         r = cmd(p, "CWD " + s)
         if proxy_refusal(r) != "rule":
             judge.bad.append("%s: CWD %r not refused: %r" % (name, s, r))
@@ -210,13 +238,13 @@ def run(name, dport, pport, table):
               size_outcome(cmd(p, "SIZE a.txt")))
     # CDUP from /dl/sub twice, then once more (above the root).
     for f in (d, p):
-        cmd(f, "CWD /dl/sub")
+        cmd(f, "CWD " + HOME + "/dl/sub")
     for i in range(3):
         rd, rp = cmd(d, "CDUP"), cmd(p, "CDUP")
-        dd = "dir:" + pwd(d) if rd.startswith("2") else "fail"
+        dd = "dir:" + in_tree(pwd(d)) if rd.startswith("2") else "fail"
         ref = proxy_refusal(rp)
         pp = "refused:" + ref if ref else (
-            "dir:" + pwd(p) if rp.startswith("2") else "fail")
+            "dir:" + in_tree(pwd(p)) if rp.startswith("2") else "fail")
         judge("/dl/sub + CDUP x%d" % (i + 1), "CDUP", "", dd, pp)
     d.close()
     p.close()
@@ -279,14 +307,17 @@ def pipelined(name, pport, judge):
     reply()
     s.sendall(b"TYPE I\r\n")
     reply()
+    if HOME:
+        s.sendall(b"PWD\r\n")
+        reply()
     s.sendall(b"CWD dl\r\nSIZE a.txt\r\nSIZE secret/a.txt\r\n"
               b"CWD sub\r\nSIZE ../secret/a.txt\r\nCWD nowhere\r\n"
               b"SIZE a.txt\r\nPWD\r\n")
     got = [reply() for _ in range(8)]
     want = [("250", None), ("213 22", None),
             ("550", "permission denied by the proxy"),
-            ("550", "(cwd-pending)"), ("550", "above-root"),
-            ("550", None), ("213 22", None), ('257 "/dl"', None)]
+            ("550", "(cwd-pending)"), ("550", "by the proxy"),
+            ("550", None), ("213 22", None), ('257 "%s/dl"' % HOME, None)]
     for g, (code, text) in zip(got, want):
         if not g.startswith(code) or (text and text not in g):
             judge.bad.append("%s: pipelined: got %r, expected %r %r" %

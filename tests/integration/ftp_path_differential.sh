@@ -2,7 +2,9 @@
 # FTP path rules against real servers, differentially: a few thousand
 # generated spellings of files and directories (., .., //, absolute, after
 # a CWD, mixed case, trailing /, globs, ~, \, spaces; ftp_path_differential.py)
-# go to vsftpd and to pyftpdlib directly and through proxyd. Whenever a
+# go to vsftpd, to pyftpdlib and to a pyftpdlib that does not chroot (the
+# tree at /ftproot, its login directory, learnt from PWD) directly and
+# through proxyd. Whenever a
 # server would use a file or directory under the denied tree (secret,
 # secret/*, *.exe with case="insensitive"), proxyd must refuse; whenever it
 # would use an allowed one, proxyd must give that same one (or refuse for a
@@ -18,6 +20,26 @@ start_vsftpd
 python3 "$(dirname "$0")/ftp_path_differential.py" --make-tree "$FTP_ROOT"
 start_pyftpd
 
+# A server that does not chroot: pyftpdlib serving $T, where the login
+# directory is /ftproot (the tree), as an unchrooted vsftpd user's home.
+free_port HOMED_PORT
+/usr/bin/python3 - "$T" "$HOMED_PORT" >"$T/pyftpd-home.log" 2>&1 <<'PY' &
+import logging, sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
+logging.basicConfig(level=logging.INFO)
+a = DummyAuthorizer()
+a.add_anonymous(sys.argv[1], perm="elr")
+class Unchrooted(FTPHandler):
+    authorizer = a
+    def on_login(self, username):
+        self.fs.cwd = "/ftproot"
+FTPServer(("127.0.0.1", int(sys.argv[2])), Unchrooted).serve_forever(timeout=1)
+PY
+track_pid $!
+wait_listen "$HOMED_PORT" 20 $! || fail "pyftpdlib (unchrooted) did not start"
+
 POLICY='<ftp case="insensitive">
     <command name="XCWD XCUP XPWD" action="accept"/>
     <path pattern="secret" action="deny"/>
@@ -29,6 +51,8 @@ free_port PPORT
 write_proxyd_conf
 write_ftp_service vs "$VPORT" "$POLICY"
 write_ftp_service py "$PPORT" "$POLICY" 127.0.0.1 "$PYFTPD_PORT"
+free_port HPORT
+write_ftp_service pyh "$HPORT" "$POLICY" 127.0.0.1 "$HOMED_PORT"
 start_proxyd
 
 : >"$T/paths.tsv"
@@ -37,10 +61,12 @@ python3 "$(dirname "$0")/ftp_path_differential.py" vsftpd "$VSFTPD_PORT" "$VPORT
     "$T/paths.tsv" 25 || rc=1
 python3 "$(dirname "$0")/ftp_path_differential.py" pyftpdlib "$PYFTPD_PORT" "$PPORT" \
     "$T/paths.tsv" 30 || rc=1
+python3 "$(dirname "$0")/ftp_path_differential.py" pyftpdlib-home "$HOMED_PORT" "$HPORT" \
+    "$T/paths.tsv" 30 /ftproot || rc=1
 ((rc == 0)) || fail "proxyd's path decisions differ from what the servers serve (above)"
 
 # Both servers did serve denied files directly, and proxyd refused each.
-for srv in vsftpd pyftpdlib; do
+for srv in vsftpd pyftpdlib pyftpdlib-home; do
     n=$(grep -c "^$srv	.*	deny\$" "$T/paths.tsv" || true)
     assert_ge "$n" 100 "$srv: spellings of denied files the server serves"
     n=$(grep -c "^$srv	.*	allow\$" "$T/paths.tsv" || true)
