@@ -3,13 +3,12 @@
 # generated spellings of files and directories (., .., //, absolute, after
 # a CWD, mixed case, trailing /, globs, ~, \, spaces; ftp_path_differential.py)
 # go to vsftpd, to pyftpdlib and to a pyftpdlib that does not chroot (the
-# tree at /ftproot, its login directory, learnt from PWD) directly and
-# through proxyd. Whenever a
-# server would use a file or directory under the denied tree (secret,
-# secret/*, *.exe with case="insensitive"), proxyd must refuse; whenever it
-# would use an allowed one, proxyd must give that same one (or refuse for a
-# documented strict reason, never by a rule). The table of every spelling
-# and both decisions is left in $T/paths.tsv.
+# tree at /ftproot, its login directory, learnt from PWD), directly and
+# through proxyd. Whenever a server would use a file or directory under the
+# denied tree (secret, secret/*, *.exe with case="insensitive"), proxyd must
+# refuse; whenever it would use an allowed one, proxyd must give that same
+# one (or refuse for a documented strict reason, never by a rule).
+# FTP_PATH_TABLE=FILE keeps the table of every spelling and both decisions.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
