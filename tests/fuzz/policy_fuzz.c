@@ -1,4 +1,4 @@
-/* libFuzzer target for the policy loader (proxyd/config.c and every
+/* libFuzzer target for the policy loader (proxyd/config/config.c and every
  * analyser's policy_load): the input is one whole service policy file,
  * written as the only file of a policies dir next to a fixed daemon file
  * (with zones and an admin endpoint, so references to them resolve), then

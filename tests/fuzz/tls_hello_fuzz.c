@@ -1,4 +1,4 @@
-/* libFuzzer target for the ClientHello reader (proxyd/tls_hello.c), fed
+/* libFuzzer target for the ClientHello reader (proxyd/base/tls_hello.c), fed
  * the raw bytes a client would send. Beyond the sanitizers it checks the
  * reader's own promises and aborts when one breaks:
  *   - NEED_MORE only while fewer than max bytes are in; any other verdict

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bandwidth limits (proxyd/bucket.h token buckets): session-bandwidth caps each
+# Bandwidth limits (proxyd/base/bucket.h token buckets): session-bandwidth caps each
 # session per direction, global-bandwidth caps all sessions together per
 # direction. Mostly lower bounds on time (a loaded machine only makes a
 # transfer slower); the one upper bound leaves 2 s of slack over a 3 s

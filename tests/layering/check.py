@@ -29,13 +29,24 @@ def read_layers(path):
     return layers
 
 
+def source_folder(obj):
+    """The layer a core file's folder names: proxyd/net/conn.c.o -> net,
+    proxyd/main.c.o -> top; None outside proxyd/."""
+    path = obj.split("CMakeFiles/", 1)[-1]
+    path = path.split("/", 1)[1] if "/" in path else path
+    if not path.startswith("proxyd/"):
+        return None
+    parts = path.split("/")
+    return parts[1] if len(parts) == 3 else "top"
+
+
 def source_name(obj):
-    """plugins/http/http.c.o -> plugins/http/http; proxyd/conn.c.o -> conn"""
+    """plugins/http/http.c.o -> plugins/http/http; proxyd/net/conn.c.o -> conn"""
     path = obj.split("CMakeFiles/", 1)[-1]
     path = path.split("/", 1)[1] if "/" in path else path
     path = path[:-len(".c.o")] if path.endswith(".c.o") else path
     if path.startswith("proxyd/"):
-        path = path[len("proxyd/"):]
+        path = os.path.basename(path)
     if path.startswith("plugins/registry"):
         path = "registry"
     return path
@@ -72,9 +83,10 @@ def main():
     # CMake passes $<TARGET_OBJECTS:...> lists as one ;-separated argument
     objs = [o for arg in sys.argv[3:] for o in arg.split(";")
             if o and os.path.basename(o) != "schemas.c.o"]
-    owner, refs = {}, {}
+    owner, refs, folder = {}, {}, {}
     for obj in objs:
         name = source_name(obj)
+        folder[name] = source_folder(obj)
         defined, undefined = nm(obj)
         for sym in defined:
             owner[sym] = name
@@ -86,17 +98,23 @@ def main():
             dst = owner.get(sym)
             if dst is not None and dst != src:
                 edges.setdefault((src, dst), set()).add(sym)
-    print("Layers (lowest first; a file calls its own layer and those above "
-          "it in this table):")
+    print("Layers (lowest first; a file calls into its own layer and those "
+          "listed before it):")
     for i, (name, _) in enumerate(layers):
         files = sorted(n for n in refs if layer_of(n, layers) == i)
         print("  %-8s %s" % (name, " ".join(files)))
+    failed = False
     up = {}
     for (src, dst), syms in edges.items():
         ls, ld = layer_of(src, layers), layer_of(dst, layers)
         if ls is not None and ld is not None and ld > ls:
             up[(src, dst)] = syms
-    failed = False
+    for name, f in sorted(folder.items()):
+        i = layer_of(name, layers)
+        if f is not None and i is not None and layers[i][0] != f:
+            print("FAIL: %s is in proxyd/%s/ but the table puts it in %s" %
+                  (name, f, layers[i][0]))
+            failed = True
     if unplaced:
         print("FAIL: files in no layer of %s: %s" % (sys.argv[1],
                                                      " ".join(unplaced)))

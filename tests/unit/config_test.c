@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/config.c: every loader error path reports
+/* Unit tests for proxyd/config/config.c: every loader error path reports
  * file:line: reason and yields no config; valid files give the right values. */
 #include <setjmp.h>
 #include <stdarg.h>

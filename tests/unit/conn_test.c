@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/conn.c on a real socketpair and event loop: plain
+/* Unit tests for proxyd/net/conn.c on a real socketpair and event loop: plain
  * reads and writes with backpressure, half-close after the queue drains,
  * and the transform slot (an XOR "cipher" that once needs the socket
  * writable to go on reading, as TLS can), set at once or, mid-stream,

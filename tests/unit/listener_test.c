@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/listener.c: a listener's accepted sockets come
+/* Unit tests for proxyd/net/listener.c: a listener's accepted sockets come
  * with TCP_NODELAY already set (the session no longer sets it on each). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/parse.c: units, numbers, addresses, CIDR. */
+/* Unit tests for proxyd/base/parse.c: units, numbers, addresses, CIDR. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/relay.c's passes, on real loopback TCP sockets and
+/* Unit tests for proxyd/relay/relay.c's passes, on real loopback TCP sockets and
  * an event loop: an analyser of a toy framing (a 4-byte length, a type
  * byte, a body) judges each frame on its head and passes the body on
  * unseen. The server must get every frame intact and in order, replies

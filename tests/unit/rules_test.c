@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/rules.c: first match decides, every default, the
+/* Unit tests for proxyd/policy/rules.c: first match decides, every default, the
  * action and choice readers with their file:line errors. */
 #include <setjmp.h>
 #include <stdarg.h>

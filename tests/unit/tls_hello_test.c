@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/tls_hello.c: a real ClientHello, hellos built here
+/* Unit tests for proxyd/base/tls_hello.c: a real ClientHello, hellos built here
  * field by field, every prefix, every fragmentation, every length that
  * lies, and the name patterns. */
 #include <setjmp.h>

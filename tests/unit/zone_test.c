@@ -1,4 +1,4 @@
-/* Unit tests for proxyd/zone.c: the zone tree (v4, v6, nesting, most
+/* Unit tests for proxyd/policy/zone.c: the zone tree (v4, v6, nesting, most
  * specific match), address lists with zone:NAME, the dispatch choice
  * among services sharing a listener, the ambiguity check, and the trees
  * against a plain scan of the lists on random addresses. */

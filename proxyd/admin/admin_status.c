@@ -345,7 +345,7 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 	px_admin_reply(req, "application/json", b);
 }
 
-/* cmake/embed.cmake makes proxyd/status.html this string. */
+/* cmake/embed.cmake makes proxyd/admin/status.html this string. */
 extern const char px_schema_status_html[];
 
 static void

@@ -311,7 +311,7 @@ bool		 px_session_tls_on(const struct px_session *s,
  * failed handshake ends the session. 0, or -1. */
 int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
 
-/* ---- Data channels (proxyd/channel.c) ------------------------------------
+/* ---- Data channels (proxyd/relay/channel.c) ------------------------------------
  * Extra connections a session opens for its analyser (FTP data), on the
  * session's own worker. A channel joins one connection on the client end
  * with one on the server end; each end is either a listener the peer
