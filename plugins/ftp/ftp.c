@@ -23,6 +23,10 @@
  * session ends (each denied command costs the proxy a reply). */
 #define FTP_CLIENT_OUT_MAX	(1024 * 1024)
 
+/* Client bytes held while our PORT/EPRT awaits its reply: a client that
+ * pipelines has a few commands in flight, never this much. */
+#define FTP_HOLD_MAX		(64 * 1024)
+
 static const char *const ftp_counters[] = {
 	"commands", "denied_command", "denied_user", "denied_path",
 	"bounce_refused", "data_refused", "transfers", "data_failed",
@@ -88,6 +92,51 @@ ftp_q_pop(struct ftp_state *st)
 		return;
 	st->qhead = (st->qhead + 1) % FTP_PENDING;
 	st->qlen--;
+}
+
+/* Our PORT/EPRT has no reply yet. Nothing more goes to the server until
+ * it has: a server may answer PORT only once its data connection is up
+ * (pyftpdlib does), after its 150 to a transfer command sent meanwhile,
+ * and replies would then be paired with the wrong commands. */
+static bool
+ftp_port_pending(const struct ftp_state *st)
+{
+	unsigned i;
+
+	for (i = 0; i < st->qlen; i++)
+		if (st->q[(st->qhead + i) % FTP_PENDING].kind == FTP_P_PORT)
+			return true;
+	return false;
+}
+
+/* Keeps in's bytes, in order, for when ftp_port_pending() is over. */
+static enum px_verdict
+ftp_hold(struct px_session *s, struct ftp_state *st, struct evbuffer *in)
+{
+	if (in == st->held)
+		return PX_MORE;
+	if (st->held == NULL && (st->held = evbuffer_new()) == NULL)
+		return PX_ERROR;
+	if (evbuffer_get_length(st->held) + evbuffer_get_length(in) >
+	    FTP_HOLD_MAX) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		px_session_deny(s, "ftp: client sent too much while the server "
+		    "had not answered PORT");
+		return PX_DENY;
+	}
+	evbuffer_add_buffer(st->held, in);
+	return PX_MORE;
+}
+
+/* The client's held commands, once nothing stops them. */
+static enum px_verdict
+ftp_resume(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p)
+{
+	if (st->held == NULL || evbuffer_get_length(st->held) == 0 ||
+	    ftp_port_pending(st))
+		return PX_MORE;
+	return ftp_client_input(s, st, p, st->held);
 }
 
 void
@@ -439,6 +488,8 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 		len = evbuffer_get_length(in);
 		if (len == 0)
 			return PX_MORE;
+		if (ftp_port_pending(st))
+			return ftp_hold(s, st, in);
 		if (evbuffer_get_length(px_session_output(s, PX_TO_CLIENT)) >
 		    FTP_CLIENT_OUT_MAX) {
 			evbuffer_drain(in, len);
@@ -518,7 +569,7 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 }
 
 static enum px_verdict
-ftp_from_server(struct px_session *s, struct ftp_state *st,
+ftp_server_replies(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, struct evbuffer *in)
 {
 	struct evbuffer *out = px_session_output(s, PX_TO_CLIENT);
@@ -633,6 +684,15 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 	}
 }
 
+static enum px_verdict
+ftp_from_server(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, struct evbuffer *in)
+{
+	enum px_verdict v = ftp_server_replies(s, st, p, in);
+
+	return v == PX_MORE ? ftp_resume(s, st, p) : v;
+}
+
 /* ---- vtable ----------------------------------------------------------- */
 
 static int
@@ -664,6 +724,13 @@ ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
 	}
 	if (dir == PX_TO_SERVER && st->tls.setup)
 		return ftp_tls_hold(s, st, in);
+	if (dir == PX_TO_SERVER && st->held != NULL &&
+	    evbuffer_get_length(st->held) > 0) {
+		/* Behind the held ones, in order. */
+		enum px_verdict v = ftp_hold(s, st, in);
+
+		return v == PX_MORE ? ftp_resume(s, st, p) : v;
+	}
 	if (dir == PX_TO_SERVER)
 		return ftp_client_input(s, st, p, in);
 	return ftp_from_server(s, st, p, in);
@@ -682,6 +749,9 @@ ftp_on_close(struct px_session *s, void *state)
 		    px_listener_refused(st->lst));
 	st->ch = NULL;		/* the core frees it */
 	st->lst = NULL;
+	if (st->held != NULL)
+		evbuffer_free(st->held);
+	st->held = NULL;
 	ftp_tls_close(s, st);
 }
 

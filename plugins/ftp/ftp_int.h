@@ -100,6 +100,9 @@ struct ftp_state {
 	 * transfer gets a 425 from the proxy. */
 	bool			 xfer_sent;
 	bool			 data_lost;
+	/* Client bytes not yet read as commands: our PORT/EPRT awaits its
+	 * reply (ftp_port_pending). NULL until first needed. */
+	struct evbuffer		*held;
 	bool			 user_ok;
 	char			 user[72];
 	struct ftp_cmd		 cmd;
