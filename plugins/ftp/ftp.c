@@ -538,7 +538,11 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 
 /* ---- server replies --------------------------------------------------- */
 
-/* A FEAT line: keep it when the proxy lets its feature through. */
+/* A FEAT line: kept only when the policy accepts the command the feature
+ * is used with, which is its first word (REST STREAM: REST, SITE MKDIR:
+ * SITE, RANG STREAM: RANG), so that a client never sees offered what
+ * proxyd would then refuse. A first word that no client could send as a
+ * command is dropped, but for the few features that are no command. */
 static bool
 ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 {
@@ -547,14 +551,22 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 
 	while (i < len && line[i] == ' ')
 		i++;
-	while (i < len && line[i] != ' ' && k < FTP_VERB_MAX)
-		word[k++] = (char)(line[i++] & ~0x20);
+	for (; i < len && line[i] != ' '; i++) {
+		if (k == FTP_VERB_MAX || !((line[i] >= 'A' && line[i] <= 'Z') ||
+		    (line[i] >= 'a' && line[i] <= 'z') ||
+		    (k > 0 && line[i] >= '0' && line[i] <= '9')))
+			return false;
+		word[k++] = line[i] >= 'a' ? (char)(line[i] & ~0x20) : line[i];
+	}
 	word[k] = '\0';
 	/* The server's TLS is proxyd's: the client hears of its own
 	 * (ftp_tls_feat). */
 	if (strcmp(word, "AUTH") == 0 || strcmp(word, "PBSZ") == 0 ||
 	    strcmp(word, "PROT") == 0 || strcmp(word, "CCC") == 0)
 		return false;
+	/* Path names the server understands: no command of its own. */
+	if (strcmp(word, "TVFS") == 0)
+		return true;
 	if (strcmp(word, "MLST") == 0)
 		return ftp_cmd_allowed(p, "MLST") || ftp_cmd_allowed(p, "MLSD");
 	if (strcmp(word, "UTF8") == 0)
@@ -563,9 +575,7 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 	    ((strcmp(word, "EPSV") == 0 || strcmp(word, "PASV") == 0) &&
 	    p->client_data == FTP_ACTIVE))
 		return false;
-	if (ftp_in(ftp_known, word))
-		return ftp_cmd_allowed(p, word);
-	return true;
+	return k > 0 && ftp_cmd_allowed(p, word);
 }
 
 static enum px_verdict
