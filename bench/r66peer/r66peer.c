@@ -76,6 +76,14 @@ peer_usage(FILE *f)
 "  --info TEXT       client: transfer information (request end part)\n"
 "  --timeout SEC     socket read timeout (default 60)\n"
 "  --quiet           no per-transfer line on stdout\n"
+"  --corrupt-block N client: send block rank N of the first file that has\n"
+"                    one with a wrong digest (md5 modes); the receiver\n"
+"                    answers an ErrorPacket 'M'\n"
+"  --continue        client: go on with the next transfer after a failed one\n"
+"                    on the same connection (exit status 2 at the end)\n"
+"  --keep-on-error   server: a transfer that fails its checks ends its\n"
+"                    channel only; frames of it still in flight are ignored\n"
+"                    (Waarp's way) and the connection goes on\n"
 "TLS (off by default; plain R66 is unchanged without these):\n"
 "  --tls             client: speak TLS, verify the server's certificate\n"
 "  --tls-ca FILE     client: CAs for the server (default: the system's);\n"
@@ -373,6 +381,11 @@ peer_send_data(struct peer_conn *pc, int fd, uint32_t dst, uint32_t src,
 		if (md5mode) {
 			if (EVP_Digest(fr + 30, got, dig, &dl, bmd, NULL) != 1)
 				goto out;
+			if ((int64_t)rank == pc->c->corrupt_block &&
+			    !pc->corrupted) {
+				dig[0] ^= 0xff;
+				pc->corrupted = true;
+			}
 			memcpy(fr + 30 + got, dig, dl);
 			dlen = dl;
 		}
@@ -742,8 +755,9 @@ peer_client(const struct peer_conf *c)
 	peer_timeout(pc.fd, c->timeout);
 	if (c->tls && peer_tls_connect(&pc) == -1)
 		rc = 2;
-	for (round = 0; round < c->count && rc == 0; round++)
-		for (k = 0; k < c->nxfers && rc == 0; k++)
+	for (round = 0; round < c->count && (rc == 0 || c->keep_going);
+	    round++)
+		for (k = 0; k < c->nxfers && (rc == 0 || c->keep_going); k++)
 			if (peer_client_xfer(&pc, &c->xfers[k],
 			    c->count > 1 ? round + 1 : 0) == -1)
 				rc = 2;
@@ -841,6 +855,10 @@ peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
 			if (code != '\0')
 				peer_send_error(pc, cid, sid, "Transfer failed",
 				    code);
+			if (code != '\0' && c->keep_on_error) {
+				pc->dead_sid = sid;
+				rc = 0;
+			}
 			goto out;
 		}
 		close(fd);
@@ -894,6 +912,11 @@ peer_server_conn(const struct peer_conf *c, int fd)
 				break;
 			continue;
 		}
+		if (f.dst != R66_NOCHANNEL && c->keep_on_error &&
+		    f.dst == pc.dead_sid) {
+			pc.late++;
+			continue;
+		}
 		if (f.dst != R66_NOCHANNEL) {
 			peer_err("frame for unknown channel %08x", f.dst);
 			break;
@@ -901,6 +924,9 @@ peer_server_conn(const struct peer_conf *c, int fd)
 		if (peer_server_channel(&pc, &f) == -1)
 			break;
 	}
+	if (pc.late > 0)
+		peer_err("%" PRIu64 " late frames of the failed channel %08x "
+		    "ignored", pc.late, pc.dead_sid);
 out:
 	peer_tls_close(&pc);
 	close(fd);
@@ -993,6 +1019,9 @@ main(int argc, char **argv)
 		{ "info", required_argument, NULL, 'I' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "corrupt-block", required_argument, NULL, 'x' },
+		{ "continue", no_argument, NULL, 'k' },
+		{ "keep-on-error", no_argument, NULL, 'e' },
 		{ "tls", no_argument, NULL, 'T' },
 		{ "tls-ca", required_argument, NULL, 'A' },
 		{ "tls-name", required_argument, NULL, 'N' },
@@ -1023,6 +1052,7 @@ main(int argc, char **argv)
 	c.digest = "SHA-256";
 	c.count = 1;
 	c.timeout = 60;
+	c.corrupt_block = -1;
 	optind = 2;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -1047,6 +1077,8 @@ main(int argc, char **argv)
 		case 'I': c.info = optarg; break;
 		case 'a': c.auth_each = true; break;
 		case 'q': c.quiet = true; break;
+		case 'k': c.keep_going = true; break;
+		case 'e': c.keep_on_error = true; break;
 		case 'T': c.tls = true; break;
 		case 'A': c.tls_ca = optarg; break;
 		case 'N': c.tls_name = optarg; break;
@@ -1063,7 +1095,7 @@ main(int argc, char **argv)
 			c.xfers[c.nxfers].send = o == 'S';
 			c.xfers[c.nxfers++].path = optarg;
 			break;
-		case 'm': case 'b': case 'n': case 't':
+		case 'm': case 'b': case 'n': case 't': case 'x':
 			errno = 0;
 			v = strtol(optarg, &end, 10);
 			if (errno != 0 || *end != '\0' || optarg[0] == '\0')
@@ -1076,6 +1108,8 @@ main(int argc, char **argv)
 				c.count = (int)v;
 			else if (o == 't' && v >= 1 && v <= 3600)
 				c.timeout = (int)v;
+			else if (o == 'x' && v >= 0)
+				c.corrupt_block = v;
 			else
 				goto usage;
 			break;

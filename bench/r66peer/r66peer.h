@@ -43,6 +43,13 @@ struct peer_conf {
 	const char	*info;
 	int		 timeout;
 	bool		 quiet;
+	/* Faults and Waarp's tolerance of them, for the proxy's tests. */
+	int64_t		 corrupt_block;	/* client: this rank's digest is wrong;
+					 * -1: none */
+	bool		 keep_going;	/* client: next transfer after a failed
+					 * one (exit 2 at the end) */
+	bool		 keep_on_error;	/* server: a failed transfer ends its
+					 * channel, not the connection */
 	bool		 tls;		/* client --tls; server: --tls-cert */
 	const char	*tls_ca;	/* client: verify the server against it;
 					 * server: require client certificates */
@@ -64,6 +71,11 @@ struct peer_conn {
 	char		 peer_digest[32];	/* partner's DIGESTALGO */
 	uint32_t	 next_id;
 	char		 tmp[PATH_MAX];	/* server: partial file to remove */
+	/* server, keep_on_error: the channel a failed transfer left, whose
+	 * frames still in flight are ignored (as Waarp does), and how many */
+	uint32_t	 dead_sid;
+	uint64_t	 late;
+	bool		 corrupted;	/* client: --corrupt-block done */
 };
 
 /* "r66peer: " fmt, on stderr. */

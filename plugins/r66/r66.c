@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -31,6 +32,11 @@
 #include "rules.h"
 
 #define R66_CHAN_MAX		8	/* concurrent local channels per connection */
+/* Channels remembered after their end, and for how long: a sender's frames
+ * already in flight when the receiver's ErrorPacket (or the sender's own
+ * end) went out are dropped, not a violation (Waarp ignores them too). */
+#define R66_ENDED_MAX		8
+#define R66_LATE_MS		10000
 #define R66_JSON_RENAME_CLASS \
 	"org.waarp.openr66.protocol.localhandler.packet.json.RequestJsonPacket"
 
@@ -48,12 +54,13 @@ enum {
 	R66_C_DENIED_DIGEST,
 	R66_C_DENIED_ADMIN,
 	R66_C_VIOLATIONS,
+	R66_C_LATE_FRAMES,
 };
 
 static const char *const r66_counters[] = {
 	"transfers", "transfers_denied", "transfers_failed", "denied_host",
 	"denied_rule", "denied_mode", "denied_file", "denied_size",
-	"denied_block", "denied_digest", "denied_admin", "violations", NULL,
+	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames", NULL,
 };
 
 enum r66_cstate {
@@ -84,6 +91,13 @@ struct r66_chan {
 	char		 hash_algo[24];
 };
 
+/* A channel that ended lately (see R66_LATE_MS). */
+struct r66_ended {
+	uint32_t	 cid, sid;
+	uint64_t	 at_ms;		/* 0: slot unused */
+	uint64_t	 dropped;	/* its late frames */
+};
+
 struct r66_state {
 	struct evbuffer	*hold[2];	/* partial frame, per px_dir */
 	bool		 done;		/* ending: drop whatever comes */
@@ -95,6 +109,8 @@ struct r66_state {
 	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
 	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */
 	struct r66_chan	 ch[R66_CHAN_MAX];
+	struct r66_ended ended[R66_ENDED_MAX];	/* a ring */
+	unsigned	 ended_next;
 };
 
 /* What a frame check decided. */
@@ -102,6 +118,8 @@ enum r66_fv {
 	R66_FV_PASS = 0,	/* forward it */
 	R66_FV_DROP,		/* swallow it (channel refused) */
 	R66_FV_END,		/* the session is finishing */
+	R66_FV_LATE,		/* for a channel that ended lately: dropped
+				 * once whole, and counted */
 };
 
 /* No path tricks, whatever the patterns say. */
@@ -168,10 +186,68 @@ r66_chan_new(struct r66_state *st, uint32_t cid)
 	return NULL;
 }
 
-static void
-r66_chan_free(struct r66_chan *c)
+static uint64_t
+r66_now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Ends channel c; it is remembered for its late frames (the oldest one
+ * remembered is forgotten). */
+static void
+r66_chan_free(struct r66_state *st, struct r66_chan *c)
+{
+	struct r66_ended *e;
+
+	if (c->st == R66_CH_FREE)
+		return;
+	e = &st->ended[st->ended_next++ % R66_ENDED_MAX];
+	e->cid = c->cid;
+	e->sid = c->sid;
+	e->at_ms = r66_now_ms();
+	e->dropped = 0;
 	c->st = R66_CH_FREE;
+}
+
+/* The lately ended channel frame f (which no open channel takes) belongs
+ * to, or NULL. */
+static struct r66_ended *
+r66_ended_of(struct r66_state *st, const struct r66_frame *f,
+    bool from_client)
+{
+	uint64_t now = r66_now_ms();
+	struct r66_ended *e;
+	int k;
+
+	for (k = 0; k < R66_ENDED_MAX; k++) {
+		e = &st->ended[k];
+		if (e->at_ms == 0 || now - e->at_ms > R66_LATE_MS)
+			continue;
+		if (from_client && f->src == e->cid && (f->dst == e->sid ||
+		    e->sid == R66_NOCHANNEL))
+			return e;
+		if (!from_client && f->dst == e->cid && (f->src == e->sid ||
+		    f->src == R66_NOCHANNEL || e->sid == R66_NOCHANNEL))
+			return e;
+	}
+	return NULL;
+}
+
+/* A late frame dropped: counted, and said once per channel. */
+static void
+r66_late_dropped(struct px_session *s, struct r66_state *st,
+    const struct r66_frame *f, bool from_client)
+{
+	struct r66_ended *e = r66_ended_of(st, f, from_client);
+
+	px_session_count(s, R66_C_LATE_FRAMES, 1);
+	if (e != NULL && e->dropped++ == 0)
+		px_session_log(s, LOG_INFO, "r66 late frames from the %s for "
+		    "the ended channel %08x dropped (first: %s)", from_client ?
+		    "client" : "server", e->cid, r66_code_name(f->code));
 }
 
 /* Does the requester (client) send the file on this channel? */
@@ -243,7 +319,7 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 				r66_xfer_log(s, st, &st->ch[k], "deny",
 				    "protocol-violation");
 			}
-			r66_chan_free(&st->ch[k]);
+			r66_chan_free(st, &st->ch[k]);
 		}
 	n = r66_encode_connerror(b, sizeof(b), R66_NOCHANNEL, R66_NOCHANNEL,
 	    "Protocol violation (proxy)", NULL);
@@ -279,20 +355,39 @@ r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
 	if (act == PX_ACT_ABORT) {
 		st->done = st->abort = true;
 		snprintf(st->abort_why, sizeof(st->abort_why), "r66 %s", why);
-		r66_chan_free(c);
+		r66_chan_free(st, c);
 		return R66_FV_END;	/* the caller returns PX_ERROR */
 	}
 	snprintf(text, sizeof(text), "Denied by proxy: %s", msg);
 	r66_send_error(s, PX_TO_CLIENT, c->cid, c->sid, text, code);
 	if (c->sid != R66_NOCHANNEL && !whole)
 		r66_send_error(s, PX_TO_SERVER, c->sid, c->cid, text, code);
-	r66_chan_free(c);
+	r66_chan_free(st, c);
 	if (!whole)
 		return R66_FV_DROP;
 	snprintf(reason, sizeof(reason), "r66 %s", why);
 	px_session_deny(s, reason);
 	st->done = true;
 	return R66_FV_END;
+}
+
+/* A transfer ended by a peer's ErrorPacket or ConnectionError: its line
+ * says whose, and the ErrorCode the packet gives (R66-WIRE.md 3.6: 'M' a
+ * bad digest, 'T' a transfer error...) when it gives one. */
+static void
+r66_xfer_error(struct px_session *s, struct r66_state *st,
+    const struct r66_chan *c, const struct r66_frame *f, bool from_client)
+{
+	const char *who = from_client ? "client-error" : "server-error";
+	char why[48];
+
+	px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
+	if (f->mlen == 1 && ((f->m[0] >= 'A' && f->m[0] <= 'Z') ||
+	    (f->m[0] >= 'a' && f->m[0] <= 'z')))
+		snprintf(why, sizeof(why), "%s error-code=%c", who, f->m[0]);
+	else
+		snprintf(why, sizeof(why), "%s", who);
+	r66_xfer_log(s, st, c, "error", why);
 }
 
 /* ---- checks ----------------------------------------------------------- */
@@ -461,7 +556,7 @@ r66_check_endrequest(struct px_session *s, struct r66_state *st,
 	if (way == 1 && !sender && c->st == R66_CH_ER_ASKED) {
 		px_session_count(s, R66_C_TRANSFERS, 1);
 		r66_xfer_log(s, st, c, "accept", NULL);
-		r66_chan_free(c);
+		r66_chan_free(st, c);
 		return R66_FV_PASS;
 	}
 	return r66_violation(s, st, from_client ? PX_TO_SERVER : PX_TO_CLIENT,
@@ -595,10 +690,9 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 	if (f->code == R66_CONNERROR) {
 		if ((c = r66_chan_by_cid(st, f->src)) != NULL) {
 			if (c->has_req) {
-				px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
-				r66_xfer_log(s, st, c, "error", "client-error");
+				r66_xfer_error(s, st, c, f, true);
 			}
-			r66_chan_free(c);
+			r66_chan_free(st, c);
 		}
 		return R66_FV_PASS;
 	}
@@ -645,6 +739,8 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 			/* Late error for a channel we refused: swallow it. */
 			if (f->code == R66_ERROR)
 				return R66_FV_DROP;
+			if (c == NULL && r66_ended_of(st, f, true) != NULL)
+				return R66_FV_LATE;
 			return r66_violation(s, st, PX_TO_SERVER,
 			    "frame for an unknown channel");
 		}
@@ -669,10 +765,9 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 		return r66_check_endrequest(s, st, c, f, true);
 	case R66_ERROR:
 		if (c->has_req) {
-			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
-			r66_xfer_log(s, st, c, "error", "client-error");
+			r66_xfer_error(s, st, c, f, true);
 		}
-		r66_chan_free(c);
+		r66_chan_free(st, c);
 		return R66_FV_PASS;
 	case R66_AUTHENT:
 		return r66_violation(s, st, PX_TO_SERVER,
@@ -709,15 +804,16 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 	    f->src != R66_NOCHANNEL)) {
 		if (f->code == R66_ERROR || f->code == R66_CONNERROR)
 			return R66_FV_DROP;
+		if (c == NULL && r66_ended_of(st, f, false) != NULL)
+			return R66_FV_LATE;
 		return r66_violation(s, st, PX_TO_CLIENT,
 		    "frame for an unknown channel");
 	}
 	if (f->code == R66_ERROR || f->code == R66_CONNERROR) {
 		if (c->has_req) {
-			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
-			r66_xfer_log(s, st, c, "error", "server-error");
+			r66_xfer_error(s, st, c, f, false);
 		}
-		r66_chan_free(c);
+		r66_chan_free(st, c);
 		return R66_FV_PASS;
 	}
 	if (c->sid == R66_NOCHANNEL)
@@ -752,7 +848,7 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 			/* the server refused: pass its answer on */
 			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
 			r66_xfer_log(s, st, c, "error", "server-refused");
-			r66_chan_free(c);
+			r66_chan_free(st, c);
 			return R66_FV_PASS;
 		}
 		if ((v = r66_check_request(s, st, c, &rq, true)) != R66_FV_PASS)
@@ -790,7 +886,7 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 			    "unexpected packet");
 		/* a Valid is the last word of an information/test exchange */
 		if (c->st == R66_CH_OTHER && f->code == R66_VALID)
-			r66_chan_free(c);
+			r66_chan_free(st, c);
 		return R66_FV_PASS;
 	}
 }
@@ -959,6 +1055,15 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		v = from_client ? r66_from_client(s, st, &f, rank) :
 		    r66_from_server(s, st, &f, rank);
+		if (v == R66_FV_LATE) {
+			/* Dropped whole: its rest must not reach the peer
+			 * (the hold's bound covers a whole frame). */
+			if (partial)
+				break;
+			r66_late_dropped(s, st, &f, from_client);
+			evbuffer_drain(src, f.len);
+			continue;
+		}
 		if (partial && v == R66_FV_PASS) {
 			r66_pass_block(s, st, dir, &f, src, out, len);
 			break;
@@ -1020,7 +1125,7 @@ r66_on_close(struct px_session *s, void *vst)
 			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
 			r66_xfer_log(s, st, &st->ch[k], "error",
 			    "connection-closed");
-			r66_chan_free(&st->ch[k]);
+			r66_chan_free(st, &st->ch[k]);
 		}
 	for (d = 0; d < 2; d++)
 		if (st->hold[d] != NULL) {

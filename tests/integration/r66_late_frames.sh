@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A sender's Data frames already in flight when the receiver answers an
+# ErrorPacket are dropped and counted (late_frames), not a protocol
+# violation: the connection carries the next transfer. The client sends a
+# big file whose block 0 has a wrong digest; the server (r66peer
+# --keep-on-error, Waarp's way) answers ErrorPacket 'M' at once and keeps
+# the connection while the client is still sending; then a second file on
+# the same connection must arrive intact. The failed transfer is logged
+# with the server's error code, the second one accepted, one session.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/r66_lib.sh"
+need_cmds sha256sum curl
+need_r66peer
+setup
+
+BIG=32M
+[[ -n ${PROXYD_SANITIZE:-} ]] && BIG=16M
+mkdir -p "$T/cli"
+head -c "$BIG" /dev/urandom >"$T/cli/big.bin"
+head -c 100K /dev/urandom >"$T/cli/ok.bin"
+
+start_r66_server --keep-on-error
+free_port R66_PORT
+write_proxyd_conf
+write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" '<r66/>'
+start_proxyd
+
+r66c "$R66_PORT" hosta:pwA --rule in --mode 3 --timeout 30 --corrupt-block 0 \
+    --continue --send "$T/cli/big.bin" --send "$T/cli/ok.bin"
+assert_eq "$R66_RC" 2 "client exit status (the first transfer fails)"
+assert_grep "$T/client.err" "error packet from server: code=M action=3" "the server's ErrorPacket reached the client"
+assert_grep "$T/client.out" "^ok send file=ok\.bin size=102400 " \
+    "the second transfer on the connection: $(cat "$T/client.err")"
+assert_eq "$(sha256_of "$R66_SRV_DIR/ok.bin")" "$(sha256_of "$T/cli/ok.bin")" "ok.bin on the server"
+[[ ! -e $R66_SRV_DIR/big.bin ]] || fail "the failed file was stored"
+
+wait_grep "$PROXYD_LOG" "session-end service=r66 " || fail "no session-end line"
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=big\.bin .* verdict=error reason=server-error error-code=M "
+assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=ok\.bin size=102400 .* verdict=accept"
+assert_log "r66 late frames from the client for the ended channel [0-9a-f]{8} dropped \(first: data\)"
+assert_no_grep "$PROXYD_LOG" "protocol violation" "a protocol violation"
+assert_eq "$(grep -c 'session-end service=r66 ' "$PROXYD_LOG")" 1 "sessions (one connection)"
+assert_log "session-end service=r66 analyser=r66 verdict=accept "
+assert_metric ge proxyd_analyser_events_total 'analyser="r66",event="late_frames"' 1
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 1
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers_failed"' 1
+info "late frames dropped: $(r66_event late_frames)"
+r66_finish
+info "PASS"
