@@ -80,10 +80,12 @@ peer_usage(FILE *f)
 "                    one with a wrong digest (md5 modes); the receiver\n"
 "                    answers an ErrorPacket 'M'\n"
 "  --continue        client: go on with the next transfer after a failed one\n"
-"                    on the same connection (exit status 2 at the end)\n"
-"  --keep-on-error   server: a transfer that fails its checks ends its\n"
-"                    channel only; frames of it still in flight are ignored\n"
-"                    (Waarp's way) and the connection goes on\n"
+"                    on the same connection (exit status 2 at the end);\n"
+"                    frames of a failed download still in flight are ignored\n"
+"  --keep-on-error   server: a transfer that fails (its checks, or the\n"
+"                    client's ErrorPacket) ends its channel only; frames of\n"
+"                    it still in flight are ignored (Waarp's way) and the\n"
+"                    connection goes on\n"
 "TLS (off by default; plain R66 is unchanged without these):\n"
 "  --tls             client: speak TLS, verify the server's certificate\n"
 "  --tls-ca FILE     client: CAs for the server (default: the system's);\n"
@@ -248,6 +250,10 @@ peer_recv(struct peer_conn *pc, struct r66_frame *f)
 			}
 			continue;
 		}
+		if (pc->dead && f->dst == pc->dead_id) {
+			pc->late++;
+			continue;
+		}
 		return 1;
 	}
 }
@@ -264,6 +270,7 @@ peer_expect(struct peer_conn *pc, struct r66_frame *f, uint8_t code,
 	}
 	if (f->code == R66_ERROR || f->code == R66_CONNERROR) {
 		peer_print_error(f, pc->c->server ? "client" : "server");
+		pc->peer_error = f->code == R66_ERROR;
 		return -1;
 	}
 	if (f->code != code || f->dst != dst) {
@@ -717,8 +724,19 @@ peer_client_xfer(struct peer_conn *pc, const struct peer_xfer *x, int round)
 			goto out;
 		}
 		if (peer_recv_data(pc, fd, sid, cid, (uint32_t)an.block, md5mode,
-		    an.length, &res, &code) == -1 ||
-		    peer_endrequest_recv(pc, sid, cid) == -1 ||
+		    an.length, &res, &code) == -1) {
+			/* --continue: as Waarp's receiver does, the sender
+			 * hears why, and the channel is over. */
+			if (code != '\0' && c->keep_going) {
+				peer_send_error(pc, sid, cid, "Transfer failed",
+				    code);
+				pc->dead = true;
+				pc->dead_id = cid;
+			}
+			unlink(tmppath);
+			goto out;
+		}
+		if (peer_endrequest_recv(pc, sid, cid) == -1 ||
 		    rename(tmppath, outpath) == -1) {
 			unlink(tmppath);
 			goto out;
@@ -761,6 +779,9 @@ peer_client(const struct peer_conf *c)
 			if (peer_client_xfer(&pc, &c->xfers[k],
 			    c->count > 1 ? round + 1 : 0) == -1)
 				rc = 2;
+	if (pc.late > 0)
+		peer_err("%" PRIu64 " late frames of the failed channel %08x "
+		    "ignored", pc.late, pc.dead_id);
 	peer_tls_close(&pc);
 	close(pc.fd);
 	free(pc.buf);
@@ -856,7 +877,8 @@ peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
 				peer_send_error(pc, cid, sid, "Transfer failed",
 				    code);
 			if (code != '\0' && c->keep_on_error) {
-				pc->dead_sid = sid;
+				pc->dead = true;
+				pc->dead_id = sid;
 				rc = 0;
 			}
 			goto out;
@@ -869,8 +891,13 @@ peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
 		if (peer_endrequest_recv(pc, cid, sid) == -1)
 			goto out;
 	} else if (peer_send_data(pc, fd, cid, sid, (uint32_t)rq.block,
-	    md5mode, &res) == -1 || peer_endrequest_send(pc, cid, sid) == -1)
+	    md5mode, &res) == -1 || peer_endrequest_send(pc, cid, sid) == -1) {
+		/* The receiver's ErrorPacket ended the channel. */
+		if (c->keep_on_error && pc->peer_error)
+			rc = 0;
+		pc->peer_error = false;
 		goto out;
+	}
 	if (!c->quiet)
 		printf("ok %s file=%s size=%" PRIu64 " blocks=%" PRIu64
 		    " mode=%s partner=%s digest=%s\n",
@@ -912,11 +939,6 @@ peer_server_conn(const struct peer_conf *c, int fd)
 				break;
 			continue;
 		}
-		if (f.dst != R66_NOCHANNEL && c->keep_on_error &&
-		    f.dst == pc.dead_sid) {
-			pc.late++;
-			continue;
-		}
 		if (f.dst != R66_NOCHANNEL) {
 			peer_err("frame for unknown channel %08x", f.dst);
 			break;
@@ -926,7 +948,7 @@ peer_server_conn(const struct peer_conf *c, int fd)
 	}
 	if (pc.late > 0)
 		peer_err("%" PRIu64 " late frames of the failed channel %08x "
-		    "ignored", pc.late, pc.dead_sid);
+		    "ignored", pc.late, pc.dead_id);
 out:
 	peer_tls_close(&pc);
 	close(fd);

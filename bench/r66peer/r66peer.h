@@ -71,10 +71,13 @@ struct peer_conn {
 	char		 peer_digest[32];	/* partner's DIGESTALGO */
 	uint32_t	 next_id;
 	char		 tmp[PATH_MAX];	/* server: partial file to remove */
-	/* server, keep_on_error: the channel a failed transfer left, whose
-	 * frames still in flight are ignored (as Waarp does), and how many */
-	uint32_t	 dead_sid;
+	/* keep_on_error (server), keep_going (client): our id of the channel
+	 * a failed transfer left, whose frames still in flight are ignored
+	 * (as Waarp does), and how many */
+	bool		 dead;
+	uint32_t	 dead_id;
 	uint64_t	 late;
+	bool		 peer_error;	/* peer_expect() got an ErrorPacket */
 	bool		 corrupted;	/* client: --corrupt-block done */
 };
 

@@ -6,7 +6,10 @@
 # --keep-on-error, Waarp's way) answers ErrorPacket 'M' at once and keeps
 # the connection while the client is still sending; then a second file on
 # the same connection must arrive intact. The failed transfer is logged
-# with the server's error code, the second one accepted, one session.
+# with the server's error code, the second one accepted, one session. The
+# same the other way: a download whose block 0 the server sent with a
+# wrong digest, refused by the client while the server's blocks are still
+# coming, then a second download on the connection.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -21,9 +24,13 @@ head -c "$BIG" /dev/urandom >"$T/cli/big.bin"
 head -c 100K /dev/urandom >"$T/cli/ok.bin"
 
 start_r66_server --keep-on-error
+start_r66_server_at bad --keep-on-error --corrupt-block 0
+cp "$T/cli/big.bin" "$T/cli/ok.bin" "$R66_AT_DIR/"
 free_port R66_PORT
+free_port RECV_PORT
 write_proxyd_conf
 write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" '<r66/>'
+write_r66_service r66recv "$RECV_PORT" "$R66_AT_PORT" '<r66/>'
 start_proxyd
 
 r66c "$R66_PORT" hosta:pwA --rule in --mode 3 --timeout 30 --corrupt-block 0 \
@@ -45,6 +52,27 @@ assert_log "session-end service=r66 analyser=r66 verdict=accept "
 assert_metric ge proxyd_analyser_events_total 'analyser="r66",event="late_frames"' 1
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 1
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers_failed"' 1
-info "late frames dropped: $(r66_event late_frames)"
+sent_late=$(r66_event late_frames)
+info "late frames dropped (upload): $sent_late"
+
+mkdir -p "$T/got"
+r66c "$RECV_PORT" hosta:pwA --rule in --mode 4 --timeout 30 --continue \
+    --recv big.bin --recv ok.bin --dir "$T/got"
+assert_eq "$R66_RC" 2 "client exit status (the first download fails)"
+assert_grep "$T/r66server-bad.log" "error packet from client: code=M action=3" "the client's ErrorPacket reached the server"
+assert_grep "$T/client.out" "^ok recv file=ok\.bin size=102400 " \
+    "the second download on the connection: $(cat "$T/client.err")"
+assert_eq "$(sha256_of "$T/got/ok.bin")" "$(sha256_of "$T/cli/ok.bin")" "ok.bin downloaded"
+wait_grep "$PROXYD_LOG" "session-end service=r66recv " || fail "no session-end line for r66recv"
+assert_log "r66-transfer host=hosta rule=in mode=recvmd5 file=big\.bin .* verdict=error reason=client-error error-code=M "
+assert_log "r66-transfer host=hosta rule=in mode=recvmd5 file=ok\.bin size=102400 .* verdict=accept"
+assert_log "r66 late frames from the server for the ended channel [0-9a-f]{8} dropped \(first: data\)"
+assert_no_grep "$PROXYD_LOG" "protocol violation" "a protocol violation"
+assert_log "session-end service=r66recv analyser=r66 verdict=accept "
+assert_metric ge proxyd_analyser_events_total 'analyser="r66",event="late_frames"' $((sent_late + 1))
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 2
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers_failed"' 2
+info "late frames dropped (both): $(r66_event late_frames)"
 r66_finish
+kill "$R66_AT_PID" 2>/dev/null || true
 info "PASS"
