@@ -756,7 +756,7 @@ ftp_on_close(struct px_session *s, void *state)
 		    px_channel_refused(st->ch));
 	if (st->lst != NULL)
 		px_session_count(s, FTP_C_DATA_REFUSED,
-		    px_listener_refused(st->lst));
+		    px_data_listener_refused(st->lst));
 	st->ch = NULL;		/* the core frees it */
 	st->lst = NULL;
 	if (st->held != NULL)

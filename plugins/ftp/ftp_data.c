@@ -1,5 +1,5 @@
 /* ftp: the data channels. For each PASV/EPSV/PORT/EPRT the client sends,
- * the proxy sets up both ends itself as core channels (channel.c): the
+ * the proxy sets up both ends itself as core channels (data_channel.c): the
  * client's end as the client asked (or as the policy forces), the server's
  * end in the policy's mode, with PORT/EPRT/PASV/EPSV and their replies
  * rewritten to the proxy's own addresses. One data-transfer line is logged
@@ -215,7 +215,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	}
 	/* The client's end. */
 	if (cpassive) {
-		if ((st->lst == NULL && (st->lst = px_listener_new(s,
+		if ((st->lst == NULL && (st->lst = px_data_listener_new(s,
 		    (struct sockaddr *)&clocal, p->port_lo, p->port_hi,
 		    p->strict ? client : NULL, FTP_LISTEN_IDLE_MS)) == NULL) ||
 		    px_channel_listen_on(st->ch, PX_CHAN_CLIENT, st->lst,

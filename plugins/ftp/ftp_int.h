@@ -89,7 +89,7 @@ struct ftp_state {
 	unsigned		 chan_gen;	/* ch's number */
 	struct sockaddr_storage	 cbound;	/* our client-side listener */
 	/* The client's passive data port, kept for the session. */
-	struct px_listener	*lst;
+	struct px_data_listener	*lst;
 	/* Our addresses on the control connections (getsockname once). */
 	bool			 local_ok;
 	struct sockaddr_storage	 clocal, slocal;

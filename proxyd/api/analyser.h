@@ -311,7 +311,7 @@ bool		 px_session_tls_on(const struct px_session *s,
  * failed handshake ends the session. 0, or -1. */
 int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
 
-/* ---- Data channels (proxyd/relay/channel.c) ------------------------------------
+/* ---- Data channels (proxyd/relay/data_channel.c) ------------------------------------
  * Extra connections a session opens for its analyser (FTP data), on the
  * session's own worker. A channel joins one connection on the client end
  * with one on the server end; each end is either a listener the peer
@@ -332,7 +332,7 @@ int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
  * moved a byte for that long (with a plain close, counted as done, once one
  * direction has passed its EOF on). A channel's own listening port
  * (px_channel_listen) is closed as soon as it accepted its connection or
- * the channel ends; a kept one (px_listener_new) is the session's. */
+ * the channel ends; a kept one (px_data_listener_new) is the session's. */
 struct px_channel;
 
 struct px_chan_result {
@@ -376,19 +376,19 @@ int		 px_channel_listen(struct px_channel *ch, enum px_chan_end end,
  * connection it accepts goes to the channel waiting on it, after the peer
  * check; one from another host, or one that comes while no channel waits,
  * is reset and counted as refused (the waiting channel's, else
- * px_listener_refused()): a port left open between transfers gives nobody
+ * px_data_listener_refused()): a port left open between transfers gives nobody
  * a connection. Freed with the session. NULL on failure (errno). */
-struct px_listener;
-struct px_listener *px_listener_new(struct px_session *s,
+struct px_data_listener;
+struct px_data_listener *px_data_listener_new(struct px_session *s,
 		    const struct sockaddr *local, uint16_t lo, uint16_t hi,
 		    const struct sockaddr *peer, uint64_t idle_ms);
 /* `end` of ch takes the next connection l accepts; *bound: l's address
  * (its port; the address as px_channel_listen's). One channel waits on a
  * listener at a time (EBUSY). 0, or -1 with errno. */
 int		 px_channel_listen_on(struct px_channel *ch,
-		    enum px_chan_end end, struct px_listener *l,
+		    enum px_chan_end end, struct px_data_listener *l,
 		    struct sockaddr_storage *bound);
-unsigned	 px_listener_refused(const struct px_listener *l);
+unsigned	 px_data_listener_refused(const struct px_data_listener *l);
 /* Connects `end` to dst from src's host (NULL: the kernel's choice). The
  * source port is chosen at connect time (IP_BIND_ADDRESS_NO_PORT): ports
  * are then shared across destinations and TIME_WAIT entries can be reused

@@ -12,7 +12,7 @@
 
 #include <event2/buffer.h>
 
-#include "channel.h"
+#include "data_channel.h"
 #include "conntrack.h"
 #include "log.h"
 #include "tls.h"

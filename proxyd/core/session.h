@@ -15,7 +15,7 @@
 #include <event2/event_struct.h>
 
 #include "analyser.h"
-#include "channel.h"
+#include "data_channel.h"
 #include "config.h"
 #include "conn.h"
 #include "relay.h"
@@ -87,7 +87,7 @@ struct px_session {
 	bool			 finished;	/* end with FIN: reply flushed */
 	char			 finish_reason[160];
 	void			*an_state;
-	struct px_chan_host	 chan_host;	/* its data channels (channel.h) */
+	struct px_chan_host	 chan_host;	/* its data channels (data_channel.h) */
 	TAILQ_ENTRY(px_session)	 link;
 	bool			 ct_waiting;	/* for conntrack's answer */
 	uint32_t		 ct_seq;

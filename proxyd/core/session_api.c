@@ -484,8 +484,8 @@ px_channel_new(struct px_session *s, uint64_t timeout_ms, px_channel_cb cb,
 	return px_chan_new(px_session_chan_host(s), timeout_ms, cb, arg);
 }
 
-struct px_listener *
-px_listener_new(struct px_session *s, const struct sockaddr *local,
+struct px_data_listener *
+px_data_listener_new(struct px_session *s, const struct sockaddr *local,
     uint16_t lo, uint16_t hi, const struct sockaddr *peer, uint64_t idle_ms)
 {
 	return px_chan_listener_new(px_session_chan_host(s), local, lo, hi,

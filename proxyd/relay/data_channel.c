@@ -4,7 +4,7 @@
  * through a buffered relay (relay.h) with TLS in that conn's slot. Everything runs on the session's
  * worker; the session owns its channels (its host's list) and frees those left
  * when it closes. See analyser.h for the contract. */
-#include "channel.h"
+#include "data_channel.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -41,7 +41,7 @@ struct px_chan_endp {
 	struct px_channel	*ch;
 	int			 fd;		/* connected (or connecting) */
 	int			 lfd;		/* listening */
-	struct px_listener	*lst;		/* waiting on this kept one */
+	struct px_data_listener	*lst;		/* waiting on this kept one */
 	bool			 connecting;
 	bool			 check_peer;
 	struct sockaddr_storage	 peer;		/* expected host */
@@ -78,10 +78,10 @@ struct px_channel {
 	char			 note[256];
 };
 
-/* A kept listener (px_listener_new): one port for several channels. */
-struct px_listener {
+/* A kept listener (px_data_listener_new): one port for several channels. */
+struct px_data_listener {
 	struct px_chan_host	*host;
-	struct px_listener	*next;		/* in host->listeners */
+	struct px_data_listener	*next;		/* in host->listeners */
 	int			 fd;		/* -1: closed (idle) */
 	struct sockaddr_storage	 local, bound;
 	uint16_t		 lo, hi;
@@ -98,8 +98,8 @@ struct px_listener {
 static _Thread_local uint32_t px_chan_rand;
 
 static void	px_chan_finish(struct px_channel *ch, const char *error);
-static void	px_lst_idle(struct px_listener *l);
-static void	px_lst_close(struct px_listener *l);
+static void	px_lst_idle(struct px_data_listener *l);
+static void	px_lst_close(struct px_data_listener *l);
 
 static void
 px_chan_arm(struct px_channel *ch, uint64_t ms)
@@ -183,7 +183,7 @@ void
 px_channels_close(struct px_chan_host *host)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-	struct px_listener *l;
+	struct px_data_listener *l;
 	struct px_channel *ch;
 	int i;
 
@@ -760,7 +760,7 @@ px_channel_listen(struct px_channel *ch, enum px_chan_end end,
 /* ---- kept listeners ----------------------------------------------------- */
 
 static void
-px_lst_refuse(struct px_listener *l, int fd, const struct sockaddr_storage *ss,
+px_lst_refuse(struct px_data_listener *l, int fd, const struct sockaddr_storage *ss,
     const char *why)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -775,7 +775,7 @@ px_lst_refuse(struct px_listener *l, int fd, const struct sockaddr_storage *ss,
 static void
 px_lst_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
-	struct px_listener *l = arg;
+	struct px_data_listener *l = arg;
 	struct px_channel *ch;
 	struct px_chan_endp *e;
 	struct sockaddr_storage ss;
@@ -820,7 +820,7 @@ px_lst_accept_cb(evutil_socket_t lfd, short what, void *arg)
 }
 
 static void
-px_lst_close(struct px_listener *l)
+px_lst_close(struct px_data_listener *l)
 {
 	if (evtimer_pending(&l->timer, NULL))
 		evtimer_del(&l->timer);
@@ -834,7 +834,7 @@ px_lst_close(struct px_listener *l)
 static void
 px_lst_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct px_listener *l = arg;
+	struct px_data_listener *l = arg;
 
 	(void)fd; (void)what;
 	/* Idle: the port goes back to the range. */
@@ -844,7 +844,7 @@ px_lst_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* No channel waits any more: the idle clock runs. */
 static void
-px_lst_idle(struct px_listener *l)
+px_lst_idle(struct px_data_listener *l)
 {
 	struct timeval tv = { .tv_sec = (time_t)(l->idle_ms / 1000),
 	    .tv_usec = (suseconds_t)(l->idle_ms % 1000) * 1000 };
@@ -853,11 +853,11 @@ px_lst_idle(struct px_listener *l)
 		evtimer_add(&l->timer, &tv);
 }
 
-struct px_listener *
+struct px_data_listener *
 px_chan_listener_new(struct px_chan_host *host, const struct sockaddr *local,
     uint16_t lo, uint16_t hi, const struct sockaddr *peer, uint64_t idle_ms)
 {
-	struct px_listener *l;
+	struct px_data_listener *l;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return NULL;
@@ -878,7 +878,7 @@ px_chan_listener_new(struct px_chan_host *host, const struct sockaddr *local,
 
 int
 px_channel_listen_on(struct px_channel *ch, enum px_chan_end end,
-    struct px_listener *l, struct sockaddr_storage *bound)
+    struct px_data_listener *l, struct sockaddr_storage *bound)
 {
 	struct px_chan_endp *e = &ch->e[end];
 	int fd;
@@ -907,7 +907,7 @@ px_channel_listen_on(struct px_channel *ch, enum px_chan_end end,
 }
 
 unsigned
-px_listener_refused(const struct px_listener *l)
+px_data_listener_refused(const struct px_data_listener *l)
 {
 	return l->refused;
 }

@@ -25,7 +25,7 @@ struct px_chan_host {
 	bool			 has_mark;
 	uint32_t		 mark;		/* SO_MARK towards servers */
 	struct px_channel	*list;		/* the owner's open channels */
-	struct px_listener	*listeners;	/* its kept listeners */
+	struct px_data_listener	*listeners;	/* its kept listeners */
 	/* n bytes delivered in dir: into the owner's totals (and keeps it
 	 * from idling out). */
 	void			(*bytes)(struct px_session *owner,
@@ -42,8 +42,8 @@ struct px_tls_peer;
  * resume conn must outlive the channel's start). 0, or -1. */
 int	px_chan_tls(struct px_channel *ch, enum px_chan_end end,
 	    const struct px_tls_ctx *t, const struct px_tls_peer *peer);
-/* px_listener_new's core. */
-struct px_listener *px_chan_listener_new(struct px_chan_host *host,
+/* px_data_listener_new's core. */
+struct px_data_listener *px_chan_listener_new(struct px_chan_host *host,
 	    const struct sockaddr *local, uint16_t lo, uint16_t hi,
 	    const struct sockaddr *peer, uint64_t idle_ms);
 /* Frees every channel of host, without callbacks (the owner is ending:
