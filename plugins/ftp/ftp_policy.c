@@ -8,7 +8,7 @@
 
 #include <libxml/tree.h>
 
-#include "config.h"
+#include "cfgread.h"
 #include "parse.h"
 #include "rules.h"
 #include "ftp/ftp_path.h"

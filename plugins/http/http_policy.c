@@ -10,7 +10,8 @@
 
 #include <libxml/tree.h>
 
-#include "config.h"
+#include "cfgread.h"
+#include "parse.h"
 #include "http.h"
 
 /* Statuses proxyd itself answers with; a template dir may override each. */

@@ -8,7 +8,7 @@
 #include <libxml/tree.h>
 
 #include "analyser.h"
-#include "config.h"
+#include "cfgread.h"
 #include "rules.h"
 
 struct plug_policy {

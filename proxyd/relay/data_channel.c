@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "analyser.h"	/* declares the px_channel_* calls */
 #include "bucket.h"
 #include "listener.h"
 #include "log.h"

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyser.h"
+#include "analyser-t.h"
 
 struct event_base;
 struct px_pipe_pool;

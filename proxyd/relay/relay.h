@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyser.h"
+#include "analyser-t.h"
 #include "bucket.h"
 #include "conn.h"
 #include "splice.h"

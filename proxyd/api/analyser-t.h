@@ -1,0 +1,176 @@
+/* The analyser contract's types: what an analyser is (struct px_analyser,
+ * struct px_driver), the enums both sides speak (directions, verdicts,
+ * relay modes, the end model, TLS use) and a data channel's result. No
+ * calls: the relays and data channels below the core include this alone;
+ * analyser.h adds what an analyser may ask of the core. */
+#ifndef PX_ANALYSER_T_H
+#define PX_ANALYSER_T_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct px_session;
+struct px_cfgerr;
+struct _xmlNode;
+struct evbuffer;
+struct event_base;
+struct sockaddr;
+struct sockaddr_storage;
+
+#define PX_ANALYSERS_MAX	8	/* registered analysers */
+#define PX_AN_COUNTERS_MAX	32	/* counters per analyser */
+
+/* What on_data answers about the bytes still left in `in` (those it moved
+ * to px_session_output() itself go out whatever it answers). */
+enum px_verdict {
+	PX_PASS = 0,	/* forward them */
+	PX_MORE,	/* keep them, wait for more bytes */
+	PX_DENY,	/* refuse: flush both outputs, end (px_session_deny()
+			 * unless the analyser ended the session itself) */
+	PX_ERROR,	/* end at once with resets: by=proxy unless the
+			 * analyser ended the session itself */
+};
+
+enum px_dir {
+	PX_TO_SERVER = 0,
+	PX_TO_CLIENT,
+};
+
+enum px_relay_mode {
+	PX_RELAY_BUFFERED = 0,	/* evbuffers; on_data sees every byte */
+	PX_RELAY_SPLICE,	/* splice(2); no byte reaches user space */
+};
+
+/* The ends of a session (and of a data channel). */
+enum px_chan_end {
+	PX_CHAN_CLIENT = 0,	/* the connection with the client's side */
+	PX_CHAN_SERVER,
+};
+
+struct px_conn;
+
+/* The second kind of analyser, for protocols that hold a conversation
+ * with one server connection at a time, chosen per request (http). The
+ * core connects to no server before on_open. It owns the client's conn,
+ * the server conn the analyser asks for (new or from the worker's pool:
+ * px_session_upstream_open), the pool and one timer, and tells the
+ * analyser when a side is readable or writable (a connect under way: done
+ * or failed, see px_upstream_error) and when the timer fires. The analyser
+ * reads and writes through the conns (conn.h) and accounts what it
+ * delivered with px_session_account(). */
+struct px_driver {
+	void	(*on_readable)(struct px_session *s, void *st,
+		    enum px_chan_end side);
+	void	(*on_writable)(struct px_session *s, void *st,
+		    enum px_chan_end side);
+	void	(*on_timer)(struct px_session *s, void *st);
+	/* A reload replaced the worker's configuration; the session keeps
+	 * the old one (px_session_config_stale). NULL: nothing to do. The
+	 * analyser may end the session here. */
+	void	(*on_config)(struct px_session *s, void *st);
+};
+
+struct px_analyser {
+	const char	*name;		/* matches service/@analyser */
+	size_t		 state_size;	/* per session; the core callocs and frees it */
+	/* Reads the analyser's own element (NULL if absent: use defaults).
+	 * 0 ok, -1 after reporting through px_cfg_error(). */
+	int		(*policy_load)(const struct _xmlNode *section, void **pol,
+			    struct px_cfgerr *err);
+	void		(*policy_free)(void *pol);
+	/* The server side is connected. Returns 0 and calls one of the
+	 * px_session_relay_*() functions, or -1 to abort the session. */
+	int		(*on_open)(struct px_session *s, void *st);
+	/* Bytes from one side in buffered mode; NULL: forward as they are.
+	 * It may remove bytes from `in` and write what it forwards (maybe
+	 * rewritten) to px_session_output(s, dir), and replies to the other
+	 * side to px_session_output(s, !dir); the core counts both. When a
+	 * side gives EOF it is called once more, with
+	 * px_session_input_closed(s, dir) true and what is left in `in`
+	 * (maybe nothing: an analyser may hold bytes of its own); what it
+	 * leaves in `in` then is dropped. */
+	enum px_verdict	(*on_data)(struct px_session *s, void *st,
+			    enum px_dir dir, struct evbuffer *in);
+	void		(*on_close)(struct px_session *s, void *st);
+	/* Names of the analyser's own counters, NULL-terminated (at most
+	 * PX_AN_COUNTERS_MAX), bumped with px_session_count() and exported as
+	 * proxyd_analyser_events_total{analyser=,event=}. May be NULL. */
+	const char *const *counters;
+	/* Non-NULL: an analyser of the second kind (see struct px_driver);
+	 * on_data is then unused. */
+	const struct px_driver *driver;
+	/* It can serve mode="forward" (the destination comes from each
+	 * request). */
+	bool		 forward_mode;
+	/* The ALPN protocols it speaks, offered when it terminates TLS and
+	 * asked for when it originates, comma-separated in order of
+	 * preference ("http/1.1,http/1.0"); NULL: no ALPN. */
+	const char	*alpn;
+	/* It starts TLS itself (FTP's AUTH TLS): a <tls> on its service is
+	 * left to it (px_session_starttls) unless implicit="yes". */
+	bool		 starttls;
+	/* On each worker thread as it ends: free per-thread state. May be NULL. */
+	void		(*on_worker_exit)(void);
+	/* A few words on what the session is doing now (the request or the
+	 * transfer in progress) for the admin's session list, written to buf;
+	 * on the session's worker. May be NULL. */
+	void		(*describe)(const struct px_session *s, const void *st,
+			    char *buf, size_t len);
+};
+
+/* ---- How a session ends (one model for every analyser) -----------------
+ * Who ended it and in which phase, as HAProxy's termination codes; the
+ * verdict in the session-end line is derived from those two, never from
+ * the reason's text (see px_end_verdict()). */
+enum px_end_by {
+	PX_END_CLIENT = 0,	/* the client closed: a normal end */
+	PX_END_SERVER,		/* the server closed: a normal end */
+	PX_END_CLIENT_FAIL,	/* the client's connection failed (reset, error) */
+	PX_END_SERVER_FAIL,	/* the server's failed, or could not be reached */
+	PX_END_POLICY,		/* the policy refused (deny or abort) */
+	PX_END_TIMEOUT,		/* one of the proxy's timeouts fired */
+	PX_END_PROXY,		/* the proxy failed (resources, internal error) */
+	PX_END_SHUTDOWN,	/* the daemon stopped */
+};
+
+enum px_end_phase {
+	PX_PHASE_ACCEPT = 0,	/* admission checks, before any connect */
+	PX_PHASE_CONNECT,	/* connecting to the server */
+	PX_PHASE_DATA,		/* relaying and analysing */
+};
+
+enum px_end_verdict {
+	PX_VERDICT_ACCEPT = 0,
+	PX_VERDICT_DENY,
+	PX_VERDICT_ERROR,
+};
+
+/* TLS started by the analyser (analyser->starttls: FTP's AUTH TLS). */
+enum px_tls_use {
+	PX_TLS_USE_NONE = 0,	/* no <tls> for that side: plain */
+	PX_TLS_USE_IMPLICIT,	/* TLS from the first byte (the core's) */
+	PX_TLS_USE_EXPLICIT,	/* the analyser starts it */
+};
+
+/* A data channel (analyser.h: px_channel_new) ends with this. */
+struct px_channel;
+
+struct px_chan_result {
+	const struct px_channel *ch;	/* the one ending (freed after the call) */
+	const char	*error;		/* NULL: ended normally */
+	uint64_t	 bytes[2];	/* by px_dir: client->server, server->client */
+	uint64_t	 duration_ms;	/* from the relay's start */
+	bool		 relayed;	/* both ends connected and relaying began */
+	unsigned	 refused;	/* connections refused by the peer check */
+	const char	*note;		/* px_channel_note()'s, or "" */
+	/* The peers of each end (enum px_chan_end), NULL: none connected. */
+	const struct sockaddr *addr[2];
+	bool		 tls[2];	/* that end was TLS (px_channel_tls) */
+	bool		 resumed[2];	/* ... a resumed TLS session */
+};
+
+typedef void	(*px_channel_cb)(struct px_session *s, void *arg,
+		    const struct px_chan_result *r);
+
+#endif
