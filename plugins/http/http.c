@@ -112,6 +112,15 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 
 /* ---- request ----------------------------------------------------------- */
 
+/* A head was taken (or refused): the next one is looked at from its
+ * start. */
+static void
+http_head_restart(size_t *scan, struct http_head_scan *judge)
+{
+	*scan = 0;
+	memset(judge, 0, sizeof(*judge));
+}
+
 /* A complete request head is at the front of the client input. */
 static void
 http_handle_request(struct http_state *h, const char *buf, size_t head_len)
@@ -132,6 +141,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->req_bytes = h->resp_bytes = 0;
 	h->host[0] = '\0';
 	h->retried = false;
+	/* The port the request is for (a 405's Allow depends on it). */
+	h->port = px_sockaddr_port(px_session_dst(h->s));
 	rc = http_parse_head(buf, head_len, true, &p->lim, &m, &why);
 	http_copy(h->method, sizeof(h->method), rc == 0 ? m.method : "-",
 	    rc == 0 ? m.mlen : 1);
@@ -215,6 +226,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
+	h->port = port;
 	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host, h->path,
 	    &why)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -269,6 +281,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	evbuffer_drain(cin, head_len);
 	h->req = HTTP_REQ_WAIT;
 	h->resp = HTTP_RESP_HEAD;
+	http_head_restart(&h->resp_scan, &h->resp_judge);
 	http_timer_set(h, p->response_timeout_ms);
 	if (dst.ss_family == 0) {
 		http_resolve(h, port);
@@ -645,12 +658,12 @@ http_next_request(struct http_state *h)
 	}
 	end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
 	    &h->head_scan);
-	if (end <= 0 && (rc = http_head_partial(buf, want, true, &h->pol->lim,
-	    &why)) != 0) {
-		/* A line over max-line: refused as it arrives, not when
-		 * (if ever) its LF comes (and before max-header-bytes,
-		 * which says less). */
-		h->head_scan = 0;
+	if (end <= 0 && (rc = http_head_judge(buf, want, true, &h->pol->lim,
+	    &h->req_judge, &why)) != 0) {
+		/* A bad line is refused as it arrives, not when (if ever)
+		 * the empty line comes (and before max-header-bytes, which
+		 * says less). */
+		http_head_restart(&h->head_scan, &h->req_judge);
 		h->progress++;
 		http_copy(h->method, sizeof(h->method), "-", 1);
 		http_copy(h->path, sizeof(h->path), "-", 1);
@@ -669,7 +682,7 @@ http_next_request(struct http_state *h)
 		}
 		return;
 	}
-	h->head_scan = 0;
+	http_head_restart(&h->head_scan, &h->req_judge);
 	h->progress++;
 	if (end < 0) {
 		http_copy(h->method, sizeof(h->method), "-", 1);
@@ -682,6 +695,20 @@ http_next_request(struct http_state *h)
 	http_handle_request(h, buf, (size_t)end);
 }
 
+/* The server sent bytes after a complete response: they are dropped
+ * and its connection is not reused. */
+static void
+http_unasked_bytes(struct http_state *h, struct evbuffer *sin)
+{
+	size_t n = evbuffer_get_length(sin);
+
+	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%zu "
+	    "bytes after a complete response\" (server connection closed)", n);
+	h->srv.keep = false;
+	evbuffer_drain(sin, n);
+}
+
 /* Response bytes from the server: heads, then body. */
 static void
 http_server_input(struct http_state *h)
@@ -689,7 +716,7 @@ http_server_input(struct http_state *h)
 	struct evbuffer *sin = h->srv.io->in;
 
 	while (h->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
-		size_t len = evbuffer_get_length(sin), want, scan = 0;
+		size_t len = evbuffer_get_length(sin), want;
 		const char *buf, *why;
 		ssize_t end;
 
@@ -703,9 +730,12 @@ http_server_input(struct http_state *h)
 			return;
 		}
 		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
-		    &scan);
-		if (end <= 0 && http_head_partial(buf, want, false,
-		    &h->pol->lim, &why) != 0) {
+		    &h->resp_scan);
+		if (end <= 0 && http_head_judge(buf, want, false,
+		    &h->pol->lim, &h->resp_judge, &why) != 0) {
+			/* Refused as the bad line arrives: a server that
+			 * does not speak HTTP is not waited for. */
+			http_head_restart(&h->resp_scan, &h->resp_judge);
 			h->progress++;
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
@@ -715,6 +745,8 @@ http_server_input(struct http_state *h)
 		}
 		if (end == 0)
 			return;
+		/* The next head (after a 1xx) starts from scratch. */
+		http_head_restart(&h->resp_scan, &h->resp_judge);
 		h->progress++;
 		if (end < 0) {
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
@@ -727,9 +759,11 @@ http_server_input(struct http_state *h)
 	if (h->gone || h->closing || h->tunnel)
 		return;
 	if (h->resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
-		/* Bytes nobody asked for: the connection is not reusable. */
-		h->srv.keep = false;
-		evbuffer_drain(sin, evbuffer_get_length(sin));
+		/* Bytes nobody asked for, on the connection this client keeps
+		 * between requests: it is not reused (the next request would
+		 * read them as its response). */
+		http_unasked_bytes(h, sin);
+		http_server_drop(h, false);
 		return;
 	}
 	if (h->resp == HTTP_RESP_BODY)
@@ -740,8 +774,15 @@ http_server_input(struct http_state *h)
 		h->resp = HTTP_RESP_DONE;
 		h->srv.keep = false;
 	}
-	if (!h->gone && h->resp == HTTP_RESP_DONE)
+	if (!h->gone && h->resp == HTTP_RESP_DONE) {
+		/* Bytes that came with the response, after its end (a body
+		 * after a 204, 304 or a HEAD response, say): one request is
+		 * in flight, so they answer nothing, and the connection is
+		 * closed, never pooled. */
+		if (evbuffer_get_length(sin) != 0)
+			http_unasked_bytes(h, sin);
 		http_transaction_done(h);
+	}
 }
 
 /* The server connection ended (EOF) or failed (err != 0). */

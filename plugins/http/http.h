@@ -109,6 +109,12 @@ bool	http_words_has(const struct http_words *w, const char *s, size_t len);
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
 	    const char **why);
+/* The methods the request rules accept on port (CONNECT only when
+ * connect), ", " between, for the Allow field of a 405 (RFC 9110
+ * 15.5.6): every method a rule names or the built-in list has. "" when
+ * none (a valid Allow: nothing is). Cut to size at a method's end. */
+void	http_policy_allow(const struct http_policy *p, uint16_t port,
+	    bool connect, char *buf, size_t size);
 /* Whether every Transfer-Encoding coding of m other than chunked is one
  * transfer-codings= lists. */
 bool	http_policy_codings(const struct http_policy *p,

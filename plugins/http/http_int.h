@@ -77,6 +77,10 @@ struct http_state {
 	struct http_server	 srv;
 	size_t			 buffer;
 	size_t			 head_scan;	/* http_head_end() resume point */
+	struct http_head_scan	 req_judge;	/* the request head arriving */
+	size_t			 resp_scan;	/* as head_scan, response side */
+	struct http_head_scan	 resp_judge;	/* the response head arriving */
+	uint16_t		 port;		/* the request's, for Allow */
 	unsigned		 nreq;		/* requests on this connection */
 	bool			 client_eof;
 	bool			 closing;	/* flushing a last reply */

@@ -145,9 +145,11 @@ http_parse_version(const char *p, size_t len, int *minor, const char **why)
 		HTTP_FAIL(400, "malformed HTTP version");
 	if (p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' || p[7] > '9')
 		HTTP_FAIL(400, "malformed HTTP version");
-	if (p[5] != '1' || p[7] > '1')
+	if (p[5] != '1')
 		HTTP_FAIL(505, "HTTP version not supported");
-	*minor = p[7] - '0';
+	/* A higher minor version of HTTP/1 is read as the highest we
+	 * speak, 1.1 (RFC 9110 2.5): it only adds what we may ignore. */
+	*minor = p[7] > '1' ? 1 : p[7] - '0';
 	return 0;
 }
 
@@ -342,61 +344,117 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	return 0;
 }
 
-int
-http_parse_head(const char *buf, size_t head_len, bool request,
-    const struct http_limits *lim, struct http_head *h, const char **why)
+/* The first bytes of a status line must be "HTTP/": whatever else a
+ * server sends (another protocol, binary) is refused as soon as it comes,
+ * before the rest of the line is looked at. n: bytes of the line, its
+ * final CR excluded. */
+static bool
+http_status_prefix_bad(const char *p, size_t n)
 {
-	size_t pos = 0, line_no = 0;
+	static const char v[] = "HTTP/";
+	size_t i;
+
+	for (i = 0; i < n && i < 5; i++)
+		if (p[i] != v[i])
+			return true;
+	return false;
+}
+
+/* Why a line over max_line is refused: 414 for the request line. */
+static int
+http_line_too_long(bool request, unsigned line_no, const char **why)
+{
+	if (line_no != 0)
+		HTTP_FAIL(431, "header line too long");
+	if (request)
+		HTTP_FAIL(414, "request line too long");
+	HTTP_FAIL(431, "status line too long");
+}
+
+/* One line of a head: n bytes before its LF, starting at pos in the head.
+ * h holds what the lines before said (the fields, for the duplicates);
+ * *line_no counts the lines judged (the one skipped empty line before a
+ * request line not included). 0 when good (*end: it was the empty line
+ * that ends the head), else the status. The checks that can be made on a
+ * line still arriving come first (http_head_judge makes them on one): the
+ * status line's "HTTP/", then the length; so a line is refused for the
+ * same reason whether it is judged whole or as it comes. */
+static int
+http_head_line(const char *p, size_t n, size_t pos,
+    const struct http_limits *lim, struct http_head *h, unsigned *line_no,
+    bool *end, const char **why)
+{
+	size_t len = n > 0 && p[n - 1] == '\r' ? n - 1 : n;
 	int rc;
 
+	*end = false;
+	if (*line_no == 0 && !h->request && http_status_prefix_bad(p, len))
+		HTTP_FAIL(400, "malformed HTTP version");
+	if (len > lim->max_line)
+		return http_line_too_long(h->request, *line_no, why);
+	if (len == n)
+		HTTP_FAIL(400, "bare LF");
+	if (memchr(p, '\r', len) != NULL)
+		HTTP_FAIL(400, "bare CR");
+	if (*line_no == 0) {
+		if (len == 0 && h->request && pos == 0) {
+			/* RFC 9112 2.2: one empty line before the request
+			 * line is ignored. */
+			h->empty_line = true;
+			return 0;
+		}
+		if (len == 0)
+			HTTP_FAIL(400, "empty first line");
+		rc = h->request ? http_parse_request_line(p, len, lim, h, why) :
+		    http_parse_status_line(p, len, h, why);
+		if (rc != 0)
+			return rc;
+	} else if (len == 0) {
+		*end = true;
+		return 0;
+	} else {
+		if (*line_no > lim->max_header_lines)
+			HTTP_FAIL(431, "too many header lines");
+		if ((rc = http_parse_field(p, len, h, why)) != 0)
+			return rc;
+	}
+	(*line_no)++;
+	return 0;
+}
+
+static void
+http_head_init(struct http_head *h, bool request)
+{
 	memset(h, 0, offsetof(struct http_head, hdr));
 	h->nhdr = 0;
 	h->request = request;
 	h->content_length = -1;
 	h->host = h->upgrade = -1;
-	h->head_len = head_len;
-	for (;;) {
-		const char *p = buf + pos, *nl;
-		size_t len;
+}
 
-		nl = memchr(p, '\n', head_len - pos);
-		if (nl == NULL)
+int
+http_parse_head(const char *buf, size_t head_len, bool request,
+    const struct http_limits *lim, struct http_head *h, const char **why)
+{
+	size_t pos = 0;
+	unsigned line_no = 0;
+	bool end = false;
+	int rc;
+
+	http_head_init(h, request);
+	h->head_len = head_len;
+	while (!end) {
+		const char *p = buf + pos, *nl;
+		size_t n;
+
+		if (pos >= head_len ||
+		    (nl = memchr(p, '\n', head_len - pos)) == NULL)
 			HTTP_FAIL(400, "incomplete head");
-		len = (size_t)(nl - p);
-		if (len == 0 || p[len - 1] != '\r')
-			HTTP_FAIL(400, "bare LF");
-		len--;
-		pos += len + 2;
-		if (len > lim->max_line)
-			HTTP_FAIL(request && line_no == 0 ? 414 : 431,
-			    line_no != 0 ? "header line too long" : request ?
-			    "request line too long" : "status line too long");
-		if (memchr(p, '\r', len) != NULL)
-			HTTP_FAIL(400, "bare CR");
-		if (line_no == 0) {
-			if (len == 0 && request && pos == 2) {
-				/* RFC 9112 2.2: one empty line before the
-				 * request line is ignored. */
-				h->empty_line = true;
-				continue;
-			}
-			if (len == 0)
-				HTTP_FAIL(400, "empty first line");
-			rc = request ? http_parse_request_line(p, len, lim, h, why) :
-			    http_parse_status_line(p, len, h, why);
-			if (rc != 0)
-				return rc;
-		} else if (len == 0) {
-			break;
-		} else {
-			if (line_no > lim->max_header_lines)
-				HTTP_FAIL(431, "too many header lines");
-			if ((rc = http_parse_field(p, len, h, why)) != 0)
-				return rc;
-		}
-		line_no++;
-		if (pos >= head_len)
-			HTTP_FAIL(400, "incomplete head");
+		n = (size_t)(nl - p);
+		if ((rc = http_head_line(p, n, pos, lim, h, &line_no, &end,
+		    why)) != 0)
+			return rc;
+		pos += n + 1;
 	}
 	if (pos != head_len)
 		HTTP_FAIL(400, "bytes after the head end");
@@ -415,27 +473,58 @@ http_parse_head(const char *buf, size_t head_len, bool request,
 }
 
 int
-http_head_partial(const char *buf, size_t len, bool request,
-    const struct http_limits *lim, const char **why)
+http_head_judge(const char *buf, size_t len, bool request,
+    const struct http_limits *lim, struct http_head_scan *st,
+    const char **why)
 {
-	size_t i = len, scan = lim->max_line + 2;
-	const char *nl;
-	bool first;
+	/* The fields only for the duplicate checks: what they said is
+	 * carried in st between calls (the buffer may have moved). */
+	static _Thread_local struct http_head t;
+	const char *p, *nl;
+	size_t from, rest, clen;
+	bool end = false;
+	int rc = 0;
 
-	/* Back to the last LF, no further than a line may be (+ CR). */
-	while (i > 0 && len - i < scan && buf[i - 1] != '\n')
-		i--;
-	if (len - i <= lim->max_line + 1)
+	if (st->done)
 		return 0;
-	/* The first line, unless an LF other than the one of a leading
-	 * CRLF comes before it. */
-	nl = memchr(buf, '\n', i);
-	first = nl == NULL || (request && nl == buf + 1 && buf[0] == '\r' &&
-	    memchr(buf + 2, '\n', i - 2) == NULL);
-	if (!first)
-		HTTP_FAIL(431, "header line too long");
-	HTTP_FAIL(request ? 414 : 502, request ? "request line too long" :
-	    "status line too long");
+	http_head_init(&t, request);
+	t.content_length = st->cl_seen ? 0 : -1;
+	t.host = st->host_seen ? 0 : -1;
+	t.chunked = st->chunked;
+	t.nhdr = st->nhdr;
+	/* The LF search resumes where the last call left it. */
+	from = st->off + st->seen;
+	while (st->off < len && from < len) {
+		p = buf + st->off;
+		if ((nl = memchr(buf + from, '\n', len - from)) == NULL)
+			break;
+		rc = http_head_line(p, (size_t)(nl - p), st->off, lim, &t,
+		    &st->line_no, &end, why);
+		if (rc != 0)
+			break;
+		st->off = (size_t)(nl - buf) + 1;
+		from = st->off;
+		if (end) {
+			st->done = true;
+			break;
+		}
+	}
+	st->seen = len > st->off ? len - st->off : 0;
+	st->nhdr = t.nhdr;
+	st->cl_seen = t.content_length != -1;
+	st->host_seen = t.host != -1;
+	st->chunked = t.chunked;
+	if (rc != 0 || end || st->off >= len)
+		return rc;
+	/* The line still arriving: what can be refused already. */
+	p = buf + st->off;
+	rest = len - st->off;
+	clen = p[rest - 1] == '\r' ? rest - 1 : rest;
+	if (st->line_no == 0 && !request && http_status_prefix_bad(p, clen))
+		HTTP_FAIL(400, "malformed HTTP version");
+	if (clen > lim->max_line)
+		return http_line_too_long(request, st->line_no, why);
+	return 0;
 }
 
 ssize_t

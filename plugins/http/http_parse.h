@@ -74,15 +74,32 @@ int	http_parse_head(const char *buf, size_t head_len, bool request,
 	    const struct http_limits *lim, struct http_head *h,
 	    const char **why);
 
-/* A head that is not complete yet (http_head_end() returned 0) but can
- * already be refused: a line without its LF that is over max_line
- * already. 0 while it may still be good; else the status as
- * http_parse_head() would answer (414 for the request line, 431 for a
- * header line; the caller answers 502 for a response) and *why. Only
- * the line being received is looked at: lines with their LF are
- * http_parse_head()'s. */
-int	http_head_partial(const char *buf, size_t len, bool request,
-	    const struct http_limits *lim, const char **why);
+/* Where http_head_judge() is in a head still arriving; all zero before
+ * its first byte (and again for the next head). */
+struct http_head_scan {
+	size_t		off;		/* start of the first line not judged */
+	size_t		seen;		/* bytes from off looked at: no LF */
+	unsigned	line_no;	/* lines judged (as http_parse_head) */
+	unsigned	nhdr;		/* what they said, for the duplicates */
+	bool		cl_seen;
+	bool		host_seen;
+	bool		chunked;
+	bool		done;		/* the empty line that ends it came */
+};
+
+/* A head that is not complete yet (http_head_end() returned 0, or -1: it
+ * is over max_header_bytes), judged line by line as its lines arrive:
+ * buf holds its first len bytes, st what earlier calls judged (each byte
+ * is looked at once, however the head is cut into reads). 0 while it may
+ * still be good; else the status and *why http_parse_head() gives the
+ * complete head, whatever comes after (for a response the caller answers
+ * 502). The line still arriving is refused when it is over max_line
+ * already (414 for the request line, 431 for a header line) or, as a
+ * status line, does not start with "HTTP/". Only the checks of the whole
+ * head (framing, Host) wait for its end. */
+int	http_head_judge(const char *buf, size_t len, bool request,
+	    const struct http_limits *lim, struct http_head_scan *st,
+	    const char **why);
 
 /* Whether the field name (name, len), read case-insensitively and with
  * '_' as '-', is one a head must not carry twice over: a framing or

@@ -541,14 +541,13 @@ http_request_match(const struct http_request_rule *req, size_t n,
 	return NULL;
 }
 
-int
-http_policy_check(const struct http_policy *p, const char *method,
-    size_t mlen, uint16_t port, const char *host, const char *path,
-    const char **why)
+/* What the request rules (the policy's, then the built-in list) say of
+ * method on port: 0, or as http_policy_check answers. */
+static int
+http_request_decide(const struct http_policy *p, const char *method,
+    size_t mlen, uint16_t port, const char **why)
 {
 	const struct http_request_rule *hit;
-	const struct http_url_rule *u;
-	size_t i;
 	bool builtin = false;
 	int rc;
 
@@ -569,6 +568,84 @@ http_policy_check(const struct http_policy *p, const char *method,
 		*why = "method denied by policy";
 		return http_refusal(hit->action, hit->status);
 	}
+	return 0;
+}
+
+/* Adds method to the Allow list in buf (len bytes so far) unless it is
+ * there already or does not fit. */
+static size_t
+http_allow_add(char *buf, size_t size, size_t len, const char *method)
+{
+	size_t m = strlen(method), i = 0;
+	int n;
+
+	while (i < len) {
+		size_t e = i;
+
+		while (e < len && buf[e] != ',')
+			e++;
+		if (e - i == m && strncasecmp(buf + i, method, m) == 0)
+			return len;
+		i = e + 2;	/* ", " */
+	}
+	n = snprintf(buf + len, size - len, "%s%s", len ? ", " : "", method);
+	if (n < 0 || (size_t)n >= size - len) {
+		buf[len] = '\0';
+		return len;
+	}
+	return len + (size_t)n;
+}
+
+/* Adds to buf (an Allow list of len bytes) each method of w that the
+ * rules accept on port and buf does not have yet. */
+static size_t
+http_allow_words(const struct http_policy *p, const struct http_words *w,
+    uint16_t port, bool connect, char *buf, size_t size, size_t len)
+{
+	const char *why;
+	size_t k;
+
+	for (k = 0; k < w->n; k++) {
+		const char *m = w->w[k];
+
+		if (strcmp(m, "*") == 0 ||
+		    (!connect && strcasecmp(m, "CONNECT") == 0) ||
+		    http_request_decide(p, m, strlen(m), port, &why) != 0)
+			continue;
+		len = http_allow_add(buf, size, len, m);
+	}
+	return len;
+}
+
+void
+http_policy_allow(const struct http_policy *p, uint16_t port, bool connect,
+    char *buf, size_t size)
+{
+	size_t i, len = 0;
+
+	buf[0] = '\0';
+	/* The candidates: every method a rule names, then the built-in
+	 * ones. */
+	for (i = 0; i < p->nreq; i++)
+		len = http_allow_words(p, &p->req[i].methods, port, connect,
+		    buf, size, len);
+	for (i = 0; i < sizeof(http_builtin_request) /
+	    sizeof(http_builtin_request[0]); i++)
+		len = http_allow_words(p, &http_builtin_request[i].methods,
+		    port, connect, buf, size, len);
+}
+
+int
+http_policy_check(const struct http_policy *p, const char *method,
+    size_t mlen, uint16_t port, const char *host, const char *path,
+    const char **why)
+{
+	const struct http_url_rule *u;
+	size_t i;
+	int rc;
+
+	if ((rc = http_request_decide(p, method, mlen, port, why)) != 0)
+		return rc;
 	for (i = 0; i < p->nurl; i++) {
 		u = &p->url[i];
 		if (u->host != NULL && fnmatch(u->host, host, FNM_CASEFOLD) != 0)

@@ -143,7 +143,16 @@ http_error(struct http_state *h, int status, const char *why)
 	blen = body != NULL ? evbuffer_get_length(body) : 0;
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: "
 	    "text/html\r\nContent-Length: %zu\r\nConnection: close\r\n"
-	    "Cache-Control: no-store\r\n\r\n", status, reason, blen);
+	    "Cache-Control: no-store\r\n", status, reason, blen);
+	if (status == 405) {
+		/* RFC 9110 15.5.6: a 405 says what is allowed instead. */
+		char allow[256];
+
+		http_policy_allow(p, h->port, px_session_dst(h->s)->sa_family ==
+		    0, allow, sizeof(allow));
+		evbuffer_add_printf(out, "Allow: %s\r\n", allow);
+	}
+	evbuffer_add(out, "\r\n", 2);
 	if (body != NULL && !h->is_head)
 		evbuffer_add_buffer(out, body);
 	h->resp_bytes = evbuffer_get_length(out);

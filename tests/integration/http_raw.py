@@ -16,7 +16,8 @@
         raw     sends the bytes of --raw as the response to the first
                 request of each connection, then closes; when --raw is a
                 directory, the file named after the request target (its
-                slashes as '_', leading one removed); with --hold S the
+                slashes as '_', leading one removed; "@@PAUSE@@" in it:
+                what follows goes 0.3 s later); with --hold S the
                 connection stays open S seconds after (or until the peer
                 closes it)
         once    answers the first request of a connection (keep-alive), then
@@ -196,7 +197,12 @@ def origin_main(a):
                         name = rec["target"].strip("/").replace("/", "_")
                         with open(os.path.join(a.raw, name), "rb") as f:
                             raw = f.read()
-                    s.sendall(raw)
+                    # @@PAUSE@@ in the bytes: what follows it is sent
+                    # 0.3 s later, in a segment of its own
+                    for k, part in enumerate(raw.split(b"@@PAUSE@@")):
+                        if k:
+                            time.sleep(0.3)
+                        s.sendall(part)
                     if a.hold:
                         s.settimeout(a.hold)
                         try:

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "http/http_parse.h"
 
@@ -251,11 +252,23 @@ test_te_codings(void **state)
 	assert_true(h.chunked && h.te_other);
 }
 
+/* A head judged from scratch as far as it has come. */
+static int
+judge(const char *buf, size_t len, bool request, const char **why)
+{
+	struct http_head_scan st;
+
+	memset(&st, 0, sizeof(st));
+	*why = NULL;
+	return http_head_judge(buf, len, request, &lim, &st, why);
+}
+
 /* A line without its LF is refused once it is over max_line, as it
- * arrives: 414 for the request line, 431 for a header line, 502 for a
- * status line; what can still end in time is not. */
+ * arrives: 414 for the request line, 431 for a header line (and the
+ * status line: the caller answers 502); what can still end in time is
+ * not. */
 static void
-test_head_partial(void **state)
+test_judge_long_lines(void **state)
 {
 	static char buf[4096];
 	const char *why;
@@ -264,31 +277,324 @@ test_head_partial(void **state)
 	(void)state;
 	memset(buf, 'a', sizeof(buf));
 	memcpy(buf, "GET /", 5);
-	/* max_line 1024: 1025 bytes and a CR may still be a good line */
-	assert_int_equal(http_head_partial(buf, 1024, true, &lim, &why), 0);
-	assert_int_equal(http_head_partial(buf, 1025, true, &lim, &why), 0);
-	why = NULL;
-	assert_int_equal(http_head_partial(buf, 1026, true, &lim, &why), 414);
+	/* max_line 1024: 1024 bytes, then a CR, may still be a good line */
+	assert_int_equal(judge(buf, 1024, true, &why), 0);
+	buf[1024] = '\r';
+	assert_int_equal(judge(buf, 1025, true, &why), 0);
+	assert_int_equal(judge(buf, 1026, true, &why), 414);
 	assert_string_equal(why, "request line too long");
-	assert_int_equal(http_head_partial(buf, sizeof(buf), true, &lim, &why),
-	    414);
-	assert_int_equal(http_head_partial(buf, sizeof(buf), false, &lim, &why),
-	    502);
+	buf[1024] = 'a';
+	assert_int_equal(judge(buf, 1025, true, &why), 414);
+	assert_int_equal(judge(buf, sizeof(buf), true, &why), 414);
+	memcpy(buf, "HTTP/1.1 200 ", 13);
+	assert_int_equal(judge(buf, sizeof(buf), false, &why), 431);
 	assert_string_equal(why, "status line too long");
 	/* after the leading CRLF it is still the request line */
 	memcpy(buf, "\r\nGET /", 7);
-	assert_int_equal(http_head_partial(buf, 2000, true, &lim, &why), 414);
+	assert_int_equal(judge(buf, 2000, true, &why), 414);
 	/* a header line */
 	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX: ");
 	memset(buf + n, 'a', sizeof(buf) - n);
-	assert_int_equal(http_head_partial(buf, n + 100, true, &lim, &why), 0);
-	assert_int_equal(http_head_partial(buf, sizeof(buf), true, &lim, &why),
-	    431);
+	assert_int_equal(judge(buf, n + 100, true, &why), 0);
+	assert_int_equal(judge(buf, sizeof(buf), true, &why), 431);
 	assert_string_equal(why, "header line too long");
-	/* complete lines are http_parse_head's */
-	assert_int_equal(http_head_partial("GET / HTTP/1.1\r\n", 16, true, &lim,
-	    &why), 0);
-	assert_int_equal(http_head_partial("", 0, true, &lim, &why), 0);
+	assert_int_equal(judge("GET / HTTP/1.1\r\n", 16, true, &why), 0);
+	assert_int_equal(judge("", 0, true, &why), 0);
+}
+
+/* Issue 24: each line is judged when its LF comes, before the empty line
+ * (which may never come): the status and reason of the complete head. */
+static void
+test_judge_lines(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;	/* 0: strlen */
+		bool request;
+		int st;
+		const char *why;
+	} c[] = {
+		{ "GET / HTTP/9.9\r\n", 0, true, 505, "HTTP version not supported" },
+		{ "GET / HTTP/2.0\r\n", 0, true, 505, "HTTP version not supported" },
+		{ "GET / HTTP/0.9\r\n", 0, true, 505, "HTTP version not supported" },
+		{ "GET / HTTP/1.2\r\nHost: a\r\n", 0, true, 0, NULL },
+		{ "GET /\x01 HTTP/1.1\r\n", 0, true, 400, "malformed request target" },
+		{ "GET /a\0b HTTP/1.1\r\n", 19, true, 400, "malformed request target" },
+		{ "G\x01T / HTTP/1.1\r\n", 0, true, 400, "malformed method" },
+		{ "GET / HTTP/1.1\r\nX-A: \x01\r\n", 0, true, 400,
+		  "invalid character in header value" },
+		{ "GET / HTTP/1.1\r\nX-A: a\0\r\n", 25, true, 400,
+		  "invalid character in header value" },
+		{ "GET / HTTP/1.1\r\nnot a field\r\n", 0, true, 400,
+		  "whitespace before colon" },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n", 0, true, 400,
+		  "duplicate Host" },
+		{ "GET / HTTP/1.1\r\nX: a\r\n b\r\n", 0, true, 400,
+		  "obsolete line folding" },
+		{ "GET / HTTP/1.1\r\nX: a\rb\r\n", 0, true, 400, "bare CR" },
+		{ "GET / HTTP/1.1\nHost: a", 0, true, 400, "bare LF" },
+		{ "THIS IS NOT HTTP\r\n", 0, false, 400, "malformed HTTP version" },
+		{ "T", 0, false, 400, "malformed HTTP version" },
+		{ "\x16\x03\x01\x02", 0, false, 400, "malformed HTTP version" },
+		{ "HTT", 0, false, 0, NULL },
+		{ "HTTP/1.1 200 OK\r\nX-A: \x01\r\n", 0, false, 400,
+		  "invalid character in header value" },
+		{ "HTTP/1.1 2x0 OK\r\n", 0, false, 400, "malformed status code" },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n",
+		  0, false, 400, "duplicate Content-Length" },
+		{ "HTTP/1.2 200 OK\r\nX: y\r\n", 0, false, 0, NULL },
+	};
+	static char many[2048];
+	const char *why;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		size_t len = c[i].len ? c[i].len : strlen(c[i].in);
+		int rc = judge(c[i].in, len, c[i].request, &why);
+
+		if (rc != c[i].st || (c[i].why != NULL && (why == NULL ||
+		    strcmp(why, c[i].why) != 0)))
+			fail_msg("case %zu: %d \"%s\", wanted %d \"%s\"", i, rc,
+			    why ? why : "", c[i].st, c[i].why ? c[i].why : "");
+	}
+	/* max_header_lines (32): the 33rd field line is refused as it comes */
+	n = (size_t)snprintf(many, sizeof(many), "GET / HTTP/1.1\r\n");
+	for (i = 0; i < 32; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n, "X%zu: v\r\n", i);
+	assert_int_equal(judge(many, n, true, &why), 0);
+	n += (size_t)snprintf(many + n, sizeof(many) - n, "X: v\r\n");
+	assert_int_equal(judge(many, n, true, &why), 431);
+	assert_string_equal(why, "too many header lines");
+	/* HTTP/1.2 is read as 1.1 (RFC 9110 2.5) */
+	assert_int_equal(parse("GET / HTTP/1.2\r\nHost: a\r\n\r\n", true, &why), 0);
+	assert_int_equal(h.minor, 1);
+	assert_int_equal(parse("GET / HTTP/1.2\r\n\r\n", true, &why), 400);
+	assert_string_equal(why, "missing Host");
+}
+
+/* Each call looks at the new bytes only: what was judged stays judged. */
+static void
+test_judge_resumes(void **state)
+{
+	static struct http_limits big = {
+		.max_line = 1 << 20, .max_header_lines = 32,
+		.max_header_bytes = 1 << 21, .max_url = 512,
+	};
+	static char buf[1 << 20];
+	struct http_head_scan st;
+	const char *why;
+	size_t n, k;
+	struct timespec t0, t1;
+	double s;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n"
+	    "Content-Length: 1\r\nX: ");
+	assert_int_equal(http_head_judge(buf, n, true, &lim, &st, &why), 0);
+	assert_int_equal(st.off, n - 3);
+	assert_int_equal(st.line_no, 3);
+	assert_true(st.cl_seen && st.host_seen);
+	assert_int_equal(st.seen, 3);
+	/* a duplicate found across calls */
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n, "1\r\nContent-Length: 1\r");
+	assert_int_equal(http_head_judge(buf, n, true, &lim, &st, &why), 0);
+	buf[n++] = '\n';
+	assert_int_equal(http_head_judge(buf, n, true, &lim, &st, &why), 400);
+	assert_string_equal(why, "duplicate Content-Length");
+	/* a long line trickled a byte at a time stays linear: 900 000
+	 * one-byte calls, well under a second (quadratic: minutes) */
+	memset(&st, 0, sizeof(st));
+	n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nX: ");
+	memset(buf + n, 'a', sizeof(buf) - n);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (k = 1; k <= 900000; k++)
+		if (http_head_judge(buf, k, true, &big, &st, &why) != 0)
+			fail_msg("refused at %zu: %s", k, why);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (s > 5)
+		fail_msg("900 000 one-byte calls took %.2f s", s);
+}
+
+/* xorshift64: a fixed sequence, so a failure is the same every run. */
+static uint64_t rng_state = 0x2400c0ffee1234ULL;
+
+static unsigned
+rnd(unsigned n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (unsigned)(rng_state % n);
+}
+
+/* A random head: good and bad first lines and fields, random bytes
+ * changed, inserted or removed, with or without its empty line. */
+static size_t
+random_head(char *buf, size_t size, bool request)
+{
+	static const char *const reqs[] = { "GET / HTTP/1.1", "GET / HTTP/1.0",
+	    "POST /a?b HTTP/1.1", "GET / HTTP/1.2", "GET / HTTP/9.9",
+	    "GET / HTTP/2.0", "G(T / HTTP/1.1", "GET  / HTTP/1.1",
+	    "GET /\x01 HTTP/1.1", "GET", "", "OPTIONS * HTTP/1.1" };
+	static const char *const stats[] = { "HTTP/1.1 200 OK",
+	    "HTTP/1.0 204", "HTTP/1.1 101 Switching", "HTTP/1.2 200 OK",
+	    "HTTP/2 200", "THIS IS NOT HTTP", "HTTP/1.1 2x0", "\x16\x03\x01",
+	    "HTTP/1.1 099 x", "" };
+	/* good: once (framing, Host), then any number of times */
+	static const char *const once[] = { "Host: a\r\n",
+	    "Host: a\r\nContent-Length: 5\r\n",
+	    "Host: a\r\nTransfer-Encoding: chunked\r\n",
+	    "Transfer-Encoding: gzip, chunked\r\n", "" };
+	static const char *const good[] = { "X-A: b", "X_Y: 1",
+	    "Connection: close", "Upgrade: websocket", "Expect: 100-continue",
+	    "X-Empty:", "Accept: */*", "User-Agent: t/1.0 (x)",
+	    "X-B:  c d \t" };
+	static const char *const bad[] = { "Host: b", "Content-Length: 05",
+	    "Content-Length: -1", "Transfer-Encoding: chunked, gzip",
+	    "Transfer-Encoding: gzip", "X-A: \x01", "Content_Length: 1",
+	    " folded", "Bad Name: x", "X : y", ": v", "X: a\rb", "" };
+	size_t n = 0, i, nf = rnd(40);
+
+#define PUT(s, l) do { size_t l_ = (l); if (n + l_ < size) { \
+	memcpy(buf + n, (s), l_); n += l_; } } while (0)
+	if (request && rnd(8) == 0)
+		PUT("\r\n", 2);
+	{
+		const char *first = request ?
+		    reqs[rnd(4) != 0 ? rnd(4) : rnd(sizeof(reqs) /
+		    sizeof(reqs[0]))] : stats[rnd(4) != 0 ? rnd(4) :
+		    rnd(sizeof(stats) / sizeof(stats[0]))];
+		const char *o = once[rnd(sizeof(once) / sizeof(once[0]))];
+
+		PUT(first, strlen(first));
+		if (rnd(20) == 0)
+			PUT("\n", 1);
+		else
+			PUT("\r\n", 2);
+		PUT(o, strlen(o));
+	}
+	for (i = 0; i < nf; i++) {
+		const char *f = rnd(40) != 0 ?
+		    good[rnd(sizeof(good) / sizeof(good[0]))] :
+		    bad[rnd(sizeof(bad) / sizeof(bad[0]))];
+
+		if (rnd(60) == 0) {
+			/* a long one: over max_line now and then */
+			size_t k, l = 900 + rnd(300);
+
+			PUT("X-Long: ", 8);
+			for (k = 0; k < l && n + 1 < size; k++)
+				buf[n++] = 'a';
+		} else
+			PUT(f, strlen(f));
+		if (rnd(60) == 0)
+			PUT("\r", 1);
+		else
+			PUT("\r\n", 2);
+	}
+	if (rnd(4) != 0)
+		PUT("\r\n", 2);
+	if (rnd(3) == 0)
+		PUT("body", 4);
+	/* mutations: any byte, CR, LF and NUL likelier */
+	for (i = rnd(3) == 0 ? rnd(4) : 0; i > 0 && n > 0; i--) {
+		static const char special[] = { '\r', '\n', '\0', ' ', ':', '\t' };
+		size_t at = rnd((unsigned)n);
+		char c = rnd(2) ? special[rnd(sizeof(special))] : (char)rnd(256);
+
+		switch (rnd(3)) {
+		case 0:
+			buf[at] = c;
+			break;
+		case 1:
+			if (n + 1 < size) {
+				memmove(buf + at + 1, buf + at, n - at);
+				buf[at] = c;
+				n++;
+			}
+			break;
+		default:
+			memmove(buf + at, buf + at + 1, n - at - 1);
+			n--;
+		}
+	}
+#undef PUT
+	return n;
+}
+
+/* What the live path decides, given the head cut into reads of the
+ * sizes cut() gives: http_head_judge while the head has not ended,
+ * http_parse_head once it has. 0 with *why NULL: still waiting. */
+static int
+verdict(const char *buf, size_t len, bool request, unsigned step,
+    const char **why)
+{
+	static struct http_head m;
+	struct http_head_scan st;
+	size_t have = 0, scanned = 0;
+	ssize_t end;
+	int rc;
+
+	memset(&st, 0, sizeof(st));
+	*why = NULL;
+	while (have < len) {
+		have += step == 0 ? len : step == 1 ? 1 : 1 + rnd(step);
+		if (have > len)
+			have = len;
+		end = http_head_end(buf, have, lim.max_header_bytes, &scanned);
+		assert_true(end >= 0);
+		if (end > 0)
+			return http_parse_head(buf, (size_t)end, request, &lim,
+			    &m, why);
+		if ((rc = http_head_judge(buf, have, request, &lim, &st,
+		    why)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Incremental judging says what whole-head judging says: fed byte by
+ * byte, in random reads or whole, a head gets the same status and reason
+ * (or is still waited for either way). */
+static void
+test_judge_random(void **state)
+{
+	static char buf[4000];
+	size_t len;
+	unsigned i, refused = 0, taken = 0;
+
+	(void)state;
+	for (i = 0; i < 6000; i++) {
+		bool request = i % 2 == 0;
+		const char *w_why, *b_why, *r_why;
+		int w, b, r;
+
+		len = random_head(buf, sizeof(buf), request);
+		w = verdict(buf, len, request, 0, &w_why);
+		b = verdict(buf, len, request, 1, &b_why);
+		r = verdict(buf, len, request, 64, &r_why);
+		if (w != b || w != r || (w_why == NULL) != (b_why == NULL) ||
+		    (w_why == NULL) != (r_why == NULL) || (w_why != NULL &&
+		    (strcmp(w_why, b_why) != 0 || strcmp(w_why, r_why) != 0))) {
+			fprintf(stderr, "case %u (%s, %zu bytes): ", i,
+			    request ? "request" : "response", len);
+			fwrite(buf, 1, len, stderr);
+			fail_msg("\nwhole %d \"%s\", byte by byte %d \"%s\", "
+			    "random reads %d \"%s\"", w, w_why ? w_why : "", b,
+			    b_why ? b_why : "", r, r_why ? r_why : "");
+		}
+		if (w != 0)
+			refused++;
+		else if (w_why == NULL && memmem(buf, len, "\r\n\r\n", 4))
+			taken++;
+	}
+	/* the generator makes both kinds */
+	fprintf(stderr, "%u of 6000 refused, %u taken\n", refused, taken);
+	assert_true(refused > 1000);
+	assert_true(taken > 500);
 }
 
 /* Step mode: framing and data never share a call; the framing that goes
@@ -432,7 +738,10 @@ main(void)
 		cmocka_unit_test(test_leading_empty_line),
 		cmocka_unit_test(test_underscore_names),
 		cmocka_unit_test(test_te_codings),
-		cmocka_unit_test(test_head_partial),
+		cmocka_unit_test(test_judge_long_lines),
+		cmocka_unit_test(test_judge_lines),
+		cmocka_unit_test(test_judge_resumes),
+		cmocka_unit_test(test_judge_random),
 		cmocka_unit_test(test_chunk_steps),
 		cmocka_unit_test(test_chunk_leading_zeros),
 		cmocka_unit_test(test_trailers),

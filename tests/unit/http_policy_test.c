@@ -131,6 +131,53 @@ test_request_url(void **state)
 	http_policy_free(p);
 }
 
+/* A 405's Allow (RFC 9110 15.5.6): the methods the rules accept on the
+ * port, each once, in rule order then the built-in list's. */
+static void
+test_allow(void **state)
+{
+	struct px_cfgerr e = { .file = "t.xml" };
+	struct http_policy *p;
+	char allow[256], tiny[12];
+	void *pol = NULL;
+
+	(void)state;
+	assert_int_equal(http_policy_load(NULL, &pol, &e), 0);
+	http_policy_allow(pol, 80, true, allow, sizeof(allow));
+	assert_string_equal(allow, "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH");
+	/* CONNECT where the rules take it, and only when it can be */
+	http_policy_allow(pol, 443, true, allow, sizeof(allow));
+	assert_string_equal(allow, "GET, HEAD, POST, PUT, DELETE, OPTIONS, "
+	    "PATCH, CONNECT");
+	http_policy_allow(pol, 443, false, allow, sizeof(allow));
+	assert_string_equal(allow, "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH");
+	/* cut at a method's end */
+	http_policy_allow(pol, 80, true, tiny, sizeof(tiny));
+	assert_string_equal(tiny, "GET, HEAD");
+	http_policy_free(pol);
+
+	p = httpt_load("<http>\n"
+	    "  <request method=\"DELETE PUT\" action=\"deny\"/>\n"
+	    "  <request method=\"PROPFIND get\" action=\"accept\"/>\n"
+	    "  <request method=\"MKCOL\" ports=\"8080\" action=\"accept\"/>\n"
+	    "  <request method=\"TRACE\" action=\"abort\"/>\n"
+	    "</http>\n", &e);
+	assert_non_null(p);
+	http_policy_allow(p, 80, false, allow, sizeof(allow));
+	assert_string_equal(allow, "PROPFIND, get, HEAD, POST, OPTIONS, PATCH");
+	http_policy_allow(p, 8080, false, allow, sizeof(allow));
+	assert_string_equal(allow, "PROPFIND, get, MKCOL, HEAD, POST, OPTIONS, "
+	    "PATCH");
+	http_policy_free(p);
+	/* nothing allowed: an empty Allow */
+	p = httpt_load("<http><request method=\"*\" action=\"deny\"/></http>",
+	    &e);
+	assert_non_null(p);
+	http_policy_allow(p, 80, true, allow, sizeof(allow));
+	assert_string_equal(allow, "");
+	http_policy_free(p);
+}
+
 static void
 test_upgrade(void **state)
 {
@@ -319,6 +366,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_section),
 		cmocka_unit_test(test_request_url),
+		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_upgrade),
 		cmocka_unit_test(test_headers_choices),
 		cmocka_unit_test(test_framing_choices),
