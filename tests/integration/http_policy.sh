@@ -120,8 +120,11 @@ check bash -c "! grep -qi '^Via:' '$T/h2'" "Via on the response with via=no"
 # --- method denial
 n0=$(wc -l <"$ORIG_LOG")
 den0=$(http_counter denied)
-code=$(curl -sS --max-time 10 -o "$T/b405" -w '%{http_code}' -X DELETE "http://127.0.0.1:$P/thing")
+code=$(curl -sS --max-time 10 -D "$T/h405" -o "$T/b405" -w '%{http_code}' -X DELETE "http://127.0.0.1:$P/thing")
 assert_eq "$code" 405 "DELETE status"
+# RFC 9110 15.5.6: what the policy accepts instead (its rule, then nothing
+# of the built-in list: the catch-all replaces it)
+check grep -q $'^Allow: GET, HEAD, POST\r$' "$T/h405" "405 Allow: $(tr '\r\n' '  ' <"$T/h405")"
 assert_log 'http-error status=405 reason="method denied by policy"'
 assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=DELETE host=127\.0\.0\.1 path=/thing status=405 .* verdict=deny "
 assert_metric ge proxyd_analyser_events_total 'event="denied"' $((den0 + 1))
