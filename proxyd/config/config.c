@@ -22,6 +22,7 @@
 #include <libxml/xmlerror.h>
 
 #include "analyser.h"
+#include "directive.h"
 #include "privs.h"
 #include "rules.h"
 #include "tls.h"
@@ -307,25 +308,55 @@ px_path_relative_to(const char *file, const char *rel)
 	return out;
 }
 
-static int
-px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
+static const char *const px_log_formats[] = { "kv", "json", NULL };
+static const char *const px_log_levels[] = { "error", "warning", "info",
+    "debug", NULL };
+static const int px_log_level_values[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
+    LOG_DEBUG };
+
+/* The daemon file's plain attributes (docs/CONFIG.md, "Daemon file"). */
+const struct px_directive px_daemon_directives[] = {
+	{ "limits", "max-sessions", PX_D_UINT, "10000", 1, PX_MAX_SESSIONS,
+	    NULL, NULL, PX_FIELD(struct px_config, max_sessions) },
+	{ "limits", "connect-timeout", PX_D_DURATION, "10s", 1, 3600 * 1000,
+	    NULL, NULL, PX_FIELD(struct px_config, connect_timeout_ms) },
+	{ "limits", "idle-timeout", PX_D_DURATION_OFF, "5m", 1,
+	    30ULL * 86400 * 1000, NULL, NULL,
+	    PX_FIELD(struct px_config, idle_timeout_ms) },
+	{ "limits", "buffer", PX_D_SIZE, "256k", 4096, 64ULL << 20,
+	    NULL, NULL, PX_FIELD(struct px_config, buffer) },
+	{ "limits", "session-bandwidth", PX_D_SIZE, "0", 0, 1ULL << 30,
+	    NULL, NULL, PX_FIELD(struct px_config, session_bandwidth) },
+	{ "limits", "global-bandwidth", PX_D_SIZE, "0", 0, 100ULL << 30,
+	    NULL, NULL, PX_FIELD(struct px_config, global_bandwidth) },
+	{ "limits", "shutdown-grace", PX_D_DURATION, "30s", 0, 3600 * 1000,
+	    NULL, NULL, PX_FIELD(struct px_config, shutdown_grace_ms) },
+	{ "log", "format", PX_D_CHOICE, "kv", 0, 0, px_log_formats, NULL,
+	    PX_FIELD(struct px_config, log_json) },
+	{ "log", "level", PX_D_CHOICE, "info", 0, 0, px_log_levels,
+	    px_log_level_values, PX_FIELD(struct px_config, log_level) },
+	{ "pidfile", "path", PX_D_PATH, NULL, 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_config, pidfile) },
+	/* Written by keepalived's notify script, read by the admin thread
+	 * at scrape time (deploy/ha/). */
+	{ "admin", "ha-state-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_config, ha_state_file) },
+	{ "policies", "dir", PX_D_PATH, "../policy/enabled", 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_config, policy_dir) },
+};
+const size_t px_ndaemon_directives =
+    sizeof(px_daemon_directives) / sizeof(px_daemon_directives[0]);
+
+/* <workers>: a count or auto, one per online core. */
+static void
+px_load_workers(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 {
 	xmlNodePtr n;
-	char *v;
 	const char *why;
-	unsigned before = e->count;
 	uint64_t u;
+	char *v;
 
 	c->workers = 0;
-	c->max_sessions = 10000;
-	c->connect_timeout_ms = 10 * 1000;
-	c->idle_timeout_ms = 5 * 60 * 1000;
-	c->buffer = 256 * 1024;
-	c->shutdown_grace_ms = 30 * 1000;
-	c->log_target = PX_LOG_STDERR;
-	c->log_level = LOG_INFO;
-	px_check_repeats(root, e);
-
 	if ((n = px_child(root, "workers")) != NULL) {
 		v = (char *)xmlNodeGetContent(n);
 		if (v != NULL && strcmp(v, "auto") != 0) {
@@ -343,71 +374,48 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 		c->workers = ncpu < 1 ? 1 : ncpu > PX_MAX_WORKERS ?
 		    PX_MAX_WORKERS : (unsigned)ncpu;
 	}
+}
 
-	if ((n = px_child(root, "limits")) != NULL) {
-		px_attr_uint(e, n, "max-sessions", 1, PX_MAX_SESSIONS,
-		    &c->max_sessions);
-		px_attr_duration(e, n, "connect-timeout", false, 1, 3600 * 1000,
-		    &c->connect_timeout_ms);
-		px_attr_duration(e, n, "idle-timeout", true, 1,
-		    30ULL * 86400 * 1000, &c->idle_timeout_ms);
-		px_attr_size(e, n, "buffer", 4096, 64ULL << 20, &c->buffer);
-		px_attr_size(e, n, "session-bandwidth", 0, 1ULL << 30,
-		    &c->session_bandwidth);
-		px_attr_size(e, n, "global-bandwidth", 0, 100ULL << 30,
-		    &c->global_bandwidth);
-		px_attr_duration(e, n, "shutdown-grace", true, 1, 3600 * 1000,
-		    &c->shutdown_grace_ms);
-	}
+/* log/@target: a name, or file:PATH. */
+static void
+px_load_log_target(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
+{
+	xmlNodePtr n = px_child(root, "log");
+	char *v;
 
-	if ((n = px_child(root, "log")) != NULL) {
-		if ((v = px_attr(n, "target")) != NULL) {
-			if (strcmp(v, "stderr") == 0)
-				c->log_target = PX_LOG_STDERR;
-			else if (strcmp(v, "syslog") == 0)
-				c->log_target = PX_LOG_SYSLOG;
-			else if (strcmp(v, "journal") == 0)
-				c->log_target = PX_LOG_JOURNAL;
-			else if (strncmp(v, "file:", 5) == 0 && v[5] != '\0') {
-				c->log_target = PX_LOG_FILE;
-				c->log_file = px_path_relative_to(c->path, v + 5);
-			} else
-				px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog, journal or file:PATH", v);
-			xmlFree(v);
-		}
-		if ((v = px_attr(n, "format")) != NULL) {
-			if (strcmp(v, "json") == 0 || strcmp(v, "kv") == 0)
-				c->log_json = v[0] == 'j';
-			else
-				px_cfg_error(e, n, "format=\"%s\": expected kv or json", v);
-			xmlFree(v);
-		}
-		if ((v = px_attr(n, "level")) != NULL) {
-			if (strcmp(v, "error") == 0)
-				c->log_level = LOG_ERR;
-			else if (strcmp(v, "warning") == 0)
-				c->log_level = LOG_WARNING;
-			else if (strcmp(v, "info") == 0)
-				c->log_level = LOG_INFO;
-			else if (strcmp(v, "debug") == 0)
-				c->log_level = LOG_DEBUG;
-			else
-				px_cfg_error(e, n, "level=\"%s\": expected error, warning, info or debug", v);
-			xmlFree(v);
-		}
-	}
+	c->log_target = PX_LOG_STDERR;
+	if (n == NULL || (v = px_attr(n, "target")) == NULL)
+		return;
+	if (strcmp(v, "stderr") == 0)
+		c->log_target = PX_LOG_STDERR;
+	else if (strcmp(v, "syslog") == 0)
+		c->log_target = PX_LOG_SYSLOG;
+	else if (strcmp(v, "journal") == 0)
+		c->log_target = PX_LOG_JOURNAL;
+	else if (strncmp(v, "file:", 5) == 0 && v[5] != '\0') {
+		c->log_target = PX_LOG_FILE;
+		c->log_file = px_path_relative_to(c->path, v + 5);
+	} else
+		px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog, journal or file:PATH", v);
+	xmlFree(v);
+}
+
+static int
+px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
+{
+	xmlNodePtr n;
+	char *v;
+	const char *why;
+	unsigned before = e->count;
+
+	px_check_repeats(root, e);
+	px_load_workers(c, root, e);
+	px_directives_load(px_daemon_directives, px_ndaemon_directives, c,
+	    root, c->path, e);
+	px_load_log_target(c, root, e);
 
 	if ((n = px_child(root, "user")) != NULL)
 		px_privs_parse(c, n, e);
-
-	if ((n = px_child(root, "pidfile")) != NULL &&
-	    (v = px_attr(n, "path")) != NULL) {
-		if (v[0] == '\0')
-			px_cfg_error(e, n, "path=\"\": name a file, or remove <pidfile>");
-		else if ((c->pidfile = px_path_relative_to(c->path, v)) == NULL)
-			px_cfg_error(e, n, "out of memory");
-		xmlFree(v);
-	}
 
 	if ((n = px_child(root, "admin")) != NULL &&
 	    (v = px_attr(n, "listen")) != NULL) {
@@ -420,27 +428,11 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 			c->admin_enabled = true;
 		xmlFree(v);
 	}
-	/* Written by keepalived's notify script, read by the admin thread at
-	 * scrape time (deploy/ha/). */
-	if ((n = px_child(root, "admin")) != NULL &&
-	    (v = px_attr(n, "ha-state-file")) != NULL) {
-		if (v[0] == '\0')
-			px_cfg_error(e, n, "ha-state-file=\"\": expected a path");
-		else if ((c->ha_state_file = px_path_relative_to(c->path, v)) == NULL)
-			px_cfg_error(e, n, "out of memory");
-		xmlFree(v);
-	}
 
 	if (px_zones_load(&c->zones, px_child(root, "zones"), e) == -1 &&
 	    e->count == before)
 		px_cfg_error(e, root, "invalid <zones>");
 
-	n = px_child(root, "policies");
-	v = px_attr(n, "dir");
-	c->policy_dir = px_path_relative_to(c->path, v ? v : "../policy/enabled");
-	xmlFree(v);
-	if (c->policy_dir == NULL)
-		px_cfg_error(e, n, "out of memory");
 	return e->count == before ? 0 : -1;
 }
 
@@ -463,66 +455,57 @@ px_valid_name(const char *s)
 	return true;
 }
 
-static int
-px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
+static const char *const px_modes[] = { "fixed", "transparent",
+    "redirect", "forward", NULL };
+static const int px_mode_values[] = { PX_MODE_FIXED, PX_MODE_TRANSPARENT,
+    PX_MODE_REDIRECT, PX_MODE_FORWARD };
+static const char *const px_origdsts[] = { "auto", "conntrack", NULL };
+
+/* A service file's plain attributes (docs/CONFIG.md, "Service files").
+ * upstream/@connect-timeout has no default of its own: the daemon's. */
+const struct px_directive px_service_directives[] = {
+	{ "listen", "mode", PX_D_CHOICE, "fixed", 0, 0, px_modes,
+	    px_mode_values, PX_FIELD(struct px_service, mode) },
+	{ "listen", "origdst", PX_D_CHOICE, "auto", 0, 0, px_origdsts, NULL,
+	    PX_FIELD(struct px_service, origdst_conntrack) },
+	{ "listen", "backlog", PX_D_UINT, "1024", 1, 65535, NULL, NULL,
+	    PX_FIELD(struct px_service, backlog) },
+	{ "upstream", "connect-timeout", PX_D_DURATION, NULL, 1, 3600 * 1000,
+	    NULL, NULL, PX_FIELD(struct px_service, connect_timeout_ms) },
+	{ "upstream", "spoof-source", PX_D_BOOL, "no", 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_service, spoof_source) },
+	{ "upstream", "ct-zone", PX_D_UINT, "0", 0, 65535, NULL, NULL,
+	    PX_FIELD(struct px_service, ct_zone) },
+};
+const size_t px_nservice_directives =
+    sizeof(px_service_directives) / sizeof(px_service_directives[0]);
+
+/* What one attribute allows depends on another: the mode. */
+static void
+px_service_mode_checks(const struct px_service *svc, xmlNodePtr root,
     struct px_cfgerr *e)
 {
-	xmlNodePtr n, section = NULL;
+	xmlNodePtr listen = px_child(root, "listen");
+	xmlNodePtr up = px_child(root, "upstream");
+
+	if (svc->mode == PX_MODE_FORWARD && svc->analyser != NULL &&
+	    !svc->analyser->forward_mode)
+		px_cfg_error(e, listen, "mode=\"forward\": analyser \"%s\" "
+		    "cannot take its destination from the request",
+		    svc->analyser->name);
+	if (svc->origdst_conntrack && svc->mode != PX_MODE_REDIRECT)
+		px_cfg_error(e, listen, "origdst=\"conntrack\" is for "
+		    "mode=\"redirect\"");
+	if (svc->spoof_source && svc->mode != PX_MODE_TRANSPARENT)
+		px_cfg_error(e, up, "spoof-source=\"yes\" needs mode=\"transparent\"");
+}
+
+/* <target>, only in fixed mode, and <upstream mark>. */
+static void
+px_load_target(struct px_service *svc, xmlNodePtr root, struct px_cfgerr *e)
+{
+	xmlNodePtr n;
 	char *v;
-	unsigned before = e->count;
-	uint64_t u;
-
-	px_check_repeats(root, e);
-	svc->line = px_xml_line(root);
-	svc->name = px_attr(root, "name");
-	if (svc->name == NULL || !px_valid_name(svc->name))
-		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
-		    svc->name ? svc->name : "");
-	v = px_attr(root, "analyser");
-	if (v != NULL && (svc->analyser = px_analyser_find(v)) == NULL)
-		px_cfg_error(e, root, "analyser=\"%s\": not built into this proxyd", v);
-	xmlFree(v);
-
-	if ((n = px_child(root, "listen")) == NULL) {
-		px_cfg_error(e, root, "service needs a <listen address=... port=...>");
-		return -1;
-	}
-	svc->listen_line = px_xml_line(n);
-	if (px_attr_endpoint(e, n, &svc->listen, &svc->listen_len) == 0) {
-		svc->mode = PX_MODE_FIXED;
-		if ((v = px_attr(n, "mode")) != NULL) {
-			if (strcmp(v, "fixed") == 0)
-				svc->mode = PX_MODE_FIXED;
-			else if (strcmp(v, "transparent") == 0)
-				svc->mode = PX_MODE_TRANSPARENT;
-			else if (strcmp(v, "redirect") == 0)
-				svc->mode = PX_MODE_REDIRECT;
-			else if (strcmp(v, "forward") == 0)
-				svc->mode = PX_MODE_FORWARD;
-			else
-				px_cfg_error(e, n, "mode=\"%s\": expected fixed, transparent, redirect or forward", v);
-			xmlFree(v);
-		}
-		if (svc->mode == PX_MODE_FORWARD && svc->analyser != NULL &&
-		    !svc->analyser->forward_mode)
-			px_cfg_error(e, n, "mode=\"forward\": analyser \"%s\" "
-			    "cannot take its destination from the request",
-			    svc->analyser->name);
-	}
-	{
-		static const char *const origdst[] = { "auto", "conntrack",
-		    NULL };
-		int how = 0;
-
-		if (px_attr_choice(e, n, "origdst", origdst, &how) == 0 &&
-		    how == 1 && svc->mode != PX_MODE_REDIRECT)
-			px_cfg_error(e, n, "origdst=\"conntrack\" is for "
-			    "mode=\"redirect\"");
-		svc->origdst_conntrack = how == 1;
-	}
-	u = 1024;
-	px_attr_uint(e, n, "backlog", 1, 65535, &u);
-	svc->backlog = (unsigned)u;
 
 	if ((n = px_child(root, "target")) != NULL) {
 		if (px_attr_endpoint(e, n, &svc->target, &svc->target_len) == 0)
@@ -534,38 +517,25 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	} else if (svc->mode == PX_MODE_FIXED)
 		px_cfg_error(e, root, "service \"%s\": fixed mode needs a <target address=... port=...>",
 		    svc->name ? svc->name : "");
+	if ((n = px_child(root, "upstream")) != NULL &&
+	    (v = px_attr(n, "mark")) != NULL) {
+		const char *why;
 
-	svc->connect_timeout_ms = c->connect_timeout_ms;
-	if ((n = px_child(root, "upstream")) != NULL) {
-		px_attr_duration(e, n, "connect-timeout", false, 1, 3600 * 1000,
-		    &svc->connect_timeout_ms);
-		px_attr_bool(e, n, "spoof-source", &svc->spoof_source);
-		u = 0;
-		px_attr_uint(e, n, "ct-zone", 0, 65535, &u);
-		svc->ct_zone = (uint16_t)u;
-		if ((v = px_attr(n, "mark")) != NULL) {
-			const char *why;
-
-			if (px_parse_u32_any(v, &svc->mark, &why) == -1)
-				px_cfg_error(e, n, "mark=\"%s\": %s", v, why);
-			else
-				svc->has_mark = true;
-			xmlFree(v);
-		}
-		if (svc->spoof_source && svc->mode != PX_MODE_TRANSPARENT)
-			px_cfg_error(e, n, "spoof-source=\"yes\" needs mode=\"transparent\"");
+		if (px_parse_u32_any(v, &svc->mark, &why) == -1)
+			px_cfg_error(e, n, "mark=\"%s\": %s", v, why);
+		else
+			svc->has_mark = true;
+		xmlFree(v);
 	}
+}
 
-	if ((n = px_child(root, "clients")) != NULL)
-		px_addrlist_load(&svc->clients, n, &c->zones, e);
-	if ((n = px_child(root, "servers")) != NULL) {
-		px_addrlist_load(&svc->servers, n, &c->zones, e);
-		if (svc->mode == PX_MODE_FIXED)
-			/* The target is the only server there. */
-			px_cfg_error(e, n, "<servers> is for modes where the "
-			    "client picks the server (transparent, redirect, "
-			    "forward), not mode=\"fixed\"");
-	}
+/* Each <tls>: one per side, each where the analyser takes it. */
+static void
+px_load_service_tls(struct px_service *svc, xmlNodePtr root,
+    struct px_cfgerr *e)
+{
+	xmlNodePtr n;
+
 	for (n = root->children; n != NULL && svc->analyser != NULL;
 	    n = n->next) {
 		struct px_tls_ctx *t;
@@ -637,8 +607,16 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    svc->name ? svc->name : "");
 	}
 
-	/* The analyser's own section is named after it; a section of another
-	 * analyser is a mistake the user wants to hear about. */
+}
+
+/* The analyser's own section, or NULL; a section of another analyser is
+ * reported. */
+static xmlNodePtr
+px_service_section(const struct px_service *svc, xmlNodePtr root,
+    struct px_cfgerr *e)
+{
+	xmlNodePtr n, section = NULL;
+
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
 		    "upstream", "clients", "servers", "tls", NULL };
@@ -660,6 +638,52 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		else
 			section = n;
 	}
+	return section;
+}
+
+static int
+px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
+    struct px_cfgerr *e)
+{
+	xmlNodePtr n, section;
+	char *v;
+	unsigned before = e->count;
+
+	px_check_repeats(root, e);
+	svc->line = px_xml_line(root);
+	svc->name = px_attr(root, "name");
+	if (svc->name == NULL || !px_valid_name(svc->name))
+		px_cfg_error(e, root, "name=\"%s\": use 1..64 of A-Z a-z 0-9 . _ -",
+		    svc->name ? svc->name : "");
+	v = px_attr(root, "analyser");
+	if (v != NULL && (svc->analyser = px_analyser_find(v)) == NULL)
+		px_cfg_error(e, root, "analyser=\"%s\": not built into this proxyd", v);
+	xmlFree(v);
+
+	if ((n = px_child(root, "listen")) == NULL) {
+		px_cfg_error(e, root, "service needs a <listen address=... port=...>");
+		return -1;
+	}
+	svc->listen_line = px_xml_line(n);
+	px_attr_endpoint(e, n, &svc->listen, &svc->listen_len);
+	svc->connect_timeout_ms = c->connect_timeout_ms;
+	px_directives_load(px_service_directives, px_nservice_directives, svc,
+	    root, svc->file, e);
+	px_service_mode_checks(svc, root, e);
+	px_load_target(svc, root, e);
+
+	if ((n = px_child(root, "clients")) != NULL)
+		px_addrlist_load(&svc->clients, n, &c->zones, e);
+	if ((n = px_child(root, "servers")) != NULL) {
+		px_addrlist_load(&svc->servers, n, &c->zones, e);
+		if (svc->mode == PX_MODE_FIXED)
+			/* The target is the only server there. */
+			px_cfg_error(e, n, "<servers> is for modes where the "
+			    "client picks the server (transparent, redirect, "
+			    "forward), not mode=\"fixed\"");
+	}
+	px_load_service_tls(svc, root, e);
+	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&
 	    svc->analyser->policy_load(section, &svc->analyser_policy, e) == -1 &&

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "cfgread.h"
+#include "directive.h"
 #include "log.h"
 #include "parse.h"
 #include "dispatch.h"
@@ -115,5 +116,12 @@ extern atomic_uint px_configs_live;
 void	px_config_unref(struct px_config *c);
 
 const char *px_mode_name(enum px_mode m);
+
+/* The plain attributes of the daemon file and of a service file, as
+ * loaded (directive.h); tests hold docs/CONFIG.md to them. */
+extern const struct px_directive px_daemon_directives[];
+extern const size_t px_ndaemon_directives;
+extern const struct px_directive px_service_directives[];
+extern const size_t px_nservice_directives;
 
 #endif
