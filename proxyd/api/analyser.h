@@ -1,6 +1,7 @@
-/* The analyser interface: one const table per protocol, registered by name in
- * plugins/registry.c. The core owns sessions and sockets; an analyser owns
- * only its policy object (read-only once loaded) and its per-session state. */
+/* The analyser interface: one const table per protocol, registered by name
+ * in a registry generated from the folders of plugins/ (CMakeLists.txt).
+ * The core owns sessions and sockets; an analyser owns only its policy
+ * object (read-only once loaded) and its per-session state. */
 #ifndef PX_ANALYSER_H
 #define PX_ANALYSER_H
 
