@@ -25,6 +25,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "metrics.h"
+#include "snapshot.h"
 #include "worker.h"
 
 /* The status page's throughput chart: the daemon's byte totals every

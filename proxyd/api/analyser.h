@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "analyser-t.h"
+#include "event_want.h"	/* for analysers' own events */
 
 struct px_session;
 struct px_cfgerr;
@@ -160,10 +161,6 @@ void		 px_session_timer(struct px_session *s, uint64_t ms);
  * the server side (CONNECT, Upgrade): the core closes both conns and
  * relays the sockets (splice when it can). Both conns must be empty. */
 int		 px_session_tunnel(struct px_session *s);
-/* Adds or deletes ev so that its pending state (*on) becomes want, with
- * no syscall when it already is. */
-struct event;
-void		 px_event_want(struct event *ev, bool *on, bool want);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
 /* ---- TLS started by the analyser (analyser->starttls: FTP's AUTH TLS) ---- */

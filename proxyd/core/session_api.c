@@ -3,6 +3,7 @@
  * conns, timer and server connections, the tunnel hand-off, data channels,
  * and the admin listing's copy of a session. */
 #include "session.h"
+#include "snapshot.h"
 
 #include <errno.h>
 #include <stdarg.h>

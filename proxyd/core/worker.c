@@ -17,6 +17,7 @@
 #include "listener.h"
 #include "log.h"
 #include "session.h"
+#include "snapshot.h"
 #include "upstream.h"
 
 atomic_uint_fast64_t px_live_sessions;

@@ -58,32 +58,7 @@ enum px_worker_cmd {
 
 TAILQ_HEAD(px_session_list, px_session);
 
-/* What the admin listing needs of one live session, copied by its worker
- * so the admin never touches a worker's sessions. */
-struct px_session_snap {
-	uint64_t		 id;
-	unsigned		 worker;
-	char			 service[72];
-	const char		*analyser;	/* static: the registry's */
-	char			 detail[200];	/* its describe(); "" */
-	uint16_t		 ct_zone;	/* of the upstream flow */
-	const char		*state;
-	struct sockaddr_storage	 client, local, dst, server, upstream_local;
-	uint64_t		 to_server, to_client;
-	double			 age;
-};
-
-/* One admin request for the session list, answered by every worker.
- * Each asked worker and the admin hold a reference; the last one out
- * frees it (px_snap_req_unref), so neither side can free it under the
- * other, even when the admin gives up waiting. */
-struct px_snap_req {
-	atomic_uint		 refs;
-	atomic_uint		 pending;	/* workers yet to answer */
-	int			 done_fd;	/* eventfd: last worker -> admin */
-	struct px_session_snap	*snaps[256];	/* per worker, malloc'd */
-	size_t			 nsnaps[256];
-};
+struct px_snap_req;	/* snapshot.h */
 
 /* A connection one worker accepted and hands to a less loaded one. */
 struct px_handoff {
@@ -180,10 +155,6 @@ bool	px_workers_all_exited(void);
 /* The worker's conntrack handle, opened (with its answer event) at the
  * first call; NULL when conntrack is unavailable. */
 struct px_conntrack *px_worker_conntrack(struct px_worker *w);
-/* Asks every live worker for its sessions, taking a reference for each;
- * returns how many were asked. */
-unsigned px_workers_snapshot(struct px_snap_req *req);
-void	px_snap_req_unref(struct px_snap_req *req);
 void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);

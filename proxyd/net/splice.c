@@ -15,18 +15,6 @@
 
 #define PX_SPLICE_ROUNDS	16	/* per wakeup, for fairness */
 
-void
-px_event_want(struct event *ev, bool *on, bool want)
-{
-	if (want == *on)
-		return;
-	if (want)
-		event_add(ev, NULL);
-	else
-		event_del(ev);
-	*on = want;
-}
-
 /* ---- pipes ------------------------------------------------------------ */
 
 void

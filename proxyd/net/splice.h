@@ -6,6 +6,8 @@
 #ifndef PX_SPLICE_H
 #define PX_SPLICE_H
 
+#include "event_want.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,9 +19,6 @@
 struct event_base;
 struct event;
 
-/* Adds or deletes ev so that its pending state (*on) becomes want, with
- * no syscall when it already is. */
-void	px_event_want(struct event *ev, bool *on, bool want);
 
 /* Empty pipes kept for reuse: creating and sizing one costs 3 syscalls.
  * One pool per worker, touched by that worker only. */
