@@ -86,10 +86,20 @@ px_log_batch_flush(void)
 /* A line read back as fields, for the journal and JSON forms. A
  * structured line is "EVENT key=value ...": the event and every
  * key=value, the key [a-z0-9-]+ after a space; end= takes the rest of the
- * line, as in the text form. Pointers into the line. */
+ * line, as in the text form.
+ *
+ * A value is bare (up to the next space, taken as written) or quoted:
+ * key="..." as px_log_escape(quoted) writes it, where \" is a quote, \\ a
+ * backslash and \xNN the byte NN; it ends at the first unescaped quote
+ * (or with the line, when the line was cut inside it). Any other
+ * backslash stays as written. Only quoted values are decoded: a bare one
+ * may hold a peer's raw backslash (an http path), which must not turn
+ * into another byte. Bare names point into the line, decoded values into
+ * vals (never longer than what they decode). */
 struct px_log_kv {
 	const char	*k, *v;
 	size_t		 klen, vlen;
+	bool		 quoted;	/* a string even when it reads as a number */
 };
 
 struct px_log_parsed {
@@ -99,7 +109,57 @@ struct px_log_parsed {
 	size_t		 eventlen;	/* 0: none */
 	struct px_log_kv kv[PX_LOG_FIELDS];
 	size_t		 nkv;
+	char		 vals[PX_LOG_LINE];
+	size_t		 nvals;
 };
+
+static bool
+px_log_keychar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+static int
+px_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decodes the quoted value that starts after the quote at text[p] into
+ * out->vals; returns where the text goes on (after the closing quote). */
+static size_t
+px_log_unquote(const char *text, size_t len, size_t p,
+    struct px_log_parsed *out, struct px_log_kv *kv)
+{
+	char *o = out->vals + out->nvals;
+	size_t room = sizeof(out->vals) - out->nvals, n = 0;
+	int hi, lo;
+
+	kv->v = o;
+	kv->quoted = true;
+	while (p < len && text[p] != '"' && n < room) {
+		if (text[p] == '\\' && p + 1 < len &&
+		    (text[p + 1] == '"' || text[p + 1] == '\\')) {
+			o[n++] = text[p + 1];
+			p += 2;
+		} else if (text[p] == '\\' && p + 3 < len && text[p + 1] == 'x' &&
+		    (hi = px_hexval(text[p + 2])) >= 0 &&
+		    (lo = px_hexval(text[p + 3])) >= 0) {
+			o[n++] = (char)(hi << 4 | lo);
+			p += 4;
+		} else
+			o[n++] = text[p++];
+	}
+	kv->vlen = n;
+	out->nvals += n;
+	return p < len && text[p] == '"' ? p + 1 : p;
+}
 
 static void
 px_log_parse(uint64_t id, const char *text, size_t len,
@@ -118,6 +178,7 @@ px_log_parse(uint64_t id, const char *text, size_t len,
 	out->bodylen = len - p;
 	out->eventlen = 0;
 	out->nkv = 0;
+	out->nvals = 0;
 	for (k = p; k < len && text[k] != ' ' && text[k] != '='; k++)
 		;
 	/* Only structured lines ("event key=value ..."): free text such as
@@ -125,11 +186,9 @@ px_log_parse(uint64_t id, const char *text, size_t len,
 	if (k >= len || text[k] != ' ' || k == p || k - p >= 64)
 		return;
 	for (vs = p; vs < k; vs++)
-		if (!((text[vs] >= 'a' && text[vs] <= 'z') ||
-		    (text[vs] >= '0' && text[vs] <= '9') || text[vs] == '-'))
+		if (!px_log_keychar(text[vs]))
 			return;
-	for (ve = k + 1; ve < len && ((text[ve] >= 'a' && text[ve] <= 'z') ||
-	    (text[ve] >= '0' && text[ve] <= '9') || text[ve] == '-'); ve++)
+	for (ve = k + 1; ve < len && px_log_keychar(text[ve]); ve++)
 		;
 	if (ve == k + 1 || ve >= len || text[ve] != '=')
 		return;
@@ -137,8 +196,9 @@ px_log_parse(uint64_t id, const char *text, size_t len,
 	out->eventlen = k - p;
 	p = k + 1;
 	while (p < len && out->nkv < PX_LOG_FIELDS) {
-		for (k = p; k < len && ((text[k] >= 'a' && text[k] <= 'z') ||
-		    (text[k] >= '0' && text[k] <= '9') || text[k] == '-'); k++)
+		struct px_log_kv *kv = &out->kv[out->nkv];
+
+		for (k = p; k < len && px_log_keychar(text[k]); k++)
 			;
 		klen = k - p;
 		if (klen == 0 || k >= len || text[k] != '=' ||
@@ -148,14 +208,20 @@ px_log_parse(uint64_t id, const char *text, size_t len,
 			p++;
 			continue;
 		}
+		*kv = (struct px_log_kv){ .k = text + p, .klen = klen };
 		vs = k + 1;
 		if (klen == 3 && memcmp(text + p, "end", 3) == 0)
 			ve = len;
-		else
+		else if (vs < len && text[vs] == '"') {
+			out->nkv++;
+			p = px_log_unquote(text, len, vs + 1, out, kv);
+			continue;	/* junk after the quote: skipped */
+		} else
 			for (ve = vs; ve < len && text[ve] != ' '; ve++)
 				;
-		out->kv[out->nkv++] = (struct px_log_kv){ text + p, text + vs,
-		    klen, ve - vs };
+		kv->v = text + vs;
+		kv->vlen = ve - vs;
+		out->nkv++;
 		p = ve + 1;
 	}
 }
@@ -213,20 +279,56 @@ px_log_journal(int level, uint64_t id, const char *text, size_t len)
 	(void)sd_journal_sendv(iov, (int)i);
 }
 
-/* JSON string body: quotes, backslashes, control bytes and bytes >= 0x80
- * (peer text need not be UTF-8) escaped, so every line parses. */
+/* How many bytes of valid UTF-8 start s (1..4), 0 if none does: the
+ * strict form (no overlong forms, surrogates or code points above
+ * U+10FFFF), as JSON readers such as Python's decode it. */
+static size_t
+px_utf8_len(const unsigned char *s, size_t len)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n, i;
+
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		n = 3;
+		lo = s[0] == 0xe0 ? 0xa0 : 0x80;
+		hi = s[0] == 0xed ? 0x9f : 0xbf;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		n = 4;
+		lo = s[0] == 0xf0 ? 0x90 : 0x80;
+		hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+	} else
+		return 0;
+	if (len < n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* JSON string body: quotes, backslashes and control bytes escaped, valid
+ * UTF-8 kept as it is; a byte that is not part of valid UTF-8 (peer text
+ * need not be) becomes \u00XX, the character of the same number, so
+ * every line parses. */
 static size_t
 px_json_str(char *out, size_t cap, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
-	size_t o = 0, i;
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0, i, n;
 
 	for (i = 0; i < len && o + 6 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
+		unsigned char c = u[i];
 
 		if (c == '"' || c == '\\') {
 			out[o++] = '\\';
 			out[o++] = (char)c;
+		} else if (c >= 0x80 && (n = px_utf8_len(u + i, len - i)) != 0) {
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n - 1;
 		} else if (c < 0x20 || c >= 0x7f) {
 			memcpy(out + o, "\\u00", 4);
 			out[o + 4] = hex[c >> 4];
@@ -290,7 +392,8 @@ px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
 	 * are what gives way when the line is long. */
 	for (f = 0; f < pl.nkv; f++) {
 		const struct px_log_kv *kv = &pl.kv[f];
-		bool num = px_json_is_number(kv->v, kv->vlen);
+		bool num = !kv->quoted &&
+		    px_json_is_number(kv->v, kv->vlen);
 
 		if (o + kv->klen + 6 * kv->vlen + 8 + 6 * pl.bodylen + 16 > cap)
 			break;
