@@ -83,7 +83,8 @@ px_usage(FILE *out)
 	    "  -V, --version      print the version\n"
 	    "  -h, --help         print this help\n"
 	    "\n"
-	    "Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config.\n"
+	    "Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config\n"
+	    "(and reopens the log file), SIGUSR1 only reopens the log file.\n"
 	    "Reference: proxyd(8), docs/CONFIG.md\n", PX_DEFAULT_CONFIG);
 }
 
@@ -327,6 +328,24 @@ px_grace_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(m->grace_ev, &tick);
 }
 
+/* logrotate moved the file away: open it again under its name. A
+ * failure keeps writing to the old one (px_log_open_target says why on
+ * stderr); the next signal tries again. */
+static void
+px_log_reopen(const struct px_main *m, const char *why)
+{
+	const struct px_config *c = m->cfg;
+
+	if (c->log_target != PX_LOG_FILE)
+		return;
+	if (px_log_reconfigure(c->log_target, c->log_file, c->log_level) == -1)
+		px_log(LOG_ERR, 0, "%s: cannot reopen log file %s; still "
+		    "writing to the old one", why, c->log_file);
+	else
+		px_log(LOG_INFO, 0, "%s: log file %s reopened", why,
+		    c->log_file);
+}
+
 static void
 px_signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -334,7 +353,14 @@ px_signal_cb(evutil_socket_t sig, short what, void *arg)
 	struct timeval now = { 0, 0 };
 
 	(void)what;
+	if (sig == SIGUSR1) {
+		px_log_reopen(m, "SIGUSR1");
+		return;
+	}
 	if (sig == SIGHUP) {
+		/* Before the reload, whatever becomes of it: a refused
+		 * configuration must not leave the rotated file in use. */
+		px_log_reopen(m, "SIGHUP");
 		if (!m->stopping)
 			px_reload(m);
 		return;
@@ -436,7 +462,7 @@ main(int argc, char **argv)
 	};
 	struct px_main m = { .config_path = PX_DEFAULT_CONFIG };
 	struct px_cfgerr err = { .out = stderr };
-	struct event *sig_term, *sig_int, *sig_hup;
+	struct event *sig_term, *sig_int, *sig_hup, *sig_usr1;
 	bool check = false;
 	const char *trace = NULL, *trace_dst = NULL, *command = NULL;
 	int ch, rc = 1;
@@ -526,9 +552,11 @@ main(int argc, char **argv)
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
 	sig_int = evsignal_new(m.base, SIGINT, px_signal_cb, &m);
 	sig_hup = evsignal_new(m.base, SIGHUP, px_signal_cb, &m);
+	sig_usr1 = evsignal_new(m.base, SIGUSR1, px_signal_cb, &m);
 	evsignal_add(sig_term, NULL);
 	evsignal_add(sig_int, NULL);
 	evsignal_add(sig_hup, NULL);
+	evsignal_add(sig_usr1, NULL);
 	px_log(LOG_INFO, 0, "proxyd %s started: pid %ld, %u worker%s, %zu "
 	    "service%s, config %s", PROXYD_VERSION, (long)getpid(),
 	    m.cfg->workers, m.cfg->workers == 1 ? "" : "s", m.cfg->nservices,
@@ -560,6 +588,7 @@ main(int argc, char **argv)
 	event_free(sig_term);
 	event_free(sig_int);
 	event_free(sig_hup);
+	event_free(sig_usr1);
 	if (m.grace_ev != NULL)
 		event_free(m.grace_ev);
 	rc = 0;
