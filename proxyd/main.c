@@ -336,8 +336,12 @@ px_log_reopen(const struct px_main *m, const char *why)
 {
 	const struct px_config *c = m->cfg;
 
-	if (c->log_target != PX_LOG_FILE)
+	if (c->log_target != PX_LOG_FILE) {
+		if (strcmp(why, "SIGUSR1") == 0)
+			px_log(LOG_INFO, 0, "SIGUSR1: the log target is not a "
+			    "file: nothing to reopen");
 		return;
+	}
 	if (px_log_reconfigure(c->log_target, c->log_file, c->log_level) == -1)
 		px_log(LOG_ERR, 0, "%s: cannot reopen log file %s; still "
 		    "writing to the old one", why, c->log_file);
