@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "privs.h"
 
 /* The pid in path: >0, 0 when there is no file, -1 when it is unreadable
  * or holds no pid (why says so). */
@@ -103,6 +105,46 @@ px_pidfile_remove(const char *path)
 		(void)unlink(path);
 }
 
+/* The daemon reads its files as <user> after startup, so a reload reads
+ * them as that user too: a key only root can read passes a check made as
+ * root and fails the reload. Check in a child that drops to <user> as
+ * the daemon did (we stay root: the signal is sent from here). 0 when
+ * the configuration loads as that user, -1 after its errors on stderr. */
+static int
+px_check_as_user(const struct px_config *cfg, const char *config_path)
+{
+	struct px_cfgerr e = { .out = stderr };
+	struct px_config *ncfg;
+	pid_t pid;
+	int status;
+
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		fprintf(stderr, "proxyd: cannot fork to check as user %s: "
+		    "%s\n", cfg->user, strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		if (px_privs_drop(cfg, stderr) == -1)
+			_exit(1);
+		if ((ncfg = px_config_load(config_path, &e)) == NULL) {
+			fprintf(stderr, "proxyd: %s: %u error%s as user %s "
+			    "(uid %ld, gid %ld), which the daemon reads its "
+			    "files as; not reloading\n", config_path, e.count,
+			    e.count == 1 ? "" : "s", cfg->user,
+			    (long)getuid(), (long)getgid());
+			fflush(NULL);
+			_exit(1);
+		}
+		fflush(NULL);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) == -1)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 int
 px_pidfile_command(const char *config_path, const char *what)
 {
@@ -123,6 +165,11 @@ px_pidfile_command(const char *config_path, const char *what)
 		fprintf(stderr, "proxyd: %s: %u error%s%s\n", config_path,
 		    e.count, e.count == 1 ? "" : "s", stop ? "" :
 		    ", not reloading");
+		return 1;
+	}
+	if (!stop && px_privs_will_drop(cfg) &&
+	    px_check_as_user(cfg, config_path) == -1) {
+		px_config_unref(cfg);
 		return 1;
 	}
 	if (cfg->pidfile == NULL) {
