@@ -516,7 +516,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	/* As root, before the drop: /run is root's. */
-	if (m.cfg->pidfile != NULL && px_pidfile_write(m.cfg->pidfile,
+	if (m.cfg->pidfile != NULL && px_pidfile_write(m.cfg->pidfile, m.cfg,
 	    stderr) == -1) {
 		px_config_unref(m.cfg);
 		xmlCleanupParser();

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -64,8 +66,89 @@ px_pid_is_proxyd(long pid)
 	return strncmp(comm, "proxyd", 6) == 0;
 }
 
+/* Is dir the RuntimeDirectory systemd made for this unit (and removes
+ * when it stops)? $RUNTIME_DIRECTORY lists them, ':'-separated. */
+static bool
+px_is_runtime_dir(const char *dir)
+{
+	const char *rt = getenv("RUNTIME_DIRECTORY"), *p;
+	size_t len = strlen(dir);
+
+	for (p = rt; p != NULL && *p != '\0'; p = strchr(p, ':') ?
+	    strchr(p, ':') + 1 : NULL)
+		if (strncmp(p, dir, len) == 0 && (p[len] == ':' ||
+		    p[len] == '\0'))
+			return true;
+	return false;
+}
+
+/* Can uid:gid create and remove files in a directory of st (its owner,
+ * primary group or others' bits; supplementary groups not counted)? */
+static bool
+px_dir_writable_by(const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (st->st_uid == uid)
+		return (st->st_mode & S_IWUSR) != 0;
+	if (st->st_gid == gid)
+		return (st->st_mode & S_IWGRP) != 0;
+	return (st->st_mode & S_IWOTH) != 0;
+}
+
+/* A missing directory is made (mode 0755). After the drop to <user>,
+ * only a directory that user may write lets it remove the pidfile at a
+ * clean stop. As root, before the drop, give it one where the directory
+ * is ours to give: one made here, or systemd's RuntimeDirectory of this
+ * unit.
+ * Any other directory is left as it is, with a warning if the file will
+ * outlive the daemon (harmless: a stale file is replaced at start). */
+static void
+px_pidfile_dir(const char *path, const struct px_config *cfg, FILE *err)
+{
+	char *copy = strdup(path), *dir;
+	bool drop = px_privs_will_drop(cfg);
+	struct stat st;
+	int fd;
+
+	if (copy == NULL)
+		goto out;
+	dir = dirname(copy);
+	if (mkdir(dir, 0755) == 0) {
+		if (drop && chown(dir, cfg->uid, cfg->gid) == -1)
+			fprintf(err, "proxyd: pidfile directory %s: chown to "
+			    "%s: %s\n", dir, cfg->user, strerror(errno));
+	} else if (drop && errno == EEXIST && px_is_runtime_dir(dir) &&
+	    (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) != -1) {
+		if (fchown(fd, cfg->uid, cfg->gid) == -1)
+			fprintf(err, "proxyd: pidfile directory %s: chown to "
+			    "%s: %s\n", dir, cfg->user, strerror(errno));
+		close(fd);
+	}
+	if (drop && stat(dir, &st) == 0 && !px_dir_writable_by(&st, cfg->uid,
+	    cfg->gid))
+		fprintf(err, "proxyd: warning: pidfile %s: user %s cannot "
+		    "write %s, so the file will stay after proxyd stops; use "
+		    "a directory of that user's (one proxyd creates, or "
+		    "systemd's RuntimeDirectory=)\n", path, cfg->user, dir);
+out:
+	free(copy);
+}
+
+/* O_EXCL: the directory may be the unprivileged user's, and root must
+ * not write through a link someone left under the pidfile's name. */
+static int
+px_pidfile_create(const char *path)
+{
+	int fd, flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+
+	if ((fd = open(path, flags, 0644)) == -1 && errno == EEXIST &&
+	    unlink(path) == 0)
+		fd = open(path, flags, 0644);
+	return fd;
+}
+
 int
-px_pidfile_write(const char *path, FILE *err)
+px_pidfile_write(const char *path, const struct px_config *cfg, FILE *err)
 {
 	const char *why = NULL;
 	long old = px_pidfile_read(path, &why);
@@ -77,10 +160,9 @@ px_pidfile_write(const char *path, FILE *err)
 		    "%ld\n", path, old);
 		return -1;
 	}
+	px_pidfile_dir(path, cfg, err);
 	/* A stale file (a crash, a kill -9) is replaced. */
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	    0644);
-	if (fd == -1) {
+	if ((fd = px_pidfile_create(path)) == -1) {
 		fprintf(err, "proxyd: pidfile %s: %s\n", path, strerror(errno));
 		return -1;
 	}
@@ -99,8 +181,8 @@ px_pidfile_remove(const char *path)
 {
 	const char *why;
 
-	/* After dropping root the directory may not let us: systemd's
-	 * /run is cleaned anyway, and a stale file is replaced at start. */
+	/* After the drop, only if the directory is the user's (see
+	 * px_pidfile_dir); else a stale file is replaced at the next start. */
 	if (path != NULL && px_pidfile_read(path, &why) == (long)getpid())
 		(void)unlink(path);
 }

@@ -5,9 +5,15 @@
 
 #include <stdio.h>
 
+struct px_config;
+
 /* Writes our pid to path, refusing when a live proxyd already holds it
- * (a stale file is replaced). 0, or -1 after a line on err. */
-int	px_pidfile_write(const char *path, FILE *err);
+ * (a stale file is replaced). A missing directory is made. As root,
+ * before the drop to cfg's <user>, that directory and systemd's
+ * RuntimeDirectory are given to the user, so that it can remove the file
+ * at a clean stop. 0, or -1 after a line on err. */
+int	px_pidfile_write(const char *path, const struct px_config *cfg,
+	    FILE *err);
 /* Removes it if it still holds our pid. */
 void	px_pidfile_remove(const char *path);
 /* proxyd -s SIGNAL: "reload" checks the configuration first (a broken
