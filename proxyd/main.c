@@ -31,6 +31,9 @@
 #ifndef PX_DEFAULT_CONFIG	/* set by CMake from the install prefix */
 #define PX_DEFAULT_CONFIG	"/etc/proxyd/proxyd.xml"
 #endif
+#ifndef PX_DOCDIR		/* where CMake installs CONFIG.md */
+#define PX_DOCDIR		"/usr/share/doc/proxyd"
+#endif
 /* Per splice session: two sockets plus two pipes of two fds each. */
 /* Two sockets; pipes come from each worker's pool only while bytes are in
  * flight (splice.h), so they are counted per worker, not per session. */
@@ -79,13 +82,16 @@ px_usage(FILE *out)
 	    "\n"
 	    "  -c, --config FILE  daemon config (default %s)\n"
 	    "      --check        report errors as file:line: reason; exit 1 on any\n"
-	    "  -s, --signal CMD   reload (check, then SIGHUP) or stop (SIGTERM, wait)\n"
+	    "  -s, --signal CMD   reload (check as <user>, then SIGHUP) or stop (SIGTERM, wait)\n"
 	    "  -V, --version      print the version\n"
 	    "  -h, --help         print this help\n"
 	    "\n"
 	    "Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config\n"
 	    "(and reopens the log file), SIGUSR1 only reopens the log file.\n"
-	    "Reference: proxyd(8), docs/CONFIG.md\n", PX_DEFAULT_CONFIG);
+	    "\n"
+	    "Documentation: proxyd(8) and proxyd.xml(5) (man proxyd, man proxyd.xml),\n"
+	    "  " PX_DOCDIR "/CONFIG.md (the full reference)\n",
+	    PX_DEFAULT_CONFIG);
 }
 
 static void

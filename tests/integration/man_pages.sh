@@ -13,6 +13,9 @@
 #   4. the EXAMPLES of proxyd.xml(5) (a daemon file and two services) pass
 #      proxyd --check (the TLS pair made now with openssl; <user> left out,
 #      the user may not exist here).
+#   5. proxyd --help names the installed documentation: proxyd(8),
+#      proxyd.xml(5) (both in docs/) and CONFIG.md where CMake installs it
+#      (PREFIX/share/doc/proxyd, as the Debian package does in /usr).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds mandoc col openssl python3
@@ -92,4 +95,15 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
 sed -i 's/analyser="ftp"/analyser="nope"/' "$T/conf/policy/ftp.xml"
 ! "$PROXYD" --check -c "$T/conf/proxyd.xml" >"$T/check.out" 2>&1 || fail "--check took a bad analyser"
 grep -q 'ftp.xml:' "$T/check.out" || fail "--check did not name ftp.xml: $(cat "$T/check.out")"
+info "ok"
+
+info "---- 5. --help names the installed docs"
+"$PROXYD" --help >"$T/help.out"
+assert_grep "$T/help.out" "proxyd\\(8\\)" "--help names proxyd(8)"
+assert_grep "$T/help.out" "proxyd\\.xml\\(5\\)" "--help names proxyd.xml(5)"
+assert_grep "$T/help.out" " /([^ ]+/)?share/doc/proxyd/CONFIG\\.md " "--help names the installed CONFIG.md"
+grep -q 'install(FILES README.md docs/CONFIG.md docs/CORE.md DESTINATION ${CMAKE_INSTALL_DOCDIR})' "$REPO_DIR/CMakeLists.txt" ||
+    fail "CMakeLists.txt no longer installs docs/CONFIG.md into the doc directory --help names"
+grep -q 'install(FILES docs/proxyd.8 ' "$REPO_DIR/CMakeLists.txt" || fail "proxyd(8) is not installed"
+grep -q 'install(FILES docs/proxyd.xml.5 ' "$REPO_DIR/CMakeLists.txt" || fail "proxyd.xml(5) is not installed"
 info "ok"

@@ -98,6 +98,11 @@ mandoc -Tlint -Wwarning "$T/proxyd.8" >"$T/lint.out" 2>&1 || { cat "$T/lint.out"
 sed -n '/^OPTIONS/,/^[A-Z]/p' "$T/man.txt" | grep -oE '^ +--?[a-zA-Z][a-z-]*(.*, --?[a-z-]+)?' |
     grep -oE -- '--?[a-zA-Z][a-z-]*' | sort -u >"$T/opt.man"
 assert_eq "$(tr '\n' ' ' <"$T/opt.man")" "$(tr '\n' ' ' <"$T/opt.help")" "options in proxyd(8) vs proxyd --help"
+# --help names the documentation where the package put it
+"$R/usr/sbin/proxyd" --help >"$T/help.out"
+grep -q ' /usr/share/doc/proxyd/CONFIG\.md ' "$T/help.out" ||
+    fail "proxyd --help does not name /usr/share/doc/proxyd/CONFIG.md"
+[[ -f $R/usr/share/doc/proxyd/CONFIG.md ]] || fail "CONFIG.md is not where --help says"
 info "options: $(tr '\n' ' ' <"$T/opt.help")"
 MAN5=$R/usr/share/man/man5/proxyd.xml.5.gz
 MANWIDTH=80 man -l "$MAN5" 2>/dev/null | col -b >"$T/man5.txt"
