@@ -7,7 +7,10 @@
 #      session-end entry by PROXYD_VERDICT=accept, with MESSAGE as the text
 #      line, PROXYD_SESSION = the line's #id, PROXYD_EVENT, PROXYD_SERVICE,
 #      PROXYD_TO_CLIENT (the bytes), PROXYD_END, PRIORITY 6, and _UID =
-#      nobody's (journald's own record of the sender).
+#      nobody's (journald's own record of the sender). An http-error
+#      line's quoted reason="..." is one whole field (PROXYD_REASON, not
+#      cut at its first space), and an http-request's bare path= is the
+#      line's value as written (a backslash and "\x41" kept).
 #   2. Without a journal socket, proxyd says so and logs to stderr.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -26,11 +29,18 @@ write_proxyd_conf '' '<user name="nobody" group="nogroup"/>'
 sed -i 's|<log target="stderr" level="info"/>|<log target="journal" level="info"/>|' "$PROXYD_CONF"
 grep -q 'target="journal"' "$PROXYD_CONF" || fail "could not set the journal target"
 write_service web "$P1" "$NGINX_PORT"
+free_port P2
+cat >"$T/policy/www.xml" <<EOF
+<service name="www" analyser="http">
+  <listen address="127.0.0.1" port="$P2"/>
+  <target address="127.0.0.1" port="$NGINX_PORT"/>
+</service>
+EOF
 
 cat >"$T/inner.sh" <<'EOF'
 # runs inside unshare -m: a journald of its own, then proxyd logging to it
 set -eu
-T=$1 PROXYD=$2 CONF=$3 PORT=$4
+T=$1 PROXYD=$2 CONF=$3 PORT=$4 PORT2=$5
 pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -54,6 +64,15 @@ until curl -s --max-time 2 -o "$T/out" "http://127.0.0.1:$PORT/index.html"; do
     sleep 0.05
 done
 grep -E '^(Uid|CapEff):' /proc/$ppid/status >"$T/status"
+python3 - "$PORT2" <<'PY'
+import socket, sys
+for target in (b'/a\\x41"b/index.html', b"/" + b"x" * 20000):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    while s.recv(65536):
+        pass
+    s.close()
+PY
 kill -TERM "$ppid"
 wait "$ppid" || { echo "proxyd exit status $?" >&2; exit 1; }
 journalctl --sync 2>/dev/null || true
@@ -65,16 +84,18 @@ until journalctl -D /run/log/journal -o json --no-pager SYSLOG_IDENTIFIER=proxyd
 done
 journalctl -D /run/log/journal -o json --no-pager SYSLOG_IDENTIFIER=proxyd >"$T/all.json"
 journalctl -D /run/log/journal -o json --no-pager PROXYD_VERDICT=accept PROXYD_SERVICE=web >"$T/accept.json"
+journalctl -D /run/log/journal -o json --no-pager PROXYD_EVENT=http-error >"$T/httperr.json"
+journalctl -D /run/log/journal -o json --no-pager PROXYD_EVENT=http-request >"$T/httpreq.json"
 EOF
 rc=0
-unshare -m --propagation private sh ${INNER_X:+-x} "$T/inner.sh" "$T" "$PROXYD" "$PROXYD_CONF" "$P1" >"$T/inner.out" 2>&1 || rc=$?
+unshare -m --propagation private sh ${INNER_X:+-x} "$T/inner.sh" "$T" "$PROXYD" "$PROXYD_CONF" "$P1" "$P2" >"$T/inner.out" 2>&1 || rc=$?
 cat "$T/inner.out"
 ((rc == 0)) || { tail -n 20 "$T/proxyd.stderr" "$T/journald.log" >&2 || true; fail "the journald run failed (rc $rc)"; }
 assert_eq "$(sha256_of "$T/out")" "$(sha256_of "$T/www/index.html")" "body through proxyd"
 info "proxyd: $(tr '\n' ' ' <"$T/status")"
 info "journal: $(wc -l <"$T/all.json") proxyd entries, $(wc -l <"$T/accept.json") matching PROXYD_VERDICT=accept PROXYD_SERVICE=web"
 [[ -s $T/proxyd.stderr ]] && { info "proxyd stderr:"; cat "$T/proxyd.stderr"; }
-python3 - "$T/all.json" "$T/accept.json" "$(id -u nobody)" <<'PY'
+python3 - "$T/all.json" "$T/accept.json" "$(id -u nobody)" "$T/httperr.json" "$T/httpreq.json" <<'PY'
 import json, re, sys
 allj = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 acc = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -106,6 +127,13 @@ if e.get("PROXYD_END") not in ("client-closed", "server-closed"):
     fail("PROXYD_END = %r" % e.get("PROXYD_END"))
 if not e["MESSAGE"].endswith(" end=" + e["PROXYD_END"]):
     fail("PROXYD_END is not the rest of the line")
+err = [json.loads(l) for l in open(sys.argv[4]) if l.strip()]
+if len(err) != 1 or err[0].get("PROXYD_REASON") != "request line too long" or err[0].get("PROXYD_STATUS") != "414":
+    fail("http-error entry: %r" % err)
+req = [e for e in (json.loads(l) for l in open(sys.argv[5]) if l.strip()) if e.get("PROXYD_STATUS") == "404"]
+if len(req) != 1 or req[0].get("PROXYD_PATH") != '/a\\x41?b/index.html':
+    fail("http-request entry: %r" % req)
+print("[notify_journal] PROXYD_REASON=%r PROXYD_PATH=%r" % (err[0]["PROXYD_REASON"], req[0]["PROXYD_PATH"]))
 PY
 
 info "---- 2. no journal socket"
