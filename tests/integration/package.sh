@@ -12,7 +12,8 @@
 #      systemd is PID 1); systemd-analyze verify passes on the installed
 #      unit; the installed proxyd --check passes on /etc/proxyd/proxyd.xml;
 #      the installed daemon runs once as proxyd (uid, CapEff), relays a
-#      service dropped into /etc/proxyd/policy, reloads it, stops; then
+#      service dropped into /etc/proxyd/policy, reloads it, stops (its
+#      pidfile in /run/proxyd, owned by proxyd, gone after the stop); then
 #      dpkg --purge removes every file (and the user, if this test made it).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -194,6 +195,8 @@ if is_listening 9180; then
     CONF=$T/proxyd.xml
     info "port 9180 is taken here: running with a copy that only moves the admin port"
 fi
+RUN_DIR_EXISTED=0
+[[ -d /run/proxyd ]] && RUN_DIR_EXISTED=1
 if [[ $(cat /proc/1/comm 2>/dev/null) == systemd ]]; then
     systemctl start proxyd || fail "systemctl start proxyd"
     PROXYD_PID=$(systemctl show -p MainPID --value proxyd)
@@ -207,6 +210,10 @@ assert_eq "$(awk '$1 == "Uid:" { print $2 }' "/proc/$PROXYD_PID/status")" "$PUID
 assert_eq "$(awk '$1 == "CapEff:" { print $2 }' "/proc/$PROXYD_PID/status")" 0000000000003400 "CapEff of the installed daemon"
 r=$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")
 assert_eq "$r" "0 200" "a request through the installed daemon"
+# the shipped <pidfile>, in /run/proxyd (the unit's RuntimeDirectory, or
+# made by proxyd), given to the user so that it can remove the file
+assert_eq "$(cat /run/proxyd/proxyd.pid)" "$PROXYD_PID" "the shipped pidfile"
+assert_eq "$(stat -c %u /run/proxyd)" "$PUID" "owner of /run/proxyd"
 # the shipped config logs to the journal; with none here, to stderr instead
 [[ -S /run/systemd/journal/socket ]] || assert_log "log target journal: .*logging to stderr"
 sed -i "s|port=\"$NGINX_PORT\"|port=\"$NGINX_PORT\" |" /etc/proxyd/policy/pkgtest.xml
@@ -220,6 +227,8 @@ else
     wait_exit "$PROXYD_PID" 10 || fail "the installed proxyd did not stop"
     assert_eq "$WAIT_RC" 0 "exit status of the installed proxyd"
 fi
+[[ ! -e /run/proxyd/proxyd.pid ]] || fail "the pidfile stays after a clean stop"
+((RUN_DIR_EXISTED)) || rmdir /run/proxyd 2>/dev/null || true
 rm -f /etc/proxyd/policy/pkgtest.xml
 
 info "---- dpkg --purge"
