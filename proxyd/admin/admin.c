@@ -763,6 +763,59 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_admin_reply(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
+/* POST /sessions/reset[?reason=ha]: every live session ends now with
+ * resets (by=shutdown). For keepalived's notify script on leaving MASTER:
+ * the sessions' packets go to the peer from then on, so the clients had
+ * better learn at once than wait for the idle timeout. POST only, and no
+ * Origin header: a web page open on the box must not be able to do it. */
+static void
+px_admin_sessions_reset(struct evhttp_request *req, void *arg)
+{
+	struct evkeyvalq q;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
+	const char *r = NULL;
+	enum px_reset_reason why = PX_RESET_ADMIN;
+	unsigned long long live;
+	struct evbuffer *b;
+	unsigned asked;
+
+	(void)arg;
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Allow", "POST");
+		evhttp_send_error(req, 405, "POST only");
+		return;
+	}
+	if (evhttp_find_header(evhttp_request_get_input_headers(req),
+	    "Origin") != NULL) {
+		evhttp_send_error(req, 403, "not from a web page");
+		return;
+	}
+	TAILQ_INIT(&q);
+	if (query != NULL && evhttp_parse_query_str(query, &q) == 0)
+		r = evhttp_find_header(&q, "reason");
+	if (r != NULL && strcmp(r, "ha") == 0)
+		why = PX_RESET_HA;
+	else if (r != NULL || (query != NULL && *query != '\0')) {
+		evhttp_clear_headers(&q);
+		evhttp_send_error(req, 400, "reason: ha or none");
+		return;
+	}
+	evhttp_clear_headers(&q);
+	if ((b = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	live = (unsigned long long)atomic_load(&px_live_sessions);
+	asked = px_workers_reset_sessions(why);
+	px_log(LOG_NOTICE, 0, "admin: resetting every live session (%llu) "
+	    "on %u worker(s): %s", live, asked, px_reset_reason_text(why));
+	evbuffer_add_printf(b, "{\"live_sessions\":%llu,\"workers\":%u,"
+	    "\"reason\":\"%s\"}\n", live, asked, px_reset_reason_text(why));
+	px_admin_reply(req, "application/json", b);
+}
+
 static void
 px_admin_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -858,13 +911,17 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	evconnlistener_set_error_cb(px_admin_lev, px_admin_accept_error_cb);
 	px_admin_reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* POST for /sessions/reset alone (it checks); no body. */
+	evhttp_set_allowed_methods(px_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+	    EVHTTP_REQ_POST);
 	/* It runs on the main thread with signals and reloads: an endless
 	 * header line must not eat memory and CPU there. */
 	evhttp_set_max_headers_size(px_http, 8192);
 	evhttp_set_max_body_size(px_http, 0);
 	evhttp_set_timeout(px_http, 10);
 	evhttp_set_cb(px_http, "/metrics", px_admin_metrics, NULL);
+	evhttp_set_cb(px_http, "/sessions/reset", px_admin_sessions_reset,
+	    NULL);
 	if (px_admin_status_start(base, px_http) == -1)
 		return -1;
 	px_log(LOG_INFO, 0, "admin endpoint on http://%s/metrics", a);

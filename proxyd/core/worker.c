@@ -499,12 +499,17 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t v;
 
 	struct px_snap_req *req;
+	int why;
 
 	(void)what;
 	if (read((int)fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
 	if ((req = atomic_exchange(&w->snap_req, NULL)) != NULL)
 		px_worker_snapshot(w, req);
+	if ((why = atomic_exchange(&w->reset_req, PX_RESET_NONE)) !=
+	    PX_RESET_NONE)
+		px_worker_close_all(w, px_reset_reason_text(
+		    (enum px_reset_reason)why));
 	ncfg = atomic_exchange(&w->pending, NULL);
 	if (ncfg != NULL && !w->draining &&
 	    px_worker_listen(w, ncfg, NULL) != -1) {
@@ -773,6 +778,27 @@ px_workers_snapshot(struct px_snap_req *req)
 		if (stale != NULL)
 			px_snap_req_unref(stale);
 		px_worker_wake(&px_workers[i]);
+	}
+	return asked;
+}
+
+const char *
+px_reset_reason_text(enum px_reset_reason why)
+{
+	return why == PX_RESET_HA ? "ha: left master" : "admin: sessions reset";
+}
+
+unsigned
+px_workers_reset_sessions(enum px_reset_reason why)
+{
+	unsigned i, asked = 0;
+
+	for (i = 0; i < px_nworkers; i++) {
+		if (atomic_load(&px_workers[i].exited))
+			continue;
+		atomic_store(&px_workers[i].reset_req, (int)why);
+		px_worker_wake(&px_workers[i]);
+		asked++;
 	}
 	return asked;
 }

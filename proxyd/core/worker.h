@@ -60,6 +60,13 @@ TAILQ_HEAD(px_session_list, px_session);
 
 struct px_snap_req;	/* snapshot.h */
 
+/* Why the admin asked a worker to reset its sessions (the log's end=). */
+enum px_reset_reason {
+	PX_RESET_NONE = 0,
+	PX_RESET_ADMIN,		/* "admin: sessions reset" */
+	PX_RESET_HA,		/* "ha: left master" */
+};
+
 /* A connection one worker accepted and hands to a less loaded one. */
 struct px_handoff {
 	struct px_handoff	*next;
@@ -87,6 +94,7 @@ struct px_worker {
 	_Atomic(struct px_config *) pending;	/* handed over by a reload */
 	_Atomic(struct px_snap_req *) snap_req;
 	atomic_int		 cmd;
+	atomic_int		 reset_req;	/* enum px_reset_reason */
 	atomic_bool		 exited;
 	int			 wake_fd;	/* eventfd: main -> worker */
 	struct event		*wake_ev;
@@ -155,6 +163,11 @@ bool	px_workers_all_exited(void);
 /* The worker's conntrack handle, opened (with its answer event) at the
  * first call; NULL when conntrack is unavailable. */
 struct px_conntrack *px_worker_conntrack(struct px_worker *w);
+/* Asks every live worker to end all its sessions now, with resets
+ * (by=shutdown, end= the reason's text); returns how many were asked.
+ * The workers do it at their next loop pass, asynchronously. */
+unsigned px_workers_reset_sessions(enum px_reset_reason why);
+const char *px_reset_reason_text(enum px_reset_reason why);
 void	px_workers_join(void);
 unsigned px_workers_count(void);
 struct px_worker *px_worker_get(unsigned i);
