@@ -9,10 +9,15 @@
 #       --sync-iface sync0 --sync-peer 198.18.3.2
 #   pair.sh down          # stop the keepalived and conntrackd it started
 #   pair.sh status        # VRRP state, virtual addresses, conntrackd caches
+#   pair.sh supervise     # run keepalived, restart it when it dies (what
+#                         # `up` starts in the background; the ExecStart of
+#                         # proxyd-ha.service)
+#   pair.sh cleanup       # what supervise does when keepalived died: drop
+#                         # the virtual addresses, state "stop"
 #
 # It writes keepalived.conf, conntrackd.conf and notify.sh into --dir, checks
 # them (keepalived -t), and starts (or, if a config changed, reloads) the two
-# daemons.  Every file it installs and every command it runs is printed, so
+# daemons: conntrackd, and keepalived under a supervisor.  Every file it installs and every command it runs is printed, so
 # the output doubles as the documentation of the setup (deploy/README.md).
 # Running `up` twice with the same options changes nothing; with other
 # options it rewrites the files and reloads keepalived / restarts conntrackd.
@@ -24,9 +29,18 @@
 #     live stays live when the other comes back (no second interruption);
 #   - a health check of proxyd's admin endpoint (GET /status), not of the
 #     process: a proxyd that is hung, or has no admin endpoint, fails over;
+#     either interface down (each instance tracks its own, the group both)
+#     moves both addresses;
 #   - notify.sh: logs each transition, writes the state to --state-file
-#     (proxyd's <admin ha-state-file=>: proxyd_ha_state in /metrics), and
-#     drives conntrackd as conntrack-tools' primary-backup.sh does;
+#     (proxyd's <admin ha-state-file=>: proxyd_ha_state in /metrics),
+#     drives conntrackd as conntrack-tools' primary-backup.sh does, and on
+#     leaving MASTER has proxyd reset the sessions it can no longer serve
+#     (POST /sessions/reset?reason=ha);
+#   - a supervisor of keepalived: when keepalived dies, however (kill -9),
+#     it removes the virtual addresses keepalived left behind, runs
+#     notify.sh with "fault" (so proxyd and /metrics know) and starts
+#     keepalived again a second later, as BACKUP: without it, the peer
+#     takes over and both boxes hold both addresses, for good;
 #   - conntrackd in FTFW mode over UDP on the sync link, with an external
 #     cache that the new master commits to its kernel table.
 #
@@ -57,6 +71,9 @@
 #                                   (default /etc/proxyd/ha); keepalived refuses
 #                                   scripts in a directory others can write
 #   --name NAME                     router_id (default: the host name)
+#   --systemd                       start the supervisor as proxyd-ha.service
+#                                   (systemctl enable --now) rather than in
+#                                   the background
 # All commands: --dir DIR, --dry-run (print, change nothing).
 #
 # Needs root, keepalived, conntrackd (conntrack-tools), curl, iproute2.
@@ -85,14 +102,14 @@ CMD=${1:-}
 shift
 case $CMD in
     -h | --help | help) usage 0 ;;
-    up | down | status) ;;
+    up | down | status | supervise | cleanup) ;;
     *) echo "$PROG: unknown command '$CMD'" >&2; usage 2 ;;
 esac
 
 IN_IF="" OUT_IF="" IN_VIP="" OUT_VIP="" IN_PEER="" OUT_PEER="" IN_SRC="" OUT_SRC=""
 SYNC_IF="" SYNC_PEER="" SYNC_SRC="" PRIO=100 VRID=51 ADVERT=0.5
 CHECK_INT=1 CHECK_FALL=2 CHECK_RISE=2 CHECK_TIMEOUT=2 ADMIN=127.0.0.1:9180
-STATE_FILE=/run/proxyd/ha-state DIR=/etc/proxyd/ha NAME=""
+STATE_FILE=/run/proxyd/ha-state DIR=/etc/proxyd/ha NAME="" SYSTEMD=0
 while (($#)); do
     case $1 in
         --in-iface) IN_IF=${2:?}; shift 2 ;;
@@ -117,6 +134,7 @@ while (($#)); do
         --state-file) STATE_FILE=${2:?}; shift 2 ;;
         --dir) DIR=${2:?}; shift 2 ;;
         --name) NAME=${2:?}; shift 2 ;;
+        --systemd) SYSTEMD=1; shift ;;
         --dry-run) DRY=1; shift ;;
         -h | --help) usage 0 ;;
         *) die "unknown option '$1' (try --help)" ;;
@@ -135,6 +153,8 @@ CT_LOG=$DIR/conntrackd.log
 CT_LOCK=$DIR/conntrackd.lock
 CT_SOCK=$DIR/conntrackd.ctl
 HA_LOG=$DIR/transitions.log
+SUP_PID=$DIR/supervisor.pid
+SELF=$(readlink -f "$0")
 
 ipv4() { [[ $1 =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}$ ]]; }
 # first IPv4 address of interface IF that is not VIP (keepalived's own
@@ -143,7 +163,14 @@ own_addr() {
     ip -4 -o addr show dev "$1" 2>/dev/null | awk -v vip="${2%/*}" '
         { split($4, a, "/"); if (a[1] != vip) { print a[1]; exit } }'
 }
-alive() { [[ -r $1 ]] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
+# PID runs (a zombie does not: keepalived's VRRP child, its parent killed,
+# may wait a while for whatever reaps orphans here)
+running() {
+    local st
+    st=$(sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n $st && $st != Z && $st != X ]]
+}
+alive() { local p; [[ -r $1 ]] && p=$(cat "$1" 2>/dev/null) && [[ $p =~ ^[0-9]+$ ]] && running "$p"; }
 
 # ---------------------------------------------------------------- files
 
@@ -181,6 +208,10 @@ vrrp_sync_group PROXYD {
     track_script {
         proxyd_admin
     }
+    # no track_interface: each instance tracks its own interface already
+    # (keepalived -t refuses it here again), and the group makes either
+    # link down a FAULT of both: with the server side gone the box cannot
+    # serve the clients it would still attract
     notify "$NOTIFY"
 }
 
@@ -279,14 +310,26 @@ notify_sh() {
 # 1. the state goes to $STATE_FILE (proxyd: <admin ha-state-file=>),
 #    rewritten only here, so its mtime is the time of the transition;
 # 2. one line per transition in $HA_LOG;
-# 3. conntrackd, as conntrack-tools' primary-backup.sh: the new master puts
+# 3. leaving MASTER: proxyd resets its live sessions (their packets go to
+#    the peer now; a client waiting for data would wait for the idle
+#    timeout); the log says end=ha: left master;
+# 4. conntrackd, as conntrack-tools' primary-backup.sh: the new master puts
 #    the peer's flows into its kernel table and takes over the sync.
+# Also run by pair.sh's supervisor when keepalived died (GROUP "SUPERVISOR").
 state=\$(echo "\$3" | tr 'A-Z' 'a-z')
 case \$state in master|backup|fault|stop) ;; *) state=unknown ;; esac
+# a sync group's notify gets no priority: the configured one
+prio=\${4:-0}
+[ "\$prio" != 0 ] || prio=$PRIO
+prev=\$(cut -d' ' -f1 "$STATE_FILE" 2>/dev/null)
 mkdir -p "$(dirname "$STATE_FILE")"
 tmp="$STATE_FILE.tmp.\$\$"
 printf '%s %s %s\n' "\$state" "\$(date +%s)" "\$2" >"\$tmp" && chmod 644 "\$tmp" && mv -f "\$tmp" "$STATE_FILE"
-echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) \$1 \$2 -> \$state (priority \$4)" >>"$HA_LOG"
+echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) \$1 \$2 -> \$state (priority \$prio)" >>"$HA_LOG"
+if [ "\$prev" = master ] && [ "\$state" != master ]; then
+    r=\$(/usr/bin/curl -sS --max-time 2 -X POST -d '' "http://$ADMIN/sessions/reset?reason=ha" 2>&1)
+    echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) proxyd sessions reset: \$r" >>"$HA_LOG"
+fi
 ct() {
     /usr/sbin/conntrackd -C "$CT_CONF" "\$@" >>"$HA_LOG" 2>&1 ||
         echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) conntrackd \$* failed" >>"$HA_LOG"
@@ -383,15 +426,19 @@ up() {
         echo "# conntrackd already running with this config"
     fi
 
-    if ((DRY)) || ! alive "$KA_PID"; then
-        # -n: no fork, so that setsid's child is keepalived and its output
-        # (-l, no syslog) goes to the log file
-        echo "+ setsid keepalived -n -l -D -G -P -f $KA_CONF -p $KA_PID -r $KA_VRRP_PID >>$KA_LOG 2>&1 &"
-        if ! ((DRY)); then
-            setsid keepalived -n -l -D -G -P -f "$KA_CONF" -p "$KA_PID" -r "$KA_VRRP_PID" \
-                >>"$KA_LOG" 2>&1 </dev/null &
-            wait_for ka_running 5 || die "keepalived did not start (log: $KA_LOG)"
+    if ! ((DRY)) && ! alive "$SUP_PID" && alive "$KA_PID"; then
+        die "keepalived (pid $(cat "$KA_PID")) runs without pair.sh's supervisor: pair.sh down, then up"
+    fi
+    if ((DRY)) || ! alive "$SUP_PID"; then
+        if ((SYSTEMD)); then
+            run systemctl enable --now proxyd-ha.service
+        else
+            # the supervisor runs keepalived (-n: in the foreground, its
+            # output, -l, in the log file) and restarts it when it dies
+            echo "+ setsid $SELF supervise --dir $DIR >>$KA_LOG 2>&1 &"
+            ((DRY)) || setsid "$SELF" supervise --dir "$DIR" >>"$KA_LOG" 2>&1 </dev/null &
         fi
+        ((DRY)) || wait_for ka_running 5 || die "keepalived did not start (log: $KA_LOG)"
     elif changed "$KA_CONF" || changed "$NOTIFY"; then
         run kill -HUP "$(cat "$KA_PID")"
     else
@@ -415,12 +462,19 @@ wait_for() { # PREDICATE SECONDS
 
 down() {
     local pid i
+    if alive "$SUP_PID"; then
+        pid=$(cat "$SUP_PID")
+        # it stops keepalived, which removes its virtual addresses
+        run kill -TERM "$pid"
+        for ((i = 0; i < 200; i++)); do running "$pid" || break; sleep 0.05; done
+        running "$pid" && die "the supervisor (pid $pid) did not stop within 10 s"
+    fi
     if alive "$KA_PID"; then
         pid=$(cat "$KA_PID")
         # keepalived removes its virtual addresses as it stops
         run kill -TERM "$pid"
-        for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-        kill -0 "$pid" 2>/dev/null && die "keepalived (pid $pid) did not stop within 5 s"
+        for ((i = 0; i < 100; i++)); do running "$pid" || break; sleep 0.05; done
+        running "$pid" && die "keepalived (pid $pid) did not stop within 5 s"
     fi
     if [[ -f $CT_CONF ]] && alive_ct; then
         run conntrackd -C "$CT_CONF" -k
@@ -432,7 +486,8 @@ down() {
 # ---------------------------------------------------------------- status
 
 status() {
-    echo "=== keepalived: $(ka_running && echo "running (pid $(cat "$KA_PID"))" || echo "not running")"
+    echo "=== keepalived: $(ka_running && echo "running (pid $(cat "$KA_PID"))" || echo "not running")," \
+        "supervisor: $(alive "$SUP_PID" && echo "running (pid $(cat "$SUP_PID"))" || echo "not running")"
     [[ -f $STATE_FILE ]] && echo "state file $STATE_FILE: $(cat "$STATE_FILE")"
     [[ -f $HA_LOG ]] && { echo "last transitions:"; tail -n 5 "$HA_LOG"; }
     [[ -f $KA_CONF ]] && awk '/^vrrp_instance/ { i = $2 } /dev / && i { print "  " i ": " $1 " on " $3 }' "$KA_CONF" |
@@ -449,8 +504,81 @@ status() {
     fi
 }
 
+# ---------------------------------------------------------------- supervise
+
+say() { echo "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) pair.sh supervise: $*"; }
+
+# the virtual addresses of keepalived.conf, as "ADDR/LEN DEV" lines
+vips() { awk '/^vrrp_instance/ { i = 1 } i && /dev / && $1 ~ /\// { print $1, $3 }' "$KA_CONF"; }
+
+# After keepalived died: its VRRP child, if it outlived it, would go on
+# advertising; the addresses it left would stay (two masters once the peer
+# takes over). STATE: what notify.sh is told (fault: died; stop: stopped).
+ka_cleanup() {
+    local state=$1 pid i addr dev
+    if alive "$KA_VRRP_PID"; then
+        pid=$(cat "$KA_VRRP_PID")
+        # a child that got its parent's death signal is leaving by itself
+        for ((i = 0; i < 20; i++)); do running "$pid" || break; sleep 0.05; done
+        if running "$pid" && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == keepalived ]]; then
+            run kill -KILL "$pid"
+        fi
+    fi
+    [[ -f $KA_CONF ]] || return 0
+    while read -r addr dev; do
+        if [[ $(ip -4 -o addr show dev "$dev" 2>/dev/null) == *" inet $addr "* ]]; then
+            run ip addr del "$addr" dev "$dev" || true
+        fi
+    done < <(vips)
+    if [[ -x $NOTIFY ]] && [[ $(cut -d' ' -f1 "$STATE_FILE_NOW" 2>/dev/null) != "$state" ]]; then
+        run "$NOTIFY" SUPERVISOR PROXYD "$state" || true
+    fi
+}
+
+# the state file notify.sh writes (from notify.sh itself: supervise and
+# cleanup take only --dir)
+state_file_of() { sed -nE 's/^tmp="(.*)\.tmp\.\$\$"$/\1/p' "$NOTIFY" 2>/dev/null || true; }
+
+supervise() {
+    local ka="" rc stopping=0 n=0 since
+    [[ -f $KA_CONF ]] || die "no $KA_CONF: run pair.sh up first"
+    if alive "$SUP_PID" && [[ $(cat "$SUP_PID") != "$$" ]]; then
+        die "a supervisor runs already (pid $(cat "$SUP_PID"))"
+    fi
+    echo "$$" >"$SUP_PID"
+    trap 'stopping=1; [[ -z $ka ]] || kill -TERM "$ka" 2>/dev/null' TERM INT
+    since=$SECONDS
+    while :; do
+        say "starting keepalived"
+        keepalived -n -l -D -G -P -f "$KA_CONF" -p "$KA_PID" -r "$KA_VRRP_PID" </dev/null &
+        ka=$!
+        # wait returns early when a signal is trapped: until it is gone
+        rc=0; wait "$ka" || rc=$?
+        while kill -0 "$ka" 2>/dev/null; do rc=0; wait "$ka" || rc=$?; done
+        ka=""
+        if ((stopping)); then
+            say "keepalived stopped (status $rc)"
+            ka_cleanup stop
+            break
+        fi
+        say "keepalived died (status $rc): removing its addresses, state fault"
+        ka_cleanup fault
+        # 1 s, as systemd's RestartSec; 10 s after 5 deaths within a minute
+        ((SECONDS - since < 60)) || { n=0; since=$SECONDS; }
+        n=$((n + 1))
+        sleep "$( ((n > 5)) && echo 10 || echo 1)" &
+        wait $! || true
+        ((stopping)) && break
+    done
+    rm -f "$SUP_PID"
+}
+
+STATE_FILE_NOW=$(state_file_of)
+
 case $CMD in
     up) up ;;
     down) down ;;
     status) status ;;
+    supervise) supervise ;;
+    cleanup) ka_cleanup stop ;;
 esac

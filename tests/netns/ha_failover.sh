@@ -11,11 +11,24 @@
 #      through B; a long-lived forwarded TCP flow (not proxied) goes on
 #      without a reset, its conntrack entry brought over by conntrackd;
 #      proxyd comes back on A, which stays backup (nopreempt).
-#   2. B's client-side link goes down: the same through A within
-#      HA_BOUND_LINK_MS, the same forwarded flow still alive; B's link
-#      comes back and B stays backup.
-#   3. Exactly one firewall holds each virtual address; the states the two
-#      proxyds report agree with it.
+#   2. B's keepalived is killed (kill -9, both its processes): the same
+#      through A within HA_BOUND_KA_MS; B's supervisor (pair.sh) removed the
+#      addresses keepalived left (no split brain: one box holds them, one
+#      proxyd says master), wrote "fault" and restarted keepalived: B
+#      comes back as backup.
+#   3. A's server-side link goes down: the same through B within
+#      HA_BOUND_LINK_MS; A's link comes back and A stays backup.
+#   4. B's client-side link goes down: the same through A.
+#   5. Exactly one firewall holds each virtual address; the states the two
+#      proxyds report agree with it; transitions.log shows each box's
+#      priority.
+# In each failover, what live proxied clients see: an echo flow (sending
+# every 50 ms) ends with an error; a client that only reads (a server
+# dripping a line every 100 ms, like a download) is closed or reset within
+# HA_BOUND_DRIP_MS of the failure (1-3: the old master's proxyd resets its
+# sessions on leaving MASTER, or its kernel closes them), not left hanging
+# until the idle timeout. (4: its reset cannot cross the failed link; that
+# client learns only when it next sends, not checked.)
 # The measured gaps are printed (grep "gap").  Timers: deploy/README.md.
 # HA_NO_CONNTRACKD=1 runs it without conntrackd on B (the forwarded flow must
 # then die at the first failover: proof that the test can fail).
@@ -28,13 +41,16 @@ source "$TESTS_NETNS_DIR/topology.sh"      # topo_start_nginx (in $TOPO_S)
 # shellcheck source=ha_topology.sh
 source "$TESTS_NETNS_DIR/ha_topology.sh"
 
-PAIR=$REPO_DIR/deploy/ha/pair.sh
+PAIR=${HA_PAIR_SH:-$REPO_DIR/deploy/ha/pair.sh}   # another to compare
 DEPLOY=$REPO_DIR/deploy/inline-tproxy.sh
 : "${HA_BOUND_KILL_MS:=4000}"   # deploy/README.md: fall x interval + interval + skew, with margin
 : "${HA_BOUND_LINK_MS:=3000}"   # deploy/README.md: 3 x advert + skew, with margin
+: "${HA_BOUND_KA_MS:=3500}"     # the same, and the restarted keepalived's own start
+: "${HA_BOUND_DRIP_MS:=3000}"   # a reading client learns its session is gone
 ADMIN=127.0.0.1:9180
 FLOW_PORT=9000          # forwarded by the kernel
 PFLOW_PORT=9001         # the same echo, through proxyd's plug service
+DRIP_PORT=9002          # a line every 100 ms, through the plug service
 declare -A PXPID=() PRIO=([A]=150 [B]=100)
 
 [[ $EUID == 0 ]] || skip "needs root (network namespaces, iptables, keepalived)"
@@ -120,11 +136,38 @@ for _ in range(16):
     threading.Thread(target=echo, args=(c,), daemon=True).start()
 threading.Event().wait(300)
 EOF
+cat >"$T/drip.py" <<'EOF'
+import socket, sys, threading, time
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", int(sys.argv[1])))
+srv.listen(8)
+srv.settimeout(300)
+def drip(c):
+    with c:
+        try:
+            while True:
+                c.sendall(b"tick\n")
+                time.sleep(0.1)
+        except OSError:
+            return
+for _ in range(16):
+    try:
+        c, _ = srv.accept()
+    except socket.timeout:
+        break
+    threading.Thread(target=drip, args=(c,), daemon=True).start()
+threading.Event().wait(300)
+EOF
 for p in "$FLOW_PORT" "$PFLOW_PORT"; do
     ip netns exec "$HS" python3 "$T/echo.py" "$p" 2>>"$T/echo.err" &
     track_pid $!
     topo_wait_listen "$HS" "$p" 20 || fail "echo server did not start on port $p"
 done
+ip netns exec "$HS" python3 "$T/drip.py" "$DRIP_PORT" 2>>"$T/drip.err" &
+track_pid $!
+topo_wait_listen "$HS" "$DRIP_PORT" 20 || fail "drip server did not start on port $DRIP_PORT"
+
 
 # ---------------------------------------------------------------- firewalls
 
@@ -154,7 +197,7 @@ fw_ns() { if [[ $1 == A ]]; then echo "$HA"; else echo "$HB"; fi; }
 
 setup_fw() { # A|B
     local w=$1 p
-    for p in "80 50080" "8080,$PFLOW_PORT 50081"; do
+    for p in "80 50080" "8080,$PFLOW_PORT,$DRIP_PORT 50081"; do
         set -- $p
         nsFW "$w" "$DEPLOY" tproxy --family 4 --port "$1" --proxy-port "$2" --in-iface f0 \
             --upstream-mark none >>"$T/deploy-$w.out" 2>&1 || { cat "$T/deploy-$w.out" >&2; fail "inline-tproxy.sh in $w"; }
@@ -337,6 +380,36 @@ except OSError as e:
     sys.exit(1)
 EOF
 
+cat >"$T/reader.py" <<'EOF'
+# a proxied client that only reads (the drip server's lines): status file
+# "STATE BYTES END_MS", STATE reading (END_MS 0), then how it ended: closed,
+# reset, error, or timeout (nothing for 30 s: the session hangs)
+import os, socket, sys, time
+host, port, statf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def status(state, n, end):
+    with open(statf + ".tmp", "w") as f:
+        f.write("%s %d %d\n" % (state, n, end * 1000))
+    os.rename(statf + ".tmp", statf)
+n, state = 0, "error"
+try:
+    s = socket.create_connection((host, port), timeout=5)
+    s.settimeout(30)
+    while True:
+        d = s.recv(65536)
+        if not d:
+            state = "closed"
+            break
+        n += len(d)
+        status("reading", n, 0)
+except ConnectionResetError:
+    state = "reset"
+except socket.timeout:
+    state = "timeout"
+except OSError as e:
+    sys.stderr.write("reader: %r\n" % (e,))
+status(state, n, time.time())
+EOF
+
 flow_field() { awk -v f="$1" '{print $f}' "${2:-$T/flow.status}" 2>/dev/null || true; }
 # wait_flow_past SEQ TIMEOUT_S [NAME WHAT]: flow NAME (default "flow", the
 # forwarded one; its files $T/NAME.status and .err) is still ok and echoed
@@ -347,6 +420,15 @@ wait_flow_past() {
     until [[ $(flow_field 1 "$st") == ok ]] && (($(flow_field 2 "$st") > want)); do
         [[ $(flow_field 1 "$st") == error ]] && fail "$what died: $(tail -n 1 "$T/$name.err")"
         (($(date +%s%N) < deadline)) || fail "$what is stuck at $(cat "$st" 2>/dev/null) (wanted > $want)"
+        sleep 0.05
+    done
+}
+
+# wait_reading FILE SECONDS: the reading client got its first bytes
+wait_reading() {
+    local deadline=$(($(date +%s%N) + $2 * 1000000000))
+    until [[ $(awk '{print $1}' "$1" 2>/dev/null) == reading ]]; do
+        (($(date +%s%N) < deadline)) || return 1
         sleep 0.05
     done
 }
@@ -416,11 +498,21 @@ wait_flow_past 10 15
     fail "no ESTABLISHED conntrack entry for the forwarded flow in A"
 info "forwarded flow to $HA_S4:$FLOW_PORT through A: $(cat "$T/flow.status")"
 
-# failover MASTER NEW TAG BOUND_MS ACTION...: run ACTION, wait for NEW to be
-# master, measure the gap, check the forwarded flow
+# exactly one proxyd says master, the given one; the other says OTHER
+assert_one_master() { # MASTER OTHER_STATE
+    local o
+    if [[ $1 == A ]]; then o=B; else o=A; fi
+    assert_px_state "$1" master
+    assert_px_state "$o" "$2"
+}
+
+# failover MASTER NEW TAG BOUND_MS DRIP ACTION...: run ACTION, wait for NEW
+# to be master, measure the gap, check the forwarded flow and the proxied
+# clients; DRIP: how the reading client must end (a regex: closed|reset),
+# "-" not checked
 failover() {
-    local old=$1 new=$2 tag=$3 bound=$4 before seq t0 t1 fwd0 fwd1 PFLOW_PID
-    shift 4
+    local old=$1 new=$2 tag=$3 bound=$4 drip=$5 before seq t0 t1 fwd0 fwd1 PFLOW_PID DRIP_PID
+    shift 5
     before=$(grep -c 'GET /probe' "$ACCESS_LOG" || true)
     start_prober "$tag"
     # a long-lived proxied session (plug service): the same echo flow
@@ -428,8 +520,14 @@ failover() {
         2>>"$T/pflow-$tag.err" &
     PFLOW_PID=$!
     track_pid "$PFLOW_PID"
+    # and one that only reads
+    ip netns exec "$HC" python3 "$T/reader.py" "$HA_S4" "$DRIP_PORT" "$T/drip-$tag.status" \
+        2>>"$T/drip-$tag.err" &
+    DRIP_PID=$!
+    track_pid "$DRIP_PID"
     wait_nginx_probes "$before" 10 15
     wait_flow_past 5 15 "pflow-$tag" "$tag: the proxied flow"
+    wait_reading "$T/drip-$tag.status" 15 || fail "$tag: the reading client got nothing: $(cat "$T/drip-$tag.status" 2>/dev/null)"
     t0=$(now_ms)
     info "$tag: $*"
     "$@"
@@ -454,6 +552,15 @@ failover() {
     wait_exit "$PFLOW_PID" 20 || fail "$tag: the proxied flow still runs 20 s after the failover"
     ((WAIT_RC != 0)) || fail "$tag: the proxied flow went on across the failover (expected a reset)"
     info "$tag: the proxied flow ended: $(tail -n 1 "$T/pflow-$tag.err")"
+    if [[ $drip != - ]]; then
+        # a client waiting for data is told, not left until the idle timeout
+        wait_exit "$DRIP_PID" 20 ||
+            fail "$tag: the reading client still waits 20 s after the failover: $(cat "$T/drip-$tag.status")"
+        set -- $(cat "$T/drip-$tag.status")
+        [[ $1 =~ ^($drip)$ ]] || fail "$tag: the reading client's session ended '$1', expected $drip"
+        info "$tag: the reading client's session ended: $1, $(($3 - t0)) ms after the failure (bound $HA_BOUND_DRIP_MS ms)"
+        assert_lt "$(($3 - t0))" "$HA_BOUND_DRIP_MS" "$tag: ms from the failure to the end of the reading client's session"
+    fi
     assert_vips_on "$new"
     assert_px_state "$new" master
     [[ $(nsFW "$new" conntrack -L -p tcp --dport "$FLOW_PORT" 2>/dev/null) == *ESTABLISHED* ]] ||
@@ -464,35 +571,72 @@ failover() {
 # ---------------------------------------------------------------- 1. kill proxyd
 
 kill_proxyd() { kill -KILL "${PXPID[$1]}"; wait_exit "${PXPID[$1]}" 5 || true; }
-failover A B kill "$HA_BOUND_KILL_MS" kill_proxyd A
+failover A B kill "$HA_BOUND_KILL_MS" 'closed|reset' kill_proxyd A
 KILL_GAP=$GAP_MS
 wait_state A fault 20
 assert_no_grep "$T/proxyd-A.log" 'proxyd exiting' "a clean exit of the killed proxyd"
 start_proxyd_fw A
 wait_state A backup 20
-assert_px_state A backup
+assert_one_master B backup
 assert_vips_on B
 info "proxyd back on A: A backup, B stays master (nopreempt)"
 
-# ---------------------------------------------------------------- 2. link down
+# ---------------------------------------------------------------- 2. kill keepalived
 
-link_down() { nsFW "$1" ip link set f0 down; }
-failover B A link "$HA_BOUND_LINK_MS" link_down B
+KA_OLD=""
+kill_keepalived() { # W: kill -9 both keepalived processes, as one kill(1) of both would
+    KA_OLD=$(cat "$HADIR/$1/keepalived.pid")
+    kill -KILL "$KA_OLD" "$(cat "$HADIR/$1/keepalived-vrrp.pid")"
+}
+failover B A keepalived "$HA_BOUND_KA_MS" reset kill_keepalived B
+KA_GAP=$GAP_MS
+# the supervisor said so, and started another keepalived, which came back
+# as backup (nopreempt): one master, not two
+assert_grep "$HADIR/B/transitions.log" ' SUPERVISOR PROXYD -> fault ' "B's supervisor's fault transition"
+assert_grep "$HADIR/B/transitions.log" 'proxyd sessions reset: .*"reason":"ha: left master"' \
+    "B's proxyd told to reset its sessions"
+assert_grep "$T/proxyd-B.log" 'session-end service=tcp .*by=shutdown phase=data end=ha: left master' \
+    "a session-end line of B's proxyd for the sessions reset on leaving master"
+wait_state B backup 20
+[[ $(cat "$HADIR/B/keepalived.pid" 2>/dev/null) != "$KA_OLD" ]] && kill -0 "$(cat "$HADIR/B/keepalived.pid")" ||
+    fail "B's keepalived was not restarted"
+assert_one_master A backup
+assert_vips_on A
+info "keepalived back on B (pid $(cat "$HADIR/B/keepalived.pid"), was $KA_OLD): B backup, A stays master"
+
+# ---------------------------------------------------------------- 3. server link down
+
+link_down() { nsFW "$1" ip link set "$2" down; }
+failover A B outlink "$HA_BOUND_LINK_MS" reset link_down A f1
+SLINK_GAP=$GAP_MS
+wait_state A fault 20
+assert_grep "$T/proxyd-A.log" 'session-end service=tcp .*by=shutdown phase=data end=ha: left master' \
+    "a session-end line of A's proxyd for the sessions reset on leaving master"
+nsA ip link set f1 up
+wait_state A backup 15
+assert_one_master B backup
+assert_vips_on B
+
+# ---------------------------------------------------------------- 4. client link down
+
+failover B A inlink "$HA_BOUND_LINK_MS" - link_down B f0
 LINK_GAP=$GAP_MS
 wait_state B fault 20
 nsB ip link set f0 up
 wait_state B backup 15
-assert_px_state B backup
+assert_one_master A backup
 
-# ---------------------------------------------------------------- 3. settled
+# ---------------------------------------------------------------- 5. settled
 
 assert_vips_on A
-assert_px_state A master
+assert_one_master A backup
+assert_grep "$HADIR/A/transitions.log" ' -> master \(priority 150\)$' "A's priority in its transitions.log"
+assert_grep "$HADIR/B/transitions.log" ' -> master \(priority 100\)$' "B's priority in its transitions.log"
 wait_flow_past $(($(flow_field 2) + 5)) 15
 touch "$T/flow.stop"
 wait_exit "$FLOW_PID" 15 || fail "flow client did not stop"
 assert_eq "$WAIT_RC" 0 "flow client exit status"
-info "transitions A: $(awk '{print $1 "→" $5}' "$HADIR/A/transitions.log" | tr '\n' ' ')"
-info "transitions B: $(awk '{print $1 "→" $5}' "$HADIR/B/transitions.log" | tr '\n' ' ')"
-info "gaps: kill ${KILL_GAP} ms (bound $HA_BOUND_KILL_MS), link down ${LINK_GAP} ms (bound $HA_BOUND_LINK_MS); forwarded flow: $(cat "$T/flow.status")"
+info "transitions A: $(awk '/ -> / {print $1 "→" $5}' "$HADIR/A/transitions.log" | tr '\n' ' ')"
+info "transitions B: $(awk '/ -> / {print $1 "→" $5}' "$HADIR/B/transitions.log" | tr '\n' ' ')"
+info "gaps: kill proxyd ${KILL_GAP} ms (bound $HA_BOUND_KILL_MS), kill keepalived ${KA_GAP} ms (bound $HA_BOUND_KA_MS), server link down ${SLINK_GAP} ms, client link down ${LINK_GAP} ms (bound $HA_BOUND_LINK_MS); forwarded flow: $(cat "$T/flow.status")"
 info "PASS"
