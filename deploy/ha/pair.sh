@@ -17,8 +17,9 @@
 #
 # It writes keepalived.conf, conntrackd.conf and notify.sh into --dir, checks
 # them (keepalived -t), and starts (or, if a config changed, reloads) the two
-# daemons: conntrackd, and keepalived under a supervisor.  Every file it installs and every command it runs is printed, so
-# the output doubles as the documentation of the setup (deploy/README.md).
+# daemons: conntrackd, and keepalived under a supervisor.  Every file it
+# installs and every command it runs is printed, so the output doubles as
+# the documentation of the setup (deploy/README.md).
 # Running `up` twice with the same options changes nothing; with other
 # options it rewrites the files and reloads keepalived / restarts conntrackd.
 #
@@ -142,6 +143,8 @@ while (($#)); do
 done
 ((DRY)) || [[ $EUID == 0 ]] || die "must run as root (or use --dry-run)"
 [[ $DIR == /* ]] || die "--dir must be an absolute path"
+((SYSTEMD == 0)) || [[ $DIR == /etc/proxyd/ha ]] ||
+    die "--systemd: proxyd-ha.service reads /etc/proxyd/ha, not $DIR"
 
 KA_CONF=$DIR/keepalived.conf
 CT_CONF=$DIR/conntrackd.conf
@@ -464,8 +467,13 @@ down() {
     local pid i
     if alive "$SUP_PID"; then
         pid=$(cat "$SUP_PID")
-        # it stops keepalived, which removes its virtual addresses
-        run kill -TERM "$pid"
+        # it stops keepalived, which removes its virtual addresses; under
+        # systemd, through systemd (which would start it again)
+        if [[ $(systemctl show -p MainPID --value proxyd-ha.service 2>/dev/null) == "$pid" ]]; then
+            run systemctl stop proxyd-ha.service
+        else
+            run kill -TERM "$pid"
+        fi
         for ((i = 0; i < 200; i++)); do running "$pid" || break; sleep 0.05; done
         running "$pid" && die "the supervisor (pid $pid) did not stop within 10 s"
     fi

@@ -61,6 +61,8 @@ for f in usr/sbin/proxyd etc/proxyd/proxyd.xml lib/systemd/system/proxyd.service
     usr/share/proxyd/schema/proxyd.rng \
     usr/share/proxyd/schema/service.rng usr/share/proxyd/schema/http.rng \
     usr/share/proxyd/examples/http-reverse.xml usr/share/proxyd/inline-tproxy.sh \
+    usr/share/proxyd/ha/pair.sh lib/systemd/system/proxyd-ha.service \
+    usr/share/doc/proxyd/DEPLOY.md \
     usr/share/doc/proxyd/CONFIG.md usr/share/doc/proxyd/copyright; do
     [[ -f $R/$f ]] || fail "/$f is not in the package"
 done
@@ -71,9 +73,20 @@ assert_eq "$("$R/usr/sbin/proxyd" --version)" "proxyd $VERSION" "the packaged bi
     fail "the packaged binary's default config is not /etc/proxyd/proxyd.xml"
 grep -q '^ExecStart=/usr/sbin/proxyd -c /etc/proxyd/proxyd.xml$' "$R/lib/systemd/system/proxyd.service" ||
     fail "unit ExecStart: $(grep ExecStart "$R/lib/systemd/system/proxyd.service")"
-for doc in $(sed -nE 's/^Documentation=//p' "$R/lib/systemd/system/proxyd.service" | tr ' ' '\n' | sed -n 's|^file:||p'); do
-    [[ -f $R$doc ]] || fail "the unit's Documentation=file:$doc is not in the package"
+for doc in $(sed -nE 's/^Documentation=//p' "$R/lib/systemd/system/proxyd.service" \
+    "$R/lib/systemd/system/proxyd-ha.service" | tr ' ' '\n' | sed -n 's|^file:||p'); do
+    [[ -f $R$doc ]] || fail "a unit's Documentation=file:$doc is not in the package"
 done
+# the HA pair (DEPLOY.md): pair.sh shipped executable, and the unit of its
+# supervisor runs the shipped one on the directory pair.sh writes by default
+[[ -x $R/usr/share/proxyd/ha/pair.sh ]] || fail "/usr/share/proxyd/ha/pair.sh is not executable"
+"$R/usr/share/proxyd/ha/pair.sh" --help | grep -q 'supervise' || fail "the packaged pair.sh --help"
+grep -q '^ExecStart=/usr/share/proxyd/ha/pair.sh supervise --dir /etc/proxyd/ha$' \
+    "$R/lib/systemd/system/proxyd-ha.service" ||
+    fail "proxyd-ha.service ExecStart: $(grep ExecStart "$R/lib/systemd/system/proxyd-ha.service")"
+grep -q '^Restart=always$' "$R/lib/systemd/system/proxyd-ha.service" || fail "proxyd-ha.service does not restart"
+grep -q 'usr/share/proxyd/ha/pair.sh' "$R/usr/share/doc/proxyd/DEPLOY.md" ||
+    fail "DEPLOY.md does not name the installed pair.sh"
 grep -q '<user name="proxyd" group="proxyd"/>' "$R/etc/proxyd/proxyd.xml" ||
     fail "the shipped config does not drop to proxyd"
 dpkg-deb -e "$DEB" "$T/control"
@@ -164,8 +177,10 @@ if [[ $(cat /proc/1/comm 2>/dev/null) != systemd ]]; then
     info "systemd is not PID 1 ($(cat /proc/1/comm)): the unit is enabled, not started (as in a chroot)"
 fi
 if command -v systemd-analyze >/dev/null; then
-    systemd-analyze verify /lib/systemd/system/proxyd.service >"$T/verify.out" 2>&1 ||
-        { cat "$T/verify.out" >&2; fail "systemd-analyze verify"; }
+    systemd-analyze verify /lib/systemd/system/proxyd.service /lib/systemd/system/proxyd-ha.service \
+        >"$T/verify.out" 2>&1 || { cat "$T/verify.out" >&2; fail "systemd-analyze verify"; }
+    [[ ! -e /etc/systemd/system/multi-user.target.wants/proxyd-ha.service ]] ||
+        fail "proxyd-ha.service is enabled on install (it needs pair.sh up first)"
     info "systemd-analyze verify: ok; $(systemd-analyze security --offline=yes /lib/systemd/system/proxyd.service 2>/dev/null | grep -i 'overall exposure' || true)"
 else
     info "systemd-analyze not installed: unit not verified"
@@ -235,6 +250,7 @@ info "---- dpkg --purge"
 dpkg_retry dpkg --purge proxyd || fail "dpkg --purge failed"
 INSTALLED=0
 for f in /usr/sbin/proxyd /etc/proxyd /lib/systemd/system/proxyd.service /usr/share/proxyd \
+    /lib/systemd/system/proxyd-ha.service \
     /etc/systemd/system/multi-user.target.wants/proxyd.service; do
     [[ ! -e $f ]] || fail "$f is still there after dpkg --purge"
 done
