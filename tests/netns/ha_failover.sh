@@ -511,7 +511,7 @@ assert_one_master() { # MASTER OTHER_STATE
 # clients; DRIP: how the reading client must end (a regex: closed|reset),
 # "-" not checked
 failover() {
-    local old=$1 new=$2 tag=$3 bound=$4 drip=$5 before seq t0 t1 fwd0 fwd1 PFLOW_PID DRIP_PID
+    local old=$1 new=$2 tag=$3 bound=$4 drip=$5 before seq t0 t1 fwd0 fwd1 PFLOW_PID DRIP_PID dstate dend
     shift 5
     before=$(grep -c 'GET /probe' "$ACCESS_LOG" || true)
     start_prober "$tag"
@@ -556,10 +556,10 @@ failover() {
         # a client waiting for data is told, not left until the idle timeout
         wait_exit "$DRIP_PID" 20 ||
             fail "$tag: the reading client still waits 20 s after the failover: $(cat "$T/drip-$tag.status")"
-        set -- $(cat "$T/drip-$tag.status")
-        [[ $1 =~ ^($drip)$ ]] || fail "$tag: the reading client's session ended '$1', expected $drip"
-        info "$tag: the reading client's session ended: $1, $(($3 - t0)) ms after the failure (bound $HA_BOUND_DRIP_MS ms)"
-        assert_lt "$(($3 - t0))" "$HA_BOUND_DRIP_MS" "$tag: ms from the failure to the end of the reading client's session"
+        read -r dstate _ dend <"$T/drip-$tag.status"
+        [[ $dstate =~ ^($drip)$ ]] || fail "$tag: the reading client's session ended '$dstate', expected $drip"
+        info "$tag: the reading client's session ended: $dstate, $((dend - t0)) ms after the failure (bound $HA_BOUND_DRIP_MS ms)"
+        assert_lt "$((dend - t0))" "$HA_BOUND_DRIP_MS" "$tag: ms from the failure to the end of the reading client's session"
     fi
     assert_vips_on "$new"
     assert_px_state "$new" master
