@@ -532,6 +532,10 @@ ka_cleanup() {
             run kill -KILL "$pid"
         fi
     fi
+    # keepalived takes a pid file naming a process, even a zombie, for a
+    # keepalived already running, and exits: the restart would fail
+    alive "$KA_PID" || rm -f "$KA_PID"
+    alive "$KA_VRRP_PID" || rm -f "$KA_VRRP_PID"
     [[ -f $KA_CONF ]] || return 0
     while read -r addr dev; do
         if [[ $(ip -4 -o addr show dev "$dev" 2>/dev/null) == *" inet $addr "* ]]; then
