@@ -46,7 +46,8 @@ DEPLOY=$REPO_DIR/deploy/inline-tproxy.sh
 : "${HA_BOUND_KILL_MS:=4000}"   # deploy/README.md: fall x interval + interval + skew, with margin
 : "${HA_BOUND_LINK_MS:=3000}"   # deploy/README.md: 3 x advert + skew, with margin
 : "${HA_BOUND_KA_MS:=3500}"     # the same, and the restarted keepalived's own start
-: "${HA_BOUND_DRIP_MS:=3000}"   # a reading client learns its session is gone
+: "${HA_BOUND_DRIP_MS:=5000}"   # a reading client learns its session is gone (measured
+                                # 0.1 s; room for a disk stall delaying notify.sh's curl)
 ADMIN=127.0.0.1:9180
 FLOW_PORT=9000          # forwarded by the kernel
 PFLOW_PORT=9001         # the same echo, through proxyd's plug service
@@ -602,6 +603,9 @@ wait_state B backup 20
     fail "B's keepalived was not restarted"
 assert_one_master A backup
 assert_vips_on A
+nsB "$PAIR" status --dir "$HADIR/B" >"$T/status-B.out" 2>&1 || fail "pair.sh status in B: $(cat "$T/status-B.out")"
+assert_grep "$T/status-B.out" '^=== keepalived: running \(pid [0-9]+\), supervisor: running \(pid [0-9]+\)$' \
+    "pair.sh status in B after the restart"
 info "keepalived back on B (pid $(cat "$HADIR/B/keepalived.pid"), was $KA_OLD): B backup, A stays master"
 
 # ---------------------------------------------------------------- 3. server link down
