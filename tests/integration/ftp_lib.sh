@@ -155,6 +155,23 @@ listening_in() {
     return 0
 }
 
+# proxyd_listening_in LO HI: ports in [LO, HI] that proxyd itself listens on,
+# one a line (other programs on the host may use ports of the range)
+proxyd_listening_in() {
+    local lo=$1 hi=$2 fd inodes=" " laddr st inode port
+    for fd in /proc/"$PROXYD_PID"/fd/*; do
+        fd=$(readlink "$fd" 2>/dev/null) || continue
+        if [[ $fd =~ ^socket:\[([0-9]+)\]$ ]]; then inodes+="${BASH_REMATCH[1]} "; fi
+    done
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        while read -r _ laddr _ st _ _ _ _ _ inode _; do
+            [[ $st == 0A && $inodes == *" $inode "* ]] || continue
+            port=$((16#${laddr##*:}))
+            ((port >= lo && port <= hi)) && echo "$port"
+        done
+    return 0
+}
+
 
 # vsftpd_tls_conf CERT KEY: vsftpd.conf lines for explicit FTPS (AUTH TLS)
 # that insist on TLS for the login and the data, and on data channels that

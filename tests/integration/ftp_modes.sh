@@ -101,7 +101,7 @@ assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_failed
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="transfers"' 14
 # the ports close with their sessions, on the workers: a bounded wait
 deadline=$(($(now_ms) + ASYNC_WAIT * 1000))
-while left=$(listening_in 43000 43999); [[ -n $left ]] && (($(now_ms) < deadline)); do
+while left=$(proxyd_listening_in 43000 43999); [[ -n $left ]] && (($(now_ms) < deadline)); do
     sleep 0.05
 done
 assert_eq "$left" "" "data ports left listening"

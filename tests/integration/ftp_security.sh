@@ -211,7 +211,7 @@ assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* 
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
 # the thief and the late connection after the data timeout
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 2
-assert_eq "$(listening_in 46000 46999)" "" "data ports left listening"
+assert_eq "$(proxyd_listening_in 46000 46999)" "" "data ports left listening"
 
 if ((have_v6)); then
     info "IPv6 client side: EPSV and EPRT |2|"

@@ -29,23 +29,6 @@ write_ftp_service ftp "$PORT" '<ftp data-ports="42000-42999"><command name="*" a
 write_ftp_service ftpml "$PORT_ML" '<ftp data-ports="42000-42999"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$PYFTPD_PORT"
 start_proxyd
 
-# proxyd_listening_in LO HI: ports in [LO, HI] that proxyd itself listens on,
-# one a line (other programs on the host may use ports of the range)
-proxyd_listening_in() {
-    local lo=$1 hi=$2 fd inodes=" " laddr st inode port
-    for fd in /proc/"$PROXYD_PID"/fd/*; do
-        fd=$(readlink "$fd" 2>/dev/null) || continue
-        if [[ $fd =~ ^socket:\[([0-9]+)\]$ ]]; then inodes+="${BASH_REMATCH[1]} "; fi
-    done
-    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
-        while read -r _ laddr _ st _ _ _ _ _ inode _; do
-            [[ $st == 0A && $inodes == *" $inode "* ]] || continue
-            port=$((16#${laddr##*:}))
-            ((port >= lo && port <= hi)) && echo "$port"
-        done
-    return 0
-}
-
 retr_check() { # NAME
     local name=$1 want got rc
     want=$(sha256_of "$P/$name")
