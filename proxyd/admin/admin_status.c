@@ -28,26 +28,38 @@
 #include "snapshot.h"
 #include "worker.h"
 
-/* The status page's throughput chart: the daemon's byte totals every
- * PX_HIST_EVERY_S over the last PX_HIST_N samples (5 minutes), so that
- * it has a history as soon as it opens. Main thread only. */
-#define PX_HIST_EVERY_S	2
-#define PX_HIST_N	151
+/* The status page's throughput chart: the daemon's delivered byte totals
+ * every second over the last PX_HIST_N samples (5 minutes), so that it
+ * has a history as soon as it opens. Sampled at each half second of the
+ * wall clock, half a second after the workers credit their sessions'
+ * delivered bytes (worker.c): each sample then takes in one second's
+ * crediting, and the rates are true to the second. Main thread only. */
+#define PX_HIST_N	301
 struct px_tput {
 	double		t;		/* Unix time */
-	uint64_t	bytes[2];	/* totals by enum px_dir */
+	uint64_t	bytes[2];	/* delivered, by enum px_dir */
 };
 static struct px_tput px_tput[PX_HIST_N];
 static unsigned px_tput_next, px_tput_n;
-/* Each slot's last two samples, [1] the newer, for its rates: sessions
- * accepted, bytes to the server, to the client. */
+/* Each slot's last two samples, [1] the newer, for its rates. */
+enum px_rate_k {
+	PX_RATE_SESSIONS = 0,	/* accepted */
+	PX_RATE_TO_SERVER,	/* delivered bytes */
+	PX_RATE_TO_CLIENT,
+	PX_RATE_ERRORS,		/* connect and TLS failures */
+	PX_RATE_DENIALS,	/* refused connections, analyser denials */
+	PX_RATE_TLS_FAILURES,
+	PX_RATES,
+};
 struct px_svc_rate {
 	double		t[2];
-	uint64_t	v[2][3];
+	uint64_t	v[2][PX_RATES];
 };
 static struct px_svc_rate *px_rates;
 static unsigned px_nrates;
 static struct event *px_tput_ev;
+
+static void px_tput_rate_json(struct evbuffer *b);
 
 static void
 px_admin_status(struct evhttp_request *req, void *arg)
@@ -78,6 +90,7 @@ px_admin_status(struct evhttp_request *req, void *arg)
 		    offsetof(struct px_svc_counters, bytes[1])));
 	}
 	evbuffer_add_printf(b, "]");
+	px_tput_rate_json(b);
 	px_admin_ha_json(b);
 	evbuffer_add_printf(b, "}\n");
 	px_admin_reply(req, "application/json", b);
@@ -210,12 +223,46 @@ px_wall_now(void)
 	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
+#define PX_SLOT_SUM(i, f, nw) \
+	px_svc_sum(i, offsetof(struct px_svc_counters, f), nw)
+
+/* Slot i's counters that its rates are made of, over nw workers. */
+static void
+px_rate_values(unsigned i, unsigned nw, uint64_t v[PX_RATES])
+{
+	const size_t one = sizeof(atomic_uint_fast64_t);
+	const char *svc, *an;
+	const char *const *names;
+	unsigned ai, k;
+
+	memset(v, 0, PX_RATES * sizeof(v[0]));
+	v[PX_RATE_SESSIONS] = PX_SLOT_SUM(i, accepted, nw);
+	v[PX_RATE_TO_SERVER] = PX_SLOT_SUM(i, delivered[PX_TO_SERVER], nw);
+	v[PX_RATE_TO_CLIENT] = PX_SLOT_SUM(i, delivered[PX_TO_CLIENT], nw);
+	for (k = 0; k < 2 * PX_TLS_FAILURES; k++)
+		v[PX_RATE_TLS_FAILURES] += px_svc_sum(i, offsetof(struct
+		    px_svc_counters, tls.failures) + k * one, nw);
+	v[PX_RATE_ERRORS] = PX_SLOT_SUM(i, connect_failures, nw) +
+	    v[PX_RATE_TLS_FAILURES];
+	for (k = 0; k < PX_DENIALS; k++)
+		v[PX_RATE_DENIALS] += px_svc_sum(i, offsetof(struct
+		    px_svc_counters, denied) + k * one, nw);
+	/* An analyser's refusals: its counters named denied* (as the page's
+	 * denials table reads them). */
+	(void)px_metrics_slot(i, &svc, &an, &ai);
+	names = px_analysers[ai]->counters;
+	for (k = 0; names != NULL && names[k] != NULL &&
+	    k < PX_AN_COUNTERS_MAX; k++)
+		if (strncmp(names[k], "denied", 6) == 0)
+			v[PX_RATE_DENIALS] += px_svc_sum(i, offsetof(struct
+			    px_svc_counters, analyser) + k * one, nw);
+}
+
 static void
 px_tput_sample(void)
 {
 	struct px_tput *p = &px_tput[px_tput_next];
 	unsigned i, n = px_metrics_slots(), nw = px_workers_count();
-
 	struct px_svc_rate *r;
 
 	p->t = px_wall_now();
@@ -226,14 +273,11 @@ px_tput_sample(void)
 		px_nrates = n;
 	}
 	for (i = 0; i < n; i++) {
-		uint64_t v[3] = {
-			px_svc_sum(i, offsetof(struct px_svc_counters, accepted), nw),
-			px_svc_sum(i, offsetof(struct px_svc_counters, bytes[0]), nw),
-			px_svc_sum(i, offsetof(struct px_svc_counters, bytes[1]), nw),
-		};
+		uint64_t v[PX_RATES];
 
-		p->bytes[0] += v[1];
-		p->bytes[1] += v[2];
+		px_rate_values(i, nw, v);
+		p->bytes[0] += v[PX_RATE_TO_SERVER];
+		p->bytes[1] += v[PX_RATE_TO_CLIENT];
 		if (i >= px_nrates)
 			continue;
 		r = &px_rates[i];
@@ -247,11 +291,29 @@ px_tput_sample(void)
 		px_tput_n++;
 }
 
+/* To the next half second of the wall clock (see px_tput). */
+static void
+px_tput_arm(void)
+{
+	struct timespec now;
+	struct timeval tv = { 0, 0 };
+	long ns;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	ns = 500000000L - now.tv_nsec;
+	if (ns < 100000000L)	/* just fired, or close to it: the next one */
+		ns += 1000000000L;
+	tv.tv_sec = ns / 1000000000L;
+	tv.tv_usec = (suseconds_t)(ns % 1000000000L / 1000);
+	evtimer_add(px_tput_ev, &tv);
+}
+
 static void
 px_tput_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
 	px_tput_sample();
+	px_tput_arm();
 }
 
 /* Slot i's rates per second between its last two samples (0 before). */
@@ -260,14 +322,37 @@ px_rate_json(struct evbuffer *b, unsigned i)
 {
 	const struct px_svc_rate *r = i < px_nrates ? &px_rates[i] : NULL;
 	double dt = r != NULL && r->t[0] > 0 ? r->t[1] - r->t[0] : 0;
-	double v[3] = { 0, 0, 0 };
+	double v[PX_RATES] = { 0 };
 	int k;
 
-	for (k = 0; k < 3 && dt > 0; k++)
+	for (k = 0; k < PX_RATES && dt > 0; k++)
 		v[k] = r->v[1][k] >= r->v[0][k] ?
 		    (double)(r->v[1][k] - r->v[0][k]) / dt : 0;
 	evbuffer_add_printf(b, "{\"sessions\":%.3f,\"to_server\":%.1f,"
-	    "\"to_client\":%.1f}", v[0], v[1], v[2]);
+	    "\"to_client\":%.1f,\"errors\":%.3f,\"denials\":%.3f,"
+	    "\"tls_failures\":%.3f}", v[PX_RATE_SESSIONS],
+	    v[PX_RATE_TO_SERVER], v[PX_RATE_TO_CLIENT], v[PX_RATE_ERRORS],
+	    v[PX_RATE_DENIALS], v[PX_RATE_TLS_FAILURES]);
+}
+
+/* The daemon's delivered bytes per second over the last second. */
+static void
+px_tput_rate_json(struct evbuffer *b)
+{
+	const struct px_tput *p[2];
+	double v[2] = { 0, 0 }, dt = 0;
+	int k;
+
+	if (px_tput_n >= 2) {
+		p[1] = &px_tput[(px_tput_next + PX_HIST_N - 1) % PX_HIST_N];
+		p[0] = &px_tput[(px_tput_next + PX_HIST_N - 2) % PX_HIST_N];
+		dt = p[1]->t - p[0]->t;
+		for (k = 0; k < 2 && dt > 0; k++)
+			v[k] = p[1]->bytes[k] >= p[0]->bytes[k] ?
+			    (double)(p[1]->bytes[k] - p[0]->bytes[k]) / dt : 0;
+	}
+	evbuffer_add_printf(b, ",\"rate\":{\"to_server\":%.1f,"
+	    "\"to_client\":%.1f,\"over\":%.3f}", v[0], v[1], dt);
 }
 
 /* The services, their settings and counters (summed over the workers);
@@ -383,13 +468,10 @@ px_admin_other(struct evhttp_request *req, void *arg)
 int
 px_admin_status_start(struct event_base *base, struct evhttp *http)
 {
-	struct timeval every = { PX_HIST_EVERY_S, 0 };
-
-	if ((px_tput_ev = event_new(base, -1, EV_PERSIST, px_tput_cb,
-	    NULL)) == NULL)
+	if ((px_tput_ev = evtimer_new(base, px_tput_cb, NULL)) == NULL)
 		return -1;
 	px_tput_sample();
-	evtimer_add(px_tput_ev, &every);
+	px_tput_arm();
 	evhttp_set_cb(http, "/status", px_admin_status, NULL);
 	evhttp_set_cb(http, "/sessions", px_admin_sessions, NULL);
 	evhttp_set_cb(http, "/api/sessions", px_admin_sessions, NULL);

@@ -3,8 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/time.h>
 #include <time.h>
+
+#include <linux/sockios.h>
+
+#include <event2/buffer.h>
 
 #include "config.h"
 #include "log.h"
@@ -292,8 +297,53 @@ px_metrics_session_end(struct px_session *s)
 		PX_SC_ADD(s->m, accepted, 1);
 		s->m_final = true;
 	}
+	px_metrics_credit(s, true);
 	px_hist_observe(&s->m->session_duration,
 	    px_metrics_since_us(&s->start_tv));
+}
+
+/* ---- delivered bytes ------------------------------------------------- */
+
+/* Of s->bytes[dir], what proxyd's queues and the destination socket
+ * still hold (the kernel's SIOCOUTQ: not yet acknowledged by the peer). */
+static uint64_t
+px_metrics_held(const struct px_session *s, enum px_dir dir)
+{
+	int side = dir == PX_TO_CLIENT ? 0 : 1;
+	int fd = side == 0 ? s->cfd : s->sfd, q = 0;
+	uint64_t n = 0;
+
+	if (s->relay_on)
+		n = px_relay_unsent(&s->relay, dir);
+	else if (s->dconn_open[side]) {
+		n = evbuffer_get_length(s->dconn[side].out);
+		fd = s->dconn[side].fd;
+	}
+	if (fd != -1 && ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
+		n += (uint64_t)q;
+	return n;
+}
+
+void
+px_metrics_credit(struct px_session *s, bool final)
+{
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		uint64_t done = s->bytes[d], held;
+
+		/* Nothing moved since the last credit: no syscall. */
+		if (done <= s->credited[d])
+			continue;
+		if (!final) {
+			held = px_metrics_held(s, (enum px_dir)d);
+			done = held < done ? done - held : 0;
+		}
+		if (done > s->credited[d]) {
+			PX_SC_ADD(s->m, delivered[d], done - s->credited[d]);
+			s->credited[d] = done;
+		}
+	}
 }
 
 /* ---- what analysers report (analyser.h) ------------------------------ */

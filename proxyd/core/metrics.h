@@ -59,6 +59,11 @@ struct px_svc_counters {
 	atomic_uint_fast64_t	active;		/* gauge: +1, -1 */
 	atomic_uint_fast64_t	denied[PX_DENIALS];
 	atomic_uint_fast64_t	bytes[2];	/* by enum px_dir */
+	/* bytes less what proxyd's queues and the kernel still held for the
+	 * peer (unacknowledged), credited each second (px_metrics_credit):
+	 * what the rates are made of. Counted at write time, a slow peer's
+	 * bytes arrive a socket buffer at a time (1.4 MB steps). */
+	atomic_uint_fast64_t	delivered[2];
 	atomic_uint_fast64_t	splice_sessions;
 	atomic_uint_fast64_t	idle_timeouts;
 	atomic_uint_fast64_t	upstream_connects;	/* new connects started */
@@ -97,6 +102,10 @@ void	px_metrics_session_start(struct px_session *s,
 	    const struct px_listener *l);
 void	px_metrics_session_rebind(struct px_session *s);
 void	px_metrics_session_end(struct px_session *s);
+/* Credits s->m->delivered with what of s->bytes reached the peers by
+ * now (one SIOCOUTQ per direction that moved bytes since the last
+ * credit); final: all of it (the session ended). On its worker. */
+void	px_metrics_credit(struct px_session *s, bool final);
 uint64_t px_metrics_now_us(void);
 /* Wall-clock microseconds since start (gettimeofday), 0 if negative. */
 uint64_t px_metrics_since_us(const struct timeval *start);

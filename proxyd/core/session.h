@@ -68,6 +68,7 @@ struct px_session {
 	bool			 an_timer_set;
 	struct event		 an_timer;	/* the driver analyser's */
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
+	uint64_t		 credited[2];	/* of bytes, in m->delivered */
 	bool			 admitted;	/* past the admission checks */
 	/* Relayed analysers: the client's TLS handshake runs on dconn[0]
 	 * before the server is connected; its conn then moves to the relay. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -575,6 +576,37 @@ px_worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	px_worker_tick_arm(w);
 }
 
+/* The sessions' delivered bytes are credited just after each whole second
+ * of the wall clock, and the admin samples them half a second later
+ * (admin_status.c): each of its one-second samples then holds exactly one
+ * second's worth, whatever the timers' jitter. */
+static void
+px_worker_credit_arm(struct px_worker *w)
+{
+	struct timespec now;
+	struct timeval tv = { 0, 0 };
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	tv.tv_usec = (suseconds_t)((1000000000L - now.tv_nsec) / 1000 + 1000);
+	if (tv.tv_usec >= 1000000) {
+		tv.tv_sec = 1;
+		tv.tv_usec -= 1000000;
+	}
+	evtimer_add(w->credit_ev, &tv);
+}
+
+static void
+px_worker_credit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_worker *w = arg;
+	struct px_session *s;
+
+	(void)fd; (void)what;
+	TAILQ_FOREACH(s, &w->sessions, link)
+		px_metrics_credit(s, false);
+	px_worker_credit_arm(w);
+}
+
 static void
 px_worker_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -595,6 +627,7 @@ px_worker_main(void *arg)
 	(void)pthread_setname_np(pthread_self(), name);
 	w->log = px_log_ring_attach();
 	px_worker_tick_arm(w);
+	px_worker_credit_arm(w);
 	event_base_dispatch(w->base);
 	px_worker_unlisten(w);
 	px_handoffs_take(w, true);
@@ -649,6 +682,9 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	if ((w->reap_ev = event_new(w->base, -1, 0, px_worker_reap_cb, w)) == NULL)
 		return -1;
 	if ((w->tick_ev = evtimer_new(w->base, px_worker_tick_cb, w)) == NULL)
+		return -1;
+	if ((w->credit_ev = evtimer_new(w->base, px_worker_credit_cb,
+	    w)) == NULL)
 		return -1;
 	px_worker_rate_limits(w, cfg);
 	return 0;
@@ -838,6 +874,7 @@ px_workers_join(void)
 		event_free(w->accept_pause);
 		event_free(w->reap_ev);
 		event_free(w->tick_ev);
+		event_free(w->credit_ev);
 		close(w->wake_fd);
 		if (w->reserve_fd != -1)
 			close(w->reserve_fd);

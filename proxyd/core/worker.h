@@ -125,6 +125,7 @@ struct px_worker {
 	bool			 draining;
 	struct event		*tick_ev;	/* loop lag */
 	uint64_t		 tick_due_us;
+	struct event		*credit_ev;	/* each second: delivered bytes */
 	struct px_counters	 counters;
 };
 

@@ -866,6 +866,17 @@ px_relay_conn(const struct px_relay *r, int side)
 	return r->conn_open[side] ? &r->conn[side] : NULL;
 }
 
+size_t
+px_relay_unsent(const struct px_relay *r, enum px_dir dir)
+{
+	size_t n = r->held[dir] != NULL ? evbuffer_get_length(r->held[dir]) : 0;
+	int peer = dir == PX_TO_SERVER ? 1 : 0;
+
+	if (r->conn_open[peer])
+		n += evbuffer_get_length(r->conn[peer].out);
+	return n;
+}
+
 void
 px_relay_free(struct px_relay *r, uint64_t unsent[2])
 {

@@ -137,6 +137,9 @@ struct evbuffer *px_relay_output(struct px_relay *r, enum px_dir dir);
 bool	px_relay_input_closed(const struct px_relay *r, enum px_dir dir);
 /* The buffered path's conn of side 0 (client) or 1 (server); NULL if none. */
 const struct px_conn *px_relay_conn(const struct px_relay *r, int side);
+/* Bytes of direction dir counted as moved but still in the buffered
+ * path's queues (what px_relay_free would call unsent); 0 when splicing. */
+size_t	px_relay_unsent(const struct px_relay *r, enum px_dir dir);
 /* Stops everything and gives pipes back; the sockets stay open. unsent (by
  * px_dir, may be NULL) gets what the buffered path queued but the kernel
  * never took. Safe on a relay never started, and twice. */
