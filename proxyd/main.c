@@ -220,6 +220,8 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 		px_log(LOG_ERR, 0, "reload failed (%u error%s); the running "
 		    "configuration stays", rl->err.count,
 		    rl->err.count == 1 ? "" : "s");
+		/* strtok_r ended the first line: the first error. */
+		px_reload_note_error(&m->reloads, rl->text);
 		px_reload_note(&m->reloads, false);
 		goto out;
 	}
@@ -230,6 +232,8 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 		if (!m->stopping)
 			px_log(LOG_ERR, 0, "reload failed; the running "
 			    "configuration stays");
+		px_reload_note_error(&m->reloads, m->stopping ? "stopping" :
+		    "a listen address is taken (see the log)");
 		px_reload_note(&m->reloads, false);
 		px_config_unref(ncfg);
 		goto out;

@@ -871,8 +871,35 @@ px_reload_note(struct px_reload_stats *r, bool ok)
 	if (ok) {
 		r->ok++;
 		r->last_ok_time = r->last_time;
+		r->last_error[0] = '\0';
 	} else
 		r->failed++;
+}
+
+void
+px_reload_note_error(struct px_reload_stats *r, const char *why)
+{
+	snprintf(r->last_error, sizeof(r->last_error), "%s",
+	    why != NULL && why[0] != '\0' ? why : "(see the log)");
+}
+
+/* The "reload" member of the status JSON: the last attempt, its result
+ * and, failed, its first error. */
+void
+px_admin_reload_json(struct evbuffer *b)
+{
+	const struct px_reload_stats *r = px_reloads;
+
+	if (r == NULL)
+		return;
+	evbuffer_add_printf(b, ",\"reload\":{\"time\":%lld,\"ok\":%s,"
+	    "\"ok_time\":%lld,\"ok_count\":%llu,\"failed_count\":%llu,"
+	    "\"started\":%lld,\"error\":", (long long)r->last_time,
+	    r->last_failed ? "false" : "true", (long long)r->last_ok_time,
+	    (unsigned long long)r->ok, (unsigned long long)r->failed,
+	    (long long)px_started);
+	px_json_str(b, r->last_failed ? r->last_error : "");
+	evbuffer_add_printf(b, "}");
 }
 
 int

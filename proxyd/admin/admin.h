@@ -18,10 +18,15 @@ struct px_reload_stats {
 	bool		last_failed;	/* the last attempt did not load */
 	time_t		last_time;	/* of the last attempt; 0: none yet */
 	time_t		last_ok_time;	/* of the last success; 0: the start */
+	/* Why the last attempt failed: its first error (file:line: ...);
+	 * "" after a success. */
+	char		last_error[256];
 };
 
 /* Counts a reload that loaded the configuration (ok) or did not. */
 void	px_reload_note(struct px_reload_stats *r, bool ok);
+/* Before px_reload_note(r, false): what the status page says of it. */
+void	px_reload_note_error(struct px_reload_stats *r, const char *why);
 
 int	px_admin_start(struct event_base *base, const struct px_config *cfg,
 	    const struct px_reload_stats *reloads);

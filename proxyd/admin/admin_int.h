@@ -30,6 +30,8 @@ uint64_t px_worker_sum(unsigned k, size_t offset);
 void	 px_json_str(struct evbuffer *b, const char *v);
 /* The "ha" member of /api/services: the keepalived state, if any. */
 void	 px_admin_ha_json(struct evbuffer *b);
+/* The "reload" member: the last reload's time, result and first error. */
+void	 px_admin_reload_json(struct evbuffer *b);
 /* 200 with body b (freed) as ctype. */
 struct evhttp_request;
 void	 px_admin_reply(struct evhttp_request *req, const char *ctype,

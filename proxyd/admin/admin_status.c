@@ -91,6 +91,7 @@ px_admin_status(struct evhttp_request *req, void *arg)
 	}
 	evbuffer_add_printf(b, "]");
 	px_tput_rate_json(b);
+	px_admin_reload_json(b);
 	px_admin_ha_json(b);
 	evbuffer_add_printf(b, "}\n");
 	px_admin_reply(req, "application/json", b);
@@ -316,6 +317,23 @@ px_tput_cb(evutil_socket_t fd, short what, void *arg)
 	px_tput_arm();
 }
 
+/* Slot i's counts its rates are made of, since the start. */
+static void
+px_totals_json(struct evbuffer *b, unsigned i, unsigned nw)
+{
+	uint64_t v[PX_RATES];
+
+	px_rate_values(i, nw, v);
+	evbuffer_add_printf(b, "\"errors\":%llu,\"denials\":%llu,"
+	    "\"tls_failures\":%llu,\"delivered_to_server\":%llu,"
+	    "\"delivered_to_client\":%llu",
+	    (unsigned long long)v[PX_RATE_ERRORS],
+	    (unsigned long long)v[PX_RATE_DENIALS],
+	    (unsigned long long)v[PX_RATE_TLS_FAILURES],
+	    (unsigned long long)v[PX_RATE_TO_SERVER],
+	    (unsigned long long)v[PX_RATE_TO_CLIENT]);
+}
+
 /* Slot i's rates per second between its last two samples (0 before). */
 static void
 px_rate_json(struct evbuffer *b, unsigned i)
@@ -376,7 +394,7 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 	evbuffer_add_printf(b, "{\"version\":\"%s\",\"time\":%.3f,"
 	    "\"uptime\":%lld,\"workers\":%u,\"history\":[", PROXYD_VERSION,
 	    px_wall_now(), (long long)(time(NULL) - px_started), sc.nw);
-	for (i = 0; i < px_tput_n; i++) {
+		for (i = 0; i < px_tput_n; i++) {
 		const struct px_tput *p = &px_tput[(px_tput_next + PX_HIST_N -
 		    px_tput_n + i) % PX_HIST_N];
 
@@ -384,7 +402,10 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		    (unsigned long long)p->bytes[0],
 		    (unsigned long long)p->bytes[1]);
 	}
-	evbuffer_add_printf(b, "],\"services\":[");
+	evbuffer_add_printf(b, "]");
+	px_admin_reload_json(b);
+	px_admin_ha_json(b);
+	evbuffer_add_printf(b, ",\"services\":[");
 	for (i = 0; i < sc.nslots; i++) {
 		const char *svc, *an, *mode, *listen, *target;
 		const char *const *names;
@@ -420,6 +441,8 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 			    names[c], (unsigned long long)px_svc_sum(i,
 			    offsetof(struct px_svc_counters, analyser) +
 			    c * sizeof(atomic_uint_fast64_t), sc.nw));
+		evbuffer_add_printf(b, "},\"totals\":{");
+		px_totals_json(b, i, sc.nw);
 		evbuffer_add_printf(b, "},\"rate\":");
 		px_rate_json(b, i);
 		evbuffer_add_printf(b, "}");
