@@ -38,6 +38,7 @@
 struct px_tput {
 	double		t;		/* Unix time */
 	uint64_t	bytes[2];	/* delivered, by enum px_dir */
+	double		rate[2];	/* per second, from the workers' credits */
 };
 static struct px_tput px_tput[PX_HIST_N];
 static unsigned px_tput_next, px_tput_n;
@@ -54,9 +55,17 @@ enum px_rate_k {
 struct px_svc_rate {
 	double		t[2];
 	uint64_t	v[2][PX_RATES];
+	/* Delivered bytes: each worker's last credit (its counters, by
+	 * px_dir), and the rate they made over the time between its last
+	 * two credits. A worker's timer that fires 50 ms late must not read
+	 * as 5 % more bytes. */
+	uint64_t	(*wbytes)[2];	/* [worker] */
+	double		 rate[2];
 };
 static struct px_svc_rate *px_rates;
 static unsigned px_nrates;
+/* Each worker's credit time (Unix s) at the last sample. */
+static double px_credit_t[256];
 static struct event *px_tput_ev;
 
 static void px_tput_rate_json(struct evbuffer *b);
@@ -259,15 +268,52 @@ px_rate_values(unsigned i, unsigned nw, uint64_t v[PX_RATES])
 			    px_svc_counters, analyser) + k * one, nw);
 }
 
+/* Slot i's delivered bytes per second (r->rate): each worker's bytes
+ * since its previous credit over the time between the two. */
+static void
+px_rate_bytes(struct px_svc_rate *r, unsigned i, unsigned nw,
+    const double *ct)
+{
+	const struct px_svc_counters *m;
+	unsigned k;
+	int d;
+
+	r->rate[0] = r->rate[1] = 0;
+	if (r->wbytes == NULL &&
+	    (r->wbytes = calloc(nw, sizeof(*r->wbytes))) == NULL)
+		return;
+	for (k = 0; k < nw; k++) {
+		double dt = ct[k] - px_credit_t[k];
+
+		if ((m = px_metrics_get(k, i)) == NULL)
+			continue;
+		for (d = 0; d < 2; d++) {
+			uint64_t v = atomic_load_explicit(&m->delivered[d],
+			    memory_order_relaxed);
+
+			if (dt > 0 && px_credit_t[k] > 0 && v >= r->wbytes[k][d])
+				r->rate[d] += (double)(v - r->wbytes[k][d]) / dt;
+			r->wbytes[k][d] = v;
+		}
+	}
+}
+
 static void
 px_tput_sample(void)
 {
 	struct px_tput *p = &px_tput[px_tput_next];
-	unsigned i, n = px_metrics_slots(), nw = px_workers_count();
+	unsigned i, k, n = px_metrics_slots(), nw = px_workers_count();
 	struct px_svc_rate *r;
+	double ct[256];
 
 	p->t = px_wall_now();
 	p->bytes[0] = p->bytes[1] = 0;
+	p->rate[0] = p->rate[1] = 0;
+	if (nw > 256)
+		nw = 256;
+	for (k = 0; k < nw; k++)
+		ct[k] = (double)atomic_load_explicit(&px_worker_get(k)->credit_us,
+		    memory_order_relaxed) / 1e6;
 	if (n > px_nrates && (r = realloc(px_rates, n * sizeof(*r))) != NULL) {
 		memset(r + px_nrates, 0, (n - px_nrates) * sizeof(*r));
 		px_rates = r;
@@ -286,7 +332,11 @@ px_tput_sample(void)
 		memcpy(r->v[0], r->v[1], sizeof(r->v[0]));
 		r->t[1] = p->t;
 		memcpy(r->v[1], v, sizeof(v));
+		px_rate_bytes(r, i, nw, ct);
+		p->rate[0] += r->rate[0];
+		p->rate[1] += r->rate[1];
 	}
+	memcpy(px_credit_t, ct, nw * sizeof(ct[0]));
 	px_tput_next = (px_tput_next + 1) % PX_HIST_N;
 	if (px_tput_n < PX_HIST_N)
 		px_tput_n++;
@@ -346,6 +396,10 @@ px_rate_json(struct evbuffer *b, unsigned i)
 	for (k = 0; k < PX_RATES && dt > 0; k++)
 		v[k] = r->v[1][k] >= r->v[0][k] ?
 		    (double)(r->v[1][k] - r->v[0][k]) / dt : 0;
+	if (r != NULL) {
+		v[PX_RATE_TO_SERVER] = r->rate[0];
+		v[PX_RATE_TO_CLIENT] = r->rate[1];
+	}
 	evbuffer_add_printf(b, "{\"sessions\":%.3f,\"to_server\":%.1f,"
 	    "\"to_client\":%.1f,\"errors\":%.3f,\"denials\":%.3f,"
 	    "\"tls_failures\":%.3f}", v[PX_RATE_SESSIONS],
@@ -361,13 +415,15 @@ px_tput_rate_json(struct evbuffer *b)
 	double v[2] = { 0, 0 }, dt = 0;
 	int k;
 
+	/* (over: the time between the admin's samples, for a reader's
+	 * check; the rates are over the workers' own credit times) */
+
 	if (px_tput_n >= 2) {
 		p[1] = &px_tput[(px_tput_next + PX_HIST_N - 1) % PX_HIST_N];
 		p[0] = &px_tput[(px_tput_next + PX_HIST_N - 2) % PX_HIST_N];
 		dt = p[1]->t - p[0]->t;
-		for (k = 0; k < 2 && dt > 0; k++)
-			v[k] = p[1]->bytes[k] >= p[0]->bytes[k] ?
-			    (double)(p[1]->bytes[k] - p[0]->bytes[k]) / dt : 0;
+		for (k = 0; k < 2; k++)
+			v[k] = p[1]->rate[k];
 	}
 	evbuffer_add_printf(b, ",\"rate\":{\"to_server\":%.1f,"
 	    "\"to_client\":%.1f,\"over\":%.3f}", v[0], v[1], dt);
@@ -398,9 +454,9 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		const struct px_tput *p = &px_tput[(px_tput_next + PX_HIST_N -
 		    px_tput_n + i) % PX_HIST_N];
 
-		evbuffer_add_printf(b, "%s[%.3f,%llu,%llu]", i ? "," : "", p->t,
-		    (unsigned long long)p->bytes[0],
-		    (unsigned long long)p->bytes[1]);
+		evbuffer_add_printf(b, "%s[%.3f,%llu,%llu,%.1f,%.1f]",
+		    i ? "," : "", p->t, (unsigned long long)p->bytes[0],
+		    (unsigned long long)p->bytes[1], p->rate[0], p->rate[1]);
 	}
 	evbuffer_add_printf(b, "]");
 	px_admin_reload_json(b);
@@ -507,9 +563,13 @@ px_admin_status_start(struct event_base *base, struct evhttp *http)
 void
 px_admin_status_stop(void)
 {
+	unsigned i;
+
 	if (px_tput_ev != NULL)
 		event_free(px_tput_ev);
 	px_tput_ev = NULL;
+	for (i = 0; i < px_nrates; i++)
+		free(px_rates[i].wbytes);
 	free(px_rates);
 	px_rates = NULL;
 	px_nrates = 0;

@@ -600,10 +600,15 @@ px_worker_credit_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_worker *w = arg;
 	struct px_session *s;
+	struct timespec now;
 
 	(void)fd; (void)what;
 	TAILQ_FOREACH(s, &w->sessions, link)
 		px_metrics_credit(s, false);
+	/* (After the walk: its SIOCOUTQs take microseconds each.) */
+	clock_gettime(CLOCK_REALTIME, &now);
+	atomic_store_explicit(&w->credit_us, (uint64_t)now.tv_sec * 1000000 +
+	    (uint64_t)now.tv_nsec / 1000, memory_order_relaxed);
 	px_worker_credit_arm(w);
 }
 

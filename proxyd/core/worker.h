@@ -126,6 +126,9 @@ struct px_worker {
 	struct event		*tick_ev;	/* loop lag */
 	uint64_t		 tick_due_us;
 	struct event		*credit_ev;	/* each second: delivered bytes */
+	/* When it last ran (CLOCK_REALTIME us): the admin's rates divide
+	 * by the time between two credits, not between its own samples. */
+	atomic_uint_fast64_t	 credit_us;
 	struct px_counters	 counters;
 };
 
