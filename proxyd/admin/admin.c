@@ -454,6 +454,78 @@ px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
 	}
 }
 
+/* proxyd_http_responses_total{code=}: the codes seen, per service. */
+static void
+px_admin_http_code_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	const struct px_svc_counters *m;
+	unsigned i, k, c;
+
+	px_family(b, "proxyd_http_responses_total", "counter",
+	    "HTTP responses by status code.");
+	for (i = 0; i < sc->nslots; i++)
+		for (c = 0; sc->labels[i] != NULL && c < PX_HTTP_CODES; c++) {
+			uint64_t n = 0;
+
+			for (k = 0; k < sc->nw; k++)
+				if ((m = px_metrics_get(k, i)) != NULL)
+					n += atomic_load_explicit(
+					    &m->responses[c], memory_order_relaxed);
+			if (n != 0)
+				evbuffer_add_printf(b, "proxyd_http_responses_total"
+				    "{%s,code=\"%u\"} %llu\n", sc->labels[i],
+				    c + 100, (unsigned long long)n);
+		}
+}
+
+/* proxyd_denied_total{client_zone=,server_zone=,reason=}: the workers'
+ * tables merged. */
+static void
+px_admin_zone_denial_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	struct px_zone_denial d, *all = NULL, *p;
+	size_t n = 0, cap = 0, j;
+	unsigned w, k;
+
+	px_family(b, "proxyd_denied_total", "counter",
+	    "Refusals by the zones of client and server (\"-\": none, or "
+	    "not looked up yet) and reason.");
+	for (w = 0; w < sc->nw; w++)
+		for (k = 0; k < PX_ZD_CAP; k++) {
+			if (!px_metrics_zone_denial(w, k, &d) ||
+			    d.slot >= sc->nslots || sc->labels[d.slot] == NULL)
+				continue;
+			for (j = 0; j < n; j++)
+				if (all[j].slot == d.slot &&
+				    all[j].reason == d.reason &&
+				    strcmp(all[j].client_zone, d.client_zone) == 0 &&
+				    strcmp(all[j].server_zone, d.server_zone) == 0)
+					break;
+			if (j < n) {
+				all[j].n += d.n;
+				continue;
+			}
+			if (n == cap) {
+				if ((p = realloc(all, (cap ? 2 * cap : 16) *
+				    sizeof(*all))) == NULL)
+					continue;
+				all = p;
+				cap = cap ? 2 * cap : 16;
+			}
+			all[n++] = d;
+		}
+	for (j = 0; j < n; j++) {
+		evbuffer_add_printf(b, "proxyd_denied_total{%s,client_zone=\"",
+		    sc->labels[all[j].slot]);
+		px_escape_label(b, all[j].client_zone);
+		evbuffer_add_printf(b, "\",server_zone=\"");
+		px_escape_label(b, all[j].server_zone);
+		evbuffer_add_printf(b, "\",reason=\"%s\"} %llu\n",
+		    px_denial_names[all[j].reason], (unsigned long long)all[j].n);
+	}
+	free(all);
+}
+
 /* The VRRP state keepalived's notify script wrote (deploy/ha/): its first
  * word, and the file's mtime as the time of the last transition. Read at
  * scrape time on the admin thread; a FIFO or a missing file must not block
@@ -714,6 +786,8 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 		return;
 	}
 	px_admin_service_metrics(b, &sc);
+	px_admin_http_code_metrics(b, &sc);
+	px_admin_zone_denial_metrics(b, &sc);
 	px_admin_worker_metrics(b, &sc);
 	px_scrape_close(&sc);
 	evbuffer_add_printf(b,

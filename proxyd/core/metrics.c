@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,11 @@ static bool px_slots_full_said;
  * handover (an atomic exchange), which orders them after the stores. */
 static struct px_svc_counters *(*px_chunks)[PX_SLOT_CHUNKS];
 static unsigned px_chunks_workers;
+/* Denials by zone pair: per worker, a table (px_zd_find) allocated at
+ * its first denial. */
+struct px_zd_entry;
+static _Atomic(struct px_zd_entry *) *px_zd;
+static unsigned px_zd_workers;
 /* Where services past PX_SLOT_MAX count (one per worker, never shown). */
 static struct px_svc_counters *px_overflow;
 
@@ -144,6 +150,9 @@ px_metrics_register(const struct px_config *cfg, unsigned nworkers)
 			return;
 		}
 		px_chunks_workers = nworkers;
+		/* Each worker's denials table comes at its first denial. */
+		if ((px_zd = calloc(nworkers, sizeof(*px_zd))) != NULL)
+			px_zd_workers = nworkers;
 	}
 	for (k = 0; k < atomic_load(&px_nslots); k++)
 		px_slots[k].current = false;
@@ -346,13 +355,133 @@ px_metrics_credit(struct px_session *s, bool final)
 	}
 }
 
+/* ---- denials by zone pair ------------------------------------------- */
+
+const char *const px_denial_names[PX_DENIALS + 1] = {
+	"acl", "max-sessions", "direct", "server", "no-service", "analyser",
+};
+
+/* One (service, zones, reason) on one worker. Written by its worker only:
+ * the fields first, then `used` (release), which the admin reads
+ * (acquire) before them; an entry is never moved or freed. */
+struct px_zd_entry {
+	const struct px_svc_counters *m;	/* the service's block */
+	unsigned		 slot;		/* UINT_MAX: not exported */
+	unsigned		 reason;
+	char			*cz, *sz;
+	atomic_uint_fast64_t	 count;
+	atomic_bool		 used;
+};
+
+static uint32_t
+px_zd_hash(const void *m, unsigned reason, const char *cz, const char *sz)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)((uintptr_t)m >> 4) ^ reason;
+
+	for (; *cz != '\0'; cz++)
+		h = (h ^ (uint8_t)*cz) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;
+	for (; *sz != '\0'; sz++)
+		h = (h ^ (uint8_t)*sz) * 16777619u;
+	return h;
+}
+
+static unsigned
+px_zd_slot_of(unsigned w, const struct px_svc_counters *m)
+{
+	unsigned i, n = px_metrics_slots();
+
+	for (i = 0; i < n; i++)
+		if (px_metrics_get(w, i) == m)
+			return i;
+	return UINT_MAX;
+}
+
+/* The entry of (m, reason, cz, sz) on worker w, made if new; NULL when
+ * the table is full or out of memory (the denial still counts in
+ * denied[]). Only on a refusal: a hash and a strcmp or two. */
+static struct px_zd_entry *
+px_zd_find(unsigned w, const struct px_svc_counters *m, unsigned reason,
+    const char *cz, const char *sz)
+{
+	struct px_zd_entry *t, *e;
+	uint32_t h;
+	unsigned k;
+
+	if (px_zd == NULL || w >= px_zd_workers)
+		return NULL;
+	if ((t = atomic_load_explicit(&px_zd[w], memory_order_relaxed)) == NULL) {
+		if ((t = calloc(PX_ZD_CAP, sizeof(*t))) == NULL)
+			return NULL;
+		atomic_store_explicit(&px_zd[w], t, memory_order_release);
+	}
+	h = px_zd_hash(m, reason, cz, sz);
+	for (k = 0; k < PX_ZD_CAP; k++) {
+		e = &t[(h + k) % PX_ZD_CAP];
+		if (!atomic_load_explicit(&e->used, memory_order_relaxed)) {
+			if ((e->cz = strdup(cz)) == NULL ||
+			    (e->sz = strdup(sz)) == NULL) {
+				free(e->cz);
+				e->cz = NULL;
+				return NULL;
+			}
+			e->m = m;
+			e->reason = reason;
+			e->slot = px_zd_slot_of(w, m);
+			atomic_store_explicit(&e->used, true,
+			    memory_order_release);
+			return e;
+		}
+		if (e->m == m && e->reason == reason &&
+		    strcmp(e->cz, cz) == 0 && strcmp(e->sz, sz) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+void
+px_metrics_denied(struct px_session *s, unsigned reason, uint64_t n)
+{
+	struct px_zd_entry *e;
+
+	if (reason < PX_DENIALS)
+		PX_SC_ADD(s->m, denied[reason], n);
+	e = px_zd_find(s->w->id, s->m, reason,
+	    px_zone_name(&s->cfg->zones, s->client_zone),
+	    px_zone_name(&s->cfg->zones, s->server_zone));
+	if (e != NULL)
+		PX_SC_ADD(e, count, n);
+}
+
+bool
+px_metrics_zone_denial(unsigned w, unsigned k, struct px_zone_denial *out)
+{
+	struct px_zd_entry *t, *e;
+
+	if (px_zd == NULL || w >= px_zd_workers || k >= PX_ZD_CAP ||
+	    (t = atomic_load_explicit(&px_zd[w], memory_order_acquire)) == NULL)
+		return false;
+	e = &t[k];
+	if (!atomic_load_explicit(&e->used, memory_order_acquire) ||
+	    e->slot == UINT_MAX)
+		return false;
+	out->slot = e->slot;
+	out->reason = e->reason;
+	out->client_zone = e->cz;
+	out->server_zone = e->sz;
+	out->n = atomic_load_explicit(&e->count, memory_order_relaxed);
+	return true;
+}
+
 /* ---- what analysers report (analyser.h) ------------------------------ */
 
 void
 px_session_request_done(struct px_session *s, int status, uint64_t us)
 {
-	if (status >= 100 && status <= 599)
+	if (status >= 100 && status <= 599) {
 		px_hist_observe(&s->m->request_duration[status / 100 - 1], us);
+		PX_SC_ADD(s->m, responses[status - 100], 1);
+	}
 }
 
 void

@@ -44,6 +44,8 @@ enum px_denial {
 	PX_DENY_SERVER,		/* <servers> refused the destination */
 	PX_DENY_NO_SERVICE,	/* no service of a shared port took it */
 	PX_DENIALS,
+	/* Only by zone pair: an analyser's denied* events. */
+	PX_DENY_ANALYSER = PX_DENIALS,
 };
 
 enum px_origdst {
@@ -52,6 +54,8 @@ enum px_origdst {
 	PX_ORIGDST_FAILED,
 	PX_ORIGDSTS,
 };
+
+#define PX_HTTP_CODES	500
 
 /* One service's counters on one worker. */
 struct px_svc_counters {
@@ -80,6 +84,8 @@ struct px_svc_counters {
 	struct px_hist		session_duration;
 	struct px_hist		connect_duration;
 	struct px_hist		request_duration[5];	/* 1xx .. 5xx */
+	/* HTTP responses by status code, 100 .. 599 at [code - 100]. */
+	atomic_uint_fast64_t	responses[PX_HTTP_CODES];
 };
 
 /* One writer per block: a relaxed load+store compiles to a plain add. */
@@ -110,6 +116,24 @@ uint64_t px_metrics_now_us(void);
 /* Wall-clock microseconds since start (gettimeofday), 0 if negative. */
 uint64_t px_metrics_since_us(const struct timeval *start);
 void	px_hist_observe(struct px_hist *h, uint64_t us);
+
+/* Counts a refusal of s (reason: enum px_denial, PX_DENY_ANALYSER for
+ * an analyser's denied* events): its service's denied[] and the count by
+ * (service, client zone, server zone, reason), whose zones are those the
+ * admission looked up so far ("-": not looked up, or in no zone). */
+void	px_metrics_denied(struct px_session *s, unsigned reason, uint64_t n);
+
+/* Denials by zone pair, for the admin thread: worker w's entry k (below
+ * PX_ZD_CAP), false when unused. */
+#define PX_ZD_CAP	1024
+struct px_zone_denial {
+	unsigned	 slot;
+	unsigned	 reason;
+	const char	*client_zone, *server_zone;
+	uint64_t	 n;
+};
+bool	px_metrics_zone_denial(unsigned w, unsigned k, struct px_zone_denial *out);
+extern const char *const px_denial_names[PX_DENIALS + 1];
 
 /* For the admin thread. */
 unsigned px_metrics_slots(void);

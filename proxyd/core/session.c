@@ -740,7 +740,7 @@ px_session_client_allowed(struct px_session *s)
 	for (i = 0; i < g->n; i++)
 		if (spec[i] >= 0)
 			return 0;
-	PX_SC_ADD(s->m, denied[PX_DENY_ACL], 1);
+	px_metrics_denied(s, PX_DENY_ACL, 1);
 	px_session_end(s, PX_END_POLICY, "denied: client not allowed");
 	return -1;
 }
@@ -772,11 +772,11 @@ px_session_choose(struct px_session *s)
 		return 0;
 	}
 	if (g->n == 1) {
-		PX_SC_ADD(s->m, denied[PX_DENY_SERVER], 1);
+		px_metrics_denied(s, PX_DENY_SERVER, 1);
 		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
 	} else {
 		/* --check refuses configs that could be ambiguous (-2). */
-		PX_SC_ADD(s->m, denied[PX_DENY_NO_SERVICE], 1);
+		px_metrics_denied(s, PX_DENY_NO_SERVICE, 1);
 		px_session_end(s, PX_END_POLICY, pick == -1 ?
 		    "denied: no service for this client and server" :
 		    "denied: no single service for this client and server");
@@ -793,7 +793,7 @@ px_session_check_dst(struct px_session *s)
 
 	if (svc->mode != PX_MODE_FIXED &&
 	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
-		PX_SC_ADD(s->m, denied[PX_DENY_DIRECT], 1);
+		px_metrics_denied(s, PX_DENY_DIRECT, 1);
 		px_session_end(s, PX_END_POLICY,
 		    "denied: direct connection to the proxy");
 		return -1;
@@ -876,7 +876,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	/* Counted before the checks so the close path is the same for all. */
 	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
 	    memory_order_relaxed) >= s->cfg->max_sessions) {
-		PX_SC_ADD(s->m, denied[PX_DENY_MAX_SESSIONS], 1);
+		px_metrics_denied(s, PX_DENY_MAX_SESSIONS, 1);
 		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}

@@ -70,8 +70,15 @@ px_session_log(struct px_session *s, int level, const char *fmt, ...)
 void
 px_session_count(struct px_session *s, unsigned index, uint64_t n)
 {
-	if (index < PX_AN_COUNTERS_MAX)
-		PX_SC_ADD(s->m, analyser[index], n);
+	const char *const *names = s->svc->analyser->counters;
+
+	if (index >= PX_AN_COUNTERS_MAX)
+		return;
+	PX_SC_ADD(s->m, analyser[index], n);
+	/* The analyser's refusals also count by zone pair. */
+	if (names != NULL && names[index] != NULL &&
+	    strncmp(names[index], "denied", 6) == 0)
+		px_metrics_denied(s, PX_DENY_ANALYSER, n);
 }
 
 const struct sockaddr *
@@ -525,7 +532,7 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &k, &zp, spec);
 	if (spec[s->svc->group_idx] >= 0)
 		return 0;
-	PX_SC_ADD(s->m, denied[PX_DENY_SERVER], 1);
+	px_metrics_denied(s, PX_DENY_SERVER, 1);
 	return -1;
 }
 
