@@ -6,7 +6,8 @@
 # ($T/shot/status_page_rate.png, copied to <build dir>/artifacts/). Then
 # what an operator looks for first: refused connections show in the
 # denials (exact totals, a rate above 0), a reload that fails shows as
-# FAILED with the file:line of its first error, and one that works as ok.
+# FAILED with the file:line of its first error, and one that works as ok;
+# failed server connects count as errors; the HA state file's state shows.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds nginx curl python3 chromium
@@ -17,10 +18,16 @@ make_file big.bin 48M
 start_nginx
 free_port P1
 free_port P2
+free_port P3
+free_port P_NONE	# nothing listens there
 write_proxyd_conf
+echo master >"$T/ha-state"
+sed -i "s|<admin listen=\"\([^\"]*\)\"/>|<admin listen=\"\1\" ha-state-file=\"$T/ha-state\"/>|" "$PROXYD_CONF"
+grep -q ha-state-file "$PROXYD_CONF" || fail "no ha-state-file in $PROXYD_CONF"
 write_service bulk "$P1" "$NGINX_PORT"
 # nobody may use it: every connection from 127.0.0.1 is refused
 write_service closed "$P2" "$NGINX_PORT" "" "10.9.9.9/32"
+write_service dead "$P3" "$P_NONE"
 start_proxyd
 A=http://127.0.0.1:$ADMIN_PORT
 
@@ -60,8 +67,8 @@ def rate(text):
     return float(m.group(1)) * units[m.group(2)]
 if what == "tput":
     print(rate(re.search(r'<b id="tput"[^>]*>([^<]*)</b>', dom).group(1)))
-elif what == "reload":
-    print(re.search(r'<b id="reload"[^>]*>([^<]*)</b>', dom).group(1))
+elif what in ("reload", "ha"):
+    print(re.search(r'<b id="%s"[^>]*>([^<]*)</b>' % what, dom).group(1))
 else:
     body = dom.split('id="services"', 1)[1].split("</table>", 1)[0]
     row = re.search(r'<tr data-service="bulk">(.*?)</tr>', body).group(1)
@@ -94,23 +101,35 @@ mkdir -p "$art"
 cp "$T/shot/status_page_rate.png" "$art/status_page_rate.png"
 info "screenshot: $T/shot/status_page_rate.png ($(stat -c %s "$T/shot/status_page_rate.png") bytes)"
 
-# --- denials: three refused connections, counted exactly, seen as a rate
+ha=$(page_value "$T/dom.html" ha)
+[[ $ha == "master since "* ]] || fail "the page does not show the HA state: '$ha'"
+
+# --- denials and errors: three refused connections, two failed connects,
+# counted exactly, seen as rates
 for i in 1 2 3; do
     curl -s -o /dev/null --max-time 3 "http://127.0.0.1:$P2/" || true
 done
-python3 - "$A" <<'PY' || fail "denials of 'closed' not shown"
+for i in 1 2; do
+    curl -s -o /dev/null --max-time 3 "http://127.0.0.1:$P3/" || true
+done
+python3 - "$A" <<'PY' || fail "denials of 'closed' or errors of 'dead' not shown"
 import json, sys, time, urllib.request
-seen, deadline = 0.0, time.monotonic() + 5
+seen, deadline = [0.0, 0.0], time.monotonic() + 5
 while time.monotonic() < deadline:
     d = json.load(urllib.request.urlopen(sys.argv[1] + "/api/services", timeout=3))
-    s = {x["name"]: x for x in d["services"]}["closed"]
-    assert s["totals"]["denials"] == 3 and s["denied"]["acl"] == 3, s
-    seen = max(seen, s["rate"]["denials"])
-    if seen > 0:
+    s = {x["name"]: x for x in d["services"]}
+    c, e = s["closed"], s["dead"]
+    assert c["totals"]["denials"] == 3 and c["denied"]["acl"] == 3, c
+    if e["totals"]["errors"] < 2:	# the connects may still be failing
+        time.sleep(0.1)
+        continue
+    assert e["totals"]["errors"] == 2 and e["connect_failures"] == 2, e
+    seen = [max(seen[0], c["rate"]["denials"]), max(seen[1], e["rate"]["errors"])]
+    if min(seen) > 0:
         break
     time.sleep(0.3)
-assert seen > 0, "rate.denials stayed 0"
-print("denials/s seen:", seen)
+assert min(seen) > 0, "rate.denials or rate.errors stayed 0: %r" % seen
+print("denials/s, errors/s seen:", seen)
 PY
 
 # --- reloads: the page names the first error of one that failed

@@ -110,4 +110,11 @@ for svc in plug http; do
         "service=\"$name\",analyser=\"$svc\",side=\"client\",resumed=\"no\"" 1
 done
 assert_eq "$(grep -c '"GET /4k.bin' "$T/nginx/logs/access.log" || true)" 2 "requests that reached the origin"
+# the status page's JSON: the same TLS failures, which are its errors here
+curl -s --max-time 3 "http://127.0.0.1:$ADMIN_PORT/api/services" | python3 -c '
+import json, sys
+s = {x["name"]: x["totals"] for x in json.load(sys.stdin)["services"]}
+for name in ("fplug", "fhttp"):
+    assert s[name]["tls_failures"] == 6 and s[name]["errors"] == 6, (name, s[name])
+' || fail "/api/services totals do not count the TLS failures"
 info "ok"
