@@ -865,6 +865,8 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	s->svc = svc;
 	s->cfd = fd;
 	s->sfd = -1;
+	/* Not looked up yet (0 would name the first zone). */
+	s->client_zone = s->server_zone = -1;
 	gettimeofday(&s->start_tv, NULL);
 	s->start_ms = px_now_ms(w);
 	if ((size_t)salen <= sizeof(s->client))
@@ -880,7 +882,6 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}
-	s->client_zone = s->server_zone = -1;
 	if (px_session_client_allowed(s) == -1)
 		return;
 	/* (TCP_NODELAY: inherited from the listener.) */

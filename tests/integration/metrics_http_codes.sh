@@ -7,7 +7,7 @@
 #   clients of a zone the service does not allow (reason acl; the server's
 #   zone not looked up yet: "-"), a forward request to a server of a zone
 #   it does not allow (reason server, both zones), and the http policy's
-#   denials (reason analyser);
+#   denials (reason analyser), max-sessions (no zone looked up: "-");
 # - promtool check metrics passes on the scrape.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -74,6 +74,24 @@ assert_metric eq proxyd_denied_total "$C,client_zone=\"three\",server_zone=\"-\"
 assert_metric eq proxyd_denied_total "$F,client_zone=\"one\",server_zone=\"three\",reason=\"server\"" 2
 assert_metric eq proxyd_denied_total "$W,client_zone=\"one\",server_zone=\"-\",reason=\"analyser\"" 4
 assert_metric eq proxyd_denied_total "" 10
+
+# max-sessions refuses before any zone is looked up: "-" for both (it
+# named the first zone, the session's zone index left at 0)
+sed -i 's|<limits />|<limits max-sessions="2"/>|' "$PROXYD_CONF"
+grep -q 'max-sessions="2"' "$PROXYD_CONF" || fail "no max-sessions in $PROXYD_CONF"
+kill -HUP "$PROXYD_PID"
+assert_log "reload done" 10
+python3 - "$PW" "$PW" <<'PY' &
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(p))) for p in sys.argv[1:]]
+time.sleep(8)
+PY
+track_pid $!
+assert_metric eq proxyd_sessions_active '' 2
+curl -s -o /dev/null --max-time 3 "$U/10k.bin" || true
+assert_metric eq proxyd_denied_total "$W,client_zone=\"-\",server_zone=\"-\",reason=\"max-sessions\"" 1
+assert_metric eq proxyd_denied_total "" 11
+assert_log 'client-zone=- server-zone=- .* end=denied: max-sessions$'
 
 metrics_fetch >"$T/metrics.txt"
 promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 ||
