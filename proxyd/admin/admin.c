@@ -478,18 +478,13 @@ px_admin_http_code_metrics(struct evbuffer *b, const struct px_scrape *sc)
 		}
 }
 
-/* proxyd_denied_total{client_zone=,server_zone=,reason=}: the workers'
- * tables merged. */
-static void
-px_admin_zone_denial_metrics(struct evbuffer *b, const struct px_scrape *sc)
+size_t
+px_zone_denials(const struct px_scrape *sc, struct px_zone_denial **out)
 {
 	struct px_zone_denial d, *all = NULL, *p;
 	size_t n = 0, cap = 0, j;
 	unsigned w, k;
 
-	px_family(b, "proxyd_denied_total", "counter",
-	    "Refusals by the zones of client and server (\"-\": none, or "
-	    "not looked up yet) and reason.");
 	for (w = 0; w < sc->nw; w++)
 		for (k = 0; k < PX_ZD_CAP; k++) {
 			if (!px_metrics_zone_denial(w, k, &d) ||
@@ -514,6 +509,20 @@ px_admin_zone_denial_metrics(struct evbuffer *b, const struct px_scrape *sc)
 			}
 			all[n++] = d;
 		}
+	*out = all;
+	return n;
+}
+
+/* proxyd_denied_total{client_zone=,server_zone=,reason=}. */
+static void
+px_admin_zone_denial_metrics(struct evbuffer *b, const struct px_scrape *sc)
+{
+	struct px_zone_denial *all;
+	size_t n = px_zone_denials(sc, &all), j;
+
+	px_family(b, "proxyd_denied_total", "counter",
+	    "Refusals by the zones of client and server (\"-\": none, or "
+	    "not looked up yet) and reason.");
 	for (j = 0; j < n; j++) {
 		evbuffer_add_printf(b, "proxyd_denied_total{%s,client_zone=\"",
 		    sc->labels[all[j].slot]);

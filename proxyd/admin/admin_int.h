@@ -22,6 +22,11 @@ struct px_scrape {
 };
 int	 px_scrape_open(struct px_scrape *sc);
 void	 px_scrape_close(struct px_scrape *sc);
+struct px_zone_denial;
+/* The workers' denials by zone pair merged, for the scrape's exported
+ * slots: how many, in *out (malloc'd, NULL when none; free it). */
+size_t	 px_zone_denials(const struct px_scrape *sc,
+	    struct px_zone_denial **out);
 /* Slot i's counter at offset in struct px_svc_counters, over nw workers. */
 uint64_t px_svc_sum(unsigned i, size_t offset, unsigned nw);
 /* Worker k's blocks summed, at offset in struct px_svc_counters. */

@@ -429,6 +429,32 @@ px_tput_rate_json(struct evbuffer *b)
 	    "\"to_client\":%.1f,\"over\":%.3f}", v[0], v[1], dt);
 }
 
+/* "zone_denials": refusals by service, zones of both ends and reason. */
+static void
+px_zone_denials_json(struct evbuffer *b, const struct px_scrape *sc)
+{
+	struct px_zone_denial *all;
+	size_t n = px_zone_denials(sc, &all), j;
+	const char *svc, *an;
+	unsigned ai;
+
+	evbuffer_add_printf(b, ",\"zone_denials\":[");
+	for (j = 0; j < n; j++) {
+		(void)px_metrics_slot(all[j].slot, &svc, &an, &ai);
+		evbuffer_add_printf(b, "%s{\"service\":", j ? "," : "");
+		px_json_str(b, svc);
+		evbuffer_add_printf(b, ",\"client_zone\":");
+		px_json_str(b, all[j].client_zone);
+		evbuffer_add_printf(b, ",\"server_zone\":");
+		px_json_str(b, all[j].server_zone);
+		evbuffer_add_printf(b, ",\"reason\":\"%s\",\"count\":%llu}",
+		    px_denial_names[all[j].reason],
+		    (unsigned long long)all[j].n);
+	}
+	evbuffer_add_printf(b, "]");
+	free(all);
+}
+
 /* The services, their settings and counters (summed over the workers);
  * the status page derives rates from two of these. */
 static void
@@ -503,7 +529,9 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		px_rate_json(b, i);
 		evbuffer_add_printf(b, "}");
 	}
-	evbuffer_add_printf(b, "\n]}\n");
+	evbuffer_add_printf(b, "\n]");
+	px_zone_denials_json(b, &sc);
+	evbuffer_add_printf(b, "}\n");
 	px_scrape_close(&sc);
 	evhttp_add_header(evhttp_request_get_output_headers(req),
 	    "Cache-Control", "no-store");

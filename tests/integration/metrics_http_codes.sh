@@ -8,6 +8,7 @@
 #   zone not looked up yet: "-"), a forward request to a server of a zone
 #   it does not allow (reason server, both zones), and the http policy's
 #   denials (reason analyser), max-sessions (no zone looked up: "-");
+# - /api/services lists the same in zone_denials;
 # - promtool check metrics passes on the scrape.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -92,6 +93,17 @@ curl -s -o /dev/null --max-time 3 "$U/10k.bin" || true
 assert_metric eq proxyd_denied_total "$W,client_zone=\"-\",server_zone=\"-\",reason=\"max-sessions\"" 1
 assert_metric eq proxyd_denied_total "" 11
 assert_log 'client-zone=- server-zone=- .* end=denied: max-sessions$'
+
+# the status page's JSON lists the same
+curl -s --max-time 3 "http://127.0.0.1:$ADMIN_PORT/api/services" | python3 -c '
+import json, sys
+got = sorted((z["service"], z["client_zone"], z["server_zone"], z["reason"], z["count"])
+             for z in json.load(sys.stdin)["zone_denials"])
+want = sorted([("closed", "two", "-", "acl", 3), ("closed", "three", "-", "acl", 1),
+               ("fwd", "one", "three", "server", 2), ("web", "one", "-", "analyser", 4),
+               ("web", "-", "-", "max-sessions", 1)])
+assert got == want, got
+' || fail "/api/services zone_denials differ"
 
 metrics_fetch >"$T/metrics.txt"
 promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 ||

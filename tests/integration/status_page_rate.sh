@@ -7,7 +7,8 @@
 # what an operator looks for first: refused connections show in the
 # denials (exact totals, a rate above 0), a reload that fails shows as
 # FAILED with the file:line of its first error, and one that works as ok;
-# failed server connects count as errors; the HA state file's state shows.
+# failed server connects count as errors; the HA state file's state shows;
+# the denials by zones table has the refusals.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds nginx curl python3 chromium
@@ -130,6 +131,17 @@ while time.monotonic() < deadline:
     time.sleep(0.3)
 assert min(seen) > 0, "rate.denials or rate.errors stayed 0: %r" % seen
 print("denials/s, errors/s seen:", seen)
+PY
+
+# the denials by zones table: no zones configured, so "-" for both ends
+run_chromium "$T/dom-zones.html" --dump-dom
+python3 - "$T/dom-zones.html" <<'PY' || fail "the page's denials by zones table (DOM in $T/dom-zones.html)"
+import re, sys
+dom = open(sys.argv[1]).read()
+body = dom.split('id="zonedenials"', 1)[1].split("</table>", 1)[0]
+rows = re.findall(r'<tr data-service="closed">(.*?)</tr>', body)
+cells = [dict(re.findall(r'<td[^>]*data-k="([a-z-]+)"[^>]*>([^<]*)</td>', r)) for r in rows]
+assert cells == [{"client-zone": "-", "server-zone": "-", "reason": "acl", "count": "3"}], cells
 PY
 
 # --- reloads: the page names the first error of one that failed
