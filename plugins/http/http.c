@@ -69,8 +69,13 @@ http_log_request(struct http_state *h)
 		return;
 	gettimeofday(&now, NULL);
 	timersub(&now, &h->t_start, &d);
-	px_session_request_done(h->s, h->status,
-	    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
+	if (h->status >= 100 && h->status <= 599) {
+		px_session_series_add(h->s, HTTP_S_RESPONSES,
+		    (unsigned)h->status - 100, 1);
+		px_session_series_observe(h->s, HTTP_S_DURATION,
+		    (unsigned)h->status / 100 - 1,
+		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
+	}
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s",
@@ -1200,6 +1205,27 @@ http_describe(const struct px_session *s, const void *st, char *buf,
 		    h->nreq == 1 ? "" : "s");
 }
 
+static void
+http_code_name(unsigned i, char *buf, size_t size)
+{
+	snprintf(buf, size, "%u", i + 100);
+}
+
+static void
+http_class_name(unsigned i, char *buf, size_t size)
+{
+	snprintf(buf, size, "%uxx", i + 1);
+}
+
+/* Indexed by enum http_series. */
+static const struct px_series http_series[] = {
+	{ "proxyd_http_responses_total", "HTTP responses by status code.",
+	    PX_SERIES_COUNTER, "code", 500, http_code_name, false },
+	{ "proxyd_http_request_duration_seconds", "HTTP requests by the time "
+	    "from their first byte to the end of the response, by status "
+	    "class.", PX_SERIES_HISTOGRAM, "code", 5, http_class_name, true },
+};
+
 const struct px_analyser http_analyser = {
 	.name = "http",
 	.state_size = sizeof(struct http_state),
@@ -1209,6 +1235,8 @@ const struct px_analyser http_analyser = {
 	.on_data = NULL,
 	.on_close = http_on_close,
 	.counters = http_counter_names,
+	.series = http_series,
+	.nseries = sizeof(http_series) / sizeof(http_series[0]),
 	.describe = http_describe,
 	.driver = &http_driver,
 	.forward_mode = true,

@@ -36,6 +36,12 @@ enum http_counter {
 	HTTP_C_TIMEOUTS,
 };
 
+/* Indexes into http_analyser.series. */
+enum http_series {
+	HTTP_S_RESPONSES = 0,	/* by status code */
+	HTTP_S_DURATION,	/* by status class */
+};
+
 enum http_body {
 	HTTP_BODY_NONE = 0,
 	HTTP_BODY_LENGTH,

@@ -402,8 +402,7 @@ px_svc_table(struct evbuffer *b, const struct px_scrape *sc,
 static void
 px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
 {
-	static const char *const codes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
-	unsigned i, k, c;
+	unsigned i, c;
 
 	px_svc_table(b, sc, px_svc_metrics,
 	    sizeof(px_svc_metrics) / sizeof(px_svc_metrics[0]), false);
@@ -431,51 +430,60 @@ px_admin_service_metrics(struct evbuffer *b, const struct px_scrape *sc)
 	px_svc_hist(b, sc, "proxyd_upstream_connect_duration_seconds",
 	    "Server connects by the time they took to succeed.",
 	    offsetof(struct px_svc_counters, connect_duration));
-	/* Only the status classes seen: a plug service has none. */
-	px_family(b, "proxyd_http_request_duration_seconds", "histogram",
-	    "HTTP requests by the time from their first byte to the end of "
-	    "the response, by status class.");
-	for (i = 0; i < sc->nslots; i++) {
-		for (c = 0; sc->labels[i] != NULL && c < 5; c++) {
-			struct px_hist_sum t = { { 0 }, 0, 0 };
-			const struct px_svc_counters *m;
-			char lab[1024];
-
-			for (k = 0; k < sc->nw; k++)
-				if ((m = px_metrics_get(k, i)) != NULL)
-					px_hist_add(&t, &m->request_duration[c]);
-			if (t.count == 0)
-				continue;
-			snprintf(lab, sizeof(lab), "%s,code=\"%s\"",
-			    sc->labels[i], codes[c]);
-			px_hist_print(b, "proxyd_http_request_duration_seconds",
-			    lab, &t);
-		}
-	}
 }
 
-/* proxyd_http_responses_total{code=}: the codes seen, per service. */
+/* The series each analyser declares (struct px_series), for every
+ * service of that analyser: a counter value shows once it is not 0, a
+ * histogram value once it has counts (a plug service shows none). */
 static void
-px_admin_http_code_metrics(struct evbuffer *b, const struct px_scrape *sc)
+px_admin_series_metrics(struct evbuffer *b, const struct px_scrape *sc)
 {
 	const struct px_svc_counters *m;
-	unsigned i, k, c;
+	unsigned a, i, k, v;
+	size_t j, off;
+	char val[32], lab[1100];
 
-	px_family(b, "proxyd_http_responses_total", "counter",
-	    "HTTP responses by status code.");
-	for (i = 0; i < sc->nslots; i++)
-		for (c = 0; sc->labels[i] != NULL && c < PX_HTTP_CODES; c++) {
-			uint64_t n = 0;
+	for (a = 0; px_analysers[a] != NULL; a++) {
+		const struct px_analyser *an = px_analysers[a];
 
-			for (k = 0; k < sc->nw; k++)
-				if ((m = px_metrics_get(k, i)) != NULL)
-					n += atomic_load_explicit(
-					    &m->responses[c], memory_order_relaxed);
-			if (n != 0)
-				evbuffer_add_printf(b, "proxyd_http_responses_total"
-				    "{%s,code=\"%u\"} %llu\n", sc->labels[i],
-				    c + 100, (unsigned long long)n);
+		for (j = 0; j < an->nseries; j++) {
+			const struct px_series *se = &an->series[j];
+
+			px_family(b, se->name, se->kind == PX_SERIES_HISTOGRAM ?
+			    "histogram" : "counter", se->help);
+			off = px_series_offset(an, j);
+			for (i = 0; i < sc->nslots; i++) {
+				if (sc->labels[i] == NULL || sc->an[i] != a)
+					continue;
+				for (v = 0; v < se->nvalues; v++) {
+					struct px_hist_sum t = { { 0 }, 0, 0 };
+					uint64_t n = 0;
+
+					for (k = 0; k < sc->nw; k++) {
+						if ((m = px_metrics_get(k, i)) == NULL)
+							continue;
+						if (se->kind == PX_SERIES_HISTOGRAM)
+							px_hist_add(&t, (const struct px_hist *)(const void *)
+							    &m->series[off + (size_t)v * PX_SERIES_HIST_SLOTS]);
+						else
+							n += atomic_load_explicit(&m->series[off + v],
+							    memory_order_relaxed);
+					}
+					if (se->kind == PX_SERIES_HISTOGRAM ? t.count == 0 :
+					    n == 0)
+						continue;
+					se->value(v, val, sizeof(val));
+					snprintf(lab, sizeof(lab), "%s,%s=\"%s\"",
+					    sc->labels[i], se->label, val);
+					if (se->kind == PX_SERIES_HISTOGRAM)
+						px_hist_print(b, se->name, lab, &t);
+					else
+						evbuffer_add_printf(b, "%s{%s} %llu\n",
+						    se->name, lab, (unsigned long long)n);
+				}
+			}
 		}
+	}
 }
 
 size_t
@@ -633,19 +641,37 @@ px_worker_sum(unsigned k, size_t offset)
 	return sum;
 }
 
-/* HTTP requests worker k answered: the counts of its request-duration
- * histograms, every service and status class. */
+/* Requests worker k answered: the counts of the request histograms its
+ * services' analysers declare (http's request duration). */
 static uint64_t
 px_worker_requests(unsigned k)
 {
 	struct px_hist_sum t = { { 0 }, 0, 0 };
 	const struct px_svc_counters *m;
-	unsigned i, c, n = px_metrics_slots();
+	unsigned i, v, n = px_metrics_slots();
+	size_t j;
 
-	for (i = 0; i < n; i++)
-		if ((m = px_metrics_get(k, i)) != NULL)
-			for (c = 0; c < 5; c++)
-				px_hist_add(&t, &m->request_duration[c]);
+	for (i = 0; i < n; i++) {
+		const struct px_analyser *an;
+		const char *svc, *name;
+		unsigned ai = PX_ANALYSERS_MAX;
+
+		/* Every slot, exported or not: a counter never goes down. */
+		(void)px_metrics_slot(i, &svc, &name, &ai);
+		if ((m = px_metrics_get(k, i)) == NULL || ai >= PX_ANALYSERS_MAX)
+			continue;
+		an = px_analysers[ai];
+		for (j = 0; j < an->nseries; j++) {
+			const struct px_series *se = &an->series[j];
+			size_t off = px_series_offset(an, j);
+
+			if (!se->requests || se->kind != PX_SERIES_HISTOGRAM)
+				continue;
+			for (v = 0; v < se->nvalues; v++)
+				px_hist_add(&t, (const struct px_hist *)(const void *)
+				    &m->series[off + (size_t)v * PX_SERIES_HIST_SLOTS]);
+		}
+	}
 	return t.count;
 }
 
@@ -673,7 +699,8 @@ px_admin_worker_metrics(struct evbuffer *b, const struct px_scrape *sc)
 	 * worker then carried: a keep-alive connection may bring 1 request
 	 * or 10 000. */
 	px_family(b, "proxyd_worker_requests_total", "counter",
-	    "HTTP requests each worker thread answered, all services.");
+	    "Requests each worker thread answered, all services (those "
+	    "the analysers count as requests: http's).");
 	for (k = 0; k < sc->nw; k++)
 		evbuffer_add_printf(b, "proxyd_worker_requests_total{worker="
 		    "\"%u\"} %llu\n", k, (unsigned long long)
@@ -795,7 +822,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 		return;
 	}
 	px_admin_service_metrics(b, &sc);
-	px_admin_http_code_metrics(b, &sc);
+	px_admin_series_metrics(b, &sc);
 	px_admin_zone_denial_metrics(b, &sc);
 	px_admin_worker_metrics(b, &sc);
 	px_scrape_close(&sc);

@@ -20,6 +20,31 @@ struct sockaddr_storage;
 
 #define PX_ANALYSERS_MAX	8	/* registered analysers */
 #define PX_AN_COUNTERS_MAX	32	/* counters per analyser */
+#define PX_AN_SERIES_SLOTS	1024	/* 64-bit slots per service for the
+					 * series its analyser declares */
+
+/* A metric family an analyser declares for its services, exported per
+ * service and summed over the workers: for each of nvalues values of one
+ * label, a counter or a histogram of microseconds (the core's shared
+ * bounds). The core stores and exports them; the analyser only adds to
+ * them (px_session_series_add, px_session_series_observe). */
+enum px_series_kind {
+	PX_SERIES_COUNTER = 0,
+	PX_SERIES_HISTOGRAM,
+};
+
+struct px_series {
+	const char		*name;		/* the Prometheus name */
+	const char		*help;
+	enum px_series_kind	 kind;
+	const char		*label;		/* tells the values apart */
+	unsigned		 nvalues;
+	/* Value i's label text ("200", "2xx"). */
+	void			(*value)(unsigned i, char *buf, size_t size);
+	/* A histogram of requests: its counts are also the worker's
+	 * proxyd_worker_requests_total. */
+	bool			 requests;
+};
 
 /* What on_data answers about the bytes still left in `in` (those it moved
  * to px_session_output() itself go out whatever it answers). */
@@ -97,6 +122,10 @@ struct px_analyser {
 	 * PX_AN_COUNTERS_MAX), bumped with px_session_count() and exported as
 	 * proxyd_analyser_events_total{analyser=,event=}. May be NULL. */
 	const char *const *counters;
+	/* Its own metric families, nseries of them, in at most
+	 * PX_AN_SERIES_SLOTS slots (px_analyser_registry_check). */
+	const struct px_series *series;
+	size_t		 nseries;
 	/* Non-NULL: an analyser of the second kind (see struct px_driver);
 	 * on_data is then unused. */
 	const struct px_driver *driver;

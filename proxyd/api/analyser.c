@@ -98,6 +98,23 @@ px_analyser_index(const struct px_analyser *a)
 	return i;
 }
 
+size_t
+px_series_slots(const struct px_series *s)
+{
+	return s->kind == PX_SERIES_HISTOGRAM ?
+	    (size_t)s->nvalues * PX_SERIES_HIST_SLOTS : s->nvalues;
+}
+
+size_t
+px_series_offset(const struct px_analyser *a, size_t i)
+{
+	size_t k, off = 0;
+
+	for (k = 0; k < i && k < a->nseries; k++)
+		off += px_series_slots(&a->series[k]);
+	return off;
+}
+
 int
 px_analyser_registry_check(void)
 {
@@ -127,6 +144,11 @@ px_analyser_registry_check(void)
 		if (j > PX_AN_COUNTERS_MAX) {
 			fprintf(stderr, "proxyd: analyser '%s' has more than %d "
 			    "counters\n", a->name, PX_AN_COUNTERS_MAX);
+			return -1;
+		}
+		if (px_series_offset(a, a->nseries) > PX_AN_SERIES_SLOTS) {
+			fprintf(stderr, "proxyd: analyser '%s' declares series "
+			    "over %d slots\n", a->name, PX_AN_SERIES_SLOTS);
 			return -1;
 		}
 		for (j = 0; j < i; j++)

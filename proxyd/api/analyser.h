@@ -31,6 +31,14 @@ int	px_analyser_registry_check(void);
  * malformed fragment. */
 const char *px_service_schema(void);
 
+/* The 64-bit slots one series takes in a service's block (a histogram:
+ * its buckets and its sum per value), and where series i of a starts. */
+size_t	px_series_slots(const struct px_series *s);
+size_t	px_series_offset(const struct px_analyser *a, size_t i);
+/* Slots of a histogram value: its buckets, then its sum. */
+#define PX_SERIES_HIST_SLOTS	(PX_SERIES_HIST_BOUNDS + 2)
+#define PX_SERIES_HIST_BOUNDS	18
+
 /* Position in the registry, < PX_ANALYSERS_MAX. */
 unsigned px_analyser_index(const struct px_analyser *a);
 extern const struct px_analyser *const px_analysers[];
@@ -143,10 +151,14 @@ int		 px_upstream_error(int fd);
 /* What px_upstream_error() said of the connect px_session_upstream_open()
  * started: for the connect-time histogram and the failure counter. */
 void		 px_session_upstream_connected(struct px_session *s, bool ok);
-/* A request/response exchange ended with status after us microseconds:
- * proxyd_http_request_duration_seconds{code="2xx"...}. */
-void		 px_session_request_done(struct px_session *s, int status,
-		    uint64_t us);
+/* Adds n to value `value` of the analyser's counter series `series`
+ * (an index into its series[]); out of range: nothing. */
+void		 px_session_series_add(struct px_session *s, unsigned series,
+		    unsigned value, uint64_t n);
+/* Observes us microseconds in value `value` of histogram series
+ * `series`; out of range: nothing. */
+void		 px_session_series_observe(struct px_session *s,
+		    unsigned series, unsigned value, uint64_t us);
 /* Closes the server side: parked in the worker's pool (up to max per
  * destination for idle_ms) when reusable, else closed. */
 void		 px_session_upstream_close(struct px_session *s,

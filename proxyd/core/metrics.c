@@ -475,13 +475,36 @@ px_metrics_zone_denial(unsigned w, unsigned k, struct px_zone_denial *out)
 
 /* ---- what analysers report (analyser.h) ------------------------------ */
 
-void
-px_session_request_done(struct px_session *s, int status, uint64_t us)
+struct px_hist *
+px_series_hist(struct px_svc_counters *m, const struct px_analyser *a,
+    size_t i, unsigned v)
 {
-	if (status >= 100 && status <= 599) {
-		px_hist_observe(&s->m->request_duration[status / 100 - 1], us);
-		PX_SC_ADD(s->m, responses[status - 100], 1);
-	}
+	return (struct px_hist *)(void *)&m->series[px_series_offset(a, i) +
+	    (size_t)v * PX_SERIES_HIST_SLOTS];
+}
+
+void
+px_session_series_add(struct px_session *s, unsigned series, unsigned value,
+    uint64_t n)
+{
+	const struct px_analyser *a = s->svc->analyser;
+
+	if (series >= a->nseries || value >= a->series[series].nvalues ||
+	    a->series[series].kind != PX_SERIES_COUNTER)
+		return;
+	PX_SC_ADD(s->m, series[px_series_offset(a, series) + value], n);
+}
+
+void
+px_session_series_observe(struct px_session *s, unsigned series,
+    unsigned value, uint64_t us)
+{
+	const struct px_analyser *a = s->svc->analyser;
+
+	if (series >= a->nseries || value >= a->series[series].nvalues ||
+	    a->series[series].kind != PX_SERIES_HISTOGRAM)
+		return;
+	px_hist_observe(px_series_hist(s->m, a, series, value), us);
 }
 
 void

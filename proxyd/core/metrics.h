@@ -55,8 +55,6 @@ enum px_origdst {
 	PX_ORIGDSTS,
 };
 
-#define PX_HTTP_CODES	500
-
 /* One service's counters on one worker. */
 struct px_svc_counters {
 	atomic_uint_fast64_t	accepted;
@@ -83,10 +81,18 @@ struct px_svc_counters {
 	struct px_tls_counters	tls;
 	struct px_hist		session_duration;
 	struct px_hist		connect_duration;
-	struct px_hist		request_duration[5];	/* 1xx .. 5xx */
-	/* HTTP responses by status code, 100 .. 599 at [code - 100]. */
-	atomic_uint_fast64_t	responses[PX_HTTP_CODES];
+	/* The series the service's analyser declares (struct px_series),
+	 * one after the other (px_series_offset); a histogram value is laid
+	 * out as a struct px_hist. */
+	atomic_uint_fast64_t	series[PX_AN_SERIES_SLOTS];
 };
+_Static_assert(PX_SERIES_HIST_BOUNDS == PX_HIST_BOUNDS &&
+    sizeof(struct px_hist) == PX_SERIES_HIST_SLOTS *
+    sizeof(atomic_uint_fast64_t), "a histogram series value is a px_hist");
+
+/* Value v of series i of the block's analyser a, as a histogram. */
+struct px_hist *px_series_hist(struct px_svc_counters *m,
+	    const struct px_analyser *a, size_t i, unsigned v);
 
 /* One writer per block: a relaxed load+store compiles to a plain add. */
 #define PX_SC_ADD(m, field, n) atomic_store_explicit(&(m)->field,	\
