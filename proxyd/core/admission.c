@@ -1,0 +1,278 @@
+/* Admission and destination: a connection accepted on a listener becomes
+ * a session once its client is allowed, its original destination is known
+ * (the socket, or conntrack asked without blocking), a shared port has
+ * chosen its service and the destination is not the proxy itself. */
+#include "session.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "data_channel.h"
+#include "conntrack.h"
+#include "log.h"
+#include "tls.h"
+#include "tls_hello.h"
+#include "tcp_progress.h"
+#include "upstream.h"
+#include "worker.h"
+#include "session_int.h"
+
+static atomic_uint_fast64_t px_session_ids;
+
+/* Whether addr is one of this host's own addresses: only those can be
+ * bound without IP_FREEBIND/IP_TRANSPARENT. */
+static bool
+px_is_local_address(const struct sockaddr *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = px_sockaddr_len(addr);
+	int fd, rc;
+
+	px_sockaddr_copy(&ss, addr);
+	px_sockaddr_set_port(&ss, 0);
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return true;	/* can't tell: refuse rather than loop */
+	rc = bind(fd, (struct sockaddr *)&ss, len);
+	close(fd);
+	return rc == 0 || errno != EADDRNOTAVAIL;
+}
+
+/* A connection addressed to the listener itself rather than diverted to
+ * it: relaying it would loop back into the proxy (Zorp refuses it too).
+ * On a wildcard listener that means the listen port on one of our own
+ * addresses; a diverted connection to a far host on that port is fine. */
+static bool
+px_is_direct(const struct px_service *svc, const struct sockaddr *dst)
+{
+	const struct sockaddr *l = (const struct sockaddr *)&svc->listen;
+
+	if (px_sockaddr_port(dst) != px_sockaddr_port(l))
+		return false;
+	if (!px_sockaddr_is_wildcard(l))
+		return px_sockaddr_same_host(dst, l);
+	return px_is_local_address(dst);
+}
+
+/* Sets s->dst and s->server from the deployment mode. 0, or -1 after
+ * closing the session. */
+static int
+px_session_destination(struct px_session *s)
+{
+	const struct px_service *svc = s->svc;
+	socklen_t len = sizeof(s->local);
+
+	/* Fixed mode never needs our end of the client socket (the admin
+	 * listing asks for it itself): one syscall less per session. */
+	if (svc->mode != PX_MODE_FIXED &&
+	    getsockname(s->cfd, (struct sockaddr *)&s->local, &len) == -1) {
+		px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    strerror(errno));
+		return -1;
+	}
+	switch (svc->mode) {
+	case PX_MODE_TRANSPARENT:
+		/* TPROXY keeps the original destination as our local end. */
+		memcpy(&s->dst, &s->local, sizeof(s->dst));
+		break;
+	case PX_MODE_REDIRECT:
+		/* SO_ORIGINAL_DST first, as HAProxy and nginx do: no netlink
+		 * round trip. conntrack otherwise, asked without blocking: its
+		 * answer continues the session (px_session_origdst_answer). */
+		if (!svc->origdst_conntrack && px_origdst_sockopt(s->cfd,
+		    s->local.ss_family, &s->dst) == 0) {
+			PX_SC_ADD(s->m, origdst[PX_ORIGDST_SOCKOPT], 1);
+			break;
+		}
+		if (px_session_ask_conntrack(s) == 0)
+			return 1;
+		PX_SC_ADD(s->m, origdst[PX_ORIGDST_FAILED], 1);
+		px_session_endf(s, PX_END_PROXY, "error: original destination "
+		    "unknown (no SO_ORIGINAL_DST, conntrack: %s)",
+		    strerror(errno));
+		return -1;
+	case PX_MODE_FORWARD:
+		/* The analyser learns it from each request. */
+		return 0;
+	default:
+		memcpy(&s->dst, &svc->target, svc->target_len);
+		break;
+	}
+	return px_session_check_dst(s);
+}
+
+/* Some service of the listener takes this client: its <clients> (or
+ * none) holds it. 0, or -1 after ending the session. */
+int
+px_session_client_allowed(struct px_session *s)
+{
+	const struct px_group *g = s->svc->group;
+	int16_t spec[PX_GROUP_MAX];
+	struct px_zone_path zp;
+	struct px_key k;
+	size_t i;
+
+	px_key_from_sockaddr(&k, (struct sockaddr *)&s->client);
+	px_zones_path(&s->cfg->zones, &k, &zp);
+	s->client_zone = px_zone_path_zone(&zp);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_CLIENT, &k, &zp, spec);
+	for (i = 0; i < g->n; i++)
+		if (spec[i] >= 0)
+			return 0;
+	px_metrics_denied(s, PX_DENY_ACL, 1);
+	px_session_end(s, PX_END_POLICY, "denied: client not allowed");
+	return -1;
+}
+
+/* The destination's zone and what <servers> lists make of it; with
+ * several services on the listener, the one both ends select becomes
+ * s->svc. 0, or -1 after ending the session. */
+static int
+px_session_choose(struct px_session *s)
+{
+	const struct px_group *g = s->svc->group;
+	int16_t cspec[PX_GROUP_MAX], sspec[PX_GROUP_MAX];
+	struct px_zone_path czp, szp;
+	struct px_key ck, sk;
+	int pick;
+
+	px_key_from_sockaddr(&ck, (struct sockaddr *)&s->client);
+	px_key_from_sockaddr(&sk, (struct sockaddr *)&s->dst);
+	px_zones_path(&s->cfg->zones, &ck, &czp);
+	px_zones_path(&s->cfg->zones, &sk, &szp);
+	s->server_zone = px_zone_path_zone(&szp);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_CLIENT, &ck, &czp, cspec);
+	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &sk, &szp, sspec);
+	pick = px_group_choose(g, cspec, sspec, NULL);
+	if (pick >= 0) {
+		s->svc = g->svc[pick];
+		px_metrics_session_rebind(s);
+		s->svc_chosen = true;
+		return 0;
+	}
+	if (g->n == 1) {
+		px_metrics_denied(s, PX_DENY_SERVER, 1);
+		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
+	} else {
+		/* --check refuses configs that could be ambiguous (-2). */
+		px_metrics_denied(s, PX_DENY_NO_SERVICE, 1);
+		px_session_end(s, PX_END_POLICY, pick == -1 ?
+		    "denied: no service for this client and server" :
+		    "denied: no single service for this client and server");
+	}
+	return -1;
+}
+
+/* The destination is known: refuse the proxy's own address and what the
+ * service lists refuse. 0 or -1. */
+int
+px_session_check_dst(struct px_session *s)
+{
+	const struct px_service *svc = s->svc;
+
+	if (svc->mode != PX_MODE_FIXED &&
+	    px_is_direct(svc, (struct sockaddr *)&s->dst)) {
+		px_metrics_denied(s, PX_DENY_DIRECT, 1);
+		px_session_end(s, PX_END_POLICY,
+		    "denied: direct connection to the proxy");
+		return -1;
+	}
+	if (svc->mode != PX_MODE_FIXED && px_session_choose(s) == -1)
+		return -1;
+	memcpy(&s->server, &s->dst, sizeof(s->dst));
+	return 0;
+}
+
+/* Asks the worker's conntrack handle for the original destination. 0
+ * (the session waits for the answer, bounded by connect-timeout), or -1
+ * with errno. */
+int
+px_session_ask_conntrack(struct px_session *s)
+{
+	struct px_worker *w = s->w;
+	struct px_conntrack *ct = px_worker_conntrack(w);
+
+	if (ct == NULL)
+		return -1;
+	if (px_conntrack_ask_origdst(ct, 0, (struct sockaddr *)&s->client,
+	    (struct sockaddr *)&s->local, &s->ct_seq) == -1)
+		return -1;
+	s->ct_waiting = true;
+	TAILQ_INSERT_TAIL(&w->ct_wait, s, ct_link);
+	px_session_arm_timer(s, s->svc->connect_timeout_ms);
+	return 0;
+}
+
+void
+px_session_origdst_answer(struct px_session *s,
+    const struct sockaddr_storage *dst)
+{
+	struct px_worker *w = s->w;
+
+	TAILQ_REMOVE(&w->ct_wait, s, ct_link);
+	s->ct_waiting = false;
+	px_session_stop_timer(s);
+	if (dst == NULL || dst->ss_family == AF_UNSPEC) {
+		PX_SC_ADD(s->m, origdst[PX_ORIGDST_FAILED], 1);
+		px_session_end(s, PX_END_PROXY, "error: original destination "
+		    "unknown (no SO_ORIGINAL_DST, no conntrack entry)");
+		return;
+	}
+	PX_SC_ADD(s->m, origdst[PX_ORIGDST_CONNTRACK], 1);
+	memcpy(&s->dst, dst, sizeof(s->dst));
+	if (px_session_check_dst(s) == -1)
+		return;
+	px_session_proceed(s);
+}
+
+void
+px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
+    int salen)
+{
+	struct px_worker *w = l->w;
+	const struct px_service *svc = l->svc;
+	struct px_session *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return;
+	}
+	s->id = atomic_fetch_add_explicit(&px_session_ids, 1,
+	    memory_order_relaxed) + 1;
+	s->w = w;
+	s->cfg = px_config_ref(w->cfg);
+	s->svc = svc;
+	s->cfd = fd;
+	s->sfd = -1;
+	/* Not looked up yet (0 would name the first zone). */
+	s->client_zone = s->server_zone = -1;
+	gettimeofday(&s->start_tv, NULL);
+	s->start_ms = px_now_ms(w);
+	if ((size_t)salen <= sizeof(s->client))
+		memcpy(&s->client, sa, (size_t)salen);
+	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
+	TAILQ_INSERT_TAIL(&w->sessions, s, link);
+	px_worker_load_add(w, 1);
+	px_metrics_session_start(s, l);
+	/* Counted before the checks so the close path is the same for all. */
+	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
+	    memory_order_relaxed) >= s->cfg->max_sessions) {
+		px_metrics_denied(s, PX_DENY_MAX_SESSIONS, 1);
+		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
+		return;
+	}
+	if (px_session_client_allowed(s) == -1)
+		return;
+	/* (TCP_NODELAY: inherited from the listener.) */
+	if (px_session_destination(s) != 0)
+		return;		/* ended, or waiting for conntrack */
+	px_session_proceed(s);
+}

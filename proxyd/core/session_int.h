@@ -1,0 +1,28 @@
+/* What the files of a session (session.c: timers, the relay and the
+ * connect; admission.c; session_tls.c; session_end.c) call of each other,
+ * and nothing outside core/ includes. */
+#ifndef PX_SESSION_INT_H
+#define PX_SESSION_INT_H
+
+#include <stdint.h>
+
+#include <event2/util.h>
+
+struct px_session;
+struct px_relay_limits;
+
+void	px_session_arm_timer(struct px_session *s, uint64_t ms);
+int	px_session_ask_conntrack(struct px_session *s);
+int	px_session_check_dst(struct px_session *s);
+int	px_session_client_allowed(struct px_session *s);
+void	px_session_client_handshake(struct px_session *s);
+void	px_session_connect_server(struct px_session *s);
+void	px_session_connected(struct px_session *s);
+void	px_session_proceed(struct px_session *s);
+void	px_session_release_io(struct px_session *s);
+int	px_session_send_hello(struct px_session *s, struct px_relay_limits *lim);
+void	px_session_server_up(struct px_session *s);
+void	px_session_stop_timer(struct px_session *s);
+void	px_session_timer_cb(evutil_socket_t fd, short what, void *arg);
+
+#endif

@@ -1,0 +1,293 @@
+/* TLS before the analyser: the client's handshake (terminate, keybridge
+ * with the server's first), a passthrough ClientHello read and judged,
+ * then the analyser's turn (px_session_proceed). */
+#include "session.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "data_channel.h"
+#include "conntrack.h"
+#include "log.h"
+#include "tls.h"
+#include "tls_hello.h"
+#include "tcp_progress.h"
+#include "upstream.h"
+#include "worker.h"
+#include "session_int.h"
+
+static void
+px_session_handshake_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[0];
+	const char *sni;
+
+	if (px_conn_handshake(c) == -1) {
+		if (errno == EAGAIN && !s->kb_started &&
+		    px_tls_keybridge_waiting(c, &sni)) {
+			/* Keybridge: the server first, to see its
+			 * certificate; the client waits at its hello. */
+			s->kb_started = true;
+			px_conn_read_enable(c, false);
+			snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+			s->tls_handshaking = false;
+			if (s->timer_on) {
+				evtimer_del(&s->timer);
+				s->timer_on = false;
+			}
+			s->admitted = true;
+			px_session_connect_server(s);
+			return;
+		}
+		if (errno != EAGAIN)
+			px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+			    px_conn_strerror(c, errno));
+		return;
+	}
+	px_conn_read_enable(c, false);
+	s->tls_handshaking = false;
+	px_session_stop_timer(s);
+	if (s->kb_started) {
+		px_session_connected(s);	/* both sides are up */
+		return;
+	}
+	if ((sni = px_tls_client_sni(c)) != NULL)
+		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+	s->admitted = true;
+	if (s->svc->analyser->driver != NULL)
+		px_session_connected(s);	/* it connects on its own */
+	else
+		px_session_connect_server(s);
+}
+
+/* Opens the session's own conn of a side (before any relay) with TLS in
+ * its slot; cb drives its handshake. 0, or -1 after ending the session. */
+static int
+px_session_tls_conn(struct px_session *s, enum px_chan_end side,
+    px_conn_cb cb, const struct px_tls_ctx *t, const struct px_tls_peer *peer)
+{
+	struct px_conn *c = &s->dconn[side];
+
+	if (px_conn_open(c, s->w->base, side == PX_CHAN_CLIENT ? s->cfd :
+	    s->sfd, cb, cb, s) == -1 || (s->dconn_open[side] = true,
+	    px_tls_attach(c, t, peer) == -1)) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Keybridge: the server's handshake is done; the client gets a leaf for
+ * what the server showed and its handshake goes on. */
+static void
+px_session_kb_server_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[1];
+	char how[200];
+	const char *why;
+
+	if (px_conn_handshake(c) == -1) {
+		if (errno != EAGAIN)
+			px_session_endf(s, PX_END_SERVER_FAIL, "server-error: %s",
+			    px_conn_strerror(c, errno));
+		return;
+	}
+	px_conn_read_enable(c, false);
+	s->kb_server_hs = false;
+	px_session_stop_timer(s);
+	if (px_tls_keybridge_present(&s->dconn[0], c, how, sizeof(how),
+	    &why) == -1) {
+		px_session_endf(s, PX_END_PROXY, "error: keybridge: %s", why);
+		return;
+	}
+	s->kb_untrusted = !px_tls_verified(c);
+	px_log(LOG_INFO, s->id, "tls-keybridge name=%s %s",
+	    s->client_sni[0] != '\0' ? s->client_sni : "-", how);
+	s->tls_handshaking = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_conn_read_enable(&s->dconn[0], true);
+	px_session_handshake_step(s);
+}
+
+static void
+px_session_kb_server_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_kb_server_step(arg);
+}
+
+/* The server's socket is connected. */
+void
+px_session_server_up(struct px_session *s)
+{
+	struct px_tls_peer peer = px_session_tls_peer(s);
+
+	if (!s->kb_started) {
+		px_session_connected(s);
+		return;
+	}
+	peer.addr = (const struct sockaddr *)&s->server;
+	peer.verify_later = true;
+	px_session_stop_timer(s);
+	peer.name = px_tls_server_name(s->svc->tls_server,
+	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
+	if (px_session_tls_conn(s, PX_CHAN_SERVER, px_session_kb_server_cb,
+	    s->svc->tls_server, &peer) == -1)
+		return;
+	s->kb_server_hs = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_session_kb_server_step(s);
+}
+
+static void
+px_session_handshake_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_handshake_step(arg);
+}
+
+/* Any analyser under TLS from the client: the handshake first, so that
+ * what is not TLS never reaches a server or an analyser, the client's name
+ * is known before the server's handshake needs it, and a failed handshake
+ * ends the same way everywhere (phase=accept, the TLS reason, counted). */
+void
+px_session_client_handshake(struct px_session *s)
+{
+	struct px_tls_peer peer = px_session_tls_peer(s);
+
+	if (px_session_tls_conn(s, PX_CHAN_CLIENT, px_session_handshake_cb,
+	    s->svc->tls_client, &peer) == -1)
+		return;
+	s->tls_handshaking = true;
+	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
+	px_session_handshake_step(s);
+}
+
+/* Passthrough: what the ClientHello says decides, before any server is
+ * connected. Its bytes stay in dconn[0].in for px_session_send_hello. */
+static void
+px_session_hello_step(struct px_session *s)
+{
+	struct px_conn *c = &s->dconn[0];
+	struct px_hello h;
+	enum px_hello_result r;
+	ssize_t n = 0;
+	size_t len;
+	long line;
+	char alpn[PX_HELLO_ALPN_MAX * (PX_HELLO_ALPN_LEN + 1) + 1] = "";
+	unsigned i;
+
+	while ((len = evbuffer_get_length(c->in)) < PX_HELLO_MAX &&
+	    (n = px_conn_recv(c, PX_HELLO_MAX - len)) > 0)
+		;
+	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    strerror(errno));
+		return;
+	}
+	len = evbuffer_get_length(c->in);
+	r = px_hello_parse(evbuffer_pullup(c->in, -1), len, PX_HELLO_MAX, &h);
+	if (r == PX_HELLO_NEED_MORE) {
+		if (c->eof)
+			px_session_end(s, PX_END_CLIENT_FAIL, len == 0 ?
+			    "client-closed" : "client-error: tls: closed inside "
+			    "the ClientHello");
+		return;
+	}
+	if (r != PX_HELLO_OK) {
+		PX_SC_ADD(s->m, tls.passthrough[0], 1);
+		if (r == PX_HELLO_NOT_TLS)
+			PX_SC_ADD(s->m, tls.failures[0][PX_TLS_FAIL_NOT_TLS],
+			    1);
+		px_session_end(s, PX_END_POLICY, r == PX_HELLO_NOT_TLS ?
+		    "denied: tls: not TLS" : r == PX_HELLO_TOO_BIG ?
+		    "denied: tls: ClientHello over 16384 bytes" :
+		    "denied: tls: malformed ClientHello");
+		return;
+	}
+	for (i = 0; i < h.alpn_count && i < PX_HELLO_ALPN_MAX; i++) {
+		if (i > 0)
+			strcat(alpn, ",");
+		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
+	}
+	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &line)) {
+		PX_SC_ADD(s->m, tls.passthrough[0], 1);
+		if (line != 0)
+			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
+			    "alpn=%s (rule at line %ld)", h.has_sni ? h.sni : "-",
+			    alpn[0] != '\0' ? alpn : "-", line);
+		else
+			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
+			    "alpn=%s (%s)", h.has_sni ? h.sni : "-",
+			    alpn[0] != '\0' ? alpn : "-", h.has_sni ?
+			    "no rule: the default" : "no-sni");
+		return;
+	}
+	PX_SC_ADD(s->m, tls.passthrough[1], 1);
+	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept",
+	    h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-");
+	if (h.has_sni)
+		snprintf(s->client_sni, sizeof(s->client_sni), "%s", h.sni);
+	px_conn_read_enable(c, false);
+	s->tls_handshaking = false;
+	px_session_stop_timer(s);
+	s->admitted = true;
+	px_session_connect_server(s);
+}
+
+static void
+px_session_hello_cb(struct px_conn *c, void *arg)
+{
+	(void)c;
+	px_session_hello_step(arg);
+}
+
+static void
+px_session_read_hello(struct px_session *s)
+{
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd,
+	    px_session_hello_cb, px_session_hello_cb, s) == -1) {
+		s->dconn_open[0] = true;
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	s->dconn_open[0] = true;
+	s->tls_handshaking = true;
+	px_session_arm_timer(s,
+	    px_tls_handshake_timeout(s->svc->tls_passthrough));
+	px_conn_read_enable(&s->dconn[0], true);
+	px_session_hello_step(s);
+}
+
+/* Admitted, destination known: connect (or hand over to a driver). */
+void
+px_session_proceed(struct px_session *s)
+{
+	const struct px_service *svc = s->svc;
+
+	if (svc->analyser->driver != NULL && svc->tls_client == NULL) {
+		s->admitted = true;
+		px_session_connected(s);
+		return;
+	}
+	if (svc->tls_client != NULL) {
+		px_session_client_handshake(s);
+		return;
+	}
+	if (svc->tls_passthrough != NULL) {
+		px_session_read_hello(s);
+		return;
+	}
+	s->admitted = true;
+	px_session_connect_server(s);
+}
