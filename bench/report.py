@@ -41,6 +41,8 @@ ZONES_TARGETS = ["direct", "proxyd-nozones", "proxyd-zones"]
 ZONES_PAIRS = [("zones", "proxyd-zones", "proxyd-nozones")]
 # bench/run --baseline REF: (label, current path, the same path with proxyd built from REF)
 BASELINE_PAIRS = [("plug", "proxyd-plug", "base-plug"), ("http", "proxyd-http", "base-http")]
+# the CPU headline: proxyd's CPU per unit of work over its peer's, same row and round
+CPU_PAIRS = [("plug", "proxyd-plug", "haproxy-tcp"), ("http", "proxyd-http", "haproxy-http")]
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
 COUNTED = ("ab", "curl", "idle")   # a fixed number of requests; the others run for a fixed time
@@ -172,6 +174,49 @@ def run_metric(r, k):
     if by_bytes(k) and isnum(r.get("kib_s")):
         return float(r["kib_s"])
     return float(r["rps"]) if isnum(r["rps"]) else None
+
+
+def run_cpu_s(r, clk):
+    """the proxy's CPU seconds in one run: schedstat's ns when bench/run
+    recorded them (exact), else /proc/PID/stat's clock ticks"""
+    if isnum(r.get("cpu_ns")):
+        return int(r["cpu_ns"]) / 1e9
+    return int(r["cpu_ticks"]) / clk if (r.get("cpu_ticks") or "").isdigit() else 0.0
+
+
+def run_gb(k, env):
+    """bytes of one run of a large-transfer row, in GB (10^9), else None"""
+    if k[0] == "curl":
+        return int(env.get("big_bytes", "0") or 0) / 1e9 or None
+    if k[0] == "r66" and k[2] == "big":
+        return int(env.get("r66_big_mb", "0") or 0) * (1 << 20) / 1e9 or None
+    return None
+
+
+def cpu_unit(k):
+    """what one unit of work is on a row: (label, per-GB?)"""
+    if by_bytes(k):
+        return "s / GB", True
+    if k[0] in ("ftp", "r66"):
+        return "µs / transfer", False
+    if k[0] == "stime" or (k[0] == "ab" and k[2] in ("close", "zones") and k[1] == "1k"):
+        return "µs / handshake", False
+    if k[0] == "idle":
+        return None, False
+    return "µs / request", False
+
+
+def run_cpu_per_unit(r, k, env, clk):
+    """one run's CPU per unit of work (see cpu_unit), or None"""
+    unit, per_gb = cpu_unit(k)
+    if unit is None:
+        return None
+    if per_gb:
+        gb = run_gb(k, env)
+        return run_cpu_s(r, clk) / gb if gb else None
+    if not (r["complete"].isdigit() and int(r["complete"]) > 0):
+        return None
+    return run_cpu_s(r, clk) * 1e6 / int(r["complete"])
 
 
 def cmd_parse(argv):
@@ -716,6 +761,61 @@ def worker_section(env, runs, keys, label):
     return L
 
 
+def cpu_headline(groups):
+    """the headline: each proxy's CPU per unit of work (schedstat, ns) per
+    row, and proxyd's over its peer's; groups = [(rows, paths, pairs)]"""
+    L = ["## CPU per unit of work", ""]
+    any_rows = False
+    exact = True
+    def measured(row, paths):
+        return tuple(t for t in paths if row["t"].get(t, {}).get("cpu_us") is not None)
+
+    # one table per run of rows measuring the same paths (HTTP, FTP, R66,
+    # TLS...), with the ratios of the pairs both of whose paths it has
+    split = []
+    for rows, paths, pairs in groups:
+        for row in rows:
+            if not cpu_unit(row["key"])[0] or not measured(row, paths):
+                continue
+            used = measured(row, paths)
+            if split and split[-1][1] == used:
+                split[-1][0].append(row)
+            else:
+                split.append(([row], used, [p for p in pairs if p[1] in used and p[2] in used]))
+    for rows, used, pairs in split:
+        any_rows = True
+        hdr = ["row", "unit"] + list(used) + [f"{cur} / {peer}" for _, cur, peer in pairs]
+        L.append("| " + " | ".join(hdr) + " |")
+        L.append("|---|---|" + "|".join(["---:"] * (len(hdr) - 2)) + "|")
+        for row in rows:
+            unit, per_gb = cpu_unit(row["key"])
+            cells = [row["label"], unit]
+            for t in used:
+                d = row["t"].get(t)
+                v = None if not d else (d.get("cpu_s_gb") if per_gb else d.get("cpu_us"))
+                if d and not d.get("cpu_ns_exact", True):
+                    exact = False
+                cells.append("" if v is None else fnum(v, 2 if per_gb else 1)
+                             + (" **BAD**" if d["bad"] else ""))
+            for _, cur, peer in pairs:
+                cells.append(ratio(row.get("cpu_vs", {}).get((cur, peer))))
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+    if not any_rows:
+        return []
+    L.append("The proxy process's CPU time (user + system, all its threads: the sum of the "
+             "first field of /proc/PID/task/*/schedstat, ns) from before to after a run, over "
+             "the work the run did: requests (ab, wrk), transfers (FTP, R66), connections with "
+             "a full handshake (s_time, ab close over TLS), or GB (large files). Median over "
+             "rounds; a ratio is the median over rounds of proxyd's value over the peer's in "
+             "the same round: below 1 proxyd spends less CPU on the same work. Unlike req/s "
+             "this hardly depends on what else the machine runs (steal slows a run, it does "
+             "not add CPU time to it); softirq work done for the proxy is not in it."
+             + ("" if exact else " Some runs had no schedstat figure: counted in clock ticks."))
+    L.append("")
+    return L
+
+
 def cmd_report(out):
     env = read_kv(os.path.join(out, "env.txt"))
     clk = int(env.get("clk_tck", "100") or 100)
@@ -764,7 +864,7 @@ def cmd_report(out):
                              FTP_ORDER.index(k[2]) if k[2] in FTP_ORDER else 99, k[2]))
 
     # ------------------------------------------------------- aggregation --
-    def aggregate(runs, keys, targets, base_t, pairs):
+    def aggregate(runs, keys, targets, base_t, pairs, cpu_pairs=()):
         """one row per key: per path medians, ratio to base_t, and per pair
         (label, cur, other) the per-round ratio cur/other ("vs_base")"""
         rows = []
@@ -775,6 +875,7 @@ def cmd_report(out):
                    "bad_peer": [run_problem(r) for r in rr if run_bad(r) and not ours(r["target"])],
                    "t": {}}
             per_round = {}
+            per_round_cpu = {}
             round_steal = {}
             for t in targets:
                 tr = [r for r in rr if r["target"] == t]
@@ -797,11 +898,19 @@ def cmd_report(out):
                            if r["tool"] not in COUNTED and r["complete"].isdigit()),
                      "bad": any(run_bad(r) for r in tr)}
                 if t != base_t:
-                    cpu = [int(r["cpu_ticks"]) / clk for r in ok]
+                    cpu = [run_cpu_s(r, clk) for r in ok]
                     d["cpu_s"] = statistics.median(cpu) if cpu else None
-                    per = [int(r["cpu_ticks"]) * 1e6 / clk / int(r["complete"]) for r in ok
+                    per = [run_cpu_s(r, clk) * 1e6 / int(r["complete"]) for r in ok
                            if r["complete"].isdigit() and int(r["complete"]) > 0]
                     d["cpu_us"] = statistics.median(per) if per else None
+                    gb = run_gb(k, env)
+                    d["cpu_s_gb"] = (d["cpu_s"] / gb) if gb and d["cpu_s"] is not None else None
+                    d["cpu_ns_exact"] = all(isnum(r.get("cpu_ns")) for r in ok)
+                    # per unit, per round: the peer's ratio is taken within a round
+                    for r in ok:
+                        u = run_cpu_per_unit(r, k, env, clk)
+                        if u is not None:
+                            per_round_cpu.setdefault(r["round"], {})[t] = u
                     hwm = [int(r["hwm_kb"]) for r in tr if r["hwm_kb"].isdigit() and int(r["hwm_kb"]) > 0]
                     d["hwm_kb"] = max(hwm) if hwm else None
                 mx = [int(r["max_ms"]) for r in tr if (r.get("max_ms") or "").isdigit()]
@@ -841,6 +950,12 @@ def cmd_report(out):
                          and round_steal.get(rn, {}).get(base_t, 100) < STEAL_PCT]
                 row["t"][t]["ratio_clean"] = statistics.median(clean) if clean else None
                 row["t"][t]["rounds_clean"] = len(clean)
+            # CPU per unit of work against each peer: median over rounds of
+            # the ratio within a round (both measured side by side)
+            row["cpu_vs"] = {}
+            for lab, cur, peer in cpu_pairs:
+                vals = [d[cur] / d[peer] for d in per_round_cpu.values() if d.get(cur) and d.get(peer)]
+                row["cpu_vs"][(cur, peer)] = statistics.median(vals) if vals else None
             # --baseline: current / baseline, the same way (within each round)
             row["vs_base"] = {}
             for lab, cur, bt in pairs:
@@ -864,20 +979,22 @@ def cmd_report(out):
 
     pairs = [(lab, cur, base) for lab, cur, base in BASELINE_PAIRS
              if cur in targets and base in targets]
-    rows = aggregate(runs, keys, targets, BASE, pairs)
+    cpu_pairs = [(lab, cur, peer) for lab, cur, peer in CPU_PAIRS + BASELINE_PAIRS
+                 if cur in targets and peer in targets]
+    rows = aggregate(runs, keys, targets, BASE, pairs, cpu_pairs)
     tls_targets = [t for t in TLS_TARGETS if any(r["target"] == t for r in tls_runs)]
     tls_keys = [k for k in TLS_KEY_ORDER if any((r["tool"], r["size"], r["mode"]) == k for r in tls_runs)]
     tls_keys += sorted({(r["tool"], r["size"], r["mode"]) for r in tls_runs} - set(tls_keys))
     tls_pairs = [(lab, cur, peer) for lab, cur, peer in TLS_PAIRS
                  if cur in tls_targets and peer in tls_targets]
-    tls_rows = aggregate(tls_runs, tls_keys, tls_targets, TLS_BASE, tls_pairs)
+    tls_rows = aggregate(tls_runs, tls_keys, tls_targets, TLS_BASE, tls_pairs, tls_pairs)
     for row in tls_rows:
         row["label"] = tls_label(row["key"], env)
     zones_targets = [t for t in ZONES_TARGETS if any(r["target"] == t for r in zones_runs)]
     zones_keys = sorted({(r["tool"], r["size"], r["mode"]) for r in zones_runs})
     zones_pairs = [(lab, cur, peer) for lab, cur, peer in ZONES_PAIRS
                    if cur in zones_targets and peer in zones_targets]
-    zones_rows = aggregate(zones_runs, zones_keys, zones_targets, BASE, zones_pairs)
+    zones_rows = aggregate(zones_runs, zones_keys, zones_targets, BASE, zones_pairs, zones_pairs)
     for row in zones_rows:
         row["label"] = "10 KB ab close (zones row)"
 
@@ -967,6 +1084,10 @@ def cmd_report(out):
         L.append(f"**INCOMPLETE RUN ({env['incomplete']}): only the runs finished before the "
                  "stop are counted.**")
         L.append("")
+
+    L.extend(cpu_headline([(rows, [t for t in targets if t != BASE], cpu_pairs),
+                           (tls_rows, [t for t in tls_targets if t != TLS_BASE], tls_pairs),
+                           (zones_rows, zones_targets, zones_pairs)]))
 
     # summary matrix: ratio to direct
     L.append("## Ratio to direct")
