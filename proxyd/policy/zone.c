@@ -239,6 +239,8 @@ px_cidr_str(const struct px_cidr *c, char *buf, size_t size)
 	}
 }
 
+static int	px_zones_index(struct px_zones *zs, int32_t idx);
+
 static int
 px_zones_walk(struct px_zones *zs, const xmlNode *parent_el, int32_t parent,
     unsigned depth, struct px_cfgerr *e)
@@ -295,7 +297,7 @@ px_zones_walk(struct px_zones *zs, const xmlNode *parent_el, int32_t parent,
 		    .line = px_xml_line(n) };
 		z->name = strdup(name);
 		xmlFree(name);
-		if (z->name == NULL) {
+		if (z->name == NULL || px_zones_index(zs, idx) == -1) {
 			px_cfg_error(e, n, "out of memory");
 			return -1;
 		}
@@ -391,20 +393,69 @@ px_zones_free(struct px_zones *zs)
 		free(zs->z[i].cidrs);
 	}
 	free(zs->z);
+	free(zs->byname);
 	px_ptree_free(&zs->tree);
 	memset(zs, 0, sizeof(*zs));
+}
+
+/* FNV-1a: zone names are short and chosen by the administrator. */
+static size_t
+px_zone_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *name != '\0'; name++)
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	return h;
 }
 
 int32_t
 px_zones_find(const struct px_zones *zs, const char *name)
 {
+	size_t mask = zs->byname_cap - 1, i;
+
+	/* Load time only, but once per zone and per zone:NAME: with 100 000
+	 * zones a scan made loading quadratic (24 s), so a hash. */
+	if (zs->byname_cap == 0)
+		return -1;
+	for (i = px_zone_hash(name) & mask; zs->byname[i] >= 0;
+	    i = (i + 1) & mask)
+		if (strcmp(zs->z[zs->byname[i]].name, name) == 0)
+			return zs->byname[i];
+	return -1;
+}
+
+static void
+px_zones_index_put(int32_t *tab, size_t cap, const char *name, int32_t idx)
+{
 	size_t i;
 
-	/* Load time only (names are resolved to indexes): a scan is fine. */
-	for (i = 0; i < zs->n; i++)
-		if (strcmp(zs->z[i].name, name) == 0)
-			return (int32_t)i;
-	return -1;
+	for (i = px_zone_hash(name) & (cap - 1); tab[i] >= 0;
+	    i = (i + 1) & (cap - 1))
+		;
+	tab[i] = idx;
+}
+
+/* Indexes zone idx by name (not already there): 0, or -1 out of memory.
+ * The table stays at most half full so that probes stay short. */
+static int
+px_zones_index(struct px_zones *zs, int32_t idx)
+{
+	if (2 * (size_t)(idx + 1) > zs->byname_cap) {
+		size_t cap = zs->byname_cap ? zs->byname_cap * 2 : 64, i;
+		int32_t *tab = malloc(cap * sizeof(*tab));
+
+		if (tab == NULL)
+			return -1;
+		memset(tab, 0xff, cap * sizeof(*tab));	/* all -1 */
+		for (i = 0; i < (size_t)idx; i++)
+			px_zones_index_put(tab, cap, zs->z[i].name, (int32_t)i);
+		free(zs->byname);
+		zs->byname = tab;
+		zs->byname_cap = cap;
+	}
+	px_zones_index_put(zs->byname, zs->byname_cap, zs->z[idx].name, idx);
+	return 0;
 }
 
 void

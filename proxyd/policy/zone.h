@@ -72,6 +72,9 @@ struct px_zones {
 	struct px_zone	*z;
 	size_t		 n;
 	struct px_ptree	 tree;		/* every zone prefix; val: zone index */
+	int32_t		*byname;	/* open addressing by name hash: zone
+					   index, -1 empty; cap a power of 2 */
+	size_t		 byname_cap;
 };
 
 /* The zones holding an address, from the outermost prefix in. */

@@ -380,6 +380,70 @@ test_trees_match_scan(void **state)
 	px_config_unref(c);
 }
 
+/* 100 000 zones (the most a daemon file may hold): every name found at
+ * its index, names not declared and near misses not found, a duplicate
+ * name refused with the line of the first; and the names are indexed
+ * (a table at most half full), not scanned: the scan made loading
+ * quadratic (24 s for this many). */
+static void
+test_many_zones_by_name(void **state)
+{
+	enum { N = 100000 };
+	size_t cap = (size_t)N * 64 + 64, len = 0, i;
+	char *xml = malloc(cap), name[32];
+	struct px_cfgerr err = { 0 };
+	struct px_zones zs;
+	xmlDoc *doc;
+
+	(void)state;
+	assert_non_null(xml);
+	len += (size_t)snprintf(xml + len, cap - len, "<zones>\n");
+	for (i = 0; i < N; i++)
+		len += (size_t)snprintf(xml + len, cap - len,
+		    "<zone name=\"z%zu\" addresses=\"10.%zu.%zu.%zu/32\"/>\n",
+		    i, i >> 16, (i >> 8) & 255, i & 255);
+	snprintf(xml + len, cap - len, "</zones>\n");
+	doc = xmlReadMemory(xml, (int)strlen(xml), "zones.xml", NULL, 0);
+	assert_non_null(doc);
+	err.file = "zones.xml";
+	assert_int_equal(px_zones_load(&zs, xmlDocGetRootElement(doc), &err), 0);
+	assert_int_equal(zs.n, N);
+	assert_true(zs.byname_cap >= 2 * zs.n);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "z%zu", i);
+		assert_int_equal(px_zones_find(&zs, name), (int32_t)i);
+	}
+	assert_int_equal(px_zones_find(&zs, "z100000"), -1);
+	assert_int_equal(px_zones_find(&zs, "z"), -1);
+	assert_int_equal(px_zones_find(&zs, "Z1"), -1);
+	assert_int_equal(px_zones_find(&zs, ""), -1);
+	px_zones_free(&zs);
+	assert_int_equal(px_zones_find(&zs, "z1"), -1);
+	xmlFreeDoc(doc);
+
+	/* the same name twice, far apart: refused, naming the first line */
+	len = (size_t)snprintf(xml, cap, "<zones>\n");
+	for (i = 0; i < 1000; i++)
+		len += (size_t)snprintf(xml + len, cap - len,
+		    "<zone name=\"z%zu\" addresses=\"10.0.%zu.%zu/32\"/>\n",
+		    i, i >> 8, i & 255);
+	snprintf(xml + len, cap - len,
+	    "<zone name=\"z7\" addresses=\"10.9.9.9/32\"/>\n</zones>\n");
+	doc = xmlReadMemory(xml, (int)strlen(xml), "zones.xml", NULL, 0);
+	assert_non_null(doc);
+	free(errors);
+	errors = NULL;
+	err = (struct px_cfgerr){ .file = "zones.xml" };
+	err.out = open_memstream(&errors, &errlen);
+	assert_int_equal(px_zones_load(&zs, xmlDocGetRootElement(doc), &err), -1);
+	fclose(err.out);
+	if (strstr(errors, "zone \"z7\" is also declared at line 9") == NULL)
+		fail_msg("got: %s", errors);
+	px_zones_free(&zs);
+	xmlFreeDoc(doc);
+	free(xml);
+}
+
 int
 main(void)
 {
@@ -389,6 +453,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_dispatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ambiguous, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trees_match_scan, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_many_zones_by_name, setup,
 		    teardown),
 	};
 	int rc;
