@@ -17,6 +17,12 @@ once it has read the proxy's RSS) or --hold seconds (30) have passed, closes
 every connection and exits: 0 when all N were established, 1 otherwise.
 Bounded everywhere: --timeout (10 s) per connection, N <= 10000, and the
 opening phase stops at 120 s.
+
+With --stall, each connection sends its ClientHello, reads until the
+server has answered it (its first flight), and then sends nothing more:
+a handshake that stalls after the server has done its share of the work
+(the state a proxy holds until its handshake-timeout cuts it). The line
+then says stalled=N instead of established=N.
 """
 import argparse
 import os
@@ -24,6 +30,31 @@ import socket
 import ssl
 import sys
 import time
+
+
+def stall(ctx, raw, servername):
+    """Sends the ClientHello on raw, reads the server's first flight until
+    OpenSSL wants nothing more from it to answer, and stops there: the
+    handshake is left pending on the server's side. Returns raw."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname=servername)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    raw.sendall(out.read())
+    # the server's flight: ServerHello to Finished (TLS 1.3), read until
+    # the client could send its Finished, which is never sent
+    while True:
+        data = raw.recv(65536)
+        if not data:
+            raise OSError("closed by the server during the handshake")
+        inc.write(data)
+        try:
+            obj.do_handshake()
+            return raw
+        except ssl.SSLWantReadError:
+            continue
 
 
 def main():
@@ -36,6 +67,7 @@ def main():
     ap.add_argument("--cafile")
     ap.add_argument("--hold", type=float, default=30.0)
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--stall", action="store_true")
     a = ap.parse_args()
     if not 1 <= a.n <= 10000:
         print("tlsidle.py: N must be 1..10000", file=sys.stderr)
@@ -61,6 +93,9 @@ def main():
         raw = None
         try:
             raw = socket.create_connection((a.host, a.port), timeout=a.timeout)
+            if a.stall:
+                conns.append(stall(ctx, raw, a.servername))
+                continue
             s = ctx.wrap_socket(raw, server_hostname=a.servername)
             conns.append(s)
             v = s.version()
@@ -75,7 +110,7 @@ def main():
     secs = time.monotonic() - t0
     time.sleep(0.5)
     rate = len(conns) / secs if secs > 0 else 0.0
-    print(f"established={len(conns)} failed={failed} seconds={secs:.3f} rate={rate:.2f} "
+    print(f"{'stalled' if a.stall else 'established'}={len(conns)} failed={failed} seconds={secs:.3f} rate={rate:.2f} "
           f"max_ms={max_ms} versions={','.join(f'{k}:{v}' for k, v in sorted(versions.items()))}")
     print("ready", flush=True)
     end = time.monotonic() + a.hold
