@@ -23,10 +23,12 @@ TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
            "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
-               "haproxy-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold", "haproxy-tls-orig"]
+               "haproxy-tls-tcp", "nginx-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold",
+               "haproxy-tls-orig"]
 TLS_BASE = "direct-tls"
 TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              ("plug", "proxyd-tls-plug", "haproxy-tls-tcp"),
+             ("plug vs nginx", "proxyd-tls-plug", "nginx-tls-tcp"),
              # HAProxy has no keybridge: its peer terminates with a fixed
              # certificate (and verifies the server, as keybridge does)
              ("keybridge warm", "proxyd-tls-kb", "haproxy-tls-orig"),
@@ -416,6 +418,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
         "proxyd-tls-plug": "proxyd, plug analyser, `<tls side=\"client\" mode=\"terminate\">`, "
                            "to nginx plain",
         "haproxy-tls-tcp": f"{hav}, mode tcp, `bind ... ssl crt`, to nginx plain",
+        "nginx-tls-tcp": "nginx, one process, `stream { server { listen ... ssl; proxy_pass ...; } }` "
+                         "with the same certificate, to nginx plain (loopback only)",
         "proxyd-tls-kb": "proxyd, plug analyser, `<tls side=\"client\" mode=\"keybridge\">` + "
                          "`<tls side=\"server\" mode=\"originate\" verify=\"required\" "
                          "sni=\"origin.test\">` to the keybridge origin: an nginx https that "
