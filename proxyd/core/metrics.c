@@ -323,7 +323,7 @@ px_metrics_held(const struct px_session *s, enum px_dir dir)
 	uint64_t n = 0;
 
 	if (s->relay_on)
-		n = px_relay_unsent(&s->relay, dir);
+		n = px_relay_unsent(s->relay, dir);
 	else if (s->dconn_open[side]) {
 		n = evbuffer_get_length(s->dconn[side].out);
 		fd = s->dconn[side].fd;

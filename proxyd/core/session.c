@@ -238,12 +238,13 @@ static const struct px_relay_ops px_session_analysed_ops = {
 int
 px_session_send_hello(struct px_session *s, struct px_relay_limits *lim)
 {
-	struct evbuffer *in = s->dconn[0].in;
+	struct evbuffer *in;
 	size_t len;
 	int n;
 
 	if (!s->dconn_open[0])
 		return 0;
+	in = s->dconn[0].in;
 	len = evbuffer_get_length(in);
 	px_session_account(s, PX_TO_SERVER, len);
 	while (evbuffer_get_length(in) != 0 &&
@@ -285,11 +286,14 @@ px_session_relay(struct px_session *s, enum px_relay_mode mode, bool half_close)
 	    s->svc->analyser->driver == NULL ? &px_session_analysed_ops :
 	    &px_session_relay_ops;
 
+	if (s->relay == NULL &&
+	    (s->relay = malloc(sizeof(*s->relay))) == NULL)
+		return -1;
 	s->relay_on = true;
-	if (px_relay_start(&s->relay, s->w->base, &s->w->pipes, fd, mode,
+	if (px_relay_start(s->relay, s->w->base, &s->w->pipes, fd, mode,
 	    half_close, &lim, ops, s) == -1)
 		return -1;
-	if (s->relay.mode == PX_RELAY_SPLICE)
+	if (s->relay->mode == PX_RELAY_SPLICE)
 		PX_SC_ADD(s->m, splice_sessions, 1);
 	return 0;
 }
@@ -303,7 +307,10 @@ px_session_release_io(struct px_session *s)
 	int d;
 
 	if (s->relay_on) {
-		px_relay_free(&s->relay, unsent);
+		/* (Its memory goes with the session's, at the reap: the
+		 * relay's own code may still be on the stack, this being
+		 * called from one of its callbacks.) */
+		px_relay_free(s->relay, unsent);
 		s->relay_on = false;
 		for (d = 0; d < 2; d++)
 			s->bytes[d] -= unsent[d] < s->bytes[d] ? unsent[d] :

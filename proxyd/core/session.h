@@ -60,10 +60,14 @@ struct px_session {
 	uint64_t		 connect_start_us;	/* a connect under way */
 	struct timeval		 start_tv;
 
-	struct px_relay		 relay;		/* once relaying (relay_on) */
+	/* Once relaying (relay_on): allocated then, since a driver
+	 * analyser's session never has one (2.5 KB it held for nothing). */
+	struct px_relay		*relay;
 	bool			 relay_on;
-	/* A driver analyser's conns (struct px_driver), by px_chan_end. */
-	struct px_conn		 dconn[2];
+	/* A driver analyser's conns (struct px_driver), by px_chan_end, or
+	 * the client's during its TLS handshake or ClientHello: [2] from
+	 * px_session_dconn(), NULL before (a plug session never has them). */
+	struct px_conn		*dconn;
 	bool			 dconn_open[2];
 	bool			 an_timer_set;
 	struct event		 an_timer;	/* the driver analyser's */
@@ -104,6 +108,9 @@ struct px_tls_peer px_session_tls_peer(struct px_session *s);
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);
+/* session_api.c: s->dconn allocated (zeroed) if it is not yet. 0, or -1
+ * (out of memory). */
+int	px_session_dconn(struct px_session *s);
 /* session_api.c: a driver analyser's client conn and timer, before its
  * on_open. 0, or -1 (out of memory). */
 int	px_drv_open(struct px_session *s);

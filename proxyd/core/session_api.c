@@ -155,6 +155,15 @@ px_upstream_error(int fd)
 
 /* ---- driver analysers (struct px_driver) ------------------------------ */
 
+int
+px_session_dconn(struct px_session *s)
+{
+	if (s->dconn == NULL && (s->dconn = calloc(2, sizeof(*s->dconn))) ==
+	    NULL)
+		return -1;
+	return 0;
+}
+
 static void
 px_drv_readable(struct px_conn *c, void *arg)
 {
@@ -209,7 +218,8 @@ px_drv_open(struct px_session *s)
 		px_session_upstream_close(s, (struct sockaddr *)&s->server,
 		    true, PX_KEYBRIDGE_POOL_MAX, PX_KEYBRIDGE_POOL_IDLE_MS);
 	}
-	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
+	if (px_session_dconn(s) == -1 ||
+	    px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		return -1;
 	s->dconn_open[0] = true;
@@ -267,7 +277,8 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	}
 	if (px_session_upstream_fd(s, dst, pooled_ok, reused, stage, &pc) == -1)
 		return NULL;
-	if (px_conn_open(&s->dconn[1], s->w->base, pc.fd, px_drv_readable,
+	if (px_session_dconn(s) == -1 ||
+	    px_conn_open(&s->dconn[1], s->w->base, pc.fd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		goto fail;
 	if (pc.tf != NULL)
@@ -284,9 +295,11 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	return &s->dconn[1];
 fail:
 	err = errno;
-	if (s->dconn[1].tf == NULL && pc.tf != NULL && pc.tf->free != NULL)
+	if ((s->dconn == NULL || s->dconn[1].tf == NULL) && pc.tf != NULL &&
+	    pc.tf->free != NULL)
 		pc.tf->free(pc.tf_state);
-	px_conn_close(&s->dconn[1]);
+	if (s->dconn != NULL)
+		px_conn_close(&s->dconn[1]);
 	close(pc.fd);
 	*stage = "buffers";
 	errno = err != 0 ? err : ENOMEM;
@@ -389,33 +402,33 @@ px_session_tunnel(struct px_session *s)
 struct evbuffer *
 px_session_output(struct px_session *s, enum px_dir dir)
 {
-	return s->relay_on ? px_relay_output(&s->relay, dir) : NULL;
+	return s->relay_on ? px_relay_output(s->relay, dir) : NULL;
 }
 
 bool
 px_session_input_closed(const struct px_session *s, enum px_dir dir)
 {
-	return s->relay_on && px_relay_input_closed(&s->relay, dir);
+	return s->relay_on && px_relay_input_closed(s->relay, dir);
 }
 
 bool
 px_session_pass(struct px_session *s, enum px_dir dir, uint64_t n,
     size_t head)
 {
-	return s->relay_on && px_relay_pass(&s->relay, dir, n, head);
+	return s->relay_on && px_relay_pass(s->relay, dir, n, head);
 }
 
 void
 px_session_read_head(struct px_session *s, enum px_dir dir, size_t head)
 {
 	if (s->relay_on)
-		px_relay_read_head(&s->relay, dir, head);
+		px_relay_read_head(s->relay, dir, head);
 }
 
 uint64_t
 px_session_pass_left(const struct px_session *s, enum px_dir dir)
 {
-	return s->relay_on ? px_relay_pass_left(&s->relay, dir) : 0;
+	return s->relay_on ? px_relay_pass_left(s->relay, dir) : 0;
 }
 
 static const char *
@@ -424,7 +437,7 @@ px_session_state_name(const struct px_session *s)
 	switch (s->state) {
 	case PX_SS_CONNECTING: return "connecting";
 	case PX_SS_RELAY: return !s->relay_on ? "analysing" :
-	    s->relay.mode == PX_RELAY_SPLICE ? "relay-splice" :
+	    s->relay->mode == PX_RELAY_SPLICE ? "relay-splice" :
 	    "relay-buffered";
 	default: return "closing";
 	}
@@ -570,7 +583,7 @@ px_session_tls_optional(const struct px_session *s, enum px_chan_end side)
 bool
 px_session_tls_on(const struct px_session *s, enum px_chan_end side)
 {
-	const struct px_conn *c = s->relay_on ? px_relay_conn(&s->relay,
+	const struct px_conn *c = s->relay_on ? px_relay_conn(s->relay,
 	    side == PX_CHAN_CLIENT ? 0 : 1) : NULL;
 
 	return c != NULL && (c->tf != NULL || c->tf_next != NULL);
@@ -585,10 +598,10 @@ px_session_starttls(struct px_session *s, enum px_chan_end side)
 	int i = side == PX_CHAN_CLIENT ? 0 : 1;
 	struct px_conn *c;
 
-	if (t == NULL || !s->relay_on || s->relay.mode != PX_RELAY_BUFFERED ||
-	    !s->relay.conn_open[i] || px_session_tls_on(s, side))
+	if (t == NULL || !s->relay_on || s->relay->mode != PX_RELAY_BUFFERED ||
+	    !s->relay->conn_open[i] || px_session_tls_on(s, side))
 		return -1;
-	c = &s->relay.conn[i];
+	c = &s->relay->conn[i];
 	if (side == PX_CHAN_SERVER) {
 		peer.name = px_tls_server_name(t, NULL);
 		peer.addr = (const struct sockaddr *)&s->server;
@@ -616,7 +629,7 @@ px_channel_tls(struct px_session *s, struct px_channel *ch,
 		if (peer.name == NULL)
 			peer.name = px_tls_server_name(t, NULL);
 		peer.addr = (const struct sockaddr *)&s->server;
-		peer.resume = s->relay_on ? px_relay_conn(&s->relay, 1) : NULL;
+		peer.resume = s->relay_on ? px_relay_conn(s->relay, 1) : NULL;
 		if (peer.resume != NULL && peer.resume->tf == NULL)
 			peer.resume = NULL;
 	}

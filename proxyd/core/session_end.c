@@ -215,6 +215,10 @@ px_session_reap(struct px_worker *w)
 		TAILQ_REMOVE(&w->dead, s, link);
 		px_config_unref(s->cfg);
 		free(s->an_state);
+		free(s->dconn);
+		if (s->relay != NULL)
+			px_relay_dispose(s->relay);
+		free(s->relay);
 		free(s);
 	}
 }
@@ -275,7 +279,7 @@ px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 		px_session_end(s, by, s->finish_reason);
 		return;
 	}
-	if (s->state != PX_SS_RELAY || s->relay.mode != PX_RELAY_BUFFERED) {
+	if (s->state != PX_SS_RELAY || s->relay->mode != PX_RELAY_BUFFERED) {
 		px_session_end(s, by, s->finish_reason);
 		return;
 	}
@@ -284,5 +288,5 @@ px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->timer_on)
 		evtimer_del(&s->timer);
 	px_session_arm_timer(s, PX_FINISH_GRACE_MS);
-	px_relay_finish(&s->relay);
+	px_relay_finish(s->relay);
 }

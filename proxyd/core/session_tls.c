@@ -75,8 +75,13 @@ static int
 px_session_tls_conn(struct px_session *s, enum px_chan_end side,
     px_conn_cb cb, const struct px_tls_ctx *t, const struct px_tls_peer *peer)
 {
-	struct px_conn *c = &s->dconn[side];
+	struct px_conn *c;
 
+	if (px_session_dconn(s) == -1) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return -1;
+	}
+	c = &s->dconn[side];
 	if (px_conn_open(c, s->w->base, side == PX_CHAN_CLIENT ? s->cfd :
 	    s->sfd, cb, cb, s) == -1 || (s->dconn_open[side] = true,
 	    px_tls_attach(c, t, peer) == -1)) {
@@ -255,6 +260,10 @@ px_session_hello_cb(struct px_conn *c, void *arg)
 static void
 px_session_read_hello(struct px_session *s)
 {
+	if (px_session_dconn(s) == -1) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
 	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd,
 	    px_session_hello_cb, px_session_hello_cb, s) == -1) {
 		s->dconn_open[0] = true;

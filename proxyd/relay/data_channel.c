@@ -177,6 +177,7 @@ px_channel_free(struct px_channel *ch)
 		return;
 	px_chan_unlink(ch);
 	px_chan_release(ch);
+	px_relay_dispose(&ch->relay);
 	free(ch);
 }
 
@@ -577,6 +578,7 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	px_chan_release(ch);
 	if (ch->cb != NULL)
 		ch->cb(hst->owner, ch->arg, &r);
+	px_relay_dispose(&ch->relay);
 	free(ch);
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -704,13 +705,27 @@ static const struct px_splice_ops px_pass_ops = {
 	.failed = px_pass_failed,
 };
 
+static int
+px_pass_alloc(struct px_relay *r)
+{
+	int d;
+
+	if ((r->pass = calloc(2, sizeof(*r->pass))) == NULL)
+		return -1;
+	for (d = 0; d < 2; d++) {
+		r->pass[d].pipe[0] = r->pass[d].pipe[1] = -1;
+		r->pass[d].stopped = true;
+	}
+	return 0;
+}
+
 /* After forward(): the rest of a pass is spliced when it can be, once the
  * peer's output is written (else the pump's bytes would overtake it). */
 static void
 px_pass_begin(struct px_relay *r, int side)
 {
 	enum px_dir dir = px_side_dir(side);
-	struct px_splice *sp = &r->pass[dir];
+	struct px_splice *sp;
 
 	if (!r->running || r->pass_state[dir] == PX_PASS_SPLICE)
 		return;
@@ -728,6 +743,12 @@ px_pass_begin(struct px_relay *r, int side)
 	if (evbuffer_get_length(r->conn[!side].out) > PIPE_BUF ||
 	    px_conn_write_blocked(&r->conn[!side]))
 		goto wait;
+	if (r->pass == NULL && px_pass_alloc(r) == -1) {
+		r->pass_state[dir] = PX_PASS_COPY;	/* then copied */
+		px_buf_update_read(r, side);
+		return;
+	}
+	sp = &r->pass[dir];
 	if (px_splice_init(sp, r->base, r->pipes, r->fd[side], r->fd[!side],
 	    (int)r->lim.buffer, &px_pass_ops, r) == -1) {
 		/* Out of pipes: the pass goes through user space. */
@@ -794,9 +815,6 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 	r->sp[0].pipe[0] = r->sp[0].pipe[1] = -1;
 	r->sp[1].pipe[0] = r->sp[1].pipe[1] = -1;
 	r->sp[0].stopped = r->sp[1].stopped = true;
-	r->pass[0].pipe[0] = r->pass[0].pipe[1] = -1;
-	r->pass[1].pipe[0] = r->pass[1].pipe[1] = -1;
-	r->pass[0].stopped = r->pass[1].stopped = true;
 	r->ops = ops;
 	r->arg = arg;
 	r->base = base;
@@ -875,6 +893,13 @@ px_relay_unsent(const struct px_relay *r, enum px_dir dir)
 	if (r->conn_open[peer])
 		n += evbuffer_get_length(r->conn[peer].out);
 	return n;
+}
+
+void
+px_relay_dispose(struct px_relay *r)
+{
+	free(r->pass);
+	r->pass = NULL;
 }
 
 void

@@ -94,7 +94,9 @@ struct px_relay {
 		PX_PASS_WAIT,		/* splice once the peer's output is written */
 		PX_PASS_SPLICE,		/* the pump in pass[] moves them */
 	}		 pass_state[2];
-	struct px_splice pass[2];
+	/* The pumps of spliced passes, by px_dir: [2] made by the first
+	 * (704 bytes a session that never passes should not hold). */
+	struct px_splice *pass;
 	uint64_t	 pass_spliced[2];	/* bytes, over the relay's life */
 	size_t		 pass_then[2];	/* by px_dir: see px_relay_pass() */
 	size_t		 pass_preload[2]; /* by px_dir: counted before the pump */
@@ -144,5 +146,8 @@ size_t	px_relay_unsent(const struct px_relay *r, enum px_dir dir);
  * px_dir, may be NULL) gets what the buffered path queued but the kernel
  * never took. Safe on a relay never started, and twice. */
 void	px_relay_free(struct px_relay *r, uint64_t unsent[2]);
+/* After px_relay_free, once none of the relay's code can be on the stack
+ * (its callbacks may have freed it): the memory it kept until then. */
+void	px_relay_dispose(struct px_relay *r);
 
 #endif

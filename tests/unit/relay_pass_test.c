@@ -324,6 +324,7 @@ run_relay(struct fixture *f, struct server_result *out)
 		event_base_loop(f->base, EVLOOP_ONCE);
 	/* Unblock the peers whatever happened, then look. */
 	px_relay_free(&f->relay, NULL);
+	px_relay_dispose(&f->relay);
 	px_pipe_pool_flush(&f->pipes);
 	close(f->fd[0]);
 	close(f->fd[1]);
