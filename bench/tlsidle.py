@@ -22,7 +22,8 @@ With --stall, each connection sends its ClientHello, reads until the
 server has answered it (its first flight), and then sends nothing more:
 a handshake that stalls after the server has done its share of the work
 (the state a proxy holds until its handshake-timeout cuts it). The line
-then says stalled=N instead of established=N.
+then says stalled=N instead of established=N. With --silent each
+connection sends nothing at all (TCP only): stalled=N too.
 """
 import argparse
 import os
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--hold", type=float, default=30.0)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--stall", action="store_true")
+    ap.add_argument("--silent", action="store_true")
     a = ap.parse_args()
     if not 1 <= a.n <= 10000:
         print("tlsidle.py: N must be 1..10000", file=sys.stderr)
@@ -93,6 +95,9 @@ def main():
         raw = None
         try:
             raw = socket.create_connection((a.host, a.port), timeout=a.timeout)
+            if a.silent:
+                conns.append(raw)
+                continue
             if a.stall:
                 conns.append(stall(ctx, raw, a.servername))
                 continue
@@ -110,7 +115,7 @@ def main():
     secs = time.monotonic() - t0
     time.sleep(0.5)
     rate = len(conns) / secs if secs > 0 else 0.0
-    print(f"{'stalled' if a.stall else 'established'}={len(conns)} failed={failed} seconds={secs:.3f} rate={rate:.2f} "
+    print(f"{'stalled' if a.stall or a.silent else 'established'}={len(conns)} failed={failed} seconds={secs:.3f} rate={rate:.2f} "
           f"max_ms={max_ms} versions={','.join(f'{k}:{v}' for k, v in sorted(versions.items()))}")
     print("ready", flush=True)
     end = time.monotonic() + a.hold

@@ -89,7 +89,12 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (s->tls_handshaking) {
-		/* (A passthrough ClientHello is no handshake of ours.) */
+		/* (A passthrough ClientHello is no handshake of ours.) A
+		 * client that sent nothing fails its handshake as one that
+		 * stopped in it: counted alike. */
+		if (s->dconn[0].tf == NULL && s->svc->tls_client != NULL &&
+		    px_session_client_tls(s) == -1)
+			return;
 		px_tls_handshake_timed_out(&s->dconn[0]);
 		px_session_end(s, PX_END_CLIENT_FAIL, "client-error: tls: "
 		    "handshake timed out");

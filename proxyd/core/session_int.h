@@ -16,6 +16,10 @@ int	px_session_ask_conntrack(struct px_session *s);
 int	px_session_check_dst(struct px_session *s);
 int	px_session_client_allowed(struct px_session *s);
 void	px_session_client_handshake(struct px_session *s);
+/* The client's conn gets its TLS, and its handshake the callbacks (at its
+ * first bytes, or at the handshake timeout). 0, or -1 after ending the
+ * session. */
+int	px_session_client_tls(struct px_session *s);
 void	px_session_connect_server(struct px_session *s);
 void	px_session_connected(struct px_session *s);
 void	px_session_proceed(struct px_session *s);

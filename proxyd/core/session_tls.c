@@ -153,6 +153,8 @@ px_session_server_up(struct px_session *s)
 	px_session_kb_server_step(s);
 }
 
+static void	px_session_client_hello_cb(struct px_conn *c, void *arg);
+
 static void
 px_session_handshake_cb(struct px_conn *c, void *arg)
 {
@@ -167,14 +169,43 @@ px_session_handshake_cb(struct px_conn *c, void *arg)
 void
 px_session_client_handshake(struct px_session *s)
 {
-	struct px_tls_peer peer = px_session_tls_peer(s);
-
-	if (px_session_tls_conn(s, PX_CHAN_CLIENT, px_session_handshake_cb,
-	    s->svc->tls_client, &peer) == -1)
+	/* No TLS until the client's first bytes (or its end): a handshake
+	 * holds some 43 KB in OpenSSL from its first step, which a client
+	 * that connects and says nothing need not cost. */
+	if (px_session_dconn(s) == -1 || px_conn_open(&s->dconn[0],
+	    s->w->base, s->cfd, px_session_client_hello_cb,
+	    px_session_client_hello_cb, s) == -1) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
 		return;
+	}
+	s->dconn_open[0] = true;
 	s->tls_handshaking = true;
 	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
-	px_session_handshake_step(s);
+	px_conn_read_enable(&s->dconn[0], true);
+}
+
+int
+px_session_client_tls(struct px_session *s)
+{
+	struct px_tls_peer peer = px_session_tls_peer(s);
+
+	s->dconn[0].on_readable = s->dconn[0].on_writable =
+	    px_session_handshake_cb;
+	if (px_tls_attach(&s->dconn[0], s->svc->tls_client, &peer) == -1) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+px_session_client_hello_cb(struct px_conn *c, void *arg)
+{
+	struct px_session *s = arg;
+
+	(void)c;
+	if (px_session_client_tls(s) == 0)
+		px_session_handshake_step(s);
 }
 
 /* Passthrough: what the ClientHello says decides, before any server is
