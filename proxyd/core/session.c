@@ -213,8 +213,7 @@ px_session_prepare(void *arg, int side, struct px_conn *c)
 	}
 	if (s->svc->tls_server == NULL)
 		return 0;
-	peer.name = px_tls_server_name(s->svc->tls_server,
-	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
+	peer.name = px_tls_server_name(s->svc->tls_server, s->client_sni);
 	peer.addr = (const struct sockaddr *)&s->server;
 	return px_tls_attach(c, s->svc->tls_server, &peer);
 }

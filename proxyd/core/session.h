@@ -81,7 +81,7 @@ struct px_session {
 	 * server's handshake runs on dconn[1] (kb_server_hs). */
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
-	char			 client_sni[256];	/* what it asked for; "" */
+	char			*client_sni;	/* what it asked for; NULL */
 	/* Passthrough: what of the ClientHello the server's socket did not
 	 * take at once; the buffered relay sends it first. */
 	struct evbuffer		*hello_rest;

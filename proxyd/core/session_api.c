@@ -104,7 +104,7 @@ px_session_buffer(const struct px_session *s)
 static const char *
 px_session_tls_name(const struct px_session *s)
 {
-	const char *sni = s->client_sni[0] != '\0' ? s->client_sni :
+	const char *sni = s->client_sni != NULL ? s->client_sni :
 	    s->dconn_open[0] ? px_tls_client_sni(&s->dconn[0]) : NULL;
 
 	return s->svc->tls_server != NULL ?

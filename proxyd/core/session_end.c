@@ -216,6 +216,7 @@ px_session_reap(struct px_worker *w)
 		px_config_unref(s->cfg);
 		free(s->an_state);
 		free(s->dconn);
+		free(s->client_sni);
 		if (s->relay != NULL)
 			px_relay_dispose(s->relay);
 		free(s->relay);

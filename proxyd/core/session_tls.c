@@ -25,6 +25,20 @@
 #include "worker.h"
 #include "session_int.h"
 
+/* The client's SNI, kept for the server side and the log (allocated: few
+ * sessions have one). 0, or -1 after ending the session. */
+static int
+px_session_keep_sni(struct px_session *s, const char *sni)
+{
+	if (s->client_sni != NULL || sni[0] == '\0')
+		return 0;
+	if ((s->client_sni = strndup(sni, 255)) == NULL) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 static void
 px_session_handshake_step(struct px_session *s)
 {
@@ -38,7 +52,8 @@ px_session_handshake_step(struct px_session *s)
 			 * certificate; the client waits at its hello. */
 			s->kb_started = true;
 			px_conn_read_enable(c, false);
-			snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+			if (px_session_keep_sni(s, sni) == -1)
+				return;
 			s->tls_handshaking = false;
 			if (s->timer_on) {
 				evtimer_del(&s->timer);
@@ -60,8 +75,9 @@ px_session_handshake_step(struct px_session *s)
 		px_session_connected(s);	/* both sides are up */
 		return;
 	}
-	if ((sni = px_tls_client_sni(c)) != NULL)
-		snprintf(s->client_sni, sizeof(s->client_sni), "%s", sni);
+	if ((sni = px_tls_client_sni(c)) != NULL &&
+	    px_session_keep_sni(s, sni) == -1)
+		return;
 	s->admitted = true;
 	if (s->svc->analyser->driver != NULL)
 		px_session_connected(s);	/* it connects on its own */
@@ -116,7 +132,7 @@ px_session_kb_server_step(struct px_session *s)
 	}
 	s->kb_untrusted = !px_tls_verified(c);
 	px_log(LOG_INFO, s->id, "tls-keybridge name=%s %s",
-	    s->client_sni[0] != '\0' ? s->client_sni : "-", how);
+	    s->client_sni != NULL ? s->client_sni : "-", how);
 	s->tls_handshaking = true;
 	px_session_arm_timer(s, px_tls_handshake_timeout(s->svc->tls_client));
 	px_conn_read_enable(&s->dconn[0], true);
@@ -144,7 +160,7 @@ px_session_server_up(struct px_session *s)
 	peer.verify_later = true;
 	px_session_stop_timer(s);
 	peer.name = px_tls_server_name(s->svc->tls_server,
-	    s->client_sni[0] != '\0' ? s->client_sni : NULL);
+	    s->client_sni);
 	if (px_session_tls_conn(s, PX_CHAN_SERVER, px_session_kb_server_cb,
 	    s->svc->tls_server, &peer) == -1)
 		return;
@@ -272,8 +288,8 @@ px_session_hello_step(struct px_session *s)
 	PX_SC_ADD(s->m, tls.passthrough[1], 1);
 	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept",
 	    h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-");
-	if (h.has_sni)
-		snprintf(s->client_sni, sizeof(s->client_sni), "%s", h.sni);
+	if (h.has_sni && px_session_keep_sni(s, h.sni) == -1)
+		return;
 	px_conn_read_enable(c, false);
 	s->tls_handshaking = false;
 	px_session_stop_timer(s);

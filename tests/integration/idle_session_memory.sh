@@ -3,8 +3,8 @@
 # server connected, nothing relayed) and N keep-alive connections through
 # an http service (one request answered, then idle, the server connection
 # kept), one worker, each in a proxyd of its own; proxyd's RSS growth per
-# session must stay under a bound: plug 4 KB, http 5.25 KB (measured 3.6
-# and 4.7 KB; before, 5.0 and 7.0 KB: struct px_session was 4.9 KB, with
+# session must stay under a bound: plug 4 KB, http 5.25 KB (measured 3.3
+# and 4.4 KB; before, 5.0 and 7.0 KB: struct px_session was 4.9 KB, with
 # a relay a driver analyser never uses, a driver's conns a plug session
 # never uses and the pumps of a pass few sessions make, now each
 # allocated by the sessions that use them).
