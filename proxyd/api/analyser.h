@@ -81,6 +81,14 @@ void		 px_session_deny(struct px_session *s, const char *why);
 /* The policy aborts: end at once with resets, end="aborted: why"
  * (verdict=deny). */
 void		 px_session_abort(struct px_session *s, const char *why);
+/* The rule that makes the policy end the session, for rule= of its
+ * session-end line (a px_rule_ref() text): set it just before
+ * px_session_deny() or px_session_abort(). A deny without one is the
+ * proxy's own: rule=builtin. */
+void		 px_session_set_rule(struct px_session *s, const char *rule);
+/* The base name of the service's policy file: the FILE of rule=FILE:LINE
+ * (px_rule_ref). */
+const char	*px_session_policy_file(const struct px_session *s);
 /* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
  * client (PX_TO_CLIENT) are queued. */
 struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);

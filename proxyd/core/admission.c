@@ -19,6 +19,7 @@
 #include "data_channel.h"
 #include "conntrack.h"
 #include "log.h"
+#include "rules.h"
 #include "tls.h"
 #include "tls_hello.h"
 #include "tcp_progress.h"
@@ -109,6 +110,17 @@ px_session_destination(struct px_session *s)
 	return px_session_check_dst(s);
 }
 
+/* rule= of a refusal by <clients> or <servers> l of s's service; NULL:
+ * by no single list (several services share the listener). */
+static void
+px_session_rule_list(struct px_session *s, const struct px_addrlist *l)
+{
+	char ref[PX_RULE_REF_MAX];
+
+	px_session_set_rule(s, l == NULL ? "default" : px_rule_ref_at(l->line,
+	    NULL, px_session_policy_file(s), ref, sizeof(ref)));
+}
+
 /* Some service of the listener takes this client: its <clients> (or
  * none) holds it. 0, or -1 after ending the session. */
 int
@@ -128,6 +140,7 @@ px_session_client_allowed(struct px_session *s)
 		if (spec[i] >= 0)
 			return 0;
 	px_metrics_denied(s, PX_DENY_ACL, 1);
+	px_session_rule_list(s, g->n == 1 ? &s->svc->clients : NULL);
 	px_session_end(s, PX_END_POLICY, "denied: client not allowed");
 	return -1;
 }
@@ -160,10 +173,12 @@ px_session_choose(struct px_session *s)
 	}
 	if (g->n == 1) {
 		px_metrics_denied(s, PX_DENY_SERVER, 1);
+		px_session_rule_list(s, &s->svc->servers);
 		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
 	} else {
 		/* --check refuses configs that could be ambiguous (-2). */
 		px_metrics_denied(s, PX_DENY_NO_SERVICE, 1);
+		px_session_rule_list(s, NULL);
 		px_session_end(s, PX_END_POLICY, pick == -1 ?
 		    "denied: no service for this client and server" :
 		    "denied: no single service for this client and server");
@@ -266,6 +281,7 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
 	    memory_order_relaxed) >= s->cfg->max_sessions) {
 		px_metrics_denied(s, PX_DENY_MAX_SESSIONS, 1);
+		px_session_set_rule(s, "limits/@max-sessions");
 		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
 		return;
 	}

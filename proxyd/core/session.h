@@ -91,6 +91,9 @@ struct px_session {
 	bool			 finishing;	/* px_session_finish() called */
 	bool			 finished;	/* end with FIN: reply flushed */
 	char			 finish_reason[160];
+	/* The rule a policy end names (rule= of the session-end line): a
+	 * px_rule_ref() text; "": the proxy's own (rule=builtin). */
+	char			 rule[128];
 	void			*an_state;
 	struct px_chan_host	 chan_host;	/* its data channels (data_channel.h) */
 	TAILQ_ENTRY(px_session)	 link;

@@ -37,6 +37,23 @@ px_session_id(const struct px_session *s)
 	return s->id;
 }
 
+void
+px_session_set_rule(struct px_session *s, const char *rule)
+{
+	snprintf(s->rule, sizeof(s->rule), "%s", rule != NULL ? rule : "");
+}
+
+const char *
+px_session_policy_file(const struct px_session *s)
+{
+	const char *slash;
+
+	if (s->svc->file == NULL)
+		return "-";
+	slash = strrchr(s->svc->file, '/');
+	return slash != NULL ? slash + 1 : s->svc->file;
+}
+
 const struct sockaddr *
 px_session_client(const struct px_session *s)
 {

@@ -19,6 +19,7 @@
 #include "data_channel.h"
 #include "conntrack.h"
 #include "log.h"
+#include "rules.h"
 #include "tls.h"
 #include "tls_hello.h"
 #include "tcp_progress.h"
@@ -32,7 +33,7 @@ px_session_log_end(struct px_session *s, const char *reason)
 	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	char zones[160] = "";
 	struct timeval now, d;
-	bool shared;
+	bool shared, deny;
 
 	if (!px_log_enabled(LOG_INFO))
 		return;
@@ -45,9 +46,12 @@ px_session_log_end(struct px_session *s, const char *reason)
 	/* A shared listener's connection refused before its destination
 	 * chose a service belongs to none of them. */
 	shared = s->svc->group->n > 1 && !s->svc_chosen;
+	/* Which rule refused: rule= (before by=, so "by=... end=..." stay
+	 * side by side for the lines' readers). */
+	deny = px_end_verdict(s->end_by, s->end_phase) == PX_VERDICT_DENY;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld by=%s phase=%s end=%s",
+	    "duration=%ld.%03ld%s%s by=%s phase=%s end=%s",
 	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
@@ -57,7 +61,8 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), reason);
+	    deny ? " rule=" : "", !deny ? "" : s->rule[0] != '\0' ? s->rule :
+	    "builtin", px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), reason);
 }
 
 /* close() then sends an RST and drops anything unsent. */

@@ -18,6 +18,7 @@
 #include "data_channel.h"
 #include "conntrack.h"
 #include "log.h"
+#include "rules.h"
 #include "tls.h"
 #include "tls_hello.h"
 #include "tcp_progress.h"
@@ -234,7 +235,8 @@ px_session_hello_step(struct px_session *s)
 	enum px_hello_result r;
 	ssize_t n = 0;
 	size_t len;
-	long line;
+	const struct px_rule *hit;
+	char ref[PX_RULE_REF_MAX];
 	char alpn[PX_HELLO_ALPN_MAX * (PX_HELLO_ALPN_LEN + 1) + 1] = "";
 	unsigned i;
 
@@ -272,12 +274,14 @@ px_session_hello_step(struct px_session *s)
 			strcat(alpn, ",");
 		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
 	}
-	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &line)) {
+	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &hit)) {
 		PX_SC_ADD(s->m, tls.passthrough[0], 1);
-		if (line != 0)
+		px_session_set_rule(s, h.has_sni ? px_rule_ref(hit,
+		    px_session_policy_file(s), ref, sizeof(ref)) : "tls/@no-sni");
+		if (hit != NULL)
 			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
 			    "alpn=%s (rule at line %ld)", h.has_sni ? h.sni : "-",
-			    alpn[0] != '\0' ? alpn : "-", line);
+			    alpn[0] != '\0' ? alpn : "-", hit->line);
 		else
 			px_session_endf(s, PX_END_POLICY, "denied: tls sni=%s "
 			    "alpn=%s (%s)", h.has_sni ? h.sni : "-",

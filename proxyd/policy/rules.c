@@ -46,6 +46,7 @@ px_rule_free(struct px_rule *r)
 	for (i = 0; i < r->npats; i++)
 		free(r->pats[i]);
 	free(r->pats);
+	free(r->label);
 }
 
 void
@@ -88,6 +89,8 @@ px_rules_add(struct px_cfgerr *e, struct px_rules *l, const xmlNode *n,
 	memset(&rule, 0, sizeof(rule));
 	rule.action = action;
 	rule.line = px_xml_line(n);
+	if (px_attr_label(e, n, &rule.label) == -1)
+		goto fail;
 	for (w = v != NULL ? v : ""; *w != '\0'; w += len) {
 		if (split)
 			w += strspn(w, " \t\r\n");
@@ -228,5 +231,59 @@ px_attr_action(struct px_cfgerr *e, const xmlNode *n, unsigned allowed,
 	}
 	*out = (enum px_action)i;
 	xmlFree(v);
+	return 0;
+}
+
+const char *
+px_rule_ref_at(long line, const char *label, const char *file, char *buf,
+    size_t size)
+{
+	const char *base;
+
+	if (label != NULL) {
+		snprintf(buf, size, "%s", label);
+		return buf;
+	}
+	base = file != NULL ? strrchr(file, '/') : NULL;
+	base = base != NULL ? base + 1 : file != NULL ? file : "-";
+	snprintf(buf, size, "%s:%ld", base, line);
+	return buf;
+}
+
+const char *
+px_rule_ref(const struct px_rule *hit, const char *file, char *buf,
+    size_t size)
+{
+	if (hit == NULL) {
+		snprintf(buf, size, "default");
+		return buf;
+	}
+	return px_rule_ref_at(hit->line, hit->label, file, buf, size);
+}
+
+int
+px_attr_label(struct px_cfgerr *e, const xmlNode *n, char **out)
+{
+	static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/-";
+	char *v = px_attr(n, "label");
+	size_t len;
+
+	*out = NULL;
+	if (v == NULL)
+		return 0;
+	len = strlen(v);
+	if (len == 0 || len > PX_LABEL_MAX || strspn(v, ok) != len) {
+		px_cfg_error(e, n, "label=\"%s\": expected 1 to %d letters, "
+		    "digits or ._:/-", v, PX_LABEL_MAX);
+		xmlFree(v);
+		return -1;
+	}
+	*out = strdup(v);
+	xmlFree(v);
+	if (*out == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
 	return 0;
 }

@@ -39,6 +39,7 @@ struct px_rule {
 	size_t		  npats;
 	enum px_action	  action;
 	long		  line;		/* in its policy file */
+	char		 *label;	/* label=, NULL: none (px_rule_ref) */
 	uint64_t	  arg;		/* the analyser's own value (a size, ...) */
 };
 
@@ -71,6 +72,25 @@ enum px_action px_rules_decide(const struct px_rules *l, const char *s,
 /* The action the default gives this list now. */
 enum px_action px_rules_default_action(const struct px_rules *l);
 const char *px_action_name(enum px_action a);
+
+/* The longest label= (px_attr_label) and the room px_rule_ref() needs. */
+#define PX_LABEL_MAX	64
+#define PX_RULE_REF_MAX	320
+/* What a deny line prints as rule=: the label of the rule that decided
+ * when it has one, else FILE:LINE (FILE: the base name of the policy file
+ * path `file`, "-" if NULL); "default" when hit is NULL (no rule matched,
+ * the list's default decided). Returns buf. */
+const char *px_rule_ref(const struct px_rule *hit, const char *file,
+	    char *buf, size_t size);
+/* The same for a rule kept outside a px_rules list: its line and label. */
+const char *px_rule_ref_at(long line, const char *label, const char *file,
+	    char *buf, size_t size);
+/* label= of a rule element: a name for its log lines (rule=NAME) in place
+ * of file:line. *out gets a copy (free() it) or NULL when absent. 0, or -1
+ * after reporting (empty, over PX_LABEL_MAX bytes, or a byte outside
+ * letters, digits and "._:/-": deny lines must stay one word). */
+int	px_attr_label(struct px_cfgerr *e, const struct _xmlNode *n,
+	    char **out);
 
 /* action= of n, one of `allowed` (PX_ACTIONS_*). Absent: an error when
  * required, else *out is left as it is. 0, or -1 after reporting. */

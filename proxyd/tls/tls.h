@@ -15,6 +15,7 @@ struct _xmlNode;
 struct px_cfgerr;
 struct px_conn;
 struct px_hello;
+struct px_rule;
 
 /* One <tls> element, compiled. */
 struct px_tls_ctx;
@@ -119,10 +120,10 @@ int	px_tls_keybridge_present(struct px_conn *client,
 	    const char **why);
 /* mode="passthrough": TLS from the client is read, not opened. */
 bool	px_tls_is_passthrough(const struct px_tls_ctx *t);
-/* Whether its <sni> rules let the ClientHello h through; *line: the rule
- * that decided (0: the default, or no-sni=). */
+/* Whether its <sni> rules let the ClientHello h through; *hit: the rule
+ * that decided (NULL: the default, or no-sni=). */
 bool	px_tls_passthrough_allows(const struct px_tls_ctx *t,
-	    const struct px_hello *h, long *line);
+	    const struct px_hello *h, const struct px_rule **hit);
 /* handshake-timeout=: how long a client may take over its handshake. */
 uint64_t px_tls_handshake_timeout(const struct px_tls_ctx *t);
 /* implicit=: 1 yes (TLS from the first byte), 0 no (the analyser starts

@@ -767,25 +767,25 @@ px_tls_alpn_match(const struct px_tls_alpn_set *set, const struct px_hello *h,
 
 bool
 px_tls_passthrough_allows(const struct px_tls_ctx *t, const struct px_hello *h,
-    long *line)
+    const struct px_rule **hit)
 {
 	const struct px_rules *l = &t->sni_rules;
 	size_t i, j;
 
-	*line = 0;
+	*hit = NULL;
 	if (!h->has_sni)
 		return t->no_sni_accept;
 	for (i = 0; i < l->n; i++) {
 		const struct px_rule *r = &l->r[i];
-		bool hit = false;
+		bool match = false;
 
-		for (j = 0; j < r->npats && !hit; j++)
-			hit = fnmatch(r->pats[j], h->sni, l->fnm_flags) == 0;
-		if (!hit || (r->arg != 0 &&
+		for (j = 0; j < r->npats && !match; j++)
+			match = fnmatch(r->pats[j], h->sni, l->fnm_flags) == 0;
+		if (!match || (r->arg != 0 &&
 		    !px_tls_alpn_match(&t->alpn_sets[r->arg - 1], h,
 		    r->action == PX_ACT_ACCEPT)))
 			continue;
-		*line = r->line;
+		*hit = r;
 		return r->action == PX_ACT_ACCEPT;
 	}
 	return px_rules_default_action(l) == PX_ACT_ACCEPT;

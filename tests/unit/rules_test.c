@@ -154,6 +154,78 @@ test_errors(void **state)
 	px_rules_free(&l);
 }
 
+/* What deny lines print as rule=: FILE:LINE with the policy file's base
+ * name, the label when the rule has one, "default" without a rule; and
+ * the labels a deny line could not hold as one word are refused. */
+static void
+test_rule_ref(void **state)
+{
+	static const char xml[] =
+	    "<r>\n"
+	    "  <file pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "  <file pattern=\"*.com\" label=\"no-dos_1.0:a/b\" action=\"deny\"/>\n"
+	    "  <file pattern=\"*.x\" label=\"two words\" action=\"deny\"/>\n"
+	    "  <file pattern=\"*.y\" label=\"\" action=\"deny\"/>\n"
+	    "  <file pattern=\"*.z\" label=\"a=b\" action=\"deny\"/>\n"
+	    "  <file pattern=\"*.w\" label=\"%s\" action=\"deny\"/>\n"
+	    "</r>\n";
+	char text[sizeof(xml) + PX_LABEL_MAX + 8], buf[PX_RULE_REF_MAX];
+	char longest[PX_LABEL_MAX + 2];
+	struct px_cfgerr e = { .file = "t.xml" };
+	const struct px_rule *hit;
+	struct px_rules l;
+	xmlDoc *d;
+	xmlNode *c;
+	int i;
+
+	(void)state;
+	memset(longest, 'a', PX_LABEL_MAX + 1);
+	longest[PX_LABEL_MAX + 1] = '\0';
+	snprintf(text, sizeof(text), xml, longest);
+	d = xmlReadMemory(text, (int)strlen(text), "t.xml", NULL,
+	    XML_PARSE_NONET);
+	assert_non_null(d);
+	px_rules_init(&l, PX_DEFAULT_DENY, 0);
+	for (i = 0, c = xmlDocGetRootElement(d)->children; c != NULL;
+	    c = c->next) {
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		e.count = 0;
+		if (i++ < 2) {
+			assert_non_null(px_rules_add(&e, &l, c, "pattern", true,
+			    PX_ACT_DENY));
+			continue;
+		}
+		assert_null(px_rules_add(&e, &l, c, "pattern", true,
+		    PX_ACT_DENY));
+		assert_int_equal(e.count, 1);
+		assert_non_null(strstr(e.first, ": expected 1 to 64 letters, "
+		    "digits or ._:/-"));
+	}
+	assert_int_equal(l.n, 2);
+	px_rules_decide(&l, "a.exe", &hit);
+	assert_string_equal(px_rule_ref(hit, "/etc/proxyd/conf.d/web.xml", buf,
+	    sizeof(buf)), "web.xml:2");
+	assert_string_equal(px_rule_ref(hit, "web.xml", buf, sizeof(buf)),
+	    "web.xml:2");
+	assert_string_equal(px_rule_ref(hit, NULL, buf, sizeof(buf)), "-:2");
+	px_rules_decide(&l, "a.com", &hit);
+	assert_string_equal(px_rule_ref(hit, "/x/web.xml", buf, sizeof(buf)),
+	    "no-dos_1.0:a/b");
+	px_rules_decide(&l, "a.txt", &hit);
+	assert_null(hit);
+	assert_string_equal(px_rule_ref(hit, "/x/web.xml", buf, sizeof(buf)),
+	    "default");
+	assert_string_equal(px_rule_ref_at(12, NULL, "/a/b/ftp.xml", buf,
+	    sizeof(buf)), "ftp.xml:12");
+	/* A label of the longest length is taken whole. */
+	longest[PX_LABEL_MAX] = '\0';
+	assert_string_equal(px_rule_ref_at(12, longest, "/a/b/ftp.xml", buf,
+	    sizeof(buf)), longest);
+	px_rules_free(&l);
+	xmlFreeDoc(d);
+}
+
 int
 main(void)
 {
@@ -161,6 +233,7 @@ main(void)
 		cmocka_unit_test(test_first_match_and_defaults),
 		cmocka_unit_test(test_case_folding),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_rule_ref),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
