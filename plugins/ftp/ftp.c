@@ -316,21 +316,26 @@ ftp_path_arg(enum ftp_arg kind, const char **arg,
 
 static int
 ftp_path_deny(struct px_session *s, struct ftp_state *st,
-    const struct ftp_cmd *c, enum ftp_path_err e, const char *path)
+    const struct ftp_policy *p, const struct ftp_cmd *c, enum ftp_path_err e,
+    const char *path)
 {
-	char verdict[FTP_PATH_MAX * 2 + 64], esc[FTP_PATH_MAX * 2];
+	char verdict[FTP_PATH_MAX * 2 + PX_RULE_REF_MAX + 64];
+	char esc[FTP_PATH_MAX * 2], ref[PX_RULE_REF_MAX];
 
 	px_session_count(s, FTP_C_DENIED_PATH, 1);
 	if (e != FTP_PATH_OK) {
+		/* A path the proxy cannot judge, not one a rule refused. */
 		snprintf(verdict, sizeof(verdict), "verdict=deny "
-		    "reason=path-unsafe why=%s", ftp_path_err_name(e));
+		    "reason=path-unsafe why=%s rule=builtin",
+		    ftp_path_err_name(e));
 		ftp_log_cmd(s, st, c, verdict);
 		return ftp_reply_local(s, st, c->verb, "550 %s: path refused "
 		    "by the proxy (%s)", c->verb, ftp_path_err_name(e));
 	}
 	px_log_escape(esc, sizeof(esc), path, strlen(path), true);
 	snprintf(verdict, sizeof(verdict), "verdict=deny reason=path "
-	    "path=\"%s\"", esc);
+	    "path=\"%s\" rule=%s", esc, ftp_path_ref(p, st->path.home, path,
+	    px_session_policy_file(s), ref, sizeof(ref)));
 	ftp_log_cmd(s, st, c, verdict);
 	return ftp_reply_local(s, st, c->verb, "550 %s: permission denied by "
 	    "the proxy policy", c->verb);
@@ -384,7 +389,7 @@ ftp_path_refused(struct px_session *s, struct ftp_state *st,
 			    path : NULL);
 		return false;
 	}
-	*rc = ftp_path_deny(s, st, c, e, path);
+	*rc = ftp_path_deny(s, st, p, c, e, path);
 	return true;
 }
 
@@ -396,7 +401,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 {
 	struct ftp_pending *q;
 	bool path_cmd = ftp_in(ftp_path_cmds, c->verb);
-	char line[FTP_LINE_MAX + 16];
+	char line[FTP_LINE_MAX + 16], ref[PX_RULE_REF_MAX];
+	char verdict[PX_RULE_REF_MAX + 64];
 	int n, rc;
 
 	px_session_count(s, FTP_C_COMMANDS, 1);
@@ -406,7 +412,10 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		return rc;
 	if (!ftp_cmd_allowed(p, c->verb)) {
 		px_session_count(s, FTP_C_DENIED_COMMAND, 1);
-		ftp_log_cmd(s, st, c, "verdict=deny reason=command");
+		snprintf(verdict, sizeof(verdict), "verdict=deny reason=command "
+		    "rule=%s", ftp_cmd_ref(p, c->verb, px_session_policy_file(s),
+		    ref, sizeof(ref)));
+		ftp_log_cmd(s, st, c, verdict);
 		if (!ftp_in(ftp_known, c->verb))
 			return ftp_reply_local(s, st, c->verb, "500 Unknown "
 			    "command");
@@ -421,7 +430,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		st->user[0] = '\0';
 		if (c->arglen == 0 || c->arglen > p->max_user) {
 			px_session_count(s, FTP_C_DENIED_USER, 1);
-			ftp_log_cmd(s, st, c, "verdict=deny reason=user-length");
+			ftp_log_cmd(s, st, c, "verdict=deny reason=user-length "
+			    "rule=limits/@max-username");
 			return ftp_reply_local(s, st, c->verb, "501 User name "
 			    "empty or too long");
 		}
@@ -433,20 +443,25 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 				st->user[n] = '_';
 		if (!ftp_user_allowed(p, c->arg)) {
 			px_session_count(s, FTP_C_DENIED_USER, 1);
-			ftp_log_cmd(s, st, c, "verdict=deny reason=user");
+			snprintf(verdict, sizeof(verdict), "verdict=deny "
+			    "reason=user rule=%s", ftp_user_ref(p, c->arg,
+			    px_session_policy_file(s), ref, sizeof(ref)));
+			ftp_log_cmd(s, st, c, verdict);
 			return ftp_reply_local(s, st, c->verb, "530 User %s not "
 			    "allowed by the proxy policy", st->user);
 		}
 		st->user_ok = true;
 	} else if (strcmp(c->verb, "PASS") == 0) {
 		if (!st->user_ok) {
-			ftp_log_cmd(s, st, c, "verdict=deny reason=no-user");
+			ftp_log_cmd(s, st, c, "verdict=deny reason=no-user "
+			    "rule=builtin");
 			return ftp_reply_local(s, st, c->verb, "503 Login with "
 			    "USER first");
 		}
 		if (c->arglen > p->max_pass) {
 			px_session_count(s, FTP_C_DENIED_USER, 1);
-			ftp_log_cmd(s, st, c, "verdict=deny reason=password-length");
+			ftp_log_cmd(s, st, c, "verdict=deny "
+			    "reason=password-length rule=limits/@max-password");
 			return ftp_reply_local(s, st, c->verb, "501 Password too "
 			    "long");
 		}
@@ -516,6 +531,8 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 			    "500 Command line too long\r\n" :
 			    "500 Malformed command line\r\n");
 			evbuffer_drain(in, len);
+			if (long_line)
+				px_session_set_rule(s, "limits/@max-line");
 			px_session_deny(s, long_line ? "command line too long" :
 			    "malformed command line");
 			return PX_DENY;

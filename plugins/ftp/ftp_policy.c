@@ -3,6 +3,7 @@
  * the only readers of its rule lists. <user> and <path> are px_rules lists
  * (rules.h); <command> keeps its own table of exact verbs. */
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,13 +78,24 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
     struct px_cfgerr *e)
 {
 	struct ftp_cmd_rule *grown;
-	char *v, *w;
+	char *v, *w, *label, **labels;
 	enum px_action action;
 	size_t len, i, k;
 	int rc = 0, added = 0;
 
-	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1)
+	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1 ||
+	    px_attr_label(e, n, &label) == -1)
 		return -1;
+	if (label != NULL) {
+		if ((labels = px_grow(p->labels, p->nlabels,
+		    sizeof(*labels))) == NULL) {
+			free(label);
+			px_cfg_error(e, n, "out of memory");
+			return -1;
+		}
+		p->labels = labels;
+		p->labels[p->nlabels++] = label;
+	}
 	v = px_attr(n, "name");
 	for (w = v; rc == 0 && w != NULL && *w != '\0'; w += len) {
 		while (*w == ' ' || *w == '\t' || *w == '\n')
@@ -98,6 +110,8 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 			}
 			*star = true;
 			p->cmd_default = action;
+			p->cmd_star_line = px_xml_line(n);
+			p->cmd_star_label = label;
 			added++;
 			continue;
 		}
@@ -125,6 +139,8 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 				p->cmds = grown;
 				memcpy(grown[p->ncmds].verb, w, len);
 				grown[p->ncmds].verb[len] = '\0';
+				grown[p->ncmds].line = px_xml_line(n);
+				grown[p->ncmds].label = label;
 				grown[p->ncmds++].action = action;
 			}
 		}
@@ -160,6 +176,9 @@ ftp_policy_free(void *pol)
 	if (p == NULL)
 		return;
 	free(p->cmds);
+	while (p->nlabels > 0)
+		free(p->labels[--p->nlabels]);
+	free(p->labels);
 	px_rules_free(&p->users);
 	px_rules_free(&p->paths);
 	free(p);
@@ -285,28 +304,74 @@ ftp_standard_command(const char *verb)
 	return false;
 }
 
-bool
-ftp_cmd_allowed(const struct ftp_policy *p, const char *verb)
+/* Whether verb is allowed, and by what: *line, *label of the rule (line
+ * 0: no rule, the default; -1: the proxy's own refusal). */
+static bool
+ftp_cmd_decide(const struct ftp_policy *p, const char *verb, long *line,
+    const char **label)
 {
 	size_t i;
 
+	*label = NULL;
+	*line = -1;
 	/* TLS on the control channel would hide it from the proxy. */
 	if (strcmp(verb, "AUTH") == 0 || strcmp(verb, "PBSZ") == 0 ||
 	    strcmp(verb, "PROT") == 0 || strcmp(verb, "CCC") == 0 ||
 	    strcmp(verb, "ADAT") == 0)
 		return false;
 	for (i = 0; i < p->ncmds; i++)
-		if (strcmp(p->cmds[i].verb, verb) == 0)
+		if (strcmp(p->cmds[i].verb, verb) == 0) {
+			*line = p->cmds[i].line;
+			*label = p->cmds[i].label;
 			return p->cmds[i].action == PX_ACT_ACCEPT;
+		}
+	*line = 0;
 	if (!p->cmd_star)
 		return ftp_standard_command(verb);
+	/* "*" is the list's default, but a rule of the file all the same. */
+	*line = p->cmd_star_line;
+	*label = p->cmd_star_label;
 	return p->cmd_default == PX_ACT_ACCEPT;
+}
+
+bool
+ftp_cmd_allowed(const struct ftp_policy *p, const char *verb)
+{
+	const char *label;
+	long line;
+
+	return ftp_cmd_decide(p, verb, &line, &label);
+}
+
+const char *
+ftp_cmd_ref(const struct ftp_policy *p, const char *verb, const char *file,
+    char *buf, size_t size)
+{
+	const char *label;
+	long line;
+
+	(void)ftp_cmd_decide(p, verb, &line, &label);
+	if (line <= 0) {
+		snprintf(buf, size, "%s", line == 0 ? "default" : "builtin");
+		return buf;
+	}
+	return px_rule_ref_at(line, label, file, buf, size);
 }
 
 bool
 ftp_user_allowed(const struct ftp_policy *p, const char *user)
 {
 	return px_rules_decide(&p->users, user, NULL) == PX_ACT_ACCEPT;
+}
+
+const char *
+ftp_user_ref(const struct ftp_policy *p, const char *user, const char *file,
+    char *buf, size_t size)
+{
+	const struct px_rule *hit;
+
+	(void)px_rules_decide(&p->users, user, &hit);
+	return px_rule_ref(hit, file, buf, size);
 }
 
 bool
@@ -317,9 +382,9 @@ ftp_path_rules(const struct ftp_policy *p)
 
 /* px_rules_decide() with one subject a pattern: the absolute path for
  * "/..." patterns, the one relative to home for the others. */
-bool
-ftp_path_allowed(const struct ftp_policy *p, const char *home,
-    const char *path)
+static enum px_action
+ftp_path_decide(const struct ftp_policy *p, const char *home,
+    const char *path, const struct px_rule **hit)
 {
 	const char *rel = ftp_path_relative(home, path, p->icase), *subject;
 	const struct px_rule *r;
@@ -330,9 +395,31 @@ ftp_path_allowed(const struct ftp_policy *p, const char *home,
 		for (j = 0; j < r->npats; j++) {
 			subject = r->pats[j][0] == '/' ? path : rel;
 			if (fnmatch(r->pats[j], subject,
-			    p->paths.fnm_flags) == 0)
-				return r->action == PX_ACT_ACCEPT;
+			    p->paths.fnm_flags) == 0) {
+				*hit = r;
+				return r->action;
+			}
 		}
 	}
-	return px_rules_default_action(&p->paths) == PX_ACT_ACCEPT;
+	*hit = NULL;
+	return px_rules_default_action(&p->paths);
+}
+
+bool
+ftp_path_allowed(const struct ftp_policy *p, const char *home,
+    const char *path)
+{
+	const struct px_rule *hit;
+
+	return ftp_path_decide(p, home, path, &hit) == PX_ACT_ACCEPT;
+}
+
+const char *
+ftp_path_ref(const struct ftp_policy *p, const char *home, const char *path,
+    const char *file, char *buf, size_t size)
+{
+	const struct px_rule *hit;
+
+	(void)ftp_path_decide(p, home, path, &hit);
+	return px_rule_ref(hit, file, buf, size);
 }

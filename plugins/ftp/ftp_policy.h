@@ -25,6 +25,8 @@ enum ftp_mode {
 struct ftp_cmd_rule {
 	char		 verb[FTP_VERB_MAX + 1];	/* upper case */
 	enum px_action	 action;
+	long		 line;		/* of its <command> */
+	const char	*label;		/* its label=, in labels; NULL */
 };
 
 struct ftp_policy {
@@ -41,6 +43,10 @@ struct ftp_policy {
 	 * accepted and anything else refused. */
 	bool		 cmd_star;
 	enum px_action	 cmd_default;
+	long		 cmd_star_line;
+	char		*cmd_star_label;
+	char		**labels;		/* of <command>s, owned */
+	size_t		 nlabels;
 	struct px_rules	 users;			/* PX_DEFAULT_ALLOW_LIST */
 	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
 };
@@ -64,6 +70,16 @@ bool	ftp_user_allowed(const struct ftp_policy *p, const char *user);
  * other against path relative to home (to "/" outside home). */
 bool	ftp_path_allowed(const struct ftp_policy *p, const char *home,
 	    const char *path);
+/* rule= of a refusal by the three above (the same arguments; user or
+ * path for the command's verb): px_rule_ref() of the rule that decided
+ * with file the policy file's name, "default" when none did, "builtin"
+ * for the TLS verbs no rule may allow. Returns buf. */
+const char *ftp_cmd_ref(const struct ftp_policy *p, const char *verb,
+	    const char *file, char *buf, size_t size);
+const char *ftp_user_ref(const struct ftp_policy *p, const char *user,
+	    const char *file, char *buf, size_t size);
+const char *ftp_path_ref(const struct ftp_policy *p, const char *home,
+	    const char *path, const char *file, char *buf, size_t size);
 /* Has <path> rules: arguments are then resolved strictly. */
 bool	ftp_path_rules(const struct ftp_policy *p);
 

@@ -86,28 +86,33 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 
 	if (strcmp(c->verb, "AUTH") == 0) {
 		if (!client_tls) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=no-tls");
+			ftp_tls_log(s, st, c, "verdict=deny reason=no-tls "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "502 AUTH not "
 			    "available here");
 		} else if (t->on[PX_CHAN_CLIENT]) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=tls-already");
+			ftp_tls_log(s, st, c, "verdict=deny reason=tls-already "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "503 Already "
 			    "using TLS");
 		} else if (strcasecmp(c->arg, "TLS") != 0 &&
 		    strcasecmp(c->arg, "TLS-C") != 0 &&
 		    strcasecmp(c->arg, "SSL") != 0) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=auth-type");
+			ftp_tls_log(s, st, c, "verdict=deny reason=auth-type "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "504 AUTH type "
 			    "not supported (AUTH TLS)");
 		} else if (st->qlen != 0) {
 			/* The 234 must be the last thing in plain. */
-			ftp_tls_log(s, st, c, "verdict=deny reason=pending");
+			ftp_tls_log(s, st, c, "verdict=deny reason=pending "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "503 AUTH with "
 			    "replies pending");
 		} else if (evbuffer_get_length(in) != 0) {
 			/* Plain bytes after AUTH TLS would be taken for
 			 * commands sent under TLS (STARTTLS injection). */
-			ftp_tls_log(s, st, c, "verdict=deny reason=pipelined");
+			ftp_tls_log(s, st, c, "verdict=deny reason=pipelined "
+			    "rule=builtin");
 			evbuffer_drain(in, evbuffer_get_length(in));
 			ftp_send(s, PX_TO_CLIENT, "421 Commands pipelined after "
 			    "AUTH TLS\r\n");
@@ -131,7 +136,8 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 	}
 	if (strcmp(c->verb, "PBSZ") == 0) {
 		if (!t->on[PX_CHAN_CLIENT]) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=no-tls");
+			ftp_tls_log(s, st, c, "verdict=deny reason=no-tls "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "503 PBSZ needs "
 			    "AUTH TLS first");
 			return true;
@@ -145,7 +151,8 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 		char level = c->arglen == 1 ? (char)(c->arg[0] & ~0x20) : '?';
 
 		if (!t->on[PX_CHAN_CLIENT] || !t->pbsz) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=no-pbsz");
+			ftp_tls_log(s, st, c, "verdict=deny reason=no-pbsz "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "503 PROT needs "
 			    "AUTH TLS and PBSZ first");
 		} else if (level == 'P') {
@@ -155,7 +162,8 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 			    "level set to P");
 		} else if (level == 'C' && !px_session_tls_optional(s,
 		    PX_CHAN_CLIENT)) {
-			ftp_tls_log(s, st, c, "verdict=deny reason=tls-required");
+			ftp_tls_log(s, st, c, "verdict=deny reason=tls-required "
+			    "rule=tls/@auth");
 			*rc = ftp_reply_local(s, st, c->verb, "534 PROT C not "
 			    "allowed by the proxy policy");
 		} else if (level == 'C') {
@@ -164,7 +172,8 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 			*rc = ftp_reply_local(s, st, c->verb, "200 Protection "
 			    "level set to C");
 		} else {
-			ftp_tls_log(s, st, c, "verdict=deny reason=prot-level");
+			ftp_tls_log(s, st, c, "verdict=deny reason=prot-level "
+			    "rule=builtin");
 			*rc = ftp_reply_local(s, st, c->verb, "536 Protection "
 			    "level not supported (P or C)");
 		}
@@ -173,7 +182,8 @@ ftp_tls_command(struct px_session *s, struct ftp_state *st,
 	if (strcmp(c->verb, "CCC") == 0) {
 		/* Back to plain would hide the commands that follow from no
 		 * one but the policy's auditor: refused. */
-		ftp_tls_log(s, st, c, "verdict=deny reason=ccc");
+		ftp_tls_log(s, st, c, "verdict=deny reason=ccc "
+		    "rule=builtin");
 		*rc = ftp_reply_local(s, st, c->verb, "534 CCC not allowed by "
 		    "the proxy policy");
 		return true;
@@ -198,8 +208,8 @@ ftp_tls_allowed(struct px_session *s, struct ftp_state *st,
 			return true;
 	px_session_count(s, FTP_C_TLS_REQUIRED, 1);
 	px_session_log(s, LOG_NOTICE, "ftp-command user=%s cmd=%s "
-	    "verdict=deny reason=tls-required (the client must send AUTH "
-	    "TLS first)", st->user[0] ? st->user : "-", c->verb);
+	    "verdict=deny reason=tls-required rule=tls/@auth (the client "
+	    "must send AUTH TLS first)", st->user[0] ? st->user : "-", c->verb);
 	*rc = ftp_reply_local(s, st, c->verb, strcmp(c->verb, "USER") == 0 ?
 	    "530 TLS required: send AUTH TLS before USER" :
 	    "530 Please log in over TLS (AUTH TLS) first");
@@ -217,7 +227,8 @@ ftp_tls_data_allowed(struct px_session *s, struct ftp_state *st,
 		return true;
 	px_session_count(s, FTP_C_TLS_REQUIRED, 1);
 	px_session_log(s, LOG_NOTICE, "ftp-command user=%s cmd=%s "
-	    "verdict=deny reason=tls-required (data needs PROT P)",
+	    "verdict=deny reason=tls-required rule=tls/@auth (data needs "
+	    "PROT P)",
 	    st->user[0] ? st->user : "-", verb);
 	*rc = ftp_reply_local(s, st, verb, "521 Data connections must be "
 	    "protected: send PROT P first");

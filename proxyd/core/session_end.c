@@ -62,7 +62,8 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
 	    deny ? " rule=" : "", !deny ? "" : s->rule[0] != '\0' ? s->rule :
-	    "builtin", px_end_by_name(s->end_by), px_end_phase_name(s->end_phase), reason);
+	    "builtin", px_end_by_name(s->end_by),
+	    px_end_phase_name(s->end_phase), reason);
 }
 
 /* close() then sends an RST and drops anything unsent. */

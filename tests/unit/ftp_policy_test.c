@@ -156,6 +156,55 @@ test_commands(void **state)
 	unload(p);
 }
 
+/* rule= of each list's refusals: the deciding element's file:line, its
+ * label= instead when it has one (on "*" too), "default" when no rule
+ * decided, "builtin" for the TLS verbs. */
+static void
+test_refs(void **state)
+{
+	struct ftp_policy *p;
+	char b[PX_RULE_REF_MAX];
+
+	(void)state;
+	p = load("<ftp>\n"
+	    "  <command name=\"STOR\" action=\"deny\"/>\n"
+	    "  <command name=\"DELE RMD\" label=\"read-only\" action=\"deny\"/>\n"
+	    "  <user name=\"root\" action=\"deny\"/>\n"
+	    "  <user name=\"a*\" action=\"accept\"/>\n"
+	    "  <path pattern=\"*.exe\" action=\"deny\"/>\n"
+	    "  <path pattern=\"/etc/*\" label=\"no-etc\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_string_equal(ftp_cmd_ref(p, "STOR", "/e/ftp.xml", b, sizeof(b)),
+	    "ftp.xml:2");
+	assert_string_equal(ftp_cmd_ref(p, "RMD", "/e/ftp.xml", b, sizeof(b)),
+	    "read-only");
+	assert_string_equal(ftp_cmd_ref(p, "XYZZ", "/e/ftp.xml", b, sizeof(b)),
+	    "default");
+	assert_string_equal(ftp_cmd_ref(p, "PBSZ", "/e/ftp.xml", b, sizeof(b)),
+	    "builtin");
+	assert_string_equal(ftp_user_ref(p, "root", "ftp.xml", b, sizeof(b)),
+	    "ftp.xml:4");
+	assert_string_equal(ftp_user_ref(p, "bob", "ftp.xml", b, sizeof(b)),
+	    "default");
+	assert_string_equal(ftp_path_ref(p, "/home/u", "/home/u/x.exe",
+	    "ftp.xml", b, sizeof(b)), "ftp.xml:6");
+	assert_string_equal(ftp_path_ref(p, "/home/u", "/etc/passwd",
+	    "ftp.xml", b, sizeof(b)), "no-etc");
+	unload(p);
+	p = load("<ftp>\n"
+	    "  <command name=\"USER\" action=\"accept\"/>\n"
+	    "  <command name=\"*\" label=\"only-user\" action=\"deny\"/>\n"
+	    "</ftp>\n");
+	assert_non_null(p);
+	assert_string_equal(ftp_cmd_ref(p, "RETR", "ftp.xml", b, sizeof(b)),
+	    "only-user");
+	unload(p);
+	assert_null(load("<ftp><command name=\"X\" label=\"a b\" "
+	    "action=\"deny\"/></ftp>"));
+	assert_non_null(strstr(err.first, "t.xml:1: label=\"a b\""));
+}
+
 /* An allow-list: any name while there is no rule, first match once there
  * are some, and what none matches is refused (even with deny rules only). */
 static void
@@ -365,6 +414,7 @@ main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_attributes),
 		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_refs),
 		cmocka_unit_test(test_users),
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_path_case),
