@@ -82,6 +82,7 @@ struct r66_chan {
 	bool		 has_req;
 	struct r66_request req;
 	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
+	const struct px_rule *file_rule; /* that <file>, for rule=; NULL */
 	uint32_t	 next_rank;
 	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
 	uint64_t	 bytes, blocks;
@@ -269,14 +270,16 @@ r66_payload_path(const struct r66_chan *c)
 
 static void
 r66_xfer_log(struct px_session *s, struct r66_state *st,
-    const struct r66_chan *c, const char *verdict, const char *why)
+    const struct r66_chan *c, const char *verdict, const char *why,
+    const char *ref)
 {
 	char host[200], rule[300], file[400];
 
 	if (!c->has_req)
 		return;
 	px_session_log(s, LOG_INFO, "r66-transfer host=%s rule=%s mode=%s "
-	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s payload=%s",
+	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s%s%s "
+	    "payload=%s",
 	    r66_esc(host, sizeof(host), st->host, strlen(st->host)),
 	    r66_esc(rule, sizeof(rule), c->req.rule, strlen(c->req.rule)),
 	    r66_mode_name(c->req.mode),
@@ -285,6 +288,7 @@ r66_xfer_log(struct px_session *s, struct r66_state *st,
 	    (unsigned long long)c->bytes, (unsigned long long)c->blocks,
 	    c->hash_algo[0] != '\0' ? c->hash_algo : "none", verdict,
 	    why != NULL ? " reason=" : "", why != NULL ? why : "",
+	    ref != NULL ? " policy-rule=" : "", ref != NULL ? ref : "",
 	    r66_payload_path(c));
 }
 
@@ -317,7 +321,7 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 			if (st->ch[k].has_req) {
 				px_session_count(s, R66_C_TRANSFERS_DENIED, 1);
 				r66_xfer_log(s, st, &st->ch[k], "deny",
-				    "protocol-violation");
+				    "protocol-violation", "builtin");
 			}
 			r66_chan_free(st, &st->ch[k]);
 		}
@@ -330,28 +334,50 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 	return R66_FV_END;
 }
 
-/* A policy refusal on channel c. whole: end the connection too (host id,
- * mid-transfer). The client gets an ErrorPacket on its channel; a server
- * that already knows the channel gets one too so it drops it. */
+/* rule= of a refusal by entry hit of a rule list (NULL: its default). */
+static const char *
+r66_ref(struct px_session *s, const struct px_rule *hit, char *buf,
+    size_t size)
+{
+	return px_rule_ref(hit, px_session_policy_file(s), buf, size);
+}
+
+/* rule= of a refusal by <mode allow>: the element, or the default set. */
+static const char *
+r66_mode_ref(struct px_session *s, const struct r66_policy *p, char *buf,
+    size_t size)
+{
+	if (p->mode_line == 0)
+		return "default";
+	return px_rule_ref_at(p->mode_line, NULL, px_session_policy_file(s),
+	    buf, size);
+}
+
+/* A policy refusal on channel c (ref: rule= of the lines). whole: end
+ * the connection too (host id, mid-transfer). The client gets an
+ * ErrorPacket on its channel; a server that already knows the channel
+ * gets one too so it drops it. */
 static enum r66_fv
 r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
     unsigned counter, char code, const char *msg, const char *why,
-    enum px_action act, bool whole)
+    const char *ref, enum px_action act, bool whole)
 {
 	char text[160], reason[200];
 
 	px_session_count(s, counter, 1);
 	if (c->has_req) {
 		px_session_count(s, R66_C_TRANSFERS_DENIED, 1);
-		r66_xfer_log(s, st, c, "deny", why);
+		r66_xfer_log(s, st, c, "deny", why, ref);
 	} else {
 		char host[200];
 
-		px_session_log(s, LOG_NOTICE, "r66 denied host=%s: %s",
+		px_session_log(s, LOG_NOTICE, "r66 denied host=%s: %s rule=%s",
 		    r66_esc(host, sizeof(host), c->host[0] != '\0' ? c->host :
 		    st->host, strlen(c->host[0] != '\0' ? c->host : st->host)),
-		    why);
+		    why, ref);
 	}
+	if (act == PX_ACT_ABORT || whole)
+		px_session_set_rule(s, ref);
 	if (act == PX_ACT_ABORT) {
 		st->done = st->abort = true;
 		snprintf(st->abort_why, sizeof(st->abort_why), "r66 %s", why);
@@ -387,7 +413,7 @@ r66_xfer_error(struct px_session *s, struct r66_state *st,
 		snprintf(why, sizeof(why), "%s error-code=%c", who, f->m[0]);
 	else
 		snprintf(why, sizeof(why), "%s", who);
-	r66_xfer_log(s, st, c, "error", why);
+	r66_xfer_log(s, st, c, "error", why, NULL);
 }
 
 /* ---- checks ----------------------------------------------------------- */
@@ -399,26 +425,29 @@ r66_check_request(struct px_session *s, struct r66_state *st,
 	const struct r66_policy *p = px_session_policy(s);
 	const struct px_rule *hit;
 	enum px_action a;
+	char ref[PX_RULE_REF_MAX];
 
 	if (!answer) {
-		a = px_rules_decide(&p->rules, rq->rule, NULL);
+		a = px_rules_decide(&p->rules, rq->rule, &hit);
 		if (a != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
-			    "rule not allowed", "rule", a, false);
+			    "rule not allowed", "rule", r66_ref(s, hit, ref,
+			    sizeof(ref)), a, false);
 		if (!r66_mode_valid(rq->mode) ||
 		    (p->modes & (1u << rq->mode)) == 0)
 			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
-			    "transfer mode not allowed", "mode", PX_ACT_DENY,
+			    "transfer mode not allowed", "mode", r66_mode_ref(s,
+			    p, ref, sizeof(ref)), PX_ACT_DENY,
 			    false);
 		if (p->req_block_digest && !r66_mode_has_digest(rq->mode))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
 			    "per-block digest required", "digest-required",
-			    PX_ACT_DENY, false);
+			    "r66/@require-digest", PX_ACT_DENY, false);
 		if (rq->info.len > 0 &&
 		    memmem(rq->info.p, rq->info.len, "#COMPRESS#", 10) != NULL)
 			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
 			    "block compression not allowed", "compression",
-			    PX_ACT_DENY, false);
+			    "builtin", PX_ACT_DENY, false);
 	} else if (rq->mode != c->req.mode || strcmp(rq->rule,
 	    c->req.rule) != 0)
 		return r66_violation(s, st, PX_TO_CLIENT,
@@ -428,22 +457,25 @@ r66_check_request(struct px_session *s, struct r66_state *st,
 	if (rq->filename[0] != '\0' || answer) {
 		if (!r66_name_safe(rq->filename))
 			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-			    "file name not allowed", "file-name", PX_ACT_DENY,
-			    answer);
+			    "file name not allowed", "file-name", "builtin",
+			    PX_ACT_DENY, answer);
 		a = px_rules_decide(&p->files, rq->filename, &hit);
 		if (a != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-			    "file name not allowed", "file-name", a, answer);
+			    "file name not allowed", "file-name", r66_ref(s, hit,
+			    ref, sizeof(ref)), a, answer);
 		c->max_size = hit != NULL ? hit->arg : 0;
+		c->file_rule = hit;
 	}
 	if (rq->block > (int64_t)p->max_block)
 		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
 		    "block size over the proxy's limit", "block-size",
-		    PX_ACT_DENY, answer);
+		    "r66/@max-block", PX_ACT_DENY, answer);
 	if (c->max_size != 0 && rq->length > 0 &&
 	    (uint64_t)rq->length > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", PX_ACT_DENY, answer);
+		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
+		    sizeof(ref)), PX_ACT_DENY, answer);
 	return R66_FV_PASS;
 }
 
@@ -455,6 +487,7 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 {
 	const struct r66_policy *p = px_session_policy(s);
 	size_t dl1, dl2;
+	char ref[PX_RULE_REF_MAX];
 
 	if (c->st != R66_CH_XFER || from_client != r66_client_sends(c))
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
@@ -465,7 +498,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 	if (f->mlen > p->max_block || (c->req.block > 0 &&
 	    f->mlen > (uint64_t)c->req.block))
 		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
-		    "block size over the limit", "block-size", PX_ACT_DENY,
+		    "block size over the limit", "block-size", f->mlen >
+		    p->max_block ? "r66/@max-block" : "builtin", PX_ACT_DENY,
 		    true);
 	if (r66_mode_has_digest(c->req.mode)) {
 		/* Keys use the receiver's algorithm (the sender's, if they
@@ -475,7 +509,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 		if (f->elen == 0 || f->elen > 64 ||
 		    (dl1 != 0 && dl2 != 0 && f->elen != dl1 && f->elen != dl2))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
-			    "bad block digest", "block-digest", PX_ACT_DENY,
+			    "bad block digest", "block-digest", "builtin",
+			    PX_ACT_DENY,
 			    true);
 	} else if (f->elen != 0)
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
@@ -488,7 +523,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 		    PX_TO_CLIENT, "more data than the declared size");
 	if (c->max_size != 0 && c->bytes > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", PX_ACT_DENY, true);
+		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
+		    sizeof(ref)), PX_ACT_DENY, true);
 	return R66_FV_PASS;
 }
 
@@ -522,7 +558,8 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 		    f->elen == 0))
 			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
 			    "global digest missing or malformed",
-			    "global-digest", PX_ACT_DENY, true);
+			    "global-digest", "r66/@require-digest", PX_ACT_DENY,
+			    true);
 		if (f->elen > 0)
 			snprintf(c->hash_algo, sizeof(c->hash_algo), "%s",
 			    algo[0] != '\0' ? algo : "unknown");
@@ -555,7 +592,7 @@ r66_check_endrequest(struct px_session *s, struct r66_state *st,
 	}
 	if (way == 1 && !sender && c->st == R66_CH_ER_ASKED) {
 		px_session_count(s, R66_C_TRANSFERS, 1);
-		r66_xfer_log(s, st, c, "accept", NULL);
+		r66_xfer_log(s, st, c, "accept", NULL, NULL);
 		r66_chan_free(st, c);
 		return R66_FV_PASS;
 	}
@@ -569,7 +606,8 @@ r66_check_other(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, const struct r66_frame *f)
 {
 	const struct r66_policy *p = px_session_policy(s);
-	char buf[R66_NAME_MAX], rule[256];
+	const struct px_rule *hit;
+	char buf[R66_NAME_MAX], rule[256], ref[PX_RULE_REF_MAX];
 	bool str;
 	uint8_t tv;
 
@@ -579,12 +617,12 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 	case R66_BUSINESS:
 		return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 		    "administrative request not allowed",
-		    r66_code_name(f->code), PX_ACT_DENY, false);
+		    r66_code_name(f->code), "builtin", PX_ACT_DENY, false);
 	case R66_INFORMATION:
 		if (!p->information)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "information request not allowed", "information",
-			    PX_ACT_DENY, false);
+			    "r66/@information", PX_ACT_DENY, false);
 		if (f->hlen >= sizeof(rule) ||
 		    memchr(f->h, '\0', f->hlen) != NULL)
 			return r66_violation(s, st, PX_TO_SERVER,
@@ -593,15 +631,17 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		rule[f->hlen] = '\0';
 		/* REQUEST_CHECK (0xff) carries a transfer id, not a rule. */
 		if (f->m[0] != 0xff &&
-		    px_rules_decide(&p->rules, rule, NULL) != PX_ACT_ACCEPT)
+		    px_rules_decide(&p->rules, rule, &hit) != PX_ACT_ACCEPT)
 			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
-			    "rule not allowed", "rule", PX_ACT_DENY, false);
+			    "rule not allowed", "rule", r66_ref(s, hit, ref,
+			    sizeof(ref)), PX_ACT_DENY, false);
 		c->st = R66_CH_OTHER;
 		return R66_FV_PASS;
 	case R66_TEST:
 		if (!p->test)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "test message not allowed", "test", PX_ACT_DENY,
+			    "test message not allowed", "test", "r66/@test",
+			    PX_ACT_DENY,
 			    false);
 		c->st = R66_CH_OTHER;
 		return R66_FV_PASS;
@@ -612,6 +652,7 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		    tv == R66_LOG || tv == R66_LOGPURGE || tv == R66_BANDWIDTH)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "administrative request not allowed", "valid-admin",
+			    "builtin",
 			    PX_ACT_DENY, false);
 		if (tv == R66_REQUEST) {
 			/* rename notice: M = newname;size[;info] */
@@ -635,7 +676,7 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		    &str) != 1 || !str || strcmp(buf, R66_JSON_RENAME_CLASS) != 0)
 			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
 			    "JSON command not allowed", "json-command",
-			    PX_ACT_DENY, false);
+			    "builtin", PX_ACT_DENY, false);
 		if (c->st != R66_CH_XFER)
 			return r66_violation(s, st, PX_TO_SERVER,
 			    "unexpected rename notice");
@@ -655,10 +696,14 @@ r66_check_other(struct px_session *s, struct r66_state *st,
 		return r66_violation(s, st, PX_TO_SERVER, "unexpected packet");
 	}
 rename:
-	if (!r66_name_safe(buf) ||
-	    px_rules_decide(&p->files, buf, NULL) != PX_ACT_ACCEPT)
+	if (!r66_name_safe(buf))
 		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-		    "file name not allowed", "file-name", PX_ACT_DENY, true);
+		    "file name not allowed", "file-name", "builtin",
+		    PX_ACT_DENY, true);
+	if (px_rules_decide(&p->files, buf, &hit) != PX_ACT_ACCEPT)
+		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
+		    "file name not allowed", "file-name", r66_ref(s, hit, ref,
+		    sizeof(ref)), PX_ACT_DENY, true);
 	snprintf(c->req.filename, sizeof(c->req.filename), "%s", buf);
 	return R66_FV_PASS;
 }
@@ -684,6 +729,8 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 	struct r66_authent a;
 	struct r66_request rq;
 	enum px_action act;
+	const struct px_rule *hit;
+	char ref[PX_RULE_REF_MAX];
 
 	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
 		return R66_FV_PASS;
@@ -714,14 +761,16 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 				    "bad authentication packet");
 			memcpy(c->host, a.host.p, a.host.len);
 			c->host[a.host.len] = '\0';
-			act = px_rules_decide(&p->hosts, c->host, NULL);
+			act = px_rules_decide(&p->hosts, c->host, &hit);
 			if (act != PX_ACT_ACCEPT)
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
-				    "host id not allowed", "host", act, true);
+				    "host id not allowed", "host",
+				    r66_ref(s, hit, ref, sizeof(ref)), act,
+				    true);
 			if (st->authed && strcmp(st->host, c->host) != 0)
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "one host id per connection", "host-change",
-				    PX_ACT_DENY, true);
+				    "builtin", PX_ACT_DENY, true);
 			r66_caps(&a, st->cdigest, sizeof(st->cdigest),
 			    &st->creuse);
 			c->st = R66_CH_AUTH_ASKED;
@@ -731,7 +780,7 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 		if (!st->authed || !st->creuse || !st->sreuse)
 			return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 			    "not authenticated", "not-authenticated",
-			    PX_ACT_DENY, true);
+			    "builtin", PX_ACT_DENY, true);
 		c->st = R66_CH_AUTHED;
 	} else {
 		c = r66_chan_by_cid(st, f->src);
@@ -847,7 +896,7 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 		if (rq.code != 'i') {
 			/* the server refused: pass its answer on */
 			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
-			r66_xfer_log(s, st, c, "error", "server-refused");
+			r66_xfer_log(s, st, c, "error", "server-refused", NULL);
 			r66_chan_free(st, c);
 			return R66_FV_PASS;
 		}
@@ -1124,7 +1173,7 @@ r66_on_close(struct px_session *s, void *vst)
 		    st->ch[k].st != R66_CH_OTHER) {
 			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
 			r66_xfer_log(s, st, &st->ch[k], "error",
-			    "connection-closed");
+			    "connection-closed", NULL);
 			r66_chan_free(st, &st->ch[k]);
 		}
 	for (d = 0; d < 2; d++)

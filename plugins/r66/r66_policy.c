@@ -243,6 +243,7 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 				goto fail;
 			}
 			seen_mode = true;
+			p->mode_line = px_xml_line(n);
 			rc = r66_modes_load(n, &p->modes, e);
 		} else {
 			px_cfg_error(e, n, "unknown element <%s> in <r66>",

@@ -20,6 +20,7 @@ struct r66_policy {
 	bool		 req_global_digest;
 	uint64_t	 max_block;
 	unsigned	 modes;		/* bit (1 << mode) */
+	long		 mode_line;	/* of <mode>; 0: none, the default */
 	bool		 information;
 	bool		 test;
 	/* <host id>, <rule name>, <file pattern> in file order; a <file>
