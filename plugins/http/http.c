@@ -64,6 +64,7 @@ http_log_request(struct http_state *h)
 {
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	struct timeval now, d;
+	bool deny;
 
 	if (h->method[0] == '\0')
 		return;
@@ -76,9 +77,11 @@ http_log_request(struct http_state *h)
 		    (unsigned)h->status / 100 - 1,
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
+	deny = h->verdict != NULL && (strcmp(h->verdict, "deny") == 0 ||
+	    strcmp(h->verdict, "abort") == 0);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s",
+	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
 	    h->method, h->host[0] ? h->host : "-", h->path, h->status,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
@@ -87,8 +90,10 @@ http_log_request(struct http_state *h)
 	    h->srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
 	    &h->srv.dst, server, sizeof(server)) : "-",
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
-	    h->srv.reused ? "pooled" : "new");
+	    h->srv.reused ? "pooled" : "new", deny ? " rule=" : "",
+	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin");
 	h->method[0] = '\0';
+	h->rule[0] = '\0';
 }
 
 /* ---- ending ------------------------------------------------------------ */
@@ -139,9 +144,11 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	uint16_t port = 0, hostport = 0;
 	int rc;
 	bool forward = px_session_dst(h->s)->sa_family == 0;
+	struct http_hit hit;
 
 	gettimeofday(&h->t_start, NULL);
 	h->verdict = NULL;
+	h->rule[0] = '\0';
 	h->status = 0;
 	h->req_bytes = h->resp_bytes = 0;
 	h->host[0] = '\0';
@@ -233,10 +240,17 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	}
 	h->port = port;
 	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host, h->path,
-	    &why)) != 0) {
+	    &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
+		if (hit.line == 0)
+			snprintf(h->rule, sizeof(h->rule), "default");
+		else
+			px_rule_ref_at(hit.line, hit.label,
+			    px_session_policy_file(h->s), h->rule,
+			    sizeof(h->rule));
 		if (rc == -1) {
 			h->verdict = "abort";
+			px_session_set_rule(h->s, h->rule);
 			http_abort(h, PX_END_POLICY,
 			    "denied: http request aborted by policy");
 			return;

@@ -41,6 +41,8 @@ struct http_request_rule {
 	size_t			 nports;
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
+	long			 line;		/* for rule= */
+	char			*label;		/* label=; NULL */
 };
 
 struct http_url_rule {
@@ -48,6 +50,15 @@ struct http_url_rule {
 	char			*path;		/* glob */
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
+	long			 line;
+	char			*label;
+};
+
+/* The rule that decided, for rule= of the deny lines (px_rule_ref_at);
+ * line 0: none did, a list's default. */
+struct http_hit {
+	long			 line;
+	const char		*label;
 };
 
 struct http_header_rule {
@@ -105,10 +116,10 @@ void	http_policy_free(void *pol);
 bool	http_words_has(const struct http_words *w, const char *s, size_t len);
 /* What the request rules (method, port) and then the url rules (host and
  * path, as logged) say of a request: 0 accept, the status to deny with,
- * or -1 abort; *why says which refused. */
+ * or -1 abort; *why says which refused, *hit (may be NULL) which rule. */
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
-	    const char **why);
+	    const char **why, struct http_hit *hit);
 /* The methods the request rules accept on port (CONNECT only when
  * connect), ", " between, for the Allow field of a 405 (RFC 9110
  * 15.5.6): every method a rule names or the built-in list has. "" when

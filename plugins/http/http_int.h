@@ -115,6 +115,9 @@ struct http_state {
 	char			 host[128];
 	char			 path[256];
 	const char		*verdict;
+	/* rule= of this request's refusal ("": not known yet, see
+	 * http_error) */
+	char			 rule[128];
 	char			 end_reason[160];	/* once closing */
 	enum px_end_by		 end_by;
 };

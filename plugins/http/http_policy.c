@@ -163,7 +163,9 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	if (http_attr_words(e, n, "method", true, &r->methods) == -1)
 		return -1;
 	p->nreq++;
-	if (px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
+	r->line = px_xml_line(n);
+	if (px_attr_label(e, n, &r->label) == -1 ||
+	    px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
 	    http_attr_status(e, n, 405, &r->status) == -1 ||
 	    http_attr_words(e, n, "ports", false, &ports) == -1)
 		return -1;
@@ -207,7 +209,9 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 		px_cfg_error(e, n, "<url> needs host=\"...\" or path=\"...\"");
 		return -1;
 	}
-	if (px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
+	r->line = px_xml_line(n);
+	if (px_attr_label(e, n, &r->label) == -1 ||
+	    px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
 	    http_attr_status(e, n, 403, &r->status) == -1)
 		return -1;
 	return 0;
@@ -489,11 +493,13 @@ http_policy_free(void *pol)
 	for (i = 0; i < p->nreq; i++) {
 		http_words_free(&p->req[i].methods);
 		free(p->req[i].ports);
+		free(p->req[i].label);
 	}
 	free(p->req);
 	for (i = 0; i < p->nurl; i++) {
 		xmlFree(p->url[i].host);
 		xmlFree(p->url[i].path);
+		free(p->url[i].label);
 	}
 	free(p->url);
 	for (i = 0; i < p->nreqh; i++) {
@@ -545,11 +551,14 @@ http_request_match(const struct http_request_rule *req, size_t n,
  * method on port: 0, or as http_policy_check answers. */
 static int
 http_request_decide(const struct http_policy *p, const char *method,
-    size_t mlen, uint16_t port, const char **why)
+    size_t mlen, uint16_t port, const char **why, struct http_hit *rule)
 {
 	const struct http_request_rule *hit;
 	bool builtin = false;
 	int rc;
+
+	rule->line = 0;
+	rule->label = NULL;
 
 	hit = http_request_match(p->req, p->nreq, method, mlen, port);
 	if (hit == NULL && !p->req_catch_all) {
@@ -565,6 +574,9 @@ http_request_decide(const struct http_policy *p, const char *method,
 			return rc;
 		}
 	} else if (hit->action != PX_ACT_ACCEPT) {
+		/* (The built-in list accepts only.) */
+		rule->line = hit->line;
+		rule->label = hit->label;
 		*why = "method denied by policy";
 		return http_refusal(hit->action, hit->status);
 	}
@@ -602,6 +614,7 @@ static size_t
 http_allow_words(const struct http_policy *p, const struct http_words *w,
     uint16_t port, bool connect, char *buf, size_t size, size_t len)
 {
+	struct http_hit hit;
 	const char *why;
 	size_t k;
 
@@ -610,7 +623,8 @@ http_allow_words(const struct http_policy *p, const struct http_words *w,
 
 		if (strcmp(m, "*") == 0 ||
 		    (!connect && strcasecmp(m, "CONNECT") == 0) ||
-		    http_request_decide(p, m, strlen(m), port, &why) != 0)
+		    http_request_decide(p, m, strlen(m), port, &why,
+		    &hit) != 0)
 			continue;
 		len = http_allow_add(buf, size, len, m);
 	}
@@ -638,13 +652,16 @@ http_policy_allow(const struct http_policy *p, uint16_t port, bool connect,
 int
 http_policy_check(const struct http_policy *p, const char *method,
     size_t mlen, uint16_t port, const char *host, const char *path,
-    const char **why)
+    const char **why, struct http_hit *hit)
 {
 	const struct http_url_rule *u;
+	struct http_hit none;
 	size_t i;
 	int rc;
 
-	if ((rc = http_request_decide(p, method, mlen, port, why)) != 0)
+	if (hit == NULL)
+		hit = &none;
+	if ((rc = http_request_decide(p, method, mlen, port, why, hit)) != 0)
 		return rc;
 	for (i = 0; i < p->nurl; i++) {
 		u = &p->url[i];
@@ -652,6 +669,8 @@ http_policy_check(const struct http_policy *p, const char *method,
 			continue;
 		if (u->path != NULL && fnmatch(u->path, path, 0) != 0)
 			continue;
+		hit->line = u->line;
+		hit->label = u->label;
 		if (u->action != PX_ACT_ACCEPT)
 			*why = "URL denied by policy";
 		return http_refusal(u->action, u->status);

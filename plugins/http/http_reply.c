@@ -106,6 +106,31 @@ http_error_page(struct evbuffer *body, const struct http_policy *p,
 	}
 }
 
+/* rule= of a refusal no rule of the lists made: the limit that made it,
+ * <servers> (forward mode: the core judged it), or the proxy's own. */
+static const char *
+http_refusal_rule(const struct http_state *h, const char *why)
+{
+	static const char *const limits[][2] = {
+		{ "URI too long", "limits/@max-url" },
+		{ "request line too long", "limits/@max-line" },
+		{ "header line too long", "limits/@max-line" },
+		{ "too many header lines", "limits/@max-header-lines" },
+		{ "request head over max-header-bytes",
+		    "limits/@max-header-bytes" },
+		{ "request body over max-body", "limits/@max-body" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (strcmp(why, limits[i][0]) == 0)
+			return limits[i][1];
+	if (strncmp(why, "server not allowed", 18) == 0 &&
+	    px_session_rule(h->s)[0] != '\0')
+		return px_session_rule(h->s);
+	return "builtin";
+}
+
 void
 http_error(struct http_state *h, int status, const char *why)
 {
@@ -126,16 +151,25 @@ http_error(struct http_state *h, int status, const char *why)
 	h->status = status;
 	if (h->verdict == NULL)
 		h->verdict = status >= 500 || status == 408 ? "error" : "deny";
+	if (by == PX_END_POLICY) {
+		if (h->rule[0] == '\0')
+			snprintf(h->rule, sizeof(h->rule), "%s",
+			    http_refusal_rule(h, why));
+		px_session_set_rule(h->s, h->rule);
+	}
 	if (h->resp_bytes != 0) {
 		/* Part of a response went out already: a reset, so that the
 		 * client never takes what it got for the whole. */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
-		    "reason=\"%s\" (after part of the response)", status, why);
+		    "reason=\"%s\"%s%s (after part of the response)", status,
+		    why, by == PX_END_POLICY ? " rule=" : "",
+		    by == PX_END_POLICY ? h->rule : "");
 		http_abort(h, by, "error: http: response cut off");
 		return;
 	}
-	px_session_log(h->s, LOG_NOTICE, "http-error status=%d reason=\"%s\"",
-	    status, why);
+	px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
+	    "reason=\"%s\"%s%s", status, why, by == PX_END_POLICY ?
+	    " rule=" : "", by == PX_END_POLICY ? h->rule : "");
 	/* Without memory for a page the status line still goes out. */
 	body = evbuffer_new();
 	if (body != NULL && !p->silent)

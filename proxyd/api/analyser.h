@@ -89,6 +89,8 @@ void		 px_session_set_rule(struct px_session *s, const char *rule);
 /* The base name of the service's policy file: the FILE of rule=FILE:LINE
  * (px_rule_ref). */
 const char	*px_session_policy_file(const struct px_session *s);
+/* What px_session_set_rule() (or the core, refusing) set; "": none. */
+const char	*px_session_rule(const struct px_session *s);
 /* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
  * client (PX_TO_CLIENT) are queued. */
 struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);

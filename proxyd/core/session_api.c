@@ -15,6 +15,7 @@
 #include <event2/buffer.h>
 
 #include "log.h"
+#include "rules.h"
 #include "tls.h"
 #include "upstream.h"
 #include "worker.h"
@@ -41,6 +42,12 @@ void
 px_session_set_rule(struct px_session *s, const char *rule)
 {
 	snprintf(s->rule, sizeof(s->rule), "%s", rule != NULL ? rule : "");
+}
+
+const char *
+px_session_rule(const struct px_session *s)
+{
+	return s->rule;
 }
 
 const char *
@@ -552,6 +559,7 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	int16_t spec[PX_GROUP_MAX];
 	struct px_zone_path zp;
 	struct px_key k;
+	char ref[PX_RULE_REF_MAX];
 
 	px_key_from_sockaddr(&k, dst);
 	px_zones_path(&s->cfg->zones, &k, &zp);
@@ -562,6 +570,8 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &k, &zp, spec);
 	if (spec[s->svc->group_idx] >= 0)
 		return 0;
+	px_session_set_rule(s, px_rule_ref_at(s->svc->servers.line, NULL,
+	    px_session_policy_file(s), ref, sizeof(ref)));
 	px_metrics_denied(s, PX_DENY_SERVER, 1);
 	return -1;
 }

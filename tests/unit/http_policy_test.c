@@ -36,7 +36,7 @@ check(const struct http_policy *p, const char *method, uint16_t port,
 {
 	*why = NULL;
 	return http_policy_check(p, method, strlen(method), port, host, path,
-	    why);
+	    why, NULL);
 }
 
 static bool
