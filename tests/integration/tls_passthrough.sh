@@ -66,12 +66,12 @@ grep -q '"GET /f1m.bin HTTP/1.1" 200 sni=www.example.test' "$SLOG" || fail "the 
 info "the same name offering h2 too: not a subset of the accept rule's alpn=; the h2 deny rule takes it"
 code=$(get www.example.test /f1m.bin?h2 --http2)
 [[ $code == 200 ]] && fail "a client offering h2 got through"
-assert_log "session-end service=tpass analyser=plug verdict=deny .*by=policy phase=accept end=denied: tls sni=www\.example\.test alpn=h2,http/1\.1 \(rule at line 8\)"
+assert_log "session-end service=tpass analyser=plug verdict=deny .* rule=tpass\.xml:8 by=policy phase=accept end=denied: tls sni=www\.example\.test alpn=h2,http/1\.1 \(rule at line 8\)"
 
 info "a name no accept rule lists: denied, nothing reaches the origin"
 code=$(get evil.test /f1m.bin?evil --http1.1)
 [[ $code == 200 ]] && fail "evil.test got through"
-assert_log "end=denied: tls sni=evil\.test alpn=http/1\.1 \(no rule: the default\)"
+assert_log " rule=default by=policy phase=accept end=denied: tls sni=evil\.test alpn=http/1\.1 \(no rule: the default\)"
 code=$(get evil.test /f1m.bin?evilh2 --http2)
 assert_log "end=denied: tls sni=evil\.test alpn=h2,http/1\.1 \(rule at line 8\)"
 assert_eq "$(origin_saw /f1m.bin?evil)" 0 "requests of evil.test at the origin"
@@ -82,7 +82,7 @@ assert_eq "$code" "200" "api.other.test with h2"
 
 info "no SNI: denied by no-sni (default deny)"
 echo | timeout 10 openssl s_client -connect "127.0.0.1:$P_PASS" -noservername >"$T/nosni.out" 2>&1 || true
-assert_log "end=denied: tls sni=- alpn=- \(no-sni\)"
+assert_log " rule=tls/@no-sni by=policy phase=accept end=denied: tls sni=- alpn=- \(no-sni\)"
 
 info "plain HTTP on the port: refused as not TLS"
 curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$P_PASS/plain" 2>/dev/null || true
