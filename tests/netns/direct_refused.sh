@@ -41,6 +41,7 @@ expect_refused() { # SERVICE URL CLIENT_RE
     info "log: $line"
     [[ $line == *"session-end service=$svc "* ]] || fail "denied line is not for service $svc: $line"
     [[ $(kv "$line" client) =~ $cre ]] || fail "client= is not the client: $line"
+    assert_eq "$(kv "$line" rule)" builtin "rule= of a direct connection (no rule can allow it)"
 }
 
 expect_refused tp "http://$TOPO_FC4:50080/file" '^198\.18\.1\.2:[0-9]+$'

@@ -80,6 +80,8 @@ for n in 1 2 3 4; do
         assert_eq "$(kv "$line" service)" "-" "pair $n: service= of a refused connection"
         assert_eq "$(kv "$line" verdict)" "deny" "pair $n: verdict="
         assert_eq "$(kv "$line" end)" "denied: no service for this client and server" "pair $n: end="
+        # no one service's list refused it: the listener's default did
+        assert_eq "$(kv "$line" rule)" default "pair $n: rule="
         assert_eq "$(nginx_count "pair=$n ")" 0 "pair $n: requests nginx served"
         seen=none
     else
