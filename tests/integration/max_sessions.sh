@@ -53,7 +53,7 @@ read -r st dt <<<"$out"
 [[ $st == EOF || $st == RESET ]] || fail "3rd connection with max-sessions=2: expected to be closed at once, got '$out'"
 ms=$(awk -v d="$dt" 'BEGIN { printf "%d", d * 1000 }')
 ((ms < 1000)) || fail "3rd connection closed only after $ms ms (expected at once)"
-assert_log 'session-end service=ms .* end=denied: max-sessions$'
+assert_log 'session-end service=ms .* rule=limits/@max-sessions by=policy phase=accept end=denied: max-sessions$'
 assert_metric ge proxyd_sessions_denied_total 'reason="max-sessions"' 1
 proc_alive "$HOLD_PID" || fail "the held connections' client exited early: $(cat "$T/hold.out")"
 assert_metric eq proxyd_sessions_active '' 2
