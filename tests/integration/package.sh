@@ -69,7 +69,8 @@ done
 [[ -d $R/etc/proxyd/policy ]] || fail "/etc/proxyd/policy is not in the package"
 assert_eq "$(find "$R/etc/proxyd/policy" -type f | wc -l)" 0 "services enabled on install"
 assert_eq "$("$R/usr/sbin/proxyd" --version)" "proxyd $VERSION" "the packaged binary's version"
-"$R/usr/sbin/proxyd" --help | grep -q '(default /etc/proxyd/proxyd.xml)' ||
+proxyd_help=$("$R/usr/sbin/proxyd" --help)
+grep -q '(default /etc/proxyd/proxyd.xml)' <<<"$proxyd_help" ||
     fail "the packaged binary's default config is not /etc/proxyd/proxyd.xml"
 grep -q '^ExecStart=/usr/sbin/proxyd -c /etc/proxyd/proxyd.xml$' "$R/lib/systemd/system/proxyd.service" ||
     fail "unit ExecStart: $(grep ExecStart "$R/lib/systemd/system/proxyd.service")"
@@ -80,7 +81,10 @@ done
 # the HA pair (DEPLOY.md): pair.sh shipped executable, and the unit of its
 # supervisor runs the shipped one on the directory pair.sh writes by default
 [[ -x $R/usr/share/proxyd/ha/pair.sh ]] || fail "/usr/share/proxyd/ha/pair.sh is not executable"
-"$R/usr/share/proxyd/ha/pair.sh" --help | grep -q 'supervise' || fail "the packaged pair.sh --help"
+# (read whole first: grep -q would close the pipe early, and pipefail
+# then fails on pair.sh's SIGPIPE)
+pair_help=$("$R/usr/share/proxyd/ha/pair.sh" --help) || fail "the packaged pair.sh --help failed"
+grep -q 'supervise' <<<"$pair_help" || fail "the packaged pair.sh --help names no supervise"
 grep -q '^ExecStart=/usr/share/proxyd/ha/pair.sh supervise --dir /etc/proxyd/ha$' \
     "$R/lib/systemd/system/proxyd-ha.service" ||
     fail "proxyd-ha.service ExecStart: $(grep ExecStart "$R/lib/systemd/system/proxyd-ha.service")"
