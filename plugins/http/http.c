@@ -272,6 +272,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
+	if (http_scan_request(h, h->req_body == HTTP_BODY_LENGTH ?
+	    (int64_t)h->req_left : -1) == -1)
+		return;
 	h->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->is_connect &&
 	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
 	h->client_keep = p->keepalive_client && !m.conn_close &&
@@ -339,7 +342,9 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 	static _Thread_local struct http_head t;
 	static _Thread_local char detail[96];
 	struct http_chunk *c = request ? &h->req_chunk : &h->resp_chunk;
-	struct evbuffer *to = out != NULL ? out : h->c->out;
+	enum px_dir dir = request ? PX_TO_SERVER : PX_TO_CLIENT;
+	struct evbuffer *to = out != NULL ? out :
+	    http_scan_to(h, PX_TO_CLIENT, h->c->out);
 	const struct http_limits *lim = &h->pol->lim;
 	enum http_chunk_state st = c->state;
 	struct evbuffer_iovec v;
@@ -383,6 +388,8 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 			return -1;
 		}
 		if (st == HTTP_CHUNK_DATA) {
+			if (http_scan_feed(h, dir, in, (size_t)k) == -1)
+				return -1;
 			evbuffer_remove_buffer(in, to, (size_t)k);
 		} else {
 			evbuffer_drain(in, (size_t)k);
@@ -412,14 +419,16 @@ void
 http_pump_request(struct http_state *h)
 {
 	struct evbuffer *cin = h->c->in;
-	struct evbuffer *sout;
+	struct evbuffer *sout, *to;
 
 	if (h->req != HTTP_REQ_BODY || h->srv.io == NULL)
 		return;
 	sout = h->srv.io->out;
+	to = http_scan_to(h, PX_TO_SERVER, sout);
 	while (h->req == HTTP_REQ_BODY) {
 		size_t avail = evbuffer_get_length(cin), room, n;
-		size_t queued = evbuffer_get_length(sout);
+		size_t queued = evbuffer_get_length(sout) +
+		    http_scan_queued(h, PX_TO_SERVER);
 
 		if (avail == 0 || queued >= h->buffer)
 			break;
@@ -432,7 +441,7 @@ http_pump_request(struct http_state *h)
 			if (h->req_left == 0)
 				h->req = HTTP_REQ_DONE;
 		} else {
-			int r = http_pump_chunked(h, true, cin, sout, room);
+			int r = http_pump_chunked(h, true, cin, to, room);
 
 			if (r < 0)
 				return;
@@ -440,11 +449,17 @@ http_pump_request(struct http_state *h)
 				break;
 			continue;
 		}
-		evbuffer_remove_buffer(cin, sout, n);
+		if (http_scan_feed(h, PX_TO_SERVER, cin, n) == -1)
+			return;
+		evbuffer_remove_buffer(cin, to, n);
 		h->progress++;
 		h->req_bytes += n;
 		px_session_account(h->s, PX_TO_SERVER, n);
 	}
+	http_scan_release(h, PX_TO_SERVER, sout);
+	/* The request's end waits for its verdict in the hold. */
+	if (h->req == HTTP_REQ_DONE)
+		(void)http_scan_hold(h, PX_TO_SERVER, sout);
 	px_session_active(h->s);
 }
 
@@ -521,6 +536,10 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	rs.dechunk = h->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
+	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	    (cout = http_scan_response(h, buf, head_len)) == NULL)
+		return false;
+	before = evbuffer_get_length(cout);
 	http_head_response(cout, &m, h->pol, &rs);
 	evbuffer_drain(sin, head_len);
 	h->resp_bytes += evbuffer_get_length(cout) - before;
@@ -550,10 +569,12 @@ http_pump_response(struct http_state *h)
 {
 	struct evbuffer *sin = h->srv.io->in;
 	struct evbuffer *cout = h->c->out;
+	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
 
 	while (h->resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(sin), room, n;
-		size_t queued = evbuffer_get_length(cout);
+		size_t queued = evbuffer_get_length(cout) +
+		    http_scan_queued(h, PX_TO_CLIENT);
 
 		if (avail == 0 || queued >= h->buffer)
 			break;
@@ -567,7 +588,7 @@ http_pump_response(struct http_state *h)
 				h->resp = HTTP_RESP_DONE;
 		} else if (h->resp_body == HTTP_BODY_CHUNKED) {
 			int r = http_pump_chunked(h, false, sin, h->dechunk ?
-			    NULL : cout, room);
+			    NULL : to, room);
 
 			if (r < 0)
 				return;
@@ -575,15 +596,35 @@ http_pump_response(struct http_state *h)
 				break;
 			continue;
 		}
-		evbuffer_remove_buffer(sin, cout, n);
+		if (http_scan_feed(h, PX_TO_CLIENT, sin, n) == -1)
+			return;
+		evbuffer_remove_buffer(sin, to, n);
 		h->progress++;
 		h->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
+	http_scan_release(h, PX_TO_CLIENT, cout);
 	px_session_active(h->s);
 }
 
 /* The response is complete (and so is the request). */
+static void
+http_transaction_done(struct http_state *h);
+
+static void http_unasked_bytes(struct http_state *h, struct evbuffer *sin);
+
+void
+http_response_complete(struct http_state *h)
+{
+	/* Bytes that came with the response, after its end (a body after
+	 * a 204, 304 or a HEAD response, say): one request is in flight,
+	 * so they answer nothing, and the connection is closed, never
+	 * pooled. */
+	if (h->srv.io != NULL && evbuffer_get_length(h->srv.io->in) != 0)
+		http_unasked_bytes(h, h->srv.io->in);
+	http_transaction_done(h);
+}
+
 static void
 http_transaction_done(struct http_state *h)
 {
@@ -734,6 +775,10 @@ http_server_input(struct http_state *h)
 {
 	struct evbuffer *sin = h->srv.io->in;
 
+	/* No response is read before the upload's verdict: the server
+	 * may not even have its whole body. */
+	if (http_scan_pending(h, PX_TO_SERVER))
+		return;
 	while (h->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
 		size_t len = evbuffer_get_length(sin), want;
 		const char *buf, *why;
@@ -793,15 +838,10 @@ http_server_input(struct http_state *h)
 		h->resp = HTTP_RESP_DONE;
 		h->srv.keep = false;
 	}
-	if (!h->gone && h->resp == HTTP_RESP_DONE) {
-		/* Bytes that came with the response, after its end (a body
-		 * after a 204, 304 or a HEAD response, say): one request is
-		 * in flight, so they answer nothing, and the connection is
-		 * closed, never pooled. */
-		if (evbuffer_get_length(sin) != 0)
-			http_unasked_bytes(h, sin);
-		http_transaction_done(h);
-	}
+	/* A scanned body's end waits for its verdict (http_scan.c). */
+	if (!h->gone && h->resp == HTTP_RESP_DONE &&
+	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out))
+		http_response_complete(h);
 }
 
 /* The server connection ended (EOF) or failed (err != 0). */
@@ -816,17 +856,27 @@ http_server_gone(struct http_state *h, int err)
 		    err ? strerror(err) : "closed during tunnel setup");
 		return;
 	}
+	if (h->resp == HTTP_RESP_DONE && http_scan_pending(h, PX_TO_CLIENT)) {
+		/* The whole response is here; its verdict is awaited. */
+		h->srv.keep = false;
+		http_server_drop(h, false);
+		return;
+	}
 	if (http_retry(h))
 		return;
 	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
 	    eof) {
 		/* Close-delimited: the end of the body. */
 		http_pump_response(h);
-		if (h->gone)
+		if (h->gone || h->closing)
 			return;
 		if (evbuffer_get_length(h->srv.io->in) == 0) {
 			h->resp = HTTP_RESP_DONE;
 			h->srv.keep = false;
+			if (http_scan_hold(h, PX_TO_CLIENT, h->c->out)) {
+				http_server_drop(h, false);
+				return;
+			}
 			http_transaction_done(h);
 		}
 		/* Else the client output is full: the rest moves as it
@@ -1139,6 +1189,7 @@ http_on_close(struct px_session *s, void *st)
 
 	(void)s;
 	h->gone = true;
+	http_scan_close(h);
 	if (h->dns != NULL)
 		evdns_getaddrinfo_cancel(h->dns);
 	h->dns = NULL;
@@ -1256,4 +1307,5 @@ const struct px_analyser http_analyser = {
 	.forward_mode = true,
 	.alpn = "http/1.1,http/1.0",
 	.on_worker_exit = http_worker_exit,
+	.scan = true,
 };

@@ -73,6 +73,16 @@ struct http_server {
 	bool			 kept;		/* from this client's last request */
 };
 
+/* A body through the scanner (http_scan.c), one per direction. */
+struct http_scan {
+	struct px_icap_req	*icap;		/* the scan under way; NULL */
+	struct evbuffer		*hold;		/* what is held back */
+	bool			 on;		/* this body is being scanned */
+	bool			 ended;		/* all sent: verdict awaited */
+	bool			 whole;		/* head and body held whole */
+	uint64_t		 size;		/* body bytes so far */
+};
+
 struct http_state {
 	struct px_session	*s;
 	const struct http_policy *pol;
@@ -120,6 +130,7 @@ struct http_state {
 	char			 rule[128];
 	char			 end_reason[160];	/* once closing */
 	enum px_end_by		 end_by;
+	struct http_scan	 scan[2];	/* [PX_TO_SERVER]: upload */
 };
 
 /* ---- http.c ------------------------------------------------------------ */
@@ -140,6 +151,41 @@ void	http_abort(struct http_state *h, enum px_end_by by,
 void	http_pump_request(struct http_state *h);
 /* Runs every step that can make progress; after every event. */
 void	http_drive(struct http_state *h);
+
+/* The response (and its request) are complete and their scans passed:
+ * bytes the server sent after it are dropped, the next request may come. */
+void	http_response_complete(struct http_state *h);
+
+/* ---- http_scan.c ------------------------------------------------------- */
+
+/* A request body of size bytes (-1: chunked) follows: starts its scan if
+ * the service scans uploads. 0 go on, -1 the transaction ended (413). */
+int	http_scan_request(struct http_state *h, int64_t size);
+/* A final response head with a body (raw head, len bytes): starts its
+ * scan. Where its head goes (the client output, or the hold when the
+ * whole response is held), or NULL when the transaction ended (502). */
+struct evbuffer *http_scan_response(struct http_state *h, const char *head,
+	    size_t len);
+/* Where the body in dir goes: the hold while scanned, else out. */
+struct evbuffer *http_scan_to(struct http_state *h, enum px_dir dir,
+	    struct evbuffer *out);
+/* Bytes held or waiting for the scanner in dir: counted against buffer. */
+size_t	http_scan_queued(const struct http_state *h, enum px_dir dir);
+/* n body bytes at the front of src are about to go on: a copy goes to the
+ * scanner. -1: the transaction ended (over max-size, refused). */
+int	http_scan_feed(struct http_state *h, enum px_dir dir,
+	    struct evbuffer *src, size_t n);
+/* Moves to out what is no longer held back. */
+void	http_scan_release(struct http_state *h, enum px_dir dir,
+	    struct evbuffer *out);
+/* The body in dir is complete: true while its verdict is awaited (the
+ * transfer must not complete); false once it may, the held bytes moved
+ * to out. */
+bool	http_scan_hold(struct http_state *h, enum px_dir dir,
+	    struct evbuffer *out);
+/* The body in dir is complete and its verdict not in yet. */
+bool	http_scan_pending(const struct http_state *h, enum px_dir dir);
+void	http_scan_close(struct http_state *h);
 
 /* ---- http_upstream.c --------------------------------------------------- */
 

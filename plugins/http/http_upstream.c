@@ -15,6 +15,7 @@
 
 #include "conn.h"
 #include "http_int.h"
+#include "icap.h"
 #include "parse.h"
 
 /* Per worker thread: each worker has one event_base, so one resolver
@@ -279,6 +280,7 @@ http_worker_exit(void)
 	if (http_dns != NULL)
 		evdns_base_free(http_dns, 1);
 	http_dns = NULL;
+	px_icap_worker_exit();
 }
 
 bool

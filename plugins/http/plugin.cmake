@@ -5,4 +5,5 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_parse.c
 	${CMAKE_CURRENT_LIST_DIR}/http_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
+	${CMAKE_CURRENT_LIST_DIR}/http_scan.c
 	${CMAKE_CURRENT_LIST_DIR}/http_upstream.c)

@@ -139,6 +139,9 @@ struct px_analyser {
 	/* It starts TLS itself (FTP's AUTH TLS): a <tls> on its service is
 	 * left to it (px_session_starttls) unless implicit="yes". */
 	bool		 starttls;
+	/* It takes a service's <scan> (px_session_scan): its bodies go to
+	 * the scanner named there. */
+	bool		 scan;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

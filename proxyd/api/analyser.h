@@ -45,6 +45,11 @@ extern const struct px_analyser *const px_analysers[];
 
 /* What an analyser may ask of the core for its session. */
 const void	*px_session_policy(const struct px_session *s);
+/* The service's <scan> (scan.h): its scanner is NULL when there is none. */
+struct px_scan_policy;
+const struct px_scan_policy *px_session_scan(const struct px_session *s);
+/* The service's name (for the scan counters' labels). */
+const char	*px_session_service(const struct px_session *s);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,
 		    bool half_close);
 

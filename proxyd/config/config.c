@@ -432,6 +432,7 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	if (px_zones_load(&c->zones, px_child(root, "zones"), e) == -1 &&
 	    e->count == before)
 		px_cfg_error(e, root, "invalid <zones>");
+	px_scanners_load(&c->scanners, px_child(root, "scanners"), e);
 
 	return e->count == before ? 0 : -1;
 }
@@ -619,7 +620,7 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
-		    "upstream", "clients", "servers", "tls", NULL };
+		    "upstream", "clients", "servers", "tls", "scan", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -683,6 +684,13 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    "forward), not mode=\"fixed\"");
 	}
 	px_load_service_tls(svc, root, e);
+	if ((n = px_child(root, "scan")) != NULL) {
+		px_scan_policy_load(&svc->scan, n, &c->scanners, e);
+		if (svc->analyser != NULL && !svc->analyser->scan)
+			px_cfg_error(e, n, "<scan>: analyser \"%s\" does not "
+			    "scan its transfers yet (http does)",
+			    svc->analyser->name);
+	}
 	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&
@@ -939,6 +947,7 @@ px_config_unref(struct px_config *c)
 		px_group_free(&c->groups[i], c->zones.n);
 	free(c->groups);
 	px_zones_free(&c->zones);
+	px_scanners_free(&c->scanners);
 	free(c->services);
 	atomic_fetch_sub_explicit(&px_configs_live, 1, memory_order_release);
 	free(c->policy_dir);

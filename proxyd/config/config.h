@@ -17,6 +17,7 @@
 #include "parse.h"
 #include "dispatch.h"
 #include "zone.h"
+#include "scan.h"
 
 struct px_analyser;
 struct _xmlNode;
@@ -61,6 +62,7 @@ struct px_service {
 	struct px_tls_ctx	*starttls_client, *starttls_server;
 	struct px_addrlist	 clients;	/* unset: everyone */
 	struct px_addrlist	 servers;	/* unset: anywhere */
+	struct px_scan_policy	 scan;		/* <scan>; scanner NULL: none */
 	/* The services on this listen address (transparent and redirect
 	 * modes may share one); group_idx is this one's place in it. */
 	struct px_group		*group;
@@ -102,6 +104,7 @@ struct px_config {
 	struct px_service	*services;	/* sorted by name */
 	size_t			 nservices;
 	struct px_zones		 zones;
+	struct px_scanners	 scanners;	/* <scanners> */
 	struct px_group		*groups;	/* one per listen address */
 	size_t			 ngroups;
 };

@@ -26,6 +26,18 @@ px_session_policy(const struct px_session *s)
 	return s->svc->analyser_policy;
 }
 
+const struct px_scan_policy *
+px_session_scan(const struct px_session *s)
+{
+	return &s->svc->scan;
+}
+
+const char *
+px_session_service(const struct px_session *s)
+{
+	return s->svc->name;
+}
+
 bool
 px_session_config_stale(const struct px_session *s)
 {

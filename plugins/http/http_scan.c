@@ -1,0 +1,431 @@
+/* Bodies through the service's scanner (<scan>, proxyd/scan/): a request
+ * body (upload) by REQMOD, a response body (download) by RESPMOD. The
+ * body goes on to its peer as it arrives, copied to the scanner on the
+ * way, except its last part, held in scan->hold until the verdict:
+ *   - the last HTTP_SCAN_TAIL bytes of what would go to the peer (data,
+ *     and for a chunked body its framing: the last chunk and the final
+ *     0-chunk are always among them);
+ *   - a response with a Content-Length whose head and body fit in
+ *     HTTP_SCAN_WHOLE: all of it, head included, so that an infected one
+ *     is answered with a 403 page rather than cut off.
+ * Clean: what is held goes on. Infected: a download whose head is held
+ * gets a 403 page naming the threat, one whose head went is reset before
+ * its last bytes; an upload is never completed towards the server (its
+ * connection is reset) and the client gets the 403. Both bounds shrink to
+ * a quarter (tail) and a half (whole) of limits/@buffer when that is
+ * smaller, so a held part never stops the pumps. */
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+
+#include "conn.h"
+#include "http_int.h"
+#include "icap.h"
+#include "scan.h"
+
+#define HTTP_SCAN_TAIL		(16 * 1024)
+#define HTTP_SCAN_WHOLE		(64 * 1024)
+
+static size_t
+http_scan_tail(const struct http_state *h)
+{
+	return h->buffer / 4 < HTTP_SCAN_TAIL ? h->buffer / 4 : HTTP_SCAN_TAIL;
+}
+
+static const char *
+http_scan_dir_name(enum px_dir dir)
+{
+	return dir == PX_TO_SERVER ? "upload" : "download";
+}
+
+static const struct px_scanner *
+http_scanner(const struct http_state *h)
+{
+	return px_session_scan(h->s)->scanner;
+}
+
+static void
+http_scan_count(struct http_state *h, const char *verdict)
+{
+	px_scan_count(px_session_service(h->s), http_scanner(h)->name, verdict);
+}
+
+/* Stops scanning dir: what is held goes on to out when release. */
+static void
+http_scan_stop(struct http_state *h, enum px_dir dir)
+{
+	struct http_scan *sc = &h->scan[dir];
+
+	if (sc->icap != NULL)
+		px_icap_cancel(sc->icap);
+	sc->icap = NULL;
+	sc->on = false;
+	sc->whole = false;
+}
+
+/* The server connection goes with a reset: it never takes a truncated
+ * upload for a whole one. */
+static void
+http_scan_reset_server(struct http_state *h)
+{
+	struct linger lg = { 1, 0 };
+
+	if (h->srv.io != NULL && h->srv.io->fd >= 0)
+		(void)setsockopt(h->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
+		    sizeof(lg));
+	h->srv.keep = false;
+	http_server_drop(h, false);
+}
+
+/* The body in dir is refused (infected, over-size, or the scanner
+ * failed with on-error="block"): status for the client when the
+ * response head did not go out yet, else a reset. */
+static void
+http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
+    const char *why)
+{
+	struct http_scan *sc = &h->scan[dir];
+	bool head_out = dir == PX_TO_CLIENT && !sc->whole;
+
+	http_scan_stop(h, dir);
+	evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
+	h->verdict = "deny";
+	if (dir == PX_TO_SERVER) {
+		h->req = HTTP_REQ_DONE;
+		http_scan_reset_server(h);
+	}
+	if (head_out) {
+		char end[200];
+
+		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
+		    "reason=\"%s\" (after the response head: reset)", status,
+		    why);
+		snprintf(end, sizeof(end), "denied: http-scan: %s", why);
+		http_abort(h, PX_END_POLICY, end);
+		return;
+	}
+	if (dir == PX_TO_CLIENT) {
+		/* Nothing of this response went out (it was all held): a
+		 * page in its place. */
+		h->resp_bytes = 0;
+		h->srv.keep = false;
+	}
+	http_error(h, status, why);
+}
+
+/* The threat for the log and the page: the scanner's name for it, or
+ * what its answer said instead. */
+static void
+http_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
+{
+	if (res->threat[0] != '\0')
+		http_copy(buf, len, res->threat, strlen(res->threat));
+	else if (res->verdict == PX_ICAP_MODIFIED)
+		snprintf(buf, len, "unnamed (the scanner changed the message: "
+		    "not relayed)");
+	else
+		snprintf(buf, len, "unnamed (the scanner answered HTTP %d)",
+		    res->http_status);
+}
+
+/* Verdict clean (or passed): what is held goes on, and the transfer
+ * completes. */
+static void
+http_scan_pass(struct http_state *h, enum px_dir dir)
+{
+	struct http_scan *sc = &h->scan[dir];
+	bool ended = sc->ended;
+
+	http_scan_stop(h, dir);
+	if (dir == PX_TO_CLIENT) {
+		evbuffer_add_buffer(h->c->out, sc->hold);
+		if (ended && h->resp == HTTP_RESP_DONE)
+			http_response_complete(h);
+	} else if (h->srv.io != NULL)
+		evbuffer_add_buffer(h->srv.io->out, sc->hold);
+	h->progress++;
+}
+
+static void
+http_scan_verdict(struct http_state *h, enum px_dir dir,
+    const struct px_icap_result *res)
+{
+	const struct px_scanner *scn = http_scanner(h);
+	struct http_scan *sc = &h->scan[dir];
+	char threat[128], why[200];
+
+	sc->icap = NULL;	/* freed after this callback */
+	switch (res->verdict) {
+	case PX_ICAP_CLEAN:
+		px_session_log(h->s, LOG_INFO, "http-scan verdict=clean "
+		    "scanner=%s direction=%s size=%llu", scn->name,
+		    http_scan_dir_name(dir), (unsigned long long)sc->size);
+		http_scan_count(h, "clean");
+		http_scan_pass(h, dir);
+		return;
+	case PX_ICAP_INFECTED:
+	case PX_ICAP_MODIFIED:
+		http_scan_threat(res, threat, sizeof(threat));
+		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=infected "
+		    "threat=\"%s\" scanner=%s direction=%s size=%llu", threat,
+		    scn->name, http_scan_dir_name(dir),
+		    (unsigned long long)sc->size);
+		http_scan_count(h, "infected");
+		px_session_count(h->s, HTTP_C_DENIED, 1);
+		snprintf(why, sizeof(why), "virus found: %s", threat);
+		http_scan_refuse(h, dir, 403, why);
+		return;
+	case PX_ICAP_ERROR:
+		break;
+	}
+	px_session_log(h->s, LOG_WARNING, "http-scan verdict=error "
+	    "reason=\"%s\" scanner=%s direction=%s on-error=%s", res->error,
+	    scn->name, http_scan_dir_name(dir), scn->on_error_allow ?
+	    "allow" : "block");
+	if (scn->on_error_allow) {
+		http_scan_count(h, "error-allowed");
+		http_scan_pass(h, dir);
+		return;
+	}
+	http_scan_count(h, "error");
+	snprintf(why, sizeof(why), "the scanner failed: %s", res->error);
+	http_scan_refuse(h, dir, 502, why);
+}
+
+static void
+http_scan_event(struct http_state *h, enum px_dir dir,
+    const struct px_icap_result *res)
+{
+	if (h->gone)
+		return;
+	if (res != NULL)
+		http_scan_verdict(h, dir, res);
+	if (!h->gone)
+		http_drive(h);
+}
+
+static void
+http_scan_up_cb(void *arg, const struct px_icap_result *res)
+{
+	http_scan_event(arg, PX_TO_SERVER, res);
+}
+
+static void
+http_scan_down_cb(void *arg, const struct px_icap_result *res)
+{
+	http_scan_event(arg, PX_TO_CLIENT, res);
+}
+
+/* The request head the scanner sees: what names the file. */
+static void
+http_scan_req_head(const struct http_state *h, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+	    h->method[0] != '\0' ? h->method : "GET", h->path,
+	    h->host[0] != '\0' ? h->host : "unknown");
+}
+
+/* A body of `size` bytes (-1: not known yet) is about to flow in dir:
+ * whether it is scanned. 1 scanned, 0 not, -1 refused as over-size
+ * (nothing sent yet: the caller answers). */
+static int
+http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
+    const char *res_head, size_t res_len)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+	struct http_scan *sc = &h->scan[dir];
+	unsigned bit = dir == PX_TO_SERVER ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD;
+	char rq[512];
+
+	sc->size = 0;
+	sc->on = sc->ended = sc->whole = false;
+	if (p->scanner == NULL || !(p->direction & bit))
+		return 0;
+	if (size >= 0 && (uint64_t)size > p->max_size) {
+		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
+		    "size=%lld max-size=%llu scanner=%s direction=%s over-size=%s",
+		    (long long)size, (unsigned long long)p->max_size,
+		    p->scanner->name, http_scan_dir_name(dir),
+		    p->over_size_allow ? "allow" : "block");
+		http_scan_count(h, p->over_size_allow ? "over-size-allowed" :
+		    "over-size");
+		return p->over_size_allow ? 0 : -1;
+	}
+	http_scan_req_head(h, rq, sizeof(rq));
+	if (sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL)
+		sc->icap = NULL;
+	else
+		sc->icap = px_icap_start(px_session_base(h->s), p->scanner,
+	    dir == PX_TO_CLIENT, rq, strlen(rq), res_head, res_len,
+	    dir == PX_TO_SERVER ? http_scan_up_cb : http_scan_down_cb, h);
+	if (sc->icap == NULL) {
+		struct px_icap_result res = { .verdict = PX_ICAP_ERROR };
+
+		snprintf(res.error, sizeof(res.error), "out of memory");
+		sc->on = true;
+		http_scan_verdict(h, dir, &res);
+		return h->gone || h->closing ? -1 : 0;
+	}
+	sc->on = true;
+	return 1;
+}
+
+int
+http_scan_request(struct http_state *h, int64_t size)
+{
+	if (h->req_body == HTTP_BODY_NONE)
+		return 0;
+	if (http_scan_begin(h, PX_TO_SERVER, size, NULL, 0) != -1)
+		return h->closing || h->gone ? -1 : 0;
+	if (!h->closing && !h->gone) {
+		h->req = HTTP_REQ_DONE;
+		px_session_count(h->s, HTTP_C_DENIED, 1);
+		http_error(h, 413, "request body over the scanner's max-size");
+	}
+	return -1;
+}
+
+struct evbuffer *
+http_scan_response(struct http_state *h, const char *head, size_t len)
+{
+	struct http_scan *sc = &h->scan[PX_TO_CLIENT];
+	int64_t size = h->resp_body == HTTP_BODY_LENGTH ?
+	    (int64_t)h->resp_left : -1;
+	size_t whole = h->buffer / 2 < HTTP_SCAN_WHOLE ? h->buffer / 2 :
+	    HTTP_SCAN_WHOLE;
+	int rc;
+
+	if (h->resp_body == HTTP_BODY_NONE)
+		return h->c->out;
+	rc = http_scan_begin(h, PX_TO_CLIENT, size, head, len);
+	if (rc == -1) {
+		if (!h->closing && !h->gone) {
+			px_session_count(h->s, HTTP_C_DENIED, 1);
+			h->verdict = "deny";
+			h->srv.keep = false;
+			http_error(h, 502, "response body over the scanner's "
+			    "max-size");
+		}
+		return NULL;
+	}
+	if (rc == 0)
+		return h->c->out;
+	/* Small enough to keep whole, head included: an infected one gets
+	 * a page rather than a reset. */
+	if (size >= 0 && len + (uint64_t)size <= whole) {
+		sc->whole = true;
+		return sc->hold;
+	}
+	return h->c->out;
+}
+
+struct evbuffer *
+http_scan_to(struct http_state *h, enum px_dir dir, struct evbuffer *out)
+{
+	return h->scan[dir].on ? h->scan[dir].hold : out;
+}
+
+size_t
+http_scan_queued(const struct http_state *h, enum px_dir dir)
+{
+	const struct http_scan *sc = &h->scan[dir];
+
+	return (sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0) +
+	    (sc->icap != NULL ? px_icap_queued(sc->icap) : 0);
+}
+
+int
+http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
+    size_t n)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+	struct http_scan *sc = &h->scan[dir];
+
+	if (!sc->on || sc->icap == NULL)
+		return 0;
+	sc->size += n;
+	if (sc->size > p->max_size) {
+		/* A body of unknown length grew past max-size. */
+		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
+		    "size=%llu+ max-size=%llu scanner=%s direction=%s "
+		    "over-size=%s", (unsigned long long)sc->size,
+		    (unsigned long long)p->max_size, p->scanner->name,
+		    http_scan_dir_name(dir), p->over_size_allow ? "allow" :
+		    "block");
+		http_scan_count(h, p->over_size_allow ? "over-size-allowed" :
+		    "over-size");
+		if (p->over_size_allow) {
+			http_scan_stop(h, dir);	/* held bytes go at release */
+			return 0;
+		}
+		px_session_count(h->s, HTTP_C_DENIED, 1);
+		http_scan_refuse(h, dir, dir == PX_TO_SERVER ? 413 : 502,
+		    "body over the scanner's max-size");
+		return -1;
+	}
+	px_icap_body(sc->icap, src, n);
+	return 0;
+}
+
+void
+http_scan_release(struct http_state *h, enum px_dir dir,
+    struct evbuffer *out)
+{
+	struct http_scan *sc = &h->scan[dir];
+	size_t len, tail = http_scan_tail(h);
+
+	if (sc->hold == NULL || (len = evbuffer_get_length(sc->hold)) == 0)
+		return;
+	if (!sc->on) {
+		evbuffer_add_buffer(out, sc->hold);
+		return;
+	}
+	if (sc->whole || len <= tail)
+		return;
+	evbuffer_remove_buffer(sc->hold, out, len - tail);
+}
+
+bool
+http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
+{
+	struct http_scan *sc = &h->scan[dir];
+
+	if (!sc->on) {
+		if (sc->hold != NULL && out != NULL)
+			evbuffer_add_buffer(out, sc->hold);
+		return false;
+	}
+	if (!sc->ended) {
+		sc->ended = true;
+		px_icap_end(sc->icap);
+	}
+	return true;
+}
+
+bool
+http_scan_pending(const struct http_state *h, enum px_dir dir)
+{
+	return h->scan[dir].on && h->scan[dir].ended;
+}
+
+void
+http_scan_close(struct http_state *h)
+{
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		struct http_scan *sc = &h->scan[d];
+
+		if (sc->icap != NULL)
+			px_icap_cancel(sc->icap);
+		sc->icap = NULL;
+		sc->on = false;
+		if (sc->hold != NULL)
+			evbuffer_free(sc->hold);
+		sc->hold = NULL;
+	}
+}

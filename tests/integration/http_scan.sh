@@ -1,0 +1,319 @@
+#!/usr/bin/env bash
+# http bodies through an ICAP scanner (<scanners>, <scan>): c-icap with its
+# virus_scan service over ClamAV's clamd, the signature database written
+# here (EICAR, and a random 1 MB file made "infected" by its md5).
+#  - EICAR down with a Content-Length (held whole: 403 page naming it),
+#    chunked, and a 1 MB infected file (head gone: reset, never complete);
+#  - EICAR up, Content-Length and chunked: 403, the origin never gets it;
+#  - clean 0 B, 1 KB, 10 MB down (Content-Length and chunked) and 10 MB up:
+#    sha256 intact; direction="download" leaves uploads alone;
+#  - max-size with over-size block (502 down, 413 up, a reset for a
+#    chunked body that grows past it) and allow (passed unscanned);
+#  - a scanner answering garbage, one that stalls (bounded by its timeout),
+#    and c-icap killed: on-error block (502) and allow (passed), both ways;
+#  - proxyd_scan_total counts the verdicts.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need_cmds curl python3 sha256sum
+setup
+for c in clamd c-icap sigtool; do
+    command -v "$c" >/dev/null 2>&1 || skip "$c not installed (scripts/deps: c-icap libc-icap-mod-virus-scan clamav-daemon clamav)"
+done
+ICAP_MODS=/usr/lib/x86_64-linux-gnu/c_icap
+[[ -f $ICAP_MODS/virus_scan.so && -f $ICAP_MODS/clamd_mod.so ]] ||
+    skip "c-icap's virus_scan or clamd_mod module is missing (libc-icap-mod-virus-scan)"
+
+W=$T/scan
+mkdir -p "$W/db" "$W/tmp"
+chmod 777 "$W" "$W/tmp"
+
+# --- files and the signatures that make some of them "infected"
+printf 'X5O!P%%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*' >"$T/www/eicar.com"
+make_file bad-1m.bin 1M
+make_file 1k.bin 1K
+make_file 10k.bin 10K
+make_file 10m.bin 10M
+: >"$T/www/empty.bin"
+(cd "$T/www" && sigtool --md5 eicar.com && sigtool --md5 bad-1m.bin) >"$W/db/test.hdb"
+
+# --- clamd, then c-icap on it (docs: /work/shared/SCANNING.md)
+cat >"$W/clamd.conf" <<EOF
+LocalSocket $W/clamd.sock
+DatabaseDirectory $W/db
+Foreground yes
+LogFile $W/clamd.log
+PidFile $W/clamd.pid
+TemporaryDirectory $W/tmp
+User $(id -un)
+EOF
+clamd -c "$W/clamd.conf" >"$W/clamd.out" 2>&1 &
+CLAMD_PID=$!
+track_pid "$CLAMD_PID"
+for ((i = 0; i < 300; i++)); do
+    [[ -S $W/clamd.sock ]] && break
+    proc_alive "$CLAMD_PID" || break
+    sleep 0.1
+done
+[[ -S $W/clamd.sock ]] || skip "clamd did not start: $(tail -n 5 "$W/clamd.out" "$W/clamd.log" 2>/dev/null | tr '\n' ' ')"
+
+free_port ICAP_PORT
+cat >"$W/c-icap.conf" <<EOF
+PidFile $W/c-icap.pid
+CommandsSocket $W/c-icap.ctl
+Port 127.0.0.1:$ICAP_PORT
+StartServers 1
+MaxServers 2
+ThreadsPerChild 10
+TmpDir $W/tmp
+ModulesDir $ICAP_MODS
+ServicesDir $ICAP_MODS
+TemplateDir /usr/share/c_icap/templates/
+LoadMagicFile /etc/c-icap/c-icap.magic
+ServerLog $W/server.log
+AccessLog $W/access.log
+Module common clamd_mod.so
+clamd_mod.ClamdSocket $W/clamd.sock
+Service antivirus_module virus_scan.so
+ServiceAlias avscan virus_scan?allow204=on&sizelimit=off&mode=simple
+virus_scan.ScanFileTypes TEXT DATA EXECUTABLE ARCHIVE GIF JPEG MSOFFICE
+virus_scan.MaxObjectSize 100M
+virus_scan.DefaultEngine clamd
+EOF
+c-icap -N -D -f "$W/c-icap.conf" >"$W/c-icap.out" 2>&1 &
+ICAP_PID=$!
+track_pid "$ICAP_PID"
+wait_listen "$ICAP_PORT" 10 "$ICAP_PID" || skip "c-icap did not start: $(tail -n 5 "$W/c-icap.out" "$W/server.log" 2>/dev/null | tr '\n' ' ')"
+# c-icap -N forks its server child: both are ended by pid.
+for ((i = 0; i < 50; i++)); do
+    ICAP_CHILDREN=$(pgrep -P "$ICAP_PID" || true)
+    [[ -n $ICAP_CHILDREN ]] && break
+    sleep 0.1
+done
+for p in $ICAP_CHILDREN; do track_pid "$p"; done
+info "clamd pid $CLAMD_PID, c-icap pid $ICAP_PID (children $ICAP_CHILDREN) on $ICAP_PORT"
+
+# --- fake scanners: they answer OPTIONS properly, then the scan with
+# garbage, or never
+FAKE_OPTIONS='ICAP/1.0 200 OK\r\nMethods: RESPMOD, REQMOD\r\nISTag: "fake"\r\nEncapsulated: null-body=0\r\n\r\n'
+# (one connection at a time: proxyd keeps its OPTIONS connection for the
+# scan that follows, or opens another)
+FAKE_HEAD='
+def head(c):
+    b = b""
+    while b"\r\n\r\n" not in b:
+        d = c.recv(65536)
+        if not d:
+            return None
+        b += d
+    return b
+'
+start_py_server JUNK_PORT <<EOF
+$FAKE_HEAD
+def handle(c):
+    c.settimeout(20)
+    while True:
+        h = head(c)
+        if h is None:
+            return
+        if h.startswith(b"OPTIONS "):
+            c.sendall(b'$FAKE_OPTIONS')
+            continue
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+EOF
+start_py_server STALL_PORT <<EOF
+$FAKE_HEAD
+def handle(c):
+    c.settimeout(20)
+    while True:
+        h = head(c)
+        if h is None:
+            return
+        if h.startswith(b"OPTIONS "):
+            c.sendall(b'$FAKE_OPTIONS')
+            continue
+        # Takes the scan's bytes, answers nothing, until proxyd gives up.
+        while c.recv(65536):
+            pass
+        return
+EOF
+
+# --- the origin
+ORIGIN_LOG=$T/origin.log
+: >"$ORIGIN_LOG"
+free_port ORIGIN
+python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
+track_pid $!
+wait_listen "$ORIGIN" 5 || fail "origin did not start"
+
+# --- proxyd
+write_proxyd_conf "" "<scanners>
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" max-connections=\"4\"/>
+    <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" on-error=\"allow\"/>
+    <icap name=\"junk\" url=\"icap://127.0.0.1:$JUNK_PORT/avscan\" timeout=\"2s\"/>
+    <icap name=\"slow\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"1s\"/>
+  </scanners>"
+svc() { # NAME SCAN_XML
+    local p
+    free_port p
+    cat >"$T/policy/$1.xml" <<EOF
+<service name="$1" analyser="http">
+  <listen address="127.0.0.1" port="$p" mode="fixed"/>
+  <target address="127.0.0.1" port="$ORIGIN"/>
+  $2
+</service>
+EOF
+    PROXYD_PORTS+=("$p")
+    eval "PORT_${1//-/_}=$p"
+}
+svc web '<scan scanner="av"/>'
+svc open '<scan scanner="av-open" direction="both"/>'
+svc down '<scan scanner="av" direction="download"/>'
+svc small '<scan scanner="av" max-size="4k"/>'
+svc small-open '<scan scanner="av" max-size="4k" over-size="allow"/>'
+svc junk '<scan scanner="junk"/>'
+svc slow '<scan scanner="slow"/>'
+start_proxyd
+
+# get SERVICE PATH OUT: prints "curl-rc http-code bytes"
+get() {
+    local port="PORT_${1//-/_}" rc=0 r
+    r=$(curl -sS --max-time 20 -o "$3" -w '%{http_code} %{size_download}' \
+        "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+# post SERVICE PATH FILE [chunked]: prints "curl-rc http-code"
+post() {
+    local port="PORT_${1//-/_}" rc=0 r te=()
+    [[ ${4:-} == chunked ]] && te=(-H 'Transfer-Encoding: chunked')
+    r=$(curl -sS --max-time 20 -o "$T/post.out" -w '%{http_code}' "${te[@]}" \
+        --data-binary @"$3" "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+same() { # FILE ORIG MESSAGE
+    assert_eq "$(sha256_of "$1")" "$(sha256_of "$2")" "$3: sha256"
+}
+origin_got() { # PATH FILE: the origin logged the whole body
+    grep -q "^$1 $(stat -c %s "$2") $(sha256_of "$2")\$" "$ORIGIN_LOG"
+}
+
+# ---- infected downloads
+r=$(get web /eicar.com "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "EICAR with Content-Length: a 403 page"
+assert_grep "$T/o" "virus found: eicar\.com\.UNOFFICIAL" "the page names the threat"
+assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download size=68"
+assert_log "path=/eicar\.com status=403 .* verdict=deny"
+
+r=$(get web /chunked/eicar.com "$T/o")
+[[ $r =~ ^(18|56)\ 200\  ]] || fail "chunked EICAR: expected a reset after the head, got '$r'"
+assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download"
+assert_no_grep "$T/o" "EICAR" "chunked EICAR: the held tail never reached the client"
+
+r=$(get web /bad-1m.bin "$T/o")
+[[ $r =~ ^(18|56)\ 200\ ([0-9]+)$ ]] || fail "infected 1 MB: expected a cut transfer, got '$r'"
+assert_lt "${BASH_REMATCH[2]}" 1048576 "infected 1 MB: bytes the client got"
+assert_log "http-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av direction=download size=1048576"
+assert_log "end=denied: http-scan: virus found: bad-1m\.bin\.UNOFFICIAL"
+
+# ---- infected uploads
+r=$(post web /up-eicar "$T/www/eicar.com")
+assert_eq "$r" "0 403" "EICAR upload with Content-Length"
+assert_grep "$T/post.out" "virus found: eicar\.com\.UNOFFICIAL"
+r=$(post web /up-eicar-chunked "$T/www/eicar.com" chunked)
+assert_eq "$r" "0 403" "EICAR upload chunked"
+r=$(post web /up-bad "$T/www/bad-1m.bin")
+assert_eq "$r" "0 403" "infected 1 MB upload"
+assert_log "http-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av direction=upload size=1048576"
+wait_log_n() { # REGEX N
+    local i
+    for ((i = 0; i < 100; i++)); do
+        (($(grep -Ec -- "$1" "$PROXYD_LOG" || true) >= $2)) && return 0
+        sleep 0.05
+    done
+    fail "fewer than $2 log lines match /$1/"
+}
+wait_log_n "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=upload size=68" 2
+
+# ---- clean bodies pass whole
+for f in empty.bin 1k.bin 10m.bin; do
+    r=$(get web "/$f" "$T/o")
+    assert_eq "$r" "0 200 $(stat -c %s "$T/www/$f")" "clean $f"
+    same "$T/o" "$T/www/$f" "clean $f"
+done
+r=$(get web /chunked/10m.bin "$T/o")
+assert_eq "$r" "0 200 10485760" "clean 10 MB chunked"
+same "$T/o" "$T/www/10m.bin" "clean 10 MB chunked"
+assert_log "http-scan verdict=clean scanner=av direction=download size=10485760"
+for mode in "" chunked; do
+    r=$(post web "/up-10m-$mode" "$T/www/10m.bin" $mode)
+    assert_eq "$r" "0 200" "clean 10 MB upload $mode"
+    origin_got "/up-10m-$mode" "$T/www/10m.bin" || fail "the origin did not get the clean 10 MB upload ($mode) whole"
+done
+# Nothing infected reached the origin whole.
+assert_no_grep "$ORIGIN_LOG" "^/up-(eicar|bad)" "an infected upload reached the origin"
+
+# direction="download": uploads are not scanned.
+r=$(post down /down-eicar "$T/www/eicar.com")
+assert_eq "$r" "0 200" "upload through a download-only scan"
+origin_got /down-eicar "$T/www/eicar.com" || fail "download-only: the upload did not reach the origin"
+r=$(get down /eicar.com "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "download-only: downloads are scanned"
+
+# ---- max-size
+r=$(get small /10k.bin "$T/o")
+assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "over max-size, block: 502"
+assert_log "http-scan verdict=over-size size=10240 max-size=4096 scanner=av direction=download over-size=block"
+r=$(post small /small-up "$T/www/10k.bin")
+assert_eq "$r" "0 413" "upload over max-size, block: 413"
+r=$(get small /chunked/10k.bin "$T/o")
+# (the head may not have gone out yet either: reset all the same)
+[[ $r =~ ^(18|56)\ (200|000)\  ]] || fail "chunked body growing over max-size: expected a reset, got '$r'"
+r=$(get small-open /10k.bin "$T/o")
+assert_eq "$r" "0 200 10240" "over max-size, allow"
+same "$T/o" "$T/www/10k.bin" "over max-size, allow"
+r=$(get small-open /chunked/10k.bin "$T/o")
+assert_eq "$r" "0 200 10240" "chunked over max-size, allow"
+same "$T/o" "$T/www/10k.bin" "chunked over max-size, allow"
+r=$(post small-open /small-up-open "$T/www/10k.bin")
+assert_eq "$r" "0 200" "upload over max-size, allow"
+origin_got /small-up-open "$T/www/10k.bin" || fail "over max-size, allow: the upload did not reach the origin"
+assert_no_grep "$ORIGIN_LOG" "^/small-up " "an upload over max-size (block) reached the origin"
+
+# ---- scanners that fail
+r=$(get junk /1k.bin "$T/o")
+assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "garbage from the scanner, on-error block"
+assert_log "http-scan verdict=error reason=\"bad answer from the scanner: not an ICAP status line\" scanner=junk direction=download on-error=block"
+t0=$(now_ms)
+r=$(get slow /1k.bin "$T/o")
+t=$(($(now_ms) - t0))
+assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "stalled scanner, on-error block"
+assert_ge "$t" 900 "a stalled scanner is waited for its timeout (ms)"
+assert_lt "$t" 5000 "a stalled scanner is bounded by its timeout (ms)"
+assert_log "http-scan verdict=error reason=\"no answer within 1000ms \(waiting for the verdict\)\" scanner=slow"
+
+# ---- c-icap stopped
+for p in $ICAP_CHILDREN "$ICAP_PID"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in $ICAP_CHILDREN "$ICAP_PID"; do wait_exit "$p" 5 || kill -KILL "$p" 2>/dev/null || true; done
+wait_not_listening "$ICAP_PORT" 5 || fail "c-icap still listening"
+r=$(get web /1k.bin "$T/o")
+assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "scanner down, on-error block: download"
+assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av direction=download on-error=block"
+r=$(post web /up-down-block "$T/www/1k.bin")
+assert_eq "$r" "0 502" "scanner down, on-error block: upload"
+r=$(get open /1k.bin "$T/o")
+assert_eq "$r" "0 200 1024" "scanner down, on-error allow: download"
+same "$T/o" "$T/www/1k.bin" "scanner down, on-error allow"
+assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av-open direction=download on-error=allow"
+r=$(post open /up-down-allow "$T/www/1k.bin")
+assert_eq "$r" "0 200" "scanner down, on-error allow: upload"
+origin_got /up-down-allow "$T/www/1k.bin" || fail "on-error allow: the upload did not reach the origin"
+assert_no_grep "$ORIGIN_LOG" "^/up-down-block " "on-error block: the upload reached the origin"
+
+# ---- counters
+assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="infected"' 6
+assert_metric ge proxyd_scan_total 'service="web",scanner="av",verdict="clean"' 6
+assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="error"' 2
+# (the download, the upload, and the response to the upload)
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
+assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 3
+assert_metric eq proxyd_scan_total 'service="slow",scanner="slow",verdict="error"' 1
+info "ok"
