@@ -252,6 +252,37 @@ cat >"$C/conf/proxyd.xml" <<'EOF'
 EOF
 expect_error malformed_daemon "" "$(at "$C/conf/proxyd.xml" "<limits")"
 
+# ---- scanning: <scanners> in the daemon file, <scan> on a service
+scan_case() { # NAME ICAP_ATTRS SCAN_ATTRS [ANALYSER=http]
+    new_case "$1"
+    set_line "$C/conf/proxyd.xml" '<policies' "  <scanners><icap name=\"av\" $2/></scanners><policies dir=\"../policy\"/>"
+    cat >"$C/policy/web.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<service name="web" analyser="${4:-http}">
+  <listen address="127.0.0.1" port="18081" mode="fixed"/>
+  <target address="127.0.0.1" port="18080"/>
+  <scan $3/>
+</service>
+EOF
+}
+scan_case scan_valid 'url="icap://127.0.0.1:1344/avscan" timeout="30s" max-connections="16" on-error="block"' \
+    'scanner="av" direction="both" max-size="100m" over-size="block"'
+run_check
+echo "[scan_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "valid <scanners> and <scan>: --check exited $RC: $OUT"
+scan_case scan_unknown_scanner 'url="icap://127.0.0.1/avscan"' 'scanner="nope"'
+expect_error scan_unknown_scanner "nope" "$(at "$C/policy/web.xml" '<scan')"
+scan_case scan_on_plug 'url="icap://127.0.0.1/avscan"' 'scanner="av"' plug
+expect_error scan_on_plug "<scan>" "$(at "$C/policy/web.xml" '<scan')"
+scan_case scan_bad_direction 'url="icap://127.0.0.1/avscan"' 'scanner="av" direction="sideways"'
+expect_error scan_bad_direction "sideways" "$(at "$C/policy/web.xml" '<scan')"
+scan_case scan_bad_url 'url="http://127.0.0.1/avscan"' 'scanner="av"'
+expect_error scan_bad_url "http://127.0.0.1/avscan" "$(at "$C/conf/proxyd.xml" '<icap')"
+scan_case scan_no_service 'url="icap://127.0.0.1:1344"' 'scanner="av"'
+expect_error scan_no_service "icap://127.0.0.1:1344" "$(at "$C/conf/proxyd.xml" '<icap')"
+scan_case scan_bad_on_error 'url="icap://127.0.0.1/avscan" on-error="maybe"' 'scanner="av"'
+expect_error scan_bad_on_error "maybe" "$(at "$C/conf/proxyd.xml" '<icap')"
+
 # ---- --version / --help
 for opt in --version --help; do
     RC=0
