@@ -62,6 +62,7 @@ struct icap_pool {
 	unsigned		 server_max;	/* its Max-Connections; 0 */
 	unsigned		 active;	/* connections in use */
 	enum icap_options_state	 options;
+	struct icap_conn	*options_conn;	/* carrying the OPTIONS */
 	time_t			 options_until;	/* 0: no TTL */
 	char			 methods[64];
 	char			 istag[64];
@@ -249,6 +250,19 @@ icap_fail_waiting(struct icap_pool *p, const char *why)
 		icap_req_fail(r, why, "");
 }
 
+/* The OPTIONS failed: its connection goes, the next scan asks again. */
+static void
+icap_options_failed(struct icap_conn *c, const char *why)
+{
+	struct icap_pool *p = c->pool;
+
+	p->active--;
+	p->options = ICAP_OPT_NONE;
+	p->options_conn = NULL;
+	icap_conn_free(c);
+	icap_fail_waiting(p, why);
+}
+
 static void
 icap_options_start(struct icap_pool *p)
 {
@@ -262,6 +276,7 @@ icap_options_start(struct icap_pool *p)
 	}
 	c->options = true;
 	p->options = ICAP_OPT_PENDING;
+	p->options_conn = c;
 	p->active++;
 	/* The OPTIONS answer is bounded by the timeout too. */
 	bufferevent_set_timeouts(c->bev, &tv, &tv);
@@ -346,18 +361,17 @@ icap_options_done(struct icap_conn *c, const struct px_icap_head *h,
 	struct icap_pool *p = c->pool;
 	bool keep = !h->conn_close && (h->body < 0 || h->null_body);
 
-	p->active--;
-	c->options = false;
-	bufferevent_set_timeouts(c->bev, NULL, NULL);
 	if (h->status != 200) {
 		char why[64];
 
 		snprintf(why, sizeof(why), "OPTIONS answered %d", h->status);
-		p->options = ICAP_OPT_NONE;
-		icap_conn_free(c);
-		icap_fail_waiting(p, why);
+		icap_options_failed(c, why);
 		return;
 	}
+	p->active--;
+	p->options_conn = NULL;
+	c->options = false;
+	bufferevent_set_timeouts(c->bev, NULL, NULL);
 	p->options = ICAP_OPT_DONE;
 	p->server_max = (unsigned)h->max_connections;
 	p->options_until = h->options_ttl ? time(NULL) + h->options_ttl : 0;
@@ -441,12 +455,7 @@ icap_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	if (n < 0) {
 		if (c->options) {
-			struct icap_pool *p = c->pool;
-
-			p->active--;
-			p->options = ICAP_OPT_NONE;
-			icap_conn_free(c);
-			icap_fail_waiting(p, why);
+			icap_options_failed(c, why);
 			return;
 		}
 		icap_req_fail(c->req, "bad answer from the scanner: ", why);
@@ -474,7 +483,6 @@ static void
 icap_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct icap_conn *c = arg;
-	struct icap_pool *p = c->pool;
 	char why[96];
 
 	(void)bev;
@@ -485,10 +493,7 @@ icap_event_cb(struct bufferevent *bev, short what, void *arg)
 	    "the scanner closed the connection" : evutil_socket_error_to_string(
 	    EVUTIL_SOCKET_ERROR()));
 	if (c->options) {
-		p->active--;
-		p->options = ICAP_OPT_NONE;
-		icap_conn_free(c);
-		icap_fail_waiting(p, why);
+		icap_options_failed(c, why);
 		return;
 	}
 	if (c->req == NULL) {
@@ -620,6 +625,8 @@ px_icap_worker_exit(void)
 		next = p->next;
 		while ((c = LIST_FIRST(&p->idle)) != NULL)
 			icap_conn_free(c);
+		if (p->options_conn != NULL)
+			icap_conn_free(p->options_conn);
 		/* Requests and busy connections are their sessions'. */
 		free(p);
 	}
