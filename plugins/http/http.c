@@ -954,7 +954,10 @@ static size_t
 http_dir_room(const struct http_state *h, const struct px_conn *from,
     const struct px_conn *to)
 {
-	size_t queued = http_dir_queued(from, to);
+	/* A scanned body's held part and its copy for the scanner count
+	 * too: scanning adds no buffer to the direction. */
+	size_t queued = http_dir_queued(from, to) + http_scan_queued(h,
+	    from == h->c ? PX_TO_SERVER : PX_TO_CLIENT);
 
 	return queued < h->buffer ? h->buffer - queued : 0;
 }
