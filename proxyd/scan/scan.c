@@ -18,7 +18,7 @@ int
 px_icap_url_parse(const char *url, struct px_scanner *out, const char **why)
 {
 	const char *hp, *slash;
-	char host[80];
+	char host[sizeof(out->authority)];
 	size_t hlen;
 
 	if (strncmp(url, "icap://", 7) != 0) {

@@ -62,8 +62,8 @@ PidFile $W/c-icap.pid
 CommandsSocket $W/c-icap.ctl
 Port 127.0.0.1:$ICAP_PORT
 StartServers 1
-MaxServers 2
-ThreadsPerChild 10
+MaxServers 1
+ThreadsPerChild 64
 TmpDir $W/tmp
 ModulesDir $ICAP_MODS
 ServicesDir $ICAP_MODS
@@ -83,7 +83,8 @@ c-icap -N -D -f "$W/c-icap.conf" >"$W/c-icap.out" 2>&1 &
 ICAP_PID=$!
 track_pid "$ICAP_PID"
 wait_listen "$ICAP_PORT" 10 "$ICAP_PID" || skip "c-icap did not start: $(tail -n 5 "$W/c-icap.out" "$W/server.log" 2>/dev/null | tr '\n' ' ')"
-# c-icap -N forks its server child: both are ended by pid.
+# c-icap -N forks its server child (one: MaxServers 1): both are ended by
+# pid.
 for ((i = 0; i < 50; i++)); do
     ICAP_CHILDREN=$(pgrep -P "$ICAP_PID" || true)
     [[ -n $ICAP_CHILDREN ]] && break
@@ -316,9 +317,10 @@ measure() { # SERVICE: prints KB of RSS per stalled session
 per_plain=$(measure plain)
 per_scan=$(measure web)
 info "RSS per stalled download with buffer=64k: $per_plain KB unscanned, $per_scan KB scanned"
-# The copy for the scanner is a second allocation of what passes: at most
-# another buffer's worth, freed as the scanner reads it.
-assert_lt "$per_scan" $((per_plain + 64 + 32)) "KB per stalled scanned download (buffer 64k; unscanned: $per_plain)"
+# The copy for the scanner is a second allocation of what passes, freed as
+# the scanner reads it: measured 70-100 KB more than unscanned; 146 KB
+# more when the held part and the copy did not count against buffer.
+assert_lt "$per_scan" $((per_plain + 120)) "KB per stalled scanned download (buffer 64k; unscanned: $per_plain)"
 
 # ---- max-size
 r=$(get small /10k.bin "$T/o")
@@ -352,19 +354,75 @@ assert_ge "$t" 900 "a stalled scanner is waited for its timeout (ms)"
 assert_lt "$t" 5000 "a stalled scanner is bounded by its timeout (ms)"
 assert_log "http-scan verdict=error reason=\"no answer within 1000ms \(waiting for the verdict\)\" scanner=slow"
 
-# ---- c-icap stopped
-for p in $ICAP_CHILDREN "$ICAP_PID"; do kill -TERM "$p" 2>/dev/null || true; done
-for p in $ICAP_CHILDREN "$ICAP_PID"; do wait_exit "$p" 5 || kill -KILL "$p" 2>/dev/null || true; done
+# ---- c-icap stopped in the middle of two downloads, then between
+# transfers. The clients read 10 MB at about 2 MB/s with a small receive
+# buffer, so that the transfer (and its scan) is under way when c-icap dies.
+cat >"$T/mid.py" <<'PY'
+import socket, sys, time
+port, path, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
+s.connect(("127.0.0.1", port))
+s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+s.settimeout(20)
+data, err, started = b"", "none", False
+deadline = time.time() + 30
+while time.time() < deadline:
+    try:
+        d = s.recv(16384)
+    except OSError as e:
+        err = e.__class__.__name__
+        break
+    if not d:
+        break
+    data += d
+    if not started and len(data) > 1000000:
+        open(out + ".started", "w").close()
+        started = True
+    time.sleep(0.008)
+head, _, body = data.partition(b"\r\n\r\n")
+open(out, "wb").write(body)
+print("status=%s body=%d error=%s" % (head.split(b" ")[1].decode() if head else "-", len(body), err))
+PY
+mid() { # SERVICE OUT: a slow download in the background, its pid in MID_PID
+    local port="PORT_${1//-/_}"
+    python3 "$T/mid.py" "${!port}" /10m.bin "$2" >"$2.result" 2>&1 &
+    MID_PID=$!
+    track_pid "$MID_PID"
+}
+mid web "$T/mid-block"
+MB=$MID_PID
+mid open "$T/mid-allow"
+MA=$MID_PID
+for ((i = 0; i < 100; i++)); do
+    [[ -f $T/mid-block.started && -f $T/mid-allow.started ]] && break
+    sleep 0.1
+done
+[[ -f $T/mid-block.started && -f $T/mid-allow.started ]] || fail "the slow downloads did not start"
+# (killed: on TERM c-icap finishes the scans under way; its one server
+# child, MaxServers 1, may have been replaced since the start)
+ICAP_CHILDREN="$ICAP_CHILDREN $(pgrep -P "$ICAP_PID" || true)"
+for p in "$ICAP_PID" $ICAP_CHILDREN; do kill -KILL "$p" 2>/dev/null || true; done
+wait_exit "$MB" 40 || fail "the slow download (block) did not end"
+wait_exit "$MA" 40 || fail "the slow download (allow) did not end"
+r=$(cat "$T/mid-block.result")
+[[ $r =~ ^status=200\ body=([0-9]+)\ error=ConnectionResetError$ ]] ||
+    fail "scanner stopped mid-download, on-error block: expected a reset, got '$r'"
+assert_lt "${BASH_REMATCH[1]}" 10485760 "on-error block: body bytes the client got"
+assert_eq "$(cat "$T/mid-allow.result")" "status=200 body=10485760 error=none" "scanner stopped mid-download, on-error allow"
+same "$T/mid-allow" "$T/www/10m.bin" "scanner stopped mid-download, on-error allow"
+assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av direction=download on-error=block"
+assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av-open direction=download on-error=allow"
+
+for p in $ICAP_CHILDREN "$ICAP_PID"; do wait_exit "$p" 5 || true; done
 wait_not_listening "$ICAP_PORT" 5 || fail "c-icap still listening"
 r=$(get web /1k.bin "$T/o")
 assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "scanner down, on-error block: download"
-assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av direction=download on-error=block"
 r=$(post web /up-down-block "$T/www/1k.bin")
 assert_eq "$r" "0 502" "scanner down, on-error block: upload"
 r=$(get open /1k.bin "$T/o")
 assert_eq "$r" "0 200 1024" "scanner down, on-error allow: download"
 same "$T/o" "$T/www/1k.bin" "scanner down, on-error allow"
-assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av-open direction=download on-error=allow"
 r=$(post open /up-down-allow "$T/www/1k.bin")
 assert_eq "$r" "0 200" "scanner down, on-error allow: upload"
 origin_got /up-down-allow "$T/www/1k.bin" || fail "on-error allow: the upload did not reach the origin"
@@ -373,9 +431,9 @@ assert_no_grep "$ORIGIN_LOG" "^/up-down-block " "on-error block: the upload reac
 # ---- counters
 assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="infected"' 6
 assert_metric ge proxyd_scan_total 'service="web",scanner="av",verdict="clean"' 6
-assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="error"' 2
-# (the download, the upload, and the response to the upload)
-assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
+assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="error"' 3
+# (two downloads, the upload, and the response to the upload)
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 4
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 3
 assert_metric eq proxyd_scan_total 'service="slow",scanner="slow",verdict="error"' 1
 info "ok"
