@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "icap.h"
+#include "scan.h"
 
 /* c-icap 0.5.10 virus_scan, EICAR in a RESPMOD (its body cut). */
 static const char infected[] =
@@ -243,6 +245,37 @@ test_random_damage(void **state)
 	}
 }
 
+/* The scanner's url: the ICAP port by default, IP literals only. */
+static void
+test_url(void **state)
+{
+	static const char *const bad[] = {
+		"http://127.0.0.1/avscan", "icap://127.0.0.1", "icap://127.0.0.1/",
+		"icap:///avscan", "icap://localhost/avscan", "icap://127.0.0.1:0/x",
+		"icap://127.0.0.1:70000/x", "icap://[::1/x", "icap://1.2.3.4/a b",
+	};
+	struct px_scanner sc;
+	const char *why;
+	size_t i;
+
+	(void)state;
+	memset(&sc, 0, sizeof(sc));
+	assert_int_equal(px_icap_url_parse("icap://127.0.0.1/avscan", &sc,
+	    &why), 0);
+	assert_string_equal(sc.authority, "127.0.0.1:1344");
+	assert_string_equal(sc.path, "/avscan");
+	assert_int_equal(px_icap_url_parse("icap://[::1]:13440/a/b?x=1", &sc,
+	    &why), 0);
+	assert_string_equal(sc.authority, "[::1]:13440");
+	assert_string_equal(sc.path, "/a/b?x=1");
+	assert_int_equal(sc.addr.ss_family, AF_INET6);
+	assert_int_equal(px_icap_url_parse("icap://[::1]/s", &sc, &why), 0);
+	assert_string_equal(sc.authority, "[::1]:1344");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (px_icap_url_parse(bad[i], &sc, &why) != -1)
+			fail_msg("accepted: %s", bad[i]);
+}
+
 int
 main(void)
 {
@@ -254,6 +287,7 @@ main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_random_damage),
+		cmocka_unit_test(test_url),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
