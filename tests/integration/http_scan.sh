@@ -14,7 +14,7 @@
 #  - proxyd_scan_total counts the verdicts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-need_cmds curl python3 sha256sum
+need_cmds curl python3 sha256sum ss
 setup
 for c in clamd c-icap sigtool; do
     command -v "$c" >/dev/null 2>&1 || skip "$c not installed (scripts/deps: c-icap libc-icap-mod-virus-scan clamav-daemon clamav)"
@@ -241,6 +241,17 @@ for f in empty.bin 1k.bin 10m.bin; do
     assert_eq "$r" "0 200 $(stat -c %s "$T/www/$f")" "clean $f"
     same "$T/o" "$T/www/$f" "clean $f"
 done
+# Keep-alive: clean scans reuse the worker's connections to c-icap (none
+# is closed, so no new TIME-WAIT on either side).
+icap_tw() {
+    ss -Htn state time-wait "( dport = :$ICAP_PORT or sport = :$ICAP_PORT )" | wc -l
+}
+tw0=$(icap_tw)
+for i in 1 2 3 4 5 6; do
+    r=$(get web /1k.bin "$T/o")
+    assert_eq "$r" "0 200 1024" "clean 1k.bin, again ($i)"
+done
+assert_eq "$(icap_tw)" "$tw0" "TIME-WAIT connections to c-icap after 6 clean scans"
 r=$(get web /chunked/10m.bin "$T/o")
 assert_eq "$r" "0 200 10485760" "clean 10 MB chunked"
 same "$T/o" "$T/www/10m.bin" "clean 10 MB chunked"
