@@ -138,6 +138,67 @@ def handle(c):
         return
 EOF
 
+# A scanner that answers 204 after 0.3 s and records how many scans it
+# had at once (threads: one per connection), for max-connections.
+free_port COUNT_PORT
+cat >"$T/count_icap.py" <<'PY'
+import socket, sys, threading, time
+port, out = int(sys.argv[1]), sys.argv[2]
+lock, active, peak, done = threading.Lock(), [0], [0], [0]
+def head(c, buf):
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return None, b""
+        buf += d
+    h, _, rest = buf.partition(b"\r\n\r\n")
+    return h, rest
+def serve(c):
+    c.settimeout(20)
+    buf = b""
+    try:
+        while True:
+            h, buf = head(c, buf)
+            if h is None:
+                return
+            if h.startswith(b"OPTIONS "):
+                c.sendall(b"ICAP/1.0 200 OK\r\nMethods: RESPMOD, REQMOD\r\nEncapsulated: null-body=0\r\n\r\n")
+                continue
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            while not buf.endswith(b"0\r\n\r\n"):
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = b""
+            time.sleep(0.3)
+            with lock:
+                active[0] -= 1
+                done[0] += 1
+                open(out, "w").write("peak=%d done=%d\n" % (peak[0], done[0]))
+            c.sendall(b"ICAP/1.0 204 No Content\r\nEncapsulated: null-body=0\r\n\r\n")
+    except OSError:
+        pass
+    finally:
+        c.close()
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port))
+srv.listen(64)
+srv.settimeout(60)
+while True:
+    try:
+        c, _ = srv.accept()
+    except socket.timeout:
+        break
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+python3 "$T/count_icap.py" "$COUNT_PORT" "$T/count.out" 2>>"$T/count.err" &
+track_pid $!
+wait_listen "$COUNT_PORT" 5 || fail "the counting scanner did not start"
+
 # --- the origin
 ORIGIN_LOG=$T/origin.log
 : >"$ORIGIN_LOG"
@@ -152,6 +213,7 @@ write_proxyd_conf 'buffer="64k"' "<scanners>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" on-error=\"allow\"/>
     <icap name=\"junk\" url=\"icap://127.0.0.1:$JUNK_PORT/avscan\" timeout=\"2s\"/>
     <icap name=\"slow\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"1s\"/>
+    <icap name=\"one\" url=\"icap://127.0.0.1:$COUNT_PORT/avscan\" max-connections=\"1\"/>
   </scanners>"
 svc() { # NAME SCAN_XML
     local p
@@ -174,6 +236,7 @@ svc small '<scan scanner="av" max-size="4k"/>'
 svc small-open '<scan scanner="av" max-size="4k" over-size="allow"/>'
 svc junk '<scan scanner="junk"/>'
 svc slow '<scan scanner="slow"/>'
+svc one '<scan scanner="one"/>'
 start_proxyd
 
 # get SERVICE PATH OUT: prints "curl-rc http-code bytes"
@@ -364,6 +427,23 @@ assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "stalled scanner, on-error block"
 assert_ge "$t" 900 "a stalled scanner is waited for its timeout (ms)"
 assert_lt "$t" 5000 "a stalled scanner is bounded by its timeout (ms)"
 assert_log "http-scan verdict=error reason=\"no answer within 1000ms \(waiting for the verdict\)\" scanner=slow"
+
+# ---- max-connections="1": each worker scans one body at a time; the
+# others wait their turn (8 downloads at once, all whole)
+NW=$(nproc)
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+    curl -sS --max-time 30 -o "$T/par.$i" "http://127.0.0.1:$PORT_one/1k.bin" 2>>"$T/curl.err" &
+    pids+=($!)
+done
+for i in 1 2 3 4 5 6 7 8; do
+    wait "${pids[i - 1]}" || fail "download $i through max-connections=1 failed"
+    same "$T/par.$i" "$T/www/1k.bin" "download $i through max-connections=1"
+done
+r=$(cat "$T/count.out")
+[[ $r =~ ^peak=([0-9]+)\ done=8$ ]] || fail "the counting scanner saw '$r', expected 8 scans"
+(( BASH_REMATCH[1] >= 1 && BASH_REMATCH[1] <= NW )) ||
+    fail "scans at once with max-connections=1 and $NW workers: ${BASH_REMATCH[1]}"
 
 # ---- c-icap stopped in the middle of two downloads, then between
 # transfers. The clients read 10 MB at about 2 MB/s with a small receive
