@@ -607,10 +607,7 @@ http_pump_response(struct http_state *h)
 	px_session_active(h->s);
 }
 
-/* The response is complete (and so is the request). */
-static void
-http_transaction_done(struct http_state *h);
-
+static void http_transaction_done(struct http_state *h);
 static void http_unasked_bytes(struct http_state *h, struct evbuffer *sin);
 
 void
@@ -625,6 +622,7 @@ http_response_complete(struct http_state *h)
 	http_transaction_done(h);
 }
 
+/* The response is complete (and so is the request). */
 static void
 http_transaction_done(struct http_state *h)
 {

@@ -14,6 +14,7 @@
 #  - proxyd_scan_total counts the verdicts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 need_cmds curl python3 sha256sum ss
 setup
 for c in clamd c-icap sigtool; do
@@ -388,13 +389,18 @@ measure() { # SERVICE: prints KB of RSS per stalled session
     wait_exit "$pid" 5 || true
     echo $(((after - base) / N))
 }
-per_plain=$(measure plain)
-per_scan=$(measure web)
-info "RSS per stalled download with buffer=64k: $per_plain KB unscanned, $per_scan KB scanned"
-# The copy for the scanner is a second allocation of what passes, freed as
-# the scanner reads it: measured 70-100 KB more than unscanned; 146 KB
-# more when the held part and the copy did not count against buffer.
-assert_lt "$per_scan" $((per_plain + 120)) "KB per stalled scanned download (buffer 64k; unscanned: $per_plain)"
+if http_sanitized; then
+    info "RSS per stalled download: not measured under a sanitizer (its allocator keeps what is freed)"
+else
+    per_plain=$(measure plain)
+    per_scan=$(measure web)
+    info "RSS per stalled download with buffer=64k: $per_plain KB unscanned, $per_scan KB scanned"
+    # The copy for the scanner is a second allocation of what passes,
+    # freed as the scanner reads it: measured 70-100 KB more than
+    # unscanned; 146 KB more when the held part and the copy did not
+    # count against buffer.
+    assert_lt "$per_scan" $((per_plain + 120)) "KB per stalled scanned download (buffer 64k; unscanned: $per_plain)"
+fi
 
 # ---- max-size
 r=$(get small /10k.bin "$T/o")
