@@ -162,8 +162,9 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 	switch (res->verdict) {
 	case PX_ICAP_CLEAN:
 		px_session_log(h->s, LOG_INFO, "http-scan verdict=clean "
-		    "scanner=%s direction=%s size=%llu", scn->name,
-		    http_scan_dir_name(dir), (unsigned long long)sc->size);
+		    "scanner=%s direction=%s size=%llu istag=\"%s\"", scn->name,
+		    http_scan_dir_name(dir), (unsigned long long)sc->size,
+		    res->istag);
 		http_scan_count(h, "clean");
 		http_scan_pass(h, dir);
 		return;
@@ -171,9 +172,9 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 	case PX_ICAP_MODIFIED:
 		http_scan_threat(res, threat, sizeof(threat));
 		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=infected "
-		    "threat=\"%s\" scanner=%s direction=%s size=%llu", threat,
-		    scn->name, http_scan_dir_name(dir),
-		    (unsigned long long)sc->size);
+		    "threat=\"%s\" scanner=%s direction=%s size=%llu "
+		    "istag=\"%s\"", threat, scn->name, http_scan_dir_name(dir),
+		    (unsigned long long)sc->size, res->istag);
 		http_scan_count(h, "infected");
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		snprintf(why, sizeof(why), "virus found: %s", threat);

@@ -146,8 +146,14 @@ icap_field(const char *name, size_t nlen, const char *v, const char *end,
 		if (h->threat[0] == '\0')
 			icap_copy(h->threat, sizeof(h->threat), v,
 			    (size_t)(end - v));
-	} else if (icap_name_is(name, nlen, "ISTag"))
+	} else if (icap_name_is(name, nlen, "ISTag")) {
+		/* A quoted string (RFC 3507 4.7): the quotes go. */
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		if (end - v >= 2 && *v == '"' && end[-1] == '"')
+			v++, end--;
 		icap_copy(h->istag, sizeof(h->istag), v, (size_t)(end - v));
+	}
 	else if (icap_name_is(name, nlen, "Methods"))
 		icap_copy(h->methods, sizeof(h->methods), v, (size_t)(end - v));
 	else if (icap_name_is(name, nlen, "Transfer-Preview"))

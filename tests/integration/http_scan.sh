@@ -266,7 +266,7 @@ origin_got() { # PATH FILE: the origin logged the whole body
 r=$(get web /eicar.com "$T/o")
 assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "EICAR with Content-Length: a 403 page"
 assert_grep "$T/o" "virus found: eicar\.com\.UNOFFICIAL" "the page names the threat"
-assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download size=68"
+assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download size=68 istag=\"CI0001-[A-Za-z0-9+/=-]+\""
 assert_log "path=/eicar\.com status=403 .* verdict=deny"
 
 r=$(get web /chunked/eicar.com "$T/o")
@@ -319,7 +319,7 @@ assert_eq "$(icap_tw)" "$tw0" "TIME-WAIT connections to c-icap after 6 clean sca
 r=$(get web /chunked/10m.bin "$T/o")
 assert_eq "$r" "0 200 10485760" "clean 10 MB chunked"
 same "$T/o" "$T/www/10m.bin" "clean 10 MB chunked"
-assert_log "http-scan verdict=clean scanner=av direction=download size=10485760"
+assert_log "http-scan verdict=clean scanner=av direction=download size=10485760 istag=\"CI0001-[A-Za-z0-9+/=-]+\""
 for mode in "" chunked; do
     r=$(post web "/up-10m-$mode" "$T/www/10m.bin" $mode)
     assert_eq "$r" "0 200" "clean 10 MB upload $mode"

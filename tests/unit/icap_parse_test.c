@@ -61,7 +61,7 @@ test_infected(void **state)
 	assert_int_equal(h.status, 200);
 	assert_int_equal(h.http_status, 403);
 	assert_string_equal(h.threat, "eicar.com.UNOFFICIAL");
-	assert_string_equal(h.istag, "?CI0001-L5CkDhq+qWNs+PZ5DxxXsAAA?");
+	assert_string_equal(h.istag, "CI0001-L5CkDhq+qWNs+PZ5DxxXsAAA");
 	assert_int_equal(h.res_hdr, 0);
 	assert_int_equal(h.body, 161);
 	assert_false(h.conn_close);
