@@ -9,16 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyser-t.h"
+#include "analyser-t.h"	/* and its forward declarations */
 #include "event_want.h"	/* for analysers' own events */
-
-struct px_session;
-struct px_cfgerr;
-struct _xmlNode;
-struct evbuffer;
-struct event_base;
-struct sockaddr;
-struct sockaddr_storage;
 
 /* NULL if no analyser has that name. */
 const struct px_analyser *px_analyser_find(const char *name);

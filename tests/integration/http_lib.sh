@@ -90,3 +90,60 @@ http_done() {
     ((${#HTTP_FAILED[@]} == 0)) || fail "${#HTTP_FAILED[@]} checks failed: $(printf '%s; ' "${HTTP_FAILED[@]}")"
     info "PASS"
 }
+
+# rss_per_slow_reader PORT N PATH: starts N clients on PORT that each GET
+# PATH and then read 1 byte/s with a 4 KB receive buffer (a slow reader
+# of a fast origin), waits for proxyd's RSS to settle with them, stops
+# them, and prints proxyd's RSS growth per client in KB.
+rss_per_slow_reader() {
+    local port=$1 n=$2 path=$3 base after pid stop=$T/slow-$1.stop out=$T/slow-$1.out
+    rm -f "$stop" "$out"
+    cat >"$T/slow_readers.py" <<'PY'
+import socket, sys, time, os
+port, n, path, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.setblocking(False)
+    socks.append(s)
+print("connected", flush=True)
+deadline = time.time() + 90
+while not os.path.exists(stop) and time.time() < deadline:
+    for s in socks:
+        try:
+            s.recv(1)
+        except BlockingIOError:
+            pass
+    time.sleep(1)
+PY
+    base=$(settle_rss)
+    python3 "$T/slow_readers.py" "$port" "$n" "$path" "$stop" >"$out" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    wait_grep "$out" connected 20 || fail "slow readers did not connect: $(cat "$out")"
+    after=$(settle_rss)
+    touch "$stop"
+    wait_exit "$pid" 5 || true
+    echo $(((after - base) / n))
+}
+
+# settle_rss: waits until proxyd's RSS has not grown for 1.5 s (bounded
+# to 15 s), prints it in KB
+settle_rss() {
+    local last=-1 same=0 rss i
+    for ((i = 0; i < 150; i++)); do
+        rss=$(vm_kb "$PROXYD_PID" VmRSS)
+        if ((rss <= last)); then
+            same=$((same + 1))
+            ((same >= 15)) && break
+        else
+            same=0
+            last=$rss
+        fi
+        sleep 0.1
+    done
+    echo "$last"
+}

@@ -339,55 +339,10 @@ assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "download-only: downloads are scanne
 # each, as unscanned ones do (the held part and the scanner's copy count
 # against it). 30 clients read 1 byte/s of 10 MB through `web`, then
 # through `plain` (no scan).
-cat >"$T/slow.py" <<'PY'
-import socket, sys, time, os
-port, n, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-socks = []
-for i in range(n):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    s.sendall(b"GET /10m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-    s.setblocking(False)
-    socks.append(s)
-print("connected", flush=True)
-deadline = time.time() + 60
-while not os.path.exists(stop) and time.time() < deadline:
-    for s in socks:
-        try:
-            s.recv(1)
-        except BlockingIOError:
-            pass
-    time.sleep(1)
-PY
-settle_rss() { # waits until RSS has not grown for 1.5 s (bounded), prints it
-    local last=-1 same=0 rss i
-    for ((i = 0; i < 150; i++)); do
-        rss=$(vm_kb "$PROXYD_PID" VmRSS)
-        if ((rss <= last)); then
-            same=$((same + 1))
-            ((same >= 15)) && break
-        else
-            same=0
-            last=$rss
-        fi
-        sleep 0.1
-    done
-    echo "$last"
-}
 N=30
 measure() { # SERVICE: prints KB of RSS per stalled session
-    local port="PORT_${1//-/_}" base after pid
-    rm -f "$T/slow.stop" "$T/slow.out"
-    base=$(settle_rss)
-    python3 "$T/slow.py" "${!port}" "$N" "$T/slow.stop" >"$T/slow.out" 2>&1 &
-    pid=$!
-    track_pid "$pid"
-    wait_grep "$T/slow.out" connected 20 || fail "slow clients did not connect"
-    after=$(settle_rss)
-    touch "$T/slow.stop"
-    wait_exit "$pid" 5 || true
-    echo $(((after - base) / N))
+    local port="PORT_${1//-/_}"
+    rss_per_slow_reader "${!port}" "$N" /10m.bin
 }
 if http_sanitized; then
     info "RSS per stalled download: not measured under a sanitizer (its allocator keeps what is freed)"

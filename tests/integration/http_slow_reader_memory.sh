@@ -23,57 +23,7 @@ sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service web "$PH" "$NGINX_PORT" '<http/>'
 start_proxyd
 
-cat >"$T/slow.py" <<'PY'
-import socket, sys, time, os
-port, n, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-socks = []
-for i in range(n):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-    s.setblocking(False)
-    socks.append(s)
-print("connected", flush=True)
-deadline = time.time() + 90
-while not os.path.exists(stop) and time.time() < deadline:
-    for s in socks:
-        try:
-            s.recv(1)
-        except BlockingIOError:
-            pass
-    time.sleep(1)
-PY
-
-# settle PID: waits until RSS has not grown for 1.5 s (bounded), prints it
-settle_rss() {
-    local last=-1 same=0 rss i
-    for ((i = 0; i < 150; i++)); do
-        rss=$(vm_kb "$PROXYD_PID" VmRSS)
-        if ((rss <= last)); then
-            same=$((same + 1))
-            ((same >= 15)) && break
-        else
-            same=0
-            last=$rss
-        fi
-        sleep 0.1
-    done
-    echo "$last"
-}
-
-measure() { # NAME PORT: prints KB of RSS per stalled session
-    local name=$1 port=$2 base after stop=$T/stop-$1
-    base=$(settle_rss)
-    python3 "$T/slow.py" "$port" "$N" "$stop" >"$T/slow-$name.out" 2>&1 &
-    track_pid $!
-    wait_grep "$T/slow-$name.out" connected 20 || fail "$name: slow clients did not connect"
-    after=$(settle_rss)
-    touch "$stop"
-    echo $(((after - base) / N))
-}
-
-per_http=$(measure web "$PH")
+per_http=$(rss_per_slow_reader "$PH" "$N" /big.bin)
 info "RSS per stalled session with buffer=${BUF_KB}k: http ${per_http} KB"
 limit=$((BUF_KB * 3 / 2 + 32))
 # ASan's quarantine and shadow memory swamp RSS: the bound is read in the
