@@ -10,8 +10,9 @@
  * order. CONNECT and accepted Upgrades end inspection: both sockets go to
  * the core's relay (splice).
  *
- * This file is the state machine: the request and response pumps, the
- * transaction flow and the px_driver callbacks (the other files: see
+ * This file is the state machine: heads, the transaction flow, tunnels
+ * and the px_driver callbacks; bodies stream in http_body.c (the other
+ * files: see
  * http_int.h). */
 #include <errno.h>
 #include <stdio.h>
@@ -312,157 +313,6 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	http_dispatch(h, (struct sockaddr *)&dst);
 }
 
-/* A bad chunked body: a request is refused (400; the server connection,
- * which has part of the body, is closed with it), a response cut off. */
-static void
-http_chunked_bad(struct http_state *h, bool request, const char *why)
-{
-	if (request) {
-		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		h->req = HTTP_REQ_DONE;
-		http_error(h, 400, why);
-		return;
-	}
-	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"", why);
-	h->verdict = "error";
-	http_abort(h, PX_END_SERVER_FAIL, "error: malformed chunked response");
-}
-
-/* One step of a chunked body from in to out (NULL: dechunked, only the
- * data goes on), at most about room bytes: data moves as it is, framing
- * is parsed and its canonical form sent in its place (http_chunk_feed's
- * step mode), the trailer section is parsed whole and sent as
- * http_head_trailers writes it. 1 when it moved something, 0 when it
- * needs more input, -1 when the transaction ended (refused). */
-static int
-http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
-    struct evbuffer *out, size_t room)
-{
-	static _Thread_local struct http_head t;
-	static _Thread_local char detail[96];
-	struct http_chunk *c = request ? &h->req_chunk : &h->resp_chunk;
-	enum px_dir dir = request ? PX_TO_SERVER : PX_TO_CLIENT;
-	struct evbuffer *to = out != NULL ? out :
-	    http_scan_to(h, PX_TO_CLIENT, h->c->out);
-	const struct http_limits *lim = &h->pol->lim;
-	enum http_chunk_state st = c->state;
-	struct evbuffer_iovec v;
-	size_t len = evbuffer_get_length(in), before = evbuffer_get_length(to);
-	size_t n;
-	const char *why, *buf;
-	ssize_t k;
-
-	if (st == HTTP_CHUNK_TRAILER) {
-		n = len < lim->max_header_bytes + 1 ? len :
-		    lim->max_header_bytes + 1;
-		if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)n)) == NULL)
-			k = -1, why = "out of memory";
-		else
-			k = http_parse_trailers(buf, n, lim, &t, &why);
-		if (k == 0)
-			return 0;
-		if (k < 0) {
-			snprintf(detail, sizeof(detail), "malformed trailer "
-			    "section: %s", why);
-			http_chunked_bad(h, request, detail);
-			return -1;
-		}
-		if (out != NULL)
-			http_head_trailers(out, &t, h->pol, request);
-		evbuffer_drain(in, (size_t)k);
-		c->state = HTTP_CHUNK_DONE;
-	} else {
-		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-			return 0;
-		n = v.iov_len < room ? v.iov_len : room;
-		if ((k = http_chunk_feed(c, v.iov_base, n, lim, &why)) < 0) {
-			http_chunked_bad(h, request, why);
-			return -1;
-		}
-		if (request && h->pol->max_body != 0 &&
-		    c->body > h->pol->max_body) {
-			px_session_count(h->s, HTTP_C_DENIED, 1);
-			h->req = HTTP_REQ_DONE;
-			http_error(h, 413, "request body over max-body");
-			return -1;
-		}
-		if (st == HTTP_CHUNK_DATA) {
-			if (http_scan_feed(h, dir, in, (size_t)k) == -1)
-				return -1;
-			evbuffer_remove_buffer(in, to, (size_t)k);
-		} else {
-			evbuffer_drain(in, (size_t)k);
-			if (out != NULL)
-				evbuffer_add(out, c->out, c->outlen);
-		}
-	}
-	h->progress++;
-	n = evbuffer_get_length(to) - before;
-	if (request) {
-		h->req_bytes += n;
-		px_session_account(h->s, PX_TO_SERVER, n);
-		if (c->state == HTTP_CHUNK_DONE)
-			h->req = HTTP_REQ_DONE;
-	} else {
-		h->resp_bytes += n;
-		px_session_account(h->s, PX_TO_CLIENT, n);
-		if (c->state == HTTP_CHUNK_DONE)
-			h->resp = HTTP_RESP_DONE;
-	}
-	return 1;
-}
-
-/* Moves request body bytes from the client to the server, up to the
- * server output's limit. */
-void
-http_pump_request(struct http_state *h)
-{
-	struct evbuffer *cin = h->c->in;
-	struct evbuffer *sout, *to;
-
-	if (h->req != HTTP_REQ_BODY || h->srv.io == NULL)
-		return;
-	sout = h->srv.io->out;
-	to = http_scan_to(h, PX_TO_SERVER, sout);
-	while (h->req == HTTP_REQ_BODY) {
-		size_t avail = evbuffer_get_length(cin), room, n;
-		size_t queued = evbuffer_get_length(sout) +
-		    http_scan_queued(h, PX_TO_SERVER);
-
-		if (avail == 0 || queued >= h->buffer)
-			break;
-		room = h->buffer - queued;
-		if (h->req_body == HTTP_BODY_LENGTH) {
-			n = avail < room ? avail : room;
-			if (n > h->req_left)
-				n = (size_t)h->req_left;
-			h->req_left -= n;
-			if (h->req_left == 0)
-				h->req = HTTP_REQ_DONE;
-		} else {
-			int r = http_pump_chunked(h, true, cin, to, room);
-
-			if (r < 0)
-				return;
-			if (r == 0)
-				break;
-			continue;
-		}
-		if (http_scan_feed(h, PX_TO_SERVER, cin, n) == -1)
-			return;
-		evbuffer_remove_buffer(cin, to, n);
-		h->progress++;
-		h->req_bytes += n;
-		px_session_account(h->s, PX_TO_SERVER, n);
-	}
-	http_scan_release(h, PX_TO_SERVER, sout);
-	/* The request's end waits for its verdict in the hold. */
-	if (h->req == HTTP_REQ_DONE)
-		(void)http_scan_hold(h, PX_TO_SERVER, sout);
-	px_session_active(h->s);
-}
-
 /* ---- response ---------------------------------------------------------- */
 
 /* A response head is complete at the front of the server input. Returns
@@ -561,50 +411,6 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	    HTTP_RESP_BODY;
 	http_timer_set(h, 0);
 	return true;
-}
-
-/* Moves response body bytes to the client, up to its output's limit. */
-static void
-http_pump_response(struct http_state *h)
-{
-	struct evbuffer *sin = h->srv.io->in;
-	struct evbuffer *cout = h->c->out;
-	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
-
-	while (h->resp == HTTP_RESP_BODY) {
-		size_t avail = evbuffer_get_length(sin), room, n;
-		size_t queued = evbuffer_get_length(cout) +
-		    http_scan_queued(h, PX_TO_CLIENT);
-
-		if (avail == 0 || queued >= h->buffer)
-			break;
-		room = h->buffer - queued;
-		n = avail < room ? avail : room;
-		if (h->resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->resp_left)
-				n = (size_t)h->resp_left;
-			h->resp_left -= n;
-			if (h->resp_left == 0)
-				h->resp = HTTP_RESP_DONE;
-		} else if (h->resp_body == HTTP_BODY_CHUNKED) {
-			int r = http_pump_chunked(h, false, sin, h->dechunk ?
-			    NULL : to, room);
-
-			if (r < 0)
-				return;
-			if (r == 0)
-				break;
-			continue;
-		}
-		if (http_scan_feed(h, PX_TO_CLIENT, sin, n) == -1)
-			return;
-		evbuffer_remove_buffer(sin, to, n);
-		h->progress++;
-		h->resp_bytes += n;
-		px_session_account(h->s, PX_TO_CLIENT, n);
-	}
-	http_scan_release(h, PX_TO_CLIENT, cout);
-	px_session_active(h->s);
 }
 
 static void http_transaction_done(struct http_state *h);
@@ -1020,7 +826,6 @@ http_drive(struct http_state *h)
 }
 
 /* ---- events ------------------------------------------------------------ */
-
 
 static void
 http_client_rd_cb(struct px_conn *c, void *arg)

@@ -1,8 +1,9 @@
 /* The http analyser's session side, shared by its files and by nothing
  * else: the per-session state (struct http_state) and the calls the files
  * make into each other.
- *   http.c		the state machine: request and response pumps, the
- *			transaction flow, the px_driver callbacks
+ *   http.c		the state machine: the transaction flow, heads,
+ *			tunnels, the px_driver callbacks
+ *   http_body.c	bodies as they stream (Content-Length, chunked)
  *   http_upstream.c	which server: authority, dispatch, DNS, server
  *			connection open/drop, the one retry
  *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200)
@@ -148,7 +149,13 @@ void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
  * look whole). */
 void	http_abort(struct http_state *h, enum px_end_by by,
 	    const char *reason);
+/* ---- http_body.c ------------------------------------------------------- */
+
+/* Moves request body bytes from the client to the server, up to the
+ * server output's limit. */
 void	http_pump_request(struct http_state *h);
+/* Moves response body bytes to the client, up to its output's limit. */
+void	http_pump_response(struct http_state *h);
 /* Runs every step that can make progress; after every event. */
 void	http_drive(struct http_state *h);
 
