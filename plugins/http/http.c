@@ -12,8 +12,7 @@
  *
  * This file is the state machine: heads, the transaction flow, tunnels
  * and the px_driver callbacks; bodies stream in http_body.c (the other
- * files: see
- * http_int.h). */
+ * files: see http_int.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
