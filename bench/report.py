@@ -20,7 +20,7 @@ import sys
 SIZES = ["10k", "100k", "1m", "big", "1k", "250k"]
 SIZE_LABEL = {"1k": "1 KB", "10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
 TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
-           "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proxyd-r66"]
+           "haproxy-tcp", "haproxy-http", "proxyd-ftp", "proftpd-ftp", "proxyd-r66"]
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
                "haproxy-tls-tcp", "nginx-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold",
@@ -44,7 +44,8 @@ ZONES_PAIRS = [("zones", "proxyd-zones", "proxyd-nozones")]
 # bench/run --baseline REF: (label, current path, the same path with proxyd built from REF)
 BASELINE_PAIRS = [("plug", "proxyd-plug", "base-plug"), ("http", "proxyd-http", "base-http")]
 # the CPU headline: proxyd's CPU per unit of work over its peer's, same row and round
-CPU_PAIRS = [("plug", "proxyd-plug", "haproxy-tcp"), ("http", "proxyd-http", "haproxy-http")]
+CPU_PAIRS = [("plug", "proxyd-plug", "haproxy-tcp"), ("http", "proxyd-http", "haproxy-http"),
+             ("ftp", "proxyd-ftp", "proftpd-ftp")]
 STALL_MS = 1000   # a request this slow waited for a retransmission timeout (SYN: 1 s)
 TOOL_ORDER = {"ab": 0, "wrk": 1, "curl": 2, "ftp": 3, "r66": 4}
 FTP_ORDER = ["retr-pasv-c1", "retr-pasv-c10", "retr-port-c1", "retr-port-c10",
@@ -748,6 +749,10 @@ def cmd_report(out):
                       "client-data=keep server-data=passive: in the active rows proxyd "
                       "connects to the client (FTP rows only; their direct is "
                       "ftpload.py -> vsftpd on 127.0.0.1, vsftpd's own active mode)",
+        "proftpd-ftp": f"{env.get('proftpd_version', 'ProFTPD')} with mod_proxy, a reverse FTP "
+                       "proxy in front of vsftpd (ProxyDataTransferPolicy client; one process per "
+                       "session: its CPU includes the sessions' reaped processes; netns: in the fw "
+                       "namespace on its own address, not transparent)",
         "proxyd-r66": "proxyd, r66 analyser, fixed mode on 127.0.0.1 in front of an r66peer "
                       "server (R66 rows only; their direct is r66peer client -> server)",
     }
@@ -1092,7 +1097,7 @@ def chart(out, rows, targets, netns, quick):
     colors = {"proxyd-plug": "#1f77b4", "proxyd-http": "#17becf",
               "base-plug": "#aec7e8", "base-http": "#9edae5",
               "haproxy-tcp": "#ff7f0e", "haproxy-http": "#d62728",
-              "proxyd-ftp": "#2ca02c", "proxyd-r66": "#9467bd"}
+              "proxyd-ftp": "#2ca02c", "proftpd-ftp": "#ffbb78", "proxyd-r66": "#9467bd"}
     spare = ["#8c564b", "#e377c2", "#bcbd22", "#7f7f7f", "#393b79", "#637939"]
     lc = {}
     for t in paths:
