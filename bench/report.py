@@ -418,6 +418,42 @@ def transfer_time_section(rows, proxies):
             + L + [""])
 
 
+def r66_ends_section(runs):
+    """R66 rows: proxyd's CPU per transfer beside the two r66peer ends' own
+    over the same proxied transfers (the server's schedstat, the clients'
+    reaped CPU in ticks: bench/run's srv_ns and cli_ns)"""
+    L = []
+    keys = sorted({(r["tool"], r["size"], r["mode"]) for r in runs
+                   if r["tool"] == "r66" and r["target"] == "proxyd-r66"},
+                  key=lambda k: (k[2] == "big", k[2]))
+    for k in keys:
+        px, srv, cli = [], [], []
+        for r in runs:
+            if (r["tool"], r["size"], r["mode"]) != k or r["target"] != "proxyd-r66":
+                continue
+            x = extra_kv(r)
+            n = int(r["complete"]) if r["complete"].isdigit() else 0
+            if n <= 0 or not isnum(r.get("cpu_ns")) or "srv_ns" not in x:
+                continue
+            px.append(float(r["cpu_ns"]) / 1e3 / n)
+            srv.append(x["srv_ns"] / 1e3 / n)
+            cli.append(x.get("cli_ns", 0) / 1e3 / n)
+        if not px:
+            continue
+        p, sv, cl = (statistics.median(v) for v in (px, srv, cli))
+        label = "R66 large SEND" if k[2] == "big" else f"R66 250 KB SENDs, {k[2].rsplit('-c', 1)[-1]} client(s)"
+        L.append(f"| {label} | {fnum(p, 1)} | {fnum(sv, 1)} | {fnum(cl, 1)} | "
+                 f"{ratio(p / (sv + cl) if sv + cl > 0 else None)} |")
+    if not L:
+        return []
+    return (["## R66: CPU per transfer, proxyd and the r66peer ends", "",
+             "µs of CPU per transfer during the proxied runs (medians over rounds): proxyd, the "
+             "r66peer server it connects to (one process per session: the master's schedstat and "
+             "its reaped sessions' CPU), the r66peer clients (their reaped CPU, 10 ms ticks); the last column is proxyd's over the two ends' together.", "",
+             "| row | proxyd | r66peer server | r66peer clients | proxyd / ends |",
+             "|---|---:|---:|---:|---:|"] + L + [""])
+
+
 def worker_section(env, runs, keys, label):
     """per proxyd run, its sessions (and worker threads' CPU) per worker:
     how evenly the connections were spread; only with more than one worker"""
@@ -789,6 +825,7 @@ def cmd_report(out):
     L.extend(cpu_headline([(rows, [t for t in targets if t != BASE], cpu_pairs),
                            (tls_rows, [t for t in tls_targets if t != TLS_BASE], tls_pairs),
                            (zones_rows, zones_targets, zones_pairs)]))
+    L.extend(r66_ends_section(runs))
 
     # summary matrix: ratio to direct
     L.append("## Ratio to direct")
