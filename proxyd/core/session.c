@@ -332,7 +332,8 @@ px_session_release_io(struct px_session *s)
 			s->dconn_open[d] = false;
 		}
 	if (s->an_timer_set) {
-		evtimer_del(&s->an_timer);
+		event_free(s->an_timer);
+		s->an_timer = NULL;
 		s->an_timer_set = false;
 	}
 }

@@ -70,7 +70,9 @@ struct px_session {
 	struct px_conn		*dconn;
 	bool			 dconn_open[2];
 	bool			 an_timer_set;
-	struct event		 an_timer;	/* the driver analyser's */
+	/* The driver analyser's timer (px_drv_open): allocated, since a
+	 * plug session never has one. */
+	struct event		*an_timer;
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	uint64_t		 credited[2];	/* of bytes, in m->delivered */
 	bool			 admitted;	/* past the admission checks */
@@ -90,10 +92,10 @@ struct px_session {
 	enum px_end_phase	 end_phase;
 	bool			 finishing;	/* px_session_finish() called */
 	bool			 finished;	/* end with FIN: reply flushed */
-	char			 finish_reason[160];
+	char			*finish_reason;	/* NULL until a finish */
 	/* The rule a policy end names (rule= of the session-end line): a
 	 * px_rule_ref() text; "": the proxy's own (rule=builtin). */
-	char			 rule[128];
+	char			*rule;		/* NULL: none yet */
 	void			*an_state;
 	struct px_chan_host	 chan_host;	/* its data channels (data_channel.h) */
 	TAILQ_ENTRY(px_session)	 link;

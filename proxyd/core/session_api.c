@@ -53,13 +53,16 @@ px_session_id(const struct px_session *s)
 void
 px_session_set_rule(struct px_session *s, const char *rule)
 {
-	snprintf(s->rule, sizeof(s->rule), "%s", rule != NULL ? rule : "");
+	/* Allocated: most sessions never name a rule (a deny does). On
+	 * failure the end line says rule=builtin. */
+	free(s->rule);
+	s->rule = rule != NULL && rule[0] != '\0' ? strdup(rule) : NULL;
 }
 
 const char *
 px_session_rule(const struct px_session *s)
 {
-	return s->rule;
+	return s->rule != NULL ? s->rule : "";
 }
 
 const char *
@@ -268,7 +271,9 @@ px_drv_open(struct px_session *s)
 		    &peer) == -1)
 			return -1;
 	}
-	evtimer_assign(&s->an_timer, s->w->base, px_drv_timer_cb, s);
+	if ((s->an_timer = evtimer_new(s->w->base, px_drv_timer_cb,
+	    s)) == NULL)
+		return -1;
 	s->an_timer_set = true;
 	return 0;
 }
@@ -288,9 +293,9 @@ px_session_timer(struct px_session *s, uint64_t ms)
 	if (!s->an_timer_set)
 		return;
 	if (ms == 0)
-		evtimer_del(&s->an_timer);
+		evtimer_del(s->an_timer);
 	else
-		evtimer_add(&s->an_timer, &tv);
+		evtimer_add(s->an_timer, &tv);
 }
 
 struct px_conn *
@@ -429,7 +434,8 @@ px_session_tunnel(struct px_session *s)
 		s->dconn_open[side] = false;
 	}
 	if (s->an_timer_set) {
-		evtimer_del(&s->an_timer);
+		event_free(s->an_timer);
+		s->an_timer = NULL;
 		s->an_timer_set = false;
 	}
 	return px_session_relay(s, PX_RELAY_SPLICE, true);

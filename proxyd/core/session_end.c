@@ -61,8 +61,8 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    deny ? " rule=" : "", !deny ? "" : s->rule[0] != '\0' ? s->rule :
-	    "builtin", px_end_by_name(s->end_by),
+	    deny ? " rule=" : "", !deny ? "" : s->rule != NULL &&
+	    s->rule[0] != '\0' ? s->rule : "builtin", px_end_by_name(s->end_by),
 	    px_end_phase_name(s->end_phase), reason);
 }
 
@@ -223,6 +223,8 @@ px_session_reap(struct px_worker *w)
 		free(s->an_state);
 		free(s->dconn);
 		free(s->client_sni);
+		free(s->rule);
+		free(s->finish_reason);
 		if (s->relay != NULL)
 			px_relay_dispose(s->relay);
 		free(s->relay);
@@ -278,7 +280,13 @@ px_session_finish(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->state == PX_SS_CLOSED || s->finishing)
 		return;
 	px_session_mark_end(s, by);
-	snprintf(s->finish_reason, sizeof(s->finish_reason), "%s", reason);
+	/* Kept for the end line, which comes later: allocated, since few
+	 * sessions finish this way and an idle one should not carry it. */
+	s->finish_reason = strdup(reason);
+	if (s->finish_reason == NULL) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
 	if (s->state == PX_SS_RELAY && !s->relay_on) {
 		/* A driver analyser finishes once it wrote its last reply:
 		 * then a FIN, not a reset. */

@@ -812,9 +812,6 @@ px_relay_start(struct px_relay *r, struct event_base *base,
     const struct px_relay_ops *ops, void *arg)
 {
 	memset(r, 0, sizeof(*r));
-	r->sp[0].pipe[0] = r->sp[0].pipe[1] = -1;
-	r->sp[1].pipe[0] = r->sp[1].pipe[1] = -1;
-	r->sp[0].stopped = r->sp[1].stopped = true;
 	r->ops = ops;
 	r->arg = arg;
 	r->base = base;
@@ -830,10 +827,15 @@ px_relay_start(struct px_relay *r, struct event_base *base,
 		mode = PX_RELAY_BUFFERED;
 	r->mode = mode;
 	if (mode == PX_RELAY_SPLICE) {
+		r->sp[0].pipe[0] = r->sp[0].pipe[1] = -1;
+		r->sp[1].pipe[0] = r->sp[1].pipe[1] = -1;
+		r->sp[0].stopped = r->sp[1].stopped = true;
 		if (px_relay_splice_start(r) == 0)
 			return 0;
-		/* Out of pipes (fd limit): the buffered path still works. */
+		/* Out of pipes (fd limit): the buffered path still works. The
+		 * conns share the pumps' memory. */
 		r->mode = PX_RELAY_BUFFERED;
+		memset(r->conn, 0, sizeof(r->conn));
 	}
 	return px_relay_buffered_start(r);
 }
@@ -912,7 +914,8 @@ px_relay_free(struct px_relay *r, uint64_t unsent[2])
 		unsent[0] = unsent[1] = 0;
 	if (r->pipes != NULL)
 		for (d = 0; d < 2; d++) {
-			px_splice_release(&r->sp[d], r->pipes);
+			if (r->mode == PX_RELAY_SPLICE)
+				px_splice_release(&r->sp[d], r->pipes);
 			if (r->pass_state[d] == PX_PASS_SPLICE)
 				px_splice_release(&r->pass[d], r->pipes);
 			r->pass_state[d] = PX_PASS_COPY;

@@ -70,9 +70,13 @@ struct px_relay {
 	bool		 running;
 	struct px_relay_limits lim;
 
-	struct px_splice sp[2];		/* splice, by px_dir */
-
-	struct px_conn	 conn[2];	/* buffered, by side */
+	/* One mode's state at a time (an idle plug session's memory: 700
+	 * bytes saved). sp: PX_RELAY_SPLICE only; conn: PX_RELAY_BUFFERED,
+	 * each valid once conn_open says so. */
+	union {
+		struct px_splice sp[2];		/* splice, by px_dir */
+		struct px_conn	 conn[2];	/* buffered, by side */
+	};
 	bool		 conn_open[2];
 	bool		 shut[2];	/* our direction to that side ended */
 	bool		 paused[2];	/* reading stopped: peer's output full */
