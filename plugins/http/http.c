@@ -27,6 +27,7 @@
 #include "conn.h"
 #include "http_head.h"
 #include "http_int.h"
+#include "log.h"
 #include "parse.h"
 
 static const char *const http_counter_names[] = {
@@ -77,6 +78,10 @@ http_log_request(struct http_state *h)
 		    (unsigned)h->status / 100 - 1,
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
+	/* Formatting the line (two addresses) costs more than parsing a
+	 * head: not done for a log that drops it. */
+	if (!px_log_enabled(LOG_INFO))
+		goto out_clear;
 	deny = h->verdict != NULL && (strcmp(h->verdict, "deny") == 0 ||
 	    strcmp(h->verdict, "abort") == 0);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
@@ -92,6 +97,7 @@ http_log_request(struct http_state *h)
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
 	    h->srv.reused ? "pooled" : "new", deny ? " rule=" : "",
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin");
+out_clear:
 	h->method[0] = '\0';
 	h->rule[0] = '\0';
 }
