@@ -2,6 +2,7 @@
  * the policy and a few facts of the transaction. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +12,231 @@
 
 #include "http_head.h"
 #include "parse.h"
+
+/* The head being written gathers here and goes to the evbuffer in one
+ * evbuffer_add: a head longer than the buffer in a few. Appending piece
+ * by piece to the evbuffer cost more than building the fields. */
+struct http_wbuf {
+	struct evbuffer	*ev;
+	size_t		 n;
+	char		 b[4096];
+};
+
+static void
+http_wb_flush(struct http_wbuf *w)
+{
+	if (w->n != 0)
+		evbuffer_add(w->ev, w->b, w->n);
+	w->n = 0;
+}
+
+static void
+http_wb_add(struct http_wbuf *w, const void *p, size_t len)
+{
+	if (len > sizeof(w->b) - w->n) {
+		http_wb_flush(w);
+		if (len > sizeof(w->b)) {
+			evbuffer_add(w->ev, p, len);
+			return;
+		}
+	}
+	memcpy(w->b + w->n, p, len);
+	w->n += len;
+}
+
+#define HTTP_WB_LIT(w, s) http_wb_add((w), (s), sizeof(s) - 1)
+
+static void
+http_wb_str(struct http_wbuf *w, const char *s)
+{
+	http_wb_add(w, s, strlen(s));
+}
+
+/* In decimal, without leading zeros. */
+static void
+http_wb_u64(struct http_wbuf *w, uint64_t v)
+{
+	char tmp[20];
+	size_t n = sizeof(tmp);
+
+	do {
+		tmp[--n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	http_wb_add(w, tmp + n, sizeof(tmp) - n);
+}
+
+/* What the writers ask of a head's fields, found in one pass: which
+ * known field each is, where Connection is, the tokens Connection lists. */
+#define HTTP_CONN_TOKENS 16
+
+struct http_fields {
+	unsigned char	 id[HTTP_MAX_HEADERS];	/* enum http_field */
+	int		 conn;		/* first Connection; -1: none */
+	int		 xff;		/* first X-Forwarded-For; -1: none */
+	unsigned	 ntok;
+	bool		 many;		/* over HTTP_CONN_TOKENS: scan them */
+	struct {
+		const char	*p;
+		size_t		 len;
+	}		 tok[HTTP_CONN_TOKENS];
+};
+
+/* The elements of one Connection field as http_list_has reads them:
+ * split at ',', SP and HTAB trimmed, empty ones skipped. */
+static void
+http_conn_tokens(struct http_fields *fs, const char *v, size_t len)
+{
+	size_t i = 0, s, e;
+
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e == s)
+			continue;
+		if (fs->ntok == HTTP_CONN_TOKENS) {
+			fs->many = true;
+			return;
+		}
+		fs->tok[fs->ntok].p = v + s;
+		fs->tok[fs->ntok++].len = e - s;
+	}
+}
+
+static void
+http_fields_scan(struct http_fields *fs, const struct http_head *m)
+{
+	unsigned i;
+
+	fs->conn = fs->xff = -1;
+	fs->ntok = 0;
+	fs->many = false;
+	for (i = 0; i < m->nhdr; i++) {
+		const struct http_hdr *f = &m->hdr[i];
+		enum http_field id = http_field_id(f->name, f->nlen);
+
+		fs->id[i] = (unsigned char)id;
+		if (id == HTTP_F_CONNECTION) {
+			if (fs->conn == -1)
+				fs->conn = (int)i;
+			if (!fs->many)
+				http_conn_tokens(fs, f->val, f->vlen);
+		} else if (id == HTTP_F_X_FORWARDED_FOR && fs->xff == -1)
+			fs->xff = (int)i;
+	}
+}
+
+/* A case-insensitive compare of two names of n bytes. */
+static bool
+http_name_eq(const char *a, const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+
+		if (x != y && ((x | 0x20) != (y | 0x20) ||
+		    (unsigned char)((x | 0x20) - 'a') > 'z' - 'a'))
+			return false;
+	}
+	return true;
+}
+
+/* Whether the comma list (v, len) holds the name (name, nlen): the
+ * split of http_conn_tokens. */
+static bool
+http_list_names(const char *v, size_t len, const char *name, size_t nlen)
+{
+	size_t i = 0, s, e;
+
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == nlen && nlen != 0 && http_name_eq(v + s, name, nlen))
+			return true;
+	}
+	return false;
+}
+
+/* Whether a Connection field of m names f. */
+static bool
+http_connection_names(const struct http_head *m,
+    const struct http_fields *fs, const struct http_hdr *f)
+{
+	unsigned i;
+
+	if (fs->many) {
+		/* Past what was kept: every Connection field, read again. */
+		for (i = (unsigned)fs->conn; i < m->nhdr; i++)
+			if (fs->id[i] == HTTP_F_CONNECTION &&
+			    http_list_names(m->hdr[i].val, m->hdr[i].vlen,
+			    f->name, f->nlen))
+				return true;
+		return false;
+	}
+	for (i = 0; i < fs->ntok; i++)
+		if (fs->tok[i].len == f->nlen &&
+		    http_name_eq(fs->tok[i].p, f->name, f->nlen))
+			return true;
+	return false;
+}
+
+/* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1): the fixed
+ * set and whatever Connection names. */
+static bool
+http_hop_by_hop(const struct http_head *m, const struct http_fields *fs,
+    unsigned i)
+{
+	switch (fs->id[i]) {
+	case HTTP_F_TE:
+	case HTTP_F_TRAILER:
+	case HTTP_F_UPGRADE:
+	case HTTP_F_CONNECTION:
+	case HTTP_F_KEEP_ALIVE:
+	case HTTP_F_PROXY_CONNECTION:
+		return true;
+	}
+	return fs->conn != -1 && http_connection_names(m, fs, &m->hdr[i]);
+}
+
+/* Fields a trailer section never carries on (RFC 9110 6.5.1): framing,
+ * routing, payload processing, authentication. */
+static bool
+http_trailer_forbidden(enum http_field id)
+{
+	switch (id) {
+	case HTTP_F_CONTENT_LENGTH:
+	case HTTP_F_TRANSFER_ENCODING:
+	case HTTP_F_HOST:
+	case HTTP_F_TRAILER:
+	case HTTP_F_TE:
+	case HTTP_F_CONTENT_ENCODING:
+	case HTTP_F_CONTENT_TYPE:
+	case HTTP_F_CONTENT_RANGE:
+	case HTTP_F_AUTHORIZATION:
+	case HTTP_F_COOKIE:
+	case HTTP_F_SET_COOKIE:
+	case HTTP_F_EXPECT:
+	case HTTP_F_RANGE:
+	case HTTP_F_PROXY_CONNECTION:
+	case HTTP_F_PROXY_OTHER:
+		return true;
+	default:
+		return false;
+	}
+}
 
 static const struct http_header_rule *
 http_header_rule(const struct http_header_rule *r, size_t n, const char *name,
@@ -23,80 +249,6 @@ http_header_rule(const struct http_header_rule *r, size_t n, const char *name,
 		    http_token_eq(name, len, r[i].name))
 			return &r[i];
 	return NULL;
-}
-
-static int
-http_find(const struct http_head *m, const char *name)
-{
-	unsigned i;
-
-	for (i = 0; i < m->nhdr; i++)
-		if (http_token_eq(m->hdr[i].name, m->hdr[i].nlen, name))
-			return (int)i;
-	return -1;
-}
-
-/* Hop-by-hop: never forwarded as they are (RFC 9110 7.6.1). conn is the
- * index of the Connection field, -1 if none. */
-/* A Connection field from index conn on lists name. */
-static bool
-http_connection_names(const struct http_head *m, int conn, const char *name)
-{
-	unsigned i;
-
-	for (i = (unsigned)conn; i < m->nhdr; i++) {
-		const struct http_hdr *c = &m->hdr[i];
-
-		if (c->nlen == 10 && http_token_eq(c->name, c->nlen, "connection") &&
-		    http_list_has(c->val, c->vlen, name))
-			return true;
-	}
-	return false;
-}
-
-static bool
-http_hop_by_hop(const struct http_head *m, int conn, const struct http_hdr *f)
-{
-	char name[64], *big;
-	bool found;
-
-	/* By length first: this runs for every field of every message. */
-	switch (f->nlen) {
-	case 2:
-		if (http_token_eq(f->name, 2, "te"))
-			return true;
-		break;
-	case 7:
-		if (http_token_eq(f->name, 7, "trailer") ||
-		    http_token_eq(f->name, 7, "upgrade"))
-			return true;
-		break;
-	case 10:
-		if (http_token_eq(f->name, 10, "connection") ||
-		    http_token_eq(f->name, 10, "keep-alive"))
-			return true;
-		break;
-	case 16:
-		if (http_token_eq(f->name, 16, "proxy-connection"))
-			return true;
-		break;
-	}
-	if (conn == -1)
-		return false;
-	/* ...and whatever Connection names, however long the name: one
-	 * too long for the stack copy is looked up from the heap (and with
-	 * no memory for that, dropped rather than passed on). */
-	if (f->nlen < sizeof(name)) {
-		memcpy(name, f->name, f->nlen);
-		name[f->nlen] = '\0';
-		found = http_connection_names(m, conn, name);
-	} else if ((big = strndup(f->name, f->nlen)) == NULL)
-		return true;
-	else {
-		found = http_connection_names(m, conn, big);
-		free(big);
-	}
-	return found;
 }
 
 /* How http_write_fields copies a head's (or a trailer section's) fields. */
@@ -117,17 +269,18 @@ struct http_wopt {
 /* Transfer-Encoding, once for all of m's: its codings in order, in lower
  * case, ", " between (the parser checked them: tokens, chunked last). */
 static void
-http_write_te(struct evbuffer *out, const struct http_head *m)
+http_write_te(struct http_wbuf *w, const struct http_head *m,
+    const struct http_fields *fs)
 {
 	bool first = true;
 	unsigned i;
 
-	evbuffer_add(out, "Transfer-Encoding: ", 19);
+	HTTP_WB_LIT(w, "Transfer-Encoding: ");
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
-		size_t k = 0, s;
+		size_t k = 0, s, j;
 
-		if (!http_token_eq(f->name, f->nlen, "transfer-encoding"))
+		if (fs->id[i] != HTTP_F_TRANSFER_ENCODING)
 			continue;
 		while (k < f->vlen) {
 			while (k < f->vlen && (f->val[k] == ' ' ||
@@ -137,128 +290,127 @@ http_write_te(struct evbuffer *out, const struct http_head *m)
 			while (k < f->vlen && http_is_tchar((unsigned char)f->val[k]))
 				k++;
 			if (k > s) {
-				char c;
-				size_t j;
-
 				if (!first)
-					evbuffer_add(out, ", ", 2);
+					HTTP_WB_LIT(w, ", ");
 				first = false;
 				for (j = s; j < k; j++) {
-					c = f->val[j];
+					char c = f->val[j];
+
 					if (c >= 'A' && c <= 'Z')
 						c = (char)(c + 32);
-					evbuffer_add(out, &c, 1);
+					http_wb_add(w, &c, 1);
 				}
 			}
 			while (k < f->vlen && f->val[k] != ',')
 				k++;
 		}
 	}
-	evbuffer_add(out, "\r\n", 2);
+	HTTP_WB_LIT(w, "\r\n");
 }
 
-/* Fields a trailer section never carries on (RFC 9110 6.5.1): framing,
- * routing, payload processing, authentication. */
-static bool
-http_trailer_forbidden(const struct http_hdr *f)
-{
-	static const char *const names[] = { "content-length",
-	    "transfer-encoding", "host", "trailer", "te", "content-encoding",
-	    "content-type", "content-range", "authorization", "cookie",
-	    "set-cookie", "expect", "range", NULL };
-	size_t i;
-
-	for (i = 0; names[i] != NULL; i++)
-		if (http_token_eq(f->name, f->nlen, names[i]))
-			return true;
-	return f->nlen > 6 && http_token_eq(f->name, 6, "proxy-");
-}
-
-/* Copies the fields of m to out through the policy's rules. Framing is
+/* Copies the fields of m to w through the policy's rules. Framing is
  * written in one canonical form: Content-Length in decimal without
  * leading zeros, Transfer-Encoding as one field. */
 static void
-http_write_fields(struct evbuffer *out, const struct http_head *m,
-    const struct http_wopt *o)
+http_write_fields(struct http_wbuf *w, const struct http_head *m,
+    const struct http_fields *fs, const struct http_wopt *o)
 {
-	int conn = http_find(m, "connection");
 	bool te_done = false, host_done = false;
 	unsigned i;
 	size_t k;
 
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
-		const struct http_header_rule *r;
+		enum http_field id = (enum http_field)fs->id[i];
+		const struct http_header_rule *r = NULL;
 
-		if (o->keep_upgrade && http_token_eq(f->name, f->nlen, "upgrade"))
+		if (o->keep_upgrade && id == HTTP_F_UPGRADE)
 			;	/* passes: the protocol was accepted */
-		else if (http_hop_by_hop(m, conn, f))
+		else if (http_hop_by_hop(m, fs, i))
 			continue;
-		if (o->trailers && http_trailer_forbidden(f))
+		if (o->trailers && http_trailer_forbidden(id))
 			continue;
 		if (!o->underscore && memchr(f->name, '_', f->nlen) != NULL)
 			continue;
-		if (o->skip_xff && http_token_eq(f->name, f->nlen,
-		    "x-forwarded-for"))
+		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
 			continue;
-		if (http_token_eq(f->name, f->nlen, "transfer-encoding")) {
+		if (id == HTTP_F_TRANSFER_ENCODING) {
 			if (o->skip_te || te_done)
 				continue;
-			http_write_te(out, m);
+			http_write_te(w, m, fs);
 			te_done = true;
 			continue;
 		}
-		if (o->host != NULL && http_token_eq(f->name, f->nlen, "host")) {
+		if (o->host != NULL && id == HTTP_F_HOST) {
 			/* The authority of an absolute-form target. */
 			if (!host_done) {
-				evbuffer_add(out, "Host: ", 6);
-				evbuffer_add(out, o->host, o->hlen);
-				evbuffer_add(out, "\r\n", 2);
+				HTTP_WB_LIT(w, "Host: ");
+				http_wb_add(w, o->host, o->hlen);
+				HTTP_WB_LIT(w, "\r\n");
 			}
 			host_done = true;
 			continue;
 		}
-		r = http_header_rule(o->rules, o->nrules, f->name, f->nlen);
+		if (o->nrules != 0)
+			r = http_header_rule(o->rules, o->nrules, f->name,
+			    f->nlen);
 		if ((r != NULL ? r->action : o->dflt) == HTTP_DROP)
 			continue;
-		evbuffer_add(out, f->name, f->nlen);
-		evbuffer_add(out, ": ", 2);
+		http_wb_add(w, f->name, f->nlen);
+		HTTP_WB_LIT(w, ": ");
 		if (r != NULL && r->action == HTTP_CHANGE)
-			evbuffer_add(out, r->value, strlen(r->value));
-		else if (http_token_eq(f->name, f->nlen, "content-length"))
-			evbuffer_add_printf(out, "%lld",
-			    (long long)m->content_length);
+			http_wb_str(w, r->value);
+		else if (id == HTTP_F_CONTENT_LENGTH)
+			http_wb_u64(w, (uint64_t)m->content_length);
 		else
-			evbuffer_add(out, f->val, f->vlen);
-		evbuffer_add(out, "\r\n", 2);
+			http_wb_add(w, f->val, f->vlen);
+		HTTP_WB_LIT(w, "\r\n");
 	}
-	if (o->host != NULL && !host_done)
-		evbuffer_add_printf(out, "Host: %.*s\r\n", (int)o->hlen, o->host);
+	if (o->host != NULL && !host_done) {
+		HTTP_WB_LIT(w, "Host: ");
+		http_wb_add(w, o->host, o->hlen);
+		HTTP_WB_LIT(w, "\r\n");
+	}
 	if (!o->inserts)
 		return;
 	for (k = 0; k < o->nrules; k++)
-		if (o->rules[k].action == HTTP_INSERT)
-			evbuffer_add_printf(out, "%s: %s\r\n", o->rules[k].name,
-			    o->rules[k].value);
+		if (o->rules[k].action == HTTP_INSERT) {
+			http_wb_str(w, o->rules[k].name);
+			HTTP_WB_LIT(w, ": ");
+			http_wb_str(w, o->rules[k].value);
+			HTTP_WB_LIT(w, "\r\n");
+		}
 }
 
+/* The client's address, without port (inet_ntop's form; IPv4 without
+ * its sprintf). */
 static void
-http_client_ip(const struct sockaddr *sa, char *buf, size_t size)
+http_wb_client_ip(struct http_wbuf *w, const struct sockaddr *sa)
 {
-	if (sa->sa_family == AF_INET6)
+	char buf[INET6_ADDRSTRLEN];
+	const unsigned char *a;
+	unsigned i;
+
+	if (sa->sa_family == AF_INET6) {
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-		    buf, (socklen_t)size);
-	else
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
-		    buf, (socklen_t)size);
+		    buf, sizeof(buf));
+		http_wb_str(w, buf);
+		return;
+	}
+	a = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+	for (i = 0; i < 4; i++) {
+		if (i > 0)
+			HTTP_WB_LIT(w, ".");
+		http_wb_u64(w, a[i]);
+	}
 }
 
 void
 http_head_request(struct evbuffer *out, const struct http_head *m,
     const struct http_policy *p, const struct http_req_ctx *r)
 {
-	char ip[INET6_ADDRSTRLEN];
-	int xff = http_find(m, "x-forwarded-for");
+	struct http_wbuf w;
+	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = p->reqh, .nrules = p->nreqh, .dflt = p->reqh_dflt,
 		.keep_upgrade = r->upgrade, .skip_xff = p->xff != HTTP_XFF_NO,
@@ -266,37 +418,44 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 		.host = r->authority, .hlen = r->alen,
 	};
 
-	evbuffer_add(out, m->method, m->mlen);
-	evbuffer_add(out, " ", 1);
+	w.ev = out;
+	w.n = 0;
+	http_fields_scan(&fs, m);
+	http_wb_add(&w, m->method, m->mlen);
+	HTTP_WB_LIT(&w, " ");
 	if (r->tlen > 0 && r->target[0] == '?')
-		evbuffer_add(out, "/", 1);	/* "http://a?q": "/?q" */
-	evbuffer_add(out, r->target, r->tlen);
-	evbuffer_add(out, " HTTP/1.1\r\n", 11);
-	http_write_fields(out, m, &o);
+		HTTP_WB_LIT(&w, "/");	/* "http://a?q": "/?q" */
+	http_wb_add(&w, r->target, r->tlen);
+	HTTP_WB_LIT(&w, " HTTP/1.1\r\n");
+	http_write_fields(&w, m, &fs, &o);
 	if (m->host == -1 && r->authority == NULL) {
 		/* We speak HTTP/1.1 to the server, which requires Host; an
 		 * HTTP/1.0 client may not have sent one. */
 		char a[PX_ADDRSTRLEN];
 
-		evbuffer_add_printf(out, "Host: %s\r\n", r->host[0] ? r->host :
+		HTTP_WB_LIT(&w, "Host: ");
+		http_wb_str(&w, r->host[0] ? r->host :
 		    px_sockaddr_str(r->dst, a, sizeof(a)));
+		HTTP_WB_LIT(&w, "\r\n");
 	}
 	if (p->xff != HTTP_XFF_NO) {
-		http_client_ip(r->client, ip, sizeof(ip));
-		if (p->xff == HTTP_XFF_APPEND && xff != -1)
-			evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n",
-			    (int)m->hdr[xff].vlen, m->hdr[xff].val, ip);
-		else
-			evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", ip);
+		HTTP_WB_LIT(&w, "X-Forwarded-For: ");
+		if (p->xff == HTTP_XFF_APPEND && fs.xff != -1) {
+			http_wb_add(&w, m->hdr[fs.xff].val, m->hdr[fs.xff].vlen);
+			HTTP_WB_LIT(&w, ", ");
+		}
+		http_wb_client_ip(&w, r->client);
+		HTTP_WB_LIT(&w, "\r\n");
 	}
 	if (p->via)
-		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
+		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
 		    "Via: 1.0 proxyd\r\n", 17);
 	if (r->upgrade)
-		evbuffer_add(out, "Connection: upgrade\r\n", 21);
+		HTTP_WB_LIT(&w, "Connection: upgrade\r\n");
 	else if (!p->keepalive_server)
-		evbuffer_add(out, "Connection: close\r\n", 19);
-	evbuffer_add(out, "\r\n", 2);
+		HTTP_WB_LIT(&w, "Connection: close\r\n");
+	HTTP_WB_LIT(&w, "\r\n");
+	http_wb_flush(&w);
 }
 
 void
@@ -304,6 +463,8 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
     const struct http_policy *p, const struct http_resp_ctx *r)
 {
 	char line[16] = "HTTP/1.1 000 ";
+	struct http_wbuf w;
+	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = p->resph, .nrules = p->nresph, .dflt = p->resph_dflt,
 		.keep_upgrade = m->status == 101,
@@ -311,32 +472,38 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 		.underscore = p->underscore_pass, .inserts = true,
 	};
 
+	w.ev = out;
+	w.n = 0;
+	http_fields_scan(&fs, m);
 	/* The parser took exactly three digits: no printf for them. */
 	line[9] = (char)('0' + m->status / 100);
 	line[10] = (char)('0' + m->status / 10 % 10);
 	line[11] = (char)('0' + m->status % 10);
-	evbuffer_add(out, line, 13);
-	evbuffer_add(out, m->reason, m->rlen);
-	evbuffer_add(out, "\r\n", 2);
-	http_write_fields(out, m, &o);
+	http_wb_add(&w, line, 13);
+	http_wb_add(&w, m->reason, m->rlen);
+	HTTP_WB_LIT(&w, "\r\n");
+	http_write_fields(&w, m, &fs, &o);
 	if (p->via)
-		evbuffer_add(out, m->minor ? "Via: 1.1 proxyd\r\n" :
+		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
 		    "Via: 1.0 proxyd\r\n", 17);
 	if (m->status == 101)
-		evbuffer_add(out, "Connection: upgrade\r\n", 21);
+		HTTP_WB_LIT(&w, "Connection: upgrade\r\n");
 	else if (m->status >= 200) {
 		if (!r->client_keep)
-			evbuffer_add(out, "Connection: close\r\n", 19);
+			HTTP_WB_LIT(&w, "Connection: close\r\n");
 		else if (r->client_10)
-			evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+			HTTP_WB_LIT(&w, "Connection: keep-alive\r\n");
 	}
-	evbuffer_add(out, "\r\n", 2);
+	HTTP_WB_LIT(&w, "\r\n");
+	http_wb_flush(&w);
 }
 
 void
 http_head_trailers(struct evbuffer *out, const struct http_head *t,
     const struct http_policy *p, bool request)
 {
+	struct http_wbuf w;
+	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = request ? p->reqh : p->resph,
 		.nrules = request ? p->nreqh : p->nresph,
@@ -344,10 +511,15 @@ http_head_trailers(struct evbuffer *out, const struct http_head *t,
 		.underscore = p->underscore_pass, .trailers = true,
 	};
 
-	evbuffer_add(out, "0\r\n", 3);
-	if (p->trailers_pass)
-		http_write_fields(out, t, &o);
-	evbuffer_add(out, "\r\n", 2);
+	w.ev = out;
+	w.n = 0;
+	HTTP_WB_LIT(&w, "0\r\n");
+	if (p->trailers_pass) {
+		http_fields_scan(&fs, t);
+		http_write_fields(&w, t, &fs, &o);
+	}
+	HTTP_WB_LIT(&w, "\r\n");
+	http_wb_flush(&w);
 }
 
 bool

@@ -52,6 +52,85 @@ http_token_eq(const char *a, size_t alen, const char *b)
 	return b[i] == '\0';
 }
 
+/* a is the lowercase b, both n bytes, reading a's letters without case. */
+static bool
+http_lc_eq(const char *a, const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (http_lower((unsigned char)a[i]) != b[i])
+			return false;
+	return true;
+}
+
+enum http_field
+http_field_id(const char *name, size_t len)
+{
+	/* By length, then by the first letter: at most one compare for
+	 * most names, none for a name of no length listed. */
+#define HTTP_IS(lit, id) do { if (http_lc_eq(name, lit, len)) \
+	return (id); } while (0)
+	switch (len) {
+	case 2:
+		HTTP_IS("te", HTTP_F_TE);
+		break;
+	case 4:
+		HTTP_IS("host", HTTP_F_HOST);
+		break;
+	case 5:
+		HTTP_IS("range", HTTP_F_RANGE);
+		break;
+	case 6:
+		if (http_lower((unsigned char)name[0]) == 'c')
+			HTTP_IS("cookie", HTTP_F_COOKIE);
+		else
+			HTTP_IS("expect", HTTP_F_EXPECT);
+		break;
+	case 7:
+		if (http_lower((unsigned char)name[0]) == 't')
+			HTTP_IS("trailer", HTTP_F_TRAILER);
+		else
+			HTTP_IS("upgrade", HTTP_F_UPGRADE);
+		break;
+	case 10:
+		switch (http_lower((unsigned char)name[0])) {
+		case 'c': HTTP_IS("connection", HTTP_F_CONNECTION); break;
+		case 'k': HTTP_IS("keep-alive", HTTP_F_KEEP_ALIVE); break;
+		case 's': HTTP_IS("set-cookie", HTTP_F_SET_COOKIE); break;
+		}
+		break;
+	case 12:
+		HTTP_IS("content-type", HTTP_F_CONTENT_TYPE);
+		break;
+	case 13:
+		if (http_lower((unsigned char)name[0]) == 'a')
+			HTTP_IS("authorization", HTTP_F_AUTHORIZATION);
+		else
+			HTTP_IS("content-range", HTTP_F_CONTENT_RANGE);
+		break;
+	case 14:
+		HTTP_IS("content-length", HTTP_F_CONTENT_LENGTH);
+		break;
+	case 15:
+		HTTP_IS("x-forwarded-for", HTTP_F_X_FORWARDED_FOR);
+		break;
+	case 16:
+		if (http_lower((unsigned char)name[0]) == 'c')
+			HTTP_IS("content-encoding", HTTP_F_CONTENT_ENCODING);
+		else
+			HTTP_IS("proxy-connection", HTTP_F_PROXY_CONNECTION);
+		break;
+	case 17:
+		HTTP_IS("transfer-encoding", HTTP_F_TRANSFER_ENCODING);
+		break;
+	}
+#undef HTTP_IS
+	if (len > 6 && http_lc_eq(name, "proxy-", 6))
+		return HTTP_F_PROXY_OTHER;
+	return HTTP_F_OTHER;
+}
+
 /* a (of alen bytes) is b, lowercase and with '-', reading a's letters
  * case-insensitively and its '_' as '-'. */
 static bool

@@ -118,6 +118,36 @@ ssize_t	http_parse_trailers(const char *buf, size_t len,
 	    const struct http_limits *lim, struct http_head *t,
 	    const char **why);
 
+/* The field names the parser and the head writers act on, told apart by
+ * http_field_id() once per field rather than by a string compare per
+ * question asked of it. */
+enum http_field {
+	HTTP_F_OTHER = 0,
+	HTTP_F_CONTENT_LENGTH,
+	HTTP_F_TRANSFER_ENCODING,
+	HTTP_F_CONNECTION,
+	HTTP_F_KEEP_ALIVE,
+	HTTP_F_PROXY_CONNECTION,
+	HTTP_F_TE,
+	HTTP_F_TRAILER,
+	HTTP_F_UPGRADE,
+	HTTP_F_HOST,
+	HTTP_F_EXPECT,
+	HTTP_F_X_FORWARDED_FOR,
+	HTTP_F_CONTENT_ENCODING,
+	HTTP_F_CONTENT_TYPE,
+	HTTP_F_CONTENT_RANGE,
+	HTTP_F_AUTHORIZATION,
+	HTTP_F_COOKIE,
+	HTTP_F_SET_COOKIE,
+	HTTP_F_RANGE,
+	HTTP_F_PROXY_OTHER,	/* "proxy-" and more, but Proxy-Connection */
+};
+
+/* Which of those the name (name, len) is, read case-insensitively ('_'
+ * is not '-' here); HTTP_F_OTHER for any other name. */
+enum http_field http_field_id(const char *name, size_t len);
+
 /* Case-insensitive token compare. */
 bool	http_token_eq(const char *a, size_t alen, const char *b);
 /* Whether the comma list in (v, len) holds the token t. */

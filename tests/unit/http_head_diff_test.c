@@ -89,7 +89,7 @@ random_conn(char *buf, size_t size)
 {
 	static const char *const seps[] = { ",", ", ", " ,", ",,", ",\t", " , " };
 	char name[96];
-	size_t n = 0, i, k = 1 + rnd(3);
+	size_t n = 0, i, k = rnd(8) ? 1 + rnd(3) : 1 + rnd(24);
 
 	buf[0] = '\0';
 	for (i = 0; i < k; i++) {
@@ -131,7 +131,7 @@ random_value(char *buf, size_t size, const char *name)
 static size_t
 random_fields(char *buf, size_t size, unsigned n)
 {
-	char name[96], val[256];
+	char name[96], val[1024];
 	size_t len = 0;
 	unsigned i;
 

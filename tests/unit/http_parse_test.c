@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "http/http_parse.h"
@@ -597,6 +598,91 @@ test_judge_random(void **state)
 	assert_true(taken > 500);
 }
 
+/* http_field_id against the plain reading: each listed name in any case
+ * is its field, anything else (a letter off, one more or fewer, '_' for
+ * '-', a "proxy-" name) is what the list says, over random names made of
+ * the listed ones' letters. */
+static enum http_field
+field_id_plain(const char *name, size_t len)
+{
+	static const struct { const char *n; enum http_field id; } known[] = {
+	    { "content-length", HTTP_F_CONTENT_LENGTH },
+	    { "transfer-encoding", HTTP_F_TRANSFER_ENCODING },
+	    { "connection", HTTP_F_CONNECTION },
+	    { "keep-alive", HTTP_F_KEEP_ALIVE },
+	    { "proxy-connection", HTTP_F_PROXY_CONNECTION },
+	    { "te", HTTP_F_TE }, { "trailer", HTTP_F_TRAILER },
+	    { "upgrade", HTTP_F_UPGRADE }, { "host", HTTP_F_HOST },
+	    { "expect", HTTP_F_EXPECT },
+	    { "x-forwarded-for", HTTP_F_X_FORWARDED_FOR },
+	    { "content-encoding", HTTP_F_CONTENT_ENCODING },
+	    { "content-type", HTTP_F_CONTENT_TYPE },
+	    { "content-range", HTTP_F_CONTENT_RANGE },
+	    { "authorization", HTTP_F_AUTHORIZATION },
+	    { "cookie", HTTP_F_COOKIE }, { "set-cookie", HTTP_F_SET_COOKIE },
+	    { "range", HTTP_F_RANGE } };
+	size_t i;
+
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strlen(known[i].n) == len &&
+		    strncasecmp(known[i].n, name, len) == 0)
+			return known[i].id;
+	if (len > 6 && strncasecmp(name, "proxy-", 6) == 0)
+		return HTTP_F_PROXY_OTHER;
+	return HTTP_F_OTHER;
+}
+
+static void
+test_field_id(void **state)
+{
+	static const char *const names[] = { "content-length",
+	    "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+	    "te", "trailer", "upgrade", "host", "expect", "x-forwarded-for",
+	    "content-encoding", "content-type", "content-range",
+	    "authorization", "cookie", "set-cookie", "range", "proxy-x" };
+	static const char letters[] = "-_acdeghiklnoprstuwxyzACEHKT{@[`";
+	char buf[40];
+	unsigned i, k, hits = 0;
+
+	(void)state;
+	for (i = 0; i < 200000; i++) {
+		size_t len;
+
+		if (rnd(2)) {
+			/* a listed name, changed a little */
+			const char *n = names[rnd(sizeof(names) / sizeof(names[0]))];
+
+			len = strlen(n);
+			memcpy(buf, n, len);
+			for (k = 0; k < len; k++)
+				if (rnd(3) == 0 && buf[k] >= 'a' && buf[k] <= 'z')
+					buf[k] = (char)(buf[k] - 32);
+			switch (rnd(6)) {
+			case 0:
+				buf[rnd((unsigned)len)] = letters[rnd(sizeof(letters) - 1)];
+				break;
+			case 1:
+				if (len > 1)
+					len--;
+				break;
+			case 2:
+				buf[len++] = letters[rnd(sizeof(letters) - 1)];
+				break;
+			}
+		} else {
+			len = 1 + rnd(18);
+			for (k = 0; k < len; k++)
+				buf[k] = letters[rnd(sizeof(letters) - 1)];
+		}
+		buf[len] = '\0';
+		if (http_field_id(buf, len) != field_id_plain(buf, len))
+			fail_msg("\"%s\": %d, wanted %d", buf,
+			    http_field_id(buf, len), field_id_plain(buf, len));
+		hits += field_id_plain(buf, len) != HTTP_F_OTHER;
+	}
+	assert_true(hits > 20000);
+}
+
 /* Step mode: framing and data never share a call; the framing that goes
  * on is canonical (sizes in lower-case hex without leading zeros, no
  * extensions), the last chunk is left to the caller, at the trailers. */
@@ -742,6 +828,7 @@ main(void)
 		cmocka_unit_test(test_judge_lines),
 		cmocka_unit_test(test_judge_resumes),
 		cmocka_unit_test(test_judge_random),
+		cmocka_unit_test(test_field_id),
 		cmocka_unit_test(test_chunk_steps),
 		cmocka_unit_test(test_chunk_leading_zeros),
 		cmocka_unit_test(test_trailers),
