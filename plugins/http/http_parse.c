@@ -2,10 +2,11 @@
 
 #include <string.h>
 
-/* RFC 9110 5.6.2 tchar, as a table: one load per byte. */
+/* RFC 9110 5.6.2 tchar, as a table: one load per byte. '_' is 2, so a
+ * name's scan also says whether it has one. */
 static const unsigned char http_tchar[256] = {
 	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
-	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
+	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 2,
 	['`'] = 1, ['|'] = 1, ['~'] = 1,
 	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
 	['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
@@ -32,6 +33,43 @@ static bool
 http_is_value_char(unsigned char c)
 {
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+#define HTTP_BYTES(b)	(UINT64_C(0x0101010101010101) * (b))
+
+/* Whether every byte of p[0..n) is http_is_value_char, 8 bytes at a
+ * time: a word with no byte below 0x20 and none 0x7f is good as a whole
+ * (the tests are exact for that: Hacker's Delight 6-1, "hasless"), the
+ * rare word with one (an HTAB, or a bad byte) is looked at byte by byte. */
+static bool
+http_value_ok(const char *p, size_t n)
+{
+	size_t i = 0, k;
+
+	if (n < 8) {
+		for (; i < n; i++)
+			if (!http_is_value_char((unsigned char)p[i]))
+				return false;
+		return true;
+	}
+	/* The last word overlaps the one before it when n is not a
+	 * multiple of 8: no byte-by-byte tail. */
+	for (;;) {
+		uint64_t x, del;
+
+		if (i + 8 > n)
+			i = n - 8;
+		memcpy(&x, p + i, 8);
+		del = x ^ HTTP_BYTES(0x7f);
+		if ((((x - HTTP_BYTES(0x20)) & ~x) |
+		    ((del - HTTP_BYTES(0x01)) & ~del)) & HTTP_BYTES(0x80)) {
+			for (k = i; k < i + 8; k++)
+				if (!http_is_value_char((unsigned char)p[k]))
+					return false;
+		}
+		if ((i += 8) >= n)
+			return true;
+	}
 }
 
 static int
@@ -347,17 +385,53 @@ http_parse_te(struct http_head *h, const char *v, size_t len, const char **why)
 	return 0;
 }
 
+/* The options of a Connection field that the framing reads, in one pass
+ * over its elements (split as http_list_has splits them). */
+static void
+http_connection_options(struct http_head *h, const char *v, size_t len)
+{
+	size_t i = 0, s, e;
+
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		switch (e - s) {
+		case 5:
+			if (http_lc_eq(v + s, "close", 5))
+				h->conn_close = true;
+			break;
+		case 7:
+			if (http_lc_eq(v + s, "upgrade", 7))
+				h->conn_upgrade = true;
+			break;
+		case 10:
+			if (http_lc_eq(v + s, "keep-alive", 10))
+				h->conn_keep_alive = true;
+			break;
+		}
+	}
+}
+
 static int
 http_parse_field(const char *p, size_t len, struct http_head *h,
     const char **why)
 {
 	struct http_hdr *f;
 	size_t i = 0, vs, ve;
+	unsigned char t, seen = 0;
 
 	if (p[0] == ' ' || p[0] == '\t')
 		HTTP_FAIL(400, "obsolete line folding");
-	while (i < len && http_tchar[(unsigned char)p[i]])
+	while (i < len && (t = http_tchar[(unsigned char)p[i]]) != 0) {
+		seen |= t;
 		i++;
+	}
 	if (i == len || p[i] != ':') {
 		if (i < len && (p[i] == ' ' || p[i] == '\t'))
 			HTTP_FAIL(400, "whitespace before colon");
@@ -365,7 +439,7 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	}
 	if (i == 0)
 		HTTP_FAIL(400, "empty header name");
-	if (memchr(p, '_', i) != NULL) {
+	if (seen & 2) {
 		h->underscore = true;
 		if (http_name_is_framing(p, i))
 			HTTP_FAIL(400, "'_' in a framing header name");
@@ -381,13 +455,13 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	ve = len;
 	while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
 		ve--;
-	for (i = vs; i < ve; i++)
-		if (!http_is_value_char((unsigned char)p[i]))
-			HTTP_FAIL(400, "invalid character in header value");
+	if (!http_value_ok(p + vs, ve - vs))
+		HTTP_FAIL(400, "invalid character in header value");
 	f->val = p + vs;
 	f->vlen = ve - vs;
 
-	if (http_token_eq(f->name, f->nlen, "content-length")) {
+	switch (http_field_id(f->name, f->nlen)) {
+	case HTTP_F_CONTENT_LENGTH: {
 		int64_t n;
 		int rc;
 
@@ -396,28 +470,33 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 		if ((rc = http_parse_length(f->val, f->vlen, &n, why)) != 0)
 			return rc;
 		h->content_length = n;
-	} else if (http_token_eq(f->name, f->nlen, "transfer-encoding")) {
+		break;
+	}
+	case HTTP_F_TRANSFER_ENCODING: {
 		int rc;
 
 		h->has_te = true;
 		if ((rc = http_parse_te(h, f->val, f->vlen, why)) != 0)
 			return rc;
-	} else if (http_token_eq(f->name, f->nlen, "connection")) {
-		if (http_list_has(f->val, f->vlen, "close"))
-			h->conn_close = true;
-		if (http_list_has(f->val, f->vlen, "keep-alive"))
-			h->conn_keep_alive = true;
-		if (http_list_has(f->val, f->vlen, "upgrade"))
-			h->conn_upgrade = true;
-	} else if (http_token_eq(f->name, f->nlen, "host")) {
+		break;
+	}
+	case HTTP_F_CONNECTION:
+		http_connection_options(h, f->val, f->vlen);
+		break;
+	case HTTP_F_HOST:
 		if (h->host != -1)
 			HTTP_FAIL(400, "duplicate Host");
 		h->host = (int)h->nhdr;
-	} else if (http_token_eq(f->name, f->nlen, "upgrade")) {
+		break;
+	case HTTP_F_UPGRADE:
 		h->upgrade = (int)h->nhdr;
-	} else if (http_token_eq(f->name, f->nlen, "expect")) {
+		break;
+	case HTTP_F_EXPECT:
 		if (http_token_eq(f->val, f->vlen, "100-continue"))
 			h->expect_continue = true;
+		break;
+	default:
+		break;
 	}
 	h->nhdr++;
 	return 0;
@@ -473,9 +552,9 @@ http_head_line(const char *p, size_t n, size_t pos,
 		return http_line_too_long(h->request, *line_no, why);
 	if (len == n)
 		HTTP_FAIL(400, "bare LF");
-	if (memchr(p, '\r', len) != NULL)
-		HTTP_FAIL(400, "bare CR");
 	if (*line_no == 0) {
+		if (memchr(p, '\r', len) != NULL)
+			HTTP_FAIL(400, "bare CR");
 		if (len == 0 && h->request && pos == 0) {
 			/* RFC 9112 2.2: one empty line before the request
 			 * line is ignored. */
@@ -492,10 +571,20 @@ http_head_line(const char *p, size_t n, size_t pos,
 		*end = true;
 		return 0;
 	} else {
-		if (*line_no > lim->max_header_lines)
-			HTTP_FAIL(431, "too many header lines");
-		if ((rc = http_parse_field(p, len, h, why)) != 0)
+		/* A field line that parses has no CR in it (each of its bytes
+		 * was taken as name, ':', whitespace or value): a CR is only
+		 * looked for to say why a line was refused, and it says so
+		 * first, as for the request line. */
+		if (*line_no > lim->max_header_lines) {
+			*why = "too many header lines";
+			rc = 431;
+		} else
+			rc = http_parse_field(p, len, h, why);
+		if (rc != 0) {
+			if (memchr(p, '\r', len) != NULL)
+				HTTP_FAIL(400, "bare CR");
 			return rc;
+		}
 	}
 	(*line_no)++;
 	return 0;

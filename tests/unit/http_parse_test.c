@@ -13,6 +13,8 @@
 
 #include "http/http_parse.h"
 
+#include "http_parse_ref.inc"
+
 static const struct http_limits lim = {
 	.max_line = 1024, .max_header_lines = 32, .max_header_bytes = 4096,
 	.max_url = 512,
@@ -598,6 +600,85 @@ test_judge_random(void **state)
 	assert_true(taken > 500);
 }
 
+/* A head with one field of random bytes (controls, DEL, obs-text, HTAB,
+ * SP, a CR now and then; never LF), lines otherwise good. */
+static size_t
+random_value_head(char *buf, size_t size, bool request)
+{
+	static const char odd[] = { '\t', ' ', 0x7f, 0x00, 0x01, 0x1f, 0x20,
+	    0x7e, (char)0x80, (char)0xff, 'a', ':', '\r' };
+	static const char tail[] = "\r\nX-W: 1\r\n\r\n";
+	size_t n, k, len = rnd(40);
+
+	n = (size_t)snprintf(buf, size, "%s\r\nHost: a\r\nX-V:",
+	    request ? "GET / HTTP/1.1" : "HTTP/1.1 200 OK");
+	for (k = 0; k < len && n + 8 < size; k++)
+		buf[n++] = rnd(3) ? (char)(0x21 + rnd(94)) :
+		    odd[rnd(sizeof(odd) - (rnd(8) ? 1 : 0))];
+	memcpy(buf + n, tail, sizeof(tail) - 1);
+	return n + sizeof(tail) - 1;
+}
+
+/* The parser against its frozen copy (http_parse_ref.inc): the same
+ * status and reason for every head, and for a head taken the same
+ * head, field by field. */
+static void
+test_parse_diff(void **state)
+{
+	static char buf[4000];
+	static struct http_head a, b;
+	unsigned i, k, taken = 0, refused = 0;
+
+	(void)state;
+	for (i = 0; i < 40000; i++) {
+		bool request = i % 2 == 0;
+		size_t len = i % 4 < 2 ? random_head(buf, sizeof(buf), request) :
+		    random_value_head(buf, sizeof(buf), request);
+		size_t scanned = 0;
+		ssize_t end = http_head_end(buf, len, lim.max_header_bytes,
+		    &scanned);
+		size_t hl = end > 0 ? (size_t)end : len;
+		const char *wa = NULL, *wb = NULL;
+		int ra = http_parse_head(buf, hl, request, &lim, &a, &wa);
+		int rb = ref_parse_head(buf, hl, request, &lim, &b, &wb);
+
+		if (ra != rb || (wa == NULL) != (wb == NULL) ||
+		    (wa != NULL && strcmp(wa, wb) != 0)) {
+			fprintf(stderr, "case %u: ", i);
+			fwrite(buf, 1, hl, stderr);
+			fail_msg("\nlive %d \"%s\", frozen %d \"%s\"", ra,
+			    wa ? wa : "", rb, wb ? wb : "");
+		}
+		if (ra != 0) {
+			refused++;
+			continue;
+		}
+		taken++;
+		assert_true(a.request == b.request && a.method == b.method &&
+		    a.mlen == b.mlen && a.target == b.target &&
+		    a.tlen == b.tlen && a.status == b.status &&
+		    a.reason == b.reason && a.rlen == b.rlen &&
+		    a.minor == b.minor && a.nhdr == b.nhdr &&
+		    a.head_len == b.head_len &&
+		    a.content_length == b.content_length &&
+		    a.chunked == b.chunked && a.has_te == b.has_te &&
+		    a.te_other == b.te_other && a.underscore == b.underscore &&
+		    a.empty_line == b.empty_line &&
+		    a.conn_close == b.conn_close &&
+		    a.conn_keep_alive == b.conn_keep_alive &&
+		    a.conn_upgrade == b.conn_upgrade && a.host == b.host &&
+		    a.upgrade == b.upgrade &&
+		    a.expect_continue == b.expect_continue);
+		for (k = 0; k < a.nhdr; k++)
+			assert_true(a.hdr[k].name == b.hdr[k].name &&
+			    a.hdr[k].nlen == b.hdr[k].nlen &&
+			    a.hdr[k].val == b.hdr[k].val &&
+			    a.hdr[k].vlen == b.hdr[k].vlen);
+	}
+	fprintf(stderr, "%u taken, %u refused\n", taken, refused);
+	assert_true(taken > 4000 && refused > 8000);
+}
+
 /* http_field_id against the plain reading: each listed name in any case
  * is its field, anything else (a letter off, one more or fewer, '_' for
  * '-', a "proxy-" name) is what the list says, over random names made of
@@ -829,6 +910,7 @@ main(void)
 		cmocka_unit_test(test_judge_resumes),
 		cmocka_unit_test(test_judge_random),
 		cmocka_unit_test(test_field_id),
+		cmocka_unit_test(test_parse_diff),
 		cmocka_unit_test(test_chunk_steps),
 		cmocka_unit_test(test_chunk_leading_zeros),
 		cmocka_unit_test(test_trailers),
