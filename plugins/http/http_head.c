@@ -52,6 +52,32 @@ http_wb_str(struct http_wbuf *w, const char *s)
 	http_wb_add(w, s, strlen(s));
 }
 
+/* "name: value\r\n", with one bound check for the line. */
+static void
+http_wb_field(struct http_wbuf *w, const char *name, size_t nlen,
+    const char *val, size_t vlen)
+{
+	char *d;
+
+	if (nlen + vlen + 4 > sizeof(w->b) - w->n) {
+		http_wb_add(w, name, nlen);
+		HTTP_WB_LIT(w, ": ");
+		http_wb_add(w, val, vlen);
+		HTTP_WB_LIT(w, "\r\n");
+		return;
+	}
+	d = w->b + w->n;
+	memcpy(d, name, nlen);
+	d += nlen;
+	*d++ = ':';
+	*d++ = ' ';
+	memcpy(d, val, vlen);
+	d += vlen;
+	*d++ = '\r';
+	*d++ = '\n';
+	w->n = (size_t)(d - w->b);
+}
+
 /* In decimal, without leading zeros. */
 static void
 http_wb_u64(struct http_wbuf *w, uint64_t v)
@@ -356,15 +382,16 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 			    f->nlen);
 		if ((r != NULL ? r->action : o->dflt) == HTTP_DROP)
 			continue;
-		http_wb_add(w, f->name, f->nlen);
-		HTTP_WB_LIT(w, ": ");
 		if (r != NULL && r->action == HTTP_CHANGE)
-			http_wb_str(w, r->value);
-		else if (id == HTTP_F_CONTENT_LENGTH)
+			http_wb_field(w, f->name, f->nlen, r->value,
+			    strlen(r->value));
+		else if (id == HTTP_F_CONTENT_LENGTH) {
+			http_wb_add(w, f->name, f->nlen);
+			HTTP_WB_LIT(w, ": ");
 			http_wb_u64(w, (uint64_t)m->content_length);
-		else
-			http_wb_add(w, f->val, f->vlen);
-		HTTP_WB_LIT(w, "\r\n");
+			HTTP_WB_LIT(w, "\r\n");
+		} else
+			http_wb_field(w, f->name, f->nlen, f->val, f->vlen);
 	}
 	if (o->host != NULL && !host_done) {
 		HTTP_WB_LIT(w, "Host: ");

@@ -90,15 +90,22 @@ http_token_eq(const char *a, size_t alen, const char *b)
 	return b[i] == '\0';
 }
 
-/* a is the lowercase b, both n bytes, reading a's letters without case. */
+/* a is b, both n bytes, reading a's letters without case; b is lower
+ * case, of letters and '-' only (the names below). */
 static bool
 http_lc_eq(const char *a, const char *b, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
-		if (http_lower((unsigned char)a[i]) != b[i])
+	/* b holds lowercase letters and '-': a letter matches either case
+	 * (bit 0x20 set), anything else only itself. */
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)a[i];
+
+		if ((c | 0x20) != (unsigned char)b[i] ||
+		    (c != (unsigned char)b[i] && b[i] < 'a'))
 			return false;
+	}
 	return true;
 }
 
