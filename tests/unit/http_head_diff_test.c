@@ -55,8 +55,9 @@ static const char *const names[] = { "host", "connection", "keep-alive",
     "authorization", "x-foo", "x-bar", "x-baz", "x_under", "user-agent",
     "date", "server", "etag", "tf", "ts", "hosts", "hostx", "trailers",
     "upgrades", "connectioN2", "keep_alive2", "x-cookie", "x-range",
-    "content-lengthx", "x-a-very-long-header-name-that-is-longer-than-"
-    "sixty-four-bytes-in-all", "a", "x-forwarded-fox", "trailez",
+    "content-lengthx",
+    ("x-a-very-long-header-name-that-is-longer-than-sixty-four-bytes-in-all"),
+    "a", "x-forwarded-fox", "trailez",
     "transfer-encodinf", "proxy-connectioo", "keep-alivf", "connectioo" };
 
 /* name with letters of random case, or a random token. */
