@@ -156,7 +156,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->verdict = NULL;
 	h->rule[0] = '\0';
 	h->status = 0;
-	h->req_bytes = h->resp_bytes = 0;
+	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 	h->host[0] = '\0';
 	h->retried = false;
 	/* The port the request is for (a 405's Allow depends on it). */
@@ -405,6 +405,7 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	}
 	if (m.status < 200) {
 		/* Interim (100, 103): the final response follows. */
+		h->interim_bytes = h->resp_bytes;
 		h->resp = HTTP_RESP_HEAD;
 		return true;
 	}
@@ -1119,4 +1120,5 @@ const struct px_analyser http_analyser = {
 	.alpn = "http/1.1,http/1.0",
 	.on_worker_exit = http_worker_exit,
 	.scan = true,
+	.content = true,
 };

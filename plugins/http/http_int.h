@@ -82,6 +82,14 @@ struct http_scan {
 	bool			 ended;		/* all sent: verdict awaited */
 	bool			 whole;		/* head and body held whole */
 	uint64_t		 size;		/* body bytes so far */
+	/* <content>: the body's first bytes, gathered while everything
+	 * from its start on is held (with the response head when
+	 * head_held), until judged; NULL when not sniffed or judged. */
+	struct px_sniff		*sniff;
+	size_t			 sniff_want;	/* judged once it has this */
+	bool			 head_held;
+	char			 type[96];	/* as sniffed; "" none */
+	const char		*content;	/* accept, deny; NULL none */
 };
 
 struct http_state {
@@ -121,6 +129,7 @@ struct http_state {
 	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
 	uint64_t		 req_bytes, resp_bytes;
+	uint64_t		 interim_bytes;	/* of resp_bytes: 1xx heads */
 	struct timeval		 t_start;
 	char			 method[24];
 	char			 host[128];

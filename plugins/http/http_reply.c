@@ -157,9 +157,10 @@ http_error(struct http_state *h, int status, const char *why)
 			    http_refusal_rule(h, why));
 		px_session_set_rule(h->s, h->rule);
 	}
-	if (h->resp_bytes != 0) {
+	if (h->resp_bytes != h->interim_bytes) {
 		/* Part of a response went out already: a reset, so that the
-		 * client never takes what it got for the whole. */
+		 * client never takes what it got for the whole. (After a
+		 * 100 Continue, a final status may still come.) */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 		    "reason=\"%s\"%s%s (after part of the response)", status,
 		    why, by == PX_END_POLICY ? " rule=" : "",

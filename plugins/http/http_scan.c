@@ -13,9 +13,15 @@
  * its last bytes; an upload is never completed towards the server (its
  * connection is reset) and the client gets the 403. Both bounds shrink to
  * a quarter (tail) and a half (whole) of limits/@buffer when that is
- * smaller, so a held part never stops the pumps. */
+ * smaller, so a held part never stops the pumps.
+ * With <content> rules, each body's first PX_SNIFF_BYTES (a quarter of
+ * the buffer at most; the whole body when shorter) are held too, with
+ * the response head, until libmagic named their type: a denied download
+ * gets a 403 page naming the type (its head was held), a denied upload
+ * a 403 and the server connection reset before the body completes. */
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <syslog.h>
@@ -26,6 +32,7 @@
 #include "http_int.h"
 #include "icap.h"
 #include "scan.h"
+#include "sniff.h"
 
 #define HTTP_SCAN_TAIL		(16 * 1024)
 #define HTTP_SCAN_WHOLE		(64 * 1024)
@@ -89,9 +96,11 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
     const char *why)
 {
 	struct http_scan *sc = &h->scan[dir];
-	bool head_out = dir == PX_TO_CLIENT && !sc->whole;
+	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held;
 
 	http_scan_stop(h, dir);
+	free(sc->sniff);
+	sc->sniff = NULL;
 	evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
 	h->verdict = "deny";
 	if (dir == PX_TO_SERVER) {
@@ -111,7 +120,7 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
 	if (dir == PX_TO_CLIENT) {
 		/* Nothing of this response went out (it was all held): a
 		 * page in its place. */
-		h->resp_bytes = 0;
+		h->resp_bytes = h->interim_bytes;
 		h->srv.keep = false;
 	}
 	http_error(h, status, why);
@@ -141,6 +150,8 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 	bool ended = sc->ended;
 
 	http_scan_stop(h, dir);
+	if (sc->sniff != NULL)
+		return;		/* the start waits for its type */
 	if (dir == PX_TO_CLIENT) {
 		evbuffer_add_buffer(h->c->out, sc->hold);
 		if (ended && h->resp == HTTP_RESP_DONE)
@@ -275,13 +286,95 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 	return 1;
 }
 
+/* ---- <content>: the body's type ---------------------------------------- */
+
+/* Gathers the first bytes of the body in dir, all of it held from its
+ * start, when the service has <content> rules. 0, or -1 out of memory. */
+static int
+http_sniff_begin(struct http_state *h, enum px_dir dir)
+{
+	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
+	struct http_scan *sc = &h->scan[dir];
+
+	free(sc->sniff);
+	sc->sniff = NULL;
+	sc->head_held = false;
+	sc->type[0] = '\0';
+	sc->content = NULL;
+	if (cp->n == 0)
+		return 0;
+	if ((sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL) ||
+	    (sc->sniff = calloc(1, sizeof(*sc->sniff))) == NULL)
+		return -1;
+	/* Held with the head, it must leave the pumps room. */
+	sc->sniff_want = h->buffer / 4 < PX_SNIFF_BYTES ? h->buffer / 4 :
+	    PX_SNIFF_BYTES;
+	if (sc->sniff_want == 0)
+		sc->sniff_want = 1;
+	return 0;
+}
+
+/* The start of the body in dir is all gathered (or the body ended):
+ * libmagic names its type, the first <content> rule naming it decides.
+ * 0 accepted (what is held goes on as a scan allows), -1 refused (the
+ * transaction ended). */
+static int
+http_sniff_judge(struct http_state *h, enum px_dir dir)
+{
+	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
+	struct http_scan *sc = &h->scan[dir];
+	struct px_content_verdict v;
+	size_t n = sc->sniff->n;
+	char why[200];
+
+	px_content_judge(cp, sc->sniff->buf, n, &v);
+	free(sc->sniff);
+	sc->sniff = NULL;
+	memcpy(sc->type, v.type, sizeof(sc->type));
+	sc->content = v.deny ? "deny" : "accept";
+	px_content_count(px_session_service(h->s), sc->content);
+	px_session_log(h->s, v.deny ? LOG_NOTICE : LOG_INFO, "http-content "
+	    "type=%s action=%s rule=%s direction=%s sniffed=%zu%s%s%s", v.type,
+	    sc->content, v.rule != NULL ? v.rule->ref : v.deny ? "libmagic" :
+	    "-", http_scan_dir_name(dir), n, v.error[0] != '\0' ?
+	    " reason=\"" : "", v.error, v.error[0] != '\0' ? "\"" : "");
+	if (!v.deny) {
+		/* Once released, the head may go before the body's end. */
+		sc->head_held = false;
+		return 0;
+	}
+	snprintf(h->rule, sizeof(h->rule), "%.*s", (int)sizeof(h->rule) - 1,
+	    v.rule != NULL ? v.rule->ref : "libmagic");
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	snprintf(why, sizeof(why), "file type not allowed: %s", v.type);
+	http_scan_refuse(h, dir, 403, why);
+	return -1;
+}
+
+/* The proxy could not hold a body for its type: refused, not passed
+ * unjudged. */
+static void
+http_sniff_nomem(struct http_state *h)
+{
+	h->srv.keep = false;
+	http_error(h, 500, "out of memory for the content type");
+}
+
 int
 http_scan_request(struct http_state *h, int64_t size)
 {
 	if (h->req_body == HTTP_BODY_NONE)
 		return 0;
-	if (http_scan_begin(h, PX_TO_SERVER, size, NULL, 0) != -1)
-		return h->closing || h->gone ? -1 : 0;
+	if (http_scan_begin(h, PX_TO_SERVER, size, NULL, 0) != -1) {
+		if (h->closing || h->gone)
+			return -1;
+		if (http_sniff_begin(h, PX_TO_SERVER) == -1) {
+			h->req = HTTP_REQ_DONE;
+			http_sniff_nomem(h);
+			return -1;
+		}
+		return 0;
+	}
 	if (!h->closing && !h->gone) {
 		h->req = HTTP_REQ_DONE;
 		px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -313,21 +406,30 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 		}
 		return NULL;
 	}
+	if (http_sniff_begin(h, PX_TO_CLIENT) == -1) {
+		http_sniff_nomem(h);
+		return NULL;
+	}
+	/* The head waits with the body's start: a refused type gets a
+	 * page. A head too big for that goes, a refusal resets. */
+	if (sc->sniff != NULL && len <= h->buffer / 2)
+		sc->head_held = true;
 	if (rc == 0)
-		return h->c->out;
+		return sc->head_held ? sc->hold : h->c->out;
 	/* Small enough to keep whole, head included: an infected one gets
 	 * a page rather than a reset. */
 	if (size >= 0 && len + (uint64_t)size <= whole) {
 		sc->whole = true;
 		return sc->hold;
 	}
-	return h->c->out;
+	return sc->head_held ? sc->hold : h->c->out;
 }
 
 struct evbuffer *
 http_scan_to(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 {
-	return h->scan[dir].on ? h->scan[dir].hold : out;
+	return h->scan[dir].on || h->scan[dir].sniff != NULL ?
+	    h->scan[dir].hold : out;
 }
 
 size_t
@@ -346,6 +448,9 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
 	const struct px_scan_policy *p = px_session_scan(h->s);
 	struct http_scan *sc = &h->scan[dir];
 
+	if (sc->sniff != NULL && px_sniff_add(sc->sniff, src, n,
+	    sc->sniff_want) && http_sniff_judge(h, dir) == -1)
+		return -1;
 	if (!sc->on || sc->icap == NULL)
 		return 0;
 	sc->size += n;
@@ -379,6 +484,8 @@ http_scan_release(struct http_state *h, enum px_dir dir,
 	struct http_scan *sc = &h->scan[dir];
 	size_t len, tail = http_scan_tail(h);
 
+	if (sc->sniff != NULL)
+		return;		/* not judged yet */
 	if (sc->hold == NULL || (len = evbuffer_get_length(sc->hold)) == 0)
 		return;
 	if (!sc->on) {
@@ -395,6 +502,9 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 {
 	struct http_scan *sc = &h->scan[dir];
 
+	/* A body shorter than what is sniffed is judged at its end. */
+	if (sc->sniff != NULL && http_sniff_judge(h, dir) == -1)
+		return true;
 	if (!sc->on) {
 		if (sc->hold != NULL && out != NULL)
 			evbuffer_add_buffer(out, sc->hold);
@@ -425,6 +535,8 @@ http_scan_close(struct http_state *h)
 			px_icap_cancel(sc->icap);
 		sc->icap = NULL;
 		sc->on = false;
+		free(sc->sniff);
+		sc->sniff = NULL;
 		if (sc->hold != NULL)
 			evbuffer_free(sc->hold);
 		sc->hold = NULL;

@@ -827,6 +827,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_admin_worker_metrics(b, &sc);
 	px_scrape_close(&sc);
 	px_scan_metrics(b);
+	px_content_metrics(b);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

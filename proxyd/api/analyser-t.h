@@ -142,6 +142,9 @@ struct px_analyser {
 	/* It takes a service's <scan> (px_session_scan): its bodies go to
 	 * the scanner named there. */
 	bool		 scan;
+	/* It judges its transfers by a service's <content> rules
+	 * (px_session_scan()->content, sniff.h). */
+	bool		 content;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

@@ -230,7 +230,8 @@ px_same_element(const xmlNode *a, const xmlNode *b)
 	xmlChar *sa, *sb;
 	bool same;
 
-	if (xmlStrcmp(a->name, b->name) != 0)
+	if (xmlStrcmp(a->name, b->name) != 0 ||
+	    xmlStrcmp(a->name, (const xmlChar *)"content") == 0)
 		return false;
 	if (xmlStrcmp(a->name, (const xmlChar *)"tls") != 0)
 		return true;
@@ -620,7 +621,8 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
-		    "upstream", "clients", "servers", "tls", "scan", NULL };
+		    "upstream", "clients", "servers", "tls", "scan", "content",
+		    NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -691,6 +693,13 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    "scan its transfers yet (http does)",
 			    svc->analyser->name);
 	}
+	/* After <scan>, whose loader clears the whole struct. */
+	px_content_policy_load(&svc->scan.content, root, svc->file, e);
+	if (svc->scan.content.n != 0 && svc->analyser != NULL &&
+	    !svc->analyser->content)
+		px_cfg_error(e, px_child(root, "content"), "<content>: analyser "
+		    "\"%s\" does not sniff its transfers yet (http does)",
+		    svc->analyser->name);
 	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&
@@ -942,6 +951,7 @@ px_config_unref(struct px_config *c)
 		free(svc->file);
 		px_addrlist_free(&svc->clients);
 		px_addrlist_free(&svc->servers);
+		px_content_policy_free(&svc->scan.content);
 	}
 	for (i = 0; i < c->ngroups; i++)
 		px_group_free(&c->groups[i], c->zones.n);

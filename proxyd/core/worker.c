@@ -640,6 +640,7 @@ px_worker_main(void *arg)
 	px_session_reap(w);
 	px_pool_flush(&w->pool);
 	px_tls_worker_free(&w->tls);
+	px_sniff_worker_exit();
 	for (i = 0; px_analysers[i] != NULL; i++)
 		if (px_analysers[i]->on_worker_exit != NULL)
 			px_analysers[i]->on_worker_exit();

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "sniff.h"
+
 struct _xmlNode;
 struct px_cfgerr;
 struct evbuffer;
@@ -45,6 +47,9 @@ struct px_scan_policy {
 	unsigned		 direction;	/* PX_SCAN_* bits */
 	uint64_t		 max_size;
 	bool			 over_size_allow;
+	/* The service's <content> rules (sniff.h), loaded apart from
+	 * <scan>: they apply with or without a scanner. */
+	struct px_content_policy content;
 };
 
 /* Reads <scanners> (NULL: none). Each bad value is reported as

@@ -283,6 +283,30 @@ expect_error scan_no_service "icap://127.0.0.1:1344" "$(at "$C/conf/proxyd.xml" 
 scan_case scan_bad_on_error 'url="icap://127.0.0.1/avscan" on-error="maybe"' 'scanner="av"'
 expect_error scan_bad_on_error "maybe" "$(at "$C/conf/proxyd.xml" '<icap')"
 
+# ---- file policy by content: <content> on a service
+content_case() { # NAME CONTENT_XML [ANALYSER=http]
+    new_case "$1"
+    cat >"$C/policy/web.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<service name="web" analyser="${3:-http}">
+  <listen address="127.0.0.1" port="18081" mode="fixed"/>
+  <target address="127.0.0.1" port="18080"/>
+  $2
+</service>
+EOF
+}
+content_case content_valid '<content type="application/x-dosexec application/x-executable" action="deny"/>
+  <content type="text/*" action="accept"/>'
+run_check
+echo "[content_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "valid <content> rules: --check exited $RC: $OUT"
+content_case content_on_plug '<content type="text/plain" action="deny"/>' plug
+expect_error content_on_plug "<content>" "$(at "$C/policy/web.xml" '<content')"
+content_case content_bad_type '<content type="text/plain application" action="deny"/>'
+expect_error content_bad_type "application" "$(at "$C/policy/web.xml" '<content')"
+content_case content_bad_action '<content type="text/plain" action="drop"/>'
+expect_error content_bad_action "" "$(at "$C/policy/web.xml" '<content')"
+
 # ---- --version / --help
 for opt in --version --help; do
     RC=0

@@ -1,0 +1,94 @@
+/* File policy by content: a service's <content type="..." action="..."/>
+ * rules, and the judge that sniffs a body's first bytes with libmagic
+ * (MIME type, not the name the peer gives it) and picks the first rule
+ * that matches. Analyser-neutral: an analyser hands it bytes (the start
+ * of an HTTP body, an FTP or R66 file), holds them until the verdict, and
+ * logs and acts on it. Like scan.c it knows no px_config. */
+#ifndef PX_SNIFF_H
+#define PX_SNIFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct _xmlNode;
+struct px_cfgerr;
+struct evbuffer;
+
+/* What libmagic is given: the first bytes of a transfer, or all of it
+ * when shorter. Its magic tests look at offsets within the first few
+ * hundred bytes for the types a policy names (ELF, PE, archives). */
+#define PX_SNIFF_BYTES		4096
+
+/* One type of a <content> element: "major/minor", or "major/" for a
+ * type ending in a star (every minor type: a prefix). */
+struct px_content_type {
+	char			 name[96];
+	bool			 prefix;
+};
+
+/* One <content>: any of its types, then its action. */
+struct px_content_rule {
+	struct px_content_type	*types;
+	size_t			 ntypes;
+	bool			 deny;
+	char			 ref[280];	/* "FILE:LINE", for rule= */
+};
+
+/* A service's <content> elements in file order (first match wins); none:
+ * nothing is sniffed. */
+struct px_content_policy {
+	struct px_content_rule	*v;
+	size_t			 n;
+};
+
+/* The verdict on a transfer's first bytes. */
+struct px_content_verdict {
+	bool			 deny;
+	char			 type[96];	/* as libmagic said it */
+	char			 error[96];	/* libmagic's failure, or "" */
+	/* The rule that decided; NULL: none matched (accepted), or
+	 * libmagic failed (denied: fail closed, type "unknown", error
+	 * says why). */
+	const struct px_content_rule *rule;
+};
+
+/* Reads every <content> child of a service's root element (file: the
+ * service file, for the rules' ref). 0, or -1 after reporting. */
+int	px_content_policy_load(struct px_content_policy *p,
+	    const struct _xmlNode *service, const char *file,
+	    struct px_cfgerr *e);
+void	px_content_policy_free(struct px_content_policy *p);
+
+/* The first rule naming mime (case-insensitive; a type ending in a star
+ * matches every minor type of its major one), or NULL. Pure. */
+const struct px_content_rule *px_content_match(
+	    const struct px_content_policy *p, const char *mime);
+
+/* Sniffs buf (n bytes: the first PX_SNIFF_BYTES of a transfer, fewer
+ * only when it is shorter) with this thread's magic and judges it by p.
+ * The caller's thread: the magic of each thread is its own (libmagic is
+ * not thread-safe), loaded at its first use. */
+void	px_content_judge(const struct px_content_policy *p, const void *buf,
+	    size_t n, struct px_content_verdict *v);
+
+/* A transfer's first bytes gathered as they pass: the analyser copies
+ * each run into it until it is full or the transfer ends, then judges. */
+struct px_sniff {
+	size_t			 n;
+	unsigned char		 buf[PX_SNIFF_BYTES];
+};
+
+/* Copies what is still missing, up to want (at most PX_SNIFF_BYTES), of
+ * the first n bytes of src (not drained). True once it has want. */
+bool	px_sniff_add(struct px_sniff *sn, struct evbuffer *src, size_t n,
+	    size_t want);
+
+/* Frees this thread's magic (a worker's end). */
+void	px_sniff_worker_exit(void);
+
+/* ---- counters: proxyd_content_total{service,action} ---------------- */
+/* One judged transfer: action accept or deny. Any thread. */
+void	px_content_count(const char *service, const char *action);
+void	px_content_metrics(struct evbuffer *b);
+
+#endif

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# File policy by content on http (<content type=... action=...>): the
+# type libmagic sniffs from a body's first bytes, not the name.
+#  - downloads from nginx: an ELF executable (1 MB, and one under the
+#    4 KiB sniffed), a DOS/PE one: 403 page naming the type, the
+#    http-content log line with the rule's FILE:LINE; a text file (1 MB
+#    and 10 bytes): 200, sha256 intact; chunked from a python origin too;
+#  - uploads (Content-Length and chunked) of the ELF: 403, the origin
+#    never gets the body whole (curl's 1 MB upload waits for a
+#    100 Continue: the 403 still comes after it, not a reset); of the text: 200, the origin's sha256
+#    equal;
+#  - first match wins (accept x-executable before deny application/*);
+#    a service without rules passes the ELF;
+#  - proxyd_content_total{service,action} counts them.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds curl nginx python3 sha256sum gzip base64
+setup
+
+# --- files: the types are in the bytes, the names say nothing
+python3 - "$T/www" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+# ELF64 header, e_type ET_EXEC (a PIE would be x-pie-executable)
+elf = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) +
+       struct.pack("<HHIQQQIHHHHHH", 2, 0x3e, 1, 0x401000, 64, 0, 0, 64,
+                   56, 1, 64, 0, 0))
+open(os.path.join(d, "prog.bin"), "wb").write(elf + os.urandom(1 << 20))
+open(os.path.join(d, "small.bin"), "wb").write(elf + os.urandom(200))
+open(os.path.join(d, "tool.bin"), "wb").write(b"MZ\x90\x00" + bytes(60) +
+                                               os.urandom(100000))
+PY
+head -c 786432 /dev/urandom | base64 >"$T/www/text.bin"
+printf 'ten bytes\n' >"$T/www/tiny.bin"
+head -c 20000 /dev/urandom | gzip -c >"$T/www/data.bin"
+
+start_nginx
+ORIGIN_LOG=$T/origin.log
+: >"$ORIGIN_LOG"
+free_port ORIGIN
+python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
+track_pid $!
+wait_listen "$ORIGIN" 5 || fail "origin did not start"
+
+write_proxyd_conf
+DENY='<content type="application/x-dosexec application/x-executable" action="deny"/>'
+svc() { # NAME ORIGIN_PORT XML
+    local p
+    free_port p
+    write_http_service "$1" "$p" "$2" "$3"
+    eval "PORT_$1=$p"
+}
+svc web "$NGINX_PORT" "$DENY"
+svc up "$ORIGIN" "$DENY"
+svc order "$NGINX_PORT" '<content type="application/x-executable" action="accept"/>
+  <content type="application/*" action="deny"/>'
+svc plain "$NGINX_PORT" ''
+start_proxyd
+# The rule= of each: the line of its <content> in the service file.
+rule_of() { # SERVICE NTH (as proxyd names the file: from conf/)
+    echo "$T/conf/../policy/$1.xml:$(grep -n '<content' "$T/policy/$1.xml" | sed -n "${2}p" | cut -d: -f1)"
+}
+RULE_WEB=$(rule_of web 1)
+RULE_UP=$(rule_of up 1)
+RULE_ORDER2=$(rule_of order 2)
+re() { sed 's/[.[\*^$/]/\\&/g' <<<"$1"; }
+
+get() { # SERVICE PATH OUT: "curl-rc http-code bytes"
+    local port="PORT_$1" rc=0 r
+    r=$(curl -sS --max-time 20 -o "$3" -w '%{http_code} %{size_download}' \
+        "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+post() { # SERVICE PATH FILE [chunked]: "curl-rc http-code"
+    local port="PORT_$1" rc=0 r te=()
+    [[ ${4:-} == chunked ]] && te=(-H 'Transfer-Encoding: chunked')
+    r=$(curl -sS --max-time 20 -o "$T/post.out" -w '%{http_code}' "${te[@]}" \
+        --data-binary @"$3" "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+same() { assert_eq "$(sha256_of "$1")" "$(sha256_of "$2")" "$3: sha256"; }
+origin_got() { grep -q "^$1 $(stat -c %s "$2") $(sha256_of "$2")\$" "$ORIGIN_LOG"; }
+
+# ---- denied downloads: a page naming the type, before any byte of it
+for f in prog.bin small.bin; do
+    r=$(get web "/$f" "$T/o")
+    assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "ELF $f: a 403 page"
+    assert_grep "$T/o" "file type not allowed: application/x-executable" "the page names the type"
+    assert_no_grep "$T/o" "ELF" "no byte of the ELF reached the client"
+done
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$RULE_WEB") direction=download sniffed=4096"
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$RULE_WEB") direction=download sniffed=264( |$)"
+assert_log "path=/prog\.bin status=403 .*verdict=deny"
+r=$(get web /tool.bin "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "PE tool.bin: a 403 page"
+assert_log "http-content type=application/x-dosexec action=deny rule=$(re "$RULE_WEB") direction=download"
+r=$(get up /chunked/prog.bin "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "chunked ELF: a 403 page"
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$RULE_UP") direction=download"
+
+# ---- accepted downloads: whole
+for f in text.bin tiny.bin; do
+    r=$(get web "/$f" "$T/o")
+    assert_eq "$r" "0 200 $(stat -c %s "$T/www/$f")" "text $f"
+    same "$T/o" "$T/www/$f" "text $f"
+done
+assert_log "http-content type=text/plain action=accept rule=- direction=download sniffed=4096"
+assert_log "http-content type=text/plain action=accept rule=- direction=download sniffed=10( |$)"
+r=$(get up /chunked/text.bin "$T/o")
+assert_eq "$r" "0 200 $(stat -c %s "$T/www/text.bin")" "chunked text"
+same "$T/o" "$T/www/text.bin" "chunked text"
+
+# ---- uploads
+for mode in "" chunked; do
+    r=$(post up "/up-elf-$mode" "$T/www/prog.bin" $mode)
+    assert_eq "$r" "0 403" "ELF upload $mode"
+    assert_grep "$T/post.out" "file type not allowed: application/x-executable"
+    r=$(post up "/up-text-$mode" "$T/www/text.bin" $mode)
+    assert_eq "$r" "0 200" "text upload $mode"
+    origin_got "/up-text-$mode" "$T/www/text.bin" || fail "the origin did not get the text upload ($mode) whole"
+done
+r=$(post up /up-small-elf "$T/www/small.bin")
+assert_eq "$r" "0 403" "small ELF upload"
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$RULE_UP") direction=upload sniffed=4096"
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$RULE_UP") direction=upload sniffed=264( |$)"
+assert_log "http-content type=text/plain action=accept rule=- direction=upload"
+assert_no_grep "$ORIGIN_LOG" "^/up-(elf|small)" "a denied upload reached the origin whole"
+
+# ---- first match wins; no rule, no sniffing
+r=$(get order /prog.bin "$T/o")
+assert_eq "$r" "0 200 $(stat -c %s "$T/www/prog.bin")" "order: the ELF accepted by the first rule"
+same "$T/o" "$T/www/prog.bin" "order: ELF"
+r=$(get order /data.bin "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "order: gzip denied by application/*"
+assert_log "http-content type=application/gzip action=deny rule=$(re "$RULE_ORDER2") direction=download"
+r=$(get plain /prog.bin "$T/o")
+assert_eq "$r" "0 200 $(stat -c %s "$T/www/prog.bin")" "plain: no <content>, the ELF passes"
+same "$T/o" "$T/www/prog.bin" "plain: ELF"
+assert_no_grep "$PROXYD_LOG" "http-content .*service=plain|service=plain.*http-content" "plain sniffed"
+
+# ---- counters (every body above judged once)
+assert_metric eq proxyd_content_total 'service="web",action="deny"' 3
+assert_metric eq proxyd_content_total 'service="web",action="accept"' 2
+assert_metric eq proxyd_content_total 'service="up",action="deny"' 4
+# (the chunked text, two text uploads and the origin's "ok" to each)
+assert_metric eq proxyd_content_total 'service="up",action="accept"' 5
+assert_metric eq proxyd_content_total 'service="order",action="deny"' 1
+assert_metric eq proxyd_content_total 'service="order",action="accept"' 1
+info "ok"
