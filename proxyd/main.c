@@ -250,6 +250,10 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 		px_log(LOG_WARNING, 0, "reload: user change takes a restart");
 	px_log_set_json(ncfg->log_json);
 	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
+	if (px_log_record_open(ncfg->audit_on, ncfg->audit_target,
+	    ncfg->audit_file) == -1)
+		px_log(LOG_ERR, 0, "reload: audit records still go where they "
+		    "went");
 	px_workers_reload(ncfg);
 	px_config_unref(m->cfg);
 	m->cfg = ncfg;
@@ -346,6 +350,11 @@ px_log_reopen(const struct px_main *m, const char *why)
 {
 	const struct px_config *c = m->cfg;
 
+	/* The audit file too, quietly: its failure is logged by itself. */
+	if (c->audit_on && c->audit_target == PX_LOG_FILE &&
+	    px_log_record_open(true, c->audit_target, c->audit_file) == 0)
+		px_log(LOG_INFO, 0, "%s: audit file %s reopened", why,
+		    c->audit_file);
 	if (c->log_target != PX_LOG_FILE) {
 		if (strcmp(why, "SIGUSR1") == 0)
 			px_log(LOG_INFO, 0, "SIGUSR1: the log target is not a "
@@ -548,6 +557,9 @@ main(int argc, char **argv)
 	/* Opened as the user it runs as: SIGHUP reopens it (rotation). */
 	px_log_set_json(m.cfg->log_json);
 	if (px_log_open(m.cfg->log_target, m.cfg->log_file, m.cfg->log_level) == -1)
+		goto out_cfg;
+	if (px_log_record_open(m.cfg->audit_on, m.cfg->audit_target,
+	    m.cfg->audit_file) == -1)
 		goto out_cfg;
 	px_privs_log(m.cfg);
 	/* Up to the hard limit: the same as root or not (no CAP_SYS_RESOURCE

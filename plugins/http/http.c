@@ -69,6 +69,8 @@ http_log_request(struct http_state *h)
 
 	if (h->method[0] == '\0')
 		return;
+	http_audit_end(h, PX_TO_SERVER);
+	http_audit_end(h, PX_TO_CLIENT);
 	gettimeofday(&now, NULL);
 	timersub(&now, &h->t_start, &d);
 	if (h->status >= 100 && h->status <= 599) {

@@ -90,6 +90,8 @@ struct http_scan {
 	bool			 head_held;
 	char			 type[96];	/* as sniffed; "" none */
 	const char		*content;	/* accept, deny; NULL none */
+	const char		*scanned;	/* the scan's verdict; NULL none */
+	struct px_audit		*audit;		/* its record; NULL: none */
 };
 
 struct http_state {
@@ -202,6 +204,9 @@ bool	http_scan_hold(struct http_state *h, enum px_dir dir,
 /* The body in dir is complete and its verdict not in yet. */
 bool	http_scan_pending(const struct http_state *h, enum px_dir dir);
 void	http_scan_close(struct http_state *h);
+/* The body in dir is over (the transaction logged, or the session
+ * ended): its audit record, if it has one, is written. */
+void	http_audit_end(struct http_state *h, enum px_dir dir);
 
 /* ---- http_upstream.c --------------------------------------------------- */
 

@@ -30,9 +30,11 @@
 
 #include "conn.h"
 #include "http_int.h"
+#include "audit.h"
 #include "icap.h"
 #include "scan.h"
 #include "sniff.h"
+#include "tls.h"
 
 #define HTTP_SCAN_TAIL		(16 * 1024)
 #define HTTP_SCAN_WHOLE		(64 * 1024)
@@ -56,8 +58,9 @@ http_scanner(const struct http_state *h)
 }
 
 static void
-http_scan_count(struct http_state *h, const char *verdict)
+http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
 {
+	h->scan[dir].scanned = verdict;	/* for the audit record */
 	px_scan_count(px_session_service(h->s), http_scanner(h)->name, verdict);
 }
 
@@ -176,7 +179,7 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 		    "scanner=%s direction=%s size=%llu istag=\"%s\"", scn->name,
 		    http_scan_dir_name(dir), (unsigned long long)sc->size,
 		    res->istag);
-		http_scan_count(h, "clean");
+		http_scan_count(h, dir, "clean");
 		http_scan_pass(h, dir);
 		return;
 	case PX_ICAP_INFECTED:
@@ -186,7 +189,10 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 		    "threat=\"%s\" scanner=%s direction=%s size=%llu "
 		    "istag=\"%s\"", threat, scn->name, http_scan_dir_name(dir),
 		    (unsigned long long)sc->size, res->istag);
-		http_scan_count(h, "infected");
+		http_scan_count(h, dir, "infected");
+		if (sc->audit != NULL)
+			snprintf(sc->audit->threat, sizeof(sc->audit->threat),
+			    "%s", threat);
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		snprintf(why, sizeof(why), "virus found: %s", threat);
 		http_scan_refuse(h, dir, 403, why);
@@ -199,11 +205,11 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 	    scn->name, http_scan_dir_name(dir), scn->on_error_allow ?
 	    "allow" : "block");
 	if (scn->on_error_allow) {
-		http_scan_count(h, "error-allowed");
+		http_scan_count(h, dir, "error-allowed");
 		http_scan_pass(h, dir);
 		return;
 	}
-	http_scan_count(h, "error");
+	http_scan_count(h, dir, "error");
 	snprintf(why, sizeof(why), "the scanner failed: %s", res->error);
 	http_scan_refuse(h, dir, 502, why);
 }
@@ -255,6 +261,7 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 
 	sc->size = 0;
 	sc->on = sc->ended = sc->whole = false;
+	sc->scanned = NULL;
 	if (p->scanner == NULL || !(p->direction & bit))
 		return 0;
 	if (size >= 0 && (uint64_t)size > p->max_size) {
@@ -263,7 +270,7 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 		    (long long)size, (unsigned long long)p->max_size,
 		    p->scanner->name, http_scan_dir_name(dir),
 		    p->over_size_allow ? "allow" : "block");
-		http_scan_count(h, p->over_size_allow ? "over-size-allowed" :
+		http_scan_count(h, dir, p->over_size_allow ? "over-size-allowed" :
 		    "over-size");
 		return p->over_size_allow ? 0 : -1;
 	}
@@ -351,6 +358,78 @@ http_sniff_judge(struct http_state *h, enum px_dir dir)
 	return -1;
 }
 
+/* ---- audit records --------------------------------------------------- */
+
+/* A body of size bytes (-1: not said) starts in dir: a record for it if
+ * the service has <audit> and it may reach min-size. */
+static void
+http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+	struct http_scan *sc = &h->scan[dir];
+
+	px_audit_cancel(sc->audit);
+	sc->audit = NULL;
+	if (!p->audit || !px_audit_enabled() || (size >= 0 &&
+	    (uint64_t)size < p->audit_min_size))
+		return;
+	if ((sc->audit = px_audit_begin(size)) == NULL)
+		return;
+	/* Taken now: the connections may be gone by the record. */
+	(void)px_tls_peer_subject(h->srv.io, sc->audit->tls_server,
+	    sizeof(sc->audit->tls_server));
+	(void)px_tls_peer_subject(h->c, sc->audit->tls_client,
+	    sizeof(sc->audit->tls_client));
+}
+
+void
+http_audit_end(struct http_state *h, enum px_dir dir)
+{
+	struct http_scan *sc = &h->scan[dir];
+	const char *cz, *sz, *verdict = h->verdict != NULL ? h->verdict :
+	    "accept";
+	struct px_audit_info in;
+	char file[sizeof(h->path)];
+	bool done = dir == PX_TO_SERVER ? h->req == HTTP_REQ_DONE :
+	    h->resp == HTTP_RESP_DONE;
+
+	if (sc->audit == NULL)
+		return;
+	/* A body cut short (refused) counts by the size it announced. */
+	if (sc->audit->size < px_session_scan(h->s)->audit_min_size &&
+	    (sc->audit->announced < 0 || (uint64_t)sc->audit->announced <
+	    px_session_scan(h->s)->audit_min_size)) {
+		px_audit_cancel(sc->audit);
+		sc->audit = NULL;
+		return;
+	}
+	px_session_zones(h->s, h->srv.dst.ss_family != 0 ?
+	    (const struct sockaddr *)&h->srv.dst : NULL, &cz, &sz);
+	/* The file is the path, not its query. */
+	snprintf(file, sizeof(file), "%.*s", (int)strcspn(h->path, "?"),
+	    h->path);
+	in = (struct px_audit_info){
+		.service = px_session_service(h->s),
+		.analyser = "http",
+		.session = px_session_id(h->s),
+		.client = px_session_client(h->s),
+		.server = h->srv.dst.ss_family != 0 ?
+		    (const struct sockaddr *)&h->srv.dst : NULL,
+		.client_zone = cz,
+		.server_zone = sz,
+		.rule = h->rule[0] != '\0' ? h->rule : NULL,
+		.file = file,
+		.direction = http_scan_dir_name(dir),
+		.scan_verdict = sc->scanned,
+		.content_type = sc->type[0] != '\0' ? sc->type : NULL,
+		.content_action = sc->content,
+		.verdict = verdict,
+		.complete = done && strcmp(verdict, "accept") == 0,
+	};
+	px_audit_end(sc->audit, &in);
+	sc->audit = NULL;
+}
+
 /* The proxy could not hold a body for its type: refused, not passed
  * unjudged. */
 static void
@@ -373,6 +452,7 @@ http_scan_request(struct http_state *h, int64_t size)
 			http_sniff_nomem(h);
 			return -1;
 		}
+		http_audit_begin(h, PX_TO_SERVER, size);
 		return 0;
 	}
 	if (!h->closing && !h->gone) {
@@ -410,6 +490,7 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 		http_sniff_nomem(h);
 		return NULL;
 	}
+	http_audit_begin(h, PX_TO_CLIENT, size);
 	/* The head waits with the body's start: a refused type gets a
 	 * page. A head too big for that goes, a refusal resets. */
 	if (sc->sniff != NULL && len <= h->buffer / 2)
@@ -448,6 +529,7 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
 	const struct px_scan_policy *p = px_session_scan(h->s);
 	struct http_scan *sc = &h->scan[dir];
 
+	px_audit_feed_evbuffer(sc->audit, src, n);
 	if (sc->sniff != NULL && px_sniff_add(sc->sniff, src, n,
 	    sc->sniff_want) && http_sniff_judge(h, dir) == -1)
 		return -1;
@@ -462,7 +544,7 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
 		    (unsigned long long)p->max_size, p->scanner->name,
 		    http_scan_dir_name(dir), p->over_size_allow ? "allow" :
 		    "block");
-		http_scan_count(h, p->over_size_allow ? "over-size-allowed" :
+		http_scan_count(h, dir, p->over_size_allow ? "over-size-allowed" :
 		    "over-size");
 		if (p->over_size_allow) {
 			http_scan_stop(h, dir);	/* held bytes go at release */
@@ -537,6 +619,8 @@ http_scan_close(struct http_state *h)
 		sc->on = false;
 		free(sc->sniff);
 		sc->sniff = NULL;
+		/* A transfer cut by the session's end: recorded as such. */
+		http_audit_end(h, (enum px_dir)d);
 		if (sc->hold != NULL)
 			evbuffer_free(sc->hold);
 		sc->hold = NULL;

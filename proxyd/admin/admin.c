@@ -25,6 +25,7 @@
 #include <openssl/crypto.h>
 
 #include "bucket.h"
+#include "audit.h"
 #include "config.h"
 #include "conntrack.h"
 #include "log.h"
@@ -828,6 +829,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_scrape_close(&sc);
 	px_scan_metrics(b);
 	px_content_metrics(b);
+	px_audit_metrics(b);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

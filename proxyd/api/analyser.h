@@ -40,6 +40,11 @@ const void	*px_session_policy(const struct px_session *s);
 /* The service's <scan> (scan.h): its scanner is NULL when there is none. */
 struct px_scan_policy;
 const struct px_scan_policy *px_session_scan(const struct px_session *s);
+/* The zones of the client and of server (NULL: the session's), as the
+ * session-end line names them ("-": in none). */
+void		 px_session_zones(const struct px_session *s,
+		    const struct sockaddr *server, const char **client_zone,
+		    const char **server_zone);
 /* The service's name (for the scan counters' labels). */
 const char	*px_session_service(const struct px_session *s);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,

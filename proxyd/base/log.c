@@ -29,11 +29,28 @@ struct px_log_slot {
 	char		text[PX_LOG_LINE];
 };
 
+/* Records (px_log_record): fewer, longer lines than the log's. */
+#define PX_REC_SLOTS	256		/* power of two */
+
+struct px_rec_slot {
+	uint16_t	len;
+	char		text[PX_LOG_RECORD_MAX];
+};
+
+struct px_rec_ring {
+	_Alignas(64) atomic_uint_fast64_t head;
+	_Alignas(64) atomic_uint_fast64_t tail;
+	struct px_rec_slot slots[PX_REC_SLOTS];
+};
+
 struct px_log_ring {
 	_Alignas(64) atomic_uint_fast64_t head;	/* written by the producer */
 	_Alignas(64) atomic_uint_fast64_t tail;	/* written by the log thread */
 	_Alignas(64) atomic_uint_fast64_t dropped;
 	atomic_bool	in_use;
+	/* Set once by the ring's producer at its first record, kept with
+	 * the ring (a later thread reusing it reuses this too). */
+	_Atomic(struct px_rec_ring *) rec;
 	struct px_log_slot slots[PX_LOG_SLOTS];
 };
 
@@ -50,6 +67,13 @@ static int px_wake_fd = -1;
 static pthread_t px_log_thread;
 static atomic_bool px_log_running;
 static atomic_bool px_log_stopping;
+/* The records' target, under px_direct_lock; px_rec_on is read bare. */
+static atomic_bool px_rec_on;
+static int px_rec_fd = -1;
+static enum px_log_target px_rec_target = PX_LOG_STDERR;
+static atomic_uint_fast64_t px_rec_dropped;
+static char px_rec_batch[64 * 1024];
+static size_t px_rec_batch_len;
 
 static const char *
 px_level_name(int level)
@@ -340,6 +364,12 @@ px_json_str(char *out, size_t cap, const char *s, size_t len)
 	return o;
 }
 
+size_t
+px_json_escape(char *out, size_t cap, const char *s, size_t len)
+{
+	return px_json_str(out, cap, s, len);
+}
+
 /* A JSON number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)? */
 static bool
 px_json_is_number(const char *s, size_t len)
@@ -518,6 +548,51 @@ px_log_reconfigure(enum px_log_target target, const char *file, int level)
 	return px_log_open_target(target, file);
 }
 
+/* Under px_direct_lock. */
+static void
+px_rec_flush(void)
+{
+	/* A failed write has nowhere to be reported; dropped, as the log's. */
+	if (px_rec_batch_len != 0 && px_rec_fd >= 0 &&
+	    write(px_rec_fd, px_rec_batch, px_rec_batch_len) < 0)
+		(void)0;
+	px_rec_batch_len = 0;
+}
+
+/* One record line (newline included) to the records' target. Under
+ * px_direct_lock. */
+static void
+px_rec_emit(const char *text, size_t len)
+{
+	if (!atomic_load_explicit(&px_rec_on, memory_order_relaxed))
+		return;
+	if (px_rec_target == PX_LOG_SYSLOG) {
+		syslog(LOG_NOTICE, "%.*s", (int)(len - 1), text);
+		return;
+	}
+	if (px_rec_batch_len + len > sizeof(px_rec_batch))
+		px_rec_flush();
+	memcpy(px_rec_batch + px_rec_batch_len, text, len);
+	px_rec_batch_len += len;
+}
+
+static void
+px_rec_drain(struct px_rec_ring *q)
+{
+	uint_fast64_t tail, head;
+
+	if (q == NULL)
+		return;
+	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	head = atomic_load_explicit(&q->head, memory_order_acquire);
+	for (; tail != head; tail++) {
+		struct px_rec_slot *s = &q->slots[tail & (PX_REC_SLOTS - 1)];
+
+		px_rec_emit(s->text, s->len);
+	}
+	atomic_store_explicit(&q->tail, tail, memory_order_release);
+}
+
 static bool
 px_log_drain(void)
 {
@@ -541,8 +616,11 @@ px_log_drain(void)
 			any = true;
 		}
 		atomic_store_explicit(&r->tail, tail, memory_order_release);
+		px_rec_drain(atomic_load_explicit(&r->rec,
+		    memory_order_acquire));
 	}
 	px_log_batch_flush();
+	px_rec_flush();
 	px_batch_on = false;
 	pthread_mutex_unlock(&px_direct_lock);
 	return any;
@@ -714,4 +792,96 @@ px_log(int level, uint64_t id, const char *fmt, ...)
 	va_start(ap, fmt);
 	px_logv(level, id, fmt, ap);
 	va_end(ap);
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+int
+px_log_record_open(bool on, enum px_log_target target, const char *file)
+{
+	int fd = -1;
+
+	if (on && target == PX_LOG_FILE && (fd = open(file, O_WRONLY |
+	    O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1) {
+		px_log(LOG_ERR, 0, "cannot open audit file %s: %s", file,
+		    strerror(errno));
+		return -1;
+	}
+	if (on && target == PX_LOG_STDERR)
+		fd = 2;
+	pthread_mutex_lock(&px_direct_lock);
+	px_rec_flush();
+	if (px_rec_fd > 2)
+		close(px_rec_fd);
+	px_rec_fd = fd;
+	px_rec_target = target;
+	atomic_store(&px_rec_on, on);
+	pthread_mutex_unlock(&px_direct_lock);
+	return 0;
+}
+
+bool
+px_log_record_on(void)
+{
+	return atomic_load_explicit(&px_rec_on, memory_order_relaxed);
+}
+
+uint64_t
+px_log_records_dropped(void)
+{
+	return atomic_load(&px_rec_dropped);
+}
+
+static bool
+px_rec_drop(void)
+{
+	atomic_fetch_add_explicit(&px_rec_dropped, 1, memory_order_relaxed);
+	return false;
+}
+
+bool
+px_log_record(const char *line, size_t len)
+{
+	struct px_log_ring *r = px_my_ring;
+	struct px_rec_ring *q;
+	uint_fast64_t head, tail;
+	struct px_rec_slot *s;
+	uint64_t one = 1;
+
+	if (!px_log_record_on())
+		return false;
+	if (len > PX_LOG_RECORD_MAX - 1)
+		return px_rec_drop();
+	if (r == NULL || !atomic_load_explicit(&px_log_running,
+	    memory_order_relaxed)) {
+		char text[PX_LOG_RECORD_MAX];
+
+		/* Off the workers (or before the log thread): direct. */
+		memcpy(text, line, len);
+		text[len] = '\n';
+		pthread_mutex_lock(&px_direct_lock);
+		px_rec_emit(text, len + 1);
+		px_rec_flush();
+		pthread_mutex_unlock(&px_direct_lock);
+		return true;
+	}
+	if ((q = atomic_load_explicit(&r->rec, memory_order_relaxed)) ==
+	    NULL) {
+		if ((q = calloc(1, sizeof(*q))) == NULL)
+			return px_rec_drop();
+		atomic_store_explicit(&r->rec, q, memory_order_release);
+	}
+	head = atomic_load_explicit(&q->head, memory_order_relaxed);
+	tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+	if (head - tail >= PX_REC_SLOTS)
+		return px_rec_drop();
+	s = &q->slots[head & (PX_REC_SLOTS - 1)];
+	memcpy(s->text, line, len);
+	s->text[len] = '\n';
+	s->len = (uint16_t)(len + 1);
+	atomic_store_explicit(&q->head, head + 1, memory_order_release);
+	if (head - tail == PX_REC_SLOTS / 2 &&
+	    write(px_wake_fd, &one, sizeof(one)) < 0)
+		(void)0;
+	return true;
 }

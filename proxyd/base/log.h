@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <syslog.h>
 
@@ -48,5 +49,25 @@ void	px_logv(int level, uint64_t id, const char *fmt, va_list ap)
 	    __attribute__((format(printf, 3, 0)));
 void	px_log(int level, uint64_t id, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
+
+/* ---- records: a second stream, for the audit's JSON lines ------------
+ * Whole lines taken as given, through a ring of their own per worker
+ * (allocated at its first record) to the same log thread, which writes
+ * them to their own target: a worker never writes to a file. */
+#define PX_LOG_RECORD_MAX	2048	/* a line's bytes, newline included */
+/* Where records go: PX_LOG_STDERR, PX_LOG_SYSLOG, PX_LOG_FILE (file, also
+ * reopened when it is the same), or on false: none (records dropped).
+ * 0, or -1 when the file cannot be opened (the old target kept). */
+int	px_log_record_open(bool on, enum px_log_target target,
+	    const char *file);
+bool	px_log_record_on(void);
+/* One line (without its newline, at most PX_LOG_RECORD_MAX - 1 bytes).
+ * false: dropped (no target, or the ring is full). */
+bool	px_log_record(const char *line, size_t len);
+uint64_t px_log_records_dropped(void);
+/* A JSON string's body for s: quotes, backslashes and control bytes
+ * escaped, valid UTF-8 kept, any other byte as \u00XX. Returns the
+ * length written (at most cap - 6 fit a byte's escape). */
+size_t	px_json_escape(char *out, size_t cap, const char *s, size_t len);
 
 #endif

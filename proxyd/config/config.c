@@ -401,6 +401,32 @@ px_load_log_target(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	xmlFree(v);
 }
 
+/* audit/@target: stderr, syslog or file:PATH. */
+static void
+px_load_audit_target(struct px_config *c, xmlNodePtr root,
+    struct px_cfgerr *e)
+{
+	xmlNodePtr n = px_child(root, "audit");
+	char *v;
+
+	if (n == NULL || (v = px_attr(n, "target")) == NULL)
+		return;
+	c->audit_on = true;
+	if (strcmp(v, "stderr") == 0)
+		c->audit_target = PX_LOG_STDERR;
+	else if (strcmp(v, "syslog") == 0)
+		c->audit_target = PX_LOG_SYSLOG;
+	else if (strncmp(v, "file:", 5) == 0 && v[5] != '\0') {
+		c->audit_target = PX_LOG_FILE;
+		c->audit_file = px_path_relative_to(c->path, v + 5);
+	} else {
+		c->audit_on = false;
+		px_cfg_error(e, n, "target=\"%s\": expected stderr, syslog or "
+		    "file:PATH", v);
+	}
+	xmlFree(v);
+}
+
 static int
 px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 {
@@ -414,6 +440,7 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	px_directives_load(px_daemon_directives, px_ndaemon_directives, c,
 	    root, c->path, e);
 	px_load_log_target(c, root, e);
+	px_load_audit_target(c, root, e);
 
 	if ((n = px_child(root, "user")) != NULL)
 		px_privs_parse(c, n, e);
@@ -622,7 +649,7 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
 		    "upstream", "clients", "servers", "tls", "scan", "content",
-		    NULL };
+		    "audit", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -700,6 +727,13 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_cfg_error(e, px_child(root, "content"), "<content>: analyser "
 		    "\"%s\" does not sniff its transfers yet (http does)",
 		    svc->analyser->name);
+	if ((n = px_child(root, "audit")) != NULL) {
+		px_scan_audit_load(&svc->scan, n, e);
+		if (svc->analyser != NULL && !svc->analyser->content)
+			px_cfg_error(e, n, "<audit>: analyser \"%s\" does not "
+			    "write audit records yet (http does)",
+			    svc->analyser->name);
+	}
 	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&
@@ -962,6 +996,7 @@ px_config_unref(struct px_config *c)
 	atomic_fetch_sub_explicit(&px_configs_live, 1, memory_order_release);
 	free(c->policy_dir);
 	free(c->log_file);
+	free(c->audit_file);
 	free(c->pidfile);
 	free(c->ha_state_file);
 	free(c->user);

@@ -88,6 +88,10 @@ struct px_config {
 	char			*pidfile;	/* <pidfile path>; NULL: none */
 	int			 log_level;	/* syslog LOG_* */
 	bool			 log_json;	/* format="json" */
+	/* <audit target>: where audit records go (px_log_record_open) */
+	bool			 audit_on;
+	enum px_log_target	 audit_target;
+	char			*audit_file;
 
 	/* <user>: who proxyd runs as after startup (privs.h); NULL: stay */
 	char			*user;

@@ -32,6 +32,25 @@ px_session_scan(const struct px_session *s)
 	return &s->svc->scan;
 }
 
+void
+px_session_zones(const struct px_session *s, const struct sockaddr *server,
+    const char **client_zone, const char **server_zone)
+{
+	int32_t sz = s->server_zone;
+
+	/* Fixed mode never needed the server's zone: looked up here. */
+	if (sz < 0 && server != NULL && server->sa_family != 0) {
+		struct px_zone_path zp;
+		struct px_key k;
+
+		px_key_from_sockaddr(&k, server);
+		px_zones_path(&s->cfg->zones, &k, &zp);
+		sz = px_zone_path_zone(&zp);
+	}
+	*client_zone = px_zone_name(&s->cfg->zones, s->client_zone);
+	*server_zone = px_zone_name(&s->cfg->zones, sz);
+}
+
 const char *
 px_session_service(const struct px_session *s)
 {

@@ -200,6 +200,16 @@ px_scan_policy_load(struct px_scan_policy *p, const xmlNode *n,
 	return e->count == before ? 0 : -1;
 }
 
+int
+px_scan_audit_load(struct px_scan_policy *p, const xmlNode *n,
+    struct px_cfgerr *e)
+{
+	p->audit = true;
+	p->audit_min_size = 1;
+	return px_attr_size(e, n, "min-size", 0, 1ULL << 50,
+	    &p->audit_min_size);
+}
+
 /* ---- counters -------------------------------------------------------- */
 
 /* One row per (service, scanner, verdict) seen: a few dozen at most, so a

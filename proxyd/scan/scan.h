@@ -50,6 +50,10 @@ struct px_scan_policy {
 	/* The service's <content> rules (sniff.h), loaded apart from
 	 * <scan>: they apply with or without a scanner. */
 	struct px_content_policy content;
+	/* <audit>: bodies of at least audit_min_size bytes get a record
+	 * (audit.h), when the daemon file has an <audit target>. */
+	bool			 audit;
+	uint64_t		 audit_min_size;
 };
 
 /* Reads <scanners> (NULL: none). Each bad value is reported as
@@ -63,6 +67,10 @@ const struct px_scanner *px_scanner_find(const struct px_scanners *sc,
  * sc. 0, or -1 after reporting. */
 int	px_scan_policy_load(struct px_scan_policy *p,
 	    const struct _xmlNode *n, const struct px_scanners *sc,
+	    struct px_cfgerr *e);
+/* Reads a service's <audit> into p (after px_scan_policy_load). 0, or
+ * -1 after reporting. */
+int	px_scan_audit_load(struct px_scan_policy *p, const struct _xmlNode *n,
 	    struct px_cfgerr *e);
 /* "icap://HOST:PORT/SERVICE" (port 1344 when absent; HOST an IP
  * literal): fills addr, authority and path. 0, or -1 with *why. */

@@ -695,6 +695,29 @@ px_tls_verified(const struct px_conn *c)
 	    SSL_get_verify_result(tc->ssl) == X509_V_OK;
 }
 
+bool
+px_tls_peer_subject(const struct px_conn *c, char *buf, size_t len)
+{
+	const struct px_tls_conn *tc = c != NULL &&
+	    c->tf == &px_tls_transform ? c->tf_state : NULL;
+	X509 *x;
+	BIO *b;
+	int n;
+
+	if (len == 0)
+		return false;
+	buf[0] = '\0';
+	if (tc == NULL || (x = SSL_get0_peer_certificate(tc->ssl)) == NULL ||
+	    (b = BIO_new(BIO_s_mem())) == NULL)
+		return false;
+	if (X509_NAME_print_ex(b, X509_get_subject_name(x), 0,
+	    XN_FLAG_RFC2253) >= 0 && (n = BIO_read(b, buf,
+	    (int)len - 1)) > 0)
+		buf[n] = '\0';
+	BIO_free(b);
+	return buf[0] != '\0';
+}
+
 enum px_tls_failure
 px_tls_failure(const struct px_conn *c)
 {

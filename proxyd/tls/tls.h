@@ -168,6 +168,10 @@ void	px_tls_handshake_timed_out(struct px_conn *c);
 bool	px_tls_resumed(const struct px_conn *c);
 /* Its peer's chain verified (a TLS conn that checked it). */
 bool	px_tls_verified(const struct px_conn *c);
+/* The subject of the peer's certificate (RFC 2253) into buf: the
+ * server's where proxyd is the client, a client's that presented one.
+ * false ("" in buf) when c has no TLS or its peer no certificate. */
+bool	px_tls_peer_subject(const struct px_conn *c, char *buf, size_t len);
 const char *px_tls_failure_name(enum px_tls_failure f);
 /* The name the client asked for (SNI), on a client-side conn; NULL. */
 const char *px_tls_client_sni(const struct px_conn *c);
