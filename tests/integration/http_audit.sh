@@ -11,11 +11,14 @@
 #    rule's FILE:LINE, complete false;
 #  - small bodies (10 KB, the origin's 3-byte answers): no record;
 #  - proxyd_audit_records_total{service,verdict} counts them;
+#  - through TLS originated to an nginx TLS origin: the server's
+#    certificate subject (RFC 2253);
 #  - SIGHUP reopens the file (logrotate's move).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds curl nginx python3 sha256sum
+source "$(dirname "$0")/tls_lib.sh"
+need_cmds curl nginx python3 sha256sum openssl
 setup
 
 make_file big.bin 2M
@@ -30,7 +33,19 @@ elf = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) +
 open(os.path.join(sys.argv[1], "prog.bin"), "wb").write(elf + os.urandom(3 << 19))
 PY
 
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_leaf origin "/O=proxyd test/CN=origin.test" "DNS:origin.test,IP:127.0.0.1" serverAuth
+free_port NGX_TLS
+NGINX_SERVERS="
+    server {
+        listen 127.0.0.1:$NGX_TLS ssl;
+        ssl_certificate $P/origin.pem;
+        ssl_certificate_key $P/origin.key;
+        root $T/www;
+    }"
 start_nginx
+wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
 ORIGIN_LOG=$T/origin.log
 : >"$ORIGIN_LOG"
 free_port ORIGIN
@@ -51,6 +66,8 @@ svc web "$NGINX_PORT" '<audit min-size="1m"/>'
 svc up "$ORIGIN" '<audit min-size="1m"/>
   <content type="application/x-executable" action="deny"/>'
 svc quiet "$NGINX_PORT" ''
+svc tls "$NGX_TLS" "<audit min-size=\"1m\"/>
+  <tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
 start_proxyd
 RULE_UP="$T/conf/../policy/up.xml:$(grep -n '<content' "$T/policy/up.xml" | cut -d: -f1)"
 
@@ -163,6 +180,13 @@ N=$((N + 1)); wait_records "$AUDIT" $N
 check $N "{'file': '/up-prog', 'direction': 'upload', 'announced_size': $(stat -c %s "$T/www/prog.bin"),
   'complete': False, 'content_type': 'application/x-executable',
   'content_action': 'deny', 'rule': '$RULE_UP', 'verdict': 'deny'}"
+
+# ---- TLS to the server: its certificate's subject
+r=$(get tls /big.bin "$T/o")
+assert_eq "$r" "0 200 2097152" "big.bin over TLS to the origin"
+N=$((N + 1)); wait_records "$AUDIT" $N
+check $N "{'service': 'tls', 'tls_server_subject': 'CN=origin.test,O=proxyd test',
+  'tls_client_subject': None, 'sha256': 'SHA:$T/www/big.bin', 'complete': True}"
 
 # ---- counters
 assert_metric eq proxyd_audit_records_total 'service="web",verdict="accept"' 3
