@@ -1123,4 +1123,5 @@ const struct px_analyser http_analyser = {
 	.on_worker_exit = http_worker_exit,
 	.scan = true,
 	.content = true,
+	.audit = true,
 };

@@ -145,6 +145,9 @@ struct px_analyser {
 	/* It judges its transfers by a service's <content> rules
 	 * (px_session_scan()->content, sniff.h). */
 	bool		 content;
+	/* It writes audit records for its transfers (audit.h) as a
+	 * service's <audit> asks. */
+	bool		 audit;
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

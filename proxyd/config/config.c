@@ -729,7 +729,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		    svc->analyser->name);
 	if ((n = px_child(root, "audit")) != NULL) {
 		px_scan_audit_load(&svc->scan, n, e);
-		if (svc->analyser != NULL && !svc->analyser->content)
+		if (svc->analyser != NULL && !svc->analyser->audit)
 			px_cfg_error(e, n, "<audit>: analyser \"%s\" does not "
 			    "write audit records yet (http does)",
 			    svc->analyser->name);
