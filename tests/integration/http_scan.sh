@@ -11,7 +11,9 @@
 #    chunked body that grows past it) and allow (passed unscanned);
 #  - a scanner answering garbage, one that stalls (bounded by its timeout),
 #    and c-icap killed: on-error block (502) and allow (passed), both ways;
-#  - proxyd_scan_total counts the verdicts.
+#  - proxyd_scan_total counts the verdicts;
+#  - the audit record (<audit>) of an infected body carries the scan's
+#    verdict and the threat, a clean one "clean".
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -215,7 +217,8 @@ write_proxyd_conf 'buffer="64k"' "<scanners>
     <icap name=\"junk\" url=\"icap://127.0.0.1:$JUNK_PORT/avscan\" timeout=\"2s\"/>
     <icap name=\"slow\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"1s\"/>
     <icap name=\"one\" url=\"icap://127.0.0.1:$COUNT_PORT/avscan\" max-connections=\"1\"/>
-  </scanners>"
+  </scanners>
+  <audit target=\"file:$T/audit.json\"/>"
 svc() { # NAME SCAN_XML
     local p
     free_port p
@@ -238,6 +241,7 @@ svc small-open '<scan scanner="av" max-size="4k" over-size="allow"/>'
 svc junk '<scan scanner="junk"/>'
 svc slow '<scan scanner="slow"/>'
 svc one '<scan scanner="one"/>'
+svc audited '<scan scanner="av"/><audit/>'
 start_proxyd
 
 # get SERVICE PATH OUT: prints "curl-rc http-code bytes"
@@ -298,6 +302,29 @@ wait_log_n() { # REGEX N
     fail "fewer than $2 log lines match /$1/"
 }
 wait_log_n "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=upload size=68" 2
+
+# ---- the audit records of scanned bodies
+r=$(get audited /eicar.com "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "audited EICAR download"
+r=$(post audited /up-eicar-audited "$T/www/eicar.com")
+assert_eq "$r" "0 403" "audited EICAR upload"
+r=$(get audited /1k.bin "$T/o")
+assert_eq "$r" "0 200 1024" "audited clean download"
+audit_has() { # PYTHON_CONDITION_ON_r: some record of service audited
+    local i
+    for ((i = 0; i < 40; i++)); do
+        python3 - "$T/audit.json" "$1" <<'PY' && return 0
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])] if __import__("os").path.exists(sys.argv[1]) else []
+sys.exit(0 if any(r["service"] == "audited" and eval(sys.argv[2]) for r in recs) else 1)
+PY
+        sleep 0.05
+    done
+    fail "no audit record with $1 in $(cat "$T/audit.json" 2>/dev/null)"
+}
+audit_has "r['file'] == '/eicar.com' and r['direction'] == 'download' and r['scan_verdict'] == 'infected' and r['threat'] == 'eicar.com.UNOFFICIAL' and r['verdict'] == 'deny' and not r['complete']"
+audit_has "r['file'] == '/up-eicar-audited' and r['direction'] == 'upload' and r['scan_verdict'] == 'infected' and r['threat'] == 'eicar.com.UNOFFICIAL' and r['verdict'] == 'deny' and r['size'] == 68"
+audit_has "r['file'] == '/1k.bin' and r['scan_verdict'] == 'clean' and r['threat'] is None and r['complete'] and r['sha256'] == '$(sha256_of "$T/www/1k.bin")'"
 
 # ---- clean bodies pass whole
 for f in empty.bin 1k.bin 10m.bin; do
