@@ -403,6 +403,10 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		sc->audit = NULL;
 		return;
 	}
+	/* An upload may start before the server's handshake is done. */
+	if (sc->audit->tls_server[0] == '\0')
+		(void)px_tls_peer_subject(h->srv.io, sc->audit->tls_server,
+		    sizeof(sc->audit->tls_server));
 	px_session_zones(h->s, h->srv.dst.ss_family != 0 ?
 	    (const struct sockaddr *)&h->srv.dst : NULL, &cz, &sz);
 	/* The file is the path, not its query. */

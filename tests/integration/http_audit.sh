@@ -187,6 +187,13 @@ assert_eq "$r" "0 200 2097152" "big.bin over TLS to the origin"
 N=$((N + 1)); wait_records "$AUDIT" $N
 check $N "{'service': 'tls', 'tls_server_subject': 'CN=origin.test,O=proxyd test',
   'tls_client_subject': None, 'sha256': 'SHA:$T/www/big.bin', 'complete': True}"
+# An upload (nginx refuses a POST to a file, 405): the subject too,
+# though the request came before the server's handshake.
+r=$(post tls /edge.bin "$T/www/edge.bin")
+assert_eq "$r" "0 405" "upload over TLS to the origin"
+N=$((N + 1)); wait_records "$AUDIT" $N
+check $N "{'service': 'tls', 'direction': 'upload', 'announced_size': 1048576,
+  'tls_server_subject': 'CN=origin.test,O=proxyd test'}"
 
 # ---- counters
 assert_metric eq proxyd_audit_records_total 'service="web",verdict="accept"' 3
