@@ -9,6 +9,9 @@
 #    never gets the body whole (curl's 1 MB upload waits for a
 #    100 Continue: the 403 still comes after it, not a reset); of the text: 200, the origin's sha256
 #    equal;
+#  - bodies of sizes around what is sniffed (1 byte to 70 KB, 4 KiB +-1,
+#    some drawn at random), both ways, with a Content-Length and chunked:
+#    text passes whole, an ELF is refused every time;
 #  - first match wins (accept x-executable before deny application/*);
 #    a service without rules passes the ELF;
 #  - proxyd_content_total{service,action} counts them.
@@ -127,6 +130,44 @@ assert_log "http-content type=application/x-executable action=deny rule=$(re "$R
 assert_log "http-content type=text/plain action=accept rule=- direction=upload"
 assert_no_grep "$ORIGIN_LOG" "^/up-(elf|small)" "a denied upload reached the origin whole"
 
+# ---- sizes around the sniffed 4 KiB, both ways, both framings
+SEED=${SEED:-$RANDOM}
+info "sizes: seed $SEED"
+mapfile -t SIZES < <(python3 -c "
+import random
+r = random.Random($SEED)
+print('\n'.join(map(str, [1, 64, 4095, 4096, 4097, 8193, 70000] +
+                          [r.randrange(64, 20000) for _ in range(3)])))")
+deny0=$(metric_value proxyd_content_total 'service="up",action="deny"')
+ndeny=0
+for n in "${SIZES[@]}"; do
+    head -c "$n" "$T/www/text.bin" >"$T/www/t$n.bin"
+    head -c "$n" "$T/www/prog.bin" >"$T/www/e$n.bin"
+    for path in "/t$n.bin" "/chunked/t$n.bin"; do
+        r=$(get up "$path" "$T/o")
+        assert_eq "$r" "0 200 $n" "text of $n bytes: GET $path"
+        same "$T/o" "$T/www/t$n.bin" "text of $n bytes: GET $path"
+    done
+    for mode in "" chunked; do
+        r=$(post up "/ut$n-$mode" "$T/www/t$n.bin" $mode)
+        assert_eq "$r" "0 200" "text of $n bytes: upload $mode"
+        origin_got "/ut$n-$mode" "$T/www/t$n.bin" || fail "text of $n bytes: the origin did not get the upload ($mode) whole"
+    done
+    ((n >= 64)) || continue
+    for path in "/e$n.bin" "/chunked/e$n.bin"; do
+        r=$(get up "$path" "$T/o")
+        assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "ELF of $n bytes: GET $path"
+        assert_no_grep "$T/o" "ELF" "ELF of $n bytes: GET $path: no byte of it"
+    done
+    for mode in "" chunked; do
+        r=$(post up "/ue$n-$mode" "$T/www/e$n.bin" $mode)
+        assert_eq "$r" "0 403" "ELF of $n bytes: upload $mode"
+    done
+    ndeny=$((ndeny + 4))
+done
+assert_no_grep "$ORIGIN_LOG" "^/ue" "a denied upload reached the origin whole"
+assert_metric eq proxyd_content_total 'service="up",action="deny"' $((deny0 + ndeny))
+
 # ---- first match wins; no rule, no sniffing
 r=$(get order /prog.bin "$T/o")
 assert_eq "$r" "0 200 $(stat -c %s "$T/www/prog.bin")" "order: the ELF accepted by the first rule"
@@ -142,9 +183,10 @@ assert_no_grep "$PROXYD_LOG" "http-content .*service=plain|service=plain.*http-c
 # ---- counters (every body above judged once)
 assert_metric eq proxyd_content_total 'service="web",action="deny"' 3
 assert_metric eq proxyd_content_total 'service="web",action="accept"' 2
-assert_metric eq proxyd_content_total 'service="up",action="deny"' 4
-# (the chunked text, two text uploads and the origin's "ok" to each)
-assert_metric eq proxyd_content_total 'service="up",action="accept"' 5
+assert_metric eq proxyd_content_total 'service="up",action="deny"' $((4 + ndeny))
+# (the chunked text, two text uploads and the origin's "ok" to each; then
+# per size: two downloads, two uploads and their "ok"s)
+assert_metric eq proxyd_content_total 'service="up",action="accept"' $((5 + 6 * ${#SIZES[@]}))
 assert_metric eq proxyd_content_total 'service="order",action="deny"' 1
 assert_metric eq proxyd_content_total 'service="order",action="accept"' 1
 info "ok"
