@@ -96,6 +96,11 @@ const char	*px_session_rule(const struct px_session *s);
 /* Buffered relay only: where bytes for the server (PX_TO_SERVER) or the
  * client (PX_TO_CLIENT) are queued. */
 struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
+/* Buffered relay, from outside on_data (a callback of the analyser's
+ * own): what on_data(dir) waited for came. It runs again over what it
+ * left in `in`, what it queued is written, and dir's source is read
+ * again. */
+void		 px_session_resume(struct px_session *s, enum px_dir dir);
 /* That direction's source gave EOF. */
 bool		 px_session_input_closed(const struct px_session *s,
 		    enum px_dir dir);
@@ -286,6 +291,40 @@ unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */
 bool		 px_channel_relaying(const struct px_channel *ch);
 void		 px_channel_free(struct px_channel *ch);
+/* ---- A data channel's bytes seen by the analyser (content scanning) ----
+ * After px_channel_inspect() the channel is relayed through the buffered
+ * path (not spliced, bounded by the session's buffer per direction) and
+ * cb sees what each direction's source sends, as on_data sees a
+ * session's: PX_PASS passes on what it leaves in `in`, PX_MORE keeps it
+ * there (reading stops once `buffer` bytes wait), PX_DENY and PX_ERROR
+ * end the channel with resets. What cb queues on px_channel_output()
+ * goes on. cb never ends the channel itself: px_channel_abort() is
+ * carried out after it returns. Called before a byte moved (the channel
+ * may be relaying already: it leaves the splice path then); -1 (EBUSY)
+ * once one did. */
+typedef enum px_verdict (*px_channel_data_cb)(void *arg, enum px_dir dir,
+		    struct evbuffer *in);
+int		 px_channel_inspect(struct px_channel *ch, px_channel_data_cb cb,
+		    void *arg);
+/* Where bytes for dir's peer are queued; NULL before relaying. */
+struct evbuffer	*px_channel_output(struct px_channel *ch, enum px_dir dir);
+bool		 px_channel_input_closed(const struct px_channel *ch,
+		    enum px_dir dir);
+/* From cb, once dir's source ended: the end is not passed on (no FIN for
+ * the receiver) until px_channel_resume(..., true). Meanwhile the
+ * channel's own timeout does not run (the analyser's wait is bounded by
+ * its own). */
+void		 px_channel_hold_end(struct px_channel *ch, enum px_dir dir);
+/* From outside cb: what cb waited for came; cb runs again over what it
+ * left, what it queued is written, reading goes on; release_end passes a
+ * held end on. May end the channel (its callback runs inside). */
+void		 px_channel_resume(struct px_channel *ch, enum px_dir dir,
+		    bool release_end);
+/* Ends the channel with error `why` (static text), soon after the call
+ * returns (never inside it): the connection of end `reset` is reset (the
+ * receiver never takes what it got for a whole file), the other closed. */
+void		 px_channel_abort(struct px_channel *ch, enum px_chan_end reset,
+		    const char *why);
 /* That end of the channel speaks TLS, with the session's <tls> of that
  * side (implicit or explicit): proxyd is the TLS server towards the
  * client and the TLS client towards the server, resuming the session's

@@ -466,6 +466,13 @@ px_session_output(struct px_session *s, enum px_dir dir)
 	return s->relay_on ? px_relay_output(s->relay, dir) : NULL;
 }
 
+void
+px_session_resume(struct px_session *s, enum px_dir dir)
+{
+	if (s->relay_on && s->state == PX_SS_RELAY)
+		px_relay_resume(s->relay, dir, false);
+}
+
 bool
 px_session_input_closed(const struct px_session *s, enum px_dir dir)
 {

@@ -21,6 +21,7 @@
 
 #include <sys/time.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "analyser.h"	/* declares the px_channel_* calls */
@@ -77,6 +78,10 @@ struct px_channel {
 	uint64_t		 bytes[2];
 	unsigned		 refused;
 	char			 note[256];
+	/* px_channel_inspect: the analyser sees the bytes. */
+	px_channel_data_cb	 inspect;
+	void			*inspect_arg;
+	const char		*abort_why;	/* px_channel_abort, to carry out */
 };
 
 /* A kept listener (px_data_listener_new): one port for several channels. */
@@ -227,6 +232,10 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now, idle, progress, left;
 
 	(void)fd; (void)what;
+	if (ch->abort_why != NULL) {
+		px_chan_finish(ch, ch->abort_why);
+		return;
+	}
 	if (!ch->relaying) {
 		px_chan_finish(ch, "timeout: no data connection");
 		return;
@@ -240,6 +249,10 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 		ch->tcp_progress = progress;
 		ch->last_ms = now;
 	}
+	/* An end held for the analyser (a scanner's verdict): its own
+	 * timeout bounds the wait. */
+	if (ch->relay_on && (ch->relay.end_held[0] || ch->relay.end_held[1]))
+		ch->last_ms = now;
 	idle = now - ch->last_ms;
 	if (idle >= ch->timeout_ms) {
 		/* One direction passed its EOF on, the other never closed:
@@ -437,10 +450,26 @@ px_chan_relay_moved(void *arg, enum px_dir dir, size_t n)
 	ch->last_ms = px_clock_ms();
 }
 
+static enum px_verdict
+px_chan_relay_analyse(void *arg, enum px_dir dir, struct evbuffer *in)
+{
+	struct px_channel *ch = arg;
+
+	if (ch->abort_why != NULL) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return PX_MORE;
+	}
+	return ch->inspect(ch->inspect_arg, dir, in);
+}
+
 static void
 px_chan_relay_verdict(void *arg, enum px_verdict v)
 {
-	(void)arg; (void)v;	/* no analyser on a data channel */
+	struct px_channel *ch = arg;
+
+	(void)v;	/* only an inspecting analyser says either */
+	px_channel_abort(ch, PX_CHAN_CLIENT, "denied by the analyser");
+	px_channel_abort(ch, PX_CHAN_SERVER, "denied by the analyser");
 }
 
 static void
@@ -455,9 +484,12 @@ px_chan_relay_ended(void *arg, enum px_end_by by, const char *reason)
 		if (c != NULL && c->tf != NULL)
 			ch->resumed[i] = px_tls_resumed(c);
 	}
-	/* Both directions passed their end on: a whole transfer. */
-	px_chan_finish(ch, by == PX_END_CLIENT || by == PX_END_SERVER ? NULL :
-	    reason);
+	/* Both directions passed their end on: a whole transfer (unless
+	 * the analyser aborted it meanwhile). */
+	if (ch->abort_why != NULL)
+		reason = ch->abort_why;
+	px_chan_finish(ch, (by == PX_END_CLIENT || by == PX_END_SERVER) &&
+	    ch->abort_why == NULL ? NULL : reason);
 }
 
 static void
@@ -469,6 +501,15 @@ px_chan_relay_flushed(void *arg)
 static const struct px_relay_ops px_chan_relay_ops = {
 	.prepare = px_chan_relay_prepare,
 	.moved = px_chan_relay_moved,
+	.verdict = px_chan_relay_verdict,
+	.ended = px_chan_relay_ended,
+	.flushed = px_chan_relay_flushed,
+};
+
+static const struct px_relay_ops px_chan_inspect_ops = {
+	.prepare = px_chan_relay_prepare,
+	.moved = px_chan_relay_moved,
+	.analyse = px_chan_relay_analyse,
 	.verdict = px_chan_relay_verdict,
 	.ended = px_chan_relay_ended,
 	.flushed = px_chan_relay_flushed,
@@ -489,7 +530,8 @@ px_chan_start_relay(struct px_channel *ch)
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
 	if (px_relay_start(&ch->relay, hst->base, hst->pipes, fd,
-	    PX_RELAY_BUFFERED, true, &lim, &px_chan_relay_ops, ch) == -1)
+	    PX_RELAY_BUFFERED, true, &lim, ch->inspect != NULL ?
+	    &px_chan_inspect_ops : &px_chan_relay_ops, ch) == -1)
 		px_chan_finish(ch, "tls: cannot start (out of memory)");
 }
 
@@ -500,7 +542,7 @@ px_chan_start(struct px_channel *ch)
 	struct px_chan_host *hst = ch->host;
 	int d, size = (int)hst->buffer;
 
-	if (ch->tls[0] != NULL || ch->tls[1] != NULL) {
+	if (ch->tls[0] != NULL || ch->tls[1] != NULL || ch->inspect != NULL) {
 		px_chan_start_relay(ch);
 		return;
 	}
@@ -580,6 +622,85 @@ px_chan_finish(struct px_channel *ch, const char *error)
 		ch->cb(hst->owner, ch->arg, &r);
 	px_relay_dispose(&ch->relay);
 	free(ch);
+}
+
+/* ---- inspection ------------------------------------------------------- */
+
+int
+px_channel_inspect(struct px_channel *ch, px_channel_data_cb cb, void *arg)
+{
+	int d;
+
+	if (ch->ending || ch->abort_why != NULL ||
+	    ch->bytes[0] + ch->bytes[1] != 0) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (ch->relaying && !ch->relay_on) {
+		/* Spliced already, before any byte: the pumps stop, the
+		 * buffered relay takes over. A pipe holding bytes, or a
+		 * source that ended, is too late for that. */
+		for (d = 0; d < 2; d++)
+			if (ch->h[d].in_pipe != 0 || ch->h[d].eof ||
+			    ch->half_done[d]) {
+				errno = EBUSY;
+				return -1;
+			}
+		for (d = 0; d < 2; d++)
+			px_splice_release(&ch->h[d], ch->host->pipes);
+	}
+	ch->inspect = cb;
+	ch->inspect_arg = arg;
+	if (ch->relay_on)
+		ch->relay.ops = &px_chan_inspect_ops;
+	else if (ch->relaying)
+		px_chan_start_relay(ch);
+	return 0;
+}
+
+struct evbuffer *
+px_channel_output(struct px_channel *ch, enum px_dir dir)
+{
+	return ch->relay_on ? px_relay_output(&ch->relay, dir) : NULL;
+}
+
+bool
+px_channel_input_closed(const struct px_channel *ch, enum px_dir dir)
+{
+	return ch->relay_on && px_relay_input_closed(&ch->relay, dir);
+}
+
+void
+px_channel_hold_end(struct px_channel *ch, enum px_dir dir)
+{
+	if (ch->relay_on)
+		px_relay_hold_end(&ch->relay, dir);
+}
+
+void
+px_channel_resume(struct px_channel *ch, enum px_dir dir, bool release_end)
+{
+	if (ch->relay_on && ch->abort_why == NULL)
+		px_relay_resume(&ch->relay, dir, release_end);
+}
+
+void
+px_channel_abort(struct px_channel *ch, enum px_chan_end reset,
+    const char *why)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (ch->ending)
+		return;
+	if (ch->e[reset].fd != -1)
+		(void)setsockopt(ch->e[reset].fd, SOL_SOCKET, SO_LINGER, &lg,
+		    sizeof(lg));
+	if (ch->abort_why == NULL) {
+		ch->abort_why = why;
+		/* Carried out from the timer: the caller may be inside the
+		 * relay, which must not be freed under it. */
+		event_active(&ch->timer, EV_TIMEOUT, 0);
+	}
 }
 
 /* ---- ends ------------------------------------------------------------- */

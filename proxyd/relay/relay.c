@@ -292,8 +292,6 @@ px_buf_analyse(struct px_relay *r, int side, struct evbuffer *in)
 	return !r->finishing;
 }
 
-/* Moves what side `side` has read to its peer (through the analyser),
- * writes at once, and stops reading the side while the peer is full. */
 /* The bytes of a pass that came through user space go on as they are. */
 static void
 px_pass_copy(struct px_relay *r, int side)
@@ -315,7 +313,11 @@ px_pass_copy(struct px_relay *r, int side)
 		px_pass_release_held(r, dir);
 }
 
-static void
+/* Moves what side `side` has read to its peer (through the analyser),
+ * writes at once, and stops reading the side while the peer is full.
+ * false once the relay ended (then nothing of r: its owner may have
+ * freed it) or stopped. */
+static bool
 px_buf_forward(struct px_relay *r, int side)
 {
 	struct evbuffer *in = r->conn[side].in;
@@ -330,10 +332,14 @@ px_buf_forward(struct px_relay *r, int side)
 	}
 	if (r->ops->analyse != NULL && !px_buf_analyse(r, side, in)) {
 		/* Replies it queued (a deny's error page) still go out. */
-		if (r->running && px_buf_flush(r, !side) &&
-		    px_buf_flush(r, side) && r->finishing)
+		if (!r->running || !px_buf_flush(r, !side) ||
+		    !px_buf_flush(r, side))
+			return false;
+		if (r->finishing) {
 			(void)px_buf_finish_check(r);
-		return;
+			return false;
+		}
+		return true;
 	}
 	len = evbuffer_get_length(in);
 	evbuffer_add_buffer(out, in);
@@ -343,16 +349,17 @@ sent:
 	if (r->pass_left[px_side_dir(side)] > 0) {
 		px_pass_begin(r, side);
 		if (!r->running)
-			return;
+			return false;
 	}
 	if (!px_buf_flush(r, !side))
-		return;
+		return false;
 	if (r->ops->analyse != NULL && !px_buf_flush(r, side))
-		return;
+		return false;
 	if (evbuffer_get_length(out) >= r->lim.buffer) {
 		r->paused[side] = true;
 		px_buf_update_read(r, side);
 	}
+	return true;
 }
 
 /* The bandwidth side `side` may use now: the least of the relay's own
@@ -427,14 +434,14 @@ px_buf_eof(struct px_relay *r, int side)
 	 * nothing left here, at the end itself (it may hold bytes of its
 	 * own: a partial frame). */
 	if (r->ops->analyse != NULL) {
-		px_buf_forward(r, side);
-		if (!r->running || r->finishing)
+		if (!px_buf_forward(r, side) || r->finishing)
 			return;
 		evbuffer_drain(in, evbuffer_get_length(in));
 	}
 	/* Whatever is still queued for the peer goes first: the peer's
 	 * writable callback sees it drain. */
-	if (evbuffer_get_length(r->conn[!side].out) == 0)
+	if (evbuffer_get_length(r->conn[!side].out) == 0 &&
+	    !r->end_held[px_side_dir(side)])
 		px_buf_half_done(r, side);
 }
 
@@ -486,7 +493,8 @@ again:
 			px_buf_rate_take(r, side, (size_t)n);
 		/* Progress even if the analyser holds the bytes for more. */
 		r->ops->moved(r->arg, px_side_dir(side), 0);
-		px_buf_forward(r, side);
+		if (!px_buf_forward(r, side))
+			return;
 		/* A capped read (a frame head the analyser asked for alone)
 		 * that filled its cap: the rest of the frame, or once the
 		 * pass behind the head is through, the next head, is most
@@ -525,7 +533,8 @@ px_buf_writable(struct px_conn *c, void *arg)
 		r->paused[peer] = false;
 		px_buf_update_read(r, peer);
 	}
-	if (r->conn[peer].eof && evbuffer_get_length(c->out) == 0)
+	if (r->conn[peer].eof && evbuffer_get_length(c->out) == 0 &&
+	    !r->end_held[px_side_dir(peer)])
 		px_buf_half_done(r, peer);
 }
 
@@ -795,6 +804,40 @@ px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n)
 		if (r->conn[k].tf != NULL || r->conn[k].tf_next != NULL)
 			return;
 	r->read_cap[side] = n;
+}
+
+void
+px_relay_hold_end(struct px_relay *r, enum px_dir dir)
+{
+	if (r->mode == PX_RELAY_BUFFERED)
+		r->end_held[dir] = true;
+}
+
+void
+px_relay_resume(struct px_relay *r, enum px_dir dir, bool release_end)
+{
+	int side = dir == PX_TO_SERVER ? 0 : 1;
+
+	if (r->mode != PX_RELAY_BUFFERED || !r->running || r->finishing ||
+	    r->ops->analyse == NULL)
+		return;
+	if (release_end)
+		r->end_held[dir] = false;
+	if (!px_buf_forward(r, side))
+		return;
+	if (r->conn[side].eof) {
+		/* (Passed on already unless it was held.) */
+		if (!r->end_held[dir] && !r->shut[!side] &&
+		    evbuffer_get_length(r->conn[!side].out) == 0)
+			px_buf_half_done(r, side);
+		return;
+	}
+	if (r->paused[side] && evbuffer_get_length(r->conn[!side].out) <=
+	    r->lim.buffer / 2 && evbuffer_get_length(r->conn[side].in) <
+	    r->lim.buffer) {
+		r->paused[side] = false;
+		px_buf_update_read(r, side);
+	}
 }
 
 uint64_t

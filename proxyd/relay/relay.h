@@ -108,6 +108,8 @@ struct px_relay {
 	 * follows the pass); px_relay_output() hands it out meanwhile. */
 	struct evbuffer	*held[2];
 	size_t		 read_cap[2];	/* by side: the next read's most, 0 none */
+	/* By px_dir: the source's end waits (px_relay_hold_end). */
+	bool		 end_held[2];
 };
 
 /* Starts relaying fd[0] (client) and fd[1] (server). Splice falls back to
@@ -135,6 +137,16 @@ bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
  * splice its body; else nothing changes. The cap holds until a read gets
  * a byte; one that gets all n is followed at once by the next read. */
 void	px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n);
+/* Buffered only, from inside analyse(dir) once dir's source ended: that
+ * end is not passed on (no FIN for the peer) until px_relay_resume()
+ * releases it. What the analyser keeps meanwhile is its own. */
+void	px_relay_hold_end(struct px_relay *r, enum px_dir dir);
+/* Buffered only, from outside the relay's callbacks: the analyser can go
+ * on with dir (what it waited for came: room, a verdict). It runs again
+ * over what dir's source sent and it left, what it queued is written,
+ * and the source is read again; with release_end, a held end is passed
+ * on after that. May end the relay (ops->ended): nothing of r after it. */
+void	px_relay_resume(struct px_relay *r, enum px_dir dir, bool release_end);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only: where bytes for direction dir are queued, NULL if none
