@@ -17,21 +17,13 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/scan_lib.sh"
 need_cmds curl python3 sha256sum ss
 setup
-for c in clamd c-icap sigtool; do
-    command -v "$c" >/dev/null 2>&1 || skip "$c not installed (scripts/deps: c-icap libc-icap-mod-virus-scan clamav-daemon clamav)"
-done
-ICAP_MODS=/usr/lib/x86_64-linux-gnu/c_icap
-[[ -f $ICAP_MODS/virus_scan.so && -f $ICAP_MODS/clamd_mod.so ]] ||
-    skip "c-icap's virus_scan or clamd_mod module is missing (libc-icap-mod-virus-scan)"
-
-W=$T/scan
-mkdir -p "$W/db" "$W/tmp"
-chmod 777 "$W" "$W/tmp"
-
+need_scanner
+scan_dirs
 # --- files and the signatures that make some of them "infected"
-printf 'X5O!P%%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*' >"$T/www/eicar.com"
+write_eicar "$T/www/eicar.com"
 make_file bad-1m.bin 1M
 make_file 1k.bin 1K
 make_file 10k.bin 10K
@@ -39,62 +31,8 @@ make_file 10m.bin 10M
 : >"$T/www/empty.bin"
 (cd "$T/www" && sigtool --md5 eicar.com && sigtool --md5 bad-1m.bin) >"$W/db/test.hdb"
 
-# --- clamd, then c-icap on it (docs: /work/shared/SCANNING.md)
-cat >"$W/clamd.conf" <<EOF
-LocalSocket $W/clamd.sock
-DatabaseDirectory $W/db
-Foreground yes
-LogFile $W/clamd.log
-PidFile $W/clamd.pid
-TemporaryDirectory $W/tmp
-User $(id -un)
-EOF
-clamd -c "$W/clamd.conf" >"$W/clamd.out" 2>&1 &
-CLAMD_PID=$!
-track_pid "$CLAMD_PID"
-for ((i = 0; i < 300; i++)); do
-    [[ -S $W/clamd.sock ]] && break
-    proc_alive "$CLAMD_PID" || break
-    sleep 0.1
-done
-[[ -S $W/clamd.sock ]] || skip "clamd did not start: $(tail -n 5 "$W/clamd.out" "$W/clamd.log" 2>/dev/null | tr '\n' ' ')"
-
-free_port ICAP_PORT
-cat >"$W/c-icap.conf" <<EOF
-PidFile $W/c-icap.pid
-CommandsSocket $W/c-icap.ctl
-Port 127.0.0.1:$ICAP_PORT
-StartServers 1
-MaxServers 1
-ThreadsPerChild 64
-TmpDir $W/tmp
-ModulesDir $ICAP_MODS
-ServicesDir $ICAP_MODS
-TemplateDir /usr/share/c_icap/templates/
-LoadMagicFile /etc/c-icap/c-icap.magic
-ServerLog $W/server.log
-AccessLog $W/access.log
-Module common clamd_mod.so
-clamd_mod.ClamdSocket $W/clamd.sock
-Service antivirus_module virus_scan.so
-ServiceAlias avscan virus_scan?allow204=on&sizelimit=off&mode=simple
-virus_scan.ScanFileTypes TEXT DATA EXECUTABLE ARCHIVE GIF JPEG MSOFFICE
-virus_scan.MaxObjectSize 100M
-virus_scan.DefaultEngine clamd
-EOF
-c-icap -N -D -f "$W/c-icap.conf" >"$W/c-icap.out" 2>&1 &
-ICAP_PID=$!
-track_pid "$ICAP_PID"
-wait_listen "$ICAP_PORT" 10 "$ICAP_PID" || skip "c-icap did not start: $(tail -n 5 "$W/c-icap.out" "$W/server.log" 2>/dev/null | tr '\n' ' ')"
-# c-icap -N forks its server child (one: MaxServers 1): both are ended by
-# pid.
-for ((i = 0; i < 50; i++)); do
-    ICAP_CHILDREN=$(pgrep -P "$ICAP_PID" || true)
-    [[ -n $ICAP_CHILDREN ]] && break
-    sleep 0.1
-done
-for p in $ICAP_CHILDREN; do track_pid "$p"; done
-info "clamd pid $CLAMD_PID, c-icap pid $ICAP_PID (children $ICAP_CHILDREN) on $ICAP_PORT"
+# --- clamd, then c-icap on it
+start_scanner
 
 # --- fake scanners: they answer OPTIONS properly, then the scan with
 # garbage, or never
@@ -478,10 +416,7 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.1
 done
 [[ -f $T/mid-block.started && -f $T/mid-allow.started ]] || fail "the slow downloads did not start"
-# (killed: on TERM c-icap finishes the scans under way; its one server
-# child, MaxServers 1, may have been replaced since the start)
-ICAP_CHILDREN="$ICAP_CHILDREN $(pgrep -P "$ICAP_PID" || true)"
-for p in "$ICAP_PID" $ICAP_CHILDREN; do kill -KILL "$p" 2>/dev/null || true; done
+kill_scanner
 wait_exit "$MB" 40 || fail "the slow download (block) did not end"
 wait_exit "$MA" 40 || fail "the slow download (allow) did not end"
 r=$(cat "$T/mid-block.result")
@@ -493,8 +428,6 @@ same "$T/mid-allow" "$T/www/10m.bin" "scanner stopped mid-download, on-error all
 assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av direction=download on-error=block"
 assert_log "http-scan verdict=error reason=\"[^\"]+\" scanner=av-open direction=download on-error=allow"
 
-for p in $ICAP_CHILDREN "$ICAP_PID"; do wait_exit "$p" 5 || true; done
-wait_not_listening "$ICAP_PORT" 5 || fail "c-icap still listening"
 r=$(get web /1k.bin "$T/o")
 assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "scanner down, on-error block: download"
 r=$(post web /up-down-block "$T/www/1k.bin")
