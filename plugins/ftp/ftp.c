@@ -472,7 +472,7 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
 		return ftp_data_request(s, st, p, c);
-	if (ftp_data_note(st, c))
+	if (ftp_data_note(s, st, c))
 		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
 		    "connection");
 	/* A new login: PASV/PORT wait for the server's word again. */
@@ -482,6 +482,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	    FTP_P_FWD, c->verb);
 	if (q == NULL)
 		return -1;
+	q->scan = st->scan_note;
+	st->scan_note = 0;
 	/* Rebuilt from what was parsed: Telnet sequences stay behind. */
 	n = snprintf(line, sizeof(line), "%s%s%s\r\n", c->verb,
 	    c->has_arg ? " " : "", c->arg);
@@ -595,6 +597,59 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 	return k > 0 && ftp_cmd_allowed(p, word);
 }
 
+/* A reply line's code (its first three digits), -1: none. */
+static int
+ftp_line_code(const unsigned char *buf, size_t len)
+{
+	if (len < 3 || buf[0] < '1' || buf[0] > '5' || buf[1] < '0' ||
+	    buf[1] > '9' || buf[2] < '0' || buf[2] > '9')
+		return -1;
+	return (buf[0] - '0') * 100 + (buf[1] - '0') * 10 + (buf[2] - '0');
+}
+
+/* The first line of a reply to a scanned transfer command: false when
+ * the reply waits for the scanner's verdict (left in `in`: read again
+ * once it came). */
+static bool
+ftp_scan_reply_start(struct ftp_state *st, const struct ftp_pending *q,
+    const unsigned char *buf, size_t linelen)
+{
+	int code = ftp_line_code(buf, linelen);
+
+	if (q == NULL || q->kind != FTP_P_FWD || q->scan == 0 || code < 200)
+		return true;
+	switch (ftp_scan_reply(st, q->scan, code)) {
+	case FTP_SCAN_HOLD:
+		return false;
+	case FTP_SCAN_REPLACE:
+		st->scan_swallow = true;
+		break;
+	case FTP_SCAN_FORWARD:
+		break;
+	}
+	return true;
+}
+
+/* The final reply to a scanned transfer command is through: a refused
+ * one's replacement goes in its place. */
+static void
+ftp_scan_reply_end(struct px_session *s, struct ftp_state *st,
+    const struct ftp_pending *q, int code, struct evbuffer *out)
+{
+	const char *text;
+
+	if (q->scan == 0)
+		return;
+	if (st->scan_swallow) {
+		st->scan_swallow = false;
+		text = ftp_scan_reply_text(st, q->scan);
+		px_session_log(s, LOG_INFO, "ftp-reply code=%.3s cmd=%s by=proxy "
+		    "(content scan; the server said %d)", text, q->verb, code);
+		evbuffer_add(out, text, strlen(text));
+	}
+	ftp_scan_reply_done(st, q->scan);
+}
+
 static enum px_verdict
 ftp_server_replies(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, struct evbuffer *in)
@@ -622,6 +677,9 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			    "malformed reply line from the server");
 			return PX_ERROR;
 		}
+		if (!st->in_reply && !ftp_scan_reply_start(st, ftp_q_head(st),
+		    buf, linelen))
+			return PX_MORE;
 		fin = ftp_reply_feed(&st->rs, (const char *)buf, linelen, &code);
 		if (fin == -1) {
 			px_session_count(s, FTP_C_BAD_LINE, 1);
@@ -696,11 +754,13 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			ftp_tls_feat(st, out);
 		}
 		if (!(st->feat && fin == 0 && linelen > 0 && buf[0] == ' ' &&
-		    !ftp_feat_keep(p, (const char *)buf, linelen)))
+		    !ftp_feat_keep(p, (const char *)buf, linelen)) &&
+		    !st->scan_swallow)
 			evbuffer_add(out, buf, used);
 		evbuffer_drain(in, used);
 		/* Preliminary (1xx) replies keep the command pending. */
 		if (fin == 1 && code >= 200 && q != NULL) {
+			ftp_scan_reply_end(s, st, q, code, out);
 			if (code == 230 && (strcmp(q->verb, "USER") == 0 ||
 			    strcmp(q->verb, "PASS") == 0 ||
 			    strcmp(q->verb, "ACCT") == 0))
@@ -738,10 +798,9 @@ ftp_on_open(struct px_session *s, void *state)
 }
 
 static enum px_verdict
-ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
+ftp_on_data_in(struct px_session *s, struct ftp_state *st, enum px_dir dir,
     struct evbuffer *in)
 {
-	struct ftp_state *st = state;
 	const struct ftp_policy *p = px_session_policy(s);
 
 	if (px_session_input_closed(s, dir)) {
@@ -763,6 +822,20 @@ ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
 	return ftp_from_server(s, st, p, in);
 }
 
+/* (px_session_resume() from a scan's verdict must not run inside it.) */
+static enum px_verdict
+ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
+    struct evbuffer *in)
+{
+	struct ftp_state *st = state;
+	enum px_verdict v;
+
+	st->in_data = true;
+	v = ftp_on_data_in(s, st, dir, in);
+	st->in_data = false;
+	return v;
+}
+
 static void
 ftp_on_close(struct px_session *s, void *state)
 {
@@ -779,6 +852,7 @@ ftp_on_close(struct px_session *s, void *state)
 	if (st->held != NULL)
 		evbuffer_free(st->held);
 	st->held = NULL;
+	ftp_scan_close(st);
 	ftp_tls_close(s, st);
 }
 
@@ -811,5 +885,6 @@ const struct px_analyser ftp_analyser = {
 	.on_close = ftp_on_close,
 	.counters = ftp_counters,
 	.starttls = true,
+	.scan = true,
 	.describe = ftp_describe,
 };

@@ -34,6 +34,7 @@ ftp_chan_drop(struct px_session *s, struct ftp_state *st)
 	if (!px_channel_relaying(st->ch)) {
 		px_session_count(s, FTP_C_DATA_REFUSED,
 		    px_channel_refused(st->ch));
+		ftp_scan_chan_gone(st, st->ch);
 		px_channel_free(st->ch);
 	}
 	st->ch = NULL;
@@ -53,6 +54,7 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	struct ftp_state *st = arg;
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
+	ftp_scan_chan_gone(st, r->ch);
 	if (st->ch == r->ch) {
 		st->ch = NULL;
 		st->xfer[0] = '\0';
@@ -366,10 +368,12 @@ ftp_transfer_kind(const char *verb)
 }
 
 bool
-ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
+ftp_data_note(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c)
 {
 	const char *kind;
 	char note[256], file[200];
+	int id;
 
 	if ((kind = ftp_transfer_kind(c->verb)) == NULL)
 		return false;
@@ -388,5 +392,22 @@ ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c)
 	px_channel_oneway(st->ch, strcmp(kind, "upload") == 0 ? PX_TO_SERVER :
 	    PX_TO_CLIENT);
 	snprintf(st->xfer, sizeof(st->xfer), "%s", note);
+	if (strcmp(kind, "listing") == 0)
+		return false;
+	if ((id = ftp_scan_begin(s, st, c, strcmp(kind, "upload") == 0)) == -1) {
+		/* Not to be scanned, not to pass unscanned: the channel
+		 * goes, the command gets the 425. */
+		px_session_log(s, LOG_WARNING, "ftp-scan %s cannot be scanned "
+		    "(data moved before the command, or out of memory): "
+		    "refused", note);
+		px_channel_abort(st->ch, PX_CHAN_CLIENT, "denied: data before "
+		    "the transfer command (content scan)");
+		px_channel_abort(st->ch, PX_CHAN_SERVER, "denied: data before "
+		    "the transfer command (content scan)");
+		st->ch = NULL;
+		st->xfer[0] = '\0';
+		return true;
+	}
+	st->scan_note = (unsigned)id;
 	return false;
 }

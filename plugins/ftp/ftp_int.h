@@ -57,6 +57,7 @@ struct ftp_pending {
 	enum ftp_pkind	kind;
 	enum ftp_creq	creq;
 	bool		answered;	/* PASV/PORT: the client has its reply */
+	unsigned	scan;		/* a scanned transfer's (ftp_scan.c); 0 */
 	unsigned	gen;		/* PASV/PORT: ftp_state's chan_gen then */
 	char		verb[FTP_VERB_MAX + 1];
 	char		text[192];
@@ -108,6 +109,13 @@ struct ftp_state {
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */
+	/* Scanned transfers (ftp_scan.c): the scan of the command being
+	 * forwarded (for its pending entry), and those under way. */
+	struct ftp_scan		*scans;
+	unsigned		 scan_gen;
+	unsigned		 scan_note;
+	bool			 scan_swallow;	/* a reply replaced: its lines */
+	bool			 in_data;	/* inside on_data */
 };
 
 /* ---- ftp.c: replies and the pending queue ------------------------------ */
@@ -176,9 +184,38 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
 	    const char *line, size_t len, const unsigned char *raw,
 	    size_t rawlen);
 /* A command about to be forwarded: when it is a transfer on the current
- * channel, what its data-transfer log line says of it. true: it is a
- * transfer whose data connection the server refused after the client had
- * its reply to PASV/PORT; not to be forwarded (the caller answers 425). */
-bool	ftp_data_note(struct ftp_state *st, const struct ftp_cmd *c);
+ * channel, what its data-transfer log line says of it, and its scan
+ * (st->scan_note) when <scan> covers it. true: not to be forwarded (the
+ * caller answers 425): a transfer whose data connection the server
+ * refused after the client had its reply to PASV/PORT, or one to be
+ * scanned whose data moved before the command. */
+bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c);
+
+/* ---- ftp_scan.c: files through the service's scanner ------------------ */
+
+struct ftp_cmd;
+/* A transfer command (upload or download) about to go to the server on
+ * st->ch: when the service's <scan> covers it, its data goes through the
+ * scanner. The scan's id (for the command's pending entry), 0: not
+ * scanned, -1: cannot be (bytes moved already, out of memory). */
+int	ftp_scan_begin(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, bool upload);
+enum ftp_scan_reply {
+	FTP_SCAN_FORWARD = 0,	/* as it is */
+	FTP_SCAN_HOLD,		/* not yet: the verdict is awaited */
+	FTP_SCAN_REPLACE,	/* by ftp_scan_reply_text(): refused */
+};
+/* The first line of the server's final reply (code) to scan id's
+ * command. HOLD: leave it unread; px_session_resume() comes with the
+ * verdict. */
+enum ftp_scan_reply ftp_scan_reply(struct ftp_state *st, unsigned id,
+	    int code);
+const char *ftp_scan_reply_text(const struct ftp_state *st, unsigned id);
+/* The final reply to id's command went (its own or the replacement). */
+void	ftp_scan_reply_done(struct ftp_state *st, unsigned id);
+/* A data channel ended (or was dropped): its scan, if any, hears of it. */
+void	ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch);
+void	ftp_scan_close(struct ftp_state *st);
 
 #endif
