@@ -10,6 +10,8 @@
 #    last bytes;
 #  - clean files of 0 B, 1 KB and 10 MB pass both ways with sha256 intact,
 #    the 226 after the verdict; direction="download" leaves STOR alone;
+#  - FTPS towards the client (the data channel's TLS relay): EICAR blocked
+#    both ways, 10 MB whole both ways;
 #  - max-size with over-size="block" (550, reset) and "allow" (passed);
 #  - c-icap killed in the middle of two 10 MB RETRs: on-error="block" resets
 #    the data connection and answers 451, "allow" passes the file whole;
@@ -22,26 +24,30 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/scan_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
 need_ftp
-need_cmds ss
+need_cmds ss openssl
 setup
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_leaf proxy localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 need_scanner
 scan_dirs
 start_vsftpd
-P=$FTP_ROOT/pub
+D=$FTP_ROOT/pub
 CLIENT="$LIB_DIR/ftp_scan_client.py"
 
 # --- files, and the signatures that make some of them "infected"
-write_eicar "$P/eicar.com"
-head -c 1M /dev/urandom >"$P/bad-1m.bin"
-head -c 1K /dev/urandom >"$P/1k.bin"
-head -c 10K /dev/urandom >"$P/10k.bin"
-head -c 10M /dev/urandom >"$P/10m.bin"
-: >"$P/empty.bin"
-chmod 644 "$P"/*
+write_eicar "$D/eicar.com"
+head -c 1M /dev/urandom >"$D/bad-1m.bin"
+head -c 1K /dev/urandom >"$D/1k.bin"
+head -c 10K /dev/urandom >"$D/10k.bin"
+head -c 10M /dev/urandom >"$D/10m.bin"
+: >"$D/empty.bin"
+chmod 644 "$D"/*
 mkdir -p "$T/up"
-cp "$P/eicar.com" "$P/bad-1m.bin" "$P/1k.bin" "$P/10k.bin" "$P/10m.bin" "$P/empty.bin" "$T/up/"
-(cd "$P" && sigtool --md5 eicar.com && sigtool --md5 bad-1m.bin) >"$W/db/test.hdb"
+cp "$D/eicar.com" "$D/bad-1m.bin" "$D/1k.bin" "$D/10k.bin" "$D/10m.bin" "$D/empty.bin" "$T/up/"
+(cd "$D" && sigtool --md5 eicar.com && sigtool --md5 bad-1m.bin) >"$W/db/test.hdb"
 start_scanner
 
 # --- proxyd: services that differ in their <scan> and data modes
@@ -65,6 +71,7 @@ svc open '<scan scanner="av-open"/>'
 svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="4k"/>'
 svc small-open '<scan scanner="av" max-size="4k" over-size="allow"/>'
+svc tls "<scan scanner=\"av\"/> <tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
 start_proxyd
 
 port_of() { local v="PORT_${1//-/_}"; echo "${!v}"; }
@@ -106,7 +113,7 @@ for combo in scan: scan:active scan-pa: scan-ap:active; do
     r=$(xfer "$s" put "$up" "$T/up/eicar.com" $mode)
     assert_eq "$r" "data=none bytes=68 reply=550 $up: blocked by content scan (threat eicar.com.UNOFFICIAL)" "$s ${mode:-passive}: EICAR STOR"
     # (vsftpd creates the file at STOR: none of its bytes reached it)
-    got=$(size_of "$P/$up")
+    got=$(size_of "$D/$up")
     [[ $got == absent || $got == 0 ]] || fail "$s ${mode:-passive}: the server has $got bytes of the infected upload"
     assert_log "ftp-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av file=\"${up//./\\.}\" user=anonymous dir=upload size=68 $ISTAG"
 done
@@ -129,7 +136,7 @@ assert_ne "$rc" 0 "curl's rc for EICAR RETR, active"
 
 r=$(xfer scan put up-bad.bin "$T/up/bad-1m.bin")
 assert_eq "$r" "data=none bytes=1048576 reply=550 up-bad.bin: blocked by content scan (threat bad-1m.bin.UNOFFICIAL)" "infected 1 MB STOR"
-got=$(size_of "$P/up-bad.bin")
+got=$(size_of "$D/up-bad.bin")
 [[ $got == absent ]] || assert_lt "$got" 1048576 "infected 1 MB STOR: bytes the server kept"
 assert_log "ftp-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av file=\"up-bad\.bin\" user=anonymous dir=upload size=1048576"
 
@@ -140,17 +147,17 @@ for combo in scan: scan-pa: scan-ap:active; do
     for f in empty.bin 1k.bin 10m.bin; do
         rc=$(curl_ftp "${curlmode[@]}" -o "$T/c.$f" "$(ftp_url "$(port_of "$s")" "pub/$f")")
         assert_eq "$rc" 0 "$s: curl RETR $f"
-        same "$T/c.$f" "$P/$f" "$s: RETR $f"
+        same "$T/c.$f" "$D/$f" "$s: RETR $f"
         rc=$(curl_ftp "${curlmode[@]}" -T "$T/up/$f" "$(ftp_url "$(port_of "$s")" "pub/up-$s-$f")")
         assert_eq "$rc" 0 "$s: curl STOR $f"
-        same "$P/up-$s-$f" "$T/up/$f" "$s: STOR $f"
+        same "$D/up-$s-$f" "$T/up/$f" "$s: STOR $f"
     done
     r=$(xfer "$s" get 10m.bin "$T/py.10m" $mode)
     assert_eq "$r" "data=none bytes=10485760 reply=226 Transfer complete." "$s: RETR 10m.bin by ftplib"
-    same "$T/py.10m" "$P/10m.bin" "$s: RETR 10m.bin by ftplib"
+    same "$T/py.10m" "$D/10m.bin" "$s: RETR 10m.bin by ftplib"
     r=$(xfer "$s" put "py-$s.10m" "$T/up/10m.bin" $mode)
     assert_eq "$r" "data=none bytes=10485760 reply=226 Transfer complete." "$s: STOR 10m.bin by ftplib"
-    same "$P/py-$s.10m" "$T/up/10m.bin" "$s: STOR 10m.bin by ftplib"
+    same "$D/py-$s.10m" "$T/up/10m.bin" "$s: STOR 10m.bin by ftplib"
 done
 assert_log "ftp-scan verdict=clean scanner=av file=\"10m\.bin\" user=anonymous dir=download size=10485760 $ISTAG"
 assert_log "ftp-scan verdict=clean scanner=av file=\"py-scan\.10m\" user=anonymous dir=upload size=10485760 $ISTAG"
@@ -159,10 +166,30 @@ assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"(up-scan-)?empty\.bin\"" "an emp
 # direction="download": uploads are not scanned, downloads are.
 r=$(xfer down put down-eicar.com "$T/up/eicar.com")
 assert_eq "$r" "data=none bytes=68 reply=226 Transfer complete." "STOR through a download-only scan"
-same "$P/down-eicar.com" "$T/up/eicar.com" "STOR through a download-only scan"
+same "$D/down-eicar.com" "$T/up/eicar.com" "STOR through a download-only scan"
 assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"down-eicar\.com\"" "a download-only scan scanned an upload"
 r=$(xfer down get eicar.com "$T/got.down")
 [[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ $BLOCKED_EICAR$ ]] || fail "download-only: RETR EICAR: got '$r'"
+
+# ---- FTPS towards the client: the data channel's TLS relay is scanned
+# as the plain one (curl: AUTH TLS, PROT P, passive)
+ftps() { curl_ftp --ssl-reqd --cacert "$P/ca.pem" "$@"; }
+rc=$(ftps -o "$T/tls.eicar" "$(ftp_url "$(port_of tls)" pub/eicar.com)")
+assert_ne "$rc" 0 "curl's rc for EICAR RETR over FTPS"
+[[ $(size_of "$T/tls.eicar") =~ ^(0|absent)$ ]] || fail "EICAR RETR over FTPS: curl got $(size_of "$T/tls.eicar") bytes"
+assert_log "ftp-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av file=\"eicar\.com\" user=anonymous dir=download size=68"
+rc=$(ftps -T "$T/up/eicar.com" "$(ftp_url "$(port_of tls)" pub/tls-eicar.com)")
+assert_ne "$rc" 0 "curl's rc for EICAR STOR over FTPS"
+got=$(size_of "$D/tls-eicar.com")
+[[ $got == absent || $got == 0 ]] || fail "EICAR STOR over FTPS: the server has $got bytes"
+rc=$(ftps -o "$T/tls.10m" "$(ftp_url "$(port_of tls)" pub/10m.bin)")
+assert_eq "$rc" 0 "curl RETR 10m.bin over FTPS"
+same "$T/tls.10m" "$D/10m.bin" "RETR 10m.bin over FTPS"
+rc=$(ftps -T "$T/up/10m.bin" "$(ftp_url "$(port_of tls)" pub/tls-10m.bin)")
+assert_eq "$rc" 0 "curl STOR 10m.bin over FTPS"
+same "$D/tls-10m.bin" "$T/up/10m.bin" "STOR 10m.bin over FTPS"
+assert_log "data-transfer download cmd=RETR file=\"10m\.bin\" bytes=10485760 .* tls-client=(yes|resumed) tls-server=no .* end=ok"
+assert_log "ftp-scan verdict=clean scanner=av file=\"tls-10m\.bin\" user=anonymous dir=upload size=10485760"
 
 # ---- max-size
 r=$(xfer small get 10k.bin "$T/got.small")
@@ -173,16 +200,16 @@ assert_log "ftp-scan verdict=over-size size=[0-9]+\+ max-size=4096 scanner=av fi
 r=$(xfer small put small-up.bin "$T/up/10k.bin")
 [[ $r =~ ^data=(none|ConnectionResetError|BrokenPipeError)\ bytes=[0-9]+\ reply=550\ small-up\.bin:\ refused ]] ||
     fail "over max-size, block: STOR got '$r'"
-got=$(size_of "$P/small-up.bin")
+got=$(size_of "$D/small-up.bin")
 [[ $got == absent ]] || assert_lt "$got" 10240 "over max-size, block: bytes the server kept"
 r=$(xfer small get 1k.bin "$T/got.small1k")
 assert_eq "$r" "data=none bytes=1024 reply=226 Transfer complete." "under max-size"
 r=$(xfer small-open get 10k.bin "$T/got.smallopen")
 assert_eq "$r" "data=none bytes=10240 reply=226 Transfer complete." "over max-size, allow: RETR"
-same "$T/got.smallopen" "$P/10k.bin" "over max-size, allow: RETR"
+same "$T/got.smallopen" "$D/10k.bin" "over max-size, allow: RETR"
 r=$(xfer small-open put small-open-up.bin "$T/up/10k.bin")
 assert_eq "$r" "data=none bytes=10240 reply=226 Transfer complete." "over max-size, allow: STOR"
-same "$P/small-open-up.bin" "$T/up/10k.bin" "over max-size, allow: STOR"
+same "$D/small-open-up.bin" "$T/up/10k.bin" "over max-size, allow: STOR"
 
 # ---- (info) proxyd's CPU per MB for a 10 MB RETR, scanned and not, and
 # the memory a stalled scanned download holds
@@ -266,7 +293,7 @@ r=$(cat "$T/mid-block.result")
     fail "scanner killed mid-RETR, on-error block: got '$r'"
 assert_lt "${BASH_REMATCH[1]}" 10485760 "on-error block: bytes the client got"
 assert_eq "$(cat "$T/mid-allow.result")" "data=none bytes=10485760 reply=226 Transfer complete." "scanner killed mid-RETR, on-error allow"
-same "$T/mid-allow" "$P/10m.bin" "scanner killed mid-RETR, on-error allow"
+same "$T/mid-allow" "$D/10m.bin" "scanner killed mid-RETR, on-error allow"
 assert_log "ftp-scan verdict=error reason=\"[^\"]+\" scanner=av file=\"10m\.bin\" user=anonymous dir=download on-error=block"
 assert_log "ftp-scan verdict=error reason=\"[^\"]+\" scanner=av-open file=\"10m\.bin\" user=anonymous dir=download on-error=allow"
 
@@ -274,14 +301,14 @@ r=$(xfer scan get 1k.bin "$T/got.down1")
 [[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ reply=451\ 1k\.bin:\ not\ transferred ]] || fail "scanner down, block: RETR got '$r'"
 r=$(xfer scan put down-block.bin "$T/up/1k.bin")
 [[ $r =~ ^data=none\ bytes=1024\ reply=451\ down-block\.bin:\ not\ transferred ]] || fail "scanner down, block: STOR got '$r'"
-got=$(size_of "$P/down-block.bin")
+got=$(size_of "$D/down-block.bin")
 [[ $got == absent ]] || assert_lt "$got" 1024 "scanner down, block: bytes the server kept"
 r=$(xfer open get 1k.bin "$T/got.open1")
 assert_eq "$r" "data=none bytes=1024 reply=226 Transfer complete." "scanner down, allow: RETR"
-same "$T/got.open1" "$P/1k.bin" "scanner down, allow: RETR"
+same "$T/got.open1" "$D/1k.bin" "scanner down, allow: RETR"
 r=$(xfer open put down-allow.bin "$T/up/1k.bin")
 assert_eq "$r" "data=none bytes=1024 reply=226 Transfer complete." "scanner down, allow: STOR"
-same "$P/down-allow.bin" "$T/up/1k.bin" "scanner down, allow: STOR"
+same "$D/down-allow.bin" "$T/up/1k.bin" "scanner down, allow: STOR"
 
 # ---- counters
 # (4 EICAR, the 1 MB file down twice and up once)
@@ -292,4 +319,5 @@ assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="error"'
 assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 2
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 2
+assert_metric eq proxyd_scan_total 'service="tls",scanner="av",verdict="infected"' 2
 info "ok"
