@@ -54,6 +54,7 @@ struct ftp_scan {
 	unsigned		 id;		/* ftp_pending's scan */
 	bool			 reply_done;	/* its final reply went */
 	bool			 busy;		/* not to be freed: on the stack */
+	bool			 starved;	/* the sender waits for the scanner */
 	uint64_t		 size;
 	char			 verb[FTP_VERB_MAX + 1];
 	char			 file[200];	/* escaped, for the log */
@@ -244,8 +245,10 @@ ftp_scan_icap_cb(void *arg, const struct px_icap_result *res)
 	struct ftp_scan *sc = arg;
 
 	if (res == NULL) {
-		if (sc->ch != NULL && sc->state == FTP_SCAN_RUN)
+		if (sc->starved && sc->ch != NULL && sc->state == FTP_SCAN_RUN) {
+			sc->starved = false;
 			px_channel_resume(sc->ch, sc->dir, false);
+		}
 		return;
 	}
 	sc->icap = NULL;	/* freed after this callback */
@@ -385,8 +388,10 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 		return ftp_scan_data(arg, dir, in);	/* passed or blocked */
 	/* The scanner is behind: the sender waits (its bytes stay in `in`,
 	 * which stops reading once full). At the end all goes. */
-	if (!eof && px_icap_queued(sc->icap) >= px_session_buffer(sc->s))
+	if (!eof && px_icap_queued(sc->icap) >= px_session_buffer(sc->s)) {
+		sc->starved = true;
 		return PX_MORE;
+	}
 	sc->size += n;
 	if (sc->size > ftp_scan_policy(sc)->max_size) {
 		ftp_scan_over_size(sc);

@@ -13,8 +13,9 @@
 #  - FTPS towards the client (the data channel's TLS relay): EICAR blocked
 #    both ways, 10 MB whole both ways;
 #  - max-size with over-size="block" (550, reset) and "allow" (passed);
-#  - c-icap killed in the middle of two 10 MB RETRs: on-error="block" resets
-#    the data connection and answers 451, "allow" passes the file whole;
+#  - c-icap killed in the middle of 10 MB RETRs and STORs: on-error="block"
+#    resets the receiver's data connection and answers 451, "allow" passes
+#    the file whole;
 #    with c-icap down, block refuses and allow passes, both ways;
 #  - proxyd_scan_total counts the verdicts;
 #  - (info) proxyd's CPU per MB for a 10 MB RETR scanned and not, and the
@@ -273,21 +274,32 @@ PY
     assert_lt "$per_scan" $((per_plain + 400)) "KB per stalled scanned RETR (buffer 64k; unscanned: $per_plain)"
 fi
 
-# ---- c-icap killed in the middle of two slow RETRs, then down
-xfer scan get 10m.bin "$T/mid-block" slow "started=$T/mid-block.started" >"$T/mid-block.result" &
-MB=$!
-track_pid "$MB"
-xfer open get 10m.bin "$T/mid-allow" slow "started=$T/mid-allow.started" >"$T/mid-allow.result" &
-MA=$!
-track_pid "$MA"
+# ---- c-icap killed in the middle of slow transfers (two RETRs, two
+# STORs), then down
+mid() { # NAME SERVICE get|put REMOTE LOCAL: in the background, pid in MID_PID
+    xfer "$2" "$3" "$4" "$5" slow "started=$T/mid-$1.started" >"$T/mid-$1.result" &
+    MID_PID=$!
+    track_pid "$MID_PID"
+}
+mid block scan get 10m.bin "$T/mid-block"
+MB=$MID_PID
+mid allow open get 10m.bin "$T/mid-allow"
+MA=$MID_PID
+mid upblock scan put mid-up-block.bin "$T/up/10m.bin"
+MUB=$MID_PID
+mid upallow open put mid-up-allow.bin "$T/up/10m.bin"
+MUA=$MID_PID
 for ((i = 0; i < 100; i++)); do
-    [[ -f $T/mid-block.started && -f $T/mid-allow.started ]] && break
+    [[ -f $T/mid-block.started && -f $T/mid-allow.started &&
+       -f $T/mid-upblock.started && -f $T/mid-upallow.started ]] && break
     sleep 0.1
 done
-[[ -f $T/mid-block.started && -f $T/mid-allow.started ]] || fail "the slow downloads did not start"
+[[ -f $T/mid-block.started && -f $T/mid-allow.started &&
+   -f $T/mid-upblock.started && -f $T/mid-upallow.started ]] || fail "the slow transfers did not start"
 kill_scanner
-wait_exit "$MB" 60 || fail "the slow download (block) did not end"
-wait_exit "$MA" 60 || fail "the slow download (allow) did not end"
+for p in "$MB" "$MA" "$MUB" "$MUA"; do
+    wait_exit "$p" 60 || fail "a slow transfer (pid $p) did not end"
+done
 r=$(cat "$T/mid-block.result")
 [[ $r =~ ^data=ConnectionResetError\ bytes=([0-9]+)\ reply=451\ 10m\.bin:\ not\ transferred:\ the\ content\ scanner\ failed ]] ||
     fail "scanner killed mid-RETR, on-error block: got '$r'"
@@ -296,6 +308,13 @@ assert_eq "$(cat "$T/mid-allow.result")" "data=none bytes=10485760 reply=226 Tra
 same "$T/mid-allow" "$D/10m.bin" "scanner killed mid-RETR, on-error allow"
 assert_log "ftp-scan verdict=error reason=\"[^\"]+\" scanner=av file=\"10m\.bin\" user=anonymous dir=download on-error=block"
 assert_log "ftp-scan verdict=error reason=\"[^\"]+\" scanner=av-open file=\"10m\.bin\" user=anonymous dir=download on-error=allow"
+r=$(cat "$T/mid-upblock.result")
+[[ $r =~ ^data=[A-Za-z]+\ bytes=[0-9]+\ reply=451\ mid-up-block\.bin:\ not\ transferred:\ the\ content\ scanner\ failed ]] ||
+    fail "scanner killed mid-STOR, on-error block: got '$r'"
+got=$(size_of "$D/mid-up-block.bin")
+[[ $got == absent ]] || assert_lt "$got" 10485760 "scanner killed mid-STOR, on-error block: bytes the server kept"
+assert_eq "$(cat "$T/mid-upallow.result")" "data=none bytes=10485760 reply=226 Transfer complete." "scanner killed mid-STOR, on-error allow"
+same "$D/mid-up-allow.bin" "$T/up/10m.bin" "scanner killed mid-STOR, on-error allow"
 
 r=$(xfer scan get 1k.bin "$T/got.down1")
 [[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ reply=451\ 1k\.bin:\ not\ transferred ]] || fail "scanner down, block: RETR got '$r'"
@@ -315,8 +334,8 @@ same "$D/down-allow.bin" "$T/up/1k.bin" "scanner down, allow: STOR"
 assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="infected"' 7
 assert_metric eq proxyd_scan_total 'service="scan-ap",scanner="av",verdict="infected"' 3
 assert_metric ge proxyd_scan_total 'service="scan",scanner="av",verdict="clean"' 4
-assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="error"' 3
-assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
+assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="error"' 4
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 4
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 2
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 2
 assert_metric eq proxyd_scan_total 'service="tls",scanner="av",verdict="infected"' 2
