@@ -16,6 +16,9 @@
 #include "icap.h"
 #include "scan.h"
 
+/* The most one write to a scanner takes. */
+#define ICAP_WRITE_MAX		(256 * 1024)
+
 struct icap_pool;
 
 struct icap_conn {
@@ -230,6 +233,9 @@ icap_conn_new(struct icap_pool *p)
 		free(c);
 		return NULL;
 	}
+	/* libevent writes at most 16 KiB per call by default: a body goes
+	 * out in as few writes as the socket takes. */
+	(void)bufferevent_set_max_single_write(c->bev, ICAP_WRITE_MAX);
 	bufferevent_setcb(c->bev, icap_read_cb, icap_write_cb, icap_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&p->addr,
