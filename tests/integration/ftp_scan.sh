@@ -10,6 +10,7 @@
 #    last bytes;
 #  - clean files of 0 B, 1 KB and 10 MB pass both ways with sha256 intact,
 #    the 226 after the verdict; direction="download" leaves STOR alone;
+#  - upload bytes sent before the STOR: the STOR refused (425);
 #  - FTPS towards the client (the data channel's TLS relay): EICAR blocked
 #    both ways, 10 MB whole both ways;
 #  - max-size with over-size="block" (550, reset) and "allow" (passed);
@@ -171,6 +172,13 @@ same "$D/down-eicar.com" "$T/up/eicar.com" "STOR through a download-only scan"
 assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"down-eicar\.com\"" "a download-only scan scanned an upload"
 r=$(xfer down get eicar.com "$T/got.down")
 [[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ $BLOCKED_EICAR$ ]] || fail "download-only: RETR EICAR: got '$r'"
+
+# A client that sends its upload before the STOR (the data connection is
+# spliced until then): refused, not passed unscanned.
+r=$(xfer scan put early.com "$T/up/eicar.com" early)
+assert_eq "$r" "data=none bytes=68 reply=refused: 425 Cannot open data connection" "upload data before its STOR"
+assert_log "ftp-scan upload cmd=STOR file=\"early\.com\" cannot be scanned"
+[[ ! -f $D/early.com ]] || fail "the server has early.com ($(size_of "$D/early.com") bytes)"
 
 # ---- FTPS towards the client: the data channel's TLS relay is scanned
 # as the plain one (curl: AUTH TLS, PROT P, passive)

@@ -7,7 +7,8 @@ prints "data=<none|exception> bytes=N reply=<the final reply to the
 transfer command, or the error it raised>". get: RETR REMOTE into LOCAL;
 put: STOR LOCAL as REMOTE. active: PORT instead of PASV. slow: about 2 MB/s
 with a small receive buffer (a transfer still under way a few seconds
-later); started=FILE is created once 1 MB has moved."""
+later); started=FILE is created once 1 MB has moved. early (put, passive):
+the file's bytes go on the data connection before the STOR is sent."""
 import ftplib
 import os
 import socket
@@ -54,6 +55,16 @@ try:
                     progress(len(d))
             except OSError as e:
                 err = e.__class__.__name__
+    elif "early" in opts:
+        host, dport = ftplib.parse227(f.sendcmd("PASV"))
+        conn = socket.create_connection(("127.0.0.1", dport), timeout=30)
+        with open(local, "rb") as src:
+            d = src.read()
+        conn.sendall(d)
+        n = len(d)
+        time.sleep(0.5)     # through the proxy before the command
+        f.sendcmd("STOR " + remote)   # raises on 4xx/5xx
+        conn.close()
     else:
         conn = f.transfercmd("STOR " + remote)
         with open(local, "rb") as src:
