@@ -161,7 +161,8 @@ ftp_scan_block(struct ftp_scan *sc, const char *why, const char *fmt, ...)
 	if (sc->icap != NULL)
 		px_icap_cancel(sc->icap);
 	sc->icap = NULL;
-	evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
+	if (sc->hold != NULL)
+		evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
 	if (sc->ch != NULL)
 		px_channel_abort(sc->ch, ftp_scan_receiver(sc), why);
 	ftp_scan_wake_control(sc);
@@ -323,6 +324,8 @@ ftp_scan_start_icap(struct ftp_scan *sc)
 
 		snprintf(res.error, sizeof(res.error), "out of memory");
 		ftp_scan_verdict(sc, &res);
+		if (sc->state == FTP_SCAN_PASSED)
+			ftp_scan_wake_control(sc);
 	}
 	return -1;
 }
