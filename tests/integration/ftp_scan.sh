@@ -173,6 +173,13 @@ assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"down-eicar\.com\"" "a download-o
 r=$(xfer down get eicar.com "$T/got.down")
 [[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ $BLOCKED_EICAR$ ]] || fail "download-only: RETR EICAR: got '$r'"
 
+# A RETR the server refuses: its reply needs no verdict (none waits for
+# one), and the next transfer is scanned as before.
+r=$(xfer scan get no-such-file "$T/got.none")
+assert_eq "$r" "data=none bytes=0 reply=refused: 550 Failed to open file." "RETR of a missing file"
+r=$(xfer scan get 1k.bin "$T/got.after")
+assert_eq "$r" "data=none bytes=1024 reply=226 Transfer complete." "RETR after a refused one"
+
 # A client that sends its upload before the STOR (the data connection is
 # spliced until then): refused, not passed unscanned.
 r=$(xfer scan put early.com "$T/up/eicar.com" early)
