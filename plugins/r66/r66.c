@@ -28,6 +28,7 @@
 #include "parse.h"
 #include "r66_json.h"
 #include "r66_policy.h"
+#include "r66_scan.h"
 #include "r66_wire.h"
 #include "rules.h"
 
@@ -55,12 +56,14 @@ enum {
 	R66_C_DENIED_ADMIN,
 	R66_C_VIOLATIONS,
 	R66_C_LATE_FRAMES,
+	R66_C_DENIED_SCAN,
 };
 
 static const char *const r66_counters[] = {
 	"transfers", "transfers_denied", "transfers_failed", "denied_host",
 	"denied_rule", "denied_mode", "denied_file", "denied_size",
-	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames", NULL,
+	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames",
+	"denied_scan", NULL,
 };
 
 enum r66_cstate {
@@ -90,6 +93,8 @@ struct r66_chan {
 	 * payload= (no policy check reads a block's bytes). */
 	uint64_t	 payload_spliced, payload_copied;
 	char		 hash_algo[24];
+	/* Its file through the scanner (r66_scan.h); NULL: not scanned. */
+	struct r66_scan	*scan;
 };
 
 /* A channel that ended lately (see R66_LATE_MS). */
@@ -211,6 +216,8 @@ r66_chan_free(struct r66_state *st, struct r66_chan *c)
 	e->at_ms = r66_now_ms();
 	e->dropped = 0;
 	c->st = R66_CH_FREE;
+	r66_scan_free(c->scan);
+	c->scan = NULL;
 }
 
 /* The lately ended channel frame f (which no open channel takes) belongs
@@ -719,6 +726,118 @@ r66_caps(const struct r66_authent *a, char *digest, size_t dsz, bool *reuse)
 	    r66_version_ge(v, 3, 6, 1);
 }
 
+/* ---- scanning (r66_scan.c) ------------------------------------------- */
+
+static void
+r66_scan_refuse(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_scan_refusal *why)
+{
+	(void)r66_refuse(s, st, c, R66_C_DENIED_SCAN, why->code, why->msg,
+	    why->why, "scan", PX_ACT_DENY, false);
+}
+
+/* The transfer of c starts: its file goes through the scanner when the
+ * service's <scan> covers its direction. */
+static enum r66_fv
+r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
+{
+	struct r66_scan_what w = {
+		.file = c->req.filename,
+		.host = st->host,
+		.server = st->server_host,
+		.rule = c->req.rule,
+		.upload = r66_client_sends(c),
+		.length = c->req.length,
+		.rank = c->start_rank,
+	};
+	struct r66_scan_refusal why;
+
+	if (r66_scan_begin(s, &w, &c->scan, &why) != R66_SCAN_REFUSE)
+		return R66_FV_PASS;
+	return r66_refuse(s, st, c, R66_C_DENIED_SCAN, why.code, why.msg,
+	    why.why, "scan", PX_ACT_DENY, false);
+}
+
+/* The channel of frame f when f goes the way of its scanned blocks. */
+static struct r66_chan *
+r66_scan_chan(struct r66_state *st, const struct r66_frame *f,
+    bool from_client)
+{
+	struct r66_chan *c = r66_chan_by_cid(st, from_client ? f->src : f->dst);
+
+	if (c == NULL || c->scan == NULL || r66_scan_dir(c->scan) !=
+	    (from_client ? PX_TO_SERVER : PX_TO_CLIENT))
+		return NULL;
+	return c;
+}
+
+/* The verdicts that came for the transfers whose blocks go in dir. */
+static void
+r66_scan_settle_all(struct px_session *s, struct r66_state *st,
+    enum px_dir dir)
+{
+	struct r66_scan_refusal why;
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++) {
+		struct r66_chan *c = &st->ch[k];
+
+		if (c->st == R66_CH_FREE || c->scan == NULL ||
+		    r66_scan_dir(c->scan) != dir)
+			continue;
+		switch (r66_scan_settle(c->scan, px_session_output(s, dir),
+		    &why)) {
+		case R66_SCAN_ON:
+			break;
+		case R66_SCAN_OFF:
+			r66_scan_free(c->scan);
+			c->scan = NULL;
+			break;
+		case R66_SCAN_REFUSE:
+			r66_scan_refuse(s, st, c, &why);
+			break;
+		}
+	}
+}
+
+/* A scanner of a transfer in dir has all it may queue: dir waits. */
+static bool
+r66_scan_stalled(const struct r66_state *st, enum px_dir dir)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st != R66_CH_FREE && st->ch[k].scan != NULL &&
+		    r66_scan_dir(st->ch[k].scan) == dir &&
+		    r66_scan_full(st->ch[k].scan))
+			return true;
+	return false;
+}
+
+/* A whole, checked frame of a scanned transfer from its sender. false:
+ * the scanner's queue is full, read no more of dir for now. */
+static bool
+r66_scan_frame(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct r66_frame *f, struct evbuffer *src,
+    struct evbuffer *out)
+{
+	struct r66_scan_refusal why;
+
+	switch (r66_scan_take(c->scan, src, f, out, &why)) {
+	case R66_SCAN_ON:
+		return !r66_scan_full(c->scan);
+	case R66_SCAN_OFF:
+		r66_scan_free(c->scan);
+		c->scan = NULL;
+		return true;
+	case R66_SCAN_REFUSE:
+	default:
+		evbuffer_drain(src, f->len);
+		r66_scan_refuse(s, st, c, &why);
+		return true;
+	}
+}
+
 /* A frame from the client (requester). */
 static enum r66_fv
 r66_from_client(struct px_session *s, struct r66_state *st,
@@ -910,9 +1029,11 @@ r66_from_server(struct px_session *s, struct r66_state *st,
 			return r66_violation(s, st, PX_TO_CLIENT, "bad rank");
 		c->next_rank = c->start_rank = (uint32_t)rq.rank;
 		c->st = R66_CH_XFER;
+		if ((v = r66_scan_start(s, st, c)) != R66_FV_PASS)
+			return v;
 		/* The client's blocks follow this answer: read the first
 		 * one's head alone (see r66_on_data). */
-		if (r66_client_sends(c) &&
+		if (r66_client_sends(c) && c->scan == NULL &&
 		    evbuffer_get_length(st->hold[PX_TO_SERVER]) == 0)
 			px_session_read_head(s, PX_TO_SERVER,
 			    R66_FRAME_MIN + 4);
@@ -988,7 +1109,7 @@ r66_sending(const struct r66_state *st, bool from_client)
 	int k;
 
 	for (k = 0; k < R66_CHAN_MAX; k++)
-		if (st->ch[k].st == R66_CH_XFER &&
+		if (st->ch[k].st == R66_CH_XFER && st->ch[k].scan == NULL &&
 		    r66_client_sends(&st->ch[k]) == from_client)
 			return true;
 	return false;
@@ -1039,10 +1160,18 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	struct r66_state *st = vst;
 	struct evbuffer *out = px_session_output(s, dir), *src = in;
 	uint32_t cap = (uint32_t)p->max_block + R66_DATA_OVERHEAD;
-	bool from_client = dir == PX_TO_SERVER;
+	bool from_client = dir == PX_TO_SERVER, stalled = false;
+	struct r66_chan *sc;
 
 	if (st->hold[dir] == NULL)
 		return PX_ERROR;
+	/* Verdicts first: what they release goes before what comes now. */
+	r66_scan_settle_all(s, st, dir);
+	/* A scanner short of room: what comes waits in `in`, whose bound
+	 * (limits/@buffer) stops the reads. */
+	if (!st->done && r66_scan_stalled(st, dir) &&
+	    !px_session_input_closed(s, dir))
+		return PX_MORE;
 	/* Frames are cut from the hold while it has the start of one, else
 	 * straight from in (whole frames move without a copy). */
 	if (evbuffer_get_length(st->hold[dir]) > 0) {
@@ -1085,6 +1214,10 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		if (partial && (f.code != R66_DATA ||
 		    len < (size_t)R66_FRAME_MIN + f.hlen))
 			break;
+		/* A scanned block is judged whole: its bytes go through user
+		 * space, to the scanner too. */
+		if (partial && r66_scan_chan(st, &f, from_client) != NULL)
+			break;
 		if (f.code == R66_DATA) {
 			rank = r66_be32(head + R66_FRAME_MIN);
 		} else {
@@ -1126,7 +1259,12 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		if (v == R66_FV_PASS) {
 			if (f.code == R66_DATA)
 				r66_block_copied(st, &f, from_client);
-			evbuffer_remove_buffer(src, out, f.len);
+			if ((sc = r66_scan_chan(st, &f, from_client)) == NULL)
+				evbuffer_remove_buffer(src, out, f.len);
+			else if (!r66_scan_frame(s, st, sc, &f, src, out)) {
+				stalled = true;
+				break;
+			}
 		} else if (v == R66_FV_DROP)
 			evbuffer_drain(src, f.len);
 		else if (!st->done)
@@ -1141,6 +1279,9 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		return PX_DENY;
 	}
+	/* The scanner is short of room: the rest waits where it is. */
+	if (stalled && src == in && !px_session_input_closed(s, dir))
+		return PX_MORE;
 	/* At a frame boundary while this side sends a file: its next frame
 	 * is most likely a Data block; read its head alone so that the block
 	 * is spliced rather than read along. */
@@ -1168,7 +1309,7 @@ r66_on_close(struct px_session *s, void *vst)
 	struct r66_state *st = vst;
 	int k, d;
 
-	for (k = 0; k < R66_CHAN_MAX; k++)
+	for (k = 0; k < R66_CHAN_MAX; k++) {
 		if (st->ch[k].st != R66_CH_FREE && st->ch[k].has_req &&
 		    st->ch[k].st != R66_CH_OTHER) {
 			px_session_count(s, R66_C_TRANSFERS_FAILED, 1);
@@ -1176,6 +1317,9 @@ r66_on_close(struct px_session *s, void *vst)
 			    "connection-closed", NULL);
 			r66_chan_free(st, &st->ch[k]);
 		}
+		r66_scan_free(st->ch[k].scan);
+		st->ch[k].scan = NULL;
+	}
 	for (d = 0; d < 2; d++)
 		if (st->hold[d] != NULL) {
 			evbuffer_free(st->hold[d]);
@@ -1192,4 +1336,5 @@ const struct px_analyser r66_analyser = {
 	.on_data = r66_on_data,
 	.on_close = r66_on_close,
 	.counters = r66_counters,
+	.scan = true,
 };

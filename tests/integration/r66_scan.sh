@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# R66 files through an ICAP scanner (<scan> on an r66 service): r66peer
+# client -> proxyd (r66) -> r66peer server, c-icap's virus_scan over clamd,
+# the signatures written here (EICAR, and a random 1 MB file "infected" by
+# its md5).
+#  - EICAR and the 1 MB file in a SEND and a RECV: blocked, the threat in
+#    the r66-scan line, the sender gets an ErrorPacket code=a naming it,
+#    the receiver an ErrorPacket and never the whole file (no file, the
+#    peers write to a temporary one until size and digest check out);
+#  - clean 0 B, 1 KB and 10 MB both ways: sha256 intact, one verdict=clean
+#    line each;
+#  - direction="download" leaves SENDs alone (EICAR goes through), still
+#    blocks RECVs;
+#  - max-size with over-size block (refused at the request, code=d) and
+#    allow (passed unscanned);
+#  - c-icap killed in the middle of two SENDs: on-error block refuses its
+#    transfer, on-error allow lets its one complete intact;
+#  - proxyd_scan_total counts the verdicts.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/r66_lib.sh"
+source "$(dirname "$0")/scan_lib.sh"
+need_cmds python3 sha256sum
+need_r66peer
+setup
+need_scanner
+scan_dirs
+
+mkdir -p "$T/cli" "$T/out"
+start_r66_server
+write_eicar "$T/cli/eicar.com"
+head -c 1M /dev/urandom >"$T/cli/bad-1m.bin"
+: >"$T/cli/empty.bin"
+head -c 1K /dev/urandom >"$T/cli/1k.bin"
+head -c 10M /dev/urandom >"$T/cli/10m.bin"
+(cd "$T/cli" && sigtool --md5 eicar.com && sigtool --md5 bad-1m.bin) >"$W/db/test.hdb"
+# What the server side sends (RECV): the same files under other names
+# (the same signatures: the threat keeps its name).
+for f in eicar.com bad-1m.bin empty.bin 1k.bin 10m.bin; do
+    cp "$T/cli/$f" "$R66_SRV_DIR/dl-$f"
+done
+start_scanner
+
+R66X='<r66 max-block="1m"><host id="hosta"/><rule name="in out"/>
+     <mode allow="send recv sendmd5 recvmd5"/></r66>'
+write_proxyd_conf 'buffer="256k"' "<scanners>
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
+    <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
+  </scanners>"
+svc() { # NAME SCAN_XML
+    local p
+    free_port p
+    write_r66_service "$1" "$p" "$R66_SRV_PORT" "$2 $R66X"
+    eval "PORT_${1//-/_}=$p"
+}
+svc r66 '<scan scanner="av"/>'
+svc open '<scan scanner="av-open" direction="both"/>'
+svc down '<scan scanner="av" direction="download"/>'
+svc small '<scan scanner="av" max-size="100k"/>'
+svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
+start_proxyd
+
+# send SERVICE FILE [MODE]: SEND $T/cli/FILE as hosta (64 KiB blocks)
+send() {
+    local port="PORT_${1//-/_}"
+    r66c "${!port}" hosta:pwA --rule in --mode "${3:-1}" --block 65536 --send "$T/cli/$2"
+}
+# recv SERVICE NAME [MODE]: RECV NAME into $T/out
+recv() {
+    local port="PORT_${1//-/_}"
+    r66c "${!port}" hosta:pwA --rule out --mode "${3:-2}" --block 65536 --recv "$2" --dir "$T/out"
+}
+same() { # FILE ORIG MESSAGE
+    assert_eq "$(sha256_of "$1")" "$(sha256_of "$2")" "$3: sha256"
+}
+# blocked_send FILE: refused, the server never has FILE (nor its temporary)
+blocked_send() {
+    [[ $R66_RC == 2 ]] || fail "SEND $1: expected the client to fail, rc=$R66_RC: $(cat "$T/client.out" "$T/client.err")"
+    [[ ! -e $R66_SRV_DIR/$1 ]] || fail "SEND $1: the server has the file"
+    if compgen -G "$R66_SRV_DIR/.part.*" >/dev/null; then
+        fail "SEND $1: a temporary file is left on the server: $(ls -la "$R66_SRV_DIR")"
+    fi
+}
+blocked_recv() {
+    [[ $R66_RC == 2 ]] || fail "RECV $1: expected the client to fail, rc=$R66_RC: $(cat "$T/client.out" "$T/client.err")"
+    [[ ! -e $T/out/$1 && ! -e $T/out/$1.part ]] || fail "RECV $1: the client has the file"
+}
+
+# ---- infected, both ways
+info "EICAR SEND"
+send r66 eicar.com
+blocked_send eicar.com
+assert_grep "$T/client.err" "error packet from server: code=a action=3 msg=Denied by proxy: virus found: eicar\.com\.UNOFFICIAL"
+assert_log "r66-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av file=eicar\.com host=hosta rule=in dir=upload size=68 istag=\"CI0001-[A-Za-z0-9+/=-]+\""
+assert_log "r66-transfer host=hosta rule=in mode=send file=eicar\.com size=68 blocks=1 .*verdict=deny reason=scan-infected policy-rule=scan"
+# the receiver heard of it
+wait_grep "$T/r66server.log" "error packet from client: code=a action=3 msg=Denied by proxy: virus found" 5 ||
+    fail "the server was not told: $(cat "$T/r66server.log")"
+
+info "EICAR RECV"
+recv r66 dl-eicar.com
+blocked_recv dl-eicar.com
+assert_grep "$T/client.err" "error packet from server: code=a action=3 msg=Denied by proxy: virus found: eicar\.com\.UNOFFICIAL"
+assert_log "r66-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av file=dl-eicar\.com host=hosta rule=out dir=download size=68 "
+
+info "1 MB infected SEND (16 blocks: the first 15 reach the server, never the 16th)"
+send r66 bad-1m.bin 3
+blocked_send bad-1m.bin
+assert_grep "$T/client.err" "virus found: bad-1m\.bin\.UNOFFICIAL"
+assert_log "r66-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av file=bad-1m\.bin host=hosta rule=in dir=upload size=1048576 "
+wait_grep "$T/r66server.log" "error packet from client: code=a action=3 msg=Denied by proxy: virus found: bad-1m\.bin" 5 ||
+    fail "the server was not told of bad-1m.bin: $(cat "$T/r66server.log")"
+assert_no_grep "$T/r66server.log" "ok received file=bad-1m\.bin" "the server took the infected file"
+info "1 MB infected RECV"
+recv r66 dl-bad-1m.bin 4
+blocked_recv dl-bad-1m.bin
+assert_log "r66-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av file=dl-bad-1m\.bin host=hosta rule=out dir=download size=1048576 "
+
+# ---- clean files, both ways
+for f in empty.bin 1k.bin 10m.bin; do
+    size=$(stat -c %s "$T/cli/$f")
+    send r66 "$f"
+    [[ $R66_RC == 0 ]] || fail "SEND $f: rc=$R66_RC: $(cat "$T/client.err")"
+    same "$R66_SRV_DIR/$f" "$T/cli/$f" "clean SEND $f"
+    assert_log "r66-scan verdict=clean scanner=av file=$f host=hosta rule=in dir=upload size=$size istag="
+    recv r66 "dl-$f" 4
+    [[ $R66_RC == 0 ]] || fail "RECV dl-$f: rc=$R66_RC: $(cat "$T/client.err")"
+    same "$T/out/dl-$f" "$T/cli/$f" "clean RECV $f"
+    assert_log "r66-scan verdict=clean scanner=av file=dl-$f host=hosta rule=out dir=download size=$size istag="
+    info "clean $f both ways: ok"
+done
+assert_log "r66-transfer host=hosta rule=in mode=send file=10m\.bin size=10485760 blocks=160 digest=SHA-256 verdict=accept payload=copy"
+
+# ---- direction="download": SENDs are not scanned
+info "direction=download"
+rm -f "$R66_SRV_DIR/eicar.com"
+send down eicar.com
+[[ $R66_RC == 0 ]] || fail "SEND through direction=download: rc=$R66_RC: $(cat "$T/client.err")"
+same "$R66_SRV_DIR/eicar.com" "$T/cli/eicar.com" "SEND EICAR, direction=download"
+rm -f "$R66_SRV_DIR/eicar.com"
+recv down dl-eicar.com
+blocked_recv dl-eicar.com
+n=$(grep -c "r66-scan verdict=infected .*file=eicar\.com .*dir=upload" "$PROXYD_LOG")
+assert_eq "$n" 1 "upload EICAR verdicts (the direction=download SEND is not scanned)"
+
+# ---- max-size
+info "max-size"
+send small bad-1m.bin
+[[ $R66_RC == 2 ]] || fail "SEND over max-size: rc=$R66_RC"
+assert_grep "$T/client.err" "code=d action=3 msg=Denied by proxy: file over the scanner's max-size"
+[[ ! -e $R66_SRV_DIR/bad-1m.bin ]] || fail "SEND over max-size: the server has the file"
+assert_log "r66-scan verdict=over-size scanner=av file=bad-1m\.bin host=hosta rule=in dir=upload size=1048576 max-size=102400 over-size=block"
+send small-open bad-1m.bin
+[[ $R66_RC == 0 ]] || fail "SEND over max-size, allow: rc=$R66_RC: $(cat "$T/client.err")"
+same "$R66_SRV_DIR/bad-1m.bin" "$T/cli/bad-1m.bin" "over max-size, allow (unscanned)"
+rm -f "$R66_SRV_DIR/bad-1m.bin"
+send small 1k.bin
+[[ $R66_RC == 0 ]] || fail "SEND under max-size: rc=$R66_RC: $(cat "$T/client.err")"
+
+# ---- counters so far
+assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="infected"' 4
+assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="clean"' 6
+assert_metric eq proxyd_scan_total 'service="down",scanner="av",verdict="infected"' 1
+assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 1
+assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 1
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 6
+bad=$(grep -c "violation" "$PROXYD_LOG" || true)
+assert_eq "$bad" 0 "protocol violations"
+
+# ---- the scanner killed in the middle of two SENDs (2 MB/s each: 5 s)
+info "c-icap killed mid-transfer"
+kill -TERM "$PROXYD_PID"
+wait_exit "$PROXYD_PID" 15 || fail "proxyd did not stop"
+write_proxyd_conf 'buffer="256k" session-bandwidth="2m"' "<scanners>
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
+    <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
+  </scanners>"
+start_proxyd
+cp "$T/cli/10m.bin" "$T/cli/mid-block.bin"
+cp "$T/cli/10m.bin" "$T/cli/mid-allow.bin"
+rm -f "$R66_SRV_DIR"/.part.*
+"$R66PEER" client --connect "127.0.0.1:$PORT_r66" --id hosta:pwA --partner serverb:pwB \
+    --timeout 60 --rule in --mode 1 --block 65536 --send "$T/cli/mid-block.bin" \
+    >"$T/mid-block.out" 2>"$T/mid-block.err" &
+mb=$!
+"$R66PEER" client --connect "127.0.0.1:$PORT_open" --id hosta:pwA --partner serverb:pwB \
+    --timeout 60 --rule in --mode 1 --block 65536 --send "$T/cli/mid-allow.bin" \
+    >"$T/mid-allow.out" 2>"$T/mid-allow.err" &
+ma=$!
+track_pid "$mb"
+track_pid "$ma"
+# both under way: the server has two temporary files with blocks in them
+for ((i = 0; i < 100; i++)); do
+    n=$(find "$R66_SRV_DIR" -name '.part.*' -size +100k | wc -l)
+    ((n == 2)) && break
+    sleep 0.1
+done
+((n == 2)) || fail "the two SENDs did not get under way"
+kill_scanner
+rc=0; wait "$mb" || rc=$?
+assert_eq "$rc" 2 "SEND through on-error=block, scanner killed: client exit status"
+assert_grep "$T/mid-block.err" "error packet from server: code=a action=3 msg=Denied by proxy: the file could not be scanned"
+[[ ! -e $R66_SRV_DIR/mid-block.bin ]] || fail "on-error block: the server has the file"
+rc=0; wait "$ma" || rc=$?
+assert_eq "$rc" 0 "SEND through on-error=allow, scanner killed: client exit status ($(cat "$T/mid-allow.err"))"
+same "$R66_SRV_DIR/mid-allow.bin" "$T/cli/mid-allow.bin" "on-error allow, scanner killed"
+assert_log "r66-scan verdict=error reason=\"[^\"]+\" scanner=av file=mid-block\.bin host=hosta rule=in dir=upload on-error=block"
+assert_log "r66-scan verdict=error reason=\"[^\"]+\" scanner=av-open file=mid-allow\.bin host=hosta rule=in dir=upload on-error=allow"
+assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="error"' 1
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 1
+
+# with the scanner down, a new transfer: refused (block), passed (allow)
+send r66 1k.bin
+[[ $R66_RC == 2 ]] || fail "SEND with the scanner down, on-error block: rc=$R66_RC"
+rm -f "$R66_SRV_DIR/1k.bin"
+send open 1k.bin
+[[ $R66_RC == 0 ]] || fail "SEND with the scanner down, on-error allow: rc=$R66_RC: $(cat "$T/client.err")"
+same "$R66_SRV_DIR/1k.bin" "$T/cli/1k.bin" "scanner down, on-error allow"
+r66_finish
+info "ok"
