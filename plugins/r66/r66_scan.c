@@ -350,13 +350,6 @@ r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 	return st;
 }
 
-size_t
-r66_scan_held(const struct r66_scan *sc)
-{
-	return evbuffer_get_length(sc->tail) + (sc->icap != NULL ?
-	    px_icap_queued(sc->icap) : 0);
-}
-
 void
 r66_scan_free(struct r66_scan *sc)
 {

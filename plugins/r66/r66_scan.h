@@ -62,8 +62,6 @@ bool		r66_scan_full(const struct r66_scan *sc);
  * REFUSE: what was held is dropped; refuse the transfer. */
 enum r66_scan_state r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 	    struct r66_scan_refusal *why);
-/* Bytes it holds now (the held frames and the scanner's queue). */
-size_t		r66_scan_held(const struct r66_scan *sc);
 /* Drops the scan and what it holds (the transfer ended otherwise). */
 void		r66_scan_free(struct r66_scan *sc);
 
