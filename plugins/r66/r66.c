@@ -800,6 +800,27 @@ r66_scan_settle_all(struct px_session *s, struct r66_state *st,
 	}
 }
 
+/* dir's sender left: a transfer waiting for its verdict never gets its
+ * end (its peer's side is shut once what went is written; the held
+ * frames could not follow). */
+static void
+r66_scan_sender_gone(struct r66_state *st, enum px_dir dir)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++) {
+		struct r66_chan *c = &st->ch[k];
+
+		if (c->st == R66_CH_FREE || c->scan == NULL ||
+		    r66_scan_dir(c->scan) != dir)
+			continue;
+		r66_scan_abandon(c->scan, dir == PX_TO_SERVER ?
+		    "the client closed before the verdict" :
+		    "the server closed before the verdict");
+		c->scan = NULL;
+	}
+}
+
 /* A scanner of a transfer in dir has all it may queue: dir waits. */
 static bool
 r66_scan_stalled(const struct r66_state *st, enum px_dir dir)
@@ -1282,6 +1303,8 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	/* The scanner is short of room: the rest waits where it is. */
 	if (stalled && src == in && !px_session_input_closed(s, dir))
 		return PX_MORE;
+	if (px_session_input_closed(s, dir))
+		r66_scan_sender_gone(st, dir);
 	/* At a frame boundary while this side sends a file: its next frame
 	 * is most likely a Data block; read its head alone so that the block
 	 * is spliced rather than read along. */

@@ -351,6 +351,16 @@ r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 }
 
 void
+r66_scan_abandon(struct r66_scan *sc, const char *why)
+{
+	char verdict[200];
+
+	snprintf(verdict, sizeof(verdict), "verdict=none reason=\"%s\"", why);
+	r66_scan_log(sc->s, LOG_NOTICE, sc->scanner, &sc->what, verdict, "");
+	r66_scan_free(sc);
+}
+
+void
 r66_scan_free(struct r66_scan *sc)
 {
 	if (sc == NULL)

@@ -62,6 +62,9 @@ bool		r66_scan_full(const struct r66_scan *sc);
  * REFUSE: what was held is dropped; refuse the transfer. */
 enum r66_scan_state r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 	    struct r66_scan_refusal *why);
+/* Drops the scan and what it holds, saying why in its r66-scan line
+ * (verdict=none): the sender left before the verdict. */
+void		r66_scan_abandon(struct r66_scan *sc, const char *why);
 /* Drops the scan and what it holds (the transfer ended otherwise). */
 void		r66_scan_free(struct r66_scan *sc);
 

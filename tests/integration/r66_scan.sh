@@ -40,12 +40,50 @@ for f in eicar.com bad-1m.bin empty.bin 1k.bin 10m.bin; do
     cp "$T/cli/$f" "$R66_SRV_DIR/dl-$f"
 done
 start_scanner
+# A scanner that takes the whole file and never answers.
+free_port STALL_PORT
+cat >"$T/stall.py" <<'PY'
+import socket, sys, threading
+def handle(c):
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            if head.startswith(b"OPTIONS"):
+                c.sendall(b'ICAP/1.0 200 OK\r\nMethods: RESPMOD, REQMOD\r\nISTag: "stall"\r\nEncapsulated: null-body=0\r\n\r\n')
+                continue
+            while c.recv(65536):
+                pass
+            return
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+s.settimeout(120)
+for _ in range(16):
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        break
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+PY
+python3 "$T/stall.py" "$STALL_PORT" 2>>"$T/stall.err" &
+track_pid $!
+wait_listen "$STALL_PORT" 5 || fail "the stalling scanner did not start"
 
 R66X='<r66 max-block="1m"><host id="hosta"/><rule name="in out"/>
      <mode allow="send recv sendmd5 recvmd5"/></r66>'
 write_proxyd_conf 'buffer="256k"' "<scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
+    <icap name=\"stall\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"60s\"/>
   </scanners>"
 svc() { # NAME SCAN_XML
     local p
@@ -58,6 +96,7 @@ svc open '<scan scanner="av-open" direction="both"/>'
 svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="100k"/>'
 svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
+svc held '<scan scanner="stall"/>'
 start_proxyd
 
 # send SERVICE FILE [MODE]: SEND $T/cli/FILE as hosta (64 KiB blocks)
@@ -77,9 +116,16 @@ same() { # FILE ORIG MESSAGE
 blocked_send() {
     [[ $R66_RC == 2 ]] || fail "SEND $1: expected the client to fail, rc=$R66_RC: $(cat "$T/client.out" "$T/client.err")"
     [[ ! -e $R66_SRV_DIR/$1 ]] || fail "SEND $1: the server has the file"
+    # (it drops its temporary file once it has the ErrorPacket)
+    local i
+    for ((i = 0; i < 100; i++)); do
+        compgen -G "$R66_SRV_DIR/.part.*" >/dev/null || break
+        sleep 0.05
+    done
     if compgen -G "$R66_SRV_DIR/.part.*" >/dev/null; then
         fail "SEND $1: a temporary file is left on the server: $(ls -la "$R66_SRV_DIR")"
     fi
+    [[ ! -e $R66_SRV_DIR/$1 ]] || fail "SEND $1: the server has the file"
 }
 blocked_recv() {
     [[ $R66_RC == 2 ]] || fail "RECV $1: expected the client to fail, rc=$R66_RC: $(cat "$T/client.out" "$T/client.err")"
@@ -157,6 +203,31 @@ rm -f "$R66_SRV_DIR/bad-1m.bin"
 send small 1k.bin
 [[ $R66_RC == 0 ]] || fail "SEND under max-size: rc=$R66_RC: $(cat "$T/client.err")"
 
+# ---- held until the verdict: the server has 15 of the 16 blocks of a
+# 1 MB file while the scanner thinks; the client leaving then ends it
+# there (the held block and end of transfer never go)
+info "held until the verdict"
+head -c 1M /dev/urandom >"$T/cli/held.bin"
+rm -f "$R66_SRV_DIR"/.part.*
+"$R66PEER" client --connect "127.0.0.1:$PORT_held" --id hosta:pwA --partner serverb:pwB \
+    --timeout 60 --rule in --mode 1 --block 65536 --send "$T/cli/held.bin" \
+    >"$T/held.out" 2>"$T/held.err" &
+hp=$!
+track_pid "$hp"
+want=$((1048576 - 65536))
+for ((i = 0; i < 100; i++)); do
+    n=$(find "$R66_SRV_DIR" -name '.part.*' -size "${want}c" | wc -l)
+    ((n == 1)) && break
+    sleep 0.1
+done
+((n == 1)) || fail "the server did not get 15 blocks of held.bin: $(ls -la "$R66_SRV_DIR")"
+kill -KILL "$hp"
+assert_log "r66-scan verdict=none reason=\"the client closed before the verdict\" scanner=stall file=held\.bin host=hosta rule=in dir=upload"
+wait_grep "$T/r66server.log" "connection closed during the transfer" 10 ||
+    fail "the server did not see the transfer cut: $(cat "$T/r66server.log")"
+assert_no_grep "$T/r66server.log" "ok received file=held\.bin" "the server completed held.bin"
+[[ ! -e $R66_SRV_DIR/held.bin ]] || fail "the server has held.bin"
+
 # ---- counters so far
 assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="infected"' 4
 assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="clean"' 6
@@ -174,6 +245,7 @@ wait_exit "$PROXYD_PID" 15 || fail "proxyd did not stop"
 write_proxyd_conf 'buffer="256k" session-bandwidth="2m"' "<scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
+    <icap name=\"stall\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"60s\"/>
   </scanners>"
 start_proxyd
 cp "$T/cli/10m.bin" "$T/cli/mid-block.bin"
