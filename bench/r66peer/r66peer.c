@@ -876,7 +876,9 @@ peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
 			if (code != '\0')
 				peer_send_error(pc, cid, sid, "Transfer failed",
 				    code);
-			if (code != '\0' && c->keep_on_error) {
+			/* Our checks failed, or the client's ErrorPacket
+			 * (code '\0') ended the transfer. */
+			if (c->keep_on_error) {
 				pc->dead = true;
 				pc->dead_id = sid;
 				rc = 0;
