@@ -85,10 +85,11 @@ write_proxyd_conf 'buffer="256k"' "<scanners>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
     <icap name=\"stall\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"60s\"/>
   </scanners>"
-svc() { # NAME SCAN_XML
+# shellcheck disable=SC2154 # PORT_NAME variables are set by svc's eval
+svc() { # NAME SCAN_XML [SERVER_PORT]
     local p
     free_port p
-    write_r66_service "$1" "$p" "$R66_SRV_PORT" "$2 $R66X"
+    write_r66_service "$1" "$p" "${3:-$R66_SRV_PORT}" "$2 $R66X"
     eval "PORT_${1//-/_}=$p"
 }
 svc r66 '<scan scanner="av"/>'
@@ -97,6 +98,9 @@ svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="100k"/>'
 svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
 svc held '<scan scanner="stall"/>'
+# a server that, as Waarp, ends only the channel of a failed transfer
+start_r66_server_at keep --keep-on-error
+svc keep '<scan scanner="av"/>' "$R66_AT_PORT"
 start_proxyd
 
 # send SERVICE FILE [MODE]: SEND $T/cli/FILE as hosta (64 KiB blocks)
@@ -162,6 +166,18 @@ recv r66 dl-bad-1m.bin 4
 blocked_recv dl-bad-1m.bin
 assert_log "r66-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av file=dl-bad-1m\.bin host=hosta rule=out dir=download size=1048576 "
 
+# ---- a refusal ends its channel, not the connection: an infected SEND
+# then a clean one on the same connection
+info "EICAR then a clean file on one connection"
+r66c "$PORT_keep" hosta:pwA --rule in --mode 1 --block 65536 --continue \
+    --send "$T/cli/eicar.com" --send "$T/cli/1k.bin"
+[[ $R66_RC == 2 ]] || fail "two SENDs, the first infected: rc=$R66_RC"
+assert_grep "$T/client.err" "virus found: eicar\.com\.UNOFFICIAL"
+assert_grep "$T/client.out" "^ok send file=1k\.bin size=1024 "
+same "$R66_AT_DIR/1k.bin" "$T/cli/1k.bin" "clean SEND after an infected one on one connection"
+[[ ! -e $R66_AT_DIR/eicar.com ]] || fail "the keep server has eicar.com"
+assert_log "session-end service=keep analyser=r66 verdict=accept "
+
 # ---- clean files, both ways
 for f in empty.bin 1k.bin 10m.bin; do
     size=$(stat -c %s "$T/cli/$f")
@@ -180,6 +196,7 @@ assert_log "r66-transfer host=hosta rule=in mode=send file=10m\.bin size=1048576
 # ---- direction="download": SENDs are not scanned
 info "direction=download"
 rm -f "$R66_SRV_DIR/eicar.com"
+n0=$(grep -c "r66-scan verdict=infected .*file=eicar\.com .*dir=upload" "$PROXYD_LOG")
 send down eicar.com
 [[ $R66_RC == 0 ]] || fail "SEND through direction=download: rc=$R66_RC: $(cat "$T/client.err")"
 same "$R66_SRV_DIR/eicar.com" "$T/cli/eicar.com" "SEND EICAR, direction=download"
@@ -187,7 +204,7 @@ rm -f "$R66_SRV_DIR/eicar.com"
 recv down dl-eicar.com
 blocked_recv dl-eicar.com
 n=$(grep -c "r66-scan verdict=infected .*file=eicar\.com .*dir=upload" "$PROXYD_LOG")
-assert_eq "$n" 1 "upload EICAR verdicts (the direction=download SEND is not scanned)"
+assert_eq "$n" "$n0" "upload EICAR verdicts (the direction=download SEND is not scanned)"
 
 # ---- max-size
 info "max-size"
@@ -232,9 +249,11 @@ assert_no_grep "$T/r66server.log" "ok received file=held\.bin" "the server compl
 assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="infected"' 4
 assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="clean"' 6
 assert_metric eq proxyd_scan_total 'service="down",scanner="av",verdict="infected"' 1
+assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="infected"' 1
+assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="clean"' 1
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 1
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 1
-assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 6
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 7
 bad=$(grep -c "violation" "$PROXYD_LOG" || true)
 assert_eq "$bad" 0 "protocol violations"
 
