@@ -13,8 +13,14 @@
 #    blocks RECVs;
 #  - max-size with over-size block (refused at the request, code=d) and
 #    allow (passed unscanned);
+#  - an infected SEND ends its channel only: the next SEND on the same
+#    connection completes (a server that keeps its connection, as Waarp);
+#  - TLS on both sides: EICAR blocked both ways, a clean 10 MB intact;
+#  - a scanner that never answers: the server has 15 of 16 blocks while
+#    the verdict is awaited; the client leaving then drops the held rest;
 #  - c-icap killed in the middle of two SENDs: on-error block refuses its
-#    transfer, on-error allow lets its one complete intact;
+#    transfer, on-error allow lets its one complete intact; with c-icap
+#    down, new transfers are refused (block) or pass (allow);
 #  - proxyd_scan_total counts the verdicts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -100,7 +106,19 @@ svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
 svc held '<scan scanner="stall"/>'
 # a server that, as Waarp, ends only the channel of a failed transfer
 start_r66_server_at keep --keep-on-error
+KEEP_SRV_DIR=$R66_AT_DIR
 svc keep '<scan scanner="av"/>' "$R66_AT_PORT"
+# TLS on both sides (Waarp's 6667): the blocks are in user space anyway
+P=$T/pki
+r66_pki "$P"
+r66_pki_leaf "$P" front r66.test "DNS:r66.test,IP:127.0.0.1" serverAuth
+r66_pki_leaf "$P" serverb serverb.test "DNS:serverb.test" serverAuth
+start_r66_server_at tls --tls-cert "$P/serverb.pem" --tls-key "$P/serverb.key"
+TLS_SRV_DIR=$R66_AT_DIR
+cp "$T/cli/eicar.com" "$TLS_SRV_DIR/dl-eicar.com"
+svc tls "<tls side=\"client\" mode=\"terminate\" cert=\"$P/front.pem\" key=\"$P/front.key\"/>
+  <tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"serverb.test\"/>
+  <scan scanner=\"av\"/>" "$R66_AT_PORT"
 start_proxyd
 
 # send SERVICE FILE [MODE]: SEND $T/cli/FILE as hosta (64 KiB blocks)
@@ -174,9 +192,24 @@ r66c "$PORT_keep" hosta:pwA --rule in --mode 1 --block 65536 --continue \
 [[ $R66_RC == 2 ]] || fail "two SENDs, the first infected: rc=$R66_RC"
 assert_grep "$T/client.err" "virus found: eicar\.com\.UNOFFICIAL"
 assert_grep "$T/client.out" "^ok send file=1k\.bin size=1024 "
-same "$R66_AT_DIR/1k.bin" "$T/cli/1k.bin" "clean SEND after an infected one on one connection"
-[[ ! -e $R66_AT_DIR/eicar.com ]] || fail "the keep server has eicar.com"
+same "$KEEP_SRV_DIR/1k.bin" "$T/cli/1k.bin" "clean SEND after an infected one on one connection"
+[[ ! -e $KEEP_SRV_DIR/eicar.com ]] || fail "the keep server has eicar.com"
 assert_log "session-end service=keep analyser=r66 verdict=accept "
+
+# ---- over TLS
+info "TLS both sides"
+TLSC=(--tls --tls-ca "$P/ca.pem" --tls-name r66.test)
+r66c "$PORT_tls" hosta:pwA "${TLSC[@]}" --rule in --mode 3 --block 65536 --send "$T/cli/eicar.com"
+[[ $R66_RC == 2 ]] || fail "TLS SEND EICAR: rc=$R66_RC"
+assert_grep "$T/client.err" "error packet from server: code=a action=3 msg=Denied by proxy: virus found: eicar\.com\.UNOFFICIAL"
+[[ ! -e $TLS_SRV_DIR/eicar.com ]] || fail "TLS SEND EICAR: the server has the file"
+r66c "$PORT_tls" hosta:pwA "${TLSC[@]}" --rule out --mode 4 --block 65536 --recv dl-eicar.com --dir "$T/out"
+blocked_recv dl-eicar.com
+r66c "$PORT_tls" hosta:pwA "${TLSC[@]}" --rule in --mode 3 --block 65536 --send "$T/cli/10m.bin"
+[[ $R66_RC == 0 ]] || fail "TLS SEND 10m.bin: rc=$R66_RC: $(cat "$T/client.err")"
+same "$TLS_SRV_DIR/10m.bin" "$T/cli/10m.bin" "clean TLS SEND"
+assert_metric eq proxyd_scan_total 'service="tls",scanner="av",verdict="infected"' 2
+assert_metric eq proxyd_scan_total 'service="tls",scanner="av",verdict="clean"' 1
 
 # ---- clean files, both ways
 for f in empty.bin 1k.bin 10m.bin; do
@@ -253,7 +286,7 @@ assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="infecte
 assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="clean"' 1
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 1
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 1
-assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 7
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 9
 bad=$(grep -c "violation" "$PROXYD_LOG" || true)
 assert_eq "$bad" 0 "protocol violations"
 
