@@ -1120,6 +1120,7 @@ const struct px_analyser http_analyser = {
 	.driver = &http_driver,
 	.forward_mode = true,
 	.alpn = "http/1.1,http/1.0",
+	.client_alpn = http_policy_client_alpn,
 	.on_worker_exit = http_worker_exit,
 	.scan = true,
 	.content = true,

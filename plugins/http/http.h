@@ -107,12 +107,21 @@ struct http_policy {
 	struct http_words	 upgrade;	/* accepted Upgrade protocols */
 	enum px_action		 upgrade_dflt;	/* a protocol not in upgrade */
 	bool			 silent;	/* error replies without a page */
+	/* HTTP/2 towards clients (http_h2.c): h2 in ALPN under TLS, prior
+	 * knowledge h2c on a plain listener, and <h2>'s bounds. */
+	bool			 h2;
+	bool			 h2c;
+	uint32_t		 h2_max_streams;
+	uint32_t		 h2_window;	/* initial stream window */
+	uint32_t		 h2_max_header_list;
 	char			*pages[HTTP_ERROR_PAGES]; /* from errors/@dir */
 };
 
 int	http_policy_load(const struct _xmlNode *sec, void **pol,
 	    struct px_cfgerr *e);
 void	http_policy_free(void *pol);
+/* px_analyser.client_alpn: "h2,http/1.1,http/1.0" when h2="yes". */
+const char *http_policy_client_alpn(const void *pol);
 bool	http_words_has(const struct http_words *w, const char *s, size_t len);
 /* What the request rules (method, port) and then the url rules (host and
  * path, as logged) say of a request: 0 accept, the status to deny with,

@@ -331,6 +331,35 @@ http_load_limits(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	return rc != 0 ? -1 : 0;
 }
 
+/* <h2>: the SETTINGS proxyd sends and enforces (RFC 9113 6.5.2). */
+static int
+http_load_h2(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
+{
+	uint64_t u;
+	int rc = 0;
+
+	u = p->h2_max_streams;
+	rc |= px_attr_uint(e, n, "max-concurrent-streams", 1, 10000, &u);
+	p->h2_max_streams = (uint32_t)u;
+	u = p->h2_window;
+	/* 2^31-1: the largest window RFC 9113 6.9.1 allows. */
+	rc |= px_attr_size(e, n, "initial-window", 1024, 0x7fffffff, &u);
+	p->h2_window = (uint32_t)u;
+	u = p->h2_max_header_list;
+	rc |= px_attr_size(e, n, "max-header-list", 256, 1024 * 1024, &u);
+	p->h2_max_header_list = (uint32_t)u;
+	return rc != 0 ? -1 : 0;
+}
+
+const char *
+http_policy_client_alpn(const void *pol)
+{
+	const struct http_policy *p = pol;
+
+	return p != NULL && p->h2 ? "h2,http/1.1,http/1.0" :
+	    "http/1.1,http/1.0";
+}
+
 static int
 http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 {
@@ -356,6 +385,8 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	p->max_requests = (unsigned)u;
 	rc |= px_attr_bool(e, sec, "via", &p->via);
 	rc |= px_attr_bool(e, sec, "check-host", &p->check_host);
+	rc |= px_attr_bool(e, sec, "h2", &p->h2);
+	rc |= px_attr_bool(e, sec, "h2c", &p->h2c);
 	if (px_attr_choice(e, sec, "underscore-headers", drop_pass, &us) == -1)
 		rc = -1;
 	p->underscore_pass = us == 1;
@@ -392,7 +423,7 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 {
 	struct http_policy *p;
 	const xmlNode *n;
-	bool seen_limits = false, seen_errors = false;
+	bool seen_limits = false, seen_errors = false, seen_h2 = false;
 	int rc = 0;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
@@ -411,6 +442,9 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	p->lim.max_url = 8192;
 	p->request_timeout_ms = 10 * 1000;
 	p->response_timeout_ms = 5 * 60 * 1000;
+	p->h2_max_streams = 100;
+	p->h2_window = 1024 * 1024;
+	p->h2_max_header_list = 32768;
 	/* What a request no rule of a list matches gets (docs/CONFIG.md).
 	 * <request>: http_builtin_request decides what the rules leave
 	 * (unless one is a catch-all), then 405. */
@@ -442,6 +476,14 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 				px_cfg_error(e, n, "<limits> given twice");
 			seen_limits = true;
 			if (http_load_limits(e, n, p) == -1)
+				rc = -1;
+		} else if (strcmp(name, "h2") == 0) {
+			if (seen_h2) {
+				px_cfg_error(e, n, "<h2> given twice");
+				rc = -1;
+			}
+			seen_h2 = true;
+			if (http_load_h2(e, n, p) == -1)
 				rc = -1;
 		} else if (strcmp(name, "request") == 0) {
 			if (http_load_request(e, n, p) == -1)

@@ -8,3 +8,5 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
 	${CMAKE_CURRENT_LIST_DIR}/http_scan.c
 	${CMAKE_CURRENT_LIST_DIR}/http_upstream.c)
+pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
+list(APPEND PX_PLUGIN_LIBS PkgConfig::NGHTTP2)

@@ -136,6 +136,9 @@ struct px_analyser {
 	 * asked for when it originates, comma-separated in order of
 	 * preference ("http/1.1,http/1.0"); NULL: no ALPN. */
 	const char	*alpn;
+	/* What it offers clients under a given policy, in the same form
+	 * (HTTP/2 only where the service asks for it); NULL: alpn. */
+	const char	*(*client_alpn)(const void *pol);
 	/* It starts TLS itself (FTP's AUTH TLS): a <tls> on its service is
 	 * left to it (px_session_starttls) unless implicit="yes". */
 	bool		 starttls;

@@ -558,6 +558,21 @@ px_load_target(struct px_service *svc, xmlNodePtr root, struct px_cfgerr *e)
 	}
 }
 
+/* The ALPN list a <tls> offers or asks for: towards clients the policy
+ * may add protocols (http's h2="yes"); servers are asked for the
+ * analyser's own. */
+static const char *
+px_service_alpn(const struct px_service *svc, xmlNodePtr n)
+{
+	char *side = px_attr(n, "side");
+	bool client = side != NULL && strcmp(side, "client") == 0;
+
+	xmlFree(side);
+	if (client && svc->analyser->client_alpn != NULL)
+		return svc->analyser->client_alpn(svc->analyser_policy);
+	return svc->analyser->alpn;
+}
+
 /* Each <tls>: one per side, each where the analyser takes it. */
 static void
 px_load_service_tls(struct px_service *svc, xmlNodePtr root,
@@ -574,7 +589,7 @@ px_load_service_tls(struct px_service *svc, xmlNodePtr root,
 		    xmlStrcmp(n->name, (const xmlChar *)"tls") != 0)
 			continue;
 		if ((t = px_tls_load(e, n, svc->file,
-		    svc->analyser->alpn)) == NULL) {
+		    px_service_alpn(svc, n))) == NULL) {
 			if (e->count == errs)
 				px_cfg_error(e, n, "invalid <tls>");
 			continue;
@@ -712,7 +727,6 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    "client picks the server (transparent, redirect, "
 			    "forward), not mode=\"fixed\"");
 	}
-	px_load_service_tls(svc, root, e);
 	if ((n = px_child(root, "scan")) != NULL) {
 		px_scan_policy_load(&svc->scan, n, &c->scanners, e);
 		if (svc->analyser != NULL && !svc->analyser->scan)
@@ -741,6 +755,8 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	    e->count == before)
 		px_cfg_error(e, section ? section : root, "invalid <%s> section",
 		    svc->analyser->name);
+	/* After the policy: what TLS offers clients may depend on it. */
+	px_load_service_tls(svc, root, e);
 	return e->count == before ? 0 : -1;
 }
 

@@ -84,6 +84,39 @@ test_no_section(void **state)
 	http_policy_free(p);
 }
 
+/* h2, h2c and <h2>: off and 100/1m/32k by default; the ALPN list offered
+ * to clients follows h2; out-of-range values are refused. */
+static void
+test_h2(void **state)
+{
+	struct px_cfgerr e = { .file = "t.xml" };
+	struct http_policy *p;
+
+	(void)state;
+	p = httpt_load("<http/>", &e);
+	assert_non_null(p);
+	assert_false(p->h2 || p->h2c);
+	assert_int_equal(p->h2_max_streams, 100);
+	assert_int_equal(p->h2_window, 1024 * 1024);
+	assert_int_equal(p->h2_max_header_list, 32768);
+	assert_string_equal(http_policy_client_alpn(p), "http/1.1,http/1.0");
+	http_policy_free(p);
+	p = httpt_load("<http h2=\"yes\" h2c=\"yes\"><h2 "
+	    "max-concurrent-streams=\"7\" initial-window=\"64k\" "
+	    "max-header-list=\"4k\"/></http>", &e);
+	assert_non_null(p);
+	assert_true(p->h2 && p->h2c);
+	assert_int_equal(p->h2_max_streams, 7);
+	assert_int_equal(p->h2_window, 65536);
+	assert_int_equal(p->h2_max_header_list, 4096);
+	assert_string_equal(http_policy_client_alpn(p), "h2,http/1.1,http/1.0");
+	http_policy_free(p);
+	assert_null(httpt_load("<http><h2 max-concurrent-streams=\"0\"/></http>",
+	    &e));
+	assert_null(httpt_load("<http><h2 initial-window=\"4g\"/></http>", &e));
+	assert_null(httpt_load("<http><h2/><h2/></http>", &e));
+}
+
 static void
 test_request_url(void **state)
 {
@@ -371,6 +404,7 @@ main(void)
 		cmocka_unit_test(test_headers_choices),
 		cmocka_unit_test(test_framing_choices),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_h2),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
