@@ -192,6 +192,24 @@ void		 px_session_timer(struct px_session *s, uint64_t ms);
 int		 px_session_tunnel(struct px_session *s);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
+/* ---- Legs: sessions an analyser starts for its own requests ----------
+ * A new session of s's service whose client is fd, one end of a
+ * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):
+ * admitted as s was (same client address, destination, zones, client
+ * SNI, counted against max-sessions), plain on fd (s's conn carries the
+ * TLS), its analyser opened at once. tag (cut to 47) is what
+ * px_session_tag() gives it, for its log lines. fd belongs to the new
+ * session, or is closed on failure. Its id, or 0 (errno). */
+uint64_t	 px_session_spawn(struct px_session *s, int fd, const char *tag);
+/* "" for a session accepted from a listener. */
+const char	*px_session_tag(const struct px_session *s);
+/* The client's connection carries TLS: its own, or its parent's for a
+ * leg (a Host without a port then means 443). */
+bool		 px_session_client_via_tls(const struct px_session *s);
+/* The client's TLS handshake agreed on ALPN protocol proto ("h2"). */
+bool		 px_session_client_alpn_is(const struct px_session *s,
+		    const char *proto);
+
 /* ---- TLS started by the analyser (analyser->starttls: FTP's AUTH TLS) ---- */
 enum px_tls_use	 px_session_tls_use(const struct px_session *s,
 		    enum px_chan_end side);

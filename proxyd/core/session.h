@@ -84,6 +84,10 @@ struct px_session {
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
 	char			*client_sni;	/* what it asked for; NULL */
+	/* A leg (px_session_spawn): its client is its parent's analyser,
+	 * on a socketpair; leg_tls: the parent's client spoke TLS. */
+	bool			 leg, leg_tls;
+	char			 tag[48];	/* px_session_tag() */
 	/* Passthrough: what of the ClientHello the server's socket did not
 	 * take at once; the buffered relay sends it first. */
 	struct evbuffer		*hello_rest;

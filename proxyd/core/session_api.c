@@ -283,7 +283,7 @@ px_drv_open(struct px_session *s)
 	s->dconn_open[0] = true;
 	if (handshaken)
 		px_conn_move_transform(&s->dconn[0], &kept);
-	else if (s->svc->tls_client != NULL) {
+	else if (s->svc->tls_client != NULL && !s->leg) {
 		struct px_tls_peer peer = px_session_tls_peer(s);
 
 		if (px_tls_attach(&s->dconn[0], s->svc->tls_client,
@@ -658,6 +658,27 @@ px_session_tls_on(const struct px_session *s, enum px_chan_end side)
 	    side == PX_CHAN_CLIENT ? 0 : 1) : NULL;
 
 	return c != NULL && (c->tf != NULL || c->tf_next != NULL);
+}
+
+const char *
+px_session_tag(const struct px_session *s)
+{
+	return s->tag;
+}
+
+bool
+px_session_client_via_tls(const struct px_session *s)
+{
+	if (s->leg)
+		return s->leg_tls;
+	return s->dconn != NULL && s->dconn_open[0] && s->dconn[0].tf != NULL;
+}
+
+bool
+px_session_client_alpn_is(const struct px_session *s, const char *proto)
+{
+	return !s->leg && s->dconn != NULL && s->dconn_open[0] &&
+	    px_tls_alpn_is(&s->dconn[0], proto);
 }
 
 int

@@ -335,7 +335,9 @@ px_session_proceed(struct px_session *s)
 {
 	const struct px_service *svc = s->svc;
 
-	if (svc->analyser->driver != NULL && svc->tls_client == NULL) {
+	/* A leg's TLS is its parent's: it gets plain bytes. */
+	if (svc->analyser->driver != NULL && (svc->tls_client == NULL ||
+	    s->leg)) {
 		s->admitted = true;
 		px_session_connected(s);
 		return;

@@ -725,6 +725,19 @@ px_tls_failure(const struct px_conn *c)
 	    ((const struct px_tls_conn *)c->tf_state)->failure : PX_TLS_OK;
 }
 
+bool
+px_tls_alpn_is(const struct px_conn *c, const char *proto)
+{
+	const struct px_tls_conn *tc = c->tf_state;
+	const unsigned char *p = NULL;
+	unsigned len = 0;
+
+	if (c->tf != &px_tls_transform)
+		return false;
+	SSL_get0_alpn_selected(tc->ssl, &p, &len);
+	return p != NULL && len == strlen(proto) && memcmp(p, proto, len) == 0;
+}
+
 const char *
 px_tls_client_sni(const struct px_conn *c)
 {

@@ -175,5 +175,7 @@ bool	px_tls_peer_subject(const struct px_conn *c, char *buf, size_t len);
 const char *px_tls_failure_name(enum px_tls_failure f);
 /* The name the client asked for (SNI), on a client-side conn; NULL. */
 const char *px_tls_client_sni(const struct px_conn *c);
+/* The handshake on c agreed on ALPN protocol proto. */
+bool	px_tls_alpn_is(const struct px_conn *c, const char *proto);
 
 #endif
