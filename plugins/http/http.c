@@ -32,7 +32,7 @@
 
 static const char *const http_counter_names[] = {
 	"requests", "denied", "bad_request", "bad_response", "retried",
-	"tunnels", "timeouts", NULL,
+	"tunnels", "timeouts", "h2_connections", "h2_streams", NULL,
 };
 
 static void http_next_request(struct http_state *h);
@@ -88,7 +88,7 @@ http_log_request(struct http_state *h)
 	    strcmp(h->verdict, "abort") == 0);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s",
+	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
 	    h->method, h->host[0] ? h->host : "-", h->path, h->status,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
@@ -98,7 +98,8 @@ http_log_request(struct http_state *h)
 	    &h->srv.dst, server, sizeof(server)) : "-",
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
 	    h->srv.reused ? "pooled" : "new", deny ? " rule=" : "",
-	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin");
+	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
+	    px_session_tag(h->s)[0] != '\0' ? " " : "", px_session_tag(h->s));
 out_clear:
 	h->method[0] = '\0';
 	h->rule[0] = '\0';
@@ -188,7 +189,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	/* A Host without a port means the scheme's: https when the client
 	 * spoke TLS to us (RFC 9110 4.2.2). */
 	if (m.host != -1 && http_authority(m.hdr[m.host].val,
-	    m.hdr[m.host].vlen, h->c->tf != NULL ? 443 : 80, h->host,
+	    m.hdr[m.host].vlen, px_session_client_via_tls(h->s) ? 443 : 80,
+	    h->host,
 	    sizeof(h->host), &hostaddr, &hostport) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, 400, "malformed Host");
@@ -521,6 +523,10 @@ http_next_request(struct http_state *h)
 	if (h->closing || h->tunnel || h->req != HTTP_REQ_HEAD ||
 	    h->resp != HTTP_RESP_NONE || len == 0)
 		return;
+	/* h2c with prior knowledge (RFC 9113 3.3): the preface is not an
+	 * HTTP/1.1 head, though its first 18 bytes would parse as one. */
+	if (http_h2_preface(h) != 0)
+		return;
 	want = len < h->pol->lim.max_header_bytes + 4 ? len :
 	    h->pol->lim.max_header_bytes + 4;
 	buf = (const char *)evbuffer_pullup(cin, (ssize_t)want);
@@ -787,6 +793,9 @@ http_drive(struct http_state *h)
 		if (!h->closing && !h->tunnel) {
 			if (h->req == HTTP_REQ_HEAD)
 				http_next_request(h);
+			/* h2c took over: http_h2.c drives from now on. */
+			if (h->h2 != NULL)
+				return;
 			else if (h->req == HTTP_REQ_BODY)
 				http_pump_request(h);
 			if (h->gone)
@@ -945,6 +954,10 @@ http_timer_cb(struct px_session *s, void *st)
 	struct http_state *h = st;
 
 	(void)s;
+	if (h->h2 != NULL) {
+		http_h2_timer(h);
+		return;
+	}
 	if (h->closing) {
 		px_session_end(h->s, PX_END_TIMEOUT,
 		    "error: client does not read the reply");
@@ -991,8 +1004,11 @@ http_on_open(struct px_session *s, void *st)
 	h->head_out = evbuffer_new();
 	if (h->head_out == NULL || h->c == NULL)
 		return -1;
-	px_conn_read_enable(h->c, true);
 	http_timer_set(h, h->pol->request_timeout_ms);
+	/* ALPN chose HTTP/2: the preface comes next. */
+	if (h->pol->h2 && px_session_client_alpn_is(s, "h2"))
+		return http_h2_start(h);
+	px_conn_read_enable(h->c, true);
 	return 0;
 }
 
@@ -1003,6 +1019,7 @@ http_on_close(struct px_session *s, void *st)
 
 	(void)s;
 	h->gone = true;
+	http_h2_close(h);
 	http_scan_close(h);
 	if (h->dns != NULL)
 		evdns_getaddrinfo_cancel(h->dns);
@@ -1024,7 +1041,9 @@ http_readable(struct px_session *s, void *st, enum px_chan_end side)
 {
 	struct http_state *h = st;
 
-	if (side == PX_CHAN_CLIENT)
+	if (h->h2 != NULL && side == PX_CHAN_CLIENT)
+		http_h2_readable(h);
+	else if (side == PX_CHAN_CLIENT)
 		http_client_rd_cb(h->c, h);
 	else
 		http_server_rd_cb(h->srv.io, h);
@@ -1035,7 +1054,9 @@ http_writable(struct px_session *s, void *st, enum px_chan_end side)
 {
 	struct http_state *h = st;
 
-	if (side == PX_CHAN_CLIENT)
+	if (h->h2 != NULL && side == PX_CHAN_CLIENT)
+		http_h2_writable(h);
+	else if (side == PX_CHAN_CLIENT)
 		http_client_wr_cb(h->c, h);
 	else
 		http_server_wr_cb(h->srv.io, h);
@@ -1052,6 +1073,10 @@ http_on_config(struct px_session *s, void *st)
 
 	if (h->gone || h->closing || h->tunnel || h->c == NULL)
 		return;
+	if (h->h2 != NULL) {
+		http_h2_config(h);
+		return;
+	}
 	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE &&
 	    evbuffer_get_length(h->c->in) == 0)
 		px_session_finish(s, PX_END_SHUTDOWN,
@@ -1073,7 +1098,9 @@ http_describe(const struct px_session *s, const void *st, char *buf,
 	const struct http_state *h = st;
 
 	(void)s;
-	if (h->method[0] != '\0' && h->status != 0)
+	if (h->h2 != NULL)
+		http_h2_describe(h, buf, len);
+	else if (h->method[0] != '\0' && h->status != 0)
 		snprintf(buf, len, "%s %s%s -> %d (request %u)", h->method,
 		    h->host, h->path, h->status, h->nreq);
 	else if (h->method[0] != '\0')
@@ -1103,6 +1130,10 @@ static const struct px_series http_series[] = {
 	{ "proxyd_http_request_duration_seconds", "HTTP requests by the time "
 	    "from their first byte to the end of the response, by status "
 	    "class.", PX_SERIES_HISTOGRAM, "code", 5, http_class_name, true },
+	{ "proxyd_http2_errors_total", "HTTP/2 protocol errors and "
+	    "defences by kind (client_reset: RST_STREAM frames received).",
+	    PX_SERIES_COUNTER, "kind", HTTP_H2_KINDS, http_h2_kind_name,
+	    false },
 };
 
 const struct px_analyser http_analyser = {

@@ -35,12 +35,33 @@ enum http_counter {
 	HTTP_C_RETRIED,
 	HTTP_C_TUNNELS,
 	HTTP_C_TIMEOUTS,
+	HTTP_C_H2_CONNECTIONS,	/* clients that spoke HTTP/2 */
+	HTTP_C_H2_STREAMS,	/* their streams that became requests */
 };
 
 /* Indexes into http_analyser.series. */
 enum http_series {
 	HTTP_S_RESPONSES = 0,	/* by status code */
 	HTTP_S_DURATION,	/* by status class */
+	HTTP_S_H2_ERRORS,	/* HTTP/2 protocol events, by kind */
+};
+
+/* Values of HTTP_S_H2_ERRORS (names: http_h2.c). */
+enum http_h2_kind {
+	HTTP_H2_BAD_PREFACE = 0,
+	HTTP_H2_FLOOD,		/* outbound queue: PING/SETTINGS floods */
+	HTTP_H2_HPACK,
+	HTTP_H2_FLOW_CONTROL,
+	HTTP_H2_SETTINGS,
+	HTTP_H2_CONTINUATION,
+	HTTP_H2_FRAME,		/* other connection errors */
+	HTTP_H2_MALFORMED,	/* a malformed request: RST_STREAM */
+	HTTP_H2_HEADER_LIST,	/* over max-header-list: 431 */
+	HTTP_H2_REFUSED,	/* over max-concurrent-streams */
+	HTTP_H2_CLIENT_RESET,	/* RST_STREAM from the client */
+	HTTP_H2_GOAWAY,		/* GOAWAY sent with an error code */
+	HTTP_H2_OTHER,
+	HTTP_H2_KINDS
 };
 
 enum http_body {
@@ -94,8 +115,11 @@ struct http_scan {
 	struct px_audit		*audit;		/* its record; NULL: none */
 };
 
+struct http_h2;
+
 struct http_state {
 	struct px_session	*s;
+	struct http_h2		*h2;		/* the client speaks HTTP/2 */
 	const struct http_policy *pol;
 	struct px_conn		*c;		/* the client: the core's */
 	bool			 gone;		/* session closed: touch nothing */
@@ -173,6 +197,22 @@ void	http_drive(struct http_state *h);
 /* The response (and its request) are complete and their scans passed:
  * bytes the server sent after it are dropped, the next request may come. */
 void	http_response_complete(struct http_state *h);
+
+/* ---- http_h2.c --------------------------------------------------------- */
+
+/* The client speaks HTTP/2 (ALPN h2): its session starts. 0, or -1. */
+int	http_h2_start(struct http_state *h);
+/* h2c: before the first request head, the client's input starts with
+ * (a part of) the HTTP/2 preface. 1 when HTTP/2 took over (or waits
+ * for the rest of the preface), 0 when this is HTTP/1.x. */
+int	http_h2_preface(struct http_state *h);
+void	http_h2_readable(struct http_state *h);
+void	http_h2_writable(struct http_state *h);
+void	http_h2_timer(struct http_state *h);
+void	http_h2_config(struct http_state *h);
+void	http_h2_close(struct http_state *h);
+void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
+void	http_h2_kind_name(unsigned i, char *buf, size_t size);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 

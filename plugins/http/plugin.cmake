@@ -2,11 +2,13 @@
 list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http.c
 	${CMAKE_CURRENT_LIST_DIR}/http_body.c
+	${CMAKE_CURRENT_LIST_DIR}/http_h2.c
 	${CMAKE_CURRENT_LIST_DIR}/http_head.c
 	${CMAKE_CURRENT_LIST_DIR}/http_parse.c
 	${CMAKE_CURRENT_LIST_DIR}/http_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
 	${CMAKE_CURRENT_LIST_DIR}/http_scan.c
 	${CMAKE_CURRENT_LIST_DIR}/http_upstream.c)
+# HTTP/2 towards clients (http_h2.c): nghttp2's server session.
 pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
 list(APPEND PX_PLUGIN_LIBS PkgConfig::NGHTTP2)

@@ -1,0 +1,1102 @@
+/* HTTP/2 towards clients (RFC 9113): h2 chosen in ALPN, or prior
+ * knowledge h2c on a plain listener.
+ *
+ * The client's connection runs an nghttp2 server session, and each stream
+ * becomes one HTTP/1.1 request on a leg: a socketpair whose other end is
+ * a session of the same service (px_session_spawn), run by this analyser
+ * exactly as an HTTP/1.1 client's is. So a stream is judged by the one
+ * policy engine there is (method, URL, header and body rules, limits, the
+ * same 4xx/5xx pages, scanning, the server pool, the http-request line,
+ * tagged "proto=h2 stream=N", and the same metrics), and nothing here
+ * decides about a request. Chosen over making http.c's transaction free
+ * of its conn because that state machine owns one client conn and one
+ * server side per session (px_session_upstream_open is per session, as
+ * are its timer and scan state): a leg gives each stream all of that
+ * unchanged, for a socketpair and a few syscalls per stream.
+ *
+ * This side only translates (RFC 9113 8.3: pseudo-headers to a request
+ * line and Host, cookies joined; nghttp2 refuses connection-specific
+ * fields, a te other than "trailers" and a Content-Length the DATA
+ * frames do not match) and reads back the leg's response (its head with
+ * http_parse_head, a chunked body with http_chunk_feed) into HEADERS and
+ * DATA, without connection-specific fields.
+ *
+ * Bounded: a request body is read from the client no faster than it goes
+ * into its leg (nghttp2's automatic WINDOW_UPDATE is off; bytes are
+ * consumed once written), and a response no faster than the client's
+ * stream takes it (at most HTTP_H2_STREAM_BUF per stream waits here, the
+ * rest stays in the leg, which stops reading its server: one slow stream
+ * holds only itself). The connection's output is filled up to `buffer`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <nghttp2/nghttp2.h>
+
+#include "conn.h"
+#include "http_int.h"
+
+/* Response bytes one stream may hold here (raw and decoded). */
+#define HTTP_H2_STREAM_BUF	(64 * 1024)
+#define HTTP_H2_PREFACE		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define HTTP_H2_PREFACE_LEN	24
+
+enum h2_resp {
+	H2_RESP_HEAD = 0,
+	H2_RESP_BODY,
+	H2_RESP_DONE,
+};
+
+struct h2_stream {
+	struct http_h2		*c;
+	TAILQ_ENTRY(h2_stream)	 link;
+	int32_t			 id;
+	int			 fd;		/* our end of the leg; -1 */
+	struct px_conn		 leg;
+	bool			 leg_open;
+	/* The request as it arrives. */
+	char			 method[32];
+	char			 scheme[16];
+	struct evbuffer		*authority, *path, *host, *fields, *cookie;
+	size_t			 hlist;		/* decoded header list bytes */
+	bool			 too_big;	/* over max-header-list */
+	bool			 bad;		/* a pseudo-header we cannot say */
+	bool			 has_length;	/* a content-length field */
+	bool			 chunked;	/* body to the leg in chunks */
+	bool			 req_ended;	/* END_STREAM from the client */
+	bool			 shut;		/* leg: our FIN sent */
+	size_t			 unconsumed;	/* body bytes not yet consumed */
+	bool			 is_head;
+	/* The response. */
+	enum h2_resp		 resp;
+	enum http_body		 body_kind;
+	uint64_t		 left;
+	struct http_chunk	 chunk;
+	size_t			 head_scan;
+	struct evbuffer		*body;		/* decoded, for DATA frames */
+	bool			 deferred;	/* nghttp2 waits for body */
+	bool			 submitted;	/* final HEADERS submitted */
+	bool			 eof;		/* response complete */
+};
+
+struct http_h2 {
+	struct http_state	*h;
+	nghttp2_session		*ng;
+	TAILQ_HEAD(, h2_stream)	 list;		/* every stream we hold */
+	unsigned		 open;		/* streams */
+	uint64_t		 streams;	/* so far */
+	bool			 closing;	/* h2_finish() called */
+	bool			 fatal;		/* nghttp2 gave up on the client */
+	uint32_t		 goaway;	/* the error code we sent it */
+	int			 last_lib_error;
+};
+
+/* Kinds of HTTP/2 protocol events (http_series HTTP_S_H2_ERRORS). */
+static const char *const h2_kind_names[HTTP_H2_KINDS] = {
+	"bad_preface", "flood", "hpack", "flow_control", "settings",
+	"continuation", "frame", "malformed", "header_list",
+	"refused_stream", "client_reset", "goaway", "other",
+};
+
+void
+http_h2_kind_name(unsigned i, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", i < HTTP_H2_KINDS ? h2_kind_names[i] : "?");
+}
+
+static void
+h2_event(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
+    const char *detail)
+{
+	px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, k, 1);
+	px_session_log(c->h->s, LOG_NOTICE, "http2-error kind=%s stream=%d "
+	    "detail=\"%s\"", h2_kind_names[k], (int)stream, detail);
+}
+
+/* An nghttp2 library error as one of our kinds. */
+static enum http_h2_kind
+h2_kind_of(int lib)
+{
+	switch (lib) {
+	case NGHTTP2_ERR_BAD_CLIENT_MAGIC:
+		return HTTP_H2_BAD_PREFACE;
+	case NGHTTP2_ERR_FLOODED:
+		return HTTP_H2_FLOOD;
+	case NGHTTP2_ERR_HEADER_COMP:
+		return HTTP_H2_HPACK;
+	case NGHTTP2_ERR_FLOW_CONTROL:
+		return HTTP_H2_FLOW_CONTROL;
+	case NGHTTP2_ERR_TOO_MANY_SETTINGS:
+	case NGHTTP2_ERR_SETTINGS_EXPECTED:
+		return HTTP_H2_SETTINGS;
+	case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS:
+		return HTTP_H2_CONTINUATION;
+	case NGHTTP2_ERR_FRAME_SIZE_ERROR:
+	case NGHTTP2_ERR_PROTO:
+	case NGHTTP2_ERR_INVALID_FRAME:
+	case NGHTTP2_ERR_INVALID_HEADER_BLOCK:
+	case NGHTTP2_ERR_STREAM_CLOSED:
+	case NGHTTP2_ERR_INVALID_STREAM_ID:
+	case NGHTTP2_ERR_INVALID_STREAM_STATE:
+		return HTTP_H2_FRAME;
+	case NGHTTP2_ERR_HTTP_HEADER:
+	case NGHTTP2_ERR_HTTP_MESSAGING:
+		return HTTP_H2_MALFORMED;
+	case NGHTTP2_ERR_REFUSED_STREAM:
+		return HTTP_H2_REFUSED;
+	default:
+		return HTTP_H2_OTHER;
+	}
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static struct h2_stream *
+h2_stream_get(struct http_h2 *c, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(c->ng, id);
+}
+
+static void
+h2_stream_free(struct h2_stream *st)
+{
+	struct evbuffer **b[] = { &st->authority, &st->path, &st->host,
+	    &st->fields, &st->cookie, &st->body };
+	size_t i;
+
+	TAILQ_REMOVE(&st->c->list, st, link);
+	if (st->leg_open)
+		px_conn_close(&st->leg);
+	if (st->fd != -1)
+		close(st->fd);
+	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		if (*b[i] != NULL)
+			evbuffer_free(*b[i]);
+	free(st);
+}
+
+static void h2_leg_readable(struct px_conn *lc, void *arg);
+static void h2_leg_writable(struct px_conn *lc, void *arg);
+
+/* The stream's request body bytes written to its leg: the client may
+ * send that many more (WINDOW_UPDATE). */
+static void
+h2_stream_consumed(struct h2_stream *st)
+{
+	if (st->unconsumed == 0 || !st->leg_open ||
+	    evbuffer_get_length(st->leg.out) != 0)
+		return;
+	nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
+	st->unconsumed = 0;
+}
+
+/* Writes what is queued for the leg; its FIN once the request ended. */
+static void
+h2_leg_flush(struct h2_stream *st)
+{
+	if (!st->leg_open)
+		return;
+	if (evbuffer_get_length(st->leg.out) != 0 &&
+	    !px_conn_write_blocked(&st->leg) && px_conn_send(&st->leg) == -1) {
+		/* The leg stopped reading (it answered early, an error or a
+		 * 413): what it has not taken is dropped; its response still
+		 * comes. */
+		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
+		st->shut = true;
+	}
+	h2_stream_consumed(st);
+	if (st->req_ended && !st->shut && evbuffer_get_length(st->leg.out) == 0) {
+		st->shut = true;
+		(void)shutdown(st->fd, SHUT_WR);
+	}
+}
+
+/* How many response bytes the leg may still give this stream. */
+static size_t
+h2_leg_room(const struct h2_stream *st)
+{
+	size_t held = evbuffer_get_length(st->leg.in) +
+	    evbuffer_get_length(st->body);
+
+	return held < HTTP_H2_STREAM_BUF ? HTTP_H2_STREAM_BUF - held : 0;
+}
+
+static int
+h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
+    const uint8_t *value, size_t vlen)
+{
+	return evbuffer_add(b, name, nlen) | evbuffer_add(b, ": ", 2) |
+	    evbuffer_add(b, value, vlen) | evbuffer_add(b, "\r\n", 2);
+}
+
+/* Appends src's bytes to out, leaving src as it is. */
+static int
+h2_add_copy(struct evbuffer *out, struct evbuffer *src)
+{
+	size_t len = evbuffer_get_length(src);
+
+	if (len == 0)
+		return 0;
+	return evbuffer_add(out, evbuffer_pullup(src, -1), len);
+}
+
+/* The request line, Host and fields for the leg (RFC 9113 8.3.1). A Host
+ * that names another authority than :authority goes on as a second Host:
+ * the leg refuses the pair (400), as it refuses two in HTTP/1.1. */
+static int
+h2_request_head(struct h2_stream *st, struct evbuffer *out)
+{
+	struct http_state *h = st->c->h;
+	bool forward = px_session_dst(h->s)->sa_family == 0;
+	bool connect = strcmp(st->method, "CONNECT") == 0;
+	size_t alen = evbuffer_get_length(st->authority);
+	size_t hlen = evbuffer_get_length(st->host);
+	int rc = 0;
+
+	rc |= evbuffer_add(out, st->method, strlen(st->method)) |
+	    evbuffer_add(out, " ", 1);
+	if (connect)
+		rc |= h2_add_copy(out, st->authority);
+	else {
+		if (forward && alen != 0)
+			rc |= evbuffer_add(out, st->scheme,
+			    strlen(st->scheme)) | evbuffer_add(out, "://", 3) |
+			    h2_add_copy(out, st->authority);
+		rc |= h2_add_copy(out, st->path);
+	}
+	rc |= evbuffer_add(out, " HTTP/1.1\r\n", 11);
+	if (alen != 0) {
+		rc |= evbuffer_add(out, "Host: ", 6) |
+		    h2_add_copy(out, st->authority) |
+		    evbuffer_add(out, "\r\n", 2);
+		if (hlen != 0 && (hlen != alen || strncasecmp((const char *)
+		    evbuffer_pullup(st->host, -1), (const char *)
+		    evbuffer_pullup(st->authority, -1), alen) != 0))
+			rc |= evbuffer_add(out, "Host: ", 6) |
+			    evbuffer_add_buffer(out, st->host) |
+			    evbuffer_add(out, "\r\n", 2);
+	} else if (hlen != 0)
+		rc |= evbuffer_add(out, "Host: ", 6) |
+		    evbuffer_add_buffer(out, st->host) |
+		    evbuffer_add(out, "\r\n", 2);
+	rc |= evbuffer_add_buffer(out, st->fields);
+	/* Cookie crumbs are one field again (RFC 9113 8.2.3). */
+	if (evbuffer_get_length(st->cookie) != 0)
+		rc |= evbuffer_add(out, "Cookie: ", 8) |
+		    evbuffer_add_buffer(out, st->cookie) |
+		    evbuffer_add(out, "\r\n", 2);
+	if (st->chunked)
+		rc |= evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	rc |= evbuffer_add(out, "\r\n", 2);
+	return rc == 0 ? 0 : -1;
+}
+
+/* The request head is complete: the leg starts with it. */
+static int
+h2_stream_start(struct h2_stream *st, bool end_stream, bool has_length)
+{
+	struct http_state *h = st->c->h;
+	char tag[48];
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+	    sv) == -1)
+		return -1;
+	st->fd = sv[0];
+	if (px_conn_open(&st->leg, px_session_base(h->s), st->fd,
+	    h2_leg_readable, h2_leg_writable, st) == -1) {
+		close(sv[1]);
+		return -1;
+	}
+	st->leg_open = true;
+	st->req_ended = end_stream;
+	st->chunked = !end_stream && !has_length;
+	st->is_head = strcmp(st->method, "HEAD") == 0;
+	if (h2_request_head(st, st->leg.out) == -1) {
+		close(sv[1]);
+		return -1;
+	}
+	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
+	if (px_session_spawn(h->s, sv[1], tag) == 0)
+		return -1;
+	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
+	st->c->streams++;
+	px_conn_read_enable(&st->leg, true);
+	h2_leg_flush(st);
+	return 0;
+}
+
+/* ---- the response from the leg ----------------------------------------- */
+
+/* Names that mean something to one HTTP/1.1 connection only (RFC 9113
+ * 8.2.2): never sent in HTTP/2. */
+static bool
+h2_conn_specific(const char *n, size_t len)
+{
+	return http_token_eq(n, len, "connection") ||
+	    http_token_eq(n, len, "keep-alive") ||
+	    http_token_eq(n, len, "proxy-connection") ||
+	    http_token_eq(n, len, "transfer-encoding") ||
+	    http_token_eq(n, len, "upgrade") || http_token_eq(n, len, "te");
+}
+
+/* nghttp2 asks for DATA: what the leg's body gave so far. */
+static ssize_t
+h2_read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	struct h2_stream *st = src->ptr;
+	size_t n = evbuffer_get_length(st->body);
+
+	(void)ng, (void)id, (void)ud;
+	if (n == 0 && !st->eof) {
+		st->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	if (n > len)
+		n = len;
+	evbuffer_remove(st->body, buf, n);
+	if (st->eof && evbuffer_get_length(st->body) == 0)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	/* Room again: the leg may be read. */
+	if (st->leg_open && !st->leg.eof)
+		px_conn_read_enable(&st->leg, h2_leg_room(st) > 0);
+	return (ssize_t)n;
+}
+
+/* A response head from the leg (always well formed: our own analyser
+ * wrote it) as HEADERS. 0, or -1. */
+static int
+h2_response_head(struct h2_stream *st, const char *buf, size_t len)
+{
+	static _Thread_local struct http_head m;
+	struct http_state *h = st->c->h;
+	struct http_limits lim = h->pol->lim;
+	nghttp2_nv nva[HTTP_MAX_HEADERS + 1];
+	char status[4], *names;
+	nghttp2_data_provider prd;
+	const char *why;
+	size_t n = 0, i, off = 0;
+	int rc;
+
+	/* The leg already held it to the limits, and added Via. */
+	lim.max_header_bytes = len + 1;
+	lim.max_line = len + 1;
+	lim.max_header_lines = HTTP_MAX_HEADERS - 1;
+	if (http_parse_head(buf, len, false, &lim, &m, &why) != 0 ||
+	    (names = malloc(len)) == NULL)
+		return -1;
+	snprintf(status, sizeof(status), "%03d", m.status);
+	nva[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7,
+	    3, NGHTTP2_NV_FLAG_NONE };
+	for (i = 0; i < m.nhdr; i++) {
+		const struct http_hdr *f = &m.hdr[i];
+		size_t k;
+
+		if (h2_conn_specific(f->name, f->nlen))
+			continue;
+		/* Field names are lower case in HTTP/2 (8.2.1). */
+		for (k = 0; k < f->nlen; k++)
+			names[off + k] = (char)(f->name[k] >= 'A' &&
+			    f->name[k] <= 'Z' ? f->name[k] + 32 : f->name[k]);
+		nva[n++] = (nghttp2_nv){ (uint8_t *)names + off,
+		    (uint8_t *)f->val, f->nlen, f->vlen, NGHTTP2_NV_FLAG_NONE };
+		off += f->nlen;
+	}
+	if (m.status < 200) {
+		/* Interim (100, 103): the final one follows. */
+		rc = nghttp2_submit_headers(st->c->ng, NGHTTP2_FLAG_NONE, st->id,
+		    NULL, nva, n, NULL);
+		free(names);
+		return rc == 0 ? 0 : -1;
+	}
+	st->body_kind = HTTP_BODY_CLOSE;
+	if (st->is_head || m.status == 204 || m.status == 304)
+		st->body_kind = HTTP_BODY_NONE;
+	else if (m.chunked) {
+		st->body_kind = HTTP_BODY_CHUNKED;
+		memset(&st->chunk, 0, sizeof(st->chunk));
+		st->chunk.step = true;
+	} else if (m.content_length >= 0) {
+		st->body_kind = m.content_length > 0 ? HTTP_BODY_LENGTH :
+		    HTTP_BODY_NONE;
+		st->left = (uint64_t)m.content_length;
+	}
+	st->resp = st->body_kind == HTTP_BODY_NONE ? H2_RESP_DONE :
+	    H2_RESP_BODY;
+	st->eof = st->resp == H2_RESP_DONE;
+	prd.source.ptr = st;
+	prd.read_callback = h2_read_body;
+	rc = nghttp2_submit_response(st->c->ng, st->id, nva, n,
+	    st->eof ? NULL : &prd);
+	free(names);
+	st->submitted = rc == 0;
+	return rc == 0 ? 0 : -1;
+}
+
+/* Moves body bytes from the leg's input to st->body. 0, or -1 (bad
+ * framing: cannot be from our own leg, but never trusted). */
+static int
+h2_response_body(struct h2_stream *st)
+{
+	struct evbuffer *in = st->leg.in;
+	const struct http_limits *lim = &st->c->h->pol->lim;
+
+	while (st->resp == H2_RESP_BODY && evbuffer_get_length(in) != 0) {
+		struct evbuffer_iovec v;
+		const char *why;
+		ssize_t k;
+
+		if (st->body_kind == HTTP_BODY_CLOSE) {
+			evbuffer_add_buffer(st->body, in);
+			break;
+		}
+		if (st->body_kind == HTTP_BODY_LENGTH) {
+			size_t n = evbuffer_get_length(in);
+
+			if (n > st->left)
+				n = (size_t)st->left;
+			evbuffer_remove_buffer(in, st->body, n);
+			if ((st->left -= n) == 0)
+				st->resp = H2_RESP_DONE;
+			continue;
+		}
+		if (st->chunk.state == HTTP_CHUNK_TRAILER) {
+			/* Trailers (the policy let them through) are not
+			 * sent on over HTTP/2 yet: the body ends here. */
+			const char *buf = (const char *)evbuffer_pullup(in, -1);
+			static _Thread_local struct http_head t;
+
+			k = http_parse_trailers(buf, evbuffer_get_length(in), lim,
+			    &t, &why);
+			if (k == 0)
+				return 0;
+			if (k < 0)
+				return -1;
+			evbuffer_drain(in, (size_t)k);
+			st->resp = H2_RESP_DONE;
+			continue;
+		}
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			return 0;
+		{
+			enum http_chunk_state was = st->chunk.state;
+
+			if ((k = http_chunk_feed(&st->chunk, v.iov_base,
+			    v.iov_len, lim, &why)) < 0)
+				return -1;
+			if (was == HTTP_CHUNK_DATA)
+				evbuffer_remove_buffer(in, st->body, (size_t)k);
+			else
+				evbuffer_drain(in, (size_t)k);
+			if (st->chunk.state == HTTP_CHUNK_DONE)
+				st->resp = H2_RESP_DONE;
+			if (k == 0)
+				return 0;
+		}
+	}
+	return 0;
+}
+
+/* What the leg sent: heads, then body. 0, or -1 (the stream is reset). */
+static int
+h2_leg_input(struct h2_stream *st)
+{
+	struct evbuffer *in = st->leg.in;
+
+	while (st->resp == H2_RESP_HEAD && evbuffer_get_length(in) != 0) {
+		size_t len = evbuffer_get_length(in);
+		const char *buf = (const char *)evbuffer_pullup(in, -1);
+		ssize_t end;
+
+		if (buf == NULL)
+			return -1;
+		end = http_head_end(buf, len, HTTP_H2_STREAM_BUF,
+		    &st->head_scan);
+		if (end == 0)
+			return 0;
+		if (end < 0 || h2_response_head(st, buf, (size_t)end) == -1)
+			return -1;
+		st->head_scan = 0;
+		evbuffer_drain(in, (size_t)end);
+	}
+	if (st->resp == H2_RESP_BODY && h2_response_body(st) == -1)
+		return -1;
+	if (st->resp == H2_RESP_DONE) {
+		st->eof = true;
+		/* Whatever follows answers nothing. */
+		evbuffer_drain(in, evbuffer_get_length(in));
+	}
+	return 0;
+}
+
+static void
+h2_stream_reset(struct h2_stream *st, uint32_t code)
+{
+	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
+	if (st->leg_open) {
+		px_conn_read_enable(&st->leg, false);
+		px_conn_want_writable(&st->leg, false);
+	}
+	st->eof = true;
+}
+
+static void http_h2_drive(struct http_h2 *c);
+
+static void
+h2_leg_readable(struct px_conn *lc, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct http_h2 *c = st->c;
+	ssize_t n;
+
+	(void)lc;
+	px_session_active(c->h->s);
+	n = px_conn_recv(&st->leg, h2_leg_room(st));
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR))
+		goto out;
+	if (h2_leg_input(st) == -1) {
+		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		goto out;
+	}
+	if (n <= 0) {
+		px_conn_read_enable(&st->leg, false);
+		if (st->resp == H2_RESP_BODY && st->body_kind == HTTP_BODY_CLOSE &&
+		    n == 0) {
+			st->resp = H2_RESP_DONE;
+			st->eof = true;
+		} else if (st->resp != H2_RESP_DONE) {
+			/* The leg ended the stream without (all of) a
+			 * response: the analyser aborted it, or the server
+			 * failed inside it. */
+			h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+			goto out;
+		}
+	} else
+		px_conn_read_enable(&st->leg, h2_leg_room(st) > 0);
+	if (st->deferred && (st->eof || evbuffer_get_length(st->body) != 0)) {
+		st->deferred = false;
+		nghttp2_session_resume_data(c->ng, st->id);
+	}
+out:
+	http_h2_drive(c);
+}
+
+static void
+h2_leg_writable(struct px_conn *lc, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct http_h2 *c = st->c;
+
+	(void)lc;
+	px_session_active(c->h->s);
+	/* The kernel has room: write (h2_leg_flush skips a blocked conn). */
+	if (px_conn_send(&st->leg) == -1) {
+		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
+		st->shut = true;
+	}
+	h2_leg_flush(st);
+	http_h2_drive(c);
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------- */
+
+static int
+h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+	struct http_h2 *c = ud;
+	struct h2_stream *st;
+
+	if (f->hd.type != NGHTTP2_HEADERS ||
+	    f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	if ((st = calloc(1, sizeof(*st))) == NULL)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	st->c = c;
+	st->id = f->hd.stream_id;
+	st->fd = -1;
+	TAILQ_INSERT_TAIL(&c->list, st, link);
+	if ((st->authority = evbuffer_new()) == NULL ||
+	    (st->path = evbuffer_new()) == NULL ||
+	    (st->host = evbuffer_new()) == NULL ||
+	    (st->fields = evbuffer_new()) == NULL ||
+	    (st->cookie = evbuffer_new()) == NULL ||
+	    (st->body = evbuffer_new()) == NULL) {
+		h2_stream_free(st);
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	}
+	nghttp2_session_set_stream_user_data(ng, st->id, st);
+	c->open++;
+	return 0;
+}
+
+static int
+h2_copy_small(char *dst, size_t size, const uint8_t *v, size_t len)
+{
+	if (len >= size)
+		return -1;
+	memcpy(dst, v, len);
+	dst[len] = '\0';
+	return 0;
+}
+
+static int
+h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+    size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
+{
+	struct http_h2 *c = ud;
+	struct h2_stream *st = h2_stream_get(c, f->hd.stream_id);
+	int rc = 0;
+
+	(void)ng, (void)flags;
+	if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;	/* trailers: dropped (not sent on yet) */
+	/* As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 6.5.2). */
+	st->hlist += nlen + vlen + 32;
+	if (st->hlist > c->h->pol->h2_max_header_list)
+		st->too_big = true;
+	if (st->too_big || st->bad)
+		return 0;
+	if (nlen != 0 && name[0] == ':') {
+		if (nlen == 7 && memcmp(name, ":method", 7) == 0)
+			rc = h2_copy_small(st->method, sizeof(st->method), value,
+			    vlen);
+		else if (nlen == 7 && memcmp(name, ":scheme", 7) == 0)
+			rc = h2_copy_small(st->scheme, sizeof(st->scheme), value,
+			    vlen);
+		else if (nlen == 10 && memcmp(name, ":authority", 10) == 0)
+			rc = evbuffer_add(st->authority, value, vlen);
+		else if (nlen == 5 && memcmp(name, ":path", 5) == 0)
+			rc = evbuffer_add(st->path, value, vlen);
+		else
+			rc = -1;	/* :protocol (RFC 8441): not yet */
+		if (rc == -1)
+			st->bad = true;
+		return 0;
+	}
+	if (nlen == 4 && memcmp(name, "host", 4) == 0)
+		rc = evbuffer_add(st->host, value, vlen);
+	else if (nlen == 6 && memcmp(name, "cookie", 6) == 0)
+		rc = (evbuffer_get_length(st->cookie) != 0 ?
+		    evbuffer_add(st->cookie, "; ", 2) : 0) |
+		    evbuffer_add(st->cookie, value, vlen);
+	else {
+		if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
+			st->has_length = true;
+		rc = h2_add_field(st->fields, name, nlen, value, vlen);
+	}
+	return rc == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+/* A response proxyd makes itself, without a leg (no request to judge:
+ * the client's head could not be read whole). */
+static void
+h2_reply_bare(struct h2_stream *st, const char *status)
+{
+	nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)status, 7, 3,
+	    NGHTTP2_NV_FLAG_NONE };
+
+	nghttp2_submit_response(st->c->ng, st->id, &nv, 1, NULL);
+	st->eof = true;
+}
+
+static int
+h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+	struct http_h2 *c = ud;
+	struct h2_stream *st;
+	bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+
+	(void)ng;
+	if (f->hd.type == NGHTTP2_RST_STREAM) {
+		/* Counted: a burst of them is the rapid-reset attack
+		 * (nghttp2 itself limits their rate). */
+		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS,
+		    HTTP_H2_CLIENT_RESET, 1);
+		return 0;
+	}
+	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+		return 0;
+	if ((st = h2_stream_get(c, f->hd.stream_id)) == NULL)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS &&
+	    f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		if (st->too_big) {
+			h2_event(c, HTTP_H2_HEADER_LIST, st->id,
+			    "header list over max-header-list");
+			h2_reply_bare(st, "431");
+			return 0;
+		}
+		if (st->bad) {
+			h2_event(c, HTTP_H2_MALFORMED, st->id,
+			    "pseudo-header not supported or too long");
+			h2_stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
+			return 0;
+		}
+		if (h2_stream_start(st, end, st->has_length) == -1) {
+			px_session_log(c->h->s, LOG_NOTICE, "http2-error "
+			    "kind=other stream=%d detail=\"no leg: %s\"",
+			    (int)st->id, strerror(errno));
+			h2_stream_reset(st, NGHTTP2_REFUSED_STREAM);
+		}
+		return 0;
+	}
+	if (end && st->leg_open && !st->req_ended) {
+		/* The request's end (DATA, or trailers). */
+		st->req_ended = true;
+		if (st->chunked)
+			evbuffer_add(st->leg.out, "0\r\n\r\n", 5);
+		h2_leg_flush(st);
+	}
+	return 0;
+}
+
+static int
+h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
+    const uint8_t *data, size_t len, void *ud)
+{
+	struct http_h2 *c = ud;
+	struct h2_stream *st = h2_stream_get(c, id);
+
+	(void)flags;
+	if (st == NULL || !st->leg_open || st->shut) {
+		/* Nobody takes it: the window opens again at once. */
+		nghttp2_session_consume(ng, id, len);
+		return 0;
+	}
+	if (st->chunked)
+		evbuffer_add_printf(st->leg.out, "%zx\r\n", len);
+	evbuffer_add(st->leg.out, data, len);
+	if (st->chunked)
+		evbuffer_add(st->leg.out, "\r\n", 2);
+	st->unconsumed += len;
+	h2_leg_flush(st);
+	return 0;
+}
+
+static int
+h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
+{
+	struct http_h2 *c = ud;
+	struct h2_stream *st = h2_stream_get(c, id);
+
+	(void)code;
+	if (st == NULL)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, id, NULL);
+	c->open--;
+	h2_stream_free(st);
+	return 0;
+}
+
+static int
+h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int lib,
+    void *ud)
+{
+	struct http_h2 *c = ud;
+
+	enum http_h2_kind k = h2_kind_of(lib);
+
+	(void)ng;
+	c->last_lib_error = lib;
+	/* A new stream over max-concurrent-streams: nghttp2 refuses it
+	 * (REFUSED_STREAM before our SETTINGS are acknowledged, a
+	 * PROTOCOL_ERROR GOAWAY after, as RFC 9113 5.1.2 allows). */
+	if (f->hd.type == NGHTTP2_HEADERS && (lib == NGHTTP2_ERR_PROTO ||
+	    lib == NGHTTP2_ERR_REFUSED_STREAM) &&
+	    c->open >= c->h->pol->h2_max_streams)
+		k = HTTP_H2_REFUSED;
+	h2_event(c, k, f->hd.stream_id, nghttp2_strerror(lib));
+	return 0;
+}
+
+static int
+h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+	struct http_h2 *c = ud;
+
+	(void)ng;
+	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != 0) {
+		c->goaway = f->goaway.error_code;
+		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, HTTP_H2_GOAWAY,
+		    1);
+		px_session_log(c->h->s, LOG_NOTICE, "http2-goaway error=%s "
+		    "last-stream=%d", nghttp2_http2_strerror(
+		    f->goaway.error_code), (int)f->goaway.last_stream_id);
+	}
+	return 0;
+}
+
+/* ---- the connection ---------------------------------------------------- */
+
+/* Ends the client connection once what is queued for it is written. */
+static void
+h2_finish(struct http_h2 *c, enum px_end_by by, const char *reason)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	http_close_when_flushed(c->h, by, reason);
+}
+
+/* Feeds the client's bytes to nghttp2, writes what it has to send (up to
+ * `buffer` queued), and reads the client again while it wants to. */
+static void
+http_h2_drive(struct http_h2 *c)
+{
+	struct http_state *h = c->h;
+	struct evbuffer *in = h->c->in;
+	ssize_t n;
+
+	if (h->gone)
+		return;
+	while (!c->closing && !c->fatal && evbuffer_get_length(in) != 0) {
+		struct evbuffer_iovec v;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		n = nghttp2_session_mem_recv(c->ng, v.iov_base, v.iov_len);
+		if (n < 0) {
+			c->last_lib_error = (int)n;
+			h2_event(c, h2_kind_of((int)n), 0,
+			    nghttp2_strerror((int)n));
+			/* Its GOAWAY, if it queued one, goes out first. */
+			evbuffer_drain(in, evbuffer_get_length(in));
+			c->fatal = true;
+			break;
+		}
+		evbuffer_drain(in, (size_t)n);
+	}
+	while (evbuffer_get_length(h->c->out) < h->buffer) {
+		const uint8_t *data;
+
+		if ((n = nghttp2_session_mem_send(c->ng, &data)) <= 0)
+			break;
+		evbuffer_add(h->c->out, data, (size_t)n);
+	}
+	if (evbuffer_get_length(h->c->out) != 0 &&
+	    !px_conn_write_blocked(h->c) && px_conn_send(h->c) == -1) {
+		int err = errno;
+
+		px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    px_conn_strerror(h->c, err));
+		return;
+	}
+	if (h->closing) {
+		if (evbuffer_get_length(h->c->out) == 0)
+			px_session_finish(h->s, h->end_by, h->end_reason);
+		return;
+	}
+	if (c->fatal || (!nghttp2_session_want_read(c->ng) &&
+	    !nghttp2_session_want_write(c->ng))) {
+		char why[80];
+
+		snprintf(why, sizeof(why), "client-error: http2: %s",
+		    c->goaway != 0 ? nghttp2_http2_strerror(c->goaway) :
+		    nghttp2_strerror(c->last_lib_error));
+		if (c->fatal || c->goaway != 0)
+			h2_finish(c, PX_END_CLIENT_FAIL, why);
+		else
+			h2_finish(c, PX_END_CLIENT, "client-closed");
+		if (evbuffer_get_length(h->c->out) == 0)
+			px_session_finish(h->s, h->end_by, h->end_reason);
+		return;
+	}
+	px_conn_read_enable(h->c, !h->client_eof &&
+	    evbuffer_get_length(h->c->out) < h->buffer);
+	/* Idle (no stream open): request-timeout closes it, as it closes an
+	 * idle HTTP/1.1 keep-alive connection. */
+	px_session_timer(h->s, c->open == 0 ? h->pol->request_timeout_ms : 0);
+}
+
+int
+http_h2_start(struct http_state *h)
+{
+	const struct http_policy *p = h->pol;
+	nghttp2_session_callbacks *cb = NULL;
+	nghttp2_option *opt = NULL;
+	struct http_h2 *c;
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, p->h2_max_streams },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, p->h2_window },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, p->h2_max_header_list },
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+	};
+	uint64_t conn_window = (uint64_t)p->h2_window * p->h2_max_streams;
+	int rc = -1;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    nghttp2_session_callbacks_new(&cb) != 0 ||
+	    nghttp2_option_new(&opt) != 0)
+		goto out;
+	c->h = h;
+	TAILQ_INIT(&c->list);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
+	    h2_on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb,
+	    h2_on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
+	    h2_on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
+	    h2_on_stream_close);
+	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb,
+	    h2_on_invalid_frame);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb,
+	    h2_on_frame_send);
+	/* Windows open as the legs take the bytes, not as they arrive. The
+	 * library's defences (rapid reset, CONTINUATION, SETTINGS and
+	 * outbound-queue floods, HPACK bounds) stay at their defaults. */
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	if (nghttp2_session_server_new2(&c->ng, cb, c, opt) != 0)
+		goto out;
+	if (conn_window > 0x7fffffff)
+		conn_window = 0x7fffffff;
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
+	    sizeof(iv) / sizeof(iv[0])) != 0 ||
+	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+	    (int32_t)conn_window) != 0)
+		goto out;
+	h->h2 = c;
+	c = NULL;
+	px_session_count(h->s, HTTP_C_H2_CONNECTIONS, 1);
+	rc = 0;
+out:
+	if (c != NULL) {
+		if (c->ng != NULL)
+			nghttp2_session_del(c->ng);
+		free(c);
+	}
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	if (rc == 0)
+		http_h2_drive(h->h2);
+	return rc;
+}
+
+int
+http_h2_preface(struct http_state *h)
+{
+	struct evbuffer *in = h->c->in;
+	size_t len = evbuffer_get_length(in);
+	const char *buf;
+
+	if (h->h2 != NULL)
+		return 1;
+	if (h->nreq != 0 || !h->pol->h2c ||
+	    px_session_tag(h->s)[0] != '\0' || px_session_client_via_tls(h->s))
+		return 0;
+	if (len > HTTP_H2_PREFACE_LEN)
+		len = HTTP_H2_PREFACE_LEN;
+	if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL ||
+	    memcmp(buf, HTTP_H2_PREFACE, len) != 0)
+		return 0;
+	if (len < HTTP_H2_PREFACE_LEN)
+		return h->client_eof ? 0 : 1;	/* maybe: wait for the rest */
+	if (http_h2_start(h) == -1) {
+		http_abort(h, PX_END_PROXY, "error: out of memory");
+		return 1;
+	}
+	return 1;
+}
+
+void
+http_h2_readable(struct http_state *h)
+{
+	struct http_h2 *c = h->h2;
+	ssize_t n;
+
+	px_session_active(h->s);
+	n = px_conn_recv(h->c, h->buffer > evbuffer_get_length(h->c->in) ?
+	    h->buffer - evbuffer_get_length(h->c->in) : 0);
+	if (n == 0) {
+		h->client_eof = true;
+		px_conn_read_enable(h->c, false);
+		/* Streams still open lose their client: their legs see
+		 * their ends close. */
+		h2_finish(c, PX_END_CLIENT, "client-closed");
+	} else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		int err = errno;
+
+		px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    px_conn_strerror(h->c, err));
+		return;
+	}
+	http_h2_drive(c);
+}
+
+void
+http_h2_writable(struct http_state *h)
+{
+	px_session_active(h->s);
+	if (px_conn_send(h->c) == -1) {
+		int err = errno;
+
+		px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
+		    px_conn_strerror(h->c, err));
+		return;
+	}
+	http_h2_drive(h->h2);
+}
+
+void
+http_h2_timer(struct http_state *h)
+{
+	struct http_h2 *c = h->h2;
+
+	if (h->closing) {
+		px_session_end(h->s, PX_END_TIMEOUT,
+		    "error: client does not read the reply");
+		return;
+	}
+	if (c->open != 0)
+		return;
+	nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+	h2_finish(c, PX_END_TIMEOUT, "client-idle: request-timeout");
+	http_h2_drive(c);
+}
+
+/* A reload: no new stream under the old policy (GOAWAY), those open
+ * finish. */
+void
+http_h2_config(struct http_state *h)
+{
+	nghttp2_submit_shutdown_notice(h->h2->ng);
+	nghttp2_session_terminate_session(h->h2->ng, NGHTTP2_NO_ERROR);
+	http_h2_drive(h->h2);
+}
+
+void
+http_h2_close(struct http_state *h)
+{
+	struct http_h2 *c = h->h2;
+
+	if (c == NULL)
+		return;
+	/* The legs see their ends close; nghttp2_session_del calls no
+	 * callback. */
+	while (!TAILQ_EMPTY(&c->list))
+		h2_stream_free(TAILQ_FIRST(&c->list));
+	nghttp2_session_del(c->ng);
+	free(c);
+	h->h2 = NULL;
+}
+
+void
+http_h2_describe(const struct http_state *h, char *buf, size_t len)
+{
+	snprintf(buf, len, "HTTP/2: %u stream%s open, %llu so far",
+	    h->h2->open, h->h2->open == 1 ? "" : "s",
+	    (unsigned long long)h->h2->streams);
+}

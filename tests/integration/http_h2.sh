@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# HTTP/2 towards clients (<http h2="yes" h2c="yes">, issue 29) in front of
+# a plain HTTP/1.1 nginx: prior-knowledge h2c (curl, nghttp) with an
+# HTTP/1.1 client on the same port, h2 chosen by ALPN on terminate and
+# keybridge, bytes intact (sha256) both ways, each stream judged by the
+# http policy (403/405 as h2 responses while the other streams of the
+# connection go on) and logged with the usual http-request line plus
+# "proto=h2 stream=N", <h2> bounds in SETTINGS and enforced (431 over
+# max-header-list, streams over max-concurrent-streams refused), a bad
+# preface counted (proxyd_http2_errors_total{kind=}) and logged
+# (http2-error kind=...). The CAs and certificates are made here.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
+need_cmds nginx curl nghttp openssl python3 sha256sum
+setup
+
+curl -V | grep -q HTTP2 || skip "curl without HTTP/2"
+BIG=8M
+http_sanitized && BIG=2M
+mkdir -p "$T/www/up"
+printf 'alpha\n' >"$T/www/a.txt"
+make_file big.bin "$BIG"
+SHA_BIG=$(sha256_of "$T/www/big.bin")
+head -c 300000 /dev/urandom >"$T/post.bin"
+SHA_POST=$(sha256_of "$T/post.bin")
+
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+tls_ca origin-ca "origin CA"
+tls_ca kb-ca "proxyd keybridge CA"
+tls_leaf origin "/CN=origin.test" "DNS:origin.test" serverAuth origin-ca
+
+free_port NGX_TLS
+NGINX_EXTRA="
+        location /up/ { dav_methods PUT; client_max_body_size 0; }
+"
+NGINX_SERVERS="
+    server {
+        listen 127.0.0.1:$NGX_TLS ssl;
+        ssl_certificate $P/origin.pem;
+        ssl_certificate_key $P/origin.key;
+        root $T/www;
+    }"
+start_nginx
+[[ $EUID == 0 ]] || chmod 777 "$T/www/up"
+
+POL='<http h2="yes" h2c="yes">
+  <h2 max-concurrent-streams="8" initial-window="256k" max-header-list="4k"/>
+  <url path="/secret*" action="deny"/>
+</http>'
+free_port P_C
+free_port P_T
+free_port P_K
+free_port P_OFF
+write_proxyd_conf
+write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
+write_http_service h2t "$P_T" "$NGINX_PORT" "$POL
+  <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>"
+write_http_service h2k "$P_K" "$NGX_TLS" "$POL
+  <tls side=\"client\" mode=\"keybridge\" ca-cert=\"$P/kb-ca.pem\" ca-key=\"$P/kb-ca.key\"/>
+  <tls side=\"server\" mode=\"originate\" ca=\"$P/origin-ca.pem\"/>"
+write_http_service off "$P_OFF" "$NGINX_PORT" \
+    "<http/><tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>"
+start_proxyd
+C=http://127.0.0.1:$P_C
+
+info "h2c prior knowledge: curl gets the bytes, the log says proto=h2"
+code=$(curl -sS --max-time 30 --http2-prior-knowledge -o "$T/big.c" -w '%{http_code} %{http_version}' "$C/big.bin")
+assert_eq "$code" "200 2" "h2c status and version"
+assert_eq "$(sha256_of "$T/big.c")" "$SHA_BIG" "sha256 through h2c"
+assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=127\.0\.0\.1 path=/big\.bin status=200 .* verdict=accept server=127\.0\.0\.1:$NGINX_PORT upstream=[a-z]+ proto=h2 stream=1$"
+
+info "an HTTP/1.1 client on the same port is served as before"
+code=$(curl -sS --max-time 30 --http1.1 -o "$T/big.1" -w '%{http_code} %{http_version}' "$C/big.bin")
+assert_eq "$code" "200 1.1" "HTTP/1.1 on the h2c port"
+assert_eq "$(sha256_of "$T/big.1")" "$SHA_BIG" "sha256 through HTTP/1.1 on the h2c port"
+
+info "nghttp: three streams on one connection, one denied, the others go on"
+timeout 30 nghttp -n -s "$C/a.txt" "$C/secret/x" "$C/big.bin" >"$T/nghttp.out" 2>&1 ||
+    fail "nghttp: $(tail -5 "$T/nghttp.out")"
+grep -Eq ' 200 +6 /a\.txt$' "$T/nghttp.out" || fail "nghttp a.txt: $(cat "$T/nghttp.out")"
+grep -Eq ' 403 +[0-9]+ /secret/x$' "$T/nghttp.out" || fail "nghttp 403: $(cat "$T/nghttp.out")"
+grep -Eq ' 200 +[0-9.]+M /big\.bin$' "$T/nghttp.out" || fail "nghttp big: $(cat "$T/nghttp.out")"
+assert_log "http-request .* path=/secret/x status=403 .* verdict=deny .* rule=h2c\.xml:[0-9]+ proto=h2 stream=[0-9]+$"
+timeout 30 nghttp "$C/big.bin" 2>/dev/null >"$T/ng.body" || fail "nghttp body"
+assert_eq "$(sha256_of "$T/ng.body")" "$SHA_BIG" "sha256 through nghttp"
+
+info "405 for a method the policy refuses, as an h2 response"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -X BREW -o /dev/null -w '%{http_code} %{http_version}' "$C/a.txt")
+assert_eq "$code" "405 2" "405 over h2"
+
+info "PUT bodies (Content-Length, and none: chunked to the leg) arrive whole"
+code=$(curl -sS --max-time 30 --http2-prior-knowledge -T "$T/post.bin" -o /dev/null -w '%{http_code}' "$C/up/cl.bin")
+[[ $code == 201 || $code == 204 ]] || fail "PUT over h2: $code"
+assert_eq "$(sha256_of "$T/www/up/cl.bin")" "$SHA_POST" "sha256 of the h2 PUT at nginx"
+code=$(curl -sS --max-time 30 --http2-prior-knowledge -T - -o /dev/null -w '%{http_code}' "$C/up/ch.bin" <"$T/post.bin")
+[[ $code == 201 || $code == 204 ]] || fail "PUT without length over h2: $code"
+assert_eq "$(sha256_of "$T/www/up/ch.bin")" "$SHA_POST" "sha256 of the h2 PUT without length at nginx"
+
+info "HEAD: headers, no body"
+curl -sS --max-time 10 --http2-prior-knowledge -I "$C/big.bin" >"$T/head.out"
+assert_grep "$T/head.out" '^HTTP/2 200' "HEAD over h2"
+assert_grep "$T/head.out" "^content-length: $(stat -c %s "$T/www/big.bin")" "HEAD keeps content-length"
+assert_no_grep "$T/head.out" '^(connection|keep-alive|transfer-encoding):' "no connection-specific field over h2"
+
+info "<h2>: SETTINGS sent as configured; max-header-list enforced (431)"
+timeout 10 nghttp -v "$C/a.txt" >"$T/settings.out" 2>&1 || true
+assert_grep "$T/settings.out" 'SETTINGS_MAX_CONCURRENT_STREAMS\(0x03\):8' "max-concurrent-streams in SETTINGS"
+assert_grep "$T/settings.out" 'SETTINGS_INITIAL_WINDOW_SIZE\(0x04\):262144' "initial-window in SETTINGS"
+assert_grep "$T/settings.out" 'SETTINGS_MAX_HEADER_LIST_SIZE\(0x06\):4096' "max-header-list in SETTINGS"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -H "X-Big: $(head -c 5000 /dev/zero | tr '\0' a)" -o /dev/null -w '%{http_code}' "$C/a.txt")
+assert_eq "$code" 431 "over max-header-list"
+assert_log "http2-error kind=header_list stream=1 "
+assert_metric ge proxyd_http2_errors_total 'kind="header_list"' 1
+
+info "max-concurrent-streams: a client within it gets all; one over it is refused"
+timeout 30 nghttp -n -s -m 8 "$C/a.txt" >"$T/m8.out" 2>&1 || fail "nghttp -m 8: $(tail -5 "$T/m8.out")"
+assert_eq "$(grep -Ec ' 200 +6 /a\.txt$' "$T/m8.out")" 8 "8 streams at once"
+/usr/bin/python3 - "$P_C" >"$T/streams.out" 2>&1 <<'EOF' || fail "streams: $(cat "$T/streams.out")"
+import socket, sys
+import h2.connection, h2.config, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+s.sendall(c.data_to_send())
+# Learn the server's limit first (and acknowledge it), then open more
+# streams than it allows without waiting, as a hostile client would.
+settings = False
+while not settings:
+    for ev in c.receive_data(s.recv(65535)):
+        if isinstance(ev, h2.events.RemoteSettingsChanged):
+            settings = True
+s.sendall(c.data_to_send())
+type(c).open_outbound_streams = property(lambda self: 0)
+for i in range(12):
+    c.send_headers(1 + 2 * i, [(":method", "GET"), (":path", "/a.txt"),
+                               (":scheme", "http"), (":authority", "x")],
+                   end_stream=True)
+s.sendall(c.data_to_send())
+refused = False
+for _ in range(100):
+    data = s.recv(65535)
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.StreamReset) and ev.error_code == 7:
+            refused = True
+        if isinstance(ev, h2.events.ConnectionTerminated) and ev.error_code == 1:
+            refused = True
+    if refused:
+        break
+print("refused=%s" % refused)
+EOF
+assert_grep "$T/streams.out" '^refused=True$' "streams over the limit refused"
+assert_log "http2-error kind=refused_stream stream=17 "
+assert_metric ge proxyd_http2_errors_total 'kind="refused_stream"' 1
+
+info "a connection error ends the connection with GOAWAY, counted and logged"
+/usr/bin/python3 - "$P_C" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+# The preface, then a CONTINUATION where SETTINGS must come.
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x09\x00\x00\x00\x00\x00")
+try:
+    while s.recv(1000):
+        pass
+except Exception:
+    pass
+EOF
+assert_log "http2-goaway error=PROTOCOL_ERROR last-stream=0$"
+assert_log "session-end service=h2c .* by=client-fail phase=data end=client-error: http2: PROTOCOL_ERROR"
+assert_metric ge proxyd_http2_errors_total 'kind="goaway"' 1
+
+info "TLS terminate: ALPN h2 with curl --http2"
+code=$(curl -sS --max-time 30 --http2 --cacert "$P/ca.pem" -o "$T/big.t" -w '%{http_code} %{http_version}' "https://localhost:$P_T/big.bin")
+assert_eq "$code" "200 2" "h2 over TLS terminate"
+assert_eq "$(sha256_of "$T/big.t")" "$SHA_BIG" "sha256 through h2 over TLS"
+code=$(curl -sS --max-time 30 --http1.1 --cacert "$P/ca.pem" -o /dev/null -w '%{http_code} %{http_version}' "https://localhost:$P_T/a.txt")
+assert_eq "$code" "200 1.1" "http/1.1 still chosen by a client that asks for it"
+code=$(curl -sS --max-time 30 --http2 --cacert "$P/ca.pem" -o /dev/null -w '%{http_code} %{http_version}' "https://localhost:$P_OFF/a.txt")
+assert_eq "$code" "200 1.1" "no h2 offered without h2=\"yes\""
+
+info "keybridge: ALPN h2, the server still reached over HTTP/1.1 with TLS"
+code=$(curl -sS --max-time 30 --http2 --cacert "$P/kb-ca.pem" --resolve "origin.test:$P_K:127.0.0.1" \
+    -o "$T/big.k" -w '%{http_code} %{http_version}' "https://origin.test:$P_K/big.bin")
+assert_eq "$code" "200 2" "h2 through keybridge"
+assert_eq "$(sha256_of "$T/big.k")" "$SHA_BIG" "sha256 through h2 keybridge"
+assert_log "http-request .* host=origin\.test path=/big\.bin status=200 .* server=127\.0\.0\.1:$NGX_TLS .* proto=h2 stream=1$"
+
+info "TLS, ALPN h2, then no HTTP/2 preface: bad_preface counted and logged"
+/usr/bin/python3 - "$P_T" "$P/ca.pem" >"$T/badpreface.out" 2>&1 <<'EOF' || fail "bad preface client: $(cat "$T/badpreface.out")"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+ctx.set_alpn_protocols(["h2"])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5),
+                    server_hostname="localhost")
+assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
+s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+try:
+    while s.recv(1000):
+        pass
+except Exception:
+    pass
+print("done")
+EOF
+assert_log "http2-error kind=bad_preface stream=0 "
+assert_metric ge proxyd_http2_errors_total 'kind="bad_preface"' 1
+
+assert_metric ge proxyd_analyser_events_total 'event="h2_connections"' 8
+assert_metric ge proxyd_analyser_events_total 'event="h2_streams"' 10
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "ok"
