@@ -1067,13 +1067,17 @@ http_h2_timer(struct http_state *h)
 	http_h2_drive(c);
 }
 
-/* A reload: no new stream under the old policy (GOAWAY), those open
- * finish. */
+/* A reload: no new stream under the old policy (GOAWAY naming the last
+ * one taken); those open finish, then the connection closes (nghttp2
+ * wants nothing more: http_h2_drive). */
 void
 http_h2_config(struct http_state *h)
 {
-	nghttp2_submit_shutdown_notice(h->h2->ng);
-	nghttp2_session_terminate_session(h->h2->ng, NGHTTP2_NO_ERROR);
+	nghttp2_session *ng = h->h2->ng;
+
+	nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE,
+	    nghttp2_session_get_last_proc_stream_id(ng), NGHTTP2_NO_ERROR,
+	    NULL, 0);
 	http_h2_drive(h->h2);
 }
 

@@ -209,6 +209,39 @@ EOF
 assert_log "http2-error kind=bad_preface stream=0 "
 assert_metric ge proxyd_http2_errors_total 'kind="bad_preface"' 1
 
+info "reload: an idle h2 connection gets GOAWAY(NO_ERROR) and closes"
+/usr/bin/python3 - "$P_C" "$T/h2go" >"$T/reload.out" 2>&1 <<'EOF' &
+import os, socket, sys, time
+import h2.connection, h2.config, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+s.sendall(c.data_to_send())
+# proxyd speaks HTTP/2 on it once its SETTINGS came: then reload.
+settings = False
+while not settings:
+    for ev in c.receive_data(s.recv(65535)):
+        settings = settings or isinstance(ev, h2.events.RemoteSettingsChanged)
+s.sendall(c.data_to_send())
+open(sys.argv[2], "w").close()
+result = "none"
+for _ in range(100):
+    data = s.recv(65535)
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ConnectionTerminated):
+            result = "goaway=%d" % ev.error_code
+    s.sendall(c.data_to_send())
+print(result)
+EOF
+RPID=$!
+for ((i = 0; i < 200; i++)); do [[ -e $T/h2go ]] && break; sleep 0.05; done
+kill -HUP "$PROXYD_PID"
+assert_log 'reload done'
+wait "$RPID" || true
+assert_grep "$T/reload.out" '^goaway=0$' "GOAWAY NO_ERROR at the reload"
+
 assert_metric ge proxyd_analyser_events_total 'event="h2_connections"' 8
 assert_metric ge proxyd_analyser_events_total 'event="h2_streams"' 10
 proc_alive "$PROXYD_PID" || fail "proxyd died"
