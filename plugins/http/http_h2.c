@@ -743,6 +743,17 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
 			return 0;
 		}
+		/* A tunnel over a stream (RFC 9113 8.5) is not built yet:
+		 * the leg would relay raw bytes that no DATA frame carries.
+		 * Outside forward mode the leg refuses CONNECT itself (405,
+		 * logged as for HTTP/1.1). */
+		if (strcmp(st->method, "CONNECT") == 0 &&
+		    px_session_dst(c->h->s)->sa_family == 0) {
+			h2_event(c, HTTP_H2_OTHER, st->id,
+			    "CONNECT over HTTP/2 not supported");
+			h2_reply_bare(st, "501");
+			return 0;
+		}
 		if (h2_stream_start(st, end, st->has_length) == -1) {
 			px_session_log(c->h->s, LOG_NOTICE, "http2-error "
 			    "kind=other stream=%d detail=\"no leg: %s\"",

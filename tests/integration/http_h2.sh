@@ -106,6 +106,49 @@ assert_grep "$T/head.out" '^HTTP/2 200' "HEAD over h2"
 assert_grep "$T/head.out" "^content-length: $(stat -c %s "$T/www/big.bin")" "HEAD keeps content-length"
 assert_no_grep "$T/head.out" '^(connection|keep-alive|transfer-encoding):' "no connection-specific field over h2"
 
+info "a stream whose client reads nothing holds only itself; CONNECT refused (405)"
+/usr/bin/python3 - "$P_C" "$(stat -c %s "$T/www/big.bin")" >"$T/slow.out" 2>&1 <<'EOF' || fail "slow stream: $(cat "$T/slow.out")"
+import hashlib, socket, sys
+import h2.connection, h2.config, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+size = int(sys.argv[2])
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+    validate_outbound_headers=False))
+c.initiate_connection()
+# The connection window is large; stream 1's stays at its first 64 KiB.
+c.increment_flow_control_window(64 * 1024 * 1024)
+req = lambda p: [(":method", "GET"), (":path", p), (":scheme", "http"),
+                 (":authority", "127.0.0.1")]
+c.send_headers(1, req("/big.bin"), end_stream=True)
+c.send_headers(3, req("/big.bin"), end_stream=True)
+c.send_headers(5, [(b":method", b"CONNECT"), (b":authority", b"127.0.0.1:80")])
+s.sendall(c.data_to_send())
+got = {1: 0, 3: hashlib.sha256()}
+n3 = 0
+status = {}
+done = False
+while not done:
+    data = s.recv(65535)
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ResponseReceived):
+            status[ev.stream_id] = dict(ev.headers)[b":status"].decode()
+        elif isinstance(ev, h2.events.DataReceived):
+            if ev.stream_id == 3:
+                got[3].update(ev.data)
+                n3 += len(ev.data)
+                c.acknowledge_received_data(ev.flow_controlled_length, 3)
+            elif ev.stream_id == 1:
+                got[1] += len(ev.data)
+        elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id == 3:
+            done = True
+    s.sendall(c.data_to_send())
+print("s3=%d sha3=%s s1=%d connect=%s" % (n3, got[3].hexdigest(), got[1], status.get(5)))
+EOF
+assert_grep "$T/slow.out" "^s3=$(stat -c %s "$T/www/big.bin") sha3=$SHA_BIG s1=65535 connect=405$" "stream 3 whole while stream 1 waits"
+assert_log "http-request .* method=CONNECT .* status=405 .* proto=h2 stream=5$"
+
 info "<h2>: SETTINGS sent as configured; max-header-list enforced (431)"
 timeout 10 nghttp -v "$C/a.txt" >"$T/settings.out" 2>&1 || true
 assert_grep "$T/settings.out" 'SETTINGS_MAX_CONCURRENT_STREAMS\(0x03\):8' "max-concurrent-streams in SETTINGS"
