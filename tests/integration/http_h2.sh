@@ -49,13 +49,19 @@ start_nginx
 
 POL='<http h2="yes" h2c="yes">
   <h2 max-concurrent-streams="8" initial-window="256k" max-header-list="4k"/>
+  <limits max-body="1m"/>
   <url path="/secret*" action="deny"/>
+  <url path="/abort*" action="abort"/>
 </http>'
 free_port P_C
 free_port P_T
 free_port P_K
 free_port P_OFF
+free_port P_E
+ECHO_LOG=$T/echo.jsonl
+start_origin ECHO "$ECHO_LOG" echo
 write_proxyd_conf
+write_http_service h2e "$P_E" "$ECHO" "$POL"
 write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
 write_http_service h2t "$P_T" "$NGINX_PORT" "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>"
@@ -148,6 +154,44 @@ print("s3=%d sha3=%s s1=%d connect=%s" % (n3, got[3].hexdigest(), got[1], status
 EOF
 assert_grep "$T/slow.out" "^s3=$(stat -c %s "$T/www/big.bin") sha3=$SHA_BIG s1=65535 connect=405$" "stream 3 whole while stream 1 waits"
 assert_log "http-request .* method=CONNECT .* status=405 .* proto=h2 stream=5$"
+
+info "abort rule: RST_STREAM; over max-body: 413 (with and without length); Host against :authority: 400"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -o /dev/null -w '%{http_code}' "$C/abort/x" 2>"$T/abort.err" || true)
+assert_eq "$code" 000 "no response to an aborted stream"
+assert_grep "$T/abort.err" 'INTERNAL_ERROR' "the aborted stream is reset"
+assert_log "http-request .* path=/abort/x status=0 .* verdict=abort .* proto=h2 stream=1$"
+head -c 1200000 /dev/urandom >"$T/big.post"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -T "$T/big.post" -o /dev/null -w '%{http_code}' "$C/up/over.bin")
+assert_eq "$code" 413 "over max-body with content-length"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -T - -o /dev/null -w '%{http_code}' "$C/up/over2.bin" <"$T/big.post")
+assert_eq "$code" 413 "over max-body without length"
+/usr/bin/python3 - "$P_E" >"$T/host.out" 2>&1 <<'EOF' || fail "host: $(cat "$T/host.out")"
+import socket, sys
+import h2.connection, h2.config, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+    validate_outbound_headers=False))
+c.initiate_connection()
+c.send_headers(1, [(b":method", b"GET"), (b":path", b"/a.txt"), (b":scheme", b"http"),
+                   (b":authority", b"127.0.0.1"), (b"host", b"evil.example")],
+               end_stream=True)
+c.send_headers(3, [(b":method", b"GET"), (b":path", b"/a.txt"), (b":scheme", b"http"),
+                   (b":authority", b"127.0.0.1"), (b"cookie", b"a=1"), (b"cookie", b"b=2")],
+               end_stream=True)
+s.sendall(c.data_to_send())
+st = {}
+while len(st) < 2:
+    data = s.recv(65535)
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ResponseReceived):
+            st[ev.stream_id] = dict(ev.headers)[b":status"].decode()
+    s.sendall(c.data_to_send())
+print("host=%s cookie=%s" % (st.get(1), st.get(3)))
+EOF
+assert_grep "$T/host.out" '^host=400 cookie=200$' "Host naming another authority refused"
+grep -qi '"cookie", "a=1; b=2"' "$ECHO_LOG" || fail "cookie crumbs not joined: $(tail -c 600 "$ECHO_LOG")"
 
 info "<h2>: SETTINGS sent as configured; max-header-list enforced (431)"
 timeout 10 nghttp -v "$C/a.txt" >"$T/settings.out" 2>&1 || true
