@@ -80,6 +80,9 @@ http_log_request(struct http_state *h)
 		    (unsigned)h->status / 100 - 1,
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
+	/* A leg is an HTTP/2 stream's request (http_h2.c). */
+	px_session_series_add(h->s, HTTP_S_PROTO,
+	    px_session_tag(h->s)[0] != '\0' ? 1 : 0, 1);
 	/* Formatting the line (two addresses) costs more than parsing a
 	 * head: not done for a log that drops it. */
 	if (!px_log_enabled(LOG_INFO))
@@ -1118,6 +1121,12 @@ http_code_name(unsigned i, char *buf, size_t size)
 }
 
 static void
+http_proto_name(unsigned i, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", i == 0 ? "http/1.1" : "h2");
+}
+
+static void
 http_class_name(unsigned i, char *buf, size_t size)
 {
 	snprintf(buf, size, "%uxx", i + 1);
@@ -1134,6 +1143,9 @@ static const struct px_series http_series[] = {
 	    "defences by kind (client_reset: RST_STREAM frames received).",
 	    PX_SERIES_COUNTER, "kind", HTTP_H2_KINDS, http_h2_kind_name,
 	    false },
+	{ "proxyd_http_requests_total", "HTTP requests by the protocol the "
+	    "client spoke (http/1.1 includes 1.0).", PX_SERIES_COUNTER,
+	    "proto", 2, http_proto_name, false },
 };
 
 const struct px_analyser http_analyser = {

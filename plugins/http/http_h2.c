@@ -91,6 +91,8 @@ struct http_h2 {
 	nghttp2_session		*ng;
 	TAILQ_HEAD(, h2_stream)	 list;		/* every stream we hold */
 	unsigned		 open;		/* streams */
+	unsigned		 legs;		/* streams with a request under way */
+	bool			 timer_on;	/* request-timeout armed */
 	uint64_t		 streams;	/* so far */
 	bool			 closing;	/* h2_finish() called */
 	bool			 fatal;		/* nghttp2 gave up on the client */
@@ -172,8 +174,10 @@ h2_stream_free(struct h2_stream *st)
 	size_t i;
 
 	TAILQ_REMOVE(&st->c->list, st, link);
-	if (st->leg_open)
+	if (st->leg_open) {
 		px_conn_close(&st->leg);
+		st->c->legs--;
+	}
 	if (st->fd != -1)
 		close(st->fd);
 	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
@@ -316,6 +320,7 @@ h2_stream_start(struct h2_stream *st, bool end_stream, bool has_length)
 		return -1;
 	}
 	st->leg_open = true;
+	st->c->legs++;
 	st->req_ended = end_stream;
 	st->chunked = !end_stream && !has_length;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
@@ -925,9 +930,14 @@ http_h2_drive(struct http_h2 *c)
 	}
 	px_conn_read_enable(h->c, !h->client_eof &&
 	    evbuffer_get_length(h->c->out) < h->buffer);
-	/* Idle (no stream open): request-timeout closes it, as it closes an
-	 * idle HTTP/1.1 keep-alive connection. */
-	px_session_timer(h->s, c->open == 0 ? h->pol->request_timeout_ms : 0);
+	/* No request under way (idle, or only heads still arriving):
+	 * request-timeout closes it, as it closes an idle HTTP/1.1
+	 * keep-alive connection or one whose head does not come. */
+	if ((c->legs == 0) != c->timer_on) {
+		c->timer_on = c->legs == 0;
+		px_session_timer(h->s, c->timer_on ?
+		    h->pol->request_timeout_ms : 0);
+	}
 }
 
 int
@@ -1071,10 +1081,15 @@ http_h2_timer(struct http_state *h)
 		    "error: client does not read the reply");
 		return;
 	}
-	if (c->open != 0)
+	c->timer_on = false;
+	if (c->legs != 0)
 		return;
+	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
-	h2_finish(c, PX_END_TIMEOUT, "client-idle: request-timeout");
+	h2_finish(c, PX_END_TIMEOUT, c->open == 0 ?
+	    "client-idle: request-timeout" :
+	    "client-error: http2: no complete request head within "
+	    "request-timeout");
 	http_h2_drive(c);
 }
 

@@ -44,6 +44,7 @@ enum http_series {
 	HTTP_S_RESPONSES = 0,	/* by status code */
 	HTTP_S_DURATION,	/* by status class */
 	HTTP_S_H2_ERRORS,	/* HTTP/2 protocol events, by kind */
+	HTTP_S_PROTO,		/* requests by the client's protocol */
 };
 
 /* Values of HTTP_S_H2_ERRORS (names: http_h2.c). */

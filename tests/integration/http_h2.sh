@@ -49,7 +49,7 @@ start_nginx
 
 POL='<http h2="yes" h2c="yes">
   <h2 max-concurrent-streams="8" initial-window="256k" max-header-list="4k"/>
-  <limits max-body="1m"/>
+  <limits max-body="1m" request-timeout="2s"/>
   <url path="/secret*" action="deny"/>
   <url path="/abort*" action="abort"/>
 </http>'
@@ -261,6 +261,25 @@ assert_log "http2-goaway error=PROTOCOL_ERROR last-stream=0$"
 assert_log "session-end service=h2c .* by=client-fail phase=data end=client-error: http2: PROTOCOL_ERROR"
 assert_metric ge proxyd_http2_errors_total 'kind="goaway"' 1
 
+info "a request head that never completes: request-timeout closes the connection"
+/usr/bin/python3 - "$P_C" >"$T/trickle.out" 2>&1 <<'EOF' || fail "trickle: $(cat "$T/trickle.out")"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+# The preface, empty SETTINGS, then HEADERS without END_HEADERS whose
+# CONTINUATION never comes.
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+          + b"\x00\x00\x01\x01\x00\x00\x00\x00\x01\x82")
+t0 = time.time()
+try:
+    while s.recv(65535):
+        pass
+except Exception:
+    pass
+print("closed after %.1f s" % (time.time() - t0))
+EOF
+assert_grep "$T/trickle.out" '^closed after [1-4]\.[0-9] s$' "closed after request-timeout (2s)"
+assert_log "session-end service=h2c .* by=timeout .*end=client-error: http2: no complete request head within request-timeout"
+
 info "TLS terminate: ALPN h2 with curl --http2"
 code=$(curl -sS --max-time 30 --http2 --cacert "$P/ca.pem" -o "$T/big.t" -w '%{http_code} %{http_version}' "https://localhost:$P_T/big.bin")
 assert_eq "$code" "200 2" "h2 over TLS terminate"
@@ -331,5 +350,7 @@ assert_grep "$T/reload.out" '^goaway=0$' "GOAWAY NO_ERROR at the reload"
 
 assert_metric ge proxyd_analyser_events_total 'event="h2_connections"' 8
 assert_metric ge proxyd_analyser_events_total 'event="h2_streams"' 10
+assert_metric ge proxyd_http_requests_total 'proto="h2"' 10
+assert_metric ge proxyd_http_requests_total 'proto="http/1.1"' 2
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
