@@ -65,6 +65,9 @@ struct h2_stream {
 	char			 method[32];
 	char			 scheme[16];
 	struct evbuffer		*authority, *path, *host, *fields, *cookie;
+	/* The translated request until its leg starts (h2_start_legs). */
+	struct evbuffer		*early;
+	bool			 pending;	/* complete head, no leg yet */
 	size_t			 hlist;		/* decoded header list bytes */
 	bool			 too_big;	/* over max-header-list */
 	bool			 bad;		/* a pseudo-header we cannot say */
@@ -92,6 +95,7 @@ struct http_h2 {
 	TAILQ_HEAD(, h2_stream)	 list;		/* every stream we hold */
 	unsigned		 open;		/* streams */
 	unsigned		 legs;		/* streams with a request under way */
+	unsigned		 npending;	/* streams whose leg is to start */
 	bool			 timer_on;	/* request-timeout armed */
 	uint64_t		 streams;	/* so far */
 	bool			 closing;	/* h2_finish() called */
@@ -170,10 +174,12 @@ static void
 h2_stream_free(struct h2_stream *st)
 {
 	struct evbuffer **b[] = { &st->authority, &st->path, &st->host,
-	    &st->fields, &st->cookie, &st->body };
+	    &st->fields, &st->cookie, &st->body, &st->early };
 	size_t i;
 
 	TAILQ_REMOVE(&st->c->list, st, link);
+	if (st->pending)
+		st->c->npending--;
 	if (st->leg_open) {
 		px_conn_close(&st->leg);
 		st->c->legs--;
@@ -187,6 +193,7 @@ h2_stream_free(struct h2_stream *st)
 }
 
 static void h2_leg_readable(struct px_conn *lc, void *arg);
+static void h2_stream_reset(struct h2_stream *st, uint32_t code);
 static void h2_leg_writable(struct px_conn *lc, void *arg);
 
 /* The stream's request body bytes written to its leg: the client may
@@ -302,14 +309,31 @@ h2_request_head(struct h2_stream *st, struct evbuffer *out)
 	return rc == 0 ? 0 : -1;
 }
 
-/* The request head is complete: the leg starts with it. */
+/* The request head is complete: it is translated now, and its leg
+ * starts once the bytes read with it are handled (h2_start_legs). */
 static int
-h2_stream_start(struct h2_stream *st, bool end_stream, bool has_length)
+h2_stream_ready(struct h2_stream *st, bool end_stream)
+{
+	st->req_ended = end_stream;
+	st->chunked = !end_stream && !st->has_length;
+	st->is_head = strcmp(st->method, "HEAD") == 0;
+	if (h2_request_head(st, st->early) == -1)
+		return -1;
+	st->pending = true;
+	st->c->npending++;
+	return 0;
+}
+
+/* A leg for st: a socketpair, one end a new session of the service. */
+static int
+h2_stream_start(struct h2_stream *st)
 {
 	struct http_state *h = st->c->h;
 	char tag[48];
 	int sv[2];
 
+	st->pending = false;
+	st->c->npending--;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 	    sv) == -1)
 		return -1;
@@ -321,13 +345,7 @@ h2_stream_start(struct h2_stream *st, bool end_stream, bool has_length)
 	}
 	st->leg_open = true;
 	st->c->legs++;
-	st->req_ended = end_stream;
-	st->chunked = !end_stream && !has_length;
-	st->is_head = strcmp(st->method, "HEAD") == 0;
-	if (h2_request_head(st, st->leg.out) == -1) {
-		close(sv[1]);
-		return -1;
-	}
+	evbuffer_add_buffer(st->leg.out, st->early);
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
 	if (px_session_spawn(h->s, sv[1], tag) == 0)
 		return -1;
@@ -336,6 +354,27 @@ h2_stream_start(struct h2_stream *st, bool end_stream, bool has_length)
 	px_conn_read_enable(&st->leg, true);
 	h2_leg_flush(st);
 	return 0;
+}
+
+/* Legs start after a read's frames are all handled, not as each HEADERS
+ * comes: a stream the same read resets (the rapid-reset attack sends
+ * HEADERS and RST_STREAM together) costs no socketpair, session or
+ * server request. */
+static void
+h2_start_legs(struct http_h2 *c)
+{
+	struct h2_stream *st, *next;
+
+	for (st = TAILQ_FIRST(&c->list); st != NULL && c->npending != 0;
+	    st = next) {
+		next = TAILQ_NEXT(st, link);
+		if (!st->pending || h2_stream_start(st) == 0)
+			continue;
+		px_session_log(c->h->s, LOG_NOTICE, "http2-error kind=other "
+		    "stream=%d detail=\"no leg: %s\"", (int)st->id,
+		    strerror(errno));
+		h2_stream_reset(st, NGHTTP2_REFUSED_STREAM);
+	}
 }
 
 /* ---- the response from the leg ----------------------------------------- */
@@ -634,6 +673,7 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	    (st->host = evbuffer_new()) == NULL ||
 	    (st->fields = evbuffer_new()) == NULL ||
 	    (st->cookie = evbuffer_new()) == NULL ||
+	    (st->early = evbuffer_new()) == NULL ||
 	    (st->body = evbuffer_new()) == NULL) {
 		h2_stream_free(st);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -759,19 +799,16 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_reply_bare(st, "501");
 			return 0;
 		}
-		if (h2_stream_start(st, end, st->has_length) == -1) {
-			px_session_log(c->h->s, LOG_NOTICE, "http2-error "
-			    "kind=other stream=%d detail=\"no leg: %s\"",
-			    (int)st->id, strerror(errno));
-			h2_stream_reset(st, NGHTTP2_REFUSED_STREAM);
-		}
+		if (h2_stream_ready(st, end) == -1)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		return 0;
 	}
-	if (end && st->leg_open && !st->req_ended) {
+	if (end && (st->leg_open || st->pending) && !st->req_ended) {
 		/* The request's end (DATA, or trailers). */
 		st->req_ended = true;
 		if (st->chunked)
-			evbuffer_add(st->leg.out, "0\r\n\r\n", 5);
+			evbuffer_add(st->leg_open ? st->leg.out : st->early,
+			    "0\r\n\r\n", 5);
 		h2_leg_flush(st);
 	}
 	return 0;
@@ -784,17 +821,21 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct http_h2 *c = ud;
 	struct h2_stream *st = h2_stream_get(c, id);
 
+	struct evbuffer *out;
+
 	(void)flags;
-	if (st == NULL || !st->leg_open || st->shut) {
+	if (st == NULL || (!st->leg_open && !st->pending) || st->shut) {
 		/* Nobody takes it: the window opens again at once. */
 		nghttp2_session_consume(ng, id, len);
 		return 0;
 	}
+	/* Bounded by the stream's window until the leg takes it. */
+	out = st->leg_open ? st->leg.out : st->early;
 	if (st->chunked)
-		evbuffer_add_printf(st->leg.out, "%zx\r\n", len);
-	evbuffer_add(st->leg.out, data, len);
+		evbuffer_add_printf(out, "%zx\r\n", len);
+	evbuffer_add(out, data, len);
 	if (st->chunked)
-		evbuffer_add(st->leg.out, "\r\n", 2);
+		evbuffer_add(out, "\r\n", 2);
 	st->unconsumed += len;
 	h2_leg_flush(st);
 	return 0;
@@ -893,6 +934,8 @@ http_h2_drive(struct http_h2 *c)
 		}
 		evbuffer_drain(in, (size_t)n);
 	}
+	if (c->npending != 0)
+		h2_start_legs(c);
 	while (evbuffer_get_length(h->c->out) < h->buffer) {
 		const uint8_t *data;
 

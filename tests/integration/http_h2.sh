@@ -280,6 +280,34 @@ EOF
 assert_grep "$T/trickle.out" '^closed after [1-4]\.[0-9] s$' "closed after request-timeout (2s)"
 assert_log "session-end service=h2c .* by=timeout .*end=client-error: http2: no complete request head within request-timeout"
 
+info "rapid reset: nghttp2 ends the connection; reset streams start no leg"
+before=$(metric_value proxyd_analyser_events_total 'event="h2_streams"')
+/usr/bin/python3 - "$P_C" >"$T/rapid.out" 2>&1 <<'EOF' || fail "rapid reset: $(cat "$T/rapid.out")"
+import socket, sys
+import h2.connection, h2.config, h2.events, h2.errors
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+s.sendall(c.data_to_send())
+type(c).open_outbound_streams = property(lambda self: 0)
+try:
+    for i in range(1500):
+        sid = 1 + 2 * i
+        c.send_headers(sid, [(":method", "GET"), (":path", "/a.txt"),
+                             (":scheme", "http"), (":authority", "x")], end_stream=True)
+        c.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+        if i % 50 == 49:
+            s.sendall(c.data_to_send())
+    s.sendall(c.data_to_send())
+except OSError:
+    pass
+print("sent")
+EOF
+assert_log "http2-goaway error=INTERNAL_ERROR last-stream="
+after=$(metric_value proxyd_analyser_events_total 'event="h2_streams"')
+assert_lt $((after - before)) 50 "legs started for reset streams"
+assert_metric ge proxyd_http2_errors_total 'kind="client_reset"' 1000
+
 info "TLS terminate: ALPN h2 with curl --http2"
 code=$(curl -sS --max-time 30 --http2 --cacert "$P/ca.pem" -o "$T/big.t" -w '%{http_code} %{http_version}' "https://localhost:$P_T/big.bin")
 assert_eq "$code" "200 2" "h2 over TLS terminate"
