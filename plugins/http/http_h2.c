@@ -102,6 +102,7 @@ struct http_h2 {
 	bool			 fatal;		/* nghttp2 gave up on the client */
 	uint32_t		 goaway;	/* the error code we sent it */
 	int			 last_lib_error;
+	unsigned		 logged;	/* http2-error lines written */
 };
 
 /* Kinds of HTTP/2 protocol events (http_series HTTP_S_H2_ERRORS). */
@@ -117,15 +118,25 @@ http_h2_kind_name(unsigned i, char *buf, size_t size)
 	snprintf(buf, size, "%s", i < HTTP_H2_KINDS ? h2_kind_names[i] : "?");
 }
 
+/* http2-error lines one connection may write: a client that makes
+ * errors by the thousand (refused streams, say) is counted, not
+ * logged line by line. */
+#define HTTP_H2_LOG_MAX	16
+
 static void
 h2_event(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
     const char *detail)
 {
 	px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, k, 1);
+	if (c->logged >= HTTP_H2_LOG_MAX)
+		return;
+	c->logged++;
 	px_session_log(c->h->s, LOG_NOTICE, "http2-error kind=%s stream=%d "
-	    "detail=\"%s\"", h2_kind_names[k], (int)stream, detail);
+	    "detail=\"%s\"%s", h2_kind_names[k], (int)stream, detail,
+	    c->logged == HTTP_H2_LOG_MAX ? " (the connection's further "
+	    "http2-error lines are not logged; proxyd_http2_errors_total "
+	    "counts them)" : "");
 }
-
 /* An nghttp2 library error as one of our kinds. */
 static enum http_h2_kind
 h2_kind_of(int lib)
@@ -370,9 +381,10 @@ h2_start_legs(struct http_h2 *c)
 		next = TAILQ_NEXT(st, link);
 		if (!st->pending || h2_stream_start(st) == 0)
 			continue;
-		px_session_log(c->h->s, LOG_NOTICE, "http2-error kind=other "
-		    "stream=%d detail=\"no leg: %s\"", (int)st->id,
-		    strerror(errno));
+		char why[80];
+
+		snprintf(why, sizeof(why), "no leg: %s", strerror(errno));
+		h2_event(c, HTTP_H2_OTHER, st->id, why);
 		h2_stream_reset(st, NGHTTP2_REFUSED_STREAM);
 	}
 }

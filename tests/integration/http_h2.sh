@@ -245,6 +245,14 @@ assert_grep "$T/streams.out" '^refused=True$' "streams over the limit refused"
 assert_log "http2-error kind=refused_stream stream=17 "
 assert_metric ge proxyd_http2_errors_total 'kind="refused_stream"' 1
 
+info "many refused streams: all counted, at most 16 http2-error lines per connection"
+before=$(metric_value proxyd_http2_errors_total 'kind="refused_stream"')
+timeout 30 nghttp -n -m 40 "$C/a.txt" >"$T/m40.out" 2>&1 || true
+assert_metric ge proxyd_http2_errors_total 'kind="refused_stream"' $((before + 30))
+assert_log "http2-error kind=refused_stream .* \(the connection's further http2-error lines are not logged; proxyd_http2_errors_total counts them\)$"
+n=$(grep -c 'http2-error kind=refused_stream' "$PROXYD_LOG")
+assert_lt "$n" 18 "http2-error lines for refused streams"
+
 info "a connection error ends the connection with GOAWAY, counted and logged"
 /usr/bin/python3 - "$P_C" <<'EOF'
 import socket, sys
