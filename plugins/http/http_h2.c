@@ -84,6 +84,7 @@ struct h2_stream {
 	struct http_chunk	 chunk;
 	size_t			 head_scan;
 	struct evbuffer		*body;		/* decoded, for DATA frames */
+	struct evbuffer		*trailers;	/* the leg's trailer section */
 	bool			 deferred;	/* nghttp2 waits for body */
 	bool			 submitted;	/* final HEADERS submitted */
 	bool			 eof;		/* response complete */
@@ -185,7 +186,7 @@ static void
 h2_stream_free(struct h2_stream *st)
 {
 	struct evbuffer **b[] = { &st->authority, &st->path, &st->host,
-	    &st->fields, &st->cookie, &st->body, &st->early };
+	    &st->fields, &st->cookie, &st->body, &st->early, &st->trailers };
 	size_t i;
 
 	TAILQ_REMOVE(&st->c->list, st, link);
@@ -403,6 +404,56 @@ h2_conn_specific(const char *n, size_t len)
 	    http_token_eq(n, len, "upgrade") || http_token_eq(n, len, "te");
 }
 
+/* m's fields as nghttp2_nv after nva[n], without connection-specific
+ * ones, names lower case (RFC 9113 8.2.1) in names (as long as m's
+ * head). The new count. */
+static size_t
+h2_nv_fields(const struct http_head *m, nghttp2_nv *nva, size_t n,
+    char *names)
+{
+	size_t i, k, off = 0;
+
+	for (i = 0; i < m->nhdr; i++) {
+		const struct http_hdr *f = &m->hdr[i];
+
+		if (h2_conn_specific(f->name, f->nlen))
+			continue;
+		for (k = 0; k < f->nlen; k++)
+			names[off + k] = (char)(f->name[k] >= 'A' &&
+			    f->name[k] <= 'Z' ? f->name[k] + 32 : f->name[k]);
+		nva[n++] = (nghttp2_nv){ (uint8_t *)names + off,
+		    (uint8_t *)f->val, f->nlen, f->vlen, NGHTTP2_NV_FLAG_NONE };
+		off += f->nlen;
+	}
+	return n;
+}
+
+/* The trailer section the leg sent (the policy let it through) as a
+ * trailing HEADERS frame. 0, or -1. */
+static int
+h2_submit_trailers(struct h2_stream *st)
+{
+	static _Thread_local struct http_head t;
+	static _Thread_local nghttp2_nv nva[HTTP_MAX_HEADERS];
+	struct http_limits lim = st->c->h->pol->lim;
+	size_t len = evbuffer_get_length(st->trailers), n;
+	const char *buf = (const char *)evbuffer_pullup(st->trailers, -1);
+	const char *why;
+	char *names;
+	int rc;
+
+	lim.max_header_bytes = len + 1;
+	lim.max_line = len + 1;
+	lim.max_header_lines = HTTP_MAX_HEADERS - 1;
+	if (buf == NULL || http_parse_trailers(buf, len, &lim, &t, &why) <= 0 ||
+	    (names = malloc(len)) == NULL)
+		return -1;
+	n = h2_nv_fields(&t, nva, 0, names);
+	rc = nghttp2_submit_trailer(st->c->ng, st->id, nva, n);
+	free(names);
+	return rc == 0 ? 0 : -1;
+}
+
 /* nghttp2 asks for DATA: what the leg's body gave so far. */
 static ssize_t
 h2_read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
@@ -419,8 +470,13 @@ h2_read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
 	if (n > len)
 		n = len;
 	evbuffer_remove(st->body, buf, n);
-	if (st->eof && evbuffer_get_length(st->body) == 0)
+	if (st->eof && evbuffer_get_length(st->body) == 0) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		/* Trailers end the stream instead. */
+		if (evbuffer_get_length(st->trailers) != 0 &&
+		    h2_submit_trailers(st) == 0)
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	}
 	/* Room again: the leg may be read. */
 	if (st->leg_open && !st->leg.eof)
 		px_conn_read_enable(&st->leg, h2_leg_room(st) > 0);
@@ -439,7 +495,7 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 	char status[4], *names;
 	nghttp2_data_provider prd;
 	const char *why;
-	size_t n = 0, i, off = 0;
+	size_t n = 0;
 	int rc;
 
 	/* The leg already held it to the limits, and added Via. */
@@ -452,20 +508,7 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 	snprintf(status, sizeof(status), "%03d", m.status);
 	nva[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7,
 	    3, NGHTTP2_NV_FLAG_NONE };
-	for (i = 0; i < m.nhdr; i++) {
-		const struct http_hdr *f = &m.hdr[i];
-		size_t k;
-
-		if (h2_conn_specific(f->name, f->nlen))
-			continue;
-		/* Field names are lower case in HTTP/2 (8.2.1). */
-		for (k = 0; k < f->nlen; k++)
-			names[off + k] = (char)(f->name[k] >= 'A' &&
-			    f->name[k] <= 'Z' ? f->name[k] + 32 : f->name[k]);
-		nva[n++] = (nghttp2_nv){ (uint8_t *)names + off,
-		    (uint8_t *)f->val, f->nlen, f->vlen, NGHTTP2_NV_FLAG_NONE };
-		off += f->nlen;
-	}
+	n = h2_nv_fields(&m, nva, n, names);
 	if (m.status < 200) {
 		/* Interim (100, 103): the final one follows. */
 		rc = nghttp2_submit_headers(st->c->ng, NGHTTP2_FLAG_NONE, st->id,
@@ -525,8 +568,8 @@ h2_response_body(struct h2_stream *st)
 			continue;
 		}
 		if (st->chunk.state == HTTP_CHUNK_TRAILER) {
-			/* Trailers (the policy let them through) are not
-			 * sent on over HTTP/2 yet: the body ends here. */
+			/* Trailers the policy let through (trailers=
+			 * "pass"): kept for h2_submit_trailers. */
 			const char *buf = (const char *)evbuffer_pullup(in, -1);
 			static _Thread_local struct http_head t;
 
@@ -536,7 +579,11 @@ h2_response_body(struct h2_stream *st)
 				return 0;
 			if (k < 0)
 				return -1;
-			evbuffer_drain(in, (size_t)k);
+			if (t.nhdr != 0)
+				evbuffer_remove_buffer(in, st->trailers,
+				    (size_t)k);
+			else
+				evbuffer_drain(in, (size_t)k);
 			st->resp = H2_RESP_DONE;
 			continue;
 		}
@@ -686,6 +733,7 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	    (st->fields = evbuffer_new()) == NULL ||
 	    (st->cookie = evbuffer_new()) == NULL ||
 	    (st->early = evbuffer_new()) == NULL ||
+	    (st->trailers = evbuffer_new()) == NULL ||
 	    (st->body = evbuffer_new()) == NULL) {
 		h2_stream_free(st);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -716,12 +764,19 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	(void)ng, (void)flags;
 	if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
-	if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;	/* trailers: dropped (not sent on yet) */
 	/* As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 6.5.2). */
 	st->hlist += nlen + vlen + 32;
 	if (st->hlist > c->h->pol->h2_max_header_list)
 		st->too_big = true;
+	if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+		/* Trailers: in the chunked body's trailer section, where
+		 * the leg's trailers= policy decides; a body sent with its
+		 * length has none, and they are dropped. */
+		if (st->chunked && !st->too_big &&
+		    h2_add_field(st->fields, name, nlen, value, vlen) != 0)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		return 0;
+	}
 	if (st->too_big || st->bad)
 		return 0;
 	if (nlen != 0 && name[0] == ':') {
@@ -818,9 +873,14 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	if (end && (st->leg_open || st->pending) && !st->req_ended) {
 		/* The request's end (DATA, or trailers). */
 		st->req_ended = true;
-		if (st->chunked)
-			evbuffer_add(st->leg_open ? st->leg.out : st->early,
-			    "0\r\n\r\n", 5);
+		if (st->chunked) {
+			struct evbuffer *out = st->leg_open ? st->leg.out :
+			    st->early;
+
+			evbuffer_add(out, "0\r\n", 3);
+			evbuffer_add_buffer(out, st->fields);
+			evbuffer_add(out, "\r\n", 2);
+		}
 		h2_leg_flush(st);
 	}
 	return 0;

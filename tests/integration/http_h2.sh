@@ -62,6 +62,15 @@ ECHO_LOG=$T/echo.jsonl
 start_origin ECHO "$ECHO_LOG" echo
 write_proxyd_conf
 write_http_service h2e "$P_E" "$ECHO" "$POL"
+free_port P_TE
+free_port P_TR
+# A directory: the response to /t is the file t.
+mkdir -p "$T/raw"
+printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n' >"$T/raw/t"
+start_origin RAWO "$T/raw.jsonl" raw "$T/raw"
+TPOL='<http h2c="yes" trailers="pass"/>'
+write_http_service h2te "$P_TE" "$ECHO" "$TPOL"
+write_http_service h2tr "$P_TR" "$RAWO" "$TPOL"
 write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
 write_http_service h2t "$P_T" "$NGINX_PORT" "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>"
@@ -192,6 +201,49 @@ print("host=%s cookie=%s" % (st.get(1), st.get(3)))
 EOF
 assert_grep "$T/host.out" '^host=400 cookie=200$' "Host naming another authority refused"
 grep -qi '"cookie", "a=1; b=2"' "$ECHO_LOG" || fail "cookie crumbs not joined: $(tail -c 600 "$ECHO_LOG")"
+
+info "trailers=\"pass\": request trailers reach the origin in the chunked body, response trailers come as HEADERS"
+/usr/bin/python3 - "$P_TE" "$P_TR" >"$T/trailers.out" 2>&1 <<'EOF' || fail "trailers: $(cat "$T/trailers.out")"
+import socket, sys
+import h2.connection, h2.config, h2.events
+
+def run(port, trailers):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    c.send_headers(1, [(":method", "POST" if trailers else "GET"), (":path", "/t"),
+                       (":scheme", "http"), (":authority", "127.0.0.1")],
+                   end_stream=not trailers)
+    if trailers:
+        c.send_data(1, b"hello")
+        c.send_headers(1, [("x-checksum", "abc")], end_stream=True)
+    s.sendall(c.data_to_send())
+    got, body, status = None, b"", None
+    done = False
+    while not done:
+        d = s.recv(65535)
+        if not d:
+            break
+        for ev in c.receive_data(d):
+            if isinstance(ev, h2.events.ResponseReceived):
+                status = dict(ev.headers)[b":status"].decode()
+            elif isinstance(ev, h2.events.DataReceived):
+                body += ev.data
+                c.acknowledge_received_data(ev.flow_controlled_length, 1)
+            elif isinstance(ev, h2.events.TrailersReceived):
+                got = dict(ev.headers)
+            elif isinstance(ev, h2.events.StreamEnded):
+                done = True
+        s.sendall(c.data_to_send())
+    return status, body, got
+
+st, body, _ = run(int(sys.argv[1]), True)
+print("echo", st)
+st, body, tr = run(int(sys.argv[2]), False)
+print("raw", st, body.decode(), tr and tr.get(b"x-sum", b"").decode())
+EOF
+grep -q '"trailers": \[\["x-checksum", "abc"\]\]' "$ECHO_LOG" || fail "request trailer not at the origin: $(tail -c 400 "$ECHO_LOG")"
+assert_grep "$T/trailers.out" '^raw 200 hello 42$' "response trailer over h2"
 
 info "<h2>: SETTINGS sent as configured; max-header-list enforced (431)"
 timeout 10 nghttp -v "$C/a.txt" >"$T/settings.out" 2>&1 || true
