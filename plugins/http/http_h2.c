@@ -97,6 +97,7 @@ struct http_h2 {
 	unsigned		 open;		/* streams */
 	unsigned		 legs;		/* streams with a request under way */
 	unsigned		 npending;	/* streams whose leg is to start */
+	unsigned		 requests;	/* request heads taken */
 	bool			 timer_on;	/* request-timeout armed */
 	uint64_t		 streams;	/* so far */
 	bool			 closing;	/* h2_finish() called */
@@ -333,6 +334,12 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 		return -1;
 	st->pending = true;
 	st->c->npending++;
+	/* max-requests-per-connection: the last one taken, then GOAWAY
+	 * (the streams under way finish; the client opens another
+	 * connection), as HTTP/1.1's Connection: close. */
+	if (++st->c->requests == st->c->h->pol->max_requests)
+		nghttp2_submit_goaway(st->c->ng, NGHTTP2_FLAG_NONE, st->id,
+		    NGHTTP2_NO_ERROR, NULL, 0);
 	return 0;
 }
 

@@ -68,7 +68,7 @@ free_port P_TR
 mkdir -p "$T/raw"
 printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n' >"$T/raw/t"
 start_origin RAWO "$T/raw.jsonl" raw "$T/raw"
-TPOL='<http h2c="yes" trailers="pass"/>'
+TPOL='<http h2c="yes" trailers="pass" max-requests-per-connection="3"/>'
 write_http_service h2te "$P_TE" "$ECHO" "$TPOL"
 write_http_service h2tr "$P_TR" "$RAWO" "$TPOL"
 write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
@@ -244,6 +244,11 @@ print("raw", st, body.decode(), tr and tr.get(b"x-sum", b"").decode())
 EOF
 grep -q '"trailers": \[\["x-checksum", "abc"\]\]' "$ECHO_LOG" || fail "request trailer not at the origin: $(tail -c 400 "$ECHO_LOG")"
 assert_grep "$T/trailers.out" '^raw 200 hello 42$' "response trailer over h2"
+
+info "max-requests-per-connection: GOAWAY after the third stream"
+timeout 10 nghttp -n -v -m 5 "http://127.0.0.1:$P_TE/m" >"$T/maxreq.out" 2>&1 || true
+assert_eq "$(grep -Ec 'recv \(stream_id=[0-9]+\) :status: 200' "$T/maxreq.out")" 3 "streams served"
+assert_grep "$T/maxreq.out" 'last_stream_id=17, error_code=NO_ERROR' "GOAWAY names the third stream"
 
 info "<h2>: SETTINGS sent as configured; max-header-list enforced (431)"
 timeout 10 nghttp -v "$C/a.txt" >"$T/settings.out" 2>&1 || true
