@@ -209,16 +209,36 @@ static void h2_leg_readable(struct px_conn *lc, void *arg);
 static void h2_stream_reset(struct h2_stream *st, uint32_t code);
 static void h2_leg_writable(struct px_conn *lc, void *arg);
 
-/* The stream's request body bytes written to its leg: the client may
- * send that many more (WINDOW_UPDATE). */
+/* n bytes went into the leg: as many request body bytes may come from
+ * the client (WINDOW_UPDATE). Counting the head and chunk framing too
+ * opens the window early by at most their size. */
 static void
-h2_stream_consumed(struct h2_stream *st)
+h2_stream_consumed(struct h2_stream *st, size_t n)
 {
-	if (st->unconsumed == 0 || !st->leg_open ||
-	    evbuffer_get_length(st->leg.out) != 0)
+	if (n > st->unconsumed || st->shut)
+		n = st->unconsumed;
+	if (n == 0)
 		return;
-	nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
-	st->unconsumed = 0;
+	nghttp2_session_consume(st->c->ng, st->id, n);
+	st->unconsumed -= n;
+}
+
+/* Writes to the leg. force: the kernel said it has room. */
+static void
+h2_leg_send(struct h2_stream *st, bool force)
+{
+	size_t before = evbuffer_get_length(st->leg.out);
+
+	if (before == 0 || (!force && px_conn_write_blocked(&st->leg)))
+		return;
+	if (px_conn_send(&st->leg) == -1) {
+		/* The leg stopped reading (it answered early, an error or a
+		 * 413): what it has not taken is dropped; its response still
+		 * comes. */
+		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
+		st->shut = true;
+	}
+	h2_stream_consumed(st, before - evbuffer_get_length(st->leg.out));
 }
 
 /* Writes what is queued for the leg; its FIN once the request ended. */
@@ -227,15 +247,7 @@ h2_leg_flush(struct h2_stream *st)
 {
 	if (!st->leg_open)
 		return;
-	if (evbuffer_get_length(st->leg.out) != 0 &&
-	    !px_conn_write_blocked(&st->leg) && px_conn_send(&st->leg) == -1) {
-		/* The leg stopped reading (it answered early, an error or a
-		 * 413): what it has not taken is dropped; its response still
-		 * comes. */
-		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
-		st->shut = true;
-	}
-	h2_stream_consumed(st);
+	h2_leg_send(st, false);
 	if (st->req_ended && !st->shut && evbuffer_get_length(st->leg.out) == 0) {
 		st->shut = true;
 		(void)shutdown(st->fd, SHUT_WR);
@@ -709,10 +721,7 @@ h2_leg_writable(struct px_conn *lc, void *arg)
 	(void)lc;
 	px_session_active(c->h->s);
 	/* The kernel has room: write (h2_leg_flush skips a blocked conn). */
-	if (px_conn_send(&st->leg) == -1) {
-		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
-		st->shut = true;
-	}
+	h2_leg_send(st, true);
 	h2_leg_flush(st);
 	http_h2_drive(c);
 }
@@ -962,6 +971,10 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	struct http_h2 *c = ud;
 
 	(void)ng;
+	/* A response complete before its request (an early 413) is not
+	 * followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1 allows it, but
+	 * curl 7.88 then reports the stream as failed): the rest of the
+	 * body is read and dropped, its window opened at once. */
 	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != 0) {
 		c->goaway = f->goaway.error_code;
 		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, HTTP_H2_GOAWAY,
