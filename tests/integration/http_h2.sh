@@ -21,6 +21,7 @@ BIG=8M
 http_sanitized && BIG=2M
 mkdir -p "$T/www/up"
 printf 'alpha\n' >"$T/www/a.txt"
+printf '<p>page-through-h2</p>\n' >"$T/www/page.html"
 make_file big.bin "$BIG"
 SHA_BIG=$(sha256_of "$T/www/big.bin")
 head -c 300000 /dev/urandom >"$T/post.bin"
@@ -42,6 +43,7 @@ NGINX_SERVERS="
         listen 127.0.0.1:$NGX_TLS ssl;
         ssl_certificate $P/origin.pem;
         ssl_certificate_key $P/origin.key;
+        types { text/html html; }
         root $T/www;
     }"
 start_nginx
@@ -388,6 +390,17 @@ code=$(curl -sS --max-time 30 --http2 --cacert "$P/kb-ca.pem" --resolve "origin.
 assert_eq "$code" "200 2" "h2 through keybridge"
 assert_eq "$(sha256_of "$T/big.k")" "$SHA_BIG" "sha256 through h2 keybridge"
 assert_log "http-request .* host=origin\.test path=/big\.bin status=200 .* server=127\.0\.0\.1:$NGX_TLS .* proto=h2 stream=1$"
+
+if command -v chromium >/dev/null; then
+    info "Chromium through keybridge negotiates h2"
+    timeout 60 chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage \
+        --user-data-dir="$T/chromium" --ignore-certificate-errors \
+        --host-resolver-rules="MAP origin.test 127.0.0.1" \
+        --dump-dom "https://origin.test:$P_K/page.html" >"$T/chromium.out" 2>"$T/chromium.err" ||
+        fail "chromium: $(tail -5 "$T/chromium.err")"
+    assert_grep "$T/chromium.out" 'page-through-h2' "the page Chromium got through keybridge"
+    assert_log "http-request .* host=origin\.test path=/page\.html status=200 .* proto=h2 stream=[0-9]+$"
+fi
 
 info "TLS, ALPN h2, then no HTTP/2 preface: bad_preface counted and logged"
 /usr/bin/python3 - "$P_T" "$P/ca.pem" >"$T/badpreface.out" 2>&1 <<'EOF' || fail "bad preface client: $(cat "$T/badpreface.out")"
