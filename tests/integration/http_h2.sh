@@ -89,6 +89,8 @@ code=$(curl -sS --max-time 30 --http2-prior-knowledge -o "$T/big.c" -w '%{http_c
 assert_eq "$code" "200 2" "h2c status and version"
 assert_eq "$(sha256_of "$T/big.c")" "$SHA_BIG" "sha256 through h2c"
 assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=127\.0\.0\.1 path=/big\.bin status=200 .* verdict=accept server=127\.0\.0\.1:$NGINX_PORT upstream=[a-z]+ proto=h2 stream=1$"
+# The stream's own session (its leg) says so too.
+assert_log "session-end service=h2c analyser=http verdict=accept .* to-client=[0-9]{7,} duration=[0-9.]+ proto=h2 stream=1 by=client phase=data end=client-closed$"
 
 info "an HTTP/1.1 client on the same port is served as before"
 code=$(curl -sS --max-time 30 --http1.1 -o "$T/big.1" -w '%{http_code} %{http_version}' "$C/big.bin")
