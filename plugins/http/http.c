@@ -63,6 +63,12 @@ http_timer_set(struct http_state *h, uint64_t ms)
 void
 http_log_request(struct http_state *h)
 {
+	http_log_request_as(h, px_session_tag(h->s));
+}
+
+void
+http_log_request_as(struct http_state *h, const char *tag)
+{
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	struct timeval now, d;
 	bool deny;
@@ -81,8 +87,7 @@ http_log_request(struct http_state *h)
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
 	/* A leg is an HTTP/2 stream's request (http_h2.c). */
-	px_session_series_add(h->s, HTTP_S_PROTO,
-	    px_session_tag(h->s)[0] != '\0' ? 1 : 0, 1);
+	px_session_series_add(h->s, HTTP_S_PROTO, tag[0] != '\0' ? 1 : 0, 1);
 	/* Formatting the line (two addresses) costs more than parsing a
 	 * head: not done for a log that drops it. */
 	if (!px_log_enabled(LOG_INFO))
@@ -102,7 +107,7 @@ http_log_request(struct http_state *h)
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
 	    h->srv.reused ? "pooled" : "new", deny ? " rule=" : "",
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
-	    px_session_tag(h->s)[0] != '\0' ? " " : "", px_session_tag(h->s));
+	    tag[0] != '\0' ? " " : "", tag);
 out_clear:
 	h->method[0] = '\0';
 	h->rule[0] = '\0';

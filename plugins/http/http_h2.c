@@ -34,6 +34,7 @@
 #include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -838,6 +839,33 @@ h2_reply_bare(struct h2_stream *st, const char *status)
 	st->eof = true;
 }
 
+/* The http-request line (and counters) of a stream the connection
+ * answered itself, its head never having reached a leg. */
+static void
+h2_log_refused(struct h2_stream *st, int status, const char *rule)
+{
+	struct http_state *h = st->c->h;
+	char tag[48];
+	size_t alen = evbuffer_get_length(st->authority);
+	size_t plen = evbuffer_get_length(st->path);
+
+	gettimeofday(&h->t_start, NULL);
+	http_copy(h->method, sizeof(h->method), st->method[0] != '\0' ?
+	    st->method : "-", st->method[0] != '\0' ? strlen(st->method) : 1);
+	http_copy(h->host, sizeof(h->host), alen != 0 ? (const char *)
+	    evbuffer_pullup(st->authority, -1) : "", alen);
+	http_copy(h->path, sizeof(h->path), plen != 0 ? (const char *)
+	    evbuffer_pullup(st->path, -1) : "-", plen != 0 ? plen : 1);
+	h->status = status;
+	h->verdict = "deny";
+	snprintf(h->rule, sizeof(h->rule), "%s", rule);
+	h->req_bytes = h->resp_bytes = 0;
+	px_session_count(h->s, HTTP_C_REQUESTS, 1);
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
+	http_log_request_as(h, tag);
+}
+
 static int
 h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
@@ -863,6 +891,7 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_event(c, HTTP_H2_HEADER_LIST, st->id,
 			    "header list over max-header-list");
 			h2_reply_bare(st, "431");
+			h2_log_refused(st, 431, "h2/@max-header-list");
 			return 0;
 		}
 		if (st->bad) {
@@ -880,6 +909,7 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_event(c, HTTP_H2_OTHER, st->id,
 			    "CONNECT over HTTP/2 not supported");
 			h2_reply_bare(st, "501");
+			h2_log_refused(st, 501, "builtin");
 			return 0;
 		}
 		if (h2_stream_ready(st, end) == -1)

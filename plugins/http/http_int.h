@@ -177,6 +177,9 @@ struct http_state {
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
 /* The http-request line of the transaction, once (then method is ""). */
 void	http_log_request(struct http_state *h);
+/* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
+ * answered by the connection itself (http_h2.c). */
+void	http_log_request_as(struct http_state *h, const char *tag);
 /* Stops reading the client and ends the session (with a FIN) once what is
  * queued for it is written. */
 void	http_close_when_flushed(struct http_state *h, enum px_end_by by,

@@ -262,6 +262,7 @@ assert_grep "$T/settings.out" 'SETTINGS_MAX_HEADER_LIST_SIZE\(0x06\):4096' "max-
 code=$(curl -sS --max-time 10 --http2-prior-knowledge -H "X-Big: $(head -c 5000 /dev/zero | tr '\0' a)" -o /dev/null -w '%{http_code}' "$C/a.txt")
 assert_eq "$code" 431 "over max-header-list"
 assert_log "http2-error kind=header_list stream=1 "
+assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=127\.0\.0\.1:$P_C path=/a\.txt status=431 to-server=0 to-client=0 duration=[0-9.]+ verdict=deny server=- upstream=- rule=h2/@max-header-list proto=h2 stream=1$"
 assert_metric ge proxyd_http2_errors_total 'kind="header_list"' 1
 
 info "max-concurrent-streams: a client within it gets all; one over it is refused"
