@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Helpers for bench/run.
 
-  report.py parse ab|wrk|ftp|stime|idle FILE
+  report.py parse ab|wrk|h2load|ftp|stime|idle FILE
                                      print "rps complete failed non2xx sockerr max_ms kib_s extra"
                                      (extra: "k=v;k=v" for stime and idle, else "-")
   report.py parse curl FILE BYTES    the same for one large-file fetch of BYTES bytes
@@ -24,7 +24,7 @@ TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
                "haproxy-tls-tcp", "nginx-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold",
-               "haproxy-tls-orig"]
+               "haproxy-tls-orig", "proxyd-tls-h2", "haproxy-tls-h2"]
 TLS_BASE = "direct-tls"
 TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              ("plug", "proxyd-tls-plug", "haproxy-tls-tcp"),
@@ -32,10 +32,11 @@ TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              # HAProxy has no keybridge: its peer terminates with a fixed
              # certificate (and verifies the server, as keybridge does)
              ("keybridge warm", "proxyd-tls-kb", "haproxy-tls-orig"),
-             ("keybridge cold", "proxyd-tls-kbcold", "haproxy-tls-orig")]
+             ("keybridge cold", "proxyd-tls-kbcold", "haproxy-tls-orig"),
+             ("h2", "proxyd-tls-h2", "haproxy-tls-h2")]
 TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
-                 ("idle", "idle", "idle")]
+                 ("idle", "idle", "idle"), ("h2load", "10k", "h2")]
 BASE = "direct"
 # the zones rows (bench/run rows_zones, mode "zones"): direct and two proxyds,
 # the one with zones compared with the one without (its peer)
@@ -54,7 +55,7 @@ FTP_ORDER = ["retr-pasv-c1", "retr-pasv-c10", "retr-port-c1", "retr-port-c10",
 
 
 from report_runs import (  # bench/report_runs.py, beside this file
-    parse_ab, parse_wrk, parse_curl, parse_ftp, parse_stime, parse_idle,
+    parse_ab, parse_wrk, parse_h2load, parse_curl, parse_ftp, parse_stime, parse_idle,
     extra_kv, run_metric, run_cpu_s, run_gb, cpu_unit, run_cpu_per_unit,
     cmd_parse, read_kv, read_metrics, fnum, ratio, isnum,
     ours, kb_problem, run_bad, run_failed_requests, run_problem,
@@ -87,6 +88,10 @@ def tls_label(k, env):
                 + ("full handshakes" if mode == "new" else "resumed") + ")")
     if tool == "idle":
         return f"RSS per idle TLS conn ({env.get('tls_idle_n', '?')} open)"
+    if tool == "h2load":
+        h2 = (env.get("tls_h2", "? ? ?").split() + ["?"] * 3)[:3]
+        return (f"TLS {SIZE_LABEL.get(size, size)} HTTP/2, h2load -c {h2[1]} -m {h2[2]} "
+                "(to the origin over HTTP/1.1)")
     return f"TLS {tool} {size} {mode}"
 
 
@@ -128,6 +133,11 @@ def tls_section(out, env, rows, targets, pairs, netns):
                             "has no keybridge), `server ... ssl verify required ca-file sni "
                             "str(origin.test) verifyhost origin.test` to the same keybridge origin: "
                             "the keybridge rows' peer",
+        "proxyd-tls-h2": "proxyd, http analyser, `<tls side=\"client\" mode=\"terminate\">` + "
+                         "`<http h2=\"yes\">` (ALPN h2 first): HTTP/2 from the client, HTTP/1.1 "
+                         "to nginx plain (server keep-alive pool)",
+        "haproxy-tls-h2": f"{hav}, mode http, `bind ... ssl crt alpn h2,http/1.1`, HTTP/1.1 to nginx "
+                          "plain, option http-keep-alive, http-reuse always: the h2 row's peer",
     }
     L.append("## TLS")
     L.append("")
@@ -251,7 +261,9 @@ def tls_section(out, env, rows, targets, pairs, netns):
              f"-c {env.get('concurrency', '?')} without keep-alive (each request a new connection and "
              "a full handshake); idle: bench/tlsidle.py opens the connections one by one (handshake "
              "done, verified, then nothing sent) and the proxy's VmRSS is read without and with them: "
-             "(RSS with N − RSS before) / N; its req/s is the handshakes/s while opening. The client "
+             "(RSS with N − RSS before) / N; its req/s is the handshakes/s while opening; h2: "
+             f"`h2load -n {(env.get('tls_h2', '?').split() + ['?'])[0]} -c C -m M` over HTTP/2 "
+             "(C connections, M streams at once on each). The client "
              "(ab, wrk, s_time) is not pinned and shares the 2 cores: on the handshake rows it "
              "costs more CPU per connection than the proxy, so compare CPU µs/req as well as conn/s.")
     L.append("")
@@ -1085,6 +1097,8 @@ def cmd_report(out):
         L.append(f"{pre}ab -r -s 20 -n {n[2]} -c {c} https://{host}:PORT/1k.bin")
         L.append(f"{pre}python3 bench/tlsidle.py {host} PORT {env.get('tls_idle_n', '?')} RELEASE "
                  "--servername front.test --cafile ca.pem")
+        h2 = (env.get("tls_h2", "? ? ?").split() + ["?"] * 3)[:3]
+        L.append(f"{pre}h2load -n {h2[0]} -c {h2[1]} -m {h2[2]} https://{host}:PORT/10k.bin   # HTTP/2 (ALPN h2)")
         if env.get("tls_speed_seconds"):
             L.append(f"taskset -c {env.get('pin', '?')} openssl speed -seconds {env['tls_speed_seconds']} "
                      "ecdsap256 ecdhx25519")
@@ -1167,7 +1181,7 @@ plot {plots}
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "curl", "ftp", "stime", "idle"):
+    if len(argv) >= 4 and argv[1] == "parse" and argv[2] in ("ab", "wrk", "h2load", "curl", "ftp", "stime", "idle"):
         if argv[2] == "curl" and len(argv) != 5:
             print(__doc__, file=sys.stderr)
             return 2

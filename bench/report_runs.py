@@ -1,11 +1,11 @@
 """What bench/run's tools printed and what each run measured, for
-report.py: the parsers of ab, wrk, curl, the FTP and R66 clients, s_time
+report.py: the parsers of ab, wrk, h2load, curl, the FTP and R66 clients, s_time
 and the idle probe (report.py parse ...), a run's counters and CPU per
 unit of work, and whether a run went wrong."""
 import os
 import re
 
-COUNTED = ("ab", "curl", "idle")   # a fixed number of requests; the others run for a fixed time
+COUNTED = ("ab", "curl", "idle", "h2load")   # a fixed number of requests; the others run for a fixed time
 
 
 def _num(pattern, text, default=None, cast=float):
@@ -47,6 +47,26 @@ def parse_wrk(text):
     m = re.search(r"^Transfer/sec:\s+([\d.]+)([KMGT]?)B", text, re.M)
     kib_s = float(m.group(1)) * _UNITS[m.group(2)] / 1024 if m else None
     return rps, complete, 0, non2xx, sockerr, max_ms, kib_s
+
+
+def parse_h2load(text):
+    # "finished in 248.49ms, 8048.48 req/s, 79.77MB/s"
+    # "requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, 0 failed, 0 errored, 0 timeout"
+    # "status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx"
+    # "time for request:      432us     54.33ms ...": min, max, ...
+    m = re.search(r"^finished in [\d.]+\w+, ([\d.]+) req/s, ([\d.]+)([KMGT]?)B/s", text, re.M)
+    rps = float(m.group(1)) if m else None
+    kib_s = float(m.group(2)) * _UNITS[m.group(3)] / 1024 if m else None
+    m = re.search(r"^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, "
+                  r"(\d+) errored, (\d+) timeout", text, re.M)
+    complete = int(m.group(1)) if m else None
+    failed = sum(int(x) for x in m.groups()[1:]) if m else 0
+    m = re.search(r"^status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
+    non2xx = sum(int(x) for x in m.groups()) if m else 0
+    sockerr = 0 if rps is not None else 1
+    m = re.search(r"^time for request:\s+\S+\s+([\d.]+)(us|ms|s)\b", text, re.M)
+    max_ms = round(float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]) if m else None
+    return rps, complete, failed, non2xx, sockerr, max_ms, kib_s
 
 
 def parse_curl(text, want_bytes):
@@ -184,6 +204,8 @@ def cmd_parse(argv):
         vals = parse_ab(text)
     elif tool == "wrk":
         vals = parse_wrk(text)
+    elif tool == "h2load":
+        vals = parse_h2load(text)
     elif tool == "ftp":
         vals = parse_ftp(text)
     elif tool == "stime":
