@@ -41,7 +41,9 @@ the TLS handshake failed, 3 when ALPN did not choose h2.
   zero-window     SETTINGS_INITIAL_WINDOW_SIZE=0, then --count GETs of
                   --path (a large response), holding the connection
                   --hold s without a WINDOW_UPDATE (reports the DATA bytes
-                  the server sent anyway, and when it gave up on us)
+                  the server sent anyway, and when it gave up on us);
+                  --keepalive S: a PING every S s meanwhile, so that the
+                  connection is never idle
   stream-ids      --mode backwards (stream 5 then 3), even (an even id from
                   the client), reuse (a closed id again), max (the last id
                   2^31-1, then one more stream, which can only go back)
@@ -582,8 +584,17 @@ def cmd_zero_window(args):
         if not c.send(headers_frame(1 + 2 * i, request_block(enc, args))):
             break
         opened += 1
-    c.wait(args.hold, until=c.ended)
-    c.result(streams=opened, held_ms=c.ms())
+    # --keepalive S: a PING every S s, so the connection is never idle
+    # (an idle timer alone does not end the hold)
+    end = time.monotonic() + args.hold
+    pings = 0
+    while not c.ended() and time.monotonic() < end:
+        step = min(args.keepalive or args.hold, end - time.monotonic())
+        c.wait(max(0.0, step), until=c.ended)
+        if args.keepalive and not c.ended() and time.monotonic() < end:
+            c.send(frame(PING, 0, 0, struct.pack(">Q", pings)))
+            pings += 1
+    c.result(streams=opened, held_ms=c.ms(), keepalive_pings=pings)
     c.close()
 
 
@@ -680,6 +691,7 @@ def main():
     p = sub.add_parser("zero-window")
     p.add_argument("--count", type=int, default=50)
     p.add_argument("--hold", type=float, default=10.0)
+    p.add_argument("--keepalive", type=float, default=0.0, help="a PING every S s while holding")
     p = sub.add_parser("stream-ids")
     p.add_argument("--mode", choices=["backwards", "even", "reuse", "max"], required=True)
     p = sub.add_parser("too-many-streams")
