@@ -28,12 +28,16 @@
 #   zero-window-ping    50 streams held at window 0 with a PING every
 #                       second: the idle timer never fires (neither nginx
 #                       nor HAProxy ends it within 90 s either)
+#   hpack-bomb-repeat   40 HPACK bombs on one connection are each answered
+#                       431 and the connection goes on: about 37 ms of CPU
+#                       per 16 KB block (Release build), 3.7 s for 100 of
+#                       them (1.6 MB sent)
 #   stream-ids/backwards, stream-ids/max
 #                       a HEADERS on a lower stream id than one already
 #                       used is ignored (nghttp2 does so on purpose), not
 #                       a connection error as RFC 9113 5.1.1 requires
 #                       (nginx and HAProxy send GOAWAY)
-: "${H2_XFAIL=priority-flood zero-window-ping stream-ids/backwards stream-ids/max}"
+: "${H2_XFAIL=priority-flood zero-window-ping hpack-bomb-repeat stream-ids/backwards stream-ids/max}"
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -61,6 +65,7 @@ declare -A KINDS=(
     [rapid-reset]="flood goaway"
     [continuation]="continuation header_list flood hpack"
     [hpack-bomb]="header_list hpack"
+    [hpack-bomb-repeat]="header_list hpack flood goaway"
     [settings-flood]="flood settings"
     [ping-flood]="flood"
     [priority-flood]="flood frame goaway"
@@ -285,6 +290,14 @@ for svc in h2c h2tls; do
     fi
     after_attack hpack-bomb "$svc" "$RES" "$bound" "$EV0" "$LOG0"
     verdict hpack-bomb "$svc" "${BAD[@]}"
+
+    # The same bomb again and again on one connection (40 blocks): each
+    # costs the decoder its 64 MB however the stream is answered, so a
+    # connection that keeps sending them must be ended (nginx and HAProxy
+    # end it at the first).
+    run_attack hpack-bomb-repeat "$svc" 10000 --path /10k.bin --linger 3 --duration 20 hpack-bomb --count 40
+    after_attack hpack-bomb-repeat "$svc" "$RES" 10000 "$EV0" "$LOG0"
+    verdict hpack-bomb-repeat "$svc" "${BAD[@]}"
 
     # SETTINGS and PING floods, the answers not read (4 KB receive buffer).
     # nginx: closes ("http2 flood detected") once its queue of ACKs backs
