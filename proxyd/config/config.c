@@ -731,7 +731,7 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_scan_policy_load(&svc->scan, n, &c->scanners, e);
 		if (svc->analyser != NULL && !svc->analyser->scan)
 			px_cfg_error(e, n, "<scan>: analyser \"%s\" does not "
-			    "scan its transfers yet (http and ftp do)",
+			    "scan its transfers (http, ftp and r66 do)",
 			    svc->analyser->name);
 	}
 	/* After <scan>, whose loader clears the whole struct. */
