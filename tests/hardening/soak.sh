@@ -48,7 +48,7 @@ trap soak_cleanup EXIT
 
 SANITIZED=0
 if [[ ${PROXYD_SANITIZED:-0} == 1 || -n ${PROXYD_SANITIZE:-} ]] ||
-    ldd "$PROXYD" 2>/dev/null | grep -q libasan; then
+    ldd "$PROXYD" 2>/dev/null | grep libasan >/dev/null; then
     SANITIZED=1
 fi
 

@@ -60,7 +60,7 @@ code=$(curl -sS --max-time 20 -o "$T/p2" -w '%{http_code}' -H 'Transfer-Encoding
 assert_eq "$code" 200 "POST chunked"
 grep -q "\"target\": \"/post-chunked\".*\"body_len\": 300000, \"body_sha256\": \"$SHA_POST\"" "$ECHO_LOG" ||
     fail "origin did not get the chunked POST body intact"
-grep "/post-chunked" "$ECHO_LOG" | grep -qi '"transfer-encoding", "chunked"' ||
+grep "/post-chunked" "$ECHO_LOG" | grep -i '"transfer-encoding", "chunked"' >/dev/null ||
     fail "chunked request did not stay chunked"
 
 # --- PUT with Content-Length and chunked to nginx, read back

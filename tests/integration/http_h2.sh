@@ -16,7 +16,7 @@ source "$(dirname "$0")/tls_lib.sh"
 need_cmds nginx curl nghttp openssl python3 sha256sum
 setup
 
-curl -V | grep -q HTTP2 || skip "curl without HTTP/2"
+curl -V | grep HTTP2 >/dev/null || skip "curl without HTTP/2"
 BIG=8M
 http_sanitized && BIG=2M
 mkdir -p "$T/www/up"

@@ -55,7 +55,7 @@ for py in /usr/bin/python3 python3; do
 done
 [[ -n $H2PY ]] || skip "no python3 with hpack (Debian python3-h2)"
 HOSTILE="$LIB_DIR/h2_hostile.py"
-curl -V | grep -qw HTTP2 || skip "curl without HTTP/2"
+curl -V | grep -w HTTP2 >/dev/null || skip "curl without HTTP/2"
 
 # What proxyd calls each attack: kinds of proxyd_http2_errors_total{kind=}
 # and of its "http2-error kind=K stream=N detail=..." log line; an attack

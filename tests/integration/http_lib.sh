@@ -8,7 +8,7 @@ HTTP_RAW="$LIB_DIR/http_raw.py"
 # a binary linked against libasan is detected too.
 http_sanitized() {
     [[ ${PROXYD_SANITIZED:-0} == 1 ]] && return 0
-    ldd "$PROXYD" 2>/dev/null | grep -q libasan
+    ldd "$PROXYD" 2>/dev/null | grep libasan >/dev/null
 }
 
 # write_http_service NAME LISTEN_PORT TARGET_PORT HTTP_XML [MODE=fixed]

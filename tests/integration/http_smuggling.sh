@@ -53,7 +53,7 @@ req_case() {
         sleep 0.05
     done
     sleep 0.1
-    if tail -n +"$((n_orig + 1))" "$ORIG_LOG" | grep -q '/smuggled'; then
+    if tail -n +"$((n_orig + 1))" "$ORIG_LOG" | grep '/smuggled' >/dev/null; then
         ok=0 msg+=" ORIGIN SAW THE SMUGGLED REQUEST;"
     fi
     if [[ $head_ok == no ]] && (($(wc -l <"$ORIG_LOG") > n_orig)); then

@@ -67,7 +67,7 @@ done
 for s in Zones "Dispatch of shared ports" TLS "Rule lists" plug http ftp r66; do
     grep -qE "^ +$s\$" "$T/man5.txt" || fail "proxyd.xml(5): no $s subsection"
 done
-MANWIDTH=80 mandoc -Tascii "$MAN8" | col -b | sed -n '/^SEE ALSO/,/^[A-Z]/p' | grep -q 'proxyd\.xml(5)' ||
+MANWIDTH=80 mandoc -Tascii "$MAN8" | col -b | sed -n '/^SEE ALSO/,/^[A-Z]/p' | grep 'proxyd\.xml(5)' >/dev/null ||
     fail "proxyd(8) SEE ALSO does not name proxyd.xml(5)"
 grep -q '^\.Xr proxyd 8' "$MAN5" || fail "proxyd.xml(5) does not point to proxyd(8)"
 

@@ -133,7 +133,7 @@ info "chromium DOM shows both live sessions and services"
 mkdir -p "$T/shot"
 run_chromium "$T/shot/out.txt" --screenshot="$T/shot/status_page.png"
 [[ -s $T/shot/status_page.png ]] || fail "no screenshot"
-head -c 8 "$T/shot/status_page.png" | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a' ||
+head -c 8 "$T/shot/status_page.png" | od -An -tx1 | grep '89 50 4e 47 0d 0a 1a 0a' >/dev/null ||
     fail "the screenshot is not a PNG"
 art=${PROXYD_ARTIFACTS:-$(dirname "$PROXYD")/artifacts}
 mkdir -p "$art"

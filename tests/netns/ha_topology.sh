@@ -151,7 +151,7 @@ _ha_set_up() { # NS IF...
 _ha_links_ready() {
     local x
     for x in "$HC:ca" "$HC:cb" "$HS:sa" "$HS:sb" "$HA:f0" "$HA:f1" "$HA:sync0" "$HB:f0" "$HB:f1" "$HB:sync0"; do
-        ip -n "${x%:*}" -o link show dev "${x##*:}" 2>/dev/null | grep -q 'state UP' || return 1
+        ip -n "${x%:*}" -o link show dev "${x##*:}" 2>/dev/null | grep 'state UP' >/dev/null || return 1
     done
 }
 

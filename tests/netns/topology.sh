@@ -142,7 +142,7 @@ _topo_links_ready() {
     local ns_if n i
     for ns_if in "$TOPO_C:c0" "$TOPO_F:f0" "$TOPO_F:f1" "$TOPO_S:s0"; do
         n=${ns_if%:*} i=${ns_if##*:}
-        ip -n "$n" -o link show dev "$i" 2>/dev/null | grep -q 'qdisc noqueue state UP' || return 1
+        ip -n "$n" -o link show dev "$i" 2>/dev/null | grep 'qdisc noqueue state UP' >/dev/null || return 1
         [[ -z $(ip -n "$n" -6 addr show dev "$i" tentative 2>/dev/null) ]] || return 1
     done
 }
@@ -225,7 +225,7 @@ topo_down() {
 
 # topo_listening NS PORT: some TCP socket listens on PORT inside namespace NS
 topo_listening() {
-    ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q .
+    ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep . >/dev/null
 }
 
 # topo_wait_listen NS PORT TIMEOUT_S [PID]: bounded wait; 1 on timeout (at
