@@ -44,6 +44,8 @@
 #include "conn.h"
 #include "http_int.h"
 
+/* Stream ids proxyd reset that a late HEADERS may still name. */
+#define HTTP_H2_RESET_IDS	64
 /* Response bytes one stream may hold here (raw and decoded). */
 #define HTTP_H2_STREAM_BUF	(64 * 1024)
 #define HTTP_H2_PREFACE		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -106,6 +108,13 @@ struct http_h2 {
 	uint32_t		 goaway;	/* the error code we sent it */
 	int			 last_lib_error;
 	unsigned		 logged;	/* http2-error lines written */
+	int32_t			 last_peer_id;	/* highest HEADERS stream id */
+	/* Streams proxyd reset while the client's side was open: a HEADERS
+	 * (trailers) may still come on them (RFC 9113 5.1, "closed"). The
+	 * last few only; an older one's is taken as a reused id. */
+	int32_t			 reset_ids[HTTP_H2_RESET_IDS];
+	unsigned		 nreset;
+	bool			 ended_by_us;	/* a callback ended it (logged) */
 };
 
 /* Kinds of HTTP/2 protocol events (http_series HTTP_S_H2_ERRORS). */
@@ -729,6 +738,66 @@ h2_leg_writable(struct px_conn *lc, void *arg)
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 
+/* Ends the connection from inside a callback: GOAWAY with code goes out,
+ * nothing more is read. The caller returns NGHTTP2_ERR_CALLBACK_FAILURE
+ * so that the rest of the read (the flood) is not decoded. */
+static int
+h2_end_connection(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
+    uint32_t code, const char *detail)
+{
+	h2_event(c, k, stream, detail);
+	c->ended_by_us = true;
+	nghttp2_session_terminate_session(c->ng, code);
+	return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static bool
+h2_was_reset(const struct http_h2 *c, int32_t id)
+{
+	unsigned i, n = c->nreset < HTTP_H2_RESET_IDS ? c->nreset :
+	    HTTP_H2_RESET_IDS;
+
+	for (i = 0; i < n; i++)
+		if (c->reset_ids[i] == id)
+			return true;
+	return false;
+}
+
+/* A HEADERS on a client stream id at or below one already used, naming
+ * no stream nghttp2 still knows (an idle one, or one long closed):
+ * RFC 9113 5.1.1 wants a connection error, nghttp2 ignores it. Trailers
+ * on a stream proxyd reset are let through (nghttp2 drops them). */
+static bool
+h2_id_reused(struct http_h2 *c, int32_t id)
+{
+	nghttp2_stream *ns;
+
+	if ((id & 1) == 0)
+		return false;	/* nghttp2 refuses even ids itself */
+	if (id > c->last_peer_id) {
+		c->last_peer_id = id;
+		return false;
+	}
+	ns = nghttp2_session_find_stream(c->ng, id);
+	if (ns != NULL && nghttp2_stream_get_state(ns) !=
+	    NGHTTP2_STREAM_STATE_IDLE)
+		return false;
+	return !h2_was_reset(c, id);
+}
+
+static int
+h2_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+	struct http_h2 *c = ud;
+
+	(void)ng;
+	if (hd->type == NGHTTP2_HEADERS && h2_id_reused(c, hd->stream_id))
+		return h2_end_connection(c, HTTP_H2_FRAME, hd->stream_id,
+		    NGHTTP2_PROTOCOL_ERROR, "HEADERS on a stream id below "
+		    "one already used");
+	return 0;
+}
+
 static int
 h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
@@ -1001,6 +1070,8 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	struct http_h2 *c = ud;
 
 	(void)ng;
+	if (f->hd.type == NGHTTP2_RST_STREAM)
+		c->reset_ids[c->nreset++ % HTTP_H2_RESET_IDS] = f->hd.stream_id;
 	/* A response complete before its request (an early 413) is not
 	 * followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1 allows it, but
 	 * curl 7.88 then reports the stream as failed): the rest of the
@@ -1047,8 +1118,9 @@ http_h2_drive(struct http_h2 *c)
 		n = nghttp2_session_mem_recv(c->ng, v.iov_base, v.iov_len);
 		if (n < 0) {
 			c->last_lib_error = (int)n;
-			h2_event(c, h2_kind_of((int)n), 0,
-			    nghttp2_strerror((int)n));
+			if (!c->ended_by_us)
+				h2_event(c, h2_kind_of((int)n), 0,
+				    nghttp2_strerror((int)n));
 			/* Its GOAWAY, if it queued one, goes out first. */
 			evbuffer_drain(in, evbuffer_get_length(in));
 			c->fatal = true;
@@ -1140,6 +1212,8 @@ http_h2_start(struct http_state *h)
 	    h2_on_invalid_frame);
 	nghttp2_session_callbacks_set_on_frame_send_callback(cb,
 	    h2_on_frame_send);
+	nghttp2_session_callbacks_set_on_begin_frame_callback(cb,
+	    h2_on_begin_frame);
 	/* Windows open as the legs take the bytes, not as they arrive. The
 	 * library's defences (rapid reset, CONTINUATION, SETTINGS and
 	 * outbound-queue floods, HPACK bounds) stay at their defaults. */
