@@ -114,6 +114,7 @@ struct http_h2 {
 	 * last few only; an older one's is taken as a reused id. */
 	int32_t			 reset_ids[HTTP_H2_RESET_IDS];
 	unsigned		 nreset;
+	uint64_t		 priority_left;	/* PRIORITY frames still taken */
 	bool			 ended_by_us;	/* a callback ended it (logged) */
 };
 
@@ -795,6 +796,13 @@ h2_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 		return h2_end_connection(c, HTTP_H2_FRAME, hd->stream_id,
 		    NGHTTP2_PROTOCOL_ERROR, "HEADERS on a stream id below "
 		    "one already used");
+	/* Each PRIORITY frame makes nghttp2 rework its priority tree, and
+	 * does nothing for us (responses are sent as they come): the
+	 * allowance nginx gives, max(max-concurrent-streams, 100) and as
+	 * many more per request. */
+	if (hd->type == NGHTTP2_PRIORITY && c->priority_left-- == 0)
+		return h2_end_connection(c, HTTP_H2_FLOOD, hd->stream_id,
+		    NGHTTP2_ENHANCE_YOUR_CALM, "too many PRIORITY frames");
 	return 0;
 }
 
@@ -826,6 +834,7 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	}
 	nghttp2_session_set_stream_user_data(ng, st->id, st);
 	c->open++;
+	c->priority_left += c->h->pol->h2_max_streams;
 	return 0;
 }
 
@@ -1199,6 +1208,7 @@ http_h2_start(struct http_state *h)
 		goto out;
 	c->h = h;
 	TAILQ_INIT(&c->list);
+	c->priority_left = p->h2_max_streams > 100 ? p->h2_max_streams : 100;
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
 	    h2_on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
