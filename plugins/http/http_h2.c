@@ -44,6 +44,10 @@
 #include "conn.h"
 #include "http_int.h"
 
+/* Header lists over max-header-list that end the connection. */
+#define HTTP_H2_HEADER_LIST_MAX	4
+/* A header list this many times max-header-list is reset, not decoded. */
+#define HTTP_H2_BOMB_FACTOR	4
 /* Stream ids proxyd reset that a late HEADERS may still name. */
 #define HTTP_H2_RESET_IDS	64
 /* Response bytes one stream may hold here (raw and decoded). */
@@ -115,6 +119,7 @@ struct http_h2 {
 	int32_t			 reset_ids[HTTP_H2_RESET_IDS];
 	unsigned		 nreset;
 	uint64_t		 priority_left;	/* PRIORITY frames still taken */
+	unsigned		 header_lists_over; /* over max-header-list */
 	bool			 ended_by_us;	/* a callback ended it (logged) */
 };
 
@@ -848,6 +853,23 @@ h2_copy_small(char *dst, size_t size, const uint8_t *v, size_t len)
 	return 0;
 }
 
+/* st's header list went over max-header-list: 431 for it, and the
+ * connection's HTTP_H2_HEADER_LIST_MAX-th such list ends the connection
+ * (each costs decoding all of it: the HPACK bomb sent again and again;
+ * nginx and HAProxy end it at the first). 0, or the callback's error. */
+static int
+h2_header_list_over(struct http_h2 *c, struct h2_stream *st)
+{
+	st->too_big = true;
+	if (++c->header_lists_over >= HTTP_H2_HEADER_LIST_MAX)
+		return h2_end_connection(c, HTTP_H2_HEADER_LIST, st->id,
+		    NGHTTP2_ENHANCE_YOUR_CALM, "too many header lists over "
+		    "max-header-list");
+	h2_event(c, HTTP_H2_HEADER_LIST, st->id,
+	    "header list over max-header-list");
+	return 0;
+}
+
 static int
 h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
@@ -861,8 +883,18 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 		return 0;
 	/* As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 6.5.2). */
 	st->hlist += nlen + vlen + 32;
-	if (st->hlist > c->h->pol->h2_max_header_list)
-		st->too_big = true;
+	if (st->hlist > c->h->pol->h2_max_header_list && !st->too_big &&
+	    (rc = h2_header_list_over(c, st)) != 0)
+		return rc;
+	/* Far over the limit: an HPACK bomb, not a big cookie. nghttp2
+	 * checks every field it decodes (the bomb's cost: 64 MB of them
+	 * from 16 KB); a stream error makes it decode the rest unchecked
+	 * and unseen. The stream is reset, not answered 431. */
+	if (st->hlist > HTTP_H2_BOMB_FACTOR * c->h->pol->h2_max_header_list &&
+	    !st->eof) {
+		h2_stream_reset(st, NGHTTP2_ENHANCE_YOUR_CALM);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
 	if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
 		/* Trailers: in the chunked body's trailer section, where
 		 * the leg's trailers= policy decides; a body sent with its
@@ -966,9 +998,8 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	if (f->hd.type == NGHTTP2_HEADERS &&
 	    f->headers.cat == NGHTTP2_HCAT_REQUEST) {
 		if (st->too_big) {
-			h2_event(c, HTTP_H2_HEADER_LIST, st->id,
-			    "header list over max-header-list");
-			h2_reply_bare(st, "431");
+			if (!st->eof)
+				h2_reply_bare(st, "431");
 			h2_log_refused(st, 431, "h2/@max-header-list");
 			return 0;
 		}
