@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -44,6 +45,11 @@
 #include "conn.h"
 #include "http_int.h"
 
+/* Streams reset for a send window shut past idle-timeout that end the
+ * connection. */
+#define HTTP_H2_HELD_MAX	4
+/* How often the held streams are looked for, ms. */
+#define HTTP_H2_HELD_CHECK_MS	250
 /* Header lists over max-header-list that end the connection. */
 #define HTTP_H2_HEADER_LIST_MAX	4
 /* A header list this many times max-header-list is reset, not decoded. */
@@ -95,6 +101,8 @@ struct h2_stream {
 	bool			 deferred;	/* nghttp2 waits for body */
 	bool			 submitted;	/* final HEADERS submitted */
 	bool			 eof;		/* response complete */
+	uint64_t		 held_since;	/* ms: data, send window 0 */
+	bool			 reset;		/* RST_STREAM submitted */
 };
 
 struct http_h2 {
@@ -121,6 +129,8 @@ struct http_h2 {
 	uint64_t		 priority_left;	/* PRIORITY frames still taken */
 	unsigned		 header_lists_over; /* over max-header-list */
 	bool			 ended_by_us;	/* a callback ended it (logged) */
+	uint64_t		 next_held_check; /* ms */
+	unsigned		 held_resets;	/* streams reset as held */
 };
 
 /* Kinds of HTTP/2 protocol events (http_series HTTP_S_H2_ERRORS). */
@@ -679,6 +689,7 @@ static void
 h2_stream_reset(struct h2_stream *st, uint32_t code)
 {
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
+	st->reset = true;
 	if (st->leg_open) {
 		px_conn_read_enable(&st->leg, false);
 		px_conn_want_writable(&st->leg, false);
@@ -1129,6 +1140,67 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 
 /* ---- the connection ---------------------------------------------------- */
 
+static uint64_t
+h2_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether st has response bytes to send that its client's window does
+ * not let go. */
+static bool
+h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
+{
+	if (!st->submitted || st->reset)
+		return false;
+	if (evbuffer_get_length(st->body) == 0 && (!st->leg_open ||
+	    evbuffer_get_length(st->leg.in) == 0))
+		return false;
+	return nghttp2_session_get_stream_remote_window_size(c->ng, st->id) <= 0 ||
+	    nghttp2_session_get_remote_window_size(c->ng) <= 0;
+}
+
+/* A stream whose client keeps its window shut holds its leg, its server
+ * request and up to 64 KiB here; PINGs or other streams keep the
+ * connection from being idle. Such a stream is reset once held for
+ * idle-timeout (nginx: send_timeout), and the connection's
+ * HTTP_H2_HELD_MAX-th one ends it. Looked for whenever the connection
+ * does something: with nothing at all, the idle timer ends it anyway. */
+static void
+h2_reset_held(struct http_h2 *c)
+{
+	uint64_t idle = px_session_idle_timeout(c->h->s), now;
+	struct h2_stream *st;
+
+	if (idle == 0 || c->goaway != 0 ||
+	    (now = h2_now_ms()) < c->next_held_check)
+		return;
+	c->next_held_check = now + HTTP_H2_HELD_CHECK_MS;
+	TAILQ_FOREACH(st, &c->list, link) {
+		if (!h2_stream_held(c, st)) {
+			st->held_since = 0;
+			continue;
+		}
+		if (st->held_since == 0)
+			st->held_since = now;
+		if (now - st->held_since < idle)
+			continue;
+		h2_event(c, HTTP_H2_FLOW_CONTROL, st->id, "send window shut "
+		    "for longer than idle-timeout");
+		h2_stream_reset(st, NGHTTP2_CANCEL);
+		if (++c->held_resets < HTTP_H2_HELD_MAX)
+			continue;
+		/* The others go with the connection. */
+		(void)h2_end_connection(c, HTTP_H2_FLOW_CONTROL, 0,
+		    NGHTTP2_ENHANCE_YOUR_CALM, "too many streams held with a "
+		    "shut send window");
+		break;
+	}
+}
+
 /* Ends the client connection once what is queued for it is written. */
 static void
 h2_finish(struct http_h2 *c, enum px_end_by by, const char *reason)
@@ -1170,6 +1242,7 @@ http_h2_drive(struct http_h2 *c)
 	}
 	if (c->npending != 0)
 		h2_start_legs(c);
+	h2_reset_held(c);
 	while (evbuffer_get_length(h->c->out) < h->buffer) {
 		const uint8_t *data;
 

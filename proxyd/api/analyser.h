@@ -142,6 +142,8 @@ const struct sockaddr *px_session_dst(const struct px_session *s);
 bool		 px_session_is_transparent(const struct px_session *s);
 /* The configured limits/@buffer: the backpressure threshold per direction. */
 size_t		 px_session_buffer(const struct px_session *s);
+/* The configured limits/@idle-timeout, ms (0: off). */
+uint64_t	 px_session_idle_timeout(const struct px_session *s);
 /* Whether the service's <servers> lets the session reach dst (forward
  * mode asks per request; the core asks itself in the other modes): 0, or
  * -1, counted as a denial. zones gets "client-zone=A server-zone=B" for

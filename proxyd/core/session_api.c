@@ -158,6 +158,12 @@ px_session_buffer(const struct px_session *s)
 	return s->cfg->buffer;
 }
 
+uint64_t
+px_session_idle_timeout(const struct px_session *s)
+{
+	return s->cfg->idle_timeout_ms;
+}
+
 /* The name the server side's TLS sends and checks; NULL: none. */
 static const char *
 px_session_tls_name(const struct px_session *s)

@@ -16,15 +16,12 @@
 #
 # Skips (77) when this proxyd refuses h2c="yes" in --check (no h2 built in).
 #
-# Known gaps (H2_XFAIL, below): attacks proxyd does not answer as the test
+# Known gaps (H2_XFAIL, below; none now): attacks proxyd does not answer as the test
 # wants yet; their failures are printed as XFAIL and do not fail the test,
 # everything else about them (the fresh request, RSS, proxyd alive) still
 # must hold. H2_XFAIL= (empty) makes them fail; a listed attack that passes
 # prints XPASS (take it off the list).
-#   zero-window-ping    50 streams held at window 0 with a PING every
-#                       second: the idle timer never fires (neither nginx
-#                       nor HAProxy ends it within 90 s either)
-: "${H2_XFAIL=zero-window-ping}"
+: "${H2_XFAIL=}"
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
