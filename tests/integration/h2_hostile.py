@@ -46,7 +46,10 @@ the TLS handshake failed, 3 when ALPN did not choose h2.
                   connection is never idle
   stream-ids      --mode backwards (stream 5 then 3), even (an even id from
                   the client), reuse (a closed id again), max (the last id
-                  2^31-1, then one more stream, which can only go back)
+                  2^31-1, then one more stream, which can only go back);
+                  increasing (not an attack: --count GETs on random odd
+                  ids going up with gaps, in bursts, PRIORITY frames on
+                  idle ids ahead of them; --seed): all must be answered
   too-many-streams  reads the server's SETTINGS_MAX_CONCURRENT_STREAMS (M),
                   sets its own initial window to 0 so no stream can finish,
                   opens M + --extra streams and reports the RST_STREAMs
@@ -54,6 +57,7 @@ the TLS handshake failed, 3 when ALPN did not choose h2.
 import argparse
 import hashlib
 import os
+import random
 import select
 import socket
 import ssl
@@ -598,6 +602,29 @@ def cmd_zero_window(args):
     c.close()
 
 
+def increasing_ids(c, args, get, answered):
+    rng = random.Random(args.seed)
+    # a well-behaved reader: the connection's window wide open (else
+    # after 64 KB of responses the streams are held, as in zero-window)
+    c.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 30))))
+    sid = -1
+    sent = 0
+    while sent < args.count and bounded(args) and not c.ended():
+        burst = []
+        for _ in range(min(rng.randint(1, 4), args.count - sent)):
+            sid += 2 * rng.randint(1, 4)    # odd, up, gaps of 0..3 ids
+            burst.append(sid)
+        for ahead in range(rng.randint(0, 2)):
+            # PRIORITY on an idle id past the burst: legal, and the id
+            # may be used later
+            c.send(frame(PRIORITY, 0, sid + 2 * (ahead + 1), struct.pack(">IB", 0, 15)))
+        for s in burst:
+            get(s)
+        sent += len(burst)
+        c.wait(args.linger, until=answered(burst[-1]))
+        c.wait(args.linger, until=lambda: all(answered(s)() for s in burst))
+
+
 def cmd_stream_ids(args):
     c = Conn(args)
     c.start()
@@ -624,6 +651,11 @@ def cmd_stream_ids(args):
         get(0x7FFFFFFF)
         c.wait(args.linger, until=answered(0x7FFFFFFF))
         get(1)
+    elif args.mode == "increasing":
+        increasing_ids(c, args, get, answered)
+        c.result(mode=args.mode)
+        c.close()
+        return
     c.wait(args.linger, until=c.ended)
     c.result(mode=args.mode)
     c.close()
@@ -693,7 +725,9 @@ def main():
     p.add_argument("--hold", type=float, default=10.0)
     p.add_argument("--keepalive", type=float, default=0.0, help="a PING every S s while holding")
     p = sub.add_parser("stream-ids")
-    p.add_argument("--mode", choices=["backwards", "even", "reuse", "max"], required=True)
+    p.add_argument("--mode", choices=["backwards", "even", "reuse", "max", "increasing"], required=True)
+    p.add_argument("--count", type=int, default=40)
+    p.add_argument("--seed", type=int, default=1)
     p = sub.add_parser("too-many-streams")
     p.add_argument("--extra", type=int, default=50)
     p.add_argument("--count", type=int, default=2000, help="bound on streams opened")

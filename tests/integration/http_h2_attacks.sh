@@ -340,6 +340,19 @@ for svc in h2c h2tls; do
         verdict "stream-ids/$mode" "$svc" "${BAD[@]}"
     done
 
+    # Not an attack: ids going up with random gaps, in bursts, PRIORITY
+    # frames on idle ids ahead; the stream-id check must not refuse
+    # any (a few seeds, each 40 GETs).
+    for seed in 1 2 3; do
+        res=$(hostile "$svc" --path /10k.bin --linger 2 stream-ids --mode increasing --count 40 --seed "$seed")
+        BAD=()
+        [[ $(kv "$res" goaway) == 0 && $(kv "$res" ended_ms) == -1 ]] ||
+            BAD+=("seed $seed: connection ended: $res")
+        [[ $(kv "$res" statuses) == 200:40 && $(kv "$res" rst) == 0 ]] ||
+            BAD+=("seed $seed: not all 40 answered 200: $res")
+        verdict stream-ids/increasing "$svc" "${BAD[@]}"
+    done
+
     # Over the advertised SETTINGS_MAX_CONCURRENT_STREAMS by 50, none able
     # to finish (window 0). nginx (128) and HAProxy (100): RST_STREAM
     # REFUSED_STREAM for each of the 50, the connection kept. RFC 9113
