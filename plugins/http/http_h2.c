@@ -1175,7 +1175,7 @@ h2_reset_held(struct http_h2 *c)
 	uint64_t idle = px_session_idle_timeout(c->h->s), now;
 	struct h2_stream *st;
 
-	if (idle == 0 || c->goaway != 0 ||
+	if (idle == 0 || c->closing || c->ended_by_us || c->goaway != 0 ||
 	    (now = h2_now_ms()) < c->next_held_check)
 		return;
 	c->next_held_check = now + HTTP_H2_HELD_CHECK_MS;
