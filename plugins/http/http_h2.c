@@ -755,9 +755,10 @@ h2_leg_writable(struct px_conn *lc, void *arg)
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 
-/* Ends the connection from inside a callback: GOAWAY with code goes out,
- * nothing more is read. The caller returns NGHTTP2_ERR_CALLBACK_FAILURE
- * so that the rest of the read (the flood) is not decoded. */
+/* Ends the connection: GOAWAY with code goes out, nothing more is read.
+ * A callback returns what this returns, NGHTTP2_ERR_CALLBACK_FAILURE, so
+ * that the rest of the read (the flood) is not decoded. The event is
+ * logged here: http_h2_drive does not log that failure again. */
 static int
 h2_end_connection(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
     uint32_t code, const char *detail)
@@ -1159,8 +1160,8 @@ h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
 	if (evbuffer_get_length(st->body) == 0 && (!st->leg_open ||
 	    evbuffer_get_length(st->leg.in) == 0))
 		return false;
-	return nghttp2_session_get_stream_remote_window_size(c->ng, st->id) <= 0 ||
-	    nghttp2_session_get_remote_window_size(c->ng) <= 0;
+	return nghttp2_session_get_stream_remote_window_size(c->ng,
+	    st->id) <= 0 || nghttp2_session_get_remote_window_size(c->ng) <= 0;
 }
 
 /* A stream whose client keeps its window shut holds its leg, its server
