@@ -115,17 +115,7 @@ http_conn_tokens(struct http_fields *fs, const char *v, size_t len)
 {
 	size_t i = 0, s, e;
 
-	while (i < len) {
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
-		if (e == s)
-			continue;
+	while (http_list_next(v, len, &i, &s, &e)) {
 		if (fs->ntok == HTTP_CONN_TOKENS) {
 			fs->many = true;
 			return;
@@ -181,15 +171,7 @@ http_list_names(const char *v, size_t len, const char *name, size_t nlen)
 {
 	size_t i = 0, s, e;
 
-	while (i < len) {
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
+	while (http_list_next(v, len, &i, &s, &e)) {
 		if (e - s == nlen && nlen != 0 && http_name_eq(v + s, name, nlen))
 			return true;
 	}

@@ -213,16 +213,8 @@ http_list_has(const char *v, size_t len, const char *t)
 {
 	size_t i = 0, s, e;
 
-	while (i < len) {
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
-		if (e > s && http_token_eq(v + s, e - s, t))
+	while (http_list_next(v, len, &i, &s, &e)) {
+		if (http_token_eq(v + s, e - s, t))
 			return true;
 	}
 	return false;
@@ -399,15 +391,7 @@ http_connection_options(struct http_head *h, const char *v, size_t len)
 {
 	size_t i = 0, s, e;
 
-	while (i < len) {
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
+	while (http_list_next(v, len, &i, &s, &e)) {
 		switch (e - s) {
 		case 5:
 			if (http_lc_eq(v + s, "close", 5))

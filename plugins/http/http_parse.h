@@ -152,6 +152,28 @@ enum http_field http_field_id(const char *name, size_t len);
 bool	http_token_eq(const char *a, size_t alen, const char *b);
 /* Whether the comma list in (v, len) holds the token t. */
 bool	http_list_has(const char *v, size_t len, const char *t);
+/* The next element of a comma-separated field value from *i on, split as
+ * RFC 9110 §5.6.1 says: SP and HTAB trimmed, empty elements skipped. False
+ * when none is left; else v[*s .. *e) and *i past it. */
+static inline bool
+http_list_next(const char *v, size_t len, size_t *i, size_t *s, size_t *e)
+{
+	for (;;) {
+		while (*i < len && (v[*i] == ' ' || v[*i] == '\t' ||
+		    v[*i] == ','))
+			(*i)++;
+		if (*i == len)
+			return false;
+		*s = *i;
+		while (*i < len && v[*i] != ',')
+			(*i)++;
+		*e = *i;
+		while (*e > *s && (v[*e - 1] == ' ' || v[*e - 1] == '\t'))
+			(*e)--;
+		if (*e != *s)
+			return true;
+	}
+}
 bool	http_is_tchar(unsigned char c);
 
 enum http_chunk_state {
