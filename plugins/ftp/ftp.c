@@ -616,7 +616,11 @@ ftp_scan_reply_start(struct ftp_state *st, const struct ftp_pending *q,
 {
 	int code = ftp_line_code(buf, linelen);
 
-	if (q == NULL || q->kind != FTP_P_FWD || q->scan == 0 || code < 200)
+	if (q == NULL || q->kind != FTP_P_FWD || q->scan == 0)
+		return true;
+	if (code == 150)
+		ftp_scan_announced(st, q->scan, (const char *)buf, linelen);
+	if (code < 200)
 		return true;
 	switch (ftp_scan_reply(st, q->scan, code)) {
 	case FTP_SCAN_HOLD:
@@ -886,5 +890,7 @@ const struct px_analyser ftp_analyser = {
 	.counters = ftp_counters,
 	.starttls = true,
 	.scan = true,
+	.content = true,
+	.audit = true,
 	.describe = ftp_describe,
 };

@@ -192,7 +192,8 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
 bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c);
 
-/* ---- ftp_scan.c: files through the service's scanner ------------------ */
+/* ---- ftp_scan.c: files through the service's scanner, <content> and
+ * <audit> ------------------------------------------------------------- */
 
 struct ftp_cmd;
 /* A transfer command (upload or download) about to go to the server on
@@ -212,6 +213,10 @@ enum ftp_scan_reply {
 enum ftp_scan_reply ftp_scan_reply(struct ftp_state *st, unsigned id,
 	    int code);
 const char *ftp_scan_reply_text(const struct ftp_state *st, unsigned id);
+/* A 150 reply line to id's command: its "(N bytes)", the size the
+ * server announces, goes in the audit record. */
+void	ftp_scan_announced(struct ftp_state *st, unsigned id,
+	    const char *line, size_t len);
 /* The final reply to id's command went (its own or the replacement). */
 void	ftp_scan_reply_done(struct ftp_state *st, unsigned id);
 /* A data channel ended (or was dropped): its scan, if any, hears of it. */

@@ -27,9 +27,11 @@
 #include <event2/buffer.h>
 
 #include "analyser.h"
+#include "audit.h"
 #include "icap.h"
 #include "parse.h"
 #include "scan.h"
+#include "sniff.h"
 #include "ftp/ftp_int.h"
 
 #define FTP_SCAN_TAIL		(16 * 1024)
@@ -53,9 +55,24 @@ struct ftp_scan {
 	enum ftp_scan_state	 state;
 	unsigned		 id;		/* ftp_pending's scan */
 	bool			 reply_done;	/* its final reply went */
+	int			 server_code;	/* the server's final reply */
 	bool			 busy;		/* not to be freed: on the stack */
 	bool			 starved;	/* the sender waits for the scanner */
+	bool			 scanning;	/* <scan> covers it (else only
+						 * <content> or <audit>) */
 	uint64_t		 size;
+	/* <content>: the file's first bytes, gathered (and held, in hold)
+	 * until judged; then its type and the action taken. */
+	struct px_sniff		*sniff;
+	size_t			 sniff_want;
+	char			 type[96];
+	const char		*content;	/* accept, deny; NULL none */
+	char			 rule[280];	/* the refusing rule; "" */
+	/* <audit>: the record, fed as bytes pass; what it will say. */
+	struct px_audit		*audit;
+	const char		*scanned;	/* the scanner's verdict */
+	const char		*verdict;	/* deny, error; NULL accept */
+	char			 canon[FTP_PATH_MAX];	/* "": not known */
 	char			 verb[FTP_VERB_MAX + 1];
 	char			 file[200];	/* escaped, for the log */
 	char			 path[512];	/* for the synthetic head */
@@ -96,10 +113,14 @@ ftp_scan_tail(const struct ftp_scan *sc)
 	return b < FTP_SCAN_TAIL ? b : FTP_SCAN_TAIL;
 }
 
+static void ftp_audit_end(struct ftp_scan *sc);
+
 static void
 ftp_scan_free(struct ftp_scan *sc)
 {
 	struct ftp_scan **pp;
+
+	ftp_audit_end(sc);
 
 	for (pp = &sc->st->scans; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == sc) {
@@ -110,6 +131,8 @@ ftp_scan_free(struct ftp_scan *sc)
 		px_icap_cancel(sc->icap);
 	if (sc->hold != NULL)
 		evbuffer_free(sc->hold);
+	free(sc->sniff);
+	px_audit_cancel(sc->audit);
 	free(sc);
 }
 
@@ -158,6 +181,7 @@ ftp_scan_block(struct ftp_scan *sc, const char *why, const char *fmt, ...)
 	va_end(ap);
 	strcat(sc->reply, "\r\n");
 	sc->state = FTP_SCAN_BLOCKED;
+	sc->verdict = sc->reply[0] == '5' ? "deny" : "error";
 	if (sc->icap != NULL)
 		px_icap_cancel(sc->icap);
 	sc->icap = NULL;
@@ -206,6 +230,7 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 		    ftp_scan_dir_name(sc), (unsigned long long)sc->size,
 		    res->istag);
 		ftp_scan_count(sc, "clean");
+		sc->scanned = "clean";
 		ftp_scan_pass(sc);
 		return;
 	case PX_ICAP_INFECTED:
@@ -217,6 +242,10 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 		    ftp_scan_dir_name(sc), (unsigned long long)sc->size,
 		    res->istag);
 		ftp_scan_count(sc, "infected");
+		sc->scanned = "infected";
+		if (sc->audit != NULL)
+			snprintf(sc->audit->threat, sizeof(sc->audit->threat),
+			    "%s", threat);
 		ftp_scan_block(sc, "denied: infected (content scan)", "550 %s: "
 		    "blocked by content scan (threat %s)", sc->file, threat);
 		return;
@@ -230,10 +259,12 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 	    scn->on_error_allow ? "allow" : "block");
 	if (scn->on_error_allow) {
 		ftp_scan_count(sc, "error-allowed");
+		sc->scanned = "error-allowed";
 		ftp_scan_pass(sc);
 		return;
 	}
 	ftp_scan_count(sc, "error");
+	sc->scanned = "error";
 	ftp_scan_block(sc, "denied: the content scanner failed", "451 %s: "
 	    "not transferred: the content scanner failed (%s)", sc->file, why);
 }
@@ -313,7 +344,9 @@ ftp_scan_start_icap(struct ftp_scan *sc)
 	    down ? "GET" : "PUT", sc->path, px_sockaddr_str(
 	    px_session_server(sc->s), host, sizeof(host)), down ? "" :
 	    "Content-Type: application/octet-stream\r\n");
-	if ((sc->hold = evbuffer_new()) != NULL)
+	if (sc->hold == NULL)
+		sc->hold = evbuffer_new();
+	if (sc->hold != NULL)
 		sc->icap = px_icap_start(px_session_base(sc->s), scn, down, rq,
 		    strlen(rq), res_head, down ? sizeof(res_head) - 1 : 0,
 		    ftp_scan_icap_cb, sc);
@@ -342,8 +375,8 @@ ftp_scan_over_size(struct ftp_scan *sc)
 	    (unsigned long long)p->max_size, p->scanner->name, sc->file,
 	    sc->st->user[0] != '\0' ? sc->st->user : "-", ftp_scan_dir_name(sc),
 	    p->over_size_allow ? "allow" : "block");
-	ftp_scan_count(sc, p->over_size_allow ? "over-size-allowed" :
-	    "over-size");
+	sc->scanned = p->over_size_allow ? "over-size-allowed" : "over-size";
+	ftp_scan_count(sc, sc->scanned);
 	if (p->over_size_allow) {
 		ftp_scan_pass(sc);
 		ftp_scan_wake_control(sc);
@@ -353,6 +386,108 @@ ftp_scan_over_size(struct ftp_scan *sc)
 	    "refused: over the content scanner's max-size (%llu bytes)",
 	    sc->file, (unsigned long long)p->max_size);
 	return false;
+}
+
+/* ---- <content>: the file's type ----------------------------------------- */
+
+/* The first bytes are in (or the file ended before them): libmagic names
+ * the type, the first <content> rule naming it decides. Refused: the
+ * receiver's connection is reset, the client gets a 550. */
+static void
+ftp_sniff_judge(struct ftp_scan *sc)
+{
+	const struct px_content_policy *cp = &ftp_scan_policy(sc)->content;
+	struct px_content_verdict v;
+	size_t n = sc->sniff->n;
+
+	px_content_judge(cp, sc->sniff->buf, n, &v);
+	free(sc->sniff);
+	sc->sniff = NULL;
+	memcpy(sc->type, v.type, sizeof(sc->type));
+	sc->content = v.deny ? "deny" : "accept";
+	px_content_count(px_session_service(sc->s), sc->content);
+	px_session_log(sc->s, v.deny ? LOG_NOTICE : LOG_INFO, "ftp-content "
+	    "type=%s action=%s rule=%s file=\"%s\" user=%s dir=%s sniffed=%zu"
+	    "%s%s%s", v.type, sc->content, v.rule != NULL ? v.rule->ref :
+	    v.deny ? "libmagic" : "-", sc->file, sc->st->user[0] != '\0' ?
+	    sc->st->user : "-", ftp_scan_dir_name(sc), n, v.error[0] != '\0' ?
+	    " reason=\"" : "", v.error, v.error[0] != '\0' ? "\"" : "");
+	if (!v.deny)
+		return;
+	snprintf(sc->rule, sizeof(sc->rule), "%s", v.rule != NULL ?
+	    v.rule->ref : "libmagic");
+	/* What was taken from the sender counts in the record. */
+	px_audit_feed_evbuffer(sc->audit, sc->hold,
+	    evbuffer_get_length(sc->hold));
+	ftp_scan_block(sc, "denied: file type not allowed (content)",
+	    "550 %s: file type not allowed (%s)", sc->file, v.type);
+}
+
+/* Gathers the file's first bytes, all of them held (in hold) until they
+ * are judged. false: not yet (nothing left in `in`); true: judged, and
+ * when accepted what was held is back at the front of `in`. */
+static bool
+ftp_sniff_gather(struct ftp_scan *sc, struct evbuffer *in, size_t n,
+    bool eof)
+{
+	bool full = px_sniff_add(sc->sniff, in, n, sc->sniff_want);
+
+	evbuffer_add_buffer(sc->hold, in);
+	if (!full && !eof)
+		return false;
+	if (sc->sniff->n == 0) {
+		/* An empty file has no type to judge. */
+		free(sc->sniff);
+		sc->sniff = NULL;
+	} else
+		ftp_sniff_judge(sc);
+	if (sc->state == FTP_SCAN_RUN)
+		evbuffer_prepend_buffer(in, sc->hold);
+	return true;
+}
+
+/* ---- the audit record --------------------------------------------------- */
+
+/* The transfer is over (its channel and its final reply are through, or
+ * the session ended): its record, if it has one, is written. */
+static void
+ftp_audit_end(struct ftp_scan *sc)
+{
+	const struct px_scan_policy *p = ftp_scan_policy(sc);
+	const struct sockaddr *srv = px_session_server(sc->s);
+	struct px_audit_info in;
+	const char *cz, *sz;
+
+	if (sc->audit == NULL)
+		return;
+	if (sc->audit->size < p->audit_min_size && (sc->audit->announced < 0 ||
+	    (uint64_t)sc->audit->announced < p->audit_min_size)) {
+		px_audit_cancel(sc->audit);
+		sc->audit = NULL;
+		return;
+	}
+	px_session_zones(sc->s, srv, &cz, &sz);
+	in = (struct px_audit_info){
+		.service = px_session_service(sc->s),
+		.analyser = "ftp",
+		.session = px_session_id(sc->s),
+		.client = px_session_client(sc->s),
+		.server = srv,
+		.client_zone = cz,
+		.server_zone = sz,
+		.user = sc->st->user[0] != '\0' ? sc->st->user : NULL,
+		.rule = sc->rule[0] != '\0' ? sc->rule : NULL,
+		.file = sc->canon[0] != '\0' ? sc->canon : sc->file,
+		.direction = ftp_scan_dir_name(sc),
+		.scan_verdict = sc->scanned,
+		.content_type = sc->type[0] != '\0' ? sc->type : NULL,
+		.content_action = sc->content,
+		.verdict = sc->verdict != NULL ? sc->verdict : "accept",
+		.complete = sc->state == FTP_SCAN_PASSED &&
+		    sc->server_code / 100 == 2,
+	};
+	px_audit_end(sc->audit, &in);
+	sc->audit = NULL;
 }
 
 /* The channel's bytes (px_channel_inspect). */
@@ -374,6 +509,7 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 	case FTP_SCAN_GONE:
 		if (sc->hold != NULL && out != NULL)
 			evbuffer_add_buffer(out, sc->hold);
+		px_audit_feed_evbuffer(sc->audit, in, n);
 		return PX_PASS;
 	default:
 		/* Blocked, or ended and waiting: nothing more goes. */
@@ -381,6 +517,19 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 		return PX_MORE;
 	}
 	eof = px_channel_input_closed(sc->ch, dir);
+	if (sc->sniff != NULL) {
+		if (!ftp_sniff_gather(sc, in, n, eof))
+			return PX_MORE;
+		if (sc->state != FTP_SCAN_RUN || !sc->scanning) {
+			if (sc->state == FTP_SCAN_RUN) {
+				/* Accepted, no scanner: all goes on. */
+				sc->state = FTP_SCAN_PASSED;
+				ftp_scan_wake_control(sc);
+			}
+			return ftp_scan_data(arg, dir, in);
+		}
+		n = evbuffer_get_length(in);
+	}
 	if (sc->icap == NULL && eof && n == 0) {
 		/* An empty file: nothing to scan (as an empty HTTP body). */
 		sc->state = FTP_SCAN_PASSED;
@@ -401,6 +550,7 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 		return ftp_scan_data(arg, dir, in);	/* passed or blocked */
 	}
 	px_icap_body(sc->icap, in, n);
+	px_audit_feed_evbuffer(sc->audit, in, n);
 	evbuffer_add_buffer(sc->hold, in);
 	tail = ftp_scan_tail(sc);
 	if ((len = evbuffer_get_length(sc->hold)) > tail && out != NULL)
@@ -413,18 +563,59 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 	return PX_PASS;
 }
 
+/* What a transfer needs besides its scan: the sniffer for <content> (its
+ * bytes held from the start: a buffer and a quarter of limits/@buffer at
+ * most, as http), the record for <audit>. -1: out of memory. */
+static int
+ftp_scan_inspect_setup(struct px_session *s, const struct ftp_state *st,
+    const struct ftp_cmd *c, struct ftp_scan *sc, bool auditing)
+{
+	const struct px_scan_policy *p = px_session_scan(s);
+	size_t want = px_session_buffer(s) / 4;
+
+	if (!sc->scanning && p->content.n == 0)
+		sc->state = FTP_SCAN_PASSED;	/* only the record */
+	if (p->content.n != 0) {
+		if ((sc->sniff = calloc(1, sizeof(*sc->sniff))) == NULL ||
+		    (sc->hold = evbuffer_new()) == NULL)
+			return -1;
+		sc->sniff_want = want == 0 ? 1 : want < PX_SNIFF_BYTES ? want :
+		    PX_SNIFF_BYTES;
+	}
+	if (auditing) {
+		/* NULL (out of memory): the transfer goes unrecorded. */
+		sc->audit = px_audit_begin(-1);
+		if (ftp_path_resolve(st->path.lost ? "/" : st->path.cwd, c->arg,
+		    c->arglen, false, sc->canon, sizeof(sc->canon)) !=
+		    FTP_PATH_OK || (st->path.lost && c->arg[0] != '/'))
+			sc->canon[0] = '\0';
+	}
+	return 0;
+}
+
 int
 ftp_scan_begin(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c, bool upload)
 {
 	const struct px_scan_policy *p = px_session_scan(s);
+	bool scanning = p->scanner != NULL && (p->direction & (upload ?
+	    PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD));
+	bool auditing = p->audit && px_audit_enabled();
 	struct ftp_scan *sc;
 
-	if (p->scanner == NULL || st->ch == NULL || !(p->direction &
-	    (upload ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD)))
+	if (st->ch == NULL || (!scanning && p->content.n == 0 && !auditing))
 		return 0;
 	if ((sc = calloc(1, sizeof(*sc))) == NULL)
 		return -1;
+	sc->scanning = scanning;
+	if (ftp_scan_inspect_setup(s, st, c, sc, auditing) == -1) {
+		free(sc->sniff);
+		px_audit_cancel(sc->audit);
+		if (sc->hold != NULL)
+			evbuffer_free(sc->hold);
+		free(sc);
+		return -1;
+	}
 	sc->s = s;
 	sc->st = st;
 	sc->ch = st->ch;
@@ -434,6 +625,10 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	px_log_escape(sc->file, sizeof(sc->file), c->arg, c->arglen, true);
 	ftp_scan_url_path(st, c->arg, c->arglen, sc->path, sizeof(sc->path));
 	if (px_channel_inspect(st->ch, ftp_scan_data, sc) == -1) {
+		free(sc->sniff);
+		px_audit_cancel(sc->audit);
+		if (sc->hold != NULL)
+			evbuffer_free(sc->hold);
 		free(sc);
 		return -1;
 	}
@@ -449,6 +644,7 @@ ftp_scan_reply(struct ftp_state *st, unsigned id, int code)
 
 	if (sc == NULL)
 		return FTP_SCAN_FORWARD;
+	sc->server_code = code;
 	switch (sc->state) {
 	case FTP_SCAN_RUN:
 	case FTP_SCAN_ENDED:
@@ -460,6 +656,31 @@ ftp_scan_reply(struct ftp_state *st, unsigned id, int code)
 	default:
 		return FTP_SCAN_FORWARD;
 	}
+}
+
+void
+ftp_scan_announced(struct ftp_state *st, unsigned id, const char *line,
+    size_t len)
+{
+	struct ftp_scan *sc = ftp_scan_find(st, id);
+	const char *open = NULL, *end = line + len;
+	const char *q;
+	uint64_t v = 0;
+	size_t digits = 0;
+
+	if (sc == NULL || sc->audit == NULL)
+		return;
+	for (q = line; q < end; q++)
+		if (*q == '(')
+			open = q;
+	if (open == NULL)
+		return;
+	for (q = open + 1; q < end && *q >= '0' && *q <= '9' && digits < 18;
+	    q++, digits++)
+		v = v * 10 + (uint64_t)(*q - '0');
+	if (digits == 0 || (size_t)(end - q) < 7 || memcmp(q, " bytes)", 7) != 0)
+		return;
+	sc->audit->announced = (int64_t)v;
 }
 
 const char *
