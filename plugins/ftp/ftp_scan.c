@@ -14,6 +14,13 @@
  * receives it whole, and the client gets a 550 (451 for a scanner's
  * failure) in place of the server's final reply.
  *
+ * The same inspection serves <content> and <audit> (with or without a
+ * scanner): a file's first bytes (PX_SNIFF_BYTES at most) are held, with
+ * the server's 2xx, until libmagic named its type (a denied type: reset
+ * and 550 as above, before any byte reached the receiver); the record's
+ * sha256 is fed the bytes as they are taken from the sender, and it is
+ * written once the channel ended and the final reply went.
+ *
  * Memory per scanned transfer, besides the channel's own buffered relay
  * (up to limits/@buffer each way): the held tail, and at most about
  * limits/@buffer of copy waiting to go to the scanner (past that the

@@ -300,6 +300,11 @@ content_case content_valid '<content type="application/x-dosexec application/x-e
 run_check
 echo "[content_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
 ((RC == 0)) || case_fail "valid <content> rules: --check exited $RC: $OUT"
+content_case content_on_ftp '<content type="application/x-executable" action="deny"/>
+  <audit/>' ftp
+run_check
+echo "[content_on_ftp] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "<content> and <audit> on an ftp service: --check exited $RC: $OUT"
 content_case content_on_plug '<content type="text/plain" action="deny"/>' plug
 expect_error content_on_plug "<content>" "$(at "$C/policy/web.xml" '<content')"
 content_case content_bad_type '<content type="text/plain application" action="deny"/>'
