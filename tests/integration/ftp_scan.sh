@@ -18,6 +18,9 @@
 #    resets the receiver's data connection and answers 451, "allow" passes
 #    the file whole;
 #    with c-icap down, block refuses and allow passes, both ways;
+#  - with <content> and <audit> too: the type judged before the scanner
+#    (an ELF refused with its 550, never scanned), the audit record with
+#    the scanner's verdict and threat, the type, sha256 and sizes;
 #  - proxyd_scan_total counts the verdicts;
 #  - (info) proxyd's CPU per MB for a 10 MB RETR scanned and not, and the
 #    memory a stalled scanned download holds.
@@ -56,7 +59,8 @@ start_scanner
 write_proxyd_conf 'buffer="64k"' "<scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" on-error=\"allow\"/>
-  </scanners>"
+  </scanners>
+  <audit target=\"file:$T/audit.json\"/>"
 FTP_ALL='<command name="*" action="accept"/>'
 svc() { # NAME SCAN_XML [FTP_ATTRS]
     local p
@@ -69,6 +73,8 @@ svc scan '<scan scanner="av"/>'
 svc scan-pa '<scan scanner="av"/>' 'client-data="passive" server-data="active"'
 svc scan-ap '<scan scanner="av"/>' 'client-data="active" server-data="passive"'
 svc plain ''
+svc scan-audit '<scan scanner="av"/> <audit/>
+  <content type="application/x-executable" action="deny"/>'
 svc open '<scan scanner="av-open"/>'
 svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="4k"/>'
@@ -164,6 +170,58 @@ done
 assert_log "ftp-scan verdict=clean scanner=av file=\"10m\.bin\" user=anonymous dir=download size=10485760 $ISTAG"
 assert_log "ftp-scan verdict=clean scanner=av file=\"py-scan\.10m\" user=anonymous dir=upload size=10485760 $ISTAG"
 assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"(up-scan-)?empty\.bin\"" "an empty file went to the scanner"
+
+# ---- <content> and <audit> with the scanner: the type is judged first
+# (an ELF never reaches the scanner), the record has both verdicts
+python3 -c '
+import os, struct, sys
+elf = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) +
+       struct.pack("<HHIQQQIHHHHHH", 2, 0x3e, 1, 0x401000, 64, 0, 0, 64, 56, 1, 64, 0, 0))
+open(sys.argv[1], "wb").write(elf + os.urandom(20000))' "$D/prog.elf"
+chmod 644 "$D/prog.elf"
+last_record() { # DICT: the last audit record has these fields
+    local i
+    for ((i = 0; i < 100; i++)); do
+        (($(wc -l <"$T/audit.json" 2>/dev/null || echo 0) >= NREC)) && break
+        sleep 0.05
+    done
+    python3 - "$T/audit.json" "$NREC" "$1" <<'PY' || fail "audit record $NREC: see above"
+import hashlib, json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == int(sys.argv[2]), "%d records, want %s" % (len(lines), sys.argv[2])
+rec, bad = json.loads(lines[-1]), []
+for k, v in eval(sys.argv[3]).items():
+    if isinstance(v, str) and v.startswith("SHA:"):
+        v = hashlib.sha256(open(v[4:], "rb").read()).hexdigest()
+    if rec.get(k) != v:
+        bad.append("%s=%r (want %r)" % (k, rec.get(k), v))
+if bad:
+    print(bad, rec)
+    sys.exit(1)
+PY
+}
+NREC=0
+r=$(xfer scan-audit get eicar.com "$T/got.sa")
+[[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ $BLOCKED_EICAR$ ]] || fail "scan-audit: EICAR RETR: got '$r'"
+NREC=$((NREC + 1))
+last_record "{'service': 'scan-audit', 'file': '/pub/eicar.com', 'direction': 'download',
+  'user': 'anonymous', 'announced_size': 68, 'complete': False, 'scan_verdict': 'infected',
+  'threat': 'eicar.com.UNOFFICIAL', 'content_type': 'text/plain', 'content_action': 'accept',
+  'verdict': 'deny'}"
+r=$(xfer scan-audit get 1k.bin "$T/got.sa1k")
+assert_eq "$r" "data=none bytes=1024 reply=226 Transfer complete." "scan-audit: clean RETR"
+NREC=$((NREC + 1))
+last_record "{'file': '/pub/1k.bin', 'size': 1024, 'announced_size': 1024, 'complete': True,
+  'sha256': 'SHA:$D/1k.bin', 'scan_verdict': 'clean', 'threat': None,
+  'content_type': 'application/octet-stream', 'verdict': 'accept'}"
+r=$(xfer scan-audit put sa-prog.elf "$D/prog.elf")
+[[ $r =~ ^data=(none|ConnectionResetError|BrokenPipeError)\ bytes=[0-9]+\ reply=550\ sa-prog\.elf:\ file\ type\ not\ allowed\ \(application/x-executable\)$ ]] ||
+    fail "scan-audit: ELF STOR: got '$r'"
+NREC=$((NREC + 1))
+last_record "{'file': '/pub/sa-prog.elf', 'direction': 'upload', 'complete': False,
+  'scan_verdict': None, 'content_type': 'application/x-executable',
+  'content_action': 'deny', 'verdict': 'deny'}"
+assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"sa-prog\.elf\"" "a file denied by type went to the scanner"
 
 # direction="download": uploads are not scanned, downloads are.
 r=$(xfer down put down-eicar.com "$T/up/eicar.com")
