@@ -484,6 +484,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		return -1;
 	q->scan = st->scan_note;
 	st->scan_note = 0;
+	if (strcmp(c->verb, "SIZE") == 0)
+		ftp_size_sent(st, c);
 	/* Rebuilt from what was parsed: Telnet sequences stay behind. */
 	n = snprintf(line, sizeof(line), "%s%s%s\r\n", c->verb,
 	    c->has_arg ? " " : "", c->arg);
@@ -705,9 +707,12 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			st->in_reply = false;
 			px_session_log(s, LOG_INFO, "ftp-reply code=%d cmd=%s",
 			    code, q != NULL ? q->verb : "-");
-			if (q != NULL && q->kind == FTP_P_FWD && code >= 200)
+			if (q != NULL && q->kind == FTP_P_FWD && code >= 200) {
 				ftp_path_reply(&st->path, q->verb, code,
 				    (const char *)buf, linelen);
+				ftp_size_reply(st, q->verb, code,
+				    (const char *)buf, linelen);
+			}
 		}
 		if (q != NULL && q->kind >= FTP_P_GREET) {
 			enum px_verdict v;
@@ -792,6 +797,7 @@ ftp_on_open(struct px_session *s, void *state)
 	struct ftp_state *st = state;
 
 	ftp_path_reset(&st->path);
+	st->size_val = -1;
 	if (ftp_tls_open(s, st) == -1)
 		return -1;
 	/* The greeting is the first reply. */

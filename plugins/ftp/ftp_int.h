@@ -5,6 +5,7 @@
 #define FTP_INT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "analyser.h"
@@ -116,6 +117,10 @@ struct ftp_state {
 	unsigned		 scan_note;
 	bool			 scan_swallow;	/* a reply replaced: its lines */
 	bool			 in_data;	/* inside on_data */
+	/* The last SIZE sent (canonical) and its 213 answer (-1: none
+	 * yet): a RETR of that file announces it in its audit record. */
+	char			 size_path[FTP_PATH_MAX];
+	int64_t			 size_val;
 };
 
 /* ---- ftp.c: replies and the pending queue ------------------------------ */
@@ -219,6 +224,11 @@ void	ftp_scan_announced(struct ftp_state *st, unsigned id,
 	    const char *line, size_t len);
 /* The final reply to id's command went (its own or the replacement). */
 void	ftp_scan_reply_done(struct ftp_state *st, unsigned id);
+/* SIZE forwarded to the server, and the final reply to a command: a
+ * file's size as the server tells it, for the audit record. */
+void	ftp_size_sent(struct ftp_state *st, const struct ftp_cmd *c);
+void	ftp_size_reply(struct ftp_state *st, const char *verb, int code,
+	    const char *line, size_t len);
 /* A data channel ended (or was dropped): its scan, if any, hears of it. */
 void	ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch);
 void	ftp_scan_close(struct ftp_state *st);

@@ -596,6 +596,11 @@ ftp_scan_inspect_setup(struct px_session *s, const struct ftp_state *st,
 		    c->arglen, false, sc->canon, sizeof(sc->canon)) !=
 		    FTP_PATH_OK || (st->path.lost && c->arg[0] != '/'))
 			sc->canon[0] = '\0';
+		/* A download of the file the client asked the SIZE of. */
+		if (sc->audit != NULL && sc->dir == PX_TO_CLIENT &&
+		    st->size_val >= 0 && sc->canon[0] != '\0' &&
+		    strcmp(st->size_path, sc->canon) == 0)
+			sc->audit->announced = st->size_val;
 	}
 	return 0;
 }
@@ -615,6 +620,7 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	if ((sc = calloc(1, sizeof(*sc))) == NULL)
 		return -1;
 	sc->scanning = scanning;
+	sc->dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
 	if (ftp_scan_inspect_setup(s, st, c, sc, auditing) == -1) {
 		free(sc->sniff);
 		px_audit_cancel(sc->audit);
@@ -663,6 +669,37 @@ ftp_scan_reply(struct ftp_state *st, unsigned id, int code)
 	default:
 		return FTP_SCAN_FORWARD;
 	}
+}
+
+void
+ftp_size_sent(struct ftp_state *st, const struct ftp_cmd *c)
+{
+	st->size_val = -1;
+	if (st->path.lost && c->arg[0] != '/')
+		st->size_path[0] = '\0';
+	else if (ftp_path_resolve(st->path.lost ? "/" : st->path.cwd, c->arg,
+	    c->arglen, false, st->size_path, sizeof(st->size_path)) !=
+	    FTP_PATH_OK)
+		st->size_path[0] = '\0';
+}
+
+void
+ftp_size_reply(struct ftp_state *st, const char *verb, int code,
+    const char *line, size_t len)
+{
+	int64_t v = 0;
+	size_t i, digits = 0;
+
+	if (strcmp(verb, "SIZE") != 0 || code != 213 || st->size_path[0] == '\0')
+		return;
+	/* "213 N" (RFC 3659): N decimal, nothing else. */
+	for (i = 4; i < len && line[i] >= '0' && line[i] <= '9' &&
+	    digits < 18; i++, digits++)
+		v = v * 10 + (line[i] - '0');
+	while (i < len && (line[i] == '\r' || line[i] == '\n'))
+		i++;
+	if (len > 4 && line[3] == ' ' && digits > 0 && i == len)
+		st->size_val = v;
 }
 
 void

@@ -10,7 +10,8 @@
 #  - a text file passes both ways in each mode with sha256 intact;
 #  - audit records (JSON, parsed with python3): one per RETR/STOR/APPE,
 #    none for LIST/NLST; user, canonical file, direction, announced size
-#    (the 150 reply's "(N bytes)"), actual size, sha256 equal to
+#    (the 150 reply's "(N bytes)", or SIZE's 213 before a RETR of the
+#    same file, against pyftpdlib), actual size, sha256 equal to
 #    sha256sum's, content type and action, verdict and rule; an
 #    audit-only service (no <content>) records its files unsniffed.
 set -euo pipefail
@@ -56,6 +57,10 @@ svc content-pa "$DENY
 svc content-ap "$DENY
   <audit/>" 'client-data="active" server-data="passive"'
 svc audit '<audit/>'
+start_pyftpd
+free_port PORT_audit_py
+write_ftp_service audit-py "$PORT_audit_py" "<ftp><limits timeout=\"10s\"/>$FTP_ALL</ftp>
+  <audit/>" 127.0.0.1 "$PYFTPD_PORT"
 start_proxyd
 RULE="$T/conf/../policy/content.xml:$(grep -n '<content' "$T/policy/content.xml" | cut -d: -f1)"
 re() { sed 's/[.[\*^$/]/\\&/g' <<<"$1"; }
@@ -191,5 +196,20 @@ lists = [r for r in recs if r["file"] in ("/pub", "/pub/", None)]
 assert not lists, lists
 PY
 assert_metric eq proxyd_audit_records_total 'service="audit",verdict="accept"' 3
+
+# ---- the announced size from SIZE's 213 when the 150 says none
+# (pyftpdlib's does not): curl asks SIZE before its RETR, ftplib does not
+rc=$(curl_ftp -o "$T/py.txt" "$(ftp_url "$PORT_audit_py" pub/text.txt)")
+assert_eq "$rc" 0 "curl RETR through pyftpdlib"
+same "$T/py.txt" "$D/text.txt" "curl RETR through pyftpdlib"
+assert_log "ftp-command user=anonymous cmd=SIZE arg=\"text\.txt\""
+N=$((N + 1)); wait_records $N
+check audit-py /pub/text.txt download "{'announced_size': $TXT_SIZE, 'size': $TXT_SIZE,
+  'complete': True, 'sha256': 'SHA:$D/text.txt'}"
+r=$(xfer audit-py get prog.elf "$T/py.elf")
+[[ $r =~ ^data=none\ bytes=$ELF_SIZE\ reply=226 ]] || fail "ftplib RETR through pyftpdlib: got '$r'"
+N=$((N + 1)); wait_records $N
+check audit-py /pub/prog.elf download "{'announced_size': None, 'size': $ELF_SIZE,
+  'complete': True, 'sha256': 'SHA:$D/prog.elf'}"
 assert_metric eq proxyd_audit_records_total 'service="content",verdict="deny"' 4
 info "ok"
