@@ -219,7 +219,8 @@ enum ftp_scan_reply ftp_scan_reply(struct ftp_state *st, unsigned id,
 	    int code);
 const char *ftp_scan_reply_text(const struct ftp_state *st, unsigned id);
 /* A 150 reply line to id's command: its "(N bytes)", the size the
- * server announces, goes in the audit record. */
+ * server announces, goes in the audit record (STOU: "FILE: name", the
+ * file's name). */
 void	ftp_scan_announced(struct ftp_state *st, unsigned id,
 	    const char *line, size_t len);
 /* The final reply to id's command went (its own or the replacement). */

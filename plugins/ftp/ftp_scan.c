@@ -714,6 +714,22 @@ ftp_scan_announced(struct ftp_state *st, unsigned id, const char *line,
 
 	if (sc == NULL || sc->audit == NULL)
 		return;
+	/* STOU: the server names the file it makes (RFC 1123 4.1.2.9:
+	 * "150 FILE: name"; vsftpd says so). */
+	if (strcmp(sc->verb, "STOU") == 0 && len > 10 &&
+	    memcmp(line, "150 FILE: ", 10) == 0) {
+		size_t n = len - 10;
+
+		while (n > 0 && (line[10 + n - 1] == '\r' ||
+		    line[10 + n - 1] == '\n'))
+			n--;
+		if (ftp_path_resolve(st->path.lost ? "/" : st->path.cwd,
+		    line + 10, n, false, sc->canon, sizeof(sc->canon)) !=
+		    FTP_PATH_OK || (st->path.lost && line[10] != '/'))
+			px_log_escape(sc->canon, sizeof(sc->canon), line + 10,
+			    n, true);
+		return;
+	}
 	for (q = line; q < end; q++)
 		if (*q == '(')
 			open = q;

@@ -201,6 +201,25 @@ assert not lists, lists
 PY
 assert_metric eq proxyd_audit_records_total 'service="audit",verdict="accept"' 3
 
+# STOU: the record names the file the server made (its 150 "FILE: name")
+timeout 30 python3 - "$PORT_audit" "$T/up/text.txt" <<'PY' 2>>"$T/client.err" || fail "STOU through the audit service"
+import ftplib, sys
+f = ftplib.FTP()
+f.connect("127.0.0.1", int(sys.argv[1]), timeout=20)
+f.login()
+f.cwd("pub")
+f.voidcmd("TYPE I")
+conn, _ = f.ntransfercmd("STOU")
+conn.sendall(open(sys.argv[2], "rb").read())
+conn.close()
+f.voidresp()
+f.quit()
+PY
+stou=$(ls -t "$D" | head -1)
+assert_eq "$(sha256_of "$D/$stou")" "$(sha256_of "$T/up/text.txt")" "the file STOU made ($stou)"
+N=$((N + 1)); wait_records $N
+check audit "/pub/$stou" upload "{'size': $TXT_SIZE, 'complete': True, 'sha256': 'SHA:$T/up/text.txt'}"
+
 # ---- the announced size from SIZE's 213 when the 150 says none
 # (pyftpdlib's does not): curl asks SIZE before its RETR, ftplib does not
 rc=$(curl_ftp -o "$T/py.txt" "$(ftp_url "$PORT_audit_py" pub/text.txt)")
