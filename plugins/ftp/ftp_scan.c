@@ -574,7 +574,7 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
  * bytes held from the start: a buffer and a quarter of limits/@buffer at
  * most, as http), the record for <audit>. -1: out of memory. */
 static int
-ftp_scan_inspect_setup(struct px_session *s, const struct ftp_state *st,
+ftp_scan_inspect_setup(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c, struct ftp_scan *sc, bool auditing)
 {
 	const struct px_scan_policy *p = px_session_scan(s);
@@ -601,6 +601,8 @@ ftp_scan_inspect_setup(struct px_session *s, const struct ftp_state *st,
 		    st->size_val >= 0 && sc->canon[0] != '\0' &&
 		    strcmp(st->size_path, sc->canon) == 0)
 			sc->audit->announced = st->size_val;
+		/* One SIZE tells of one transfer (the file may change). */
+		st->size_val = -1;
 	}
 	return 0;
 }
