@@ -1,5 +1,5 @@
-/* The audit record: one JSON line per transfer (an HTTP body, later an
- * FTP or R66 file) to the daemon file's <audit target=...>, with the
+/* The audit record: one JSON line per transfer (an HTTP body or an FTP
+ * file, later an R66 file) to the daemon file's <audit target=...>, with the
  * sha256 of its content computed on the way. Analyser-neutral: the
  * analyser begins a record when a transfer starts, feeds it the bytes as
  * they pass (a buffer or the front of an evbuffer, not drained), and ends
