@@ -1,0 +1,111 @@
+/* The HTTP/2 front's state (http_h2.c), shared with the translation of
+ * each leg's HTTP/1.1 response into HEADERS and DATA (http_h2_resp.c). */
+#ifndef HTTP_H2_INT_H
+#define HTTP_H2_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "conn.h"
+#include "http_int.h"
+
+/* Streams reset for a send window shut past idle-timeout that end the
+ * connection. */
+#define HTTP_H2_HELD_MAX	4
+/* How often the held streams are looked for, ms. */
+#define HTTP_H2_HELD_CHECK_MS	250
+/* Header lists over max-header-list that end the connection. */
+#define HTTP_H2_HEADER_LIST_MAX	4
+/* A header list this many times max-header-list is reset, not decoded. */
+#define HTTP_H2_BOMB_FACTOR	4
+/* Stream ids proxyd reset that a late HEADERS may still name. */
+#define HTTP_H2_RESET_IDS	64
+/* Response bytes one stream may hold here (raw and decoded). */
+#define HTTP_H2_STREAM_BUF	(64 * 1024)
+#define HTTP_H2_PREFACE		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define HTTP_H2_PREFACE_LEN	24
+
+enum h2_resp {
+	H2_RESP_HEAD = 0,
+	H2_RESP_BODY,
+	H2_RESP_DONE,
+};
+
+struct h2_stream {
+	struct http_h2		*c;
+	TAILQ_ENTRY(h2_stream)	 link;
+	int32_t			 id;
+	int			 fd;		/* our end of the leg; -1 */
+	struct px_conn		 leg;
+	bool			 leg_open;
+	/* The request as it arrives. */
+	char			 method[32];
+	char			 scheme[16];
+	struct evbuffer		*authority, *path, *host, *fields, *cookie;
+	/* The translated request until its leg starts (h2_start_legs). */
+	struct evbuffer		*early;
+	bool			 pending;	/* complete head, no leg yet */
+	size_t			 hlist;		/* decoded header list bytes */
+	bool			 too_big;	/* over max-header-list */
+	bool			 bad;		/* a pseudo-header we cannot say */
+	bool			 has_length;	/* a content-length field */
+	bool			 chunked;	/* body to the leg in chunks */
+	bool			 req_ended;	/* END_STREAM from the client */
+	bool			 shut;		/* leg: our FIN sent */
+	size_t			 unconsumed;	/* body bytes not yet consumed */
+	bool			 is_head;
+	/* The response. */
+	enum h2_resp		 resp;
+	enum http_body		 body_kind;
+	uint64_t		 left;
+	struct http_chunk	 chunk;
+	size_t			 head_scan;
+	struct evbuffer		*body;		/* decoded, for DATA frames */
+	struct evbuffer		*trailers;	/* the leg's trailer section */
+	bool			 deferred;	/* nghttp2 waits for body */
+	bool			 submitted;	/* final HEADERS submitted */
+	bool			 eof;		/* response complete */
+	uint64_t		 held_since;	/* ms: data, send window 0 */
+	bool			 reset;		/* RST_STREAM submitted */
+};
+
+struct http_h2 {
+	struct http_state	*h;
+	nghttp2_session		*ng;
+	TAILQ_HEAD(, h2_stream)	 list;		/* every stream we hold */
+	unsigned		 open;		/* streams */
+	unsigned		 legs;		/* streams with a request under way */
+	unsigned		 npending;	/* streams whose leg is to start */
+	unsigned		 requests;	/* request heads taken */
+	bool			 timer_on;	/* request-timeout armed */
+	uint64_t		 streams;	/* so far */
+	bool			 closing;	/* h2_finish() called */
+	bool			 fatal;		/* nghttp2 gave up on the client */
+	uint32_t		 goaway;	/* the error code we sent it */
+	int			 last_lib_error;
+	unsigned		 logged;	/* http2-error lines written */
+	int32_t			 last_peer_id;	/* highest HEADERS stream id */
+	/* Streams proxyd reset while the client's side was open: a HEADERS
+	 * (trailers) may still come on them (RFC 9113 5.1, "closed"). The
+	 * last few only; an older one's is taken as a reused id. */
+	int32_t			 reset_ids[HTTP_H2_RESET_IDS];
+	unsigned		 nreset;
+	uint64_t		 priority_left;	/* PRIORITY frames still taken */
+	unsigned		 header_lists_over; /* over max-header-list */
+	bool			 ended_by_us;	/* a callback ended it (logged) */
+	uint64_t		 next_held_check; /* ms */
+	unsigned		 held_resets;	/* streams reset as held */
+};
+
+
+/* http_h2.c */
+void	h2_stream_reset(struct h2_stream *st, uint32_t code);
+size_t	h2_leg_room(const struct h2_stream *st);
+/* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
+int	h2_leg_input(struct h2_stream *st);
+
+#endif
