@@ -12,6 +12,7 @@ list(APPEND PX_UNIT_TEST_LIBS r66_encode)
 
 # r66: sources linked into proxyd_core (with r66_wire).
 list(APPEND PX_PLUGIN_SOURCES ${CMAKE_CURRENT_LIST_DIR}/r66.c
+	${CMAKE_CURRENT_LIST_DIR}/r66_check.c
 	${CMAKE_CURRENT_LIST_DIR}/r66_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/r66_scan.c)
 list(APPEND PX_PLUGIN_LIBS r66_wire)

@@ -14,7 +14,8 @@
  * [NOCHANNEL, NOCHANNEL] and ends the connection.
  *
  * This file is the session state machine only: frames and packets are
- * r66_wire.c's, JSON bodies r66_json.c's, the <r66> element r66_policy.c's. */
+ * r66_wire.c's, JSON bodies r66_json.c's, the <r66> element r66_policy.c's,
+ * each frame's check against it r66_check.c's, scanning r66_scan.c's. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,32 +33,7 @@
 #include "r66_wire.h"
 #include "rules.h"
 
-#define R66_CHAN_MAX		8	/* concurrent local channels per connection */
-/* Channels remembered after their end, and for how long: a sender's frames
- * already in flight when the receiver's ErrorPacket (or the sender's own
- * end) went out are dropped, not a violation (Waarp ignores them too). */
-#define R66_ENDED_MAX		8
-#define R66_LATE_MS		10000
-#define R66_JSON_RENAME_CLASS \
-	"org.waarp.openr66.protocol.localhandler.packet.json.RequestJsonPacket"
-
-/* Counter indexes, in r66_counters[] order. */
-enum {
-	R66_C_TRANSFERS = 0,
-	R66_C_TRANSFERS_DENIED,
-	R66_C_TRANSFERS_FAILED,
-	R66_C_DENIED_HOST,
-	R66_C_DENIED_RULE,
-	R66_C_DENIED_MODE,
-	R66_C_DENIED_FILE,
-	R66_C_DENIED_SIZE,
-	R66_C_DENIED_BLOCK,
-	R66_C_DENIED_DIGEST,
-	R66_C_DENIED_ADMIN,
-	R66_C_VIOLATIONS,
-	R66_C_LATE_FRAMES,
-	R66_C_DENIED_SCAN,
-};
+#include "r66_int.h"
 
 static const char *const r66_counters[] = {
 	"transfers", "transfers_denied", "transfers_failed", "denied_host",
@@ -65,88 +41,6 @@ static const char *const r66_counters[] = {
 	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames",
 	"denied_scan", NULL,
 };
-
-enum r66_cstate {
-	R66_CH_FREE = 0,
-	R66_CH_AUTH_ASKED,
-	R66_CH_AUTHED,
-	R66_CH_REQ_ASKED,
-	R66_CH_XFER,
-	R66_CH_ET_ASKED,
-	R66_CH_ET_DONE,
-	R66_CH_ER_ASKED,
-	R66_CH_OTHER,		/* information, test, valid... */
-};
-
-struct r66_chan {
-	enum r66_cstate	 st;
-	uint32_t	 cid, sid;	/* client's and server's channel ids */
-	char		 host[128];	/* Authent way 0, until answered */
-	bool		 has_req;
-	struct r66_request req;
-	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
-	const struct px_rule *file_rule; /* that <file>, for rule=; NULL */
-	uint32_t	 next_rank;
-	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
-	uint64_t	 bytes, blocks;
-	/* Block bytes spliced by passes, and through user space: the log's
-	 * payload= (no policy check reads a block's bytes). */
-	uint64_t	 payload_spliced, payload_copied;
-	char		 hash_algo[24];
-	/* Its file through the scanner (r66_scan.h); NULL: not scanned. */
-	struct r66_scan	*scan;
-};
-
-/* A channel that ended lately (see R66_LATE_MS). */
-struct r66_ended {
-	uint32_t	 cid, sid;
-	uint64_t	 at_ms;		/* 0: slot unused */
-	uint64_t	 dropped;	/* its late frames */
-};
-
-struct r66_state {
-	struct evbuffer	*hold[2];	/* partial frame, per px_dir */
-	bool		 done;		/* ending: drop whatever comes */
-	bool		 abort;		/* action="abort": reset, no reply */
-	char		 abort_why[160];
-	bool		 authed;
-	char		 host[128];	/* the connection's identity */
-	char		 server_host[128];
-	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
-	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */
-	struct r66_chan	 ch[R66_CHAN_MAX];
-	struct r66_ended ended[R66_ENDED_MAX];	/* a ring */
-	unsigned	 ended_next;
-};
-
-/* What a frame check decided. */
-enum r66_fv {
-	R66_FV_PASS = 0,	/* forward it */
-	R66_FV_DROP,		/* swallow it (channel refused) */
-	R66_FV_END,		/* the session is finishing */
-	R66_FV_LATE,		/* for a channel that ended lately: dropped
-				 * once whole, and counted */
-};
-
-/* No path tricks, whatever the patterns say. */
-static bool
-r66_name_safe(const char *name)
-{
-	const char *p;
-
-	if (name[0] == '\0' || name[0] == '/' || name[0] == '\\')
-		return false;
-	for (p = name; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\')
-			return false;
-	for (p = name; p != NULL; p = strchr(p, '/')) {
-		if (*p == '/')
-			p++;
-		if (strncmp(p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0'))
-			return false;
-	}
-	return true;
-}
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -203,7 +97,7 @@ r66_now_ms(void)
 
 /* Ends channel c; it is remembered for its late frames (the oldest one
  * remembered is forgotten). */
-static void
+void
 r66_chan_free(struct r66_state *st, struct r66_chan *c)
 {
 	struct r66_ended *e;
@@ -259,7 +153,7 @@ r66_late_dropped(struct px_session *s, struct r66_state *st,
 }
 
 /* Does the requester (client) send the file on this channel? */
-static bool
+bool
 r66_client_sends(const struct r66_chan *c)
 {
 	return r66_mode_is_send(c->req.mode);
@@ -275,7 +169,7 @@ r66_payload_path(const struct r66_chan *c)
 	return c->payload_copied == 0 ? "splice" : "mixed";
 }
 
-static void
+void
 r66_xfer_log(struct px_session *s, struct r66_state *st,
     const struct r66_chan *c, const char *verdict, const char *why,
     const char *ref)
@@ -311,7 +205,7 @@ r66_send_error(struct px_session *s, enum px_dir to, uint32_t dst,
 }
 
 /* Malformed or out-of-sequence: ConnectionError to the client, end. */
-static enum r66_fv
+enum r66_fv
 r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
     const char *what)
 {
@@ -342,29 +236,18 @@ r66_violation(struct px_session *s, struct r66_state *st, enum px_dir dir,
 }
 
 /* rule= of a refusal by entry hit of a rule list (NULL: its default). */
-static const char *
+const char *
 r66_ref(struct px_session *s, const struct px_rule *hit, char *buf,
     size_t size)
 {
 	return px_rule_ref(hit, px_session_policy_file(s), buf, size);
 }
 
-/* rule= of a refusal by <mode allow>: the element, or the default set. */
-static const char *
-r66_mode_ref(struct px_session *s, const struct r66_policy *p, char *buf,
-    size_t size)
-{
-	if (p->mode_line == 0)
-		return "default";
-	return px_rule_ref_at(p->mode_line, NULL, px_session_policy_file(s),
-	    buf, size);
-}
-
 /* A policy refusal on channel c (ref: rule= of the lines). whole: end
  * the connection too (host id, mid-transfer). The client gets an
  * ErrorPacket on its channel; a server that already knows the channel
  * gets one too so it drops it. */
-static enum r66_fv
+enum r66_fv
 r66_refuse(struct px_session *s, struct r66_state *st, struct r66_chan *c,
     unsigned counter, char code, const char *msg, const char *why,
     const char *ref, enum px_action act, bool whole)
@@ -421,309 +304,6 @@ r66_xfer_error(struct px_session *s, struct r66_state *st,
 	else
 		snprintf(why, sizeof(why), "%s", who);
 	r66_xfer_log(s, st, c, "error", why, NULL);
-}
-
-/* ---- checks ----------------------------------------------------------- */
-
-static enum r66_fv
-r66_check_request(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, const struct r66_request *rq, bool answer)
-{
-	const struct r66_policy *p = px_session_policy(s);
-	const struct px_rule *hit;
-	enum px_action a;
-	char ref[PX_RULE_REF_MAX];
-
-	if (!answer) {
-		a = px_rules_decide(&p->rules, rq->rule, &hit);
-		if (a != PX_ACT_ACCEPT)
-			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
-			    "rule not allowed", "rule", r66_ref(s, hit, ref,
-			    sizeof(ref)), a, false);
-		if (!r66_mode_valid(rq->mode) ||
-		    (p->modes & (1u << rq->mode)) == 0)
-			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
-			    "transfer mode not allowed", "mode", r66_mode_ref(s,
-			    p, ref, sizeof(ref)), PX_ACT_DENY,
-			    false);
-		if (p->req_block_digest && !r66_mode_has_digest(rq->mode))
-			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
-			    "per-block digest required", "digest-required",
-			    "r66/@require-digest", PX_ACT_DENY, false);
-		if (rq->info.len > 0 &&
-		    memmem(rq->info.p, rq->info.len, "#COMPRESS#", 10) != NULL)
-			return r66_refuse(s, st, c, R66_C_DENIED_MODE, 'n',
-			    "block compression not allowed", "compression",
-			    "builtin", PX_ACT_DENY, false);
-	} else if (rq->mode != c->req.mode || strcmp(rq->rule,
-	    c->req.rule) != 0)
-		return r66_violation(s, st, PX_TO_CLIENT,
-		    "request answer changes rule or mode");
-	/* The requester may leave the name out (RECV pattern); the answer
-	 * then carries the real one. */
-	if (rq->filename[0] != '\0' || answer) {
-		if (!r66_name_safe(rq->filename))
-			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-			    "file name not allowed", "file-name", "builtin",
-			    PX_ACT_DENY, answer);
-		a = px_rules_decide(&p->files, rq->filename, &hit);
-		if (a != PX_ACT_ACCEPT)
-			return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-			    "file name not allowed", "file-name", r66_ref(s, hit,
-			    ref, sizeof(ref)), a, answer);
-		c->max_size = hit != NULL ? hit->arg : 0;
-		c->file_rule = hit;
-	}
-	if (rq->block > (int64_t)p->max_block)
-		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
-		    "block size over the proxy's limit", "block-size",
-		    "r66/@max-block", PX_ACT_DENY, answer);
-	if (c->max_size != 0 && rq->length > 0 &&
-	    (uint64_t)rq->length > c->max_size)
-		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
-		    sizeof(ref)), PX_ACT_DENY, answer);
-	return R66_FV_PASS;
-}
-
-/* A Data frame; f has no part pointers (head only), rank given. */
-static enum r66_fv
-r66_check_data(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, const struct r66_frame *f, uint32_t rank,
-    bool from_client)
-{
-	const struct r66_policy *p = px_session_policy(s);
-	size_t dl1, dl2;
-	char ref[PX_RULE_REF_MAX];
-
-	if (c->st != R66_CH_XFER || from_client != r66_client_sends(c))
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "data outside a transfer or from the receiver");
-	if (rank != c->next_rank)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "data ranks not consecutive");
-	if (f->mlen > p->max_block || (c->req.block > 0 &&
-	    f->mlen > (uint64_t)c->req.block))
-		return r66_refuse(s, st, c, R66_C_DENIED_BLOCK, 'd',
-		    "block size over the limit", "block-size", f->mlen >
-		    p->max_block ? "r66/@max-block" : "builtin", PX_ACT_DENY,
-		    true);
-	if (r66_mode_has_digest(c->req.mode)) {
-		/* Keys use the receiver's algorithm (the sender's, if they
-		 * disagree, per R66-WIRE.md 6.2): accept either length. */
-		dl1 = r66_digest_len(st->cdigest);
-		dl2 = r66_digest_len(st->sdigest);
-		if (f->elen == 0 || f->elen > 64 ||
-		    (dl1 != 0 && dl2 != 0 && f->elen != dl1 && f->elen != dl2))
-			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
-			    "bad block digest", "block-digest", "builtin",
-			    PX_ACT_DENY,
-			    true);
-	} else if (f->elen != 0)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "block digest in a mode without digests");
-	c->next_rank++;
-	c->bytes += f->mlen;
-	c->blocks++;
-	if (c->req.length >= 0 && c->bytes > (uint64_t)c->req.length)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "more data than the declared size");
-	if (c->max_size != 0 && c->bytes > c->max_size)
-		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
-		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
-		    sizeof(ref)), PX_ACT_DENY, true);
-	return R66_FV_PASS;
-}
-
-static enum r66_fv
-r66_check_endtransfer(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, const struct r66_frame *f, bool from_client)
-{
-	const struct r66_policy *p = px_session_policy(s);
-	bool sender = from_client == r66_client_sends(c);
-	const char *algo;
-	uint8_t way;
-	size_t k, dl;
-
-	if (r66_way(f, &way) == -1)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "bad way byte");
-	if (way == 0 && sender && c->st == R66_CH_XFER) {
-		algo = from_client ? st->cdigest : st->sdigest;
-		if (c->start_rank == 0 && c->req.length >= 0 &&
-		    c->bytes != (uint64_t)c->req.length)
-			return r66_violation(s, st, from_client ? PX_TO_SERVER :
-			    PX_TO_CLIENT, "end of transfer before the declared size");
-		for (k = 0; k < f->elen; k++)
-			if (!((f->e[k] >= '0' && f->e[k] <= '9') ||
-			    (f->e[k] >= 'a' && f->e[k] <= 'f') ||
-			    (f->e[k] >= 'A' && f->e[k] <= 'F')))
-				break;
-		dl = r66_digest_len(algo);
-		if (k != f->elen || f->elen > 128 || (f->elen > 0 && dl != 0 &&
-		    f->elen != 2 * dl) || (p->req_global_digest &&
-		    f->elen == 0))
-			return r66_refuse(s, st, c, R66_C_DENIED_DIGEST, 'M',
-			    "global digest missing or malformed",
-			    "global-digest", "r66/@require-digest", PX_ACT_DENY,
-			    true);
-		if (f->elen > 0)
-			snprintf(c->hash_algo, sizeof(c->hash_algo), "%s",
-			    algo[0] != '\0' ? algo : "unknown");
-		c->st = R66_CH_ET_ASKED;
-		return R66_FV_PASS;
-	}
-	if (way == 1 && !sender && c->st == R66_CH_ET_ASKED) {
-		c->st = R66_CH_ET_DONE;
-		return R66_FV_PASS;
-	}
-	return r66_violation(s, st, from_client ? PX_TO_SERVER : PX_TO_CLIENT,
-	    "unexpected end of transfer");
-}
-
-static enum r66_fv
-r66_check_endrequest(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, const struct r66_frame *f, bool from_client)
-{
-	bool sender = from_client == r66_client_sends(c);
-	uint8_t way;
-
-	if (c->st == R66_CH_OTHER)
-		return R66_FV_PASS;
-	if (r66_way(f, &way) == -1)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "bad way byte");
-	if (way == 0 && sender && c->st == R66_CH_ET_DONE) {
-		c->st = R66_CH_ER_ASKED;
-		return R66_FV_PASS;
-	}
-	if (way == 1 && !sender && c->st == R66_CH_ER_ASKED) {
-		px_session_count(s, R66_C_TRANSFERS, 1);
-		r66_xfer_log(s, st, c, "accept", NULL, NULL);
-		r66_chan_free(st, c);
-		return R66_FV_PASS;
-	}
-	return r66_violation(s, st, from_client ? PX_TO_SERVER : PX_TO_CLIENT,
-	    "unexpected end of request");
-}
-
-/* Administrative and optional packets (client side). */
-static enum r66_fv
-r66_check_other(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, const struct r66_frame *f)
-{
-	const struct r66_policy *p = px_session_policy(s);
-	const struct px_rule *hit;
-	char buf[R66_NAME_MAX], rule[256], ref[PX_RULE_REF_MAX];
-	bool str;
-	uint8_t tv;
-
-	switch (f->code) {
-	case R66_SHUTDOWN:
-	case R66_BLOCKREQUEST:
-	case R66_BUSINESS:
-		return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-		    "administrative request not allowed",
-		    r66_code_name(f->code), "builtin", PX_ACT_DENY, false);
-	case R66_INFORMATION:
-		if (!p->information)
-			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "information request not allowed", "information",
-			    "r66/@information", PX_ACT_DENY, false);
-		if (f->hlen >= sizeof(rule) ||
-		    memchr(f->h, '\0', f->hlen) != NULL)
-			return r66_violation(s, st, PX_TO_SERVER,
-			    "bad information packet");
-		memcpy(rule, f->h, f->hlen);
-		rule[f->hlen] = '\0';
-		/* REQUEST_CHECK (0xff) carries a transfer id, not a rule. */
-		if (f->m[0] != 0xff &&
-		    px_rules_decide(&p->rules, rule, &hit) != PX_ACT_ACCEPT)
-			return r66_refuse(s, st, c, R66_C_DENIED_RULE, 'n',
-			    "rule not allowed", "rule", r66_ref(s, hit, ref,
-			    sizeof(ref)), PX_ACT_DENY, false);
-		c->st = R66_CH_OTHER;
-		return R66_FV_PASS;
-	case R66_TEST:
-		if (!p->test)
-			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "test message not allowed", "test", "r66/@test",
-			    PX_ACT_DENY,
-			    false);
-		c->st = R66_CH_OTHER;
-		return R66_FV_PASS;
-	case R66_VALID:
-		tv = f->e[0];
-		/* restart, stop, cancel, config, log, bandwidth: admin */
-		if (tv == R66_VALID || (tv >= R66_STOP && tv <= R66_CONFIMPORT) ||
-		    tv == R66_LOG || tv == R66_LOGPURGE || tv == R66_BANDWIDTH)
-			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "administrative request not allowed", "valid-admin",
-			    "builtin",
-			    PX_ACT_DENY, false);
-		if (tv == R66_REQUEST) {
-			/* rename notice: M = newname;size[;info] */
-			const uint8_t *semi = memchr(f->m, ';', f->mlen);
-			size_t nl = semi != NULL ? (size_t)(semi - f->m) : f->mlen;
-
-			if (c->st != R66_CH_XFER || nl >= sizeof(buf) ||
-			    memchr(f->m, '\0', nl) != NULL)
-				return r66_violation(s, st, PX_TO_SERVER,
-				    "unexpected rename notice");
-			memcpy(buf, f->m, nl);
-			buf[nl] = '\0';
-			goto rename;
-		}
-		if (c->st == R66_CH_AUTHED)
-			c->st = R66_CH_OTHER;
-		return R66_FV_PASS;
-	case R66_JSONCMD:
-		if (f->e[0] != R66_REQUEST ||
-		    r66_json_get(f->h, f->hlen, "@class", buf, sizeof(buf),
-		    &str) != 1 || !str || strcmp(buf, R66_JSON_RENAME_CLASS) != 0)
-			return r66_refuse(s, st, c, R66_C_DENIED_ADMIN, 'U',
-			    "JSON command not allowed", "json-command",
-			    "builtin", PX_ACT_DENY, false);
-		if (c->st != R66_CH_XFER)
-			return r66_violation(s, st, PX_TO_SERVER,
-			    "unexpected rename notice");
-		switch (r66_json_get(f->h, f->hlen, "filename", buf,
-		    sizeof(buf), &str)) {
-		case 0:
-			return R66_FV_PASS;
-		case 1:
-			if (str)
-				goto rename;
-			/* FALLTHROUGH */
-		default:
-			return r66_violation(s, st, PX_TO_SERVER,
-			    "bad rename notice");
-		}
-	default:
-		return r66_violation(s, st, PX_TO_SERVER, "unexpected packet");
-	}
-rename:
-	if (!r66_name_safe(buf))
-		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-		    "file name not allowed", "file-name", "builtin",
-		    PX_ACT_DENY, true);
-	if (px_rules_decide(&p->files, buf, &hit) != PX_ACT_ACCEPT)
-		return r66_refuse(s, st, c, R66_C_DENIED_FILE, 'a',
-		    "file name not allowed", "file-name", r66_ref(s, hit, ref,
-		    sizeof(ref)), PX_ACT_DENY, true);
-	snprintf(c->req.filename, sizeof(c->req.filename), "%s", buf);
-	return R66_FV_PASS;
-}
-
-static void
-r66_caps(const struct r66_authent *a, char *digest, size_t dsz, bool *reuse)
-{
-	char v[32];
-
-	if (r66_caps_get(&a->version, "DIGESTALGO", digest, dsz) != 1)
-		digest[0] = '\0';
-	*reuse = r66_caps_get(&a->version, "R66VERSION", v, sizeof(v)) == 1 &&
-	    r66_version_ge(v, 3, 6, 1);
 }
 
 /* ---- scanning (r66_scan.c) ------------------------------------------- */
