@@ -19,7 +19,8 @@
  * fields, a te other than "trailers" and a Content-Length the DATA
  * frames do not match) and reads back the leg's response (its head with
  * http_parse_head, a chunked body with http_chunk_feed) into HEADERS and
- * DATA, without connection-specific fields.
+ * DATA, without connection-specific fields. A CONNECT stream becomes a
+ * tunnel once its leg says 200: http_h2_tunnel.c.
  *
  * Bounded: a request body is read from the client no faster than it goes
  * into its leg (nghttp2's automatic WINDOW_UPDATE is off; bytes are
@@ -128,7 +129,8 @@ static void
 h2_stream_free(struct h2_stream *st)
 {
 	struct evbuffer **b[] = { &st->authority, &st->path, &st->host,
-	    &st->fields, &st->cookie, &st->body, &st->early, &st->trailers };
+	    &st->fields, &st->cookie, &st->body, &st->early, &st->trailers,
+	    &st->held };
 	size_t i;
 
 	TAILQ_REMOVE(&st->c->list, st, link);
@@ -174,21 +176,24 @@ h2_leg_send(struct h2_stream *st, bool force)
 	if (px_conn_send(&st->leg) == -1) {
 		/* The leg stopped reading (it answered early, an error or a
 		 * 413): what it has not taken is dropped; its response still
-		 * comes. */
+		 * comes. A tunnel's relay closed it: the TCP side failed. */
 		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
 		st->shut = true;
+		if (st->tunnel_up && !st->reset)
+			h2_stream_reset(st, NGHTTP2_CONNECT_ERROR);
 	}
 	h2_stream_consumed(st, before - evbuffer_get_length(st->leg.out));
 }
 
 /* Writes what is queued for the leg; its FIN once the request ended. */
-static void
+void
 h2_leg_flush(struct h2_stream *st)
 {
 	if (!st->leg_open)
 		return;
 	h2_leg_send(st, false);
-	if (st->req_ended && !st->shut && evbuffer_get_length(st->leg.out) == 0) {
+	if (st->req_ended && !st->shut && h2_tunnel_may_shut(st) &&
+	    evbuffer_get_length(st->leg.out) == 0) {
 		st->shut = true;
 		(void)shutdown(st->fd, SHUT_WR);
 	}
@@ -280,7 +285,10 @@ static int
 h2_stream_ready(struct h2_stream *st, bool end_stream)
 {
 	st->req_ended = end_stream;
-	st->chunked = !end_stream && !st->has_length;
+	/* CONNECT's DATA are tunnel bytes, not a body (http_h2_tunnel.c):
+	 * outside forward mode the leg refuses it (405). */
+	st->tunnel = strcmp(st->method, "CONNECT") == 0;
+	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
 	if (h2_request_head(st, st->early) == -1)
 		return -1;
@@ -378,6 +386,11 @@ h2_leg_readable(struct px_conn *lc, void *arg)
 		goto out;
 	if (h2_leg_input(st) == -1) {
 		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		goto out;
+	}
+	if (n <= 0 && st->tunnel_up && h2_tunnel_failed(st, n)) {
+		px_conn_read_enable(&st->leg, false);
+		h2_stream_reset(st, NGHTTP2_CONNECT_ERROR);
 		goto out;
 	}
 	if (n <= 0) {
@@ -508,6 +521,7 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	    (st->fields = evbuffer_new()) == NULL ||
 	    (st->cookie = evbuffer_new()) == NULL ||
 	    (st->early = evbuffer_new()) == NULL ||
+	    (st->held = evbuffer_new()) == NULL ||
 	    (st->trailers = evbuffer_new()) == NULL ||
 	    (st->body = evbuffer_new()) == NULL) {
 		h2_stream_free(st);
@@ -685,18 +699,6 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
 			return 0;
 		}
-		/* A tunnel over a stream (RFC 9113 8.5) is not built yet:
-		 * the leg would relay raw bytes that no DATA frame carries.
-		 * Outside forward mode the leg refuses CONNECT itself (405,
-		 * logged as for HTTP/1.1). */
-		if (strcmp(st->method, "CONNECT") == 0 &&
-		    px_session_dst(c->h->s)->sa_family == 0) {
-			h2_event(c, HTTP_H2_OTHER, st->id,
-			    "CONNECT over HTTP/2 not supported");
-			h2_reply_bare(st, "501");
-			h2_log_refused(st, 501, "builtin");
-			return 0;
-		}
 		if (h2_stream_ready(st, end) == -1)
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		return 0;
@@ -733,7 +735,7 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 		return 0;
 	}
 	/* Bounded by the stream's window until the leg takes it. */
-	out = st->leg_open ? st->leg.out : st->early;
+	out = h2_tunnel_out(st);
 	if (st->chunked)
 		evbuffer_add_printf(out, "%zx\r\n", len);
 	evbuffer_add(out, data, len);

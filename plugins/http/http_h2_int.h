@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 
 #include <nghttp2/nghttp2.h>
 
@@ -58,6 +59,12 @@ struct h2_stream {
 	bool			 shut;		/* leg: our FIN sent */
 	size_t			 unconsumed;	/* body bytes not yet consumed */
 	bool			 is_head;
+	/* CONNECT (RFC 9113 8.5): the client's DATA waits in held until a
+	 * 2xx comes from the leg (none of it is ever read there as HTTP),
+	 * then both ways are raw bytes (http_h2_tunnel.c). */
+	bool			 tunnel;
+	bool			 tunnel_up;	/* the 2xx came */
+	struct evbuffer		*held;
 	/* The response. */
 	enum h2_resp		 resp;
 	enum http_body		 body_kind;
@@ -105,6 +112,12 @@ struct http_h2 {
 /* http_h2.c */
 void	h2_stream_reset(struct h2_stream *st, uint32_t code);
 size_t	h2_leg_room(const struct h2_stream *st);
+void	h2_leg_flush(struct h2_stream *st);
+/* http_h2_tunnel.c */
+struct evbuffer *h2_tunnel_out(struct h2_stream *st);
+bool	h2_tunnel_may_shut(const struct h2_stream *st);
+void	h2_tunnel_response(struct h2_stream *st, int status);
+bool	h2_tunnel_failed(const struct h2_stream *st, ssize_t n);
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
 int	h2_leg_input(struct h2_stream *st);
 

@@ -149,6 +149,8 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 		    HTTP_BODY_NONE;
 		st->left = (uint64_t)m.content_length;
 	}
+	if (st->tunnel)
+		h2_tunnel_response(st, m.status);
 	st->resp = st->body_kind == HTTP_BODY_NONE ? H2_RESP_DONE :
 	    H2_RESP_BODY;
 	st->eof = st->resp == H2_RESP_DONE;

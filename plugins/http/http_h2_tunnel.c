@@ -1,0 +1,79 @@
+/* HTTP/2 towards clients: CONNECT streams as tunnels (RFC 9113 8.5).
+ *
+ * A CONNECT stream's leg gets "CONNECT host:port HTTP/1.1", judged there
+ * as an HTTP/1.1 client's (forward mode only, ports, servers, zones); the
+ * leg's session then hands its two sockets to the core's relay, so past
+ * its 2xx the leg carries raw bytes: the client's DATA go into it as they
+ * are (no chunking; windows open as the leg takes them), what it sends
+ * back goes out as DATA (at most HTTP_H2_STREAM_BUF held here, as for any
+ * response body: http_h2_resp.c reads it as a body up to EOF).
+ *
+ * Until that 2xx the client's DATA wait here, bounded by the stream's
+ * window: written earlier, a refused CONNECT's payload would be read by
+ * the leg as the next request. Half-closes cross both ways: END_STREAM
+ * shuts the leg's write side (the relay passes the FIN on), the server's
+ * FIN reaches us as the leg's EOF and ends the stream. The relay closing
+ * the leg while we still write is an error on the TCP side, and the
+ * stream is reset with CONNECT_ERROR. */
+#include <poll.h>
+
+#include <event2/buffer.h>
+
+#include "http_h2_int.h"
+
+/* Where the client's DATA for st go now. */
+struct evbuffer *
+h2_tunnel_out(struct h2_stream *st)
+{
+	if (st->tunnel && !st->tunnel_up)
+		return st->held;
+	return st->leg_open ? st->leg.out : st->early;
+}
+
+/* Whether the leg may get its FIN: never before the tunnel is up (the
+ * leg's analyser would take it as the client leaving). */
+bool
+h2_tunnel_may_shut(const struct h2_stream *st)
+{
+	return !st->tunnel || st->tunnel_up;
+}
+
+/* The leg answered st's CONNECT with status (final). A 2xx opens the
+ * tunnel: the held DATA and FIN go to the leg, and everything after the
+ * head is the server's bytes until EOF. Otherwise the response is an
+ * ordinary one and the held DATA are dropped. */
+void
+h2_tunnel_response(struct h2_stream *st, int status)
+{
+	size_t n = evbuffer_get_length(st->held);
+
+	if (status < 200 || status > 299) {
+		evbuffer_drain(st->held, n);
+		nghttp2_session_consume(st->c->ng, st->id, n);
+		st->unconsumed -= n;
+		st->shut = true;	/* later DATA: dropped, window opened */
+		return;
+	}
+	st->tunnel_up = true;
+	st->body_kind = HTTP_BODY_CLOSE;
+	evbuffer_add_buffer(st->leg.out, st->held);
+	h2_leg_flush(st);
+}
+
+/* The leg's read gave n (0: EOF, -1: an error) on a tunnel that is up:
+ * whether that is the TCP side failing rather than the server's FIN. The
+ * relay passes a FIN on as a shutdown and keeps the leg open until ours
+ * comes; it closes the leg whole only when the tunnel ends, so a closed
+ * leg before our FIN is an end the server did not choose cleanly (reset,
+ * error, idle-timeout). */
+bool
+h2_tunnel_failed(const struct h2_stream *st, ssize_t n)
+{
+	struct pollfd pfd = { .fd = st->fd, .events = POLLOUT };
+
+	if (n < 0)
+		return true;
+	if (st->shut)
+		return false;
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""An HTTP/2 client for CONNECT tunnels (RFC 9113 8.5) through proxyd.
+
+One subcommand per scenario, one connection each, everything bounded by
+--timeout. Prints "key=value" lines the test greps; exit 0 when the
+scenario ran (whatever the server did), 2 when it could not connect.
+
+  h2_connect.py --port P [--tls CA] echo --to HOST:PORT --size N [--deny HOST:PORT]
+      CONNECT to an echo server; N random bytes go up in DATA frames as
+      the windows allow while the echo comes back (windows opened only as
+      it is read), then END_STREAM. --deny: another CONNECT on the same
+      connection, sent with DATA at once (before any answer), whose
+      status is reported. Prints status=, up_sha=, down_sha=,
+      down_bytes=, ended=, reset=, denied_status=, denied_ended=,
+      denied_reset=.
+  h2_connect.py --port P half --to HOST:PORT --size N
+      CONNECT to a server that reads to EOF and only then answers: the
+      client's END_STREAM must reach it as a FIN. Prints status=,
+      answer= (the server's line), up_sha=, ended=, reset=.
+  h2_connect.py --port P close --to HOST:PORT
+      CONNECT to a server that greets and shuts its side: prints
+      status=, got=, ended= (END_STREAM came before the client's), then
+      sends DATA and END_STREAM itself: end_sent=, reset= (none
+      within a second).
+  h2_connect.py --port P reset --to HOST:PORT
+      CONNECT to a server that resets its TCP connection: status=,
+      reset= (the RST_STREAM code's name).
+  h2_connect.py --port P malformed --to HOST:PORT
+      CONNECT with :scheme and :path, and one without :authority: the
+      RST_STREAM code of each (with_path=, no_authority=).
+  h2_connect.py --port P early --to HOST:PORT --path P --size N
+      POST announcing N bytes with a content-length, of which N/2 are
+      sent as the windows allow: the status, whether END_STREAM came
+      (ended=), the RST_STREAM code after it (reset=), the bytes sent
+      (sent=).
+"""
+import argparse
+import hashlib
+import os
+import socket
+import ssl
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+
+
+def code_name(code):
+    try:
+        return h2.errors.ErrorCodes(code).name
+    except ValueError:
+        return str(code)
+
+
+class Stream:
+    def __init__(self, sid):
+        self.sid = sid
+        self.status = None
+        self.data = bytearray()
+        self.ended = False
+        self.reset = None
+        self.out = b""          # still to send
+        self.out_end = False    # END_STREAM once out is sent
+        self.end_sent = False
+
+
+class Client:
+    def __init__(self, args):
+        self.deadline = time.monotonic() + args.timeout
+        try:
+            raw = socket.create_connection(("127.0.0.1", args.port), timeout=args.timeout)
+        except OSError as e:
+            print("connect_error=%s" % e)
+            sys.exit(2)
+        if args.tls:
+            ctx = ssl.create_default_context(cafile=args.tls)
+            ctx.set_alpn_protocols(["h2"])
+            raw = ctx.wrap_socket(raw, server_hostname="localhost")
+            if raw.selected_alpn_protocol() != "h2":
+                print("alpn=%s" % raw.selected_alpn_protocol())
+                sys.exit(2)
+        self.s = raw
+        self.c = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, validate_outbound_headers=False,
+            normalize_outbound_headers=False))
+        self.c.initiate_connection()
+        self.streams = {}
+        self.closed = False
+        self.flush()
+
+    def flush(self):
+        d = self.c.data_to_send()
+        if d:
+            self.s.sendall(d)
+
+    def connect(self, sid, authority, extra=None):
+        st = self.streams[sid] = Stream(sid)
+        hdrs = extra if extra is not None else [
+            (b":method", b"CONNECT"), (b":authority", authority.encode())]
+        self.c.send_headers(sid, hdrs)
+        self.flush()
+        return st
+
+    def send_pending(self):
+        """Sends what the windows allow."""
+        for st in self.streams.values():
+            if st.reset is not None or st.end_sent:
+                continue
+            while st.out:
+                try:
+                    w = self.c.local_flow_control_window(st.sid)
+                except h2.exceptions.StreamClosedError:
+                    st.out = b""
+                    break
+                n = min(w, self.c.max_outbound_frame_size, len(st.out))
+                if n <= 0:
+                    break
+                self.c.send_data(st.sid, st.out[:n])
+                st.out = st.out[n:]
+            if not st.out and st.out_end and not st.end_sent:
+                self.c.end_stream(st.sid)
+                st.end_sent = True
+        self.flush()
+
+    def step(self):
+        """Reads once (up to the deadline): False when the connection ended."""
+        left = self.deadline - time.monotonic()
+        if left <= 0 or self.closed:
+            return False
+        self.s.settimeout(min(left, 1.0))
+        try:
+            data = self.s.recv(65536)
+        except socket.timeout:
+            return True
+        except OSError:
+            data = b""
+        if not data:
+            self.closed = True
+            return False
+        for ev in self.c.receive_data(data):
+            st = self.streams.get(getattr(ev, "stream_id", None))
+            if isinstance(ev, h2.events.ResponseReceived) and st:
+                st.status = dict(ev.headers).get(b":status", b"").decode()
+            elif isinstance(ev, h2.events.DataReceived):
+                if st:
+                    st.data += ev.data
+                if ev.flow_controlled_length:
+                    self.c.acknowledge_received_data(ev.flow_controlled_length,
+                                                     ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded) and st:
+                st.ended = True
+            elif isinstance(ev, h2.events.StreamReset) and st:
+                st.reset = code_name(ev.error_code)
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                print("goaway=%s" % code_name(ev.error_code))
+                self.closed = True
+        self.send_pending()
+        return True
+
+    def until(self, cond):
+        while not cond():
+            if not self.step():
+                return cond()
+        return True
+
+
+def sha(b):
+    return hashlib.sha256(bytes(b)).hexdigest()
+
+
+def run_echo(cl, a):
+    payload = os.urandom(a.size)
+    st = cl.connect(1, a.to)
+    den = None
+    if a.deny:
+        den = cl.connect(3, a.deny)
+        # Sent before any answer: a refused CONNECT's bytes must never be
+        # read as a request by anyone.
+        cl.c.send_data(3, b"GET http://127.0.0.1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+        cl.flush()
+        cl.until(lambda: den.status is not None or den.reset is not None)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    if st.status == "200":
+        st.out, st.out_end = payload, True
+        cl.send_pending()
+        cl.until(lambda: st.ended or st.reset is not None)
+    if den:
+        cl.until(lambda: den.ended or den.reset is not None)
+        print("denied_status=%s denied_ended=%d denied_reset=%s" %
+              (den.status, den.ended, den.reset))
+    print("status=%s" % st.status)
+    print("up_sha=%s" % sha(payload))
+    print("down_sha=%s down_bytes=%d" % (sha(st.data), len(st.data)))
+    print("ended=%d reset=%s" % (st.ended, st.reset))
+
+
+def run_half(cl, a):
+    payload = os.urandom(a.size)
+    st = cl.connect(1, a.to)
+    # The bytes and END_STREAM go at once: held until the 200.
+    st.out, st.out_end = payload, True
+    cl.send_pending()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("answer=%s" % bytes(st.data).decode(errors="replace").strip())
+    print("up_sha=%s" % sha(payload))
+    print("ended=%d reset=%s" % (st.ended, st.reset))
+
+
+def run_close(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("got=%s" % bytes(st.data).decode(errors="replace").strip())
+    print("ended=%d" % st.ended)
+    # Our side still open: its bytes and END_STREAM close the stream.
+    st.out, st.out_end = b"late bytes\n", True
+    cl.send_pending()
+    # A reset would follow at once: a second is plenty.
+    cl.deadline = min(cl.deadline, time.monotonic() + 1)
+    cl.until(lambda: st.reset is not None)
+    print("end_sent=%d reset=%s" % (st.end_sent, st.reset))
+
+
+def run_reset(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out = b"x" * 1000
+    cl.send_pending()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("ended=%d reset=%s" % (st.ended, st.reset))
+
+
+def run_malformed(cl, a):
+    auth = a.to.encode()
+    s1 = cl.connect(1, a.to, [(b":method", b"CONNECT"), (b":scheme", b"http"),
+                              (b":path", b"/"), (b":authority", auth)])
+    s3 = cl.connect(3, a.to, [(b":method", b"CONNECT"), (b"host", auth)])
+    # A good one after them: the connection goes on.
+    s5 = cl.connect(5, a.to)
+    cl.until(lambda: all(s.reset is not None or s.status is not None
+                         for s in (s1, s3, s5)))
+    print("with_path=%s no_authority=%s good=%s" % (s1.reset or s1.status,
+                                                    s3.reset or s3.status,
+                                                    s5.status))
+
+
+def run_early(cl, a):
+    st = cl.streams[1] = Stream(1)
+    cl.c.send_headers(1, [(b":method", b"POST"), (b":scheme", b"http"),
+                          (b":authority", a.to.encode()),
+                          (b":path", a.path.encode()),
+                          (b"content-length", str(a.size).encode())])
+    # More than proxyd drains after its answer, less than announced.
+    st.out = os.urandom(a.size // 2)
+    cl.send_pending()
+    cl.until(lambda: st.reset is not None)
+    print("status=%s ended=%d reset=%s" % (st.status, st.ended, st.reset))
+    print("sent=%d" % (a.size // 2 - len(st.out)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--tls", help="CA file: TLS with ALPN h2")
+    ap.add_argument("--timeout", type=float, default=20)
+    ap.add_argument("mode", choices=["echo", "half", "close", "reset",
+                                     "malformed", "early"])
+    ap.add_argument("--to", default="")
+    ap.add_argument("--deny")
+    ap.add_argument("--size", type=int, default=1 << 20)
+    ap.add_argument("--path", default="")
+    a = ap.parse_args()
+    cl = Client(a)
+    globals()["run_" + a.mode](cl, a)
+
+
+if __name__ == "__main__":
+    main()

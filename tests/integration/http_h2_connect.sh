@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# CONNECT over HTTP/2 (RFC 9113 8.5, issue 29) in forward mode, h2c and h2
+# by ALPN on terminate, with python3-h2 as the client (h2_connect.py) and
+# small python origins: 1 MiB each way through an echo (sha256 both ways,
+# so both directions' flow control is exercised), END_STREAM reaching the
+# origin as a FIN with its answer still coming back (half-close), the
+# origin's FIN ending the stream with END_STREAM, an origin's TCP reset
+# as RST_STREAM(CONNECT_ERROR), a port the policy refuses answered 403 on
+# its stream (its early DATA never read as a request) while another
+# tunnel on the connection goes on, malformed CONNECTs reset with
+# PROTOCOL_ERROR, the http-request line with method=CONNECT proto=h2.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
+need_cmds python3 openssl
+setup
+/usr/bin/python3 -c 'import h2' 2>/dev/null || skip "python3-h2 missing"
+CLIENT="/usr/bin/python3 $LIB_DIR/h2_connect.py"
+SIZE=$((1024 * 1024))
+
+# The origins: one port per behaviour, a thread per connection.
+cat >"$T/origins.py" <<'EOF'
+import hashlib, socket, struct, sys, threading
+
+def echo(c):
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return
+        c.sendall(d)
+
+def half(c):
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+    c.sendall(b"got %d sha=%s\n" % (n, h.hexdigest().encode()))
+
+def close(c):
+    c.sendall(b"hello from origin\n")
+    c.shutdown(socket.SHUT_WR)
+    while c.recv(65536):
+        pass
+
+def reset(c):
+    c.recv(1)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+def serve(port, fn):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(16)
+    srv.settimeout(120)
+    def one(c):
+        c.settimeout(30)
+        try:
+            fn(c)
+        except OSError as e:
+            sys.stderr.write("%s: %r\n" % (fn.__name__, e))
+        finally:
+            c.close()
+    for _ in range(32):
+        try:
+            c, _ = srv.accept()
+        except socket.timeout:
+            return
+        threading.Thread(target=one, args=(c,), daemon=True).start()
+
+ports = [int(p) for p in sys.argv[1:5]]
+for port, fn in zip(ports, (echo, half, close, reset)):
+    threading.Thread(target=serve, args=(port, fn), daemon=True).start()
+threading.Event().wait(300)
+EOF
+free_port O_ECHO
+free_port O_HALF
+free_port O_CLOSE
+free_port O_RESET
+/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" 2>>"$T/origins.err" &
+track_pid $!
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET"; do
+    wait_listen "$p" 5 || fail "origin on $p did not start"
+done
+free_port DENIED
+
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+
+POL="<http h2=\"yes\" h2c=\"yes\">
+  <limits max-body=\"4k\"/>
+  <request method=\"CONNECT\" ports=\"$O_ECHO $O_HALF $O_CLOSE $O_RESET\" action=\"accept\"/>
+  <request method=\"CONNECT\" action=\"deny\" status=\"403\"/>
+</http>"
+free_port PF
+free_port PT
+write_proxyd_conf
+write_http_service fwd "$PF" 0 "$POL" forward
+write_http_service fwdtls "$PT" 0 "$POL
+  <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>" forward
+start_proxyd
+tun0=$(http_counter tunnels)
+A=127.0.0.1
+
+info "h2c: 1 MiB each way through a tunnel to an echo; a refused port on the same connection"
+$CLIENT --port "$PF" echo --to "$A:$O_ECHO" --size "$SIZE" --deny "$A:$DENIED" >"$T/echo.out" 2>&1 ||
+    fail "echo client: $(cat "$T/echo.out")"
+cat "$T/echo.out"
+up=$(sed -n 's/^up_sha=//p' "$T/echo.out")
+assert_grep "$T/echo.out" '^status=200$' "the tunnel's 200"
+assert_grep "$T/echo.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes, whole and in order"
+assert_grep "$T/echo.out" '^ended=1 reset=None$' "the origin's close after our END_STREAM ends the stream"
+assert_grep "$T/echo.out" '^denied_status=403 denied_ended=1 ' "403 for a port the policy refuses, as an h2 response"
+assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=CONNECT host=127\.0\.0\.1 .* status=200 .* verdict=accept server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1$"
+assert_log "http-request .* method=CONNECT host=127\.0\.0\.1 .* status=403 .* verdict=deny .* proto=h2 stream=3$"
+assert_no_grep "$PROXYD_LOG" 'smuggled' "a refused CONNECT's DATA are never read as a request"
+assert_metric ge proxyd_analyser_events_total 'event="tunnels"' $((tun0 + 1))
+
+info "half-close: END_STREAM reaches the origin as a FIN, its answer still comes"
+$CLIENT --port "$PF" half --to "$A:$O_HALF" --size "$SIZE" >"$T/half.out" 2>&1 ||
+    fail "half client: $(cat "$T/half.out")"
+up=$(sed -n 's/^up_sha=//p' "$T/half.out")
+assert_grep "$T/half.out" '^status=200$' "half: 200"
+assert_grep "$T/half.out" "^answer=got $SIZE sha=$up$" "the origin got every byte, then the FIN"
+assert_grep "$T/half.out" '^ended=1 reset=None$' "half: END_STREAM after the answer"
+
+info "the origin's FIN ends the stream (END_STREAM) while ours is still open"
+$CLIENT --port "$PF" close --to "$A:$O_CLOSE" >"$T/close.out" 2>&1 ||
+    fail "close client: $(cat "$T/close.out")"
+assert_grep "$T/close.out" '^status=200$' "close: 200"
+assert_grep "$T/close.out" '^got=hello from origin$' "close: the greeting"
+assert_grep "$T/close.out" '^ended=1$' "close: END_STREAM from the origin's FIN"
+assert_grep "$T/close.out" '^end_sent=1 reset=None$' "close: our own END_STREAM closes it cleanly"
+
+info "the origin resets its TCP connection: RST_STREAM(CONNECT_ERROR)"
+$CLIENT --port "$PF" reset --to "$A:$O_RESET" >"$T/reset.out" 2>&1 ||
+    fail "reset client: $(cat "$T/reset.out")"
+assert_grep "$T/reset.out" '^status=200$' "reset: 200"
+assert_grep "$T/reset.out" '^ended=0 reset=CONNECT_ERROR$' "reset: CONNECT_ERROR"
+
+info "malformed CONNECTs: PROTOCOL_ERROR on their streams, the connection goes on"
+$CLIENT --port "$PF" malformed --to "$A:$O_ECHO" >"$T/bad.out" 2>&1 ||
+    fail "malformed client: $(cat "$T/bad.out")"
+assert_grep "$T/bad.out" '^with_path=PROTOCOL_ERROR no_authority=PROTOCOL_ERROR good=200$' "malformed CONNECT"
+
+info "h2 by ALPN on a terminating listener: the same tunnel"
+$CLIENT --port "$PT" --tls "$P/ca.pem" echo --to "$A:$O_ECHO" --size "$SIZE" >"$T/tls.out" 2>&1 ||
+    fail "tls echo client: $(cat "$T/tls.out")"
+up=$(sed -n 's/^up_sha=//p' "$T/tls.out")
+assert_grep "$T/tls.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes over TLS"
+assert_grep "$T/tls.out" '^ended=1 reset=None$' "TLS: END_STREAM"
+
+http_done
