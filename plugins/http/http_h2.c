@@ -732,6 +732,9 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	if (st == NULL || (!st->leg_open && !st->pending) || st->shut) {
 		/* Nobody takes it: the window opens again at once. */
 		nghttp2_session_consume(ng, id, len);
+		if (st != NULL && st->answered && !st->reset &&
+		    (st->dropped += len) > HTTP_H2_DRAIN_MAX)
+			h2_stream_reset(st, NGHTTP2_NO_ERROR);
 		return 0;
 	}
 	/* Bounded by the stream's window until the leg takes it. */
@@ -786,14 +789,20 @@ static int
 h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
 	struct http_h2 *c = ud;
+	struct h2_stream *st;
 
-	(void)ng;
 	if (f->hd.type == NGHTTP2_RST_STREAM)
 		c->reset_ids[c->nreset++ % HTTP_H2_RESET_IDS] = f->hd.stream_id;
-	/* A response complete before its request (an early 413) is not
-	 * followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1 allows it, but
-	 * curl 7.88 then reports the stream as failed): the rest of the
-	 * body is read and dropped, its window opened at once. */
+	/* A response complete before its request (an early 413, a refused
+	 * CONNECT): h2_on_data_chunk drops the rest of the body, and past
+	 * HTTP_H2_DRAIN_MAX tells the client to stop (RFC 9113 8.1). Not a
+	 * tunnel's: the server's FIN leaves the client's half open. */
+	if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
+	    (st = h2_stream_get(c, f->hd.stream_id)) != NULL &&
+	    !st->tunnel_up &&
+	    nghttp2_session_get_stream_remote_close(ng, st->id) == 0)
+		st->answered = true;
 	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != 0) {
 		c->goaway = f->goaway.error_code;
 		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, HTTP_H2_GOAWAY,

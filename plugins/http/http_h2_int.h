@@ -27,6 +27,12 @@
 #define HTTP_H2_RESET_IDS	64
 /* Response bytes one stream may hold here (raw and decoded). */
 #define HTTP_H2_STREAM_BUF	(64 * 1024)
+/* Request body bytes read and dropped after a complete response (an
+ * early 413) before RST_STREAM(NO_ERROR) stops the client (RFC 9113
+ * 8.1). Not at once: curl 7.88 (Debian 12) then fails the transfer
+ * ("(92) Stream error in the HTTP/2 framing layer") and shows no 413;
+ * a body that much over is stopped, as the RFC means. */
+#define HTTP_H2_DRAIN_MAX	(2 * 1024 * 1024)
 #define HTTP_H2_PREFACE		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define HTTP_H2_PREFACE_LEN	24
 
@@ -78,6 +84,8 @@ struct h2_stream {
 	bool			 eof;		/* response complete */
 	uint64_t		 held_since;	/* ms: data, send window 0 */
 	bool			 reset;		/* RST_STREAM submitted */
+	bool			 answered;	/* complete before its request */
+	uint64_t		 dropped;	/* body bytes dropped since */
 };
 
 struct http_h2 {
