@@ -236,12 +236,15 @@ h2_request_head(struct h2_stream *st, struct evbuffer *out)
 {
 	struct http_state *h = st->c->h;
 	bool forward = px_session_dst(h->s)->sa_family == 0;
-	bool connect = strcmp(st->method, "CONNECT") == 0;
+	/* An extended CONNECT (RFC 8441) is an Upgrade GET on the leg. */
+	bool ext = st->protocol[0] != '\0';
+	bool connect = strcmp(st->method, "CONNECT") == 0 && !ext;
+	const char *method = ext ? "GET" : st->method;
 	size_t alen = evbuffer_get_length(st->authority);
 	size_t hlen = evbuffer_get_length(st->host);
 	int rc = 0;
 
-	rc |= evbuffer_add(out, st->method, strlen(st->method)) |
+	rc |= evbuffer_add(out, method, strlen(method)) |
 	    evbuffer_add(out, " ", 1);
 	if (connect)
 		rc |= h2_add_copy(out, st->authority);
@@ -290,7 +293,8 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->tunnel = strcmp(st->method, "CONNECT") == 0;
 	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
-	if (h2_request_head(st, st->early) == -1)
+	if (h2_tunnel_upgrade_fields(st) == -1 ||
+	    h2_request_head(st, st->early) == -1)
 		return -1;
 	st->pending = true;
 	st->c->npending++;
@@ -607,8 +611,10 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 			rc = evbuffer_add(st->authority, value, vlen);
 		else if (nlen == 5 && memcmp(name, ":path", 5) == 0)
 			rc = evbuffer_add(st->path, value, vlen);
+		else if (nlen == 9 && memcmp(name, ":protocol", 9) == 0)
+			rc = h2_tunnel_protocol(st, value, vlen);
 		else
-			rc = -1;	/* :protocol (RFC 8441): not yet */
+			rc = -1;
 		if (rc == -1)
 			st->bad = true;
 		return 0;
@@ -978,7 +984,12 @@ http_h2_start(struct http_state *h)
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, p->h2_window },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, p->h2_max_header_list },
 		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1 },
 	};
+	/* Extended CONNECT (RFC 8441) only where a WebSocket Upgrade would
+	 * be let through: nghttp2 refuses :protocol without it. */
+	size_t niv = sizeof(iv) / sizeof(iv[0]) -
+	    !http_policy_upgrade(p, "websocket", 9);
 	uint64_t conn_window = (uint64_t)p->h2_window * p->h2_max_streams;
 	int rc = -1;
 
@@ -1012,8 +1023,7 @@ http_h2_start(struct http_state *h)
 		goto out;
 	if (conn_window > 0x7fffffff)
 		conn_window = 0x7fffffff;
-	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
-	    sizeof(iv) / sizeof(iv[0])) != 0 ||
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, niv) != 0 ||
 	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
 	    (int32_t)conn_window) != 0)
 		goto out;

@@ -71,6 +71,7 @@ struct h2_stream {
 	bool			 tunnel;
 	bool			 tunnel_up;	/* the 2xx came */
 	struct evbuffer		*held;
+	char			 protocol[32];	/* :protocol (RFC 8441); "" */
 	/* The response. */
 	enum h2_resp		 resp;
 	enum http_body		 body_kind;
@@ -124,6 +125,9 @@ void	h2_leg_flush(struct h2_stream *st);
 /* http_h2_tunnel.c */
 struct evbuffer *h2_tunnel_out(struct h2_stream *st);
 bool	h2_tunnel_may_shut(const struct h2_stream *st);
+int	h2_tunnel_protocol(struct h2_stream *st, const uint8_t *v, size_t len);
+int	h2_tunnel_upgrade_fields(struct h2_stream *st);
+int	h2_tunnel_status(const struct h2_stream *st, int status);
 void	h2_tunnel_response(struct h2_stream *st, int status);
 bool	h2_tunnel_failed(const struct h2_stream *st, ssize_t n);
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */

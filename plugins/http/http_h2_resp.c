@@ -22,7 +22,10 @@ h2_conn_specific(const char *n, size_t len)
 	    http_token_eq(n, len, "keep-alive") ||
 	    http_token_eq(n, len, "proxy-connection") ||
 	    http_token_eq(n, len, "transfer-encoding") ||
-	    http_token_eq(n, len, "upgrade") || http_token_eq(n, len, "te");
+	    http_token_eq(n, len, "upgrade") || http_token_eq(n, len, "te") ||
+	    /* The HTTP/1.1 WebSocket handshake's proof: not used over h2
+	     * (RFC 8441 5), where the 101 becomes a 200. */
+	    http_token_eq(n, len, "sec-websocket-accept");
 }
 
 /* m's fields as nghttp2_nv after nva[n], without connection-specific
@@ -117,20 +120,21 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 	nghttp2_data_provider prd;
 	const char *why;
 	size_t n = 0;
-	int rc;
+	int rc, code;
 
 	/* The leg already held it to the limits, and added Via. */
 	lim.max_header_bytes = len + 1;
 	lim.max_line = len + 1;
 	lim.max_header_lines = HTTP_MAX_HEADERS - 1;
 	if (http_parse_head(buf, len, false, &lim, &m, &why) != 0 ||
+	    (code = h2_tunnel_status(st, m.status)) == -1 ||
 	    (names = malloc(len)) == NULL)
 		return -1;
-	snprintf(status, sizeof(status), "%03d", m.status);
+	snprintf(status, sizeof(status), "%03d", code);
 	nva[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7,
 	    3, NGHTTP2_NV_FLAG_NONE };
 	n = h2_nv_fields(&m, nva, n, names);
-	if (m.status < 200) {
+	if (code < 200) {
 		/* Interim (100, 103): the final one follows. */
 		rc = nghttp2_submit_headers(st->c->ng, NGHTTP2_FLAG_NONE, st->id,
 		    NULL, nva, n, NULL);
@@ -150,7 +154,7 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 		st->left = (uint64_t)m.content_length;
 	}
 	if (st->tunnel)
-		h2_tunnel_response(st, m.status);
+		h2_tunnel_response(st, code);
 	st->resp = st->body_kind == HTTP_BODY_NONE ? H2_RESP_DONE :
 	    H2_RESP_BODY;
 	st->eof = st->resp == H2_RESP_DONE;

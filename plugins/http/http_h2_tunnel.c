@@ -14,12 +14,74 @@
  * shuts the leg's write side (the relay passes the FIN on), the server's
  * FIN reaches us as the leg's EOF and ends the stream. The relay closing
  * the leg while we still write is an error on the TCP side, and the
- * stream is reset with CONNECT_ERROR. */
+ * stream is reset with CONNECT_ERROR.
+ *
+ * An extended CONNECT (RFC 8441: :protocol, offered in SETTINGS where the
+ * policy lets a WebSocket Upgrade through) is the same tunnel behind an
+ * HTTP/1.1 Upgrade: the leg gets a GET with Upgrade: <protocol> (and the
+ * Sec-WebSocket-Key an HTTP/1.1 server wants, which h2 clients do not
+ * send), judged by <upgrade>, and its 101 is the stream's 200. */
 #include <poll.h>
+#include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "http_h2_int.h"
+
+/* :protocol's value: an Upgrade token (RFC 8441 4), so that it goes into
+ * the leg's Upgrade field as it is. 0, or -1 (the stream is malformed). */
+int
+h2_tunnel_protocol(struct h2_stream *st, const uint8_t *v, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len >= sizeof(st->protocol))
+		return -1;
+	for (i = 0; i < len; i++)
+		if (!http_is_tchar(v[i]) && v[i] != '/')
+			return -1;
+	memcpy(st->protocol, v, len);
+	st->protocol[len] = '\0';
+	return 0;
+}
+
+/* An extended CONNECT's Upgrade fields for the leg. 0, or -1. */
+int
+h2_tunnel_upgrade_fields(struct h2_stream *st)
+{
+	unsigned char nonce[16], key[32];
+
+	if (st->protocol[0] == '\0')
+		return 0;
+	if (evbuffer_add_printf(st->fields, "Upgrade: %s\r\n"
+	    "Connection: Upgrade\r\n", st->protocol) == -1)
+		return -1;
+	if (strcasecmp(st->protocol, "websocket") != 0)
+		return 0;
+	/* RFC 6455 4.1: a fresh nonce; its Accept goes back to nobody. */
+	if (RAND_bytes(nonce, sizeof(nonce)) != 1)
+		return -1;
+	EVP_EncodeBlock(key, nonce, sizeof(nonce));
+	return evbuffer_add_printf(st->fields, "Sec-WebSocket-Key: %s\r\n",
+	    key) == -1 ? -1 : 0;
+}
+
+/* The :status the leg's status becomes: an extended CONNECT's 101 is its
+ * 200. Any other 2xx to it means the Upgrade did not happen (an origin
+ * answering the GET): no status says so to a client that would take it
+ * for the tunnel, -1 (the stream is reset). */
+int
+h2_tunnel_status(const struct h2_stream *st, int status)
+{
+	if (!st->tunnel || st->protocol[0] == '\0')
+		return status;
+	if (status == 101)
+		return 200;
+	return status >= 200 && status <= 299 ? -1 : status;
+}
 
 /* Where the client's DATA for st go now. */
 struct evbuffer *

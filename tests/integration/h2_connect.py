@@ -28,6 +28,12 @@ scenario ran (whatever the server did), 2 when it could not connect.
   h2_connect.py --port P malformed --to HOST:PORT
       CONNECT with :scheme and :path, and one without :authority: the
       RST_STREAM code of each (with_path=, no_authority=).
+  h2_connect.py --port P ws --to HOST:PORT --size N
+      Extended CONNECT (RFC 8441) for a WebSocket: whether SETTINGS
+      offered it (enable_connect_protocol=), the status, then a text
+      frame, an N-byte binary one and a close, masked: the frames the
+      origin sent back (frames=, echoed=1 when the data frames are the
+      same), ended=, reset=.
   h2_connect.py --port P early --to HOST:PORT --path P --size N
       POST announcing N bytes with a content-length, of which N/2 are
       sent as the windows allow: the status, whether END_STREAM came
@@ -90,6 +96,7 @@ class Client:
         self.c.initiate_connection()
         self.streams = {}
         self.closed = False
+        self.got_settings = False
         self.flush()
 
     def flush(self):
@@ -155,6 +162,8 @@ class Client:
                 st.ended = True
             elif isinstance(ev, h2.events.StreamReset) and st:
                 st.reset = code_name(ev.error_code)
+            elif isinstance(ev, h2.events.RemoteSettingsChanged):
+                self.got_settings = True
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 print("goaway=%s" % code_name(ev.error_code))
                 self.closed = True
@@ -264,13 +273,68 @@ def run_early(cl, a):
     print("sent=%d" % (a.size // 2 - len(st.out)))
 
 
+def ws_frame(opcode, payload):
+    """A client's frame: FIN, masked (RFC 6455 5.2)."""
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_parse(buf):
+    """The server's frames in buf (unmasked): [(opcode, payload)], rest."""
+    out = []
+    while len(buf) >= 2:
+        n, off = buf[1] & 0x7f, 2
+        if n == 126:
+            n, off = int.from_bytes(buf[2:4], "big"), 4
+        elif n == 127:
+            n, off = int.from_bytes(buf[2:10], "big"), 10
+        if buf[1] & 0x80 or len(buf) < off + n:
+            break
+        out.append((buf[0] & 0x0f, bytes(buf[off:off + n])))
+        buf = buf[off + n:]
+    return out, buf
+
+
+def run_ws(cl, a):
+    # The server's SETTINGS first: :protocol is only for a server that
+    # offers it.
+    cl.until(lambda: cl.got_settings)
+    offered = cl.c.remote_settings.get(8, 0)
+    print("enable_connect_protocol=%d" % offered)
+    st = cl.connect(1, a.to, [
+        (b":method", b"CONNECT"), (b":protocol", b"websocket"),
+        (b":scheme", b"http"), (b":path", b"/chat"),
+        (b":authority", a.to.encode()), (b"sec-websocket-version", b"13")])
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    print("status=%s reset=%s" % (st.status, st.reset))
+    if st.status != "200":
+        return
+    msgs = [(1, b"hello over h2"), (2, os.urandom(a.size))]
+    st.out = b"".join(ws_frame(op, p) for op, p in msgs) + ws_frame(8, b"\x03\xe8")
+    st.out_end = True
+    cl.send_pending()
+    cl.until(lambda: st.ended or st.reset is not None)
+    frames, rest = ws_parse(bytes(st.data))
+    print("frames=%s" % ",".join(str(op) for op, _ in frames))
+    print("echoed=%d" % (frames[:2] == msgs))
+    print("ended=%d reset=%s rest=%d" % (st.ended, st.reset, len(rest)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--tls", help="CA file: TLS with ALPN h2")
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
-                                     "malformed", "early"])
+                                     "malformed", "early", "ws"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)

@@ -9,6 +9,9 @@
 # its stream (its early DATA never read as a request) while another
 # tunnel on the connection goes on, malformed CONNECTs reset with
 # PROTOCOL_ERROR, the http-request line with method=CONNECT proto=h2.
+# RFC 8441: a WebSocket over an extended CONNECT to a python WebSocket
+# origin (handshake checked there, frames echoed), offered in SETTINGS
+# only where <upgrade> accepts websocket, :protocol refused elsewhere.
 # Also: a response complete before its request body (413 over max-body)
 # is followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1) once the client sent
 # 2 MiB more.
@@ -53,6 +56,62 @@ def reset(c):
     c.recv(1)
     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
+def ws(c):
+    """A WebSocket server (RFC 6455): the handshake checked, each frame
+    from the client unmasked and sent back, a close answered and ended."""
+    import base64
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(4096)
+        if not d:
+            return
+        head += d
+    head, buf = head.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    f = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    with open(WS_LOG, "a") as log:
+        log.write("request=%s upgrade=%s connection=%s key_len=%d version=%s\n" % (
+            lines[0], f.get("upgrade"), f.get("connection"),
+            len(base64.b64decode(f.get("sec-websocket-key", ""))), f.get("sec-websocket-version")))
+    if f.get("upgrade", "").lower() != "websocket" or "sec-websocket-key" not in f:
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        return
+    acc = base64.b64encode(hashlib.sha1(f["sec-websocket-key"].encode() +
+                           b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d:
+                raise EOFError
+            buf += d
+        out, buf = buf[:n], buf[n:]
+        return out
+    while True:
+        try:
+            b0, b1 = need(2)
+        except EOFError:
+            return
+        n = b1 & 0x7f
+        if n == 126:
+            n = int.from_bytes(need(2), "big")
+        elif n == 127:
+            n = int.from_bytes(need(8), "big")
+        if not b1 & 0x80:
+            return      # a client's frames are masked
+        mask = need(4)
+        data = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
+        hdr = bytes([b0]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big")
+                             if n < 65536 else bytes([127]) + n.to_bytes(8, "big"))
+        c.sendall(hdr + data)
+        if b0 & 0x0f == 8:
+            c.shutdown(socket.SHUT_WR)
+            while c.recv(65536):
+                pass
+            return
+
 def serve(port, fn):
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -74,8 +133,9 @@ def serve(port, fn):
             return
         threading.Thread(target=one, args=(c,), daemon=True).start()
 
-ports = [int(p) for p in sys.argv[1:5]]
-for port, fn in zip(ports, (echo, half, close, reset)):
+WS_LOG = sys.argv[6]
+ports = [int(p) for p in sys.argv[1:6]]
+for port, fn in zip(ports, (echo, half, close, reset, ws)):
     threading.Thread(target=serve, args=(port, fn), daemon=True).start()
 threading.Event().wait(300)
 EOF
@@ -83,9 +143,11 @@ free_port O_ECHO
 free_port O_HALF
 free_port O_CLOSE
 free_port O_RESET
-/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" 2>>"$T/origins.err" &
+free_port O_WS
+WS_LOG=$T/ws.log
+/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$WS_LOG" 2>>"$T/origins.err" &
 track_pid $!
-for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET"; do
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS"; do
     wait_listen "$p" 5 || fail "origin on $p did not start"
 done
 free_port DENIED
@@ -101,7 +163,9 @@ POL="<http h2=\"yes\" h2c=\"yes\">
 </http>"
 free_port PF
 free_port PT
+free_port PW
 write_proxyd_conf
+write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service fwd "$PF" 0 "$POL" forward
 write_http_service fwdtls "$PT" 0 "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>" forward
@@ -156,6 +220,22 @@ $CLIENT --port "$PT" --tls "$P/ca.pem" echo --to "$A:$O_ECHO" --size "$SIZE" >"$
 up=$(sed -n 's/^up_sha=//p' "$T/tls.out")
 assert_grep "$T/tls.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes over TLS"
 assert_grep "$T/tls.out" '^ended=1 reset=None$' "TLS: END_STREAM"
+
+info "RFC 8441: a WebSocket over an extended CONNECT, offered only where <upgrade> accepts it"
+$CLIENT --port "$PW" ws --to "$A:$O_WS" --size 200000 >"$T/ws.out" 2>&1 ||
+    fail "ws client: $(cat "$T/ws.out")"
+cat "$T/ws.out"
+assert_grep "$T/ws.out" '^enable_connect_protocol=1$' "SETTINGS_ENABLE_CONNECT_PROTOCOL where websocket is accepted"
+assert_grep "$T/ws.out" '^status=200 reset=None$' "the origin's 101 as a 200"
+assert_grep "$T/ws.out" '^frames=1,2,8$' "text, binary and close frames back"
+assert_grep "$T/ws.out" '^echoed=1$' "the frames' payloads intact"
+assert_grep "$T/ws.out" '^ended=1 reset=None rest=0$' "the close ends the stream"
+assert_grep "$WS_LOG" '^request=GET /chat HTTP/1\.1 upgrade=websocket connection=[Uu]pgrade key_len=16 version=13$' "an HTTP/1.1 Upgrade handshake at the origin"
+assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/chat status=101 .* proto=h2 stream=1$"
+$CLIENT --port "$PF" ws --to "$A:$O_WS" --size 10 >"$T/ws-off.out" 2>&1 ||
+    fail "ws client (off): $(cat "$T/ws-off.out")"
+assert_grep "$T/ws-off.out" '^enable_connect_protocol=0$' "no extended CONNECT without <upgrade>"
+assert_grep "$T/ws-off.out" '^status=None reset=PROTOCOL_ERROR$' ":protocol refused where not offered"
 
 info "a response complete before its request body: RST_STREAM(NO_ERROR) once 2 MiB more were dropped"
 # (a smaller rest is read and dropped: curl 7.88 fails a transfer reset
