@@ -799,16 +799,20 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 
 	if (f->hd.type == NGHTTP2_RST_STREAM)
 		c->reset_ids[c->nreset++ % HTTP_H2_RESET_IDS] = f->hd.stream_id;
-	/* A response complete before its request (an early 413, a refused
-	 * CONNECT): h2_on_data_chunk drops the rest of the body, and past
-	 * HTTP_H2_DRAIN_MAX tells the client to stop (RFC 9113 8.1). Not a
-	 * tunnel's: the server's FIN leaves the client's half open. */
+	/* A response complete before its request (an early 413):
+	 * h2_on_data_chunk drops the rest of the body, and past
+	 * HTTP_H2_DRAIN_MAX tells the client to stop (RFC 9113 8.1). A
+	 * refused CONNECT's client has nothing more to say: stopped at
+	 * once. Not a tunnel's end: the client's half stays open. */
 	if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
 	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
 	    (st = h2_stream_get(c, f->hd.stream_id)) != NULL &&
-	    !st->tunnel_up &&
-	    nghttp2_session_get_stream_remote_close(ng, st->id) == 0)
+	    !st->tunnel_up && !st->reset &&
+	    nghttp2_session_get_stream_remote_close(ng, st->id) == 0) {
 		st->answered = true;
+		if (st->tunnel)
+			h2_stream_reset(st, NGHTTP2_NO_ERROR);
+	}
 	if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != 0) {
 		c->goaway = f->goaway.error_code;
 		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS, HTTP_H2_GOAWAY,

@@ -198,7 +198,8 @@ def run_echo(cl, a):
         cl.send_pending()
         cl.until(lambda: st.ended or st.reset is not None)
     if den:
-        cl.until(lambda: den.ended or den.reset is not None)
+        # RST_STREAM(NO_ERROR) follows the refusal.
+        cl.until(lambda: den.reset is not None)
         print("denied_status=%s denied_ended=%d denied_reset=%s" %
               (den.status, den.ended, den.reset))
     print("status=%s" % st.status)

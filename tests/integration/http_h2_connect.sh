@@ -181,7 +181,7 @@ up=$(sed -n 's/^up_sha=//p' "$T/echo.out")
 assert_grep "$T/echo.out" '^status=200$' "the tunnel's 200"
 assert_grep "$T/echo.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes, whole and in order"
 assert_grep "$T/echo.out" '^ended=1 reset=None$' "the origin's close after our END_STREAM ends the stream"
-assert_grep "$T/echo.out" '^denied_status=403 denied_ended=1 ' "403 for a port the policy refuses, as an h2 response"
+assert_grep "$T/echo.out" '^denied_status=403 denied_ended=1 denied_reset=NO_ERROR$' "403 for a port the policy refuses, as an h2 response, then RST_STREAM(NO_ERROR)"
 assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=CONNECT host=127\.0\.0\.1 .* status=200 .* verdict=accept server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1$"
 assert_log "http-request .* method=CONNECT host=127\.0\.0\.1 .* status=403 .* verdict=deny .* proto=h2 stream=3$"
 assert_no_grep "$PROXYD_LOG" 'smuggled' "a refused CONNECT's DATA are never read as a request"
