@@ -126,8 +126,8 @@ class Client:
                 n = min(w, self.c.max_outbound_frame_size, len(st.out))
                 if n <= 0:
                     break
-                self.c.send_data(st.sid, st.out[:n])
-                st.out = st.out[n:]
+                self.c.send_data(st.sid, bytes(st.out[:n]))
+                st.out = memoryview(st.out)[n:]     # no copy of the rest
             if not st.out and st.out_end and not st.end_sent:
                 self.c.end_stream(st.sid)
                 st.end_sent = True
