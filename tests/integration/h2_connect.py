@@ -25,6 +25,10 @@ scenario ran (whatever the server did), 2 when it could not connect.
   h2_connect.py --port P reset --to HOST:PORT
       CONNECT to a server that resets its TCP connection: status=,
       reset= (the RST_STREAM code's name).
+  h2_connect.py --port P cancel --to HOST:PORT --size N
+      CONNECT to an echo, N bytes up, RST_STREAM(CANCEL) once some came
+      back, then a second tunnel on the connection: status=,
+      got_before_reset=, second= (its status and echo), ended=.
   h2_connect.py --port P malformed --to HOST:PORT
       CONNECT with :scheme and :path, and one without :authority: the
       RST_STREAM code of each (with_path=, no_authority=).
@@ -246,6 +250,24 @@ def run_reset(cl, a):
     print("ended=%d reset=%s" % (st.ended, st.reset))
 
 
+def run_cancel(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out = os.urandom(a.size)
+    cl.send_pending()
+    cl.until(lambda: len(st.data) >= 1000 or st.reset is not None)
+    cl.c.reset_stream(1, h2.errors.ErrorCodes.CANCEL)
+    cl.flush()
+    # The connection goes on: another tunnel on it.
+    s3 = cl.connect(3, a.to)
+    cl.until(lambda: s3.status is not None or s3.reset is not None)
+    s3.out, s3.out_end = b"after the reset\n", True
+    cl.send_pending()
+    cl.until(lambda: s3.ended or s3.reset is not None)
+    print("status=%s got_before_reset=%d" % (st.status, len(st.data) >= 1000))
+    print("second=%s %s ended=%d" % (s3.status, bytes(s3.data).decode().strip(), s3.ended))
+
+
 def run_malformed(cl, a):
     auth = a.to.encode()
     s1 = cl.connect(1, a.to, [(b":method", b"CONNECT"), (b":scheme", b"http"),
@@ -335,7 +357,7 @@ def main():
     ap.add_argument("--tls", help="CA file: TLS with ALPN h2")
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
-                                     "malformed", "early", "ws"])
+                                     "malformed", "early", "ws", "cancel"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)

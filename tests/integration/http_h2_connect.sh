@@ -7,7 +7,8 @@
 # origin's FIN ending the stream with END_STREAM, an origin's TCP reset
 # as RST_STREAM(CONNECT_ERROR), a port the policy refuses answered 403 on
 # its stream (its early DATA never read as a request) while another
-# tunnel on the connection goes on, malformed CONNECTs reset with
+# tunnel on the connection goes on, a client's RST_STREAM ending its
+# leg and server connection, malformed CONNECTs reset with
 # PROTOCOL_ERROR, the http-request line with method=CONNECT proto=h2.
 # RFC 8441: a WebSocket over an extended CONNECT to a python WebSocket
 # origin (handshake checked there, frames echoed), offered in SETTINGS
@@ -208,6 +209,14 @@ $CLIENT --port "$PF" reset --to "$A:$O_RESET" >"$T/reset.out" 2>&1 ||
     fail "reset client: $(cat "$T/reset.out")"
 assert_grep "$T/reset.out" '^status=200$' "reset: 200"
 assert_grep "$T/reset.out" '^ended=0 reset=CONNECT_ERROR$' "reset: CONNECT_ERROR"
+
+info "the client resets a tunnel: its leg and server connection end, the connection goes on"
+$CLIENT --port "$PF" cancel --to "$A:$O_ECHO" --size "$SIZE" >"$T/cancel.out" 2>&1 ||
+    fail "cancel client: $(cat "$T/cancel.out")"
+assert_grep "$T/cancel.out" '^status=200 got_before_reset=1$' "cancel: the tunnel ran"
+assert_grep "$T/cancel.out" '^second=200 after the reset ended=1$' "cancel: another tunnel on the connection"
+port=$(sed -n 's/.*client=127\.0\.0\.1:\([0-9]*\) method=CONNECT .* proto=h2 stream=3$/\1/p' "$PROXYD_LOG" | tail -n 1)
+assert_log "session-end service=fwd .* client=127\.0\.0\.1:$port .* server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1 by=client"
 
 info "malformed CONNECTs: PROTOCOL_ERROR on their streams, the connection goes on"
 $CLIENT --port "$PF" malformed --to "$A:$O_ECHO" >"$T/bad.out" 2>&1 ||
