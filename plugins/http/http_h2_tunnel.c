@@ -111,6 +111,9 @@ h2_tunnel_response(struct h2_stream *st, int status)
 
 	if (status < 200 || status > 299) {
 		evbuffer_drain(st->held, n);
+		/* Less when writing the head opened the window early. */
+		if (n > st->unconsumed)
+			n = st->unconsumed;
 		nghttp2_session_consume(st->c->ng, st->id, n);
 		st->unconsumed -= n;
 		st->shut = true;	/* later DATA: dropped, window opened */
