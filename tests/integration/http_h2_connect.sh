@@ -12,7 +12,8 @@
 # PROTOCOL_ERROR, the http-request line with method=CONNECT proto=h2.
 # RFC 8441: a WebSocket over an extended CONNECT to a python WebSocket
 # origin (handshake checked there, frames echoed), offered in SETTINGS
-# only where <upgrade> accepts websocket, :protocol refused elsewhere.
+# only where <upgrade> accepts websocket, :protocol refused elsewhere, an
+# origin answering 200 instead of 101 resetting the stream.
 # Also: a response complete before its request body (413 over max-body)
 # is followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1) once the client sent
 # 2 MiB more.
@@ -113,6 +114,16 @@ def ws(c):
                 pass
             return
 
+def plain(c):
+    """An origin that ignores Upgrade: 200 to the GET."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(4096)
+        if not d:
+            return
+        head += d
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+
 def serve(port, fn):
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -134,9 +145,9 @@ def serve(port, fn):
             return
         threading.Thread(target=one, args=(c,), daemon=True).start()
 
-WS_LOG = sys.argv[6]
-ports = [int(p) for p in sys.argv[1:6]]
-for port, fn in zip(ports, (echo, half, close, reset, ws)):
+WS_LOG = sys.argv[7]
+ports = [int(p) for p in sys.argv[1:7]]
+for port, fn in zip(ports, (echo, half, close, reset, ws, plain)):
     threading.Thread(target=serve, args=(port, fn), daemon=True).start()
 threading.Event().wait(300)
 EOF
@@ -145,10 +156,11 @@ free_port O_HALF
 free_port O_CLOSE
 free_port O_RESET
 free_port O_WS
+free_port O_PLAIN
 WS_LOG=$T/ws.log
-/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$WS_LOG" 2>>"$T/origins.err" &
+/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$WS_LOG" 2>>"$T/origins.err" &
 track_pid $!
-for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS"; do
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN"; do
     wait_listen "$p" 5 || fail "origin on $p did not start"
 done
 free_port DENIED
@@ -165,8 +177,10 @@ POL="<http h2=\"yes\" h2c=\"yes\">
 free_port PF
 free_port PT
 free_port PW
+free_port PP
 write_proxyd_conf
 write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
+write_http_service plain "$PP" "$O_PLAIN" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service fwd "$PF" 0 "$POL" forward
 write_http_service fwdtls "$PT" 0 "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>" forward
@@ -245,6 +259,11 @@ $CLIENT --port "$PF" ws --to "$A:$O_WS" --size 10 >"$T/ws-off.out" 2>&1 ||
     fail "ws client (off): $(cat "$T/ws-off.out")"
 assert_grep "$T/ws-off.out" '^enable_connect_protocol=0$' "no extended CONNECT without <upgrade>"
 assert_grep "$T/ws-off.out" '^status=None reset=PROTOCOL_ERROR$' ":protocol refused where not offered"
+# An origin that answers the GET with a 200: no 200 the client would take
+# for the tunnel.
+$CLIENT --port "$PP" ws --to "$A:$O_PLAIN" --size 10 >"$T/ws-plain.out" 2>&1 ||
+    fail "ws client (plain origin): $(cat "$T/ws-plain.out")"
+assert_grep "$T/ws-plain.out" '^status=None reset=INTERNAL_ERROR$' "a 200 instead of a 101 resets the stream"
 
 info "a response complete before its request body: RST_STREAM(NO_ERROR) once 2 MiB more were dropped"
 # (a smaller rest is read and dropped: curl 7.88 fails a transfer reset
