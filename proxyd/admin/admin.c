@@ -30,6 +30,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "metrics.h"
+#include "quota.h"
 #include "listener.h"
 #include "tls.h"
 #include "worker.h"
@@ -830,6 +831,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_scan_metrics(b);
 	px_content_metrics(b);
 	px_audit_metrics(b);
+	px_quota_metrics(b);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

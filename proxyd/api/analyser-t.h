@@ -209,6 +209,7 @@ struct px_chan_result {
 	const struct sockaddr *addr[2];
 	bool		 tls[2];	/* that end was TLS (px_channel_tls) */
 	bool		 resumed[2];	/* ... a resumed TLS session */
+	bool		 metered_out;	/* cut by px_channel_meter's limit */
 };
 
 typedef void	(*px_channel_cb)(struct px_session *s, void *arg,

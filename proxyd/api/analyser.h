@@ -306,6 +306,14 @@ void		 px_channel_note(struct px_channel *ch, const char *note);
  * else it ends as before, when the other side closes. Spliced channels
  * only; a TLS channel ends as before. */
 void		 px_channel_oneway(struct px_channel *ch, enum px_dir dir);
+/* Every byte delivered in dir is added to *used (an atomic others may
+ * share: a partner's daily quota, quota.h) as it passes, spliced or
+ * buffered; once *used goes past limit the receiver's connection is reset
+ * (error "denied: over the byte quota", the result's metered_out). It
+ * crosses the limit by what the pumps move before the reset takes hold
+ * (about a pipe or a buffer). */
+void		 px_channel_meter(struct px_channel *ch, enum px_dir dir,
+		    _Atomic uint64_t *used, uint64_t limit);
 /* Connections refused by the peer check so far. */
 unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */

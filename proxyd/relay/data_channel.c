@@ -82,6 +82,11 @@ struct px_channel {
 	px_channel_data_cb	 inspect;
 	void			*inspect_arg;
 	const char		*abort_why;	/* px_channel_abort, to carry out */
+	/* px_channel_meter: a shared count of meter_dir's bytes. */
+	_Atomic uint64_t	*meter;
+	uint64_t		 meter_limit;
+	int			 meter_dir;
+	bool			 metered_out;	/* the limit ended it */
 };
 
 /* A kept listener (px_data_listener_new): one port for several channels. */
@@ -328,6 +333,26 @@ px_chan_of(void *arg)
 	return arg;
 }
 
+#define PX_CHAN_METERED_OUT	"denied: over the byte quota"
+
+/* n bytes of dir delivered: into the meter, and past its limit the
+ * receiver's connection is reset (the limit is crossed by what moves
+ * before the reset takes hold: about a pipe's or a buffer's worth). */
+static void
+px_chan_meter(struct px_channel *ch, int dir, size_t n)
+{
+	uint64_t used;
+
+	if (ch->meter == NULL || dir != ch->meter_dir || n == 0)
+		return;
+	used = atomic_fetch_add(ch->meter, n) + n;
+	if (used > ch->meter_limit && !ch->metered_out) {
+		ch->metered_out = true;
+		px_channel_abort(ch, dir == PX_TO_SERVER ? PX_CHAN_SERVER :
+		    PX_CHAN_CLIENT, PX_CHAN_METERED_OUT);
+	}
+}
+
 static int
 px_chan_dir(const struct px_channel *ch, const struct px_splice *sp)
 {
@@ -343,6 +368,7 @@ px_chan_moved(void *arg, struct px_splice *sp, size_t n)
 	ch->bytes[dir] += n;
 	ch->host->bytes(ch->host->owner, (enum px_dir)dir, n);
 	ch->last_ms = px_clock_ms();
+	px_chan_meter(ch, dir, n);
 }
 
 /* The end of the socket that direction dir writes to. */
@@ -448,6 +474,7 @@ px_chan_relay_moved(void *arg, enum px_dir dir, size_t n)
 	if (n != 0)
 		ch->host->bytes(ch->host->owner, dir, n);
 	ch->last_ms = px_clock_ms();
+	px_chan_meter(ch, dir, n);
 }
 
 static enum px_verdict
@@ -601,6 +628,7 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	r.bytes[0] = ch->bytes[0];
 	r.bytes[1] = ch->bytes[1];
 	r.note = ch->note;
+	r.metered_out = ch->metered_out;
 	for (i = 0; i < 2; i++) {
 		r.tls[i] = ch->tls[i] != NULL;
 		r.resumed[i] = ch->resumed[i];
@@ -622,6 +650,15 @@ px_chan_finish(struct px_channel *ch, const char *error)
 		ch->cb(hst->owner, ch->arg, &r);
 	px_relay_dispose(&ch->relay);
 	free(ch);
+}
+
+void
+px_channel_meter(struct px_channel *ch, enum px_dir dir,
+    _Atomic uint64_t *used, uint64_t limit)
+{
+	ch->meter = used;
+	ch->meter_limit = limit;
+	ch->meter_dir = (int)dir;
 }
 
 /* ---- inspection ------------------------------------------------------- */
