@@ -428,6 +428,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (strcmp(c->verb, "USER") == 0) {
 		st->user_ok = false;
 		st->user[0] = '\0';
+		st->quota = NULL;
+		st->qlimit.bytes = st->qlimit.transfers = 0;
 		if (c->arglen == 0 || c->arglen > p->max_user) {
 			px_session_count(s, FTP_C_DENIED_USER, 1);
 			ftp_log_cmd(s, st, c, "verdict=deny reason=user-length "
@@ -451,6 +453,7 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 			    "allowed by the proxy policy", st->user);
 		}
 		st->user_ok = true;
+		ftp_quota_user(st, p, c->arg);
 	} else if (strcmp(c->verb, "PASS") == 0) {
 		if (!st->user_ok) {
 			ftp_log_cmd(s, st, c, "verdict=deny reason=no-user "
@@ -468,6 +471,10 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	}
 	if (ftp_path_refused(s, st, p, c, &rc))
 		return rc;
+	if (ftp_quota_refused(s, st, p, c, &rc)) {
+		ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
+		return rc;
+	}
 	ftp_log_cmd(s, st, c, "verdict=accept");
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)

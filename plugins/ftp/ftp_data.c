@@ -55,6 +55,7 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
 	ftp_scan_chan_gone(st, r->ch);
+	ftp_quota_chan_done(s, st, r);
 	if (st->ch == r->ch) {
 		st->ch = NULL;
 		st->xfer[0] = '\0';

@@ -12,6 +12,7 @@
 #include "ftp/ftp_path.h"
 #include "ftp/ftp_policy.h"
 #include "ftp/ftp_proto.h"
+#include "quota.h"
 
 /* Counter indexes, in ftp_counters[] (ftp.c) order. */
 enum {
@@ -107,6 +108,10 @@ struct ftp_state {
 	struct evbuffer		*held;
 	bool			 user_ok;
 	char			 user[72];
+	/* The daily quota of the <user> rule that took the user, and its
+	 * entry in the quota table once a transfer needed it. */
+	struct px_quota_limit	 qlimit;
+	struct px_quota		*quota;
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */
@@ -196,6 +201,21 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
  * scanned whose data moved before the command. */
 bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c);
+
+/* ---- ftp_quota.c: per-user daily quotas --------------------------------- */
+
+/* USER accepted: the quota its <user> rule sets. */
+void	ftp_quota_user(struct ftp_state *st, const struct ftp_policy *p,
+	    const char *user);
+/* A transfer command about to go to the server on st->ch: refused when
+ * the user's day is used up (true, *rc for ftp_command: the 550 or 552
+ * queued, the data channel reset), else counted, and its data channel
+ * metered against the byte quota. */
+bool	ftp_quota_refused(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, const struct ftp_cmd *c, int *rc);
+/* A data channel ended: one its byte quota cut is logged and counted. */
+void	ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
+	    const struct px_chan_result *r);
 
 /* ---- ftp_scan.c: files through the service's scanner, <content> and
  * <audit> ------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 
 #include "cfgread.h"
 #include "parse.h"
+#include "quota.h"
 #include "rules.h"
 #include "ftp/ftp_path.h"
 #include "ftp/ftp_proto.h"
@@ -168,6 +169,25 @@ ftp_load_rule(const xmlNode *n, const char *attr, bool split,
 	return 0;
 }
 
+/* <user name=... quota-bytes=... quota-transfers=...>: the rule, and its
+ * daily quota at the same index of user_quota. */
+static int
+ftp_load_user(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
+{
+	struct px_quota_limit *grown;
+
+	if ((grown = px_grow(p->user_quota, p->users.n,
+	    sizeof(*grown))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
+	p->user_quota = grown;
+	if (px_attr_quota(e, n, &grown[p->users.n]) == -1 ||
+	    ftp_load_rule(n, "name", true, &p->users, e) == -1)
+		return -1;
+	return 0;
+}
+
 void
 ftp_policy_free(void *pol)
 {
@@ -181,6 +201,7 @@ ftp_policy_free(void *pol)
 	free(p->labels);
 	px_rules_free(&p->users);
 	px_rules_free(&p->paths);
+	free(p->user_quota);
 	free(p);
 }
 
@@ -249,7 +270,7 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 			if (ftp_load_command(n, p, &star, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "user") == 0) {
-			if (ftp_load_rule(n, "name", true, &p->users, e) == -1)
+			if (ftp_load_user(n, p, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "path") == 0) {
 			if (ftp_load_rule(n, "pattern", false, &p->paths,
@@ -362,6 +383,18 @@ bool
 ftp_user_allowed(const struct ftp_policy *p, const char *user)
 {
 	return px_rules_decide(&p->users, user, NULL) == PX_ACT_ACCEPT;
+}
+
+void
+ftp_user_quota(const struct ftp_policy *p, const char *user,
+    struct px_quota_limit *l)
+{
+	const struct px_rule *hit;
+
+	l->bytes = l->transfers = 0;
+	if (px_rules_decide(&p->users, user, &hit) == PX_ACT_ACCEPT &&
+	    hit != NULL)
+		*l = p->user_quota[hit - p->users.r];
 }
 
 const char *

@@ -13,6 +13,7 @@
 
 struct _xmlNode;
 struct px_cfgerr;
+struct px_quota_limit;
 
 /* client-data= and server-data=, in the order of their names. */
 enum ftp_mode {
@@ -48,6 +49,9 @@ struct ftp_policy {
 	char		**labels;		/* of <command>s, owned */
 	size_t		 nlabels;
 	struct px_rules	 users;			/* PX_DEFAULT_ALLOW_LIST */
+	/* Each <user>'s quota-bytes= and quota-transfers=, by its index
+	 * in users. */
+	struct px_quota_limit *user_quota;
 	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
 };
 
@@ -65,6 +69,9 @@ bool	ftp_standard_command(const char *verb);
 bool	ftp_cmd_allowed(const struct ftp_policy *p, const char *verb);
 /* The argument of USER. */
 bool	ftp_user_allowed(const struct ftp_policy *p, const char *user);
+/* The daily quota of the <user> rule that accepts user (0s: none). */
+void	ftp_user_quota(const struct ftp_policy *p, const char *user,
+	    struct px_quota_limit *l);
 /* A canonical path (ftp_path_resolve) of a command; home: the login
  * directory. A pattern starting with "/" is matched against path, any
  * other against path relative to home (to "/" outside home). */

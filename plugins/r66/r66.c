@@ -39,7 +39,7 @@ static const char *const r66_counters[] = {
 	"transfers", "transfers_denied", "transfers_failed", "denied_host",
 	"denied_rule", "denied_mode", "denied_file", "denied_size",
 	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames",
-	"denied_scan", NULL,
+	"denied_scan", "denied_quota", NULL,
 };
 
 /* ---- helpers ---------------------------------------------------------- */

@@ -110,6 +110,8 @@ r66_check_request(struct px_session *s, struct r66_state *st,
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
 		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
 		    sizeof(ref)), PX_ACT_DENY, answer);
+	if (!answer)
+		return r66_quota_request(s, st, c);
 	return R66_FV_PASS;
 }
 
@@ -159,6 +161,8 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
 		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
 		    sizeof(ref)), PX_ACT_DENY, true);
+	if (c->quota_bytes != 0)
+		return r66_quota_data(s, st, c, f->mlen);
 	return R66_FV_PASS;
 }
 

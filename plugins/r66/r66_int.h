@@ -40,6 +40,7 @@ enum {
 	R66_C_VIOLATIONS,
 	R66_C_LATE_FRAMES,
 	R66_C_DENIED_SCAN,
+	R66_C_DENIED_QUOTA,
 };
 
 
@@ -62,6 +63,7 @@ struct r66_chan {
 	bool		 has_req;
 	struct r66_request req;
 	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
+	uint64_t	 quota_bytes;	/* the host's byte quota; 0 = none */
 	const struct px_rule *file_rule; /* that <file>, for rule=; NULL */
 	uint32_t	 next_rank;
 	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
@@ -88,6 +90,7 @@ struct r66_state {
 	char		 abort_why[160];
 	bool		 authed;
 	char		 host[128];	/* the connection's identity */
+	struct px_quota	*quota;		/* its quota entry, once needed */
 	char		 server_host[128];
 	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
 	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */
@@ -130,6 +133,11 @@ enum r66_fv r66_check_endrequest(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c, const struct r66_frame *f, bool from_client);
 enum r66_fv r66_check_other(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c, const struct r66_frame *f);
+/* r66_quota.c: the host's daily quotas at a request and at each block. */
+enum r66_fv r66_quota_request(struct px_session *s, struct r66_state *st,
+	    struct r66_chan *c);
+enum r66_fv r66_quota_data(struct px_session *s, struct r66_state *st,
+	    struct r66_chan *c, uint64_t n);
 void	r66_caps(const struct r66_authent *a, char *digest, size_t dsz,
 	    bool *reuse);
 

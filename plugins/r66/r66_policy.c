@@ -41,6 +41,7 @@ r66_policy_free(void *pol)
 	px_rules_free(&p->hosts);
 	px_rules_free(&p->rules);
 	px_rules_free(&p->files);
+	free(p->host_quota);
 	free(p);
 }
 
@@ -141,6 +142,35 @@ out:
 	return rc;
 }
 
+/* <host>: the rule, and its daily quota at the same index. */
+static int
+r66_host_load(const xmlNode *n, struct r66_policy *p, struct px_cfgerr *e)
+{
+	struct px_quota_limit *grown;
+
+	if ((grown = px_grow(p->host_quota, p->hosts.n,
+	    sizeof(*grown))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
+	p->host_quota = grown;
+	if (px_attr_quota(e, n, &grown[p->hosts.n]) == -1)
+		return -1;
+	return r66_pat_rule_load(n, "id", &p->hosts, e);
+}
+
+void
+r66_host_quota(const struct r66_policy *p, const char *host,
+    struct px_quota_limit *l)
+{
+	const struct px_rule *hit;
+
+	l->bytes = l->transfers = 0;
+	if (px_rules_decide(&p->hosts, host, &hit) == PX_ACT_ACCEPT &&
+	    hit != NULL)
+		*l = p->host_quota[hit - p->hosts.r];
+}
+
 static int
 r66_modes_load(const xmlNode *n, unsigned *modes, struct px_cfgerr *e)
 {
@@ -232,7 +262,7 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		if (n->type != XML_ELEMENT_NODE)
 			continue;
 		if (xmlStrcmp(n->name, (const xmlChar *)"host") == 0)
-			rc = r66_pat_rule_load(n, "id", &p->hosts, e);
+			rc = r66_host_load(n, p, e);
 		else if (xmlStrcmp(n->name, (const xmlChar *)"rule") == 0)
 			rc = r66_pat_rule_load(n, "name", &p->rules, e);
 		else if (xmlStrcmp(n->name, (const xmlChar *)"file") == 0)

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
 #include "rules.h"
 
 struct _xmlNode;
@@ -26,11 +27,17 @@ struct r66_policy {
 	/* <host id>, <rule name>, <file pattern> in file order; a <file>
 	 * rule's arg is its max-size (0: none). */
 	struct px_rules	 hosts, rules, files;
+	/* Each <host>'s quota-bytes= and quota-transfers=, by its index in
+	 * hosts. */
+	struct px_quota_limit *host_quota;
 };
 
 /* The analyser's policy_load and policy_free (struct px_analyser). */
 int	r66_policy_load(const struct _xmlNode *sec, void **pol,
 	    struct px_cfgerr *e);
 void	r66_policy_free(void *pol);
+/* The daily quota of the <host> rule that accepts host (0s: none). */
+void	r66_host_quota(const struct r66_policy *p, const char *host,
+	    struct px_quota_limit *l);
 
 #endif

@@ -1,0 +1,103 @@
+/* ftp: per-user daily quotas, quota-bytes= and quota-transfers= of the
+ * <user> rule that accepted the login (quota.h keeps the counts, per
+ * service and user name, across reloads).
+ *
+ * A RETR, STOR, APPE or STOU about to go to the server counts as one of
+ * the day's transfers; one that would go past quota-transfers, or comes
+ * once the day's bytes reached quota-bytes, is answered by the proxy and
+ * never reaches the server, its data connection reset: 552 for an upload
+ * (RFC 959: "exceeded storage allocation"), 550 for a download (not
+ * taken, and not for retrying today: a 4xx would have clients retry at
+ * once). Bytes count as they pass the data channel (px_channel_meter):
+ * a transfer that crosses quota-bytes is cut there, its receiver's
+ * connection reset, and the client hears the server's own reply to the
+ * broken transfer (426 as a rule). Listings count for nothing. */
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "analyser.h"
+#include "quota.h"
+#include "ftp/ftp_int.h"
+
+void
+ftp_quota_user(struct ftp_state *st, const struct ftp_policy *p,
+    const char *user)
+{
+	st->quota = NULL;
+	ftp_user_quota(p, user, &st->qlimit);
+}
+
+static const char *const ftp_quota_kinds[] = {
+	[PX_QUOTA_OK] = "-",
+	[PX_QUOTA_TRANSFERS] = "transfers",
+	[PX_QUOTA_BYTES] = "bytes",
+};
+
+bool
+ftp_quota_refused(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_cmd *c, int *rc)
+{
+	enum px_quota_kind k;
+	uint64_t used = 0, limit = 0;
+	char ref[PX_RULE_REF_MAX];
+	bool upload;
+
+	if (!px_quota_limited(&st->qlimit))
+		return false;
+	if (strcmp(c->verb, "RETR") == 0)
+		upload = false;
+	else if (strcmp(c->verb, "STOR") == 0 || strcmp(c->verb, "APPE") == 0 ||
+	    strcmp(c->verb, "STOU") == 0)
+		upload = true;
+	else
+		return false;
+	/* No data can move: the 425 follows, nothing to count. */
+	if (st->ch == NULL || st->data_lost)
+		return false;
+	if (st->quota == NULL &&
+	    (st->quota = px_quota_get(px_session_service(s), st->user)) == NULL) {
+		px_quota_refuse_full();
+		px_session_log(s, LOG_WARNING, "ftp-quota user=%s kind=table-full "
+		    "cmd=%s verdict=refused (the quota table is full)",
+		    st->user, c->verb);
+		k = PX_QUOTA_TRANSFERS;
+	} else if ((k = px_quota_begin(st->quota, &st->qlimit, &used,
+	    &limit)) == PX_QUOTA_OK) {
+		if (st->qlimit.bytes != 0)
+			px_channel_meter(st->ch, upload ? PX_TO_SERVER :
+			    PX_TO_CLIENT, px_quota_bytes(st->quota),
+			    st->qlimit.bytes);
+		return false;
+	} else
+		px_session_log(s, LOG_NOTICE, "ftp-quota user=%s kind=%s "
+		    "used=%llu limit=%llu cmd=%s verdict=refused rule=%s",
+		    st->user, ftp_quota_kinds[k], (unsigned long long)used,
+		    (unsigned long long)limit, c->verb, ftp_user_ref(p, st->user,
+		    px_session_policy_file(s), ref, sizeof(ref)));
+	/* No data connection for it: the one the client opened is reset. */
+	px_channel_abort(st->ch, PX_CHAN_CLIENT, "denied: daily quota used");
+	px_channel_abort(st->ch, PX_CHAN_SERVER, "denied: daily quota used");
+	st->ch = NULL;
+	st->xfer[0] = '\0';
+	*rc = ftp_reply_local(s, st, c->verb, "%s %s: daily %s quota used up "
+	    "(proxy policy)", upload ? "552" : "550", c->verb,
+	    k == PX_QUOTA_BYTES ? "byte" : "transfer");
+	return true;
+}
+
+void
+ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
+    const struct px_chan_result *r)
+{
+	uint64_t bytes = 0, transfers = 0;
+
+	if (!r->metered_out || st->quota == NULL)
+		return;
+	px_quota_cut(st->quota);
+	px_quota_usage(st->quota, &bytes, &transfers);
+	px_session_log(s, LOG_NOTICE, "ftp-quota user=%s kind=bytes used=%llu "
+	    "limit=%llu verdict=cut moved=%llu", st->user,
+	    (unsigned long long)bytes, (unsigned long long)st->qlimit.bytes,
+	    (unsigned long long)(r->bytes[0] + r->bytes[1]));
+}
