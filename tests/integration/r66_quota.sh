@@ -42,6 +42,15 @@ service 3
 start_proxyd
 
 stored() { grep -c '^ok received' "$T/r66server.log" || true; }
+# wait_stored N: the server's log line for its Nth file may come after the
+# client's exit
+wait_stored() {
+    local deadline=$(($(date +%s) + ASYNC_WAIT))
+    until (($(stored) >= $1)); do
+        (($(date +%s) < deadline)) || fail "the server stored $(stored) files, expected $1"
+        sleep 0.05
+    done
+}
 
 # send HOST:PW FILE [ARGS...]: one transfer, R66_RC set
 send() {
@@ -56,7 +65,7 @@ for i in 1 2 3; do
     send hosta:pwA "$T/cli/ok.bin"
     [[ $R66_RC == 0 ]] || fail "hosta transfer $i failed: $(cat "$T/client.err")"
 done
-assert_eq "$(stored)" 3 "files the server stored"
+wait_stored 3
 send hosta:pwA "$T/cli/ok.bin"
 assert_eq "$R66_RC" 2 "client exit status for the 4th transfer"
 assert_grep "$T/client.err" "error packet from server: code=l action=3 msg=Denied by proxy: daily transfer quota used up"
