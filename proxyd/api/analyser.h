@@ -309,9 +309,11 @@ void		 px_channel_oneway(struct px_channel *ch, enum px_dir dir);
 /* Every byte delivered in dir is added to *used (an atomic others may
  * share: a partner's daily quota, quota.h) as it passes, spliced or
  * buffered; once *used goes past limit the receiver's connection is reset
- * (error "denied: over the byte quota", the result's metered_out). It
- * crosses the limit by what the pumps move before the reset takes hold
- * (about a pipe or a buffer). */
+ * (error "denied: over the byte quota", the result's metered_out).
+ * Spliced, it stops one byte past the limit (near it, the pump is
+ * bounded by what the limit leaves; bytes others count meanwhile are
+ * caught as they pass); through the buffered relay (TLS, inspection), up
+ * to a buffer's worth past it. */
 void		 px_channel_meter(struct px_channel *ch, enum px_dir dir,
 		    _Atomic uint64_t *used, uint64_t limit);
 /* Connections refused by the peer check so far. */

@@ -336,21 +336,41 @@ px_chan_of(void *arg)
 #define PX_CHAN_METERED_OUT	"denied: over the byte quota"
 
 /* n bytes of dir delivered: into the meter, and past its limit the
- * receiver's connection is reset (the limit is crossed by what moves
- * before the reset takes hold: about a pipe's or a buffer's worth). */
+ * receiver's connection is reset. Spliced, the pump is bounded too
+ * (px_chan_meter_bound): it stops one byte past the limit. */
 static void
-px_chan_meter(struct px_channel *ch, int dir, size_t n)
+px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
 {
-	uint64_t used;
-
-	if (ch->meter == NULL || dir != ch->meter_dir || n == 0)
+	if (ch->meter == NULL || dir != ch->meter_dir)
 		return;
-	used = atomic_fetch_add(ch->meter, n) + n;
-	if (used > ch->meter_limit && !ch->metered_out) {
+	if (n != 0 && atomic_fetch_add(ch->meter, n) + n > ch->meter_limit)
+		over = true;
+	if (over && !ch->metered_out) {
 		ch->metered_out = true;
 		px_channel_abort(ch, dir == PX_TO_SERVER ? PX_CHAN_SERVER :
 		    PX_CHAN_CLIENT, PX_CHAN_METERED_OUT);
 	}
+}
+
+/* Near its limit (a pump pass moves at most 17 pipes before it reports),
+ * a spliced metered direction reads one byte past what the limit leaves,
+ * then px_chan_reached. Not before: a bounded pump writes with
+ * SPLICE_F_MORE. */
+static void
+px_chan_meter_bound(struct px_channel *ch)
+{
+	struct px_splice *sp = &ch->h[ch->meter_dir];
+	uint64_t used, left;
+
+	if (ch->meter == NULL || !ch->relaying || ch->relay_on || sp->stopped ||
+	    sp->bounded)
+		return;
+	used = atomic_load(ch->meter);
+	left = used < ch->meter_limit ? ch->meter_limit - used : 0;
+	/* What the pipe holds is read already: it goes first. */
+	if (left <= 64 * (uint64_t)ch->host->buffer)
+		px_splice_bound(sp, left + 1 > sp->in_pipe ? left + 1 -
+		    sp->in_pipe : 1);
 }
 
 static int
@@ -368,7 +388,8 @@ px_chan_moved(void *arg, struct px_splice *sp, size_t n)
 	ch->bytes[dir] += n;
 	ch->host->bytes(ch->host->owner, (enum px_dir)dir, n);
 	ch->last_ms = px_clock_ms();
-	px_chan_meter(ch, dir, n);
+	px_chan_meter(ch, dir, n, false);
+	px_chan_meter_bound(ch);
 }
 
 /* The end of the socket that direction dir writes to. */
@@ -434,9 +455,19 @@ px_chan_failed(void *arg, struct px_splice *sp, enum px_splice_fail where,
 	px_chan_finish(px_chan_of(arg), strerror(err));
 }
 
+/* The metered direction's bound (px_chan_meter_bound): past the limit. */
+static void
+px_chan_reached(void *arg, struct px_splice *sp)
+{
+	struct px_channel *ch = px_chan_of(arg);
+
+	px_chan_meter(ch, px_chan_dir(ch, sp), 0, true);
+}
+
 static const struct px_splice_ops px_chan_splice_ops = {
 	.moved = px_chan_moved,
 	.done = px_chan_done,
+	.reached = px_chan_reached,
 	.failed = px_chan_failed,
 };
 
@@ -474,7 +505,7 @@ px_chan_relay_moved(void *arg, enum px_dir dir, size_t n)
 	if (n != 0)
 		ch->host->bytes(ch->host->owner, dir, n);
 	ch->last_ms = px_clock_ms();
-	px_chan_meter(ch, dir, n);
+	px_chan_meter(ch, dir, n, false);
 }
 
 static enum px_verdict
@@ -587,6 +618,7 @@ px_chan_start(struct px_channel *ch)
 		}
 	}
 	ch->relaying = true;
+	px_chan_meter_bound(ch);
 	ch->start_ms = ch->last_ms = px_clock_ms();
 	gettimeofday(&ch->start_tv, NULL);
 	evtimer_del(&ch->timer);
@@ -659,6 +691,7 @@ px_channel_meter(struct px_channel *ch, enum px_dir dir,
 	ch->meter = used;
 	ch->meter_limit = limit;
 	ch->meter_dir = (int)dir;
+	px_chan_meter_bound(ch);
 }
 
 /* ---- inspection ------------------------------------------------------- */
