@@ -5,7 +5,9 @@
 #     proxy (vsftpd never sees them), another user is not affected;
 #   - quota-bytes: a RETR crossing it is cut (the client has less than the
 #     file), the day's count is exactly the bytes that passed (the
-#     data-transfer line), the next RETR is refused;
+#     data-transfer line), the next RETR is refused; a STOR crossing it on
+#     another service (its own count for the same user) is cut too, the
+#     server keeping less than was sent;
 #   - SIGHUP with a changed limit keeps the day's count (limit 3 -> 4: one
 #     more transfer, not four), and so does a rule removed then put back;
 #   - the next UTC day starts afresh;
@@ -28,6 +30,9 @@ echo "$DAY0" >"$T/clock"
 export PROXYD_QUOTA_CLOCK=$T/clock
 
 free_port PORT
+free_port PORT2
+write_ftp_service up "$PORT2" '
+  <ftp><user name="anonymous" quota-bytes="1m" action="accept"/></ftp>'
 service() { # ANONYMOUS_RULE_ATTRS | "" (no rule for anonymous)
     local anon=""
     [[ -n $1 ]] && anon="<user name=\"anonymous\" $1 action=\"accept\"/>"
@@ -41,24 +46,26 @@ write_proxyd_conf
 service 'quota-transfers="3"'
 start_proxyd
 
-# ftpq USER ACTION...: one login; each ACTION is "get FILE" or "put NAME";
-# prints one line per action: "ok BYTES" or "err REPLY"
+# ftpq USER ACTION...: one login on $FTPQ_PORT (default: service q); each
+# ACTION is "get FILE" or "put NAME [SIZE]"; prints one line per action:
+# "ok BYTES" or "err REPLY got=BYTES"
 ftpq() {
-    python3 - "$PORT" "$T" "$@" <<'EOF'
+    python3 - "${FTPQ_PORT:-$PORT}" "$T" "$@" <<'EOF'
 import ftplib, io, sys
 port, tmp, user, acts = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 f = ftplib.FTP()
 f.connect("127.0.0.1", port, timeout=20)
 f.login(user, "x@y")
 for a in acts:
-    verb, name = a.split()
+    verb, name = a.split()[:2]
+    size = int(a.split()[2]) if len(a.split()) > 2 else 1000
     got = [0]
     try:
         if verb == "get":
             f.retrbinary("RETR pub/" + name, lambda b: got.__setitem__(0, got[0] + len(b)))
         else:
-            f.storbinary("STOR pub/" + name, io.BytesIO(b"u" * 1000))
-            got[0] = 1000
+            f.storbinary("STOR pub/" + name, io.BytesIO(b"u" * size))
+            got[0] = size
         print("ok", got[0])
     except ftplib.all_errors as e:
         print("err", str(e).split("\n")[0].strip(), "got=%d" % got[0])
@@ -103,13 +110,34 @@ line=$(grep -E 'ftp-quota user=ftp kind=bytes .* verdict=cut' "$PROXYD_LOG" | he
 used=$(kv "$line" used)
 moved=$(kv "$line" moved)
 assert_eq "$used" $((10240 + moved)) "the day's bytes: a.bin and what passed of big.bin"
-(( used > 1048576 )) || fail "cut before the limit: used $used"
-assert_lt "$moved" $((4 * 1024 * 1024)) "bytes moved past the cut"
+# spliced: the pump stops one byte past the limit
+assert_eq "$used" 1048577 "the day's bytes of user ftp after the cut"
 assert_log "data-transfer download cmd=RETR file=\"pub/big.bin\" bytes=$moved .* end=denied: over the byte quota"
 assert_log 'ftp-quota user=ftp kind=bytes used=[0-9]+ limit=1048576 cmd=RETR verdict=refused'
 assert_metric eq proxyd_quota_used_bytes 'service="q",partner="ftp"' "$used"
 assert_metric eq proxyd_quota_refusals_total 'service="q",kind="cut"' 1
 assert_metric eq proxyd_quota_refusals_total 'service="q",kind="bytes"' 1
+
+info "---- quota-bytes=1m on another service: a STOR crossing it is cut"
+out=$(FTPQ_PORT=$PORT2 ftpq anonymous "put up2.bin 8388608" "put up3.bin 10")
+echo "$out"
+[[ $(sed -n 1p <<<"$out") == err* ]] || fail "the 8 MB STOR was not cut: $out"
+assert_eq "$(sed -n 2p <<<"$out")" "err 552 STOR: daily byte quota used up (proxy policy) got=0" "STOR after the cut"
+assert_log 'ftp-quota user=anonymous kind=bytes used=[0-9]+ limit=1048576 verdict=cut moved=[0-9]+'
+line=$(grep -E 'ftp-quota user=anonymous kind=bytes .* verdict=cut' "$PROXYD_LOG" | head -n 1)
+used=$(kv "$line" used)
+assert_eq "$(kv "$line" moved)" "$used" "the day's bytes on service up: what passed of the STOR"
+# spliced: the pump stops one byte past the limit
+assert_eq "$used" 1048577 "the day's bytes on service up after the cut"
+assert_log "data-transfer upload cmd=STOR file=\"pub/up2.bin\" bytes=$used .* end=denied: over the byte quota"
+kept=$(stat -c %s "$P/up2.bin" 2>/dev/null || echo 0)
+(( kept <= used )) || fail "vsftpd kept $kept bytes, more than the $used that passed"
+[[ ! -e $P/up3.bin ]] || fail "the refused STOR reached vsftpd"
+assert_metric eq proxyd_quota_used_bytes 'service="up",partner="anonymous"' "$used"
+assert_metric eq proxyd_quota_refusals_total 'service="up",kind="cut"' 1
+# the same user on service q: its own count, untouched
+assert_metric eq proxyd_quota_used_transfers 'service="q",partner="anonymous"' 3
+assert_metric eq proxyd_quota_used_transfers 'service="up",partner="anonymous"' 1
 
 reload() { # N: wait for the Nth "reload done"
     kill -HUP "$PROXYD_PID"
