@@ -25,6 +25,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "metrics.h"
+#include "quota.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -457,6 +458,21 @@ px_zone_denials_json(struct evbuffer *b, const struct px_scrape *sc)
 
 /* The services, their settings and counters (summed over the workers);
  * the status page derives rates from two of these. */
+/* Per-partner daily quotas: the day's usage (quota.h). */
+static void
+px_admin_api_quotas(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	(void)arg;
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	px_quota_json(b);
+	px_admin_reply(req, "application/json", b);
+}
+
 static void
 px_admin_api_services(struct evhttp_request *req, void *arg)
 {
@@ -583,6 +599,7 @@ px_admin_status_start(struct event_base *base, struct evhttp *http)
 	evhttp_set_cb(http, "/sessions", px_admin_sessions, NULL);
 	evhttp_set_cb(http, "/api/sessions", px_admin_sessions, NULL);
 	evhttp_set_cb(http, "/api/services", px_admin_api_services, NULL);
+	evhttp_set_cb(http, "/api/quotas", px_admin_api_quotas, NULL);
 	evhttp_set_cb(http, "/", px_admin_root, NULL);
 	evhttp_set_gencb(http, px_admin_other, NULL);
 	return 0;

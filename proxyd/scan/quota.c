@@ -344,3 +344,53 @@ px_quota_metrics(struct evbuffer *b)
 	    "proxyd_quota_table_full_total %llu\n", PX_QUOTA_MAX,
 	    (unsigned long long)atomic_load(&px_quota_full));
 }
+
+/* A JSON string: quotes, backslash and bytes outside printable ASCII
+ * escaped (a partner id is whatever the peer sent). */
+static void
+px_quota_json_str(struct evbuffer *b, const char *v)
+{
+	evbuffer_add(b, "\"", 1);
+	for (; *v != '\0'; v++) {
+		unsigned char c = (unsigned char)*v;
+
+		if (c == '"' || c == '\\')
+			evbuffer_add_printf(b, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			evbuffer_add_printf(b, "\\u%04x", c);
+		else
+			evbuffer_add(b, v, 1);
+	}
+	evbuffer_add(b, "\"", 1);
+}
+
+void
+px_quota_json(struct evbuffer *b)
+{
+	struct px_quota *q;
+	uint64_t bytes, transfers;
+	unsigned i;
+	bool first = true;
+
+	evbuffer_add_printf(b, "{\"day\":%llu,\"quotas\":[",
+	    (unsigned long long)px_quota_day());
+	for (i = 0; i < PX_QUOTA_BUCKETS; i++)
+		for (q = atomic_load(&px_quota_table[i]); q != NULL;
+		    q = q->next) {
+			px_quota_usage(q, &bytes, &transfers);
+			evbuffer_add_printf(b, "%s{\"service\":", first ? "" :
+			    ",");
+			px_quota_json_str(b, q->service);
+			evbuffer_add_printf(b, ",\"partner\":");
+			px_quota_json_str(b, q->partner);
+			evbuffer_add_printf(b, ",\"bytes\":%llu,\"transfers\":%llu,"
+			    "\"refused_transfers\":%llu,\"refused_bytes\":%llu,"
+			    "\"cuts\":%llu}", (unsigned long long)bytes,
+			    (unsigned long long)transfers, (unsigned long long)
+			    atomic_load(&q->refused_transfers),
+			    (unsigned long long)atomic_load(&q->refused_bytes),
+			    (unsigned long long)atomic_load(&q->cuts));
+			first = false;
+		}
+	evbuffer_add_printf(b, "]}\n");
+}

@@ -75,6 +75,11 @@ void	px_quota_refuse_full(void);
  * (kind: transfers, bytes, cut) and proxyd_quota_table_full_total. */
 void	px_quota_metrics(struct evbuffer *b);
 
+/* GET /api/quotas: {"day":DAYS_SINCE_EPOCH,"quotas":[{"service",
+ * "partner","bytes","transfers" (today), "refused_transfers",
+ * "refused_bytes","cuts" (since start)}, ...]}. */
+void	px_quota_json(struct evbuffer *b);
+
 /* The UTC day now: days since the epoch. The clock is time(NULL), or,
  * when PROXYD_QUOTA_CLOCK names a file at start, the Unix time written
  * in that file (read at each look: for tests of the day's rollover). */

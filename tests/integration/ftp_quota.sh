@@ -97,6 +97,18 @@ assert_metric eq proxyd_quota_refusals_total 'service="q",kind="transfers"' 2
 assert_metric eq proxyd_quota_used_transfers 'service="q",partner="anonymous"' 3
 assert_metric eq proxyd_quota_used_bytes 'service="q",partner="ftp"' 10240
 
+# the same, as JSON on the admin endpoint
+curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/api/quotas" >"$T/quotas.json"
+python3 - "$T/quotas.json" <<'EOF2' || fail "/api/quotas: $(cat "$T/quotas.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+q = {(e["service"], e["partner"]): e for e in d["quotas"]}
+a, f = q[("q", "anonymous")], q[("q", "ftp")]
+assert (a["transfers"], a["refused_transfers"], a["bytes"]) == (3, 2, 0), a
+assert (f["transfers"], f["bytes"]) == (1, 10240), f
+assert d["day"] == 1796119200 // 86400, d["day"]
+EOF2
+
 info "---- quota-bytes=1m: a RETR crossing it is cut, counted exactly"
 out=$(ftpq ftp "get big.bin" "get a.bin")
 echo "$out"
