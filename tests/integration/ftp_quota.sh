@@ -8,6 +8,8 @@
 #     data-transfer line), the next RETR is refused; a STOR crossing it on
 #     another service (its own count for the same user) is cut too, the
 #     server keeping less than was sent;
+#     the same through the buffered relay (<content> on the service) is cut
+#     within a buffer's worth past the limit;
 #   - SIGHUP with a changed limit keeps the day's count (limit 3 -> 4: one
 #     more transfer, not four), and so does a rule removed then put back;
 #   - the next UTC day starts afresh;
@@ -33,6 +35,11 @@ free_port PORT
 free_port PORT2
 write_ftp_service up "$PORT2" '
   <ftp><user name="anonymous" quota-bytes="1m" action="accept"/></ftp>'
+# <content> has the data go through the buffered relay, not spliced
+free_port PORT3
+write_ftp_service insp "$PORT3" '
+  <ftp><user name="anonymous" quota-bytes="1m" action="accept"/></ftp>
+  <content type="application/x-dosexec" action="deny"/>'
 service() { # ANONYMOUS_RULE_ATTRS | "" (no rule for anonymous)
     local anon=""
     [[ -n $1 ]] && anon="<user name=\"anonymous\" $1 action=\"accept\"/>"
@@ -150,6 +157,16 @@ assert_metric eq proxyd_quota_refusals_total 'service="up",kind="cut"' 1
 # the same user on service q: its own count, untouched
 assert_metric eq proxyd_quota_used_transfers 'service="q",partner="anonymous"' 3
 assert_metric eq proxyd_quota_used_transfers 'service="up",partner="anonymous"' 1
+
+info "---- the same through the buffered relay (<content>): cut within a buffer"
+out=$(FTPQ_PORT=$PORT3 ftpq anonymous "get big.bin")
+[[ $out == err* ]] || fail "the 8 MB RETR through <content> was not cut: $out"
+assert_log 'ftp-quota user=anonymous kind=bytes used=[0-9]+ limit=1048576 verdict=cut moved=[0-9]+ *$'
+line=$(grep -E 'ftp-quota user=anonymous kind=bytes .* verdict=cut' "$PROXYD_LOG" | sed -n 2p)
+used=$(kv "$line" used)
+assert_eq "$(kv "$line" moved)" "$used" "the day's bytes on service insp: what passed"
+(( used > 1048576 && used <= 1048576 + 256 * 1024 )) || fail "buffered cut at $used bytes"
+assert_metric eq proxyd_quota_used_bytes 'service="insp",partner="anonymous"' "$used"
 
 reload() { # N: wait for the Nth "reload done"
     kill -HUP "$PROXYD_PID"
