@@ -8,6 +8,7 @@
 #   - quota-bytes="300k": a 400 KiB file in 64 KiB blocks stops at the
 #     block that would cross it (d, the connection ends): the day's count
 #     is the 4 blocks that passed, exactly;
+#     a RECV (the server's blocks) counts the same way;
 #   - SIGHUP with the limit raised to 4 keeps the count: one more, not four;
 #   - the next UTC day starts afresh;
 # with the r66-quota log lines, denied_quota and the quota metrics.
@@ -103,6 +104,15 @@ assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_quot
 if [[ -e $R66_SRV_DIR/large.bin ]] && cmp -s "$R66_SRV_DIR/large.bin" "$T/cli/large.bin"; then
     fail "the server has the whole cut file"
 fi
+
+info "---- a RECV counts the server's blocks the same way"
+cp "$T/cli/ok.bin" "$R66_SRV_DIR/dl.bin"
+mkdir -p "$T/dl"
+r66c "$R66_PORT" hostz:pwZ --rule in --mode 2 --recv dl.bin --dir "$T/dl"
+[[ $R66_RC == 0 ]] || fail "hostz's RECV: $(cat "$T/client.err")"
+assert_eq "$(sha256_of "$T/dl/dl.bin")" "$(sha256_of "$T/cli/ok.bin")" "the received file"
+assert_metric eq proxyd_quota_used_bytes 'service="r66",partner="hostz"' $((262144 + 10240))
+assert_metric eq proxyd_quota_used_transfers 'service="r66",partner="hostz"' 2
 
 info "---- reload with hosta's limit raised to 4: one more transfer, not four"
 service 4
