@@ -24,6 +24,7 @@
 #include "notify.h"
 #include "privs.h"
 #include "pidfile.h"
+#include "quota.h"
 #include "trace.h"
 #include "splice.h"
 #include "worker.h"
@@ -66,7 +67,52 @@ struct px_main {
 	bool			 stopping;
 	bool			 forced;
 	struct px_reload_stats	 reloads;
+	struct event		*quota_ev;	/* quotas/@state-file's timer */
 };
+
+/* quotas/@state-file: the quotas' day so far, written this often (and
+ * after each reload and at exit), read at start. */
+#define PX_QUOTA_SAVE_S		60
+
+static void
+px_quota_persist(const struct px_config *c)
+{
+	if (c->quota_state_file != NULL &&
+	    px_quota_save(c->quota_state_file) == -1)
+		px_log(LOG_WARNING, 0, "quotas: cannot write %s: %s",
+		    c->quota_state_file, strerror(errno));
+}
+
+static void
+px_quota_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	px_quota_persist(m->cfg);
+}
+
+static void
+px_quota_restore(struct px_main *m)
+{
+	const char *file = m->cfg->quota_state_file;
+	struct timeval tv = { PX_QUOTA_SAVE_S, 0 };
+	size_t n;
+
+	if (file == NULL)
+		return;
+	if (px_quota_load(file, &n) == -1)
+		px_log(LOG_WARNING, 0, "quotas: %s: %s (%zu partners read)",
+		    file, errno == EINVAL ? "not a quota state file, or a bad "
+		    "line" : strerror(errno), n);
+	else
+		px_log(LOG_INFO, 0, "quotas: today's counts of %zu partner%s "
+		    "read from %s", n, n == 1 ? "" : "s", file);
+	if ((m->quota_ev = event_new(m->base, -1, EV_PERSIST,
+	    px_quota_timer_cb, m)) != NULL)
+		event_add(m->quota_ev, &tv);
+}
 
 static void
 px_usage(FILE *out)
@@ -262,6 +308,7 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	    ncfg->nservices, ncfg->nservices == 1 ? "" : "s",
 	    (unsigned long long)(px_clock_ms() - rl->started_ms));
 	px_log_services(ncfg);
+	px_quota_persist(ncfg);
 out:
 	px_reload_notify_done(m);
 	free(rl->text);
@@ -573,6 +620,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "proxyd: cannot start the log thread\n");
 		goto out_admin;
 	}
+	px_quota_restore(&m);
 	if (px_workers_start(m.cfg) == -1)
 		goto out_log;
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
@@ -610,6 +658,7 @@ main(int argc, char **argv)
 		close(m.rl.pipe[1]);
 	}
 	px_workers_join();
+	px_quota_persist(m.cfg);
 	px_log(LOG_INFO, 0, "proxyd exiting");
 	event_free(sig_term);
 	event_free(sig_int);
@@ -619,6 +668,8 @@ main(int argc, char **argv)
 		event_free(m.grace_ev);
 	rc = 0;
 out_log:
+	if (m.quota_ev != NULL)
+		event_free(m.quota_ev);
 	px_log_stop();
 out_admin:
 	px_admin_stop();

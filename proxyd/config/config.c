@@ -342,6 +342,9 @@ const struct px_directive px_daemon_directives[] = {
 	 * at scrape time (deploy/ha/). */
 	{ "admin", "ha-state-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, ha_state_file) },
+	/* The quotas' day so far, kept across restarts (quota.h). */
+	{ "quotas", "state-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_config, quota_state_file) },
 	{ "policies", "dir", PX_D_PATH, "../policy/enabled", 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, policy_dir) },
 };
@@ -1015,6 +1018,7 @@ px_config_unref(struct px_config *c)
 	free(c->audit_file);
 	free(c->pidfile);
 	free(c->ha_state_file);
+	free(c->quota_state_file);
 	free(c->user);
 	free(c->path);
 	free(c);

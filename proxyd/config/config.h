@@ -103,6 +103,7 @@ struct px_config {
 	struct sockaddr_storage	 admin;
 	socklen_t		 admin_len;
 	char			*ha_state_file;	/* admin/@ha-state-file; NULL: none */
+	char			*quota_state_file; /* quotas/@state-file; NULL */
 
 	char			*policy_dir;
 	struct px_service	*services;	/* sorted by name */

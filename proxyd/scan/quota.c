@@ -1,9 +1,11 @@
 /* The quota table (quota.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <libxml/tree.h>
@@ -393,4 +395,129 @@ px_quota_json(struct evbuffer *b)
 			first = false;
 		}
 	evbuffer_add_printf(b, "]}\n");
+}
+
+/* ---- the state file --------------------------------------------------- */
+
+/* A key part as one word: %XX for '%' and bytes outside 0x21..0x7e. */
+static void
+px_quota_word(FILE *f, const char *v)
+{
+	for (; *v != '\0'; v++) {
+		unsigned char c = (unsigned char)*v;
+
+		if (c <= 0x20 || c >= 0x7f || c == '%')
+			fprintf(f, "%%%02X", c);
+		else
+			fputc(c, f);
+	}
+}
+
+/* The reverse, in place; -1 on a bad escape. */
+static int
+px_quota_unword(char *v)
+{
+	char *w = v;
+	unsigned c;
+
+	for (; *v != '\0'; v++) {
+		if (*v != '%') {
+			*w++ = *v;
+			continue;
+		}
+		if (sscanf(v + 1, "%2X", &c) != 1 || c == 0)
+			return -1;
+		*w++ = (char)c;
+		v += 2;
+	}
+	*w = '\0';
+	return 0;
+}
+
+#define PX_QUOTA_MAGIC	"proxyd-quotas 1"
+
+int
+px_quota_save(const char *path)
+{
+	char tmp[4096];
+	struct px_quota *q;
+	uint64_t today = px_quota_day(), bytes, transfers;
+	unsigned i;
+	FILE *f;
+	int rc;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((f = fopen(tmp, "we")) == NULL)
+		return -1;
+	fprintf(f, "%s\n", PX_QUOTA_MAGIC);
+	for (i = 0; i < PX_QUOTA_BUCKETS; i++)
+		for (q = atomic_load(&px_quota_table[i]); q != NULL;
+		    q = q->next) {
+			px_quota_usage(q, &bytes, &transfers);
+			if (atomic_load(&q->day) != today ||
+			    (bytes == 0 && transfers == 0))
+				continue;
+			fprintf(f, "%llu ", (unsigned long long)today);
+			px_quota_word(f, q->service);
+			fputc(' ', f);
+			px_quota_word(f, q->partner);
+			fprintf(f, " %llu %llu\n", (unsigned long long)bytes,
+			    (unsigned long long)transfers);
+		}
+	rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -1;
+	if (fclose(f) != 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, path) == 0)
+		return 0;
+	i = (unsigned)errno;
+	(void)unlink(tmp);
+	errno = (int)i;
+	return -1;
+}
+
+int
+px_quota_load(const char *path, size_t *n)
+{
+	char line[1100], service[520], partner[520];
+	unsigned long long day, bytes, transfers;
+	uint64_t today = px_quota_day();
+	struct px_quota *q;
+	FILE *f;
+	int rc = 0;
+
+	*n = 0;
+	if ((f = fopen(path, "re")) == NULL)
+		return errno == ENOENT ? 0 : -1;
+	if (fgets(line, sizeof(line), f) == NULL ||
+	    strncmp(line, PX_QUOTA_MAGIC "\n", sizeof(PX_QUOTA_MAGIC)) != 0) {
+		fclose(f);
+		errno = EINVAL;
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%llu %519s %519s %llu %llu", &day, service,
+		    partner, &bytes, &transfers) != 5 ||
+		    px_quota_unword(service) == -1 ||
+		    px_quota_unword(partner) == -1) {
+			errno = EINVAL;
+			rc = -1;
+			break;
+		}
+		/* Another day's counts are over. */
+		if (day != today)
+			continue;
+		if ((q = px_quota_get(service, partner)) == NULL) {
+			rc = -1;
+			break;
+		}
+		atomic_store(&q->day, today);
+		atomic_store(&q->bytes, bytes);
+		atomic_store(&q->transfers, transfers);
+		(*n)++;
+	}
+	fclose(f);
+	return rc;
 }

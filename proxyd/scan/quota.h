@@ -80,6 +80,13 @@ void	px_quota_metrics(struct evbuffer *b);
  * "refused_bytes","cuts" (since start)}, ...]}. */
 void	px_quota_json(struct evbuffer *b);
 
+/* quotas/@state-file: today's counts written to path (a new file
+ * renamed over it), or read from it (another day's lines skipped; a
+ * missing file is none; *n: entries read). 0, or -1 with errno (EINVAL:
+ * not a state file, or a bad line: those before it are kept). */
+int	px_quota_save(const char *path);
+int	px_quota_load(const char *path, size_t *n);
+
 /* The UTC day now: days since the epoch. The clock is time(NULL), or,
  * when PROXYD_QUOTA_CLOCK names a file at start, the Unix time written
  * in that file (read at each look: for tests of the day's rollover). */
