@@ -13,6 +13,8 @@
 #   - SIGHUP with a changed limit keeps the day's count (limit 3 -> 4: one
 #     more transfer, not four), and so does a rule removed then put back;
 #   - the next UTC day starts afresh;
+#   - a restart keeps the day's counts (quotas/@state-file), not another
+#     day's;
 # with the ftp-quota log lines and the quota metrics.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -49,7 +51,7 @@ service() { # ANONYMOUS_RULE_ATTRS | "" (no rule for anonymous)
     <user name=\"ftp\" quota-bytes=\"1m\" action=\"accept\"/>
   </ftp>"
 }
-write_proxyd_conf
+write_proxyd_conf "" "<quotas state-file=\"$T/quotas.state\"/>"
 service 'quota-transfers="3"'
 start_proxyd
 
@@ -161,7 +163,12 @@ assert_metric eq proxyd_quota_used_transfers 'service="up",partner="anonymous"' 
 info "---- the same through the buffered relay (<content>): cut within a buffer"
 out=$(FTPQ_PORT=$PORT3 ftpq anonymous "get big.bin")
 [[ $out == err* ]] || fail "the 8 MB RETR through <content> was not cut: $out"
-assert_log 'ftp-quota user=anonymous kind=bytes used=[0-9]+ limit=1048576 verdict=cut moved=[0-9]+ *$'
+# its line is the second of user anonymous's cuts (the first: service up)
+deadline=$(($(date +%s) + ASYNC_WAIT))
+until (($(grep -cE 'ftp-quota user=anonymous kind=bytes .* verdict=cut' "$PROXYD_LOG") >= 2)); do
+    (($(date +%s) < deadline)) || fail "no ftp-quota cut line for service insp"
+    sleep 0.05
+done
 line=$(grep -E 'ftp-quota user=anonymous kind=bytes .* verdict=cut' "$PROXYD_LOG" | sed -n 2p)
 used=$(kv "$line" used)
 assert_eq "$(kv "$line" moved)" "$used" "the day's bytes on service insp: what passed"
@@ -211,4 +218,24 @@ assert_metric eq proxyd_quota_used_transfers 'service="q",partner="anonymous"' 1
 out=$(ftpq ftp "get a.bin")
 assert_eq "$out" "ok 10240" "ftp on the next day"
 assert_metric eq proxyd_quota_used_bytes 'service="q",partner="ftp"' 10240
+
+info "---- a restart keeps the day's counts (quotas/@state-file)"
+restart() {
+    kill -TERM "$PROXYD_PID"
+    wait_exit "$PROXYD_PID" 15 || fail "proxyd did not exit"
+    start_proxyd
+}
+restart
+assert_log "quotas: today's counts of 2 partners read from $T/quotas.state"
+assert_metric eq proxyd_quota_used_transfers 'service="q",partner="anonymous"' 1
+assert_metric eq proxyd_quota_used_bytes 'service="q",partner="ftp"' 10240
+# service up's entry had only the day before: not written, not read
+assert_eq "$(metric_value proxyd_quota_used_bytes 'service="up",partner="anonymous"')" NA "service up's entry after the restart"
+out=$(ftpq anonymous "get a.bin" "get a.bin" "get a.bin" "get a.bin")
+assert_eq "$(tr '\n' ' ' <<<"$out")" "ok 10240 ok 10240 ok 10240 err 550 RETR: daily transfer quota used up (proxy policy) got=0 " "after the restart"
+info "---- ... but not another day's"
+echo $((DAY0 + 2 * 86400)) >"$T/clock"
+restart
+assert_log "quotas: today's counts of 0 partners read"
+assert_eq "$(metric_value proxyd_quota_used_transfers 'service="q",partner="anonymous"')" NA "anonymous's entry after a restart on another day"
 info "ok"

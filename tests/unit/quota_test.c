@@ -1,7 +1,7 @@
 /* Unit tests for proxyd/scan/quota.c: quota-bytes= and quota-transfers=
  * as loaded, one entry per (service, partner), the refusals at a
  * transfer's start and at a byte take, the UTC day's rollover (the clock
- * in a file, PROXYD_QUOTA_CLOCK), and threads racing on random partners
+ * in a file, PROXYD_QUOTA_CLOCK), the state file, and threads racing on random partners
  * against a per-thread tally: one entry per key whoever made it first,
  * and a day's bytes equal to the takes granted, never over the limit. */
 #include <setjmp.h>
@@ -149,6 +149,52 @@ test_metrics(void **state)
 	evbuffer_free(b);
 }
 
+/* The state file: today's counts back under the same keys, odd bytes
+ * and all; another day's lines and zero counts are not; a file that is
+ * not one is refused. */
+static void
+test_state_file(void **state)
+{
+	char path[] = "/tmp/quota_test_state.XXXXXX";
+	struct px_quota_limit l = { .transfers = 100 };
+	struct px_quota *q, *old;
+	uint64_t used, limit, b, t;
+	size_t n;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd != -1);
+	close(fd);
+	set_clock(86400LL * 30000 + 5);
+	old = px_quota_get("st", "yesterday");
+	q = px_quota_get("st svc", "p%a r\t\xc3\xa9");
+	(void)px_quota_begin(q, &l, &used, &limit);
+	assert_true(px_quota_take(q, 0, 777, &used));
+	assert_int_equal(px_quota_save(path), 0);
+	/* Wipe the counts as a restart would, by a day's roll and back. */
+	set_clock(86400LL * 30001);
+	px_quota_usage(q, &b, &t);
+	assert_true(b == 0 && t == 0);
+	assert_int_equal(px_quota_load(path, &n), 0);
+	assert_true(n == 0);		/* the file's day is over */
+	set_clock(86400LL * 30000 + 7);
+	assert_int_equal(px_quota_load(path, &n), 0);
+	assert_true(n == 1);		/* "yesterday" had no counts */
+	px_quota_usage(q, &b, &t);
+	assert_true(b == 777 && t == 1);
+	px_quota_usage(old, &b, &t);
+	assert_true(b == 0 && t == 0);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("not a state file\n", f);
+	fclose(f);
+	assert_int_equal(px_quota_load(path, &n), -1);
+	unlink(path);
+	assert_int_equal(px_quota_load(path, &n), 0);	/* none yet */
+}
+
 /* ---- threads on random partners --------------------------------------- */
 
 #define RACE_THREADS	4
@@ -233,6 +279,7 @@ main(void)
 		cmocka_unit_test(test_entries),
 		cmocka_unit_test(test_limits_and_day),
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_state_file),
 		cmocka_unit_test(test_race),
 	};
 	int fd = mkstemp(clock_path), rc;
