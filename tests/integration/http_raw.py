@@ -193,13 +193,14 @@ def origin_main(a):
                 record(rec)
                 last[0] = time.time()
                 if a.mode == "raw":
+                    resp = raw
                     if os.path.isdir(a.raw):
                         name = rec["target"].strip("/").replace("/", "_")
                         with open(os.path.join(a.raw, name), "rb") as f:
-                            raw = f.read()
+                            resp = f.read()
                     # @@PAUSE@@ in the bytes: what follows it is sent
                     # 0.3 s later, in a segment of its own
-                    for k, part in enumerate(raw.split(b"@@PAUSE@@")):
+                    for k, part in enumerate(resp.split(b"@@PAUSE@@")):
                         if k:
                             time.sleep(0.3)
                         s.sendall(part)
