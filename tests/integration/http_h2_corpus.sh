@@ -40,6 +40,13 @@ RPOL='<http h2c="yes" x-forwarded-for="append">
   <request-header name="X-Inserted" action="insert" value="ins"/>
 </http>'
 write_http_service r "$PR" "$ORIG" "$RPOL"
+# Responses: the llhttp response vectors from a raw origin.
+mkdir -p "$T/raw"
+start_origin RAWO "$T/raw-origin.jsonl" raw "$T/raw"
+free_port PS
+free_port PT
+write_http_service s "$PS" "$RAWO" '<http h2c="yes"/>'
+write_http_service st "$PT" "$RAWO" '<http h2c="yes" trailers="pass"/>'
 start_proxyd
 
 run_driver() {
@@ -65,6 +72,17 @@ run_driver "$T/corpus.out" --h1-port "$PC" --h2-port "$PC" "${corpus_args[@]}" |
 run_driver "$T/random.out" --h1-port "$PR" --h2-port "$PR" \
     --random "${H2_RANDOM:-800}" --seed "${H2_SEED:-29}" ||
     failed+=("random: $(grep -c '^DIFFER' "$T/random.out") requests differ")
+# The llhttp response vectors, hand-made ones and random ones, with
+# trailers dropped (the default) and passed.
+for port in "$PS" "$PT"; do
+    rc=0
+    /usr/bin/python3 "$LIB_DIR/http_h2_corpus_resp.py" --vectors "$VECTORS" --port "$port" \
+        --raw-dir "$T/raw" --proxyd-log "$PROXYD_LOG" --random "${H2_RANDOM_RESP:-300}" \
+        --seed "${H2_SEED:-29}" >"$T/resp.out" 2>&1 || rc=$?
+    sed "s/^/[$TEST_NAME] /" "$T/resp.out"
+    grep '^counts: ' "$T/resp.out" >/dev/null || fail "the response driver crashed (rc $rc)"
+    ((rc == 0)) || failed+=("responses: $(grep -c '^DIFFER' "$T/resp.out") differ")
+done
 # Sanity: the comparison saw requests reach the origin through both sides.
 n=$(grep -c '"method"' "$ORIG_LOG" || true)
 assert_ge "$n" 200 "requests at the origin"
