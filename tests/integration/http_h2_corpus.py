@@ -129,6 +129,13 @@ EXPECTED = [
      "absolute-form without Host: HTTP/1.1 requires Host anyway (RFC 9112 "
      "3.2: 400 missing Host), in HTTP/2 the target's authority is "
      ":authority, which stands for Host (RFC 9113 8.3.1)"),
+    (lambda m: absolute_form(m) and b"host" in field_names(m),
+     lambda r: refused_h1(r) and r["h1"]["log"] is not None and
+     r["h1"]["log"][6] in ("malformed Host", "duplicate Host"),
+     "absolute-form with Host fields HTTP/1.1 refuses (several, or a "
+     "malformed one): RFC 9112 3.2 refuses them whatever the target; in "
+     "HTTP/2 the target's authority is :authority and the translation, "
+     "as an intermediary's (RFC 9113 8.3.1), carries no Host"),
     (lambda m: any(re.search(rb"[\x00-\x08\x0a-\x1f\x7f]", v) or
                    len(v) > 100 for v in dropped_values(m)),
      lambda r: r["h1"]["status"] in (400, 431) and
@@ -672,18 +679,21 @@ WELL_KNOWN = [b"Accept", b"Cookie", b"Content-Type", b"User-Agent",
               b"Connection", b"Keep-Alive", b"Host"]
 
 
-def random_request(rnd):
-    """Random but HTTP/1.1-writable request bytes."""
+def random_request(rnd, forward=None):
+    """Random but HTTP/1.1-writable request bytes; forward (the origin's
+    authority): absolute-form targets, for a forward-mode service."""
     method = rnd.choice(METHODS)
     path = b"/" + bytes(rnd.choice(PATH_CH) for _ in range(rnd.randrange(12)))
     if rnd.random() < 0.03:
         path += bytes([rnd.choice(b"\x01\x7f\x80\xff")])
+    hosts = [b"a.test", b"a.test:80", b"A.TEST", b"[::1]:8", b"x y",
+             b"a.test.", b"127.0.0.1"]
+    if forward is not None:
+        path = b"http://" + forward + path.replace(b"#", b"")
+        hosts = [forward] * 5 + hosts
     lines = [b"%s %s HTTP/1.1" % (method, path)]
     if rnd.random() < 0.95:
-        lines.append(b"Host: " + rnd.choice([b"a.test", b"a.test:80",
-                                             b"A.TEST", b"[::1]:8",
-                                             b"x y", b"a.test.",
-                                             b"127.0.0.1"]))
+        lines.append(b"Host: " + rnd.choice(hosts))
     for _ in range(rnd.randrange(6)):
         if rnd.random() < 0.4:
             name = rnd.choice(WELL_KNOWN)
@@ -724,7 +734,8 @@ def random_request(rnd):
 def random_cases(a):
     rnd = random.Random(a.seed)
     for k in range(a.random):
-        yield ("random seed=%d #%d" % (a.seed, k), random_request(rnd))
+        yield ("random seed=%d #%d" % (a.seed, k), random_request(
+            rnd, a.forward.encode() if a.forward else None))
 
 
 # ------------------------------------------------------------ main
@@ -739,6 +750,8 @@ def main():
     p.add_argument("--corpus-dir", action="append", default=[])
     p.add_argument("--random", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--forward", help="the origin's host:port: random "
+                   "requests in absolute form (a forward-mode service)")
     p.add_argument("--only")
     p.add_argument("--timeout", type=float, default=2.0)
     p.add_argument("--verbose", action="store_true")

@@ -30,7 +30,7 @@ write_proxyd_conf
 OPEN='<request method="*" action="accept"/>'
 write_http_service c "$PC" "$ORIG" "<http h2c=\"yes\">$OPEN</http>"
 # Policy for the random part: its rules must judge both sides alike.
-RPOL='<http h2c="yes" x-forwarded-for="append">
+RPOL='<http h2c="yes" x-forwarded-for="append" trailers="pass">
   <limits max-line="300" max-url="64" max-header-bytes="600" max-body="200"/>
   <request method="GET HEAD POST PUT OPTIONS get" action="accept"/>
   <request method="*" action="deny" status="405"/>
@@ -40,6 +40,8 @@ RPOL='<http h2c="yes" x-forwarded-for="append">
   <request-header name="X-Inserted" action="insert" value="ins"/>
 </http>'
 write_http_service r "$PR" "$ORIG" "$RPOL"
+free_port PF
+write_http_service f "$PF" 0 "$RPOL" forward
 # Responses: the llhttp response vectors from a raw origin.
 mkdir -p "$T/raw"
 start_origin RAWO "$T/raw-origin.jsonl" raw "$T/raw"
@@ -83,6 +85,10 @@ for port in "$PS" "$PT"; do
     grep '^counts: ' "$T/resp.out" >/dev/null || fail "the response driver crashed (rc $rc)"
     ((rc == 0)) || failed+=("responses: $(grep -c '^DIFFER' "$T/resp.out") differ")
 done
+# Forward mode: absolute-form targets; :scheme and :authority over h2.
+run_driver "$T/forward.out" --h1-port "$PF" --h2-port "$PF" \
+    --random "${H2_RANDOM_FWD:-300}" --seed "${H2_SEED:-29}" --forward "127.0.0.1:$ORIG" ||
+    failed+=("forward: $(grep -c '^DIFFER' "$T/forward.out") requests differ")
 # Sanity: the comparison saw requests reach the origin through both sides.
 n=$(grep -c '"method"' "$ORIG_LOG" || true)
 assert_ge "$n" 200 "requests at the origin"
