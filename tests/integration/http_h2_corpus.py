@@ -355,7 +355,7 @@ def recv_http1_response(s, timeout):
             got += d
     except socket.timeout:
         pass
-    except (ConnectionResetError, BrokenPipeError):
+    except OSError:        # reset, or not connected any more
         reset = True
     codes = [int(c) for c in re.findall(rb"(?:^|\r\n)HTTP/1\.[01] ([0-9]{3}) ",
                                         got[:4096])]
