@@ -228,6 +228,13 @@ h2_add_copy(struct evbuffer *out, struct evbuffer *src)
 	return evbuffer_add(out, evbuffer_pullup(src, -1), len);
 }
 
+static bool
+h2_path_is_star(struct h2_stream *st)
+{
+	return evbuffer_get_length(st->path) == 1 &&
+	    *evbuffer_pullup(st->path, 1) == '*';
+}
+
 /* The request line, Host and fields for the leg (RFC 9113 8.3.1). A Host
  * that names another authority than :authority goes on as a second Host:
  * the leg refuses the pair (400), as it refuses two in HTTP/1.1. */
@@ -253,7 +260,9 @@ h2_request_head(struct h2_stream *st, struct evbuffer *out)
 			rc |= evbuffer_add(out, st->scheme,
 			    strlen(st->scheme)) | evbuffer_add(out, "://", 3) |
 			    h2_add_copy(out, st->authority);
-		rc |= h2_add_copy(out, st->path);
+		/* OPTIONS * in absolute form has no path (RFC 9112 3.2.4). */
+		if (!forward || alen == 0 || !h2_path_is_star(st))
+			rc |= h2_add_copy(out, st->path);
 	}
 	rc |= evbuffer_add(out, " HTTP/1.1\r\n", 11);
 	if (alen != 0) {
