@@ -631,7 +631,8 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	if (nlen == 4 && memcmp(name, "host", 4) == 0)
 		rc = evbuffer_add(st->host, value, vlen);
 	else if (nlen == 6 && memcmp(name, "cookie", 6) == 0)
-		rc = (evbuffer_get_length(st->cookie) != 0 ?
+		/* An empty crumb adds nothing, not a stray "; ". */
+		rc = vlen == 0 ? 0 : (evbuffer_get_length(st->cookie) != 0 ?
 		    evbuffer_add(st->cookie, "; ", 2) : 0) |
 		    evbuffer_add(st->cookie, value, vlen);
 	else {
