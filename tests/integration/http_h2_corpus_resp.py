@@ -19,6 +19,7 @@ HTTP/1.1 and as an h2c stream; compared:
     stream is reset, or ends without a final response;
   - over h2, field names in lower case and no connection-specific
     field, in headers and trailers (what a lenient client would let by);
+  - HEAD (for some): the same, and no body over either;
   - the http-request lines of the two (method, host, path, status,
     verdict, rule, http-error reason).
 Prints each differing case and the counts; exit 1 if any differ.
@@ -41,14 +42,37 @@ CONN_SPECIFIC = {"connection", "keep-alive", "proxy-connection",
                  "transfer-encoding", "upgrade", "te"}
 
 
-def fetch_h1(port, path, timeout, ports):
+def head_only(got):
+    """A response to HEAD in got: [(status, fields, what follows its
+    head, complete)] for its interim and final heads."""
+    out = []
+    i = 0
+    while got.startswith(b"HTTP/1.", i):
+        end = got.find(b"\r\n\r\n", i)
+        if end < 0:
+            out.append((int(got[i + 9:i + 12] or 0), [], b"", False))
+            break
+        lines = got[i:end].decode("latin1").split("\r\n")
+        st = int(lines[0][9:12])
+        hdrs = []
+        for ln in lines[1:]:
+            n, _, v = ln.partition(":")
+            hdrs.append((n.strip().lower(), v.strip()))
+        i = end + 4
+        out.append((st, hdrs, got[i:] if st >= 200 else b"", True))
+        if st >= 200:
+            break
+    return out
+
+
+def fetch_h1(port, path, timeout, ports, method=b"GET"):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     ports.append(s.getsockname()[1])
     s.settimeout(timeout)
     got = b""
     reset = False
     try:
-        s.sendall(b"GET %s HTTP/1.1\r\nHost: a\r\n\r\n" % path)
+        s.sendall(b"%s %s HTTP/1.1\r\nHost: a\r\n\r\n" % (method, path))
         s.shutdown(socket.SHUT_WR)
     except OSError:
         pass        # closed already: what it sent is still read
@@ -63,7 +87,8 @@ def fetch_h1(port, path, timeout, ports):
     except OSError:        # reset, or not connected any more
         reset = True
     s.close()
-    resps = parse_responses(got, first_only=True)
+    resps = head_only(got) if method == b"HEAD" else \
+        parse_responses(got, first_only=True)
     finals = [r for r in resps if r[0] >= 200]
     out = {"interim": [r[0] for r in resps if r[0] < 200], "reset": reset}
     if not finals:
@@ -231,9 +256,10 @@ def run_case(a, idx, case):
         f.write(case["input_latin1"].encode("latin1"))
     path = b"/" + name.encode()
     p1, p2 = [], []
-    r1 = fetch_h1(a.port, path, a.timeout, p1)
+    method = case.get("method", "GET").encode()
+    r1 = fetch_h1(a.port, path, a.timeout, p1, method)
     got = {}
-    st = send_h2(a.port, [(b":method", b"GET"), (b":scheme", b"http"),
+    st = send_h2(a.port, [(b":method", method), (b":scheme", b"http"),
                           (b":authority", b"a"), (b":path", path)],
                  b"", None, a.timeout, p2, got=got)
     r2 = {"status": st, "headers": got["headers"] or [], "body": got["body"],
@@ -266,7 +292,12 @@ def main():
         cases.append((n + 1000 + k, {
             "input_latin1": random_response(rnd).decode("latin1"),
             "file": "random seed=%d" % a.seed, "line": k, "name": "random"}))
-    cases = [(i, c) for i, c in cases if a.only is None or a.only == i]
+    # HEAD too, for the hand-made ones and every fourth random one: a
+    # body the origin sends anyway must not reach the client.
+    heads = [(i + 5000, dict(c, method="HEAD", name=c["name"] + " (HEAD)"))
+             for i, c in cases if i >= n and (i < n + 1000 or i % 4 == 0)]
+    cases = [(i, c) for i, c in cases + heads
+             if a.only is None or a.only == i]
     logpos = os.path.getsize(a.proxyd_log)
     with open(a.proxyd_log, "rb") as f:
         ends0 = f.read().count(b" session-end ")
