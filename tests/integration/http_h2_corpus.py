@@ -396,22 +396,38 @@ def data_pieces(body, rnd):
     return out
 
 
-def send_h2(port, hdrs, body, trailers, timeout, ports, rnd=None, got=None):
-    """The stream's final status, "rst:CODE", "goaway:CODE" or "none";
-    got (a dict): the final response's headers, body and trailers.
-    rnd: DATA in random pieces, and a request without a body may end
-    with an empty DATA frame instead of on its HEADERS."""
+def h2_connect(port, timeout):
     cfg = h2.config.H2Configuration(
         client_side=True, header_encoding=None,
         validate_outbound_headers=False, normalize_outbound_headers=False,
         validate_inbound_headers=False, normalize_inbound_headers=False)
     c = h2.connection.H2Connection(config=cfg)
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    ports.append(s.getsockname()[1])
     s.settimeout(timeout)
+    # frames go as they are made (else Nagle holds a DATA frame behind
+    # the HEADERS for a delayed ACK, on a connection kept open)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     c.initiate_connection()
+    return {"c": c, "s": s, "port": s.getsockname()[1], "dead": False}
+
+
+def send_h2(port, hdrs, body, trailers, timeout, ports, rnd=None, got=None,
+            conn=None):
+    """The stream's final status, "rst:CODE", "goaway:CODE" or "none";
+    got (a dict): the final response's headers, body and trailers, and
+    the stream's id. rnd: DATA in random pieces, and a request without a
+    body may end with an empty DATA frame instead of on its HEADERS.
+    conn (from h2_connect): the stream goes on it, and it stays open
+    (conn["dead"] once the server ended it); else on a connection of its
+    own."""
+    own = conn is None
+    if own:
+        conn = h2_connect(port, timeout)
+    c, s = conn["c"], conn["s"]
+    ports.append(conn["port"])
     sid = c.get_next_available_stream_id()
     got = {} if got is None else got
+    got["stream"] = sid
     got.update(headers=None, body=b"", trailers=None, interim=[])
     outcome = "none"
     pieces = data_pieces(body, rnd)
@@ -464,13 +480,17 @@ def send_h2(port, hdrs, body, trailers, timeout, ports, rnd=None, got=None):
                         outcome = "rst:%d" % ev.error_code
                     done = True
                 elif isinstance(ev, h2.events.ConnectionTerminated):
+                    conn["dead"] = True
                     if outcome == "none":
                         outcome = "goaway:%d" % ev.error_code
                     done = True
             s.sendall(c.data_to_send())
+        if not done:
+            conn["dead"] = True
     except (socket.timeout, OSError, h2.exceptions.ProtocolError):
-        pass
-    s.close()
+        conn["dead"] = True
+    if own or conn["dead"]:
+        s.close()
     return outcome
 
 
@@ -496,6 +516,7 @@ LOGRE = re.compile(r"http-request client=\S+ method=(\S*) host=(\S*) "
                    r"path=(\S*) status=(\d+) .* verdict=(\S+) server=\S+ "
                    r"upstream=\S+(?: rule=(\S+))?")
 ERRRE = re.compile(r'http-error status=\d+ reason="([^"]*)"')
+LEGRE = re.compile(r"proto=h2 stream=(\d+)")
 SIDRE = re.compile(r" #(\d+) (.*)")
 PORTRE = re.compile(r" client=127\.0\.0\.1:(\d+) ")
 
@@ -523,23 +544,43 @@ class Sessions:
                 port[sid] = int(p.group(1))
         self.lines = lines
         self.by_port = {}
+        self.conn = {}
         for sid in sorted(port):
-            leg = any("proto=h2 stream=" in x for x in lines[sid])
-            self.by_port.setdefault(port[sid], []).append((sid, leg))
+            leg = [int(m.group(1)) for m in map(LEGRE.search, lines[sid])
+                   if m]
+            self.by_port.setdefault(port[sid], []).append(
+                (sid, leg[0] if leg else None))
 
-    def take(self, port, h2side):
-        """The log verdict of the next connection from port: the fields
-        of its http-request line, ("h2-refused",) for a stream nghttp2
-        refused (an http2-error line, no request), or None."""
-        q = self.by_port.get(port, [])
-        while q and q[0][1]:
-            q.pop(0)        # a leg of a connection already taken
-        if not q:
-            return None
-        sid, _ = q.pop(0)
-        mine = list(self.lines[sid])
-        while q and q[0][1]:
-            mine += self.lines[q.pop(0)[0]]
+    def take(self, port, h2side, stream=None):
+        """The log verdict of a connection from port: the fields of its
+        http-request line, ("h2-refused",) for a stream nghttp2 refused
+        (an http2-error line, no request), or None. stream None: the
+        next connection from port; else that stream of the connection
+        last taken from port (its first stream takes the connection)."""
+        if stream is not None and stream != 1:
+            conn, legs = self.conn.get(port, ([], {}))
+        else:
+            q = self.by_port.get(port, [])
+            while q and q[0][1] is not None:
+                q.pop(0)        # a leg of a connection already taken
+            if not q:
+                return None
+            sid, _ = q.pop(0)
+            conn, legs = self.lines[sid], {}
+            while q and q[0][1] is not None:
+                lsid, st = q.pop(0)
+                legs[st] = self.lines[lsid]
+            self.conn[port] = (conn, legs)
+        if stream is None:
+            mine = list(conn) + [x for v in legs.values() for x in v]
+        else:
+            tag = " stream=%d " % stream
+            mine = [x for x in conn if tag in x + " "] + \
+                legs.get(stream, [])
+        return self.verdict(mine, h2side)
+
+    @staticmethod
+    def verdict(mine, h2side):
         reason = [r.group(1) for r in map(ERRRE.search, mine) if r]
         for x in mine:
             m = LOGRE.search(x)
@@ -603,6 +644,24 @@ def outcome_class(st, other):
     return st
 
 
+H2CONN = {"conn": None, "left": 0}
+
+
+def h2_shared(a):
+    """The connection a stream goes on with --streams N: one for N
+    streams in a row (a new one when the server ended it)."""
+    if a.streams <= 1:
+        return None
+    cur = H2CONN["conn"]
+    if cur is None or cur["dead"] or H2CONN["left"] == 0:
+        if cur is not None and not cur["dead"]:
+            cur["s"].close()
+        H2CONN["conn"] = h2_connect(a.h2_port, a.timeout)
+        H2CONN["left"] = a.streams
+    H2CONN["left"] -= 1
+    return H2CONN["conn"]
+
+
 def run_one(a, tail, m, hdrs, trailers, rnd):
     """Sends m both ways; the log verdicts are filled in later."""
     res = {}
@@ -612,10 +671,13 @@ def run_one(a, tail, m, hdrs, trailers, rnd):
         if side == "h1":
             st = send_h1(a.h1_port, m, a.timeout, ports)
         else:
+            got = {}
             st = send_h2(a.h2_port, hdrs, m["body"], trailers, a.timeout,
-                         ports, rnd)
+                         ports, rnd, got, h2_shared(a))
         recs = origin_records(tail)
         res[side] = {"status": st, "port": ports[0], "origin": recs}
+        if side == "h2" and a.streams > 1:
+            res[side]["stream"] = got["stream"]
     return res
 
 
@@ -780,6 +842,8 @@ def main():
     p.add_argument("--corpus-dir", action="append", default=[])
     p.add_argument("--random", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--streams", type=int, default=1,
+                   help="h2 requests in a row on one connection")
     p.add_argument("--forward", help="the origin's host:port: random "
                    "requests in absolute form (a forward-mode service)")
     p.add_argument("--only")
@@ -820,12 +884,15 @@ def main():
                              for t in v.split(b",")}
             done.append((name, k, m, drop, run_one(a, tail, m, hdrs,
                                                    trailers, frames)))
+    if H2CONN["conn"] is not None and not H2CONN["conn"]["dead"]:
+        H2CONN["conn"]["s"].close()     # its session ends: logged
     # Each message made at least two sessions (h1, h2 connection).
     Sessions.settle(a.proxyd_log, ends0 + 2 * len(done))
     log = Sessions(a.proxyd_log, logpos)
     for name, k, m, drop, res in done:
         for side in ("h1", "h2"):
-            res[side]["log"] = log.take(res[side]["port"], side == "h2")
+            res[side]["log"] = log.take(res[side]["port"], side == "h2",
+                                        res[side].get("stream"))
         verdict, why = judge(m, res, drop)
         counts[verdict] += 1
         if verdict == "agree" and res["h2"]["origin"]:

@@ -85,6 +85,12 @@ for port in "$PS" "$PT"; do
     grep '^counts: ' "$T/resp.out" >/dev/null || fail "the response driver crashed (rc $rc)"
     ((rc == 0)) || failed+=("responses: $(grep -c '^DIFFER' "$T/resp.out") differ")
 done
+# The random requests again, but up to 20 streams in a row on one h2
+# connection (HPACK's dynamic table carried over, the policy's
+# per-connection state).
+run_driver "$T/streams.out" --h1-port "$PR" --h2-port "$PR" \
+    --random "${H2_RANDOM:-800}" --seed "$((${H2_SEED:-29} + 1))" --streams 20 ||
+    failed+=("streams: $(grep -c '^DIFFER' "$T/streams.out") requests differ")
 # Forward mode: absolute-form targets; :scheme and :authority over h2.
 run_driver "$T/forward.out" --h1-port "$PF" --h2-port "$PF" \
     --random "${H2_RANDOM_FWD:-300}" --seed "${H2_SEED:-29}" --forward "127.0.0.1:$ORIG" ||
