@@ -203,8 +203,9 @@ def parse_message(data, i):
         raise Skip("method not a token")
     if method == b"CONNECT":
         raise Skip("CONNECT (tunnels over h2: http_h2_tunnel.c)")
-    if re.search(rb"[\x00-\x20\x7f]", target):
-        raise Skip("control character in the target")
+    if re.search(rb"[\x00\t\r\n ]", target):
+        # (other control bytes go to both: both must refuse them)
+        raise Skip("NUL, tab, CR, LF or space in the target")
     fields, i = read_fields(data, i)
     low = [(n.lower(), v) for n, v in fields]
     cls = [v for n, v in low if n == b"content-length"]
@@ -284,8 +285,6 @@ def to_h2(m):
             path = b"/" + path
         if b"@" in authority:
             raise Skip("userinfo in the target (no :authority for it)")
-    elif target != b"*" and not target.startswith(b"/"):
-        raise Skip("target neither origin, absolute nor asterisk form")
     extra_hosts = []
     if authority is None and len(hosts) == 1:
         authority = hosts[0]
