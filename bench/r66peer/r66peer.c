@@ -79,6 +79,8 @@ peer_usage(FILE *f)
 "  --corrupt-block N client: send block rank N of the first file that has\n"
 "                    one with a wrong digest (md5 modes); the receiver\n"
 "                    answers an ErrorPacket 'M'\n"
+"  --announce N      client SEND, server RECV answer: announce N bytes as the\n"
+"                    file's size, not its real one (a lying sender)\n"
 "  --continue        client: go on with the next transfer after a failed one\n"
 "                    on the same connection (exit status 2 at the end);\n"
 "                    frames of a failed download still in flight are ignored\n"
@@ -662,7 +664,7 @@ peer_client_xfer(struct peer_conn *pc, const struct peer_xfer *x, int round)
 			peer_err("%s: %s", x->path, strerror(errno));
 			goto out;
 		}
-		rq.length = sb.st_size;
+		rq.length = c->announce >= 0 ? c->announce : sb.st_size;
 	}
 
 	if (!pc->authed || !pc->reuse) {
@@ -855,7 +857,7 @@ peer_server_channel(struct peer_conn *pc, struct r66_frame *f)
 			rc = 0;
 			goto out;
 		}
-		rq.length = sb.st_size;
+		rq.length = c->announce >= 0 ? c->announce : sb.st_size;
 	} else {
 		snprintf(pc->tmp, sizeof(pc->tmp), "%s/.part.%d.%u", c->dir,
 		    (int)getpid(), pc->next_id);
@@ -1059,6 +1061,7 @@ main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "corrupt-block", required_argument, NULL, 'x' },
+		{ "announce", required_argument, NULL, 'L' },
 		{ "continue", no_argument, NULL, 'k' },
 		{ "keep-on-error", no_argument, NULL, 'e' },
 		{ "tls", no_argument, NULL, 'T' },
@@ -1092,6 +1095,7 @@ main(int argc, char **argv)
 	c.count = 1;
 	c.timeout = 60;
 	c.corrupt_block = -1;
+	c.announce = -1;
 	optind = 2;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -1134,7 +1138,7 @@ main(int argc, char **argv)
 			c.xfers[c.nxfers].send = o == 'S';
 			c.xfers[c.nxfers++].path = optarg;
 			break;
-		case 'm': case 'b': case 'n': case 't': case 'x':
+		case 'm': case 'b': case 'n': case 't': case 'x': case 'L':
 			errno = 0;
 			v = strtol(optarg, &end, 10);
 			if (errno != 0 || *end != '\0' || optarg[0] == '\0')
@@ -1149,6 +1153,8 @@ main(int argc, char **argv)
 				c.timeout = (int)v;
 			else if (o == 'x' && v >= 0)
 				c.corrupt_block = v;
+			else if (o == 'L' && v >= 0)
+				c.announce = v;
 			else
 				goto usage;
 			break;

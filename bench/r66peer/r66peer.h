@@ -44,6 +44,7 @@ struct peer_conf {
 	int		 timeout;
 	bool		 quiet;
 	/* Faults and Waarp's tolerance of them, for the proxy's tests. */
+	int64_t		 announce;	/* the size announced; -1: the file's */
 	int64_t		 corrupt_block;	/* client: this rank's digest is wrong;
 					 * -1: none */
 	bool		 keep_going;	/* client: next transfer after a failed
