@@ -39,7 +39,7 @@ static const char *const r66_counters[] = {
 	"transfers", "transfers_denied", "transfers_failed", "denied_host",
 	"denied_rule", "denied_mode", "denied_file", "denied_size",
 	"denied_block", "denied_digest", "denied_admin", "violations", "late_frames",
-	"denied_scan", "denied_quota", NULL,
+	"denied_scan", "denied_quota", "denied_content", NULL,
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -178,6 +178,7 @@ r66_xfer_log(struct px_session *s, struct r66_state *st,
 
 	if (!c->has_req)
 		return;
+	r66_scan_outcome(c->scan, verdict, why, ref);
 	px_session_log(s, LOG_INFO, "r66-transfer host=%s rule=%s mode=%s "
 	    "file=%s size=%llu blocks=%llu digest=%s verdict=%s%s%s%s%s "
 	    "payload=%s",
@@ -312,15 +313,19 @@ static void
 r66_scan_refuse(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, const struct r66_scan_refusal *why)
 {
-	(void)r66_refuse(s, st, c, R66_C_DENIED_SCAN, why->code, why->msg,
-	    why->why, "scan", PX_ACT_DENY, false);
+	(void)r66_refuse(s, st, c, why->counter, why->code, why->msg,
+	    why->why, why->ref[0] != '\0' ? why->ref : "scan", PX_ACT_DENY,
+	    false);
 }
 
 /* The transfer of c starts: its file goes through the scanner when the
- * service's <scan> covers its direction. */
+ * service's <scan> covers its direction, is judged by its type when it
+ * has a <content>, recorded when it has an <audit>, and its end is held
+ * for the size check with size-mismatch="block". */
 static enum r66_fv
 r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
 {
+	const struct r66_policy *p = px_session_policy(s);
 	struct r66_scan_what w = {
 		.file = c->req.filename,
 		.host = st->host,
@@ -329,13 +334,15 @@ r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
 		.upload = r66_client_sends(c),
 		.length = c->req.length,
 		.rank = c->start_rank,
+		.hold_end = p->size_mismatch_block && c->req.length >= 0 &&
+		    c->start_rank == 0,
 	};
 	struct r66_scan_refusal why;
 
 	if (r66_scan_begin(s, &w, &c->scan, &why) != R66_SCAN_REFUSE)
 		return R66_FV_PASS;
-	return r66_refuse(s, st, c, R66_C_DENIED_SCAN, why.code, why.msg,
-	    why.why, "scan", PX_ACT_DENY, false);
+	r66_scan_refuse(s, st, c, &why);
+	return R66_FV_DROP;
 }
 
 /* The channel of frame f when f goes the way of its scanned blocks. */
@@ -433,7 +440,7 @@ r66_scan_frame(struct px_session *s, struct r66_state *st,
 		return true;
 	case R66_SCAN_REFUSE:
 	default:
-		evbuffer_drain(src, f->len);
+		/* (the frame was taken: dropped) */
 		r66_scan_refuse(s, st, c, &why);
 		return true;
 	}
@@ -940,4 +947,6 @@ const struct px_analyser r66_analyser = {
 	.on_close = r66_on_close,
 	.counters = r66_counters,
 	.scan = true,
+	.content = true,
+	.audit = true,
 };

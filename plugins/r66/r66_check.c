@@ -50,6 +50,41 @@ r66_mode_ref(struct px_session *s, const struct r66_policy *p, char *buf,
 	    buf, size);
 }
 
+/* The file's size is not the one its request announced: longer, a block
+ * took it past that (size: at least); else its EndTransfer came short.
+ * Logged once; refused with size-mismatch="block": an ErrorPacket to both
+ * ends (code 'd'), before the file's held end (r66_scan's hold) or its
+ * extra block reached the receiver. */
+static enum r66_fv
+r66_size_mismatch(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, bool longer)
+{
+	const struct r66_policy *p = px_session_policy(s);
+	char host[200], rule[300], file[400];
+
+	if (!c->size_told) {
+		c->size_told = true;
+		px_session_log(s, LOG_NOTICE, "r66-size mismatch announced=%lld "
+		    "size=%llu%s action=%s file=%s host=%s rule=%s dir=%s",
+		    (long long)c->req.length, (unsigned long long)c->bytes,
+		    longer ? "+" : "", p->size_mismatch_block ? "block" :
+		    "allow", px_log_escape(file, sizeof(file), c->req.filename,
+		    strlen(c->req.filename), false), px_log_escape(host,
+		    sizeof(host), st->host, strlen(st->host), false),
+		    px_log_escape(rule, sizeof(rule), c->req.rule,
+		    strlen(c->req.rule), false), r66_client_sends(c) ?
+		    "upload" : "download");
+	}
+	if (!p->size_mismatch_block)
+		return R66_FV_PASS;
+	/* A Data frame not held whole (no inspection: a restart) cannot be
+	 * dropped alone: the connection ends then. */
+	return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd', longer ?
+	    "more data than the announced size" :
+	    "less data than the announced size", "size-mismatch",
+	    "r66/@size-mismatch", PX_ACT_DENY, longer && c->scan == NULL);
+}
+
 /* ---- checks ----------------------------------------------------------- */
 
 enum r66_fv
@@ -124,6 +159,7 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 	const struct r66_policy *p = px_session_policy(s);
 	size_t dl1, dl2;
 	char ref[PX_RULE_REF_MAX];
+	enum r66_fv v;
 
 	if (c->st != R66_CH_XFER || from_client != r66_client_sends(c))
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
@@ -154,9 +190,9 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 	c->next_rank++;
 	c->bytes += f->mlen;
 	c->blocks++;
-	if (c->req.length >= 0 && c->bytes > (uint64_t)c->req.length)
-		return r66_violation(s, st, from_client ? PX_TO_SERVER :
-		    PX_TO_CLIENT, "more data than the declared size");
+	if (c->req.length >= 0 && c->bytes > (uint64_t)c->req.length &&
+	    (v = r66_size_mismatch(s, st, c, true)) != R66_FV_PASS)
+		return v;
 	if (c->max_size != 0 && c->bytes > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
 		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
@@ -175,6 +211,7 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 	const char *algo;
 	uint8_t way;
 	size_t k, dl;
+	enum r66_fv v;
 
 	if (r66_way(f, &way) == -1)
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
@@ -182,9 +219,9 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 	if (way == 0 && sender && c->st == R66_CH_XFER) {
 		algo = from_client ? st->cdigest : st->sdigest;
 		if (c->start_rank == 0 && c->req.length >= 0 &&
-		    c->bytes != (uint64_t)c->req.length)
-			return r66_violation(s, st, from_client ? PX_TO_SERVER :
-			    PX_TO_CLIENT, "end of transfer before the declared size");
+		    c->bytes < (uint64_t)c->req.length &&
+		    (v = r66_size_mismatch(s, st, c, false)) != R66_FV_PASS)
+			return v;
 		for (k = 0; k < f->elen; k++)
 			if (!((f->e[k] >= '0' && f->e[k] <= '9') ||
 			    (f->e[k] >= 'a' && f->e[k] <= 'f') ||

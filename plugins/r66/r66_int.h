@@ -41,6 +41,7 @@ enum {
 	R66_C_LATE_FRAMES,
 	R66_C_DENIED_SCAN,
 	R66_C_DENIED_QUOTA,
+	R66_C_DENIED_CONTENT,
 };
 
 
@@ -72,6 +73,7 @@ struct r66_chan {
 	 * payload= (no policy check reads a block's bytes). */
 	uint64_t	 payload_spliced, payload_copied;
 	char		 hash_algo[24];
+	bool		 size_told;	/* its size mismatch was logged */
 	/* Its file through the scanner (r66_scan.h); NULL: not scanned. */
 	struct r66_scan	*scan;
 };

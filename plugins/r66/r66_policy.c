@@ -30,6 +30,8 @@ enum {
 };
 
 static const char *const r66_yes_no[] = { "yes", "no", NULL };
+/* size-mismatch=. */
+static const char *const r66_allow_block[] = { "allow", "block", NULL };
 
 void
 r66_policy_free(void *pol)
@@ -214,7 +216,7 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	const char *why;
 	char *v;
 	bool seen_mode = false;
-	int digest = R66_REQ_NO, info = R66_YES, test = R66_YES;
+	int digest = R66_REQ_NO, info = R66_YES, test = R66_YES, mismatch = 0;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		px_cfg_error(e, sec, "out of memory");
@@ -252,8 +254,11 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		xmlFree(v);
 	}
 	if (px_attr_choice(e, sec, "information", r66_yes_no, &info) == -1 ||
-	    px_attr_choice(e, sec, "test", r66_yes_no, &test) == -1)
+	    px_attr_choice(e, sec, "test", r66_yes_no, &test) == -1 ||
+	    px_attr_choice(e, sec, "size-mismatch", r66_allow_block,
+	    &mismatch) == -1)
 		goto fail;
+	p->size_mismatch_block = mismatch == 1;
 	p->information = info == R66_YES;
 	p->test = test == R66_YES;
 	for (n = sec->children; n != NULL; n = n->next) {

@@ -24,6 +24,9 @@ struct r66_policy {
 	long		 mode_line;	/* of <mode>; 0: none, the default */
 	bool		 information;
 	bool		 test;
+	/* size-mismatch="block": a file whose size differs from the one its
+	 * request announced is refused (else logged and let through). */
+	bool		 size_mismatch_block;
 	/* <host id>, <rule name>, <file pattern> in file order; a <file>
 	 * rule's arg is its max-size (0: none). */
 	struct px_rules	 hosts, rules, files;

@@ -222,6 +222,11 @@ bool		 px_session_tls_optional(const struct px_session *s,
  * what is queued for it is written). */
 bool		 px_session_tls_on(const struct px_session *s,
 		    enum px_chan_end side);
+/* The subject (RFC 2253) of the certificate the peer on that side gave
+ * the session's TLS (the client's only when it presented one) into buf:
+ * true, or false with buf "" (no TLS there, no certificate). */
+bool		 px_session_tls_peer_subject(const struct px_session *s,
+		    enum px_chan_end side, char *buf, size_t len);
 /* Buffered relay, PX_TLS_USE_EXPLICIT: TLS starts on that side's
  * connection once what is queued for it is written (the "234" to the
  * client; nothing for the server, whose handshake starts at once: we

@@ -742,13 +742,13 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 	if (svc->scan.content.n != 0 && svc->analyser != NULL &&
 	    !svc->analyser->content)
 		px_cfg_error(e, px_child(root, "content"), "<content>: analyser "
-		    "\"%s\" does not sniff its transfers yet (http and ftp do)",
+		    "\"%s\" does not sniff its transfers (http, ftp and r66 do)",
 		    svc->analyser->name);
 	if ((n = px_child(root, "audit")) != NULL) {
 		px_scan_audit_load(&svc->scan, n, e);
 		if (svc->analyser != NULL && !svc->analyser->audit)
 			px_cfg_error(e, n, "<audit>: analyser \"%s\" does not "
-			    "write audit records yet (http and ftp do)",
+			    "write audit records (http, ftp and r66 do)",
 			    svc->analyser->name);
 	}
 	section = px_service_section(svc, root, e);

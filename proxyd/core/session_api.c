@@ -666,6 +666,21 @@ px_session_tls_on(const struct px_session *s, enum px_chan_end side)
 	return c != NULL && (c->tf != NULL || c->tf_next != NULL);
 }
 
+bool
+px_session_tls_peer_subject(const struct px_session *s,
+    enum px_chan_end side, char *buf, size_t len)
+{
+	const struct px_conn *c = s->relay_on ? px_relay_conn(s->relay,
+	    side == PX_CHAN_CLIENT ? 0 : 1) : NULL;
+
+	if (c == NULL) {
+		if (len > 0)
+			buf[0] = '\0';
+		return false;
+	}
+	return px_tls_peer_subject(c, buf, len);
+}
+
 const char *
 px_session_tag(const struct px_session *s)
 {

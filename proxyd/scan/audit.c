@@ -163,6 +163,8 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	px_json_str_field(&j, "server_zone", in->server_zone);
 	px_json_str_field(&j, "user", in->user);
 	px_json_str_field(&j, "rule", in->rule);
+	if (in->transfer_rule != NULL)
+		px_json_str_field(&j, "transfer_rule", in->transfer_rule);
 	px_json_str_field(&j, "file", in->file);
 	px_json_str_field(&j, "direction", in->direction);
 	if (a->announced >= 0)
@@ -183,6 +185,8 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	px_json_str_field(&j, "content_type", in->content_type);
 	px_json_str_field(&j, "content_action", in->content_action);
 	px_json_str_field(&j, "verdict", in->verdict);
+	if (in->reason != NULL)
+		px_json_str_field(&j, "reason", in->reason);
 	px_json_raw(&j, "}");
 	return j.full ? 0 : j.len;
 }

@@ -1,5 +1,5 @@
-/* The audit record: one JSON line per transfer (an HTTP body or an FTP
- * file, later an R66 file) to the daemon file's <audit target=...>, with the
+/* The audit record: one JSON line per transfer (an HTTP body, an FTP or
+ * an R66 file) to the daemon file's <audit target=...>, with the
  * sha256 of its content computed on the way. Analyser-neutral: the
  * analyser begins a record when a transfer starts, feeds it the bytes as
  * they pass (a buffer or the front of an evbuffer, not drained), and ends
@@ -41,6 +41,10 @@ struct px_audit_info {
 	const char		*client_zone, *server_zone;
 	const char		*user;		/* FTP user, R66 partner */
 	const char		*rule;		/* the deciding rule, FILE:LINE */
+	/* Written only when not NULL: the R66 transfer rule the partner
+	 * asked for, and why a refused transfer was (its log's reason=). */
+	const char		*transfer_rule;
+	const char		*reason;
 	const char		*file;		/* HTTP: the URL path */
 	const char		*direction;	/* upload, download */
 	const char		*scan_verdict, *threat;
