@@ -493,6 +493,10 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	st->scan_note = 0;
 	if (strcmp(c->verb, "SIZE") == 0)
 		ftp_size_sent(st, c);
+	else if (strcmp(c->verb, "REST") == 0)
+		/* The next transfer moves part of its file: its size is not
+		 * the announced one ("REST 0" starts over). */
+		st->rest = !(c->arglen == 1 && c->arg[0] == '0');
 	/* Rebuilt from what was parsed: Telnet sequences stay behind. */
 	n = snprintf(line, sizeof(line), "%s%s%s\r\n", c->verb,
 	    c->has_arg ? " " : "", c->arg);
@@ -627,7 +631,7 @@ ftp_scan_reply_start(struct ftp_state *st, const struct ftp_pending *q,
 
 	if (q == NULL || q->kind != FTP_P_FWD || q->scan == 0)
 		return true;
-	if (code == 150)
+	if (code >= 100 && code < 200)
 		ftp_scan_announced(st, q->scan, (const char *)buf, linelen);
 	if (code < 200)
 		return true;

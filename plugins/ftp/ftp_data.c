@@ -34,7 +34,7 @@ ftp_chan_drop(struct px_session *s, struct ftp_state *st)
 	if (!px_channel_relaying(st->ch)) {
 		px_session_count(s, FTP_C_DATA_REFUSED,
 		    px_channel_refused(st->ch));
-		ftp_scan_chan_gone(st, st->ch);
+		ftp_scan_chan_gone(st, st->ch, NULL);
 		px_channel_free(st->ch);
 	}
 	st->ch = NULL;
@@ -54,7 +54,7 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	struct ftp_state *st = arg;
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
-	ftp_scan_chan_gone(st, r->ch);
+	ftp_scan_chan_gone(st, r->ch, r->bytes);
 	ftp_quota_chan_done(s, st, r);
 	if (st->ch == r->ch) {
 		st->ch = NULL;

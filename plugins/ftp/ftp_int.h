@@ -126,6 +126,7 @@ struct ftp_state {
 	 * yet): a RETR of that file announces it in its audit record. */
 	char			 size_path[FTP_PATH_MAX];
 	int64_t			 size_val;
+	bool			 rest;		/* a REST awaits its transfer */
 };
 
 /* ---- ftp.c: replies and the pending queue ------------------------------ */
@@ -238,9 +239,10 @@ enum ftp_scan_reply {
 enum ftp_scan_reply ftp_scan_reply(struct ftp_state *st, unsigned id,
 	    int code);
 const char *ftp_scan_reply_text(const struct ftp_state *st, unsigned id);
-/* A 150 reply line to id's command: its "(N bytes)", the size the
- * server announces, goes in the audit record (STOU: "FILE: name", the
- * file's name). */
+/* A 1xx reply line to id's command: its "(N bytes)", the size the
+ * server announces, goes in the audit record and the size check (STOU:
+ * "FILE: name", the file's name); a download's end held for the check
+ * is checked then. */
 void	ftp_scan_announced(struct ftp_state *st, unsigned id,
 	    const char *line, size_t len);
 /* The final reply to id's command went (its own or the replacement). */
@@ -250,8 +252,10 @@ void	ftp_scan_reply_done(struct ftp_state *st, unsigned id);
 void	ftp_size_sent(struct ftp_state *st, const struct ftp_cmd *c);
 void	ftp_size_reply(struct ftp_state *st, const char *verb, int code,
 	    const char *line, size_t len);
-/* A data channel ended (or was dropped): its scan, if any, hears of it. */
-void	ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch);
+/* A data channel ended (or was dropped): its scan, if any, hears of it
+ * (bytes: what it relayed, by px_dir; NULL: it never relayed). */
+void	ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
+	    const uint64_t bytes[2]);
 void	ftp_scan_close(struct ftp_state *st);
 
 #endif

@@ -23,6 +23,7 @@ static const char *const ftp_mode_names[] = {
 };
 static const char *const ftp_yes_no[] = { "yes", "no", NULL };
 static const char *const ftp_cases[] = { "sensitive", "insensitive", NULL };
+static const char *const ftp_allow_block[] = { "allow", "block", NULL };
 
 /* ---- loader ----------------------------------------------------------- */
 
@@ -227,6 +228,7 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	int rc = 0, nlimits = 0, cmode = FTP_KEEP, smode = FTP_KEEP;
 	int strict = 0;		/* ftp_yes_no[0]: yes */
 	int icase = 0;		/* ftp_cases[0]: sensitive */
+	int mismatch = 0;	/* ftp_allow_block[0]: allow */
 	bool star = false;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
@@ -253,7 +255,9 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 		rc = -1;
 	if (px_attr_choice(e, sec, "strict-port-check", ftp_yes_no,
 	    &strict) == -1 ||
-	    px_attr_choice(e, sec, "case", ftp_cases, &icase) == -1)
+	    px_attr_choice(e, sec, "case", ftp_cases, &icase) == -1 ||
+	    px_attr_choice(e, sec, "size-mismatch", ftp_allow_block,
+	    &mismatch) == -1)
 		rc = -1;
 	for (n = sec->children; n != NULL; n = n->next) {
 		const char *name = (const char *)n->name;
@@ -287,6 +291,7 @@ done:
 	p->server_data = (enum ftp_mode)smode;
 	p->strict = strict == 0;
 	p->icase = icase == 1;
+	p->size_mismatch_block = mismatch == 1;
 	/* ASCII only: proxyd runs in the C locale. */
 	if (p->icase)
 		p->paths.fnm_flags |= FNM_CASEFOLD;

@@ -35,6 +35,9 @@ struct ftp_policy {
 	uint16_t	 port_lo, port_hi;	/* 0, 0: any */
 	bool		 strict;
 	bool		 icase;			/* case="insensitive" */
+	/* size-mismatch="block": a download whose size differs from the
+	 * announced one (150's "(N bytes)", SIZE's 213) is refused. */
+	bool		 size_mismatch_block;
 	uint64_t	 max_line, max_user, max_pass;
 	uint64_t	 timeout_ms;
 	struct ftp_cmd_rule *cmds;		/* each verb once */

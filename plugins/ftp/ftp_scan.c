@@ -21,6 +21,16 @@
  * sha256 is fed the bytes as they are taken from the sender, and it is
  * written once the channel ended and the final reply went.
  *
+ * And the size check of a download (<ftp size-mismatch>): the announced
+ * size (the 150 reply's "(N bytes)", else the 213 answer to a SIZE of
+ * that file) against the bytes that came. With "block" the transfer is
+ * inspected even without a scanner, its tail and end held as for one:
+ * a file longer than announced is cut (reset, 550) as soon as it passes
+ * that size, a shorter one at its end, before its held tail went; its end
+ * waits for the command's 1xx reply if that has not come yet (the data
+ * connection may end before proxyd read the control's 150). With "allow"
+ * a mismatch is logged when the transfer is inspected anyway.
+ *
  * Memory per scanned transfer, besides the channel's own buffered relay
  * (up to limits/@buffer each way): the held tail, and at most about
  * limits/@buffer of copy waiting to go to the scanner (past that the
@@ -68,6 +78,16 @@ struct ftp_scan {
 	bool			 scanning;	/* <scan> covers it (else only
 						 * <content> or <audit>) */
 	uint64_t		 size;
+	/* The size check: the announced size (-1: none), the command's 1xx
+	 * came, the check holds the end (size-mismatch="block"), it is
+	 * done, its mismatch was logged. */
+	int64_t			 announced;
+	bool			 prelim;
+	bool			 size_check;
+	bool			 size_done;
+	bool			 size_told;
+	bool			 restarted;	/* after a REST: not checked */
+	const char		*reason;	/* the record's, when refused */
 	/* <content>: the file's first bytes, gathered (and held, in hold)
 	 * until judged; then its type and the action taken. */
 	struct px_sniff		*sniff;
@@ -210,6 +230,65 @@ ftp_scan_pass(struct ftp_scan *sc)
 	sc->icap = NULL;
 }
 
+/* ---- the size check ----------------------------------------------------- */
+
+/* The bytes so far (longer: past the announced size; else the whole
+ * file, short) are not what was announced: logged once; true when
+ * refused (size-mismatch="block": blocked now). */
+static bool
+ftp_size_mismatch(struct ftp_scan *sc, bool longer)
+{
+	bool block = ((const struct ftp_policy *)px_session_policy(
+	    sc->s))->size_mismatch_block;
+
+	if (!sc->size_told) {
+		sc->size_told = true;
+		px_session_log(sc->s, LOG_NOTICE, "ftp-size mismatch "
+		    "announced=%lld size=%llu%s action=%s file=\"%s\" user=%s "
+		    "dir=%s", (long long)sc->announced,
+		    (unsigned long long)sc->size, longer && sc->ch != NULL ?
+		    "+" : "", block ?
+		    "block" : "allow", sc->file, sc->st->user[0] != '\0' ?
+		    sc->st->user : "-", ftp_scan_dir_name(sc));
+	}
+	if (!block)
+		return false;
+	sc->size_done = true;
+	sc->reason = "size-mismatch";
+	snprintf(sc->rule, sizeof(sc->rule), "ftp/@size-mismatch");
+	ftp_scan_block(sc, "denied: size differs from the announced one",
+	    "550 %s: refused: %s data than the announced size (%lld bytes)",
+	    sc->file, longer ? "more" : "less", (long long)sc->announced);
+	return true;
+}
+
+/* The file is whole: its size against the announced one, once the
+ * command's 1xx (which may announce it) came. false: not yet. */
+static bool
+ftp_size_settle(struct ftp_scan *sc)
+{
+	if (sc->size_done || (!sc->prelim && sc->dir == PX_TO_CLIENT &&
+	    sc->size_check))
+		return sc->size_done;
+	sc->size_done = true;
+	if (sc->announced >= 0 && sc->size < (uint64_t)sc->announced)
+		(void)ftp_size_mismatch(sc, false);
+	return true;
+}
+
+/* The check's end held and nothing else awaited: what is held goes (from
+ * the channel's callback, resumed), then the held reply. */
+static void
+ftp_size_release(struct ftp_scan *sc)
+{
+	if (sc->state != FTP_SCAN_ENDED || sc->icap != NULL)
+		return;
+	ftp_scan_pass(sc);
+	if (sc->ch != NULL)
+		px_channel_resume(sc->ch, sc->dir, true);
+	ftp_scan_wake_control(sc);
+}
+
 static void
 ftp_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
 {
@@ -293,6 +372,11 @@ ftp_scan_icap_cb(void *arg, const struct px_icap_result *res)
 	sc->icap = NULL;	/* freed after this callback */
 	sc->busy = true;
 	ftp_scan_verdict(sc, res);
+	if (sc->state == FTP_SCAN_PASSED && sc->size_check &&
+	    !ftp_size_settle(sc)) {
+		/* Clean, but the size is still to be checked (its 1xx). */
+		sc->state = FTP_SCAN_ENDED;
+	}
 	if (sc->state == FTP_SCAN_PASSED) {
 		/* The held tail goes from the channel's callback, then the
 		 * end; then the held reply. */
@@ -490,11 +574,41 @@ ftp_audit_end(struct ftp_scan *sc)
 		.content_type = sc->type[0] != '\0' ? sc->type : NULL,
 		.content_action = sc->content,
 		.verdict = sc->verdict != NULL ? sc->verdict : "accept",
+		.reason = sc->reason,
 		.complete = sc->state == FTP_SCAN_PASSED &&
 		    sc->server_code / 100 == 2,
 	};
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
+}
+
+static enum px_verdict ftp_scan_data(void *arg, enum px_dir dir,
+    struct evbuffer *in);
+
+/* The file is whole (all of it in hold, its tail not sent): the scanner
+ * has it all; without one the size check settles it now or, short of its
+ * 1xx, holds the end until that came. */
+static enum px_verdict
+ftp_scan_eof(struct ftp_scan *sc, enum px_dir dir, struct evbuffer *in)
+{
+	sc->state = FTP_SCAN_ENDED;
+	if (sc->icap != NULL) {
+		px_icap_end(sc->icap);
+		(void)ftp_size_settle(sc);
+		if (sc->state != FTP_SCAN_ENDED)
+			return ftp_scan_data(sc, dir, in);	/* blocked */
+		px_channel_hold_end(sc->ch, dir);
+		return PX_PASS;
+	}
+	if (!ftp_size_settle(sc)) {
+		px_channel_hold_end(sc->ch, dir);
+		return PX_PASS;
+	}
+	if (sc->state == FTP_SCAN_ENDED) {
+		ftp_scan_pass(sc);
+		ftp_scan_wake_control(sc);
+	}
+	return ftp_scan_data(sc, dir, in);	/* passed or blocked */
 }
 
 /* The channel's bytes (px_channel_inspect). */
@@ -527,7 +641,8 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 	if (sc->sniff != NULL) {
 		if (!ftp_sniff_gather(sc, in, n, eof))
 			return PX_MORE;
-		if (sc->state != FTP_SCAN_RUN || !sc->scanning) {
+		if (sc->state != FTP_SCAN_RUN || (!sc->scanning &&
+		    !sc->size_check)) {
 			if (sc->state == FTP_SCAN_RUN) {
 				/* Accepted, no scanner: all goes on. */
 				sc->state = FTP_SCAN_PASSED;
@@ -537,36 +652,41 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 		}
 		n = evbuffer_get_length(in);
 	}
-	if (sc->icap == NULL && eof && n == 0) {
+	if (sc->scanning && sc->icap == NULL && eof && n == 0) {
 		/* An empty file: nothing to scan (as an empty HTTP body). */
-		sc->state = FTP_SCAN_PASSED;
-		ftp_scan_wake_control(sc);
-		return PX_PASS;
+		sc->scanning = false;
+		if (!sc->size_check) {
+			sc->state = FTP_SCAN_PASSED;
+			ftp_scan_wake_control(sc);
+			return PX_PASS;
+		}
 	}
-	if (sc->icap == NULL && ftp_scan_start_icap(sc) == -1)
+	if (sc->scanning && sc->icap == NULL && ftp_scan_start_icap(sc) == -1)
 		return ftp_scan_data(arg, dir, in);	/* passed or blocked */
 	/* The scanner is behind: the sender waits (its bytes stay in `in`,
 	 * which stops reading once full). At the end all goes. */
-	if (!eof && px_icap_queued(sc->icap) >= px_session_buffer(sc->s)) {
+	if (sc->icap != NULL && !eof &&
+	    px_icap_queued(sc->icap) >= px_session_buffer(sc->s)) {
 		sc->starved = true;
 		return PX_MORE;
 	}
 	sc->size += n;
-	if (sc->size > ftp_scan_policy(sc)->max_size) {
+	if (sc->announced >= 0 && sc->size > (uint64_t)sc->announced &&
+	    ftp_size_mismatch(sc, true))
+		return ftp_scan_data(arg, dir, in);	/* blocked */
+	if (sc->icap != NULL && sc->size > ftp_scan_policy(sc)->max_size) {
 		ftp_scan_over_size(sc);
 		return ftp_scan_data(arg, dir, in);	/* passed or blocked */
 	}
-	px_icap_body(sc->icap, in, n);
+	if (sc->icap != NULL)
+		px_icap_body(sc->icap, in, n);
 	px_audit_feed_evbuffer(sc->audit, in, n);
 	evbuffer_add_buffer(sc->hold, in);
 	tail = ftp_scan_tail(sc);
 	if ((len = evbuffer_get_length(sc->hold)) > tail && out != NULL)
 		evbuffer_remove_buffer(sc->hold, out, len - tail);
-	if (eof) {
-		sc->state = FTP_SCAN_ENDED;
-		px_icap_end(sc->icap);
-		px_channel_hold_end(sc->ch, dir);
-	}
+	if (eof)
+		return ftp_scan_eof(sc, dir, in);
 	return PX_PASS;
 }
 
@@ -580,30 +700,35 @@ ftp_scan_inspect_setup(struct px_session *s, struct ftp_state *st,
 	const struct px_scan_policy *p = px_session_scan(s);
 	size_t want = px_session_buffer(s) / 4;
 
-	if (!sc->scanning && p->content.n == 0)
+	sc->announced = -1;
+	if (!sc->scanning && p->content.n == 0 && !sc->size_check)
 		sc->state = FTP_SCAN_PASSED;	/* only the record */
+	if (sc->size_check && (sc->hold = evbuffer_new()) == NULL)
+		return -1;
 	if (p->content.n != 0) {
 		if ((sc->sniff = calloc(1, sizeof(*sc->sniff))) == NULL ||
-		    (sc->hold = evbuffer_new()) == NULL)
+		    (sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL))
 			return -1;
 		sc->sniff_want = want == 0 ? 1 : want < PX_SNIFF_BYTES ? want :
 		    PX_SNIFF_BYTES;
 	}
-	if (auditing) {
-		/* NULL (out of memory): the transfer goes unrecorded. */
+	/* NULL (out of memory): the transfer goes unrecorded. */
+	if (auditing)
 		sc->audit = px_audit_begin(-1);
-		if (ftp_path_resolve(st->path.lost ? "/" : st->path.cwd, c->arg,
-		    c->arglen, false, sc->canon, sizeof(sc->canon)) !=
-		    FTP_PATH_OK || (st->path.lost && c->arg[0] != '/'))
-			sc->canon[0] = '\0';
-		/* A download of the file the client asked the SIZE of. */
-		if (sc->audit != NULL && sc->dir == PX_TO_CLIENT &&
-		    st->size_val >= 0 && sc->canon[0] != '\0' &&
-		    strcmp(st->size_path, sc->canon) == 0)
-			sc->audit->announced = st->size_val;
-		/* One SIZE tells of one transfer (the file may change). */
-		st->size_val = -1;
-	}
+	if (ftp_path_resolve(st->path.lost ? "/" : st->path.cwd, c->arg,
+	    c->arglen, false, sc->canon, sizeof(sc->canon)) != FTP_PATH_OK ||
+	    (st->path.lost && c->arg[0] != '/'))
+		sc->canon[0] = '\0';
+	/* A download of the file the client asked the SIZE of. */
+	if (sc->dir == PX_TO_CLIENT && st->size_val >= 0 &&
+	    sc->canon[0] != '\0' && strcmp(st->size_path, sc->canon) == 0)
+		sc->announced = st->size_val;
+	if (sc->audit != NULL)
+		sc->audit->announced = sc->announced;
+	if (sc->restarted)
+		sc->announced = -1;
+	/* One SIZE tells of one transfer (the file may change). */
+	st->size_val = -1;
 	return 0;
 }
 
@@ -615,13 +740,20 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	bool scanning = p->scanner != NULL && (p->direction & (upload ?
 	    PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD));
 	bool auditing = p->audit && px_audit_enabled();
+	bool restarted = st->rest;
+	bool size_check = !upload && !restarted && ((const struct ftp_policy *)
+	    px_session_policy(s))->size_mismatch_block;
 	struct ftp_scan *sc;
 
-	if (st->ch == NULL || (!scanning && p->content.n == 0 && !auditing))
+	st->rest = false;
+	if (st->ch == NULL || (!scanning && p->content.n == 0 && !auditing &&
+	    !size_check))
 		return 0;
 	if ((sc = calloc(1, sizeof(*sc))) == NULL)
 		return -1;
 	sc->scanning = scanning;
+	sc->size_check = size_check;
+	sc->restarted = restarted;
 	sc->dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
 	if (ftp_scan_inspect_setup(s, st, c, sc, auditing) == -1) {
 		free(sc->sniff);
@@ -714,11 +846,12 @@ ftp_scan_announced(struct ftp_state *st, unsigned id, const char *line,
 	uint64_t v = 0;
 	size_t digits = 0;
 
-	if (sc == NULL || sc->audit == NULL)
+	if (sc == NULL)
 		return;
+	sc->prelim = true;
 	/* STOU: the server names the file it makes (RFC 1123 4.1.2.9:
 	 * "150 FILE: name"; vsftpd says so). */
-	if (strcmp(sc->verb, "STOU") == 0 && len > 10 &&
+	if (sc->audit != NULL && strcmp(sc->verb, "STOU") == 0 && len > 10 &&
 	    memcmp(line, "150 FILE: ", 10) == 0) {
 		size_t n = len - 10;
 
@@ -735,14 +868,27 @@ ftp_scan_announced(struct ftp_state *st, unsigned id, const char *line,
 	for (q = line; q < end; q++)
 		if (*q == '(')
 			open = q;
-	if (open == NULL)
-		return;
-	for (q = open + 1; q < end && *q >= '0' && *q <= '9' && digits < 18;
-	    q++, digits++)
+	for (q = open != NULL ? open + 1 : end; q < end && *q >= '0' &&
+	    *q <= '9' && digits < 18; q++, digits++)
 		v = v * 10 + (uint64_t)(*q - '0');
-	if (digits == 0 || (size_t)(end - q) < 7 || memcmp(q, " bytes)", 7) != 0)
+	if (digits > 0 && (size_t)(end - q) >= 7 &&
+	    memcmp(q, " bytes)", 7) == 0 && sc->dir == PX_TO_CLIENT) {
+		if (!sc->restarted)
+			sc->announced = (int64_t)v;
+		if (sc->audit != NULL)
+			sc->audit->announced = (int64_t)v;
+	}
+	/* A download's end waiting for this reply: checked now. */
+	if (sc->state != FTP_SCAN_ENDED || sc->size_done)
 		return;
-	sc->audit->announced = (int64_t)v;
+	sc->busy = true;
+	if (sc->size > (uint64_t)sc->announced && sc->announced >= 0)
+		(void)ftp_size_mismatch(sc, true);
+	else
+		(void)ftp_size_settle(sc);
+	ftp_size_release(sc);
+	sc->busy = false;
+	ftp_scan_maybe_free(sc);
 }
 
 const char *
@@ -765,7 +911,8 @@ ftp_scan_reply_done(struct ftp_state *st, unsigned id)
 }
 
 void
-ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch)
+ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
+    const uint64_t bytes[2])
 {
 	struct ftp_scan *sc;
 
@@ -776,6 +923,14 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch)
 		return;
 	sc->ch = NULL;
 	sc->busy = true;
+	if (bytes != NULL && sc->state == FTP_SCAN_PASSED &&
+	    !sc->size_check && !sc->size_told && sc->announced >= 0 &&
+	    bytes[sc->dir] != (uint64_t)sc->announced) {
+		/* Not counted on the way (only recorded, or only sniffed):
+		 * the channel's count tells (size-mismatch="allow"). */
+		sc->size = bytes[sc->dir];
+		(void)ftp_size_mismatch(sc, sc->size > (uint64_t)sc->announced);
+	}
 	if (sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) {
 		/* Cut short (a peer went, a timeout): no verdict to wait
 		 * for; the server's reply tells what happened. */
