@@ -15,7 +15,9 @@
 #  - a sender announcing a wrong size: size-mismatch="block" cuts a longer
 #    file at its first block past the announced size, and a shorter one at
 #    its EndTransfer with its last block held (the server has none of it),
-#    code=d to the client; the default (allow) logs it and lets it through.
+#    code=d to the client (a RECV's server announcing too much: the same,
+#    the client never has the block); the default (allow) logs it and lets
+#    it through.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -56,6 +58,10 @@ svc content "$DENY
   <audit/>"
 svc size-block '<audit/>' 'size-mismatch="block"'
 svc size-allow '<audit/>'
+# a server whose RECV answers announce 2000 bytes, whatever the file
+start_r66_server_at liar --announce 2000
+cp "$T/cli/1k.bin" "$R66_AT_DIR/dl-1k.bin"
+svc size-recv '<audit/>' 'size-mismatch="block"' "$R66_AT_PORT"
 P=$T/pki
 r66_pki "$P"
 r66_pki_leaf "$P" front r66.test "DNS:r66.test,IP:127.0.0.1" serverAuth
@@ -213,6 +219,19 @@ send size-block 1k.bin
 same "$R66_SRV_DIR/1k.bin" "$T/cli/1k.bin" "right-size SEND"
 rm -f "$R66_SRV_DIR/1k.bin"
 N=$((N + 1)); wait_records $N
+
+info "size-mismatch=block, a RECV shorter than the server announced"
+r66c "$PORT_size_recv" hosta:pwA --rule out --mode 2 --block 65536 --recv dl-1k.bin --dir "$T/out"
+[[ $R66_RC == 2 ]] || fail "short RECV: rc=$R66_RC: $(cat "$T/client.out" "$T/client.err")"
+assert_grep "$T/client.err" "error packet from server: code=d action=3 msg=Denied by proxy: less data than the announced size"
+[[ ! -e $T/out/dl-1k.bin ]] || fail "short RECV: the client has the file"
+# (its own check would have said "size 1024 != declared 2000": it never
+# had the block nor the end)
+assert_no_grep "$T/client.err" "!= declared" "the client saw the short file's end"
+assert_log "r66-size mismatch announced=2000 size=1024 action=block file=dl-1k\.bin host=hosta rule=out dir=download"
+N=$((N + 1)); wait_records $N
+check size-recv dl-1k.bin download "{'announced_size': 2000, 'size': 1024, 'complete': False,
+  'verdict': 'deny', 'reason': 'size-mismatch'}"
 
 info "size-mismatch allowed (default)"
 send size-allow 1k.bin --announce 2000
