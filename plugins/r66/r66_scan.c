@@ -466,6 +466,7 @@ r66_scan_take(struct r66_scan *sc, struct evbuffer *src,
 {
 	const struct px_scan_policy *p = px_session_scan(sc->s);
 	size_t head = R66_FRAME_MIN + f->hlen, before;
+	bool judged;
 
 	if (sc->passed) {
 		/* Judged and released: the rest goes, the record fed. */
@@ -501,19 +502,22 @@ r66_scan_take(struct r66_scan *sc, struct evbuffer *src,
 		evbuffer_add_buffer(out, sc->tail);
 	before = evbuffer_get_length(sc->tail);
 	evbuffer_remove_buffer(src, sc->tail, head);
+	px_audit_feed_evbuffer(sc->audit, src, f->mlen);
+	judged = sc->sniff != NULL &&
+	    (px_sniff_add(sc->sniff, src, f->mlen, PX_SNIFF_BYTES) ||
+	    before > R66_SNIFF_HELD_MAX);
+	/* Judged before the scanner has the block: a denied type's first
+	 * block never goes to it (smaller blocks before it did). */
+	if (judged && r66_content_judge(sc, why) == R66_SCAN_REFUSE) {
+		evbuffer_drain(src, f->len - head);
+		return R66_SCAN_REFUSE;
+	}
 	if (sc->icap != NULL)
 		px_icap_body(sc->icap, src, f->mlen);
-	px_audit_feed_evbuffer(sc->audit, src, f->mlen);
-	if (sc->sniff != NULL)
-		(void)px_sniff_add(sc->sniff, src, f->mlen, PX_SNIFF_BYTES);
 	evbuffer_remove_buffer(src, sc->tail, f->len - head);
-	if (sc->sniff != NULL && (sc->sniff->n >= PX_SNIFF_BYTES ||
-	    before > R66_SNIFF_HELD_MAX)) {
-		if (r66_content_judge(sc, why) == R66_SCAN_REFUSE)
-			return R66_SCAN_REFUSE;
-		/* Accepted: all held before this frame goes. */
+	/* Accepted: all held before this frame goes. */
+	if (judged)
 		evbuffer_remove_buffer(sc->tail, out, before);
-	}
 	if (sc->icap != NULL && px_icap_queued(sc->icap) > R66_SCAN_QUEUED_MAX)
 		sc->stalled = true;
 	return R66_SCAN_ON;

@@ -21,6 +21,9 @@
 #  - c-icap killed in the middle of two SENDs: on-error block refuses its
 #    transfer, on-error allow lets its one complete intact; with c-icap
 #    down, new transfers are refused (block) or pass (allow);
+#  - <scan> with <content> and <audit>: an ELF refused by type never gets
+#    a verdict, EICAR refused by the scanner, a clean 10 MB file passes;
+#    their records carry both verdicts;
 #  - proxyd_scan_total counts the verdicts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -86,7 +89,7 @@ wait_listen "$STALL_PORT" 5 || fail "the stalling scanner did not start"
 
 R66X='<r66 max-block="1m"><host id="hosta"/><rule name="in out"/>
      <mode allow="send recv sendmd5 recvmd5"/></r66>'
-write_proxyd_conf 'buffer="256k"' "<scanners>
+write_proxyd_conf 'buffer="256k"' "<audit target=\"file:$T/audit.json\"/><scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
     <icap name=\"av-open\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\" on-error=\"allow\"/>
     <icap name=\"stall\" url=\"icap://127.0.0.1:$STALL_PORT/avscan\" timeout=\"60s\"/>
@@ -104,6 +107,9 @@ svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="100k"/>'
 svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
 svc held '<scan scanner="stall"/>'
+# the scanner with <content> and <audit>: a denied type never reaches it
+svc typed '<scan scanner="av"/>
+  <content type="application/x-executable" action="deny"/><audit/>'
 # a server that, as Waarp, ends only the channel of a failed transfer
 start_r66_server_at keep --keep-on-error
 KEEP_SRV_DIR=$R66_AT_DIR
@@ -226,6 +232,45 @@ for f in empty.bin 1k.bin 10m.bin; do
 done
 assert_log "r66-transfer host=hosta rule=in mode=send file=10m\.bin size=10485760 blocks=160 digest=SHA-256 verdict=accept payload=copy"
 
+# ---- <scan> with <content> and <audit>
+info "scanner, <content> and <audit> together"
+python3 - "$T/cli/prog.elf" <<'PY'
+import os, struct, sys
+elf = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) +
+       struct.pack("<HHIQQQIHHHHHH", 2, 0x3e, 1, 0x401000, 64, 0, 0, 64,
+                   56, 1, 64, 0, 0))
+open(sys.argv[1], "wb").write(elf + os.urandom(200000))
+PY
+send typed prog.elf
+blocked_send prog.elf
+assert_grep "$T/client.err" "code=a action=3 msg=Denied by proxy: file type not allowed: application/x-executable"
+assert_log "r66-content type=application/x-executable action=deny rule=[^ ]+typed\.xml:[0-9]+ file=prog\.elf host=hosta r66-rule=in dir=upload"
+assert_no_grep "$PROXYD_LOG" "r66-scan verdict=[a-z]+ scanner=av file=prog\.elf" "a file denied by type got a scanner's verdict"
+send typed eicar.com
+blocked_send eicar.com
+assert_log "r66-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av file=eicar\.com host=hosta rule=in dir=upload size=68 "
+send typed 10m.bin
+[[ $R66_RC == 0 ]] || fail "SEND 10m.bin, scanner and content: rc=$R66_RC: $(cat "$T/client.err")"
+same "$R66_SRV_DIR/10m.bin" "$T/cli/10m.bin" "SEND 10m.bin, scanner and content"
+for ((i = 0; i < 100; i++)); do
+    (($(wc -l <"$T/audit.json" 2>/dev/null || echo 0) >= 3)) && break
+    sleep 0.05
+done
+python3 - "$T/audit.json" "$(sha256_of "$T/cli/10m.bin")" <<'PY' || fail "the typed service's records"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()]
+recs = [r for r in recs if r["service"] == "typed"]
+assert len(recs) == 3, recs
+elf, eicar, big = recs
+assert elf["content_action"] == "deny" and elf["scan_verdict"] is None, elf
+assert elf["verdict"] == "deny" and elf["reason"] == "content-type", elf
+assert eicar["scan_verdict"] == "infected" and eicar["threat"] == "eicar.com.UNOFFICIAL", eicar
+assert eicar["verdict"] == "deny" and eicar["reason"] == "scan-infected", eicar
+assert eicar["content_type"] == "text/plain" and eicar["rule"] == "scan", eicar
+assert big["scan_verdict"] == "clean" and big["verdict"] == "accept", big
+assert big["sha256"] == sys.argv[2] and big["size"] == 10485760 and big["complete"], big
+PY
+
 # ---- direction="download": SENDs are not scanned
 info "direction=download"
 rm -f "$R66_SRV_DIR/eicar.com"
@@ -286,7 +331,7 @@ assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="infecte
 assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="clean"' 1
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 1
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 1
-assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 9
+assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="denied_scan"' 10
 bad=$(grep -c "violation" "$PROXYD_LOG" || true)
 assert_eq "$bad" 0 "protocol violations"
 
