@@ -45,7 +45,10 @@ CLIENT="$LIB_DIR/ftp_scan_client.py"
 # --- files, and the signatures that make some of them "infected"
 write_eicar "$D/eicar.com"
 head -c 1M /dev/urandom >"$D/bad-1m.bin"
-head -c 1K /dev/urandom >"$D/1k.bin"
+# (a fixed start: random bytes are now and then a zlib header, a TGA or
+# a fax to libmagic, and the audit record below asserts
+# application/octet-stream; with this one 1000 of 1000 are)
+{ printf '\xde\xad\xbe\xef\0\0\0\0'; head -c 1016 /dev/urandom; } >"$D/1k.bin"
 head -c 10K /dev/urandom >"$D/10k.bin"
 head -c 10M /dev/urandom >"$D/10m.bin"
 : >"$D/empty.bin"
