@@ -94,8 +94,9 @@ no_file() { # DIR NAME WHAT: neither the file nor a temporary one is left
         compgen -G "$1/.part.*" >/dev/null || break
         sleep 0.05
     done
-    [[ ! -e $1/$2 ]] && ! compgen -G "$1/.part.*" >/dev/null ||
+    if [[ -e $1/$2 ]] || compgen -G "$1/.part.*" >/dev/null; then
         fail "$3: the server has $2 or a temporary file: $(ls -la "$1")"
+    fi
 }
 wait_records() { # N: the audit file has N lines (bounded)
     local i n=0
