@@ -334,7 +334,7 @@ r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
 		.upload = r66_client_sends(c),
 		.length = c->req.length,
 		.rank = c->start_rank,
-		.hold_end = p->size_mismatch_block && c->req.length >= 0 &&
+		.hold_end = p->size_mismatch_hold && c->req.length >= 0 &&
 		    c->start_rank == 0,
 	};
 	struct r66_scan_refusal why;

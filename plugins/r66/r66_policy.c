@@ -216,7 +216,7 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	const char *why;
 	char *v;
 	bool seen_mode = false;
-	int digest = R66_REQ_NO, info = R66_YES, test = R66_YES, mismatch = 0;
+	int digest = R66_REQ_NO, info = R66_YES, test = R66_YES, mismatch = -1;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		px_cfg_error(e, sec, "out of memory");
@@ -258,7 +258,11 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	    px_attr_choice(e, sec, "size-mismatch", r66_allow_block,
 	    &mismatch) == -1)
 		goto fail;
-	p->size_mismatch_block = mismatch == 1;
+	/* Unset: a wrong size is refused where it is found (it always was a
+	 * violation), without holding every transfer's last block: that takes
+	 * transfers off the spliced path, so only an explicit block pays it. */
+	p->size_mismatch_block = mismatch != 0;
+	p->size_mismatch_hold = mismatch == 1;
 	p->information = info == R66_YES;
 	p->test = test == R66_YES;
 	for (n = sec->children; n != NULL; n = n->next) {

@@ -27,6 +27,7 @@ struct r66_policy {
 	/* size-mismatch="block": a file whose size differs from the one its
 	 * request announced is refused (else logged and let through). */
 	bool		 size_mismatch_block;
+	bool		 size_mismatch_hold;	/* block said: last block held */
 	/* <host id>, <rule name>, <file pattern> in file order; a <file>
 	 * rule's arg is its max-size (0: none). */
 	struct px_rules	 hosts, rules, files;

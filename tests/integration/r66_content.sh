@@ -57,7 +57,8 @@ svc() { # NAME XML [R66_ATTRS] [SERVER_PORT]
 svc content "$DENY
   <audit/>"
 svc size-block '<audit/>' 'size-mismatch="block"'
-svc size-allow '<audit/>'
+svc size-allow '<audit/>' 'size-mismatch="allow"'
+svc size-default ''
 # a server whose RECV answers announce 2000 bytes, whatever the file
 start_r66_server_at liar --announce 2000
 cp "$T/cli/1k.bin" "$R66_AT_DIR/dl-1k.bin"
@@ -234,7 +235,19 @@ N=$((N + 1)); wait_records $N
 check size-recv dl-1k.bin download "{'announced_size': 2000, 'size': 1024, 'complete': False,
   'verdict': 'deny', 'reason': 'size-mismatch'}"
 
-info "size-mismatch allowed (default)"
+info "size-mismatch unset: refused where found, nothing held"
+send size-default 1k.bin --announce 1999
+[[ $R66_RC != 0 ]] || fail "short SEND passed on a service without size-mismatch"
+# (sizes seen nowhere else in this test: the lines are this service's)
+# the block went (nothing held: spliced), its EndTransfer did not
+assert_grep "$T/client.err" "code=d action=3 msg=Denied by proxy: less data than the announced size"
+assert_log "r66-size mismatch announced=1999 size=1024 action=block file=1k\\.bin host=hosta rule=in dir=upload"
+send size-default 1k.bin --announce 499
+[[ $R66_RC != 0 ]] || fail "long SEND passed on a service without size-mismatch"
+assert_log "r66-size mismatch announced=499 size=1024\\+ action=block file=1k\\.bin host=hosta rule=in dir=upload"
+rm -f "$R66_SRV_DIR/1k.bin"
+
+info "size-mismatch allowed"
 send size-allow 1k.bin --announce 2000
 # proxyd lets it through: the server finds it short itself
 wait_grep "$T/r66server.log" "size 1024 != declared 2000" 5 ||
