@@ -10,6 +10,9 @@
 #   scan_dirs              # $W, with $W/db for signatures: sigtool --md5 F >>"$W/db/test.hdb"
 #   start_scanner          # clamd, then c-icap on 127.0.0.1:$ICAP_PORT, service /avscan
 #   kill_scanner           # c-icap and its server child killed (SIGKILL)
+# Before start_scanner, ICAP_MAX_OBJECT (c-icap's virus_scan.MaxObjectSize,
+# default 100M: bigger objects are passed unscanned) and CLAMD_EXTRA (more
+# clamd.conf lines, e.g. its MaxFileSize and MaxScanSize) may be set.
 # $CLAMD_PID, $ICAP_PID and $ICAP_CHILDREN are tracked (ended by the cleanup).
 
 ICAP_MODS=/usr/lib/x86_64-linux-gnu/c_icap
@@ -18,6 +21,8 @@ ICAP_PORT=""
 ICAP_PID=""
 ICAP_CHILDREN=""
 CLAMD_PID=""
+ICAP_MAX_OBJECT=${ICAP_MAX_OBJECT:-100M}
+CLAMD_EXTRA=${CLAMD_EXTRA:-}
 
 need_scanner() {
     local c
@@ -49,6 +54,7 @@ LogFile $W/clamd.log
 PidFile $W/clamd.pid
 TemporaryDirectory $W/tmp
 User $(id -un)
+$CLAMD_EXTRA
 EOF2
     clamd -c "$W/clamd.conf" >"$W/clamd.out" 2>&1 &
     CLAMD_PID=$!
@@ -80,7 +86,7 @@ clamd_mod.ClamdSocket $W/clamd.sock
 Service antivirus_module virus_scan.so
 ServiceAlias avscan virus_scan?allow204=on&sizelimit=off&mode=simple
 virus_scan.ScanFileTypes TEXT DATA EXECUTABLE ARCHIVE GIF JPEG MSOFFICE
-virus_scan.MaxObjectSize 100M
+virus_scan.MaxObjectSize $ICAP_MAX_OBJECT
 virus_scan.DefaultEngine clamd
 EOF2
     c-icap -N -D -f "$W/c-icap.conf" >"$W/c-icap.out" 2>&1 &
