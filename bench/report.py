@@ -61,6 +61,7 @@ from report_runs import (  # bench/report_runs.py, beside this file
     ours, kb_problem, run_bad, run_failed_requests, run_problem,
     by_bytes, COUNTED,
 )
+from report_scan import scan_section  # bench/report_scan.py: the scanning rows
 
 
 def human_bytes(n):
@@ -997,6 +998,7 @@ def cmd_report(out):
         L.append("")
     L.extend(zones_section(env, zones_rows, zones_runs, zones_targets, zones_pairs))
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
+    L.extend(scan_section(out))
     bad = [r for r in rows + tls_rows + zones_rows if r["bad"]]
     bad_peer = [r for r in rows + tls_rows + zones_rows if r["bad_peer"]]
     # a proxy bench/run found stuck (busy with no client) and stopped
