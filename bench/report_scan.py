@@ -28,15 +28,23 @@ def _good(r):
             and r["non2xx"] == "0" and int(r["scans"]) >= int(r["n"]))
 
 
+def _measured(r):
+    """a run that ended and moved bytes: its figures count (per MiB that
+    arrived), a few failed requests are reported beside them"""
+    return r["rc"] == "0" and int(r["bytes"]) > 0 and int(r["wall_us"]) > 0
+
+
 def _aggregate(runs):
     """(size, target) -> medians over rounds of MiB/s and µs of CPU per MiB
     of the proxy, of c-icap, of clamd; and whether every run was good"""
     out = {}
     for key in sorted({(r["size"], r["target"]) for r in runs}):
         rr = [r for r in runs if (r["size"], r["target"]) == key]
-        ok = [r for r in rr if _good(r) and int(r["bytes"]) > 0 and int(r["wall_us"]) > 0]
-        d = {"bad": len(ok) < len(rr), "runs": len(rr), "scans": sum(int(r["scans"]) for r in rr),
-             "requests": sum(int(r["n"]) for r in rr)}
+        ok = [r for r in rr if _measured(r)]
+        d = {"bad": any(not _good(r) for r in rr), "runs": len(rr),
+             "scans": sum(int(r["scans"]) for r in rr),
+             "requests": sum(int(r["n"]) for r in rr),
+             "failed": sum(int(r["failed"]) + int(r["non2xx"]) for r in rr)}
         if ok:
             def med(f):
                 return statistics.median(f(r) for r in ok)
@@ -64,7 +72,9 @@ def scan_section(out_dir):
          "then the rest echoed in a 200). CPU in µs per MiB of body relayed, from schedstat over each "
          "process tree (reaped children included), medians over rounds: the proxy's own, "
          "c-icap's and clamd's; share = the proxy's part of the path's CPU (proxy + c-icap + "
-         "clamd). Scans = RESPMODs c-icap logged for the rows' requests (over all rounds).", "",
+         "clamd). Scans = RESPMODs c-icap logged for the rows' requests (over all rounds); "
+         "failed = ab's failed requests and non-2xx answers over all rounds (the figures "
+         "count the bytes that did arrive).", "",
          "| body | path | MiB/s | proxy µs/MiB | c-icap µs/MiB | clamd µs/MiB | proxy share | scans | status |",
          "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     sizes = [s for s in ("100k", "10m") if any(k[0] == s for k in agg)]
@@ -80,7 +90,8 @@ def scan_section(out_dir):
             share = "n/a" if not tot else f"{d['proxy'] / tot * 100:.0f}%"
             L.append(f"| {LABELS[s] if first else ''} | {t} | {_num(d.get('mib_s'), 1)} | "
                      f"{_num(d.get('proxy'))} | {_num(d.get('icap'))} | {_num(d.get('clamd'))} | "
-                     f"{share} | {d['scans']}/{d['requests']} | {'**BAD**' if d['bad'] else 'ok'} |")
+                     f"{share} | {d['scans']}/{d['requests']} | "
+                     f"{(('**BAD**: %d failed' % d['failed']) if d['failed'] else '**BAD**') if d['bad'] else 'ok'} |")
             first = False
     pairs = [(s, agg.get((s, "proxyd-scan")), agg.get((s, "squid-scan"))) for s in sizes]
     pairs = [(s, p, q) for s, p, q in pairs if p and q and "proxy" in p and "proxy" in q]

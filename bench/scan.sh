@@ -382,6 +382,15 @@ rows_scan() {
 		echo "scan_c_icap_version=$(c-icap -VV 2>&1 | head -n 1)"
 		echo "scan_clamd_version=$(clamd -V 2>&1 | head -n 1)"
 	} >>"$OUT/env.txt"
+	# the memory rows first, on fresh processes (Squid keeps its pools
+	# after the load rows: its RSS would not move)
+	if [ "$SCAN_SLOW" -gt 0 ]; then
+		for t in "${SCAN_LIST[@]}"; do scan_memory "$t"; done
+		# the same memory row through a proxyd that does not scan
+		if [ -n "${SCAN_PID[proxyd-scan]:-}" ] && scan_start_proxyd proxyd-noscan "$p_plain" "$p_adm2" ""; then
+			scan_memory proxyd-noscan
+		fi
+	fi
 	# warm-up: connections to c-icap open, Squid's and proxyd's buffers made
 	for t in "${SCAN_LIST[@]}"; do
 		"${FW[@]}" ab -r -s 60 -k -n 20 -c "$SCAN_C" "http://127.0.0.1:${SCAN_PORT[$t]}/100k.bin" >/dev/null 2>&1 || true
@@ -401,13 +410,6 @@ rows_scan() {
 			done
 		done
 	done
-	if [ "$SCAN_SLOW" -gt 0 ]; then
-		for t in "${SCAN_LIST[@]}"; do scan_memory "$t"; done
-		# the same memory row through a proxyd that does not scan
-		if [ -n "${SCAN_PID[proxyd-scan]:-}" ] && scan_start_proxyd proxyd-noscan "$p_plain" "$p_adm2" ""; then
-			scan_memory proxyd-noscan
-		fi
-	fi
 	cp -f "$SCAN_D/squid/cache.log" "$OUT/squid-scan-cache.log" 2>/dev/null || true
 	tail -n 200 "$SCAN_D/icap/server.log" >"$OUT/scan-c-icap-server.log" 2>/dev/null || true
 }
