@@ -5,12 +5,14 @@
 # service with <scan max-size="2g">, then (as root, with vsftpd) one FTP
 # RETR through an ftp service with the same <scan>, c-icap and clamd set
 # so that 1 GB is really scanned, not waved through as too big:
-#  - c-icap's virus_scan.MaxObjectSize 2000M (its default 100M would answer
-#    204 without a scan);
+#  - c-icap: the service alias has sizelimit=off (scan_lib.sh), so its
+#    virus_scan.MaxObjectSize does not apply (checked: 128 MB with it at
+#    100M were scanned); it is set to 2000M all the same;
 #  - clamd's MaxFileSize and MaxScanSize 2000M (defaults 100M and 400M)
 #    with AlertExceedsMax yes: a file over either limit would come back
 #    "Heuristics.Limits.Exceeded", blocked, so a clean verdict means clamd
-#    read all of it; LogClean yes: clamd logs the scan (one more line);
+#    read all of it (checked: with its default MaxFileSize the transfer is
+#    reset); LogClean yes: clamd logs the scan (one more line);
 #    DisableCache yes: clamd would otherwise find the second transfer of
 #    the same file in its cache of clean files (by md5) and not scan it;
 # and asserts:
@@ -23,7 +25,7 @@
 # and prints each transfer's duration and the RSS peak. Under a sanitizer
 # (PROXYD_SANITIZED=1) 128 MB, and the RSS bound is not asserted (ASan's
 # allocator keeps what is freed in quarantine). SCAN_BIG_FTP=0 leaves the
-# FTP part out. Almost all of the time is clamd's (about 40 s of CPU for
+# FTP part out. Almost all of the time is clamd's (31-34 s of CPU for
 # 1 GB of random bytes); proxyd and c-icap use about 1.7 s each.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
