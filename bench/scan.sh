@@ -52,6 +52,23 @@ scan_ready() {
 	return 0
 }
 
+# scan_wait_port PORT PID NAME: like wait_port, but a server that does not
+# come up skips the scanning rows (a note) instead of ending the bench
+scan_wait_port() {
+	local i
+	for i in $(seq 1 100); do
+		kill -0 "$2" 2>/dev/null || break
+		if [ -n "$NS_F" ]; then
+			ip netns exec "$NS_F" ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+		elif (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	note "SKIP $3: it did not listen on 127.0.0.1:$1 within 10 s (see $OUT/$3.stderr)"
+	return 1
+}
+
 scan_free_ports() {         # N: N free ports on 127.0.0.1
 	python3 -c '
 import socket, sys
@@ -140,7 +157,7 @@ EOF
 	"${FW[@]}" c-icap -N -D -f "$d/c-icap.conf" >"$OUT/scan-c-icap.stderr" 2>&1 &
 	SCAN_ICAP_PID=$!
 	PIDS+=("$SCAN_ICAP_PID")
-	wait_port "$SCAN_ICAP_PORT" "$SCAN_ICAP_PID" scan-c-icap "$NS_F"
+	scan_wait_port "$SCAN_ICAP_PORT" "$SCAN_ICAP_PID" scan-c-icap || return 1
 	# its server child, killed with the master if the master's TERM leaves it
 	for i in $(seq 1 50); do
 		pgrep -P "$SCAN_ICAP_PID" >/dev/null 2>&1 && break
@@ -186,7 +203,7 @@ EOF
 	"${FW[@]}" "${pin[@]}" "$PROXYD" -c "$d/conf/proxyd.xml" >"$OUT/$t.stderr" 2>&1 &
 	SCAN_PID[$t]=$!
 	PIDS+=("${SCAN_PID[$t]}")
-	wait_port "$1" "${SCAN_PID[$t]}" "$t" "$NS_F"
+	scan_wait_port "$1" "${SCAN_PID[$t]}" "$t" || return 1
 	SCAN_PORT[$t]=$1
 	[ "$t" = proxyd-scan ] && SCAN_LIST+=("$t")
 	log "$t: proxyd pid ${SCAN_PID[$t]} on 127.0.0.1:$1${pin[*]:+ (cpu $PIN)}"
@@ -240,7 +257,7 @@ EOF
 	"${FW[@]}" "${PINCMD[@]}" squid -N -f "$d/squid.conf" >"$OUT/$t.stderr" 2>&1 &
 	SCAN_PID[$t]=$!
 	PIDS+=("${SCAN_PID[$t]}")
-	wait_port "$1" "${SCAN_PID[$t]}" "$t" "$NS_F"
+	scan_wait_port "$1" "${SCAN_PID[$t]}" "$t" || return 1
 	SCAN_PORT[$t]=$1
 	SCAN_LIST+=("$t")
 	log "$t: squid $(squid -v | sed -n '1s/.*Version //p') pid ${SCAN_PID[$t]} on 127.0.0.1:$1 (cpu $PIN)"
@@ -405,8 +422,14 @@ rows_scan() {
 				for ((i = ${#SCAN_LIST[@]} - 1; i >= 0; i--)); do scan_run "$s" "${SCAN_LIST[$i]}" "$r"; done
 			fi
 			k=$((k + 1))
+			# proxyd dying ends the bench; Squid dying ends its rows
 			for t in "${SCAN_LIST[@]}"; do
-				kill -0 "${SCAN_PID[$t]}" 2>/dev/null || die "$t (pid ${SCAN_PID[$t]}) died during the scan rows; see $OUT/$t.stderr"
+				kill -0 "${SCAN_PID[$t]}" 2>/dev/null && continue
+				[ "$t" = squid-scan ] || die "$t (pid ${SCAN_PID[$t]}) died during the scan rows; see $OUT/$t.stderr"
+				note "BAD squid-scan: Squid (pid ${SCAN_PID[$t]}) died during the scan rows; see $OUT/$t.stderr"
+				PEER_BAD_RUNS=$((PEER_BAD_RUNS + 1))
+				SCAN_LIST=("${SCAN_LIST[@]/squid-scan}")
+				read -r -a SCAN_LIST <<<"${SCAN_LIST[*]}"
 			done
 		done
 	done
