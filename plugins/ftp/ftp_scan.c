@@ -312,9 +312,10 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 	case PX_ICAP_CLEAN:
 		px_session_log(sc->s, LOG_INFO, "ftp-scan verdict=clean "
 		    "scanner=%s file=\"%s\" user=%s dir=%s size=%llu "
-		    "istag=\"%s\"", scn->name, sc->file, user,
+		    "istag=\"%s\"%s%s%s", scn->name, sc->file, user,
 		    ftp_scan_dir_name(sc), (unsigned long long)sc->size,
-		    res->istag);
+		    res->istag, res->error[0] ? " note=\"" : "", res->error,
+		    res->error[0] ? "\"" : "");
 		ftp_scan_count(sc, "clean");
 		sc->scanned = "clean";
 		ftp_scan_pass(sc);

@@ -175,10 +175,13 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 	sc->icap = NULL;	/* freed after this callback */
 	switch (res->verdict) {
 	case PX_ICAP_CLEAN:
+		/* error: why some of it was not scanned (a 204 to the
+		 * preview, Transfer-Ignore), as the scanner decided. */
 		px_session_log(h->s, LOG_INFO, "http-scan verdict=clean "
-		    "scanner=%s direction=%s size=%llu istag=\"%s\"", scn->name,
-		    http_scan_dir_name(dir), (unsigned long long)sc->size,
-		    res->istag);
+		    "scanner=%s direction=%s size=%llu%s istag=\"%s\"%s%s%s",
+		    scn->name, http_scan_dir_name(dir), (unsigned long long)
+		    sc->size, sc->ended ? "" : "+", res->istag, res->error[0] ?
+		    " note=\"" : "", res->error, res->error[0] ? "\"" : "");
 		http_scan_count(h, dir, "clean");
 		http_scan_pass(h, dir);
 		return;

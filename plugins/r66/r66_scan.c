@@ -566,13 +566,17 @@ r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
     struct r66_scan_refusal *why)
 {
 	const struct px_icap_result *res = &sc->res;
-	char verdict[256], extra[160], threat[128];
+	char verdict[256], extra[256], threat[128];
 	enum r66_scan_state st;
 
 	if (!sc->has_result)
 		return R66_SCAN_ON;
-	snprintf(extra, sizeof(extra), "size=%llu%s istag=\"%s\"",
-	    (unsigned long long)sc->size, sc->ended ? "" : "+", res->istag);
+	snprintf(extra, sizeof(extra), "size=%llu%s istag=\"%s\"%s%.80s%s",
+	    (unsigned long long)sc->size, sc->ended ? "" : "+", res->istag,
+	    res->error[0] != '\0' && res->verdict == PX_ICAP_CLEAN ?
+	    " note=\"" : "", res->verdict == PX_ICAP_CLEAN ? res->error : "",
+	    res->error[0] != '\0' && res->verdict == PX_ICAP_CLEAN ? "\"" :
+	    "");
 	switch (res->verdict) {
 	case PX_ICAP_CLEAN:
 		r66_scan_log(sc->s, LOG_INFO, sc->scanner, &sc->what,

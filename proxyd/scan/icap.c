@@ -2,6 +2,7 @@
  * scanner with its OPTIONS, its idle connections and the requests waiting
  * for a connection. Everything runs on the worker's event base; nothing
  * here is shared between threads. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,15 @@
 
 struct icap_pool;
 
+/* Where a request's body stands towards its connection (RFC 3507 4.5). */
+enum icap_phase {
+	ICAP_NO_CONN = 0,	/* waiting for a connection: body kept raw */
+	ICAP_PREVIEW,		/* gathering the preview's bytes */
+	ICAP_CONTINUE,		/* preview sent: waits for 100 Continue */
+	ICAP_STREAM,		/* chunks go straight to the connection */
+	ICAP_SENT,		/* the whole message went (or ieof) */
+};
+
 struct icap_conn {
 	struct bufferevent	*bev;
 	struct icap_pool	*pool;
@@ -33,7 +43,11 @@ struct icap_conn {
 struct px_icap_req {
 	struct icap_pool	*pool;
 	struct event_base	*base;
-	struct evbuffer		*out;		/* before a connection is ours */
+	struct evbuffer		*out;		/* the encapsulated heads */
+	struct evbuffer		*body;		/* raw body not yet framed */
+	enum icap_phase		 phase;
+	long			 preview;	/* bytes; -1: none */
+	char			 ext[16];	/* the file's extension */
 	struct icap_conn	*conn;
 	struct event		*timer;
 	bool			 respmod;
@@ -44,6 +58,7 @@ struct px_icap_req {
 	uint64_t		 read_mark;	/* conn bytes read at last tick */
 	size_t			 queued_mark;	/* px_icap_queued at last tick */
 	uint64_t		 nread;
+	size_t			 req_len, res_len;	/* in out */
 	px_icap_cb		 cb;
 	void			*arg;
 	struct px_icap_result	 res;
@@ -69,6 +84,10 @@ struct icap_pool {
 	time_t			 options_until;	/* 0: no TTL */
 	char			 methods[64];
 	char			 istag[64];
+	long			 preview;	/* its Preview; -1: none */
+	char			 transfer_preview[64];
+	char			 transfer_complete[64];
+	char			 transfer_ignore[64];
 	LIST_HEAD(, icap_conn)	 idle;
 	TAILQ_HEAD(, px_icap_req) wait;
 };
@@ -153,6 +172,7 @@ icap_req_finish(struct px_icap_req *r, bool reusable)
 	}
 	event_free(r->timer);
 	evbuffer_free(r->out);
+	evbuffer_free(r->body);
 }
 
 static void
@@ -182,6 +202,18 @@ icap_req_fail(struct px_icap_req *r, const char *what, const char *detail)
 	event_active(r->timer, EV_TIMEOUT, 0);
 }
 
+/* The scanner's Transfer-Ignore names the file's extension: not sent,
+ * passed as the scanner asked (error says so for the log). */
+static void
+icap_req_skip(struct px_icap_req *r)
+{
+	r->failed = true;
+	r->res.verdict = PX_ICAP_CLEAN;
+	snprintf(r->res.error, sizeof(r->res.error), "not sent: the "
+	    "scanner's Transfer-Ignore lists \"%s\"", r->ext);
+	event_active(r->timer, EV_TIMEOUT, 0);
+}
+
 /* Every tick of the scanner's timeout: the scan failed when nothing
  * moved for a whole tick while the scanner had something to do (bytes to
  * take, an answer to give). A caller that is slow to feed the body is
@@ -191,7 +223,9 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_icap_req *r = arg;
 	size_t q = px_icap_queued(r);
-	bool waiting_on_scanner = r->ended || q != 0 || r->conn == NULL;
+	bool waiting_on_scanner = r->ended || r->conn == NULL ||
+	    r->phase == ICAP_CONTINUE || evbuffer_get_length(
+	    bufferevent_get_output(r->conn->bev)) != 0;
 
 	(void)fd;
 	(void)what;
@@ -209,14 +243,17 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 	r->res.verdict = PX_ICAP_ERROR;
 	snprintf(r->res.error, sizeof(r->res.error), "no answer within %llums "
 	    "(%s)", (unsigned long long)r->timeout_ms, r->conn == NULL ?
-	    "waiting for a connection" : r->ended ? "waiting for the verdict" :
-	    "the scanner does not read");
+	    "waiting for a connection" : r->phase == ICAP_CONTINUE ?
+	    "waiting for 100 Continue after the preview" : r->ended ?
+	    "waiting for the verdict" : "the scanner does not read");
 	icap_req_deliver(r, false);
 }
 
 /* ---- connections ----------------------------------------------------- */
 
 static void icap_read_cb(struct bufferevent *bev, void *arg);
+static void icap_send_head(struct px_icap_req *r);
+static void icap_req_skip(struct px_icap_req *r);
 static void icap_write_cb(struct bufferevent *bev, void *arg);
 static void icap_event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -307,6 +344,109 @@ icap_methods_has(const char *methods, const char *m)
 	return false;
 }
 
+/* The Transfer-* lists of OPTIONS (RFC 3507 4.10.2): which extensions
+ * the scanner wants previewed, sent whole, or not at all. A name listed
+ * wins; else the list holding "*"; else a preview. */
+enum icap_xfer { ICAP_XFER_PREVIEW, ICAP_XFER_COMPLETE, ICAP_XFER_IGNORE };
+
+static bool
+icap_list_has(const char *list, const char *ext)
+{
+	return ext[0] != '\0' && icap_methods_has(list, ext);
+}
+
+static enum icap_xfer
+icap_transfer_kind(const struct icap_pool *p, const char *ext)
+{
+	if (icap_list_has(p->transfer_ignore, ext))
+		return ICAP_XFER_IGNORE;
+	if (icap_list_has(p->transfer_complete, ext))
+		return ICAP_XFER_COMPLETE;
+	if (icap_list_has(p->transfer_preview, ext))
+		return ICAP_XFER_PREVIEW;
+	if (icap_methods_has(p->transfer_ignore, "*"))
+		return ICAP_XFER_IGNORE;
+	if (icap_methods_has(p->transfer_complete, "*"))
+		return ICAP_XFER_COMPLETE;
+	return ICAP_XFER_PREVIEW;
+}
+
+/* n bytes of src (taken from it) as one chunk. */
+static void
+icap_chunk(struct evbuffer *out, struct evbuffer *src, size_t n)
+{
+	if (n == 0)
+		return;
+	evbuffer_add_printf(out, "%zx\r\n", n);
+	evbuffer_remove_buffer(src, out, n);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* Moves what the phase allows of the raw body to the connection: the
+ * preview once its bytes are there (or the body ended: "ieof"), the rest
+ * after 100 Continue. */
+static void
+icap_flush(struct px_icap_req *r)
+{
+	struct evbuffer *out;
+	size_t len = evbuffer_get_length(r->body), n;
+	bool ieof;
+
+	if (r->conn == NULL || r->failed)
+		return;
+	out = bufferevent_get_output(r->conn->bev);
+	switch (r->phase) {
+	case ICAP_PREVIEW:
+		if (len < (size_t)r->preview && !r->ended)
+			return;
+		n = len < (size_t)r->preview ? len : (size_t)r->preview;
+		ieof = r->ended && len <= (size_t)r->preview;
+		icap_chunk(out, r->body, n);
+		evbuffer_add_printf(out, "0%s\r\n\r\n", ieof ? "; ieof" : "");
+		r->phase = ieof ? ICAP_SENT : ICAP_CONTINUE;
+		break;
+	case ICAP_STREAM:
+		icap_chunk(out, r->body, len);
+		if (r->ended) {
+			evbuffer_add(out, "0\r\n\r\n", 5);
+			r->phase = ICAP_SENT;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* The request has its connection: its ICAP head (with a Preview when
+ * the scanner wants one for this file), the encapsulated heads, and what
+ * of the body is there. */
+static void
+icap_send_head(struct px_icap_req *r)
+{
+	struct icap_pool *p = r->pool;
+	struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+	char preview[32] = "";
+
+	r->preview = p->preview >= 0 && icap_transfer_kind(p, r->ext) ==
+	    ICAP_XFER_PREVIEW ? p->preview : -1;
+	if (r->preview >= 0)
+		snprintf(preview, sizeof(preview), "Preview: %ld\r\n",
+		    r->preview);
+	evbuffer_add_printf(out, "%s icap://%s%s ICAP/1.0\r\nHost: %s\r\n"
+	    "Allow: 204\r\n%s", r->respmod ? "RESPMOD" : "REQMOD",
+	    p->authority, p->path, p->authority, preview);
+	if (r->respmod)
+		evbuffer_add_printf(out, "Encapsulated: req-hdr=0, "
+		    "res-hdr=%zu, res-body=%zu\r\n\r\n", r->req_len,
+		    r->req_len + r->res_len);
+	else
+		evbuffer_add_printf(out, "Encapsulated: req-hdr=0, "
+		    "req-body=%zu\r\n\r\n", r->req_len);
+	evbuffer_add_buffer(out, r->out);
+	r->phase = r->preview >= 0 ? ICAP_PREVIEW : ICAP_STREAM;
+	icap_flush(r);
+}
+
 /* Gives waiting requests connections, up to the limit; starts the
  * OPTIONS first when the pool has none in force. */
 static void
@@ -339,6 +479,12 @@ icap_dispatch(struct icap_pool *p)
 			r->waiting = false;
 			continue;
 		}
+		if (icap_transfer_kind(p, r->ext) == ICAP_XFER_IGNORE) {
+			icap_req_skip(r);
+			TAILQ_REMOVE(&p->wait, r, link);
+			r->waiting = false;
+			continue;
+		}
 		if (c != NULL) {
 			LIST_REMOVE(c, idle);
 			c->in_idle = false;
@@ -355,7 +501,7 @@ icap_dispatch(struct icap_pool *p)
 		c->req = r;
 		p->active++;
 		snprintf(r->res.istag, sizeof(r->res.istag), "%s", p->istag);
-		bufferevent_write_buffer(c->bev, r->out);
+		icap_send_head(r);
 	}
 }
 
@@ -383,6 +529,13 @@ icap_options_done(struct icap_conn *c, const struct px_icap_head *h,
 	p->options_until = h->options_ttl ? time(NULL) + h->options_ttl : 0;
 	snprintf(p->methods, sizeof(p->methods), "%s", h->methods);
 	snprintf(p->istag, sizeof(p->istag), "%s", h->istag);
+	p->preview = h->preview;
+	snprintf(p->transfer_preview, sizeof(p->transfer_preview), "%s",
+	    h->transfer_preview);
+	snprintf(p->transfer_complete, sizeof(p->transfer_complete), "%s",
+	    h->transfer_complete);
+	snprintf(p->transfer_ignore, sizeof(p->transfer_ignore), "%s",
+	    h->transfer_ignore);
 	evbuffer_drain(bufferevent_get_input(c->bev), len);
 	if (keep && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
 		LIST_INSERT_HEAD(&p->idle, c, idle);
@@ -406,9 +559,15 @@ icap_answer(struct icap_conn *c, const struct px_icap_head *h, size_t len)
 	switch (h->status) {
 	case 204:
 		r->res.verdict = PX_ICAP_CLEAN;
-		/* An early 204 leaves the rest of our body unread by an
-		 * answer's end: the connection cannot go on. */
-		reusable = r->ended && !h->conn_close;
+		/* A 204 to a preview ends a complete message; an early one
+		 * in the middle of the body leaves the rest of it unread by
+		 * the answer's end: the connection cannot go on. */
+		reusable = (r->phase == ICAP_SENT || r->phase ==
+		    ICAP_CONTINUE) && !h->conn_close;
+		if (r->phase == ICAP_CONTINUE)
+			snprintf(r->res.error, sizeof(r->res.error), "204 to "
+			    "the preview (%ld bytes): the rest not scanned",
+			    r->preview);
 		evbuffer_drain(bufferevent_get_input(c->bev), len);
 		break;
 	case 200:
@@ -433,6 +592,25 @@ icap_answer(struct icap_conn *c, const struct px_icap_head *h, size_t len)
 		break;
 	}
 	icap_req_deliver(r, reusable);
+}
+
+/* 100 Continue: the scanner wants the rest of the body after its
+ * preview. */
+static void
+icap_continue(struct icap_conn *c, size_t len)
+{
+	struct px_icap_req *r = c->req;
+
+	if (r->phase != ICAP_CONTINUE) {
+		icap_req_fail(r, "bad answer from the scanner: ", "100 Continue "
+		    "without a preview");
+		return;
+	}
+	evbuffer_drain(bufferevent_get_input(c->bev), len);
+	r->phase = ICAP_STREAM;
+	icap_flush(r);
+	if (evbuffer_get_length(bufferevent_get_input(c->bev)) != 0)
+		icap_read_cb(c->bev, c);
 }
 
 static void
@@ -469,6 +647,8 @@ icap_read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->options)
 		icap_options_done(c, &h, (size_t)n);
+	else if (h.status == 100)
+		icap_continue(c, (size_t)n);
 	else
 		icap_answer(c, &h, (size_t)n);
 }
@@ -512,6 +692,32 @@ icap_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* ---- the API --------------------------------------------------------- */
 
+/* The extension of the file the request line names ("GET /a/b.exe?x
+ * HTTP/1.1" -> "exe"), lower case; "" when none or too long. */
+static void
+icap_extension(const void *head, size_t len, char *ext, size_t size)
+{
+	const char *s = head, *end = s + len, *path, *stop, *p, *dot = NULL;
+	size_t n, i;
+
+	ext[0] = '\0';
+	if ((path = memchr(s, ' ', len)) == NULL)
+		return;
+	for (stop = ++path; stop < end && *stop != ' ' && *stop != '?' &&
+	    *stop != '#' && *stop != '\r' && *stop != '\n'; stop++)
+		;
+	for (p = path; p < stop; p++)
+		if (*p == '/')
+			dot = NULL;
+		else if (*p == '.')
+			dot = p;
+	if (dot == NULL || (n = (size_t)(stop - dot - 1)) == 0 || n >= size)
+		return;
+	for (i = 0; i < n; i++)
+		ext[i] = (char)tolower((unsigned char)dot[1 + i]);
+	ext[n] = '\0';
+}
+
 struct px_icap_req *
 px_icap_start(struct event_base *base, const struct px_scanner *sc,
     bool respmod, const void *req_hdr, size_t req_len, const void *res_hdr,
@@ -529,25 +735,22 @@ px_icap_start(struct event_base *base, const struct px_scanner *sc,
 	r->arg = arg;
 	r->timeout_ms = sc->timeout_ms;
 	r->out = evbuffer_new();
+	r->body = evbuffer_new();
 	r->timer = evtimer_new(base, icap_req_timer, r);
-	if (r->out == NULL || r->timer == NULL) {
+	if (r->out == NULL || r->body == NULL || r->timer == NULL) {
 		if (r->out != NULL)
 			evbuffer_free(r->out);
+		if (r->body != NULL)
+			evbuffer_free(r->body);
 		if (r->timer != NULL)
 			event_free(r->timer);
 		free(r);
 		return NULL;
 	}
-	evbuffer_add_printf(r->out, "%s icap://%s%s ICAP/1.0\r\nHost: %s\r\n"
-	    "Allow: 204\r\n", respmod ? "RESPMOD" : "REQMOD", p->authority,
-	    p->path, p->authority);
-	if (respmod)
-		evbuffer_add_printf(r->out, "Encapsulated: req-hdr=0, "
-		    "res-hdr=%zu, res-body=%zu\r\n\r\n", req_len,
-		    req_len + res_len);
-	else
-		evbuffer_add_printf(r->out, "Encapsulated: req-hdr=0, "
-		    "req-body=%zu\r\n\r\n", req_len);
+	r->preview = -1;
+	r->req_len = req_len;
+	r->res_len = respmod ? res_len : 0;
+	icap_extension(req_hdr, req_len, r->ext, sizeof(r->ext));
 	evbuffer_add(r->out, req_hdr, req_len);
 	if (respmod)
 		evbuffer_add(r->out, res_hdr, res_len);
@@ -558,23 +761,14 @@ px_icap_start(struct event_base *base, const struct px_scanner *sc,
 	return r;
 }
 
-static struct evbuffer *
-icap_req_out(struct px_icap_req *r)
+/* Copies the first n bytes of src (left there) to out. */
+static void
+icap_copy_bytes(struct evbuffer *out, struct evbuffer *src, size_t n)
 {
-	return r->conn != NULL ? bufferevent_get_output(r->conn->bev) : r->out;
-}
-
-void
-px_icap_body(struct px_icap_req *r, struct evbuffer *src, size_t n)
-{
-	struct evbuffer *out = icap_req_out(r);
 	struct evbuffer_iovec v[16];
 	struct evbuffer_ptr pos;
 	int i, k;
 
-	if (n == 0 || r->ended || r->failed)
-		return;
-	evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_ptr_set(src, &pos, 0, EVBUFFER_PTR_SET);
 	while (n > 0) {
 		k = evbuffer_peek(src, (ev_ssize_t)n, &pos, v, 16);
@@ -588,6 +782,24 @@ px_icap_body(struct px_icap_req *r, struct evbuffer *src, size_t n)
 			evbuffer_ptr_set(src, &pos, m, EVBUFFER_PTR_ADD);
 		}
 	}
+}
+
+void
+px_icap_body(struct px_icap_req *r, struct evbuffer *src, size_t n)
+{
+	struct evbuffer *out;
+
+	if (n == 0 || r->ended || r->failed)
+		return;
+	if (r->phase != ICAP_STREAM) {
+		/* Kept raw: the preview, or a connection, comes first. */
+		icap_copy_bytes(r->body, src, n);
+		icap_flush(r);
+		return;
+	}
+	out = bufferevent_get_output(r->conn->bev);
+	evbuffer_add_printf(out, "%zx\r\n", n);
+	icap_copy_bytes(out, src, n);
 	evbuffer_add(out, "\r\n", 2);
 }
 
@@ -596,14 +808,15 @@ px_icap_end(struct px_icap_req *r)
 {
 	if (r->ended || r->failed)
 		return;
-	evbuffer_add(icap_req_out(r), "0\r\n\r\n", 5);
 	r->ended = true;
+	icap_flush(r);
 }
 
 size_t
 px_icap_queued(const struct px_icap_req *r)
 {
-	return evbuffer_get_length(r->out) + (r->conn != NULL ?
+	return evbuffer_get_length(r->out) + evbuffer_get_length(r->body) +
+	    (r->conn != NULL ?
 	    evbuffer_get_length(bufferevent_get_output(r->conn->bev)) : 0);
 }
 

@@ -8,9 +8,13 @@
  * at most min(max-connections, the server's Max-Connections) at once (the
  * others wait their turn, under the same timeout), and one OPTIONS at
  * first use (Methods, Preview, Transfer-Preview, Max-Connections, ISTag,
- * Options-TTL; again once its TTL has passed). Previews are not used:
- * the whole body is sent as it comes, so a preview would save nothing on
- * a scanner that reads every byte anyway.
+ * Options-TTL; again once its TTL has passed). Previews (RFC 3507 4.5)
+ * as the OPTIONS ask: the first Preview bytes, with "ieof" when they are
+ * the whole body; on 100 Continue the rest; a 204 to the preview passes
+ * the body with its rest unscanned, as the scanner decided. The
+ * Transfer-Preview, -Complete and -Ignore lists pick, by the file's
+ * extension in the request line, a preview, the whole body, or nothing
+ * (a file the scanner does not want passes unsent, and says so).
  *
  * Memory: what waits to go to the scanner is the caller's to bound
  * (px_icap_queued); a response head from the scanner is cut at
@@ -49,6 +53,8 @@ struct px_icap_head {
 	long		max_connections;	/* 0: absent */
 	long		options_ttl;	/* seconds; 0: absent */
 	char		transfer_preview[64];
+	char		transfer_complete[64];
+	char		transfer_ignore[64];
 };
 
 /* Looks for a complete ICAP response head at buf (up to the empty line),

@@ -159,6 +159,12 @@ icap_field(const char *name, size_t nlen, const char *v, const char *end,
 	else if (icap_name_is(name, nlen, "Transfer-Preview"))
 		icap_copy(h->transfer_preview, sizeof(h->transfer_preview), v,
 		    (size_t)(end - v));
+	else if (icap_name_is(name, nlen, "Transfer-Complete"))
+		icap_copy(h->transfer_complete, sizeof(h->transfer_complete),
+		    v, (size_t)(end - v));
+	else if (icap_name_is(name, nlen, "Transfer-Ignore"))
+		icap_copy(h->transfer_ignore, sizeof(h->transfer_ignore), v,
+		    (size_t)(end - v));
 	else if (icap_name_is(name, nlen, "Preview"))
 		h->preview = icap_number(v, end, 1L << 30);
 	else if (icap_name_is(name, nlen, "Max-Connections")) {
