@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <syslog.h>
 
@@ -164,6 +165,99 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 	h->progress++;
 }
 
+/* A header line of the scanner's changed response that the client gets:
+ * not its framing nor hop-by-hop ones (proxyd frames the body anew). */
+static bool
+http_scan_mod_keeps(const char *line, size_t len)
+{
+	static const char *const drop[] = { "content-length:",
+	    "transfer-encoding:", "connection:", "keep-alive:",
+	    "proxy-connection:", "trailer:", "upgrade:" };
+	size_t i;
+
+	for (i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+		if (len >= strlen(drop[i]) &&
+		    strncasecmp(line, drop[i], strlen(drop[i])) == 0)
+			return false;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
+			return false;
+	return true;
+}
+
+/* The scanner's changed response, in place of the held one: its status
+ * line and fields, a Content-Length for its body, the connection closed
+ * after it. false when its head is not one to relay. */
+static bool
+http_scan_mod_build(struct http_state *h, struct evbuffer *to,
+    const struct px_icap_result *res)
+{
+	size_t n = evbuffer_get_length(res->mod_head), len;
+	char *head = (char *)evbuffer_pullup(res->mod_head, (ssize_t)n);
+	char *line, *eol;
+
+	if (head == NULL || n < 12 || strncmp(head, "HTTP/1.", 7) != 0)
+		return false;
+	for (line = head; line < head + n; line = eol + 1) {
+		if ((eol = memchr(line, '\n', (size_t)(head + n - line))) == NULL)
+			return false;
+		len = (size_t)(eol - line);
+		if (len > 0 && line[len - 1] == '\r')
+			len--;
+		if (len == 0)
+			break;
+		if (line == head || http_scan_mod_keeps(line, len)) {
+			evbuffer_add(to, line, len);
+			evbuffer_add(to, "\r\n", 2);
+		}
+	}
+	evbuffer_add_printf(to, "Content-Length: %zu\r\nConnection: close"
+	    "\r\n\r\n", evbuffer_get_length(res->mod_body));
+	evbuffer_add_buffer(to, res->mod_body);
+	h->client_keep = false;
+	return true;
+}
+
+/* MODIFIED: the scanner changed the message. A response held whole (its
+ * head not gone, its body all here) is replaced by the changed one;
+ * anything else cannot be (the head, or a request's start, went
+ * already): refused, as an infected one. true when relayed. */
+static bool
+http_scan_modified(struct http_state *h, enum px_dir dir,
+    const struct px_icap_result *res)
+{
+	const struct px_scanner *scn = http_scanner(h);
+	struct http_scan *sc = &h->scan[dir];
+	const char *why = dir == PX_TO_SERVER ? "a request (its head went "
+	    "to the server already)" : !sc->whole ? "its head went to the "
+	    "client already" : h->h2 != NULL ? "an HTTP/2 client" :
+	    res->mod_head == NULL || !sc->ended ? "answered before the body's "
+	    "end" : NULL;
+	size_t before = evbuffer_get_length(sc->hold);
+
+	if (why == NULL) {
+		evbuffer_drain(sc->hold, before);
+		if (!http_scan_mod_build(h, sc->hold, res))
+			why = "its changed head is not an HTTP response";
+	}
+	if (why != NULL) {
+		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=modified "
+		    "relayed=no reason=\"%s\" scanner=%s direction=%s "
+		    "size=%llu istag=\"%s\"", why, scn->name,
+		    http_scan_dir_name(dir), (unsigned long long)sc->size,
+		    res->istag);
+		return false;
+	}
+	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=modified "
+	    "relayed=yes scanner=%s direction=%s size=%llu bytes=%zu "
+	    "istag=\"%s\"", scn->name, http_scan_dir_name(dir),
+	    (unsigned long long)sc->size, evbuffer_get_length(sc->hold),
+	    res->istag);
+	http_scan_count(h, dir, "modified");
+	http_scan_pass(h, dir);
+	return true;
+}
+
 static void
 http_scan_verdict(struct http_state *h, enum px_dir dir,
     const struct px_icap_result *res)
@@ -185,8 +279,11 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 		http_scan_count(h, dir, "clean");
 		http_scan_pass(h, dir);
 		return;
-	case PX_ICAP_INFECTED:
 	case PX_ICAP_MODIFIED:
+		if (http_scan_modified(h, dir, res))
+			return;
+		/* FALLTHROUGH */
+	case PX_ICAP_INFECTED:
 		http_scan_threat(res, threat, sizeof(threat));
 		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=infected "
 		    "threat=\"%s\" scanner=%s direction=%s size=%llu "
@@ -508,6 +605,9 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 	 * a page rather than a reset. */
 	if (size >= 0 && len + (uint64_t)size <= whole) {
 		sc->whole = true;
+		/* A changed response from the scanner can take its place:
+		 * one that fits where this one did. */
+		px_icap_want_modified(sc->icap, h->buffer / 2);
 		return sc->hold;
 	}
 	return sc->head_held ? sc->hold : h->c->out;

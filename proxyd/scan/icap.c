@@ -17,6 +17,10 @@
 #include "icap.h"
 #include "scan.h"
 
+/* The most of a changed body read for an empty one (to tell whether it
+ * stayed empty) when the caller relays none. */
+#define ICAP_EMPTY_MOD_MAX	(64 * 1024)
+
 /* The most one write to a scanner takes. */
 #define ICAP_WRITE_MAX		(256 * 1024)
 
@@ -59,6 +63,15 @@ struct px_icap_req {
 	size_t			 queued_mark;	/* px_icap_queued at last tick */
 	uint64_t		 nread;
 	size_t			 req_len, res_len;	/* in out */
+	/* A changed message, read whole (px_icap_want_modified). */
+	size_t			 mod_max;	/* 0: not wanted */
+	bool			 mod_wanted;	/* by the caller */
+	uint64_t		 body_bytes;	/* accepted so far */
+	bool			 reading;	/* its body is coming */
+	bool			 need_crlf;	/* after a chunk's data */
+	bool			 last_chunk;	/* trailer lines follow */
+	unsigned		 trailers;
+	uint64_t		 chunk_left;
 	px_icap_cb		 cb;
 	void			*arg;
 	struct px_icap_result	 res;
@@ -145,6 +158,16 @@ icap_timer_arm(struct px_icap_req *r, uint64_t ms)
 	evtimer_add(r->timer, &tv);
 }
 
+static void
+icap_result_free(struct px_icap_result *res)
+{
+	if (res->mod_head != NULL)
+		evbuffer_free(res->mod_head);
+	if (res->mod_body != NULL)
+		evbuffer_free(res->mod_body);
+	res->mod_head = res->mod_body = NULL;
+}
+
 /* The request ends: its connection goes back idle (reusable) or is
  * closed, and the next waiting request may take a connection. The
  * callback runs last; r is freed after it. */
@@ -173,6 +196,7 @@ icap_req_finish(struct px_icap_req *r, bool reusable)
 	event_free(r->timer);
 	evbuffer_free(r->out);
 	evbuffer_free(r->body);
+	icap_result_free(&r->res);
 }
 
 static void
@@ -183,10 +207,14 @@ icap_req_deliver(struct px_icap_req *r, bool reusable)
 	px_icap_cb cb = r->cb;
 	void *arg = r->arg;
 
+	if (res.verdict != PX_ICAP_MODIFIED)
+		icap_result_free(&res);
+	r->res.mod_head = r->res.mod_body = NULL;	/* res's now */
 	icap_req_finish(r, reusable);
 	free(r);
 	icap_dispatch(p);
 	cb(arg, &res);
+	icap_result_free(&res);
 }
 
 /* A failure, reported from the request's timer so that the callback never
@@ -210,7 +238,7 @@ icap_req_skip(struct px_icap_req *r)
 	r->failed = true;
 	r->res.verdict = PX_ICAP_CLEAN;
 	snprintf(r->res.error, sizeof(r->res.error), "not sent: the "
-	    "scanner's Transfer-Ignore lists \"%s\"", r->ext);
+	    "scanner's Transfer-Ignore lists .%s", r->ext);
 	event_active(r->timer, EV_TIMEOUT, 0);
 }
 
@@ -223,7 +251,7 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_icap_req *r = arg;
 	size_t q = px_icap_queued(r);
-	bool waiting_on_scanner = r->ended || r->conn == NULL ||
+	bool waiting_on_scanner = r->ended || r->reading || r->conn == NULL ||
 	    r->phase == ICAP_CONTINUE || evbuffer_get_length(
 	    bufferevent_get_output(r->conn->bev)) != 0;
 
@@ -244,7 +272,8 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 	snprintf(r->res.error, sizeof(r->res.error), "no answer within %llums "
 	    "(%s)", (unsigned long long)r->timeout_ms, r->conn == NULL ?
 	    "waiting for a connection" : r->phase == ICAP_CONTINUE ?
-	    "waiting for 100 Continue after the preview" : r->ended ?
+	    "waiting for 100 Continue after the preview" : r->reading ?
+	    "reading the changed message" : r->ended ?
 	    "waiting for the verdict" : "the scanner does not read");
 	icap_req_deliver(r, false);
 }
@@ -254,6 +283,8 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 static void icap_read_cb(struct bufferevent *bev, void *arg);
 static void icap_send_head(struct px_icap_req *r);
 static void icap_req_skip(struct px_icap_req *r);
+static void icap_modified_start(struct icap_conn *c,
+	    const struct px_icap_head *h, size_t len);
 static void icap_write_cb(struct bufferevent *bev, void *arg);
 static void icap_event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -545,6 +576,151 @@ icap_options_done(struct icap_conn *c, const struct px_icap_head *h,
 	icap_dispatch(p);
 }
 
+/* One line of a chunked body (CR LF or LF) into line, taken from in: 1,
+ * 0 when it is not complete yet, -1 when too long. */
+static int
+icap_chunk_line(struct evbuffer *in, char *line, size_t size)
+{
+	size_t eol_len;
+	struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol_len,
+	    EVBUFFER_EOL_CRLF);
+
+	if (e.pos < 0)
+		return evbuffer_get_length(in) >= size ? -1 : 0;
+	if ((size_t)e.pos >= size)
+		return -1;
+	evbuffer_remove(in, line, (size_t)e.pos);
+	line[e.pos] = '\0';
+	evbuffer_drain(in, eol_len);
+	return 1;
+}
+
+/* What came of the changed body, de-chunked into res.mod_body: 1 its
+ * end came, 0 more is needed, -1 malformed or too big (*why). */
+static int
+icap_dechunk(struct px_icap_req *r, struct evbuffer *in, const char **why)
+{
+	char line[1024], *end;
+	unsigned long long size;
+	int rc;
+
+	for (;;) {
+		if (r->chunk_left > 0) {
+			size_t n = evbuffer_get_length(in);
+
+			if (n == 0)
+				return 0;
+			if (n > r->chunk_left)
+				n = (size_t)r->chunk_left;
+			evbuffer_remove_buffer(in, r->res.mod_body, n);
+			if ((r->chunk_left -= n) == 0)
+				r->need_crlf = true;
+			continue;
+		}
+		if ((rc = icap_chunk_line(in, line, sizeof(line))) <= 0) {
+			*why = "a chunk line too long";
+			return rc;
+		}
+		if (r->need_crlf) {
+			r->need_crlf = false;
+			if (line[0] != '\0') {
+				*why = "a chunk longer than its size";
+				return -1;
+			}
+			continue;
+		}
+		if (r->last_chunk) {
+			if (line[0] == '\0')
+				return 1;
+			if (++r->trailers > 32) {
+				*why = "too many trailer lines";
+				return -1;
+			}
+			continue;
+		}
+		errno = 0;
+		size = strtoull(line, &end, 16);
+		if (!isxdigit((unsigned char)line[0]) || errno != 0 ||
+		    (*end != '\0' && *end != ';' && *end != ' ')) {
+			*why = "a bad chunk size";
+			return -1;
+		}
+		if (size > r->mod_max || evbuffer_get_length(r->res.mod_body) +
+		    size > r->mod_max) {
+			*why = "a changed body over the bound";
+			return -1;
+		}
+		if (size == 0)
+			r->last_chunk = true;
+		r->chunk_left = size;
+	}
+}
+
+/* A changed message is read whole: what the caller gets. */
+static void
+icap_modified_done(struct px_icap_req *r, bool reusable)
+{
+	r->reading = false;
+	if (r->body_bytes == 0 && evbuffer_get_length(r->res.mod_body) == 0) {
+		/* Empty it was, empty it stays: unchanged. */
+		icap_result_free(&r->res);
+		r->res.verdict = PX_ICAP_CLEAN;
+	} else if (!r->mod_wanted)
+		icap_result_free(&r->res);
+	icap_req_deliver(r, reusable);
+}
+
+/* More of a changed message's body: the verdict once it is whole. */
+static void
+icap_modified_read(struct icap_conn *c)
+{
+	struct px_icap_req *r = c->req;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	const char *why = "";
+	int rc = icap_dechunk(r, in, &why);
+
+	if (rc == 0)
+		return;
+	if (rc < 0) {
+		r->reading = false;
+		icap_result_free(&r->res);
+		icap_req_fail(r, "bad changed message from the scanner: ", why);
+		return;
+	}
+	icap_modified_done(r, r->phase == ICAP_SENT &&
+	    evbuffer_get_length(in) == 0);
+}
+
+/* A 200 with a changed response the caller relays: its head is kept, its
+ * body read (icap_modified_read). */
+static void
+icap_modified_start(struct icap_conn *c, const struct px_icap_head *h,
+    size_t len)
+{
+	struct px_icap_req *r = c->req;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t hlen = (size_t)(h->body - (h->res_hdr >= 0 ? h->res_hdr :
+	    h->req_hdr));
+	const char *buf = (const char *)evbuffer_pullup(in, (ssize_t)len);
+
+	r->res.mod_head = evbuffer_new();
+	r->res.mod_body = evbuffer_new();
+	if (buf == NULL || r->res.mod_head == NULL || r->res.mod_body == NULL) {
+		icap_result_free(&r->res);
+		icap_req_fail(r, "out of memory for a changed message", "");
+		return;
+	}
+	evbuffer_add(r->res.mod_head, buf + len - hlen, hlen);
+	evbuffer_drain(in, len);
+	if (h->null_body) {
+		icap_modified_done(r, r->phase == ICAP_SENT &&
+		    !h->conn_close && evbuffer_get_length(in) == 0);
+		return;
+	}
+	r->reading = true;
+	icap_modified_read(c);
+}
+
 /* The answer to a REQMOD or RESPMOD: the verdict. */
 static void
 icap_answer(struct icap_conn *c, const struct px_icap_head *h, size_t len)
@@ -579,11 +755,22 @@ icap_answer(struct icap_conn *c, const struct px_icap_head *h, size_t len)
 			    "scanner answered 200 without a message");
 			break;
 		}
-		/* Its body is not read: the connection is closed. */
+		/* Its body is not read (the connection is closed), unless
+		 * the caller relays a changed response. */
 		snprintf(r->res.threat, sizeof(r->res.threat), "%s", h->threat);
 		r->res.verdict = h->threat[0] != '\0' ||
 		    (h->http_status >= 400) ? PX_ICAP_INFECTED :
 		    PX_ICAP_MODIFIED;
+		/* c-icap answers an empty body's preview (ieof) with a
+		 * 200 that returns it unchanged: read to tell. */
+		if (r->res.verdict == PX_ICAP_MODIFIED &&
+		    ((r->mod_wanted && h->res_hdr >= 0) ||
+		    (r->ended && r->body_bytes == 0))) {
+			if (!r->mod_wanted)
+				r->mod_max = ICAP_EMPTY_MOD_MAX;
+			icap_modified_start(c, h, len);
+			return;
+		}
 		break;
 	default:
 		r->res.verdict = PX_ICAP_ERROR;
@@ -633,6 +820,10 @@ icap_read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->req != NULL && c->req->failed)
 		return;
+	if (c->req != NULL && c->req->reading) {
+		icap_modified_read(c);
+		return;
+	}
 	buf = (const char *)evbuffer_pullup(in, (ssize_t)want);
 	n = buf == NULL ? -1 : px_icap_parse(buf, want, &h, &why);
 	if (n == 0)
@@ -791,6 +982,7 @@ px_icap_body(struct px_icap_req *r, struct evbuffer *src, size_t n)
 
 	if (n == 0 || r->ended || r->failed)
 		return;
+	r->body_bytes += n;
 	if (r->phase != ICAP_STREAM) {
 		/* Kept raw: the preview, or a connection, comes first. */
 		icap_copy_bytes(r->body, src, n);
@@ -810,6 +1002,13 @@ px_icap_end(struct px_icap_req *r)
 		return;
 	r->ended = true;
 	icap_flush(r);
+}
+
+void
+px_icap_want_modified(struct px_icap_req *r, size_t max)
+{
+	r->mod_max = max;
+	r->mod_wanted = max != 0;
 }
 
 size_t

@@ -71,7 +71,8 @@ enum px_icap_verdict {
 	PX_ICAP_CLEAN = 0,	/* 204: unchanged */
 	PX_ICAP_INFECTED,	/* 200 naming a threat, or a blocking page */
 	PX_ICAP_MODIFIED,	/* 200 with a changed message, no threat
-				 * named: not relayed in this version */
+				 * named: in mod_head and mod_body when
+				 * the caller asked for them */
 	PX_ICAP_ERROR,		/* no answer, or not one we understand */
 };
 
@@ -82,6 +83,11 @@ struct px_icap_result {
 	char			threat[128];	/* INFECTED: the name */
 	char			error[128];	/* ERROR: what went wrong */
 	char			istag[64];
+	/* MODIFIED, after px_icap_want_modified: the scanner's HTTP
+	 * response head (empty line included) and its body, de-chunked.
+	 * The callback may take their bytes; freed after it. Else NULL. */
+	struct evbuffer		*mod_head;
+	struct evbuffer		*mod_body;
 };
 
 struct px_icap_req;
@@ -97,6 +103,12 @@ struct px_icap_req *px_icap_start(struct event_base *base,
 	    const struct px_scanner *sc, bool respmod, const void *req_hdr,
 	    size_t req_len, const void *res_hdr, size_t res_len,
 	    px_icap_cb cb, void *arg);
+/* The caller can relay a changed response (RESPMOD) whose body has up
+ * to max bytes: a 200 naming no threat, with an HTTP status under 400,
+ * is then read whole (its body bounded by max, its chunks checked, under
+ * the timeout) and handed over in the result. Without this call such a
+ * 200 is PX_ICAP_MODIFIED with its body unread. */
+void	px_icap_want_modified(struct px_icap_req *r, size_t max);
 /* Copies the first n bytes of src (left there) into the body, as one
  * chunk. */
 void	px_icap_body(struct px_icap_req *r, struct evbuffer *src, size_t n);
