@@ -63,6 +63,8 @@ svc() { # NAME SCANNER
     eval "PORT_${1//-/_}=$p"
 }
 svc av av
+free_port PORT_plain
+write_http_service plain "$PORT_plain" "$ORIGIN" ""
 for m in "${MODES[@]}" endless-open; do svc "$m" "$m"; done
 start_proxyd
 
@@ -157,3 +159,27 @@ assert_eq "$r" "0 200 1024" "endless changed body, on-error allow"
 same "$T/o" "$T/www/1k.bin" "on-error allow passes the original"
 assert_log "http-scan verdict=error reason=\"bad changed message from the scanner: a changed body over the bound\" scanner=endless-open direction=download on-error=allow"
 info "ok"
+
+# ---- (info, SCAN_CPU=1 only) proxyd's CPU per MB through c-icap, with the
+# preview c-icap asks for: 10 MB and 10 KB downloads, and the same unscanned
+[[ ${SCAN_CPU:-0} == 1 ]] || exit 0
+make_file 10m.bin 10M
+cpu_ns() { # proxyd's threads' time on CPU so far, ns
+    local f t=0 a
+    for f in /proc/"$PROXYD_PID"/task/*/schedstat; do
+        read -r a _ <"$f" || continue
+        t=$((t + a))
+    done
+    echo "$t"
+}
+cpu_per_mb() { # SERVICE FILE N: us of proxyd CPU per MB over N GETs
+    local t0 t1 i port="PORT_${1//-/_}" urls=()
+    for ((i = 0; i < $3; i++)); do urls+=("http://127.0.0.1:${!port}/$2"); done
+    t0=$(cpu_ns)
+    curl -sS --max-time 120 "${urls[@]}" >/dev/null || fail "cpu run through $1"
+    t1=$(cpu_ns)
+    echo $(((t1 - t0) * 1024 * 1024 / 1000 / ($3 * $(stat -c %s "$T/www/$2"))))
+}
+for round in 1 2; do
+    info "round $round: CPU us/MB, 10 MB x3: plain $(cpu_per_mb plain 10m.bin 3) scanned $(cpu_per_mb av 10m.bin 3); 10 KB x100: plain $(cpu_per_mb plain 10k.bin 100) scanned $(cpu_per_mb av 10k.bin 100)"
+done
