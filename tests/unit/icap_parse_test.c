@@ -92,6 +92,17 @@ test_clean_and_options(void **state)
 	assert_int_equal(parse("ICAP/1.0 204 No Content\nConnection: close\n\n",
 	    &h, &why), 43);
 	assert_true(h.conn_close);
+
+	/* The other Transfer-* lists, and a bare 100 Continue. */
+	assert_int_equal(parse("ICAP/1.0 200 OK\r\nTransfer-Complete: exe, "
+	    "zip\r\nTransfer-Ignore: txt\r\nEncapsulated: null-body=0\r\n"
+	    "\r\n", &h, &why), 97);
+	assert_string_equal(h.transfer_complete, "exe, zip");
+	assert_string_equal(h.transfer_ignore, "txt");
+	assert_int_equal(h.preview, -1);
+	assert_int_equal(parse("ICAP/1.0 100 Continue\r\n\r\n", &h, &why),
+	    25);
+	assert_int_equal(h.status, 100);
 }
 
 /* The threat's name from whichever header names it, made printable. */
