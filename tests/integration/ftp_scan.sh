@@ -51,6 +51,7 @@ head -c 1M /dev/urandom >"$D/bad-1m.bin"
 { printf '\xde\xad\xbe\xef\0\0\0\0'; head -c 1016 /dev/urandom; } >"$D/1k.bin"
 head -c 10K /dev/urandom >"$D/10k.bin"
 head -c 10M /dev/urandom >"$D/10m.bin"
+{ printf '%%PDF-1.4\n'; head -c 1M /dev/urandom; } >"$D/doc.pdf"
 : >"$D/empty.bin"
 chmod 644 "$D"/*
 mkdir -p "$T/up"
@@ -173,6 +174,12 @@ done
 assert_log "ftp-scan verdict=clean scanner=av file=\"10m\.bin\" user=anonymous dir=download size=10485760 $ISTAG"
 assert_log "ftp-scan verdict=clean scanner=av file=\"py-scan\.10m\" user=anonymous dir=upload size=10485760 $ISTAG"
 assert_no_grep "$PROXYD_LOG" "ftp-scan .*file=\"(up-scan-)?empty\.bin\"" "an empty file went to the scanner"
+# A type c-icap does not scan: its 204 to the preview passes the file (a
+# 200 returning it unchanged, without a preview, used to refuse it).
+r=$(xfer scan get doc.pdf "$T/py.pdf")
+assert_eq "$r" "data=none bytes=$(stat -c %s "$D/doc.pdf") reply=226 Transfer complete." "RETR of a PDF c-icap does not scan"
+same "$T/py.pdf" "$D/doc.pdf" "RETR doc.pdf"
+assert_log "ftp-scan verdict=clean scanner=av file=\"doc\.pdf\" user=anonymous dir=download size=[0-9]+ $ISTAG note=\"204 to the preview \(1024 bytes\): the rest not scanned\""
 
 # ---- <content> and <audit> with the scanner: the type is judged first
 # (an ELF never reaches the scanner), the record has both verdicts
