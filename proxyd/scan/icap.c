@@ -68,10 +68,7 @@ struct px_icap_req {
 	bool			 mod_wanted;	/* by the caller */
 	uint64_t		 body_bytes;	/* accepted so far */
 	bool			 reading;	/* its body is coming */
-	bool			 need_crlf;	/* after a chunk's data */
-	bool			 last_chunk;	/* trailer lines follow */
-	unsigned		 trailers;
-	uint64_t		 chunk_left;
+	struct px_icap_dechunk	 dechunk;
 	px_icap_cb		 cb;
 	void			*arg;
 	struct px_icap_result	 res;
@@ -576,86 +573,6 @@ icap_options_done(struct icap_conn *c, const struct px_icap_head *h,
 	icap_dispatch(p);
 }
 
-/* One line of a chunked body (CR LF or LF) into line, taken from in: 1,
- * 0 when it is not complete yet, -1 when too long. */
-static int
-icap_chunk_line(struct evbuffer *in, char *line, size_t size)
-{
-	size_t eol_len;
-	struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol_len,
-	    EVBUFFER_EOL_CRLF);
-
-	if (e.pos < 0)
-		return evbuffer_get_length(in) >= size ? -1 : 0;
-	if ((size_t)e.pos >= size)
-		return -1;
-	evbuffer_remove(in, line, (size_t)e.pos);
-	line[e.pos] = '\0';
-	evbuffer_drain(in, eol_len);
-	return 1;
-}
-
-/* What came of the changed body, de-chunked into res.mod_body: 1 its
- * end came, 0 more is needed, -1 malformed or too big (*why). */
-static int
-icap_dechunk(struct px_icap_req *r, struct evbuffer *in, const char **why)
-{
-	char line[1024], *end;
-	unsigned long long size;
-	int rc;
-
-	for (;;) {
-		if (r->chunk_left > 0) {
-			size_t n = evbuffer_get_length(in);
-
-			if (n == 0)
-				return 0;
-			if (n > r->chunk_left)
-				n = (size_t)r->chunk_left;
-			evbuffer_remove_buffer(in, r->res.mod_body, n);
-			if ((r->chunk_left -= n) == 0)
-				r->need_crlf = true;
-			continue;
-		}
-		if ((rc = icap_chunk_line(in, line, sizeof(line))) <= 0) {
-			*why = "a chunk line too long";
-			return rc;
-		}
-		if (r->need_crlf) {
-			r->need_crlf = false;
-			if (line[0] != '\0') {
-				*why = "a chunk longer than its size";
-				return -1;
-			}
-			continue;
-		}
-		if (r->last_chunk) {
-			if (line[0] == '\0')
-				return 1;
-			if (++r->trailers > 32) {
-				*why = "too many trailer lines";
-				return -1;
-			}
-			continue;
-		}
-		errno = 0;
-		size = strtoull(line, &end, 16);
-		if (!isxdigit((unsigned char)line[0]) || errno != 0 ||
-		    (*end != '\0' && *end != ';' && *end != ' ')) {
-			*why = "a bad chunk size";
-			return -1;
-		}
-		if (size > r->mod_max || evbuffer_get_length(r->res.mod_body) +
-		    size > r->mod_max) {
-			*why = "a changed body over the bound";
-			return -1;
-		}
-		if (size == 0)
-			r->last_chunk = true;
-		r->chunk_left = size;
-	}
-}
-
 /* A changed message is read whole: what the caller gets. */
 static void
 icap_modified_done(struct px_icap_req *r, bool reusable)
@@ -677,7 +594,8 @@ icap_modified_read(struct icap_conn *c)
 	struct px_icap_req *r = c->req;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 	const char *why = "";
-	int rc = icap_dechunk(r, in, &why);
+	int rc = px_icap_dechunk(&r->dechunk, in, r->res.mod_body, r->mod_max,
+	    &why);
 
 	if (rc == 0)
 		return;

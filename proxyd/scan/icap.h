@@ -65,6 +65,20 @@ struct px_icap_head {
 ssize_t	px_icap_parse(const char *buf, size_t len, struct px_icap_head *h,
 	    const char **why);
 
+/* A chunked body's decoder (RFC 9112 7.1), for a changed message: what
+ * came of it in `in` is taken from there, its data added to `out`, at
+ * most `max` bytes in all. Chunk extensions and trailer lines (32 at
+ * most) are skipped. 1 the body's end came, 0 more is needed, -1
+ * malformed or over max (*why says how). Starts zeroed. */
+struct px_icap_dechunk {
+	uint64_t	left;		/* data bytes of the chunk under way */
+	bool		need_crlf;	/* after a chunk's data */
+	bool		last;		/* the 0 chunk came: trailers */
+	unsigned	trailers;
+};
+int	px_icap_dechunk(struct px_icap_dechunk *d, struct evbuffer *in,
+	    struct evbuffer *out, size_t max, const char **why);
+
 /* ---- the client ----------------------------------------------------- */
 
 enum px_icap_verdict {

@@ -1,11 +1,14 @@
 /* The ICAP response head (RFC 3507 4.3.3, 4.4.1) and the HTTP status line
- * it encapsulates: pure functions, no I/O, so the unit tests can feed
- * them anything. Only what a verdict needs is kept; every string that
+ * it encapsulates, and the chunked body of a changed message: pure
+ * functions, no I/O, so the unit tests can feed them anything. Only what a verdict needs is kept; every string that
  * may reach a log line or a page is cut and made printable here. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <event2/buffer.h>
 
 #include "icap.h"
 
@@ -312,4 +315,92 @@ px_icap_parse(const char *buf, size_t len, struct px_icap_head *h,
 		}
 	}
 	return (ssize_t)need;
+}
+
+/* ---- a changed message's chunked body --------------------------------- */
+
+/* One line (CR LF or LF) into line, taken from in: 1, 0 when it is not
+ * complete yet, -1 when longer than line. */
+static int
+icap_chunk_line(struct evbuffer *in, char *line, size_t size)
+{
+	size_t eol_len;
+	struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol_len,
+	    EVBUFFER_EOL_CRLF);
+
+	if (e.pos < 0)
+		return evbuffer_get_length(in) >= size ? -1 : 0;
+	if ((size_t)e.pos >= size)
+		return -1;
+	evbuffer_remove(in, line, (size_t)e.pos);
+	line[e.pos] = '\0';
+	evbuffer_drain(in, eol_len);
+	return 1;
+}
+
+/* A chunk's size line ("1a2b", "1a2b;ext=1"): the size, -1 if none. */
+static int
+icap_chunk_size(const char *line, unsigned long long *size)
+{
+	char *end;
+
+	if (!isxdigit((unsigned char)line[0]))
+		return -1;
+	errno = 0;
+	*size = strtoull(line, &end, 16);
+	if (errno != 0 || (*end != '\0' && *end != ';' && *end != ' ' &&
+	    *end != '\t'))
+		return -1;
+	return 0;
+}
+
+int
+px_icap_dechunk(struct px_icap_dechunk *d, struct evbuffer *in,
+    struct evbuffer *out, size_t max, const char **why)
+{
+	char line[1024];
+	unsigned long long size;
+	int rc;
+
+	for (;;) {
+		if (d->left > 0) {
+			size_t n = evbuffer_get_length(in);
+
+			if (n == 0)
+				return 0;
+			if (n > d->left)
+				n = (size_t)d->left;
+			evbuffer_remove_buffer(in, out, n);
+			if ((d->left -= n) == 0)
+				d->need_crlf = true;
+			continue;
+		}
+		if ((rc = icap_chunk_line(in, line, sizeof(line))) <= 0) {
+			*why = "a chunk line too long";
+			return rc;
+		}
+		if (d->need_crlf) {
+			d->need_crlf = false;
+			if (line[0] != '\0') {
+				*why = "a chunk longer than its size";
+				return -1;
+			}
+		} else if (d->last) {
+			if (line[0] == '\0')
+				return 1;
+			if (++d->trailers > 32) {
+				*why = "too many trailer lines";
+				return -1;
+			}
+		} else if (icap_chunk_size(line, &size) == -1) {
+			*why = "a bad chunk size";
+			return -1;
+		} else if (size > max || evbuffer_get_length(out) + size > max) {
+			*why = "a changed body over the bound";
+			return -1;
+		} else {
+			d->last = size == 0;
+			d->left = size;
+		}
+	}
 }

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <event2/buffer.h>
+
 #include "icap.h"
 #include "scan.h"
 
@@ -256,6 +258,121 @@ test_random_damage(void **state)
 	}
 }
 
+/* Feeds text to a fresh decoder in pieces of `step` bytes: its last
+ * answer; the data in out. */
+static int
+dechunk(const char *text, size_t len, size_t step, size_t max,
+    struct evbuffer *out, const char **why)
+{
+	struct px_icap_dechunk d = { 0 };
+	struct evbuffer *in = evbuffer_new();
+	size_t off = 0;
+	int rc = 0;
+
+	assert_non_null(in);
+	while (off < len && rc == 0) {
+		size_t n = len - off < step ? len - off : step;
+
+		evbuffer_add(in, text + off, n);
+		off += n;
+		rc = px_icap_dechunk(&d, in, out, max, why);
+	}
+	evbuffer_free(in);
+	return rc;
+}
+
+static int
+dechunk_str(const char *text, size_t max, char *got, size_t size)
+{
+	struct evbuffer *out = evbuffer_new();
+	const char *why = "";
+	int rc = dechunk(text, strlen(text), 1, max, out, &why);
+	size_t n = evbuffer_get_length(out);
+
+	assert_true(n < size);
+	evbuffer_remove(out, got, n);
+	got[n] = '\0';
+	evbuffer_free(out);
+	return rc;
+}
+
+/* A changed body's chunks: what c-icap and others send, and the bounds. */
+static void
+test_dechunk(void **state)
+{
+	char got[256];
+
+	(void)state;
+	assert_int_equal(dechunk_str("5\r\nhello\r\n0\r\n\r\n", 100,
+	    got, sizeof(got)), 1);
+	assert_string_equal(got, "hello");
+	assert_int_equal(dechunk_str("3;ext=1\nabc\n2\r\nde\r\n0\r\n"
+	    "X-Trailer: 1\r\n\r\n", 100, got, sizeof(got)), 1);
+	assert_string_equal(got, "abcde");
+	assert_int_equal(dechunk_str("0\r\n\r\n", 0, got, sizeof(got)), 1);
+	assert_int_equal(dechunk_str("5\r\nhel", 100, got, sizeof(got)), 0);
+	assert_int_equal(dechunk_str("zz\r\nabc\r\n", 100, got,
+	    sizeof(got)), -1);
+	assert_int_equal(dechunk_str("4\r\nabcdefgh\r\n", 100, got,
+	    sizeof(got)), -1);
+	assert_int_equal(dechunk_str("5\r\nhello\r\n5\r\nworld\r\n",
+	    9, got, sizeof(got)), -1);
+	assert_int_equal(dechunk_str("ffffffffffffffffffff\r\n", 100, got,
+	    sizeof(got)), -1);
+	assert_int_equal(dechunk_str("-1\r\n", 100, got, sizeof(got)), -1);
+}
+
+/* Random bodies in random chunks (extensions, LF or CR LF), fed in random
+ * pieces: the data comes out whole; the same with a byte damaged never
+ * gives more than max nor reads past what it got. */
+static void
+test_dechunk_random(void **state)
+{
+	static char body[4096], text[16384];
+	struct evbuffer *out = evbuffer_new();
+	unsigned seed = 3507, i;
+
+	(void)state;
+	assert_non_null(out);
+	for (i = 0; i < 3000; i++) {
+		size_t blen = (size_t)rand_r(&seed) % sizeof(body), off = 0;
+		size_t tlen = 0, step = 1 + (size_t)rand_r(&seed) % 700;
+		const char *eol = rand_r(&seed) % 2 ? "\r\n" : "\n", *why;
+		int rc;
+
+		for (off = 0; off < blen; off++)
+			body[off] = (char)rand_r(&seed);
+		for (off = 0; off < blen;) {
+			size_t n = 1 + (size_t)rand_r(&seed) % 900;
+
+			if (n > blen - off)
+				n = blen - off;
+			tlen += (size_t)snprintf(text + tlen, sizeof(text) - tlen,
+			    "%zx%s%s", n, rand_r(&seed) % 4 ? "" : ";a=b", eol);
+			memcpy(text + tlen, body + off, n);
+			tlen += n;
+			tlen += (size_t)snprintf(text + tlen, sizeof(text) - tlen,
+			    "%s", eol);
+			off += n;
+		}
+		tlen += (size_t)snprintf(text + tlen, sizeof(text) - tlen,
+		    "0%s%s", eol, eol);
+		if (i % 2 == 0) {
+			rc = dechunk(text, tlen, step, sizeof(body), out, &why);
+			assert_int_equal(rc, 1);
+			assert_int_equal(evbuffer_get_length(out), blen);
+			assert_memory_equal(evbuffer_pullup(out, -1), body, blen);
+		} else {
+			text[(size_t)rand_r(&seed) % tlen] = (char)rand_r(&seed);
+			rc = dechunk(text, tlen, step, blen / 2 + 1, out, &why);
+			assert_true(rc >= -1 && rc <= 1);
+			assert_true(evbuffer_get_length(out) <= blen / 2 + 1);
+		}
+		evbuffer_drain(out, evbuffer_get_length(out));
+	}
+	evbuffer_free(out);
+}
+
 /* The scanner's url: the ICAP port by default, IP literals only. */
 static void
 test_url(void **state)
@@ -299,6 +416,8 @@ main(void)
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_url),
+		cmocka_unit_test(test_dechunk),
+		cmocka_unit_test(test_dechunk_random),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
