@@ -231,6 +231,13 @@ for f in empty.bin 1k.bin 10m.bin; do
     info "clean $f both ways: ok"
 done
 assert_log "r66-transfer host=hosta rule=in mode=send file=10m\.bin size=10485760 blocks=160 digest=SHA-256 verdict=accept payload=copy"
+# A type c-icap does not scan: its 204 to the preview passes the file (a
+# 200 returning it unchanged, without a preview, used to refuse it).
+{ printf '%%PDF-1.4\n'; head -c 1M /dev/urandom; } >"$T/cli/doc.pdf"
+send r66 doc.pdf
+[[ $R66_RC == 0 ]] || fail "SEND doc.pdf: rc=$R66_RC: $(cat "$T/client.err")"
+same "$R66_SRV_DIR/doc.pdf" "$T/cli/doc.pdf" "clean SEND doc.pdf"
+assert_log "r66-scan verdict=clean scanner=av file=doc\.pdf .*note=\"204 to the preview \(1024 bytes\): the rest not scanned\""
 
 # ---- <scan> with <content> and <audit>
 info "scanner, <content> and <audit> together"
@@ -323,9 +330,9 @@ wait_grep "$T/r66server.log" "connection closed during the transfer" 10 ||
 assert_no_grep "$T/r66server.log" "ok received file=held\.bin" "the server completed held.bin"
 [[ ! -e $R66_SRV_DIR/held.bin ]] || fail "the server has held.bin"
 
-# ---- counters so far
+# ---- counters so far (clean: 3 files both ways, and doc.pdf)
 assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="infected"' 4
-assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="clean"' 6
+assert_metric eq proxyd_scan_total 'service="r66",scanner="av",verdict="clean"' 7
 assert_metric eq proxyd_scan_total 'service="down",scanner="av",verdict="infected"' 1
 assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="infected"' 1
 assert_metric eq proxyd_scan_total 'service="keep",scanner="av",verdict="clean"' 1
