@@ -51,6 +51,7 @@ struct px_icap_req {
 	struct evbuffer		*body;		/* raw body not yet framed */
 	enum icap_phase		 phase;
 	long			 preview;	/* bytes; -1: none */
+	bool			 no_preview;	/* the scanner's preview="no" */
 	char			 ext[16];	/* the file's extension */
 	struct icap_conn	*conn;
 	struct event		*timer;
@@ -455,8 +456,9 @@ icap_send_head(struct px_icap_req *r)
 	struct evbuffer *out = bufferevent_get_output(r->conn->bev);
 	char preview[32] = "";
 
-	r->preview = p->preview >= 0 && icap_transfer_kind(p, r->ext) ==
-	    ICAP_XFER_PREVIEW ? p->preview : -1;
+	r->preview = !r->no_preview && p->preview >= 0 &&
+	    icap_transfer_kind(p, r->ext) == ICAP_XFER_PREVIEW ? p->preview :
+	    -1;
 	if (r->preview >= 0)
 		snprintf(preview, sizeof(preview), "Preview: %ld\r\n",
 		    r->preview);
@@ -857,6 +859,7 @@ px_icap_start(struct event_base *base, const struct px_scanner *sc,
 		return NULL;
 	}
 	r->preview = -1;
+	r->no_preview = sc->no_preview;
 	r->req_len = req_len;
 	r->res_len = respmod ? res_len : 0;
 	icap_extension(req_hdr, req_len, r->ext, sizeof(r->ext));

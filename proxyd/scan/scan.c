@@ -91,6 +91,14 @@ px_scanner_load(struct px_scanner *s, const xmlNode *n, struct px_cfgerr *e)
 	u = s->max_connections;
 	if (px_attr_uint(e, n, "max-connections", 1, 1024, &u) == 0)
 		s->max_connections = (unsigned)u;
+	if ((v = px_attr(n, "preview")) != NULL) {
+		if (strcmp(v, "no") == 0)
+			s->no_preview = true;
+		else if (strcmp(v, "yes") != 0)
+			px_cfg_error(e, n, "preview=\"%s\": expected yes or no",
+			    v);
+		xmlFree(v);
+	}
 	if ((v = px_attr(n, "on-error")) != NULL) {
 		if (strcmp(v, "allow") == 0)
 			s->on_error_allow = true;

@@ -29,6 +29,7 @@ struct px_scanner {
 	uint64_t		 timeout_ms;
 	unsigned		 max_connections;	/* per worker */
 	bool			 on_error_allow;
+	bool			 no_preview;	/* preview="no" */
 };
 
 struct px_scanners {

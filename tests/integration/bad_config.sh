@@ -265,7 +265,7 @@ scan_case() { # NAME ICAP_ATTRS SCAN_ATTRS [ANALYSER=http]
 </service>
 EOF
 }
-scan_case scan_valid 'url="icap://127.0.0.1:1344/avscan" timeout="30s" max-connections="16" on-error="block"' \
+scan_case scan_valid 'url="icap://127.0.0.1:1344/avscan" timeout="30s" max-connections="16" on-error="block" preview="no"' \
     'scanner="av" direction="both" max-size="100m" over-size="block"'
 run_check
 echo "[scan_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
@@ -282,6 +282,8 @@ scan_case scan_no_service 'url="icap://127.0.0.1:1344"' 'scanner="av"'
 expect_error scan_no_service "icap://127.0.0.1:1344" "$(at "$C/conf/proxyd.xml" '<icap')"
 scan_case scan_bad_on_error 'url="icap://127.0.0.1/avscan" on-error="maybe"' 'scanner="av"'
 expect_error scan_bad_on_error "maybe" "$(at "$C/conf/proxyd.xml" '<icap')"
+scan_case scan_bad_preview 'url="icap://127.0.0.1/avscan" preview="some"' 'scanner="av"'
+expect_error scan_bad_preview "preview=\"some\"" "$(at "$C/conf/proxyd.xml" '<icap')"
 
 # ---- file policy by content: <content> on a service
 content_case() { # NAME CONTENT_XML [ANALYSER=http]

@@ -7,6 +7,7 @@
 #  - icap_fake.py (c-icap has no service that changes a response without
 #    blocking it) answers 204 to the preview: only 16 bytes went to it;
 #    Transfer-Ignore: txt: a .txt file is never sent, passes, and says so;
+#    preview="no" sends the whole body all the same;
 #  - a changed response (200, no threat) replaces a response held whole,
 #    is refused (reset) when the head went, and refused for an upload;
 #  - bounded misbehaviour, each with on-error block (502, logged): a bad
@@ -52,6 +53,8 @@ for m in "${MODES[@]}"; do
     <icap name=\"$m\" url=\"icap://127.0.0.1:$FAKE_PORT/$m\" timeout=\"2s\"/>"
 done
 scanners+="
+    <icap name=\"no-preview\" url=\"icap://127.0.0.1:$FAKE_PORT/preview-204\" timeout=\"2s\" preview=\"no\"/>"
+scanners+="
     <icap name=\"endless-open\" url=\"icap://127.0.0.1:$FAKE_PORT/endless\" timeout=\"2s\" on-error=\"allow\"/>"
 write_proxyd_conf 'buffer="64k"' "<scanners>
     $scanners
@@ -65,7 +68,7 @@ svc() { # NAME SCANNER
 svc av av
 free_port PORT_plain
 write_http_service plain "$PORT_plain" "$ORIGIN" ""
-for m in "${MODES[@]}" endless-open; do svc "$m" "$m"; done
+for m in "${MODES[@]}" endless-open no-preview; do svc "$m" "$m"; done
 start_proxyd
 
 get() { # SERVICE PATH OUT: prints "curl-rc http-code bytes"
@@ -113,6 +116,10 @@ r=$(post preview-204 /up-1m "$T/www/1m.bin")
 assert_eq "$r" "0 200" "upload after a 204 to the preview"
 origin_got /up-1m "$T/www/1m.bin" || fail "the origin did not get the whole upload"
 assert_grep "$FAKE_LOG" "^preview-204 REQMOD preview=16 bytes=16$"
+r=$(get no-preview /1m.bin "$T/o")
+assert_eq "$r" "0 200 1048576" "preview=\"no\""
+assert_grep "$FAKE_LOG" "^preview-204 RESPMOD preview=- bytes=1048576$" "preview=\"no\": the whole body went to the scanner"
+assert_log "http-scan verdict=clean scanner=no-preview direction=download size=1048576 istag=\"fake\"$"
 r=$(get ignore /x/1k.txt "$T/o")
 assert_eq "$r" "0 200 1024" "Transfer-Ignore: txt"
 same "$T/o" "$T/www/1k.txt" "an ignored .txt"
