@@ -11,7 +11,9 @@
  * Clean: what is held goes on. Infected: a download whose head is held
  * gets a 403 page naming the threat, one whose head went is reset before
  * its last bytes; an upload is never completed towards the server (its
- * connection is reset) and the client gets the 403. Both bounds shrink to
+ * connection is reset) and the client gets the 403. Changed by the
+ * scanner (a 200 naming no threat): a response held whole is replaced by
+ * the scanner's, anything else is refused as infected. Both bounds shrink to
  * a quarter (tail) and a half (whole) of limits/@buffer when that is
  * smaller, so a held part never stops the pumps.
  * With <content> rules, each body's first PX_SNIFF_BYTES (a quarter of

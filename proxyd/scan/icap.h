@@ -14,7 +14,8 @@
  * the body with its rest unscanned, as the scanner decided. The
  * Transfer-Preview, -Complete and -Ignore lists pick, by the file's
  * extension in the request line, a preview, the whole body, or nothing
- * (a file the scanner does not want passes unsent, and says so).
+ * (a file the scanner does not want passes unsent, and says so); a
+ * scanner with preview="no" gets every body whole.
  *
  * Memory: what waits to go to the scanner is the caller's to bound
  * (px_icap_queued); a response head from the scanner is cut at
