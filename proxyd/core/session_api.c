@@ -199,6 +199,7 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 	*reused = false;
 	out->tf = NULL;
 	out->tf_state = NULL;
+	out->held = NULL;
 	out->fd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL, dst,
 	    px_sockaddr_len(dst), src, &in_progress, stage);
 	PX_SC_ADD(s->m, upstream_connects, 1);
@@ -323,6 +324,12 @@ px_session_timer(struct px_session *s, uint64_t ms)
 		evtimer_add(s->an_timer, &tv);
 }
 
+static void
+px_session_pool_release(void *held)
+{
+	px_pool_release(held);
+}
+
 struct px_conn *
 px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage)
@@ -347,6 +354,10 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	    px_conn_open(&s->dconn[1], s->w->base, pc.fd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		goto fail;
+	/* The pool's read event watches the socket until the conn's does. */
+	if (pc.held != NULL)
+		px_conn_adopt(&s->dconn[1], px_session_pool_release, pc.held);
+	pc.held = NULL;
 	if (pc.tf != NULL)
 		px_conn_set_transform(&s->dconn[1], pc.tf, pc.tf_state);
 	else if (s->svc->tls_server != NULL) {
@@ -361,6 +372,7 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	return &s->dconn[1];
 fail:
 	err = errno;
+	px_pool_release(pc.held);
 	if ((s->dconn == NULL || s->dconn[1].tf == NULL) && pc.tf != NULL &&
 	    pc.tf->free != NULL)
 		pc.tf->free(pc.tf_state);
@@ -399,22 +411,27 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 		return;
 	px_session_log_tls_failure(s, &s->dconn[1], "server");
 	reusable = reusable && !s->w->draining;
-	if (reusable)
-		px_conn_move_transform(&kept, &s->dconn[1]);
-	px_conn_close(&s->dconn[1]);
-	s->dconn_open[1] = false;
-	s->sfd = -1;
 	if (!reusable) {
+		px_conn_close(&s->dconn[1]);
+		s->dconn_open[1] = false;
+		s->sfd = -1;
 		close(pc.fd);
 		return;
 	}
+	px_conn_move_transform(&kept, &s->dconn[1]);
 	pc.tf = kept.tf;
 	pc.tf_state = kept.tf_state;
 	px_pool_key_init(&key, s->svc->has_mark ? &s->svc->mark : NULL,
 	    s->svc->tls_server, dst, s->svc->spoof_source ?
 	    (const struct sockaddr *)&s->client : NULL,
 	    px_session_tls_name(s), s->kb_untrusted);
+	/* Parked while the conn's read event still watches the socket: the
+	 * pool's takes over with no epoll change. (Not parked: closed, and
+	 * the conn's delete below meets a closed socket, as any close.) */
 	px_pool_put(&s->w->pool, &key, &pc, max, idle_ms);
+	px_conn_close(&s->dconn[1]);
+	s->dconn_open[1] = false;
+	s->sfd = -1;
 }
 
 void

@@ -14,6 +14,18 @@
 
 #define PX_CONN_READ_MAX	(256 * 1024)	/* per recv */
 
+/* The adopted watch is no longer needed: c's read event has taken over,
+ * or c goes. */
+static void
+px_conn_adopt_done(struct px_conn *c)
+{
+	void (*release)(void *) = c->adopt_release;
+
+	c->adopt_release = NULL;
+	release(c->adopt_arg);
+	c->adopt_arg = NULL;
+}
+
 /* Arms exactly the events that what we wait for needs: no syscall when
  * nothing changed. */
 static void
@@ -29,6 +41,8 @@ px_conn_update(struct px_conn *c)
 
 	px_event_want(&c->rd, &c->rd_on, rd);
 	px_event_want(&c->wr, &c->wr_on, wr);
+	if (c->rd_on && c->adopt_release != NULL)
+		px_conn_adopt_done(c);
 }
 
 static void
@@ -78,6 +92,8 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 	c->on_readable = on_readable;
 	c->on_writable = on_writable;
 	c->arg = arg;
+	c->adopt_release = NULL;
+	c->adopt_arg = NULL;
 	c->in = evbuffer_new();
 	c->out = evbuffer_new();
 	if (c->in == NULL || c->out == NULL)
@@ -88,8 +104,19 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 }
 
 void
+px_conn_adopt(struct px_conn *c, void (*release)(void *), void *arg)
+{
+	c->adopt_release = release;
+	c->adopt_arg = arg;
+	if (c->rd_on)
+		px_conn_adopt_done(c);
+}
+
+void
 px_conn_close(struct px_conn *c)
 {
+	if (c->adopt_release != NULL)
+		px_conn_adopt_done(c);
 	if (c->rd_on)
 		event_del(&c->rd);
 	if (c->wr_on)

@@ -94,6 +94,10 @@ struct px_conn {
 	void		*tf_next_state;
 	px_conn_cb	 on_readable, on_writable;
 	void		*arg;
+	/* Another event (a pooled connection's) still watches fd for
+	 * reading: released once rd is armed or c closed (px_conn_adopt). */
+	void		(*adopt_release)(void *);
+	void		*adopt_arg;
 };
 
 /* Sets c up on fd (non-blocking, connected or connecting). Nothing is
@@ -101,6 +105,11 @@ struct px_conn {
  * finish. 0, or -1 (out of memory). */
 int	px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 	    px_conn_cb on_readable, px_conn_cb on_writable, void *arg);
+/* fd came watched for reading by another event (a pooled connection's):
+ * release(arg) deletes that one. It is called once c's own read event is
+ * armed (or c closed), so the socket's epoll registration carries over
+ * unchanged instead of a delete and an add (two epoll_ctl). */
+void	px_conn_adopt(struct px_conn *c, void (*release)(void *), void *arg);
 /* Frees the buffers, events and the transform's state; leaves the socket
  * open (its owner closes or parks it). Safe on a closed or zeroed conn. */
 void	px_conn_close(struct px_conn *c);

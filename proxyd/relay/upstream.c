@@ -92,11 +92,21 @@ px_upstream_result(int fd)
 
 /* ---- per-worker pool of idle server connections ------------------------ */
 
+/* The parked connections of one key, oldest first. */
+struct px_pool_bucket {
+	struct px_pool_key	 key;
+	struct px_pool_list	 conns;
+	unsigned		 n;
+	TAILQ_ENTRY(px_pool_bucket) link;
+};
+
 struct px_pool_conn {
 	struct px_pool		*pool;
-	struct px_pool_key	 key;
+	struct px_pool_bucket	*bucket;	/* NULL: taken (held) */
 	struct px_pooled	 c;
-	uint64_t		 deadline_ms;	/* px_clock_ms() */
+	uint64_t		 parked_ms;	/* px_clock_ms() */
+	uint64_t		 deadline_ms;
+	struct timeval		 parked_pass;	/* the loop's cached time */
 	struct event		 ev;	/* EV_READ + idle timeout */
 	TAILQ_ENTRY(px_pool_conn) link;
 };
@@ -118,7 +128,7 @@ void
 px_pool_init(struct px_pool *p, struct event_base *base,
     atomic_uint_fast64_t *stale)
 {
-	TAILQ_INIT(&p->conns);
+	TAILQ_INIT(&p->buckets);
 	p->n = 0;
 	p->base = base;
 	p->closed = false;
@@ -157,14 +167,37 @@ px_pool_key_init(struct px_pool_key *k, const uint32_t *mark,
 	}
 }
 
+static struct px_pool_bucket *
+px_pool_bucket_find(struct px_pool *p, const struct px_pool_key *k)
+{
+	struct px_pool_bucket *b;
+
+	TAILQ_FOREACH(b, &p->buckets, link)
+		if (memcmp(&b->key, k, sizeof(*k)) == 0)
+			return b;
+	return NULL;
+}
+
+/* Takes c out of its bucket (freed once empty); c's event stays. */
+static void
+px_pool_unlink(struct px_pool_conn *c)
+{
+	struct px_pool_bucket *b = c->bucket;
+
+	TAILQ_REMOVE(&b->conns, c, link);
+	c->bucket = NULL;
+	c->pool->n--;
+	if (--b->n == 0) {
+		TAILQ_REMOVE(&c->pool->buckets, b, link);
+		free(b);
+	}
+}
+
 static void
 px_pool_drop(struct px_pool_conn *c)
 {
-	struct px_pool *p = c->pool;
-
 	event_del(&c->ev);
-	TAILQ_REMOVE(&p->conns, c, link);
-	p->n--;
+	px_pool_unlink(c);
 	px_pooled_close(&c->c);
 	free(c);
 }
@@ -196,6 +229,10 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 
 	(void)fd;
+	/* Taken, its event only held for the hand-over: the new owner
+	 * reads what came (the event, not persistent, is off now). */
+	if (c->bucket == NULL)
+		return;
 	if ((what & EV_READ) && px_pool_idle_alive(&c->c) &&
 	    (left = c->deadline_ms > now ? c->deadline_ms - now : 0) > 0) {
 		tv.tv_sec = (time_t)(left / 1000);
@@ -208,80 +245,137 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
 	px_pool_drop(c);
 }
 
+/* Parked longer than this, a connection is asked of the kernel before it
+ * is taken however quiet it looked: origins close idle connections after
+ * seconds, and this covers what the loop may not have reported (a pass
+ * reports at most libevent's batch of ready sockets). */
+#define PX_POOL_TRUST_MS	1000
+
+/* Whether c is surely still open without asking the kernel (recv
+ * MSG_PEEK, a system call per reuse): its read event (level-triggered)
+ * has been in epoll through at least one whole loop pass since it was
+ * parked, and that pass found nothing on it (not active). The loop's
+ * cached time is set once per pass: a different one means a pass began
+ * (and its epoll_wait ran) since; the same one (the clock is libevent's
+ * coarse one, a few milliseconds a tick) may be this pass, so the kernel
+ * is asked. A FIN that comes within the current pass is the race every
+ * reuse has, the peek's too (http's one retry is for it). */
+static bool
+px_pool_quiet(const struct px_pool_conn *c, uint64_t now_ms)
+{
+	struct timeval now;
+
+	if (c->ev.ev_evcallback.evcb_flags & (EVLIST_ACTIVE |
+	    EVLIST_ACTIVE_LATER) || now_ms - c->parked_ms > PX_POOL_TRUST_MS ||
+	    event_base_gettimeofday_cached(c->pool->base, &now) == -1)
+		return false;
+	return timercmp(&now, &c->parked_pass, !=);
+}
+
 int
 px_pool_take(struct px_pool *p, const struct px_pool_key *k,
     struct px_pooled *out)
 {
-	struct px_pool_conn *c, *next;
-	char b;
+	struct px_pool_bucket *b = px_pool_bucket_find(p, k);
+	struct px_pool_conn *c;
+	uint64_t now = b != NULL ? px_clock_ms() : 0;
+	char ch;
 
 	/* Most recently parked first: the likeliest to be alive. */
-	for (c = TAILQ_LAST(&p->conns, px_pool_list); c != NULL; c = next) {
-		int fd;
+	while (b != NULL && (c = TAILQ_LAST(&b->conns, px_pool_list)) != NULL) {
+		bool last = b->n == 1;
 		ssize_t n;
 
-		next = TAILQ_PREV(c, px_pool_list, link);
-		if (memcmp(&c->key, k, sizeof(*k)) != 0)
-			continue;
-		fd = c->c.fd;
 		/* A FIN or RST that arrived since the last loop pass (or, TLS,
 		 * a close_notify: any byte is one too many while idle). */
-		n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (px_pool_quiet(c, now)) {
+			n = -1;
+			errno = EAGAIN;
+		} else
+			n = recv(c->c.fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN &&
 		    errno != EWOULDBLOCK) || (n > 0 &&
 		    !px_pool_idle_alive(&c->c))) {
 			px_pool_count_stale(c);
 			px_pool_drop(c);
+			if (last)
+				break;	/* the bucket went with it */
 			continue;
 		}
+		px_pool_unlink(c);
 		*out = c->c;
-		event_del(&c->ev);
-		TAILQ_REMOVE(&p->conns, c, link);
-		p->n--;
-		free(c);
+		out->held = c;
 		return 0;
 	}
 	return -1;
 }
 
 void
+px_pool_release(struct px_pool_conn *held)
+{
+	if (held == NULL)
+		return;
+	event_del(&held->ev);
+	free(held);
+}
+
+void
 px_pool_put(struct px_pool *p, const struct px_pool_key *k,
     const struct px_pooled *pc, unsigned max, uint64_t idle_ms)
 {
-	struct px_pool_conn *c, *oldest = NULL;
+	struct px_pool_bucket *b;
+	struct px_pool_conn *c;
 	struct timeval tv = { .tv_sec = (time_t)(idle_ms / 1000),
 	    .tv_usec = (suseconds_t)(idle_ms % 1000) * 1000 };
-	unsigned same = 0;
 
 	if (max == 0 || idle_ms == 0 || p->closed) {
 		px_pooled_close(pc);
 		return;
 	}
-	TAILQ_FOREACH(c, &p->conns, link)
-		if (memcmp(&c->key, k, sizeof(*k)) == 0) {
-			if (oldest == NULL)
-				oldest = c;
-			same++;
+	if ((b = px_pool_bucket_find(p, k)) != NULL && b->n >= max) {
+		bool last = b->n == 1;
+
+		px_pool_drop(TAILQ_FIRST(&b->conns));
+		if (last)
+			b = NULL;	/* freed with its last connection */
+	}
+	if (b == NULL) {
+		if ((b = malloc(sizeof(*b))) == NULL) {
+			px_pooled_close(pc);
+			return;
 		}
-	if (same >= max)
-		px_pool_drop(oldest);
+		b->key = *k;
+		TAILQ_INIT(&b->conns);
+		b->n = 0;
+		TAILQ_INSERT_TAIL(&p->buckets, b, link);
+	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		if (b->n == 0) {
+			TAILQ_REMOVE(&p->buckets, b, link);
+			free(b);
+		}
 		px_pooled_close(pc);
 		return;
 	}
 	c->pool = p;
-	c->key = *k;
+	c->bucket = b;
 	c->c = *pc;
-	c->deadline_ms = px_clock_ms() + idle_ms;
+	c->c.held = NULL;
+	c->parked_ms = px_clock_ms();
+	c->deadline_ms = c->parked_ms + idle_ms;
+	(void)event_base_gettimeofday_cached(p->base, &c->parked_pass);
 	event_assign(&c->ev, p->base, pc->fd, EV_READ, px_pool_conn_cb, c);
 	event_add(&c->ev, &tv);
-	TAILQ_INSERT_TAIL(&p->conns, c, link);
+	TAILQ_INSERT_TAIL(&b->conns, c, link);
+	b->n++;
 	p->n++;
 }
 
 void
 px_pool_flush(struct px_pool *p)
 {
-	while (!TAILQ_EMPTY(&p->conns))
-		px_pool_drop(TAILQ_FIRST(&p->conns));
+	struct px_pool_bucket *b;
+
+	while ((b = TAILQ_FIRST(&p->buckets)) != NULL)
+		px_pool_drop(TAILQ_FIRST(&b->conns));
 }

@@ -10,6 +10,7 @@
 struct event_base;
 struct px_tls_ctx;
 struct px_pool_conn;
+struct px_pool_bucket;
 struct px_conn_transform;
 
 /* What makes pooled server connections interchangeable. Compared with
@@ -32,6 +33,10 @@ struct px_pooled {
 	const struct px_conn_transform	*tf;	/* NULL: plain */
 	void				*tf_state;
 	atomic_uint_fast64_t		*stale;	/* counts it found dead; NULL */
+	/* Taken from the pool: its entry, whose read event still watches
+	 * fd until the new owner's own does (px_pool_release). NULL when
+	 * not from the pool. */
+	struct px_pool_conn		*held;
 };
 
 /* Starts a non-blocking connect to dst, from `source` when it is not NULL
@@ -45,10 +50,13 @@ int	px_upstream_connect(const uint32_t *mark,
 /* 0 when the socket connected, else the errno of the failure. */
 int	px_upstream_result(int fd);
 
-/* A worker's idle server connections; only that worker touches it. */
+/* A worker's idle server connections; only that worker touches it. They
+ * are grouped by key (one bucket per key, its connections oldest first),
+ * so a lookup compares one key per bucket, not one per connection. */
 TAILQ_HEAD(px_pool_list, px_pool_conn);
+TAILQ_HEAD(px_pool_buckets, px_pool_bucket);
 struct px_pool {
-	struct px_pool_list	 conns;
+	struct px_pool_buckets	 buckets;
 	unsigned		 n;
 	struct event_base	*base;
 	bool			 closed;	/* draining: park nothing */
@@ -67,11 +75,18 @@ void	px_pool_key_init(struct px_pool_key *k, const uint32_t *mark,
 	    const struct sockaddr *source, const char *tls_name,
 	    bool tls_unverified);
 /* An idle connection for k that still looks alive into *out: 0, or -1
- * (none). */
+ * (none). Its entry stays behind in out->held, its read event still
+ * armed: px_pool_release() once the new owner watches the socket (its
+ * read event added first, the fd's epoll registration never changes). */
 int	px_pool_take(struct px_pool *p, const struct px_pool_key *k,
 	    struct px_pooled *out);
+/* Frees a taken connection's entry (NULL: nothing), its event deleted;
+ * the socket stays open. */
+void	px_pool_release(struct px_pool_conn *held);
 /* Parks c for reuse (at most max for k, dropping the oldest; for idle_ms),
- * or closes it (and frees its transform's state). */
+ * or closes it (and frees its transform's state). Called while the old
+ * owner's read event still watches the socket, the pool's takes over
+ * without an epoll change. */
 void	px_pool_put(struct px_pool *p, const struct px_pool_key *k,
 	    const struct px_pooled *c, unsigned max, uint64_t idle_ms);
 void	px_pool_flush(struct px_pool *p);
