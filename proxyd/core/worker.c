@@ -14,6 +14,7 @@
 #include <event2/listener.h>
 
 #include "bucket.h"
+#include "conn.h"
 #include "conntrack.h"
 #include "listener.h"
 #include "log.h"
@@ -644,6 +645,7 @@ px_worker_main(void *arg)
 	for (i = 0; px_analysers[i] != NULL; i++)
 		if (px_analysers[i]->on_worker_exit != NULL)
 			px_analysers[i]->on_worker_exit();
+	px_conn_thread_exit();
 	px_log_ring_detach(w->log);
 	atomic_store(&w->exited, true);
 	return NULL;

@@ -110,6 +110,9 @@ int	px_conn_open(struct px_conn *c, struct event_base *base, int fd,
  * armed (or c closed), so the socket's epoll registration carries over
  * unchanged instead of a delete and an add (two epoll_ctl). */
 void	px_conn_adopt(struct px_conn *c, void (*release)(void *), void *arg);
+/* Frees the buffers a thread's closed conns left for its next ones (a
+ * worker thread, before it exits). */
+void	px_conn_thread_exit(void);
 /* Frees the buffers, events and the transform's state; leaves the socket
  * open (its owner closes or parks it). Safe on a closed or zeroed conn. */
 void	px_conn_close(struct px_conn *c);
