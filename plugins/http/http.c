@@ -432,6 +432,9 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 }
 
 static void http_transaction_done(struct http_state *h);
+static void http_client_failed(struct http_state *h, int err);
+static size_t http_dir_room(const struct http_state *h,
+    const struct px_conn *from, const struct px_conn *to);
 static void http_unasked_bytes(struct http_state *h, struct evbuffer *sin);
 
 void
@@ -451,7 +454,22 @@ static void
 http_transaction_done(struct http_state *h)
 {
 	bool keep_server = h->srv.keep && h->req == HTTP_REQ_DONE;
+	size_t room = http_dir_room(h, h->c, h->srv.io);
+	ssize_t n;
 
+	/* A client not read while its last request was in flight: what it
+	 * did meanwhile (an end, a reset, bytes), as reading it would have
+	 * found. (A small read: no big buffer reserved for an EAGAIN.) */
+	if (!h->client_keep && !h->client_eof && !h->c->rd_on && (n =
+	    px_conn_recv(h->c, room < 4096 ? room : 4096)) <= 0) {
+		if (n == 0)
+			h->client_eof = true;
+		else if (errno != EAGAIN && errno != EWOULDBLOCK &&
+		    errno != EINTR) {
+			http_client_failed(h, errno);
+			return;
+		}
+	}
 	/* Answered before its body was all sent (an early 413, say): where
 	 * the next request would start is unknown, so none is read. */
 	if (h->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
@@ -842,9 +860,12 @@ http_drive(struct http_state *h)
 	}
 	if (h->gone)
 		return;
-	/* Read a side only while its unprocessed input is under `buffer`. */
+	/* Read a side only while its unprocessed input is under `buffer`;
+	 * not a client whose request is in and that said it closes after
+	 * it (caught up with at the response's end: no epoll_ctl). */
 	px_conn_read_enable(h->c, !h->client_eof &&
-	    http_dir_room(h, h->c, h->srv.io) > 0);
+	    http_dir_room(h, h->c, h->srv.io) > 0 && (h->client_keep ||
+	    h->req != HTTP_REQ_DONE || h->is_connect || h->upgrade_ok));
 	if (h->srv.io != NULL && h->srv.connected)
 		px_conn_read_enable(h->srv.io, !h->srv.io->eof &&
 		    http_dir_room(h, h->srv.io, h->c) > 0);
@@ -1016,7 +1037,7 @@ http_on_open(struct px_session *s, void *st)
 	/* ALPN chose HTTP/2: the preface comes next. */
 	if (h->pol->h2 && px_session_client_alpn_is(s, "h2"))
 		return http_h2_start(h);
-	px_conn_read_enable(h->c, true);
+	px_conn_read_first(h->c);
 	return 0;
 }
 

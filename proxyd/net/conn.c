@@ -72,7 +72,7 @@ static void
 px_conn_update(struct px_conn *c)
 {
 	bool rd = (c->reading && c->read_want != PX_CONN_WANT_WRITE &&
-	    c->tf_next == NULL) ||
+	    c->tf_next == NULL && !c->read_first) ||
 	    c->write_want == PX_CONN_WANT_READ ||
 	    c->shut_want == PX_CONN_WANT_READ;
 	bool wr = c->write_want == PX_CONN_WANT_WRITE ||
@@ -91,6 +91,12 @@ px_conn_rd_event(evutil_socket_t fd, short what, void *arg)
 	struct px_conn *c = arg;
 
 	(void)fd; (void)what;
+	if (c->read_first) {
+		/* Watched from now on; an owner that stops reading within
+		 * this pass undoes it in libevent's changelist, no syscall. */
+		c->read_first = false;
+		px_conn_update(c);
+	}
 	if (c->shut_want == PX_CONN_WANT_READ)
 		(void)px_conn_shutdown(c);
 	if (c->write_want == PX_CONN_WANT_READ) {
@@ -125,7 +131,7 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
 {
 	c->fd = fd;
 	c->eof = c->shut = c->shut_pending = c->held_end = false;
-	c->rd_on = c->wr_on = c->reading = false;
+	c->rd_on = c->wr_on = c->reading = c->read_first = false;
 	c->read_want = c->write_want = c->shut_want = PX_CONN_WANT_NONE;
 	c->tf = c->tf_next = NULL;
 	c->tf_state = c->tf_next_state = NULL;
@@ -157,11 +163,12 @@ px_conn_close(struct px_conn *c)
 {
 	if (c->adopt_release != NULL)
 		px_conn_adopt_done(c);
-	if (c->rd_on)
+	/* (read_first: active, not added; deleting takes it off the queue.) */
+	if (c->rd_on || c->read_first)
 		event_del(&c->rd);
 	if (c->wr_on)
 		event_del(&c->wr);
-	c->rd_on = c->wr_on = c->reading = false;
+	c->rd_on = c->wr_on = c->reading = c->read_first = false;
 	if (c->tf != NULL && c->tf->free != NULL)
 		c->tf->free(c->tf_state);
 	if (c->tf_next != NULL && c->tf_next->free != NULL)
@@ -256,6 +263,14 @@ px_conn_read_enable(struct px_conn *c, bool on)
 	c->reading = on;
 	px_conn_update(c);
 	px_conn_kick_pending(c);
+}
+
+void
+px_conn_read_first(struct px_conn *c)
+{
+	c->reading = true;
+	c->read_first = true;
+	event_active(&c->rd, EV_READ, 1);
 }
 
 const char *

@@ -75,6 +75,7 @@ struct px_conn {
 	struct event	 rd, wr;
 	bool		 rd_on, wr_on;
 	bool		 reading;	/* the owner wants "readable" */
+	bool		 read_first;	/* px_conn_read_first(): not watched yet */
 	bool		 eof;		/* the peer ended its direction */
 	bool		 shut;		/* our direction is ended */
 	bool		 shut_pending;	/* end ours once out is written */
@@ -133,6 +134,11 @@ int	px_conn_handshake(struct px_conn *c);
 void	px_conn_want_writable(struct px_conn *c, bool on);
 /* Whether "readable" callbacks come. */
 void	px_conn_read_enable(struct px_conn *c, bool on);
+/* Reading on, the first "readable" from the loop at once, before the
+ * socket is watched: a peer that sent with its connect (an HTTP request)
+ * is read without waiting for epoll, and a socket the owner stops
+ * reading in that callback is never added to epoll at all. */
+void	px_conn_read_first(struct px_conn *c);
 /* Reads what is there into c->in, up to room bytes: >0, 0 at EOF (c->eof
  * set), -1 with errno (EAGAIN: nothing yet, or room 0; the wait is
  * armed). */
