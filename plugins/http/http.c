@@ -461,7 +461,7 @@ http_transaction_done(struct http_state *h)
 	 * did meanwhile (an end, a reset, bytes), as reading it would have
 	 * found. (A small read: no big buffer reserved for an EAGAIN.) */
 	if (!h->client_keep && !h->client_eof && !h->c->rd_on && (n =
-	    px_conn_recv(h->c, room < 4096 ? room : 4096)) <= 0) {
+	    px_conn_recv(h->c, room < 512 ? room : 512)) <= 0) {
 		if (n == 0)
 			h->client_eof = true;
 		else if (errno != EAGAIN && errno != EWOULDBLOCK &&
