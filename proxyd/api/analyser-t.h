@@ -151,6 +151,14 @@ struct px_analyser {
 	/* It writes audit records for its transfers (audit.h) as a
 	 * service's <audit> asks. */
 	bool		 audit;
+	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
+	 * failure that is not its client's: the server's reset or error, a
+	 * timeout, the proxy. Called before the leg's socket closes, which
+	 * on a socketpair looks like a FIN: the analyser may tell its own
+	 * client (HTTP/2: RST_STREAM(CONNECT_ERROR)). It must not end the
+	 * leg or s from here. May be NULL. */
+	void		(*on_leg_fail)(struct px_session *s, void *st,
+			    uint64_t leg);
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

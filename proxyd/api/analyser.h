@@ -203,6 +203,12 @@ void		 px_session_active(struct px_session *s);
  * px_session_tag() gives it, for its log lines. fd belongs to the new
  * session, or is closed on failure. Its id, or 0 (errno). */
 uint64_t	 px_session_spawn(struct px_session *s, int fd, const char *tag);
+/* Ends s's leg `leg` (px_session_spawn's id) as its client's reset
+ * would: a relaying leg's server gets a TCP RST, not a FIN (a socketpair
+ * cannot carry one; HTTP/2: RST_STREAM on a tunnel, RFC 9113 8.5). why
+ * goes into its session-end line. Nothing if it ended already. */
+void		 px_session_leg_reset(struct px_session *s, uint64_t leg,
+		    const char *why);
 /* "" for a session accepted from a listener. */
 const char	*px_session_tag(const struct px_session *s);
 /* The client's connection carries TLS: its own, or its parent's for a

@@ -324,6 +324,7 @@ px_session_spawn(struct px_session *parent, int fd, const char *tag)
 	s->cfd = fd;
 	s->sfd = -1;
 	s->leg = true;
+	s->parent_id = parent->id;
 	s->leg_tls = px_session_client_via_tls(parent);
 	snprintf(s->tag, sizeof(s->tag), "%s", tag);
 	s->client = parent->client;

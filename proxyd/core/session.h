@@ -86,6 +86,7 @@ struct px_session {
 	char			*client_sni;	/* what it asked for; NULL */
 	/* A leg (px_session_spawn): its client is its parent's analyser,
 	 * on a socketpair; leg_tls: the parent's client spoke TLS. */
+	uint64_t		 parent_id;	/* a leg's: its parent's id */
 	bool			 leg, leg_tls;
 	char			 tag[48];	/* px_session_tag() */
 	/* Passthrough: what of the ClientHello the server's socket did not
