@@ -339,7 +339,7 @@ h2_stream_start(struct h2_stream *st)
 	st->c->legs++;
 	evbuffer_add_buffer(st->leg.out, st->early);
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
-	if (px_session_spawn(h->s, sv[1], tag) == 0)
+	if ((st->leg_id = px_session_spawn(h->s, sv[1], tag)) == 0)
 		return -1;
 	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
 	st->c->streams++;
@@ -695,6 +695,8 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		 * (nghttp2 itself limits their rate). */
 		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS,
 		    HTTP_H2_CLIENT_RESET, 1);
+		h2_tunnel_client_reset(c, f->hd.stream_id,
+		    f->rst_stream.error_code);
 		return 0;
 	}
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)

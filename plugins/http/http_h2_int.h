@@ -72,6 +72,8 @@ struct h2_stream {
 	bool			 tunnel_up;	/* the 2xx came */
 	struct evbuffer		*held;
 	char			 protocol[32];	/* :protocol (RFC 8441); "" */
+	uint64_t		 leg_id;	/* its session's; 0 */
+	bool			 leg_failed;	/* on_leg_fail: not the FIN */
 	/* The response. */
 	enum h2_resp		 resp;
 	enum http_body		 body_kind;
@@ -130,6 +132,7 @@ int	h2_tunnel_upgrade_fields(struct h2_stream *st);
 int	h2_tunnel_status(const struct h2_stream *st, int status);
 void	h2_tunnel_response(struct h2_stream *st, int status);
 bool	h2_tunnel_failed(const struct h2_stream *st, ssize_t n);
+void	h2_tunnel_client_reset(struct http_h2 *c, int32_t id, uint32_t code);
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
 int	h2_leg_input(struct h2_stream *st);
 

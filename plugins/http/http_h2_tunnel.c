@@ -16,12 +16,20 @@
  * the leg while we still write is an error on the TCP side, and the
  * stream is reset with CONNECT_ERROR.
  *
+ * Resets cross too (RFC 9113 8.5), though a socketpair cannot carry
+ * one: the client's RST_STREAM ends the leg's session as a TCP client's
+ * reset would (px_session_leg_reset: the server gets an RST), and a leg
+ * failing on its server's side says so before it closes
+ * (http_h2_leg_failed), so that its EOF, even after our FIN, is taken
+ * for the reset it is: RST_STREAM(CONNECT_ERROR), not END_STREAM.
+ *
  * An extended CONNECT (RFC 8441: :protocol, offered in SETTINGS where the
  * policy lets a WebSocket Upgrade through) is the same tunnel behind an
  * HTTP/1.1 Upgrade: the leg gets a GET with Upgrade: <protocol> (and the
  * Sec-WebSocket-Key an HTTP/1.1 server wants, which h2 clients do not
  * send), judged by <upgrade>, and its 101 is the stream's 200. */
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -136,9 +144,45 @@ h2_tunnel_failed(const struct h2_stream *st, ssize_t n)
 {
 	struct pollfd pfd = { .fd = st->fd, .events = POLLOUT };
 
-	if (n < 0)
+	if (n < 0 || st->leg_failed)
 		return true;
 	if (st->shut)
 		return false;
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
+}
+
+/* The client reset stream id (RST_STREAM, code). A tunnel's server
+ * connection is reset in turn, not closed with a FIN (RFC 9113 8.5: a
+ * CONNECT_ERROR MUST be passed on as a TCP RST; any other code, CANCEL
+ * say, is no clean end either). */
+void
+h2_tunnel_client_reset(struct http_h2 *c, int32_t id, uint32_t code)
+{
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(c->ng, id);
+	char why[48];
+
+	if (st == NULL || !st->tunnel || st->leg_id == 0)
+		return;
+	snprintf(why, sizeof(why), "RST_STREAM(%s)",
+	    nghttp2_http2_strerror(code));
+	px_session_leg_reset(c->h->s, st->leg_id, why);
+}
+
+/* The analyser's on_leg_fail: the leg's relay failed on its server's
+ * side (a reset, an error, a timeout), and its socket is about to close
+ * as if the server had sent a FIN. */
+void
+http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg)
+{
+	struct http_state *h = state;
+	struct h2_stream *st;
+
+	(void)s;
+	if (h->h2 == NULL)
+		return;
+	TAILQ_FOREACH(st, &h->h2->list, link)
+		if (st->leg_id == leg) {
+			st->leg_failed = true;
+			return;
+		}
 }

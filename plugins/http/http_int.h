@@ -217,6 +217,8 @@ void	http_h2_config(struct http_state *h);
 void	http_h2_close(struct http_state *h);
 void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
 void	http_h2_kind_name(unsigned i, char *buf, size_t size);
+/* The analyser's on_leg_fail (http_h2_tunnel.c). */
+void	http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 

@@ -29,6 +29,14 @@ scenario ran (whatever the server did), 2 when it could not connect.
       CONNECT to an echo, N bytes up, RST_STREAM(CANCEL) once some came
       back, then a second tunnel on the connection: status=,
       got_before_reset=, second= (its status and echo), ended=.
+  h2_connect.py --port P rst --to HOST:PORT --code CODE
+      CONNECT to an echo, 1000 bytes up and all of them back, then
+      RST_STREAM(CODE) and a PING whose ack says proxyd read it:
+      status=, echoed=, pong=.
+  h2_connect.py --port P finreset --to HOST:PORT
+      CONNECT to a server that reads to EOF and then resets its TCP
+      connection: a few bytes and END_STREAM, then how the stream ended:
+      status=, ended=, reset=.
   h2_connect.py --port P malformed --to HOST:PORT
       CONNECT with :scheme and :path, and one without :authority: the
       RST_STREAM code of each (with_path=, no_authority=).
@@ -101,6 +109,7 @@ class Client:
         self.streams = {}
         self.closed = False
         self.got_settings = False
+        self.pong = False
         self.flush()
 
     def flush(self):
@@ -166,6 +175,8 @@ class Client:
                 st.ended = True
             elif isinstance(ev, h2.events.StreamReset) and st:
                 st.reset = code_name(ev.error_code)
+            elif isinstance(ev, h2.events.PingAckReceived):
+                self.pong = True
             elif isinstance(ev, h2.events.RemoteSettingsChanged):
                 self.got_settings = True
             elif isinstance(ev, h2.events.ConnectionTerminated):
@@ -268,6 +279,30 @@ def run_cancel(cl, a):
     print("second=%s %s ended=%d" % (s3.status, bytes(s3.data).decode().strip(), s3.ended))
 
 
+def run_rst(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out = os.urandom(1000)
+    cl.send_pending()
+    # All of it back: the origin is idle in its read when the reset comes.
+    cl.until(lambda: len(st.data) >= 1000 or st.reset is not None)
+    cl.c.reset_stream(1, h2.errors.ErrorCodes[a.code])
+    cl.c.ping(b"rstping!")
+    cl.flush()
+    cl.until(lambda: cl.pong)
+    print("status=%s echoed=%d pong=%d" % (st.status, len(st.data), cl.pong))
+
+
+def run_finreset(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out, st.out_end = b"x" * 1000, True
+    cl.send_pending()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("ended=%d reset=%s" % (st.ended, st.reset))
+
+
 def run_malformed(cl, a):
     auth = a.to.encode()
     s1 = cl.connect(1, a.to, [(b":method", b"CONNECT"), (b":scheme", b"http"),
@@ -357,11 +392,13 @@ def main():
     ap.add_argument("--tls", help="CA file: TLS with ALPN h2")
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
-                                     "malformed", "early", "ws", "cancel"])
+                                     "malformed", "early", "ws", "cancel",
+                                     "rst", "finreset"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)
     ap.add_argument("--path", default="")
+    ap.add_argument("--code", default="CANCEL")
     a = ap.parse_args()
     cl = Client(a)
     globals()["run_" + a.mode](cl, a)

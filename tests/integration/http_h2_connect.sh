@@ -10,6 +10,10 @@
 # tunnel on the connection goes on, a client's RST_STREAM ending its
 # leg and server connection, malformed CONNECTs reset with
 # PROTOCOL_ERROR, the http-request line with method=CONNECT proto=h2.
+# Resets cross as resets (RFC 9113 8.5): the client's RST_STREAM
+# (CANCEL, CONNECT_ERROR) reaches the origin as a TCP RST (ECONNRESET in
+# its read, not a FIN), and the origin's TCP RST after the client's
+# END_STREAM is RST_STREAM(CONNECT_ERROR), not END_STREAM.
 # RFC 8441: a WebSocket over an extended CONNECT to a python WebSocket
 # origin (handshake checked there, frames echoed), offered in SETTINGS
 # only where <upgrade> accepts websocket, :protocol refused elsewhere, an
@@ -56,6 +60,28 @@ def close(c):
 
 def reset(c):
     c.recv(1)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+def watch(c):
+    """An echo that records how its client's side ended: fin or reset."""
+    end = "fin"
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+    except ConnectionResetError:
+        end = "reset"
+    except socket.timeout:
+        end = "timeout"
+    with open(WATCH_LOG, "a") as log:
+        log.write("end=%s\n" % end)
+
+def finreset(c):
+    """Reads to EOF, then resets."""
+    while c.recv(65536):
+        pass
     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 def ws(c):
@@ -145,9 +171,9 @@ def serve(port, fn):
             return
         threading.Thread(target=one, args=(c,), daemon=True).start()
 
-WS_LOG = sys.argv[7]
-ports = [int(p) for p in sys.argv[1:7]]
-for port, fn in zip(ports, (echo, half, close, reset, ws, plain)):
+WS_LOG, WATCH_LOG = sys.argv[1:3]
+ports = [int(p) for p in sys.argv[3:]]
+for port, fn in zip(ports, (echo, half, close, reset, ws, plain, watch, finreset)):
     threading.Thread(target=serve, args=(port, fn), daemon=True).start()
 threading.Event().wait(300)
 EOF
@@ -157,10 +183,15 @@ free_port O_CLOSE
 free_port O_RESET
 free_port O_WS
 free_port O_PLAIN
+free_port O_WATCH
+free_port O_FINRST
 WS_LOG=$T/ws.log
-/usr/bin/python3 "$T/origins.py" "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$WS_LOG" 2>>"$T/origins.err" &
+WATCH_LOG=$T/watch.log
+: >"$WATCH_LOG"
+/usr/bin/python3 "$T/origins.py" "$WS_LOG" "$WATCH_LOG" "$O_ECHO" "$O_HALF" "$O_CLOSE" \
+    "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" 2>>"$T/origins.err" &
 track_pid $!
-for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN"; do
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST"; do
     wait_listen "$p" 5 || fail "origin on $p did not start"
 done
 free_port DENIED
@@ -171,7 +202,7 @@ tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 
 POL="<http h2=\"yes\" h2c=\"yes\">
   <limits max-body=\"4k\"/>
-  <request method=\"CONNECT\" ports=\"$O_ECHO $O_HALF $O_CLOSE $O_RESET\" action=\"accept\"/>
+  <request method=\"CONNECT\" ports=\"$O_ECHO $O_HALF $O_CLOSE $O_RESET $O_WATCH $O_FINRST\" action=\"accept\"/>
   <request method=\"CONNECT\" action=\"deny\" status=\"403\"/>
 </http>"
 free_port PF
@@ -231,6 +262,26 @@ assert_grep "$T/cancel.out" '^status=200 got_before_reset=1$' "cancel: the tunne
 assert_grep "$T/cancel.out" '^second=200 after the reset ended=1$' "cancel: another tunnel on the connection"
 port=$(sed -n 's/.*client=127\.0\.0\.1:\([0-9]*\) method=CONNECT .* proto=h2 stream=3$/\1/p' "$PROXYD_LOG" | tail -n 1)
 assert_log "session-end service=fwd .* client=127\.0\.0\.1:$port .* server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1 by=client"
+
+for code in CANCEL CONNECT_ERROR; do
+    info "the client's RST_STREAM($code) reaches the origin as a TCP RST"
+    n=$(wc -l <"$WATCH_LOG")
+    $CLIENT --port "$PF" rst --to "$A:$O_WATCH" --code "$code" >"$T/rst.out" 2>&1 ||
+        fail "rst client: $(cat "$T/rst.out")"
+    assert_grep "$T/rst.out" '^status=200 echoed=1000 pong=1$' "rst $code: the tunnel ran, the reset was read"
+    for _ in $(seq 200); do # 10 s
+        (($(wc -l <"$WATCH_LOG") > n)) && break
+        sleep 0.05
+    done
+    assert_eq "$(sed -n "$((n + 1))p" "$WATCH_LOG")" "end=reset" "RST_STREAM($code): ECONNRESET at the origin, not a FIN"
+done
+assert_log "session-end service=fwd .* server=127\.0\.0\.1:$O_WATCH .* proto=h2 stream=1 by=client-fail phase=data end=client reset: RST_STREAM\(CONNECT_ERROR\)$"
+
+info "the origin resets after the client's END_STREAM: RST_STREAM(CONNECT_ERROR), not END_STREAM"
+$CLIENT --port "$PF" finreset --to "$A:$O_FINRST" >"$T/finrst.out" 2>&1 ||
+    fail "finreset client: $(cat "$T/finrst.out")"
+assert_grep "$T/finrst.out" '^status=200$' "finreset: 200"
+assert_grep "$T/finrst.out" '^ended=0 reset=CONNECT_ERROR$' "finreset: the reset after our FIN is CONNECT_ERROR"
 
 info "malformed CONNECTs: PROTOCOL_ERROR on their streams, the connection goes on"
 $CLIENT --port "$PF" malformed --to "$A:$O_ECHO" >"$T/bad.out" 2>&1 ||
