@@ -635,7 +635,7 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 		rc = vlen == 0 ? 0 : (evbuffer_get_length(st->cookie) != 0 ?
 		    evbuffer_add(st->cookie, "; ", 2) : 0) |
 		    evbuffer_add(st->cookie, value, vlen);
-	else {
+	else if (!h2_tunnel_drops(st, name, nlen)) {
 		if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
 			st->has_length = true;
 		rc = h2_add_field(st->fields, name, nlen, value, vlen);

@@ -133,6 +133,8 @@ int	h2_tunnel_status(const struct h2_stream *st, int status);
 void	h2_tunnel_response(struct h2_stream *st, int status);
 bool	h2_tunnel_failed(const struct h2_stream *st, ssize_t n);
 void	h2_tunnel_client_reset(struct http_h2 *c, int32_t id, uint32_t code);
+bool	h2_tunnel_drops(const struct h2_stream *st, const uint8_t *name,
+	    size_t nlen);
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
 int	h2_leg_input(struct h2_stream *st);
 

@@ -186,3 +186,22 @@ http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg)
 			return;
 		}
 }
+
+/* Whether a request field of st is left out of its leg's head. An
+ * extended CONNECT's sec-websocket-key: RFC 8441 5 leaves the key out of
+ * the h2 handshake (:protocol does its work), so it is nothing the client
+ * may rely on, and the leg's head carries the fresh one
+ * h2_tunnel_upgrade_fields makes for the HTTP/1.1 server. Two keys
+ * there (RFC 6455 11.3.1: it appears once) would be refused by a careful
+ * server or, worse, judged by one and answered by the other. Dropped
+ * rather than PROTOCOL_ERROR: RFC 8441 does not make such a request
+ * malformed (RFC 9113 8.1.1 lists what is), and the key means nothing on
+ * this hop. */
+bool
+h2_tunnel_drops(const struct h2_stream *st, const uint8_t *name, size_t nlen)
+{
+	static const char key[] = "sec-websocket-key";
+
+	return strcasecmp(st->protocol, "websocket") == 0 &&
+	    nlen == sizeof(key) - 1 && memcmp(name, key, nlen) == 0;
+}

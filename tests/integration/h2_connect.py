@@ -45,7 +45,8 @@ scenario ran (whatever the server did), 2 when it could not connect.
       offered it (enable_connect_protocol=), the status, then a text
       frame, an N-byte binary one and a close, masked: the frames the
       origin sent back (frames=, echoed=1 when the data frames are the
-      same), ended=, reset=.
+      same), ended=, reset=. --key K: the client sends a
+      sec-websocket-key of its own too.
   h2_connect.py --port P early --to HOST:PORT --path P --size N
       POST announcing N bytes with a content-length, of which N/2 are
       sent as the windows allow: the status, whether END_STREAM came
@@ -370,7 +371,8 @@ def run_ws(cl, a):
     st = cl.connect(1, a.to, [
         (b":method", b"CONNECT"), (b":protocol", b"websocket"),
         (b":scheme", b"http"), (b":path", b"/chat"),
-        (b":authority", a.to.encode()), (b"sec-websocket-version", b"13")])
+        (b":authority", a.to.encode()), (b"sec-websocket-version", b"13")] +
+        ([(b"sec-websocket-key", a.key.encode())] if a.key else []))
     cl.until(lambda: st.status is not None or st.reset is not None)
     print("status=%s reset=%s" % (st.status, st.reset))
     if st.status != "200":
@@ -399,6 +401,7 @@ def main():
     ap.add_argument("--size", type=int, default=1 << 20)
     ap.add_argument("--path", default="")
     ap.add_argument("--code", default="CANCEL")
+    ap.add_argument("--key")
     a = ap.parse_args()
     cl = Client(a)
     globals()["run_" + a.mode](cl, a)

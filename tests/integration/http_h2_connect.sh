@@ -17,7 +17,8 @@
 # RFC 8441: a WebSocket over an extended CONNECT to a python WebSocket
 # origin (handshake checked there, frames echoed), offered in SETTINGS
 # only where <upgrade> accepts websocket, :protocol refused elsewhere, an
-# origin answering 200 instead of 101 resetting the stream.
+# origin answering 200 instead of 101 resetting the stream, a client's
+# own sec-websocket-key dropped (the origin sees one key, proxyd's).
 # Also: a response complete before its request body (413 over max-body)
 # is followed by RST_STREAM(NO_ERROR) (RFC 9113 8.1) once the client sent
 # 2 MiB more.
@@ -97,11 +98,14 @@ def ws(c):
     head, buf = head.split(b"\r\n\r\n", 1)
     lines = head.decode().split("\r\n")
     f = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    keys = [l for l in lines[1:] if l.split(":", 1)[0].strip().lower() == "sec-websocket-key"]
     with open(WS_LOG, "a") as log:
-        log.write("request=%s upgrade=%s connection=%s key_len=%d version=%s\n" % (
+        log.write("request=%s upgrade=%s connection=%s key_len=%d version=%s keys=%d client_key=%d\n" % (
             lines[0], f.get("upgrade"), f.get("connection"),
-            len(base64.b64decode(f.get("sec-websocket-key", ""))), f.get("sec-websocket-version")))
-    if f.get("upgrade", "").lower() != "websocket" or "sec-websocket-key" not in f:
+            len(base64.b64decode(f.get("sec-websocket-key", ""))), f.get("sec-websocket-version"),
+            len(keys), f.get("sec-websocket-key") == CLIENT_KEY))
+    # RFC 6455 11.3.1: the key appears once.
+    if f.get("upgrade", "").lower() != "websocket" or len(keys) != 1:
         c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
         return
     acc = base64.b64encode(hashlib.sha1(f["sec-websocket-key"].encode() +
@@ -171,8 +175,8 @@ def serve(port, fn):
             return
         threading.Thread(target=one, args=(c,), daemon=True).start()
 
-WS_LOG, WATCH_LOG = sys.argv[1:3]
-ports = [int(p) for p in sys.argv[3:]]
+WS_LOG, WATCH_LOG, CLIENT_KEY = sys.argv[1:4]
+ports = [int(p) for p in sys.argv[4:]]
 for port, fn in zip(ports, (echo, half, close, reset, ws, plain, watch, finreset)):
     threading.Thread(target=serve, args=(port, fn), daemon=True).start()
 threading.Event().wait(300)
@@ -188,7 +192,8 @@ free_port O_FINRST
 WS_LOG=$T/ws.log
 WATCH_LOG=$T/watch.log
 : >"$WATCH_LOG"
-/usr/bin/python3 "$T/origins.py" "$WS_LOG" "$WATCH_LOG" "$O_ECHO" "$O_HALF" "$O_CLOSE" \
+CLIENT_KEY=dGhlIHNhbXBsZSBub25jZQ==
+/usr/bin/python3 "$T/origins.py" "$WS_LOG" "$WATCH_LOG" "$CLIENT_KEY" "$O_ECHO" "$O_HALF" "$O_CLOSE" \
     "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" 2>>"$T/origins.err" &
 track_pid $!
 for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST"; do
@@ -304,8 +309,15 @@ assert_grep "$T/ws.out" '^status=200 reset=None$' "the origin's 101 as a 200"
 assert_grep "$T/ws.out" '^frames=1,2,8$' "text, binary and close frames back"
 assert_grep "$T/ws.out" '^echoed=1$' "the frames' payloads intact"
 assert_grep "$T/ws.out" '^ended=1 reset=None rest=0$' "the close ends the stream"
-assert_grep "$WS_LOG" '^request=GET /chat HTTP/1\.1 upgrade=websocket connection=[Uu]pgrade key_len=16 version=13$' "an HTTP/1.1 Upgrade handshake at the origin"
+assert_grep "$WS_LOG" '^request=GET /chat HTTP/1\.1 upgrade=websocket connection=[Uu]pgrade key_len=16 version=13 keys=1 client_key=0$' "an HTTP/1.1 Upgrade handshake at the origin"
 assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/chat status=101 .* proto=h2 stream=1$"
+info "RFC 8441: the client's own sec-websocket-key is dropped, the origin sees proxyd's only"
+$CLIENT --port "$PW" ws --to "$A:$O_WS" --size 1000 --key "$CLIENT_KEY" >"$T/ws-key.out" 2>&1 ||
+    fail "ws client (key): $(cat "$T/ws-key.out")"
+assert_grep "$T/ws-key.out" '^status=200 reset=None$' "with a client's key: 101 as 200"
+assert_grep "$T/ws-key.out" '^echoed=1$' "with a client's key: frames echoed"
+assert_eq "$(tail -n 1 "$WS_LOG" | sed -n 's/.* \(keys=[0-9]* client_key=[0-9]*\)$/\1/p')" "keys=1 client_key=0" \
+    "one Sec-WebSocket-Key at the origin, not the client's"
 $CLIENT --port "$PF" ws --to "$A:$O_WS" --size 10 >"$T/ws-off.out" 2>&1 ||
     fail "ws client (off): $(cat "$T/ws-off.out")"
 assert_grep "$T/ws-off.out" '^enable_connect_protocol=0$' "no extended CONNECT without <upgrade>"
