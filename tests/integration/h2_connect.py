@@ -33,6 +33,10 @@ scenario ran (whatever the server did), 2 when it could not connect.
       CONNECT to an echo, 1000 bytes up and all of them back, then
       RST_STREAM(CODE) and a PING whose ack says proxyd read it:
       status=, echoed=, pong=.
+  h2_connect.py --port P earlyrst --to HOST:PORT --count N
+      N CONNECTs, each reset with CANCEL 0..N-1 ms after its HEADERS
+      (while its leg connects, or just after its 200), then one more
+      whose echo comes back: final= (status, echo), ended=.
   h2_connect.py --port P finreset --to HOST:PORT
       CONNECT to a server that reads to EOF and then resets its TCP
       connection: a few bytes and END_STREAM, then how the stream ended:
@@ -294,6 +298,20 @@ def run_rst(cl, a):
     print("status=%s echoed=%d pong=%d" % (st.status, len(st.data), cl.pong))
 
 
+def run_earlyrst(cl, a):
+    for i in range(a.count):
+        cl.connect(1 + 2 * i, a.to)
+        time.sleep(i / 1000)
+        cl.c.reset_stream(1 + 2 * i, h2.errors.ErrorCodes.CANCEL)
+        cl.flush()
+    st = cl.connect(1 + 2 * a.count, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out, st.out_end = b"still here\n", True
+    cl.send_pending()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("final=%s %s ended=%d" % (st.status, bytes(st.data).decode().strip(), st.ended))
+
+
 def run_finreset(cl, a):
     st = cl.connect(1, a.to)
     cl.until(lambda: st.status is not None or st.reset is not None)
@@ -395,12 +413,13 @@ def main():
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
                                      "malformed", "early", "ws", "cancel",
-                                     "rst", "finreset"])
+                                     "rst", "finreset", "earlyrst"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)
     ap.add_argument("--path", default="")
     ap.add_argument("--code", default="CANCEL")
+    ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--key")
     a = ap.parse_args()
     cl = Client(a)

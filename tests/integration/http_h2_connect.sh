@@ -282,6 +282,12 @@ for code in CANCEL CONNECT_ERROR; do
 done
 assert_log "session-end service=fwd .* server=127\.0\.0\.1:$O_WATCH .* proto=h2 stream=1 by=client-fail phase=data end=client reset: RST_STREAM\(CONNECT_ERROR\)$"
 
+info "tunnels reset while their legs connect or just after: the connection goes on"
+$CLIENT --port "$PF" earlyrst --to "$A:$O_ECHO" --count 20 >"$T/earlyrst.out" 2>&1 ||
+    fail "earlyrst client: $(cat "$T/earlyrst.out")"
+assert_grep "$T/earlyrst.out" '^final=200 still here ended=1$' "earlyrst: a tunnel after 20 reset ones"
+proc_alive "$PROXYD_PID" || fail "proxyd died under early resets"
+
 info "the origin resets after the client's END_STREAM: RST_STREAM(CONNECT_ERROR), not END_STREAM"
 $CLIENT --port "$PF" finreset --to "$A:$O_FINRST" >"$T/finrst.out" 2>&1 ||
     fail "finreset client: $(cat "$T/finrst.out")"
