@@ -887,9 +887,15 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		return PX_DENY;
 	}
-	/* The scanner is short of room: the rest waits where it is. */
-	if (stalled && src == in && !px_session_input_closed(s, dir))
+	/* The scanner is short of room: the rest waits in `in`, where the
+	 * relay's bound stops the reads. Left in the hold, it would grow by
+	 * what each resume moved there and the scanner did not take (the
+	 * hold is for one partial frame only). */
+	if (stalled && !px_session_input_closed(s, dir)) {
+		if (src != in && evbuffer_prepend_buffer(in, src) == -1)
+			return PX_ERROR;
 		return PX_MORE;
+	}
 	if (px_session_input_closed(s, dir))
 		r66_scan_sender_gone(st, dir);
 	/* At a frame boundary while this side sends a file: its next frame
