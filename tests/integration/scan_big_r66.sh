@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# A 1 GB clean file through the scanner on R66 (issue 28: "clean files of
+# 0 B, 1 KB, 10 MB and 1 GB pass with sha256 intact"; the small ones are in
+# r66_scan, HTTP and FTP at 1 GB in scan_big). r66peer client -> proxyd (r66
+# service with <scan direction="both" max-size="2g"> and <audit>) ->
+# r66peer server: one SEND of the file, then one RECV of what the server
+# stored. c-icap and clamd are set as in scan_big, so that 1 GB is really
+# scanned, not waved through as too big:
+#  - c-icap: the service alias has sizelimit=off (scan_lib.sh), its
+#    virus_scan.MaxObjectSize is set to 2000M all the same;
+#  - clamd's MaxFileSize and MaxScanSize 2000M (defaults 100M and 400M)
+#    with AlertExceedsMax yes: a file over either limit comes back
+#    "Heuristics.Limits.Exceeded", the transfer refused, so a clean verdict
+#    means clamd read all of it; LogClean yes: clamd logs each clean scan;
+#    DisableCache yes: without it clamd finds the RECV's file in its cache
+#    of clean files (by md5) and does not scan it again.
+# The peers wait up to 300 s on a read (--timeout): the last block is held
+# by proxyd until the verdict, and clamd starts only once c-icap has the
+# whole file (some 30 s of CPU for 1 GB of random bytes).
+# Asserts, for each transfer:
+#  - the client exits 0, the received file's sha256 is the source's (the
+#    peers also check the global SHA-256 digest of the transfer);
+#  - proxyd logs r66-scan verdict=clean with size=1073741824 and the
+#    accepted r66-transfer; clamd logs one more clean scan (": OK");
+#  - the audit record of the transfer has that sha256 and size, complete,
+#    scan_verdict clean;
+#  - proxyd's RSS, sampled every 0.2 s through the transfer, stays within
+#    64 MB of its RSS before it (blocks are streamed to the scanner and the
+#    receiver; only the last Data frame is held);
+# and prints each transfer's duration, the CPU of proxyd, c-icap and clamd,
+# and the RSS peak. Under a sanitizer (PROXYD_SANITIZE set) 128 MB, and the
+# RSS bound is not asserted (ASan keeps what is freed in quarantine).
+# SCAN_BIG_R66_RECV=0 leaves the RECV out; SCAN_BIG_R66_CLAMD replaces the
+# clamd.conf lines above (to see the test fail with clamd's default limits:
+# SCAN_BIG_R66_CLAMD="AlertExceedsMax yes").
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/r66_lib.sh"
+source "$(dirname "$0")/scan_lib.sh"
+need_cmds openssl python3 sha256sum
+need_r66peer
+setup
+need_scanner
+scan_dirs
+
+SIZE=1073741824
+[[ -n ${PROXYD_SANITIZE:-} ]] && SIZE=134217728
+BLOCK=65536 # Waarp's default block size
+mkdir -p "$T/cli" "$T/out"
+# Not zeros, not /dev/urandom (slow): AES-CTR of zeros under a fixed key,
+# about 1 GB/s; its sha256 is taken once here.
+openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f \
+    -iv 00000000000000000000000000000000 -in /dev/zero 2>/dev/null |
+    head -c "$SIZE" >"$T/cli/big.bin" || true
+assert_eq "$(stat -c %s "$T/cli/big.bin")" "$SIZE" "size of the generated file"
+WANT=$(sha256_of "$T/cli/big.bin")
+
+# (clamd wants a database: EICAR's)
+write_eicar "$T/eicar.com"
+sigtool --md5 "$T/eicar.com" >"$W/db/test.hdb"
+ICAP_MAX_OBJECT=2000M
+CLAMD_EXTRA=${SCAN_BIG_R66_CLAMD:-"MaxFileSize 2000M
+MaxScanSize 2000M
+AlertExceedsMax yes
+LogClean yes
+DisableCache yes"}
+start_scanner
+start_r66_server --timeout 300
+
+write_proxyd_conf "" "<audit target=\"file:$T/audit.json\"/><scanners>
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"300s\"/>
+  </scanners>"
+free_port PORT
+write_r66_service big "$PORT" "$R66_SRV_PORT" \
+    '<scan scanner="av" direction="both" max-size="2g"/><audit/>
+  <r66 max-block="1m"><host id="hosta"/><rule name="in out"/>
+     <mode allow="send recv sendmd5 recvmd5"/></r66>'
+start_proxyd
+
+rss() { vm_kb "$PROXYD_PID" VmRSS; }
+cpu_ms() { # PID...: CPU of the processes so far (utime+stime), ms
+    local p s=0 st
+    for p in "$@"; do
+        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        st=${st##*) }
+        read -r -a f <<<"$st"
+        s=$((s + f[11] + f[12]))
+    done
+    echo $((s * 1000 / $(getconf CLK_TCK)))
+}
+# proxyd, c-icap (master and server child), clamd
+cpu_all() { echo "$(cpu_ms "$PROXYD_PID") $(cpu_ms "$ICAP_PID" $ICAP_CHILDREN) $(cpu_ms "$CLAMD_PID")"; }
+clean_scans() { grep -c ': OK$' "$W/clamd.log" || true; }
+# sampled NAME ARGS...: runs an r66peer client to the service with ARGS in
+# the background, samples proxyd's RSS every 0.2 s until it ends (bounded:
+# 300 s); output in $T/NAME.out and .err; sets MS (its duration), RSS0
+# (proxyd's RSS before), PEAK; fails if the client failed
+sampled() {
+    local name=$1 pid i r c0 c1 t0 samples=0
+    shift
+    RSS0=$(rss)
+    PEAK=$RSS0
+    read -r -a c0 <<<"$(cpu_all)"
+    t0=$(now_ms)
+    "$R66PEER" client --connect "127.0.0.1:$PORT" --id hosta:pwA \
+        --partner serverb:pwB --timeout 300 --block "$BLOCK" "$@" \
+        >"$T/$name.out" 2>"$T/$name.err" &
+    pid=$!
+    track_pid "$pid"
+    for ((i = 0; i < 1500; i++)); do
+        proc_alive "$pid" || break
+        r=$(rss)
+        [[ -n $r ]] && ((r > PEAK)) && PEAK=$r
+        samples=$((samples + 1))
+        sleep 0.2
+    done
+    wait_exit "$pid" 10 || fail "$name did not finish within 300 s"
+    MS=$(($(now_ms) - t0))
+    read -r -a c1 <<<"$(cpu_all)"
+    assert_eq "$WAIT_RC" 0 "$name: client exit status ($(cat "$T/$name.err"))"
+    assert_ge "$samples" 5 "$name: RSS samples during the transfer"
+    info "$name: $((SIZE >> 20)) MB in $MS ms ($(((SIZE >> 20) * 1000 / (MS > 0 ? MS : 1))) MB/s), proxyd RSS $RSS0 KB before, peak $PEAK KB ($samples samples); CPU ms: proxyd $((c1[0] - c0[0])), c-icap $((c1[1] - c0[1])), clamd $((c1[2] - c0[2]))"
+    [[ -n ${PROXYD_SANITIZE:-} ]] ||
+        assert_lt "$((PEAK - RSS0))" 65536 "$name: proxyd's RSS growth during the transfer (KB)"
+}
+# more clean scans in clamd's log than N
+wait_clean_scan() {
+    local i
+    for ((i = 0; i < 50; i++)); do
+        (($(clean_scans) > $1)) && return 0
+        sleep 0.1
+    done
+    fail "clamd logged no clean scan of the big file (still $(clean_scans))"
+}
+# audit_record DIRECTION: the big service's record of that direction has
+# the file's sha256 and size, complete, scanned clean (written once the
+# channel ended: waited for, 5 s)
+audit_record() {
+    local i
+    for ((i = 0; i < 50; i++)); do
+        grep "\"direction\":\"$1\"" "$T/audit.json" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    python3 - "$T/audit.json" "$1" "$WANT" "$SIZE" <<'PY' || fail "the $1 audit record: $(cat "$T/audit.json")"
+import json, sys
+path, direction, sha, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+recs = [json.loads(l) for l in open(path).read().splitlines()]
+recs = [r for r in recs if r["service"] == "big" and r["direction"] == direction]
+assert len(recs) == 1, recs
+r = recs[0]
+assert r["file"] == "big.bin" and r["user"] == "hosta", r
+assert r["sha256"] == sha, (r["sha256"], sha)
+assert r["size"] == size and r["announced_size"] == size, r
+assert r["complete"] is True and r["verdict"] == "accept", r
+assert r["scan_verdict"] == "clean" and r["threat"] is None, r
+PY
+}
+
+# ---- SEND (upload), then RECV (download) of what the server stored. One
+# after the other: clamd scans each only once c-icap has the whole file.
+scans0=$(clean_scans)
+sampled send --rule in --mode 1 --send "$T/cli/big.bin"
+assert_grep "$T/send.out" "^ok send file=big\.bin size=$SIZE "
+assert_eq "$(sha256_of "$R66_SRV_DIR/big.bin")" "$WANT" "sha256 of the big SEND on the server"
+assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=in dir=upload size=$SIZE istag="
+assert_log "r66-transfer host=hosta rule=in mode=send file=big\.bin size=$SIZE blocks=$((SIZE / BLOCK)) digest=SHA-256 verdict=accept payload=copy"
+wait_clean_scan "$scans0"
+audit_record upload
+info "SEND: ok"
+
+if [[ ${SCAN_BIG_R66_RECV:-1} == 1 ]]; then
+    scans0=$(clean_scans)
+    sampled recv --rule out --mode 2 --recv big.bin --dir "$T/out"
+    assert_grep "$T/recv.out" "^ok recv file=big\.bin size=$SIZE "
+    assert_eq "$(sha256_of "$T/out/big.bin")" "$WANT" "sha256 of the big RECV"
+    assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=out dir=download size=$SIZE istag="
+    assert_log "r66-transfer host=hosta rule=out mode=recv file=big\.bin size=$SIZE blocks=[0-9]+ digest=SHA-256 verdict=accept payload=copy"
+    wait_clean_scan "$scans0"
+    audit_record download
+    info "RECV: ok"
+fi
+assert_metric eq proxyd_scan_total 'service="big",scanner="av",verdict="clean"' "$((1 + ${SCAN_BIG_R66_RECV:-1}))"
+r66_finish
+info "ok"
