@@ -21,7 +21,10 @@
 #  - the client exits 0, the received file's sha256 is the source's (the
 #    peers also check the global SHA-256 digest of the transfer);
 #  - proxyd logs r66-scan verdict=clean with size=1073741824 and the
-#    accepted r66-transfer; clamd logs one more clean scan (": OK");
+#    accepted r66-transfer; clamd logs one more clean scan (": OK": it
+#    logs no size), c-icap's access log (a LogFormat of the test's) one
+#    REQMOD (SEND) or RESPMOD (RECV) answered 204 whose body had all
+#    1073741824 bytes;
 #  - the audit record of the transfer has that sha256 and size, complete,
 #    scan_verdict clean;
 #  - proxyd's RSS, sampled every 0.2 s through the transfer, stays within
@@ -64,6 +67,9 @@ MaxScanSize 2000M
 AlertExceedsMax yes
 LogClean yes
 DisableCache yes"}
+# c-icap logs each request's method, status and body bytes received
+ICAP_EXTRA="LogFormat sized \"%im %is %Ib\"
+AccessLog $W/sized.log sized"
 start_scanner
 start_r66_server --timeout 300
 
@@ -132,6 +138,17 @@ wait_clean_scan() {
     done
     fail "clamd logged no clean scan of the big file (still $(clean_scans))"
 }
+# c-icap's METHOD requests answered 204 with all SIZE bytes: N of them
+# (waited for: 5 s)
+icap_bodies() {
+    local i n
+    for ((i = 0; i < 50; i++)); do
+        n=$(grep -c "^$1 204 $SIZE\$" "$W/sized.log" 2>/dev/null || true)
+        ((n == $2)) && return 0
+        sleep 0.1
+    done
+    fail "c-icap's $1 requests with $SIZE bytes: $n, expected $2: $(cat "$W/sized.log")"
+}
 # audit_record DIRECTION: the big service's record of that direction has
 # the file's sha256 and size, complete, scanned clean (written once the
 # channel ended: waited for, 5 s)
@@ -165,6 +182,7 @@ assert_eq "$(sha256_of "$R66_SRV_DIR/big.bin")" "$WANT" "sha256 of the big SEND 
 assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=in dir=upload size=$SIZE istag="
 assert_log "r66-transfer host=hosta rule=in mode=send file=big\.bin size=$SIZE blocks=$((SIZE / BLOCK)) digest=SHA-256 verdict=accept payload=copy"
 wait_clean_scan "$scans0"
+icap_bodies REQMOD 1
 audit_record upload
 info "SEND: ok"
 
@@ -176,6 +194,7 @@ if [[ ${SCAN_BIG_R66_RECV:-1} == 1 ]]; then
     assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=out dir=download size=$SIZE istag="
     assert_log "r66-transfer host=hosta rule=out mode=recv file=big\.bin size=$SIZE blocks=[0-9]+ digest=SHA-256 verdict=accept payload=copy"
     wait_clean_scan "$scans0"
+    icap_bodies RESPMOD 1
     audit_record download
     info "RECV: ok"
 fi

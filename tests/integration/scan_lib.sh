@@ -12,7 +12,8 @@
 #   kill_scanner           # c-icap and its server child killed (SIGKILL)
 # Before start_scanner, ICAP_MAX_OBJECT (c-icap's virus_scan.MaxObjectSize,
 # default 100M: bigger objects are passed unscanned) and CLAMD_EXTRA (more
-# clamd.conf lines, e.g. its MaxFileSize and MaxScanSize) may be set.
+# clamd.conf lines, e.g. its MaxFileSize and MaxScanSize) and ICAP_EXTRA
+# (more c-icap.conf lines, e.g. an AccessLog with its own LogFormat) may be set.
 # $CLAMD_PID, $ICAP_PID and $ICAP_CHILDREN are tracked (ended by the cleanup).
 
 ICAP_MODS=/usr/lib/x86_64-linux-gnu/c_icap
@@ -23,6 +24,7 @@ ICAP_CHILDREN=""
 CLAMD_PID=""
 ICAP_MAX_OBJECT=${ICAP_MAX_OBJECT:-100M}
 CLAMD_EXTRA=${CLAMD_EXTRA:-}
+ICAP_EXTRA=${ICAP_EXTRA:-}
 
 need_scanner() {
     local c
@@ -88,6 +90,7 @@ ServiceAlias avscan virus_scan?allow204=on&sizelimit=off&mode=simple
 virus_scan.ScanFileTypes TEXT DATA EXECUTABLE ARCHIVE GIF JPEG MSOFFICE
 virus_scan.MaxObjectSize $ICAP_MAX_OBJECT
 virus_scan.DefaultEngine clamd
+$ICAP_EXTRA
 EOF2
     c-icap -N -D -f "$W/c-icap.conf" >"$W/c-icap.out" 2>&1 &
     ICAP_PID=$!
