@@ -109,8 +109,10 @@ http_log_request_as(struct http_state *h, const char *tag)
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
 	    tag[0] != '\0' ? " " : "", tag);
 out_clear:
-	h->method[0] = '\0';
-	h->rule[0] = '\0';
+	/* The next request starts from nothing: a refusal before its head
+	 * is whole must not name or count this one's host and bytes. */
+	h->method[0] = h->host[0] = h->rule[0] = '\0';
+	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 }
 
 /* ---- ending ------------------------------------------------------------ */

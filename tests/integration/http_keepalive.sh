@@ -91,5 +91,38 @@ assert_eq "$code" 200 "third request (retried as well)"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --data 'x=1' "http://127.0.0.1:$PO/post")
 assert_eq "$code" 502 "POST on a dead pooled connection is not retried"
 assert_eq "$(grep -c '"/post"' "$ONCE_LOG")" 1 "origin saw the POST once"
+# --- a refusal of the second request's head as its line arrives (over
+# max-line, the head not whole yet) is a whole 431: not taken for part
+# of the first response (a reset, "response cut off").
+/usr/bin/python3 - "$P" >"$T/ka431.txt" 2>&1 <<'PY' || true
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"GET /10k.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+got = b""
+while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 10240:
+    d = s.recv(65536)
+    if not d:
+        break
+    got += d
+print(got.split(b"\r\n", 1)[0].decode())
+# (the head not ended: refused as the line arrives)
+s.sendall(b"GET /10k.bin HTTP/1.1\r\nHost: a\r\nX-Long: " + b"v" * 9000 + b"\r\n")
+rest = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        rest += d
+except OSError as e:
+    print("error:", e)
+print(rest.split(b"\r\n", 1)[0].decode() or "nothing")
+PY
+info "keep-alive, then a long line: $(tr '\n' ' ' <"$T/ka431.txt")"
+assert_eq "$(sed -n 1p "$T/ka431.txt")" "HTTP/1.1 200 OK" "first response on the connection"
+assert_eq "$(sed -n 2p "$T/ka431.txt")" "HTTP/1.1 431 Request Header Fields Too Large" \
+    "second request with a line over max-line"
+assert_no_grep "$PROXYD_LOG" 'response cut off' "a refused next head taken for a cut response"
+assert_log 'method=- host=- path=- status=431 '   # not the first request's host
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"
