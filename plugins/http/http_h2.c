@@ -12,7 +12,9 @@
  * of its conn because that state machine owns one client conn and one
  * server side per session (px_session_upstream_open is per session, as
  * are its timer and scan state): a leg gives each stream all of that
- * unchanged, for a socketpair and a few syscalls per stream.
+ * unchanged, for a socketpair and a few syscalls per stream; a leg left
+ * idle in keep-alive serves the connection's next stream
+ * (http_h2_leg.c).
  *
  * This side only translates (RFC 9113 8.3: pseudo-headers to a request
  * line and Host, cookies joined; nghttp2 refuses connection-specific
@@ -136,20 +138,12 @@ h2_stream_free(struct h2_stream *st)
 	TAILQ_REMOVE(&st->c->list, st, link);
 	if (st->pending)
 		st->c->npending--;
-	if (st->leg_open) {
-		px_conn_close(&st->leg);
-		st->c->legs--;
-	}
-	if (st->fd != -1)
-		close(st->fd);
+	h2_leg_end(st);
 	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
 		if (*b[i] != NULL)
 			evbuffer_free(*b[i]);
 	free(st);
 }
-
-static void h2_leg_readable(struct px_conn *lc, void *arg);
-static void h2_leg_writable(struct px_conn *lc, void *arg);
 
 /* n bytes went into the leg: as many request body bytes may come from
  * the client (WINDOW_UPDATE). Counting the head and chunk framing too
@@ -192,7 +186,10 @@ h2_leg_flush(struct h2_stream *st)
 	if (!st->leg_open)
 		return;
 	h2_leg_send(st, false);
-	if (st->req_ended && !st->shut && h2_tunnel_may_shut(st) &&
+	/* A leg that may serve another stream is not shut: the request's
+	 * framing says where it ends. */
+	if (st->req_ended && !st->shut && !st->keep_leg &&
+	    h2_tunnel_may_shut(st) &&
 	    evbuffer_get_length(st->leg.out) == 0) {
 		st->shut = true;
 		(void)shutdown(st->fd, SHUT_WR);
@@ -302,6 +299,7 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->tunnel = strcmp(st->method, "CONNECT") == 0;
 	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
+	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
 	if (h2_tunnel_upgrade_fields(st) == -1 ||
 	    h2_request_head(st, st->early) == -1)
 		return -1;
@@ -313,38 +311,6 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	if (++st->c->requests == st->c->h->pol->max_requests)
 		nghttp2_submit_goaway(st->c->ng, NGHTTP2_FLAG_NONE, st->id,
 		    NGHTTP2_NO_ERROR, NULL, 0);
-	return 0;
-}
-
-/* A leg for st: a socketpair, one end a new session of the service. */
-static int
-h2_stream_start(struct h2_stream *st)
-{
-	struct http_state *h = st->c->h;
-	char tag[48];
-	int sv[2];
-
-	st->pending = false;
-	st->c->npending--;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
-	    sv) == -1)
-		return -1;
-	st->fd = sv[0];
-	if (px_conn_open(&st->leg, px_session_base(h->s), st->fd,
-	    h2_leg_readable, h2_leg_writable, st) == -1) {
-		close(sv[1]);
-		return -1;
-	}
-	st->leg_open = true;
-	st->c->legs++;
-	evbuffer_add_buffer(st->leg.out, st->early);
-	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
-	if ((st->leg_id = px_session_spawn(h->s, sv[1], tag)) == 0)
-		return -1;
-	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
-	st->c->streams++;
-	px_conn_read_enable(&st->leg, true);
-	h2_leg_flush(st);
 	return 0;
 }
 
@@ -360,7 +326,11 @@ h2_start_legs(struct http_h2 *c)
 	for (st = TAILQ_FIRST(&c->list); st != NULL && c->npending != 0;
 	    st = next) {
 		next = TAILQ_NEXT(st, link);
-		if (!st->pending || h2_stream_start(st) == 0)
+		if (!st->pending)
+			continue;
+		st->pending = false;
+		c->npending--;
+		if (h2_leg_start(st) == 0)
 			continue;
 		char why[80];
 
@@ -384,7 +354,7 @@ h2_stream_reset(struct h2_stream *st, uint32_t code)
 
 static void http_h2_drive(struct http_h2 *c);
 
-static void
+void
 h2_leg_readable(struct px_conn *lc, void *arg)
 {
 	struct h2_stream *st = arg;
@@ -429,7 +399,7 @@ out:
 	http_h2_drive(c);
 }
 
-static void
+void
 h2_leg_writable(struct px_conn *lc, void *arg)
 {
 	struct h2_stream *st = arg;
@@ -1015,6 +985,7 @@ http_h2_start(struct http_state *h)
 		goto out;
 	c->h = h;
 	TAILQ_INIT(&c->list);
+	TAILQ_INIT(&c->idle);
 	c->priority_left = p->h2_max_streams > 100 ? p->h2_max_streams : 100;
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
 	    h2_on_begin_headers);
@@ -1156,6 +1127,9 @@ http_h2_config(struct http_state *h)
 {
 	nghttp2_session *ng = h->h2->ng;
 
+	/* Kept legs run the old policy: none serves a stream from now on
+	 * (their sessions would close them too: http_on_config). */
+	h2_legs_idle_close(h->h2);
 	nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE,
 	    nghttp2_session_get_last_proc_stream_id(ng), NGHTTP2_NO_ERROR,
 	    NULL, 0);
@@ -1167,10 +1141,13 @@ http_h2_close(struct http_state *h)
 {
 	struct http_h2 *c = h->h2;
 
+	h2_leg_unlink(h->h2_parent_ref);
+	h->h2_parent_ref = NULL;
 	if (c == NULL)
 		return;
 	/* The legs see their ends close; nghttp2_session_del calls no
-	 * callback. */
+	 * callback. h->gone: none is kept. */
+	h2_legs_idle_close(c);
 	while (!TAILQ_EMPTY(&c->list))
 		h2_stream_free(TAILQ_FIRST(&c->list));
 	nghttp2_session_del(c->ng);
@@ -1181,7 +1158,9 @@ http_h2_close(struct http_state *h)
 void
 http_h2_describe(const struct http_state *h, char *buf, size_t len)
 {
-	snprintf(buf, len, "HTTP/2: %u stream%s open, %llu so far",
-	    h->h2->open, h->h2->open == 1 ? "" : "s",
-	    (unsigned long long)h->h2->streams);
+	snprintf(buf, len, "HTTP/2: %u stream%s open, %llu so far on %llu "
+	    "leg%s", h->h2->open, h->h2->open == 1 ? "" : "s",
+	    (unsigned long long)h->h2->streams,
+	    (unsigned long long)h->h2->legs_spawned,
+	    h->h2->legs_spawned == 1 ? "" : "s");
 }

@@ -49,6 +49,12 @@ struct h2_stream {
 	int			 fd;		/* our end of the leg; -1 */
 	struct px_conn		 leg;
 	bool			 leg_open;
+	/* The leg's session (NULL: unknown, or gone): a leg whose request
+	 * and response leave it idle in keep-alive serves a later stream
+	 * (http_h2_leg.c). keep_leg: the request lets it (no body, no
+	 * tunnel: not shut after it); leg_keeps: the response does. */
+	struct http_state	*peer;
+	bool			 keep_leg, leg_keeps;
 	/* The request as it arrives. */
 	char			 method[32];
 	char			 scheme[16];
@@ -117,6 +123,9 @@ struct http_h2 {
 	bool			 ended_by_us;	/* a callback ended it (logged) */
 	uint64_t		 next_held_check; /* ms */
 	unsigned		 held_resets;	/* streams reset as held */
+	TAILQ_HEAD(, h2_idle_leg) idle;		/* legs kept for new streams */
+	unsigned		 nidle;
+	uint64_t		 legs_spawned;	/* leg sessions started */
 };
 
 
@@ -124,6 +133,19 @@ struct http_h2 {
 void	h2_stream_reset(struct h2_stream *st, uint32_t code);
 size_t	h2_leg_room(const struct h2_stream *st);
 void	h2_leg_flush(struct h2_stream *st);
+/* The leg's px_conn callbacks (arg: the stream). */
+void	h2_leg_readable(struct px_conn *lc, void *arg);
+void	h2_leg_writable(struct px_conn *lc, void *arg);
+/* http_h2_leg.c: a leg for st (a kept one, or a new session). 0, or -1
+ * (errno). */
+int	h2_leg_start(struct h2_stream *st);
+/* st goes: its leg is kept for a later stream when it may be, else
+ * closed (its session sees the end). */
+void	h2_leg_end(struct h2_stream *st);
+/* Closes the kept legs (the connection ends, or a reload). */
+void	h2_legs_idle_close(struct http_h2 *c);
+/* The connection's state goes: st's links to its leg's session too. */
+void	h2_leg_unlink(struct http_state **ref);
 /* http_h2_tunnel.c */
 struct evbuffer *h2_tunnel_out(struct h2_stream *st);
 bool	h2_tunnel_may_shut(const struct h2_stream *st);

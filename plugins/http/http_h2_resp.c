@@ -153,6 +153,9 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 		    HTTP_BODY_NONE;
 		st->left = (uint64_t)m.content_length;
 	}
+	/* The leg stays open for another request after this one. */
+	st->leg_keeps = !m.conn_close && m.minor == 1 &&
+	    st->body_kind != HTTP_BODY_CLOSE;
 	if (st->tunnel)
 		h2_tunnel_response(st, code);
 	st->resp = st->body_kind == HTTP_BODY_NONE ? H2_RESP_DONE :

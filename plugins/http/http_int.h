@@ -121,6 +121,9 @@ struct http_h2;
 struct http_state {
 	struct px_session	*s;
 	struct http_h2		*h2;		/* the client speaks HTTP/2 */
+	/* A leg: where its HTTP/2 connection points at this state (NULL
+	 * once either side is gone; http_h2_leg.c). */
+	struct http_state	**h2_parent_ref;
 	const struct http_policy *pol;
 	struct px_conn		*c;		/* the client: the core's */
 	bool			 gone;		/* session closed: touch nothing */
@@ -215,6 +218,9 @@ void	http_h2_writable(struct http_state *h);
 void	http_h2_timer(struct http_state *h);
 void	http_h2_config(struct http_state *h);
 void	http_h2_close(struct http_state *h);
+/* ---- http_h2_leg.c: a leg's session opened (the one an HTTP/2
+ * connection just spawned, if any: it may send it more requests). */
+void	http_h2_leg_opened(struct http_state *h);
 void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
 void	http_h2_kind_name(unsigned i, char *buf, size_t size);
 /* The analyser's on_leg_fail (http_h2_tunnel.c). */

@@ -211,6 +211,9 @@ void		 px_session_leg_reset(struct px_session *s, uint64_t leg,
 		    const char *why);
 /* "" for a session accepted from a listener. */
 const char	*px_session_tag(const struct px_session *s);
+/* A leg's tag from now on (cut to 47): a leg kept for its parent's next
+ * request names that one (HTTP/2: its stream). */
+void		 px_session_set_tag(struct px_session *s, const char *tag);
 /* The client's connection carries TLS: its own, or its parent's for a
  * leg (a Host without a port then means 443). */
 bool		 px_session_client_via_tls(const struct px_session *s);

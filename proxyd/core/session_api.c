@@ -704,6 +704,12 @@ px_session_tag(const struct px_session *s)
 	return s->tag;
 }
 
+void
+px_session_set_tag(struct px_session *s, const char *tag)
+{
+	snprintf(s->tag, sizeof(s->tag), "%s", tag);
+}
+
 bool
 px_session_client_via_tls(const struct px_session *s)
 {

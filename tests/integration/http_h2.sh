@@ -425,10 +425,15 @@ assert_log "http2-error kind=bad_preface stream=0 "
 assert_metric ge proxyd_http2_errors_total 'kind="bad_preface"' 1
 
 info "reload: an idle h2 connection gets GOAWAY(NO_ERROR) and closes"
+# First six streams one after the other: each finds the leg the one
+# before left idle in keep-alive (one leg session, not six), and each
+# http-request line names its own stream. The kept leg is idle when the
+# reload comes: it serves no stream after it (closed with it).
 /usr/bin/python3 - "$P_C" "$T/h2go" >"$T/reload.out" 2>&1 <<'EOF' &
 import os, socket, sys, time
 import h2.connection, h2.config, h2.events
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+print("port=%d" % s.getsockname()[1], flush=True)
 c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
 c.initiate_connection()
 s.sendall(c.data_to_send())
@@ -438,6 +443,24 @@ while not settings:
     for ev in c.receive_data(s.recv(65535)):
         settings = settings or isinstance(ev, h2.events.RemoteSettingsChanged)
 s.sendall(c.data_to_send())
+for k in range(1, 7):
+    sid = 2 * k - 1
+    c.send_headers(sid, [(":method", "GET"), (":scheme", "http"),
+                         (":authority", "127.0.0.1"),
+                         (":path", "/a.txt?k=%d" % k)], end_stream=True)
+    s.sendall(c.data_to_send())
+    ended, status = False, None
+    while not ended:
+        for ev in c.receive_data(s.recv(65535)):
+            if isinstance(ev, h2.events.ResponseReceived):
+                status = dict(ev.headers)[b":status"].decode()
+            if isinstance(ev, h2.events.DataReceived):
+                c.acknowledge_received_data(ev.flow_controlled_length,
+                                            ev.stream_id)
+            ended = ended or (isinstance(ev, h2.events.StreamEnded) and
+                              ev.stream_id == sid)
+        s.sendall(c.data_to_send())
+    print("stream=%d status=%s" % (sid, status), flush=True)
 open(sys.argv[2], "w").close()
 result = "none"
 for _ in range(100):
@@ -452,8 +475,22 @@ print(result)
 EOF
 RPID=$!
 for ((i = 0; i < 200; i++)); do [[ -e $T/h2go ]] && break; sleep 0.05; done
+[[ -e $T/h2go ]] || fail "the six streams before the reload: $(cat "$T/reload.out")"
+RPORT=$(sed -n 's/^port=//p' "$T/reload.out")
+for k in 1 2 3 4 5 6; do
+    assert_grep "$T/reload.out" "^stream=$((2 * k - 1)) status=200$" "stream $((2 * k - 1)) answered"
+    assert_log "client=127\.0\.0\.1:$RPORT method=GET host=127\.0\.0\.1 path=/a\.txt\?k=$k status=200 .* proto=h2 stream=$((2 * k - 1))$"
+done
+legs=$(grep -E "#[0-9]+ http-request client=127\.0\.0\.1:$RPORT .* proto=h2 " "$PROXYD_LOG" |
+    sed -E 's/.*#([0-9]+) .*/\1/' | sort -u | wc -l)
+info "six streams in a row: $legs leg session(s)"
+assert_eq "$legs" 1 "leg sessions for six streams one after the other"
+assert_no_grep "$PROXYD_LOG" "session-end .* client=127\.0\.0\.1:$RPORT .* proto=h2 " \
+    "a kept leg ended while its connection is open"
 kill -HUP "$PROXYD_PID"
 assert_log 'reload done'
+# The kept leg (last used by stream 11) goes with the reload.
+assert_log "session-end .* client=127\.0\.0\.1:$RPORT .* proto=h2 stream=11 by=[a-z]+ phase=data end=(client-closed|reload: idle keep-alive connection closed)$"
 wait "$RPID" || true
 assert_grep "$T/reload.out" '^goaway=0$' "GOAWAY NO_ERROR at the reload"
 

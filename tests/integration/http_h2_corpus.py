@@ -553,6 +553,25 @@ class Sessions:
             self.by_port.setdefault(port[sid], []).append(
                 (sid, leg[0] if leg else None))
 
+    def streams(self, sid):
+        """A leg's lines by stream: a leg kept for the connection's next
+        stream serves several, each ending with its http-request line
+        (tagged with its stream); what follows the last one is its."""
+        segs, cur, last = {}, [], None
+        for x in self.lines[sid]:
+            cur.append(x)
+            m = LEGRE.search(x)
+            if m and " http-request " in " " + x:
+                last = int(m.group(1))
+                segs.setdefault(last, []).extend(cur)
+                cur = []
+        if cur:
+            if last is None:
+                last = next(int(m.group(1)) for m in map(LEGRE.search, cur)
+                            if m)
+            segs.setdefault(last, []).extend(cur)
+        return segs
+
     def take(self, port, h2side, stream=None):
         """The log verdict of a connection from port: the fields of its
         http-request line, ("h2-refused",) for a stream nghttp2 refused
@@ -570,8 +589,8 @@ class Sessions:
             sid, _ = q.pop(0)
             conn, legs = self.lines[sid], {}
             while q and q[0][1] is not None:
-                lsid, st = q.pop(0)
-                legs[st] = self.lines[lsid]
+                lsid, _ = q.pop(0)
+                legs.update(self.streams(lsid))
             self.conn[port] = (conn, legs)
         if stream is None:
             mine = list(conn) + [x for v in legs.values() for x in v]

@@ -1,0 +1,294 @@
+/* HTTP/2 towards clients: the legs (why they exist: http_h2.c).
+ *
+ * A leg is an HTTP/1.1 keep-alive client connection to a session of the
+ * service. Once a stream's request and response leave it idle in
+ * keep-alive (the request had no body and was no tunnel, the response
+ * said neither "Connection: close" nor ended by closing, nothing was
+ * reset, the config is the one the leg started under), it is kept for
+ * the connection's next stream instead of a new socketpair and session
+ * per stream: the request is the same bytes on the same kind of session,
+ * judged as it would be on a new one, and the session's tag (the
+ * http-request line's "proto=h2 stream=N") names the stream it serves.
+ *
+ * Kept legs are bounded by max-concurrent-streams, closed when their
+ * session ends (its request-timeout, max-requests-per-connection), with
+ * the connection, and on a reload (http_h2_config). One idle for half of
+ * request-timeout or idle-timeout is not taken: its session may be about
+ * to close it, and a request written then would get no answer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "conn.h"
+#include "http_int.h"
+
+#include "http_h2_int.h"
+
+struct h2_idle_leg {
+	struct http_h2		*c;
+	TAILQ_ENTRY(h2_idle_leg) link;
+	int			 fd;
+	/* Readable: the session closed it (or sent bytes nobody asked). */
+	struct event		 watch;
+	struct http_state	*peer;
+	uint64_t		 since;		/* ms */
+};
+
+/* Where the leg px_session_spawn is opening now should point at its
+ * state (the spawn opens it at once, on this thread). */
+static _Thread_local struct http_state **h2_spawning;
+
+void
+http_h2_leg_opened(struct http_state *h)
+{
+	if (h2_spawning == NULL || px_session_tag(h->s)[0] == '\0')
+		return;
+	*h2_spawning = h;
+	h->h2_parent_ref = h2_spawning;
+	h2_spawning = NULL;
+}
+
+void
+h2_leg_unlink(struct http_state **ref)
+{
+	if (ref != NULL)
+		*ref = NULL;
+}
+
+/* The h2 side's pointer at a leg's state moves from *from to *to. */
+static void
+h2_peer_move(struct http_state **to, struct http_state **from)
+{
+	*to = *from;
+	*from = NULL;
+	if (*to != NULL)
+		(*to)->h2_parent_ref = to;
+}
+
+static void
+h2_peer_drop(struct http_state **ref)
+{
+	if (*ref != NULL)
+		(*ref)->h2_parent_ref = NULL;
+	*ref = NULL;
+}
+
+static uint64_t
+h2_leg_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+h2_idle_free(struct h2_idle_leg *i)
+{
+	event_del(&i->watch);
+	if (i->fd != -1)
+		close(i->fd);
+	h2_peer_drop(&i->peer);
+	free(i);
+}
+
+static void
+h2_idle_remove(struct h2_idle_leg *i)
+{
+	TAILQ_REMOVE(&i->c->idle, i, link);
+	i->c->nidle--;
+}
+
+static void
+h2_idle_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2_idle_leg *i = arg;
+
+	(void)fd, (void)what;
+	h2_idle_remove(i);
+	h2_idle_free(i);
+}
+
+void
+h2_legs_idle_close(struct http_h2 *c)
+{
+	struct h2_idle_leg *i;
+
+	while ((i = TAILQ_FIRST(&c->idle)) != NULL) {
+		h2_idle_remove(i);
+		h2_idle_free(i);
+	}
+}
+
+/* Whether st's leg is idle in keep-alive, its session known and alive,
+ * and may serve another stream of this connection. */
+static bool
+h2_leg_reusable(const struct h2_stream *st)
+{
+	const struct http_h2 *c = st->c;
+
+	return st->leg_open && st->peer != NULL && st->keep_leg &&
+	    st->leg_keeps && !st->reset && !st->shut && !st->leg.eof &&
+	    st->resp == H2_RESP_DONE && st->eof && st->req_ended &&
+	    evbuffer_get_length(st->leg.out) == 0 &&
+	    evbuffer_get_length(st->leg.in) == 0 &&
+	    !c->h->gone && !c->closing && !c->fatal && c->goaway == 0 &&
+	    c->nidle < c->h->pol->h2_max_streams &&
+	    !px_session_config_stale(c->h->s);
+}
+
+/* Keeps st's leg for a later stream. Its socket stays in epoll: the
+ * watch is added while the leg's read event still holds it, and that
+ * one goes after (no epoll_ctl either way). 0, or -1. */
+static int
+h2_leg_park(struct h2_stream *st)
+{
+	struct http_h2 *c = st->c;
+	struct h2_idle_leg *i;
+
+	if ((i = calloc(1, sizeof(*i))) == NULL)
+		return -1;
+	i->c = c;
+	i->fd = st->fd;
+	i->since = h2_leg_now_ms();
+	event_assign(&i->watch, px_session_base(c->h->s), i->fd,
+	    EV_READ | EV_PERSIST, h2_idle_readable, i);
+	if (event_add(&i->watch, NULL) == -1) {
+		free(i);
+		return -1;
+	}
+	px_conn_close(&st->leg);
+	st->leg_open = false;
+	st->fd = -1;
+	h2_peer_move(&i->peer, &st->peer);
+	TAILQ_INSERT_HEAD(&c->idle, i, link);
+	c->nidle++;
+	return 0;
+}
+
+void
+h2_leg_end(struct h2_stream *st)
+{
+	if (st->leg_open) {
+		st->c->legs--;
+		if (!h2_leg_reusable(st) || h2_leg_park(st) == -1) {
+			px_conn_close(&st->leg);
+			st->leg_open = false;
+		}
+	}
+	if (st->fd != -1)
+		close(st->fd);
+	st->fd = -1;
+	h2_peer_drop(&st->peer);
+}
+
+/* The most recently kept leg that may still take a request; the others
+ * met on the way are closed. NULL: none. */
+static struct h2_idle_leg *
+h2_leg_take(struct http_h2 *c)
+{
+	struct http_state *h = c->h;
+	uint64_t limit = h->pol->request_timeout_ms, idle, now;
+	struct h2_idle_leg *i;
+
+	if ((idle = px_session_idle_timeout(h->s)) != 0 &&
+	    (limit == 0 || idle < limit))
+		limit = idle;
+	now = h2_leg_now_ms();
+	while ((i = TAILQ_FIRST(&c->idle)) != NULL) {
+		h2_idle_remove(i);
+		if (i->peer != NULL && !px_session_config_stale(h->s) &&
+		    (limit == 0 || now - i->since < limit / 2))
+			return i;
+		h2_idle_free(i);
+	}
+	return NULL;
+}
+
+/* The kept leg's watch goes once the stream's read event holds the
+ * socket (px_conn_adopt). */
+static void
+h2_idle_release(void *arg)
+{
+	struct h2_idle_leg *i = arg;
+
+	i->fd = -1;	/* the stream's now */
+	h2_idle_free(i);
+}
+
+/* st on a kept leg: its session named after st from now on. */
+static int
+h2_leg_resume(struct h2_stream *st, struct h2_idle_leg *i,
+    const char *tag)
+{
+	struct http_state *h = st->c->h;
+
+	if (px_conn_open(&st->leg, px_session_base(h->s), i->fd,
+	    h2_leg_readable, h2_leg_writable, st) == -1) {
+		h2_idle_free(i);
+		return -1;
+	}
+	st->fd = i->fd;
+	h2_peer_move(&st->peer, &i->peer);
+	st->leg_id = px_session_id(st->peer->s);
+	px_session_set_tag(st->peer->s, tag);
+	px_conn_adopt(&st->leg, h2_idle_release, i);
+	return 0;
+}
+
+/* A new leg: a socketpair, one end a new session of the service. */
+static int
+h2_leg_spawn(struct h2_stream *st, const char *tag)
+{
+	struct http_state *h = st->c->h;
+	uint64_t id;
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+	    sv) == -1)
+		return -1;
+	st->fd = sv[0];
+	if (px_conn_open(&st->leg, px_session_base(h->s), st->fd,
+	    h2_leg_readable, h2_leg_writable, st) == -1) {
+		close(sv[1]);
+		return -1;
+	}
+	h2_spawning = &st->peer;
+	id = px_session_spawn(h->s, sv[1], tag);
+	h2_spawning = NULL;
+	if (id == 0) {
+		px_conn_close(&st->leg);
+		h2_peer_drop(&st->peer);
+		return -1;
+	}
+	st->leg_id = id;
+	st->c->legs_spawned++;
+	return 0;
+}
+
+int
+h2_leg_start(struct h2_stream *st)
+{
+	struct http_h2 *c = st->c;
+	struct h2_idle_leg *i;
+	char tag[48];
+
+	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
+	if ((i = h2_leg_take(c)) != NULL ? h2_leg_resume(st, i, tag) == -1 :
+	    h2_leg_spawn(st, tag) == -1)
+		return -1;
+	st->leg_open = true;
+	c->legs++;
+	evbuffer_add_buffer(st->leg.out, st->early);
+	px_session_count(c->h->s, HTTP_C_H2_STREAMS, 1);
+	c->streams++;
+	px_conn_read_enable(&st->leg, true);
+	h2_leg_flush(st);
+	return 0;
+}
