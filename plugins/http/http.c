@@ -40,20 +40,6 @@ static void http_start_tunnel(struct http_state *h);
 
 /* ---- small helpers ----------------------------------------------------- */
 
-void
-http_copy(char *dst, size_t size, const char *src, size_t len)
-{
-	size_t i;
-
-	if (len >= size)
-		len = size - 1;
-	/* Only printable ASCII reaches the log: no injected fields. */
-	for (i = 0; i < len; i++)
-		dst[i] = (src[i] > 0x20 && src[i] < 0x7f && src[i] != '"') ?
-		    src[i] : '?';
-	dst[len] = '\0';
-}
-
 static void
 http_timer_set(struct http_state *h, uint64_t ms)
 {

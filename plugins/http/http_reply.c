@@ -210,3 +210,19 @@ http_reply_established(struct http_state *h)
 	h->resp_bytes += sizeof(ok) - 1;
 	px_session_account(h->s, PX_TO_CLIENT, sizeof(ok) - 1);
 }
+
+
+/* A value for the log line. */
+void
+http_copy(char *dst, size_t size, const char *src, size_t len)
+{
+	size_t i;
+
+	if (len >= size)
+		len = size - 1;
+	/* Only printable ASCII reaches the log: no injected fields. */
+	for (i = 0; i < len; i++)
+		dst[i] = (src[i] > 0x20 && src[i] < 0x7f && src[i] != '"') ?
+		    src[i] : '?';
+	dst[len] = '\0';
+}
