@@ -4,6 +4,7 @@
 
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 uint64_t
@@ -16,4 +17,17 @@ px_tcp_progress(int fd)
 	    len < sizeof(ti))
 		return 0;
 	return ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
+}
+
+void
+px_tcp_connect_note(int fd, char *buf, size_t size)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
+		snprintf(buf, size, "connecting");
+	else
+		snprintf(buf, size, "connecting, tcp state %u, %u SYNs again",
+		    (unsigned)ti.tcpi_state, (unsigned)ti.tcpi_total_retrans);
 }

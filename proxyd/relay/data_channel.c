@@ -235,6 +235,8 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_channel *ch = arg;
 	uint64_t now, idle, progress, left;
+	char st[2][64], why[192];
+	int i;
 
 	(void)fd; (void)what;
 	if (ch->abort_why != NULL) {
@@ -242,7 +244,20 @@ px_chan_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (!ch->relaying) {
-		px_chan_finish(ch, "timeout: no data connection");
+		/* Which end never came, and how far a connect got ("none":
+		 * not even begun, e.g. the server's PASV reply awaited). */
+		for (i = 0; i < 2; i++)
+			if (ch->e[i].fd != -1 && ch->e[i].connecting)
+				px_tcp_connect_note(ch->e[i].fd, st[i],
+				    sizeof(st[i]));
+			else
+				snprintf(st[i], sizeof(st[i]), "%s",
+				    ch->e[i].fd != -1 ? "connected" :
+				    ch->e[i].lfd != -1 || ch->e[i].lst != NULL ?
+				    "waiting" : "none");
+		snprintf(why, sizeof(why), "timeout: no data connection "
+		    "(client: %s, server: %s)", st[0], st[1]);
+		px_chan_finish(ch, why);
 		return;
 	}
 	/* A transfer under way keeps its session alive; the channel's own

@@ -205,7 +205,8 @@ assert_log 'ftp-bounce refused: PORT 127,0,0,2,'
 assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.2\|'
 assert_log 'data-connection refused: from 127\.0\.0\.2:[0-9]+, expected the client'"'"'s host'
 assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* refused=1 end=ok'
-assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection'
+# the log says which end never came: the client's, to proxyd's port
+assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection \(client: waiting, server: connected\)'
 # ended by proxyd at its data timeout (before the client's close at 4.8 s)
 assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
