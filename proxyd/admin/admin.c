@@ -238,24 +238,6 @@ px_escape_label(struct evbuffer *b, const char *v)
 	}
 }
 
-/* v as a JSON string, quotes included. */
-void
-px_json_str(struct evbuffer *b, const char *v)
-{
-	evbuffer_add(b, "\"", 1);
-	for (; *v != '\0'; v++) {
-		unsigned char c = (unsigned char)*v;
-
-		if (c == '\\' || c == '"')
-			evbuffer_add_printf(b, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			evbuffer_add_printf(b, "\\u%04x", c);
-		else
-			evbuffer_add(b, v, 1);
-	}
-	evbuffer_add(b, "\"", 1);
-}
-
 int
 px_scrape_open(struct px_scrape *sc)
 {

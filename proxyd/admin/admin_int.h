@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "json.h"
+
 struct evbuffer;
 struct evhttp;
 struct event_base;
@@ -31,8 +33,6 @@ size_t	 px_zone_denials(const struct px_scrape *sc,
 uint64_t px_svc_sum(unsigned i, size_t offset, unsigned nw);
 /* Worker k's blocks summed, at offset in struct px_svc_counters. */
 uint64_t px_worker_sum(unsigned k, size_t offset);
-/* v as a JSON string, quotes included. */
-void	 px_json_str(struct evbuffer *b, const char *v);
 /* The "ha" member of /api/services: the keepalived state, if any. */
 void	 px_admin_ha_json(struct evbuffer *b);
 /* The "reload" member: the last reload's time, result and first error. */

@@ -1,4 +1,5 @@
 #include "log.h"
+#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -303,73 +304,6 @@ px_log_journal(int level, uint64_t id, const char *text, size_t len)
 	(void)sd_journal_sendv(iov, (int)i);
 }
 
-/* How many bytes of valid UTF-8 start s (1..4), 0 if none does: the
- * strict form (no overlong forms, surrogates or code points above
- * U+10FFFF), as JSON readers such as Python's decode it. */
-static size_t
-px_utf8_len(const unsigned char *s, size_t len)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n, i;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		n = 3;
-		lo = s[0] == 0xe0 ? 0xa0 : 0x80;
-		hi = s[0] == 0xed ? 0x9f : 0xbf;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		n = 4;
-		lo = s[0] == 0xf0 ? 0x90 : 0x80;
-		hi = s[0] == 0xf4 ? 0x8f : 0xbf;
-	} else
-		return 0;
-	if (len < n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-/* JSON string body: quotes, backslashes and control bytes escaped, valid
- * UTF-8 kept as it is; a byte that is not part of valid UTF-8 (peer text
- * need not be) becomes \u00XX, the character of the same number, so
- * every line parses. */
-static size_t
-px_json_str(char *out, size_t cap, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *u = (const unsigned char *)s;
-	size_t o = 0, i, n;
-
-	for (i = 0; i < len && o + 6 < cap; i++) {
-		unsigned char c = u[i];
-
-		if (c == '"' || c == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)c;
-		} else if (c >= 0x80 && (n = px_utf8_len(u + i, len - i)) != 0) {
-			memcpy(out + o, s + i, n);
-			o += n;
-			i += n - 1;
-		} else if (c < 0x20 || c >= 0x7f) {
-			memcpy(out + o, "\\u00", 4);
-			out[o + 4] = hex[c >> 4];
-			out[o + 5] = hex[c & 15];
-			o += 6;
-		} else
-			out[o++] = (char)c;
-	}
-	return o;
-}
-
-size_t
-px_json_escape(char *out, size_t cap, const char *s, size_t len)
-{
-	return px_json_str(out, cap, s, len);
-}
-
 /* A JSON number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)? */
 static bool
 px_json_is_number(const char *s, size_t len)
@@ -415,7 +349,7 @@ px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
 	if (pl.eventlen != 0) {
 		memcpy(out + o, ",\"event\":\"", 10);
 		o += 10;
-		o += px_json_str(out + o, cap - o, pl.event, pl.eventlen);
+		o += px_json_escape(out + o, cap - o, pl.event, pl.eventlen);
 		out[o++] = '"';
 	}
 	/* The message is written first into the tail budget, so that fields
@@ -429,7 +363,7 @@ px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
 			break;
 		out[o++] = ',';
 		out[o++] = '"';
-		o += px_json_str(out + o, cap - o, kv->k, kv->klen);
+		o += px_json_escape(out + o, cap - o, kv->k, kv->klen);
 		out[o++] = '"';
 		out[o++] = ':';
 		if (num) {
@@ -437,13 +371,13 @@ px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
 			o += kv->vlen;
 		} else {
 			out[o++] = '"';
-			o += px_json_str(out + o, cap - o, kv->v, kv->vlen);
+			o += px_json_escape(out + o, cap - o, kv->v, kv->vlen);
 			out[o++] = '"';
 		}
 	}
 	memcpy(out + o, ",\"msg\":\"", 8);
 	o += 8;
-	o += px_json_str(out + o, cap - o - 3, pl.body, pl.bodylen);
+	o += px_json_escape(out + o, cap - o - 3, pl.body, pl.bodylen);
 	out[o++] = '"';
 	out[o++] = '}';
 	out[o++] = '\n';

@@ -65,9 +65,5 @@ bool	px_log_record_on(void);
  * false: dropped (no target, or the ring is full). */
 bool	px_log_record(const char *line, size_t len);
 uint64_t px_log_records_dropped(void);
-/* A JSON string's body for s: quotes, backslashes and control bytes
- * escaped, valid UTF-8 kept, any other byte as \u00XX. Returns the
- * length written (at most cap - 6 fit a byte's escape). */
-size_t	px_json_escape(char *out, size_t cap, const char *s, size_t len);
 
 #endif

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "audit.h"
+#include "json.h"
 #include "log.h"
 #include "parse.h"
 

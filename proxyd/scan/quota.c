@@ -11,6 +11,7 @@
 #include <libxml/tree.h>
 
 #include "cfgread.h"
+#include "json.h"
 #include "parse.h"
 #include "quota.h"
 
@@ -347,25 +348,6 @@ px_quota_metrics(struct evbuffer *b)
 	    (unsigned long long)atomic_load(&px_quota_full));
 }
 
-/* A JSON string: quotes, backslash and bytes outside printable ASCII
- * escaped (a partner id is whatever the peer sent). */
-static void
-px_quota_json_str(struct evbuffer *b, const char *v)
-{
-	evbuffer_add(b, "\"", 1);
-	for (; *v != '\0'; v++) {
-		unsigned char c = (unsigned char)*v;
-
-		if (c == '"' || c == '\\')
-			evbuffer_add_printf(b, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			evbuffer_add_printf(b, "\\u%04x", c);
-		else
-			evbuffer_add(b, v, 1);
-	}
-	evbuffer_add(b, "\"", 1);
-}
-
 void
 px_quota_json(struct evbuffer *b)
 {
@@ -382,9 +364,9 @@ px_quota_json(struct evbuffer *b)
 			px_quota_usage(q, &bytes, &transfers);
 			evbuffer_add_printf(b, "%s{\"service\":", first ? "" :
 			    ",");
-			px_quota_json_str(b, q->service);
+			px_json_str(b, q->service);
 			evbuffer_add_printf(b, ",\"partner\":");
-			px_quota_json_str(b, q->partner);
+			px_json_str(b, q->partner);
 			evbuffer_add_printf(b, ",\"bytes\":%llu,\"transfers\":%llu,"
 			    "\"refused_transfers\":%llu,\"refused_bytes\":%llu,"
 			    "\"cuts\":%llu}", (unsigned long long)bytes,

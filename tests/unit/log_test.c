@@ -64,8 +64,8 @@ random_value(char *v, size_t cap)
 }
 
 /* The JSON string starting after the quote at *p, decoded: \uXXXX below
- * U+0100 as that byte (how px_json_str writes stray bytes and controls),
- * other text byte for byte. -1 when it is not what px_json_str writes. */
+ * U+0100 as that byte (how px_json_escape writes stray bytes and controls),
+ * other text byte for byte. -1 when it is not what px_json_escape writes. */
 static ssize_t
 json_unstr(const char **p, char *out, size_t cap)
 {
