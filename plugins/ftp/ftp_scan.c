@@ -545,28 +545,12 @@ ftp_sniff_gather(struct ftp_scan *sc, struct evbuffer *in, size_t n,
 static void
 ftp_audit_end(struct ftp_scan *sc)
 {
-	const struct px_scan_policy *p = ftp_scan_policy(sc);
-	const struct sockaddr *srv = px_session_server(sc->s);
 	struct px_audit_info in;
-	const char *cz, *sz;
 
-	if (sc->audit == NULL)
+	if (sc->audit == NULL || px_audit_drop_below(&sc->audit,
+	    ftp_scan_policy(sc)->audit_min_size))
 		return;
-	if (sc->audit->size < p->audit_min_size && (sc->audit->announced < 0 ||
-	    (uint64_t)sc->audit->announced < p->audit_min_size)) {
-		px_audit_cancel(sc->audit);
-		sc->audit = NULL;
-		return;
-	}
-	px_session_zones(sc->s, srv, &cz, &sz);
 	in = (struct px_audit_info){
-		.service = px_session_service(sc->s),
-		.analyser = "ftp",
-		.session = px_session_id(sc->s),
-		.client = px_session_client(sc->s),
-		.server = srv,
-		.client_zone = cz,
-		.server_zone = sz,
 		.user = sc->st->user[0] != '\0' ? sc->st->user : NULL,
 		.rule = sc->rule[0] != '\0' ? sc->rule : NULL,
 		.file = sc->canon[0] != '\0' ? sc->canon : sc->file,
@@ -579,6 +563,7 @@ ftp_audit_end(struct ftp_scan *sc)
 		.complete = sc->state == FTP_SCAN_PASSED &&
 		    sc->server_code / 100 == 2,
 	};
+	px_session_audit_info(sc->s, "ftp", px_session_server(sc->s), &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 }

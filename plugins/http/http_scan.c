@@ -488,41 +488,24 @@ void
 http_audit_end(struct http_state *h, enum px_dir dir)
 {
 	struct http_scan *sc = &h->scan[dir];
-	const char *cz, *sz, *verdict = h->verdict != NULL ? h->verdict :
-	    "accept";
+	const char *verdict = h->verdict != NULL ? h->verdict : "accept";
 	struct px_audit_info in;
 	char file[sizeof(h->path)];
 	bool done = dir == PX_TO_SERVER ? h->req == HTTP_REQ_DONE :
 	    h->resp == HTTP_RESP_DONE;
 
-	if (sc->audit == NULL)
-		return;
 	/* A body cut short (refused) counts by the size it announced. */
-	if (sc->audit->size < px_session_scan(h->s)->audit_min_size &&
-	    (sc->audit->announced < 0 || (uint64_t)sc->audit->announced <
-	    px_session_scan(h->s)->audit_min_size)) {
-		px_audit_cancel(sc->audit);
-		sc->audit = NULL;
+	if (sc->audit == NULL || px_audit_drop_below(&sc->audit,
+	    px_session_scan(h->s)->audit_min_size))
 		return;
-	}
 	/* An upload may start before the server's handshake is done. */
 	if (sc->audit->tls_server[0] == '\0')
 		(void)px_tls_peer_subject(h->srv.io, sc->audit->tls_server,
 		    sizeof(sc->audit->tls_server));
-	px_session_zones(h->s, h->srv.dst.ss_family != 0 ?
-	    (const struct sockaddr *)&h->srv.dst : NULL, &cz, &sz);
 	/* The file is the path, not its query. */
 	snprintf(file, sizeof(file), "%.*s", (int)strcspn(h->path, "?"),
 	    h->path);
 	in = (struct px_audit_info){
-		.service = px_session_service(h->s),
-		.analyser = "http",
-		.session = px_session_id(h->s),
-		.client = px_session_client(h->s),
-		.server = h->srv.dst.ss_family != 0 ?
-		    (const struct sockaddr *)&h->srv.dst : NULL,
-		.client_zone = cz,
-		.server_zone = sz,
 		.rule = h->rule[0] != '\0' ? h->rule : NULL,
 		.file = file,
 		.direction = http_scan_dir_name(dir),
@@ -532,6 +515,8 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		.verdict = verdict,
 		.complete = done && strcmp(verdict, "accept") == 0,
 	};
+	px_session_audit_info(h->s, "http", h->srv.dst.ss_family != 0 ?
+	    (const struct sockaddr *)&h->srv.dst : NULL, &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 }

@@ -645,27 +645,13 @@ r66_scan_outcome(struct r66_scan *sc, const char *verdict, const char *why,
 static void
 r66_audit_end(struct r66_scan *sc)
 {
-	const struct px_scan_policy *p = px_session_scan(sc->s);
-	const struct sockaddr *srv = px_session_server(sc->s);
 	const char *verdict = sc->verdict != NULL ? sc->verdict : "error";
 	struct px_audit_info in;
-	const char *cz, *sz;
 
-	if (sc->audit->size < p->audit_min_size && (sc->audit->announced < 0 ||
-	    (uint64_t)sc->audit->announced < p->audit_min_size)) {
-		px_audit_cancel(sc->audit);
-		sc->audit = NULL;
+	if (px_audit_drop_below(&sc->audit,
+	    px_session_scan(sc->s)->audit_min_size))
 		return;
-	}
-	px_session_zones(sc->s, srv, &cz, &sz);
 	in = (struct px_audit_info){
-		.service = px_session_service(sc->s),
-		.analyser = "r66",
-		.session = px_session_id(sc->s),
-		.client = px_session_client(sc->s),
-		.server = srv,
-		.client_zone = cz,
-		.server_zone = sz,
 		.user = sc->what.host[0] != '\0' ? sc->what.host : NULL,
 		.rule = sc->ref[0] != '\0' ? sc->ref : NULL,
 		.transfer_rule = sc->what.rule,
@@ -679,6 +665,7 @@ r66_audit_end(struct r66_scan *sc)
 		    strcmp(verdict, "deny") == 0 ? "deny" : "error",
 		.complete = strcmp(verdict, "accept") == 0,
 	};
+	px_session_audit_info(sc->s, "r66", px_session_server(sc->s), &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 }

@@ -47,6 +47,13 @@ void		 px_session_zones(const struct px_session *s,
 		    const char **server_zone);
 /* The service's name (for the scan counters' labels). */
 const char	*px_session_service(const struct px_session *s);
+/* Fills an audit record's (audit.h) session fields: service, analyser,
+ * session id, client, server (NULL: not known) and the zones as
+ * px_session_zones names them for server; the others are left as they are. */
+struct px_audit_info;
+void		 px_session_audit_info(const struct px_session *s,
+		    const char *analyser, const struct sockaddr *server,
+		    struct px_audit_info *in);
 int		 px_session_relay(struct px_session *s, enum px_relay_mode mode,
 		    bool half_close);
 

@@ -14,6 +14,7 @@
 
 #include <event2/buffer.h>
 
+#include "audit.h"
 #include "log.h"
 #include "rules.h"
 #include "tls.h"
@@ -105,6 +106,18 @@ const struct sockaddr *
 px_session_server(const struct px_session *s)
 {
 	return (const struct sockaddr *)&s->server;
+}
+
+void
+px_session_audit_info(const struct px_session *s, const char *analyser,
+    const struct sockaddr *server, struct px_audit_info *in)
+{
+	in->service = px_session_service(s);
+	in->analyser = analyser;
+	in->session = px_session_id(s);
+	in->client = px_session_client(s);
+	in->server = server;
+	px_session_zones(s, server, &in->client_zone, &in->server_zone);
 }
 
 struct event_base *

@@ -82,6 +82,17 @@ px_audit_cancel(struct px_audit *a)
 	free(a);
 }
 
+bool
+px_audit_drop_below(struct px_audit **a, uint64_t min_size)
+{
+	if ((*a)->size >= min_size || ((*a)->announced >= 0 &&
+	    (uint64_t)(*a)->announced >= min_size))
+		return false;
+	px_audit_cancel(*a);
+	*a = NULL;
+	return true;
+}
+
 /* ---- the line ---------------------------------------------------------- */
 
 struct px_json {

@@ -66,6 +66,10 @@ void	px_audit_feed_evbuffer(struct px_audit *a, struct evbuffer *b,
 /* Writes the record, counts it and frees a. */
 void	px_audit_end(struct px_audit *a, const struct px_audit_info *info);
 void	px_audit_cancel(struct px_audit *a);
+/* The transfer is below the service's audit min-size: fewer bytes passed
+ * and it did not announce as many (one cut short counts by what it
+ * announced). Then *a is cancelled and set NULL, and the answer is true. */
+bool	px_audit_drop_below(struct px_audit **a, uint64_t min_size);
 
 /* The record as a JSON line (no newline) into buf: its length, or 0
  * when it does not fit. Pure but for the clock; for the tests. */

@@ -2,7 +2,7 @@
  * split (buffers, evbuffers of many chains, parts of them) against
  * OpenSSL's one-shot digest, and the record's JSON: escaping of what a
  * peer names (quotes, backslashes, control and non-UTF-8 bytes), nulls,
- * and a line too long refused rather than cut. */
+ * and a line too long refused rather than cut; the min-size check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -129,12 +129,48 @@ test_format(void **state)
 	    &in), 0);
 }
 
+/* Below the min-size only when neither the bytes passed nor the size
+ * announced reach it: then the record is cancelled and the pointer
+ * cleared. */
+static void
+test_drop_below(void **state)
+{
+	static const struct {
+		int64_t		announced;
+		uint64_t	fed, min;
+		bool		drop;
+	} c[] = {
+		{ -1, 0, 0, false }, { -1, 9, 10, true }, { -1, 10, 10, false },
+		{ 10, 0, 10, false }, { 9, 0, 10, true }, { 9, 10, 10, false },
+		{ 100, 3, 10, false }, { 0, 0, 1, true },
+	};
+	char bytes[16] = { 0 };
+	size_t i;
+
+	(void)state;
+	assert_int_equal(px_log_record_open(true, PX_LOG_FILE, "/dev/null"), 0);
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct px_audit *a = px_audit_begin(c[i].announced);
+
+		assert_non_null(a);
+		px_audit_feed(a, bytes, c[i].fed);
+		assert_int_equal(px_audit_drop_below(&a, c[i].min), c[i].drop);
+		if (c[i].drop)
+			assert_null(a);
+		else {
+			assert_ptr_not_equal(a, NULL);
+			px_audit_cancel(a);
+		}
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha_splits),
 		cmocka_unit_test(test_format),
+		cmocka_unit_test(test_drop_below),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
