@@ -17,14 +17,14 @@ export PROXYD=$B/proxyd R66PEER=$B/r66peer
 source "$(dirname "$0")/../../tests/integration/lib.sh"
 source "$(dirname "$0")/../../tests/integration/r66_lib.sh"
 source "$(dirname "$0")/../../tests/integration/scan_lib.sh"
+source "$(dirname "$0")/cost_lib.sh"
 need_r66peer
 setup
 need_scanner
 scan_dirs
 RUNS=${RUNS:-5}
 NSTALL=${NSTALL:-20}
-mkdir -p "$T/cli"
-head -c 10M /dev/urandom >"$T/cli/10m.bin"
+cost_file
 start_r66_server
 write_eicar "$T/eicar.com"; (cd "$T" && sigtool --md5 eicar.com) >"$W/db/test.hdb"
 start_scanner
@@ -65,34 +65,12 @@ write_proxyd_conf "buffer=\"${BUF:-256k}\"" "<scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"30s\"/>
     <icap name=\"stall\" url=\"icap://127.0.0.1:$STALL/avscan\" timeout=\"120s\" max-connections=\"1000\"/>
   </scanners>"
-sed -i 's|<workers>auto</workers>|<workers>1</workers>|; s|level="info"|level="warning"|' "$PROXYD_CONF"
+cost_conf
 free_port P_plain; write_r66_service plain "$P_plain" "$R66_SRV_PORT" "$R66X"
 free_port P_av; write_r66_service av "$P_av" "$R66_SRV_PORT" "<scan scanner=\"av\"/> $R66X"
 free_port P_stall; write_r66_service stall "$P_stall" "$R66_SRV_PORT" "<scan scanner=\"stall\"/> $R66X"
 start_proxyd
-cpu_ns() { # all proxyd threads
-    local t s=0 v
-    for t in /proc/$PROXYD_PID/task/*/schedstat; do
-        read -r v _ <"$t" || continue
-        s=$((s + v))
-    done
-    echo "$s"
-}
-BYTES=$(stat -c %s "$T/cli/10m.bin")
-for svc in plain av plain av; do
-    port="P_$svc"
-    line="$svc:"
-    for ((i = 0; i < RUNS; i++)); do
-        rm -f "$R66_SRV_DIR/10m.bin"
-        c0=$(cpu_ns); t0=$(now_ms)
-        r66c "${!port}" hosta:pwA --rule in --mode 1 --block 65536 --send "$T/cli/10m.bin"
-        c1=$(cpu_ns); t1=$(now_ms)
-        [[ $R66_RC == 0 ]] || fail "send via $svc: $(cat "$T/client.err")"
-        # microseconds per 10^6 bytes
-        line+=" $(( (c1 - c0) / 1000 * 1000000 / BYTES ))us/MB($((t1 - t0))ms)"
-    done
-    echo "$line"
-done
+cost_sends plain av plain av
 # memory: NSTALL scanned SENDs held at their verdict
 rm -f "$R66_SRV_DIR"/.part.* "$R66_SRV_DIR/10m.bin"
 sleep 1
