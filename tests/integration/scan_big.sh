@@ -36,27 +36,8 @@ setup
 need_scanner
 scan_dirs
 
-SIZE=1073741824
-SANITIZED=${PROXYD_SANITIZED:-0}
-[[ $SANITIZED == 1 ]] && SIZE=134217728
-# Not zeros, not /dev/urandom (slow): AES-CTR of zeros under a fixed key,
-# about 1 GB/s; its sha256 is taken once here.
-openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f \
-    -iv 00000000000000000000000000000000 -in /dev/zero 2>/dev/null |
-    head -c "$SIZE" >"$T/www/big.bin" || true
-assert_eq "$(stat -c %s "$T/www/big.bin")" "$SIZE" "size of the generated file"
+big_setup "$T/www/big.bin"
 chmod 644 "$T/www/big.bin"
-WANT=$(sha256_of "$T/www/big.bin")
-
-# (clamd wants a database: EICAR's)
-write_eicar "$T/eicar.com"
-sigtool --md5 "$T/eicar.com" >"$W/db/test.hdb"
-ICAP_MAX_OBJECT=2000M
-CLAMD_EXTRA="MaxFileSize 2000M
-MaxScanSize 2000M
-AlertExceedsMax yes
-LogClean yes
-DisableCache yes"
 start_scanner
 start_nginx
 # FTP RETR too where vsftpd can run (root, the ftp user), the same file
@@ -88,61 +69,6 @@ if [[ $FTP == 1 ]]; then
 fi
 start_proxyd
 
-rss() { vm_kb "$PROXYD_PID" VmRSS; }
-cpu_ms() { # PID...: CPU of the processes so far (utime+stime), ms
-    local p s=0 st
-    for p in "$@"; do
-        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-        st=${st##*) }
-        read -r -a f <<<"$st"
-        s=$((s + f[11] + f[12]))
-    done
-    echo $((s * 1000 / $(getconf CLK_TCK)))
-}
-# proxyd, c-icap (master and server child), clamd
-cpu_all() { echo "$(cpu_ms "$PROXYD_PID") $(cpu_ms "$ICAP_PID" $ICAP_CHILDREN) $(cpu_ms "$CLAMD_PID")"; }
-clean_scans() { grep -c ': OK$' "$W/clamd.log" || true; }
-# sampled NAME CMD...: runs CMD in the background, samples proxyd's RSS
-# every 0.2 s until it ends (bounded: 300 s); sets MS (its duration), RSS0
-# (proxyd's RSS before), PEAK, SAMPLES; fails if CMD failed
-sampled() {
-    local name=$1 pid i r
-    shift
-    RSS0=$(rss)
-    PEAK=$RSS0
-    local c0 c1
-    read -r -a c0 <<<"$(cpu_all)"
-    SAMPLES=0
-    local t0
-    t0=$(now_ms)
-    "$@" >"$T/$name.out" 2>"$T/$name.err" &
-    pid=$!
-    track_pid "$pid"
-    for ((i = 0; i < 1500; i++)); do
-        proc_alive "$pid" || break
-        r=$(rss)
-        [[ -n $r ]] && ((r > PEAK)) && PEAK=$r
-        SAMPLES=$((SAMPLES + 1))
-        sleep 0.2
-    done
-    wait_exit "$pid" 10 || fail "$name did not finish within 300 s"
-    MS=$(($(now_ms) - t0))
-    read -r -a c1 <<<"$(cpu_all)"
-    assert_eq "$WAIT_RC" 0 "$name: status ($(cat "$T/$name.curl" "$T/$name.err" 2>/dev/null))"
-    assert_ge "$SAMPLES" 5 "$name: RSS samples during the transfer"
-    info "$name: $((SIZE >> 20)) MB in $MS ms ($(((SIZE >> 20) * 1000 / (MS > 0 ? MS : 1))) MB/s), proxyd RSS $RSS0 KB before, peak $PEAK KB ($SAMPLES samples); CPU ms: proxyd $((c1[0] - c0[0])), c-icap $((c1[1] - c0[1])), clamd $((c1[2] - c0[2]))"
-    [[ $SANITIZED == 1 ]] ||
-        assert_lt "$((PEAK - RSS0))" 65536 "$name: proxyd's RSS growth during the transfer (KB)"
-}
-# more clean scans in clamd's log than N
-wait_clean_scan() {
-    local i
-    for ((i = 0; i < 50; i++)); do
-        (($(clean_scans) > $1)) && return 0
-        sleep 0.1
-    done
-    fail "clamd logged no clean scan of the big file (still $(clean_scans))"
-}
 
 # ---- the HTTP download, then the FTP RETR (at once they took longer:
 # clamd scans each only once c-icap has the whole file, and both scans

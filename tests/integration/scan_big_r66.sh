@@ -46,27 +46,10 @@ setup
 need_scanner
 scan_dirs
 
-SIZE=1073741824
-[[ -n ${PROXYD_SANITIZE:-} ]] && SIZE=134217728
 BLOCK=65536 # Waarp's default block size
 mkdir -p "$T/cli" "$T/out"
-# Not zeros, not /dev/urandom (slow): AES-CTR of zeros under a fixed key,
-# about 1 GB/s; its sha256 is taken once here.
-openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f \
-    -iv 00000000000000000000000000000000 -in /dev/zero 2>/dev/null |
-    head -c "$SIZE" >"$T/cli/big.bin" || true
-assert_eq "$(stat -c %s "$T/cli/big.bin")" "$SIZE" "size of the generated file"
-WANT=$(sha256_of "$T/cli/big.bin")
-
-# (clamd wants a database: EICAR's)
-write_eicar "$T/eicar.com"
-sigtool --md5 "$T/eicar.com" >"$W/db/test.hdb"
-ICAP_MAX_OBJECT=2000M
-CLAMD_EXTRA=${SCAN_BIG_R66_CLAMD:-"MaxFileSize 2000M
-MaxScanSize 2000M
-AlertExceedsMax yes
-LogClean yes
-DisableCache yes"}
+big_setup "$T/cli/big.bin"
+CLAMD_EXTRA=${SCAN_BIG_R66_CLAMD:-$CLAMD_EXTRA}
 # c-icap logs each request's method, status and body bytes received
 ICAP_EXTRA="LogFormat sized \"%im %is %Ib\"
 AccessLog $W/sized.log sized"
@@ -83,60 +66,11 @@ write_r66_service big "$PORT" "$R66_SRV_PORT" \
      <mode allow="send recv sendmd5 recvmd5"/></r66>'
 start_proxyd
 
-rss() { vm_kb "$PROXYD_PID" VmRSS; }
-cpu_ms() { # PID...: CPU of the processes so far (utime+stime), ms
-    local p s=0 st
-    for p in "$@"; do
-        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-        st=${st##*) }
-        read -r -a f <<<"$st"
-        s=$((s + f[11] + f[12]))
-    done
-    echo $((s * 1000 / $(getconf CLK_TCK)))
-}
-# proxyd, c-icap (master and server child), clamd
-cpu_all() { echo "$(cpu_ms "$PROXYD_PID") $(cpu_ms "$ICAP_PID" $ICAP_CHILDREN) $(cpu_ms "$CLAMD_PID")"; }
-clean_scans() { grep -c ': OK$' "$W/clamd.log" || true; }
-# sampled NAME ARGS...: runs an r66peer client to the service with ARGS in
-# the background, samples proxyd's RSS every 0.2 s until it ends (bounded:
-# 300 s); output in $T/NAME.out and .err; sets MS (its duration), RSS0
-# (proxyd's RSS before), PEAK; fails if the client failed
-sampled() {
-    local name=$1 pid i r c0 c1 t0 samples=0
-    shift
-    RSS0=$(rss)
-    PEAK=$RSS0
-    read -r -a c0 <<<"$(cpu_all)"
-    t0=$(now_ms)
-    "$R66PEER" client --connect "127.0.0.1:$PORT" --id hosta:pwA \
-        --partner serverb:pwB --timeout 300 --block "$BLOCK" "$@" \
-        >"$T/$name.out" 2>"$T/$name.err" &
-    pid=$!
-    track_pid "$pid"
-    for ((i = 0; i < 1500; i++)); do
-        proc_alive "$pid" || break
-        r=$(rss)
-        [[ -n $r ]] && ((r > PEAK)) && PEAK=$r
-        samples=$((samples + 1))
-        sleep 0.2
-    done
-    wait_exit "$pid" 10 || fail "$name did not finish within 300 s"
-    MS=$(($(now_ms) - t0))
-    read -r -a c1 <<<"$(cpu_all)"
-    assert_eq "$WAIT_RC" 0 "$name: client exit status ($(cat "$T/$name.err"))"
-    assert_ge "$samples" 5 "$name: RSS samples during the transfer"
-    info "$name: $((SIZE >> 20)) MB in $MS ms ($(((SIZE >> 20) * 1000 / (MS > 0 ? MS : 1))) MB/s), proxyd RSS $RSS0 KB before, peak $PEAK KB ($samples samples); CPU ms: proxyd $((c1[0] - c0[0])), c-icap $((c1[1] - c0[1])), clamd $((c1[2] - c0[2]))"
-    [[ -n ${PROXYD_SANITIZE:-} ]] ||
-        assert_lt "$((PEAK - RSS0))" 65536 "$name: proxyd's RSS growth during the transfer (KB)"
-}
-# more clean scans in clamd's log than N
-wait_clean_scan() {
-    local i
-    for ((i = 0; i < 50; i++)); do
-        (($(clean_scans) > $1)) && return 0
-        sleep 0.1
-    done
-    fail "clamd logged no clean scan of the big file (still $(clean_scans))"
+# r66_client ARGS...: an r66peer client to the service (for sampled, in
+# the background: exec, so its pid is the client's)
+r66_client() {
+    exec "$R66PEER" client --connect "127.0.0.1:$PORT" --id hosta:pwA \
+        --partner serverb:pwB --timeout 300 --block "$BLOCK" "$@"
 }
 # c-icap's METHOD requests answered 204 with all SIZE bytes: N of them
 # (waited for: 5 s)
@@ -176,7 +110,7 @@ PY
 # ---- SEND (upload), then RECV (download) of what the server stored. One
 # after the other: clamd scans each only once c-icap has the whole file.
 scans0=$(clean_scans)
-sampled send --rule in --mode 1 --send "$T/cli/big.bin"
+sampled send r66_client --rule in --mode 1 --send "$T/cli/big.bin"
 assert_grep "$T/send.out" "^ok send file=big\.bin size=$SIZE "
 assert_eq "$(sha256_of "$R66_SRV_DIR/big.bin")" "$WANT" "sha256 of the big SEND on the server"
 assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=in dir=upload size=$SIZE istag="
@@ -188,7 +122,7 @@ info "SEND: ok"
 
 if [[ ${SCAN_BIG_R66_RECV:-1} == 1 ]]; then
     scans0=$(clean_scans)
-    sampled recv --rule out --mode 2 --recv big.bin --dir "$T/out"
+    sampled recv r66_client --rule out --mode 2 --recv big.bin --dir "$T/out"
     assert_grep "$T/recv.out" "^ok recv file=big\.bin size=$SIZE "
     assert_eq "$(sha256_of "$T/out/big.bin")" "$WANT" "sha256 of the big RECV"
     assert_log "r66-scan verdict=clean scanner=av file=big\.bin host=hosta rule=out dir=download size=$SIZE istag="

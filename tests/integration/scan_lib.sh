@@ -117,3 +117,100 @@ kill_scanner() {
     for p in $ICAP_CHILDREN "$ICAP_PID"; do wait_exit "$p" 5 || true; done
     wait_not_listening "$ICAP_PORT" 5 || fail "c-icap still listening"
 }
+
+# ---- 1 GB through the scanner (scan_big, scan_big_r66) -----------------
+#   big_setup FILE         # SIZE bytes into FILE, WANT its sha256; clamd's db,
+#                          # ICAP_MAX_OBJECT and CLAMD_EXTRA set for a real scan
+#   sampled NAME CMD...    # CMD in the background, proxyd's RSS sampled
+#   wait_clean_scan N      # clamd logged more clean scans than N
+# SIZE is 1 GB, 128 MB under a sanitizer (PROXYD_SANITIZED=1 for the
+# integration tests, PROXYD_SANITIZE=1 for the R66 ones), where the RSS
+# bound is not asserted either (ASan keeps what is freed in quarantine).
+
+big_sanitized() { [[ ${PROXYD_SANITIZED:-0} == 1 || -n ${PROXYD_SANITIZE:-} ]]; }
+
+# clamd's limits above the file with AlertExceedsMax, so that a file over
+# either comes back "Heuristics.Limits.Exceeded" (a clean verdict means
+# clamd read all of it); LogClean: each clean scan logged; DisableCache:
+# clamd would otherwise find a second transfer of the same file in its
+# cache of clean files (by md5) and not scan it.
+BIG_CLAMD="MaxFileSize 2000M
+MaxScanSize 2000M
+AlertExceedsMax yes
+LogClean yes
+DisableCache yes"
+
+big_setup() {
+    SIZE=1073741824
+    big_sanitized && SIZE=134217728
+    # Not zeros, not /dev/urandom (slow): AES-CTR of zeros under a fixed
+    # key, about 1 GB/s; its sha256 is taken once here.
+    openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f \
+        -iv 00000000000000000000000000000000 -in /dev/zero 2>/dev/null |
+        head -c "$SIZE" >"$1" || true
+    assert_eq "$(stat -c %s "$1")" "$SIZE" "size of the generated file"
+    WANT=$(sha256_of "$1")
+    # (clamd wants a database: EICAR's)
+    write_eicar "$T/eicar.com"
+    sigtool --md5 "$T/eicar.com" >"$W/db/test.hdb"
+    ICAP_MAX_OBJECT=2000M
+    CLAMD_EXTRA=$BIG_CLAMD
+}
+
+rss() { vm_kb "$PROXYD_PID" VmRSS; }
+cpu_ms() { # PID...: CPU of the processes so far (utime+stime), ms
+    local p s=0 st
+    for p in "$@"; do
+        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        st=${st##*) }
+        read -r -a f <<<"$st"
+        s=$((s + f[11] + f[12]))
+    done
+    echo $((s * 1000 / $(getconf CLK_TCK)))
+}
+# proxyd, c-icap (master and server child), clamd
+cpu_all() { echo "$(cpu_ms "$PROXYD_PID") $(cpu_ms "$ICAP_PID" $ICAP_CHILDREN) $(cpu_ms "$CLAMD_PID")"; }
+clean_scans() { grep -c ': OK$' "$W/clamd.log" || true; }
+
+# sampled NAME CMD...: runs CMD in the background (output in $T/NAME.out
+# and .err), samples proxyd's RSS every 0.2 s until it ends (bounded:
+# 300 s); sets MS (its duration), RSS0 (proxyd's RSS before), PEAK; fails
+# if CMD failed, and (unless sanitized) if the RSS grew by 64 MB or more
+# (the transfer is streamed: only a held tail is kept). Prints the
+# duration, the RSS and the CPU of proxyd, c-icap and clamd.
+sampled() {
+    local name=$1 pid i r c0 c1 t0 samples=0
+    shift
+    RSS0=$(rss)
+    PEAK=$RSS0
+    read -r -a c0 <<<"$(cpu_all)"
+    t0=$(now_ms)
+    "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    pid=$!
+    track_pid "$pid"
+    for ((i = 0; i < 1500; i++)); do
+        proc_alive "$pid" || break
+        r=$(rss)
+        [[ -n $r ]] && ((r > PEAK)) && PEAK=$r
+        samples=$((samples + 1))
+        sleep 0.2
+    done
+    wait_exit "$pid" 10 || fail "$name did not finish within 300 s"
+    MS=$(($(now_ms) - t0))
+    read -r -a c1 <<<"$(cpu_all)"
+    assert_eq "$WAIT_RC" 0 "$name: exit status ($(cat "$T/$name.curl" "$T/$name.err" 2>/dev/null))"
+    assert_ge "$samples" 5 "$name: RSS samples during the transfer"
+    info "$name: $((SIZE >> 20)) MB in $MS ms ($(((SIZE >> 20) * 1000 / (MS > 0 ? MS : 1))) MB/s), proxyd RSS $RSS0 KB before, peak $PEAK KB ($samples samples); CPU ms: proxyd $((c1[0] - c0[0])), c-icap $((c1[1] - c0[1])), clamd $((c1[2] - c0[2]))"
+    big_sanitized ||
+        assert_lt "$((PEAK - RSS0))" 65536 "$name: proxyd's RSS growth during the transfer (KB)"
+}
+
+# more clean scans in clamd's log than N
+wait_clean_scan() {
+    local i
+    for ((i = 0; i < 50; i++)); do
+        (($(clean_scans) > $1)) && return 0
+        sleep 0.1
+    done
+    fail "clamd logged no clean scan of the big file (still $(clean_scans))"
+}
