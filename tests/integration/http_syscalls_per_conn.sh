@@ -12,56 +12,22 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds nginx curl ab strace ss
-# The counts are the production build's; a sanitizer adds calls of its own.
-[[ ${PROXYD_SANITIZED:-0} == 1 ]] && skip "syscall counts are checked on the normal build, not under sanitizers"
-setup
-
-N=200
-make_file 10k.bin 10K
-start_nginx
-free_port P
-write_proxyd_conf
-sed -i 's|<workers>auto</workers>|<workers>1</workers>|; s|level="info"|level="warning"|' "$PROXYD_CONF"
+source "$(dirname "$0")/syscalls_lib.sh"
+syscalls_setup
 write_http_service hs "$P" "$NGINX_PORT" '<http server-pool="8" server-idle="30s"/>'
 start_proxyd
-URL="http://127.0.0.1:$P/10k.bin"
-timeout 60 ab -n 20 -c 1 "$URL" >"$T/warm.txt" 2>&1 || fail "warm-up ab failed: $(tail -3 "$T/warm.txt")"
+syscalls_warm
 reused0=$(metric_value proxyd_upstream_connections_total 'kind="reused"')
 
-# count_calls NAME FILE: how many times proxyd made that call (strace -c)
-count_calls() {
-    awk -v n="$1" '$NF == n && $1 ~ /^[0-9.]+$/ { print $4; f = 1 } END { if (!f) print 0 }' "$2"
-}
-# settle: the last session is closed once no client socket of proxyd's
-# port is left (asked of the kernel, not of the admin endpoint: its calls
-# would count)
-settle() {
-    local i
-    for ((i = 0; i < 50; i++)); do
-        [[ -z $(ss -Htn "( sport = :$P )" state established state close-wait 2>/dev/null) ]] && return 0
-        sleep 0.1
-    done
-}
-
 # --- ab: N connections back to back
-strace_start "$PROXYD_PID" "$T/strace.txt" -f -c
-sleep 0.3   # the other threads
-timeout 60 ab -n "$N" -c 1 "$URL" >"$T/ab.txt" 2>&1 || fail "ab failed: $(tail -3 "$T/ab.txt")"
-assert_grep "$T/ab.txt" "^Complete requests:[[:space:]]+$N\$"
-assert_grep "$T/ab.txt" '^Failed requests:[[:space:]]+0$'
-settle
-strace_stop
-[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.txt.err")"
+traced_ab "$T/strace.txt" "( sport = :$P )"
 # every request went over a pooled connection (else the counts below
 # would measure connects)
 assert_metric ge proxyd_upstream_connections_total 'kind="reused"' $((reused0 + N)) 5
 
 calls() { count_calls "$1" "$T/strace.txt"; }
-info "system calls per connection over $N connections:"
-awk -v n="$N" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "    %-16s %6.2f%s\n", $NF, $4 / n, (NF == 6 ? sprintf("  (%d failed)", $5) : "") }' \
-    "$T/strace.txt" | sort -k2 -nr
-total=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $NF != "epoll_wait" && $NF != "poll" && $NF != "restart_syscall" && $NF != "ioctl" { s += $4 } END { print s + 0 }' "$T/strace.txt")
+per_call_list "$T/strace.txt"
+total=$(calls_total "$T/strace.txt" ioctl)
 info "without epoll_wait (the log thread's poll, the metrics tick's ioctl): $total calls, $((total * 100 / N))/100 per connection"
 
 # Per connection none: the request is read as the connection is taken
@@ -89,7 +55,7 @@ for ((i = 0; i < M; i++)); do
     code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$URL") || fail "curl $i failed"
     [[ $code == 200 ]] || fail "curl $i: HTTP $code"
 done
-settle
+settle "( sport = :$P )"
 strace_stop
 peeks=$(count_calls recvfrom "$T/strace2.txt")
 info "paced: $peeks recv(MSG_PEEK) for $M reuses"

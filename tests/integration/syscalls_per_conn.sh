@@ -7,44 +7,17 @@
 # depends on timing). The per-call list goes to the test's output.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-need_cmds nginx curl ab strace ss
-# The counts are the production build's; a sanitizer adds calls of its own.
-[[ ${PROXYD_SANITIZED:-0} == 1 ]] && skip "syscall counts are checked on the normal build, not under sanitizers"
-setup
-
-N=200
-make_file 10k.bin 10K
-start_nginx
-free_port P
-write_proxyd_conf
-sed -i 's|<workers>auto</workers>|<workers>1</workers>|; s|level="info"|level="warning"|' "$PROXYD_CONF"
+source "$(dirname "$0")/syscalls_lib.sh"
+syscalls_setup
 write_service sc "$P" "$NGINX_PORT"
 start_proxyd
-URL="http://127.0.0.1:$P/10k.bin"
-timeout 60 ab -n 20 -c 1 "$URL" >"$T/warm.txt" 2>&1 || fail "warm-up ab failed: $(tail -3 "$T/warm.txt")"
-
-strace_start "$PROXYD_PID" "$T/strace.txt" -f -c
-sleep 0.3   # the other threads
-timeout 60 ab -n "$N" -c 1 "$URL" >"$T/ab.txt" 2>&1 || fail "ab failed: $(tail -3 "$T/ab.txt")"
-assert_grep "$T/ab.txt" "^Complete requests:[[:space:]]+$N\$"
-assert_grep "$T/ab.txt" '^Failed requests:[[:space:]]+0$'
-# the last session is closed once no socket of proxyd's port is left
-# (asked of the kernel, not of the admin endpoint: its calls would count)
-for ((i = 0; i < 50; i++)); do
-    [[ -z $(ss -Htn "( sport = :$P or dport = :$NGINX_PORT )" state established state close-wait 2>/dev/null) ]] && break
-    sleep 0.1
-done
-strace_stop
-[[ -s $T/strace.txt ]] || fail "strace wrote nothing: $(cat "$T/strace.txt.err")"
+syscalls_warm
+traced_ab "$T/strace.txt" "( sport = :$P or dport = :$NGINX_PORT )"
 
 # calls NAME: how many times proxyd made that call during the run
-calls() {
-    awk -v n="$1" '$NF == n && $1 ~ /^[0-9.]+$/ { print $4; f = 1 } END { if (!f) print 0 }' "$T/strace.txt"
-}
-info "system calls per connection over $N connections:"
-awk -v n="$N" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "    %-16s %6.2f%s\n", $NF, $4 / n, (NF == 6 ? sprintf("  (%d failed)", $5) : "") }' \
-    "$T/strace.txt" | sort -k2 -nr
-total=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $NF != "epoll_wait" && $NF != "poll" && $NF != "restart_syscall" { s += $4 } END { print s + 0 }' "$T/strace.txt")
+calls() { count_calls "$1" "$T/strace.txt"; }
+per_call_list "$T/strace.txt"
+total=$(calls_total "$T/strace.txt")
 info "without epoll_wait (and the log thread's poll): $total calls, $((total * 100 / N))/100 per connection"
 
 assert_eq "$(calls accept4)" "$((2 * N))" "accept4: one per connection and one EAGAIN (libevent's accept loop)"
