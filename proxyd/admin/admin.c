@@ -30,6 +30,7 @@
 #include "conntrack.h"
 #include "log.h"
 #include "metrics.h"
+#include "prom.h"
 #include "quota.h"
 #include "listener.h"
 #include "tls.h"
@@ -225,19 +226,6 @@ px_svc_sum(unsigned i, size_t offset, unsigned nw)
 	return sum;
 }
 
-static void
-px_escape_label(struct evbuffer *b, const char *v)
-{
-	for (; *v != '\0'; v++) {
-		if (*v == '\\' || *v == '"')
-			evbuffer_add_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			evbuffer_add(b, "\\n", 2);
-		else
-			evbuffer_add(b, v, 1);
-	}
-}
-
 int
 px_scrape_open(struct px_scrape *sc)
 {
@@ -257,9 +245,9 @@ px_scrape_open(struct px_scrape *sc)
 		if (!px_metrics_slot(i, &svc, &an, &sc->an[i]))
 			continue;
 		evbuffer_add_printf(t, "service=\"");
-		px_escape_label(t, svc);
+		px_prom_label(t, svc);
 		evbuffer_add_printf(t, "\",analyser=\"");
-		px_escape_label(t, an);
+		px_prom_label(t, an);
 		evbuffer_add(t, "\"", 1);
 		n = evbuffer_get_length(t);
 		if ((sc->labels[i] = malloc(n + 1)) != NULL) {
@@ -518,9 +506,9 @@ px_admin_zone_denial_metrics(struct evbuffer *b, const struct px_scrape *sc)
 	for (j = 0; j < n; j++) {
 		evbuffer_add_printf(b, "proxyd_denied_total{%s,client_zone=\"",
 		    sc->labels[all[j].slot]);
-		px_escape_label(b, all[j].client_zone);
+		px_prom_label(b, all[j].client_zone);
 		evbuffer_add_printf(b, "\",server_zone=\"");
-		px_escape_label(b, all[j].server_zone);
+		px_prom_label(b, all[j].server_zone);
 		evbuffer_add_printf(b, "\",reason=\"%s\"} %llu\n",
 		    px_denial_names[all[j].reason], (unsigned long long)all[j].n);
 	}

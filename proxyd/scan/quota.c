@@ -13,6 +13,7 @@
 #include "cfgread.h"
 #include "json.h"
 #include "parse.h"
+#include "prom.h"
 #include "quota.h"
 
 #define PX_QUOTA_BUCKETS	4096	/* a power of two */
@@ -240,28 +241,14 @@ px_quota_refuse_full(void)
 
 /* ---- metrics ---------------------------------------------------------- */
 
-/* A label value: backslash, quote and newline escaped. */
-static void
-px_quota_label(struct evbuffer *b, const char *v)
-{
-	for (; *v != '\0'; v++) {
-		if (*v == '\\' || *v == '"')
-			evbuffer_add_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			evbuffer_add(b, "\\n", 2);
-		else
-			evbuffer_add(b, v, 1);
-	}
-}
-
 static void
 px_quota_usage_row(struct evbuffer *b, const char *name,
     const struct px_quota *q, uint64_t v)
 {
 	evbuffer_add_printf(b, "%s{service=\"", name);
-	px_quota_label(b, q->service);
+	px_prom_label(b, q->service);
 	evbuffer_add(b, "\",partner=\"", 11);
-	px_quota_label(b, q->partner);
+	px_prom_label(b, q->partner);
 	evbuffer_add_printf(b, "\"} %llu\n", (unsigned long long)v);
 }
 
@@ -306,7 +293,7 @@ px_quota_refusals(struct evbuffer *b)
 		for (i = 0; i < 3; i++) {
 			evbuffer_add_printf(b, "proxyd_quota_refusals_total{"
 			    "service=\"");
-			px_quota_label(b, sum[k].service);
+			px_prom_label(b, sum[k].service);
 			evbuffer_add_printf(b, "\",kind=\"%s\"} %llu\n",
 			    kinds[i], (unsigned long long)sum[k].n[i]);
 		}
