@@ -521,9 +521,12 @@ px_tls_idle_input(void *state)
  * workers' arenas, never at their top, so the RSS stayed (28 -> 125 MB,
  * 160 MB after a second burst). Hand it back when the live count falls
  * to a quarter of a peak of at least PX_TLS_TRIM_MIN: a few trims per
- * burst (each a walk of the heaps, a few ms), none in a steady state. */
+ * burst (each a walk of the heaps, a few ms), none in a steady state.
+ * The last of them (the count under PX_TLS_TRIM_MIN) left what they held
+ * (6 MB after 1 000 stalled handshakes): one more once none is left. */
 #define PX_TLS_TRIM_MIN	64
 static atomic_size_t px_tls_live, px_tls_peak;
+static atomic_bool px_tls_trim_at_zero;	/* a burst was trimmed: once more at 0 */
 
 static void
 px_tls_count_new(void)
@@ -546,9 +549,13 @@ px_tls_count_gone(void)
 	size_t peak = atomic_load_explicit(&px_tls_peak, memory_order_relaxed);
 
 	/* The thread that lowers the peak does the trim: one at a time. */
-	if (peak < PX_TLS_TRIM_MIN || live > peak / 4 ||
-	    !atomic_compare_exchange_strong_explicit(&px_tls_peak, &peak, live,
+	if (peak >= PX_TLS_TRIM_MIN && live <= peak / 4 &&
+	    atomic_compare_exchange_strong_explicit(&px_tls_peak, &peak, live,
 	    memory_order_relaxed, memory_order_relaxed))
+		atomic_store_explicit(&px_tls_trim_at_zero, true,
+		    memory_order_relaxed);
+	else if (live != 0 || !atomic_exchange_explicit(&px_tls_trim_at_zero,
+	    false, memory_order_relaxed))
 		return;
 #ifdef __GLIBC__
 	(void)malloc_trim(0);

@@ -7,7 +7,10 @@
 # BOUND_MB of what it was before the first round (it grew by about 100 MB
 # and kept it: 48 KB per pending handshake, never trimmed), and a request
 # still goes through (outside a sanitizer build, whose allocator keeps
-# freed memory in quarantine). Before them, N clients that connect and
+# freed memory in quarantine). Each round must also hand back all but
+# KEPT_MAX_KB once its handshakes are cut (the trims at a quarter of the
+# peak left the last 64's worth: 4 MB after the first round; now one more
+# once none is left). Before them, N clients that connect and
 # send nothing must cost under SILENT_MAX_KB each while pending (TLS was
 # set up at accept: 48 KB each; now at the client's first bytes).
 set -euo pipefail
@@ -19,6 +22,7 @@ setup
 N=${STALL_N:-1000}
 BOUND_MB=${STALL_BOUND_MB:-12}
 SILENT_MAX_KB=${SILENT_MAX_KB:-16}
+KEPT_MAX_KB=${STALL_KEPT_MAX_KB:-3000}
 TIMEOUT_S=6
 P=$T/pki
 tls_ca ca "proxyd test CA"
@@ -63,12 +67,18 @@ round() {   # round NAME [tlsidle.py option]
         (( $(date +%s) < deadline )) || fail "round $r: $(timeouts) of $want handshakes cut"
         sleep 0.2
     done
-    rss_after=$(vm_kb "$PROXYD_PID" VmRSS)
+    # the last trim comes with the last conn freed, just after its count
+    for _ in $(seq 1 25); do
+        rss_after=$(vm_kb "$PROXYD_PID" VmRSS)
+        (( rss_after - RSS_START < KEPT_MAX_KB )) && break
+        sleep 0.2
+    done
     touch "$T/release$r"
     wait "$cpid" || true
     PER_CONN=$(( (rss_with - RSS_START) * 1024 / N ))
     info "round $r ($how): $line; RSS $rss_with KiB with them ($PER_CONN B each over the $RSS_START KiB before), $rss_after KiB once cut"
     RSS_AFTER=$rss_after
+    KEPT=$(( rss_after > RSS_START ? rss_after - RSS_START : 0 ))
     RSS_START=$rss_after
 }
 RSS_START=$rss0
@@ -76,7 +86,9 @@ RSS_START=$rss0
 round 0 --silent
 silent_per_conn=$PER_CONN
 round 1
+kept1=$KEPT
 round 2
+kept2=$KEPT
 fetch
 info "RSS after two rounds of $N: $RSS_AFTER KiB, $(( (RSS_AFTER - rss0) / 1024 )) MB over the $rss0 KiB before"
 case "${PROXYD_SANITIZED:-}" in 1|ON|on|TRUE|true)
@@ -84,5 +96,7 @@ case "${PROXYD_SANITIZED:-}" in 1|ON|on|TRUE|true)
     info "sanitizer build: RSS not asserted"; info "OK"; exit 0 ;;
 esac
 assert_lt "$silent_per_conn" $(( SILENT_MAX_KB * 1024 )) "bytes of RSS per silent client's pending handshake (bound $SILENT_MAX_KB KB)"
+assert_lt "$kept1" "$KEPT_MAX_KB" "KiB of RSS kept once the first round's $N stalled handshakes were cut"
+assert_lt "$kept2" "$KEPT_MAX_KB" "KiB of RSS kept once the second round's $N stalled handshakes were cut"
 assert_lt $(( RSS_AFTER - rss0 )) $(( BOUND_MB * 1024 )) "RSS growth in KiB after two rounds of $N stalled handshakes were cut (bound $BOUND_MB MB)"
 info "OK"
