@@ -266,6 +266,7 @@ px_session_reap(struct px_worker *w)
 		free(s->relay);
 		free(s);
 	}
+	px_tls_trim_if_due();
 }
 
 void

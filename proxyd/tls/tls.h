@@ -89,6 +89,9 @@ struct px_tls_worker {
 
 void	px_tls_worker_init(struct px_tls_worker *tw);
 void	px_tls_worker_free(struct px_tls_worker *tw);
+/* Hands freed memory back to the system when a burst of TLS conns has
+ * gone (see tls.c): called once the worker has freed its dead sessions. */
+void	px_tls_trim_if_due(void);
 
 /* Reads <tls side=... mode=...> (n) of the service file `file`. Client
  * side: the certificate chain and key (PEM, checked to match, not
