@@ -36,7 +36,7 @@ TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              ("h2", "proxyd-tls-h2", "haproxy-tls-h2")]
 TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
-                 ("idle", "idle", "idle"), ("h2load", "10k", "h2")]
+                 ("idle", "idle", "idle"), ("idle", "stall", "stall"), ("h2load", "10k", "h2")]
 BASE = "direct"
 # the zones rows (bench/run rows_zones, mode "zones"): direct and two proxyds,
 # the one with zones compared with the one without (its peer)
@@ -62,6 +62,7 @@ from report_runs import (  # bench/report_runs.py, beside this file
     by_bytes, COUNTED,
 )
 from report_scan import scan_section  # bench/report_scan.py: the scanning rows
+from report_tls import tls_label, stall_section  # bench/report_tls.py: TLS row labels, pending handshakes
 
 
 def human_bytes(n):
@@ -70,30 +71,6 @@ def human_bytes(n):
         if n >= div and n % div == 0:
             return f"{n // div} {unit}"
     return f"{n} B"
-
-
-def tls_label(k, env):
-    tool, size, mode = k
-    par = (env.get("tls_stime", "? ?").split() + ["?", "?"])[1]
-    if tool == "ab" and mode == "ka":
-        return f"TLS {SIZE_LABEL.get(size, size)} ab keep-alive"
-    if tool == "wrk":
-        return f"TLS {SIZE_LABEL.get(size, size)} wrk keep-alive"
-    if tool == "ab" and mode == "close":
-        return f"TLS new conn/s, ab close {SIZE_LABEL.get(size, size)} (full handshakes, -c {env.get('concurrency', '?')})"
-    if tool == "stime" and mode == "kb":
-        return (f"TLS keybridge conn/s, s_time -new x{par} (full handshakes; "
-                "HAProxy: a fixed certificate)")
-    if tool == "stime":
-        return (f"TLS new conn/s, s_time -{mode} x{par} ("
-                + ("full handshakes" if mode == "new" else "resumed") + ")")
-    if tool == "idle":
-        return f"RSS per idle TLS conn ({env.get('tls_idle_n', '?')} open)"
-    if tool == "h2load":
-        h2 = (env.get("tls_h2", "? ? ?").split() + ["?"] * 3)[:3]
-        return (f"TLS {SIZE_LABEL.get(size, size)} HTTP/2, h2load -c {h2[1]} -m {h2[2]} "
-                "(to the origin over HTTP/1.1)")
-    return f"TLS {tool} {size} {mode}"
 
 
 def tls_section(out, env, rows, targets, pairs, netns):
@@ -114,8 +91,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
         "haproxy-tls-http": f"{hav}, mode http, `bind ... ssl crt` (alpn http/1.1), `server ... ssl "
                             "verify required ca-file sni str(origin.test) verifyhost origin.test` "
                             "(alpn http/1.1), option http-keep-alive, http-reuse always",
-        "proxyd-tls-plug": "proxyd, plug analyser, `<tls side=\"client\" mode=\"terminate\">`, "
-                           "to nginx plain",
+        "proxyd-tls-plug": "proxyd, plug analyser, `<tls side=\"client\" mode=\"terminate\" "
+                           "handshake-timeout=\"60s\">`, to nginx plain",
         "haproxy-tls-tcp": f"{hav}, mode tcp, `bind ... ssl crt`, to nginx plain",
         "nginx-tls-tcp": "nginx, one process, `stream { server { listen ... ssl; proxy_pass ...; } }` "
                          "with the same certificate, to nginx plain (loopback only)",
@@ -232,7 +209,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
             note = ""
             if idle and d.get("kib_conn") is not None:
                 note = (f"{d['kib_conn']:.1f} KiB/conn (RSS {fnum((d.get('rss0_kb') or 0) / 1024, 1)} → "
-                        f"{fnum((d.get('rss1_kb') or 0) / 1024, 1)} MiB)")
+                        f"{fnum((d.get('rss1_kb') or 0) / 1024, 1)} MiB"
+                        + (f", {fnum(d['rss2_kb'] / 1024, 1)} once closed)" if d.get("rss2_kb") else ")"))
             elif d.get("kb_minted") is not None:
                 note = f"leaves minted {d['kb_minted']}, cached {d['kb_cached']} (all rounds)"
             elif d.get("resumed_pct") is not None:
@@ -675,6 +653,7 @@ def cmd_report(out):
                     rs = [extra_kv(r) for r in ok]
                     d["rss0_kb"] = statistics.median([x["rss0"] for x in rs if "rss0" in x]) if rs else None
                     d["rss1_kb"] = statistics.median([x["rss1"] for x in rs if "rss1" in x]) if rs else None
+                    d["rss2_kb"] = statistics.median([x["rss2"] for x in rs if "rss2" in x] or [0]) or None
                 if k[0] == "stime":
                     rs = [extra_kv(r) for r in ok]
                     res = sum(x.get("resumed", 0) for x in rs)
@@ -998,6 +977,7 @@ def cmd_report(out):
         L.append("")
     L.extend(zones_section(env, zones_rows, zones_runs, zones_targets, zones_pairs))
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
+    L.extend(stall_section(env, tls_rows))
     L.extend(scan_section(out))
     bad = [r for r in rows + tls_rows + zones_rows if r["bad"]]
     bad_peer = [r for r in rows + tls_rows + zones_rows if r["bad_peer"]]
@@ -1098,6 +1078,8 @@ def cmd_report(out):
         L.append(f"{pre}openssl s_time -connect {host}:PORT -new|-reuse -time {dur} -www /1k.bin   # {par} at once")
         L.append(f"{pre}ab -r -s 20 -n {n[2]} -c {c} https://{host}:PORT/1k.bin")
         L.append(f"{pre}python3 bench/tlsidle.py {host} PORT {env.get('tls_idle_n', '?')} RELEASE "
+                 "--servername front.test --cafile ca.pem")
+        L.append(f"{pre}python3 bench/tlsidle.py {host} PORT {env.get('tls_stall_n', '?')} RELEASE --stall "
                  "--servername front.test --cafile ca.pem")
         h2 = (env.get("tls_h2", "? ? ?").split() + ["?"] * 3)[:3]
         L.append(f"{pre}h2load -n {h2[0]} -c {h2[1]} -m {h2[2]} https://{host}:PORT/10k.bin   # HTTP/2 (ALPN h2)")

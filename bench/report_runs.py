@@ -122,13 +122,16 @@ def parse_stime(text):
 
 
 def parse_idle(text):
-    # bench/tlsidle.py's line and bench/run's RSS line
-    m = re.search(r"^established=(\d+) failed=(\d+) seconds=[\d.]+ rate=([\d.]+) max_ms=(\d+)", text, re.M)
-    r = re.search(r"^rss_before_kb=(\d+) rss_with_kb=(\d+) conns=(\d+)", text, re.M)
+    # bench/tlsidle.py's line (established=, or stalled= for pending
+    # handshakes) and bench/run's RSS line (before, with them, once closed)
+    m = re.search(r"^(?:established|stalled)=(\d+) failed=(\d+) seconds=[\d.]+ rate=([\d.]+) max_ms=(\d+)",
+                  text, re.M)
+    r = re.search(r"^rss_before_kb=(\d+) rss_with_kb=(\d+) conns=(\d+)(?: rss_after_kb=(\d+))?", text, re.M)
     if not m or not r:
         return None, 0, 1, 0, 1, None, None, "-"
+    after = f";rss2={r.group(4)}" if r.group(4) else ""
     return (float(m.group(3)), int(m.group(1)), int(m.group(2)), 0, 0, int(m.group(4)), None,
-            f"rss0={r.group(1)};rss1={r.group(2)};conns={m.group(1)}")
+            f"rss0={r.group(1)};rss1={r.group(2)};conns={m.group(1)}{after}")
 
 
 def extra_kv(r):
