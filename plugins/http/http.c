@@ -295,6 +295,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 
 	/* The head as it will go out, whatever connection carries it. */
 	evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
+	h->req_kept = false;
 	if (!h->is_connect) {
 		struct http_req_ctx rq = {
 			.target = target, .tlen = tlen, .host = h->host,
@@ -470,9 +471,9 @@ http_transaction_done(struct http_state *h)
 		h->srv.got_bytes = false;
 	} else
 		http_server_drop(h, keep_server);
-	if (h->req_copy != NULL)
-		evbuffer_free(h->req_copy);
-	h->req_copy = NULL;
+	if (h->req_kept)
+		evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
+	h->req_kept = false;
 	h->resp = HTTP_RESP_NONE;
 	h->req = HTTP_REQ_HEAD;
 	if (!h->client_keep || (h->client_eof &&
@@ -1049,9 +1050,6 @@ http_on_close(struct px_session *s, void *st)
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);
 	h->c = NULL;	/* the core's */
-	if (h->req_copy != NULL)
-		evbuffer_free(h->req_copy);
-	h->req_copy = NULL;
 }
 
 static void

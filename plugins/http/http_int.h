@@ -154,8 +154,10 @@ struct http_state {
 	bool			 is_head, is_connect, upgrade_ok;
 	bool			 retried;
 	bool			 replayable;	/* idempotent and bodiless */
-	struct evbuffer		*req_copy;	/* head as sent, for one retry */
-	struct evbuffer		*head_out;	/* the head being sent */
+	/* The head being sent; once sent on a reused connection, still
+	 * held (the server's output references it) for one retry. */
+	struct evbuffer		*head_out;
+	bool			 req_kept;	/* head_out holds the head sent */
 	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
 	uint64_t		 req_bytes, resp_bytes;

@@ -197,18 +197,14 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 		h->req = HTTP_REQ_DONE;
 		return;
 	}
-	if (h->req_copy != NULL)
-		evbuffer_free(h->req_copy);
-	h->req_copy = NULL;
 	sout = h->srv.io->out;
 	n = evbuffer_get_length(h->head_out);
 	/* A replayable request on a reused connection keeps its head for one
-	 * retry; the output only references it. */
-	if (h->replayable && h->srv.reused &&
-	    (h->req_copy = evbuffer_new()) != NULL) {
-		evbuffer_add_buffer(h->req_copy, h->head_out);
-		evbuffer_add_buffer_reference(sout, h->req_copy);
-	} else
+	 * retry; the output only references it (no buffer made and freed
+	 * per request: head_out is drained by the next one). */
+	h->req_kept = h->replayable && h->srv.reused &&
+	    evbuffer_add_buffer_reference(sout, h->head_out) == 0;
+	if (!h->req_kept)
 		evbuffer_add_buffer(sout, h->head_out);
 	h->req_bytes += n;
 	px_session_account(h->s, PX_TO_SERVER, n);
@@ -289,7 +285,7 @@ http_retry(struct http_state *h)
 	struct sockaddr_storage dst;
 
 	if (!h->srv.reused || h->srv.got_bytes || h->retried ||
-	    h->req_copy == NULL || h->resp != HTTP_RESP_HEAD)
+	    !h->req_kept || h->resp != HTTP_RESP_HEAD)
 		return false;
 	memcpy(&dst, &h->srv.dst, sizeof(dst));
 	http_server_drop(h, false);
@@ -302,7 +298,7 @@ http_retry(struct http_state *h)
 		return true;
 	}
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
-	evbuffer_add_buffer_reference(h->srv.io->out, h->req_copy);
+	evbuffer_add_buffer_reference(h->srv.io->out, h->head_out);
 	h->progress++;
 	return true;
 }
