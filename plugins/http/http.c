@@ -184,10 +184,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	tlen = m.tlen;
 	/* A Host without a port means the scheme's: https when the client
 	 * spoke TLS to us (RFC 9110 4.2.2). */
-	if (m.host != -1 && http_authority(m.hdr[m.host].val,
+	if (m.host != -1 && http_host_authority(h, m.hdr[m.host].val,
 	    m.hdr[m.host].vlen, px_session_client_via_tls(h->s) ? 443 : 80,
-	    h->host,
-	    sizeof(h->host), &hostaddr, &hostport) == -1) {
+	    &hostaddr, &hostport) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, 400, "malformed Host");
 		return;

@@ -46,9 +46,11 @@ http_reg_name(const char *a, size_t len)
 	return true;
 }
 
-int
-http_authority(const char *a, size_t len, uint16_t defport, char *host,
-    size_t hsize, struct sockaddr_storage *ss, uint16_t *port)
+/* http_authority, and *hostlen: the bytes of a that are the host. */
+static int
+http_authority_host(const char *a, size_t len, uint16_t defport, char *host,
+    size_t hsize, struct sockaddr_storage *ss, uint16_t *port,
+    size_t *hostlen)
 {
 	const char *colon = NULL;
 	size_t hlen = len;
@@ -110,6 +112,48 @@ http_authority(const char *a, size_t len, uint16_t defport, char *host,
 			memset(ss, 0, sizeof(*ss));
 	}
 	http_copy(host, hsize, a, hlen);
+	*hostlen = hlen;
+	return 0;
+}
+
+int
+http_authority(const char *a, size_t len, uint16_t defport, char *host,
+    size_t hsize, struct sockaddr_storage *ss, uint16_t *port)
+{
+	size_t hlen;
+
+	return http_authority_host(a, len, defport, host, hsize, ss, port,
+	    &hlen);
+}
+
+int
+http_host_authority(struct http_state *h, const char *a, size_t len,
+    uint16_t defport, struct sockaddr_storage *ss, uint16_t *port)
+{
+	struct http_host_memo *hm = &h->host_memo;
+	size_t hlen;
+
+	if (hm->len != 0 && hm->len == len && hm->defport == defport &&
+	    memcmp(hm->val, a, len) == 0) {
+		*port = hm->port;
+		memset(ss, 0, sizeof(*ss));
+		memcpy(ss, &hm->addr, sizeof(hm->addr));
+		http_copy(h->host, sizeof(h->host), a, hm->hlen);
+		return 0;
+	}
+	hm->len = 0;
+	if (http_authority_host(a, len, defport, h->host, sizeof(h->host), ss,
+	    port, &hlen) == -1)
+		return -1;
+	/* ss is AF_INET, AF_INET6 or none: all of it fits in addr. */
+	if (len < sizeof(hm->val)) {
+		memcpy(hm->val, a, len);
+		hm->len = (uint8_t)len;
+		hm->hlen = (uint8_t)hlen;
+		hm->defport = defport;
+		hm->port = *port;
+		memcpy(&hm->addr, ss, sizeof(hm->addr));
+	}
 	return 0;
 }
 
