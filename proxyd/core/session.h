@@ -71,8 +71,13 @@ struct px_session {
 	bool			 dconn_open[2];
 	bool			 an_timer_set;
 	/* The driver analyser's timer (px_drv_open): allocated, since a
-	 * plug session never has one. */
+	 * plug session never has one. Lazy (px_session_timer): the event
+	 * stays where it is while the deadline only moves later, and
+	 * re-arms itself for the rest when it fires before it. */
 	struct event		*an_timer;
+	bool			 an_timer_pending;	/* an_timer is added */
+	uint64_t		 an_fire_us;	/* then it fires by this */
+	uint64_t		 an_deadline_us;	/* on_timer; 0: none */
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	uint64_t		 credited[2];	/* of bytes, in m->delivered */
 	bool			 admitted;	/* past the admission checks */

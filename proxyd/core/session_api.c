@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -260,12 +261,44 @@ px_drv_writable(struct px_conn *c, void *arg)
 	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
 }
 
+/* The analyser timer's clock: monotonic, as libevent's. */
+static uint64_t
+px_an_clock_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void
+px_an_timer_add(struct px_session *s, uint64_t now, uint64_t us)
+{
+	struct timeval tv = { .tv_sec = (time_t)(us / 1000000),
+	    .tv_usec = (suseconds_t)(us % 1000000) };
+
+	evtimer_add(s->an_timer, &tv);
+	s->an_timer_pending = true;
+	s->an_fire_us = now + us;
+}
+
 static void
 px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_session *s = arg;
+	uint64_t now;
 
 	(void)fd; (void)what;
+	s->an_timer_pending = false;
+	if (s->an_deadline_us == 0)
+		return;		/* stopped since it was added */
+	now = px_an_clock_us();
+	if (now < s->an_deadline_us) {
+		/* Moved later since it was added: the rest. */
+		px_an_timer_add(s, now, s->an_deadline_us - now);
+		return;
+	}
+	s->an_deadline_us = 0;
 	if (s->state == PX_SS_RELAY && s->an_timer_set)
 		s->svc->analyser->driver->on_timer(s, s->an_state);
 }
@@ -314,6 +347,8 @@ px_drv_open(struct px_session *s)
 	    s)) == NULL)
 		return -1;
 	s->an_timer_set = true;
+	s->an_timer_pending = false;
+	s->an_deadline_us = 0;
 	return 0;
 }
 
@@ -323,18 +358,28 @@ px_session_conn(struct px_session *s, enum px_chan_end side)
 	return s->dconn_open[side] ? &s->dconn[side] : NULL;
 }
 
+/* Lazy, as HAProxy's and nginx's timeouts: an HTTP keep-alive
+ * connection sets and stops its timer a few times per request, and each
+ * evtimer_add or _del of a pending event is a min-heap operation. Only a
+ * deadline earlier than the pending event's moves the event; a stopped
+ * timer's event fires for nothing. */
 void
 px_session_timer(struct px_session *s, uint64_t ms)
 {
-	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
-	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+	uint64_t now, deadline;
 
 	if (!s->an_timer_set)
 		return;
-	if (ms == 0)
-		evtimer_del(s->an_timer);
-	else
-		evtimer_add(s->an_timer, &tv);
+	if (ms == 0) {
+		s->an_deadline_us = 0;
+		return;
+	}
+	now = px_an_clock_us();
+	deadline = now + ms * 1000;
+	s->an_deadline_us = deadline;
+	if (s->an_timer_pending && s->an_fire_us <= deadline)
+		return;
+	px_an_timer_add(s, now, ms * 1000);
 }
 
 static void
