@@ -135,7 +135,7 @@ http_fields_scan(struct http_fields *fs, const struct http_head *m)
 	fs->many = false;
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
-		enum http_field id = http_field_id(f->name, f->nlen);
+		enum http_field id = (enum http_field)f->id;
 
 		fs->id[i] = (unsigned char)id;
 		if (id == HTTP_F_CONNECTION) {

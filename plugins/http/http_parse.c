@@ -471,7 +471,8 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	f->val = p + vs;
 	f->vlen = ve - vs;
 
-	switch (http_field_id(f->name, f->nlen)) {
+	f->id = (unsigned char)http_field_id(f->name, f->nlen);
+	switch ((enum http_field)f->id) {
 	case HTTP_F_CONTENT_LENGTH: {
 		int64_t n;
 		int rc;

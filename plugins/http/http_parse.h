@@ -24,6 +24,7 @@ struct http_hdr {
 	size_t		 nlen;
 	const char	*val;		/* OWS trimmed */
 	size_t		 vlen;
+	unsigned char	 id;		/* http_field_id(): enum http_field */
 };
 
 struct http_head {
