@@ -338,7 +338,9 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 			continue;
 		if (o->trailers && http_trailer_forbidden(id))
 			continue;
-		if (!o->underscore && memchr(f->name, '_', f->nlen) != NULL)
+		/* m->underscore: the parser saw a '_' in some name of m. */
+		if (!o->underscore && m->underscore &&
+		    memchr(f->name, '_', f->nlen) != NULL)
 			continue;
 		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
 			continue;
