@@ -331,11 +331,7 @@ px_session_release_io(struct px_session *s)
 			px_conn_close(&s->dconn[d]);
 			s->dconn_open[d] = false;
 		}
-	if (s->an_timer_set) {
-		event_free(s->an_timer);
-		s->an_timer = NULL;
-		s->an_timer_set = false;
-	}
+	px_drv_timer_free(s);
 }
 
 void

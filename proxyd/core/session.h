@@ -70,14 +70,9 @@ struct px_session {
 	struct px_conn		*dconn;
 	bool			 dconn_open[2];
 	bool			 an_timer_set;
-	/* The driver analyser's timer (px_drv_open): allocated, since a
-	 * plug session never has one. Lazy (px_session_timer): the event
-	 * stays where it is while the deadline only moves later, and
-	 * re-arms itself for the rest when it fires before it. */
-	struct event		*an_timer;
-	bool			 an_timer_pending;	/* an_timer is added */
-	uint64_t		 an_fire_us;	/* then it fires by this */
-	uint64_t		 an_deadline_us;	/* on_timer; 0: none */
+	/* The driver analyser's timer (px_drv_open, session_api.c):
+	 * allocated, since a plug session never has one. */
+	struct px_an_timer	*an_timer;
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	uint64_t		 credited[2];	/* of bytes, in m->delivered */
 	bool			 admitted;	/* past the admission checks */
@@ -129,6 +124,8 @@ int	px_session_dconn(struct px_session *s);
 /* session_api.c: a driver analyser's client conn and timer, before its
  * on_open. 0, or -1 (out of memory). */
 int	px_drv_open(struct px_session *s);
+/* Frees the driver analyser's timer (px_drv_open), if any. */
+void	px_drv_timer_free(struct px_session *s);
 
 /* session_api.c: logs c's TLS failure, if any (side: "client", "server"). */
 void	px_session_log_tls_failure(struct px_session *s,

@@ -271,34 +271,45 @@ px_an_clock_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Lazy (px_session_timer): the event stays where it is while the
+ * deadline only moves later, and re-arms itself for the rest when it
+ * fires before it. */
+struct px_an_timer {
+	struct event	 ev;
+	bool		 pending;	/* ev is added */
+	uint64_t	 fire_us;	/* when pending: fires by this */
+	uint64_t	 deadline_us;	/* on_timer; 0: none */
+};
+
 static void
-px_an_timer_add(struct px_session *s, uint64_t now, uint64_t us)
+px_an_timer_add(struct px_an_timer *t, uint64_t now, uint64_t us)
 {
 	struct timeval tv = { .tv_sec = (time_t)(us / 1000000),
 	    .tv_usec = (suseconds_t)(us % 1000000) };
 
-	evtimer_add(s->an_timer, &tv);
-	s->an_timer_pending = true;
-	s->an_fire_us = now + us;
+	evtimer_add(&t->ev, &tv);
+	t->pending = true;
+	t->fire_us = now + us;
 }
 
 static void
 px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_session *s = arg;
+	struct px_an_timer *t = s->an_timer;
 	uint64_t now;
 
 	(void)fd; (void)what;
-	s->an_timer_pending = false;
-	if (s->an_deadline_us == 0)
+	t->pending = false;
+	if (t->deadline_us == 0)
 		return;		/* stopped since it was added */
 	now = px_an_clock_us();
-	if (now < s->an_deadline_us) {
+	if (now < t->deadline_us) {
 		/* Moved later since it was added: the rest. */
-		px_an_timer_add(s, now, s->an_deadline_us - now);
+		px_an_timer_add(t, now, t->deadline_us - now);
 		return;
 	}
-	s->an_deadline_us = 0;
+	t->deadline_us = 0;
 	if (s->state == PX_SS_RELAY && s->an_timer_set)
 		s->svc->analyser->driver->on_timer(s, s->an_state);
 }
@@ -343,12 +354,11 @@ px_drv_open(struct px_session *s)
 		    &peer) == -1)
 			return -1;
 	}
-	if ((s->an_timer = evtimer_new(s->w->base, px_drv_timer_cb,
-	    s)) == NULL)
+	if ((s->an_timer = calloc(1, sizeof(*s->an_timer))) == NULL ||
+	    evtimer_assign(&s->an_timer->ev, s->w->base, px_drv_timer_cb,
+	    s) == -1)
 		return -1;
 	s->an_timer_set = true;
-	s->an_timer_pending = false;
-	s->an_deadline_us = 0;
 	return 0;
 }
 
@@ -366,20 +376,33 @@ px_session_conn(struct px_session *s, enum px_chan_end side)
 void
 px_session_timer(struct px_session *s, uint64_t ms)
 {
+	struct px_an_timer *t = s->an_timer;
 	uint64_t now, deadline;
 
 	if (!s->an_timer_set)
 		return;
 	if (ms == 0) {
-		s->an_deadline_us = 0;
+		t->deadline_us = 0;
 		return;
 	}
 	now = px_an_clock_us();
 	deadline = now + ms * 1000;
-	s->an_deadline_us = deadline;
-	if (s->an_timer_pending && s->an_fire_us <= deadline)
+	t->deadline_us = deadline;
+	if (t->pending && t->fire_us <= deadline)
 		return;
-	px_an_timer_add(s, now, ms * 1000);
+	px_an_timer_add(t, now, ms * 1000);
+}
+
+void
+px_drv_timer_free(struct px_session *s)
+{
+	if (s->an_timer != NULL) {
+		if (s->an_timer_set)
+			event_del(&s->an_timer->ev);
+		free(s->an_timer);
+	}
+	s->an_timer = NULL;
+	s->an_timer_set = false;
 }
 
 static void
@@ -533,11 +556,7 @@ px_session_tunnel(struct px_session *s)
 		px_conn_close(&s->dconn[side]);
 		s->dconn_open[side] = false;
 	}
-	if (s->an_timer_set) {
-		event_free(s->an_timer);
-		s->an_timer = NULL;
-		s->an_timer_set = false;
-	}
+	px_drv_timer_free(s);
 	return px_session_relay(s, PX_RELAY_SPLICE, true);
 }
 
