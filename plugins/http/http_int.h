@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -117,16 +116,6 @@ struct http_scan {
 	struct px_audit		*audit;		/* its record; NULL: none */
 };
 
-/* The last Host value http_host_authority took on a connection, and what
- * it made of it: a client names the same Host on every request. */
-struct http_host_memo {
-	char			 val[64];	/* as sent; longer: not kept */
-	uint8_t			 len;		/* 0: none */
-	uint8_t			 hlen;		/* of val, the host */
-	uint16_t		 defport, port;
-	struct sockaddr_in6	 addr;		/* or _in; family 0: a name */
-};
-
 struct http_h2;
 
 struct http_state {
@@ -147,7 +136,6 @@ struct http_state {
 	size_t			 resp_scan;	/* as head_scan, response side */
 	struct http_head_scan	 resp_judge;	/* the response head arriving */
 	uint16_t		 port;		/* the request's, for Allow */
-	struct http_host_memo	 host_memo;
 	unsigned		 nreq;		/* requests on this connection */
 	bool			 client_eof;
 	bool			 closing;	/* flushing a last reply */
@@ -281,8 +269,8 @@ void	http_audit_end(struct http_state *h, enum px_dir dir);
  * family 0. 0, or -1 when malformed. */
 int	http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	    size_t hsize, struct sockaddr_storage *ss, uint16_t *port);
-/* http_authority for the request's Host field, into h->host: from
- * h->host_memo when the value is the one it holds. */
+/* http_authority for the request's Host field, into h->host: the
+ * worker's last result again when the value is the same bytes. */
 int	http_host_authority(struct http_state *h, const char *a, size_t len,
 	    uint16_t defport, struct sockaddr_storage *ss, uint16_t *port);
 /* Opens h->srv on dst: a pooled connection if pooled_ok (never for

@@ -4,6 +4,7 @@
  * of a replayable request whose reused connection turned out dead. */
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -126,11 +127,25 @@ http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	    &hlen);
 }
 
+/* The last Host value http_host_authority parsed in this worker, and
+ * what it made of it: a keep-alive client names the same Host on every
+ * request, and most clients of a service the same one. Per worker, not
+ * per connection: it costs an idle session nothing, and the result
+ * depends on the bytes and the default port alone. */
+struct http_host_memo {
+	char			 val[64];	/* as sent; longer: not kept */
+	uint8_t			 len;		/* 0: none */
+	uint8_t			 hlen;		/* of val, the host */
+	uint16_t		 defport, port;
+	struct sockaddr_in6	 addr;		/* or _in; family 0: a name */
+};
+static _Thread_local struct http_host_memo http_host_memo;
+
 int
 http_host_authority(struct http_state *h, const char *a, size_t len,
     uint16_t defport, struct sockaddr_storage *ss, uint16_t *port)
 {
-	struct http_host_memo *hm = &h->host_memo;
+	struct http_host_memo *hm = &http_host_memo;
 	size_t hlen;
 
 	if (hm->len != 0 && hm->len == len && hm->defport == defport &&

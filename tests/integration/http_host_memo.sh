@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # http analyser: the Host of each request on one keep-alive connection is
-# its own, whatever the previous one named (the parsed Host is kept per
-# connection and taken again only when the bytes are the same): pipelined
+# its own, whatever the previous one named (the last parsed Host is kept
+# per worker and taken again only when the bytes are the same): pipelined
 # requests alternating Hosts of the same length, longer, with a port, an
 # IPv6 literal, then a malformed one after a good one (400, closed).
 set -euo pipefail
