@@ -68,6 +68,10 @@ static int px_wake_fd = -1;
 static pthread_t px_log_thread;
 static atomic_bool px_log_running;
 static atomic_bool px_log_stopping;
+/* Set by the log thread before it sleeps with nothing to write; the
+ * producer that finds it set wakes it (Dekker with the rings' heads:
+ * both sides store then load, seq_cst). */
+static atomic_bool px_log_asleep;
 /* The records' target, under px_direct_lock; px_rec_on is read bare. */
 static atomic_bool px_rec_on;
 static int px_rec_fd = -1;
@@ -560,20 +564,68 @@ px_log_drain(void)
 	return any;
 }
 
-static void *
-px_log_main(void *arg)
+/* Whether a ring holds a line or record the log thread has not taken. */
+static bool
+px_log_pending(void)
+{
+	unsigned i, n = atomic_load_explicit(&px_nrings, memory_order_acquire);
+
+	for (i = 0; i < n; i++) {
+		struct px_log_ring *r = px_rings[i];
+		struct px_rec_ring *q;
+
+		if (r == NULL)
+			continue;
+		if (atomic_load(&r->head) != atomic_load_explicit(&r->tail,
+		    memory_order_relaxed))
+			return true;
+		q = atomic_load_explicit(&r->rec, memory_order_acquire);
+		if (q != NULL && atomic_load(&q->head) !=
+		    atomic_load_explicit(&q->tail, memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+static void
+px_log_wait(int ms)
 {
 	struct pollfd pfd = { .fd = px_wake_fd, .events = POLLIN };
 	uint64_t v;
 
+	if (poll(&pfd, 1, ms) > 0 && read(px_wake_fd, &v, sizeof(v)) < 0)
+		(void)0;
+}
+
+/* A producer's line after its seq_cst store of the head: the one that
+ * finds the log thread asleep (every ring was empty) wakes it. */
+static void
+px_log_wake(void)
+{
+	uint64_t one = 1;
+
+	if (atomic_load(&px_log_asleep) &&
+	    atomic_exchange(&px_log_asleep, false) &&
+	    write(px_wake_fd, &one, sizeof(one)) < 0)
+		(void)0;
+}
+
+static void *
+px_log_main(void *arg)
+{
 	(void)arg;
+	(void)pthread_setname_np(pthread_self(), "px-log");
 	while (!atomic_load(&px_log_stopping)) {
-		/* Producers wake us only when a ring passes half full; otherwise
-		 * a line waits at most this long, which saves a syscall per
-		 * session on the workers. */
-		if (poll(&pfd, 1, PX_LOG_FLUSH_MS) > 0 &&
-		    read(px_wake_fd, &v, sizeof(v)) < 0)
-			continue;
+		/* Idle, it sleeps: no timer wakes an idle gateway. */
+		atomic_store(&px_log_asleep, true);
+		if (!px_log_pending() && !atomic_load(&px_log_stopping))
+			px_log_wait(-1);
+		atomic_store(&px_log_asleep, false);
+		/* A line waits at most this long, so a burst leaves in one
+		 * write and its producers pay no syscall (but one when a
+		 * ring passes half full). */
+		if (!atomic_load(&px_log_stopping))
+			px_log_wait(PX_LOG_FLUSH_MS);
 		px_log_drain();
 	}
 	px_log_drain();
@@ -703,7 +755,8 @@ px_logv(int level, uint64_t id, const char *fmt, va_list ap)
 		s->level = level;
 		s->id = id;
 		s->len = (uint16_t)px_format(s->text, sizeof(s->text), id, fmt, ap);
-		atomic_store_explicit(&r->head, head + 1, memory_order_release);
+		atomic_store(&r->head, head + 1);
+		px_log_wake();
 		if (head - tail == PX_LOG_SLOTS / 2 &&
 		    write(px_wake_fd, &one, sizeof(one)) < 0)
 			(void)0;
@@ -813,7 +866,8 @@ px_log_record(const char *line, size_t len)
 	memcpy(s->text, line, len);
 	s->text[len] = '\n';
 	s->len = (uint16_t)(len + 1);
-	atomic_store_explicit(&q->head, head + 1, memory_order_release);
+	atomic_store(&q->head, head + 1);
+	px_log_wake();
 	if (head - tail == PX_REC_SLOTS / 2 &&
 	    write(px_wake_fd, &one, sizeof(one)) < 0)
 		(void)0;
