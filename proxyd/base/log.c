@@ -613,20 +613,27 @@ px_log_wake(void)
 static void *
 px_log_main(void *arg)
 {
+	bool busy = false;
+
 	(void)arg;
 	(void)pthread_setname_np(pthread_self(), "px-log");
 	while (!atomic_load(&px_log_stopping)) {
-		/* Idle, it sleeps: no timer wakes an idle gateway. */
-		atomic_store(&px_log_asleep, true);
-		if (!px_log_pending() && !atomic_load(&px_log_stopping))
-			px_log_wait(-1);
-		atomic_store(&px_log_asleep, false);
+		/* Idle for a whole round, it sleeps: no timer wakes an idle
+		 * gateway, and a steady trickle of lines costs the workers
+		 * no wake-up write. */
+		if (!busy) {
+			atomic_store(&px_log_asleep, true);
+			if (!px_log_pending() &&
+			    !atomic_load(&px_log_stopping))
+				px_log_wait(-1);
+			atomic_store(&px_log_asleep, false);
+		}
 		/* A line waits at most this long, so a burst leaves in one
 		 * write and its producers pay no syscall (but one when a
 		 * ring passes half full). */
 		if (!atomic_load(&px_log_stopping))
 			px_log_wait(PX_LOG_FLUSH_MS);
-		px_log_drain();
+		busy = px_log_drain();
 	}
 	px_log_drain();
 	return NULL;
