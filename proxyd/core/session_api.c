@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 
 #include "audit.h"
 #include "log.h"
+#include "metrics.h"
 #include "rules.h"
 #include "tls.h"
 #include "upstream.h"
@@ -261,16 +261,6 @@ px_drv_writable(struct px_conn *c, void *arg)
 	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
 }
 
-/* The analyser timer's clock: monotonic, as libevent's. */
-static uint64_t
-px_an_clock_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Lazy (px_session_timer): the event stays where it is while the
  * deadline only moves later, and re-arms itself for the rest when it
  * fires before it. */
@@ -303,7 +293,7 @@ px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 	t->pending = false;
 	if (t->deadline_us == 0)
 		return;		/* stopped since it was added */
-	now = px_an_clock_us();
+	now = px_metrics_now_us();
 	if (now < t->deadline_us) {
 		/* Moved later since it was added: the rest. */
 		px_an_timer_add(t, now, t->deadline_us - now);
@@ -385,7 +375,7 @@ px_session_timer(struct px_session *s, uint64_t ms)
 		t->deadline_us = 0;
 		return;
 	}
-	now = px_an_clock_us();
+	now = px_metrics_now_us();
 	deadline = now + ms * 1000;
 	t->deadline_us = deadline;
 	if (t->pending && t->fire_us <= deadline)
