@@ -9,7 +9,8 @@
 #       --sync-iface sync0 --sync-peer 198.18.3.2
 #   pair.sh down          # stop the keepalived and conntrackd it started
 #   pair.sh status        # VRRP state, virtual addresses, conntrackd caches
-#   pair.sh supervise     # run keepalived, restart it when it dies (what
+#   pair.sh supervise     # run keepalived, restart it when it dies or
+#                         # hangs (what
 #                         # `up` starts in the background; the ExecStart of
 #                         # proxyd-ha.service)
 #   pair.sh cleanup       # what supervise does when keepalived died: drop
@@ -41,7 +42,12 @@
 #     it removes the virtual addresses keepalived left behind, runs
 #     notify.sh with "fault" (so proxyd and /metrics know) and starts
 #     keepalived again a second later, as BACKUP: without it, the peer
-#     takes over and both boxes hold both addresses, for good;
+#     takes over and both boxes hold both addresses, for good.  The same
+#     when keepalived hangs (kill -STOP, a process stuck): its VRRP process
+#     touches DIR/heartbeat every second (a tracked vrrp_script); with no
+#     heartbeat for 3 s the supervisor says so and kills it (kill -9), then
+#     goes on as for a death: a stopped master sends no adverts, so the
+#     peer takes over, while it keeps the addresses;
 #   - conntrackd in FTFW mode over UDP on the sync link, with an external
 #     cache that the new master commits to its kernel table.
 #
@@ -156,6 +162,7 @@ CT_LOG=$DIR/conntrackd.log
 CT_LOCK=$DIR/conntrackd.lock
 CT_SOCK=$DIR/conntrackd.ctl
 HA_LOG=$DIR/transitions.log
+HEARTBEAT=$DIR/heartbeat
 SUP_PID=$DIR/supervisor.pid
 SELF=$(readlink -f "$0")
 
@@ -202,6 +209,16 @@ vrrp_script proxyd_admin {
     rise $CHECK_RISE
 }
 
+# keepalived's VRRP process runs (its scheduler, not only the process):
+# pair.sh's supervisor kills a keepalived whose heartbeat is $((HANG_MS / 1000)) s old
+# (stopped or stuck: a master that no longer adverts but keeps the
+# addresses while the peer takes over). Tracked, else keepalived would not
+# run it; a touch that fails is a fault of the box
+vrrp_script heartbeat {
+    script "/usr/bin/touch $HEARTBEAT"
+    interval 1
+}
+
 # both virtual gateways move together: a box is master on both sides or on neither
 vrrp_sync_group PROXYD {
     group {
@@ -210,6 +227,7 @@ vrrp_sync_group PROXYD {
     }
     track_script {
         proxyd_admin
+        heartbeat
     }
     # no track_interface: each instance tracks its own interface already
     # (keepalived -t refuses it here again), and the group makes either
@@ -516,6 +534,16 @@ status() {
 
 say() { echo "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) pair.sh supervise: $*"; }
 
+# keepalived's liveness (keepalived.conf's vrrp_script heartbeat): a
+# keepalived whose VRRP process has not touched HEARTBEAT for HANG_MS (or
+# not yet, START_MS after it was started) is hung. Times are read from
+# /proc/uptime (monotonic: a step of the wall clock kills nothing); the
+# heartbeat's mtime is only compared with its previous value.
+HANG_MS=3000
+START_MS=10000
+uptime_ms() { local up; read -r up _ </proc/uptime; echo $((10#${up//[.,]/} * 10)); }
+hb_mtime() { stat -c %.9Y "$HEARTBEAT" 2>/dev/null || echo none; }
+
 # the virtual addresses of keepalived.conf, as "ADDR/LEN DEV" lines
 vips() { awk '/^vrrp_instance/ { i = 1 } i && /dev / && $1 ~ /\// { print $1, $3 }' "$KA_CONF"; }
 
@@ -552,7 +580,7 @@ ka_cleanup() {
 state_file_of() { sed -nE 's/^tmp="(.*)\.tmp\.\$\$"$/\1/p' "$NOTIFY" 2>/dev/null || true; }
 
 supervise() {
-    local ka="" rc stopping=0 n=0 since
+    local ka="" rc stopping=0 n=0 since watch hung hb hb_last t t_last limit vp
     [[ -f $KA_CONF ]] || die "no $KA_CONF: run pair.sh up first"
     if alive "$SUP_PID" && [[ $(cat "$SUP_PID") != "$$" ]]; then
         die "a supervisor runs already (pid $(cat "$SUP_PID"))"
@@ -564,16 +592,45 @@ supervise() {
         say "starting keepalived"
         keepalived -n -l -D -G -P -f "$KA_CONF" -p "$KA_PID" -r "$KA_VRRP_PID" </dev/null &
         ka=$!
-        # wait returns early when a signal is trapped: until it is gone
+        # its heartbeat is watched if its config has one (a keepalived.conf
+        # of an older pair.sh has not: run up again)
+        watch=0 hung=0
+        grep -q '^vrrp_script heartbeat {$' "$KA_CONF" && watch=1
+        hb_last=$(hb_mtime) t_last=$(uptime_ms) limit=$START_MS
+        # until it exits (a zombie: not running), also while stopping: a
+        # hung keepalived ignores the SIGTERM
+        while running "$ka"; do
+            # (wait returns early when a signal is trapped)
+            sleep 0.25 &
+            wait $! || true
+            ((watch && !hung)) || continue
+            hb=$(hb_mtime) t=$(uptime_ms)
+            if [[ $hb != "$hb_last" ]]; then
+                hb_last=$hb t_last=$t limit=$HANG_MS
+                continue
+            fi
+            ((t - t_last > limit)) || continue
+            say "keepalived (pid $ka) not answering: no heartbeat for $(((t - t_last) / 1000)).$(((t - t_last) % 1000 / 100)) s: killing it"
+            hung=1
+            vp=$(cat "$KA_VRRP_PID" 2>/dev/null || true)
+            if [[ $vp =~ ^[0-9]+$ ]] && running "$vp" && [[ $(cat "/proc/$vp/comm" 2>/dev/null) == keepalived ]]; then
+                run kill -KILL "$ka" "$vp" || true
+            else
+                run kill -KILL "$ka" || true
+            fi
+        done
         rc=0; wait "$ka" || rc=$?
-        while kill -0 "$ka" 2>/dev/null; do rc=0; wait "$ka" || rc=$?; done
         ka=""
         if ((stopping)); then
             say "keepalived stopped (status $rc)"
             ka_cleanup stop
             break
         fi
-        say "keepalived died (status $rc): removing its addresses, state fault"
+        if ((hung)); then
+            say "keepalived killed, hung (status $rc): removing its addresses, state fault"
+        else
+            say "keepalived died (status $rc): removing its addresses, state fault"
+        fi
         ka_cleanup fault
         # 1 s, as systemd's RestartSec; 10 s after 5 deaths within a minute
         ((SECONDS - since < 60)) || { n=0; since=$SECONDS; }

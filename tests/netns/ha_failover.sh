@@ -19,7 +19,13 @@
 #   3. A's server-side link goes down: the same through B within
 #      HA_BOUND_LINK_MS; A's link comes back and A stays backup.
 #   4. B's client-side link goes down: the same through A.
-#   5. Exactly one firewall holds each virtual address; the states the two
+#   5. A's keepalived hangs (kill -STOP, both its processes): B takes over,
+#      and within HA_BOUND_HANG_MS A's supervisor (pair.sh) noticed that
+#      keepalived stopped answering (its heartbeat), logged it, killed it,
+#      removed the addresses (no split brain: one box holds them, one proxyd
+#      says master), wrote "fault" and restarted keepalived: A comes back
+#      as backup. SIGCONT to the stopped processes afterwards.
+#   6. Exactly one firewall holds each virtual address; the states the two
 #      proxyds report agree with it; transitions.log shows each box's
 #      priority.
 # In each failover, what live proxied clients see: an echo flow (sending
@@ -48,11 +54,14 @@ DEPLOY=$REPO_DIR/deploy/inline-tproxy.sh
 : "${HA_BOUND_KA_MS:=3500}"     # the same, and the restarted keepalived's own start
 : "${HA_BOUND_DRIP_MS:=5000}"   # a reading client learns its session is gone (measured
                                 # 0.1 s; room for a disk stall delaying notify.sh's curl)
+: "${HA_BOUND_HANG_MS:=6000}"   # a stopped keepalived's box holds no address: pair.sh's
+                                # hang limit (3 s without a heartbeat), its 1 s period, margin
 ADMIN=127.0.0.1:9180
 FLOW_PORT=9000          # forwarded by the kernel
 PFLOW_PORT=9001         # the same echo, through proxyd's plug service
 DRIP_PORT=9002          # a line every 100 ms, through the plug service
 declare -A PXPID=() PRIO=([A]=150 [B]=100)
+KA_STOPPED=()           # keepalived processes the test stopped (SIGCONT at exit)
 
 [[ $EUID == 0 ]] || skip "needs root (network namespaces, iptables, keepalived)"
 need_cmds ip iptables conntrack keepalived conntrackd curl nginx python3 setsid
@@ -67,6 +76,8 @@ ha_cleanup() {
     set +e
     trap - EXIT TERM INT
     if ((rc != 0 && rc != 77)) && ((${#HA_TOPO_CREATED[@]})); then ha_diag; fi
+    # a stopped keepalived would ignore pair.sh down's SIGTERM
+    ((${#KA_STOPPED[@]} == 0)) || kill -CONT "${KA_STOPPED[@]}" 2>/dev/null
     for w in A B; do
         [[ -d $HADIR/$w ]] && nsFW "$w" "$PAIR" down --dir "$HADIR/$w" >/dev/null 2>&1
     done
@@ -630,10 +641,49 @@ nsB ip link set f0 up
 wait_state B backup 15
 assert_one_master A backup
 
-# ---------------------------------------------------------------- 5. settled
+# ---------------------------------------------------------------- 5. keepalived hung
 
-assert_vips_on A
-assert_one_master A backup
+# hang_keepalived W: kill -STOP both keepalived processes of W (alive, not
+# answering: no advert, no script, no notify), then wait until W holds
+# neither virtual address; HANG_MS: how long that took
+hang_keepalived() {
+    local w=$1 t0 a deadline
+    KA_OLD=$(cat "$HADIR/$w/keepalived.pid")
+    KA_STOPPED=("$KA_OLD" "$(cat "$HADIR/$w/keepalived-vrrp.pid")")
+    t0=$(now_ms)
+    kill -STOP "${KA_STOPPED[@]}"
+    deadline=$((t0 + HA_BOUND_HANG_MS))
+    for a in "$HA_VIP_IN" "$HA_VIP_OUT"; do
+        while [[ " $(ha_vip_holders "$a") " == *" $w "* ]]; do
+            (($(now_ms) < deadline)) ||
+                fail "hang: $w still holds $a ${HA_BOUND_HANG_MS} ms after its keepalived was stopped (holders: $(ha_vip_holders "$a"))"
+            sleep 0.05
+        done
+    done
+    HANG_MS=$(($(now_ms) - t0))
+}
+n_fault=$(grep -c ' SUPERVISOR PROXYD -> fault ' "$HADIR/A/transitions.log" || true)
+failover A B hang "$HA_BOUND_LINK_MS" 'closed|reset' hang_keepalived A
+HANG_GAP=$GAP_MS
+info "hang: A gave up the addresses $HANG_MS ms after its keepalived was stopped (bound $HA_BOUND_HANG_MS ms)"
+assert_grep "$HADIR/A/keepalived.log" \
+    "pair\.sh supervise: keepalived \(pid $KA_OLD\) not answering: no heartbeat for [0-9.]+ s" \
+    "A's supervisor's line for the stopped keepalived"
+assert_eq "$(grep -c ' SUPERVISOR PROXYD -> fault ' "$HADIR/A/transitions.log")" "$((n_fault + 1))" \
+    "A's supervisor's fault transitions"
+wait_state A backup 20
+kill -CONT "${KA_STOPPED[@]}" 2>/dev/null || true   # gone already: killed by the supervisor
+[[ $(cat "$HADIR/A/keepalived.pid" 2>/dev/null) != "$KA_OLD" ]] && kill -0 "$(cat "$HADIR/A/keepalived.pid")" ||
+    fail "A's keepalived was not restarted"
+KA_STOPPED=()
+assert_one_master B backup
+assert_vips_on B
+info "keepalived back on A (pid $(cat "$HADIR/A/keepalived.pid"), was $KA_OLD): A backup, B stays master"
+
+# ---------------------------------------------------------------- 6. settled
+
+assert_vips_on B
+assert_one_master B backup
 assert_grep "$HADIR/A/transitions.log" ' -> master \(priority 150\)$' "A's priority in its transitions.log"
 assert_grep "$HADIR/B/transitions.log" ' -> master \(priority 100\)$' "B's priority in its transitions.log"
 wait_flow_past $(($(flow_field 2) + 5)) 15
@@ -642,5 +692,5 @@ wait_exit "$FLOW_PID" 15 || fail "flow client did not stop"
 assert_eq "$WAIT_RC" 0 "flow client exit status"
 info "transitions A: $(awk '/ -> / {print $1 "→" $5}' "$HADIR/A/transitions.log" | tr '\n' ' ')"
 info "transitions B: $(awk '/ -> / {print $1 "→" $5}' "$HADIR/B/transitions.log" | tr '\n' ' ')"
-info "gaps: kill proxyd ${KILL_GAP} ms (bound $HA_BOUND_KILL_MS), kill keepalived ${KA_GAP} ms (bound $HA_BOUND_KA_MS), server link down ${SLINK_GAP} ms, client link down ${LINK_GAP} ms (bound $HA_BOUND_LINK_MS); forwarded flow: $(cat "$T/flow.status")"
+info "gaps: kill proxyd ${KILL_GAP} ms (bound $HA_BOUND_KILL_MS), kill keepalived ${KA_GAP} ms (bound $HA_BOUND_KA_MS), server link down ${SLINK_GAP} ms, client link down ${LINK_GAP} ms (bound $HA_BOUND_LINK_MS), keepalived hung ${HANG_GAP} ms (addresses gone from A after $HANG_MS ms, bound $HA_BOUND_HANG_MS); forwarded flow: $(cat "$T/flow.status")"
 info "PASS"
