@@ -94,37 +94,49 @@ px_dir_writable_by(const struct stat *st, uid_t uid, gid_t gid)
 	return (st->st_mode & S_IWOTH) != 0;
 }
 
-/* A missing directory is made (mode 0755). After the drop to <user>,
- * only a directory that user may write lets it remove the pidfile at a
- * clean stop. As root, before the drop, give it one where the directory
- * is ours to give: one made here, or systemd's RuntimeDirectory of this
- * unit.
+/* The directory of path: true when it was missing and made here (mode
+ * 0755). */
+static bool
+px_pidfile_mkdir(const char *path)
+{
+	char *copy = strdup(path);
+	bool made;
+
+	if (copy == NULL)
+		return false;
+	made = mkdir(dirname(copy), 0755) == 0;
+	free(copy);
+	return made;
+}
+
+/* After the drop to <user>, only a directory that user may write lets it
+ * remove the pidfile at a clean stop. As root, before the drop, give it
+ * one where the directory is ours to give: one made here (made), or
+ * systemd's RuntimeDirectory of this unit. Called once the file is
+ * written: root may lack CAP_DAC_OVERRIDE (the shipped unit keeps only
+ * CAP_CHOWN for this), and then it could not create the file in a
+ * directory it already gave away.
  * Any other directory is left as it is, with a warning if the file will
  * outlive the daemon (harmless: a stale file is replaced at start). */
 static void
-px_pidfile_dir(const char *path, const struct px_config *cfg, FILE *err)
+px_pidfile_give_dir(const char *path, bool made, const struct px_config *cfg,
+    FILE *err)
 {
 	char *copy = strdup(path), *dir;
-	bool drop = px_privs_will_drop(cfg);
 	struct stat st;
 	int fd;
 
-	if (copy == NULL)
+	if (copy == NULL || !px_privs_will_drop(cfg))
 		goto out;
 	dir = dirname(copy);
-	if (mkdir(dir, 0755) == 0) {
-		if (drop && chown(dir, cfg->uid, cfg->gid) == -1)
-			fprintf(err, "proxyd: pidfile directory %s: chown to "
-			    "%s: %s\n", dir, cfg->user, strerror(errno));
-	} else if (drop && errno == EEXIST && px_is_runtime_dir(dir) &&
-	    (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) != -1) {
+	if ((made || px_is_runtime_dir(dir)) && (fd = open(dir, O_RDONLY |
+	    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
 		if (fchown(fd, cfg->uid, cfg->gid) == -1)
 			fprintf(err, "proxyd: pidfile directory %s: chown to "
 			    "%s: %s\n", dir, cfg->user, strerror(errno));
 		close(fd);
 	}
-	if (drop && stat(dir, &st) == 0 && !px_dir_writable_by(&st, cfg->uid,
+	if (stat(dir, &st) == 0 && !px_dir_writable_by(&st, cfg->uid,
 	    cfg->gid))
 		fprintf(err, "proxyd: warning: pidfile %s: user %s cannot "
 		    "write %s, so the file will stay after proxyd stops; use "
@@ -153,6 +165,7 @@ px_pidfile_write(const char *path, const struct px_config *cfg, FILE *err)
 	const char *why = NULL;
 	long old = px_pidfile_read(path, &why);
 	char buf[32];
+	bool made;
 	int fd, n;
 
 	if (old > 0 && old != (long)getpid() && px_pid_is_proxyd(old)) {
@@ -160,7 +173,7 @@ px_pidfile_write(const char *path, const struct px_config *cfg, FILE *err)
 		    "%ld\n", path, old);
 		return -1;
 	}
-	px_pidfile_dir(path, cfg, err);
+	made = px_pidfile_mkdir(path);
 	/* A stale file (a crash, a kill -9) is replaced. */
 	if ((fd = px_pidfile_create(path)) == -1) {
 		fprintf(err, "proxyd: pidfile %s: %s\n", path, strerror(errno));
@@ -173,6 +186,7 @@ px_pidfile_write(const char *path, const struct px_config *cfg, FILE *err)
 		return -1;
 	}
 	close(fd);
+	px_pidfile_give_dir(path, made, cfg, err);
 	return 0;
 }
 
@@ -182,7 +196,7 @@ px_pidfile_remove(const char *path)
 	const char *why;
 
 	/* After the drop, only if the directory is the user's (see
-	 * px_pidfile_dir); else a stale file is replaced at the next start. */
+	 * px_pidfile_give_dir); else a stale file is replaced at the next start. */
 	if (path != NULL && px_pidfile_read(path, &why) == (long)getpid())
 		(void)unlink(path);
 }

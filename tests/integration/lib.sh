@@ -555,3 +555,20 @@ vm_kb() {
 }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# unit_setpriv UNITFILE: the setpriv(1) options that give a command the
+# capability bounding set and no_new_privs of a systemd unit (its
+# CapabilityBoundingSet= and NoNewPrivileges=yes), as systemd starts it;
+# fails the test when the unit has neither
+unit_setpriv() {
+    local caps c bset=-all
+    caps=$(sed -nE 's/^CapabilityBoundingSet=//p' "$1")
+    [[ -n $caps ]] || fail "no CapabilityBoundingSet= in $1"
+    grep -q '^NoNewPrivileges=yes$' "$1" || fail "$1: NoNewPrivileges=yes expected"
+    for c in $caps; do
+        [[ $c =~ ^CAP_[A-Z_]+$ ]] || fail "$1: capability '$c'"
+        c=${c#CAP_}
+        bset+=,+${c,,}
+    done
+    echo "--bounding-set=$bset --no-new-privs"
+}

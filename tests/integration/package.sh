@@ -13,11 +13,13 @@
 #      unit; the installed proxyd --check passes on /etc/proxyd/proxyd.xml;
 #      the installed daemon runs once as proxyd (uid, CapEff), relays a
 #      service dropped into /etc/proxyd/policy, reloads it, stops (its
-#      pidfile in /run/proxyd, owned by proxyd, gone after the stop); then
+#      pidfile in /run/proxyd, owned by proxyd, gone after the stop, no
+#      complaint; without systemd as PID 1, started as the unit would:
+#      RUNTIME_DIRECTORY, the unit's bounding set by setpriv); then
 #      dpkg --purge removes every file (and the user, if this test made it).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-need_cmds dpkg-buildpackage dh dpkg-deb lintian man mandoc curl nginx python3
+need_cmds dpkg-buildpackage dh dpkg-deb lintian man mandoc curl nginx python3 setpriv
 setup
 
 VERSION=$(sed -nE '1s/^proxyd \(([^)]+)\).*/\1/p' "$REPO_DIR/debian/changelog")
@@ -220,7 +222,14 @@ if [[ $(cat /proc/1/comm 2>/dev/null) == systemd ]]; then
     systemctl start proxyd || fail "systemctl start proxyd"
     PROXYD_PID=$(systemctl show -p MainPID --value proxyd)
 else
-    /usr/sbin/proxyd -c "$CONF" >>"$PROXYD_LOG" 2>&1 &
+    # as the unit would start it: in its RuntimeDirectory (root's at each
+    # start, as systemd makes it for a unit without User=), with its
+    # capability bounding set
+    mkdir -p /run/proxyd
+    chown root:root /run/proxyd
+    chmod 0755 /run/proxyd
+    RUNTIME_DIRECTORY=/run/proxyd setpriv $(unit_setpriv /lib/systemd/system/proxyd.service) \
+        /usr/sbin/proxyd -c "$CONF" >>"$PROXYD_LOG" 2>&1 &
     PROXYD_PID=$!
     track_pid "$PROXYD_PID"
 fi
@@ -233,6 +242,7 @@ assert_eq "$r" "0 200" "a request through the installed daemon"
 # made by proxyd), given to the user so that it can remove the file
 assert_eq "$(cat /run/proxyd/proxyd.pid)" "$PROXYD_PID" "the shipped pidfile"
 assert_eq "$(stat -c %u /run/proxyd)" "$PUID" "owner of /run/proxyd"
+assert_no_grep "$PROXYD_LOG" 'pidfile' "a pidfile complaint of the installed daemon"
 # the shipped config logs to the journal; with none here, to stderr instead
 [[ -S /run/systemd/journal/socket ]] || assert_log "log target journal: .*logging to stderr"
 sed -i "s|port=\"$NGINX_PORT\"|port=\"$NGINX_PORT\" |" /etc/proxyd/policy/pkgtest.xml

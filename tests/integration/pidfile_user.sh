@@ -10,10 +10,15 @@
 #      given to the user at start; the file is gone after SIGTERM.
 #   4. a root-owned directory that is none of those: proxyd warns at start
 #      that the file will stay, and leaves the directory root's.
+#   5. 3 with the capabilities of the shipped unit
+#      (deploy/systemd/proxyd.service.in: its CapabilityBoundingSet and
+#      NoNewPrivileges, applied by setpriv as systemd would): no CAP_DAC_OVERRIDE,
+#      so root may not write in the directory once it is the user's. No
+#      chown failure, no warning; the file is gone after SIGTERM.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [[ $EUID == 0 ]] || skip "needs root (proxyd drops to nobody)"
-need_cmds nginx
+need_cmds nginx setpriv
 getent passwd nobody >/dev/null && getent group nogroup >/dev/null ||
     skip "needs the user nobody and the group nogroup"
 setup
@@ -31,7 +36,7 @@ run_once() {
     write_proxyd_conf '' "<user name=\"nobody\" group=\"nogroup\"/>
   <pidfile path=\"$pidf\"/>"
     PROXYD_LOG=$T/proxyd-$(basename "$dir").log
-    env "$@" "$PROXYD" -c "$PROXYD_CONF" >>"$PROXYD_LOG" 2>&1 &
+    ${WRAP:-} env "$@" "$PROXYD" -c "$PROXYD_CONF" >>"$PROXYD_LOG" 2>&1 &
     PROXYD_PID=$!
     track_pid "$PROXYD_PID"
     wait_listen "$P" 5 "$PROXYD_PID" || fail "proxyd did not start: $(tail -n 5 "$PROXYD_LOG")"
@@ -73,4 +78,13 @@ assert_log "warning: pidfile $T/run-root/proxyd.pid: user nobody cannot write $T
 assert_eq "$(stat -c %U "$T/run-root")" "root" "owner of a directory that is not proxyd's"
 kill -TERM "$PROXYD_PID"
 wait_exit "$PROXYD_PID" 10 || fail "proxyd did not stop"
+
+info "---- 5. the RuntimeDirectory with the shipped unit's capabilities"
+UNIT=$REPO_DIR/deploy/systemd/proxyd.service.in
+SETPRIV=$(unit_setpriv "$UNIT")
+info "setpriv $SETPRIV (the unit's CapabilityBoundingSet, NoNewPrivileges)"
+mkdir "$T/run-unit"
+WRAP="setpriv $SETPRIV" run_once "$T/run-unit" RUNTIME_DIRECTORY="$T/run-unit"
+assert_eq "$(stat -c %U "$T/run-unit")" "nobody" "owner of the RuntimeDirectory under the unit's capabilities"
+assert_no_grep "$PROXYD_LOG" 'chown|warning: pidfile' "a pidfile complaint under the unit's capabilities"
 info "PASS"
