@@ -115,7 +115,9 @@ px_log_batch_flush(void)
 /* A line read back as fields, for the journal and JSON forms. A
  * structured line is "EVENT key=value ...": the event and every
  * key=value, the key [a-z0-9-]+ after a space; end= takes the rest of the
- * line, as in the text form.
+ * line, as in the text form. "EVENT WORD key=value ...", one bare
+ * [a-z0-9-]+ word before the first key (data-transfer's direction, r66's
+ * outcome), is structured too, the word its first field, "kind".
  *
  * A value is bare (up to the next space, taken as written) or quoted:
  * key="..." as px_log_escape(quoted) writes it, where \" is a quote, \\ a
@@ -194,7 +196,7 @@ static void
 px_log_parse(uint64_t id, const char *text, size_t len,
     struct px_log_parsed *out)
 {
-	size_t p = 0, k, klen, vs, ve;
+	size_t p = 0, k, klen, vs, ve, ws = 0, we = 0;
 
 	if (id != 0) {
 		/* Skip the "#ID " the text carries for stderr readers. */
@@ -219,11 +221,23 @@ px_log_parse(uint64_t id, const char *text, size_t len,
 			return;
 	for (ve = k + 1; ve < len && px_log_keychar(text[ve]); ve++)
 		;
-	if (ve == k + 1 || ve >= len || text[ve] != '=')
+	if (ve > k + 1 && ve < len && text[ve] == ' ') {
+		ws = k + 1;		/* EVENT WORD key=... */
+		we = ve;
+		for (ve = we + 1; ve < len && px_log_keychar(text[ve]); ve++)
+			;
+		if (ve == we + 1 || ve >= len || text[ve] != '=')
+			return;
+	} else if (ve == k + 1 || ve >= len || text[ve] != '=')
 		return;
 	out->event = text + p;
 	out->eventlen = k - p;
 	p = k + 1;
+	if (we != 0) {
+		out->kv[out->nkv++] = (struct px_log_kv){ .k = "kind",
+		    .klen = 4, .v = text + ws, .vlen = we - ws };
+		p = we + 1;
+	}
 	while (p < len && out->nkv < PX_LOG_FIELDS) {
 		struct px_log_kv *kv = &out->kv[out->nkv];
 

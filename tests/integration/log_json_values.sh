@@ -8,6 +8,11 @@
 #      denied by a path rule: each ftp-command object has arg = that name
 #      exactly, the second path = its canonical path, verdict/reason/why
 #      as in the kv form.
+#      Then a passive download of 'my "data" file.bin' (3000 bytes) and a
+#      LIST: their data-transfer objects are split into fields as the
+#      other events are (the text's bare direction word as "kind":
+#      download, listing; cmd, file decoded, bytes/to-client numbers,
+#      tls-client, end), not a msg alone.
 #   2. HTTP: a request path with a backslash, "\x41" and a quote; the
 #      http-request object's path is the kv form's bare value as written
 #      ('"' shown as '?', '\x41' not decoded); an over-long URL gives an
@@ -24,6 +29,7 @@ source "$(dirname "$0")/ftp_lib.sh"
 
 FTP_ROOT=$T/ftproot
 mkdir -p "$FTP_ROOT"
+head -c 3000 /dev/urandom >"$FTP_ROOT/my \"data\" file.bin"
 start_pyftpd
 make_file index.html 100
 start_nginx
@@ -69,6 +75,26 @@ if not cmd(b"PASS x@y").startswith(b"230"): fail("PASS")
 for name in names:
     r = cmd(b"RETR " + name.encode("utf-8"))
     if not r.startswith(b"550"): fail("RETR of the .exe: %r" % r)
+# passive transfers: a download, a listing
+def pasv_data(c, want):
+    r = cmd(b"PASV")
+    if not r.startswith(b"227"): fail("PASV: %r" % r)
+    h = r[r.index(b"(") + 1:r.index(b")")].split(b",")
+    d = socket.create_connection((".".join(x.decode() for x in h[:4]), int(h[4]) * 256 + int(h[5])), timeout=10)
+    r = cmd(c)
+    if not r.startswith(b"150") and not r.startswith(b"125"): fail("%r: %r" % (c, r))
+    got = b""
+    while True:
+        x = d.recv(65536)
+        if not x: break
+        got += x
+    d.close()
+    r = reply()
+    if not r.startswith(b"226"): fail("%r: end %r" % (c, r))
+    if want is not None and len(got) != want: fail("%r: %d bytes, want %d" % (c, len(got), want))
+cmd(b"TYPE I")
+pasv_data(b'RETR my "data" file.bin', 3000)
+pasv_data(b"LIST", None)
 cmd(b"QUIT")
 s.close()
 # HTTP: odd bytes in the path, then a URL over the limit.
@@ -86,6 +112,7 @@ PY
 assert_log '"event":"http-request".*"status":404' 10
 assert_log '"event":"http-error"' 10
 assert_log '"event":"ftp-command".*"cmd":"RETR"' 10
+assert_log '"data-transfer listing cmd=LIST' 10
 kill -TERM "$PROXYD_PID"
 wait_exit "$PROXYD_PID" 10 || fail "proxyd did not stop"
 
@@ -120,6 +147,19 @@ if retr.get("path") != "/" + names[1]:
     fail("path: got %r, want %r" % (retr.get("path"), "/" + names[1]))
 if retr.get("verdict") != "deny" or "k" in retr or "end" in retr:
     fail("verdict, or keys from inside a quoted value: %r" % retr)
+dl = one(lambda o: o.get("event") == "data-transfer" and o.get("kind") == "download", "data-transfer download")
+want = {"kind": "download", "cmd": "RETR", "file": 'my "data" file.bin', "bytes": 3000,
+        "to-server": 0, "to-client": 3000, "tls-client": "no", "tls-server": "no", "refused": 0, "end": "ok"}
+for k, v in want.items():
+    if dl.get(k) != v:
+        fail("data-transfer download %s: got %r, want %r (%r)" % (k, dl.get(k), v, dl))
+if not isinstance(dl.get("duration"), (int, float)) or not dl.get("client", "").startswith("127.0.0.1:"):
+    fail("data-transfer download duration/client: %r" % dl)
+if not dl["msg"].startswith('data-transfer download cmd=RETR file="my \\"data\\" file.bin" bytes=3000 '):
+    fail("data-transfer download msg: %r" % dl["msg"])
+ls = one(lambda o: o.get("event") == "data-transfer" and o.get("kind") == "listing", "data-transfer listing")
+if ls.get("cmd") != "LIST" or ls.get("end") != "ok" or not isinstance(ls.get("to-client"), int) or ls["to-client"] <= 0:
+    fail("data-transfer listing: %r" % ls)
 req = one(lambda o: o.get("event") == "http-request" and o.get("status") == 404, "http-request")
 if req.get("path") != '/a\\x41?b%20c/index.html':
     fail("http path: got %r" % req.get("path"))

@@ -217,12 +217,74 @@ test_cases(void **state)
 	assert_memory_equal(pl.kv[2].v, "cut \\x4", pl.kv[2].vlen);
 }
 
+/* "EVENT WORD key=value ...": the word is the first field, "kind"
+ * (data-transfer's direction); free text with a bare word stays text. */
+static void
+test_event_word(void **state)
+{
+	static const char l1[] = "#9 data-transfer download cmd=RETR "
+	    "file=\"a \\\"b\\\" c.bin\" bytes=3000 to-client=3000 "
+	    "duration=0.004 end=ok";
+	static const char l2[] = "data-transfer - cmd=- file=\"\" bytes=0 "
+	    "end=timeout: no data connection";
+	static const char *text[] = {
+		"service web: plug on 127.0.0.1:1 mode=fixed -> 127.0.0.1:2",
+		"running as user nobody (uid 65534, gid 65534), no_new_privs",
+		"admin endpoint on http://127.0.0.1:9180/metrics",
+		"open-file limit 20000 is below the 20512 that max-sessions=1",
+		"reload done: 1 service",
+		"word word word key=value",
+		"event word",
+		"event word ",
+	};
+	char json[PX_LOG_LINE * 16];
+	struct px_log_parsed pl;
+	const char *want;
+	size_t i, n;
+
+	(void)state;
+	px_log_parse(9, l1, sizeof(l1) - 1, &pl);
+	assert_int_equal(pl.eventlen, 13);
+	assert_memory_equal(pl.event, "data-transfer", 13);
+	assert_int_equal(pl.nkv, 7);
+	assert_int_equal(pl.kv[0].klen, 4);
+	assert_memory_equal(pl.kv[0].k, "kind", 4);
+	assert_int_equal(pl.kv[0].vlen, 8);
+	assert_memory_equal(pl.kv[0].v, "download", 8);
+	assert_memory_equal(pl.kv[1].k, "cmd", 3);
+	assert_int_equal(pl.kv[2].vlen, strlen("a \"b\" c.bin"));
+	assert_memory_equal(pl.kv[2].v, "a \"b\" c.bin", pl.kv[2].vlen);
+	n = px_log_json(json, sizeof(json), "T", LOG_INFO, 9, l1,
+	    sizeof(l1) - 1);
+	json[n] = '\0';
+	want = "{\"ts\":\"T\",\"level\":\"info\",\"session\":9,"
+	    "\"event\":\"data-transfer\",\"kind\":\"download\","
+	    "\"cmd\":\"RETR\",\"file\":\"a \\\"b\\\" c.bin\","
+	    "\"bytes\":3000,\"to-client\":3000,\"duration\":0.004,"
+	    "\"end\":\"ok\",\"msg\":";
+	if (strncmp(json, want, strlen(want)) != 0)
+		fail_msg("got %s", json);
+
+	px_log_parse(0, l2, sizeof(l2) - 1, &pl);
+	assert_int_equal(pl.nkv, 5);
+	assert_int_equal(pl.kv[0].vlen, 1);
+	assert_memory_equal(pl.kv[0].v, "-", 1);
+	assert_int_equal(pl.kv[4].vlen, strlen("timeout: no data connection"));
+
+	for (i = 0; i < sizeof(text) / sizeof(text[0]); i++) {
+		px_log_parse(0, text[i], strlen(text[i]), &pl);
+		if (pl.eventlen != 0 || pl.nkv != 0)
+			fail_msg("free text read as an event: %s", text[i]);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_event_word),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
