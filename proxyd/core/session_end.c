@@ -132,7 +132,10 @@ px_end_verdict_name(enum px_end_verdict v)
 	    "error" : "accept";
 }
 
-/* The first end or finish decides who and when. */
+/* The first end or finish decides who and when. The client's TLS
+ * handshake is part of its admission (phase=accept) also where keybridge
+ * resumes it after the server's handshake, the server connected: a client
+ * that refuses the leaf or stalls ends as under terminate. */
 static void
 px_session_mark_end(struct px_session *s, enum px_end_by by)
 {
@@ -140,7 +143,7 @@ px_session_mark_end(struct px_session *s, enum px_end_by by)
 		return;
 	s->end_marked = true;
 	s->end_by = by;
-	s->end_phase = !s->admitted ? PX_PHASE_ACCEPT :
+	s->end_phase = !s->admitted || s->tls_handshaking ? PX_PHASE_ACCEPT :
 	    s->state == PX_SS_CONNECTING ? PX_PHASE_CONNECT : PX_PHASE_DATA;
 }
 

@@ -93,8 +93,8 @@ for svc in plug http; do
         n=$((n + 1))
         wait_ends "$name" "$n"
         line=$(session_end_lines "$name" | tail -n 1)
-        grep -Eq "XX verdict=error .* by=client-fail phase=accept end=client-error: tls: $reason$" <<<"$line" ||
-            info "MISMATCH $svc $mode: logged '$line', expected verdict=error by=client-fail phase=accept end=client-error: tls: $reason"
+        grep -Eq "verdict=error .* by=client-fail phase=accept end=client-error: tls: $reason$" <<<"$line" ||
+            fail "$svc $mode: logged '$line', expected verdict=error by=client-fail phase=accept end=client-error: tls: $reason"
     done
     assert_metric eq proxyd_tls_failures_total \
         "service=\"$name\",analyser=\"$svc\",side=\"client\",reason=\"not-tls\"" 1
