@@ -1,6 +1,7 @@
 /* HTTP/1.x message framing: a strict head parser and a chunked-body
- * parser, pure functions over (ptr, len) so they can be fuzzed and unit
- * tested without sockets. Strict means: whatever two parsers could read two
+ * parser, and the request target as the url rules judge it; pure
+ * functions over (ptr, len) so they can be fuzzed and unit tested without
+ * sockets. Strict means: whatever two parsers could read two
  * ways (the stuff of request smuggling) is an error, never a guess. */
 #ifndef HTTP_PARSE_H
 #define HTTP_PARSE_H
@@ -176,6 +177,36 @@ http_list_next(const char *v, size_t len, size_t *i, size_t *s, size_t *e)
 	}
 }
 bool	http_is_tchar(unsigned char c);
+
+/* A request target made canonical by http_target_canon(). */
+struct http_target {
+	const char	*path;		/* NUL-terminated, in the caller's buf */
+	size_t		 plen;
+	const char	*query;		/* as judged, NUL-terminated, in buf;
+					 * NULL: the target has no '?' */
+	const char	*sent_query;	/* as the client sent it (in the
+					 * target, after '?'); NULL: none */
+	size_t		 sent_qlen;
+};
+
+/* The origin-form request target t ("/path?query"; "?query" alone, left of
+ * an absolute-form target without a path, has the path "/"; "*") as the
+ * url rules judge it and the server is sent it (docs/CONFIG.md, "How url
+ * rules read a path"): in the path, each percent-encoding of an
+ * unreserved character (RFC 3986 2.3) decoded, the others in upper-case
+ * hex; with merge_slashes, empty segments gone ("//" as "/"); the dot
+ * segments "." and ".." (encoded ones too) removed (RFC 3986 5.2.4). The
+ * query keeps its bytes, but is judged with the same percent-decoding
+ * (an invalid percent-encoding stays as it is there). Refused with 400
+ * and *why, as what cannot be judged as every server would read it: a
+ * fragment ('#' anywhere), in the path an encoded '/' (%2F), a '' (raw or
+ * %5C), %00, an invalid percent-encoding, a ".." above the root, and a
+ * target not in origin form. buf (size bytes, at least tlen + 3) receives
+ * the canonical path and judged query that o points to. 0 on success. */
+int	http_target_canon(const char *t, size_t tlen, bool merge_slashes,
+	    char *buf, size_t size, struct http_target *o, const char **why);
+/* RFC 3986 2.3 unreserved: ALPHA, DIGIT, '-', '.', '_', '~'. */
+bool	http_is_unreserved(unsigned char c);
 
 enum http_chunk_state {
 	HTTP_CHUNK_SIZE = 0,	/* hex digits */
