@@ -15,6 +15,7 @@
  * files: see http_int.h). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -136,6 +137,38 @@ http_head_restart(size_t *scan, struct http_head_scan *judge)
 	memset(judge, 0, sizeof(*judge));
 }
 
+/* The origin-form target made canonical (http_target_canon) into
+ * h->canon, and h->path, for the log, what the url rules judge: the path
+ * and the query. 0, or the status to refuse the request with (*why). */
+static int
+http_canon_target(struct http_state *h, const char *target, size_t tlen,
+    struct http_target *ct, const char **why)
+{
+	size_t want = tlen + 3 > 256 ? tlen + 3 : 256, len;
+	char *nb;
+	int rc;
+
+	if (h->canon_size < want) {
+		if ((nb = realloc(h->canon, want)) == NULL) {
+			*why = "out of memory";
+			return 500;
+		}
+		h->canon = nb;
+		h->canon_size = want;
+	}
+	if ((rc = http_target_canon(target, tlen, h->pol->merge_slashes,
+	    h->canon, h->canon_size, ct, why)) != 0)
+		return rc;
+	http_copy(h->path, sizeof(h->path), ct->path, ct->plen);
+	len = strlen(h->path);
+	if (ct->query != NULL && len + 1 < sizeof(h->path)) {
+		h->path[len] = '?';
+		http_copy(h->path + len + 1, sizeof(h->path) - len - 1,
+		    ct->query, strlen(ct->query));
+	}
+	return 0;
+}
+
 /* A complete request head is at the front of the client input. */
 static void
 http_handle_request(struct http_state *h, const char *buf, size_t head_len)
@@ -150,6 +183,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	int rc;
 	bool forward = px_session_dst(h->s)->sa_family == 0;
 	struct http_hit hit;
+	struct http_target ct = { .path = NULL };
 
 	gettimeofday(&h->t_start, NULL);
 	h->verdict = NULL;
@@ -212,9 +246,6 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			http_error(h, 400, "malformed URI authority");
 			return;
 		}
-		h->path[0] = '/';
-		http_copy(h->path + (target[0] == '?'), sizeof(h->path) - 1,
-		    target, tlen);
 		if (forward) {
 			memcpy(&dst, &hostaddr, sizeof(dst));
 			port = hostport;
@@ -225,6 +256,15 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	} else if (m.tlen == 0 || (m.target[0] != '/' &&
 	    !(m.tlen == 1 && m.target[0] == '*'))) {
 		http_error(h, 400, "request target is not in origin form");
+		return;
+	}
+	/* The url rules judge the path as the server will read it, and the
+	 * server is sent that path (docs/CONFIG.md); what cannot be judged
+	 * so is refused. CONNECT's target is an authority. */
+	if (!h->is_connect &&
+	    (rc = http_canon_target(h, target, tlen, &ct, &why)) != 0) {
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		http_error(h, rc, why);
 		return;
 	}
 	if (!h->is_connect && !forward) {
@@ -244,8 +284,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	}
 	h->port = port;
-	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host, h->path,
-	    &why, &hit)) != 0) {
+	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host,
+	    h->is_connect ? h->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (hit.line == 0)
 			snprintf(h->rule, sizeof(h->rule), "default");
@@ -297,7 +337,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->req_kept = false;
 	if (!h->is_connect) {
 		struct http_req_ctx rq = {
-			.target = target, .tlen = tlen, .host = h->host,
+			.target = ct.path, .tlen = ct.plen,
+			.query = ct.sent_query, .qlen = ct.sent_qlen,
+			.host = h->host,
 			.dst = (struct sockaddr *)&dst,
 			.client = px_session_client(h->s),
 			.upgrade = h->upgrade_ok,
@@ -1045,6 +1087,8 @@ http_on_close(struct px_session *s, void *st)
 	if (h->head_out != NULL)
 		evbuffer_free(h->head_out);
 	h->head_out = NULL;
+	free(h->canon);
+	h->canon = NULL;
 	/* An idle server connection outlives its client in the pool. */
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);

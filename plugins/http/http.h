@@ -47,7 +47,9 @@ struct http_request_rule {
 
 struct http_url_rule {
 	char			*host;		/* glob, case-insensitive */
-	char			*path;		/* glob */
+	char			*path;		/* glob, as canonical paths are
+						 * written (http_target_canon) */
+	char			*query;		/* glob; "" matches no query */
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
 	long			 line;
@@ -78,6 +80,7 @@ struct http_policy {
 	bool			 via;
 	enum http_xff		 xff;
 	bool			 check_host;	/* transparent: Host vs destination */
+	bool			 merge_slashes;	/* url rules read "//" as "/" */
 	bool			 underscore_pass; /* field names with '_' go on */
 	bool			 trailers_pass;	/* chunked trailers go on */
 	struct http_words	 codings;	/* Transfer-Encoding codings allowed
@@ -123,12 +126,15 @@ void	http_policy_free(void *pol);
 /* px_analyser.client_alpn: "h2,http/1.1,http/1.0" when h2="yes". */
 const char *http_policy_client_alpn(const void *pol);
 bool	http_words_has(const struct http_words *w, const char *s, size_t len);
-/* What the request rules (method, port) and then the url rules (host and
- * path, as logged) say of a request: 0 accept, the status to deny with,
- * or -1 abort; *why says which refused, *hit (may be NULL) which rule. */
+/* What the request rules (method, port) and then the url rules (host,
+ * path and query) say of a request: 0 accept, the status to deny with,
+ * or -1 abort; *why says which refused, *hit (may be NULL) which rule.
+ * path and query as http_target_canon() makes them (query NULL: the
+ * target has none, which query= reads as ""); for CONNECT, path is the
+ * authority. */
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
-	    const char **why, struct http_hit *hit);
+	    const char *query, const char **why, struct http_hit *hit);
 /* The methods the request rules accept on port (CONNECT only when
  * connect), ", " between, for the Allow field of a 405 (RFC 9110
  * 15.5.6): every method a rule names or the built-in list has. "" when

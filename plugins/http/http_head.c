@@ -437,6 +437,10 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 	if (r->tlen > 0 && r->target[0] == '?')
 		HTTP_WB_LIT(&w, "/");	/* "http://a?q": "/?q" */
 	http_wb_add(&w, r->target, r->tlen);
+	if (r->query != NULL) {
+		HTTP_WB_LIT(&w, "?");
+		http_wb_add(&w, r->query, r->qlen);
+	}
 	HTTP_WB_LIT(&w, " HTTP/1.1\r\n");
 	http_write_fields(&w, m, &fs, &o);
 	if (m->host == -1 && r->authority == NULL) {

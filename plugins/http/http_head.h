@@ -30,6 +30,8 @@ struct sockaddr;
 struct http_req_ctx {
 	const char		*target;	/* the request target sent on */
 	size_t			 tlen;
+	const char		*query;		/* sent after target and '?'; */
+	size_t			 qlen;		/* NULL: no '?' */
 	/* Host to add when the client sent none: host, or dst when host is
 	 * "" (HTTP/1.1 to the server requires one). */
 	const char		*host;

@@ -165,7 +165,11 @@ struct http_state {
 	struct timeval		 t_start;
 	char			 method[24];
 	char			 host[128];
-	char			 path[256];
+	char			 path[256];	/* for the log: cut, escaped */
+	/* The request target as judged and sent on (http_target_canon);
+	 * grown to the longest target of the session, freed at its close. */
+	char			*canon;
+	size_t			 canon_size;
 	const char		*verdict;
 	/* rule= of this request's refusal ("": not known yet, see
 	 * http_error) */

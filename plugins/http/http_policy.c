@@ -1,6 +1,7 @@
 /* The <http> section of a service file (POLICY.md), and the decisions its
  * request and url rules make. Loaded once; read-only and shared by every
  * worker afterwards. */
+#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -193,6 +194,84 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	return 0;
 }
 
+/* A path= or query= glob rewritten, in place, as http_target_canon()
+ * writes what it is matched with: "%7e" is '~', "%c3" is "%C3". */
+static void
+http_pattern_canon(char *pat)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *r = pat, *w = pat;
+	int hi, lo;
+
+	while (*r != '\0') {
+		if (r[0] == '%' && r[1] != '\0' && r[2] != '\0' &&
+		    isxdigit((unsigned char)r[1]) &&
+		    isxdigit((unsigned char)r[2])) {
+			hi = isdigit((unsigned char)r[1]) ? r[1] - '0' :
+			    toupper((unsigned char)r[1]) - 'A' + 10;
+			lo = isdigit((unsigned char)r[2]) ? r[2] - '0' :
+			    toupper((unsigned char)r[2]) - 'A' + 10;
+			if (http_is_unreserved((unsigned char)(hi * 16 + lo)))
+				*w++ = (char)(hi * 16 + lo);
+			else {
+				*w++ = '%';
+				*w++ = hex[hi];
+				*w++ = hex[lo];
+			}
+			r += 3;
+		} else
+			*w++ = *r++;
+	}
+	*w = '\0';
+}
+
+/* Whether the (canonical) path glob pat has a segment s: "/s/" inside
+ * it, or "/s" at its end. */
+static bool
+http_pattern_has_segment(const char *pat, const char *s)
+{
+	size_t len = strlen(s);
+	const char *p;
+
+	for (p = strchr(pat, '/'); p != NULL; p = strchr(p + 1, '/'))
+		if (strncmp(p + 1, s, len) == 0 &&
+		    (p[1 + len] == '/' || p[1 + len] == '\0'))
+			return true;
+	return false;
+}
+
+/* path=: a glob no canonical path can match is a mistake (the rule would
+ * never apply): refused, with why. */
+static int
+http_load_url_path(struct px_cfgerr *e, const xmlNode *n,
+    const struct http_policy *p, char *pat)
+{
+	static const char *const never[] = { "%2F", "%5C", "%00", "\\\\" };
+	size_t i;
+
+	http_pattern_canon(pat);
+	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		if (strstr(pat, never[i]) != NULL) {
+			px_cfg_error(e, n, "path=\"%s\": never matches: a path "
+			    "with %s is refused (400)", pat, i == 3 ? "'\\'" :
+			    never[i]);
+			return -1;
+		}
+	if (http_pattern_has_segment(pat, ".") ||
+	    http_pattern_has_segment(pat, "..")) {
+		px_cfg_error(e, n, "path=\"%s\": never matches: paths are "
+		    "judged with their dot-segments removed", pat);
+		return -1;
+	}
+	if (p->merge_slashes && strstr(pat, "//") != NULL) {
+		px_cfg_error(e, n, "path=\"%s\": never matches: with "
+		    "merge-slashes=\"yes\" paths are judged with \"//\" as "
+		    "\"/\"", pat);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 {
@@ -205,10 +284,16 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	memset(r, 0, sizeof(*r));
 	r->host = px_attr(n, "host");
 	r->path = px_attr(n, "path");
-	if (r->host == NULL && r->path == NULL) {
-		px_cfg_error(e, n, "<url> needs host=\"...\" or path=\"...\"");
+	r->query = px_attr(n, "query");
+	if (r->host == NULL && r->path == NULL && r->query == NULL) {
+		px_cfg_error(e, n, "<url> needs host=\"...\", path=\"...\" or "
+		    "query=\"...\"");
 		return -1;
 	}
+	if (r->path != NULL && http_load_url_path(e, n, p, r->path) == -1)
+		return -1;
+	if (r->query != NULL)
+		http_pattern_canon(r->query);
 	r->line = px_xml_line(n);
 	if (px_attr_label(e, n, &r->label) == -1 ||
 	    px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
@@ -385,6 +470,7 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	p->max_requests = (unsigned)u;
 	rc |= px_attr_bool(e, sec, "via", &p->via);
 	rc |= px_attr_bool(e, sec, "check-host", &p->check_host);
+	rc |= px_attr_bool(e, sec, "merge-slashes", &p->merge_slashes);
 	rc |= px_attr_bool(e, sec, "h2", &p->h2);
 	rc |= px_attr_bool(e, sec, "h2c", &p->h2c);
 	if (px_attr_choice(e, sec, "underscore-headers", drop_pass, &us) == -1)
@@ -436,6 +522,7 @@ http_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 	p->via = true;
 	p->xff = HTTP_XFF_APPEND;
 	p->check_host = true;
+	p->merge_slashes = true;
 	p->lim.max_line = 8192;
 	p->lim.max_header_lines = 100;
 	p->lim.max_header_bytes = 32768;
@@ -541,6 +628,7 @@ http_policy_free(void *pol)
 	for (i = 0; i < p->nurl; i++) {
 		xmlFree(p->url[i].host);
 		xmlFree(p->url[i].path);
+		xmlFree(p->url[i].query);
 		free(p->url[i].label);
 	}
 	free(p->url);
@@ -694,7 +782,7 @@ http_policy_allow(const struct http_policy *p, uint16_t port, bool connect,
 int
 http_policy_check(const struct http_policy *p, const char *method,
     size_t mlen, uint16_t port, const char *host, const char *path,
-    const char **why, struct http_hit *hit)
+    const char *query, const char **why, struct http_hit *hit)
 {
 	const struct http_url_rule *u;
 	struct http_hit none;
@@ -710,6 +798,9 @@ http_policy_check(const struct http_policy *p, const char *method,
 		if (u->host != NULL && fnmatch(u->host, host, FNM_CASEFOLD) != 0)
 			continue;
 		if (u->path != NULL && fnmatch(u->path, path, 0) != 0)
+			continue;
+		if (u->query != NULL && fnmatch(u->query, query != NULL ?
+		    query : "", 0) != 0)
 			continue;
 		hit->line = u->line;
 		hit->label = u->label;

@@ -41,6 +41,7 @@ STRICT_OK = (
     "empty first line",         # one CRLF before a request line, not two (RFC 9112 2.2)
     "malformed HTTP version",   # RTSP/ICE are not HTTP
     "HTTP version not supported",   # HTTP/0.9
+    "fragment in request target",   # RFC 9112 3.2 has none (issue 35)
     # responses: issue 4 refuses what RFC 9112 6.3 would read to the close
     "Transfer-Encoding does not end in chunked",
 )

@@ -1,7 +1,7 @@
 /* Unit tests for plugins/http/http_policy.c: the defaults of an absent
  * <http>, each rule list's default (what a request no rule matches gets),
- * first match, abort, ports, the Upgrade list, the header actions, the
- * fixed choices, and the messages of bad values. */
+ * first match, abort, ports, url paths and queries, the Upgrade list, the
+ * header actions, the fixed choices, and the messages of bad values. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,7 +36,16 @@ check(const struct http_policy *p, const char *method, uint16_t port,
 {
 	*why = NULL;
 	return http_policy_check(p, method, strlen(method), port, host, path,
-	    why, NULL);
+	    NULL, why, NULL);
+}
+
+/* http_policy_check of a GET with path and query (NULL: none). */
+static int
+pq(const struct http_policy *p, const char *path, const char *query,
+    const char **why)
+{
+	*why = NULL;
+	return http_policy_check(p, "GET", 3, 80, "h", path, query, why, NULL);
 }
 
 static bool
@@ -67,6 +76,7 @@ test_no_section(void **state)
 	assert_int_equal(p->req_dflt, PX_ACT_DENY);
 	assert_int_equal(p->req_dflt_status, 405);
 	assert_int_equal(p->url_dflt, PX_ACT_ACCEPT);
+	assert_true(p->merge_slashes);
 	assert_int_equal(p->reqh_dflt, HTTP_ACCEPT);
 	assert_int_equal(p->resph_dflt, HTTP_ACCEPT);
 	assert_int_equal(p->upgrade_dflt, PX_ACT_DENY);
@@ -161,6 +171,51 @@ test_request_url(void **state)
 	/* The url list's default: accepted. */
 	assert_int_equal(check(p, "GET", 80, "other", "/public", &why), 0);
 	assert_null(why);
+	http_policy_free(p);
+}
+
+/* url rules on canonical paths (as http_target_canon makes them): a path
+ * pattern never sees the query (issue 35: "*.php" was passed by any
+ * query); query= does; patterns are written as canonical paths are. */
+static void
+test_url_path_query(void **state)
+{
+	struct px_cfgerr e = { .file = "t.xml" };
+	struct http_policy *p;
+	const char *why;
+
+	(void)state;
+	p = httpt_load("<http>\n"
+	    "  <url path=\"/search\" query=\"*debug=*\" action=\"deny\"/>\n"
+	    "  <url path=\"*.php\" action=\"deny\"/>\n"
+	    "  <url path=\"/%7euser/%c3%a9/*\" action=\"deny\"/>\n"
+	    "  <url query=\"\" path=\"/empty\" action=\"deny\"/>\n"
+	    "</http>\n", &e);
+	assert_non_null(p);
+	/* the path alone: a query does not carry a path past a rule */
+	assert_int_equal(pq(p, "/a.php", NULL, &why), 403);
+	assert_int_equal(pq(p, "/a.php", "x=1", &why), 403);
+	assert_int_equal(pq(p, "/a.php", "", &why), 403);
+	assert_int_equal(pq(p, "/a.html", "f=a.php", &why), 0);
+	/* query=: matched on the query (as judged: decoded unreserved) */
+	assert_int_equal(pq(p, "/search", "q=1&debug=1", &why), 403);
+	assert_int_equal(pq(p, "/search", "q=1", &why), 0);
+	assert_int_equal(pq(p, "/search", NULL, &why), 0);
+	/* query="": a target without one (or with an empty one) */
+	assert_int_equal(pq(p, "/empty", NULL, &why), 403);
+	assert_int_equal(pq(p, "/empty", "", &why), 403);
+	assert_int_equal(pq(p, "/empty", "a", &why), 0);
+	/* the pattern made canonical at load: ~ decoded, hex upper case */
+	assert_string_equal(p->url[2].path, "/~user/%C3%A9/*");
+	assert_int_equal(pq(p, "/~user/%C3%A9/x", NULL, &why), 403);
+	http_policy_free(p);
+	/* merge-slashes="no": "//" may be in a pattern */
+	p = httpt_load("<http merge-slashes=\"no\">"
+	    "<url path=\"//admin/*\" action=\"deny\"/></http>", &e);
+	assert_non_null(p);
+	assert_false(p->merge_slashes);
+	assert_int_equal(pq(p, "//admin/x", NULL, &why), 403);
+	assert_int_equal(pq(p, "/admin/x", NULL, &why), 0);
 	http_policy_free(p);
 }
 
@@ -379,7 +434,27 @@ test_errors(void **state)
 		{ "<http><request method=\"GET\" ports=\"0\" action=\"accept\"/>"
 		  "</http>", "ports: \"0\"" },
 		{ "<http><url action=\"deny\"/></http>",
-		  "<url> needs host=\"...\" or path=\"...\"" },
+		  "<url> needs host=\"...\", path=\"...\" or query=\"...\"" },
+		{ "<http merge-slashes=\"maybe\"/>", "merge-slashes" },
+		/* url paths no canonical path has: the rule would never
+		 * apply */
+		{ "<http><url path=\"/a%2fb\" action=\"deny\"/></http>",
+		  "path=\"/a%2Fb\": never matches: a path with %2F is refused "
+		  "(400)" },
+		{ "<http><url path=\"/a%5C*\" action=\"deny\"/></http>",
+		  "never matches: a path with %5C" },
+		{ "<http><url path=\"*%00\" action=\"deny\"/></http>",
+		  "never matches: a path with %00" },
+		{ "<http><url path=\"/a\\\\b\" action=\"deny\"/></http>",
+		  "never matches: a path with '\\'" },
+		{ "<http><url path=\"*/../*\" action=\"deny\"/></http>",
+		  "path=\"*/../*\": never matches: paths are judged with their "
+		  "dot-segments removed" },
+		{ "<http><url path=\"/a/%2e\" action=\"deny\"/></http>",
+		  "path=\"/a/.\": never matches" },
+		{ "<http>\n<url path=\"//admin/*\" action=\"deny\"/></http>",
+		  "t.xml:2: path=\"//admin/*\": never matches: with "
+		  "merge-slashes=\"yes\" paths are judged with \"//\" as \"/\"" },
 	};
 	struct px_cfgerr e;
 	size_t i;
@@ -399,6 +474,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_section),
 		cmocka_unit_test(test_request_url),
+		cmocka_unit_test(test_url_path_query),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_upgrade),
 		cmocka_unit_test(test_headers_choices),
