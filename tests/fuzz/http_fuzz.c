@@ -9,7 +9,11 @@
  *     status on failure and sane framing on success;
  *   - http_chunk_feed gives the same result (bytes consumed, body size,
  *     error or not) fed at once, in pieces, and byte by byte, and never
- *     consumes past the end of the body.
+ *     consumes past the end of the body;
+ *   - http_target_canon, on a parsed request's target, merging slashes or
+ *     not, writes no more than tlen + 2 bytes, gives a path with no dot
+ *     segment (nor "//" when merging) that is its own canonical form, and
+ *     refuses only with 400 (or 414 for a buffer too small) and a why.
  * Build and run: tests/fuzz/run.sh http SECONDS */
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +43,41 @@ inside(const char *p, size_t len, const char *buf, size_t blen)
 	return p >= buf && p + len <= buf + blen;
 }
 
+/* http_target_canon on a request target. */
+static void
+check_canon(const char *t, size_t tlen, bool merge)
+{
+	static char buf[2 * 512 + 8], again[sizeof(buf)];
+	struct http_target o, o2;
+	const char *why = NULL;
+	size_t plen;
+	int rc;
+
+	memset(buf, 0x55, sizeof(buf));
+	rc = http_target_canon(t, tlen, merge, buf, tlen + 3, &o, &why);
+	for (plen = tlen + 3; plen < sizeof(buf); plen++)
+		CHECK((unsigned char)buf[plen] == 0x55);
+	if (rc != 0) {
+		CHECK(rc == 400 && why != NULL);
+		CHECK(http_target_canon(t, tlen, merge, buf, tlen + 2, &o,
+		    &why) == 414);
+		return;
+	}
+	CHECK(o.path == buf && o.plen == strlen(o.path) && o.plen <= tlen + 1);
+	CHECK(o.path[0] == '/' || (o.plen == 1 && o.path[0] == '*'));
+	CHECK(strstr(o.path, "/./") == NULL && strstr(o.path, "/../") == NULL);
+	CHECK(!merge || strstr(o.path, "//") == NULL);
+	CHECK((o.query == NULL) == (o.sent_query == NULL));
+	if (o.query != NULL)
+		CHECK(o.query > o.path + o.plen && o.query + strlen(o.query) <
+		    buf + tlen + 3 && inside(o.sent_query, o.sent_qlen, t, tlen));
+	plen = o.plen;
+	memcpy(again, o.path, plen);
+	CHECK(http_target_canon(again, plen, merge, buf, plen + 3, &o2,
+	    &why) == 0);
+	CHECK(o2.plen == plen && memcmp(o2.path, again, plen) == 0);
+}
+
 static void
 check_head(const char *buf, size_t len, bool request)
 {
@@ -64,6 +103,8 @@ check_head(const char *buf, size_t len, bool request)
 		CHECK(head.tlen > 0 && head.tlen <= lim.max_url &&
 		    inside(head.target, head.tlen, buf, len));
 		CHECK(head.minor == 0 || head.host >= 0);
+		check_canon(head.target, head.tlen, true);
+		check_canon(head.target, head.tlen, false);
 	} else {
 		CHECK(head.status >= 100 && head.status <= 999);
 		CHECK(inside(head.reason, head.rlen, buf, len));

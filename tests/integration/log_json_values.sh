@@ -13,10 +13,11 @@
 #      other events are (the text's bare direction word as "kind":
 #      download, listing; cmd, file decoded, bytes/to-client numbers,
 #      tls-client, end), not a msg alone.
-#   2. HTTP: a request path with a backslash, "\x41" and a quote; the
-#      http-request object's path is the kv form's bare value as written
-#      ('"' shown as '?', '\x41' not decoded); an over-long URL gives an
-#      http-error object whose reason is the whole "request line too long".
+#   2. HTTP: a request path with a backslash, "\x41" and a quote (refused,
+#      400 "backslash in path"); the http-request object's path is the kv
+#      form's bare value as written ('"' shown as '?', '\x41' not
+#      decoded); an over-long URL gives an http-error object whose reason
+#      is the whole "request line too long".
 #   3. Every line of the log is JSON (python's json module, strict UTF-8),
 #      and a free-text line still is ts/level/msg alone.
 set -euo pipefail
@@ -109,7 +110,7 @@ for target in (b'/a\\x41"b%20c/index.html', b"/" + b"x" * 20000):
     s.close()
     print("[log_json_values] GET %r... -> %r" % (target[:30], data[:12]))
 PY
-assert_log '"event":"http-request".*"status":404' 10
+assert_log '"event":"http-request".*"status":400' 10
 assert_log '"event":"http-error"' 10
 assert_log '"event":"ftp-command".*"cmd":"RETR"' 10
 assert_log '"data-transfer listing cmd=LIST' 10
@@ -160,10 +161,13 @@ if not dl["msg"].startswith('data-transfer download cmd=RETR file="my \\"data\\"
 ls = one(lambda o: o.get("event") == "data-transfer" and o.get("kind") == "listing", "data-transfer listing")
 if ls.get("cmd") != "LIST" or ls.get("end") != "ok" or not isinstance(ls.get("to-client"), int) or ls["to-client"] <= 0:
     fail("data-transfer listing: %r" % ls)
-req = one(lambda o: o.get("event") == "http-request" and o.get("status") == 404, "http-request")
+req = one(lambda o: o.get("event") == "http-request" and o.get("status") == 400, "http-request")
 if req.get("path") != '/a\\x41?b%20c/index.html':
     fail("http path: got %r" % req.get("path"))
-err = one(lambda o: o.get("event") == "http-error", "http-error")
+err = one(lambda o: o.get("event") == "http-error" and o.get("status") == 400, "http-error 400")
+if err.get("reason") != "backslash in path":
+    fail("http-error reason: %r" % err)
+err = one(lambda o: o.get("event") == "http-error" and o.get("status") == 414, "http-error 414")
 if err.get("reason") != "request line too long" or err.get("status") != 414:
     fail("http-error reason/status: %r" % err)
 free = [o for o in objs if "started: pid" in o["msg"]]
