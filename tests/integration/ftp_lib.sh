@@ -189,3 +189,101 @@ ssl_ciphers=HIGH
 debug_ssl=YES
 EOF2
 }
+
+# ---- servers beside vsftpd: Pure-FTPd and ProFTPD, unpacked (not
+# installed: Debian has them conflict with vsftpd) by scripts/deps into
+# $FTPD_DIR.
+FTPD_DIR=${PROXYD_FTPD_DIR:-/opt/proxyd-test/ftpd}
+PUREFTPD_PORT=""
+PROFTPD_PORT=""
+
+# need_ftpds: Pure-FTPd and ProFTPD unpacked (else skip)
+need_ftpds() {
+    [[ -x $FTPD_DIR/usr/sbin/pure-ftpd && -x $FTPD_DIR/usr/sbin/proftpd ]] ||
+        skip "pure-ftpd and proftpd not in $FTPD_DIR (scripts/deps unpacks them)"
+}
+
+# add_ftp_user: a local system user for the servers' own logins (no
+# chroot), removed on exit: $FTP_USER, $FTP_PASS, $FTP_HOME (under $T,
+# not /, owned by the user)
+FTP_USER=""
+FTP_PASS=""
+FTP_HOME=""
+add_ftp_user() {
+    FTP_USER=pxftp$$
+    FTP_PASS=Px-$RANDOM-$RANDOM
+    FTP_HOME=$T/home/$FTP_USER
+    mkdir -p "$T/home"
+    chmod 755 "$T/home"
+    useradd -M -d "$FTP_HOME" -s /bin/sh "$FTP_USER" ||
+        fail "useradd $FTP_USER"
+    at_exit "userdel -f $FTP_USER 2>/dev/null"
+    echo "$FTP_USER:$FTP_PASS" | chpasswd || fail "chpasswd $FTP_USER"
+    mkdir -p "$FTP_HOME"
+    chown "$FTP_USER:" "$FTP_HOME"
+    chmod 755 "$FTP_HOME"
+}
+
+# start_vsftpd_local: start_vsftpd, and $FTP_USER logs in too, not
+# chrooted (its PWD is $FTP_HOME), with write access
+start_vsftpd_local() {
+    start_vsftpd "local_enable=YES
+chroot_local_user=NO
+pam_service_name=vsftpd
+local_umask=022
+${1:-}"
+}
+
+# start_pureftpd [OPTIONS...]: Pure-FTPd on 127.0.0.1:$PUREFTPD_PORT, the
+# system's users (add_ftp_user), none chrooted, no anonymous login
+start_pureftpd() {
+    local pid
+    free_port PUREFTPD_PORT
+    "$FTPD_DIR/usr/sbin/pure-ftpd" -S "127.0.0.1,$PUREFTPD_PORT" -l unix -E \
+        -H -4 -U 022:022 "$@" >"$T/pureftpd.out" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$PUREFTPD_PORT" 10 "$pid" || {
+        cat "$T/pureftpd.out" >&2
+        fail "pure-ftpd did not start on 127.0.0.1:$PUREFTPD_PORT"
+    }
+}
+
+# start_proftpd [CONF_LINES]: ProFTPD on 127.0.0.1:$PROFTPD_PORT, the
+# system's users, none chrooted
+start_proftpd() {
+    local pid
+    free_port PROFTPD_PORT
+    cat >"$T/proftpd.conf" <<EOF2
+ServerType standalone
+ServerName "proxyd-test"
+ServerIdent off
+DefaultServer on
+UseIPv6 off
+DefaultAddress 127.0.0.1
+SocketBindTight on
+Port $PROFTPD_PORT
+User nobody
+Group nogroup
+MaxInstances 100
+UseReverseDNS off
+WtmpLog off
+TransferLog $T/proftpd.xfer
+ScoreboardFile $T/proftpd.scoreboard
+PidFile $T/proftpd.pid
+SystemLog $T/proftpd.log
+DelayEngine off
+ControlsEngine off
+AuthOrder mod_auth_unix.c
+AllowOverwrite on
+Umask 022
+${1:-}
+EOF2
+    "$FTPD_DIR/usr/sbin/proftpd" -n -c "$T/proftpd.conf" >"$T/proftpd.out" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$PROFTPD_PORT" 10 "$pid" || {
+        cat "$T/proftpd.out" "$T/proftpd.log" >&2
+        fail "proftpd did not start on 127.0.0.1:$PROFTPD_PORT"
+    }
+}

@@ -72,6 +72,11 @@ setup() {
 # register a pid to be killed on exit
 track_pid() { _PIDS+=("$1"); }
 
+# at_exit CMD: run CMD (eval) on exit, once the processes are gone (to
+# undo what a test did outside $T: a system user it added)
+_AT_EXIT=()
+at_exit() { _AT_EXIT+=("$1"); }
+
 # proc_alive PID: true while the process exists and is not a zombie
 proc_alive() {
     local st
@@ -146,6 +151,9 @@ _cleanup() {
             kill -KILL "$pid" 2>/dev/null
             wait_exit "$pid" 2
         fi
+    done
+    for f in "${_AT_EXIT[@]}"; do
+        eval "$f"
     done
     # A sanitizer build reports leaks and errors when proxyd exits: a test
     # that passed fails on them (the report is printed).
