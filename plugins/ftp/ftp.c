@@ -6,7 +6,9 @@
  * sent: ftp_data.c sets up both ends and speaks PORT/EPRT/PASV/EPSV to the
  * server itself. Server replies are tracked in a FIFO of what each
  * forwarded command expects, so proxy-made replies keep their place in
- * the stream. */
+ * the stream. Where path rules are, a login is followed by a PWD of the
+ * proxy's own (ftp_home_ask): relative paths are judged against the
+ * directory the server names, never a guess. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,22 +96,35 @@ ftp_q_pop(struct ftp_state *st)
 	st->qlen--;
 }
 
-/* Our PORT/EPRT has no reply yet. Nothing more goes to the server until
- * it has: a server may answer PORT only once its data connection is up
- * (pyftpdlib does), after its 150 to a transfer command sent meanwhile,
- * and replies would then be paired with the wrong commands. */
+/* Whether nothing more may go to the server before the replies pending
+ * come. Our PORT/EPRT: a server may answer PORT only once its data
+ * connection is up (pyftpdlib does), after its 150 to a transfer command
+ * sent meanwhile, and replies would then be paired with the wrong
+ * commands. Where path rules are, a login command and our own PWD after
+ * it: a relative path judged meanwhile would be resolved against a
+ * directory the proxy does not know yet (ftp_home_ask). */
 static bool
-ftp_port_pending(const struct ftp_state *st)
+ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 {
+	const struct ftp_pending *q;
+	bool rules = ftp_path_rules(p);
 	unsigned i;
 
-	for (i = 0; i < st->qlen; i++)
-		if (st->q[(st->qhead + i) % FTP_PENDING].kind == FTP_P_PORT)
+	for (i = 0; i < st->qlen; i++) {
+		q = &st->q[(st->qhead + i) % FTP_PENDING];
+		if (q->kind == FTP_P_PORT || q->kind == FTP_P_HOME)
 			return true;
+		if (rules && q->kind == FTP_P_FWD &&
+		    (strcmp(q->verb, "USER") == 0 ||
+		    strcmp(q->verb, "PASS") == 0 ||
+		    strcmp(q->verb, "ACCT") == 0 ||
+		    strcmp(q->verb, "REIN") == 0))
+			return true;
+	}
 	return false;
 }
 
-/* Keeps in's bytes, in order, for when ftp_port_pending() is over. */
+/* Keeps in's bytes, in order, for when ftp_must_wait() is over. */
 static enum px_verdict
 ftp_hold(struct px_session *s, struct ftp_state *st, struct evbuffer *in)
 {
@@ -121,7 +136,7 @@ ftp_hold(struct px_session *s, struct ftp_state *st, struct evbuffer *in)
 	    FTP_HOLD_MAX) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		px_session_deny(s, "ftp: client sent too much while the server "
-		    "had not answered PORT");
+		    "had not answered");
 		return PX_DENY;
 	}
 	evbuffer_add_buffer(st->held, in);
@@ -134,7 +149,7 @@ ftp_resume(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p)
 {
 	if (st->held == NULL || evbuffer_get_length(st->held) == 0 ||
-	    ftp_port_pending(st))
+	    ftp_must_wait(st, p))
 		return PX_MORE;
 	return ftp_client_input(s, st, p, st->held);
 }
@@ -518,7 +533,7 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 		len = evbuffer_get_length(in);
 		if (len == 0)
 			return PX_MORE;
-		if (ftp_port_pending(st))
+		if (ftp_must_wait(st, p))
 			return ftp_hold(s, st, in);
 		if (evbuffer_get_length(px_session_output(s, PX_TO_CLIENT)) >
 		    FTP_CLIENT_OUT_MAX) {
@@ -667,6 +682,47 @@ ftp_scan_reply_end(struct px_session *s, struct ftp_state *st,
 	ftp_scan_reply_done(st, q->scan);
 }
 
+/* A login the server took: where path rules are, the proxy asks the
+ * server for its directory itself (a PWD of its own, answered to nobody)
+ * rather than take it for "/". Until the answer, the client's commands
+ * wait (ftp_must_wait); a server that gives none leaves relative paths
+ * refused (cwd-unknown) until one of the client's PWDs is answered. */
+static void
+ftp_home_ask(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p)
+{
+	if (!ftp_path_rules(p))
+		return;
+	st->path.lost = true;
+	if (ftp_q_push(st, FTP_P_HOME, "PWD") == NULL)
+		return;		/* lost: relative paths refused */
+	px_session_log(s, LOG_INFO, "ftp-command user=%s cmd=PWD arg=\"\" "
+	    "verdict=accept by=proxy (the login directory, for the path "
+	    "rules)", st->user[0] ? st->user : "-");
+	ftp_send(s, PX_TO_SERVER, "PWD\r\n");
+}
+
+/* The final reply to our PWD (line: its last line). */
+static void
+ftp_home_reply(struct px_session *s, struct ftp_state *st, int code,
+    const char *line, size_t len)
+{
+	char esc[FTP_PATH_MAX * 2];
+
+	ftp_path_reply(&st->path, "PWD", code, line, len);
+	if (st->path.lost) {
+		px_session_log(s, LOG_WARNING, "ftp-home user=%s dir=- code=%d "
+		    "(no directory in the answer to the proxy's PWD: relative "
+		    "paths are refused until a PWD is answered)",
+		    st->user[0] ? st->user : "-", code);
+		return;
+	}
+	px_log_escape(esc, sizeof(esc), st->path.cwd, strlen(st->path.cwd),
+	    true);
+	px_session_log(s, LOG_INFO, "ftp-home user=%s dir=\"%s\"",
+	    st->user[0] ? st->user : "-", esc);
+}
+
 static enum px_verdict
 ftp_server_replies(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, struct evbuffer *in)
@@ -725,6 +781,18 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 				    (const char *)buf, linelen);
 			}
 		}
+		if (q != NULL && q->kind == FTP_P_HOME) {
+			/* Our own PWD: nothing forwarded. */
+			if (fin == 1 && code >= 200)
+				ftp_home_reply(s, st, code, (const char *)buf,
+				    linelen);
+			evbuffer_drain(in, used);
+			if (fin != 1 || code < 200)
+				continue;
+			ftp_q_pop(st);
+			ftp_q_flush_local(s, st);
+			continue;
+		}
 		if (q != NULL && q->kind >= FTP_P_GREET) {
 			enum px_verdict v;
 
@@ -781,11 +849,16 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 		/* Preliminary (1xx) replies keep the command pending. */
 		if (fin == 1 && code >= 200 && q != NULL) {
 			ftp_scan_reply_end(s, st, q, code, out);
-			if (code == 230 && (strcmp(q->verb, "USER") == 0 ||
+			bool login = code == 230 &&
+			    (strcmp(q->verb, "USER") == 0 ||
 			    strcmp(q->verb, "PASS") == 0 ||
-			    strcmp(q->verb, "ACCT") == 0))
+			    strcmp(q->verb, "ACCT") == 0);
+
+			if (login)
 				st->logged_in = true;
 			ftp_q_pop(st);
+			if (login)
+				ftp_home_ask(s, st, p);
 			ftp_q_flush_local(s, st);
 		}
 	}

@@ -46,6 +46,8 @@ enum ftp_pkind {
 	FTP_P_PASV,		/* our PASV/EPSV: connect, answer the client */
 	FTP_P_PORT,		/* our PORT/EPRT: answer the client */
 	FTP_P_LOCAL,		/* no server reply: send text when at the head */
+	FTP_P_HOME,		/* our PWD after a login: the login directory,
+				 * none of its reply forwarded */
 	/* FTPS towards the server (ftp_tls.c): none forwarded. */
 	FTP_P_GREET,		/* the greeting, held until TLS is set up */
 	FTP_P_SAUTH,		/* our AUTH TLS */
@@ -103,8 +105,9 @@ struct ftp_state {
 	 * transfer gets a 425 from the proxy. */
 	bool			 xfer_sent;
 	bool			 data_lost;
-	/* Client bytes not yet read as commands: our PORT/EPRT awaits its
-	 * reply (ftp_port_pending). NULL until first needed. */
+	/* Client bytes not yet read as commands: our PORT/EPRT, a login or
+	 * our PWD after it awaits its reply (ftp_must_wait). NULL until
+	 * first needed. */
 	struct evbuffer		*held;
 	bool			 user_ok;
 	char			 user[72];
