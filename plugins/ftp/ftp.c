@@ -304,12 +304,20 @@ ftp_path_arg(enum ftp_arg kind, const char **arg,
 		return false;
 	case FTP_ARG_LIST:
 		/* "-la": options, the directory; "-la dir": servers differ
-		 * on what is an option and what a name. */
+		 * on what is an option and what a name. "-R" (ProFTPD,
+		 * Pure-FTPd, vsftpd's ls_recurse_enable) lists every
+		 * directory under it, names the rules never see; so might
+		 * a long option. */
 		if (*len > 0 && (*arg)[0] == '-') {
 			if (memchr(*arg, ' ', *len) != NULL)
 				*e = FTP_PATH_OPTIONS;
+			else if (memchr(*arg, 'R', *len) != NULL ||
+			    (*len > 1 && (*arg)[1] == '-'))
+				*e = FTP_PATH_RECURSIVE;
 			*len = 0;
-		}
+		} else if (memchr(*arg, ' ', *len) != NULL)
+			/* Pure-FTPd lists each word as a name of its own. */
+			*e = FTP_PATH_NAMES;
 		return true;
 	case FTP_ARG_CWD:
 		/* Some servers go home, some stay: not known. */

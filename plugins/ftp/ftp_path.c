@@ -12,7 +12,7 @@ ftp_path_err_name(enum ftp_path_err e)
 		"ok", "above-root", "control-byte", "glob", "backslash",
 		"tilde", "too-long", "options-and-path", "not-absolute",
 		"cwd-unknown", "cwd-pending", "no-directory", "edge-space",
-		"site-command",
+		"site-command", "recursive", "several-names",
 	};
 
 	if ((size_t)e >= sizeof(names) / sizeof(names[0]))

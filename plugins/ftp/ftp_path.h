@@ -33,6 +33,8 @@ enum ftp_path_err {
 	FTP_PATH_SPACE,		/* a leading or trailing space: some
 				 * servers strip them */
 	FTP_PATH_SITE,		/* a SITE command the proxy cannot judge */
+	FTP_PATH_RECURSIVE,	/* LIST/NLST/STAT -R: names under the path */
+	FTP_PATH_NAMES,		/* LIST "a b": Pure-FTPd lists a and b */
 };
 
 /* "above-root", "control-byte", ... for the log. */
