@@ -8,7 +8,8 @@
  * never reaches the server, its data connection reset: 552 for an upload
  * (RFC 959: "exceeded storage allocation"), 550 for a download (not
  * taken, and not for retrying today: a 4xx would have clients retry at
- * once). Bytes count as they pass the data channel (px_channel_meter):
+ * once). Bytes count on the data channel (px_channel_meter: spliced,
+ * charged before they pass, so that parallel transfers share the limit):
  * a transfer that crosses quota-bytes is cut there, its receiver's
  * connection reset, and the client hears the server's own reply to the
  * broken transfer (426 as a rule). Listings count for nothing. */

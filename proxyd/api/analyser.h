@@ -327,14 +327,16 @@ void		 px_channel_note(struct px_channel *ch, const char *note);
  * else it ends as before, when the other side closes. Spliced channels
  * only; a TLS channel ends as before. */
 void		 px_channel_oneway(struct px_channel *ch, enum px_dir dir);
-/* Every byte delivered in dir is added to *used (an atomic others may
- * share: a partner's daily quota, quota.h) as it passes, spliced or
- * buffered; once *used goes past limit the receiver's connection is reset
- * (error "denied: over the byte quota", the result's metered_out).
- * Spliced, it stops one byte past the limit (near it, the pump is
- * bounded by what the limit leaves; bytes others count meanwhile are
- * caught as they pass); through the buffered relay (TLS, inspection), up
- * to a buffer's worth past it. */
+/* Every byte delivered in dir is counted in *used (an atomic others may
+ * share, on any worker: a partner's daily quota, quota.h); once *used
+ * goes past limit the receiver's connection is reset (error "denied: over
+ * the byte quota", the result's metered_out). Spliced, bytes are charged
+ * to *used before they are read, a buffer at a time and no further than
+ * one byte past the limit, and what a channel charged but did not move
+ * goes back when it ends: all the channels sharing *used together stop
+ * one byte past the limit, however many run at once. Through the
+ * buffered relay (TLS, inspection) they are counted as they pass: each
+ * channel goes up to a buffer's worth past it. */
 void		 px_channel_meter(struct px_channel *ch, enum px_dir dir,
 		    _Atomic uint64_t *used, uint64_t limit);
 /* Connections refused by the peer check so far. */

@@ -350,6 +350,10 @@ px_splice_pump(struct px_splice *sp, bool drained)
 		}
 		if (sp->bounded && sp->left == 0) {
 			px_splice_report(sp, moved, -1, 0);
+			moved = 0;
+			if (sp->ops->more != NULL && !sp->stopped &&
+			    (sp->left = sp->ops->more(sp->arg, sp)) > 0)
+				continue;
 			px_splice_stop(sp);
 			sp->ops->reached(sp->arg, sp);
 			return;

@@ -54,6 +54,10 @@ struct px_splice_ops {
 	void	(*moved)(void *arg, struct px_splice *sp, size_t n);
 	/* The source gave EOF and everything it sent is written. */
 	void	(*done)(void *arg, struct px_splice *sp);
+	/* A bounded pump (px_splice_bound) wrote its last byte: how many
+	 * more it may read (what moved is reported first); 0 stops it, then
+	 * `reached`. NULL: none, it stops. */
+	uint64_t (*more)(void *arg, struct px_splice *sp);
 	/* A bounded pump (px_splice_bound) wrote its last byte. NULL only
 	 * for pumps that are never bounded. */
 	void	(*reached)(void *arg, struct px_splice *sp);
@@ -89,7 +93,7 @@ int	px_splice_init(struct px_splice *sp, struct event_base *base,
 	    struct px_pipe_pool *pool, int from, int to, int size,
 	    const struct px_splice_ops *ops, void *arg);
 /* Makes an initialised pump stop once n more bytes are written (then
- * ops->reached); it reads no byte past them. n > 0. */
+ * ops->more, ops->reached); it reads no byte past them (n = 0: none). */
 void	px_splice_bound(struct px_splice *sp, uint64_t n);
 /* Runs the pump once now (the source's bytes are often waiting already),
  * or only arms the read event when `now` is false. A bounded pump whose

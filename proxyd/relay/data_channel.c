@@ -82,9 +82,12 @@ struct px_channel {
 	px_channel_data_cb	 inspect;
 	void			*inspect_arg;
 	const char		*abort_why;	/* px_channel_abort, to carry out */
-	/* px_channel_meter: a shared count of meter_dir's bytes. */
+	/* px_channel_meter: a shared count of meter_dir's bytes, charged
+	 * before they move when spliced (meter_held: charged, not moved
+	 * yet), as they move when relayed. */
 	_Atomic uint64_t	*meter;
 	uint64_t		 meter_limit;
+	uint64_t		 meter_held;
 	int			 meter_dir;
 	bool			 metered_out;	/* the limit ended it */
 };
@@ -350,14 +353,25 @@ px_chan_of(void *arg)
 
 #define PX_CHAN_METERED_OUT	"denied: over the byte quota"
 
-/* n bytes of dir delivered: into the meter, and past its limit the
- * receiver's connection is reset. Spliced, the pump is bounded too
- * (px_chan_meter_bound): it stops one byte past the limit. */
+static int
+px_chan_dir(const struct px_channel *ch, const struct px_splice *sp)
+{
+	return sp == &ch->h[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
+}
+
+/* n bytes of dir delivered: out of what they were charged with before
+ * (meter_held), the rest into the meter now; past its limit (or over:
+ * the pump found none left) the receiver's connection is reset. */
 static void
 px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
 {
+	uint64_t held;
+
 	if (ch->meter == NULL || dir != ch->meter_dir)
 		return;
+	held = n < ch->meter_held ? n : ch->meter_held;
+	ch->meter_held -= held;
+	n -= (size_t)held;
 	if (n != 0 && atomic_fetch_add(ch->meter, n) + n > ch->meter_limit)
 		over = true;
 	if (over && !ch->metered_out) {
@@ -367,31 +381,71 @@ px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
 	}
 }
 
-/* Near its limit (a pump pass moves at most 17 pipes before it reports),
- * a spliced metered direction reads one byte past what the limit leaves,
- * then px_chan_reached. Not before: a bounded pump writes with
- * SPLICE_F_MORE. */
+/* Up to one buffer charged to the meter before the pump reads it, as far
+ * as the limit leaves: the byte past it too (the one that shows the
+ * transfer goes on), none once the count is past it. The partner's
+ * transfers share the count, on any worker: whatever their number, what
+ * they move together never goes past the limit by more than that byte. */
+static uint64_t
+px_chan_meter_grant(struct px_channel *ch)
+{
+	uint64_t used = atomic_load(ch->meter), n;
+
+	do {
+		if (used > ch->meter_limit)
+			return 0;
+		n = ch->meter_limit + 1 - used;
+		if (n > ch->host->buffer)
+			n = ch->host->buffer;
+	} while (!atomic_compare_exchange_weak(ch->meter, &used, used + n));
+	ch->meter_held += n;
+	return n;
+}
+
+/* The channel's end: what was charged and did not move goes back (not
+ * below 0: a new day may have cleared the count meanwhile). */
+static void
+px_chan_meter_release(struct px_channel *ch)
+{
+	uint64_t used, back;
+
+	if (ch->meter == NULL || ch->meter_held == 0)
+		return;
+	used = atomic_load(ch->meter);
+	do {
+		back = ch->meter_held < used ? ch->meter_held : used;
+	} while (!atomic_compare_exchange_weak(ch->meter, &used, used - back));
+	ch->meter_held = 0;
+}
+
+/* A spliced metered direction reads only what was charged to the meter
+ * (px_chan_meter_grant), a buffer at a time (px_chan_more); none left: it
+ * is over, and reads nothing while its abort is under way. */
 static void
 px_chan_meter_bound(struct px_channel *ch)
 {
 	struct px_splice *sp = &ch->h[ch->meter_dir];
-	uint64_t used, left;
+	uint64_t n;
 
 	if (ch->meter == NULL || !ch->relaying || ch->relay_on || sp->stopped ||
 	    sp->bounded)
 		return;
-	used = atomic_load(ch->meter);
-	left = used < ch->meter_limit ? ch->meter_limit - used : 0;
-	/* What the pipe holds is read already: it goes first. */
-	if (left <= 64 * (uint64_t)ch->host->buffer)
-		px_splice_bound(sp, left + 1 > sp->in_pipe ? left + 1 -
-		    sp->in_pipe : 1);
+	n = px_chan_meter_grant(ch);
+	px_splice_bound(sp, n);
+	if (n == 0)
+		px_chan_meter(ch, ch->meter_dir, 0, true);
 }
 
-static int
-px_chan_dir(const struct px_channel *ch, const struct px_splice *sp)
+/* The metered pump used what was charged: the next buffer. */
+static uint64_t
+px_chan_more(void *arg, struct px_splice *sp)
 {
-	return sp == &ch->h[PX_TO_SERVER] ? PX_TO_SERVER : PX_TO_CLIENT;
+	struct px_channel *ch = px_chan_of(arg);
+
+	if (ch->meter == NULL || px_chan_dir(ch, sp) != ch->meter_dir ||
+	    ch->abort_why != NULL)
+		return 0;
+	return px_chan_meter_grant(ch);
 }
 
 static void
@@ -404,7 +458,6 @@ px_chan_moved(void *arg, struct px_splice *sp, size_t n)
 	ch->host->bytes(ch->host->owner, (enum px_dir)dir, n);
 	ch->last_ms = px_clock_ms();
 	px_chan_meter(ch, dir, n, false);
-	px_chan_meter_bound(ch);
 }
 
 /* The end of the socket that direction dir writes to. */
@@ -470,18 +523,21 @@ px_chan_failed(void *arg, struct px_splice *sp, enum px_splice_fail where,
 	px_chan_finish(px_chan_of(arg), strerror(err));
 }
 
-/* The metered direction's bound (px_chan_meter_bound): past the limit. */
+/* The metered direction's bound (px_chan_meter_bound): past the limit,
+ * unless the channel is being aborted for another reason. */
 static void
 px_chan_reached(void *arg, struct px_splice *sp)
 {
 	struct px_channel *ch = px_chan_of(arg);
 
-	px_chan_meter(ch, px_chan_dir(ch, sp), 0, true);
+	if (ch->abort_why == NULL)
+		px_chan_meter(ch, px_chan_dir(ch, sp), 0, true);
 }
 
 static const struct px_splice_ops px_chan_splice_ops = {
 	.moved = px_chan_moved,
 	.done = px_chan_done,
+	.more = px_chan_more,
 	.reached = px_chan_reached,
 	.failed = px_chan_failed,
 };
@@ -633,11 +689,13 @@ px_chan_start(struct px_channel *ch)
 		}
 	}
 	ch->relaying = true;
-	px_chan_meter_bound(ch);
 	ch->start_ms = ch->last_ms = px_clock_ms();
 	gettimeofday(&ch->start_tv, NULL);
 	evtimer_del(&ch->timer);
 	px_chan_arm(ch, px_chan_period(ch));
+	/* After the timer is armed: an abort it makes is carried out from
+	 * the timer, which evtimer_del() would forget. */
+	px_chan_meter_bound(ch);
 	/* A one-way channel reads only its data's direction: nothing comes
 	 * the other way, and the receiver's close is watched only if the
 	 * channel has to wait for it (px_chan_done). */
@@ -693,6 +751,7 @@ px_chan_finish(struct px_channel *ch, const char *error)
 	/* Off the session's list first: the callback may close the session. */
 	px_chan_unlink(ch);
 	px_chan_release(ch);
+	px_chan_meter_release(ch);
 	if (ch->cb != NULL)
 		ch->cb(hst->owner, ch->arg, &r);
 	px_relay_dispose(&ch->relay);

@@ -55,8 +55,8 @@ enum px_quota_kind {
  * what), else counted as one of the day's transfers. */
 enum px_quota_kind px_quota_begin(struct px_quota *q,
 	    const struct px_quota_limit *l, uint64_t *used, uint64_t *limit);
-/* The day's bytes, for a counter that adds as bytes pass (a data
- * channel's meter, px_channel_meter). */
+/* The day's bytes, for a counter that charges them itself (a data
+ * channel's meter, px_channel_meter: before they pass when spliced). */
 _Atomic uint64_t *px_quota_bytes(struct px_quota *q);
 /* n more bytes unless they take the day's bytes over limit (0: none):
  * false then, nothing added, *used: the bytes before. */

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A partner's byte quota under parallel transfers: SESSIONS sessions of
+# one user at once (PARALLEL at a time, spread over proxyd's 2 workers),
+# each uploading and downloading more than its share, spliced and through
+# the buffered relay (<content>). Whatever the parallelism, the day's
+# count and what vsftpd received (uploads) or the clients got
+# (downloads) stay within quota-bytes plus one buffer (limits/@buffer) per
+# transfer running at once, and every transfer refused or cut past the
+# limit is logged.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ftp_lib.sh"
+need_ftp
+setup
+
+PARALLEL=20
+QUOTA=$((2 * 1024 * 1024))
+BUF=16384
+start_vsftpd
+P=$FTP_ROOT/pub
+head -c 512K /dev/urandom >"$P/dl.bin"
+chmod 644 "$P/dl.bin"
+
+write_proxyd_conf "buffer=\"16k\""
+sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
+RULE='<ftp><user name="anonymous" quota-bytes="2m" action="accept"/></ftp>'
+# <content>: the data goes through the buffered relay, not spliced
+CONTENT='<content type="application/x-dosexec" action="deny"/>'
+declare -A PORTS
+for svc in up down upbuf downbuf; do
+    free_port "PORTS[$svc]"
+    extra=""
+    [[ $svc == *buf ]] && extra=$CONTENT
+    write_ftp_service "$svc" "${PORTS[$svc]}" "$RULE $extra"
+done
+start_proxyd
+
+# run PORT up|down: PARALLEL sessions of user anonymous at once, each
+# moving 512 KiB (5 times its share); prints the bytes the clients got
+run() {
+    timeout 100 /usr/bin/python3 - "$1" "$2" "$PARALLEL" <<'PY'
+import ftplib, io, os, sys, threading
+port, way, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+got = [0] * n
+start = threading.Barrier(n)
+
+def one(i):
+    f = ftplib.FTP()
+    f.connect("127.0.0.1", port, timeout=30)
+    f.login("anonymous", "x@y")
+    f.voidcmd("TYPE I")
+    start.wait(timeout=30)
+    try:
+        if way == "up":
+            f.storbinary("STOR pub/%d-%02d.bin" % (port, i),
+                         io.BytesIO(os.urandom(512 * 1024)), blocksize=16384)
+        else:
+            def take(b):
+                got[i] += len(b)
+            f.retrbinary("RETR pub/dl.bin", take, blocksize=16384)
+    except ftplib.all_errors:
+        pass
+    try:
+        f.close()
+    except OSError:
+        pass
+
+ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join(60)
+print(sum(got))
+PY
+}
+
+# check SERVICE WHAT BYTES: BYTES moved, within the day's count, and that
+# within the quota plus one buffer per transfer at once
+check() {
+    local used
+    used=$(metric_value proxyd_quota_used_bytes "service=\"$1\",partner=\"anonymous\"")
+    info "$1: $2 $3 bytes, the day's count $used (quota $QUOTA, slack $((PARALLEL * BUF)))"
+    (($3 <= used)) || fail "$1: $2 $3 bytes, more than the day's count $used"
+    (($3 <= QUOTA + PARALLEL * BUF)) ||
+        fail "$1: $2 $3 bytes, past quota $QUOTA + $PARALLEL x $BUF"
+    ((used <= QUOTA + PARALLEL * BUF)) ||
+        fail "$1: the day's count $used is past quota $QUOTA + $PARALLEL x $BUF"
+    (($3 >= QUOTA / 2)) || fail "$1: $2 only $3 bytes (the quota is $QUOTA)"
+}
+
+for svc in up upbuf; do
+    port=${PORTS[$svc]}
+    info "---- $svc: $PARALLEL parallel uploads of 512 KiB, quota 2m"
+    run "$port" up >/dev/null
+    # vsftpd is done with every upload that reached it (its log line)
+    sent=$(grep -c "cmd=STOR arg=\"pub/$port-.* verdict=accept" "$PROXYD_LOG" || true)
+    deadline=$(($(date +%s) + 20))
+    until (($(grep -cE "(OK|FAIL) UPLOAD: .*/pub/$port-" "$T/vsftpd.log" || true) >= sent)); do
+        (($(date +%s) < deadline)) || fail "vsftpd has not ended the $sent uploads of $svc"
+        sleep 0.1
+    done
+    check "$svc" "vsftpd kept" "$(cat "$P/$port"-*.bin | wc -c)"
+done
+for svc in down downbuf; do
+    info "---- $svc: $PARALLEL parallel downloads of 512 KiB, quota 2m"
+    got=$(run "${PORTS[$svc]}" down)
+    check "$svc" "the clients got" "$got"
+done
+assert_log 'ftp-quota user=anonymous kind=bytes used=[0-9]+ limit=2097152 verdict=cut'
+info "ok"
