@@ -3,7 +3,9 @@
  * head strictly, enforces the <http> policy, streams bodies without
  * copying them (evbuffer chains move from one side to the other), and
  * keeps server connections in the worker's pool between requests, so
- * many client connections share few server connections.
+ * many client connections share few server connections: only those at a
+ * message boundary both ways (a server that answered before it had the
+ * whole request still waits for the rest: such a connection is closed).
  *
  * One request is in flight per client connection: pipelined requests
  * wait, unread past `buffer`, in the client input and are answered in
@@ -479,13 +481,61 @@ http_response_complete(struct http_state *h)
 	http_transaction_done(h);
 }
 
-/* The response is complete (and so is the request). */
+/* The request went to the server whole: all of it read from the client,
+ * nothing held back for a verdict or a type, nothing left to write. */
+static bool
+http_request_sent(const struct http_state *h)
+{
+	return h->req == HTTP_REQ_DONE &&
+	    !http_scan_holding(h, PX_TO_SERVER) && (h->srv.io == NULL ||
+	    evbuffer_get_length(h->srv.io->out) == 0);
+}
+
+/* The response ended before the request was all sent: the server
+ * answered early (an error, a redirect, nginx's "return 200", which
+ * never read the body) and still waits for the rest of the body, which
+ * would never come: the next request on its connection would be read
+ * as that body, and what follows it as a request no rule judged. So
+ * the connection is closed, never pooled. A body held for its verdict
+ * or its type is dropped unsent and unjudged (its scan cancelled: its
+ * verdict must not fall on the next body). */
+static void
+http_request_unsent(struct http_state *h)
+{
+	uint64_t unsent = h->srv.io != NULL ?
+	    evbuffer_get_length(h->srv.io->out) : 0;
+	bool scanned = h->scan[PX_TO_SERVER].on;
+
+	unsent += http_scan_unsent(h, PX_TO_SERVER);
+	/* to-server: what the server was sent. */
+	h->req_bytes -= unsent < h->req_bytes ? unsent : h->req_bytes;
+	if (h->req == HTTP_REQ_BODY && h->req_body == HTTP_BODY_LENGTH)
+		unsent += h->req_left;
+	h->srv.keep = false;
+	h->srv.boundary = false;
+	px_session_log(h->s, LOG_INFO, "http-early-response status=%d "
+	    "unsent=%llu%s%s (the server answered before the request's end: "
+	    "its connection closed)", h->status, (unsigned long long)unsent,
+	    h->req == HTTP_REQ_BODY && h->req_body != HTTP_BODY_LENGTH ?
+	    "+" : "", scanned ? " scan=cancelled" : "");
+}
+
+/* The response is complete (and so is the request, unless the server
+ * answered early). */
 static void
 http_transaction_done(struct http_state *h)
 {
-	bool keep_server = h->srv.keep && h->req == HTTP_REQ_DONE;
-	size_t room = http_dir_room(h, h->c, h->srv.io);
+	bool sent = http_request_sent(h);
+	bool keep_server;
+	size_t room;
 	ssize_t n;
+
+	if (!sent)
+		http_request_unsent(h);
+	else if (h->srv.io != NULL)
+		h->srv.boundary = true;
+	keep_server = h->srv.keep && sent;
+	room = http_dir_room(h, h->c, h->srv.io);
 
 	/* A client not read while its last request was in flight: what it
 	 * did meanwhile (an end, a reset, bytes), as reading it would have

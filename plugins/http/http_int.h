@@ -94,6 +94,10 @@ struct http_server {
 	bool			 got_bytes;	/* any response byte on it */
 	bool			 keep;		/* reusable after this response */
 	bool			 kept;		/* from this client's last request */
+	/* No message under way on it either way: the server took the
+	 * whole request and sent the whole response (or none was sent
+	 * yet). The only state it may go to the pool in. */
+	bool			 boundary;
 };
 
 /* A body through the scanner (http_scan.c), one per direction. */
@@ -261,6 +265,14 @@ bool	http_scan_hold(struct http_state *h, enum px_dir dir,
 	    struct evbuffer *out);
 /* The body in dir is complete and its verdict not in yet. */
 bool	http_scan_pending(const struct http_state *h, enum px_dir dir);
+/* Part of the body in dir is held back (for a verdict or a type), or
+ * is still being scanned. */
+bool	http_scan_holding(const struct http_state *h, enum px_dir dir);
+/* The body in dir will never all go on, though nothing refused it (the
+ * server answered before the request's end): what is held is dropped,
+ * the scan and the type left unjudged; for an upload with something
+ * held, the server connection is reset. The bytes dropped. */
+size_t	http_scan_unsent(struct http_state *h, enum px_dir dir);
 void	http_scan_close(struct http_state *h);
 /* The body in dir is over (the transaction logged, or the session
  * ended): its audit record, if it has one, is written. */

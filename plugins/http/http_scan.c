@@ -11,7 +11,10 @@
  * Clean: what is held goes on. Infected: a download whose head is held
  * gets a 403 page naming the threat, one whose head went is reset before
  * its last bytes; an upload is never completed towards the server (its
- * connection is reset) and the client gets the 403. Changed by the
+ * connection is reset) and the client gets the 403. An upload whose
+ * server answers before it has all of it (an early response) is never
+ * completed either: what is held is dropped unsent and unjudged, its scan
+ * cancelled, the server connection reset (http_scan_unsent). Changed by the
  * scanner (a 200 naming no threat): a response held whole is replaced by
  * the scanner's, anything else is refused as infected. Both bounds shrink to
  * a quarter (tail) and a half (whole) of limits/@buffer when that is
@@ -697,6 +700,36 @@ bool
 http_scan_pending(const struct http_state *h, enum px_dir dir)
 {
 	return h->scan[dir].on && h->scan[dir].ended;
+}
+
+bool
+http_scan_holding(const struct http_state *h, enum px_dir dir)
+{
+	const struct http_scan *sc = &h->scan[dir];
+
+	return sc->on || sc->sniff != NULL ||
+	    (sc->hold != NULL && evbuffer_get_length(sc->hold) != 0);
+}
+
+size_t
+http_scan_unsent(struct http_state *h, enum px_dir dir)
+{
+	struct http_scan *sc = &h->scan[dir];
+	size_t n = sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0;
+	bool held = http_scan_holding(h, dir);
+
+	if (!held)
+		return 0;
+	/* Its verdict would come for a body that never went, and could
+	 * release the next one's before that one is judged. */
+	http_scan_stop(h, dir);
+	free(sc->sniff);
+	sc->sniff = NULL;
+	if (n != 0)
+		evbuffer_drain(sc->hold, n);
+	if (dir == PX_TO_SERVER)
+		http_scan_reset_server(h);
+	return n;
 }
 
 void

@@ -193,6 +193,7 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 	sv->kept = false;
 	sv->got_bytes = false;
 	sv->keep = false;
+	sv->boundary = true;	/* the pool's are, a new one is */
 	/* A new one is connecting: writable means done (or failed). */
 	sv->connected = reused;
 	h->connecting = !reused;
@@ -208,8 +209,11 @@ http_server_drop(struct http_state *h, bool reusable)
 
 	if (sv->io == NULL)
 		return;
-	/* Not reusable with bytes still queued either way. */
-	if (h->connecting || evbuffer_get_length(sv->io->out) != 0 ||
+	/* Not reusable with bytes still queued either way, nor inside a
+	 * message: a server still waiting for a request's body would take
+	 * the next request for it. */
+	if (h->connecting || !sv->boundary ||
+	    evbuffer_get_length(sv->io->out) != 0 ||
 	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
 	sv->io = NULL;
@@ -265,6 +269,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	    evbuffer_add_buffer_reference(sout, h->head_out) == 0;
 	if (!h->req_kept)
 		evbuffer_add_buffer(sout, h->head_out);
+	h->srv.boundary = false;
 	h->req_bytes += n;
 	px_session_account(h->s, PX_TO_SERVER, n);
 	h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
@@ -358,6 +363,7 @@ http_retry(struct http_state *h)
 	}
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
 	evbuffer_add_buffer_reference(h->srv.io->out, h->head_out);
+	h->srv.boundary = false;
 	h->progress++;
 	return true;
 }

@@ -22,6 +22,24 @@ on a new connection, so server connections go through the pool). Each answer is 
   BAD      anything else: a 5xx for a good origin answer, a connection
            closed with no response, a wrong byte, a hang
 Prints one summary line (JSON) and exits 1 if any answer was BAD.
+
+early: one upload (PUT PATH, SIZE bytes, Content-Length or chunked) to a
+server that answers before reading the body (nginx "return 200"), with
+"Expect: 100-continue" (the body goes once the 100 came, as curl -T
+sends it) or without (head and body in one write). --smuggle then sends,
+on the same connection, a POST whose body starts with a run of CRLFs and
+ends with "GET /admin": a server still waiting for the upload's body
+(SIZE bytes, set here to the POST's head plus half the run) reads that
+as a request of its own. Prints {"status", "status2", "body2", ...}.
+
+early-h2: the same upload as an h2c stream (prior knowledge; Debian's
+python3-h2), with or without "expect: 100-continue".
+
+icap: an ICAP server (RFC 3507, no preview) that reads every scan's whole
+body and answers 204, RESPMOD after --resp-delay seconds, REQMOD after
+--req-delay (longer: an upload's body is all in while the response the
+server gave early waits for its own verdict, which comes first); logs
+"METHOD PATH bytes=N".
 """
 import argparse
 import json
@@ -317,6 +335,256 @@ def clients(args):
     return 1 if stats.get("BAD") else 0
 
 
+# ---------------------------------------------------------------- early
+
+def early_body(size):
+    return bytes((i * 7 + 3) % 251 for i in range(size))
+
+
+def early_read(rd, out, key):
+    """Reads a response into out[key], out[key + "_body"]; an interim
+    (1xx) one is skipped and counted in out["interim"]."""
+    got, seen = [], {}
+    try:
+        while True:
+            status, _ = read_response(rd, got, seen)
+            if status >= 200:
+                break
+            out["interim"] = out.get("interim", 0) + 1
+        out[key] = status
+    except Closed as e:
+        out[key] = seen.get("status")
+        out[key + "_closed"] = str(e)
+    except (socket.timeout, OSError) as e:
+        out[key] = seen.get("status")
+        out[key + "_closed"] = "error %s" % e
+    out[key + "_body"] = b"".join(got).decode("latin-1")
+
+
+def early(args):
+    out = {}
+    sock = socket.create_connection(("127.0.0.1", args.port), 5)
+    sock.settimeout(args.timeout)
+    rd = Reader(sock)
+    host = b"Host: origin\r\n"
+    size = args.size
+    sled = b"\r\n" * args.sled
+    smuggled = b"GET %s HTTP/1.1\r\n%s\r\n" % (args.admin.encode(), host)
+    head2 = (b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
+             % (args.path.encode(), host, len(sled) + len(smuggled)))
+    if args.smuggle:
+        # What the server skips as the upload's body: the POST's head as
+        # proxyd sends it on, give or take the run of CRLFs.
+        size = len(head2) + len(sled) // 2 // 2 * 2
+    # Smuggling: CRLFs, which a server skips before a request line (the
+    # held upload may reach it after the POST's head).
+    body = b"\r\n" * (size // 2) if args.smuggle else early_body(size)
+    if args.chunked:
+        frame = b"Transfer-Encoding: chunked\r\n"
+        body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    else:
+        frame = b"Content-Length: %d\r\n" % len(body)
+    head = (b"PUT %s HTTP/1.1\r\n%s%s%s\r\n" % (args.path.encode(), host,
+            frame, b"Expect: 100-continue\r\n" if args.expect else b""))
+    try:
+        if args.expect:
+            sock.sendall(head)
+            status = int(rd.line().split(b" ")[1])
+            out["first"] = status
+            while rd.line():
+                pass
+            if status != 100:
+                out["status"] = status
+                out["body_sent"] = False
+                print(json.dumps(out, sort_keys=True))
+                return 0
+            sock.sendall(body)
+        else:
+            sock.sendall(head + body)
+        out["body_sent"] = True
+    except (Closed, OSError) as e:
+        out["send_error"] = str(e)
+    early_read(rd, out, "status")
+    if args.smuggle and "status_closed" not in out:
+        try:
+            sock.sendall(head2 + sled + smuggled)
+            early_read(rd, out, "status2")
+        except OSError as e:
+            out["status2_closed"] = "error %s" % e
+    if args.then:
+        # The next request on this connection, or on a new one when the
+        # proxy closed it.
+        try:
+            sock.sendall(b"GET %s HTTP/1.1\r\n%s\r\n"
+                         % (args.then.encode(), host))
+            early_read(rd, out, "then")
+        except OSError as e:
+            out["then_closed"] = "error %s" % e
+        if out.get("then") is None:
+            sock.close()
+            sock = socket.create_connection(("127.0.0.1", args.port), 5)
+            sock.settimeout(args.timeout)
+            rd = Reader(sock)
+            out["then_new"] = True
+            sock.sendall(b"GET %s HTTP/1.1\r\n%s\r\n"
+                         % (args.then.encode(), host))
+            early_read(rd, out, "then")
+    sock.close()
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+def early_h2_stream(sock, conn, args, method, path, body, out, key):
+    """One stream: its status in out[key], its body in out[key + "_body"],
+    how it ended in out[key + "_end"] (end, reset:CODE, goaway:CODE, eof,
+    an error), the request body bytes sent in out[key + "_sent"]. The
+    body goes as flow control lets it."""
+    import h2.events
+
+    sid = conn.get_next_available_stream_id()
+    hdrs = [(":method", method), (":scheme", "http"),
+            (":authority", "origin"), (":path", path)]
+    if body is not None:
+        hdrs.append(("content-length", str(len(body))))
+        if args.expect:
+            hdrs.append(("expect", "100-continue"))
+    conn.send_headers(sid, hdrs, end_stream=body is None)
+    go = body is not None and not args.expect
+    at = 0
+    out[key], got, end = None, [], None
+    while end is None:
+        while go and at < len(body):
+            n = min(conn.local_flow_control_window(sid),
+                    conn.max_outbound_frame_size, len(body) - at)
+            if n <= 0:
+                break
+            conn.send_data(sid, body[at:at + n],
+                           end_stream=at + n == len(body))
+            at += n
+        try:
+            sock.sendall(conn.data_to_send())
+            data = sock.recv(65536)
+        except (socket.timeout, OSError) as e:
+            end = "error %s" % e
+            break
+        if not data:
+            end = "eof"
+            break
+        for ev in conn.receive_data(data):
+            if getattr(ev, "stream_id", sid) != sid:
+                continue
+            if isinstance(ev, h2.events.InformationalResponseReceived):
+                out[key + "_interim"] = out.get(key + "_interim", 0) + 1
+                go = body is not None
+            elif isinstance(ev, h2.events.ResponseReceived):
+                out[key] = int(dict(ev.headers)[b":status"])
+            elif isinstance(ev, h2.events.DataReceived):
+                got.append(ev.data)
+                conn.acknowledge_received_data(ev.flow_controlled_length,
+                                               sid)
+            elif isinstance(ev, h2.events.StreamEnded):
+                end = "end"
+            elif isinstance(ev, h2.events.StreamReset):
+                end = "reset:%d" % ev.error_code
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                end = "goaway:%d" % ev.error_code
+    try:
+        sock.sendall(conn.data_to_send())
+    except OSError:
+        pass
+    out[key + "_body"] = b"".join(got).decode("latin-1")
+    out[key + "_end"] = end
+    out[key + "_sent"] = at
+    return end == "end"
+
+
+def early_h2(args):
+    import h2.config
+    import h2.connection
+
+    out = {}
+    sock = socket.create_connection(("127.0.0.1", args.port), 5)
+    sock.settimeout(args.timeout)
+    conn = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    alive = early_h2_stream(sock, conn, args, "PUT", args.path,
+                            early_body(args.size), out, "status")
+    if args.then and alive:
+        early_h2_stream(sock, conn, args, "GET", args.then, None, out,
+                        "then")
+    sock.close()
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+# ---------------------------------------------------------------- icap
+
+def icap_conn(c, args, lock):
+    rd = Reader(c)
+    c.settimeout(30)
+    try:
+        while True:
+            head = b""
+            while True:
+                line = rd.line()
+                if not line:
+                    break
+                head += line + b"\r\n"
+            method, url = head.split(b" ")[:2]
+            if method == b"OPTIONS":
+                c.sendall(b"ICAP/1.0 200 OK\r\nMethods: RESPMOD, REQMOD\r\n"
+                          b"ISTag: \"early\"\r\nEncapsulated: null-body=0"
+                          b"\r\n\r\n")
+                continue
+            enc = [ln for ln in head.split(b"\r\n")
+                   if ln.lower().startswith(b"encapsulated:")][0]
+            offs = dict(p.strip().split(b"=")
+                        for p in enc.split(b":", 1)[1].split(b","))
+            body_at = [int(v) for k, v in offs.items() if k.endswith(b"body")]
+            rd.take(body_at[0])
+            size = 0
+            if not any(k == b"null-body" for k in offs):
+                while True:
+                    n = int(rd.line().split(b";")[0], 16)
+                    if n == 0:
+                        rd.line()
+                        break
+                    size += len(rd.take(n))
+                    rd.take(2)
+            time.sleep(args.resp_delay if method == b"RESPMOD" else
+                       args.req_delay)
+            with lock:
+                with open(args.log, "a") as f:
+                    f.write("%s %s bytes=%d\n" % (method.decode(),
+                            url.decode(), size))
+            c.sendall(b"ICAP/1.0 204 No Content\r\nISTag: \"early\"\r\n"
+                      b"Encapsulated: null-body=0\r\n\r\n")
+    except (Closed, OSError, ValueError, IndexError):
+        pass
+    finally:
+        c.close()
+
+
+def icap(args):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", args.port))
+    srv.listen(64)
+    srv.settimeout(1)
+    lock = threading.Lock()
+    deadline = time.time() + args.lifetime
+    while time.time() < deadline:
+        try:
+            c, _ = srv.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=icap_conn, args=(c, args, lock),
+                         daemon=True).start()
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -340,10 +608,38 @@ def main():
     c.add_argument("--reconnect", type=float, default=0.5,
                    help="share of requests sent on a new connection")
     c.add_argument("--seed", type=int, default=1)
+    for name in ("early", "early-h2"):
+        e = sub.add_parser(name)
+        e.add_argument("--port", type=int, required=True)
+        e.add_argument("--path", default="/early")
+        e.add_argument("--size", type=int, default=1000)
+        e.add_argument("--expect", action="store_true")
+        e.add_argument("--timeout", type=float, default=10)
+    e = sub.choices["early"]
+    e.add_argument("--chunked", action="store_true")
+    e.add_argument("--smuggle", action="store_true")
+    e.add_argument("--sled", type=int, default=1000,
+                   help="CRLFs before the smuggled request")
+    e.add_argument("--admin", default="/admin")
+    e.add_argument("--then", help="a GET of this path after the upload")
+    sub.choices["early-h2"].add_argument("--then", help="a GET of this "
+                                         "path on a new stream after it")
+    i = sub.add_parser("icap")
+    i.add_argument("--port", type=int, required=True)
+    i.add_argument("--log", required=True)
+    i.add_argument("--resp-delay", type=float, default=0.2)
+    i.add_argument("--req-delay", type=float, default=0.6)
+    i.add_argument("--lifetime", type=float, default=300)
     args = ap.parse_args()
     if args.cmd == "origin":
         origin(args)
         return 0
+    if args.cmd == "early":
+        return early(args)
+    if args.cmd == "early-h2":
+        return early_h2(args)
+    if args.cmd == "icap":
+        return icap(args)
     return clients(args)
 
 

@@ -11,14 +11,36 @@
 # - chaos: idle closes at random moments with FIN or RST, trickled,
 #   chunked, last-then-FIN, garbage and cut responses, 6 clients: every
 #   answer is right or a clear error (502 for garbage, a cut for a cut).
+# - early responses (issue 35): uploads to an nginx that answers before
+#   reading the body ("return 200"), with and without Expect: 100-continue,
+#   small (held whole for the scan) and 10^6 bytes, Content-Length and chunked,
+#   HTTP/1.1 and h2c, through a service with <scan> (a scanner slower on
+#   uploads than on downloads: the upload's body is all in, held, when the
+#   response's verdict lets the response end) and one without. Each is
+#   followed by a GET on the same connection (h2c: a new stream, a new leg
+#   on the same worker): it gets its own 200, never nginx's 400. The
+#   smuggling case: then a POST whose body ends with "GET /admin", sized
+#   so that a server still waiting for the upload's body reads that as a
+#   request: the <url path="/admin*" action="deny"/> rule must judge every
+#   request nginx gets (its access log never has /admin).
 # proxyd must be alive at the end, and the retries show in the counter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds python3
+need_cmds python3 nginx curl
 setup
 
 CHAOS="$LIB_DIR/http_chaos.py"
+# h2c clients: Debian's python3 has python3-h2; a pyenv python3 first on
+# PATH may not.
+H2PY=""
+for py in /usr/bin/python3 python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import h2' 2>/dev/null; then
+        H2PY=$py
+        break
+    fi
+done
+[[ -n $H2PY ]] || skip "no python3 with h2 (Debian python3-h2)"
 start_chaos_origin() { # VAR CLOSE [extra args]
     local var=$1 close=$2 port pid
     shift 2
@@ -37,11 +59,32 @@ start_chaos_origin OMIX mix --idle 0.3
 free_port PFIN
 free_port PRST
 free_port PMIX
-write_proxyd_conf
+# Early responses: nginx, and the scanner.
+printf 'ok\n' >"$T/www/ok.txt"
+NGINX_EXTRA='location = /early { return 200 "early\n"; }
+        location /admin { return 200 "ADMIN\n"; }'
+start_nginx
+free_port ICAP
+python3 "$CHAOS" icap --port "$ICAP" --log "$T/icap.log" 2>>"$T/icap.err" &
+track_pid $!
+wait_listen "$ICAP" 5 || fail "the scanner did not start"
+AUDIT=$T/audit.json
+free_port PSCAN
+free_port PPLAIN
+write_proxyd_conf '' "<scanners>
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP/av\"/>
+  </scanners>
+  <audit target=\"file:$AUDIT\"/>"
 sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 write_http_service fin "$PFIN" "$OFIN" '<http/>'
 write_http_service rst "$PRST" "$ORST" '<http/>'
 write_http_service mix "$PMIX" "$OMIX" '<http/>'
+EARLY_HTTP='<http h2c="yes"><url path="/admin*" action="deny"/></http>'
+write_http_service early-scan "$PSCAN" "$NGINX_PORT" "<scan scanner=\"av\"/>
+  <audit/>
+  $EARLY_HTTP"
+write_http_service early-plain "$PPLAIN" "$NGINX_PORT" "<audit/>
+  $EARLY_HTTP"
 start_proxyd
 
 DURATION=8
@@ -90,6 +133,77 @@ if s.get("BAD", 0) or s.get("ok", 0) < 10 or s.get("error", 0) < 1:
     sys.exit(1)
 EOF
 assert_log 'http-bad-response'
+
+# ---- early responses
+# early_case NAME PORT h1|h2 ARGS...: one upload answered early (and what
+# follows it), the client's JSON in $T/early-NAME.json. Each case's body
+# has its own size (the audit record's announced_size tells them apart).
+early_case() {
+    local name=$1 port=$2 py=python3 cmd=early
+    shift 2
+    [[ $1 == h2 ]] && py=$H2PY cmd=early-h2
+    shift
+    "$py" "$CHAOS" "$cmd" --port "$port" --then /ok.txt "$@" \
+        >"$T/early-$name.json" 2>>"$T/early.err" ||
+        fail "$name: the client failed: $(tail -3 "$T/early.err")"
+    info "$name: $(cut -c1-300 "$T/early-$name.json")"
+    proc_alive "$PROXYD_PID" || fail "proxyd died during $name"
+}
+for svc in scan plain; do
+    port=PSCAN
+    [[ $svc == plain ]] && port=PPLAIN
+    i=0
+    for proto in h1 h2; do
+        for expect in expect noexpect; do
+            x=()
+            [[ $expect == expect ]] && x=(--expect)
+            i=$((i + 1))
+            early_case "$svc-$proto-$expect-small" "${!port}" "$proto" \
+                "${x[@]}" --size $((20 + i))
+            early_case "$svc-$proto-$expect-1m" "${!port}" "$proto" \
+                "${x[@]}" --size $((1000000 + i))
+        done
+    done
+    early_case "$svc-h1-chunked" "${!port}" h1 --chunked --size 30
+    early_case "$svc-h1-smuggle" "${!port}" h1 --expect --smuggle
+done
+check python3 - "$T" <<'EOF' "early responses: each upload got its 200, the request after it its own 200"
+import glob, json, os, sys
+bad = []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "early-*.json"))):
+    name = os.path.basename(f)[6:-5]
+    r = json.load(open(f))
+    if r.get("status") != 200 or r.get("status_body") != "early\n":
+        bad.append("%s: upload %s %r" % (name, r.get("status"), r.get("status_body", "")[:40]))
+    if r.get("then") != 200 or r.get("then_body") != "ok\n":
+        bad.append("%s: next request %s %r" % (name, r.get("then"), r.get("then_body", "")[:60]))
+    # The POST after the upload: its own answer, or none (the connection
+    # was closed after the upload's), never what /admin serves.
+    if "smuggle" in name and r.get("status2") is not None and \
+            r.get("status2_body") != "early\n":
+        bad.append("%s: the POST got %s %r" % (name, r.get("status2"), r.get("status2_body", "")[:60]))
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+# Other clients of the workers: their own answers.
+for port in PSCAN PPLAIN; do
+    for i in 1 2 3 4; do
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:${!port}/ok.txt" || true)
+        check assert_eq "$code" 200 "a GET /ok.txt after the early responses ($port)"
+    done
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$PSCAN/admin" || true)
+check assert_eq "$code" 403 "GET /admin is judged by the url rule"
+NGX_LOG=$T/nginx/logs/access.log
+absent() { # FILE REGEX: no line matches (those that do go to stderr)
+    ! grep -E -- "$2" "$1" >&2
+}
+check absent "$NGX_LOG" '/admin' "nginx never got a request for /admin"
+check absent "$NGX_LOG" '" 400 ' "nginx answered no request 400"
+check assert_log 'http-early-response status=200 unsent=[0-9]+ scan=cancelled \(the server answered before the request.s end: its connection closed\)' \
+    "$ASYNC_WAIT" "the early responses to held uploads are logged"
+
 # Served after all that: the sentinel.
 code=$(python3 "$CHAOS" clients --port "$PFIN" --clients 1 --rounds 1 --gap-min 0 --gap-max 0 | python3 -c 'import json,sys; print(json.load(sys.stdin).get("ok", 0))')
 check assert_eq "$code" 1 "a last GET after the chaos"
