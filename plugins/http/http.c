@@ -498,7 +498,7 @@ http_request_sent(const struct http_state *h)
  * as that body, and what follows it as a request no rule judged. So
  * the connection is closed, never pooled. A body held for its verdict
  * or its type is dropped unsent and unjudged (its scan cancelled: its
- * verdict must not fall on the next body). */
+ * verdict must not fall on the next body), and its record says so. */
 static void
 http_request_unsent(struct http_state *h)
 {
@@ -506,7 +506,7 @@ http_request_unsent(struct http_state *h)
 	    evbuffer_get_length(h->srv.io->out) : 0;
 	bool scanned = h->scan[PX_TO_SERVER].on;
 
-	unsent += http_scan_unsent(h, PX_TO_SERVER);
+	unsent += http_scan_unsent(h, PX_TO_SERVER, "early-response");
 	/* to-server: what the server was sent. */
 	h->req_bytes -= unsent < h->req_bytes ? unsent : h->req_bytes;
 	if (h->req == HTTP_REQ_BODY && h->req_body == HTTP_BODY_LENGTH)

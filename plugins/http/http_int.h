@@ -118,6 +118,10 @@ struct http_scan {
 	const char		*content;	/* accept, deny; NULL none */
 	const char		*scanned;	/* the scan's verdict; NULL none */
 	struct px_audit		*audit;		/* its record; NULL: none */
+	/* Why the body did not all go on though nothing refused it (its
+	 * record's reason): "early-response". NULL: it did, or was
+	 * refused. */
+	const char		*unsent;
 };
 
 struct http_h2;
@@ -270,9 +274,11 @@ bool	http_scan_pending(const struct http_state *h, enum px_dir dir);
 bool	http_scan_holding(const struct http_state *h, enum px_dir dir);
 /* The body in dir will never all go on, though nothing refused it (the
  * server answered before the request's end): what is held is dropped,
- * the scan and the type left unjudged; for an upload with something
- * held, the server connection is reset. The bytes dropped. */
-size_t	http_scan_unsent(struct http_state *h, enum px_dir dir);
+ * the scan and the type left unjudged, the record says why (reason);
+ * for an upload with something held, the server connection is reset.
+ * The bytes dropped. */
+size_t	http_scan_unsent(struct http_state *h, enum px_dir dir,
+	    const char *reason);
 void	http_scan_close(struct http_state *h);
 /* The body in dir is over (the transaction logged, or the session
  * ended): its audit record, if it has one, is written. */

@@ -475,6 +475,7 @@ http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 
 	px_audit_cancel(sc->audit);
 	sc->audit = NULL;
+	sc->unsent = NULL;
 	if (!p->audit || !px_audit_enabled() || (size >= 0 &&
 	    (uint64_t)size < p->audit_min_size))
 		return;
@@ -516,12 +517,15 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		.content_type = sc->type[0] != '\0' ? sc->type : NULL,
 		.content_action = sc->content,
 		.verdict = verdict,
-		.complete = done && strcmp(verdict, "accept") == 0,
+		.complete = done && sc->unsent == NULL &&
+		    strcmp(verdict, "accept") == 0,
+		.reason = sc->unsent,
 	};
 	px_session_audit_info(h->s, "http", h->srv.dst.ss_family != 0 ?
 	    (const struct sockaddr *)&h->srv.dst : NULL, &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
+	sc->unsent = NULL;
 }
 
 /* The proxy could not hold a body for its type: refused, not passed
@@ -712,12 +716,13 @@ http_scan_holding(const struct http_state *h, enum px_dir dir)
 }
 
 size_t
-http_scan_unsent(struct http_state *h, enum px_dir dir)
+http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
 {
 	struct http_scan *sc = &h->scan[dir];
 	size_t n = sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0;
 	bool held = http_scan_holding(h, dir);
 
+	sc->unsent = reason;
 	if (!held)
 		return 0;
 	/* Its verdict would come for a body that never went, and could

@@ -22,7 +22,9 @@
 #   smuggling case: then a POST whose body ends with "GET /admin", sized
 #   so that a server still waiting for the upload's body reads that as a
 #   request: the <url path="/admin*" action="deny"/> rule must judge every
-#   request nginx gets (its access log never has /admin).
+#   request nginx gets (its access log never has /admin). The audit
+#   records say what happened: an upload answered early whose held body
+#   never went is complete:false, reason:early-response, not scanned.
 # proxyd must be alive at the end, and the retries show in the counter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -201,6 +203,41 @@ absent() { # FILE REGEX: no line matches (those that do go to stderr)
 }
 check absent "$NGX_LOG" '/admin' "nginx never got a request for /admin"
 check absent "$NGX_LOG" '" 400 ' "nginx answered no request 400"
+# Records come through the log thread: all 20 uploads' (and the POSTs').
+for ((i = 0; i < 100; i++)); do
+    (($(grep -c '"file":"/early","direction":"upload"' "$AUDIT" 2>/dev/null || true) >= 20)) && break
+    sleep 0.1
+done
+check python3 - "$AUDIT" <<'EOF' "early responses: the audit records say what happened"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ups = [r for r in recs if r["file"] == "/early" and r["direction"] == "upload"]
+bad = []
+def one(service, size):
+    got = [r for r in ups if r["service"] == service and r["announced_size"] == size]
+    if len(got) != 1:
+        bad.append("%s size %d: %d records" % (service, size, len(got)))
+        return None
+    return got[0]
+# Held whole for the scan, the response came first: never sent, never
+# scanned (h1 and h2c, with Expect: the body came after the 100).
+for size in (21, 23):
+    r = one("early-scan", size)
+    if r is not None and (r["complete"] or r.get("reason") != "early-response"
+                          or r["scan_verdict"] is not None or r["verdict"] != "accept"):
+        bad.append("early-scan size %d: %s" % (size, r))
+# Every upload record on either service: complete, or said why not; a
+# scanned one complete only when scanned clean.
+for r in ups:
+    if r["complete"] == (r.get("reason") == "early-response"):
+        bad.append("complete and reason disagree: %s" % r)
+    if r["service"] == "early-scan" and r["complete"] and r["scan_verdict"] != "clean":
+        bad.append("complete but not scanned: %s" % r)
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+
 check assert_log 'http-early-response status=200 unsent=[0-9]+ scan=cancelled \(the server answered before the request.s end: its connection closed\)' \
     "$ASYNC_WAIT" "the early responses to held uploads are logged"
 
