@@ -50,7 +50,6 @@ assert_eq "$(calls socket)" 0 "socket: every server connection came from the poo
 # clock ticks), quiet: taken without asking the kernel (recv MSG_PEEK)
 M=30
 strace_start "$PROXYD_PID" "$T/strace2.txt" -f -c
-sleep 0.3
 for ((i = 0; i < M; i++)); do
     code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$URL") || fail "curl $i failed"
     [[ $code == 200 ]] || fail "curl $i: HTTP $code"

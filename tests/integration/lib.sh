@@ -102,21 +102,31 @@ wait_exit() {
 
 # strace_start PID OUT [STRACE_OPTIONS...]: strace -o OUT attached to PID
 # (a process with -f, or one thread), in the background as $STRACE_PID;
-# returns once the tracer shows in PID's status, skips the test if it
-# cannot attach (ptrace not permitted). strace_stop ends it, writing OUT.
+# returns once this strace is the tracer of PID and, with -f, of every
+# thread of it (strace attaches them one by one after the first), fails
+# the test if that does not happen within 10 s (skips it if strace cannot
+# attach at all: ptrace not permitted). strace_stop ends it, writing OUT.
 STRACE_PID=""
 strace_start() {
-    local pid=$1 out=$2 i
+    local pid=$1 out=$2 i opt tasks=("/proc/$1/status") st ok
     shift 2
+    for opt in "$@"; do
+        [[ $opt == -f ]] && tasks=("/proc/$pid"/task/*/status)
+    done
     strace -qq "$@" -o "$out" -p "$pid" 2>"$out.err" &
     STRACE_PID=$!
     track_pid "$STRACE_PID"
-    for ((i = 0; i < 50; i++)); do
-        [[ $(awk '/^TracerPid:/ { print $2 }' "/proc/$pid/status") != 0 ]] && return 0
-        proc_alive "$STRACE_PID" || break
-        sleep 0.1
+    for ((i = 0; i < 200; i++)); do
+        ok=1
+        for st in "${tasks[@]}"; do
+            [[ -e $st ]] || continue    # a thread that ended meanwhile
+            [[ $(awk '/^TracerPid:/ { print $2 }' "$st" 2>/dev/null) == "$STRACE_PID" ]] || { ok=0; break; }
+        done
+        ((ok)) && return 0
+        proc_alive "$STRACE_PID" || skip "strace cannot attach to pid $pid (ptrace not permitted?): $(cat "$out.err")"
+        sleep 0.05
     done
-    skip "strace cannot attach to pid $pid (ptrace not permitted?): $(cat "$out.err")"
+    fail "strace did not attach to all of ${tasks[*]} within 10 s: $(cat "$out.err")"
 }
 strace_stop() {
     kill -INT "$STRACE_PID"

@@ -46,7 +46,6 @@ settle() {
 
 traced_ab() {
     strace_start "$PROXYD_PID" "$1" -f -c
-    sleep 0.3   # the other threads
     timeout 60 ab -n "$N" -c 1 "$URL" >"$T/ab.txt" 2>&1 || fail "ab failed: $(tail -3 "$T/ab.txt")"
     assert_grep "$T/ab.txt" "^Complete requests:[[:space:]]+$N\$"
     assert_grep "$T/ab.txt" '^Failed requests:[[:space:]]+0$'
