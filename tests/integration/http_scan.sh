@@ -83,7 +83,7 @@ EOF
 # had at once (threads: one per connection), for max-connections.
 free_port COUNT_PORT
 cat >"$T/count_icap.py" <<'PY'
-import socket, sys, threading, time
+import os, socket, sys, threading, time
 port, out = int(sys.argv[1]), sys.argv[2]
 lock, active, peak, done = threading.Lock(), [0], [0], [0]
 def head(c, buf):
@@ -128,17 +128,19 @@ srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port))
 srv.listen(64)
-srv.settimeout(60)
-while True:
+# as long as the test runs (its first scan may come minutes after this)
+parent = os.getppid()
+srv.settimeout(1)
+while os.getppid() == parent:
     try:
         c, _ = srv.accept()
     except socket.timeout:
-        break
+        continue
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
 python3 "$T/count_icap.py" "$COUNT_PORT" "$T/count.out" 2>>"$T/count.err" &
 track_pid $!
-wait_listen "$COUNT_PORT" 5 || fail "the counting scanner did not start"
+wait_listen "$COUNT_PORT" 5 $! || fail "the counting scanner did not start: $(cat "$T/count.err")"
 
 # --- the origin
 ORIGIN_LOG=$T/origin.log

@@ -37,7 +37,7 @@ FAKE_LOG=$T/fake.log
 free_port FAKE_PORT
 python3 "$LIB_DIR/icap_fake.py" "$FAKE_PORT" "$FAKE_LOG" 2>>"$T/fake.err" &
 track_pid $!
-wait_listen "$FAKE_PORT" 5 || fail "icap_fake.py did not start"
+wait_listen "$FAKE_PORT" 5 $! || fail "icap_fake.py did not start: $(cat "$T/fake.err")"
 
 ORIGIN_LOG=$T/origin.log
 : >"$ORIGIN_LOG"
