@@ -1,3 +1,4 @@
+/* systemd notifications (notify.h). */
 #include "notify.h"
 
 #include <stdint.h>

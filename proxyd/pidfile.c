@@ -1,3 +1,4 @@
+/* <pidfile> and proxyd -s (pidfile.h). */
 #include "pidfile.h"
 
 #include <errno.h>

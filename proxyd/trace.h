@@ -1,3 +1,4 @@
+/* proxyd --check --trace (trace.c). */
 #ifndef PX_TRACE_H
 #define PX_TRACE_H
 

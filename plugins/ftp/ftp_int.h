@@ -1,6 +1,7 @@
-/* ftp: what the control channel (ftp.c) and the data channels (ftp_data.c)
- * share: the per-session state, the queue of pending replies and the
- * analyser's counters. Internal to plugins/ftp. */
+/* ftp: what the control channel (ftp.c) and the other files of the session
+ * (the data channels ftp_data.c, FTPS ftp_tls.c, scanning ftp_scan.c, the
+ * quotas ftp_quota.c) share: the per-session state, the queue of pending
+ * replies and the analyser's counters. Internal to plugins/ftp. */
 #ifndef FTP_INT_H
 #define FTP_INT_H
 

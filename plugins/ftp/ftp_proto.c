@@ -1,3 +1,4 @@
+/* FTP control-channel parsing (ftp_proto.h). */
 #include "ftp_proto.h"
 
 #include <arpa/inet.h>

@@ -1,5 +1,7 @@
-/* The HTTP/2 front's state (http_h2.c), shared with the translation of
- * each leg's HTTP/1.1 response into HEADERS and DATA (http_h2_resp.c). */
+/* The HTTP/2 front's state (http_h2.c), shared with its legs kept for the
+ * next stream (http_h2_leg.c), the translation of each leg's HTTP/1.1
+ * response into HEADERS and DATA (http_h2_resp.c) and CONNECT streams'
+ * tunnels (http_h2_tunnel.c). */
 #ifndef HTTP_H2_INT_H
 #define HTTP_H2_INT_H
 

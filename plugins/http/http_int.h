@@ -8,6 +8,9 @@
  *			connection open/drop, the one retry
  *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200)
  *   http_head.c	the heads sent on (pure: http_head.h)
+ *   http_scan.c	bodies through the service's scanner (<scan>)
+ *   http_h2*.c		HTTP/2 towards clients, a leg per stream
+ *			(http_h2_int.h)
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
  *   http_parse.c	framing (pure: http_parse.h) */
 #ifndef HTTP_INT_H

@@ -1,3 +1,4 @@
+/* The strict HTTP/1.x head and chunked-body parsers (http_parse.h). */
 #include "http_parse.h"
 
 #include <string.h>

@@ -1,6 +1,6 @@
-/* The <http> section of a service file (POLICY.md), and the decisions its
- * request and url rules make. Loaded once; read-only and shared by every
- * worker afterwards. */
+/* The <http> section of a service file (docs/CONFIG.md), and the
+ * decisions its request and url rules make. Loaded once; read-only and
+ * shared by every worker afterwards. */
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>

@@ -1,5 +1,6 @@
-/* r66: the session state shared by the state machine (r66.c) and the
- * checks of each frame against the <r66> policy (r66_check.c). */
+/* r66: the session state shared by the state machine (r66.c), the checks
+ * of each frame against the <r66> policy (r66_check.c), the quotas
+ * (r66_quota.c) and the inspection of files (r66_scan.c). */
 #ifndef R66_INT_H
 #define R66_INT_H
 

@@ -1,7 +1,7 @@
 /* The JSON R66 carries (JSON requests, the Authent version's capabilities,
  * JsonCommand packets): flat objects read in place over (ptr, len), every
- * length checked, no allocation. Shared by r66_wire.c, plugins/r66/r66.c and
- * the unit/fuzz tests. */
+ * length checked, no allocation. Shared by r66_wire.c, r66.c, r66_check.c
+ * and the unit/fuzz tests. */
 #ifndef R66_JSON_H
 #define R66_JSON_H
 

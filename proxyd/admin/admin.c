@@ -1,3 +1,9 @@
+/* The admin endpoint (admin.h): its HTTP server and routes, /metrics (the
+ * workers' per-service and per-worker counters summed at scrape time, the
+ * analysers' own series, the scanners', quotas', audit and TLS counters,
+ * the HA state keepalived's notify script writes, the process), POST
+ * /sessions/reset, the accept error handling that keeps a descriptor for
+ * the endpoint, and the reload status. The status page is admin_status.c. */
 #include "admin.h"
 
 #include <errno.h>

@@ -1,6 +1,10 @@
-/* Status and Prometheus metrics over HTTP on a loopback address. Runs on the
- * main thread's event base, never on a worker: it only reads the workers'
- * single-writer counters. */
+/* The admin endpoint: HTTP on a loopback address for /metrics, the status
+ * page and its JSON (admin_status.c), and POST /sessions/reset. Runs on
+ * the main thread's event base, never on a worker: it reads the workers'
+ * single-writer counters without locks, and what it asks of them (end
+ * every session, hold their accepts while descriptors run out, copy their
+ * sessions for the listing) it asks through worker.h, each worker doing it
+ * on its own thread. */
 #ifndef PX_ADMIN_H
 #define PX_ADMIN_H
 

@@ -1,3 +1,6 @@
+/* The registry's checks (px_analyser_find: unknown or duplicate names
+ * refused at startup) and the service schema joined from the analysers'
+ * RelaxNG fragments (analyser.h). */
 #include "analyser.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* px_event_want (event_want.h). */
 #include "event_want.h"
 
 #include <event2/event.h>

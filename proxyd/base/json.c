@@ -1,3 +1,4 @@
+/* The JSON string escaper (json.h). */
 #include "json.h"
 
 #include <string.h>

@@ -1,3 +1,8 @@
+/* Logging (log.h): the per-worker rings, the log thread that drains them
+ * to stderr, a file or syslog (and sleeps while they are empty), the
+ * direct writes of threads without a ring, switching target and reopening
+ * a file (log rotation), the audit records (px_log_record), and the
+ * JSON form of the lines. */
 #include "log.h"
 #include "json.h"
 

@@ -1,3 +1,4 @@
+/* Converters, sockaddr helpers and log escaping (parse.h). */
 #include "parse.h"
 
 #include <arpa/inet.h>

@@ -1,6 +1,7 @@
-/* Range-checked converters for config values and addresses. Pure functions:
- * no allocation, no global state, safe from any thread. Each returns 0 on
- * success or -1 with *why set to a static explanation. */
+/* Range-checked converters for config values and addresses (each returns
+ * 0 on success or -1 with *why set to a static explanation), sockaddr
+ * helpers and the escaping of peer strings for log lines. Pure functions:
+ * no allocation, no global state, safe from any thread. */
 #ifndef PX_PARSE_H
 #define PX_PARSE_H
 

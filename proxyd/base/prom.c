@@ -1,3 +1,4 @@
+/* The Prometheus label escaper (prom.h). */
 #include "prom.h"
 
 #include <event2/buffer.h>

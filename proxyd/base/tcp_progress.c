@@ -1,5 +1,6 @@
-/* Separate file: the fields needed are only in <linux/tcp.h>, which
- * clashes with <netinet/tcp.h> used elsewhere. */
+/* How far the kernel got with a TCP socket (tcp_progress.h). A separate
+ * file: the fields needed are only in <linux/tcp.h>, which clashes with
+ * <netinet/tcp.h> used elsewhere. */
 #include "tcp_progress.h"
 
 #include <linux/tcp.h>

@@ -1,3 +1,5 @@
+/* How far the kernel got with a TCP socket (TCP_INFO), for log lines and
+ * the progress of a peer that drains what proxyd already handed over. */
 #ifndef PX_TCP_PROGRESS_H
 #define PX_TCP_PROGRESS_H
 

@@ -1,3 +1,4 @@
+/* The ClientHello reader (tls_hello.h). */
 #include "tls_hello.h"
 
 #include <string.h>

@@ -1,3 +1,5 @@
+/* The choice among the services of a shared listen address, and its
+ * load-time check (dispatch.h). */
 #include "dispatch.h"
 
 #include <stdlib.h>

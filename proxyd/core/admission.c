@@ -1,7 +1,8 @@
 /* Admission and destination: a connection accepted on a listener becomes
  * a session once its client is allowed, its original destination is known
  * (the socket, or conntrack asked without blocking), a shared port has
- * chosen its service and the destination is not the proxy itself. */
+ * chosen its service and the destination is not the proxy itself. A leg
+ * (px_session_spawn) is admitted here too, as its parent was. */
 #include "session.h"
 
 #include <errno.h>

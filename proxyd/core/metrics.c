@@ -1,3 +1,6 @@
+/* Per-service counters and histograms in slots for the daemon's life
+ * (metrics.h), the denial reasons, and the monotonic microsecond clock
+ * (px_metrics_now_us). */
 #include "metrics.h"
 
 #include <limits.h>

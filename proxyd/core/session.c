@@ -1,3 +1,8 @@
+/* A session's own part (session.h): the worker's clock (px_now_ms), its
+ * timers, the relay it hands a stream analyser to (and the relay's reports
+ * back: bytes, verdicts, the end), and the connect to the server.
+ * Admission, TLS, the end and what analysers ask are the other session
+ * files (session_int.h). */
 #include "session.h"
 
 #include <errno.h>

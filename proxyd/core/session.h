@@ -1,7 +1,9 @@
-/* A session: one client connection, its server connection, the analyser
- * between them, and its accounting. Owned by one worker from accept to
- * close; only px_session_end() tears it down. It moves bytes with a
- * px_relay (relay.h), which reports back through callbacks. */
+/* A session: one client connection (or a leg's socketpair end, see
+ * px_session_spawn), its server connection, the analyser between them,
+ * and its accounting. Owned by one worker from accept to close; only
+ * px_session_end() tears it down. A stream analyser's bytes move through a
+ * px_relay (relay.h), which reports back through callbacks; a driver
+ * analyser's through the session's conns (session_api.c). */
 #ifndef PX_SESSION_H
 #define PX_SESSION_H
 

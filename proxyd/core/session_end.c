@@ -1,6 +1,7 @@
 /* How a session ends, one model for every analyser: who ended it and in
  * which phase (the verdict follows from those two), the end, finish, deny
- * and abort calls, the reaping of ended sessions and the session-end log
+ * and abort calls, a leg's reset by its parent and its failure told to the
+ * parent's analyser, the reaping of ended sessions and the session-end log
  * line. */
 #include "session.h"
 

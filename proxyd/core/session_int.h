@@ -1,6 +1,6 @@
 /* What the files of a session (session.c: timers, the relay and the
- * connect; admission.c; session_tls.c; session_end.c) call of each other,
- * and nothing outside core/ includes. */
+ * connect; admission.c: admission and legs; session_tls.c; session_end.c)
+ * call of each other, and nothing outside core/ includes. */
 #ifndef PX_SESSION_INT_H
 #define PX_SESSION_INT_H
 

@@ -1,3 +1,7 @@
+/* A worker thread (worker.h): its event base and listeners, accepting and
+ * balancing connections between workers, the reaping of its sessions, its
+ * pools, reloads, drain and stop, and the requests of the main and admin
+ * threads (resets, snapshots, accept holds). */
 #include "worker.h"
 
 #include <errno.h>

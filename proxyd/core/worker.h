@@ -1,6 +1,11 @@
 /* One worker = one thread with its own event_base, its own SO_REUSEPORT
- * listener per service, its sessions and counters. Nothing here is shared
- * between workers except the read-only config and the live-session count. */
+ * listener per service, its sessions, pools and counters (one writer: the
+ * worker). What crosses threads is atomic and named here: the live-session
+ * count, each worker's load (read by the others, which may hand it an
+ * accepted connection through its lock-free hand-off stack), and what the
+ * main and admin threads ask of it (a reload's config, drain or stop, a
+ * reset of its sessions, a snapshot for the listing), woken by its eventfd.
+ * Configs are shared read-only; the quota table (quota.h) is process-wide. */
 #ifndef PX_WORKER_H
 #define PX_WORKER_H
 

@@ -1,3 +1,4 @@
+/* Original destinations and the flow view (conntrack.h). */
 #include "conntrack.h"
 
 #include <arpa/inet.h>

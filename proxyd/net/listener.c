@@ -1,3 +1,4 @@
+/* Listening sockets (listener.h). */
 #include "listener.h"
 
 #include <errno.h>

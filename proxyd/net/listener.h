@@ -1,3 +1,6 @@
+/* Listening sockets: SO_REUSEPORT (one per worker), IP_TRANSPARENT for
+ * TPROXY and spoofed sources, and the probe for an address another daemon
+ * already holds. */
 #ifndef PX_LISTENER_H
 #define PX_LISTENER_H
 

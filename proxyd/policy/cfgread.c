@@ -1,3 +1,4 @@
+/* The configuration readers and their error sink (cfgread.h). */
 #include "cfgread.h"
 
 #include <stdarg.h>

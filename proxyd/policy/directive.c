@@ -1,3 +1,4 @@
+/* The loader of attributes declared as tables (directive.h). */
 #include "directive.h"
 
 #include <libgen.h>

@@ -1,3 +1,4 @@
+/* Zones and address lists, and their prefix trees (zone.h). */
 #include "zone.h"
 
 #include <netinet/in.h>

@@ -1,7 +1,8 @@
-/* Zones (named address sets), the address lists of <clients> and <servers>
- * that name CIDRs and zones, and the dispatch of one listening socket
- * among the services that share it. Everything is built at config load
- * and read-only after: workers share it without locks.
+/* Zones (named address sets) and the address lists of <clients> and
+ * <servers> that name CIDRs and zones; the choice among the services that
+ * share a listening socket is dispatch.h's, on these trees. Everything is
+ * built at config load and read-only after: workers share it without
+ * locks.
  *
  * Matching is by prefix tree, never by scanning a list: an address walks
  * one tree of every zone's prefixes (its zone is the deepest hit) and, per

@@ -1,9 +1,11 @@
 /* Data channels: a connection on the client end and one on the server end,
  * each accepted on a short-lived listener or connected out, then relayed
- * with splice(2) like a plug session, or, when an end speaks TLS (FTPS),
- * through a buffered relay (relay.h) with TLS in that conn's slot. Everything runs on the session's
- * worker; the session owns its channels (its host's list) and frees those left
- * when it closes. See analyser.h for the contract. */
+ * with splice(2) like a plug session, or through a buffered relay
+ * (relay.h) when an end speaks TLS (FTPS, in that conn's slot) or the
+ * analyser inspects the bytes (px_channel_inspect: content scanning, which
+ * may hold a direction's end until its verdict). Everything runs on the
+ * session's worker; the session owns its channels (its host's list) and
+ * frees those left when it closes. See analyser.h for the contract. */
 #include "data_channel.h"
 
 #include <errno.h>

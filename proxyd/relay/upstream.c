@@ -1,3 +1,4 @@
+/* Connecting out and the keep-alive pool (upstream.h). */
 #include "upstream.h"
 
 #include <errno.h>

@@ -1,3 +1,8 @@
+/* Server connections: connecting out (SO_MARK, a spoofed source with
+ * IP_TRANSPARENT) and the per-worker keep-alive pool of idle ones, each
+ * with its transform's state (a handshaken SSL), keyed by what makes them
+ * interchangeable (struct px_pool_key: address, source, mark, TLS context
+ * and name). It knows no service: its callers hand it those. */
 #ifndef PX_UPSTREAM_H
 #define PX_UPSTREAM_H
 

@@ -1,6 +1,6 @@
-/* What tls.c and tls_keybridge.c share: the context and per-connection
- * state behind tls.h's opaque types, and the helpers both use. Not for
- * the rest of proxyd (tls.h is its interface). */
+/* What tls.c, tls_config.c and tls_keybridge.c share: the context and
+ * per-connection state behind tls.h's opaque types, and the helpers they
+ * use. Not for the rest of proxyd (tls.h is its interface). */
 #ifndef PX_TLS_INT_H
 #define PX_TLS_INT_H
 
