@@ -1,8 +1,11 @@
 /* r66: polices Waarp R66 managed file transfers inline (R66-WIRE.md).
  *
  * Buffered relay. Each direction is cut into frames by r66_wire; a frame is
- * forwarded whole once checked, a partial one waits in a per-direction hold
- * buffer bounded by max-block plus headroom. The identity (host id) belongs
+ * forwarded once checked, a partial one waits in a per-direction hold
+ * buffer bounded by max-block plus headroom, except a Data frame's block:
+ * once its head is checked, the rest of it passes unseen (px_session_pass:
+ * spliced, or copied under TLS or a bandwidth limit), unless the transfer
+ * is inspected (scan, content, audit). The identity (host id) belongs
  * to the TCP connection: since R66 3.6.1 later channels skip Authent. Per
  * local channel we follow R66-WIRE.md 5.5 and apply the <r66> policy.
  *
