@@ -3,8 +3,9 @@
 
     ftp_scan_client.py PORT get|put REMOTE LOCAL [active] [slow] [started=FILE]
 
-prints "data=<none|exception> bytes=N reply=<the final reply to the
-transfer command, or the error it raised>". get: RETR REMOTE into LOCAL;
+prints "data=<none|exception|deadline> bytes=N reply=<the final reply to
+the transfer command, or the error it raised>" (deadline: still moving
+after 60 s, never a clean end). get: RETR REMOTE into LOCAL;
 put: STOR LOCAL as REMOTE. active: PORT instead of PASV. slow: about 2 MB/s
 with a small receive buffer (a transfer still under way a few seconds
 later); started=FILE is created once 1 MB has moved. early (put, passive):
@@ -37,7 +38,7 @@ def progress(k):
         open(started, "w").close()
         told = True
     if slow:
-        time.sleep(0.008)
+        time.sleep(k / 2e6)     # by bytes: a loaded machine reads less at once
 
 
 try:
@@ -53,6 +54,8 @@ try:
                         break
                     out.write(d)
                     progress(len(d))
+                else:
+                    err = "deadline"
             except OSError as e:
                 err = e.__class__.__name__
     elif "early" in opts:
@@ -75,6 +78,8 @@ try:
                         break
                     conn.sendall(d)
                     progress(len(d))
+                else:
+                    err = "deadline"
             except OSError as e:
                 err = e.__class__.__name__
     conn.close()
