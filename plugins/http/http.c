@@ -1,11 +1,13 @@
-/* http: an HTTP/1.x analyser. It owns both sides' I/O (the client socket
- * and one server connection at a time), parses every
- * head strictly, enforces the <http> policy, streams bodies without
- * copying them (evbuffer chains move from one side to the other), and
- * keeps server connections in the worker's pool between requests, so
- * many client connections share few server connections: only those at a
- * message boundary both ways (a server that answered before it had the
- * whole request still waits for the rest: such a connection is closed).
+/* http: an HTTP/1.x analyser (a client that chooses HTTP/2, by ALPN or
+ * h2c's preface, is handed to http_h2.c, whose streams come back here as
+ * legs). It owns both sides' I/O (the client socket and one server
+ * connection at a time), parses every head strictly, enforces the <http>
+ * policy, streams bodies without copying them (evbuffer chains move from
+ * one side to the other), and keeps server connections in the worker's
+ * pool between requests, so many client connections share few server
+ * connections: only those at a message boundary both ways (a server that
+ * answered before it had the whole request still waits for the rest: such
+ * a connection is closed).
  *
  * One request is in flight per client connection: pipelined requests
  * wait, unread past `buffer`, in the client input and are answered in
