@@ -3,8 +3,8 @@
  * the main thread's event base, never on a worker: it reads the workers'
  * single-writer counters without locks, and what it asks of them (end
  * every session, hold their accepts while descriptors run out, copy their
- * sessions for the listing) it asks through worker.h, each worker doing it
- * on its own thread. */
+ * sessions for the listing) it asks through worker.h's atomics, each
+ * worker doing it on its own thread. */
 #ifndef PX_ADMIN_H
 #define PX_ADMIN_H
 

@@ -4,7 +4,8 @@
  * count, each worker's load (read by the others, which may hand it an
  * accepted connection through its lock-free hand-off stack), and what the
  * main and admin threads ask of it (a reload's config, drain or stop, a
- * reset of its sessions, a snapshot for the listing), woken by its eventfd.
+ * reset of its sessions, a snapshot for the listing, woken by its eventfd;
+ * accepts held while the admin lacks descriptors).
  * Configs are shared read-only; the quota table (quota.h) is process-wide. */
 #ifndef PX_WORKER_H
 #define PX_WORKER_H
