@@ -231,7 +231,8 @@ px_same_element(const xmlNode *a, const xmlNode *b)
 	bool same;
 
 	if (xmlStrcmp(a->name, b->name) != 0 ||
-	    xmlStrcmp(a->name, (const xmlChar *)"content") == 0)
+	    xmlStrcmp(a->name, (const xmlChar *)"content") == 0 ||
+	    xmlStrcmp(a->name, (const xmlChar *)"fingerprint") == 0)
 		return false;
 	if (xmlStrcmp(a->name, (const xmlChar *)"tls") != 0)
 		return true;
@@ -667,7 +668,7 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
 		    "upstream", "clients", "servers", "tls", "scan", "content",
-		    "audit", NULL };
+		    "audit", "fingerprint", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -751,6 +752,10 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    "write audit records (http, ftp and r66 do)",
 			    svc->analyser->name);
 	}
+	for (n = root->children; n != NULL; n = n->next)
+		if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name,
+		    (const xmlChar *)"fingerprint") == 0)
+			(void)px_fp_load(e, n, svc->file, &svc->fingerprints);
 	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&
@@ -996,6 +1001,7 @@ px_config_unref(struct px_config *c)
 		    svc->analyser_policy != NULL)
 			svc->analyser->policy_free(svc->analyser_policy);
 		px_tls_free(svc->tls_client);
+		px_fp_free(&svc->fingerprints);
 		px_tls_free(svc->tls_server);
 		px_tls_free(svc->tls_passthrough);
 		px_tls_free(svc->starttls_client);

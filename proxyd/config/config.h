@@ -16,6 +16,7 @@
 #include "log.h"
 #include "parse.h"
 #include "dispatch.h"
+#include "fingerprint.h"
 #include "zone.h"
 #include "scan.h"
 
@@ -63,6 +64,7 @@ struct px_service {
 	struct px_addrlist	 clients;	/* unset: everyone */
 	struct px_addrlist	 servers;	/* unset: anywhere */
 	struct px_scan_policy	 scan;		/* <scan>; scanner NULL: none */
+	struct px_fp_rules	 fingerprints;	/* <fingerprint>, in file order */
 	/* The services on this listen address (transparent and redirect
 	 * modes may share one); group_idx is this one's place in it. */
 	struct px_group		*group;
