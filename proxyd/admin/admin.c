@@ -207,6 +207,9 @@ static const struct px_metric px_svc_tls_metrics[] = {
 	PX_S("proxyd_tls_server_unverified_total", "", "counter",
 	    "Server certificates that did not verify, let through by "
 	    "verify=\"optional\".", tls.unverified),
+	PX_S("proxyd_fingerprint_denied_total", "", "counter",
+	    "ClientHellos refused by a <fingerprint> rule (JA4).",
+	    tls.fingerprint_denied),
 };
 
 static uint64_t

@@ -44,7 +44,7 @@ struct px_tls_peer
 px_session_tls_peer(struct px_session *s)
 {
 	return (struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls,
-	    .n = &s->m->tls };
+	    .n = &s->m->tls, .fp = &s->svc->fingerprints, .ja4 = s->ja4 };
 }
 
 void

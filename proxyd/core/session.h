@@ -19,6 +19,7 @@
 #include "analyser.h"
 #include "data_channel.h"
 #include "config.h"
+#include "ja4.h"
 #include "conn.h"
 #include "relay.h"
 
@@ -86,6 +87,8 @@ struct px_session {
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
 	char			*client_sni;	/* what it asked for; NULL */
+	/* The JA4 of the client's first ClientHello (any TLS mode); "". */
+	char			 ja4[PX_JA4_LEN + 1];
 	/* A leg (px_session_spawn): its client is its parent's analyser,
 	 * on a socketpair; leg_tls: the parent's client spoke TLS. */
 	uint64_t		 parent_id;	/* a leg's: its parent's id */

@@ -21,6 +21,7 @@
 #include "rules.h"
 #include "tls.h"
 #include "tls_hello.h"
+#include "ja4.h"
 #include "tcp_progress.h"
 #include "upstream.h"
 #include "worker.h"
@@ -40,9 +41,25 @@ px_session_keep_sni(struct px_session *s, const char *sni)
 	return 0;
 }
 
+/* A <fingerprint> rule refused the client's ClientHello: a policy deny,
+ * said with the rule, before anything reached a server. */
+static void
+px_session_fp_deny(struct px_session *s, const struct px_fp_rule *hit)
+{
+	char ref[PX_RULE_REF_MAX];
+
+	px_session_set_rule(s, px_rule_ref_at(hit->line, hit->label,
+	    px_session_policy_file(s), ref, sizeof(ref)));
+	px_session_endf(s, PX_END_POLICY, "denied: tls ja4=%s (<fingerprint> "
+	    "at line %ld%s%s)", s->ja4[0] != '\0' ? s->ja4 : "-", hit->line,
+	    hit->list != NULL ? ", list " : "",
+	    hit->list != NULL ? hit->list : "");
+}
+
 static void
 px_session_handshake_step(struct px_session *s)
 {
+	const struct px_fp_rule *hit;
 	struct px_conn *c = &s->dconn[0];
 	const char *sni;
 
@@ -64,7 +81,9 @@ px_session_handshake_step(struct px_session *s)
 			px_session_connect_server(s);
 			return;
 		}
-		if (errno != EAGAIN)
+		if (errno != EAGAIN && (hit = px_tls_fp_denied(c)) != NULL)
+			px_session_fp_deny(s, hit);
+		else if (errno != EAGAIN)
 			px_session_endf(s, PX_END_CLIENT_FAIL, "client-error: %s",
 			    px_conn_strerror(c, errno));
 		return;
@@ -236,6 +255,7 @@ px_session_hello_step(struct px_session *s)
 	ssize_t n = 0;
 	size_t len;
 	const struct px_rule *hit;
+	const struct px_fp_rule *fp;
 	char ref[PX_RULE_REF_MAX];
 	char alpn[PX_HELLO_ALPN_MAX * (PX_HELLO_ALPN_LEN + 1) + 1] = "";
 	unsigned i;
@@ -274,6 +294,15 @@ px_session_hello_step(struct px_session *s)
 			strcat(alpn, ",");
 		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
 	}
+	/* The same bytes and function as a terminated hello's (tls.c). */
+	(void)px_ja4_records(evbuffer_pullup(c->in, -1), h.consumed, s->ja4);
+	if ((fp = px_fp_match(&s->svc->fingerprints, s->ja4)) != NULL &&
+	    fp->action == PX_ACT_DENY) {
+		PX_SC_ADD(s->m, tls.passthrough[0], 1);
+		PX_SC_ADD(s->m, tls.fingerprint_denied, 1);
+		px_session_fp_deny(s, fp);
+		return;
+	}
 	if (!px_tls_passthrough_allows(s->svc->tls_passthrough, &h, &hit)) {
 		PX_SC_ADD(s->m, tls.passthrough[0], 1);
 		px_session_set_rule(s, h.has_sni ? px_rule_ref(hit,
@@ -290,8 +319,9 @@ px_session_hello_step(struct px_session *s)
 		return;
 	}
 	PX_SC_ADD(s->m, tls.passthrough[1], 1);
-	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept",
-	    h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-");
+	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept "
+	    "ja4=%s", h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-",
+	    s->ja4[0] != '\0' ? s->ja4 : "-");
 	if (h.has_sni && px_session_keep_sni(s, h.sni) == -1)
 		return;
 	px_conn_read_enable(c, false);

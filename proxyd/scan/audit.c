@@ -189,6 +189,8 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	px_json_str_field(&j, "sha256", sha256_hex);
 	px_json_str_field(&j, "tls_server_subject", a->tls_server[0] != '\0' ?
 	    a->tls_server : NULL);
+	if (in->ja4 != NULL)
+		px_json_str_field(&j, "ja4", in->ja4);
 	px_json_str_field(&j, "tls_client_subject", a->tls_client[0] != '\0' ?
 	    a->tls_client : NULL);
 	px_json_str_field(&j, "scan_verdict", in->scan_verdict);

@@ -40,6 +40,8 @@ struct px_audit_info {
 	const struct sockaddr	*client, *server;
 	const char		*client_zone, *server_zone;
 	const char		*user;		/* FTP user, R66 partner */
+	/* Written only when not NULL: the client's TLS fingerprint (JA4). */
+	const char		*ja4;
 	const char		*rule;		/* the deciding rule, FILE:LINE */
 	/* Written only when not NULL: the R66 transfer rule the partner
 	 * asked for, and why a refused transfer was (its log's reason=). */

@@ -380,6 +380,13 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		errno = saved;
 		return -1;
 	default:
+		if (tc->fp_hit != NULL) {
+			/* A <fingerprint> rule, not a TLS failure: tc->error
+			 * says which. */
+			ERR_clear_error();
+			errno = EPROTO;
+			return -1;
+		}
 		err = ERR_peek_error();
 		if (ERR_GET_REASON(err) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
 		    (v = SSL_get_verify_result(tc->ssl)) != X509_V_OK) {
@@ -667,6 +674,74 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
 	return 0;
 }
 
+/* The JA4 of a client's ClientHello, from the message's own bytes as
+ * OpenSSL hands them to this callback (handshake header on, reassembled
+ * from however many records carried it), before it parses them and
+ * before any client-hello callback. Not SSL_client_hello_get1_extensions_
+ * present() and friends: those leave out the extensions OpenSSL does not
+ * know (Chrome's ALPS, for one), which JA4 counts and hashes, and the
+ * record could be peeked only while it is whole in one read. The same
+ * bytes a passthrough service reads off the socket, and the same function
+ * (px_ja4_hello), so a client gets one fingerprint in every mode. The
+ * first hello only: after a HelloRetryRequest the second one says the
+ * same, less the key share. */
+static void
+px_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
+    size_t len, SSL *ssl, void *arg)
+{
+	struct px_tls_conn *tc;
+	const uint8_t *m = buf;
+
+	(void)version; (void)arg;
+	if (write_p || content_type != SSL3_RT_HANDSHAKE || len < 4 ||
+	    m[0] != SSL3_MT_CLIENT_HELLO ||
+	    (tc = SSL_get_ex_data(ssl, px_tls_conn_index)) == NULL)
+		return;
+	SSL_set_msg_callback(ssl, NULL);
+	if (tc->ja4[0] != '\0')
+		return;
+	(void)px_ja4_hello(m, len, tc->ja4);
+	if (tc->ja4_out != NULL && tc->ja4_out[0] == '\0')
+		memcpy(tc->ja4_out, tc->ja4, sizeof(tc->ja4));
+}
+
+int
+px_tls_fp_hello(SSL *ssl, int *alert)
+{
+	struct px_tls_conn *tc = SSL_get_ex_data(ssl, px_tls_conn_index);
+	const struct px_fp_rule *hit;
+
+	if (tc == NULL || tc->fp == NULL || tc->fp->n == 0 ||
+	    (hit = px_fp_match(tc->fp, tc->ja4)) == NULL ||
+	    hit->action != PX_ACT_DENY)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	tc->fp_hit = hit;
+	if (tc->n != NULL)
+		px_tls_inc(&tc->n->fingerprint_denied);
+	snprintf(tc->error, sizeof(tc->error), "tls: ja4=%s refused by "
+	    "<fingerprint> at line %ld", tc->ja4, hit->line);
+	*alert = SSL_AD_ACCESS_DENIED;
+	return SSL_CLIENT_HELLO_ERROR;
+}
+
+const char *
+px_tls_ja4(const struct px_conn *c)
+{
+	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
+	    c->tf_state : NULL;
+
+	return tc != NULL ? tc->ja4 : "";
+}
+
+const struct px_fp_rule *
+px_tls_fp_denied(const struct px_conn *c)
+{
+	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
+	    c->tf_state : NULL;
+
+	return tc != NULL ? tc->fp_hit : NULL;
+}
+
 int
 px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
     const struct px_tls_peer *p)
@@ -692,9 +767,12 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 		SSL_set_verify(tc->ssl, SSL_VERIFY_PEER, px_tls_verify_optional);
 		tc->verify_optional = false;	/* the keybridge says it */
 	}
-	if (t->side == PX_TLS_CLIENT)
+	if (t->side == PX_TLS_CLIENT) {
 		SSL_set_accept_state(tc->ssl);
-	else if (px_tls_connect_setup(tc, p != NULL ? p :
+		tc->fp = p != NULL ? p->fp : NULL;
+		tc->ja4_out = p != NULL ? p->ja4 : NULL;
+		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
+	} else if (px_tls_connect_setup(tc, p != NULL ? p :
 	    &(struct px_tls_peer){ 0 }) == -1)
 		goto fail;
 	px_conn_set_transform(c, &px_tls_transform, tc);

@@ -14,6 +14,8 @@
 struct _xmlNode;
 struct px_cfgerr;
 struct px_conn;
+struct px_fp_rule;
+struct px_fp_rules;
 struct px_hello;
 struct px_rule;
 
@@ -55,6 +57,8 @@ struct px_tls_counters {
 	atomic_uint_fast64_t	keybridge[2];
 	/* ... and by CA, [0] the trusted one, [1] the untrusted one. */
 	atomic_uint_fast64_t	keybridge_ca[2];
+	/* ClientHellos refused by a <fingerprint> rule (any mode). */
+	atomic_uint_fast64_t	fingerprint_denied;
 };
 
 /* A keybridge leaf, kept per worker (see px_tls_keybridge_present). */
@@ -154,6 +158,12 @@ struct px_tls_peer {
 	/* Server side: resume this conn's TLS session (an FTP data channel
 	 * resumes its control connection's), keeping it out of the cache. */
 	const struct px_conn	*resume;
+	/* Client side: the service's <fingerprint> rules, judged on the
+	 * ClientHello's JA4 before anything is answered (NULL: none); and
+	 * where to copy that JA4 when it is still "" there (the session's,
+	 * PX_JA4_LEN + 1 bytes, which outlives the conn; NULL: nowhere). */
+	const struct px_fp_rules *fp;
+	char			*ja4;
 };
 
 /* Puts a TLS session on c's socket into c's transform slot, in t's role
@@ -178,6 +188,12 @@ bool	px_tls_peer_subject(const struct px_conn *c, char *buf, size_t len);
 const char *px_tls_failure_name(enum px_tls_failure f);
 /* The name the client asked for (SNI), on a client-side conn; NULL. */
 const char *px_tls_client_sni(const struct px_conn *c);
+/* The JA4 of the ClientHello c's client sent (ja4.h), on a client-side
+ * conn that has read it; "" otherwise. */
+const char *px_tls_ja4(const struct px_conn *c);
+/* The <fingerprint> rule that refused c's ClientHello (its handshake then
+ * failed, uncounted as a TLS failure); NULL. */
+const struct px_fp_rule *px_tls_fp_denied(const struct px_conn *c);
 /* The handshake on c agreed on ALPN protocol proto. */
 bool	px_tls_alpn_is(const struct px_conn *c, const char *proto);
 

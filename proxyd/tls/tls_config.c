@@ -633,6 +633,13 @@ px_tls_load_named(struct px_cfgerr *e, const xmlNode *n, const char *file,
 }
 
 static int
+px_tls_fp_hello_cb(SSL *ssl, int *alert, void *arg)
+{
+	(void)arg;
+	return px_tls_fp_hello(ssl, alert);
+}
+
+static int
 px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
     const char *file, struct px_tls_ctx *t)
 {
@@ -660,6 +667,10 @@ px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
 	}
 	if (px_tls_terminate_ctx(e, n, n, file, t, t->ctx) == -1)
 		return -1;
+	/* The <fingerprint> rules, on the JA4 px_tls_msg_cb has taken; it
+	 * runs before the name picks a <certificate>'s context, so this one
+	 * context's callback sees every hello. */
+	SSL_CTX_set_client_hello_cb(t->ctx, px_tls_fp_hello_cb, NULL);
 	return px_tls_load_named(e, n, file, t);
 }
 

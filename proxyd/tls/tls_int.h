@@ -12,6 +12,8 @@
 #include <openssl/ssl.h>
 
 #include "conn.h"
+#include "fingerprint.h"
+#include "ja4.h"
 #include "rules.h"
 #include "tls.h"
 
@@ -108,6 +110,12 @@ struct px_tls_conn {
 	 * conn's resume_of the control conn it feeds. */
 	SSL_SESSION	*next_resume;
 	struct px_tls_conn *resume_of;
+	/* Client side: the JA4 of the first ClientHello (px_tls_msg_cb),
+	 * the rules it is judged by, the rule that refused it. */
+	char		 ja4[PX_JA4_LEN + 1];
+	char		*ja4_out;
+	const struct px_fp_rules *fp;
+	const struct px_fp_rule *fp_hit;
 };
 
 /* The conn layer's TLS transform: c->tf == &px_tls_transform is a TLS
@@ -134,6 +142,11 @@ int	 px_tls_ctx_common(struct px_cfgerr *e, const struct _xmlNode *n,
 /* A counter bumped by its one writer (the worker). */
 void	 px_tls_inc(atomic_uint_fast64_t *c);
 
+/* tls.c: judges the ClientHello's JA4 by the conn's <fingerprint> rules:
+ * SSL_CLIENT_HELLO_SUCCESS, or SSL_CLIENT_HELLO_ERROR with *alert set
+ * (access_denied). The client-hello callback of every client-side
+ * context calls it first (keybridge's too). */
+int	 px_tls_fp_hello(SSL *ssl, int *alert);
 /* tls.c: keeps a new session of a server-side conn in the worker's cache
  * (SSL_CTX_sess_set_new_cb). */
 int	 px_tls_new_session(SSL *ssl, SSL_SESSION *sess);

@@ -166,9 +166,12 @@ px_tls_kb_hello_cb(SSL *ssl, int *alert, void *arg)
 	const unsigned char *p;
 	size_t len, nl;
 
-	(void)alert; (void)arg;
+	(void)arg;
 	if (tc == NULL || tc->kb_ready)
 		return SSL_CLIENT_HELLO_SUCCESS;
+	/* Before the server is connected: a refused client costs it none. */
+	if (px_tls_fp_hello(ssl, alert) != SSL_CLIENT_HELLO_SUCCESS)
+		return SSL_CLIENT_HELLO_ERROR;
 	tc->name[0] = '\0';
 	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
 	    &len) == 1 && len >= 5 && (size_t)((p[0] << 8) | p[1]) == len - 2 &&

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# JA4 client fingerprints (issue 39): proxyd computes FoxIO's JA4 from
+# every ClientHello, terminated, keybridged or passed through, writes it on
+# the session-end line (ja4=, and in the JSON log form), and refuses the
+# fingerprints a <fingerprint> rule denies (ja4= or a list file), at the
+# handshake, logged with the rule and counted.
+#
+# Checked against an independent decoder (ja4_ref.py, written from the
+# published definition; it reproduces FoxIO's own test vectors): the
+# test's TCP relay (hello_relay.py) sits between each client and proxyd
+# and records the ClientHello as the client sent it; the decoder's JA4 of
+# those bytes must be the one proxyd logged. Clients: curl, openssl
+# s_client, Python's ssl, Chromium (whose hello carries extensions OpenSSL
+# does not know, such as ALPS, and GREASE).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
+need_cmds nginx curl openssl python3 chromium
+setup
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=/usr/bin/python3
+
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_ca kbca "proxyd keybridge CA"
+tls_leaf proxy www.example.test "DNS:www.example.test" serverAuth
+tls_leaf origin www.example.test "DNS:www.example.test" serverAuth
+echo "ja4 test page" >"$T/www/page.html"
+
+free_port NGX_TLS
+NGINX_SERVERS="
+    server {
+        listen 127.0.0.1:$NGX_TLS ssl;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_certificate $P/origin.pem;
+        ssl_certificate_key $P/origin.key;
+        root $T/www;
+    }"
+start_nginx
+wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
+
+free_port P_TERM
+free_port P_KB
+free_port P_PASS
+# services NAME -> extra XML for each (the fingerprint rules come later)
+write_services() {
+    reset_services
+    write_service tterm "$P_TERM" "$NGINX_PORT" \
+        "<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>
+  ${FP_TERM:-}"
+    write_service tkb "$P_KB" "$NGX_TLS" \
+        "<tls side=\"client\" mode=\"keybridge\" ca-cert=\"$P/kbca.pem\" ca-key=\"$P/kbca.key\"/>
+  <tls side=\"server\" mode=\"originate\" verify=\"required\" ca=\"$P/ca.pem\" sni=\"forward\"/>
+  ${FP_KB:-}"
+    write_service tpass "$P_PASS" "$NGX_TLS" \
+        "<tls side=\"client\" mode=\"passthrough\"><sni name=\"*\" action=\"accept\"/></tls>
+  ${FP_PASS:-}"
+}
+write_proxyd_conf
+write_services
+start_proxyd
+
+# The recording relay: R_x in front of proxyd's port P_x.
+free_port R_TERM
+free_port R_KB
+free_port R_PASS
+mkdir -p "$T/hellos"
+"$PY" "$HERE/hello_relay.py" "$T/hellos" "$R_TERM:$P_TERM" "$R_KB:$P_KB" \
+    "$R_PASS:$P_PASS" 2>"$T/relay.err" &
+track_pid $!
+for p in "$R_TERM" "$R_KB" "$R_PASS"; do
+    wait_listen "$p" 5 || fail "the recording relay did not listen on $p"
+done
+
+# client NAME RELAY_PORT CA: one request through the relay; prints what it
+# got (or nothing)
+client() {
+    local who=$1 port=$2 ca=$3
+    case $who in
+    curl)
+        curl -sS --max-time 20 --cacert "$ca" \
+            --resolve "www.example.test:$port:127.0.0.1" \
+            "https://www.example.test:$port/page.html" 2>>"$T/client.err" || true ;;
+    openssl)
+        printf 'GET /page.html HTTP/1.0\r\nHost: www.example.test\r\n\r\n' |
+            timeout 20 openssl s_client -quiet -connect "127.0.0.1:$port" \
+            -servername www.example.test -CAfile "$ca" \
+            -verify_return_error 2>>"$T/client.err" | tail -n 1 || true ;;
+    python)
+        "$PY" - "$port" "$ca" 2>>"$T/client.err" <<'PYEOF' || true
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20) as s:
+    with ctx.wrap_socket(s, server_hostname="www.example.test") as t:
+        t.sendall(b"GET /page.html HTTP/1.0\r\nHost: www.example.test\r\n\r\n")
+        data = b""
+        while True:
+            b = t.recv(65536)
+            if not b:
+                break
+            data += b
+print(data.decode(errors="replace").splitlines()[-1])
+PYEOF
+        ;;
+    chromium)
+        timeout 60 chromium --headless --no-sandbox --disable-gpu --no-first-run \
+            --disable-dev-shm-usage --user-data-dir="$T/chromium" \
+            --ignore-certificate-errors \
+            --host-resolver-rules="MAP www.example.test 127.0.0.1" \
+            --dump-dom "https://www.example.test:$port/page.html" 2>>"$T/client.err" |
+            grep -o 'ja4 test page' || true ;;
+    esac
+}
+
+# hello_of RELAY_PORT N: the decoder's JA4 of the Nth hello the relay saw
+hello_of() {
+    local f=$T/hellos/$1.$2.hex i
+    for ((i = 0; i < 100; i++)); do
+        [[ -s $f ]] && break
+        sleep 0.1
+    done
+    [[ -s $f ]] || fail "the relay recorded no ClientHello in $f"
+    "$PY" "$HERE/ja4_ref.py" "$(cat "$f")"
+}
+
+declare -A SEEN=() JA4=()
+# through SERVICE RELAY_PORT CLIENT CA EXPECT(ok|deny): runs the client,
+# finds its hello's JA4 (decoder) and proxyd's session-end line for it
+through() {
+    local svc=$1 port=$2 who=$3 ca=$4 want=$5 got n ref
+    n=$((${SEEN[$port]:-0} + 1))
+    SEEN[$port]=$n
+    # Chromium may open more than one connection (a preconnect): take the
+    # newest hello file once it has finished.
+    got=$(client "$who" "$port" "$ca")
+    while [[ -s $T/hellos/$port.$((n + 1)).hex ]]; do
+        n=$((n + 1))
+        SEEN[$port]=$n
+    done
+    ref=$(hello_of "$port" "$n")
+    [[ $ref =~ ^t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$ ]] ||
+        fail "$who: the decoder gave '$ref'"
+    if [[ $want == ok ]]; then
+        [[ $got == *"ja4 test page"* ]] || fail "$who through $svc got '$got' ($(tail -3 "$T/client.err"))"
+        assert_log "session-end service=$svc analyser=plug verdict=accept .* duration=[0-9.]+ ja4=$ref "
+    else
+        [[ $got == *"ja4 test page"* ]] && fail "$who through $svc was let through"
+        assert_log "session-end service=$svc analyser=plug verdict=deny .* duration=[0-9.]+ ja4=$ref rule=$svc\.xml:[0-9]+ by=policy phase=accept end=denied: tls ja4=$ref \(<fingerprint> at line [0-9]+"
+    fi
+    info "  $who via $svc: $ref ($want)"
+    JA4[$who]=$ref
+}
+
+info "each client's fingerprint, as proxyd computed it, against the decoder's"
+for who in curl openssl python chromium; do
+    through tterm "$R_TERM" "$who" "$P/ca.pem" ok
+    T_JA4=${JA4[$who]}
+    through tkb "$R_KB" "$who" "$P/kbca.pem" ok
+    # (Chromium draws its extension order anew per connection, which JA4
+    # sorts away: the same client, the same fingerprint.)
+    assert_eq "${JA4[$who]}" "$T_JA4" "$who's JA4 under keybridge and terminate"
+    through tpass "$R_PASS" "$who" "$P/ca.pem" ok
+    assert_eq "${JA4[$who]}" "$T_JA4" "$who's JA4 under passthrough and terminate"
+done
+for a in curl openssl python chromium; do
+    for b in curl openssl python chromium; do
+        [[ $a < $b && ${JA4[$a]} == "${JA4[$b]}" ]] &&
+            fail "$a and $b have the same JA4 ${JA4[$a]}: the deny test would prove nothing"
+    done
+done
+info "fingerprints: curl ${JA4[curl]} openssl ${JA4[openssl]} python ${JA4[python]} chromium ${JA4[chromium]}"
+grep -E "tls-passthrough sni=www\.example\.test alpn=[^ ]+ verdict=accept ja4=${JA4[curl]}$" "$PROXYD_LOG" >/dev/null ||
+    fail "the passthrough accept line lacks curl's ja4"
+
+info "deny rules, on reload: openssl's by ja4= (terminate), python's from a list file (keybridge), curl's by a pattern (passthrough)"
+printf '# fingerprints refused by tkb\n\n%s   # python ssl\n' "${JA4[python]}" >"$T/policy/deny.list"
+FP_TERM="<fingerprint ja4=\"${JA4[openssl]}\" action=\"deny\"/>"
+FP_KB="<fingerprint list=\"deny.list\" action=\"deny\"/>"
+FP_PASS="<fingerprint ja4=\"${JA4[chromium]}\" action=\"accept\"/>
+  <fingerprint ja4=\"${JA4[curl]:0:11}*\" action=\"deny\"/>"
+write_services
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 1
+for who in curl openssl python chromium; do
+    through tterm "$R_TERM" "$who" "$P/ca.pem" "$([[ $who == openssl ]] && echo deny || echo ok)"
+    through tkb "$R_KB" "$who" "$P/kbca.pem" "$([[ $who == python ]] && echo deny || echo ok)"
+    through tpass "$R_PASS" "$who" "$P/ca.pem" "$([[ $who == curl ]] && echo deny || echo ok)"
+done
+assert_metric eq proxyd_fingerprint_denied_total 'service="tterm"' 1
+assert_metric eq proxyd_fingerprint_denied_total 'service="tkb"' 1
+assert_metric eq proxyd_fingerprint_denied_total 'service="tpass"' 1
+assert_metric eq proxyd_tls_failures_total 'service="tterm",analyser="plug",side="client",reason="other"' 0
+
+info "the JSON log form carries ja4 too (SIGHUP to format=json)"
+sed -i 's|<log target="stderr" level="info"/>|<log target="stderr" level="info" format="json"/>|' "$PROXYD_CONF"
+grep -q 'format="json"' "$PROXYD_CONF" || fail "could not set format=json"
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 2
+got=$(client curl "$P_TERM" "$P/ca.pem")
+[[ $got == *"ja4 test page"* ]] || fail "curl after the switch to json got '$got'"
+wait_grep "$PROXYD_LOG" '"event":"session-end".*"ja4":"'"${JA4[curl]}"'"' 5 ||
+    fail "no JSON session-end object with ja4 ${JA4[curl]}: $(tail -3 "$PROXYD_LOG")"
+"$PY" - "$PROXYD_LOG" "${JA4[curl]}" <<'PYEOF' || fail "the JSON session-end object's ja4"
+import json, sys
+objs = []
+for line in open(sys.argv[1], errors="replace"):
+    line = line.strip()
+    if line.startswith("{"):
+        objs.append(json.loads(line))
+se = [o for o in objs if o.get("event") == "session-end" and o.get("service") == "tterm"]
+assert se and se[-1]["ja4"] == sys.argv[2], se[-1:]
+PYEOF
+
+info "--check refuses bad rules with file:line"
+tls_check_bad "a ja4= that is no fingerprint" plug \
+    "<fingerprint ja4=\"t13d1516h2_8daaf6152771\" action=\"deny\"/>" \
+    "b\.xml:4: ja4=\"t13d1516h2_8daaf6152771\": not a JA4 fingerprint"
+tls_check_bad "both ja4= and list=" plug \
+    "<fingerprint ja4=\"${JA4[curl]}\" list=\"x\" action=\"deny\"/>" \
+    "b\.xml:4: "
+tls_check_bad "a missing list file" plug \
+    "<fingerprint list=\"nonexistent.list\" action=\"deny\"/>" \
+    "b\.xml:4: list=\"[^\"]*nonexistent\.list\": No such file"
+printf '%s\nnot-a-fingerprint\n' "${JA4[curl]}" >"$T/bad/policy/bad.list"
+tls_check_bad "a bad line in a list file" plug \
+    "<fingerprint list=\"bad.list\" action=\"deny\"/>" \
+    "bad\.list:2: \"not-a-fingerprint\" is not a JA4 fingerprint"
+tls_check_bad "an action other than accept or deny" plug \
+    "<fingerprint ja4=\"${JA4[curl]}\" action=\"abort\"/>" \
+    "b\.xml:4: "
+
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "ok"
