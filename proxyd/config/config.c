@@ -765,6 +765,15 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		    svc->analyser->name);
 	/* After the policy: what TLS offers clients may depend on it. */
 	px_load_service_tls(svc, root, e);
+	/* A fingerprint is a ClientHello's: without one, a rule would never
+	 * match and a deny list would let everyone through. */
+	if (svc->fingerprints.n > 0 && svc->tls_client == NULL &&
+	    svc->tls_passthrough == NULL && svc->starttls_client == NULL &&
+	    e->count == before)
+		px_cfg_error_line(e, svc->file, svc->fingerprints.r[0].line,
+		    "<fingerprint> needs TLS from the client (a <tls "
+		    "side=\"client\">: terminate, keybridge, passthrough, or "
+		    "ftp's AUTH TLS)");
 	return e->count == before ? 0 : -1;
 }
 
