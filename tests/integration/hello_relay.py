@@ -6,10 +6,11 @@ tests: the bytes a client sent before proxyd saw them.
 
 Each LISTEN port on 127.0.0.1 is relayed to TARGET on 127.0.0.1, both
 ways. The TLS records that carry a connection's ClientHello (the first
-handshake message, whole) are written in hex to DIR/LISTEN.N.hex, N
-counting that port's connections from 1 (written first to .tmp, then
-renamed, so a file that exists is complete). Exits after 60 s without a
-new connection or after 200 connections."""
+handshake message, whole) are written in hex to DIR/LISTEN.PORT.hex,
+PORT the relay's own port towards TARGET, which is the client port
+proxyd logs (written first to .tmp, then renamed, so a file that exists
+is complete). Exits after 60 s without a new connection or after 200
+connections."""
 import os
 import select
 import socket
@@ -81,20 +82,19 @@ def serve(d, lport, target, counter, lock):
             if counter[0] > 200:
                 c.close()
                 return
-        n = counter[1].get(lport, 0) + 1
-        counter[1][lport] = n
         try:
             s = socket.create_connection(("127.0.0.1", target), timeout=10)
         except OSError:
             c.close()
             continue
         threading.Thread(target=pump, daemon=True, args=(c, s,
-                         os.path.join(d, "%d.%d.hex" % (lport, n)))).start()
+                         os.path.join(d, "%d.%d.hex" % (
+                             lport, s.getsockname()[1])))).start()
 
 
 def main():
     d = sys.argv[1]
-    counter, lock = [0, {}], threading.Lock()
+    counter, lock = [0], threading.Lock()
     threads = []
     for pair in sys.argv[2:]:
         lp, tp = pair.split(":")

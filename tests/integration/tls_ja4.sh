@@ -42,6 +42,7 @@ wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
 free_port P_TERM
 free_port P_KB
 free_port P_PASS
+free_port P_HTTP
 # services NAME -> extra XML for each (the fingerprint rules come later)
 write_services() {
     reset_services
@@ -55,8 +56,17 @@ write_services() {
     write_service tpass "$P_PASS" "$NGX_TLS" \
         "<tls side=\"client\" mode=\"passthrough\"><sni name=\"*\" action=\"accept\"/></tls>
   ${FP_PASS:-}"
+    cat >"$T/policy/thttp.xml" <<XML
+<service name="thttp" analyser="http">
+  <listen address="127.0.0.1" port="$P_HTTP" mode="fixed"/>
+  <target address="127.0.0.1" port="$NGINX_PORT"/>
+  <tls side="client" mode="terminate" cert="$P/proxy.pem" key="$P/proxy.key"/>
+  <audit min-size="1"/>
+</service>
+XML
+    PROXYD_PORTS+=("$P_HTTP")
 }
-write_proxyd_conf
+write_proxyd_conf "" "<audit target=\"file:$T/audit.json\"/>"
 write_services
 start_proxyd
 
@@ -112,43 +122,86 @@ PYEOF
     esac
 }
 
-# hello_of RELAY_PORT N: the decoder's JA4 of the Nth hello the relay saw
-hello_of() {
-    local f=$T/hellos/$1.$2.hex i
-    for ((i = 0; i < 100; i++)); do
-        [[ -s $f ]] && break
-        sleep 0.1
-    done
-    [[ -s $f ]] || fail "the relay recorded no ClientHello in $f"
-    "$PY" "$HERE/ja4_ref.py" "$(cat "$f")"
+# match LPORT SVC SKIP: pairs each hello the relay recorded for LPORT (not
+# yet seen) with the session-end line of SVC (past its first SKIP) for the
+# same client port, waiting up to 10 s for every pair; prints one line a
+# connection: DECODER_JA4 PSK(0/1: a resumption) PROXYD_JA4 VERDICT END;
+# fails when a hello has no line.
+match() {
+    "$PY" - "$PROXYD_LOG" "$2" "$3" "$T/hellos" "$1" "$T/hellos/.seen" <<'PYEOF'
+import os, re, sys, time
+sys.path.insert(0, os.environ["HERE"])
+import ja4_ref
+log, svc, skip, d, lport, seenf = sys.argv[1:7]
+seen = set(open(seenf).read().split()) if os.path.exists(seenf) else set()
+deadline = time.time() + 10
+while True:
+    files = sorted(f for f in os.listdir(d)
+                   if f.startswith(lport + ".") and f.endswith(".hex") and f not in seen)
+    lines = [l for l in open(log, errors="replace")
+             if re.search(r"session-end service=%s " % re.escape(svc), l)][int(skip):]
+    byport = {}
+    for l in lines:
+        m = re.search(r" client=127\.0\.0\.1:(\d+) ", l)
+        if m:
+            byport[m.group(1)] = l
+    ports = [f.split(".")[1] for f in files]
+    if files and all(p in byport for p in ports):
+        break
+    if time.time() > deadline:
+        sys.exit("hellos %s, session-end lines for ports %s" % (files, sorted(byport)))
+    time.sleep(0.1)
+for f, p in zip(files, ports):
+    data = bytes.fromhex(open(os.path.join(d, f)).read())
+    psk = any(t == 0x29 for t, _ in ja4_ref.fields(data)[2])
+    l = byport[p]
+    m = re.search(r" ja4=(\S+)", l)
+    v = re.search(r" verdict=(\S+)", l).group(1)
+    end = l.split(" end=", 1)[1].strip()
+    print(ja4_ref.ja4(data), int(psk), m.group(1) if m else "-", v, end)
+with open(seenf, "a") as s:
+    s.write("".join(f + "\n" for f in files))
+PYEOF
 }
+export HERE
 
-declare -A SEEN=() JA4=()
-# through SERVICE RELAY_PORT CLIENT CA EXPECT(ok|deny): runs the client,
-# finds its hello's JA4 (decoder) and proxyd's session-end line for it
+declare -A JA4=()
+# through SERVICE RELAY_PORT CLIENT CA EXPECT(ok|deny): runs the client;
+# every connection it made must have on its session-end line the JA4 the
+# decoder finds in its hello, and the fresh ones (no resumption) the
+# verdict expected; JA4[CLIENT] is theirs.
 through() {
-    local svc=$1 port=$2 who=$3 ca=$4 want=$5 got n ref
-    n=$((${SEEN[$port]:-0} + 1))
-    SEEN[$port]=$n
-    # Chromium may open more than one connection (a preconnect): take the
-    # newest hello file once it has finished.
+    local svc=$1 port=$2 who=$3 ca=$4 want=$5 got skip out ref psk pj v end fresh=""
+    skip=$(session_end_lines "$svc" | wc -l)
     got=$(client "$who" "$port" "$ca")
-    while [[ -s $T/hellos/$port.$((n + 1)).hex ]]; do
-        n=$((n + 1))
-        SEEN[$port]=$n
-    done
-    ref=$(hello_of "$port" "$n")
-    [[ $ref =~ ^t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$ ]] ||
-        fail "$who: the decoder gave '$ref'"
+    out=$(match "$port" "$svc" "$skip") || fail "$who via $svc: $out"
+    while read -r ref psk pj v end; do
+        [[ $ref =~ ^t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$ ]] ||
+            fail "$who: the decoder gave '$ref'"
+        assert_eq "$pj" "$ref" "$who via $svc: proxyd's JA4 against the decoder's"
+        # (Chromium may open more connections, a preconnect or the
+        # favicon's, that resume the first one's session: pre_shared_key
+        # is one more extension, so a JA4 of their own.)
+        ((psk)) && continue
+        [[ -z $fresh || $fresh == "$ref" ]] || fail "$who via $svc: two fresh JA4s, $fresh and $ref"
+        fresh=$ref
+        if [[ $want == ok ]]; then
+            assert_eq "$v" accept "$who via $svc: verdict ($end)"
+        else
+            assert_eq "$v" deny "$who via $svc: verdict"
+            [[ $end == "denied: tls ja4=$ref (<fingerprint> at line "* ]] ||
+                fail "$who via $svc: end=$end"
+        fi
+    done <<<"$out"
+    [[ -n $fresh ]] || fail "$who via $svc: no fresh handshake"
     if [[ $want == ok ]]; then
         [[ $got == *"ja4 test page"* ]] || fail "$who through $svc got '$got' ($(tail -3 "$T/client.err"))"
-        assert_log "session-end service=$svc analyser=plug verdict=accept .* duration=[0-9.]+ ja4=$ref "
     else
         [[ $got == *"ja4 test page"* ]] && fail "$who through $svc was let through"
-        assert_log "session-end service=$svc analyser=plug verdict=deny .* duration=[0-9.]+ ja4=$ref rule=$svc\.xml:[0-9]+ by=policy phase=accept end=denied: tls ja4=$ref \(<fingerprint> at line [0-9]+"
+        assert_log "session-end service=$svc analyser=plug verdict=deny .* duration=[0-9.]+ ja4=$fresh rule=$svc\.xml:[0-9]+ by=policy phase=accept end=denied: tls ja4=$fresh \(<fingerprint> at line [0-9]+"
     fi
-    info "  $who via $svc: $ref ($want)"
-    JA4[$who]=$ref
+    info "  $who via $svc: $fresh ($want, $(wc -l <<<"$out") connection(s))"
+    JA4[$who]=$fresh
 }
 
 info "each client's fingerprint, as proxyd computed it, against the decoder's"
@@ -169,6 +222,16 @@ for a in curl openssl python chromium; do
     done
 done
 info "fingerprints: curl ${JA4[curl]} openssl ${JA4[openssl]} python ${JA4[python]} chromium ${JA4[chromium]}"
+info "an audit record (http under TLS) carries the client's ja4"
+got=$(client curl "$P_HTTP" "$P/ca.pem")
+[[ $got == *"ja4 test page"* ]] || fail "curl through thttp got '$got'"
+wait_grep "$T/audit.json" '"service":"thttp"' 5 || fail "no audit record for thttp"
+"$PY" - "$T/audit.json" "${JA4[curl]}" <<'PYEOF' || fail "the audit record's ja4: $(cat "$T/audit.json")"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [x for x in recs if x["service"] == "thttp"][-1]
+assert r["ja4"] == sys.argv[2], r
+PYEOF
 grep -E "tls-passthrough sni=www\.example\.test alpn=[^ ]+ verdict=accept ja4=${JA4[curl]}$" "$PROXYD_LOG" >/dev/null ||
     fail "the passthrough accept line lacks curl's ja4"
 
@@ -212,19 +275,23 @@ assert se and se[-1]["ja4"] == sys.argv[2], se[-1:]
 PYEOF
 
 info "--check refuses bad rules with file:line"
+TLS_C="<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
 tls_check_bad "a ja4= that is no fingerprint" plug \
-    "<fingerprint ja4=\"t13d1516h2_8daaf6152771\" action=\"deny\"/>" \
+    "$TLS_C<fingerprint ja4=\"t13d1516h2_8daaf6152771\" action=\"deny\"/>" \
     "b\.xml:4: ja4=\"t13d1516h2_8daaf6152771\": not a JA4 fingerprint"
 tls_check_bad "both ja4= and list=" plug \
     "<fingerprint ja4=\"${JA4[curl]}\" list=\"x\" action=\"deny\"/>" \
     "b\.xml:4: "
 tls_check_bad "a missing list file" plug \
-    "<fingerprint list=\"nonexistent.list\" action=\"deny\"/>" \
+    "$TLS_C<fingerprint list=\"nonexistent.list\" action=\"deny\"/>" \
     "b\.xml:4: list=\"[^\"]*nonexistent\.list\": No such file"
 printf '%s\nnot-a-fingerprint\n' "${JA4[curl]}" >"$T/bad/policy/bad.list"
 tls_check_bad "a bad line in a list file" plug \
-    "<fingerprint list=\"bad.list\" action=\"deny\"/>" \
+    "$TLS_C<fingerprint list=\"bad.list\" action=\"deny\"/>" \
     "bad\.list:2: \"not-a-fingerprint\" is not a JA4 fingerprint"
+tls_check_bad "a fingerprint on a service without TLS from the client" plug \
+    "<fingerprint ja4=\"${JA4[curl]}\" action=\"deny\"/>" \
+    "b\.xml:4: <fingerprint> needs TLS from the client"
 tls_check_bad "an action other than accept or deny" plug \
     "<fingerprint ja4=\"${JA4[curl]}\" action=\"abort\"/>" \
     "b\.xml:4: "

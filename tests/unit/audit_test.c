@@ -123,7 +123,14 @@ test_format(void **state)
 	assert_non_null(strstr(buf, ",\"user\":\"bob\",\"rule\":null,"));
 	assert_non_null(strstr(buf, ",\"threat\":\"Eicar-Test\","));
 	assert_non_null(strstr(buf, ",\"tls_server_subject\":null,"));
+	/* No TLS fingerprint: no "ja4" key at all. */
+	assert_null(strstr(buf, "\"ja4\""));
 	assert_true(buf[0] == '{' && buf[n - 1] == '}');
+	in.ja4 = "t13d1516h2_8daaf6152771_e5627efa2ab1";
+	assert_true(px_audit_format(buf, sizeof(buf), &a, "ab12", &in) > 0);
+	assert_non_null(strstr(buf, ",\"tls_server_subject\":null,\"ja4\":"
+	    "\"t13d1516h2_8daaf6152771_e5627efa2ab1\",\"tls_client_subject\":"));
+	in.ja4 = NULL;
 	/* Too long: nothing rather than a cut (invalid) line. */
 	assert_int_equal(px_audit_format(small, sizeof(small), &a, "ab12",
 	    &in), 0);
