@@ -836,6 +836,13 @@ px_channel_tls(struct px_session *s, struct px_channel *ch,
 		peer.resume = s->relay_on ? px_relay_conn(s->relay, 1) : NULL;
 		if (peer.resume != NULL && peer.resume->tf == NULL)
 			peer.resume = NULL;
+	} else {
+		/* A data connection's hello is fingerprinted but not judged:
+		 * the session's was, and clients resume the control
+		 * connection's TLS session there, whose pre_shared_key makes
+		 * another JA4 that an accept list would not name. */
+		peer.fp = NULL;
+		peer.ja4 = NULL;
 	}
 	return px_chan_tls(ch, end, t, &peer);
 }

@@ -204,9 +204,22 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 {
 	struct px_worker *w = s->w;
 	bool relayed = s->state == PX_SS_RELAY;
+	const struct px_fp_rule *hit = NULL;
+	char fp_reason[160];
 
 	if (s->state == PX_SS_CLOSED)
 		return;
+	/* A client's TLS started by the analyser (FTP's AUTH TLS), refused
+	 * by a <fingerprint>: the analyser saw a failed handshake, the
+	 * policy refused it. */
+	if (by == PX_END_CLIENT_FAIL && s->relay_on &&
+	    s->relay->conn_open[0])
+		hit = px_tls_fp_denied(px_relay_conn(s->relay, 0));
+	if (hit != NULL) {
+		by = PX_END_POLICY;
+		reason = px_session_fp_reason(s, hit, fp_reason,
+		    sizeof(fp_reason));
+	}
 	px_session_mark_end(s, by);
 	if (s->leg && relayed && !s->finished && s->end_by != PX_END_CLIENT &&
 	    s->end_by != PX_END_SERVER && s->end_by != PX_END_CLIENT_FAIL)

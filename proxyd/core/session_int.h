@@ -4,10 +4,12 @@
 #ifndef PX_SESSION_INT_H
 #define PX_SESSION_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <event2/util.h>
 
+struct px_fp_rule;
 struct px_session;
 struct px_relay_limits;
 
@@ -21,6 +23,10 @@ void	px_session_client_handshake(struct px_session *s);
  * session. */
 int	px_session_client_tls(struct px_session *s);
 void	px_session_connect_server(struct px_session *s);
+/* The reason a <fingerprint> deny (hit) ends the session with, into buf;
+ * the session's rule= set to hit. */
+const char *px_session_fp_reason(struct px_session *s,
+	    const struct px_fp_rule *hit, char *buf, size_t size);
 void	px_session_connected(struct px_session *s);
 void	px_session_proceed(struct px_session *s);
 void	px_session_release_io(struct px_session *s);

@@ -41,19 +41,30 @@ px_session_keep_sni(struct px_session *s, const char *sni)
 	return 0;
 }
 
-/* A <fingerprint> rule refused the client's ClientHello: a policy deny,
- * said with the rule, before anything reached a server. */
-static void
-px_session_fp_deny(struct px_session *s, const struct px_fp_rule *hit)
+const char *
+px_session_fp_reason(struct px_session *s, const struct px_fp_rule *hit,
+    char *buf, size_t size)
 {
 	char ref[PX_RULE_REF_MAX];
 
 	px_session_set_rule(s, px_rule_ref_at(hit->line, hit->label,
 	    px_session_policy_file(s), ref, sizeof(ref)));
-	px_session_endf(s, PX_END_POLICY, "denied: tls ja4=%s (<fingerprint> "
-	    "at line %ld%s%s)", s->ja4[0] != '\0' ? s->ja4 : "-", hit->line,
+	snprintf(buf, size, "denied: tls ja4=%s (<fingerprint> at line %ld%s%s)",
+	    s->ja4[0] != '\0' ? s->ja4 : "-", hit->line,
 	    hit->list != NULL ? ", list " : "",
 	    hit->list != NULL ? hit->list : "");
+	return buf;
+}
+
+/* A <fingerprint> rule refused the client's ClientHello: a policy deny,
+ * said with the rule, before anything reached a server. */
+static void
+px_session_fp_deny(struct px_session *s, const struct px_fp_rule *hit)
+{
+	char reason[160];
+
+	px_session_end(s, PX_END_POLICY, px_session_fp_reason(s, hit, reason,
+	    sizeof(reason)));
 }
 
 static void

@@ -57,6 +57,11 @@ write_ftp_service opt "$P_OPT" "${CTLS%/>} auth=\"optional\"/> $FTP"
 # a server side with TLS in front of the plain vsftpd: required, optional
 free_port P_NOTLS
 write_ftp_service notls "$P_NOTLS" "$STLS $FTP"
+# every client's ClientHello refused by its JA4 (AUTH TLS and implicit)
+free_port P_FPX
+free_port P_FPI
+write_ftp_service fpx "$P_FPX" "$CTLS <fingerprint ja4=\"*\" action=\"deny\"/> $FTP"
+write_ftp_service fpi "$P_FPI" "${CTLS%/>} implicit=\"yes\"/> <fingerprint ja4=\"t1*\" action=\"deny\"/> $FTP"
 free_port P_NOTLS_OPT
 write_ftp_service notlsopt "$P_NOTLS_OPT" "${STLS%/>} auth=\"optional\"/> $FTP"
 start_proxyd
@@ -87,6 +92,10 @@ both_ways "$P_CS" yes no cs-port
 assert_log 'data-transfer download cmd=RETR file="pub/3m.bin" bytes=3145728 .* tls-client=(yes|resumed) tls-server=no .* end=ok'
 assert_log 'data-transfer upload cmd=STOR .* tls-client=(yes|resumed) tls-server=no .* end=ok'
 assert_log 'ftp-tls control-client=explicit control-server=no data=[0-9]+ data-tls-client=[1-9]'
+# the JA4 of the client's AUTH TLS hello on the session-end line (its
+# data connections' hellos are fingerprinted, not judged)
+JA4_RE='t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}'
+assert_log "session-end service=cs analyser=ftp verdict=accept .* duration=[0-9.]+ ja4=$JA4_RE by="
 
 info "client plain, server FTPS (vsftpd demands TLS and session reuse)"
 both_ways "$P_SS" no yes ss-pasv
@@ -126,6 +135,17 @@ assert_eq "$got" "$SHA" "curl ftps:// download"
 curl -sS --max-time 60 --cacert "$P/ca.pem" "ftps://localhost:$P_IM/pub/" >"$T/list2.txt"
 assert_grep "$T/list2.txt" '3m\.bin' "ftps:// LIST lacks 3m.bin"
 assert_log 'ftp-tls control-client=implicit control-server=explicit'
+assert_log "session-end service=im analyser=ftp verdict=accept .* duration=[0-9.]+ ja4=$JA4_RE by="
+
+info "<fingerprint> deny: AUTH TLS and implicit FTPS refused at the handshake"
+rc=$(curl_ftp --ssl-reqd --cacert "$P/ca.pem" -o /dev/null "ftp://localhost:$P_FPX/pub/3m.bin")
+[[ $rc == 0 ]] && fail "curl got through an AUTH TLS refused by <fingerprint>"
+assert_log "session-end service=fpx analyser=ftp verdict=deny .* ja4=$JA4_RE rule=fpx\.xml:[0-9]+ by=policy phase=data end=denied: tls ja4=$JA4_RE \(<fingerprint> at line [0-9]+\)"
+curl -sS --max-time 20 --cacert "$P/ca.pem" -o /dev/null "ftps://localhost:$P_FPI/pub/3m.bin" 2>/dev/null &&
+    fail "curl got through an implicit FTPS refused by <fingerprint>"
+assert_log "session-end service=fpi analyser=ftp verdict=deny .* ja4=$JA4_RE rule=fpi\.xml:[0-9]+ by=policy phase=accept end=denied: tls ja4=$JA4_RE \(<fingerprint> at line [0-9]+\)"
+assert_metric eq proxyd_fingerprint_denied_total 'service="fpx"' 1
+assert_metric eq proxyd_fingerprint_denied_total 'service="fpi"' 1
 
 info "implicit FTPS towards the server (vsftpd implicit_ssl=YES), client plain"
 both_ways "$P_SI" no yes si-pasv
