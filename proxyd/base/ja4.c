@@ -309,8 +309,7 @@ px_ja4_valid(const char *s)
 	for (i = 0; i < PX_JA4_LEN; i++) {
 		if (i == 10 || i == 23)
 			continue;
-		if (i < 10 ? !((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= '0' && s[i] <= '9')) :
+		if (i < 10 ? !px_ja4_alnum((uint8_t)s[i]) :
 		    !((s[i] >= 'a' && s[i] <= 'f') ||
 		    (s[i] >= '0' && s[i] <= '9')))
 			return false;

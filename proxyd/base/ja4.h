@@ -35,8 +35,9 @@ bool	px_ja4_hello(const uint8_t *msg, size_t len, char *out);
 /* The same from the TLS records that carry a ClientHello (0x16 records,
  * as a client sends them; a hello may span several). */
 bool	px_ja4_records(const uint8_t *buf, size_t len, char *out);
-/* s has the form of a JA4: 10 characters [a-z0-9], "_", 12 hex digits,
- * "_", 12 hex digits (lowercase). */
+/* s has the form of a JA4: 10 characters [A-Za-z0-9] (an ALPN protocol's
+ * characters keep their case), "_", 12 hex digits, "_", 12 hex digits
+ * (lowercase). */
 bool	px_ja4_valid(const char *s);
 
 #endif

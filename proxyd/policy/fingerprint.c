@@ -28,7 +28,8 @@ px_fp_pattern_ok(const char *s)
 
 	if (n == 0 || n > PX_JA4_LEN || strchr(s, '*') == NULL)
 		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_*") == n;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_*") == n;
 }
 
 static int
@@ -128,7 +129,7 @@ px_fp_read_list(struct px_cfgerr *e, const xmlNode *n, struct px_fp_rule *r)
 		if (k == 1) {
 			px_cfg_error_line(e, r->list, lineno, "\"%.*s\" is not "
 			    "a JA4 fingerprint (t13d1516h2_8daaf6152771_"
-			    "e5627efa2ab1: lowercase, 36 characters)",
+			    "e5627efa2ab1: 36 characters, lowercase hex hashes)",
 			    (int)(len > 40 ? 40 : len), s);
 			rc = -1;
 		}
@@ -185,8 +186,8 @@ px_fp_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 		}
 		if (k == 1) {
 			px_cfg_error(e, n, "ja4=\"%.*s\": not a JA4 fingerprint "
-			    "(t13d1516h2_8daaf6152771_e5627efa2ab1: lowercase, "
-			    "36 characters) nor a pattern of one with '*'",
+			    "(t13d1516h2_8daaf6152771_e5627efa2ab1: 36 characters, "
+			    "lowercase hex hashes) nor a pattern of one with '*'",
 			    (int)(len > 40 ? 40 : len), w);
 			goto fail;
 		}

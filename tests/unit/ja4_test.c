@@ -270,7 +270,8 @@ test_valid(void **state)
 	assert_false(px_ja4_valid("t13d1516h2_8daaf6152771_e5627efa2ab1 "));
 	assert_false(px_ja4_valid("t13d1516h2_8DAAF6152771_e5627efa2ab1"));
 	assert_false(px_ja4_valid("t13d1516h2-8daaf6152771_e5627efa2ab1"));
-	assert_false(px_ja4_valid("t13d1516H2_8daaf6152771_e5627efa2ab1"));
+	assert_true(px_ja4_valid("t13d1516H2_8daaf6152771_e5627efa2ab1"));
+	assert_false(px_ja4_valid("t13d1516h._8daaf6152771_e5627efa2ab1"));
 	assert_false(px_ja4_valid("t13d1516h2_8daaf615277g_e5627efa2ab1"));
 	assert_false(px_ja4_valid(""));
 }
