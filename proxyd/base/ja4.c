@@ -1,5 +1,6 @@
 #include "ja4.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ struct px_ja4_fields {
 	size_t		 alpn_len;
 	uint16_t	*ciphers, *exts, *sorted, *sigs;
 	size_t		 nciphers, nexts, nsorted, nsigs;
+	char		*text;		/* a list as hashed */
 };
 
 /* Reads the extension block at p..end; false if malformed. */
@@ -148,36 +150,57 @@ px_ja4_alpn(const struct px_ja4_fields *f, char out[3])
 	out[2] = '\0';
 }
 
+/* SHA-256, fetched once: an implicit fetch per digest (EVP_sha256() in
+ * EVP_DigestInit) costs more than the digest of a hello's lists. */
+static EVP_MD *px_ja4_md;
+static pthread_once_t px_ja4_md_once = PTHREAD_ONCE_INIT;
+
+static void
+px_ja4_md_fetch(void)
+{
+	px_ja4_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* Appends the values as "%04x" joined by ",", after sep when any. */
+static char *
+px_ja4_list(char *p, const uint16_t *v, size_t n, char sep)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		*p++ = i > 0 ? ',' : sep;
+		*p++ = hex[v[i] >> 12];
+		*p++ = hex[(v[i] >> 8) & 0xf];
+		*p++ = hex[(v[i] >> 4) & 0xf];
+		*p++ = hex[v[i] & 0xf];
+	}
+	return p;
+}
+
 /* sha256 over the values as "%04x" joined by ",", then (when tail has
- * any) "_" and tail's the same way: 12 hex digits into out. */
+ * any) "_" and tail's the same way: 12 hex digits into out. text has room
+ * for 5 bytes a value. */
 static bool
 px_ja4_hash(const uint16_t *v, size_t n, const uint16_t *tail, size_t ntail,
-    char out[13])
+    char *text, char out[13])
 {
-	EVP_MD_CTX *md;
 	unsigned char d[EVP_MAX_MD_SIZE];
-	char item[8];
-	unsigned dl;
-	size_t i;
-	bool ok;
+	unsigned dl, i;
+	char *p;
 
-	if ((md = EVP_MD_CTX_new()) == NULL)
+	(void)pthread_once(&px_ja4_md_once, px_ja4_md_fetch);
+	if (px_ja4_md == NULL)
 		return false;
-	ok = EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
-	for (i = 0; ok && i < n; i++) {
-		snprintf(item, sizeof(item), "%s%04x", i > 0 ? "," : "", v[i]);
-		ok = EVP_DigestUpdate(md, item, strlen(item)) == 1;
-	}
-	for (i = 0; ok && i < ntail; i++) {
-		snprintf(item, sizeof(item), "%s%04x", i > 0 ? "," : "_",
-		    tail[i]);
-		ok = EVP_DigestUpdate(md, item, strlen(item)) == 1;
-	}
-	ok = ok && EVP_DigestFinal_ex(md, d, &dl) == 1;
-	EVP_MD_CTX_free(md);
-	for (i = 0; ok && i < 6; i++)
+	/* The first value has no separator before it. */
+	p = px_ja4_list(text, v, n, ',');
+	p = px_ja4_list(p, tail, ntail, '_');
+	if (EVP_Digest(text + 1, (size_t)(p - text - 1), d, &dl, px_ja4_md,
+	    NULL) != 1)
+		return false;
+	for (i = 0; i < 6; i++)
 		snprintf(out + 2 * i, 3, "%02x", d[i]);
-	return ok;
+	return true;
 }
 
 static bool
@@ -231,11 +254,12 @@ px_ja4_build(const uint8_t *msg, size_t len, struct px_ja4_fields *f,
 	qsort(f->sorted, f->nsorted, sizeof(uint16_t), px_ja4_cmp);
 	if (f->nciphers == 0)
 		memcpy(ch, "000000000000", 13);
-	else if (!px_ja4_hash(f->ciphers, f->nciphers, NULL, 0, ch))
+	else if (!px_ja4_hash(f->ciphers, f->nciphers, NULL, 0, f->text, ch))
 		return false;
 	if (f->nsorted == 0)
 		memcpy(eh, "000000000000", 13);
-	else if (!px_ja4_hash(f->sorted, f->nsorted, f->sigs, f->nsigs, eh))
+	else if (!px_ja4_hash(f->sorted, f->nsorted, f->sigs, f->nsigs, f->text,
+	    eh))
 		return false;
 	snprintf(out, PX_JA4_LEN + 1, "t%s%c%02zu%02zu%s_%s_%s",
 	    px_ja4_version(f->version), f->sni ? 'd' : 'i',
@@ -256,12 +280,13 @@ px_ja4_hello(const uint8_t *msg, size_t len, char *out)
 	memset(&f, 0, sizeof(f));
 	/* Ciphers, extensions, the extensions hashed (sorted), signature
 	 * algorithms: each list has at most one entry per two bytes of msg. */
-	if ((scratch = calloc(4 * cap, sizeof(uint16_t))) == NULL)
+	if ((scratch = malloc(4 * cap * sizeof(uint16_t) + 10 * cap)) == NULL)
 		return false;
 	f.ciphers = scratch;
 	f.exts = scratch + cap;
 	f.sorted = scratch + 2 * cap;
 	f.sigs = scratch + 3 * cap;
+	f.text = (char *)(scratch + 4 * cap);	/* two lists, 5 bytes a value */
 	ok = px_ja4_build(msg, len, &f, out);
 	free(scratch);
 	if (!ok)

@@ -4,7 +4,8 @@
  * handshake, through OpenSSL's message callback, and a passthrough hello
  * read off the socket), so one client gets one fingerprint whatever the
  * service does with its TLS. No allocation but one scratch array, no
- * global state, safe from any thread.
+ * state but the SHA-256 implementation fetched once, safe from any thread;
+ * some 2 us a hello.
  *
  *   t13d1516h2_8daaf6152771_e5627efa2ab1
  *   | | |  | |  |            sha256 (12 hex) of the sorted extensions
