@@ -1,3 +1,6 @@
+/* ja4: FoxIO's JA4 client fingerprint of a ClientHello (see ja4.h): the
+ * hello's fields read off its bytes, GREASE left out, the cipher and
+ * extension lists sorted and hashed with SHA-256 cut to 12 hex digits. */
 #include "ja4.h"
 
 #include <pthread.h>

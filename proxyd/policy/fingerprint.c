@@ -1,3 +1,6 @@
+/* fingerprint: a service's <fingerprint> rules (see fingerprint.h): their
+ * values and list files read at each load, and the first-match verdict on
+ * a session's JA4. */
 #include "fingerprint.h"
 
 #include <errno.h>
