@@ -87,7 +87,7 @@ http_log_request_as(struct http_state *h, const char *tag)
 	    strcmp(h->verdict, "abort") == 0);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s",
+	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
 	    h->method, h->host[0] ? h->host : "-", h->path, h->status,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
@@ -96,13 +96,15 @@ http_log_request_as(struct http_state *h, const char *tag)
 	    h->srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
 	    &h->srv.dst, server, sizeof(server)) : "-",
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
-	    h->srv.reused ? "pooled" : "new", deny ? " rule=" : "",
+	    h->srv.reused ? "pooled" : "new",
+	    h->leg_reset[0] != '\0' ? " reset=" : "", h->leg_reset,
+	    deny ? " rule=" : "",
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
 	    tag[0] != '\0' ? " " : "", tag);
 out_clear:
 	/* The next request starts from nothing: a refusal before its head
 	 * is whole must not name or count this one's host and bytes. */
-	h->method[0] = h->host[0] = h->rule[0] = '\0';
+	h->method[0] = h->host[0] = h->rule[0] = h->leg_reset[0] = '\0';
 	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 }
 
@@ -1130,6 +1132,12 @@ http_on_close(struct px_session *s, void *st)
 	struct http_state *h = st;
 
 	(void)s;
+	/* A leg whose stream was reset under its request (h2_leg_abort):
+	 * the request ends here, and its line says so. */
+	if (h->leg_reset[0] != '\0' && h->method[0] != '\0') {
+		h->verdict = "reset";
+		http_log_request(h);
+	}
 	h->gone = true;
 	http_h2_close(h);
 	http_scan_close(h);

@@ -119,6 +119,8 @@ h2_kind_of(int lib)
 	}
 }
 
+static uint64_t h2_now_ms(void);
+
 /* ---- streams ------------------------------------------------------------ */
 
 static struct h2_stream *
@@ -330,6 +332,10 @@ h2_start_legs(struct http_h2 *c)
 			continue;
 		st->pending = false;
 		c->npending--;
+		/* nghttp2 resets it (its RST_STREAM still queued behind a
+		 * full output): no server request for it. */
+		if (st->doomed)
+			continue;
 		if (h2_leg_start(st) == 0)
 			continue;
 		char why[80];
@@ -343,6 +349,8 @@ h2_start_legs(struct http_h2 *c)
 void
 h2_stream_reset(struct h2_stream *st, uint32_t code)
 {
+	char why[64];
+
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
 	st->reset = true;
 	if (st->leg_open) {
@@ -350,6 +358,20 @@ h2_stream_reset(struct h2_stream *st, uint32_t code)
 		px_conn_want_writable(&st->leg, false);
 	}
 	st->eof = true;
+	/* Whatever the reason, its server request stops now, not when the
+	 * RST_STREAM is out (a client that does not read holds that). */
+	snprintf(why, sizeof(why), "RST_STREAM(%s) sent",
+	    nghttp2_http2_strerror(code));
+	h2_leg_abort(st, nghttp2_http2_strerror(code), why);
+}
+
+/* Whether st's response went out whole: its stream may end without its
+ * leg being stopped. */
+static bool
+h2_stream_whole(const struct h2_stream *st)
+{
+	return !st->reset && st->resp == H2_RESP_DONE && st->eof &&
+	    evbuffer_get_length(st->body) == 0;
 }
 
 static void http_h2_drive(struct http_h2 *c);
@@ -428,6 +450,26 @@ h2_end_connection(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
 	nghttp2_session_terminate_session(c->ng, code);
 	return NGHTTP2_ERR_CALLBACK_FAILURE;
 }
+
+/* One RST_STREAM more, either way, in the connection's reset budget
+ * (HTTP_H2_RESET_BURST). false: spent, the connection is to end. */
+static bool
+h2_reset_spend(struct http_h2 *c)
+{
+	uint64_t now = h2_now_ms(), full = HTTP_H2_RESET_BURST * 1000ULL;
+
+	c->reset_tokens += (now - c->reset_ms) * HTTP_H2_RESET_RATE;
+	if (c->reset_tokens > full)
+		c->reset_tokens = full;
+	c->reset_ms = now;
+	if (c->reset_tokens < 1000)
+		return false;
+	c->reset_tokens -= 1000;
+	return true;
+}
+
+static const char h2_resets_detail[] = "too many streams reset (RST_STREAM "
+    "from the client, or provoked by it)";
 
 static bool
 h2_was_reset(const struct http_h2 *c, int32_t id)
@@ -667,6 +709,10 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		    HTTP_H2_CLIENT_RESET, 1);
 		h2_tunnel_client_reset(c, f->hd.stream_id,
 		    f->rst_stream.error_code);
+		if (!h2_reset_spend(c))
+			return h2_end_connection(c, HTTP_H2_FLOOD,
+			    f->hd.stream_id, NGHTTP2_ENHANCE_YOUR_CALM,
+			    h2_resets_detail);
 		return 0;
 	}
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
@@ -743,13 +789,72 @@ h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
 	struct http_h2 *c = ud;
 	struct h2_stream *st = h2_stream_get(c, id);
 
-	(void)code;
 	if (st == NULL)
 		return 0;
+	/* Reset either way, or its response cut: the leg stops now. */
+	if (code != NGHTTP2_NO_ERROR || !h2_stream_whole(st)) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "stream closed (%s)",
+		    nghttp2_http2_strerror(code));
+		h2_leg_abort(st, nghttp2_http2_strerror(code), why);
+	}
 	nghttp2_session_set_stream_user_data(ng, id, NULL);
 	c->open--;
 	h2_stream_free(st);
 	return 0;
+}
+
+/* The RST_STREAM code nghttp2 sends for a library error. */
+static const char *
+h2_lib_code(int lib)
+{
+	switch (lib) {
+	case NGHTTP2_ERR_FLOW_CONTROL:
+		return "FLOW_CONTROL_ERROR";
+	case NGHTTP2_ERR_REFUSED_STREAM:
+		return "REFUSED_STREAM";
+	case NGHTTP2_ERR_STREAM_CLOSED:
+		return "STREAM_CLOSED";
+	case NGHTTP2_ERR_HEADER_COMP:
+		return "COMPRESSION_ERROR";
+	default:
+		return "PROTOCOL_ERROR";
+	}
+}
+
+/* A stream nghttp2 reset without telling (on_invalid_frame_recv): what
+ * it refused, for the http2-error line. */
+static void
+h2_library_reset(struct http_h2 *c, struct h2_stream *st, uint32_t code)
+{
+	enum http_h2_kind k;
+	char detail[96];
+
+	switch (code) {
+	case NGHTTP2_FLOW_CONTROL_ERROR:
+		k = HTTP_H2_FLOW_CONTROL;
+		break;
+	case NGHTTP2_REFUSED_STREAM:
+		k = HTTP_H2_REFUSED;
+		break;
+	case NGHTTP2_COMPRESSION_ERROR:
+		k = HTTP_H2_HPACK;
+		break;
+	case NGHTTP2_PROTOCOL_ERROR:
+		k = HTTP_H2_MALFORMED;
+		break;
+	default:
+		k = HTTP_H2_OTHER;
+	}
+	/* nghttp2 checks the DATA against content-length (RFC 9113
+	 * 8.1.1) and says nothing but this RST_STREAM. */
+	snprintf(detail, sizeof(detail), "%s (RST_STREAM %s)",
+	    code == NGHTTP2_PROTOCOL_ERROR && st->has_length ?
+	    "content-length disagrees with the DATA frames" :
+	    "stream refused by the HTTP/2 library",
+	    nghttp2_http2_strerror(code));
+	h2_event(c, k, st->id, detail);
 }
 
 static int
@@ -759,9 +864,24 @@ h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int lib,
 	struct http_h2 *c = ud;
 
 	enum http_h2_kind k = h2_kind_of(lib);
+	struct h2_stream *st;
 
 	(void)ng;
 	c->last_lib_error = lib;
+	/* nghttp2 resets the stream (or ends the connection) for this
+	 * frame: the stream gets no leg, or its leg stops now, not when
+	 * the RST_STREAM is out (MadeYouReset: a WINDOW_UPDATE that
+	 * overflows the stream's window). */
+	if (f->hd.stream_id != 0 &&
+	    (st = h2_stream_get(c, f->hd.stream_id)) != NULL) {
+		const char *code = h2_lib_code(lib);
+		char why[64];
+
+		st->doomed = true;
+		snprintf(why, sizeof(why), "RST_STREAM(%s) from nghttp2",
+		    code);
+		h2_leg_abort(st, code, why);
+	}
 	/* A new stream over max-concurrent-streams: nghttp2 refuses it
 	 * (REFUSED_STREAM before our SETTINGS are acknowledged, a
 	 * PROTOCOL_ERROR GOAWAY after, as RFC 9113 5.1.2 allows). */
@@ -779,8 +899,29 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	struct http_h2 *c = ud;
 	struct h2_stream *st;
 
-	if (f->hd.type == NGHTTP2_RST_STREAM)
+	st = h2_stream_get(c, f->hd.stream_id);
+	if (st != NULL && f->hd.type == NGHTTP2_DATA) {
+		st->sent += f->hd.length - f->data.padlen;
+	}
+	else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
+	    st->submitted && st->sent == 0)
+		st->sent = st->head_len;
+	if (f->hd.type == NGHTTP2_RST_STREAM) {
 		c->reset_ids[c->nreset++ % HTTP_H2_RESET_IDS] = f->hd.stream_id;
+		/* One nghttp2 sent on its own (its leg stops as the
+		 * stream closes: h2_on_stream_close). */
+		if (st != NULL && !st->reset) {
+			st->reset = true;
+			if (!st->doomed)
+				h2_library_reset(c, st,
+				    f->rst_stream.error_code);
+		}
+		/* The client provoked it as surely as it sends its own. */
+		if (!c->ended_by_us && c->goaway == 0 && !h2_reset_spend(c))
+			(void)h2_end_connection(c, HTTP_H2_FLOOD,
+			    f->hd.stream_id, NGHTTP2_ENHANCE_YOUR_CALM,
+			    h2_resets_detail);
+	}
 	/* A response complete before its request (an early 413):
 	 * h2_on_data_chunk drops the rest of the body, and past
 	 * HTTP_H2_DRAIN_MAX tells the client to stop (RFC 9113 8.1). A
@@ -879,6 +1020,21 @@ h2_finish(struct http_h2 *c, enum px_end_by by, const char *reason)
 	http_close_when_flushed(c->h, by, reason);
 }
 
+/* What nghttp2 has to send, into the client's output up to `buffer`. */
+static void
+h2_send(struct http_h2 *c)
+{
+	struct http_state *h = c->h;
+	const uint8_t *data;
+	ssize_t n;
+
+	while (evbuffer_get_length(h->c->out) < h->buffer) {
+		if ((n = nghttp2_session_mem_send(c->ng, &data)) <= 0)
+			break;
+		evbuffer_add(h->c->out, data, (size_t)n);
+	}
+}
+
 /* Feeds the client's bytes to nghttp2, writes what it has to send (up to
  * `buffer` queued), and reads the client again while it wants to. */
 static void
@@ -908,16 +1064,15 @@ http_h2_drive(struct http_h2 *c)
 		}
 		evbuffer_drain(in, (size_t)n);
 	}
+	h2_reset_held(c);
+	/* What nghttp2 queued while reading goes out before the legs
+	 * start: a stream it resets for a frame of the same read (a
+	 * WINDOW_UPDATE overflowing its window: MadeYouReset) is closed
+	 * then, and costs no server request. */
+	h2_send(c);
 	if (c->npending != 0)
 		h2_start_legs(c);
-	h2_reset_held(c);
-	while (evbuffer_get_length(h->c->out) < h->buffer) {
-		const uint8_t *data;
-
-		if ((n = nghttp2_session_mem_send(c->ng, &data)) <= 0)
-			break;
-		evbuffer_add(h->c->out, data, (size_t)n);
-	}
+	h2_send(c);
 	if (evbuffer_get_length(h->c->out) != 0 &&
 	    !px_conn_write_blocked(h->c) && px_conn_send(h->c) == -1) {
 		int err = errno;
@@ -987,6 +1142,8 @@ http_h2_start(struct http_state *h)
 	TAILQ_INIT(&c->list);
 	TAILQ_INIT(&c->idle);
 	c->priority_left = p->h2_max_streams > 100 ? p->h2_max_streams : 100;
+	c->reset_tokens = HTTP_H2_RESET_BURST * 1000ULL;
+	c->reset_ms = h2_now_ms();
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
 	    h2_on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
@@ -1146,10 +1303,17 @@ http_h2_close(struct http_state *h)
 	if (c == NULL)
 		return;
 	/* The legs see their ends close; nghttp2_session_del calls no
-	 * callback. h->gone: none is kept. */
+	 * callback. h->gone: none is kept. One whose response was not all
+	 * sent stops at once: nobody is left to take it. */
 	h2_legs_idle_close(c);
-	while (!TAILQ_EMPTY(&c->list))
-		h2_stream_free(TAILQ_FIRST(&c->list));
+	while (!TAILQ_EMPTY(&c->list)) {
+		struct h2_stream *st = TAILQ_FIRST(&c->list);
+
+		if (!h2_stream_whole(st))
+			h2_leg_abort(st, "connection-closed",
+			    "HTTP/2 connection closed");
+		h2_stream_free(st);
+	}
 	nghttp2_session_del(c->ng);
 	free(c);
 	h->h2 = NULL;

@@ -25,6 +25,14 @@
 #define HTTP_H2_HEADER_LIST_MAX	4
 /* A header list this many times max-header-list is reset, not decoded. */
 #define HTTP_H2_BOMB_FACTOR	4
+/* The connection's reset budget (a token bucket): RST_STREAMs either way,
+ * the client's and those proxyd or nghttp2 send (a stream the client made
+ * proxyd reset, MadeYouReset, costs what one it reset itself does). Past
+ * it the connection ends with GOAWAY ENHANCE_YOUR_CALM. Below nghttp2's
+ * own limit on the client's resets (1000, 33 a second), which it
+ * replaces. */
+#define HTTP_H2_RESET_BURST	200
+#define HTTP_H2_RESET_RATE	33	/* a second */
 /* Stream ids proxyd reset that a late HEADERS may still name. */
 #define HTTP_H2_RESET_IDS	64
 /* Response bytes one stream may hold here (raw and decoded). */
@@ -82,6 +90,13 @@ struct h2_stream {
 	char			 protocol[32];	/* :protocol (RFC 8441); "" */
 	uint64_t		 leg_id;	/* its session's; 0 */
 	bool			 leg_failed;	/* on_leg_fail: not the FIN */
+	/* The stream ended before its leg's exchange did (a reset either
+	 * way, the connection gone): the leg's session was ended at once,
+	 * as its client's reset would (h2_leg_abort). */
+	bool			 leg_aborted;
+	/* nghttp2 said the client's frame makes it reset the stream (its
+	 * RST_STREAM goes out with the next write): no leg starts. */
+	bool			 doomed;
 	/* The response. */
 	enum h2_resp		 resp;
 	enum http_body		 body_kind;
@@ -92,6 +107,9 @@ struct h2_stream {
 	struct evbuffer		*trailers;	/* the leg's trailer section */
 	bool			 deferred;	/* nghttp2 waits for body */
 	bool			 submitted;	/* final HEADERS submitted */
+	int			 status;	/* of the final HEADERS */
+	size_t			 head_len;	/* the leg's head for it */
+	uint64_t		 sent;		/* head_len once sent, DATA sent */
 	bool			 eof;		/* response complete */
 	uint64_t		 held_since;	/* ms: data, send window 0 */
 	bool			 reset;		/* RST_STREAM submitted */
@@ -128,6 +146,8 @@ struct http_h2 {
 	TAILQ_HEAD(, h2_idle_leg) idle;		/* legs kept for new streams */
 	unsigned		 nidle;
 	uint64_t		 legs_spawned;	/* leg sessions started */
+	uint64_t		 reset_tokens;	/* the reset budget, x 1000 */
+	uint64_t		 reset_ms;	/* its last refill */
 };
 
 
@@ -144,6 +164,11 @@ int	h2_leg_start(struct h2_stream *st);
 /* st goes: its leg is kept for a later stream when it may be, else
  * closed (its session sees the end). */
 void	h2_leg_end(struct h2_stream *st);
+/* st's stream ends before its leg's exchange did (reset with code, a
+ * name for the log: "FLOW_CONTROL_ERROR"; why for the leg's end line):
+ * the leg's session ends at once as its client's reset would, so that
+ * its server request stops, and logs the request as reset. Once. */
+void	h2_leg_abort(struct h2_stream *st, const char *code, const char *why);
 /* Closes the kept legs (the connection ends, or a reload). */
 void	h2_legs_idle_close(struct http_h2 *c);
 /* The connection's state goes: st's links to its leg's session too. */

@@ -134,7 +134,8 @@ h2_leg_reusable(const struct h2_stream *st)
 	const struct http_h2 *c = st->c;
 
 	return st->leg_open && st->peer != NULL && st->keep_leg &&
-	    st->leg_keeps && !st->reset && !st->shut && !st->leg.eof &&
+	    st->leg_keeps && !st->reset && !st->leg_aborted && !st->shut &&
+	    !st->leg.eof &&
 	    st->resp == H2_RESP_DONE && st->eof && st->req_ended &&
 	    evbuffer_get_length(st->leg.out) == 0 &&
 	    evbuffer_get_length(st->leg.in) == 0 &&
@@ -170,6 +171,28 @@ h2_leg_park(struct h2_stream *st)
 	TAILQ_INSERT_HEAD(&c->idle, i, link);
 	c->nidle++;
 	return 0;
+}
+
+void
+h2_leg_abort(struct h2_stream *st, const char *code, const char *why)
+{
+	struct http_state *peer = st->peer;
+
+	if (!st->leg_open || st->leg_aborted)
+		return;
+	st->leg_aborted = true;
+	px_conn_read_enable(&st->leg, false);
+	px_conn_want_writable(&st->leg, false);
+	if (peer != NULL) {
+		/* What the client got of it, not what the leg wrote. */
+		snprintf(peer->leg_reset, sizeof(peer->leg_reset), "%s", code);
+		peer->status = st->sent != 0 ? st->status : 0;
+		peer->resp_bytes = st->sent;
+	}
+	/* Its server connection closes now (not pooled: the request is
+	 * under way), and a leg that has not read the request yet never
+	 * sends it. */
+	px_session_leg_reset(st->c->h->s, st->leg_id, why);
 }
 
 void

@@ -161,6 +161,8 @@ h2_response_head(struct h2_stream *st, const char *buf, size_t len)
 	st->resp = st->body_kind == HTTP_BODY_NONE ? H2_RESP_DONE :
 	    H2_RESP_BODY;
 	st->eof = st->resp == H2_RESP_DONE;
+	st->status = code;
+	st->head_len = len;
 	prd.source.ptr = st;
 	prd.read_callback = h2_read_body;
 	rc = nghttp2_submit_response(st->c->ng, st->id, nva, n,

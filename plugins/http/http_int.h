@@ -188,6 +188,9 @@ struct http_state {
 	char			 end_reason[160];	/* once closing */
 	enum px_end_by		 end_by;
 	struct http_scan	 scan[2];	/* [PX_TO_SERVER]: upload */
+	/* A leg whose HTTP/2 stream was reset under its request: the code
+	 * ("" none), for its http-request line (h2_leg_abort). */
+	char			 leg_reset[24];
 };
 
 /* ---- http.c ------------------------------------------------------------ */

@@ -50,6 +50,21 @@ the TLS handshake failed, 3 when ALPN did not choose h2.
                   increasing (not an attack: --count GETs on random odd
                   ids going up with gaps, in bursts, PRIORITY frames on
                   idle ids ahead of them; --seed): all must be answered
+  made-you-reset  --count N streams, at most --concurrent open: HEADERS
+                  (END_STREAM) then WINDOW_UPDATE(stream, 2^31-1), which
+                  overflows the stream's send window: the server must reset
+                  the stream itself (FLOW_CONTROL_ERROR), a stream slot
+                  freed while, unless the server stops it, the request runs
+                  on at the origin (CVE-2025-8671). --split-ms M: the
+                  WINDOW_UPDATEs go M ms after their HEADERS (the request
+                  has reached the origin by then), not in the same write;
+                  reports its local port (local_port=, which proxyd's log
+                  lines name)
+  bad-length      a POST with content-length: --length, whose DATA say
+                  otherwise (--mode short: 5 bytes fewer, long: 5 more),
+                  END_STREAM on the last; --split-ms M: the DATA M ms
+                  after the HEADERS. The server must reset the stream
+                  (RST_STREAM PROTOCOL_ERROR, RFC 9113 8.1.1)
   too-many-streams  reads the server's SETTINGS_MAX_CONCURRENT_STREAMS (M),
                   sets its own initial window to 0 so no stream can finish,
                   opens M + --extra streams and reports the RST_STREAMs
@@ -377,10 +392,10 @@ class Conn:
 
 # ------------------------------------------------------------ header blocks
 
-def request_block(enc, args, path=None, method="GET"):
+def request_block(enc, args, path=None, method="GET", extra=()):
     return enc.encode([(":method", method), (":scheme", "https" if args.tls else "http"),
                        (":authority", args.authority or "%s:%d" % (args.host, args.port)),
-                       (":path", path or args.path), ("user-agent", "h2_hostile")])
+                       (":path", path or args.path), ("user-agent", "h2_hostile")] + list(extra))
 
 
 def headers_frame(sid, block, end_stream=True, end_headers=True):
@@ -661,6 +676,57 @@ def cmd_stream_ids(args):
     c.close()
 
 
+def cmd_made_you_reset(args):
+    c = Conn(args)
+    c.start()
+    c.wait(0.2, until=lambda: c.settings_rx > 0)
+    enc = hpack.Encoder()
+    overflow = struct.pack(">I", 0x7FFFFFFF)
+    sid, n = 1, 0
+    while n < args.count and bounded(args) and not c.ended():
+        ids = list(range(sid, sid + 2 * min(args.concurrent, args.count - n), 2))
+        heads = [headers_frame(i, request_block(enc, args)) for i in ids]
+        wus = [frame(WINDOW_UPDATE, 0, i, overflow) for i in ids]
+        if args.split_ms:
+            if not c.send(b"".join(heads), len(heads)):
+                break
+            c.wait(args.split_ms / 1000.0, until=c.ended)
+            if not c.send(b"".join(wus), len(wus)):
+                break
+        elif not c.send(b"".join(h + w for h, w in zip(heads, wus)), 2 * len(ids)):
+            break
+        sid += 2 * len(ids)
+        n += len(ids)
+        # the next batch once these are all closed (reset, or answered),
+        # so that no more than --concurrent are ever open
+        c.wait(2.0, until=lambda: c.ended() or all(
+            i in c.rst_streams or i in c.ended_streams for i in ids))
+    c.wait(args.linger, until=c.ended)
+    try:
+        port = c.s.getsockname()[1]
+    except OSError:
+        port = -1
+    c.result(streams=n, local_port=port)
+    c.close()
+
+
+def cmd_bad_length(args):
+    c = Conn(args)
+    c.start()
+    c.wait(0.2, until=lambda: c.settings_rx > 0)
+    enc = hpack.Encoder()
+    c.send(headers_frame(1, request_block(enc, args, method="POST",
+                                          extra=[("content-length", str(args.length))]),
+                         end_stream=False))
+    if args.split_ms:
+        c.wait(args.split_ms / 1000.0, until=c.ended)
+    n = args.length - 5 if args.mode == "short" else args.length + 5
+    c.send(frame(DATA, END_STREAM, 1, b"x" * n))
+    c.wait(args.linger, until=lambda: c.ended() or 1 in c.rst_streams or 1 in c.ended_streams)
+    c.result(mode=args.mode, local_port=c.s.getsockname()[1])
+    c.close()
+
+
 def cmd_too_many_streams(args):
     c = Conn(args)
     c.start([(S_INITIAL_WINDOW_SIZE, 0)])
@@ -728,6 +794,15 @@ def main():
     p.add_argument("--mode", choices=["backwards", "even", "reuse", "max", "increasing"], required=True)
     p.add_argument("--count", type=int, default=40)
     p.add_argument("--seed", type=int, default=1)
+    p = sub.add_parser("made-you-reset")
+    p.add_argument("--count", type=int, default=5000)
+    p.add_argument("--concurrent", type=int, default=50)
+    p.add_argument("--split-ms", type=float, default=0.0,
+                   help="WINDOW_UPDATEs this long after their HEADERS")
+    p = sub.add_parser("bad-length")
+    p.add_argument("--mode", choices=["short", "long"], required=True)
+    p.add_argument("--length", type=int, default=100)
+    p.add_argument("--split-ms", type=float, default=0.0)
     p = sub.add_parser("too-many-streams")
     p.add_argument("--extra", type=int, default=50)
     p.add_argument("--count", type=int, default=2000, help="bound on streams opened")
@@ -738,6 +813,7 @@ def main():
           "hpack-bomb": cmd_hpack_bomb, "settings-flood": cmd_settings_flood,
           "ping-flood": cmd_ping_flood, "priority-flood": cmd_priority_flood,
           "zero-window": cmd_zero_window, "stream-ids": cmd_stream_ids,
+          "made-you-reset": cmd_made_you_reset, "bad-length": cmd_bad_length,
           "too-many-streams": cmd_too_many_streams}[args.cmd]
     try:
         rc = fn(args)

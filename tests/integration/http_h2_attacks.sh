@@ -57,6 +57,8 @@ declare -A KINDS=(
     [zero-window-ping]="flow_control flood goaway"
     [stream-ids]="frame"
     [too-many-streams]="refused_stream"
+    [made-you-reset]="flood goaway"
+    [bad-length]="malformed"
 )
 H2_METRIC=proxyd_http2_errors_total
 
@@ -106,6 +108,54 @@ H2='<h2 max-concurrent-streams="100" initial-window="1m" max-header-list="32k"/>
 write_proxyd_conf 'idle-timeout="4s" buffer="256k"'
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h2c "$P_H2C" "$NGINX_PORT" "<http h2c=\"yes\">$H2</http>"
+# MadeYouReset with the WINDOW_UPDATEs after the requests reached the
+# origin: a slow origin (each answer 1.5 s after its request) that says
+# for each request whether its connection was still there to answer
+# ("answered") or closed meanwhile ("gone"): proxyd must stop a request
+# it resets at once, not let it run to its end.
+free_port P_SLOWORIGIN
+SLOWLOG=$T/slow-origin.log
+: >"$SLOWLOG"
+/usr/bin/python3 - "$P_SLOWORIGIN" "$SLOWLOG" 2>>"$T/slow-origin.err" <<'PYEOF' &
+import select, socket, sys, threading
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(512)
+log = open(sys.argv[2], "a", buffering=1)
+lock = threading.Lock()
+def serve(c):
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(4096)
+                if not d:
+                    return
+                buf += d
+            buf = buf.split(b"\r\n\r\n", 1)[1]
+            # 1.5 s of work; a client gone meanwhile shows as EOF
+            r, _, _ = select.select([c], [], [], 1.5)
+            if r and not c.recv(4096, socket.MSG_PEEK):
+                with lock:
+                    log.write("gone\n")
+                return
+            with lock:
+                log.write("answered\n")
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    except OSError:
+        with lock:
+            log.write("gone\n")
+    finally:
+        c.close()
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PYEOF
+track_pid $!
+wait_listen "$P_SLOWORIGIN" 5 || fail "slow origin did not start"
+free_port P_H2SLOW
+write_http_service h2slow "$P_H2SLOW" "$P_SLOWORIGIN" "<http h2c=\"yes\">$H2</http>"
 write_http_service h2tls "$P_H2" "$NGINX_PORT" \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>
   <http h2=\"yes\">$H2</http>"
@@ -133,8 +183,10 @@ good_get() { # SERVICE
 hostile() { # SERVICE ARGS...: runs h2_hostile.py, prints its result line
     local svc=$1
     shift
-    if [[ $svc == h2c ]]; then
-        timeout 60 "$H2PY" "$HOSTILE" --port "$P_H2C" "$@" 2>>"$T/hostile.err" | tail -n 1
+    if [[ $svc == h2c || $svc == h2slow ]]; then
+        local port=$P_H2C
+        [[ $svc == h2slow ]] && port=$P_H2SLOW
+        timeout 60 "$H2PY" "$HOSTILE" --port "$port" "$@" 2>>"$T/hostile.err" | tail -n 1
     else
         timeout 60 "$H2PY" "$HOSTILE" --port "$P_H2" --tls --sni localhost --cafile "$P/ca.pem" "$@" \
             2>>"$T/hostile.err" | tail -n 1
@@ -234,7 +286,88 @@ run_attack() {
     RES=$res
 }
 
+# lines_of_conn PORT REGEX: http-request lines of the h2 connection from
+# client port PORT (its legs log the client's address) matching REGEX
+lines_of_conn() {
+    grep -Ec "http-request client=127\.0\.0\.1:$1 .*$2" "$PROXYD_LOG" || true
+}
+
+# MadeYouReset (CVE-2025-8671): HEADERS then WINDOW_UPDATE(stream,
+# 2^31-1) on each stream, 50 open at a time, 5000 in all. The server
+# must reset each stream (FLOW_CONTROL_ERROR), and a reset it makes
+# itself must cost what a client's RST_STREAM costs: the request stopped
+# at once, counted in the rapid-reset budget, the connection ended with
+# GOAWAY ENHANCE_YOUR_CALM when it keeps at it. HAProxy (same frames):
+# no request reached the origin. Without the fix every request ran to
+# its end at the origin and was logged status=200.
 for svc in h2c h2tls; do
+    run_attack made-you-reset "$svc" 5000 --path /10k.bin --linger 3 made-you-reset --count 5000 --concurrent 50
+    origin=$(($(origin_requests) - ORIGIN0))
+    info "  made-you-reset on $svc: $origin requests reached the origin"
+    ((origin <= 100)) || BAD+=("$origin of $(kv "$RES" streams) streams reset in the read that opened them reached the origin (> 100)")
+    [[ $(kv "$RES" goaway_code) == ENHANCE_YOUR_CALM ]] || BAD+=("GOAWAY '$(kv "$RES" goaway_code)', expected ENHANCE_YOUR_CALM")
+    [[ $(kv "$RES" rst_codes) == *FLOW_CONTROL_ERROR* ]] || BAD+=("streams not reset FLOW_CONTROL_ERROR: $(kv "$RES" rst_codes)")
+    lport=$(kv "$RES" local_port)
+    wait_log_grows "session-end .*client reset|http-request client=127\.0\.0\.1:$lport " 0 2 || true
+    n200=$(lines_of_conn "$lport" " status=200 ")
+    ((n200 == 0)) || BAD+=("$n200 of its reset streams logged status=200")
+    after_attack made-you-reset "$svc" "$RES" 5000 "$EV0" "$LOG0"
+    verdict made-you-reset "$svc" "${BAD[@]}"
+done
+# The same with the WINDOW_UPDATEs 100 ms after their HEADERS, against
+# the slow origin: each request has reached it; proxyd must stop it at
+# once (the origin finds the connection gone), never let it be answered.
+run_attack made-you-reset h2slow 5000 --path /slow --linger 3 --duration 15 made-you-reset --count 2000 --concurrent 50 --split-ms 100
+lport=$(kv "$RES" local_port)
+# the last requests' fates come 1.5 s after them: until the origin's
+# log has not grown for 2 s (at most 8 s)
+last=-1 still=0
+for ((i = 0; i < 80 && still < 20; i++)); do
+    got=$(wc -l <"$SLOWLOG")
+    if ((got == last)); then still=$((still + 1)); else still=0 last=$got; fi
+    sleep 0.1
+done
+answered=$(grep -c '^answered$' "$SLOWLOG" || true)
+gone=$(grep -c '^gone$' "$SLOWLOG" || true)
+info "  made-you-reset (split) on h2slow: origin requests answered=$answered gone=$gone"
+((answered == 0)) || BAD+=("$answered requests proxyd had reset were still answered by the origin (gone: $gone)")
+((answered + gone <= 400)) || BAD+=("$((answered + gone)) requests reached the origin (> 400): the reset budget did not end the connection")
+[[ $(kv "$RES" goaway_code) == ENHANCE_YOUR_CALM ]] || BAD+=("GOAWAY '$(kv "$RES" goaway_code)', expected ENHANCE_YOUR_CALM")
+n200=$(lines_of_conn "$lport" " status=200 ")
+((n200 == 0)) || BAD+=("$n200 of its reset streams logged status=200")
+nreset=$(lines_of_conn "$lport" " verdict=reset .*reset=FLOW_CONTROL_ERROR ")
+((nreset > 0)) || BAD+=("no http-request line says verdict=reset reset=FLOW_CONTROL_ERROR")
+after_attack made-you-reset h2c "$RES" 5000 "$EV0" "$LOG0"
+verdict made-you-reset/split h2slow "${BAD[@]}"
+
+# A request whose DATA disagree with its content-length: nghttp2 resets
+# the stream (PROTOCOL_ERROR) without telling proxyd why; proxyd must
+# still say it (http2-error kind=malformed), not leave only its leg's
+# http-request status=0. With the DATA in the HEADERS' read the stream
+# gets no leg; 100 ms later its leg, which has the head, is reset (on the
+# slow origin, which does not answer before that).
+for mode in short long; do
+    for split in 0 100; do
+        svc=h2c
+        ((split == 0)) || svc=h2slow
+        said=$(log_count 'http2-error kind=malformed stream=1 detail="content-length disagrees with the DATA frames')
+        run_attack bad-length "$svc" - --path /up/x --linger 2 bad-length --mode "$mode" --split-ms "$split"
+        [[ $(kv "$RES" rst_codes) == PROTOCOL_ERROR:1 ]] || BAD+=("stream not reset PROTOCOL_ERROR: $(kv "$RES" rst_codes)")
+        wait_log_grows 'http2-error kind=malformed stream=1 detail="content-length disagrees with the DATA frames' "$said" 3 ||
+            BAD+=("no http2-error kind=malformed line saying content-length")
+        after_attack bad-length h2c "$RES" - "$EV0" "$LOG0"
+        if ((split != 0)); then
+            lport=$(kv "$RES" local_port)
+            wait_log_grows "http-request client=127\.0\.0\.1:$lport .* verdict=reset .*reset=PROTOCOL_ERROR " 0 3 ||
+                BAD+=("its leg's request not logged verdict=reset reset=PROTOCOL_ERROR")
+        fi
+        verdict "bad-length/$mode/split-$split" "$svc" "${BAD[@]}"
+    done
+done
+
+for svc in h2c h2tls; do
+    # H2_ONLY_ISSUE35=1: a quick run of the cases above only
+    [[ -n ${H2_ONLY_ISSUE35:-} ]] && break
     # rapid reset: 20000 streams opened and cancelled at once.
     # nginx: REFUSED_STREAM past 2 x concurrent streams per read ("client
     # sent too many streams at once") and GOAWAY NO_ERROR at
