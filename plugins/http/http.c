@@ -122,6 +122,7 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	http_server_drop(h, false);
 	http_timer_set(h, PX_FINISH_GRACE_MS);
 	h->progress++;
+	h->grace_progress = h->progress;
 }
 
 void
@@ -580,6 +581,7 @@ http_transaction_done(struct http_state *h)
 		return;
 	}
 	http_timer_set(h, h->pol->request_timeout_ms);
+	h->grace_progress = h->progress;
 	http_next_request(h);
 }
 
@@ -1072,8 +1074,26 @@ http_timer_cb(struct px_session *s, void *st)
 		return;
 	}
 	if (h->closing) {
+		/* A client that reads the last reply, however slowly (an
+		 * HTTP/2 leg waits on its stream's window), gets all of it:
+		 * the grace is for one that stopped. */
+		if (h->progress != h->grace_progress) {
+			h->grace_progress = h->progress;
+			http_timer_set(h, PX_FINISH_GRACE_MS);
+			return;
+		}
 		px_session_end(h->s, PX_END_TIMEOUT,
 		    "error: client does not read the reply");
+		return;
+	}
+	/* The last response still going out to a client that reads it,
+	 * however slowly: the wait for the next request starts once it is
+	 * written. One that read nothing for as long is closed. */
+	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE &&
+	    evbuffer_get_length(h->c->out) != 0 &&
+	    h->progress != h->grace_progress) {
+		h->grace_progress = h->progress;
+		http_timer_set(h, h->pol->request_timeout_ms);
 		return;
 	}
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);

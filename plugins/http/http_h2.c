@@ -389,6 +389,13 @@ h2_leg_readable(struct px_conn *lc, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		goto out;
+	/* The leg's output moves as fast as the client's window opens: a
+	 * slow reader's leg is not idle, nor its response cut at its
+	 * idle-timeout while the client keeps reading. */
+	if (n > 0 && st->peer != NULL) {
+		px_session_active(st->peer->s);
+		st->peer->progress++;	/* its last reply's grace too */
+	}
 	if (h2_leg_input(st) == -1) {
 		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 		goto out;
@@ -902,8 +909,9 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	st = h2_stream_get(c, f->hd.stream_id);
 	if (st != NULL && f->hd.type == NGHTTP2_DATA) {
 		st->sent += f->hd.length - f->data.padlen;
-	}
-	else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
+		/* Its window opens, however slowly: not held. */
+		st->held_since = 0;
+	} else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
 	    st->submitted && st->sent == 0)
 		st->sent = st->head_len;
 	if (f->hd.type == NGHTTP2_RST_STREAM) {
@@ -975,7 +983,8 @@ h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
 /* A stream whose client keeps its window shut holds its leg, its server
  * request and up to 64 KiB here; PINGs or other streams keep the
  * connection from being idle. Such a stream is reset once held for
- * idle-timeout (nginx: send_timeout), and the connection's
+ * idle-timeout without a DATA frame going out (nginx: send_timeout,
+ * between two writes; a slow reader is not held), and the connection's
  * HTTP_H2_HELD_MAX-th one ends it. Looked for whenever the connection
  * does something: with nothing at all, the idle timer ends it anyway. */
 static void

@@ -186,6 +186,9 @@ struct http_state {
 	 * http_error) */
 	char			 rule[128];
 	char			 end_reason[160];	/* once closing */
+	/* progress when the last reply's grace (or the request-timeout
+	 * after it) began: a reply still read keeps them from running out. */
+	uint64_t		 grace_progress;
 	enum px_end_by		 end_by;
 	struct http_scan	 scan[2];	/* [PX_TO_SERVER]: upload */
 	/* A leg whose HTTP/2 stream was reset under its request: the code

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A slow but steady HTTP/2 reader (issue 35) gets whole responses: three
+# 1 MiB downloads on one h2c connection whose windows the client opens at
+# about 80 KB/s each (tests/integration/h2_slow_reader.py), so each takes
+# ~13 s while idle-timeout and request-timeout are 2 s and the leg's grace
+# to flush a last reply is 5 s. Two keep their legs alive for another
+# stream (nginx keep-alive or not: the leg's client decides); a third of
+# 300 KB, asked with a request body so that its leg closes after it, is
+# read at 20 KB/s: its leg has all of it long before the client does
+# (~15 s, three times that grace). The client reads
+# within every timeout the whole time: every byte must arrive (sha256,
+# END_STREAM, no RST_STREAM), and the http-request lines say status=200
+# with to-client counting what the client was sent (the body and the head).
+# Before the fix the streams ended in RST_STREAM(INTERNAL_ERROR) part way
+# (the leg, waiting on the client's window, timed out) while the log said
+# status=200 and the full size.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx
+setup
+/usr/bin/python3 -c 'import h2.connection' 2>/dev/null || skip "no python3-h2"
+
+make_file big.bin 1M
+mkdir -p "$T/www/close" "$T/www/body"
+cp "$T/www/big.bin" "$T/www/close/big.bin"
+head -c 300000 "$T/www/big.bin" >"$T/www/body/small.bin"
+SHA=$(sha256_of "$T/www/big.bin")
+SIZE=$(stat -c %s "$T/www/big.bin")
+NGINX_EXTRA='location /close/ { keepalive_timeout 0; }'
+start_nginx
+
+free_port P_C
+write_proxyd_conf 'idle-timeout="2s"'
+write_http_service h2c "$P_C" "$NGINX_PORT" '<http h2c="yes">
+  <h2 initial-window="64k"/>
+  <limits request-timeout="2s"/>
+</http>'
+start_proxyd
+
+RATE=80000 SMALL_RATE=20000
+http_sanitized && RATE=200000
+t0=$(now_ms)
+/usr/bin/python3 "$LIB_DIR/h2_slow_reader.py" --port "$P_C" --rate "$RATE" --deadline 40 \
+    /big.bin /close/big.bin "+/body/small.bin@$SMALL_RATE" >"$T/slow.out" 2>"$T/slow.err" || fail "client: $(cat "$T/slow.err")"
+info "$(($(now_ms) - t0)) ms: $(tr '\n' ';' <"$T/slow.out")"
+SHA_SMALL=$(sha256_of "$T/www/body/small.bin")
+for p in /big.bin /close/big.bin /body/small.bin; do
+    line=$(grep -E "^path=\+?$p(@[0-9]+)? " "$T/slow.out") || fail "no result for $p"
+    size=$SIZE sha=$SHA
+    [[ $p == /body/small.bin ]] && size=300000 sha=$SHA_SMALL
+    [[ $(kv "$line" status) == 200 ]] || fail "$p: status $(kv "$line" status)"
+    [[ $(kv "$line" reset) == - ]] || fail "$p: reset $(kv "$line" reset) after $(kv "$line" bytes) of $size bytes"
+    [[ $(kv "$line" bytes) == "$size" && $(kv "$line" sha256) == "$sha" ]] ||
+        fail "$p: $(kv "$line" bytes) of $size bytes, sha $(kv "$line" sha256)"
+    [[ $(kv "$line" ended) == 1 ]] || fail "$p: no END_STREAM"
+    secs=$(kv "$line" seconds)
+    ((${secs%.*} >= 4)) || fail "$p: took only $secs s: not slower than the timeouts, the test proves nothing"
+    # to-client: what the leg gave the client, the body and its head
+    wait_log_count "http-request .* path=$p status=200 .* proto=h2 stream=" 1
+    tc=$(grep -E "http-request .* path=$p status=200 .* proto=h2 stream=" "$PROXYD_LOG" | tail -n 1 | sed -E 's/.* to-client=([0-9]+) .*/\1/')
+    ((tc > size && tc < size + 1024)) || fail "$p: to-client=$tc, expected the body ($size) and its head"
+    assert_log "http-request .* path=$p status=200 .* verdict=accept .* proto=h2 stream="
+done
+assert_no_grep "$PROXYD_LOG" "verdict=reset|idle-timeout|flush timed out|does not read the reply" "no leg ended under a reading client"
+info "PASS"
