@@ -14,7 +14,13 @@
  * session ends (its request-timeout, max-requests-per-connection), with
  * the connection, and on a reload (http_h2_config). One idle for half of
  * request-timeout or idle-timeout is not taken: its session may be about
- * to close it, and a request written then would get no answer. */
+ * to close it, and a request written then would get no answer.
+ *
+ * A stream that ends before its leg's exchange did (a reset either way,
+ * its response cut, the connection gone) ends the leg's session at once,
+ * as a TCP client's reset would (h2_leg_abort): its server request stops
+ * there, not when the leg would next write to a closed socketpair
+ * (MadeYouReset), and the request is logged with the reset. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
