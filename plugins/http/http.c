@@ -108,6 +108,15 @@ out_clear:
 	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 }
 
+void
+http_log_held(struct http_state *h)
+{
+	if (!h->log_held)
+		return;
+	h->log_held = false;
+	http_log_request(h);
+}
+
 /* ---- ending ------------------------------------------------------------ */
 
 /* http_drive finishes the session once the client output drains. */
@@ -559,7 +568,13 @@ http_transaction_done(struct http_state *h)
 	 * the next request would start is unknown, so none is read. */
 	if (h->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
-	http_log_request(h);
+	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
+	 * h2_leg_abort): to-client is then what the client got, not what
+	 * the leg wrote, and a stream reset meanwhile says so. */
+	if (h->h2_parent_ref != NULL && h->method[0] != '\0')
+		h->log_held = true;
+	else
+		http_log_request(h);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same
 		 * server: no pool round trip, no event churn. It goes to the
@@ -635,6 +650,7 @@ http_next_request(struct http_state *h)
 	if (h->closing || h->tunnel || h->req != HTTP_REQ_HEAD ||
 	    h->resp != HTTP_RESP_NONE || len == 0)
 		return;
+	http_log_held(h);	/* before this request's fields replace it */
 	/* h2c with prior knowledge (RFC 9113 3.3): the preface is not an
 	 * HTTP/1.1 head, though its first 18 bytes would parse as one. */
 	if (http_h2_preface(h) != 0)
@@ -1106,6 +1122,7 @@ http_timer_cb(struct px_session *s, void *st)
 			http_abort(h, PX_END_SERVER_FAIL,
 			    "error: response-timeout");
 	} else if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
+		http_log_held(h);
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */
 			px_session_finish(h->s, PX_END_TIMEOUT,
@@ -1153,9 +1170,13 @@ http_on_close(struct px_session *s, void *st)
 
 	(void)s;
 	/* A leg whose stream was reset under its request (h2_leg_abort):
-	 * the request ends here, and its line says so. */
-	if (h->leg_reset[0] != '\0' && h->method[0] != '\0') {
-		h->verdict = "reset";
+	 * the request ends here, and its line says so; one held for its
+	 * stream's end comes now if that has not come. */
+	if (h->method[0] != '\0' && (h->leg_reset[0] != '\0' ||
+	    h->log_held)) {
+		if (h->leg_reset[0] != '\0')
+			h->verdict = "reset";
+		h->log_held = false;
 		http_log_request(h);
 	}
 	h->gone = true;

@@ -194,6 +194,8 @@ struct http_state {
 	/* A leg whose HTTP/2 stream was reset under its request: the code
 	 * ("" none), for its http-request line (h2_leg_abort). */
 	char			 leg_reset[24];
+	/* A leg's http-request line waiting for its stream's end. */
+	bool			 log_held;
 };
 
 /* ---- http.c ------------------------------------------------------------ */
@@ -203,6 +205,8 @@ struct http_state {
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
 /* The http-request line of the transaction, once (then method is ""). */
 void	http_log_request(struct http_state *h);
+/* A leg's line held for its stream's end, written now (if any). */
+void	http_log_held(struct http_state *h);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
  * answered by the connection itself (http_h2.c). */
 void	http_log_request_as(struct http_state *h, const char *tag);

@@ -8,7 +8,9 @@ client reads within any timeout, only slowly. Prints one line per path:
 
 A PATH written +PATH is asked with a small request body (its leg is then
 not kept: it closes after the response, which it must still deliver
-whole); PATH@RATE: that stream's window opens at RATE bytes a second.
+whole); PATH@RATE: that stream's window opens at RATE bytes a second;
+PATH%N: the client resets that stream (RST_STREAM CANCEL) once it has N
+bytes of the body (then reset=CANCEL-by-client in its line).
 and exits 0 (1 when the connection failed). Bounded by --deadline s."""
 import argparse
 import hashlib
@@ -19,6 +21,7 @@ import time
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.settings
 
@@ -38,12 +41,15 @@ streams = {}
 for p in a.paths:
     sid = c.get_next_available_stream_id()
     body = p.startswith("+")
-    path, _, rate = p.lstrip("+").partition("@")
+    path, _, cut = p.lstrip("+").partition("%")
+    path, _, rate = path.partition("@")
+    cut, _, rate2 = cut.partition("@")
+    rate = rate or rate2
     c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
                          (":authority", "127.0.0.1:%d" % a.port)], end_stream=not body)
     if body:
         c.send_data(sid, b"hello", end_stream=True)
-    streams[sid] = {"path": p, "rate": int(rate or a.rate), "status": "-", "bytes": 0, "sha": hashlib.sha256(),
+    streams[sid] = {"path": p, "rate": int(rate or a.rate), "cut": int(cut or 0), "status": "-", "bytes": 0, "sha": hashlib.sha256(),
                     "ended": 0, "reset": "-", "owed": 0, "t": None}
 s.sendall(c.data_to_send())
 t0 = time.monotonic()
@@ -66,6 +72,11 @@ while open_ and time.monotonic() - t0 < a.deadline:
                 st["bytes"] += len(ev.data)
                 st["sha"].update(ev.data)
                 st["owed"] += ev.flow_controlled_length
+                if st["cut"] and st["bytes"] >= st["cut"] and ev.stream_id in open_:
+                    c.reset_stream(ev.stream_id, h2.errors.ErrorCodes.CANCEL)
+                    st["reset"] = "CANCEL-by-client"
+                    st["t"] = time.monotonic() - t0
+                    open_.discard(ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
                 st["ended"] = 1
                 st["t"] = time.monotonic() - t0

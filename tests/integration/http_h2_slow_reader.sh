@@ -7,7 +7,11 @@
 # stream (nginx keep-alive or not: the leg's client decides); a third of
 # 300 KB, asked with a request body so that its leg closes after it, is
 # read at 20 KB/s: its leg has all of it long before the client does
-# (~15 s, three times that grace). The client reads
+# (~15 s, three times that grace). A fourth, also whole in its leg early,
+# the client resets (CANCEL) after 100 KB: its line must say so
+# (verdict=reset reset=CANCEL) and count what the client got, not the
+# 300 KB the leg had written (before, status=200 to-client=300 KB and
+# verdict=accept). The client reads
 # within every timeout the whole time: every byte must arrive (sha256,
 # END_STREAM, no RST_STREAM), and the http-request lines say status=200
 # with to-client counting what the client was sent (the body and the head).
@@ -25,6 +29,7 @@ make_file big.bin 1M
 mkdir -p "$T/www/close" "$T/www/body"
 cp "$T/www/big.bin" "$T/www/close/big.bin"
 head -c 300000 "$T/www/big.bin" >"$T/www/body/small.bin"
+cp "$T/www/body/small.bin" "$T/www/small.bin"
 SHA=$(sha256_of "$T/www/big.bin")
 SIZE=$(stat -c %s "$T/www/big.bin")
 NGINX_EXTRA='location /close/ { keepalive_timeout 0; }'
@@ -42,7 +47,7 @@ RATE=80000 SMALL_RATE=20000
 http_sanitized && RATE=200000
 t0=$(now_ms)
 /usr/bin/python3 "$LIB_DIR/h2_slow_reader.py" --port "$P_C" --rate "$RATE" --deadline 40 \
-    /big.bin /close/big.bin "+/body/small.bin@$SMALL_RATE" >"$T/slow.out" 2>"$T/slow.err" || fail "client: $(cat "$T/slow.err")"
+    /big.bin /close/big.bin "+/body/small.bin@$SMALL_RATE" "/small.bin%100000@50000" >"$T/slow.out" 2>"$T/slow.err" || fail "client: $(cat "$T/slow.err")"
 info "$(($(now_ms) - t0)) ms: $(tr '\n' ';' <"$T/slow.out")"
 SHA_SMALL=$(sha256_of "$T/www/body/small.bin")
 for p in /big.bin /close/big.bin /body/small.bin; do
@@ -62,5 +67,14 @@ for p in /big.bin /close/big.bin /body/small.bin; do
     ((tc > size && tc < size + 1024)) || fail "$p: to-client=$tc, expected the body ($size) and its head"
     assert_log "http-request .* path=$p status=200 .* verdict=accept .* proto=h2 stream="
 done
-assert_no_grep "$PROXYD_LOG" "verdict=reset|idle-timeout|flush timed out|does not read the reply" "no leg ended under a reading client"
+line=$(grep -E "^path=/small.bin%" "$T/slow.out") || fail "no result for the stream the client resets"
+[[ $(kv "$line" reset) == CANCEL-by-client ]] || fail "the client could not reset /small.bin: $line"
+got=$(kv "$line" bytes)
+wait_log_count "http-request .* path=/small.bin " 1
+rline=$(grep -E "http-request .* path=/small.bin " "$PROXYD_LOG" | tail -n 1)
+[[ $rline == *" verdict=reset "*" reset=CANCEL "* ]] || fail "the reset stream's line does not say so: $rline"
+tc=$(sed -E 's/.* to-client=([0-9]+) .*/\1/' <<<"$rline")
+((tc >= got && tc < 300000)) || fail "reset stream: to-client=$tc, the client got $got of 300000 body bytes"
+info "reset stream: client got $got bytes, the line says to-client=$tc"
+assert_no_grep "$PROXYD_LOG" "path=/(big|close|body)/?[^ ]* .*verdict=reset|idle-timeout|flush timed out|does not read the reply" "no leg ended under a reading client"
 info "PASS"
