@@ -26,6 +26,7 @@
 #include "pidfile.h"
 #include "quota.h"
 #include "trace.h"
+#include "srclimit.h"
 #include "splice.h"
 #include "worker.h"
 
@@ -621,6 +622,11 @@ main(int argc, char **argv)
 		goto out_admin;
 	}
 	px_quota_restore(&m);
+	/* The per-source table: one for the daemon's life, reloads keep it. */
+	if (px_sl_init() == -1) {
+		fprintf(stderr, "proxyd: out of memory (source limits)\n");
+		goto out_log;
+	}
 	if (px_workers_start(m.cfg) == -1)
 		goto out_log;
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);

@@ -121,6 +121,15 @@ static const struct px_metric px_svc_metrics[] = {
 	PX_S("proxyd_accept_refused_total", "", "counter",
 	    "Connections accepted on the reserve descriptor and closed at "
 	    "once, for want of descriptors.", refused_no_fd),
+	PX_S("proxyd_limited_total", "limit=\"sessions\"", "counter",
+	    "Connections refused by <source-limits>, by the limit that "
+	    "decided.", limited[0]),
+	PX_S("proxyd_limited_total", "limit=\"connections\"", NULL, NULL,
+	    limited[1]),
+	PX_S("proxyd_limit_untracked_total", "", "counter",
+	    "Connections <source-limits> admitted without counting them: "
+	    "every entry their source may take held live sessions.",
+	    limit_untracked),
 };
 
 /* Per service as above, for the services a config gave TLS. */

@@ -668,7 +668,8 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
 		    "upstream", "clients", "servers", "tls", "scan", "content",
-		    "audit", "fingerprint", NULL };
+		    "audit", "fingerprint",
+		    "source-limits", NULL };
 		size_t i;
 		bool is_core = false;
 
@@ -688,6 +689,103 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 			section = n;
 	}
 	return section;
+}
+
+/* A rate: N/s or N/m, as the interval between two events in ns. 0, or
+ * -1 after reporting. */
+static int
+px_attr_rate(struct px_cfgerr *e, const xmlNode *n, const char *name,
+    uint64_t *count, uint64_t *interval_ns)
+{
+	char *v = px_attr(n, name), *slash;
+	const char *why = "expected N/s or N/m";
+	uint64_t per_ns;
+	int rc = -1;
+
+	if (v == NULL)
+		return 0;
+	if ((slash = strchr(v, '/')) == NULL)
+		goto out;
+	if (strcmp(slash + 1, "s") == 0)
+		per_ns = 1000000000ULL;
+	else if (strcmp(slash + 1, "m") == 0)
+		per_ns = 60000000000ULL;
+	else
+		goto out;
+	*slash = '\0';
+	if (px_parse_uint(v, 1, 1000000, count, &why) == -1)
+		goto out;
+	*interval_ns = per_ns / *count;
+	rc = 0;
+out:
+	if (rc == -1) {
+		if (slash != NULL)
+			*slash = '/';
+		px_cfg_error(e, n, "%s=\"%s\": %s (1..1000000 a second or a "
+		    "minute)", name, v, why);
+	}
+	xmlFree(v);
+	return rc;
+}
+
+static const char *const px_sl_pers[] = { "address", "prefix", "zone",
+    "user", NULL };
+
+/* <source-limits> (srclimit.h): who counts as one source, and its
+ * limits. */
+static void
+px_load_source_limits(struct px_service *svc, const xmlNode *n,
+    const struct px_zones *zones, struct px_cfgerr *e)
+{
+	struct px_sl_rule *r = &svc->srclimit;
+	uint64_t rate = 0, p4 = 24, p6 = 64, sessions = 0, burst = 0;
+	unsigned before = e->count;
+	char *v;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	r->line = px_xml_line(n);
+	r->per = PX_SL_ADDRESS;
+	if ((v = px_attr(n, "per")) != NULL) {
+		for (i = 0; px_sl_pers[i] != NULL &&
+		    strcmp(px_sl_pers[i], v) != 0; i++)
+			;
+		if (px_sl_pers[i] == NULL)
+			px_cfg_error(e, n, "per=\"%s\": expected address, "
+			    "prefix or zone", v);
+		else if (strcmp(v, "user") == 0)
+			px_cfg_error(e, n, "per=\"user\": not supported yet "
+			    "(proxyd does not authenticate users); use address, "
+			    "prefix or zone");
+		else
+			r->per = (enum px_sl_per)i;
+		xmlFree(v);
+	}
+	if (r->per == PX_SL_ZONE && zones->n == 0)
+		px_cfg_error(e, n, "per=\"zone\" needs <zones> in the daemon "
+		    "file");
+	(void)px_attr_uint(e, n, "prefix-v4", 1, 32, &p4);
+	(void)px_attr_uint(e, n, "prefix-v6", 1, 128, &p6);
+	(void)px_attr_uint(e, n, "sessions", 1, 1000000, &sessions);
+	if (px_attr_rate(e, n, "connections", &rate, &r->interval_ns) == 0 &&
+	    px_attr_uint(e, n, "burst", 1, 1000000, &burst) == 0) {
+		if (burst != 0 && r->interval_ns == 0)
+			px_cfg_error(e, n, "burst= needs connections=");
+		r->burst = (uint32_t)(burst != 0 ? burst : rate);
+	}
+	if ((v = px_attr(n, "requests")) != NULL) {
+		px_cfg_error(e, n, "requests=\"%s\": HTTP requests per source "
+		    "are not limited yet; use connections= and sessions=", v);
+		xmlFree(v);
+	}
+	if (sessions == 0 && r->interval_ns == 0 && e->count == before)
+		px_cfg_error(e, n, "<source-limits> needs sessions= or "
+		    "connections=");
+	r->prefix4 = (uint8_t)p4;
+	r->prefix6 = (uint8_t)p6;
+	r->sessions = (uint32_t)sessions;
+	r->svc_hash = px_sl_hash_str(svc->name != NULL ? svc->name : "");
+	r->on = true;
 }
 
 static int
@@ -756,6 +854,8 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name,
 		    (const xmlChar *)"fingerprint") == 0)
 			(void)px_fp_load(e, n, svc->file, &svc->fingerprints);
+	if ((n = px_child(root, "source-limits")) != NULL)
+		px_load_source_limits(svc, n, &c->zones, e);
 	section = px_service_section(svc, root, e);
 	if (svc->analyser != NULL && e->count == before &&
 	    svc->analyser->policy_load != NULL &&

@@ -19,6 +19,7 @@
 #include "fingerprint.h"
 #include "zone.h"
 #include "scan.h"
+#include "srclimit.h"
 
 struct px_analyser;
 struct _xmlNode;
@@ -65,6 +66,7 @@ struct px_service {
 	struct px_addrlist	 servers;	/* unset: anywhere */
 	struct px_scan_policy	 scan;		/* <scan>; scanner NULL: none */
 	struct px_fp_rules	 fingerprints;	/* <fingerprint>, in file order */
+	struct px_sl_rule	 srclimit;	/* <source-limits>; on: given */
 	/* The services on this listen address (transparent and redirect
 	 * modes may share one); group_idx is this one's place in it. */
 	struct px_group		*group;

@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include "upstream.h"
 #include "worker.h"
 #include "session_int.h"
+#include "srclimit.h"
 
 static atomic_uint_fast64_t px_session_ids;
 
@@ -122,6 +124,88 @@ px_session_rule_list(struct px_session *s, const struct px_addrlist *l)
 	    NULL, px_session_policy_file(s), ref, sizeof(ref)));
 }
 
+/* The source s counts as under its service's <source-limits>: its key in
+ * the table, and how the limited line names it (an address, a prefix or
+ * zone:NAME). */
+static uint64_t
+px_session_source(const struct px_session *s, const struct px_sl_rule *r,
+    char *name, size_t size)
+{
+	uint8_t bytes[17];
+	char a[INET6_ADDRSTRLEN];
+	struct px_key k;
+	unsigned bits, i;
+	const char *zn;
+	uint64_t h;
+
+	if (r->per == PX_SL_ZONE && s->client_zone >= 0) {
+		zn = px_zone_name(&s->cfg->zones, s->client_zone);
+		snprintf(name, size, "zone:%s", zn);
+		h = px_sl_hash_str(zn);
+		memcpy(bytes, &h, sizeof(h));
+		return px_sl_key(r->svc_hash, 3, bytes, sizeof(h));
+	}
+	/* per="zone": a client in no zone is a source of its own. */
+	px_key_from_sockaddr(&k, (const struct sockaddr *)&s->client);
+	bits = k.v6 ? 128 : 32;
+	if (r->per == PX_SL_PREFIX)
+		bits = k.v6 ? r->prefix6 : r->prefix4;
+	for (i = bits; i < (k.v6 ? 128u : 32u); i++)
+		k.addr[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
+	inet_ntop(k.v6 ? AF_INET6 : AF_INET, k.addr, a, sizeof(a));
+	if (bits == (k.v6 ? 128u : 32u))
+		snprintf(name, size, "%s", a);
+	else
+		snprintf(name, size, "%s/%u", a, bits);
+	memcpy(bytes, k.addr, 16);
+	bytes[16] = k.v6;
+	return px_sl_key(r->svc_hash, r->per == PX_SL_PREFIX ? 2u | bits << 8 :
+	    1u, bytes, sizeof(bytes));
+}
+
+/* <source-limits> of s's (final) service: the source's sessions and new
+ * connections. Over a limit the client gets a reset at once, before any
+ * analyser, with no session-end line: one "limited" line a second per
+ * source says it (with how many refusals it stands for) and
+ * proxyd_limited_total counts each. 0, or -1 after ending the session. */
+static int
+px_session_source_limits(struct px_session *s)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+	struct px_sl_refusal rf;
+	enum px_sl_verdict v;
+	char src[PX_ADDRSTRLEN + 80], client[PX_ADDRSTRLEN];
+	char ref[PX_RULE_REF_MAX];
+	uint64_t key;
+
+	if (!r->on)
+		return 0;
+	key = px_session_source(s, r, src, sizeof(src));
+	v = px_sl_admit(key, r, px_sl_now_ns(), &s->sl_ref, &rf);
+	switch (v) {
+	case PX_SL_OK:
+		s->sl_held = s->sl_ref.idx != UINT32_MAX;
+		return 0;
+	case PX_SL_UNTRACKED:
+		PX_SC_ADD(s->m, limit_untracked, 1);
+		return 0;
+	default:
+		break;
+	}
+	PX_SC_ADD(s->m, limited[v == PX_SL_SESSIONS ? 0 : 1], 1);
+	if (rf.log)
+		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
+		    "limit=%s rule=%s refused=%llu", s->svc->name,
+		    px_sockaddr_str((struct sockaddr *)&s->client, client,
+		    sizeof(client)), src,
+		    v == PX_SL_SESSIONS ? "sessions" : "connections",
+		    px_rule_ref_at(r->line, NULL, px_session_policy_file(s),
+		    ref, sizeof(ref)), (unsigned long long)rf.count);
+	s->limited = true;
+	px_session_end(s, PX_END_POLICY, "denied: source-limits");
+	return -1;
+}
+
 /* Some service of the listener takes this client: its <clients> (or
  * none) holds it. 0, or -1 after ending the session. */
 int
@@ -170,7 +254,8 @@ px_session_choose(struct px_session *s)
 		s->svc = g->svc[pick];
 		px_metrics_session_rebind(s);
 		s->svc_chosen = true;
-		return 0;
+		/* The service is known only now on a shared listener. */
+		return g->n > 1 ? px_session_source_limits(s) : 0;
 	}
 	if (g->n == 1) {
 		px_metrics_denied(s, PX_DENY_SERVER, 1);
@@ -287,6 +372,10 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 		return;
 	}
 	if (px_session_client_allowed(s) == -1)
+		return;
+	/* A listener of one service knows it at once: limited before the
+	 * destination is looked for (a shared one: px_session_choose). */
+	if (svc->group->n == 1 && px_session_source_limits(s) == -1)
 		return;
 	/* (TCP_NODELAY: inherited from the listener.) */
 	if (px_session_destination(s) != 0)

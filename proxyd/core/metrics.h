@@ -77,6 +77,10 @@ struct px_svc_counters {
 	atomic_uint_fast64_t	origdst[PX_ORIGDSTS];
 	atomic_uint_fast64_t	accept_failures;
 	atomic_uint_fast64_t	refused_no_fd;
+	/* <source-limits>: refused by sessions= and by connections=, and
+	 * admitted untracked (no room in the table). */
+	atomic_uint_fast64_t	limited[2];
+	atomic_uint_fast64_t	limit_untracked;
 	atomic_uint_fast64_t	analyser[PX_AN_COUNTERS_MAX];
 	struct px_tls_counters	tls;
 	struct px_hist		session_duration;

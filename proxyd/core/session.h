@@ -106,6 +106,13 @@ struct px_session {
 	/* The rule a policy end names (rule= of the session-end line): a
 	 * px_rule_ref() text; "": the proxy's own (rule=builtin). */
 	char			*rule;		/* NULL: none yet */
+	/* <source-limits>: the slot of the source's table entry it holds
+	 * (sl_held), given back at its end; limited: refused by a source
+	 * limit, ended with a reset and no session-end line (the limited
+	 * line stands for it, once a second per source). */
+	struct px_sl_ref	 sl_ref;
+	bool			 sl_held;
+	bool			 limited;
 	void			*an_state;
 	struct px_chan_host	 chan_host;	/* its data channels (data_channel.h) */
 	TAILQ_ENTRY(px_session)	 link;

@@ -27,6 +27,7 @@
 #include "upstream.h"
 #include "worker.h"
 #include "session_int.h"
+#include "srclimit.h"
 
 static void
 px_session_log_end(struct px_session *s, const char *reason)
@@ -234,7 +235,14 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	px_channels_close(&s->chan_host);
 	px_session_close_notify(s);
 	px_session_release_io(s);	/* settles s->bytes before the log */
-	px_session_log_end(s, reason);
+	if (s->sl_held) {
+		px_sl_release(&s->sl_ref);
+		s->sl_held = false;
+	}
+	if (s->limited)
+		px_socket_abort(s->cfd);	/* refused: a reset at once */
+	else
+		px_session_log_end(s, reason);
 	if (event_initialized(&s->conn_ev))
 		event_del(&s->conn_ev);
 	if (s->timer_on)

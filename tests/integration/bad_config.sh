@@ -314,6 +314,31 @@ expect_error content_bad_type "application" "$(at "$C/policy/web.xml" '<content'
 content_case content_bad_action '<content type="text/plain" action="drop"/>'
 expect_error content_bad_action "" "$(at "$C/policy/web.xml" '<content')"
 
+# ---- <source-limits>: per="user" (no users yet), requests= (not enforced
+# yet), a rate without its unit, burst= without connections=, nothing to limit
+sl_case() { # NAME XML
+    new_case "$1"
+    set_line "$C/policy/web.xml" '<plug' "  $2"
+}
+sl_case sl_user '<source-limits per="user" sessions="5"/>'
+expect_error sl_user 'per="user"' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_requests '<source-limits sessions="5" requests="100/s"/>'
+expect_error sl_requests 'requests=' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_rate '<source-limits connections="20"/>'
+expect_error sl_rate 'connections=' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_burst '<source-limits sessions="5" burst="10"/>'
+expect_error sl_burst 'burst=' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_empty '<source-limits per="prefix"/>'
+expect_error sl_empty 'sessions=' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_prefix '<source-limits per="prefix" prefix-v4="33" sessions="5"/>'
+expect_error sl_prefix 'prefix-v4' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_zone '<source-limits per="zone" sessions="5"/>'
+expect_error sl_zone 'zones' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_ok '<source-limits per="prefix" prefix-v4="24" prefix-v6="64" sessions="50" connections="20/s" burst="40"/>'
+run_check
+echo "[sl_ok] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "valid <source-limits>: --check exited $RC: $OUT"
+
 # ---- --version / --help
 for opt in --version --help; do
     RC=0

@@ -1,0 +1,335 @@
+/* The per-source limit table (srclimit.h). */
+#include "srclimit.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* One entry, a cache line. key 0: free. state packs what must change
+ * together: whether the entry is being freed, how many workers hold it
+ * pinned for a moment (a pinned entry is never reused), its live sessions,
+ * and a generation bumped at each reuse (a compare-and-swap that read an
+ * older one fails, so no one acts on a reused entry). */
+struct px_sl_ent {
+	_Atomic uint64_t	 key;
+	_Atomic uint64_t	 state;
+	_Atomic uint64_t	 tat;		/* GCRA, monotonic ns */
+	_Atomic uint64_t	 logged_s;	/* second of the last line, +1 */
+	_Atomic uint64_t	 refused;	/* since that line */
+	uint64_t		 pad[3];
+};
+
+#define PX_SL_FREEING	1ULL
+#define PX_SL_PIN	(1ULL << 1)
+#define PX_SL_PINS(st)	(((st) >> 1) & 0xffu)
+#define PX_SL_SESS	(1ULL << 9)
+#define PX_SL_SESSIONS(st) (((st) >> 9) & 0xffffffu)
+#define PX_SL_GEN1	(1ULL << 33)
+#define PX_SL_GEN(st)	((uint32_t)((st) >> 33))
+/* A bound on retries of one compare-and-swap that others keep winning:
+ * each failure is another worker's progress, so this is never reached
+ * in practice; past it the connection is admitted untracked. */
+#define PX_SL_TRIES	1000
+
+static _Atomic(struct px_sl_ent *) px_sl_tab;
+static uint64_t px_sl_seed;
+
+int
+px_sl_init(void)
+{
+	struct px_sl_ent *t;
+
+	if (atomic_load(&px_sl_tab) != NULL)
+		return 0;
+	/* calloc of 4 MiB maps zero pages: memory is only used as sources
+	 * arrive, up to the table's size. */
+	if ((t = calloc(PX_SL_ENTRIES, sizeof(*t))) == NULL)
+		return -1;
+	/* Keyed: a client cannot aim addresses at one set of entries. */
+	if (getrandom(&px_sl_seed, sizeof(px_sl_seed), GRND_NONBLOCK) !=
+	    sizeof(px_sl_seed))
+		px_sl_seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL;
+	atomic_store(&px_sl_tab, t);
+	return 0;
+}
+
+bool
+px_sl_ready(void)
+{
+	return atomic_load_explicit(&px_sl_tab, memory_order_acquire) != NULL;
+}
+
+uint64_t
+px_sl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+px_sl_hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static uint64_t
+px_sl_mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+uint64_t
+px_sl_key(uint64_t svc_hash, unsigned kind, const uint8_t *bytes,
+    unsigned len)
+{
+	uint64_t h = px_sl_mix(px_sl_seed ^ svc_hash) ^ kind;
+	unsigned i;
+
+	for (i = 0; i < len; i++)
+		h = px_sl_mix(h ^ ((uint64_t)bytes[i] << ((i % 8) * 8)));
+	h = px_sl_mix(h ^ len);
+	return h != 0 ? h : 1;
+}
+
+/* The first entry of the source's ways holding key, pinned; NULL if none.
+ * Pinning validates the read: the CAS fails if the entry was reused since
+ * its state was read. */
+static struct px_sl_ent *
+px_sl_find_pin(struct px_sl_ent *t, uint64_t key, uint32_t *idx)
+{
+	uint32_t i, j;
+	uint64_t st;
+	int tries;
+
+	for (i = 0; i < PX_SL_WAYS; i++) {
+		struct px_sl_ent *e;
+
+		j = (uint32_t)(key + i) & (PX_SL_ENTRIES - 1);
+		e = &t[j];
+		for (tries = 0; tries < PX_SL_TRIES; tries++) {
+			st = atomic_load_explicit(&e->state,
+			    memory_order_acquire);
+			if ((st & PX_SL_FREEING) != 0 ||
+			    atomic_load_explicit(&e->key, memory_order_acquire)
+			    != key || PX_SL_PINS(st) == 0xff)
+				break;
+			if (atomic_compare_exchange_weak_explicit(&e->state,
+			    &st, st + PX_SL_PIN, memory_order_acq_rel,
+			    memory_order_acquire)) {
+				*idx = j;
+				return e;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Makes an entry of the ways hold key: a free one, else the least
+ * recently used one that no session and no worker holds. 0, or -1 when
+ * every way is held. The caller looks again (find first wins, so two
+ * workers that each claimed an entry for a new source end on the same). */
+static int
+px_sl_claim(struct px_sl_ent *t, uint64_t key)
+{
+	struct px_sl_ent *victim = NULL;
+	uint64_t vst = 0, vtat = UINT64_MAX, st, zero;
+	uint32_t i, j;
+
+	for (i = 0; i < PX_SL_WAYS; i++) {
+		struct px_sl_ent *e;
+		uint64_t k, tat;
+
+		j = (uint32_t)(key + i) & (PX_SL_ENTRIES - 1);
+		e = &t[j];
+		st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if ((st & PX_SL_FREEING) != 0)
+			continue;
+		k = atomic_load_explicit(&e->key, memory_order_acquire);
+		if (k == key)
+			return 0;	/* someone else made it */
+		if (k == 0) {
+			zero = 0;
+			if (atomic_compare_exchange_strong_explicit(&e->key,
+			    &zero, key, memory_order_acq_rel,
+			    memory_order_acquire) || zero == key)
+				return 0;
+			continue;
+		}
+		if (PX_SL_SESSIONS(st) != 0 || PX_SL_PINS(st) != 0)
+			continue;
+		tat = atomic_load_explicit(&e->tat, memory_order_relaxed);
+		if (tat < vtat) {
+			victim = e;
+			vst = st;
+			vtat = tat;
+		}
+	}
+	if (victim == NULL)
+		return -1;
+	/* Free it: only if nothing changed since (no pin, no session). */
+	if (!atomic_compare_exchange_strong_explicit(&victim->state, &vst,
+	    (vst + PX_SL_GEN1) | PX_SL_FREEING, memory_order_acq_rel,
+	    memory_order_acquire))
+		return 0;	/* look again */
+	atomic_store_explicit(&victim->tat, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->refused, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->logged_s, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->key, key, memory_order_release);
+	atomic_store_explicit(&victim->state, vst + PX_SL_GEN1,
+	    memory_order_release);
+	return 0;
+}
+
+static void
+px_sl_unpin(struct px_sl_ent *e)
+{
+	atomic_fetch_sub_explicit(&e->state, PX_SL_PIN, memory_order_acq_rel);
+}
+
+static void
+px_sl_refused(struct px_sl_ent *e, uint64_t now_ns, struct px_sl_refusal *rf)
+{
+	uint64_t s = now_ns / 1000000000ULL + 1,
+	    old = atomic_load_explicit(&e->logged_s, memory_order_relaxed);
+
+	if (old != s && atomic_compare_exchange_strong_explicit(&e->logged_s,
+	    &old, s, memory_order_relaxed, memory_order_relaxed)) {
+		rf->log = true;
+		rf->count = atomic_exchange_explicit(&e->refused, 0,
+		    memory_order_relaxed) + 1;
+	} else {
+		rf->log = false;
+		atomic_fetch_add_explicit(&e->refused, 1, memory_order_relaxed);
+	}
+}
+
+/* GCRA: a connection conforms when the TAT is at most (burst - 1)
+ * intervals ahead of now; it then moves the TAT one interval on from
+ * max(TAT, now). Same verdicts as a bucket of `burst` tokens refilled
+ * one per interval. */
+static bool
+px_sl_take(struct px_sl_ent *e, const struct px_sl_rule *r, uint64_t now)
+{
+	uint64_t tat = atomic_load_explicit(&e->tat, memory_order_relaxed),
+	    slack = (uint64_t)(r->burst - 1) * r->interval_ns, next;
+
+	do {
+		if (tat > now + slack)
+			return false;
+		next = (tat > now ? tat : now) + r->interval_ns;
+	} while (!atomic_compare_exchange_weak_explicit(&e->tat, &tat, next,
+	    memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
+enum px_sl_verdict
+px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
+    struct px_sl_ref *ref, struct px_sl_refusal *rf)
+{
+	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
+	    memory_order_acquire), *e = NULL;
+	uint64_t st;
+	uint32_t idx = 0;
+	int tries;
+
+	ref->idx = UINT32_MAX;
+	ref->gen = 0;
+	rf->log = false;
+	rf->count = 0;
+	if (t == NULL)
+		return PX_SL_UNTRACKED;
+	for (tries = 0; tries < 4 && e == NULL; tries++)
+		if ((e = px_sl_find_pin(t, key, &idx)) == NULL &&
+		    px_sl_claim(t, key) == -1)
+			return PX_SL_UNTRACKED;
+	if (e == NULL)
+		return PX_SL_UNTRACKED;
+	if (r->sessions != 0) {
+		st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (PX_SL_SESSIONS(st) >= r->sessions) {
+			px_sl_refused(e, now_ns, rf);
+			px_sl_unpin(e);
+			return PX_SL_SESSIONS;
+		}
+	}
+	if (r->interval_ns != 0 && !px_sl_take(e, r, now_ns)) {
+		px_sl_refused(e, now_ns, rf);
+		px_sl_unpin(e);
+		return PX_SL_CONNECTIONS;
+	}
+	if (r->sessions == 0) {
+		px_sl_unpin(e);
+		return PX_SL_OK;
+	}
+	/* The pin becomes a session, if the limit still allows it. */
+	st = atomic_load_explicit(&e->state, memory_order_acquire);
+	for (tries = 0; tries < PX_SL_TRIES; tries++) {
+		if (PX_SL_SESSIONS(st) >= r->sessions ||
+		    PX_SL_SESSIONS(st) == 0xffffffu) {
+			/* Another worker took the last one meanwhile: give
+			 * the connection's interval back. */
+			if (r->interval_ns != 0)
+				atomic_fetch_sub_explicit(&e->tat,
+				    r->interval_ns, memory_order_relaxed);
+			px_sl_refused(e, now_ns, rf);
+			px_sl_unpin(e);
+			return PX_SL_SESSIONS;
+		}
+		if (atomic_compare_exchange_weak_explicit(&e->state, &st,
+		    st + PX_SL_SESS - PX_SL_PIN, memory_order_acq_rel,
+		    memory_order_acquire)) {
+			ref->idx = idx;
+			ref->gen = PX_SL_GEN(st);
+			return PX_SL_OK;
+		}
+	}
+	px_sl_unpin(e);
+	return PX_SL_UNTRACKED;
+}
+
+void
+px_sl_release(struct px_sl_ref *ref)
+{
+	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
+	    memory_order_acquire), *e;
+	uint64_t st;
+
+	if (t == NULL || ref->idx == UINT32_MAX)
+		return;
+	e = &t[ref->idx];
+	ref->idx = UINT32_MAX;
+	st = atomic_load_explicit(&e->state, memory_order_acquire);
+	/* An entry with a session is never reused: the generation is the
+	 * one the session took; checked all the same. */
+	while (PX_SL_GEN(st) == ref->gen && PX_SL_SESSIONS(st) != 0 &&
+	    !atomic_compare_exchange_weak_explicit(&e->state, &st,
+	    st - PX_SL_SESS, memory_order_acq_rel, memory_order_acquire))
+		;
+}
+
+uint32_t
+px_sl_sessions(uint64_t key)
+{
+	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
+	    memory_order_acquire);
+	uint32_t i, j;
+
+	for (i = 0; t != NULL && i < PX_SL_WAYS; i++) {
+		j = (uint32_t)(key + i) & (PX_SL_ENTRIES - 1);
+		if (atomic_load(&t[j].key) == key)
+			return (uint32_t)PX_SL_SESSIONS(atomic_load(&t[j].state));
+	}
+	return 0;
+}

@@ -1,0 +1,259 @@
+/* Unit tests for proxyd/base/srclimit.c: the connection rate as a token
+ * bucket (burst at once, then one per interval, full again after idling),
+ * sessions per source given back at release, one log line a second per
+ * source with the refusals it stands for, sources and services apart,
+ * the ways of one home index full of live sessions (untracked) and the
+ * least recently used idle one reused, and threads racing on one source
+ * never holding more sessions than the limit. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srclimit.h"
+
+#define MS	1000000ULL
+#define SEC	1000000000ULL
+
+/* A clock far from 0 and from the other tests' sources (keys apart). */
+static uint64_t t0 = 1000 * SEC;
+
+static struct px_sl_rule
+rule(uint32_t sessions, uint64_t interval_ns, uint32_t burst)
+{
+	struct px_sl_rule r;
+
+	memset(&r, 0, sizeof(r));
+	r.on = true;
+	r.sessions = sessions;
+	r.interval_ns = interval_ns;
+	r.burst = burst;
+	return r;
+}
+
+static uint64_t
+key_of(const char *svc, uint8_t last)
+{
+	uint8_t a[17] = { 127, 0, 0, last };
+
+	return px_sl_key(px_sl_hash_str(svc), 1, a, sizeof(a));
+}
+
+static enum px_sl_verdict
+admit(uint64_t k, const struct px_sl_rule *r, uint64_t now,
+    struct px_sl_ref *ref)
+{
+	struct px_sl_refusal rf;
+
+	return px_sl_admit(k, r, now, ref, &rf);
+}
+
+static void
+test_bucket(void **state)
+{
+	struct px_sl_rule r = rule(0, 100 * MS, 5);	/* 10/s, burst 5 */
+	struct px_sl_ref ref;
+	uint64_t k = key_of("bucket", 1), now = t0;
+	int i, n;
+
+	(void)state;
+	for (i = 0; i < 5; i++)
+		assert_int_equal(admit(k, &r, now, &ref), PX_SL_OK);
+	assert_int_equal(admit(k, &r, now, &ref), PX_SL_CONNECTIONS);
+	/* Nothing held without sessions=. */
+	assert_int_equal(ref.idx, UINT32_MAX);
+	/* 99 ms: still none; 100 ms: one. */
+	assert_int_equal(admit(k, &r, now + 99 * MS, &ref), PX_SL_CONNECTIONS);
+	assert_int_equal(admit(k, &r, now + 100 * MS, &ref), PX_SL_OK);
+	assert_int_equal(admit(k, &r, now + 100 * MS, &ref), PX_SL_CONNECTIONS);
+	/* A flood of one attempt per ms over 2 s: 10 a second get in. */
+	for (n = 0, i = 1; i <= 2000; i++)
+		n += admit(k, &r, now + 100 * MS + (uint64_t)i * MS, &ref) ==
+		    PX_SL_OK;
+	assert_int_equal(n, 20);
+	/* Idle 10 s: a whole burst again, and no more. */
+	now += 12 * SEC;
+	for (i = 0; i < 5; i++)
+		assert_int_equal(admit(k, &r, now, &ref), PX_SL_OK);
+	assert_int_equal(admit(k, &r, now, &ref), PX_SL_CONNECTIONS);
+}
+
+static void
+test_sessions(void **state)
+{
+	struct px_sl_rule r = rule(3, 0, 0);
+	struct px_sl_ref ref[4];
+	uint64_t k = key_of("sessions", 1), other = key_of("sessions", 2);
+	int i;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(admit(k, &r, t0, &ref[i]), PX_SL_OK);
+		assert_int_not_equal(ref[i].idx, UINT32_MAX);
+	}
+	assert_int_equal(px_sl_sessions(k), 3);
+	assert_int_equal(admit(k, &r, t0, &ref[3]), PX_SL_SESSIONS);
+	/* Another source, and the same address under another service. */
+	assert_int_equal(admit(other, &r, t0, &ref[3]), PX_SL_OK);
+	px_sl_release(&ref[3]);
+	assert_int_equal(admit(key_of("sessions2", 1), &r, t0, &ref[3]),
+	    PX_SL_OK);
+	px_sl_release(&ref[3]);
+	px_sl_release(&ref[1]);
+	assert_int_equal(ref[1].idx, UINT32_MAX);
+	px_sl_release(&ref[1]);		/* twice: nothing */
+	assert_int_equal(px_sl_sessions(k), 2);
+	assert_int_equal(admit(k, &r, t0, &ref[1]), PX_SL_OK);
+	assert_int_equal(admit(k, &r, t0, &ref[3]), PX_SL_SESSIONS);
+	for (i = 0; i < 3; i++)
+		px_sl_release(&ref[i]);
+	assert_int_equal(px_sl_sessions(k), 0);
+}
+
+/* Refused by sessions=: the connection's interval is not spent. */
+static void
+test_both(void **state)
+{
+	struct px_sl_rule r = rule(1, 1 * SEC, 2);
+	struct px_sl_ref a, b;
+	uint64_t k = key_of("both", 1);
+
+	(void)state;
+	assert_int_equal(admit(k, &r, t0, &a), PX_SL_OK);
+	assert_int_equal(admit(k, &r, t0, &b), PX_SL_SESSIONS);
+	px_sl_release(&a);
+	assert_int_equal(admit(k, &r, t0, &a), PX_SL_OK);
+	px_sl_release(&a);
+	assert_int_equal(admit(k, &r, t0, &a), PX_SL_CONNECTIONS);
+}
+
+static void
+test_log_once_a_second(void **state)
+{
+	struct px_sl_rule r = rule(0, 1 * SEC, 1);
+	struct px_sl_refusal rf;
+	struct px_sl_ref ref;
+	uint64_t k = key_of("log", 1), now = t0 + 100 * MS;
+	int i;
+
+	(void)state;
+	assert_int_equal(px_sl_admit(k, &r, now, &ref, &rf), PX_SL_OK);
+	assert_int_equal(px_sl_admit(k, &r, now, &ref, &rf),
+	    PX_SL_CONNECTIONS);
+	assert_true(rf.log);
+	assert_int_equal(rf.count, 1);
+	for (i = 0; i < 7; i++) {
+		assert_int_equal(px_sl_admit(k, &r, now + 10 * MS, &ref, &rf),
+		    PX_SL_CONNECTIONS);
+		assert_false(rf.log);
+	}
+	/* The next second: one line for the 7 and this one. */
+	assert_int_equal(px_sl_admit(k, &r, now + 900 * MS, &ref, &rf),
+	    PX_SL_CONNECTIONS);
+	assert_true(rf.log);
+	assert_int_equal(rf.count, 8);
+}
+
+/* Keys of one home index: the ways fill; with live sessions in all of
+ * them a new source is untracked; a way without sessions is reused, the
+ * least recently used first. */
+static void
+test_ways(void **state)
+{
+	struct px_sl_rule held = rule(1, 0, 0), rate = rule(0, 1 * SEC, 1);
+	struct px_sl_ref ref[PX_SL_WAYS + 1], none;
+	uint64_t base = 0x5eed0000ULL << 20 | 0x1234, k;
+	unsigned i;
+
+	(void)state;
+	for (i = 0; i < PX_SL_WAYS; i++)
+		assert_int_equal(admit(base + (uint64_t)i * PX_SL_ENTRIES, &held,
+		    t0, &ref[i]), PX_SL_OK);
+	k = base + (uint64_t)PX_SL_WAYS * PX_SL_ENTRIES;
+	assert_int_equal(admit(k, &held, t0, &ref[PX_SL_WAYS]),
+	    PX_SL_UNTRACKED);
+	assert_int_equal(ref[PX_SL_WAYS].idx, UINT32_MAX);
+	/* Two sessions end; the newcomer takes one of their entries. */
+	px_sl_release(&ref[3]);
+	px_sl_release(&ref[7]);
+	assert_int_equal(admit(k, &held, t0, &ref[PX_SL_WAYS]), PX_SL_OK);
+	assert_int_equal(px_sl_sessions(k), 1);
+	/* A rate-only source uses the last free way, then its bucket is
+	 * empty: the next source reuses it (LRU), losing its state. */
+	k += PX_SL_ENTRIES;
+	assert_int_equal(admit(k, &rate, t0, &none), PX_SL_OK);
+	assert_int_equal(admit(k, &rate, t0, &none), PX_SL_CONNECTIONS);
+	assert_int_equal(admit(k + PX_SL_ENTRIES, &rate, t0, &none), PX_SL_OK);
+	assert_int_equal(admit(k, &rate, t0, &none), PX_SL_OK);
+	for (i = 0; i <= PX_SL_WAYS; i++)
+		px_sl_release(&ref[i]);
+}
+
+#define RACE_LIMIT	4
+#define RACE_ROUNDS	200000
+
+static _Atomic int race_held, race_max;
+static uint64_t race_key;
+
+static void *
+race_thread(void *arg)
+{
+	struct px_sl_rule r = rule(RACE_LIMIT, 0, 0);
+	struct px_sl_ref ref[2];
+	int i, held, m, *ok = arg;
+
+	for (i = 0; i < RACE_ROUNDS; i++) {
+		if (admit(race_key, &r, t0, &ref[i & 1]) != PX_SL_OK)
+			continue;
+		held = atomic_fetch_add(&race_held, 1) + 1;
+		m = atomic_load(&race_max);
+		while (held > m && !atomic_compare_exchange_weak(&race_max,
+		    &m, held))
+			;
+		(*ok)++;
+		atomic_fetch_sub(&race_held, 1);
+		px_sl_release(&ref[i & 1]);
+	}
+	return NULL;
+}
+
+static void
+test_race(void **state)
+{
+	pthread_t th[4];
+	int ok[4] = { 0 }, i;
+
+	(void)state;
+	race_key = key_of("race", 1);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race_thread,
+		    &ok[i]), 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_true(atomic_load(&race_max) <= RACE_LIMIT);
+	assert_true(ok[0] + ok[1] + ok[2] + ok[3] > 0);
+	assert_int_equal(px_sl_sessions(race_key), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bucket),
+		cmocka_unit_test(test_sessions),
+		cmocka_unit_test(test_both),
+		cmocka_unit_test(test_log_once_a_second),
+		cmocka_unit_test(test_ways),
+		cmocka_unit_test(test_race),
+	};
+
+	if (px_sl_init() == -1)
+		return 1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
