@@ -22,15 +22,19 @@ struct px_sl_ent {
 
 #define PX_SL_FREEING	1ULL
 #define PX_SL_PIN	(1ULL << 1)
-#define PX_SL_PINS(st)	(((st) >> 1) & 0xffu)
-#define PX_SL_SESS	(1ULL << 9)
-#define PX_SL_SESSIONS(st) (((st) >> 9) & 0xffffffu)
-#define PX_SL_GEN1	(1ULL << 33)
-#define PX_SL_GEN(st)	((uint32_t)((st) >> 33))
+/* A worker pins at most one entry at a time: 9 bits for 256 workers. */
+#define PX_SL_PINS(st)	(((st) >> 1) & 0x1ffu)
+#define PX_SL_PINS_MAX	0x1ffu
+#define PX_SL_SESS	(1ULL << 10)
+#define PX_SL_SESSIONS(st) (((st) >> 10) & 0xffffffu)
+#define PX_SL_GEN1	(1ULL << 34)
+#define PX_SL_GEN(st)	((uint32_t)((st) >> 34))
 /* A bound on retries of one compare-and-swap that others keep winning:
  * each failure is another worker's progress, so this is never reached
  * in practice; past it the connection is admitted untracked. */
 #define PX_SL_TRIES	1000
+
+_Static_assert(sizeof(struct px_sl_ent) == 64, "an entry is a cache line");
 
 static _Atomic(struct px_sl_ent *) px_sl_tab;
 static uint64_t px_sl_seed;
@@ -123,7 +127,7 @@ px_sl_find_pin(struct px_sl_ent *t, uint64_t key, uint32_t *idx)
 			    memory_order_acquire);
 			if ((st & PX_SL_FREEING) != 0 ||
 			    atomic_load_explicit(&e->key, memory_order_acquire)
-			    != key || PX_SL_PINS(st) == 0xff)
+			    != key || PX_SL_PINS(st) == PX_SL_PINS_MAX)
 				break;
 			if (atomic_compare_exchange_weak_explicit(&e->state,
 			    &st, st + PX_SL_PIN, memory_order_acq_rel,
@@ -138,8 +142,14 @@ px_sl_find_pin(struct px_sl_ent *t, uint64_t key, uint32_t *idx)
 
 /* Makes an entry of the ways hold key: a free one, else the least
  * recently used one that no session and no worker holds. 0, or -1 when
- * every way is held. The caller looks again (find first wins, so two
- * workers that each claimed an entry for a new source end on the same). */
+ * every way is held. The caller looks again, and every worker uses the
+ * first entry of the ways that holds the key. Two workers seeing a new
+ * source at the same instant both take the first free entry (the compare-
+ * and-swap on the key lets one win, the other finds it), so one entry is
+ * made; only when the ways are full and an entry changed between their
+ * two looks may each reuse another one: each then counts its connection
+ * on its own entry, and from the next one on all use the first (the other
+ * ages out), a difference of one connection per worker, once. */
 static int
 px_sl_claim(struct px_sl_ent *t, uint64_t key)
 {

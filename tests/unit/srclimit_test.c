@@ -195,7 +195,8 @@ test_ways(void **state)
 		px_sl_release(&ref[i]);
 }
 
-#define RACE_LIMIT	4
+#define RACE_LIMIT	2
+#define RACE_THREADS	6
 #define RACE_ROUNDS	200000
 
 static _Atomic int race_held, race_max;
@@ -211,6 +212,12 @@ race_thread(void *arg)
 	for (i = 0; i < RACE_ROUNDS; i++) {
 		if (admit(race_key, &r, t0, &ref[i & 1]) != PX_SL_OK)
 			continue;
+		/* What the table says, and what the threads hold. */
+		held = (int)px_sl_sessions(race_key);
+		m = atomic_load(&race_max);
+		while (held > m && !atomic_compare_exchange_weak(&race_max,
+		    &m, held))
+			;
 		held = atomic_fetch_add(&race_held, 1) + 1;
 		m = atomic_load(&race_max);
 		while (held > m && !atomic_compare_exchange_weak(&race_max,
@@ -226,18 +233,22 @@ race_thread(void *arg)
 static void
 test_race(void **state)
 {
-	pthread_t th[4];
-	int ok[4] = { 0 }, i;
+	pthread_t th[RACE_THREADS];
+	int ok[RACE_THREADS] = { 0 }, i, sum = 0;
 
 	(void)state;
 	race_key = key_of("race", 1);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < RACE_THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, race_thread,
 		    &ok[i]), 0);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < RACE_THREADS; i++) {
 		pthread_join(th[i], NULL);
+		sum += ok[i];
+	}
+	print_message("race: %d admitted, at most %d at once\n", sum,
+	    atomic_load(&race_max));
 	assert_true(atomic_load(&race_max) <= RACE_LIMIT);
-	assert_true(ok[0] + ok[1] + ok[2] + ok[3] > 0);
+	assert_true(sum > 0);
 	assert_int_equal(px_sl_sessions(race_key), 0);
 }
 
