@@ -8,6 +8,7 @@
 # - sessions="5": 12 connections of one source at once over 2 workers, exactly
 #   5 served and 7 refused (limit=sessions), another source served;
 # - per="prefix" prefix-v4="24": two addresses of one /24 share a bucket;
+#   per="zone": a zone's addresses share one, one outside any zone has its own;
 # - a reload keeps the table: the 5 sessions still count (a 6th is refused)
 #   and an emptied bucket stays empty; once the 5 end, the source is served.
 set -euo pipefail
@@ -173,12 +174,14 @@ free_port PR
 free_port PS
 free_port PP
 free_port PW
-write_proxyd_conf 'max-sessions="10000"'
+free_port PZ
+write_proxyd_conf 'max-sessions="10000"' '<zones><zone name="lab" addresses="127.0.3.0/24"/></zones>'
 sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 write_service rate "$PR" "$NGINX_PORT" '<source-limits connections="100/s" burst="50"/>'
 write_service sess "$PS" "$NGINX_PORT" '<source-limits sessions="5"/>'
 write_service pfx "$PP" "$NGINX_PORT" '<source-limits per="prefix" prefix-v4="24" connections="1/m" burst="1"/>'
 write_service slow "$PW" "$NGINX_PORT" '<source-limits connections="1/m" burst="2"/>'
+write_service zn "$PZ" "$NGINX_PORT" '<source-limits per="zone" connections="1/m" burst="1"/>'
 start_proxyd
 probe() { python3 "$T/probe.py" "$@"; }
 
@@ -233,6 +236,15 @@ assert_eq "$(probe "$PP" 127.0.1.6)" REFUSED "127.0.1.6, same /24"
 assert_eq "$(probe "$PP" 127.0.2.5)" SERVED "127.0.2.5, another /24"
 assert_log "limited service=pfx client=127\\.0\\.1\\.6:[0-9]+ source=127\\.0\\.1\\.0/24 limit=connections "
 assert_eq "$(probe "$PW" 127.0.0.5 3 | tr '\n' ' ')" "SERVED SERVED REFUSED " "connections=1/m burst=2"
+
+info "per=zone: a zone is one source, a client in no zone its own"
+assert_eq "$(probe "$PZ" 127.0.3.5)" SERVED "127.0.3.5, first of zone lab"
+assert_eq "$(probe "$PZ" 127.0.3.77)" REFUSED "127.0.3.77, also in zone lab"
+assert_eq "$(probe "$PZ" 127.0.4.5)" SERVED "127.0.4.5, in no zone"
+assert_eq "$(probe "$PZ" 127.0.4.6)" SERVED "127.0.4.6, in no zone either"
+assert_eq "$(probe "$PZ" 127.0.4.5)" REFUSED "127.0.4.5 again"
+assert_log "limited service=zn client=127\\.0\\.3\\.77:[0-9]+ source=zone:lab limit=connections "
+assert_log "limited service=zn client=127\\.0\\.4\\.5:[0-9]+ source=127\\.0\\.4\\.5 limit=connections "
 
 info "reload: the table is kept"
 free_port PO
