@@ -40,11 +40,24 @@ px_session_touch(struct px_session *s)
 	s->last_active_ms = px_now_ms(s->w);
 }
 
+/* The buffer the client's JA4 is written into, made on first use (NULL
+ * when memory is short: the session then has no fingerprint). */
+char *
+px_session_ja4_buf(struct px_session *s)
+{
+	if (s->ja4 == NULL)
+		s->ja4 = calloc(1, PX_JA4_LEN + 1);
+	return s->ja4;
+}
+
 struct px_tls_peer
 px_session_tls_peer(struct px_session *s)
 {
 	return (struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls,
-	    .n = &s->m->tls, .fp = &s->svc->fingerprints, .ja4 = s->ja4 };
+	    .n = &s->m->tls, .fp = &s->svc->fingerprints,
+	    /* only a client side's TLS writes it: no buffer for the rest */
+	    .ja4 = s->svc->tls_client != NULL || s->svc->starttls_client != NULL ?
+	    px_session_ja4_buf(s) : NULL };
 }
 
 void

@@ -87,8 +87,11 @@ struct px_session {
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
 	char			*client_sni;	/* what it asked for; NULL */
-	/* The JA4 of the client's first ClientHello (any TLS mode); "". */
-	char			 ja4[PX_JA4_LEN + 1];
+	/* The JA4 of the client's first ClientHello (any TLS mode), in a
+	 * buffer made when TLS is set up (px_session_ja4_buf): a session
+	 * without TLS pays a pointer, not the 37 bytes. NULL or "": none;
+	 * read it with px_session_ja4. */
+	char			*ja4;
 	/* A leg (px_session_spawn): its client is its parent's analyser,
 	 * on a socketpair; leg_tls: the parent's client spoke TLS. */
 	uint64_t		 parent_id;	/* a leg's: its parent's id */
@@ -127,6 +130,13 @@ void	px_session_touch(struct px_session *s);
 /* What a TLS conn of s needs to know of it: its id for the log, its
  * worker's caches, its service's counters. */
 struct px_tls_peer px_session_tls_peer(struct px_session *s);
+char *px_session_ja4_buf(struct px_session *s);
+/* The session's JA4, "" when it has none. */
+static inline const char *
+px_session_ja4(const struct px_session *s)
+{
+	return s->ja4 != NULL ? s->ja4 : "";
+}
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);
 uint64_t px_now_ms(struct px_worker *w);

@@ -119,7 +119,7 @@ px_session_audit_info(const struct px_session *s, const char *analyser,
 	in->client = px_session_client(s);
 	in->server = server;
 	px_session_zones(s, server, &in->client_zone, &in->server_zone);
-	in->ja4 = s->ja4[0] != '\0' ? s->ja4 : NULL;
+	in->ja4 = px_session_ja4(s)[0] != '\0' ? s->ja4 : NULL;
 }
 
 struct event_base *

@@ -63,7 +63,7 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (unsigned long long)s->bytes[PX_TO_SERVER],
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    s->ja4[0] != '\0' ? " ja4=" : "", s->ja4,
+	    px_session_ja4(s)[0] != '\0' ? " ja4=" : "", px_session_ja4(s),
 	    deny ? " rule=" : "", !deny ? "" : s->rule != NULL &&
 	    s->rule[0] != '\0' ? s->rule : "builtin",
 	    s->tag[0] != '\0' ? " " : "", s->tag, px_end_by_name(s->end_by),
@@ -285,6 +285,7 @@ px_session_reap(struct px_worker *w)
 		free(s->an_state);
 		free(s->dconn);
 		free(s->client_sni);
+		free(s->ja4);
 		free(s->rule);
 		free(s->finish_reason);
 		if (s->relay != NULL)

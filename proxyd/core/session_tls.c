@@ -50,7 +50,7 @@ px_session_fp_reason(struct px_session *s, const struct px_fp_rule *hit,
 	px_session_set_rule(s, px_rule_ref_at(hit->line, hit->label,
 	    px_session_policy_file(s), ref, sizeof(ref)));
 	snprintf(buf, size, "denied: tls ja4=%s (<fingerprint> at line %ld%s%s)",
-	    s->ja4[0] != '\0' ? s->ja4 : "-", hit->line,
+	    px_session_ja4(s)[0] != '\0' ? s->ja4 : "-", hit->line,
 	    hit->list != NULL ? ", list " : "",
 	    hit->list != NULL ? hit->list : "");
 	return buf;
@@ -306,8 +306,11 @@ px_session_hello_step(struct px_session *s)
 		strcat(alpn, h.alpn[i][0] != '\0' ? h.alpn[i] : "?");
 	}
 	/* The same bytes and function as a terminated hello's (tls.c). */
-	(void)px_ja4_records(evbuffer_pullup(c->in, -1), h.consumed, s->ja4);
-	if ((fp = px_fp_match(&s->svc->fingerprints, s->ja4)) != NULL &&
+	if (px_session_ja4_buf(s) != NULL)
+		(void)px_ja4_records(evbuffer_pullup(c->in, -1), h.consumed,
+		    s->ja4);
+	if ((fp = px_fp_match(&s->svc->fingerprints, px_session_ja4(s))) !=
+	    NULL &&
 	    fp->action == PX_ACT_DENY) {
 		PX_SC_ADD(s->m, tls.passthrough[0], 1);
 		PX_SC_ADD(s->m, tls.fingerprint_denied, 1);
@@ -332,7 +335,7 @@ px_session_hello_step(struct px_session *s)
 	PX_SC_ADD(s->m, tls.passthrough[1], 1);
 	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept "
 	    "ja4=%s", h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-",
-	    s->ja4[0] != '\0' ? s->ja4 : "-");
+	    px_session_ja4(s)[0] != '\0' ? s->ja4 : "-");
 	if (h.has_sni && px_session_keep_sni(s, h.sni) == -1)
 		return;
 	px_conn_read_enable(c, false);

@@ -66,7 +66,9 @@ done
 grep -E '^(Uid|CapEff):' /proc/$ppid/status >"$T/status"
 python3 - "$PORT2" <<'PY'
 import socket, sys
-for target in (b'/a\\x41"b/index.html', b"/" + b"x" * 20000):
+# (a backslash is refused with 400 since url rules judge the canonical
+# path: the quote alone shows the field is the escaped log value)
+for target in (b'/a"b/index.html', b"/" + b"x" * 20000):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
     s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     while s.recv(65536):
@@ -131,7 +133,7 @@ err = [json.loads(l) for l in open(sys.argv[4]) if l.strip()]
 if len(err) != 1 or err[0].get("PROXYD_REASON") != "request line too long" or err[0].get("PROXYD_STATUS") != "414":
     fail("http-error entry: %r" % err)
 req = [e for e in (json.loads(l) for l in open(sys.argv[5]) if l.strip()) if e.get("PROXYD_STATUS") == "404"]
-if len(req) != 1 or req[0].get("PROXYD_PATH") != '/a\\x41?b/index.html':
+if len(req) != 1 or req[0].get("PROXYD_PATH") != '/a?b/index.html':
     fail("http-request entry: %r" % req)
 print("[notify_journal] PROXYD_REASON=%r PROXYD_PATH=%r" % (err[0]["PROXYD_REASON"], req[0]["PROXYD_PATH"]))
 PY
