@@ -19,6 +19,7 @@
 
 #include "analyser.h"
 #include "parse.h"
+#include "scan.h"
 #include "ftp/ftp_int.h"
 
 /* Replies queued for a client that does not read them: past this, the
@@ -416,6 +417,38 @@ ftp_path_refused(struct px_session *s, struct ftp_state *st,
 	return true;
 }
 
+/* <scan partial="refuse"> (the default): a file is scanned whole or not
+ * moved. Pieces would each be scanned alone and pass (STOR one byte,
+ * APPE the rest; RETR with REST, twice): APPE of a scanned upload and a
+ * REST other than 0 on a scanned service are refused. */
+static bool
+ftp_partial_refuses(const struct px_session *s, const char *verb)
+{
+	const struct px_scan_policy *sp = px_session_scan(s);
+
+	if (sp->scanner == NULL || sp->partial_allow)
+		return false;
+	if (strcmp(verb, "APPE") == 0)
+		return (sp->direction & PX_SCAN_UPLOAD) != 0;
+	return strcmp(verb, "REST") == 0;
+}
+
+static bool
+ftp_partial_refused(const struct px_session *s, const struct ftp_cmd *c)
+{
+	size_t i;
+
+	if (!ftp_partial_refuses(s, c->verb))
+		return false;
+	if (strcmp(c->verb, "REST") != 0)
+		return true;
+	/* "REST 0" starts over: the whole file moves. */
+	for (i = 0; i < c->arglen; i++)
+		if (c->arg[i] != '0')
+			return true;
+	return c->arglen == 0;
+}
+
 /* One client command; in: what follows it. -1: end the session (after
  * what was queued); FTP_RC_DENIED, FTP_RC_ENDED: done already. */
 static int
@@ -497,6 +530,16 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (ftp_quota_refused(s, st, p, c, &rc)) {
 		ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
 		return rc;
+	}
+	if (ftp_partial_refused(s, c)) {
+		px_session_count(s, FTP_C_DENIED_COMMAND, 1);
+		ftp_log_cmd(s, st, c, "verdict=deny reason=scan-partial "
+		    "rule=scan/@partial");
+		if (path_cmd)
+			return ftp_reply_local(s, st, c->verb, "550 %s: refused "
+			    "by the proxy: a scanned file moves whole", c->verb);
+		return ftp_reply_local(s, st, c->verb, "502 %s refused by the "
+		    "proxy: a scanned file moves whole", c->verb);
 	}
 	ftp_log_cmd(s, st, c, "verdict=accept");
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
@@ -599,7 +642,8 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
  * proxyd would then refuse. A first word that no client could send as a
  * command is dropped, but for the few features that are no command. */
 static bool
-ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
+ftp_feat_keep(const struct px_session *s, const struct ftp_policy *p,
+    const char *line, size_t len)
 {
 	char word[FTP_VERB_MAX + 1];
 	size_t i = 0, k = 0;
@@ -626,6 +670,9 @@ ftp_feat_keep(const struct ftp_policy *p, const char *line, size_t len)
 		return ftp_cmd_allowed(p, "MLST") || ftp_cmd_allowed(p, "MLSD");
 	if (strcmp(word, "UTF8") == 0)
 		return ftp_cmd_allowed(p, "OPTS");
+	/* <scan partial="refuse">: no restarts to offer. */
+	if (strcmp(word, "REST") == 0 && ftp_partial_refuses(s, "REST"))
+		return false;
 	if ((strcmp(word, "EPRT") == 0 && p->client_data == FTP_PASSIVE) ||
 	    ((strcmp(word, "EPSV") == 0 || strcmp(word, "PASV") == 0) &&
 	    p->client_data == FTP_ACTIVE))
@@ -850,7 +897,7 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			ftp_tls_feat(st, out);
 		}
 		if (!(st->feat && fin == 0 && linelen > 0 && buf[0] == ' ' &&
-		    !ftp_feat_keep(p, (const char *)buf, linelen)) &&
+		    !ftp_feat_keep(s, p, (const char *)buf, linelen)) &&
 		    !st->scan_swallow)
 			evbuffer_add(out, buf, used);
 		evbuffer_drain(in, used);

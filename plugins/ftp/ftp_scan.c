@@ -87,6 +87,8 @@ struct ftp_scan {
 	bool			 size_done;
 	bool			 size_told;
 	bool			 restarted;	/* after a REST: not checked */
+	bool			 cut;		/* the channel ended before the
+						 * verdict: judged on what came */
 	const char		*reason;	/* the record's, when refused */
 	/* <content>: the file's first bytes, gathered (and held, in hold)
 	 * until judged; then its type and the action taken. */
@@ -301,6 +303,14 @@ ftp_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
 		    res->http_status);
 }
 
+/* After size=N in a verdict line: a transfer cut short is judged on
+ * what came, and says so. */
+static const char *
+ftp_scan_cut(const struct ftp_scan *sc)
+{
+	return sc->cut ? " complete=no" : "";
+}
+
 static void
 ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 {
@@ -311,10 +321,11 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 	switch (res->verdict) {
 	case PX_ICAP_CLEAN:
 		px_session_log(sc->s, LOG_INFO, "ftp-scan verdict=clean "
-		    "scanner=%s file=\"%s\" user=%s dir=%s size=%llu "
+		    "scanner=%s file=\"%s\" user=%s dir=%s size=%llu%s "
 		    "istag=\"%s\"%s%s%s", scn->name, sc->file, user,
 		    ftp_scan_dir_name(sc), (unsigned long long)sc->size,
-		    res->istag, res->error[0] ? " note=\"" : "", res->error,
+		    ftp_scan_cut(sc), res->istag, res->error[0] ? " note=\"" :
+		    "", res->error,
 		    res->error[0] ? "\"" : "");
 		ftp_scan_count(sc, "clean");
 		sc->scanned = "clean";
@@ -325,9 +336,9 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 		ftp_scan_threat(res, threat, sizeof(threat));
 		px_session_log(sc->s, LOG_NOTICE, "ftp-scan verdict=infected "
 		    "threat=\"%s\" scanner=%s file=\"%s\" user=%s dir=%s "
-		    "size=%llu istag=\"%s\"", threat, scn->name, sc->file, user,
-		    ftp_scan_dir_name(sc), (unsigned long long)sc->size,
-		    res->istag);
+		    "size=%llu%s istag=\"%s\"", threat, scn->name, sc->file,
+		    user, ftp_scan_dir_name(sc), (unsigned long long)sc->size,
+		    ftp_scan_cut(sc), res->istag);
 		ftp_scan_count(sc, "infected");
 		sc->scanned = "infected";
 		if (sc->audit != NULL)
@@ -341,9 +352,10 @@ ftp_scan_verdict(struct ftp_scan *sc, const struct px_icap_result *res)
 	}
 	px_log_escape(why, sizeof(why), res->error, strlen(res->error), true);
 	px_session_log(sc->s, LOG_WARNING, "ftp-scan verdict=error "
-	    "reason=\"%s\" scanner=%s file=\"%s\" user=%s dir=%s on-error=%s",
-	    why, scn->name, sc->file, user, ftp_scan_dir_name(sc),
-	    scn->on_error_allow ? "allow" : "block");
+	    "reason=\"%s\" scanner=%s file=\"%s\" user=%s dir=%s%s "
+	    "on-error=%s", why, scn->name, sc->file, user,
+	    ftp_scan_dir_name(sc), ftp_scan_cut(sc), scn->on_error_allow ?
+	    "allow" : "block");
 	if (scn->on_error_allow) {
 		ftp_scan_count(sc, "error-allowed");
 		sc->scanned = "error-allowed";
@@ -560,7 +572,7 @@ ftp_audit_end(struct ftp_scan *sc)
 		.content_action = sc->content,
 		.verdict = sc->verdict != NULL ? sc->verdict : "accept",
 		.reason = sc->reason,
-		.complete = sc->state == FTP_SCAN_PASSED &&
+		.complete = !sc->cut && sc->state == FTP_SCAN_PASSED &&
 		    sc->server_code / 100 == 2,
 	};
 	px_session_audit_info(sc->s, "ftp", px_session_server(sc->s), &in);
@@ -782,8 +794,11 @@ ftp_scan_reply(struct ftp_state *st, unsigned id, int code)
 	case FTP_SCAN_RUN:
 	case FTP_SCAN_ENDED:
 		/* Success is told once the file is known clean; a failure
-		 * needs no verdict. */
-		return code / 100 == 2 ? FTP_SCAN_HOLD : FTP_SCAN_FORWARD;
+		 * needs no verdict, unless the transfer was cut short (the
+		 * 426 after an ABOR): its verdict comes first, with what
+		 * follows (the session stays for it). */
+		return code / 100 == 2 || sc->cut ? FTP_SCAN_HOLD :
+		    FTP_SCAN_FORWARD;
 	case FTP_SCAN_BLOCKED:
 		return FTP_SCAN_REPLACE;
 	default:
@@ -917,9 +932,21 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
 		sc->size = bytes[sc->dir];
 		(void)ftp_size_mismatch(sc, sc->size > (uint64_t)sc->announced);
 	}
-	if (sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) {
-		/* Cut short (a peer went, a timeout): no verdict to wait
-		 * for; the server's reply tells what happened. */
+	if ((sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) &&
+	    sc->icap != NULL) {
+		/* Cut short (ABOR, a peer went, a timeout) with bytes at the
+		 * scanner: judged on what came, as a whole file would be
+		 * (the rest may come another way). The server's 2xx waits
+		 * for the verdict as usual; the receiver is gone, so there
+		 * is nothing left to reset. */
+		sc->cut = true;
+		sc->size_done = true;	/* short, of course */
+		sc->state = FTP_SCAN_ENDED;
+		px_icap_end(sc->icap);
+	} else if (sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) {
+		/* Nothing at the scanner (no scan, or not started): no
+		 * verdict to wait for; the server's reply tells what
+		 * happened. */
 		px_session_log(sc->s, LOG_INFO, "ftp-scan verdict=none "
 		    "reason=\"the transfer ended before the verdict\" file=\"%s\" "
 		    "dir=%s size=%llu", sc->file, ftp_scan_dir_name(sc),

@@ -205,6 +205,14 @@ px_scan_policy_load(struct px_scan_policy *p, const xmlNode *n,
 			    "or allow", v);
 		xmlFree(v);
 	}
+	if ((v = px_attr(n, "partial")) != NULL) {
+		if (strcmp(v, "allow") == 0)
+			p->partial_allow = true;
+		else if (strcmp(v, "refuse") != 0)
+			px_cfg_error(e, n, "partial=\"%s\": expected refuse "
+			    "or allow", v);
+		xmlFree(v);
+	}
 	return e->count == before ? 0 : -1;
 }
 

@@ -48,6 +48,11 @@ struct px_scan_policy {
 	unsigned		 direction;	/* PX_SCAN_* bits */
 	uint64_t		 max_size;
 	bool			 over_size_allow;
+	/* partial="allow": a file moved in pieces (FTP REST and APPE,
+	 * HTTP Range) goes on, each piece scanned alone; "refuse" (the
+	 * default): FTP refuses REST and APPE, HTTP asks the server for
+	 * the whole body. */
+	bool			 partial_allow;
 	/* The service's <content> rules (sniff.h), loaded apart from
 	 * <scan>: they apply with or without a scanner. */
 	struct px_content_policy content;

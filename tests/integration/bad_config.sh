@@ -266,7 +266,7 @@ scan_case() { # NAME ICAP_ATTRS SCAN_ATTRS [ANALYSER=http]
 EOF
 }
 scan_case scan_valid 'url="icap://127.0.0.1:1344/avscan" timeout="30s" max-connections="16" on-error="block" preview="no"' \
-    'scanner="av" direction="both" max-size="100m" over-size="block"'
+    'scanner="av" direction="both" max-size="100m" over-size="block" partial="refuse"'
 run_check
 echo "[scan_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
 ((RC == 0)) || case_fail "valid <scanners> and <scan>: --check exited $RC: $OUT"
@@ -284,6 +284,8 @@ scan_case scan_bad_on_error 'url="icap://127.0.0.1/avscan" on-error="maybe"' 'sc
 expect_error scan_bad_on_error "maybe" "$(at "$C/conf/proxyd.xml" '<icap')"
 scan_case scan_bad_preview 'url="icap://127.0.0.1/avscan" preview="some"' 'scanner="av"'
 expect_error scan_bad_preview "preview=\"some\"" "$(at "$C/conf/proxyd.xml" '<icap')"
+scan_case scan_bad_partial 'url="icap://127.0.0.1/avscan"' 'scanner="av" partial="pieces"'
+expect_error scan_bad_partial "partial=\"pieces\"" "$(at "$C/policy/web.xml" '<scan')"
 
 # ---- file policy by content: <content> on a service
 content_case() { # NAME CONTENT_XML [ANALYSER=http]
