@@ -360,6 +360,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			.client = px_session_client(h->s),
 			.upgrade = h->upgrade_ok,
 			.authority = auth, .alen = alen,
+			.whole = http_scan_whole(h),
 		};
 
 		http_head_request(h->head_out, &m, p, &rq);

@@ -267,6 +267,7 @@ struct http_wopt {
 	bool			 keep_upgrade;	/* an accepted Upgrade passes */
 	bool			 skip_xff;	/* X-Forwarded-For: the caller's */
 	bool			 skip_te;	/* dechunked: no Transfer-Encoding */
+	bool			 skip_range;	/* no Range, no If-Range */
 	bool			 underscore;	/* names with '_' pass */
 	bool			 inserts;	/* the rules' inserts follow */
 	bool			 trailers;	/* m is a trailer section */
@@ -343,6 +344,9 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 		    memchr(f->name, '_', f->nlen) != NULL)
 			continue;
 		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
+			continue;
+		if (o->skip_range && (id == HTTP_F_RANGE ||
+		    id == HTTP_F_IF_RANGE))
 			continue;
 		if (id == HTTP_F_TRANSFER_ENCODING) {
 			if (o->skip_te || te_done)
@@ -427,6 +431,7 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 		.keep_upgrade = r->upgrade, .skip_xff = p->xff != HTTP_XFF_NO,
 		.underscore = p->underscore_pass, .inserts = true,
 		.host = r->authority, .hlen = r->alen,
+		.skip_range = r->whole,
 	};
 
 	w.ev = out;

@@ -159,6 +159,9 @@ http_field_id(const char *name, size_t len)
 		else
 			HTTP_IS("upgrade", HTTP_F_UPGRADE);
 		break;
+	case 8:
+		HTTP_IS("if-range", HTTP_F_IF_RANGE);
+		break;
 	case 10:
 		switch (http_lower((unsigned char)name[0])) {
 		case 'c': HTTP_IS("connection", HTTP_F_CONNECTION); break;

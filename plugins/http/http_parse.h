@@ -143,6 +143,7 @@ enum http_field {
 	HTTP_F_COOKIE,
 	HTTP_F_SET_COOKIE,
 	HTTP_F_RANGE,
+	HTTP_F_IF_RANGE,
 	HTTP_F_PROXY_OTHER,	/* "proxy-" and more, but Proxy-Connection */
 };
 

@@ -701,6 +701,15 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 }
 
 bool
+http_scan_whole(const struct http_state *h)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+
+	return p->scanner != NULL && (p->direction & PX_SCAN_DOWNLOAD) &&
+	    !p->partial_allow;
+}
+
+bool
 http_scan_pending(const struct http_state *h, enum px_dir dir)
 {
 	return h->scan[dir].on && h->scan[dir].ended;
