@@ -107,6 +107,14 @@ static _Thread_local struct icap_pool *icap_pools;
 
 static void icap_dispatch(struct icap_pool *p);
 
+/* Connections in use at most: ours, lowered to the server's. */
+static unsigned
+icap_pool_limit(const struct icap_pool *p)
+{
+	return p->server_max != 0 && p->server_max < p->max_conns ?
+	    p->server_max : p->max_conns;
+}
+
 /* ---- pools ----------------------------------------------------------- */
 
 static struct icap_pool *
@@ -267,6 +275,16 @@ icap_req_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	r->res.verdict = PX_ICAP_ERROR;
+	if (r->conn == NULL && r->pool->options == ICAP_OPT_DONE) {
+		/* Queued behind max-connections for the whole timeout: the
+		 * scanner is too busy (not silent). */
+		snprintf(r->res.error, sizeof(r->res.error), "scanner-busy: "
+		    "no scanner connection free within %llums "
+		    "(max-connections %u)", (unsigned long long)r->timeout_ms,
+		    icap_pool_limit(r->pool));
+		icap_req_deliver(r, false);
+		return;
+	}
 	snprintf(r->res.error, sizeof(r->res.error), "no answer within %llums "
 	    "(%s)", (unsigned long long)r->timeout_ms, r->conn == NULL ?
 	    "waiting for a connection" : r->phase == ICAP_CONTINUE ?
@@ -494,9 +512,7 @@ icap_dispatch(struct icap_pool *p)
 		icap_options_start(p);
 	if (p->options != ICAP_OPT_DONE)
 		return;
-	limit = p->max_conns;
-	if (p->server_max != 0 && p->server_max < limit)
-		limit = p->server_max;
+	limit = icap_pool_limit(p);
 	while ((r = TAILQ_FIRST(&p->wait)) != NULL && !r->failed &&
 	    p->active < limit) {
 		struct icap_conn *c = LIST_FIRST(&p->idle);
@@ -530,6 +546,11 @@ icap_dispatch(struct icap_pool *p)
 		r->conn = c;
 		c->req = r;
 		p->active++;
+		/* The time it waited for the connection does not count
+		 * against the scanner's answer: a full timeout from now. */
+		r->read_mark = r->nread;
+		r->queued_mark = px_icap_queued(r);
+		icap_timer_arm(r, r->timeout_ms);
 		snprintf(r->res.istag, sizeof(r->res.istag), "%s", p->istag);
 		icap_send_head(r);
 	}

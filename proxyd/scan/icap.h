@@ -6,9 +6,11 @@
  * Per worker and per scanner: keep-alive connections (an idle one is
  * reused after a 204; one that carried a 200 is closed, its body unread),
  * at most min(max-connections, the server's Max-Connections) at once (the
- * others wait their turn, under the same timeout), and one OPTIONS at
- * first use (Methods, Preview, Transfer-Preview, Max-Connections, ISTag,
- * Options-TTL; again once its TTL has passed). Previews (RFC 3507 4.5)
+ * others wait their turn, up to the scanner's timeout: then they fail as
+ * "scanner-busy"; a scan's timeout starts afresh with its connection, so
+ * its wait in the queue never shortens the scanner's time to answer), and
+ * one OPTIONS at first use (Methods, Preview, Transfer-Preview,
+ * Max-Connections, ISTag, Options-TTL; again once its TTL has passed). Previews (RFC 3507 4.5)
  * as the OPTIONS ask: the first Preview bytes, with "ieof" when they are
  * the whole body; on 100 Continue the rest; a 204 to the preview passes
  * the body with its rest unscanned, as the scanner decided. The
@@ -19,9 +21,9 @@
  *
  * Memory: what waits to go to the scanner is the caller's to bound
  * (px_icap_queued); a response head from the scanner is cut at
- * PX_ICAP_HEAD_MAX. The scanner's timeout bounds each wait: the connect,
- * the OPTIONS answer, a write that does not drain, and the verdict after
- * the body's end. */
+ * PX_ICAP_HEAD_MAX. The scanner's timeout bounds each wait: the queue for
+ * a connection, the connect, the OPTIONS answer, a write that does not
+ * drain, and the verdict after the body's end. */
 #ifndef PX_ICAP_H
 #define PX_ICAP_H
 

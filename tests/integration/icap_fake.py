@@ -17,6 +17,8 @@ The service path picks the behaviour (icap://127.0.0.1:PORT/<mode>):
   garbage-100   Preview: 16; answers the preview with garbage
   preview-204   Preview: 16; 204 to every preview
   ignore        Transfer-Ignore: txt, Preview: 16; 204 after the preview
+  slow          no preview; 204 half a second after the body's end (a
+                busy scanner: scans queue behind max-connections)
 Each scan request is logged as "<mode> <method> preview=<n|-> bytes=<n>"
 (bytes: the body's bytes it received before it answered).
 """
@@ -149,6 +151,8 @@ def serve(c):
                     c.sendall(chunk)
                 return
             else:
+                if mode == "slow":
+                    time.sleep(0.5)
                 c.sendall(b"ICAP/1.0 204 No Content\r\nISTag: \"fake\"\r\nEncapsulated: null-body=0\r\n\r\n")
     except (EOFError, OSError, ValueError, IndexError):
         pass
