@@ -419,8 +419,9 @@ ftp_path_refused(struct px_session *s, struct ftp_state *st,
 
 /* <scan partial="refuse"> (the default): a file is scanned whole or not
  * moved. Pieces would each be scanned alone and pass (STOR one byte,
- * APPE the rest; RETR with REST, twice): APPE of a scanned upload and a
- * REST other than 0 on a scanned service are refused. */
+ * APPE the rest; RETR with REST, twice): APPE of a scanned upload, a
+ * REST other than 0 and RANG (a byte range, ProFTPD's) on a scanned
+ * service are refused. */
 static bool
 ftp_partial_refuses(const struct px_session *s, const char *verb)
 {
@@ -430,7 +431,7 @@ ftp_partial_refuses(const struct px_session *s, const char *verb)
 		return false;
 	if (strcmp(verb, "APPE") == 0)
 		return (sp->direction & PX_SCAN_UPLOAD) != 0;
-	return strcmp(verb, "REST") == 0;
+	return strcmp(verb, "REST") == 0 || strcmp(verb, "RANG") == 0;
 }
 
 static bool
@@ -442,7 +443,8 @@ ftp_partial_refused(const struct px_session *s, const struct ftp_cmd *c)
 		return false;
 	if (strcmp(c->verb, "REST") != 0)
 		return true;
-	/* "REST 0" starts over: the whole file moves. */
+	/* "REST 0" starts over: the whole file moves (RANG always
+	 * names a range). */
 	for (i = 0; i < c->arglen; i++)
 		if (c->arg[i] != '0')
 			return true;
@@ -638,8 +640,9 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 
 /* A FEAT line: kept only when the policy accepts the command the feature
  * is used with, which is its first word (REST STREAM: REST, SITE MKDIR:
- * SITE, RANG STREAM: RANG), so that a client never sees offered what
- * proxyd would then refuse. A first word that no client could send as a
+ * SITE, RANG STREAM: RANG; REST not on a scanned service that refuses
+ * partial transfers), so that a client never sees offered what proxyd
+ * would then refuse. A first word that no client could send as a
  * command is dropped, but for the few features that are no command. */
 static bool
 ftp_feat_keep(const struct px_session *s, const struct ftp_policy *p,
@@ -670,8 +673,9 @@ ftp_feat_keep(const struct px_session *s, const struct ftp_policy *p,
 		return ftp_cmd_allowed(p, "MLST") || ftp_cmd_allowed(p, "MLSD");
 	if (strcmp(word, "UTF8") == 0)
 		return ftp_cmd_allowed(p, "OPTS");
-	/* <scan partial="refuse">: no restarts to offer. */
-	if (strcmp(word, "REST") == 0 && ftp_partial_refuses(s, "REST"))
+	/* <scan partial="refuse">: no restarts nor ranges to offer. */
+	if ((strcmp(word, "REST") == 0 || strcmp(word, "RANG") == 0) &&
+	    ftp_partial_refuses(s, word))
 		return false;
 	if ((strcmp(word, "EPRT") == 0 && p->client_data == FTP_PASSIVE) ||
 	    ((strcmp(word, "EPSV") == 0 || strcmp(word, "PASV") == 0) &&

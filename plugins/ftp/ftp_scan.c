@@ -14,6 +14,13 @@
  * receives it whole, and the client gets a 550 (451 for a scanner's
  * failure) in place of the server's final reply.
  *
+ * A transfer cut short before its verdict (ABOR, the receiver gone) is
+ * judged on what reached the scanner: that much is ended as the whole
+ * body, and the server's final reply (any code) waits for the verdict,
+ * replaced by the 550 when infected; its log line and record say it was
+ * not complete. (APPE and REST, which move a file in pieces, are refused
+ * by ftp.c under <scan partial="refuse">.)
+ *
  * The same inspection serves <content> and <audit> (with or without a
  * scanner): a file's first bytes (PX_SNIFF_BYTES at most) are held, with
  * the server's 2xx, until libmagic named its type (a denied type: reset

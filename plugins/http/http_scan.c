@@ -23,7 +23,10 @@
  * the buffer at most; the whole body when shorter) are held too, with
  * the response head, until libmagic named their type: a denied download
  * gets a 403 page naming the type (its head was held), a denied upload
- * a 403 and the server connection reset before the body completes. */
+ * a 403 and the server connection reset before the body completes.
+ * With <scan partial="refuse"> (the default) a service that scans
+ * downloads asks the server for whole bodies (http_scan_whole: no Range,
+ * no If-Range), so that no part of a body is judged alone. */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
 line of output per run, for ftp_scan_pieces.sh:
 
     ftp_scan_pieces.py PORT USER PASS feat
-        rest=yes|no: whether FEAT offers REST
+        rest=yes|no rang=yes|no: whether FEAT offers REST, RANG
+    ftp_scan_pieces.py PORT USER PASS cmd LINE
+        the reply to LINE
     ftp_scan_pieces.py PORT USER PASS pieces REMOTE LOCAL
         STOR the first byte of LOCAL as pub/REMOTE, then APPE the rest:
         stor=<reply> appe=<reply>
@@ -64,8 +66,12 @@ if op == "feat":
         feat = f.sendcmd("FEAT")
     except ftplib.Error:
         feat = ""
-    rest = any(l.strip().upper().startswith("REST") for l in feat.splitlines()[1:-1])
-    print("rest=%s" % ("yes" if rest else "no"))
+    def offers(word):
+        return "yes" if any(l.strip().upper().startswith(word)
+                            for l in feat.splitlines()[1:-1]) else "no"
+    print("rest=%s rang=%s" % (offers("REST"), offers("RANG")))
+elif op == "cmd":
+    print(cmd(args[0]))
 elif op == "pieces":
     remote, local = args
     data = open(local, "rb").read()

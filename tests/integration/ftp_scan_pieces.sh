@@ -5,7 +5,8 @@
 #  - <scan> (partial="refuse", the default): FEAT offers no REST; STOR of
 #    EICAR's first byte then APPE of the other 67 is refused at the APPE
 #    (550, the server keeps the one byte), and so is REST 34 (502), each
-#    logged by its ftp-command line (reason=scan-partial);
+#    logged by its ftp-command line (reason=scan-partial), and RANG
+#    (ProFTPD's byte ranges) likewise;
 #  - partial="allow": the same pieces go through, each scanned alone and
 #    found clean, and the server has EICAR whole (why refuse is the
 #    default); REST 34 then RETR gives the file's rest;
@@ -105,7 +106,7 @@ check() { # ACTUAL EXPECTED(regex) MESSAGE: collects, to see every server
 for s in $SERVERS; do
     root=$(root_of "$s")
     # ---- partial="refuse" (the default)
-    check "$(run "$s" feat)" "rest=no" "$s: FEAT through a scanned service"
+    check "$(run "$s" feat)" "rest=no rang=no" "$s: FEAT through a scanned service"
     check "$(run "$s" pieces "eicar-pieces.$s.com" "$T/eicar.com")" \
         "stor=226[ -].* appe=550 APPE: refused by the proxy: a scanned file moves whole" \
         "$s: STOR 1 byte, APPE 67"
@@ -113,8 +114,10 @@ for s in $SERVERS; do
     check "$(run "$s" rest eicar.com 34 "$T/rest.$s")" \
         "rest=502 REST refused by the proxy: a scanned file moves whole retr=- bytes=0" \
         "$s: REST 34 then RETR"
+    check "$(run "$s" cmd "RANG 0 33")" "502 RANG refused by the proxy: a scanned file moves whole" \
+        "$s: RANG 0 33"
     # ---- partial="allow": each piece is scanned alone, and passes
-    check "$(run "$s-allow" feat)" "rest=yes" "$s: FEAT with partial=allow"
+    check "$(run "$s-allow" feat)" "rest=yes rang=(yes|no)" "$s: FEAT with partial=allow"
     check "$(run "$s-allow" pieces "eicar-allowed.$s.com" "$T/eicar.com")" "stor=226[ -].* appe=226[ -].*" \
         "$s: STOR 1 byte, APPE 67 with partial=allow"
     check "$(cmp "$root/pub/eicar-allowed.$s.com" "$T/eicar.com" 2>&1 && echo same)" same \
