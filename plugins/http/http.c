@@ -1113,6 +1113,15 @@ http_timer_cb(struct px_session *s, void *st)
 		http_timer_set(h, h->pol->request_timeout_ms);
 		return;
 	}
+	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == h->interim_bytes &&
+	    h->scan[PX_TO_SERVER].icap != NULL) {
+		/* The upload waits for its verdict (the server for its end;
+		 * a 100 Continue may have come): the scanner's timeout
+		 * bounds that, and the server's response-timeout starts
+		 * again after it. */
+		http_timer_set(h, h->pol->response_timeout_ms);
+		return;
+	}
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	if (h->resp == HTTP_RESP_HEAD) {
 		if (h->resp_bytes == 0)

@@ -330,6 +330,12 @@ http_scan_event(struct http_state *h, enum px_dir dir,
 		return;
 	if (res != NULL)
 		http_scan_verdict(h, dir, res);
+	/* An upload's verdict: the server has its whole response-timeout
+	 * from now (the wait for the scanner, in its queue too, is not
+	 * the server's). */
+	if (res != NULL && dir == PX_TO_SERVER && !h->gone &&
+	    h->resp == HTTP_RESP_HEAD && h->resp_bytes == h->interim_bytes)
+		px_session_timer(h->s, h->pol->response_timeout_ms);
 	if (!h->gone)
 		http_drive(h);
 }

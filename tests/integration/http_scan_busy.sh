@@ -6,7 +6,10 @@
 # queue in all, past the service's request-timeout="3s" and
 # response-timeout="3s".
 #  - scanner timeout="30s": every download arrives whole (200, its
-#    sha256), none failed closed;
+#    sha256), none failed closed; 40 uploads (PUT, with curl's Expect:
+#    100-continue, to scan_origin.py) likewise all reach the server and
+#    get its 200: their wait for the verdict is not the server's
+#    response-timeout (it gave 504s and resets);
 #  - scanner timeout="2s" (shorter than the queue): the scans that waited
 #    longer fail as the scanner's fault, on-error="block": 502, logged
 #    http-scan verdict=error reason="scanner-busy: ..." and counted
@@ -21,6 +24,10 @@ need_cmds curl nginx python3 sha256sum
 setup
 make_file 16k.bin 16K
 start_nginx
+free_port ORIGIN
+python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$T/origin.log" 2>>"$T/origin.err" &
+track_pid $!
+wait_listen "$ORIGIN" 5 || fail "scan_origin.py did not start"
 
 FAKE_LOG=$T/fake.log
 : >"$FAKE_LOG"
@@ -36,11 +43,14 @@ write_proxyd_conf 'buffer="64k"' "<scanners>
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 free_port PORT_long
 free_port PORT_short
+free_port PORT_up
 LIM='<http><limits request-timeout="3s" response-timeout="3s"/></http>'
 write_http_service long "$PORT_long" "$NGINX_PORT" "$LIM <scan scanner=\"slow\"/>"
 write_http_service short "$PORT_short" "$NGINX_PORT" "$LIM <scan scanner=\"slow-short\"/>"
+write_http_service up "$PORT_up" "$ORIGIN" "$LIM <scan scanner=\"slow\"/>"
 start_proxyd
 WANT=$(sha256_of "$T/www/16k.bin")
+pids=()
 
 # many PORT NAME: 40 downloads at once; one "code sha256" line each in
 # $T/NAME.N.res
@@ -63,6 +73,23 @@ ok=$(cat "$T"/long.*.res | grep -c "^200 $WANT\$" || true)
 info "timeout=30s: $ok of 40 whole; others: $(cat "$T"/long.*.res | grep -v "^200 $WANT\$" | cut -d' ' -f1 | sort | uniq -c | tr '\n' ' ')"
 assert_eq "$ok" 40 "downloads whole while their scans queued for 10 s (scanner timeout 30s, request/response-timeout 3s)"
 assert_no_grep "$PROXYD_LOG" 'http-scan verdict=error' "a queued scan failed"
+
+# the same queue for uploads (PUT, held until their verdict while the
+# server waits for their end)
+for ((i = 0; i < 40; i++)); do
+    (
+        code=$(curl -sS --max-time 50 -o /dev/null -w '%{http_code}' -T "$T/www/16k.bin" \
+            "http://127.0.0.1:$PORT_up/up-$i.bin" 2>>"$T/curl.err") || code="curl-$?"
+        echo "$code" >"$T/up.$i.res"
+    ) &
+    pids+=($!)
+    track_pid $!
+done
+for p in "${pids[@]}"; do wait_exit "$p" 60 || fail "an upload did not end"; done
+ok=$(cat "$T"/up.*.res | grep -c '^200$' || true)
+info "uploads, timeout=30s: $ok of 40 done; others: $(cat "$T"/up.*.res | grep -v '^200$' | sort | uniq -c | tr '\n' ' ')"
+assert_eq "$ok" 40 "uploads done while their scans queued for 10 s (scanner timeout 30s, request/response-timeout 3s)"
+assert_eq "$(grep -c '^/up-' "$T/origin.log" || true)" 40 "uploads the server received whole"
 
 many "$PORT_short" short
 ok=$(cat "$T"/short.*.res | grep -c "^200 $WANT\$" || true)
