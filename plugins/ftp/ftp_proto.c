@@ -8,6 +8,7 @@
 
 #define FTP_IAC		255
 #define FTP_SB		250
+#define FTP_DM		242	/* Data Mark: the end of a synch */
 #define FTP_WILL	251	/* WILL WONT DO DONT: 251..254 + option */
 
 static bool
@@ -23,6 +24,7 @@ ftp_cmd_parse(const unsigned char *buf, size_t len, size_t max_line,
 	/* The stripped line goes to arg first, then is split. */
 	char *out = cmd->arg;
 	size_t i, o = 0, v, limit = max_line;
+	bool telnet = false;	/* a Telnet sequence came before */
 
 	if (limit > FTP_LINE_MAX)
 		limit = FTP_LINE_MAX;
@@ -61,8 +63,14 @@ ftp_cmd_parse(const unsigned char *buf, size_t len, size_t max_line,
 			/* else IAC + data byte: the DM of a Telnet "synch"
 			 * sent as urgent data (lftp's ABOR) was taken out of
 			 * the stream by TCP; drop the lone IAC. */
+			telnet = true;
 			continue;
 		}
+		if (c == FTP_DM && o == 0 && telnet)
+			/* The synch's IAC went as urgent data instead (BSD
+			 * ftp's and Python ftplib's ABOR: IAC IP IAC with
+			 * MSG_OOB, then DM): its DM is left alone. */
+			continue;
 		out[o++] = (char)c;
 	}
 	*used = i + 1;

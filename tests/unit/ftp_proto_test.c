@@ -125,6 +125,16 @@ test_cmd_telnet(void **state)
 	assert_int_equal(parse("\xff\xf4\xff" "ABOR\r\n", 512, &used), FTP_OK);
 	assert_string_equal(cmd.verb, "ABOR");
 	assert_int_equal(used, 9);
+	/* BSD ftp's and ftplib's: IAC IP IAC as urgent data, then DM; TCP
+	 * took the urgent IAC out: IAC IP, DM, ABOR */
+	assert_int_equal(parse("\xff\xf4\xf2" "ABOR\r\n", 512, &used), FTP_OK);
+	assert_string_equal(cmd.verb, "ABOR");
+	assert_int_equal(used, 9);
+	/* a DM with no Telnet command before it is no part of a synch */
+	assert_int_equal(parse("\xf2" "ABOR\r\n", 512, &used), FTP_BAD);
+	/* nor one inside a line: a byte of the argument, as before */
+	assert_int_equal(parse("RETR \xff\xf4\xf2" "a\r\n", 512, &used), FTP_OK);
+	assert_string_equal(cmd.arg, "\xf2" "a");
 	/* a sequence cut by the end of the buffer waits for more */
 	assert_int_equal(parse("\xff", 512, &used), FTP_MORE);
 	assert_int_equal(parse("\xff\xfd", 512, &used), FTP_MORE);
