@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Scans waiting for a scanner connection (icap max-connections) are
-# bounded by the scanner's timeout, not by the client's: 40 concurrent
+# bounded by the scanner's timeout, not by the client's: 30 concurrent
 # scanned downloads through one worker and max-connections="2" to a
-# scanner that takes half a second a body (icap_fake.py "slow"): 10 s of
+# scanner that takes half a second a body (icap_fake.py "slow"): 7.5 s of
 # queue in all, past the service's request-timeout="3s" and
 # response-timeout="3s".
 #  - scanner timeout="30s": every download arrives whole (200, its
-#    sha256), none failed closed; 40 uploads (PUT, with curl's Expect:
+#    sha256), none failed closed; 30 uploads (PUT, with curl's Expect:
 #    100-continue, to scan_origin.py) likewise all reach the server and
 #    get its 200: their wait for the verdict is not the server's
 #    response-timeout (it gave 504s and resets);
@@ -52,11 +52,11 @@ start_proxyd
 WANT=$(sha256_of "$T/www/16k.bin")
 pids=()
 
-# many PORT NAME: 40 downloads at once; one "code sha256" line each in
+# many PORT NAME: 30 downloads at once; one "code sha256" line each in
 # $T/NAME.N.res
 many() {
     local i pids=()
-    for ((i = 0; i < 40; i++)); do
+    for ((i = 0; i < 30; i++)); do
         (
             code=$(curl -sS --max-time 50 -o "$T/$2.$i" -w '%{http_code}' \
                 "http://127.0.0.1:$1/16k.bin" 2>>"$T/curl.err") || code="curl-$?"
@@ -70,13 +70,13 @@ many() {
 
 many "$PORT_long" long
 ok=$(cat "$T"/long.*.res | grep -c "^200 $WANT\$" || true)
-info "timeout=30s: $ok of 40 whole; others: $(cat "$T"/long.*.res | grep -v "^200 $WANT\$" | cut -d' ' -f1 | sort | uniq -c | tr '\n' ' ')"
-assert_eq "$ok" 40 "downloads whole while their scans queued for 10 s (scanner timeout 30s, request/response-timeout 3s)"
+info "timeout=30s: $ok of 30 whole; others: $(cat "$T"/long.*.res | grep -v "^200 $WANT\$" | cut -d' ' -f1 | sort | uniq -c | tr '\n' ' ')"
+assert_eq "$ok" 30 "downloads whole while their scans queued for 7.5 s (scanner timeout 30s, request/response-timeout 3s)"
 assert_no_grep "$PROXYD_LOG" 'http-scan verdict=error' "a queued scan failed"
 
 # the same queue for uploads (PUT, held until their verdict while the
 # server waits for their end)
-for ((i = 0; i < 40; i++)); do
+for ((i = 0; i < 30; i++)); do
     (
         code=$(curl -sS --max-time 50 -o /dev/null -w '%{http_code}' -T "$T/www/16k.bin" \
             "http://127.0.0.1:$PORT_up/up-$i.bin" 2>>"$T/curl.err") || code="curl-$?"
@@ -87,15 +87,15 @@ for ((i = 0; i < 40; i++)); do
 done
 for p in "${pids[@]}"; do wait_exit "$p" 60 || fail "an upload did not end"; done
 ok=$(cat "$T"/up.*.res | grep -c '^200$' || true)
-info "uploads, timeout=30s: $ok of 40 done; others: $(cat "$T"/up.*.res | grep -v '^200$' | sort | uniq -c | tr '\n' ' ')"
-assert_eq "$ok" 40 "uploads done while their scans queued for 10 s (scanner timeout 30s, request/response-timeout 3s)"
-assert_eq "$(grep -c '^/up-' "$T/origin.log" || true)" 40 "uploads the server received whole"
+info "uploads, timeout=30s: $ok of 30 done; others: $(cat "$T"/up.*.res | grep -v '^200$' | sort | uniq -c | tr '\n' ' ')"
+assert_eq "$ok" 30 "uploads done while their scans queued for 7.5 s (scanner timeout 30s, request/response-timeout 3s)"
+assert_eq "$(grep -c '^/up-' "$T/origin.log" || true)" 30 "uploads the server received whole"
 
 many "$PORT_short" short
 ok=$(cat "$T"/short.*.res | grep -c "^200 $WANT\$" || true)
 busy=$(cat "$T"/short.*.res | grep -c '^502 ' || true)
 info "timeout=2s: $ok whole, $busy refused (502)"
-assert_eq "$((ok + busy))" 40 "downloads either whole or refused with 502"
+assert_eq "$((ok + busy))" 30 "downloads either whole or refused with 502"
 assert_ge "$busy" 1 "scans refused as the scanner's queue outlasted its timeout"
 assert_ge "$ok" 2 "scans served within the scanner's timeout"
 assert_log 'http-scan verdict=error reason="scanner-busy: no scanner connection free within 2000ms \(max-connections 2\)" scanner=slow-short direction=download on-error=block'
