@@ -118,9 +118,12 @@ elif op == "abort":
     # sends first, as curl and most clients do)
     f.sock.sendall(b"ABOR\r\n")
     # up to ABOR's own reply (225 or 226: the RETR's is a 4xx or 5xx by
-    # then, or replaced by one), 10 lines at most. (Pure-FTPd answers no
-    # ABOR once the transfer ended: 5 s without a line end the wait.)
-    f.sock.settimeout(5)
+    # then, or replaced by one), 10 lines at most. The RETR's may take
+    # until the data channel's own timeout (proxyd may notice the closed
+    # data connection only then, when the scanner is slow to take its
+    # copy): 25 s for it; then 3 s for ABOR's (Pure-FTPd answers no ABOR
+    # once the transfer ended).
+    f.sock.settimeout(25)
     replies = []
     try:
         while len(replies) < 10:
@@ -130,6 +133,8 @@ elif op == "abort":
             replies.append(line)
             if line[:4] in ("225 ", "226 "):
                 break
+            if line[:1] in ("4", "5") and line[3:4] == " ":
+                f.sock.settimeout(3)
     except (OSError, EOFError) as e:
         replies.append(e.__class__.__name__)
     print("data=%s bytes=%d replies=%s" % (err, n, "|".join(replies)))

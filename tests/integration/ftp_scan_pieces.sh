@@ -51,7 +51,7 @@ write_proxyd_conf 'buffer="64k"' "<scanners>
     <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
   </scanners>
   <audit target=\"file:$T/audit.json\"/>"
-FTP_ALL='<ftp><limits timeout="10s"/><command name="*" action="accept"/></ftp>'
+FTP_ALL='<ftp><limits timeout="5s"/><command name="*" action="accept"/></ftp>'
 # svc NAME SERVER_PORT SCAN_ATTRS
 svc() {
     local p
