@@ -1,0 +1,436 @@
+#!/usr/bin/env bash
+# lab.sh: an active-active cluster of proxyd nodes on one machine, in network
+# namespaces, routed by the kernel's ECMP with FRR's bgpd (deploy/README.md,
+# "Cluster lab").  It is also what tests/netns/cluster_lab.sh drives.
+#
+#   lab.sh up N            build the lab with N nodes; prints server=ADDR, root=DIR
+#   lab.sh client CMD...   run CMD in the client namespace
+#   lab.sh server CMD...   run CMD in the server namespace
+#   lab.sh router CMD...   run CMD in the router namespace
+#   lab.sh node I CMD...   run CMD in node I's namespace (1..N)
+#   lab.sh status          one line per node: name, state, live sessions, accepted
+#   lab.sh kill I          node I dies: every process in its namespace, kill -9
+#   lab.sh down            stop everything the lab started, delete its namespaces
+#
+#   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
+#   node I  eth1 198.19.2.(10+I)/24 -- br0 198.19.2.2/24  server (nginx)
+#   service address 198.18.0.80/32: on every node's lo, announced by its bgpd
+#   (AS 65001) to the router's (AS 65000), which installs one multipath route.
+#
+# Environment:
+#   PROXYD      the proxyd binary (default: build/proxyd of this tree)
+#   LAB_ID      name of this lab (default lab): namespaces pxcl-ID-{c,r,s,nI}
+#   LAB_DIR     where configs, logs and the served folder go
+#               (default /run/proxyd-lab/ID)
+# Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
+# vtysh), nginx, curl.
+
+set -euo pipefail
+
+PROG=${0##*/}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+LAB_ID=${LAB_ID:-lab}
+LAB_DIR=${LAB_DIR:-/run/proxyd-lab/$LAB_ID}
+PROXYD=${PROXYD:-$REPO/build/proxyd}
+FRR=${FRR_DIR:-/usr/lib/frr}
+PFX=pxcl-$LAB_ID
+NS_C=$PFX-c NS_R=$PFX-r NS_S=$PFX-s
+VIP=198.18.0.80          # the service address clients use
+SERVER=198.19.2.2        # the server's own address (nodes connect to it)
+ROUTER_AS=65000 NODE_AS=65001
+ADMIN=127.0.0.1:9180     # each node's admin endpoint, inside its namespace
+PORTS="80 8081"          # http, plug
+
+die() { echo "$PROG: $*" >&2; exit 1; }
+msg() { echo "$PROG: $*" >&2; }
+usage() {
+    sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0" | sed '$d' >&2
+    exit 2
+}
+
+ns_node() { echo "$PFX-n$1"; }
+node_addr() { echo "198.18.2.$((4 * $1 - 2))"; }     # node I, router side
+router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's link
+node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
+
+nodes() { # the node numbers of this lab, in order
+    ip netns list 2>/dev/null | awk -v p="$PFX-n" 'index($1, p) == 1 { print substr($1, length(p) + 1) }' | sort -n
+}
+
+# wait_until TIMEOUT_S CMD...: run CMD every 50 ms until it succeeds
+wait_until() {
+    local t=$1 deadline
+    shift
+    deadline=$(($(date +%s%N) + t * 1000000000))
+    until "$@" >/dev/null 2>&1; do
+        (($(date +%s%N) < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
+listening() { # NS PORT
+    [[ -n $(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null) ]]
+}
+
+vtysh_in() { # NS DIR ARGS...: vtysh of the FRR daemons whose sockets are in DIR
+    local ns=$1 d=$2
+    shift 2
+    ip netns exec "$ns" vtysh --vty_socket "$d" "$@"
+}
+
+# ---------------------------------------------------------------- up
+
+write_nginx() {
+    local d=$LAB_DIR/server
+    mkdir -p "$d/logs" "$d/tmp" "$LAB_DIR/www"
+    cat >"$d/nginx.conf" <<EOF
+user root;
+worker_processes 1;
+worker_rlimit_nofile 8192;
+daemon on;
+pid $d/nginx.pid;
+error_log $d/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_timeout 65;
+    log_format lab '\$remote_addr \$remote_port \$server_port "\$request" \$status \$body_bytes_sent';
+    access_log $d/logs/access.log lab;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+    server {
+        listen 80;
+        listen 8081;
+        root $LAB_DIR/www;
+        location / { }
+    }
+}
+EOF
+}
+
+# the same policy on every node: http on VIP:80, plug on VIP:8081, both to the server
+write_policy() {
+    local d=$LAB_DIR/policy
+    mkdir -p "$d"
+    cat >"$d/http.xml" <<EOF
+<service name="http" analyser="http">
+  <listen address="$VIP" port="80" mode="fixed"/>
+  <target address="$SERVER" port="80"/>
+</service>
+EOF
+    cat >"$d/plug.xml" <<EOF
+<service name="plug" analyser="plug">
+  <listen address="$VIP" port="8081" mode="fixed"/>
+  <target address="$SERVER" port="8081"/>
+</service>
+EOF
+}
+
+write_node_conf() { # I
+    local d=$LAB_DIR/n$1
+    mkdir -p "$d"
+    cat >"$d/proxyd.xml" <<EOF
+<proxyd>
+  <workers>1</workers>
+  <limits shutdown-grace="1s" connect-timeout="5s"/>
+  <log target="stderr" level="info"/>
+  <admin listen="$ADMIN"/>
+  <policies dir="../policy"/>
+</proxyd>
+EOF
+    # the node announces nothing until its proxyd listens (_supervise)
+    cat >"$d/bgpd.conf" <<EOF
+hostname n$1
+log file $d/bgpd.log
+ip prefix-list SERVICE seq 5 permit $VIP/32
+route-map ANNOUNCE permit 10
+ match ip address prefix-list SERVICE
+route-map NOTHING deny 10
+router bgp $NODE_AS
+ bgp router-id $(node_addr "$1")
+ no bgp network import-check
+ neighbor $(router_addr "$1") remote-as $ROUTER_AS
+ neighbor $(router_addr "$1") timers 1 3
+ neighbor $(router_addr "$1") timers connect 1
+ address-family ipv4 unicast
+  neighbor $(router_addr "$1") route-map ANNOUNCE out
+  neighbor $(router_addr "$1") route-map NOTHING in
+ exit-address-family
+EOF
+}
+
+write_router_conf() {
+    local d=$LAB_DIR/router
+    mkdir -p "$d"
+    cat >"$d/zebra.conf" <<EOF
+hostname router
+log file $d/zebra.log
+EOF
+    # any node on 198.18.2.0/24 may peer (bgp listen range: adding a node
+    # changes nothing here); only the service address is taken from them
+    cat >"$d/bgpd.conf" <<EOF
+hostname router
+log file $d/bgpd.log
+ip prefix-list SERVICE seq 5 permit $VIP/32
+route-map FROM-NODES permit 10
+ match ip address prefix-list SERVICE
+route-map NOTHING deny 10
+router bgp $ROUTER_AS
+ bgp router-id 198.18.1.1
+ neighbor NODES peer-group
+ neighbor NODES remote-as $NODE_AS
+ neighbor NODES timers 1 3
+ bgp listen range 198.18.2.0/24 peer-group NODES
+ address-family ipv4 unicast
+  maximum-paths 64
+  neighbor NODES route-map FROM-NODES in
+  neighbor NODES route-map NOTHING out
+ exit-address-family
+EOF
+}
+
+# frr_start NS DIR DAEMON [ARGS...]: one FRR daemon, its sockets and pid in DIR
+frr_start() {
+    local ns=$1 d=$2 daemon=$3
+    shift 3
+    # FRR drops to its own user (frr, vty group frrvty): it owns DIR
+    chown frr:frr "$d"
+    ip netns exec "$ns" "$FRR/$daemon" -d -u frr -g frr -P 0 \
+        --vty_socket "$d" -i "$d/$daemon.pid" -f "$d/$daemon.conf" "$@" \
+        </dev/null >>"$d/$daemon.out" 2>&1 ||
+        die "$daemon did not start in $ns: $(tail -n 5 "$d/$daemon.out")"
+}
+
+link_up() { # NS IF...
+    local n=$1 i
+    shift
+    for i in "$@"; do ip -n "$n" link set "$i" up; done
+}
+
+cmd_up() {
+    local n=${1:-} i ns
+    [[ $n =~ ^[1-9][0-9]?$ ]] || die "up N: N nodes, 1..63"
+    [[ $EUID == 0 ]] || die "needs root"
+    [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
+    [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
+    for i in vtysh nginx curl ip; do command -v "$i" >/dev/null || die "$i not found"; done
+    ip netns list | grep -q "^$PFX-" && die "lab $LAB_ID is already up (lab.sh down first)"
+    rm -rf "$LAB_DIR"
+    mkdir -p "$LAB_DIR"
+    chmod 755 "$LAB_DIR"
+    write_nginx
+    write_policy
+    write_router_conf
+
+    for ns in "$NS_C" "$NS_R" "$NS_S"; do
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    done
+    # client -- router
+    ip link add c0 netns "$NS_C" type veth peer name r0 netns "$NS_R"
+    ip -n "$NS_C" addr add 198.18.1.2/24 dev c0
+    ip -n "$NS_R" addr add 198.18.1.1/24 dev r0
+    link_up "$NS_C" c0
+    link_up "$NS_R" r0
+    ip -n "$NS_C" route add default via 198.18.1.1
+    # the router hashes each flow on its addresses and ports (L4) over the
+    # nodes that announce the service address
+    ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
+    ip netns exec "$NS_R" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
+    # server: one segment (a bridge) that every node joins
+    ip -n "$NS_S" link add br0 type bridge
+    ip -n "$NS_S" addr add "$SERVER/24" dev br0
+    link_up "$NS_S" br0
+
+    for ((i = 1; i <= n; i++)); do
+        ns=$(ns_node "$i")
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+        ip link add "r$i" netns "$NS_R" type veth peer name eth0 netns "$ns"
+        ip -n "$NS_R" addr add "$(router_addr "$i")/30" dev "r$i"
+        ip -n "$ns" addr add "$(node_addr "$i")/30" dev eth0
+        ip link add "s$i" netns "$NS_S" type veth peer name eth1 netns "$ns"
+        ip -n "$NS_S" link set "s$i" master br0
+        ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
+        ip -n "$ns" addr add "$VIP/32" dev lo
+        link_up "$NS_R" "r$i"
+        link_up "$NS_S" "s$i"
+        link_up "$ns" eth0 eth1
+        ip -n "$ns" route add default via "$(router_addr "$i")"
+        write_node_conf "$i"
+    done
+
+    ip netns exec "$NS_S" nginx -p "$LAB_DIR/server" -c "$LAB_DIR/server/nginx.conf" \
+        </dev/null >"$LAB_DIR/server/logs/stdout.log" 2>&1 || die "nginx did not start"
+    for i in $PORTS; do
+        wait_until 5 listening "$NS_S" "$i" || die "nginx not listening on $i in $NS_S"
+    done
+    echo "lab ok" >"$LAB_DIR/www/index.html"
+
+    frr_start "$NS_R" "$LAB_DIR/router" zebra -z "$LAB_DIR/router/zserv.api"
+    frr_start "$NS_R" "$LAB_DIR/router" bgpd -z "$LAB_DIR/router/zserv.api"
+    for ((i = 1; i <= n; i++)); do
+        start_node "$i"
+    done
+    for ((i = 1; i <= n; i++)); do
+        wait_until 20 node_in_route "$i" ||
+            die "node $i's announcement did not reach the router's routing table within 20 s"
+    done
+    echo "server=$VIP"
+    echo "root=$LAB_DIR/www"
+}
+
+# start_node I: the node's bgpd (no zebra: it only announces), then proxyd
+# under its supervisor, which announces the service address once proxyd
+# listens and withdraws it when proxyd exits
+start_node() {
+    local i=$1 ns d
+    ns=$(ns_node "$i")
+    d=$LAB_DIR/n$i
+    frr_start "$ns" "$d" bgpd --no_zebra
+    ip netns exec "$ns" setsid "$HERE/lab.sh" _supervise "$i" </dev/null >>"$d/supervise.log" 2>&1 &
+    wait_until 10 test -s "$d/announced" ||
+        die "node $i: proxyd did not come up (log: $(tail -n 5 "$d/proxyd.log" 2>/dev/null))"
+}
+
+announce() { # I yes|no
+    local d=$LAB_DIR/n$1 no=""
+    [[ $2 == yes ]] || no="no "
+    vtysh_in "$(ns_node "$1")" "$d" -c "configure terminal" -c "router bgp $NODE_AS" \
+        -c "address-family ipv4 unicast" -c "${no}network $VIP/32"
+}
+
+# _supervise I (internal, runs in node I's namespace): proxyd's health is
+# what the node announces
+cmd__supervise() {
+    local i=$1 d pid p rc=0
+    d=$LAB_DIR/n$i
+    "$PROXYD" -c "$d/proxyd.xml" </dev/null >>"$d/proxyd.log" 2>&1 &
+    pid=$!
+    echo "$pid" >"$d/proxyd.pid"
+    for p in $PORTS 9180; do
+        if ! wait_until 10 listening "$(ns_node "$i")" "$p"; then
+            msg "node $i: proxyd not listening on $p"
+            kill -TERM "$pid" 2>/dev/null
+            exit 1
+        fi
+    done
+    announce "$i" yes
+    date +%s >"$d/announced"
+    msg "node $i: proxyd pid $pid up, $VIP announced"
+    wait "$pid" || rc=$?
+    msg "node $i: proxyd exited (status $rc): withdrawing $VIP"
+    announce "$i" no || msg "node $i: withdrawal failed (bgpd gone too?)"
+    rm -f "$d/announced"
+}
+
+# ---------------------------------------------------------------- status
+
+route_nexthops() { # the router's kernel next hops for the service address
+    ip -n "$NS_R" route show "$VIP/32" 2>/dev/null | grep -Eo 'via [0-9.]+' | awk '{print $2}'
+}
+node_in_route() {
+    route_nexthops | grep -qx "$(node_addr "$1")"
+}
+
+metric_sum() { # NAME < metrics text: the sum of the series of NAME
+    awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d\n", s }'
+}
+
+cmd_status() {
+    local i ns m state live acc
+    for i in $(nodes); do
+        ns=$(ns_node "$i")
+        if m=$(ip netns exec "$ns" curl -s --max-time 2 "http://$ADMIN/metrics" 2>/dev/null); then
+            live=$(metric_sum proxyd_sessions_active <<<"$m")
+            acc=$(metric_sum proxyd_sessions_accepted_total <<<"$m")
+            if node_in_route "$i"; then state=active; else state=withdrawn; fi
+        else
+            live=- acc=-
+            if node_in_route "$i"; then state=unreachable; else state=down; fi
+        fi
+        echo "n$i $state sessions=$live accepted=$acc"
+    done
+}
+
+# ---------------------------------------------------------------- kill / down
+
+alive() { # PID: running (not gone, not a zombie)
+    local st
+    st=$(sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n $st && $st != Z && $st != X ]]
+}
+
+# kill_pids [-9] PID...: TERM (or KILL), then KILL what is left after 3 s
+kill_pids() {
+    local sig=TERM pid k left
+    if [[ ${1:-} == -9 ]]; then sig=KILL; shift; fi
+    (($#)) || return 0
+    kill -"$sig" "$@" 2>/dev/null || true
+    for ((k = 0; k < 60; k++)); do
+        left=0
+        for pid in "$@"; do if alive "$pid"; then left=1; fi; done
+        ((left)) || return 0
+        sleep 0.05
+    done
+    kill -KILL "$@" 2>/dev/null || true
+}
+
+ns_pids() { ip netns pids "$1" 2>/dev/null | tr '\n' ' '; }
+
+cmd_kill() {
+    local i=${1:-} ns pids
+    [[ $i =~ ^[0-9]+$ ]] || die "kill I"
+    ns=$(ns_node "$i")
+    ip netns list | grep -q "^$ns\b" || die "no node $i in lab $LAB_ID"
+    pids=$(ns_pids "$ns")
+    # the node dies as a machine would: nothing gets to say goodbye; the
+    # router's bgpd sees the TCP session close (the kernel closes a dead
+    # process's sockets) and withdraws the node's route at once
+    # shellcheck disable=SC2086
+    kill_pids -9 $pids
+    rm -f "$LAB_DIR/n$i/announced"
+    msg "node $i killed (pids $pids)"
+}
+
+cmd_down() {
+    local ns pids
+    for ns in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do
+        pids=$(ns_pids "$ns")
+        # shellcheck disable=SC2086
+        [[ -z ${pids// /} ]] || kill_pids $pids
+        ip netns del "$ns"
+    done
+    [[ ${LAB_KEEP:-0} == 1 ]] || rm -rf "$LAB_DIR"
+}
+
+# ---------------------------------------------------------------- main
+
+cmd=${1:-}
+[[ -n $cmd ]] || usage
+shift
+case $cmd in
+    up) cmd_up "$@" ;;
+    client) ip netns exec "$NS_C" "$@" ;;
+    server) ip netns exec "$NS_S" "$@" ;;
+    router) ip netns exec "$NS_R" "$@" ;;
+    node)
+        [[ ${1:-} =~ ^[0-9]+$ ]] || die "node I CMD..."
+        i=$1
+        shift
+        ip netns exec "$(ns_node "$i")" "$@"
+        ;;
+    status) cmd_status ;;
+    kill) cmd_kill "$@" ;;
+    down) cmd_down ;;
+    _supervise) cmd__supervise "$@" ;;
+    -h | --help | help) usage ;;
+    *) die "unknown command $cmd (lab.sh help)" ;;
+esac

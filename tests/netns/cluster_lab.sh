@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# The cluster lab (deploy/cluster/lab.sh) as a test: 3 proxyd nodes behind a
+# router that spreads flows by ECMP over the routes their bgpds announce.
+#   1. `lab.sh up 3` prints server= (the service address) and root= (the
+#      folder nginx serves); a file comes back byte for byte through the
+#      http service (port 80) and the plug service (8081).
+#   2. 600 HTTP connections without keep-alive (ab): all served (status,
+#      bytes at the client; 600 log lines with status and size at nginx);
+#      each node served 20-45 % of them, counted both by its proxyd
+#      (/metrics, responses 200 of the http service) and by nginx
+#      (the node's address as the source), and the two counts agree.
+#   3. `lab.sh status`: one line per node, active, no live session; then
+#      with 30 connections held open through the plug service (8081), the
+#      nodes' live sessions add up to 30.
+#   4. `lab.sh kill 3` (every process of node 3, kill -9): the router drops
+#      node 3's next hop within LAB_BOUND_KILL_MS (measured), then 60 new
+#      connections are all served by nodes 1 and 2. The held connections
+#      each send a second request: node 3's fail; how many of nodes 1 and
+#      2's fail too is printed (the router's next-hop groups are not
+#      resilient: deploy/README.md).
+#   5. Node 2's proxyd alone killed (kill -9): its supervisor withdraws the
+#      announcement within the same bound; 30 new connections are all
+#      served by node 1; status says n2 down, n3 down.
+#   6. `lab.sh down`: no namespace of the lab and no process it ran is left.
+# Needs root, FRR (frr), nginx, curl, ab (apache2-utils); about 15 s.
+set -euo pipefail
+TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../integration/lib.sh
+source "$TESTS_NETNS_DIR/../integration/lib.sh"
+
+LAB=$REPO_DIR/deploy/cluster/lab.sh
+: "${LAB_BOUND_KILL_MS:=3000}"
+FRR_DIR=${FRR_DIR:-/usr/lib/frr}
+SIZE=4096
+N_REQ=600
+
+[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR)"
+need_cmds ip curl ab nginx vtysh sha256sum
+[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
+[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
+setup
+export LAB_ID="t$$" LAB_DIR="$T/lab" PROXYD
+PFX=pxcl-$LAB_ID
+ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
+
+lab() { "$LAB" "$@"; }
+
+lab_diag() {
+    local d
+    {
+        echo "---- [$TEST_NAME] lab state"
+        lab status 2>&1
+        echo "# router: ip route show 198.18.0.80"; lab router ip route show 198.18.0.80 2>&1
+        echo "# router: show bgp summary"; lab router vtysh --vty_socket "$LAB_DIR/router" -c 'show bgp summary' 2>&1
+        for d in "$LAB_DIR"/n*; do
+            [[ -d $d ]] || continue
+            echo "# $d: supervise.log"; tail -n 5 "$d/supervise.log" 2>/dev/null
+            echo "# $d: proxyd.log (last 10)"; tail -n 10 "$d/proxyd.log" 2>/dev/null
+        done
+        echo "# ab (last run)"; cat "$T/ab.out" 2>/dev/null
+    } >&2 2>&1
+}
+
+lab_cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT TERM INT
+    if ((rc != 0 && rc != 77)); then lab_diag; fi
+    LAB_KEEP=1 lab down >/dev/null 2>&1
+    (exit "$rc")
+    _cleanup
+}
+trap lab_cleanup EXIT
+
+# node_served I: responses 200 of node I's http service (its /metrics); one
+# per connection without keep-alive (ab also opens a few connections that it
+# closes unused at the end: accepted sessions would count those)
+node_served() {
+    lab node "$1" curl -s --max-time 3 http://127.0.0.1:9180/metrics |
+        awk '/^proxyd_http_responses_total\{/ && /service="http"/ && /code="200"/ { s += $NF } END { printf "%d\n", s }'
+}
+
+# ab_ok N URL_PATH: N connections (no keep-alive) all served, right size
+ab_ok() {
+    local n=$1 path=$2 v
+    lab client ab -n "$n" -c 8 -s 10 "http://$SERVER$path" >"$T/ab.out" 2>&1 ||
+        fail "ab -n $n http://$SERVER$path failed: $(tail -n 3 "$T/ab.out")"
+    v=$(awk '/^Complete requests:/ { print $3 }' "$T/ab.out")
+    assert_eq "$v" "$n" "ab: complete requests"
+    v=$(awk '/^Failed requests:/ { print $3 }' "$T/ab.out")
+    assert_eq "$v" 0 "ab: failed requests"
+    if grep -q '^Non-2xx responses:' "$T/ab.out"; then
+        fail "ab: $(grep '^Non-2xx' "$T/ab.out")"
+    fi
+    v=$(awk '/^Document Length:/ { print $3 }' "$T/ab.out")
+    assert_eq "$v" "$SIZE" "ab: document length"
+    v=$(awk '/^HTML transferred:/ { print $3 }' "$T/ab.out")
+    assert_eq "$v" "$((n * SIZE))" "ab: body bytes received"
+}
+
+# nginx_from ADDR: requests for /f.bin served with status 200 and the whole
+# body to ADDR (a node's server-side address)
+nginx_from() {
+    grep -c "^$1 [0-9]* 80 \"GET /f.bin HTTP/1.[01]\" 200 $SIZE\$" "$LAB_DIR/server/logs/access.log" || true
+}
+nginx_total() {
+    grep -c " 80 \"GET /f.bin HTTP/1.[01]\" 200 $SIZE\$" "$LAB_DIR/server/logs/access.log" || true
+}
+
+nexthops() { lab router ip route show 198.18.0.80 | grep -Eo 'via [0-9.]+' | awk '{print $2}' | sort | tr '\n' ' '; }
+not_in_route() { [[ " $(nexthops)" != *" $1 "* ]]; }
+
+# wait_cond TIMEOUT_MS CMD...: bounded wait, 20 ms steps; sets WAITED_MS
+wait_cond() {
+    local t=$1 t0
+    shift
+    t0=$(now_ms)
+    until "$@"; do
+        (($(now_ms) - t0 < t)) || return 1
+        sleep 0.02
+    done
+    WAITED_MS=$(($(now_ms) - t0))
+}
+
+# ---------------------------------------------------------------- 1. up
+
+info "lab.sh up 3 (LAB_ID=$LAB_ID)"
+lab up 3 >"$T/up.out" 2>"$T/up.err" || fail "lab.sh up 3 failed: $(tail -n 5 "$T/up.err")"
+cat "$T/up.out"
+SERVER=$(sed -n 's/^server=//p' "$T/up.out")
+ROOT=$(sed -n 's/^root=//p' "$T/up.out")
+[[ $SERVER =~ ^198\.1[89]\.[0-9]+\.[0-9]+$ ]] || fail "lab.sh up printed no server=ADDRESS in 198.18.0.0/15: '$SERVER'"
+[[ -d $ROOT ]] || fail "lab.sh up printed no root=DIR that exists: '$ROOT'"
+assert_eq "$(nexthops)" "198.18.2.10 198.18.2.2 198.18.2.6 " "router's next hops for $SERVER"
+
+head -c "$SIZE" /dev/urandom >"$ROOT/f.bin"
+want=$(sha256sum <"$ROOT/f.bin" | cut -d' ' -f1)
+for port in 80 8081; do
+    got=$(lab client curl -sS --max-time 10 "http://$SERVER:$port/f.bin" | sha256sum | cut -d' ' -f1)
+    assert_eq "$got" "$want" "sha256 of f.bin through port $port"
+done
+info "f.bin comes back byte for byte through ports 80 (http) and 8081 (plug)"
+
+# ---------------------------------------------------------------- 2. spread
+
+declare -A before=() from_nginx0=()
+for i in 1 2 3; do
+    before[$i]=$(node_served "$i")
+    from_nginx0[$i]=$(nginx_from "198.19.2.1$i")
+done
+total0=$(nginx_total)
+t0=$(now_ms)
+ab_ok "$N_REQ" /f.bin
+info "ab: $N_REQ connections, no keep-alive, all 200 with $SIZE bytes, in $(($(now_ms) - t0)) ms"
+# nginx logs a request when it has sent the response: bounded wait for the last ones
+all_logged() { (($(nginx_total) - total0 >= N_REQ)); }
+wait_cond 5000 all_logged ||
+    fail "nginx logged $(($(nginx_total) - total0)) of $N_REQ requests (200, $SIZE bytes)"
+assert_eq "$(($(nginx_total) - total0))" "$N_REQ" "requests nginx served"
+sum=0
+for i in 1 2 3; do
+    got=$(($(node_served "$i") - before[$i]))
+    seen=$(($(nginx_from "198.19.2.1$i") - from_nginx0[$i]))
+    pct=$((got * 100 / N_REQ))
+    info "node $i: $got sessions (${pct} %) by its proxyd, $seen requests from it at nginx"
+    assert_eq "$seen" "$got" "node $i: nginx's count and proxyd's"
+    ((got * 100 >= 20 * N_REQ && got * 100 <= 45 * N_REQ)) ||
+        fail "node $i took $got of $N_REQ sessions (${pct} %), not within 20-45 %"
+    sum=$((sum + got))
+done
+assert_eq "$sum" "$N_REQ" "sessions accepted by the three nodes"
+
+# ---------------------------------------------------------------- 3. status
+
+# the last of ab's sessions may still be closing: bounded wait
+all_idle() {
+    lab status >"$T/status.out" && [[ $(grep -Ec '^n[123] active sessions=0 accepted=[0-9]+$' "$T/status.out") == 3 ]]
+}
+wait_cond 5000 all_idle || fail "status: not 3 lines 'nI active sessions=0 accepted=N': $(cat "$T/status.out")"
+cat "$T/status.out"
+assert_eq "$(wc -l <"$T/status.out")" 3 "status lines"
+
+# live sessions: HOLD connections through the plug service, each with one
+# request answered (keep-alive); status counts them on their nodes
+cat >"$T/hold.py" <<'PYEOF'
+import os, socket, sys, time
+addr, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+req = b"GET /index.html HTTP/1.1\r\nHost: lab\r\n\r\n"
+def ask(c):
+    c.sendall(req)
+    got = b""
+    while b"lab ok\n" not in got:
+        d = c.recv(4096)
+        if not d:
+            raise OSError("closed")
+        got += d
+conns = []
+for _ in range(n):
+    c = socket.create_connection((addr, 8081), timeout=5)
+    ask(c)
+    conns.append(c)
+print("ready", flush=True)
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.02)
+ok = 0
+for c in conns:
+    try:
+        ask(c)
+        ok += 1
+    except OSError:
+        pass
+print("ok=%d broken=%d" % (ok, n - ok), flush=True)
+PYEOF
+HOLD=30
+lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go" >"$T/hold.out" 2>"$T/hold.err" &
+track_pid $!
+held() { grep -q '^ready' "$T/hold.out"; }
+wait_cond 10000 held || fail "the $HOLD held connections did not all get an answer: $(cat "$T/hold.err")"
+live_sum() { lab status | awk '{ sub("sessions=", "", $3); s += $3 } END { print s + 0 }'; }
+all_live() { [[ $(live_sum) == "$HOLD" ]]; }
+wait_cond 5000 all_live || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
+lab status >"$T/status.out"
+cat "$T/status.out"
+n3_live=$(awk '$1 == "n3" { sub("sessions=", "", $3); print $3 }' "$T/status.out")
+
+# ---------------------------------------------------------------- 4. kill 3
+
+lab kill 3 2>>"$T/lab.err"
+wait_cond "$LAB_BOUND_KILL_MS" not_in_route 198.18.2.10 ||
+    fail "node 3's next hop still in the router's route ${LAB_BOUND_KILL_MS} ms after lab.sh kill 3: $(nexthops)"
+info "lab.sh kill 3: next hop withdrawn after $WAITED_MS ms (bound $LAB_BOUND_KILL_MS)"
+assert_eq "$(nexthops)" "198.18.2.2 198.18.2.6 " "next hops after kill 3"
+# the held sessions: node 3's are lost; with the router's hash-threshold
+# next-hop groups some of nodes 1 and 2's move too (deploy/README.md): measured
+: >"$T/go"
+wait_cond 10000 grep -q '^ok=' "$T/hold.out" || fail "held connections: no result: $(cat "$T/hold.err")"
+info "held sessions after kill 3: $(cat "$T/hold.out" | tail -n 1) (node 3 had $n3_live)"
+broken=$(sed -n 's/^ok=[0-9]* broken=//p' "$T/hold.out")
+((broken >= n3_live)) || fail "held sessions: $broken broken, fewer than node 3's $n3_live"
+declare -A mid=()
+for i in 1 2; do mid[$i]=$(node_served "$i"); done
+ab_ok 60 /f.bin
+got=$(($(node_served 1) - mid[1] + $(node_served 2) - mid[2]))
+assert_eq "$got" 60 "sessions taken by nodes 1 and 2 after kill 3"
+info "after kill 3: 60 new connections served by nodes 1 and 2"
+
+# ---------------------------------------------------------------- 5. proxyd dies
+
+pid=$(cat "$LAB_DIR/n2/proxyd.pid")
+proc_alive "$pid" || fail "node 2's proxyd ($pid) is not running"
+kill -KILL "$pid"
+wait_cond "$LAB_BOUND_KILL_MS" not_in_route 198.18.2.6 ||
+    fail "node 2's next hop still in the route ${LAB_BOUND_KILL_MS} ms after its proxyd was killed: $(nexthops)"
+info "node 2's proxyd killed: next hop withdrawn after $WAITED_MS ms"
+m1=$(node_served 1)
+ab_ok 30 /f.bin
+assert_eq "$(($(node_served 1) - m1))" 30 "sessions taken by node 1"
+lab status >"$T/status.out"
+cat "$T/status.out"
+grep -Eq '^n1 active ' "$T/status.out" || fail "status: n1 not active"
+grep -Eq '^n2 down ' "$T/status.out" || fail "status: n2 not down"
+grep -Eq '^n3 down ' "$T/status.out" || fail "status: n3 not down"
+
+# ---------------------------------------------------------------- 6. down
+
+pids=$(for n in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do ip netns pids "$n"; done | tr '\n' ' ')
+[[ -n ${pids// /} ]] || fail "no process found in the lab's namespaces before down"
+LAB_KEEP=1 lab down
+left=$(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }' | tr '\n' ' ')
+[[ -z $left ]] || fail "namespaces left after lab.sh down: $left"
+for pid in $pids; do
+    proc_alive "$pid" && fail "process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline")) left after lab.sh down"
+done
+info "lab.sh down: no namespace and none of the pids $pids left"
+info "PASS"
