@@ -10,18 +10,26 @@
 #   lab.sh node I CMD...   run CMD in node I's namespace (1..N)
 #   lab.sh status          one line per node: name, state, live sessions, accepted
 #   lab.sh kill I          node I dies: every process in its namespace, kill -9
+#   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
+#                          serves its own until they end or S seconds (default
+#                          60) pass, then its proxyd stops
 #   lab.sh down            stop everything the lab started, delete its namespaces
 #
 #   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
 #   node I  eth1 198.19.2.(10+I)/24 -- br0 198.19.2.2/24  server (nginx)
 #   service address 198.18.0.80/32: on every node's lo, announced by its bgpd
 #   (AS 65001) to the router's (AS 65000), which installs one multipath route.
+#   The router pins each flow to the node its first packet went to
+#   (conntrack mark I, policy routing table 100+I): a route withdrawn or
+#   added moves no established flow.
 #
 # Environment:
 #   PROXYD      the proxyd binary (default: build/proxyd of this tree)
 #   LAB_ID      name of this lab (default lab): namespaces pxcl-ID-{c,r,s,nI}
 #   LAB_DIR     where configs, logs and the served folder go
 #               (default /run/proxyd-lab/ID)
+#   LAB_PIN     0: no flow pinning on the router (ECMP alone: a withdrawal
+#               moves some established flows of the other nodes too)
 # Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
 # vtysh), nginx, curl.
 
@@ -53,6 +61,8 @@ ns_node() { echo "$PFX-n$1"; }
 node_addr() { echo "198.18.2.$((4 * $1 - 2))"; }     # node I, router side
 router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's link
 node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
+
+lab_namespaces() { ip netns list 2>/dev/null | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'; }
 
 nodes() { # the node numbers of this lab, in order
     ip netns list 2>/dev/null | awk -v p="$PFX-n" 'index($1, p) == 1 { print substr($1, length(p) + 1) }' | sort -n
@@ -218,8 +228,8 @@ cmd_up() {
     [[ $EUID == 0 ]] || die "needs root"
     [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
     [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
-    for i in vtysh nginx curl ip; do command -v "$i" >/dev/null || die "$i not found"; done
-    ip netns list | grep -q "^$PFX-" && die "lab $LAB_ID is already up (lab.sh down first)"
+    for i in vtysh nginx curl ip iptables; do command -v "$i" >/dev/null || die "$i not found"; done
+    [[ -z $(lab_namespaces) ]] || die "lab $LAB_ID is already up (lab.sh down first)"
     rm -rf "$LAB_DIR"
     mkdir -p "$LAB_DIR"
     chmod 755 "$LAB_DIR"
@@ -243,6 +253,12 @@ cmd_up() {
     # nodes that announce the service address
     ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
     ip netns exec "$NS_R" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
+    if [[ ${LAB_PIN:-1} != 0 ]]; then
+        # a flow's later packets from the client follow its conntrack mark
+        # (the node its first packet was routed to), not the current ECMP set
+        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" \
+            -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
+    fi
     # server: one segment (a bridge) that every node joins
     ip -n "$NS_S" link add br0 type bridge
     ip -n "$NS_S" addr add "$SERVER/24" dev br0
@@ -264,6 +280,12 @@ cmd_up() {
         link_up "$NS_S" "s$i"
         link_up "$ns" eth0 eth1
         ip -n "$ns" route add default via "$(router_addr "$i")"
+        if [[ ${LAB_PIN:-1} != 0 ]]; then
+            ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
+                -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
+            ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
+            ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
+        fi
         write_node_conf "$i"
     done
 
@@ -326,9 +348,13 @@ cmd__supervise() {
     date +%s >"$d/announced"
     msg "node $i: proxyd pid $pid up, $VIP announced"
     wait "$pid" || rc=$?
+    rm -f "$d/announced"
+    if [[ -f $d/draining ]]; then
+        msg "node $i: proxyd exited (status $rc) after its drain"
+        exit 0
+    fi
     msg "node $i: proxyd exited (status $rc): withdrawing $VIP"
     announce "$i" no || msg "node $i: withdrawal failed (bgpd gone too?)"
-    rm -f "$d/announced"
 }
 
 # ---------------------------------------------------------------- status
@@ -351,13 +377,53 @@ cmd_status() {
         if m=$(ip netns exec "$ns" curl -s --max-time 2 "http://$ADMIN/metrics" 2>/dev/null); then
             live=$(metric_sum proxyd_sessions_active <<<"$m")
             acc=$(metric_sum proxyd_sessions_accepted_total <<<"$m")
-            if node_in_route "$i"; then state=active; else state=withdrawn; fi
+            if node_in_route "$i"; then
+                state=active
+            elif [[ -f $LAB_DIR/n$i/draining ]]; then
+                state=draining
+            else
+                state=withdrawn
+            fi
         else
             live=- acc=-
-            if node_in_route "$i"; then state=unreachable; else state=down; fi
+            if node_in_route "$i"; then
+                state=unreachable
+            elif [[ -f $LAB_DIR/n$i/draining ]]; then
+                state=drained
+            else
+                state=down
+            fi
         fi
         echo "n$i $state sessions=$live accepted=$acc"
     done
+}
+
+# ---------------------------------------------------------------- drain
+
+node_live() { # I: live sessions of node I's proxyd, empty if it does not answer
+    ip netns exec "$(ns_node "$1")" curl -s --max-time 2 "http://$ADMIN/metrics" 2>/dev/null |
+        metric_sum proxyd_sessions_active
+}
+
+cmd_drain() {
+    local i=${1:-} limit=${2:-60} d pid live deadline
+    [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ ]] || die "drain I [SECONDS]"
+    d=$LAB_DIR/n$i
+    [[ -f $d/proxyd.pid ]] || die "no node $i in lab $LAB_ID"
+    pid=$(cat "$d/proxyd.pid")
+    touch "$d/draining"
+    # no new flow comes: the router keeps sending the node's own (pinned) flows
+    announce "$i" no
+    wait_until 10 eval '! node_in_route '"$i" || die "node $i still in the router's route"
+    msg "node $i: withdrawn; waiting up to $limit s for its sessions to end"
+    deadline=$(($(date +%s) + limit))
+    while live=$(node_live "$i") && ((live > 0)) && (($(date +%s) < deadline)); do
+        sleep 0.2
+    done
+    msg "node $i: ${live:-?} live session(s) left: stopping proxyd"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_until 10 eval '! alive '"$pid" || kill -KILL "$pid" 2>/dev/null || true
+    echo "n$i drained live_at_stop=${live:-?}"
 }
 
 # ---------------------------------------------------------------- kill / down
@@ -389,7 +455,7 @@ cmd_kill() {
     local i=${1:-} ns pids
     [[ $i =~ ^[0-9]+$ ]] || die "kill I"
     ns=$(ns_node "$i")
-    ip netns list | grep -q "^$ns\b" || die "no node $i in lab $LAB_ID"
+    [[ " $(lab_namespaces | tr '\n' ' ')" == *" $ns "* ]] || die "no node $i in lab $LAB_ID"
     pids=$(ns_pids "$ns")
     # the node dies as a machine would: nothing gets to say goodbye; the
     # router's bgpd sees the TCP session close (the kernel closes a dead
@@ -402,7 +468,7 @@ cmd_kill() {
 
 cmd_down() {
     local ns pids
-    for ns in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do
+    for ns in $(lab_namespaces); do
         pids=$(ns_pids "$ns")
         # shellcheck disable=SC2086
         [[ -z ${pids// /} ]] || kill_pids $pids
@@ -429,6 +495,7 @@ case $cmd in
         ;;
     status) cmd_status ;;
     kill) cmd_kill "$@" ;;
+    drain) cmd_drain "$@" ;;
     down) cmd_down ;;
     _supervise) cmd__supervise "$@" ;;
     -h | --help | help) usage ;;

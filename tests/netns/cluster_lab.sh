@@ -13,15 +13,20 @@
 #      with 30 connections held open through the plug service (8081), the
 #      nodes' live sessions add up to 30.
 #   4. `lab.sh kill 3` (every process of node 3, kill -9): the router drops
-#      node 3's next hop within LAB_BOUND_KILL_MS (measured), then 60 new
-#      connections are all served by nodes 1 and 2. The held connections
-#      each send a second request: node 3's fail; how many of nodes 1 and
-#      2's fail too is printed (the router's next-hop groups are not
-#      resilient: deploy/README.md).
-#   5. Node 2's proxyd alone killed (kill -9): its supervisor withdraws the
-#      announcement within the same bound; 30 new connections are all
-#      served by node 1; status says n2 down, n3 down.
-#   6. `lab.sh down`: no namespace of the lab and no process it ran is left.
+#      node 3's next hop within LAB_BOUND_KILL_MS (measured); the held
+#      connections each send a second request: exactly node 3's fail (the
+#      router pins flows to their node: nodes 1 and 2's go on); 60 new
+#      connections are all served by nodes 1 and 2.
+#   5. `lab.sh drain 2` with 20 more connections held: the next hop goes,
+#      status says draining with node 2's share of them live; 30 new
+#      connections all go to node 1; the held ones all get a second answer
+#      (node 2's included), close, and the drain ends (before its
+#      LAB_DRAIN_S deadline) with no live session: status says drained.
+#   6. Node 1's proxyd alone killed (kill -9): its supervisor withdraws the
+#      announcement within LAB_BOUND_KILL_MS; status says n1 down.
+#   7. `lab.sh down`: no namespace and no process of the lab is left.
+# LAB_PIN=0 runs the lab without flow pinning: step 4 then fails (some of
+# nodes 1 and 2's sessions move with the hash).
 # Needs root, FRR (frr), nginx, curl, ab (apache2-utils); about 15 s.
 set -euo pipefail
 TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -30,12 +35,13 @@ source "$TESTS_NETNS_DIR/../integration/lib.sh"
 
 LAB=$REPO_DIR/deploy/cluster/lab.sh
 : "${LAB_BOUND_KILL_MS:=3000}"
+: "${LAB_DRAIN_S:=20}"
 FRR_DIR=${FRR_DIR:-/usr/lib/frr}
 SIZE=4096
 N_REQ=600
 
 [[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR)"
-need_cmds ip curl ab nginx vtysh sha256sum
+need_cmds ip iptables curl ab nginx vtysh python3 sha256sum
 [[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
 [[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
 setup
@@ -231,13 +237,14 @@ wait_cond "$LAB_BOUND_KILL_MS" not_in_route 198.18.2.10 ||
     fail "node 3's next hop still in the router's route ${LAB_BOUND_KILL_MS} ms after lab.sh kill 3: $(nexthops)"
 info "lab.sh kill 3: next hop withdrawn after $WAITED_MS ms (bound $LAB_BOUND_KILL_MS)"
 assert_eq "$(nexthops)" "198.18.2.2 198.18.2.6 " "next hops after kill 3"
-# the held sessions: node 3's are lost; with the router's hash-threshold
-# next-hop groups some of nodes 1 and 2's move too (deploy/README.md): measured
+# the held sessions: node 3's are lost, the others go on (the router pins
+# each flow to its node: a withdrawal moves none)
 : >"$T/go"
-wait_cond 10000 grep -q '^ok=' "$T/hold.out" || fail "held connections: no result: $(cat "$T/hold.err")"
-info "held sessions after kill 3: $(cat "$T/hold.out" | tail -n 1) (node 3 had $n3_live)"
-broken=$(sed -n 's/^ok=[0-9]* broken=//p' "$T/hold.out")
-((broken >= n3_live)) || fail "held sessions: $broken broken, fewer than node 3's $n3_live"
+got_result() { grep -q '^ok=' "$1"; }
+wait_cond 10000 got_result "$T/hold.out" || fail "held connections: no result: $(cat "$T/hold.err")"
+info "held sessions after kill 3: $(tail -n 1 "$T/hold.out") (node 3 had $n3_live)"
+assert_eq "$(tail -n 1 "$T/hold.out")" "ok=$((HOLD - n3_live)) broken=$n3_live" \
+    "held sessions after kill 3: only node 3's lost"
 declare -A mid=()
 for i in 1 2; do mid[$i]=$(node_served "$i"); done
 ab_ok 60 /f.bin
@@ -245,24 +252,54 @@ got=$(($(node_served 1) - mid[1] + $(node_served 2) - mid[2]))
 assert_eq "$got" 60 "sessions taken by nodes 1 and 2 after kill 3"
 info "after kill 3: 60 new connections served by nodes 1 and 2"
 
-# ---------------------------------------------------------------- 5. proxyd dies
+# ---------------------------------------------------------------- 5. drain 2
 
-pid=$(cat "$LAB_DIR/n2/proxyd.pid")
-proc_alive "$pid" || fail "node 2's proxyd ($pid) is not running"
-kill -KILL "$pid"
+HOLD2=20
+lab client python3 "$T/hold.py" "$SERVER" "$HOLD2" "$T/go2" >"$T/hold2.out" 2>"$T/hold2.err" &
+track_pid $!
+held2() { grep -q '^ready' "$T/hold2.out"; }
+wait_cond 10000 held2 || fail "the $HOLD2 held connections did not all get an answer: $(cat "$T/hold2.err")"
+n2_live=$(lab status | awk '$1 == "n2" { sub("sessions=", "", $3); print $3 }')
+((n2_live > 0)) || fail "none of the $HOLD2 held connections is on node 2: $(lab status)"
+t0=$(now_ms)
+lab drain 2 "$LAB_DRAIN_S" >"$T/drain.out" 2>"$T/drain.err" &
+DRAIN_PID=$!
+track_pid "$DRAIN_PID"
 wait_cond "$LAB_BOUND_KILL_MS" not_in_route 198.18.2.6 ||
-    fail "node 2's next hop still in the route ${LAB_BOUND_KILL_MS} ms after its proxyd was killed: $(nexthops)"
-info "node 2's proxyd killed: next hop withdrawn after $WAITED_MS ms"
-m1=$(node_served 1)
+    fail "node 2's next hop still in the route ${LAB_BOUND_KILL_MS} ms after lab.sh drain 2: $(nexthops)"
+info "lab.sh drain 2: next hop withdrawn after $WAITED_MS ms, $n2_live held sessions on node 2"
+# (grep -q ends a pipe early: with pipefail, the writer's SIGPIPE would count)
+status_has() { [[ $'\n'$(lab status) == *$'\n'"$1"* ]]; }
+draining() { status_has "n2 draining sessions=$n2_live "; }
+wait_cond 5000 draining || fail "status: n2 not draining with $n2_live sessions: $(lab status)"
+m1=$(node_served 1) m2=$(node_served 2)
 ab_ok 30 /f.bin
-assert_eq "$(($(node_served 1) - m1))" 30 "sessions taken by node 1"
+assert_eq "$(($(node_served 1) - m1))" 30 "new sessions taken by node 1 while node 2 drains"
+assert_eq "$(($(node_served 2) - m2))" 0 "new sessions taken by node 2 while it drains"
+# the draining node's own sessions go on; once they end it stops
+: >"$T/go2"
+wait_cond 10000 got_result "$T/hold2.out" || fail "held connections (2): no result: $(cat "$T/hold2.err")"
+assert_eq "$(tail -n 1 "$T/hold2.out")" "ok=$HOLD2 broken=0" "held sessions while node 2 drains"
+wait_exit "$DRAIN_PID" "$((LAB_DRAIN_S + 15))" || fail "lab.sh drain 2 still running"
+assert_eq "$WAIT_RC" 0 "lab.sh drain 2's exit status"
+assert_eq "$(cat "$T/drain.out")" "n2 drained live_at_stop=0" "lab.sh drain 2's result"
+info "lab.sh drain 2: done in $(($(now_ms) - t0)) ms, no session broken"
+status_has 'n2 drained ' || fail "status: n2 not drained: $(lab status)"
+
+# ---------------------------------------------------------------- 6. proxyd dies
+
+pid=$(cat "$LAB_DIR/n1/proxyd.pid")
+proc_alive "$pid" || fail "node 1's proxyd ($pid) is not running"
+kill -KILL "$pid"
+wait_cond "$LAB_BOUND_KILL_MS" not_in_route 198.18.2.2 ||
+    fail "node 1's next hop still in the route ${LAB_BOUND_KILL_MS} ms after its proxyd was killed: $(nexthops)"
+info "node 1's proxyd killed: next hop withdrawn after $WAITED_MS ms"
 lab status >"$T/status.out"
 cat "$T/status.out"
-grep -Eq '^n1 active ' "$T/status.out" || fail "status: n1 not active"
-grep -Eq '^n2 down ' "$T/status.out" || fail "status: n2 not down"
+grep -Eq '^n1 down ' "$T/status.out" || fail "status: n1 not down"
 grep -Eq '^n3 down ' "$T/status.out" || fail "status: n3 not down"
 
-# ---------------------------------------------------------------- 6. down
+# ---------------------------------------------------------------- 7. down
 
 pids=$(for n in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do ip netns pids "$n"; done | tr '\n' ' ')
 [[ -n ${pids// /} ]] || fail "no process found in the lab's namespaces before down"
