@@ -9,6 +9,7 @@
 #   lab.sh router CMD...   run CMD in the router namespace
 #   lab.sh node I CMD...   run CMD in node I's namespace (1..N)
 #   lab.sh status          one line per node: name, state, live sessions, accepted
+#   lab.sh add             one more node (the next number); prints its name
 #   lab.sh kill I          node I dies: every process in its namespace, kill -9
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
 #                          serves its own until they end or S seconds (default
@@ -233,6 +234,7 @@ cmd_up() {
     rm -rf "$LAB_DIR"
     mkdir -p "$LAB_DIR"
     chmod 755 "$LAB_DIR"
+    echo "${LAB_PIN:-1}" >"$LAB_DIR/pin"
     write_nginx
     write_policy
     write_router_conf
@@ -253,40 +255,22 @@ cmd_up() {
     # nodes that announce the service address
     ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
     ip netns exec "$NS_R" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
-    if [[ ${LAB_PIN:-1} != 0 ]]; then
+    if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
         # a flow's later packets from the client follow its conntrack mark
         # (the node its first packet was routed to), not the current ECMP set
         ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" \
             -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
     fi
     # server: one segment (a bridge) that every node joins
-    ip -n "$NS_S" link add br0 type bridge
+    # a fixed MAC address: a bridge that has none takes its lowest port's,
+    # so a node added later could change it under the others' ARP caches
+    # (their connections to the server stall until the caches expire)
+    ip -n "$NS_S" link add br0 address 02:00:c6:13:02:02 type bridge
     ip -n "$NS_S" addr add "$SERVER/24" dev br0
     link_up "$NS_S" br0
 
     for ((i = 1; i <= n; i++)); do
-        ns=$(ns_node "$i")
-        ip netns add "$ns"
-        ip -n "$ns" link set lo up
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-        ip link add "r$i" netns "$NS_R" type veth peer name eth0 netns "$ns"
-        ip -n "$NS_R" addr add "$(router_addr "$i")/30" dev "r$i"
-        ip -n "$ns" addr add "$(node_addr "$i")/30" dev eth0
-        ip link add "s$i" netns "$NS_S" type veth peer name eth1 netns "$ns"
-        ip -n "$NS_S" link set "s$i" master br0
-        ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
-        ip -n "$ns" addr add "$VIP/32" dev lo
-        link_up "$NS_R" "r$i"
-        link_up "$NS_S" "s$i"
-        link_up "$ns" eth0 eth1
-        ip -n "$ns" route add default via "$(router_addr "$i")"
-        if [[ ${LAB_PIN:-1} != 0 ]]; then
-            ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
-                -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
-            ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
-            ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
-        fi
-        write_node_conf "$i"
+        make_node "$i"
     done
 
     ip netns exec "$NS_S" nginx -p "$LAB_DIR/server" -c "$LAB_DIR/server/nginx.conf" \
@@ -307,6 +291,50 @@ cmd_up() {
     done
     echo "server=$VIP"
     echo "root=$LAB_DIR/www"
+}
+
+# make_node I: node I's namespace, its links to the router and the server
+# segment, the service address on lo, and on the router its pinning rule
+# and table
+make_node() {
+    local i=$1 ns
+    ns=$(ns_node "$i")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    ip link add "r$i" netns "$NS_R" type veth peer name eth0 netns "$ns"
+    ip -n "$NS_R" addr add "$(router_addr "$i")/30" dev "r$i"
+    ip -n "$ns" addr add "$(node_addr "$i")/30" dev eth0
+    ip link add "s$i" netns "$NS_S" type veth peer name eth1 netns "$ns"
+    ip -n "$NS_S" link set "s$i" master br0
+    ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
+    ip -n "$ns" addr add "$VIP/32" dev lo
+    link_up "$NS_R" "r$i"
+    link_up "$NS_S" "s$i"
+    link_up "$ns" eth0 eth1
+    ip -n "$ns" route add default via "$(router_addr "$i")"
+    if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
+        ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
+            -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
+        ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
+        ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
+    fi
+    write_node_conf "$i"
+}
+
+# add: one more node, numbered after the last one; prints its name.  The
+# router's configuration does not change: it takes any peer of 198.18.2.0/24
+cmd_add() {
+    local i last
+    [[ -n $(lab_namespaces) ]] || die "lab $LAB_ID is not up"
+    last=$(nodes | tail -n 1)
+    i=$((${last:-0} + 1))
+    ((i <= 63)) || die "no room for node $i (63 at most)"
+    make_node "$i"
+    start_node "$i"
+    wait_until 20 node_in_route "$i" ||
+        die "node $i's announcement did not reach the router's routing table within 20 s"
+    echo "n$i"
 }
 
 # start_node I: the node's bgpd (no zebra: it only announces), then proxyd
@@ -494,6 +522,7 @@ case $cmd in
         ip netns exec "$(ns_node "$i")" "$@"
         ;;
     status) cmd_status ;;
+    add) cmd_add ;;
     kill) cmd_kill "$@" ;;
     drain) cmd_drain "$@" ;;
     down) cmd_down ;;

@@ -17,13 +17,17 @@
 #      connections each send a second request: exactly node 3's fail (the
 #      router pins flows to their node: nodes 1 and 2's go on); 60 new
 #      connections are all served by nodes 1 and 2.
-#   5. `lab.sh drain 2` with 20 more connections held: the next hop goes,
-#      status says draining with node 2's share of them live; 30 new
-#      connections all go to node 1; the held ones all get a second answer
-#      (node 2's included), close, and the drain ends (before its
-#      LAB_DRAIN_S deadline) with no live session: status says drained.
+#   5. With 20 more connections held open: `lab.sh add` brings node 4
+#      into the route; 60 new connections are served by nodes 1, 2 and 4
+#      (node 4 some of them). `lab.sh drain 2`: its next hop goes, status
+#      says draining with node 2's share of the held connections live; 30
+#      new connections all go to nodes 1 and 4; the held ones all get a
+#      second answer (node 2's included: neither the add nor the drain
+#      broke any), close, and the drain ends (before its LAB_DRAIN_S
+#      deadline) with no live session: status says drained.
 #   6. Node 1's proxyd alone killed (kill -9): its supervisor withdraws the
-#      announcement within LAB_BOUND_KILL_MS; status says n1 down.
+#      announcement within LAB_BOUND_KILL_MS; status says n1 down, n4
+#      active; 30 new connections are all served by node 4.
 #   7. `lab.sh down`: no namespace and no process of the lab is left.
 # LAB_PIN=0 runs the lab without flow pinning: step 4 then fails (some of
 # nodes 1 and 2's sessions move with the hash).
@@ -58,6 +62,16 @@ lab_diag() {
         lab status 2>&1
         echo "# router: ip route show 198.18.0.80"; lab router ip route show 198.18.0.80 2>&1
         echo "# router: show bgp summary"; lab router vtysh --vty_socket "$LAB_DIR/router" -c 'show bgp summary' 2>&1
+        echo "# router: mangle rules"; lab router iptables -w -t mangle -L -v -n -x 2>&1
+        echo "# router: ip rule"; lab router ip rule 2>&1
+        echo "# router: links"; lab router ip -s -br link 2>&1
+        echo "# router: conntrack to :80 not in TIME_WAIT"
+        lab router conntrack -L -p tcp --dport 80 2>/dev/null | grep -v TIME_WAIT | head -n 20
+        for d in "$LAB_DIR"/n*; do
+            echo "# node ${d##*/n}: ss -tan (not TIME-WAIT)"
+            lab node "${d##*/n}" ss -tan 2>&1 | grep -v TIME-WAIT | head -n 15
+            echo "# node ${d##*/n}: nstat"; lab node "${d##*/n}" nstat -a 2>&1 | grep -E 'Tcp(Ext)?(ActiveOpens|PassiveOpens|AttemptFails|InErrs|OutRsts|ListenDrops|ListenOverflows|InSegs)|IpInReceives|IpInDiscards|IpInAddrErrors' 
+        done
         for d in "$LAB_DIR"/n*; do
             [[ -d $d ]] || continue
             echo "# $d: supervise.log"; tail -n 5 "$d/supervise.log" 2>/dev/null
@@ -252,7 +266,7 @@ got=$(($(node_served 1) - mid[1] + $(node_served 2) - mid[2]))
 assert_eq "$got" 60 "sessions taken by nodes 1 and 2 after kill 3"
 info "after kill 3: 60 new connections served by nodes 1 and 2"
 
-# ---------------------------------------------------------------- 5. drain 2
+# ---------------------------------------------------------------- 5. add, drain 2
 
 HOLD2=20
 lab client python3 "$T/hold.py" "$SERVER" "$HOLD2" "$T/go2" >"$T/hold2.out" 2>"$T/hold2.err" &
@@ -261,6 +275,19 @@ held2() { grep -q '^ready' "$T/hold2.out"; }
 wait_cond 10000 held2 || fail "the $HOLD2 held connections did not all get an answer: $(cat "$T/hold2.err")"
 n2_live=$(lab status | awk '$1 == "n2" { sub("sessions=", "", $3); print $3 }')
 ((n2_live > 0)) || fail "none of the $HOLD2 held connections is on node 2: $(lab status)"
+
+t0=$(now_ms)
+added=$(lab add 2>>"$T/lab.err") || fail "lab.sh add failed: $(tail -n 3 "$T/lab.err")"
+assert_eq "$added" n4 "lab.sh add's new node"
+assert_eq "$(nexthops)" "198.18.2.14 198.18.2.2 198.18.2.6 " "next hops after lab.sh add"
+info "lab.sh add: node 4 in the route after $(($(now_ms) - t0)) ms"
+declare -A m=()
+for i in 1 2 4; do m[$i]=$(node_served "$i"); done
+ab_ok 60 /f.bin
+for i in 1 2 4; do m[$i]=$(($(node_served "$i") - m[$i])); done
+info "60 new connections: node 1 ${m[1]}, node 2 ${m[2]}, node 4 ${m[4]}"
+assert_eq "$((m[1] + m[2] + m[4]))" 60 "new sessions served by nodes 1, 2 and 4"
+((m[4] > 0)) || fail "the added node 4 served none of 60 new connections"
 t0=$(now_ms)
 lab drain 2 "$LAB_DRAIN_S" >"$T/drain.out" 2>"$T/drain.err" &
 DRAIN_PID=$!
@@ -272,9 +299,9 @@ info "lab.sh drain 2: next hop withdrawn after $WAITED_MS ms, $n2_live held sess
 status_has() { [[ $'\n'$(lab status) == *$'\n'"$1"* ]]; }
 draining() { status_has "n2 draining sessions=$n2_live "; }
 wait_cond 5000 draining || fail "status: n2 not draining with $n2_live sessions: $(lab status)"
-m1=$(node_served 1) m2=$(node_served 2)
+m1=$(node_served 1) m2=$(node_served 2) m4=$(node_served 4)
 ab_ok 30 /f.bin
-assert_eq "$(($(node_served 1) - m1))" 30 "new sessions taken by node 1 while node 2 drains"
+assert_eq "$(($(node_served 1) - m1 + $(node_served 4) - m4))" 30 "new sessions taken by nodes 1 and 4 while node 2 drains"
 assert_eq "$(($(node_served 2) - m2))" 0 "new sessions taken by node 2 while it drains"
 # the draining node's own sessions go on; once they end it stops
 : >"$T/go2"
@@ -298,6 +325,10 @@ lab status >"$T/status.out"
 cat "$T/status.out"
 grep -Eq '^n1 down ' "$T/status.out" || fail "status: n1 not down"
 grep -Eq '^n3 down ' "$T/status.out" || fail "status: n3 not down"
+grep -Eq '^n4 active ' "$T/status.out" || fail "status: n4 not active"
+m4=$(node_served 4)
+ab_ok 30 /f.bin
+assert_eq "$(($(node_served 4) - m4))" 30 "new sessions served by node 4, the last one"
 
 # ---------------------------------------------------------------- 7. down
 
