@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lab.sh: an active-active cluster of proxyd nodes on one machine, in network
 # namespaces, routed by the kernel's ECMP with FRR's bgpd (deploy/README.md,
-# "Cluster lab").  It is also what tests/netns/cluster_lab.sh drives.
+# "Active-active: a cluster of nodes behind ECMP routing").  It is also the
+# test: tests/netns/cluster_lab.sh drives it.
 #
 #   lab.sh up N            build the lab with N nodes; prints server=ADDR, root=DIR
 #   lab.sh client CMD...   run CMD in the client namespace
@@ -28,7 +29,8 @@
 #   PROXYD      the proxyd binary (default: build/proxyd of this tree)
 #   LAB_ID      name of this lab (default lab): namespaces pxcl-ID-{c,r,s,nI}
 #   LAB_DIR     where configs, logs and the served folder go
-#               (default /run/proxyd-lab/ID)
+#               (default /run/proxyd-lab/ID; up refuses a non-empty folder
+#               it did not make; down removes it, unless LAB_KEEP=1)
 #   LAB_PIN     0: no flow pinning on the router (ECMP alone: a withdrawal
 #               moves some established flows of the other nodes too)
 # Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
@@ -231,8 +233,15 @@ cmd_up() {
     [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
     for i in vtysh nginx curl ip iptables; do command -v "$i" >/dev/null || die "$i not found"; done
     [[ -z $(lab_namespaces) ]] || die "lab $LAB_ID is already up (lab.sh down first)"
+    # LAB_DIR is ours only if an earlier lab.sh up marked it: never remove
+    # a folder someone else named by mistake
+    if [[ -e $LAB_DIR && ! -f $LAB_DIR/.proxyd-lab ]] &&
+        [[ -n $(ls -A "$LAB_DIR" 2>/dev/null) ]]; then
+        die "LAB_DIR $LAB_DIR exists, is not empty and was not made by lab.sh: choose another"
+    fi
     rm -rf "$LAB_DIR"
     mkdir -p "$LAB_DIR"
+    : >"$LAB_DIR/.proxyd-lab"
     chmod 755 "$LAB_DIR"
     echo "${LAB_PIN:-1}" >"$LAB_DIR/pin"
     write_nginx
@@ -400,6 +409,7 @@ metric_sum() { # NAME < metrics text: the sum of the series of NAME
 
 cmd_status() {
     local i ns m state live acc
+    [[ -n $(lab_namespaces) ]] || die "lab $LAB_ID is not up"
     for i in $(nodes); do
         ns=$(ns_node "$i")
         if m=$(ip netns exec "$ns" curl -s --max-time 2 "http://$ADMIN/metrics" 2>/dev/null); then
@@ -502,7 +512,9 @@ cmd_down() {
         [[ -z ${pids// /} ]] || kill_pids $pids
         ip netns del "$ns"
     done
-    [[ ${LAB_KEEP:-0} == 1 ]] || rm -rf "$LAB_DIR"
+    if [[ ${LAB_KEEP:-0} != 1 && -f $LAB_DIR/.proxyd-lab ]]; then
+        rm -rf "$LAB_DIR"
+    fi
 }
 
 # ---------------------------------------------------------------- main
