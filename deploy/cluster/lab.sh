@@ -366,10 +366,37 @@ announce() { # I yes|no
         -c "address-family ipv4 unicast" -c "${no}network $VIP/32"
 }
 
+# health I (beside proxyd, in the supervisor): a proxyd that is there but
+# does not answer its admin endpoint (hung, stopped, out of descriptors) is
+# withdrawn after HEALTH_FALL failed checks in a row, and announced again
+# after HEALTH_RISE good ones; a check every second, HEALTH_TIMEOUT each.
+# Not while the node drains (its withdrawal stands).
+HEALTH_FALL=2 HEALTH_RISE=2 HEALTH_TIMEOUT=2
+health() {
+    local i=$1 d=$LAB_DIR/n$1 fails=0 oks=0 up=1
+    while :; do
+        sleep 1
+        [[ ! -f $d/draining ]] || continue
+        if curl -s -o /dev/null --max-time "$HEALTH_TIMEOUT" "http://$ADMIN/metrics"; then
+            fails=0 oks=$((oks + 1))
+            if ((!up && oks >= HEALTH_RISE)); then
+                announce "$i" yes && up=1 && date +%s >"$d/announced" &&
+                    msg "node $i: proxyd answers again: $VIP announced"
+            fi
+        else
+            oks=0 fails=$((fails + 1))
+            if ((up && fails >= HEALTH_FALL)); then
+                announce "$i" no && up=0 && rm -f "$d/announced" &&
+                    msg "node $i: proxyd does not answer ($fails checks): $VIP withdrawn"
+            fi
+        fi
+    done
+}
+
 # _supervise I (internal, runs in node I's namespace): proxyd's health is
 # what the node announces
 cmd__supervise() {
-    local i=$1 d pid p rc=0
+    local i=$1 d pid p hpid kids rc=0
     d=$LAB_DIR/n$i
     "$PROXYD" -c "$d/proxyd.xml" </dev/null >>"$d/proxyd.log" 2>&1 &
     pid=$!
@@ -384,7 +411,16 @@ cmd__supervise() {
     announce "$i" yes
     date +%s >"$d/announced"
     msg "node $i: proxyd pid $pid up, $VIP announced"
+    health "$i" &
+    hpid=$!
     wait "$pid" || rc=$?
+    # the checker and whatever it runs (a vtysh in flight) go first, so
+    # that nothing announces after the withdrawal below
+    kids=$(pgrep -P "$hpid" | tr '\n' ' ') || true
+    kill -KILL "$hpid" 2>/dev/null || true
+    # shellcheck disable=SC2086
+    [[ -z ${kids// /} ]] || kill -KILL $kids 2>/dev/null || true
+    wait "$hpid" 2>/dev/null || true
     rm -f "$d/announced"
     if [[ -f $d/draining ]]; then
         msg "node $i: proxyd exited (status $rc) after its drain"

@@ -25,13 +25,17 @@
 #      second answer (node 2's included: neither the add nor the drain
 #      broke any), close, and the drain ends (before its LAB_DRAIN_S
 #      deadline) with no live session: status says drained.
-#   6. Node 1's proxyd alone killed (kill -9): its supervisor withdraws the
+#   6. Node 4's proxyd stopped (SIGSTOP, a hung process): its supervisor's
+#      health check withdraws it within LAB_BOUND_HANG_MS; 30 new
+#      connections all go to node 1; continued (SIGCONT), it is announced
+#      again within the same bound.
+#   7. Node 1's proxyd alone killed (kill -9): its supervisor withdraws the
 #      announcement within LAB_BOUND_KILL_MS; status says n1 down, n4
 #      active; 30 new connections are all served by node 4.
-#   7. `lab.sh down`: no namespace and no process of the lab is left.
+#   8. `lab.sh down`: no namespace and no process of the lab is left.
 # LAB_PIN=0 runs the lab without flow pinning: step 4 then fails (some of
 # nodes 1 and 2's sessions move with the hash).
-# Needs root, FRR (frr), nginx, curl, ab (apache2-utils); about 15 s.
+# Needs root, FRR (frr), nginx, curl, ab (apache2-utils); about 20 s.
 set -euo pipefail
 TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../integration/lib.sh
@@ -40,6 +44,8 @@ source "$TESTS_NETNS_DIR/../integration/lib.sh"
 LAB=$REPO_DIR/deploy/cluster/lab.sh
 : "${LAB_BOUND_KILL_MS:=3000}"
 : "${LAB_DRAIN_S:=20}"
+: "${LAB_BOUND_HANG_MS:=10000}"  # lab.sh's health check: 2 failures of at most
+                                # 2 s, a second apart, and vtysh; the same back
 FRR_DIR=${FRR_DIR:-/usr/lib/frr}
 SIZE=4096
 N_REQ=600
@@ -313,7 +319,23 @@ assert_eq "$(cat "$T/drain.out")" "n2 drained live_at_stop=0" "lab.sh drain 2's 
 info "lab.sh drain 2: done in $(($(now_ms) - t0)) ms, no session broken"
 status_has 'n2 drained ' || fail "status: n2 not drained: $(lab status)"
 
-# ---------------------------------------------------------------- 6. proxyd dies
+# ---------------------------------------------------------------- 6. a hung proxyd
+
+pid4=$(cat "$LAB_DIR/n4/proxyd.pid")
+kill -STOP "$pid4"
+wait_cond "$LAB_BOUND_HANG_MS" not_in_route 198.18.2.14 ||
+    fail "node 4's next hop still in the route ${LAB_BOUND_HANG_MS} ms after its proxyd was stopped: $(nexthops)"
+info "node 4's proxyd stopped (SIGSTOP): next hop withdrawn after $WAITED_MS ms (bound $LAB_BOUND_HANG_MS)"
+m1=$(node_served 1)
+ab_ok 30 /f.bin
+assert_eq "$(($(node_served 1) - m1))" 30 "new sessions served by node 1 while node 4 hangs"
+kill -CONT "$pid4"
+in_route() { ! not_in_route "$1"; }
+wait_cond "$LAB_BOUND_HANG_MS" in_route 198.18.2.14 ||
+    fail "node 4's next hop not back ${LAB_BOUND_HANG_MS} ms after its proxyd was continued: $(nexthops)"
+info "node 4's proxyd continued: next hop back after $WAITED_MS ms"
+
+# ---------------------------------------------------------------- 7. proxyd dies
 
 pid=$(cat "$LAB_DIR/n1/proxyd.pid")
 proc_alive "$pid" || fail "node 1's proxyd ($pid) is not running"
@@ -330,7 +352,7 @@ m4=$(node_served 4)
 ab_ok 30 /f.bin
 assert_eq "$(($(node_served 4) - m4))" 30 "new sessions served by node 4, the last one"
 
-# ---------------------------------------------------------------- 7. down
+# ---------------------------------------------------------------- 8. down
 
 pids=$(for n in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do ip netns pids "$n"; done | tr '\n' ' ')
 [[ -n ${pids// /} ]] || fail "no process found in the lab's namespaces before down"
