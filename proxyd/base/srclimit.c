@@ -17,7 +17,10 @@ struct px_sl_ent {
 	_Atomic uint64_t	 tat;		/* GCRA, monotonic ns */
 	_Atomic uint64_t	 logged_s;	/* second of the last line, +1 */
 	_Atomic uint64_t	 refused;	/* since that line */
-	uint64_t		 pad[3];
+	/* requests= (HTTP): its own GCRA and its own line a second. */
+	_Atomic uint64_t	 rtat;
+	_Atomic uint64_t	 rlogged_s;
+	_Atomic uint64_t	 rrefused;
 };
 
 #define PX_SL_FREEING	1ULL
@@ -159,7 +162,7 @@ px_sl_claim(struct px_sl_ent *t, uint64_t key)
 
 	for (i = 0; i < PX_SL_WAYS; i++) {
 		struct px_sl_ent *e;
-		uint64_t k, tat;
+		uint64_t k, tat, rtat;
 
 		j = (uint32_t)(key + i) & (PX_SL_ENTRIES - 1);
 		e = &t[j];
@@ -179,7 +182,11 @@ px_sl_claim(struct px_sl_ent *t, uint64_t key)
 		}
 		if (PX_SL_SESSIONS(st) != 0 || PX_SL_PINS(st) != 0)
 			continue;
+		/* Least recently used: by the later of its two buckets. */
 		tat = atomic_load_explicit(&e->tat, memory_order_relaxed);
+		rtat = atomic_load_explicit(&e->rtat, memory_order_relaxed);
+		if (rtat > tat)
+			tat = rtat;
 		if (tat < vtat) {
 			victim = e;
 			vst = st;
@@ -196,6 +203,9 @@ px_sl_claim(struct px_sl_ent *t, uint64_t key)
 	atomic_store_explicit(&victim->tat, 0, memory_order_relaxed);
 	atomic_store_explicit(&victim->refused, 0, memory_order_relaxed);
 	atomic_store_explicit(&victim->logged_s, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->rtat, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->rrefused, 0, memory_order_relaxed);
+	atomic_store_explicit(&victim->rlogged_s, 0, memory_order_relaxed);
 	atomic_store_explicit(&victim->key, key, memory_order_release);
 	atomic_store_explicit(&victim->state, vst + PX_SL_GEN1,
 	    memory_order_release);
@@ -208,40 +218,60 @@ px_sl_unpin(struct px_sl_ent *e)
 	atomic_fetch_sub_explicit(&e->state, PX_SL_PIN, memory_order_acq_rel);
 }
 
+/* A refusal counted in *refused; the line logged (*logged_s) at most once
+ * a second. */
 static void
-px_sl_refused(struct px_sl_ent *e, uint64_t now_ns, struct px_sl_refusal *rf)
+px_sl_refused_in(_Atomic uint64_t *logged_s, _Atomic uint64_t *refused,
+    uint64_t now_ns, struct px_sl_refusal *rf)
 {
 	uint64_t s = now_ns / 1000000000ULL + 1,
-	    old = atomic_load_explicit(&e->logged_s, memory_order_relaxed);
+	    old = atomic_load_explicit(logged_s, memory_order_relaxed);
 
-	if (old != s && atomic_compare_exchange_strong_explicit(&e->logged_s,
+	if (old != s && atomic_compare_exchange_strong_explicit(logged_s,
 	    &old, s, memory_order_relaxed, memory_order_relaxed)) {
 		rf->log = true;
-		rf->count = atomic_exchange_explicit(&e->refused, 0,
+		rf->count = atomic_exchange_explicit(refused, 0,
 		    memory_order_relaxed) + 1;
 	} else {
 		rf->log = false;
-		atomic_fetch_add_explicit(&e->refused, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(refused, 1, memory_order_relaxed);
 	}
 }
 
-/* GCRA: a connection conforms when the TAT is at most (burst - 1)
+static void
+px_sl_refused(struct px_sl_ent *e, uint64_t now_ns, struct px_sl_refusal *rf)
+{
+	px_sl_refused_in(&e->logged_s, &e->refused, now_ns, rf);
+}
+
+/* GCRA: an arrival conforms when the TAT is at most (burst - 1)
  * intervals ahead of now; it then moves the TAT one interval on from
  * max(TAT, now). Same verdicts as a bucket of `burst` tokens refilled
- * one per interval. */
+ * one per interval. Refused, *wait is how long until one conforms. */
+static bool
+px_sl_take_in(_Atomic uint64_t *tatp, uint64_t interval, uint32_t burst,
+    uint64_t now, uint64_t *wait)
+{
+	uint64_t tat = atomic_load_explicit(tatp, memory_order_relaxed),
+	    slack = (uint64_t)(burst - 1) * interval, next;
+
+	do {
+		if (tat > now + slack) {
+			*wait = tat - slack - now;
+			return false;
+		}
+		next = (tat > now ? tat : now) + interval;
+	} while (!atomic_compare_exchange_weak_explicit(tatp, &tat, next,
+	    memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
 static bool
 px_sl_take(struct px_sl_ent *e, const struct px_sl_rule *r, uint64_t now)
 {
-	uint64_t tat = atomic_load_explicit(&e->tat, memory_order_relaxed),
-	    slack = (uint64_t)(r->burst - 1) * r->interval_ns, next;
+	uint64_t wait;
 
-	do {
-		if (tat > now + slack)
-			return false;
-		next = (tat > now ? tat : now) + r->interval_ns;
-	} while (!atomic_compare_exchange_weak_explicit(&e->tat, &tat, next,
-	    memory_order_relaxed, memory_order_relaxed));
-	return true;
+	return px_sl_take_in(&e->tat, r->interval_ns, r->burst, now, &wait);
 }
 
 enum px_sl_verdict
@@ -307,6 +337,37 @@ px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 	}
 	px_sl_unpin(e);
 	return PX_SL_UNTRACKED;
+}
+
+bool
+px_sl_request(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
+    uint64_t *wait_ns, struct px_sl_refusal *rf)
+{
+	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
+	    memory_order_acquire), *e = NULL;
+	uint32_t idx;
+	int tries;
+	bool ok;
+
+	*wait_ns = 0;
+	rf->log = false;
+	rf->count = 0;
+	if (t == NULL || r->req_interval_ns == 0)
+		return true;
+	/* The source's entry, made if it has none yet (a request of a
+	 * session admitted untracked, or after the entry aged out). */
+	for (tries = 0; tries < 4 && e == NULL; tries++)
+		if ((e = px_sl_find_pin(t, key, &idx)) == NULL &&
+		    px_sl_claim(t, key) == -1)
+			return true;	/* untracked */
+	if (e == NULL)
+		return true;
+	ok = px_sl_take_in(&e->rtat, r->req_interval_ns, r->req_burst, now_ns,
+	    wait_ns);
+	if (!ok)
+		px_sl_refused_in(&e->rlogged_s, &e->rrefused, now_ns, rf);
+	px_sl_unpin(e);
+	return ok;
 }
 
 void

@@ -12,9 +12,10 @@
  * never a lock (no worker ever waits for another).
  *
  * An entry is a source (a 64-bit keyed hash of the service name, how the
- * source is keyed and the address, prefix or zone), its live sessions and
- * its connection rate as a GCRA (the token bucket's equivalent in one
- * word: the theoretical arrival time, TAT). The table has PX_SL_ENTRIES
+ * source is keyed and the address, prefix or zone), its live sessions,
+ * its connection rate and its HTTP request rate, each a GCRA (the token
+ * bucket's equivalent in one word: the theoretical arrival time, TAT),
+ * each with its own line a second. The table has PX_SL_ENTRIES
  * entries of 64 bytes; a source lives in one of PX_SL_WAYS entries after
  * its hash; when they are all taken the least recently used one with no
  * live session is reused (its bucket, if not full again yet, is lost: the
@@ -48,6 +49,8 @@ struct px_sl_rule {
 	uint32_t	 sessions;	/* 0: no limit */
 	uint64_t	 interval_ns;	/* between connections; 0: no limit */
 	uint32_t	 burst;		/* connections at once, >= 1 */
+	uint64_t	 req_interval_ns; /* between requests; 0: no limit */
+	uint32_t	 req_burst;	/* requests at once, >= 1 */
 	uint64_t	 svc_hash;	/* of the service's name */
 	long		 line;		/* of <source-limits> */
 };
@@ -86,6 +89,13 @@ uint64_t px_sl_key(uint64_t svc_hash, unsigned kind, const uint8_t *bytes,
  * the limit that refused it (*rf says whether to log). */
 enum px_sl_verdict px_sl_admit(uint64_t key, const struct px_sl_rule *r,
 	    uint64_t now_ns, struct px_sl_ref *ref, struct px_sl_refusal *rf);
+/* Judges one request (HTTP) of source key under r at now_ns: true when
+ * it conforms (a token of the source's request bucket taken) or when r
+ * has no requests= or the source cannot be tracked; false when over the
+ * limit, *wait_ns then the time until a token comes (> 0) and *rf says
+ * whether to log. */
+bool	px_sl_request(uint64_t key, const struct px_sl_rule *r,
+	    uint64_t now_ns, uint64_t *wait_ns, struct px_sl_refusal *rf);
 /* An admitted session ended. */
 void	px_sl_release(struct px_sl_ref *ref);
 /* Live sessions of source key (tests, the admin); 0 if unknown. */

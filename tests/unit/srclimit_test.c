@@ -3,8 +3,10 @@
  * sessions per source given back at release, one log line a second per
  * source with the refusals it stands for, sources and services apart,
  * the ways of one home index full of live sessions (untracked) and the
- * least recently used idle one reused, and threads racing on one source
- * never holding more sessions than the limit. */
+ * least recently used idle one reused, threads racing on one source
+ * never holding more sessions than the limit; the request bucket
+ * (requests=) apart from the connections', its wait until a token, and
+ * threads taking exactly its burst at one instant. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -195,6 +197,113 @@ test_ways(void **state)
 		px_sl_release(&ref[i]);
 }
 
+static bool
+request(uint64_t k, const struct px_sl_rule *r, uint64_t now,
+    uint64_t *wait)
+{
+	struct px_sl_refusal rf;
+
+	return px_sl_request(k, r, now, wait, &rf);
+}
+
+/* requests=: a bucket of its own beside the connections' (10/s, burst 5
+ * here), the wait until a token when refused (Retry-After), one line a
+ * second, and nothing limited without requests=. */
+static void
+test_requests(void **state)
+{
+	struct px_sl_rule r = rule(0, 1 * SEC, 1), none = rule(0, 1 * SEC, 1);
+	struct px_sl_refusal rf;
+	struct px_sl_ref ref;
+	uint64_t k = key_of("requests", 1), now = t0, wait;
+	int i, n;
+
+	(void)state;
+	r.req_interval_ns = 100 * MS;
+	r.req_burst = 5;
+	/* One connection, then its bucket is empty; requests are apart. */
+	assert_int_equal(admit(k, &r, now, &ref), PX_SL_OK);
+	assert_int_equal(admit(k, &r, now, &ref), PX_SL_CONNECTIONS);
+	for (i = 0; i < 5; i++) {
+		assert_true(request(k, &r, now, &wait));
+		assert_int_equal(wait, 0);
+	}
+	assert_false(px_sl_request(k, &r, now, &wait, &rf));
+	assert_int_equal(wait, 100 * MS);
+	assert_true(rf.log);
+	assert_int_equal(rf.count, 1);
+	assert_false(px_sl_request(k, &r, now + 99 * MS, &wait, &rf));
+	assert_int_equal(wait, 1 * MS);
+	assert_false(rf.log);
+	assert_true(request(k, &r, now + 100 * MS, &wait));
+	assert_false(request(k, &r, now + 100 * MS, &wait));
+	/* 1 s on, the bucket is full again (5); the next second's first
+	 * refusal logs, standing for the 3 since the last line. */
+	for (i = 0; i < 5; i++)
+		assert_true(request(k, &r, now + 1 * SEC, &wait));
+	assert_false(px_sl_request(k, &r, now + 1 * SEC, &wait, &rf));
+	assert_true(rf.log);
+	assert_int_equal(rf.count, 3);
+	/* One attempt a ms for 2 s: 10 a second. */
+	for (n = 0, i = 1; i <= 2000; i++)
+		n += request(k, &r, now + 1 * SEC + (uint64_t)i * MS, &wait);
+	assert_int_equal(n, 20);
+	/* Idle: a whole burst again, and no more. */
+	now += 20 * SEC;
+	for (n = 0, i = 0; i < 10; i++)
+		n += request(k, &r, now, &wait);
+	assert_int_equal(n, 5);
+	/* Requests left the connections' bucket alone: full after 1 s. */
+	assert_int_equal(admit(k, &r, now, &ref), PX_SL_OK);
+	/* Without requests= nothing is limited. */
+	for (i = 0; i < 100; i++)
+		assert_true(request(key_of("requests", 2), &none, now, &wait));
+	/* A source seen first by a request gets an entry of its own. */
+	k = key_of("requests", 3);
+	for (n = 0, i = 0; i < 10; i++)
+		n += request(k, &r, now, &wait);
+	assert_int_equal(n, 5);
+}
+
+#define REQ_THREADS	6
+#define REQ_ROUNDS	20000
+
+static uint64_t req_key;
+
+static void *
+req_thread(void *arg)
+{
+	struct px_sl_rule r = rule(0, 0, 0);
+	uint64_t wait;
+	int i, *ok = arg;
+
+	r.req_interval_ns = 1 * SEC;
+	r.req_burst = 100;
+	for (i = 0; i < REQ_ROUNDS; i++)
+		*ok += request(req_key, &r, t0, &wait);
+	return NULL;
+}
+
+/* Threads taking requests of one source at one instant: exactly the
+ * burst goes through, however they interleave. */
+static void
+test_requests_race(void **state)
+{
+	pthread_t th[REQ_THREADS];
+	int ok[REQ_THREADS] = { 0 }, i, sum = 0;
+
+	(void)state;
+	req_key = key_of("requests-race", 1);
+	for (i = 0; i < REQ_THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, req_thread,
+		    &ok[i]), 0);
+	for (i = 0; i < REQ_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		sum += ok[i];
+	}
+	assert_int_equal(sum, 100);
+}
+
 #define RACE_LIMIT	2
 #define RACE_THREADS	6
 #define RACE_ROUNDS	200000
@@ -262,6 +371,8 @@ main(void)
 		cmocka_unit_test(test_log_once_a_second),
 		cmocka_unit_test(test_ways),
 		cmocka_unit_test(test_race),
+		cmocka_unit_test(test_requests),
+		cmocka_unit_test(test_requests_race),
 	};
 
 	if (px_sl_init() == -1)
