@@ -185,6 +185,42 @@ http_canon_target(struct http_state *h, const char *target, size_t tlen,
 	return 0;
 }
 
+static void http_transaction_done(struct http_state *h);
+
+/* Over <source-limits requests=> (the core counted and logged it): 429,
+ * and the request goes nowhere. The connection is kept when nothing of
+ * this request is left to read and nothing came after it yet (no body,
+ * no pipelined request, not CONNECT, whose tunnel bytes may follow at
+ * once): the client's next request is then read as usual. */
+static void
+http_limited(struct http_state *h, const struct http_head *m,
+    size_t head_len, uint32_t retry_s)
+{
+	const struct http_policy *p = h->pol;
+	bool keep = p->keepalive_client && !m->conn_close &&
+	    (m->minor == 1 || m->conn_keep_alive) &&
+	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
+	    !m->chunked && m->content_length <= 0 && !h->is_connect &&
+	    evbuffer_get_length(h->c->in) == head_len &&
+	    !px_session_config_stale(h->s);
+
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	http_reply_limited(h, retry_s, keep);
+	if (!keep) {
+		px_session_set_rule(h->s, h->rule);
+		http_log_request(h);
+		http_close_when_flushed(h, PX_END_POLICY,
+		    "denied: http 429: source-limits requests");
+		return;
+	}
+	evbuffer_drain(h->c->in, head_len);
+	h->client_keep = true;
+	h->req = HTTP_REQ_DONE;
+	h->resp = HTTP_RESP_NONE;
+	h->progress++;
+	http_transaction_done(h);
+}
+
 /* A complete request head is at the front of the client input. */
 static void
 http_handle_request(struct http_state *h, const char *buf, size_t head_len)
@@ -200,6 +236,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	bool forward = px_session_dst(h->s)->sa_family == 0;
 	struct http_hit hit;
 	struct http_target ct = { .path = NULL };
+	uint32_t retry;
 
 	gettimeofday(&h->t_start, NULL);
 	h->verdict = NULL;
@@ -300,6 +337,11 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	}
 	h->port = port;
+	if (!px_session_request_allowed(h->s, &retry, h->rule,
+	    sizeof(h->rule))) {
+		http_limited(h, &m, head_len, retry);
+		return;
+	}
 	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host,
 	    h->is_connect ? h->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -478,7 +520,6 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	return true;
 }
 
-static void http_transaction_done(struct http_state *h);
 static void http_client_failed(struct http_state *h, int err);
 static size_t http_dir_room(const struct http_state *h,
     const struct px_conn *from, const struct px_conn *to);
@@ -1336,4 +1377,5 @@ const struct px_analyser http_analyser = {
 	.scan = true,
 	.content = true,
 	.audit = true,
+	.requests = true,
 };

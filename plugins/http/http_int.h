@@ -338,6 +338,9 @@ void	http_worker_exit(void);
 /* Answers status with an error page, logs, and ends the client connection
  * once the page is written (a reset if part of a response went out). */
 void	http_error(struct http_state *h, int status, const char *why);
+/* 429 with Retry-After (<source-limits requests=>); keep: the connection
+ * stays open (Connection: keep-alive), else it says close. */
+void	http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep);
 /* CONNECT: the server accepted; tells the client. */
 void	http_reply_established(struct http_state *h);
 

@@ -17,7 +17,7 @@
 
 /* Statuses proxyd itself answers with; a template dir may override each. */
 static const int http_own_statuses[] = {
-	400, 403, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505,
+	400, 403, 405, 408, 413, 414, 429, 431, 500, 501, 502, 503, 504, 505,
 };
 
 /* The default <request> list: the common methods on any port, and

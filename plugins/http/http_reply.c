@@ -22,6 +22,7 @@ http_reason(int status)
 	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
+	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
@@ -198,6 +199,34 @@ http_error(struct http_state *h, int status, const char *why)
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
 	http_close_when_flushed(h, by, end);
+}
+
+void
+http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
+{
+	const struct http_policy *p = h->pol;
+	struct evbuffer *out = h->c->out, *body;
+	size_t blen, before = evbuffer_get_length(out);
+
+	h->status = 429;
+	h->verdict = "deny";
+	body = evbuffer_new();
+	if (body != NULL && !p->silent)
+		http_error_page(body, p, 429, "too many requests from this "
+		    "source", px_session_id(h->s));
+	blen = body != NULL ? evbuffer_get_length(body) : 0;
+	/* RFC 6585 4: Retry-After says when to come back. */
+	evbuffer_add_printf(out, "HTTP/1.1 429 Too Many Requests\r\n"
+	    "Content-Type: text/html\r\nContent-Length: %zu\r\n"
+	    "Retry-After: %u\r\nConnection: %s\r\n"
+	    "Cache-Control: no-store\r\n\r\n", blen, (unsigned)retry_s,
+	    keep ? "keep-alive" : "close");
+	if (body != NULL && !h->is_head)
+		evbuffer_add_buffer(out, body);
+	if (body != NULL)
+		evbuffer_free(body);
+	h->resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
 }
 
 void

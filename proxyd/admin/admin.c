@@ -122,10 +122,12 @@ static const struct px_metric px_svc_metrics[] = {
 	    "Connections accepted on the reserve descriptor and closed at "
 	    "once, for want of descriptors.", refused_no_fd),
 	PX_S("proxyd_limited_total", "limit=\"sessions\"", "counter",
-	    "Connections refused by <source-limits>, by the limit that "
-	    "decided.", limited[0]),
+	    "Connections (and HTTP requests) refused by <source-limits>, by "
+	    "the limit that decided.", limited[PX_LIMITED_SESSIONS]),
 	PX_S("proxyd_limited_total", "limit=\"connections\"", NULL, NULL,
-	    limited[1]),
+	    limited[PX_LIMITED_CONNECTIONS]),
+	PX_S("proxyd_limited_total", "limit=\"requests\"", NULL, NULL,
+	    limited[PX_LIMITED_REQUESTS]),
 	PX_S("proxyd_limit_untracked_total", "", "counter",
 	    "Connections <source-limits> admitted without counting them: "
 	    "every entry their source may take held live sessions.",

@@ -151,6 +151,9 @@ struct px_analyser {
 	/* It writes audit records for its transfers (audit.h) as a
 	 * service's <audit> asks. */
 	bool		 audit;
+	/* It serves requests (HTTP) and asks px_session_request_allowed()
+	 * of each: a service's <source-limits requests=> applies. */
+	bool		 requests;
 	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
 	 * failure that is not its client's: the server's reset or error, a
 	 * timeout, the proxy. Called before the leg's socket closes, which

@@ -201,6 +201,15 @@ void		 px_session_timer(struct px_session *s, uint64_t ms);
 int		 px_session_tunnel(struct px_session *s);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
+/* One request (analyser->requests: HTTP/1.x or an HTTP/2 stream's leg)
+ * under <source-limits requests=> of s's service: true when it may go on
+ * (a token of its source's bucket taken, or no such limit). false: over
+ * the limit, counted (proxyd_limited_total{limit="requests"}) and logged
+ * at most once a second per source by the core; *retry_s is then the
+ * whole seconds until the source has a token again (>= 1) and rule
+ * (size bytes) the <source-limits> that decided, as rule= writes it. */
+bool		 px_session_request_allowed(struct px_session *s,
+		    uint32_t *retry_s, char *rule, size_t size);
 /* ---- Legs: sessions an analyser starts for its own requests ----------
  * A new session of s's service whose client is fd, one end of a
  * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):

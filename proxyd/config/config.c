@@ -773,14 +773,21 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 			px_cfg_error(e, n, "burst= needs connections=");
 		r->burst = (uint32_t)(burst != 0 ? burst : rate);
 	}
-	if ((v = px_attr(n, "requests")) != NULL) {
-		px_cfg_error(e, n, "requests=\"%s\": HTTP requests per source "
-		    "are not limited yet; use connections= and sessions=", v);
-		xmlFree(v);
+	/* requests=: each request of an analyser that counts them (http:
+	 * every HTTP/1.x request and HTTP/2 stream); the bucket holds one
+	 * second's (or minute's) worth. */
+	if (px_attr_rate(e, n, "requests", &rate, &r->req_interval_ns) == 0 &&
+	    r->req_interval_ns != 0) {
+		r->req_burst = (uint32_t)rate;
+		if (svc->analyser != NULL && !svc->analyser->requests)
+			px_cfg_error(e, n, "requests=: analyser \"%s\" has no "
+			    "requests to limit (http has); use connections= "
+			    "and sessions=", svc->analyser->name);
 	}
-	if (sessions == 0 && r->interval_ns == 0 && e->count == before)
-		px_cfg_error(e, n, "<source-limits> needs sessions= or "
-		    "connections=");
+	if (sessions == 0 && r->interval_ns == 0 && r->req_interval_ns == 0 &&
+	    e->count == before)
+		px_cfg_error(e, n, "<source-limits> needs sessions=, "
+		    "connections= or requests=");
 	r->prefix4 = (uint8_t)p4;
 	r->prefix6 = (uint8_t)p6;
 	r->sessions = (uint32_t)sessions;

@@ -178,7 +178,8 @@ px_session_source_limits(struct px_session *s)
 	char ref[PX_RULE_REF_MAX];
 	uint64_t key;
 
-	if (!r->on)
+	/* requests= alone: judged per request (px_session_request_allowed). */
+	if (!r->on || (r->sessions == 0 && r->interval_ns == 0))
 		return 0;
 	key = px_session_source(s, r, src, sizeof(src));
 	v = px_sl_admit(key, r, px_sl_now_ns(), &s->sl_ref, &rf);
@@ -192,7 +193,8 @@ px_session_source_limits(struct px_session *s)
 	default:
 		break;
 	}
-	PX_SC_ADD(s->m, limited[v == PX_SL_SESSIONS ? 0 : 1], 1);
+	PX_SC_ADD(s->m, limited[v == PX_SL_SESSIONS ? PX_LIMITED_SESSIONS :
+	    PX_LIMITED_CONNECTIONS], 1);
 	if (rf.log)
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=%s rule=%s refused=%llu", s->svc->name,
@@ -204,6 +206,36 @@ px_session_source_limits(struct px_session *s)
 	s->limited = true;
 	px_session_end(s, PX_END_POLICY, "denied: source-limits");
 	return -1;
+}
+
+bool
+px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
+    char *rule, size_t size)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+	struct px_sl_refusal rf;
+	char src[PX_ADDRSTRLEN + 80], client[PX_ADDRSTRLEN];
+	uint64_t key, wait_ns;
+
+	*retry_s = 0;
+	if (!r->on || r->req_interval_ns == 0)
+		return true;
+	key = px_session_source(s, r, src, sizeof(src));
+	if (px_sl_request(key, r, px_sl_now_ns(), &wait_ns, &rf))
+		return true;
+	/* Retry-After is in whole seconds: rounded up, so that a client
+	 * that waits that long finds a token. */
+	*retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
+	if (*retry_s == 0)
+		*retry_s = 1;
+	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
+	PX_SC_ADD(s->m, limited[PX_LIMITED_REQUESTS], 1);
+	if (rf.log)
+		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
+		    "limit=requests rule=%s refused=%llu", s->svc->name,
+		    px_sockaddr_str((struct sockaddr *)&s->client, client,
+		    sizeof(client)), src, rule, (unsigned long long)rf.count);
+	return false;
 }
 
 /* Some service of the listener takes this client: its <clients> (or

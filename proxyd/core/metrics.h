@@ -55,6 +55,14 @@ enum px_origdst {
 	PX_ORIGDSTS,
 };
 
+/* The limit of <source-limits> that refused (proxyd_limited_total). */
+enum px_limited {
+	PX_LIMITED_SESSIONS = 0,
+	PX_LIMITED_CONNECTIONS,
+	PX_LIMITED_REQUESTS,	/* an HTTP request, answered 429 */
+	PX_LIMITED_KINDS,
+};
+
 /* One service's counters on one worker. */
 struct px_svc_counters {
 	atomic_uint_fast64_t	accepted;
@@ -77,9 +85,9 @@ struct px_svc_counters {
 	atomic_uint_fast64_t	origdst[PX_ORIGDSTS];
 	atomic_uint_fast64_t	accept_failures;
 	atomic_uint_fast64_t	refused_no_fd;
-	/* <source-limits>: refused by sessions= and by connections=, and
-	 * admitted untracked (no room in the table). */
-	atomic_uint_fast64_t	limited[2];
+	/* <source-limits>: refused by each limit (enum px_limited), and
+	 * connections admitted untracked (no room in the table). */
+	atomic_uint_fast64_t	limited[PX_LIMITED_KINDS];
 	atomic_uint_fast64_t	limit_untracked;
 	atomic_uint_fast64_t	analyser[PX_AN_COUNTERS_MAX];
 	struct px_tls_counters	tls;

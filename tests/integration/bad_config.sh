@@ -316,8 +316,9 @@ expect_error content_bad_type "application" "$(at "$C/policy/web.xml" '<content'
 content_case content_bad_action '<content type="text/plain" action="drop"/>'
 expect_error content_bad_action "" "$(at "$C/policy/web.xml" '<content')"
 
-# ---- <source-limits>: per="user" (no users yet), requests= (not enforced
-# yet), a rate without its unit, burst= without connections=, nothing to limit
+# ---- <source-limits>: per="user" (no users yet), requests= on a service
+# that has no HTTP requests (plug), a rate without its unit, burst= without
+# connections=, nothing to limit; POLICY.md's example loads on an http service
 sl_case() { # NAME XML
     new_case "$1"
     set_line "$C/policy/web.xml" '<plug' "  $2"
@@ -340,6 +341,17 @@ sl_case sl_ok '<source-limits per="prefix" prefix-v4="24" prefix-v6="64" session
 run_check
 echo "[sl_ok] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
 ((RC == 0)) || case_fail "valid <source-limits>: --check exited $RC: $OUT"
+content_case sl_http_requests '<source-limits per="address" prefix-v4="32" prefix-v6="64"
+               sessions="50" connections="20/s" burst="40" requests="100/s"/>'
+run_check
+echo "[sl_http_requests] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "POLICY.md's <source-limits> (requests=) on an http service: --check exited $RC: $OUT"
+content_case sl_requests_only '<source-limits requests="10/m"/>'
+run_check
+echo "[sl_requests_only] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "<source-limits requests=> alone on an http service: --check exited $RC: $OUT"
+content_case sl_requests_bad '<source-limits requests="100"/>'
+expect_error sl_requests_bad 'requests=' "$(at "$C/policy/web.xml" '<source-limits')"
 
 # ---- --version / --help
 for opt in --version --help; do
