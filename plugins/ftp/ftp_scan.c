@@ -1,12 +1,15 @@
 /* ftp: files through the service's scanner (<scan>, proxyd/scan/). A
  * RETR's data (a download: RESPMOD) or a STOR/APPE/STOU's (an upload:
- * REQMOD), under a synthetic HTTP head that names the file, goes to the
- * receiver as it comes, copied to the scanner on the way, except its last
- * part, held until the verdict:
- *   - the last FTP_SCAN_TAIL bytes (a quarter of limits/@buffer when that
- *     is smaller) and the data connection's end (its FIN);
- *   - the server's final reply to the transfer command (a 2xx: the
- *     client hears of success only once the file is known clean).
+ * REQMOD), under a synthetic HTTP head that names the file, is copied to
+ * the scanner as it comes and held until the verdict:
+ *   - with deliver="after-verdict" (the default) the whole file, in a
+ *     spool (spool.h: memory up to limits/@buffer, then an unnamed file,
+ *     at most max-size), and the data connection's end (its FIN);
+ *   - with deliver="tail" it goes on to the receiver as it comes but for
+ *     the last FTP_SCAN_TAIL bytes (a quarter of limits/@buffer when that
+ *     is smaller) and the FIN;
+ *   - either way the server's final reply to the transfer command (a 2xx:
+ *     the client hears of success only once the file is known clean).
  * Clean: the held bytes, the end and the reply go on. Infected (or the
  * scanner failed with on-error="block", or the file grew past max-size
  * with over-size="block"): the receiver's data connection is reset before
@@ -39,7 +42,8 @@
  * a mismatch is logged when the transfer is inspected anyway.
  *
  * Memory per scanned transfer, besides the channel's own buffered relay
- * (up to limits/@buffer each way): the held tail, and at most about
+ * (up to limits/@buffer each way): the held tail or the spool's memory
+ * part (limits/@buffer; its file part is on disk), and at most about
  * limits/@buffer of copy waiting to go to the scanner (past that the
  * sender is not read until the scanner has taken it). */
 #include <stdarg.h>
@@ -56,6 +60,7 @@
 #include "parse.h"
 #include "scan.h"
 #include "sniff.h"
+#include "spool.h"
 #include "ftp/ftp_int.h"
 
 #define FTP_SCAN_TAIL		(16 * 1024)
@@ -75,12 +80,16 @@ struct ftp_scan {
 	struct px_channel	*ch;		/* NULL once it ended */
 	struct px_icap_req	*icap;
 	struct evbuffer		*hold;		/* the tail kept back */
+	struct px_spool		*spool;		/* after-verdict: the file */
+	bool			 to_fd;		/* the receiver's end is plain */
 	enum px_dir		 dir;
 	enum ftp_scan_state	 state;
 	unsigned		 id;		/* ftp_pending's scan */
 	bool			 reply_done;	/* its final reply went */
 	int			 server_code;	/* the server's final reply */
-	bool			 busy;		/* not to be freed: on the stack */
+	unsigned		 busy;		/* not to be freed: on the stack
+						 * (nested: a verdict's release may
+						 * end the channel inside) */
 	bool			 starved;	/* the sender waits for the scanner */
 	bool			 scanning;	/* <scan> covers it (else only
 						 * <content> or <audit>) */
@@ -167,6 +176,7 @@ ftp_scan_free(struct ftp_scan *sc)
 		px_icap_cancel(sc->icap);
 	if (sc->hold != NULL)
 		evbuffer_free(sc->hold);
+	px_spool_free(sc->spool);
 	free(sc->sniff);
 	px_audit_cancel(sc->audit);
 	free(sc);
@@ -223,6 +233,8 @@ ftp_scan_block(struct ftp_scan *sc, const char *why, const char *fmt, ...)
 	sc->icap = NULL;
 	if (sc->hold != NULL)
 		evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
 	if (sc->ch != NULL)
 		px_channel_abort(sc->ch, ftp_scan_receiver(sc), why);
 	ftp_scan_wake_control(sc);
@@ -390,7 +402,7 @@ ftp_scan_icap_cb(void *arg, const struct px_icap_result *res)
 		return;
 	}
 	sc->icap = NULL;	/* freed after this callback */
-	sc->busy = true;
+	sc->busy++;
 	ftp_scan_verdict(sc, res);
 	if (sc->state == FTP_SCAN_PASSED && sc->size_check &&
 	    !ftp_size_settle(sc)) {
@@ -404,7 +416,7 @@ ftp_scan_icap_cb(void *arg, const struct px_icap_result *res)
 			px_channel_resume(sc->ch, sc->dir, true);
 		ftp_scan_wake_control(sc);
 	}
-	sc->busy = false;
+	sc->busy--;
 	ftp_scan_maybe_free(sc);
 }
 
@@ -457,7 +469,11 @@ ftp_scan_start_icap(struct ftp_scan *sc)
 	    "Content-Type: application/octet-stream\r\n");
 	if (sc->hold == NULL)
 		sc->hold = evbuffer_new();
-	if (sc->hold != NULL)
+	if (!ftp_scan_policy(sc)->deliver_tail && sc->spool == NULL)
+		sc->spool = px_spool_new(ftp_scan_policy(sc)->spool_dir,
+		    px_session_buffer(sc->s), ftp_scan_policy(sc)->max_size);
+	if (sc->hold != NULL && (sc->spool != NULL ||
+	    ftp_scan_policy(sc)->deliver_tail))
 		sc->icap = px_icap_start(px_session_base(sc->s), scn, down, rq,
 		    strlen(rq), res_head, down ? sizeof(res_head) - 1 : 0,
 		    ftp_scan_icap_cb, sc);
@@ -472,6 +488,45 @@ ftp_scan_start_icap(struct ftp_scan *sc)
 			ftp_scan_wake_control(sc);
 	}
 	return -1;
+}
+
+/* The spool could not hold the file or give it back: refused as a
+ * scanner's failure would be, whatever on-error says (the file was not
+ * kept whole, so it cannot be delivered whole). */
+static void
+ftp_scan_spool_fail(struct ftp_scan *sc, const char *why)
+{
+	char esc[192];
+
+	px_log_escape(esc, sizeof(esc), why, strlen(why), true);
+	px_session_log(sc->s, LOG_WARNING, "ftp-scan verdict=error "
+	    "reason=\"%s\" scanner=%s file=\"%s\" user=%s dir=%s",
+	    esc, ftp_scan_policy(sc)->scanner->name, sc->file,
+	    sc->st->user[0] != '\0' ? sc->st->user : "-",
+	    ftp_scan_dir_name(sc));
+	ftp_scan_count(sc, "error");
+	sc->scanned = "error";
+	sc->reason = "spool";
+	ftp_scan_block(sc, "denied: the scan's spool failed", "451 %s: not "
+	    "transferred: %s", sc->file, esc);
+}
+
+/* Everything the spool held goes to the receiver (the verdict let it
+ * through); false when it could not (the transfer was blocked). */
+static bool
+ftp_scan_unspool(struct ftp_scan *sc, struct evbuffer *out)
+{
+	const char *why;
+
+	if (sc->spool == NULL || out == NULL)
+		return true;
+	if (px_spool_release(sc->spool, out, sc->to_fd, &why) == -1) {
+		ftp_scan_spool_fail(sc, why);
+		return false;
+	}
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
+	return true;
 }
 
 /* The file grew past max-size. true: it goes on unscanned (allow). */
@@ -623,6 +678,7 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 	struct ftp_scan *sc = arg;
 	struct evbuffer *out;
 	size_t n = evbuffer_get_length(in), len, tail;
+	const char *why;
 	bool eof;
 
 	if (dir != sc->dir)
@@ -633,6 +689,8 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 		break;
 	case FTP_SCAN_PASSED:
 	case FTP_SCAN_GONE:
+		if (!ftp_scan_unspool(sc, out))
+			return ftp_scan_data(arg, dir, in);	/* blocked */
 		if (sc->hold != NULL && out != NULL)
 			evbuffer_add_buffer(out, sc->hold);
 		px_audit_feed_evbuffer(sc->audit, in, n);
@@ -686,6 +744,16 @@ ftp_scan_data(void *arg, enum px_dir dir, struct evbuffer *in)
 	if (sc->icap != NULL)
 		px_icap_body(sc->icap, in, n);
 	px_audit_feed_evbuffer(sc->audit, in, n);
+	if (sc->icap != NULL && sc->spool != NULL) {
+		/* after-verdict: not a byte goes before the verdict. */
+		if (px_spool_add(sc->spool, in, n, &why) == -1) {
+			ftp_scan_spool_fail(sc, why);
+			return ftp_scan_data(arg, dir, in);	/* blocked */
+		}
+		if (eof)
+			return ftp_scan_eof(sc, dir, in);
+		return PX_PASS;
+	}
 	evbuffer_add_buffer(sc->hold, in);
 	tail = ftp_scan_tail(sc);
 	if ((len = evbuffer_get_length(sc->hold)) > tail && out != NULL)
@@ -772,6 +840,11 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	sc->st = st;
 	sc->ch = st->ch;
 	sc->dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
+	/* The receiver's end of the data channel speaks TLS (ftp_tls_data):
+	 * a released spool is mapped for it, else sent by sendfile. */
+	sc->to_fd = upload ? !(st->tls.on[PX_CHAN_SERVER] &&
+	    st->tls.sprot_p) : !(st->tls.on[PX_CHAN_CLIENT] &&
+	    st->tls.cprot_p);
 	sc->id = ++st->scan_gen != 0 ? st->scan_gen : ++st->scan_gen;
 	snprintf(sc->verb, sizeof(sc->verb), "%s", c->verb);
 	px_log_escape(sc->file, sizeof(sc->file), c->arg, c->arglen, true);
@@ -889,13 +962,13 @@ ftp_scan_announced(struct ftp_state *st, unsigned id, const char *line,
 	/* A download's end waiting for this reply: checked now. */
 	if (sc->state != FTP_SCAN_ENDED || sc->size_done)
 		return;
-	sc->busy = true;
+	sc->busy++;
 	if (sc->size > (uint64_t)sc->announced && sc->announced >= 0)
 		(void)ftp_size_mismatch(sc, true);
 	else
 		(void)ftp_size_settle(sc);
 	ftp_size_release(sc);
-	sc->busy = false;
+	sc->busy--;
 	ftp_scan_maybe_free(sc);
 }
 
@@ -930,7 +1003,7 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
 	if (sc == NULL)
 		return;
 	sc->ch = NULL;
-	sc->busy = true;
+	sc->busy++;
 	if (bytes != NULL && sc->state == FTP_SCAN_PASSED &&
 	    !sc->size_check && !sc->size_told && sc->announced >= 0 &&
 	    bytes[sc->dir] != (uint64_t)sc->announced) {
@@ -964,7 +1037,7 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
 		sc->icap = NULL;
 		ftp_scan_wake_control(sc);
 	}
-	sc->busy = false;
+	sc->busy--;
 	ftp_scan_maybe_free(sc);
 }
 

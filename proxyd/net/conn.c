@@ -32,12 +32,15 @@ px_conn_buf_new(void)
 }
 
 /* Drained as a whole (every chain freed, references to other buffers
- * dropped), a buffer is as evbuffer_new() made it for what conn.c uses. */
+ * dropped), a buffer is as evbuffer_new() made it for what conn.c uses;
+ * a spool's release (spool.h) may have marked it as draining to a socket
+ * (sendfile), which the next owner, perhaps TLS, must not inherit. */
 static void
 px_conn_buf_free(struct evbuffer *b)
 {
 	if (b == NULL)
 		return;
+	evbuffer_clear_flags(b, EVBUFFER_FLAG_DRAINS_TO_FD);
 	if (px_conn_nspare < PX_CONN_SPARE_MAX &&
 	    evbuffer_drain(b, evbuffer_get_length(b)) == 0 &&
 	    evbuffer_get_length(b) == 0) {
@@ -415,8 +418,17 @@ px_conn_write_once(struct px_conn *c, enum px_conn_want *want)
 	ssize_t n;
 
 	*want = PX_CONN_WANT_WRITE;
-	if (c->tf == NULL)
-		return evbuffer_write(c->out, c->fd);
+	if (c->tf == NULL) {
+		/* A file segment (a scan's spool, spool.h) goes by sendfile,
+		 * whose EAGAIN libevent reports as 0: the kernel pushes back,
+		 * it is no dead end. (A stream socket never takes 0 of a
+		 * non-empty writev otherwise.) */
+		if ((n = evbuffer_write(c->out, c->fd)) == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return n;
+	}
 	if (evbuffer_peek(c->out, -1, NULL, &v, 1) < 1)
 		return 0;
 	n = c->tf->write(c, v.iov_base, v.iov_len, want);

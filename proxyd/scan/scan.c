@@ -11,6 +11,7 @@
 #include "cfgread.h"
 #include "parse.h"
 #include "scan.h"
+#include "spool.h"
 
 #define PX_SCANNERS_MAX		64
 
@@ -115,10 +116,14 @@ px_scanners_load(struct px_scanners *sc, const xmlNode *n,
 {
 	unsigned before = e->count;
 	const xmlNode *c;
+	const char *why;
 	size_t k = 0, i;
 
 	if (n == NULL)
 		return 0;
+	if ((sc->spool_dir = px_attr(n, "spool")) != NULL &&
+	    !px_spool_dir_ok(sc->spool_dir, &why))
+		px_cfg_error(e, n, "spool=\"%s\": %s", sc->spool_dir, why);
 	for (c = n->children; c != NULL; c = c->next)
 		if (c->type == XML_ELEMENT_NODE)
 			k++;
@@ -153,6 +158,8 @@ px_scanners_free(struct px_scanners *sc)
 		xmlFree(sc->v[i].url);
 	}
 	free(sc->v);
+	xmlFree(sc->spool_dir);
+	sc->spool_dir = NULL;
 	sc->v = NULL;
 	sc->n = 0;
 }
@@ -180,6 +187,8 @@ px_scan_policy_load(struct px_scan_policy *p, const xmlNode *n,
 		return 0;
 	p->direction = PX_SCAN_UPLOAD | PX_SCAN_DOWNLOAD;
 	p->max_size = 100ULL << 20;
+	p->spool_dir = sc->spool_dir != NULL ? sc->spool_dir :
+	    PX_SPOOL_DIR_DEFAULT;
 	if ((v = px_attr(n, "scanner")) != NULL) {
 		if ((p->scanner = px_scanner_find(sc, v)) == NULL)
 			px_cfg_error(e, n, "scanner=\"%s\": no such scanner in "
@@ -194,6 +203,14 @@ px_scan_policy_load(struct px_scan_policy *p, const xmlNode *n,
 		else if (strcmp(v, "both") != 0)
 			px_cfg_error(e, n, "direction=\"%s\": expected both, "
 			    "upload or download", v);
+		xmlFree(v);
+	}
+	if ((v = px_attr(n, "deliver")) != NULL) {
+		if (strcmp(v, "tail") == 0)
+			p->deliver_tail = true;
+		else if (strcmp(v, "after-verdict") != 0)
+			px_cfg_error(e, n, "deliver=\"%s\": expected "
+			    "after-verdict or tail", v);
 		xmlFree(v);
 	}
 	px_attr_size(e, n, "max-size", 1, 1ULL << 40, &p->max_size);

@@ -35,6 +35,8 @@ struct px_scanner {
 struct px_scanners {
 	struct px_scanner	*v;
 	size_t			 n;
+	char			*spool_dir;	/* <scanners spool=>; NULL:
+						 * PX_SPOOL_DIR_DEFAULT */
 };
 
 /* Which bodies a <scan> sends: requests' (upload), responses'
@@ -53,6 +55,12 @@ struct px_scan_policy {
 	 * default): FTP refuses REST and APPE, HTTP asks the server for
 	 * the whole body. */
 	bool			 partial_allow;
+	/* deliver="tail": the body streams to its receiver as it comes,
+	 * its last part held (the former way); else (after-verdict) none
+	 * of it goes before the verdict, held in a spool (spool.h) in
+	 * spool_dir (the scanners' <scanners spool=>). */
+	bool			 deliver_tail;
+	const char		*spool_dir;
 	/* The service's <content> rules (sniff.h), loaded apart from
 	 * <scan>: they apply with or without a scanner. */
 	struct px_content_policy content;

@@ -80,6 +80,10 @@ svc plain ''
 svc scan-audit '<scan scanner="av"/> <audit/>
   <content type="application/x-executable" action="deny"/>'
 svc open '<scan scanner="av-open"/>'
+# (the former streaming: a download under way reaches the client before
+# its verdict, so the scanner can be killed in its middle)
+svc scan-tail '<scan scanner="av" deliver="tail"/>'
+svc open-tail '<scan scanner="av-open" deliver="tail"/>'
 svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="4k"/>'
 svc small-open '<scan scanner="av" max-size="4k" over-size="allow"/>'
@@ -131,16 +135,17 @@ for combo in scan: scan:active scan-pa: scan-ap:active; do
 done
 assert_log "ftp-reply code=550 cmd=RETR by=proxy \(content scan; the server said 226\)"
 
-# An infected 1 MB file: the client has all but its last bytes; its data
-# connection is reset, never closed as a whole file.
+# An infected 1 MB file: held until the verdict (ftp_scan_hold.sh has
+# more), the client gets none of it; its data connection is reset, never
+# closed as a whole file.
 r=$(xfer scan get bad-1m.bin "$T/got.bad")
-[[ $r =~ ^data=ConnectionResetError\ bytes=([0-9]+)\ reply=550\ bad-1m\.bin:\ blocked\ by\ content\ scan\ \(threat\ bad-1m\.bin\.UNOFFICIAL\)$ ]] ||
+[[ $r =~ ^data=(none|ConnectionResetError)\ bytes=0\ reply=550\ bad-1m\.bin:\ blocked\ by\ content\ scan\ \(threat\ bad-1m\.bin\.UNOFFICIAL\)$ ]] ||
     fail "infected 1 MB RETR: got '$r'"
-assert_lt "$(size_of "$T/got.bad")" 1048576 "infected 1 MB RETR: bytes the client got"
+assert_eq "$(size_of "$T/got.bad")" 0 "infected 1 MB RETR: bytes the client got"
 assert_log "ftp-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av file=\"bad-1m\.bin\" user=anonymous dir=download size=1048576"
 rc=$(curl_ftp -o "$T/curl.bad" "$(ftp_url "$(port_of scan)" pub/bad-1m.bin)")
 assert_ne "$rc" 0 "curl's rc for an infected RETR"
-assert_lt "$(size_of "$T/curl.bad")" 1048576 "infected 1 MB RETR by curl: bytes it got"
+[[ $(size_of "$T/curl.bad") =~ ^(0|absent)$ ]] || fail "infected 1 MB RETR by curl: it got $(size_of "$T/curl.bad") bytes"
 # (curl gives up at the reset, before it reads the 550)
 rc=$(curl_ftp -P - -o "$T/curl.eicar" "$(ftp_url "$(port_of scan-ap)" pub/eicar.com)")
 assert_ne "$rc" 0 "curl's rc for EICAR RETR, active"
@@ -364,9 +369,9 @@ mid() { # NAME SERVICE get|put REMOTE LOCAL: in the background, pid in MID_PID
     MID_PID=$!
     track_pid "$MID_PID"
 }
-mid block scan get 10m.bin "$T/mid-block"
+mid block scan-tail get 10m.bin "$T/mid-block"
 MB=$MID_PID
-mid allow open get 10m.bin "$T/mid-allow"
+mid allow open-tail get 10m.bin "$T/mid-allow"
 MA=$MID_PID
 mid upblock scan put mid-up-block.bin "$T/up/10m.bin"
 MUB=$MID_PID
@@ -417,8 +422,10 @@ same "$D/down-allow.bin" "$T/up/1k.bin" "scanner down, allow: STOR"
 assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="infected"' 7
 assert_metric eq proxyd_scan_total 'service="scan-ap",scanner="av",verdict="infected"' 3
 assert_metric ge proxyd_scan_total 'service="scan",scanner="av",verdict="clean"' 4
-assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="error"' 4
-assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 4
+assert_metric eq proxyd_scan_total 'service="scan",scanner="av",verdict="error"' 3
+assert_metric eq proxyd_scan_total 'service="scan-tail",scanner="av",verdict="error"' 1
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
+assert_metric eq proxyd_scan_total 'service="open-tail",scanner="av-open",verdict="error-allowed"' 1
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 2
 assert_metric eq proxyd_scan_total 'service="small-open",scanner="av",verdict="over-size-allowed"' 2
 assert_metric eq proxyd_scan_total 'service="tls",scanner="av",verdict="infected"' 2
