@@ -110,6 +110,10 @@ struct http_scan {
 	bool			 on;		/* this body is being scanned */
 	bool			 ended;		/* all sent: verdict awaited */
 	bool			 whole;		/* head and body held whole */
+	/* deliver="after-verdict": the message as it will be sent (a
+	 * response's head too) moved from hold into this spool (spool.h)
+	 * until the verdict; NULL otherwise. */
+	struct px_spool		*spool;
 	uint64_t		 size;		/* body bytes so far */
 	/* <content>: the body's first bytes, gathered while everything
 	 * from its start on is held (with the response head when

@@ -1,7 +1,14 @@
 /* Bodies through the service's scanner (<scan>, proxyd/scan/): a request
- * body (upload) by REQMOD, a response body (download) by RESPMOD. The
- * body goes on to its peer as it arrives, copied to the scanner on the
- * way, except its last part, held in scan->hold until the verdict:
+ * body (upload) by REQMOD, a response body (download) by RESPMOD, copied
+ * to the scanner as it arrives. With deliver="after-verdict" (the
+ * default) none of it goes on before the verdict: what would be sent (a
+ * response's head too, and chunk framing) passes through scan->hold into
+ * scan->spool (spool.h: memory up to limits/@buffer, then an unnamed
+ * file), released whole to the peer once clean; a refused download gets
+ * a page in place of its held head. A response small enough to hold
+ * whole (below) stays in memory. With deliver="tail" the body goes on
+ * to its peer as it arrives, except its last part, held in scan->hold
+ * until the verdict:
  *   - the last HTTP_SCAN_TAIL bytes of what would go to the peer (data,
  *     and for a chunked body its framing: the last chunk and the final
  *     0-chunk are always among them);
@@ -43,10 +50,12 @@
 #include "icap.h"
 #include "scan.h"
 #include "sniff.h"
+#include "spool.h"
 #include "tls.h"
 
 #define HTTP_SCAN_TAIL		(16 * 1024)
 #define HTTP_SCAN_WHOLE		(64 * 1024)
+#define HTTP_SCAN_SPOOL_SLACK	(1024 * 1024)
 
 static size_t
 http_scan_tail(const struct http_state *h)
@@ -71,6 +80,34 @@ http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
 {
 	h->scan[dir].scanned = verdict;	/* for the audit record */
 	px_scan_count(px_session_service(h->s), http_scanner(h)->name, verdict);
+}
+
+/* The connection that receives dir's bytes is a plain socket (a spool's
+ * file then goes by sendfile). */
+static bool
+http_scan_to_fd(const struct http_state *h, enum px_dir dir)
+{
+	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : h->srv.io;
+
+	return c != NULL && c->tf == NULL;
+}
+
+/* What the spool of dir held goes on to out, first; then nothing is
+ * spooled any more. 0, or -1 with why (nothing went). */
+static int
+http_scan_unspool(struct http_state *h, enum px_dir dir,
+    struct evbuffer *out, const char **why)
+{
+	struct http_scan *sc = &h->scan[dir];
+
+	if (sc->spool == NULL)
+		return 0;
+	if (out != NULL && px_spool_release(sc->spool, out,
+	    http_scan_to_fd(h, dir), why) == -1)
+		return -1;
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
+	return 0;
 }
 
 /* Stops scanning dir: what is held goes on to out when release. */
@@ -108,11 +145,14 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
     const char *why)
 {
 	struct http_scan *sc = &h->scan[dir];
-	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held;
+	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held &&
+	    sc->spool == NULL;
 
 	http_scan_stop(h, dir);
 	free(sc->sniff);
 	sc->sniff = NULL;
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
 	evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
 	h->verdict = "deny";
 	if (dir == PX_TO_SERVER) {
@@ -153,6 +193,21 @@ http_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
 		    res->http_status);
 }
 
+/* The spool could not keep the body or give it back: refused as a
+ * scanner's failure, whatever on-error says (it was not kept whole). */
+static void
+http_scan_spool_fail(struct http_state *h, enum px_dir dir, const char *why)
+{
+	char msg[200];
+
+	px_session_log(h->s, LOG_WARNING, "http-scan verdict=error "
+	    "reason=\"%s\" scanner=%s direction=%s", why,
+	    http_scanner(h)->name, http_scan_dir_name(dir));
+	http_scan_count(h, dir, "error");
+	snprintf(msg, sizeof(msg), "the scan's spool failed: %s", why);
+	http_scan_refuse(h, dir, 502, msg);
+}
+
 /* Verdict clean (or passed): what is held goes on, and the transfer
  * completes. */
 static void
@@ -160,10 +215,16 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 {
 	struct http_scan *sc = &h->scan[dir];
 	bool ended = sc->ended;
+	const char *why;
 
 	http_scan_stop(h, dir);
 	if (sc->sniff != NULL)
 		return;		/* the start waits for its type */
+	if (http_scan_unspool(h, dir, dir == PX_TO_CLIENT ? h->c->out :
+	    h->srv.io != NULL ? h->srv.io->out : NULL, &why) == -1) {
+		http_scan_spool_fail(h, dir, why);
+		return;
+	}
 	if (dir == PX_TO_CLIENT) {
 		evbuffer_add_buffer(h->c->out, sc->hold);
 		if (ended && h->resp == HTTP_RESP_DONE)
@@ -237,8 +298,10 @@ http_scan_modified(struct http_state *h, enum px_dir dir,
 	const struct px_scanner *scn = http_scanner(h);
 	struct http_scan *sc = &h->scan[dir];
 	const char *why = dir == PX_TO_SERVER ? "a request (its head went "
-	    "to the server already)" : !sc->whole ? "its head went to the "
-	    "client already" : h->h2 != NULL ? "an HTTP/2 client" :
+	    "to the server already)" : !sc->whole && sc->spool != NULL ?
+	    "held in the spool, too big for a change to be relayed" :
+	    !sc->whole ? "its head went to the client already" :
+	    h->h2 != NULL ? "an HTTP/2 client" :
 	    res->mod_head == NULL || !sc->ended ? "answered before the body's "
 	    "end" : NULL;
 	size_t before = evbuffer_get_length(sc->hold);
@@ -376,6 +439,8 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 	sc->size = 0;
 	sc->on = sc->ended = sc->whole = false;
 	sc->scanned = NULL;
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
 	if (p->scanner == NULL || !(p->direction & bit))
 		return 0;
 	if (size >= 0 && (uint64_t)size > p->max_size) {
@@ -389,7 +454,14 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 		return p->over_size_allow ? 0 : -1;
 	}
 	http_scan_req_head(h, rq, sizeof(rq));
-	if (sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL)
+	/* What is held goes with its head and chunk framing: room for
+	 * those beyond max-size (a body framed in tiny chunks past it is
+	 * refused as over the spool's bound). */
+	if (!p->deliver_tail)
+		sc->spool = px_spool_new(p->spool_dir, h->buffer, p->max_size +
+		    res_len + HTTP_SCAN_SPOOL_SLACK);
+	if ((!p->deliver_tail && sc->spool == NULL) ||
+	    (sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL))
 		sc->icap = NULL;
 	else
 		sc->icap = px_icap_start(px_session_base(h->s), p->scanner,
@@ -611,9 +683,13 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 		/* A changed response from the scanner can take its place:
 		 * one that fits where this one did. */
 		px_icap_want_modified(sc->icap, h->buffer / 2);
+		px_spool_free(sc->spool);	/* held whole in memory */
+		sc->spool = NULL;
 		return sc->hold;
 	}
-	return sc->head_held ? sc->hold : h->c->out;
+	/* after-verdict: the head waits with the body (a refusal is then a
+	 * page, never a cut body). */
+	return sc->head_held || sc->spool != NULL ? sc->hold : h->c->out;
 }
 
 struct evbuffer *
@@ -676,12 +752,24 @@ http_scan_release(struct http_state *h, enum px_dir dir,
 	struct http_scan *sc = &h->scan[dir];
 	size_t len, tail = http_scan_tail(h);
 
+	const char *why;
+
 	if (sc->sniff != NULL)
 		return;		/* not judged yet */
+	if (!sc->on && http_scan_unspool(h, dir, out, &why) == -1) {
+		http_scan_spool_fail(h, dir, why);
+		return;
+	}
 	if (sc->hold == NULL || (len = evbuffer_get_length(sc->hold)) == 0)
 		return;
 	if (!sc->on) {
 		evbuffer_add_buffer(out, sc->hold);
+		return;
+	}
+	if (sc->spool != NULL) {
+		/* after-verdict: all of it, until the verdict. */
+		if (px_spool_add(sc->spool, sc->hold, len, &why) == -1)
+			http_scan_spool_fail(h, dir, why);
 		return;
 	}
 	if (sc->whole || len <= tail)
@@ -698,9 +786,21 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 	if (sc->sniff != NULL && http_sniff_judge(h, dir) == -1)
 		return true;
 	if (!sc->on) {
+		const char *why;
+
+		if (http_scan_unspool(h, dir, out, &why) == -1) {
+			http_scan_spool_fail(h, dir, why);
+			return true;
+		}
 		if (sc->hold != NULL && out != NULL)
 			evbuffer_add_buffer(out, sc->hold);
 		return false;
+	}
+	if (sc->spool != NULL) {
+		/* The body's end: its last bytes to the spool too. */
+		http_scan_release(h, dir, out);
+		if (h->gone || h->closing || !sc->on)
+			return true;
 	}
 	if (!sc->ended) {
 		sc->ended = true;
@@ -769,6 +869,8 @@ http_scan_close(struct http_state *h)
 		sc->on = false;
 		free(sc->sniff);
 		sc->sniff = NULL;
+		px_spool_free(sc->spool);
+		sc->spool = NULL;
 		/* A transfer cut by the session's end: recorded as such. */
 		http_audit_end(h, (enum px_dir)d);
 		if (sc->hold != NULL)

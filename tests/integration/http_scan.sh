@@ -182,6 +182,11 @@ svc junk '<scan scanner="junk"/>'
 svc slow '<scan scanner="slow"/>'
 svc one '<scan scanner="one"/>'
 svc audited '<scan scanner="av"/><audit/>'
+# (the former streaming: the head and most of a body go before the
+# verdict; http_scan_hold.sh has the held default against it)
+svc web-tail '<scan scanner="av" deliver="tail"/>'
+svc open-tail '<scan scanner="av-open" direction="both" deliver="tail"/>'
+svc small-tail '<scan scanner="av" max-size="4k" deliver="tail"/>'
 start_proxyd
 
 # get SERVICE PATH OUT: prints "curl-rc http-code bytes"
@@ -213,12 +218,18 @@ assert_grep "$T/o" "virus found: eicar\.com\.UNOFFICIAL" "the page names the thr
 assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download size=68 istag=\"CI0001-[A-Za-z0-9+/=-]+\""
 assert_log "path=/eicar\.com status=403 .* verdict=deny"
 
+# Held until the verdict (the default): the head too, so a page.
 r=$(get web /chunked/eicar.com "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "chunked EICAR, held: a 403 page"
+r=$(get web /bad-1m.bin "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "infected 1 MB, held: a 403 page"
+# deliver="tail": the head went, a reset.
+r=$(get web-tail /chunked/eicar.com "$T/o")
 [[ $r =~ ^(18|56)\ 200\  ]] || fail "chunked EICAR: expected a reset after the head, got '$r'"
 assert_log "http-scan verdict=infected threat=\"eicar\.com\.UNOFFICIAL\" scanner=av direction=download"
 assert_no_grep "$T/o" "EICAR" "chunked EICAR: the held tail never reached the client"
 
-r=$(get web /bad-1m.bin "$T/o")
+r=$(get web-tail /bad-1m.bin "$T/o")
 [[ $r =~ ^(18|56)\ 200\ ([0-9]+)$ ]] || fail "infected 1 MB: expected a cut transfer, got '$r'"
 assert_lt "${BASH_REMATCH[2]}" 1048576 "infected 1 MB: bytes the client got"
 assert_log "http-scan verdict=infected threat=\"bad-1m\.bin\.UNOFFICIAL\" scanner=av direction=download size=1048576"
@@ -331,6 +342,8 @@ assert_log "http-scan verdict=over-size size=10240 max-size=4096 scanner=av dire
 r=$(post small /small-up "$T/www/10k.bin")
 assert_eq "$r" "0 413" "upload over max-size, block: 413"
 r=$(get small /chunked/10k.bin "$T/o")
+assert_eq "$r" "0 502 $(stat -c %s "$T/o")" "chunked body growing over max-size, held: 502"
+r=$(get small-tail /chunked/10k.bin "$T/o")
 # (the head may not have gone out yet either: reset all the same)
 [[ $r =~ ^(18|56)\ (200|000)\  ]] || fail "chunked body growing over max-size: expected a reset, got '$r'"
 r=$(get small-open /10k.bin "$T/o")
@@ -415,9 +428,9 @@ mid() { # SERVICE OUT: a slow download in the background, its pid in MID_PID
     MID_PID=$!
     track_pid "$MID_PID"
 }
-mid web "$T/mid-block"
+mid web-tail "$T/mid-block"
 MB=$MID_PID
-mid open "$T/mid-allow"
+mid open-tail "$T/mid-allow"
 MA=$MID_PID
 for ((i = 0; i < 100; i++)); do
     [[ -f $T/mid-block.started && -f $T/mid-allow.started ]] && break
@@ -451,9 +464,13 @@ assert_no_grep "$ORIGIN_LOG" "^/up-down-block " "on-error block: the upload reac
 # ---- counters
 assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="infected"' 6
 assert_metric ge proxyd_scan_total 'service="web",scanner="av",verdict="clean"' 6
-assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="error"' 3
-# (two downloads, the upload, and the response to the upload)
-assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 4
+assert_metric eq proxyd_scan_total 'service="web",scanner="av",verdict="error"' 2
+assert_metric eq proxyd_scan_total 'service="web-tail",scanner="av",verdict="error"' 1
+# (a download, the upload, and the response to the upload; the download
+# stopped in its middle went through open-tail)
+assert_metric eq proxyd_scan_total 'service="open",scanner="av-open",verdict="error-allowed"' 3
+assert_metric eq proxyd_scan_total 'service="open-tail",scanner="av-open",verdict="error-allowed"' 1
 assert_metric eq proxyd_scan_total 'service="small",scanner="av",verdict="over-size"' 3
+assert_metric eq proxyd_scan_total 'service="small-tail",scanner="av",verdict="over-size"' 1
 assert_metric eq proxyd_scan_total 'service="slow",scanner="slow",verdict="error"' 1
 info "ok"

@@ -69,6 +69,8 @@ svc av av
 free_port PORT_plain
 write_http_service plain "$PORT_plain" "$ORIGIN" ""
 for m in "${MODES[@]}" endless-open no-preview; do svc "$m" "$m"; done
+free_port PORT_modify_tail
+write_http_service modify-tail "$PORT_modify_tail" "$ORIGIN" '<scan scanner="modify" deliver="tail"/>'
 start_proxyd
 
 get() { # SERVICE PATH OUT: prints "curl-rc http-code bytes"
@@ -137,6 +139,9 @@ assert_grep "$T/o.head" "^X-Scanner: fake" "the scanner's head"
 assert_grep "$T/o.head" "^Content-Length: 21" "framed anew"
 assert_log "http-scan verdict=modified relayed=yes scanner=modify direction=download size=1024 bytes=[0-9]+ istag=\"fake\""
 r=$(get modify /1m.bin "$T/o")
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "changed, held in the spool: refused with a page"
+assert_log "http-scan verdict=modified relayed=no reason=\"held in the spool, too big for a change to be relayed\" scanner=modify direction=download"
+r=$(get modify-tail /1m.bin "$T/o")
 [[ $r =~ ^(18|56)\ 200\ ([0-9]+)$ ]] || fail "changed after the head went: expected a reset, got '$r'"
 assert_lt "${BASH_REMATCH[2]}" 1048576 "changed after the head went: bytes the client got"
 assert_log "http-scan verdict=modified relayed=no reason=\"its head went to the client already\" scanner=modify direction=download"

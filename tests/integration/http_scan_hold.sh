@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# http bodies held until the scanner's verdict (<scan deliver=
+# "after-verdict">, the default): EICAR at 1 MiB inside a 2 MiB body,
+# c-icap with virus_scan over clamd, limits/@buffer at 64k so all but the
+# first 64 KiB of a held body go through the spool file:
+#  - downloads with a Content-Length and chunked: the response head waits
+#    with the body, so the client gets a 403 page and not a byte of the
+#    body;
+#  - uploads with a Content-Length and chunked: the client gets the 403,
+#    the origin not a byte of the body (it logs what it received, cut or
+#    not);
+#  - clean 2 MiB bodies both ways, both framings, arrive byte-identical
+#    (sha256), a rate-limited reader too (the kernel pushes back on the
+#    spool's sendfile); the spool directory keeps no name;
+#  - deliver="tail" keeps the former streaming: the client gets the head
+#    and most of the body, signature included, then a reset (curl sees a
+#    cut transfer, never a whole one: no terminating chunk).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/scan_lib.sh"
+need_cmds curl python3 sha256sum
+setup
+need_scanner
+scan_dirs
+write_eicar "$W/eicar.com"
+{ head -c 1M /dev/urandom; cat "$W/eicar.com"; head -c $((1048576 - 68)) /dev/urandom; } >"$T/www/mid.bin"
+make_file clean.bin 2M
+make_file 4m.bin 4M
+echo "EicarBody:0:*:$(od -An -tx1 "$W/eicar.com" | tr -d ' \n')" >"$W/db/test.ndb"
+start_scanner
+
+# --- the origin: GET /NAME (Content-Length), GET /chunked/NAME (16 KiB
+# chunks); POST/PUT logs "PATH got N sha256 complete|cut" with what came
+# of the body, even when the connection was cut before its end
+ORIGIN_LOG=$T/origin.log
+: >"$ORIGIN_LOG"
+free_port ORIGIN
+cat >"$T/origin.py" <<'PY'
+import hashlib, http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        chunked = self.path.startswith("/chunked/")
+        p = os.path.join(ROOT, os.path.basename(self.path))
+        data = open(p, "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if not chunked:
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for off in range(0, len(data), 16384):
+            piece = data[off:off + 16384]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.write(b"0\r\n\r\n")
+    def do_POST(self):
+        got, done = b"", False
+        try:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        break
+                    size = int(line.split(b";")[0], 16)
+                    if size == 0:
+                        done = True
+                        break
+                    piece = self.rfile.read(size)
+                    got += piece
+                    if len(piece) < size:
+                        break
+                    self.rfile.readline()
+            else:
+                n = int(self.headers.get("Content-Length", "0"))
+                while len(got) < n:
+                    d = self.rfile.read1(n - len(got))
+                    if not d:
+                        break
+                    got += d
+                done = len(got) == n
+        except (OSError, ValueError):
+            pass
+        with open(LOG, "a") as f:
+            f.write("%s got %d %s %s\n" % (self.path, len(got),
+                    hashlib.sha256(got).hexdigest(), "complete" if done else "cut"))
+        if not done:
+            self.close_connection = True
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+    do_PUT = do_POST
+PORT, ROOT, LOG = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+http.server.ThreadingHTTPServer.daemon_threads = True
+http.server.ThreadingHTTPServer(("127.0.0.1", PORT), H).serve_forever()
+PY
+python3 "$T/origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
+track_pid $!
+wait_listen "$ORIGIN" 5 || fail "origin did not start"
+
+SPOOL=$T/spool
+mkdir -p "$SPOOL"
+write_proxyd_conf 'buffer="64k"' "<scanners spool=\"$SPOOL\">
+    <icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>
+  </scanners>"
+svc() { # NAME SCAN_XML
+    local p
+    free_port p
+    cat >"$T/policy/$1.xml" <<EOF2
+<service name="$1" analyser="http">
+  <listen address="127.0.0.1" port="$p" mode="fixed"/>
+  <target address="127.0.0.1" port="$ORIGIN"/>
+  $2
+</service>
+EOF2
+    PROXYD_PORTS+=("$p")
+    eval "PORT_${1//-/_}=$p"
+}
+svc hold '<scan scanner="av"/>'
+svc tail '<scan scanner="av" deliver="tail"/>'
+start_proxyd
+
+get() { # SERVICE PATH OUT [CURL_ARGS]: "curl-rc http-code bytes"
+    local port="PORT_${1//-/_}" rc=0 r url out=$3
+    url="http://127.0.0.1:${!port}$2"
+    shift 3
+    r=$(curl -sS --max-time 30 "$@" -o "$out" -w '%{http_code} %{size_download}' \
+        "$url" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+post() { # SERVICE PATH FILE [chunked]: "curl-rc http-code"
+    local port="PORT_${1//-/_}" rc=0 r te=()
+    [[ ${4:-} == chunked ]] && te=(-H 'Transfer-Encoding: chunked')
+    r=$(curl -sS --max-time 30 -o "$T/post.out" -w '%{http_code}' "${te[@]}" \
+        --data-binary @"$3" "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+same() { assert_eq "$(sha256_of "$1")" "$(sha256_of "$2")" "$3: sha256"; }
+origin_has() { # REGEX: a line of the origin's log, waited for
+    local i
+    for ((i = 0; i < 100; i++)); do
+        grep -Eq -- "$1" "$ORIGIN_LOG" && return 0
+        sleep 0.05
+    done
+    fail "the origin logged no /$1/: $(cat "$ORIGIN_LOG")"
+}
+EICAR_RE='EICAR-STANDARD-ANTIVIRUS-TEST-FILE'
+
+# ---- infected, held: a page, not a byte of the body
+for path in /mid.bin /chunked/mid.bin; do
+    r=$(get hold "$path" "$T/o")
+    assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "held $path: a 403 page"
+    assert_grep "$T/o" "virus found: EicarBody\.UNOFFICIAL" "held $path: the page names the threat"
+    assert_no_grep "$T/o" "$EICAR_RE" "held $path: the signature reached the client"
+    assert_lt "$(stat -c %s "$T/o")" 4096 "held $path: bytes the client got (the page only)"
+done
+assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=download size=2097152"
+for mode in "" chunked; do
+    r=$(post hold "/up-mid-$mode" "$T/www/mid.bin" $mode)
+    assert_eq "$r" "0 403" "held infected upload $mode"
+    # the origin logs a line once the connection is reset, if it read the head
+    if grep -q "^/up-mid-$mode " "$ORIGIN_LOG"; then
+        origin_has "^/up-mid-$mode got 0 "
+    fi
+done
+assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=upload size=2097152"
+
+# ---- clean, held: whole, both ways
+for path in /clean.bin /chunked/clean.bin; do
+    r=$(get hold "$path" "$T/o")
+    assert_eq "$r" "0 200 2097152" "held clean $path"
+    same "$T/o" "$T/www/clean.bin" "held clean $path"
+done
+r=$(get hold /4m.bin "$T/o" --limit-rate 4M)
+assert_eq "$r" "0 200 4194304" "held clean 4 MiB, rate-limited reader"
+same "$T/o" "$T/www/4m.bin" "held clean 4 MiB, rate-limited reader"
+for mode in "" chunked; do
+    r=$(post hold "/up-clean-$mode" "$T/www/clean.bin" $mode)
+    assert_eq "$r" "0 200" "held clean upload $mode"
+    origin_has "^/up-clean-$mode got 2097152 $(sha256_of "$T/www/clean.bin") complete$"
+done
+assert_eq "$(find "$SPOOL" -mindepth 1 | wc -l)" 0 "names left in the spool directory"
+
+# ---- deliver="tail": the former streaming, cut by a reset
+for path in /mid.bin /chunked/mid.bin; do
+    r=$(get tail "$path" "$T/o")
+    [[ $r =~ ^(18|56)\ 200\ ([0-9]+)$ ]] || fail "tail $path: expected a cut transfer, got '$r'"
+    assert_ge "${BASH_REMATCH[2]}" $((1048576 + 68)) "tail $path: bytes the client got (the signature among them)"
+done
+r=$(post tail /up-tail "$T/www/mid.bin")
+assert_eq "$r" "0 403" "tail: infected upload"
+origin_has "^/up-tail got [0-9]+ [0-9a-f]+ cut$"
+got=$(grep "^/up-tail " "$ORIGIN_LOG" | awk '{print $3}')
+assert_ge "$got" $((1048576 + 68)) "tail: bytes of the infected upload the origin got"
+
+info "ok"
