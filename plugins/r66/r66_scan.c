@@ -5,8 +5,11 @@
  * to the scanner (the frames themselves are judged whole, never spliced,
  * while their transfer is scanned); the last Data frame and whatever of
  * the transfer follows it from the sender (its EndTransfer) are held
- * until the verdict. The receiver thus never has the whole file, nor its
- * end of transfer with the global digest, before the scanner said yes.
+ * until the verdict, and with deliver="after-verdict" (the default) every
+ * frame before it too, in a spool (spool.h: memory up to limits/@buffer,
+ * then an unnamed file), released once the file is clean. The receiver
+ * thus never has the whole file, nor its end of transfer with the global
+ * digest, before the scanner said yes (after-verdict: none of it).
  *
  * The same inspection serves <content> and <audit> (with or without a
  * scanner), and the end held for the size check (r66/@size-mismatch):
@@ -25,7 +28,8 @@
  * under max-block + 98 bytes, and the EndTransfer, a few dozen bytes; while
  * the type is unjudged, the frames of the first 4 KiB, at most
  * R66_SNIFF_HELD_MAX plus one frame), plus what waits to go to the
- * scanner: R66_SCAN_QUEUED_MAX, plus the last block fed. Over that the
+ * scanner: R66_SCAN_QUEUED_MAX, plus the last block fed, plus the
+ * spool's memory part (limits/@buffer; its file part on disk). Over that the
  * session stops reading the sender's side until the scanner took it
  * (r66_scan_full). */
 #include <stdio.h>
@@ -42,11 +46,15 @@
 #include "r66_scan.h"
 #include "scan.h"
 #include "sniff.h"
+#include "spool.h"
 
 #define R66_SCAN_QUEUED_MAX	(128 * 1024)
 /* Frames held while the file's type is unjudged: past this (blocks of a
  * few bytes, or empty ones) it is judged on what came. */
 #define R66_SNIFF_HELD_MAX	(64 * 1024)
+/* A spool holds the frames as they will be sent: room for their heads
+ * beyond max-size (blocks so small that theirs pass it are refused). */
+#define R66_SPOOL_SLACK		(1024 * 1024)
 
 struct r66_scan {
 	struct px_session	*s;
@@ -55,6 +63,9 @@ struct r66_scan {
 	struct r66_scan_what	 what;
 	enum px_dir		 dir;
 	struct evbuffer		*tail;		/* the frames held */
+	/* deliver="after-verdict", while scanning: every frame before the
+	 * held last one (spool.h), until the verdict; NULL otherwise. */
+	struct px_spool		*spool;
 	uint64_t		 size;		/* block bytes scanned */
 	bool			 ended;		/* the EndTransfer is held */
 	bool			 stalled;	/* the scanner's queue is full */
@@ -390,6 +401,12 @@ r66_scan_begin(struct px_session *s, const struct r66_scan_what *w,
 	sc->dir = w->upload ? PX_TO_SERVER : PX_TO_CLIENT;
 	if (auditing)
 		r66_audit_begin(sc);
+	if (scanning && !p->deliver_tail && (sc->spool = px_spool_new(
+	    p->spool_dir, px_session_buffer(s), p->max_size +
+	    R66_SPOOL_SLACK)) == NULL) {
+		r66_scan_free(sc);
+		return r66_scan_failed(s, p->scanner, w, "out of memory", why);
+	}
 	if (scanning && (sc->icap = r66_scan_icap(sc)) == NULL) {
 		r66_scan_free(sc);
 		return r66_scan_failed(s, p->scanner, w, "out of memory", why);
@@ -402,6 +419,71 @@ enum px_dir
 r66_scan_dir(const struct r66_scan *sc)
 {
 	return sc->dir;
+}
+
+static void
+r66_scan_spool_log(struct r66_scan *sc, const char *err)
+{
+	char extra[200];
+
+	snprintf(extra, sizeof(extra), "verdict=error reason=\"%s\"", err);
+	r66_scan_log(sc->s, LOG_WARNING, sc->scanner, &sc->what, extra, "");
+}
+
+/* Frames that would go to the receiver now (n bytes of src): into the
+ * spool while the verdict is awaited (after-verdict), else to out. 0, or
+ * -1 refused (the spool failed: why filled). */
+static int
+r66_scan_out(struct r66_scan *sc, struct evbuffer *src, size_t n,
+    struct evbuffer *out, struct r66_scan_refusal *why)
+{
+	const char *err;
+
+	if (sc->spool == NULL || !sc->scanning) {
+		evbuffer_remove_buffer(src, out, n);
+		return 0;
+	}
+	if (n == 0 || px_spool_add(sc->spool, src, n, &err) == 0)
+		return 0;
+	r66_scan_spool_log(sc, err);
+	r66_scan_count(sc->s, sc->scanner, "error");
+	sc->scanned = "error";
+	r66_refusal(why, 'a', "scan-spool", "the file could not be held for "
+	    "its scan: ", err);
+	evbuffer_drain(src, n);
+	return -1;
+}
+
+/* What the spool held goes to out first (the verdict let it through).
+ * 0, or -1 refused (why filled). */
+static int
+r66_scan_unspool(struct r66_scan *sc, struct evbuffer *out,
+    struct r66_scan_refusal *why)
+{
+	const char *err;
+
+	if (sc->spool == NULL)
+		return 0;
+	if (px_spool_release(sc->spool, out, false, &err) == -1) {
+		r66_scan_spool_log(sc, err);
+		r66_scan_count(sc->s, sc->scanner, "error");
+		sc->scanned = "error";
+		r66_refusal(why, 'a', "scan-spool", "the file could not be "
+		    "released: ", err);
+		return -1;
+	}
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
+	return 0;
+}
+
+/* Scanning stopped before the verdict (over-size allowed): the spool's
+ * frames go first. */
+static int
+r66_scan_unspool_idle(struct r66_scan *sc, struct evbuffer *out,
+    struct r66_scan_refusal *why)
+{
+	return sc->scanning ? 0 : r66_scan_unspool(sc, out, why);
 }
 
 /* The scanner is out of it (the file went past max-size, allowed): what
@@ -437,6 +519,8 @@ r66_scan_ended(struct r66_scan *sc, struct evbuffer *out,
 	}
 	if (!sc->has_result) {
 		/* Nothing to wait for: what was held goes. */
+		if (r66_scan_unspool(sc, out, why) == -1)
+			return R66_SCAN_REFUSE;
 		evbuffer_add_buffer(out, sc->tail);
 		sc->passed = true;
 	}
@@ -489,6 +573,10 @@ r66_scan_take(struct r66_scan *sc, struct evbuffer *src,
 		evbuffer_drain(src, f->len);
 		return R66_SCAN_REFUSE;
 	}
+	if (r66_scan_unspool_idle(sc, out, why) == -1) {
+		evbuffer_drain(src, f->len);
+		return R66_SCAN_REFUSE;
+	}
 	if (r66_scan_idle(sc) && sc->audit == NULL && !sc->what.hold_end) {
 		/* Scanning stopped (over-size allowed), nothing else. */
 		evbuffer_add_buffer(out, sc->tail);
@@ -498,8 +586,11 @@ r66_scan_take(struct r66_scan *sc, struct evbuffer *src,
 	sc->size += f->mlen;
 	/* The last frame held is not the last one: it goes (unless the
 	 * file's type is still to be judged: all is held until then). */
-	if (sc->sniff == NULL)
-		evbuffer_add_buffer(out, sc->tail);
+	if (sc->sniff == NULL && r66_scan_out(sc, sc->tail,
+	    evbuffer_get_length(sc->tail), out, why) == -1) {
+		evbuffer_drain(src, f->len);
+		return R66_SCAN_REFUSE;
+	}
 	before = evbuffer_get_length(sc->tail);
 	evbuffer_remove_buffer(src, sc->tail, head);
 	px_audit_feed_evbuffer(sc->audit, src, f->mlen);
@@ -516,8 +607,8 @@ r66_scan_take(struct r66_scan *sc, struct evbuffer *src,
 		px_icap_body(sc->icap, src, f->mlen);
 	evbuffer_remove_buffer(src, sc->tail, f->len - head);
 	/* Accepted: all held before this frame goes. */
-	if (judged)
-		evbuffer_remove_buffer(sc->tail, out, before);
+	if (judged && r66_scan_out(sc, sc->tail, before, out, why) == -1)
+		return R66_SCAN_REFUSE;
 	if (sc->icap != NULL && px_icap_queued(sc->icap) > R66_SCAN_QUEUED_MAX)
 		sc->stalled = true;
 	return R66_SCAN_ON;
@@ -546,12 +637,17 @@ r66_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
  * unless its type is still to be judged (a scanner may answer before the
  * end: a 204 after its preview). OFF when nothing is left to inspect. */
 static enum r66_scan_state
-r66_scan_passed(struct r66_scan *sc, struct evbuffer *out)
+r66_scan_passed(struct r66_scan *sc, struct evbuffer *out,
+    struct r66_scan_refusal *why)
 {
 	sc->has_result = false;
 	sc->scanning = false;
 	if (sc->sniff != NULL)
 		return R66_SCAN_ON;
+	if (r66_scan_unspool(sc, out, why) == -1) {
+		evbuffer_drain(sc->tail, evbuffer_get_length(sc->tail));
+		return R66_SCAN_REFUSE;
+	}
 	evbuffer_add_buffer(out, sc->tail);
 	if (sc->audit == NULL && (!sc->what.hold_end || sc->ended))
 		return R66_SCAN_OFF;
@@ -583,7 +679,7 @@ r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 		    "verdict=clean", extra);
 		r66_scan_count(sc->s, sc->scanner, "clean");
 		sc->scanned = "clean";
-		return r66_scan_passed(sc, out);
+		return r66_scan_passed(sc, out, why);
 	case PX_ICAP_INFECTED:
 	case PX_ICAP_MODIFIED:
 		r66_scan_threat(res, threat, sizeof(threat));
@@ -606,11 +702,13 @@ r66_scan_settle(struct r66_scan *sc, struct evbuffer *out,
 		    why);
 		sc->scanned = st == R66_SCAN_OFF ? "error-allowed" : "error";
 		if (st == R66_SCAN_OFF)
-			return r66_scan_passed(sc, out);
+			return r66_scan_passed(sc, out, why);
 		break;
 	}
 	sc->has_result = false;
 	evbuffer_drain(sc->tail, evbuffer_get_length(sc->tail));
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
 	return st;
 }
 
@@ -681,6 +779,7 @@ r66_scan_free(struct r66_scan *sc)
 		px_icap_cancel(sc->icap);
 	if (sc->tail != NULL)
 		evbuffer_free(sc->tail);
+	px_spool_free(sc->spool);
 	free(sc->sniff);
 	free(sc);
 }

@@ -16,8 +16,10 @@
 #  - an infected SEND ends its channel only: the next SEND on the same
 #    connection completes (a server that keeps its connection, as Waarp);
 #  - TLS on both sides: EICAR blocked both ways, a clean 10 MB intact;
-#  - a scanner that never answers: the server has 15 of 16 blocks while
-#    the verdict is awaited; the client leaving then drops the held rest;
+#  - a scanner that never answers, once it has the whole file: the server
+#    has none of it (held until the verdict, the default), or 15 of 16
+#    blocks with deliver="tail"; the client leaving then drops the held
+#    rest;
 #  - c-icap killed in the middle of two SENDs: on-error block refuses its
 #    transfer, on-error allow lets its one complete intact; with c-icap
 #    down, new transfers are refused (block) or pass (allow);
@@ -66,8 +68,15 @@ def handle(c):
             if head.startswith(b"OPTIONS"):
                 c.sendall(b'ICAP/1.0 200 OK\r\nMethods: RESPMOD, REQMOD\r\nISTag: "stall"\r\nEncapsulated: null-body=0\r\n\r\n')
                 continue
-            while c.recv(65536):
-                pass
+            # the body's end: told in a file named after the ICAP port
+            tail = buf
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                tail = (tail + d)[-5:]
+                if tail == b"0\r\n\r\n":
+                    open(sys.argv[2], "a").write("whole\n")
             return
     finally:
         c.close()
@@ -83,7 +92,7 @@ for _ in range(16):
         break
     threading.Thread(target=handle, args=(c,), daemon=True).start()
 PY
-python3 "$T/stall.py" "$STALL_PORT" 2>>"$T/stall.err" &
+python3 "$T/stall.py" "$STALL_PORT" "$T/stall.whole" 2>>"$T/stall.err" &
 track_pid $!
 wait_listen "$STALL_PORT" 5 || fail "the stalling scanner did not start"
 
@@ -107,6 +116,7 @@ svc down '<scan scanner="av" direction="download"/>'
 svc small '<scan scanner="av" max-size="100k"/>'
 svc small-open '<scan scanner="av" max-size="100k" over-size="allow"/>'
 svc held '<scan scanner="stall"/>'
+svc held-tail '<scan scanner="stall" deliver="tail"/>'
 # the scanner with <content> and <audit>: a denied type never reaches it
 svc typed '<scan scanner="av"/>
   <content type="application/x-executable" action="deny"/><audit/>'
@@ -305,28 +315,51 @@ rm -f "$R66_SRV_DIR/bad-1m.bin"
 send small 1k.bin
 [[ $R66_RC == 0 ]] || fail "SEND under max-size: rc=$R66_RC: $(cat "$T/client.err")"
 
-# ---- held until the verdict: the server has 15 of the 16 blocks of a
-# 1 MB file while the scanner thinks; the client leaving then ends it
-# there (the held block and end of transfer never go)
+# ---- held until the verdict: the scanner has the whole 1 MB file and
+# thinks; the server has none of it (deliver="tail": 15 of its 16 blocks);
+# the client leaving then ends it there (what was held never goes)
 info "held until the verdict"
 head -c 1M /dev/urandom >"$T/cli/held.bin"
-rm -f "$R66_SRV_DIR"/.part.*
-"$R66PEER" client --connect "127.0.0.1:$PORT_held" --id hosta:pwA --partner serverb:pwB \
-    --timeout 60 --rule in --mode 1 --block 65536 --send "$T/cli/held.bin" \
-    >"$T/held.out" 2>"$T/held.err" &
-hp=$!
-track_pid "$hp"
-want=$((1048576 - 65536))
-for ((i = 0; i < 100; i++)); do
-    n=$(find "$R66_SRV_DIR" -name '.part.*' -size "${want}c" | wc -l)
-    ((n == 1)) && break
-    sleep 0.1
-done
-((n == 1)) || fail "the server did not get 15 blocks of held.bin: $(ls -la "$R66_SRV_DIR")"
-kill -KILL "$hp"
+cp "$T/cli/held.bin" "$R66_SRV_DIR/dl-held.bin"
+held_case() { # SERVICE send|recv BYTES_THE_RECEIVER_HAS
+    local svc=$1 op=$2 want=$3 port="PORT_${1//-/_}" hp n i dir args pat
+    if [[ $op == send ]]; then
+        dir=$R66_SRV_DIR pat='.part.*'
+        args=(--rule in --mode 1 --send "$T/cli/held.bin")
+    else
+        dir=$T/out pat='dl-held.bin.part'
+        args=(--rule out --mode 2 --recv dl-held.bin --dir "$T/out")
+    fi
+    rm -f "$dir"/$pat "$T/stall.whole"
+    "$R66PEER" client --connect "127.0.0.1:${!port}" --id hosta:pwA --partner serverb:pwB \
+        --timeout 60 --block 65536 "${args[@]}" \
+        >"$T/held.out" 2>"$T/held.err" &
+    hp=$!
+    track_pid "$hp"
+    for ((i = 0; i < 100; i++)); do
+        [[ -s $T/stall.whole ]] && break
+        sleep 0.1
+    done
+    [[ -s $T/stall.whole ]] || fail "$svc $op: the scanner did not get the whole file"
+    for ((i = 0; i < 100; i++)); do
+        n=$(find "$dir" -name "$pat" -size "${want}c" | wc -l)
+        ((n == 1)) && break
+        ((want == 0)) && [[ -z $(find "$dir" -name "$pat") ]] && break
+        sleep 0.1
+    done
+    # nothing more moves while the verdict is awaited
+    n=$(find "$dir" -name "$pat" -printf '%s\n')
+    [[ ${n:-0} == "$want" ]] || fail "$svc $op: the receiver has ${n:-0} bytes of held.bin while the scanner thinks, expected $want"
+    kill -KILL "$hp"
+    wait_exit "$hp" 5 || true
+}
+held_case held send 0
 assert_log "r66-scan verdict=none reason=\"the client closed before the verdict\" scanner=stall file=held\.bin host=hosta rule=in dir=upload"
 wait_grep "$T/r66server.log" "connection closed during the transfer" 10 ||
     fail "the server did not see the transfer cut: $(cat "$T/r66server.log")"
+held_case held-tail send $((1048576 - 65536))
+held_case held recv 0
+held_case held-tail recv $((1048576 - 65536))
 assert_no_grep "$T/r66server.log" "ok received file=held\.bin" "the server completed held.bin"
 [[ ! -e $R66_SRV_DIR/held.bin ]] || fail "the server has held.bin"
 
@@ -365,13 +398,16 @@ mb=$!
 ma=$!
 track_pid "$mb"
 track_pid "$ma"
-# both under way: the server has two temporary files with blocks in them
+# both under way: each client has read 2 MB of its file (what it sent is
+# held by proxyd until the verdict: the server has none of it yet)
+rchar() { awk '/^rchar:/ {print $2}' "/proc/$1/io" 2>/dev/null || echo 0; }
 for ((i = 0; i < 100; i++)); do
-    n=$(find "$R66_SRV_DIR" -name '.part.*' -size +100k | wc -l)
-    ((n == 2)) && break
+    (($(rchar "$mb") > 2000000 && $(rchar "$ma") > 2000000)) && break
     sleep 0.1
 done
-((n == 2)) || fail "the two SENDs did not get under way"
+(($(rchar "$mb") > 2000000 && $(rchar "$ma") > 2000000)) || fail "the two SENDs did not get under way"
+n=$(find "$R66_SRV_DIR" -name '.part.*' -size +0 | wc -l)
+assert_eq "$n" 0 "files the server has bytes of while the verdicts are awaited"
 kill_scanner
 rc=0; wait "$mb" || rc=$?
 assert_eq "$rc" 2 "SEND through on-error=block, scanner killed: client exit status"
