@@ -80,7 +80,7 @@ def scan_section(out_dir):
     sizes = [s for s in ("100k", "10m") if any(k[0] == s for k in agg)]
     for s in sizes:
         first = True
-        for t in ("proxyd-scan", "squid-scan"):
+        for t in ("proxyd-scan", "proxyd-scan-tail", "squid-scan"):
             d = agg.get((s, t))
             if not d:
                 continue
@@ -100,6 +100,19 @@ def scan_section(out_dir):
             f"{LABELS[s]}: MiB/s {_ratio(p['mib_s'], q['mib_s'])}, proxy CPU per MiB "
             f"{_ratio(p['proxy'], q['proxy'])}, c-icap CPU per MiB {_ratio(p['icap'], q['icap'])}"
             for s, p, q in pairs) + " (below 1 for CPU: proxyd spends less)."]
+    holds = [(s, agg.get((s, "proxyd-scan")), agg.get((s, "proxyd-scan-tail")))
+             for s in sizes]
+    holds = [(s, h, t) for s, h, t in holds if h and t and "proxy" in h and "proxy" in t]
+    if holds:
+        # µs per MiB = ms per GiB (x 1024 / 1000)
+        L += ["", "Holding each body until its verdict (proxyd-scan, deliver=\"after-verdict\": "
+              "memory up to limits/@buffer, then the spool file, released by sendfile) against "
+              "streaming it (proxyd-scan-tail, deliver=\"tail\"), proxyd's own CPU per GiB of "
+              "body: " + "; ".join(
+                  f"{LABELS[s]}: {h['proxy'] * 1.024:,.0f} ms/GiB held, "
+                  f"{t['proxy'] * 1.024:,.0f} ms/GiB tail "
+                  f"({(h['proxy'] - t['proxy']) * 1.024:+,.0f} ms/GiB, x{_ratio(h['proxy'], t['proxy'])})"
+                  for s, h, t in holds) + "."]
     if mem:
         L += ["", "Memory per scanned session: the proxy's RSS with N clients each reading a "
               "scanned 10 MB body at 1 byte/s (4 KB receive buffer, bench/slowread.py), minus "

@@ -6,6 +6,10 @@
 #   squid-scan    Squid (Debian's), reverse proxy (accel, the origin as a
 #                 cache_peer originserver, nothing cached), its own ICAP
 #                 client: icap_service respmod_precache + adaptation_access
+#   proxyd-scan-tail  the same proxyd path with <scan deliver="tail">: the
+#                 body streams on, only its end held (proxyd-scan holds
+#                 each body until the verdict, spooled past the buffer:
+#                 the pair gives the cost of holding per GiB)
 # both in front of the same nginx origin, both pinned like the other
 # proxies (BENCH_PIN), both scanning through the same c-icap (virus_scan
 # over clamd, the database written here: EICAR only, no download; each in
@@ -32,11 +36,21 @@ SCAN_ICAP_MODS=/usr/lib/x86_64-linux-gnu/c_icap
 
 scan_ready() {
 	local c
-	for c in squid c-icap clamd sigtool ab; do
+	for c in c-icap clamd sigtool ab; do
 		command -v "$c" >/dev/null 2>&1 && continue
-		note "SKIP scan rows: $c not installed (bench/deps: squid; scripts/deps: c-icap libc-icap-mod-virus-scan clamav-daemon clamav)"
+		note "SKIP scan rows: $c not installed (scripts/deps: c-icap libc-icap-mod-virus-scan clamav-daemon clamav)"
 		return 1
 	done
+	# Squid is the peer, not the row family: without it, proxyd's rows
+	case " ${SCAN_TARGETS_REQ[*]} " in
+	*" squid-scan "*)
+		if ! command -v squid >/dev/null 2>&1; then
+			note "SKIP squid-scan: squid not installed (bench/deps: squid)"
+			SCAN_TARGETS_REQ=("${SCAN_TARGETS_REQ[@]/squid-scan}")
+			read -r -a SCAN_TARGETS_REQ <<<"${SCAN_TARGETS_REQ[*]}"
+		fi ;;
+	esac
+	[ ${#SCAN_TARGETS_REQ[@]} -gt 0 ] || return 1
 	if [ ! -f "$SCAN_ICAP_MODS/virus_scan.so" ] || [ ! -f "$SCAN_ICAP_MODS/clamd_mod.so" ]; then
 		note "SKIP scan rows: c-icap's virus_scan or clamd_mod module is missing (libc-icap-mod-virus-scan)"
 		return 1
@@ -45,10 +59,13 @@ scan_ready() {
 		note "SKIP scan rows: this proxyd has no http analyser (proxyd --check: $CHECK_MSG)"
 		return 1
 	fi
-	if [ "$(id -u)" != 0 ] || ! id proxy >/dev/null 2>&1; then
-		note "SKIP scan rows: Squid needs root and its 'proxy' user"
-		return 1
-	fi
+	case " ${SCAN_TARGETS_REQ[*]} " in
+	*" squid-scan "*)
+		if [ "$(id -u)" != 0 ] || ! id proxy >/dev/null 2>&1; then
+			note "SKIP scan rows: Squid needs root and its 'proxy' user"
+			return 1
+		fi ;;
+	esac
 	return 0
 }
 
@@ -172,7 +189,7 @@ EOF
 scan_start_proxyd() {
 	local t=$1 d=$SCAN_D/$1 pin=()
 	shift
-	[ "$t" = proxyd-scan ] && pin=("${PINCMD[@]}")
+	case "$t" in proxyd-scan|proxyd-scan-tail) pin=("${PINCMD[@]}") ;; esac
 	mkdir -p "$d/conf" "$d/policy"
 	cat >"$d/conf/proxyd.xml" <<EOF
 <proxyd>
@@ -182,7 +199,7 @@ scan_start_proxyd() {
   <log target="stderr" level="$PX_LOGLEVEL"/>
   <admin listen="127.0.0.1:$2"/>
   <policies dir="../policy"/>
-  <scanners>
+  <scanners spool="$SCAN_D/spool">
     <icap name="av" url="icap://127.0.0.1:$SCAN_ICAP_PORT/avscan" timeout="60s"/>
   </scanners>
 </proxyd>
@@ -194,6 +211,7 @@ EOF
   $3
 </service>
 EOF
+	mkdir -p "$SCAN_D/spool"
 	cp "$d/conf/proxyd.xml" "$OUT/$t.xml"
 	cp "$d/policy/bench.xml" "$OUT/$t-service.xml"
 	if ! "$PROXYD" --check -c "$d/conf/proxyd.xml" >"$OUT/$t-check.txt" 2>&1; then
@@ -205,7 +223,7 @@ EOF
 	PIDS+=("${SCAN_PID[$t]}")
 	scan_wait_port "$1" "${SCAN_PID[$t]}" "$t" || return 1
 	SCAN_PORT[$t]=$1
-	[ "$t" = proxyd-scan ] && SCAN_LIST+=("$t")
+	case "$t" in proxyd-scan|proxyd-scan-tail) SCAN_LIST+=("$t") ;; esac
 	log "$t: proxyd pid ${SCAN_PID[$t]} on 127.0.0.1:$1${pin[*]:+ (cpu $PIN)}"
 }
 
@@ -370,10 +388,10 @@ scan_memory() {
 }
 
 rows_scan() {
-	local p_px p_adm p_sq p_icap p_plain p_adm2 r s t k
+	local p_px p_adm p_sq p_icap p_plain p_adm2 p_tail p_adm3 r s t k
 	SCAN_D=$TMP/scan
 	mkdir -p "$SCAN_D"
-	read -r p_px p_adm p_sq p_icap p_plain p_adm2 <<<"$(scan_free_ports 6)"
+	read -r p_px p_adm p_sq p_icap p_plain p_adm2 p_tail p_adm3 <<<"$(scan_free_ports 8)"
 	SCAN_ICAP_PORT=$p_icap
 	head -c 10485760 /dev/urandom >"$TMP/www/10m.bin"
 	chmod 644 "$TMP/www/10m.bin"
@@ -382,6 +400,7 @@ rows_scan() {
 	for want in "${SCAN_TARGETS_REQ[@]}"; do
 		case "$want" in
 		proxyd-scan) scan_start_proxyd proxyd-scan "$p_px" "$p_adm" '<scan scanner="av" direction="download" max-size="100m"/>' && { scan_check proxyd-scan || SCAN_LIST=("${SCAN_LIST[@]/proxyd-scan}"); } ;;
+		proxyd-scan-tail) scan_start_proxyd proxyd-scan-tail "$p_tail" "$p_adm3" '<scan scanner="av" direction="download" max-size="100m" deliver="tail"/>' && { scan_check proxyd-scan-tail || SCAN_LIST=("${SCAN_LIST[@]/proxyd-scan-tail}"); } ;;
 		squid-scan) scan_start_squid "$p_sq" && { scan_check squid-scan || SCAN_LIST=("${SCAN_LIST[@]/squid-scan}"); } ;;
 		esac
 	done
