@@ -12,6 +12,7 @@
 #  - clean 2 MiB bodies both ways, both framings, arrive byte-identical
 #    (sha256), a rate-limited reader too (the kernel pushes back on the
 #    spool's sendfile); the spool directory keeps no name;
+#  - the same through an HTTP/2 client (h2c);
 #  - deliver="tail" keeps the former streaming: the client gets the head
 #    and most of the body, signature included, then a reset (curl sees a
 #    cut transfer, never a whole one: no terminating chunk).
@@ -125,6 +126,7 @@ EOF2
 }
 svc hold '<scan scanner="av"/>'
 svc tail '<scan scanner="av" deliver="tail"/>'
+svc h2 '<http h2c="yes"/><scan scanner="av"/>'
 start_proxyd
 
 get() { # SERVICE PATH OUT [CURL_ARGS]: "curl-rc http-code bytes"
@@ -185,6 +187,15 @@ for mode in "" chunked; do
     r=$(post hold "/up-clean-$mode" "$T/www/clean.bin" $mode)
     assert_eq "$r" "0 200" "held clean upload $mode"
     origin_has "^/up-clean-$mode got 2097152 $(sha256_of "$T/www/clean.bin") complete$"
+done
+# an HTTP/2 client (prior knowledge): the same, through its stream
+r=$(get h2 /mid.bin "$T/o" --http2-prior-knowledge)
+assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "h2: held infected: a 403"
+assert_no_grep "$T/o" "$EICAR_RE" "h2: the signature reached the client"
+for path in /clean.bin /chunked/clean.bin; do
+    r=$(get h2 "$path" "$T/o" --http2-prior-knowledge)
+    assert_eq "$r" "0 200 2097152" "h2: held clean $path"
+    same "$T/o" "$T/www/clean.bin" "h2: held clean $path"
 done
 assert_eq "$(find "$SPOOL" -mindepth 1 | wc -l)" 0 "names left in the spool directory"
 
