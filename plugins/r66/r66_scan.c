@@ -464,7 +464,10 @@ r66_scan_unspool(struct r66_scan *sc, struct evbuffer *out,
 
 	if (sc->spool == NULL)
 		return 0;
-	if (px_spool_release(sc->spool, out, false, &err) == -1) {
+	/* The receiver's connection: sendfile when it is plain. */
+	if (px_spool_release(sc->spool, out, !px_session_tls_on(sc->s,
+	    sc->dir == PX_TO_SERVER ? PX_CHAN_SERVER : PX_CHAN_CLIENT),
+	    &err) == -1) {
 		r66_scan_spool_log(sc, err);
 		r66_scan_count(sc->s, sc->scanner, "error");
 		sc->scanned = "error";

@@ -127,31 +127,76 @@ px_spool_on_disk(const struct px_spool *sp)
 	return sp->disk;
 }
 
+/* A file released to an output that is not a plain socket goes as a row
+ * of segments of this size, each mapped when queued and unmapped once
+ * written: the bytes resident for it stay about one segment, not the file
+ * (one mapping of a 1 GB file counted 1 GB of RSS by its end). */
+#define PX_SPOOL_MAP_STEP	(1024 * 1024)
+
 int
 px_spool_release(struct px_spool *sp, struct evbuffer *out, bool to_fd,
     const char **why)
 {
 	struct evbuffer_file_segment *seg;
+	struct evbuffer *all;
+	ev_off_t off, n;
 
-	if (sp->disk != 0) {
-		/* The segment owns the descriptor from here: closed when
-		 * out has written (or dropped) its last byte. */
+	if (sp->disk != 0 && to_fd) {
+		/* One segment, sent by sendfile; it owns the descriptor from
+		 * here: closed when out has written (or dropped) its last
+		 * byte. */
 		if ((seg = evbuffer_file_segment_new(sp->fd, 0,
 		    (ev_off_t)sp->disk, EVBUF_FS_CLOSE_ON_FREE)) == NULL) {
-			*why = "spool: cannot map the file";
-			return -1;
-		}
-		sp->fd = -1;
-		if (to_fd)
-			evbuffer_set_flags(out, EVBUFFER_FLAG_DRAINS_TO_FD);
-		evbuffer_add_buffer(out, sp->mem);
-		if (evbuffer_add_file_segment(out, seg, 0,
-		    (ev_off_t)sp->disk) == -1) {
-			evbuffer_file_segment_free(seg);
 			*why = "spool: cannot queue the file";
 			return -1;
 		}
-		evbuffer_file_segment_free(seg);	/* out's reference */
+		sp->fd = -1;
+		/* (a chain made to be sent by sendfile keeps its kind when
+		 * moved from one buffer to another) */
+		if ((all = evbuffer_new()) == NULL ||
+		    evbuffer_set_flags(all, EVBUFFER_FLAG_DRAINS_TO_FD) == -1 ||
+		    evbuffer_add_file_segment(all, seg, 0,
+		    (ev_off_t)sp->disk) == -1) {
+			if (all != NULL)
+				evbuffer_free(all);
+			evbuffer_file_segment_free(seg);	/* closes it */
+			sp->disk = 0;
+			*why = "spool: cannot queue the file";
+			return -1;
+		}
+		evbuffer_file_segment_free(seg);	/* all's reference */
+		evbuffer_set_flags(out, EVBUFFER_FLAG_DRAINS_TO_FD);
+		evbuffer_add_buffer(out, sp->mem);
+		evbuffer_add_buffer(out, all);
+		evbuffer_free(all);
+		sp->disk = 0;
+		return 0;
+	}
+	if (sp->disk != 0) {
+		/* Mapped segments (libevent maps each as it is queued, so
+		 * the descriptor, closed with the spool, is not needed
+		 * after), gathered apart: nothing is queued on a failure. */
+		if ((all = evbuffer_new()) == NULL) {
+			*why = "spool: out of memory";
+			return -1;
+		}
+		for (off = 0; off < (ev_off_t)sp->disk; off += n) {
+			n = (ev_off_t)sp->disk - off < PX_SPOOL_MAP_STEP ?
+			    (ev_off_t)sp->disk - off : PX_SPOOL_MAP_STEP;
+			if ((seg = evbuffer_file_segment_new(sp->fd, off, n,
+			    EVBUF_FS_DISABLE_SENDFILE)) == NULL ||
+			    evbuffer_add_file_segment(all, seg, 0, n) == -1) {
+				if (seg != NULL)
+					evbuffer_file_segment_free(seg);
+				evbuffer_free(all);
+				*why = "spool: cannot map the file";
+				return -1;
+			}
+			evbuffer_file_segment_free(seg);	/* all's */
+		}
+		evbuffer_add_buffer(out, sp->mem);
+		evbuffer_add_buffer(out, all);
+		evbuffer_free(all);
 		sp->disk = 0;
 		return 0;
 	}

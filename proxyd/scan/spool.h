@@ -6,7 +6,8 @@
  * crash), at most the scan's max-size in all. Once the verdict is clean
  * the whole is queued on the receiver's output: the memory part moved,
  * the file part as a libevent file segment (sendfile(2) when that output
- * drains to a plain socket, else mapped: never copied onto the heap).
+ * drains to a plain socket, else mapped 1 MiB at a time, each unmapped
+ * once written: never copied onto the heap).
  *
  * The file is written by the worker thread (the page cache takes it; a
  * disk that cannot keep up slows that worker). Its directory's free space
@@ -36,10 +37,10 @@ int		 px_spool_add(struct px_spool *sp, struct evbuffer *src,
 uint64_t	 px_spool_length(const struct px_spool *sp);
 uint64_t	 px_spool_on_disk(const struct px_spool *sp);
 /* Queues everything held on out, in order, and empties the hold (the
- * file stays open as long as out refers to it). to_fd: out is written
- * to a plain socket by evbuffer_write (sendfile); false when it goes
- * through a transform (TLS) that peeks at its bytes. 0, or -1 with *why
- * (nothing queued then). */
+ * file stays open as long as out refers to it, or is mapped). to_fd: out
+ * is written to a plain socket by evbuffer_write (sendfile); false when
+ * it goes through a transform (TLS) that peeks at its bytes. 0, or -1
+ * with *why (nothing queued then). */
 int		 px_spool_release(struct px_spool *sp, struct evbuffer *out,
 		    bool to_fd, const char **why);
 /* Drops what is held (its file closed: the space comes back). */
