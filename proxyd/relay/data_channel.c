@@ -388,17 +388,27 @@ px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
  * transfer goes on), none once the count is past it. The partner's
  * transfers share the count, on any worker: whatever their number, what
  * they move together never goes past the limit by more than that byte. */
+uint64_t
+px_chan_grant_size(uint64_t used, uint64_t limit, uint64_t buffer)
+{
+	uint64_t n;
+
+	if (used > limit)
+		return 0;
+	/* limit - used + 1 would wrap to 0 for a limit of UINT64_MAX. */
+	n = limit - used;
+	return n >= buffer ? buffer : n + 1;
+}
+
 static uint64_t
 px_chan_meter_grant(struct px_channel *ch)
 {
 	uint64_t used = atomic_load(ch->meter), n;
 
 	do {
-		if (used > ch->meter_limit)
+		if ((n = px_chan_grant_size(used, ch->meter_limit,
+		    ch->host->buffer)) == 0)
 			return 0;
-		n = ch->meter_limit + 1 - used;
-		if (n > ch->host->buffer)
-			n = ch->host->buffer;
 	} while (!atomic_compare_exchange_weak(ch->meter, &used, used + n));
 	ch->meter_held += n;
 	return n;

@@ -46,6 +46,11 @@ int	px_chan_tls(struct px_channel *ch, enum px_chan_end end,
 struct px_data_listener *px_chan_listener_new(struct px_chan_host *host,
 	    const struct sockaddr *local, uint16_t lo, uint16_t hi,
 	    const struct sockaddr *peer, uint64_t idle_ms);
+/* What a metered direction may read next with used bytes counted against
+ * limit: up to buffer, as far as the limit leaves plus the byte past it
+ * (the one that shows the transfer goes on); 0 once used is past limit.
+ * Exact for any limit, UINT64_MAX included. */
+uint64_t px_chan_grant_size(uint64_t used, uint64_t limit, uint64_t buffer);
 /* Frees every channel of host, without callbacks (the owner is ending:
  * its analyser's on_close ran first); relaying ones are reset. Then its
  * kept listeners. */
