@@ -1,10 +1,13 @@
 /* The per-source limit table (srclimit.h). */
 #include "srclimit.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One entry, a cache line. key 0: free. state packs what must change
  * together: whether the entry is being freed, how many workers hold it
@@ -42,6 +45,24 @@ _Static_assert(sizeof(struct px_sl_ent) == 64, "an entry is a cache line");
 static _Atomic(struct px_sl_ent *) px_sl_tab;
 static uint64_t px_sl_seed;
 
+static uint64_t px_sl_mix(uint64_t x);
+
+/* The table's key from getrandom: without waiting if the kernel's pool is
+ * ready, else waiting for it. 0, or -1 (no getrandom). */
+static int
+px_sl_seed_init(void)
+{
+	ssize_t r;
+
+	if (getrandom(&px_sl_seed, sizeof(px_sl_seed), GRND_NONBLOCK) ==
+	    (ssize_t)sizeof(px_sl_seed))
+		return 0;
+	do
+		r = getrandom(&px_sl_seed, sizeof(px_sl_seed), 0);
+	while (r == -1 && errno == EINTR);
+	return r == (ssize_t)sizeof(px_sl_seed) ? 0 : -1;
+}
+
 int
 px_sl_init(void)
 {
@@ -53,10 +74,26 @@ px_sl_init(void)
 	 * arrive, up to the table's size. */
 	if ((t = calloc(PX_SL_ENTRIES, sizeof(*t))) == NULL)
 		return -1;
-	/* Keyed: a client cannot aim addresses at one set of entries. */
-	if (getrandom(&px_sl_seed, sizeof(px_sl_seed), GRND_NONBLOCK) !=
-	    sizeof(px_sl_seed))
-		px_sl_seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL;
+	/* Keyed with the kernel's random bytes, so a client cannot aim
+	 * addresses at one set of entries. At early boot, before the kernel's
+	 * pool is ready, that waits for it (once, at startup). */
+	if (px_sl_seed_init() == -1) {
+		struct timespec mono, real;
+
+		/* No getrandom at all (never on a supported kernel): the
+		 * pid, both clocks' nanoseconds and where the table and this
+		 * code landed (ASLR), mixed; none of them visible from the
+		 * network. */
+		clock_gettime(CLOCK_MONOTONIC, &mono);
+		clock_gettime(CLOCK_REALTIME, &real);
+		px_sl_seed = px_sl_mix((uint64_t)getpid() ^
+		    px_sl_mix((uint64_t)mono.tv_sec * 1000000000ULL +
+		    (uint64_t)mono.tv_nsec) ^
+		    px_sl_mix((uint64_t)real.tv_sec * 1000000000ULL +
+		    (uint64_t)real.tv_nsec) ^
+		    px_sl_mix((uint64_t)(uintptr_t)t ^
+		    (uint64_t)(uintptr_t)&px_sl_seed));
+	}
 	atomic_store(&px_sl_tab, t);
 	return 0;
 }
