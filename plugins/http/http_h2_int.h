@@ -169,6 +169,9 @@ void	h2_leg_end(struct h2_stream *st);
  * the leg's session ends at once as its client's reset would, so that
  * its server request stops, and logs the request as reset. Once. */
 void	h2_leg_abort(struct h2_stream *st, const char *code, const char *why);
+/* st's leg's session ends as its client's reset would (why: for its end
+ * line): directly while st holds its state, else looked up by id. */
+void	h2_leg_reset(struct h2_stream *st, const char *why);
 /* Closes the kept legs (the connection ends, or a reload). */
 void	h2_legs_idle_close(struct http_h2 *c);
 /* The connection's state goes: st's links to its leg's session too. */

@@ -198,7 +198,20 @@ h2_leg_abort(struct h2_stream *st, const char *code, const char *why)
 	/* Its server connection closes now (not pooled: the request is
 	 * under way), and a leg that has not read the request yet never
 	 * sends it. */
-	px_session_leg_reset(st->c->h->s, st->leg_id, why);
+	h2_leg_reset(st, why);
+}
+
+void
+h2_leg_reset(struct h2_stream *st, const char *why)
+{
+	/* Straight to the leg's session while its state is alive (peer is
+	 * cleared when it goes): run for every stream cut, even every
+	 * open one when a connection closes, a walk over the worker's
+	 * sessions each time would cost their number per stream. */
+	if (st->peer != NULL)
+		px_session_leg_reset_session(st->c->h->s, st->peer->s, why);
+	else
+		px_session_leg_reset(st->c->h->s, st->leg_id, why);
 }
 
 void

@@ -165,7 +165,7 @@ h2_tunnel_client_reset(struct http_h2 *c, int32_t id, uint32_t code)
 		return;
 	snprintf(why, sizeof(why), "RST_STREAM(%s)",
 	    nghttp2_http2_strerror(code));
-	px_session_leg_reset(c->h->s, st->leg_id, why);
+	h2_leg_reset(st, why);
 }
 
 /* The analyser's on_leg_fail: the leg's relay failed on its server's

@@ -225,6 +225,11 @@ uint64_t	 px_session_spawn(struct px_session *s, int fd, const char *tag);
  * goes into its session-end line. Nothing if it ended already. */
 void		 px_session_leg_reset(struct px_session *s, uint64_t leg,
 		    const char *why);
+/* The same for a leg whose session the analyser holds (l: its
+ * px_session, still open): no search among the worker's sessions, so
+ * cheap enough for every stream. Nothing unless l is a leg of s. */
+void		 px_session_leg_reset_session(struct px_session *s,
+		    struct px_session *l, const char *why);
 /* "" for a session accepted from a listener. */
 const char	*px_session_tag(const struct px_session *s);
 /* A leg's tag from now on (cut to 47): a leg kept for its parent's next

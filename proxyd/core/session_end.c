@@ -186,6 +186,8 @@ px_session_leg_failed(struct px_session *s)
 	p->svc->analyser->on_leg_fail(p, p->an_state, s->id);
 }
 
+/* A walk over the worker's sessions: for a leg whose session the
+ * analyser no longer holds (px_session_leg_reset_session is direct). */
 void
 px_session_leg_reset(struct px_session *s, uint64_t leg, const char *why)
 {
@@ -198,6 +200,14 @@ px_session_leg_reset(struct px_session *s, uint64_t leg, const char *why)
 			    "client reset: %s", why);
 			return;
 		}
+}
+
+void
+px_session_leg_reset_session(struct px_session *s, struct px_session *l,
+    const char *why)
+{
+	if (l->w == s->w && l->leg && l->parent_id == s->id)
+		px_session_endf(l, PX_END_CLIENT_FAIL, "client reset: %s", why);
 }
 
 void
