@@ -242,8 +242,12 @@ px_fp_match(const struct px_fp_rules *l, const char *ja4)
 	const struct px_fp_rule *r;
 	size_t i, j;
 
-	if (l == NULL || ja4 == NULL || ja4[0] == '\0')
+	if (l == NULL)
 		return NULL;
+	/* No JA4 is no pass: an allowlist's closing ja4="*" deny must
+	 * still refuse the client. */
+	if (ja4 == NULL || ja4[0] == '\0')
+		ja4 = PX_FP_UNKNOWN;
 	for (i = 0; i < l->n; i++) {
 		r = &l->r[i];
 		if (r->nfps > 0 && bsearch(&ja4, r->fps, r->nfps,

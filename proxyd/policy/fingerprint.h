@@ -37,7 +37,13 @@ struct px_fp_rules {
 int	px_fp_load(struct px_cfgerr *e, const struct _xmlNode *n,
 	    const char *file, struct px_fp_rules *l);
 void	px_fp_free(struct px_fp_rules *l);
-/* The first rule that matches ja4, or NULL (none does, or ja4 is ""). */
+/* What the rules are matched against for a ClientHello whose JA4 could
+ * not be computed (a hello px_ja4_hello refuses, no memory for it): no
+ * fingerprint has it, the pattern "*" matches it, so a catch-all deny
+ * still refuses such a client. */
+#define PX_FP_UNKNOWN	"-"
+
+/* The first rule that matches ja4 ("" or NULL: PX_FP_UNKNOWN), or NULL. */
 const struct px_fp_rule *px_fp_match(const struct px_fp_rules *l,
 	    const char *ja4);
 

@@ -380,9 +380,9 @@ px_tls_failed(struct px_tls_conn *tc, int rc, enum px_conn_want *want)
 		errno = saved;
 		return -1;
 	default:
-		if (tc->fp_hit != NULL) {
-			/* A <fingerprint> rule, not a TLS failure: tc->error
-			 * says which. */
+		if (tc->fp_hit != NULL || tc->hello_refused) {
+			/* A <fingerprint> rule, not a TLS failure, or a hello
+			 * px_tls_fp_hello refused: tc->error says which. */
 			ERR_clear_error();
 			errno = EPROTO;
 			return -1;
@@ -711,15 +711,30 @@ px_tls_fp_hello(SSL *ssl, int *alert)
 	struct px_tls_conn *tc = SSL_get_ex_data(ssl, px_tls_conn_index);
 	const struct px_fp_rule *hit;
 
-	if (tc == NULL || tc->fp == NULL || tc->fp->n == 0 ||
-	    (hit = px_fp_match(tc->fp, tc->ja4)) == NULL ||
+	if (tc == NULL || tc->fp == NULL || tc->fp->n == 0)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	/* An SSLv2-compatible hello reaches no message callback as a
+	 * handshake message, so it has no JA4; where <fingerprint> rules
+	 * judge the clients, it is refused (no client today sends one). */
+	if (SSL_client_hello_isv2(ssl)) {
+		tc->hello_refused = true;
+		px_tls_set_failure(tc, PX_TLS_FAIL_PROTOCOL);
+		snprintf(tc->error, sizeof(tc->error), "tls: SSLv2-compatible "
+		    "ClientHello refused: no JA4 for <fingerprint>");
+		*alert = SSL_AD_ACCESS_DENIED;
+		return SSL_CLIENT_HELLO_ERROR;
+	}
+	/* An empty JA4 (a hello px_ja4_hello refused) is matched as
+	 * PX_FP_UNKNOWN. */
+	if ((hit = px_fp_match(tc->fp, tc->ja4)) == NULL ||
 	    hit->action != PX_ACT_DENY)
 		return SSL_CLIENT_HELLO_SUCCESS;
 	tc->fp_hit = hit;
 	if (tc->n != NULL)
 		px_tls_inc(&tc->n->fingerprint_denied);
 	snprintf(tc->error, sizeof(tc->error), "tls: ja4=%s refused by "
-	    "<fingerprint> at line %ld", tc->ja4, hit->line);
+	    "<fingerprint> at line %ld", tc->ja4[0] != '\0' ? tc->ja4 :
+	    PX_FP_UNKNOWN, hit->line);
 	*alert = SSL_AD_ACCESS_DENIED;
 	return SSL_CLIENT_HELLO_ERROR;
 }

@@ -116,6 +116,7 @@ struct px_tls_conn {
 	char		*ja4_out;
 	const struct px_fp_rules *fp;
 	const struct px_fp_rule *fp_hit;
+	bool		 hello_refused;	/* by px_tls_fp_hello, no rule: tc->error says why */
 };
 
 /* The conn layer's TLS transform: c->tf == &px_tls_transform is a TLS

@@ -274,6 +274,51 @@ se = [o for o in objs if o.get("event") == "session-end" and o.get("service") ==
 assert se and se[-1]["ja4"] == sys.argv[2], se[-1:]
 PYEOF
 
+info "an allowlist's closing ja4=\"*\" deny refuses a hello without a JA4 (SSLv2-compatible)"
+FP_TERM="<fingerprint ja4=\"${JA4[curl]}\" action=\"accept\"/>
+  <fingerprint ja4=\"*\" action=\"deny\"/>"
+write_services
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 3
+got=$(client curl "$P_TERM" "$P/ca.pem")
+[[ $got == *"ja4 test page"* ]] || fail "curl, accepted by ja4=, through tterm got '$got'"
+# An SSLv2-format ClientHello (RFC 5246 E.2) offering TLS 1.2: OpenSSL
+# takes it, but it reaches no message callback as a handshake message, so
+# it has no JA4. Prints the server's first record's type and, for an
+# alert, its description.
+v2=$("$PY" - "$P_TERM" <<'PYEOF'
+import os, socket, struct, sys
+ciphers = b"".join(struct.pack(">I", c)[1:] for c in
+                   (0x00c02f, 0x00c030, 0x00009c, 0x00002f, 0x000035))
+challenge = os.urandom(16)
+body = (bytes([1]) + struct.pack(">HHHH", 0x0303, len(ciphers), 0,
+        len(challenge)) + ciphers + challenge)
+hello = struct.pack(">H", 0x8000 | len(body)) + body
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as s:
+    s.sendall(hello)
+    data = b""
+    try:
+        while len(data) < 7:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+    except OSError:
+        pass
+if len(data) >= 7 and data[0] == 0x15:
+    print("alert", data[6])
+elif data:
+    print("record", data[0])
+else:
+    print("closed")
+PYEOF
+)
+# 49: access_denied (a ServerHello, 22, would be the hello let through)
+assert_eq "$v2" "alert 49" "the SSLv2-compatible hello's answer"
+wait_grep "$PROXYD_LOG" 'SSLv2-compatible ClientHello refused' 5 ||
+    fail "no session-end line for the SSLv2-compatible hello: $(tail -3 "$PROXYD_LOG")"
+assert_metric eq proxyd_tls_failures_total 'service="tterm",analyser="plug",side="client",reason="protocol-version"' 1
+
 info "--check refuses bad rules with file:line"
 TLS_C="<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
 tls_check_bad "a ja4= that is no fingerprint" plug \

@@ -115,7 +115,12 @@ test_order(void **state)
 	r = px_fp_match(&l, "t12d190800_d83cc789557e_7af1ed941c26");
 	assert_non_null(r);
 	assert_int_equal(r->line, 4);
-	assert_null(px_fp_match(&l, ""));
+	/* No JA4 (a hello px_ja4_hello refused): matched as "-", which the
+	 * closing "*" takes, not let through unjudged. */
+	r = px_fp_match(&l, "");
+	assert_non_null(r);
+	assert_int_equal(r->line, 4);
+	assert_ptr_equal(px_fp_match(&l, NULL), r);
 	assert_null(px_fp_match(NULL, FA));
 	px_fp_free(&l);
 }
@@ -139,6 +144,8 @@ test_list(void **state)
 	assert_non_null(px_fp_match(&l, FC));
 	assert_non_null(px_fp_match(&l, FD));
 	assert_null(px_fp_match(&l, FA));
+	/* no JA4: no exact fingerprint names it */
+	assert_null(px_fp_match(&l, ""));
 	/* no pattern in a list: '*' is a bad line there */
 	px_fp_free(&l);
 }
