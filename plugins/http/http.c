@@ -375,6 +375,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
+	if (h->req_body != HTTP_BODY_NONE &&
+	    http_scan_partial(h, &m, PX_TO_SERVER) == -1)
+		return;
 	if (http_scan_request(h, h->req_body == HTTP_BODY_LENGTH ?
 	    (int64_t)h->req_left : -1) == -1)
 		return;
@@ -492,6 +495,9 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	rs.dechunk = h->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
+	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	    http_scan_partial(h, &m, PX_TO_CLIENT) == -1)
+		return false;
 	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
 	    (cout = http_scan_response(h, buf, head_len)) == NULL)
 		return false;

@@ -267,7 +267,7 @@ struct http_wopt {
 	bool			 keep_upgrade;	/* an accepted Upgrade passes */
 	bool			 skip_xff;	/* X-Forwarded-For: the caller's */
 	bool			 skip_te;	/* dechunked: no Transfer-Encoding */
-	bool			 skip_range;	/* no Range, no If-Range */
+	bool			 skip_range;	/* no (Request-)Range, If-Range */
 	bool			 underscore;	/* names with '_' pass */
 	bool			 inserts;	/* the rules' inserts follow */
 	bool			 trailers;	/* m is a trailer section */
@@ -345,8 +345,10 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 			continue;
 		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
 			continue;
+		/* Request-Range: the older name, which Apache honours. */
 		if (o->skip_range && (id == HTTP_F_RANGE ||
-		    id == HTTP_F_IF_RANGE))
+		    id == HTTP_F_IF_RANGE || (id == HTTP_F_OTHER &&
+		    http_token_eq(f->name, f->nlen, "request-range"))))
 			continue;
 		if (id == HTTP_F_TRANSFER_ENCODING) {
 			if (o->skip_te || te_done)

@@ -42,8 +42,8 @@ struct http_req_ctx {
 	 * of the client's (RFC 9112 3.2.2). NULL: origin form. */
 	const char		*authority;
 	size_t			 alen;
-	/* Range and If-Range not sent on: the whole body is fetched, to
-	 * be scanned whole (<scan partial="refuse">). */
+	/* Range, If-Range, Request-Range not sent on: the whole body is
+	 * fetched, to be scanned whole (<scan partial="refuse">). */
 	bool			 whole;
 };
 

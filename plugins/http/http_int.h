@@ -259,12 +259,18 @@ void	http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 
-/* The request goes without Range and If-Range: the service scans
- * downloads with <scan partial="refuse"> (the default), and a part of a
- * body, scanned alone, passes where the whole would not (EICAR fetched as
- * bytes=0-33 then 34-67). A server may always answer a Range with the
- * whole body; this one then does. */
+/* The request goes without Range, If-Range and Request-Range: the
+ * service scans downloads with <scan partial="refuse"> (the default), and
+ * a part of a body, scanned alone, passes where the whole would not
+ * (EICAR fetched as bytes=0-33 then 34-67). A server may always answer a
+ * Range with the whole body; this one then does. */
 bool	http_scan_whole(const struct http_state *h);
+/* With <scan partial="refuse"> in the direction dir scanned: -1 (the
+ * transaction ended, logged reason=scan-partial) for a message m that
+ * carries a part of a body: a request with Content-Range (400), a 206 or
+ * a response with Content-Range (502); else 0. */
+int	http_scan_partial(struct http_state *h, const struct http_head *m,
+	    enum px_dir dir);
 /* A request body of size bytes (-1: chunked) follows: starts its scan if
  * the service scans uploads. 0 go on, -1 the transaction ended (413). */
 int	http_scan_request(struct http_state *h, int64_t size);

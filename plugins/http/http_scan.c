@@ -33,7 +33,10 @@
  * a 403 and the server connection reset before the body completes.
  * With <scan partial="refuse"> (the default) a service that scans
  * downloads asks the server for whole bodies (http_scan_whole: no Range,
- * no If-Range), so that no part of a body is judged alone. */
+ * no If-Range, no Request-Range), so that no part of a body is judged
+ * alone, and refuses a part the server sends anyway (a 206, or a
+ * Content-Range: http_scan_partial), as a scanned upload refuses a
+ * request carrying a part (Content-Range). */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -877,4 +880,42 @@ http_scan_close(struct http_state *h)
 			evbuffer_free(sc->hold);
 		sc->hold = NULL;
 	}
+}
+
+int
+http_scan_partial(struct http_state *h, const struct http_head *m,
+    enum px_dir dir)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+	bool range = false;
+	unsigned i;
+
+	if (p->scanner == NULL || p->partial_allow || !(p->direction &
+	    (dir == PX_TO_SERVER ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD)))
+		return 0;
+	for (i = 0; i < m->nhdr && !range; i++)
+		range = http_field_id(m->hdr[i].name, m->hdr[i].nlen) ==
+		    HTTP_F_CONTENT_RANGE;
+	/* A 416's Content-Range (bytes * / length) names no part. */
+	if (dir == PX_TO_CLIENT)
+		range = m->status == 206 || (range && m->status != 416);
+	if (!range)
+		return 0;
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	h->verdict = "deny";
+	snprintf(h->rule, sizeof(h->rule), "scan/@partial");
+	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=deny "
+	    "reason=scan-partial direction=%s status=%d rule=scan/@partial",
+	    dir == PX_TO_SERVER ? "upload" : "download",
+	    dir == PX_TO_SERVER ? 400 : 502);
+	if (dir == PX_TO_SERVER) {
+		h->req = HTTP_REQ_DONE;
+		http_error(h, 400, "partial upload (Content-Range) to a "
+		    "scanned service");
+	} else {
+		h->srv.keep = false;
+		http_error(h, 502, "partial response (206 or Content-Range) "
+		    "from the server of a scanned service");
+	}
+	return -1;
 }
