@@ -1161,9 +1161,11 @@ http_timer_cb(struct px_session *s, void *st)
 		return;
 	}
 	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == h->interim_bytes &&
-	    h->scan[PX_TO_SERVER].icap != NULL) {
-		/* The upload waits for its verdict (the server for its end;
-		 * a 100 Continue may have come): the scanner's timeout
+	    http_scan_pending(h, PX_TO_SERVER)) {
+		/* The upload's body ended and waits for its verdict (the
+		 * server for its end; a 100 Continue may have come; a body
+		 * the client stopped sending waits for nothing, and times
+		 * out as any response would): the scanner's timeout
 		 * bounds that, and the server's response-timeout starts
 		 * again after it. */
 		http_timer_set(h, h->pol->response_timeout_ms);
