@@ -99,6 +99,7 @@ struct http_policy {
 	int			 req_dflt_status;
 	struct http_url_rule	*url;
 	size_t			 nurl;
+	bool			 url_query;	/* a url rule has query= */
 	enum px_action		 url_dflt;
 	int			 url_dflt_status;
 	struct http_header_rule	*reqh;

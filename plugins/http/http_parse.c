@@ -1019,6 +1019,52 @@ http_is_pct(const char *p, size_t left)
 	    http_hexval((unsigned char)p[2]) != -1;
 }
 
+size_t
+http_pct_canon_str(const char *s, size_t len, char *out)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; ) {
+		if (http_is_pct(s + i, len - i)) {
+			http_pct_canon(s + i, out, &n);
+			i += 3;
+		} else
+			out[n++] = s[i++];
+	}
+	return n;
+}
+
+int
+http_query_decode(const char *q, size_t len, char *out, size_t *olen,
+    const char **why)
+{
+	size_t i, n = 0;
+	int v;
+
+	for (i = 0; i < len; ) {
+		if (q[i] == '%') {
+			if (!http_is_pct(q + i, len - i))
+				HTTP_FAIL(400, "invalid percent-encoding in "
+				    "query");
+			v = http_hexval((unsigned char)q[i + 1]) * 16 +
+			    http_hexval((unsigned char)q[i + 2]);
+			if (v == 0)
+				HTTP_FAIL(400, "NUL in query");
+			out[n++] = (char)v;
+			i += 3;
+		} else if (q[i] == '\0')
+			HTTP_FAIL(400, "NUL in query");
+		else if (q[i] == '+') {
+			out[n++] = ' ';
+			i++;
+		} else
+			out[n++] = q[i++];
+	}
+	out[n] = '\0';
+	*olen = n;
+	return 0;
+}
+
 int
 http_target_canon(const char *t, size_t tlen, bool merge_slashes, char *buf,
     size_t size, struct http_target *o, const char **why)
@@ -1090,20 +1136,14 @@ http_target_canon(const char *t, size_t tlen, bool merge_slashes, char *buf,
 	o->plen = n;
 	if (pend == tlen)
 		return 0;
-	/* The query: judged with its unreserved characters decoded and its
-	 * other percent-encodings in upper case; one that is not a valid
-	 * percent-encoding stays as it is (servers read queries their own
-	 * ways; the path is what proxyd must judge as they do). */
+	/* The query, for the log and http_query_decode(): its unreserved
+	 * characters decoded, its other percent-encodings in upper case, an
+	 * invalid one as it is. The server is sent it as the client wrote
+	 * it. */
 	o->sent_query = t + pend + 1;
 	o->sent_qlen = tlen - pend - 1;
 	o->query = buf + ++n;
-	for (i = pend + 1; i < tlen; ) {
-		if (http_is_pct(t + i, tlen - i)) {
-			http_pct_canon(t + i, buf, &n);
-			i += 3;
-		} else
-			buf[n++] = t[i++];
-	}
+	n += http_pct_canon_str(t + pend + 1, tlen - pend - 1, buf + n);
 	buf[n] = '\0';
 	return 0;
 }

@@ -197,17 +197,31 @@ struct http_target {
  * unreserved character (RFC 3986 2.3) decoded, the others in upper-case
  * hex; with merge_slashes, empty segments gone ("//" as "/"); the dot
  * segments "." and ".." (encoded ones too) removed (RFC 3986 5.2.4). The
- * query keeps its bytes, but is judged with the same percent-decoding
- * (an invalid percent-encoding stays as it is there). Refused with 400
- * and *why, as what cannot be judged as every server would read it: a
- * fragment ('#' anywhere), in the path an encoded '/' (%2F), a '' (raw or
- * %5C), %00, an invalid percent-encoding, a ".." above the root, and a
- * target not in origin form. buf (size bytes, at least tlen + 3) receives
+ * query keeps its bytes; o->query is it with the same percent-encoding
+ * rewrite (an invalid percent-encoding stays as it is there), which
+ * http_query_decode() reads. Refused with 400 and *why, as what cannot be
+ * judged as every server would read it: a fragment ('#' anywhere), in the
+ * path an encoded '/' (%2F), a '\' (raw or %5C), %00, an invalid
+ * percent-encoding, a ".." above the root, and a target not in origin
+ * form. buf (size bytes, at least tlen + 3) receives
  * the canonical path and judged query that o points to. 0 on success. */
 int	http_target_canon(const char *t, size_t tlen, bool merge_slashes,
 	    char *buf, size_t size, struct http_target *o, const char **why);
 /* RFC 3986 2.3 unreserved: ALPHA, DIGIT, '-', '.', '_', '~'. */
 bool	http_is_unreserved(unsigned char c);
+/* s[0..len) written to out with each valid percent-encoding as
+ * http_target_canon() writes it in a path (unreserved characters
+ * decoded, the others in upper-case hex) and every other byte as it is;
+ * out may be s (it never runs ahead). Returns the length written (at
+ * most len; no NUL added). */
+size_t	http_pct_canon_str(const char *s, size_t len, char *out);
+/* The query q[0..len) as applications read it: every %XX decoded, '+' as
+ * a space (application/x-www-form-urlencoded), into out (len + 1 bytes,
+ * NUL-terminated; may be q), *olen its length. 0, or 400 and *why for an
+ * invalid percent-encoding or a NUL (what could not be judged as the
+ * application reads it). */
+int	http_query_decode(const char *q, size_t len, char *out, size_t *olen,
+	    const char **why);
 
 enum http_chunk_state {
 	HTTP_CHUNK_SIZE = 0,	/* hex digits */

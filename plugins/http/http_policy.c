@@ -1,7 +1,6 @@
 /* The <http> section of a service file (docs/CONFIG.md), and the
  * decisions its request and url rules make. Loaded once; read-only and
  * shared by every worker afterwards. */
-#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -194,37 +193,6 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	return 0;
 }
 
-/* A path= or query= glob rewritten, in place, as http_target_canon()
- * writes what it is matched with: "%7e" is '~', "%c3" is "%C3". */
-static void
-http_pattern_canon(char *pat)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *r = pat, *w = pat;
-	int hi, lo;
-
-	while (*r != '\0') {
-		if (r[0] == '%' && r[1] != '\0' && r[2] != '\0' &&
-		    isxdigit((unsigned char)r[1]) &&
-		    isxdigit((unsigned char)r[2])) {
-			hi = isdigit((unsigned char)r[1]) ? r[1] - '0' :
-			    toupper((unsigned char)r[1]) - 'A' + 10;
-			lo = isdigit((unsigned char)r[2]) ? r[2] - '0' :
-			    toupper((unsigned char)r[2]) - 'A' + 10;
-			if (http_is_unreserved((unsigned char)(hi * 16 + lo)))
-				*w++ = (char)(hi * 16 + lo);
-			else {
-				*w++ = '%';
-				*w++ = hex[hi];
-				*w++ = hex[lo];
-			}
-			r += 3;
-		} else
-			*w++ = *r++;
-	}
-	*w = '\0';
-}
-
 /* Whether the (canonical) path glob pat has a segment s: "/s/" inside
  * it, or "/s" at its end. */
 static bool
@@ -249,7 +217,9 @@ http_load_url_path(struct px_cfgerr *e, const xmlNode *n,
 	static const char *const never[] = { "%2F", "%5C", "%00", "\\\\" };
 	size_t i;
 
-	http_pattern_canon(pat);
+	/* Written as http_target_canon() writes paths: "%7e" is '~',
+	 * "%c3" is "%C3". */
+	pat[http_pct_canon_str(pat, strlen(pat), pat)] = '\0';
 	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
 		if (strstr(pat, never[i]) != NULL) {
 			px_cfg_error(e, n, "path=\"%s\": never matches: a path "
@@ -292,8 +262,18 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	}
 	if (r->path != NULL && http_load_url_path(e, n, p, r->path) == -1)
 		return -1;
-	if (r->query != NULL)
-		http_pattern_canon(r->query);
+	if (r->query != NULL) {
+		size_t len;
+		const char *why;
+
+		/* Decoded as queries are (http_query_decode), then a glob. */
+		if (http_query_decode(r->query, strlen(r->query), r->query,
+		    &len, &why) != 0) {
+			px_cfg_error(e, n, "query=\"%s\": %s", r->query, why);
+			return -1;
+		}
+		p->url_query = true;
+	}
 	r->line = px_xml_line(n);
 	if (px_attr_label(e, n, &r->label) == -1 ||
 	    px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
@@ -786,14 +766,31 @@ http_policy_check(const struct http_policy *p, const char *method,
 {
 	const struct http_url_rule *u;
 	struct http_hit none;
-	size_t i;
+	char qbuf[1024], *qheap = NULL;
+	size_t i, qlen;
 	int rc;
 
 	if (hit == NULL)
 		hit = &none;
 	if ((rc = http_request_decide(p, method, mlen, port, why, hit)) != 0)
 		return rc;
-	for (i = 0; i < p->nurl; i++) {
+	/* query= reads the query decoded as the application will
+	 * (http_query_decode); one that cannot be is refused. */
+	if (p->url_query && query != NULL) {
+		qlen = strlen(query);
+		if (qlen >= sizeof(qbuf) && (qheap = malloc(qlen + 1)) == NULL) {
+			*why = "out of memory";
+			return 500;
+		}
+		if ((rc = http_query_decode(query, qlen, qheap != NULL ? qheap :
+		    qbuf, &qlen, why)) != 0) {
+			free(qheap);
+			return rc;
+		}
+		query = qheap != NULL ? qheap : qbuf;
+	}
+	rc = -2;
+	for (i = 0; i < p->nurl && rc == -2; i++) {
 		u = &p->url[i];
 		if (u->host != NULL && fnmatch(u->host, host, FNM_CASEFOLD) != 0)
 			continue;
@@ -806,9 +803,11 @@ http_policy_check(const struct http_policy *p, const char *method,
 		hit->label = u->label;
 		if (u->action != PX_ACT_ACCEPT)
 			*why = "URL denied by policy";
-		return http_refusal(u->action, u->status);
+		rc = http_refusal(u->action, u->status);
 	}
-	if ((rc = http_refusal(p->url_dflt, p->url_dflt_status)) != 0)
+	free(qheap);
+	if (rc == -2 &&
+	    (rc = http_refusal(p->url_dflt, p->url_dflt_status)) != 0)
 		*why = "no url rule matches";
 	return rc;
 }

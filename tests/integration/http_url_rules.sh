@@ -8,7 +8,8 @@
 # ".." above the root, a bad percent-encoding, a #fragment) is answered
 # 400 with an http-error line that says why, and never reaches the server.
 # A path pattern never sees the query ("*.php" and /a.php?x=1), query=
-# does; a path longer than the log's copy of it is judged whole.
+# does, fully percent-decoded ("..%2F" is "../"), a query it cannot
+# decode refused; a path longer than the log's copy of it is judged whole.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -25,7 +26,9 @@ start_origin ECHO "$ECHO_LOG" echo
 
 RULES='<url path="/admin/*" action="deny"/>
   <url path="*.php" action="deny"/>
-  <url path="/search" query="*debug=*" action="deny"/>'
+  <url path="/search" query="*debug=*" action="deny"/>
+  <url path="/dl" query="*file=../*" action="deny"/>
+  <url path="/dl2" query="*file=..%2F*" action="deny"/>'
 free_port P
 free_port PE
 free_port PN
@@ -105,6 +108,24 @@ for t in '/search?q=1' '/search' '/b.html?f=a.php'; do
     code=$(get "$PE" "$t")
     check [ "$code" = 200 ] "$t: $code"
 done
+info "query= reads the query decoded as the application does (%2F is /)"
+for t in '/dl?file=../etc/passwd' '/dl?file=..%2Fetc%2Fpasswd' \
+    '/dl?file=%2e%2E%2fetc' '/dl?a=1&file%3D..%2F' '/dl2?file=../etc' \
+    '/dl2?file=..%2fetc' '/search?q=%3Cx%3E%27&debug%3D1' '/search?x+debug=1'; do
+    code=$(get "$PE" "$t")
+    check [ "$code" = 403 ] "$t: $code"
+    code=$(get "$PE" "$t" --http2-prior-knowledge)
+    check [ "$code" = 403 ] "h2c $t: $code"
+done
+code=$(get "$PE" '/dl?file=a%2Fb%3C%27+c')
+assert_eq "$code" 200 "/dl?file=a%2Fb%3C%27+c"
+check grep -qF '"target": "/dl?file=a%2Fb%3C%27+c"' "$ECHO_LOG" \
+    "the query goes on as written: $(tail -n 1 "$ECHO_LOG" | cut -c1-200)"
+# without a query= rule the query is not read: a bad one goes on
+code=$(get "$PN" '/x?a=%zz%00')
+assert_eq "$code" 200 "no query= rule, /x?a=%zz%00"
+check grep -qF '"target": "/x?a=%zz%00"' "$ECHO_LOG" \
+    "no query= rule: $(tail -n 1 "$ECHO_LOG" | cut -c1-200)"
 # a path longer than the log line's copy of it (255 bytes) is judged
 # whole: its end still matches
 long=/$(printf 'a%.0s' $(seq 1 300)).php
@@ -130,6 +151,9 @@ done <<'EOF'
 /../admin/secret.txt|dot-segment above the root
 /%2e%2e/admin/secret.txt|dot-segment above the root
 /pub/../../admin/secret.txt|dot-segment above the root
+/pub/a.txt?q=%zz|invalid percent-encoding in query
+/pub/a.txt?q=%4|invalid percent-encoding in query
+/pub/a.txt?q=%00|NUL in query
 EOF
 # a fragment (RFC 9112 3.2 has none), in the path or the query; curl
 # cuts it, so these go raw

@@ -1039,6 +1039,57 @@ test_target_canon(void **state)
 	}
 }
 
+/* The query as applications read it: every %XX decoded (reserved
+ * characters too: "%2F" is the '/' the application sees), '+' a space;
+ * what cannot be read so refused. */
+static void
+test_query_decode(void **state)
+{
+	static const struct {
+		const char *in, *out, *why;
+	} c[] = {
+		{ "", "", NULL },
+		{ "file=../etc", "file=../etc", NULL },
+		{ "file=..%2Fetc%2fpasswd", "file=../etc/passwd", NULL },
+		{ "q=%3Cscript%3E%27%22", "q=<script>'\"", NULL },
+		{ "a+b=%2B%20", "a b=+ ", NULL },
+		{ "%25%32%46", "%2F", NULL },
+		{ "%c3%A9", "\xc3\xa9", NULL },
+		{ "a=%", NULL, "invalid percent-encoding in query" },
+		{ "a=%4", NULL, "invalid percent-encoding in query" },
+		{ "a=%g1&b", NULL, "invalid percent-encoding in query" },
+		{ "a=%00", NULL, "NUL in query" },
+	};
+	char buf[64], canon_q[64];
+	const char *why;
+	size_t i, len;
+	int rc;
+
+	(void)state;
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		why = NULL;
+		rc = http_query_decode(c[i].in, strlen(c[i].in), buf, &len,
+		    &why);
+		if (c[i].why != NULL) {
+			if (rc != 400 || why == NULL || strcmp(why, c[i].why) != 0)
+				fail_msg("\"%s\": %d \"%s\", not 400 \"%s\"",
+				    c[i].in, rc, why ? why : "", c[i].why);
+			continue;
+		}
+		if (rc != 0 || strcmp(buf, c[i].out) != 0 ||
+		    len != strlen(c[i].out))
+			fail_msg("\"%s\": %d \"%s\", not \"%s\"", c[i].in, rc,
+			    rc == 0 ? buf : why, c[i].out);
+		/* the judged query http_target_canon() makes decodes to
+		 * the same: canonical form loses nothing */
+		len = http_pct_canon_str(c[i].in, strlen(c[i].in), canon_q);
+		canon_q[len] = '\0';
+		assert_int_equal(http_query_decode(canon_q, len, canon_q, &len,
+		    &why), 0);
+		assert_string_equal(canon_q, c[i].out);
+	}
+}
+
 /* A second reading of the rules, the plain way RFC 3986 writes them:
  * decode, merge, then 5.2.4's remove_dot_segments on strings, where a
  * ".." with nothing left to remove is above the root. 0 or 400. */
@@ -1235,6 +1286,7 @@ main(void)
 		cmocka_unit_test(test_chunk_leading_zeros),
 		cmocka_unit_test(test_trailers),
 		cmocka_unit_test(test_target_canon),
+		cmocka_unit_test(test_query_decode),
 		cmocka_unit_test(test_target_canon_random),
 	};
 

@@ -209,6 +209,52 @@ test_url_path_query(void **state)
 	assert_string_equal(p->url[2].path, "/~user/%C3%A9/*");
 	assert_int_equal(pq(p, "/~user/%C3%A9/x", NULL, &why), 403);
 	http_policy_free(p);
+	/* query= reads the query fully decoded, as the application does:
+	 * a reserved character percent-encoded is the character, both in
+	 * the query and in the pattern; '+' is a space */
+	p = httpt_load("<http>\n"
+	    "  <url path=\"/dl\" query=\"*file=../*\" action=\"deny\"/>\n"
+	    "  <url path=\"/dl2\" query=\"*file=..%2F*\" action=\"deny\"/>\n"
+	    "  <url path=\"/s\" query=\"*q=a b*\" action=\"deny\"/>\n"
+	    "</http>\n", &e);
+	assert_non_null(p);
+	assert_true(p->url_query);
+	assert_string_equal(p->url[1].query, "*file=../*");
+	assert_int_equal(pq(p, "/dl", "file=../etc/passwd", &why), 403);
+	assert_int_equal(pq(p, "/dl", "file=..%2Fetc%2Fpasswd", &why), 403);
+	assert_int_equal(pq(p, "/dl", "file=%2E%2E%2Fetc", &why), 403);
+	assert_int_equal(pq(p, "/dl2", "file=../etc/passwd", &why), 403);
+	assert_int_equal(pq(p, "/dl2", "file=..%2Fetc", &why), 403);
+	assert_int_equal(pq(p, "/dl", "file=a/b", &why), 0);
+	assert_int_equal(pq(p, "/s", "q=a+b", &why), 403);
+	assert_int_equal(pq(p, "/s", "q=a%20b", &why), 403);
+	assert_int_equal(pq(p, "/s", "q=a%2Bb", &why), 0);
+	/* a query that cannot be read as the application reads it */
+	assert_int_equal(pq(p, "/x", "a=%zz", &why), 400);
+	assert_string_equal(why, "invalid percent-encoding in query");
+	assert_int_equal(pq(p, "/x", "a=%00", &why), 400);
+	assert_string_equal(why, "NUL in query");
+	/* long: decoded off the stack */
+	{
+		char q[3000];
+
+		memset(q, 'a', sizeof(q) - 1);
+		memcpy(q, "file=..%2F", 10);
+		q[sizeof(q) - 1] = '\0';
+		assert_int_equal(pq(p, "/dl", q, &why), 403);
+		q[5] = 'x';
+		assert_int_equal(pq(p, "/dl", q, &why), 0);
+		q[20] = '%';
+		q[21] = 'z';
+		assert_int_equal(pq(p, "/dl", q, &why), 400);
+	}
+	http_policy_free(p);
+	/* no query= rule: the query is not read, a bad one passes */
+	p = httpt_load("<http><url path=\"/a\" action=\"deny\"/></http>", &e);
+	assert_non_null(p);
+	assert_false(p->url_query);
+	assert_int_equal(pq(p, "/x", "a=%zz%00", &why), 0);
+	http_policy_free(p);
 	/* merge-slashes="no": "//" may be in a pattern */
 	p = httpt_load("<http merge-slashes=\"no\">"
 	    "<url path=\"//admin/*\" action=\"deny\"/></http>", &e);
@@ -436,6 +482,10 @@ test_errors(void **state)
 		{ "<http><url action=\"deny\"/></http>",
 		  "<url> needs host=\"...\", path=\"...\" or query=\"...\"" },
 		{ "<http merge-slashes=\"maybe\"/>", "merge-slashes" },
+		{ "<http><url query=\"a=%zz\" action=\"deny\"/></http>",
+		  "query=\"a=%zz\": invalid percent-encoding in query" },
+		{ "<http><url query=\"a=%00\" action=\"deny\"/></http>",
+		  "NUL in query" },
 		/* url paths no canonical path has: the rule would never
 		 * apply */
 		{ "<http><url path=\"/a%2fb\" action=\"deny\"/></http>",
