@@ -1069,7 +1069,8 @@ int
 http_target_canon(const char *t, size_t tlen, bool merge_slashes, char *buf,
     size_t size, struct http_target *o, const char **why)
 {
-	size_t i, n = 0, pend, start, seg;
+	size_t i, n = 0, pend, start, seg, k;
+	const char *semi;
 	bool last;
 
 	memset(o, 0, sizeof(*o));
@@ -1118,6 +1119,13 @@ http_target_canon(const char *t, size_t tlen, bool merge_slashes, char *buf,
 		}
 		seg = n - start;
 		last = i >= pend;
+		/* "..;x" is ".." to Tomcat, Jetty and Spring, which take a
+		 * segment's ";params" off before removing dot-segments, and a
+		 * name to nginx: read both ways, refused. */
+		if ((semi = memchr(buf + start, ';', seg)) != NULL &&
+		    (k = (size_t)(semi - (buf + start))) >= 1 && k <= 2 &&
+		    buf[start] == '.' && buf[start + k - 1] == '.')
+			HTTP_FAIL(400, "dot-segment with parameters");
 		if (seg == 1 && buf[start] == '.')
 			n = start;
 		else if (seg == 2 && buf[start] == '.' && buf[start + 1] == '.') {

@@ -202,8 +202,9 @@ struct http_target {
  * http_query_decode() reads. Refused with 400 and *why, as what cannot be
  * judged as every server would read it: a fragment ('#' anywhere), in the
  * path an encoded '/' (%2F), a '\' (raw or %5C), %00, an invalid
- * percent-encoding, a ".." above the root, and a target not in origin
- * form. buf (size bytes, at least tlen + 3) receives
+ * percent-encoding, a ".." above the root, a segment whose part before
+ * its first ';' is "." or ".." ("..;x": a dot-segment to servers that
+ * take ";params" off first), and a target not in origin form. buf (size bytes, at least tlen + 3) receives
  * the canonical path and judged query that o points to. 0 on success. */
 int	http_target_canon(const char *t, size_t tlen, bool merge_slashes,
 	    char *buf, size_t size, struct http_target *o, const char **why);

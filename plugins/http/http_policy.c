@@ -759,38 +759,17 @@ http_policy_allow(const struct http_policy *p, uint16_t port, bool connect,
 		    port, connect, buf, size, len);
 }
 
-int
-http_policy_check(const struct http_policy *p, const char *method,
-    size_t mlen, uint16_t port, const char *host, const char *path,
-    const char *query, const char **why, struct http_hit *hit)
+/* The url rules on one reading of the path: 0, the status, -1. */
+static int
+http_url_decide(const struct http_policy *p, const char *host,
+    const char *path, const char *query, const char **why,
+    struct http_hit *hit)
 {
 	const struct http_url_rule *u;
-	struct http_hit none;
-	char qbuf[1024], *qheap = NULL;
-	size_t i, qlen;
+	size_t i;
 	int rc;
 
-	if (hit == NULL)
-		hit = &none;
-	if ((rc = http_request_decide(p, method, mlen, port, why, hit)) != 0)
-		return rc;
-	/* query= reads the query decoded as the application will
-	 * (http_query_decode); one that cannot be is refused. */
-	if (p->url_query && query != NULL) {
-		qlen = strlen(query);
-		if (qlen >= sizeof(qbuf) && (qheap = malloc(qlen + 1)) == NULL) {
-			*why = "out of memory";
-			return 500;
-		}
-		if ((rc = http_query_decode(query, qlen, qheap != NULL ? qheap :
-		    qbuf, &qlen, why)) != 0) {
-			free(qheap);
-			return rc;
-		}
-		query = qheap != NULL ? qheap : qbuf;
-	}
-	rc = -2;
-	for (i = 0; i < p->nurl && rc == -2; i++) {
+	for (i = 0; i < p->nurl; i++) {
 		u = &p->url[i];
 		if (u->host != NULL && fnmatch(u->host, host, FNM_CASEFOLD) != 0)
 			continue;
@@ -803,12 +782,75 @@ http_policy_check(const struct http_policy *p, const char *method,
 		hit->label = u->label;
 		if (u->action != PX_ACT_ACCEPT)
 			*why = "URL denied by policy";
-		rc = http_refusal(u->action, u->status);
+		return http_refusal(u->action, u->status);
 	}
-	free(qheap);
-	if (rc == -2 &&
-	    (rc = http_refusal(p->url_dflt, p->url_dflt_status)) != 0)
+	if ((rc = http_refusal(p->url_dflt, p->url_dflt_status)) != 0)
 		*why = "no url rule matches";
+	return rc;
+}
+
+/* Room for len bytes and a NUL: stack (size bytes) when they fit, else
+ * from the heap (*heap, which the caller frees); NULL: no memory. */
+static char *
+http_scratch(char *stack, size_t size, size_t len, char **heap)
+{
+	if (len < size)
+		return stack;
+	return *heap = malloc(len + 1);
+}
+
+int
+http_policy_check(const struct http_policy *p, const char *method,
+    size_t mlen, uint16_t port, const char *host, const char *path,
+    const char *query, const char **why, struct http_hit *hit)
+{
+	struct http_hit none;
+	char qbuf[1024], pbuf[1024], *qheap = NULL, *pheap = NULL, *d;
+	const char *r;
+	size_t len;
+	int rc;
+
+	if (hit == NULL)
+		hit = &none;
+	if ((rc = http_request_decide(p, method, mlen, port, why, hit)) != 0)
+		return rc;
+	/* query= reads the query decoded as the application will
+	 * (http_query_decode); one that cannot be is refused. */
+	if (p->url_query && query != NULL) {
+		len = strlen(query);
+		if ((d = http_scratch(qbuf, sizeof(qbuf), len, &qheap)) == NULL) {
+			*why = "out of memory";
+			return 500;
+		}
+		if ((rc = http_query_decode(query, len, d, &len, why)) != 0)
+			goto done;
+		query = d;
+	}
+	/* A segment's ";params" are part of its name to nginx and taken
+	 * off by Tomcat, Jetty and Spring ("/admin;x/y" is their
+	 * "/admin/y"): with a ';' the path is judged both ways, without
+	 * them first, and refused if either reading is. */
+	if (strchr(path, ';') != NULL) {
+		if ((d = http_scratch(pbuf, sizeof(pbuf), strlen(path),
+		    &pheap)) == NULL) {
+			*why = "out of memory";
+			rc = 500;
+			goto done;
+		}
+		for (r = path, len = 0; *r != '\0'; ) {
+			if (*r == ';')
+				r += strcspn(r, "/");
+			else
+				d[len++] = *r++;
+		}
+		d[len] = '\0';
+		if ((rc = http_url_decide(p, host, d, query, why, hit)) != 0)
+			goto done;
+	}
+	rc = http_url_decide(p, host, path, query, why, hit);
+done:
+	free(pheap);
+	free(qheap);
 	return rc;
 }
 

@@ -6,7 +6,8 @@
 # merge-slashes="no" keeps "//") with the query as the client wrote it;
 # what cannot be judged as every server reads it (an encoded '/', '\', NUL,
 # ".." above the root, a bad percent-encoding, a #fragment) is answered
-# 400 with an http-error line that says why, and never reaches the server.
+# 400 with an http-error line that says why, and never reaches the server;
+# "..;x" too (Tomcat's ".."), and /admin;x/ is judged as Tomcat's /admin/.
 # A path pattern never sees the query ("*.php" and /a.php?x=1), query=
 # does, fully percent-decoded ("..%2F" is "../"), a query it cannot
 # decode refused; a path longer than the log's copy of it is judged whole.
@@ -85,6 +86,17 @@ for t in /pub/a.txt /pub/./a.txt /x/../pub/a.txt //pub//a.txt /%70ub/%61.txt '/p
     check body_has PUBLIC-A "through proxyd, $t: $(head -c 100 "$T/body")"
 done
 
+info "path parameters: /admin;x/ is Tomcat's /admin/, ..; a dot-segment"
+for t in '/admin;x/secret.txt' '/admin;/secret.txt' '/%61dmin;jsessionid=1/secret.txt'; do
+    code=$(get "$P" "$t")
+    check [ "$code" = 403 ] "through proxyd, $t: $code"
+    code=$(get "$P" "$t" --http2-prior-knowledge)
+    check [ "$code" = 403 ] "through proxyd over h2c, $t: $code"
+done
+code=$(get "$PE" '/pub/a.txt;jsessionid=1')
+assert_eq "$code" 200 "/pub/a.txt;jsessionid=1"
+check grep -qF '"target": "/pub/a.txt;jsessionid=1"' "$ECHO_LOG" \
+    "the parameters go on: $(tail -n 1 "$ECHO_LOG" | cut -c1-200)"
 info "what is sent on: the canonical path, the query as written"
 code=$(get "$PE" '/pub/./x/..//%7e%7Euser/%c3%a9%2e/./?q=%7e/../%2f&r=a.php')
 assert_eq "$code" 200 "echo origin"
@@ -151,6 +163,9 @@ done <<'EOF'
 /../admin/secret.txt|dot-segment above the root
 /%2e%2e/admin/secret.txt|dot-segment above the root
 /pub/../../admin/secret.txt|dot-segment above the root
+/x/..;/admin/secret.txt|dot-segment with parameters
+/pub/.;x/a.txt|dot-segment with parameters
+/x/%2e%2E;/admin/secret.txt|dot-segment with parameters
 /pub/a.txt?q=%zz|invalid percent-encoding in query
 /pub/a.txt?q=%4|invalid percent-encoding in query
 /pub/a.txt?q=%00|NUL in query

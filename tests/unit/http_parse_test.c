@@ -995,6 +995,20 @@ test_target_canon(void **state)
 		{ "/%2e%2e/admin/", true, NULL, NULL,
 		    "dot-segment above the root" },
 		{ "//..", true, NULL, NULL, "dot-segment above the root" },
+		/* ";params": a dot-segment to Tomcat, Jetty, Spring */
+		{ "/x/..;/admin/y", true, NULL, NULL,
+		    "dot-segment with parameters" },
+		{ "/x/.;a=b/y", true, NULL, NULL, "dot-segment with parameters" },
+		{ "/x/%2e%2E;/admin", true, NULL, NULL,
+		    "dot-segment with parameters" },
+		{ "/x/.%2e;j=1", true, NULL, NULL,
+		    "dot-segment with parameters" },
+		{ "/x/..;", true, NULL, NULL, "dot-segment with parameters" },
+		{ "/x/...;/y", true, "/x/...;/y", NULL, NULL },
+		{ "/x/a..;/y", true, "/x/a..;/y", NULL, NULL },
+		{ "/x/;../y", true, "/x/;../y", NULL, NULL },
+		{ "/x/..%3B/y", true, "/x/..%3B/y", NULL, NULL },
+		{ "/admin;x/y", true, "/admin;x/y", NULL, NULL },
 		{ "a/b", true, NULL, NULL, "request target is not in origin form" },
 		{ "", true, NULL, NULL, "request target is not in origin form" },
 	};
@@ -1141,6 +1155,11 @@ ref_canon(const char *t, bool merge, char *path, char *query)
 		if (!merge || dec[i] != '/' || n == 0 || in[n - 1] != '/')
 			in[n++] = dec[i];
 	in[n] = '\0';
+	/* a "." or ".." segment with ";params" */
+	for (i = 0; in[i] != '\0'; i++)
+		if (in[i] == '/' && (strncmp(in + i, "/.;", 3) == 0 ||
+		    strncmp(in + i, "/..;", 4) == 0))
+			return 400;
 	/* RFC 3986 5.2.4 (A and D never apply: in starts with '/') */
 	o = 0;
 	i = 0;
@@ -1207,6 +1226,7 @@ test_target_canon_random(void **state)
 		"/", "/", "/", ".", "..", "a", "b", "%2e", "%2E", "%61", "%7e",
 		"%41", "%2f", "%5C", "%00", "%", "%z1", "%c3%a9", "%3F", "\\",
 		"?", "#", "=", "x", "..", ".", "/", "%2e%2e", ".%2e", "~",
+		";", ";x=1", "..;", "%3B",
 	};
 	char t[512], ref_path[1024], ref_query[1024], again[1024];
 	unsigned i, k, ok = 0, refused = 0;

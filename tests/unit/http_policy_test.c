@@ -255,6 +255,40 @@ test_url_path_query(void **state)
 	assert_false(p->url_query);
 	assert_int_equal(pq(p, "/x", "a=%zz%00", &why), 0);
 	http_policy_free(p);
+	/* ";params": judged as nginx reads the path (params in the name)
+	 * and as Tomcat does (params taken off); refused if either is */
+	p = httpt_load("<http>\n"
+	    "  <url path=\"/admin/*\" action=\"deny\"/>\n"
+	    "  <url path=\"/files/*.txt\" action=\"accept\"/>\n"
+	    "  <url path=\"*;jsessionid=*\" action=\"deny\" status=\"451\"/>\n"
+	    "  <url path=\"/pub/*\" action=\"accept\"/>\n"
+	    "  <url path=\"*\" action=\"deny\" status=\"404\"/>\n"
+	    "</http>\n", &e);
+	assert_non_null(p);
+	assert_int_equal(pq(p, "/admin;x/y", NULL, &why), 403);
+	assert_int_equal(pq(p, "/admin;/y", NULL, &why), 403);
+	assert_int_equal(pq(p, "/admin/y;x", NULL, &why), 403);
+	assert_int_equal(pq(p, "/files/a.txt", NULL, &why), 0);
+	/* Tomcat's /files/secret.jsp: not a .txt */
+	assert_int_equal(pq(p, "/files/secret.jsp;.txt", NULL, &why), 404);
+	assert_int_equal(pq(p, "/pub/a;jsessionid=1", NULL, &why), 451);
+	assert_int_equal(pq(p, "/pub/a;b", NULL, &why), 0);
+	/* accepted as /pub/a, but as nginx reads it not under /pub/ */
+	assert_int_equal(pq(p, "/pub;v=1/a", NULL, &why), 404);
+	assert_int_equal(pq(p, "/pub;/../admin", NULL, &why), 404);
+	/* long: off the stack */
+	{
+		char t[3000];
+
+		memset(t, 'a', sizeof(t) - 1);
+		memcpy(t, "/admin;", 7);
+		t[7 + 1000] = '/';
+		t[sizeof(t) - 1] = '\0';
+		assert_int_equal(pq(p, t, NULL, &why), 403);
+		t[1] = 'b';
+		assert_int_equal(pq(p, t, NULL, &why), 404);
+	}
+	http_policy_free(p);
 	/* merge-slashes="no": "//" may be in a pattern */
 	p = httpt_load("<http merge-slashes=\"no\">"
 	    "<url path=\"//admin/*\" action=\"deny\"/></http>", &e);
