@@ -3,8 +3,10 @@
 
 Random spellings of the tree's files and directories (percent-encoded
 characters in either hex case, dot segments plain and encoded, "x/..",
-repeated slashes, queries, and now and then an encoded '/', a '\\', %00,
-a bad percent-encoding, a ".." above the root, a #fragment) go to the
+repeated slashes, ";params", queries, among them spellings of QDENY's
+"file=../" with reserved characters encoded, and now and then an encoded
+'/', a '\\', %00, a bad percent-encoding, a ".." above the root, a
+"..;x", a #fragment) go to the
 server directly and through proxyd (HTTP/1.1, and every few over h2c).
 The direct answer says which file the server would serve (every file has
 a body of its own): the oracle, whatever the spelling. Then:
@@ -12,8 +14,9 @@ a body of its own): the oracle, whatever the spelling. Then:
   - a spelling of the unsafe classes proxyd documents is refused, 400;
   - the server would serve a denied file: proxyd refuses (403);
   - it would serve an allowed one: proxyd serves that one, the same bytes;
+  - the query, as Python's form decoding reads it, is denied: 403;
   - it would serve none: proxyd answers as the server does (403 when the
-    canonical path is denied).
+    canonical path is denied, read as it is or without ";params").
 
 usage: http_path_differential.py --make-tree ROOT
        http_path_differential.py NAME DIRECT_PORT PROXY_PORT H2_PORT
@@ -26,6 +29,7 @@ import socket
 import string
 import sys
 import time
+import urllib.parse
 
 # The tree: each file (and each directory's index.html) a body of its own.
 FILES = {
@@ -46,6 +50,7 @@ FILES = {
 }
 # The service's rules (http_path_differential.sh writes the same).
 DENY = ["/admin/*", "*.php"]
+QDENY = b"*file=../*"
 UNRESERVED = set(string.ascii_letters + string.digits + "-._~")
 
 
@@ -57,7 +62,19 @@ BY_BODY = {body_of(p): p for p in FILES}
 
 
 def denied(path):
-    return any(fnmatch.fnmatchcase(path, p) for p in DENY)
+    """Whether the canonical path is denied, read both ways: as it is and
+    with each segment's ";params" off (Tomcat's /admin;x/ is /admin/)."""
+    bare = "/".join(s.split(";", 1)[0] for s in path.split("/"))
+    return any(fnmatch.fnmatchcase(x, p) for p in DENY for x in (path, bare))
+
+
+def query_denied(target):
+    """Whether the query, read as applications read it (Python's own
+    form decoding: '+' a space, every %XX), is denied by QDENY."""
+    if "?" not in target:
+        return False
+    q = target.split("?", 1)[1].replace("+", " ")
+    return fnmatch.fnmatchcase(urllib.parse.unquote_to_bytes(q), QDENY)
 
 
 def make_tree(root):
@@ -75,7 +92,7 @@ def canon(target):
     documented rules of its own, not proxyd's code."""
     if "#" in target:
         return "fragment", None
-    path = target.split("?", 1)[0]
+    path, _, query = target.partition("?")
     if path == "":
         path = "/"
     out, i = "", 0
@@ -103,6 +120,8 @@ def canon(target):
     parts = out.split("/")[1:]
     for k, seg in enumerate(parts):
         last = k == len(parts) - 1
+        if ";" in seg and seg.split(";", 1)[0] in (".", ".."):
+            return "dot-params", None
         if seg == "..":
             if not stack:
                 return "above-root", None
@@ -114,6 +133,14 @@ def canon(target):
     p = "/" + "/".join(stack)
     if trailing and stack:
         p += "/"
+    # the service has a query= rule: a query it cannot decode is refused
+    for i, c in enumerate(query):
+        if c == "%":
+            h = query[i + 1:i + 3]
+            if len(h) < 2 or any(x not in string.hexdigits for x in h):
+                return "invalid-percent-query", None
+            if int(h, 16) == 0:
+                return "nul-query", None
     return None, p
 
 
@@ -145,7 +172,13 @@ TARGETS = sorted(FILES) + DIRS + ["/admin/nothing.txt", "/pub/nothing.php",
 NOISE = ["zz", "pub", "admin", "%61dmin", "x.php", "..", "."]
 DOTDOT = ["..", "%2e%2e", ".%2E", "%2E.", "%2e."]
 QUERIES = ["x=1", "a.php", "q=%2F..%2f", "", "admin/secret.txt", "f=/../x",
-           "%61=%zz"]
+           "%61=%zz", "f=%00"]
+# for QDENY: reserved characters encoded or not ("..%2F" is "../" to
+# the application), and spellings it does not read as "file=../"
+QFILE = ["file=../etc", "file=..%2Fetc", "file=%2e%2E%2fx", "a=1&file%3D..%2f",
+         "file=..%2fa+b", "x=%3C%27&file=.%2E/", "file=..%252F", "file=..%5C",
+         "file=.%2F.", "fi+le=../", "file=..+/"]
+PARAMS = [";", ";x=1", ";jsessionid=A1", ";%2e"]
 
 
 def spell(path, rng):
@@ -163,7 +196,13 @@ def spell(path, rng):
             out.extend([""] * rng.randint(1, 2))
         elif r < 0.36:
             out.append(rng.choice(DOTDOT))
+        elif r < 0.38:
+            out.append(rng.choice(NOISE))
+            out.append(rng.choice(DOTDOT + [".", "%2e"]) +
+                       rng.choice(PARAMS))
         out.append(encode_seg(seg, rng, p))
+        if rng.random() < 0.06:
+            out[-1] += rng.choice(PARAMS)
     t = "/" + "/".join(out)
     r = rng.random()
     if r < 0.03 and t.count("/") > 1:
@@ -181,8 +220,11 @@ def spell(path, rng):
         t += "#" + rng.choice(["", "x", "/../admin/secret.txt"])
     elif r < 0.11:
         t = rng.choice(["/..", "/%2e%2e", "/./.."]) + t
-    if rng.random() < 0.25:
+    r = rng.random()
+    if r < 0.15:
         t += "?" + rng.choice(QUERIES)
+    elif r < 0.3:
+        t += "?" + rng.choice(QFILE)
     return t
 
 
@@ -286,6 +328,8 @@ def judge(target, direct, via, why, cpath):
     served = BY_BODY.get(db) if ds == 200 else None
     if served is not None and denied(served):
         return None if vs == 403 else "%d for denied %s" % (vs, served)
+    if query_denied(target):
+        return None if vs == 403 else "%d for a denied query" % vs
     if served is not None:
         if vs == 200 and vb == db:
             return None
@@ -319,6 +363,7 @@ def main():
             n += 1
             served = BY_BODY.get(direct[1]) if direct[0] == 200 else None
             kind = ("unsafe" if why else "deny" if served and denied(served)
+                    else "qdeny" if query_denied(target)
                     else "allow" if served else "none")
             counts[kind] = counts.get(kind, 0) + 1
             for proto, v in ways:

@@ -2,8 +2,9 @@
 # url rules against real servers, differentially (issue 35): random
 # spellings of allowed and denied files and directories (percent-encoded
 # characters in either hex case, dot segments plain and encoded, "x/..",
-# repeated slashes, queries; now and then an encoded '/', '\', %00, a bad
-# percent-encoding, a ".." above the root, a #fragment;
+# repeated slashes, ";params", queries, some spelling query="*file=../*"
+# with reserved characters encoded; now and then an encoded '/', '\', %00,
+# a bad percent-encoding, a ".." above the root, a "..;x", a #fragment;
 # http_path_differential.py) go to nginx and to Python's http.server,
 # directly and through proxyd (HTTP/1.1, and every fourth over h2c). What
 # the server serves directly decides: proxyd never serves a denied file,
@@ -29,6 +30,7 @@ wait_listen "$PYHTTP_PORT" 5 $! || fail "python http.server did not start"
 POLICY='<http h2c="yes">
   <url path="/admin/*" action="deny"/>
   <url path="*.php" action="deny"/>
+  <url query="*file=../*" action="deny"/>
 </http>'
 free_port PN
 free_port PP
@@ -54,6 +56,13 @@ for srv in nginx http.server; do
                 "$srv over $proto: $kind spellings judged"
         done
     done
+done
+# and the query rule held against the application's reading of the query
+for srv in nginx http.server; do
+    n=$(grep -c "^$srv	h1	.*	qdeny	ok\$" "$T/paths.tsv" || true)
+    assert_ge "$n" 50 "$srv: denied queries judged"
+    n=$(grep -c "^$srv	h1	[^	]*;[^	]*	.*	ok\$" "$T/paths.tsv" || true)
+    assert_ge "$n" 50 "$srv: spellings with ;params judged"
 done
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS ($(wc -l <"$T/paths.tsv") answers compared)"
