@@ -49,7 +49,9 @@ struct http_url_rule {
 	char			*host;		/* glob, case-insensitive */
 	char			*path;		/* glob, as canonical paths are
 						 * written (http_target_canon) */
-	char			*query;		/* glob; "" matches no query */
+	char			*query;		/* glob, decoded as queries are
+						 * (http_query_decode); ""
+						 * matches no query */
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
 	long			 line;
@@ -131,7 +133,10 @@ bool	http_words_has(const struct http_words *w, const char *s, size_t len);
  * path and query) say of a request: 0 accept, the status to deny with,
  * or -1 abort; *why says which refused, *hit (may be NULL) which rule.
  * path and query as http_target_canon() makes them (query NULL: the
- * target has none, which query= reads as ""); for CONNECT, path is the
+ * target has none, which query= reads as ""). query= reads the query
+ * through http_query_decode() (400 when it cannot be, and there is a
+ * query= rule); a path with a ';' is judged with each segment's ";params"
+ * off, then as it is, and refused if either is; for CONNECT, path is the
  * authority. */
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
