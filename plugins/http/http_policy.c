@@ -263,15 +263,21 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	if (r->path != NULL && http_load_url_path(e, n, p, r->path) == -1)
 		return -1;
 	if (r->query != NULL) {
-		size_t len;
+		size_t len = strlen(r->query);
 		const char *why;
+		char *d;
 
-		/* Decoded as queries are (http_query_decode), then a glob. */
-		if (http_query_decode(r->query, strlen(r->query), r->query,
-		    &len, &why) != 0) {
+		/* Decoded as queries are (http_query_decode), then a glob;
+		 * into a copy, so that an error names the pattern written. */
+		if ((d = malloc(len + 1)) == NULL)
+			return -1;
+		if (http_query_decode(r->query, len, d, &len, &why) != 0) {
 			px_cfg_error(e, n, "query=\"%s\": %s", r->query, why);
+			free(d);
 			return -1;
 		}
+		memcpy(r->query, d, len + 1);
+		free(d);
 		p->url_query = true;
 	}
 	r->line = px_xml_line(n);
