@@ -233,6 +233,11 @@ http_load_url_path(struct px_cfgerr *e, const xmlNode *n,
 		    "judged with their dot-segments removed", pat);
 		return -1;
 	}
+	if (strstr(pat, "/.;") != NULL || strstr(pat, "/..;") != NULL) {
+		px_cfg_error(e, n, "path=\"%s\": never matches: a path with "
+		    "a dot-segment with parameters is refused (400)", pat);
+		return -1;
+	}
 	if (p->merge_slashes && strstr(pat, "//") != NULL) {
 		px_cfg_error(e, n, "path=\"%s\": never matches: with "
 		    "merge-slashes=\"yes\" paths are judged with \"//\" as "

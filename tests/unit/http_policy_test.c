@@ -536,6 +536,9 @@ test_errors(void **state)
 		  "dot-segments removed" },
 		{ "<http><url path=\"/a/%2e\" action=\"deny\"/></http>",
 		  "path=\"/a/.\": never matches" },
+		{ "<http><url path=\"/x/%2e%2E;*\" action=\"deny\"/></http>",
+		  "path=\"/x/..;*\": never matches: a path with a dot-segment "
+		  "with parameters is refused (400)" },
 		{ "<http>\n<url path=\"//admin/*\" action=\"deny\"/></http>",
 		  "t.xml:2: path=\"//admin/*\": never matches: with "
 		  "merge-slashes=\"yes\" paths are judged with \"//\" as \"/\"" },
