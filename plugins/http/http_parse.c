@@ -1144,14 +1144,15 @@ http_target_canon(const char *t, size_t tlen, bool merge_slashes, char *buf,
 	o->plen = n;
 	if (pend == tlen)
 		return 0;
-	/* The query, for the log and http_query_decode(): its unreserved
-	 * characters decoded, its other percent-encodings in upper case, an
-	 * invalid one as it is. The server is sent it as the client wrote
-	 * it. */
+	/* The query as the client wrote it, NUL-terminated: query= reads it
+	 * through http_query_decode() as applications do. Not rewritten as
+	 * the path is: decoding "%61" after a stray '%' would make "%%61D"
+	 * the valid "%aD" the application never sees. */
 	o->sent_query = t + pend + 1;
 	o->sent_qlen = tlen - pend - 1;
 	o->query = buf + ++n;
-	n += http_pct_canon_str(t + pend + 1, tlen - pend - 1, buf + n);
+	memcpy(buf + n, o->sent_query, o->sent_qlen);
+	n += o->sent_qlen;
 	buf[n] = '\0';
 	return 0;
 }

@@ -183,7 +183,7 @@ bool	http_is_tchar(unsigned char c);
 struct http_target {
 	const char	*path;		/* NUL-terminated, in the caller's buf */
 	size_t		 plen;
-	const char	*query;		/* as judged, NUL-terminated, in buf;
+	const char	*query;		/* as sent, NUL-terminated, in buf;
 					 * NULL: the target has no '?' */
 	const char	*sent_query;	/* as the client sent it (in the
 					 * target, after '?'); NULL: none */
@@ -197,9 +197,8 @@ struct http_target {
  * unreserved character (RFC 3986 2.3) decoded, the others in upper-case
  * hex; with merge_slashes, empty segments gone ("//" as "/"); the dot
  * segments "." and ".." (encoded ones too) removed (RFC 3986 5.2.4). The
- * query keeps its bytes; o->query is it with the same percent-encoding
- * rewrite (an invalid percent-encoding stays as it is there), which
- * http_query_decode() reads. Refused with 400 and *why, as what cannot be
+ * query keeps its bytes (o->query, a NUL-terminated copy, which
+ * http_query_decode() reads). Refused with 400 and *why, as what cannot be
  * judged as every server would read it: a fragment ('#' anywhere), in the
  * path an encoded '/' (%2F), a '\' (raw or %5C), %00, an invalid
  * percent-encoding, a ".." above the root, a segment whose part before

@@ -12,8 +12,10 @@
  *     consumes past the end of the body;
  *   - http_target_canon, on a parsed request's target, merging slashes or
  *     not, writes no more than tlen + 2 bytes, gives a path with no dot
- *     segment (nor "//" when merging) that is its own canonical form, and
- *     refuses only with 400 (or 414 for a buffer too small) and a why.
+ *     segment (nor "//" when merging, nor "..;") that is its own canonical
+ *     form, and the query as sent (which http_query_decode decodes into no
+ *     more bytes, or refuses with 400), and refuses only with 400 (or 414
+ *     for a buffer too small) and a why.
  * Build and run: tests/fuzz/run.sh http SECONDS */
 #include <stdbool.h>
 #include <stdint.h>
@@ -68,9 +70,22 @@ check_canon(const char *t, size_t tlen, bool merge)
 	CHECK(strstr(o.path, "/./") == NULL && strstr(o.path, "/../") == NULL);
 	CHECK(!merge || strstr(o.path, "//") == NULL);
 	CHECK((o.query == NULL) == (o.sent_query == NULL));
-	if (o.query != NULL)
+	CHECK(strstr(o.path, "/.;") == NULL && strstr(o.path, "/..;") == NULL);
+	if (o.query != NULL) {
+		static char d[sizeof(buf)];
+		const char *w = NULL;
+		size_t l;
+		int r;
+
 		CHECK(o.query > o.path + o.plen && o.query + strlen(o.query) <
 		    buf + tlen + 3 && inside(o.sent_query, o.sent_qlen, t, tlen));
+		/* the query query= reads is the one sent */
+		CHECK(strlen(o.query) == o.sent_qlen &&
+		    memcmp(o.query, o.sent_query, o.sent_qlen) == 0);
+		r = http_query_decode(o.query, o.sent_qlen, d, &l, &w);
+		CHECK((r == 0 && l <= o.sent_qlen && strlen(d) == l) ||
+		    (r == 400 && w != NULL));
+	}
 	plen = o.plen;
 	memcpy(again, o.path, plen);
 	CHECK(http_target_canon(again, plen, merge, buf, plen + 3, &o2,

@@ -172,7 +172,7 @@ TARGETS = sorted(FILES) + DIRS + ["/admin/nothing.txt", "/pub/nothing.php",
 NOISE = ["zz", "pub", "admin", "%61dmin", "x.php", "..", "."]
 DOTDOT = ["..", "%2e%2e", ".%2E", "%2E.", "%2e."]
 QUERIES = ["x=1", "a.php", "q=%2F..%2f", "", "admin/secret.txt", "f=/../x",
-           "%61=%zz", "f=%00"]
+           "%61=%zz", "f=%00", "f=%%61D"]
 # for QDENY: reserved characters encoded or not ("..%2F" is "../" to
 # the application), and spellings it does not read as "file=../"
 QFILE = ["file=../etc", "file=..%2Fetc", "file=%2e%2E%2fx", "a=1&file%3D..%2f",
