@@ -197,7 +197,7 @@ test_url_path_query(void **state)
 	assert_int_equal(pq(p, "/a.php", "x=1", &why), 403);
 	assert_int_equal(pq(p, "/a.php", "", &why), 403);
 	assert_int_equal(pq(p, "/a.html", "f=a.php", &why), 0);
-	/* query=: matched on the query (as judged: decoded unreserved) */
+	/* query=: matched on the query, decoded (http_query_decode) */
 	assert_int_equal(pq(p, "/search", "q=1&debug=1", &why), 403);
 	assert_int_equal(pq(p, "/search", "q=1", &why), 0);
 	assert_int_equal(pq(p, "/search", NULL, &why), 0);
