@@ -619,9 +619,13 @@ http_transaction_done(struct http_state *h)
 	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
 	 * h2_leg_abort): to-client is then what the client got, not what
 	 * the leg wrote, and a stream reset meanwhile says so. */
-	if (h->h2_parent_ref != NULL && h->method[0] != '\0')
+	if (h->h2_parent_ref != NULL && h->method[0] != '\0') {
+		/* Its audit records wait with it: whether each body went
+		 * whole is known now, before req and resp are reset below. */
+		h->scan[PX_TO_SERVER].went = h->req == HTTP_REQ_DONE;
+		h->scan[PX_TO_CLIENT].went = h->resp == HTTP_RESP_DONE;
 		h->log_held = true;
-	else
+	} else
 		http_log_request(h);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same

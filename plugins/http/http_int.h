@@ -129,6 +129,10 @@ struct http_scan {
 	 * record's reason): "early-response". NULL: it did, or was
 	 * refused. */
 	const char		*unsent;
+	/* The transfer ended whole (http_transaction_done) though its
+	 * record waits, with its HTTP/2 leg's line, for the stream's end:
+	 * by then req and resp say the next request's state. */
+	bool			 went;
 };
 
 struct http_h2;

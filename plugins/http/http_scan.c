@@ -560,6 +560,7 @@ http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 	px_audit_cancel(sc->audit);
 	sc->audit = NULL;
 	sc->unsent = NULL;
+	sc->went = false;
 	if (!p->audit || !px_audit_enabled() || (size >= 0 &&
 	    (uint64_t)size < p->audit_min_size))
 		return;
@@ -579,8 +580,8 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 	const char *verdict = h->verdict != NULL ? h->verdict : "accept";
 	struct px_audit_info in;
 	char file[sizeof(h->path)];
-	bool done = dir == PX_TO_SERVER ? h->req == HTTP_REQ_DONE :
-	    h->resp == HTTP_RESP_DONE;
+	bool done = sc->went || (dir == PX_TO_SERVER ?
+	    h->req == HTTP_REQ_DONE : h->resp == HTTP_RESP_DONE);
 
 	/* A body cut short (refused) counts by the size it announced. */
 	if (sc->audit == NULL || px_audit_drop_below(&sc->audit,
@@ -610,6 +611,7 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 	sc->unsent = NULL;
+	sc->went = false;
 }
 
 /* The proxy could not hold a body for its type: refused, not passed

@@ -233,6 +233,15 @@ for r in ups:
         bad.append("complete and reason disagree: %s" % r)
     if r["service"] == "early-scan" and r["complete"] and r["scan_verdict"] != "clean":
         bad.append("complete but not scanned: %s" % r)
+# Every answer went whole to its client, over HTTP/2 too (whose leg's
+# record waits for its stream's end): complete.
+downs = [r for r in recs if r["direction"] == "download"
+         and r["service"] in ("early-scan", "early-plain")]
+if not downs:
+    bad.append("no download records")
+for r in downs:
+    if not r["complete"] or r.get("reason") is not None:
+        bad.append("a whole download not complete: %s" % r)
 for b in bad:
     print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)
