@@ -207,7 +207,9 @@ px_fp_load(struct px_cfgerr *e, const xmlNode *n, const char *file,
 		if (px_fp_read_list(e, n, &r) == -1)
 			goto fail;
 	}
-	qsort(r.fps, r.nfps, sizeof(*r.fps), px_fp_cmp);
+	/* (qsort's array may not be NULL, even for no element) */
+	if (r.nfps > 1)
+		qsort(r.fps, r.nfps, sizeof(*r.fps), px_fp_cmp);
 	if ((grown = px_grow(l->r, l->n, sizeof(*grown))) == NULL) {
 		px_cfg_error(e, n, "out of memory");
 		goto fail;
