@@ -955,7 +955,22 @@ ftp_on_data_in(struct px_session *s, struct ftp_state *st, enum px_dir dir,
     struct evbuffer *in)
 {
 	const struct ftp_policy *p = px_session_policy(s);
+	enum px_verdict v;
 
+	if (px_session_input_closed(s, dir) && dir == PX_TO_CLIENT &&
+	    (st->scan_held || ftp_scan_reply_held(st))) {
+		/* The server closed (after its 221 to a QUIT sent meanwhile)
+		 * while a transfer's final reply waits for the verdict: the
+		 * replies and the server's end wait with it (the scanner's
+		 * timeout bounds that), so the verdict is logged, the reply
+		 * (or its replacement) and the 221 reach the client, and the
+		 * session ends on the end passed on. */
+		st->scan_held = ftp_scan_reply_held(st);
+		px_session_hold_end(s, dir, st->scan_held);
+		v = ftp_server_replies(s, st, p, in);
+		if (v != PX_MORE || st->scan_held)
+			return v;
+	}
 	if (px_session_input_closed(s, dir)) {
 		/* An unterminated last line: not a command, not a reply. */
 		evbuffer_drain(in, evbuffer_get_length(in));
@@ -966,8 +981,7 @@ ftp_on_data_in(struct px_session *s, struct ftp_state *st, enum px_dir dir,
 	if (dir == PX_TO_SERVER && st->held != NULL &&
 	    evbuffer_get_length(st->held) > 0) {
 		/* Behind the held ones, in order. */
-		enum px_verdict v = ftp_hold(s, st, in);
-
+		v = ftp_hold(s, st, in);
 		return v == PX_MORE ? ftp_resume(s, st, p) : v;
 	}
 	if (dir == PX_TO_SERVER)

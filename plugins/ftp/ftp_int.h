@@ -126,6 +126,8 @@ struct ftp_state {
 	unsigned		 scan_note;
 	bool			 scan_swallow;	/* a reply replaced: its lines */
 	bool			 in_data;	/* inside on_data */
+	bool			 scan_held;	/* the server closed behind a reply
+						 * held for a verdict: its end waits */
 	/* The last SIZE sent (canonical) and its 213 answer (-1: none
 	 * yet): a RETR of that file announces it in its audit record. */
 	char			 size_path[FTP_PATH_MAX];
@@ -251,6 +253,8 @@ void	ftp_scan_announced(struct ftp_state *st, unsigned id,
 	    const char *line, size_t len);
 /* The final reply to id's command went (its own or the replacement). */
 void	ftp_scan_reply_done(struct ftp_state *st, unsigned id);
+/* A transfer's final reply is held for its verdict. */
+bool	ftp_scan_reply_held(const struct ftp_state *st);
 /* SIZE forwarded to the server, and the final reply to a command: a
  * file's size as the server tells it, for the audit record. */
 void	ftp_size_sent(struct ftp_state *st, const struct ftp_cmd *c);

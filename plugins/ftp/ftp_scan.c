@@ -21,7 +21,10 @@
  * judged on what reached the scanner: that much is ended as the whole
  * body, and the server's final reply (any code) waits for the verdict,
  * replaced by the 550 when infected; its log line and record say it was
- * not complete. (APPE and REST, which move a file in pieces, are refused
+ * not complete. A receiver gone once the scanner had the whole file is
+ * judged on the whole file; only its record says not complete (lost).
+ * The control connection's end from the server waits with a reply held
+ * for a verdict (ftp.c: px_session_hold_end). (APPE and REST, which move a file in pieces, are refused
  * by ftp.c under <scan partial="refuse">.)
  *
  * The same inspection serves <content> and <audit> (with or without a
@@ -104,7 +107,10 @@ struct ftp_scan {
 	bool			 size_told;
 	bool			 restarted;	/* after a REST: not checked */
 	bool			 cut;		/* the channel ended before the
-						 * verdict: judged on what came */
+						 * file's end: judged on what came */
+	bool			 lost;		/* the receiver went after it,
+						 * before the verdict: the held
+						 * end never reached it */
 	const char		*reason;	/* the record's, when refused */
 	/* <content>: the file's first bytes, gathered (and held, in hold)
 	 * until judged; then its type and the action taken. */
@@ -403,6 +409,12 @@ ftp_scan_icap_cb(void *arg, const struct px_icap_result *res)
 	}
 	sc->icap = NULL;	/* freed after this callback */
 	sc->busy++;
+	/* The receiver closed its end of the data connection (a FIN: FTP's
+	 * carries one way) before the held end went: it left, and what goes
+	 * now does not reach it. */
+	if (sc->ch != NULL && px_channel_input_closed(sc->ch,
+	    sc->dir == PX_TO_CLIENT ? PX_TO_SERVER : PX_TO_CLIENT))
+		sc->lost = true;
 	ftp_scan_verdict(sc, res);
 	if (sc->state == FTP_SCAN_PASSED && sc->size_check &&
 	    !ftp_size_settle(sc)) {
@@ -634,7 +646,8 @@ ftp_audit_end(struct ftp_scan *sc)
 		.content_action = sc->content,
 		.verdict = sc->verdict != NULL ? sc->verdict : "accept",
 		.reason = sc->reason,
-		.complete = !sc->cut && sc->state == FTP_SCAN_PASSED &&
+		.complete = !sc->cut && !sc->lost &&
+		    sc->state == FTP_SCAN_PASSED &&
 		    sc->server_code / 100 == 2,
 	};
 	px_session_audit_info(sc->s, "ftp", px_session_server(sc->s), &in);
@@ -877,8 +890,8 @@ ftp_scan_reply(struct ftp_state *st, unsigned id, int code)
 		 * needs no verdict, unless the transfer was cut short (the
 		 * 426 after an ABOR): its verdict comes first, with what
 		 * follows (the session stays for it). */
-		return code / 100 == 2 || sc->cut ? FTP_SCAN_HOLD :
-		    FTP_SCAN_FORWARD;
+		return code / 100 == 2 || sc->cut || sc->lost ?
+		    FTP_SCAN_HOLD : FTP_SCAN_FORWARD;
 	case FTP_SCAN_BLOCKED:
 		return FTP_SCAN_REPLACE;
 	default:
@@ -991,6 +1004,18 @@ ftp_scan_reply_done(struct ftp_state *st, unsigned id)
 	ftp_scan_maybe_free(sc);
 }
 
+bool
+ftp_scan_reply_held(const struct ftp_state *st)
+{
+	const struct ftp_scan *sc;
+
+	for (sc = st->scans; sc != NULL; sc = sc->next)
+		if ((sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) &&
+		    sc->server_code != 0 && !sc->reply_done)
+			return true;
+	return false;
+}
+
 void
 ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
     const uint64_t bytes[2])
@@ -1012,8 +1037,12 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
 		sc->size = bytes[sc->dir];
 		(void)ftp_size_mismatch(sc, sc->size > (uint64_t)sc->announced);
 	}
-	if ((sc->state == FTP_SCAN_RUN || sc->state == FTP_SCAN_ENDED) &&
-	    sc->icap != NULL) {
+	if (sc->state == FTP_SCAN_ENDED && sc->icap != NULL) {
+		/* The scanner has the whole file: its verdict is the whole
+		 * file's (no complete=no); only the end held for it never
+		 * reaches the receiver now. */
+		sc->lost = true;
+	} else if (sc->state == FTP_SCAN_RUN && sc->icap != NULL) {
 		/* Cut short (ABOR, a peer went, a timeout) with bytes at the
 		 * scanner: judged on what came, as a whole file would be
 		 * (the rest may come another way). The server's 2xx waits

@@ -108,6 +108,13 @@ struct evbuffer	*px_session_output(struct px_session *s, enum px_dir dir);
  * left in `in`, what it queued is written, and dir's source is read
  * again. */
 void		 px_session_resume(struct px_session *s, enum px_dir dir);
+/* Buffered relay: dir's source's EOF is not passed on (half-closed to
+ * its peer) while held; the analyser holds it from on_data, when what it
+ * left in `in` must still go before it (a reply held for a verdict), and
+ * lets it go (hold false) from on_data once that went: the EOF follows
+ * what was queued, as unheld. */
+void		 px_session_hold_end(struct px_session *s, enum px_dir dir,
+		    bool hold);
 /* That direction's source gave EOF. */
 bool		 px_session_input_closed(const struct px_session *s,
 		    enum px_dir dir);

@@ -564,6 +564,13 @@ px_session_resume(struct px_session *s, enum px_dir dir)
 		px_relay_resume(s->relay, dir, false);
 }
 
+void
+px_session_hold_end(struct px_session *s, enum px_dir dir, bool hold)
+{
+	if (s->relay_on)
+		px_relay_hold_end(s->relay, dir, hold);
+}
+
 bool
 px_session_input_closed(const struct px_session *s, enum px_dir dir)
 {

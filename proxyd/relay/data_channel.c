@@ -830,7 +830,7 @@ void
 px_channel_hold_end(struct px_channel *ch, enum px_dir dir)
 {
 	if (ch->relay_on)
-		px_relay_hold_end(&ch->relay, dir);
+		px_relay_hold_end(&ch->relay, dir, true);
 }
 
 void

@@ -432,11 +432,13 @@ px_buf_eof(struct px_relay *r, int side)
 	}
 	/* The analyser's last look, at what it held for more or, with
 	 * nothing left here, at the end itself (it may hold bytes of its
-	 * own: a partial frame). */
+	 * own: a partial frame). What it left behind an end it holds is
+	 * for it to look at again (px_relay_resume). */
 	if (r->ops->analyse != NULL) {
 		if (!px_buf_forward(r, side) || r->finishing)
 			return;
-		evbuffer_drain(in, evbuffer_get_length(in));
+		if (!r->end_held[px_side_dir(side)])
+			evbuffer_drain(in, evbuffer_get_length(in));
 	}
 	/* Whatever is still queued for the peer goes first: the peer's
 	 * writable callback sees it drain. */
@@ -807,10 +809,10 @@ px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n)
 }
 
 void
-px_relay_hold_end(struct px_relay *r, enum px_dir dir)
+px_relay_hold_end(struct px_relay *r, enum px_dir dir, bool hold)
 {
 	if (r->mode == PX_RELAY_BUFFERED)
-		r->end_held[dir] = true;
+		r->end_held[dir] = hold;
 }
 
 void

@@ -139,8 +139,10 @@ bool	px_relay_pass(struct px_relay *r, enum px_dir dir, uint64_t n,
 void	px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n);
 /* Buffered only, from inside analyse(dir) once dir's source ended: that
  * end is not passed on (no FIN for the peer) until px_relay_resume()
- * releases it. What the analyser keeps meanwhile is its own. */
-void	px_relay_hold_end(struct px_relay *r, enum px_dir dir);
+ * releases it, or analyse(dir) itself does (hold false: passed on after
+ * it returns, behind what it queued). What the analyser keeps meanwhile
+ * is its own. */
+void	px_relay_hold_end(struct px_relay *r, enum px_dir dir, bool hold);
 /* Buffered only, from outside the relay's callbacks: the analyser can go
  * on with dir (what it waited for came: room, a verdict). It runs again
  * over what dir's source sent and it left, what it queued is written,

@@ -153,6 +153,8 @@ def serve(c):
             else:
                 if mode == "slow":
                     time.sleep(0.5)
+                if mode == "slower":
+                    time.sleep(3)
                 c.sendall(b"ICAP/1.0 204 No Content\r\nISTag: \"fake\"\r\nEncapsulated: null-body=0\r\n\r\n")
     except (EOFError, OSError, ValueError, IndexError):
         pass

@@ -83,7 +83,7 @@ hold_analyse(void *arg, enum px_dir dir, struct evbuffer *in)
 		evbuffer_remove_buffer(f->keep, out, len - TAIL);
 	if (px_relay_input_closed(&f->relay, dir)) {
 		f->saw_end = true;
-		px_relay_hold_end(&f->relay, dir);
+		px_relay_hold_end(&f->relay, dir, true);
 	}
 	return PX_PASS;
 }
