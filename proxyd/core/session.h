@@ -86,16 +86,17 @@ struct px_session {
 	 * server's handshake runs on dconn[1] (kb_server_hs). */
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
+	/* A leg (px_session_spawn): its client is its parent's analyser,
+	 * on a socketpair; leg_tls: the parent's client spoke TLS. (Here,
+	 * in the bools' padding: idle_session_memory counts the bytes.) */
+	bool			 leg, leg_tls;
 	char			*client_sni;	/* what it asked for; NULL */
 	/* The JA4 of the client's first ClientHello (any TLS mode), in a
 	 * buffer made when TLS is set up (px_session_ja4_buf): a session
 	 * without TLS pays a pointer, not the 37 bytes. NULL or "": none;
 	 * read it with px_session_ja4. */
 	char			*ja4;
-	/* A leg (px_session_spawn): its client is its parent's analyser,
-	 * on a socketpair; leg_tls: the parent's client spoke TLS. */
 	uint64_t		 parent_id;	/* a leg's: its parent's id */
-	bool			 leg, leg_tls;
 	char			 tag[48];	/* px_session_tag() */
 	/* Passthrough: what of the ClientHello the server's socket did not
 	 * take at once; the buffered relay sends it first. */
@@ -105,17 +106,17 @@ struct px_session {
 	enum px_end_phase	 end_phase;
 	bool			 finishing;	/* px_session_finish() called */
 	bool			 finished;	/* end with FIN: reply flushed */
+	/* <source-limits>: sl_held: it holds a slot of the source's table
+	 * entry (sl_ref, below), given back at its end; limited: refused by
+	 * a source limit, ended with a reset and no session-end line (the
+	 * limited line stands for it, once a second per source). */
+	bool			 sl_held;
+	bool			 limited;
 	char			*finish_reason;	/* NULL until a finish */
 	/* The rule a policy end names (rule= of the session-end line): a
 	 * px_rule_ref() text; "": the proxy's own (rule=builtin). */
 	char			*rule;		/* NULL: none yet */
-	/* <source-limits>: the slot of the source's table entry it holds
-	 * (sl_held), given back at its end; limited: refused by a source
-	 * limit, ended with a reset and no session-end line (the limited
-	 * line stands for it, once a second per source). */
-	struct px_sl_ref	 sl_ref;
-	bool			 sl_held;
-	bool			 limited;
+	struct px_sl_ref	 sl_ref;	/* <source-limits>: see sl_held */
 	void			*an_state;
 	struct px_chan_host	 chan_host;	/* its data channels (data_channel.h) */
 	TAILQ_ENTRY(px_session)	 link;
