@@ -295,6 +295,9 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	    m->cfg->user == NULL || strcmp(ncfg->user, m->cfg->user) != 0 ||
 	    ncfg->gid != m->cfg->gid))
 		px_log(LOG_WARNING, 0, "reload: user change takes a restart");
+	if (strcmp(ncfg->node_name, px_log_node()) != 0)
+		px_log(LOG_WARNING, 0, "reload: node name change takes a "
+		    "restart (still %s)", px_log_node());
 	px_log_set_json(ncfg->log_json);
 	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
 	if (px_log_record_open(ncfg->audit_on, ncfg->audit_target,
@@ -582,6 +585,8 @@ main(int argc, char **argv)
 		    m.config_path, err.count, err.count == 1 ? "" : "s");
 		return 1;
 	}
+	/* Before any thread: workers read the name without a lock. */
+	px_log_set_node(m.cfg->node_name);
 	/* As root, before the drop: /run is root's. */
 	if (m.cfg->pidfile != NULL && px_pidfile_write(m.cfg->pidfile, m.cfg,
 	    stderr) == -1) {

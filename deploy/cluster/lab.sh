@@ -9,7 +9,8 @@
 #   lab.sh server CMD...   run CMD in the server namespace
 #   lab.sh router CMD...   run CMD in the router namespace
 #   lab.sh node I CMD...   run CMD in node I's namespace (1..N)
-#   lab.sh status          one line per node: name, state, live sessions, accepted
+#   lab.sh status          one line per node: name, state, live sessions, accepted,
+#                          and node=NAME, the name its proxyd gives (<node name>)
 #   lab.sh add             one more node (the next number); prints its name
 #   lab.sh kill I          node I dies: every process in its namespace, kill -9
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
@@ -61,6 +62,7 @@ usage() {
 }
 
 ns_node() { echo "$PFX-n$1"; }
+node_name() { echo "$LAB_ID-n$1"; }                   # node I's proxyd <node name>
 node_addr() { echo "198.18.2.$((4 * $1 - 2))"; }     # node I, router side
 router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's link
 node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
@@ -149,6 +151,7 @@ write_node_conf() { # I
     mkdir -p "$d"
     cat >"$d/proxyd.xml" <<EOF
 <proxyd>
+  <node name="$(node_name "$1")"/>
   <workers>1</workers>
   <limits shutdown-grace="1s" connect-timeout="5s"/>
   <log target="stderr" level="info"/>
@@ -439,18 +442,23 @@ node_in_route() {
     route_nexthops | grep -qx "$(node_addr "$1")"
 }
 
+node_of() { # < metrics text: the node= of proxyd_node_info, - if none
+    awk -F'"' '/^proxyd_node_info\{node="/ { n = $2 } END { print (n == "" ? "-" : n) }'
+}
+
 metric_sum() { # NAME < metrics text: the sum of the series of NAME
     awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d\n", s }'
 }
 
 cmd_status() {
-    local i ns m state live acc
+    local i ns m state live acc name
     [[ -n $(lab_namespaces) ]] || die "lab $LAB_ID is not up"
     for i in $(nodes); do
         ns=$(ns_node "$i")
         if m=$(ip netns exec "$ns" curl -s --max-time 2 "http://$ADMIN/metrics" 2>/dev/null); then
             live=$(metric_sum proxyd_sessions_active <<<"$m")
             acc=$(metric_sum proxyd_sessions_accepted_total <<<"$m")
+            name=$(node_of <<<"$m")
             if node_in_route "$i"; then
                 state=active
             elif [[ -f $LAB_DIR/n$i/draining ]]; then
@@ -459,7 +467,7 @@ cmd_status() {
                 state=withdrawn
             fi
         else
-            live=- acc=-
+            live=- acc=- name=-
             if node_in_route "$i"; then
                 state=unreachable
             elif [[ -f $LAB_DIR/n$i/draining ]]; then
@@ -468,7 +476,7 @@ cmd_status() {
                 state=down
             fi
         fi
-        echo "n$i $state sessions=$live accepted=$acc"
+        echo "n$i $state sessions=$live accepted=$acc node=$name"
     done
 }
 

@@ -864,6 +864,13 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	    (unsigned long long)atomic_load(&px_admin_accept_failures),
 	    PROXYD_VERSION, OpenSSL_version(OPENSSL_VERSION_STRING),
 	    event_get_version());
+	/* The node's name as one series of its own rather than a label on
+	 * every series (a cluster's Prometheus joins on it when it needs
+	 * to); the name has no character a label value escapes. */
+	evbuffer_add_printf(b, "# HELP proxyd_node_info The name of this "
+	    "proxyd among a cluster's nodes (<node name>, or the host "
+	    "name).\n# TYPE proxyd_node_info gauge\n"
+	    "proxyd_node_info{node=\"%s\"} 1\n", px_log_node());
 	px_admin_ha_metrics(b);
 	px_admin_process_metrics(b);
 	px_admin_reply(req, "text/plain; version=0.0.4; charset=utf-8", b);

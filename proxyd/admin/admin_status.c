@@ -82,8 +82,9 @@ px_admin_status(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	evbuffer_add_printf(b, "{\"version\":\"%s\",\"pid\":%ld,\"uptime\":%lld,"
-	    "\"live_sessions\":%llu,\"workers\":[", PROXYD_VERSION, (long)getpid(),
+	evbuffer_add_printf(b, "{\"version\":\"%s\",\"node\":\"%s\",\"pid\":%ld,"
+	    "\"uptime\":%lld,\"live_sessions\":%llu,\"workers\":[",
+	    PROXYD_VERSION, px_log_node(), (long)getpid(),
 	    (long long)(time(NULL) - px_started),
 	    (unsigned long long)atomic_load(&px_live_sessions));
 	for (k = 0; k < nw; k++) {
@@ -489,9 +490,9 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	evbuffer_add_printf(b, "{\"version\":\"%s\",\"time\":%.3f,"
+	evbuffer_add_printf(b, "{\"version\":\"%s\",\"node\":\"%s\",\"time\":%.3f,"
 	    "\"uptime\":%lld,\"workers\":%u,\"history\":[", PROXYD_VERSION,
-	    px_wall_now(), (long long)(time(NULL) - px_started), sc.nw);
+	    px_log_node(), px_wall_now(), (long long)(time(NULL) - px_started), sc.nw);
 		for (i = 0; i < px_tput_n; i++) {
 		const struct px_tput *p = &px_tput[(px_tput_next + PX_HIST_N -
 		    px_tput_n + i) % PX_HIST_N];

@@ -61,6 +61,7 @@ struct px_log_ring {
 };
 
 _Atomic int px_log_level = LOG_INFO;
+static char px_node[PX_NODE_NAME_MAX + 1];
 static atomic_bool px_log_json_on;
 
 static struct px_log_ring *px_rings[PX_LOG_RINGS];
@@ -282,9 +283,10 @@ static void
 px_log_journal(int level, uint64_t id, const char *text, size_t len)
 {
 	struct px_log_parsed pl;
-	struct iovec iov[PX_LOG_FIELDS + 6];
+	struct iovec iov[PX_LOG_FIELDS + 7];
 	char fields[PX_LOG_LINE * 2 + 512];
 	char msg[PX_LOG_LINE + 16], prio[16], sess[40], event[80];
+	char node[PX_NODE_NAME_MAX + 16];
 	size_t i = 0, off = 0, f, k;
 	int n;
 
@@ -294,6 +296,10 @@ px_log_journal(int level, uint64_t id, const char *text, size_t len)
 	n = snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
 	iov[i++] = (struct iovec){ prio, (size_t)n };
 	iov[i++] = (struct iovec){ "SYSLOG_IDENTIFIER=proxyd", 24 };
+	if (px_node[0] != '\0') {
+		n = snprintf(node, sizeof(node), "PROXYD_NODE=%s", px_node);
+		iov[i++] = (struct iovec){ node, (size_t)n };
+	}
 	if (id != 0) {
 		n = snprintf(sess, sizeof(sess), "PROXYD_SESSION=%llu",
 		    (unsigned long long)id);
@@ -364,6 +370,11 @@ px_log_json(char *out, size_t cap, const char *ts, int level, uint64_t id,
 	n = snprintf(out, cap, "{\"ts\":\"%s\",\"level\":\"%s\"", ts,
 	    px_level_name(level));
 	o = (size_t)n;
+	if (px_node[0] != '\0') {
+		/* The name has no character JSON escapes (px_log_set_node). */
+		n = snprintf(out + o, cap - o, ",\"node\":\"%s\"", px_node);
+		o += (size_t)n;
+	}
 	if (id != 0) {
 		n = snprintf(out + o, cap - o, ",\"session\":%llu",
 		    (unsigned long long)id);
@@ -417,7 +428,10 @@ px_log_emit(const struct timespec *ts, int level, uint64_t id,
 	int n;
 
 	if (px_log_target_cur == PX_LOG_SYSLOG) {
-		syslog(level, "%.*s", (int)len, text);
+		/* syslog's own host field is the machine's, which need not
+		 * be the node's name */
+		syslog(level, "%s%s%s%.*s", px_node[0] != '\0' ? "node=" : "",
+		    px_node, px_node[0] != '\0' ? " " : "", (int)len, text);
 		return;
 	}
 	if (px_log_target_cur == PX_LOG_JOURNAL) {
@@ -432,10 +446,12 @@ px_log_emit(const struct timespec *ts, int level, uint64_t id,
 		n = (int)px_log_json(buf, sizeof(buf), stamp, level, id, text,
 		    len);
 	else {
-		n = snprintf(buf, sizeof(buf), "%s %s %.*s\n", stamp,
-		    px_level_name(level), (int)len, text);
-		if (n > PX_LOG_LINE + 63)
-			n = PX_LOG_LINE + 63;
+		n = snprintf(buf, sizeof(buf), "%s %s%s%s%s %.*s\n", stamp,
+		    px_node[0] != '\0' ? "node=" : "", px_node,
+		    px_node[0] != '\0' ? " " : "", px_level_name(level),
+		    (int)len, text);
+		if (n > PX_LOG_LINE + 63 + PX_NODE_NAME_MAX + 6)
+			n = PX_LOG_LINE + 63 + PX_NODE_NAME_MAX + 6;
 	}
 	if (px_batch_on) {
 		if (px_batch_len + (size_t)n > sizeof(px_batch))
@@ -483,6 +499,18 @@ px_log_open_target(enum px_log_target target, const char *file)
 	px_log_target_cur = target;
 	pthread_mutex_unlock(&px_direct_lock);
 	return 0;
+}
+
+void
+px_log_set_node(const char *name)
+{
+	snprintf(px_node, sizeof(px_node), "%s", name != NULL ? name : "");
+}
+
+const char *
+px_log_node(void)
+{
+	return px_node;
 }
 
 void

@@ -28,6 +28,13 @@ int	px_log_open(enum px_log_target target, const char *file, int level);
 /* Switches target/level (SIGHUP); also reopens a file for log rotation. */
 int	px_log_reconfigure(enum px_log_target target, const char *file,
 	    int level);
+/* <node name>: the name every line carries (node= in the text, "node" in
+ * JSON, PROXYD_NODE in the journal), and the audit records too. Set once,
+ * before any thread starts: workers read it without a lock. "" (never
+ * set): lines carry none. */
+void	px_log_set_node(const char *name);
+const char *px_log_node(void);
+#define PX_NODE_NAME_MAX	64
 /* <log format="json">: one JSON object per line on stderr and files. */
 void	px_log_set_json(bool on);
 int	px_log_start(void);

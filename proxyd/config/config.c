@@ -431,6 +431,41 @@ px_load_audit_target(struct px_config *c, xmlNodePtr root,
 	xmlFree(v);
 }
 
+static bool px_valid_name(const char *s);
+
+/* <node name>: this proxyd's name among the nodes of a cluster, on every
+ * log line and audit record, in /metrics and the status page. Default:
+ * the host name, its first 64 characters, any character a name may not
+ * have (px_valid_name) as '-'. */
+static void
+px_load_node(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
+{
+	xmlNodePtr n = px_child(root, "node");
+	char host[256], *v;
+	size_t i;
+
+	if (n != NULL && (v = px_attr(n, "name")) != NULL) {
+		if (!px_valid_name(v))
+			px_cfg_error(e, n, "node name=\"%s\": expected 1..64 "
+			    "characters of A-Z a-z 0-9 . _ -", v);
+		else
+			snprintf(c->node_name, sizeof(c->node_name), "%s", v);
+		xmlFree(v);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) == -1 || host[0] == '\0')
+		snprintf(host, sizeof(host), "proxyd");
+	host[sizeof(host) - 1] = '\0';
+	host[PX_NODE_NAME_MAX] = '\0';
+	for (i = 0; host[i] != '\0'; i++)
+		if (!((host[i] >= 'a' && host[i] <= 'z') ||
+		    (host[i] >= 'A' && host[i] <= 'Z') ||
+		    (host[i] >= '0' && host[i] <= '9') || host[i] == '-' ||
+		    host[i] == '_' || host[i] == '.'))
+			host[i] = '-';
+	memcpy(c->node_name, host, strlen(host) + 1);
+}
+
 static int
 px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 {
@@ -445,6 +480,7 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	    root, c->path, e);
 	px_load_log_target(c, root, e);
 	px_load_audit_target(c, root, e);
+	px_load_node(c, root, e);
 
 	if ((n = px_child(root, "user")) != NULL)
 		px_privs_parse(c, n, e);

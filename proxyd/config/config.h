@@ -90,6 +90,8 @@ struct px_config {
 	enum px_log_target	 log_target;
 	char			*log_file;
 	char			*pidfile;	/* <pidfile path>; NULL: none */
+	/* <node name>, or the host name (px_log_set_node) */
+	char			 node_name[PX_NODE_NAME_MAX + 1];
 	int			 log_level;	/* syslog LOG_* */
 	bool			 log_json;	/* format="json" */
 	/* <audit target>: where audit records go (px_log_record_open) */

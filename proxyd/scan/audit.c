@@ -166,6 +166,9 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	px_json_raw(&j, "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\"",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	/* Which node of a cluster wrote it; none outside the daemon. */
+	if (px_log_node()[0] != '\0')
+		px_json_str_field(&j, "node", px_log_node());
 	px_json_str_field(&j, "service", in->service);
 	px_json_str_field(&j, "analyser", in->analyser);
 	px_json_raw(&j, ",\"session\":%llu", (unsigned long long)in->session);

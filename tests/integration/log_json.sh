@@ -5,9 +5,11 @@
 #      the session-end and http-request objects carry the key=value form's
 #      keys (compared with a kv run of the same traffic), session = the
 #      #id, to-client/status/duration as numbers, end= as the rest of the
-#      line, msg = the text line; free-text lines are ts/level/msg alone
+#      line, msg = the text line, node = the <node name> (gw-1) on every
+#      object, after level; free-text lines are ts/level/node/msg alone
 #      (quotes escaped).
-#   2. SIGHUP to format="kv" switches back to text lines.
+#   2. SIGHUP to format="kv" switches back to text lines, node=gw-1 after
+#      the timestamp.
 #   3. format="xml" is refused as file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -39,7 +41,7 @@ traffic() { # LOGFILE: one plug and one http session, then stop
 }
 
 info "---- kv run (reference)"
-write_proxyd_conf
+write_proxyd_conf "" '<node name="gw-1"/>'
 traffic "$T/proxyd-kv.log"
 info "---- json run"
 sed -i 's|<log target="stderr" level="info"/>|<log target="stderr" level="info" format="json"/>|' "$PROXYD_CONF"
@@ -66,8 +68,10 @@ for o in objs:
         fail("ts/level: %r" % o)
     if "msg" not in o:
         fail("no msg: %r" % o)
+    if list(o)[:3] != ["ts", "level", "node"] or o["node"] != "gw-1":
+        fail("node gw-1 after ts and level: %r" % o)
 def kv_keys(line):
-    body = line.split(" ", 3)[3]           # after ts, level, #id
+    body = line.split(" ", 4)[4]           # after ts, node=, level, #id
     body = body.split(" ", 1)[1]           # after the event word
     keys = []
     for tok in body.split(" "):
@@ -82,7 +86,7 @@ def kv_line(event, service):
         if (" %s " % event) in l and (" service=%s " % service in l or event == "http-request"):
             return l.rstrip("\n")
     fail("no %s line for %s in the kv log" % (event, service))
-meta = {"ts", "level", "session", "event", "msg"}
+meta = {"ts", "level", "node", "session", "event", "msg"}
 for event, service in (("session-end", "web"), ("session-end", "www"), ("http-request", "www")):
     cands = [o for o in objs if o.get("event") == event and (event == "http-request" or o.get("service") == service)]
     if len(cands) != 1:
@@ -108,8 +112,8 @@ if not se["msg"].endswith(" end=" + se["end"]):
 if not isinstance(se["client"], str) or not isinstance(se["verdict"], str):
     fail("strings stay strings: %r" % se)
 free = [o for o in objs if "started: pid" in o["msg"]]
-if len(free) != 1 or set(free[0]) != {"ts", "level", "msg"}:
-    fail("a free-text line is ts/level/msg alone: %r" % free)
+if len(free) != 1 or set(free[0]) != {"ts", "level", "node", "msg"}:
+    fail("a free-text line is ts/level/node/msg alone: %r" % free)
 root = [o for o in objs if "running as root" in o["msg"]]
 if root and '<user name="proxyd"/>' not in root[0]["msg"]:
     fail("quotes in msg: %r" % root[0])
@@ -122,9 +126,9 @@ start_proxyd
 sed -i 's| format="json"| format="kv"|' "$PROXYD_CONF"
 kill -HUP "$PROXYD_PID"
 assert_log '"msg":"SIGHUP: reloading' 5
-assert_log '^[0-9T:.-]+Z info reload done' 5
+assert_log '^[0-9T:.-]+Z node=gw-1 info reload done' 5
 assert_eq "$(http_get "http://127.0.0.1:$P1/index.html" "$T/out")" "0 200" "plug request after the switch"
-assert_log '^[0-9T:.-]+Z info #[0-9]+ session-end service=web ' 5
+assert_log '^[0-9T:.-]+Z node=gw-1 info #[0-9]+ session-end service=web ' 5
 kill -TERM "$PROXYD_PID"
 wait_exit "$PROXYD_PID" 10 || fail "proxyd did not stop"
 

@@ -19,7 +19,7 @@
 #      decoded); an over-long URL gives an http-error object whose reason
 #      is the whole "request line too long".
 #   3. Every line of the log is JSON (python's json module, strict UTF-8),
-#      and a free-text line still is ts/level/msg alone.
+#      and a free-text line still is ts/level/node/msg alone.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds nginx curl python3
@@ -171,8 +171,8 @@ err = one(lambda o: o.get("event") == "http-error" and o.get("status") == 414, "
 if err.get("reason") != "request line too long" or err.get("status") != 414:
     fail("http-error reason/status: %r" % err)
 free = [o for o in objs if "started: pid" in o["msg"]]
-if len(free) != 1 or set(free[0]) != {"ts", "level", "msg"}:
-    fail("a free-text line is ts/level/msg alone: %r" % free)
+if len(free) != 1 or set(free[0]) != {"ts", "level", "node", "msg"}:
+    fail("a free-text line is ts/level/node/msg alone: %r" % free)
 print("[log_json_values] %d lines, all JSON" % len(objs))
 PY
 info "PASS"

@@ -9,7 +9,9 @@
 #      each node served 20-45 % of them, counted both by its proxyd
 #      (/metrics, responses 200 of the http service) and by nginx
 #      (the node's address as the source), and the two counts agree.
-#   3. `lab.sh status`: one line per node, active, no live session; then
+#   3. `lab.sh status`: one line per node, active, no live session, the
+#      name its proxyd gives (node=t$$-nI, its <node name>, which is also
+#      on every line of its log); then
 #      with 30 connections held open through the plug service (8081), the
 #      nodes' live sessions add up to 30.
 #   4. `lab.sh kill 3` (every process of node 3, kill -9): the router drops
@@ -200,9 +202,19 @@ assert_eq "$sum" "$N_REQ" "sessions accepted by the three nodes"
 
 # the last of ab's sessions may still be closing: bounded wait
 all_idle() {
-    lab status >"$T/status.out" && [[ $(grep -Ec '^n[123] active sessions=0 accepted=[0-9]+$' "$T/status.out") == 3 ]]
+    lab status >"$T/status.out" && [[ $(grep -Ec '^n[123] active sessions=0 accepted=[0-9]+ node=[^ ]+$' "$T/status.out") == 3 ]]
 }
-wait_cond 5000 all_idle || fail "status: not 3 lines 'nI active sessions=0 accepted=N': $(cat "$T/status.out")"
+wait_cond 5000 all_idle || fail "status: not 3 lines 'nI active sessions=0 accepted=N node=NAME': $(cat "$T/status.out")"
+# each node's proxyd says its own name (<node name>), on /metrics and on
+# its log lines
+for i in 1 2 3; do
+    grep -Eq "^n$i active sessions=0 accepted=[0-9]+ node=$LAB_ID-n$i\$" "$T/status.out" ||
+        fail "status: n$i does not say node=$LAB_ID-n$i: $(cat "$T/status.out")"
+    assert_grep "$LAB_DIR/n$i/proxyd.log" "^[0-9T:.-]+Z node=$LAB_ID-n$i info #[0-9]+ session-end service=http " \
+        "node $i's session-end lines carry node=$LAB_ID-n$i"
+    assert_eq "$(grep -Ec "^[0-9T:.-]+Z node=$LAB_ID-n$i " "$LAB_DIR/n$i/proxyd.log")" \
+        "$(grep -Ec '^[0-9T:.-]+Z ' "$LAB_DIR/n$i/proxyd.log")" "node $i's log lines with node=$LAB_ID-n$i"
+done
 cat "$T/status.out"
 assert_eq "$(wc -l <"$T/status.out")" 3 "status lines"
 
@@ -346,7 +358,7 @@ info "node 1's proxyd killed: next hop withdrawn after $WAITED_MS ms"
 lab status >"$T/status.out"
 cat "$T/status.out"
 grep -Eq '^n1 down ' "$T/status.out" || fail "status: n1 not down"
-grep -Eq '^n3 down ' "$T/status.out" || fail "status: n3 not down"
+grep -Eq '^n3 down sessions=- accepted=- node=-$' "$T/status.out" || fail "status: n3 not down"
 grep -Eq '^n4 active ' "$T/status.out" || fail "status: n4 not active"
 m4=$(node_served 4)
 ab_ok 30 /f.bin
