@@ -19,12 +19,16 @@
 #   lab.sh down            stop everything the lab started, delete its namespaces
 #
 #   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
-#   node I  eth1 198.19.2.(10+I)/24 -- br0 198.19.2.2/24  server (nginx)
+#   node I  eth1 198.19.2.(10+I)/24 -- br0 198.19.2.2/24  server (nginx,
+#           vsftpd, r66peer)
 #   service address 198.18.0.80/32: on every node's lo, announced by its bgpd
 #   (AS 65001) to the router's (AS 65000), which installs one multipath route.
 #   The router pins each flow to the node its first packet went to
 #   (conntrack mark I, policy routing table 100+I): a route withdrawn or
-#   added moves no established flow.
+#   added moves no established flow.  FTP: node I owns the data ports
+#   40000+100(I-1) .. +99 (its ftp service's data-ports=); the router
+#   sends a new connection to one of them to node I (mark I), and pins the
+#   connections a node opens from the service address (active mode) to it.
 #
 # Environment:
 #   PROXYD      the proxyd binary (default: build/proxyd of this tree)
@@ -33,9 +37,12 @@
 #               (default /run/proxyd-lab/ID; up refuses a non-empty folder
 #               it did not make; down removes it, unless LAB_KEEP=1)
 #   LAB_PIN     0: no flow pinning on the router (ECMP alone: a withdrawal
-#               moves some established flows of the other nodes too)
+#               moves some established flows of the other nodes too; FTP
+#               active mode then breaks: the client's answers to a node's
+#               data connection follow the hash)
+#   R66PEER     bench/r66peer (default: build/r66peer of this tree)
 # Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
-# vtysh), nginx, curl.
+# vtysh), nginx, vsftpd (and its user ftp), curl, bench/r66peer built.
 
 set -euo pipefail
 
@@ -45,6 +52,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 LAB_ID=${LAB_ID:-lab}
 LAB_DIR=${LAB_DIR:-/run/proxyd-lab/$LAB_ID}
 PROXYD=${PROXYD:-$REPO/build/proxyd}
+R66PEER=${R66PEER:-$REPO/build/r66peer}
 FRR=${FRR_DIR:-/usr/lib/frr}
 PFX=pxcl-$LAB_ID
 NS_C=$PFX-c NS_R=$PFX-r NS_S=$PFX-s
@@ -52,7 +60,8 @@ VIP=198.18.0.80          # the service address clients use
 SERVER=198.19.2.2        # the server's own address (nodes connect to it)
 ROUTER_AS=65000 NODE_AS=65001
 ADMIN=127.0.0.1:9180     # each node's admin endpoint, inside its namespace
-PORTS="80 8081"          # http, plug
+PORTS="80 8081 21 6666"  # http, plug, ftp, r66
+DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
 
 die() { echo "$PROG: $*" >&2; exit 1; }
 msg() { echo "$PROG: $*" >&2; }
@@ -65,6 +74,8 @@ ns_node() { echo "$PFX-n$1"; }
 node_name() { echo "$LAB_ID-n$1"; }                   # node I's proxyd <node name>
 node_addr() { echo "198.18.2.$((4 * $1 - 2))"; }     # node I, router side
 router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's link
+data_lo() { echo $((DATA_BASE + DATA_SPAN * ($1 - 1))); }
+data_hi() { echo $((DATA_BASE + DATA_SPAN * $1 - 1)); }
 node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
 
 lab_namespaces() { ip netns list 2>/dev/null | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'; }
@@ -128,7 +139,9 @@ http {
 EOF
 }
 
-# the same policy on every node: http on VIP:80, plug on VIP:8081, both to the server
+# the same policy on every node: http on VIP:80, plug on VIP:8081, ftp on
+# VIP:21, r66 on VIP:6666, all to the server; only ftp's data-ports differ
+# (node I's own range: write_node_conf)
 write_policy() {
     local d=$LAB_DIR/policy
     mkdir -p "$d"
@@ -144,6 +157,64 @@ EOF
   <target address="$SERVER" port="8081"/>
 </service>
 EOF
+    cat >"$d/r66.xml" <<EOF
+<service name="r66" analyser="r66">
+  <listen address="$VIP" port="6666" mode="fixed"/>
+  <target address="$SERVER" port="6666"/>
+  <r66><host id="hosta hostb"/><rule name="in out"/>
+    <mode allow="send recv sendmd5 recvmd5"/>
+    <file pattern="*" max-size="1g"/></r66>
+</service>
+EOF
+}
+
+# node I's ftp service: the shared policy's, with the data ports it owns.
+# server-data="keep": towards vsftpd the client's mode, so a client's
+# active-mode transfer is one on the server's side too (vsftpd connects to
+# the node's own address, which only that node has)
+write_ftp_policy() { # I DIR
+    cat >"$2/ftp.xml" <<EOF
+<service name="ftp" analyser="ftp">
+  <listen address="$VIP" port="21" mode="fixed"/>
+  <target address="$SERVER" port="21"/>
+  <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
+</service>
+EOF
+}
+
+write_vsftpd() {
+    local d=$LAB_DIR/server
+    mkdir -p "$d/logs" /var/run/vsftpd/empty
+    cat >"$d/vsftpd.conf" <<EOF
+listen=YES
+listen_ipv6=NO
+listen_address=$SERVER
+listen_port=21
+background=NO
+anonymous_enable=YES
+local_enable=NO
+no_anon_password=YES
+anon_root=$LAB_DIR/www
+write_enable=NO
+anon_world_readable_only=NO
+pasv_enable=YES
+pasv_min_port=30000
+pasv_max_port=30999
+port_enable=YES
+connect_from_port_20=NO
+seccomp_sandbox=NO
+isolate=NO
+isolate_network=NO
+max_clients=0
+max_per_ip=0
+delay_failed_login=0
+delay_successful_login=0
+xferlog_enable=YES
+vsftpd_log_file=$d/logs/vsftpd.log
+xferlog_std_format=NO
+log_ftp_protocol=YES
+secure_chroot_dir=/var/run/vsftpd/empty
+EOF
 }
 
 write_node_conf() { # I
@@ -156,9 +227,12 @@ write_node_conf() { # I
   <limits shutdown-grace="1s" connect-timeout="5s"/>
   <log target="stderr" level="info"/>
   <admin listen="$ADMIN"/>
-  <policies dir="../policy"/>
+  <policies dir="policy"/>
 </proxyd>
 EOF
+    mkdir -p "$d/policy"
+    cp "$LAB_DIR"/policy/*.xml "$d/policy/"
+    write_ftp_policy "$1" "$d/policy"
     # the node announces nothing until its proxyd listens (_supervise)
     cat >"$d/bgpd.conf" <<EOF
 hostname n$1
@@ -234,7 +308,9 @@ cmd_up() {
     [[ $EUID == 0 ]] || die "needs root"
     [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
     [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
-    for i in vtysh nginx curl ip iptables; do command -v "$i" >/dev/null || die "$i not found"; done
+    for i in vtysh nginx vsftpd curl ip iptables; do command -v "$i" >/dev/null || die "$i not found"; done
+    [[ -x $R66PEER ]] || die "r66peer not found: $R66PEER (build target r66peer, or set R66PEER)"
+    id ftp >/dev/null 2>&1 || die "no user ftp (vsftpd's anonymous login)"
     [[ -z $(lab_namespaces) ]] || die "lab $LAB_ID is already up (lab.sh down first)"
     # LAB_DIR is ours only if an earlier lab.sh up marked it: never remove
     # a folder someone else named by mistake
@@ -248,6 +324,7 @@ cmd_up() {
     chmod 755 "$LAB_DIR"
     echo "${LAB_PIN:-1}" >"$LAB_DIR/pin"
     write_nginx
+    write_vsftpd
     write_policy
     write_router_conf
 
@@ -287,8 +364,15 @@ cmd_up() {
 
     ip netns exec "$NS_S" nginx -p "$LAB_DIR/server" -c "$LAB_DIR/server/nginx.conf" \
         </dev/null >"$LAB_DIR/server/logs/stdout.log" 2>&1 || die "nginx did not start"
+    ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd.conf" \
+        </dev/null >"$LAB_DIR/server/logs/vsftpd.out" 2>&1 &
+    mkdir -p "$LAB_DIR/r66"
+    ip netns exec "$NS_S" setsid "$R66PEER" server --listen "$SERVER:6666" \
+        --dir "$LAB_DIR/r66" --id serverb:pwB --partner hosta:pwA \
+        --partner hostb:pwb --block 1048576 \
+        </dev/null >"$LAB_DIR/server/logs/r66peer.log" 2>&1 &
     for i in $PORTS; do
-        wait_until 5 listening "$NS_S" "$i" || die "nginx not listening on $i in $NS_S"
+        wait_until 5 listening "$NS_S" "$i" || die "nothing listening on $i in $NS_S (nginx, vsftpd, r66peer)"
     done
     echo "lab ok" >"$LAB_DIR/www/index.html"
 
@@ -303,6 +387,7 @@ cmd_up() {
     done
     echo "server=$VIP"
     echo "root=$LAB_DIR/www"
+    echo "r66dir=$LAB_DIR/r66"
 }
 
 # make_node I: node I's namespace, its links to the router and the server
@@ -325,11 +410,23 @@ make_node() {
     link_up "$NS_S" "s$i"
     link_up "$ns" eth0 eth1
     ip -n "$ns" route add default via "$(router_addr "$i")"
+    # table 100+I: the service address is node I (pinned flows, node I's
+    # FTP data ports)
+    ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
+    ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
+    # a new connection to one of node I's FTP data ports goes to node I,
+    # whatever the hash says (a passive data connection reaches the node
+    # whose ftp session listens for it)
+    ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" -p tcp \
+        --dport "$(data_lo "$i"):$(data_hi "$i")" -m conntrack --ctstate NEW \
+        -m comment --comment "lab: node $i's data ports" -j MARK --set-mark "$i"
     if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
         ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
             -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
-        ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
-        ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
+        # connections node I opens from the service address (FTP active
+        # mode towards the client): the client's answers follow mark I
+        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i "r$i" -s "$VIP" \
+            -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
     fi
     write_node_conf "$i"
 }

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# FTP and R66 through the cluster lab (deploy/cluster/lab.sh): 3 proxyd
+# nodes behind an ECMP router; every flow of an FTP session reaches the
+# node that owns it.
+#   1. `lab.sh up 3`: vsftpd (anonymous, serving root=) and r66peer run in
+#      the server namespace; every node has ftp on 21 and r66 on 6666.
+#   2. 30 passive downloads (curl: EPSV; and PASV) and 10 active ones
+#      (curl -P: PORT, so vsftpd connects back to the node too) from the
+#      client namespace: all whole (sha256), counted by each node's
+#      data-transfer lines (node=, end=ok, the whole size): they add up to
+#      40 and more than one node served each mode. Node I owns the data
+#      ports 40000+100(I-1)..+99 (its ftp service's data-ports=); the
+#      router sends a new connection to one of them to node I, and the
+#      client's answers to a node's active-mode connection back to it.
+#   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
+#      at the other end (sha256), each logged by a node.
+#   4. 15 FTP control sessions held open (logged in), on the nodes; `lab.sh
+#      kill 3`: each then downloads (passive): exactly node 3's fail, the
+#      others get the whole file; 10 new passive and 5 new active downloads
+#      all whole, none on node 3.
+#   5. `lab.sh down` leaves no namespace.
+# Needs root, FRR (frr), nginx, vsftpd, curl, python3, bench/r66peer; ~20 s.
+set -euo pipefail
+TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../integration/lib.sh
+source "$TESTS_NETNS_DIR/../integration/lib.sh"
+
+LAB=$REPO_DIR/deploy/cluster/lab.sh
+FRR_DIR=${FRR_DIR:-/usr/lib/frr}
+: "${R66PEER:=$REPO_DIR/build/r66peer}"
+SIZE=300000
+
+[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR, vsftpd)"
+need_cmds ip iptables curl nginx vsftpd vtysh python3 sha256sum
+[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
+[[ -x $R66PEER ]] || fail "r66peer not found: $R66PEER (build target r66peer, or set R66PEER=)"
+[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
+setup
+export LAB_ID="f$$" LAB_DIR="$T/lab" PROXYD R66PEER
+PFX=pxcl-$LAB_ID
+ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
+
+lab() { "$LAB" "$@"; }
+
+wait_cond() { # TIMEOUT_MS CMD...
+    local t=$1 t0
+    shift
+    t0=$(now_ms)
+    until "$@"; do
+        (($(now_ms) - t0 < t)) || return 1
+        sleep 0.02
+    done
+}
+
+lab_diag() {
+    local d
+    {
+        echo "---- [$TEST_NAME] lab state"
+        lab status 2>&1
+        echo "# router: mangle rules"; lab router iptables -w -t mangle -L -v -n -x 2>&1
+        echo "# router: ip rule"; lab router ip rule 2>&1
+        for d in "$LAB_DIR"/n*; do
+            [[ -d $d ]] || continue
+            echo "# $d: proxyd.log (last 15)"; tail -n 15 "$d/proxyd.log" 2>/dev/null
+        done
+        echo "# vsftpd.log (last 10)"; tail -n 10 "$LAB_DIR/server/logs/vsftpd.log" 2>/dev/null
+        echo "# r66peer.log (last 10)"; tail -n 10 "$LAB_DIR/server/logs/r66peer.log" 2>/dev/null
+        echo "# curl errors"; tail -n 10 "$T/curl.err" 2>/dev/null
+    } >&2 2>&1
+}
+
+lab_cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT TERM INT
+    if ((rc != 0 && rc != 77)); then lab_diag; fi
+    LAB_KEEP=1 lab down >/dev/null 2>&1
+    (exit "$rc")
+    _cleanup
+}
+trap lab_cleanup EXIT
+
+# downloads: node I's whole downloads of f.bin (its data-transfer lines)
+downloads() {
+    grep -Ec "^[0-9T:.-]+Z node=$LAB_ID-n$1 info #[0-9]+ data-transfer download cmd=RETR file=\"f\\.bin\" bytes=$SIZE .* end=ok\$" \
+        "$LAB_DIR/n$1/proxyd.log" || true
+}
+
+# fetch N [CURL_OPTS...]: N downloads of f.bin, each whole; sets OKS
+fetch() {
+    local n=$1 k got
+    shift
+    OKS=0
+    for ((k = 0; k < n; k++)); do
+        got=$(lab client curl -sS --max-time 10 "$@" "ftp://$SERVER/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)
+        [[ $got == "$WANT" ]] && OKS=$((OKS + 1))
+    done
+}
+
+# spread WHAT N I...: node I's downloads since snap add up to N (the
+# counts per node in LAST_SPREAD)
+declare -A base=()
+snap() { local i; for i in "$@"; do base[$i]=$(downloads "$i"); done; }
+spread() {
+    local what=$1 n=$2 i d sum=0 line="" k
+    shift 2
+    # the log thread writes within 50 ms: bounded wait for the last lines
+    for ((k = 0; k < 100; k++)); do
+        sum=0
+        for i in "$@"; do sum=$((sum + $(downloads "$i") - base[$i])); done
+        ((sum >= n)) && break
+        sleep 0.05
+    done
+    sum=0
+    for i in "$@"; do
+        d=$(($(downloads "$i") - base[$i]))
+        sum=$((sum + d))
+        line+=" node $i: $d"
+    done
+    info "$what:$line"
+    LAST_SPREAD=$line
+    assert_eq "$sum" "$n" "$what: whole downloads counted by the nodes"
+}
+
+# ---------------------------------------------------------------- 1. up
+
+info "lab.sh up 3 (LAB_ID=$LAB_ID)"
+lab up 3 >"$T/up.out" 2>"$T/up.err" || fail "lab.sh up 3 failed: $(tail -n 5 "$T/up.err")"
+SERVER=$(sed -n 's/^server=//p' "$T/up.out")
+ROOT=$(sed -n 's/^root=//p' "$T/up.out")
+R66DIR=$(sed -n 's/^r66dir=//p' "$T/up.out")
+[[ -d $ROOT && -d $R66DIR ]] || fail "lab.sh up printed no root= and r66dir= that exist: $(cat "$T/up.out")"
+head -c "$SIZE" /dev/urandom >"$ROOT/f.bin"
+WANT=$(sha256sum <"$ROOT/f.bin" | cut -d' ' -f1)
+for i in 1 2 3; do
+    assert_grep "$LAB_DIR/n$i/policy/ftp.xml" "data-ports=\"$((40000 + 100 * (i - 1)))-$((40099 + 100 * (i - 1)))\"" "node $i's data ports"
+done
+
+# ---------------------------------------------------------------- 2. FTP
+
+snap 1 2 3
+fetch 20
+assert_eq "$OKS" 20 "passive (EPSV) downloads whole"
+fetch 10 --disable-epsv
+assert_eq "$OKS" 10 "passive (PASV) downloads whole"
+spread "30 passive downloads" 30 1 2 3
+used=$(grep -o 'node [0-9]: [1-9]' <<<"$LAST_SPREAD" | wc -l)
+((used > 1)) || fail "30 passive downloads all on one node:$LAST_SPREAD"
+snap 1 2 3
+fetch 10 -P 198.18.1.2
+assert_eq "$OKS" 10 "active (PORT) downloads whole"
+spread "10 active downloads" 10 1 2 3
+used=$(grep -o 'node [0-9]: [1-9]' <<<"$LAST_SPREAD" | wc -l)
+((used > 1)) || fail "10 active downloads all on one node:$LAST_SPREAD"
+# active on the server's side too: vsftpd connected to the nodes
+n_port=$(grep -Ec 'FTP command: Client "198\.19\.2\.1[1-3]", "PORT 198,19,2,1[1-3],' "$LAB_DIR/server/logs/vsftpd.log" || true)
+((n_port >= 10)) || fail "vsftpd saw $n_port PORT commands, expected at least 10 (server-data=keep)"
+
+# ---------------------------------------------------------------- 3. R66
+
+mkdir -p "$T/cli" "$T/out"
+head -c "$SIZE" /dev/urandom >"$T/cli/up.bin"
+head -c "$SIZE" /dev/urandom >"$R66DIR/down.bin"
+for k in 1 2 3 4; do
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
+        --timeout 30 --rule in --mode 1 --send "$T/cli/up.bin" >"$T/r66.out" 2>&1 ||
+        fail "R66 SEND $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$R66DIR/up.bin" | cut -d' ' -f1)" "$(sha256sum <"$T/cli/up.bin" | cut -d' ' -f1)" "R66 SEND $k: sha256 at the server"
+    rm -f "$R66DIR/up.bin"
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hostb:pwb --partner serverb:pwB \
+        --timeout 30 --rule out --mode 2 --recv down.bin --dir "$T/out" >"$T/r66.out" 2>&1 ||
+        fail "R66 RECV $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$T/out/down.bin" | cut -d' ' -f1)" "$(sha256sum <"$R66DIR/down.bin" | cut -d' ' -f1)" "R66 RECV $k: sha256 at the client"
+    rm -f "$T/out/down.bin"
+done
+r66_count() { # the nodes' accepted r66 sessions; per node in r66_lines
+    local i c
+    r66_lines="" r66_sum=0
+    for i in 1 2 3; do
+        c=$(grep -Ec "node=$LAB_ID-n$i info #[0-9]+ session-end service=r66 analyser=r66 verdict=accept " "$LAB_DIR/n$i/proxyd.log" || true)
+        r66_lines+=" node $i: $c"
+        r66_sum=$((r66_sum + c))
+    done
+    ((r66_sum >= 8))
+}
+wait_cond 3000 r66_count || true
+info "8 R66 transfers whole; r66 sessions:$r66_lines"
+assert_eq "$r66_sum" 8 "r66 sessions accepted by the nodes"
+
+# ---------------------------------------------------------------- 4. kill 3
+
+cat >"$T/hold.py" <<'PYEOF'
+import ftplib, hashlib, io, os, sys, time
+addr, n, go, want = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+conns = []
+for _ in range(n):
+    f = ftplib.FTP()
+    f.connect(addr, 21, timeout=5)
+    f.login()
+    conns.append(f)
+print("ready", flush=True)
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.02)
+ok = 0
+for f in conns:
+    try:
+        b = io.BytesIO()
+        f.retrbinary("RETR f.bin", b.write)
+        if hashlib.sha256(b.getvalue()).hexdigest() == want:
+            ok += 1
+    except (OSError, EOFError, ftplib.Error):
+        pass
+print("ok=%d broken=%d" % (ok, n - ok), flush=True)
+PYEOF
+HOLD=15
+lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go" "$WANT" >"$T/hold.out" 2>"$T/hold.err" &
+track_pid $!
+held() { grep -q '^ready' "$T/hold.out"; }
+wait_cond 10000 held || fail "the $HOLD FTP sessions did not all log in: $(cat "$T/hold.err")"
+live_sum() { lab status | awk '{ sub("sessions=", "", $3); s += $3 } END { print s + 0 }'; }
+all_live() { [[ $(live_sum) == "$HOLD" ]]; }
+wait_cond 5000 all_live || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
+lab status >"$T/status.out"
+cat "$T/status.out"
+n3_live=$(awk '$1 == "n3" { sub("sessions=", "", $3); print $3 }' "$T/status.out")
+lab kill 3 2>>"$T/lab.err"
+gone() { [[ $(lab router ip route show "$SERVER" | grep -c 'nexthop via') == 2 ]]; }
+wait_cond 3000 gone || fail "node 3 still in the router's route 3 s after lab.sh kill 3"
+: >"$T/go"
+got_result() { grep -q '^ok=' "$T/hold.out"; }
+wait_cond 30000 got_result || fail "held FTP sessions: no result: $(cat "$T/hold.err")"
+info "held FTP sessions after kill 3: $(tail -n 1 "$T/hold.out") (node 3 had $n3_live)"
+assert_eq "$(tail -n 1 "$T/hold.out")" "ok=$((HOLD - n3_live)) broken=$n3_live" \
+    "held FTP sessions after kill 3: only node 3's lost"
+snap 1 2
+fetch 10
+assert_eq "$OKS" 10 "passive downloads whole after kill 3"
+fetch 5 -P 198.18.1.2
+assert_eq "$OKS" 5 "active downloads whole after kill 3"
+spread "15 downloads after kill 3" 15 1 2
+
+# ---------------------------------------------------------------- 5. down
+
+LAB_KEEP=1 lab down
+left=$(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }' | tr '\n' ' ')
+[[ -z $left ]] || fail "namespaces left after lab.sh down: $left"
+info "PASS"
