@@ -16,6 +16,10 @@
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
 #                          serves its own until they end or S seconds (default
 #                          60) pass, then its proxyd stops
+#   lab.sh upgrade I [S]   restart node I's proxyd (PROXYD: the new binary) with a
+#                          drain: withdrawn, its sessions served until they end
+#                          or S seconds (default 60) pass, stopped, started
+#                          again and announced once it listens
 #   lab.sh down            stop everything the lab started, delete its namespaces
 #
 #   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
@@ -454,7 +458,17 @@ start_node() {
     ns=$(ns_node "$i")
     d=$LAB_DIR/n$i
     frr_start "$ns" "$d" bgpd --no_zebra
+    start_supervisor "$i"
+}
+
+# start_supervisor I: node I's proxyd under its supervisor; returns once
+# the node announces the service address
+start_supervisor() {
+    local i=$1 ns d
+    ns=$(ns_node "$i")
+    d=$LAB_DIR/n$i
     ip netns exec "$ns" setsid "$HERE/lab.sh" _supervise "$i" </dev/null >>"$d/supervise.log" 2>&1 &
+    echo $! >"$d/supervise.pid"
     wait_until 10 test -s "$d/announced" ||
         die "node $i: proxyd did not come up (log: $(tail -n 5 "$d/proxyd.log" 2>/dev/null))"
 }
@@ -605,6 +619,31 @@ cmd_drain() {
     echo "n$i drained live_at_stop=${live:-?}"
 }
 
+# ---------------------------------------------------------------- upgrade
+
+# upgrade I [S]: a drain (withdrawn; the router keeps sending node I its
+# own pinned flows, FTP data connections to its ports included, until they
+# end or S seconds pass), then a new proxyd process (the binary PROXYD
+# names now) under a new supervisor, announced once it listens. Sessions
+# that outlive the deadline end with the old process: handing them over
+# to the new one (SCM_RIGHTS) is not done.
+cmd_upgrade() {
+    local i=${1:-} limit=${2:-60} d spid out
+    [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ ]] || die "upgrade I [SECONDS]"
+    d=$LAB_DIR/n$i
+    [[ -f $d/proxyd.pid && -f $d/announced ]] || die "node $i of lab $LAB_ID is not up and announced"
+    [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
+    spid=$(cat "$d/supervise.pid" 2>/dev/null || true)
+    out=$(cmd_drain "$i" "$limit")
+    # the old supervisor is gone once its proxyd is (it exits after a drain)
+    [[ -z $spid ]] || wait_until 10 eval '! alive '"$spid" || die "node $i: the old supervisor did not exit"
+    rm -f "$d/draining"
+    start_supervisor "$i"
+    wait_until 20 node_in_route "$i" ||
+        die "node $i's announcement did not reach the router's routing table within 20 s"
+    echo "n$i upgraded ${out#n$i drained } pid=$(cat "$d/proxyd.pid")"
+}
+
 # ---------------------------------------------------------------- kill / down
 
 alive() { # PID: running (not gone, not a zombie)
@@ -678,6 +717,7 @@ case $cmd in
     add) cmd_add ;;
     kill) cmd_kill "$@" ;;
     drain) cmd_drain "$@" ;;
+    upgrade) cmd_upgrade "$@" ;;
     down) cmd_down ;;
     _supervise) cmd__supervise "$@" ;;
     -h | --help | help) usage ;;

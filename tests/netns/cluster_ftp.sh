@@ -14,11 +14,16 @@
 #      client's answers to a node's active-mode connection back to it.
 #   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
 #      at the other end (sha256), each logged by a node.
-#   4. 15 FTP control sessions held open (logged in), on the nodes; `lab.sh
+#   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1`:
+#      node 1 leaves the route, 10 new downloads go to nodes 2 and 3, the
+#      held sessions (node 1's included) then download whole, node 1's
+#      proxyd stops once its last one ends and a new process (another pid)
+#      comes back into the route; of 20 new downloads node 1 serves some.
+#   5. 15 FTP control sessions held open (logged in), on the nodes; `lab.sh
 #      kill 3`: each then downloads (passive): exactly node 3's fail, the
 #      others get the whole file; 10 new passive and 5 new active downloads
 #      all whole, none on node 3.
-#   5. `lab.sh down` leaves no namespace.
+#   6. `lab.sh down` leaves no namespace.
 # Needs root, FRR (frr), nginx, vsftpd, curl, python3, bench/r66peer; ~20 s.
 set -euo pipefail
 TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -187,7 +192,7 @@ wait_cond 3000 r66_count || true
 info "8 R66 transfers whole; r66 sessions:$r66_lines"
 assert_eq "$r66_sum" 8 "r66 sessions accepted by the nodes"
 
-# ---------------------------------------------------------------- 4. kill 3
+# ---------------------------------------------------------------- 4. upgrade 1
 
 cat >"$T/hold.py" <<'PYEOF'
 import ftplib, hashlib, io, os, sys, time
@@ -213,14 +218,59 @@ for f in conns:
         pass
 print("ok=%d broken=%d" % (ok, n - ok), flush=True)
 PYEOF
+held() { grep -q '^ready' "$1"; }
+got_result() { grep -q '^ok=' "$1"; }
+live_sum() { lab status | awk '{ sub("sessions=", "", $3); s += $3 } END { print s + 0 }'; }
+nexthops() { lab router ip route show "$SERVER" | grep -c 'nexthop via' || true; }
+n1_out() { [[ $(nexthops) == 2 ]] && ! lab router ip route show "$SERVER" | grep -q 'via 198.18.2.2 '; }
+n1_in() { lab router ip route show "$SERVER" | grep -q 'via 198.18.2.2 '; }
+
+HOLD=10
+lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go-up" "$WANT" >"$T/hold-up.out" 2>"$T/hold-up.err" &
+track_pid $!
+wait_cond 10000 held "$T/hold-up.out" || fail "the $HOLD FTP sessions did not all log in: $(cat "$T/hold-up.err")"
+all_live() { [[ $(live_sum) == "$1" ]]; }
+wait_cond 5000 all_live "$HOLD" || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
+n1_live=$(lab status | awk '$1 == "n1" { sub("sessions=", "", $3); print $3 }')
+old_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
+t0=$(now_ms)
+lab upgrade 1 20 >"$T/upgrade.out" 2>"$T/upgrade.err" &
+UP_PID=$!
+track_pid "$UP_PID"
+wait_cond 5000 n1_out || fail "node 1 still in the route 5 s after lab.sh upgrade 1: $(lab router ip route show "$SERVER")"
+info "lab.sh upgrade 1: withdrawn after $(($(now_ms) - t0)) ms, $n1_live held sessions on node 1"
+snap 1 2 3
+fetch 10
+assert_eq "$OKS" 10 "passive downloads whole while node 1 drains"
+spread "10 downloads while node 1 drains" 10 2 3
+assert_eq "$(($(downloads 1) - base[1]))" 0 "new downloads on node 1 while it drains"
+: >"$T/go-up"
+wait_cond 30000 got_result "$T/hold-up.out" || fail "held FTP sessions (upgrade): no result: $(cat "$T/hold-up.err")"
+assert_eq "$(tail -n 1 "$T/hold-up.out")" "ok=$HOLD broken=0" "held FTP sessions across the upgrade of node 1 (node 1 had $n1_live)"
+wait_exit "$UP_PID" 40 || fail "lab.sh upgrade 1 still running"
+assert_eq "$WAIT_RC" 0 "lab.sh upgrade 1's exit status: $(cat "$T/upgrade.err")"
+new_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
+assert_eq "$(cat "$T/upgrade.out")" "n1 upgraded live_at_stop=0 pid=$new_pid" "lab.sh upgrade 1's result"
+[[ $new_pid != "$old_pid" ]] || fail "node 1's proxyd was not restarted (pid $old_pid)"
+proc_alive "$old_pid" && fail "node 1's old proxyd ($old_pid) still runs"
+n1_in || fail "node 1 not back in the route after lab.sh upgrade 1"
+info "lab.sh upgrade 1: done in $(($(now_ms) - t0)) ms, proxyd $old_pid -> $new_pid, no session broken"
+lab status >"$T/status.out"
+grep -Eq "^n1 active sessions=[0-9]+ accepted=[0-9]+ node=$LAB_ID-n1\$" "$T/status.out" ||
+    fail "status after the upgrade: $(cat "$T/status.out")"
+snap 1 2 3
+fetch 20
+assert_eq "$OKS" 20 "passive downloads whole after the upgrade"
+spread "20 downloads after the upgrade of node 1" 20 1 2 3
+(($(downloads 1) - base[1] > 0)) || fail "the upgraded node 1 served none of 20 new downloads:$LAST_SPREAD"
+
+# ---------------------------------------------------------------- 5. kill 3
+
 HOLD=15
 lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go" "$WANT" >"$T/hold.out" 2>"$T/hold.err" &
 track_pid $!
-held() { grep -q '^ready' "$T/hold.out"; }
-wait_cond 10000 held || fail "the $HOLD FTP sessions did not all log in: $(cat "$T/hold.err")"
-live_sum() { lab status | awk '{ sub("sessions=", "", $3); s += $3 } END { print s + 0 }'; }
-all_live() { [[ $(live_sum) == "$HOLD" ]]; }
-wait_cond 5000 all_live || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
+wait_cond 10000 held "$T/hold.out" || fail "the $HOLD FTP sessions did not all log in: $(cat "$T/hold.err")"
+wait_cond 5000 all_live "$HOLD" || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
 lab status >"$T/status.out"
 cat "$T/status.out"
 n3_live=$(awk '$1 == "n3" { sub("sessions=", "", $3); print $3 }' "$T/status.out")
@@ -228,8 +278,7 @@ lab kill 3 2>>"$T/lab.err"
 gone() { [[ $(lab router ip route show "$SERVER" | grep -c 'nexthop via') == 2 ]]; }
 wait_cond 3000 gone || fail "node 3 still in the router's route 3 s after lab.sh kill 3"
 : >"$T/go"
-got_result() { grep -q '^ok=' "$T/hold.out"; }
-wait_cond 30000 got_result || fail "held FTP sessions: no result: $(cat "$T/hold.err")"
+wait_cond 30000 got_result "$T/hold.out" || fail "held FTP sessions: no result: $(cat "$T/hold.err")"
 info "held FTP sessions after kill 3: $(tail -n 1 "$T/hold.out") (node 3 had $n3_live)"
 assert_eq "$(tail -n 1 "$T/hold.out")" "ok=$((HOLD - n3_live)) broken=$n3_live" \
     "held FTP sessions after kill 3: only node 3's lost"
@@ -240,7 +289,7 @@ fetch 5 -P 198.18.1.2
 assert_eq "$OKS" 5 "active downloads whole after kill 3"
 spread "15 downloads after kill 3" 15 1 2
 
-# ---------------------------------------------------------------- 5. down
+# ---------------------------------------------------------------- 6. down
 
 LAB_KEEP=1 lab down
 left=$(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }' | tr '\n' ' ')
