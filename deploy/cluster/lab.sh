@@ -32,7 +32,8 @@
 #   added moves no established flow.  FTP: node I owns the data ports
 #   40000+100(I-1) .. +99 (its ftp service's data-ports=); the router
 #   sends a new connection to one of them to node I (mark I), and pins the
-#   connections a node opens from the service address (active mode) to it.
+#   connections a node opens from the service address (active mode) to it;
+#   a node that gets another node's data port flow anyway forwards it there.
 #
 # Environment:
 #   PROXYD      the proxyd binary (default: build/proxyd of this tree)
@@ -414,6 +415,25 @@ make_node() {
     link_up "$NS_S" "s$i"
     link_up "$ns" eth0 eth1
     ip -n "$ns" route add default via "$(router_addr "$i")"
+    # strays: a packet for another node's data ports that reaches this one
+    # anyway (a router without the rules below, a hash change) is forwarded
+    # to its owner over the server segment, never answered here. The
+    # owner's own table goes before the local one (the service address is
+    # local on every node); this node's own connections never use a data
+    # port (ephemeral ports above them), so a port says whose flow it is
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+    ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0
+    ip netns exec "$ns" sysctl -qw net.ipv4.conf.default.rp_filter=0
+    ip netns exec "$ns" sysctl -qw net.ipv4.conf.eth1.rp_filter=0
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="50000 60999"
+    ip -n "$ns" rule add pref 50 lookup local
+    ip -n "$ns" rule del pref 0 lookup local
+    local j
+    for j in $(nodes); do
+        [[ $j == "$i" ]] && continue
+        stray_rules "$i" "$j"
+        stray_rules "$j" "$i"
+    done
     # table 100+I: the service address is node I (pinned flows, node I's
     # FTP data ports)
     ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
@@ -423,7 +443,7 @@ make_node() {
     # whose ftp session listens for it)
     ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" -p tcp \
         --dport "$(data_lo "$i"):$(data_hi "$i")" -m conntrack --ctstate NEW \
-        -m comment --comment "lab: node $i's data ports" -j MARK --set-mark "$i"
+        -m comment --comment "lab: data ports of node $i" -j MARK --set-mark "$i"
     if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
         ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
             -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
@@ -433,6 +453,20 @@ make_node() {
             -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
     fi
     write_node_conf "$i"
+}
+
+# stray_rules I J: node I forwards what reaches it for node J's data ports
+# to node J (its server-side address): every packet of such a flow, so
+# that a flow whose first packet the router sent here keeps coming here
+# and going on to J
+stray_rules() {
+    local ns
+    ns=$(ns_node "$1")
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth0 -d "$VIP" -p tcp \
+        --dport "$(data_lo "$2"):$(data_hi "$2")" \
+        -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
+    ip -n "$ns" rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
+    ip -n "$ns" route add "$VIP/32" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
 }
 
 # add: one more node, numbered after the last one; prints its name.  The

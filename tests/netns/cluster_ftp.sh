@@ -12,6 +12,10 @@
 #      ports 40000+100(I-1)..+99 (its ftp service's data-ports=); the
 #      router sends a new connection to one of them to node I, and the
 #      client's answers to a node's active-mode connection back to it.
+#      Without the router's data port rules (removed for a while), 10
+#      passive downloads are still whole: the node a data connection
+#      reaches forwards it to its owner over the server segment (packets
+#      counted by its rule), none is reset.
 #   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
 #      at the other end (sha256), each logged by a node.
 #   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1`:
@@ -160,6 +164,31 @@ used=$(grep -o 'node [0-9]: [1-9]' <<<"$LAST_SPREAD" | wc -l)
 # active on the server's side too: vsftpd connected to the nodes
 n_port=$(grep -Ec 'FTP command: Client "198\.19\.2\.1[1-3]", "PORT 198,19,2,1[1-3],' "$LAB_DIR/server/logs/vsftpd.log" || true)
 ((n_port >= 10)) || fail "vsftpd saw $n_port PORT commands, expected at least 10 (server-data=keep)"
+
+# strays: without the router's data port rules a passive data connection
+# reaches any node; one that is not its owner forwards it (its mangle rule
+# for the owner's range counts the packets), none is reset
+lab router iptables -w -t mangle -S PREROUTING | grep 'data ports' >"$T/dp.rules" || true
+assert_eq "$(wc -l <"$T/dp.rules")" 3 "the router's data port rules"
+while read -r r; do eval "lab router iptables -w -t mangle ${r/-A/-D}"; done <"$T/dp.rules"
+stray_packets() {
+    local i sum=0 c
+    for i in 1 2 3; do
+        c=$(lab node "$i" iptables -w -t mangle -L PREROUTING -v -n -x | awk '/data ports of node/ { s += $1 } END { print s + 0 }')
+        sum=$((sum + c))
+    done
+    echo "$sum"
+}
+strays0=$(stray_packets)
+snap 1 2 3
+fetch 10
+assert_eq "$OKS" 10 "passive downloads whole with the nodes forwarding strays"
+spread "10 passive downloads, strays forwarded by the nodes" 10 1 2 3
+strays=$(($(stray_packets) - strays0))
+info "packets the nodes forwarded to another node's data ports: $strays"
+((strays > 0)) || fail "no node forwarded a stray packet in 10 passive downloads without the router's rules"
+while read -r r; do eval "lab router iptables -w -t mangle $r"; done <"$T/dp.rules"
+assert_eq "$(lab router iptables -w -t mangle -S PREROUTING | grep -c 'data ports')" 3 "the router's data port rules back"
 
 # ---------------------------------------------------------------- 3. R66
 
