@@ -675,7 +675,7 @@ cmd_upgrade() {
     start_supervisor "$i"
     wait_until 20 node_in_route "$i" ||
         die "node $i's announcement did not reach the router's routing table within 20 s"
-    echo "n$i upgraded ${out#n$i drained } pid=$(cat "$d/proxyd.pid")"
+    echo "n$i upgraded ${out#n"$i" drained } pid=$(cat "$d/proxyd.pid")"
 }
 
 # ---------------------------------------------------------------- kill / down
