@@ -6,7 +6,8 @@
 #   1. proxyd (dropped to nobody) relays a request; journalctl finds its
 #      session-end entry by PROXYD_VERDICT=accept, with MESSAGE as the text
 #      line, PROXYD_SESSION = the line's #id, PROXYD_EVENT, PROXYD_SERVICE,
-#      PROXYD_TO_CLIENT (the bytes), PROXYD_END, PRIORITY 6, and _UID =
+#      PROXYD_TO_CLIENT (the bytes), PROXYD_END, PRIORITY 6, PROXYD_NODE
+#      (the <node name>, on the start entry too), and _UID =
 #      nobody's (journald's own record of the sender). An http-error
 #      line's quoted reason="..." is one whole field (PROXYD_REASON, not
 #      cut at its first space), and an http-request's bare path= is the
@@ -25,7 +26,7 @@ setup
 make_file index.html 3000
 start_nginx
 free_port P1
-write_proxyd_conf '' '<user name="nobody" group="nogroup"/>'
+write_proxyd_conf '' '<user name="nobody" group="nogroup"/> <node name="gw-j"/>'
 sed -i 's|<log target="stderr" level="info"/>|<log target="journal" level="info"/>|' "$PROXYD_CONF"
 grep -q 'target="journal"' "$PROXYD_CONF" || fail "could not set the journal target"
 write_service web "$P1" "$NGINX_PORT"
@@ -108,7 +109,7 @@ def fail(m):
 if not any("started: pid" in e.get("MESSAGE", "") for e in allj):
     fail("no 'started' entry in the journal: %r" % [e.get("MESSAGE") for e in allj][:5])
 start = next(e for e in allj if "started: pid" in e["MESSAGE"])
-if "PROXYD_SESSION" in start or start.get("PRIORITY") != "6":
+if "PROXYD_SESSION" in start or start.get("PRIORITY") != "6" or start.get("PROXYD_NODE") != "gw-j":
     fail("start entry fields: %r" % start)
 if len(acc) != 1:
     fail("expected one session-end entry by PROXYD_VERDICT=accept, got %d" % len(acc))
@@ -119,7 +120,8 @@ m = re.match(r"#(\d+) session-end service=web ", e["MESSAGE"])
 if not m:
     fail("MESSAGE is not the session-end line: %r" % e["MESSAGE"])
 want = {"PROXYD_SESSION": m.group(1), "PROXYD_EVENT": "session-end", "PROXYD_SERVICE": "web",
-        "PROXYD_ANALYSER": "plug", "PROXYD_VERDICT": "accept", "PRIORITY": "6", "_UID": uid}
+        "PROXYD_ANALYSER": "plug", "PROXYD_VERDICT": "accept", "PRIORITY": "6", "_UID": uid,
+        "PROXYD_NODE": "gw-j"}
 for k, v in want.items():
     if e.get(k) != v:
         fail("%s = %r, expected %r" % (k, e.get(k), v))
