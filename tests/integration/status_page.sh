@@ -3,7 +3,8 @@
 # live, rate-limited downloads (one through a plug service, one through an
 # http service) the page's DOM lists both sessions with their service and
 # client address, the http one with the request in progress, and both
-# services in the services table. /api/services and /api/sessions answer
+# services in the services table, and the header and title say the node's
+# name (<node name="edge-3">). /api/services and /api/sessions answer
 # the JSON the page reads; / is one self-contained page (nothing external).
 # The screenshot is kept: <build dir>/artifacts/status_page.png.
 set -euo pipefail
@@ -15,7 +16,7 @@ make_file big.bin 48M
 start_nginx
 free_port P_PLUG
 free_port P_WEB
-write_proxyd_conf
+write_proxyd_conf "" '<node name="edge-3"/>'
 write_service bulk "$P_PLUG" "$NGINX_PORT"
 cat >"$T/policy/web.xml" <<EOF
 <service name="web" analyser="http">
@@ -127,6 +128,8 @@ services = dom.split('id="services"', 1)[1].split("</table>", 1)[0]
 for name in ("bulk", "web"):
     assert 'data-service="%s"' % name in services, services
 print("sessions on the page:", len(rows))
+assert '<b id="node">edge-3</b>' in dom, "no node edge-3 in the header"
+assert "<title>proxyd edge-3</title>" in dom, "the title does not name the node"
 EOF
 info "chromium DOM shows both live sessions and services"
 
