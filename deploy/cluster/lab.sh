@@ -43,8 +43,8 @@
 #               it did not make; down removes it, unless LAB_KEEP=1)
 #   LAB_PIN     0: no flow pinning on the router (ECMP alone: a withdrawal
 #               moves some established flows of the other nodes too; FTP
-#               active mode then breaks: the client's answers to a node's
-#               data connection follow the hash)
+#               active mode then fails at times: the client's answers to a
+#               node's data connection follow the hash)
 #   R66PEER     bench/r66peer (default: build/r66peer of this tree)
 # Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
 # vtysh), nginx, vsftpd (and its user ftp), curl, bench/r66peer built.
