@@ -38,6 +38,7 @@
 #include "metrics.h"
 #include "prom.h"
 #include "quota.h"
+#include "auth.h"
 #include "listener.h"
 #include "tls.h"
 #include "worker.h"
@@ -822,6 +823,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_content_metrics(b);
 	px_audit_metrics(b);
 	px_quota_metrics(b);
+	px_auth_metrics(b);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

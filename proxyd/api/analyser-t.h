@@ -145,6 +145,9 @@ struct px_analyser {
 	/* It takes a service's <scan> (px_session_scan): its bodies go to
 	 * the scanner named there. */
 	bool		 scan;
+	/* It takes a service's <auth> (px_session_auth): users prove who
+	 * they are, and its rules may name them (user=, group=). */
+	bool		 auth;
 	/* It judges its transfers by a service's <content> rules
 	 * (px_session_scan()->content, sniff.h). */
 	bool		 content;

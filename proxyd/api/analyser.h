@@ -40,6 +40,13 @@ const void	*px_session_policy(const struct px_session *s);
 /* The service's <scan> (scan.h): its scanner is NULL when there is none. */
 struct px_scan_policy;
 const struct px_scan_policy *px_session_scan(const struct px_session *s);
+/* The service's <auth> (auth.h); NULL: none. */
+struct px_auth_use;
+const struct px_auth_use *px_session_auth(const struct px_session *s);
+/* Where the answers to the session's authentication checks come back
+ * (px_auth_submit): its worker's box, drained on the worker's thread. */
+struct px_auth_box;
+struct px_auth_box *px_session_auth_box(struct px_session *s);
 /* The zones of the client and of server (NULL: the session's), as the
  * session-end line names them ("-": in none). */
 void		 px_session_zones(const struct px_session *s,

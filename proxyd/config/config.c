@@ -501,6 +501,8 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 	    e->count == before)
 		px_cfg_error(e, root, "invalid <zones>");
 	px_scanners_load(&c->scanners, px_child(root, "scanners"), e);
+	px_authns_load(&c->authns, px_child(root, "authenticators"), c->path,
+	    e);
 
 	return e->count == before ? 0 : -1;
 }
@@ -879,6 +881,13 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			    "scan its transfers (http, ftp and r66 do)",
 			    svc->analyser->name);
 	}
+	if ((n = px_child(root, "auth")) != NULL) {
+		px_auth_use_load(&svc->auth, n, &c->authns, e);
+		if (svc->analyser != NULL && !svc->analyser->auth)
+			px_cfg_error(e, n, "<auth>: analyser \"%s\" does not "
+			    "authenticate its users (http does)",
+			    svc->analyser->name);
+	}
 	/* After <scan>, whose loader clears the whole struct. */
 	px_content_policy_load(&svc->scan.content, root, svc->file, e);
 	if (svc->scan.content.n != 0 && svc->analyser != NULL &&
@@ -1156,6 +1165,7 @@ px_config_unref(struct px_config *c)
 		px_fp_free(&svc->fingerprints);
 		px_tls_free(svc->tls_server);
 		px_tls_free(svc->tls_passthrough);
+		px_auth_use_free(svc->auth);
 		px_tls_free(svc->starttls_client);
 		px_tls_free(svc->starttls_server);
 		xmlFree(svc->name);
@@ -1169,6 +1179,7 @@ px_config_unref(struct px_config *c)
 	free(c->groups);
 	px_zones_free(&c->zones);
 	px_scanners_free(&c->scanners);
+	px_authns_free(&c->authns);
 	free(c->services);
 	atomic_fetch_sub_explicit(&px_configs_live, 1, memory_order_release);
 	free(c->policy_dir);

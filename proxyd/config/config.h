@@ -19,6 +19,7 @@
 #include "fingerprint.h"
 #include "zone.h"
 #include "scan.h"
+#include "auth.h"
 #include "srclimit.h"
 
 struct px_analyser;
@@ -67,6 +68,7 @@ struct px_service {
 	struct px_scan_policy	 scan;		/* <scan>; scanner NULL: none */
 	struct px_fp_rules	 fingerprints;	/* <fingerprint>, in file order */
 	struct px_sl_rule	 srclimit;	/* <source-limits>; on: given */
+	struct px_auth_use	*auth;		/* <auth>; NULL: none */
 	/* The services on this listen address (transparent and redirect
 	 * modes may share one); group_idx is this one's place in it. */
 	struct px_group		*group;
@@ -116,6 +118,7 @@ struct px_config {
 	size_t			 nservices;
 	struct px_zones		 zones;
 	struct px_scanners	 scanners;	/* <scanners> */
+	struct px_authns	 authns;	/* <authenticators> */
 	struct px_group		*groups;	/* one per listen address */
 	size_t			 ngroups;
 };

@@ -34,6 +34,18 @@ px_session_scan(const struct px_session *s)
 	return &s->svc->scan;
 }
 
+const struct px_auth_use *
+px_session_auth(const struct px_session *s)
+{
+	return s->svc->auth;
+}
+
+struct px_auth_box *
+px_session_auth_box(struct px_session *s)
+{
+	return &s->w->auth_box;
+}
+
 void
 px_session_zones(const struct px_session *s, const struct sockaddr *server,
     const char **client_zone, const char **server_zone)

@@ -44,6 +44,13 @@ px_worker_get(unsigned i)
 }
 
 static void px_worker_wake(struct px_worker *w);
+
+/* An auth thread's answer is in w's box (auth.h). */
+static void
+px_worker_wake_auth(void *arg)
+{
+	px_worker_wake(arg);
+}
 static bool px_same_listen(const struct px_service *a,
     const struct px_service *b);
 
@@ -533,6 +540,7 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 	}
 
 	px_handoffs_take(w, false);
+	px_auth_box_drain(&w->auth_box);
 
 	switch (atomic_load(&w->cmd)) {
 	case PX_CMD_DRAIN:
@@ -693,6 +701,8 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 		return -1;
 	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST,
 	    px_worker_wake_cb, w);
+	w->auth_box.wake = px_worker_wake_auth;
+	w->auth_box.wake_arg = w;
 	if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) == -1)
 		return -1;
 	if ((w->accept_pause = evtimer_new(w->base, px_accept_resume_cb, w)) == NULL)

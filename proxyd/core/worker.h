@@ -4,7 +4,8 @@
  * count, each worker's load (read by the others, which may hand it an
  * accepted connection through its lock-free hand-off stack), and what the
  * main and admin threads ask of it (a reload's config, drain or stop, a
- * reset of its sessions, a snapshot for the listing, woken by its eventfd;
+ * reset of its sessions, a snapshot for the listing, and the auth threads'
+ * answers, woken by its eventfd;
  * accepts held while the admin lacks descriptors).
  * Configs are shared read-only; the quota table (quota.h) is process-wide. */
 #ifndef PX_WORKER_H
@@ -103,6 +104,9 @@ struct px_worker {
 	atomic_int		 reset_req;	/* enum px_reset_reason */
 	atomic_bool		 exited;
 	int			 wake_fd;	/* eventfd: main -> worker */
+	/* Answers of the auth threads for this worker's sessions (auth.h),
+	 * taken at each wakeup. */
+	struct px_auth_box	 auth_box;
 	struct event		*wake_ev;
 	struct px_listener	*listeners;
 	size_t			 nlisteners;

@@ -1,0 +1,186 @@
+/* Kerberos checks (MIT GSSAPI), on an auth thread (auth.h): a Negotiate
+ * token accepted with the authenticator's own keytab (gss_acquire_cred_from
+ * with a "keytab" credential store: no process-wide KRB5_KTNAME, so two
+ * kerberos authenticators may have two keytabs), for a ticket whose
+ * service is service= ("HTTP/proxy.example.test@REALM"). The client's
+ * principal, its realm stripped, is the user. One leg only: SPNEGO with a
+ * Kerberos ticket completes in one token; a mechanism that needs more
+ * (NTLM) is refused. The keytab is also read at load: it must hold a key
+ * for service=. */
+#include "auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gssapi/gssapi.h>
+#include <gssapi/gssapi_ext.h>
+#include <gssapi/gssapi_krb5.h>
+#include <krb5.h>
+
+int
+px_auth_krb_keytab_ok(const char *path, const char *service, char *why,
+    size_t size)
+{
+	krb5_context ctx;
+	krb5_keytab kt;
+	krb5_kt_cursor cur;
+	krb5_keytab_entry ent;
+	char name[1024];
+	bool found = false;
+	size_t sl = strlen(service);
+
+	if (access(path, R_OK) == -1) {
+		snprintf(why, size, "cannot be read: %m");
+		return -1;
+	}
+	if (krb5_init_context(&ctx) != 0) {
+		snprintf(why, size, "no Kerberos library context");
+		return -1;
+	}
+	snprintf(name, sizeof(name), "FILE:%s", path);
+	if (krb5_kt_resolve(ctx, name, &kt) != 0) {
+		krb5_free_context(ctx);
+		snprintf(why, size, "not a keytab");
+		return -1;
+	}
+	if (krb5_kt_start_seq_get(ctx, kt, &cur) != 0) {
+		krb5_kt_close(ctx, kt);
+		krb5_free_context(ctx);
+		snprintf(why, size, "cannot be read as a keytab");
+		return -1;
+	}
+	while (!found && krb5_kt_next_entry(ctx, kt, &ent, &cur) == 0) {
+		char *p = NULL;
+
+		if (krb5_unparse_name(ctx, ent.principal, &p) == 0) {
+			found = strncmp(p, service, sl) == 0 && p[sl] == '/';
+			krb5_free_unparsed_name(ctx, p);
+		}
+		krb5_free_keytab_entry_contents(ctx, &ent);
+	}
+	krb5_kt_end_seq_get(ctx, kt, &cur);
+	krb5_kt_close(ctx, kt);
+	krb5_free_context(ctx);
+	if (!found) {
+		snprintf(why, size, "holds no key for %s/...", service);
+		return -1;
+	}
+	return 0;
+}
+
+/* GSSAPI's words for (major, minor) into buf. */
+static void
+px_krb_status(OM_uint32 major, OM_uint32 minor, char *buf, size_t size)
+{
+	OM_uint32 min2, ctx = 0;
+	gss_buffer_desc msg;
+	size_t o = 0;
+	int pass;
+
+	buf[0] = '\0';
+	for (pass = 0; pass < 2; pass++) {
+		OM_uint32 code = pass == 0 ? major : minor;
+		int type = pass == 0 ? GSS_C_GSS_CODE : GSS_C_MECH_CODE;
+
+		if (pass == 1 && minor == 0)
+			break;
+		ctx = 0;
+		do {
+			if (gss_display_status(&min2, code, type,
+			    GSS_C_NO_OID, &ctx, &msg) != GSS_S_COMPLETE)
+				break;
+			if (o < size) {
+				int n = snprintf(buf + o, size - o, "%s%.*s",
+				    o ? ": " : "", (int)msg.length,
+				    (const char *)msg.value);
+
+				if (n > 0)
+					o += (size_t)n;
+			}
+			gss_release_buffer(&min2, &msg);
+		} while (ctx != 0);
+	}
+}
+
+void
+px_auth_krb_check(struct px_auth_req *r)
+{
+	struct px_authn *an = r->an;
+	gss_key_value_element_desc el = { .key = "keytab",
+	    .value = an->keytab };
+	gss_key_value_set_desc store = { .count = 1, .elements = &el };
+	gss_cred_id_t cred = GSS_C_NO_CREDENTIAL;
+	gss_ctx_id_t ctx = GSS_C_NO_CONTEXT;
+	gss_buffer_desc in = { .length = r->secret_len, .value = r->secret };
+	gss_buffer_desc out = GSS_C_EMPTY_BUFFER, nm = GSS_C_EMPTY_BUFFER;
+	gss_name_t src = GSS_C_NO_NAME, targ = GSS_C_NO_NAME;
+	OM_uint32 major, minor, min2;
+	char why[128];
+	size_t sl = strlen(an->service);
+
+	r->id.method = PX_AUTH_NEGOTIATE;
+	major = gss_acquire_cred_from(&minor, GSS_C_NO_NAME, GSS_C_INDEFINITE,
+	    GSS_C_NO_OID_SET, GSS_C_ACCEPT, &store, &cred, NULL, NULL);
+	if (GSS_ERROR(major)) {
+		px_krb_status(major, minor, why, sizeof(why));
+		r->result = PX_AUTH_ERROR;
+		snprintf(r->reason, sizeof(r->reason), "keytab: %s", why);
+		return;
+	}
+	major = gss_accept_sec_context(&minor, &ctx, cred, &in,
+	    GSS_C_NO_CHANNEL_BINDINGS, &src, NULL, &out, NULL, NULL, NULL);
+	if (GSS_ERROR(major)) {
+		px_krb_status(major, minor, why, sizeof(why));
+		r->result = PX_AUTH_BAD_TOKEN;
+		snprintf(r->reason, sizeof(r->reason), "%s", why);
+		goto out;
+	}
+	if (major & GSS_S_CONTINUE_NEEDED) {
+		r->result = PX_AUTH_BAD_TOKEN;
+		snprintf(r->reason, sizeof(r->reason), "the mechanism needs "
+		    "more than one leg (only Kerberos is taken)");
+		goto out;
+	}
+	/* The ticket is for service=: a key of the keytab for another
+	 * service (host/, say) proves nothing to this one. */
+	if (gss_inquire_context(&min2, ctx, NULL, &targ, NULL, NULL, NULL,
+	    NULL, NULL) != GSS_S_COMPLETE ||
+	    gss_display_name(&min2, targ, &nm, NULL) != GSS_S_COMPLETE ||
+	    nm.length <= sl || strncmp(nm.value, an->service, sl) != 0 ||
+	    ((const char *)nm.value)[sl] != '/') {
+		r->result = PX_AUTH_BAD_TOKEN;
+		snprintf(r->reason, sizeof(r->reason), "the ticket is not for "
+		    "service %s", an->service);
+		goto out;
+	}
+	gss_release_buffer(&min2, &nm);
+	if (gss_display_name(&min2, src, &nm, NULL) != GSS_S_COMPLETE) {
+		r->result = PX_AUTH_ERROR;
+		snprintf(r->reason, sizeof(r->reason), "no client name");
+		goto out;
+	}
+	px_auth_principal_user(nm.value, nm.length, r->id.user,
+	    sizeof(r->id.user));
+	if (r->id.user[0] == '\0') {
+		r->result = PX_AUTH_BAD_TOKEN;
+		snprintf(r->reason, sizeof(r->reason), "empty principal");
+		goto out;
+	}
+	r->result = PX_AUTH_OK;
+	if (out.length > 0 && (r->reply = malloc(out.length)) != NULL) {
+		memcpy(r->reply, out.value, out.length);
+		r->reply_len = out.length;
+	}
+out:
+	gss_release_buffer(&min2, &nm);
+	gss_release_buffer(&min2, &out);
+	if (src != GSS_C_NO_NAME)
+		gss_release_name(&min2, &src);
+	if (targ != GSS_C_NO_NAME)
+		gss_release_name(&min2, &targ);
+	if (ctx != GSS_C_NO_CONTEXT)
+		gss_delete_sec_context(&min2, &ctx, GSS_C_NO_BUFFER);
+	gss_release_cred(&min2, &cred);
+}
