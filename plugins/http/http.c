@@ -31,6 +31,7 @@
 
 #include "conn.h"
 #include "http_head.h"
+#include "auth.h"
 #include "http_int.h"
 #include "log.h"
 #include "parse.h"
@@ -41,6 +42,7 @@ static const char *const http_counter_names[] = {
 };
 
 static void http_next_request(struct http_state *h);
+static void http_transaction_done(struct http_state *h);
 static void http_start_tunnel(struct http_state *h);
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -52,6 +54,12 @@ http_timer_set(struct http_state *h, uint64_t ms)
 }
 
 void
+http_transaction_end(struct http_state *h)
+{
+	http_transaction_done(h);
+}
+
+void
 http_log_request(struct http_state *h)
 {
 	http_log_request_as(h, px_session_tag(h->s));
@@ -60,7 +68,8 @@ http_log_request(struct http_state *h)
 void
 http_log_request_as(struct http_state *h, const char *tag)
 {
-	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
+	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN], user[160];
+	const struct px_auth_id *id = http_auth_id(h);
 	struct timeval now, d;
 	bool deny;
 
@@ -85,9 +94,13 @@ http_log_request_as(struct http_state *h, const char *tag)
 		goto out_clear;
 	deny = h->verdict != NULL && (strcmp(h->verdict, "deny") == 0 ||
 	    strcmp(h->verdict, "abort") == 0);
+	if (id != NULL)
+		px_log_escape(user, sizeof(user), id->user, strlen(id->user),
+		    false);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s",
+	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
+	    "%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
 	    h->method, h->host[0] ? h->host : "-", h->path, h->status,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
@@ -100,6 +113,9 @@ http_log_request_as(struct http_state *h, const char *tag)
 	    h->leg_reset[0] != '\0' ? " reset=" : "", h->leg_reset,
 	    deny ? " rule=" : "",
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
+	    id != NULL ? " user=" : "", id != NULL ? user : "",
+	    id != NULL ? " auth=" : "",
+	    id != NULL ? px_auth_method_name(id->method) : "",
 	    tag[0] != '\0' ? " " : "", tag);
 out_clear:
 	/* The next request starts from nothing: a refusal before its head
@@ -237,8 +253,13 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	struct http_hit hit;
 	struct http_target ct = { .path = NULL };
 	uint32_t retry;
+	/* Handled again once its authentication was answered
+	 * (http_auth.c): counted and timed once. */
+	bool replay = h->auth_replay;
 
-	gettimeofday(&h->t_start, NULL);
+	h->auth_replay = false;
+	if (!replay)
+		gettimeofday(&h->t_start, NULL);
 	h->verdict = NULL;
 	h->rule[0] = '\0';
 	h->status = 0;
@@ -252,8 +273,10 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	    rc == 0 ? m.mlen : 1);
 	http_copy(h->path, sizeof(h->path), rc == 0 ? m.target : "-",
 	    rc == 0 ? m.tlen : 1);
-	px_session_count(h->s, HTTP_C_REQUESTS, 1);
-	h->nreq++;
+	if (!replay) {
+		px_session_count(h->s, HTTP_C_REQUESTS, 1);
+		h->nreq++;
+	}
 	if (rc != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, rc, why);
@@ -337,12 +360,16 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	}
 	h->port = port;
-	if (!px_session_request_allowed(h->s, &retry, h->rule,
+	if (!replay && !px_session_request_allowed(h->s, &retry, h->rule,
 	    sizeof(h->rule))) {
 		http_limited(h, &m, head_len, retry);
 		return;
 	}
-	if ((rc = http_policy_check(p, m.method, m.mlen, port, h->host,
+	/* <auth>: 0 go on, else answered or waiting for the directory. */
+	if (http_auth_request(h, &m, head_len) != 0)
+		return;
+	if ((rc = http_policy_check_as(p, http_auth_id(h), m.method, m.mlen,
+	    port, h->host,
 	    h->is_connect ? h->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (hit.line == 0)
@@ -406,6 +433,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			.upgrade = h->upgrade_ok,
 			.authority = auth, .alen = alen,
 			.whole = http_scan_whole(h),
+			.drop = http_auth_field(h),
 		};
 
 		http_head_request(h->head_out, &m, p, &rq);
@@ -1141,6 +1169,12 @@ http_timer_cb(struct px_session *s, void *st)
 		http_h2_timer(h);
 		return;
 	}
+	if (h->req == HTTP_REQ_AUTH) {
+		/* The check is bounded by its authenticator's timeout: its
+		 * answer (503 if it ran out) ends the wait. */
+		http_timer_set(h, h->pol->request_timeout_ms);
+		return;
+	}
 	if (h->closing) {
 		/* A client that reads the last reply, however slowly (an
 		 * HTTP/2 leg waits on its stream's window), gets all of it:
@@ -1243,6 +1277,7 @@ http_on_close(struct px_session *s, void *st)
 		http_log_request(h);
 	}
 	h->gone = true;
+	http_auth_close(h);
 	http_h2_close(h);
 	http_scan_close(h);
 	if (h->dns != NULL)
@@ -1387,6 +1422,7 @@ const struct px_analyser http_analyser = {
 	.client_alpn = http_policy_client_alpn,
 	.on_worker_exit = http_worker_exit,
 	.scan = true,
+	.auth = true,
 	.content = true,
 	.audit = true,
 	.requests = true,

@@ -12,6 +12,7 @@
 
 struct _xmlNode;
 struct px_cfgerr;
+struct px_auth_id;
 
 /* A header rule's action: a field is passed, dropped, changed or added,
  * which the core's accept/deny/abort (enum px_action) do not say. */
@@ -39,6 +40,8 @@ struct http_request_rule {
 	struct http_words	methods;
 	uint16_t		*ports;		/* CONNECT/forward targets; NULL: any */
 	size_t			 nports;
+	/* user=, group=: the rule matches only those (<auth>); n 0: anyone */
+	struct http_words	 users, groups;
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
 	long			 line;		/* for rule= */
@@ -52,6 +55,7 @@ struct http_url_rule {
 	char			*query;		/* glob, decoded as queries are
 						 * (http_query_decode); ""
 						 * matches no query */
+	struct http_words	 users, groups;	/* as a request rule's */
 	enum px_action		 action;
 	int			 status;		/* deny: answered with it */
 	long			 line;
@@ -140,6 +144,14 @@ bool	http_words_has(const struct http_words *w, const char *s, size_t len);
  * authority. */
 int	http_policy_check(const struct http_policy *p, const char *method,
 	    size_t mlen, uint16_t port, const char *host, const char *path,
+	    const char *query, const char **why, struct http_hit *hit);
+/* The same for a request whose connection proved to be id (NULL:
+ * nobody): a rule with user= or group= matches only such requests, of
+ * one of its users (id->user) or of a member of one of its groups
+ * (px_auth_id_in_group). */
+int	http_policy_check_as(const struct http_policy *p,
+	    const struct px_auth_id *id, const char *method, size_t mlen,
+	    uint16_t port, const char *host, const char *path,
 	    const char *query, const char **why, struct http_hit *hit);
 /* The methods the request rules accept on port (CONNECT only when
  * connect), ", " between, for the Allow field of a 405 (RFC 9110

@@ -268,6 +268,7 @@ struct http_wopt {
 	bool			 skip_xff;	/* X-Forwarded-For: the caller's */
 	bool			 skip_te;	/* dechunked: no Transfer-Encoding */
 	bool			 skip_range;	/* no (Request-)Range, If-Range */
+	const char		*drop;		/* a field not sent; NULL */
 	bool			 underscore;	/* names with '_' pass */
 	bool			 inserts;	/* the rules' inserts follow */
 	bool			 trailers;	/* m is a trailer section */
@@ -344,6 +345,8 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 		    memchr(f->name, '_', f->nlen) != NULL)
 			continue;
 		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
+			continue;
+		if (o->drop != NULL && http_token_eq(f->name, f->nlen, o->drop))
 			continue;
 		/* Request-Range: the older name, which Apache honours. */
 		if (o->skip_range && (id == HTTP_F_RANGE ||
@@ -433,7 +436,7 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 		.keep_upgrade = r->upgrade, .skip_xff = p->xff != HTTP_XFF_NO,
 		.underscore = p->underscore_pass, .inserts = true,
 		.host = r->authority, .hlen = r->alen,
-		.skip_range = r->whole,
+		.skip_range = r->whole, .drop = r->drop,
 	};
 
 	w.ev = out;

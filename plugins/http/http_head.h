@@ -45,6 +45,9 @@ struct http_req_ctx {
 	/* Range, If-Range, Request-Range not sent on: the whole body is
 	 * fetched, to be scanned whole (<scan partial="refuse">). */
 	bool			 whole;
+	/* A field never sent on: the credentials proxyd checked itself
+	 * (<auth>: Proxy-Authorization or Authorization). NULL: none. */
+	const char		*drop;
 };
 
 /* What a response head needs beyond the parsed head and the policy. */

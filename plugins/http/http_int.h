@@ -12,6 +12,8 @@
  *   http_h2*.c		HTTP/2 towards clients, a leg per stream
  *			(http_h2_int.h)
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
+ *   http_auth.c	the service's <auth>: challenges, credentials checked
+ *			off the worker, the connection's identity
  *   http_parse.c	framing (pure: http_parse.h) */
 #ifndef HTTP_INT_H
 #define HTTP_INT_H
@@ -78,6 +80,7 @@ enum http_body {
 enum http_req_state {
 	HTTP_REQ_HEAD = 0,	/* waiting for a request head */
 	HTTP_REQ_WAIT,		/* head parsed, no server yet (resolving) */
+	HTTP_REQ_AUTH,		/* head kept: its credentials are checked */
 	HTTP_REQ_BODY,
 	HTTP_REQ_DONE,
 };
@@ -136,6 +139,8 @@ struct http_scan {
 };
 
 struct http_h2;
+struct http_auth;
+struct px_auth_id;
 
 struct http_state {
 	struct px_session	*s;
@@ -204,6 +209,10 @@ struct http_state {
 	char			 leg_reset[24];
 	/* A leg's http-request line waiting for its stream's end. */
 	bool			 log_held;
+	/* <auth>: the connection's identity and the check under way
+	 * (http_auth.c); NULL until the service's first request. */
+	struct http_auth	*auth;
+	bool			 auth_replay;	/* handled again, answered */
 };
 
 /* ---- http.c ------------------------------------------------------------ */
@@ -226,6 +235,25 @@ void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
  * look whole). */
 void	http_abort(struct http_state *h, enum px_end_by by,
 	    const char *reason);
+/* The transaction is over (its reply written or queued): the next
+ * request, or the end of the connection. */
+void	http_transaction_end(struct http_state *h);
+
+/* ---- http_auth.c ------------------------------------------------------- */
+
+/* <auth> on the request whose head m (head_len bytes) is at the front of
+ * the client input: 0 go on (proven, or not required), -1 answered (a
+ * challenge, 503), 1 waiting for its check (HTTP_REQ_AUTH; the request
+ * is handled again once answered). */
+int	http_auth_request(struct http_state *h, const struct http_head *m,
+	    size_t head_len);
+/* Who the connection proved to be; NULL: nobody yet. */
+const struct px_auth_id *http_auth_id(const struct http_state *h);
+/* The credentials field the service checks itself, never sent on
+ * ("proxy-authorization", "authorization"); NULL: no <auth>. */
+const char *http_auth_field(const struct http_state *h);
+void	http_auth_close(struct http_state *h);
+
 /* ---- http_body.c ------------------------------------------------------- */
 
 /* Moves request body bytes from the client to the server, up to the

@@ -12,6 +12,7 @@
 
 #include "cfgread.h"
 #include "parse.h"
+#include "auth.h"
 #include "http.h"
 
 /* Statuses proxyd itself answers with; a template dir may override each. */
@@ -148,6 +149,58 @@ http_attr_words(struct px_cfgerr *e, const xmlNode *n, const char *name,
 	return rc;
 }
 
+/* user= and group= of a rule: only where the service has <auth>. */
+static int
+http_load_who(struct px_cfgerr *e, const xmlNode *n, struct http_words *users,
+    struct http_words *groups)
+{
+	const xmlNode *svc = n->parent != NULL ? n->parent->parent : NULL, *c;
+	bool auth = false;
+
+	if (http_attr_words(e, n, "user", false, users) == -1 ||
+	    http_attr_words(e, n, "group", false, groups) == -1)
+		return -1;
+	if (users->n == 0 && groups->n == 0)
+		return 0;
+	for (c = svc != NULL ? svc->children : NULL; c != NULL; c = c->next)
+		if (c->type == XML_ELEMENT_NODE &&
+		    xmlStrcmp(c->name, (const xmlChar *)"auth") == 0)
+			auth = true;
+	if (!auth) {
+		px_cfg_error(e, n, "user=/group=: the service has no <auth> "
+		    "to say who its users are");
+		return -1;
+	}
+	return 0;
+}
+
+/* A rule's user= and group= against who the request's connection is. */
+static _Thread_local const struct px_auth_id *http_who;
+static _Thread_local bool http_who_set;
+
+static bool
+http_who_ok(const struct http_words *users, const struct http_words *groups)
+{
+	const struct px_auth_id *id = http_who;
+	size_t i;
+
+	if (users->n == 0 && groups->n == 0)
+		return true;
+	/* Only a request judged for a connection (http_policy_check_as);
+	 * the Allow list (no request) counts such rules out. */
+	if (!http_who_set || id == NULL)
+		return false;
+	if (users->any || groups->any)
+		return true;
+	for (i = 0; i < users->n; i++)
+		if (strcmp(users->w[i], id->user) == 0)
+			return true;
+	for (i = 0; i < groups->n; i++)
+		if (px_auth_id_in_group(id, groups->w[i]))
+			return true;
+	return false;
+}
+
 static int
 http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 {
@@ -188,7 +241,10 @@ http_load_request(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 		}
 	}
 	http_words_free(&ports);
-	if (r->methods.any && r->nports == 0)
+	if (http_load_who(e, n, &r->users, &r->groups) == -1)
+		return -1;
+	if (r->methods.any && r->nports == 0 && r->users.n == 0 &&
+	    r->groups.n == 0)
 		p->req_catch_all = true;
 	return 0;
 }
@@ -288,7 +344,8 @@ http_load_url(struct px_cfgerr *e, const xmlNode *n, struct http_policy *p)
 	r->line = px_xml_line(n);
 	if (px_attr_label(e, n, &r->label) == -1 ||
 	    px_attr_action(e, n, PX_ACTIONS_ADA, true, &r->action) == -1 ||
-	    http_attr_status(e, n, 403, &r->status) == -1)
+	    http_attr_status(e, n, 403, &r->status) == -1 ||
+	    http_load_who(e, n, &r->users, &r->groups) == -1)
 		return -1;
 	return 0;
 }
@@ -614,6 +671,8 @@ http_policy_free(void *pol)
 		http_words_free(&p->req[i].methods);
 		free(p->req[i].ports);
 		free(p->req[i].label);
+		http_words_free(&p->req[i].users);
+		http_words_free(&p->req[i].groups);
 	}
 	free(p->req);
 	for (i = 0; i < p->nurl; i++) {
@@ -621,6 +680,8 @@ http_policy_free(void *pol)
 		xmlFree(p->url[i].path);
 		xmlFree(p->url[i].query);
 		free(p->url[i].label);
+		http_words_free(&p->url[i].users);
+		http_words_free(&p->url[i].groups);
 	}
 	free(p->url);
 	for (i = 0; i < p->nreqh; i++) {
@@ -657,7 +718,8 @@ http_request_match(const struct http_request_rule *req, size_t n,
 	for (i = 0; i < n; i++) {
 		bool port_ok = req[i].nports == 0;
 
-		if (!http_words_has(&req[i].methods, method, mlen))
+		if (!http_words_has(&req[i].methods, method, mlen) ||
+		    !http_who_ok(&req[i].users, &req[i].groups))
 			continue;
 		for (k = 0; k < req[i].nports; k++)
 			if (req[i].ports[k] == port)
@@ -789,6 +851,8 @@ http_url_decide(const struct http_policy *p, const char *host,
 		if (u->query != NULL && fnmatch(u->query, query != NULL ?
 		    query : "", 0) != 0)
 			continue;
+		if (!http_who_ok(&u->users, &u->groups))
+			continue;
 		hit->line = u->line;
 		hit->label = u->label;
 		if (u->action != PX_ACT_ACCEPT)
@@ -862,6 +926,23 @@ http_policy_check(const struct http_policy *p, const char *method,
 done:
 	free(pheap);
 	free(qheap);
+	return rc;
+}
+
+int
+http_policy_check_as(const struct http_policy *p, const struct px_auth_id *id,
+    const char *method, size_t mlen, uint16_t port, const char *host,
+    const char *path, const char *query, const char **why,
+    struct http_hit *hit)
+{
+	int rc;
+
+	http_who = id;
+	http_who_set = true;
+	rc = http_policy_check(p, method, mlen, port, host, path, query, why,
+	    hit);
+	http_who = NULL;
+	http_who_set = false;
 	return rc;
 }
 

@@ -1,6 +1,7 @@
 # http: sources linked into proxyd_core.
 list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http.c
+	${CMAKE_CURRENT_LIST_DIR}/http_auth.c
 	${CMAKE_CURRENT_LIST_DIR}/http_body.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_leg.c

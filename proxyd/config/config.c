@@ -706,7 +706,7 @@ px_service_section(const struct px_service *svc, xmlNodePtr root,
 	for (n = root->children; n != NULL; n = n->next) {
 		static const char *const core[] = { "listen", "target",
 		    "upstream", "clients", "servers", "tls", "scan", "content",
-		    "audit", "fingerprint",
+		    "audit", "fingerprint", "auth",
 		    "source-limits", NULL };
 		size_t i;
 		bool is_core = false;

@@ -1,0 +1,364 @@
+/* The service's <auth> on HTTP requests (auth.h): in forward mode a
+ * request without credentials gets 407 with Proxy-Authenticate for each
+ * method offered, and Proxy-Authorization is checked; in the other modes
+ * the same with 401, WWW-Authenticate and Authorization. Negotiate goes
+ * to the kerberos authenticator, Basic to the ldap one, and Basic is
+ * neither offered nor taken over a client connection without TLS unless
+ * <auth basic-without-tls="yes">.
+ *
+ * A check runs on an auth thread: the request waits (its head stays in
+ * the client input, HTTP_REQ_AUTH, nothing else of the client is judged)
+ * while the worker goes on with other sessions; the answer comes back on
+ * the worker, and the request is handled again from its head, this time
+ * with the answer in hand. The identity then stays with the connection:
+ * the next requests on it are not asked again (a Basic request that
+ * carries other credentials is checked again). A directory that is down
+ * or past its timeout gets 503, not a challenge: the user did nothing
+ * wrong. The credentials field never reaches the server. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "http_int.h"
+
+struct http_auth {
+	struct px_auth_id	 id;
+	bool			 have_id;
+	/* SHA-256 of the Basic credentials that proved id (a later
+	 * request with the same ones is not checked again). */
+	unsigned char		 basic[32];
+	bool			 have_basic;
+	struct px_auth_req	*pending;	/* a check under way */
+	struct px_auth_req	*answer;	/* its answer, for the replay */
+	unsigned char		 answer_basic[32];
+};
+
+static int
+http_b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Base64 (RFC 4648, padding optional) into out (room for 3/4 of len).
+ * The length, or -1 when malformed. */
+static ssize_t
+http_b64_decode(const char *in, size_t len, unsigned char *out)
+{
+	uint32_t acc = 0;
+	size_t i, o = 0, bits = 0;
+	int v;
+
+	while (len > 0 && in[len - 1] == '=')
+		len--;
+	for (i = 0; i < len; i++) {
+		if ((v = http_b64_val((unsigned char)in[i])) < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	if (bits >= 6)
+		return -1;
+	return (ssize_t)o;
+}
+
+static void
+http_auth_sha(const void *p, size_t len, unsigned char out[32])
+{
+	unsigned n = 32;
+
+	memset(out, 0, 32);
+	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
+}
+
+static bool
+http_auth_forward(const struct http_state *h)
+{
+	return px_session_dst(h->s)->sa_family == 0;
+}
+
+const char *
+http_auth_field(const struct http_state *h)
+{
+	if (px_session_auth(h->s) == NULL)
+		return NULL;
+	return http_auth_forward(h) ? "proxy-authorization" : "authorization";
+}
+
+static bool
+http_auth_basic_ok(const struct http_state *h, const struct px_auth_use *u)
+{
+	return u->methods[PX_AUTH_BASIC] &&
+	    (u->basic_plain || px_session_client_via_tls(h->s));
+}
+
+/* 407 (forward) or 401 with a challenge per method offered. The
+ * connection stays when nothing of the request is left to read. */
+static void
+http_auth_challenge(struct http_state *h, const struct http_head *m,
+    size_t head_len, const char *why)
+{
+	const struct px_auth_use *u = px_session_auth(h->s);
+	const struct http_policy *p = h->pol;
+	bool fwd = http_auth_forward(h);
+	const char *hdr = fwd ? "Proxy-Authenticate" : "WWW-Authenticate";
+	int status = fwd ? 407 : 401;
+	bool keep = p->keepalive_client && !m->conn_close &&
+	    (m->minor == 1 || m->conn_keep_alive) &&
+	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
+	    !m->chunked && m->content_length <= 0 && !h->is_connect &&
+	    evbuffer_get_length(h->c->in) == head_len &&
+	    !px_session_config_stale(h->s);
+	struct evbuffer *out = h->c->out;
+	size_t before = evbuffer_get_length(out);
+	char body[256];
+	int blen = 0;
+
+	h->status = status;
+	h->verdict = "deny";
+	snprintf(h->rule, sizeof(h->rule), "%s:%ld",
+	    px_session_policy_file(h->s), u->line);
+	if (!p->silent)
+		blen = snprintf(body, sizeof(body), "<!DOCTYPE html>\n<html>"
+		    "<head><title>%d %s</title></head>\n<body><h1>%d %s</h1>"
+		    "</body></html>\n", status, fwd ? "Proxy Authentication "
+		    "Required" : "Unauthorized", status, fwd ? "Proxy "
+		    "Authentication Required" : "Unauthorized");
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\n"
+	    "Content-Length: %d\r\nConnection: %s\r\n"
+	    "Cache-Control: no-store\r\n", status, fwd ? "Proxy Authentication "
+	    "Required" : "Unauthorized", blen, keep ? "keep-alive" : "close");
+	if (u->methods[PX_AUTH_NEGOTIATE])
+		evbuffer_add_printf(out, "%s: Negotiate\r\n", hdr);
+	if (http_auth_basic_ok(h, u))
+		evbuffer_add_printf(out, "%s: Basic realm=\"%s\", "
+		    "charset=\"UTF-8\"\r\n", hdr, u->realm);
+	evbuffer_add(out, "\r\n", 2);
+	if (!h->is_head && blen > 0)
+		evbuffer_add(out, body, (size_t)blen);
+	h->resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	px_session_log(h->s, LOG_INFO, "http-auth status=%d reason=\"%s\"",
+	    status, why);
+	if (!keep) {
+		px_session_set_rule(h->s, h->rule);
+		http_log_request(h);
+		http_close_when_flushed(h, PX_END_POLICY, fwd ?
+		    "denied: http 407: authentication required" :
+		    "denied: http 401: authentication required");
+		return;
+	}
+	evbuffer_drain(h->c->in, head_len);
+	h->client_keep = true;
+	h->req = HTTP_REQ_DONE;
+	h->resp = HTTP_RESP_NONE;
+	h->progress++;
+	http_transaction_end(h);
+}
+
+static void
+http_auth_done(struct px_auth_req *r, void *arg)
+{
+	struct http_state *h = arg;
+
+	h->auth->pending = NULL;
+	h->auth->answer = r;
+	if (h->gone || h->req != HTTP_REQ_AUTH) {
+		h->auth->answer = NULL;
+		px_auth_req_free(r);
+		return;
+	}
+	/* The head is still at the front of the client input: handled
+	 * again, with the answer. */
+	h->req = HTTP_REQ_HEAD;
+	h->auth_replay = true;
+	h->progress++;
+	http_drive(h);
+}
+
+static struct http_auth *
+http_auth_state(struct http_state *h)
+{
+	if (h->auth == NULL)
+		h->auth = calloc(1, sizeof(*h->auth));
+	return h->auth;
+}
+
+/* The answer of the check this request waited for. */
+static int
+http_auth_answered(struct http_state *h, const struct http_head *m,
+    size_t head_len)
+{
+	struct http_auth *a = h->auth;
+	struct px_auth_req *r = a->answer;
+	char why[200];
+
+	a->answer = NULL;
+	if (r->result == PX_AUTH_OK) {
+		px_auth_id_clear(&a->id);
+		a->id = r->id;
+		memset(&r->id, 0, sizeof(r->id));	/* moved */
+		a->have_id = true;
+		a->have_basic = r->method == PX_AUTH_BASIC;
+		memcpy(a->basic, a->answer_basic, sizeof(a->basic));
+		px_auth_req_free(r);
+		return 0;
+	}
+	snprintf(why, sizeof(why), "%s %s: %s", px_auth_method_name(r->method),
+	    px_auth_result_name(r->result), r->reason);
+	if (px_auth_result_unavailable(r->result)) {
+		px_auth_req_free(r);
+		http_error(h, 503, why);
+		return -1;
+	}
+	px_auth_req_free(r);
+	/* A failed proof leaves the connection unproven. */
+	px_auth_id_clear(&a->id);
+	a->have_id = a->have_basic = false;
+	http_auth_challenge(h, m, head_len, why);
+	return -1;
+}
+
+int
+http_auth_request(struct http_state *h, const struct http_head *m,
+    size_t head_len)
+{
+	const struct px_auth_use *u = px_session_auth(h->s);
+	const char *field, *v = NULL, *cred;
+	struct http_auth *a;
+	struct px_auth_req *r;
+	unsigned char *dec = NULL, sum[32];
+	size_t vlen = 0, clen;
+	ssize_t n;
+	unsigned i;
+	char *colon;
+
+	if (u == NULL)
+		return 0;
+	if ((a = http_auth_state(h)) == NULL) {
+		http_error(h, 500, "out of memory");
+		return -1;
+	}
+	if (a->answer != NULL)
+		return http_auth_answered(h, m, head_len);
+	field = http_auth_field(h);
+	for (i = 0; i < m->nhdr; i++)
+		if (http_token_eq(m->hdr[i].name, m->hdr[i].nlen, field)) {
+			v = m->hdr[i].val;
+			vlen = m->hdr[i].vlen;
+			break;
+		}
+	if (v == NULL) {
+		if (a->have_id || !u->required)
+			return 0;
+		http_auth_challenge(h, m, head_len, "no credentials");
+		return -1;
+	}
+	if (vlen > 10 && strncasecmp(v, "Negotiate ", 10) == 0 &&
+	    u->methods[PX_AUTH_NEGOTIATE]) {
+		cred = v + 10;
+		clen = vlen - 10;
+		if ((dec = malloc(clen)) == NULL) {
+			http_error(h, 500, "out of memory");
+			return -1;
+		}
+		if ((n = http_b64_decode(cred, clen, dec)) <= 0) {
+			free(dec);
+			http_auth_challenge(h, m, head_len,
+			    "malformed Negotiate token");
+			return -1;
+		}
+		r = px_auth_req_new(PX_AUTH_NEGOTIATE, u->krb, u->ldap, NULL,
+		    dec, (size_t)n);
+		explicit_bzero(dec, (size_t)n);
+		free(dec);
+	} else if (vlen > 6 && strncasecmp(v, "Basic ", 6) == 0 &&
+	    u->methods[PX_AUTH_BASIC]) {
+		if (!http_auth_basic_ok(h, u)) {
+			http_auth_challenge(h, m, head_len, "Basic refused "
+			    "on a client connection without TLS");
+			return -1;
+		}
+		cred = v + 6;
+		clen = vlen - 6;
+		http_auth_sha(cred, clen, sum);
+		if (a->have_id && a->have_basic &&
+		    CRYPTO_memcmp(sum, a->basic, sizeof(sum)) == 0)
+			return 0;	/* the credentials that proved id */
+		if (clen > 1024 || (dec = malloc(clen + 1)) == NULL ||
+		    (n = http_b64_decode(cred, clen, dec)) < 0 ||
+		    (dec[n] = '\0', memchr(dec, '\0', (size_t)n) != NULL) ||
+		    (colon = memchr(dec, ':', (size_t)n)) == NULL ||
+		    colon - (char *)dec >= 128) {
+			if (dec != NULL)
+				explicit_bzero(dec, clen + 1);
+			free(dec);
+			http_auth_challenge(h, m, head_len,
+			    "malformed Basic credentials");
+			return -1;
+		}
+		*colon = '\0';
+		r = px_auth_req_new(PX_AUTH_BASIC, u->ldap, NULL,
+		    (const char *)dec, colon + 1,
+		    (size_t)n - (size_t)(colon + 1 - (char *)dec));
+		memcpy(a->answer_basic, sum, sizeof(sum));
+		explicit_bzero(dec, clen + 1);
+		free(dec);
+	} else {
+		http_auth_challenge(h, m, head_len, "credentials of a method "
+		    "not offered");
+		return -1;
+	}
+	if (r == NULL) {
+		http_error(h, 500, "out of memory");
+		return -1;
+	}
+	r->session = px_session_id(h->s);
+	a->pending = r;
+	h->req = HTTP_REQ_AUTH;
+	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
+	return 1;
+}
+
+const struct px_auth_id *
+http_auth_id(const struct http_state *h)
+{
+	return h->auth != NULL && h->auth->have_id ? &h->auth->id : NULL;
+}
+
+void
+http_auth_close(struct http_state *h)
+{
+	struct http_auth *a = h->auth;
+
+	if (a == NULL)
+		return;
+	if (a->pending != NULL)
+		px_auth_cancel(a->pending);	/* the box frees it */
+	px_auth_req_free(a->answer);
+	px_auth_id_clear(&a->id);
+	OPENSSL_cleanse(a, sizeof(*a));
+	free(a);
+	h->auth = NULL;
+}

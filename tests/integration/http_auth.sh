@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# <auth> on an http service, against a real MIT KDC and a real slapd, both
+# made by this test in its temp dir on loopback: the realm EXAMPLE.TEST
+# (kdb5_util create -s; HTTP/localhost with its keytab for proxyd, alice
+# with a password, kinit alice into the test's ccache), and a directory
+# dc=example,dc=test (mdb, the memberof overlay; alice and bob, the group
+# ops with alice in it; loaded with ldapadd). Through a forward-mode
+# service: no credentials get 407 with both challenges; curl
+# --proxy-negotiate passes as alice (user=alice auth=negotiate on the
+# http-request line); Basic alice passes, a wrong password is 407 again
+# and logged result=bad-password without the password; a user name that
+# is an LDAP filter (*)(uid=*) matches nobody; Proxy-Authorization never
+# reaches the server; a keep-alive connection is asked once; a group rule
+# lets alice (in ops) reach /admin/ and gives bob 403. Then slapd stops:
+# a user the cache does not know gets 503 (logged directory-down), alice,
+# cached, still passes. Last, a directory that accepts and never answers:
+# 503 within its timeout, while another service on the same single
+# worker keeps its latency.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx curl python3 slapd ldapadd krb5kdc kdb5_util kadmin.local kinit
+setup
+
+printf 'alpha\n' >"$T/www/a.txt"
+mkdir -p "$T/www/admin"
+printf 'secret-page\n' >"$T/www/admin/x.txt"
+start_nginx
+ORIGIN_LOG=$T/origin.jsonl
+start_origin ORIGIN "$ORIGIN_LOG"
+
+# ---- the KDC
+K=$T/krb
+mkdir -p "$K"
+free_port KDC_PORT
+cat >"$K/krb5.conf" <<EOF
+[libdefaults]
+  default_realm = EXAMPLE.TEST
+  dns_lookup_kdc = false
+  dns_lookup_realm = false
+  dns_canonicalize_hostname = false
+  rdns = false
+  udp_preference_limit = 1
+[realms]
+  EXAMPLE.TEST = {
+    kdc = 127.0.0.1:$KDC_PORT
+  }
+[domain_realm]
+  localhost = EXAMPLE.TEST
+EOF
+cat >"$K/kdc.conf" <<EOF
+[kdcdefaults]
+  kdc_ports = $KDC_PORT
+  kdc_tcp_ports = $KDC_PORT
+[realms]
+  EXAMPLE.TEST = {
+    database_name = $K/principal
+    key_stash_file = $K/stash
+    acl_file = $K/kadm5.acl
+    kdc_ports = $KDC_PORT
+    kdc_tcp_ports = $KDC_PORT
+  }
+[logging]
+  kdc = FILE:$K/kdc.log
+EOF
+: >"$K/kadm5.acl"
+export KRB5_CONFIG=$K/krb5.conf KRB5_KDC_PROFILE=$K/kdc.conf
+export KRB5CCNAME=FILE:$K/ccache KRB5RCACHEDIR=$K
+kdb5_util create -s -r EXAMPLE.TEST -P master-pw >"$K/create.out" 2>&1 ||
+    fail "kdb5_util create: $(cat "$K/create.out")"
+kadmin.local -r EXAMPLE.TEST -q "addprinc -randkey HTTP/localhost" >>"$K/create.out" 2>&1
+kadmin.local -r EXAMPLE.TEST -q "ktadd -k $K/http.keytab HTTP/localhost" >>"$K/create.out" 2>&1
+kadmin.local -r EXAMPLE.TEST -q "addprinc -pw alice-krb-pw alice" >>"$K/create.out" 2>&1
+[[ -s $K/http.keytab ]] || fail "no keytab: $(cat "$K/create.out")"
+krb5kdc -n -r EXAMPLE.TEST -P "$K/kdc.pid" >"$K/kdc.out" 2>&1 &
+track_pid $!
+wait_listen "$KDC_PORT" 10 $! || fail "krb5kdc did not listen: $(cat "$K/kdc.out" "$K/kdc.log" 2>/dev/null)"
+echo alice-krb-pw | kinit alice >"$K/kinit.out" 2>&1 || fail "kinit alice: $(cat "$K/kinit.out")"
+
+# ---- slapd
+L=$T/ldap
+mkdir -p "$L/db"
+free_port LDAP_PORT
+cat >"$L/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+moduleload memberof
+pidfile $L/slapd.pid
+database mdb
+maxsize 10485760
+suffix "dc=example,dc=test"
+rootdn "cn=admin,dc=example,dc=test"
+rootpw ldap-admin-pw
+directory $L/db
+overlay memberof
+EOF
+cat >"$L/data.ldif" <<'EOF'
+dn: dc=example,dc=test
+objectClass: dcObject
+objectClass: organization
+o: example
+dc: example
+
+dn: ou=people,dc=example,dc=test
+objectClass: organizationalUnit
+ou: people
+
+dn: ou=groups,dc=example,dc=test
+objectClass: organizationalUnit
+ou: groups
+
+dn: uid=alice,ou=people,dc=example,dc=test
+objectClass: inetOrgPerson
+uid: alice
+cn: Alice
+sn: A
+userPassword: alice-ldap-pw
+
+dn: uid=bob,ou=people,dc=example,dc=test
+objectClass: inetOrgPerson
+uid: bob
+cn: Bob
+sn: B
+userPassword: bob-ldap-pw
+
+dn: uid=carol,ou=people,dc=example,dc=test
+objectClass: inetOrgPerson
+uid: carol
+cn: Carol
+sn: C
+userPassword: carol-ldap-pw
+
+dn: cn=ops,ou=groups,dc=example,dc=test
+objectClass: groupOfNames
+cn: ops
+member: uid=alice,ou=people,dc=example,dc=test
+EOF
+start_slapd() {
+    slapd -f "$L/slapd.conf" -h "ldap://127.0.0.1:$LDAP_PORT/" -d 0 >>"$L/slapd.out" 2>&1 &
+    SLAPD_PID=$!
+    track_pid "$SLAPD_PID"
+    wait_listen "$LDAP_PORT" 10 "$SLAPD_PID" || fail "slapd did not listen: $(cat "$L/slapd.out")"
+}
+start_slapd
+ldapadd -x -H "ldap://127.0.0.1:$LDAP_PORT" -D cn=admin,dc=example,dc=test -w ldap-admin-pw \
+    -f "$L/data.ldif" >"$L/add.out" 2>&1 || fail "ldapadd: $(cat "$L/add.out")"
+printf 'ldap-admin-pw\n' >"$T/conf/ldap.pw"
+
+# ---- a directory that accepts and never answers
+start_py_server STALL <<'EOF'
+def handle(c):
+    time.sleep(20)
+EOF
+
+free_port PF
+free_port PO
+free_port PS
+free_port PN
+write_proxyd_conf "" "<authenticators>
+    <kerberos name=\"corp\" keytab=\"$K/http.keytab\" service=\"HTTP\"/>
+    <ldap name=\"dir\" url=\"ldap://127.0.0.1:$LDAP_PORT\" base-dn=\"dc=example,dc=test\"
+          bind-dn=\"cn=admin,dc=example,dc=test\" bind-password-file=\"ldap.pw\"
+          user-filter=\"(uid=%u)\" group-attribute=\"memberOf\" cache=\"5m\" timeout=\"2s\"/>
+    <ldap name=\"stalled\" url=\"ldap://127.0.0.1:$STALL\" base-dn=\"dc=example,dc=test\"
+          timeout=\"1500ms\"/>
+  </authenticators>"
+# one worker: a stalled directory must not stall it
+sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
+write_http_service fwd "$PF" 0 "
+<auth authenticator=\"corp dir\" methods=\"negotiate basic\" required=\"yes\" basic-without-tls=\"yes\" realm=\"proxyd test\"/>
+<http>
+  <url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>
+  <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
+</http>" forward
+# Basic without basic-without-tls: not offered, not taken in plain
+write_http_service fwdtls "$PO" 0 "
+<auth authenticator=\"corp dir\" methods=\"negotiate basic\"/>
+<http/>" forward
+write_http_service stall "$PS" 0 "
+<auth authenticator=\"stalled\" methods=\"basic\" basic-without-tls=\"yes\"/>
+<http/>" forward
+write_http_service plain "$PN" "$NGINX_PORT" "<http/>"
+
+# --check refuses what cannot work: an unreadable keytab, a missing
+# password file, a bad url; each at its line
+cp "$PROXYD_CONF" "$T/conf/bad.xml"
+sed -i -e "s|keytab=\"$K/http.keytab\"|keytab=\"$K/none.keytab\"|" \
+    -e 's|bind-password-file="ldap.pw"|bind-password-file="nope.pw"|' \
+    -e "s|ldap://127.0.0.1:$STALL|http://127.0.0.1:$STALL|" "$T/conf/bad.xml"
+if "$PROXYD" --check -c "$T/conf/bad.xml" >"$T/check.out" 2>&1; then
+    fail "--check took a configuration with an unreadable keytab"
+fi
+check grep -q 'bad.xml:[0-9]*: keytab=".*none.keytab": cannot be read' "$T/check.out" "--check names the keytab: $(cat "$T/check.out")"
+check grep -q 'bad.xml:[0-9]*: bind-password-file="nope.pw": No such file' "$T/check.out" "--check names the password file"
+check grep -q 'bad.xml:[0-9]*: url="http://' "$T/check.out" "--check names the url"
+"$PROXYD" --check -c "$PROXYD_CONF" >"$T/check2.out" 2>&1 || fail "--check refuses the test's configuration: $(cat "$T/check2.out")"
+
+start_proxyd
+not_grep_i() { ! grep -qi -- "$1" "$2"; }
+U=http://127.0.0.1:$NGINX_PORT
+PX=http://localhost:$PF
+
+# --- no credentials: 407 with both challenges
+code=$(curl -sS --max-time 10 -D "$T/h407" -o /dev/null -w '%{http_code}' -x "$PX" "$U/a.txt")
+assert_eq "$code" 407 "no credentials"
+check grep -qi '^Proxy-Authenticate: Negotiate' "$T/h407" "407 offers Negotiate: $(cat "$T/h407")"
+check grep -qi '^Proxy-Authenticate: Basic realm="proxyd test"' "$T/h407" "407 offers Basic"
+# not in plain without basic-without-tls
+curl -sS --max-time 10 -D "$T/h407o" -o /dev/null -x "http://localhost:$PO" "$U/a.txt" || true
+check grep -qi '^Proxy-Authenticate: Negotiate' "$T/h407o" "407 offers Negotiate on the plain service"
+check not_grep_i 'Proxy-Authenticate: Basic' "$T/h407o" "Basic offered on a plain connection"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "http://localhost:$PO" "$U/a.txt")
+check [ "$code" = 407 ] "Basic taken over a plain connection: $code"
+
+# --- Negotiate (Kerberos): alice
+code=$(curl -sS --max-time 10 -o "$T/neg" -w '%{http_code}' --proxy-negotiate -U : -x "$PX" "$U/a.txt" 2>"$T/neg.err" || true)
+check [ "$code" = 200 ] "Negotiate as alice: $code $(cat "$T/neg.err")"
+check [ "$(cat "$T/neg" 2>/dev/null)" = alpha ] "Negotiate body"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt status=200 .* user=alice auth=negotiate" "$ASYNC_WAIT" "http-request line with user=alice auth=negotiate"
+check wait_grep "$PROXYD_LOG" "auth authenticator=corp method=negotiate user=alice result=ok" "$ASYNC_WAIT" "auth line for negotiate"
+# Kerberos user, groups from the directory: alice reaches /admin/
+code=$(curl -sS --max-time 10 -o "$T/nadm" -w '%{http_code}' --proxy-negotiate -U : -x "$PX" "$U/admin/x.txt" 2>/dev/null || true)
+check [ "$code" = 200 ] "Negotiate alice to /admin/ (group ops from LDAP): $code"
+
+# --- Basic (LDAP): alice, and the field never reaches the server
+code=$(curl -sS --max-time 10 -o "$T/bas" -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "$PX" "http://127.0.0.1:$ORIGIN/basic")
+check [ "$code" = 200 ] "Basic as alice: $code"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/basic status=200 .* user=alice auth=basic" "$ASYNC_WAIT" "http-request line with user=alice auth=basic"
+check wait_grep "$ORIGIN_LOG" '"/basic"' "$ASYNC_WAIT" "the origin got /basic"
+check not_grep_i 'proxy-authorization' "$ORIGIN_LOG" "Proxy-Authorization reached the server"
+
+# --- a wrong password: 407 again, logged without the password
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user 'bob:Wr0ng-PassW0rd-XyZ' -x "$PX" "$U/a.txt")
+check [ "$code" = 407 ] "wrong password: $code"
+check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=bob result=bad-password" "$ASYNC_WAIT" "bad-password line"
+check not_grep_i 'Wr0ng-PassW0rd-XyZ' "$PROXYD_LOG" "the password text is in the log"
+check [ "$(metric_value proxyd_auth_total 'authenticator="dir",method="basic",result="bad-password"')" -ge 1 ] "proxyd_auth_total bad-password"
+check [ "$(metric_value proxyd_auth_total 'authenticator="corp",method="negotiate",result="ok"')" -ge 1 ] "proxyd_auth_total negotiate ok"
+# --- LDAP filter injection: the name is a filter matching everyone
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user '*)(uid=*:alice-ldap-pw' -x "$PX" "$U/a.txt")
+check [ "$code" = 407 ] "a user name that is a filter passed: $code"
+check wait_grep "$PROXYD_LOG" 'auth authenticator=dir method=basic user=.* result=no-user' "$ASYNC_WAIT" "the filter user is no-user"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user '*:alice-ldap-pw' -x "$PX" "$U/a.txt")
+check [ "$code" = 407 ] "user * passed: $code"
+
+# --- keep-alive: asked once
+n0=$(log_count 'auth authenticator=dir ')
+curl -sS --max-time 10 -o /dev/null -o /dev/null --proxy-user bob:bob-ldap-pw -x "$PX" "$U/a.txt" "$U/a.txt" 2>"$T/ka.err"
+check [ "$(log_count 'http-request .* path=/a\.txt status=200 .* user=bob auth=basic')" -ge 2 ] "two requests as bob"
+check [ "$(log_count 'auth authenticator=dir ')" = $((n0 + 1)) ] "a keep-alive connection asked again: $(log_count 'auth authenticator=dir ') vs $n0"
+
+# --- group rule: alice (ops) reaches /admin/, bob does not
+code=$(curl -sS --max-time 10 -o "$T/adm" -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "$PX" "$U/admin/x.txt")
+check [ "$code" = 200 ] "alice to /admin/: $code"
+check [ "$(cat "$T/adm" 2>/dev/null)" = secret-page ] "alice's /admin/ body"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user bob:bob-ldap-pw -x "$PX" "$U/admin/x.txt")
+check [ "$code" = 403 ] "bob to /admin/: $code"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt status=403 .* verdict=deny .* user=bob auth=basic" "$ASYNC_WAIT" "bob's 403 line"
+
+# --- the directory goes down: carol (never seen) 503, alice (cached) on
+kill -TERM "$SLAPD_PID"
+wait_exit "$SLAPD_PID" 10 || fail "slapd did not stop"
+code=$(curl -sS --max-time 10 -D "$T/h503" -o /dev/null -w '%{http_code}' --proxy-user carol:carol-ldap-pw -x "$PX" "$U/a.txt")
+check [ "$code" = 503 ] "directory down: $code"
+check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=carol result=directory-down" "$ASYNC_WAIT" "directory-down line"
+check wait_grep "$PROXYD_LOG" 'http-error status=503 reason="basic directory-down' "$ASYNC_WAIT" "503 line says why"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "$PX" "$U/a.txt")
+check [ "$code" = 200 ] "alice, cached, with the directory down: $code"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-negotiate -U : -x "$PX" "$U/admin/x.txt" 2>/dev/null || true)
+check [ "$code" = 200 ] "alice by Negotiate, groups cached, with the directory down: $code"
+
+# --- a directory that never answers: 503 within its timeout, the worker free
+(
+    t0=$(now_ms)
+    c=$(curl -sS --max-time 15 -o /dev/null -w '%{http_code}' --proxy-user dave:pw -x "http://localhost:$PS" "$U/a.txt" || true)
+    echo "$c $(($(now_ms) - t0))" >"$T/stall.out"
+) &
+track_pid $!
+worst=0
+for i in $(seq 1 20); do
+    t0=$(now_ms)
+    code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PN/a.txt" || true)
+    d=$(($(now_ms) - t0))
+    ((d > worst)) && worst=$d
+    check [ "$code" = 200 ] "the other service during the stall: $code"
+    sleep 0.05
+done
+info "other service's worst latency during the stall: $worst ms"
+check [ "$worst" -lt 700 ] "the other service waited $worst ms while the directory stalled"
+for i in $(seq 1 100); do [[ -s $T/stall.out ]] && break; sleep 0.1; done
+read -r scode sms <"$T/stall.out" || true
+info "stalled directory answered $scode after $sms ms"
+check [ "$scode" = 503 ] "a stalled directory: $scode"
+check [ "${sms:-99999}" -lt 4000 ] "503 within the timeout (1.5 s): $sms ms"
+check wait_grep "$PROXYD_LOG" "auth authenticator=stalled method=basic user=dave result=timeout" "$ASYNC_WAIT" "timeout line"
+http_done
