@@ -1277,9 +1277,9 @@ http_on_close(struct px_session *s, void *st)
 		http_log_request(h);
 	}
 	h->gone = true;
-	http_auth_close(h);
 	http_h2_close(h);
 	http_scan_close(h);
+	http_auth_close(h);	/* after the records that name its user */
 	if (h->dns != NULL)
 		evdns_getaddrinfo_cancel(h->dns);
 	h->dns = NULL;
@@ -1423,6 +1423,7 @@ const struct px_analyser http_analyser = {
 	.on_worker_exit = http_worker_exit,
 	.scan = true,
 	.auth = true,
+	.who = http_auth_who,
 	.content = true,
 	.audit = true,
 	.requests = true,

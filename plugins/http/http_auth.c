@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
@@ -27,6 +28,8 @@
 #include "auth.h"
 #include "conn.h"
 #include "http_int.h"
+#include "log.h"
+#include "parse.h"
 
 struct http_auth {
 	struct px_auth_id	 id;
@@ -345,6 +348,21 @@ const struct px_auth_id *
 http_auth_id(const struct http_state *h)
 {
 	return h->auth != NULL && h->auth->have_id ? &h->auth->id : NULL;
+}
+
+void
+http_auth_who(const struct px_session *s, const void *st, char *buf,
+    size_t len)
+{
+	const struct px_auth_id *id = http_auth_id(st);
+	char user[160];
+
+	(void)s;
+	if (id == NULL)
+		return;
+	px_log_escape(user, sizeof(user), id->user, strlen(id->user), false);
+	snprintf(buf, len, " user=%s auth=%s", user,
+	    px_auth_method_name(id->method));
 }
 
 void

@@ -47,6 +47,7 @@
 
 #include <event2/buffer.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "http_int.h"
 #include "audit.h"
@@ -579,6 +580,7 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 	struct http_scan *sc = &h->scan[dir];
 	const char *verdict = h->verdict != NULL ? h->verdict : "accept";
 	struct px_audit_info in;
+	const struct px_auth_id *id = http_auth_id(h);
 	char file[sizeof(h->path)];
 	bool done = sc->went || (dir == PX_TO_SERVER ?
 	    h->req == HTTP_REQ_DONE : h->resp == HTTP_RESP_DONE);
@@ -605,6 +607,8 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		.complete = done && sc->unsent == NULL &&
 		    strcmp(verdict, "accept") == 0,
 		.reason = sc->unsent,
+		.user = id != NULL ? id->user : NULL,
+		.auth = id != NULL ? px_auth_method_name(id->method) : NULL,
 	};
 	px_session_audit_info(h->s, "http", h->srv.dst.ss_family != 0 ?
 	    (const struct sockaddr *)&h->srv.dst : NULL, &in);

@@ -172,6 +172,11 @@ struct px_analyser {
 	 * on the session's worker. May be NULL. */
 	void		(*describe)(const struct px_session *s, const void *st,
 			    char *buf, size_t len);
+	/* Who the session's client proved to be, for its session-end line:
+	 * " user=NAME auth=METHOD" (NAME escaped for the log) written to
+	 * buf, or nothing. Called just before on_close. May be NULL. */
+	void		(*who)(const struct px_session *s, const void *st,
+			    char *buf, size_t len);
 };
 
 /* ---- How a session ends (one model for every analyser) -----------------

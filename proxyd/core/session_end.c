@@ -30,7 +30,7 @@
 #include "srclimit.h"
 
 static void
-px_session_log_end(struct px_session *s, const char *reason)
+px_session_log_end(struct px_session *s, const char *reason, const char *who)
 {
 	char client[PX_ADDRSTRLEN], dst[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 	char zones[160] = "";
@@ -53,7 +53,7 @@ px_session_log_end(struct px_session *s, const char *reason)
 	deny = px_end_verdict(s->end_by, s->end_phase) == PX_VERDICT_DENY;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld%s%s%s%s%s%s by=%s phase=%s end=%s",
+	    "duration=%ld.%03ld%s%s%s%s%s%s%s by=%s phase=%s end=%s",
 	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
@@ -65,7 +65,7 @@ px_session_log_end(struct px_session *s, const char *reason)
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
 	    px_session_ja4(s)[0] != '\0' ? " ja4=" : "", px_session_ja4(s),
 	    deny ? " rule=" : "", !deny ? "" : s->rule != NULL &&
-	    s->rule[0] != '\0' ? s->rule : "builtin",
+	    s->rule[0] != '\0' ? s->rule : "builtin", who,
 	    s->tag[0] != '\0' ? " " : "", s->tag, px_end_by_name(s->end_by),
 	    px_end_phase_name(s->end_phase), reason);
 }
@@ -216,7 +216,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	struct px_worker *w = s->w;
 	bool relayed = s->state == PX_SS_RELAY;
 	const struct px_fp_rule *hit = NULL;
-	char fp_reason[160];
+	char fp_reason[160], who[192] = "";
 
 	if (s->state == PX_SS_CLOSED)
 		return;
@@ -240,6 +240,9 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		TAILQ_REMOVE(&w->ct_wait, s, ct_link);
 		s->ct_waiting = false;
 	}
+	if (s->an_state != NULL && s->svc->analyser->who != NULL &&
+	    px_log_enabled(LOG_INFO))
+		s->svc->analyser->who(s, s->an_state, who, sizeof(who));
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
 	px_channels_close(&s->chan_host);
@@ -252,7 +255,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->limited)
 		px_socket_abort(s->cfd);	/* refused: a reset at once */
 	else
-		px_session_log_end(s, reason);
+		px_session_log_end(s, reason, who);
 	if (event_initialized(&s->conn_ev))
 		event_del(&s->conn_ev);
 	if (s->timer_on)

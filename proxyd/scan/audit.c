@@ -177,6 +177,8 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	px_json_str_field(&j, "client_zone", in->client_zone);
 	px_json_str_field(&j, "server_zone", in->server_zone);
 	px_json_str_field(&j, "user", in->user);
+	if (in->auth != NULL)
+		px_json_str_field(&j, "auth", in->auth);
 	px_json_str_field(&j, "rule", in->rule);
 	if (in->transfer_rule != NULL)
 		px_json_str_field(&j, "transfer_rule", in->transfer_rule);

@@ -39,7 +39,11 @@ struct px_audit_info {
 	uint64_t		 session;
 	const struct sockaddr	*client, *server;
 	const char		*client_zone, *server_zone;
-	const char		*user;		/* FTP user, R66 partner */
+	const char		*user;		/* FTP user, R66 partner, HTTP's
+						 * proven user (<auth>) */
+	/* Written only when not NULL: how user proved who it is
+	 * (negotiate, basic). */
+	const char		*auth;
 	/* Written only when not NULL: the client's TLS fingerprint (JA4). */
 	const char		*ja4;
 	const char		*rule;		/* the deciding rule, FILE:LINE */

@@ -159,7 +159,9 @@ free_port PF
 free_port PO
 free_port PS
 free_port PN
-write_proxyd_conf "" "<authenticators>
+AUDIT=$T/audit.json
+write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
+  <authenticators>
     <kerberos name=\"corp\" keytab=\"$K/http.keytab\" service=\"HTTP\"/>
     <ldap name=\"dir\" url=\"ldap://127.0.0.1:$LDAP_PORT\" base-dn=\"dc=example,dc=test\"
           bind-dn=\"cn=admin,dc=example,dc=test\" bind-password-file=\"ldap.pw\"
@@ -171,6 +173,7 @@ write_proxyd_conf "" "<authenticators>
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service fwd "$PF" 0 "
 <auth authenticator=\"corp dir\" methods=\"negotiate basic\" required=\"yes\" basic-without-tls=\"yes\" realm=\"proxyd test\"/>
+<audit min-size=\"0\"/>
 <http>
   <url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>
   <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
@@ -221,6 +224,8 @@ check [ "$code" = 200 ] "Negotiate as alice: $code $(cat "$T/neg.err")"
 check [ "$(cat "$T/neg" 2>/dev/null)" = alpha ] "Negotiate body"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt status=200 .* user=alice auth=negotiate" "$ASYNC_WAIT" "http-request line with user=alice auth=negotiate"
 check wait_grep "$PROXYD_LOG" "auth authenticator=corp method=negotiate user=alice result=ok" "$ASYNC_WAIT" "auth line for negotiate"
+check wait_grep "$PROXYD_LOG" "session-end service=fwd .* user=alice auth=negotiate by=" "$ASYNC_WAIT" "session-end line with user=alice auth=negotiate"
+check wait_grep "$AUDIT" '"user":"alice","auth":"negotiate"' "$ASYNC_WAIT" "audit record with user alice, negotiate"
 # Kerberos user, groups from the directory: alice reaches /admin/
 code=$(curl -sS --max-time 10 -o "$T/nadm" -w '%{http_code}' --proxy-negotiate -U : -x "$PX" "$U/admin/x.txt" 2>/dev/null || true)
 check [ "$code" = 200 ] "Negotiate alice to /admin/ (group ops from LDAP): $code"
@@ -249,7 +254,7 @@ check [ "$code" = 407 ] "user * passed: $code"
 # --- keep-alive: asked once
 n0=$(log_count 'auth authenticator=dir ')
 curl -sS --max-time 10 -o /dev/null -o /dev/null --proxy-user bob:bob-ldap-pw -x "$PX" "$U/a.txt" "$U/a.txt" 2>"$T/ka.err"
-check [ "$(log_count 'http-request .* path=/a\.txt status=200 .* user=bob auth=basic')" -ge 2 ] "two requests as bob"
+wait_log_count 'http-request .* path=/a\.txt status=200 .* user=bob auth=basic' 2
 check [ "$(log_count 'auth authenticator=dir ')" = $((n0 + 1)) ] "a keep-alive connection asked again: $(log_count 'auth authenticator=dir ') vs $n0"
 
 # --- group rule: alice (ops) reaches /admin/, bob does not
