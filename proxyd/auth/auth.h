@@ -210,18 +210,20 @@ int	px_ldap_filter(const char *tmpl, const char *user, size_t ulen,
  * most max entries; the oldest goes first. Safe across threads. */
 struct px_auth_cache *px_auth_cache_new(size_t max);
 void	px_auth_cache_free(struct px_auth_cache *c);
-/* Stores user's groups (and, when pw is not NULL, that pw is its
- * password) until now_ms + ttl_ms. */
+/* Stores user's groups and its name as the directory spells it (canon)
+ * (and, when pw is not NULL, that pw is its password) until now_ms +
+ * ttl_ms. */
 void	px_auth_cache_put(struct px_auth_cache *c, const char *user,
-	    const void *pw, size_t pwlen, const char *groups, size_t glen,
-	    uint64_t now_ms, uint64_t ttl_ms);
+	    const char *canon, const void *pw, size_t pwlen,
+	    const char *groups, size_t glen, uint64_t now_ms, uint64_t ttl_ms);
 /* 1: user is cached, unexpired (and pw, when given, is the one stored),
- * its groups copied to *groups (malloc'd, NULL for none). 0: not known.
+ * its groups copied to *groups (malloc'd, NULL for none), its name as
+ * stored to canon (csize bytes; NULL: not wanted). 0: not known.
  * -1: pw given and not the one stored (the entry is dropped: the
  * directory decides again). */
 int	px_auth_cache_get(struct px_auth_cache *c, const char *user,
 	    const void *pw, size_t pwlen, uint64_t now_ms, char **groups,
-	    size_t *glen);
+	    size_t *glen, char *canon, size_t csize);
 size_t	px_auth_cache_count(struct px_auth_cache *c);
 
 /* The Kerberos principal's user: the part before the last '@'. */

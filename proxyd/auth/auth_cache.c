@@ -6,6 +6,7 @@
 #include "auth.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@
 struct px_ac_entry {
 	struct px_ac_entry	*next;
 	char			*user;
+	char			*canon;		/* the directory's spelling */
 	bool			 has_pw;
 	unsigned char		 pw[32];	/* SHA-256(salt, password) */
 	char			*groups;
@@ -50,6 +52,7 @@ static void
 px_ac_entry_free(struct px_ac_entry *x)
 {
 	free(x->user);
+	free(x->canon);
 	free(x->groups);
 	OPENSSL_cleanse(x->pw, sizeof(x->pw));
 	free(x);
@@ -143,9 +146,9 @@ px_ac_make_room(struct px_auth_cache *c, uint64_t now_ms)
 }
 
 void
-px_auth_cache_put(struct px_auth_cache *c, const char *user, const void *pw,
-    size_t pwlen, const char *groups, size_t glen, uint64_t now_ms,
-    uint64_t ttl_ms)
+px_auth_cache_put(struct px_auth_cache *c, const char *user,
+    const char *canon, const void *pw, size_t pwlen, const char *groups,
+    size_t glen, uint64_t now_ms, uint64_t ttl_ms)
 {
 	struct px_ac_entry *x;
 	unsigned h;
@@ -154,6 +157,7 @@ px_auth_cache_put(struct px_auth_cache *c, const char *user, const void *pw,
 		return;
 	if ((x = calloc(1, sizeof(*x))) == NULL ||
 	    (x->user = strdup(user)) == NULL ||
+	    (x->canon = strdup(canon != NULL ? canon : user)) == NULL ||
 	    (glen > 0 && (x->groups = malloc(glen)) == NULL)) {
 		if (x != NULL)
 			px_ac_entry_free(x);
@@ -179,7 +183,8 @@ px_auth_cache_put(struct px_auth_cache *c, const char *user, const void *pw,
 
 int
 px_auth_cache_get(struct px_auth_cache *c, const char *user, const void *pw,
-    size_t pwlen, uint64_t now_ms, char **groups, size_t *glen)
+    size_t pwlen, uint64_t now_ms, char **groups, size_t *glen, char *canon,
+    size_t csize)
 {
 	struct px_ac_entry *x;
 	unsigned char d[32];
@@ -209,6 +214,8 @@ px_auth_cache_get(struct px_auth_cache *c, const char *user, const void *pw,
 		rc = -1;
 		goto out;
 	}
+	if (canon != NULL && csize > 0)
+		snprintf(canon, csize, "%s", x->canon);
 	if (x->glen > 0 && (*groups = malloc(x->glen)) != NULL) {
 		memcpy(*groups, x->groups, x->glen);
 		*glen = x->glen;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 
 #define LDAP_DEPRECATED 0
@@ -157,15 +158,37 @@ px_ldap_open(struct px_authn *an, struct px_auth_req *r)
 	return ld;
 }
 
+/* The attribute the user name is compared with: NAME of the first
+ * "(NAME=%u)" in the filter, into buf; "" when the filter has none. */
+static void
+px_ldap_name_attr(const char *filter, char *buf, size_t size)
+{
+	const char *p, *q;
+
+	buf[0] = '\0';
+	for (p = strstr(filter, "=%u)"); p != NULL; p = NULL) {
+		for (q = p; q > filter && q[-1] != '('; q--)
+			;
+		if (q == filter || (size_t)(p - q) >= size || p == q)
+			return;
+		memcpy(buf, q, (size_t)(p - q));
+		buf[p - q] = '\0';
+	}
+}
+
 /* The service's bind, then the one entry the filter finds: its DN in
- * *dn (ldap_memfree) and its groups into r->id. -1: r says why. */
+ * *dn (ldap_memfree) and its groups into r->id. The user's name becomes
+ * the entry's own spelling of it (the value of the attribute the filter
+ * compares it with, when it has one value equal to it but for case), so
+ * that "ALICE" is alice to user= as it is to the directory. -1: r says
+ * why. */
 static int
 px_ldap_find(LDAP *ld, struct px_authn *an, struct px_auth_req *r,
     const char *user, char **dn)
 {
 	char filter[1024];
-	char *attrs[2] = { an->group_attr != NULL ? an->group_attr :
-	    (char *)LDAP_NO_ATTRS, NULL };
+	char name_attr[64];
+	char *attrs[3] = { NULL, NULL, NULL };
 	LDAPMessage *res = NULL, *msg, *entry = NULL;
 	struct timeval tv;
 	struct berval **vals;
@@ -174,6 +197,15 @@ px_ldap_find(LDAP *ld, struct px_authn *an, struct px_auth_req *r,
 	char *g;
 
 	*dn = NULL;
+	px_ldap_name_attr(an->user_filter, name_attr, sizeof(name_attr));
+	n = 0;
+	if (an->group_attr != NULL)
+		attrs[n++] = an->group_attr;
+	if (name_attr[0] != '\0')
+		attrs[n++] = name_attr;
+	if (n == 0)
+		attrs[n++] = (char *)LDAP_NO_ATTRS;
+	n = 0;
 	rc = px_ldap_bind(ld, r, an->bind_dn, an->bind_pw,
 	    an->bind_pw != NULL ? strlen(an->bind_pw) : 0);
 	if (rc != LDAP_SUCCESS) {
@@ -219,6 +251,17 @@ px_ldap_find(LDAP *ld, struct px_authn *an, struct px_auth_req *r,
 		return -1;
 	}
 	*dn = ldap_get_dn(ld, entry);
+	if (name_attr[0] != '\0' && (vals = ldap_get_values_len(ld, entry,
+	    name_attr)) != NULL) {
+		if (vals[0] != NULL && vals[1] == NULL &&
+		    vals[0]->bv_len == strlen(user) &&
+		    vals[0]->bv_len < sizeof(r->id.user) &&
+		    strncasecmp(vals[0]->bv_val, user, vals[0]->bv_len) == 0) {
+			memcpy(r->id.user, vals[0]->bv_val, vals[0]->bv_len);
+			r->id.user[vals[0]->bv_len] = '\0';
+		}
+		ldap_value_free_len(vals);
+	}
 	if (an->group_attr != NULL && (vals = ldap_get_values_len(ld, entry,
 	    an->group_attr)) != NULL) {
 		for (i = 0; vals[i] != NULL; i++)
@@ -267,7 +310,8 @@ px_auth_ldap_check(struct px_auth_req *r)
 		return;
 	}
 	rc = px_auth_cache_get(an->cache, r->user, r->secret, r->secret_len,
-	    px_auth_now_us() / 1000u, &g, &glen);
+	    px_auth_now_us() / 1000u, &g, &glen, r->id.user,
+	    sizeof(r->id.user));
 	if (rc == 1) {
 		free(r->id.groups);
 		r->id.groups = g;
@@ -289,8 +333,8 @@ px_auth_ldap_check(struct px_auth_req *r)
 		px_ldap_fail(r, PX_AUTH_DIRECTORY_DOWN, "bind as the user", rc);
 	else {
 		r->result = PX_AUTH_OK;
-		px_auth_cache_put(an->cache, r->user, r->secret, r->secret_len,
-		    r->id.groups, r->id.groups_len, px_auth_now_us() / 1000u,
+		px_auth_cache_put(an->cache, r->user, r->id.user, r->secret,
+		    r->secret_len, r->id.groups, r->id.groups_len, px_auth_now_us() / 1000u,
 		    an->cache_ms);
 	}
 out:
@@ -303,12 +347,12 @@ void
 px_auth_ldap_groups(struct px_authn *an, struct px_auth_req *r)
 {
 	LDAP *ld;
-	char *dn = NULL, *g;
+	char *dn = NULL, *g, key[sizeof(r->id.user)];
 	size_t glen;
 	struct px_authn *was = r->an;
 
 	if (px_auth_cache_get(an->cache, r->id.user, NULL, 0,
-	    px_auth_now_us() / 1000u, &g, &glen) == 1) {
+	    px_auth_now_us() / 1000u, &g, &glen, NULL, 0) == 1) {
 		free(r->id.groups);
 		r->id.groups = g;
 		r->id.groups_len = glen;
@@ -319,8 +363,9 @@ px_auth_ldap_groups(struct px_authn *an, struct px_auth_req *r)
 		r->deadline_us = px_auth_now_us() + an->timeout_ms * 1000u;
 	if ((ld = px_ldap_open(an, r)) == NULL)
 		return;
-	if (px_ldap_find(ld, an, r, r->id.user, &dn) == 0)
-		px_auth_cache_put(an->cache, r->id.user, NULL, 0,
+	snprintf(key, sizeof(key), "%s", r->id.user);
+	if (px_ldap_find(ld, an, r, key, &dn) == 0)
+		px_auth_cache_put(an->cache, key, r->id.user, NULL, 0,
 		    r->id.groups, r->id.groups_len, px_auth_now_us() / 1000u,
 		    an->cache_ms);
 	else if (r->result == PX_AUTH_NO_USER) {

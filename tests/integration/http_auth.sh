@@ -251,6 +251,11 @@ check wait_grep "$PROXYD_LOG" 'auth authenticator=dir method=basic user=.* resul
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user '*:alice-ldap-pw' -x "$PX" "$U/a.txt")
 check [ "$code" = 407 ] "user * passed: $code"
 
+# --- the directory's spelling: ALICE is alice (to user= and group= too)
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user ALICE:alice-ldap-pw -x "$PX" "$U/admin/x.txt?upper")
+check [ "$code" = 200 ] "ALICE to /admin/: $code"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt\?upper status=200 .* user=alice auth=basic" "$ASYNC_WAIT" "ALICE logged as alice"
+
 # --- keep-alive: asked once
 n0=$(log_count 'auth authenticator=dir ')
 curl -sS --max-time 10 -o /dev/null -o /dev/null --proxy-user bob:bob-ldap-pw -x "$PX" "$U/a.txt" "$U/a.txt" 2>"$T/ka.err"

@@ -61,50 +61,60 @@ test_cache(void **state)
 
 	(void)state;
 	assert_non_null(c);
-	px_auth_cache_put(c, "alice", "pw1", 3, groups, sizeof(groups) - 1,
+	px_auth_cache_put(c, "alice", NULL, "pw1", 3, groups, sizeof(groups) - 1,
 	    1000, 500);
 	assert_int_equal(px_auth_cache_get(c, "alice", "pw1", 3, 1100, &g,
-	    &glen), 1);
+	    &glen, NULL, 0), 1);
 	assert_int_equal(glen, sizeof(groups) - 1);
 	assert_memory_equal(g, groups, glen);
 	free(g);
 	/* groups only (a Kerberos user's lookup) */
 	assert_int_equal(px_auth_cache_get(c, "alice", NULL, 0, 1100, &g,
-	    &glen), 1);
+	    &glen, NULL, 0), 1);
 	free(g);
 	/* a wrong password: not taken, and the entry goes */
 	assert_int_equal(px_auth_cache_get(c, "alice", "pw2", 3, 1100, &g,
-	    &glen), -1);
+	    &glen, NULL, 0), -1);
 	assert_null(g);
 	assert_int_equal(px_auth_cache_get(c, "alice", "pw1", 3, 1100, &g,
-	    &glen), 0);
+	    &glen, NULL, 0), 0);
 	/* expiry */
-	px_auth_cache_put(c, "bob", "x", 1, NULL, 0, 1000, 500);
+	px_auth_cache_put(c, "bob", NULL, "x", 1, NULL, 0, 1000, 500);
 	assert_int_equal(px_auth_cache_get(c, "bob", "x", 1, 1499, &g,
-	    &glen), 1);
+	    &glen, NULL, 0), 1);
 	assert_int_equal(px_auth_cache_get(c, "bob", "x", 1, 1500, &g,
-	    &glen), 0);
+	    &glen, NULL, 0), 0);
 	/* a prefix of the password is not the password */
-	px_auth_cache_put(c, "carol", "secret", 6, NULL, 0, 1000, 500);
+	px_auth_cache_put(c, "carol", NULL, "secret", 6, NULL, 0, 1000, 500);
 	assert_int_equal(px_auth_cache_get(c, "carol", "secre", 5, 1001, &g,
-	    &glen), -1);
+	    &glen, NULL, 0), -1);
 	/* groups cached without a password do not vouch for one */
-	px_auth_cache_put(c, "dave", NULL, 0, NULL, 0, 1000, 500);
+	px_auth_cache_put(c, "dave", NULL, NULL, 0, NULL, 0, 1000, 500);
 	assert_int_equal(px_auth_cache_get(c, "dave", "any", 3, 1001, &g,
-	    &glen), 0);
+	    &glen, NULL, 0), 0);
 	/* bounded: the entry nearest its expiry goes */
-	px_auth_cache_put(c, "u1", "p", 1, NULL, 0, 2000, 100);
-	px_auth_cache_put(c, "u2", "p", 1, NULL, 0, 2000, 300);
-	px_auth_cache_put(c, "u3", "p", 1, NULL, 0, 2000, 200);
-	px_auth_cache_put(c, "u4", "p", 1, NULL, 0, 2000, 400);
+	px_auth_cache_put(c, "u1", NULL, "p", 1, NULL, 0, 2000, 100);
+	px_auth_cache_put(c, "u2", NULL, "p", 1, NULL, 0, 2000, 300);
+	px_auth_cache_put(c, "u3", NULL, "p", 1, NULL, 0, 2000, 200);
+	px_auth_cache_put(c, "u4", NULL, "p", 1, NULL, 0, 2000, 400);
 	assert_true(px_auth_cache_count(c) <= 3);
-	assert_int_equal(px_auth_cache_get(c, "u1", "p", 1, 2001, &g, &glen),
+	assert_int_equal(px_auth_cache_get(c, "u1", "p", 1, 2001, &g, &glen, NULL, 0),
 	    0);
-	assert_int_equal(px_auth_cache_get(c, "u4", "p", 1, 2001, &g, &glen),
+	assert_int_equal(px_auth_cache_get(c, "u4", "p", 1, 2001, &g, &glen, NULL, 0),
 	    1);
+	/* the directory's spelling of the name comes back with a hit */
+	{
+		char canon[16];
+
+		px_auth_cache_put(c, "ALICE", "alice", "pw", 2, NULL, 0, 3000,
+		    100);
+		assert_int_equal(px_auth_cache_get(c, "ALICE", "pw", 2, 3001,
+		    &g, &glen, canon, sizeof(canon)), 1);
+		assert_string_equal(canon, "alice");
+	}
 	/* ttl 0: nothing cached */
-	px_auth_cache_put(c, "eve", "p", 1, NULL, 0, 2000, 0);
-	assert_int_equal(px_auth_cache_get(c, "eve", "p", 1, 2000, &g, &glen),
+	px_auth_cache_put(c, "eve", NULL, "p", 1, NULL, 0, 2000, 0);
+	assert_int_equal(px_auth_cache_get(c, "eve", "p", 1, 2000, &g, &glen, NULL, 0),
 	    0);
 	px_auth_cache_free(c);
 }
