@@ -7,7 +7,9 @@
  * append (a few instructions, once per authentication, never per
  * request). A check waits no longer than its authenticator's timeout=,
  * counted from when it was asked: one that waited that long in the queue
- * is answered "timeout" without being tried. Answers go back lock-free. */
+ * is answered "timeout" without being tried. No authenticator takes more
+ * than PX_AUTH_PER_AUTHN threads at once: a directory that stalls leaves
+ * the others threads to answer with. Answers go back lock-free. */
 #include "auth.h"
 
 #include <errno.h>
@@ -30,6 +32,7 @@
 #include "prom.h"
 
 #define PX_AUTH_THREADS		4
+#define PX_AUTH_PER_AUTHN	2	/* threads one authenticator may hold */
 #define PX_AUTH_QUEUE_MAX	256
 #define PX_AUTH_SLOTS		64	/* authenticator names counted */
 #define PX_AUTH_CACHE_MAX	4096	/* users per LDAP authenticator */
@@ -602,29 +605,81 @@ px_auth_run(struct px_auth_req *r)
 	px_auth_log(r);
 }
 
+/* With the mutex held: the first queued check a thread may take now
+ * (one whose authenticators have a thread to spare, or one that needs
+ * none: cancelled, or past its deadline), unlinked; NULL: none. *work
+ * says whether it will talk to its authenticators. */
+static struct px_auth_req *
+px_auth_pick(bool *work)
+{
+	struct px_auth_req **p, *r, *prev = NULL;
+	uint64_t now = px_auth_now_us();
+
+	for (p = &px_auth_qhead; (r = *p) != NULL; prev = r, p = &r->next) {
+		*work = !atomic_load(&r->cancelled) && now < r->deadline_us;
+		if (*work && (r->an->busy >= PX_AUTH_PER_AUTHN ||
+		    (r->groups_an != NULL &&
+		    r->groups_an->busy >= PX_AUTH_PER_AUTHN)))
+			continue;
+		*p = r->next;
+		if (px_auth_qtail == r)
+			px_auth_qtail = prev;
+		px_auth_qlen--;
+		return r;
+	}
+	return NULL;
+}
+
 static void *
 px_auth_main(void *arg)
 {
 	struct px_auth_req *r;
+	struct timespec ts;
+	bool work;
 
 	(void)arg;
+	pthread_mutex_lock(&px_auth_mu);
 	for (;;) {
-		pthread_mutex_lock(&px_auth_mu);
-		while (px_auth_qhead == NULL && !px_auth_stopping)
-			pthread_cond_wait(&px_auth_cv, &px_auth_mu);
-		if (px_auth_qhead == NULL) {
-			pthread_mutex_unlock(&px_auth_mu);
-			return NULL;
+		if ((r = px_auth_pick(&work)) == NULL) {
+			if (px_auth_stopping && px_auth_qhead == NULL)
+				break;
+			if (px_auth_qhead == NULL)
+				pthread_cond_wait(&px_auth_cv, &px_auth_mu);
+			else {
+				/* Held back by busy authenticators: look
+				 * again when one frees a thread, or for
+				 * deadlines, every 50 ms. */
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 50 * 1000000;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&px_auth_cv,
+				    &px_auth_mu, &ts);
+			}
+			continue;
 		}
-		r = px_auth_qhead;
-		px_auth_qhead = r->next;
-		if (px_auth_qhead == NULL)
-			px_auth_qtail = NULL;
-		px_auth_qlen--;
+		if (work) {
+			r->an->busy++;
+			if (r->groups_an != NULL)
+				r->groups_an->busy++;
+		}
 		pthread_mutex_unlock(&px_auth_mu);
 		px_auth_run(r);
+		pthread_mutex_lock(&px_auth_mu);
+		if (work) {
+			r->an->busy--;
+			if (r->groups_an != NULL)
+				r->groups_an->busy--;
+			pthread_cond_broadcast(&px_auth_cv);
+		}
+		pthread_mutex_unlock(&px_auth_mu);
 		px_auth_deliver(r);
+		pthread_mutex_lock(&px_auth_mu);
 	}
+	pthread_mutex_unlock(&px_auth_mu);
+	return NULL;
 }
 
 /* With the mutex held. */

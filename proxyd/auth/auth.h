@@ -79,6 +79,7 @@ struct px_authn {
 	uint64_t		 cache_ms;	/* 0: nothing cached */
 	uint64_t		 timeout_ms;
 	struct px_auth_cache	*cache;		/* users checked lately */
+	unsigned		 busy;		/* auth threads on it (queue mutex) */
 };
 
 /* <authenticators>: in file order. */
