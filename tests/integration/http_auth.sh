@@ -270,6 +270,18 @@ code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user bob:bo
 check [ "$code" = 403 ] "bob to /admin/: $code"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt status=403 .* verdict=deny .* user=bob auth=basic" "$ASYNC_WAIT" "bob's 403 line"
 
+# --- a reload naming a keytab that cannot be read is refused whole: the
+# running configuration (its authenticators) goes on
+cp "$PROXYD_CONF" "$T/conf/good.xml"
+sed -i "s|keytab=\"$K/http.keytab\"|keytab=\"$K/gone.keytab\"|" "$PROXYD_CONF"
+kline=$(grep -n 'gone.keytab' "$PROXYD_CONF" | cut -d: -f1)
+kill -HUP "$PROXYD_PID"
+assert_log "proxyd\.xml:$kline: keytab=\".*gone\.keytab\": cannot be read" 5
+assert_metric ge proxyd_config_reloads_total 'result="failed"' 1
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-negotiate -U : -x "$PX" "$U/a.txt" 2>/dev/null || true)
+check [ "$code" = 200 ] "Negotiate after a refused reload: $code"
+cp "$T/conf/good.xml" "$PROXYD_CONF"
+
 # --- the directory goes down: carol (never seen) 503, alice (cached) on
 kill -TERM "$SLAPD_PID"
 wait_exit "$SLAPD_PID" 10 || fail "slapd did not stop"
