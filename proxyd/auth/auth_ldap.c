@@ -58,6 +58,11 @@ int
 px_auth_ldap_url_ok(const char *url, const char **why)
 {
 	LDAPURLDesc *d = NULL;
+	int v3 = LDAP_VERSION3;
+
+	/* libldap sets up its globals at its first call, which must not be
+	 * two auth threads' at once: here, on the main thread, at load. */
+	ldap_set_option(NULL, LDAP_OPT_PROTOCOL_VERSION, &v3);
 
 	if (strncmp(url, "ldap://", 7) != 0 && strncmp(url, "ldaps://", 8) != 0 &&
 	    strncmp(url, "ldapi://", 8) != 0) {

@@ -159,6 +159,7 @@ free_port PF
 free_port PO
 free_port PS
 free_port PN
+free_port PH
 AUDIT=$T/audit.json
 write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
   <authenticators>
@@ -186,6 +187,11 @@ write_http_service stall "$PS" 0 "
 <auth authenticator=\"stalled\" methods=\"basic\" basic-without-tls=\"yes\"/>
 <http/>" forward
 write_http_service plain "$PN" "$NGINX_PORT" "<http/>"
+# reverse (fixed) mode, HTTP/2 by prior knowledge: 401 and Authorization;
+# each h2 stream is a leg through the same HTTP/1.1 engine
+write_http_service h2 "$PH" "$ORIGIN" "
+<auth authenticator=\"corp dir\" basic-without-tls=\"yes\"/>
+<http h2=\"yes\" h2c=\"yes\"/>"
 
 # --check refuses what cannot work: an unreadable keytab, a missing
 # password file, a bad url; each at its line
@@ -269,6 +275,22 @@ check [ "$(cat "$T/adm" 2>/dev/null)" = secret-page ] "alice's /admin/ body"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user bob:bob-ldap-pw -x "$PX" "$U/admin/x.txt")
 check [ "$code" = 403 ] "bob to /admin/: $code"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt status=403 .* verdict=deny .* user=bob auth=basic" "$ASYNC_WAIT" "bob's 403 line"
+
+# --- HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, then Basic
+# and Negotiate on a stream
+H=http://localhost:$PH
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -D "$T/h401" -o /dev/null -w '%{http_code} %{http_version}' "$H/a.txt")
+check [ "$code" = "401 2" ] "h2 without credentials: $code"
+check grep -qi '^www-authenticate: Negotiate' "$T/h401" "401 offers Negotiate: $(cat "$T/h401")"
+check grep -qi '^www-authenticate: Basic realm="proxyd"' "$T/h401" "401 offers Basic"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -u alice:alice-ldap-pw -o "$T/h2b" -w '%{http_code} %{http_version}' "$H/h2basic")
+check [ "$code" = "200 2" ] "h2 Basic as alice: $code"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/h2basic status=200 .* user=alice auth=basic proto=h2 stream=1" "$ASYNC_WAIT" "h2 stream's line with user=alice"
+check wait_grep "$ORIGIN_LOG" '"/h2basic"' "$ASYNC_WAIT" "the origin got /h2basic"
+check not_grep_i '"authorization"' "$ORIGIN_LOG" "Authorization reached the server"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge --negotiate -u : -o /dev/null -w '%{http_code} %{http_version}' "$H/neg" 2>/dev/null || true)
+check [ "$code" = "200 2" ] "h2 Negotiate as alice: $code"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/neg status=200 .* user=alice auth=negotiate proto=h2" "$ASYNC_WAIT" "h2 Negotiate line"
 
 # --- a reload naming a keytab that cannot be read is refused whole: the
 # running configuration (its authenticators) goes on
