@@ -14,6 +14,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include "auth.h"
 #include "config.h"
 #include "http/http.h"
 #include "rules.h"
@@ -52,6 +53,90 @@ static bool
 upgrade(const struct http_policy *p, const char *v)
 {
 	return http_policy_upgrade(p, v, strlen(v));
+}
+
+/* The <http> of a <service> that has an <auth> (what user= and group=
+ * need), loaded as the config loader does. */
+static struct http_policy *
+httpt_load_in_service(const char *xml, struct px_cfgerr *e)
+{
+	xmlDoc *doc;
+	xmlNode *n;
+	void *pol = NULL;
+
+	memset(e, 0, sizeof(*e));
+	e->file = "t.xml";
+	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
+	    XML_PARSE_NONET);
+	assert_non_null(doc);
+	for (n = xmlDocGetRootElement(doc)->children; n != NULL; n = n->next)
+		if (n->type == XML_ELEMENT_NODE &&
+		    xmlStrcmp(n->name, (const xmlChar *)"http") == 0)
+			break;
+	assert_non_null(n);
+	if (http_analyser.policy_load(n, &pol, e) == -1)
+		pol = NULL;
+	xmlFreeDoc(doc);
+	return pol;
+}
+
+static int
+check_as(const struct http_policy *p, const struct px_auth_id *id,
+    const char *method, const char *path)
+{
+	const char *why = NULL;
+
+	return http_policy_check_as(p, id, method, strlen(method), 80, "h",
+	    path, NULL, &why, NULL);
+}
+
+/* user= and group= on <request> and <url>: only those users, members of
+ * those groups; nobody matches none of them; without <auth>: refused. */
+static void
+test_who(void **state)
+{
+	struct px_cfgerr e;
+	struct http_policy *p;
+	char groups[] = "cn=ops,ou=groups,dc=example,dc=test\0";
+	struct px_auth_id alice = { .user = "alice", .groups = groups,
+	    .groups_len = sizeof(groups) };
+	struct px_auth_id bob = { .user = "bob" };
+
+	(void)state;
+	p = httpt_load_in_service("<service><auth authenticator=\"d\"/><http>"
+	    "<request method=\"DELETE\" user=\"alice carol\" action=\"accept\"/>"
+	    "<request method=\"DELETE\" action=\"deny\" status=\"403\"/>"
+	    "<request method=\"*\" user=\"*\" action=\"accept\"/>"
+	    "<url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>"
+	    "<url path=\"/admin/*\" action=\"deny\"/>"
+	    "<url path=\"/ops-dn/*\" group=\"CN=ops,ou=groups,dc=example,dc=test\" action=\"deny\" status=\"451\"/>"
+	    "<url path=\"/bob/*\" user=\"bob\" action=\"deny\" status=\"410\"/>"
+	    "</http></service>", &e);
+	assert_non_null(p);
+	assert_int_equal(check_as(p, &alice, "DELETE", "/x"), 0);
+	assert_int_equal(check_as(p, &bob, "DELETE", "/x"), 403);
+	assert_int_equal(check_as(p, NULL, "DELETE", "/x"), 403);
+	assert_int_equal(check_as(p, &alice, "GET", "/admin/a"), 0);
+	assert_int_equal(check_as(p, &bob, "GET", "/admin/a"), 403);
+	assert_int_equal(check_as(p, NULL, "GET", "/admin/a"), 403);
+	assert_int_equal(check_as(p, &alice, "GET", "/ops-dn/a"), 451);
+	assert_int_equal(check_as(p, &bob, "GET", "/ops-dn/a"), 0);
+	assert_int_equal(check_as(p, &bob, "GET", "/bob/a"), 410);
+	assert_int_equal(check_as(p, &alice, "GET", "/bob/a"), 0);
+	/* user="*": anyone proven, not nobody (PROPFIND: not in the
+	 * built-in list, so only that rule takes it) */
+	assert_int_equal(check_as(p, &bob, "PROPFIND", "/x"), 0);
+	assert_int_equal(check_as(p, NULL, "PROPFIND", "/x"), 405);
+	/* no identity given at all (the plain check): no such rule */
+	assert_int_equal(http_policy_check(p, "DELETE", 6, 80, "h", "/x",
+	    NULL, &(const char *){ NULL }, NULL), 403);
+	http_policy_free(p);
+
+	/* without <auth>: an error at the rule */
+	assert_null(httpt_load("<http><url path=\"/a\" user=\"alice\" "
+	    "action=\"accept\"/></http>", &e));
+	assert_non_null(strstr(e.first, "user=/group=: the service has no "
+	    "<auth>"));
 }
 
 static void
@@ -568,6 +653,7 @@ main(void)
 		cmocka_unit_test(test_framing_choices),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_h2),
+		cmocka_unit_test(test_who),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
