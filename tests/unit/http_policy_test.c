@@ -1,7 +1,8 @@
 /* Unit tests for plugins/http/http_policy.c: the defaults of an absent
  * <http>, each rule list's default (what a request no rule matches gets),
  * first match, abort, ports, url paths and queries, the Upgrade list, the
- * header actions, the fixed choices, and the messages of bad values. */
+ * header actions, the fixed choices, the messages of bad values, and
+ * user=/group= (with <auth>: those users, members of those groups). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
