@@ -11,11 +11,17 @@
 # and logged result=bad-password without the password; a user name that
 # is an LDAP filter (*)(uid=*) matches nobody; Proxy-Authorization never
 # reaches the server; a keep-alive connection is asked once; a group rule
-# lets alice (in ops) reach /admin/ and gives bob 403. Then slapd stops:
-# a user the cache does not know gets 503 (logged directory-down), alice,
-# cached, still passes. Last, a directory that accepts and never answers:
-# 503 within its timeout, while another service on the same single
-# worker keeps its latency.
+# lets alice (in ops) reach /admin/ and gives bob 403; ALICE is alice.
+# HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, Basic and
+# Negotiate on a stream, Authorization not sent on. --check and a reload
+# refuse a keytab that cannot be read (the running configuration goes
+# on). Then slapd stops: a user the cache does not know gets 503 (logged
+# directory-down), alice, cached, still passes, and a connection carol
+# proved before keeps her identity. Last, a directory that accepts and
+# never answers: 503 within its timeout, while another service on the
+# same single worker keeps its latency and a Negotiate check for another
+# service is answered at once (one authenticator holds two auth threads
+# at most).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -304,12 +310,50 @@ code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-negotiate -
 check [ "$code" = 200 ] "Negotiate after a refused reload: $code"
 cp "$T/conf/good.xml" "$PROXYD_CONF"
 
-# --- the directory goes down: carol (never seen) 503, alice (cached) on
+# --- the directory goes down: erin (never seen) 503, alice (cached) on,
+# and a connection carol proved before keeps its identity (not asked)
+cat >"$T/ka.py" <<'PY'
+import base64, os, socket, sys, time
+port, nginx, trigger, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+def ask(extra):
+    s.sendall(("GET http://127.0.0.1:%s/a.txt HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n%s\r\n" % (nginx, nginx, extra)).encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(4096)
+        if not d:
+            return "closed"
+        got += d
+    head, rest = got.split(b"\r\n\r\n", 1)
+    n = 0
+    for l in head.split(b"\r\n"):
+        if l.lower().startswith(b"content-length:"):
+            n = int(l.split(b":")[1])
+    while len(rest) < n:
+        rest += s.recv(4096)
+    return head.split(b" ")[1].decode()
+cred = base64.b64encode(b"carol:carol-ldap-pw").decode()
+first = ask("Proxy-Authorization: Basic %s\r\n" % cred)
+open(out, "w").write(first + "\n")
+for i in range(200):
+    if os.path.exists(trigger):
+        break
+    time.sleep(0.05)
+open(out, "a").write(ask("") + "\n")
+PY
+python3 "$T/ka.py" "$PF" "$NGINX_PORT" "$T/ka.go" "$T/ka.out" 2>"$T/ka.err" &
+KA_PID=$!
+track_pid "$KA_PID"
+for i in $(seq 1 100); do [[ -s $T/ka.out ]] && break; sleep 0.05; done
+check [ "$(head -n 1 "$T/ka.out" 2>/dev/null)" = 200 ] "carol's first request on her connection: $(cat "$T/ka.out" "$T/ka.err" 2>/dev/null)"
 kill -TERM "$SLAPD_PID"
 wait_exit "$SLAPD_PID" 10 || fail "slapd did not stop"
-code=$(curl -sS --max-time 10 -D "$T/h503" -o /dev/null -w '%{http_code}' --proxy-user carol:carol-ldap-pw -x "$PX" "$U/a.txt")
+code=$(curl -sS --max-time 10 -D "$T/h503" -o /dev/null -w '%{http_code}' --proxy-user erin:erin-pw -x "$PX" "$U/a.txt")
 check [ "$code" = 503 ] "directory down: $code"
-check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=carol result=directory-down" "$ASYNC_WAIT" "directory-down line"
+check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=erin result=directory-down" "$ASYNC_WAIT" "directory-down line"
+touch "$T/ka.go"
+wait_exit "$KA_PID" 10 || true
+check [ "$(sed -n 2p "$T/ka.out" 2>/dev/null)" = 200 ] "carol's connection after the directory went down: $(cat "$T/ka.out" "$T/ka.err" 2>/dev/null)"
 check wait_grep "$PROXYD_LOG" 'http-error status=503 reason="basic directory-down' "$ASYNC_WAIT" "503 line says why"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "$PX" "$U/a.txt")
 check [ "$code" = 200 ] "alice, cached, with the directory down: $code"
