@@ -25,7 +25,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds nginx curl python3 slapd ldapadd krb5kdc kdb5_util kadmin.local kinit
+need_cmds nginx curl python3 openssl slapd ldapadd krb5kdc kdb5_util kadmin.local kinit
 setup
 
 printf 'alpha\n' >"$T/www/a.txt"
@@ -166,6 +166,10 @@ free_port PO
 free_port PS
 free_port PN
 free_port PH
+free_port PT
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost -keyout "$T/conf/tls.key" -out "$T/conf/tls.pem" >/dev/null 2>&1 ||
+    fail "openssl req"
 AUDIT=$T/audit.json
 write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
   <authenticators>
@@ -193,6 +197,11 @@ write_http_service stall "$PS" 0 "
 <auth authenticator=\"stalled\" methods=\"basic\" basic-without-tls=\"yes\"/>
 <http/>" forward
 write_http_service plain "$PN" "$NGINX_PORT" "<http/>"
+# TLS from the client: Basic offered and taken without basic-without-tls
+write_http_service tls "$PT" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" cert=\"$T/conf/tls.pem\" key=\"$T/conf/tls.key\"/>
+<auth authenticator=\"dir\" methods=\"basic\"/>
+<http/>"
 # reverse (fixed) mode, HTTP/2 by prior knowledge: 401 and Authorization;
 # each h2 stream is a leg through the same HTTP/1.1 engine
 write_http_service h2 "$PH" "$ORIGIN" "
@@ -281,6 +290,15 @@ check [ "$(cat "$T/adm" 2>/dev/null)" = secret-page ] "alice's /admin/ body"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user bob:bob-ldap-pw -x "$PX" "$U/admin/x.txt")
 check [ "$code" = 403 ] "bob to /admin/: $code"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt status=403 .* verdict=deny .* user=bob auth=basic" "$ASYNC_WAIT" "bob's 403 line"
+
+# --- TLS to the proxy: 401 with Basic, then Basic as alice
+code=$(curl -sS --max-time 10 --cacert "$T/conf/tls.pem" -D "$T/h401t" -o /dev/null -w '%{http_code}' "https://localhost:$PT/a.txt")
+check [ "$code" = 401 ] "TLS without credentials: $code"
+check grep -qi '^WWW-Authenticate: Basic realm="proxyd"' "$T/h401t" "401 offers Basic over TLS: $(cat "$T/h401t")"
+code=$(curl -sS --max-time 10 --cacert "$T/conf/tls.pem" -u alice:alice-ldap-pw -o "$T/tlsb" -w '%{http_code}' "https://localhost:$PT/a.txt")
+check [ "$code" = 200 ] "Basic over TLS as alice: $code"
+check [ "$(cat "$T/tlsb" 2>/dev/null)" = alpha ] "Basic over TLS: body"
+check wait_grep "$PROXYD_LOG" "session-end service=tls .* user=alice auth=basic by=" "$ASYNC_WAIT" "TLS Basic session-end line"
 
 # --- HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, then Basic
 # and Negotiate on a stream
