@@ -12,6 +12,8 @@
 # is an LDAP filter (*)(uid=*) matches nobody; Proxy-Authorization never
 # reaches the server; a keep-alive connection is asked once; a group rule
 # lets alice (in ops) reach /admin/ and gives bob 403; ALICE is alice.
+# Over a TLS listener Basic is offered and taken without
+# basic-without-tls (401, WWW-Authenticate, Authorization).
 # HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, Basic and
 # Negotiate on a stream, Authorization not sent on. --check and a reload
 # refuse a keytab that cannot be read (the running configuration goes
