@@ -543,7 +543,8 @@ static pthread_mutex_t px_auth_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t px_auth_cv = PTHREAD_COND_INITIALIZER;
 static struct px_auth_req *px_auth_qhead, *px_auth_qtail;
 static unsigned px_auth_qlen;
-static bool px_auth_started, px_auth_stopping;
+/* Started at the first check; they live as long as the process. */
+static bool px_auth_started;
 static pthread_t px_auth_threads[PX_AUTH_THREADS];
 static unsigned px_auth_nthreads;
 
@@ -641,8 +642,6 @@ px_auth_main(void *arg)
 	pthread_mutex_lock(&px_auth_mu);
 	for (;;) {
 		if ((r = px_auth_pick(&work)) == NULL) {
-			if (px_auth_stopping && px_auth_qhead == NULL)
-				break;
 			if (px_auth_qhead == NULL)
 				pthread_cond_wait(&px_auth_cv, &px_auth_mu);
 			else {
@@ -678,8 +677,7 @@ px_auth_main(void *arg)
 		px_auth_deliver(r);
 		pthread_mutex_lock(&px_auth_mu);
 	}
-	pthread_mutex_unlock(&px_auth_mu);
-	return NULL;
+	return NULL;	/* not reached: the threads live with the process */
 }
 
 /* With the mutex held. */
@@ -714,8 +712,7 @@ px_auth_submit(struct px_auth_req *r, struct px_auth_box *box,
 	pthread_mutex_lock(&px_auth_mu);
 	if (!px_auth_started)
 		px_auth_start_locked();
-	full = px_auth_qlen >= PX_AUTH_QUEUE_MAX || px_auth_nthreads == 0 ||
-	    px_auth_stopping;
+	full = px_auth_qlen >= PX_AUTH_QUEUE_MAX || px_auth_nthreads == 0;
 	if (!full) {
 		if (px_auth_qtail != NULL)
 			px_auth_qtail->next = r;
@@ -761,18 +758,4 @@ px_auth_box_drain(struct px_auth_box *box)
 		else
 			r->done(r, r->arg);
 	}
-}
-
-void
-px_auth_stop(void)
-{
-	unsigned i;
-
-	pthread_mutex_lock(&px_auth_mu);
-	px_auth_stopping = true;
-	pthread_cond_broadcast(&px_auth_cv);
-	pthread_mutex_unlock(&px_auth_mu);
-	for (i = 0; i < px_auth_nthreads; i++)
-		pthread_join(px_auth_threads[i], NULL);
-	px_auth_nthreads = 0;
 }

@@ -157,7 +157,6 @@ struct px_auth_req {
 	atomic_bool		 cancelled;
 	uint64_t		 session;	/* for the log line */
 	uint64_t		 deadline_us;	/* monotonic */
-	const char		*service;	/* for the log line; the asker's */
 	enum px_auth_method	 method;
 	struct px_authn		*an;		/* the one that checks; ref */
 	struct px_authn		*groups_an;	/* after negotiate: groups; ref */
@@ -189,8 +188,6 @@ void	px_auth_submit(struct px_auth_req *r, struct px_auth_box *box,
 void	px_auth_cancel(struct px_auth_req *r);
 /* Runs the callbacks of the answers in box (the owner's thread). */
 void	px_auth_box_drain(struct px_auth_box *box);
-/* Ends the auth threads (they finish the check in hand). */
-void	px_auth_stop(void);
 
 /* proxyd_auth_total{authenticator,method,result} for /metrics. */
 void	px_auth_metrics(struct evbuffer *b);
