@@ -523,6 +523,7 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	rs.dechunk = h->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
+	rs.extra = m.status >= 200 ? http_auth_reply(h) : NULL;
 	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
 	    http_scan_partial(h, &m, PX_TO_CLIENT) == -1)
 		return false;
@@ -531,6 +532,8 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		return false;
 	before = evbuffer_get_length(cout);
 	http_head_response(cout, &m, h->pol, &rs);
+	if (rs.extra != NULL)
+		http_auth_reply_sent(h);
 	evbuffer_drain(sin, head_len);
 	h->resp_bytes += evbuffer_get_length(cout) - before;
 	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);

@@ -41,6 +41,7 @@ struct http_auth {
 	struct px_auth_req	*pending;	/* a check under way */
 	struct px_auth_req	*answer;	/* its answer, for the replay */
 	unsigned char		 answer_basic[32];
+	char			*reply;		/* for this request's response */
 };
 
 static int
@@ -208,6 +209,36 @@ http_auth_state(struct http_state *h)
 	return h->auth;
 }
 
+/* "WWW-Authenticate: Negotiate TOKEN\r\n" for the response. */
+static void
+http_auth_set_reply(struct http_auth *a, const unsigned char *tok,
+    size_t len)
+{
+	static const char pre[] = "WWW-Authenticate: Negotiate ";
+	size_t b64 = 4 * ((len + 2) / 3);
+
+	free(a->reply);
+	if ((a->reply = malloc(sizeof(pre) - 1 + b64 + 3)) == NULL)
+		return;
+	memcpy(a->reply, pre, sizeof(pre) - 1);
+	EVP_EncodeBlock((unsigned char *)a->reply + sizeof(pre) - 1, tok,
+	    (int)len);
+	memcpy(a->reply + sizeof(pre) - 1 + b64, "\r\n", 3);
+}
+
+const char *
+http_auth_reply(const struct http_state *h)
+{
+	return h->auth != NULL ? h->auth->reply : NULL;
+}
+
+void
+http_auth_reply_sent(struct http_state *h)
+{
+	free(h->auth->reply);
+	h->auth->reply = NULL;
+}
+
 /* The answer of the check this request waited for. */
 static int
 http_auth_answered(struct http_state *h, const struct http_head *m,
@@ -225,6 +256,9 @@ http_auth_answered(struct http_state *h, const struct http_head *m,
 		a->have_id = true;
 		a->have_basic = r->method == PX_AUTH_BASIC;
 		memcpy(a->basic, a->answer_basic, sizeof(a->basic));
+		if (r->reply_len > 0 && r->reply_len <= 12 * 1024 &&
+		    !http_auth_forward(h))
+			http_auth_set_reply(a, r->reply, r->reply_len);
 		px_auth_req_free(r);
 		return 0;
 	}
@@ -265,6 +299,8 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	}
 	if (a->answer != NULL)
 		return http_auth_answered(h, m, head_len);
+	free(a->reply);
+	a->reply = NULL;
 	field = http_auth_field(h);
 	for (i = 0; i < m->nhdr; i++)
 		if (http_token_eq(m->hdr[i].name, m->hdr[i].nlen, field)) {
@@ -375,6 +411,7 @@ http_auth_close(struct http_state *h)
 	if (a->pending != NULL)
 		px_auth_cancel(a->pending);	/* the box frees it */
 	px_auth_req_free(a->answer);
+	free(a->reply);
 	px_auth_id_clear(&a->id);
 	OPENSSL_cleanse(a, sizeof(*a));
 	free(a);

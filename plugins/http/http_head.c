@@ -508,6 +508,8 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	http_wb_add(&w, m->reason, m->rlen);
 	HTTP_WB_LIT(&w, "\r\n");
 	http_write_fields(&w, m, &fs, &o);
+	if (r->extra != NULL)
+		http_wb_str(&w, r->extra);
 	if (p->via)
 		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
 		    "Via: 1.0 proxyd\r\n", 17);

@@ -56,6 +56,9 @@ struct http_resp_ctx {
 				 * body ends with the connection */
 	bool	client_keep;	/* the client connection stays open */
 	bool	client_10;	/* the client speaks HTTP/1.0 */
+	/* Whole field lines of the proxy's own to add ("Name: value\r\n":
+	 * Negotiate's final token, <auth>); NULL: none. */
+	const char *extra;
 };
 
 /* The request head for the server: m's method, r's target, m's fields

@@ -253,6 +253,12 @@ const struct px_auth_id *http_auth_id(const struct http_state *h);
  * ("proxy-authorization", "authorization"); NULL: no <auth>. */
 const char *http_auth_field(const struct http_state *h);
 void	http_auth_close(struct http_state *h);
+/* The field lines the final response to this request carries for
+ * <auth> (Negotiate's last token, RFC 4559 5: "WWW-Authenticate:
+ * Negotiate ...\r\n", not in forward mode); NULL: none. Once sent,
+ * http_auth_reply_sent. */
+const char *http_auth_reply(const struct http_state *h);
+void	http_auth_reply_sent(struct http_state *h);
 /* px_analyser.who: " user=NAME auth=METHOD" once proven. */
 void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 	    size_t len);

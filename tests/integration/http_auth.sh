@@ -314,8 +314,11 @@ check [ "$code" = "200 2" ] "h2 Basic as alice: $code"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/h2basic status=200 .* user=alice auth=basic proto=h2 stream=1" "$ASYNC_WAIT" "h2 stream's line with user=alice"
 check wait_grep "$ORIGIN_LOG" '"/h2basic"' "$ASYNC_WAIT" "the origin got /h2basic"
 check not_grep_i '"authorization"' "$ORIGIN_LOG" "Authorization reached the server"
-code=$(curl -sS --max-time 10 --http2-prior-knowledge --negotiate -u : -o /dev/null -w '%{http_code} %{http_version}' "$H/neg" 2>/dev/null || true)
+code=$(curl -sS --max-time 10 --http2-prior-knowledge --negotiate -u : -D "$T/h2neg" -o /dev/null -w '%{http_code} %{http_version}' "$H/neg" 2>/dev/null || true)
 check [ "$code" = "200 2" ] "h2 Negotiate as alice: $code"
+# the last token back on the 200 (RFC 4559 5), for a client that wants
+# the server authenticated too
+check grep -Eqi '^www-authenticate: Negotiate [A-Za-z0-9+/]+=*' "$T/h2neg" "200 with Negotiate's final token: $(cat "$T/h2neg")"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/neg status=200 .* user=alice auth=negotiate proto=h2" "$ASYNC_WAIT" "h2 Negotiate line"
 
 # --- a reload naming a keytab that cannot be read is refused whole: the
