@@ -1042,6 +1042,24 @@ ftp_describe(const struct px_session *s, const void *arg, char *buf,
 		    st->user_ok ? "" : " (not logged in)");
 }
 
+/* A client <source-limits> refuses at accept: 421 (RFC 959: service not
+ * available, closing control connection) instead of the greeting, with
+ * the limit that decided. */
+static size_t
+ftp_limit_refusal(const void *pol, const char *limit, const char *rule,
+    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+{
+	int n;
+
+	(void)pol;
+	(void)rule;
+	(void)id;
+	n = snprintf(buf, size, "421 Too many %s from your address "
+	    "(source limit: %s), try again in %u s.\r\n", limit, limit,
+	    (unsigned)retry_s);
+	return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
 const struct px_analyser ftp_analyser = {
 	.name = "ftp",
 	.state_size = sizeof(struct ftp_state),
@@ -1056,4 +1074,5 @@ const struct px_analyser ftp_analyser = {
 	.content = true,
 	.audit = true,
 	.describe = ftp_describe,
+	.limit_refusal = ftp_limit_refusal,
 };

@@ -1430,4 +1430,5 @@ const struct px_analyser http_analyser = {
 	.content = true,
 	.audit = true,
 	.requests = true,
+	.limit_refusal = http_limit_refusal,
 };

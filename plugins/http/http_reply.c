@@ -229,6 +229,47 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
 	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
 }
 
+/* A connection <source-limits> refuses at accept (limit_refusal): a 429
+ * as for requests=, Retry-After the seconds until the source may connect
+ * again, and Connection: close (the connection ends once written). The
+ * body is left out when the whole does not fit in size. */
+size_t
+http_limit_refusal(const void *pol, const char *limit, const char *rule,
+    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+{
+	const struct http_policy *p = pol;
+	struct evbuffer *body;
+	char why[128];
+	size_t blen = 0;
+	int n;
+
+	(void)rule;
+	snprintf(why, sizeof(why), "too many %s from this source", limit);
+	if ((body = evbuffer_new()) == NULL)
+		return 0;
+	if (p != NULL && !p->silent)
+		http_error_page(body, p, 429, why, id);
+	blen = evbuffer_get_length(body);
+	for (;;) {
+		n = snprintf(buf, size, "HTTP/1.1 429 Too Many Requests\r\n"
+		    "Content-Type: text/html\r\nContent-Length: %zu\r\n"
+		    "Retry-After: %u\r\nConnection: close\r\n"
+		    "Cache-Control: no-store\r\n\r\n", blen,
+		    (unsigned)retry_s);
+		if (n < 0 || (size_t)n >= size) {
+			evbuffer_free(body);
+			return 0;
+		}
+		if ((size_t)n + blen <= size || blen == 0)
+			break;
+		blen = 0;	/* too big: the head alone */
+	}
+	if (blen > 0)
+		evbuffer_copyout(body, buf + n, blen);
+	evbuffer_free(body);
+	return (size_t)n + blen;
+}
+
 void
 http_reply_established(struct http_state *h)
 {

@@ -946,6 +946,26 @@ r66_on_close(struct px_session *s, void *vst)
 		}
 }
 
+/* A client <source-limits> refuses at accept: a ConnectionError on no
+ * channel ([NOCHANNEL,NOCHANNEL], "cannot continue with you", R66-WIRE
+ * 1.3), as for a violation, its middle the ErrorCode 'l'
+ * (ServerOverloaded), then the close. */
+static size_t
+r66_limit_refusal(const void *pol, const char *limit, const char *rule,
+    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+{
+	char msg[128];
+
+	(void)pol;
+	(void)rule;
+	(void)id;
+	snprintf(msg, sizeof(msg), "Too many %s from your address (proxy "
+	    "source limit: %s), try again in %u s", limit, limit,
+	    (unsigned)retry_s);
+	return r66_encode_connerror((uint8_t *)buf, size, R66_NOCHANNEL,
+	    R66_NOCHANNEL, msg, "l");
+}
+
 const struct px_analyser r66_analyser = {
 	.name = "r66",
 	.state_size = sizeof(struct r66_state),
@@ -958,4 +978,5 @@ const struct px_analyser r66_analyser = {
 	.scan = true,
 	.content = true,
 	.audit = true,
+	.limit_refusal = r66_limit_refusal,
 };

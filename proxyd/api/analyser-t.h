@@ -165,6 +165,18 @@ struct px_analyser {
 	 * leg or s from here. May be NULL. */
 	void		(*on_leg_fail)(struct px_session *s, void *st,
 			    uint64_t leg);
+	/* What the protocol answers a client <source-limits> refuses at
+	 * accept, before the connection closes (FTP's 421, R66's
+	 * ConnectionError, HTTP's 429), on a service whose client speaks
+	 * plain text first (no TLS from the first byte: there the refusal is
+	 * a reset). pol: the service's analyser policy; limit: "sessions" or
+	 * "connections"; rule: the <source-limits> as FILE:LINE; retry_s:
+	 * seconds until the source may come back (>= 1). Writes at most size
+	 * bytes to buf and returns how many; 0: a reset. May be NULL (a
+	 * reset). */
+	size_t		(*limit_refusal)(const void *pol, const char *limit,
+			    const char *rule, uint32_t retry_s, uint64_t id,
+			    char *buf, size_t size);
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

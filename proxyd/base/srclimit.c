@@ -304,11 +304,10 @@ px_sl_take_in(_Atomic uint64_t *tatp, uint64_t interval, uint32_t burst,
 }
 
 static bool
-px_sl_take(struct px_sl_ent *e, const struct px_sl_rule *r, uint64_t now)
+px_sl_take(struct px_sl_ent *e, const struct px_sl_rule *r, uint64_t now,
+    uint64_t *wait)
 {
-	uint64_t wait;
-
-	return px_sl_take_in(&e->tat, r->interval_ns, r->burst, now, &wait);
+	return px_sl_take_in(&e->tat, r->interval_ns, r->burst, now, wait);
 }
 
 enum px_sl_verdict
@@ -317,7 +316,7 @@ px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 {
 	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
 	    memory_order_acquire), *e = NULL;
-	uint64_t st;
+	uint64_t st, wait = 0;
 	uint32_t idx = 0;
 	int tries;
 
@@ -325,6 +324,7 @@ px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 	ref->gen = 0;
 	rf->log = false;
 	rf->count = 0;
+	rf->wait_ns = 0;
 	if (t == NULL)
 		return PX_SL_UNTRACKED;
 	for (tries = 0; tries < 4 && e == NULL; tries++)
@@ -341,8 +341,9 @@ px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 			return PX_SL_SESSIONS;
 		}
 	}
-	if (r->interval_ns != 0 && !px_sl_take(e, r, now_ns)) {
+	if (r->interval_ns != 0 && !px_sl_take(e, r, now_ns, &wait)) {
 		px_sl_refused(e, now_ns, rf);
+		rf->wait_ns = wait;
 		px_sl_unpin(e);
 		return PX_SL_CONNECTIONS;
 	}
@@ -389,6 +390,7 @@ px_sl_request(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 	*wait_ns = 0;
 	rf->log = false;
 	rf->count = 0;
+	rf->wait_ns = 0;
 	if (t == NULL || r->req_interval_ns == 0)
 		return true;
 	/* The source's entry, made if it has none yet (a request of a

@@ -68,11 +68,13 @@ struct px_sl_ref {
 	uint32_t	 gen;
 };
 
-/* A refusal: whether to log it now (at most once a second per source)
- * and how many refusals of the source that line stands for. */
+/* A refusal: whether to log it now (at most once a second per source),
+ * how many refusals of the source that line stands for, and (refused by
+ * connections=) the time until the source's bucket has a token again. */
 struct px_sl_refusal {
 	bool		 log;
 	uint64_t	 count;
+	uint64_t	 wait_ns;	/* 0: not known (sessions=) */
 };
 
 /* Main thread, before any worker uses it; idempotent. 0 or -1. */

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,11 +164,44 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	    1u, bytes, sizeof(bytes));
 }
 
+/* A client refused at accept by limit (rule: FILE:LINE) gets its
+ * protocol's refusal (analyser->limit_refusal) when it speaks plain text
+ * first; the bytes go straight to the fresh socket, whose send buffer
+ * is empty (they fit: a few hundred bytes), and the session then closes
+ * with a FIN (px_session_end, s->limit_answered) rather than a reset.
+ * wait_ns: until the source's bucket has a token (0: not known). */
+static void
+px_session_limit_answer(struct px_session *s, const char *limit,
+    const char *rule, uint64_t wait_ns)
+{
+	const struct px_service *svc = s->svc;
+	const struct px_analyser *a = svc->analyser;
+	char buf[8192];
+	uint32_t retry_s;
+	size_t n;
+	ssize_t w;
+
+	if (a == NULL || a->limit_refusal == NULL || svc->tls_client != NULL ||
+	    svc->tls_passthrough != NULL)
+		return;
+	retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
+	if (retry_s == 0)
+		retry_s = 1;
+	n = a->limit_refusal(svc->analyser_policy, limit, rule, retry_s,
+	    s->id, buf, sizeof(buf));
+	if (n == 0 || n > sizeof(buf))
+		return;
+	w = send(s->cfd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w == (ssize_t)n)
+		s->limit_answered = true;
+}
+
 /* <source-limits> of s's (final) service: the source's sessions and new
- * connections. Over a limit the client gets a reset at once, before any
- * analyser, with no session-end line: one "limited" line a second per
- * source says it (with how many refusals it stands for) and
- * proxyd_limited_total counts each. 0, or -1 after ending the session. */
+ * connections. Over a limit the client gets its protocol's refusal
+ * (px_session_limit_answer) or a reset, at once, before any analyser,
+ * with no session-end line: one "limited" line a second per source says
+ * it (with how many refusals it stands for) and proxyd_limited_total
+ * counts each. 0, or -1 after ending the session. */
 static int
 px_session_source_limits(struct px_session *s)
 {
@@ -195,15 +229,18 @@ px_session_source_limits(struct px_session *s)
 	}
 	PX_SC_ADD(s->m, limited[v == PX_SL_SESSIONS ? PX_LIMITED_SESSIONS :
 	    PX_LIMITED_CONNECTIONS], 1);
+	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), ref,
+	    sizeof(ref));
 	if (rf.log)
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=%s rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
 		    sizeof(client)), src,
-		    v == PX_SL_SESSIONS ? "sessions" : "connections",
-		    px_rule_ref_at(r->line, NULL, px_session_policy_file(s),
-		    ref, sizeof(ref)), (unsigned long long)rf.count);
+		    v == PX_SL_SESSIONS ? "sessions" : "connections", ref,
+		    (unsigned long long)rf.count);
 	s->limited = true;
+	px_session_limit_answer(s, v == PX_SL_SESSIONS ? "sessions" :
+	    "connections", ref, rf.wait_ns);
 	px_session_end(s, PX_END_POLICY, "denied: source-limits");
 	return -1;
 }

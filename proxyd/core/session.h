@@ -52,6 +52,10 @@ struct px_session {
 	 * listener (until then svc is the first of its group). */
 	int32_t			 client_zone, server_zone;
 	bool			 svc_chosen;
+	/* <source-limits> (in svc_chosen's padding: idle_session_memory
+	 * counts the bytes): limit_answered: a refused client got its
+	 * protocol's refusal and the session ends with a FIN, not a reset. */
+	bool			 limit_answered;
 
 	struct event		 conn_ev;	/* EV_READ|EV_WRITE on sfd while connecting */
 	struct event		 timer;		/* connect, then idle timeout */
@@ -109,7 +113,8 @@ struct px_session {
 	/* <source-limits>: sl_held: it holds a slot of the source's table
 	 * entry (sl_ref, below), given back at its end; limited: refused by
 	 * a source limit, ended with a reset and no session-end line (the
-	 * limited line stands for it, once a second per source). */
+	 * limited line stands for it, once a second per source);
+	 * limit_answered: beside svc_chosen, above. */
 	bool			 sl_held;
 	bool			 limited;
 	char			*finish_reason;	/* NULL until a finish */

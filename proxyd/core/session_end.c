@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,21 @@ px_socket_abort(int fd)
 
 	if (fd != -1)
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+/* A client answered with its protocol's refusal at accept: what it sent
+ * already is read and dropped (closing with unread bytes would send a
+ * reset that may overtake the answer), then our side ends with a FIN. */
+static void
+px_socket_refused_close(int fd)
+{
+	char junk[4096];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		if (recv(fd, junk, sizeof(junk), MSG_DONTWAIT) <= 0)
+			break;
+	(void)shutdown(fd, SHUT_WR);
 }
 
 enum px_end_verdict
@@ -252,7 +268,9 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		px_sl_release(&s->sl_ref);
 		s->sl_held = false;
 	}
-	if (s->limited)
+	if (s->limited && s->limit_answered)
+		px_socket_refused_close(s->cfd);
+	else if (s->limited)
 		px_socket_abort(s->cfd);	/* refused: a reset at once */
 	else
 		px_session_log_end(s, reason, who);
