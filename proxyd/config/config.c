@@ -766,8 +766,9 @@ out:
 	return rc;
 }
 
+/* In enum px_sl_per's order. */
 static const char *const px_sl_pers[] = { "address", "prefix", "zone",
-    "user", NULL };
+    "user", "ja4", NULL };
 
 /* <source-limits> (srclimit.h): who counts as one source, and its
  * limits. */
@@ -790,11 +791,11 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 			;
 		if (px_sl_pers[i] == NULL)
 			px_cfg_error(e, n, "per=\"%s\": expected address, "
-			    "prefix or zone", v);
+			    "prefix, zone or ja4", v);
 		else if (strcmp(v, "user") == 0)
 			px_cfg_error(e, n, "per=\"user\": not supported yet "
 			    "(proxyd does not authenticate users); use address, "
-			    "prefix or zone");
+			    "prefix, zone or ja4");
 		else
 			r->per = (enum px_sl_per)i;
 		xmlFree(v);
@@ -926,6 +927,16 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		    "<fingerprint> needs TLS from the client (a <tls "
 		    "side=\"client\">: terminate, keybridge, passthrough, or "
 		    "ftp's AUTH TLS)");
+	/* per="ja4" is judged once the ClientHello is read, before anything
+	 * else happens: only where the client speaks TLS from its first
+	 * byte (an AUTH TLS comes after the session began). */
+	if (svc->srclimit.on && svc->srclimit.per == PX_SL_JA4 &&
+	    svc->tls_client == NULL && svc->tls_passthrough == NULL &&
+	    e->count == before)
+		px_cfg_error_line(e, svc->file, svc->srclimit.line,
+		    "<source-limits per=\"ja4\"> needs TLS from the client's "
+		    "first byte (a <tls side=\"client\">: terminate, keybridge, "
+		    "passthrough; for ftp implicit=\"yes\")");
 	return e->count == before ? 0 : -1;
 }
 

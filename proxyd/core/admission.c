@@ -139,6 +139,13 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	const char *zn;
 	uint64_t h;
 
+	if (r->per == PX_SL_JA4 && s->ja4 != NULL && s->ja4[0] != '\0') {
+		snprintf(name, size, "ja4:%s", s->ja4);
+		h = px_sl_hash_str(s->ja4);
+		memcpy(bytes, &h, sizeof(h));
+		return px_sl_key(r->svc_hash, 4, bytes, sizeof(h));
+	}
+	/* per="ja4": a hello with no JA4 (none computed) counts by address. */
 	if (r->per == PX_SL_ZONE && s->client_zone >= 0) {
 		zn = px_zone_name(&s->cfg->zones, s->client_zone);
 		snprintf(name, size, "zone:%s", zn);
@@ -163,6 +170,8 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	return px_sl_key(r->svc_hash, r->per == PX_SL_PREFIX ? 2u | bits << 8 :
 	    1u, bytes, sizeof(bytes));
 }
+
+static int px_session_limits_judge(struct px_session *s);
 
 /* A client refused at accept by limit (rule: FILE:LINE) gets its
  * protocol's refusal (analyser->limit_refusal) when it speaks plain text
@@ -204,6 +213,30 @@ px_session_limit_answer(struct px_session *s, const char *limit,
  * counts each. 0, or -1 after ending the session. */
 static int
 px_session_source_limits(struct px_session *s)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+
+	/* per="ja4": once the ClientHello is read (px_session_limits_hello). */
+	if (r->on && r->per == PX_SL_JA4)
+		return 0;
+	return px_session_limits_judge(s);
+}
+
+int
+px_session_limits_hello(struct px_session *s, bool done)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+
+	if (!r->on || r->per != PX_SL_JA4 || s->sl_judged || s->leg)
+		return 0;
+	if (!done && (s->ja4 == NULL || s->ja4[0] == '\0'))
+		return 0;	/* not read yet */
+	s->sl_judged = true;
+	return px_session_limits_judge(s);
+}
+
+static int
+px_session_limits_judge(struct px_session *s)
 {
 	const struct px_sl_rule *r = &s->svc->srclimit;
 	struct px_sl_refusal rf;

@@ -54,8 +54,10 @@ struct px_session {
 	bool			 svc_chosen;
 	/* <source-limits> (in svc_chosen's padding: idle_session_memory
 	 * counts the bytes): limit_answered: a refused client got its
-	 * protocol's refusal and the session ends with a FIN, not a reset. */
+	 * protocol's refusal and the session ends with a FIN, not a reset;
+	 * sl_judged: per="ja4", judged once at the hello. */
 	bool			 limit_answered;
+	bool			 sl_judged;
 
 	struct event		 conn_ev;	/* EV_READ|EV_WRITE on sfd while connecting */
 	struct event		 timer;		/* connect, then idle timeout */
@@ -114,7 +116,7 @@ struct px_session {
 	 * entry (sl_ref, below), given back at its end; limited: refused by
 	 * a source limit, ended with a reset and no session-end line (the
 	 * limited line stands for it, once a second per source);
-	 * limit_answered: beside svc_chosen, above. */
+	 * limit_answered, sl_judged: beside svc_chosen, above. */
 	bool			 sl_held;
 	bool			 limited;
 	char			*finish_reason;	/* NULL until a finish */

@@ -4,6 +4,7 @@
 #ifndef PX_SESSION_INT_H
 #define PX_SESSION_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,10 @@ void	px_session_connect_server(struct px_session *s);
 const char *px_session_fp_reason(struct px_session *s,
 	    const struct px_fp_rule *hit, char *buf, size_t size);
 void	px_session_connected(struct px_session *s);
+/* <source-limits per="ja4">: judged once the client's JA4 is known (or,
+ * done, the hello is past without one: by address). 0, or -1 after
+ * ending the session (a reset). Once per session; 0 on other services. */
+int	px_session_limits_hello(struct px_session *s, bool done);
 void	px_session_proceed(struct px_session *s);
 void	px_session_release_io(struct px_session *s);
 int	px_session_send_hello(struct px_session *s, struct px_relay_limits *lim);

@@ -75,6 +75,12 @@ px_session_handshake_step(struct px_session *s)
 	const char *sni;
 
 	if (px_conn_handshake(c) == -1) {
+		if (errno == EAGAIN) {
+			/* The hello read: its JA4 known (per="ja4"). */
+			if (px_session_limits_hello(s, false) == -1)
+				return;
+			errno = EAGAIN;
+		}
 		if (errno == EAGAIN && !s->kb_started &&
 		    px_tls_keybridge_waiting(c, &sni)) {
 			/* Keybridge: the server first, to see its
@@ -99,6 +105,8 @@ px_session_handshake_step(struct px_session *s)
 			    px_conn_strerror(c, errno));
 		return;
 	}
+	if (px_session_limits_hello(s, true) == -1)
+		return;
 	px_conn_read_enable(c, false);
 	s->tls_handshaking = false;
 	px_session_stop_timer(s);
@@ -332,6 +340,8 @@ px_session_hello_step(struct px_session *s)
 			    "no rule: the default" : "no-sni");
 		return;
 	}
+	if (px_session_limits_hello(s, true) == -1)
+		return;
 	PX_SC_ADD(s->m, tls.passthrough[1], 1);
 	px_log(LOG_INFO, s->id, "tls-passthrough sni=%s alpn=%s verdict=accept "
 	    "ja4=%s", h.has_sni ? h.sni : "-", alpn[0] != '\0' ? alpn : "-",

@@ -337,6 +337,8 @@ sl_case sl_prefix '<source-limits per="prefix" prefix-v4="33" sessions="5"/>'
 expect_error sl_prefix 'prefix-v4' "$(at "$C/policy/web.xml" '<source-limits')"
 sl_case sl_zone '<source-limits per="zone" sessions="5"/>'
 expect_error sl_zone 'zones' "$(at "$C/policy/web.xml" '<source-limits')"
+sl_case sl_ja4_plain '<source-limits per="ja4" sessions="5"/>'
+expect_error sl_ja4_plain 'per="ja4"' "$(at "$C/policy/web.xml" '<source-limits')"
 sl_case sl_ok '<source-limits per="prefix" prefix-v4="24" prefix-v6="64" sessions="50" connections="20/s" burst="40"/>'
 run_check
 echo "[sl_ok] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
