@@ -39,6 +39,7 @@
 #include "prom.h"
 #include "quota.h"
 #include "auth.h"
+#include "srclimit.h"
 #include "listener.h"
 #include "tls.h"
 #include "worker.h"
@@ -873,6 +874,13 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	    "proxyd among a cluster's nodes (<node name>, or the host "
 	    "name).\n# TYPE proxyd_node_info gauge\n"
 	    "proxyd_node_info{node=\"%s\"} 1\n", px_log_node());
+	px_family(b, "proxyd_source_limit_entries", "gauge", "Entries of the "
+	    "<source-limits> table that hold a source.");
+	evbuffer_add_printf(b, "proxyd_source_limit_entries %u\n", px_sl_used());
+	px_family(b, "proxyd_source_limit_entries_max", "gauge", "The "
+	    "<source-limits> table's size (entries; fixed, 64 bytes each).");
+	evbuffer_add_printf(b, "proxyd_source_limit_entries_max %u\n",
+	    PX_SL_ENTRIES);
 	px_admin_ha_metrics(b);
 	px_admin_process_metrics(b);
 	px_admin_reply(req, "text/plain; version=0.0.4; charset=utf-8", b);

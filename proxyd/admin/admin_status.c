@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "quota.h"
+#include "srclimit.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -525,13 +526,18 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		    "\"to_client\":%llu,\"connect_failures\":%llu,"
 		    "\"denied\":{\"acl\":%llu,\"max-sessions\":%llu,"
 		    "\"direct\":%llu,\"server\":%llu,\"no-service\":%llu},"
+		    "\"limited\":{\"sessions\":%llu,\"connections\":%llu,"
+		    "\"requests\":%llu,\"untracked\":%llu},"
 		    "\"events\":{", an, mode ? mode : "",
 		    listen, target, current ? "true" : "false",
 		    PX_J(active), PX_J(accepted), PX_J(bytes[0]), PX_J(bytes[1]),
 		    PX_J(connect_failures), PX_J(denied[PX_DENY_ACL]),
 		    PX_J(denied[PX_DENY_MAX_SESSIONS]),
 		    PX_J(denied[PX_DENY_DIRECT]), PX_J(denied[PX_DENY_SERVER]),
-		    PX_J(denied[PX_DENY_NO_SERVICE]));
+		    PX_J(denied[PX_DENY_NO_SERVICE]),
+		    PX_J(limited[PX_LIMITED_SESSIONS]),
+		    PX_J(limited[PX_LIMITED_CONNECTIONS]),
+		    PX_J(limited[PX_LIMITED_REQUESTS]), PX_J(limit_untracked));
 #undef PX_J
 		names = px_analysers[ai]->counters;
 		for (c = 0; names != NULL && names[c] != NULL &&
@@ -547,6 +553,10 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(b, "}");
 	}
 	evbuffer_add_printf(b, "\n]");
+	/* <source-limits>: the table is fixed in size (srclimit.h). */
+	evbuffer_add_printf(b, ",\"source_limits\":{\"entries\":%u,"
+	    "\"size\":%u,\"bytes\":%zu}", px_sl_used(), PX_SL_ENTRIES,
+	    (size_t)PX_SL_ENTRIES * PX_SL_ENTRY_BYTES);
 	px_zone_denials_json(b, &sc);
 	evbuffer_add_printf(b, "}\n");
 	px_scrape_close(&sc);

@@ -40,10 +40,14 @@ struct px_sl_ent {
  * in practice; past it the connection is admitted untracked. */
 #define PX_SL_TRIES	1000
 
-_Static_assert(sizeof(struct px_sl_ent) == 64, "an entry is a cache line");
+_Static_assert(sizeof(struct px_sl_ent) == PX_SL_ENTRY_BYTES,
+    "an entry is a cache line");
 
 static _Atomic(struct px_sl_ent *) px_sl_tab;
 static uint64_t px_sl_seed;
+/* Entries that hold a source: an entry is never freed, only reused, so
+ * this counts the claims of free ones. */
+static _Atomic uint32_t px_sl_nused;
 
 static uint64_t px_sl_mix(uint64_t x);
 
@@ -213,7 +217,12 @@ px_sl_claim(struct px_sl_ent *t, uint64_t key)
 			zero = 0;
 			if (atomic_compare_exchange_strong_explicit(&e->key,
 			    &zero, key, memory_order_acq_rel,
-			    memory_order_acquire) || zero == key)
+			    memory_order_acquire)) {
+				atomic_fetch_add_explicit(&px_sl_nused, 1,
+				    memory_order_relaxed);
+				return 0;
+			}
+			if (zero == key)
 				return 0;
 			continue;
 		}
@@ -442,4 +451,10 @@ px_sl_sessions(uint64_t key)
 			return (uint32_t)PX_SL_SESSIONS(atomic_load(&t[j].state));
 	}
 	return 0;
+}
+
+uint32_t
+px_sl_used(void)
+{
+	return atomic_load_explicit(&px_sl_nused, memory_order_relaxed);
 }

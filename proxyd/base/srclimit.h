@@ -34,6 +34,7 @@
 
 #define PX_SL_ENTRIES	65536u	/* a power of two: 4 MiB */
 #define PX_SL_WAYS	16u
+#define PX_SL_ENTRY_BYTES 64u	/* a cache line */
 
 /* A service's <source-limits> as loaded. */
 enum px_sl_per {
@@ -104,6 +105,8 @@ bool	px_sl_request(uint64_t key, const struct px_sl_rule *r,
 void	px_sl_release(struct px_sl_ref *ref);
 /* Live sessions of source key (tests, the admin); 0 if unknown. */
 uint32_t px_sl_sessions(uint64_t key);
+/* Entries that hold a source (of PX_SL_ENTRIES; the admin). */
+uint32_t px_sl_used(void);
 /* Monotonic nanoseconds. */
 uint64_t px_sl_now_ns(void);
 
