@@ -1,6 +1,7 @@
 /* ja4: FoxIO's JA4 client fingerprint of a ClientHello (see ja4.h): the
  * hello's fields read off its bytes, GREASE left out, the cipher and
- * extension lists sorted and hashed with SHA-256 cut to 12 hex digits. */
+ * extension lists sorted and hashed with SHA-256 cut to 12 hex digits;
+ * and JA4S, the server's, of a ServerHello (its extensions in order). */
 #include "ja4.h"
 
 #include <pthread.h>
@@ -342,5 +343,88 @@ px_ja4_valid(const char *s)
 		    (s[i] >= '0' && s[i] <= '9')))
 			return false;
 	}
+	return true;
+}
+
+/* RFC 8446 4.1.3: a ServerHello whose random is SHA-256 of
+ * "HelloRetryRequest" is a HelloRetryRequest. */
+static const uint8_t px_ja4_hrr_random[32] = {
+	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02,
+	0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
+	0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+};
+
+bool
+px_ja4s_is_hrr(const uint8_t *msg, size_t len)
+{
+	return len >= 4 + 2 + 32 && msg[0] == 2 &&
+	    memcmp(msg + 6, px_ja4_hrr_random, 32) == 0;
+}
+
+bool
+px_ja4s_hello(const uint8_t *msg, size_t len, char *out)
+{
+	uint16_t exts[128];
+	char text[128 * 5 + 1], alpn[3] = "00", eh[13];
+	const uint8_t *p, *end, *b, *proto = NULL;
+	unsigned version, cipher, type, n;
+	size_t nexts = 0, plen = 0, i;
+	struct px_ja4_fields f;
+
+	out[0] = '\0';
+	if (len < 4 || msg[0] != 2)
+		return false;
+	n = (unsigned)msg[1] << 16 | (unsigned)msg[2] << 8 | msg[3];
+	if (n != len - 4)
+		return false;
+	p = msg + 4;
+	end = p + n;
+	if (end - p < 2 + 32 + 1)
+		return false;
+	version = px_ja4_be16(p);
+	p += 2 + 32;
+	if ((size_t)(end - p) < 1u + p[0] + 2 + 1)	/* session_id */
+		return false;
+	p += 1 + p[0];
+	cipher = px_ja4_be16(p);
+	p += 2 + 1;					/* compression */
+	if (p < end) {
+		if (end - p < 2 || px_ja4_be16(p) != (size_t)(end - p - 2))
+			return false;
+		for (p += 2; p < end; p = b + n) {
+			if (end - p < 4)
+				return false;
+			type = px_ja4_be16(p);
+			n = px_ja4_be16(p + 2);
+			b = p + 4;
+			if ((size_t)(end - b) < n)
+				return false;
+			/* As sent, in order: a server sends no GREASE. */
+			if (nexts < sizeof(exts) / sizeof(exts[0]))
+				exts[nexts++] = (uint16_t)type;
+			if (type == PX_JA4_EXT_VERSIONS && n == 2)
+				version = px_ja4_be16(b);	/* the chosen one */
+			else if (type == PX_JA4_EXT_ALPN && n >= 4 &&
+			    px_ja4_be16(b) == n - 2 && b[2] > 0 &&
+			    (size_t)b[2] + 3 == n) {
+				proto = b + 3;
+				plen = b[2];
+			}
+		}
+	}
+	/* ALPN as JA4 writes it (in TLS 1.3 the server says it in
+	 * EncryptedExtensions, not here: "00", as FoxIO's). */
+	memset(&f, 0, sizeof(f));
+	f.alpn = proto;
+	f.alpn_len = plen;
+	if (proto != NULL)
+		px_ja4_alpn(&f, alpn);
+	if (nexts == 0)
+		memcpy(eh, "000000000000", 13);
+	else if (!px_ja4_hash(exts, nexts, NULL, 0, text, eh))
+		return false;
+	i = nexts > 99 ? 99 : nexts;
+	snprintf(out, PX_JA4S_LEN + 1, "t%s%02zu%s_%04x_%s",
+	    px_ja4_version(version), i, alpn, cipher & 0xffffu, eh);
 	return true;
 }

@@ -46,18 +46,25 @@ char *
 px_session_ja4_buf(struct px_session *s)
 {
 	if (s->ja4 == NULL)
-		s->ja4 = calloc(1, PX_JA4_LEN + 1);
+		s->ja4 = calloc(1, PX_SESSION_JA4S + PX_JA4S_LEN + 1);
 	return s->ja4;
 }
 
 struct px_tls_peer
 px_session_tls_peer(struct px_session *s)
 {
+	const struct px_service *svc = s->svc;
+	char *ja4s = NULL;
+
+	/* Only a side with TLS writes its fingerprint: no buffer for the
+	 * rest. */
+	if ((svc->tls_server != NULL || svc->starttls_server != NULL) &&
+	    px_session_ja4_buf(s) != NULL)
+		ja4s = s->ja4 + PX_SESSION_JA4S;
 	return (struct px_tls_peer){ .session_id = s->id, .tw = &s->w->tls,
-	    .n = &s->m->tls, .fp = &s->svc->fingerprints,
-	    /* only a client side's TLS writes it: no buffer for the rest */
-	    .ja4 = s->svc->tls_client != NULL || s->svc->starttls_client != NULL ?
-	    px_session_ja4_buf(s) : NULL };
+	    .n = &s->m->tls, .fp = &svc->fingerprints,
+	    .ja4 = svc->tls_client != NULL || svc->starttls_client != NULL ?
+	    px_session_ja4_buf(s) : NULL, .ja4s = ja4s };
 }
 
 void

@@ -97,10 +97,12 @@ struct px_session {
 	 * in the bools' padding: idle_session_memory counts the bytes.) */
 	bool			 leg, leg_tls;
 	char			*client_sni;	/* what it asked for; NULL */
-	/* The JA4 of the client's first ClientHello (any TLS mode), in a
-	 * buffer made when TLS is set up (px_session_ja4_buf): a session
-	 * without TLS pays a pointer, not the 37 bytes. NULL or "": none;
-	 * read it with px_session_ja4. */
+	/* The JA4 of the client's first ClientHello (any TLS mode), then
+	 * (at PX_SESSION_JA4S) the JA4S of the first ServerHello of a server
+	 * proxyd speaks TLS to, in one buffer made when TLS is set up
+	 * (px_session_ja4_buf): a session without TLS pays a pointer, not
+	 * the 63 bytes. NULL or "": none; read them with px_session_ja4 and
+	 * px_session_ja4s. */
 	char			*ja4;
 	uint64_t		 parent_id;	/* a leg's: its parent's id */
 	char			 tag[48];	/* px_session_tag() */
@@ -144,6 +146,13 @@ static inline const char *
 px_session_ja4(const struct px_session *s)
 {
 	return s->ja4 != NULL ? s->ja4 : "";
+}
+#define PX_SESSION_JA4S	(PX_JA4_LEN + 1)	/* its offset in s->ja4 */
+/* The JA4S of the session's server, "" when it has none. */
+static inline const char *
+px_session_ja4s(const struct px_session *s)
+{
+	return s->ja4 != NULL ? s->ja4 + PX_SESSION_JA4S : "";
 }
 /* Frees the sessions closed since the last call (w->dead). */
 void	px_session_reap(struct px_worker *w);

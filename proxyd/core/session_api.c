@@ -132,6 +132,7 @@ px_session_audit_info(const struct px_session *s, const char *analyser,
 	in->server = server;
 	px_session_zones(s, server, &in->client_zone, &in->server_zone);
 	in->ja4 = px_session_ja4(s)[0] != '\0' ? s->ja4 : NULL;
+	in->ja4s = px_session_ja4s(s)[0] != '\0' ? px_session_ja4s(s) : NULL;
 }
 
 struct event_base *
@@ -442,9 +443,14 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	if (pc.held != NULL)
 		px_conn_adopt(&s->dconn[1], px_session_pool_release, pc.held);
 	pc.held = NULL;
-	if (pc.tf != NULL)
+	if (pc.tf != NULL) {
 		px_conn_set_transform(&s->dconn[1], pc.tf, pc.tf_state);
-	else if (s->svc->tls_server != NULL) {
+		/* A pooled TLS connection: its server's answer was read by
+		 * another session; the JA4S is the same server's. */
+		if (peer.ja4s != NULL && peer.ja4s[0] == '\0')
+			memcpy(peer.ja4s, px_tls_ja4s(&s->dconn[1]),
+			    strlen(px_tls_ja4s(&s->dconn[1])) + 1);
+	} else if (s->svc->tls_server != NULL) {
 		peer.name = px_session_tls_name(s);
 		if (px_tls_attach(&s->dconn[1], s->svc->tls_server,
 		    &peer) == -1)

@@ -54,7 +54,7 @@ px_session_log_end(struct px_session *s, const char *reason, const char *who)
 	deny = px_end_verdict(s->end_by, s->end_phase) == PX_VERDICT_DENY;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld%s%s%s%s%s%s%s by=%s phase=%s end=%s",
+	    "duration=%ld.%03ld%s%s%s%s%s%s%s%s%s by=%s phase=%s end=%s",
 	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
@@ -65,6 +65,7 @@ px_session_log_end(struct px_session *s, const char *reason, const char *who)
 	    (unsigned long long)s->bytes[PX_TO_CLIENT],
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
 	    px_session_ja4(s)[0] != '\0' ? " ja4=" : "", px_session_ja4(s),
+	    px_session_ja4s(s)[0] != '\0' ? " ja4s=" : "", px_session_ja4s(s),
 	    deny ? " rule=" : "", !deny ? "" : s->rule != NULL &&
 	    s->rule[0] != '\0' ? s->rule : "builtin", who,
 	    s->tag[0] != '\0' ? " " : "", s->tag, px_end_by_name(s->end_by),

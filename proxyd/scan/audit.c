@@ -196,6 +196,8 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 	    a->tls_server : NULL);
 	if (in->ja4 != NULL)
 		px_json_str_field(&j, "ja4", in->ja4);
+	if (in->ja4s != NULL)
+		px_json_str_field(&j, "ja4s", in->ja4s);
 	px_json_str_field(&j, "tls_client_subject", a->tls_client[0] != '\0' ?
 	    a->tls_client : NULL);
 	px_json_str_field(&j, "scan_verdict", in->scan_verdict);

@@ -44,8 +44,10 @@ struct px_audit_info {
 	/* Written only when not NULL: how user proved who it is
 	 * (negotiate, basic). */
 	const char		*auth;
-	/* Written only when not NULL: the client's TLS fingerprint (JA4). */
+	/* Written only when not NULL: the client's TLS fingerprint (JA4),
+	 * the server's (JA4S, where proxyd speaks TLS to it). */
 	const char		*ja4;
+	const char		*ja4s;
 	const char		*rule;		/* the deciding rule, FILE:LINE */
 	/* Written only when not NULL: the R66 transfer rule the partner
 	 * asked for, and why a refused transfer was (its log's reason=). */

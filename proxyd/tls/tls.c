@@ -685,6 +685,8 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
  * (px_ja4_hello), so a client gets one fingerprint in every mode. The
  * first hello only: after a HelloRetryRequest the second one says the
  * same, less the key share. */
+_Static_assert(PX_JA4S_LEN <= PX_JA4_LEN, "a JA4S fits a conn's ja4[]");
+
 static void
 px_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
     size_t len, SSL *ssl, void *arg)
@@ -694,8 +696,20 @@ px_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
 
 	(void)version; (void)arg;
 	if (write_p || content_type != SSL3_RT_HANDSHAKE || len < 4 ||
-	    m[0] != SSL3_MT_CLIENT_HELLO ||
 	    (tc = SSL_get_ex_data(ssl, px_tls_conn_index)) == NULL)
+		return;
+	if (tc->side == PX_TLS_SERVER) {
+		/* proxyd is the client: the server's JA4S (ja4.h), of its
+		 * ServerHello as received, a HelloRetryRequest passed over. */
+		if (m[0] != SSL3_MT_SERVER_HELLO || px_ja4s_is_hrr(m, len))
+			return;
+		SSL_set_msg_callback(ssl, NULL);
+		(void)px_ja4s_hello(m, len, tc->ja4);
+		if (tc->ja4_out != NULL && tc->ja4_out[0] == '\0')
+			memcpy(tc->ja4_out, tc->ja4, PX_JA4S_LEN + 1);
+		return;
+	}
+	if (m[0] != SSL3_MT_CLIENT_HELLO)
 		return;
 	SSL_set_msg_callback(ssl, NULL);
 	if (tc->ja4[0] != '\0')
@@ -748,6 +762,15 @@ px_tls_ja4(const struct px_conn *c)
 	return tc != NULL ? tc->ja4 : "";
 }
 
+const char *
+px_tls_ja4s(const struct px_conn *c)
+{
+	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
+	    c->tf_state : NULL;
+
+	return tc != NULL && tc->side == PX_TLS_SERVER ? tc->ja4 : "";
+}
+
 const struct px_fp_rule *
 px_tls_fp_denied(const struct px_conn *c)
 {
@@ -787,9 +810,13 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 		tc->fp = p != NULL ? p->fp : NULL;
 		tc->ja4_out = p != NULL ? p->ja4 : NULL;
 		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
-	} else if (px_tls_connect_setup(tc, p != NULL ? p :
-	    &(struct px_tls_peer){ 0 }) == -1)
-		goto fail;
+	} else {
+		if (px_tls_connect_setup(tc, p != NULL ? p :
+		    &(struct px_tls_peer){ 0 }) == -1)
+			goto fail;
+		tc->ja4_out = p != NULL ? p->ja4s : NULL;
+		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
+	}
 	px_conn_set_transform(c, &px_tls_transform, tc);
 	px_tls_count_new();
 	return 0;

@@ -164,6 +164,9 @@ struct px_tls_peer {
 	 * PX_JA4_LEN + 1 bytes, which outlives the conn; NULL: nowhere). */
 	const struct px_fp_rules *fp;
 	char			*ja4;
+	/* Server side: where to copy the server's JA4S when still "" there
+	 * (PX_JA4S_LEN + 1 bytes that outlive the conn; NULL: nowhere). */
+	char			*ja4s;
 };
 
 /* Puts a TLS session on c's socket into c's transform slot, in t's role
@@ -191,6 +194,9 @@ const char *px_tls_client_sni(const struct px_conn *c);
 /* The JA4 of the ClientHello c's client sent (ja4.h), on a client-side
  * conn that has read it; "" otherwise. */
 const char *px_tls_ja4(const struct px_conn *c);
+/* The JA4S of the ServerHello c's server sent (ja4.h), on a server-side
+ * conn that has read it; "" otherwise. */
+const char *px_tls_ja4s(const struct px_conn *c);
 /* The <fingerprint> rule that refused c's ClientHello (its handshake then
  * failed, uncounted as a TLS failure); NULL. */
 const struct px_fp_rule *px_tls_fp_denied(const struct px_conn *c);

@@ -111,7 +111,9 @@ struct px_tls_conn {
 	SSL_SESSION	*next_resume;
 	struct px_tls_conn *resume_of;
 	/* Client side: the JA4 of the first ClientHello (px_tls_msg_cb),
-	 * the rules it is judged by, the rule that refused it. */
+	 * the rules it is judged by, the rule that refused it. Server side:
+	 * ja4 holds the server's JA4S (its ServerHello's), ja4_out the
+	 * session's buffer it is copied to. */
 	char		 ja4[PX_JA4_LEN + 1];
 	char		*ja4_out;
 	const struct px_fp_rules *fp;

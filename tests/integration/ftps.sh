@@ -135,7 +135,8 @@ assert_eq "$got" "$SHA" "curl ftps:// download"
 curl -sS --max-time 60 --cacert "$P/ca.pem" "ftps://localhost:$P_IM/pub/" >"$T/list2.txt"
 assert_grep "$T/list2.txt" '3m\.bin' "ftps:// LIST lacks 3m.bin"
 assert_log 'ftp-tls control-client=implicit control-server=explicit'
-assert_log "session-end service=im analyser=ftp verdict=accept .* duration=[0-9.]+ ja4=$JA4_RE by="
+# and, proxyd speaking TLS to vsftpd (AUTH TLS), the server's JA4S
+assert_log "session-end service=im analyser=ftp verdict=accept .* duration=[0-9.]+ ja4=$JA4_RE ja4s=t1[23]0[0-9]00_[0-9a-f]{4}_[0-9a-f]{12} by="
 
 info "<fingerprint> deny: AUTH TLS and implicit FTPS refused at the handshake"
 rc=$(curl_ftp --ssl-reqd --cacert "$P/ca.pem" -o /dev/null "ftp://localhost:$P_FPX/pub/3m.bin")

@@ -124,7 +124,8 @@ assert_log "r66-transfer host=hosta rule=in mode=sendmd5 file=up\.bin size=$SZ b
 assert_log "r66-transfer host=hostb rule=out mode=recvmd5 file=down\.bin size=$SZ blocks=$blocks digest=SHA-256 verdict=accept payload=copy"
 assert_log "session-end service=r66both analyser=r66 verdict=accept "
 # the JA4 of the client's hello (R66 over TLS) on its session-end line
-assert_log "session-end service=r66both analyser=r66 verdict=accept .* duration=[0-9.]+ ja4=t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12} by="
+# and the server's JA4S (proxyd speaks TLS to it)
+assert_log "session-end service=r66both analyser=r66 verdict=accept .* duration=[0-9.]+ ja4=t1[23][di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12} ja4s=t1[23]0[0-9]00_[0-9a-f]{4}_[0-9a-f]{12} by="
 
 info "TLS both sides: the policy still refuses inside TLS"
 head -c 10K /dev/urandom >"$T/cli/no.bin"

@@ -276,6 +276,58 @@ test_valid(void **state)
 	assert_false(px_ja4_valid(""));
 }
 
+/* JA4S: a TLS 1.3 ServerHello (openssl s_server's, TLS_AES_256_GCM_SHA384,
+ * supported_versions then key_share). FoxIO's JA4S.md gives
+ * t130200_1301_a56c5b993250 for such a hello with TLS_AES_128_GCM_SHA256:
+ * the same extension hash. */
+static const char sh13[] =
+    "020000760303338403 3d3dbb4331eeab13849740571076f46c7ab3a5043bc354"
+    "d995cf50c25a20 3766db191f7a79348a3cba45c03d902c88b4299462ae14642e"
+    "0527f2307af37313020000 2e002b0002030400330024001d00204749471516 25"
+    "7186e8f1da648f5e197998063aebb8bedb4b9ff0426ee3a3ca45";
+
+static void
+test_ja4s(void **state)
+{
+	char hex[sizeof(sh13)], out[PX_JA4S_LEN + 1];
+	uint8_t *msg;
+	size_t len, i, k = 0;
+
+	(void)state;
+	for (i = 0; sh13[i] != '\0'; i++)
+		if (sh13[i] != ' ')
+			hex[k++] = sh13[i];
+	hex[k] = '\0';
+	msg = unhex(hex, &len);
+	assert_int_equal(len, 4 + 0x76);
+	assert_true(px_ja4s_hello(msg, len, out));
+	assert_string_equal(out, "t130200_1302_a56c5b993250");
+	assert_false(px_ja4s_is_hrr(msg, len));
+	/* Cut anywhere (in a buffer of just that size, for the sanitizers),
+	 * or lying about its length: refused, "" */
+	for (k = 0; k < len; k++) {
+		uint8_t *cut = malloc(k + 1);
+
+		assert_non_null(cut);
+		memcpy(cut, msg, k);
+		assert_false(px_ja4s_hello(cut, k, out));
+		assert_string_equal(out, "");
+		free(cut);
+	}
+	msg[3]++;
+	assert_false(px_ja4s_hello(msg, len, out));
+	msg[3]--;
+	/* A HelloRetryRequest's random (RFC 8446 4.1.3) */
+	memcpy(msg + 6, "\xcf\x21\xad\x74\xe5\x9a\x61\x11\xbe\x1d\x8c\x02"
+	    "\x1e\x65\xb8\x91\xc2\xa2\x11\x16\x7a\xbb\x8c\x5e\x07\x9e\x09"
+	    "\xe2\xc8\xa8\x33\x9c", 32);
+	assert_true(px_ja4s_is_hrr(msg, len));
+	/* not a ServerHello */
+	msg[0] = 1;
+	assert_false(px_ja4s_hello(msg, len, out));
+	free(msg);
+}
+
 int
 main(void)
 {
@@ -285,6 +337,7 @@ main(void)
 		cmocka_unit_test(test_truncated_and_lying),
 		cmocka_unit_test(test_built),
 		cmocka_unit_test(test_valid),
+		cmocka_unit_test(test_ja4s),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
