@@ -24,7 +24,8 @@ TARGETS = ["direct", "proxyd-plug", "base-plug", "proxyd-http", "base-http",
 # the TLS rows (bench/run rows_tls): their own paths, base and peers
 TLS_TARGETS = ["direct-tls", "proxyd-tls-http", "haproxy-tls-http", "proxyd-tls-plug",
                "haproxy-tls-tcp", "nginx-tls-tcp", "proxyd-tls-kb", "proxyd-tls-kbcold",
-               "haproxy-tls-orig", "proxyd-tls-h2", "haproxy-tls-h2"]
+               "haproxy-tls-orig", "proxyd-tls-h2", "haproxy-tls-h2",
+               "proxyd-lim-tls-http", "proxyd-lim-tls-plug"]
 TLS_BASE = "direct-tls"
 TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              ("plug", "proxyd-tls-plug", "haproxy-tls-tcp"),
@@ -33,7 +34,11 @@ TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              # certificate (and verifies the server, as keybridge does)
              ("keybridge warm", "proxyd-tls-kb", "haproxy-tls-orig"),
              ("keybridge cold", "proxyd-tls-kbcold", "haproxy-tls-orig"),
-             ("h2", "proxyd-tls-h2", "haproxy-tls-h2")]
+             ("h2", "proxyd-tls-h2", "haproxy-tls-h2"),
+             # the same proxyd paths with <source-limits> and a <fingerprint>
+             # rule over those without (JA4 is computed on both)
+             ("http limits+JA4", "proxyd-lim-tls-http", "proxyd-tls-http"),
+             ("plug limits+JA4", "proxyd-lim-tls-plug", "proxyd-tls-plug")]
 TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
                  ("idle", "idle", "idle"), ("idle", "stall", "stall"), ("h2load", "10k", "h2")]
@@ -116,6 +121,13 @@ def tls_section(out, env, rows, targets, pairs, netns):
                          "to nginx plain (server keep-alive pool)",
         "haproxy-tls-h2": f"{hav}, mode http, `bind ... ssl crt alpn h2,http/1.1`, HTTP/1.1 to nginx "
                           "plain, option http-keep-alive, http-reuse always: the h2 row's peer",
+        "proxyd-lim-tls-http": "proxyd-tls-http plus `<fingerprint ja4=\"t13d*\" action=\"accept\"/>` "
+                               "and `<source-limits per=\"address\" sessions=\"100000\" "
+                               "connections=\"100000/s\" requests=\"1000000/s\"/>` (never reached): "
+                               "the cost of the limits and the fingerprint rule; its peer is proxyd-tls-http",
+        "proxyd-lim-tls-plug": "proxyd-tls-plug plus the same `<fingerprint>` and `<source-limits "
+                               "per=\"ja4\" sessions=\"100000\" connections=\"100000/s\"/>` (judged "
+                               "at each ClientHello); its peer is proxyd-tls-plug",
     }
     L.append("## TLS")
     L.append("")
@@ -154,7 +166,7 @@ def tls_section(out, env, rows, targets, pairs, netns):
     L.append("")
 
     # proxyd vs HAProxy, row by row
-    if pairs:
+    if any(peer.startswith(("haproxy-", "nginx-")) for _, _, peer in pairs):
         L.append("### proxyd vs HAProxy (TLS)")
         L.append("")
         L.append("| row | direct-tls | proxyd | HAProxy | proxyd / HAProxy | CPU µs/req proxyd | "
@@ -163,8 +175,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
         for row in rows:
             for lab, cur, peer in pairs:
                 c, p = row["t"].get(cur), row["t"].get(peer)
-                if not c or not p:
-                    continue
+                if not c or not p or not peer.startswith(("haproxy-", "nginx-")):
+                    continue    # (the limits pairs: in the CPU headline and "vs peer")
                 idle = row["key"][0] == "idle"
                 b = row["t"].get(TLS_BASE)
 

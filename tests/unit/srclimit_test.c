@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include "srclimit.h"
 
 #define MS	1000000ULL
@@ -361,6 +364,53 @@ test_race(void **state)
 	assert_int_equal(px_sl_sessions(race_key), 0);
 }
 
+static long
+rss_kb(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* A million sources, one connection each (connections="1/s" burst 1):
+ * every one is admitted (a new source, or one whose entry was reused,
+ * starts with a full bucket), the table ends full (PX_SL_ENTRIES entries
+ * hold a source) and the process grew by at most the table's fixed size,
+ * 4 MiB, whatever the number of sources. Last: it fills the table. */
+static void
+test_million(void **state)
+{
+	struct px_sl_rule r = rule(0, 1 * SEC, 1);
+	struct px_sl_ref ref;
+	uint8_t a[17] = { 10 };
+	long before = rss_kb(), after;
+	uint32_t i, refused = 0;
+
+	(void)state;
+	r.svc_hash = px_sl_hash_str("million");
+	for (i = 0; i < 1000000; i++) {
+		memcpy(a + 1, &i, sizeof(i));
+		if (admit(px_sl_key(r.svc_hash, 1, a, sizeof(a)), &r,
+		    t0 + 500 * SEC + i, &ref) != PX_SL_OK)
+			refused++;
+	}
+	after = rss_kb();
+	print_message("1000000 sources: %u refused, %u of %u entries in use, "
+	    "RSS +%ld KiB (table %u KiB)\n", refused, px_sl_used(),
+	    PX_SL_ENTRIES, after - before,
+	    PX_SL_ENTRIES * PX_SL_ENTRY_BYTES / 1024);
+	assert_int_equal(refused, 0);
+	assert_int_equal(px_sl_used(), PX_SL_ENTRIES);
+	assert_true(after - before <= (long)(PX_SL_ENTRIES *
+	    PX_SL_ENTRY_BYTES / 1024) + 512);
+}
+
 int
 main(void)
 {
@@ -373,6 +423,7 @@ main(void)
 		cmocka_unit_test(test_race),
 		cmocka_unit_test(test_requests),
 		cmocka_unit_test(test_requests_race),
+		cmocka_unit_test(test_million),
 	};
 
 	if (px_sl_init() == -1)
