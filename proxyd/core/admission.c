@@ -126,8 +126,9 @@ px_session_rule_list(struct px_session *s, const struct px_addrlist *l)
 }
 
 /* The source s counts as under its service's <source-limits>: its key in
- * the table, and how the limited line names it (an address, a prefix or
- * zone:NAME). */
+ * the table, and (name not NULL) how the limited line names it (an
+ * address, a prefix, zone:NAME or ja4:FP); only a line needs the name, so
+ * an admitted connection or request does not format it. */
 static uint64_t
 px_session_source(const struct px_session *s, const struct px_sl_rule *r,
     char *name, size_t size)
@@ -140,7 +141,8 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	uint64_t h;
 
 	if (r->per == PX_SL_JA4 && s->ja4 != NULL && s->ja4[0] != '\0') {
-		snprintf(name, size, "ja4:%s", s->ja4);
+		if (name != NULL)
+			snprintf(name, size, "ja4:%s", s->ja4);
 		h = px_sl_hash_str(s->ja4);
 		memcpy(bytes, &h, sizeof(h));
 		return px_sl_key(r->svc_hash, 4, bytes, sizeof(h));
@@ -148,7 +150,8 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	/* per="ja4": a hello with no JA4 (none computed) counts by address. */
 	if (r->per == PX_SL_ZONE && s->client_zone >= 0) {
 		zn = px_zone_name(&s->cfg->zones, s->client_zone);
-		snprintf(name, size, "zone:%s", zn);
+		if (name != NULL)
+			snprintf(name, size, "zone:%s", zn);
 		h = px_sl_hash_str(zn);
 		memcpy(bytes, &h, sizeof(h));
 		return px_sl_key(r->svc_hash, 3, bytes, sizeof(h));
@@ -160,11 +163,13 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 		bits = k.v6 ? r->prefix6 : r->prefix4;
 	for (i = bits; i < (k.v6 ? 128u : 32u); i++)
 		k.addr[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
-	inet_ntop(k.v6 ? AF_INET6 : AF_INET, k.addr, a, sizeof(a));
-	if (bits == (k.v6 ? 128u : 32u))
-		snprintf(name, size, "%s", a);
-	else
-		snprintf(name, size, "%s/%u", a, bits);
+	if (name != NULL) {
+		inet_ntop(k.v6 ? AF_INET6 : AF_INET, k.addr, a, sizeof(a));
+		if (bits == (k.v6 ? 128u : 32u))
+			snprintf(name, size, "%s", a);
+		else
+			snprintf(name, size, "%s/%u", a, bits);
+	}
 	memcpy(bytes, k.addr, 16);
 	bytes[16] = k.v6;
 	return px_sl_key(r->svc_hash, r->per == PX_SL_PREFIX ? 2u | bits << 8 :
@@ -248,7 +253,7 @@ px_session_limits_judge(struct px_session *s)
 	/* requests= alone: judged per request (px_session_request_allowed). */
 	if (!r->on || (r->sessions == 0 && r->interval_ns == 0))
 		return 0;
-	key = px_session_source(s, r, src, sizeof(src));
+	key = px_session_source(s, r, NULL, 0);
 	v = px_sl_admit(key, r, px_sl_now_ns(), &s->sl_ref, &rf);
 	switch (v) {
 	case PX_SL_OK:
@@ -264,13 +269,15 @@ px_session_limits_judge(struct px_session *s)
 	    PX_LIMITED_CONNECTIONS], 1);
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), ref,
 	    sizeof(ref));
-	if (rf.log)
+	if (rf.log) {
+		(void)px_session_source(s, r, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=%s rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
 		    sizeof(client)), src,
 		    v == PX_SL_SESSIONS ? "sessions" : "connections", ref,
 		    (unsigned long long)rf.count);
+	}
 	s->limited = true;
 	px_session_limit_answer(s, v == PX_SL_SESSIONS ? "sessions" :
 	    "connections", ref, rf.wait_ns);
@@ -290,7 +297,7 @@ px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
 	*retry_s = 0;
 	if (!r->on || r->req_interval_ns == 0)
 		return true;
-	key = px_session_source(s, r, src, sizeof(src));
+	key = px_session_source(s, r, NULL, 0);
 	if (px_sl_request(key, r, px_sl_now_ns(), &wait_ns, &rf))
 		return true;
 	/* Retry-After is in whole seconds: rounded up, so that a client
@@ -300,11 +307,13 @@ px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
 		*retry_s = 1;
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
 	PX_SC_ADD(s->m, limited[PX_LIMITED_REQUESTS], 1);
-	if (rf.log)
+	if (rf.log) {
+		(void)px_session_source(s, r, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=requests rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
 		    sizeof(client)), src, rule, (unsigned long long)rf.count);
+	}
 	return false;
 }
 
