@@ -1,7 +1,10 @@
 /* libFuzzer target for the JA4 fingerprint (proxyd/base/ja4.c), fed a
  * ClientHello handshake message as OpenSSL's message callback hands it
- * over. Beyond the sanitizers it checks:
+ * over, and for JA4S, the same bytes taken as a ServerHello. Beyond the
+ * sanitizers it checks:
  *   - a fingerprint is "" (refused) or has the form px_ja4_valid knows;
+ *   - a JA4S is "" (refused) or PX_JA4S_LEN characters, and refused when
+ *     the message is cut short by one byte;
  *   - the same message in records of 1, 7 and 16384 bytes gives the same
  *     fingerprint through px_ja4_records;
  *   - a message cut short by one byte is refused.
@@ -52,6 +55,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > MAX_MSG)
 		return 0;
+	ok = px_ja4s_hello(data, size, a);
+	CHECK(ok == (a[0] != '\0'));
+	CHECK(!ok || strlen(a) == PX_JA4S_LEN);
+	CHECK(!ok || (!px_ja4s_hello(data, size - 1, b) && b[0] == '\0'));
 	ok = px_ja4_hello(data, size, a);
 	CHECK(ok == (a[0] != '\0'));
 	if (!ok)
