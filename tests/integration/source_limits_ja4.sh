@@ -44,8 +44,8 @@ write_service jconn "$PC" "$NGINX_PORT" \
 write_service jpass "$PP" "$NGX_TLS" \
     "<tls side=\"client\" mode=\"passthrough\"><sni name=\"*\" action=\"accept\"/></tls>
   <source-limits per=\"ja4\" connections=\"2/m\" burst=\"2\"/>"
-for x in "jsess $PS sessions=\"1\"" "jreq $PR requests=\"2/m\""; do
-    set -- $x
+# http_ja4_service NAME PORT LIMIT_ATTRS: an http service terminating TLS
+http_ja4_service() {
     cat >"$T/policy/$1.xml" <<XML
 <service name="$1" analyser="http">
   <listen address="127.0.0.1" port="$2" mode="fixed"/>
@@ -55,7 +55,9 @@ for x in "jsess $PS sessions=\"1\"" "jreq $PR requests=\"2/m\""; do
 </service>
 XML
     PROXYD_PORTS+=("$2")
-done
+}
+http_ja4_service jsess "$PS" 'sessions="1"'
+http_ja4_service jreq "$PR" 'requests="2/m"'
 start_proxyd
 
 cat >"$T/pyget.py" <<'EOF'
