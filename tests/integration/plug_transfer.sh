@@ -34,7 +34,7 @@ check_session() {
     assert_eq "$n" 1 "number of session-end lines for service $svc"
     line=$(session_end_lines "$svc")
     info "log: $line"
-    [[ $line =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z\ info\ \#[0-9]+\ session-end\ service=$svc\ analyser=plug\ verdict=accept\ client=127\.0\.0\.1:[0-9]+\ dst=127\.0\.0\.1:$NGINX_PORT\ server=127\.0\.0\.1:$NGINX_PORT\ to-server=[0-9]+\ to-client=[0-9]+\ duration=[0-9]+(\.[0-9]+)?\ by=(client|server)\ phase=data\ end=.+$ ]] ||
+    [[ $line =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z\ node=[A-Za-z0-9._-]+\ info\ \#[0-9]+\ session-end\ service=$svc\ analyser=plug\ verdict=accept\ client=127\.0\.0\.1:[0-9]+\ dst=127\.0\.0\.1:$NGINX_PORT\ server=127\.0\.0\.1:$NGINX_PORT\ to-server=[0-9]+\ to-client=[0-9]+\ duration=[0-9]+(\.[0-9]+)?\ by=(client|server)\ phase=data\ end=.+$ ]] ||
         fail "session-end line for $svc does not follow the documented format: $line"
     tc=$(kv "$line" to-client)
     ts=$(kv "$line" to-server)
