@@ -434,6 +434,40 @@ ftp_partial_refuses(const struct px_session *s, const char *verb)
 	return strcmp(verb, "REST") == 0 || strcmp(verb, "RANG") == 0;
 }
 
+/* <source-limits transfers=>: a transfer command over its source's rate
+ * gets 450 (RFC 959: requested file action not taken, a transient
+ * failure the client may try again; not 421, which would end the
+ * session) with the rule and the wait, before any quota is charged;
+ * the data connection the client opened for it is reset. The core
+ * counted and logged it. */
+static bool
+ftp_xfer_limited(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c, int *rc)
+{
+	char rule[PX_RULE_REF_MAX], verdict[PX_RULE_REF_MAX + 48];
+	uint32_t retry;
+
+	if (strcmp(c->verb, "RETR") != 0 && strcmp(c->verb, "STOR") != 0 &&
+	    strcmp(c->verb, "APPE") != 0 && strcmp(c->verb, "STOU") != 0)
+		return false;
+	/* No data can move: the 425 follows, nothing to count. */
+	if (st->ch == NULL || st->data_lost)
+		return false;
+	if (px_session_transfer_allowed(s, &retry, rule, sizeof(rule)))
+		return false;
+	snprintf(verdict, sizeof(verdict), "verdict=deny reason=source-limit "
+	    "rule=%s", rule);
+	ftp_log_cmd(s, st, c, verdict);
+	px_channel_abort(st->ch, PX_CHAN_CLIENT, "denied: source-limits");
+	px_channel_abort(st->ch, PX_CHAN_SERVER, "denied: source-limits");
+	st->ch = NULL;
+	st->xfer[0] = '\0';
+	*rc = ftp_reply_local(s, st, c->verb, "450 %s: too many transfers "
+	    "from your address (source limit: transfers, rule %s), try again "
+	    "in %u s", c->verb, rule, (unsigned)retry);
+	return true;
+}
+
 static bool
 ftp_partial_refused(const struct px_session *s, const struct ftp_cmd *c)
 {
@@ -528,6 +562,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		}
 	}
 	if (ftp_path_refused(s, st, p, c, &rc))
+		return rc;
+	if (ftp_xfer_limited(s, st, c, &rc))
 		return rc;
 	if (ftp_quota_refused(s, st, p, c, &rc)) {
 		ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
@@ -1073,6 +1109,7 @@ const struct px_analyser ftp_analyser = {
 	.scan = true,
 	.content = true,
 	.audit = true,
+	.transfers = true,
 	.describe = ftp_describe,
 	.limit_refusal = ftp_limit_refusal,
 };

@@ -124,12 +124,14 @@ static const struct px_metric px_svc_metrics[] = {
 	    "Connections accepted on the reserve descriptor and closed at "
 	    "once, for want of descriptors.", refused_no_fd),
 	PX_S("proxyd_limited_total", "limit=\"sessions\"", "counter",
-	    "Connections (and HTTP requests) refused by <source-limits>, by "
+	    "Connections (and HTTP requests, FTP transfers) refused by <source-limits>, by "
 	    "the limit that decided.", limited[PX_LIMITED_SESSIONS]),
 	PX_S("proxyd_limited_total", "limit=\"connections\"", NULL, NULL,
 	    limited[PX_LIMITED_CONNECTIONS]),
 	PX_S("proxyd_limited_total", "limit=\"requests\"", NULL, NULL,
 	    limited[PX_LIMITED_REQUESTS]),
+	PX_S("proxyd_limited_total", "limit=\"transfers\"", NULL, NULL,
+	    limited[PX_LIMITED_TRANSFERS]),
 	PX_S("proxyd_limit_untracked_total", "", "counter",
 	    "Connections <source-limits> admitted without counting them: "
 	    "every entry their source may take held live sessions.",

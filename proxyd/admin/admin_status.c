@@ -527,7 +527,8 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		    "\"denied\":{\"acl\":%llu,\"max-sessions\":%llu,"
 		    "\"direct\":%llu,\"server\":%llu,\"no-service\":%llu},"
 		    "\"limited\":{\"sessions\":%llu,\"connections\":%llu,"
-		    "\"requests\":%llu,\"untracked\":%llu},"
+		    "\"requests\":%llu,\"transfers\":%llu,"
+		    "\"untracked\":%llu},"
 		    "\"events\":{", an, mode ? mode : "",
 		    listen, target, current ? "true" : "false",
 		    PX_J(active), PX_J(accepted), PX_J(bytes[0]), PX_J(bytes[1]),
@@ -537,7 +538,8 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 		    PX_J(denied[PX_DENY_NO_SERVICE]),
 		    PX_J(limited[PX_LIMITED_SESSIONS]),
 		    PX_J(limited[PX_LIMITED_CONNECTIONS]),
-		    PX_J(limited[PX_LIMITED_REQUESTS]), PX_J(limit_untracked));
+		    PX_J(limited[PX_LIMITED_REQUESTS]),
+		    PX_J(limited[PX_LIMITED_TRANSFERS]), PX_J(limit_untracked));
 #undef PX_J
 		names = px_analysers[ai]->counters;
 		for (c = 0; names != NULL && names[c] != NULL &&

@@ -157,6 +157,9 @@ struct px_analyser {
 	/* It serves requests (HTTP) and asks px_session_request_allowed()
 	 * of each: a service's <source-limits requests=> applies. */
 	bool		 requests;
+	/* It moves files (FTP) and asks px_session_transfer_allowed() of
+	 * each transfer: a service's <source-limits transfers=> applies. */
+	bool		 transfers;
 	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
 	 * failure that is not its client's: the server's reset or error, a
 	 * timeout, the proxy. Called before the leg's socket closes, which

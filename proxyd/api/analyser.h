@@ -224,6 +224,12 @@ void		 px_session_active(struct px_session *s);
  * (size bytes) the <source-limits> that decided, as rule= writes it. */
 bool		 px_session_request_allowed(struct px_session *s,
 		    uint32_t *retry_s, char *rule, size_t size);
+/* One file transfer (analyser->transfers: FTP's RETR, STOR, APPE, STOU)
+ * under <source-limits transfers=> of s's service: as
+ * px_session_request_allowed, counted in
+ * proxyd_limited_total{limit="transfers"}. */
+bool		 px_session_transfer_allowed(struct px_session *s,
+		    uint32_t *retry_s, char *rule, size_t size);
 /* ---- Legs: sessions an analyser starts for its own requests ----------
  * A new session of s's service whose client is fd, one end of a
  * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):

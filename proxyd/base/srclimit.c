@@ -386,8 +386,12 @@ px_sl_admit(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 	return PX_SL_UNTRACKED;
 }
 
-bool
-px_sl_request(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
+/* One token of the bucket (interval, burst) kept in the rtat of key's
+ * entry, the entry made if the source has none yet (a request of a
+ * session admitted untracked, or after the entry aged out). true when it
+ * conforms or cannot be tracked. */
+static bool
+px_sl_bucket(uint64_t key, uint64_t interval, uint32_t burst, uint64_t now_ns,
     uint64_t *wait_ns, struct px_sl_refusal *rf)
 {
 	struct px_sl_ent *t = atomic_load_explicit(&px_sl_tab,
@@ -400,22 +404,40 @@ px_sl_request(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
 	rf->log = false;
 	rf->count = 0;
 	rf->wait_ns = 0;
-	if (t == NULL || r->req_interval_ns == 0)
+	if (t == NULL || interval == 0)
 		return true;
-	/* The source's entry, made if it has none yet (a request of a
-	 * session admitted untracked, or after the entry aged out). */
 	for (tries = 0; tries < 4 && e == NULL; tries++)
 		if ((e = px_sl_find_pin(t, key, &idx)) == NULL &&
 		    px_sl_claim(t, key) == -1)
 			return true;	/* untracked */
 	if (e == NULL)
 		return true;
-	ok = px_sl_take_in(&e->rtat, r->req_interval_ns, r->req_burst, now_ns,
-	    wait_ns);
+	ok = px_sl_take_in(&e->rtat, interval, burst, now_ns, wait_ns);
 	if (!ok)
 		px_sl_refused_in(&e->rlogged_s, &e->rrefused, now_ns, rf);
 	px_sl_unpin(e);
 	return ok;
+}
+
+bool
+px_sl_request(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
+    uint64_t *wait_ns, struct px_sl_refusal *rf)
+{
+	return px_sl_bucket(key, r->req_interval_ns, r->req_burst, now_ns,
+	    wait_ns, rf);
+}
+
+bool
+px_sl_transfer(uint64_t key, const struct px_sl_rule *r, uint64_t now_ns,
+    uint64_t *wait_ns, struct px_sl_refusal *rf)
+{
+	uint64_t tkey;
+
+	/* The source's transfers have an entry of their own, keyed apart:
+	 * an entry is a cache line, full with the other two buckets. */
+	tkey = px_sl_mix(key ^ 0x7472616e73666572ULL);	/* "transfer" */
+	return px_sl_bucket(tkey != 0 ? tkey : 1, r->xfer_interval_ns,
+	    r->xfer_burst, now_ns, wait_ns, rf);
 }
 
 void

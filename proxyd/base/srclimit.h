@@ -15,7 +15,9 @@
  * source is keyed and the address, prefix or zone), its live sessions,
  * its connection rate and its HTTP request rate, each a GCRA (the token
  * bucket's equivalent in one word: the theoretical arrival time, TAT),
- * each with its own line a second. The table has PX_SL_ENTRIES
+ * each with its own line a second (a source's FTP transfer rate takes a
+ * second entry, under a key derived from the first, in its request
+ * bucket). The table has PX_SL_ENTRIES
  * entries of 64 bytes; a source lives in one of PX_SL_WAYS entries after
  * its hash; when they are all taken the least recently used one with no
  * live session is reused (its bucket, if not full again yet, is lost: the
@@ -54,6 +56,8 @@ struct px_sl_rule {
 	uint32_t	 burst;		/* connections at once, >= 1 */
 	uint64_t	 req_interval_ns; /* between requests; 0: no limit */
 	uint32_t	 req_burst;	/* requests at once, >= 1 */
+	uint64_t	 xfer_interval_ns; /* between transfers; 0: no limit */
+	uint32_t	 xfer_burst;	/* transfers at once, >= 1 */
 	uint64_t	 svc_hash;	/* of the service's name */
 	long		 line;		/* of <source-limits> */
 };
@@ -100,6 +104,11 @@ enum px_sl_verdict px_sl_admit(uint64_t key, const struct px_sl_rule *r,
  * limit, *wait_ns then the time until a token comes (> 0) and *rf says
  * whether to log. */
 bool	px_sl_request(uint64_t key, const struct px_sl_rule *r,
+	    uint64_t now_ns, uint64_t *wait_ns, struct px_sl_refusal *rf);
+/* The same for one file transfer (FTP) under r's transfers=: a bucket
+ * of its own per source (an entry of the table keyed apart from the
+ * source's sessions, connections and requests). */
+bool	px_sl_transfer(uint64_t key, const struct px_sl_rule *r,
 	    uint64_t now_ns, uint64_t *wait_ns, struct px_sl_refusal *rf);
 /* An admitted session ended. */
 void	px_sl_release(struct px_sl_ref *ref);

@@ -823,10 +823,21 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 			    "requests to limit (http has); use connections= "
 			    "and sessions=", svc->analyser->name);
 	}
+	/* transfers=: each file transfer of an analyser that counts them
+	 * (ftp: RETR, STOR, APPE, STOU); the bucket holds one second's (or
+	 * minute's) worth. */
+	if (px_attr_rate(e, n, "transfers", &rate, &r->xfer_interval_ns) ==
+	    0 && r->xfer_interval_ns != 0) {
+		r->xfer_burst = (uint32_t)rate;
+		if (svc->analyser != NULL && !svc->analyser->transfers)
+			px_cfg_error(e, n, "transfers=: analyser \"%s\" has "
+			    "no file transfers to limit (ftp has)",
+			    svc->analyser->name);
+	}
 	if (sessions == 0 && r->interval_ns == 0 && r->req_interval_ns == 0 &&
-	    e->count == before)
+	    r->xfer_interval_ns == 0 && e->count == before)
 		px_cfg_error(e, n, "<source-limits> needs sessions=, "
-		    "connections= or requests=");
+		    "connections=, requests= or transfers=");
 	r->prefix4 = (uint8_t)p4;
 	r->prefix6 = (uint8_t)p6;
 	r->sessions = (uint32_t)sessions;

@@ -317,6 +317,36 @@ px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
 	return false;
 }
 
+bool
+px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
+    char *rule, size_t size)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+	struct px_sl_refusal rf;
+	char src[PX_ADDRSTRLEN + 80], client[PX_ADDRSTRLEN];
+	uint64_t key, wait_ns;
+
+	*retry_s = 0;
+	if (!r->on || r->xfer_interval_ns == 0)
+		return true;
+	key = px_session_source(s, r, NULL, 0);
+	if (px_sl_transfer(key, r, px_sl_now_ns(), &wait_ns, &rf))
+		return true;
+	*retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
+	if (*retry_s == 0)
+		*retry_s = 1;
+	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
+	PX_SC_ADD(s->m, limited[PX_LIMITED_TRANSFERS], 1);
+	if (rf.log) {
+		(void)px_session_source(s, r, src, sizeof(src));
+		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
+		    "limit=transfers rule=%s refused=%llu", s->svc->name,
+		    px_sockaddr_str((struct sockaddr *)&s->client, client,
+		    sizeof(client)), src, rule, (unsigned long long)rf.count);
+	}
+	return false;
+}
+
 /* Some service of the listener takes this client: its <clients> (or
  * none) holds it. 0, or -1 after ending the session. */
 int

@@ -60,6 +60,7 @@ enum px_limited {
 	PX_LIMITED_SESSIONS = 0,
 	PX_LIMITED_CONNECTIONS,
 	PX_LIMITED_REQUESTS,	/* an HTTP request, answered 429 */
+	PX_LIMITED_TRANSFERS,	/* an FTP transfer command, answered 450 */
 	PX_LIMITED_KINDS,
 };
 

@@ -411,6 +411,42 @@ test_million(void **state)
 	    PX_SL_ENTRY_BYTES / 1024) + 512);
 }
 
+/* transfers=: a bucket of its own per source, apart from the request
+ * bucket (both full, both 3 a minute here): taking one leaves the other. */
+static void
+test_transfers(void **state)
+{
+	struct px_sl_rule r = rule(0, 0, 0);
+	struct px_sl_refusal rf;
+	uint64_t k = key_of("xfer", 1), now = t0, wait;
+	int i;
+
+	(void)state;
+	r.xfer_interval_ns = 20 * SEC;
+	r.xfer_burst = 3;
+	r.req_interval_ns = 20 * SEC;
+	r.req_burst = 3;
+	for (i = 0; i < 3; i++)
+		assert_true(px_sl_transfer(k, &r, now, &wait, &rf));
+	assert_false(px_sl_transfer(k, &r, now, &wait, &rf));
+	assert_true(rf.log);
+	assert_int_equal(rf.count, 1);
+	assert_int_equal(wait, 20 * SEC);
+	/* The request bucket is untouched, and another source's transfers. */
+	for (i = 0; i < 3; i++)
+		assert_true(px_sl_request(k, &r, now, &wait, &rf));
+	assert_false(px_sl_request(k, &r, now, &wait, &rf));
+	assert_true(px_sl_transfer(key_of("xfer", 2), &r, now, &wait, &rf));
+	/* The second refusal in the same second is not logged. */
+	assert_false(px_sl_transfer(k, &r, now + 10 * MS, &wait, &rf));
+	assert_false(rf.log);
+	assert_true(px_sl_transfer(k, &r, now + 20 * SEC, &wait, &rf));
+	/* No transfers=: never refused. */
+	r.xfer_interval_ns = 0;
+	for (i = 0; i < 10; i++)
+		assert_true(px_sl_transfer(k, &r, now, &wait, &rf));
+}
+
 int
 main(void)
 {
@@ -423,6 +459,7 @@ main(void)
 		cmocka_unit_test(test_race),
 		cmocka_unit_test(test_requests),
 		cmocka_unit_test(test_requests_race),
+		cmocka_unit_test(test_transfers),
 		cmocka_unit_test(test_million),
 	};
 
