@@ -354,6 +354,17 @@ echo "[sl_requests_only] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
 ((RC == 0)) || case_fail "<source-limits requests=> alone on an http service: --check exited $RC: $OUT"
 content_case sl_requests_bad '<source-limits requests="100"/>'
 expect_error sl_requests_bad 'requests=' "$(at "$C/policy/web.xml" '<source-limits')"
+# transfers=: ftp only (plug and http have no file transfers), a rate
+sl_case sl_transfers_plug '<source-limits transfers="30/m"/>'
+expect_error sl_transfers_plug 'transfers=' "$(at "$C/policy/web.xml" '<source-limits')"
+content_case sl_transfers_http '<source-limits transfers="30/m"/>'
+expect_error sl_transfers_http 'transfers=' "$(at "$C/policy/web.xml" '<source-limits')"
+content_case sl_transfers_bad '<source-limits transfers="30"/>' ftp
+expect_error sl_transfers_bad 'transfers=' "$(at "$C/policy/web.xml" '<source-limits')"
+content_case sl_transfers_ftp '<source-limits sessions="5" transfers="30/m"/>' ftp
+run_check
+echo "[sl_transfers_ftp] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "<source-limits transfers=> on an ftp service: --check exited $RC: $OUT"
 
 # ---- --version / --help
 for opt in --version --help; do

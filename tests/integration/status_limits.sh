@@ -77,8 +77,8 @@ python3 - "$T/services.json" <<'EOF' || fail "/api/services: $(cat "$T/services.
 import json, sys
 d = json.load(open(sys.argv[1]))
 sv = {s["name"]: s for s in d["services"]}
-assert sv["conn"]["limited"] == {"sessions": 0, "connections": 3, "requests": 0, "untracked": 0}, sv["conn"]["limited"]
-assert sv["req"]["limited"] == {"sessions": 1, "connections": 0, "requests": 1, "untracked": 0}, sv["req"]["limited"]
+assert sv["conn"]["limited"] == {"sessions": 0, "connections": 3, "requests": 0, "transfers": 0, "untracked": 0}, sv["conn"]["limited"]
+assert sv["req"]["limited"] == {"sessions": 1, "connections": 0, "requests": 1, "transfers": 0, "untracked": 0}, sv["req"]["limited"]
 assert d["source_limits"] == {"entries": 4, "size": 65536, "bytes": 4194304}, d["source_limits"]
 EOF
 info "/api/services: limited per service and the table's occupancy"
