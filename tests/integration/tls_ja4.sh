@@ -165,11 +165,12 @@ PYEOF
 }
 export HERE
 
-declare -A JA4=()
+declare -A JA4=() JA4_PROXYD=()
 # through SERVICE RELAY_PORT CLIENT CA EXPECT(ok|deny): runs the client;
 # every connection it made must have on its session-end line the JA4 the
 # decoder finds in its hello, and the fresh ones (no resumption) the
-# verdict expected; JA4[CLIENT] is theirs.
+# verdict expected; JA4[CLIENT] is theirs (the decoder's),
+# JA4_PROXYD[CLIENT] the same as proxyd logged it.
 through() {
     local svc=$1 port=$2 who=$3 ca=$4 want=$5 got skip out ref psk pj v end fresh=""
     skip=$(session_end_lines "$svc" | wc -l)
@@ -185,6 +186,7 @@ through() {
         ((psk)) && continue
         [[ -z $fresh || $fresh == "$ref" ]] || fail "$who via $svc: two fresh JA4s, $fresh and $ref"
         fresh=$ref
+        JA4_PROXYD[$who]=$pj
         if [[ $want == ok ]]; then
             assert_eq "$v" accept "$who via $svc: verdict ($end)"
         else
@@ -222,6 +224,11 @@ for a in curl openssl python chromium; do
     done
 done
 info "fingerprints: curl ${JA4[curl]} openssl ${JA4[openssl]} python ${JA4[python]} chromium ${JA4[chromium]}"
+# For the record: each client's fresh hello, as proxyd logged it and as
+# the decoder (ja4_ref.py) computed it from the relay's bytes.
+for who in curl openssl python chromium; do
+    info "ja4 $who: proxyd ${JA4_PROXYD[$who]} decoder ${JA4[$who]}"
+done
 info "an audit record (http under TLS) carries the client's ja4"
 got=$(client curl "$P_HTTP" "$P/ca.pem")
 [[ $got == *"ja4 test page"* ]] || fail "curl through thttp got '$got'"
@@ -254,11 +261,34 @@ assert_metric eq proxyd_fingerprint_denied_total 'service="tkb"' 1
 assert_metric eq proxyd_fingerprint_denied_total 'service="tpass"' 1
 assert_metric eq proxyd_tls_failures_total 'service="tterm",analyser="plug",side="client",reason="other"' 0
 
+info "the list file alone changed (python's fingerprint out, openssl's in), a reload reads it again"
+printf '%s\n' "${JA4[openssl]}" >"$T/policy/deny.list"
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 2
+through tkb "$R_KB" python "$P/kbca.pem" ok
+through tkb "$R_KB" openssl "$P/kbca.pem" deny
+assert_metric eq proxyd_fingerprint_denied_total 'service="tkb"' 2
+
+info "a bad line in the list file: the reload is refused with file:line, the old list stays"
+printf '%s\n%s\nnot-a-fingerprint\n' "${JA4[openssl]}" "${JA4[python]}" >"$T/policy/deny.list"
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="failed"' 1
+assert_log "deny\.list:3: \"not-a-fingerprint\" is not a JA4 fingerprint" 5
+info "log: $(grep -E 'deny\.list:3:' "$PROXYD_LOG" | head -n 1)"
+# The list in force is still the previous one: python passes, openssl not.
+through tkb "$R_KB" python "$P/kbca.pem" ok
+through tkb "$R_KB" openssl "$P/kbca.pem" deny
+assert_metric eq proxyd_fingerprint_denied_total 'service="tkb"' 3
+# Put back as the deny section left it (the sections below count on it).
+printf '%s\n' "${JA4[python]}" >"$T/policy/deny.list"
+kill -HUP "$PROXYD_PID"
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 3
+
 info "the JSON log form carries ja4 too (SIGHUP to format=json)"
 sed -i 's|<log target="stderr" level="info"/>|<log target="stderr" level="info" format="json"/>|' "$PROXYD_CONF"
 grep -q 'format="json"' "$PROXYD_CONF" || fail "could not set format=json"
 kill -HUP "$PROXYD_PID"
-assert_metric ge proxyd_config_reloads_total 'result="ok"' 2
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 4
 got=$(client curl "$P_TERM" "$P/ca.pem")
 [[ $got == *"ja4 test page"* ]] || fail "curl after the switch to json got '$got'"
 wait_grep "$PROXYD_LOG" '"event":"session-end".*"ja4":"'"${JA4[curl]}"'"' 5 ||
@@ -279,7 +309,7 @@ FP_TERM="<fingerprint ja4=\"${JA4[curl]}\" action=\"accept\"/>
   <fingerprint ja4=\"*\" action=\"deny\"/>"
 write_services
 kill -HUP "$PROXYD_PID"
-assert_metric ge proxyd_config_reloads_total 'result="ok"' 3
+assert_metric ge proxyd_config_reloads_total 'result="ok"' 5
 got=$(client curl "$P_TERM" "$P/ca.pem")
 [[ $got == *"ja4 test page"* ]] || fail "curl, accepted by ja4=, through tterm got '$got'"
 # An SSLv2-format ClientHello (RFC 5246 E.2) offering TLS 1.2: OpenSSL
