@@ -210,10 +210,10 @@ static void http_transaction_done(struct http_state *h);
  * once): the client's next request is then read as usual. */
 static void
 http_limited(struct http_state *h, const struct http_head *m,
-    size_t head_len, uint32_t retry_s)
+    size_t head_len, uint32_t retry_s, bool may_keep)
 {
 	const struct http_policy *p = h->pol;
-	bool keep = p->keepalive_client && !m->conn_close &&
+	bool keep = may_keep && p->keepalive_client && !m->conn_close &&
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
 	    !m->chunked && m->content_length <= 0 && !h->is_connect &&
@@ -360,14 +360,23 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		}
 	}
 	h->port = port;
-	if (!replay && !px_session_request_allowed(h->s, &retry, h->rule,
-	    sizeof(h->rule))) {
-		http_limited(h, &m, head_len, retry);
+	if (!replay && !px_session_request_allowed(h->s,
+	    http_auth_id(h) != NULL ? http_auth_id(h)->user : NULL, &retry,
+	    h->rule, sizeof(h->rule))) {
+		http_limited(h, &m, head_len, retry, true);
 		return;
 	}
 	/* <auth>: 0 go on, else answered or waiting for the directory. */
 	if (http_auth_request(h, &m, head_len) != 0)
 		return;
+	/* <source-limits per="user">: the connection counts as the user's
+	 * from its first proven request; over the user's sessions= or
+	 * connections=, 429 and the connection ends. */
+	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
+	    http_auth_id(h)->user, &retry, h->rule, sizeof(h->rule))) {
+		http_limited(h, &m, head_len, retry, false);
+		return;
+	}
 	if ((rc = http_policy_check_as(p, http_auth_id(h), m.method, m.mlen,
 	    port, h->host,
 	    h->is_connect ? h->path : ct.path, ct.query, &why, &hit)) != 0) {

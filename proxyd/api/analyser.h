@@ -216,14 +216,26 @@ int		 px_session_tunnel(struct px_session *s);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
 /* One request (analyser->requests: HTTP/1.x or an HTTP/2 stream's leg)
- * under <source-limits requests=> of s's service: true when it may go on
+ * under <source-limits requests=> of s's service, of user (the client's
+ * proven user, counted by it under per="user"; NULL: none yet, counted by
+ * address): true when it may go on
  * (a token of its source's bucket taken, or no such limit). false: over
  * the limit, counted (proxyd_limited_total{limit="requests"}) and logged
  * at most once a second per source by the core; *retry_s is then the
  * whole seconds until the source has a token again (>= 1) and rule
  * (size bytes) the <source-limits> that decided, as rule= writes it. */
 bool		 px_session_request_allowed(struct px_session *s,
-		    uint32_t *retry_s, char *rule, size_t size);
+		    const char *user, uint32_t *retry_s, char *rule,
+		    size_t size);
+/* The request of s that proved its client is user (<auth>): under
+ * <source-limits per="user"> the connection is judged then, once, as a
+ * new connection of that user (sessions= and connections=; a connection
+ * taken holds its slot until it ends). false: over a limit, counted and
+ * logged as px_session_request_allowed; the analyser refuses the request
+ * (HTTP: 429, Connection: close). true otherwise, and for a leg. */
+bool		 px_session_user_allowed(struct px_session *s,
+		    const char *user, uint32_t *retry_s, char *rule,
+		    size_t size);
 /* One file transfer (analyser->transfers: FTP's RETR, STOR, APPE, STOU)
  * under <source-limits transfers=> of s's service: as
  * px_session_request_allowed, counted in

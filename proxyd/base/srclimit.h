@@ -43,7 +43,8 @@ enum px_sl_per {
 	PX_SL_ADDRESS = 0,
 	PX_SL_PREFIX,
 	PX_SL_ZONE,
-	PX_SL_USER,	/* refused at load: no users yet */
+	PX_SL_USER,	/* the proven user (<auth>): judged at its first
+			 * proven request */
 	PX_SL_JA4,	/* the client's JA4: judged once its ClientHello is read */
 };
 

@@ -791,11 +791,11 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 			;
 		if (px_sl_pers[i] == NULL)
 			px_cfg_error(e, n, "per=\"%s\": expected address, "
-			    "prefix, zone or ja4", v);
-		else if (strcmp(v, "user") == 0)
-			px_cfg_error(e, n, "per=\"user\": not supported yet "
-			    "(proxyd does not authenticate users); use address, "
-			    "prefix, zone or ja4");
+			    "prefix, zone, user or ja4", v);
+		else if (strcmp(v, "user") == 0 && svc->auth == NULL)
+			px_cfg_error(e, n, "per=\"user\" needs the service's "
+			    "<auth> (an http service whose clients prove who "
+			    "they are)");
 		else
 			r->per = (enum px_sl_per)i;
 		xmlFree(v);

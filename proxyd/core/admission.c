@@ -131,7 +131,7 @@ px_session_rule_list(struct px_session *s, const struct px_addrlist *l)
  * an admitted connection or request does not format it. */
 static uint64_t
 px_session_source(const struct px_session *s, const struct px_sl_rule *r,
-    char *name, size_t size)
+    const char *user, char *name, size_t size)
 {
 	uint8_t bytes[17];
 	char a[INET6_ADDRSTRLEN];
@@ -147,7 +147,22 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 		memcpy(bytes, &h, sizeof(h));
 		return px_sl_key(r->svc_hash, 4, bytes, sizeof(h));
 	}
-	/* per="ja4": a hello with no JA4 (none computed) counts by address. */
+	/* per="user": the proven user once known (a Kerberos principal or a
+	 * directory's name: case as the authenticator spells it). */
+	if (r->per == PX_SL_USER && user != NULL && user[0] != '\0') {
+		if (name != NULL) {
+			char esc[132];
+
+			px_log_escape(esc, sizeof(esc), user, strlen(user),
+			    false);
+			snprintf(name, size, "user:%s", esc);
+		}
+		h = px_sl_hash_str(user);
+		memcpy(bytes, &h, sizeof(h));
+		return px_sl_key(r->svc_hash, 5, bytes, sizeof(h));
+	}
+	/* per="ja4": a hello with no JA4 (none computed) counts by address;
+	 * per="user": a request before any proof, by address too. */
 	if (r->per == PX_SL_ZONE && s->client_zone >= 0) {
 		zn = px_zone_name(&s->cfg->zones, s->client_zone);
 		if (name != NULL)
@@ -221,8 +236,10 @@ px_session_source_limits(struct px_session *s)
 {
 	const struct px_sl_rule *r = &s->svc->srclimit;
 
-	/* per="ja4": once the ClientHello is read (px_session_limits_hello). */
-	if (r->on && r->per == PX_SL_JA4)
+	/* per="ja4": once the ClientHello is read (px_session_limits_hello);
+	 * per="user": once a request proved who the client is
+	 * (px_session_user_allowed). */
+	if (r->on && (r->per == PX_SL_JA4 || r->per == PX_SL_USER))
 		return 0;
 	return px_session_limits_judge(s);
 }
@@ -253,7 +270,7 @@ px_session_limits_judge(struct px_session *s)
 	/* requests= alone: judged per request (px_session_request_allowed). */
 	if (!r->on || (r->sessions == 0 && r->interval_ns == 0))
 		return 0;
-	key = px_session_source(s, r, NULL, 0);
+	key = px_session_source(s, r, NULL, NULL, 0);
 	v = px_sl_admit(key, r, px_sl_now_ns(), &s->sl_ref, &rf);
 	switch (v) {
 	case PX_SL_OK:
@@ -270,7 +287,7 @@ px_session_limits_judge(struct px_session *s)
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), ref,
 	    sizeof(ref));
 	if (rf.log) {
-		(void)px_session_source(s, r, src, sizeof(src));
+		(void)px_session_source(s, r, NULL, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=%s rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
@@ -286,8 +303,8 @@ px_session_limits_judge(struct px_session *s)
 }
 
 bool
-px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
-    char *rule, size_t size)
+px_session_request_allowed(struct px_session *s, const char *user,
+    uint32_t *retry_s, char *rule, size_t size)
 {
 	const struct px_sl_rule *r = &s->svc->srclimit;
 	struct px_sl_refusal rf;
@@ -297,7 +314,7 @@ px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
 	*retry_s = 0;
 	if (!r->on || r->req_interval_ns == 0)
 		return true;
-	key = px_session_source(s, r, NULL, 0);
+	key = px_session_source(s, r, user, NULL, 0);
 	if (px_sl_request(key, r, px_sl_now_ns(), &wait_ns, &rf))
 		return true;
 	/* Retry-After is in whole seconds: rounded up, so that a client
@@ -308,7 +325,7 @@ px_session_request_allowed(struct px_session *s, uint32_t *retry_s,
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
 	PX_SC_ADD(s->m, limited[PX_LIMITED_REQUESTS], 1);
 	if (rf.log) {
-		(void)px_session_source(s, r, src, sizeof(src));
+		(void)px_session_source(s, r, user, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=requests rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
@@ -329,7 +346,7 @@ px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
 	*retry_s = 0;
 	if (!r->on || r->xfer_interval_ns == 0)
 		return true;
-	key = px_session_source(s, r, NULL, 0);
+	key = px_session_source(s, r, NULL, NULL, 0);
 	if (px_sl_transfer(key, r, px_sl_now_ns(), &wait_ns, &rf))
 		return true;
 	*retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
@@ -338,11 +355,59 @@ px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
 	PX_SC_ADD(s->m, limited[PX_LIMITED_TRANSFERS], 1);
 	if (rf.log) {
-		(void)px_session_source(s, r, src, sizeof(src));
+		(void)px_session_source(s, r, NULL, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=transfers rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
 		    sizeof(client)), src, rule, (unsigned long long)rf.count);
+	}
+	return false;
+}
+
+bool
+px_session_user_allowed(struct px_session *s, const char *user,
+    uint32_t *retry_s, char *rule, size_t size)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+	struct px_sl_refusal rf;
+	enum px_sl_verdict v;
+	char src[PX_ADDRSTRLEN + 160], client[PX_ADDRSTRLEN];
+	uint64_t key;
+
+	*retry_s = 0;
+	/* Once per connection (its first proven request); an HTTP/2 stream
+	 * is a request of its connection, not a session of its own. */
+	if (!r->on || r->per != PX_SL_USER || s->sl_judged || s->leg ||
+	    user == NULL || user[0] == '\0' ||
+	    (r->sessions == 0 && r->interval_ns == 0))
+		return true;
+	s->sl_judged = true;
+	key = px_session_source(s, r, user, NULL, 0);
+	v = px_sl_admit(key, r, px_sl_now_ns(), &s->sl_ref, &rf);
+	switch (v) {
+	case PX_SL_OK:
+		s->sl_held = s->sl_ref.idx != UINT32_MAX;
+		return true;
+	case PX_SL_UNTRACKED:
+		PX_SC_ADD(s->m, limit_untracked, 1);
+		return true;
+	default:
+		break;
+	}
+	*retry_s = (uint32_t)((rf.wait_ns + 999999999ULL) / 1000000000ULL);
+	if (*retry_s == 0)
+		*retry_s = 1;
+	PX_SC_ADD(s->m, limited[v == PX_SL_SESSIONS ? PX_LIMITED_SESSIONS :
+	    PX_LIMITED_CONNECTIONS], 1);
+	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
+	if (rf.log) {
+		(void)px_session_source(s, r, user, src, sizeof(src));
+		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
+		    "limit=%s rule=%s refused=%llu", s->svc->name,
+		    px_sockaddr_str((struct sockaddr *)&s->client, client,
+		    sizeof(client)), src,
+		    v == PX_SL_SESSIONS ? "sessions" : "connections", rule,
+		    (unsigned long long)rf.count);
 	}
 	return false;
 }

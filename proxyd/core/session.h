@@ -55,7 +55,8 @@ struct px_session {
 	/* <source-limits> (in svc_chosen's padding: idle_session_memory
 	 * counts the bytes): limit_answered: a refused client got its
 	 * protocol's refusal and the session ends with a FIN, not a reset;
-	 * sl_judged: per="ja4", judged once at the hello. */
+	 * sl_judged: per="ja4", judged once at the hello; per="user", once
+	 * at its first proven request. */
 	bool			 limit_answered;
 	bool			 sl_judged;
 
