@@ -316,7 +316,7 @@ expect_error content_bad_type "application" "$(at "$C/policy/web.xml" '<content'
 content_case content_bad_action '<content type="text/plain" action="drop"/>'
 expect_error content_bad_action "" "$(at "$C/policy/web.xml" '<content')"
 
-# ---- <source-limits>: per="user" (no users yet), requests= on a service
+# ---- <source-limits>: per="user" without <auth>, requests= on a service
 # that has no HTTP requests (plug), a rate without its unit, burst= without
 # connections=, nothing to limit; POLICY.md's example loads on an http service
 sl_case() { # NAME XML

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# <source-limits per="user" sessions="2" requests="4/m"> on an http service
+# with <auth> (Basic, checked against a real slapd the test makes in its
+# temp dir), 2 workers: a connection counts as its user's once its first
+# request proved who the client is.
+# - alice holds 2 keep-alive connections, from 127.0.0.1 and 127.0.0.2;
+#   a third of hers, from 127.0.0.3, is refused at its first proven
+#   request: 429, Retry-After: 1, Connection: close, a "limited ...
+#   source=user:alice limit=sessions" line, limit="sessions" counted;
+#   bob, from 127.0.0.3 too, is served meanwhile (another user);
+# - requests: the first request of a connection comes before any proof
+#   and counts by address; from the second on, by the user: alice's 4
+#   pass, her 5th gets 429 limit=requests (the connection stays), on her
+#   other connection too (one bucket for the user, whatever the address);
+#   bob's are his own;
+# - once one of alice's connections ends, a new one of hers is served;
+# - per="user" without <auth>: bad_config.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx python3 slapd ldapadd
+setup
+
+printf 'alpha\n' >"$T/www/a.txt"
+start_nginx
+
+L=$T/ldap
+mkdir -p "$L/db"
+free_port LDAP_PORT
+cat >"$L/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+pidfile $L/slapd.pid
+database mdb
+maxsize 10485760
+suffix "dc=example,dc=test"
+rootdn "cn=admin,dc=example,dc=test"
+rootpw ldap-admin-pw
+directory $L/db
+EOF
+cat >"$L/data.ldif" <<'EOF'
+dn: dc=example,dc=test
+objectClass: dcObject
+objectClass: organization
+o: example
+dc: example
+
+dn: ou=people,dc=example,dc=test
+objectClass: organizationalUnit
+ou: people
+
+dn: uid=alice,ou=people,dc=example,dc=test
+objectClass: inetOrgPerson
+uid: alice
+cn: Alice
+sn: A
+userPassword: alice-pw
+
+dn: uid=bob,ou=people,dc=example,dc=test
+objectClass: inetOrgPerson
+uid: bob
+cn: Bob
+sn: B
+userPassword: bob-pw
+EOF
+slapd -f "$L/slapd.conf" -h "ldap://127.0.0.1:$LDAP_PORT/" -d 0 >>"$L/slapd.out" 2>&1 &
+SLAPD_PID=$!
+track_pid "$SLAPD_PID"
+wait_listen "$LDAP_PORT" 10 "$SLAPD_PID" || fail "slapd did not listen: $(cat "$L/slapd.out")"
+ldapadd -x -H "ldap://127.0.0.1:$LDAP_PORT" -D cn=admin,dc=example,dc=test -w ldap-admin-pw \
+    -f "$L/data.ldif" >"$L/add.out" 2>&1 || fail "ldapadd: $(cat "$L/add.out")"
+printf 'ldap-admin-pw\n' >"$T/conf/ldap.pw"
+
+free_port PU
+write_proxyd_conf "" "<authenticators>
+    <ldap name=\"dir\" url=\"ldap://127.0.0.1:$LDAP_PORT\" base-dn=\"dc=example,dc=test\"
+          bind-dn=\"cn=admin,dc=example,dc=test\" bind-password-file=\"ldap.pw\"
+          user-filter=\"(uid=%u)\" cache=\"5m\" timeout=\"2s\"/>
+  </authenticators>"
+sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
+write_http_service web "$PU" "$NGINX_PORT" "
+<auth authenticator=\"dir\" methods=\"basic\" required=\"yes\" basic-without-tls=\"yes\"/>
+<source-limits per=\"user\" sessions=\"2\" requests=\"4/m\"/>"
+start_proxyd
+
+# A client driven by lines on its stdin, one connection per name:
+#   open NAME SRC | req NAME USER PW | close NAME | ended SRC | quit
+# (ended: waits for the session-end line of the client at SRC)
+# each req prints "NAME STATUS retry=R conn=C" (C: close or keep), or
+# "NAME closed" when the connection ended without an answer.
+cat >"$T/users.py" <<'EOF'
+import base64, socket, sys, time
+conns = {}
+def read_resp(s):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            return None
+        buf += d
+    head, body = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    h = {}
+    for l in lines[1:]:
+        k, v = l.split(":", 1)
+        h[k.strip().lower()] = v.strip()
+    n = int(h.get("content-length", "0"))
+    while len(body) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        body += d
+    return lines[0].split()[1], h
+for line in sys.stdin:
+    w = line.split()
+    if not w:
+        continue
+    if w[0] == "open":
+        s = socket.socket(); s.bind((w[2], 0)); s.settimeout(10)
+        s.connect(("127.0.0.1", int(sys.argv[1])))
+        conns[w[1]] = s
+    elif w[0] == "req":
+        s = conns[w[1]]
+        cred = base64.b64encode(("%s:%s" % (w[2], w[3])).encode()).decode()
+        try:
+            s.sendall(("GET /a.txt HTTP/1.1\r\nHost: web\r\n"
+                       "Authorization: Basic %s\r\n\r\n" % cred).encode())
+            r = read_resp(s)
+        except (ConnectionResetError, BrokenPipeError):
+            r = None
+        if r is None:
+            print(w[1], "closed", flush=True)
+        else:
+            print(w[1], r[0], "retry=%s" % r[1].get("retry-after", "-"),
+                  "conn=%s" % r[1].get("connection", "keep"), flush=True)
+    elif w[0] == "close":
+        conns.pop(w[1]).close()
+    elif w[0] == "ended":
+        # proxyd's session-end line for the client at w[1] (5 s at most)
+        for _ in range(100):
+            if any(" session-end service=web " in l and " client=%s:" % w[1] in l
+                   for l in open(sys.argv[2], errors="replace")):
+                break
+            time.sleep(0.05)
+        else:
+            print("no session-end for", w[1], flush=True)
+    elif w[0] == "quit":
+        break
+EOF
+
+run() { python3 "$T/users.py" "$PU" "$PROXYD_LOG"; }
+
+info "alice: 2 connections held, a 3rd refused at its first proven request; bob served"
+out=$(run <<'EOF'
+open a1 127.0.0.1
+req a1 alice alice-pw
+open a2 127.0.0.2
+req a2 alice alice-pw
+open a3 127.0.0.3
+req a3 alice alice-pw
+open b1 127.0.0.3
+req b1 bob bob-pw
+req a1 alice alice-pw
+req a1 alice alice-pw
+req a2 alice alice-pw
+req a2 alice alice-pw
+req a1 alice alice-pw
+req a2 alice alice-pw
+req b1 bob bob-pw
+close a2
+ended 127.0.0.2
+open a4 127.0.0.4
+req a4 alice alice-pw
+quit
+EOF
+)
+info "$out"
+want="a1 200 retry=- conn=keep
+a2 200 retry=- conn=keep
+a3 429 retry=1 conn=close
+b1 200 retry=- conn=keep
+a1 200 retry=- conn=keep
+a1 200 retry=- conn=keep
+a2 200 retry=- conn=keep
+a2 200 retry=- conn=keep
+a1 429 retry=1[45] conn=keep-alive
+a2 429 retry=1[45] conn=keep-alive
+b1 200 retry=- conn=keep
+a4 200 retry=- conn=keep"
+python3 -c '
+import re, sys
+got, want = sys.argv[1].split("\n"), sys.argv[2].split("\n")
+sys.exit(not (len(got) == len(want) and all(re.fullmatch(w, g) for w, g in zip(want, got))))
+' "$out" "$want" ||
+    fail "the answers, in order: got
+$out
+want
+$want"
+wait_grep "$PROXYD_LOG" 'limited service=web client=127\.0\.0\.3:[0-9]+ source=user:alice limit=sessions rule=web\.xml:6 refused=1$' 5 ||
+    fail "no limited line for alice's sessions"
+wait_grep "$PROXYD_LOG" 'limited service=web client=127\.0\.0\.1:[0-9]+ source=user:alice limit=requests rule=web\.xml:6 refused=1$' 5 ||
+    fail "no limited line for alice's requests"
+assert_metric eq proxyd_limited_total 'service="web",analyser="http",limit="sessions"' 1
+assert_metric eq proxyd_limited_total 'service="web",analyser="http",limit="requests"' 2
+assert_no_grep "$PROXYD_LOG" 'source=user:bob' "bob was limited"
+proc_alive "$PROXYD_PID" || fail "proxyd died"
+info "ok"
