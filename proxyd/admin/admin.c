@@ -124,8 +124,9 @@ static const struct px_metric px_svc_metrics[] = {
 	    "Connections accepted on the reserve descriptor and closed at "
 	    "once, for want of descriptors.", refused_no_fd),
 	PX_S("proxyd_limited_total", "limit=\"sessions\"", "counter",
-	    "Connections (and HTTP requests, FTP transfers) refused by <source-limits>, by "
-	    "the limit that decided.", limited[PX_LIMITED_SESSIONS]),
+	    "Connections (and HTTP requests, FTP transfers) refused by "
+	    "<source-limits>, by the limit that decided.",
+	    limited[PX_LIMITED_SESSIONS]),
 	PX_S("proxyd_limited_total", "limit=\"connections\"", NULL, NULL,
 	    limited[PX_LIMITED_CONNECTIONS]),
 	PX_S("proxyd_limited_total", "limit=\"requests\"", NULL, NULL,
