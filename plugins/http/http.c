@@ -1439,5 +1439,6 @@ const struct px_analyser http_analyser = {
 	.content = true,
 	.audit = true,
 	.requests = true,
+	.user_limits = true,
 	.limit_refusal = http_limit_refusal,
 };

@@ -160,6 +160,9 @@ struct px_analyser {
 	/* It moves files (FTP) and asks px_session_transfer_allowed() of
 	 * each transfer: a service's <source-limits transfers=> applies. */
 	bool		 transfers;
+	/* It asks px_session_user_allowed() once its client proved who it
+	 * is (<auth>): a service's <source-limits per="user"> applies. */
+	bool		 user_limits;
 	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
 	 * failure that is not its client's: the server's reset or error, a
 	 * timeout, the proxy. Called before the leg's socket closes, which

@@ -792,10 +792,10 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 		if (px_sl_pers[i] == NULL)
 			px_cfg_error(e, n, "per=\"%s\": expected address, "
 			    "prefix, zone, user or ja4", v);
-		else if (strcmp(v, "user") == 0 && svc->auth == NULL)
+		else if (strcmp(v, "user") == 0 && (svc->auth == NULL ||
+		    (svc->analyser != NULL && !svc->analyser->user_limits)))
 			px_cfg_error(e, n, "per=\"user\" needs the service's "
-			    "<auth> (an http service whose clients prove who "
-			    "they are)");
+			    "<auth> on an analyser that counts its users (http)");
 		else
 			r->per = (enum px_sl_per)i;
 		xmlFree(v);
