@@ -14,6 +14,9 @@
 #   other connection too (one bucket for the user, whatever the address);
 #   bob's are his own;
 # - once one of alice's connections ends, a new one of hers is served;
+# - connections="1/m" per user: alice's second connection, from another
+#   address, gets 429 with Retry-After ~60 (limit=connections); bob's
+#   first is served;
 # - per="user" without <auth>: bad_config.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -75,6 +78,7 @@ ldapadd -x -H "ldap://127.0.0.1:$LDAP_PORT" -D cn=admin,dc=example,dc=test -w ld
 printf 'ldap-admin-pw\n' >"$T/conf/ldap.pw"
 
 free_port PU
+free_port PC
 write_proxyd_conf "" "<authenticators>
     <ldap name=\"dir\" url=\"ldap://127.0.0.1:$LDAP_PORT\" base-dn=\"dc=example,dc=test\"
           bind-dn=\"cn=admin,dc=example,dc=test\" bind-password-file=\"ldap.pw\"
@@ -84,10 +88,13 @@ sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 write_http_service web "$PU" "$NGINX_PORT" "
 <auth authenticator=\"dir\" methods=\"basic\" required=\"yes\" basic-without-tls=\"yes\"/>
 <source-limits per=\"user\" sessions=\"2\" requests=\"4/m\"/>"
+write_http_service webc "$PC" "$NGINX_PORT" "
+<auth authenticator=\"dir\" methods=\"basic\" required=\"yes\" basic-without-tls=\"yes\"/>
+<source-limits per=\"user\" connections=\"1/m\" burst=\"1\"/>"
 start_proxyd
 
 # A client driven by lines on its stdin, one connection per name:
-#   open NAME SRC | req NAME USER PW | close NAME | ended SRC | quit
+#   open NAME SRC [PORT] | req NAME USER PW | close NAME | ended SRC | quit
 # (ended: waits for the session-end line of the client at SRC)
 # each req prints "NAME STATUS retry=R conn=C" (C: close or keep), or
 # "NAME closed" when the connection ended without an answer.
@@ -120,7 +127,7 @@ for line in sys.stdin:
         continue
     if w[0] == "open":
         s = socket.socket(); s.bind((w[2], 0)); s.settimeout(10)
-        s.connect(("127.0.0.1", int(sys.argv[1])))
+        s.connect(("127.0.0.1", int(w[3]) if len(w) > 3 else int(sys.argv[1])))
         conns[w[1]] = s
     elif w[0] == "req":
         s = conns[w[1]]
@@ -206,5 +213,31 @@ wait_grep "$PROXYD_LOG" 'limited service=web client=127\.0\.0\.1:[0-9]+ source=u
 assert_metric eq proxyd_limited_total 'service="web",analyser="http",limit="sessions"' 1
 assert_metric eq proxyd_limited_total 'service="web",analyser="http",limit="requests"' 2
 assert_no_grep "$PROXYD_LOG" 'source=user:bob' "bob was limited"
+info "connections=\"1/m\" per user: alice's second connection (another address) refused, bob's first served"
+out=$(run <<EOF
+open c1 127.0.0.5 $PC
+req c1 alice alice-pw
+open c2 127.0.0.6 $PC
+req c2 alice alice-pw
+open c3 127.0.0.6 $PC
+req c3 bob bob-pw
+quit
+EOF
+)
+info "$out"
+want="c1 200 retry=- conn=keep
+c2 429 retry=(59|60) conn=close
+c3 200 retry=- conn=keep"
+python3 -c '
+import re, sys
+got, want = sys.argv[1].split("\n"), sys.argv[2].split("\n")
+sys.exit(not (len(got) == len(want) and all(re.fullmatch(w, g) for w, g in zip(want, got))))
+' "$out" "$want" || fail "webc's answers: got
+$out
+want
+$want"
+wait_grep "$PROXYD_LOG" 'limited service=webc client=127\.0\.0\.6:[0-9]+ source=user:alice limit=connections rule=webc\.xml:6 refused=1$' 5 ||
+    fail "no limited line for alice's connections"
+assert_metric eq proxyd_limited_total 'service="webc",analyser="http",limit="connections"' 1
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
