@@ -82,13 +82,13 @@ ftp_q_push(struct ftp_state *st, enum ftp_pkind kind, const char *verb)
 	return q;
 }
 
-static struct ftp_pending *
+struct ftp_pending *
 ftp_q_head(struct ftp_state *st)
 {
 	return st->qlen == 0 ? NULL : &st->q[st->qhead];
 }
 
-static void
+void
 ftp_q_pop(struct ftp_state *st)
 {
 	if (st->qlen == 0)
@@ -113,7 +113,9 @@ ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 
 	for (i = 0; i < st->qlen; i++) {
 		q = &st->q[(st->qhead + i) % FTP_PENDING];
-		if (q->kind == FTP_P_PORT || q->kind == FTP_P_HOME)
+		if (q->kind == FTP_P_PORT || q->kind == FTP_P_HOME ||
+		    q->kind == FTP_P_AUTH || q->kind == FTP_P_SUSER ||
+		    q->kind == FTP_P_SPASS)
 			return true;
 		if (rules && q->kind == FTP_P_FWD &&
 		    (strcmp(q->verb, "USER") == 0 ||
@@ -163,7 +165,7 @@ ftp_send(struct px_session *s, enum px_dir dir, const char *text)
 
 /* Proxy-made replies queued behind the server's are sent once they are at
  * the head. */
-static void
+void
 ftp_q_flush_local(struct px_session *s, struct ftp_state *st)
 {
 	struct ftp_pending *q;
@@ -204,7 +206,7 @@ ftp_reply_local(struct px_session *s, struct ftp_state *st, const char *verb,
 
 /* ---- client commands -------------------------------------------------- */
 
-static void
+void
 ftp_log_cmd(struct px_session *s, struct ftp_state *st, const struct ftp_cmd *c,
     const char *verdict)
 {
@@ -546,6 +548,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		}
 		st->user_ok = true;
 		ftp_quota_user(st, p, c->arg);
+		if (ftp_auth_on(s))
+			return ftp_auth_user(s, st, c);
 	} else if (strcmp(c->verb, "PASS") == 0) {
 		if (!st->user_ok) {
 			ftp_log_cmd(s, st, c, "verdict=deny reason=no-user "
@@ -560,6 +564,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 			return ftp_reply_local(s, st, c->verb, "501 Password too "
 			    "long");
 		}
+		if (ftp_auth_on(s))
+			return ftp_auth_pass(s, st, p, c);
 	}
 	if (ftp_path_refused(s, st, p, c, &rc))
 		return rc;
@@ -782,7 +788,7 @@ ftp_scan_reply_end(struct px_session *s, struct ftp_state *st,
  * rather than take it for "/". Until the answer, the client's commands
  * wait (ftp_must_wait); a server that gives none leaves relative paths
  * refused (cwd-unknown) until one of the client's PWDs is answered. */
-static void
+void
 ftp_home_ask(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p)
 {
@@ -888,6 +894,19 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			ftp_q_flush_local(s, st);
 			continue;
 		}
+		if (q != NULL && (q->kind == FTP_P_SUSER ||
+		    q->kind == FTP_P_SPASS)) {
+			/* Our login for an authenticated user: its replies
+			 * are the proxy's business. */
+			evbuffer_drain(in, used);
+			if (fin != 1 || code < 200)
+				continue;
+			cur = *q;
+			ftp_q_pop(st);
+			ftp_auth_server_reply(s, st, p, &cur, code);
+			ftp_q_flush_local(s, st);
+			continue;
+		}
 		if (q != NULL && q->kind >= FTP_P_GREET) {
 			enum px_verdict v;
 
@@ -965,6 +984,10 @@ ftp_from_server(struct px_session *s, struct ftp_state *st,
 {
 	enum px_verdict v = ftp_server_replies(s, st, p, in);
 
+	/* A check answered while the greeting was still on its way. */
+	if (v == PX_MORE)
+		v = ftp_auth_step(s, st, p);
+
 	return v == PX_MORE ? ftp_resume(s, st, p) : v;
 }
 
@@ -993,6 +1016,8 @@ ftp_on_data_in(struct px_session *s, struct ftp_state *st, enum px_dir dir,
 	const struct ftp_policy *p = px_session_policy(s);
 	enum px_verdict v;
 
+	if ((v = ftp_auth_step(s, st, p)) != PX_MORE)
+		return v;
 	if (px_session_input_closed(s, dir) && dir == PX_TO_CLIENT &&
 	    (st->scan_held || ftp_scan_reply_held(st))) {
 		/* The server closed (after its 221 to a QUIT sent meanwhile)
@@ -1034,7 +1059,9 @@ ftp_on_data(struct px_session *s, void *state, enum px_dir dir,
 	enum px_verdict v;
 
 	st->in_data = true;
+	ftp_policy_who(ftp_auth_id(st));
 	v = ftp_on_data_in(s, st, dir, in);
+	ftp_policy_who(NULL);
 	st->in_data = false;
 	return v;
 }
@@ -1057,6 +1084,7 @@ ftp_on_close(struct px_session *s, void *state)
 	st->held = NULL;
 	ftp_scan_close(st);
 	ftp_tls_close(s, st);
+	ftp_auth_close(st);
 }
 
 /* The admin's session list: who, and the transfer under way. */
@@ -1111,5 +1139,8 @@ const struct px_analyser ftp_analyser = {
 	.audit = true,
 	.transfers = true,
 	.describe = ftp_describe,
+	.who = ftp_auth_who,
+	.auth = true,
+	.auth_password = true,
 	.limit_refusal = ftp_limit_refusal,
 };

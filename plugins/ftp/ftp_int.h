@@ -1,6 +1,6 @@
 /* ftp: what the control channel (ftp.c) and the other files of the session
  * (the data channels ftp_data.c, FTPS ftp_tls.c, scanning ftp_scan.c, the
- * quotas ftp_quota.c) share: the per-session state, the queue of pending
+ * quotas ftp_quota.c, inband authentication ftp_auth.c) share: the per-session state, the queue of pending
  * replies and the analyser's counters. Internal to plugins/ftp. */
 #ifndef FTP_INT_H
 #define FTP_INT_H
@@ -49,6 +49,11 @@ enum ftp_pkind {
 	FTP_P_LOCAL,		/* no server reply: send text when at the head */
 	FTP_P_HOME,		/* our PWD after a login: the login directory,
 				 * none of its reply forwarded */
+	/* Inband authentication (ftp_auth.c): none forwarded. */
+	FTP_P_AUTH,		/* the client's PASS, checked by the proxy: no
+				 * server reply, ftp_auth_step() pops it */
+	FTP_P_SUSER,		/* our USER of the mapped server login */
+	FTP_P_SPASS,		/* ... and its PASS */
 	/* FTPS towards the server (ftp_tls.c): none forwarded. */
 	FTP_P_GREET,		/* the greeting, held until TLS is set up */
 	FTP_P_SAUTH,		/* our AUTH TLS */
@@ -133,6 +138,7 @@ struct ftp_state {
 	char			 size_path[FTP_PATH_MAX];
 	int64_t			 size_val;
 	bool			 rest;		/* a REST awaits its transfer */
+	struct ftp_auth		*auth;		/* <auth>: NULL until USER */
 };
 
 /* ---- ftp.c: replies and the pending queue ------------------------------ */
@@ -146,6 +152,17 @@ void	ftp_send(struct px_session *s, enum px_dir dir, const char *text);
 int	ftp_reply_local(struct px_session *s, struct ftp_state *st,
 	    const char *verb, const char *fmt, ...)
 	    __attribute__((format(printf, 4, 5)));
+
+struct ftp_pending *ftp_q_head(struct ftp_state *st);
+void	ftp_q_pop(struct ftp_state *st);
+/* Proxy-made replies at the head of the queue go out. */
+void	ftp_q_flush_local(struct px_session *s, struct ftp_state *st);
+/* The ftp-command line of c, with verdict (PASS's argument hidden). */
+void	ftp_log_cmd(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, const char *verdict);
+/* A login the server took: the login directory, where path rules are. */
+void	ftp_home_ask(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p);
 
 /* ftp_command's results besides 0 and -1 (too many pending): the
  * session was denied, or ended, already. */
@@ -208,6 +225,30 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
  * scanned whose data moved before the command. */
 bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c);
+
+/* ---- ftp_auth.c: inband authentication (the service's <auth>) ---------- */
+
+struct px_auth_id;
+bool	ftp_auth_on(const struct px_session *s);
+/* USER and PASS from the client, accepted by the policy: never sent on;
+ * ftp_command's results. */
+int	ftp_auth_user(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c);
+int	ftp_auth_pass(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, const struct ftp_cmd *c);
+/* A check's answer, once FTP_P_AUTH is at the head: the client's 530,
+ * a 421 (PX_DENY), or the server login begins. */
+enum px_verdict ftp_auth_step(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p);
+/* The server's final reply to FTP_P_SUSER or FTP_P_SPASS (q, popped). */
+void	ftp_auth_server_reply(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, const struct ftp_pending *q, int code);
+/* Who the client proved to be; NULL: nobody. */
+const struct px_auth_id *ftp_auth_id(const struct ftp_state *st);
+/* px_analyser.who: " user=NAME auth=password" once proven. */
+void	ftp_auth_who(const struct px_session *s, const void *st, char *buf,
+	    size_t len);
+void	ftp_auth_close(struct ftp_state *st);
 
 /* ---- ftp_quota.c: per-user daily quotas --------------------------------- */
 

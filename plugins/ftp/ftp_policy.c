@@ -1,7 +1,10 @@
 /* ftp: the <ftp> policy of a service. The loader checks every value with
  * file:line and copies it into struct ftp_policy; the matchers below are
  * the only readers of its rule lists. <user> and <path> are px_rules lists
- * (rules.h); <command> keeps its own table of exact verbs. */
+ * (rules.h); <command> keeps its own table of exact verbs. user= and
+ * group= on <command> and <path> (with the service's <auth>) make a rule
+ * take only those users; <login> says how proxyd logs into the server
+ * for a user it authenticated (FTP inband authentication, ftp.c). */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +12,7 @@
 
 #include <libxml/tree.h>
 
+#include "auth.h"
 #include "cfgread.h"
 #include "parse.h"
 #include "quota.h"
@@ -24,6 +28,212 @@ static const char *const ftp_mode_names[] = {
 static const char *const ftp_yes_no[] = { "yes", "no", NULL };
 static const char *const ftp_cases[] = { "sensitive", "insensitive", NULL };
 static const char *const ftp_allow_block[] = { "allow", "block", NULL };
+
+/* ---- who: user= and group= -------------------------------------------- */
+
+static _Thread_local const struct px_auth_id *ftp_who_id;
+
+void
+ftp_policy_who(const struct px_auth_id *id)
+{
+	ftp_who_id = id;
+}
+
+static bool
+ftp_who_ok(const struct ftp_who *w, const struct px_auth_id *id)
+{
+	size_t i;
+
+	if (w == NULL || (w->nusers == 0 && w->ngroups == 0 && !w->any))
+		return true;
+	if (id == NULL)
+		return false;
+	if (w->any)
+		return true;
+	for (i = 0; i < w->nusers; i++)
+		if (strcmp(w->users[i], id->user) == 0)
+			return true;
+	for (i = 0; i < w->ngroups; i++)
+		if (px_auth_id_in_group(id, w->groups[i]))
+			return true;
+	return false;
+}
+
+static void
+ftp_who_free(struct ftp_who *w)
+{
+	size_t i;
+
+	if (w == NULL)
+		return;
+	for (i = 0; i < w->nusers; i++)
+		free(w->users[i]);
+	for (i = 0; i < w->ngroups; i++)
+		free(w->groups[i]);
+	free(w->users);
+	free(w->groups);
+}
+
+/* attr's words into *out; "*" sets w->any. */
+static int
+ftp_who_words(const xmlNode *n, const char *attr, struct ftp_who *w,
+    char ***out, size_t *nout, struct px_cfgerr *e)
+{
+	char *v = px_attr(n, attr), *t, **grown;
+	size_t len;
+	int rc = 0;
+
+	if (v == NULL)
+		return 0;
+	for (t = v; rc == 0 && *t != '\0'; t += len) {
+		t += strspn(t, " \t\n");
+		if ((len = strcspn(t, " \t\n")) == 0)
+			break;
+		if (len == 1 && *t == '*') {
+			w->any = true;
+			continue;
+		}
+		if ((grown = px_grow(*out, *nout, sizeof(*grown))) == NULL ||
+		    (grown[*nout] = strndup(t, len)) == NULL) {
+			if (grown != NULL)
+				*out = grown;
+			px_cfg_error(e, n, "out of memory");
+			rc = -1;
+			break;
+		}
+		*out = grown;
+		(*nout)++;
+	}
+	if (rc == 0 && *nout == 0 && !w->any) {
+		px_cfg_error(e, n, "%s=\"\": empty list", attr);
+		rc = -1;
+	}
+	xmlFree(v);
+	return rc;
+}
+
+/* Whether the service of n (an element of <ftp>) has an <auth>. */
+static bool
+ftp_service_auth(const xmlNode *n)
+{
+	const xmlNode *svc = n->parent != NULL ? n->parent->parent : NULL, *c;
+
+	for (c = svc != NULL ? svc->children : NULL; c != NULL; c = c->next)
+		if (c->type == XML_ELEMENT_NODE &&
+		    xmlStrcmp(c->name, (const xmlChar *)"auth") == 0)
+			return true;
+	return false;
+}
+
+/* user= and group= of n: *out NULL when neither is given. Only where the
+ * service has <auth> to say who its users are. */
+static int
+ftp_load_who(const xmlNode *n, struct ftp_policy *p, struct ftp_who **out,
+    struct px_cfgerr *e)
+{
+	struct ftp_who *w, **grown;
+
+	*out = NULL;
+	if (!xmlHasProp(n, (const xmlChar *)"user") &&
+	    !xmlHasProp(n, (const xmlChar *)"group"))
+		return 0;
+	if (!ftp_service_auth(n)) {
+		px_cfg_error(e, n, "user=/group=: the service has no <auth> "
+		    "to say who its users are");
+		return -1;
+	}
+	if ((grown = px_grow(p->whos, p->nwhos, sizeof(*grown))) == NULL ||
+	    (w = calloc(1, sizeof(*w))) == NULL) {
+		if (grown != NULL)
+			p->whos = grown;
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
+	p->whos = grown;
+	p->whos[p->nwhos++] = w;
+	if (ftp_who_words(n, "user", w, &w->users, &w->nusers, e) == -1 ||
+	    ftp_who_words(n, "group", w, &w->groups, &w->ngroups, e) == -1)
+		return -1;
+	*out = w;
+	return 0;
+}
+
+/* <login user= group= server-user= server-password-file= pass-password=>. */
+static int
+ftp_load_login(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
+{
+	struct ftp_login *grown, *l;
+	struct ftp_who *w;
+	const char *why;
+	char *v, *path;
+	int pass = 1;	/* no */
+
+	if (!ftp_service_auth(n)) {
+		px_cfg_error(e, n, "<login>: the service has no <auth>: proxyd "
+		    "logs into the server only for users it authenticated");
+		return -1;
+	}
+	if ((grown = px_grow(p->logins, p->nlogins, sizeof(*grown))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		return -1;
+	}
+	p->logins = grown;
+	l = &p->logins[p->nlogins++];
+	memset(l, 0, sizeof(*l));
+	l->line = px_xml_line(n);
+	if (ftp_load_who(n, p, &w, e) == -1)
+		return -1;
+	if (w != NULL)
+		l->who = *w;	/* shallow: freed through whos */
+	if (px_attr_choice(e, n, "pass-password", ftp_yes_no, &pass) == -1)
+		return -1;
+	l->pass_password = pass == 0;
+	if ((v = px_attr(n, "server-user")) != NULL) {
+		if (v[0] == '\0' || strcspn(v, " \r\n") != strlen(v)) {
+			px_cfg_error(e, n, "server-user=\"%s\": one name, "
+			    "without blanks", v);
+			xmlFree(v);
+			return -1;
+		}
+		l->server_user = strdup(v);
+		xmlFree(v);
+	} else if (!l->pass_password) {
+		px_cfg_error(e, n, "<login>: server-user= is required (or "
+		    "pass-password=\"yes\": the user's own name and password)");
+		return -1;
+	}
+	if ((v = px_attr(n, "server-password-file")) != NULL) {
+		if (l->pass_password) {
+			px_cfg_error(e, n, "<login>: server-password-file= and "
+			    "pass-password=\"yes\" together");
+			xmlFree(v);
+			return -1;
+		}
+		path = px_auth_path(e->file, v);
+		if (path == NULL ||
+		    (l->server_pw = px_auth_read_secret(path, &why)) == NULL) {
+			px_cfg_error(e, n, "server-password-file=\"%s\": %s",
+			    v, path == NULL ? "out of memory" : why);
+			free(path);
+			xmlFree(v);
+			return -1;
+		}
+		free(path);
+		xmlFree(v);
+	}
+	return 0;
+}
+
+const struct ftp_login *
+ftp_login_for(const struct ftp_policy *p, const struct px_auth_id *id)
+{
+	size_t i;
+
+	for (i = 0; i < p->nlogins; i++)
+		if (ftp_who_ok(&p->logins[i].who, id))
+			return &p->logins[i];
+	return NULL;
+}
 
 /* ---- loader ----------------------------------------------------------- */
 
@@ -85,9 +295,15 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 	size_t len, i, k;
 	int rc = 0, added = 0;
 
+	struct ftp_who *who;
+
 	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1 ||
 	    px_attr_label(e, n, &label) == -1)
 		return -1;
+	if (ftp_load_who(n, p, &who, e) == -1) {
+		free(label);
+		return -1;
+	}
 	if (label != NULL) {
 		if ((labels = px_grow(p->labels, p->nlabels,
 		    sizeof(*labels))) == NULL) {
@@ -105,6 +321,12 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 		len = strcspn(w, " \t\n");
 		if (len == 0)
 			break;
+		if (len == 1 && *w == '*' && who != NULL) {
+			px_cfg_error(e, n, "command \"*\" with user=/group=: "
+			    "name the commands");
+			rc = -1;
+			break;
+		}
 		if (len == 1 && *w == '*') {
 			if (*star) {
 				px_cfg_error(e, n, "command \"*\" given twice");
@@ -125,8 +347,11 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 		}
 		for (i = 0; i < len; i++)
 			w[i] = (char)(w[i] & ~0x20);
-		for (k = 0; k < p->ncmds; k++)
-			if (strlen(p->cmds[k].verb) == len &&
+		/* One rule per verb for everyone; rules for some users
+		 * come first in file order. */
+		for (k = 0; who == NULL && k < p->ncmds; k++)
+			if (p->cmds[k].who == NULL &&
+			    strlen(p->cmds[k].verb) == len &&
 			    memcmp(p->cmds[k].verb, w, len) == 0) {
 				px_cfg_error(e, n, "command %.*s has a rule "
 				    "already", (int)len, w);
@@ -143,6 +368,7 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 				grown[p->ncmds].verb[len] = '\0';
 				grown[p->ncmds].line = px_xml_line(n);
 				grown[p->ncmds].label = label;
+				grown[p->ncmds].who = who;
 				grown[p->ncmds++].action = action;
 			}
 		}
@@ -167,6 +393,21 @@ ftp_load_rule(const xmlNode *n, const char *attr, bool split,
 	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1 ||
 	    px_rules_add(e, l, n, attr, split, action) == NULL)
 		return -1;
+	return 0;
+}
+
+/* <path pattern= action= user= group=>: the rule's arg is its who's
+ * index in whos + 1 (0: everyone). */
+static int
+ftp_load_path(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
+{
+	struct ftp_who *who;
+
+	if (ftp_load_rule(n, "pattern", false, &p->paths, e) == -1 ||
+	    ftp_load_who(n, p, &who, e) == -1)
+		return -1;
+	if (who != NULL)
+		p->paths.r[p->paths.n - 1].arg = p->nwhos;
 	return 0;
 }
 
@@ -203,6 +444,20 @@ ftp_policy_free(void *pol)
 	px_rules_free(&p->users);
 	px_rules_free(&p->paths);
 	free(p->user_quota);
+	while (p->nwhos > 0) {
+		ftp_who_free(p->whos[--p->nwhos]);
+		free(p->whos[p->nwhos]);
+	}
+	free(p->whos);
+	while (p->nlogins > 0) {
+		free(p->logins[--p->nlogins].server_user);
+		if (p->logins[p->nlogins].server_pw != NULL) {
+			explicit_bzero(p->logins[p->nlogins].server_pw,
+			    strlen(p->logins[p->nlogins].server_pw));
+			free(p->logins[p->nlogins].server_pw);
+		}
+	}
+	free(p->logins);
 	free(p);
 }
 
@@ -277,8 +532,10 @@ ftp_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 			if (ftp_load_user(n, p, e) == -1)
 				rc = -1;
 		} else if (strcmp(name, "path") == 0) {
-			if (ftp_load_rule(n, "pattern", false, &p->paths,
-			    e) == -1)
+			if (ftp_load_path(n, p, e) == -1)
+				rc = -1;
+		} else if (strcmp(name, "login") == 0) {
+			if (ftp_load_login(n, p, e) == -1)
 				rc = -1;
 		} else {
 			px_cfg_error(e, n, "<%s>: unknown in <ftp>", name);
@@ -346,7 +603,8 @@ ftp_cmd_decide(const struct ftp_policy *p, const char *verb, long *line,
 	    strcmp(verb, "ADAT") == 0)
 		return false;
 	for (i = 0; i < p->ncmds; i++)
-		if (strcmp(p->cmds[i].verb, verb) == 0) {
+		if (strcmp(p->cmds[i].verb, verb) == 0 &&
+		    ftp_who_ok(p->cmds[i].who, ftp_who_id)) {
 			*line = p->cmds[i].line;
 			*label = p->cmds[i].label;
 			return p->cmds[i].action == PX_ACT_ACCEPT;
@@ -430,6 +688,9 @@ ftp_path_decide(const struct ftp_policy *p, const char *home,
 
 	for (i = 0; i < p->paths.n; i++) {
 		r = &p->paths.r[i];
+		if (r->arg != 0 && !ftp_who_ok(p->whos[r->arg - 1],
+		    ftp_who_id))
+			continue;
 		for (j = 0; j < r->npats; j++) {
 			subject = r->pats[j][0] == '/' ? path : rel;
 			if (fnmatch(r->pats[j], subject,

@@ -12,6 +12,7 @@
 #include "ftp/ftp_proto.h"
 
 struct _xmlNode;
+struct px_auth_id;
 struct px_cfgerr;
 struct px_quota_limit;
 
@@ -28,6 +29,24 @@ struct ftp_cmd_rule {
 	enum px_action	 action;
 	long		 line;		/* of its <command> */
 	const char	*label;		/* its label=, in labels; NULL */
+	const struct ftp_who *who;	/* user=/group=, in whos; NULL */
+};
+
+/* A rule's user= and group= (words; "*" in either: anyone proven). */
+struct ftp_who {
+	char		**users, **groups;
+	size_t		  nusers, ngroups;
+	bool		  any;
+};
+
+/* <login>: how proxyd logs into the server for a user it authenticated
+ * (the service's <auth>): the first whose user=/group= take the user. */
+struct ftp_login {
+	struct ftp_who	 who;
+	char		*server_user;	/* NULL: the user's own name */
+	char		*server_pw;	/* NULL: "proxyd@" if asked */
+	bool		 pass_password;	/* the user's own password */
+	long		 line;
 };
 
 struct ftp_policy {
@@ -56,6 +75,12 @@ struct ftp_policy {
 	 * in users. */
 	struct px_quota_limit *user_quota;
 	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
+	/* user=/group= of <command>s (their ftp_cmd_rule's who) and
+	 * <path>s (a px_rule's arg: index + 1), owned here. */
+	struct ftp_who	**whos;
+	size_t		 nwhos;
+	struct ftp_login *logins;
+	size_t		 nlogins;
 };
 
 /* The analyser's policy_load and policy_free (struct px_analyser): sec is
@@ -64,6 +89,13 @@ struct ftp_policy {
 int	ftp_policy_load(const struct _xmlNode *sec, void **pol,
 	    struct px_cfgerr *e);
 void	ftp_policy_free(void *pol);
+
+/* Who the rules below are judged for, on this thread (NULL: nobody
+ * proven): rules with user= or group= take only that identity. */
+void	ftp_policy_who(const struct px_auth_id *id);
+/* The <login> for id, NULL: none takes it. */
+const struct ftp_login *ftp_login_for(const struct ftp_policy *p,
+	    const struct px_auth_id *id);
 
 /* RFC 959, 2389, 2428 and 3659 verbs: what an <ftp> without
  * <command name="*"> accepts when no rule names them. */

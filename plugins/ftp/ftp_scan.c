@@ -638,6 +638,7 @@ ftp_audit_end(struct ftp_scan *sc)
 		return;
 	in = (struct px_audit_info){
 		.user = sc->st->user[0] != '\0' ? sc->st->user : NULL,
+		.auth = ftp_auth_id(sc->st) != NULL ? "password" : NULL,
 		.rule = sc->rule[0] != '\0' ? sc->rule : NULL,
 		.file = sc->canon[0] != '\0' ? sc->canon : sc->file,
 		.direction = ftp_scan_dir_name(sc),

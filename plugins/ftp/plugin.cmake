@@ -2,6 +2,7 @@
 # vtable; ftp_data.c: data channels; ftp_tls.c: FTPS; ftp_policy.c: the <ftp> policy;
 # ftp_path.c: canonical paths and the working directory; ftp_scan.c: files
 # through the service's scanner (<scan>); ftp_quota.c: per-user daily quotas;
+# ftp_auth.c: inband authentication (<auth>);
 # ftp_proto.c: the pure line and address parsers.
 list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/ftp_proto.c
@@ -11,4 +12,5 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/ftp_scan.c
 	${CMAKE_CURRENT_LIST_DIR}/ftp_quota.c
 	${CMAKE_CURRENT_LIST_DIR}/ftp_tls.c
+	${CMAKE_CURRENT_LIST_DIR}/ftp_auth.c
 	${CMAKE_CURRENT_LIST_DIR}/ftp.c)

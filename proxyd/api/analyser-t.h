@@ -148,6 +148,9 @@ struct px_analyser {
 	/* It takes a service's <auth> (px_session_auth): users prove who
 	 * they are, and its rules may name them (user=, group=). */
 	bool		 auth;
+	/* Its users prove themselves by a password alone (FTP's USER and
+	 * PASS): its <auth> must name an ldap authenticator. */
+	bool		 auth_password;
 	/* It judges its transfers by a service's <content> rules
 	 * (px_session_scan()->content, sniff.h). */
 	bool		 content;

@@ -111,7 +111,8 @@ px_auth_metrics(struct evbuffer *b)
 const char *
 px_auth_method_name(enum px_auth_method m)
 {
-	return m == PX_AUTH_NEGOTIATE ? "negotiate" : "basic";
+	return m == PX_AUTH_NEGOTIATE ? "negotiate" :
+	    m == PX_AUTH_PASSWORD ? "password" : "basic";
 }
 
 const char *
@@ -127,7 +128,7 @@ px_auth_result_name(enum px_auth_result r)
 
 /* ---- loading ------------------------------------------------------------ */
 
-static char *
+char *
 px_auth_path(const char *file, const char *rel)
 {
 	char *copy, *dir, *out;
@@ -184,8 +185,7 @@ px_authn_ref(struct px_authn *a)
 	return a;
 }
 
-/* The first line of a password file, without its newline. */
-static char *
+char *
 px_auth_read_secret(const char *path, const char **why)
 {
 	FILE *f = fopen(path, "r");
@@ -595,7 +595,7 @@ px_auth_run(struct px_auth_req *r)
 		snprintf(r->reason, sizeof(r->reason), "waited timeout=%llums "
 		    "for an auth thread", (unsigned long long)
 		    r->an->timeout_ms);
-	} else if (r->method == PX_AUTH_BASIC)
+	} else if (r->method == PX_AUTH_BASIC || r->method == PX_AUTH_PASSWORD)
 		px_auth_ldap_check(r);
 	else {
 		px_auth_krb_check(r);

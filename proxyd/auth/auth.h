@@ -33,6 +33,7 @@ enum px_authn_kind {
 enum px_auth_method {
 	PX_AUTH_NEGOTIATE = 0,	/* Kerberos through GSSAPI/SPNEGO */
 	PX_AUTH_BASIC,		/* a password, checked by LDAP bind */
+	PX_AUTH_PASSWORD,	/* the same from an FTP client's USER/PASS */
 	PX_AUTH_METHODS
 };
 
@@ -238,5 +239,12 @@ int	px_auth_krb_keytab_ok(const char *path, const char *service,
 	    char *why, size_t size);
 
 uint64_t px_auth_now_us(void);
+
+/* A file named by a policy (rel, relative to file's directory): malloc'd,
+ * NULL when out of memory. */
+char	*px_auth_path(const char *file, const char *rel);
+/* The first line of a password file, without its newline: malloc'd, or
+ * NULL with *why (a missing file, an empty line). */
+char	*px_auth_read_secret(const char *path, const char **why);
 
 #endif

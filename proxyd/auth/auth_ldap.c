@@ -305,7 +305,7 @@ px_auth_ldap_check(struct px_auth_req *r)
 	int rc;
 
 	snprintf(r->id.user, sizeof(r->id.user), "%s", r->user);
-	r->id.method = PX_AUTH_BASIC;
+	r->id.method = r->method;
 	/* An empty password binds unauthenticated (RFC 4513 5.1.2), as
 	 * anyone: never a proof. */
 	if (r->user[0] == '\0' || r->secret_len == 0) {

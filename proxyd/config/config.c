@@ -897,7 +897,12 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		px_auth_use_load(&svc->auth, n, &c->authns, e);
 		if (svc->analyser != NULL && !svc->analyser->auth)
 			px_cfg_error(e, n, "<auth>: analyser \"%s\" does not "
-			    "authenticate its users (http does)",
+			    "authenticate its users (http and ftp do)",
+			    svc->analyser->name);
+		else if (svc->analyser != NULL && svc->analyser->auth_password &&
+		    svc->auth != NULL && svc->auth->ldap == NULL)
+			px_cfg_error(e, n, "<auth>: analyser \"%s\" checks "
+			    "passwords: authenticator= must name an ldap one",
 			    svc->analyser->name);
 	}
 	/* After <scan>, whose loader clears the whole struct. */

@@ -1,0 +1,299 @@
+/* ftp: inband authentication (Zorp's way, for intercepted FTP), on a
+ * service with <auth>. The client's USER and PASS never reach the server:
+ * USER is answered 331 by the proxy, PASS goes to the service's ldap
+ * authenticator (auth.h) on an auth thread while the client's further
+ * commands wait (FTP_P_AUTH at the head of the pending queue; the worker
+ * goes on with other sessions). A proven user then gets the server login
+ * its <login> rule maps it to (ftp_login_for): proxyd sends that USER and,
+ * when the server asks, that PASS, and answers the client 230 itself; the
+ * user's own password goes on only where the rule says pass-password.
+ * A wrong password or an unknown user: 530; a directory that is down,
+ * too slow or too busy: 421 and the session ends (the user did nothing
+ * wrong, and cannot log in now). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include <event2/buffer.h>
+#include <openssl/crypto.h>
+
+#include "analyser.h"
+#include "auth.h"
+#include "log.h"
+#include "parse.h"
+#include "ftp/ftp_int.h"
+
+struct ftp_auth {
+	struct px_session	*s;
+	struct px_auth_req	*pending;	/* a check under way */
+	struct px_auth_req	*answer;	/* its answer, not yet used */
+	struct px_auth_id	 id;
+	bool			 have_id;
+	const struct ftp_login	*login;		/* the server login under way */
+	char			*pw;		/* pass-password: until sent */
+};
+
+bool
+ftp_auth_on(const struct px_session *s)
+{
+	return px_session_auth(s) != NULL;
+}
+
+static struct ftp_auth *
+ftp_auth_state(struct px_session *s, struct ftp_state *st)
+{
+	if (st->auth == NULL && (st->auth = calloc(1, sizeof(*st->auth))) !=
+	    NULL)
+		st->auth->s = s;
+	return st->auth;
+}
+
+static void
+ftp_auth_forget(struct ftp_auth *a)
+{
+	if (a->pw != NULL) {
+		explicit_bzero(a->pw, strlen(a->pw));
+		free(a->pw);
+		a->pw = NULL;
+	}
+	px_auth_id_clear(&a->id);
+	a->have_id = false;
+	a->login = NULL;
+}
+
+const struct px_auth_id *
+ftp_auth_id(const struct ftp_state *st)
+{
+	return st->auth != NULL && st->auth->have_id ? &st->auth->id : NULL;
+}
+
+/* USER: kept, answered by the proxy. */
+int
+ftp_auth_user(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c)
+{
+	struct ftp_auth *a = ftp_auth_state(s, st);
+
+	if (a == NULL)
+		return -1;
+	ftp_auth_forget(a);
+	st->logged_in = false;
+	ftp_log_cmd(s, st, c, "verdict=accept by=proxy (inband "
+	    "authentication)");
+	return ftp_reply_local(s, st, c->verb, "331 Password required for %s",
+	    st->user);
+}
+
+static void
+ftp_auth_done(struct px_auth_req *r, void *arg)
+{
+	struct ftp_auth *a = arg;
+
+	a->pending = NULL;
+	a->answer = r;
+	/* On the worker: ftp_auth_step() runs from the analyser. */
+	px_session_resume(a->s, PX_TO_SERVER);
+}
+
+/* PASS: the check goes to an auth thread; FTP_P_AUTH holds the client's
+ * next commands until it is answered. */
+int
+ftp_auth_pass(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_cmd *c)
+{
+	const struct px_auth_use *u = px_session_auth(s);
+	struct ftp_auth *a = ftp_auth_state(s, st);
+	struct px_auth_req *r;
+	const struct ftp_login *l;
+
+	if (a == NULL || a->pending != NULL || a->answer != NULL)
+		return -1;
+	ftp_auth_forget(a);
+	if (ftp_q_push(st, FTP_P_AUTH, "PASS") == NULL)
+		return -1;
+	ftp_log_cmd(s, st, c, "verdict=accept by=proxy (inband "
+	    "authentication)");
+	/* Kept only where a rule may pass it on, and only until then. */
+	for (l = p->logins; l < p->logins + p->nlogins; l++)
+		if (l->pass_password && (a->pw = strndup(c->arg,
+		    c->arglen)) == NULL)
+			return -1;
+	r = px_auth_req_new(PX_AUTH_PASSWORD, u->ldap, NULL, st->user,
+	    c->arg, c->arglen);
+	if (r == NULL)
+		return -1;
+	r->session = px_session_id(s);
+	a->pending = r;
+	px_auth_submit(r, px_session_auth_box(s), ftp_auth_done, a);
+	return 0;
+}
+
+/* The pending queue's head is our FTP_P_AUTH. */
+static bool
+ftp_auth_at_head(struct ftp_state *st)
+{
+	const struct ftp_pending *q = ftp_q_head(st);
+
+	return q != NULL && q->kind == FTP_P_AUTH;
+}
+
+static void
+ftp_auth_login_send(struct px_session *s, struct ftp_state *st,
+    const char *verb, const char *arg, bool secret)
+{
+	char esc[160];
+
+	if (ftp_q_push(st, strcmp(verb, "USER") == 0 ? FTP_P_SUSER :
+	    FTP_P_SPASS, verb) == NULL)
+		return;		/* cannot be: the head was just popped */
+	px_log_escape(esc, sizeof(esc), arg, strlen(arg), true);
+	px_session_log(s, LOG_INFO, "ftp-command user=%s cmd=%s arg=\"%s\" "
+	    "verdict=accept by=proxy (the server login of rule %s:%ld)",
+	    st->user, verb, secret ? "****" : esc, px_session_policy_file(s),
+	    st->auth->login->line);
+	evbuffer_add_printf(px_session_output(s, PX_TO_SERVER), "%s %s\r\n",
+	    verb, arg);
+}
+
+enum px_verdict
+ftp_auth_step(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p)
+{
+	struct ftp_auth *a = st->auth;
+	struct px_auth_req *r;
+	const struct ftp_login *l;
+	char rule[PX_RULE_REF_MAX];
+
+	if (a == NULL || a->answer == NULL || !ftp_auth_at_head(st))
+		return PX_MORE;
+	r = a->answer;
+	a->answer = NULL;
+	ftp_q_pop(st);
+	if (r->result != PX_AUTH_OK) {
+		px_session_log(s, LOG_NOTICE, "ftp-auth user=%s result=%s",
+		    st->user, px_auth_result_name(r->result));
+		if (px_auth_result_unavailable(r->result)) {
+			px_auth_req_free(r);
+			ftp_auth_forget(a);
+			px_session_log(s, LOG_WARNING, "ftp-reply code=421 "
+			    "cmd=PASS by=proxy (authentication unavailable)");
+			ftp_send(s, PX_TO_CLIENT, "421 Authentication service "
+			    "not available, closing control connection\r\n");
+			px_session_set_rule(s, "auth");
+			px_session_deny(s, "ftp: authentication unavailable");
+			return PX_DENY;
+		}
+		px_auth_req_free(r);
+		ftp_auth_forget(a);
+		st->user_ok = false;
+		px_session_count(s, FTP_C_DENIED_USER, 1);
+		if (ftp_reply_local(s, st, "PASS", "530 Login incorrect") == -1)
+			return PX_ERROR;
+		ftp_q_flush_local(s, st);
+		return PX_MORE;
+	}
+	a->id = r->id;
+	memset(&r->id, 0, sizeof(r->id));	/* moved */
+	a->have_id = true;
+	px_auth_req_free(r);
+	snprintf(st->user, sizeof(st->user), "%.*s",
+	    (int)sizeof(st->user) - 1, a->id.user);
+	for (char *u = st->user; *u != '\0'; u++)
+		if (*u == ' ' || *u == '"' || (unsigned char)*u < 0x20)
+			*u = '_';
+	if ((l = ftp_login_for(p, &a->id)) == NULL) {
+		snprintf(rule, sizeof(rule), "default");
+		px_session_log(s, LOG_NOTICE, "ftp-auth user=%s result=ok "
+		    "auth=password verdict=deny reason=no-login rule=%s",
+		    st->user, rule);
+		ftp_auth_forget(a);
+		st->user_ok = false;
+		px_session_count(s, FTP_C_DENIED_USER, 1);
+		if (ftp_reply_local(s, st, "PASS", "530 Login incorrect: no "
+		    "server login for %s", st->user) == -1)
+			return PX_ERROR;
+		ftp_q_flush_local(s, st);
+		return PX_MORE;
+	}
+	px_session_log(s, LOG_INFO, "ftp-auth user=%s result=ok auth=password "
+	    "login=%s:%ld", st->user, px_session_policy_file(s), l->line);
+	a->login = l;
+	if (!l->pass_password && a->pw != NULL) {
+		explicit_bzero(a->pw, strlen(a->pw));
+		free(a->pw);
+		a->pw = NULL;
+	}
+	ftp_auth_login_send(s, st, "USER", l->server_user != NULL ?
+	    l->server_user : st->user, false);
+	return PX_MORE;
+}
+
+/* The server's final reply to our USER or PASS (q, popped). */
+void
+ftp_auth_server_reply(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, const struct ftp_pending *q, int code)
+{
+	struct ftp_auth *a = st->auth;
+
+	if (a == NULL || a->login == NULL)
+		return;
+	if (q->kind == FTP_P_SUSER && (code == 331 || code == 332)) {
+		ftp_auth_login_send(s, st, "PASS", a->login->pass_password &&
+		    a->pw != NULL ? a->pw : a->login->server_pw != NULL ?
+		    a->login->server_pw : "proxyd@", true);
+		if (a->pw != NULL) {
+			explicit_bzero(a->pw, strlen(a->pw));
+			free(a->pw);
+			a->pw = NULL;
+		}
+		return;
+	}
+	a->login = NULL;
+	if (code == 230 || code == 202) {
+		st->logged_in = true;
+		(void)ftp_reply_local(s, st, "PASS", "230 User %s logged in",
+		    st->user);
+		ftp_home_ask(s, st, p);
+		return;
+	}
+	px_session_log(s, LOG_WARNING, "ftp-auth user=%s result=ok "
+	    "auth=password verdict=deny reason=server-login (the server "
+	    "answered %d to the proxy's %s)", st->user, code, q->verb);
+	ftp_auth_forget(a);
+	st->user_ok = false;
+	(void)ftp_reply_local(s, st, "PASS", "530 Login incorrect: the server "
+	    "refused the proxy's login");
+}
+
+void
+ftp_auth_who(const struct px_session *s, const void *state, char *buf,
+    size_t len)
+{
+	const struct ftp_state *st = state;
+	const struct px_auth_id *id = ftp_auth_id(st);
+	char user[160];
+
+	(void)s;
+	if (id == NULL)
+		return;
+	px_log_escape(user, sizeof(user), id->user, strlen(id->user), false);
+	snprintf(buf, len, " user=%s auth=%s", user,
+	    px_auth_method_name(id->method));
+}
+
+void
+ftp_auth_close(struct ftp_state *st)
+{
+	struct ftp_auth *a = st->auth;
+
+	if (a == NULL)
+		return;
+	if (a->pending != NULL)
+		px_auth_cancel(a->pending);	/* the box frees it */
+	px_auth_req_free(a->answer);
+	ftp_auth_forget(a);
+	OPENSSL_cleanse(a, sizeof(*a));
+	free(a);
+	st->auth = NULL;
+}
