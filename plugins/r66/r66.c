@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <openssl/crypto.h>
 
 #include "analyser.h"
 #include "parse.h"
@@ -332,6 +333,7 @@ r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
 	struct r66_scan_what w = {
 		.file = c->req.filename,
 		.host = st->host,
+		.proven = st->proven,
 		.server = st->server_host,
 		.rule = c->req.rule,
 		.upload = r66_client_sends(c),
@@ -449,6 +451,34 @@ r66_scan_frame(struct px_session *s, struct r66_state *st,
 	}
 }
 
+/* <partner>: the requester's key against the host table, before its
+ * Authent goes on. -1: not proven (unknown host id or wrong key). */
+static int
+r66_partner_check(struct px_session *s, struct r66_state *st,
+    const struct r66_chan *c, const struct r66_policy *p,
+    const struct r66_authent *a)
+{
+	const struct r66_partner *pt = r66_partner_find(p, c->host);
+	const char *result;
+	char h[200];
+
+	if (pt == NULL)
+		result = "unknown-host";
+	else if (a->key.len != sizeof(pt->key) ||
+	    CRYPTO_memcmp(a->key.p, pt->key, sizeof(pt->key)) != 0)
+		result = "bad-password";
+	else
+		result = "ok";
+	px_session_log(s, strcmp(result, "ok") == 0 ? LOG_INFO : LOG_NOTICE,
+	    "r66 auth host=%s result=%s%s", r66_esc(h, sizeof(h), c->host,
+	    strlen(c->host)), result, pt != NULL ? "" : " (not in the "
+	    "service's <partner> table)");
+	if (strcmp(result, "ok") != 0)
+		return -1;
+	st->proven = true;
+	return 0;
+}
+
 /* A frame from the client (requester). */
 static enum r66_fv
 r66_from_client(struct px_session *s, struct r66_state *st,
@@ -501,6 +531,11 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "one host id per connection", "host-change",
 				    "builtin", PX_ACT_DENY, true);
+			if (p->npartners > 0 && r66_partner_check(s, st, c, p,
+			    &a) == -1)
+				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
+				    "host id not proven", "bad-authent",
+				    "partner", PX_ACT_DENY, true);
 			r66_caps(&a, st->cdigest, sizeof(st->cdigest),
 			    &st->creuse);
 			c->st = R66_CH_AUTH_ASKED;
@@ -946,6 +981,20 @@ r66_on_close(struct px_session *s, void *vst)
 		}
 }
 
+/* px_analyser.who: " user=HOST auth=r66" once proven to proxyd. */
+static void
+r66_who(const struct px_session *s, const void *state, char *buf,
+    size_t len)
+{
+	const struct r66_state *st = state;
+	char h[200];
+
+	(void)s;
+	if (st->proven && st->authed)
+		snprintf(buf, len, " user=%s auth=r66", r66_esc(h, sizeof(h),
+		    st->host, strlen(st->host)));
+}
+
 /* A client <source-limits> refuses at accept: a ConnectionError on no
  * channel ([NOCHANNEL,NOCHANNEL], "cannot continue with you", R66-WIRE
  * 1.3), as for a violation, its middle the ErrorCode 'l'
@@ -979,4 +1028,5 @@ const struct px_analyser r66_analyser = {
 	.content = true,
 	.audit = true,
 	.limit_refusal = r66_limit_refusal,
+	.who = r66_who,
 };

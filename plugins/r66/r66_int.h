@@ -92,6 +92,7 @@ struct r66_state {
 	bool		 abort;		/* action="abort": reset, no reply */
 	char		 abort_why[160];
 	bool		 authed;
+	bool		 proven;	/* host proven to proxyd (<partner>) */
 	char		 host[128];	/* the connection's identity */
 	struct px_quota	*quota;		/* its quota entry, once needed */
 	char		 server_host[128];

@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include <libxml/tree.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
+#include "auth.h"
 #include "cfgread.h"
 #include "parse.h"
 #include "r66_wire.h"
@@ -44,7 +47,95 @@ r66_policy_free(void *pol)
 	px_rules_free(&p->rules);
 	px_rules_free(&p->files);
 	free(p->host_quota);
+	if (p->partners != NULL)
+		OPENSSL_cleanse(p->partners, p->npartners *
+		    sizeof(*p->partners));
+	free(p->partners);
 	free(p);
+}
+
+void
+r66_password_key(const char *pw, size_t len, unsigned char key[16])
+{
+	static const char salt[] = "GoldenGate";
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned n = 16;
+	int i;
+
+	memset(key, 0, 16);
+	if (ctx == NULL)
+		return;
+	if (EVP_DigestInit_ex(ctx, EVP_md5(), NULL) == 1) {
+		for (i = 0; i < 16; i++) {
+			EVP_DigestUpdate(ctx, pw, len);
+			EVP_DigestUpdate(ctx, salt, sizeof(salt) - 1);
+		}
+		EVP_DigestFinal_ex(ctx, key, &n);
+	}
+	EVP_MD_CTX_free(ctx);
+}
+
+const struct r66_partner *
+r66_partner_find(const struct r66_policy *p, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < p->npartners; i++)
+		if (strcmp(p->partners[i].id, id) == 0)
+			return &p->partners[i];
+	return NULL;
+}
+
+/* <partner id="hosta" password-file="hosta.pw"/>: the file (relative to
+ * the service file) read now, only its key kept. */
+static int
+r66_partner_load(const xmlNode *n, struct r66_policy *p, struct px_cfgerr *e)
+{
+	struct r66_partner *grown, *r;
+	char *id = px_attr(n, "id"), *f = px_attr(n, "password-file");
+	char *path = NULL, *pw = NULL;
+	const char *why = "out of memory";
+	int rc = -1;
+
+	if (id == NULL || id[0] == '\0' || strlen(id) >= sizeof(r->id)) {
+		px_cfg_error(e, n, "<partner>: id= is required, 1..127 bytes");
+		goto out;
+	}
+	if (r66_partner_find(p, id) != NULL) {
+		px_cfg_error(e, n, "<partner id=\"%s\"> given twice", id);
+		goto out;
+	}
+	if (f == NULL) {
+		px_cfg_error(e, n, "<partner id=\"%s\">: password-file= is "
+		    "required", id);
+		goto out;
+	}
+	if ((path = px_auth_path(e->file, f)) == NULL ||
+	    (pw = px_auth_read_secret(path, &why)) == NULL) {
+		px_cfg_error(e, n, "password-file=\"%s\": %s", f, why);
+		goto out;
+	}
+	if ((grown = px_grow(p->partners, p->npartners,
+	    sizeof(*grown))) == NULL) {
+		px_cfg_error(e, n, "out of memory");
+		goto out;
+	}
+	p->partners = grown;
+	r = &p->partners[p->npartners++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	r66_password_key(pw, strlen(pw), r->key);
+	r->line = px_xml_line(n);
+	rc = 0;
+out:
+	if (pw != NULL) {
+		OPENSSL_cleanse(pw, strlen(pw));
+		free(pw);
+	}
+	free(path);
+	xmlFree(id);
+	xmlFree(f);
+	return rc;
 }
 
 static int
@@ -272,6 +363,8 @@ r66_policy_load(const xmlNode *sec, void **pol, struct px_cfgerr *e)
 			continue;
 		if (xmlStrcmp(n->name, (const xmlChar *)"host") == 0)
 			rc = r66_host_load(n, p, e);
+		else if (xmlStrcmp(n->name, (const xmlChar *)"partner") == 0)
+			rc = r66_partner_load(n, p, e);
 		else if (xmlStrcmp(n->name, (const xmlChar *)"rule") == 0)
 			rc = r66_pat_rule_load(n, "name", &p->rules, e);
 		else if (xmlStrcmp(n->name, (const xmlChar *)"file") == 0)
