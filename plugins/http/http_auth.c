@@ -12,7 +12,9 @@
  * the worker, and the request is handled again from its head, this time
  * with the answer in hand. The identity then stays with the connection:
  * the next requests on it are not asked again (a Basic request that
- * carries other credentials is checked again). A directory that is down
+ * carries other credentials is checked again). A client certificate that
+ * names a user (<tls side="client" identity=>) proves the connection as
+ * well, with no check here. A directory that is down
  * or past its timeout gets 503, not a challenge: the user did nothing
  * wrong. The credentials field never reaches the server. */
 #include <stdio.h>
@@ -291,6 +293,23 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	unsigned i;
 	char *colon;
 
+	if (!h->cert_tried) {
+		/* <tls side="client" identity=>: a verified certificate
+		 * proves the connection's user, once for all its requests. */
+		char user[sizeof(a->id.user)];
+
+		h->cert_tried = true;
+		if (px_session_client_identity(h->s, user, sizeof(user))) {
+			if ((a = http_auth_state(h)) == NULL) {
+				http_error(h, 500, "out of memory");
+				return -1;
+			}
+			px_auth_id_clear(&a->id);
+			memcpy(a->id.user, user, sizeof(user));
+			a->id.method = PX_AUTH_CERTIFICATE;
+			a->have_id = true;
+		}
+	}
 	if (u == NULL)
 		return 0;
 	if ((a = http_auth_state(h)) == NULL) {

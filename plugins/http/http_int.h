@@ -213,6 +213,7 @@ struct http_state {
 	 * (http_auth.c); NULL until the service's first request. */
 	struct http_auth	*auth;
 	bool			 auth_replay;	/* handled again, answered */
+	bool			 cert_tried;	/* client certificate's user */
 };
 
 /* ---- http.c ------------------------------------------------------------ */

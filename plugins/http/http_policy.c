@@ -149,7 +149,8 @@ http_attr_words(struct px_cfgerr *e, const xmlNode *n, const char *name,
 	return rc;
 }
 
-/* user= and group= of a rule: only where the service has <auth>. */
+/* user= and group= of a rule: only where the service has <auth> or a
+ * <tls side="client" identity=>. */
 static int
 http_load_who(struct px_cfgerr *e, const xmlNode *n, struct http_words *users,
     struct http_words *groups)
@@ -162,13 +163,24 @@ http_load_who(struct px_cfgerr *e, const xmlNode *n, struct http_words *users,
 		return -1;
 	if (users->n == 0 && groups->n == 0)
 		return 0;
-	for (c = svc != NULL ? svc->children : NULL; c != NULL; c = c->next)
-		if (c->type == XML_ELEMENT_NODE &&
-		    xmlStrcmp(c->name, (const xmlChar *)"auth") == 0)
+	for (c = svc != NULL ? svc->children : NULL; c != NULL; c = c->next) {
+		xmlChar *id;
+
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (xmlStrcmp(c->name, (const xmlChar *)"auth") == 0)
 			auth = true;
+		/* A client certificate that names its user. */
+		if (xmlStrcmp(c->name, (const xmlChar *)"tls") == 0 &&
+		    (id = xmlGetProp(c, (const xmlChar *)"identity")) != NULL) {
+			if (xmlStrcmp(id, (const xmlChar *)"none") != 0)
+				auth = true;
+			xmlFree(id);
+		}
+	}
 	if (!auth) {
 		px_cfg_error(e, n, "user=/group=: the service has no <auth> "
-		    "to say who its users are");
+		    "nor <tls identity=> to say who its users are");
 		return -1;
 	}
 	return 0;

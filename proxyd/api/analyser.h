@@ -289,6 +289,11 @@ bool		 px_session_tls_on(const struct px_session *s,
  * true, or false with buf "" (no TLS there, no certificate). */
 bool		 px_session_tls_peer_subject(const struct px_session *s,
 		    enum px_chan_end side, char *buf, size_t len);
+/* The user the client's certificate names (<tls side="client"
+ * identity=>, a verified certificate only) into buf: true, or false with
+ * buf "". */
+bool		 px_session_client_identity(const struct px_session *s,
+		    char *buf, size_t len);
 /* Buffered relay, PX_TLS_USE_EXPLICIT: TLS starts on that side's
  * connection once what is queued for it is written (the "234" to the
  * client; nothing for the server, whose handshake starts at once: we

@@ -112,7 +112,8 @@ const char *
 px_auth_method_name(enum px_auth_method m)
 {
 	return m == PX_AUTH_NEGOTIATE ? "negotiate" :
-	    m == PX_AUTH_PASSWORD ? "password" : "basic";
+	    m == PX_AUTH_PASSWORD ? "password" :
+	    m == PX_AUTH_CERTIFICATE ? "certificate" : "basic";
 }
 
 const char *

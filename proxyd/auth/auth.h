@@ -34,6 +34,8 @@ enum px_auth_method {
 	PX_AUTH_NEGOTIATE = 0,	/* Kerberos through GSSAPI/SPNEGO */
 	PX_AUTH_BASIC,		/* a password, checked by LDAP bind */
 	PX_AUTH_PASSWORD,	/* the same from an FTP client's USER/PASS */
+	PX_AUTH_CERTIFICATE,	/* a verified TLS client certificate (no
+				 * check here: the TLS layer's) */
 	PX_AUTH_METHODS
 };
 

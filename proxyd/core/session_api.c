@@ -791,6 +791,25 @@ px_session_tls_peer_subject(const struct px_session *s,
 	return px_tls_peer_subject(c, buf, len);
 }
 
+bool
+px_session_client_identity(const struct px_session *s, char *buf,
+    size_t len)
+{
+	const struct px_conn *c = NULL;
+
+	/* A relayed session's client conn, or a driver analyser's. */
+	if (s->relay_on)
+		c = px_relay_conn(s->relay, 0);
+	else if (!s->leg && s->dconn != NULL && s->dconn_open[0])
+		c = &s->dconn[0];
+	if (c == NULL) {
+		if (len > 0)
+			buf[0] = '\0';
+		return false;
+	}
+	return px_tls_identity(c, buf, len);
+}
+
 const char *
 px_session_tag(const struct px_session *s)
 {

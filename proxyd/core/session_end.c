@@ -260,6 +260,14 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	if (s->an_state != NULL && s->svc->analyser->who != NULL &&
 	    px_log_enabled(LOG_INFO))
 		s->svc->analyser->who(s, s->an_state, who, sizeof(who));
+	if (who[0] == '\0' && px_log_enabled(LOG_INFO)) {
+		char user[128];
+
+		/* No analyser's proof: a client certificate's (identity=). */
+		if (px_session_client_identity(s, user, sizeof(user)))
+			snprintf(who, sizeof(who), " user=%s auth=certificate",
+			    user);
+	}
 	if (s->an_state != NULL && s->svc->analyser->on_close != NULL)
 		s->svc->analyser->on_close(s, s->an_state);
 	px_channels_close(&s->chan_host);

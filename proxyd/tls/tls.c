@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,13 +261,104 @@ px_tls_inc(atomic_uint_fast64_t *c)
 	    memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
+/* s (len bytes) as a user name: printable ASCII, no blank, quote nor
+ * backslash, shorter than size. */
+static bool
+px_tls_identity_copy(const unsigned char *p, int len, char *buf, size_t size)
+{
+	int i;
+
+	if (len <= 0 || (size_t)len >= size)
+		return false;
+	for (i = 0; i < len; i++)
+		if (p[i] <= ' ' || p[i] >= 0x7f || p[i] == '"' || p[i] == '\\')
+			return false;
+	memcpy(buf, p, (size_t)len);
+	buf[len] = '\0';
+	return true;
+}
+
+/* The user x names under tc's identity=. */
+static bool
+px_tls_identity_of(const struct px_tls_conn *tc, X509 *x, char *buf,
+    size_t size)
+{
+	X509_NAME *nm = X509_get_subject_name(x);
+	GENERAL_NAMES *gens;
+	const GENERAL_NAME *g;
+	const unsigned char *p;
+	const char *at;
+	size_t dlen;
+	int i, len, want;
+	bool ok = false;
+
+	if (tc->identity == PX_TLS_ID_CN) {
+		/* Two CNs: which one would be the user? Neither. */
+		if ((i = X509_NAME_get_index_by_NID(nm, NID_commonName,
+		    -1)) < 0 || X509_NAME_get_index_by_NID(nm,
+		    NID_commonName, i) >= 0)
+			return false;
+		const ASN1_STRING *a = X509_NAME_ENTRY_get_data(
+		    X509_NAME_get_entry(nm, i));
+		unsigned char *u = NULL;
+
+		if ((len = ASN1_STRING_to_UTF8(&u, a)) < 0)
+			return false;
+		ok = px_tls_identity_copy(u, len, buf, size);
+		OPENSSL_free(u);
+		return ok;
+	}
+	want = tc->identity == PX_TLS_ID_EMAIL ? GEN_EMAIL : GEN_DNS;
+	if ((gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
+	    NULL)) == NULL)
+		return false;
+	for (i = 0; !ok && i < sk_GENERAL_NAME_num(gens); i++) {
+		g = sk_GENERAL_NAME_value(gens, i);
+		if (g->type != want)
+			continue;
+		p = ASN1_STRING_get0_data(g->d.ia5);
+		len = ASN1_STRING_length(g->d.ia5);
+		if (want == GEN_EMAIL && tc->identity_domain != NULL) {
+			/* alice@example.test is alice in example.test */
+			dlen = strlen(tc->identity_domain);
+			at = memchr(p, '@', (size_t)len);
+			if (at == NULL || (size_t)(len - (at + 1 -
+			    (const char *)p)) != dlen || strncasecmp(at + 1,
+			    tc->identity_domain, dlen) != 0)
+				continue;
+			len = (int)(at - (const char *)p);
+		}
+		ok = px_tls_identity_copy(p, len, buf, size);
+		break;	/* the first of its kind, or none */
+	}
+	GENERAL_NAMES_free(gens);
+	return ok;
+}
+
+bool
+px_tls_identity(const struct px_conn *c, char *buf, size_t len)
+{
+	const struct px_tls_conn *tc = c != NULL &&
+	    c->tf == &px_tls_transform ? c->tf_state : NULL;
+	X509 *x;
+
+	if (len > 0)
+		buf[0] = '\0';
+	if (tc == NULL || tc->side != PX_TLS_CLIENT ||
+	    tc->identity == PX_TLS_ID_NONE ||
+	    (x = SSL_get0_peer_certificate(tc->ssl)) == NULL ||
+	    SSL_get_verify_result(tc->ssl) != X509_V_OK)
+		return false;
+	return px_tls_identity_of(tc, x, buf, len);
+}
+
 /* Who the client proved to be, for the log (verify= on a terminating
  * side): the subject, and whether its chain verified. */
 static void
 px_tls_log_client_cert(const struct px_tls_conn *tc)
 {
 	X509 *x = SSL_get0_peer_certificate(tc->ssl);
-	char subject[256];
+	char subject[256], user[128];
 	long v = SSL_get_verify_result(tc->ssl);
 
 	if (x == NULL) {
@@ -274,10 +366,15 @@ px_tls_log_client_cert(const struct px_tls_conn *tc)
 		return;
 	}
 	X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof(subject));
+	if (tc->identity == PX_TLS_ID_NONE || v != X509_V_OK ||
+	    !px_tls_identity_of(tc, x, user, sizeof(user)))
+		user[0] = '\0';
 	px_log(LOG_INFO, tc->session_id, "tls-client-cert subject=\"%s\" "
-	    "verified=%s%s%s", subject, v == X509_V_OK ? "yes" : "no",
+	    "verified=%s%s%s%s%s", subject, v == X509_V_OK ? "yes" : "no",
 	    v == X509_V_OK ? "" : " reason=", v == X509_V_OK ? "" :
-	    X509_verify_cert_error_string(v));
+	    X509_verify_cert_error_string(v), tc->identity == PX_TLS_ID_NONE ?
+	    "" : " identity=", tc->identity == PX_TLS_ID_NONE ? "" :
+	    user[0] != '\0' ? user : "-");
 }
 
 /* Once per conn, when its handshake is over: counted, and a server
@@ -792,6 +889,9 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	tc->ctx_id = t->id;
 	tc->verify_optional = t->verify_optional;
 	tc->verify_client = t->side == PX_TLS_CLIENT && t->client_verify != 0;
+	tc->identity = t->side == PX_TLS_CLIENT ? (uint8_t)t->client_identity :
+	    PX_TLS_ID_NONE;
+	tc->identity_domain = t->identity_domain;
 	if (t->keybridge)
 		tc->kb = t;
 	tc->session_id = p != NULL ? p->session_id : 0;

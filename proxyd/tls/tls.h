@@ -184,6 +184,19 @@ void	px_tls_handshake_timed_out(struct px_conn *c);
 bool	px_tls_resumed(const struct px_conn *c);
 /* Its peer's chain verified (a TLS conn that checked it). */
 bool	px_tls_verified(const struct px_conn *c);
+/* <tls side="client" identity=>: what of a verified client certificate
+ * names its user. */
+enum px_tls_identity {
+	PX_TLS_ID_NONE = 0,
+	PX_TLS_ID_CN,		/* the subject's commonName (one only) */
+	PX_TLS_ID_EMAIL,	/* the first rfc822Name of subjectAltName */
+	PX_TLS_ID_DNS,		/* the first dNSName of subjectAltName */
+};
+/* The user a client certificate names (identity= of its <tls>), into
+ * buf: true only when c's peer presented a certificate whose chain
+ * verified and that carries the attribute, as printable ASCII without
+ * blanks or quotes (anything else names nobody). */
+bool	px_tls_identity(const struct px_conn *c, char *buf, size_t len);
 /* The subject of the peer's certificate (RFC 2253) into buf: the
  * server's where proxyd is the client, a client's that presented one.
  * false ("" in buf) when c has no TLS or its peer no certificate. */

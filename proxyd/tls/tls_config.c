@@ -648,6 +648,34 @@ px_tls_load_terminate(struct px_cfgerr *e, const xmlNode *n,
 
 	if (px_attr_choice(e, n, "verify", verifies, &t->client_verify) == -1)
 		return -1;
+	{
+		static const char *const ids[] = { "none", "cn", "email",
+		    "dns", NULL };
+		char *d;
+
+		if (px_attr_choice(e, n, "identity", ids,
+		    &t->client_identity) == -1)
+			return -1;
+		if (t->client_identity != PX_TLS_ID_NONE &&
+		    t->client_verify == 0) {
+			px_cfg_error(e, n, "identity=\"%s\" needs verify= "
+			    "(required or optional): only a verified "
+			    "certificate names a user", ids[t->client_identity]);
+			return -1;
+		}
+		if ((d = px_attr(n, "identity-domain")) != NULL) {
+			if (t->client_identity != PX_TLS_ID_EMAIL ||
+			    d[0] == '\0' || strchr(d, '@') != NULL) {
+				px_cfg_error(e, n, "identity-domain=\"%s\": "
+				    "a domain, with identity=\"email\" only",
+				    d);
+				xmlFree(d);
+				return -1;
+			}
+			t->identity_domain = strdup(d);
+			xmlFree(d);
+		}
+	}
 	if ((t->tickets = calloc(1, sizeof(*t->tickets))) == NULL ||
 	    px_tls_ticket_fill(t->tickets, 0) == -1) {
 		px_cfg_error(e, n, "cannot make session ticket keys");
@@ -932,6 +960,7 @@ px_tls_free(struct px_tls_ctx *t)
 		free(t->alpn_sets[i].names);
 	}
 	free(t->alpn_sets);
+	free(t->identity_domain);
 	if (t->tickets != NULL)
 		OPENSSL_cleanse(t->tickets, sizeof(*t->tickets));
 	free(t->tickets);

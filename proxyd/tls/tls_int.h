@@ -48,6 +48,10 @@ struct px_tls_ctx {
 	struct px_tls_named *named;
 	size_t		 nnamed;
 	int		 client_verify;	/* 0 none, 1 optional, 2 required */
+	/* identity=: which part of a verified client certificate names
+	 * its user (enum px_tls_identity), identity-domain= for email. */
+	int		 client_identity;
+	char		*identity_domain;
 	/* Client side, mode="passthrough": <sni> rules on the ClientHello,
 	 * each rule's arg indexing (from 1) its alpn= set. */
 	bool		 passthrough;
@@ -91,6 +95,8 @@ struct px_tls_conn {
 	bool		 done;		/* the handshake finished */
 	bool		 verify_optional;
 	bool		 verify_client;	/* log the client's certificate */
+	uint8_t		 identity;	/* enum px_tls_identity */
+	const char	*identity_domain;	/* the ctx's */
 	/* Keybridge, client side: the ClientHello was seen (kb_waiting)
 	 * and the handshake waits for a leaf (kb_ready once it has one). */
 	const struct px_tls_ctx *kb;

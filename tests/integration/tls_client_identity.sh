@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# TLS client certificates as identities (<tls side="client" verify=
+# identity=>), with a CA and certificates made here by openssl and curl
+# --cert:
+#   - identity="cn" on an http service: alice's certificate (CN=alice)
+#     is user=alice auth=certificate on the http-request and session-end
+#     lines and in the audit record, and a <url user="alice"> rule lets
+#     her into /admin/ while bob (CN=bob) gets 403; a certificate with two
+#     CNs names nobody (403, no user=);
+#   - identity="email" identity-domain="example.test": carol's
+#     rfc822Name carol@example.test is user=carol; an address in another
+#     domain names nobody;
+#   - a plug service with identity="dns": user=alice.example.test
+#     auth=certificate on its session-end line (the core's, no analyser
+#     proof);
+#   - a self-signed certificate under verify="optional" names nobody;
+#   - --check refuses identity= without verify= and identity-domain=
+#     without identity="email".
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/tls_lib.sh"
+need_cmds nginx curl openssl
+setup
+
+printf 'alpha\n' >"$T/www/a.txt"
+mkdir -p "$T/www/admin"
+printf 'admin-page\n' >"$T/www/admin/x.txt"
+start_nginx
+
+P=$T/pki
+tls_ca ca "proxyd test CA"
+tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+tls_leaf alice alice "DNS:alice.example.test" clientAuth
+tls_leaf bob bob "DNS:bob.example.test" clientAuth
+tls_leaf twocn "/CN=alice/CN=bob" "DNS:x.example.test" clientAuth
+tls_leaf carol "carol" "email:carol@example.test" clientAuth
+tls_leaf dave "dave" "email:dave@other.test" clientAuth
+tls_self mallory alice
+
+CTLS="cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" ca=\"$P/ca.pem\""
+AUDIT=$T/audit.json
+write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>"
+free_port PC
+write_http_service cn "$PC" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
+<audit min-size=\"0\"/>
+<http>
+  <url path=\"/admin/*\" user=\"alice\" action=\"accept\"/>
+  <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
+</http>"
+free_port PE
+write_http_service em "$PE" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"email\" identity-domain=\"example.test\"/>
+<http/>"
+free_port PO
+write_http_service opt "$PO" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"optional\" identity=\"cn\"/>
+<http/>"
+free_port PP
+write_service plug "$PP" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"dns\"/>"
+start_proxyd
+
+# get PORT CERT PATH: prints the status
+get() {
+    curl -sS -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$P/ca.pem" \
+        --cert "$P/$2.pem" --key "$P/$2.key" "https://localhost:$1$3" 2>>"$T/curl.err" || true
+}
+
+info "identity=cn: alice in, bob out, two CNs name nobody"
+assert_eq "$(get "$PC" alice /admin/x.txt)" 200 "alice's /admin/"
+assert_log 'http-request .* user=alice auth=certificate'
+assert_log 'session-end service=cn .* user=alice auth=certificate'
+assert_log 'tls-client-cert subject="/CN=alice" verified=yes identity=alice'
+wait_grep "$AUDIT" '"file":"/admin/x.txt"' 10 || fail "no audit record"
+grep '"file":"/admin/x.txt"' "$AUDIT" | grep -q '"user":"alice".*"auth":"certificate"' ||
+    fail "audit record without alice: $(cat "$AUDIT")"
+assert_eq "$(get "$PC" bob /admin/x.txt)" 403 "bob's /admin/"
+assert_eq "$(get "$PC" bob /a.txt)" 200 "bob's /a.txt"
+assert_log 'session-end service=cn .* user=bob auth=certificate'
+assert_eq "$(get "$PC" twocn /admin/x.txt)" 403 "two CNs"
+assert_log 'tls-client-cert subject="/CN=alice/CN=bob" verified=yes identity=-'
+
+info "identity=email with identity-domain"
+assert_eq "$(get "$PE" carol /a.txt)" 200 "carol"
+assert_log 'session-end service=em .* user=carol auth=certificate'
+n=$(grep -c 'session-end service=em ' "$PROXYD_LOG" || true)
+assert_eq "$(get "$PE" dave /a.txt)" 200 "dave"
+assert_log 'tls-client-cert subject="/CN=dave" verified=yes identity=-'
+for _ in $(seq 100); do
+    (($(grep -c 'session-end service=em ' "$PROXYD_LOG") > n)) && break
+    sleep 0.05
+done
+assert_no_grep "$PROXYD_LOG" 'session-end service=em .* user=dave' "dave names nobody"
+
+info "identity=dns on a plug service"
+assert_eq "$(get "$PP" alice /a.txt)" 200 "through plug"
+assert_log 'session-end service=plug .* user=alice.example.test auth=certificate'
+
+info "verify=optional: a self-signed certificate names nobody"
+assert_eq "$(get "$PO" mallory /a.txt)" 200 "mallory"
+assert_log 'tls-client-cert subject="/CN=alice" verified=no reason=.* identity=-'
+assert_log 'session-end service=opt '
+assert_no_grep "$PROXYD_LOG" 'session-end service=opt .* user=' "a self-signed certificate names nobody"
+
+info "--check"
+tls_check_bad "identity without verify" plug \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" identity=\"cn\"/>" \
+    'identity="cn" needs verify='
+tls_check_bad "identity-domain without email" plug \
+    "<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\" identity-domain=\"example.test\"/>" \
+    'identity-domain="example.test": a domain, with identity="email" only'
+info "ok"
