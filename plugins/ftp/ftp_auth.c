@@ -219,6 +219,13 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 	px_session_log(s, LOG_INFO, "ftp-auth user=%s result=ok auth=password "
 	    "login=%s:%ld", st->user, px_session_policy_file(s), l->line);
 	a->login = l;
+	/* Quotas count for the proven user: its <login>'s, else the <user>
+	 * rule's for its name. */
+	ftp_quota_user(st, p, st->user);
+	if (px_quota_limited(&l->quota)) {
+		st->qlimit = l->quota;
+		st->qlogin = l;
+	}
 	if (!l->pass_password && a->pw != NULL) {
 		explicit_bzero(a->pw, strlen(a->pw));
 		free(a->pw);

@@ -121,6 +121,8 @@ struct ftp_state {
 	 * entry in the quota table once a transfer needed it. */
 	struct px_quota_limit	 qlimit;
 	struct px_quota		*quota;
+	/* With <auth>: the <login> whose quota applies (NULL: a <user>'s). */
+	const struct ftp_login	*qlogin;
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */
@@ -252,7 +254,8 @@ void	ftp_auth_close(struct ftp_state *st);
 
 /* ---- ftp_quota.c: per-user daily quotas --------------------------------- */
 
-/* USER accepted: the quota its <user> rule sets. */
+/* USER accepted (or, with <auth>, the user proven): the quota its
+ * <user> rule sets. */
 void	ftp_quota_user(struct ftp_state *st, const struct ftp_policy *p,
 	    const char *user);
 /* A transfer command about to go to the server on st->ch: refused when

@@ -185,7 +185,8 @@ ftp_load_login(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 		return -1;
 	if (w != NULL)
 		l->who = *w;	/* shallow: freed through whos */
-	if (px_attr_choice(e, n, "pass-password", ftp_yes_no, &pass) == -1)
+	if (px_attr_choice(e, n, "pass-password", ftp_yes_no, &pass) == -1 ||
+	    px_attr_quota(e, n, &l->quota) == -1)
 		return -1;
 	l->pass_password = pass == 0;
 	if ((v = px_attr(n, "server-user")) != NULL) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
 #include "rules.h"
 #include "ftp/ftp_proto.h"
 
@@ -46,6 +47,8 @@ struct ftp_login {
 	char		*server_user;	/* NULL: the user's own name */
 	char		*server_pw;	/* NULL: "proxyd@" if asked */
 	bool		 pass_password;	/* the user's own password */
+	/* quota-bytes=, quota-transfers=: each user it takes, per day */
+	struct px_quota_limit quota;
 	long		 line;
 };
 

@@ -1,5 +1,6 @@
 /* ftp: per-user daily quotas, quota-bytes= and quota-transfers= of the
- * <user> rule that accepted the login (quota.h keeps the counts, per
+ * <user> rule that accepted the login, or with <auth> of the <login> that
+ * took the proven user, when it sets one (quota.h keeps the counts, per
  * service and user name, across reloads).
  *
  * A RETR, STOR, APPE or STOU about to go to the server counts as one of
@@ -26,6 +27,7 @@ ftp_quota_user(struct ftp_state *st, const struct ftp_policy *p,
     const char *user)
 {
 	st->quota = NULL;
+	st->qlogin = NULL;
 	ftp_user_quota(p, user, &st->qlimit);
 }
 
@@ -74,8 +76,11 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 		px_session_log(s, LOG_NOTICE, "ftp-quota user=%s kind=%s "
 		    "used=%llu limit=%llu cmd=%s verdict=refused rule=%s",
 		    st->user, ftp_quota_kinds[k], (unsigned long long)used,
-		    (unsigned long long)limit, c->verb, ftp_user_ref(p, st->user,
-		    px_session_policy_file(s), ref, sizeof(ref)));
+		    (unsigned long long)limit, c->verb, st->qlogin != NULL ?
+		    px_rule_ref_at(st->qlogin->line, NULL,
+		    px_session_policy_file(s), ref, sizeof(ref)) :
+		    ftp_user_ref(p, st->user, px_session_policy_file(s), ref,
+		    sizeof(ref)));
 	/* No data connection for it: the one the client opened is reset. */
 	px_channel_abort(st->ch, PX_CHAN_CLIENT, "denied: daily quota used");
 	px_channel_abort(st->ch, PX_CHAN_SERVER, "denied: daily quota used");

@@ -12,6 +12,7 @@
 #     rule lets her DELE;
 #   - bob's <login pass-password="yes">: the server gets bob and his own
 #     password; the path and command rules for ops and alice refuse him;
+#     its quota-transfers="3" counts his transfers (the 4th gets 550);
 #   - a wrong password: 530, result=bad-password logged without the
 #     password, counted in proxyd_auth_total{method="password"}; an LDAP
 #     filter as user name: 530; carol, whom no <login> takes: 530;
@@ -82,7 +83,7 @@ write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
 # one worker: a check under way must not stall it
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 LOGINS='<login group="ops" server-user="opsftp" server-password-file="ops.pw"/>
-    <login user="bob" pass-password="yes"/>'
+    <login user="bob" pass-password="yes" quota-transfers="3"/>'
 free_port PA
 write_ftp_service ia "$PA" "<auth authenticator=\"dir\"/>
   <audit min-size=\"0\"/>
@@ -166,6 +167,16 @@ assert_eq "$(sed -n 4p <<<"$out" | cut -c1-7)" "err 550" "bob may not DELE"
 assert_grep "$T/logins.txt" '^bob bob-ldap-pw$' "pass-password: the server got bob's own"
 [[ -s $FTP_ROOT/pub/a.txt ]] || fail "bob deleted a.txt"
 
+info "bob's <login quota-transfers=3>: his third transfer of the day is his last"
+out=$(ftpc "$PA" bob bob-ldap-pw "get pub/a.txt" "get pub/a.txt" "get pub/a.txt")
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "ok public" "bob's 2nd transfer"
+assert_eq "$(sed -n 3p <<<"$out")" "ok public" "bob's 3rd transfer"
+assert_eq "$(sed -n 4p <<<"$out")" "err 550 RETR: daily transfer quota used up (proxy policy)" "bob's 4th"
+assert_log 'ftp-quota user=bob kind=transfers used=3 limit=3 cmd=RETR verdict=refused rule=ia.xml:8'
+out=$(ftpc "$PA" alice alice-ldap-pw "get pub/a.txt")
+assert_eq "$(sed -n 2p <<<"$out")" "ok public" "alice's own day (her <login> sets none)"
+
 info "wrong password, a filter as user name, a user without a <login>"
 WRONG=wrong-$RANDOM-pw
 out=$(ftpc "$PA" alice "$WRONG")
@@ -180,7 +191,7 @@ assert_log 'ftp-auth user=carol result=ok auth=password verdict=deny reason=no-l
 assert_no_grep "$PROXYD_LOG" "$WRONG" "the wrong password is not logged"
 assert_no_grep "$T/logins.txt" 'carol' "the server never hears of carol"
 assert_metric ge proxyd_auth_total 'authenticator="dir",method="password",result="bad-password"' 1
-assert_metric ge proxyd_auth_total 'authenticator="dir",method="password",result="ok"' 3
+assert_metric ge proxyd_auth_total 'authenticator="dir",method="password",result="ok"' 5
 
 info "commands pipelined behind PASS wait for its answer"
 out=$(timeout 30 python3 - "$PA" <<'EOF'
