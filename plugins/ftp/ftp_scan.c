@@ -59,6 +59,7 @@
 
 #include "analyser.h"
 #include "audit.h"
+#include "auth.h"
 #include "icap.h"
 #include "parse.h"
 #include "scan.h"
@@ -576,9 +577,11 @@ ftp_sniff_judge(struct ftp_scan *sc)
 {
 	const struct px_content_policy *cp = &ftp_scan_policy(sc)->content;
 	struct px_content_verdict v;
+	struct px_content_who who;
 	size_t n = sc->sniff->n;
 
-	px_content_judge(cp, sc->sniff->buf, n, &v);
+	px_content_judge_for(cp, px_auth_content_who(ftp_auth_id(sc->st), &who),
+	    sc->sniff->buf, n, &v);
 	free(sc->sniff);
 	sc->sniff = NULL;
 	memcpy(sc->type, v.type, sizeof(sc->type));

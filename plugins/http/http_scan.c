@@ -521,10 +521,12 @@ http_sniff_judge(struct http_state *h, enum px_dir dir)
 	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
 	struct http_scan *sc = &h->scan[dir];
 	struct px_content_verdict v;
+	struct px_content_who who;
 	size_t n = sc->sniff->n;
 	char why[200];
 
-	px_content_judge(cp, sc->sniff->buf, n, &v);
+	px_content_judge_for(cp, px_auth_content_who(http_auth_id(h), &who),
+	    sc->sniff->buf, n, &v);
 	free(sc->sniff);
 	sc->sniff = NULL;
 	memcpy(sc->type, v.type, sizeof(sc->type));

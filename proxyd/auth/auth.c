@@ -30,6 +30,7 @@
 #include "log.h"
 #include "parse.h"
 #include "prom.h"
+#include "sniff.h"
 
 #define PX_AUTH_THREADS		4
 #define PX_AUTH_PER_AUTHN	2	/* threads one authenticator may hold */
@@ -114,6 +115,23 @@ px_auth_method_name(enum px_auth_method m)
 	return m == PX_AUTH_NEGOTIATE ? "negotiate" :
 	    m == PX_AUTH_PASSWORD ? "password" :
 	    m == PX_AUTH_CERTIFICATE ? "certificate" : "basic";
+}
+
+static bool
+px_auth_content_in_group(const void *arg, const char *g)
+{
+	return px_auth_id_in_group(arg, g);
+}
+
+const struct px_content_who *
+px_auth_content_who(const struct px_auth_id *id, struct px_content_who *w)
+{
+	if (id == NULL)
+		return NULL;
+	w->user = id->user;
+	w->in_group = px_auth_content_in_group;
+	w->arg = id;
+	return w;
 }
 
 const char *

@@ -133,6 +133,11 @@ void	px_auth_id_clear(struct px_auth_id *id);
  * or the value of its first RDN ("ops" for "cn=ops,dc=example,dc=test"). */
 bool	px_auth_id_in_group(const struct px_auth_id *id, const char *g);
 const char *px_auth_method_name(enum px_auth_method m);
+struct px_content_who;
+/* id as the <content> rules see it (sniff.h), in *w: w, or NULL for
+ * NULL (nobody proven). */
+const struct px_content_who *px_auth_content_who(const struct px_auth_id *id,
+	    struct px_content_who *w);
 const char *px_auth_result_name(enum px_auth_result r);
 
 /* ---- checks ------------------------------------------------------------ */

@@ -1,4 +1,5 @@
-/* <content> rules and the libmagic judge (sniff.h). */
+/* <content> rules (user= and group= judged against the transfer's
+ * identity) and the libmagic judge (sniff.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,84 @@ px_content_type_parse(const char *s, size_t len, struct px_content_type *t,
 	return 0;
 }
 
+/* user= or group= of a <content>: words, "*" for anyone proven. */
+static void
+px_content_who_load(struct px_content_rule *r, const xmlNode *n,
+    const char *attr, char ***out, size_t *nout, struct px_cfgerr *e)
+{
+	char *v = px_attr(n, attr), **grown;
+	const char *p;
+	size_t len;
+
+	if (v == NULL)
+		return;
+	for (p = v; *(p += strspn(p, " \t\r\n")) != '\0'; p += len) {
+		len = strcspn(p, " \t\r\n");
+		if (len == 1 && *p == '*') {
+			r->who_any = true;
+			continue;
+		}
+		if ((grown = realloc(*out, (*nout + 1) *
+		    sizeof(*grown))) == NULL ||
+		    (grown[*nout] = strndup(p, len)) == NULL) {
+			if (grown != NULL)
+				*out = grown;
+			px_cfg_error(e, n, "out of memory");
+			break;
+		}
+		*out = grown;
+		(*nout)++;
+	}
+	if (*nout == 0 && !r->who_any)
+		px_cfg_error(e, n, "<content %s=\"\">: empty list", attr);
+	xmlFree(v);
+}
+
+static bool
+px_content_who_ok(const struct px_content_rule *r,
+    const struct px_content_who *who)
+{
+	size_t i;
+
+	if (r->nusers == 0 && r->ngroups == 0 && !r->who_any)
+		return true;
+	if (who == NULL)
+		return false;
+	if (r->who_any)
+		return true;
+	for (i = 0; i < r->nusers; i++)
+		if (strcmp(r->users[i], who->user) == 0)
+			return true;
+	for (i = 0; i < r->ngroups; i++)
+		if (who->in_group != NULL && who->in_group(who->arg,
+		    r->groups[i]))
+			return true;
+	return false;
+}
+
+/* Whether service says who its users are: <auth>, or a client
+ * certificate that names them (<tls identity=>). */
+static bool
+px_content_service_who(const xmlNode *service)
+{
+	const xmlNode *c;
+	xmlChar *id;
+	bool yes = false;
+
+	for (c = service->children; c != NULL && !yes; c = c->next) {
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (xmlStrcmp(c->name, (const xmlChar *)"auth") == 0)
+			yes = true;
+		else if (xmlStrcmp(c->name, (const xmlChar *)"tls") == 0 &&
+		    (id = xmlGetProp(c, (const xmlChar *)"identity")) != NULL) {
+			yes = xmlStrcmp(id, (const xmlChar *)"none") != 0;
+			xmlFree(id);
+		}
+	}
+	return yes;
+}
+
 static void
 px_content_rule_load(struct px_content_rule *r, const xmlNode *n,
     const char *file, struct px_cfgerr *e)
@@ -90,6 +169,8 @@ px_content_rule_load(struct px_content_rule *r, const xmlNode *n,
 		px_cfg_error(e, n, "<content> needs type=\"TYPE/SUBTYPE ...\"");
 	xmlFree(types);
 	xmlFree(act);
+	px_content_who_load(r, n, "user", &r->users, &r->nusers, e);
+	px_content_who_load(r, n, "group", &r->groups, &r->ngroups, e);
 }
 
 int
@@ -118,18 +199,32 @@ px_content_policy_load(struct px_content_policy *p, const xmlNode *service,
 	}
 	for (c = service->children; c != NULL; c = c->next)
 		if (c->type == XML_ELEMENT_NODE &&
-		    xmlStrcmp(c->name, (const xmlChar *)"content") == 0)
+		    xmlStrcmp(c->name, (const xmlChar *)"content") == 0) {
 			px_content_rule_load(&p->v[p->n++], c, file, e);
+			if ((xmlHasProp(c, (const xmlChar *)"user") ||
+			    xmlHasProp(c, (const xmlChar *)"group")) &&
+			    !px_content_service_who(service))
+				px_cfg_error(e, c, "<content> user=/group=: the "
+				    "service has no <auth> nor <tls identity=> "
+				    "to say who its users are");
+		}
 	return e->count == before ? 0 : -1;
 }
 
 void
 px_content_policy_free(struct px_content_policy *p)
 {
-	size_t i;
+	size_t i, k;
 
-	for (i = 0; i < p->n; i++)
+	for (i = 0; i < p->n; i++) {
 		free(p->v[i].types);
+		for (k = 0; k < p->v[i].nusers; k++)
+			free(p->v[i].users[k]);
+		for (k = 0; k < p->v[i].ngroups; k++)
+			free(p->v[i].groups[k]);
+		free(p->v[i].users);
+		free(p->v[i].groups);
+	}
 	free(p->v);
 	p->v = NULL;
 	p->n = 0;
@@ -146,10 +241,18 @@ px_content_type_match(const struct px_content_type *t, const char *mime)
 const struct px_content_rule *
 px_content_match(const struct px_content_policy *p, const char *mime)
 {
+	return px_content_match_for(p, mime, NULL);
+}
+
+const struct px_content_rule *
+px_content_match_for(const struct px_content_policy *p, const char *mime,
+    const struct px_content_who *who)
+{
 	size_t i, j;
 
 	for (i = 0; i < p->n; i++)
-		for (j = 0; j < p->v[i].ntypes; j++)
+		for (j = 0; px_content_who_ok(&p->v[i], who) &&
+		    j < p->v[i].ntypes; j++)
 			if (px_content_type_match(&p->v[i].types[j], mime))
 				return &p->v[i];
 	return NULL;
@@ -189,6 +292,14 @@ void
 px_content_judge(const struct px_content_policy *p, const void *buf,
     size_t n, struct px_content_verdict *v)
 {
+	px_content_judge_for(p, NULL, buf, n, v);
+}
+
+void
+px_content_judge_for(const struct px_content_policy *p,
+    const struct px_content_who *who, const void *buf, size_t n,
+    struct px_content_verdict *v)
+{
 	const char *why = "", *mime = NULL;
 	magic_t m = px_magic_get(&why);
 
@@ -204,7 +315,7 @@ px_content_judge(const struct px_content_policy *p, const void *buf,
 		return;
 	}
 	snprintf(v->type, sizeof(v->type), "%s", mime);
-	if ((v->rule = px_content_match(p, v->type)) != NULL)
+	if ((v->rule = px_content_match_for(p, v->type, who)) != NULL)
 		v->deny = v->rule->deny;
 }
 

@@ -26,10 +26,14 @@ struct px_content_type {
 	bool			 prefix;
 };
 
-/* One <content>: any of its types, then its action. */
+/* One <content>: any of its types, then its action; with user= or
+ * group=, only for those users (who_any: "*", anyone proven). */
 struct px_content_rule {
 	struct px_content_type	*types;
 	size_t			 ntypes;
+	char			**users, **groups;
+	size_t			 nusers, ngroups;
+	bool			 who_any;
 	bool			 deny;
 	char			 ref[280];	/* "FILE:LINE", for rule= */
 };
@@ -64,12 +68,28 @@ void	px_content_policy_free(struct px_content_policy *p);
 const struct px_content_rule *px_content_match(
 	    const struct px_content_policy *p, const char *mime);
 
+/* Who a transfer is for, as the analyser knows it (this layer knows no
+ * authentication): the user's name and a test of its groups. */
+struct px_content_who {
+	const char	*user;
+	bool		(*in_group)(const void *arg, const char *group);
+	const void	*arg;
+};
+/* The same for a transfer of who (NULL: nobody proven): a rule with
+ * user= or group= is passed by unless who is one of them. */
+const struct px_content_rule *px_content_match_for(
+	    const struct px_content_policy *p, const char *mime,
+	    const struct px_content_who *who);
+
 /* Sniffs buf (n bytes: the first PX_SNIFF_BYTES of a transfer, fewer
  * only when it is shorter) with this thread's magic and judges it by p.
  * The caller's thread: the magic of each thread is its own (libmagic is
  * not thread-safe), loaded at its first use. */
 void	px_content_judge(const struct px_content_policy *p, const void *buf,
 	    size_t n, struct px_content_verdict *v);
+void	px_content_judge_for(const struct px_content_policy *p,
+	    const struct px_content_who *who, const void *buf, size_t n,
+	    struct px_content_verdict *v);
 
 /* A transfer's first bytes gathered as they pass: the analyser copies
  * each run into it until it is full or the transfer ends, then judges. */

@@ -12,7 +12,9 @@
 #     rule lets her DELE;
 #   - bob's <login pass-password="yes">: the server gets bob and his own
 #     password; the path and command rules for ops and alice refuse him;
-#     its quota-transfers="3" counts his transfers (the 4th gets 550);
+#     a <content user="bob"> refuses him an executable alice may fetch;
+#     his <login quota-transfers="3"> counts his transfers (the 4th gets
+#     550);
 #   - a wrong password: 530, result=bad-password logged without the
 #     password, counted in proxyd_auth_total{method="password"}; an LDAP
 #     filter as user name: 530; carol, whom no <login> takes: 530;
@@ -37,7 +39,8 @@ start_vsftpd
 mkdir -p "$FTP_ROOT/ops"
 printf 'ops-only\n' >"$FTP_ROOT/ops/secret.txt"
 printf 'public\n' >"$FTP_ROOT/pub/a.txt"
-chmod 644 "$FTP_ROOT/ops/secret.txt" "$FTP_ROOT/pub/a.txt"
+cp /bin/true "$FTP_ROOT/pub/prog"
+chmod 644 "$FTP_ROOT/ops/secret.txt" "$FTP_ROOT/pub/a.txt" "$FTP_ROOT/pub/prog"
 
 # pyftpdlib: opsftp and bob, every login offered written to logins.txt
 free_port PYFTPD_PORT
@@ -93,7 +96,8 @@ write_ftp_service ia "$PA" "<auth authenticator=\"dir\"/>
     <command name=\"DELE\" action=\"deny\"/>
     <path pattern=\"/ops/*\" group=\"ops\" action=\"accept\"/>
     <path pattern=\"/ops/*\" action=\"deny\"/>
-  </ftp>" 127.0.0.1 "$PYFTPD_PORT"
+  </ftp>
+  <content type=\"application/x-pie-executable application/x-executable application/x-sharedlib\" user=\"bob\" action=\"deny\"/>" 127.0.0.1 "$PYFTPD_PORT"
 free_port PD
 write_ftp_service down "$PD" "<auth authenticator=\"down\"/><ftp>$LOGINS</ftp>" 127.0.0.1 "$PYFTPD_PORT"
 free_port PS
@@ -124,24 +128,37 @@ for a in acts:
             b = []
             f.retrbinary("RETR " + arg, b.append)
             print("ok", b"".join(b).decode().strip())
+        elif verb == "getn":
+            b = []
+            f.retrbinary("RETR " + arg, b.append)
+            print("ok", len(b"".join(b)))
         elif verb == "put":
             f.storbinary("STOR " + arg, io.BytesIO(b"uploaded\n"))
             print("ok put")
         else:
             print("ok", f.sendcmd(verb + " " + arg).split("\n")[0])
     except ftplib.all_errors as e:
-        print("err", str(e).split("\n")[0])
+        msg = str(e).split("\n")[0]
+        if not isinstance(e, ftplib.Error):
+            # the data connection reset: the final reply is still to come
+            try:
+                f.voidresp()
+            except ftplib.all_errors as e2:
+                msg = str(e2).split("\n")[0]
+        print("err", msg)
 f.quit()
 EOF
 }
 
 info "alice (ops): logged into the server as opsftp"
-out=$(ftpc "$PA" alice alice-ldap-pw "get ops/secret.txt" "put pub/up-alice.txt" "DELE pub/up-alice.txt")
+out=$(ftpc "$PA" alice alice-ldap-pw "get ops/secret.txt" "put pub/up-alice.txt" "DELE pub/up-alice.txt" \
+    "getn pub/prog")
 echo "$out"
 assert_eq "$(sed -n 1p <<<"$out")" "login 230 User alice logged in" "alice's login"
 assert_eq "$(sed -n 2p <<<"$out")" "ok ops-only" "alice reads /ops (group rule)"
 assert_eq "$(sed -n 3p <<<"$out")" "ok put" "alice uploads"
 assert_eq "$(sed -n 4p <<<"$out" | cut -c1-6)" "ok 250" "alice deletes (user rule)"
+assert_eq "$(sed -n 5p <<<"$out")" "ok $(stat -c %s /bin/true)" "alice downloads an executable (the <content> rule is bob's)"
 assert_grep "$T/logins.txt" '^opsftp ops-server-pw$' "the server got the mapped login"
 assert_no_grep "$T/logins.txt" 'alice' "the server never hears of alice"
 assert_no_grep "$T/logins.txt" 'alice-ldap-pw' "nor of her password"
@@ -158,21 +175,22 @@ assert_no_grep "$PROXYD_LOG" 'ops-server-pw' "the mapped password is not logged"
 assert_no_grep "$PROXYD_LOG" 'alice-ldap-pw' "alice's password is not logged"
 
 info "bob: his own login passed on; the ops and alice rules refuse him"
-out=$(ftpc "$PA" bob bob-ldap-pw "get ops/secret.txt" "get pub/a.txt" "DELE pub/a.txt")
+out=$(ftpc "$PA" bob bob-ldap-pw "get ops/secret.txt" "get pub/a.txt" "DELE pub/a.txt" "getn pub/prog")
 echo "$out"
 assert_eq "$(sed -n 1p <<<"$out")" "login 230 User bob logged in" "bob's login"
 assert_eq "$(sed -n 2p <<<"$out" | cut -c1-7)" "err 550" "bob may not read /ops"
 assert_eq "$(sed -n 3p <<<"$out")" "ok public" "bob reads pub"
 assert_eq "$(sed -n 4p <<<"$out" | cut -c1-7)" "err 550" "bob may not DELE"
+assert_eq "$(sed -n 5p <<<"$out" | cut -c1-7)" "err 550" "bob may not download an executable (<content user=bob>)"
+assert_log 'ftp-content type=application/x-[a-z-]+ action=deny rule=[^ ]*ia.xml:14 file="/?pub/prog" user=bob'
 assert_grep "$T/logins.txt" '^bob bob-ldap-pw$' "pass-password: the server got bob's own"
 [[ -s $FTP_ROOT/pub/a.txt ]] || fail "bob deleted a.txt"
 
 info "bob's <login quota-transfers=3>: his third transfer of the day is his last"
-out=$(ftpc "$PA" bob bob-ldap-pw "get pub/a.txt" "get pub/a.txt" "get pub/a.txt")
+out=$(ftpc "$PA" bob bob-ldap-pw "get pub/a.txt" "get pub/a.txt")
 echo "$out"
-assert_eq "$(sed -n 2p <<<"$out")" "ok public" "bob's 2nd transfer"
-assert_eq "$(sed -n 3p <<<"$out")" "ok public" "bob's 3rd transfer"
-assert_eq "$(sed -n 4p <<<"$out")" "err 550 RETR: daily transfer quota used up (proxy policy)" "bob's 4th"
+assert_eq "$(sed -n 2p <<<"$out")" "ok public" "bob's 3rd transfer"
+assert_eq "$(sed -n 3p <<<"$out")" "err 550 RETR: daily transfer quota used up (proxy policy)" "bob's 4th"
 assert_log 'ftp-quota user=bob kind=transfers used=3 limit=3 cmd=RETR verdict=refused rule=ia.xml:8'
 out=$(ftpc "$PA" alice alice-ldap-pw "get pub/a.txt")
 assert_eq "$(sed -n 2p <<<"$out")" "ok public" "alice's own day (her <login> sets none)"

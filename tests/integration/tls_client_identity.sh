@@ -5,7 +5,8 @@
 #   - identity="cn" on an http service: alice's certificate (CN=alice)
 #     is user=alice auth=certificate on the http-request and session-end
 #     lines and in the audit record, and a <url user="alice"> rule lets
-#     her into /admin/ while bob (CN=bob) gets 403; a certificate with two
+#     her into /admin/ while bob (CN=bob) gets 403, and a <content
+#     user="bob"> refuses him text files; a certificate with two
 #     CNs names nobody (403, no user=);
 #   - identity="email" identity-domain="example.test": carol's
 #     rfc822Name carol@example.test is user=carol; an address in another
@@ -48,7 +49,8 @@ write_http_service cn "$PC" "$NGINX_PORT" "
 <http>
   <url path=\"/admin/*\" user=\"alice\" action=\"accept\"/>
   <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
-</http>"
+</http>
+<content type=\"text/*\" user=\"bob\" action=\"deny\"/>"
 free_port PE
 write_http_service em "$PE" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"email\" identity-domain=\"example.test\"/>
@@ -77,7 +79,9 @@ wait_grep "$AUDIT" '"file":"/admin/x.txt"' 10 || fail "no audit record"
 grep '"file":"/admin/x.txt"' "$AUDIT" | grep -q '"user":"alice".*"auth":"certificate"' ||
     fail "audit record without alice: $(cat "$AUDIT")"
 assert_eq "$(get "$PC" bob /admin/x.txt)" 403 "bob's /admin/"
-assert_eq "$(get "$PC" bob /a.txt)" 200 "bob's /a.txt"
+assert_eq "$(get "$PC" bob /a.txt)" 403 "bob's /a.txt (<content user=bob>)"
+assert_log 'http-content type=text/plain action=deny rule=[^ ]*cn.xml:11 direction=download'
+assert_eq "$(get "$PC" alice /a.txt)" 200 "alice's /a.txt"
 assert_log 'session-end service=cn .* user=bob auth=certificate'
 assert_eq "$(get "$PC" twocn /admin/x.txt)" 403 "two CNs"
 assert_log 'tls-client-cert subject="/CN=alice/CN=bob" verified=yes identity=-'
