@@ -1,0 +1,274 @@
+# shellcheck shell=bash
+# bench/auth.sh: the authentication rows of bench/run (sourced by it, run
+# after the other row families; BENCH_AUTH=1). Issue 38's target: CPU per
+# request on a 10 KB keep-alive row with Negotiate on the first request of
+# each connection, and with Basic and a warm cache, within 10 % of the
+# same row without authentication. Three proxyd, http analyser, in front
+# of the bench's nginx, pinned like the other proxies (BENCH_PIN):
+#   proxyd-auth-none       no <auth>
+#   proxyd-auth-basic      <auth methods="basic">, an LDAP authenticator
+#                          (cache="5m": warm after the warm-up)
+#   proxyd-auth-negotiate  <auth methods="negotiate">, a Kerberos keytab
+# with an MIT KDC (realm EXAMPLE.TEST) and a slapd made here in
+# $TMP/auth, on loopback. Rows, BENCH_AUTH_ROUNDS... as the others' rounds:
+#   basic   ab -k -A alice:PW (Basic on every request: proxyd checks the
+#           first of each connection, against the cache, and compares the
+#           others with it), against proxyd-auth-basic and -none
+#   negotiate  bench/negoclient.py: connections one after the other,
+#           BENCH_AUTH_PER_CONN requests each, a fresh GSSAPI token on the
+#           first only, against proxyd-auth-negotiate and -none (the same
+#           requests without a token). (curl --negotiate sends a new token
+#           on every request of a connection, and proxyd checks each one:
+#           not the row the issue asks for.)
+# each with the proxy's CPU (schedstat of its threads) per request. The
+# counters of proxyd_auth_total say how many checks ran: one per
+# connection. Results in auth.tsv, rendered into auth.md. Loopback only
+# (in netns mode the rows are skipped).
+
+AUTH_D=""
+declare -A AUTH_PORT AUTH_ADM AUTH_PID
+
+auth_ready() {
+	local c
+	if [ "$NETNS" = 1 ]; then
+		note "SKIP auth rows: loopback only"
+		return 1
+	fi
+	for c in krb5kdc kdb5_util kadmin.local kinit slapd ldapadd ab curl; do
+		command -v "$c" >/dev/null 2>&1 && continue
+		note "SKIP auth rows: $c not installed (scripts/deps: krb5-kdc krb5-admin-server krb5-user slapd ldap-utils)"
+		return 1
+	done
+	if ! /usr/bin/python3 -c 'import gssapi' 2>/dev/null; then
+		note "SKIP auth rows: python3-gssapi not installed (bench/deps)"
+		return 1
+	fi
+	if ! analyser_built http; then
+		note "SKIP auth rows: this proxyd has no http analyser"
+		return 1
+	fi
+	return 0
+}
+
+auth_wait_port() {          # PORT PID WHAT
+	local i
+	for i in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	note "SKIP $3: nothing listens on 127.0.0.1:$1"
+	return 1
+}
+
+# The realm: HTTP/localhost's keytab for proxyd, alice with a password and
+# a ticket in $AUTH_D/ccache.
+auth_start_kdc() {
+	local k=$AUTH_D/krb port=$1
+	mkdir -p "$k"
+	cat >"$k/krb5.conf" <<EOF
+[libdefaults]
+  default_realm = EXAMPLE.TEST
+  dns_lookup_kdc = false
+  dns_lookup_realm = false
+  dns_canonicalize_hostname = false
+  rdns = false
+  udp_preference_limit = 1
+[realms]
+  EXAMPLE.TEST = {
+    kdc = 127.0.0.1:$port
+  }
+[domain_realm]
+  localhost = EXAMPLE.TEST
+EOF
+	cat >"$k/kdc.conf" <<EOF
+[kdcdefaults]
+  kdc_ports = $port
+  kdc_tcp_ports = $port
+[realms]
+  EXAMPLE.TEST = {
+    database_name = $k/principal
+    key_stash_file = $k/stash
+    acl_file = $k/kadm5.acl
+  }
+[logging]
+  kdc = FILE:$k/kdc.log
+EOF
+	: >"$k/kadm5.acl"
+	export KRB5_CONFIG=$k/krb5.conf KRB5_KDC_PROFILE=$k/kdc.conf
+	export KRB5CCNAME=FILE:$k/ccache KRB5RCACHEDIR=$k
+	{
+		kdb5_util create -s -r EXAMPLE.TEST -P master-pw &&
+		kadmin.local -r EXAMPLE.TEST -q "addprinc -randkey HTTP/localhost" &&
+		kadmin.local -r EXAMPLE.TEST -q "ktadd -k $k/http.keytab HTTP/localhost" &&
+		kadmin.local -r EXAMPLE.TEST -q "addprinc -pw alice-krb-pw alice"
+	} >"$k/create.out" 2>&1 || { note "SKIP auth rows: the KDC could not be made ($k/create.out)"; return 1; }
+	krb5kdc -n -r EXAMPLE.TEST -P "$k/kdc.pid" >"$k/kdc.out" 2>&1 &
+	PIDS+=($!)
+	auth_wait_port "$port" $! krb5kdc || return 1
+	echo alice-krb-pw | kinit alice >"$k/kinit.out" 2>&1 || { note "SKIP auth rows: kinit alice failed"; return 1; }
+}
+
+auth_start_ldap() {
+	local l=$AUTH_D/ldap port=$1
+	mkdir -p "$l/db"
+	cat >"$l/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+pidfile $l/slapd.pid
+database mdb
+maxsize 10485760
+suffix "dc=example,dc=test"
+rootdn "cn=admin,dc=example,dc=test"
+rootpw ldap-admin-pw
+directory $l/db
+EOF
+	printf '%s\n' 'dn: dc=example,dc=test' 'objectClass: dcObject' 'objectClass: organization' \
+		'o: example' 'dc: example' '' 'dn: uid=alice,dc=example,dc=test' \
+		'objectClass: inetOrgPerson' 'uid: alice' 'cn: Alice' 'sn: A' \
+		'userPassword: alice-ldap-pw' >"$l/data.ldif"
+	slapd -f "$l/slapd.conf" -h "ldap://127.0.0.1:$port/" -d 0 >"$l/slapd.out" 2>&1 &
+	PIDS+=($!)
+	auth_wait_port "$port" $! slapd || return 1
+	ldapadd -x -H "ldap://127.0.0.1:$port" -D cn=admin,dc=example,dc=test -w ldap-admin-pw \
+		-f "$l/data.ldif" >"$l/add.out" 2>&1 || { note "SKIP auth rows: ldapadd failed"; return 1; }
+	printf 'ldap-admin-pw\n' >"$AUTH_D/ldap.pw"
+}
+
+# auth_start_proxyd TARGET PORT ADMIN_PORT AUTH_XML
+auth_start_proxyd() {
+	local t=$1 d=$AUTH_D/$1
+	mkdir -p "$d/conf" "$d/policy"
+	cat >"$d/conf/proxyd.xml" <<EOF
+<proxyd>
+  <workers>$WORKERS</workers>
+  <limits max-sessions="$MAXCONN" connect-timeout="10s" idle-timeout="5m"
+          shutdown-grace="1s"$PX_BUFFER_ATTR/>
+  <log target="stderr" level="$PX_LOGLEVEL"/>
+  <admin listen="127.0.0.1:$3"/>
+  <policies dir="../policy"/>
+  <authenticators>
+    <kerberos name="corp" keytab="$AUTH_D/krb/http.keytab" service="HTTP"/>
+    <ldap name="dir" url="ldap://127.0.0.1:$AUTH_LDAP_PORT" base-dn="dc=example,dc=test"
+          bind-dn="cn=admin,dc=example,dc=test" bind-password-file="$AUTH_D/ldap.pw"
+          cache="5m" timeout="3s"/>
+  </authenticators>
+</proxyd>
+EOF
+	cat >"$d/policy/bench.xml" <<EOF
+<service name="$t" analyser="http">
+  <listen address="127.0.0.1" port="$2" mode="fixed"/>
+  <target address="$SERVER_ADDR" port="$P_NGINX"/>
+  $4
+</service>
+EOF
+	cp "$d/conf/proxyd.xml" "$OUT/$t.xml"
+	cp "$d/policy/bench.xml" "$OUT/$t-service.xml"
+	if ! "$PROXYD" --check -c "$d/conf/proxyd.xml" >"$OUT/$t-check.txt" 2>&1; then
+		note "SKIP $t: proxyd --check: $(head -n 1 "$OUT/$t-check.txt")"
+		return 1
+	fi
+	"${PINCMD[@]}" "$PROXYD" -c "$d/conf/proxyd.xml" >"$OUT/$t.stderr" 2>&1 &
+	AUTH_PID[$t]=$!
+	PIDS+=("${AUTH_PID[$t]}")
+	auth_wait_port "$2" "${AUTH_PID[$t]}" "$t" || return 1
+	AUTH_PORT[$t]=$2
+	AUTH_ADM[$t]=$3
+	log "$t: proxyd pid ${AUTH_PID[$t]} on 127.0.0.1:$2"
+}
+
+# auth_checks TARGET METHOD: proxyd_auth_total of that method, all results
+auth_checks() {
+	curl -s -m 5 "http://127.0.0.1:${AUTH_ADM[$1]}/metrics" |
+		awk -v m="method=\"$2\"" '/^proxyd_auth_total\{/ && index($0, m) { s += $NF } END { printf "%d\n", s }'
+}
+
+# auth_run ROW TARGET ROUND: one run, a line of auth.tsv
+auth_run() {
+	local row=$1 t=$2 r=$3 u="http://127.0.0.1:${AUTH_PORT[$2]}/10k.bin" raw px0 px1 t0 t1 ok=0 rc=0
+	local n=$AUTH_N c=$AUTH_C conns k0 k1 method urls i j neg=""
+	local noneflag=(--none)
+	[ "$t" = proxyd-auth-negotiate ] && neg=1 && noneflag=()
+	raw="raw/auth-r$r-$row-$t.txt"
+	px0=$(tree_ns "${AUTH_PID[$t]}")
+	case "$row" in
+	basic)
+		method=basic
+		k0=$(auth_checks "$t" basic)
+		t0=$(date +%s%N)
+		timeout -k 5 "$RUN_TIMEOUT" ab -r -s 60 -k -n "$n" -c "$c" -A alice:alice-ldap-pw "$u" \
+			>"$OUT/$raw" 2>&1 || rc=$?
+		t1=$(date +%s%N)
+		ok=$(awk '/^Complete requests:/ { c = $3 } /^Non-2xx responses:/ { b = $3 } /^Failed requests:/ { f = $3 }
+			END { print (f + b > 0) ? 0 : c + 0 }' "$OUT/$raw")
+		conns=$c ;;
+	negotiate)
+		method=negotiate
+		k0=$(auth_checks "$t" negotiate)
+		conns=$((n / AUTH_PER_CONN))
+		# the ticket is for HTTP/localhost: the URL names localhost
+		echo "# /usr/bin/python3 bench/negoclient.py http://localhost:PORT/10k.bin $conns $AUTH_PER_CONN ${noneflag[*]}" >"$OUT/$raw"
+		t0=$(date +%s%N)
+		timeout -k 5 "$RUN_TIMEOUT" /usr/bin/python3 "$BENCH_DIR/negoclient.py" \
+			"http://localhost:${AUTH_PORT[$t]}/10k.bin" "$conns" "$AUTH_PER_CONN" \
+			"${noneflag[@]}" >>"$OUT/$raw" 2>&1 || rc=$?
+		t1=$(date +%s%N)
+		ok=$(awk '$1 == "ok" { print $2 }' "$OUT/$raw"); ok=${ok:-0}
+		n=$((conns * AUTH_PER_CONN)) ;;
+	esac
+	px1=$(tree_ns "${AUTH_PID[$t]}")
+	k1=$(auth_checks "$t" "$method")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$row" "$t" "$n" "$conns" "$ok" \
+		"$(((t1 - t0) / 1000))" "$((px1 - px0))" "$((k1 - k0))" "$raw" >>"$AUTH_TSV"
+	log "[auth] $row $t round $r: $ok/$n ok, $(((px1 - px0) / (n > 0 ? n : 1))) ns of proxyd CPU per request, $((k1 - k0)) checks"
+	if [ "$rc" != 0 ] || [ "$ok" != "$n" ]; then
+		note "BAD auth row: $row $t round $r: rc=$rc ok=$ok/$n ($OUT/$raw)"
+		BAD_RUNS=$((BAD_RUNS + 1))
+	fi
+}
+
+rows_auth() {
+	local ports r t
+	AUTH_D=$TMP/auth
+	mkdir -p "$AUTH_D" "$OUT/raw"
+	read -r AUTH_KDC_PORT AUTH_LDAP_PORT p1 p2 p3 a1 a2 a3 <<<"$(scan_free_ports 8)"
+	auth_start_kdc "$AUTH_KDC_PORT" || return 0
+	auth_start_ldap "$AUTH_LDAP_PORT" || return 0
+	auth_start_proxyd proxyd-auth-none "$p1" "$a1" "<http/>" || return 0
+	auth_start_proxyd proxyd-auth-basic "$p2" "$a2" \
+		'<auth authenticator="dir" methods="basic" basic-without-tls="yes"/><http/>' || return 0
+	auth_start_proxyd proxyd-auth-negotiate "$p3" "$a3" \
+		'<auth authenticator="corp" methods="negotiate"/><http/>' || return 0
+	# warm-up: the cache holds alice's password, connections and buffers made
+	ab -k -n 200 -c 4 -A alice:alice-ldap-pw "http://127.0.0.1:$p2/10k.bin" >/dev/null 2>&1 || true
+	ab -k -n 200 -c 4 "http://127.0.0.1:$p1/10k.bin" >/dev/null 2>&1 || true
+	/usr/bin/python3 "$BENCH_DIR/negoclient.py" "http://localhost:$p3/10k.bin" 4 5 >/dev/null 2>&1 || true
+	AUTH_TSV=$OUT/auth.tsv
+	printf 'round\trow\ttarget\tn\tconnections\tok\twall_us\tproxy_ns\tchecks\traw\n' >"$AUTH_TSV"
+	echo "auth_n=$AUTH_N auth_c=$AUTH_C auth_per_conn=$AUTH_PER_CONN" >>"$OUT/env.txt"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for t in proxyd-auth-basic proxyd-auth-none; do auth_run basic "$t" "$r"; done
+		for t in proxyd-auth-negotiate proxyd-auth-none; do auth_run negotiate "$t" "$r"; done
+	done
+	python3 - "$AUTH_TSV" >"$OUT/auth.md" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+def per(row, t):
+    v = [int(x["proxy_ns"]) / max(int(x["n"]), 1) for x in rows if x["row"] == row and x["target"] == t]
+    return statistics.median(v) if v else None
+print("## Authentication (issue 38): proxyd CPU per 10 KB keep-alive request\n")
+print("| row | with auth, us/req | without, us/req | ratio | checks per run |")
+print("|---|---|---|---|---|")
+for row, t in (("basic", "proxyd-auth-basic"), ("negotiate", "proxyd-auth-negotiate")):
+    a, b = per(row, t), per(row, "proxyd-auth-none")
+    checks = [x["checks"] + "/" + x["connections"] for x in rows if x["row"] == row and x["target"] == t]
+    if a is None or b is None:
+        continue
+    print("| %s | %.1f | %.1f | %.2f | %s |" % (row, a / 1000, b / 1000, a / b, " ".join(checks)))
+PY
+	log "auth rows: $OUT/auth.md"
+	cat "$OUT/auth.md" >&2
+}
