@@ -14,6 +14,7 @@
 #include <libxml/tree.h>
 
 #include "analyser.h"
+#include "auth.h"
 #include "config.h"
 #include "ftp/ftp_policy.h"
 #include "policy_load.h"
@@ -407,6 +408,108 @@ test_errors(void **state)
 	    "t.xml:1: client-data=\"x\": expected keep, active or passive");
 }
 
+/* <ftp> inside a <service>: its parent tells whether there is an <auth>
+ * (user=, group= and <login> need one). NULL: refused. */
+static struct ftp_policy *
+load_in_service(const char *xml)
+{
+	xmlDoc *doc;
+	xmlNode *n;
+	void *pol = NULL;
+	int rc;
+
+	memset(&err, 0, sizeof(err));
+	err.file = "t.xml";
+	doc = xmlReadMemory(xml, (int)strlen(xml), "t.xml", NULL,
+	    XML_PARSE_NONET);
+	assert_non_null(doc);
+	for (n = xmlDocGetRootElement(doc)->children; n != NULL; n = n->next)
+		if (n->type == XML_ELEMENT_NODE &&
+		    xmlStrcmp(n->name, (const xmlChar *)"ftp") == 0)
+			break;
+	assert_non_null(n);
+	rc = ftp_analyser.policy_load(n, &pol, &err);
+	xmlFreeDoc(doc);
+	return rc == 0 ? pol : NULL;
+}
+
+static void
+test_who(void **state)
+{
+	static const char groups[] = "cn=ops,ou=groups,dc=example,dc=test\0";
+	struct px_auth_id alice = { .user = "alice",
+	    .groups = (char *)groups, .groups_len = sizeof(groups) };
+	struct px_auth_id bob = { .user = "bob" };
+	const struct ftp_login *l;
+	struct ftp_policy *p;
+
+	(void)state;
+	p = load_in_service("<service><auth authenticator=\"dir\"/><ftp>\n"
+	    "<login group=\"ops\" server-user=\"opsftp\" quota-transfers=\"5\"/>\n"
+	    "<login user=\"bob\" pass-password=\"yes\"/>\n"
+	    "<login user=\"*\" server-user=\"anonymous\"/>\n"
+	    "<command name=\"DELE\" user=\"alice\" action=\"accept\"/>\n"
+	    "<command name=\"DELE\" action=\"deny\"/>\n"
+	    "<path pattern=\"/ops/*\" group=\"ops\" action=\"accept\"/>\n"
+	    "<path pattern=\"/ops/*\" action=\"deny\"/>\n"
+	    "</ftp></service>");
+	assert_non_null(p);
+	/* nobody proven: the rules for some users are passed by */
+	ftp_policy_who(NULL);
+	assert_false(ftp_cmd_allowed(p, "DELE"));
+	assert_false(ftp_path_allowed(p, "/", "/ops/a"));
+	ftp_policy_who(&alice);
+	assert_true(ftp_cmd_allowed(p, "DELE"));
+	assert_true(ftp_path_allowed(p, "/", "/ops/a"));
+	ftp_policy_who(&bob);
+	assert_false(ftp_cmd_allowed(p, "DELE"));
+	assert_false(ftp_path_allowed(p, "/", "/ops/a"));
+	assert_true(ftp_path_allowed(p, "/", "/pub/a"));
+	ftp_policy_who(NULL);
+	l = ftp_login_for(p, &alice);
+	assert_non_null(l);
+	assert_string_equal(l->server_user, "opsftp");
+	assert_int_equal(l->quota.transfers, 5);
+	assert_int_equal(l->line, 2);
+	l = ftp_login_for(p, &bob);
+	assert_true(l->pass_password);
+	assert_null(l->server_user);
+	bob.user[0] = 'B';	/* "Bob": names compare exactly */
+	assert_string_equal(ftp_login_for(p, &bob)->server_user, "anonymous");
+	unload(p);
+
+	/* without <auth>: refused where they stand */
+	assert_null(load_in_service("<service><ftp>\n"
+	    "<login user=\"*\" server-user=\"anonymous\"/></ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: <login>: the service has no "
+	    "<auth>: proxyd logs into the server only for users it "
+	    "authenticated");
+	assert_null(load_in_service("<service><ftp>\n"
+	    "<path pattern=\"*\" user=\"a\" action=\"deny\"/></ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: user=/group=: the service has "
+	    "no <auth> to say who its users are");
+	/* a <login> that says no server user, or two passwords */
+	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
+	    "<login user=\"*\"/></ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: <login>: server-user= is "
+	    "required (or pass-password=\"yes\": the user's own name and "
+	    "password)");
+	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
+	    "<login user=\"*\" pass-password=\"yes\" server-password-file=\"x\"/>"
+	    "</ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: <login>: server-password-file= "
+	    "and pass-password=\"yes\" together");
+	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
+	    "<login server-user=\"u\" server-password-file=\"/nonexistent/pw\"/>"
+	    "</ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: server-password-file="
+	    "\"/nonexistent/pw\": No such file or directory");
+	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
+	    "<command name=\"*\" user=\"a\" action=\"deny\"/></ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: command \"*\" with "
+	    "user=/group=: name the commands");
+}
+
 int
 main(void)
 {
@@ -419,6 +522,7 @@ main(void)
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_path_case),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_who),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
