@@ -333,7 +333,8 @@ r66_scan_start(struct px_session *s, struct r66_state *st, struct r66_chan *c)
 	struct r66_scan_what w = {
 		.file = c->req.filename,
 		.host = st->host,
-		.proven = st->proven,
+		.auth = !st->proven ? NULL : st->proven_cert ? "certificate" :
+		    "r66",
 		.server = st->server_host,
 		.rule = c->req.rule,
 		.upload = r66_client_sends(c),
@@ -490,7 +491,8 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 	struct r66_request rq;
 	enum px_action act;
 	const struct px_rule *hit;
-	char ref[PX_RULE_REF_MAX];
+	char ref[PX_RULE_REF_MAX], cert[128];
+	bool certified;
 
 	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
 		return R66_FV_PASS;
@@ -531,8 +533,32 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "one host id per connection", "host-change",
 				    "builtin", PX_ACT_DENY, true);
-			if (p->npartners > 0 && r66_partner_check(s, st, c, p,
-			    &a) == -1)
+			/* A client certificate that names a user (<tls
+			 * identity=>) proves that host id and no other;
+			 * else the host table, if any. */
+			if ((certified = px_session_client_identity(s, cert,
+			    sizeof(cert))) && strcmp(cert, c->host) != 0) {
+				char h[200], ce[200];
+
+				px_session_log(s, LOG_NOTICE, "r66 auth host=%s "
+				    "result=bad-certificate (the certificate "
+				    "names %s)", r66_esc(h, sizeof(h), c->host,
+				    strlen(c->host)), r66_esc(ce, sizeof(ce),
+				    cert, strlen(cert)));
+				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
+				    "host id not the certificate's",
+				    "bad-authent", "tls/@identity", PX_ACT_DENY,
+				    true);
+			}
+			if (certified && !st->proven) {
+				char h[200];
+
+				px_session_log(s, LOG_INFO, "r66 auth host=%s "
+				    "result=ok method=certificate", r66_esc(h,
+				    sizeof(h), c->host, strlen(c->host)));
+				st->proven = st->proven_cert = true;
+			} else if (!certified && p->npartners > 0 &&
+			    r66_partner_check(s, st, c, p, &a) == -1)
 				return r66_refuse(s, st, c, R66_C_DENIED_HOST, 'A',
 				    "host id not proven", "bad-authent",
 				    "partner", PX_ACT_DENY, true);
@@ -981,7 +1007,8 @@ r66_on_close(struct px_session *s, void *vst)
 		}
 }
 
-/* px_analyser.who: " user=HOST auth=r66" once proven to proxyd. */
+/* px_analyser.who: " user=HOST auth=r66" once proven to proxyd by the
+ * host table, auth=certificate by a client certificate naming it. */
 static void
 r66_who(const struct px_session *s, const void *state, char *buf,
     size_t len)
@@ -991,8 +1018,9 @@ r66_who(const struct px_session *s, const void *state, char *buf,
 
 	(void)s;
 	if (st->proven && st->authed)
-		snprintf(buf, len, " user=%s auth=r66", r66_esc(h, sizeof(h),
-		    st->host, strlen(st->host)));
+		snprintf(buf, len, " user=%s auth=%s", r66_esc(h, sizeof(h),
+		    st->host, strlen(st->host)), st->proven_cert ?
+		    "certificate" : "r66");
 }
 
 /* A client <source-limits> refuses at accept: a ConnectionError on no

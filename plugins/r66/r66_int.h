@@ -93,6 +93,7 @@ struct r66_state {
 	char		 abort_why[160];
 	bool		 authed;
 	bool		 proven;	/* host proven to proxyd (<partner>) */
+	bool		 proven_cert;	/* ... by a client certificate */
 	char		 host[128];	/* the connection's identity */
 	struct px_quota	*quota;		/* its quota entry, once needed */
 	char		 server_host[128];

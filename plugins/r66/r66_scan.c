@@ -754,7 +754,7 @@ r66_audit_end(struct r66_scan *sc)
 		return;
 	in = (struct px_audit_info){
 		.user = sc->what.host[0] != '\0' ? sc->what.host : NULL,
-		.auth = sc->what.proven ? "r66" : NULL,
+		.auth = sc->what.auth,
 		.rule = sc->ref[0] != '\0' ? sc->ref : NULL,
 		.transfer_rule = sc->what.rule,
 		.reason = sc->why[0] != '\0' ? sc->why : NULL,

@@ -19,7 +19,7 @@ struct r66_scan;
  * strings are the channel's and must live as long as the scan. */
 struct r66_scan_what {
 	const char	*file, *host, *server, *rule;
-	bool		 proven;	/* host proven to proxyd (<partner>) */
+	const char	*auth;		/* how host proved itself to proxyd */
 	bool		 upload;	/* the client sends the file */
 	int64_t		 length;	/* announced size, -1: unknown */
 	uint32_t	 rank;		/* > 0: a restart */

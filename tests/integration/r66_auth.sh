@@ -10,6 +10,8 @@
 #     sees no frame of it (nothing in its log, no file);
 #   - hostz, which the server knows but the table does not: refused the
 #     same way (result=unknown-host);
+#   - over TLS with <tls identity="cn">, hosta's client certificate proves
+#     hosta (user=hosta auth=certificate) and refuses hostb presenting it;
 #   - --check refuses a <partner> whose password file is missing.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +34,16 @@ write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
        <partner id="hosta" password-file="hosta.pw"/>
        <partner id="hostb" password-file="hostb.pw"/>
      </r66>'
+# over TLS, client certificates naming the host (identity="cn")
+P=$T/pki
+r66_pki "$P"
+r66_pki_leaf "$P" front r66.test "DNS:r66.test" serverAuth
+r66_pki_leaf "$P" hosta hosta "DNS:hosta.test" clientAuth
+free_port R66_TLS_PORT
+write_r66_service r66tls "$R66_TLS_PORT" "$R66_SRV_PORT" \
+    "<tls side=\"client\" mode=\"terminate\" cert=\"$P/front.pem\" key=\"$P/front.key\"
+          verify=\"required\" ca=\"$P/ca.pem\" identity=\"cn\"/>
+     <audit min-size=\"0\"/>"
 start_proxyd
 
 info "hosta proves itself"
@@ -67,6 +79,22 @@ refused hostz:pwZ unknown-host
 info "hostb proves itself too"
 r66c "$R66_PORT" hostb:pwb --rule in --mode 3 --send "$T/cli/ok.bin"
 [[ $R66_RC == 0 ]] || fail "hostb's transfer failed: $(cat "$T/client.err")"
+
+info "over TLS: the client certificate proves hosta, and no other"
+TLSC=(--tls --tls-ca "$P/ca.pem" --tls-name r66.test --tls-cert "$P/hosta.pem" --tls-key "$P/hosta.key")
+r66c "$R66_TLS_PORT" hosta:pwA "${TLSC[@]}" --rule in --mode 3 --send "$T/cli/ok.bin"
+[[ $R66_RC == 0 ]] || fail "hosta's transfer over TLS failed: $(cat "$T/client.err")"
+rm -f "$R66_SRV_DIR/ok.bin"
+assert_log 'r66 auth host=hosta result=ok method=certificate'
+assert_log 'session-end service=r66tls analyser=r66 verdict=accept .* user=hosta auth=certificate '
+before=$(wc -l <"$T/r66server.log")
+r66c "$R66_TLS_PORT" hostb:pwb "${TLSC[@]}" --rule in --mode 3 --send "$T/cli/ok.bin"
+assert_eq "$R66_RC" 2 "hostb with hosta's certificate"
+assert_grep "$T/client.err" "error packet from server: code=A action=3 msg=Denied by proxy: host id not the certificate's"
+assert_log 'r66 auth host=hostb result=bad-certificate \(the certificate names hosta\)'
+assert_log "session-end service=r66tls analyser=r66 verdict=deny .*rule=tls/@identity .*end=denied: r66 bad-authent"
+assert_eq "$(tail -n +$((before + 1)) "$T/r66server.log")" "" "the server's log after hostb's attempt"
+assert_eq "$(ls -A "$R66_SRV_DIR")" "" "files on the server after hostb's attempt"
 
 info "--check: a missing password file"
 sed -i 's|hostb.pw|gone.pw|' "$T/policy/r66.xml"
