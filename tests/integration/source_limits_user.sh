@@ -21,68 +21,19 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+source "$(dirname "$0")/auth_lib.sh"
 need_cmds nginx python3 slapd ldapadd
 setup
 
 printf 'alpha\n' >"$T/www/a.txt"
 start_nginx
 
-L=$T/ldap
-mkdir -p "$L/db"
-free_port LDAP_PORT
-cat >"$L/slapd.conf" <<EOF
-include /etc/ldap/schema/core.schema
-include /etc/ldap/schema/cosine.schema
-include /etc/ldap/schema/inetorgperson.schema
-modulepath /usr/lib/ldap
-moduleload back_mdb
-pidfile $L/slapd.pid
-database mdb
-maxsize 10485760
-suffix "dc=example,dc=test"
-rootdn "cn=admin,dc=example,dc=test"
-rootpw ldap-admin-pw
-directory $L/db
-EOF
-cat >"$L/data.ldif" <<'EOF'
-dn: dc=example,dc=test
-objectClass: dcObject
-objectClass: organization
-o: example
-dc: example
-
-dn: ou=people,dc=example,dc=test
-objectClass: organizationalUnit
-ou: people
-
-dn: uid=alice,ou=people,dc=example,dc=test
-objectClass: inetOrgPerson
-uid: alice
-cn: Alice
-sn: A
-userPassword: alice-pw
-
-dn: uid=bob,ou=people,dc=example,dc=test
-objectClass: inetOrgPerson
-uid: bob
-cn: Bob
-sn: B
-userPassword: bob-pw
-EOF
-slapd -f "$L/slapd.conf" -h "ldap://127.0.0.1:$LDAP_PORT/" -d 0 >>"$L/slapd.out" 2>&1 &
-SLAPD_PID=$!
-track_pid "$SLAPD_PID"
-wait_listen "$LDAP_PORT" 10 "$SLAPD_PID" || fail "slapd did not listen: $(cat "$L/slapd.out")"
-ldapadd -x -H "ldap://127.0.0.1:$LDAP_PORT" -D cn=admin,dc=example,dc=test -w ldap-admin-pw \
-    -f "$L/data.ldif" >"$L/add.out" 2>&1 || fail "ldapadd: $(cat "$L/add.out")"
-printf 'ldap-admin-pw\n' >"$T/conf/ldap.pw"
+start_ldap
 
 free_port PU
 free_port PC
 write_proxyd_conf "" "<authenticators>
-    <ldap name=\"dir\" url=\"ldap://127.0.0.1:$LDAP_PORT\" base-dn=\"dc=example,dc=test\"
-          bind-dn=\"cn=admin,dc=example,dc=test\" bind-password-file=\"ldap.pw\"
-          user-filter=\"(uid=%u)\" cache=\"5m\" timeout=\"2s\"/>
+    $(ldap_conf dir)
   </authenticators>"
 sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 write_http_service web "$PU" "$NGINX_PORT" "
@@ -163,24 +114,24 @@ run() { python3 "$T/users.py" "$PU" "$PROXYD_LOG"; }
 info "alice: 2 connections held, a 3rd refused at its first proven request; bob served"
 out=$(run <<'EOF'
 open a1 127.0.0.1
-req a1 alice alice-pw
+req a1 alice alice-ldap-pw
 open a2 127.0.0.2
-req a2 alice alice-pw
+req a2 alice alice-ldap-pw
 open a3 127.0.0.3
-req a3 alice alice-pw
+req a3 alice alice-ldap-pw
 open b1 127.0.0.3
-req b1 bob bob-pw
-req a1 alice alice-pw
-req a1 alice alice-pw
-req a2 alice alice-pw
-req a2 alice alice-pw
-req a1 alice alice-pw
-req a2 alice alice-pw
-req b1 bob bob-pw
+req b1 bob bob-ldap-pw
+req a1 alice alice-ldap-pw
+req a1 alice alice-ldap-pw
+req a2 alice alice-ldap-pw
+req a2 alice alice-ldap-pw
+req a1 alice alice-ldap-pw
+req a2 alice alice-ldap-pw
+req b1 bob bob-ldap-pw
 close a2
 ended 127.0.0.2
 open a4 127.0.0.4
-req a4 alice alice-pw
+req a4 alice alice-ldap-pw
 quit
 EOF
 )
@@ -216,11 +167,11 @@ assert_no_grep "$PROXYD_LOG" 'source=user:bob' "bob was limited"
 info "connections=\"1/m\" per user: alice's second connection (another address) refused, bob's first served"
 out=$(run <<EOF
 open c1 127.0.0.5 $PC
-req c1 alice alice-pw
+req c1 alice alice-ldap-pw
 open c2 127.0.0.6 $PC
-req c2 alice alice-pw
+req c2 alice alice-ldap-pw
 open c3 127.0.0.6 $PC
-req c3 bob bob-pw
+req c3 bob bob-ldap-pw
 quit
 EOF
 )
