@@ -20,6 +20,7 @@
 #include "admin.h"
 #include "analyser.h"
 #include "config.h"
+#include "handover.h"
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
@@ -123,13 +124,15 @@ px_usage(FILE *out)
 	    "       proxyd --check [-c FILE]  validate the config and every policy\n"
 	    "       proxyd --check [-c FILE] --trace CLIENT DEST:PORT\n"
 	    "                                 which service would take such a connection\n"
-	    "       proxyd -s reload|stop [-c FILE]\n"
+	    "       proxyd -s reload|upgrade|stop [-c FILE]\n"
 	    "                                 signal the daemon named by <pidfile>\n"
 	    "       proxyd --version | --help\n"
 	    "\n"
 	    "  -c, --config FILE  daemon config (default %s)\n"
 	    "      --check        report errors as file:line: reason; exit 1 on any\n"
-	    "  -s, --signal CMD   reload (check as <user>, then SIGHUP) or stop (SIGTERM, wait)\n"
+	    "  -s, --signal CMD   reload (check as <user>, then SIGHUP), stop (SIGTERM, wait)\n"
+	    "                     or upgrade (check, then a new process of this binary\n"
+	    "                     takes the live sessions over from the running one)\n"
 	    "  -V, --version      print the version\n"
 	    "  -h, --help         print this help\n"
 	    "\n"
@@ -371,6 +374,64 @@ px_reload(struct px_main *m)
 	rl->running = true;
 }
 
+static void	px_grace_cb(evutil_socket_t fd, short what, void *arg);
+
+/* A successor said it listens (handover.h): stop accepting, pass the
+ * quiet sessions on, drain the rest for the shutdown grace. */
+static void
+px_handover_ready_cb(void *arg)
+{
+	struct px_main *m = arg;
+	struct timeval now = { 0, 0 };
+
+	px_admin_pass();
+	if (m->stopping) {
+		px_workers_command(PX_CMD_HANDOVER);
+		return;
+	}
+	m->stopping = true;
+	m->grace_left_ms = m->cfg->shutdown_grace_ms;
+	px_log(LOG_INFO, 0, "upgrade: no longer accepting; passing %llu live "
+	    "session%s as they are quiet, for up to %llums",
+	    (unsigned long long)atomic_load(&px_live_sessions),
+	    atomic_load(&px_live_sessions) == 1 ? "" : "s",
+	    (unsigned long long)m->grace_left_ms);
+	px_handover_drain();
+	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
+	evtimer_add(m->grace_ev, &now);
+}
+
+/* The new process listens and takes sessions: take the pidfile, write
+ * where the old process wrote (proxyd -s upgrade's stdio until now), say
+ * so to proxyd -s upgrade (its status pipe) and to systemd. */
+static void
+px_takeover_done(const struct px_main *m)
+{
+	const char *sfd = getenv("PROXYD_UPGRADE_STATUS_FD"), *sio;
+	char ok[48];
+	int fd, n, out, err;
+
+	if (m->cfg->pidfile != NULL && px_pidfile_takeover(m->cfg->pidfile) == -1)
+		px_log(LOG_WARNING, 0, "upgrade: pidfile %s: %s", m->cfg->pidfile,
+		    strerror(errno));
+	px_notify_mainpid((long)getpid(), "running (took over)");
+	if ((sio = getenv("PROXYD_UPGRADE_STDIO")) != NULL &&
+	    sscanf(sio, "%d,%d", &out, &err) == 2 && out > 2 && err > 2) {
+		(void)dup2(out, 1);
+		(void)dup2(err, 2);
+		close(out);
+		close(err);
+		(void)unsetenv("PROXYD_UPGRADE_STDIO");
+	}
+	if (sfd == NULL || (fd = atoi(sfd)) <= 2)
+		return;
+	n = snprintf(ok, sizeof(ok), "ok %ld\n", (long)getpid());
+	if (write(fd, ok, (size_t)n) != n)
+		(void)0;	/* it gave up waiting: it says so itself */
+	close(fd);
+	(void)unsetenv("PROXYD_UPGRADE_STATUS_FD");
+}
+
 static void
 px_grace_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -530,6 +591,8 @@ main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'k' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "signal", required_argument, NULL, 's' },
+		/* Internal: started by proxyd -s upgrade (handover.h). */
+		{ "takeover", required_argument, NULL, 'T' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -539,7 +602,8 @@ main(int argc, char **argv)
 	struct event *sig_term, *sig_int, *sig_hup, *sig_usr1;
 	bool check = false;
 	const char *trace = NULL, *trace_dst = NULL, *command = NULL;
-	int ch, rc = 1;
+	long takeover = 0;
+	int ch, rc = 1, ho_fd = -1, admin_fd = -1;
 
 	while ((ch = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -547,6 +611,7 @@ main(int argc, char **argv)
 		case 'k': check = true; break;
 		case 't': trace = optarg; break;
 		case 's': command = optarg; break;
+		case 'T': takeover = strtol(optarg, NULL, 10); break;
 		case 'V': printf("proxyd %s\n", PROXYD_VERSION); return 0;
 		case 'h': px_usage(stdout); return 0;
 		default: px_usage(stderr); return 2;
@@ -587,9 +652,19 @@ main(int argc, char **argv)
 	}
 	/* Before any thread: workers read the name without a lock. */
 	px_log_set_node(m.cfg->node_name);
+	/* A successor: reach the old process while still root (its socket
+	 * takes root or its user); the pidfile is taken once listening. */
+	if (takeover > 0) {
+		if ((ho_fd = px_handover_connect(takeover, &admin_fd)) == -1) {
+			px_config_unref(m.cfg);
+			xmlCleanupParser();
+			return 1;
+		}
+		px_admin_use_fd(admin_fd);
+	}
 	/* As root, before the drop: /run is root's. */
-	if (m.cfg->pidfile != NULL && px_pidfile_write(m.cfg->pidfile, m.cfg,
-	    stderr) == -1) {
+	if (takeover == 0 && m.cfg->pidfile != NULL &&
+	    px_pidfile_write(m.cfg->pidfile, m.cfg, stderr) == -1) {
 		px_config_unref(m.cfg);
 		xmlCleanupParser();
 		return 1;
@@ -632,8 +707,18 @@ main(int argc, char **argv)
 		fprintf(stderr, "proxyd: out of memory (source limits)\n");
 		goto out_log;
 	}
-	if (px_workers_start(m.cfg) == -1)
+	/* A successor binds next to the old process's listeners. */
+	if (px_workers_start(m.cfg, takeover == 0) == -1)
 		goto out_log;
+	if (takeover > 0) {
+		if (px_handover_take(m.base, ho_fd, &m.cfg) == -1)
+			goto out_log;
+		px_log(LOG_INFO, 0, "upgrade: taking the sessions of pid %ld "
+		    "over", takeover);
+	}
+	/* Whoever we are, a later upgrade may take over from us. */
+	(void)px_handover_serve(m.base, px_admin_listen_fd(),
+	    px_handover_ready_cb, &m);
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
 	sig_int = evsignal_new(m.base, SIGINT, px_signal_cb, &m);
 	sig_hup = evsignal_new(m.base, SIGHUP, px_signal_cb, &m);
@@ -651,7 +736,10 @@ main(int argc, char **argv)
 	if (px_notify_watchdog_start(m.base) == -1)
 		px_log(LOG_WARNING, 0, "cannot start the systemd watchdog timer");
 	/* Every listener is bound (px_workers_start): clients can connect. */
-	px_notify_ready("running");
+	if (takeover > 0)
+		px_takeover_done(&m);
+	else
+		px_notify_ready("running");
 
 	event_base_dispatch(m.base);
 
@@ -668,6 +756,7 @@ main(int argc, char **argv)
 		close(m.rl.pipe[0]);
 		close(m.rl.pipe[1]);
 	}
+	px_handover_serve_end();
 	px_workers_join();
 	px_quota_persist(m.cfg);
 	px_log(LOG_INFO, 0, "proxyd exiting");

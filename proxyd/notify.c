@@ -16,6 +16,12 @@ px_notify_ready(const char *status)
 }
 
 void
+px_notify_mainpid(long pid, const char *status)
+{
+	(void)sd_notifyf(0, "MAINPID=%ld\nREADY=1\nSTATUS=%s", pid, status);
+}
+
+void
 px_notify_reloading(void)
 {
 	struct timespec ts;

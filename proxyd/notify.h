@@ -9,6 +9,9 @@ struct event_base;
 
 void	px_notify_ready(const char *status);
 void	px_notify_reloading(void);
+/* A rolling upgrade's new process: it is the service's main process now
+ * (the unit needs NotifyAccess=all to take it from another pid). */
+void	px_notify_mainpid(long pid, const char *status);
 void	px_notify_stopping(const char *status);
 /* Pings WATCHDOG=1 at half of WATCHDOG_USEC from base's loop; 0 also when
  * no watchdog is asked for, -1 on error. */

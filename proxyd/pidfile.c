@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -191,6 +194,22 @@ px_pidfile_write(const char *path, const struct px_config *cfg, FILE *err)
 	return 0;
 }
 
+int
+px_pidfile_takeover(const char *path)
+{
+	char buf[32];
+	int fd, n;
+
+	if ((fd = px_pidfile_create(path)) == -1)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
 void
 px_pidfile_remove(const char *path)
 {
@@ -242,6 +261,103 @@ px_check_as_user(const struct px_config *cfg, const char *config_path)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* The new process's stdout and stderr become the old one's (a terminal,
+ * a file, the test's pipe) once it listens: until then it writes to ours,
+ * so that a failure is told here. Opened here, as root (the daemon is
+ * not dumpable: its user could not open them), and passed as
+ * $PROXYD_UPGRADE_STDIO; /dev/null where they cannot be opened (a
+ * journal stream is a socket). */
+static void
+px_upgrade_stdio(long pid)
+{
+	char path[64], env[32];
+	int fd[2], i;
+
+	if ((fd[0] = open("/dev/null", O_RDWR)) != -1) {
+		(void)dup2(fd[0], 0);
+		close(fd[0]);
+	}
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/%ld/fd/%d", pid, i + 1);
+		if ((fd[i] = open(path, O_WRONLY | O_APPEND)) == -1)
+			fd[i] = open("/dev/null", O_WRONLY);
+	}
+	snprintf(env, sizeof(env), "%d,%d", fd[0], fd[1]);
+	(void)setenv("PROXYD_UPGRADE_STDIO", env, 1);
+}
+
+/* proxyd -s upgrade: starts the new binary (this one, or
+ * $PROXYD_UPGRADE_EXEC) as a daemon that takes pid's sessions over
+ * (core/handover.h), and waits until it says it listens (or fails). */
+static int
+px_upgrade(const char *config_path, long pid)
+{
+	const char *exe = getenv("PROXYD_UPGRADE_EXEC");
+	char self[PATH_MAX], pidarg[32], fdarg[16], line[64];
+	struct pollfd pfd;
+	int st[2], status;
+	ssize_t n;
+	size_t got = 0;
+	pid_t child;
+
+	if (exe == NULL) {
+		if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0) {
+			fprintf(stderr, "proxyd: upgrade: /proc/self/exe: %s\n",
+			    strerror(errno));
+			return 1;
+		}
+		self[n] = '\0';
+		exe = self;
+	}
+	if (pipe2(st, O_CLOEXEC) == -1) {
+		fprintf(stderr, "proxyd: upgrade: %s\n", strerror(errno));
+		return 1;
+	}
+	snprintf(pidarg, sizeof(pidarg), "%ld", pid);
+	fflush(NULL);
+	if ((child = fork()) == -1) {
+		fprintf(stderr, "proxyd: upgrade: fork: %s\n", strerror(errno));
+		close(st[0]);
+		close(st[1]);
+		return 1;
+	}
+	if (child == 0) {
+		(void)setsid();
+		px_upgrade_stdio(pid);
+		(void)fcntl(st[1], F_SETFD, 0);
+		snprintf(fdarg, sizeof(fdarg), "%d", st[1]);
+		(void)setenv("PROXYD_UPGRADE_STATUS_FD", fdarg, 1);
+		execl(exe, "proxyd", "-c", config_path, "--takeover", pidarg,
+		    (char *)NULL);
+		_exit(127);
+	}
+	close(st[1]);
+	pfd = (struct pollfd){ .fd = st[0], .events = POLLIN };
+	/* Its start (the policies' load) and the hand-shake, bounded. */
+	while (got < sizeof(line) - 1 && poll(&pfd, 1, 120 * 1000) == 1) {
+		if ((n = read(st[0], line + got, sizeof(line) - 1 - got)) <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(line, '\n', got) != NULL)
+			break;
+	}
+	line[got] = '\0';
+	close(st[0]);
+	if (strncmp(line, "ok", 2) == 0) {
+		printf("proxyd: upgrade: new process pid %ld takes over from "
+		    "pid %ld\n", (long)child, pid);
+		return 0;
+	}
+	if (waitpid(child, &status, WNOHANG) == 0) {
+		kill(child, SIGTERM);
+		(void)waitpid(child, &status, 0);
+	}
+	fprintf(stderr, "proxyd: upgrade failed (the new process %s); pid "
+	    "%ld serves on\n", WIFEXITED(status) ? "exited" : "was stopped",
+	    pid);
+	return 1;
+}
+
 int
 px_pidfile_command(const char *config_path, const char *what)
 {
@@ -249,19 +365,21 @@ px_pidfile_command(const char *config_path, const char *what)
 	struct px_config *cfg;
 	const char *why = NULL;
 	bool stop = strcmp(what, "stop") == 0;
+	bool upgrade = strcmp(what, "upgrade") == 0;
 	long pid;
 	int i;
 
-	if (!stop && strcmp(what, "reload") != 0) {
-		fprintf(stderr, "proxyd: -s %s: expected reload or stop\n", what);
+	if (!stop && !upgrade && strcmp(what, "reload") != 0) {
+		fprintf(stderr, "proxyd: -s %s: expected reload, upgrade or "
+		    "stop\n", what);
 		return 2;
 	}
 	/* reload: the daemon would refuse a broken configuration and keep
 	 * the old one; say so here instead of signalling for nothing. */
 	if ((cfg = px_config_load(config_path, &e)) == NULL) {
 		fprintf(stderr, "proxyd: %s: %u error%s%s\n", config_path,
-		    e.count, e.count == 1 ? "" : "s", stop ? "" :
-		    ", not reloading");
+		    e.count, e.count == 1 ? "" : "s", stop ? "" : upgrade ?
+		    ", not upgrading" : ", not reloading");
 		return 1;
 	}
 	if (!stop && px_privs_will_drop(cfg) &&
@@ -291,6 +409,8 @@ px_pidfile_command(const char *config_path, const char *what)
 		return 1;
 	}
 	px_config_unref(cfg);
+	if (upgrade)
+		return px_upgrade(config_path, pid);
 	if (kill((pid_t)pid, stop ? SIGTERM : SIGHUP) == -1) {
 		fprintf(stderr, "proxyd: cannot signal pid %ld: %s\n", pid,
 		    strerror(errno));

@@ -65,4 +65,6 @@ const struct px_analyser plug_analyser = {
 	.on_open = plug_on_open,
 	.on_data = NULL,
 	.on_close = NULL,
+	/* Nothing but the relay: a quiet session can change processes. */
+	.handover = true,
 };

@@ -49,6 +49,10 @@ static struct evhttp *px_http;
 /* The admin listener out of descriptors: its reserve one, the pause, and
  * the failures since the last warning (main thread only). */
 static struct evconnlistener *px_admin_lev;
+/* A rolling upgrade (core/handover.h): the listener the old process
+ * passed to this one (-1: bind it), and in the old one, passed on. */
+static int px_admin_given = -1;
+static bool px_admin_passed;
 static struct event *px_admin_pause;
 static int px_admin_reserve = -1;
 static uint64_t px_admin_fail_n, px_admin_fail_logged_ms;
@@ -948,7 +952,7 @@ px_admin_resume_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what; (void)arg;
 	if (px_admin_reserve == -1)
 		px_admin_reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (px_admin_lev != NULL)
+	if (px_admin_lev != NULL && !px_admin_passed)
 		evconnlistener_enable(px_admin_lev);
 }
 
@@ -1037,15 +1041,21 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 
 	px_started = time(NULL);
 	px_reloads = reloads;
-	if (!cfg->admin_enabled)
+	if (!cfg->admin_enabled) {
+		if (px_admin_given != -1)
+			close(px_admin_given);
+		px_admin_given = -1;
 		return 0;
+	}
 	/* Like the admin address, a change takes a restart. */
 	if (cfg->ha_state_file != NULL &&
 	    (px_ha_file = strdup(cfg->ha_state_file)) == NULL)
 		return -1;
 	px_sockaddr_str((const struct sockaddr *)&cfg->admin, a, sizeof(a));
 	/* No SO_REUSEPORT: a second daemon must not share the admin port. */
-	if ((fd = px_listener_socket((const struct sockaddr *)&cfg->admin,
+	if ((fd = px_admin_given) != -1)
+		px_admin_given = -1;
+	else if ((fd = px_listener_socket((const struct sockaddr *)&cfg->admin,
 	    cfg->admin_len, 64, false, false)) == -1) {
 		fprintf(stderr, "proxyd: %s: admin: cannot listen on %s: %s\n",
 		    cfg->path, a, strerror(errno));
@@ -1079,6 +1089,26 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 		return -1;
 	px_log(LOG_INFO, 0, "admin endpoint on http://%s/metrics", a);
 	return 0;
+}
+
+void
+px_admin_use_fd(int fd)
+{
+	px_admin_given = fd;
+}
+
+int
+px_admin_listen_fd(void)
+{
+	return px_admin_lev != NULL ? evconnlistener_get_fd(px_admin_lev) : -1;
+}
+
+void
+px_admin_pass(void)
+{
+	px_admin_passed = true;
+	if (px_admin_lev != NULL)
+		evconnlistener_disable(px_admin_lev);
 }
 
 void

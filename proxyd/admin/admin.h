@@ -35,5 +35,12 @@ void	px_reload_note_error(struct px_reload_stats *r, const char *why);
 int	px_admin_start(struct event_base *base, const struct px_config *cfg,
 	    const struct px_reload_stats *reloads);
 void	px_admin_stop(void);
+/* A rolling upgrade (core/handover.h). New process: px_admin_start takes
+ * this listener (the old one's) instead of binding. Old process: its
+ * listener, to pass on (-1: none), and, once passed, accept no more on
+ * it (the new process does). */
+void	px_admin_use_fd(int fd);
+int	px_admin_listen_fd(void);
+void	px_admin_pass(void);
 
 #endif

@@ -166,6 +166,11 @@ struct px_analyser {
 	/* It asks px_session_user_allowed() once its client proved who it
 	 * is (<auth>): a service's <source-limits per="user"> applies. */
 	bool		 user_limits;
+	/* Its per-session state is its relay alone (plug): a rolling upgrade
+	 * (core/handover.c) may pass a session to the new process while the
+	 * relay holds no byte, and the new process calls on_open again on
+	 * the same two sockets. */
+	bool		 handover;
 	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
 	 * failure that is not its client's: the server's reset or error, a
 	 * timeout, the proxy. Called before the leg's socket closes, which

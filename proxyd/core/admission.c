@@ -33,6 +33,18 @@
 
 static atomic_uint_fast64_t px_session_ids;
 
+uint64_t
+px_session_ids_next(void)
+{
+	return atomic_load(&px_session_ids) + 1;
+}
+
+void
+px_session_ids_from(uint64_t first)
+{
+	atomic_store(&px_session_ids, first - 1);
+}
+
 /* Whether addr is one of this host's own addresses: only those can be
  * bound without IP_FREEBIND/IP_TRANSPARENT. */
 static bool

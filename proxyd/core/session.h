@@ -97,6 +97,10 @@ struct px_session {
 	 * on a socketpair; leg_tls: the parent's client spoke TLS. (Here,
 	 * in the bools' padding: idle_session_memory counts the bytes.) */
 	bool			 leg, leg_tls;
+	/* Passed to the new process of a rolling upgrade (handover.c): its
+	 * end here writes no line and leaves the sockets to that process.
+	 * (In the same padding.) */
+	bool			 handed;
 	char			*client_sni;	/* what it asked for; NULL */
 	/* The JA4 of the client's first ClientHello (any TLS mode), then
 	 * (at PX_SESSION_JA4S) the JA4S of the first ServerHello of a server
@@ -138,6 +142,10 @@ struct px_session {
 void	px_session_accept(struct px_listener *l, int fd,
 	    const struct sockaddr *sa, int salen);
 void	px_session_touch(struct px_session *s);
+/* admission.c: the id the next session gets; and the first one to give
+ * (a rolling upgrade's new process starts past the old one's). */
+uint64_t px_session_ids_next(void);
+void	px_session_ids_from(uint64_t first);
 /* What a TLS conn of s needs to know of it: its id for the log, its
  * worker's caches, its service's counters. */
 struct px_tls_peer px_session_tls_peer(struct px_session *s);

@@ -281,8 +281,10 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		px_socket_refused_close(s->cfd);
 	else if (s->limited)
 		px_socket_abort(s->cfd);	/* refused: a reset at once */
-	else
-		px_session_log_end(s, reason, who);
+	else if (!s->handed)
+		px_session_log_end(s, reason, who);	/* (handed: the new one's) */
+	if (w->handing && !s->handed)
+		w->ho_drained++;
 	if (event_initialized(&s->conn_ev))
 		event_del(&s->conn_ev);
 	if (s->timer_on)
@@ -291,8 +293,8 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	 * Errors, timeouts and shutdown reset what is left, so a peer never
 	 * takes a truncated stream for a whole one. (A denied or failed
 	 * session relayed nothing: a plain close says enough.) */
-	if (relayed && !s->finished && s->end_by != PX_END_CLIENT &&
-	    s->end_by != PX_END_SERVER) {
+	if (relayed && !s->finished && !s->handed &&
+	    s->end_by != PX_END_CLIENT && s->end_by != PX_END_SERVER) {
 		px_socket_abort(s->cfd);
 		px_socket_abort(s->sfd);
 	}

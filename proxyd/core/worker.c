@@ -20,6 +20,7 @@
 #include "bucket.h"
 #include "conn.h"
 #include "conntrack.h"
+#include "handover.h"
 #include "listener.h"
 #include "log.h"
 #include "session.h"
@@ -147,7 +148,10 @@ px_handoffs_take(struct px_worker *w, bool closing)
 	for (h = rev; h != NULL; h = next) {
 		next = h->next;
 		atomic_fetch_sub(&w->incoming, 1);
-		if (!closing && !w->draining &&
+		if (h->ho != NULL)	/* a rolling upgrade's session */
+			px_handover_adopt(w, h->cfg, h->svc_idx, h->fd,
+			    h->sfd, h->ho, closing);
+		else if (!closing && !w->draining &&
 		    (l = px_handoff_listener(w, h)) != NULL)
 			px_session_accept(l, h->fd, (struct sockaddr *)&h->sa,
 			    h->salen);
@@ -175,6 +179,8 @@ px_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		h->cfg = px_config_ref(w->cfg);
 		h->svc_idx = (size_t)(l - w->listeners);
 		h->fd = (int)fd;
+		h->sfd = -1;
+		h->ho = NULL;
 		h->salen = salen;
 		memcpy(&h->sa, sa, (size_t)salen);
 		if (px_handoff_push(o, h)) {
@@ -552,6 +558,16 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 		if (TAILQ_EMPTY(&w->sessions))
 			event_base_loopbreak(w->base);
 		break;
+	case PX_CMD_HANDOVER:
+		if (!w->draining) {
+			w->draining = true;
+			w->pool.closed = true;
+			px_worker_unlisten(w);
+			px_handover_begin(w);
+		}
+		if (TAILQ_EMPTY(&w->sessions))
+			event_base_loopbreak(w->base);
+		break;
 	case PX_CMD_STOP:
 		w->draining = true;
 		w->pool.closed = true;
@@ -651,6 +667,7 @@ px_worker_main(void *arg)
 	px_handoffs_take(w, true);
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
+	px_handover_end(w);
 	px_pool_flush(&w->pool);
 	px_tls_worker_free(&w->tls);
 	px_sniff_worker_exit();
@@ -756,11 +773,11 @@ px_workers_probe(const struct px_config *old, const struct px_config *cfg,
 }
 
 int
-px_workers_start(struct px_config *cfg)
+px_workers_start(struct px_config *cfg, bool probe)
 {
 	unsigned i;
 
-	if (px_workers_probe(NULL, cfg, stderr) != 0)
+	if (probe && px_workers_probe(NULL, cfg, stderr) != 0)
 		return -1;
 	px_workers = calloc(cfg->workers, sizeof(*px_workers));
 	if (px_workers == NULL)
@@ -783,6 +800,32 @@ px_workers_start(struct px_config *cfg)
 			return -1;
 		}
 	return 0;
+}
+
+bool
+px_workers_adopt(struct px_config *cfg, size_t svc_idx, int cfd, int sfd,
+    struct px_ho_session *ho)
+{
+	struct px_worker *o = NULL;
+	struct px_handoff *h;
+	unsigned i;
+
+	for (i = 0; i < px_nworkers; i++)
+		if (atomic_load(&px_workers[i].cmd) == PX_CMD_NONE &&
+		    (o == NULL || px_worker_load(&px_workers[i]) <
+		    px_worker_load(o)))
+			o = &px_workers[i];
+	if (o == NULL || (h = calloc(1, sizeof(*h))) == NULL)
+		return false;
+	h->cfg = cfg;
+	h->svc_idx = svc_idx;
+	h->fd = cfd;
+	h->sfd = sfd;
+	h->ho = ho;
+	if (px_handoff_push(o, h))
+		return true;
+	free(h);
+	return false;
 }
 
 static void

@@ -61,11 +61,15 @@ enum px_worker_cmd {
 	PX_CMD_NONE = 0,
 	PX_CMD_DRAIN,		/* stop accepting, exit when idle */
 	PX_CMD_STOP,		/* close every session now, exit */
+	/* Drain, and pass each quiet session to the new process of a
+	 * rolling upgrade as it becomes quiet (handover.h). */
+	PX_CMD_HANDOVER,
 };
 
 TAILQ_HEAD(px_session_list, px_session);
 
 struct px_snap_req;	/* snapshot.h */
+struct px_ho_session;	/* handover.h */
 
 /* Why the admin asked a worker to reset its sessions (the log's end=). */
 enum px_reset_reason {
@@ -82,6 +86,11 @@ struct px_handoff {
 	int			 fd;
 	int			 salen;
 	struct sockaddr_storage	 sa;
+	/* A session the old process of a rolling upgrade passed over
+	 * (handover.h): its server socket and its record; NULL: a new
+	 * connection. */
+	int			 sfd;
+	struct px_ho_session	*ho;
 };
 
 struct px_worker {
@@ -133,6 +142,17 @@ struct px_worker {
 	struct event		*ct_ev;		/* answers readable on ct */
 	struct px_session_list	 ct_wait;	/* sessions waiting for one */
 	bool			 draining;
+	/* A rolling upgrade (handover.h): handing, this worker passes its
+	 * quiet sessions on each ho_ev tick; the descriptors it passed are
+	 * closed on the next tick, once its event base has taken them out
+	 * of epoll (the new process holds the same sockets). */
+	bool			 handing;
+	struct event		*ho_ev;
+	int			*ho_close;
+	size_t			 ho_nclose, ho_cap;
+	uint64_t		 ho_handed;	/* sessions passed on */
+	uint64_t		 ho_drained;	/* ended here meanwhile */
+	atomic_uint_fast64_t	 ho_adopted;	/* new process: taken in */
 	struct event		*tick_ev;	/* loop lag */
 	uint64_t		 tick_due_us;
 	struct event		*credit_ev;	/* each second: delivered bytes */
@@ -160,8 +180,15 @@ px_worker_load_add(struct px_worker *w, int d)
 }
 
 /* Opens every listener for every worker (errors reported on stderr before
- * any thread starts), then starts the threads. */
-int	px_workers_start(struct px_config *cfg);
+ * any thread starts), then starts the threads. probe: first check that no
+ * one else holds the addresses (not when taking over from the process
+ * that does, handover.h). */
+int	px_workers_start(struct px_config *cfg, bool probe);
+/* The new process of a rolling upgrade: the least loaded worker takes
+ * the session ho describes (cfd, sfd and ho are its, and cfg's
+ * reference). false when no worker takes it (nothing taken). */
+bool	px_workers_adopt(struct px_config *cfg, size_t svc_idx, int cfd,
+	    int sfd, struct px_ho_session *ho);
 /* Checks that every listen address of cfg that old (NULL at start) does
  * not already hold can be bound by us alone; reports each failure as
  * file:line to errout (NULL: the log). Returns the number of failures. */

@@ -842,6 +842,34 @@ px_relay_resume(struct px_relay *r, enum px_dir dir, bool release_end)
 	}
 }
 
+bool
+px_relay_quiet(const struct px_relay *r)
+{
+	int d;
+
+	if (!r->running || r->finishing || r->eof_seen)
+		return false;
+	for (d = 0; d < 2; d++) {
+		if (r->shut[d] || r->end_held[d] || r->pass_left[d] != 0 ||
+		    r->pass_owed[d] != 0 || r->pass_state[d] != PX_PASS_COPY ||
+		    (r->held[d] != NULL && evbuffer_get_length(r->held[d]) != 0))
+			return false;
+		if (r->mode == PX_RELAY_SPLICE) {
+			if (r->sp[d].in_pipe != 0 || r->sp[d].eof ||
+			    r->sp[d].stopped)
+				return false;
+			continue;
+		}
+		if (!r->conn_open[d] || r->conn[d].tf != NULL ||
+		    r->conn[d].tf_next != NULL || r->conn[d].shut_pending ||
+		    r->conn[d].shut ||
+		    evbuffer_get_length(r->conn[d].in) != 0 ||
+		    evbuffer_get_length(r->conn[d].out) != 0)
+			return false;
+	}
+	return true;
+}
+
 uint64_t
 px_relay_pass_left(const struct px_relay *r, enum px_dir dir)
 {

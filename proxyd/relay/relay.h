@@ -149,6 +149,11 @@ void	px_relay_hold_end(struct px_relay *r, enum px_dir dir, bool hold);
  * and the source is read again; with release_end, a held end is passed
  * on after that. May end the relay (ops->ended): nothing of r after it. */
 void	px_relay_resume(struct px_relay *r, enum px_dir dir, bool release_end);
+/* The relay holds no byte and waits on both sources, neither ended: no
+ * pipe with bytes in it, empty queues, no pass, hold, finish or
+ * transform. Its two sockets can then be relayed by anyone else from
+ * where it stands (a rolling upgrade's hand-over). */
+bool	px_relay_quiet(const struct px_relay *r);
 /* Bytes of the current pass in direction dir not read yet (0: none). */
 uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only: where bytes for direction dir are queued, NULL if none

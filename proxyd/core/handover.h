@@ -1,0 +1,122 @@
+/* A rolling upgrade on one machine (`proxyd -s upgrade`): the new process
+ * takes the live sessions over from the old one.
+ *
+ * The old process listens on a Unix socket (SOCK_SEQPACKET, abstract name
+ * "proxyd-handover.PID", the peer's uid checked: 0 or ours). The new one,
+ * still root, connects and says HELLO with its protocol version; the old
+ * answers WELCOME (its next session id, and its admin listener by
+ * SCM_RIGHTS) or REFUSE (another version: the new one exits, the old one
+ * serves on as if nothing was asked). The new one binds the services'
+ * addresses next to the old one's listeners (SO_REUSEPORT, as every
+ * worker does already), starts its workers and says READY. Only then
+ * does the old one stop accepting (its listeners closed, as a drain
+ * does) and hand over: each worker, every PX_HO_TICK_MS until its last
+ * session, sends each quiet session (its analyser says it can be passed,
+ * struct px_analyser's handover, and its relay holds no byte:
+ * px_relay_quiet; a splice pump's pipe is flushed by the old process
+ * first, never passed) as one SESSION record with the client and server
+ * sockets attached; the session then ends here without a line. The new
+ * process's main thread gives each to its least loaded worker, which
+ * opens the analyser on the two sockets again; the session-end line, with
+ * the whole counts, is the new process's. Sessions that are not quiet
+ * keep running in the old process until they end or its shutdown grace
+ * (the drain deadline) is over. At its exit the old process says DONE
+ * (handed, drained) and both log `handover sessions=N drained=M`.
+ * A failure before READY (version, the new process dies or times out)
+ * changes nothing in the old one; after READY a session whose send fails
+ * stays with the old process. */
+#ifndef PX_HANDOVER_H
+#define PX_HANDOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+struct event_base;
+struct px_config;
+struct px_worker;
+
+#define PX_HO_MAGIC		0x31584850u	/* "PHX1" */
+/* Bump on any change of the records below: a process of another
+ * version is refused and the old one serves on. */
+#define PX_HO_VERSION		1
+#define PX_HO_TICK_MS		20
+
+enum px_ho_type {
+	PX_HO_HELLO = 1,	/* new -> old */
+	PX_HO_WELCOME,		/* old -> new (+ admin listener) */
+	PX_HO_REFUSE,		/* old -> new: another version */
+	PX_HO_READY,		/* new -> old: listening */
+	PX_HO_SESSION,		/* old -> new (+ client, server sockets) */
+	PX_HO_DONE,		/* old -> new, at its exit */
+};
+
+struct px_ho_head {
+	uint32_t		magic;
+	uint16_t		version;
+	uint16_t		type;
+	uint32_t		len;		/* of the whole record */
+	uint32_t		pad;
+};
+
+struct px_ho_hello {
+	struct px_ho_head	h;
+	uint64_t		pid;
+	uint64_t		next_id;	/* WELCOME: the old one's */
+	uint64_t		handed;		/* DONE */
+	uint64_t		drained;	/* DONE */
+};
+
+/* One session, as the old process's worker saw it when it was quiet. */
+struct px_ho_session {
+	struct px_ho_head	h;
+	char			service[128];	/* service/@name */
+	uint64_t		id;
+	uint64_t		bytes[2];	/* by px_dir, so far */
+	uint64_t		age_ms;		/* since its accept */
+	int64_t			start_sec, start_usec;	/* wall clock */
+	struct sockaddr_storage	client, local, dst, server;
+	int32_t			client_zone, server_zone;
+	uint8_t			svc_chosen;
+	uint8_t			pad[7];
+};
+
+/* ---- the old process (main thread) ----------------------------------- */
+
+/* Listens for a successor on base; admin_fd (-1: none) is passed to it.
+ * ready(arg) runs when it says READY: stop accepting and call
+ * px_handover_drain(). 0, or -1 (logged; upgrades are then refused). */
+int	px_handover_serve(struct event_base *base, int admin_fd,
+	    void (*ready)(void *arg), void *arg);
+/* READY came: tells every worker to hand its quiet sessions over. */
+void	px_handover_drain(void);
+/* At exit, after the workers: DONE to the successor and the log line. */
+void	px_handover_serve_end(void);
+
+/* ---- the new process -------------------------------------------------- */
+
+/* Connects to pid's hand-over socket and says HELLO; our session ids
+ * then start past the old one's, and its admin listener is in *admin_fd
+ * (-1: none). The socket, or -1 after a line on stderr. */
+int	px_handover_connect(long pid, int *admin_fd);
+/* The workers listen: READY, then take the sessions in on base with
+ * *cfg (the main thread's current configuration). 0, or -1 (logged). */
+int	px_handover_take(struct event_base *base, int fd,
+	    struct px_config *const *cfg);
+
+/* ---- workers ---------------------------------------------------------- */
+
+/* Old: the worker starts handing its sessions over (PX_CMD_HANDOVER). */
+void	px_handover_begin(struct px_worker *w);
+/* Both: the worker is exiting: what handing left to close and free. */
+void	px_handover_end(struct px_worker *w);
+/* New: a session passed over becomes w's (closing: w exits, the session
+ * is closed instead). Takes the sockets and ho; the session takes a
+ * reference of cfg's (the caller keeps its own). */
+void	px_handover_adopt(struct px_worker *w, struct px_config *cfg,
+	    size_t svc_idx, int cfd, int sfd, struct px_ho_session *ho,
+	    bool closing);
+
+#endif
