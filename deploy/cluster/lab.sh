@@ -20,6 +20,11 @@
 #                          drain: withdrawn, its sessions served until they end
 #                          or S seconds (default 60) pass, stopped, started
 #                          again and announced once it listens
+#   lab.sh upgrade I S handover
+#                          proxyd -s upgrade in node I: the new process takes
+#                          the quiet sessions over (plug), the node stays
+#                          announced; the rest drain in the old process for
+#                          its shutdown-grace
 #   lab.sh down            stop everything the lab started, delete its namespaces
 #
 #   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
@@ -232,6 +237,7 @@ write_node_conf() { # I
   <limits shutdown-grace="1s" connect-timeout="5s"/>
   <log target="stderr" level="info"/>
   <admin listen="$ADMIN"/>
+  <pidfile path="$d/proxyd.pid"/>
   <policies dir="policy"/>
 </proxyd>
 EOF
@@ -562,6 +568,15 @@ cmd__supervise() {
     health "$i" &
     hpid=$!
     wait "$pid" || rc=$?
+    # lab.sh upgrade I S handover: the process that took over (not our
+    # child, its pid in the pidfile) is the node's proxyd now
+    while [[ -f $d/handover ]] && [[ $(cat "$d/proxyd.pid" 2>/dev/null) != "$pid" ]]; do
+        rm -f "$d/handover"
+        pid=$(cat "$d/proxyd.pid")
+        msg "node $i: proxyd pid $pid took the sessions over"
+        while alive "$pid"; do sleep 0.5; done
+        rc=0
+    done
     # the checker and whatever it runs (a vtysh in flight) go first, so
     # that nothing announces after the withdrawal below
     kids=$(pgrep -P "$hpid" | tr '\n' ' ') || true
@@ -662,11 +677,25 @@ cmd_drain() {
 # that outlive the deadline end with the old process: handing them over
 # to the new one (SCM_RIGHTS) is not done.
 cmd_upgrade() {
-    local i=${1:-} limit=${2:-60} d spid out
-    [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ ]] || die "upgrade I [SECONDS]"
+    local i=${1:-} limit=${2:-60} how=${3:-drain} d spid out old
+    [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ && $how =~ ^(drain|handover)$ ]] ||
+        die "upgrade I [SECONDS [drain|handover]]"
     d=$LAB_DIR/n$i
     [[ -f $d/proxyd.pid && -f $d/announced ]] || die "node $i of lab $LAB_ID is not up and announced"
     [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
+    if [[ $how == handover ]]; then
+        # the node stays in the route: the new process listens beside the
+        # old one (SO_REUSEPORT) and answers on the admin address it passed
+        old=$(cat "$d/proxyd.pid")
+        touch "$d/handover"
+        if ! out=$(ip netns exec "$(ns_node "$i")" "$PROXYD" -c "$d/proxyd.xml" -s upgrade 2>&1); then
+            rm -f "$d/handover"
+            die "node $i: upgrade failed, pid $old serves on: $out"
+        fi
+        wait_until "$((limit + 10))" eval '! alive '"$old" || die "node $i: the old proxyd $old still runs"
+        echo "n$i upgraded pid=$(cat "$d/proxyd.pid") $(grep -Eo 'handover sessions=[0-9]+ drained=[0-9]+ \(to' "$d/proxyd.log" | tail -n 1 | sed 's/ (to$//')"
+        return
+    fi
     spid=$(cat "$d/supervise.pid" 2>/dev/null || true)
     out=$(cmd_drain "$i" "$limit")
     # the old supervisor is gone once its proxyd is (it exits after a drain)
