@@ -724,6 +724,28 @@ px_admin_worker_metrics(struct evbuffer *b, const struct px_scrape *sc)
 		evbuffer_add_printf(b, "proxyd_worker_sessions_handed_off_total"
 		    "{worker=\"%u\"} %llu\n", k, (unsigned long long)
 		    PX_COUNT_GET(px_worker_get(k), handed_off));
+	px_family(b, "proxyd_upgrade_sessions_total", "counter",
+	    "Sessions of a rolling upgrade (proxyd -s upgrade): passed to the "
+	    "new process, drained here instead, taken from the old one.");
+	{
+		static const char *const side[] = { "passed", "drained", "taken" };
+		uint64_t n[3] = { 0, 0, 0 };
+		struct px_worker *w;
+
+		for (k = 0; k < sc->nw; k++) {
+			w = px_worker_get(k);
+			n[0] += atomic_load_explicit(&w->ho_handed,
+			    memory_order_relaxed);
+			n[1] += atomic_load_explicit(&w->ho_drained,
+			    memory_order_relaxed);
+			n[2] += atomic_load_explicit(&w->ho_adopted,
+			    memory_order_relaxed);
+		}
+		for (k = 0; k < 3; k++)
+			evbuffer_add_printf(b, "proxyd_upgrade_sessions_total"
+			    "{side=\"%s\"} %llu\n", side[k],
+			    (unsigned long long)n[k]);
+	}
 	px_family(b, "proxyd_worker_loop_lag_seconds", "histogram",
 	    "How late each worker's 250 ms tick ran: the time its event loop "
 	    "was busy with other work.");

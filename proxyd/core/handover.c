@@ -339,8 +339,8 @@ px_handover_serve_end(void)
 		return;
 	}
 	for (i = 0; i < px_workers_count(); i++) {
-		handed += px_worker_get(i)->ho_handed;
-		drained += px_worker_get(i)->ho_drained;
+		handed += atomic_load(&px_worker_get(i)->ho_handed);
+		drained += atomic_load(&px_worker_get(i)->ho_drained);
 	}
 	if (atomic_load(&px_ho_out) != -1) {
 		memset(&done, 0, sizeof(done));
@@ -464,7 +464,7 @@ px_ho_tick_cb(evutil_socket_t fd, short what, void *arg)
 		px_ho_close_later(w, s->sfd);
 		s->cfd = s->sfd = -1;
 		s->handed = true;
-		w->ho_handed++;
+		PX_HO_COUNT(w, ho_handed);
 		px_session_end(s, PX_END_SHUTDOWN, "handed over");
 	}
 	if (!TAILQ_EMPTY(&w->sessions) || w->ho_nclose != 0)
@@ -714,6 +714,6 @@ px_handover_adopt(struct px_worker *w, struct px_config *cfg,
 	s->m_final = true;		/* accepted in the old process */
 	PX_SC_ADD(s->m, active, 1);
 	atomic_fetch_add_explicit(&px_live_sessions, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&w->ho_adopted, 1, memory_order_relaxed);
+	PX_HO_COUNT(w, ho_adopted);
 	px_session_connected(s);
 }

@@ -284,7 +284,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	else if (!s->handed)
 		px_session_log_end(s, reason, who);	/* (handed: the new one's) */
 	if (w->handing && !s->handed)
-		w->ho_drained++;
+		PX_HO_COUNT(w, ho_drained);
 	if (event_initialized(&s->conn_ev))
 		event_del(&s->conn_ev);
 	if (s->timer_on)

@@ -40,6 +40,10 @@ struct px_conntrack;
 	memory_order_relaxed)
 #define PX_COUNT_GET(w, field) \
 	atomic_load_explicit(&(w)->counters.field, memory_order_relaxed)
+/* A hand-over counter of w (struct px_worker's ho_*): one writer. */
+#define PX_HO_COUNT(w, field) atomic_store_explicit(&(w)->field, \
+	atomic_load_explicit(&(w)->field, memory_order_relaxed) + 1, \
+	memory_order_relaxed)
 /* Bytes moved in one direction (enum px_dir), into the service's totals. */
 #define PX_COUNT_BYTES(s, dir, n) PX_SC_ADD((s)->m, bytes[dir], n)
 
@@ -150,8 +154,10 @@ struct px_worker {
 	struct event		*ho_ev;
 	int			*ho_close;
 	size_t			 ho_nclose, ho_cap;
-	uint64_t		 ho_handed;	/* sessions passed on */
-	uint64_t		 ho_drained;	/* ended here meanwhile */
+	/* Written by the worker only (PX_HO_COUNT), read by the admin
+	 * (proxyd_upgrade_sessions_total) and the main thread. */
+	atomic_uint_fast64_t	 ho_handed;	/* sessions passed on */
+	atomic_uint_fast64_t	 ho_drained;	/* ended here meanwhile */
 	atomic_uint_fast64_t	 ho_adopted;	/* new process: taken in */
 	struct event		*tick_ev;	/* loop lag */
 	uint64_t		 tick_due_us;

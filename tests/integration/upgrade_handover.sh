@@ -46,6 +46,7 @@ proc_alive "$NEW" || fail "the new process is not running"
 wait_exit "$OLD" 15 || fail "the old process still runs 15 s after the upgrade"
 assert_log "handover sessions=20 drained=0 \(to pid $NEW\)" 5
 assert_log "handover sessions=20 drained=0 \(from pid $OLD\)" 5
+assert_metric eq proxyd_upgrade_sessions_total 'side="taken"' 20
 
 # The streams go on through the new process; then they end.
 sleep 0.5	# (bytes flow through the new process for a moment)
