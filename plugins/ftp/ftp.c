@@ -1087,6 +1087,94 @@ ftp_on_close(struct px_session *s, void *state)
 	ftp_auth_close(st);
 }
 
+/* ---- a rolling upgrade's hand-over (core/handover.h) ------------------- */
+
+/* What of a session between commands the new process needs: the login,
+ * the working directory, the last SIZE, a REST waiting for its transfer.
+ * Everything else is empty at that point, or made again when needed (our
+ * addresses, the quota entry, a passive data port: the next PASV opens
+ * one). */
+#define FTP_HO_VERSION	1
+
+struct ftp_ho {
+	uint32_t		version;
+	bool			logged_in, user_ok, rest, xfer_sent, data_lost;
+	char			user[72];
+	struct px_quota_limit	qlimit;
+	struct ftp_path_state	path;
+	char			size_path[FTP_PATH_MAX];
+	int64_t			size_val;
+	unsigned		chan_gen, scan_gen;
+};
+
+static ssize_t
+ftp_handover_save(const struct px_session *s, const void *state, void *buf,
+    size_t len)
+{
+	const struct ftp_state *st = state;
+	struct ftp_ho *h = buf;
+
+	(void)s;
+	/* Between commands: no reply awaited or under way, no channel, no
+	 * scan, nothing held, no TLS (its keys stay in this process). */
+	if (len < sizeof(*h) || st->qlen != 0 || st->in_reply ||
+	    st->swallow || st->feat || st->ch != NULL || st->scans != NULL ||
+	    st->scan_held || st->scan_swallow || st->path.pending ||
+	    (st->held != NULL && evbuffer_get_length(st->held) != 0) ||
+	    st->tls.use[0] != PX_TLS_USE_NONE ||
+	    st->tls.use[1] != PX_TLS_USE_NONE || st->tls.setup)
+		return -1;
+	memset(h, 0, sizeof(*h));
+	h->version = FTP_HO_VERSION;
+	h->logged_in = st->logged_in;
+	h->user_ok = st->user_ok;
+	h->rest = st->rest;
+	h->xfer_sent = st->xfer_sent;
+	h->data_lost = st->data_lost;
+	memcpy(h->user, st->user, sizeof(h->user));
+	h->qlimit = st->qlimit;
+	h->path = st->path;
+	memcpy(h->size_path, st->size_path, sizeof(h->size_path));
+	h->size_val = st->size_val;
+	h->chan_gen = st->chan_gen;
+	h->scan_gen = st->scan_gen;
+	return (ssize_t)sizeof(*h);
+}
+
+static int
+ftp_handover_load(struct px_session *s, void *state, const void *buf,
+    size_t len)
+{
+	struct ftp_state *st = state;
+	const struct ftp_ho *h = buf;
+
+	if (len != sizeof(*h) || h->version != FTP_HO_VERSION ||
+	    ftp_tls_open(s, st) == -1)
+		return -1;
+	/* The service took TLS meanwhile: this plain session is not its. */
+	if (st->tls.use[0] != PX_TLS_USE_NONE ||
+	    st->tls.use[1] != PX_TLS_USE_NONE)
+		return -1;
+	st->logged_in = h->logged_in;
+	st->user_ok = h->user_ok;
+	st->rest = h->rest;
+	st->xfer_sent = h->xfer_sent;
+	st->data_lost = h->data_lost;
+	memcpy(st->user, h->user, sizeof(st->user));
+	st->user[sizeof(st->user) - 1] = '\0';
+	st->qlimit = h->qlimit;
+	st->path = h->path;
+	st->path.cwd[sizeof(st->path.cwd) - 1] = '\0';
+	st->path.next[sizeof(st->path.next) - 1] = '\0';
+	st->path.home[sizeof(st->path.home) - 1] = '\0';
+	memcpy(st->size_path, h->size_path, sizeof(st->size_path));
+	st->size_path[sizeof(st->size_path) - 1] = '\0';
+	st->size_val = h->size_val;
+	st->chan_gen = h->chan_gen;
+	st->scan_gen = h->scan_gen;
+	return px_session_relay(s, PX_RELAY_BUFFERED, true);
+}
+
 /* The admin's session list: who, and the transfer under way. */
 static void
 ftp_describe(const struct px_session *s, const void *arg, char *buf,
@@ -1143,4 +1231,7 @@ const struct px_analyser ftp_analyser = {
 	.auth = true,
 	.auth_password = true,
 	.limit_refusal = ftp_limit_refusal,
+	.handover = true,
+	.handover_save = ftp_handover_save,
+	.handover_load = ftp_handover_load,
 };

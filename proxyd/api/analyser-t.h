@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 struct px_session;
@@ -171,6 +172,19 @@ struct px_analyser {
 	 * relay holds no byte, and the new process calls on_open again on
 	 * the same two sockets. */
 	bool		 handover;
+	/* With handover, an analyser with more state than its relay: that
+	 * state as bytes, into buf (at most len), at a point where the
+	 * session can change processes (FTP: between commands, no data
+	 * channel); the length, or -1 when it is not at such a point now.
+	 * Its kept data listeners stay and close with the old process's
+	 * session. NULL: nothing to save (on_open opens it again). */
+	ssize_t		(*handover_save)(const struct px_session *s,
+			    const void *st, void *buf, size_t len);
+	/* In the new process, instead of on_open: st (zeroed) from the bytes
+	 * handover_save wrote, then relaying as on_open would. 0, or -1
+	 * (the session ends). */
+	int		(*handover_load)(struct px_session *s, void *st,
+			    const void *buf, size_t len);
 	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
 	 * failure that is not its client's: the server's reset or error, a
 	 * timeout, the proxy. Called before the leg's socket closes, which

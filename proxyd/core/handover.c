@@ -363,26 +363,44 @@ px_handover_serve_end(void)
 
 /* ---- the old process's workers ------------------------------------------ */
 
-/* The session can change processes now: its analyser's state is its
- * relay alone, which holds no byte, and nothing else is attached (TLS,
- * data channels, a final reply, a leg's parent). */
+/* The session can change processes now: its relay holds no byte, its
+ * analyser is at a point it can leave (its state is its relay alone, or
+ * handover_save wrote it into r), and nothing else is attached (TLS, an
+ * open data channel, a final reply, a leg's parent). A kept data
+ * listener (FTP passive) closes with the session here: the analyser
+ * opens another for its next channel. */
 static bool
-px_ho_quiet(const struct px_session *s)
+px_ho_quiet(const struct px_session *s, struct px_ho_session *r)
 {
+	const struct px_analyser *a = s->svc->analyser;
 	const struct px_service *svc = s->svc;
+	ssize_t n;
 
-	return s->state == PX_SS_RELAY && s->relay_on &&
-	    svc->analyser->handover && !s->finishing && !s->leg &&
-	    s->chan_host.list == NULL && s->chan_host.listeners == NULL &&
-	    !s->dconn_open[0] && !s->dconn_open[1] && s->hello_rest == NULL &&
-	    svc->tls_client == NULL && svc->tls_server == NULL &&
-	    px_relay_quiet(s->relay);
+	if (s->state != PX_SS_RELAY || !s->relay_on || !a->handover ||
+	    s->finishing || s->leg || s->chan_host.list != NULL ||
+	    (s->chan_host.listeners != NULL && a->handover_save == NULL) ||
+	    s->dconn_open[0] || s->dconn_open[1] || s->hello_rest != NULL ||
+	    svc->tls_client != NULL || svc->tls_server != NULL ||
+	    !px_relay_quiet(s->relay))
+		return false;
+	r->an_len = 0;
+	if (a->handover_save == NULL)
+		return true;
+	if ((n = a->handover_save(s, s->an_state, r->an_state,
+	    sizeof(r->an_state))) < 0 || (size_t)n > sizeof(r->an_state))
+		return false;
+	r->an_len = (uint32_t)n;
+	return true;
 }
 
+/* The record of s, all but the analyser's part (px_ho_quiet's). */
 static void
 px_ho_record(const struct px_session *s, struct px_ho_session *r)
 {
-	memset(r, 0, sizeof(*r));
+	uint32_t an_len = r->an_len;
+
+	memset(r, 0, offsetof(struct px_ho_session, an_len));
+	r->an_len = an_len;
 	px_ho_head_set(&r->h, PX_HO_SESSION, sizeof(*r));
 	snprintf(r->service, sizeof(r->service), "%s", s->svc->name);
 	r->id = s->id;
@@ -437,7 +455,7 @@ px_ho_tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_worker *w = arg;
 	struct timeval tick = { 0, PX_HO_TICK_MS * 1000 };
 	struct px_session *s, *next;
-	struct px_ho_session rec;
+	static _Thread_local struct px_ho_session rec;	/* 8 KB: not on the stack */
 	int out = atomic_load(&px_ho_out), fds[2];
 
 	(void)fd; (void)what;
@@ -446,7 +464,7 @@ px_ho_tick_cb(evutil_socket_t fd, short what, void *arg)
 		return;		/* the successor is gone: drain */
 	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, link);
-		if (!px_ho_quiet(s))
+		if (!px_ho_quiet(s, &rec))
 			continue;
 		px_ho_record(s, &rec);
 		fds[0] = s->cfd;
@@ -606,11 +624,11 @@ lost:
 static void
 px_ho_new_read_cb(evutil_socket_t fd, short what, void *arg)
 {
-	union {
+	static union {
 		struct px_ho_head	h;
 		struct px_ho_hello	hello;
 		struct px_ho_session	s;
-	} u;
+	} u;	/* the main thread's alone */
 	int fds[2], k;
 	ssize_t n;
 
@@ -672,6 +690,35 @@ px_handover_take(struct event_base *base, int fd,
 	return 0;
 }
 
+/* As px_session_connected, the analyser opened from its saved state
+ * when it saved one. */
+static void
+px_ho_open(struct px_session *s, const struct px_ho_session *r)
+{
+	const struct px_analyser *a = s->svc->analyser;
+	int rc;
+
+	if (a->handover_save == NULL) {
+		px_session_connected(s);
+		return;
+	}
+	s->state = PX_SS_RELAY;
+	px_session_touch(s);
+	s->tcp_progress_ms = s->last_active_ms;
+	if (s->cfg->idle_timeout_ms != 0)
+		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
+	if (a->state_size != 0 &&
+	    (s->an_state = calloc(1, a->state_size)) == NULL) {
+		px_session_end(s, PX_END_PROXY, "error: out of memory");
+		return;
+	}
+	rc = a->handover_load != NULL && r->an_len <= sizeof(r->an_state) ?
+	    a->handover_load(s, s->an_state, r->an_state, r->an_len) : -1;
+	if (rc == -1 && s->state != PX_SS_CLOSED)
+		px_session_end(s, PX_END_PROXY, "error: analyser refused "
+		    "the state handed over");
+}
+
 void
 px_handover_adopt(struct px_worker *w, struct px_config *cfg,
     size_t svc_idx, int cfd, int sfd, struct px_ho_session *r, bool closing)
@@ -706,7 +753,6 @@ px_handover_adopt(struct px_worker *w, struct px_config *cfg,
 	/* Counted by the old process: only what moves from now on is ours. */
 	s->bytes[0] = s->credited[0] = r->bytes[0];
 	s->bytes[1] = s->credited[1] = r->bytes[1];
-	free(r);
 	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	px_worker_load_add(w, 1);
@@ -715,5 +761,6 @@ px_handover_adopt(struct px_worker *w, struct px_config *cfg,
 	PX_SC_ADD(s->m, active, 1);
 	atomic_fetch_add_explicit(&px_live_sessions, 1, memory_order_relaxed);
 	PX_HO_COUNT(w, ho_adopted);
-	px_session_connected(s);
+	px_ho_open(s, r);
+	free(r);
 }

@@ -15,9 +15,12 @@
  * struct px_analyser's handover, and its relay holds no byte:
  * px_relay_quiet; a splice pump's pipe is flushed by the old process
  * first, never passed) as one SESSION record with the client and server
- * sockets attached; the session then ends here without a line. The new
+ * sockets attached, and the analyser's own state when it has more than
+ * its relay (handover_save: FTP between commands); the session then ends
+ * here without a line. The new
  * process's main thread gives each to its least loaded worker, which
- * opens the analyser on the two sockets again; the session-end line, with
+ * opens the analyser on the two sockets again (on_open, or handover_load
+ * with the state saved); the session-end line, with
  * the whole counts, is the new process's. Sessions that are not quiet
  * keep running in the old process until they end or its shutdown grace
  * (the drain deadline) is over. At its exit the old process says DONE
@@ -43,6 +46,8 @@ struct px_worker;
  * version is refused and the old one serves on. */
 #define PX_HO_VERSION		1
 #define PX_HO_TICK_MS		20
+/* The most an analyser's saved state may take (handover_save). */
+#define PX_HO_AN_MAX		8192
 
 enum px_ho_type {
 	PX_HO_HELLO = 1,	/* new -> old */
@@ -80,7 +85,9 @@ struct px_ho_session {
 	struct sockaddr_storage	client, local, dst, server;
 	int32_t			client_zone, server_zone;
 	uint8_t			svc_chosen;
-	uint8_t			pad[7];
+	uint8_t			pad[3];
+	uint32_t		an_len;		/* of an_state */
+	unsigned char		an_state[PX_HO_AN_MAX];	/* handover_save */
 };
 
 /* ---- the old process (main thread) ----------------------------------- */
