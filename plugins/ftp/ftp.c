@@ -1108,8 +1108,7 @@ struct ftp_ho {
 };
 
 static ssize_t
-ftp_handover_save(const struct px_session *s, const void *state, void *buf,
-    size_t len)
+ftp_handover_save(struct px_session *s, void *state, void *buf, size_t len)
 {
 	const struct ftp_state *st = state;
 	struct ftp_ho *h = buf;

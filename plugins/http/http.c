@@ -1272,6 +1272,62 @@ http_on_open(struct px_session *s, void *st)
 	return 0;
 }
 
+/* A rolling upgrade's hand-over (core/handover.h): an HTTP/1 client
+ * idle in keep-alive (no request under way, nothing read of the next,
+ * nothing to log, no scan, no <auth> state: a connection's proven
+ * identity, Negotiate's, is not passed) changes processes; the new one reads its next
+ * request as on a new connection. Its server connection is let go here
+ * (to the pool, which a draining process closes): the new process opens
+ * its own. */
+#define HTTP_HO_VERSION	1
+
+struct http_ho {
+	uint32_t	version;
+	unsigned	nreq;
+};
+
+static ssize_t
+http_handover_save(struct px_session *s, void *st, void *buf, size_t len)
+{
+	struct http_state *h = st;
+	struct http_ho *o = buf;
+	int d;
+
+	(void)s;
+	if (len < sizeof(*o) || h->gone || h->h2 != NULL ||
+	    h->h2_parent_ref != NULL || h->req != HTTP_REQ_HEAD ||
+	    h->resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
+	    h->client_eof || h->connecting || h->dns != NULL ||
+	    h->head_scan != 0 || h->method[0] != '\0' || h->log_held ||
+	    h->auth != NULL || h->auth_replay ||
+	    h->c == NULL || evbuffer_get_length(h->c->in) != 0)
+		return -1;
+	for (d = 0; d < 2; d++)
+		if (h->scan[d].icap != NULL || h->scan[d].on ||
+		    h->scan[d].spool != NULL)
+			return -1;
+	if (h->srv.io != NULL)
+		http_server_drop(h, h->srv.keep && h->srv.boundary);
+	memset(o, 0, sizeof(*o));
+	o->version = HTTP_HO_VERSION;
+	o->nreq = h->nreq;
+	return (ssize_t)sizeof(*o);
+}
+
+static int
+http_handover_load(struct px_session *s, void *st, const void *buf,
+    size_t len)
+{
+	struct http_state *h = st;
+	const struct http_ho *o = buf;
+
+	if (len != sizeof(*o) || o->version != HTTP_HO_VERSION ||
+	    http_on_open(s, st) == -1)
+		return -1;
+	h->nreq = o->nreq;
+	return 0;
+}
+
 static void
 http_on_close(struct px_session *s, void *st)
 {
@@ -1441,4 +1497,7 @@ const struct px_analyser http_analyser = {
 	.requests = true,
 	.user_limits = true,
 	.limit_refusal = http_limit_refusal,
+	.handover = true,
+	.handover_save = http_handover_save,
+	.handover_load = http_handover_load,
 };

@@ -172,14 +172,18 @@ struct px_analyser {
 	 * relay holds no byte, and the new process calls on_open again on
 	 * the same two sockets. */
 	bool		 handover;
-	/* With handover, an analyser with more state than its relay: that
-	 * state as bytes, into buf (at most len), at a point where the
-	 * session can change processes (FTP: between commands, no data
-	 * channel); the length, or -1 when it is not at such a point now.
-	 * Its kept data listeners stay and close with the old process's
-	 * session. NULL: nothing to save (on_open opens it again). */
-	ssize_t		(*handover_save)(const struct px_session *s,
-			    const void *st, void *buf, size_t len);
+	/* With handover, an analyser with more state than its relay (or a
+	 * driver's client conn): that state as bytes, into buf (at most
+	 * len), at a point where the session can change processes (FTP:
+	 * between commands, no data channel; HTTP: an idle keep-alive
+	 * client); the length, or -1 when it is not at such a point now. It
+	 * may let go of what is not passed (a driver's server connection:
+	 * the new process opens its own); the session stays whole here if
+	 * the hand-over then fails. Its kept data listeners stay and close
+	 * with the old process's session. NULL: nothing to save (on_open
+	 * opens it again). */
+	ssize_t		(*handover_save)(struct px_session *s, void *st,
+			    void *buf, size_t len);
 	/* In the new process, instead of on_open: st (zeroed) from the bytes
 	 * handover_save wrote, then relaying as on_open would. 0, or -1
 	 * (the session ends). */

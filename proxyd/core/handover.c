@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "log.h"
@@ -369,25 +370,41 @@ px_handover_serve_end(void)
  * open data channel, a final reply, a leg's parent). A kept data
  * listener (FTP passive) closes with the session here: the analyser
  * opens another for its next channel. */
+/* A driver analyser's client conn holds no byte and no TLS. */
 static bool
-px_ho_quiet(const struct px_session *s, struct px_ho_session *r)
+px_ho_client_quiet(const struct px_session *s)
+{
+	const struct px_conn *c = &s->dconn[0];
+
+	return s->dconn_open[0] && c->tf == NULL && c->tf_next == NULL &&
+	    !c->shut && !c->shut_pending && c->in != NULL &&
+	    evbuffer_get_length(c->in) == 0 && c->out != NULL &&
+	    evbuffer_get_length(c->out) == 0;
+}
+
+static bool
+px_ho_quiet(struct px_session *s, struct px_ho_session *r)
 {
 	const struct px_analyser *a = s->svc->analyser;
 	const struct px_service *svc = s->svc;
+	bool driver = a->driver != NULL;
 	ssize_t n;
 
-	if (s->state != PX_SS_RELAY || !s->relay_on || !a->handover ||
-	    s->finishing || s->leg || s->chan_host.list != NULL ||
+	if (s->state != PX_SS_RELAY || !a->handover || s->finishing ||
+	    s->leg || s->chan_host.list != NULL ||
 	    (s->chan_host.listeners != NULL && a->handover_save == NULL) ||
-	    s->dconn_open[0] || s->dconn_open[1] || s->hello_rest != NULL ||
-	    svc->tls_client != NULL || svc->tls_server != NULL ||
-	    !px_relay_quiet(s->relay))
+	    s->hello_rest != NULL || svc->tls_client != NULL ||
+	    svc->tls_server != NULL || s->relay_on == driver ||
+	    (driver ? !px_ho_client_quiet(s) || a->handover_save == NULL :
+	    s->dconn_open[0] || s->dconn_open[1] || !px_relay_quiet(s->relay)))
 		return false;
 	r->an_len = 0;
+	r->nsock = driver ? 1 : 2;
 	if (a->handover_save == NULL)
 		return true;
 	if ((n = a->handover_save(s, s->an_state, r->an_state,
-	    sizeof(r->an_state))) < 0 || (size_t)n > sizeof(r->an_state))
+	    sizeof(r->an_state))) < 0 || (size_t)n > sizeof(r->an_state) ||
+	    s->state != PX_SS_RELAY || (driver && s->dconn_open[1]))
 		return false;
 	r->an_len = (uint32_t)n;
 	return true;
@@ -398,9 +415,11 @@ static void
 px_ho_record(const struct px_session *s, struct px_ho_session *r)
 {
 	uint32_t an_len = r->an_len;
+	uint8_t nsock = r->nsock;
 
 	memset(r, 0, offsetof(struct px_ho_session, an_len));
 	r->an_len = an_len;
+	r->nsock = nsock;
 	px_ho_head_set(&r->h, PX_HO_SESSION, sizeof(*r));
 	snprintf(r->service, sizeof(r->service), "%s", s->svc->name);
 	r->id = s->id;
@@ -469,7 +488,7 @@ px_ho_tick_cb(evutil_socket_t fd, short what, void *arg)
 		px_ho_record(s, &rec);
 		fds[0] = s->cfd;
 		fds[1] = s->sfd;
-		if (px_ho_send(out, &rec, sizeof(rec), fds, 2) == -1) {
+		if (px_ho_send(out, &rec, sizeof(rec), fds, rec.nsock) == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK ||
 			    errno == ENOBUFS)
 				break;	/* it is slow: next tick */
@@ -479,7 +498,8 @@ px_ho_tick_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		px_ho_close_later(w, s->cfd);
-		px_ho_close_later(w, s->sfd);
+		if (rec.nsock == 2)
+			px_ho_close_later(w, s->sfd);
 		s->cfd = s->sfd = -1;
 		s->handed = true;
 		PX_HO_COUNT(w, ho_handed);
@@ -638,7 +658,8 @@ px_ho_new_read_cb(evutil_socket_t fd, short what, void *arg)
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n > 0 && px_ho_valid(&u, n, PX_HO_SESSION, sizeof(u.s)) &&
-		    fds[0] != -1 && fds[1] != -1) {
+		    fds[0] != -1 && (u.s.nsock == 1 ? fds[1] == -1 :
+		    u.s.nsock == 2 && fds[1] != -1)) {
 			px_ho_new_session(&u.s, fds[0], fds[1]);
 			continue;
 		}
@@ -707,8 +728,9 @@ px_ho_open(struct px_session *s, const struct px_ho_session *r)
 	s->tcp_progress_ms = s->last_active_ms;
 	if (s->cfg->idle_timeout_ms != 0)
 		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
-	if (a->state_size != 0 &&
-	    (s->an_state = calloc(1, a->state_size)) == NULL) {
+	if ((a->state_size != 0 &&
+	    (s->an_state = calloc(1, a->state_size)) == NULL) ||
+	    (a->driver != NULL && px_drv_open(s) == -1)) {
 		px_session_end(s, PX_END_PROXY, "error: out of memory");
 		return;
 	}

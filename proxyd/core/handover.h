@@ -85,7 +85,9 @@ struct px_ho_session {
 	struct sockaddr_storage	client, local, dst, server;
 	int32_t			client_zone, server_zone;
 	uint8_t			svc_chosen;
-	uint8_t			pad[3];
+	uint8_t			nsock;		/* 2, or 1: no server socket
+						 * (a driver analyser's) */
+	uint8_t			pad[2];
 	uint32_t		an_len;		/* of an_state */
 	unsigned char		an_state[PX_HO_AN_MAX];	/* handover_save */
 };
