@@ -68,6 +68,7 @@ struct px_main {
 	uint64_t		 grace_left_ms;
 	bool			 stopping;
 	bool			 forced;
+	bool			 handing;	/* an upgrade's successor listens */
 	struct px_reload_stats	 reloads;
 	struct event		*quota_ev;	/* quotas/@state-file's timer */
 };
@@ -386,10 +387,13 @@ px_handover_ready_cb(void *arg)
 
 	px_admin_pass();
 	if (m->stopping) {
-		px_workers_command(PX_CMD_HANDOVER);
+		/* Draining already (SIGTERM): its grace stands. */
+		m->handing = true;
+		px_handover_drain();
 		return;
 	}
 	m->stopping = true;
+	m->handing = true;
 	m->grace_left_ms = m->cfg->shutdown_grace_ms;
 	px_log(LOG_INFO, 0, "upgrade: no longer accepting; passing %llu live "
 	    "session%s as they are quiet, for up to %llums",
@@ -399,6 +403,28 @@ px_handover_ready_cb(void *arg)
 	px_handover_drain();
 	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
 	evtimer_add(m->grace_ev, &now);
+}
+
+/* The successor went away after it listened, before this process was
+ * done: this one serves again (what it passed is lost with it). */
+static void
+px_handover_gone_cb(void *arg)
+{
+	struct px_main *m = arg;
+
+	if (!m->handing || m->forced)
+		return;		/* stopping for good anyway */
+	m->handing = false;
+	m->stopping = false;
+	if (m->grace_ev != NULL)
+		evtimer_del(m->grace_ev);
+	px_admin_unpass();
+	px_handover_resume();
+	px_log(LOG_WARNING, 0, "upgrade failed: the new process went away; "
+	    "accepting again with %llu live session%s",
+	    (unsigned long long)atomic_load(&px_live_sessions),
+	    atomic_load(&px_live_sessions) == 1 ? "" : "s");
+	px_notify_ready("running (an upgrade failed)");
 }
 
 /* The new process listens and takes sessions: take the pidfile, write
@@ -442,6 +468,12 @@ px_grace_cb(evutil_socket_t fd, short what, void *arg)
 	if (px_workers_all_exited()) {
 		event_base_loopbreak(m->base);
 		return;
+	}
+	/* An upgrade: every session passed or ended, the workers go. */
+	if (m->handing && !m->forced &&
+	    atomic_load(&px_live_sessions) == 0 && px_handover_finished()) {
+		m->forced = true;
+		px_workers_command(PX_CMD_STOP);
 	}
 	if (!m->forced && m->grace_left_ms <= 50) {
 		m->forced = true;
@@ -718,7 +750,7 @@ main(int argc, char **argv)
 	}
 	/* Whoever we are, a later upgrade may take over from us. */
 	(void)px_handover_serve(m.base, px_admin_listen_fd(),
-	    px_handover_ready_cb, &m);
+	    px_handover_ready_cb, px_handover_gone_cb, &m);
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
 	sig_int = evsignal_new(m.base, SIGINT, px_signal_cb, &m);
 	sig_hup = evsignal_new(m.base, SIGHUP, px_signal_cb, &m);

@@ -1134,6 +1134,14 @@ px_admin_pass(void)
 }
 
 void
+px_admin_unpass(void)
+{
+	px_admin_passed = false;
+	if (px_admin_lev != NULL)
+		evconnlistener_enable(px_admin_lev);
+}
+
+void
 px_admin_stop(void)
 {
 	if (px_http != NULL)

@@ -42,5 +42,7 @@ void	px_admin_stop(void);
 void	px_admin_use_fd(int fd);
 int	px_admin_listen_fd(void);
 void	px_admin_pass(void);
+/* The new process is gone: accept on it again. */
+void	px_admin_unpass(void);
 
 #endif

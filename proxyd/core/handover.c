@@ -171,12 +171,16 @@ static struct {
 	struct event		*lev;
 	int			 admin_fd;
 	void			(*ready)(void *);
+	void			(*gone)(void *);
+	int			 retired;	/* a dead successor's socket */
 	void			*arg;
 	int			 cfd;		/* the successor, or -1 */
 	struct event		*cev;
 	uint64_t		 pid;
 	bool			 is_ready;
-} px_ho_srv = { .lfd = -1, .cfd = -1 };
+	bool			 done_sent;	/* DONE: nothing more comes */
+	bool			 acked;		/* its DONE back: it has them */
+} px_ho_srv = { .lfd = -1, .cfd = -1, .retired = -1 };
 
 /* What workers send on; -1 once the successor is gone. */
 static atomic_int px_ho_out = -1;
@@ -194,11 +198,20 @@ px_ho_srv_drop(const char *why)
 		px_ho_srv.cfd = -1;
 		return;
 	}
-	/* The workers may be sending: the descriptor stays open until
-	 * px_handover_serve_end(). */
+	/* It went away after it listened: this process accepts again (the
+	 * sessions it took are lost with it). A worker may be inside a
+	 * send on the descriptor: it stays open until the next successor's
+	 * failure or px_handover_serve_end(). */
 	atomic_store(&px_ho_out, -1);
-	px_log(LOG_WARNING, 0, "handover: %s; the sessions not passed yet "
-	    "drain here", why);
+	if (px_ho_srv.retired != -1)
+		close(px_ho_srv.retired);
+	px_ho_srv.retired = px_ho_srv.cfd;
+	px_ho_srv.cfd = -1;
+	px_ho_srv.is_ready = false;
+	px_ho_srv.done_sent = px_ho_srv.acked = false;
+	px_log(LOG_WARNING, 0, "handover failed: %s after it listened; this "
+	    "process takes over again", why);
+	px_ho_srv.gone(px_ho_srv.arg);
 }
 
 static void
@@ -249,6 +262,11 @@ px_ho_srv_read_cb(evutil_socket_t fd, short what, void *arg)
 		    "it to listen", (unsigned long long)msg.pid);
 		return;
 	}
+	if (px_ho_srv.is_ready && px_ho_srv.done_sent &&
+	    px_ho_valid(&msg, n, PX_HO_DONE, sizeof(msg))) {
+		px_ho_srv.acked = true;
+		return;
+	}
 	if (px_ho_srv.pid != 0 && !px_ho_srv.is_ready &&
 	    px_ho_valid(&msg, n, PX_HO_READY, sizeof(msg))) {
 		px_ho_srv.is_ready = true;
@@ -292,7 +310,7 @@ px_ho_srv_accept_cb(evutil_socket_t fd, short what, void *arg)
 
 int
 px_handover_serve(struct event_base *base, int admin_fd,
-    void (*ready)(void *arg), void *arg)
+    void (*ready)(void *arg), void (*gone)(void *arg), void *arg)
 {
 	struct sockaddr_un sun;
 	socklen_t len = px_ho_addr((long)getpid(), &sun);
@@ -300,6 +318,7 @@ px_handover_serve(struct event_base *base, int admin_fd,
 	px_ho_srv.base = base;
 	px_ho_srv.admin_fd = admin_fd;
 	px_ho_srv.ready = ready;
+	px_ho_srv.gone = gone;
 	px_ho_srv.arg = arg;
 	if ((px_ho_srv.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0)) == -1 ||
@@ -321,12 +340,52 @@ px_handover_drain(void)
 	px_workers_command(PX_CMD_HANDOVER);
 }
 
+static void
+px_ho_counts(uint64_t *handed, uint64_t *drained)
+{
+	unsigned i;
+
+	*handed = *drained = 0;
+	for (i = 0; i < px_workers_count(); i++) {
+		*handed += atomic_load(&px_worker_get(i)->ho_handed);
+		*drained += atomic_load(&px_worker_get(i)->ho_drained);
+	}
+}
+
+/* DONE with the counts: after every session's record (each was sent
+ * before its session ended here). */
+static void
+px_ho_send_done(void)
+{
+	struct px_ho_hello done;
+
+	if (px_ho_srv.done_sent || atomic_load(&px_ho_out) == -1)
+		return;
+	memset(&done, 0, sizeof(done));
+	px_ho_head_set(&done.h, PX_HO_DONE, sizeof(done));
+	done.pid = (uint64_t)getpid();
+	px_ho_counts(&done.handed, &done.drained);
+	if (px_ho_send(px_ho_srv.cfd, &done, sizeof(done), NULL, 0) == 0)
+		px_ho_srv.done_sent = true;
+}
+
+bool
+px_handover_finished(void)
+{
+	px_ho_send_done();
+	return px_ho_srv.acked;
+}
+
+void
+px_handover_resume(void)
+{
+	px_workers_command(PX_CMD_RESUME);
+}
+
 void
 px_handover_serve_end(void)
 {
-	struct px_ho_hello done;
-	uint64_t handed = 0, drained = 0;
-	unsigned i;
+	uint64_t handed, drained;
 
 	if (px_ho_srv.lev != NULL)
 		event_free(px_ho_srv.lev);
@@ -334,23 +393,17 @@ px_handover_serve_end(void)
 		close(px_ho_srv.lfd);
 	px_ho_srv.lev = NULL;
 	px_ho_srv.lfd = -1;
+	if (px_ho_srv.retired != -1)
+		close(px_ho_srv.retired);
+	px_ho_srv.retired = -1;
 	if (!px_ho_srv.is_ready) {
 		if (px_ho_srv.cfd != -1)
 			px_ho_srv_drop("this process stops");
 		return;
 	}
-	for (i = 0; i < px_workers_count(); i++) {
-		handed += atomic_load(&px_worker_get(i)->ho_handed);
-		drained += atomic_load(&px_worker_get(i)->ho_drained);
-	}
-	if (atomic_load(&px_ho_out) != -1) {
-		memset(&done, 0, sizeof(done));
-		px_ho_head_set(&done.h, PX_HO_DONE, sizeof(done));
-		done.pid = (uint64_t)getpid();
-		done.handed = handed;
-		done.drained = drained;
-		(void)px_ho_send(px_ho_srv.cfd, &done, sizeof(done), NULL, 0);
-	}
+	/* (The grace ran out with sessions left: they ended here.) */
+	px_ho_send_done();
+	px_ho_counts(&handed, &drained);
 	px_log(LOG_INFO, 0, "handover sessions=%llu drained=%llu (to pid %llu)",
 	    (unsigned long long)handed, (unsigned long long)drained,
 	    (unsigned long long)px_ho_srv.pid);
@@ -364,12 +417,6 @@ px_handover_serve_end(void)
 
 /* ---- the old process's workers ------------------------------------------ */
 
-/* The session can change processes now: its relay holds no byte, its
- * analyser is at a point it can leave (its state is its relay alone, or
- * handover_save wrote it into r), and nothing else is attached (TLS, an
- * open data channel, a final reply, a leg's parent). A kept data
- * listener (FTP passive) closes with the session here: the analyser
- * opens another for its next channel. */
 /* A driver analyser's client conn holds no byte and no TLS. */
 static bool
 px_ho_client_quiet(const struct px_session *s)
@@ -382,6 +429,12 @@ px_ho_client_quiet(const struct px_session *s)
 	    evbuffer_get_length(c->out) == 0;
 }
 
+/* The session can change processes now: its relay holds no byte, its
+ * analyser is at a point it can leave (its state is its relay alone, or
+ * handover_save wrote it into r), and nothing else is attached (TLS, an
+ * open data channel, a final reply, a leg's parent). A kept data
+ * listener (FTP passive) closes with the session here: the analyser
+ * opens another for its next channel. */
 static bool
 px_ho_quiet(struct px_session *s, struct px_ho_session *r)
 {
@@ -667,6 +720,10 @@ px_ho_new_read_cb(evutil_socket_t fd, short what, void *arg)
 		px_ho_abort_close(fds[1]);
 		if (n > 0 && px_ho_valid(&u, n, PX_HO_DONE, sizeof(u.hello))) {
 			px_ho_new.done = true;
+			/* Back: every session before it is ours. */
+			u.hello.h.type = PX_HO_DONE;
+			(void)px_ho_send((int)fd, &u.hello, sizeof(u.hello),
+			    NULL, 0);
 			px_log(LOG_INFO, 0, "handover sessions=%llu drained=%llu "
 			    "(from pid %llu%s)", (unsigned long long)
 			    px_ho_new.taken, (unsigned long long)u.hello.drained,
@@ -701,8 +758,14 @@ px_handover_take(struct event_base *base, int fd,
 	memset(&msg, 0, sizeof(msg));
 	px_ho_head_set(&msg.h, PX_HO_READY, sizeof(msg));
 	msg.pid = (uint64_t)getpid();
-	if (px_ho_send(fd, &msg, sizeof(msg), NULL, 0) == -1 ||
-	    (px_ho_new.ev = event_new(base, fd, EV_READ | EV_PERSIST,
+	if (px_ho_send(fd, &msg, sizeof(msg), NULL, 0) == -1) {
+		px_log(LOG_ERR, 0, "handover: %s", strerror(errno));
+		return -1;
+	}
+	/* The tests' way to be a new process that dies once it listens. */
+	if (getenv("PROXYD_TEST_HANDOVER_DIE") != NULL)
+		_exit(3);
+	if ((px_ho_new.ev = event_new(base, fd, EV_READ | EV_PERSIST,
 	    px_ho_new_read_cb, NULL)) == NULL ||
 	    event_add(px_ho_new.ev, NULL) == -1) {
 		px_log(LOG_ERR, 0, "handover: %s", strerror(errno));

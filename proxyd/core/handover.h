@@ -23,11 +23,15 @@
  * with the state saved); the session-end line, with
  * the whole counts, is the new process's. Sessions that are not quiet
  * keep running in the old process until they end or its shutdown grace
- * (the drain deadline) is over. At its exit the old process says DONE
- * (handed, drained) and both log `handover sessions=N drained=M`.
+ * (the drain deadline) is over. With none left the old process says DONE
+ * (handed, drained), the new one answers DONE once it has read every
+ * record before it, and only then do the old one's workers stop; both
+ * log `handover sessions=N drained=M`.
  * A failure before READY (version, the new process dies or times out)
- * changes nothing in the old one; after READY a session whose send fails
- * stays with the old process. */
+ * changes nothing in the old one; after READY, while the old process
+ * runs (it waits, workers and all, for its last session to be passed or
+ * to end), it listens again and keeps what it has not passed (what it
+ * passed is lost with the new process). */
 #ifndef PX_HANDOVER_H
 #define PX_HANDOVER_H
 
@@ -96,9 +100,18 @@ struct px_ho_session {
 
 /* Listens for a successor on base; admin_fd (-1: none) is passed to it.
  * ready(arg) runs when it says READY: stop accepting and call
- * px_handover_drain(). 0, or -1 (logged; upgrades are then refused). */
+ * px_handover_drain(); gone(arg) when it goes away after that, while
+ * this process still runs: accept again (px_handover_resume()). 0, or -1
+ * (logged; upgrades are then refused). */
 int	px_handover_serve(struct event_base *base, int admin_fd,
-	    void (*ready)(void *arg), void *arg);
+	    void (*ready)(void *arg), void (*gone)(void *arg), void *arg);
+/* No session left here (every one passed or ended): says DONE to the
+ * successor (once); true once it answered DONE, having taken every
+ * session passed: the workers may go. */
+bool	px_handover_finished(void);
+/* The successor is gone: every worker listens again and keeps what it
+ * has not passed. */
+void	px_handover_resume(void);
 /* READY came: tells every worker to hand its quiet sessions over. */
 void	px_handover_drain(void);
 /* At exit, after the workers: DONE to the successor and the log line. */

@@ -312,7 +312,7 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 	 * still look at s->state, wherever it is on the stack. */
 	TAILQ_INSERT_TAIL(&w->dead, s, link);
 	event_active(w->reap_ev, EV_TIMEOUT, 0);
-	if (w->draining && TAILQ_EMPTY(&w->sessions))
+	if (w->draining && !w->handing && TAILQ_EMPTY(&w->sessions))
 		event_base_loopbreak(w->base);
 }
 

@@ -565,8 +565,20 @@ px_worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 			px_worker_unlisten(w);
 			px_handover_begin(w);
 		}
-		if (TAILQ_EMPTY(&w->sessions))
-			event_base_loopbreak(w->base);
+		/* (Not out with the last session: the main thread stops
+		 * it once the new process has them all; if that one dies
+		 * first, this worker listens again.) */
+		break;
+	case PX_CMD_RESUME:
+		atomic_store(&w->cmd, PX_CMD_NONE);
+		if (w->draining && w->handing) {
+			w->draining = false;
+			w->handing = false;
+			w->pool.closed = false;
+			if (px_worker_listen(w, w->cfg, NULL) != 0)
+				px_log(LOG_ERR, 0, "worker %u: not every "
+				    "service listens again", w->id);
+		}
 		break;
 	case PX_CMD_STOP:
 		w->draining = true;

@@ -68,6 +68,9 @@ enum px_worker_cmd {
 	/* Drain, and pass each quiet session to the new process of a
 	 * rolling upgrade as it becomes quiet (handover.h). */
 	PX_CMD_HANDOVER,
+	/* The new process of an upgrade died: listen again, keep what is
+	 * left (back to PX_CMD_NONE). */
+	PX_CMD_RESUME,
 };
 
 TAILQ_HEAD(px_session_list, px_session);
