@@ -76,6 +76,8 @@ peer_usage(FILE *f)
 "  --info TEXT       client: transfer information (request end part)\n"
 "  --timeout SEC     socket read timeout (default 60)\n"
 "  --quiet           no per-transfer line on stdout\n"
+"  --pause-file F    client: after the first transfer print \"paused\" and\n"
+"                    wait (up to --timeout) until file F exists\n"
 "  --corrupt-block N client: send block rank N of the first file that has\n"
 "                    one with a wrong digest (md5 modes); the receiver\n"
 "                    answers an ErrorPacket 'M'\n"
@@ -756,6 +758,28 @@ out:
 	return rc;
 }
 
+/* --pause-file: once, before the second transfer. */
+static int
+peer_pause(const struct peer_conf *c)
+{
+	static bool paused;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int i;
+
+	if (paused)
+		return 0;
+	paused = true;
+	printf("paused\n");
+	fflush(stdout);
+	for (i = 0; i < c->timeout * 50; i++) {
+		if (access(c->pause_file, F_OK) == 0)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	peer_err("%s did not appear within %d s", c->pause_file, c->timeout);
+	return -1;
+}
+
 static int
 peer_client(const struct peer_conf *c)
 {
@@ -777,10 +801,14 @@ peer_client(const struct peer_conf *c)
 		rc = 2;
 	for (round = 0; round < c->count && (rc == 0 || c->keep_going);
 	    round++)
-		for (k = 0; k < c->nxfers && (rc == 0 || c->keep_going); k++)
-			if (peer_client_xfer(&pc, &c->xfers[k],
+		for (k = 0; k < c->nxfers && (rc == 0 || c->keep_going); k++) {
+			if (c->pause_file != NULL && (round > 0 || k > 0) &&
+			    peer_pause(c) == -1)
+				rc = 2;
+			else if (peer_client_xfer(&pc, &c->xfers[k],
 			    c->count > 1 ? round + 1 : 0) == -1)
 				rc = 2;
+		}
 	if (pc.late > 0)
 		peer_err("%" PRIu64 " late frames of the failed channel %08x "
 		    "ignored", pc.late, pc.dead_id);
@@ -1060,6 +1088,7 @@ main(int argc, char **argv)
 		{ "info", required_argument, NULL, 'I' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "pause-file", required_argument, NULL, 'P' },
 		{ "corrupt-block", required_argument, NULL, 'x' },
 		{ "announce", required_argument, NULL, 'L' },
 		{ "continue", no_argument, NULL, 'k' },
@@ -1120,6 +1149,7 @@ main(int argc, char **argv)
 		case 'I': c.info = optarg; break;
 		case 'a': c.auth_each = true; break;
 		case 'q': c.quiet = true; break;
+		case 'P': c.pause_file = optarg; break;
 		case 'k': c.keep_going = true; break;
 		case 'e': c.keep_on_error = true; break;
 		case 'T': c.tls = true; break;

@@ -43,6 +43,10 @@ struct peer_conf {
 	const char	*info;
 	int		 timeout;
 	bool		 quiet;
+	/* client --pause-file: after the first transfer, "paused" on stdout
+	 * and a wait (up to --timeout) until this file exists: the
+	 * connection idle between two transfers (a proxy's upgrade). */
+	const char	*pause_file;
 	/* Faults and Waarp's tolerance of them, for the proxy's tests. */
 	int64_t		 announce;	/* the size announced; -1: the file's */
 	int64_t		 corrupt_block;	/* client: this rank's digest is wrong;

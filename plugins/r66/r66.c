@@ -1043,6 +1043,83 @@ r66_limit_refusal(const void *pol, const char *limit, const char *rule,
 	    R66_NOCHANNEL, msg, "l");
 }
 
+/* ---- a rolling upgrade's hand-over (core/handover.h) ------------------- */
+
+/* A connection between transfers (every channel free, no frame in part,
+ * no scan) changes processes with its identity (the authentication the
+ * later channels reuse, the peers' capabilities) and the channels that
+ * ended lately, whose late frames are still dropped whole. (Monotonic
+ * times: the same clock in both processes.) */
+#define R66_HO_VERSION	1
+
+struct r66_ho {
+	uint32_t	 version;
+	bool		 authed, creuse, sreuse, proven, proven_cert;
+	char		 host[128], server_host[128];
+	char		 cdigest[24], sdigest[24];
+	struct r66_ended ended[R66_ENDED_MAX];
+	unsigned	 ended_next;
+};
+
+static ssize_t
+r66_handover_save(struct px_session *s, void *vst, void *buf, size_t len)
+{
+	const struct r66_state *st = vst;
+	struct r66_ho *h = buf;
+	int k, d;
+
+	(void)s;
+	if (len < sizeof(*h) || st->done || st->abort)
+		return -1;
+	for (d = 0; d < 2; d++)
+		if (st->hold[d] == NULL || evbuffer_get_length(st->hold[d]) != 0)
+			return -1;
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].st != R66_CH_FREE || st->ch[k].scan != NULL)
+			return -1;
+	memset(h, 0, sizeof(*h));
+	h->version = R66_HO_VERSION;
+	h->authed = st->authed;
+	h->creuse = st->creuse;
+	h->sreuse = st->sreuse;
+	h->proven = st->proven;
+	h->proven_cert = st->proven_cert;
+	memcpy(h->host, st->host, sizeof(h->host));
+	memcpy(h->server_host, st->server_host, sizeof(h->server_host));
+	memcpy(h->cdigest, st->cdigest, sizeof(h->cdigest));
+	memcpy(h->sdigest, st->sdigest, sizeof(h->sdigest));
+	memcpy(h->ended, st->ended, sizeof(h->ended));
+	h->ended_next = st->ended_next % R66_ENDED_MAX;
+	return (ssize_t)sizeof(*h);
+}
+
+static int
+r66_handover_load(struct px_session *s, void *vst, const void *buf,
+    size_t len)
+{
+	struct r66_state *st = vst;
+	const struct r66_ho *h = buf;
+
+	if (len != sizeof(*h) || h->version != R66_HO_VERSION)
+		return -1;
+	st->authed = h->authed;
+	st->creuse = h->creuse;
+	st->sreuse = h->sreuse;
+	st->proven = h->proven;
+	st->proven_cert = h->proven_cert;
+	memcpy(st->host, h->host, sizeof(st->host));
+	memcpy(st->server_host, h->server_host, sizeof(st->server_host));
+	memcpy(st->cdigest, h->cdigest, sizeof(st->cdigest));
+	memcpy(st->sdigest, h->sdigest, sizeof(st->sdigest));
+	st->host[sizeof(st->host) - 1] = '\0';
+	st->server_host[sizeof(st->server_host) - 1] = '\0';
+	st->cdigest[sizeof(st->cdigest) - 1] = '\0';
+	st->sdigest[sizeof(st->sdigest) - 1] = '\0';
+	memcpy(st->ended, h->ended, sizeof(st->ended));
+	st->ended_next = h->ended_next;
+	return r66_on_open(s, vst);
+}
+
 const struct px_analyser r66_analyser = {
 	.name = "r66",
 	.state_size = sizeof(struct r66_state),
@@ -1057,4 +1134,7 @@ const struct px_analyser r66_analyser = {
 	.audit = true,
 	.limit_refusal = r66_limit_refusal,
 	.who = r66_who,
+	.handover = true,
+	.handover_save = r66_handover_save,
+	.handover_load = r66_handover_load,
 };
