@@ -16,15 +16,17 @@
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
 #                          serves its own until they end or S seconds (default
 #                          60) pass, then its proxyd stops
-#   lab.sh upgrade I [S]   restart node I's proxyd (PROXYD: the new binary) with a
+#   lab.sh upgrade I [S [handover|drain]]
+#                          node I's proxyd replaced by a new process (PROXYD:
+#                          the new binary). handover (the default): proxyd -s
+#                          upgrade in the node, which stays announced; the new
+#                          process takes every session over at a quiet point
+#                          (plug; FTP between commands; idle HTTP keep-alive;
+#                          R66 between transfers), the rest drain in the old
+#                          one (up to S s, default 60, and its shutdown-grace).
 #                          drain: withdrawn, its sessions served until they end
-#                          or S seconds (default 60) pass, stopped, started
-#                          again and announced once it listens
-#   lab.sh upgrade I S handover
-#                          proxyd -s upgrade in node I: the new process takes
-#                          the quiet sessions over (plug), the node stays
-#                          announced; the rest drain in the old process for
-#                          its shutdown-grace
+#                          or S seconds pass, stopped, started again and
+#                          announced once it listens
 #   lab.sh down            stop everything the lab started, delete its namespaces
 #
 #   client  c0 198.18.1.2/24 -- r0 198.18.1.1  router  rI 198.18.2.(4I-3)/30 -- eth0 198.18.2.(4I-2)  node I
@@ -677,7 +679,7 @@ cmd_drain() {
 # that outlive the deadline end with the old process: handing them over
 # to the new one (SCM_RIGHTS) is not done.
 cmd_upgrade() {
-    local i=${1:-} limit=${2:-60} how=${3:-drain} d spid out old
+    local i=${1:-} limit=${2:-60} how=${3:-handover} d spid out old
     [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ && $how =~ ^(drain|handover)$ ]] ||
         die "upgrade I [SECONDS [drain|handover]]"
     d=$LAB_DIR/n$i

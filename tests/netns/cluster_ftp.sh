@@ -18,11 +18,15 @@
 #      counted by its rule), none is reset.
 #   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
 #      at the other end (sha256), each logged by a node.
-#   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1`:
+#   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1 20
+#      drain`:
 #      node 1 leaves the route, 10 new downloads go to nodes 2 and 3, the
 #      held sessions (node 1's included) then download whole, node 1's
 #      proxyd stops once its last one ends and a new process (another pid)
 #      comes back into the route; of 20 new downloads node 1 serves some.
+#   4b. 10 more held; `lab.sh upgrade 1 5` (a hand-over): node 1 stays in
+#      the route, its held sessions pass to its new proxyd (the result line
+#      says how many), and every held session then downloads whole.
 #   5. 15 FTP control sessions held open (logged in), on the nodes; `lab.sh
 #      kill 3`: each then downloads (passive): exactly node 3's fail, the
 #      others get the whole file; 10 new passive and 5 new active downloads
@@ -109,7 +113,26 @@ fetch() {
 # spread WHAT N I...: node I's downloads since snap add up to N (the
 # counts per node in LAST_SPREAD)
 declare -A base=()
-snap() { local i; for i in "$@"; do base[$i]=$(downloads "$i"); done; }
+# (Once the nodes' logs are settled: a node's log thread writes a line up
+# to 50 ms after the fact, and a line of what came before the snapshot
+# must not be counted after it. Bounded: 3 s.)
+all_downloads() {
+    local i
+    for i in 1 2 3 4; do
+        if [[ -f $LAB_DIR/n$i/proxyd.log ]]; then downloads "$i"; fi
+    done | tr '\n' ' '
+}
+snap() {
+    local i k prev now
+    prev=$(all_downloads)
+    for ((k = 0; k < 30; k++)); do
+        sleep 0.1
+        now=$(all_downloads)
+        [[ $now == "$prev" ]] && break
+        prev=$now
+    done
+    for i in "$@"; do base[$i]=$(downloads "$i"); done
+}
 spread() {
     local what=$1 n=$2 i d sum=0 line="" k
     shift 2
@@ -266,7 +289,7 @@ wait_cond 5000 all_live "$HOLD" || fail "status: live sessions $(live_sum), expe
 n1_live=$(lab status | awk '$1 == "n1" { sub("sessions=", "", $3); print $3 }')
 old_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
 t0=$(now_ms)
-lab upgrade 1 20 >"$T/upgrade.out" 2>"$T/upgrade.err" &
+lab upgrade 1 20 drain >"$T/upgrade.out" 2>"$T/upgrade.err" &
 UP_PID=$!
 track_pid "$UP_PID"
 wait_cond 5000 n1_out || fail "node 1 still in the route 5 s after lab.sh upgrade 1: $(lab router ip route show "$SERVER")"
@@ -295,6 +318,31 @@ fetch 20
 assert_eq "$OKS" 20 "passive downloads whole after the upgrade"
 spread "20 downloads after the upgrade of node 1" 20 1 2 3
 (($(downloads 1) - base[1] > 0)) || fail "the upgraded node 1 served none of 20 new downloads:$LAST_SPREAD"
+
+# ---------------------------------------------------------------- 4b. upgrade 1, hand-over
+# 10 more FTP sessions held; `lab.sh upgrade 1 5` (the hand-over): node 1
+# stays in the route, its new proxyd takes its held sessions over (logged
+# in, between commands), which outlive the old one's drain deadline (its
+# shutdown-grace, 1 s): each then downloads whole, node 1's included.
+lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go-ho" "$WANT" >"$T/hold-ho.out" 2>"$T/hold-ho.err" &
+track_pid $!
+wait_cond 10000 held "$T/hold-ho.out" || fail "the $HOLD FTP sessions did not all log in: $(cat "$T/hold-ho.err")"
+wait_cond 5000 all_live "$HOLD" || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
+n1_live=$(lab status | awk '$1 == "n1" { sub("sessions=", "", $3); print $3 }')
+((n1_live > 0)) || fail "none of the $HOLD held FTP sessions is on node 1: $(lab status)"
+old_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
+lab upgrade 1 5 >"$T/upgrade-ho.out" 2>"$T/upgrade-ho.err" ||
+    fail "lab.sh upgrade 1 5: $(cat "$T/upgrade-ho.err")"
+new_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
+[[ $new_pid != "$old_pid" ]] || fail "node 1's proxyd was not replaced (pid $old_pid)"
+assert_eq "$(cat "$T/upgrade-ho.out")" "n1 upgraded pid=$new_pid handover sessions=$n1_live drained=0" \
+    "lab.sh upgrade 1 (hand-over)'s result"
+n1_in || fail "node 1 left the route during the hand-over"
+sleep 1.5	# past the old process's drain deadline (1 s): nothing of it is left
+: >"$T/go-ho"
+wait_cond 30000 got_result "$T/hold-ho.out" || fail "held FTP sessions (hand-over): no result: $(cat "$T/hold-ho.err")"
+assert_eq "$(tail -n 1 "$T/hold-ho.out")" "ok=$HOLD broken=0" "held FTP sessions across the hand-over of node 1 (node 1 had $n1_live)"
+info "lab.sh upgrade 1 5: $n1_live held FTP sessions passed to pid $new_pid, all downloaded whole after"
 
 # ---------------------------------------------------------------- 5. kill 3
 

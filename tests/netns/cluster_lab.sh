@@ -14,7 +14,7 @@
 #      on every line of its log); then
 #      with 30 connections held open through the plug service (8081), the
 #      nodes' live sessions add up to 30.
-#   3b. `lab.sh upgrade 1 5 handover`: node 1's held connections pass to
+#   3b. `lab.sh upgrade 1 5` (a hand-over): node 1's held connections pass to
 #      its new proxyd process (pid changed, still announced, the same live
 #      count); step 4's second requests show them served.
 #   4. `lab.sh kill 3` (every process of node 3, kill -9): the router drops
@@ -267,22 +267,22 @@ n3_live=$(awk '$1 == "n3" { sub("sessions=", "", $3); print $3 }' "$T/status.out
 
 # ---------------------------------------------------------------- 3b. upgrade 1, hand-over
 # node 1's held sessions outlive its drain deadline (shutdown-grace, 1 s):
-# `lab.sh upgrade 1 5 handover` passes them to a new proxyd process; the
+# `lab.sh upgrade 1 5` (a hand-over) passes them to a new proxyd process; the
 # node stays in the route, the live count stays, and step 4's second
 # requests find them served.
 n1_live=$(awk '$1 == "n1" { sub("sessions=", "", $3); print $3 }' "$T/status.out")
 ((n1_live > 0)) || fail "none of the $HOLD held connections is on node 1: $(lab status)"
 old1=$(cat "$LAB_DIR/n1/proxyd.pid")
-lab upgrade 1 5 handover >"$T/upgrade1.out" 2>>"$T/lab.err" ||
-    fail "lab.sh upgrade 1 5 handover: $(tail -n 3 "$T/lab.err")"
+lab upgrade 1 5 >"$T/upgrade1.out" 2>>"$T/lab.err" ||
+    fail "lab.sh upgrade 1 5: $(tail -n 3 "$T/lab.err")"
 new1=$(cat "$LAB_DIR/n1/proxyd.pid")
 assert_ne "$new1" "$old1" "node 1's proxyd is a new process"
 assert_eq "$(cat "$T/upgrade1.out")" "n1 upgraded pid=$new1 handover sessions=$n1_live drained=0" \
-    "lab.sh upgrade 1 handover's result"
+    "lab.sh upgrade 1's result"
 wait_cond 5000 all_live || fail "live sessions after the upgrade of node 1: $(live_sum): $(lab status)"
 assert_eq "$(nexthops | tr ' ' '\n' | sort | tr '\n' ' ')" "198.18.2.10 198.18.2.2 198.18.2.6 " \
     "next hops after the upgrade of node 1 (sorted)"
-info "lab.sh upgrade 1 5 handover: $n1_live held sessions passed to pid $new1"
+info "lab.sh upgrade 1 5: $n1_live held sessions passed to pid $new1"
 
 # ---------------------------------------------------------------- 4. kill 3
 
