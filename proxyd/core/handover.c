@@ -475,6 +475,8 @@ px_ho_record(const struct px_session *s, struct px_ho_session *r)
 	r->nsock = nsock;
 	px_ho_head_set(&r->h, PX_HO_SESSION, sizeof(*r));
 	snprintf(r->service, sizeof(r->service), "%s", s->svc->name);
+	snprintf(r->analyser, sizeof(r->analyser), "%s",
+	    s->svc->analyser->name);
 	r->id = s->id;
 	r->bytes[0] = s->bytes[0];
 	r->bytes[1] = s->bytes[1];
@@ -673,10 +675,14 @@ px_ho_new_session(const struct px_ho_session *r, int cfd, int sfd)
 		if (strncmp(cfg->services[i].name, r->service,
 		    sizeof(r->service)) == 0)
 			break;
-	if (i == cfg->nservices || !cfg->services[i].analyser->handover) {
+	/* The same analyser: its saved state means nothing to another. */
+	if (i == cfg->nservices || !cfg->services[i].analyser->handover ||
+	    strncmp(cfg->services[i].analyser->name, r->analyser,
+	    sizeof(r->analyser)) != 0) {
 		px_log(LOG_WARNING, r->id, "handover: no service %.*s of "
-		    "analyser that takes sessions over here: closed",
-		    (int)sizeof(r->service), r->service);
+		    "analyser %.*s that takes sessions over here: closed",
+		    (int)sizeof(r->service), r->service,
+		    (int)sizeof(r->analyser), r->analyser);
 		goto lost;
 	}
 	if ((copy = malloc(sizeof(*copy))) == NULL)

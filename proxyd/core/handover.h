@@ -82,6 +82,7 @@ struct px_ho_hello {
 struct px_ho_session {
 	struct px_ho_head	h;
 	char			service[128];	/* service/@name */
+	char			analyser[32];	/* its analyser's name */
 	uint64_t		id;
 	uint64_t		bytes[2];	/* by px_dir, so far */
 	uint64_t		age_ms;		/* since its accept */

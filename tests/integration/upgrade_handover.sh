@@ -135,4 +135,28 @@ echo_check "$PS" || fail "a new connection after the failed upgrades"
 echo_check "$PB" || fail "a new connection to the other service after the failed upgrades"
 assert_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics")" 200 \
     "the admin endpoint answers after the failed upgrades"
+# ---- a service that changed its analyser: its sessions are not opened by
+# another analyser (closed, said in the log), the others go on
+python3 "$PY" client "$PB:1" "$T/stop4" >"$T/client4.out" 2>&1 &
+C4=$!
+track_pid "$C4"
+wait_grep "$T/client4.out" '^streaming' 20 || fail "the fourth stream did not start"
+cat >"$T/policy/plugb.xml" <<XEOF
+<service name="plugb" analyser="http">
+  <listen address="127.0.0.1" port="$PB" mode="fixed"/>
+  <target address="127.0.0.1" port="$ECHO"/>
+</service>
+XEOF
+OLD2=$NEW
+rc=0; "$PROXYD" -c "$PROXYD_CONF" -s upgrade >"$T/a.out" 2>&1 || rc=$?
+assert_eq "$rc" 0 "-s upgrade with plugb now an http service exits 0 ($(cat "$T/a.out"))"
+NEW2=$(cat "$PIDF")
+track_pid "$NEW2"
+wait_exit "$OLD2" 15 || fail "the old process still runs 15 s after the upgrade"
+assert_log "handover: no service plugb of analyser plug that takes sessions over here: closed"
+assert_log "handover sessions=0 drained=0 \(from pid $OLD2, some lost\)" 5
+touch "$T/stop4"
+wait_exit "$C4" 30 || fail "the fourth client did not finish"
+assert_ne "$WAIT_RC" 0 "the stream of a service that changed analysers was cut"
+echo_check "$PS" || fail "a new connection to plugs after the last upgrade"
 info "OK"
