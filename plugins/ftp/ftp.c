@@ -1121,8 +1121,9 @@ ftp_handover_save(struct px_session *s, void *state, void *buf, size_t len)
 	    st->scan_held || st->scan_swallow || st->path.pending ||
 	    (st->held != NULL && evbuffer_get_length(st->held) != 0) ||
 	    st->tls.use[0] != PX_TLS_USE_NONE ||
-	    st->tls.use[1] != PX_TLS_USE_NONE || st->tls.setup)
-		return -1;
+	    st->tls.use[1] != PX_TLS_USE_NONE || st->tls.setup ||
+	    st->auth != NULL || st->qlogin != NULL)
+		return -1;	/* (<auth>: the proven login is not passed) */
 	memset(h, 0, sizeof(*h));
 	h->version = FTP_HO_VERSION;
 	h->logged_in = st->logged_in;
