@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "relay.h"
+#include "tcp_pair.h"
 
 #define TAIL		100
 #define BIG		(600 * 1024)	/* well over the relay's buffer */
@@ -41,25 +42,6 @@ struct fixture {
 	bool		 saw_end;
 	bool		 ended;
 };
-
-static void
-tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sin);
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(l >= 0);
-	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
-	*a = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(*a, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	*b = accept(l, NULL, NULL);
-	assert_true(*b >= 0);
-	close(l);
-}
 
 static enum px_verdict
 hold_analyse(void *arg, enum px_dir dir, struct evbuffer *in)
@@ -183,8 +165,8 @@ start(struct fixture *f, size_t send)
 	f->base = event_base_new();
 	assert_non_null(f->base);
 	assert_non_null(f->keep = evbuffer_new());
-	tcp_pair(&f->cli, &f->fd[0]);
-	tcp_pair(&f->fd[1], &f->srv);
+	px_test_tcp_pair(&f->cli, &f->fd[0]);
+	px_test_tcp_pair(&f->fd[1], &f->srv);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(evutil_make_socket_nonblocking(f->fd[i]), 0);
 	assert_int_equal(px_relay_start(&f->relay, f->base, &f->pipes, f->fd,

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "relay.h"
+#include "tcp_pair.h"
 
 #define FRAMES		40
 #define BODY(i)		(150000u + (i) * 1999u)	/* bytes; some odd sizes */
@@ -52,27 +53,6 @@ static uint8_t
 body_byte(unsigned frame, uint32_t k)
 {
 	return (uint8_t)((frame * 131u + k * 7u + (k >> 9)) ^ 0x5a);
-}
-
-/* ---- sockets ------------------------------------------------------------ */
-
-static void
-tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sin);
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(l >= 0);
-	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
-	*a = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(*a, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	*b = accept(l, NULL, NULL);
-	assert_true(*b >= 0);
-	close(l);
 }
 
 /* ---- the toy analyser --------------------------------------------------- */
@@ -305,8 +285,8 @@ run_relay(struct fixture *f, struct server_result *out)
 
 	f->base = event_base_new();
 	assert_non_null(f->base);
-	tcp_pair(&f->cli, &f->fd[0]);
-	tcp_pair(&f->fd[1], &f->srv);
+	px_test_tcp_pair(&f->cli, &f->fd[0]);
+	px_test_tcp_pair(&f->fd[1], &f->srv);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(evutil_make_socket_nonblocking(f->fd[i]), 0);
 	f->next_reply_at = 300007;

@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "splice.h"
+#include "tcp_pair.h"
 
 #define OFFERED		20000	/* bytes the source sends */
 #define GRANT		1000	/* each grant */
@@ -37,25 +38,6 @@ struct fixture {
 	unsigned		 reached;
 	unsigned		 done, failed;
 };
-
-static void
-tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sin);
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(l >= 0);
-	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
-	*a = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(*a, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	*b = accept(l, NULL, NULL);
-	assert_true(*b >= 0);
-	close(l);
-}
 
 static void
 t_moved(void *arg, struct px_splice *sp, size_t n)
@@ -133,8 +115,8 @@ run(struct fixture *f, const struct px_splice_ops *ops, uint64_t first,
 
 	f->base = event_base_new();
 	assert_non_null(f->base);
-	tcp_pair(&f->src, &f->from);
-	tcp_pair(&f->to, &f->dst);
+	px_test_tcp_pair(&f->src, &f->from);
+	px_test_tcp_pair(&f->to, &f->dst);
 	assert_int_equal(evutil_make_socket_nonblocking(f->from), 0);
 	assert_int_equal(evutil_make_socket_nonblocking(f->to), 0);
 	memset(buf, 'x', sizeof(buf));
