@@ -487,6 +487,25 @@ ftp_partial_refused(const struct px_session *s, const struct ftp_cmd *c)
 	return c->arglen == 0;
 }
 
+/* A command the proxy refuses: counted, logged with verdict, answered
+ * "500 Unknown command" when the policy refuses a verb it does not know
+ * (unknown), "550 VERB: path_why" when it names a path (a client shows
+ * that as the file's error), else "code VERB why". */
+static int
+ftp_deny_command(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c, const char *verdict, bool unknown, int code,
+    const char *why, const char *path_why)
+{
+	px_session_count(s, FTP_C_DENIED_COMMAND, 1);
+	ftp_log_cmd(s, st, c, verdict);
+	if (unknown)
+		return ftp_reply_local(s, st, c->verb, "500 Unknown command");
+	if (ftp_in(ftp_path_cmds, c->verb))
+		return ftp_reply_local(s, st, c->verb, "550 %s: %s", c->verb,
+		    path_why);
+	return ftp_reply_local(s, st, c->verb, "%d %s %s", code, c->verb, why);
+}
+
 /* One client command; in: what follows it. -1: end the session (after
  * what was queued); FTP_RC_DENIED, FTP_RC_ENDED: done already. */
 static int
@@ -494,7 +513,6 @@ ftp_command(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, const struct ftp_cmd *c, struct evbuffer *in)
 {
 	struct ftp_pending *q;
-	bool path_cmd = ftp_in(ftp_path_cmds, c->verb);
 	char line[FTP_LINE_MAX + 16], ref[PX_RULE_REF_MAX];
 	char verdict[PX_RULE_REF_MAX + 64];
 	int n, rc;
@@ -505,19 +523,13 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	    &rc))
 		return rc;
 	if (!ftp_cmd_allowed(p, c->verb)) {
-		px_session_count(s, FTP_C_DENIED_COMMAND, 1);
 		snprintf(verdict, sizeof(verdict), "verdict=deny reason=command "
 		    "rule=%s", ftp_cmd_ref(p, c->verb, px_session_policy_file(s),
 		    ref, sizeof(ref)));
-		ftp_log_cmd(s, st, c, verdict);
-		if (!ftp_in(ftp_known, c->verb))
-			return ftp_reply_local(s, st, c->verb, "500 Unknown "
-			    "command");
-		if (path_cmd)
-			return ftp_reply_local(s, st, c->verb, "550 %s: "
-			    "permission denied by the proxy policy", c->verb);
-		return ftp_reply_local(s, st, c->verb, "500 %s not allowed by "
-		    "the proxy policy", c->verb);
+		return ftp_deny_command(s, st, c, verdict,
+		    !ftp_in(ftp_known, c->verb), 500,
+		    "not allowed by the proxy policy",
+		    "permission denied by the proxy policy");
 	}
 	if (strcmp(c->verb, "USER") == 0) {
 		st->user_ok = false;
@@ -575,16 +587,11 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
 		return rc;
 	}
-	if (ftp_partial_refused(s, c)) {
-		px_session_count(s, FTP_C_DENIED_COMMAND, 1);
-		ftp_log_cmd(s, st, c, "verdict=deny reason=scan-partial "
-		    "rule=scan/@partial");
-		if (path_cmd)
-			return ftp_reply_local(s, st, c->verb, "550 %s: refused "
-			    "by the proxy: a scanned file moves whole", c->verb);
-		return ftp_reply_local(s, st, c->verb, "502 %s refused by the "
-		    "proxy: a scanned file moves whole", c->verb);
-	}
+	if (ftp_partial_refused(s, c))
+		return ftp_deny_command(s, st, c, "verdict=deny "
+		    "reason=scan-partial rule=scan/@partial", false, 502,
+		    "refused by the proxy: a scanned file moves whole",
+		    "refused by the proxy: a scanned file moves whole");
 	ftp_log_cmd(s, st, c, "verdict=accept");
 	if (strcmp(c->verb, "PASV") == 0 || strcmp(c->verb, "EPSV") == 0 ||
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
