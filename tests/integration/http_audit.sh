@@ -48,12 +48,7 @@ NGINX_SERVERS="
     }"
 start_nginx
 wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
-ORIGIN_LOG=$T/origin.log
-: >"$ORIGIN_LOG"
-free_port ORIGIN
-python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
-track_pid $!
-wait_listen "$ORIGIN" 5 || fail "origin did not start"
+start_scan_origin
 
 AUDIT=$T/audit.json
 write_proxyd_conf '' "<audit target=\"file:$AUDIT\"/>

@@ -39,12 +39,7 @@ printf 'ten bytes\n' >"$T/www/tiny.bin"
 head -c 20000 /dev/urandom | gzip -c >"$T/www/data.bin"
 
 start_nginx
-ORIGIN_LOG=$T/origin.log
-: >"$ORIGIN_LOG"
-free_port ORIGIN
-python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
-track_pid $!
-wait_listen "$ORIGIN" 5 || fail "origin did not start"
+start_scan_origin
 
 write_proxyd_conf
 DENY='<content type="application/x-dosexec application/x-executable" action="deny"/>'

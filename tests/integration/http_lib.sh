@@ -40,6 +40,21 @@ start_origin() {
     wait_listen "$port" 5 "$pid" || fail "python origin on port $port did not start"
 }
 
+# start_scan_origin [--log-cut]: scan_origin.py serving $T/www on port
+# $ORIGIN, logging uploads to $ORIGIN_LOG ($T/origin.log, emptied);
+# --log-cut: cut uploads too (see scan_origin.py)
+start_scan_origin() {
+    local pid
+    ORIGIN_LOG=$T/origin.log
+    : >"$ORIGIN_LOG"
+    free_port ORIGIN
+    python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" "$@" \
+        2>>"$T/origin.err" &
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$ORIGIN" 5 "$pid" || fail "scan_origin.py did not start: $(cat "$T/origin.err")"
+}
+
 # raw_send PORT DATA [more http_raw.py send args]: prints the result line
 raw_send() {
     local port=$1 data=$2

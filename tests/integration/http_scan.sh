@@ -143,12 +143,7 @@ track_pid $!
 wait_listen "$COUNT_PORT" 5 $! || fail "the counting scanner did not start: $(cat "$T/count.err")"
 
 # --- the origin
-ORIGIN_LOG=$T/origin.log
-: >"$ORIGIN_LOG"
-free_port ORIGIN
-python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
-track_pid $!
-wait_listen "$ORIGIN" 5 || fail "origin did not start"
+start_scan_origin
 
 # --- proxyd
 write_proxyd_conf 'buffer="64k"' "<scanners>

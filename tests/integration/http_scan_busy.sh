@@ -24,10 +24,7 @@ need_cmds curl nginx python3 sha256sum
 setup
 make_file 16k.bin 16K
 start_nginx
-free_port ORIGIN
-python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$T/origin.log" 2>>"$T/origin.err" &
-track_pid $!
-wait_listen "$ORIGIN" 5 || fail "scan_origin.py did not start"
+start_scan_origin
 
 FAKE_LOG=$T/fake.log
 : >"$FAKE_LOG"

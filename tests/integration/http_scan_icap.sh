@@ -39,12 +39,7 @@ python3 "$LIB_DIR/icap_fake.py" "$FAKE_PORT" "$FAKE_LOG" 2>>"$T/fake.err" &
 track_pid $!
 wait_listen "$FAKE_PORT" 5 $! || fail "icap_fake.py did not start: $(cat "$T/fake.err")"
 
-ORIGIN_LOG=$T/origin.log
-: >"$ORIGIN_LOG"
-free_port ORIGIN
-python3 "$LIB_DIR/scan_origin.py" "$ORIGIN" "$T/www" "$ORIGIN_LOG" 2>>"$T/origin.err" &
-track_pid $!
-wait_listen "$ORIGIN" 5 || fail "origin did not start"
+start_scan_origin
 
 MODES=(modify modify-bad modify-short endless stall-100 stall-preview garbage-100 preview-204 ignore)
 scanners="<icap name=\"av\" url=\"icap://127.0.0.1:$ICAP_PORT/avscan\" timeout=\"10s\"/>"

@@ -2,8 +2,11 @@
 Content-Length, GET /chunked/NAME serves it chunked (in pieces of at most
 1000 bytes, then 64 KiB), POST/PUT reads the body (Content-Length or
 chunked) and appends "PATH LENGTH SHA256" to the log only once the body
-is complete, then answers 200.
-  scan_origin.py PORT ROOT LOG"""
+is complete, then answers 200. With --log-cut, a body cut before its end
+(the connection closed or reset) is logged too, as "PATH LENGTH SHA256
+cut" with what came of it, and not answered.
+  scan_origin.py PORT ROOT LOG [--log-cut]
+(tests start it with start_scan_origin, http_lib.sh)"""
 import hashlib
 import http.server
 import os
@@ -43,25 +46,42 @@ class H(http.server.BaseHTTPRequestHandler):
             step = 65536
         self.wfile.write(b"0\r\n\r\n")
 
-    def read_body(self):
+    def read_body(self, got):
+        """The body into got (a bytearray); ConnectionError if cut."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            out = b""
             while True:
-                size = int(self.rfile.readline().split(b";")[0], 16)
+                line = self.rfile.readline()
+                if not line:
+                    raise ConnectionError("body cut at %d" % len(got))
+                size = int(line.split(b";")[0], 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass
-                    return out
-                out += self.rfile.read(size)
+                    return
+                piece = self.rfile.read(size)
+                got += piece
+                if len(piece) < size:
+                    raise ConnectionError("body cut at %d" % len(got))
                 self.rfile.readline()
         n = int(self.headers.get("Content-Length", "0"))
-        body = self.rfile.read(n) if n else b""
-        if len(body) != n:
-            raise ConnectionError("body cut at %d of %d" % (len(body), n))
-        return body
+        while len(got) < n:
+            d = self.rfile.read1(n - len(got))
+            if not d:
+                raise ConnectionError("body cut at %d of %d" % (len(got), n))
+            got += d
 
     def do_POST(self):
-        body = self.read_body()
+        body = bytearray()
+        try:
+            self.read_body(body)
+        except (OSError, ValueError):
+            if not LOG_CUT:
+                raise
+            with open(LOG, "a") as f:
+                f.write("%s %d %s cut\n" % (self.path, len(body),
+                                            hashlib.sha256(body).hexdigest()))
+            self.close_connection = True
+            return
         with open(LOG, "a") as f:
             f.write("%s %d %s\n" % (self.path, len(body),
                                     hashlib.sha256(body).hexdigest()))
@@ -74,5 +94,6 @@ class H(http.server.BaseHTTPRequestHandler):
 
 
 PORT, ROOT, LOG = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+LOG_CUT = sys.argv[4:] == ["--log-cut"]
 http.server.ThreadingHTTPServer.daemon_threads = True
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), H).serve_forever()
