@@ -845,18 +845,11 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	sc->size_check = size_check;
 	sc->restarted = restarted;
 	sc->dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
-	if (ftp_scan_inspect_setup(s, st, c, sc, auditing) == -1) {
-		free(sc->sniff);
-		px_audit_cancel(sc->audit);
-		if (sc->hold != NULL)
-			evbuffer_free(sc->hold);
-		free(sc);
-		return -1;
-	}
+	if (ftp_scan_inspect_setup(s, st, c, sc, auditing) == -1)
+		goto fail;
 	sc->s = s;
 	sc->st = st;
 	sc->ch = st->ch;
-	sc->dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
 	/* The receiver's end of the data channel speaks TLS (ftp_tls_data):
 	 * a released spool is mapped for it, else sent by sendfile. */
 	sc->to_fd = upload ? !(st->tls.on[PX_CHAN_SERVER] &&
@@ -866,17 +859,18 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
 	snprintf(sc->verb, sizeof(sc->verb), "%s", c->verb);
 	px_log_escape(sc->file, sizeof(sc->file), c->arg, c->arglen, true);
 	ftp_scan_url_path(st, c->arg, c->arglen, sc->path, sizeof(sc->path));
-	if (px_channel_inspect(st->ch, ftp_scan_data, sc) == -1) {
-		free(sc->sniff);
-		px_audit_cancel(sc->audit);
-		if (sc->hold != NULL)
-			evbuffer_free(sc->hold);
-		free(sc);
-		return -1;
-	}
+	if (px_channel_inspect(st->ch, ftp_scan_data, sc) == -1)
+		goto fail;
 	sc->next = st->scans;
 	st->scans = sc;
 	return (int)sc->id;
+fail:
+	free(sc->sniff);
+	px_audit_cancel(sc->audit);
+	if (sc->hold != NULL)
+		evbuffer_free(sc->hold);
+	free(sc);
+	return -1;
 }
 
 enum ftp_scan_reply
