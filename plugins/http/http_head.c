@@ -288,31 +288,21 @@ http_write_te(struct http_wbuf *w, const struct http_head *m,
 	HTTP_WB_LIT(w, "Transfer-Encoding: ");
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
-		size_t k = 0, s, j;
+		size_t k = 0, s, e, j;
 
 		if (fs->id[i] != HTTP_F_TRANSFER_ENCODING)
 			continue;
-		while (k < f->vlen) {
-			while (k < f->vlen && (f->val[k] == ' ' ||
-			    f->val[k] == '\t' || f->val[k] == ','))
-				k++;
-			s = k;
-			while (k < f->vlen && http_is_tchar((unsigned char)f->val[k]))
-				k++;
-			if (k > s) {
-				if (!first)
-					HTTP_WB_LIT(w, ", ");
-				first = false;
-				for (j = s; j < k; j++) {
-					char c = f->val[j];
+		while (http_coding_next(f->val, f->vlen, &k, &s, &e)) {
+			if (!first)
+				HTTP_WB_LIT(w, ", ");
+			first = false;
+			for (j = s; j < e; j++) {
+				char c = f->val[j];
 
-					if (c >= 'A' && c <= 'Z')
-						c = (char)(c + 32);
-					http_wb_add(w, &c, 1);
-				}
+				if (c >= 'A' && c <= 'Z')
+					c = (char)(c + 32);
+				http_wb_add(w, &c, 1);
 			}
-			while (k < f->vlen && f->val[k] != ',')
-				k++;
 		}
 	}
 	HTTP_WB_LIT(w, "\r\n");

@@ -178,6 +178,24 @@ http_list_next(const char *v, size_t len, size_t *i, size_t *s, size_t *e)
 	}
 }
 bool	http_is_tchar(unsigned char c);
+/* The next coding's name in a Transfer-Encoding value from *i on: the
+ * token an element of the list starts with (its parameters left out), as
+ * http_list_next gives it; v[*s .. *e), or false when none is left. */
+static inline bool
+http_coding_next(const char *v, size_t len, size_t *i, size_t *s, size_t *e)
+{
+	size_t k;
+
+	while (http_list_next(v, len, i, s, e)) {
+		for (k = *s; k < *e && http_is_tchar((unsigned char)v[k]); k++)
+			;
+		if (k > *s) {
+			*e = k;
+			return true;
+		}
+	}
+	return false;
+}
 
 /* A request target made canonical by http_target_canon(). */
 struct http_target {

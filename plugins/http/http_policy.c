@@ -987,20 +987,10 @@ http_policy_codings(const struct http_policy *p, const struct http_head *m)
 		if (!http_token_eq(f->name, f->nlen, "transfer-encoding"))
 			continue;
 		/* The parser checked the list: tokens, chunked last. */
-		while (k < f->vlen) {
-			while (k < f->vlen && (f->val[k] == ' ' ||
-			    f->val[k] == '\t' || f->val[k] == ','))
-				k++;
-			s = k;
-			while (k < f->vlen && http_is_tchar((unsigned char)f->val[k]))
-				k++;
-			e = k;
-			if (e > s && !http_token_eq(f->val + s, e - s, "chunked") &&
+		while (http_coding_next(f->val, f->vlen, &k, &s, &e))
+			if (!http_token_eq(f->val + s, e - s, "chunked") &&
 			    !http_words_has(&p->codings, f->val + s, e - s))
 				return false;
-			while (k < f->vlen && f->val[k] != ',')
-				k++;
-		}
 	}
 	return true;
 }
