@@ -881,8 +881,8 @@ px_channel_tls(struct px_session *s, struct px_channel *ch,
 		if (peer.resume != NULL && peer.resume->tf == NULL)
 			peer.resume = NULL;
 	} else {
-		/* A data connection's hello is fingerprinted but not judged:
-		 * the session's was, and clients resume the control
+		/* A data connection's hello is neither fingerprinted nor
+		 * judged: the session's was, and clients resume the control
 		 * connection's TLS session there, whose pre_shared_key makes
 		 * another JA4 that an accept list would not name. */
 		peer.fp = NULL;

@@ -782,7 +782,6 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
  * (px_ja4_hello), so a client gets one fingerprint in every mode. The
  * first hello only: after a HelloRetryRequest the second one says the
  * same, less the key share. */
-_Static_assert(PX_JA4S_LEN <= PX_JA4_LEN, "a JA4S fits a conn's ja4[]");
 
 static void
 px_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
@@ -801,19 +800,18 @@ px_tls_msg_cb(int write_p, int version, int content_type, const void *buf,
 		if (m[0] != SSL3_MT_SERVER_HELLO || px_ja4s_is_hrr(m, len))
 			return;
 		SSL_set_msg_callback(ssl, NULL);
-		(void)px_ja4s_hello(m, len, tc->ja4);
-		if (tc->ja4_out != NULL && tc->ja4_out[0] == '\0')
-			memcpy(tc->ja4_out, tc->ja4, PX_JA4S_LEN + 1);
+		(void)px_ja4s_hello(m, len, tc->ja4s);
+		if (tc->ja4s_out != NULL && tc->ja4s_out[0] == '\0')
+			memcpy(tc->ja4s_out, tc->ja4s, sizeof(tc->ja4s));
 		return;
 	}
 	if (m[0] != SSL3_MT_CLIENT_HELLO)
 		return;
 	SSL_set_msg_callback(ssl, NULL);
-	if (tc->ja4[0] != '\0')
+	/* The session keeps its client's first hello's (STARTTLS again). */
+	if (tc->ja4 == NULL || tc->ja4[0] != '\0')
 		return;
 	(void)px_ja4_hello(m, len, tc->ja4);
-	if (tc->ja4_out != NULL && tc->ja4_out[0] == '\0')
-		memcpy(tc->ja4_out, tc->ja4, sizeof(tc->ja4));
 }
 
 int
@@ -837,15 +835,15 @@ px_tls_fp_hello(SSL *ssl, int *alert)
 	}
 	/* An empty JA4 (a hello px_ja4_hello refused) is matched as
 	 * PX_FP_UNKNOWN. */
-	if ((hit = px_fp_match(tc->fp, tc->ja4)) == NULL ||
+	if ((hit = px_fp_match(tc->fp, tc->ja4 != NULL ? tc->ja4 : "")) == NULL ||
 	    hit->action != PX_ACT_DENY)
 		return SSL_CLIENT_HELLO_SUCCESS;
 	tc->fp_hit = hit;
 	if (tc->n != NULL)
 		px_tls_inc(&tc->n->fingerprint_denied);
 	snprintf(tc->error, sizeof(tc->error), "tls: ja4=%s refused by "
-	    "<fingerprint> at line %ld", tc->ja4[0] != '\0' ? tc->ja4 :
-	    PX_FP_UNKNOWN, hit->line);
+	    "<fingerprint> at line %ld", tc->ja4 != NULL && tc->ja4[0] != '\0' ?
+	    tc->ja4 : PX_FP_UNKNOWN, hit->line);
 	*alert = SSL_AD_ACCESS_DENIED;
 	return SSL_CLIENT_HELLO_ERROR;
 }
@@ -856,7 +854,8 @@ px_tls_ja4(const struct px_conn *c)
 	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
 	    c->tf_state : NULL;
 
-	return tc != NULL ? tc->ja4 : "";
+	return tc != NULL && tc->side == PX_TLS_CLIENT && tc->ja4 != NULL ?
+	    tc->ja4 : "";
 }
 
 const char *
@@ -865,7 +864,7 @@ px_tls_ja4s(const struct px_conn *c)
 	const struct px_tls_conn *tc = c->tf == &px_tls_transform ?
 	    c->tf_state : NULL;
 
-	return tc != NULL && tc->side == PX_TLS_SERVER ? tc->ja4 : "";
+	return tc != NULL && tc->side == PX_TLS_SERVER ? tc->ja4s : "";
 }
 
 const struct px_fp_rule *
@@ -908,13 +907,18 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	if (t->side == PX_TLS_CLIENT) {
 		SSL_set_accept_state(tc->ssl);
 		tc->fp = p != NULL ? p->fp : NULL;
-		tc->ja4_out = p != NULL ? p->ja4 : NULL;
-		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
+		tc->ja4 = p != NULL ? p->ja4 : NULL;
+		/* Rules with nowhere to put what they judge (the session's
+		 * buffer not made: memory short): refused, not let through. */
+		if (tc->ja4 == NULL && tc->fp != NULL && tc->fp->n != 0)
+			goto fail;
+		if (tc->ja4 != NULL)
+			SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
 	} else {
 		if (px_tls_connect_setup(tc, p != NULL ? p :
 		    &(struct px_tls_peer){ 0 }) == -1)
 			goto fail;
-		tc->ja4_out = p != NULL ? p->ja4s : NULL;
+		tc->ja4s_out = p != NULL ? p->ja4s : NULL;
 		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
 	}
 	px_conn_set_transform(c, &px_tls_transform, tc);

@@ -160,8 +160,11 @@ struct px_tls_peer {
 	const struct px_conn	*resume;
 	/* Client side: the service's <fingerprint> rules, judged on the
 	 * ClientHello's JA4 before anything is answered (NULL: none); and
-	 * where to copy that JA4 when it is still "" there (the session's,
-	 * PX_JA4_LEN + 1 bytes, which outlives the conn; NULL: nowhere). */
+	 * where that JA4 is written when it is still "" there: the session's
+	 * buffer, PX_JA4_LEN + 1 bytes, which outlives the conn and is the
+	 * JA4's only copy (px_tls_ja4 reads it). NULL: the hello is not
+	 * fingerprinted (nobody reads it: a server side, an FTPS data
+	 * conn); with rules to judge, px_tls_attach then fails. */
 	const struct px_fp_rules *fp;
 	char			*ja4;
 	/* Server side: where to copy the server's JA4S when still "" there
@@ -205,7 +208,8 @@ const char *px_tls_failure_name(enum px_tls_failure f);
 /* The name the client asked for (SNI), on a client-side conn; NULL. */
 const char *px_tls_client_sni(const struct px_conn *c);
 /* The JA4 of the ClientHello c's client sent (ja4.h), on a client-side
- * conn that has read it; "" otherwise. */
+ * conn that has read it: the buffer px_tls_peer.ja4 gave it; "" otherwise
+ * (no such buffer, or no hello). */
 const char *px_tls_ja4(const struct px_conn *c);
 /* The JA4S of the ServerHello c's server sent (ja4.h), on a server-side
  * conn that has read it; "" otherwise. */

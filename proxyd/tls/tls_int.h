@@ -116,12 +116,16 @@ struct px_tls_conn {
 	 * conn's resume_of the control conn it feeds. */
 	SSL_SESSION	*next_resume;
 	struct px_tls_conn *resume_of;
-	/* Client side: the JA4 of the first ClientHello (px_tls_msg_cb),
-	 * the rules it is judged by, the rule that refused it. Server side:
-	 * ja4 holds the server's JA4S (its ServerHello's), ja4_out the
-	 * session's buffer it is copied to. */
-	char		 ja4[PX_JA4_LEN + 1];
-	char		*ja4_out;
+	/* Client side: where the JA4 of the first ClientHello is written
+	 * (px_tls_msg_cb), the session's buffer (px_tls_peer.ja4: its one
+	 * copy, outliving the conn; NULL: not fingerprinted), the rules it
+	 * is judged by, the rule that refused it. Server side: the server's
+	 * JA4S (its ServerHello's), kept here too since a pooled conn
+	 * outlives its session and serves the next (px_tls_ja4s), and the
+	 * session's buffer it is copied to (ja4s_out; NULL: none). */
+	char		*ja4;
+	char		 ja4s[PX_JA4S_LEN + 1];
+	char		*ja4s_out;
 	const struct px_fp_rules *fp;
 	const struct px_fp_rule *fp_hit;
 	bool		 hello_refused;	/* by px_tls_fp_hello, no rule: tc->error says why */
