@@ -96,8 +96,30 @@ http_scan_to_fd(const struct http_state *h, enum px_dir dir)
 	return c != NULL && c->tf == NULL;
 }
 
-/* What the spool of dir held goes on to out, first; then nothing is
- * spooled any more. 0, or -1 with why (nothing went). */
+/* Everything held in dir (hold and spool) is dropped unsent. Its bytes
+ * were counted as they came in (px_session_account): they go off the
+ * session's count, which says what reached the peer. Returns them. */
+static uint64_t
+http_scan_drop(struct http_state *h, enum px_dir dir)
+{
+	struct http_scan *sc = &h->scan[dir];
+	uint64_t n = 0;
+
+	if (sc->hold != NULL) {
+		n = evbuffer_get_length(sc->hold);
+		evbuffer_drain(sc->hold, (size_t)n);
+	}
+	if (sc->spool != NULL)
+		n += px_spool_length(sc->spool);
+	px_spool_free(sc->spool);
+	sc->spool = NULL;
+	px_session_unsent(h->s, dir, n);
+	return n;
+}
+
+/* What the spool of dir held goes on to out (NULL: dropped, the peer
+ * gone), first; then nothing is spooled any more. 0, or -1 with why
+ * (nothing went). */
 static int
 http_scan_unspool(struct http_state *h, enum px_dir dir,
     struct evbuffer *out, const char **why)
@@ -106,8 +128,10 @@ http_scan_unspool(struct http_state *h, enum px_dir dir,
 
 	if (sc->spool == NULL)
 		return 0;
-	if (out != NULL && px_spool_release(sc->spool, out,
-	    http_scan_to_fd(h, dir), why) == -1)
+	if (out == NULL)
+		px_session_unsent(h->s, dir, px_spool_length(sc->spool));
+	else if (px_spool_release(sc->spool, out, http_scan_to_fd(h, dir),
+	    why) == -1)
 		return -1;
 	px_spool_free(sc->spool);
 	sc->spool = NULL;
@@ -128,17 +152,23 @@ http_scan_stop(struct http_state *h, enum px_dir dir)
 }
 
 /* The server connection goes with a reset: it never takes a truncated
- * upload for a whole one. */
-static void
+ * upload for a whole one. What was queued for it never goes: off the
+ * session's count; returned. */
+static uint64_t
 http_scan_reset_server(struct http_state *h)
 {
 	struct linger lg = { 1, 0 };
+	uint64_t queued = 0;
 
 	if (h->srv.io != NULL && h->srv.io->fd >= 0)
 		(void)setsockopt(h->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
 		    sizeof(lg));
+	if (h->srv.io != NULL)
+		queued = evbuffer_get_length(h->srv.io->out);
+	px_session_unsent(h->s, PX_TO_SERVER, queued);
 	h->srv.keep = false;
 	http_server_drop(h, false);
+	return queued;
 }
 
 /* The body in dir is refused (infected, over-size, or the scanner
@@ -151,17 +181,18 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
 	struct http_scan *sc = &h->scan[dir];
 	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held &&
 	    sc->spool == NULL;
+	uint64_t dropped;
 
 	http_scan_stop(h, dir);
 	free(sc->sniff);
 	sc->sniff = NULL;
-	px_spool_free(sc->spool);
-	sc->spool = NULL;
-	evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
+	dropped = http_scan_drop(h, dir);
 	h->verdict = "deny";
 	if (dir == PX_TO_SERVER) {
 		h->req = HTTP_REQ_DONE;
-		http_scan_reset_server(h);
+		dropped += http_scan_reset_server(h);
+		/* to-server: what the server was sent. */
+		h->req_bytes -= dropped < h->req_bytes ? dropped : h->req_bytes;
 	}
 	if (head_out) {
 		char end[200];
@@ -848,8 +879,8 @@ size_t
 http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
 {
 	struct http_scan *sc = &h->scan[dir];
-	size_t n = sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0;
 	bool held = http_scan_holding(h, dir);
+	uint64_t n;
 
 	sc->unsent = reason;
 	if (!held)
@@ -859,11 +890,10 @@ http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
 	http_scan_stop(h, dir);
 	free(sc->sniff);
 	sc->sniff = NULL;
-	if (n != 0)
-		evbuffer_drain(sc->hold, n);
+	n = http_scan_drop(h, dir);
 	if (dir == PX_TO_SERVER)
-		http_scan_reset_server(h);
-	return n;
+		(void)http_scan_reset_server(h);
+	return (size_t)n;
 }
 
 void
@@ -880,8 +910,10 @@ http_scan_close(struct http_state *h)
 		sc->on = false;
 		free(sc->sniff);
 		sc->sniff = NULL;
-		px_spool_free(sc->spool);
-		sc->spool = NULL;
+		/* What was still held never went (the session's line, written
+		 * after this, says what did). */
+		if (sc->hold != NULL || sc->spool != NULL)
+			(void)http_scan_drop(h, (enum px_dir)d);
 		/* A transfer cut by the session's end: recorded as such. */
 		http_audit_end(h, (enum px_dir)d);
 		if (sc->hold != NULL)

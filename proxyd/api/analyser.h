@@ -207,6 +207,11 @@ void		 px_session_upstream_close(struct px_session *s,
 /* Bytes a driver analyser delivered, for the log and counters. */
 void		 px_session_account(struct px_session *s, enum px_dir dir,
 		    uint64_t n);
+/* n of those bytes never went after all (held, then dropped: a refused
+ * or cancelled body): off the session's totals, which say what reached
+ * the peer (the counters, which only grow, keep them). */
+void		 px_session_unsent(struct px_session *s, enum px_dir dir,
+		    uint64_t n);
 /* Arms the session's analyser timer (0: stops it); on_timer when it fires. */
 void		 px_session_timer(struct px_session *s, uint64_t ms);
 /* Everything from here on is a plain byte stream between the client and

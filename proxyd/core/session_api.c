@@ -538,6 +538,12 @@ px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 }
 
 void
+px_session_unsent(struct px_session *s, enum px_dir dir, uint64_t n)
+{
+	s->bytes[dir] -= n < s->bytes[dir] ? n : s->bytes[dir];
+}
+
+void
 px_session_channel_bytes(struct px_session *s, enum px_dir dir, uint64_t n)
 {
 	s->bytes[dir] += n;

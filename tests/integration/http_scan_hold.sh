@@ -84,6 +84,22 @@ origin_has() { # REGEX: a line of the origin's log, waited for
     fail "the origin logged no /$1/: $(cat "$ORIGIN_LOG")"
 }
 EICAR_RE='EICAR-STANDARD-ANTIVIRUS-TEST-FILE'
+# ends_with PATH KEY: KEY=N (to-server, to-client) of the session-end line
+# of the session whose http-request line named PATH (the last such)
+ends_with() {
+    local id
+    assert_log "#[0-9]+ http-request .* path=$1 "
+    id=$(grep -E "#[0-9]+ http-request .* path=$1 " "$PROXYD_LOG" | tail -n 1 |
+        grep -oE '#[0-9]+ ') || fail "no http-request line for $1"
+    assert_log "$id""session-end "
+    grep -E "$id""session-end " "$PROXYD_LOG" | sed -E "s/.* $2=([0-9]+) .*/\1/"
+}
+# req_says PATH KEY: KEY=N of the http-request line that named PATH
+req_says() {
+    assert_log "http-request .* path=$1 "
+    grep -E "http-request .* path=$1 " "$PROXYD_LOG" | tail -n 1 |
+        sed -E "s/.* $2=([0-9]+) .*/\1/"
+}
 
 # ---- infected, held: a page, not a byte of the body
 for path in /mid.bin /chunked/mid.bin; do
@@ -92,6 +108,8 @@ for path in /mid.bin /chunked/mid.bin; do
     assert_grep "$T/o" "virus found: EicarBody\.UNOFFICIAL" "held $path: the page names the threat"
     assert_no_grep "$T/o" "$EICAR_RE" "held $path: the signature reached the client"
     assert_lt "$(stat -c %s "$T/o")" 4096 "held $path: bytes the client got (the page only)"
+    # the counts say what went: the page, not the 2 MiB held and dropped
+    assert_lt "$(ends_with "$path" to-client)" 4096 "held $path: session-end to-client"
 done
 assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=download size=2097152"
 for mode in "" chunked; do
@@ -101,6 +119,9 @@ for mode in "" chunked; do
     if grep -q "^/up-mid-$mode " "$ORIGIN_LOG"; then
         origin_has "^/up-mid-$mode 0 "
     fi
+    # what reached the server: the head, not the body held and dropped
+    assert_lt "$(ends_with "/up-mid-$mode" to-server)" 4096 "held infected upload $mode: session-end to-server"
+    assert_lt "$(req_says "/up-mid-$mode" to-server)" 4096 "held infected upload $mode: http-request to-server"
 done
 assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=upload size=2097152"
 
@@ -140,5 +161,9 @@ assert_eq "$r" "0 403" "tail: infected upload"
 origin_has "^/up-tail [0-9]+ [0-9a-f]+ cut$"
 got=$(grep "^/up-tail " "$ORIGIN_LOG" | awk '{print $2}')
 assert_ge "$got" $((1048576 + 68)) "tail: bytes of the infected upload the origin got"
+# the held tail never went: counted neither on the session nor the request
+assert_lt "$(ends_with /up-tail to-server)" 2097152 "tail: session-end to-server"
+assert_ge "$(ends_with /up-tail to-server)" "$got" "tail: session-end to-server"
+assert_lt "$(req_says /up-tail to-server)" 2097152 "tail: http-request to-server"
 
 info "ok"
