@@ -261,45 +261,21 @@ wait_not_listening() {
 
 # ---------------------------------------------------------------- nginx origin
 
+# shellcheck source=nginx_conf.sh
+source "$LIB_DIR/nginx_conf.sh"
+
 # start_nginx: serve $T/www on 127.0.0.1:$NGINX_PORT
 # NGINX_EXTRA: more directives for its server block (e.g. locations)
 # NGINX_SERVERS: more server blocks (e.g. TLS origins)
 start_nginx() {
-    local d=$T/nginx user_line="" code i
+    local d=$T/nginx code i
     free_port NGINX_PORT
     mkdir -p "$d/logs" "$d/tmp"
-    [[ $EUID == 0 ]] && user_line="user root;"
-    cat >"$d/nginx.conf" <<EOF
-$user_line
-worker_processes 1;
-worker_rlimit_nofile 8192;
-daemon off;
-master_process on;
-pid $d/nginx.pid;
-error_log $d/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    keepalive_timeout 65;
-    log_format it '\$remote_addr:\$remote_port "\$request" \$status \$body_bytes_sent';
-    access_log $d/logs/access.log it;
-    client_body_temp_path $d/tmp/body;
-    proxy_temp_path $d/tmp/proxy;
-    fastcgi_temp_path $d/tmp/fastcgi;
-    uwsgi_temp_path $d/tmp/uwsgi;
-    scgi_temp_path $d/tmp/scgi;
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
+    nginx_conf "$d" '$remote_addr:$remote_port "$request" $status $body_bytes_sent' \
+        "        listen 127.0.0.1:$NGINX_PORT;
         root $T/www;
         location / { }
-        ${NGINX_EXTRA:-}
-    }
-    ${NGINX_SERVERS:-}
-}
-EOF
+        ${NGINX_EXTRA:-}" "${NGINX_SERVERS:-}" >"$d/nginx.conf"
     nginx -e "$d/logs/error.log" -p "$d" -c "$d/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
     NGINX_PID=$!
     track_pid "$NGINX_PID"

@@ -243,6 +243,9 @@ topo_wait_listen() {
 
 # ---------------------------------------------------------------- nginx origin
 
+# shellcheck source=../integration/nginx_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../integration/nginx_conf.sh"
+
 # topo_start_nginx DOCROOT WORKDIR [PORT...]: nginx in S serving DOCROOT on each
 # PORT (default 80), IPv4 and IPv6.  Access log $TOPO_NGINX_ACCESS_LOG, one line
 # per request:  REMOTE_ADDR REMOTE_PORT SERVER_PORT "REQUEST" STATUS BYTES
@@ -260,34 +263,9 @@ topo_start_nginx() {
     mkdir -p "$d/logs" "$d/tmp"
     TOPO_NGINX_ACCESS_LOG=$d/logs/access.log
     TOPO_NGINX_ERROR_LOG=$d/logs/error.log
-    cat >"$d/nginx.conf" <<EOF
-$( [[ $EUID == 0 ]] && echo "user root;")
-worker_processes 1;
-worker_rlimit_nofile 8192;
-daemon off;
-master_process on;
-pid $d/nginx.pid;
-error_log $d/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    keepalive_timeout 65;
-    log_format topo '\$remote_addr \$remote_port \$server_port "\$request" \$status \$body_bytes_sent';
-    access_log $d/logs/access.log topo;
-    client_body_temp_path $d/tmp/body;
-    proxy_temp_path $d/tmp/proxy;
-    fastcgi_temp_path $d/tmp/fastcgi;
-    uwsgi_temp_path $d/tmp/uwsgi;
-    scgi_temp_path $d/tmp/scgi;
-    server {
-$listen        root $root;
-        location / { }
-    }
-}
-EOF
+    nginx_conf "$d" '$remote_addr $remote_port $server_port "$request" $status $body_bytes_sent' \
+        "$listen        root $root;
+        location / { }" >"$d/nginx.conf"
     ip netns exec "$TOPO_S" nginx -e "$d/logs/error.log" -p "$d" -c "$d/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
     TOPO_NGINX_PID=$!
     TOPO_PIDS+=("$TOPO_NGINX_PID")
