@@ -85,16 +85,6 @@ wait_log_n() { # REGEX N
     done
     fail "fewer than $2 log lines match /$1/"
 }
-# wait_records N: the audit file has N lines (bounded)
-wait_records() {
-    local i n=0
-    for ((i = 0; i < 100; i++)); do
-        n=$(wc -l <"$AUDIT" 2>/dev/null || echo 0)
-        ((n >= $1)) && break
-        sleep 0.05
-    done
-    ((n == $1)) || fail "$AUDIT has $n records, expected $1: $(cat "$AUDIT" 2>/dev/null)"
-}
 # check SERVICE FILE DIRECTION DICT: the last record (each transfer's is
 # waited for before the next) is SERVICE's for FILE in DIRECTION, with the
 # fields of DICT ("SHA:PATH": that file's sha256)
@@ -128,7 +118,7 @@ for combo in content: content:active content-pa: content-ap:active; do
         fail "$s $m: ELF RETR: got '$r'"
     assert_eq "$(size_of "$T/got.$s.$m")" 0 "$s $m: ELF bytes the client kept"
     wait_log_n "ftp-content type=application/x-executable action=deny rule=[^ ]+/${s//./\\.}\.xml:[0-9]+ file=\"prog\.elf\" user=anonymous dir=download sniffed=4096" 1
-    N=$((N + 1)); wait_records $N
+    N=$((N + 1)); wait_records "$AUDIT" $N
     check "$s" /pub/prog.elf download "{'analyser': 'ftp', 'user': 'anonymous',
       'announced_size': $ELF_SIZE, 'complete': False, 'content_type': 'application/x-executable',
       'content_action': 'deny', 'verdict': 'deny', 'scan_verdict': None}"
@@ -140,7 +130,7 @@ for combo in content: content:active content-pa: content-ap:active; do
     got=$(size_of "$D/$up")
     [[ $got == absent || $got == 0 ]] || fail "$s $m: the server has $got bytes of the ELF upload"
     assert_log "ftp-content type=application/x-executable action=deny rule=[^ ]+:[0-9]+ file=\"${up//./\\.}\" user=anonymous dir=upload"
-    N=$((N + 1)); wait_records $N
+    N=$((N + 1)); wait_records "$AUDIT" $N
     check "$s" "/pub/$up" upload "{'user': 'anonymous', 'announced_size': None,
       'complete': False, 'content_type': 'application/x-executable',
       'content_action': 'deny', 'verdict': 'deny'}"
@@ -148,7 +138,7 @@ for combo in content: content:active content-pa: content-ap:active; do
     r=$(xfer "$s" get text.txt "$T/txt.$s.$m" $mode)
     assert_eq "$r" "data=none bytes=$TXT_SIZE reply=226 Transfer complete." "$s $m: text RETR"
     same "$T/txt.$s.$m" "$D/text.txt" "$s $m: text RETR"
-    N=$((N + 1)); wait_records $N
+    N=$((N + 1)); wait_records "$AUDIT" $N
     check "$s" /pub/text.txt download "{'user': 'anonymous', 'announced_size': $TXT_SIZE,
       'size': $TXT_SIZE, 'complete': True, 'sha256': 'SHA:$D/text.txt',
       'content_type': 'text/plain', 'content_action': 'accept', 'verdict': 'accept', 'rule': None}"
@@ -156,7 +146,7 @@ for combo in content: content:active content-pa: content-ap:active; do
     r=$(xfer "$s" put "up-text.$s.$m" "$T/up/text.txt" $mode)
     assert_eq "$r" "data=none bytes=$TXT_SIZE reply=226 Transfer complete." "$s $m: text STOR"
     same "$D/up-text.$s.$m" "$T/up/text.txt" "$s $m: text STOR"
-    N=$((N + 1)); wait_records $N
+    N=$((N + 1)); wait_records "$AUDIT" $N
     check "$s" "/pub/up-text.$s.$m" upload "{'size': $TXT_SIZE, 'complete': True,
       'sha256': 'SHA:$T/up/text.txt', 'content_type': 'text/plain', 'verdict': 'accept'}"
 done
@@ -172,7 +162,7 @@ assert_metric eq proxyd_content_total 'service="content-ap",action="deny"' 2
 rc=$(curl_ftp -o "$T/c.elf" "$(ftp_url "$(port_of audit)" pub/prog.elf)")
 assert_eq "$rc" 0 "curl RETR prog.elf, no <content>"
 same "$T/c.elf" "$D/prog.elf" "RETR prog.elf, no <content>"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check audit /pub/prog.elf download "{'user': 'anonymous', 'announced_size': $ELF_SIZE,
   'size': $ELF_SIZE, 'complete': True, 'sha256': 'SHA:$D/prog.elf',
   'content_type': None, 'content_action': None, 'verdict': 'accept'}"
@@ -187,7 +177,7 @@ rc=$(curl_ftp -a -T "$T/up/text.txt" "$(ftp_url "$(port_of audit)" pub/audit-up.
 assert_eq "$rc" 0 "curl APPE, no <content>"
 assert_eq "$(size_of "$D/audit-up.txt")" $((2 * TXT_SIZE)) "the file after STOR and APPE"
 # (the STOR and the APPE: the listings before them left no record)
-N=$((N + 2)); wait_records $N
+N=$((N + 2)); wait_records "$AUDIT" $N
 python3 - "$AUDIT" "$TXT_SIZE" "$(sha256_of "$T/up/text.txt")" <<'PY' || fail "STOR and APPE records"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()]
@@ -217,7 +207,7 @@ f.quit()
 PY
 stou=$(ls -t "$D" | head -1)
 assert_eq "$(sha256_of "$D/$stou")" "$(sha256_of "$T/up/text.txt")" "the file STOU made ($stou)"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check audit "/pub/$stou" upload "{'size': $TXT_SIZE, 'complete': True, 'sha256': 'SHA:$T/up/text.txt'}"
 
 # ---- the announced size from SIZE's 213 when the 150 says none
@@ -226,12 +216,12 @@ rc=$(curl_ftp -o "$T/py.txt" "$(ftp_url "$PORT_audit_py" pub/text.txt)")
 assert_eq "$rc" 0 "curl RETR through pyftpdlib"
 same "$T/py.txt" "$D/text.txt" "curl RETR through pyftpdlib"
 assert_log "ftp-command user=anonymous cmd=SIZE arg=\"text\.txt\""
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check audit-py /pub/text.txt download "{'announced_size': $TXT_SIZE, 'size': $TXT_SIZE,
   'complete': True, 'sha256': 'SHA:$D/text.txt'}"
 r=$(xfer audit-py get prog.elf "$T/py.elf")
 [[ $r =~ ^data=none\ bytes=$ELF_SIZE\ reply=226 ]] || fail "ftplib RETR through pyftpdlib: got '$r'"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check audit-py /pub/prog.elf download "{'announced_size': None, 'size': $ELF_SIZE,
   'complete': True, 'sha256': 'SHA:$D/prog.elf'}"
 assert_metric eq proxyd_audit_records_total 'service="content",verdict="deny"' 4
@@ -239,27 +229,9 @@ assert_metric eq proxyd_audit_records_total 'service="content",verdict="deny"' 4
 # ---- (info) proxyd's CPU per MB for a 10 MB RETR: spliced (no <content>,
 # no <audit>), with <audit> (buffered relay and sha256) and with
 # <content> and <audit> (the same, and libmagic once)
-cpu_ns() { # proxyd's threads' time on CPU so far, ns
-    local f t=0 a
-    for f in /proc/"$PROXYD_PID"/task/*/schedstat; do
-        read -r a _ <"$f" || continue
-        t=$((t + a))
-    done
-    echo "$t"
-}
-cpu_per_mb() { # PORT: us of proxyd CPU per MB over 5 RETRs of 10 MB
-    local t0 t1 i
-    t0=$(cpu_ns)
-    for i in 1 2 3 4 5; do
-        rc=$(curl_ftp -o /dev/null "$(ftp_url "$1" pub/10m.bin)")
-        assert_eq "$rc" 0 "cpu run $i through port $1"
-    done
-    t1=$(cpu_ns)
-    echo $(((t1 - t0) / 1000 / 50))
-}
 if http_sanitized; then
     info "CPU: not measured under a sanitizer"
 else
-    info "proxyd CPU per MB, 10 MB RETR: $(cpu_per_mb "$PORT_plain") us spliced, $(cpu_per_mb "$PORT_audit") us with <audit>, $(cpu_per_mb "$PORT_content") us with <content> and <audit>"
+    info "proxyd CPU per MB, 10 MB RETR: $(ftp_cpu_per_mb "$PORT_plain") us spliced, $(ftp_cpu_per_mb "$PORT_audit") us with <audit>, $(ftp_cpu_per_mb "$PORT_content") us with <content> and <audit>"
 fi
 info "ok"

@@ -134,6 +134,19 @@ EOF
     PROXYD_PORTS+=("$lport")
 }
 
+# ftp_cpu_per_mb PORT: us of proxyd's CPU per MB over 5 RETRs of
+# pub/10m.bin (10 MB) through PORT
+ftp_cpu_per_mb() {
+    local t0 t1 i rc
+    t0=$(proxyd_cpu_ns)
+    for i in 1 2 3 4 5; do
+        rc=$(curl_ftp -o /dev/null "$(ftp_url "$1" pub/10m.bin)")
+        assert_eq "$rc" 0 "cpu run $i through port $1"
+    done
+    t1=$(proxyd_cpu_ns)
+    echo $(((t1 - t0) / 1000 / 50))
+}
+
 # ftp_url PORT PATH
 ftp_url() { echo "ftp://127.0.0.1:$1/$2"; }
 

@@ -302,28 +302,10 @@ same "$D/small-open-up.bin" "$T/up/10k.bin" "over max-size, allow: STOR"
 
 # ---- (info) proxyd's CPU per MB for a 10 MB RETR, scanned and not, and
 # the memory a stalled scanned download holds
-cpu_ns() { # proxyd's threads' time on CPU so far, ns
-    local f t=0 a
-    for f in /proc/"$PROXYD_PID"/task/*/schedstat; do
-        read -r a _ <"$f" || continue
-        t=$((t + a))
-    done
-    echo "$t"
-}
-cpu_per_mb() { # SERVICE: us of proxyd CPU per MB over 5 RETRs of 10 MB
-    local t0 t1 i
-    t0=$(cpu_ns)
-    for i in 1 2 3 4 5; do
-        rc=$(curl_ftp -o /dev/null "$(ftp_url "$(port_of "$1")" pub/10m.bin)")
-        assert_eq "$rc" 0 "cpu run $i through $1"
-    done
-    t1=$(cpu_ns)
-    echo $(((t1 - t0) / 1000 / 50))
-}
 if http_sanitized; then
     info "CPU and RSS: not measured under a sanitizer"
 else
-    info "proxyd CPU per MB, 10 MB RETR: $(cpu_per_mb plain) us unscanned (spliced), $(cpu_per_mb scan) us scanned"
+    info "proxyd CPU per MB, 10 MB RETR: $(ftp_cpu_per_mb "$(port_of plain)") us unscanned (spliced), $(ftp_cpu_per_mb "$(port_of scan)") us scanned"
     cat >"$T/stall.py" <<'PY'
 import ftplib, os, socket, sys, time
 port, n, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]

@@ -115,15 +115,6 @@ except (OSError, ftplib.Error):
 PY
 }
 bytes_of() { sed -E 's/^bytes=([0-9]+) .*/\1/' <<<"$1"; }
-wait_records() { # N
-    local i n=0
-    for ((i = 0; i < 100; i++)); do
-        n=$(wc -l <"$AUDIT" 2>/dev/null || echo 0)
-        ((n >= $1)) && break
-        sleep 0.05
-    done
-    ((n == $1)) || fail "$AUDIT has $n records, expected $1: $(cat "$AUDIT" 2>/dev/null)"
-}
 last_record() { # DICT: the last record has these fields
     python3 - "$AUDIT" "$1" <<'PY' || fail "audit record: see above"
 import json, sys
@@ -156,7 +147,7 @@ for s in block block-bare; do
     assert_eq "$r" "bytes=100000 reply=226 Transfer complete." "$s: right size"
     assert_eq "$(sha256_of "$T/got")" "$(sha256_of "$D/lie-100000-right.bin")" "$s: right size: sha256"
     if [[ $s == block ]]; then
-        N=$((N + 3)); wait_records $N
+        N=$((N + 3)); wait_records "$AUDIT" $N
         last_record "{'verdict': 'accept', 'announced_size': 100000, 'size': 100000, 'complete': True}"
     fi
 done
@@ -176,7 +167,7 @@ r=$(get block grows.bin size)
 [[ $r =~ reply=550\ grows\.bin:\ refused:\ more\ data\ than\ the\ announced\ size\ \(100000\ bytes\)$ ]] ||
     fail "grown file: got '$r'"
 (($(bytes_of "$r") <= 100000)) || fail "grown file: the client had $(bytes_of "$r") bytes"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 last_record "{'file': '/pub/grows.bin', 'announced_size': 100000, 'verdict': 'deny', 'reason': 'size-mismatch'}"
 
 info "block: a REST's transfer is not checked (it moves part of the file)"
@@ -191,7 +182,7 @@ assert_log "ftp-size mismatch announced=200000 size=100000 action=allow file=\"l
 r=$(get allow lie-50000-long.bin)
 assert_eq "$r" "bytes=100000 reply=226 Transfer complete." "allow: longer"
 assert_log "ftp-size mismatch announced=50000 size=100000 action=allow file=\"lie-50000-long\.bin\" user=anonymous dir=download"
-N=$((N + 2)); wait_records $N
+N=$((N + 2)); wait_records "$AUDIT" $N
 last_record "{'verdict': 'accept', 'announced_size': 50000, 'size': 100000, 'complete': True, 'reason': 'ABSENT'}"
 n=$(grep -c "ftp-size mismatch" "$PROXYD_LOG" || true)
 assert_eq "$n" 7 "ftp-size lines (one per mismatched transfer)"

@@ -81,17 +81,6 @@ post() { # SERVICE PATH FILE [chunked]: "curl-rc http-code"
         --data-binary @"$3" "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
     echo "$rc $r"
 }
-# wait_records FILE N: the file has N lines (the log thread writes them
-# within its 50 ms flush; bounded)
-wait_records() {
-    local i n=0
-    for ((i = 0; i < 100; i++)); do
-        n=$(wc -l <"$1" 2>/dev/null || echo 0)
-        ((n >= $2)) && break
-        sleep 0.05
-    done
-    ((n == $2)) || fail "$1 has $n records, expected $2: $(cat "$1" 2>/dev/null)"
-}
 # check N JSON: record N (1-based) of $AUDIT has the fields of JSON (a
 # python dict literal; "SHA:FILE" compares sha256 with the file's)
 check() {

@@ -171,20 +171,12 @@ info "ok"
 # preview c-icap asks for: 10 MB and 10 KB downloads, and the same unscanned
 [[ ${SCAN_CPU:-0} == 1 ]] || exit 0
 make_file 10m.bin 10M
-cpu_ns() { # proxyd's threads' time on CPU so far, ns
-    local f t=0 a
-    for f in /proc/"$PROXYD_PID"/task/*/schedstat; do
-        read -r a _ <"$f" || continue
-        t=$((t + a))
-    done
-    echo "$t"
-}
 cpu_per_mb() { # SERVICE FILE N: us of proxyd CPU per MB over N GETs
     local t0 t1 i port="PORT_${1//-/_}" urls=()
     for ((i = 0; i < $3; i++)); do urls+=("http://127.0.0.1:${!port}/$2"); done
-    t0=$(cpu_ns)
+    t0=$(proxyd_cpu_ns)
     curl -sS --max-time 120 "${urls[@]}" >/dev/null || fail "cpu run through $1"
-    t1=$(cpu_ns)
+    t1=$(proxyd_cpu_ns)
     echo $(((t1 - t0) * 1024 * 1024 / 1000 / ($3 * $(stat -c %s "$T/www/$2"))))
 }
 for round in 1 2; do

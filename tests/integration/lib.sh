@@ -292,6 +292,16 @@ start_nginx() {
     info "nginx origin on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID)"
 }
 
+# proxyd_cpu_ns: proxyd's threads' time on CPU so far, ns (schedstat)
+proxyd_cpu_ns() {
+    local f t=0 a
+    for f in /proc/"$PROXYD_PID"/task/*/schedstat; do
+        read -r a _ <"$f" || continue
+        t=$((t + a))
+    done
+    echo "$t"
+}
+
 # make_file NAME SIZE: random file in the docroot (SIZE in head -c syntax: 1M, 10K, 1G)
 make_file() {
     head -c "$2" /dev/urandom >"$T/www/$1"
@@ -459,6 +469,18 @@ wait_grep() {
         (($(date +%s%N) < deadline)) || return 1
         sleep 0.05
     done
+}
+
+# wait_records FILE N: FILE (an audit file) has N lines, no more, within
+# 5 s (the log thread writes them within its 50 ms flush)
+wait_records() {
+    local i n=0
+    for ((i = 0; i < 100; i++)); do
+        n=$(wc -l <"$1" 2>/dev/null || echo 0)
+        ((n >= $2)) && break
+        sleep 0.05
+    done
+    ((n == $2)) || fail "$1 has $n records, expected $2: $(cat "$1" 2>/dev/null)"
 }
 
 # assert_log REGEX [TIMEOUT_S=ASYNC_WAIT]: wait for a line in $PROXYD_LOG

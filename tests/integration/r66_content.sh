@@ -99,15 +99,6 @@ no_file() { # DIR NAME WHAT: neither the file nor a temporary one is left
         fail "$3: the server has $2 or a temporary file: $(ls -la "$1")"
     fi
 }
-wait_records() { # N: the audit file has N lines (bounded)
-    local i n=0
-    for ((i = 0; i < 100; i++)); do
-        n=$(wc -l <"$AUDIT" 2>/dev/null || echo 0)
-        ((n >= $1)) && break
-        sleep 0.05
-    done
-    ((n == $1)) || fail "$AUDIT has $n records, expected $1: $(cat "$AUDIT" 2>/dev/null)"
-}
 # check SERVICE FILE DIRECTION DICT: the last record is SERVICE's for FILE
 # in DIRECTION with the fields of DICT ("SHA:PATH": that file's sha256)
 check() {
@@ -139,7 +130,7 @@ for blk in 65536 1024; do
     no_file "$R66_SRV_DIR" prog.elf "ELF SEND ($blk)"
     wait_grep "$T/r66server.log" "error packet from client: code=a action=3 msg=Denied by proxy: file type not allowed" 5 ||
         fail "the server was not told: $(cat "$T/r66server.log")"
-    N=$((N + 1)); wait_records $N
+    N=$((N + 1)); wait_records "$AUDIT" $N
     check content prog.elf upload "{'transfer_rule': 'in', 'announced_size': $ELF_SIZE,
       'complete': False, 'content_type': 'application/x-executable', 'content_action': 'deny',
       'verdict': 'deny', 'rule': '$RULE', 'reason': 'content-type', 'scan_verdict': None}"
@@ -155,7 +146,7 @@ recv content dl-prog.elf
 assert_grep "$T/client.err" "error packet from server: code=a action=3 msg=Denied by proxy: file type not allowed: application/x-executable"
 [[ ! -e $T/out/dl-prog.elf ]] || fail "ELF RECV: the client has the file"
 assert_log "r66-content type=application/x-executable action=deny rule=$(re "$RULE") file=dl-prog\.elf host=hosta r66-rule=out dir=download sniffed=4096"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check content dl-prog.elf download "{'transfer_rule': 'out', 'announced_size': $ELF_SIZE,
   'complete': False, 'content_type': 'application/x-executable', 'verdict': 'deny'}"
 
@@ -164,7 +155,7 @@ info "text SEND and RECV"
 send content text.txt
 [[ $R66_RC == 0 ]] || fail "text SEND: rc=$R66_RC: $(cat "$T/client.err")"
 same "$R66_SRV_DIR/text.txt" "$T/cli/text.txt" "text SEND"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check content text.txt upload "{'transfer_rule': 'in', 'announced_size': $TXT_SIZE,
   'size': $TXT_SIZE, 'complete': True, 'sha256': 'SHA:$T/cli/text.txt',
   'content_type': 'text/plain', 'content_action': 'accept', 'verdict': 'accept',
@@ -172,7 +163,7 @@ check content text.txt upload "{'transfer_rule': 'in', 'announced_size': $TXT_SI
 recv content dl-text.txt
 [[ $R66_RC == 0 ]] || fail "text RECV: rc=$R66_RC: $(cat "$T/client.err")"
 same "$T/out/dl-text.txt" "$T/cli/text.txt" "text RECV"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check content dl-text.txt download "{'announced_size': $TXT_SIZE, 'size': $TXT_SIZE,
   'complete': True, 'sha256': 'SHA:$T/cli/text.txt', 'content_type': 'text/plain',
   'verdict': 'accept'}"
@@ -187,7 +178,7 @@ TLSC=(--tls --tls-ca "$P/ca.pem" --tls-name r66.test)
 r66c "$PORT_tls" hosta:pwA "${TLSC[@]}" --rule in --mode 3 --block 65536 --send "$T/cli/text.txt"
 [[ $R66_RC == 0 ]] || fail "TLS text SEND: rc=$R66_RC: $(cat "$T/client.err")"
 same "$TLS_SRV_DIR/text.txt" "$T/cli/text.txt" "TLS text SEND"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check tls text.txt upload "{'size': $TXT_SIZE, 'sha256': 'SHA:$T/cli/text.txt',
   'tls_server_subject': 'CN=serverb.test', 'tls_client_subject': None, 'verdict': 'accept'}"
 
@@ -199,7 +190,7 @@ assert_grep "$T/client.err" "error packet from server: code=d action=3 msg=Denie
 no_file "$R66_SRV_DIR" 1k.bin "longer SEND"
 assert_log "r66-size mismatch announced=500 size=1024\+ action=block file=1k\.bin host=hosta rule=in dir=upload"
 assert_log "r66-transfer host=hosta rule=in mode=send file=1k\.bin .*verdict=deny reason=size-mismatch policy-rule=r66/@size-mismatch"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check size-block 1k.bin upload "{'announced_size': 500, 'size': 0, 'complete': False,
   'verdict': 'deny', 'reason': 'size-mismatch', 'rule': 'r66/@size-mismatch'}"
 
@@ -211,7 +202,7 @@ no_file "$R66_SRV_DIR" 1k.bin "shorter SEND"
 # its one block was held: the server had not a byte of it
 assert_no_grep "$T/r66server.log" "size 1024 != declared 2000" "the server saw the short file's end"
 assert_log "r66-size mismatch announced=2000 size=1024 action=block file=1k\.bin host=hosta rule=in dir=upload"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check size-block 1k.bin upload "{'announced_size': 2000, 'size': 1024, 'complete': False,
   'sha256': 'SHA:$T/cli/1k.bin', 'verdict': 'deny', 'reason': 'size-mismatch'}"
 
@@ -220,7 +211,7 @@ send size-block 1k.bin
 [[ $R66_RC == 0 ]] || fail "right-size SEND: rc=$R66_RC: $(cat "$T/client.err")"
 same "$R66_SRV_DIR/1k.bin" "$T/cli/1k.bin" "right-size SEND"
 rm -f "$R66_SRV_DIR/1k.bin"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 
 info "size-mismatch=block, a RECV shorter than the server announced"
 r66c "$PORT_size_recv" hosta:pwA --rule out --mode 2 --block 65536 --recv dl-1k.bin --dir "$T/out"
@@ -231,7 +222,7 @@ assert_grep "$T/client.err" "error packet from server: code=d action=3 msg=Denie
 # had the block nor the end)
 assert_no_grep "$T/client.err" "!= declared" "the client saw the short file's end"
 assert_log "r66-size mismatch announced=2000 size=1024 action=block file=dl-1k\.bin host=hosta rule=out dir=download"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check size-recv dl-1k.bin download "{'announced_size': 2000, 'size': 1024, 'complete': False,
   'verdict': 'deny', 'reason': 'size-mismatch'}"
 
@@ -253,7 +244,7 @@ send size-allow 1k.bin --announce 2000
 wait_grep "$T/r66server.log" "size 1024 != declared 2000" 5 ||
     fail "the short file did not reach the server: $(cat "$T/r66server.log")"
 assert_log "r66-size mismatch announced=2000 size=1024 action=allow file=1k\.bin host=hosta rule=in dir=upload"
-N=$((N + 1)); wait_records $N
+N=$((N + 1)); wait_records "$AUDIT" $N
 check size-allow 1k.bin upload "{'announced_size': 2000, 'size': 1024, 'complete': False,
   'sha256': 'SHA:$T/cli/1k.bin', 'verdict': 'error'}"
 send size-allow 1k.bin --announce 500
