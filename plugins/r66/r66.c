@@ -364,6 +364,14 @@ r66_scan_chan(struct r66_state *st, const struct r66_frame *f,
 	return c;
 }
 
+/* Whether c is a transfer under way whose blocks go in dir, scanned. */
+static bool
+r66_chan_scanned(const struct r66_chan *c, enum px_dir dir)
+{
+	return c->st != R66_CH_FREE && c->scan != NULL &&
+	    r66_scan_dir(c->scan) == dir;
+}
+
 /* The verdicts that came for the transfers whose blocks go in dir. */
 static void
 r66_scan_settle_all(struct px_session *s, struct r66_state *st,
@@ -375,8 +383,7 @@ r66_scan_settle_all(struct px_session *s, struct r66_state *st,
 	for (k = 0; k < R66_CHAN_MAX; k++) {
 		struct r66_chan *c = &st->ch[k];
 
-		if (c->st == R66_CH_FREE || c->scan == NULL ||
-		    r66_scan_dir(c->scan) != dir)
+		if (!r66_chan_scanned(c, dir))
 			continue;
 		switch (r66_scan_settle(c->scan, px_session_output(s, dir),
 		    &why)) {
@@ -404,8 +411,7 @@ r66_scan_sender_gone(struct r66_state *st, enum px_dir dir)
 	for (k = 0; k < R66_CHAN_MAX; k++) {
 		struct r66_chan *c = &st->ch[k];
 
-		if (c->st == R66_CH_FREE || c->scan == NULL ||
-		    r66_scan_dir(c->scan) != dir)
+		if (!r66_chan_scanned(c, dir))
 			continue;
 		r66_scan_abandon(c->scan, dir == PX_TO_SERVER ?
 		    "the client closed before the verdict" :
