@@ -69,6 +69,7 @@ void
 http_log_request_as(struct http_state *h, const char *tag)
 {
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN], user[160];
+	char grpc[24] = "";
 	const struct px_auth_id *id = http_auth_id(h);
 	struct timeval now, d;
 	bool deny;
@@ -97,12 +98,14 @@ http_log_request_as(struct http_state *h, const char *tag)
 	if (id != NULL)
 		px_log_escape(user, sizeof(user), id->user, strlen(id->user),
 		    false);
+	if (h->grpc_status >= 0)
+		snprintf(grpc, sizeof(grpc), " grpc-status=%d", h->grpc_status);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
-	    "host=%s path=%s status=%d to-server=%llu to-client=%llu "
+	    "host=%s path=%s status=%d%s to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
 	    "%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
-	    h->method, h->host[0] ? h->host : "-", h->path, h->status,
+	    h->method, h->host[0] ? h->host : "-", h->path, h->status, grpc,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
 	    h->verdict ? h->verdict : "accept",
@@ -122,6 +125,9 @@ out_clear:
 	 * is whole must not name or count this one's host and bytes. */
 	h->method[0] = h->host[0] = h->rule[0] = h->leg_reset[0] = '\0';
 	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
+	h->grpc = false;
+	h->grpc_status = -1;
+	h->grpc_deadline_ms = 0;
 }
 
 void
@@ -266,6 +272,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 	h->host[0] = '\0';
 	h->retried = false;
+	h->grpc = false;
+	h->grpc_status = -1;
 	/* The port the request is for (a 405's Allow depends on it). */
 	h->port = px_sockaddr_port(px_session_dst(h->s));
 	rc = http_parse_head(buf, head_len, true, &p->lim, &m, &why);
@@ -280,6 +288,12 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	if (rc != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, rc, why);
+		return;
+	}
+	/* A gRPC call's refusals are answered as gRPC (http_grpc.c). */
+	if (http_grpc_request(h, &m, &why) == -1) {
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		http_error(h, 400, why);
 		return;
 	}
 	if (!http_policy_codings(p, &m)) {
@@ -451,7 +465,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	h->req = HTTP_REQ_WAIT;
 	h->resp = HTTP_RESP_HEAD;
 	http_head_restart(&h->resp_scan, &h->resp_judge);
-	http_timer_set(h, p->response_timeout_ms);
+	http_timer_set(h, http_grpc_bound(h, p->response_timeout_ms));
 	if (dst.ss_family == 0) {
 		http_resolve(h, port);
 		return;
@@ -562,7 +576,8 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	}
 	h->resp = h->resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
 	    HTTP_RESP_BODY;
-	http_timer_set(h, 0);
+	/* A gRPC call's deadline bounds its streams too. */
+	http_timer_set(h, http_grpc_bound(h, 0));
 	return true;
 }
 
@@ -1218,10 +1233,23 @@ http_timer_cb(struct px_session *s, void *st)
 		 * out as any response would): the scanner's timeout
 		 * bounds that, and the server's response-timeout starts
 		 * again after it. */
-		http_timer_set(h, h->pol->response_timeout_ms);
+		http_timer_set(h, http_grpc_bound(h,
+		    h->pol->response_timeout_ms));
 		return;
 	}
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
+	if (h->resp != HTTP_RESP_NONE && http_grpc_expired(h)) {
+		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
+		 * of the response went, else the stream is cut (a leg's
+		 * reset becomes its stream's). */
+		if (h->resp_bytes == h->interim_bytes)
+			http_error(h, 504, "no response within grpc-timeout");
+		else
+			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
+		if (!h->gone)
+			http_drive(h);
+		return;
+	}
 	if (h->resp == HTTP_RESP_HEAD) {
 		if (h->resp_bytes == 0)
 			http_error(h, 504, "no response within response-timeout");
@@ -1256,6 +1284,7 @@ http_on_open(struct px_session *s, void *st)
 
 	h->s = s;
 	h->pol = px_session_policy(s);
+	h->grpc_status = -1;
 	h->srv.io = NULL;
 	h->c = px_session_conn(s, PX_CHAN_CLIENT);
 	h->buffer = px_session_buffer(s);

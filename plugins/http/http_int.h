@@ -7,6 +7,7 @@
  *   http_upstream.c	which server: authority, dispatch, DNS, server
  *			connection open/drop, the one retry
  *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200)
+ *   http_grpc.c	gRPC calls: grpc-timeout, trailers-only refusals
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
  *   http_h2*.c		HTTP/2 towards clients, a leg per stream
@@ -167,6 +168,7 @@ struct http_state {
 	bool			 client_keep;	/* keep the client after this */
 	bool			 client_10;	/* HTTP/1.0 client */
 	bool			 transparent;	/* dst is the client's own */
+	bool			 grpc;		/* content-type application/grpc */
 
 	/* The transaction in flight. */
 	enum http_req_state	 req;
@@ -184,6 +186,9 @@ struct http_state {
 	bool			 req_kept;	/* head_out holds the head sent */
 	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
+	int			 grpc_status;	/* of proxyd's own answer, or -1 */
+	/* grpc-timeout's end (http_grpc_now_ms), 0 none */
+	uint64_t		 grpc_deadline_ms;
 	uint64_t		 req_bytes, resp_bytes;
 	uint64_t		 interim_bytes;	/* of resp_bytes: 1xx heads */
 	struct timeval		 t_start;
@@ -384,6 +389,24 @@ void	http_resolve(struct http_state *h, uint16_t port);
 bool	http_retry(struct http_state *h);
 /* px_analyser.on_worker_exit: the worker's resolver. */
 void	http_worker_exit(void);
+
+/* ---- http_grpc.c ------------------------------------------------------- */
+
+struct http_head;
+/* A request head was parsed: h->grpc says whether it is a gRPC call, and
+ * its grpc-timeout sets h->grpc_deadline_ms. 0, or -1 for a malformed
+ * grpc-timeout (*why). */
+int	http_grpc_request(struct http_state *h, const struct http_head *m,
+	    const char **why);
+/* ms, or less if the call's grpc-timeout runs out sooner (0: none). */
+uint64_t http_grpc_bound(const struct http_state *h, uint64_t ms);
+/* The call's grpc-timeout ran out. */
+bool	http_grpc_expired(const struct http_state *h);
+uint64_t http_grpc_now_ms(void);
+/* A trailers-only gRPC answer for what would have been HTTP status
+ * (sets h->grpc_status), why as grpc-message. */
+void	http_grpc_reply(struct http_state *h, struct evbuffer *out,
+	    int status, const char *why, bool keep);
 
 /* ---- http_reply.c ------------------------------------------------------ */
 

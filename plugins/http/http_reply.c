@@ -172,6 +172,12 @@ http_error(struct http_state *h, int status, const char *why)
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 	    "reason=\"%s\"%s%s", status, why, by == PX_END_POLICY ?
 	    " rule=" : "", by == PX_END_POLICY ? h->rule : "");
+	if (h->grpc) {
+		http_grpc_reply(h, out, status, why, false);
+		h->resp_bytes = evbuffer_get_length(out);
+		px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+		goto out_log;
+	}
 	/* Without memory for a page the status line still goes out. */
 	body = evbuffer_new();
 	if (body != NULL && !p->silent)
@@ -195,6 +201,7 @@ http_error(struct http_state *h, int status, const char *why)
 	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
 	if (body != NULL)
 		evbuffer_free(body);
+out_log:
 	http_log_request(h);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
@@ -210,6 +217,13 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
 
 	h->status = 429;
 	h->verdict = "deny";
+	if (h->grpc) {
+		http_grpc_reply(h, out, 429, "too many requests from this "
+		    "source", keep);
+		h->resp_bytes = evbuffer_get_length(out) - before;
+		px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+		return;
+	}
 	body = evbuffer_new();
 	if (body != NULL && !p->silent)
 		http_error_page(body, p, 429, "too many requests from this "

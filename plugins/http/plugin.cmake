@@ -3,6 +3,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http.c
 	${CMAKE_CURRENT_LIST_DIR}/http_auth.c
 	${CMAKE_CURRENT_LIST_DIR}/http_body.c
+	${CMAKE_CURRENT_LIST_DIR}/http_grpc.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_leg.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_resp.c
