@@ -62,7 +62,18 @@ def handle(c):
     while c.recv(65536):
         pass
 EOF
+# One that sends a gRPC response head, then nothing.
+start_py_server STALL <<'EOF2'
+def handle(c):
+    c.settimeout(20)
+    c.recv(65536)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    while c.recv(65536):
+        pass
+EOF2
 free_port DOWN
+free_port P_S
 free_port P_G
 free_port P_D
 free_port P_L
@@ -81,6 +92,7 @@ write_http_service gmute "$P_M" "$MUTE" '<http h2c="yes">
 write_http_service gmute1 "$P_R" "$MUTE" '<http h2c="yes">
   <limits response-timeout="1s"/>
 </http>'
+write_http_service gstall "$P_S" "$STALL" '<http h2c="yes"/>'
 start_proxyd
 
 info "a method a url rule denies: PERMISSION_DENIED with proxyd's message"
@@ -142,6 +154,15 @@ el=$(($(now_ms) - t0))
 assert_grep "$T/rt.h2" "recv \(stream_id=13\) grpc-status: 4$"
 assert_grep "$T/rt.h2" "recv \(stream_id=13\) grpc-message: no response within response-timeout$"
 ((el >= 900 && el < 10000)) || fail "response-timeout 1s answered after $el ms"
+
+info "grpc-timeout after the response head: the stream is reset"
+t0=$(now_ms)
+grpc_h2 "$P_S" Unary "$T/st.h2" 'grpc-timeout: 500m'
+el=$(($(now_ms) - t0))
+assert_grep "$T/st.h2" "recv HEADERS frame <length=[0-9]+, flags=0x04, stream_id=13>"
+assert_grep "$T/st.h2" "recv RST_STREAM frame <length=4, flags=0x00, stream_id=13>"
+((el >= 400 && el < 10000)) || fail "grpc-timeout 500m cut the stream after $el ms"
+assert_log "session-end service=gstall .* by=timeout phase=data end=error: grpc-timeout$"
 
 info "the python client's own deadline through proxyd: DEADLINE_EXCEEDED"
 expect "$(gcall 127.0.0.1:$P_M unary --timeout 1)" "^status=DEADLINE_EXCEEDED " "client deadline"
