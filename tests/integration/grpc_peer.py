@@ -26,7 +26,8 @@ Methods (client CASE of the same name, lower case):
     Slow          request "SECONDS": answers after that delay (or when
                   cancelled)
     Reset         request "N": sends N messages, then aborts the call
-                  with ABORTED "reset by the server" (its trailers say so)
+                  with ABORTED "reset by the server" (its trailers say so);
+                  "N cancel": cancels it instead (RST_STREAM CANCEL)
     Forbidden     echo (a method the proxy's policy refuses)
 """
 import argparse
@@ -124,8 +125,13 @@ class Peer:
         return b"slow done"
 
     def reset(self, req, ctx):
-        for i in range(int(req.decode())):
+        words = req.decode().split()
+        for i in range(int(words[0])):
             yield b"r%d" % i
+        if words[1:] == ["cancel"]:
+            # The server cancels: RST_STREAM, no status of its own.
+            ctx.cancel()
+            return
         ctx.abort(grpc.StatusCode.ABORTED, "reset by the server")
 
 
@@ -267,7 +273,8 @@ def client(args):
         elif c == "reset":
             f = call(ch, "us", "Reset")
             got = 0
-            it = f(str(args.n).encode(), timeout=to, metadata=md)
+            it = f(("%d %s" % (args.n, args.mode)).encode(), timeout=to,
+                   metadata=md)
             try:
                 for _ in it:
                     got += 1
@@ -298,6 +305,7 @@ def main():
     c.add_argument("--size", type=int, default=1000)
     c.add_argument("--total", type=int, default=100 * 1000 * 1000)
     c.add_argument("--delay", type=float, default=5.0)
+    c.add_argument("--mode", default="abort", help="reset: abort|cancel")
     c.add_argument("--timeout", type=float, default=20.0)
     c.add_argument("--metadata", action="append", default=[],
                    help="key=value sent with the call")
