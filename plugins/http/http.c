@@ -1244,8 +1244,10 @@ http_timer_cb(struct px_session *s, void *st)
 		 * reset becomes its stream's). */
 		if (h->resp_bytes == h->interim_bytes)
 			http_error(h, 504, "no response within grpc-timeout");
-		else
+		else {
+			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
 			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
+		}
 		if (!h->gone)
 			http_drive(h);
 		return;

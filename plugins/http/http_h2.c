@@ -414,8 +414,9 @@ h2_leg_readable(struct px_conn *lc, void *arg)
 		} else if (st->resp != H2_RESP_DONE) {
 			/* The leg ended the stream without (all of) a
 			 * response: the analyser aborted it, or the server
-			 * failed inside it. */
-			h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+			 * failed inside it (with the code it asked for). */
+			h2_stream_reset(st, st->leg_code != 0 ? st->leg_code :
+			    NGHTTP2_INTERNAL_ERROR);
 			goto out;
 		}
 	} else

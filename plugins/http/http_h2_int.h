@@ -94,6 +94,9 @@ struct h2_stream {
 	 * way, the connection gone): the leg's session was ended at once,
 	 * as its client's reset would (h2_leg_abort). */
 	bool			 leg_aborted;
+	/* The RST_STREAM code the leg asked for when it cut the response
+	 * (http_h2_leg_reset_code); 0: INTERNAL_ERROR. */
+	uint32_t		 leg_code;
 	/* nghttp2 said the client's frame makes it reset the stream (its
 	 * RST_STREAM goes out with the next write): no leg starts. */
 	bool			 doomed;

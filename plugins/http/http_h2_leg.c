@@ -22,6 +22,7 @@
  * there, not when the leg would next write to a closed socketpair
  * (MadeYouReset), and the request is logged with the reset. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -58,6 +59,20 @@ http_h2_leg_opened(struct http_state *h)
 	*h2_spawning = h;
 	h->h2_parent_ref = h2_spawning;
 	h2_spawning = NULL;
+}
+
+void
+http_h2_leg_reset_code(struct http_state *h, uint32_t code)
+{
+	struct h2_stream *st;
+
+	/* Under way, a leg is a stream's (h2_peer_move parks only legs
+	 * whose exchange ended whole): its parent ref is &st->peer. */
+	if (h->h2_parent_ref == NULL || h->method[0] == '\0')
+		return;
+	st = (struct h2_stream *)(void *)((char *)h->h2_parent_ref -
+	    offsetof(struct h2_stream, peer));
+	st->leg_code = code;
 }
 
 void

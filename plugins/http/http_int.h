@@ -32,6 +32,9 @@ struct evbuffer;
 struct evdns_getaddrinfo_request;
 struct px_conn;
 
+/* RST_STREAM's CANCEL (RFC 9113 7), for files without nghttp2.h. */
+#define HTTP_H2_CANCEL	0x8
+
 /* Indexes into http_analyser.counters. */
 enum http_counter {
 	HTTP_C_REQUESTS = 0,
@@ -299,6 +302,9 @@ void	http_h2_close(struct http_state *h);
 /* ---- http_h2_leg.c: a leg's session opened (the one an HTTP/2
  * connection just spawned, if any: it may send it more requests). */
 void	http_h2_leg_opened(struct http_state *h);
+/* A leg ends its stream now with the RST_STREAM code (h2_reset) it
+ * asks for: called before the leg's session ends (http_abort). */
+void	http_h2_leg_reset_code(struct http_state *h, uint32_t code);
 void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
 void	http_h2_kind_name(unsigned i, char *buf, size_t size);
 /* The analyser's on_leg_fail (http_h2_tunnel.c). */

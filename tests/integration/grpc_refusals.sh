@@ -155,12 +155,13 @@ assert_grep "$T/rt.h2" "recv \(stream_id=13\) grpc-status: 4$"
 assert_grep "$T/rt.h2" "recv \(stream_id=13\) grpc-message: no response within response-timeout$"
 ((el >= 900 && el < 10000)) || fail "response-timeout 1s answered after $el ms"
 
-info "grpc-timeout after the response head: the stream is reset"
+info "grpc-timeout after the response head: the stream is reset (CANCEL)"
 t0=$(now_ms)
 grpc_h2 "$P_S" Unary "$T/st.h2" 'grpc-timeout: 500m'
 el=$(($(now_ms) - t0))
 assert_grep "$T/st.h2" "recv HEADERS frame <length=[0-9]+, flags=0x04, stream_id=13>"
 assert_grep "$T/st.h2" "recv RST_STREAM frame <length=4, flags=0x00, stream_id=13>"
+assert_grep "$T/st.h2" "error_code=CANCEL\(0x08\)"
 ((el >= 400 && el < 10000)) || fail "grpc-timeout 500m cut the stream after $el ms"
 assert_log "session-end service=gstall .* by=timeout phase=data end=error: grpc-timeout$"
 
