@@ -9,6 +9,11 @@ handler, service "test.Peer".
         Serves until killed; prints "listening PORT" once ready. Writes
         one line per event worth asserting on to --log (or stderr):
         "cancelled METHOD" when a call it was serving is cancelled.
+    grpc_peer.py rst-server PORT
+        Not gRPC's own server: a bare HTTP/2 one (python3-h2) that answers
+        any call with its response head and one message, then resets the
+        stream with RST_STREAM CANCEL (a server that cancels mid-way);
+        prints "listening PORT" once ready.
     grpc_peer.py client TARGET CASE [options]
         One call; prints machine-checkable "key=value" results on one
         line, always starting with "status=CODE_NAME" (OK, UNAVAILABLE,
@@ -164,6 +169,46 @@ def serve(args):
     server.wait_for_termination()
 
 
+def rst_serve(args):
+    import socket
+    import h2.config
+    import h2.connection
+    import h2.errors
+    import h2.events
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", args.port))
+    srv.listen(16)
+    print("listening %d" % args.port, flush=True)
+
+    def conn(c):
+        h = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=False, header_encoding=None))
+        h.initiate_connection()
+        c.sendall(h.data_to_send())
+        while True:
+            data = c.recv(65536)
+            if not data:
+                return
+            for ev in h.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    sid = ev.stream_id
+                    h.send_headers(sid, [(":status", "200"),
+                                         ("content-type",
+                                          "application/grpc")])
+                    h.send_data(sid, b"\0\0\0\0\x05first")
+                    h.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+                elif isinstance(ev, h2.events.DataReceived):
+                    h.acknowledge_received_data(
+                        ev.flow_controlled_length, ev.stream_id)
+            c.sendall(h.data_to_send())
+
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=conn, args=(c,), daemon=True).start()
+
+
 # ---- client ---------------------------------------------------------------
 
 def result(**kv):
@@ -297,6 +342,8 @@ def main():
     s = sub.add_parser("server")
     s.add_argument("port", type=int)
     s.add_argument("--log")
+    r = sub.add_parser("rst-server")
+    r.add_argument("port", type=int)
     c = sub.add_parser("client")
     c.add_argument("target")
     c.add_argument("case")
@@ -312,6 +359,9 @@ def main():
     args = ap.parse_args()
     if args.cmd == "server":
         serve(args)
+        return 0
+    if args.cmd == "rst-server":
+        rst_serve(args)
         return 0
     return client(args)
 
