@@ -26,6 +26,7 @@
 #include "privs.h"
 #include "pidfile.h"
 #include "quota.h"
+#include "quota_store.h"
 #include "trace.h"
 #include "srclimit.h"
 #include "splice.h"
@@ -302,6 +303,12 @@ px_reload_done_cb(evutil_socket_t fd, short what, void *arg)
 	if (strcmp(ncfg->node_name, px_log_node()) != 0)
 		px_log(LOG_WARNING, 0, "reload: node name change takes a "
 		    "restart (still %s)", px_log_node());
+	if (ncfg->store_len != m->cfg->store_len ||
+	    memcmp(&ncfg->store, &m->cfg->store, sizeof(ncfg->store)) != 0 ||
+	    ncfg->store_timeout_ms != m->cfg->store_timeout_ms ||
+	    ncfg->store_error_refuse != m->cfg->store_error_refuse)
+		px_log(LOG_WARNING, 0, "reload: cluster store change takes a "
+		    "restart");
 	px_log_set_json(ncfg->log_json);
 	px_log_reconfigure(ncfg->log_target, ncfg->log_file, ncfg->log_level);
 	if (px_log_record_open(ncfg->audit_on, ncfg->audit_target,
@@ -684,6 +691,16 @@ main(int argc, char **argv)
 	}
 	/* Before any thread: workers read the name without a lock. */
 	px_log_set_node(m.cfg->node_name);
+	/* ... and the cluster's quota store (a change takes a restart). */
+	if (px_qstore_configure(m.cfg->store_len != 0 ?
+	    (const struct sockaddr *)&m.cfg->store : NULL, m.cfg->store_len,
+	    m.cfg->store_timeout_ms, m.cfg->store_error_refuse) == -1) {
+		fprintf(stderr, "proxyd: %s: cluster store: bad address\n",
+		    m.config_path);
+		px_config_unref(m.cfg);
+		xmlCleanupParser();
+		return 1;
+	}
 	/* A successor: reach the old process while still root (its socket
 	 * takes root or its user); the pidfile is taken once listening. */
 	if (takeover > 0) {

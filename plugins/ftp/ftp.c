@@ -111,6 +111,9 @@ ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 	bool rules = ftp_path_rules(p);
 	unsigned i;
 
+	/* The cluster's quota store has a transfer command's answer to give. */
+	if (st->qask != NULL)
+		return true;
 	for (i = 0; i < st->qlen; i++) {
 		q = &st->q[(st->qhead + i) % FTP_PENDING];
 		if (q->kind == FTP_P_PORT || q->kind == FTP_P_HOME ||
@@ -517,7 +520,9 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	char verdict[PX_RULE_REF_MAX + 64];
 	int n, rc;
 
-	px_session_count(s, FTP_C_COMMANDS, 1);
+	/* A command that waited for the quota store was counted then. */
+	if (!st->qanswered)
+		px_session_count(s, FTP_C_COMMANDS, 1);
 	/* FTPS is the proxy's own, on each side: not the command rules'. */
 	if (ftp_tls_command(s, st, c, in, &rc) || !ftp_tls_allowed(s, st, c,
 	    &rc))
@@ -584,7 +589,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	if (ftp_xfer_limited(s, st, c, &rc))
 		return rc;
 	if (ftp_quota_refused(s, st, p, c, &rc)) {
-		ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
+		if (rc != FTP_RC_WAIT)
+			ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
 		return rc;
 	}
 	if (ftp_partial_refused(s, c))
@@ -675,6 +681,18 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 			return PX_DENY;
 		if (crc == FTP_RC_ENDED)
 			return PX_ERROR;
+		if (crc == FTP_RC_WAIT) {
+			/* Back in front of what follows, as parsed, for when
+			 * the store answered (ftp_resume). */
+			char line[FTP_LINE_MAX + 16];
+			int n = snprintf(line, sizeof(line), "%s%s%s\r\n",
+			    st->cmd.verb, st->cmd.has_arg ? " " : "",
+			    st->cmd.arg);
+
+			if (evbuffer_prepend(in, line, (size_t)n) == -1)
+				return PX_ERROR;
+			return ftp_hold(s, st, in);
+		}
 		if (crc == -1) {
 			ftp_send(s, PX_TO_CLIENT,
 			    "421 Too many commands pending\r\n");
@@ -1089,6 +1107,7 @@ ftp_on_close(struct px_session *s, void *state)
 	if (st->held != NULL)
 		evbuffer_free(st->held);
 	st->held = NULL;
+	ftp_quota_close(st);
 	ftp_scan_close(st);
 	ftp_tls_close(s, st);
 	ftp_auth_close(st);
@@ -1241,4 +1260,5 @@ const struct px_analyser ftp_analyser = {
 	.handover = true,
 	.handover_save = ftp_handover_save,
 	.handover_load = ftp_handover_load,
+	.on_worker_exit = px_qstore_thread_exit,
 };

@@ -14,6 +14,7 @@
 #include "ftp/ftp_policy.h"
 #include "ftp/ftp_proto.h"
 #include "quota.h"
+#include "quota_store.h"
 
 /* Counter indexes, in ftp_counters[] (ftp.c) order. */
 enum {
@@ -123,6 +124,15 @@ struct ftp_state {
 	struct px_quota		*quota;
 	/* With <auth>: the <login> whose quota applies (NULL: a <user>'s). */
 	const struct ftp_login	*qlogin;
+	/* With cluster/@store (quota_store.h): the question under way (the
+	 * client's commands wait meanwhile, ftp_must_wait), then its answer
+	 * for the transfer command when it runs again; the channel metered
+	 * against the byte quota, whose bytes go to the store at its end. */
+	struct px_session	*qs;
+	struct px_qstore_req	*qask;
+	bool			 qanswered;
+	struct px_qstore_answer	 qans;
+	const struct px_channel	*qmetered;
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */
@@ -170,6 +180,9 @@ void	ftp_home_ask(struct px_session *s, struct ftp_state *st,
  * session was denied, or ended, already. */
 #define FTP_RC_DENIED	(-2)
 #define FTP_RC_ENDED	(-3)
+/* The command waits for the cluster's quota store: it goes back in front
+ * of the client's held bytes and runs again once the answer came. */
+#define FTP_RC_WAIT	(-4)
 
 /* Client bytes, command by command (ftp.c). */
 enum px_verdict ftp_client_input(struct px_session *s, struct ftp_state *st,
@@ -261,12 +274,17 @@ void	ftp_quota_user(struct ftp_state *st, const struct ftp_policy *p,
 /* A transfer command about to go to the server on st->ch: refused when
  * the user's day is used up (true, *rc for ftp_command: the 550 or 552
  * queued, the data channel reset), else counted, and its data channel
- * metered against the byte quota. */
+ * metered against the byte quota. With the cluster's store: true with
+ * *rc FTP_RC_WAIT while the store is asked; a store that cannot answer
+ * refuses it with a 451 (on-store-error="refuse") or leaves it to this
+ * node's own count ("local"). */
 bool	ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p, const struct ftp_cmd *c, int *rc);
 /* A data channel ended: one its byte quota cut is logged and counted. */
 void	ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
 	    const struct px_chan_result *r);
+/* The session ends: a question to the store is forgotten. */
+void	ftp_quota_close(struct ftp_state *st);
 
 /* ---- ftp_scan.c: files through the service's scanner, <content> and
  * <audit> ------------------------------------------------------------- */

@@ -38,6 +38,7 @@
 #include "metrics.h"
 #include "prom.h"
 #include "quota.h"
+#include "quota_store.h"
 #include "auth.h"
 #include "srclimit.h"
 #include "listener.h"
@@ -854,6 +855,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	px_audit_metrics(b);
 	px_quota_metrics(b);
 	px_auth_metrics(b);
+	px_qstore_metrics(b);
 	evbuffer_add_printf(b,
 	    "# HELP proxyd_log_dropped_total Log lines lost to a full ring.\n"
 	    "# TYPE proxyd_log_dropped_total counter\n"

@@ -316,6 +316,9 @@ static const char *const px_log_levels[] = { "error", "warning", "info",
 static const int px_log_level_values[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
     LOG_DEBUG };
 
+static const char *const px_store_errors[] = { "refuse", "local", NULL };
+static const int px_store_error_values[] = { 1, 0 };
+
 /* The daemon file's plain attributes (docs/CONFIG.md, "Daemon file"). */
 const struct px_directive px_daemon_directives[] = {
 	{ "limits", "max-sessions", PX_D_UINT, "10000", 1, PX_MAX_SESSIONS,
@@ -346,6 +349,12 @@ const struct px_directive px_daemon_directives[] = {
 	/* The quotas' day so far, kept across restarts (quota.h). */
 	{ "quotas", "state-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, quota_state_file) },
+	/* The cluster's shared quota store (quota_store.h). */
+	{ "cluster", "store-timeout", PX_D_DURATION, "1s", 1, 60 * 1000,
+	    NULL, NULL, PX_FIELD(struct px_config, store_timeout_ms) },
+	{ "cluster", "on-store-error", PX_D_CHOICE, "refuse", 0, 0,
+	    px_store_errors, px_store_error_values,
+	    PX_FIELD(struct px_config, store_error_refuse) },
 	{ "policies", "dir", PX_D_PATH, "../policy/enabled", 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, policy_dir) },
 };
@@ -494,6 +503,14 @@ px_load_daemon(struct px_config *c, xmlNodePtr root, struct px_cfgerr *e)
 			px_cfg_error(e, n, "listen=\"%s\": the admin endpoint must be on a loopback address", v);
 		else
 			c->admin_enabled = true;
+		xmlFree(v);
+	}
+
+	/* cluster/@store: where every node counts the quotas (redis). */
+	if ((n = px_child(root, "cluster")) != NULL &&
+	    (v = px_attr(n, "store")) != NULL) {
+		if (px_parse_hostport(v, &c->store, &c->store_len, &why) == -1)
+			px_cfg_error(e, n, "store=\"%s\": %s", v, why);
 		xmlFree(v);
 	}
 

@@ -112,6 +112,13 @@ struct px_config {
 	socklen_t		 admin_len;
 	char			*ha_state_file;	/* admin/@ha-state-file; NULL: none */
 	char			*quota_state_file; /* quotas/@state-file; NULL */
+	/* <cluster>: the shared quota store (store_len 0: none), how long a
+	 * transfer waits for it, what a transfer gets when it cannot answer
+	 * (true: refused). */
+	struct sockaddr_storage	 store;
+	socklen_t		 store_len;
+	uint64_t		 store_timeout_ms;
+	bool			 store_error_refuse;
 
 	char			*policy_dir;
 	struct px_service	*services;	/* sorted by name */

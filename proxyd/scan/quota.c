@@ -199,6 +199,28 @@ px_quota_begin(struct px_quota *q, const struct px_quota_limit *l,
 	return PX_QUOTA_OK;
 }
 
+void
+px_quota_admit(struct px_quota *q, uint64_t bytes)
+{
+	uint64_t n;
+
+	px_quota_roll(q);
+	atomic_fetch_add(&q->transfers, 1);
+	n = atomic_load(&q->bytes);
+	while (n < bytes && !atomic_compare_exchange_weak(&q->bytes, &n,
+	    bytes))
+		;
+}
+
+void
+px_quota_refused(struct px_quota *q, enum px_quota_kind k)
+{
+	if (k == PX_QUOTA_BYTES)
+		atomic_fetch_add(&q->refused_bytes, 1);
+	else if (k == PX_QUOTA_TRANSFERS)
+		atomic_fetch_add(&q->refused_transfers, 1);
+}
+
 _Atomic uint64_t *
 px_quota_bytes(struct px_quota *q)
 {

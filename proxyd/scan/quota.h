@@ -55,6 +55,13 @@ enum px_quota_kind {
  * what), else counted as one of the day's transfers. */
 enum px_quota_kind px_quota_begin(struct px_quota *q,
 	    const struct px_quota_limit *l, uint64_t *used, uint64_t *limit);
+/* The cluster's store (quota_store.h) decided instead: a transfer it
+ * counted is counted here too, the day's bytes raised to the cluster's
+ * (bytes) when those are more, so that the data channel's meter cuts at
+ * the cluster's count as this node last heard it. */
+void	px_quota_admit(struct px_quota *q, uint64_t bytes);
+/* ... and one it refused (a refusal of kind k). */
+void	px_quota_refused(struct px_quota *q, enum px_quota_kind k);
 /* The day's bytes, for a counter that charges them itself (a data
  * channel's meter, px_channel_meter: before they pass when spliced). */
 _Atomic uint64_t *px_quota_bytes(struct px_quota *q);
