@@ -913,6 +913,7 @@ px_admin_metrics(struct evhttp_request *req, void *arg)
 	evbuffer_add_printf(b, "proxyd_source_limit_entries_max %u\n",
 	    PX_SL_ENTRIES);
 	px_admin_ha_metrics(b);
+	px_members_metrics(b);
 	px_admin_process_metrics(b);
 	px_admin_reply(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
@@ -1075,6 +1076,8 @@ px_admin_start(struct event_base *base, const struct px_config *cfg,
 	if (cfg->ha_state_file != NULL &&
 	    (px_ha_file = strdup(cfg->ha_state_file)) == NULL)
 		return -1;
+	if (px_members_configure(cfg->members_file) == -1)
+		return -1;
 	px_sockaddr_str((const struct sockaddr *)&cfg->admin, a, sizeof(a));
 	/* No SO_REUSEPORT: a second daemon must not share the admin port. */
 	if ((fd = px_admin_given) != -1)
@@ -1159,4 +1162,5 @@ px_admin_stop(void)
 	px_admin_reserve = -1;
 	free(px_ha_file);
 	px_ha_file = NULL;
+	(void)px_members_configure(NULL);
 }

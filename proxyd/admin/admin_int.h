@@ -1,5 +1,6 @@
-/* What admin.c (the endpoint, /metrics) and admin_status.c (the status
- * page and its JSON) share. Main thread only. */
+/* What admin.c (the endpoint, /metrics), admin_status.c (the status
+ * page and its JSON) and members.c (the cluster's members) share. Main
+ * thread only. */
 #ifndef PX_ADMIN_INT_H
 #define PX_ADMIN_INT_H
 
@@ -35,6 +36,11 @@ uint64_t px_svc_sum(unsigned i, size_t offset, unsigned nw);
 uint64_t px_worker_sum(unsigned k, size_t offset);
 /* The "ha" member of /api/services: the keepalived state, if any. */
 void	 px_admin_ha_json(struct evbuffer *b);
+/* members.c: cluster/@members-file (NULL: none; a change takes a
+ * restart), its members in /metrics and as the "cluster" member. */
+int	 px_members_configure(const char *path);
+void	 px_members_metrics(struct evbuffer *b);
+void	 px_members_json(struct evbuffer *b);
 /* The "reload" member: the last reload's time, result and first error. */
 void	 px_admin_reload_json(struct evbuffer *b);
 /* 200 with body b (freed) as ctype. */

@@ -105,6 +105,7 @@ px_admin_status(struct evhttp_request *req, void *arg)
 	px_tput_rate_json(b);
 	px_admin_reload_json(b);
 	px_admin_ha_json(b);
+	px_members_json(b);
 	evbuffer_add_printf(b, "}\n");
 	px_admin_reply(req, "application/json", b);
 }
@@ -505,6 +506,7 @@ px_admin_api_services(struct evhttp_request *req, void *arg)
 	evbuffer_add_printf(b, "]");
 	px_admin_reload_json(b);
 	px_admin_ha_json(b);
+	px_members_json(b);
 	evbuffer_add_printf(b, ",\"services\":[");
 	for (i = 0; i < sc.nslots; i++) {
 		const char *svc, *an, *mode, *listen, *target;

@@ -349,12 +349,15 @@ const struct px_directive px_daemon_directives[] = {
 	/* The quotas' day so far, kept across restarts (quota.h). */
 	{ "quotas", "state-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, quota_state_file) },
-	/* The cluster's shared quota store (quota_store.h). */
+	/* The cluster's shared quota store (quota_store.h) and the
+	 * members as the routing engine knows them (admin.c). */
 	{ "cluster", "store-timeout", PX_D_DURATION, "1s", 1, 60 * 1000,
 	    NULL, NULL, PX_FIELD(struct px_config, store_timeout_ms) },
 	{ "cluster", "on-store-error", PX_D_CHOICE, "refuse", 0, 0,
 	    px_store_errors, px_store_error_values,
 	    PX_FIELD(struct px_config, store_error_refuse) },
+	{ "cluster", "members-file", PX_D_PATH, NULL, 0, 0, NULL, NULL,
+	    PX_FIELD(struct px_config, members_file) },
 	{ "policies", "dir", PX_D_PATH, "../policy/enabled", 0, 0, NULL, NULL,
 	    PX_FIELD(struct px_config, policy_dir) },
 };
@@ -1232,6 +1235,7 @@ px_config_unref(struct px_config *c)
 	free(c->pidfile);
 	free(c->ha_state_file);
 	free(c->quota_state_file);
+	free(c->members_file);
 	free(c->user);
 	free(c->path);
 	free(c);

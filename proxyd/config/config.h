@@ -114,11 +114,12 @@ struct px_config {
 	char			*quota_state_file; /* quotas/@state-file; NULL */
 	/* <cluster>: the shared quota store (store_len 0: none), how long a
 	 * transfer waits for it, what a transfer gets when it cannot answer
-	 * (true: refused). */
+	 * (true: refused), and the file an engine writes the members into. */
 	struct sockaddr_storage	 store;
 	socklen_t		 store_len;
 	uint64_t		 store_timeout_ms;
 	bool			 store_error_refuse;
+	char			*members_file;	/* cluster/@members-file; NULL */
 
 	char			*policy_dir;
 	struct px_service	*services;	/* sorted by name */
