@@ -11,6 +11,8 @@
 #   lab.sh node I CMD...   run CMD in node I's namespace (1..N)
 #   lab.sh status          one line per node: name, state, live sessions, accepted,
 #                          and node=NAME, the name its proxyd gives (<node name>)
+#   lab.sh members         the cluster's members as the router's FRR knows them
+#                          (what every node's proxyd shows: <cluster members-file>)
 #   lab.sh add             one more node (the next number); prints its name
 #   lab.sh kill I          node I dies: every process in its namespace, kill -9
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
@@ -41,6 +43,12 @@
 #   sends a new connection to one of them to node I (mark I), and pins the
 #   connections a node opens from the service address (active mode) to it;
 #   a node that gets another node's data port flow anyway forwards it there.
+#   Cluster-wide state: the nodes count the quotas in one redis-server on
+#   the router (198.18.3.1:6379, its lo; <cluster store>), and read the
+#   members from LAB_DIR/members, which a poller of the router's bgpd
+#   rewrites every half second (<cluster members-file>): a node whose BGP
+#   session is up and announces the service address is up; up but
+#   announcing nothing (drained, withdrawn) draining; no session gone.
 #
 # Environment:
 #   PROXYD      the proxyd binary (default: build/proxyd of this tree)
@@ -54,7 +62,8 @@
 #               node's data connection follow the hash)
 #   R66PEER     bench/r66peer (default: build/r66peer of this tree)
 # Needs root, iproute2, FRR (Debian package frr: /usr/lib/frr/{zebra,bgpd},
-# vtysh), nginx, vsftpd (and its user ftp), curl, bench/r66peer built.
+# vtysh), nginx, vsftpd (and its user ftp), curl, redis-server, python3,
+# bench/r66peer built.
 
 set -euo pipefail
 
@@ -72,6 +81,7 @@ VIP=198.18.0.80          # the service address clients use
 SERVER=198.19.2.2        # the server's own address (nodes connect to it)
 ROUTER_AS=65000 NODE_AS=65001
 ADMIN=127.0.0.1:9180     # each node's admin endpoint, inside its namespace
+STORE=198.18.3.1         # the quota store (redis-server), on the router's lo
 PORTS="80 8081 21 6666"  # http, plug, ftp, r66
 DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
 
@@ -240,6 +250,7 @@ write_node_conf() { # I
   <log target="stderr" level="info"/>
   <admin listen="$ADMIN"/>
   <pidfile path="$d/proxyd.pid"/>
+  <cluster store="$STORE:6379" members-file="$LAB_DIR/members"/>
   <policies dir="policy"/>
 </proxyd>
 EOF
@@ -321,7 +332,7 @@ cmd_up() {
     [[ $EUID == 0 ]] || die "needs root"
     [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
     [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
-    for i in vtysh nginx vsftpd curl ip iptables; do command -v "$i" >/dev/null || die "$i not found"; done
+    for i in vtysh nginx vsftpd curl ip iptables redis-server python3; do command -v "$i" >/dev/null || die "$i not found"; done
     [[ -x $R66PEER ]] || die "r66peer not found: $R66PEER (build target r66peer, or set R66PEER)"
     id ftp >/dev/null 2>&1 || die "no user ftp (vsftpd's anonymous login)"
     [[ -z $(lab_namespaces) ]] || die "lab $LAB_ID is already up (lab.sh down first)"
@@ -391,6 +402,8 @@ cmd_up() {
 
     frr_start "$NS_R" "$LAB_DIR/router" zebra -z "$LAB_DIR/router/zserv.api"
     frr_start "$NS_R" "$LAB_DIR/router" bgpd -z "$LAB_DIR/router/zserv.api"
+    start_store
+    ip netns exec "$NS_R" setsid "$HERE/lab.sh" _members </dev/null >>"$LAB_DIR/router/members.log" 2>&1 &
     for ((i = 1; i <= n; i++)); do
         start_node "$i"
     done
@@ -401,6 +414,18 @@ cmd_up() {
     echo "server=$VIP"
     echo "root=$LAB_DIR/www"
     echo "r66dir=$LAB_DIR/r66"
+}
+
+# start_store: the nodes' quota store, a redis-server on the router's lo
+# (the nodes reach it by their default route; the client's side may not):
+# nothing on disk, the lab's day only
+start_store() {
+    ip -n "$NS_R" addr add "$STORE/32" dev lo
+    ip netns exec "$NS_R" iptables -w -A INPUT -i r0 -p tcp --dport 6379 -j DROP
+    ip netns exec "$NS_R" setsid redis-server --bind "$STORE" --port 6379 \
+        --save "" --appendonly no --protected-mode no --dir "$LAB_DIR/router" \
+        --daemonize no </dev/null >>"$LAB_DIR/router/redis.log" 2>&1 &
+    wait_until 5 listening "$NS_R" 6379 || die "redis-server did not start: $(tail -n 5 "$LAB_DIR/router/redis.log")"
 }
 
 # make_node I: node I's namespace, its links to the router and the server
@@ -595,6 +620,55 @@ cmd__supervise() {
     announce "$i" no || msg "node $i: withdrawal failed (bgpd gone too?)"
 }
 
+# ---------------------------------------------------------------- members
+
+# _members (internal, in the router's namespace): every half second, the
+# router's bgpd's view of the nodes into LAB_DIR/members ("NAME STATE" per
+# node, renamed over the old file), the <cluster members-file> of every
+# node: up (BGP session established, the service address announced),
+# draining (established, nothing announced: drained or withdrawn, it
+# takes no new flow), gone (no session: killed, or its bgpd stopped)
+cmd__members() {
+    exec python3 - "$LAB_DIR" "$LAB_ID" "$PFX" <<'PY'
+import json, os, subprocess, sys, time
+lab_dir, lab_id, pfx = sys.argv[1:4]
+sock = os.path.join(lab_dir, "router")
+while True:
+    try:
+        out = subprocess.run(["vtysh", "--vty_socket", sock, "-c",
+                              "show bgp ipv4 unicast summary json"],
+                             capture_output=True, timeout=5).stdout
+        d = json.loads(out or b"{}")
+        peers = d.get("peers") or d.get("ipv4Unicast", {}).get("peers", {})
+        ns = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                            timeout=5).stdout.decode().split()
+        nodes = sorted(int(n[len(pfx) + 2:]) for n in ns
+                       if n.startswith(pfx + "-n") and n[len(pfx) + 2:].isdigit())
+        lines = ["# the router's bgpd, %s" % time.strftime("%H:%M:%S")]
+        for i in nodes:
+            p = peers.get("198.18.2.%d" % (4 * i - 2), {})
+            if p.get("state") != "Established":
+                state = "gone"
+            elif p.get("pfxRcd", 0) > 0:
+                state = "up"
+            else:
+                state = "draining"
+            lines.append("%s-n%d %s" % (lab_id, i, state))
+        tmp = os.path.join(lab_dir, "members.new")
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.rename(tmp, os.path.join(lab_dir, "members"))
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        print("members:", e, file=sys.stderr, flush=True)
+    time.sleep(0.5)
+PY
+}
+
+cmd_members() {
+    [[ -n $(lab_namespaces) ]] || die "lab $LAB_ID is not up"
+    grep -v '^#' "$LAB_DIR/members"
+}
+
 # ---------------------------------------------------------------- status
 
 route_nexthops() { # the router's kernel next hops for the service address
@@ -779,6 +853,8 @@ case $cmd in
         ip netns exec "$(ns_node "$i")" "$@"
         ;;
     status) cmd_status ;;
+    members) cmd_members ;;
+    _members) cmd__members ;;
     add) cmd_add ;;
     kill) cmd_kill "$@" ;;
     drain) cmd_drain "$@" ;;
