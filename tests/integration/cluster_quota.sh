@@ -11,6 +11,8 @@
 #  - a slow store (stopped) stalls only the transfer that asks it: another
 #    session on the same single worker is served meanwhile, and the
 #    transfer is refused with a 451 after store-timeout (logged, counted).
+#  - a session that ends while its question is under way: the transfer
+#    the store then counts for it is given back.
 #  - the store down: node a (on-store-error refuse, the default) refuses
 #    with a 451, node b (local) falls back to its own count; both log it.
 set -euo pipefail
@@ -210,6 +212,32 @@ grep -q small.bin "$T/list.slow" || fail "the listing has no small.bin"
 assert_eq "$(cat "$T/codes.slow")" 451 "the transfer that waited for the store"
 assert_log_in "${LOG[a]}" "node=a .*ftp-quota user=anonymous kind=store-error cmd=RETR store=127.0.0.1:$REDIS_PORT verdict=refused \(the store did not answer in time\)"
 assert_eq "$(nmetric a proxyd_quota_store_requests_total 'result="timeout"')" 1 "node a: timeouts counted"
+
+info "---- a session gone while the store was slow: what the store counted is refunded"
+okey="proxyd:quota:$(($(date +%s) / 86400)):other:anonymous"
+ends=$(grep -c 'session-end service=other' "${LOG[a]}" || true)
+kill -STOP "$REDIS_PID"
+timeout 20 /usr/bin/python3 - "${OTHER[a]}" <<'PY' || fail "the client of the abandoned transfer failed"
+import ftplib, sys
+f = ftplib.FTP()
+f.connect("127.0.0.1", int(sys.argv[1]), timeout=10)
+f.login("anonymous", "x@y")
+f.voidcmd("TYPE I")
+f.sendcmd("PASV")
+f.putcmd("RETR pub/small.bin")
+f.sock.close()
+PY
+for ((i = 0; i < 100; i++)); do
+    (($(grep -c 'session-end service=other' "${LOG[a]}" || true) > ends)) && break
+    sleep 0.05
+done
+((i < 100)) || fail "node a did not end the abandoned session"
+kill -CONT "$REDIS_PID"
+for ((i = 0; i < 100; i++)); do
+    [[ $(rcli HGET "$okey" t) == 0 ]] && break
+    sleep 0.05
+done
+assert_eq "$(rcli HGET "$okey" t)" 0 "the store's count once the abandoned transfer was refunded"
 
 info "---- the store down: a refuses (451), b counts alone (quota-transfers=2)"
 kill "$REDIS_PID"
