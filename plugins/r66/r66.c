@@ -114,6 +114,7 @@ r66_chan_free(struct r66_state *st, struct r66_chan *c)
 	e->at_ms = r66_now_ms();
 	e->dropped = 0;
 	c->st = R66_CH_FREE;
+	r66_quota_chan_end(st, c);
 	r66_scan_free(c->scan);
 	c->scan = NULL;
 }
@@ -502,6 +503,14 @@ r66_from_client(struct px_session *s, struct r66_state *st,
 
 	if (f->code == R66_KEEPALIVE || f->code == R66_NOOP)
 		return R66_FV_PASS;
+	/* The request that waited for the quota store: its answer alone is
+	 * still to judge (every other check passed it). */
+	if (r66_quota_waiting(st, f)) {
+		if ((c = r66_chan_by_cid(st, f->src)) == NULL)
+			return r66_violation(s, st, PX_TO_SERVER,
+			    "frame for an unknown channel");
+		return r66_quota_request(s, st, c);
+	}
 	if (f->code == R66_CONNERROR) {
 		if ((c = r66_chan_by_cid(st, f->src)) != NULL) {
 			if (c->has_req) {
@@ -850,6 +859,10 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	if (!st->done && r66_scan_stalled(st, dir) &&
 	    !px_session_input_closed(s, dir))
 		return PX_MORE;
+	/* A request waits for the quota store: so does what follows it. */
+	if (!st->done && from_client && st->qask != NULL &&
+	    !px_session_input_closed(s, dir))
+		return PX_MORE;
 	/* Frames are cut from the hold while it has the start of one, else
 	 * straight from in (whole frames move without a copy). */
 	if (evbuffer_get_length(st->hold[dir]) > 0) {
@@ -915,6 +928,11 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		}
 		v = from_client ? r66_from_client(s, st, &f, rank) :
 		    r66_from_server(s, st, &f, rank);
+		if (v == R66_FV_WAIT) {
+			/* The request stays, with what follows it. */
+			stalled = true;
+			break;
+		}
 		if (v == R66_FV_LATE) {
 			/* Dropped whole: its rest must not reach the peer
 			 * (the hold's bound covers a whole frame). */
@@ -1011,6 +1029,7 @@ r66_on_close(struct px_session *s, void *vst)
 			evbuffer_free(st->hold[d]);
 			st->hold[d] = NULL;
 		}
+	r66_quota_close(st);
 }
 
 /* px_analyser.who: " user=HOST auth=r66" once proven to proxyd by the
@@ -1134,6 +1153,7 @@ const struct px_analyser r66_analyser = {
 	.on_open = r66_on_open,
 	.on_data = r66_on_data,
 	.on_close = r66_on_close,
+	.on_worker_exit = px_qstore_thread_exit,
 	.counters = r66_counters,
 	.scan = true,
 	.content = true,

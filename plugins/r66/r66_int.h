@@ -11,6 +11,7 @@
 #include "analyser.h"
 #include "r66_policy.h"
 #include "r66_wire.h"
+#include "quota_store.h"
 #include "rules.h"
 
 struct evbuffer;
@@ -66,6 +67,7 @@ struct r66_chan {
 	struct r66_request req;
 	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
 	uint64_t	 quota_bytes;	/* the host's byte quota; 0 = none */
+	bool		 qstore;	/* its bytes go to the cluster's store */
 	const struct px_rule *file_rule; /* that <file>, for rule=; NULL */
 	uint32_t	 next_rank;
 	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
@@ -96,6 +98,14 @@ struct r66_state {
 	bool		 proven_cert;	/* ... by a client certificate */
 	char		 host[128];	/* the connection's identity */
 	struct px_quota	*quota;		/* its quota entry, once needed */
+	/* With cluster/@store (quota_store.h): the question for the
+	 * request of channel qcid under way (the client's frames wait in
+	 * `in` meanwhile), then its answer for when that frame comes again. */
+	struct px_session *qs;
+	struct px_qstore_req *qask;
+	bool		 qwait, qanswered;
+	uint32_t	 qcid;
+	struct px_qstore_answer qans;
 	char		 server_host[128];
 	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
 	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */
@@ -111,6 +121,8 @@ enum r66_fv {
 	R66_FV_END,		/* the session is finishing */
 	R66_FV_LATE,		/* for a channel that ended lately: dropped
 				 * once whole, and counted */
+	R66_FV_WAIT,		/* a request waits for the cluster's quota
+				 * store: kept, judged again on its answer */
 };
 
 /* r66.c */
@@ -138,9 +150,17 @@ enum r66_fv r66_check_endrequest(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c, const struct r66_frame *f, bool from_client);
 enum r66_fv r66_check_other(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c, const struct r66_frame *f);
-/* r66_quota.c: the host's daily quotas at a request and at each block. */
+/* r66_quota.c: the host's daily quotas at a request and at each block.
+ * With the cluster's store, a request's check is R66_FV_WAIT until the
+ * store answered (r66_quota_waiting: its frame comes again, and
+ * r66_quota_request runs again on it alone); r66_quota_close forgets a
+ * question under way, r66_quota_chan_end gives the store a transfer's
+ * bytes. */
 enum r66_fv r66_quota_request(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c);
+bool	r66_quota_waiting(const struct r66_state *st, const struct r66_frame *f);
+void	r66_quota_close(struct r66_state *st);
+void	r66_quota_chan_end(struct r66_state *st, struct r66_chan *c);
 enum r66_fv r66_quota_data(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c, uint64_t n);
 void	r66_caps(const struct r66_authent *a, char *digest, size_t dsz,

@@ -11,7 +11,15 @@
  * forwarded: a block that would take the day past quota-bytes is not
  * forwarded and not counted, and the transfer ends with an ErrorPacket
  * 'd' to the client (with the connection, as any refusal mid-transfer):
- * the day's count never goes past the limit. */
+ * the day's count never goes past the limit.
+ *
+ * With <cluster store> (quota_store.h) the cluster's store decides at a
+ * request instead: the request frame stays where it is, with every client
+ * frame after it, until the store answered (R66_FV_WAIT), then it is
+ * judged again on the answer alone; a store that cannot answer gets
+ * ServerOverloaded 'l' (on-store-error="refuse": Waarp retries later) or
+ * leaves it to this node's own count ("local"). What a transfer under a
+ * byte quota moved is added to the store when its channel ends. */
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -45,6 +53,92 @@ r66_quota_ref(struct px_session *s, const struct r66_state *st, char *buf,
 	return px_rule_ref(hit, px_session_policy_file(s), buf, size);
 }
 
+/* The store's answer, on the worker's loop: the request is judged again. */
+static void
+r66_quota_answer(void *arg, const struct px_qstore_answer *a)
+{
+	struct r66_state *st = arg;
+
+	st->qask = NULL;
+	st->qans = *a;
+	st->qanswered = true;
+	px_session_resume(st->qs, PX_TO_SERVER);
+}
+
+bool
+r66_quota_waiting(const struct r66_state *st, const struct r66_frame *f)
+{
+	return st->qwait && f->code == R66_REQUEST && f->src == st->qcid;
+}
+
+void
+r66_quota_close(struct r66_state *st)
+{
+	px_qstore_cancel(st->qask);
+	st->qask = NULL;
+}
+
+void
+r66_quota_chan_end(struct r66_state *st, struct r66_chan *c)
+{
+	if (!c->qstore)
+		return;
+	c->qstore = false;
+	if (px_qstore_enabled() && st->qs != NULL)
+		px_qstore_add_bytes(px_session_base(st->qs),
+		    px_session_service(st->qs), st->host, c->bytes);
+}
+
+/* The cluster's store decides: PX_QUOTA_OK, a refusal (*store_down: it
+ * could not answer), or -1 while it is asked. */
+static int
+r66_quota_cluster(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, const struct px_quota_limit *l, uint64_t *used,
+    uint64_t *limit, bool *store_down, const char *host)
+{
+	struct px_qstore_answer a;
+
+	*store_down = false;
+	if (st->qanswered) {
+		a = st->qans;
+		st->qanswered = st->qwait = false;
+	} else {
+		st->qs = s;
+		st->qask = px_qstore_begin(px_session_base(s),
+		    px_session_service(s), st->host, l, r66_quota_answer, st, &a);
+		if (st->qask != NULL) {
+			st->qwait = true;
+			st->qcid = c->cid;
+			return -1;
+		}
+	}
+	switch (a.result) {
+	case PX_QSTORE_OK:
+		px_quota_admit(st->quota, a.bytes);
+		return PX_QUOTA_OK;
+	case PX_QSTORE_TRANSFERS:
+		px_quota_refused(st->quota, PX_QUOTA_TRANSFERS);
+		*used = a.transfers;
+		*limit = l->transfers;
+		return PX_QUOTA_TRANSFERS;
+	case PX_QSTORE_BYTES:
+		px_quota_refused(st->quota, PX_QUOTA_BYTES);
+		*used = a.bytes;
+		*limit = l->bytes;
+		return PX_QUOTA_BYTES;
+	case PX_QSTORE_ERROR:
+		break;
+	}
+	px_session_log(s, LOG_WARNING, "r66-quota host=%s kind=store-error "
+	    "store=%s verdict=%s (%s)", host, px_qstore_name(),
+	    px_qstore_refuses() ? "refused" : "local", a.why);
+	if (px_qstore_refuses()) {
+		*store_down = true;
+		return PX_QUOTA_TRANSFERS;
+	}
+	return px_quota_begin(st->quota, l, used, limit);
+}
+
 enum r66_fv
 r66_quota_request(struct px_session *s, struct r66_state *st,
     struct r66_chan *c)
@@ -54,11 +148,16 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 	enum px_quota_kind k;
 	uint64_t used = 0, limit = 0;
 	char host[200], ref[PX_RULE_REF_MAX];
+	bool store_down = false;
+	int v;
 
 	c->quota_bytes = 0;
+	c->qstore = false;
 	r66_host_quota(p, st->host, &l);
-	if (!px_quota_limited(&l))
+	if (!px_quota_limited(&l)) {
+		st->qanswered = st->qwait = false;
 		return R66_FV_PASS;
+	}
 	r66_quota_ref(s, st, ref, sizeof(ref));
 	px_log_escape(host, sizeof(host), st->host, strlen(st->host), false);
 	if (r66_quota_entry(s, st) == NULL) {
@@ -69,14 +168,24 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 		    "quota table full", "quota-table-full", ref, PX_ACT_DENY,
 		    false);
 	}
-	if ((k = px_quota_begin(st->quota, &l, &used, &limit)) == PX_QUOTA_OK) {
+	if ((v = px_qstore_enabled() ? r66_quota_cluster(s, st, c, &l, &used,
+	    &limit, &store_down, host) : (int)px_quota_begin(st->quota, &l,
+	    &used, &limit)) == -1)
+		return R66_FV_WAIT;
+	if ((k = (enum px_quota_kind)v) == PX_QUOTA_OK) {
 		c->quota_bytes = l.bytes;
+		c->qstore = px_qstore_enabled() && l.bytes != 0;
 		return R66_FV_PASS;
 	}
+	if (store_down)
+		return r66_refuse(s, st, c, R66_C_DENIED_QUOTA, 'l',
+		    "the quota store cannot be reached", "quota-store", ref,
+		    PX_ACT_DENY, false);
 	px_session_log(s, LOG_NOTICE, "r66-quota host=%s kind=%s used=%llu "
-	    "limit=%llu verdict=refused rule=%s", host,
+	    "limit=%llu verdict=refused%s rule=%s", host,
 	    k == PX_QUOTA_BYTES ? "bytes" : "transfers",
-	    (unsigned long long)used, (unsigned long long)limit, ref);
+	    (unsigned long long)used, (unsigned long long)limit,
+	    px_qstore_enabled() ? " by=cluster" : "", ref);
 	if (k == PX_QUOTA_BYTES)
 		return r66_refuse(s, st, c, R66_C_DENIED_QUOTA, 'd',
 		    "daily byte quota used up", "quota-bytes", ref,

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# R66 per-host quotas across a cluster (cluster/@store): two proxyd
+# processes, nodes a and b, share one Redis store on loopback and the same
+# r66 service in front of one r66peer server.
+#  - quota-transfers=QUOTA for hosta: PARALLEL SENDs at once through each
+#    node; the server stores exactly QUOTA files (never more than the
+#    quota plus one transfer), each refused request gets ErrorPacket l and
+#    its refusal is logged (by=cluster) on the node that refused it.
+#  - quota-bytes=1m for hostz: 600 KiB through a, then through b: b cuts
+#    its transfer at the cluster's limit (counting from the store's 600
+#    KiB), and a's next transfer is cut at its first block (a counts
+#    from what b added): the store's bytes never pass the quota.
+#  - the store down: node a refuses the request (l, the store cannot be
+#    reached), logged.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/r66_lib.sh"
+need_cmds python3 redis-server redis-cli
+need_r66peer
+setup
+
+PARALLEL=4
+QUOTA=3
+mkdir -p "$T/cli"
+for ((i = 0; i < 2 * PARALLEL; i++)); do head -c 10K /dev/urandom >"$T/cli/f$i.bin"; done
+head -c 600K /dev/urandom >"$T/cli/big.bin"
+start_r66_server
+
+free_port REDIS_PORT
+mkdir -p "$T/redis"
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+    --dir "$T/redis" --daemonize no >"$T/redis.log" 2>&1 &
+REDIS_PID=$!
+track_pid "$REDIS_PID"
+wait_listen "$REDIS_PORT" 10 "$REDIS_PID" || fail "redis-server does not listen"
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+
+# assert_log_in FILE REGEX: the line comes (log lines come from a thread)
+assert_log_in() { wait_grep "$1" "$2" 5 || fail "no line /$2/ in $1"; }
+
+declare -A ADMIN LOG PID PORT
+node() {
+    local n=$1 d=$T/$1
+    mkdir -p "$d/conf" "$d/policy"
+    free_port "ADMIN[$n]"
+    free_port "PORT[$n]"
+    LOG[$n]=$d/proxyd.log
+    cat >"$d/conf/proxyd.xml" <<EOF
+<proxyd>
+  <workers>2</workers>
+  <node name="$n"/>
+  <log target="stderr" level="info"/>
+  <admin listen="127.0.0.1:${ADMIN[$n]}"/>
+  <cluster store="127.0.0.1:$REDIS_PORT"/>
+  <policies dir="../policy"/>
+</proxyd>
+EOF
+    cat >"$d/policy/r66.xml" <<EOF
+<service name="r66" analyser="r66">
+  <listen address="127.0.0.1" port="${PORT[$n]}" mode="fixed"/>
+  <target address="127.0.0.1" port="$R66_SRV_PORT"/>
+  <r66 max-block="64k">
+    <host id="hosta" quota-transfers="$QUOTA"/>
+    <host id="hostz" quota-bytes="1m"/>
+  </r66>
+</service>
+EOF
+    "$PROXYD" -c "$d/conf/proxyd.xml" >>"${LOG[$n]}" 2>&1 &
+    PID[$n]=$!
+    track_pid "${PID[$n]}"
+    wait_listen "${PORT[$n]}" 10 "${PID[$n]}" || fail "node $n does not start: $(tail -5 "${LOG[$n]}")"
+    wait_listen "${ADMIN[$n]}" 10 "${PID[$n]}" || fail "node $n: no admin endpoint"
+}
+node a
+node b
+nmetric() {
+    local ADMIN_PORT=${ADMIN[$1]}
+    metric_value "$2" "${3:-}"
+}
+# send NODE ID:PW FILE OUT: one SEND through that node; its exit status in OUT.rc
+send() {
+    local rc=0
+    "$R66PEER" client --connect "127.0.0.1:${PORT[$1]}" --id "$2" \
+        --partner serverb:pwB --timeout 60 --rule in --mode 3 --send "$3" \
+        >"$4.out" 2>"$4.err" || rc=$?
+    echo "$rc" >"$4.rc"
+}
+stored() { grep -c '^ok received' "$T/r66server.log" || true; }
+
+info "---- quota-transfers=$QUOTA: $PARALLEL SENDs at once through each node"
+pids=()
+for ((i = 0; i < 2 * PARALLEL; i++)); do
+    n=a
+    ((i % 2)) && n=b
+    send "$n" hosta:pwA "$T/cli/f$i.bin" "$T/s$i" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+ok=0 refused=0
+for ((i = 0; i < 2 * PARALLEL; i++)); do
+    case $(cat "$T/s$i.rc") in
+    0) ok=$((ok + 1)) ;;
+    2) grep -q 'error packet from server: code=l .*daily transfer quota used up' "$T/s$i.err" &&
+        refused=$((refused + 1)) ;;
+    esac
+done
+info "$ok stored, $refused refused (l)"
+assert_eq "$((ok + refused))" "$((2 * PARALLEL))" "every SEND stored or refused with l"
+((ok <= QUOTA + 1)) || fail "the cluster let $ok transfers through, quota $QUOTA (+1)"
+assert_eq "$ok" "$QUOTA" "transfers the cluster let through"
+for ((k = 0; k < 100; k++)); do (($(stored) >= QUOTA)) && break; sleep 0.05; done
+assert_eq "$(stored)" "$QUOTA" "files the server stored"
+logged=0
+for n in a b; do
+    for ((k = 0; k < 40; k++)); do
+        r=$(grep -cE "node=$n .*r66-quota host=hosta kind=transfers used=$QUOTA limit=$QUOTA verdict=refused by=cluster rule=" "${LOG[$n]}" || true)
+        [[ $r == "$(nmetric "$n" proxyd_quota_store_requests_total 'result="refused"')" ]] && break
+        sleep 0.05
+    done
+    assert_eq "$r" "$(nmetric "$n" proxyd_quota_store_requests_total 'result="refused"')" "node $n: refusals logged and counted"
+    logged=$((logged + r))
+done
+assert_eq "$logged" "$refused" "refusals logged over both nodes"
+
+info "---- quota-bytes=1m: 600 KiB through a, then b (cut), then a (cut at once)"
+bkey="proxyd:quota:$(($(date +%s) / 86400)):r66:hostz"
+send a hostz:pwZ "$T/cli/big.bin" "$T/z1"
+assert_eq "$(cat "$T/z1.rc")" 0 "the first 600 KiB through a"
+for ((k = 0; k < 100; k++)); do [[ $(rcli HGET "$bkey" b) == 614400 ]] && break; sleep 0.05; done
+assert_eq "$(rcli HGET "$bkey" b)" 614400 "the store's bytes after a's transfer"
+send b hostz:pwZ "$T/cli/big.bin" "$T/z2"
+assert_ne "$(cat "$T/z2.rc")" 0 "b's transfer past the cluster's byte quota"
+assert_log_in "${LOG[b]}" "node=b .*r66-quota host=hostz kind=bytes used=[0-9]+ limit=1048576 block=[0-9]+ verdict=cut"
+for ((k = 0; k < 100; k++)); do
+    v=$(rcli HGET "$bkey" b)
+    ((v > 614400)) && break
+    sleep 0.05
+done
+((v <= 1048576)) || fail "the store counts $v bytes, past the quota"
+# what a node sees of the cluster's bytes at a request: a's first block
+# would cross the limit (a's own count was 600 KiB)
+ends=$(grep -c 'session-end service=r66' "${LOG[a]}" || true)
+send a hostz:pwZ "$T/cli/big.bin" "$T/z3"
+assert_ne "$(cat "$T/z3.rc")" 0 "a's transfer once b brought the cluster's bytes near the limit"
+assert_log_in "${LOG[a]}" "node=a .*r66-quota host=hostz kind=bytes used=$v limit=1048576 block=65536 verdict=cut"
+# (a cut transfer adds what passed, here nothing, when its session ends)
+for ((k = 0; k < 100; k++)); do
+    (($(grep -c 'session-end service=r66' "${LOG[a]}" || true) > ends)) && break
+    sleep 0.05
+done
+assert_eq "$(rcli HGET "$bkey" b)" "$v" "the store's bytes after a's cut (no block passed)"
+
+info "---- the store down: node a refuses with l"
+kill "$REDIS_PID"
+wait_not_listening "$REDIS_PORT" 5 || fail "redis-server still listens"
+send a hosta:pwA "$T/cli/f2.bin" "$T/down2"
+assert_eq "$(cat "$T/down2.rc")" 2 "hosta with the store down"
+grep -q 'code=l .*the quota store cannot be reached' "$T/down2.err" || fail "the refusal: $(cat "$T/down2.err")"
+assert_log_in "${LOG[a]}" "node=a .*r66-quota host=hosta kind=store-error store=127.0.0.1:$REDIS_PORT verdict=refused"
+# both exit cleanly, without a sanitizer report (ASan/UBSan build)
+for n in a b; do
+    kill -TERM "${PID[$n]}"
+    wait_exit "${PID[$n]}" 15 || fail "node $n did not exit within 15 s of SIGTERM"
+    assert_eq "$WAIT_RC" 0 "node $n's exit status after SIGTERM"
+    assert_no_grep "${LOG[$n]}" "AddressSanitizer|LeakSanitizer|runtime error:" "sanitizer report from node $n"
+done
+info "ok"
