@@ -97,6 +97,7 @@ node a refuse 1
 node b local 2
 # nmetric NODE NAME LABELS: a metric of that node
 nmetric() {
+    # shellcheck disable=SC2034 # metric_value reads it
     local ADMIN_PORT=${ADMIN[$1]}
     metric_value "$2" "${3:-}"
 }
@@ -251,5 +252,5 @@ assert_eq "$(get "${OTHER[b]}" small.bin 1)" 550 "node b's own count past its qu
 assert_log_in "${LOG[b]}" "node=b .*ftp-quota user=anonymous kind=store-error cmd=RETR store=127.0.0.1:$REDIS_PORT verdict=local"
 errs=$(nmetric a proxyd_quota_store_requests_total 'result="error"')
 ((errs >= 1)) || fail "node a counted no store error"
-proc_alive "${PID[a]}" && proc_alive "${PID[b]}" || fail "a node died"
+{ proc_alive "${PID[a]}" && proc_alive "${PID[b]}"; } || fail "a node died"
 info "ok"

@@ -74,6 +74,7 @@ EOF
 node a
 node b
 nmetric() {
+    # shellcheck disable=SC2034 # metric_value reads it
     local ADMIN_PORT=${ADMIN[$1]}
     metric_value "$2" "${3:-}"
 }
