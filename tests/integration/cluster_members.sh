@@ -8,7 +8,7 @@
 # beside it (proxyd_node_info).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-need_cmds curl python3 chromium
+need_cmds curl python3 chromium promtool
 setup
 
 write_proxyd_conf "" '<node name="gw2"/><cluster members-file="members"/>'
@@ -33,6 +33,9 @@ assert_eq "$(metric_value proxyd_node_info 'node="gw2"')" 1 "the node's own name
 members() { metrics_fetch | sed -nE 's/^proxyd_cluster_member\{node="([^"]*)",state="([^"]*)"\} 1$/\1=\2/p' | sort | tr '\n' ' '; }
 assert_eq "$(members)" "gw1=up gw2=up gw5=draining " "members in /metrics"
 mtime=$(stat -c %Y "$M")
+metrics_fetch >"$T/scrape.txt"
+promtool check metrics <"$T/scrape.txt" >"$T/promtool.out" 2>&1 ||
+    { cat "$T/promtool.out" >&2; fail "promtool check metrics failed"; }
 assert_eq "$(metric_value proxyd_cluster_members_updated_timestamp_seconds)" "$mtime" "the file's mtime"
 curl -s --max-time 3 "$A/status" >"$T/status.json"
 python3 - "$T/status.json" <<'EOF' || fail "/status has no cluster: $(cat "$T/status.json")"

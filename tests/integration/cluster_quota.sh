@@ -19,7 +19,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
 need_ftp
-need_cmds redis-server redis-cli
+need_cmds redis-server redis-cli promtool
 setup
 
 PARALLEL=8
@@ -169,6 +169,11 @@ for n in a b; do
     assert_eq "$(nmetric "$n" proxyd_quota_refusals_total 'service="ftp",kind="transfers"')" \
         "${no[$n]}" "node $n: proxyd_quota_refusals_total"
 done
+
+# the store's series pass Prometheus' own check
+ADMIN_PORT=${ADMIN[a]} metrics_fetch >"$T/scrape.txt"
+promtool check metrics <"$T/scrape.txt" >"$T/promtool.out" 2>&1 ||
+    { cat "$T/promtool.out" >&2; fail "promtool check metrics failed"; }
 
 info "---- quota-bytes=1m: 512 KiB through a, then b, then a again"
 bkey="proxyd:quota:$(($(date +%s) / 86400)):bytes:anonymous"
