@@ -521,8 +521,9 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	int n, rc;
 
 	/* A command that waited for the quota store was counted then. */
-	if (!st->qanswered)
+	if (!st->qreplay)
 		px_session_count(s, FTP_C_COMMANDS, 1);
+	st->qreplay = false;
 	/* FTPS is the proxy's own, on each side: not the command rules'. */
 	if (ftp_tls_command(s, st, c, in, &rc) || !ftp_tls_allowed(s, st, c,
 	    &rc))

@@ -131,6 +131,7 @@ struct ftp_state {
 	struct px_session	*qs;
 	struct px_qstore_req	*qask;
 	bool			 qanswered;
+	bool			 qreplay;	/* the next command is that one */
 	struct px_qstore_answer	 qans;
 	const struct px_channel	*qmetered;
 	struct ftp_cmd		 cmd;

@@ -52,7 +52,7 @@ ftp_quota_answer(void *arg, const struct px_qstore_answer *a)
 
 	st->qask = NULL;
 	st->qans = *a;
-	st->qanswered = true;
+	st->qanswered = st->qreplay = true;
 	px_session_resume(st->qs, PX_TO_SERVER);
 }
 

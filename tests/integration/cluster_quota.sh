@@ -219,6 +219,12 @@ assert_eq "$(cat "$T/codes.slow")" 451 "the transfer that waited for the store"
 assert_log_in "${LOG[a]}" "node=a .*ftp-quota user=anonymous kind=store-error cmd=RETR store=127.0.0.1:$REDIS_PORT verdict=refused \(the store did not answer in time\)"
 assert_eq "$(nmetric a proxyd_quota_store_requests_total 'result="timeout"')" 1 "node a: timeouts counted"
 
+# a command that waited for the store counts once, as it is logged once
+for n in a b; do
+    assert_eq "$(nmetric "$n" proxyd_analyser_events_total 'analyser="ftp",event="commands"')" \
+        "$(grep -c "node=$n .*ftp-command " "${LOG[$n]}")" "node $n: commands counted"
+done
+
 info "---- a session gone while the store was slow: what the store counted is refunded"
 okey="proxyd:quota:$(($(date +%s) / 86400)):other:anonymous"
 ends=$(grep -c 'session-end service=other' "${LOG[a]}" || true)
