@@ -85,7 +85,12 @@ out=$(lab up 3) || fail "lab.sh up 3 failed"
 SERVER=$(sed -n 's/^server=//p' <<<"$out")
 ROOT=$(sed -n 's/^root=//p' <<<"$out")
 for i in 1 2 3; do
-    node_metrics "$i" | grep -qx "proxyd_node_info{node=\"$(n "$i")\"} 1" || fail "node $i does not say its name"
+    # (its admin endpoint answers within a scrape or two of lab.sh up)
+    for ((k = 0; k < 50; k++)); do
+        node_metrics "$i" | grep -qx "proxyd_node_info{node=\"$(n "$i")\"} 1" && break
+        sleep 0.2
+    done
+    ((k < 50)) || fail "node $i does not say its name"
     wait_members "$i" "$(n 1)=up $(n 2)=up $(n 3)=up "
 done
 lab node 1 curl -s --max-time 2 "http://127.0.0.1:9180/status" >"$T/status.json"
