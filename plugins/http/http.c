@@ -30,6 +30,7 @@
 #include <event2/dns.h>
 
 #include "conn.h"
+#include "http_h2_origin.h"
 #include "http_head.h"
 #include "auth.h"
 #include "http_int.h"
@@ -38,7 +39,8 @@
 
 static const char *const http_counter_names[] = {
 	"requests", "denied", "bad_request", "bad_response", "retried",
-	"tunnels", "timeouts", "h2_connections", "h2_streams", NULL,
+	"tunnels", "timeouts", "h2_connections", "h2_streams",
+	"h2_server_connections", "h2_server_streams", NULL,
 };
 
 static void http_next_request(struct http_state *h);
@@ -103,7 +105,7 @@ http_log_request_as(struct http_state *h, const char *tag)
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d%s to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
-	    "%s%s%s%s",
+	    "%s%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
 	    h->method, h->host[0] ? h->host : "-", h->path, h->status, grpc,
 	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
@@ -113,6 +115,7 @@ http_log_request_as(struct http_state *h, const char *tag)
 	    &h->srv.dst, server, sizeof(server)) : "-",
 	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
 	    h->srv.reused ? "pooled" : "new",
+	    h->srv_h2 ? " server-proto=h2" : "",
 	    h->leg_reset[0] != '\0' ? " reset=" : "", h->leg_reset,
 	    deny ? " rule=" : "",
 	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
@@ -124,6 +127,7 @@ out_clear:
 	/* The next request starts from nothing: a refusal before its head
 	 * is whole must not name or count this one's host and bytes. */
 	h->method[0] = h->host[0] = h->rule[0] = h->leg_reset[0] = '\0';
+	h->srv_h2 = false;
 	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
 	h->grpc = false;
 	h->grpc_status = -1;
@@ -262,6 +266,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	/* Handled again once its authentication was answered
 	 * (http_auth.c): counted and timed once. */
 	bool replay = h->auth_replay;
+	unsigned i;
 
 	h->auth_replay = false;
 	if (!replay)
@@ -431,6 +436,11 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	if (http_scan_request(h, h->req_body == HTTP_BODY_LENGTH ?
 	    (int64_t)h->req_left : -1) == -1)
 		return;
+	h->te_trailers = false;
+	for (i = 0; i < m.nhdr; i++)
+		if (m.hdr[i].id == HTTP_F_TE &&
+		    http_list_has(m.hdr[i].val, m.hdr[i].vlen, "trailers"))
+			h->te_trailers = true;
 	h->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->is_connect &&
 	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
 	h->client_keep = p->keepalive_client && !m.conn_close &&
@@ -475,17 +485,14 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 
 /* ---- response ---------------------------------------------------------- */
 
-/* A response head is complete at the front of the server input. Returns
- * false when the transaction ended. */
+/* A response head is complete at the front of the server input: parsed
+ * here, judged by http_judge_response. Returns false when the
+ * transaction ended. */
 static bool
 http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 {
 	static _Thread_local struct http_head m;
-	struct evbuffer *sin = h->srv.io->in;
-	struct evbuffer *cout = h->c->out;
-	struct http_resp_ctx rs;
 	const char *why;
-	size_t before;
 	int rc;
 
 	rc = http_parse_head(buf, head_len, false, &h->pol->lim, &m, &why);
@@ -496,14 +503,25 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		http_error(h, 502, why);
 		return false;
 	}
-	if (!http_policy_codings(h->pol, &m)) {
+	return http_judge_response(h, &m, buf, head_len);
+}
+
+bool
+http_judge_response(struct http_state *h, const struct http_head *m,
+    const char *buf, size_t head_len)
+{
+	struct evbuffer *cout = h->c->out;
+	struct http_resp_ctx rs;
+	size_t before;
+
+	if (!http_policy_codings(h->pol, m)) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"",
 		    "transfer coding not allowed");
 		http_error(h, 502, "transfer coding not allowed");
 		return false;
 	}
-	if (m.status == 101 && !h->upgrade_ok) {
+	if (m->status == 101 && !h->upgrade_ok) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		http_error(h, 502, "101 without an accepted Upgrade");
 		return false;
@@ -511,22 +529,22 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	before = evbuffer_get_length(cout);
 	/* Framing: RFC 9112 6.3, in order. */
 	h->resp_body = HTTP_BODY_CLOSE;
-	if (h->is_head || m.status < 200 || m.status == 204 || m.status == 304)
+	if (h->is_head || m->status < 200 || m->status == 204 || m->status == 304)
 		h->resp_body = HTTP_BODY_NONE;
-	else if (m.chunked)
+	else if (m->chunked)
 		h->resp_body = HTTP_BODY_CHUNKED;
-	else if (m.content_length >= 0) {
-		h->resp_body = m.content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
-		h->resp_left = (uint64_t)m.content_length;
+	else if (m->content_length >= 0) {
+		h->resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
+		h->resp_left = (uint64_t)m->content_length;
 	}
-	h->srv.keep = !m.conn_close && m.minor == 1 &&
+	h->srv.keep = !m->conn_close && m->minor == 1 &&
 	    h->resp_body != HTTP_BODY_CLOSE;
-	if (m.status >= 200 || m.status == 101) {
-		h->status = m.status;
+	if (m->status >= 200 || m->status == 101) {
+		h->status = m->status;
 		if (h->resp_body == HTTP_BODY_CLOSE)
 			h->client_keep = false;
 		h->dechunk = h->client_10 && h->resp_body == HTTP_BODY_CHUNKED;
-		if (h->dechunk && m.te_other) {
+		if (h->dechunk && m->te_other) {
 			/* Without chunks, no Transfer-Encoding: the other
 			 * codings could not be said. */
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
@@ -546,25 +564,27 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 	rs.dechunk = h->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
-	rs.extra = m.status >= 200 ? http_auth_reply(h) : NULL;
-	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
-	    http_scan_partial(h, &m, PX_TO_CLIENT) == -1)
+	rs.extra = m->status >= 200 ? http_auth_reply(h) : NULL;
+	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	    http_scan_partial(h, m, PX_TO_CLIENT) == -1)
 		return false;
-	if (m.status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
 	    (cout = http_scan_response(h, buf, head_len)) == NULL)
 		return false;
 	before = evbuffer_get_length(cout);
-	http_head_response(cout, &m, h->pol, &rs);
+	http_head_response(cout, m, h->pol, &rs);
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
-	evbuffer_drain(sin, head_len);
+	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */
+	if (h->srv.io != NULL)
+		evbuffer_drain(h->srv.io->in, head_len);
 	h->resp_bytes += evbuffer_get_length(cout) - before;
 	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);
-	if (m.status == 101) {
+	if (m->status == 101) {
 		http_start_tunnel(h);
 		return false;
 	}
-	if (m.status < 200) {
+	if (m->status < 200) {
 		/* Interim (100, 103): the final response follows. */
 		h->interim_bytes = h->resp_bytes;
 		h->resp = HTTP_RESP_HEAD;
@@ -605,7 +625,8 @@ http_request_sent(const struct http_state *h)
 {
 	return h->req == HTTP_REQ_DONE &&
 	    !http_scan_holding(h, PX_TO_SERVER) && (h->srv.io == NULL ||
-	    evbuffer_get_length(h->srv.io->out) == 0);
+	    evbuffer_get_length(h->srv.io->out) == 0) &&
+	    http_h2o_request_sent(h);
 }
 
 /* The response ended before the request was all sent: the server
@@ -1037,6 +1058,10 @@ http_drive(struct http_state *h)
 				return;
 			if (h->srv.io != NULL && h->srv.connected) {
 				http_server_input(h);
+				if (h->gone)
+					return;
+			} else if (h->h2o != NULL) {
+				http_h2o_input(h);
 				if (h->gone)
 					return;
 			}

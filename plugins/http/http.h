@@ -77,6 +77,13 @@ struct http_header_rule {
 
 #define HTTP_ERROR_PAGES 600
 
+/* server-h2=: which HTTP a server is spoken to in. */
+enum http_server_h2 {
+	HTTP_SERVER_H2_NO = 0,	/* HTTP/1.1 */
+	HTTP_SERVER_H2_YES,	/* h2: ALPN "h2" under TLS, else prior knowledge */
+	HTTP_SERVER_H2_AUTO,	/* ALPN "h2,http/1.1" under TLS, else HTTP/1.1 */
+};
+
 struct http_policy {
 	bool			 keepalive_client;
 	bool			 keepalive_server;
@@ -121,6 +128,8 @@ struct http_policy {
 	 * knowledge h2c on a plain listener, and <h2>'s bounds. */
 	bool			 h2;
 	bool			 h2c;
+	/* HTTP/2 towards servers (http_h2_origin.c): enum http_server_h2. */
+	int			 server_h2;
 	uint32_t		 h2_max_streams;
 	uint32_t		 h2_window;	/* initial stream window */
 	uint32_t		 h2_max_header_list;

@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include "conn.h"
+#include "http_h2_origin.h"
 #include "http_head.h"
 #include "http_int.h"
 #include "parse.h"
@@ -46,7 +47,10 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 	static _Thread_local char detail[96];
 	struct http_chunk *c = request ? &h->req_chunk : &h->resp_chunk;
 	enum px_dir dir = request ? PX_TO_SERVER : PX_TO_CLIENT;
-	struct evbuffer *to = out != NULL ? out :
+	/* out NULL: the data alone goes on (to an HTTP/1.0 client, or as
+	 * an HTTP/2 server's DATA). */
+	struct evbuffer *to = out != NULL ? out : request ?
+	    http_scan_to(h, PX_TO_SERVER, http_h2o_req_buf(h)) :
 	    http_scan_to(h, PX_TO_CLIENT, h->c->out);
 	const struct http_limits *lim = &h->pol->lim;
 	enum http_chunk_state st = c->state;
@@ -73,6 +77,8 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 		}
 		if (out != NULL)
 			http_head_trailers(out, &t, h->pol, request);
+		else if (request)
+			http_h2o_req_trailers(h, &t);
 		evbuffer_drain(in, (size_t)k);
 		c->state = HTTP_CHUNK_DONE;
 	} else {
@@ -124,9 +130,9 @@ http_pump_request(struct http_state *h)
 	struct evbuffer *cin = h->c->in;
 	struct evbuffer *sout, *to;
 
-	if (h->req != HTTP_REQ_BODY || h->srv.io == NULL)
+	if (h->req != HTTP_REQ_BODY || (h->srv.io == NULL && h->h2o == NULL))
 		return;
-	sout = h->srv.io->out;
+	sout = h->h2o != NULL ? http_h2o_req_buf(h) : h->srv.io->out;
 	to = http_scan_to(h, PX_TO_SERVER, sout);
 	while (h->req == HTTP_REQ_BODY) {
 		size_t avail = evbuffer_get_length(cin), room, n;
@@ -144,7 +150,8 @@ http_pump_request(struct http_state *h)
 			if (h->req_left == 0)
 				h->req = HTTP_REQ_DONE;
 		} else {
-			int r = http_pump_chunked(h, true, cin, to, room);
+			int r = http_pump_chunked(h, true, cin,
+			    h->h2o != NULL ? NULL : to, room);
 
 			if (r < 0)
 				return;
@@ -163,6 +170,8 @@ http_pump_request(struct http_state *h)
 	/* The request's end waits for its verdict in the hold. */
 	if (h->req == HTTP_REQ_DONE)
 		(void)http_scan_hold(h, PX_TO_SERVER, sout);
+	if (h->h2o != NULL)
+		http_h2o_req_more(h);
 	px_session_active(h->s);
 }
 

@@ -12,6 +12,9 @@
  *   http_scan.c	bodies through the service's scanner (<scan>)
  *   http_h2*.c		HTTP/2 towards clients, a leg per stream
  *			(http_h2_int.h)
+ *   http_h2_origin.c	HTTP/2 towards servers: the worker's shared
+ *			connections, a stream per transaction
+ *			(http_h2_origin.h)
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
  *   http_auth.c	the service's <auth>: challenges, credentials checked
  *			off the worker, the connection's identity
@@ -46,6 +49,8 @@ enum http_counter {
 	HTTP_C_TIMEOUTS,
 	HTTP_C_H2_CONNECTIONS,	/* clients that spoke HTTP/2 */
 	HTTP_C_H2_STREAMS,	/* their streams that became requests */
+	HTTP_C_H2_SERVER_CONNECTIONS,	/* HTTP/2 connections to servers */
+	HTTP_C_H2_SERVER_STREAMS,	/* requests sent on them */
 };
 
 /* Indexes into http_analyser.series. */
@@ -145,6 +150,7 @@ struct http_scan {
 struct http_h2;
 struct http_auth;
 struct px_auth_id;
+struct http_h2o_stream;
 
 struct http_state {
 	struct px_session	*s;
@@ -158,6 +164,9 @@ struct http_state {
 	bool			 connecting;	/* srv.io.fd: connect under way */
 	uint64_t		 progress;	/* bumped by every step that moved */
 	struct http_server	 srv;
+	/* The transaction's stream to an HTTP/2 server (http_h2_origin.c);
+	 * NULL: none (srv.io is the server's HTTP/1.1 connection). */
+	struct http_h2o_stream	*h2o;
 	size_t			 buffer;
 	size_t			 head_scan;	/* http_head_end() resume point */
 	struct http_head_scan	 req_judge;	/* the request head arriving */
@@ -182,6 +191,8 @@ struct http_state {
 	bool			 dechunk;	/* 1.0 client, chunked response */
 	bool			 is_head, is_connect, upgrade_ok;
 	bool			 retried;
+	bool			 srv_h2;	/* this request went over h2 */
+	bool			 te_trailers;	/* the client sent TE: trailers */
 	bool			 replayable;	/* idempotent and bodiless */
 	/* The head being sent; once sent on a reused connection, still
 	 * held (the server's output references it) for one retry. */
@@ -271,6 +282,13 @@ void	http_auth_reply_sent(struct http_state *h);
 /* px_analyser.who: " user=NAME auth=METHOD" once proven. */
 void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 	    size_t len);
+
+/* The response head m judged and written for the client (framing, the
+ * response-header rules, the scan); buf and head_len: its bytes as an
+ * HTTP/1.1 server sent them (NULL, 0: from an HTTP/2 server, whose head
+ * came as fields). false when the transaction ended. */
+bool	http_judge_response(struct http_state *h, const struct http_head *m,
+	    const char *buf, size_t head_len);
 
 /* ---- http_body.c ------------------------------------------------------- */
 

@@ -512,6 +512,8 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	static const char *const xff_names[] = { "no", "append", "replace",
 	    NULL };
 	static const char *const drop_pass[] = { "drop", "pass", NULL };
+	/* By enum http_server_h2. */
+	static const char *const sh2_names[] = { "no", "yes", "auto", NULL };
 	uint64_t u;
 	size_t i;
 	int xff = (int)p->xff;
@@ -533,6 +535,8 @@ http_load_top(struct px_cfgerr *e, const xmlNode *sec, struct http_policy *p)
 	rc |= px_attr_bool(e, sec, "merge-slashes", &p->merge_slashes);
 	rc |= px_attr_bool(e, sec, "h2", &p->h2);
 	rc |= px_attr_bool(e, sec, "h2c", &p->h2c);
+	if (px_attr_choice(e, sec, "server-h2", sh2_names, &p->server_h2) == -1)
+		rc = -1;
 	if (px_attr_choice(e, sec, "underscore-headers", drop_pass, &us) == -1)
 		rc = -1;
 	p->underscore_pass = us == 1;

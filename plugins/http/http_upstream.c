@@ -15,6 +15,7 @@
 #include <event2/util.h>
 
 #include "conn.h"
+#include "http_h2_origin.h"
 #include "http_int.h"
 #include "icap.h"
 #include "parse.h"
@@ -207,6 +208,7 @@ http_server_drop(struct http_state *h, bool reusable)
 {
 	struct http_server *sv = &h->srv;
 
+	http_h2o_drop(h);
 	if (sv->io == NULL)
 		return;
 	/* Not reusable with bytes still queued either way, nor inside a
@@ -240,6 +242,23 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 		h->req = HTTP_REQ_DONE;
 		snprintf(why, sizeof(why), "server not allowed (%s)", zones);
 		http_error(h, 403, why);
+		return;
+	}
+	if (http_h2o_wanted(h)) {
+		/* HTTP/2 to the server: a stream on a shared connection. */
+		if (http_h2o_dispatch(h, dst) == -1) {
+			h->req = HTTP_REQ_DONE;
+			http_error(h, 502, "cannot connect to the server");
+			return;
+		}
+		h->progress++;
+		h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE :
+		    HTTP_REQ_BODY;
+		h->req_bytes += evbuffer_get_length(h->head_out);
+		px_session_account(h->s, PX_TO_SERVER,
+		    evbuffer_get_length(h->head_out));
+		if (h->req == HTTP_REQ_BODY)
+			http_pump_request(h);
 		return;
 	}
 	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
@@ -340,6 +359,7 @@ http_worker_exit(void)
 	if (http_dns != NULL)
 		evdns_base_free(http_dns, 1);
 	http_dns = NULL;
+	http_h2o_worker_exit();
 	px_icap_worker_exit();
 }
 

@@ -186,6 +186,15 @@ struct px_conn	*px_session_conn(struct px_session *s, enum px_chan_end side);
 struct px_conn	*px_session_upstream_open(struct px_session *s,
 		    const struct sockaddr *dst, bool pooled_ok, bool *reused,
 		    const char **stage);
+/* A connection to dst that the analyser owns and may share between
+ * sessions of s's worker (HTTP/2 towards servers): a non-blocking connect
+ * under way on the returned socket, with the service's mark; never the
+ * client's address (it outlives the client) nor the pool's. Counted as
+ * the service's upstream connects. The fd, or -1 with errno and *stage. */
+int		 px_session_upstream_socket(struct px_session *s,
+		    const struct sockaddr *dst, const char **stage);
+/* Whether the service originates TLS towards its servers. */
+bool		 px_session_tls_originates(const struct px_session *s);
 /* 0 when the connect on fd succeeded, else its errno. */
 int		 px_upstream_error(int fd);
 /* What px_upstream_error() said of the connect px_session_upstream_open()

@@ -241,6 +241,32 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 }
 
 int
+px_session_upstream_socket(struct px_session *s, const struct sockaddr *dst,
+    const char **stage)
+{
+	const struct px_service *svc = s->svc;
+	bool in_progress;
+	int fd;
+
+	*stage = "connect";
+	fd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL, dst,
+	    px_sockaddr_len(dst), NULL, &in_progress, stage);
+	PX_SC_ADD(s->m, upstream_connects, 1);
+	if (fd == -1) {
+		PX_SC_ADD(s->m, connect_failures, 1);
+		return -1;
+	}
+	PX_SC_ADD(s->m, upstream_new, 1);
+	return fd;
+}
+
+bool
+px_session_tls_originates(const struct px_session *s)
+{
+	return s->svc->tls_server != NULL;
+}
+
+int
 px_upstream_error(int fd)
 {
 	return px_upstream_result(fd);

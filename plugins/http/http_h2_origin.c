@@ -1,0 +1,1221 @@
+/* HTTP/2 towards servers (server-h2="yes", see http_h2_origin.h): nghttp2
+ * client sessions on server connections that a worker's sessions share.
+ *
+ * The connections: per worker (thread-local), keyed by the server's
+ * address; a transaction opens one stream on the first connection with a
+ * free slot (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, none
+ * after its GOAWAY), a new connection when all are full, up to
+ * server-pool per address (past that, nghttp2 queues the stream until a
+ * slot frees). A connection without streams closes after server-idle.
+ *
+ * The message seam: the request goes as the head the engine would send an
+ * HTTP/1.1 server (http_head_request: the request-header rules, Host,
+ * X-Forwarded-For, Via applied), read back as a struct http_head and made
+ * a header list: :method, :scheme, :authority (Host), :path (the
+ * canonical target), the fields with lower-case names, without the
+ * hop-by-hop ones (and Host, Transfer-Encoding), "te: trailers" when the
+ * client asked for trailers. The response comes back as a struct
+ * http_head filled from nghttp2's header callbacks, never text parsed
+ * again, and goes through http_judge_response as an HTTP/1.1 server's
+ * head does; to an HTTP/1.1 client a response without content-length
+ * gets chunked framing (its trailers go as chunked trailers when
+ * trailers="pass"), to an HTTP/1.0 one it is close-delimited.
+ *
+ * Bodies: a request body's bytes go as DATA (chunked framing removed; its
+ * trailer section as a trailing HEADERS); the response's DATA feed the
+ * engine until END_STREAM. Flow control end to end: a stream's window is
+ * `buffer`, and what the server sent is given back (WINDOW_UPDATE) only
+ * once the client side took it, so a slow client stops the server's
+ * stream rather than anything growing; the request side is read from the
+ * client only while the stream's queue is under `buffer`.
+ *
+ * Full duplex: a response that comes before the request's end is normal
+ * (an h2 stream cannot desynchronise as an HTTP/1.1 connection would):
+ * both directions go on until both end. RST_STREAM from the server: 502
+ * before the response head, else the client's transaction is aborted. A
+ * connection that fails, or a stream the server refused, before any
+ * response byte of a replayable request: the request goes once more on a
+ * new connection. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+
+#include "conn.h"
+#include "http_h2_origin.h"
+#include "http_head.h"
+#include "http_int.h"
+#include "parse.h"
+
+/* Streams on a connection before the server's SETTINGS say how many. */
+#define H2O_DEFAULT_STREAMS	100
+/* nghttp2's output taken per write round. */
+#define H2O_OUT_HIGH		(64 * 1024)
+#define H2O_READ_MAX		(64 * 1024)
+
+struct h2o_conn;
+
+/* A header block arriving (a response head, or trailers): names and
+ * values gathered into one buffer, pointed at once the block is whole. */
+struct h2o_block {
+	char		*buf;
+	size_t		 len, cap;
+	unsigned	 n;
+	struct {
+		uint32_t no, nl, vo, vl;
+	}		 f[HTTP_MAX_HEADERS];
+	int		 status;
+	const char	*bad;		/* over a limit, malformed: why */
+};
+
+struct http_h2o_stream {
+	TAILQ_ENTRY(http_h2o_stream) link;
+	struct h2o_conn		*conn;
+	struct http_state	*h;
+	int32_t			 id;
+	/* The request as sent: a header list in nv (pointing into nvbuf). */
+	nghttp2_nv		*nv;
+	size_t			 nnv;
+	char			*nvbuf;
+	/* Its body: bytes waiting for the stream's window. */
+	struct evbuffer		*req;
+	bool			 req_body;	/* a body follows the head */
+	bool			 req_end;	/* the body is all in req */
+	bool			 req_deferred;	/* the data source waits */
+	bool			 req_done;	/* END_STREAM (or trailers) sent */
+	nghttp2_nv		*tnv;		/* the request's trailers */
+	size_t			 ntnv;
+	char			*tnvbuf;
+	/* The response. */
+	struct h2o_block	*blk;		/* the block arriving */
+	bool			 blk_trailers;	/* blk is the trailers */
+	struct http_head	*head;		/* the final head, once whole */
+	bool			 head_ready;	/* not judged yet */
+	struct http_head	*trailers;	/* once whole */
+	struct h2o_block	*tblk;		/* their storage */
+	struct h2o_block	*hblk;		/* the head's storage */
+	struct evbuffer		*body;		/* DATA not taken yet */
+	bool			 got_bytes;	/* any response frame */
+	bool			 ended;		/* END_STREAM received */
+	bool			 closed;
+	uint32_t		 error;		/* RST_STREAM's code, or the
+						 * connection's failure */
+	bool			 failed;
+	bool			 refused;	/* not processed: may go again */
+	bool			 notify;	/* h has something new */
+};
+
+TAILQ_HEAD(h2o_stream_list, http_h2o_stream);
+
+struct h2o_conn {
+	TAILQ_ENTRY(h2o_conn)	 link;
+	struct px_conn		 io;
+	nghttp2_session		*ng;
+	struct event		*idle;
+	struct sockaddr_storage	 dst;
+	struct h2o_stream_list	 streams;
+	unsigned		 nstreams;
+	unsigned		 busy;		/* in one of its callbacks */
+	uint64_t		 idle_ms;
+	bool			 connected;
+	bool			 dead;
+	bool			 goaway;
+	bool			 listed;	/* in h2o_conns */
+};
+
+TAILQ_HEAD(h2o_conn_list, h2o_conn);
+/* Set up on first use (a thread-local cannot be initialised with its own
+ * address). */
+static _Thread_local struct h2o_conn_list h2o_conns;
+static _Thread_local bool h2o_conns_init;
+
+static void h2o_conn_flush(struct h2o_conn *c);
+static void h2o_conn_fail(struct h2o_conn *c, const char *why);
+static void h2o_conn_maybe_free(struct h2o_conn *c);
+
+bool
+http_h2o_wanted(const struct http_state *h)
+{
+	return h->pol->server_h2 == HTTP_SERVER_H2_YES && !h->is_connect &&
+	    !h->upgrade_ok && !px_session_tls_originates(h->s);
+}
+
+/* ---- header lists ------------------------------------------------------ */
+
+static bool
+h2o_hop_by_hop(const struct http_hdr *f)
+{
+	switch (f->id) {
+	case HTTP_F_CONNECTION:
+	case HTTP_F_KEEP_ALIVE:
+	case HTTP_F_PROXY_CONNECTION:
+	case HTTP_F_TE:
+	case HTTP_F_TRAILER:
+	case HTTP_F_UPGRADE:
+	case HTTP_F_TRANSFER_ENCODING:
+	case HTTP_F_HOST:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A header list from fields of m (lower-cased copies in *bufp), after
+ * the pseudo-fields pseudo[npseudo]. 0, or -1 (out of memory). */
+static int
+h2o_nv_build(const struct http_head *m, const nghttp2_nv *pseudo,
+    size_t npseudo, bool te_trailers, nghttp2_nv **nvp, size_t *nnvp,
+    char **bufp)
+{
+	size_t need = 0, n = 0, off = 0, i, k;
+	nghttp2_nv *nv;
+	char *buf;
+
+	for (i = 0; i < npseudo; i++)
+		need += pseudo[i].namelen + pseudo[i].valuelen;
+	for (i = 0; i < m->nhdr; i++)
+		need += m->hdr[i].nlen + m->hdr[i].vlen;
+	need += 16;
+	nv = calloc(npseudo + m->nhdr + 1, sizeof(*nv));
+	buf = malloc(need);
+	if (nv == NULL || buf == NULL) {
+		free(nv);
+		free(buf);
+		return -1;
+	}
+	for (i = 0; i < npseudo; i++) {
+		memcpy(buf + off, pseudo[i].name, pseudo[i].namelen);
+		nv[n].name = (uint8_t *)buf + off;
+		off += pseudo[i].namelen;
+		memcpy(buf + off, pseudo[i].value, pseudo[i].valuelen);
+		nv[n].value = (uint8_t *)buf + off;
+		off += pseudo[i].valuelen;
+		nv[n].namelen = pseudo[i].namelen;
+		nv[n].valuelen = pseudo[i].valuelen;
+		n++;
+	}
+	for (i = 0; i < m->nhdr; i++) {
+		const struct http_hdr *f = &m->hdr[i];
+
+		if (h2o_hop_by_hop(f))
+			continue;
+		for (k = 0; k < f->nlen; k++) {
+			char ch = f->name[k];
+
+			buf[off + k] = (char)(ch >= 'A' && ch <= 'Z' ?
+			    ch + 32 : ch);
+		}
+		nv[n].name = (uint8_t *)buf + off;
+		nv[n].namelen = f->nlen;
+		off += f->nlen;
+		memcpy(buf + off, f->val, f->vlen);
+		nv[n].value = (uint8_t *)buf + off;
+		nv[n].valuelen = f->vlen;
+		off += f->vlen;
+		n++;
+	}
+	if (te_trailers) {
+		memcpy(buf + off, "tetrailers", 10);
+		nv[n].name = (uint8_t *)buf + off;
+		nv[n].namelen = 2;
+		nv[n].value = (uint8_t *)buf + off + 2;
+		nv[n].valuelen = 8;
+		n++;
+	}
+	for (i = 0; i < n; i++)
+		nv[i].flags = NGHTTP2_NV_FLAG_NONE;
+	*nvp = nv;
+	*nnvp = n;
+	*bufp = buf;
+	return 0;
+}
+
+/* The request header list from the head in h->head_out (as it would go to
+ * an HTTP/1.1 server: the rules applied). 0, or -1. */
+static int
+h2o_request_nv(struct http_state *h, struct http_h2o_stream *st)
+{
+	static _Thread_local struct http_head m;
+	static const struct http_limits lim = {
+		.max_line = 1 << 20, .max_header_lines = HTTP_MAX_HEADERS,
+		.max_header_bytes = 1 << 22, .max_url = 1 << 20,
+	};
+	size_t len = evbuffer_get_length(h->head_out);
+	const char *buf, *why;
+	nghttp2_nv ps[4];
+
+	if ((buf = (const char *)evbuffer_pullup(h->head_out, -1)) == NULL ||
+	    http_parse_head(buf, len, true, &lim, &m, &why) != 0 ||
+	    m.host == -1)
+		return -1;
+	ps[0] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)m.method, 7,
+	    m.mlen, 0 };
+	ps[1] = (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4,
+	    0 };
+	ps[2] = (nghttp2_nv){ (uint8_t *)":authority",
+	    (uint8_t *)m.hdr[m.host].val, 10, m.hdr[m.host].vlen, 0 };
+	ps[3] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)m.target, 5,
+	    m.tlen, 0 };
+	return h2o_nv_build(&m, ps, 4, h->te_trailers, &st->nv, &st->nnv,
+	    &st->nvbuf);
+}
+
+void
+http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
+{
+	static _Thread_local struct http_head tt;
+	struct http_h2o_stream *st = h->h2o;
+	struct evbuffer *tmp;
+	const char *buf, *why;
+	size_t len;
+	ssize_t k;
+
+	if (st == NULL || !h->pol->trailers_pass || t->nhdr == 0 ||
+	    st->tnv != NULL || (tmp = evbuffer_new()) == NULL)
+		return;
+	/* Through the rules as an HTTP/1.1 server would get them, then a
+	 * header list: "0\r\n" (the last chunk) leads. */
+	http_head_trailers(tmp, t, h->pol, true);
+	len = evbuffer_get_length(tmp);
+	if (len > 3 && (buf = (const char *)evbuffer_pullup(tmp, -1)) !=
+	    NULL) {
+		k = http_parse_trailers(buf + 3, len - 3, &h->pol->lim, &tt,
+		    &why);
+		if (k > 0 && tt.nhdr != 0)
+			(void)h2o_nv_build(&tt, NULL, 0, false, &st->tnv,
+			    &st->ntnv, &st->tnvbuf);
+	}
+	evbuffer_free(tmp);
+}
+
+/* The block gathered made a struct http_head (pointers into blk->buf). */
+static void
+h2o_block_head(struct h2o_block *b, struct http_head *m, bool add_chunked)
+{
+	static char chunked[] = "transfer-encodingchunked";
+	unsigned i;
+
+	memset(m, 0, offsetof(struct http_head, hdr));
+	m->request = false;
+	m->status = b->status;
+	m->reason = "";
+	m->rlen = 0;
+	m->minor = 1;
+	m->content_length = -1;
+	m->host = m->upgrade = -1;
+	for (i = 0; i < b->n; i++) {
+		struct http_hdr *f = &m->hdr[m->nhdr];
+
+		f->name = b->buf + b->f[i].no;
+		f->nlen = b->f[i].nl;
+		f->val = b->buf + b->f[i].vo;
+		f->vlen = b->f[i].vl;
+		f->id = (unsigned char)http_field_id(f->name, f->nlen);
+		if (memchr(f->name, '_', f->nlen) != NULL)
+			m->underscore = true;
+		if (f->id == HTTP_F_CONTENT_LENGTH) {
+			uint64_t v = 0;
+			size_t k;
+
+			for (k = 0; k < f->vlen && v < (1ULL << 60); k++)
+				v = v * 10 + (uint64_t)(f->val[k] - '0');
+			m->content_length = (int64_t)v;
+		}
+		m->nhdr++;
+	}
+	if (add_chunked && m->content_length < 0 &&
+	    m->nhdr < HTTP_MAX_HEADERS) {
+		/* No length from the server: the HTTP/1.1 client gets
+		 * chunks, which end where the stream does. */
+		struct http_hdr *f = &m->hdr[m->nhdr++];
+
+		f->name = chunked;
+		f->nlen = 17;
+		f->val = chunked + 17;
+		f->vlen = 7;
+		f->id = HTTP_F_TRANSFER_ENCODING;
+		m->chunked = true;
+		m->has_te = true;
+	}
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------- */
+
+static struct http_h2o_stream *
+h2o_stream_of(nghttp2_session *ng, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(ng, id);
+}
+
+static void
+h2o_notify(struct http_h2o_stream *st)
+{
+	st->notify = true;
+}
+
+static int
+h2o_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr,
+    void *arg)
+{
+	struct http_h2o_stream *st = h2o_stream_of(ng, fr->hd.stream_id);
+
+	(void)arg;
+	if (st == NULL)
+		return 0;
+	st->got_bytes = true;
+	if (st->blk == NULL && (st->blk = calloc(1, sizeof(*st->blk))) ==
+	    NULL)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	st->blk->len = 0;
+	st->blk->n = 0;
+	st->blk->status = 0;
+	st->blk->bad = NULL;
+	st->blk_trailers = st->head != NULL;
+	return 0;
+}
+
+static int
+h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
+    const uint8_t *name, size_t nlen, const uint8_t *val, size_t vlen,
+    uint8_t flags, void *arg)
+{
+	struct http_h2o_stream *st = h2o_stream_of(ng, fr->hd.stream_id);
+	const struct http_limits *lim;
+	struct h2o_block *b;
+
+	(void)flags;
+	(void)arg;
+	if (st == NULL || st->h == NULL || (b = st->blk) == NULL ||
+	    b->bad != NULL)
+		return 0;
+	lim = &st->h->pol->lim;
+	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
+		if (vlen != 3 || val[0] < '1' || val[0] > '5' ||
+		    val[1] < '0' || val[1] > '9' || val[2] < '0' ||
+		    val[2] > '9')
+			b->bad = "malformed :status";
+		else
+			b->status = (val[0] - '0') * 100 + (val[1] - '0') * 10 +
+			    (val[2] - '0');
+		return 0;
+	}
+	if (nlen != 0 && name[0] == ':') {
+		b->bad = "unknown pseudo-header in a response";
+		return 0;
+	}
+	if (b->n >= lim->max_header_lines || b->n >= HTTP_MAX_HEADERS) {
+		b->bad = "response head over max-header-lines";
+		return 0;
+	}
+	if (nlen + vlen + 4 > lim->max_line) {
+		b->bad = "header line too long";
+		return 0;
+	}
+	if (memchr(name, '_', nlen) != NULL &&
+	    http_name_is_framing((const char *)name, nlen)) {
+		b->bad = "'_' in a framing header name";
+		return 0;
+	}
+	if (b->len + nlen + vlen + 4 > lim->max_header_bytes) {
+		b->bad = "response head over max-header-bytes";
+		return 0;
+	}
+	if (b->len + nlen + vlen > b->cap) {
+		size_t cap = b->cap * 2 + nlen + vlen + 256;
+		char *nb = realloc(b->buf, cap);
+
+		if (nb == NULL)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		b->buf = nb;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, name, nlen);
+	b->f[b->n].no = (uint32_t)b->len;
+	b->f[b->n].nl = (uint32_t)nlen;
+	b->len += nlen;
+	memcpy(b->buf + b->len, val, vlen);
+	b->f[b->n].vo = (uint32_t)b->len;
+	b->f[b->n].vl = (uint32_t)vlen;
+	b->len += vlen;
+	b->n++;
+	return 0;
+}
+
+/* A header block is whole. */
+static void
+h2o_block_done(struct http_h2o_stream *st)
+{
+	struct h2o_block *b = st->blk;
+	struct http_head *m;
+
+	if (b == NULL || st->h == NULL)
+		return;
+	if (b->bad == NULL && !st->blk_trailers && b->status == 0)
+		b->bad = "response without :status";
+	if (b->bad != NULL) {
+		st->failed = true;
+		st->error = NGHTTP2_PROTOCOL_ERROR;
+		st->blk = NULL;
+		st->hblk = b;
+		h2o_notify(st);
+		return;
+	}
+	if (st->blk_trailers) {
+		if ((m = malloc(sizeof(*m))) == NULL)
+			return;
+		h2o_block_head(b, m, false);
+		free(st->trailers);
+		st->trailers = m;
+		st->tblk = b;
+		st->blk = NULL;
+		h2o_notify(st);
+		return;
+	}
+	if (b->status < 200)
+		return;		/* interim (100, 103): not passed on */
+	if ((m = malloc(sizeof(*m))) == NULL) {
+		st->failed = true;
+		st->error = NGHTTP2_INTERNAL_ERROR;
+		h2o_notify(st);
+		return;
+	}
+	/* An HTTP/1.0 client gets a body without length by the close. */
+	h2o_block_head(b, m, !st->h->client_10);
+	st->head = m;
+	st->hblk = b;
+	st->blk = NULL;
+	st->head_ready = true;
+	h2o_notify(st);
+}
+
+static int
+h2o_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
+{
+	struct h2o_conn *c = arg;
+	struct http_h2o_stream *st;
+
+	if (fr->hd.type == NGHTTP2_GOAWAY) {
+		c->goaway = true;
+		return 0;
+	}
+	if (fr->hd.stream_id == 0 ||
+	    (st = h2o_stream_of(ng, fr->hd.stream_id)) == NULL)
+		return 0;
+	st->got_bytes = true;
+	if (fr->hd.type == NGHTTP2_HEADERS)
+		h2o_block_done(st);
+	if ((fr->hd.type == NGHTTP2_HEADERS || fr->hd.type == NGHTTP2_DATA) &&
+	    (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+		st->ended = true;
+		h2o_notify(st);
+	}
+	return 0;
+}
+
+static int
+h2o_on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
+    const uint8_t *data, size_t len, void *arg)
+{
+	struct http_h2o_stream *st = h2o_stream_of(ng, id);
+
+	(void)flags;
+	(void)arg;
+	if (st == NULL || st->h == NULL || st->head == NULL) {
+		/* Nobody takes them: the connection's window comes back. */
+		nghttp2_session_consume(ng, id, len);
+		return 0;
+	}
+	st->got_bytes = true;
+	if (evbuffer_add(st->body, data, len) == -1)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	h2o_notify(st);
+	return 0;
+}
+
+static int
+h2o_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
+    void *arg)
+{
+	struct http_h2o_stream *st = h2o_stream_of(ng, id);
+
+	(void)arg;
+	if (st == NULL)
+		return 0;
+	st->closed = true;
+	if (code != NGHTTP2_NO_ERROR && !(st->ended && st->req_done)) {
+		st->failed = true;
+		st->error = code;
+		st->refused = code == NGHTTP2_REFUSED_STREAM;
+	}
+	h2o_notify(st);
+	return 0;
+}
+
+static ssize_t
+h2o_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct http_h2o_stream *st = src->ptr;
+	size_t n;
+
+	(void)arg;
+	if (st == NULL)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	n = evbuffer_get_length(st->req);
+	if (n > len)
+		n = len;
+	if (n != 0) {
+		evbuffer_remove(st->req, buf, n);
+		h2o_notify(st);	/* room: more of the client's body */
+	}
+	if (evbuffer_get_length(st->req) == 0 && st->req_end) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		st->req_done = true;
+		if (st->tnv != NULL && nghttp2_submit_trailer(ng, id, st->tnv,
+		    st->ntnv) == 0)
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		h2o_notify(st);
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		st->req_deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+/* Runs what the callbacks marked: each transaction with news is driven. */
+static void
+h2o_conn_notify(struct h2o_conn *c)
+{
+	struct http_h2o_stream *st, *next;
+
+	c->busy++;
+	for (st = TAILQ_FIRST(&c->streams); st != NULL; st = next) {
+		next = TAILQ_NEXT(st, link);
+		if (!st->notify || st->h == NULL)
+			continue;
+		st->notify = false;
+		st->h->progress++;
+		px_session_active(st->h->s);
+		http_drive(st->h);
+	}
+	c->busy--;
+	h2o_conn_flush(c);
+	h2o_conn_maybe_free(c);
+}
+
+static void
+h2o_conn_unlist(struct h2o_conn *c)
+{
+	if (c->listed)
+		TAILQ_REMOVE(&h2o_conns, c, link);
+	c->listed = false;
+}
+
+static void
+h2o_conn_free(struct h2o_conn *c)
+{
+	h2o_conn_unlist(c);
+	if (c->idle != NULL)
+		event_free(c->idle);
+	px_conn_close(&c->io);
+	if (c->io.fd >= 0)
+		close(c->io.fd);
+	nghttp2_session_del(c->ng);
+	free(c);
+}
+
+static void
+h2o_conn_maybe_free(struct h2o_conn *c)
+{
+	if (c->busy != 0 || c->nstreams != 0)
+		return;
+	if (c->dead || c->goaway) {
+		h2o_conn_free(c);
+		return;
+	}
+	if (c->idle != NULL) {
+		struct timeval tv = { (time_t)(c->idle_ms / 1000),
+		    (suseconds_t)(c->idle_ms % 1000 * 1000) };
+
+		evtimer_add(c->idle, &tv);
+	}
+}
+
+/* Every stream on it fails (each transaction hears of it). */
+static void
+h2o_conn_fail(struct h2o_conn *c, const char *why)
+{
+	struct http_h2o_stream *st;
+
+	(void)why;
+	c->dead = true;
+	h2o_conn_unlist(c);
+	px_conn_read_enable(&c->io, false);
+	px_conn_want_writable(&c->io, false);
+	TAILQ_FOREACH(st, &c->streams, link) {
+		if (st->closed && st->ended)
+			continue;
+		st->failed = true;
+		st->closed = true;
+		if (st->error == 0)
+			st->error = NGHTTP2_CONNECT_ERROR;
+		/* Never answered: it may go again on a new connection. */
+		st->refused = !st->got_bytes;
+		h2o_notify(st);
+	}
+}
+
+static void
+h2o_conn_flush(struct h2o_conn *c)
+{
+	const uint8_t *data;
+	ssize_t n = 0;
+
+	if (c->dead || !c->connected)
+		return;
+	for (;;) {
+		while (evbuffer_get_length(c->io.out) < H2O_OUT_HIGH &&
+		    (n = nghttp2_session_mem_send(c->ng, &data)) > 0)
+			evbuffer_add(c->io.out, data, (size_t)n);
+		if (n < 0) {
+			h2o_conn_fail(c, nghttp2_strerror((int)n));
+			return;
+		}
+		if (evbuffer_get_length(c->io.out) == 0)
+			break;
+		if (px_conn_write_blocked(&c->io))
+			return;	/* "writable" goes on */
+		if (px_conn_send(&c->io) == -1) {
+			h2o_conn_fail(c, strerror(errno));
+			return;
+		}
+		if (evbuffer_get_length(c->io.out) != 0)
+			return;
+		if (!nghttp2_session_want_write(c->ng))
+			break;
+	}
+	if (!nghttp2_session_want_read(c->ng) &&
+	    !nghttp2_session_want_write(c->ng))
+		c->goaway = true;
+}
+
+static void
+h2o_conn_readable(struct px_conn *io, void *arg)
+{
+	struct h2o_conn *c = arg;
+	ssize_t n, r;
+
+	c->busy++;
+	n = px_conn_recv(io, H2O_READ_MAX);
+	if (n > 0) {
+		const uint8_t *p = evbuffer_pullup(io->in, -1);
+		size_t len = evbuffer_get_length(io->in);
+
+		r = nghttp2_session_mem_recv(c->ng, p, len);
+		evbuffer_drain(io->in, len);
+		if (r < 0)
+			h2o_conn_fail(c, nghttp2_strerror((int)r));
+	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR))
+		h2o_conn_fail(c, n == 0 ? "server closed" : strerror(errno));
+	c->busy--;
+	if (!c->dead)
+		h2o_conn_flush(c);
+	h2o_conn_notify(c);
+}
+
+static void
+h2o_conn_writable(struct px_conn *io, void *arg)
+{
+	struct h2o_conn *c = arg;
+
+	c->busy++;
+	if (!c->connected) {
+		int err = px_upstream_error(io->fd);
+
+		if (err != 0) {
+			h2o_conn_fail(c, strerror(err));
+			c->busy--;
+			h2o_conn_notify(c);
+			return;
+		}
+		c->connected = true;
+		px_conn_read_enable(io, true);
+	}
+	if (px_conn_send(io) == -1)
+		h2o_conn_fail(c, strerror(errno));
+	c->busy--;
+	h2o_conn_flush(c);
+	h2o_conn_notify(c);
+}
+
+static void
+h2o_conn_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2o_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->nstreams != 0)
+		return;
+	(void)nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+	c->goaway = true;
+	h2o_conn_flush(c);
+	h2o_conn_free(c);
+}
+
+static struct h2o_conn *
+h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
+{
+	nghttp2_session_callbacks *cb = NULL;
+	nghttp2_option *opt = NULL;
+	struct h2o_conn *c;
+	const char *stage;
+	nghttp2_settings_entry iv[3];
+	uint32_t win = h->buffer > 65535 ? (uint32_t)(h->buffer < (1u << 30) ?
+	    h->buffer : (1u << 30)) : 65535;
+	int fd, rc;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->io.fd = -1;
+	TAILQ_INIT(&c->streams);
+	memcpy(&c->dst, dst, px_sockaddr_len(dst));
+	c->idle_ms = h->pol->server_idle_ms ? h->pol->server_idle_ms : 1;
+	if (nghttp2_session_callbacks_new(&cb) != 0 ||
+	    nghttp2_option_new(&opt) != 0)
+		goto fail;
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
+	    h2o_on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, h2o_on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb,
+	    h2o_on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
+	    h2o_on_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
+	    h2o_on_stream_close);
+	/* What the client side took is given back, not what arrived. */
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	rc = nghttp2_session_client_new2(&c->ng, cb, c, opt);
+	nghttp2_session_callbacks_del(cb);
+	nghttp2_option_del(opt);
+	cb = NULL;
+	opt = NULL;
+	if (rc != 0)
+		goto fail;
+	iv[0].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
+	iv[0].value = 0;
+	iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+	iv[1].value = win;
+	iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+	iv[2].value = (uint32_t)h->pol->lim.max_header_bytes;
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0)
+		goto fail;
+	/* The connection's window: each stream's own bounds what waits. */
+	(void)nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE,
+	    0, 1 << 30);
+	if ((fd = px_session_upstream_socket(h->s, dst, &stage)) == -1) {
+		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
+		    stage, strerror(errno));
+		goto fail;
+	}
+	if (px_conn_open(&c->io, px_session_base(h->s), fd, h2o_conn_readable,
+	    h2o_conn_writable, c) == -1) {
+		close(fd);
+		goto fail;
+	}
+	c->idle = evtimer_new(px_session_base(h->s), h2o_conn_idle_cb, c);
+	if (c->idle == NULL)
+		goto fail;
+	px_conn_want_writable(&c->io, true);
+	if (!h2o_conns_init) {
+		TAILQ_INIT(&h2o_conns);
+		h2o_conns_init = true;
+	}
+	TAILQ_INSERT_TAIL(&h2o_conns, c, link);
+	c->listed = true;
+	px_session_count(h->s, HTTP_C_H2_SERVER_CONNECTIONS, 1);
+	return c;
+fail:
+	if (cb != NULL)
+		nghttp2_session_callbacks_del(cb);
+	if (opt != NULL)
+		nghttp2_option_del(opt);
+	if (c->idle != NULL)
+		event_free(c->idle);
+	px_conn_close(&c->io);
+	if (c->io.fd >= 0)
+		close(c->io.fd);
+	if (c->ng != NULL)
+		nghttp2_session_del(c->ng);
+	free(c);
+	return NULL;
+}
+
+static unsigned
+h2o_conn_slots(const struct h2o_conn *c)
+{
+	uint32_t max = nghttp2_session_get_remote_settings(c->ng,
+	    NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+
+	return max > H2O_DEFAULT_STREAMS ? H2O_DEFAULT_STREAMS : max;
+}
+
+/* A connection to dst with a free stream slot; a new one (fresh: never
+ * an existing one) when all are full and server-pool allows, else the
+ * least loaded (nghttp2 queues the stream). *reused: it was open. */
+static struct h2o_conn *
+h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
+    bool *reused)
+{
+	struct h2o_conn *c, *least = NULL;
+	unsigned n = 0, max = h->pol->server_pool ? h->pol->server_pool : 1;
+	socklen_t len = px_sockaddr_len(dst);
+
+	if (!h2o_conns_init) {
+		TAILQ_INIT(&h2o_conns);
+		h2o_conns_init = true;
+	}
+	*reused = true;
+	if (!fresh)
+		TAILQ_FOREACH(c, &h2o_conns, link) {
+			if (c->dead || c->goaway ||
+			    memcmp(&c->dst, dst, len) != 0)
+				continue;
+			n++;
+			if (c->nstreams < h2o_conn_slots(c))
+				return c;
+			if (least == NULL || c->nstreams < least->nstreams)
+				least = c;
+		}
+	if (least != NULL && n >= max)
+		return least;
+	*reused = false;
+	return h2o_conn_new(h, dst);
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+static void
+h2o_stream_free(struct http_h2o_stream *st)
+{
+	if (st->blk != NULL)
+		free(st->blk->buf);
+	free(st->blk);
+	if (st->hblk != NULL)
+		free(st->hblk->buf);
+	free(st->hblk);
+	if (st->tblk != NULL)
+		free(st->tblk->buf);
+	free(st->tblk);
+	free(st->head);
+	free(st->trailers);
+	free(st->nv);
+	free(st->nvbuf);
+	free(st->tnv);
+	free(st->tnvbuf);
+	if (st->req != NULL)
+		evbuffer_free(st->req);
+	if (st->body != NULL)
+		evbuffer_free(st->body);
+	free(st);
+}
+
+/* st leaves its connection: reset if still open, its unread DATA's
+ * window given back. */
+static void
+h2o_stream_detach(struct http_h2o_stream *st)
+{
+	struct h2o_conn *c = st->conn;
+
+	if (c == NULL)
+		return;
+	if (!c->dead && st->id > 0) {
+		size_t left = evbuffer_get_length(st->body);
+
+		if (left != 0)
+			(void)nghttp2_session_consume_connection(c->ng, left);
+		if (!st->closed)
+			(void)nghttp2_submit_rst_stream(c->ng,
+			    NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+		(void)nghttp2_session_set_stream_user_data(c->ng, st->id,
+		    NULL);
+	}
+	TAILQ_REMOVE(&c->streams, st, link);
+	c->nstreams--;
+	st->conn = NULL;
+	if (c->busy == 0) {
+		h2o_conn_flush(c);
+		h2o_conn_maybe_free(c);
+	}
+}
+
+/* The request on a stream of conn c. 0, or -1. */
+static int
+h2o_submit(struct http_state *h, struct http_h2o_stream *st,
+    struct h2o_conn *c)
+{
+	nghttp2_data_provider dp = { .source.ptr = st,
+	    .read_callback = h2o_data_read };
+
+	st->conn = c;
+	st->id = nghttp2_submit_request(c->ng, NULL, st->nv, st->nnv,
+	    st->req_body ? &dp : NULL, st);
+	if (st->id < 0) {
+		st->conn = NULL;
+		return -1;
+	}
+	if (!st->req_body)
+		st->req_done = true;
+	TAILQ_INSERT_TAIL(&c->streams, st, link);
+	c->nstreams++;
+	evtimer_del(c->idle);
+	px_session_count(h->s, HTTP_C_H2_SERVER_STREAMS, 1);
+	h2o_conn_flush(c);
+	return 0;
+}
+
+static int
+h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
+{
+	struct http_h2o_stream *st;
+	struct h2o_conn *c;
+	bool reused;
+
+	if ((st = calloc(1, sizeof(*st))) == NULL)
+		return -1;
+	st->h = h;
+	st->req_body = h->req_body != HTTP_BODY_NONE;
+	if ((st->req = evbuffer_new()) == NULL ||
+	    (st->body = evbuffer_new()) == NULL ||
+	    h2o_request_nv(h, st) == -1 ||
+	    (c = h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
+	    h2o_submit(h, st, c) == -1) {
+		h2o_stream_free(st);
+		return -1;
+	}
+	h->h2o = st;
+	h->srv_h2 = true;
+	memcpy(&h->srv.dst, dst, px_sockaddr_len(dst));
+	h->srv.reused = reused;
+	h->srv.kept = false;
+	h->srv.keep = false;
+	px_session_set_server(h->s, dst);
+	return 0;
+}
+
+int
+http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
+{
+	/* A request's own HTTP/1.1 connection, kept from a request before,
+	 * is not the way this one goes. */
+	if (h->srv.io != NULL)
+		http_server_drop(h, true);
+	return h2o_dispatch(h, dst, false);
+}
+
+struct evbuffer *
+http_h2o_req_buf(struct http_state *h)
+{
+	return h->h2o->req;
+}
+
+void
+http_h2o_req_more(struct http_state *h)
+{
+	struct http_h2o_stream *st = h->h2o;
+
+	if (st == NULL || st->conn == NULL || st->req_done)
+		return;
+	if (h->req == HTTP_REQ_DONE && !http_scan_holding(h, PX_TO_SERVER))
+		st->req_end = true;
+	if (st->req_deferred && (st->req_end ||
+	    evbuffer_get_length(st->req) != 0)) {
+		st->req_deferred = false;
+		(void)nghttp2_session_resume_data(st->conn->ng, st->id);
+	}
+	if (st->conn->busy == 0)
+		h2o_conn_flush(st->conn);
+}
+
+bool
+http_h2o_request_sent(const struct http_state *h)
+{
+	const struct http_h2o_stream *st = h->h2o;
+
+	return st == NULL || st->req_done || st->closed;
+}
+
+/* Moves response DATA to the client: chunked (no length, HTTP/1.1
+ * client), by length, or as it comes (HTTP/1.0: the close ends it). */
+static void
+h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
+{
+	struct evbuffer *cout = h->c->out;
+	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
+	size_t taken = 0;
+
+	while (h->resp == HTTP_RESP_BODY) {
+		size_t avail = evbuffer_get_length(st->body), room, n;
+		size_t queued = evbuffer_get_length(cout) +
+		    http_scan_queued(h, PX_TO_CLIENT);
+
+		if (avail == 0)
+			break;
+		if (queued >= h->buffer)
+			break;
+		room = h->buffer - queued;
+		n = avail < room ? avail : room;
+		if (h->resp_body == HTTP_BODY_LENGTH) {
+			if (n > h->resp_left) {
+				h->verdict = "error";
+				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+				http_abort(h, PX_END_SERVER_FAIL, "error: h2 "
+				    "response body over its content-length");
+				return;
+			}
+			h->resp_left -= n;
+		}
+		if (http_scan_feed(h, PX_TO_CLIENT, st->body, n) == -1)
+			return;
+		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
+			evbuffer_add_printf(to, "%zx\r\n", n);
+		evbuffer_remove_buffer(st->body, to, n);
+		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
+			evbuffer_add(to, "\r\n", 2);
+		taken += n;
+		h->progress++;
+		h->resp_bytes += n;
+		px_session_account(h->s, PX_TO_CLIENT, n);
+	}
+	if (taken != 0 && st->conn != NULL && !st->conn->dead)
+		(void)nghttp2_session_consume(st->conn->ng, st->id, taken);
+	if (h->resp == HTTP_RESP_BODY && st->ended &&
+	    evbuffer_get_length(st->body) == 0) {
+		size_t before = evbuffer_get_length(to);
+
+		if (h->resp_body == HTTP_BODY_LENGTH && h->resp_left != 0) {
+			h->verdict = "error";
+			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+			http_abort(h, PX_END_SERVER_FAIL, "error: h2 response "
+			    "body shorter than its content-length");
+			return;
+		}
+		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk) {
+			if (st->trailers != NULL)
+				http_head_trailers(to, st->trailers, h->pol,
+				    false);
+			else
+				evbuffer_add(to, "0\r\n\r\n", 5);
+			h->resp_bytes += evbuffer_get_length(to) - before;
+			px_session_account(h->s, PX_TO_CLIENT,
+			    evbuffer_get_length(to) - before);
+		}
+		h->resp = HTTP_RESP_DONE;
+		h->progress++;
+	}
+	http_scan_release(h, PX_TO_CLIENT, cout);
+	px_session_active(h->s);
+}
+
+void
+http_h2o_input(struct http_state *h)
+{
+	struct http_h2o_stream *st = h->h2o;
+	char why[96];
+
+	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
+		return;
+	if (h->resp == HTTP_RESP_HEAD && st->head_ready) {
+		st->head_ready = false;
+		h->progress++;
+		if (!http_judge_response(h, st->head, NULL, 0))
+			return;
+	}
+	if (h->gone || h->closing || h->h2o != st)
+		return;
+	if (h->resp == HTTP_RESP_BODY)
+		h2o_pump_response(h, st);
+	if (h->gone || h->closing || h->h2o != st)
+		return;
+	if (h->resp == HTTP_RESP_HEAD && st->failed) {
+		struct sockaddr_storage dst;
+
+		/* Never answered, replayable: once more, on a new
+		 * connection (as the HTTP/1.1 pool's retry). */
+		if (st->refused && h->replayable && !h->retried) {
+			memcpy(&dst, &h->srv.dst, sizeof(dst));
+			http_h2o_drop(h);
+			h->retried = true;
+			px_session_count(h->s, HTTP_C_RETRIED, 1);
+			if (h2o_dispatch(h, (struct sockaddr *)&dst, true) == 0)
+				return;
+			http_error(h, 502, "cannot connect to the server");
+			return;
+		}
+		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+		if (st->hblk != NULL && st->hblk->bad != NULL) {
+			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
+			    "reason=\"%s\"", st->hblk->bad);
+			http_error(h, 502, st->hblk->bad);
+			return;
+		}
+		snprintf(why, sizeof(why), st->error == NGHTTP2_CONNECT_ERROR ?
+		    "server connection failed" : "server reset the stream "
+		    "(%s)", nghttp2_http2_strerror(st->error));
+		http_error(h, 502, why);
+		return;
+	}
+	if (h->resp == HTTP_RESP_BODY && st->failed) {
+		snprintf(why, sizeof(why), "server-reset: %s",
+		    nghttp2_http2_strerror(st->error));
+		h->verdict = "reset";
+		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+		px_session_log(h->s, LOG_NOTICE, "http-server-reset stream=%d "
+		    "code=%s (inside the response)", st->id,
+		    nghttp2_http2_strerror(st->error));
+		http_abort(h, PX_END_SERVER_FAIL, why);
+		return;
+	}
+	/* Full duplex: the transaction is over once both ways are. */
+	if (h->resp == HTTP_RESP_DONE &&
+	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out) &&
+	    http_h2o_request_sent(h))
+		http_response_complete(h);
+}
+
+void
+http_h2o_drop(struct http_state *h)
+{
+	struct http_h2o_stream *st = h->h2o;
+
+	if (st == NULL)
+		return;
+	h->h2o = NULL;
+	st->h = NULL;
+	h2o_stream_detach(st);
+	h2o_stream_free(st);
+}
+
+void
+http_h2o_worker_exit(void)
+{
+	struct h2o_conn *c;
+
+	if (!h2o_conns_init)
+		return;
+	while ((c = TAILQ_FIRST(&h2o_conns)) != NULL)
+		h2o_conn_free(c);
+}

@@ -1,0 +1,40 @@
+/* HTTP/2 towards servers (server-h2="yes"): the calls the http engine
+ * makes into http_h2_origin.c. The engine hands it a transaction's request
+ * as the head it would send (the request-header rules applied), and gets
+ * the response back as a parsed struct http_head filled from nghttp2's
+ * header callbacks, judged by the same code that judges an HTTP/1.1
+ * server's (http_judge_response), and its body as DATA ending with
+ * END_STREAM. Internal to the http analyser. */
+#ifndef HTTP_H2_ORIGIN_H
+#define HTTP_H2_ORIGIN_H
+
+#include <stdbool.h>
+
+struct evbuffer;
+struct http_head;
+struct http_state;
+struct sockaddr;
+
+/* This transaction goes to its server over HTTP/2. */
+bool	http_h2o_wanted(const struct http_state *h);
+/* Sends the request in h->head_out to dst on a stream of one of the
+ * worker's h2 connections to dst (a new one when all are full, up to
+ * server-pool). 0, or -1 (nothing sent; the caller answers 502). */
+int	http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst);
+/* Where request body bytes go (DATA, framing removed). */
+struct evbuffer *http_h2o_req_buf(struct http_state *h);
+/* The request's trailer section t (already through the rules): sent as a
+ * trailing HEADERS once the body is. */
+void	http_h2o_req_trailers(struct http_state *h, const struct http_head *t);
+/* Request body bytes were added (or the request ended): sends them. */
+void	http_h2o_req_more(struct http_state *h);
+/* The whole request left for the server (or the stream is over). */
+bool	http_h2o_request_sent(const struct http_state *h);
+/* The stream's response: head, body, end, failure; after every event. */
+void	http_h2o_input(struct http_state *h);
+/* The transaction leaves its stream (reset if still open). */
+void	http_h2o_drop(struct http_state *h);
+/* The worker ends: its connections are closed. */
+void	http_h2o_worker_exit(void);
+
+#endif

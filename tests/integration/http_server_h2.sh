@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# HTTP/2 towards servers (server-h2="yes" without TLS: prior-knowledge h2c)
+# against Debian's nginx with `listen ... http2`: nginx's own log says
+# which protocol and which connection each request came on.
+#  - curl HTTP/1.1 -> proxyd -> nginx over h2: GET (by sha256), HEAD, 404,
+#    a 1 MB POST and a chunked upload (nginx keeps each body in a file,
+#    compared by sha256), a gzip response without content-length (chunked
+#    to the HTTP/1.1 client), the http-request line's server-proto=h2, the
+#    h2_server_* counters;
+#  - curl --http2-prior-knowledge to an h2c="yes" service reaches nginx
+#    over h2 too (through its leg);
+#  - 20 parallel clients share at most server-pool (2) connections;
+#  - slow readers of a 20 MB response keep proxyd's RSS bounded per
+#    session (the stream's window is `buffer`, given back only as the
+#    client takes the bytes).
+# On main the attribute is unknown: the service does not load.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds nginx curl python3
+setup
+
+make_file small.bin 100K
+make_file one.bin 1M
+make_file big.bin 20M
+seq 1 20000 >"$T/www/text.txt"
+free_port H2PORT
+free_port OKPORT
+mkdir -p "$T/nginx/tmp/h2body"
+NGINX_SERVERS="
+    log_format h2 '\$server_protocol \$connection \"\$request\" \$status \$request_body_file';
+    server {
+        listen 127.0.0.1:$H2PORT http2;
+        access_log $T/nginx/logs/h2.log h2;
+        root $T/www;
+        location / { }
+        location /gz/ { alias $T/www/; gzip on; gzip_types *; gzip_min_length 0; gzip_proxied any; }
+        location /upload {
+            client_max_body_size 100m;
+            client_body_in_file_only on;
+            client_body_temp_path $T/nginx/tmp/h2body;
+            proxy_pass http://127.0.0.1:$OKPORT/ok;
+        }
+    }
+    server { listen 127.0.0.1:$OKPORT; access_log off; location / { return 200 \"ok\\n\"; } }"
+start_nginx
+wait_listen "$H2PORT" 5 "$NGINX_PID" || fail "nginx h2 listener"
+
+free_port PH
+free_port PC
+free_port PS
+write_proxyd_conf 'buffer="64k" idle-timeout="2m"'
+sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
+write_http_service h2o "$PH" "$H2PORT" '<http server-h2="yes" server-pool="2"/>'
+write_http_service h2c "$PC" "$H2PORT" '<http h2c="yes" server-h2="yes" server-pool="2"/>'
+write_http_service slow "$PS" "$H2PORT" '<http server-h2="yes"/>'
+start_proxyd
+: >"$T/nginx/logs/h2.log"
+
+# GET, HEAD, 404
+read -r rc code < <(http_get "http://127.0.0.1:$PH/small.bin" "$T/small.out")
+check [ "$rc $code" = "0 200" ] "GET over h2: $rc $code"
+check [ "$(sha256_of "$T/small.out")" = "$(sha256_of "$T/www/small.bin")" ] "GET body"
+hd=$(curl -sS -I --max-time 10 "http://127.0.0.1:$PH/small.bin" | tr -d '\r')
+check grep -q '^HTTP/1.1 200' <<<"$hd" "HEAD status: $hd"
+check grep -qi '^content-length: 102400$' <<<"$hd" "HEAD content-length: $hd"
+read -r rc code < <(http_get "http://127.0.0.1:$PH/nope" "$T/nope.out")
+check [ "$code" = 404 ] "404 over h2: $code"
+
+# A response without content-length: chunked to the HTTP/1.1 client.
+curl -sS --max-time 10 -D "$T/gz.hdr" --compressed -o "$T/gz.out" \
+    "http://127.0.0.1:$PH/gz/text.txt" || true
+check grep -qi '^transfer-encoding: chunked' "$T/gz.hdr" "gzip response chunked: $(cat "$T/gz.hdr")"
+check cmp -s "$T/gz.out" "$T/www/text.txt" "gzip body"
+
+# 1 MB POST with Content-Length, and a chunked upload
+n0=$(wc -l <"$T/nginx/logs/h2.log")
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' --data-binary @"$T/www/one.bin" \
+    "http://127.0.0.1:$PH/upload") || true
+check [ "$code" = 200 ] "1 MB POST: $code"
+code=$(curl -sS --max-time 20 -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' \
+    --data-binary @"$T/www/one.bin" "http://127.0.0.1:$PH/upload?chunked") || true
+check [ "$code" = 200 ] "chunked upload: $code"
+wait_grep "$T/nginx/logs/h2.log" 'upload\?chunked' 5 || true
+mapfile -t files < <(tail -n +"$((n0 + 1))" "$T/nginx/logs/h2.log" | grep 'POST /upload' | awk '{print $NF}')
+check [ "${#files[@]}" = 2 ] "two uploads logged by nginx: ${files[*]:-none}"
+for f in "${files[@]}"; do
+    check [ "$(sha256_of "$f")" = "$(sha256_of "$T/www/one.bin")" ] "upload body $f"
+done
+
+check [ "$(grep -vc '^HTTP/2.0 ' "$T/nginx/logs/h2.log")" = 0 ] "nginx saw HTTP/2.0 only: $(grep -v '^HTTP/2.0' "$T/nginx/logs/h2.log" | head -3)"
+check [ "$(log_count 'http-request .*path=/small.bin .*server-proto=h2')" -ge 2 ] "http-request says server-proto=h2"
+
+# An HTTP/2 client (prior knowledge) through to the h2 server.
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -o "$T/c2.out" -w '%{http_code} %{http_version}' \
+    "http://127.0.0.1:$PC/small.bin") || true
+check [ "$code" = "200 2" ] "h2c client: $code"
+check [ "$(sha256_of "$T/c2.out")" = "$(sha256_of "$T/www/small.bin")" ] "h2c client body"
+
+# 20 parallel clients share at most server-pool connections.
+: >"$T/nginx/logs/h2.log"
+for ((i = 0; i < 20; i++)); do
+    curl -sS --max-time 20 -o "$T/par.$i" "http://127.0.0.1:$PH/one.bin" &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || true; done
+for ((i = 0; i < 20; i++)); do
+    check [ "$(sha256_of "$T/par.$i")" = "$(sha256_of "$T/www/one.bin")" ] "parallel body $i"
+done
+conns=$(awk '/one.bin/ {print $2}' "$T/nginx/logs/h2.log" | sort -u | wc -l)
+reqs=$(grep -c one.bin "$T/nginx/logs/h2.log" || true)
+info "20 parallel requests: $reqs at nginx on $conns connections"
+check [ "$reqs" = 20 ] "20 requests at nginx: $reqs"
+check [ "$conns" -ge 1 ] "connections: $conns"
+check [ "$conns" -le 2 ] "at most server-pool (2) connections: $conns"
+
+v=$(http_counter h2_server_streams)
+check [ "$v" -ge 25 ] "h2_server_streams counter: $v"
+v=$(http_counter h2_server_connections)
+check [ "$v" -ge 1 ] "h2_server_connections counter: $v"
+check [ "$v" -le 8 ] "h2_server_connections counter bounded: $v"
+
+# Slow readers of a 20 MB response: bounded by the stream windows.
+N=20
+per=$(rss_per_slow_reader "$PS" "$N" /big.bin)
+info "RSS per stalled h2-origin session with buffer=64k: ${per} KB"
+if http_sanitized; then
+    info "sanitizer build: RSS bound not checked"
+else
+    check [ "$per" -lt $((64 * 3 + 64)) ] "KB per slow reader: $per"
+fi
+read -r rc code < <(http_get "http://127.0.0.1:$PS/big.bin" "$T/big.out")
+check [ "$code" = 200 ] "full 20 MB fetch: $code"
+check [ "$(sha256_of "$T/big.out")" = "$(sha256_of "$T/www/big.bin")" ] "20 MB body"
+http_done
