@@ -1,7 +1,10 @@
 /* http: an HTTP/1.x analyser (a client that chooses HTTP/2, by ALPN or
  * h2c's preface, is handed to http_h2.c, whose streams come back here as
  * legs). It owns both sides' I/O (the client socket and one server
- * connection at a time), parses every head strictly, enforces the <http>
+ * connection at a time, or with server-h2="yes" a stream on one of the
+ * worker's shared HTTP/2 server connections, http_h2_origin.c: the
+ * response comes back from either as a parsed head, judged here by
+ * http_judge_response), parses every head strictly, enforces the <http>
  * policy, streams bodies without copying them (evbuffer chains move from
  * one side to the other), and keeps server connections in the worker's
  * pool between requests, so many client connections share few server

@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""A small HTTP/2 origin (prior knowledge h2c) for http_server_h2_stream:
+Debian's python3 with python3-h2. Paths:
+  /echo    full duplex: the response head goes at once, each DATA frame of
+           the request is echoed back as it comes, and the request's end
+           ends the response with trailers: x-echo-trailer (the request's
+           x-req-trailer, or "none"), x-echo-bytes; x-te in the head says
+           what te the request carried
+  /reset   a head and 5 bytes, then RST_STREAM (INTERNAL_ERROR)
+  /reset0  RST_STREAM (CANCEL) before any head
+Each request line goes to the log: method path te."""
+import socket
+import sys
+import threading
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.errors
+
+
+def serve(conn, log):
+    cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
+                                    validate_inbound_headers=True)
+    h = h2.connection.H2Connection(config=cfg)
+    h.initiate_connection()
+    conn.sendall(h.data_to_send())
+    streams = {}
+    while True:
+        try:
+            data = conn.recv(65536)
+        except OSError:
+            return
+        if not data:
+            return
+        for ev in h.receive_data(data):
+            if isinstance(ev, h2.events.RequestReceived):
+                hd = dict(ev.headers)
+                path = hd.get(":path", "")
+                te = hd.get("te", "-")
+                with open(log, "a") as f:
+                    f.write("%s %s te=%s\n" % (hd.get(":method"), path, te))
+                st = {"path": path, "bytes": 0, "trailer": "none"}
+                streams[ev.stream_id] = st
+                if path.startswith("/echo"):
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("x-te", te)])
+                elif path.startswith("/reset0"):
+                    h.reset_stream(ev.stream_id, h2.errors.ErrorCodes.CANCEL)
+                elif path.startswith("/reset"):
+                    h.send_headers(ev.stream_id, [(":status", "200")])
+                    h.send_data(ev.stream_id, b"hello")
+                    h.reset_stream(ev.stream_id,
+                                   h2.errors.ErrorCodes.INTERNAL_ERROR)
+                else:
+                    h.send_headers(ev.stream_id, [(":status", "404"),
+                                                  ("content-length", "0")],
+                                   end_stream=True)
+            elif isinstance(ev, h2.events.DataReceived):
+                h.acknowledge_received_data(ev.flow_controlled_length,
+                                            ev.stream_id)
+                st = streams.get(ev.stream_id)
+                if st is not None and st["path"].startswith("/echo"):
+                    st["bytes"] += len(ev.data)
+                    try:
+                        h.send_data(ev.stream_id, ev.data)
+                    except Exception:
+                        pass
+            elif isinstance(ev, h2.events.TrailersReceived):
+                st = streams.get(ev.stream_id)
+                if st is not None:
+                    st["trailer"] = dict(ev.headers).get("x-req-trailer",
+                                                         "none")
+            elif isinstance(ev, h2.events.StreamEnded):
+                st = streams.get(ev.stream_id)
+                if st is not None and st["path"].startswith("/echo"):
+                    h.send_headers(ev.stream_id, [
+                        ("x-echo-trailer", st["trailer"]),
+                        ("x-echo-bytes", str(st["bytes"]))], end_stream=True)
+        out = h.data_to_send()
+        if out:
+            conn.sendall(out)
+
+
+def main():
+    port, log = int(sys.argv[1]), sys.argv[2]
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(16)
+    srv.settimeout(120)
+    while True:
+        try:
+            c, _ = srv.accept()
+        except socket.timeout:
+            return
+        threading.Thread(target=serve, args=(c, log), daemon=True).start()
+
+
+main()

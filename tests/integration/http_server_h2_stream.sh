@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# HTTP/2 towards servers, what nginx cannot show: a python3-h2 origin
+# (h2_origin_server.py) that echoes a request body as it comes.
+#  - full duplex: an HTTP/1.1 client's chunked upload gets its first chunk
+#    echoed back before it sends the second (no early-response rule on an
+#    h2 stream), both ways go on to their ends;
+#  - trailers both ways (trailers="pass"): the request's chunked trailers
+#    reach the server as HTTP/2 trailers, the server's trailers come back
+#    as chunked trailers; "TE: trailers" reaches the server as te;
+#  - RST_STREAM from the server: before the head a 502, inside the body
+#    the client's transaction is cut (logged http-server-reset).
+# On main the attribute is unknown: the service does not load.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds curl python3
+H2PY=/usr/bin/python3
+"$H2PY" -c 'import h2' 2>/dev/null || fail "Debian's python3-h2 is missing (scripts/deps)"
+setup
+
+free_port OP
+OLOG=$T/origin.log
+: >"$OLOG"
+"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OP" "$OLOG" 2>"$T/origin.err" &
+track_pid $!
+wait_listen "$OP" 5 || fail "h2 origin did not start: $(cat "$T/origin.err")"
+
+free_port PH
+write_proxyd_conf
+write_http_service h2o "$PH" "$OP" '<http server-h2="yes" trailers="pass"/>'
+start_proxyd
+
+cat >"$T/duplex.py" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n"
+          b"Transfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+got = b""
+deadline = time.time() + 10
+while b"first" not in got.split(b"\r\n\r\n", 1)[-1] or b"\r\n\r\n" not in got:
+    if time.time() > deadline:
+        print("NO-EARLY-ECHO", got)
+        sys.exit(1)
+    d = s.recv(65536)
+    if not d:
+        print("CLOSED", got)
+        sys.exit(1)
+    got += d
+print("early-echo")
+s.sendall(b"6\r\nsecond\r\n0\r\nX-Req-Trailer: abc\r\n\r\n")
+while not got.endswith(b"\r\n\r\n") or got.count(b"\r\n\r\n") < 2:
+    if time.time() > deadline:
+        break
+    d = s.recv(65536)
+    if not d:
+        break
+    got += d
+sys.stdout.write(got.decode("latin-1"))
+PY
+out=$(python3 "$T/duplex.py" "$PH" 2>&1 | tr -d '\r') || true
+info "duplex: $(tr '\n' '|' <<<"$out")"
+check grep -q '^early-echo$' <<<"$out" "the first chunk echoed before the request's end"
+check grep -qi '^transfer-encoding: chunked' <<<"$out" "the response chunked"
+check grep -qi '^x-te: trailers' <<<"$out" "te: trailers reached the server"
+check grep -q '^second$' <<<"$out" "the second chunk echoed"
+check grep -qi '^x-echo-trailer: abc' <<<"$out" "request trailer reached the server, its trailer came back"
+check grep -qi '^x-echo-bytes: 11' <<<"$out" "the server got 11 body bytes"
+check grep -q '^POST /echo te=trailers$' "$OLOG" "the origin saw te=trailers"
+
+# RST_STREAM before the head: 502; inside the body: the transaction cut.
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PH/reset0" 2>/dev/null) || true
+check [ "$code" = 502 ] "RST_STREAM before the head: $code"
+rc=0
+curl -sS --max-time 10 -o "$T/reset.out" "http://127.0.0.1:$PH/reset" 2>/dev/null || rc=$?
+check [ "$rc" != 0 ] "RST_STREAM inside the body: curl must see a cut transfer (rc $rc)"
+wait_log_count 'http-server-reset .*INTERNAL_ERROR' 1
+check [ "$(log_count 'path=/reset .*verdict=reset .*server-proto=h2')" = 1 ] "the reset transaction logged"
+# The connection still serves.
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PH/none" 2>/dev/null) || true
+check [ "$code" = 404 ] "a request after the resets: $code"
+http_done
