@@ -130,7 +130,8 @@ http_pump_request(struct http_state *h)
 	struct evbuffer *cin = h->c->in;
 	struct evbuffer *sout, *to;
 
-	if (h->req != HTTP_REQ_BODY || (h->srv.io == NULL && h->h2o == NULL))
+	if (h->req != HTTP_REQ_BODY || (h->srv.io == NULL && h->h2o == NULL) ||
+	    !http_h2o_ready(h))
 		return;
 	sout = h->h2o != NULL ? http_h2o_req_buf(h) : h->srv.io->out;
 	to = http_scan_to(h, PX_TO_SERVER, sout);

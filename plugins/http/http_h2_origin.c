@@ -7,6 +7,9 @@
  * after its GOAWAY), a new connection when all are full, up to
  * server-pool per address (past that, nghttp2 queues the stream until a
  * slot frees). A connection without streams closes after server-idle.
+ * Under TLS (px_session_tls_originate) "yes" offers ALPN h2 alone, "auto"
+ * h2,http/1.1: a server that picks http/1.1 gets the waiting requests the
+ * HTTP/1.1 way (http_dispatch again), and the next ones for server-idle.
  *
  * The message seam: the request goes as the head the engine would send an
  * HTTP/1.1 server (http_head_request: the request-header rules, Host,
@@ -42,6 +45,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -118,6 +122,7 @@ TAILQ_HEAD(h2o_stream_list, http_h2o_stream);
 struct h2o_conn {
 	TAILQ_ENTRY(h2o_conn)	 link;
 	struct px_conn		 io;
+	int			 fd;		/* io's socket: ours to close */
 	nghttp2_session		*ng;
 	struct event		*idle;
 	struct sockaddr_storage	 dst;
@@ -126,6 +131,10 @@ struct h2o_conn {
 	unsigned		 busy;		/* in one of its callbacks */
 	uint64_t		 idle_ms;
 	bool			 connected;
+	bool			 tls;		/* TLS towards the server */
+	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
+	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
+	char			 name[128];	/* the TLS name checked; "" */
 	bool			 dead;
 	bool			 goaway;
 	bool			 listed;	/* in h2o_conns */
@@ -140,12 +149,79 @@ static _Thread_local bool h2o_conns_init;
 static void h2o_conn_flush(struct h2o_conn *c);
 static void h2o_conn_fail(struct h2o_conn *c, const char *why);
 static void h2o_conn_maybe_free(struct h2o_conn *c);
+static void h2o_conn_handshake(struct h2o_conn *c);
+static void h2o_stream_detach(struct http_h2o_stream *st);
+
+/* Servers that picked http/1.1 under server-h2="auto": per worker, for
+ * server-idle, so their requests go the HTTP/1.1 way at once. */
+#define H2O_MEMO	32
+struct h2o_memo {
+	struct sockaddr_storage	 dst;
+	char			 name[128];
+	struct timeval		 until;
+};
+static _Thread_local struct h2o_memo h2o_memo[H2O_MEMO];
+static _Thread_local unsigned h2o_memo_next;
+
+static void
+h2o_name(const struct http_state *h, char *buf, size_t size)
+{
+	const char *n = px_session_tls_originates(h->s) ?
+	    px_session_tls_server_name(h->s) : NULL;
+
+	snprintf(buf, size, "%s", n != NULL ? n : "");
+}
+
+static bool
+h2o_memo_h1(const struct sockaddr *dst, const char *name)
+{
+	struct timeval now;
+	unsigned i;
+
+	gettimeofday(&now, NULL);
+	for (i = 0; i < H2O_MEMO; i++) {
+		struct h2o_memo *m = &h2o_memo[i];
+
+		if (m->dst.ss_family != 0 && timercmp(&now, &m->until, <) &&
+		    memcmp(&m->dst, dst, px_sockaddr_len(dst)) == 0 &&
+		    strcmp(m->name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+h2o_memo_add(const struct sockaddr *dst, const char *name, uint64_t ms)
+{
+	struct h2o_memo *m = &h2o_memo[h2o_memo_next++ % H2O_MEMO];
+	struct timeval now, d = { (time_t)(ms / 1000),
+	    (suseconds_t)(ms % 1000 * 1000) };
+
+	memset(m, 0, sizeof(*m));
+	memcpy(&m->dst, dst, px_sockaddr_len(dst));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	gettimeofday(&now, NULL);
+	timeradd(&now, &d, &m->until);
+}
 
 bool
-http_h2o_wanted(const struct http_state *h)
+http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
 {
-	return h->pol->server_h2 == HTTP_SERVER_H2_YES && !h->is_connect &&
-	    !h->upgrade_ok && !px_session_tls_originates(h->s);
+	char name[128];
+
+	if (h->is_connect || h->upgrade_ok)
+		return false;
+	switch (h->pol->server_h2) {
+	case HTTP_SERVER_H2_YES:
+		return true;
+	case HTTP_SERVER_H2_AUTO:
+		if (!px_session_tls_originates(h->s))
+			return false;
+		h2o_name(h, name, sizeof(name));
+		return !h2o_memo_h1(dst, name);
+	default:
+		return false;
+	}
 }
 
 /* ---- header lists ------------------------------------------------------ */
@@ -258,8 +334,9 @@ h2o_request_nv(struct http_state *h, struct http_h2o_stream *st)
 		return -1;
 	ps[0] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)m.method, 7,
 	    m.mlen, 0 };
-	ps[1] = (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4,
-	    0 };
+	ps[1] = px_session_tls_originates(h->s) ?
+	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0 } :
+	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 };
 	ps[2] = (nghttp2_nv){ (uint8_t *)":authority",
 	    (uint8_t *)m.hdr[m.host].val, 10, m.hdr[m.host].vlen, 0 };
 	ps[3] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)m.target, 5,
@@ -623,15 +700,24 @@ h2o_conn_unlist(struct h2o_conn *c)
 	c->listed = false;
 }
 
+/* The conn's buffers and events, then its socket (px_conn_close leaves
+ * it open). */
+static void
+h2o_conn_close_fd(struct h2o_conn *c)
+{
+	px_conn_close(&c->io);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
 static void
 h2o_conn_free(struct h2o_conn *c)
 {
 	h2o_conn_unlist(c);
 	if (c->idle != NULL)
 		event_free(c->idle);
-	px_conn_close(&c->io);
-	if (c->io.fd >= 0)
-		close(c->io.fd);
+	h2o_conn_close_fd(c);
 	nghttp2_session_del(c->ng);
 	free(c);
 }
@@ -683,7 +769,7 @@ h2o_conn_flush(struct h2o_conn *c)
 	const uint8_t *data;
 	ssize_t n = 0;
 
-	if (c->dead || !c->connected)
+	if (c->dead || !c->connected || !c->ready)
 		return;
 	for (;;) {
 		while (evbuffer_get_length(c->io.out) < H2O_OUT_HIGH &&
@@ -711,6 +797,59 @@ h2o_conn_flush(struct h2o_conn *c)
 		c->goaway = true;
 }
 
+/* The server did not pick h2 under auto: each waiting transaction goes
+ * the HTTP/1.1 way, and so do the next ones to it for server-idle. */
+static void
+h2o_conn_fallback(struct h2o_conn *c)
+{
+	struct http_h2o_stream *st;
+	struct http_state *h;
+
+	h2o_memo_add((struct sockaddr *)&c->dst, c->name, c->idle_ms < 1000 ?
+	    1000 : c->idle_ms);
+	c->dead = true;
+	h2o_conn_unlist(c);
+	px_conn_read_enable(&c->io, false);
+	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
+		h = st->h;
+		if (h == NULL) {
+			h2o_stream_detach(st);
+			continue;
+		}
+		http_h2o_drop(h);
+		h->srv_h2 = false;
+		/* Sent again, the HTTP/1.1 way: counted once. */
+		h->req_bytes -= evbuffer_get_length(h->head_out) <
+		    h->req_bytes ? evbuffer_get_length(h->head_out) :
+		    h->req_bytes;
+		http_dispatch(h, (struct sockaddr *)&c->dst);
+		if (!h->gone)
+			http_drive(h);
+	}
+}
+
+/* TLS towards the server: its handshake, then what ALPN agreed. */
+static void
+h2o_conn_handshake(struct h2o_conn *c)
+{
+	if (px_conn_handshake(&c->io) == -1) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		h2o_conn_fail(c, px_conn_strerror(&c->io, errno));
+		return;
+	}
+	if (px_conn_alpn_is(&c->io, "h2")) {
+		c->ready = true;
+		h2o_conn_flush(c);
+		return;
+	}
+	if (c->offer_h1) {
+		h2o_conn_fallback(c);
+		return;
+	}
+	h2o_conn_fail(c, "the server did not pick h2 (ALPN)");
+}
+
 static void
 h2o_conn_readable(struct px_conn *io, void *arg)
 {
@@ -718,6 +857,12 @@ h2o_conn_readable(struct px_conn *io, void *arg)
 	ssize_t n, r;
 
 	c->busy++;
+	if (!c->ready) {
+		h2o_conn_handshake(c);
+		c->busy--;
+		h2o_conn_notify(c);
+		return;
+	}
 	n = px_conn_recv(io, H2O_READ_MAX);
 	if (n > 0) {
 		const uint8_t *p = evbuffer_pullup(io->in, -1);
@@ -753,6 +898,13 @@ h2o_conn_writable(struct px_conn *io, void *arg)
 		}
 		c->connected = true;
 		px_conn_read_enable(io, true);
+	}
+	if (!c->ready) {
+		px_conn_want_writable(io, false);
+		h2o_conn_handshake(c);
+		c->busy--;
+		h2o_conn_notify(c);
+		return;
 	}
 	if (px_conn_send(io) == -1)
 		h2o_conn_fail(c, strerror(errno));
@@ -791,6 +943,7 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
 	c->io.fd = -1;
+	c->fd = -1;
 	TAILQ_INIT(&c->streams);
 	memcpy(&c->dst, dst, px_sockaddr_len(dst));
 	c->idle_ms = h->pol->server_idle_ms ? h->pol->server_idle_ms : 1;
@@ -831,11 +984,17 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 		    stage, strerror(errno));
 		goto fail;
 	}
+	c->fd = fd;
 	if (px_conn_open(&c->io, px_session_base(h->s), fd, h2o_conn_readable,
-	    h2o_conn_writable, c) == -1) {
-		close(fd);
+	    h2o_conn_writable, c) == -1)
 		goto fail;
-	}
+	c->tls = px_session_tls_originates(h->s);
+	c->offer_h1 = h->pol->server_h2 == HTTP_SERVER_H2_AUTO;
+	c->ready = !c->tls;
+	h2o_name(h, c->name, sizeof(c->name));
+	if (c->tls && px_session_tls_originate(h->s, &c->io, dst,
+	    c->offer_h1 ? "h2,http/1.1" : "h2") == -1)
+		goto fail;
 	c->idle = evtimer_new(px_session_base(h->s), h2o_conn_idle_cb, c);
 	if (c->idle == NULL)
 		goto fail;
@@ -855,9 +1014,7 @@ fail:
 		nghttp2_option_del(opt);
 	if (c->idle != NULL)
 		event_free(c->idle);
-	px_conn_close(&c->io);
-	if (c->io.fd >= 0)
-		close(c->io.fd);
+	h2o_conn_close_fd(c);
 	if (c->ng != NULL)
 		nghttp2_session_del(c->ng);
 	free(c);
@@ -883,7 +1040,10 @@ h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	struct h2o_conn *c, *least = NULL;
 	unsigned n = 0, max = h->pol->server_pool ? h->pol->server_pool : 1;
 	socklen_t len = px_sockaddr_len(dst);
+	bool tls = px_session_tls_originates(h->s);
+	char name[128];
 
+	h2o_name(h, name, sizeof(name));
 	if (!h2o_conns_init) {
 		TAILQ_INIT(&h2o_conns);
 		h2o_conns_init = true;
@@ -891,8 +1051,9 @@ h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	*reused = true;
 	if (!fresh)
 		TAILQ_FOREACH(c, &h2o_conns, link) {
-			if (c->dead || c->goaway ||
-			    memcmp(&c->dst, dst, len) != 0)
+			if (c->dead || c->goaway || c->tls != tls ||
+			    memcmp(&c->dst, dst, len) != 0 ||
+			    strcmp(c->name, name) != 0)
 				continue;
 			n++;
 			if (c->nstreams < h2o_conn_slots(c))
@@ -1024,6 +1185,13 @@ http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
 	if (h->srv.io != NULL)
 		http_server_drop(h, true);
 	return h2o_dispatch(h, dst, false);
+}
+
+bool
+http_h2o_ready(const struct http_state *h)
+{
+	return h->h2o == NULL || (h->h2o->conn != NULL &&
+	    h->h2o->conn->ready);
 }
 
 struct evbuffer *

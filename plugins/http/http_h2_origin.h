@@ -15,8 +15,14 @@ struct http_head;
 struct http_state;
 struct sockaddr;
 
-/* This transaction goes to its server over HTTP/2. */
-bool	http_h2o_wanted(const struct http_state *h);
+/* This transaction goes to its server dst over HTTP/2: server-h2="yes";
+ * "auto" under TLS unless dst picked http/1.1 lately (ALPN). */
+bool	http_h2o_wanted(const struct http_state *h,
+	    const struct sockaddr *dst);
+/* The stream's connection agreed on h2 (TLS: ALPN): body bytes may go
+ * (until then they wait in the client's input, for an HTTP/1.1
+ * fallback under "auto"). True without a stream. */
+bool	http_h2o_ready(const struct http_state *h);
 /* Sends the request in h->head_out to dst on a stream of one of the
  * worker's h2 connections to dst (a new one when all are full, up to
  * server-pool). 0, or -1 (nothing sent; the caller answers 502). */

@@ -244,7 +244,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 		http_error(h, 403, why);
 		return;
 	}
-	if (http_h2o_wanted(h)) {
+	if (http_h2o_wanted(h, dst)) {
 		/* HTTP/2 to the server: a stream on a shared connection. */
 		if (http_h2o_dispatch(h, dst) == -1) {
 			h->req = HTTP_REQ_DONE;

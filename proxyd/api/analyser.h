@@ -195,6 +195,18 @@ int		 px_session_upstream_socket(struct px_session *s,
 		    const struct sockaddr *dst, const char **stage);
 /* Whether the service originates TLS towards its servers. */
 bool		 px_session_tls_originates(const struct px_session *s);
+/* Puts the service's originating TLS on c (px_session_upstream_socket's,
+ * an analyser's own conn) towards dst, offering alpn ("h2,http/1.1")
+ * in place of the service's ALPN; the handshake runs on the first reads
+ * and writes (px_conn_handshake). c may outlive s. 0, or -1. */
+int		 px_session_tls_originate(struct px_session *s,
+		    struct px_conn *c, const struct sockaddr *dst,
+		    const char *alpn);
+/* The name the service's originating TLS sends and checks for s's
+ * server (NULL: none, the address is checked). */
+const char	*px_session_tls_server_name(const struct px_session *s);
+/* The TLS on c agreed on ALPN protocol proto. */
+bool		 px_conn_alpn_is(const struct px_conn *c, const char *proto);
 /* 0 when the connect on fd succeeded, else its errno. */
 int		 px_upstream_error(int fd);
 /* What px_upstream_error() said of the connect px_session_upstream_open()

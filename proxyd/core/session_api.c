@@ -267,6 +267,58 @@ px_session_tls_originates(const struct px_session *s)
 }
 
 int
+px_session_tls_originate(struct px_session *s, struct px_conn *c,
+    const struct sockaddr *dst, const char *alpn)
+{
+	struct px_tls_peer peer = px_session_tls_peer(s);
+	unsigned char wire[128];
+	size_t n = 0;
+	const char *p = alpn, *e;
+
+	if (s->svc->tls_server == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	while (*p != '\0') {
+		size_t len;
+
+		e = strchr(p, ',');
+		len = e != NULL ? (size_t)(e - p) : strlen(p);
+		if (len == 0 || len > 255 || n + 1 + len > sizeof(wire)) {
+			errno = EINVAL;
+			return -1;
+		}
+		wire[n++] = (unsigned char)len;
+		memcpy(wire + n, p, len);
+		n += len;
+		p += len + (e != NULL);
+	}
+	peer.addr = dst;
+	peer.name = px_session_tls_name(s);
+	peer.verify_later = false;
+	/* c outlives s and its service's counters (a reload frees them). */
+	peer.n = NULL;
+	peer.fp = NULL;
+	peer.ja4 = NULL;
+	peer.ja4s = NULL;	/* the session's buffer: c outlives it */
+	peer.alpn = wire;
+	peer.alpn_len = n;
+	return px_tls_attach(c, s->svc->tls_server, &peer);
+}
+
+const char *
+px_session_tls_server_name(const struct px_session *s)
+{
+	return px_session_tls_name(s);
+}
+
+bool
+px_conn_alpn_is(const struct px_conn *c, const char *proto)
+{
+	return px_tls_alpn_is(c, proto);
+}
+
+int
 px_upstream_error(int fd)
 {
 	return px_upstream_result(fd);

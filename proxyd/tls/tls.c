@@ -918,6 +918,9 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 		if (px_tls_connect_setup(tc, p != NULL ? p :
 		    &(struct px_tls_peer){ 0 }) == -1)
 			goto fail;
+		if (p != NULL && p->alpn != NULL && SSL_set_alpn_protos(tc->ssl,
+		    p->alpn, (unsigned)p->alpn_len) != 0)
+			goto fail;
 		tc->ja4s_out = p != NULL ? p->ja4s : NULL;
 		SSL_set_msg_callback(tc->ssl, px_tls_msg_cb);
 	}

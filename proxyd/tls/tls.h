@@ -158,6 +158,10 @@ struct px_tls_peer {
 	/* Server side: resume this conn's TLS session (an FTP data channel
 	 * resumes its control connection's), keeping it out of the cache. */
 	const struct px_conn	*resume;
+	/* Server side: the ALPN list offered (wire format) in place of the
+	 * context's; NULL: the context's. */
+	const unsigned char	*alpn;
+	size_t			 alpn_len;
 	/* Client side: the service's <fingerprint> rules, judged on the
 	 * ClientHello's JA4 before anything is answered (NULL: none); and
 	 * where that JA4 is written when it is still "" there: the session's
