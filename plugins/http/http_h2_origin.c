@@ -1382,8 +1382,16 @@ http_h2o_worker_exit(void)
 {
 	struct h2o_conn *c;
 
+	struct http_h2o_stream *st;
+
 	if (!h2o_conns_init)
 		return;
-	while ((c = TAILQ_FIRST(&h2o_conns)) != NULL)
+	while ((c = TAILQ_FIRST(&h2o_conns)) != NULL) {
+		/* A stream still on it forgets it (its session frees it). */
+		while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
+			TAILQ_REMOVE(&c->streams, st, link);
+			st->conn = NULL;
+		}
 		h2o_conn_free(c);
+	}
 }

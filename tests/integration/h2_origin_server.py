@@ -8,7 +8,10 @@ Debian's python3 with python3-h2. Paths:
            what te the request carried
   /reset   a head and 5 bytes, then RST_STREAM (INTERNAL_ERROR)
   /reset0  RST_STREAM (CANCEL) before any head
-Each request line goes to the log: method path te."""
+Each request line goes to the log: method path te. With a third argument
+N, the first N connections are closed as soon as they come (a server that
+dies before answering).
+Any other path: 404, and /file answers 200 with 100 bytes."""
 import socket
 import sys
 import threading
@@ -52,6 +55,10 @@ def serve(conn, log):
                     h.send_data(ev.stream_id, b"hello")
                     h.reset_stream(ev.stream_id,
                                    h2.errors.ErrorCodes.INTERNAL_ERROR)
+                elif path == "/file":
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("content-length", "100")])
+                    h.send_data(ev.stream_id, b"x" * 100, end_stream=True)
                 else:
                     h.send_headers(ev.stream_id, [(":status", "404"),
                                                   ("content-length", "0")],
@@ -84,6 +91,7 @@ def serve(conn, log):
 
 def main():
     port, log = int(sys.argv[1]), sys.argv[2]
+    drop = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))
@@ -94,6 +102,12 @@ def main():
             c, _ = srv.accept()
         except socket.timeout:
             return
+        if drop > 0:
+            drop -= 1
+            with open(log, "a") as f:
+                f.write("dropped a connection\n")
+            c.close()
+            continue
         threading.Thread(target=serve, args=(c, log), daemon=True).start()
 
 

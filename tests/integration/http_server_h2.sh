@@ -10,6 +10,9 @@
 #  - curl --http2-prior-knowledge to an h2c="yes" service reaches nginx
 #    over h2 too (through its leg);
 #  - 20 parallel clients share at most server-pool (2) connections;
+#  - nginx's GOAWAY after 3 requests on a connection: the next requests
+#    go on new connections, all answered; a connection left without
+#    streams closes after server-idle;
 #  - slow readers of a 20 MB response keep proxyd's RSS bounded per
 #    session (the stream's window is `buffer`, given back only as the
 #    client takes the bytes).
@@ -25,6 +28,7 @@ make_file one.bin 1M
 make_file big.bin 20M
 seq 1 20000 >"$T/www/text.txt"
 free_port H2PORT
+free_port H2GA
 free_port OKPORT
 mkdir -p "$T/nginx/tmp/h2body"
 NGINX_SERVERS="
@@ -42,6 +46,12 @@ NGINX_SERVERS="
             proxy_pass http://127.0.0.1:$OKPORT/ok;
         }
     }
+    server {
+        listen 127.0.0.1:$H2GA http2;
+        keepalive_requests 3;
+        access_log $T/nginx/logs/h2ga.log h2;
+        root $T/www;
+    }
     server { listen 127.0.0.1:$OKPORT; access_log off; location / { return 200 \"ok\\n\"; } }"
 start_nginx
 wait_listen "$H2PORT" 5 "$NGINX_PID" || fail "nginx h2 listener"
@@ -49,11 +59,13 @@ wait_listen "$H2PORT" 5 "$NGINX_PID" || fail "nginx h2 listener"
 free_port PH
 free_port PC
 free_port PS
+free_port PG
 write_proxyd_conf 'buffer="64k" idle-timeout="2m"'
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h2o "$PH" "$H2PORT" '<http server-h2="yes" server-pool="2"/>'
 write_http_service h2c "$PC" "$H2PORT" '<http h2c="yes" server-h2="yes" server-pool="2"/>'
 write_http_service slow "$PS" "$H2PORT" '<http server-h2="yes"/>'
+write_http_service ga "$PG" "$H2GA" '<http server-h2="yes" server-idle="1s"/>'
 start_proxyd
 : >"$T/nginx/logs/h2.log"
 
@@ -120,6 +132,20 @@ v=$(http_counter h2_server_connections)
 check [ "$v" -ge 1 ] "h2_server_connections counter: $v"
 check [ "$v" -le 8 ] "h2_server_connections counter bounded: $v"
 
+# GOAWAY after 3 requests: 10 in a row all answered, on new connections.
+ok=0
+for ((i = 0; i < 10; i++)); do
+    code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PG/small.bin" 2>/dev/null) || true
+    [[ $code == 200 ]] && ok=$((ok + 1))
+done
+check [ "$ok" = 10 ] "10 requests across nginx's GOAWAYs: $ok answered"
+conns=$(awk '{print $2}' "$T/nginx/logs/h2ga.log" | sort -u | wc -l)
+check [ "$conns" -ge 4 ] "new connections after GOAWAY: $conns"
+# Idle past server-idle: proxyd closes its connection.
+est() { ss -Htn state established "( dport = :$H2GA )" | wc -l; }
+for ((i = 0; i < 50; i++)); do (($(est) == 0)) && break; sleep 0.1; done
+check [ "$(est)" = 0 ] "the idle h2 connection closed after server-idle: $(est) left"
+
 # Slow readers of a 20 MB response: bounded by the stream windows.
 N=20
 per=$(rss_per_slow_reader "$PS" "$N" /big.bin)
@@ -127,7 +153,9 @@ info "RSS per stalled h2-origin session with buffer=64k: ${per} KB"
 if http_sanitized; then
     info "sanitizer build: RSS bound not checked"
 else
-    check [ "$per" -lt $((64 * 3 + 64)) ] "KB per slow reader: $per"
+    # Without the end-to-end window (nghttp2's automatic WINDOW_UPDATE):
+    # 17 MB per session, measured.
+    check [ "$per" -lt $((64 * 5 / 2)) ] "KB per slow reader: $per"
 fi
 read -r rc code < <(http_get "http://127.0.0.1:$PS/big.bin" "$T/big.out")
 check [ "$code" = 200 ] "full 20 MB fetch: $code"

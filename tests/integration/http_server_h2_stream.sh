@@ -8,7 +8,10 @@
 #    reach the server as HTTP/2 trailers, the server's trailers come back
 #    as chunked trailers; "TE: trailers" reaches the server as te;
 #  - RST_STREAM from the server: before the head a 502, inside the body
-#    the client's transaction is cut (logged http-server-reset).
+#    the client's transaction is cut (logged http-server-reset);
+#  - a server connection that dies before any response byte: a
+#    replayable request goes once more on a new connection (retried
+#    counter), a POST gets 502.
 # On main the attribute is unknown: the service does not load.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -25,9 +28,19 @@ OLOG=$T/origin.log
 track_pid $!
 wait_listen "$OP" 5 || fail "h2 origin did not start: $(cat "$T/origin.err")"
 
+# An origin whose first two connections die at once.
+free_port OD
+DLOG=$T/origin-drop.log
+: >"$DLOG"
+"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OD" "$DLOG" 2 2>"$T/origin-drop.err" &
+track_pid $!
+wait_listen "$OD" 5 || fail "h2 origin (drop) did not start: $(cat "$T/origin-drop.err")"
+
 free_port PH
+free_port PD
 write_proxyd_conf
 write_http_service h2o "$PH" "$OP" '<http server-h2="yes" trailers="pass"/>'
+write_http_service h2d "$PD" "$OD" '<http server-h2="yes"/>'
 start_proxyd
 
 cat >"$T/duplex.py" <<'PY'
@@ -79,4 +92,15 @@ check [ "$(log_count 'path=/reset .*verdict=reset .*server-proto=h2')" = 1 ] "th
 # The connection still serves.
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PH/none" 2>/dev/null) || true
 check [ "$code" = 404 ] "a request after the resets: $code"
+
+# Connections that die before answering: a POST is not sent again (502),
+# a GET is, once, on a new connection.
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --data x "http://127.0.0.1:$PD/file" 2>/dev/null) || true
+check [ "$code" = 502 ] "POST on a connection that died: $code"
+r0=$(http_counter retried)
+code=$(curl -sS --max-time 10 -o "$T/file.out" -w '%{http_code}' "http://127.0.0.1:$PD/file" 2>/dev/null) || true
+check [ "$code" = 200 ] "GET retried after the connection died: $code"
+check [ "$(wc -c <"$T/file.out")" = 100 ] "the retried GET's body"
+check [ "$(grep -c dropped "$DLOG")" = 2 ] "two connections dropped by the origin"
+check [ "$(( $(http_counter retried) - r0 ))" = 1 ] "one retry counted"
 http_done
