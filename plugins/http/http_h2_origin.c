@@ -839,7 +839,12 @@ h2o_conn_handshake(struct h2o_conn *c)
 		return;
 	}
 	if (px_conn_alpn_is(&c->io, "h2")) {
+		struct http_h2o_stream *st;
+
 		c->ready = true;
+		/* Bodies waited in their clients' input: they go now. */
+		TAILQ_FOREACH(st, &c->streams, link)
+			h2o_notify(st);
 		h2o_conn_flush(c);
 		return;
 	}
