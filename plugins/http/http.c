@@ -572,6 +572,21 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	    http_scan_partial(h, m, PX_TO_CLIENT) == -1)
 		return false;
 	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	    buf == NULL && http_scan_downloads(h)) {
+		/* An HTTP/2 server's head came as fields: the scanner is
+		 * shown the one the client gets. */
+		static _Thread_local struct evbuffer *hb;
+
+		if (hb == NULL && (hb = evbuffer_new()) == NULL) {
+			http_abort(h, PX_END_PROXY, "error: out of memory");
+			return false;
+		}
+		evbuffer_drain(hb, evbuffer_get_length(hb));
+		http_head_response(hb, m, h->pol, &rs);
+		head_len = evbuffer_get_length(hb);
+		buf = (const char *)evbuffer_pullup(hb, -1);
+	}
+	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
 	    (cout = http_scan_response(h, buf, head_len)) == NULL)
 		return false;
 	before = evbuffer_get_length(cout);

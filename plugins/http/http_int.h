@@ -350,6 +350,8 @@ int	http_scan_request(struct http_state *h, int64_t size);
  * whole response is held), or NULL when the transaction ended (502). */
 struct evbuffer *http_scan_response(struct http_state *h, const char *head,
 	    size_t len);
+/* The service scans response bodies (a scanner for downloads). */
+bool	http_scan_downloads(const struct http_state *h);
 /* Where the body in dir goes: the hold while scanned, else out. */
 struct evbuffer *http_scan_to(struct http_state *h, enum px_dir dir,
 	    struct evbuffer *out);
@@ -399,6 +401,9 @@ int	http_host_authority(struct http_state *h, const char *a, size_t len,
  * CONNECT), else a new one. 0, or -1 (logged). */
 int	http_server_open(struct http_state *h, const struct sockaddr *dst,
 	    bool pooled_ok);
+/* Where request bytes for the server go: its HTTP/1.1 connection's
+ * output, or its HTTP/2 stream's queue (DATA); NULL: no server yet. */
+struct evbuffer *http_server_out(struct http_state *h);
 /* Closes h->srv: to the pool when reusable and nothing is left in it. */
 void	http_server_drop(struct http_state *h, bool reusable);
 /* The request head is in head_out and dst is known: picks a server

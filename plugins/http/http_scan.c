@@ -49,6 +49,7 @@
 
 #include "auth.h"
 #include "conn.h"
+#include "http_h2_origin.h"
 #include "http_int.h"
 #include "audit.h"
 #include "icap.h"
@@ -256,7 +257,7 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 	if (sc->sniff != NULL)
 		return;		/* the start waits for its type */
 	if (http_scan_unspool(h, dir, dir == PX_TO_CLIENT ? h->c->out :
-	    h->srv.io != NULL ? h->srv.io->out : NULL, &why) == -1) {
+	    http_server_out(h), &why) == -1) {
 		http_scan_spool_fail(h, dir, why);
 		return;
 	}
@@ -264,8 +265,12 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 		evbuffer_add_buffer(h->c->out, sc->hold);
 		if (ended && h->resp == HTTP_RESP_DONE)
 			http_response_complete(h);
-	} else if (h->srv.io != NULL)
-		evbuffer_add_buffer(h->srv.io->out, sc->hold);
+	} else if (http_server_out(h) != NULL) {
+		evbuffer_add_buffer(http_server_out(h), sc->hold);
+		/* To an HTTP/2 server: the DATA go, END_STREAM with them. */
+		if (h->h2o != NULL)
+			http_h2o_req_more(h);
+	}
 	h->progress++;
 }
 
@@ -682,6 +687,14 @@ http_scan_request(struct http_state *h, int64_t size)
 		http_error(h, 413, "request body over the scanner's max-size");
 	}
 	return -1;
+}
+
+bool
+http_scan_downloads(const struct http_state *h)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+
+	return p->scanner != NULL && (p->direction & PX_SCAN_DOWNLOAD);
 }
 
 struct evbuffer *

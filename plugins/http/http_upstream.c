@@ -203,6 +203,14 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 	return 0;
 }
 
+struct evbuffer *
+http_server_out(struct http_state *h)
+{
+	if (h->h2o != NULL)
+		return http_h2o_req_buf(h);
+	return h->srv.io != NULL ? h->srv.io->out : NULL;
+}
+
 void
 http_server_drop(struct http_state *h, bool reusable)
 {
