@@ -103,6 +103,8 @@ struct http_h2o_stream {
 	bool			 blk_trailers;	/* blk is the trailers */
 	struct http_head	*head;		/* the final head, once whole */
 	bool			 head_ready;	/* not judged yet */
+	struct http_head	*interim;	/* a 1xx head not passed on yet */
+	struct h2o_block	*iblk;		/* its storage */
 	struct http_head	*trailers;	/* once whole */
 	struct h2o_block	*tblk;		/* their storage */
 	struct h2o_block	*hblk;		/* the head's storage */
@@ -556,8 +558,21 @@ h2o_block_done(struct http_h2o_stream *st)
 		h2o_notify(st);
 		return;
 	}
-	if (b->status < 200)
-		return;		/* interim (100, 103): not passed on */
+	if (b->status < 200) {
+		/* Interim (100, 103): passed on as it comes; one not yet
+		 * passed on when the next comes is dropped for it. */
+		if (st->interim == NULL &&
+		    (st->interim = malloc(sizeof(*st->interim))) == NULL)
+			return;
+		h2o_block_head(b, st->interim, false);
+		if (st->iblk != NULL)
+			free(st->iblk->buf);
+		free(st->iblk);
+		st->iblk = b;
+		st->blk = NULL;
+		h2o_notify(st);
+		return;
+	}
 	if ((m = malloc(sizeof(*m))) == NULL) {
 		st->failed = true;
 		st->error = NGHTTP2_INTERNAL_ERROR;
@@ -1086,6 +1101,10 @@ h2o_stream_free(struct http_h2o_stream *st)
 	if (st->tblk != NULL)
 		free(st->tblk->buf);
 	free(st->tblk);
+	if (st->iblk != NULL)
+		free(st->iblk->buf);
+	free(st->iblk);
+	free(st->interim);
 	free(st->head);
 	free(st->trailers);
 	free(st->nv);
@@ -1311,6 +1330,16 @@ http_h2o_input(struct http_state *h)
 
 	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
 		return;
+	if (h->resp == HTTP_RESP_HEAD && st->iblk != NULL && st->interim != NULL &&
+	    st->interim->status != 0) {
+		/* 101 cannot come over h2 (nghttp2 refuses it). */
+		h->progress++;
+		if (!http_judge_response(h, st->interim, NULL, 0))
+			return;
+		st->interim->status = 0;	/* passed on */
+		if (h->gone || h->closing || h->h2o != st)
+			return;
+	}
 	if (h->resp == HTTP_RESP_HEAD && st->head_ready) {
 		st->head_ready = false;
 		h->progress++;

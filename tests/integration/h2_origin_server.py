@@ -11,7 +11,8 @@ Debian's python3 with python3-h2. Paths:
 Each request line goes to the log: method path te. With a third argument
 N, the first N connections are closed as soon as they come (a server that
 dies before answering).
-Any other path: 404, and /file answers 200 with 100 bytes."""
+Any other path: 404, /file answers 200 with 100 bytes, /early a 103
+(Link) before its 200."""
 import socket
 import sys
 import threading
@@ -55,6 +56,12 @@ def serve(conn, log):
                     h.send_data(ev.stream_id, b"hello")
                     h.reset_stream(ev.stream_id,
                                    h2.errors.ErrorCodes.INTERNAL_ERROR)
+                elif path == "/early":
+                    h.send_headers(ev.stream_id, [(":status", "103"),
+                                                  ("link", "</a.css>; rel=preload")])
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("content-length", "2")])
+                    h.send_data(ev.stream_id, b"ok", end_stream=True)
                 elif path == "/file":
                     h.send_headers(ev.stream_id, [(":status", "200"),
                                                   ("content-length", "100")])

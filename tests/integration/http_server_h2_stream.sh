@@ -9,6 +9,7 @@
 #    as chunked trailers; "TE: trailers" reaches the server as te;
 #  - RST_STREAM from the server: before the head a 502, inside the body
 #    the client's transaction is cut (logged http-server-reset);
+#  - an interim 103 from the server reaches the client before the 200;
 #  - a server connection that dies before any response byte: a
 #    replayable request goes once more on a new connection (retried
 #    counter), a POST gets 502.
@@ -92,6 +93,14 @@ check [ "$(log_count 'path=/reset .*verdict=reset .*server-proto=h2')" = 1 ] "th
 # The connection still serves.
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PH/none" 2>/dev/null) || true
 check [ "$code" = 404 ] "a request after the resets: $code"
+
+# An interim head passed on.
+curl -sS --max-time 10 -D "$T/early.hdr" -o "$T/early.out" "http://127.0.0.1:$PH/early" 2>/dev/null || true
+hd=$(tr -d '\r' <"$T/early.hdr")
+check grep -q '^HTTP/1.1 103' <<<"$hd" "a 103 passed on: $hd"
+check grep -qi '^link: </a.css>; rel=preload' <<<"$hd" "the 103's Link"
+check grep -q '^HTTP/1.1 200' <<<"$hd" "then the 200"
+check [ "$(cat "$T/early.out")" = ok ] "the body after a 103"
 
 # Connections that die before answering: a POST is not sent again (502),
 # a GET is, once, on a new connection.
