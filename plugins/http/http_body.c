@@ -1,6 +1,9 @@
 /* Message bodies as they stream: Content-Length and chunked (framing
  * parsed, re-sent canonical; trailers parsed whole), each direction up to
- * `buffer`, a scanned one through http_scan's hold. */
+ * `buffer`, a scanned one through http_scan's hold. A request body to an
+ * HTTP/2 server goes without its chunked framing (its trailers apart) to
+ * the stream's queue (http_h2_origin.c), which pumps the response side
+ * itself. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
