@@ -8,7 +8,8 @@ Debian's python3 with python3-h2. Paths:
            what te the request carried
   /reset   a head and 5 bytes, then RST_STREAM (INTERNAL_ERROR)
   /reset0  RST_STREAM (CANCEL) before any head
-Each request line goes to the log: method path te. With a third argument
+Each request line goes to the log: method path te; a stream the client
+resets: "reset PATH code=N". With a third argument
 N, the first N connections are closed as soon as they come (a server that
 dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
@@ -85,6 +86,11 @@ def serve(conn, log):
                 if st is not None:
                     st["trailer"] = dict(ev.headers).get("x-req-trailer",
                                                          "none")
+            elif isinstance(ev, h2.events.StreamReset):
+                st = streams.get(ev.stream_id)
+                with open(log, "a") as f:
+                    f.write("reset %s code=%d\n" % (
+                        st["path"] if st else "?", int(ev.error_code)))
             elif isinstance(ev, h2.events.StreamEnded):
                 st = streams.get(ev.stream_id)
                 if st is not None and st["path"].startswith("/echo"):

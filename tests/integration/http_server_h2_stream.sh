@@ -9,6 +9,8 @@
 #    as chunked trailers; "TE: trailers" reaches the server as te;
 #  - RST_STREAM from the server: before the head a 502, inside the body
 #    the client's transaction is cut (logged http-server-reset);
+#  - a client that goes away inside its transaction: the server's stream
+#    is reset (RST_STREAM CANCEL);
 #  - an interim 103 from the server reaches the client before the 200;
 #  - a server connection that dies before any response byte: a
 #    replayable request goes once more on a new connection (retried
@@ -93,6 +95,20 @@ check [ "$(log_count 'path=/reset .*verdict=reset .*server-proto=h2')" = 1 ] "th
 # The connection still serves.
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PH/none" 2>/dev/null) || true
 check [ "$code" = 404 ] "a request after the resets: $code"
+
+# A client gone inside its transaction: the stream is cancelled.
+python3 - "$PH" <<'PY' || true
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"POST /echo-cancel HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+got = b""
+deadline = time.time() + 10
+while b"first" not in got and time.time() < deadline:
+    got += s.recv(65536)
+s.close()
+PY
+wait_grep "$OLOG" '^reset /echo-cancel code=8$' 5 || true
+check grep -q '^reset /echo-cancel code=8$' "$OLOG" "the server's stream cancelled when the client left: $(grep reset "$OLOG" | tr '\n' ' ')"
 
 # An interim head passed on.
 curl -sS --max-time 10 -D "$T/early.hdr" -o "$T/early.out" "http://127.0.0.1:$PH/early" 2>/dev/null || true
