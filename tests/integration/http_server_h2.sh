@@ -126,6 +126,7 @@ check [ "$reqs" = 20 ] "20 requests at nginx: $reqs"
 check [ "$conns" -ge 1 ] "connections: $conns"
 check [ "$conns" -le 2 ] "at most server-pool (2) connections: $conns"
 
+for ((i = 0; i < 50; i++)); do (($(http_counter h2_server_streams) >= 25)) && break; sleep 0.1; done
 v=$(http_counter h2_server_streams)
 check [ "$v" -ge 25 ] "h2_server_streams counter: $v"
 v=$(http_counter h2_server_connections)
