@@ -38,7 +38,9 @@
  * before the response head, else the client's transaction is aborted. A
  * connection that fails, or a stream the server refused, before any
  * response byte of a replayable request: the request goes once more on a
- * new connection. */
+ * new connection; a stream refused unprocessed (REFUSED_STREAM, RFC 9113
+ * 8.7) goes again whatever its method, with its body (a copy of what was
+ * sent is kept, up to `buffer`, until a response comes). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +117,17 @@ struct http_h2o_stream {
 	uint32_t		 error;		/* RST_STREAM's code, or the
 						 * connection's failure */
 	bool			 failed;
-	bool			 refused;	/* not processed: may go again */
+	bool			 refused;	/* not answered: a replayable
+						 * request may go again */
+	/* REFUSED_STREAM (or past a GOAWAY's last stream): the server did
+	 * not process it (RFC 9113 8.7), any request may go again while
+	 * none of its body left req. */
+	bool			 unprocessed;
+	uint64_t		 req_sent;	/* body bytes given to nghttp2 */
+	/* A copy of those while no response came, up to `buffer` (NULL
+	 * once over it): what a refused stream sends again. */
+	struct evbuffer		*replay;
+	size_t			 replay_max;
 	bool			 notify;	/* h has something new */
 };
 
@@ -646,6 +658,7 @@ h2o_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
 		st->failed = true;
 		st->error = code;
 		st->refused = code == NGHTTP2_REFUSED_STREAM;
+		st->unprocessed = code == NGHTTP2_REFUSED_STREAM;
 	}
 	h2o_notify(st);
 	return 0;
@@ -666,6 +679,13 @@ h2o_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
 		n = len;
 	if (n != 0) {
 		evbuffer_remove(st->req, buf, n);
+		st->req_sent += n;
+		if (st->replay != NULL && (st->got_bytes ||
+		    st->req_sent > st->replay_max ||
+		    evbuffer_add(st->replay, buf, n) == -1)) {
+			evbuffer_free(st->replay);
+			st->replay = NULL;
+		}
 		h2o_notify(st);	/* room: more of the client's body */
 	}
 	if (evbuffer_get_length(st->req) == 0 && st->req_end) {
@@ -1047,7 +1067,9 @@ h2o_conn_slots(const struct h2o_conn *c)
 	uint32_t max = nghttp2_session_get_remote_settings(c->ng,
 	    NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 
-	return max > H2O_DEFAULT_STREAMS ? H2O_DEFAULT_STREAMS : max;
+	/* Until the server's SETTINGS say (nghttp2: unlimited), a guess. */
+	return max >= NGHTTP2_INITIAL_MAX_CONCURRENT_STREAMS ?
+	    H2O_DEFAULT_STREAMS : max;
 }
 
 /* A connection to dst with a free stream slot; a new one (fresh: never
@@ -1113,6 +1135,8 @@ h2o_stream_free(struct http_h2o_stream *st)
 	free(st->tnvbuf);
 	if (st->req != NULL)
 		evbuffer_free(st->req);
+	if (st->replay != NULL)
+		evbuffer_free(st->replay);
 	if (st->body != NULL)
 		evbuffer_free(st->body);
 	free(st);
@@ -1183,7 +1207,9 @@ h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
 		return -1;
 	st->h = h;
 	st->req_body = h->req_body != HTTP_BODY_NONE;
+	st->replay_max = h->buffer;
 	if ((st->req = evbuffer_new()) == NULL ||
+	    (st->req_body && (st->replay = evbuffer_new()) == NULL) ||
 	    (st->body = evbuffer_new()) == NULL ||
 	    h2o_request_nv(h, st) == -1 ||
 	    (c = h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
@@ -1357,14 +1383,35 @@ http_h2o_input(struct http_state *h)
 
 		/* Never answered, replayable: once more, on a new
 		 * connection (as the HTTP/1.1 pool's retry). */
-		if (st->refused && h->replayable && !h->retried) {
+		if (!h->retried && ((st->refused && h->replayable) ||
+		    (st->unprocessed && (st->req_sent == 0 ||
+		    st->replay != NULL)))) {
+			struct http_h2o_stream *nst;
+
 			memcpy(&dst, &h->srv.dst, sizeof(dst));
-			http_h2o_drop(h);
+			/* The old stream's body queue and trailers go to the
+			 * new one. */
+			h->h2o = NULL;
+			st->h = NULL;
+			h2o_stream_detach(st);
 			h->retried = true;
 			px_session_count(h->s, HTTP_C_RETRIED, 1);
-			if (h2o_dispatch(h, (struct sockaddr *)&dst, true) == 0)
+			if (h2o_dispatch(h, (struct sockaddr *)&dst, true) == -1) {
+				h2o_stream_free(st);
+				http_error(h, 502, "cannot connect to the server");
 				return;
-			http_error(h, 502, "cannot connect to the server");
+			}
+			nst = h->h2o;
+			if (st->replay != NULL)
+				evbuffer_add_buffer(nst->req, st->replay);
+			evbuffer_add_buffer(nst->req, st->req);
+			nst->tnv = st->tnv;
+			nst->ntnv = st->ntnv;
+			nst->tnvbuf = st->tnvbuf;
+			st->tnv = NULL;
+			st->tnvbuf = NULL;
+			h2o_stream_free(st);
+			http_h2o_req_more(h);
 			return;
 		}
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);

@@ -13,7 +13,8 @@ resets: "reset PATH code=N". With a third argument
 N, the first N connections are closed as soon as they come (a server that
 dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
-(Link) before its 200."""
+(Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
+first time and then echoed as /echo is."""
 import socket
 import sys
 import threading
@@ -22,6 +23,9 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.errors
+
+
+REFUSED = set()
 
 
 def serve(conn, log):
@@ -57,6 +61,14 @@ def serve(conn, log):
                     h.send_data(ev.stream_id, b"hello")
                     h.reset_stream(ev.stream_id,
                                    h2.errors.ErrorCodes.INTERNAL_ERROR)
+                elif path.startswith("/refuse-once") and path not in REFUSED:
+                    REFUSED.add(path)
+                    h.reset_stream(ev.stream_id,
+                                   h2.errors.ErrorCodes.REFUSED_STREAM)
+                elif path.startswith("/refuse-once"):
+                    st["path"] = "/echo"    # echoed as /echo is
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("x-te", te)])
                 elif path == "/early":
                     h.send_headers(ev.stream_id, [(":status", "103"),
                                                   ("link", "</a.css>; rel=preload")])

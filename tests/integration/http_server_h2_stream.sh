@@ -14,7 +14,8 @@
 #  - an interim 103 from the server reaches the client before the 200;
 #  - a server connection that dies before any response byte: a
 #    replayable request goes once more on a new connection (retried
-#    counter), a POST gets 502.
+#    counter), a POST gets 502; a stream the server refused
+#    (REFUSED_STREAM: not processed) goes again, a POST with its body too.
 # On main the attribute is unknown: the service does not load.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -130,4 +131,9 @@ check [ "$(grep -c dropped "$DLOG")" = 2 ] "two connections dropped by the origi
 # (The metrics are a snapshot that may lag the log by a moment.)
 for ((i = 0; i < 50; i++)); do (($(http_counter retried) - r0 >= 1)) && break; sleep 0.1; done
 check [ "$(( $(http_counter retried) - r0 ))" = 1 ] "one retry counted"
+out=$(curl -sS --max-time 10 --data-binary 'hello-body' -H 'Expect:' -D - \
+    "http://127.0.0.1:$PH/refuse-once-post" 2>&1 | tr -d '\r') || true
+check grep -q '^HTTP/1.1 200' <<<"$out" "a refused POST went again: $out"
+check grep -q 'hello-body' <<<"$out" "its body too: $out"
+check grep -qi 'x-echo-bytes: 10' <<<"$out" "the server got its 10 bytes once: $out"
 http_done
