@@ -540,7 +540,9 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		h->resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
 		h->resp_left = (uint64_t)m->content_length;
 	}
-	h->srv.keep = !m->conn_close && m->minor == 1 &&
+	/* An HTTP/1.1 server's connection; an h2 stream is never kept (it
+	 * ends with its transaction: http_server_drop). */
+	h->srv.keep = h->srv.io != NULL && !m->conn_close && m->minor == 1 &&
 	    h->resp_body != HTTP_BODY_CLOSE;
 	if (m->status >= 200 || m->status == 101) {
 		h->status = m->status;

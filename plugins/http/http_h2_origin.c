@@ -1234,6 +1234,7 @@ http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
 	 * is not the way this one goes. */
 	if (h->srv.io != NULL)
 		http_server_drop(h, true);
+	http_h2o_drop(h);	/* (none: each ends with its transaction) */
 	return h2o_dispatch(h, dst, false);
 }
 

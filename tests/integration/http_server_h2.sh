@@ -29,6 +29,7 @@ make_file big.bin 20M
 seq 1 20000 >"$T/www/text.txt"
 free_port H2PORT
 free_port H2GA
+free_port H2KA
 free_port OKPORT
 mkdir -p "$T/nginx/tmp/h2body"
 NGINX_SERVERS="
@@ -52,6 +53,11 @@ NGINX_SERVERS="
         access_log $T/nginx/logs/h2ga.log h2;
         root $T/www;
     }
+    server {
+        listen 127.0.0.1:$H2KA http2;
+        access_log off;
+        root $T/www;
+    }
     server { listen 127.0.0.1:$OKPORT; access_log off; location / { return 200 \"ok\\n\"; } }"
 start_nginx
 wait_listen "$H2PORT" 5 "$NGINX_PID" || fail "nginx h2 listener"
@@ -60,12 +66,14 @@ free_port PH
 free_port PC
 free_port PS
 free_port PG
+free_port PK
 write_proxyd_conf 'buffer="64k" idle-timeout="2m"'
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h2o "$PH" "$H2PORT" '<http server-h2="yes" server-pool="2"/>'
 write_http_service h2c "$PC" "$H2PORT" '<http h2c="yes" server-h2="yes" server-pool="2"/>'
 write_http_service slow "$PS" "$H2PORT" '<http server-h2="yes"/>'
 write_http_service ga "$PG" "$H2GA" '<http server-h2="yes" server-idle="1s"/>'
+write_http_service ka "$PK" "$H2KA" '<http server-h2="yes" server-idle="1s"/>'
 start_proxyd
 : >"$T/nginx/logs/h2.log"
 
@@ -146,6 +154,15 @@ check [ "$conns" -ge 4 ] "new connections after GOAWAY: $conns"
 est() { ss -Htn state established "( dport = :$H2GA )" | wc -l; }
 for ((i = 0; i < 50; i++)); do (($(est) == 0)) && break; sleep 0.1; done
 check [ "$(est)" = 0 ] "the idle h2 connection closed after server-idle: $(est) left"
+
+# A keep-alive client's requests each leave their stream at their end:
+# the connection is then idle, and closes after server-idle.
+code=$(curl -sS --max-time 10 -o /dev/null -o /dev/null -w '%{http_code}' \
+    "http://127.0.0.1:$PK/small.bin" "http://127.0.0.1:$PK/small.bin" 2>/dev/null) || true
+check [ "$code" = 200200 ] "two requests on one client connection: $code"
+estk() { ss -Htn state established "( dport = :$H2KA )" | wc -l; }
+for ((i = 0; i < 50; i++)); do (($(estk) == 0)) && break; sleep 0.1; done
+check [ "$(estk)" = 0 ] "idle after a keep-alive client's requests: $(estk) connections left"
 
 # Slow readers of a 20 MB response: bounded by the stream windows.
 N=20
