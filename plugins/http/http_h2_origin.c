@@ -149,6 +149,7 @@ struct h2o_conn {
 	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
 	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
 	char			 name[128];	/* the TLS name checked; "" */
+	char			 why[96];	/* why it failed, for the 502 */
 	bool			 dead;
 	bool			 goaway;
 	bool			 listed;	/* in h2o_conns */
@@ -780,7 +781,8 @@ h2o_conn_fail(struct h2o_conn *c, const char *why)
 {
 	struct http_h2o_stream *st;
 
-	(void)why;
+	if (c->why[0] == '\0')
+		snprintf(c->why, sizeof(c->why), "%s", why);
 	c->dead = true;
 	h2o_conn_unlist(c);
 	px_conn_read_enable(&c->io, false);
@@ -1353,7 +1355,7 @@ void
 http_h2o_input(struct http_state *h)
 {
 	struct http_h2o_stream *st = h->h2o;
-	char why[96];
+	char why[160];
 
 	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
 		return;
@@ -1422,9 +1424,13 @@ http_h2o_input(struct http_state *h)
 			http_error(h, 502, st->hblk->bad);
 			return;
 		}
-		snprintf(why, sizeof(why), st->error == NGHTTP2_CONNECT_ERROR ?
-		    "server connection failed" : "server reset the stream "
-		    "(%s)", nghttp2_http2_strerror(st->error));
+		if (st->error == NGHTTP2_CONNECT_ERROR)
+			snprintf(why, sizeof(why), "server connection failed: "
+			    "%s", st->conn != NULL && st->conn->why[0] != '\0' ?
+			    st->conn->why : "closed");
+		else
+			snprintf(why, sizeof(why), "server reset the stream "
+			    "(%s)", nghttp2_http2_strerror(st->error));
 		http_error(h, 502, why);
 		return;
 	}

@@ -109,7 +109,7 @@ for f in "${files[@]}"; do
 done
 
 check [ "$(grep -vc '^HTTP/2.0 ' "$T/nginx/logs/h2.log")" = 0 ] "nginx saw HTTP/2.0 only: $(grep -v '^HTTP/2.0' "$T/nginx/logs/h2.log" | head -3)"
-check [ "$(log_count 'http-request .*path=/small.bin .*server-proto=h2')" -ge 2 ] "http-request says server-proto=h2"
+wait_log_count 'http-request .*path=/small.bin .*server-proto=h2' 2
 
 # An HTTP/2 client (prior knowledge) through to the h2 server.
 code=$(curl -sS --max-time 10 --http2-prior-knowledge -o "$T/c2.out" -w '%{http_code} %{http_version}' \
