@@ -316,6 +316,14 @@ expect_error content_bad_type "application" "$(at "$C/policy/web.xml" '<content'
 content_case content_bad_action '<content type="text/plain" action="drop"/>'
 expect_error content_bad_action "" "$(at "$C/policy/web.xml" '<content')"
 
+# ---- server-h2= on <http>: no, yes, auto
+content_case h2o_valid '<http server-h2="auto"/>'
+run_check
+echo "[h2o_valid] rc=$RC: $(tr '\n' '|' <<<"$OUT")"
+((RC == 0)) || case_fail "server-h2=\"auto\": --check exited $RC: $OUT"
+content_case h2o_bad '<http server-h2="maybe"/>'
+expect_error h2o_bad 'server-h2="maybe"' "$(at "$C/policy/web.xml" '<http')"
+
 # ---- <source-limits>: per="user" without <auth>, requests= on a service
 # that has no HTTP requests (plug), a rate without its unit, burst= without
 # connections=, nothing to limit; POLICY.md's example loads on an http service
