@@ -5,7 +5,8 @@
 #  - curl HTTP/1.1 -> proxyd -> nginx over h2: GET (by sha256), HEAD, 404,
 #    a 1 MB POST and a chunked upload (nginx keeps each body in a file,
 #    compared by sha256), a gzip response without content-length (chunked
-#    to the HTTP/1.1 client), the http-request line's server-proto=h2, the
+#    to the HTTP/1.1 client, close-delimited to an HTTP/1.0 one), the
+#    http-request line's server-proto=h2, the
 #    h2_server_* counters;
 #  - curl --http2-prior-knowledge to an h2c="yes" service reaches nginx
 #    over h2 too (through its leg);
@@ -92,6 +93,13 @@ curl -sS --max-time 10 -D "$T/gz.hdr" --compressed -o "$T/gz.out" \
     "http://127.0.0.1:$PH/gz/text.txt" || true
 check grep -qi '^transfer-encoding: chunked' "$T/gz.hdr" "gzip response chunked: $(cat "$T/gz.hdr")"
 check cmp -s "$T/gz.out" "$T/www/text.txt" "gzip body"
+# To an HTTP/1.0 client: close-delimited.
+curl -sS --max-time 10 -0 -D "$T/gz10.hdr" --compressed -o "$T/gz10.out" \
+    "http://127.0.0.1:$PH/gz/text.txt" || true
+check grep -q '^HTTP/1.1 200' "$T/gz10.hdr" "HTTP/1.0 client: $(cat "$T/gz10.hdr")"
+check grep -qi '^connection: close' "$T/gz10.hdr" "HTTP/1.0 client: close-delimited"
+check [ "$(grep -ci '^transfer-encoding' "$T/gz10.hdr")" = 0 ] "HTTP/1.0 client: no chunks"
+check cmp -s "$T/gz10.out" "$T/www/text.txt" "HTTP/1.0 client: gzip body"
 
 # 1 MB POST with Content-Length, and a chunked upload
 n0=$(wc -l <"$T/nginx/logs/h2.log")
