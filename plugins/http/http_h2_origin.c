@@ -400,7 +400,7 @@ h2o_block_head(struct h2o_block *b, struct http_head *m, bool add_chunked)
 	m->status = b->status;
 	m->reason = "";
 	m->rlen = 0;
-	m->minor = 1;
+	m->minor = 2;		/* Via: 2 (http_head_response) */
 	m->content_length = -1;
 	m->host = m->upgrade = -1;
 	for (i = 0; i < b->n; i++) {

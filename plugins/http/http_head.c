@@ -500,7 +500,11 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	http_write_fields(&w, m, &fs, &o);
 	if (r->extra != NULL)
 		http_wb_str(&w, r->extra);
-	if (p->via)
+	/* minor 2: the head came from an HTTP/2 server (RFC 9110 7.6.3:
+	 * the protocol it was received in). */
+	if (p->via && m->minor == 2)
+		HTTP_WB_LIT(&w, "Via: 2 proxyd\r\n");
+	else if (p->via)
 		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
 		    "Via: 1.0 proxyd\r\n", 17);
 	if (m->status == 101)

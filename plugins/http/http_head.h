@@ -72,7 +72,8 @@ void	http_head_request(struct evbuffer *out, const struct http_head *m,
  * the response-header rules (Transfer-Encoding dropped when dechunking a
  * final response; Upgrade kept on a 101), then Via and the Connection the
  * client needs: upgrade (101), close (not kept), keep-alive (a kept
- * HTTP/1.0 client). */
+ * HTTP/1.0 client). A head with minor 2 came from an HTTP/2 server (its
+ * fields, not a status line): Via says 2. */
 void	http_head_response(struct evbuffer *out, const struct http_head *m,
 	    const struct http_policy *p, const struct http_resp_ctx *r);
 /* The end of a chunked body: the last chunk ("0\r\n"), the trailer

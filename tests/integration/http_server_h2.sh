@@ -2,7 +2,8 @@
 # HTTP/2 towards servers (server-h2="yes" without TLS: prior-knowledge h2c)
 # against Debian's nginx with `listen ... http2`: nginx's own log says
 # which protocol and which connection each request came on.
-#  - curl HTTP/1.1 -> proxyd -> nginx over h2: GET (by sha256), HEAD, 404,
+#  - curl HTTP/1.1 -> proxyd -> nginx over h2: GET (by sha256), HEAD (Via:
+#    2 proxyd), 404,
 #    a 1 MB POST and a chunked upload (nginx keeps each body in a file,
 #    compared by sha256), a gzip response without content-length (chunked
 #    to the HTTP/1.1 client, close-delimited to an HTTP/1.0 one), the
@@ -13,7 +14,8 @@
 #  - 20 parallel clients share at most server-pool (2) connections;
 #  - nginx's GOAWAY after 3 requests on a connection: the next requests
 #    go on new connections, all answered; a connection left without
-#    streams closes after server-idle;
+#    streams closes after server-idle (also once a keep-alive client's
+#    requests are done);
 #  - slow readers of a 20 MB response keep proxyd's RSS bounded per
 #    session (the stream's window is `buffer`, given back only as the
 #    client takes the bytes).
@@ -85,6 +87,7 @@ check [ "$(sha256_of "$T/small.out")" = "$(sha256_of "$T/www/small.bin")" ] "GET
 hd=$(curl -sS -I --max-time 10 "http://127.0.0.1:$PH/small.bin" | tr -d '\r')
 check grep -q '^HTTP/1.1 200' <<<"$hd" "HEAD status: $hd"
 check grep -qi '^content-length: 102400$' <<<"$hd" "HEAD content-length: $hd"
+check grep -q '^Via: 2 proxyd$' <<<"$hd" "Via says the response came over HTTP/2: $hd"
 read -r rc code < <(http_get "http://127.0.0.1:$PH/nope" "$T/nope.out")
 check [ "$code" = 404 ] "404 over h2: $code"
 
