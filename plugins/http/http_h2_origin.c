@@ -66,6 +66,8 @@
 /* nghttp2's output taken per write round. */
 #define H2O_OUT_HIGH		(64 * 1024)
 #define H2O_READ_MAX		(64 * 1024)
+/* Times a request goes again after streams refused unprocessed. */
+#define H2O_REFUSALS		4
 
 struct h2o_conn;
 
@@ -124,6 +126,8 @@ struct http_h2o_stream {
 	 * none of its body left req. */
 	bool			 unprocessed;
 	uint64_t		 req_sent;	/* body bytes given to nghttp2 */
+	unsigned		 refusals;	/* streams of this request refused
+						 * unprocessed before this one */
 	/* A copy of those while no response came, up to `buffer` (NULL
 	 * once over it): what a refused stream sends again. */
 	struct evbuffer		*replay;
@@ -1386,9 +1390,12 @@ http_h2o_input(struct http_state *h)
 
 		/* Never answered, replayable: once more, on a new
 		 * connection (as the HTTP/1.1 pool's retry). */
-		if (!h->retried && ((st->refused && h->replayable) ||
-		    (st->unprocessed && (st->req_sent == 0 ||
-		    st->replay != NULL)))) {
+		/* Unprocessed, it may go more than once: a server over its
+		 * concurrent streams refuses those past them, and a stream
+		 * sent before its SETTINGS came may meet that again. */
+		if ((!h->retried && st->refused && h->replayable) ||
+		    (st->unprocessed && st->refusals < H2O_REFUSALS &&
+		    (st->req_sent == 0 || st->replay != NULL))) {
 			struct http_h2o_stream *nst;
 
 			memcpy(&dst, &h->srv.dst, sizeof(dst));
@@ -1397,14 +1404,21 @@ http_h2o_input(struct http_state *h)
 			h->h2o = NULL;
 			st->h = NULL;
 			h2o_stream_detach(st);
-			h->retried = true;
+			if (!st->unprocessed)
+				h->retried = true;
 			px_session_count(h->s, HTTP_C_RETRIED, 1);
-			if (h2o_dispatch(h, (struct sockaddr *)&dst, true) == -1) {
+			/* A connection that died: a fresh one (its siblings
+			 * may be gone too). A stream refused: any with a free
+			 * slot, within server-pool (a server over its
+			 * concurrent streams refuses those past them). */
+			if (h2o_dispatch(h, (struct sockaddr *)&dst,
+			    !st->unprocessed) == -1) {
 				h2o_stream_free(st);
 				http_error(h, 502, "cannot connect to the server");
 				return;
 			}
 			nst = h->h2o;
+			nst->refusals = st->refusals + st->unprocessed;
 			if (st->replay != NULL)
 				evbuffer_add_buffer(nst->req, st->replay);
 			evbuffer_add_buffer(nst->req, st->req);

@@ -11,7 +11,9 @@
 #    h2_server_* counters;
 #  - curl --http2-prior-knowledge to an h2c="yes" service reaches nginx
 #    over h2 too (through its leg);
-#  - 20 parallel clients share at most server-pool (2) connections;
+#  - 20 parallel clients share at most server-pool (2) connections; with
+#    nginx's http2_max_concurrent_streams 2, 12 slow ones open new
+#    connections up to server-pool (3) and wait for slots past that;
 #  - nginx's GOAWAY after 3 requests on a connection: the next requests
 #    go on new connections, all answered; a connection left without
 #    streams closes after server-idle (also once a keep-alive client's
@@ -33,6 +35,7 @@ seq 1 20000 >"$T/www/text.txt"
 free_port H2PORT
 free_port H2GA
 free_port H2KA
+free_port H2MC
 free_port OKPORT
 mkdir -p "$T/nginx/tmp/h2body"
 NGINX_SERVERS="
@@ -61,6 +64,12 @@ NGINX_SERVERS="
         access_log off;
         root $T/www;
     }
+    server {
+        listen 127.0.0.1:$H2MC http2;
+        http2_max_concurrent_streams 2;
+        access_log $T/nginx/logs/h2mc.log h2;
+        location / { root $T/www; limit_rate 2m; }
+    }
     server { listen 127.0.0.1:$OKPORT; access_log off; location / { return 200 \"ok\\n\"; } }"
 start_nginx
 wait_listen "$H2PORT" 5 "$NGINX_PID" || fail "nginx h2 listener"
@@ -70,6 +79,7 @@ free_port PC
 free_port PS
 free_port PG
 free_port PK
+free_port PM
 write_proxyd_conf 'buffer="64k" idle-timeout="2m"'
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h2o "$PH" "$H2PORT" '<http server-h2="yes" server-pool="2"/>'
@@ -77,6 +87,7 @@ write_http_service h2c "$PC" "$H2PORT" '<http h2c="yes" server-h2="yes" server-p
 write_http_service slow "$PS" "$H2PORT" '<http server-h2="yes"/>'
 write_http_service ga "$PG" "$H2GA" '<http server-h2="yes" server-idle="1s"/>'
 write_http_service ka "$PK" "$H2KA" '<http server-h2="yes" server-idle="1s"/>'
+write_http_service mc "$PM" "$H2MC" '<http server-h2="yes" server-pool="3"/>'
 start_proxyd
 : >"$T/nginx/logs/h2.log"
 
@@ -151,6 +162,23 @@ check [ "$v" -ge 25 ] "h2_server_streams counter: $v"
 v=$(http_counter h2_server_connections)
 check [ "$v" -ge 1 ] "h2_server_connections counter: $v"
 check [ "$v" -le 8 ] "h2_server_connections counter bounded: $v"
+
+# A server that takes 2 streams per connection: new connections as they
+# fill, up to server-pool (3); past that the streams wait for a slot.
+pids=()
+for ((i = 0; i < 12; i++)); do
+    curl -sS --max-time 30 -o "$T/mc.$i" "http://127.0.0.1:$PM/one.bin" &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || true; done
+good=0
+for ((i = 0; i < 12; i++)); do
+    [[ $(sha256_of "$T/mc.$i") == "$(sha256_of "$T/www/one.bin")" ]] && good=$((good + 1))
+done
+check [ "$good" = 12 ] "12 requests over 2-stream connections: $good whole"
+conns=$(awk '{print $2}' "$T/nginx/logs/h2mc.log" | sort -u | wc -l)
+info "12 parallel requests, 2 streams a connection, server-pool 3: $conns connections"
+check [ "$conns" = 3 ] "connections opened as streams filled, up to server-pool: $conns"
 
 # GOAWAY after 3 requests: 10 in a row all answered, on new connections.
 ok=0
