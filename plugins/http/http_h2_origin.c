@@ -1325,8 +1325,13 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 		h->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
-	if (taken != 0 && st->conn != NULL && !st->conn->dead)
+	if (taken != 0 && st->conn != NULL && !st->conn->dead) {
 		(void)nghttp2_session_consume(st->conn->ng, st->id, taken);
+		/* The window goes back now: a client draining its output
+		 * is the only event a stalled stream may see. */
+		if (st->conn->busy == 0)
+			h2o_conn_flush(st->conn);
+	}
 	if (h->resp == HTTP_RESP_BODY && st->ended &&
 	    evbuffer_get_length(st->body) == 0) {
 		size_t before = evbuffer_get_length(to);

@@ -214,7 +214,10 @@ else
     # 17 MB per session, measured.
     check [ "$per" -lt $((64 * 5 / 2)) ] "KB per slow reader: $per"
 fi
-read -r rc code < <(http_get "http://127.0.0.1:$PS/big.bin" "$T/big.out")
+# A client slower than the server: each window the server gets back is
+# what the client took (WINDOW_UPDATE sent as it drains, not only when
+# the server sends).
+read -r rc code < <(http_get "http://127.0.0.1:$PS/big.bin" "$T/big.out" --limit-rate 40M)
 check [ "$code" = 200 ] "full 20 MB fetch: $code"
 check [ "$(sha256_of "$T/big.out")" = "$(sha256_of "$T/www/big.bin")" ] "20 MB body"
 http_done
