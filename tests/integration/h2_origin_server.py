@@ -14,7 +14,7 @@ N, the first N connections are closed as soon as they come (a server that
 dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
 (Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
-first time and then echoed as /echo is."""
+first time and then echoed as /echo is, /hang is never answered."""
 import socket
 import sys
 import threading
@@ -69,6 +69,8 @@ def serve(conn, log):
                     st["path"] = "/echo"    # echoed as /echo is
                     h.send_headers(ev.stream_id, [(":status", "200"),
                                                   ("x-te", te)])
+                elif path == "/hang":
+                    pass                    # never answered
                 elif path == "/early":
                     h.send_headers(ev.stream_id, [(":status", "103"),
                                                   ("link", "</a.css>; rel=preload")])

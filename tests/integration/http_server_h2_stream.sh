@@ -11,6 +11,8 @@
 #    the client's transaction is cut (logged http-server-reset);
 #  - a client that goes away inside its transaction: the server's stream
 #    is reset (RST_STREAM CANCEL);
+#  - a server that never answers: 504 at response-timeout, the stream
+#    cancelled;
 #  - an interim 103 from the server reaches the client before the 200;
 #  - a server connection that dies before any response byte: a
 #    replayable request goes once more on a new connection (retried
@@ -45,6 +47,8 @@ free_port PD
 write_proxyd_conf
 write_http_service h2o "$PH" "$OP" '<http server-h2="yes" trailers="pass"/>'
 write_http_service h2d "$PD" "$OD" '<http server-h2="yes"/>'
+free_port PT
+write_http_service h2t "$PT" "$OP" '<http server-h2="yes"><limits response-timeout="1s"/></http>'
 start_proxyd
 
 cat >"$T/duplex.py" <<'PY'
@@ -110,6 +114,13 @@ s.close()
 PY
 wait_grep "$OLOG" '^reset /echo-cancel code=8$' 5 || true
 check grep -q '^reset /echo-cancel code=8$' "$OLOG" "the server's stream cancelled when the client left: $(grep reset "$OLOG" | tr '\n' ' ')"
+
+# A server that never answers: 504 at response-timeout, its stream
+# cancelled.
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PT/hang" 2>/dev/null) || true
+check [ "$code" = 504 ] "an unanswered stream: $code"
+wait_grep "$OLOG" '^reset /hang code=8$' 5 || true
+check grep -q '^reset /hang code=8$' "$OLOG" "the unanswered stream cancelled"
 
 # An interim head passed on.
 curl -sS --max-time 10 -D "$T/early.hdr" -o "$T/early.out" "http://127.0.0.1:$PH/early" 2>/dev/null || true
