@@ -9,6 +9,8 @@
 #    to the HTTP/1.1 client, close-delimited to an HTTP/1.0 one), the
 #    http-request line's server-proto=h2, the
 #    h2_server_* counters;
+#  - forward mode: an absolute-form request reaches the h2 server it
+#    names (:authority, :path in origin form);
 #  - curl --http2-prior-knowledge to an h2c="yes" service reaches nginx
 #    over h2 too (through its leg);
 #  - 20 parallel clients share at most server-pool (2) connections; with
@@ -80,6 +82,7 @@ free_port PS
 free_port PG
 free_port PK
 free_port PM
+free_port PF
 write_proxyd_conf 'buffer="64k" idle-timeout="2m"'
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h2o "$PH" "$H2PORT" '<http server-h2="yes" server-pool="2"/>'
@@ -88,6 +91,7 @@ write_http_service slow "$PS" "$H2PORT" '<http server-h2="yes"/>'
 write_http_service ga "$PG" "$H2GA" '<http server-h2="yes" server-idle="1s"/>'
 write_http_service ka "$PK" "$H2KA" '<http server-h2="yes" server-idle="1s"/>'
 write_http_service mc "$PM" "$H2MC" '<http server-h2="yes" server-pool="3"/>'
+write_http_service fwd "$PF" 0 '<http server-h2="yes"/>' forward
 start_proxyd
 : >"$T/nginx/logs/h2.log"
 
@@ -101,6 +105,13 @@ check grep -qi '^content-length: 102400$' <<<"$hd" "HEAD content-length: $hd"
 check grep -q '^Via: 2 proxyd$' <<<"$hd" "Via says the response came over HTTP/2: $hd"
 read -r rc code < <(http_get "http://127.0.0.1:$PH/nope" "$T/nope.out")
 check [ "$code" = 404 ] "404 over h2: $code"
+
+# Forward mode: the absolute-form target names the h2 server.
+code=$(curl -sS --max-time 10 -x "http://127.0.0.1:$PF" -o "$T/fwd.out" -w '%{http_code}' \
+    "http://127.0.0.1:$H2PORT/small.bin?x=1") || true
+check [ "$code" = 200 ] "forward mode to the h2 server: $code"
+check [ "$(sha256_of "$T/fwd.out")" = "$(sha256_of "$T/www/small.bin")" ] "forward mode body"
+check grep -q "^HTTP/2.0 [0-9]* \"GET /small.bin?x=1 HTTP/2.0\" 200" "$T/nginx/logs/h2.log" "nginx got the origin-form path"
 
 # A response without content-length: chunked to the HTTP/1.1 client.
 curl -sS --max-time 10 -D "$T/gz.hdr" --compressed -o "$T/gz.out" \
