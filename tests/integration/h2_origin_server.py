@@ -14,7 +14,8 @@ N, the first N connections are closed as soon as they come (a server that
 dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
 (Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
-first time and then echoed as /echo is, /hang is never answered."""
+first time and then echoed as /echo is, /hang is never answered, /sink... never answered and its body never
+taken (the stream's window stays shut)."""
 import socket
 import sys
 import threading
@@ -69,6 +70,8 @@ def serve(conn, log):
                     st["path"] = "/echo"    # echoed as /echo is
                     h.send_headers(ev.stream_id, [(":status", "200"),
                                                   ("x-te", te)])
+                elif path.startswith("/sink"):
+                    pass    # reads nothing: its window stays shut
                 elif path == "/hang":
                     pass                    # never answered
                 elif path == "/early":
@@ -86,9 +89,10 @@ def serve(conn, log):
                                                   ("content-length", "0")],
                                    end_stream=True)
             elif isinstance(ev, h2.events.DataReceived):
-                h.acknowledge_received_data(ev.flow_controlled_length,
-                                            ev.stream_id)
                 st = streams.get(ev.stream_id)
+                if st is None or not st["path"].startswith("/sink"):
+                    h.acknowledge_received_data(ev.flow_controlled_length,
+                                                ev.stream_id)
                 if st is not None and st["path"].startswith("/echo"):
                     st["bytes"] += len(ev.data)
                     try:

@@ -11,6 +11,8 @@
 #    the client's transaction is cut (logged http-server-reset);
 #  - a client that goes away inside its transaction: the server's stream
 #    is reset (RST_STREAM CANCEL);
+#  - a server that takes no body: proxyd's memory does not grow with the
+#    upload (the stream's window, then the client's, shut);
 #  - a server that never answers: 504 at response-timeout, the stream
 #    cancelled;
 #  - an interim 103 from the server reaches the client before the 200;
@@ -121,6 +123,21 @@ code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$
 check [ "$code" = 504 ] "an unanswered stream: $code"
 wait_grep "$OLOG" '^reset /hang code=8$' 5 || true
 check grep -q '^reset /hang code=8$' "$OLOG" "the unanswered stream cancelled"
+
+# A server that takes no body: the stream's window shuts, the client's
+# upload stops, proxyd holds about buffer of it (its peak RSS does not
+# grow by the 16 MB sent at it).
+hwm0=$(vm_kb "$PROXYD_PID" VmHWM)
+head -c 16M /dev/zero >"$T/zero.bin"
+curl -sS --max-time 3 -o /dev/null --data-binary @"$T/zero.bin" -H 'Expect:' \
+    "http://127.0.0.1:$PH/sink" 2>/dev/null || true
+hwm1=$(vm_kb "$PROXYD_PID" VmHWM)
+info "peak RSS $hwm0 KB -> $hwm1 KB around a 16 MB upload to a server that takes none"
+if http_sanitized; then
+    info "sanitizer build: RSS bound not checked"
+else
+    check [ "$((hwm1 - hwm0))" -lt 4096 ] "peak RSS growth under an upload the server does not take: $((hwm1 - hwm0)) KB"
+fi
 
 # An interim head passed on.
 curl -sS --max-time 10 -D "$T/early.hdr" -o "$T/early.out" "http://127.0.0.1:$PH/early" 2>/dev/null || true
