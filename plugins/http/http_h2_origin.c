@@ -150,6 +150,10 @@ struct h2o_conn {
 	uint64_t		 idle_ms;
 	bool			 connected;
 	bool			 tls;		/* TLS towards the server */
+	/* What else it was made with (px_session_upstream_tls, _mark):
+	 * only sessions alike share it. */
+	const void		*tls_ctx;
+	int64_t			 mark;
 	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
 	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
 	char			 name[128];	/* the TLS name checked; "" */
@@ -1035,6 +1039,8 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 	    h2o_conn_writable, c) == -1)
 		goto fail;
 	c->tls = px_session_tls_originates(h->s);
+	c->tls_ctx = px_session_upstream_tls(h->s);
+	c->mark = px_session_upstream_mark(h->s);
 	c->offer_h1 = h->pol->server_h2 == HTTP_SERVER_H2_AUTO;
 	c->ready = !c->tls;
 	h2o_name(h, c->name, sizeof(c->name));
@@ -1100,6 +1106,8 @@ h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	if (!fresh)
 		TAILQ_FOREACH(c, &h2o_conns, link) {
 			if (c->dead || c->goaway || c->tls != tls ||
+			    c->tls_ctx != px_session_upstream_tls(h->s) ||
+			    c->mark != px_session_upstream_mark(h->s) ||
 			    memcmp(&c->dst, dst, len) != 0 ||
 			    strcmp(c->name, name) != 0)
 				continue;

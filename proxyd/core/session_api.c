@@ -306,6 +306,18 @@ px_session_tls_originate(struct px_session *s, struct px_conn *c,
 	return px_tls_attach(c, s->svc->tls_server, &peer);
 }
 
+const void *
+px_session_upstream_tls(const struct px_session *s)
+{
+	return s->svc->tls_server;
+}
+
+int64_t
+px_session_upstream_mark(const struct px_session *s)
+{
+	return s->svc->has_mark ? (int64_t)s->svc->mark : -1;
+}
+
 const char *
 px_session_tls_server_name(const struct px_session *s)
 {

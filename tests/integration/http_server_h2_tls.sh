@@ -6,6 +6,9 @@
 #  - server-h2="auto" offers h2,http/1.1 and uses what nginx picked:
 #    HTTP/2.0 on the h2 listener, HTTP/1.1 on the other (the request that
 #    found out goes the HTTP/1.1 way, and so do the next ones);
+#  - a service whose TLS settings differ gets its own connection (one
+#    whose CA does not verify nginx gets 502, however many verified ones
+#    are open);
 #  - an HTTP/1.1 client's 1 MB upload over TLS h2 arrives whole, sent
 #    with its head before the connection's handshake is done.
 # On main the attribute is unknown: the service does not load.
@@ -21,6 +24,7 @@ make_file one.bin 1M
 P=$T/pki
 tls_ca origin-ca "origin CA"
 tls_leaf origin "/CN=origin.test" "DNS:origin.test" serverAuth origin-ca
+tls_ca other-ca "another CA"
 free_port N2
 free_port N1
 free_port OKPORT
@@ -58,12 +62,14 @@ free_port PY1
 free_port PA2
 free_port PA1
 free_port PU
+free_port PB
 write_proxyd_conf
 write_http_service y2 "$PY2" "$N2" "<http server-h2=\"yes\"/>$ORIG"
 write_http_service y1 "$PY1" "$N1" "<http server-h2=\"yes\"/>$ORIG"
 write_http_service a2 "$PA2" "$N2" "<http server-h2=\"auto\"/>$ORIG"
 write_http_service a1 "$PA1" "$N1" "<http server-h2=\"auto\"/>$ORIG"
 write_http_service up "$PU" "$N2" "<http server-h2=\"yes\"/>$ORIG"
+write_http_service bad "$PB" "$N2" "<http server-h2=\"yes\"/><tls side=\"server\" mode=\"originate\" ca=\"$P/other-ca.pem\" sni=\"origin.test\"/>"
 start_proxyd
 
 fetch() { # PORT PATH: "code sha256"
@@ -75,6 +81,10 @@ want="200 $(sha256_of "$T/www/small.bin")"
 
 check [ "$(fetch "$PY2" /small.bin)" = "$want" ] "yes over TLS to an h2 listener"
 check [ "$(fetch "$PA2" /small.bin)" = "$want" ] "auto over TLS to an h2 listener"
+# Another service's TLS (a CA that did not sign nginx's certificate) does
+# not ride on the connection the first one verified.
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PB/small.bin" 2>/dev/null) || true
+check [ "$code" = 502 ] "a service whose CA does not verify the server: $code"
 check [ "$(fetch "$PA1" /small.bin)" = "$want" ] "auto over TLS to an HTTP/1.1 listener (first)"
 check [ "$(fetch "$PA1" /small.bin)" = "$want" ] "auto over TLS to an HTTP/1.1 listener (again)"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PY1/small.bin" 2>/dev/null) || true
