@@ -15,7 +15,7 @@ dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
 (Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
 first time and then echoed as /echo is, /hang is never answered, /sink... never answered and its body never
-taken (the stream's window stays shut)."""
+taken (the stream's window stays shut; the connection's is given back)."""
 import socket
 import sys
 import threading
@@ -93,6 +93,13 @@ def serve(conn, log):
                 if st is None or not st["path"].startswith("/sink"):
                     h.acknowledge_received_data(ev.flow_controlled_length,
                                                 ev.stream_id)
+                elif ev.flow_controlled_length:
+                    # A sink's own window stays shut, the connection's
+                    # comes back (as nghttp2 and nginx do): the
+                    # connection is shared by every client's stream, a
+                    # stream nobody reads must not stall the others.
+                    h.increment_flow_control_window(
+                        ev.flow_controlled_length)
                 if st is not None and st["path"].startswith("/echo"):
                     st["bytes"] += len(ev.data)
                     try:

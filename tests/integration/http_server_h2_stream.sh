@@ -164,4 +164,13 @@ out=$(curl -sS --max-time 10 --data-binary 'hello-body' -H 'Expect:' -D - \
 check grep -q '^HTTP/1.1 200' <<<"$out" "a refused POST went again: $out"
 check grep -q 'hello-body' <<<"$out" "its body too: $out"
 check grep -qi 'x-echo-bytes: 10' <<<"$out" "the server got its 10 bytes once: $out"
+# A body over one DATA frame, refused with it on the way: all of it again
+# (the refused stream's copy, then the rest).
+head -c 40000 /dev/urandom >"$T/big.bin"
+code=$(curl -sS --max-time 10 --data-binary @"$T/big.bin" -H 'Expect:' \
+    -D "$T/big.hdr" -o "$T/big.out" -w '%{http_code}' \
+    "http://127.0.0.1:$PH/refuse-once-big" 2>/dev/null) || true
+check [ "$code" = 200 ] "a refused 40000-byte POST went again: $code"
+check cmp -s "$T/big.bin" "$T/big.out" "its whole body echoed: $(wc -c <"$T/big.out") bytes"
+check grep -qi 'x-echo-bytes: 40000' "$T/big.hdr" "the server got its 40000 bytes once: $(tr -d '\r' <"$T/big.hdr")"
 http_done
