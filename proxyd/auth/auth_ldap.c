@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/time.h>
 
 #define LDAP_DEPRECATED 0
@@ -183,10 +182,9 @@ px_ldap_name_attr(const char *filter, char *buf, size_t size)
 
 /* The service's bind, then the one entry the filter finds: its DN in
  * *dn (ldap_memfree) and its groups into r->id. The user's name becomes
- * the entry's own spelling of it (the value of the attribute the filter
- * compares it with, when it has one value equal to it but for case), so
- * that "ALICE" is alice to user= as it is to the directory. -1: r says
- * why. */
+ * the entry's own value of the attribute the filter compares it with
+ * (it must have exactly one), so that "ALICE" or "alice " is alice to
+ * user= as it is to the directory. -1: r says why. */
 static int
 px_ldap_find(LDAP *ld, struct px_authn *an, struct px_auth_req *r,
     const char *user, char **dn)
@@ -255,18 +253,29 @@ px_ldap_find(LDAP *ld, struct px_authn *an, struct px_auth_req *r,
 		ldap_msgfree(res);
 		return -1;
 	}
-	*dn = ldap_get_dn(ld, entry);
-	if (name_attr[0] != '\0' && (vals = ldap_get_values_len(ld, entry,
-	    name_attr)) != NULL) {
-		if (vals[0] != NULL && vals[1] == NULL &&
-		    vals[0]->bv_len == strlen(user) &&
-		    vals[0]->bv_len < sizeof(r->id.user) &&
-		    strncasecmp(vals[0]->bv_val, user, vals[0]->bv_len) == 0) {
-			memcpy(r->id.user, vals[0]->bv_val, vals[0]->bv_len);
-			r->id.user[vals[0]->bv_len] = '\0';
-		}
-		ldap_value_free_len(vals);
+	/* The user is who the directory says: the entry's one value of the
+	 * attribute the filter matched, whatever the typed spelling ("alice ",
+	 * "ALICE" match alice under the usual matching rules). An entry
+	 * without exactly one such value (or a filter naming none) proves no
+	 * name. */
+	vals = name_attr[0] != '\0' ? ldap_get_values_len(ld, entry,
+	    name_attr) : NULL;
+	if (vals == NULL || vals[0] == NULL || vals[1] != NULL ||
+	    vals[0]->bv_len == 0 || vals[0]->bv_len >= sizeof(r->id.user) ||
+	    memchr(vals[0]->bv_val, '\0', vals[0]->bv_len) != NULL) {
+		r->result = PX_AUTH_NO_USER;
+		snprintf(r->reason, sizeof(r->reason), "entry without a single "
+		    "value of %s", name_attr[0] != '\0' ? name_attr :
+		    "the user-filter's attribute");
+		if (vals != NULL)
+			ldap_value_free_len(vals);
+		ldap_msgfree(res);
+		return -1;
 	}
+	memcpy(r->id.user, vals[0]->bv_val, vals[0]->bv_len);
+	r->id.user[vals[0]->bv_len] = '\0';
+	ldap_value_free_len(vals);
+	*dn = ldap_get_dn(ld, entry);
 	if (an->group_attr != NULL && (vals = ldap_get_values_len(ld, entry,
 	    an->group_attr)) != NULL) {
 		for (i = 0; vals[i] != NULL; i++)

@@ -11,7 +11,8 @@
 # and logged result=bad-password without the password; a user name that
 # is an LDAP filter (*)(uid=*) matches nobody; Proxy-Authorization never
 # reaches the server; a keep-alive connection is asked once; a group rule
-# lets alice (in ops) reach /admin/ and gives bob 403; ALICE is alice.
+# lets alice (in ops) reach /admin/ and gives bob 403; ALICE, "alice " and
+# " alice" are alice (the directory's value of uid).
 # Over a TLS listener Basic is offered and taken without
 # basic-without-tls (401, WWW-Authenticate, Authorization).
 # HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, Basic and
@@ -32,6 +33,7 @@ need_cmds nginx curl python3 openssl slapd ldapadd krb5kdc kdb5_util kadmin.loca
 setup
 
 printf 'alpha\n' >"$T/www/a.txt"
+printf 'beta\n' >"$T/www/not-alice.txt"
 mkdir -p "$T/www/admin"
 printf 'secret-page\n' >"$T/www/admin/x.txt"
 start_nginx
@@ -72,6 +74,7 @@ write_http_service fwd "$PF" 0 "
 <auth authenticator=\"corp dir\" methods=\"negotiate basic\" required=\"yes\" basic-without-tls=\"yes\" realm=\"proxyd test\"/>
 <audit min-size=\"0\"/>
 <http>
+  <url path=\"/not-alice.txt\" user=\"alice\" action=\"deny\" status=\"403\"/>
   <url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>
   <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
 </http>" forward
@@ -162,6 +165,13 @@ check [ "$code" = 407 ] "user * passed: $code"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user ALICE:alice-ldap-pw -x "$PX" "$U/admin/x.txt?upper")
 check [ "$code" = 200 ] "ALICE to /admin/: $code"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/admin/x\.txt\?upper status=200 .* user=alice auth=basic" "$ASYNC_WAIT" "ALICE logged as alice"
+# spaces the directory's matching ignores: "alice " and " alice" are alice
+# to user= (the not-alice.txt rule refuses alice) and in the log
+for u in 'alice ' ' alice' 'ALICE  '; do
+    code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user "$u:alice-ldap-pw" -x "$PX" "$U/not-alice.txt")
+    check [ "$code" = 403 ] "user=alice rule for typed [$u]: $code"
+done
+check wait_grep "$PROXYD_LOG" "http-request .* path=/not-alice\.txt status=403 .* user=alice auth=basic" "$ASYNC_WAIT" "a spaced alice logged as alice"
 
 # --- keep-alive: asked once
 n0=$(log_count 'auth authenticator=dir ')
