@@ -537,6 +537,8 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 		    "not allowed by the proxy policy",
 		    "permission denied by the proxy policy");
 	}
+	if (ftp_auth_on(s) && ftp_auth_gate(s, st, c, &rc))
+		return rc;
 	if (strcmp(c->verb, "USER") == 0) {
 		st->user_ok = false;
 		st->user[0] = '\0';
@@ -565,9 +567,10 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 			    "allowed by the proxy policy", st->user);
 		}
 		st->user_ok = true;
-		ftp_quota_user(st, p, c->arg);
+		/* Under <auth> the quota waits for the proven name. */
 		if (ftp_auth_on(s))
 			return ftp_auth_user(s, st, c);
+		ftp_quota_user(st, p, c->arg);
 	} else if (strcmp(c->verb, "PASS") == 0) {
 		if (!st->user_ok) {
 			ftp_log_cmd(s, st, c, "verdict=deny reason=no-user "

@@ -68,6 +68,44 @@ ftp_auth_id(const struct ftp_state *st)
 	return st->auth != NULL && st->auth->have_id ? &st->auth->id : NULL;
 }
 
+/* Before the USER branch of every command under <auth>: true (rc set) when
+ * the proxy answers it itself. Once a proven user is logged in, USER and
+ * REIN are refused: the server stays logged in as the mapped login and
+ * the identity, its quota and its rules must stay with it. Until then
+ * only the login's own commands (and those a client sends before it,
+ * answered by the server or by ftp_tls_command) go on: nothing reaches
+ * the server in the name of a user not proven yet. */
+bool
+ftp_auth_gate(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c, int *rc)
+{
+	static const char *const before_login[] = { "USER", "PASS", "QUIT",
+	    "FEAT", "SYST", "OPTS", "HELP", "NOOP", "AUTH", "PBSZ", "PROT",
+	    NULL };
+	bool in = st->auth != NULL && st->auth->have_id && st->logged_in;
+	size_t i;
+
+	if (in && (strcmp(c->verb, "USER") == 0 ||
+	    strcmp(c->verb, "REIN") == 0)) {
+		px_session_count(s, FTP_C_DENIED_USER, 1);
+		ftp_log_cmd(s, st, c, "verdict=deny reason=relogin "
+		    "rule=builtin (inband authentication)");
+		*rc = ftp_reply_local(s, st, c->verb, "503 Already logged in "
+		    "as %s", st->user);
+		return true;
+	}
+	if (in)
+		return false;
+	for (i = 0; before_login[i] != NULL; i++)
+		if (strcmp(c->verb, before_login[i]) == 0)
+			return false;
+	ftp_log_cmd(s, st, c, "verdict=deny reason=not-logged-in "
+	    "rule=builtin (inband authentication)");
+	*rc = ftp_reply_local(s, st, c->verb, "530 Please login with USER "
+	    "and PASS");
+	return true;
+}
+
 /* USER: kept, answered by the proxy. */
 int
 ftp_auth_user(struct px_session *s, struct ftp_state *st,
@@ -116,9 +154,11 @@ ftp_auth_pass(struct px_session *s, struct ftp_state *st,
 	    "authentication)");
 	/* Kept only where a rule may pass it on, and only until then. */
 	for (l = p->logins; l < p->logins + p->nlogins; l++)
-		if (l->pass_password && (a->pw = strndup(c->arg,
-		    c->arglen)) == NULL)
-			return -1;
+		if (l->pass_password) {
+			if ((a->pw = strndup(c->arg, c->arglen)) == NULL)
+				return -1;
+			break;		/* one copy, zeroed by ftp_auth_forget */
+		}
 	r = px_auth_req_new(PX_AUTH_PASSWORD, u->ldap, NULL, st->user,
 	    c->arg, c->arglen);
 	if (r == NULL)

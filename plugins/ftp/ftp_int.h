@@ -246,6 +246,10 @@ bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 
 struct px_auth_id;
 bool	ftp_auth_on(const struct px_session *s);
+/* A command the proxy answers itself before/after the proven login (USER
+ * again, REIN, anything before it): true, *rc ftp_command's result. */
+bool	ftp_auth_gate(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, int *rc);
 /* USER and PASS from the client, accepted by the policy: never sent on;
  * ftp_command's results. */
 int	ftp_auth_user(struct px_session *s, struct ftp_state *st,

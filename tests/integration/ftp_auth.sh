@@ -18,7 +18,9 @@
 #   - a wrong password: 530, result=bad-password logged without the
 #     password, counted in proxyd_auth_total{method="password"}; an LDAP
 #     filter as user name: 530; carol, whom no <login> takes: 530;
-#   - commands pipelined behind PASS wait for the answer;
+#   - commands pipelined behind PASS wait for the answer; once logged
+#     in, USER and REIN get 503 (alice stays alice to the rules); between
+#     USER and PASS any other command gets 530 from the proxy;
 #   - a directory that is down: 421 and the session ends; one that
 #     stalls: 421 within its timeout while another session on the single
 #     worker logs in and transfers meanwhile;
@@ -231,6 +233,37 @@ assert_eq "$(sed -n 1p <<<"$out" | cut -c1-3)" 331 "USER"
 assert_eq "$(sed -n 2p <<<"$out")" "230 User alice logged in" "PASS"
 assert_eq "$(sed -n 3p <<<"$out" | cut -c1-3)" 257 "PWD after the login"
 assert_eq "$(sed -n 4p <<<"$out" | cut -c1-3)" 221 "QUIT"
+
+info "logged in, USER and REIN are refused: the identity, its rules and quota stay"
+printf 'gone\n' >"$FTP_ROOT/pub/gone.txt"
+out=$(ftpc "$PA" alice alice-ldap-pw "USER bob" "REIN x" "get ops/secret.txt" "DELE pub/gone.txt")
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "err 503 Already logged in as alice" "a second USER"
+assert_eq "$(sed -n 3p <<<"$out")" "err 503 Already logged in as alice" "REIN"
+assert_eq "$(sed -n 4p <<<"$out")" "ok ops-only" "still alice to the group rule"
+assert_eq "$(sed -n 5p <<<"$out" | cut -c1-6)" "ok 250" "still alice to the user rule"
+assert_log 'ftp-command user=alice cmd=USER arg="bob" verdict=deny reason=relogin'
+
+info "between USER and a proven PASS nothing else reaches the server"
+out=$(timeout 30 python3 - "$PA" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+f = s.makefile("rb")
+def reply():
+    line = f.readline().decode()
+    while line[3:4] == "-":
+        line = f.readline().decode()
+    return line.strip()
+reply()                                            # greeting
+for c in (b"USER alice", b"CWD ops", b"PASS alice-ldap-pw", b"QUIT"):
+    s.sendall(c + b"\r\n")
+    print(reply())
+EOF
+)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "530 Please login with USER and PASS" "CWD before PASS"
+assert_eq "$(sed -n 3p <<<"$out")" "230 User alice logged in" "PASS"
+assert_log 'ftp-command user=alice cmd=CWD arg="ops" verdict=deny reason=not-logged-in'
 
 info "a directory that is down: 421"
 out=$(ftpc "$PD" alice alice-ldap-pw)
