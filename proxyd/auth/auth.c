@@ -501,19 +501,24 @@ px_auth_id_in_group(const struct px_auth_id *id, const char *g)
 	return false;
 }
 
-void
-px_auth_principal_user(const char *principal, size_t len, char *out,
-    size_t size)
+int
+px_auth_principal_user(const char *principal, size_t len, const char *realm,
+    char *out, size_t size)
 {
-	size_t n = len;
+	size_t n = len, rl = realm != NULL ? strlen(realm) : 0;
 
 	while (n > 0 && principal[n - 1] != '@')
 		n--;
-	n = n > 0 ? n - 1 : len;
-	if (n >= size)
-		n = size - 1;
-	memcpy(out, principal, n);
-	out[n] = '\0';
+	/* n: just past the last '@', 0 without one. Only our own realm is
+	 * local: alice@OTHER.REALM keeps her realm. */
+	if (n > 1 && rl > 0 && len - n == rl && memcmp(principal + n, realm,
+	    rl) == 0)
+		len = n - 1;
+	if (len >= size)
+		return -1;
+	memcpy(out, principal, len);
+	out[len] = '\0';
+	return 0;
 }
 
 /* ---- requests, the queue, the threads ---------------------------------- */

@@ -232,9 +232,10 @@ int	px_auth_cache_get(struct px_auth_cache *c, const char *user,
 	    size_t *glen, char *canon, size_t csize);
 size_t	px_auth_cache_count(struct px_auth_cache *c);
 
-/* The Kerberos principal's user: the part before the last '@'. */
-void	px_auth_principal_user(const char *principal, size_t len, char *out,
-	    size_t size);
+/* The Kerberos principal's user: without its "@REALM" when REALM is realm
+ * (the acceptor's own), else the whole principal. -1: it does not fit. */
+int	px_auth_principal_user(const char *principal, size_t len,
+	    const char *realm, char *out, size_t size);
 
 /* auth_ldap.c / auth_krb.c: one check, on an auth thread. */
 void	px_auth_ldap_check(struct px_auth_req *r);

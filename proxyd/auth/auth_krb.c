@@ -117,8 +117,8 @@ px_auth_krb_check(struct px_auth_req *r)
 	gss_buffer_desc out = GSS_C_EMPTY_BUFFER, nm = GSS_C_EMPTY_BUFFER;
 	gss_name_t src = GSS_C_NO_NAME, targ = GSS_C_NO_NAME;
 	OM_uint32 major, minor, min2;
-	char why[128];
-	size_t sl = strlen(an->service);
+	char why[128], realm[256];
+	size_t i, sl = strlen(an->service);
 
 	r->id.method = PX_AUTH_NEGOTIATE;
 	major = gss_acquire_cred_from(&minor, GSS_C_NO_NAME, GSS_C_INDEFINITE,
@@ -155,17 +155,28 @@ px_auth_krb_check(struct px_auth_req *r)
 		    "service %s", an->service);
 		goto out;
 	}
+	/* Our realm: the acceptor principal's (the keytab's). */
+	realm[0] = '\0';
+	for (i = nm.length; i > 0; i--)
+		if (((const char *)nm.value)[i - 1] == '@') {
+			if (nm.length - i < sizeof(realm)) {
+				memcpy(realm, (const char *)nm.value + i,
+				    nm.length - i);
+				realm[nm.length - i] = '\0';
+			}
+			break;
+		}
 	gss_release_buffer(&min2, &nm);
 	if (gss_display_name(&min2, src, &nm, NULL) != GSS_S_COMPLETE) {
 		r->result = PX_AUTH_ERROR;
 		snprintf(r->reason, sizeof(r->reason), "no client name");
 		goto out;
 	}
-	px_auth_principal_user(nm.value, nm.length, r->id.user,
-	    sizeof(r->id.user));
-	if (r->id.user[0] == '\0') {
+	if (px_auth_principal_user(nm.value, nm.length, realm, r->id.user,
+	    sizeof(r->id.user)) == -1 || r->id.user[0] == '\0') {
 		r->result = PX_AUTH_BAD_TOKEN;
-		snprintf(r->reason, sizeof(r->reason), "empty principal");
+		snprintf(r->reason, sizeof(r->reason), "empty or too long "
+		    "principal");
 		goto out;
 	}
 	r->result = PX_AUTH_OK;

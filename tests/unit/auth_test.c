@@ -141,14 +141,30 @@ test_groups_and_names(void **state)
 	px_auth_id_clear(&id);
 	assert_null(id.groups);
 
-	px_auth_principal_user("alice@EXAMPLE.TEST", 18, u, sizeof(u));
+	/* Only the keytab's own realm is stripped. */
+	assert_int_equal(px_auth_principal_user("alice@EXAMPLE.TEST", 18,
+	    "EXAMPLE.TEST", u, sizeof(u)), 0);
 	assert_string_equal(u, "alice");
-	px_auth_principal_user("svc/host@R", 10, u, sizeof(u));
+	assert_int_equal(px_auth_principal_user("alice@OTHER.REALM", 17,
+	    "EXAMPLE.TEST", u, sizeof(u)), 0);
+	assert_string_equal(u, "alice@OTHER.REALM");
+	px_auth_principal_user("alice@EXAMPLE.TEST.EVIL", 23, "EXAMPLE.TEST",
+	    u, sizeof(u));
+	assert_string_equal(u, "alice@EXAMPLE.TEST.EVIL");
+	px_auth_principal_user("alice@example.test", 18, "EXAMPLE.TEST", u,
+	    sizeof(u));
+	assert_string_equal(u, "alice@example.test");
+	px_auth_principal_user("alice@EXAMPLE.TEST", 18, "", u, sizeof(u));
+	assert_string_equal(u, "alice@EXAMPLE.TEST");
+	px_auth_principal_user("svc/host@R", 10, "R", u, sizeof(u));
 	assert_string_equal(u, "svc/host");
-	px_auth_principal_user("a@b@R", 5, u, sizeof(u));
+	px_auth_principal_user("a@b@R", 5, "R", u, sizeof(u));
 	assert_string_equal(u, "a@b");
-	px_auth_principal_user("noreal", 6, u, sizeof(u));
+	px_auth_principal_user("noreal", 6, "R", u, sizeof(u));
 	assert_string_equal(u, "noreal");
+	/* Too long: refused, never cut down to a shorter (other) name. */
+	assert_int_equal(px_auth_principal_user("alice@OTHER.REALM", 17,
+	    "EXAMPLE.TEST", u, 8), -1);
 }
 
 static char dir[] = "/tmp/auth_test.XXXXXX";
