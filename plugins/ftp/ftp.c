@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 
 #include "analyser.h"
+#include "auth.h"
 #include "parse.h"
 #include "scan.h"
 #include "ftp/ftp_int.h"
@@ -458,7 +459,8 @@ ftp_xfer_limited(struct px_session *s, struct ftp_state *st,
 	/* No data can move: the 425 follows, nothing to count. */
 	if (st->ch == NULL || st->data_lost)
 		return false;
-	if (px_session_transfer_allowed(s, &retry, rule, sizeof(rule)))
+	if (px_session_transfer_allowed(s, ftp_auth_id(st) != NULL ?
+	    ftp_auth_id(st)->user : NULL, &retry, rule, sizeof(rule)))
 		return false;
 	snprintf(verdict, sizeof(verdict), "verdict=deny reason=source-limit "
 	    "rule=%s", rule);
@@ -468,8 +470,9 @@ ftp_xfer_limited(struct px_session *s, struct ftp_state *st,
 	st->ch = NULL;
 	st->xfer[0] = '\0';
 	*rc = ftp_reply_local(s, st, c->verb, "450 %s: too many transfers "
-	    "from your address (source limit: transfers, rule %s), try again "
-	    "in %u s", c->verb, rule, (unsigned)retry);
+	    "%s (source limit: transfers, rule %s), try again in %u s",
+	    c->verb, ftp_auth_id(st) != NULL ? "of yours" :
+	    "from your address", rule, (unsigned)retry);
 	return true;
 }
 
@@ -1260,6 +1263,7 @@ const struct px_analyser ftp_analyser = {
 	.who = ftp_auth_who,
 	.auth = true,
 	.auth_password = true,
+	.user_limits = true,
 	.limit_refusal = ftp_limit_refusal,
 	.handover = true,
 	.handover_save = ftp_handover_save,

@@ -203,7 +203,8 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 	struct ftp_auth *a = st->auth;
 	struct px_auth_req *r;
 	const struct ftp_login *l;
-	char rule[PX_RULE_REF_MAX];
+	char rule[PX_RULE_REF_MAX], msg[PX_RULE_REF_MAX + 400];
+	uint32_t retry;
 
 	if (a == NULL || a->answer == NULL || !ftp_auth_at_head(st))
 		return PX_MORE;
@@ -258,6 +259,23 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 	}
 	px_session_log(s, LOG_INFO, "ftp-auth user=%s result=ok auth=password "
 	    "login=%s:%ld", st->user, px_session_policy_file(s), l->line);
+	/* <source-limits per="user">: the session counts as the user's from
+	 * here, once; over the user's sessions= or connections=, 421 and the
+	 * session ends before the server sees a login. */
+	if (!px_session_user_allowed(s, a->id.user, &retry, rule,
+	    sizeof(rule))) {
+		px_session_log(s, LOG_NOTICE, "ftp-reply code=421 cmd=PASS "
+		    "by=proxy (source limit, rule %s)", rule);
+		snprintf(msg, sizeof(msg), "421 Too many sessions or "
+		    "connections of user %s (source limit, rule %s), try "
+		    "again in %u s, closing control connection\r\n",
+		    st->user, rule, (unsigned)retry);
+		ftp_send(s, PX_TO_CLIENT, msg);
+		/* The identity stays: the session-end line names the user. */
+		px_session_set_rule(s, rule);
+		px_session_deny(s, "source-limits");
+		return PX_DENY;
+	}
 	a->login = l;
 	/* Quotas count for the proven user: its <login>'s, else the <user>
 	 * rule's for its name. */

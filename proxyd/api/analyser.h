@@ -264,16 +264,19 @@ bool		 px_session_request_allowed(struct px_session *s,
  * new connection of that user (sessions= and connections=; a connection
  * taken holds its slot until it ends). false: over a limit, counted and
  * logged as px_session_request_allowed; the analyser refuses the request
- * (HTTP: 429, Connection: close). true otherwise, and for a leg. */
+ * (HTTP: 429, Connection: close; FTP: the login, 421, before the server
+ * sees it). true otherwise, and for a leg. */
 bool		 px_session_user_allowed(struct px_session *s,
 		    const char *user, uint32_t *retry_s, char *rule,
 		    size_t size);
 /* One file transfer (analyser->transfers: FTP's RETR, STOR, APPE, STOU)
- * under <source-limits transfers=> of s's service: as
- * px_session_request_allowed, counted in
+ * under <source-limits transfers=> of s's service, of user (as
+ * px_session_request_allowed: under per="user" the proven user's bucket,
+ * NULL: by address): as px_session_request_allowed, counted in
  * proxyd_limited_total{limit="transfers"}. */
 bool		 px_session_transfer_allowed(struct px_session *s,
-		    uint32_t *retry_s, char *rule, size_t size);
+		    const char *user, uint32_t *retry_s, char *rule,
+		    size_t size);
 /* ---- Legs: sessions an analyser starts for its own requests ----------
  * A new session of s's service whose client is fd, one end of a
  * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):

@@ -815,7 +815,8 @@ px_load_source_limits(struct px_service *svc, const xmlNode *n,
 		else if (strcmp(v, "user") == 0 && (svc->auth == NULL ||
 		    (svc->analyser != NULL && !svc->analyser->user_limits)))
 			px_cfg_error(e, n, "per=\"user\" needs the service's "
-			    "<auth> on an analyser that counts its users (http)");
+			    "<auth> on an analyser that counts its users (http, "
+			    "ftp)");
 		else
 			r->per = (enum px_sl_per)i;
 		xmlFree(v);

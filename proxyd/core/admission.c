@@ -347,8 +347,8 @@ px_session_request_allowed(struct px_session *s, const char *user,
 }
 
 bool
-px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
-    char *rule, size_t size)
+px_session_transfer_allowed(struct px_session *s, const char *user,
+    uint32_t *retry_s, char *rule, size_t size)
 {
 	const struct px_sl_rule *r = &s->svc->srclimit;
 	struct px_sl_refusal rf;
@@ -358,7 +358,7 @@ px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
 	*retry_s = 0;
 	if (!r->on || r->xfer_interval_ns == 0)
 		return true;
-	key = px_session_source(s, r, NULL, NULL, 0);
+	key = px_session_source(s, r, user, NULL, 0);
 	if (px_sl_transfer(key, r, px_sl_now_ns(), &wait_ns, &rf))
 		return true;
 	*retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
@@ -367,7 +367,7 @@ px_session_transfer_allowed(struct px_session *s, uint32_t *retry_s,
 	px_rule_ref_at(r->line, NULL, px_session_policy_file(s), rule, size);
 	PX_SC_ADD(s->m, limited[PX_LIMITED_TRANSFERS], 1);
 	if (rf.log) {
-		(void)px_session_source(s, r, NULL, src, sizeof(src));
+		(void)px_session_source(s, r, user, src, sizeof(src));
 		px_log(LOG_INFO, 0, "limited service=%s client=%s source=%s "
 		    "limit=transfers rule=%s refused=%llu", s->svc->name,
 		    px_sockaddr_str((struct sockaddr *)&s->client, client,
