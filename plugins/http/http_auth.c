@@ -11,8 +11,9 @@
  * while the worker goes on with other sessions; the answer comes back on
  * the worker, and the request is handled again from its head, this time
  * with the answer in hand. The identity then stays with the connection:
- * the next requests on it are not asked again (a Basic request that
- * carries other credentials is checked again). A client certificate that
+ * the next requests on it are not asked again (a Negotiate token on a
+ * connection Negotiate proved is not verified again; a Basic request
+ * that carries other credentials is checked again). A client certificate that
  * names a user (<tls side="client" identity=>) proves the connection as
  * well, with no check here. A directory that is down
  * or past its timeout gets 503, not a challenge: the user did nothing
@@ -335,6 +336,11 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	}
 	if (vlen > 10 && strncasecmp(v, "Negotiate ", 10) == 0 &&
 	    u->methods[PX_AUTH_NEGOTIATE]) {
+		/* RFC 4559 authenticates the connection: once Negotiate
+		 * proved it, a later token (curl sends one per request) is
+		 * not verified again, the identity stands. */
+		if (a->have_id && a->id.method == PX_AUTH_NEGOTIATE)
+			return 0;
 		cred = v + 10;
 		clen = vlen - 10;
 		if ((dec = malloc(clen)) == NULL) {

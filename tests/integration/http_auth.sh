@@ -161,6 +161,13 @@ check wait_grep "$PROXYD_LOG" 'auth authenticator=dir method=basic user=.* resul
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user '*:alice-ldap-pw' -x "$PX" "$U/a.txt")
 check [ "$code" = 407 ] "user * passed: $code"
 
+# --- Negotiate keep-alive: curl sends a token with each request; the
+# connection Negotiate proved is not verified again (RFC 4559)
+n0=$(log_count 'auth authenticator=corp method=negotiate ')
+curl -sS --max-time 10 -o /dev/null -o /dev/null -o /dev/null --proxy-negotiate -U : -x "$PX" "$U/a.txt?k1" "$U/a.txt?k2" "$U/a.txt?k3" 2>"$T/nka.err" || true
+wait_log_count 'http-request .* path=/a\.txt\?k[123] status=200 .* user=alice auth=negotiate' 3
+check [ "$(log_count 'auth authenticator=corp method=negotiate ')" = $((n0 + 1)) ] "a Negotiate keep-alive connection verified again: $(log_count 'auth authenticator=corp method=negotiate ') vs $n0"
+
 # --- the directory's spelling: ALICE is alice (to user= and group= too)
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user ALICE:alice-ldap-pw -x "$PX" "$U/admin/x.txt?upper")
 check [ "$code" = 200 ] "ALICE to /admin/: $code"
