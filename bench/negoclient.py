@@ -2,13 +2,14 @@
 """bench/negoclient.py: HTTP keep-alive connections, each authenticated by
 Negotiate on its first request only (bench/auth.sh's Negotiate rows).
 
-usage: negoclient.py URL CONNECTIONS PER_CONNECTION [--none]
+usage: negoclient.py URL CONNECTIONS PER_CONNECTION [--none | --every]
 
 For each of CONNECTIONS connections, one after the other: a GSSAPI token
 for HTTP@host (python3-gssapi, the ticket cache of KRB5CCNAME) in the
 first request's Authorization, then PER_CONNECTION - 1 more requests on
 the same connection without it. --none: no Authorization at all (the
-same requests against a service without <auth>). Prints "ok N" (200s
+same requests against a service without <auth>). --every: a fresh token
+on every request, as curl --negotiate sends them. Prints "ok N" (200s
 with the whole body) and "connections N"; exits 1 if any request was
 not a 200."""
 import http.client
@@ -20,6 +21,7 @@ import base64
 def main():
     url, conns, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     none = "--none" in sys.argv[4:]
+    every = "--every" in sys.argv[4:]
     u = urllib.parse.urlsplit(url)
     name = None
     if not none:
@@ -31,7 +33,7 @@ def main():
         c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         for i in range(per):
             headers = {}
-            if i == 0 and name is not None:
+            if (i == 0 or every) and name is not None:
                 ctx = gssapi.SecurityContext(name=name, usage="initiate")
                 headers["Authorization"] = "Negotiate " + \
                     base64.b64encode(ctx.step()).decode()
