@@ -15,7 +15,8 @@
  * connection Negotiate proved is not verified again; a Basic request
  * that carries other credentials is checked again). A client certificate that
  * names a user (<tls side="client" identity=>) proves the connection as
- * well, with no check here. A directory that is down
+ * well, with no check here; with an ldap authenticator its groups are
+ * read from the directory (as a password's, through its cache) first. A directory that is down
  * or past its timeout gets 503, not a challenge: the user did nothing
  * wrong. The credentials field never reaches the server. */
 #include <stdio.h>
@@ -304,6 +305,22 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 			if ((a = http_auth_state(h)) == NULL) {
 				http_error(h, 500, "out of memory");
 				return -1;
+			}
+			/* With an ldap authenticator: the user's groups
+			 * from the directory (its cache), the request
+			 * waiting as for a password. */
+			if (u != NULL && u->ldap != NULL) {
+				if ((r = px_auth_req_new(PX_AUTH_CERTIFICATE,
+				    u->ldap, NULL, user, "", 0)) == NULL) {
+					http_error(h, 500, "out of memory");
+					return -1;
+				}
+				r->session = px_session_id(h->s);
+				a->pending = r;
+				h->req = HTTP_REQ_AUTH;
+				px_auth_submit(r, px_session_auth_box(h->s),
+				    http_auth_done, h);
+				return 1;
 			}
 			px_auth_id_clear(&a->id);
 			memcpy(a->id.user, user, sizeof(user));

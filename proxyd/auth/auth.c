@@ -621,7 +621,13 @@ px_auth_run(struct px_auth_req *r)
 		    r->an->timeout_ms);
 	} else if (r->method == PX_AUTH_BASIC || r->method == PX_AUTH_PASSWORD)
 		px_auth_ldap_check(r);
-	else {
+	else if (r->method == PX_AUTH_CERTIFICATE) {
+		/* The TLS layer proved r->user: only its groups are read
+		 * (a user the directory does not know is in none). */
+		snprintf(r->id.user, sizeof(r->id.user), "%s", r->user);
+		r->result = PX_AUTH_OK;
+		px_auth_ldap_groups(r->an, r);
+	} else {
 		px_auth_krb_check(r);
 		if (r->result == PX_AUTH_OK && r->groups_an != NULL)
 			px_auth_ldap_groups(r->groups_an, r);

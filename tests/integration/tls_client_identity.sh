@@ -14,6 +14,10 @@
 #   - a plug service with identity="dns": user=alice.example.test
 #     auth=certificate on its session-end line (the core's, no analyser
 #     proof);
+#   - with an ldap authenticator (<auth>, a slapd made here: alice in
+#     ops, bob not), the certificate's user gets its groups from the
+#     directory: a <url group="ops"> rule lets alice into /admin/ and
+#     refuses bob (auth line method=certificate, once per connection);
 #   - a self-signed certificate under verify="optional" names nobody;
 #   - --check refuses identity= without verify= and identity-domain=
 #     without identity="email".
@@ -21,7 +25,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/tls_lib.sh"
-need_cmds nginx curl openssl
+source "$(dirname "$0")/auth_lib.sh"
+need_cmds nginx curl openssl slapd ldapadd
 setup
 
 printf 'alpha\n' >"$T/www/a.txt"
@@ -41,7 +46,11 @@ tls_self mallory alice
 
 CTLS="cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" ca=\"$P/ca.pem\""
 AUDIT=$T/audit.json
-write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>"
+start_ldap
+write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
+  <authenticators>
+    $(ldap_conf dir)
+  </authenticators>"
 free_port PC
 write_http_service cn "$PC" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
@@ -59,6 +68,14 @@ free_port PO
 write_http_service opt "$PO" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"optional\" identity=\"cn\"/>
 <http/>"
+free_port PG
+write_http_service cg "$PG" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
+<auth authenticator=\"dir\" methods=\"basic\" required=\"no\"/>
+<http>
+  <url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>
+  <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
+</http>"
 free_port PP
 write_service plug "$PP" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"dns\"/>"
@@ -86,6 +103,13 @@ assert_log 'session-end service=cn .* user=bob auth=certificate'
 assert_eq "$(get "$PC" twocn /admin/x.txt)" 403 "two CNs"
 assert_log 'tls-client-cert subject="/CN=alice/CN=bob" verified=yes identity=-'
 
+info "a certificate's user gets its groups from the directory"
+assert_eq "$(get "$PG" alice /admin/x.txt)" 200 "alice (ops) to /admin/ by her certificate"
+assert_log 'auth authenticator=dir method=certificate user=alice result=ok'
+assert_log 'http-request .* path=/admin/x\.txt status=200 .* user=alice auth=certificate'
+assert_eq "$(get "$PG" bob /admin/x.txt)" 403 "bob (not in ops) to /admin/"
+assert_log 'auth authenticator=dir method=certificate user=bob result=ok'
+
 info "identity=email with identity-domain"
 assert_eq "$(get "$PE" carol /a.txt)" 200 "carol"
 assert_log 'session-end service=em .* user=carol auth=certificate'
@@ -109,6 +133,8 @@ assert_log 'session-end service=opt '
 assert_no_grep "$PROXYD_LOG" 'session-end service=opt .* user=' "a self-signed certificate names nobody"
 
 info "--check"
+# the daemon file copied to $T/bad names the authenticator's password file
+mkdir -p "$T/bad" && cp "$T/conf/ldap.pw" "$T/bad/ldap.pw"
 tls_check_bad "identity without verify" plug \
     "<tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" identity=\"cn\"/>" \
     'identity="cn" needs verify='
