@@ -168,7 +168,8 @@ struct px_auth_req {
 	enum px_auth_method	 method;
 	struct px_authn		*an;		/* the one that checks; ref */
 	struct px_authn		*groups_an;	/* after negotiate: groups; ref */
-	/* in: basic's user and password, or negotiate's token */
+	/* in: basic's user and password, negotiate's token, or the user a
+	 * certificate proved (certificate: only its groups are read) */
 	char			 user[128];
 	unsigned char		*secret;
 	size_t			 secret_len;
