@@ -643,6 +643,7 @@ main(int argc, char **argv)
 	const char *trace = NULL, *trace_dst = NULL, *command = NULL;
 	long takeover = 0;
 	int ch, rc = 1, ho_fd = -1, admin_fd = -1;
+	bool was_root = geteuid() == 0;	/* before the drop to <user> */
 
 	while ((ch = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -704,7 +705,8 @@ main(int argc, char **argv)
 	/* A successor: reach the old process while still root (its socket
 	 * takes root or its user); the pidfile is taken once listening. */
 	if (takeover > 0) {
-		if ((ho_fd = px_handover_connect(takeover, &admin_fd)) == -1) {
+		if ((ho_fd = px_handover_connect(takeover, m.cfg->user != NULL ?
+		    m.cfg->uid : geteuid(), &admin_fd)) == -1) {
 			px_config_unref(m.cfg);
 			xmlCleanupParser();
 			return 1;
@@ -766,7 +768,7 @@ main(int argc, char **argv)
 		    "over", takeover);
 	}
 	/* Whoever we are, a later upgrade may take over from us. */
-	(void)px_handover_serve(m.base, px_admin_listen_fd(),
+	(void)px_handover_serve(m.base, px_admin_listen_fd(), was_root,
 	    px_handover_ready_cb, px_handover_gone_cb, &m);
 	sig_term = evsignal_new(m.base, SIGTERM, px_signal_cb, &m);
 	sig_int = evsignal_new(m.base, SIGINT, px_signal_cb, &m);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -176,6 +177,8 @@ static struct {
 	void			*arg;
 	int			 cfd;		/* the successor, or -1 */
 	struct event		*cev;
+	uid_t			 own_uid_ok;	/* besides root; 0: root only */
+	pid_t			 peer_pid;	/* cfd's, by SO_PEERCRED */
 	uint64_t		 pid;
 	bool			 is_ready;
 	bool			 done_sent;	/* DONE: nothing more comes */
@@ -247,6 +250,10 @@ px_ho_srv_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (px_ho_srv.pid == 0 && px_ho_valid(&msg, n, PX_HO_HELLO,
 	    sizeof(msg))) {
+		if (msg.pid != (uint64_t)px_ho_srv.peer_pid) {
+			px_ho_srv_drop("its HELLO names another pid");
+			return;
+		}
 		px_ho_srv.pid = msg.pid;
 		memset(&out, 0, sizeof(out));
 		px_ho_head_set(&out.h, PX_HO_WELCOME, sizeof(out));
@@ -280,27 +287,96 @@ px_ho_srv_read_cb(evutil_socket_t fd, short what, void *arg)
 	px_ho_srv_drop("a record out of turn");
 }
 
+/* pid runs a proxyd binary, as far as /proc tells: its executable's name
+ * (readable when we are root), else its command name (an unprivileged
+ * process may not read a root process's exe link); true when /proc says
+ * nothing. Root could fake either: this guards against a mistake (some
+ * root tool on the socket), the uid check against an attack. */
+static void
+px_ho_copy(char *dst, size_t size, const char *src)
+{
+	size_t k = strlen(src);
+
+	if (k >= size)
+		k = size - 1;
+	memcpy(dst, src, k);
+	dst[k] = '\0';
+}
+
+static bool
+px_ho_peer_is_proxyd(pid_t pid, char *name, size_t size)
+{
+	char path[64], buf[PATH_MAX];
+	const char *base;
+	ssize_t n;
+	int fd;
+
+	px_ho_copy(name, size, "?");
+	snprintf(path, sizeof(path), "/proc/%ld/exe", (long)pid);
+	if ((n = readlink(path, buf, sizeof(buf) - 1)) > 0) {
+		buf[n] = '\0';
+		base = strrchr(buf, '/') != NULL ? strrchr(buf, '/') + 1 : buf;
+		px_ho_copy(name, size, buf);
+		return strncmp(base, "proxyd", 6) == 0;
+	}
+	snprintf(path, sizeof(path), "/proc/%ld/comm", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	px_ho_copy(name, size, buf);
+	return strncmp(buf, "proxyd", 6) == 0;
+}
+
 static void
 px_ho_srv_accept_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
+	char exe[128];
 	int c;
 
 	(void)what; (void)arg;
 	if ((c = accept4((int)fd, NULL, NULL, SOCK_NONBLOCK |
 	    SOCK_CLOEXEC)) == -1)
 		return;
-	/* Root, or the user we run as; one successor at a time. */
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) == -1 ||
-	    (cr.uid != 0 && cr.uid != geteuid()) || px_ho_srv.cfd != -1) {
-		px_log(LOG_WARNING, 0, "handover: connection refused (%s)",
-		    px_ho_srv.cfd != -1 ? "one is under way" : "not root "
-		    "nor our user");
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) == -1) {
+		px_log(LOG_WARNING, 0, "handover: connection refused: "
+		    "SO_PEERCRED: %s", strerror(errno));
+		close(c);
+		return;
+	}
+	/* Root: the new process connects before it drops to <user>. Our
+	 * own uid only if we never were root (then no one else could
+	 * follow us); once we dropped root, a process of our <user> is
+	 * anybody who got that uid, and would get the admin listener and
+	 * every client's socket. */
+	if (cr.uid != 0 && (px_ho_srv.own_uid_ok == 0 ||
+	    cr.uid != px_ho_srv.own_uid_ok)) {
+		px_log(LOG_WARNING, 0, "handover: connection refused: pid %ld "
+		    "runs as uid %ld, not root", (long)cr.pid, (long)cr.uid);
+		close(c);
+		return;
+	}
+	if (!px_ho_peer_is_proxyd(cr.pid, exe, sizeof(exe))) {
+		px_log(LOG_WARNING, 0, "handover: connection refused: pid %ld "
+		    "runs %s, not a proxyd", (long)cr.pid, exe);
+		close(c);
+		return;
+	}
+	/* One successor at a time. */
+	if (px_ho_srv.cfd != -1) {
+		px_log(LOG_WARNING, 0, "handover: connection refused (one is "
+		    "under way)");
 		close(c);
 		return;
 	}
 	px_ho_srv.cfd = c;
+	px_ho_srv.peer_pid = cr.pid;
 	px_ho_srv.pid = 0;
 	if ((px_ho_srv.cev = event_new(px_ho_srv.base, c, EV_READ | EV_PERSIST,
 	    px_ho_srv_read_cb, NULL)) == NULL ||
@@ -309,13 +385,14 @@ px_ho_srv_accept_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-px_handover_serve(struct event_base *base, int admin_fd,
+px_handover_serve(struct event_base *base, int admin_fd, bool was_root,
     void (*ready)(void *arg), void (*gone)(void *arg), void *arg)
 {
 	struct sockaddr_un sun;
 	socklen_t len = px_ho_addr((long)getpid(), &sun);
 
 	px_ho_srv.base = base;
+	px_ho_srv.own_uid_ok = was_root ? 0 : geteuid();
 	px_ho_srv.admin_fd = admin_fd;
 	px_ho_srv.ready = ready;
 	px_ho_srv.gone = gone;
@@ -593,8 +670,35 @@ px_handover_end(struct px_worker *w)
 
 /* ---- the new process ---------------------------------------------------- */
 
+/* The socket we reached is pid's, and pid runs as root or as uid: any
+ * local user may bind the abstract name first (after the old process
+ * died, leaving its pidfile; or when its own bind failed), and would be
+ * handed our sessions' sockets. */
+static bool
+px_ho_peer_ok(int fd, long pid, uid_t uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	char also[32] = "";
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == -1) {
+		fprintf(stderr, "proxyd: upgrade: SO_PEERCRED: %s\n",
+		    strerror(errno));
+		return false;
+	}
+	if ((long)cr.pid == pid && (cr.uid == 0 || cr.uid == uid))
+		return true;
+	if (uid != 0)
+		snprintf(also, sizeof(also), " or %ld", (long)uid);
+	fprintf(stderr, "proxyd: upgrade: refused: the hand-over socket of "
+	    "pid %ld is held by pid %ld, uid %ld (expected pid %ld, uid 0%s): "
+	    "another process took its name; not starting\n", pid,
+	    (long)cr.pid, (long)cr.uid, pid, also);
+	return false;
+}
+
 int
-px_handover_connect(long pid, int *admin_fd)
+px_handover_connect(long pid, uid_t uid, int *admin_fd)
 {
 	struct sockaddr_un sun;
 	socklen_t len = px_ho_addr(pid, &sun);
@@ -611,6 +715,8 @@ px_handover_connect(long pid, int *admin_fd)
 		    "hand-over socket: %s\n", pid, strerror(errno));
 		goto fail;
 	}
+	if (!px_ho_peer_ok(fd, pid, uid))
+		goto fail;
 	memset(&msg, 0, sizeof(msg));
 	px_ho_head_set(&msg.h, PX_HO_HELLO, sizeof(msg));
 	/* The tests' way to be a binary of another protocol version. */

@@ -2,8 +2,15 @@
  * takes the live sessions over from the old one.
  *
  * The old process listens on a Unix socket (SOCK_SEQPACKET, abstract name
- * "proxyd-handover.PID", the peer's uid checked: 0 or ours). The new one,
- * still root, connects and says HELLO with its protocol version; the old
+ * "proxyd-handover.PID"). Both ends check the other by SO_PEERCRED, for
+ * anybody may connect to, or bind first, an abstract name: the old one
+ * takes a peer running as root (ours too if it never was root) whose
+ * binary is a proxyd, whose HELLO names its own pid; the new one, a
+ * listener that is the pid it was told and runs as root or the daemon's
+ * <user>, else it exits with a line on stderr (it does not start on its
+ * own: the old process may still run, and -s upgrade says it failed).
+ * The new one, still root, connects and says HELLO with its protocol
+ * version; the old
  * answers WELCOME (its next session id, and its admin listener by
  * SCM_RIGHTS) or REFUSE (another version: the new one exits, the old one
  * serves on as if nothing was asked). The new one binds the services'
@@ -40,6 +47,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/types.h>
 
 struct event_base;
 struct px_config;
@@ -100,12 +108,14 @@ struct px_ho_session {
 /* ---- the old process (main thread) ----------------------------------- */
 
 /* Listens for a successor on base; admin_fd (-1: none) is passed to it.
+ * was_root: the process started as root (a successor must be root), else
+ * one of our uid may take over too.
  * ready(arg) runs when it says READY: stop accepting and call
  * px_handover_drain(); gone(arg) when it goes away after that, while
  * this process still runs: accept again (px_handover_resume()). 0, or -1
  * (logged; upgrades are then refused). */
 int	px_handover_serve(struct event_base *base, int admin_fd,
-	    void (*ready)(void *arg), void (*gone)(void *arg), void *arg);
+	    bool was_root, void (*ready)(void *arg), void (*gone)(void *arg), void *arg);
 /* No session left here (every one passed or ended): says DONE to the
  * successor (once); true once it answered DONE, having taken every
  * session passed: the workers may go. */
@@ -120,10 +130,11 @@ void	px_handover_serve_end(void);
 
 /* ---- the new process -------------------------------------------------- */
 
-/* Connects to pid's hand-over socket and says HELLO; our session ids
- * then start past the old one's, and its admin listener is in *admin_fd
- * (-1: none). The socket, or -1 after a line on stderr. */
-int	px_handover_connect(long pid, int *admin_fd);
+/* Connects to pid's hand-over socket, checks that pid listens there as
+ * root or uid (the daemon's <user>, or ours without one), and says HELLO;
+ * our session ids then start past the old one's, and its admin listener
+ * is in *admin_fd (-1: none). The socket, or -1 after a line on stderr. */
+int	px_handover_connect(long pid, uid_t uid, int *admin_fd);
 /* The workers listen: READY, then take the sessions in on base with
  * *cfg (the main thread's current configuration). 0, or -1 (logged). */
 int	px_handover_take(struct event_base *base, int fd,
