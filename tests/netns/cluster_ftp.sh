@@ -338,7 +338,8 @@ new_pid=$(cat "$LAB_DIR/n1/proxyd.pid")
 assert_eq "$(cat "$T/upgrade-ho.out")" "n1 upgraded pid=$new_pid handover sessions=$n1_live drained=0" \
     "lab.sh upgrade 1 (hand-over)'s result"
 n1_in || fail "node 1 left the route during the hand-over"
-sleep 1.5	# past the old process's drain deadline (1 s): nothing of it is left
+# Past the old process's drain deadline (1 s): nothing of it is left.
+wait_cond 5000 eval "! proc_alive $old_pid" || fail "node 1's old proxyd ($old_pid) still runs 5 s after the hand-over"
 : >"$T/go-ho"
 wait_cond 30000 got_result "$T/hold-ho.out" || fail "held FTP sessions (hand-over): no result: $(cat "$T/hold-ho.err")"
 assert_eq "$(tail -n 1 "$T/hold-ho.out")" "ok=$HOLD broken=0" "held FTP sessions across the hand-over of node 1 (node 1 had $n1_live)"
