@@ -1075,11 +1075,12 @@ r66_limit_refusal(const void *pol, const char *limit, const char *rule,
  * later channels reuse, the peers' capabilities) and the channels that
  * ended lately, whose late frames are still dropped whole. (Monotonic
  * times: the same clock in both processes.) */
-#define R66_HO_VERSION	1
+#define R66_HO_VERSION	2
 
 struct r66_ho {
 	uint32_t	 version;
 	bool		 authed, creuse, sreuse, proven, proven_cert;
+	unsigned char	 partner_key[16];	/* proven by <partner>: its key */
 	char		 host[128], server_host[128];
 	char		 cdigest[24], sdigest[24];
 	struct r66_ended ended[R66_ENDED_MAX];
@@ -1090,10 +1091,10 @@ static ssize_t
 r66_handover_save(struct px_session *s, void *vst, void *buf, size_t len)
 {
 	const struct r66_state *st = vst;
+	const struct r66_partner *pt;
 	struct r66_ho *h = buf;
 	int k, d;
 
-	(void)s;
 	if (len < sizeof(*h) || st->done || st->abort)
 		return -1;
 	for (d = 0; d < 2; d++)
@@ -1109,6 +1110,12 @@ r66_handover_save(struct px_session *s, void *vst, void *buf, size_t len)
 	h->sreuse = st->sreuse;
 	h->proven = st->proven;
 	h->proven_cert = st->proven_cert;
+	if (st->proven && !st->proven_cert) {
+		if ((pt = r66_partner_find(px_session_policy(s),
+		    st->host)) == NULL)
+			return -1;	/* a reload dropped it: not here */
+		memcpy(h->partner_key, pt->key, sizeof(h->partner_key));
+	}
 	memcpy(h->host, st->host, sizeof(h->host));
 	memcpy(h->server_host, st->server_host, sizeof(h->server_host));
 	memcpy(h->cdigest, st->cdigest, sizeof(h->cdigest));
@@ -1124,6 +1131,8 @@ r66_handover_load(struct px_session *s, void *vst, const void *buf,
 {
 	struct r66_state *st = vst;
 	const struct r66_ho *h = buf;
+	const struct r66_partner *pt;
+	char e[200];
 
 	if (len != sizeof(*h) || h->version != R66_HO_VERSION)
 		return -1;
@@ -1142,6 +1151,21 @@ r66_handover_load(struct px_session *s, void *vst, const void *buf,
 	st->sdigest[sizeof(st->sdigest) - 1] = '\0';
 	memcpy(st->ended, h->ended, sizeof(st->ended));
 	st->ended_next = h->ended_next;
+	/* Proven by the old process's <partner> table: the new one's must
+	 * still have that partner, with that key, or the later channels
+	 * (which reuse the authentication) would pass on a proof this
+	 * configuration no longer accepts. */
+	if (st->proven && !st->proven_cert &&
+	    ((pt = r66_partner_find(px_session_policy(s), st->host)) == NULL ||
+	    CRYPTO_memcmp(pt->key, h->partner_key, sizeof(pt->key)) != 0)) {
+		px_session_log(s, LOG_NOTICE, "r66 auth host=%s result=%s "
+		    "(handed over: the partner proven before the upgrade is "
+		    "%s): closed", r66_esc(e, sizeof(e), st->host,
+		    strlen(st->host)), pt == NULL ? "unknown-host" :
+		    "bad-password", pt == NULL ? "no longer in the <partner> "
+		    "table" : "another key now");
+		return -1;
+	}
 	return r66_on_open(s, vst);
 }
 

@@ -5,7 +5,11 @@
 # over with their authentication, and each then sends a second file on
 # the same connection, whole at the server (sha256), without
 # authenticating again. Both sides log "handover sessions=4 drained=0";
-# one session-end line per connection.
+# one session-end line per connection. Then a connection proven by a
+# <partner> is handed over to a process whose configuration no longer
+# has that partner: the new process closes it (its later channels would
+# reuse a proof this configuration refuses), and its second file never
+# reaches the server.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -67,4 +71,40 @@ assert_eq "$(grep -c 'r66-transfer host=hosta rule=in mode=sendmd5 file=b[0-9].b
     "the second transfers, accepted by the new process's analyser"
 assert_eq "$(grep -c 'r66 authenticated host=hosta' "$PROXYD_LOG")" "$N" "one authentication per connection"
 assert_no_grep "$PROXYD_LOG" 'handed over' "a handed session's end in the log"
+
+# ---- a partner the new configuration removed
+printf 'pwA\n' >"$T/policy/hosta.pw"
+write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
+    '<r66 require-digest="yes"><host id="hosta"/><mode allow="sendmd5 recvmd5"/>
+       <partner id="hosta" password-file="hosta.pw"/></r66>'
+reloads=$(grep -c 'reload done' "$PROXYD_LOG" || true)
+"$PROXYD" -c "$PROXYD_CONF" -s reload >"$T/reload.out" 2>&1 || fail "-s reload: $(cat "$T/reload.out")"
+wait_grep "$PROXYD_LOG" "" 1 || true
+deadline=$(($(date +%s) + 10))
+until (($(grep -c 'reload done' "$PROXYD_LOG") > reloads)); do
+    (($(date +%s) < deadline)) || fail "the reload with the partner was not done"
+    sleep 0.05
+done
+cp "$T/cli/a.bin" "$T/cli/pa.bin"
+cp "$T/cli/b.bin" "$T/cli/pb.bin"
+"$R66PEER" client --connect "127.0.0.1:$R66_PORT" --id hosta:pwA --partner serverb:pwB \
+    --timeout 20 --rule in --mode 3 --pause-file "$T/go2" \
+    --send "$T/cli/pa.bin" --send "$T/cli/pb.bin" >"$T/p.out" 2>"$T/p.err" &
+CP=$!
+track_pid $CP
+wait_grep "$T/p.out" '^paused' 20 || fail "the partner client did not pause: $(cat "$T/p.err")"
+assert_log 'r66 auth host=hosta result=ok' 5
+write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" \
+    '<r66 require-digest="yes"><host id="hosta"/><mode allow="sendmd5 recvmd5"/></r66>'
+rc=0; "$PROXYD" -c "$PROXYD_CONF" -s upgrade >"$T/up2.out" 2>&1 || rc=$?
+assert_eq "$rc" 0 "the second -s upgrade exits 0 ($(cat "$T/up2.out"))"
+NEW2=$(cat "$T/run/proxyd.pid")
+track_pid "$NEW2"
+assert_ne "$NEW2" "$NEW" "the pidfile names the third process"
+assert_log "handover sessions=1 drained=0 \(to pid $NEW2\)" 15
+assert_log 'r66 auth host=hosta result=unknown-host \(handed over: the partner proven before the upgrade is no longer in the <partner> table\): closed' 5
+touch "$T/go2"
+wait_exit "$CP" 30 || fail "the partner client did not finish"
+assert_ne "$WAIT_RC" 0 "the partner client's second transfer fails ($(cat "$T/p.out"))"
+[[ ! -e $R66_SRV_DIR/pb.bin ]] || fail "pb.bin reached the server through a partner the configuration removed"
 info "OK"
