@@ -16,6 +16,7 @@
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,6 +573,9 @@ static bool px_auth_started;
 static pthread_t px_auth_threads[PX_AUTH_THREADS];
 static unsigned px_auth_nthreads;
 
+/* What each thread checks now (the mutex): px_auth_box_close finds them. */
+static struct px_auth_req *px_auth_running[PX_AUTH_THREADS];
+
 /* The answer goes to its box; the first on an empty stack wakes it. */
 static void
 px_auth_deliver(struct px_auth_req *r)
@@ -666,9 +670,9 @@ px_auth_main(void *arg)
 {
 	struct px_auth_req *r;
 	struct timespec ts;
+	unsigned me = (unsigned)(uintptr_t)arg;
 	bool work;
 
-	(void)arg;
 	pthread_mutex_lock(&px_auth_mu);
 	for (;;) {
 		if ((r = px_auth_pick(&work)) == NULL) {
@@ -694,6 +698,7 @@ px_auth_main(void *arg)
 			if (r->groups_an != NULL)
 				r->groups_an->busy++;
 		}
+		px_auth_running[me] = r;
 		pthread_mutex_unlock(&px_auth_mu);
 		px_auth_run(r);
 		pthread_mutex_lock(&px_auth_mu);
@@ -703,9 +708,14 @@ px_auth_main(void *arg)
 				r->groups_an->busy--;
 			pthread_cond_broadcast(&px_auth_cv);
 		}
-		pthread_mutex_unlock(&px_auth_mu);
-		px_auth_deliver(r);
-		pthread_mutex_lock(&px_auth_mu);
+		px_auth_running[me] = NULL;
+		/* With the mutex: px_auth_box_close takes it to know that no
+		 * answer goes to a box once it returned. A closed box's
+		 * answers (r->box NULL) have no one to read them. */
+		if (r->box != NULL)
+			px_auth_deliver(r);
+		else
+			px_auth_req_free(r);
 	}
 	return NULL;	/* not reached: the threads live with the process */
 }
@@ -723,7 +733,7 @@ px_auth_start_locked(void)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < PX_AUTH_THREADS; i++)
 		if (pthread_create(&px_auth_threads[px_auth_nthreads], NULL,
-		    px_auth_main, NULL) == 0)
+		    px_auth_main, (void *)(uintptr_t)px_auth_nthreads) == 0)
 			px_auth_nthreads++;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -761,6 +771,28 @@ px_auth_submit(struct px_auth_req *r, struct px_auth_box *box,
 		px_auth_log(r);
 		px_auth_deliver(r);
 	}
+}
+
+void
+px_auth_box_close(struct px_auth_box *box)
+{
+	struct px_auth_req *r, *next;
+	unsigned i;
+
+	pthread_mutex_lock(&px_auth_mu);
+	for (r = px_auth_qhead; r != NULL; r = r->next)
+		if (r->box == box)
+			r->box = NULL;
+	for (i = 0; i < PX_AUTH_THREADS; i++)
+		if (px_auth_running[i] != NULL && px_auth_running[i]->box == box)
+			px_auth_running[i]->box = NULL;
+	pthread_mutex_unlock(&px_auth_mu);
+	/* What came before: its owner is gone, no callback runs. */
+	for (r = atomic_exchange(&box->head, NULL); r != NULL; r = next) {
+		next = r->next;
+		px_auth_req_free(r);
+	}
+	box->wake = NULL;
 }
 
 void

@@ -197,6 +197,11 @@ void	px_auth_submit(struct px_auth_req *r, struct px_auth_box *box,
 void	px_auth_cancel(struct px_auth_req *r);
 /* Runs the callbacks of the answers in box (the owner's thread). */
 void	px_auth_box_drain(struct px_auth_box *box);
+/* The owner is gone (its thread joined): no answer reaches box once this
+ * returns (a check still running or queued for it is freed when done),
+ * and those already in it are freed without their callbacks. Then box's
+ * memory and its wakeup may go. */
+void	px_auth_box_close(struct px_auth_box *box);
 
 /* proxyd_auth_total{authenticator,method,result} for /metrics. */
 void	px_auth_metrics(struct evbuffer *b);

@@ -944,6 +944,9 @@ px_workers_join(void)
 		struct px_snap_req *sr;
 
 		pthread_join(w->thread, NULL);
+		/* Before its box and wakeup go: an auth thread may still be
+		 * on one of its checks (a stalled directory). */
+		px_auth_box_close(&w->auth_box);
 
 		if ((p = atomic_exchange(&w->pending, NULL)) != NULL)
 			px_config_unref(p);

@@ -3,7 +3,9 @@
  * (password hash, expiry, bound, groups), group membership by DN or by
  * first RDN, the principal's user, and <authenticators> / <auth> as
  * loaded, with their file:line errors (a bad url, a missing password
- * file, a keytab that cannot be read, an unknown authenticator). */
+ * file, a keytab that cannot be read, an unknown authenticator), and a
+ * box closed while a check for it stalls on its directory (a worker
+ * gone at exit): its answer never reaches the box. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,6 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 
 #include <libxml/parser.h>
 
@@ -272,6 +279,73 @@ test_load(void **state)
 	rmdir(dir);
 }
 
+static atomic_int box_wakes;
+
+static void
+box_wake(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&box_wakes, 1);
+}
+
+static void
+box_done(struct px_auth_req *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+	fail_msg("a callback ran for a closed box");
+}
+
+static void
+test_box_close(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof(sin);
+	struct px_auth_box *box;
+	struct px_auth_req *r;
+	struct px_authns as;
+	struct pollfd pfd;
+	char xml[512], errs[1024];
+	int l, i;
+
+	(void)state;
+	/* A directory that takes the connection and never answers. */
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(l != -1);
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(l, 8), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(dir, sizeof(dir), "/tmp/auth_test.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(xml, sizeof(xml), "<authenticators>\n<ldap name=\"stall\" "
+	    "url=\"ldap://127.0.0.1:%u\" base-dn=\"dc=t\" timeout=\"1s\"/>\n"
+	    "</authenticators>", (unsigned)ntohs(sin.sin_port));
+	assert_int_equal(load(xml, &as, NULL, NULL, errs, sizeof(errs)), 0);
+	rmdir(dir);
+
+	box = calloc(1, sizeof(*box));
+	assert_non_null(box);
+	box->wake = box_wake;
+	r = px_auth_req_new(PX_AUTH_BASIC, as.a[0], NULL, "alice", "pw", 2);
+	assert_non_null(r);
+	px_auth_submit(r, box, box_done, NULL);
+	/* An auth thread is on it: the directory has its connection. */
+	pfd = (struct pollfd){ .fd = l, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	/* Its session ended, then its worker: the box goes. */
+	px_auth_cancel(r);
+	px_auth_box_close(box);
+	/* The check gives up after its timeout (1 s): nothing arrives. */
+	for (i = 0; i < 30; i++)
+		usleep(100 * 1000);
+	assert_int_equal(atomic_load(&box_wakes), 0);
+	assert_null(atomic_load(&box->head));
+	free(box);
+	px_authns_free(&as);
+	close(l);
+}
+
 int
 main(void)
 {
@@ -280,6 +354,7 @@ main(void)
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_groups_and_names),
 		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_box_close),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
