@@ -25,7 +25,8 @@
 #                          process takes every session over at a quiet point
 #                          (plug; FTP between commands; idle HTTP keep-alive;
 #                          R66 between transfers), the rest drain in the old
-#                          one (up to S s, default 60, and its shutdown-grace).
+#                          one (up to S s, default 60: its shutdown-grace,
+#                          1 s otherwise, is S for the upgrade, by a reload).
 #                          drain: withdrawn, its sessions served until they end
 #                          or S seconds pass, stopped, started again and
 #                          announced once it listens
@@ -83,6 +84,7 @@ ROUTER_AS=65000 NODE_AS=65001
 ADMIN=127.0.0.1:9180     # each node's admin endpoint, inside its namespace
 STORE=198.18.3.1         # the quota store (redis-server), on the router's lo
 PORTS="80 8081 21 6666"  # http, plug, ftp, r66
+GRACE=1s                 # each node's shutdown-grace (upgrade I S: S meanwhile)
 DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
 
 die() { echo "$PROG: $*" >&2; exit 1; }
@@ -246,7 +248,7 @@ write_node_conf() { # I
 <proxyd>
   <node name="$(node_name "$1")"/>
   <workers>1</workers>
-  <limits shutdown-grace="1s" connect-timeout="5s"/>
+  <limits shutdown-grace="$GRACE" connect-timeout="5s"/>
   <log target="stderr" level="info"/>
   <admin listen="$ADMIN"/>
   <pidfile path="$d/proxyd.pid"/>
@@ -752,6 +754,15 @@ cmd_drain() {
 # names now) under a new supervisor, announced once it listens. Sessions
 # that outlive the deadline end with the old process: handing them over
 # to the new one (SCM_RIGHTS) is not done.
+# set_grace I DURATION: node I's shutdown-grace, by a reload of its proxyd
+set_grace() {
+    local d=$LAB_DIR/n$1 n0
+    sed -i "s/shutdown-grace=\"[^\"]*\"/shutdown-grace=\"$2\"/" "$d/proxyd.xml"
+    n0=$(grep -c ' reload done: ' "$d/proxyd.log" || true)
+    ip netns exec "$(ns_node "$1")" "$PROXYD" -c "$d/proxyd.xml" -s reload >/dev/null 2>&1 || return 1
+    wait_until 10 eval '(($(grep -c " reload done: " "'"$d/proxyd.log"'" || true) > '"$n0"'))'
+}
+
 cmd_upgrade() {
     local i=${1:-} limit=${2:-60} how=${3:-handover} d spid out old
     [[ $i =~ ^[0-9]+$ && $limit =~ ^[0-9]+$ && $how =~ ^(drain|handover)$ ]] ||
@@ -763,12 +774,18 @@ cmd_upgrade() {
         # the node stays in the route: the new process listens beside the
         # old one (SO_REUSEPORT) and answers on the admin address it passed
         old=$(cat "$d/proxyd.pid")
+        # what is not quiet (a response, a file in the middle) drains in the
+        # old process for its shutdown-grace: S for this upgrade (a reload
+        # first), back to the lab's 1 s afterwards (drain's stop)
+        set_grace "$i" "${limit}s" || die "node $i: reload to shutdown-grace=${limit}s failed"
         touch "$d/handover"
         if ! out=$(ip netns exec "$(ns_node "$i")" "$PROXYD" -c "$d/proxyd.xml" -s upgrade 2>&1); then
             rm -f "$d/handover"
+            set_grace "$i" "$GRACE" || true
             die "node $i: upgrade failed, pid $old serves on: $out"
         fi
         wait_until "$((limit + 10))" eval '! alive '"$old" || die "node $i: the old proxyd $old still runs"
+        set_grace "$i" "$GRACE" || die "node $i: reload to shutdown-grace=$GRACE failed"
         echo "n$i upgraded pid=$(cat "$d/proxyd.pid") $(grep -Eo 'handover sessions=[0-9]+ drained=[0-9]+ \(to' "$d/proxyd.log" | tail -n 1 | sed 's/ (to$//')"
         return
     fi
