@@ -26,7 +26,8 @@
 #      curl --limit-rate, lftp's net:limit-rate, and for the R66 SEND (r66peer
 #      has no rate option) an HTB class on the client's link for port 6666.
 #      The transfers' nodes are printed; the test checks they are still
-#      running when each operation ends (it happened mid-way).
+#      running when each operation ends (it happened mid-way), and starts
+#      more HTTP downloads (up to 8) until nodes 1 and 2 each carry one.
 #   3. 30 plug connections held open; `lab.sh kill 3`: new connections are
 #      all served again within 3 s of the kill (measured: rounds of 10
 #      connections with a 300 ms timeout until a whole round succeeds), and
@@ -138,7 +139,7 @@ settle() {
 
 # ab_ok N C PORT [OPTS...]: ab's N requests over C connections all 200 with the whole file
 ab_ok() {
-    local n=$1 c=$2 port=$3 v
+    local n=$1 c=$2 port=$3
     shift 3
     lab client ab "$@" -n "$n" -c "$c" -s 10 "http://$SERVER:$port/f.bin" >"$T/ab.out" 2>"$T/ab.err" ||
         fail "ab $* -n $n http://$SERVER:$port/f.bin failed: $(tail -n 3 "$T/ab.out" "$T/ab.err")"
@@ -242,7 +243,7 @@ done
 # r66peer has no rate option: an HTB class on the client's link for what
 # goes to port 6666, shared by the two SENDs (RATE each)
 lab client tc qdisc add dev c0 root handle 1: htb default 0
-lab client tc class add dev c0 parent 1: classid 1:10 htb rate "$((2 * RATE * 8))bit" ceil "$((2 * RATE * 8))bit"
+lab client tc class add dev c0 parent 1: classid 1:10 htb rate "$((2 * RATE * 8))bit" ceil "$((2 * RATE * 8))bit" quantum 1514
 lab client tc filter add dev c0 parent 1: protocol ip u32 match ip dport 6666 0xffff flowid 1:10
 declare -A long=()
 for k in 1 2; do
@@ -267,7 +268,23 @@ running_all() {
 live_sum() { lab status | awk '{ sub("sessions=", "", $3); s += $3 } END { print s + 0 }'; }
 six_live() { (($(live_sum) >= 6)); }
 wait_cond 10000 six_live || fail "the 6 long transfers are not all live on the nodes: $(lab status)"
+# the drain and the upgrade must each have a transfer under way on their
+# node: the hash decides where they go, so more HTTP downloads (up to 8)
+# until nodes 1 and 2 both carry one
+node_live_of() { awk -v n="n$1" '$1 == n { sub("sessions=", "", $3); print $3 + 0 }' "$T/status.out"; }
+extra=0
 lab status >"$T/status.out"
+while (($(node_live_of 1) == 0 || $(node_live_of 2) == 0)) && ((extra < 8)); do
+    extra=$((extra + 1))
+    k=$((2 + extra))
+    lab client curl -sS --max-time 90 --limit-rate "$RATE" -o "$T/out/h$k.bin" "http://$SERVER/big.bin" 2>"$T/long-h$k.err" &
+    long[h$k]=$!
+    track_pid "${long[h$k]}"
+    n_live() { (($(live_sum) >= 6 + extra)); }
+    wait_cond 5000 n_live || fail "long download h$k not live: $(lab status)"
+    lab status >"$T/status.out"
+done
+(($(node_live_of 1) > 0 && $(node_live_of 2) > 0)) || fail "no long transfer on node 1 or 2 after 8 more: $(cat "$T/status.out")"
 info "long transfers started: $(tr '\n' ';' <"$T/status.out")"
 
 t0=$(now_ms)
@@ -304,7 +321,10 @@ for k in "${!long[@]}"; do
     wait_exit "${long[$k]}" 60 || fail "long transfer $k still running 60 s after the upgrade"
     assert_eq "$WAIT_RC" 0 "long transfer $k's exit status"
 done
-info "count: the 6 long transfers ended after $(($(now_ms) - t_long)) ms"
+info "count: the $((6 + extra)) long transfers ended after $(($(now_ms) - t_long)) ms"
+for ((k = 3; k <= 2 + extra; k++)); do
+    assert_eq "$(sha256sum <"$T/out/h$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "HTTP download $k: sha256"
+done
 for k in 1 2; do
     assert_eq "$(sha256sum <"$T/out/h$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "HTTP download $k: sha256"
     assert_eq "$(sha256sum <"$T/out/f$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "FTP RETR $k: sha256"
