@@ -1,5 +1,6 @@
 /* r66peer's shared parts: its configuration, one connection, and what
- * r66peer_tls.c (TLS on either side) offers the rest (r66peer.c). */
+ * r66peer_io.c (frames, digests, a transfer's two halves) and r66peer_tls.c
+ * (TLS on either side) offer the rest (r66peer.c). */
 #ifndef R66PEER_H
 #define R66PEER_H
 
@@ -8,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 
 #define PEER_MAX_PARTNERS	16
@@ -88,6 +90,37 @@ struct peer_conn {
 
 /* "r66peer: " fmt, on stderr. */
 void	peer_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- r66peer_io.c ---- */
+struct r66_frame;
+
+/* What a transfer's half moved: bytes, blocks, the global hash in hex. */
+struct peer_result {
+	uint64_t	size, blocks;
+	char		hash[2 * EVP_MAX_MD_SIZE + 1];
+};
+
+const EVP_MD *peer_md(const char *algo);
+int	 peer_write(struct peer_conn *pc, const void *p, size_t n);
+int	 peer_read_full(struct peer_conn *pc, uint8_t *p, size_t n);
+void	 peer_print_error(const struct r66_frame *f, const char *who);
+/* Next frame that is not KeepAlive/NoOp: 1 frame, 0 EOF, -1 error. */
+int	 peer_recv(struct peer_conn *pc, struct r66_frame *f);
+int	 peer_expect(struct peer_conn *pc, struct r66_frame *f, uint8_t code,
+	    uint32_t dst, const char *what);
+char	*peer_version(const struct peer_conf *c, char *buf, size_t n);
+int	 peer_check_authent(struct peer_conn *pc, const struct r66_frame *f,
+	    uint8_t way);
+int	 peer_send_error(struct peer_conn *pc, uint32_t dst, uint32_t src,
+	    const char *msg, char code);
+int	 peer_send_data(struct peer_conn *pc, int fd, uint32_t dst, uint32_t src,
+	    uint32_t block, bool md5mode, struct peer_result *res);
+int	 peer_recv_data(struct peer_conn *pc, int fd, uint32_t dst, uint32_t src,
+	    uint32_t block, bool md5mode, int64_t length, struct peer_result *res,
+	    char *errcode);
+int	 peer_endrequest_send(struct peer_conn *pc, uint32_t dst, uint32_t src);
+int	 peer_endrequest_recv(struct peer_conn *pc, uint32_t dst, uint32_t src);
+bool	 peer_name_ok(const char *name);
 
 /* ---- r66peer_tls.c ---- */
 SSL_CTX	*peer_tls_ctx(const struct peer_conf *c);

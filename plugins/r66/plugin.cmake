@@ -20,5 +20,6 @@ list(APPEND PX_PLUGIN_LIBS r66_wire)
 
 # R66 test and benchmark peer (bench/r66peer/README.md); never installed.
 add_executable(r66peer ${CMAKE_SOURCE_DIR}/bench/r66peer/r66peer.c
+	${CMAKE_SOURCE_DIR}/bench/r66peer/r66peer_io.c
 	${CMAKE_SOURCE_DIR}/bench/r66peer/r66peer_tls.c)
 target_link_libraries(r66peer PRIVATE r66_encode PkgConfig::SSL)
