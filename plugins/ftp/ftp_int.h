@@ -1,5 +1,5 @@
 /* ftp: what the control channel (ftp.c) and the other files of the session
- * (the data channels ftp_data.c, FTPS ftp_tls.c, scanning ftp_scan.c, the
+ * (the server's replies ftp_reply.c, the data channels ftp_data.c, FTPS ftp_tls.c, scanning ftp_scan.c, the
  * quotas ftp_quota.c, inband authentication ftp_auth.c) share: the per-session state, the queue of pending
  * replies and the analyser's counters. Internal to plugins/ftp. */
 #ifndef FTP_INT_H
@@ -173,9 +173,28 @@ void	ftp_q_flush_local(struct px_session *s, struct ftp_state *st);
 /* The ftp-command line of c, with verdict (PASS's argument hidden). */
 void	ftp_log_cmd(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c, const char *verdict);
+/* Whether nothing more may go to the server before the replies pending
+ * come (our PORT/EPRT, a login and our PWD after it) or the quota store
+ * answers. */
+bool	ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p);
+/* The client's held commands, once nothing stops them. */
+enum px_verdict ftp_resume(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p);
+/* <scan partial="refuse">: verb would move a scanned file in pieces. */
+bool	ftp_partial_refuses(const struct px_session *s, const char *verb);
+
+/* ---- ftp_reply.c: the server's replies ---------------------------------- */
+
 /* A login the server took: the login directory, where path rules are. */
 void	ftp_home_ask(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p);
+/* Server bytes, reply by reply, each paired with its pending command. */
+enum px_verdict ftp_server_replies(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, struct evbuffer *in);
+/* ftp_server_replies, then a check answered meanwhile, then the client's
+ * held commands. */
+enum px_verdict ftp_from_server(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, struct evbuffer *in);
 
 /* ftp_command's results besides 0 and -1 (too many pending): the
  * session was denied, or ended, already. */
