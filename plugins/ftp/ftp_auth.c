@@ -336,15 +336,9 @@ ftp_auth_who(const struct px_session *s, const void *state, char *buf,
     size_t len)
 {
 	const struct ftp_state *st = state;
-	const struct px_auth_id *id = ftp_auth_id(st);
-	char user[160];
 
 	(void)s;
-	if (id == NULL)
-		return;
-	px_log_escape(user, sizeof(user), id->user, strlen(id->user), false);
-	snprintf(buf, len, " user=%s auth=%s", user,
-	    px_auth_method_name(id->method));
+	px_auth_id_log(ftp_auth_id(st), buf, len);
 }
 
 void

@@ -432,15 +432,8 @@ void
 http_auth_who(const struct px_session *s, const void *st, char *buf,
     size_t len)
 {
-	const struct px_auth_id *id = http_auth_id(st);
-	char user[160];
-
 	(void)s;
-	if (id == NULL)
-		return;
-	px_log_escape(user, sizeof(user), id->user, strlen(id->user), false);
-	snprintf(buf, len, " user=%s auth=%s", user,
-	    px_auth_method_name(id->method));
+	px_auth_id_log(http_auth_id(st), buf, len);
 }
 
 void

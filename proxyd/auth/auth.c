@@ -118,6 +118,20 @@ px_auth_method_name(enum px_auth_method m)
 	    m == PX_AUTH_CERTIFICATE ? "certificate" : "basic";
 }
 
+void
+px_auth_id_log(const struct px_auth_id *id, char *buf, size_t len)
+{
+	char user[160];
+
+	if (len > 0)
+		buf[0] = '\0';
+	if (id == NULL)
+		return;
+	px_log_escape(user, sizeof(user), id->user, strlen(id->user), false);
+	snprintf(buf, len, " user=%s auth=%s", user,
+	    px_auth_method_name(id->method));
+}
+
 static bool
 px_auth_content_in_group(const void *arg, const char *g)
 {

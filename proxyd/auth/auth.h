@@ -133,6 +133,9 @@ void	px_auth_id_clear(struct px_auth_id *id);
  * or the value of its first RDN ("ops" for "cn=ops,dc=example,dc=test"). */
 bool	px_auth_id_in_group(const struct px_auth_id *id, const char *g);
 const char *px_auth_method_name(enum px_auth_method m);
+/* " user=NAME auth=METHOD" for a log line (the name escaped as the log
+ * escapes a peer's bytes) into buf; "" for NULL (nobody proven). */
+void	px_auth_id_log(const struct px_auth_id *id, char *buf, size_t len);
 struct px_content_who;
 /* id as the <content> rules see it (sniff.h), in *w: w, or NULL for
  * NULL (nobody proven). */
