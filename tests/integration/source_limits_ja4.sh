@@ -110,8 +110,10 @@ for i in $(seq 1 100); do
     sleep 0.05
 done
 assert_eq "$(session_end_lines jconn | grep -c .)" 4 "session-end lines of jconn (the refused one has none)"
-CURL_JA4=$(kv "$(session_end_lines jconn | head -n 1)" ja4)
-PY_JA4=$(kv "$(session_end_lines jconn | tail -n 1)" ja4)
+# in session order: two workers write their lines in either order
+by_session() { sed -E 's/^.* #([0-9]+) .*$/\1 &/' | sort -n | cut -d' ' -f2-; }
+CURL_JA4=$(kv "$(session_end_lines jconn | by_session | head -n 1)" ja4)
+PY_JA4=$(kv "$(session_end_lines jconn | by_session | tail -n 1)" ja4)
 info "curl ja4=$CURL_JA4 python ja4=$PY_JA4"
 [[ $CURL_JA4 =~ ^t13d[0-9]{4}[a-z0-9]{2}_[0-9a-f]{12}_[0-9a-f]{12}$ ]] || fail "curl's JA4 on its session-end line: '$CURL_JA4'"
 assert_ne "$CURL_JA4" "$PY_JA4" "curl's and python's JA4"
