@@ -19,8 +19,8 @@
 #     directory: a <url group="ops"> rule lets alice into /admin/ and
 #     refuses bob (auth line method=certificate, once per connection);
 #   - a self-signed certificate under verify="optional" names nobody;
-#   - --check refuses identity= without verify= and identity-domain=
-#     without identity="email".
+#   - --check refuses identity= without verify=, identity-domain= without
+#     identity="email", and user= rules where HTTP/2 streams would lose the user
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -141,4 +141,10 @@ tls_check_bad "identity without verify" plug \
 tls_check_bad "identity-domain without email" plug \
     "<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\" identity-domain=\"example.test\"/>" \
     'identity-domain="example.test": a domain, with identity="email" only'
+# HTTP/2 streams run in legs without the connection's certificate user: a
+# user= rule would not see it there (a deny by user= passed over h2)
+tls_check_bad "user= rules on h2 with a certificate identity" http \
+    "<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
+  <http h2=\"yes\"><url path=\"/admin/*\" user=\"bob\" action=\"deny\"/></http>" \
+    'HTTP/2 streams do not carry the client certificate'
 info "ok"
