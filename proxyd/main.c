@@ -408,6 +408,9 @@ px_handover_ready_cb(void *arg)
 	    atomic_load(&px_live_sessions) == 1 ? "" : "s",
 	    (unsigned long long)m->grace_left_ms);
 	px_handover_drain();
+	/* A failed upgrade before this one left its timer. */
+	if (m->grace_ev != NULL)
+		event_free(m->grace_ev);
 	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
 	evtimer_add(m->grace_ev, &now);
 }
@@ -553,6 +556,9 @@ px_signal_cb(evutil_socket_t sig, short what, void *arg)
 	    (unsigned long long)m->grace_left_ms);
 	px_notify_stopping("draining");
 	px_workers_command(PX_CMD_DRAIN);
+	/* An upgrade that failed left its timer. */
+	if (m->grace_ev != NULL)
+		event_free(m->grace_ev);
 	m->grace_ev = evtimer_new(m->base, px_grace_cb, m);
 	evtimer_add(m->grace_ev, &now);
 }
@@ -808,6 +814,7 @@ main(int argc, char **argv)
 		close(m.rl.pipe[1]);
 	}
 	px_handover_serve_end();
+	px_handover_take_end();
 	px_workers_join();
 	px_quota_persist(m.cfg);
 	px_log(LOG_INFO, 0, "proxyd exiting");

@@ -47,6 +47,18 @@ static const char *const http_counter_names[] = {
 };
 
 static void http_next_request(struct http_state *h);
+/* The scanner's copy of an HTTP/2 server's head as the client gets it
+ * (http_judge_response), one per worker, freed at its exit. */
+static _Thread_local struct evbuffer *http_scan_head_buf;
+
+void
+http_thread_exit_heads(void)
+{
+	if (http_scan_head_buf != NULL)
+		evbuffer_free(http_scan_head_buf);
+	http_scan_head_buf = NULL;
+}
+
 static void http_transaction_done(struct http_state *h);
 static void http_start_tunnel(struct http_state *h);
 
@@ -577,9 +589,10 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	    buf == NULL && http_scan_downloads(h)) {
 		/* An HTTP/2 server's head came as fields: the scanner is
 		 * shown the one the client gets. */
-		static _Thread_local struct evbuffer *hb;
+		struct evbuffer *hb = http_scan_head_buf;
 
-		if (hb == NULL && (hb = evbuffer_new()) == NULL) {
+		if (hb == NULL &&
+		    (hb = http_scan_head_buf = evbuffer_new()) == NULL) {
 			http_abort(h, PX_END_PROXY, "error: out of memory");
 			return false;
 		}

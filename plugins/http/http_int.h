@@ -242,6 +242,8 @@ struct http_state {
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
 /* The http-request line of the transaction, once (then method is ""). */
 void	http_log_request(struct http_state *h);
+/* A worker thread exits: the head buffer http.c keeps per thread goes. */
+void	http_thread_exit_heads(void);
 /* A leg's line held for its stream's end, written now (if any). */
 void	http_log_held(struct http_state *h);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream

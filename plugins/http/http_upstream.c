@@ -368,6 +368,7 @@ http_worker_exit(void)
 		evdns_base_free(http_dns, 1);
 	http_dns = NULL;
 	http_h2o_worker_exit();
+	http_thread_exit_heads();
 	px_icap_worker_exit();
 }
 

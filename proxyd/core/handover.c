@@ -886,6 +886,16 @@ px_handover_take(struct event_base *base, int fd,
 	return 0;
 }
 
+void
+px_handover_take_end(void)
+{
+	if (px_ho_new.ev == NULL)
+		return;
+	close((int)event_get_fd(px_ho_new.ev));
+	event_free(px_ho_new.ev);
+	px_ho_new.ev = NULL;
+}
+
 /* As px_session_connected, the analyser opened from its saved state
  * when it saved one. */
 static void

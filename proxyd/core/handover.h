@@ -139,6 +139,9 @@ int	px_handover_connect(long pid, uid_t uid, int *admin_fd);
  * *cfg (the main thread's current configuration). 0, or -1 (logged). */
 int	px_handover_take(struct event_base *base, int fd,
 	    struct px_config *const *cfg);
+/* The process stops: the old process's socket, if it is still open (its
+ * close not read yet), is closed with its event. */
+void	px_handover_take_end(void);
 
 /* ---- workers ---------------------------------------------------------- */
 
