@@ -1469,6 +1469,9 @@ http_h2o_input(struct http_state *h)
 		px_session_log(h->s, LOG_NOTICE, "http-server-reset stream=%d "
 		    "code=%s (inside the response)", st->id,
 		    nghttp2_http2_strerror(st->error));
+		/* An HTTP/2 client sees the server's code (a gRPC server
+		 * cancelling: CANCEL), not INTERNAL_ERROR. */
+		http_h2_leg_reset_code(h, st->error);
 		http_abort(h, PX_END_SERVER_FAIL, why);
 		return;
 	}
