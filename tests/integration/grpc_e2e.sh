@@ -8,7 +8,9 @@
 # stream (sha256; proxyd's peak RSS grows far less than the stream: flow
 # control end to end), a call the client cancels (the server sees it
 # cancelled), one the server aborts (the client gets its status through
-# the trailers), a server that resets a stream with RST_STREAM CANCEL (a
+# the trailers), grpc-timeout reaching the server, a response-timeout
+# shorter than it (DEADLINE_EXCEEDED from proxyd, the server's stream
+# cancelled), a server that resets a stream with RST_STREAM CANCEL (a
 # bare python3-h2 server: the client sees CANCELLED, the server's code, not
 # an INTERNAL error), a deadline (DEADLINE_EXCEEDED; the server sees the call
 # end), a method a url rule refuses (PERMISSION_DENIED, never reaching the
@@ -16,6 +18,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+need_cmds nghttp
 PY=/usr/bin/python3
 PEER=$LIB_DIR/grpc_peer.py
 [[ -x $PY ]] && $PY -c 'import grpc' 2>/dev/null ||
@@ -48,9 +51,13 @@ wait_listen "$RST" 10 $! || fail "h2 server did not start: $(cat "$T/rst.out")"
 
 free_port P_G
 free_port P_R
+free_port P_T
 write_proxyd_conf
 write_http_service grpc "$P_G" "$GRPC" '<http h2c="yes" server-h2="yes" trailers="pass">
   <url path="/test.Peer/Forbidden" action="deny"/>
+</http>'
+write_http_service gshort "$P_T" "$GRPC" '<http h2c="yes" server-h2="yes" trailers="pass">
+  <limits response-timeout="1s"/>
 </http>'
 write_http_service grst "$P_R" "$RST" '<http h2c="yes" server-h2="yes" trailers="pass"/>'
 start_proxyd
@@ -88,6 +95,33 @@ assert_log "session-end service=grst .* by=server-fail phase=data end=server-res
 info "a deadline: DEADLINE_EXCEEDED, and the call ends at the server"
 expect "$(gcall slow --delay 10 --timeout 1)" "^status=DEADLINE_EXCEEDED " "deadline"
 wait_grep "$T/peer.log" "^cancelled Slow$" 10 || fail "the server did not see the deadline: $(cat "$T/peer.log")"
+
+# slowcall PORT GRPC_TIMEOUT OUT: Slow (5 s) by nghttp -v with that
+# grpc-timeout; prints the ms it took
+slowcall() {
+    local t0
+    printf '\0\0\0\0\0015' >"$T/slow.msg"
+    t0=$(now_ms)
+    timeout 20 nghttp -v -d "$T/slow.msg" -H 'content-type: application/grpc' -H 'te: trailers' \
+        -H "grpc-timeout: $2" "http://127.0.0.1:$1/test.Peer/Slow" >"$3" 2>&1 || true
+    echo $(($(now_ms) - t0))
+}
+info "grpc-timeout reaches the server: DEADLINE_EXCEEDED after it"
+el=$(slowcall "$P_G" 500m "$T/slow.h2")
+assert_grep "$T/slow.h2" "recv \(stream_id=13\) grpc-status: 4$"
+((el >= 400 && el < 4000)) || fail "grpc-timeout 500m answered after $el ms"
+wait_grep "$T/peer.log" "cancelled Slow" 10 && [[ $(grep -c "^cancelled Slow$" "$T/peer.log") == 2 ]] ||
+    fail "the server did not see the call end: $(cat "$T/peer.log")"
+
+info "a response-timeout shorter than grpc-timeout: proxyd's DEADLINE_EXCEEDED, the server's stream cancelled"
+el=$(slowcall "$P_T" 20S "$T/slow2.h2")
+assert_grep "$T/slow2.h2" "recv HEADERS frame <length=[0-9]+, flags=0x05, stream_id=13>"
+assert_grep "$T/slow2.h2" "recv \(stream_id=13\) grpc-status: 4$"
+assert_grep "$T/slow2.h2" "recv \(stream_id=13\) grpc-message: no response within response-timeout$"
+((el >= 900 && el < 4000)) || fail "response-timeout 1s answered after $el ms"
+assert_log "http-request .* path=/test\.Peer/Slow status=504 grpc-status=4 .* verdict=error .* proto=h2 stream=13$"
+wait_grep "$T/peer.log" "cancelled Slow" 10 && [[ $(grep -c "^cancelled Slow$" "$T/peer.log") == 3 ]] ||
+    fail "the server did not see proxyd give up the call: $(cat "$T/peer.log")"
 
 info "a refused method: PERMISSION_DENIED, the server never sees it"
 expect "$(gcall forbidden)" "^status=PERMISSION_DENIED details='URL denied by policy'$" "refused method"
