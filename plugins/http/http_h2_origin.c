@@ -22,7 +22,9 @@
  * again, and goes through http_judge_response as an HTTP/1.1 server's
  * head does; to an HTTP/1.1 client a response without content-length
  * gets chunked framing (its trailers go as chunked trailers when
- * trailers="pass"), to an HTTP/1.0 one it is close-delimited.
+ * trailers="pass"), to an HTTP/1.0 one it is close-delimited; a head that
+ * ends the stream gets content-length: 0 (so a gRPC trailers-only
+ * response reaches an HTTP/2 client as one HEADERS frame again).
  *
  * Bodies: a request body's bytes go as DATA (chunked framing removed; its
  * trailer section as a trailing HEADERS); the response's DATA feed the
@@ -396,11 +398,21 @@ http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
 	evbuffer_free(tmp);
 }
 
+/* How a final head without content-length is framed to the client. */
+enum h2o_framing {
+	H2O_FRAMING_AS_IS = 0,	/* interim heads, trailers; HTTP/1.0 client */
+	H2O_FRAMING_CHUNKED,	/* chunks, which end where the stream does */
+	H2O_FRAMING_EMPTY,	/* it came with END_STREAM: no body */
+};
+
 /* The block gathered made a struct http_head (pointers into blk->buf). */
 static void
-h2o_block_head(struct h2o_block *b, struct http_head *m, bool add_chunked)
+h2o_block_head(struct h2o_block *b, struct http_head *m,
+    enum h2o_framing framing)
 {
 	static char chunked[] = "transfer-encodingchunked";
+	static char empty[] = "content-length0";
+	struct http_hdr *f;
 	unsigned i;
 
 	memset(m, 0, offsetof(struct http_head, hdr));
@@ -412,8 +424,7 @@ h2o_block_head(struct h2o_block *b, struct http_head *m, bool add_chunked)
 	m->content_length = -1;
 	m->host = m->upgrade = -1;
 	for (i = 0; i < b->n; i++) {
-		struct http_hdr *f = &m->hdr[m->nhdr];
-
+		f = &m->hdr[m->nhdr];
 		f->name = b->buf + b->f[i].no;
 		f->nlen = b->f[i].nl;
 		f->val = b->buf + b->f[i].vo;
@@ -431,19 +442,26 @@ h2o_block_head(struct h2o_block *b, struct http_head *m, bool add_chunked)
 		}
 		m->nhdr++;
 	}
-	if (add_chunked && m->content_length < 0 &&
-	    m->nhdr < HTTP_MAX_HEADERS) {
-		/* No length from the server: the HTTP/1.1 client gets
-		 * chunks, which end where the stream does. */
-		struct http_hdr *f = &m->hdr[m->nhdr++];
-
-		f->name = chunked;
-		f->nlen = 17;
-		f->val = chunked + 17;
-		f->vlen = 7;
+	if (framing == H2O_FRAMING_AS_IS || m->content_length >= 0 ||
+	    m->nhdr >= HTTP_MAX_HEADERS)
+		return;
+	/* No length from the server. A head that ended the stream (a gRPC
+	 * trailers-only response) says its body is empty, so that an HTTP/2
+	 * client gets one HEADERS frame with END_STREAM again: HEADERS and
+	 * an empty DATA are a call without status to a gRPC client
+	 * ("Stream removed", UNKNOWN). Else the HTTP/1.1 client gets
+	 * chunks, which end where the stream does. */
+	f = &m->hdr[m->nhdr++];
+	f->name = framing == H2O_FRAMING_EMPTY ? empty : chunked;
+	f->nlen = framing == H2O_FRAMING_EMPTY ? 14 : 17;
+	f->val = f->name + f->nlen;
+	f->vlen = strlen(f->val);
+	if (framing == H2O_FRAMING_EMPTY) {
+		f->id = HTTP_F_CONTENT_LENGTH;
+		m->content_length = 0;
+	} else {
 		f->id = HTTP_F_TRANSFER_ENCODING;
-		m->chunked = true;
-		m->has_te = true;
+		m->chunked = m->has_te = true;
 	}
 }
 
@@ -549,11 +567,12 @@ h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
 	return 0;
 }
 
-/* A header block is whole. */
+/* A header block is whole; ended: its frame had END_STREAM. */
 static void
-h2o_block_done(struct http_h2o_stream *st)
+h2o_block_done(struct http_h2o_stream *st, bool ended)
 {
 	struct h2o_block *b = st->blk;
+	enum h2o_framing framing;
 	struct http_head *m;
 
 	if (b == NULL || st->h == NULL)
@@ -571,7 +590,7 @@ h2o_block_done(struct http_h2o_stream *st)
 	if (st->blk_trailers) {
 		if ((m = malloc(sizeof(*m))) == NULL)
 			return;
-		h2o_block_head(b, m, false);
+		h2o_block_head(b, m, H2O_FRAMING_AS_IS);
 		free(st->trailers);
 		st->trailers = m;
 		st->tblk = b;
@@ -585,7 +604,7 @@ h2o_block_done(struct http_h2o_stream *st)
 		if (st->interim == NULL &&
 		    (st->interim = malloc(sizeof(*st->interim))) == NULL)
 			return;
-		h2o_block_head(b, st->interim, false);
+		h2o_block_head(b, st->interim, H2O_FRAMING_AS_IS);
 		if (st->iblk != NULL)
 			free(st->iblk->buf);
 		free(st->iblk);
@@ -600,8 +619,13 @@ h2o_block_done(struct http_h2o_stream *st)
 		h2o_notify(st);
 		return;
 	}
-	/* An HTTP/1.0 client gets a body without length by the close. */
-	h2o_block_head(b, m, !st->h->client_10);
+	/* An HTTP/1.0 client gets a body without length by the close;
+	 * no length is said where none may be (RFC 9110 8.6). */
+	framing = st->h->client_10 ? H2O_FRAMING_AS_IS : H2O_FRAMING_CHUNKED;
+	if (ended)
+		framing = st->h->is_head || b->status == 204 ||
+		    b->status == 304 ? H2O_FRAMING_AS_IS : H2O_FRAMING_EMPTY;
+	h2o_block_head(b, m, framing);
 	st->head = m;
 	st->hblk = b;
 	st->blk = NULL;
@@ -624,7 +648,7 @@ h2o_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
 		return 0;
 	st->got_bytes = true;
 	if (fr->hd.type == NGHTTP2_HEADERS)
-		h2o_block_done(st);
+		h2o_block_done(st, fr->hd.flags & NGHTTP2_FLAG_END_STREAM);
 	if ((fr->hd.type == NGHTTP2_HEADERS || fr->hd.type == NGHTTP2_DATA) &&
 	    (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
 		st->ended = true;
