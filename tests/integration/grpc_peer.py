@@ -34,6 +34,8 @@ Methods (client CASE of the same name, lower case):
                   with ABORTED "reset by the server" (its trailers say so);
                   "N cancel": cancels it instead (RST_STREAM CANCEL)
     Forbidden     echo (a method the proxy's policy refuses)
+    Missing       not served: the server answers UNIMPLEMENTED in a
+                  trailers-only response (one HEADERS frame, END_STREAM)
 """
 import argparse
 import hashlib
@@ -311,6 +313,10 @@ def client(args):
                     break
             it.cancel()
             result(status=it.code().name, count=got)
+        elif c == "missing":
+            f = call(ch, "uu", "Missing")
+            resp = f(args.data.encode(), timeout=to, metadata=md)
+            result(status="OK", reply="'%s'" % resp.decode())
         elif c == "slow":
             f = call(ch, "uu", "Slow")
             resp = f(str(args.delay).encode(), timeout=to, metadata=md)
