@@ -14,7 +14,8 @@
 # each) with BENCH_GRPC_INFLIGHT calls at once on each; the two paths
 # alternate first from round to round. Per run: the proxy's CPU (schedstat
 # of its threads, as every row) and its system calls (perf stat -e
-# raw_syscalls:sys_enter on its pid; "-" without perf), per call. Results
+# raw_syscalls:sys_enter on its pid, syscalls_start in bench/run; "-"
+# without perf), per call. Results
 # in grpc.tsv, the table in grpc.md (not in results.md). Loopback only (in
 # netns mode the row is skipped).
 
@@ -37,28 +38,6 @@ grpc_ready() {
 		return 1
 	fi
 	return 0
-}
-
-# grpc_syscalls_start PID FILE: counts PID's system calls (all its
-# threads) into FILE until grpc_syscalls_stop (perf's pid in
-# GRPC_PERF_PID; none without perf)
-GRPC_PERF_PID=""
-grpc_syscalls_start() {
-	GRPC_PERF_PID=""
-	command -v perf >/dev/null 2>&1 || return 0
-	perf stat -x, -e raw_syscalls:sys_enter -p "$1" -o "$2" >/dev/null 2>&1 &
-	GRPC_PERF_PID=$!
-	sleep 0.3           # perf attaches
-}
-grpc_syscalls_stop() {      # (not in a subshell: it waits for perf)
-	[ -n "$GRPC_PERF_PID" ] || return 0
-	kill -INT "$GRPC_PERF_PID" 2>/dev/null || true
-	wait "$GRPC_PERF_PID" 2>/dev/null || true
-}
-grpc_syscalls() {           # grpc_syscalls FILE: perf's count, or -
-	local n
-	n=$(awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$1" 2>/dev/null)
-	is_uint "$n" && echo "$n" || echo -
 }
 
 grpc_start_proxyd() {       # grpc_start_proxyd TARGET PORT ADMIN_PORT
@@ -135,7 +114,7 @@ grpc_run() {
 	local t=$1 r=$2 raw px0 px1 t0 t1 rc=0 ok failed sys
 	raw="raw/grpc-r$r-$t.txt"
 	echo "# /usr/bin/python3 bench/grpcload.py client 127.0.0.1:${GRPC_PORT[$t]} $GRPC_N $GRPC_CHANNELS $GRPC_INFLIGHT $GRPC_SIZE" >"$OUT/$raw"
-	grpc_syscalls_start "${GRPC_PID[$t]}" "$OUT/raw/grpc-r$r-$t.perf"
+	syscalls_start "${GRPC_PID[$t]}" "$OUT/raw/grpc-r$r-$t.perf"
 	px0=$(cpu_ns "${GRPC_PID[$t]}")
 	t0=$(date +%s%N)
 	timeout -k 5 "$RUN_TIMEOUT" /usr/bin/python3 "$BENCH_DIR/grpcload.py" client \
@@ -143,8 +122,8 @@ grpc_run() {
 		>>"$OUT/$raw" 2>&1 || rc=$?
 	t1=$(date +%s%N)
 	px1=$(cpu_ns "${GRPC_PID[$t]}")
-	grpc_syscalls_stop
-	sys=$(grpc_syscalls "$OUT/raw/grpc-r$r-$t.perf")
+	syscalls_stop
+	sys=$(syscalls_of "$OUT/raw/grpc-r$r-$t.perf")
 	read -r ok failed <<<"$(awk '$1 == "ok" { print $2, $4 }' "$OUT/$raw")"
 	ok=${ok:-0}; failed=${failed:-0}
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$t" "$GRPC_N" "$ok" "$failed" \

@@ -227,6 +227,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
                 note = f"leaves minted {d['kb_minted']}, cached {d['kb_cached']} (all rounds)"
             elif d.get("resumed_pct") is not None:
                 note = f"resumed {d['resumed_pct']:.0f}%"
+            elif d.get("sys_req") is not None:
+                note = f"{d['sys_req']:.1f} syscalls/req"
             lm = d["longest_ms"]
             cells = [row["label"] if first else "", t,
                      fnum(d["rps"]), fnum(d["mib_s"], 1),
@@ -666,6 +668,11 @@ def cmd_report(out):
                     d["rss0_kb"] = statistics.median([x["rss0"] for x in rs if "rss0" in x]) if rs else None
                     d["rss1_kb"] = statistics.median([x["rss1"] for x in rs if "rss1" in x]) if rs else None
                     d["rss2_kb"] = statistics.median([x["rss2"] for x in rs if "rss2" in x] or [0]) or None
+                if k[0] == "h2load":
+                    # system calls per request (bench/run: perf stat)
+                    sc = [extra_kv(r)["syscalls"] / int(r["complete"]) for r in ok
+                          if "syscalls" in extra_kv(r) and r["complete"].isdigit() and int(r["complete"])]
+                    d["sys_req"] = statistics.median(sc) if sc else None
                 if k[0] == "stime":
                     rs = [extra_kv(r) for r in ok]
                     res = sum(x.get("resumed", 0) for x in rs)
