@@ -23,7 +23,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds nghttp
+need_cmds nghttp curl
 PY=/usr/bin/python3
 PEER=$LIB_DIR/grpc_peer.py
 [[ -x $PY ]] && $PY -c 'import grpc' 2>/dev/null ||
@@ -147,6 +147,12 @@ assert_grep "$T/missing.h2" "recv \(stream_id=13\) grpc-status: 12$"
 assert_grep "$T/missing.h2" "recv HEADERS frame <length=[0-9]+, flags=0x05, stream_id=13>" \
     "UNIMPLEMENTED is not one HEADERS frame with END_STREAM"
 assert_no_grep "$T/missing.h2" "recv DATA frame .*stream_id=13>"
+# to an HTTP/1.1 client, that head says its empty body (no chunks)
+curl -s -i --http1.1 -m 10 -H 'content-type: application/grpc' -H 'te: trailers' \
+    --data-binary @"$T/missing.msg" "http://127.0.0.1:$P_G/test.Peer/Missing" >"$T/missing.h1" || true
+assert_grep "$T/missing.h1" "^grpc-status: 12"$'\r'"$"
+assert_grep "$T/missing.h1" "^content-length: 0"$'\r'"$"
+assert_no_grep "$T/missing.h1" "^[Tt]ransfer-[Ee]ncoding"
 
 info "a deadline: DEADLINE_EXCEEDED, and the call ends at the server"
 # The client's deadline, the server's (grpc-timeout) and proxyd's run out
