@@ -8,6 +8,7 @@ proxyd's C.
     ja4_ref.py HEX        the ClientHello's TLS records (or the bare
                           handshake message) in hex: prints its JA4
     import ja4_ref; ja4_ref.ja4(bytes)
+    ja4_ref.ja4s(bytes)   JA4S of a ServerHello (records or message)
 """
 import hashlib
 import sys
@@ -19,8 +20,9 @@ def _grease(v):
 
 
 def handshake(data):
-    """The ClientHello message (handshake header on) from TLS records, or
-    data itself when it is already a bare handshake message."""
+    """The first handshake message (header on: a ClientHello, a
+    ServerHello) from TLS records, or data itself when it is already a
+    bare handshake message."""
     if data[0] != 0x16:
         return data
     msg = b""
@@ -105,6 +107,45 @@ def ja4(data, raw=False):
         return "000000000000" if empty else hashlib.sha256(s.encode()).hexdigest()[:12]
     return "%s_%s_%s" % (a, h(cl, not ciphers),
                          h(el, not [t for t in types if t not in (0, 0x10)]))
+
+
+def _field(b, at, n):
+    return int.from_bytes(b[at:at + n], "big")
+
+
+def ja4s(data):
+    """JA4S (technical_details/JA4S.md) of a ServerHello, from its
+    records or the bare handshake message: the version (supported_
+    versions', else the legacy one), the extensions counted, the chosen
+    ALPN's first and last characters, "_" the cipher in hex, "_" the
+    first 12 hex of sha256 of the extensions as sent, in order."""
+    m = handshake(data)
+    m = m[:4 + _field(m, 1, 3)]
+    assert m[0] == 2 and _field(m, 1, 3) == len(m) - 4, "not a whole ServerHello"
+    version = _field(m, 4, 2)
+    at = 4 + 2 + 32
+    at += 1 + m[at]                      # session id
+    cipher = _field(m, at, 2)
+    at += 2 + 1                          # cipher, compression
+    exts, alpn = [], ""
+    if at < len(m):
+        end = at + 2 + _field(m, at, 2)
+        assert end == len(m)
+        at += 2
+        while at < end:
+            t, n = _field(m, at, 2), _field(m, at + 2, 2)
+            body = m[at + 4:at + 4 + n]
+            exts.append(t)
+            if t == 0x002b:
+                version = _field(body, 0, 2)
+            if t == 0x0010:
+                alpn = body[3:3 + body[2]].decode()
+            at += 4 + n
+    vers = {0x0304: "13", 0x0303: "12", 0x0302: "11", 0x0301: "10"}[version]
+    a = alpn[0] + alpn[-1] if alpn else "00"
+    text = ",".join("%04x" % e for e in exts)
+    h = hashlib.sha256(text.encode()).hexdigest()[:12] if exts else "0" * 12
+    return "t%s%02d%s_%04x_%s" % (vers, min(len(exts), 99), a, cipher, h)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 # JA4S (FoxIO's server fingerprint) where proxyd originates TLS: the
 # session-end line says ja4s= and the audit record "ja4s", the same as an
 # independent computation: `openssl s_server -msg` is the server and
-# prints the ServerHello it sends in hex; a small decoder written here from
-# the JA4S definition (protocol, version from supported_versions else the
-# legacy one, extension count, ALPN first+last characters, "_" the chosen
-# cipher in hex, "_" the first 12 hex of sha256 of the extensions as sent,
-# in order) computes the JA4S of those bytes. Three servers:
+# prints the ServerHello it sends in hex; the tests' decoder, ja4_ref.py's
+# ja4s (written from the JA4S definition: protocol, version from
+# supported_versions else the legacy one, extension count, ALPN first+last
+# characters, "_" the chosen cipher in hex, "_" the first 12 hex of sha256
+# of the extensions as sent, in order), computes the JA4S of those bytes. Three servers:
 # - TLS 1.3 (plug service): version from supported_versions, no ALPN;
 # - TLS 1.2 with ALPN http/1.1 (http service, which offers it): "h1", the
 #   legacy version, another cipher and extension list;
@@ -18,6 +18,8 @@ source "$(dirname "$0")/tls_lib.sh"
 need_cmds openssl curl python3
 setup
 PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
+export HERE
 
 P=$T/pki
 tls_ca ca "proxyd test CA"
@@ -63,8 +65,11 @@ start_proxyd
 cat >"$T/ja4s_ref.py" <<'EOF'
 # ja4s_ref.py S_SERVER_OUT: the JA4S of the last ServerHello that
 # `openssl s_server -msg` says it sent (">>> ..., ServerHello" and its hex
-# lines); prints it, then "hrr" if a HelloRetryRequest came before it.
-import hashlib, re, sys
+# lines) by ja4_ref.py's decoder; prints it, then "hrr" if a
+# HelloRetryRequest came before it.
+import os, re, sys
+sys.path.insert(0, os.environ["HERE"])
+import ja4_ref
 HRR = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 hellos, cur = [], None
 for line in open(sys.argv[1], errors="replace"):
@@ -78,35 +83,7 @@ for line in open(sys.argv[1], errors="replace"):
     else:
         cur = None
 assert hellos, "no ServerHello in " + sys.argv[1]
-def field(b, at, n):
-    return int.from_bytes(b[at:at + n], "big")
-def ja4s(m):
-    assert m[0] == 2 and field(m, 1, 3) == len(m) - 4, "not a whole ServerHello"
-    version = field(m, 4, 2)
-    at = 4 + 2 + 32
-    at += 1 + m[at]                      # session id
-    cipher = field(m, at, 2)
-    at += 2 + 1                          # cipher, compression
-    exts, alpn = [], ""
-    if at < len(m):
-        end = at + 2 + field(m, at, 2)
-        assert end == len(m)
-        at += 2
-        while at < end:
-            t, n = field(m, at, 2), field(m, at + 2, 2)
-            body = m[at + 4:at + 4 + n]
-            exts.append(t)
-            if t == 0x002b:
-                version = field(body, 0, 2)
-            if t == 0x0010:
-                alpn = body[3:3 + body[2]].decode()
-            at += 4 + n
-    vers = {0x0304: "13", 0x0303: "12", 0x0302: "11", 0x0301: "10"}[version]
-    a = alpn[0] + alpn[-1] if alpn else "00"
-    text = ",".join("%04x" % e for e in exts)
-    h = hashlib.sha256(text.encode()).hexdigest()[:12] if exts else "0" * 12
-    return "t%s%02d%s_%04x_%s" % (vers, min(len(exts), 99), a, cipher, h)
-print(ja4s(bytes(hellos[-1])))
+print(ja4_ref.ja4s(bytes(hellos[-1])))
 if len(hellos) > 1 and bytes(hellos[0][6:38]) == HRR:
     print("hrr")
 EOF
