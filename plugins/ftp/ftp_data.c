@@ -54,7 +54,7 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	struct ftp_state *st = arg;
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN];
 
-	ftp_scan_chan_gone(st, r->ch, r->bytes);
+	ftp_scan_chan_gone(st, r->ch, r);
 	ftp_quota_chan_done(s, st, r);
 	if (st->ch == r->ch) {
 		st->ch = NULL;
@@ -70,8 +70,8 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	 * must show at the level a busy gateway logs at. */
 	px_session_log(s, r->error != NULL ? LOG_WARNING : LOG_INFO,
 	    "data-transfer %s bytes=%llu to-server=%llu "
-	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s "
-	    "client=%s server=%s refused=%u end=%s",
+	    "to-client=%llu duration=%llu.%03llu tls-client=%s tls-server=%s"
+	    "%s%s%s%s client=%s server=%s refused=%u end=%s",
 	    r->note[0] != '\0' ? r->note :
 	    "- cmd=- file=\"\"",
 	    (unsigned long long)(r->bytes[0] + r->bytes[1]),
@@ -79,6 +79,8 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 	    (unsigned long long)(r->duration_ms / 1000),
 	    (unsigned long long)(r->duration_ms % 1000),
 	    ftp_tls_word(r, PX_CHAN_CLIENT), ftp_tls_word(r, PX_CHAN_SERVER),
+	    r->ja4[0] != '\0' ? " ja4=" : "", r->ja4,
+	    r->ja4s[0] != '\0' ? " ja4s=" : "", r->ja4s,
 	    r->addr[PX_CHAN_CLIENT] != NULL ? px_sockaddr_str(
 	    r->addr[PX_CHAN_CLIENT], client, sizeof(client)) : "-",
 	    r->addr[PX_CHAN_SERVER] != NULL ? px_sockaddr_str(

@@ -346,10 +346,11 @@ bool	ftp_scan_reply_held(const struct ftp_state *st);
 void	ftp_size_sent(struct ftp_state *st, const struct ftp_cmd *c);
 void	ftp_size_reply(struct ftp_state *st, const char *verb, int code,
 	    const char *line, size_t len);
-/* A data channel ended (or was dropped): its scan, if any, hears of it
- * (bytes: what it relayed, by px_dir; NULL: it never relayed). */
+/* A data channel ended (r: what it relayed and its TLS ends'
+ * fingerprints, for the audit record) or was dropped (r NULL: it never
+ * relayed): its scan, if any, hears of it. */
 void	ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
-	    const uint64_t bytes[2]);
+	    const struct px_chan_result *r);
 void	ftp_scan_close(struct ftp_state *st);
 
 #endif

@@ -1016,8 +1016,9 @@ ftp_scan_reply_held(const struct ftp_state *st)
 
 void
 ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
-    const uint64_t bytes[2])
+    const struct px_chan_result *r)
 {
+	const uint64_t *bytes = r != NULL ? r->bytes : NULL;
 	struct ftp_scan *sc;
 
 	for (sc = st->scans; sc != NULL; sc = sc->next)
@@ -1027,6 +1028,12 @@ ftp_scan_chan_gone(struct ftp_state *st, const struct px_channel *ch,
 		return;
 	sc->ch = NULL;
 	sc->busy++;
+	if (r != NULL && sc->audit != NULL) {
+		snprintf(sc->audit->data_ja4, sizeof(sc->audit->data_ja4),
+		    "%s", r->ja4);
+		snprintf(sc->audit->data_ja4s, sizeof(sc->audit->data_ja4s),
+		    "%s", r->ja4s);
+	}
 	if (bytes != NULL && sc->state == FTP_SCAN_PASSED &&
 	    !sc->size_check && !sc->size_told && sc->announced >= 0 &&
 	    bytes[sc->dir] != (uint64_t)sc->announced) {

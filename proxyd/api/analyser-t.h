@@ -272,6 +272,10 @@ struct px_chan_result {
 	const struct sockaddr *addr[2];
 	bool		 tls[2];	/* that end was TLS (px_channel_tls) */
 	bool		 resumed[2];	/* ... a resumed TLS session */
+	/* The client end's JA4 (its ClientHello), the server end's JA4S
+	 * (the server's ServerHello): "" when that end had no TLS or no
+	 * hello came. */
+	const char	*ja4, *ja4s;
 	bool		 metered_out;	/* cut by px_channel_meter's limit */
 };
 

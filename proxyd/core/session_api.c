@@ -977,12 +977,13 @@ px_channel_tls(struct px_session *s, struct px_channel *ch,
 		if (peer.resume != NULL && peer.resume->tf == NULL)
 			peer.resume = NULL;
 	} else {
-		/* A data connection's hello is neither fingerprinted nor
-		 * judged: the session's was, and clients resume the control
-		 * connection's TLS session there, whose pre_shared_key makes
-		 * another JA4 that an accept list would not name. */
+		/* A data connection's hello is fingerprinted (into the
+		 * channel: px_chan_tls) but not judged: the session's was,
+		 * the data connection comes from the same client (the peer
+		 * check), and clients resume the control connection's TLS
+		 * session there, whose pre_shared_key makes another JA4 that
+		 * an accept list would not name. */
 		peer.fp = NULL;
-		peer.ja4 = NULL;
 	}
 	return px_chan_tls(ch, end, t, &peer);
 }

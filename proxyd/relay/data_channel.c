@@ -481,6 +481,13 @@ px_chan_tls(struct px_channel *ch, enum px_chan_end end,
 		return -1;
 	ch->tls[end] = t;
 	ch->tls_peer[end] = *peer;
+	/* The data connection's own fingerprints, into the channel, which
+	 * outlives its conns: the client's hello (JA4) on the client end,
+	 * the server's answer (JA4S) on the server end. */
+	if (end == PX_CHAN_CLIENT)
+		ch->tls_peer[end].ja4 = ch->ja4;
+	else
+		ch->tls_peer[end].ja4s = ch->ja4s;
 	return 0;
 }
 
@@ -667,6 +674,8 @@ px_chan_finish(struct px_channel *ch, const char *error)
 		r.tls[i] = ch->tls[i] != NULL;
 		r.resumed[i] = ch->resumed[i];
 	}
+	r.ja4 = ch->ja4;
+	r.ja4s = ch->ja4s;
 	r.relayed = ch->relaying;
 	if (ch->relaying) {
 		gettimeofday(&now, NULL);

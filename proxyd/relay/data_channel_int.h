@@ -16,6 +16,7 @@
 
 #include "analyser.h"
 #include "data_channel.h"
+#include "ja4.h"
 #include "relay.h"
 #include "splice.h"
 #include "tls.h"
@@ -45,6 +46,11 @@ struct px_channel {
 	/* TLS on an end (px_chan_tls): the buffered relay instead. */
 	const struct px_tls_ctx	*tls[2];
 	struct px_tls_peer	 tls_peer[2];
+	/* What the TLS ends wrote of their peers' hellos: the client end's
+	 * JA4 (the client's ClientHello), the server end's JA4S (the
+	 * server's ServerHello, proxyd the client); "": none. */
+	char			 ja4[PX_JA4_LEN + 1];
+	char			 ja4s[PX_JA4S_LEN + 1];
 	struct px_relay		 relay;
 	bool			 relay_on;
 	bool			 resumed[2];

@@ -198,6 +198,10 @@ px_audit_format(char *buf, size_t cap, const struct px_audit *a,
 		px_json_str_field(&j, "ja4", in->ja4);
 	if (in->ja4s != NULL)
 		px_json_str_field(&j, "ja4s", in->ja4s);
+	if (a->data_ja4[0] != '\0')
+		px_json_str_field(&j, "data_ja4", a->data_ja4);
+	if (a->data_ja4s[0] != '\0')
+		px_json_str_field(&j, "data_ja4s", a->data_ja4s);
 	px_json_str_field(&j, "tls_client_subject", a->tls_client[0] != '\0' ?
 	    a->tls_client : NULL);
 	px_json_str_field(&j, "scan_verdict", in->scan_verdict);

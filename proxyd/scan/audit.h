@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ja4.h"
+
 struct evbuffer;
 struct sockaddr;
 
@@ -26,6 +28,11 @@ struct px_audit {
 	 * connections are there; "": none. */
 	char			 tls_server[256];
 	char			 tls_client[256];
+	/* The fingerprints of the transfer's own data connection (FTPS),
+	 * taken when it ends: its client's JA4, its server's JA4S (ja4.h);
+	 * "": none (no TLS there, or no data connection of its own). */
+	char			 data_ja4[PX_JA4_LEN + 1];
+	char			 data_ja4s[PX_JA4S_LEN + 1];
 	/* The scanner's name for what it found, when the analyser has it
 	 * (written unless px_audit_info.threat says otherwise); "": none. */
 	char			 threat[128];

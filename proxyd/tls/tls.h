@@ -166,13 +166,14 @@ struct px_tls_peer {
 	 * ClientHello's JA4 before anything is answered (NULL: none); and
 	 * where that JA4 is written when it is still "" there: the session's
 	 * buffer, PX_JA4_LEN + 1 bytes, which outlives the conn and is the
-	 * JA4's only copy (px_tls_ja4 reads it). NULL: the hello is not
-	 * fingerprinted (nobody reads it: a server side, an FTPS data
-	 * conn); with rules to judge, px_tls_attach then fails. */
+	 * JA4's only copy (px_tls_ja4 reads it); an FTPS data conn's is
+	 * its channel's. NULL: the hello is not fingerprinted (a server
+	 * side); with rules to judge, px_tls_attach then fails. */
 	const struct px_fp_rules *fp;
 	char			*ja4;
 	/* Server side: where to copy the server's JA4S when still "" there
-	 * (PX_JA4S_LEN + 1 bytes that outlive the conn; NULL: nowhere). */
+	 * (PX_JA4S_LEN + 1 bytes that outlive the conn: the session's, an
+	 * FTPS data conn's channel's; NULL: nowhere). */
 	char			*ja4s;
 };
 
