@@ -26,6 +26,19 @@ EOF
     PROXYD_PORTS+=("$lport")
 }
 
+# plug_and_http_origin [HTTP_XML]: nginx serving index.html (5000 bytes)
+# behind two services, web (plug) on $P1 and www (http, HTTP_XML inside)
+# on $P2: one session of each analyser for the tests of what every line
+# or record carries.
+plug_and_http_origin() {
+    make_file index.html 5000
+    start_nginx
+    free_port P1
+    free_port P2
+    write_service web "$P1" "$NGINX_PORT"
+    write_http_service www "$P2" "$NGINX_PORT" "${1:-}"
+}
+
 # start_origin PORTVAR LOGFILE [MODE=empty] [RAWFILE] [HOLD_S]: http_raw.py
 # origin (HOLD_S: raw mode keeps the connection open that long)
 start_origin() {

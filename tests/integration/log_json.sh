@@ -13,21 +13,11 @@
 #   3. format="xml" is refused as file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 need_cmds nginx curl python3
 setup
 
-make_file index.html 5000
-start_nginx
-free_port P1
-free_port P2
-write_service web "$P1" "$NGINX_PORT"
-cat >"$T/policy/www.xml" <<EOF
-<service name="www" analyser="http">
-  <listen address="127.0.0.1" port="$P2"/>
-  <target address="127.0.0.1" port="$NGINX_PORT"/>
-</service>
-EOF
-PROXYD_PORTS+=("$P2")
+plug_and_http_origin
 
 traffic() { # LOGFILE: one plug and one http session, then stop
     PROXYD_LOG=$1

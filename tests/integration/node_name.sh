@@ -13,22 +13,11 @@
 #   4. A name with a character a name may not have is refused as file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 need_cmds nginx curl python3
 setup
 
-make_file index.html 5000
-start_nginx
-free_port P1
-free_port P2
-write_service web "$P1" "$NGINX_PORT"
-cat >"$T/policy/www.xml" <<EOF
-<service name="www" analyser="http">
-  <listen address="127.0.0.1" port="$P2"/>
-  <target address="127.0.0.1" port="$NGINX_PORT"/>
-  <audit/>
-</service>
-EOF
-PROXYD_PORTS+=("$P2")
+plug_and_http_origin "<audit/>"
 AUDIT=$T/audit.json
 write_proxyd_conf "" "<node name=\"gw-7\"/> <audit target=\"file:$AUDIT\"/>"
 

@@ -15,80 +15,22 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
 source "$(dirname "$0")/auth_lib.sh"
+source "$(dirname "$0")/source_limits_lib.sh"
 need_ftp
 need_cmds python3 slapd ldapadd
 setup
 
-start_ldap
+sl_user_conf
 start_vsftpd
 for i in 1 2 3; do printf 'file %s\n' "$i" >"$FTP_ROOT/pub/f$i.txt"; done
-
-write_proxyd_conf "" "<authenticators>
-    $(ldap_conf dir)
-  </authenticators>"
-sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 free_port FU
 write_ftp_service fu "$FU" "<auth authenticator=\"dir\"/>
   <source-limits per=\"user\" sessions=\"2\" transfers=\"3/m\"/>
   <ftp><login user=\"*\" server-user=\"anonymous\"/></ftp>"
 start_proxyd
 
-# A client driven by lines on its stdin, one session per name:
-#   open NAME SRC | login NAME USER PW | retr NAME FILE | close NAME |
-#   ended SRC | quit
-# each login or retr prints "NAME REPLY" (the first line of the answer, or
-# "closed" when the control connection ended).
-cat >"$T/users.py" <<'EOF'
-import ftplib, io, sys, time
-port, log = int(sys.argv[1]), sys.argv[2]
-conns = {}
-def say(name, what):
-    print(name, what.split("\n")[0], flush=True)
-for line in sys.stdin:
-    w = line.split()
-    if not w:
-        continue
-    if w[0] == "open":
-        f = ftplib.FTP(source_address=(w[2], 0))
-        f.connect("127.0.0.1", port, timeout=10)
-        conns[w[1]] = f
-    elif w[0] == "login":
-        try:
-            say(w[1], conns[w[1]].login(w[2], w[3]))
-        except ftplib.Error as e:
-            say(w[1], str(e))
-        except (EOFError, OSError):
-            say(w[1], "closed")
-    elif w[0] == "retr":
-        buf = io.BytesIO()
-        try:
-            conns[w[1]].retrbinary("RETR pub/" + w[2], buf.write)
-            say(w[1], "OK " + buf.getvalue().decode().strip())
-        except ftplib.Error as e:
-            say(w[1], str(e))
-        except (EOFError, OSError):
-            say(w[1], "closed")
-    elif w[0] == "close":
-        f = conns.pop(w[1])
-        try:
-            f.quit()
-        except Exception:
-            f.close()
-    elif w[0] == "ended":
-        # proxyd's session-end line for the client at w[1] (5 s at most)
-        for _ in range(100):
-            if any(" session-end service=fu " in l and " client=%s:" % w[1] in l
-                   for l in open(log, errors="replace")):
-                break
-            time.sleep(0.05)
-        else:
-            print("no session-end for", w[1], flush=True)
-    elif w[0] == "quit":
-        break
-EOF
-
 info "alice: 2 sessions held, a 3rd login refused 421; bob served; transfers by user"
-out=$(timeout 60 python3 "$T/users.py" "$FU" "$PROXYD_LOG" <<'EOF'
+out=$(sl_users ftp "$FU" fu <<'EOF'
 open a1 127.0.0.1
 login a1 alice alice-ldap-pw
 open a2 127.0.0.2
@@ -122,15 +64,7 @@ a2 450 RETR: too many transfers of yours \(source limit: transfers, rule fu\.xml
 a1 450 RETR: too many transfers of yours \(source limit: transfers, rule fu\.xml:5\), try again in [0-9]+ s
 b1 OK file 2
 a4 230 User alice logged in"
-python3 -c '
-import re, sys
-got, want = sys.argv[1].split("\n"), sys.argv[2].split("\n")
-sys.exit(not (len(got) == len(want) and all(re.fullmatch(w, g) for w, g in zip(want, got))))
-' "$out" "$want" ||
-    fail "the answers, in order: got
-$out
-want
-$want"
+sl_answers "$out" "$want" "the answers"
 wait_grep "$PROXYD_LOG" 'limited service=fu client=127\.0\.0\.3:[0-9]+ source=user:alice limit=sessions rule=fu\.xml:5 refused=1$' 5 ||
     fail "no limited line for alice's sessions"
 wait_grep "$PROXYD_LOG" 'limited service=fu client=127\.0\.0\.[12]:[0-9]+ source=user:alice limit=transfers rule=fu\.xml:5 refused=[12]$' 5 ||

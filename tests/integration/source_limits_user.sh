@@ -22,20 +22,16 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/auth_lib.sh"
+source "$(dirname "$0")/source_limits_lib.sh"
 need_cmds nginx python3 slapd ldapadd
 setup
 
 printf 'alpha\n' >"$T/www/a.txt"
 start_nginx
 
-start_ldap
-
+sl_user_conf
 free_port PU
 free_port PC
-write_proxyd_conf "" "<authenticators>
-    $(ldap_conf dir)
-  </authenticators>"
-sed -i 's|<workers>auto</workers>|<workers>2</workers>|' "$PROXYD_CONF"
 write_http_service web "$PU" "$NGINX_PORT" "
 <auth authenticator=\"dir\" methods=\"basic\" required=\"yes\" basic-without-tls=\"yes\"/>
 <source-limits per=\"user\" sessions=\"2\" requests=\"4/m\"/>"
@@ -44,72 +40,7 @@ write_http_service webc "$PC" "$NGINX_PORT" "
 <source-limits per=\"user\" connections=\"1/m\" burst=\"1\"/>"
 start_proxyd
 
-# A client driven by lines on its stdin, one connection per name:
-#   open NAME SRC [PORT] | req NAME USER PW | close NAME | ended SRC | quit
-# (ended: waits for the session-end line of the client at SRC)
-# each req prints "NAME STATUS retry=R conn=C" (C: close or keep), or
-# "NAME closed" when the connection ended without an answer.
-cat >"$T/users.py" <<'EOF'
-import base64, socket, sys, time
-conns = {}
-def read_resp(s):
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            return None
-        buf += d
-    head, body = buf.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    h = {}
-    for l in lines[1:]:
-        k, v = l.split(":", 1)
-        h[k.strip().lower()] = v.strip()
-    n = int(h.get("content-length", "0"))
-    while len(body) < n:
-        d = s.recv(65536)
-        if not d:
-            break
-        body += d
-    return lines[0].split()[1], h
-for line in sys.stdin:
-    w = line.split()
-    if not w:
-        continue
-    if w[0] == "open":
-        s = socket.socket(); s.bind((w[2], 0)); s.settimeout(10)
-        s.connect(("127.0.0.1", int(w[3]) if len(w) > 3 else int(sys.argv[1])))
-        conns[w[1]] = s
-    elif w[0] == "req":
-        s = conns[w[1]]
-        cred = base64.b64encode(("%s:%s" % (w[2], w[3])).encode()).decode()
-        try:
-            s.sendall(("GET /a.txt HTTP/1.1\r\nHost: web\r\n"
-                       "Authorization: Basic %s\r\n\r\n" % cred).encode())
-            r = read_resp(s)
-        except (ConnectionResetError, BrokenPipeError):
-            r = None
-        if r is None:
-            print(w[1], "closed", flush=True)
-        else:
-            print(w[1], r[0], "retry=%s" % r[1].get("retry-after", "-"),
-                  "conn=%s" % r[1].get("connection", "keep"), flush=True)
-    elif w[0] == "close":
-        conns.pop(w[1]).close()
-    elif w[0] == "ended":
-        # proxyd's session-end line for the client at w[1] (5 s at most)
-        for _ in range(100):
-            if any(" session-end service=web " in l and " client=%s:" % w[1] in l
-                   for l in open(sys.argv[2], errors="replace")):
-                break
-            time.sleep(0.05)
-        else:
-            print("no session-end for", w[1], flush=True)
-    elif w[0] == "quit":
-        break
-EOF
-
-run() { python3 "$T/users.py" "$PU" "$PROXYD_LOG"; }
+run() { sl_users http "$PU" web; }
 
 info "alice: 2 connections held, a 3rd refused at its first proven request; bob served"
 out=$(run <<'EOF'
@@ -148,15 +79,7 @@ a1 429 retry=1[45] conn=keep-alive
 a2 429 retry=1[45] conn=keep-alive
 b1 200 retry=- conn=keep
 a4 200 retry=- conn=keep"
-python3 -c '
-import re, sys
-got, want = sys.argv[1].split("\n"), sys.argv[2].split("\n")
-sys.exit(not (len(got) == len(want) and all(re.fullmatch(w, g) for w, g in zip(want, got))))
-' "$out" "$want" ||
-    fail "the answers, in order: got
-$out
-want
-$want"
+sl_answers "$out" "$want" "the answers"
 wait_grep "$PROXYD_LOG" 'limited service=web client=127\.0\.0\.3:[0-9]+ source=user:alice limit=sessions rule=web\.xml:6 refused=1$' 5 ||
     fail "no limited line for alice's sessions"
 wait_grep "$PROXYD_LOG" 'limited service=web client=127\.0\.0\.1:[0-9]+ source=user:alice limit=requests rule=web\.xml:6 refused=1$' 5 ||
@@ -179,14 +102,7 @@ info "$out"
 want="c1 200 retry=- conn=keep
 c2 429 retry=(59|60) conn=close
 c3 200 retry=- conn=keep"
-python3 -c '
-import re, sys
-got, want = sys.argv[1].split("\n"), sys.argv[2].split("\n")
-sys.exit(not (len(got) == len(want) and all(re.fullmatch(w, g) for w, g in zip(want, got))))
-' "$out" "$want" || fail "webc's answers: got
-$out
-want
-$want"
+sl_answers "$out" "$want" "webc's answers"
 wait_grep "$PROXYD_LOG" 'limited service=webc client=127\.0\.0\.6:[0-9]+ source=user:alice limit=connections rule=webc\.xml:6 refused=1$' 5 ||
     fail "no limited line for alice's connections"
 assert_metric eq proxyd_limited_total 'service="webc",analyser="http",limit="connections"' 1
