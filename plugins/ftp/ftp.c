@@ -472,8 +472,8 @@ ftp_xfer_limited(struct px_session *s, struct ftp_state *st,
 	st->xfer[0] = '\0';
 	*rc = ftp_reply_local(s, st, c->verb, "450 %s: too many transfers "
 	    "%s (source limit: transfers, rule %s), try again in %u s",
-	    c->verb, ftp_auth_id(st) != NULL ? "of yours" :
-	    "from your address", rule, (unsigned)retry);
+	    c->verb, px_session_limit_whose(s, ftp_auth_id(st) != NULL ?
+	    ftp_auth_id(st)->user : NULL), rule, (unsigned)retry);
 	return true;
 }
 
@@ -919,17 +919,16 @@ ftp_describe(const struct px_session *s, const void *arg, char *buf,
  * available, closing control connection) instead of the greeting, with
  * the limit that decided. */
 static size_t
-ftp_limit_refusal(const void *pol, const char *limit, const char *rule,
-    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+ftp_limit_refusal(const void *pol, const char *limit, const char *whose,
+    const char *rule, uint32_t retry_s, uint64_t id, char *buf, size_t size)
 {
 	int n;
 
 	(void)pol;
 	(void)rule;
 	(void)id;
-	n = snprintf(buf, size, "421 Too many %s from your address "
-	    "(source limit: %s), try again in %u s.\r\n", limit, limit,
-	    (unsigned)retry_s);
+	n = snprintf(buf, size, "421 Too many %s %s (source limit: %s), "
+	    "try again in %u s.\r\n", limit, whose, limit, (unsigned)retry_s);
 	return n > 0 && (size_t)n < size ? (size_t)n : 0;
 }
 

@@ -448,8 +448,8 @@ void	http_error(struct http_state *h, int status, const char *why);
  * stays open (Connection: keep-alive), else it says close. */
 void	http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep);
 size_t	http_limit_refusal(const void *pol, const char *limit,
-	    const char *rule, uint32_t retry_s, uint64_t id, char *buf,
-	    size_t size);
+	    const char *whose, const char *rule, uint32_t retry_s, uint64_t id,
+	    char *buf, size_t size);
 /* CONNECT: the server accepted; tells the client. */
 void	http_reply_established(struct http_state *h);
 

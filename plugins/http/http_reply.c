@@ -248,8 +248,8 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
  * again, and Connection: close (the connection ends once written). The
  * body is left out when the whole does not fit in size. */
 size_t
-http_limit_refusal(const void *pol, const char *limit, const char *rule,
-    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+http_limit_refusal(const void *pol, const char *limit, const char *whose,
+    const char *rule, uint32_t retry_s, uint64_t id, char *buf, size_t size)
 {
 	const struct http_policy *p = pol;
 	struct evbuffer *body;
@@ -258,7 +258,7 @@ http_limit_refusal(const void *pol, const char *limit, const char *rule,
 	int n;
 
 	(void)rule;
-	snprintf(why, sizeof(why), "too many %s from this source", limit);
+	snprintf(why, sizeof(why), "too many %s %s", limit, whose);
 	if ((body = evbuffer_new()) == NULL)
 		return 0;
 	if (p != NULL && !p->silent)

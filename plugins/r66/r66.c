@@ -1053,17 +1053,16 @@ r66_who(const struct px_session *s, const void *state, char *buf,
  * 1.3), as for a violation, its middle the ErrorCode 'l'
  * (ServerOverloaded), then the close. */
 static size_t
-r66_limit_refusal(const void *pol, const char *limit, const char *rule,
-    uint32_t retry_s, uint64_t id, char *buf, size_t size)
+r66_limit_refusal(const void *pol, const char *limit, const char *whose,
+    const char *rule, uint32_t retry_s, uint64_t id, char *buf, size_t size)
 {
 	char msg[128];
 
 	(void)pol;
 	(void)rule;
 	(void)id;
-	snprintf(msg, sizeof(msg), "Too many %s from your address (proxy "
-	    "source limit: %s), try again in %u s", limit, limit,
-	    (unsigned)retry_s);
+	snprintf(msg, sizeof(msg), "Too many %s %s (proxy source limit: %s), "
+	    "try again in %u s", limit, whose, limit, (unsigned)retry_s);
 	return r66_encode_connerror((uint8_t *)buf, size, R66_NOCHANNEL,
 	    R66_NOCHANNEL, msg, "l");
 }

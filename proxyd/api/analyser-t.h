@@ -202,13 +202,16 @@ struct px_analyser {
 	 * ConnectionError, HTTP's 429), on a service whose client speaks
 	 * plain text first (no TLS from the first byte: there the refusal is
 	 * a reset). pol: the service's analyser policy; limit: "sessions" or
-	 * "connections"; rule: the <source-limits> as FILE:LINE; retry_s:
+	 * "connections"; whose: what the source is, as the text says it
+	 * (px_session_limit_whose: "from your address", "from your
+	 * network", ...); rule: the <source-limits> as FILE:LINE; retry_s:
 	 * seconds until the source may come back (>= 1). Writes at most size
 	 * bytes to buf and returns how many; 0: a reset. May be NULL (a
 	 * reset). */
 	size_t		(*limit_refusal)(const void *pol, const char *limit,
-			    const char *rule, uint32_t retry_s, uint64_t id,
-			    char *buf, size_t size);
+			    const char *whose, const char *rule,
+			    uint32_t retry_s, uint64_t id, char *buf,
+			    size_t size);
 	/* On each worker thread as it ends: free per-thread state. May be NULL. */
 	void		(*on_worker_exit)(void);
 	/* A few words on what the session is doing now (the request or the

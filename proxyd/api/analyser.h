@@ -277,6 +277,14 @@ bool		 px_session_user_allowed(struct px_session *s,
 bool		 px_session_transfer_allowed(struct px_session *s,
 		    const char *user, uint32_t *retry_s, char *rule,
 		    size_t size);
+/* What the source s's <source-limits> counts s by is, for a refusal's
+ * text (of user, as px_session_request_allowed): "from your address",
+ * "from your network" (per="prefix"), "from your zone", "from your TLS
+ * client" (per="ja4": its fingerprint), "of yours" (per="user", user
+ * proven); where that source is not known yet (no JA4, no user, a client
+ * in no zone), the address, as the count does. */
+const char	*px_session_limit_whose(const struct px_session *s,
+		    const char *user);
 /* ---- Legs: sessions an analyser starts for its own requests ----------
  * A new session of s's service whose client is fd, one end of a
  * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):

@@ -203,6 +203,23 @@ px_session_source(const struct px_session *s, const struct px_sl_rule *r,
 	    1u, bytes, sizeof(bytes));
 }
 
+const char *
+px_session_limit_whose(const struct px_session *s, const char *user)
+{
+	const struct px_sl_rule *r = &s->svc->srclimit;
+
+	/* The same choices, in the same order, as px_session_source. */
+	if (r->per == PX_SL_JA4 && s->ja4 != NULL && s->ja4[0] != '\0')
+		return "from your TLS client";
+	if (r->per == PX_SL_USER && user != NULL && user[0] != '\0')
+		return "of yours";
+	if (r->per == PX_SL_ZONE && s->client_zone >= 0)
+		return "from your zone";
+	if (r->per == PX_SL_PREFIX)
+		return "from your network";
+	return "from your address";
+}
+
 static int px_session_limits_judge(struct px_session *s);
 
 /* A client refused at accept by limit (rule: FILE:LINE) gets its
@@ -228,7 +245,8 @@ px_session_limit_answer(struct px_session *s, const char *limit,
 	retry_s = (uint32_t)((wait_ns + 999999999ULL) / 1000000000ULL);
 	if (retry_s == 0)
 		retry_s = 1;
-	n = a->limit_refusal(svc->analyser_policy, limit, rule, retry_s,
+	n = a->limit_refusal(svc->analyser_policy, limit,
+	    px_session_limit_whose(s, NULL), rule, retry_s,
 	    s->id, buf, sizeof(buf));
 	if (n == 0 || n > sizeof(buf))
 		return;

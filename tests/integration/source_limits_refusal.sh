@@ -3,7 +3,9 @@
 # then closes with a FIN (not a reset):
 # - ftp: "421 Too many sessions|connections from your address ..." instead
 #   of the greeting (ftplib and lftp see a 421), sessions="1" (one held,
-#   the next refused) and connections="1/m" (the second refused);
+#   the next refused) and connections="1/m" (the second refused); under
+#   per="prefix" the text says "from your network" (another address of
+#   the /24 refused);
 # - r66: a ConnectionError on [NOCHANNEL,NOCHANNEL] with ErrorCode 'l'
 #   (r66peer's client prints it), connections="1/m";
 # - http: 429 Too Many Requests, Retry-After (the bucket's wait; 1 for
@@ -30,6 +32,7 @@ head -c 10K /dev/urandom >"$T/cli/b.bin"
 
 free_port FS
 free_port FC
+free_port FP
 free_port RC
 free_port HS
 free_port HC
@@ -37,6 +40,7 @@ free_port PC
 write_proxyd_conf
 write_ftp_service ftps1 "$FS" '<source-limits sessions="1"/>'
 write_ftp_service ftpc1 "$FC" '<source-limits connections="1/m" burst="1"/>'
+write_ftp_service ftpp1 "$FP" '<source-limits per="prefix" prefix-v4="24" sessions="1"/>'
 write_r66_service r66c1 "$RC" "$R66_SRV_PORT" '<source-limits connections="1/m" burst="1"/>'
 write_service plugc1 "$PC" "$NGINX_PORT" '<source-limits connections="1/m" burst="1"/>'
 cat >"$T/policy/https1.xml" <<EOF
@@ -57,17 +61,19 @@ PROXYD_PORTS+=("$HS" "$HC")
 start_proxyd
 
 cat >"$T/ftp2.py" <<'EOF'
-# ftp2.py PORT HOLD: the first client logs in (and, HOLD=1, stays logged
-# in); the second connects: prints what each got ("OK" or the reply).
+# ftp2.py PORT HOLD [SRC2]: the first client logs in (and, HOLD=1, stays
+# logged in); the second (from SRC2, default 127.0.0.1) connects: prints
+# what each got ("OK" or the reply).
 import ftplib, sys
 port, hold = int(sys.argv[1]), sys.argv[2] == "1"
+src2 = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
 a = ftplib.FTP()
 a.connect("127.0.0.1", port, timeout=10)
 a.login()
 print("first", a.pwd() and "OK", flush=True)
 if not hold:
     a.quit()
-b = ftplib.FTP()
+b = ftplib.FTP(source_address=(src2, 0))
 try:
     b.connect("127.0.0.1", port, timeout=10)
     b.login()
@@ -89,6 +95,15 @@ assert_grep <(echo "$out") '^second 421 Too many sessions from your address \(so
 wait_grep "$PROXYD_LOG" 'limited service=ftps1 client=127\.0\.0\.1:[0-9]+ source=127\.0\.0\.1 limit=sessions rule=ftps1\.xml:4 refused=1' 5 ||
     fail "no limited line for ftps1"
 assert_metric eq proxyd_limited_total 'service="ftps1",analyser="ftp",limit="sessions"' 1
+
+info "ftp per=\"prefix\" sessions=1: 127.0.0.2 gets 421 while 127.0.0.1 holds the /24's session"
+out=$(timeout 30 python3 "$T/ftp2.py" "$FP" 1 127.0.0.2)
+info "$out"
+assert_grep <(echo "$out") '^first OK$' "the first ftp session of the /24"
+assert_grep <(echo "$out") '^second 421 Too many sessions from your network \(source limit: sessions\), try again in 1 s\.$' \
+    "the /24's second session refused with 421 naming the network"
+wait_grep "$PROXYD_LOG" 'limited service=ftpp1 client=127\.0\.0\.2:[0-9]+ source=127\.0\.0\.0/24 limit=sessions rule=ftpp1\.xml:4 refused=1' 5 ||
+    fail "no limited line for ftpp1"
 
 info "ftp connections=1/m: the second connection gets 421 (ftplib, then lftp)"
 out=$(timeout 30 python3 "$T/ftp2.py" "$FC" 0)
@@ -146,7 +161,7 @@ tr -d '\r' <"$T/h429.txt" >"$T/h429"
 assert_grep "$T/h429" '^HTTP/1.1 429 Too Many Requests$' "429 for sessions="
 assert_grep "$T/h429" '^Retry-After: 1$' "Retry-After for sessions="
 assert_grep "$T/h429" '^Connection: close$' "Connection: close"
-assert_grep "$T/b429.html" 'too many sessions from this source' "the 429 page says why"
+assert_grep "$T/b429.html" 'too many sessions from your address' "the 429 page says why"
 exec 7>&-
 wait_exit "$HOLD_PID" 10 || true
 wait_grep "$PROXYD_LOG" 'limited service=https1 .* limit=sessions ' 5 || fail "no limited line for https1"

@@ -13,6 +13,7 @@
 #   one or two "limited ... limit=transfers" lines (more only if the burst
 #   took longer than a second), one 1.1 s later another, and their
 #   refused= add up to the count;
+# - per="prefix": the 450 says "from your network";
 # - transfers= with a wrong rate or on a non-ftp service: bad_config.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +27,8 @@ for i in 1 2 3 4 5; do printf 'file %s\n' "$i" >"$FTP_ROOT/pub/f$i.txt"; done
 free_port FT
 write_proxyd_conf
 write_ftp_service ftpt "$FT" '<source-limits transfers="3/m"/>'
+free_port FN
+write_ftp_service ftpn "$FN" '<source-limits per="prefix" prefix-v4="24" transfers="1/m"/>'
 start_proxyd
 
 cat >"$T/xfer.py" <<'EOF'
@@ -89,6 +92,13 @@ info "127.0.0.2 is another source: its 3 downloads pass"
 out=$(timeout 30 python3 "$T/xfer.py" "$FT" 127.0.0.2 3)
 info "$out"
 assert_eq "$(grep -c '^RETR OK file [0-9]$' <<<"$out")" 3 "127.0.0.2's downloads"
+
+info "per=\"prefix\": the second RETR of the /24 gets a 450 naming the network"
+out=$(timeout 30 python3 "$T/xfer.py" "$FN" 127.0.0.3 2)
+info "$out"
+assert_grep <(echo "$out") '^RETR OK file 1$' "the /24's first download"
+assert_grep <(echo "$out") '^RETR 450 RETR: too many transfers from your network \(source limit: transfers, rule ftpn\.xml:4\), try again in [0-9]+ s$' \
+    "the /24's second RETR refused with 450 naming the network"
 
 assert_metric eq proxyd_limited_total 'service="ftpt",analyser="ftp",limit="transfers"' 18
 # At most one line a second per source (the 17 refusals of the first two
