@@ -203,6 +203,20 @@ debug_ssl=YES
 EOF2
 }
 
+# ftps_pki [SAN]: (tls_lib.sh) a CA and two leaves for localhost and
+# 127.0.0.1 in $P=$T/pki, proxy (the certificate proxyd shows clients,
+# SAN added to its names) and origin (the server's); CTLS and STLS: a
+# service's <tls> towards the client (terminate, with proxy's) and towards
+# the server (originate, checked against the CA).
+ftps_pki() {
+    P=$T/pki
+    tls_ca ca "proxyd test CA"
+    tls_leaf proxy localhost "DNS:localhost,IP:127.0.0.1${1:+,$1}" serverAuth
+    tls_leaf origin localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+    CTLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
+    STLS="<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\"/>"
+}
+
 # ---- servers beside vsftpd: Pure-FTPd and ProFTPD, unpacked (not
 # installed: Debian has them conflict with vsftpd) by scripts/deps into
 # $FTPD_DIR.

@@ -18,10 +18,7 @@ need_ftp
 need_cmds lftp openssl
 setup
 
-P=$T/pki
-tls_ca ca "proxyd test CA"
-tls_leaf proxy localhost "DNS:localhost,IP:127.0.0.1" serverAuth
-tls_leaf origin localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+ftps_pki
 
 # three vsftpd on the same tree: FTPS-only (explicit), implicit FTPS
 # (TLS from the first byte), then a plain one
@@ -38,8 +35,6 @@ head -c 3M /dev/urandom >"$D/3m.bin"
 chmod 644 "$D/3m.bin"
 SHA=$(sha256_of "$D/3m.bin")
 
-CTLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
-STLS="<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\"/>"
 FTP='<ftp><command name="DELE" action="deny"/><command name="*" action="accept"/></ftp>'
 free_port P_CS   # client FTPS, server plain
 free_port P_SS   # client plain, server FTPS

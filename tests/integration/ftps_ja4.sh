@@ -27,23 +27,21 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 export HERE
 PY=/usr/bin/python3
 
-P=$T/pki
-tls_ca ca "proxyd test CA"
-tls_leaf proxy localhost "DNS:localhost,IP:127.0.0.1" serverAuth
-tls_leaf origin localhost "DNS:localhost,IP:127.0.0.1" serverAuth
+# proxyd listens on an address of its own: the hellos sent to it are
+# told from those of the other tests running beside this one
+PX=127.0.0.39
+ftps_pki "IP:$PX"
 start_vsftpd "$(vsftpd_tls_conf "$P/origin.pem" "$P/origin.key")"
 D=$FTP_ROOT/pub
 head -c 200k /dev/urandom >"$D/f.bin"
 chmod 644 "$D/f.bin"
 SHA=$(sha256_of "$D/f.bin")
 
-CTLS="<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>"
-STLS="<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\"/>"
 FTP='<ftp><command name="*" action="accept"/></ftp>'
 free_port P_BB
 free_port P_AL
 write_proxyd_conf "" "<audit target=\"file:$T/audit.json\"/>"
-write_ftp_service bb "$P_BB" "$CTLS $STLS $FTP <audit/>"
+write_ftp_service bb "$P_BB" "$CTLS $STLS $FTP <audit/>" "$PX"
 start_proxyd
 
 mkdir -p "$T/hellos"
@@ -59,7 +57,7 @@ lftp_run() {
         set ftp:ssl-allow yes; set ftp:ssl-force yes; set ftp:ssl-protect-data yes;
         set ftp:ssl-protect-list yes; set ssl:ca-file $P/ca.pem; set ssl:verify-certificate yes;
         set ftp:passive-mode $2; set ftp:prefer-epsv no;
-        open -u anonymous,x@y ftp://127.0.0.1:$1; $3" 2>>"$T/lftp.err"
+        open -u anonymous,x@y ftp://$PX:$1; $3" 2>>"$T/lftp.err"
 }
 # transfers PORT TAG: a download and an upload each with lftp passive,
 # lftp active and curl passive (curl 7.88 hangs in active mode over FTPS)
@@ -74,10 +72,10 @@ transfers() {
         assert_eq "$(sha256_of "$D/$tag-lftp-$mode.bin")" "$SHA" "$tag: lftp $mode upload"
     done
     assert_eq "$(curl -sS --max-time 30 --ssl-reqd --cacert "$P/ca.pem" \
-        "ftp://localhost:$port/pub/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)" "$SHA" \
+        "ftp://$PX:$port/pub/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1)" "$SHA" \
         "$tag: curl download"
     assert_eq "$(curl_ftp --ssl-reqd --cacert "$P/ca.pem" -T "$D/f.bin" \
-        "ftp://localhost:$port/pub/$tag-curl.bin")" 0 "$tag: curl upload"
+        "ftp://$PX:$port/pub/$tag-curl.bin")" 0 "$tag: curl upload"
 }
 
 info "lftp passive and active, curl passive, both ways, through bb (FTPS on both sides)"
@@ -91,11 +89,11 @@ wait_grep "$PROXYD_LOG" 'ftp-tls control-client=explicit' 10 || fail "no ftp-tls
 # connection's, every audit record against its transfer's line; prints
 # one line per transfer: CLIENT_JA4 SERVER_JA4S CONTROL_JA4 WHAT
 check() {
-    "$PY" - "$PROXYD_LOG" "$T/hellos" "$T/audit.json" "$1" "$2" <<'PYEOF'
+    "$PY" - "$PROXYD_LOG" "$T/hellos" "$T/audit.json" "$1" "$2" "$PX" <<'PYEOF'
 import json, os, re, sys, time
 sys.path.insert(0, os.environ["HERE"])
 import ja4_ref
-log, d, audit, svc, least = sys.argv[1:6]
+log, d, audit, svc, least, px = sys.argv[1:7]
 deadline = time.time() + 10
 while True:
     lines = [l for l in open(log, errors="replace")]
@@ -114,15 +112,16 @@ while True:
         sys.exit("%d data-transfer lines, %d audit records of %s" % (len(xfers), len(recs), svc))
     time.sleep(0.2)
 used = set()
-def hello(kind, src):
-    """The first unused hello of kind (c, s) sent from src (ADDR:PORT),
-    waited for (the sniffer may not have read it yet) up to 10 s."""
+def hello(kind, src, to=""):
+    """The first unused hello of kind (c, s) sent from src (ADDR:PORT) to
+    an address starting with to, waited for (the sniffer may not have
+    read it yet) up to 10 s."""
     deadline = time.time() + 10
     while True:
         files = sorted(f for f in os.listdir(d) if f.endswith(".hex"))
         for f in files:
             parts = f.split(".", 2)
-            if parts[1] == kind and parts[2].startswith(src + ".") and f not in used:
+            if parts[1] == kind and parts[2].startswith(src + "." + to) and f not in used:
                 used.add(f)
                 return bytes.fromhex(open(os.path.join(d, f)).read())
         if time.time() > deadline:
@@ -133,7 +132,7 @@ def kv(l, k):
     return m.group(1) if m else "-"
 ctrl = {}
 for sid, l in sess.items():
-    want = ja4_ref.ja4(hello("c", kv(l, "client")))
+    want = ja4_ref.ja4(hello("c", kv(l, "client"), px + ":"))
     assert kv(l, "ja4") == want, ("session %s: ja4=%s, the decoder %s" % (sid, kv(l, "ja4"), want))
     ctrl[sid] = want
 by = {}
@@ -142,7 +141,7 @@ for l in xfers:
     assert kv(l, "end") == "ok", l
     what = "%s %s tls-client=%s" % (re.search(r"data-transfer (\S+)", l).group(1),
                                      kv(l, "file"), kv(l, "tls-client"))
-    want = ja4_ref.ja4(hello("c", kv(l, "client")))
+    want = ja4_ref.ja4(hello("c", kv(l, "client"), px + ":"))
     assert kv(l, "ja4") == want, "%s: ja4=%s, the decoder %s" % (what, kv(l, "ja4"), want)
     wants = ja4_ref.ja4s(hello("s", kv(l, "server")))
     assert kv(l, "ja4s") == wants, "%s: ja4s=%s, the decoder %s" % (what, kv(l, "ja4s"), wants)
@@ -170,7 +169,7 @@ ALLOW=$(sed -nE 's/.* service=bb .* ja4=([^ ]+) .*/\1/p' "$PROXYD_LOG" | sort -u
 [[ -n $ALLOW ]] || fail "no control JA4 of bb"
 write_ftp_service al "$P_AL" "$CTLS $STLS $FTP <audit/>
   <fingerprint ja4=\"$ALLOW\" action=\"accept\"/>
-  <fingerprint ja4=\"*\" action=\"deny\"/>"
+  <fingerprint ja4=\"*\" action=\"deny\"/>" "$PX"
 kill -HUP "$PROXYD_PID"
 assert_metric ge proxyd_config_reloads_total 'result="ok"' 1
 wait_listen "$P_AL" 10 || fail "al did not listen"
