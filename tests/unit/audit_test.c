@@ -130,6 +130,18 @@ test_format(void **state)
 	assert_true(px_audit_format(buf, sizeof(buf), &a, "ab12", &in) > 0);
 	assert_non_null(strstr(buf, ",\"tls_server_subject\":null,\"ja4\":"
 	    "\"t13d1516h2_8daaf6152771_e5627efa2ab1\",\"tls_client_subject\":"));
+	/* An FTPS transfer's own data connection: its JA4 and JA4S after
+	 * the control connection's. */
+	assert_null(strstr(buf, "\"data_ja4"));
+	snprintf(a.data_ja4, sizeof(a.data_ja4), "%s",
+	    "t13d291400_723694b0fccc_e1567aa83b5c");
+	snprintf(a.data_ja4s, sizeof(a.data_ja4s), "%s",
+	    "t130300_1302_0ee26285a86f");
+	assert_true(px_audit_format(buf, sizeof(buf), &a, "ab12", &in) > 0);
+	assert_non_null(strstr(buf, "\"ja4\":\"t13d1516h2_8daaf6152771_"
+	    "e5627efa2ab1\",\"data_ja4\":\"t13d291400_723694b0fccc_"
+	    "e1567aa83b5c\",\"data_ja4s\":\"t130300_1302_0ee26285a86f\","));
+	a.data_ja4[0] = a.data_ja4s[0] = '\0';
 	in.ja4 = NULL;
 	/* Too long: nothing rather than a cut (invalid) line. */
 	assert_int_equal(px_audit_format(small, sizeof(small), &a, "ab12",
