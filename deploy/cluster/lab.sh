@@ -4,7 +4,11 @@
 # "Active-active: a cluster of nodes behind ECMP routing").  It is also the
 # test: tests/netns/cluster_lab.sh drives it.
 #
-#   lab.sh up N            build the lab with N nodes; prints server=ADDR, root=DIR
+#   lab.sh up N [--spoof]  build the lab with N nodes; prints server=ADDR, root=DIR.
+#                          --spoof: the nodes are inline (transparent mode,
+#                          spoof-source): clients reach the server's own
+#                          address, which the nodes announce, and the server
+#                          sees the client's address (below, "Spoofed source")
 #   lab.sh client CMD...   run CMD in the client namespace
 #   lab.sh server CMD...   run CMD in the server namespace
 #   lab.sh router CMD...   run CMD in the router namespace
@@ -44,6 +48,20 @@
 #   sends a new connection to one of them to node I (mark I), and pins the
 #   connections a node opens from the service address (active mode) to it;
 #   a node that gets another node's data port flow anyway forwards it there.
+#   Spoofed source (up --spoof): the nodes announce the server's address
+#   198.19.2.2 instead, divert connections to it (TPROXY) into transparent
+#   services with spoof-source, and connect to the server from the client's
+#   own address: the server routes its replies to 198.18.1.0/24 by ECMP
+#   over the nodes' server-side addresses, which would hash a reply to any
+#   node.  So node I takes the source ports of its server-side connections
+#   from its own range, 48000+270(I-1) .. +269 (its namespace's
+#   ip_local_port_range: proxyd binds the client's address and lets
+#   connect() pick the port), and the server-side routing (the server's
+#   namespace stands in for a router there: mangle OUTPUT marks, policy
+#   routing) sends a packet to 198.18.1.0/24 whose destination port is in
+#   node I's source or FTP data range to node I.  A reply that reaches
+#   another node anyway (no such rule, a hash) is forwarded by it to the
+#   owner over the server segment, never answered.
 #   Cluster-wide state: the nodes count the quotas in one redis-server on
 #   the router (198.18.3.1:6379, its lo; <cluster store>), and read the
 #   members from LAB_DIR/members, which a poller of the router's bgpd
@@ -86,6 +104,14 @@ STORE=198.18.3.1         # the quota store (redis-server), on the router's lo
 PORTS="80 8081 21 6666"  # http, plug, ftp, r66
 GRACE=1s                 # each node's shutdown-grace (upgrade I S: S meanwhile)
 DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
+CLIENT_NET=198.18.1.0/24         # the clients (spoofed sources)
+SRC_BASE=48000 SRC_SPAN=270      # --spoof: node I's source ports: src_lo I .. src_hi I
+DIVERT_MARK=0x100 DIVERT_TABLE=99   # --spoof: TPROXY'd packets, routed locally
+# the address clients use: the service address, or with --spoof the
+# server's own (set again by cmd_up)
+SVC=$VIP
+[[ ! -f $LAB_DIR/spoof ]] || SVC=$SERVER
+spoofing() { [[ -f $LAB_DIR/spoof ]]; }
 
 die() { echo "$PROG: $*" >&2; exit 1; }
 msg() { echo "$PROG: $*" >&2; }
@@ -101,6 +127,8 @@ router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's l
 data_lo() { echo $((DATA_BASE + DATA_SPAN * ($1 - 1))); }
 data_hi() { echo $((DATA_BASE + DATA_SPAN * $1 - 1)); }
 node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
+src_lo() { echo $((SRC_BASE + SRC_SPAN * ($1 - 1))); }
+src_hi() { echo $((SRC_BASE + SRC_SPAN * $1 - 1)); }
 
 lab_namespaces() { ip netns list 2>/dev/null | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'; }
 
@@ -166,25 +194,32 @@ EOF
 # the same policy on every node: http on VIP:80, plug on VIP:8081, ftp on
 # VIP:21, r66 on VIP:6666, all to the server; only ftp's data-ports differ
 # (node I's own range: write_node_conf)
+# (--spoof: transparent services on the wildcard address, where TPROXY
+# hands them the connections to the server, connecting from the client's
+# address: listen_to PORT)
+listen_to() {
+    if spoofing; then
+        printf '  <listen address="0.0.0.0" port="%s" mode="transparent"/>\n  <upstream spoof-source="yes"/>' "$1"
+    else
+        printf '  <listen address="%s" port="%s" mode="fixed"/>\n  <target address="%s" port="%s"/>' "$VIP" "$1" "$SERVER" "$1"
+    fi
+}
 write_policy() {
     local d=$LAB_DIR/policy
     mkdir -p "$d"
     cat >"$d/http.xml" <<EOF
 <service name="http" analyser="http">
-  <listen address="$VIP" port="80" mode="fixed"/>
-  <target address="$SERVER" port="80"/>
+$(listen_to 80)
 </service>
 EOF
     cat >"$d/plug.xml" <<EOF
 <service name="plug" analyser="plug">
-  <listen address="$VIP" port="8081" mode="fixed"/>
-  <target address="$SERVER" port="8081"/>
+$(listen_to 8081)
 </service>
 EOF
     cat >"$d/r66.xml" <<EOF
 <service name="r66" analyser="r66">
-  <listen address="$VIP" port="6666" mode="fixed"/>
-  <target address="$SERVER" port="6666"/>
+$(listen_to 6666)
   <r66><host id="hosta hostb"/><rule name="in out"/>
     <mode allow="send recv sendmd5 recvmd5"/>
     <file pattern="*" max-size="1g"/></r66>
@@ -199,8 +234,7 @@ EOF
 write_ftp_policy() { # I DIR
     cat >"$2/ftp.xml" <<EOF
 <service name="ftp" analyser="ftp">
-  <listen address="$VIP" port="21" mode="fixed"/>
-  <target address="$SERVER" port="21"/>
+$(listen_to 21)
   <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
 </service>
 EOF
@@ -263,7 +297,7 @@ EOF
     cat >"$d/bgpd.conf" <<EOF
 hostname n$1
 log file $d/bgpd.log
-ip prefix-list SERVICE seq 5 permit $VIP/32
+ip prefix-list SERVICE seq 5 permit $SVC/32
 route-map ANNOUNCE permit 10
  match ip address prefix-list SERVICE
 route-map NOTHING deny 10
@@ -293,6 +327,7 @@ EOF
 hostname router
 log file $d/bgpd.log
 ip prefix-list SERVICE seq 5 permit $VIP/32
+ip prefix-list SERVICE seq 10 permit $SERVER/32
 route-map FROM-NODES permit 10
  match ip address prefix-list SERVICE
 route-map NOTHING deny 10
@@ -329,8 +364,9 @@ link_up() { # NS IF...
 }
 
 cmd_up() {
-    local n=${1:-} i ns
-    [[ $n =~ ^[1-9][0-9]?$ ]] || die "up N: N nodes, 1..63"
+    local n=${1:-} spoof=${2:-} i ns
+    [[ $n =~ ^[1-9][0-9]?$ ]] || die "up N [--spoof]: N nodes, 1..63"
+    [[ -z $spoof || $spoof == --spoof ]] || die "up N [--spoof]: unknown option $spoof"
     [[ $EUID == 0 ]] || die "needs root"
     [[ -x $PROXYD ]] || die "proxyd binary not found: $PROXYD (set PROXYD)"
     [[ -x $FRR/bgpd && -x $FRR/zebra ]] || die "FRR not found in $FRR (Debian package frr)"
@@ -349,6 +385,11 @@ cmd_up() {
     : >"$LAB_DIR/.proxyd-lab"
     chmod 755 "$LAB_DIR"
     echo "${LAB_PIN:-1}" >"$LAB_DIR/pin"
+    SVC=$VIP
+    if [[ -n $spoof ]]; then
+        : >"$LAB_DIR/spoof"
+        SVC=$SERVER
+    fi
     write_nginx
     write_vsftpd
     write_policy
@@ -373,7 +414,7 @@ cmd_up() {
     if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
         # a flow's later packets from the client follow its conntrack mark
         # (the node its first packet was routed to), not the current ECMP set
-        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" \
+        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$SVC" \
             -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
     fi
     # server: one segment (a bridge) that every node joins
@@ -383,6 +424,15 @@ cmd_up() {
     ip -n "$NS_S" link add br0 address 02:00:c6:13:02:02 type bridge
     ip -n "$NS_S" addr add "$SERVER/24" dev br0
     link_up "$NS_S" br0
+    if spoofing; then
+        # the clients' replies go by ECMP over the nodes (server_route),
+        # hashed on addresses and ports; the nodes' ICMP redirects (a node
+        # forwarding a stray back over the segment) would move every flow
+        # to the client's address at once: not taken
+        ip netns exec "$NS_S" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
+        ip netns exec "$NS_S" sysctl -qw net.ipv4.conf.all.accept_redirects=0
+        ip netns exec "$NS_S" sysctl -qw net.ipv4.conf.br0.accept_redirects=0
+    fi
 
     for ((i = 1; i <= n; i++)); do
         make_node "$i"
@@ -413,7 +463,7 @@ cmd_up() {
         wait_until 20 node_in_route "$i" ||
             die "node $i's announcement did not reach the router's routing table within 20 s"
     done
-    echo "server=$VIP"
+    echo "server=$SVC"
     echo "root=$LAB_DIR/www"
     echo "r66dir=$LAB_DIR/r66"
 }
@@ -445,7 +495,7 @@ make_node() {
     ip link add "s$i" netns "$NS_S" type veth peer name eth1 netns "$ns"
     ip -n "$NS_S" link set "s$i" master br0
     ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
-    ip -n "$ns" addr add "$VIP/32" dev lo
+    spoofing || ip -n "$ns" addr add "$VIP/32" dev lo
     link_up "$NS_R" "r$i"
     link_up "$NS_S" "s$i"
     link_up "$ns" eth0 eth1
@@ -460,7 +510,14 @@ make_node() {
     ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0
     ip netns exec "$ns" sysctl -qw net.ipv4.conf.default.rp_filter=0
     ip netns exec "$ns" sysctl -qw net.ipv4.conf.eth1.rp_filter=0
-    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="50000 60999"
+    if spoofing; then
+        # the source ports of its server-side connections: node I's own
+        ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="$(src_lo "$i") $(src_hi "$i")"
+        ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.send_redirects=0
+        ip netns exec "$ns" sysctl -qw net.ipv4.conf.eth1.send_redirects=0
+    else
+        ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="50000 60999"
+    fi
     ip -n "$ns" rule add pref 50 lookup local
     ip -n "$ns" rule del pref 0 lookup local
     local j
@@ -472,22 +529,73 @@ make_node() {
     # table 100+I: the service address is node I (pinned flows, node I's
     # FTP data ports)
     ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
-    ip -n "$NS_R" route add "$VIP/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
+    ip -n "$NS_R" route add "$SVC/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
     # a new connection to one of node I's FTP data ports goes to node I,
     # whatever the hash says (a passive data connection reaches the node
     # whose ftp session listens for it)
-    ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$VIP" -p tcp \
+    ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$SVC" -p tcp \
         --dport "$(data_lo "$i"):$(data_hi "$i")" -m conntrack --ctstate NEW \
         -m comment --comment "lab: data ports of node $i" -j MARK --set-mark "$i"
     if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
-        ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$VIP" \
+        ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$SVC" \
             -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
         # connections node I opens from the service address (FTP active
         # mode towards the client): the client's answers follow mark I
-        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i "r$i" -s "$VIP" \
+        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i "r$i" -s "$SVC" \
             -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
     fi
+    if spoofing; then
+        divert_rules "$i"
+        server_steer "$i"
+    fi
     write_node_conf "$i"
+}
+
+# divert_rules I (--spoof): node I's proxyd is inline.  Connections to the
+# server's ports from the client's side, and to node I's own FTP data ports
+# from either side (a passive data connection of a client; the server's
+# active-mode one to the client's address), go to its transparent
+# listeners (TPROXY, the port kept); every other packet of a connection a
+# transparent socket of it has (the rest of those, the server's replies to
+# its spoofed connections) is delivered to that socket, not forwarded.
+# Nothing else crosses the node from the client's side: a packet for the
+# server that no service took is dropped (a stray for another node, marked
+# with its number, is forwarded).
+divert_rules() {
+    local i=$1 ns
+    ns=$(ns_node "$i")
+    ip -n "$ns" rule add pref 5 fwmark "$DIVERT_MARK/$DIVERT_MARK" lookup "$DIVERT_TABLE"
+    ip -n "$ns" route add local 0.0.0.0/0 dev lo table "$DIVERT_TABLE"
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -p tcp ! --syn -m socket --transparent \
+        -m comment --comment "lab: transparent sockets" -j MARK --set-xmark "$DIVERT_MARK/$DIVERT_MARK"
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth0 -d "$SERVER" -p tcp --syn \
+        -m multiport --dports "${PORTS// /,}" -m comment --comment "lab: services" \
+        -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -p tcp --syn \
+        --dport "$(data_lo "$i"):$(data_hi "$i")" -m comment --comment "lab: own data ports" \
+        -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
+    ip netns exec "$ns" iptables -w -A FORWARD -i eth0 -m mark --mark 0 \
+        -m comment --comment "lab: nothing bypasses proxyd" -j DROP
+}
+
+# server_steer I (--spoof): the server side's routing sends what goes to
+# the clients' addresses on node I's source or data ports to node I (one
+# mark rule, "lab: replies to node I", and table 100+I); the rest by the
+# ECMP route over every node (server_route)
+server_steer() {
+    local i=$1
+    ip netns exec "$NS_S" iptables -w -t mangle -A OUTPUT -d "$CLIENT_NET" -p tcp \
+        -m multiport --dports "$(src_lo "$i"):$(src_hi "$i"),$(data_lo "$i"):$(data_hi "$i")" \
+        -m comment --comment "lab: replies to node $i" -j MARK --set-mark "$i"
+    ip -n "$NS_S" rule add fwmark "$i" lookup "$((100 + i))"
+    ip -n "$NS_S" route add "$CLIENT_NET" via "$(node_out "$i")" dev br0 table "$((100 + i))"
+    server_route
+}
+
+server_route() { # the server's ECMP route to the clients, over every node
+    local j hops=()
+    for j in $(nodes); do hops+=(nexthop via "$(node_out "$j")" dev br0); done
+    ip -n "$NS_S" route replace "$CLIENT_NET" "${hops[@]}"
 }
 
 # stray_rules I J: node I forwards what reaches it for node J's data ports
@@ -497,11 +605,18 @@ make_node() {
 stray_rules() {
     local ns
     ns=$(ns_node "$1")
-    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth0 -d "$VIP" -p tcp \
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth0 -d "$SVC" -p tcp \
         --dport "$(data_lo "$2"):$(data_hi "$2")" \
         -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
     ip -n "$ns" rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
-    ip -n "$ns" route add "$VIP/32" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
+    ip -n "$ns" route add "$SVC/32" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
+    spoofing || return 0
+    # --spoof: the server's packets to a client's address on node J's
+    # source or data ports (a reply the server side sent here) go to J
+    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth1 -d "$CLIENT_NET" -p tcp \
+        -m multiport --dports "$(src_lo "$2"):$(src_hi "$2"),$(data_lo "$2"):$(data_hi "$2")" \
+        -m comment --comment "lab: replies to node $2" -j MARK --set-mark "$2"
+    ip -n "$ns" route add "$CLIENT_NET" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
 }
 
 # add: one more node, numbered after the last one; prints its name.  The
@@ -546,7 +661,7 @@ announce() { # I yes|no
     local d=$LAB_DIR/n$1 no=""
     [[ $2 == yes ]] || no="no "
     vtysh_in "$(ns_node "$1")" "$d" -c "configure terminal" -c "router bgp $NODE_AS" \
-        -c "address-family ipv4 unicast" -c "${no}network $VIP/32"
+        -c "address-family ipv4 unicast" -c "${no}network $SVC/32"
 }
 
 # health I (beside proxyd, in the supervisor): a proxyd that is there but
@@ -564,13 +679,13 @@ health() {
             fails=0 oks=$((oks + 1))
             if ((!up && oks >= HEALTH_RISE)); then
                 announce "$i" yes && up=1 && date +%s >"$d/announced" &&
-                    msg "node $i: proxyd answers again: $VIP announced"
+                    msg "node $i: proxyd answers again: $SVC announced"
             fi
         else
             oks=0 fails=$((fails + 1))
             if ((up && fails >= HEALTH_FALL)); then
                 announce "$i" no && up=0 && rm -f "$d/announced" &&
-                    msg "node $i: proxyd does not answer ($fails checks): $VIP withdrawn"
+                    msg "node $i: proxyd does not answer ($fails checks): $SVC withdrawn"
             fi
         fi
     done
@@ -593,7 +708,7 @@ cmd__supervise() {
     done
     announce "$i" yes
     date +%s >"$d/announced"
-    msg "node $i: proxyd pid $pid up, $VIP announced"
+    msg "node $i: proxyd pid $pid up, $SVC announced"
     health "$i" &
     hpid=$!
     wait "$pid" || rc=$?
@@ -618,7 +733,7 @@ cmd__supervise() {
         msg "node $i: proxyd exited (status $rc) after its drain"
         exit 0
     fi
-    msg "node $i: proxyd exited (status $rc): withdrawing $VIP"
+    msg "node $i: proxyd exited (status $rc): withdrawing $SVC"
     announce "$i" no || msg "node $i: withdrawal failed (bgpd gone too?)"
 }
 
@@ -674,7 +789,7 @@ cmd_members() {
 # ---------------------------------------------------------------- status
 
 route_nexthops() { # the router's kernel next hops for the service address
-    ip -n "$NS_R" route show "$VIP/32" 2>/dev/null | grep -Eo 'via [0-9.]+' | awk '{print $2}'
+    ip -n "$NS_R" route show "$SVC/32" 2>/dev/null | grep -Eo 'via [0-9.]+' | awk '{print $2}'
 }
 node_in_route() {
     route_nexthops | grep -qx "$(node_addr "$1")"

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Spoofed source through the cluster lab (deploy/cluster/lab.sh up 3
+# --spoof): the nodes are inline (TPROXY, transparent services with
+# spoof-source) and connect to the server from the client's own address;
+# the server routes its replies to the clients by ECMP over the nodes, and
+# its side's routing steers them by destination port to the node that
+# opened the connection (each node's source ports and FTP data ports are
+# its own ranges).  Flows are counted at both ends.
+#   1. `lab.sh up 3 --spoof`: server= is the server's own address.
+#   2. HTTP (ab, 60 requests, no keep-alive), plug (30 connections), FTP
+#      (15 passive, 9 active: PORT to vsftpd too), R66 (3 SEND, 3 RECV):
+#      all served, whole (sha256, sizes). At the server, every connection
+#      comes from the client's address (nginx's access log, vsftpd's log,
+#      SYN counters in the server namespace: none from a node's address),
+#      and nginx's lines by source port range (the node that owns the
+#      port) match each node's own count; vsftpd's PORT commands name a
+#      node's data port, as many per node as that node sent.
+#   3. Forwarding: the server side's rule for node 1 removed: its replies
+#      go by the ECMP hash, and the nodes that get them forward them to
+#      node 1 (their rule's packet counter grows): 30 plug connections and
+#      9 FTP downloads (passive and active) still all served, node 1
+#      serving some. (Without the nodes' forwarding, some of them stall.)
+#   4. `lab.sh down` leaves no namespace.
+# Needs root, FRR (frr), nginx, vsftpd, curl, ab, python3, bench/r66peer; ~20 s.
+set -euo pipefail
+# shellcheck source=cluster_lib.sh
+source "$(dirname "$0")/cluster_lib.sh"
+cluster_setup p ab
+SIZE=300000
+CLIENT=198.18.1.2
+
+# owner PORT: the node whose source or FTP data range PORT is in (lab.sh:
+# 48000+270(I-1).., 40000+100(I-1)..), 0 if none
+owner() {
+    local p=$1
+    if ((p >= 48000 && p < 48000 + 270 * 63)); then
+        echo $(((p - 48000) / 270 + 1))
+    elif ((p >= 40000 && p < 40000 + 100 * 63)); then
+        echo $(((p - 40000) / 100 + 1))
+    else
+        echo 0
+    fi
+}
+
+# nginx_by_node SERVER_PORT PATH: "N1 N2 N3" lines of nginx's access log
+# for PATH on SERVER_PORT, status 200 and the whole body, by the owner of
+# their source port (distinct source ports with DISTINCT=1); every such
+# line must come from the client's address
+nginx_by_node() {
+    local port=$1 path=$2 a p c=(0 0 0 0) o
+    declare -A seen=()
+    while read -r a p; do
+        [[ $a == "$CLIENT" ]] || fail "nginx saw $path on $port from $a, not the client $CLIENT"
+        if [[ ${DISTINCT:-0} == 1 ]]; then
+            [[ -z ${seen[$p]:-} ]] || continue
+            seen[$p]=1
+        fi
+        o=$(owner "$p")
+        ((o >= 1 && o <= 3)) || fail "nginx saw $path from source port $p, in no node's range"
+        c[o]=$((c[o] + 1))
+    done < <(awk -v sp="$port" -v path="\"GET $path" -v n="$SIZE" \
+        '$3 == sp && $4 " " $5 == path && $7 == 200 && $8 == n { print $1, $2 }' "$LAB_DIR/server/logs/access.log")
+    echo "${c[1]} ${c[2]} ${c[3]}"
+}
+
+# node_http I: responses 200 of node I's http service
+node_http() {
+    node_metrics "$1" | awk '/^proxyd_http_responses_total\{/ && /service="http"/ && /code="200"/ { s += $NF } END { printf "%d\n", s }'
+}
+# node_ends I SERVICE: node I's session-end lines of SERVICE that sent the
+# server something and were accepted
+node_ends() {
+    grep -Ec "node=$LAB_ID-n$1 info #[0-9]+ session-end service=$2 analyser=$2 verdict=accept .* to-server=[1-9]" \
+        "$LAB_DIR/n$1/proxyd.log" || true
+}
+# node_ports I: node I's PORT commands to the server (server-side active)
+node_ports() {
+    grep -Ec "node=$LAB_ID-n$1 info #[0-9]+ ftp-data client=active server=active sent=\"PORT 198,18,1,2," \
+        "$LAB_DIR/n$1/proxyd.log" || true
+}
+per_node() { echo "$("$@" 1) $("$@" 2) $("$@" 3)"; } # CMD: "CMD 1, CMD 2, CMD 3"
+sum3() { echo $(($1 + $2 + $3)); }
+
+# settled CMD WANT: CMD's per-node counts add up to WANT (a node's log
+# thread writes its lines within 50 ms); bounded, 5 s
+settled() {
+    local want=$1 got
+    shift
+    got=$(per_node "$@")
+    # shellcheck disable=SC2086
+    (($(sum3 $got) >= want))
+}
+
+# syns FROM PORT: SYNs the server got from FROM (a CIDR) to PORT
+syns() {
+    lab server iptables -w -L INPUT -v -n -x | awk -v c="syn $1 $2" 'index($0, "/* " c " */") { print $1 }'
+}
+count_syns() {
+    local p
+    for p in 80 8081 21 6666; do
+        lab server iptables -w -A INPUT -p tcp --syn --dport "$p" -s 198.18.1.0/24 -m comment --comment "syn 198.18.1.0/24 $p"
+        lab server iptables -w -A INPUT -p tcp --syn --dport "$p" -s 198.19.2.0/24 -m comment --comment "syn 198.19.2.0/24 $p"
+    done
+}
+
+# ---------------------------------------------------------------- 1. up
+
+info "lab.sh up 3 --spoof (LAB_ID=$LAB_ID)"
+lab_up 3 --spoof
+assert_eq "$SERVER" 198.19.2.2 "server= with --spoof (the server's own address)"
+for f in h p f; do head -c "$SIZE" /dev/urandom >"$ROOT/$f.bin"; done
+chmod 644 "$ROOT"/*.bin
+WANT=$(sha256sum <"$ROOT/f.bin" | cut -d' ' -f1)
+for i in 1 2 3; do
+    assert_grep "$LAB_DIR/n$i/policy/http.xml" 'spoof-source="yes"' "node $i's http service spoofs"
+    assert_eq "$(lab node "$i" sysctl -n net.ipv4.ip_local_port_range | tr -s '\t ' ' ')" \
+        "$((48000 + 270 * (i - 1))) $((48269 + 270 * (i - 1)))" "node $i's source ports"
+done
+count_syns
+
+# ---------------------------------------------------------------- 2. every protocol
+
+# HTTP: ab, no keep-alive
+lab client ab -n 60 -c 4 -s 10 "http://$SERVER/h.bin" >"$T/ab.out" 2>&1 || fail "ab: $(tail -n 3 "$T/ab.out")"
+assert_eq "$(awk '/^Complete requests:/ { print $3 }' "$T/ab.out")" 60 "ab: complete requests"
+assert_eq "$(awk '/^Failed requests:/ { print $3 }' "$T/ab.out")" 0 "ab: failed requests"
+assert_eq "$(awk '/^HTML transferred:/ { print $3 }' "$T/ab.out")" "$((60 * SIZE))" "ab: body bytes"
+wait_cond 5000 settled 60 node_http || true
+nodes_http=$(per_node node_http)
+srv_http=$(nginx_by_node 80 /h.bin)
+info "HTTP, 60 requests: nodes $nodes_http; nginx by source port's owner $srv_http"
+assert_eq "$srv_http" "$nodes_http" "HTTP requests per node: nginx (by source port) vs the nodes"
+# shellcheck disable=SC2086
+assert_eq "$(sum3 $srv_http)" 60 "HTTP requests nginx served from $CLIENT"
+
+# plug: a connection each
+plug_fetch() { # N: N plug fetches of p.bin, each whole; sets OKS
+    local k
+    OKS=0
+    for ((k = 0; k < $1; k++)); do
+        if [[ $(lab client curl -sS --max-time 5 "http://$SERVER:8081/p.bin" 2>>"$T/curl.err" | wc -c) == "$SIZE" ]]; then
+            OKS=$((OKS + 1))
+        fi
+    done
+}
+plug_fetch 30
+assert_eq "$OKS" 30 "plug fetches whole"
+node_plug() { node_ends "$1" plug; }
+node_r66() { node_ends "$1" r66; }
+node_ftp() { # I: node I's whole downloads of f.bin
+    grep -Ec "node=$LAB_ID-n$1 info #[0-9]+ data-transfer download cmd=RETR file=\"f\\.bin\" bytes=$SIZE .* end=ok\$" \
+        "$LAB_DIR/n$1/proxyd.log" || true
+}
+wait_cond 5000 settled 30 node_plug || true
+nodes_plug=$(per_node node_plug)
+srv_plug=$(DISTINCT=1 nginx_by_node 8081 /p.bin)
+info "plug, 30 connections: nodes $nodes_plug; nginx by source port's owner $srv_plug"
+assert_eq "$srv_plug" "$nodes_plug" "plug connections per node: nginx (by source port) vs the nodes"
+
+# FTP: passive (EPSV, PASV) and active (PORT; server-data=keep: to vsftpd too)
+ftp_fetch() { # N [CURL_OPTS...]: N downloads of f.bin, each whole; sets OKS
+    local n=$1 k
+    shift
+    OKS=0
+    for ((k = 0; k < n; k++)); do
+        if [[ $(lab client curl -sS --max-time 10 "$@" "ftp://$SERVER/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1) == "$WANT" ]]; then
+            OKS=$((OKS + 1))
+        fi
+    done
+}
+ftp_fetch 10
+assert_eq "$OKS" 10 "passive (EPSV) downloads whole"
+ftp_fetch 5 --disable-epsv
+assert_eq "$OKS" 5 "passive (PASV) downloads whole"
+ftp_fetch 9 -P "$CLIENT"
+assert_eq "$OKS" 9 "active (PORT) downloads whole"
+wait_cond 5000 settled 24 node_ftp || true
+nodes_ftp=$(per_node node_ftp)
+info "FTP, 24 downloads: nodes $nodes_ftp"
+# shellcheck disable=SC2086
+assert_eq "$(sum3 $nodes_ftp)" 24 "FTP downloads the nodes counted whole"
+VLOG=$LAB_DIR/server/logs/vsftpd.log
+assert_eq "$(grep -c "OK DOWNLOAD: Client \"$CLIENT\", \"/f.bin\", $SIZE bytes" "$VLOG")" 24 "vsftpd's whole downloads to $CLIENT"
+assert_eq "$(grep -c 'CONNECT: Client "198\.19\.' "$VLOG" || true)" 0 "vsftpd connections from a node's own address"
+# the PORT commands vsftpd got name the client's address and a node's data
+# port: as many per node as each node sent
+c=(0 0 0 0)
+while read -r p; do
+    o=$(owner "$p")
+    ((o >= 1 && o <= 3)) || fail "vsftpd got a PORT to $p, in no node's data ports"
+    c[o]=$((c[o] + 1))
+done < <(sed -nE 's/.*FTP command: Client "198\.18\.1\.2", "PORT 198,18,1,2,([0-9]+),([0-9]+)".*/\1 \2/p' "$VLOG" |
+    awk '{ print $1 * 256 + $2 }')
+nodes_port=$(per_node node_ports)
+info "PORT commands at vsftpd by their port's owner: ${c[1]} ${c[2]} ${c[3]}; the nodes sent $nodes_port"
+assert_eq "${c[1]} ${c[2]} ${c[3]}" "$nodes_port" "PORT commands per node: vsftpd vs the nodes"
+# shellcheck disable=SC2086
+assert_eq "$(sum3 $nodes_port)" 9 "PORT commands to vsftpd"
+
+# R66: SEND and RECV
+mkdir -p "$T/cli" "$T/out"
+head -c "$SIZE" /dev/urandom >"$T/cli/up.bin"
+head -c "$SIZE" /dev/urandom >"$R66DIR/down.bin"
+for k in 1 2 3; do
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
+        --timeout 30 --rule in --mode 1 --send "$T/cli/up.bin" >"$T/r66.out" 2>&1 ||
+        fail "R66 SEND $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$R66DIR/up.bin" | cut -d' ' -f1)" "$(sha256sum <"$T/cli/up.bin" | cut -d' ' -f1)" "R66 SEND $k: sha256 at the server"
+    rm -f "$R66DIR/up.bin"
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hostb:pwb --partner serverb:pwB \
+        --timeout 30 --rule out --mode 2 --recv down.bin --dir "$T/out" >"$T/r66.out" 2>&1 ||
+        fail "R66 RECV $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$T/out/down.bin" | cut -d' ' -f1)" "$(sha256sum <"$R66DIR/down.bin" | cut -d' ' -f1)" "R66 RECV $k: sha256 at the client"
+    rm -f "$T/out/down.bin"
+done
+wait_cond 5000 settled 6 node_r66 || true
+nodes_r66=$(per_node node_r66)
+info "R66, 6 transfers: nodes $nodes_r66"
+# shellcheck disable=SC2086
+assert_eq "$(sum3 $nodes_r66)" 6 "R66 sessions the nodes accepted"
+
+# at the server: every connection from the client's address, none from a node's
+for p in 80 8081 21 6666; do
+    info "SYNs at the server to $p: from $CLIENT's net $(syns 198.18.1.0/24 "$p"), from the nodes' $(syns 198.19.2.0/24 "$p")"
+    assert_eq "$(syns 198.19.2.0/24 "$p")" 0 "connections to $p from a node's own address"
+done
+assert_ge "$(syns 198.18.1.0/24 8081)" 30 "plug connections from the client's address"
+assert_ge "$(syns 198.18.1.0/24 21)" 24 "FTP control connections from the client's address"
+assert_eq "$(syns 198.18.1.0/24 6666)" 6 "R66 connections from the client's address"
+
+# ---------------------------------------------------------------- 3. forwarding
+
+# the server side's rule for node 1 goes: its replies follow the ECMP hash
+lab server iptables -w -t mangle -S OUTPUT | grep -c 'replies to node' >"$T/n.rules" || true
+assert_eq "$(cat "$T/n.rules")" 3 "the server side's rules, one per node"
+rule=$(lab server iptables -w -t mangle -S OUTPUT | grep '"lab: replies to node 1"')
+eval "lab server iptables -w -t mangle ${rule/-A /-D }"
+strays() { # packets the nodes forwarded to node 1
+    local i s=0 c
+    for i in 2 3; do
+        c=$(lab node "$i" iptables -w -t mangle -L PREROUTING -v -n -x | awk '/replies to node 1 / { s += $1 } END { print s + 0 }')
+        s=$((s + c))
+    done
+    echo "$s"
+}
+strays0=$(strays)
+plug1=$(node_plug 1) ftp1=$(node_ftp 1)
+plug_fetch 30
+assert_eq "$OKS" 30 "plug fetches whole with node 1's replies forwarded by the others"
+ftp_fetch 6
+assert_eq "$OKS" 6 "passive downloads whole with node 1's replies forwarded by the others"
+ftp_fetch 3 -P "$CLIENT"
+assert_eq "$OKS" 3 "active downloads whole with node 1's replies forwarded by the others"
+wait_cond 3000 eval '(($(node_plug 1) > plug1))' || fail "node 1 served none of 30 plug connections: $(lab status)"
+n=$(($(strays) - strays0))
+info "without the server side's rule for node 1: node 1 served $(($(node_plug 1) - plug1)) plug connections and $(($(node_ftp 1) - ftp1)) downloads; nodes 2 and 3 forwarded $n packets to it"
+((n > 0)) || fail "no node forwarded a reply to node 1"
+eval "lab server iptables -w -t mangle $rule"
+
+# ---------------------------------------------------------------- 4. down
+
+lab_down
+info "PASS"
