@@ -4,7 +4,8 @@
 # "Active-active: a cluster of nodes behind ECMP routing").  It is also the
 # test: tests/netns/cluster_lab.sh drives it.
 #
-#   lab.sh up N [--spoof]  build the lab with N nodes; prints server=ADDR, root=DIR.
+#   lab.sh up N [--spoof]  build the lab with N nodes; prints server=ADDR,
+#                          server6=ADDR (IPv6; not with --spoof), root=DIR.
 #                          --spoof: the nodes are inline (transparent mode,
 #                          spoof-source): clients reach the server's own
 #                          address, which the nodes announce, and the server
@@ -62,6 +63,14 @@
 #   node I's source or FTP data range to node I.  A reply that reaches
 #   another node anyway (no such rule, a hash) is forwarded by it to the
 #   owner over the server segment, never answered.
+#   IPv6 (not with --spoof), beside IPv4 on every link, in 2001:db8::/32:
+#   client 2001:db8:1::2/64 -- r0 2001:db8:1::1; rI 2001:db8:2:I::1/64 --
+#   eth0 2001:db8:2:I::2 node I; node I eth1 2001:db8:3::1:I/64 -- br0
+#   2001:db8:3::2 server (nginx, a second vsftpd on IPv6); service address
+#   2001:db8:0:80::80/128 on every node's lo, announced over an IPv6 BGP
+#   session of its own (one ECMP route on the router); services http6,
+#   plug6 and ftp6 (the same data ports) to the server's IPv6 address;
+#   the same pinning and FTP rules as IPv4, in ip6tables.
 #   Cluster-wide state: the nodes count the quotas in one redis-server on
 #   the router (198.18.3.1:6379, its lo; <cluster store>), and read the
 #   members from LAB_DIR/members, which a poller of the router's bgpd
@@ -104,6 +113,8 @@ STORE=198.18.3.1         # the quota store (redis-server), on the router's lo
 PORTS="80 8081 21 6666"  # http, plug, ftp, r66
 GRACE=1s                 # each node's shutdown-grace (upgrade I S: S meanwhile)
 DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
+VIP6=2001:db8:0:80::80           # the service address, IPv6 (not with --spoof)
+SERVER6=2001:db8:3::2            # the server's own IPv6 address
 CLIENT_NET=198.18.1.0/24         # the clients (spoofed sources)
 SRC_BASE=48000 SRC_SPAN=270      # --spoof: node I's source ports: src_lo I .. src_hi I
 DIVERT_MARK=0x100 DIVERT_TABLE=99   # --spoof: TPROXY'd packets, routed locally
@@ -127,6 +138,16 @@ router_addr() { echo "198.18.2.$((4 * $1 - 3))"; }   # the router, on node I's l
 data_lo() { echo $((DATA_BASE + DATA_SPAN * ($1 - 1))); }
 data_hi() { echo $((DATA_BASE + DATA_SPAN * $1 - 1)); }
 node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
+node_addr6() { echo "2001:db8:2:$1::2"; }             # node I, router side (IPv6)
+router_addr6() { echo "2001:db8:2:$1::1"; }           # the router, on node I's link (IPv6)
+node_out6() { echo "2001:db8:3::1:$1"; }              # node I, server side (IPv6)
+v6() { ! spoofing; }                                  # the lab has IPv6 (not with --spoof)
+# ipt 4|6 NS ARGS...: iptables or ip6tables in NS
+ipt() {
+    local f=$1 ns=$2
+    shift 2
+    if [[ $f == 6 ]]; then ip netns exec "$ns" ip6tables -w "$@"; else ip netns exec "$ns" iptables -w "$@"; fi
+}
 src_lo() { echo $((SRC_BASE + SRC_SPAN * ($1 - 1))); }
 src_hi() { echo $((SRC_BASE + SRC_SPAN * $1 - 1)); }
 
@@ -184,6 +205,7 @@ http {
     server {
         listen 80;
         listen 8081;
+$(v6 && printf '        listen [%s]:80;\n        listen [%s]:8081;' "$SERVER6" "$SERVER6")
         root $LAB_DIR/www;
         location / { }
     }
@@ -217,6 +239,20 @@ EOF
 $(listen_to 8081)
 </service>
 EOF
+    if v6; then
+        cat >"$d/http6.xml" <<EOF
+<service name="http6" analyser="http">
+  <listen address="$VIP6" port="80" mode="fixed"/>
+  <target address="$SERVER6" port="80"/>
+</service>
+EOF
+        cat >"$d/plug6.xml" <<EOF
+<service name="plug6" analyser="plug">
+  <listen address="$VIP6" port="8081" mode="fixed"/>
+  <target address="$SERVER6" port="8081"/>
+</service>
+EOF
+    fi
     cat >"$d/r66.xml" <<EOF
 <service name="r66" analyser="r66">
 $(listen_to 6666)
@@ -293,13 +329,42 @@ EOF
     mkdir -p "$d/policy"
     cp "$LAB_DIR"/policy/*.xml "$d/policy/"
     write_ftp_policy "$1" "$d/policy"
-    # the node announces nothing until its proxyd listens (_supervise)
+    if v6; then
+        cat >"$d/policy/ftp6.xml" <<EOF
+<service name="ftp6" analyser="ftp">
+  <listen address="$VIP6" port="21" mode="fixed"/>
+  <target address="$SERVER6" port="21"/>
+  <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
+</service>
+EOF
+    fi
+    # the node announces nothing until its proxyd listens (_supervise);
+    # IPv6: a session of its own (an IPv6 next hop), the same policy
+    local r6 v6pl="" v6nb=""
+    r6=$(router_addr6 "$1")
+    if v6; then
+        v6pl="ipv6 prefix-list SERVICE6 seq 5 permit $VIP6/128
+route-map ANNOUNCE permit 20
+ match ipv6 address prefix-list SERVICE6"
+        v6nb=" neighbor $r6 remote-as $ROUTER_AS
+ neighbor $r6 timers 1 3
+ neighbor $r6 timers connect 1
+ address-family ipv4 unicast
+  no neighbor $r6 activate
+ exit-address-family
+ address-family ipv6 unicast
+  neighbor $r6 activate
+  neighbor $r6 route-map ANNOUNCE out
+  neighbor $r6 route-map NOTHING in
+ exit-address-family"
+    fi
     cat >"$d/bgpd.conf" <<EOF
 hostname n$1
 log file $d/bgpd.log
 ip prefix-list SERVICE seq 5 permit $SVC/32
 route-map ANNOUNCE permit 10
  match ip address prefix-list SERVICE
+$v6pl
 route-map NOTHING deny 10
 router bgp $NODE_AS
  bgp router-id $(node_addr "$1")
@@ -311,6 +376,7 @@ router bgp $NODE_AS
   neighbor $(router_addr "$1") route-map ANNOUNCE out
   neighbor $(router_addr "$1") route-map NOTHING in
  exit-address-family
+$v6nb
 EOF
 }
 
@@ -328,8 +394,11 @@ hostname router
 log file $d/bgpd.log
 ip prefix-list SERVICE seq 5 permit $VIP/32
 ip prefix-list SERVICE seq 10 permit $SERVER/32
+ipv6 prefix-list SERVICE6 seq 5 permit $VIP6/128
 route-map FROM-NODES permit 10
  match ip address prefix-list SERVICE
+route-map FROM-NODES permit 20
+ match ipv6 address prefix-list SERVICE6
 route-map NOTHING deny 10
 router bgp $ROUTER_AS
  bgp router-id 198.18.1.1
@@ -337,10 +406,21 @@ router bgp $ROUTER_AS
  neighbor NODES remote-as $NODE_AS
  neighbor NODES timers 1 3
  bgp listen range 198.18.2.0/24 peer-group NODES
+ neighbor NODES6 peer-group
+ neighbor NODES6 remote-as $NODE_AS
+ neighbor NODES6 timers 1 3
+ bgp listen range 2001:db8:2::/48 peer-group NODES6
  address-family ipv4 unicast
   maximum-paths 64
   neighbor NODES route-map FROM-NODES in
   neighbor NODES route-map NOTHING out
+  no neighbor NODES6 activate
+ exit-address-family
+ address-family ipv6 unicast
+  maximum-paths 64
+  neighbor NODES6 activate
+  neighbor NODES6 route-map FROM-NODES in
+  neighbor NODES6 route-map NOTHING out
  exit-address-family
 EOF
 }
@@ -355,6 +435,16 @@ frr_start() {
         --vty_socket "$d" -i "$d/$daemon.pid" -f "$d/$daemon.conf" "$@" \
         </dev/null >>"$d/$daemon.out" 2>&1 ||
         die "$daemon did not start in $ns: $(tail -n 5 "$d/$daemon.out")"
+}
+
+v6_sysctls() { # NS: IPv6 on (but with --spoof), no autoconfiguration
+    if v6; then
+        ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=0
+        ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_ra=0
+        ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_dad=0
+    else
+        ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    fi
 }
 
 link_up() { # NS IF...
@@ -392,21 +482,34 @@ cmd_up() {
     fi
     write_nginx
     write_vsftpd
+    # the IPv6 vsftpd: the same but its address and log
+    sed -e 's/^listen=YES/listen=NO/' -e 's/^listen_ipv6=NO/listen_ipv6=YES/' \
+        -e "s|^listen_address=.*|listen_address6=$SERVER6|" -e 's|vsftpd\.log$|vsftpd6.log|' \
+        "$LAB_DIR/server/vsftpd.conf" >"$LAB_DIR/server/vsftpd6.conf"
     write_policy
     write_router_conf
 
     for ns in "$NS_C" "$NS_R" "$NS_S"; do
         ip netns add "$ns"
         ip -n "$ns" link set lo up
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+        v6_sysctls "$ns"
     done
     # client -- router
     ip link add c0 netns "$NS_C" type veth peer name r0 netns "$NS_R"
     ip -n "$NS_C" addr add 198.18.1.2/24 dev c0
     ip -n "$NS_R" addr add 198.18.1.1/24 dev r0
+    if v6; then
+        ip -n "$NS_C" addr add 2001:db8:1::2/64 dev c0 nodad
+        ip -n "$NS_R" addr add 2001:db8:1::1/64 dev r0 nodad
+    fi
     link_up "$NS_C" c0
     link_up "$NS_R" r0
     ip -n "$NS_C" route add default via 198.18.1.1
+    if v6; then
+        ip -n "$NS_C" -6 route add default via 2001:db8:1::1
+        ip netns exec "$NS_R" sysctl -qw net.ipv6.conf.all.forwarding=1
+        ip netns exec "$NS_R" sysctl -qw net.ipv6.fib_multipath_hash_policy=1
+    fi
     # the router hashes each flow on its addresses and ports (L4) over the
     # nodes that announce the service address
     ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
@@ -416,6 +519,8 @@ cmd_up() {
         # (the node its first packet was routed to), not the current ECMP set
         ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$SVC" \
             -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
+        ! v6 || ip netns exec "$NS_R" ip6tables -w -t mangle -A PREROUTING -i r0 -d "$VIP6" \
+            -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
     fi
     # server: one segment (a bridge) that every node joins
     # a fixed MAC address: a bridge that has none takes its lowest port's,
@@ -423,6 +528,7 @@ cmd_up() {
     # (their connections to the server stall until the caches expire)
     ip -n "$NS_S" link add br0 address 02:00:c6:13:02:02 type bridge
     ip -n "$NS_S" addr add "$SERVER/24" dev br0
+    ! v6 || ip -n "$NS_S" addr add "$SERVER6/64" dev br0 nodad
     link_up "$NS_S" br0
     if spoofing; then
         # the clients' replies go by ECMP over the nodes (server_route),
@@ -442,6 +548,13 @@ cmd_up() {
         </dev/null >"$LAB_DIR/server/logs/stdout.log" 2>&1 || die "nginx did not start"
     ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd.conf" \
         </dev/null >"$LAB_DIR/server/logs/vsftpd.out" 2>&1 &
+    if v6; then
+        # vsftpd listens on one family: a second one for IPv6
+        ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd6.conf" \
+            </dev/null >"$LAB_DIR/server/logs/vsftpd6.out" 2>&1 &
+        wait_until 5 eval '[[ -n $(ip netns exec "$NS_S" ss -Hltn "src [$SERVER6] and sport = :21") ]]' ||
+            die "vsftpd (IPv6) not listening in $NS_S"
+    fi
     mkdir -p "$LAB_DIR/r66"
     ip netns exec "$NS_S" setsid "$R66PEER" server --listen "$SERVER:6666" \
         --dir "$LAB_DIR/r66" --id serverb:pwB --partner hosta:pwA \
@@ -464,6 +577,7 @@ cmd_up() {
             die "node $i's announcement did not reach the router's routing table within 20 s"
     done
     echo "server=$SVC"
+    ! v6 || echo "server6=$VIP6"
     echo "root=$LAB_DIR/www"
     echo "r66dir=$LAB_DIR/r66"
 }
@@ -488,7 +602,7 @@ make_node() {
     ns=$(ns_node "$i")
     ip netns add "$ns"
     ip -n "$ns" link set lo up
-    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    v6_sysctls "$ns"
     ip link add "r$i" netns "$NS_R" type veth peer name eth0 netns "$ns"
     ip -n "$NS_R" addr add "$(router_addr "$i")/30" dev "r$i"
     ip -n "$ns" addr add "$(node_addr "$i")/30" dev eth0
@@ -496,10 +610,22 @@ make_node() {
     ip -n "$NS_S" link set "s$i" master br0
     ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
     spoofing || ip -n "$ns" addr add "$VIP/32" dev lo
+    if v6; then
+        ip -n "$NS_R" addr add "$(router_addr6 "$i")/64" dev "r$i" nodad
+        ip -n "$ns" addr add "$(node_addr6 "$i")/64" dev eth0 nodad
+        ip -n "$ns" addr add "$(node_out6 "$i")/64" dev eth1 nodad
+        ip -n "$ns" addr add "$VIP6/128" dev lo nodad
+    fi
     link_up "$NS_R" "r$i"
     link_up "$NS_S" "s$i"
     link_up "$ns" eth0 eth1
     ip -n "$ns" route add default via "$(router_addr "$i")"
+    if v6; then
+        ip -n "$ns" -6 route add default via "$(router_addr6 "$i")"
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
+        ip -n "$ns" -6 rule add pref 50 lookup local
+        ip -n "$ns" -6 rule del pref 0 lookup local
+    fi
     # strays: a packet for another node's data ports that reaches this one
     # anyway (a router without the rules below, a hash change) is forwarded
     # to its owner over the server segment, never answered here. The
@@ -527,23 +653,32 @@ make_node() {
         stray_rules "$j" "$i"
     done
     # table 100+I: the service address is node I (pinned flows, node I's
-    # FTP data ports)
-    ip -n "$NS_R" rule add fwmark "$i" lookup "$((100 + i))"
-    ip -n "$NS_R" route add "$SVC/32" via "$(node_addr "$i")" dev "r$i" table "$((100 + i))"
-    # a new connection to one of node I's FTP data ports goes to node I,
-    # whatever the hash says (a passive data connection reaches the node
-    # whose ftp session listens for it)
-    ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$SVC" -p tcp \
-        --dport "$(data_lo "$i"):$(data_hi "$i")" -m conntrack --ctstate NEW \
-        -m comment --comment "lab: data ports of node $i" -j MARK --set-mark "$i"
-    if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
-        ip netns exec "$NS_R" iptables -w -t mangle -A POSTROUTING -o "r$i" -d "$SVC" \
-            -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
-        # connections node I opens from the service address (FTP active
-        # mode towards the client): the client's answers follow mark I
-        ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i "r$i" -s "$SVC" \
-            -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
-    fi
+    # FTP data ports); the same for IPv6
+    local f svc naddr
+    for f in 4 6; do
+        if [[ $f == 4 ]]; then
+            svc=$SVC naddr=$(node_addr "$i")
+        else
+            v6 || continue
+            svc=$VIP6 naddr=$(node_addr6 "$i")
+        fi
+        ip -n "$NS_R" -"$f" rule add fwmark "$i" lookup "$((100 + i))"
+        ip -n "$NS_R" -"$f" route add "$svc" via "$naddr" dev "r$i" table "$((100 + i))"
+        # a new connection to one of node I's FTP data ports goes to node I,
+        # whatever the hash says (a passive data connection reaches the node
+        # whose ftp session listens for it)
+        ipt "$f" "$NS_R" -t mangle -A PREROUTING -i r0 -d "$svc" -p tcp \
+            --dport "$(data_lo "$i"):$(data_hi "$i")" -m conntrack --ctstate NEW \
+            -m comment --comment "lab: data ports of node $i" -j MARK --set-mark "$i"
+        if [[ $(cat "$LAB_DIR/pin") != 0 ]]; then
+            ipt "$f" "$NS_R" -t mangle -A POSTROUTING -o "r$i" -d "$svc" \
+                -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
+            # connections node I opens from the service address (FTP active
+            # mode towards the client): the client's answers follow mark I
+            ipt "$f" "$NS_R" -t mangle -A PREROUTING -i "r$i" -s "$svc" \
+                -m conntrack --ctstate NEW -j CONNMARK --set-mark "$i"
+        fi
+    done
     if spoofing; then
         divert_rules "$i"
         server_steer "$i"
@@ -610,6 +745,13 @@ stray_rules() {
         -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
     ip -n "$ns" rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
     ip -n "$ns" route add "$SVC/32" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
+    if v6; then
+        ip netns exec "$ns" ip6tables -w -t mangle -A PREROUTING -i eth0 -d "$VIP6" -p tcp \
+            --dport "$(data_lo "$2"):$(data_hi "$2")" \
+            -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
+        ip -n "$ns" -6 rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
+        ip -n "$ns" -6 route add "$VIP6/128" via "$(node_out6 "$2")" dev eth1 table "$((100 + $2))"
+    fi
     spoofing || return 0
     # --spoof: the server's packets to a client's address on node J's
     # source or data ports (a reply the server side sent here) go to J
@@ -660,8 +802,12 @@ start_supervisor() {
 announce() { # I yes|no
     local d=$LAB_DIR/n$1 no=""
     [[ $2 == yes ]] || no="no "
+    local v6cmd=()
+    if v6; then
+        v6cmd=(-c "exit-address-family" -c "address-family ipv6 unicast" -c "${no}network $VIP6/128")
+    fi
     vtysh_in "$(ns_node "$1")" "$d" -c "configure terminal" -c "router bgp $NODE_AS" \
-        -c "address-family ipv4 unicast" -c "${no}network $SVC/32"
+        -c "address-family ipv4 unicast" -c "${no}network $SVC/32" "${v6cmd[@]}"
 }
 
 # health I (beside proxyd, in the supervisor): a proxyd that is there but

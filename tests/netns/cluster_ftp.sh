@@ -16,6 +16,13 @@
 #      passive downloads are still whole: the node a data connection
 #      reaches forwards it to its owner over the server segment (packets
 #      counted by its rule), none is reset.
+#   2b. IPv6 (server6=, 2001:db8:0:80::80): the router's route to it has
+#      the 3 nodes as next hops (their IPv6 BGP sessions); through them 60
+#      HTTP requests (ab), 30 plug connections, 10 passive (EPSV) and 5
+#      active (EPRT) FTP downloads, all whole; counted at both ends: by
+#      each node (its http6/plug6 services, its data-transfer lines) and
+#      at nginx and vsftpd by the node's IPv6 address they came from,
+#      equal, and spread over more than one node.
 #   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
 #      at the other end (sha256), each logged by a node.
 #   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1 20
@@ -34,64 +41,10 @@
 #   6. `lab.sh down` leaves no namespace.
 # Needs root, FRR (frr), nginx, vsftpd, curl, python3, bench/r66peer; ~20 s.
 set -euo pipefail
-TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../integration/lib.sh
-source "$TESTS_NETNS_DIR/../integration/lib.sh"
-
-LAB=$REPO_DIR/deploy/cluster/lab.sh
-FRR_DIR=${FRR_DIR:-/usr/lib/frr}
-: "${R66PEER:=$REPO_DIR/build/r66peer}"
+# shellcheck source=cluster_lib.sh
+source "$(dirname "$0")/cluster_lib.sh"
 SIZE=300000
-
-[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR, vsftpd)"
-need_cmds ip iptables curl nginx vsftpd vtysh python3 sha256sum
-[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
-[[ -x $R66PEER ]] || fail "r66peer not found: $R66PEER (build target r66peer, or set R66PEER=)"
-[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
-setup
-export LAB_ID="f$$" LAB_DIR="$T/lab" PROXYD R66PEER
-PFX=pxcl-$LAB_ID
-ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
-
-lab() { "$LAB" "$@"; }
-
-wait_cond() { # TIMEOUT_MS CMD...
-    local t=$1 t0
-    shift
-    t0=$(now_ms)
-    until "$@"; do
-        (($(now_ms) - t0 < t)) || return 1
-        sleep 0.02
-    done
-}
-
-lab_diag() {
-    local d
-    {
-        echo "---- [$TEST_NAME] lab state"
-        lab status 2>&1
-        echo "# router: mangle rules"; lab router iptables -w -t mangle -L -v -n -x 2>&1
-        echo "# router: ip rule"; lab router ip rule 2>&1
-        for d in "$LAB_DIR"/n*; do
-            [[ -d $d ]] || continue
-            echo "# $d: proxyd.log (last 15)"; tail -n 15 "$d/proxyd.log" 2>/dev/null
-        done
-        echo "# vsftpd.log (last 10)"; tail -n 10 "$LAB_DIR/server/logs/vsftpd.log" 2>/dev/null
-        echo "# r66peer.log (last 10)"; tail -n 10 "$LAB_DIR/server/logs/r66peer.log" 2>/dev/null
-        echo "# curl errors"; tail -n 10 "$T/curl.err" 2>/dev/null
-    } >&2 2>&1
-}
-
-lab_cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT TERM INT
-    if ((rc != 0 && rc != 77)); then lab_diag; fi
-    LAB_KEEP=1 lab down >/dev/null 2>&1
-    (exit "$rc")
-    _cleanup
-}
-trap lab_cleanup EXIT
+cluster_setup f ab
 
 # downloads: node I's whole downloads of f.bin (its data-transfer lines)
 downloads() {
@@ -99,13 +52,14 @@ downloads() {
         "$LAB_DIR/n$1/proxyd.log" || true
 }
 
-# fetch N [CURL_OPTS...]: N downloads of f.bin, each whole; sets OKS
+# fetch N [CURL_OPTS...]: N downloads of f.bin (from FTP_HOST, default
+# SERVER), each whole; sets OKS
 fetch() {
     local n=$1 k got
     shift
     OKS=0
     for ((k = 0; k < n; k++)); do
-        got=$(lab client curl -sS --max-time 10 "$@" "ftp://$SERVER/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1) || true
+        got=$(lab client curl -sS --max-time 10 "$@" "ftp://${FTP_HOST:-$SERVER}/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1) || true
         [[ $got == "$WANT" ]] && OKS=$((OKS + 1))
     done
 }
@@ -157,11 +111,7 @@ spread() {
 # ---------------------------------------------------------------- 1. up
 
 info "lab.sh up 3 (LAB_ID=$LAB_ID)"
-lab up 3 >"$T/up.out" 2>"$T/up.err" || fail "lab.sh up 3 failed: $(tail -n 5 "$T/up.err")"
-SERVER=$(sed -n 's/^server=//p' "$T/up.out")
-ROOT=$(sed -n 's/^root=//p' "$T/up.out")
-R66DIR=$(sed -n 's/^r66dir=//p' "$T/up.out")
-[[ -d $ROOT && -d $R66DIR ]] || fail "lab.sh up printed no root= and r66dir= that exist: $(cat "$T/up.out")"
+lab_up 3
 head -c "$SIZE" /dev/urandom >"$ROOT/f.bin"
 WANT=$(sha256sum <"$ROOT/f.bin" | cut -d' ' -f1)
 for i in 1 2 3; do
@@ -215,6 +165,77 @@ info "packets the nodes forwarded to another node's data ports: $strays"
 ((strays > 0)) || fail "no node forwarded a stray packet in 10 passive downloads without the router's rules"
 while read -r r; do eval "lab router iptables -w -t mangle $r"; done <"$T/dp.rules"
 assert_eq "$(lab router iptables -w -t mangle -S PREROUTING | grep -c 'data ports')" 3 "the router's data port rules back"
+
+# ---------------------------------------------------------------- 2b. IPv6
+
+SERVER6=$(sed -n 's/^server6=//p' "$T/up.out")
+assert_eq "$SERVER6" 2001:db8:0:80::80 "lab.sh up's server6="
+assert_eq "$(lab router ip -6 route show "$SERVER6" | grep -c 'nexthop via 2001:db8:2:')" 3 \
+    "next hops of the router's IPv6 route to the service address (one a node)"
+# by_node CMD: BY="CMD 1 CMD 2 CMD 3", their sum BY_SUM; more than one node used
+by_node() {
+    local i c out="" used=0
+    BY_SUM=0
+    for i in 1 2 3; do
+        c=$("$@" "$i")
+        out+="$c "
+        BY_SUM=$((BY_SUM + c))
+        ((c == 0)) || used=$((used + 1))
+    done
+    ((used > 1)) || fail "$*: all on one node: $out"
+    BY=${out% }
+}
+out6() { echo "2001:db8:3::1:$1"; } # node I's IPv6 address on the server segment
+node_metric6() { # SERVICE I: responses 200 of node I's SERVICE
+    node_metrics "$2" | awk -v s="service=\"$1\"" '/^proxyd_http_responses_total\{/ && index($0, s) && /code="200"/ { n += $NF } END { printf "%d\n", n }'
+}
+node_plug6() { grep -Ec "node=$LAB_ID-n$1 info #[0-9]+ session-end service=plug6 analyser=plug verdict=accept .* to-server=[1-9]" "$LAB_DIR/n$1/proxyd.log" || true; }
+nginx6() { # PORT I: nginx's whole f.bin lines on PORT from node I (distinct source ports on 8081)
+    awk -v a="$(out6 "$2")" -v p="$1" -v n="$SIZE" '$1 == a && $3 == p && $5 == "/f.bin" && $7 == 200 && $8 == n { print $2 }' \
+        "$LAB_DIR/server/logs/access.log" | if [[ $1 == 8081 ]]; then sort -u | wc -l; else wc -l; fi
+}
+lab client ab -n 60 -c 4 -s 10 "http://[$SERVER6]/f.bin" >"$T/ab6.out" 2>&1 || fail "ab over IPv6: $(tail -n 3 "$T/ab6.out")"
+assert_eq "$(awk '/^Complete requests:/ { print $3 }' "$T/ab6.out")" 60 "ab over IPv6: complete requests"
+assert_eq "$(awk '/^Failed requests:/ { print $3 }' "$T/ab6.out")" 0 "ab over IPv6: failed requests"
+assert_eq "$(awk '/^HTML transferred:/ { print $3 }' "$T/ab6.out")" "$((60 * SIZE))" "ab over IPv6: body bytes"
+all_http6() { (($(node_metric6 http6 1) + $(node_metric6 http6 2) + $(node_metric6 http6 3) >= 60)); }
+wait_cond 5000 all_http6 || true
+by_node node_metric6 http6
+n_http=$BY
+assert_eq "$BY_SUM" 60 "IPv6 HTTP requests the nodes answered 200"
+by_node nginx6 80
+s_http=$BY
+info "IPv6 HTTP, 60 requests: nodes $n_http, nginx from each node's address $s_http"
+assert_eq "$s_http" "$n_http" "IPv6 HTTP requests per node: nginx vs the nodes"
+for ((k = 0; k < 30; k++)); do
+    lab client curl -sS --max-time 5 "http://[$SERVER6]:8081/f.bin" 2>>"$T/curl.err" | sha256sum | grep -q "^$WANT " ||
+        fail "plug over IPv6: fetch $k not whole"
+done
+all_plug6() { (($(node_plug6 1) + $(node_plug6 2) + $(node_plug6 3) >= 30)); }
+wait_cond 5000 all_plug6 || true
+by_node node_plug6
+n_plug=$BY
+assert_eq "$BY_SUM" 30 "IPv6 plug sessions the nodes accepted"
+by_node nginx6 8081
+s_plug=$BY
+info "IPv6 plug, 30 connections: nodes $n_plug, nginx from each node's address $s_plug"
+assert_eq "$s_plug" "$n_plug" "IPv6 plug connections per node: nginx vs the nodes"
+snap 1 2 3
+FTP_HOST="[$SERVER6]" fetch 10
+assert_eq "$OKS" 10 "IPv6 passive (EPSV) downloads whole"
+FTP_HOST="[$SERVER6]" fetch 5 -P 2001:db8:1::2
+assert_eq "$OKS" 5 "IPv6 active (EPRT) downloads whole"
+spread "15 IPv6 downloads" 15 1 2 3
+vs6() { grep -c "OK DOWNLOAD: Client \"$(out6 "$1")\", \"/f.bin\", $SIZE bytes" "$LAB_DIR/server/logs/vsftpd6.log" || true; }
+node_dl() { echo $(($(downloads "$1") - base[$1])); }
+by_node node_dl
+n_ftp=$BY
+by_node vs6
+s_ftp=$BY
+info "IPv6 FTP, 15 downloads: nodes $n_ftp, vsftpd from each node's address $s_ftp"
+assert_eq "$s_ftp" "$n_ftp" "IPv6 FTP downloads per node: vsftpd vs the nodes"
+n=$(grep -Ec 'FTP command: Client "2001:db8:3::1:[1-3]", "EPRT \|2\|2001:db8:3::1:[1-3]\|' "$LAB_DIR/server/logs/vsftpd6.log" || true)
+assert_eq "$n" 5 "EPRT commands vsftpd got from the nodes (server-data=keep)"
 
 # ---------------------------------------------------------------- 3. R66
 
@@ -372,7 +393,5 @@ spread "15 downloads after kill 3" 15 1 2
 
 # ---------------------------------------------------------------- 6. down
 
-LAB_KEEP=1 lab down
-left=$(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }' | tr '\n' ' ')
-[[ -z $left ]] || fail "namespaces left after lab.sh down: $left"
+lab_down
 info "PASS"
