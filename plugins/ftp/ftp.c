@@ -114,7 +114,7 @@ ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 	unsigned i;
 
 	/* The cluster's quota store has a transfer command's answer to give. */
-	if (st->qask != NULL)
+	if (st->qwait.req != NULL)
 		return true;
 	for (i = 0; i < st->qlen; i++) {
 		q = &st->q[(st->qhead + i) % FTP_PENDING];

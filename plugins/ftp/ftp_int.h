@@ -127,13 +127,18 @@ struct ftp_state {
 	/* With cluster/@store (quota_store.h): the question under way (the
 	 * client's commands wait meanwhile, ftp_must_wait), then its answer
 	 * for the transfer command when it runs again; the channel metered
-	 * against the byte quota, whose bytes go to the store at its end. */
+	 * against the byte quota: with the store's leases (qleasing), its
+	 * own count qused against what it was granted (qleased), the next
+	 * lease asked for (qlease) when it used them; else what it moved
+	 * goes to the store at its end. */
 	struct px_session	*qs;
-	struct px_qstore_req	*qask;
-	bool			 qanswered;
+	struct px_qstore_wait	 qwait;
 	bool			 qreplay;	/* the next command is that one */
-	struct px_qstore_answer	 qans;
-	const struct px_channel	*qmetered;
+	bool			 qleasing;
+	struct px_channel	*qmetered;
+	struct px_qstore_req	*qlease;
+	uint64_t		 qleased;
+	_Atomic uint64_t	 qused;
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */

@@ -19,8 +19,12 @@
  * transfer's start instead: the command waits for its answer (held with
  * what the client sends after it, ftp_must_wait), then runs again with
  * it; a store that cannot answer gets a 451 (on-store-error="refuse") or
- * leaves it to this node's own count ("local"). What a metered transfer
- * moved is added to the store when its channel ends. */
+ * leaves it to this node's own count ("local"). Under a byte quota the
+ * store charges the transfer's bytes ahead, in leases: the first with
+ * its answer, the next ones asked for when the channel used them
+ * (ftp_quota_more: it waits meanwhile); what it was granted and did not
+ * move goes back when its channel ends. (A transfer the store could not
+ * answer for, left to this node: what it moved is added at its end.) */
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -44,15 +48,13 @@ static const char *const ftp_quota_kinds[] = {
 	[PX_QUOTA_BYTES] = "bytes",
 };
 
-/* The store's answer, on the worker's loop: the held command runs again. */
+/* The store's answer came: the held command runs again. */
 static void
-ftp_quota_answer(void *arg, const struct px_qstore_answer *a)
+ftp_quota_resume(void *arg)
 {
 	struct ftp_state *st = arg;
 
-	st->qask = NULL;
-	st->qans = *a;
-	st->qanswered = st->qreplay = true;
+	st->qreplay = true;
 	px_session_resume(st->qs, PX_TO_SERVER);
 }
 
@@ -64,48 +66,94 @@ ftp_quota_cluster(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c, int *rc, uint64_t *used, uint64_t *limit,
     bool *store_down)
 {
-	struct px_qstore_answer a;
+	int v;
 
-	*store_down = false;
-	if (st->qanswered) {
-		a = st->qans;
-		st->qanswered = false;
-	} else {
-		st->qs = s;
-		st->qask = px_qstore_begin(px_session_base(s),
-		    px_session_service(s), st->user, &st->qlimit,
-		    ftp_quota_answer, st, &a);
-		if (st->qask != NULL) {
-			*rc = FTP_RC_WAIT;
-			return -1;
+	st->qs = s;
+	st->qwait.resume = ftp_quota_resume;
+	st->qwait.arg = st;
+	v = px_qstore_decide(&st->qwait, px_session_base(s),
+	    px_session_service(s), st->user, st->quota, &st->qlimit,
+	    px_qstore_lease_size(st->qlimit.bytes), used, limit, store_down);
+	if (v == -1) {
+		*rc = FTP_RC_WAIT;
+		return -1;
+	}
+	if (st->qwait.ans.result == PX_QSTORE_ERROR)
+		px_session_log(s, LOG_WARNING, "ftp-quota user=%s "
+		    "kind=store-error cmd=%s store=%s verdict=%s (%s)", st->user,
+		    c->verb, px_qstore_name(), *store_down ? "refused" : "local",
+		    st->qwait.ans.why);
+	return v;
+}
+
+static void ftp_quota_more(void *arg, struct px_channel *ch);
+
+/* The store's answer to a running transfer's lease: it goes on with the
+ * bytes granted, or stops (the day's bytes all charged; a store that
+ * cannot answer and on-store-error="refuse"; "local": this node's count). */
+static void
+ftp_quota_leased(void *arg, const struct px_qstore_answer *a)
+{
+	struct ftp_state *st = arg;
+	struct px_channel *ch = st->qmetered;
+	uint64_t used = 0, n = px_qstore_lease_size(st->qlimit.bytes);
+
+	st->qlease = NULL;
+	if (ch == NULL)
+		return;
+	if (a->result == PX_QSTORE_OK) {
+		st->qleased += a->lease;
+		px_channel_meter_grow(ch, a->lease);
+		return;
+	}
+	if (a->result == PX_QSTORE_ERROR) {
+		px_session_log(st->qs, LOG_WARNING, "ftp-quota user=%s "
+		    "kind=store-error cmd=lease store=%s verdict=%s (%s)",
+		    st->user, px_qstore_name(), px_qstore_refuses() ?
+		    "refused" : "local", a->why);
+		if (!px_qstore_refuses() && px_quota_take(st->quota,
+		    st->qlimit.bytes, n, &used)) {
+			px_channel_meter_grow(ch, n);
+			return;
 		}
 	}
-	switch (a.result) {
-	case PX_QSTORE_OK:
-		px_quota_admit(st->quota, a.bytes);
-		return PX_QUOTA_OK;
-	case PX_QSTORE_TRANSFERS:
-		px_quota_refused(st->quota, PX_QUOTA_TRANSFERS);
-		*used = a.transfers;
-		*limit = st->qlimit.transfers;
-		return PX_QUOTA_TRANSFERS;
-	case PX_QSTORE_BYTES:
-		px_quota_refused(st->quota, PX_QUOTA_BYTES);
-		*used = a.bytes;
-		*limit = st->qlimit.bytes;
-		return PX_QUOTA_BYTES;
-	case PX_QSTORE_ERROR:
-		break;
+	px_channel_meter_grow(ch, 0);
+}
+
+/* The channel used its lease: the next one is asked for. */
+static void
+ftp_quota_more(void *arg, struct px_channel *ch)
+{
+	struct ftp_state *st = arg;
+	struct px_qstore_answer a;
+
+	(void)ch;
+	st->qlease = px_qstore_lease(px_session_base(st->qs),
+	    px_session_service(st->qs), st->user, st->qlimit.bytes,
+	    px_qstore_lease_size(st->qlimit.bytes), ftp_quota_leased, st, &a);
+	if (st->qlease == NULL)
+		ftp_quota_leased(st, &a);
+}
+
+/* The transfer's byte meter: the store's leases when it granted one, else
+ * this node's count of the day. */
+static void
+ftp_quota_meter(struct ftp_state *st, bool upload)
+{
+	enum px_dir dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
+
+	st->qmetered = st->ch;
+	st->qleasing = px_qstore_enabled() &&
+	    st->qwait.ans.result == PX_QSTORE_OK && st->qwait.ans.lease != 0;
+	if (!st->qleasing) {
+		px_channel_meter(st->ch, dir, px_quota_bytes(st->quota),
+		    st->qlimit.bytes);
+		return;
 	}
-	px_session_log(s, LOG_WARNING, "ftp-quota user=%s kind=store-error "
-	    "cmd=%s store=%s verdict=%s (%s)", st->user, c->verb,
-	    px_qstore_name(), px_qstore_refuses() ? "refused" : "local",
-	    a.why);
-	if (px_qstore_refuses()) {
-		*store_down = true;
-		return PX_QUOTA_TRANSFERS;
-	}
-	return px_quota_begin(st->quota, &st->qlimit, used, limit);
+	st->qleased = st->qwait.ans.lease;
+	atomic_store(&st->qused, 0);
+	px_channel_meter_lease(st->ch, ftp_quota_more, st);
+	px_channel_meter(st->ch, dir, &st->qused, st->qleased);
 }
 
 bool
@@ -130,10 +178,13 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 	/* No data can move: the 425 follows, nothing to count (a transfer
 	 * the store counted meanwhile is given back). */
 	if (st->ch == NULL || st->data_lost) {
-		if (st->qanswered && st->qans.result == PX_QSTORE_OK)
+		if (st->qwait.answered && st->qwait.ans.result == PX_QSTORE_OK) {
 			px_qstore_refund(px_session_base(s),
 			    px_session_service(s), st->user);
-		st->qanswered = false;
+			px_qstore_give_back(px_session_base(s),
+			    px_session_service(s), st->user, st->qwait.ans.lease);
+		}
+		st->qwait.answered = false;
 		return false;
 	}
 	if (st->quota == NULL &&
@@ -148,12 +199,8 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 	    &st->qlimit, &used, &limit)) == -1)
 		return true;
 	else if ((k = (enum px_quota_kind)v) == PX_QUOTA_OK) {
-		if (st->qlimit.bytes != 0) {
-			px_channel_meter(st->ch, upload ? PX_TO_SERVER :
-			    PX_TO_CLIENT, px_quota_bytes(st->quota),
-			    st->qlimit.bytes);
-			st->qmetered = st->ch;
-		}
+		if (st->qlimit.bytes != 0)
+			ftp_quota_meter(st, upload);
 		return false;
 	} else if (!store_down)
 		px_session_log(s, LOG_NOTICE, "ftp-quota user=%s kind=%s "
@@ -184,23 +231,34 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 void
 ftp_quota_close(struct ftp_state *st)
 {
-	px_qstore_cancel(st->qask);
-	st->qask = NULL;
+	px_qstore_wait_forget(&st->qwait);
+	px_qstore_cancel(st->qlease);
+	st->qlease = NULL;
 }
 
 void
 ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
     const struct px_chan_result *r)
 {
-	uint64_t bytes = 0, transfers = 0;
+	uint64_t bytes = 0, transfers = 0, moved = r->bytes[0] + r->bytes[1];
 
-	/* What a metered transfer moved counts for the whole cluster. */
+	/* What a metered transfer moved counts for the whole cluster: with
+	 * leases, charged already (what it was granted and did not move
+	 * goes back, a lease asked for is forgotten), else added now. */
 	if (r->ch == st->qmetered && st->qmetered != NULL) {
 		st->qmetered = NULL;
-		if (px_qstore_enabled())
+		px_qstore_cancel(st->qlease);
+		st->qlease = NULL;
+		if (st->qleasing) {
+			st->qleasing = false;
+			px_qstore_give_back(px_session_base(s),
+			    px_session_service(s), st->user, st->qleased >
+			    moved ? st->qleased - moved : 0);
+			if (st->quota != NULL)
+				atomic_fetch_add(px_quota_bytes(st->quota), moved);
+		} else if (px_qstore_enabled())
 			px_qstore_add_bytes(px_session_base(s),
-			    px_session_service(s), st->user,
-			    r->bytes[0] + r->bytes[1]);
+			    px_session_service(s), st->user, moved);
 	}
 	if (!r->metered_out || st->quota == NULL)
 		return;

@@ -860,7 +860,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	    !px_session_input_closed(s, dir))
 		return PX_MORE;
 	/* A request waits for the quota store: so does what follows it. */
-	if (!st->done && from_client && st->qask != NULL &&
+	if (!st->done && from_client && st->qask.req != NULL &&
 	    !px_session_input_closed(s, dir))
 		return PX_MORE;
 	/* Frames are cut from the hold while it has the start of one, else

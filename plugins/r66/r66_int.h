@@ -102,10 +102,9 @@ struct r66_state {
 	 * request of channel qcid under way (the client's frames wait in
 	 * `in` meanwhile), then its answer for when that frame comes again. */
 	struct px_session *qs;
-	struct px_qstore_req *qask;
-	bool		 qwait, qanswered;
+	struct px_qstore_wait qask;
+	bool		 qwait;
 	uint32_t	 qcid;
-	struct px_qstore_answer qans;
 	char		 server_host[128];
 	char		 cdigest[24], sdigest[24];	/* advertised DIGESTALGO */
 	bool		 creuse, sreuse;		/* R66VERSION >= 3.6.1 */

@@ -53,15 +53,12 @@ r66_quota_ref(struct px_session *s, const struct r66_state *st, char *buf,
 	return px_rule_ref(hit, px_session_policy_file(s), buf, size);
 }
 
-/* The store's answer, on the worker's loop: the request is judged again. */
+/* The store's answer came: the request is judged again. */
 static void
-r66_quota_answer(void *arg, const struct px_qstore_answer *a)
+r66_quota_resume(void *arg)
 {
 	struct r66_state *st = arg;
 
-	st->qask = NULL;
-	st->qans = *a;
-	st->qanswered = true;
 	px_session_resume(st->qs, PX_TO_SERVER);
 }
 
@@ -74,8 +71,7 @@ r66_quota_waiting(const struct r66_state *st, const struct r66_frame *f)
 void
 r66_quota_close(struct r66_state *st)
 {
-	px_qstore_cancel(st->qask);
-	st->qask = NULL;
+	px_qstore_wait_forget(&st->qask);
 }
 
 void
@@ -90,53 +86,33 @@ r66_quota_chan_end(struct r66_state *st, struct r66_chan *c)
 }
 
 /* The cluster's store decides: PX_QUOTA_OK, a refusal (*store_down: it
- * could not answer), or -1 while it is asked. */
+ * could not answer), or -1 while it is asked. Bytes are added at the
+ * transfer's end (r66_quota_chan_end): no lease. */
 static int
 r66_quota_cluster(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, const struct px_quota_limit *l, uint64_t *used,
     uint64_t *limit, bool *store_down, const char *host)
 {
-	struct px_qstore_answer a;
+	int v;
 
-	*store_down = false;
-	if (st->qanswered) {
-		a = st->qans;
-		st->qanswered = st->qwait = false;
-	} else {
-		st->qs = s;
-		st->qask = px_qstore_begin(px_session_base(s),
-		    px_session_service(s), st->host, l, r66_quota_answer, st, &a);
-		if (st->qask != NULL) {
-			st->qwait = true;
-			st->qcid = c->cid;
-			return -1;
-		}
+	st->qs = s;
+	st->qask.resume = r66_quota_resume;
+	st->qask.arg = st;
+	v = px_qstore_decide(&st->qask, px_session_base(s),
+	    px_session_service(s), st->host, st->quota, l, 0, used, limit,
+	    store_down);
+	if (v == -1) {
+		st->qwait = true;
+		st->qcid = c->cid;
+		return -1;
 	}
-	switch (a.result) {
-	case PX_QSTORE_OK:
-		px_quota_admit(st->quota, a.bytes);
-		return PX_QUOTA_OK;
-	case PX_QSTORE_TRANSFERS:
-		px_quota_refused(st->quota, PX_QUOTA_TRANSFERS);
-		*used = a.transfers;
-		*limit = l->transfers;
-		return PX_QUOTA_TRANSFERS;
-	case PX_QSTORE_BYTES:
-		px_quota_refused(st->quota, PX_QUOTA_BYTES);
-		*used = a.bytes;
-		*limit = l->bytes;
-		return PX_QUOTA_BYTES;
-	case PX_QSTORE_ERROR:
-		break;
-	}
-	px_session_log(s, LOG_WARNING, "r66-quota host=%s kind=store-error "
-	    "store=%s verdict=%s (%s)", host, px_qstore_name(),
-	    px_qstore_refuses() ? "refused" : "local", a.why);
-	if (px_qstore_refuses()) {
-		*store_down = true;
-		return PX_QUOTA_TRANSFERS;
-	}
-	return px_quota_begin(st->quota, l, used, limit);
+	st->qwait = false;
+	if (st->qask.ans.result == PX_QSTORE_ERROR)
+		px_session_log(s, LOG_WARNING, "r66-quota host=%s "
+		    "kind=store-error store=%s verdict=%s (%s)", host,
+		    px_qstore_name(), *store_down ? "refused" : "local",
+		    st->qask.ans.why);
+	return v;
 }
 
 enum r66_fv
@@ -155,7 +131,7 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 	c->qstore = false;
 	r66_host_quota(p, st->host, &l);
 	if (!px_quota_limited(&l)) {
-		st->qanswered = st->qwait = false;
+		st->qask.answered = st->qwait = false;
 		return R66_FV_PASS;
 	}
 	r66_quota_ref(s, st, ref, sizeof(ref));

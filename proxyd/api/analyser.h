@@ -433,6 +433,19 @@ void		 px_channel_oneway(struct px_channel *ch, enum px_dir dir);
  * channel goes up to a buffer's worth past it. */
 void		 px_channel_meter(struct px_channel *ch, enum px_dir dir,
 		    _Atomic uint64_t *used, uint64_t limit);
+/* The meter's limit is a lease (a cluster's quota store charges bytes
+ * ahead, quota_store.h): when the direction's bytes reach it, instead of
+ * the reset, more(arg, ch) runs once and the direction waits for the
+ * answer, px_channel_meter_grow (spliced: it reads nothing meanwhile;
+ * through the buffered relay it goes on, and stops only on a refusal).
+ * After px_channel_meter. */
+typedef void	(*px_channel_lease_cb)(void *arg, struct px_channel *ch);
+void		 px_channel_meter_lease(struct px_channel *ch,
+		    px_channel_lease_cb more, void *arg);
+/* The answer to more: the limit raised by n bytes and the direction goes
+ * on, or n == 0: no more, the receiver's connection is reset as past the
+ * limit. From the channel's own loop, while the channel lives. */
+void		 px_channel_meter_grow(struct px_channel *ch, uint64_t n);
 /* Connections refused by the peer check so far. */
 unsigned	 px_channel_refused(const struct px_channel *ch);
 /* Both ends connected: bytes are (or were) moving. */

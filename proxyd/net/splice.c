@@ -130,6 +130,14 @@ px_splice_bound(struct px_splice *sp, uint64_t n)
 
 static void px_splice_pump(struct px_splice *, bool);
 
+void
+px_splice_extend(struct px_splice *sp, uint64_t n)
+{
+	px_splice_bound(sp, n);
+	sp->stopped = false;
+	px_splice_pump(sp, false);
+}
+
 /* A bounded pump that starts with bytes in its pipe (a frame head its
  * owner wrote there, PIPE_BUF at most: one of the pipe's pages): what
  * follows them is read in behind, so that one splice writes head and body.

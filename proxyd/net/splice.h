@@ -95,6 +95,9 @@ int	px_splice_init(struct px_splice *sp, struct event_base *base,
 /* Makes an initialised pump stop once n more bytes are written (then
  * ops->more, ops->reached); it reads no byte past them (n = 0: none). */
 void	px_splice_bound(struct px_splice *sp, uint64_t n);
+/* A bounded pump that stopped at its bound (ops->reached) goes on for n
+ * more bytes, at once. */
+void	px_splice_extend(struct px_splice *sp, uint64_t n);
 /* Runs the pump once now (the source's bytes are often waiting already),
  * or only arms the read event when `now` is false. A bounded pump whose
  * pipe already holds a few bytes (a head, PIPE_BUF at most) first reads

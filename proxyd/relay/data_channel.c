@@ -4,7 +4,8 @@
  * through a buffered relay (relay.h) when an end speaks TLS (FTPS, in that
  * conn's slot) or the analyser inspects the bytes (px_channel_inspect:
  * content scanning, which may hold a direction's end until its verdict);
- * a direction's bytes metered against a shared quota (px_channel_meter).
+ * a direction's bytes metered against a shared quota (px_channel_meter),
+ * its limit perhaps a lease its owner grows (px_channel_meter_lease).
  * Everything runs on the session's worker; the session owns its channels
  * (its host's list) and frees those left when it closes. See analyser.h
  * for the contract. */
@@ -293,6 +294,14 @@ px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
 	n -= (size_t)held;
 	if (n != 0 && atomic_fetch_add(ch->meter, n) + n > ch->meter_limit)
 		over = true;
+	/* A lease at its end: more is asked for, the transfer waits. */
+	if (over && ch->meter_more != NULL && !ch->metered_out) {
+		if (!ch->meter_asking) {
+			ch->meter_asking = true;
+			ch->meter_more(ch->meter_more_arg, ch);
+		}
+		return;
+	}
 	if (over && !ch->metered_out) {
 		ch->metered_out = true;
 		px_channel_abort(ch, dir == PX_TO_SERVER ? PX_CHAN_SERVER :
@@ -704,6 +713,43 @@ px_channel_meter(struct px_channel *ch, enum px_dir dir,
 	ch->meter_limit = limit;
 	ch->meter_dir = (int)dir;
 	px_chan_meter_bound(ch);
+}
+
+void
+px_channel_meter_lease(struct px_channel *ch, px_channel_lease_cb more,
+    void *arg)
+{
+	ch->meter_more = more;
+	ch->meter_more_arg = arg;
+}
+
+void
+px_channel_meter_grow(struct px_channel *ch, uint64_t n)
+{
+	struct px_splice *sp;
+	uint64_t g;
+
+	ch->meter_asking = false;
+	if (n == 0) {
+		/* No more: past the limit, as without a lease. */
+		ch->meter_more = NULL;
+		if (ch->abort_why == NULL)
+			px_chan_meter(ch, ch->meter_dir, 0, true);
+		return;
+	}
+	ch->meter_limit += n;
+	/* Not spliced (yet, or relayed): the next bytes meet the new limit. */
+	if (ch->meter == NULL || !ch->relaying || ch->relay_on ||
+	    ch->abort_why != NULL)
+		return;
+	sp = &ch->h[ch->meter_dir];
+	if (sp->eof)
+		return;
+	g = px_chan_meter_grant(ch);
+	if (sp->stopped)
+		px_splice_extend(sp, g);
+	else
+		px_splice_bound(sp, sp->left + g);
 }
 
 /* ---- inspection ------------------------------------------------------- */

@@ -77,6 +77,12 @@ struct px_channel {
 	uint64_t		 meter_held;
 	int			 meter_dir;
 	bool			 metered_out;	/* the limit ended it */
+	/* px_channel_meter_lease: the limit is a lease; at its end the
+	 * owner is asked for more (meter_asking: under way) and the
+	 * direction waits, spliced, for px_channel_meter_grow. */
+	px_channel_lease_cb	 meter_more;
+	void			*meter_more_arg;
+	bool			 meter_asking;
 };
 
 /* A kept listener (px_data_listener_new): one port for several channels. */

@@ -31,19 +31,44 @@ static struct timeval px_qs_timeout;
 enum { PX_QS_OK, PX_QS_REFUSED, PX_QS_ERROR, PX_QS_TIMEOUT, PX_QS_N };
 static _Atomic uint64_t px_qs_count[PX_QS_N];
 
-/* The day's hash of a partner: fields t (transfers) and b (bytes).
- * KEYS[1]; ARGV: quota-transfers, quota-bytes (0: none). Returns
- * {verdict, transfers, bytes}: 0 counted, 1 transfers used, 2 bytes used. */
+/* The day's hash of a partner: fields t (transfers) and b (bytes charged:
+ * moved, or leased to a running transfer). KEYS[1]; ARGV: quota-transfers,
+ * quota-bytes (0: none), the lease wanted (0: none). Returns {verdict,
+ * transfers, bytes, lease}: 0 counted (and the lease, as far as the quota
+ * leaves, charged), 1 transfers used, 2 bytes used. */
 static const char px_qs_script[] =
 	"local b = tonumber(redis.call('HGET', KEYS[1], 'b') or '0') "
 	"local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0') "
-	"if tonumber(ARGV[2]) > 0 and b >= tonumber(ARGV[2]) then "
-	"return {2, t, b} end "
+	"local q = tonumber(ARGV[2]) "
+	"if q > 0 and b >= q then return {2, t, b, 0} end "
 	"if tonumber(ARGV[1]) > 0 and t >= tonumber(ARGV[1]) then "
-	"return {1, t, b} end "
+	"return {1, t, b, 0} end "
 	"t = redis.call('HINCRBY', KEYS[1], 't', 1) "
+	"local g = tonumber(ARGV[3]) "
+	"if q > 0 and g > q - b then g = q - b end "
+	"if g > 0 then b = redis.call('HINCRBY', KEYS[1], 'b', g) end "
 	"redis.call('EXPIRE', KEYS[1], " PX_QSTORE_TTL ") "
-	"return {0, t, b}";
+	"return {0, t, b, g}";
+
+/* A running transfer's next lease: ARGV: quota-bytes, the lease wanted.
+ * {0, transfers, bytes, lease} (lease > 0), or {2, ...} once the day's
+ * bytes are all charged. */
+static const char px_qs_lease_script[] =
+	"local b = tonumber(redis.call('HGET', KEYS[1], 'b') or '0') "
+	"local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0') "
+	"local q = tonumber(ARGV[1]) "
+	"if b >= q then return {2, t, b, 0} end "
+	"local g = tonumber(ARGV[2]) "
+	"if g > q - b then g = q - b end "
+	"b = redis.call('HINCRBY', KEYS[1], 'b', g) "
+	"redis.call('EXPIRE', KEYS[1], " PX_QSTORE_TTL ") "
+	"return {0, t, b, g}";
+
+/* What a transfer was charged and did not move goes back (never below 0:
+ * the store may have lost the key meanwhile). ARGV: the bytes. */
+static const char px_qs_back_script[] =
+	"local b = redis.call('HINCRBY', KEYS[1], 'b', -tonumber(ARGV[1])) "
+	"if b < 0 then redis.call('HSET', KEYS[1], 'b', 0) end return b";
 
 struct px_qstore_conn {
 	redisAsyncContext	*ac;		/* NULL: none now */
@@ -60,6 +85,7 @@ struct px_qstore_req {
 	struct event		*timer;
 	struct event_base	*base;
 	bool			 done;		/* cb ran, or will not */
+	bool			 counts;	/* a transfer (begin), not a lease */
 	char			 key[PX_QSTORE_KEY_MAX];
 };
 
@@ -200,7 +226,7 @@ px_qs_error(struct px_qstore_answer *a, const char *why)
 	a->why = why;
 }
 
-/* The script's {verdict, transfers, bytes}, or an error. */
+/* The scripts' {verdict, transfers, bytes, lease}, or an error. */
 static void
 px_qs_parse(const redisReply *r, struct px_qstore_answer *a)
 {
@@ -214,11 +240,11 @@ px_qs_parse(const redisReply *r, struct px_qstore_answer *a)
 		px_qs_error(a, "the store answered an error");
 		return;
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
 		px_qs_error(a, "an unexpected reply from the store");
 		return;
 	}
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 4; i++)
 		if (r->element[i]->type != REDIS_REPLY_INTEGER ||
 		    r->element[i]->integer < 0) {
 			px_qs_error(a, "an unexpected reply from the store");
@@ -227,6 +253,7 @@ px_qs_parse(const redisReply *r, struct px_qstore_answer *a)
 	memset(a, 0, sizeof(*a));
 	a->transfers = (uint64_t)r->element[1]->integer;
 	a->bytes = (uint64_t)r->element[2]->integer;
+	a->lease = (uint64_t)r->element[3]->integer;
 	switch (r->element[0]->integer) {
 	case 0:
 		a->result = PX_QSTORE_OK;
@@ -248,6 +275,13 @@ px_qs_refund_key(redisAsyncContext *ac, const char *key)
 	(void)redisAsyncCommand(ac, NULL, NULL, "HINCRBY %s t -1", key);
 }
 
+static void
+px_qs_back_key(redisAsyncContext *ac, const char *key, uint64_t n)
+{
+	(void)redisAsyncCommand(ac, NULL, NULL, "EVAL %s 1 %s %llu",
+	    px_qs_back_script, key, (unsigned long long)n);
+}
+
 /* hiredis's callback: once per command, with NULL when the connection
  * went. The request is freed here, whatever happened before. */
 static void
@@ -260,8 +294,12 @@ px_qs_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	if (r->done) {
 		/* Timed out or cancelled: what the store counted goes back. */
 		if (a.result == PX_QSTORE_OK && reply != NULL &&
-		    ac->c.fd != -1 && !(ac->c.flags & REDIS_DISCONNECTING))
-			px_qs_refund_key(ac, r->key);
+		    ac->c.fd != -1 && !(ac->c.flags & REDIS_DISCONNECTING)) {
+			if (r->counts)
+				px_qs_refund_key(ac, r->key);
+			if (a.lease != 0)
+				px_qs_back_key(ac, r->key, a.lease);
+		}
 	} else {
 		r->done = true;
 		evtimer_del(r->timer);
@@ -292,14 +330,17 @@ px_qs_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		r->cb(r->arg, &a);
 }
 
-struct px_qstore_req *
-px_qstore_begin(struct event_base *base, const char *service,
-    const char *partner, const struct px_quota_limit *l, px_qstore_cb cb,
-    void *arg, struct px_qstore_answer *a)
+/* Sends script (its ARGV: the n numbers of v) for partner; the request,
+ * or NULL with *a the error (counted). */
+static struct px_qstore_req *
+px_qs_send(struct event_base *base, const char *service, const char *partner,
+    const char *script, const uint64_t *v, int n, bool counts,
+    px_qstore_cb cb, void *arg, struct px_qstore_answer *a)
 {
 	struct px_qstore_req *r;
 	redisAsyncContext *ac;
-	char tl[24], bl[24];
+	char num[3][24];
+	int i, rc;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		px_qs_error(a, "out of memory");
@@ -320,10 +361,14 @@ px_qstore_begin(struct event_base *base, const char *service,
 	r->cb = cb;
 	r->arg = arg;
 	r->base = base;
-	snprintf(tl, sizeof(tl), "%llu", (unsigned long long)l->transfers);
-	snprintf(bl, sizeof(bl), "%llu", (unsigned long long)l->bytes);
-	if (redisAsyncCommand(ac, px_qs_reply, r, "EVAL %s 1 %s %s %s",
-	    px_qs_script, r->key, tl, bl) != REDIS_OK) {
+	r->counts = counts;
+	for (i = 0; i < n && i < 3; i++)
+		snprintf(num[i], sizeof(num[i]), "%llu", (unsigned long long)v[i]);
+	rc = n == 3 ? redisAsyncCommand(ac, px_qs_reply, r,
+	    "EVAL %s 1 %s %s %s %s", script, r->key, num[0], num[1], num[2]) :
+	    redisAsyncCommand(ac, px_qs_reply, r, "EVAL %s 1 %s %s %s",
+	    script, r->key, num[0], num[1]);
+	if (rc != REDIS_OK) {
 		px_qs_error(a, "cannot send to the store");
 		goto fail;
 	}
@@ -335,6 +380,113 @@ fail:
 	free(r);
 	atomic_fetch_add(&px_qs_count[PX_QS_ERROR], 1);
 	return NULL;
+}
+
+struct px_qstore_req *
+px_qstore_begin(struct event_base *base, const char *service,
+    const char *partner, const struct px_quota_limit *l, uint64_t lease,
+    px_qstore_cb cb, void *arg, struct px_qstore_answer *a)
+{
+	const uint64_t v[3] = { l->transfers, l->bytes, l->bytes != 0 ?
+	    lease : 0 };
+
+	return px_qs_send(base, service, partner, px_qs_script, v, 3, true, cb,
+	    arg, a);
+}
+
+struct px_qstore_req *
+px_qstore_lease(struct event_base *base, const char *service,
+    const char *partner, uint64_t quota_bytes, uint64_t want,
+    px_qstore_cb cb, void *arg, struct px_qstore_answer *a)
+{
+	const uint64_t v[2] = { quota_bytes, want };
+
+	return px_qs_send(base, service, partner, px_qs_lease_script, v, 2,
+	    false, cb, arg, a);
+}
+
+uint64_t
+px_qstore_lease_size(uint64_t quota_bytes)
+{
+	uint64_t n = quota_bytes / PX_QSTORE_LEASE_PARTS;
+
+	if (n < PX_QSTORE_LEASE_MIN)
+		n = PX_QSTORE_LEASE_MIN;
+	return n > PX_QSTORE_LEASE_MAX ? PX_QSTORE_LEASE_MAX : n;
+}
+
+void
+px_qstore_give_back(struct event_base *base, const char *service,
+    const char *partner, uint64_t n)
+{
+	char key[PX_QSTORE_KEY_MAX];
+	redisAsyncContext *ac;
+
+	if (n != 0 && px_qs_key(key, sizeof(key), service, partner) == 0 &&
+	    (ac = px_qs_get(base)) != NULL)
+		px_qs_back_key(ac, key, n);
+}
+
+/* ---- one wait for the store's decision, for every analyser ------------- */
+
+static void
+px_qs_waited(void *arg, const struct px_qstore_answer *a)
+{
+	struct px_qstore_wait *w = arg;
+
+	w->req = NULL;
+	w->ans = *a;
+	w->answered = true;
+	w->resume(w->arg);
+}
+
+int
+px_qstore_decide(struct px_qstore_wait *w, struct event_base *base,
+    const char *service, const char *partner, struct px_quota *q,
+    const struct px_quota_limit *l, uint64_t lease, uint64_t *used,
+    uint64_t *limit, bool *store_down)
+{
+	struct px_qstore_answer *a = &w->ans;
+
+	*store_down = false;
+	if (w->answered)
+		w->answered = false;
+	else {
+		w->req = px_qstore_begin(base, service, partner, l, lease,
+		    px_qs_waited, w, a);
+		if (w->req != NULL)
+			return -1;
+	}
+	switch (a->result) {
+	case PX_QSTORE_OK:
+		px_quota_admit(q, a->bytes);
+		return PX_QUOTA_OK;
+	case PX_QSTORE_TRANSFERS:
+		px_quota_refused(q, PX_QUOTA_TRANSFERS);
+		*used = a->transfers;
+		*limit = l->transfers;
+		return PX_QUOTA_TRANSFERS;
+	case PX_QSTORE_BYTES:
+		px_quota_refused(q, PX_QUOTA_BYTES);
+		*used = a->bytes;
+		*limit = l->bytes;
+		return PX_QUOTA_BYTES;
+	case PX_QSTORE_ERROR:
+		break;
+	}
+	if (px_qstore_refuses()) {
+		*store_down = true;
+		return PX_QUOTA_TRANSFERS;
+	}
+	return (int)px_quota_begin(q, l, used, limit);
+}
+
+void
+px_qstore_wait_forget(struct px_qstore_wait *w)
+{
+	px_qstore_cancel(w->req);
+	w->req = NULL;
+	w->answered = false;
 }
 
 void

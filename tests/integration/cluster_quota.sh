@@ -18,6 +18,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
+source "$(dirname "$0")/cluster_quota_lib.sh"
 need_ftp
 need_cmds redis-server redis-cli promtool
 setup
@@ -31,41 +32,18 @@ head -c 512K /dev/urandom >"$P/half.bin"
 chmod 644 "$P"/*.bin
 
 # the store: a Redis of its own, nothing on disk
-free_port REDIS_PORT
-mkdir -p "$T/redis"
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
-    --dir "$T/redis" --daemonize no >"$T/redis.log" 2>&1 &
-REDIS_PID=$!
-track_pid "$REDIS_PID"
-wait_listen "$REDIS_PORT" 10 "$REDIS_PID" || fail "redis-server does not listen"
-rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+start_store
 
-# assert_log_in FILE REGEX: the line comes (log lines come from a thread)
-assert_log_in() { wait_grep "$1" "$2" 5 || fail "no line /$2/ in $1"; }
-
-declare -A ADMIN LOG PID FTP BYTES OTHER
+declare -A BYTES OTHER
 # node NAME ON_STORE_ERROR WORKERS: its daemon file, two ftp services of
 # the same names on either node (the store counts per service and user)
 node() {
-    local n=$1 onerr=$2 workers=$3 d=$T/$1
-    mkdir -p "$d/conf" "$d/policy"
-    free_port "ADMIN[$n]"
+    local n=$1 svc port rule
+    qnode_conf "$n" "$2" "$3"
     free_port "FTP[$n]"
     free_port "BYTES[$n]"
     free_port "OTHER[$n]"
-    LOG[$n]=$d/proxyd.log
-    cat >"$d/conf/proxyd.xml" <<EOF
-<proxyd>
-  <workers>$workers</workers>
-  <node name="$n"/>
-  <log target="stderr" level="info"/>
-  <admin listen="127.0.0.1:${ADMIN[$n]}"/>
-  <cluster store="127.0.0.1:$REDIS_PORT" store-timeout="1s" on-store-error="$onerr"/>
-  <policies dir="../policy"/>
-</proxyd>
-EOF
     for svc in ftp bytes other; do
-        local port rule
         case $svc in
         ftp)
             port=${FTP[$n]}
@@ -77,21 +55,9 @@ EOF
             port=${OTHER[$n]}
             rule='<user name="anonymous" quota-transfers="2" action="accept"/>' ;;
         esac
-        cat >"$d/policy/$svc.xml" <<EOF
-<service name="$svc" analyser="ftp">
-  <listen address="127.0.0.1" port="$port" mode="fixed"/>
-  <target address="127.0.0.1" port="$VSFTPD_PORT"/>
-  <ftp>$rule</ftp>
-</service>
-EOF
+        qnode_ftp "$n" "$svc" "$port" "$rule"
     done
-    "$PROXYD" -c "$d/conf/proxyd.xml" >>"${LOG[$n]}" 2>&1 &
-    PID[$n]=$!
-    track_pid "${PID[$n]}"
-    wait_listen "${FTP[$n]}" 10 "${PID[$n]}" || fail "node $n does not start: $(tail -5 "${LOG[$n]}")"
-    wait_listen "${BYTES[$n]}" 10 "${PID[$n]}" || fail "node $n: no bytes service"
-    wait_listen "${OTHER[$n]}" 10 "${PID[$n]}" || fail "node $n: no other service"
-    wait_listen "${ADMIN[$n]}" 10 "${PID[$n]}" || fail "node $n: no admin endpoint"
+    qnode_start "$n" "${FTP[$n]}" "${BYTES[$n]}" "${OTHER[$n]}"
 }
 node a refuse 1
 node b local 2

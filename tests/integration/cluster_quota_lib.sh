@@ -1,0 +1,73 @@
+# cluster_quota_lib.sh: what the tests of quotas across a cluster share
+# (cluster_quota, cluster_quota_bytes), sourced after lib.sh and
+# ftp_lib.sh: the store (a Redis of the test's own, start_store, rcli),
+# nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
+# or qnode for a node with one ftp service) and assert_log_in.
+# shellcheck shell=bash
+
+# start_store: redis-server on loopback, nothing on disk; REDIS_PORT
+start_store() {
+    free_port REDIS_PORT
+    mkdir -p "$T/redis"
+    redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+        --dir "$T/redis" --daemonize no >"$T/redis.log" 2>&1 &
+    REDIS_PID=$!
+    track_pid "$REDIS_PID"
+    wait_listen "$REDIS_PORT" 10 "$REDIS_PID" || fail "redis-server does not listen"
+}
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+
+# assert_log_in FILE REGEX: the line comes (log lines come from a thread)
+assert_log_in() { wait_grep "$1" "$2" 5 || fail "no line /$2/ in $1"; }
+
+declare -A ADMIN LOG PID FTP
+# qnode_conf NAME ON_STORE_ERROR WORKERS: node NAME's daemon file (its
+# folder $T/NAME, its admin port ADMIN[NAME], its log LOG[NAME])
+qnode_conf() {
+    local n=$1 d=$T/$1
+    mkdir -p "$d/conf" "$d/policy"
+    free_port "ADMIN[$n]"
+    LOG[$n]=$d/proxyd.log
+    cat >"$d/conf/proxyd.xml" <<XML
+<proxyd>
+  <workers>$3</workers>
+  <node name="$n"/>
+  <log target="stderr" level="info"/>
+  <admin listen="127.0.0.1:${ADMIN[$n]}"/>
+  <cluster store="127.0.0.1:$REDIS_PORT" store-timeout="1s" on-store-error="$2"/>
+  <policies dir="../policy"/>
+</proxyd>
+XML
+}
+# qnode_ftp NAME SERVICE PORT RULE: an ftp service of node NAME on PORT
+# towards vsftpd, its <ftp> holding RULE (the same service names on every
+# node: the store counts per service and user)
+qnode_ftp() {
+    cat >"$T/$1/policy/$2.xml" <<XML
+<service name="$2" analyser="ftp">
+  <listen address="127.0.0.1" port="$3" mode="fixed"/>
+  <target address="127.0.0.1" port="$VSFTPD_PORT"/>
+  <ftp>$4</ftp>
+</service>
+XML
+}
+# qnode_start NAME PORT...: node NAME's proxyd, once it listens on PORT...
+# and its admin port
+qnode_start() {
+    local n=$1 p
+    shift
+    "$PROXYD" -c "$T/$n/conf/proxyd.xml" >>"${LOG[$n]}" 2>&1 &
+    PID[$n]=$!
+    track_pid "${PID[$n]}"
+    for p in "$@" "${ADMIN[$n]}"; do
+        wait_listen "$p" 10 "${PID[$n]}" || fail "node $n does not listen on $p: $(tail -5 "${LOG[$n]}")"
+    done
+}
+# qnode NAME ON_STORE_ERROR WORKERS RULE: a node with one ftp service,
+# "ftp" on FTP[NAME]
+qnode() {
+    qnode_conf "$1" "$2" "$3"
+    free_port "FTP[$1]"
+    qnode_ftp "$1" ftp "${FTP[$1]}" "$4"
+    qnode_start "$1" "${FTP[$1]}"
+}
