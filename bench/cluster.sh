@@ -12,20 +12,30 @@
 # health checks scrape /metrics every second, timers), which a node
 # taking a third of the requests pays per request three times over.
 #
-#   bench/cluster.sh [--quick] [-n N] [-c C]    (root; --quick: N=3000, else 20000)
+# The three nodes get -c 3C between them (C each, as the one proxyd gets
+# C): a process's CPU per request depends on how many connections each
+# wake-up finds, so the nodes are compared at the one proxyd's load;
+# --same-total gives them C in all instead.
+#
+#   bench/cluster.sh [--quick] [-n N] [-c C] [--same-total] [--md FILE]
+#                 (root; --quick: N=3000, else 20000; --md: the table in
+#                 markdown too, into FILE)
 # PROXYD: the binary (default build/proxyd), R66PEER as lab.sh.
-# Not run by bench/run: the lab needs FRR and its own namespaces.
+# bench/run runs it (its cluster row, BENCH_CLUSTER=1, -n BENCH_CLUSTER_N)
+# and adds the markdown table to its results.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 LAB=$REPO/deploy/cluster/lab.sh
-N=20000 C=8
+N=20000 C=8 MD="" SAME_TOTAL=0
 while (($#)); do
     case $1 in
     --quick) N=3000 ;;
     -n) N=$2; shift ;;
     -c) C=$2; shift ;;
-    *) echo "usage: bench/cluster.sh [--quick] [-n N] [-c C]" >&2; exit 2 ;;
+    --md) MD=$2; shift ;;
+    --same-total) SAME_TOTAL=1 ;;
+    *) echo "usage: bench/cluster.sh [--quick] [-n N] [-c C] [--same-total] [--md FILE]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -50,7 +60,8 @@ served() { # I: responses 200 of node I's http service
 # run K: lab with K nodes, N requests; sets US[I] (µs/req of node I), REQ[I], SUM_US
 declare -A US=() REQ=() CPU=() NET=() WALL=()
 run() {
-    local k=$1 i out srv c0 r0 cpu tot=0 ntot=0 t0 dt idle
+    local k=$1 i out srv c0 r0 cpu tot=0 ntot=0 t0 dt idle c=$C
+    ((SAME_TOTAL)) || c=$((C * k))
     out=$("$LAB" up "$k" 2>/dev/null)
     srv=$(sed -n 's/^server=//p' <<<"$out")
     head -c 4096 /dev/urandom >"$(sed -n 's/^root=//p' <<<"$out")/f.bin"
@@ -58,7 +69,7 @@ run() {
     declare -A c0=() r0=()
     for ((i = 1; i <= k; i++)); do c0[$i]=$(cpu_ns "$i") r0[$i]=$(served "$i"); done
     t0=$(date +%s%N)
-    "$LAB" client ab -q -n "$N" -c "$C" "http://$srv/f.bin" >"/tmp/bench-cluster-$k.ab"
+    "$LAB" client ab -q -n "$N" -c "$c" "http://$srv/f.bin" >"/tmp/bench-cluster-$k.ab"
     dt=$(($(date +%s%N) - t0))
     grep -q "^Failed requests: *0$" "/tmp/bench-cluster-$k.ab" || { echo "ab failed: $(grep Failed "/tmp/bench-cluster-$k.ab")" >&2; exit 1; }
     for ((i = 1; i <= k; i++)); do
@@ -88,8 +99,27 @@ row() { # NAME REQUESTS RAW NET
         "$(awk -v a="$3" -v b="${US[1.1]}" 'BEGIN { printf "%.2f", a / b }')" "$4" \
         "$(awk -v a="$4" -v b="${NET[1.1]}" 'BEGIN { printf "%.2f", a / b }')"
 }
-echo "N=$N requests (ab -c $C, no keep-alive, 4 KB); wall: one proxyd ${WALL[1]} s, 3 nodes ${WALL[3]} s"
+CONC="ab -c $C for one proxyd, -c $((SAME_TOTAL ? C : 3 * C)) for 3 nodes"
+echo "N=$N requests ($CONC, no keep-alive, 4 KB); wall: one proxyd ${WALL[1]} s, 3 nodes ${WALL[3]} s"
 printf '%-8s %-18s %9s %10s %6s %10s %6s\n' row proxyd requests "raw µs/req" "vs 1" "net µs/req" "vs 1"
 row "one proxyd" "${REQ[1.1]}" "${US[1.1]}" "${NET[1.1]}"
 for i in 1 2 3; do row "3 nodes: node $i" "${REQ[3.$i]}" "${US[3.$i]}" "${NET[3.$i]}"; done
 row "3 nodes: summed" "$N" "${US[3.sum]}" "${NET[3.sum]}"
+if [[ -n $MD ]]; then
+    mdrow() { # NAME REQUESTS RAW NET
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" \
+            "$(awk -v a="$3" -v b="${US[1.1]}" 'BEGIN { printf "%.2f", a / b }')" "$4" \
+            "$(awk -v a="$4" -v b="${NET[1.1]}" 'BEGIN { printf "%.2f", a / b }')"
+    }
+    {
+        echo "## Cluster (issue 37): proxyd CPU per request, one proxyd vs 3 lab nodes"
+        echo
+        echo "N=$N HTTP requests ($CONC, no keep-alive, 4 KB) through deploy/cluster/lab.sh; wall: one proxyd ${WALL[1]} s, 3 nodes ${WALL[3]} s. Target: each node within 10 % of one proxyd (vs 1 <= 1.10). net: the node's idle CPU over as long a time taken off."
+        echo
+        echo "| row | requests | raw us/req | vs 1 | net us/req | vs 1 |"
+        echo "|---|---|---|---|---|---|"
+        mdrow "one proxyd" "${REQ[1.1]}" "${US[1.1]}" "${NET[1.1]}"
+        for i in 1 2 3; do mdrow "3 nodes: node $i" "${REQ[3.$i]}" "${US[3.$i]}" "${NET[3.$i]}"; done
+        mdrow "3 nodes: summed" "$N" "${US[3.sum]}" "${NET[3.sum]}"
+    } >"$MD"
+fi
