@@ -71,40 +71,7 @@ nmetric() {
 # get PORT FILE N: N downloads of pub/FILE at once (each its own session,
 # all RETRs sent together); prints the replies' codes, one per line
 get() {
-    timeout 60 /usr/bin/python3 - "$@" <<'PY'
-import ftplib, sys, threading
-port, name, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-codes = ["none"] * n
-start = threading.Barrier(n)
-
-def one(i):
-    try:
-        f = ftplib.FTP()
-        f.connect("127.0.0.1", port, timeout=20)
-        f.login("anonymous", "x@y")
-        f.voidcmd("TYPE I")
-    except ftplib.all_errors as e:
-        codes[i] = "login:" + str(e)[:3]
-        start.wait(timeout=30)
-        return
-    start.wait(timeout=30)
-    try:
-        f.retrbinary("RETR pub/" + name, lambda b: None)
-        codes[i] = "226"
-    except ftplib.all_errors as e:
-        codes[i] = str(e)[:3]
-    try:
-        f.close()
-    except OSError:
-        pass
-
-ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join(40)
-print("\n".join(codes))
-PY
+    timeout 60 python3 "$(dirname "$0")/ftp_parallel.py" 127.0.0.1 "$1" "pub/$2" "$3" | cut -d" " -f2
 }
 
 info "---- quota-transfers=$QUOTA: $PARALLEL downloads at once through each node"

@@ -37,46 +37,7 @@ done
 # N downloads at once, PER_NODE through each node, each read in 32 KiB
 # blocks 15 ms apart (about 2 MB/s: they overlap); prints the bytes each
 # received and its end (226, or the error's code)
-timeout 60 python3 - "${FTP[a]}" "${FTP[b]}" "$PER_NODE" >"$T/got.txt" <<'PY'
-import ftplib, sys, threading, time
-ports, per = (int(sys.argv[1]), int(sys.argv[2])), int(sys.argv[3])
-n = 2 * per
-got, ends = [0] * n, ["none"] * n
-start = threading.Barrier(n)
-
-def one(i):
-    f = ftplib.FTP()
-    try:
-        f.connect("127.0.0.1", ports[i % 2], timeout=20)
-        f.login("anonymous", "x@y")
-        f.voidcmd("TYPE I")
-    except ftplib.all_errors as e:
-        ends[i] = "login:" + str(e)[:3]
-        start.wait(timeout=30)
-        return
-    start.wait(timeout=30)
-
-    def block(b):
-        got[i] += len(b)
-        time.sleep(0.015)
-    try:
-        f.retrbinary("RETR pub/big.bin", block, blocksize=32768)
-        ends[i] = "226"
-    except ftplib.all_errors as e:
-        ends[i] = str(e)[:3] or "reset"
-    try:
-        f.close()
-    except OSError:
-        pass
-
-ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join(50)
-for i in range(n):
-    print(got[i], ends[i])
-PY
+timeout 60 python3 "$(dirname "$0")/ftp_parallel.py" 127.0.0.1 "${FTP[a]},${FTP[b]}" pub/big.bin "$N" 0.015 >"$T/got.txt"
 info "downloads (bytes received, end): $(tr '\n' ' ' <"$T/got.txt")"
 assert_eq "$(wc -l <"$T/got.txt")" "$N" "downloads that reported"
 received=$(awk '{ s += $1 } END { print s + 0 }' "$T/got.txt")

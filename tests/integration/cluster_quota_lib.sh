@@ -1,6 +1,6 @@
 # cluster_quota_lib.sh: what the tests of quotas across a cluster share
-# (cluster_quota, cluster_quota_bytes), sourced after lib.sh and
-# ftp_lib.sh: the store (a Redis of the test's own, start_store, rcli),
+# (cluster_quota, cluster_quota_bytes, cluster_quota_r66), sourced after
+# lib.sh (and ftp_lib.sh for qnode_ftp): the store (a Redis of the test's own, start_store, rcli),
 # nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
 # or qnode for a node with one ftp service) and assert_log_in.
 # shellcheck shell=bash

@@ -15,6 +15,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
+source "$(dirname "$0")/cluster_quota_lib.sh"
 need_cmds python3 redis-server redis-cli
 need_r66peer
 setup
@@ -26,36 +27,14 @@ for ((i = 0; i < 2 * PARALLEL; i++)); do head -c 10K /dev/urandom >"$T/cli/f$i.b
 head -c 600K /dev/urandom >"$T/cli/big.bin"
 start_r66_server
 
-free_port REDIS_PORT
-mkdir -p "$T/redis"
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
-    --dir "$T/redis" --daemonize no >"$T/redis.log" 2>&1 &
-REDIS_PID=$!
-track_pid "$REDIS_PID"
-wait_listen "$REDIS_PORT" 10 "$REDIS_PID" || fail "redis-server does not listen"
-rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+start_store
 
-# assert_log_in FILE REGEX: the line comes (log lines come from a thread)
-assert_log_in() { wait_grep "$1" "$2" 5 || fail "no line /$2/ in $1"; }
-
-declare -A ADMIN LOG PID PORT
+declare -A PORT
 node() {
-    local n=$1 d=$T/$1
-    mkdir -p "$d/conf" "$d/policy"
-    free_port "ADMIN[$n]"
+    local n=$1
+    qnode_conf "$n" refuse 2
     free_port "PORT[$n]"
-    LOG[$n]=$d/proxyd.log
-    cat >"$d/conf/proxyd.xml" <<EOF
-<proxyd>
-  <workers>2</workers>
-  <node name="$n"/>
-  <log target="stderr" level="info"/>
-  <admin listen="127.0.0.1:${ADMIN[$n]}"/>
-  <cluster store="127.0.0.1:$REDIS_PORT"/>
-  <policies dir="../policy"/>
-</proxyd>
-EOF
-    cat >"$d/policy/r66.xml" <<EOF
+    cat >"$T/$n/policy/r66.xml" <<EOF
 <service name="r66" analyser="r66">
   <listen address="127.0.0.1" port="${PORT[$n]}" mode="fixed"/>
   <target address="127.0.0.1" port="$R66_SRV_PORT"/>
@@ -65,11 +44,7 @@ EOF
   </r66>
 </service>
 EOF
-    "$PROXYD" -c "$d/conf/proxyd.xml" >>"${LOG[$n]}" 2>&1 &
-    PID[$n]=$!
-    track_pid "${PID[$n]}"
-    wait_listen "${PORT[$n]}" 10 "${PID[$n]}" || fail "node $n does not start: $(tail -5 "${LOG[$n]}")"
-    wait_listen "${ADMIN[$n]}" 10 "${PID[$n]}" || fail "node $n: no admin endpoint"
+    qnode_start "$n" "${PORT[$n]}"
 }
 node a
 node b

@@ -38,40 +38,11 @@ start_proxyd
 # run PORT up|down: PARALLEL sessions of user anonymous at once, each
 # moving 512 KiB (5 times its share); prints the bytes the clients got
 run() {
-    timeout 100 /usr/bin/python3 - "$1" "$2" "$PARALLEL" <<'PY'
-import ftplib, io, os, sys, threading
-port, way, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-got = [0] * n
-start = threading.Barrier(n)
-
-def one(i):
-    f = ftplib.FTP()
-    f.connect("127.0.0.1", port, timeout=30)
-    f.login("anonymous", "x@y")
-    f.voidcmd("TYPE I")
-    start.wait(timeout=30)
-    try:
-        if way == "up":
-            f.storbinary("STOR pub/%d-%02d.bin" % (port, i),
-                         io.BytesIO(os.urandom(512 * 1024)), blocksize=16384)
-        else:
-            def take(b):
-                got[i] += len(b)
-            f.retrbinary("RETR pub/dl.bin", take, blocksize=16384)
-    except ftplib.all_errors:
-        pass
-    try:
-        f.close()
-    except OSError:
-        pass
-
-ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join(60)
-print(sum(got))
-PY
+    if [[ $2 == up ]]; then
+        timeout 100 python3 "$(dirname "$0")/ftp_parallel.py" 127.0.0.1 "$1" "up:pub/%d-%02d.bin:524288" "$PARALLEL"
+    else
+        timeout 100 python3 "$(dirname "$0")/ftp_parallel.py" 127.0.0.1 "$1" pub/dl.bin "$PARALLEL"
+    fi | awk '{ s += $1 } END { print s + 0 }'
 }
 
 # check SERVICE WHAT BYTES: BYTES moved, within the day's count, and that

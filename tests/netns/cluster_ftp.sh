@@ -242,18 +242,7 @@ assert_eq "$n" 5 "EPRT commands vsftpd got from the nodes (server-data=keep)"
 mkdir -p "$T/cli" "$T/out"
 head -c "$SIZE" /dev/urandom >"$T/cli/up.bin"
 head -c "$SIZE" /dev/urandom >"$R66DIR/down.bin"
-for k in 1 2 3 4; do
-    lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
-        --timeout 30 --rule in --mode 1 --send "$T/cli/up.bin" >"$T/r66.out" 2>&1 ||
-        fail "R66 SEND $k: $(tail -n 3 "$T/r66.out")"
-    assert_eq "$(sha256sum <"$R66DIR/up.bin" | cut -d' ' -f1)" "$(sha256sum <"$T/cli/up.bin" | cut -d' ' -f1)" "R66 SEND $k: sha256 at the server"
-    rm -f "$R66DIR/up.bin"
-    lab client "$R66PEER" client --connect "$SERVER:6666" --id hostb:pwb --partner serverb:pwB \
-        --timeout 30 --rule out --mode 2 --recv down.bin --dir "$T/out" >"$T/r66.out" 2>&1 ||
-        fail "R66 RECV $k: $(tail -n 3 "$T/r66.out")"
-    assert_eq "$(sha256sum <"$T/out/down.bin" | cut -d' ' -f1)" "$(sha256sum <"$R66DIR/down.bin" | cut -d' ' -f1)" "R66 RECV $k: sha256 at the client"
-    rm -f "$T/out/down.bin"
-done
+for k in 1 2 3 4; do r66_round "$k"; done
 r66_count() { # the nodes' accepted r66 sessions; per node in r66_lines
     local i c
     r66_lines="" r66_sum=0

@@ -42,66 +42,30 @@
 # nodes 1 and 2's sessions move with the hash).
 # Needs root, FRR (frr), nginx, curl, ab (apache2-utils); about 20 s.
 set -euo pipefail
-TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../integration/lib.sh
-source "$TESTS_NETNS_DIR/../integration/lib.sh"
-
-LAB=$REPO_DIR/deploy/cluster/lab.sh
+# shellcheck source=cluster_lib.sh
+source "$(dirname "$0")/cluster_lib.sh"
 : "${LAB_BOUND_KILL_MS:=3000}"
 : "${LAB_DRAIN_S:=20}"
 : "${LAB_BOUND_HANG_MS:=10000}"  # lab.sh's health check: 2 failures of at most
                                 # 2 s, a second apart, and vtysh; the same back
-FRR_DIR=${FRR_DIR:-/usr/lib/frr}
 SIZE=4096
 N_REQ=600
+cluster_setup t ab
 
-[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR)"
-need_cmds ip iptables curl ab nginx vtysh python3 sha256sum
-[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
-[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
-setup
-export LAB_ID="t$$" LAB_DIR="$T/lab" PROXYD
-PFX=pxcl-$LAB_ID
-ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
-
-lab() { "$LAB" "$@"; }
-
-lab_diag() {
+lab_diag_more() {
     local d
-    {
-        echo "---- [$TEST_NAME] lab state"
-        lab status 2>&1
-        echo "# router: ip route show 198.18.0.80"; lab router ip route show 198.18.0.80 2>&1
-        echo "# router: show bgp summary"; lab router vtysh --vty_socket "$LAB_DIR/router" -c 'show bgp summary' 2>&1
-        echo "# router: mangle rules"; lab router iptables -w -t mangle -L -v -n -x 2>&1
-        echo "# router: ip rule"; lab router ip rule 2>&1
-        echo "# router: links"; lab router ip -s -br link 2>&1
-        echo "# router: conntrack to :80 not in TIME_WAIT"
-        lab router conntrack -L -p tcp --dport 80 2>/dev/null | grep -v TIME_WAIT | head -n 20
-        for d in "$LAB_DIR"/n*; do
-            echo "# node ${d##*/n}: ss -tan (not TIME-WAIT)"
-            lab node "${d##*/n}" ss -tan 2>&1 | grep -v TIME-WAIT | head -n 15
-            echo "# node ${d##*/n}: nstat"; lab node "${d##*/n}" nstat -a 2>&1 | grep -E 'Tcp(Ext)?(ActiveOpens|PassiveOpens|AttemptFails|InErrs|OutRsts|ListenDrops|ListenOverflows|InSegs)|IpInReceives|IpInDiscards|IpInAddrErrors' 
-        done
-        for d in "$LAB_DIR"/n*; do
-            [[ -d $d ]] || continue
-            echo "# $d: supervise.log"; tail -n 5 "$d/supervise.log" 2>/dev/null
-            echo "# $d: proxyd.log (last 10)"; tail -n 10 "$d/proxyd.log" 2>/dev/null
-        done
-        echo "# ab (last run)"; cat "$T/ab.out" 2>/dev/null
-    } >&2 2>&1
+    echo "# router: show bgp summary"; lab router vtysh --vty_socket "$LAB_DIR/router" -c 'show bgp summary' 2>&1
+    echo "# router: links"; lab router ip -s -br link 2>&1
+    echo "# router: conntrack to :80 not in TIME_WAIT"
+    lab router conntrack -L -p tcp --dport 80 2>/dev/null | grep -v TIME_WAIT | head -n 20
+    for d in "$LAB_DIR"/n*; do
+        echo "# node ${d##*/n}: ss -tan (not TIME-WAIT)"
+        lab node "${d##*/n}" ss -tan 2>&1 | grep -v TIME-WAIT | head -n 15
+        echo "# node ${d##*/n}: nstat"; lab node "${d##*/n}" nstat -a 2>&1 | grep -E 'Tcp(Ext)?(ActiveOpens|PassiveOpens|AttemptFails|InErrs|OutRsts|ListenDrops|ListenOverflows|InSegs)|IpInReceives|IpInDiscards|IpInAddrErrors'
+        echo "# $d: supervise.log"; tail -n 5 "$d/supervise.log" 2>/dev/null
+    done
+    echo "# ab (last run)"; cat "$T/ab.out" 2>/dev/null
 }
-
-lab_cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT TERM INT
-    if ((rc != 0 && rc != 77)); then lab_diag; fi
-    LAB_KEEP=1 lab down >/dev/null 2>&1
-    (exit "$rc")
-    _cleanup
-}
-trap lab_cleanup EXIT
 
 # node_served I: responses 200 of node I's http service (its /metrics); one
 # per connection without keep-alive (ab also opens a few connections that it
@@ -141,25 +105,11 @@ nginx_total() {
 nexthops() { lab router ip route show 198.18.0.80 | grep -Eo 'via [0-9.]+' | awk '{print $2}' | sort | tr '\n' ' '; }
 not_in_route() { [[ " $(nexthops)" != *" $1 "* ]]; }
 
-# wait_cond TIMEOUT_MS CMD...: bounded wait, 20 ms steps; sets WAITED_MS
-wait_cond() {
-    local t=$1 t0
-    shift
-    t0=$(now_ms)
-    until "$@"; do
-        (($(now_ms) - t0 < t)) || return 1
-        sleep 0.02
-    done
-    WAITED_MS=$(($(now_ms) - t0))
-}
-
 # ---------------------------------------------------------------- 1. up
 
 info "lab.sh up 3 (LAB_ID=$LAB_ID)"
-lab up 3 >"$T/up.out" 2>"$T/up.err" || fail "lab.sh up 3 failed: $(tail -n 5 "$T/up.err")"
+lab_up 3
 cat "$T/up.out"
-SERVER=$(sed -n 's/^server=//p' "$T/up.out")
-ROOT=$(sed -n 's/^root=//p' "$T/up.out")
 [[ $SERVER =~ ^198\.1[89]\.[0-9]+\.[0-9]+$ ]] || fail "lab.sh up printed no server=ADDRESS in 198.18.0.0/15: '$SERVER'"
 [[ -d $ROOT ]] || fail "lab.sh up printed no root=DIR that exists: '$ROOT'"
 assert_eq "$(nexthops)" "198.18.2.10 198.18.2.2 198.18.2.6 " "router's next hops for $SERVER"

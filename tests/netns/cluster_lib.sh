@@ -55,6 +55,23 @@ wait_cond() { # TIMEOUT_MS CMD...: bounded wait, 20 ms steps; sets WAITED_MS
     WAITED_MS=$(($(now_ms) - t0))
 }
 
+# r66_round K: an R66 SEND of $T/cli/up.bin (partner hosta, rule in) and a
+# RECV of down.bin from r66dir= into $T/out (hostb, rule out) from the
+# client, each whole at the other end (sha256)
+r66_round() {
+    local k=$1
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
+        --timeout 30 --rule in --mode 1 --send "$T/cli/up.bin" >"$T/r66.out" 2>&1 ||
+        fail "R66 SEND $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$R66DIR/up.bin" | cut -d' ' -f1)" "$(sha256sum <"$T/cli/up.bin" | cut -d' ' -f1)" "R66 SEND $k: sha256 at the server"
+    rm -f "$R66DIR/up.bin"
+    lab client "$R66PEER" client --connect "$SERVER:6666" --id hostb:pwb --partner serverb:pwB \
+        --timeout 30 --rule out --mode 2 --recv down.bin --dir "$T/out" >"$T/r66.out" 2>&1 ||
+        fail "R66 RECV $k: $(tail -n 3 "$T/r66.out")"
+    assert_eq "$(sha256sum <"$T/out/down.bin" | cut -d' ' -f1)" "$(sha256sum <"$R66DIR/down.bin" | cut -d' ' -f1)" "R66 RECV $k: sha256 at the client"
+    rm -f "$T/out/down.bin"
+}
+
 # node_metrics I: node I's /metrics
 node_metrics() { lab node "$1" curl -s --max-time 2 "http://127.0.0.1:9180/metrics"; }
 

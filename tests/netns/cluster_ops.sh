@@ -36,67 +36,13 @@
 # Needs root, FRR (frr), nginx, vsftpd, curl, lftp, ab, python3, tc,
 # bench/r66peer; about 70 s.
 set -euo pipefail
-TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../integration/lib.sh
-source "$TESTS_NETNS_DIR/../integration/lib.sh"
-
-LAB=$REPO_DIR/deploy/cluster/lab.sh
-FRR_DIR=${FRR_DIR:-/usr/lib/frr}
-: "${R66PEER:=$REPO_DIR/build/r66peer}"
+# shellcheck source=cluster_lib.sh
+source "$(dirname "$0")/cluster_lib.sh"
 SIZE=4096                 # the small file of step 1
 BIG=$((40 * 1024 * 1024)) # each long transfer
 RATE=2097152              # bytes/s of each long transfer
 BOUND_NEW_MS=3000         # new sessions served again after a kill
-
-[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR, vsftpd)"
-need_cmds ip iptables tc curl lftp ab nginx vsftpd vtysh python3 sha256sum
-[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
-[[ -x $R66PEER ]] || fail "r66peer not found: $R66PEER (build target r66peer, or set R66PEER=)"
-[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
-setup
-export LAB_ID="o$$" LAB_DIR="$T/lab" PROXYD R66PEER
-PFX=pxcl-$LAB_ID
-ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
-
-lab() { "$LAB" "$@"; }
-
-wait_cond() { # TIMEOUT_MS CMD...: bounded wait, 20 ms steps; sets WAITED_MS
-    local t=$1 t0
-    shift
-    t0=$(now_ms)
-    until "$@"; do
-        (($(now_ms) - t0 < t)) || return 1
-        sleep 0.02
-    done
-    WAITED_MS=$(($(now_ms) - t0))
-}
-
-lab_diag() {
-    local d
-    {
-        echo "---- [$TEST_NAME] lab state"
-        lab status 2>&1
-        echo "# router: ip route show 198.18.0.80"; lab router ip route show 198.18.0.80 2>&1
-        for d in "$LAB_DIR"/n*; do
-            [[ -d $d ]] || continue
-            echo "# $d: proxyd.log (last 15)"; tail -n 15 "$d/proxyd.log" 2>/dev/null
-        done
-        echo "# vsftpd.log (last 5)"; tail -n 5 "$LAB_DIR/server/logs/vsftpd.log" 2>/dev/null
-        echo "# r66peer.log (last 5)"; tail -n 5 "$LAB_DIR/server/logs/r66peer.log" 2>/dev/null
-        for d in "$T"/*.err; do echo "# $d"; tail -n 5 "$d"; done
-    } >&2 2>&1
-}
-
-lab_cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT TERM INT
-    if ((rc != 0 && rc != 77)); then lab_diag; fi
-    LAB_KEEP=1 lab down >/dev/null 2>&1
-    (exit "$rc")
-    _cleanup
-}
-trap lab_cleanup EXIT
+cluster_setup o tc lftp ab
 
 # ends I [SERVICES]: node I's session-end lines of sessions that sent the
 # server something (ab closes a few connections unused at its end: those
@@ -151,11 +97,7 @@ ab_ok() {
 # ---------------------------------------------------------------- 1. up, spread
 
 info "lab.sh up 3 (LAB_ID=$LAB_ID)"
-lab up 3 >"$T/up.out" 2>"$T/up.err" || fail "lab.sh up 3 failed: $(tail -n 5 "$T/up.err")"
-SERVER=$(sed -n 's/^server=//p' "$T/up.out")
-ROOT=$(sed -n 's/^root=//p' "$T/up.out")
-R66DIR=$(sed -n 's/^r66dir=//p' "$T/up.out")
-[[ -d $ROOT && -d $R66DIR ]] || fail "lab.sh up printed no root= and r66dir= that exist: $(cat "$T/up.out")"
+lab_up 3
 head -c "$SIZE" /dev/urandom >"$ROOT/f.bin"
 WANT=$(sha256sum <"$ROOT/f.bin" | cut -d' ' -f1)
 mkdir -p "$T/cli" "$T/out"

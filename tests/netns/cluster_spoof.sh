@@ -201,18 +201,7 @@ assert_eq "$(sum3 $nodes_port)" 9 "PORT commands to vsftpd"
 mkdir -p "$T/cli" "$T/out"
 head -c "$SIZE" /dev/urandom >"$T/cli/up.bin"
 head -c "$SIZE" /dev/urandom >"$R66DIR/down.bin"
-for k in 1 2 3; do
-    lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
-        --timeout 30 --rule in --mode 1 --send "$T/cli/up.bin" >"$T/r66.out" 2>&1 ||
-        fail "R66 SEND $k: $(tail -n 3 "$T/r66.out")"
-    assert_eq "$(sha256sum <"$R66DIR/up.bin" | cut -d' ' -f1)" "$(sha256sum <"$T/cli/up.bin" | cut -d' ' -f1)" "R66 SEND $k: sha256 at the server"
-    rm -f "$R66DIR/up.bin"
-    lab client "$R66PEER" client --connect "$SERVER:6666" --id hostb:pwb --partner serverb:pwB \
-        --timeout 30 --rule out --mode 2 --recv down.bin --dir "$T/out" >"$T/r66.out" 2>&1 ||
-        fail "R66 RECV $k: $(tail -n 3 "$T/r66.out")"
-    assert_eq "$(sha256sum <"$T/out/down.bin" | cut -d' ' -f1)" "$(sha256sum <"$R66DIR/down.bin" | cut -d' ' -f1)" "R66 RECV $k: sha256 at the client"
-    rm -f "$T/out/down.bin"
-done
+for k in 1 2 3; do r66_round "$k"; done
 wait_cond 5000 settled 6 node_r66 || true
 nodes_r66=$(per_node node_r66)
 info "R66, 6 transfers: nodes $nodes_r66"

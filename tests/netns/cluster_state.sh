@@ -17,52 +17,17 @@
 # Needs root, FRR (frr), nginx, vsftpd, redis-server, curl, python3,
 # bench/r66peer; ~20 s.
 set -euo pipefail
-TESTS_NETNS_DIR=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../integration/lib.sh
-source "$TESTS_NETNS_DIR/../integration/lib.sh"
-
-LAB=$REPO_DIR/deploy/cluster/lab.sh
-FRR_DIR=${FRR_DIR:-/usr/lib/frr}
-: "${R66PEER:=$REPO_DIR/build/r66peer}"
+# shellcheck source=cluster_lib.sh
+source "$(dirname "$0")/cluster_lib.sh"
 QUOTA=6
 PARALLEL=24
+cluster_setup s redis-server
 
-[[ $EUID == 0 ]] || skip "needs root (network namespaces, FRR, vsftpd)"
-need_cmds ip iptables curl nginx vsftpd vtysh python3 redis-server
-[[ -x $FRR_DIR/bgpd && -x $FRR_DIR/zebra ]] || skip "FRR not installed ($FRR_DIR/bgpd; Debian package frr)"
-[[ -x $R66PEER ]] || fail "r66peer not found: $R66PEER (build target r66peer, or set R66PEER=)"
-[[ -x $LAB ]] || fail "lab script not found or not executable: $LAB"
-setup
-export LAB_ID="s$$" LAB_DIR="$T/lab" PROXYD R66PEER
-PFX=pxcl-$LAB_ID
-ip netns list | grep -q "^$PFX-" && fail "namespaces $PFX-* exist already"
-
-lab() { "$LAB" "$@"; }
-
-lab_cleanup() {
-    local rc=$? d
-    set +e
-    trap - EXIT TERM INT
-    if ((rc != 0 && rc != 77)); then
-        {
-            echo "---- [$TEST_NAME] lab state"
-            lab status 2>&1
-            echo "# members file"; cat "$LAB_DIR/members" 2>&1
-            echo "# members poller"; tail -n 5 "$LAB_DIR/router/members.log" 2>&1
-            for d in "$LAB_DIR"/n*; do
-                [[ -d $d ]] || continue
-                echo "# $d: proxyd.log (last 15)"; tail -n 15 "$d/proxyd.log" 2>/dev/null
-            done
-        } >&2 2>&1
-    fi
-    LAB_KEEP=1 lab down >/dev/null 2>&1
-    (exit "$rc")
-    _cleanup
+lab_diag_more() {
+    echo "# members file"; cat "$LAB_DIR/members" 2>&1
+    echo "# members poller"; tail -n 5 "$LAB_DIR/router/members.log" 2>&1
 }
-trap lab_cleanup EXIT
 
-# node_metrics I: node I's /metrics
-node_metrics() { lab node "$1" curl -s --max-time 2 "http://127.0.0.1:9180/metrics"; }
 # members_of I: the members node I shows, "NAME=STATE ...", sorted
 members_of() {
     node_metrics "$1" | sed -nE 's/^proxyd_cluster_member\{node="([^"]*)",state="([^"]*)"\} 1$/\1=\2/p' |
@@ -81,9 +46,7 @@ wait_members() {
 n() { echo "$LAB_ID-n$1"; }
 
 # ---- 1. three nodes, each knows the others
-out=$(lab up 3) || fail "lab.sh up 3 failed"
-SERVER=$(sed -n 's/^server=//p' <<<"$out")
-ROOT=$(sed -n 's/^root=//p' <<<"$out")
+lab_up 3
 for i in 1 2 3; do
     # (its admin endpoint answers within a scrape or two of lab.sh up)
     for ((k = 0; k < 50; k++)); do
@@ -118,40 +81,8 @@ for i in 1 2 3; do
     done
     ((k < 100)) || fail "node $i did not reload"
 done
-lab client timeout 60 python3 - "$SERVER" "$PARALLEL" >"$T/codes" <<'PY'
-import ftplib, sys, threading
-host, n = sys.argv[1], int(sys.argv[2])
-codes = ["none"] * n
-start = threading.Barrier(n)
-
-def one(i):
-    try:
-        f = ftplib.FTP()
-        f.connect(host, 21, timeout=20)
-        f.login("anonymous", "x@y")
-        f.voidcmd("TYPE I")
-    except ftplib.all_errors as e:
-        codes[i] = "login:" + str(e)[:3]
-        start.wait(timeout=30)
-        return
-    start.wait(timeout=30)
-    try:
-        f.retrbinary("RETR q.bin", lambda b: None)
-        codes[i] = "226"
-    except ftplib.all_errors as e:
-        codes[i] = str(e)[:3]
-    try:
-        f.close()
-    except OSError:
-        pass
-
-ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join(40)
-print("\n".join(codes))
-PY
+lab client timeout 60 python3 "$CLUSTER_LIB_DIR/../integration/ftp_parallel.py" "$SERVER" 21 q.bin "$PARALLEL" |
+    cut -d" " -f2 >"$T/codes"
 info "replies: $(sort "$T/codes" | uniq -c | tr '\n' ' ')"
 served=$(grep -c '^226$' "$T/codes" || true)
 refused=$(grep -c '^550$' "$T/codes" || true)
@@ -188,6 +119,5 @@ wait_members 1 "$(n 1)=up $(n 2)=draining $(n 3)=gone "
 info "node 1 shows node 3 gone"
 
 # ---- 4. down
-lab down
-[[ -z $(ip netns list | grep "^$PFX-" || true) ]] || fail "namespaces left: $(ip netns list | grep "^$PFX-")"
+lab_down
 info "ok"
