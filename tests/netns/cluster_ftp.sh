@@ -22,7 +22,9 @@
 #      active (EPRT) FTP downloads, all whole; counted at both ends: by
 #      each node (its http6/plug6 services, its data-transfer lines) and
 #      at nginx and vsftpd by the node's IPv6 address they came from,
-#      equal, and spread over more than one node.
+#      equal, and spread over more than one node; without the router's
+#      IPv6 data port rules 10 passive downloads still whole, the nodes
+#      forwarding strays to their owner.
 #   3. R66: 4 SENDs and 4 RECVs (r66peer, 300 KB) through the nodes, whole
 #      at the other end (sha256), each logged by a node.
 #   4. 10 FTP control sessions held open (logged in); `lab.sh upgrade 1 20
@@ -60,7 +62,7 @@ fetch() {
     OKS=0
     for ((k = 0; k < n; k++)); do
         got=$(lab client curl -sS --max-time 10 "$@" "ftp://${FTP_HOST:-$SERVER}/f.bin" 2>>"$T/curl.err" | sha256sum | cut -d' ' -f1) || true
-        [[ $got == "$WANT" ]] && OKS=$((OKS + 1))
+        if [[ $got == "$WANT" ]]; then OKS=$((OKS + 1)); fi
     done
 }
 
@@ -236,6 +238,26 @@ info "IPv6 FTP, 15 downloads: nodes $n_ftp, vsftpd from each node's address $s_f
 assert_eq "$s_ftp" "$n_ftp" "IPv6 FTP downloads per node: vsftpd vs the nodes"
 n=$(grep -Ec 'FTP command: Client "2001:db8:3::1:[1-3]", "EPRT \|2\|2001:db8:3::1:[1-3]\|' "$LAB_DIR/server/logs/vsftpd6.log" || true)
 assert_eq "$n" 5 "EPRT commands vsftpd got from the nodes (server-data=keep)"
+# strays over IPv6: without the router's ip6tables data port rules, the
+# node a passive data connection reaches forwards it to its owner
+lab router ip6tables -w -t mangle -S PREROUTING | grep 'data ports' >"$T/dp6.rules" || true
+assert_eq "$(wc -l <"$T/dp6.rules")" 3 "the router's IPv6 data port rules"
+while read -r r; do eval "lab router ip6tables -w -t mangle ${r/-A /-D }"; done <"$T/dp6.rules"
+stray6() {
+    local i sum=0 c
+    for i in 1 2 3; do
+        c=$(lab node "$i" ip6tables -w -t mangle -L PREROUTING -v -n -x | awk '/data ports of node/ { s += $1 } END { print s + 0 }')
+        sum=$((sum + c))
+    done
+    echo "$sum"
+}
+s6=$(stray6)
+FTP_HOST="[$SERVER6]" fetch 10
+assert_eq "$OKS" 10 "IPv6 passive downloads whole with the nodes forwarding strays"
+n=$(($(stray6) - s6))
+info "IPv6 packets the nodes forwarded to another node's data ports: $n"
+((n > 0)) || fail "no node forwarded a stray IPv6 packet in 10 passive downloads without the router's rules"
+while read -r r; do eval "lab router ip6tables -w -t mangle $r"; done <"$T/dp6.rules"
 
 # ---------------------------------------------------------------- 3. R66
 
