@@ -52,6 +52,7 @@ wait_cond() { # TIMEOUT_MS CMD...: bounded wait, 20 ms steps; sets WAITED_MS
         (($(now_ms) - t0 < t)) || return 1
         sleep 0.02
     done
+    # shellcheck disable=SC2034 # the tests read it
     WAITED_MS=$(($(now_ms) - t0))
 }
 
