@@ -149,10 +149,10 @@ for k in 1 2 3; do
     n=$(lab router iptables -w -t mangle -L PREROUTING --line-numbers -n | awk '/data ports/ { print $1; exit }')
     lab router iptables -w -t mangle -D PREROUTING "$n"
 done
-stray_packets() {
+stray_packets() { # [ip6tables]: packets the nodes' stray rules forwarded
     local i sum=0 c
     for i in 1 2 3; do
-        c=$(lab node "$i" iptables -w -t mangle -L PREROUTING -v -n -x | awk '/data ports of node/ { s += $1 } END { print s + 0 }')
+        c=$(lab node "$i" "${1:-iptables}" -w -t mangle -L PREROUTING -v -n -x | awk '/data ports of node/ { s += $1 } END { print s + 0 }')
         sum=$((sum + c))
     done
     echo "$sum"
@@ -243,18 +243,10 @@ assert_eq "$n" 5 "EPRT commands vsftpd got from the nodes (server-data=keep)"
 lab router ip6tables -w -t mangle -S PREROUTING | grep 'data ports' >"$T/dp6.rules" || true
 assert_eq "$(wc -l <"$T/dp6.rules")" 3 "the router's IPv6 data port rules"
 while read -r r; do eval "lab router ip6tables -w -t mangle ${r/-A /-D }"; done <"$T/dp6.rules"
-stray6() {
-    local i sum=0 c
-    for i in 1 2 3; do
-        c=$(lab node "$i" ip6tables -w -t mangle -L PREROUTING -v -n -x | awk '/data ports of node/ { s += $1 } END { print s + 0 }')
-        sum=$((sum + c))
-    done
-    echo "$sum"
-}
-s6=$(stray6)
+s6=$(stray_packets ip6tables)
 FTP_HOST="[$SERVER6]" fetch 10
 assert_eq "$OKS" 10 "IPv6 passive downloads whole with the nodes forwarding strays"
-n=$(($(stray6) - s6))
+n=$(($(stray_packets ip6tables) - s6))
 info "IPv6 packets the nodes forwarded to another node's data ports: $n"
 ((n > 0)) || fail "no node forwarded a stray IPv6 packet in 10 passive downloads without the router's rules"
 while read -r r; do eval "lab router ip6tables -w -t mangle $r"; done <"$T/dp6.rules"
