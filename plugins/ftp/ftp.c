@@ -428,17 +428,26 @@ ftp_path_refused(struct px_session *s, struct ftp_state *st,
  * moved. Pieces would each be scanned alone and pass (STOR one byte,
  * APPE the rest; RETR with REST, twice): APPE of a scanned upload, a
  * REST other than 0 and RANG (a byte range, ProFTPD's) on a scanned
- * service are refused. */
+ * service are refused. st: the session whose user <scan user= group=>
+ * may leave unscanned; NULL: anyone's (FEAT, which a client may read
+ * before it logs in). */
 bool
-ftp_partial_refuses(const struct px_session *s, const char *verb)
+ftp_partial_refuses(const struct px_session *s, const struct ftp_state *st,
+    const char *verb)
 {
 	const struct px_scan_policy *sp = px_session_scan(s);
+	struct px_content_who who;
+	unsigned dir = PX_SCAN_UPLOAD | PX_SCAN_DOWNLOAD;
 
-	if (sp->scanner == NULL || sp->partial_allow)
-		return false;
 	if (strcmp(verb, "APPE") == 0)
-		return (sp->direction & PX_SCAN_UPLOAD) != 0;
-	return strcmp(verb, "REST") == 0 || strcmp(verb, "RANG") == 0;
+		dir = PX_SCAN_UPLOAD;
+	else if (strcmp(verb, "REST") != 0 && strcmp(verb, "RANG") != 0)
+		return false;
+	if (sp->partial_allow)
+		return false;
+	if (st == NULL)
+		return sp->scanner != NULL && (sp->direction & dir) != 0;
+	return px_scan_on(sp, dir, px_auth_content_who(ftp_auth_id(st), &who));
 }
 
 /* <source-limits transfers=>: a transfer command over its source's rate
@@ -478,11 +487,12 @@ ftp_xfer_limited(struct px_session *s, struct ftp_state *st,
 }
 
 static bool
-ftp_partial_refused(const struct px_session *s, const struct ftp_cmd *c)
+ftp_partial_refused(const struct px_session *s, const struct ftp_state *st,
+    const struct ftp_cmd *c)
 {
 	size_t i;
 
-	if (!ftp_partial_refuses(s, c->verb))
+	if (!ftp_partial_refuses(s, st, c->verb))
 		return false;
 	if (strcmp(c->verb, "REST") != 0)
 		return true;
@@ -601,7 +611,7 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 			ftp_log_cmd(s, st, c, "verdict=deny reason=quota");
 		return rc;
 	}
-	if (ftp_partial_refused(s, c))
+	if (ftp_partial_refused(s, st, c))
 		return ftp_deny_command(s, st, c, "verdict=deny "
 		    "reason=scan-partial rule=scan/@partial", false, 502,
 		    "refused by the proxy: a scanned file moves whole",

@@ -186,7 +186,8 @@ bool	ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p);
 enum px_verdict ftp_resume(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p);
 /* <scan partial="refuse">: verb would move a scanned file in pieces. */
-bool	ftp_partial_refuses(const struct px_session *s, const char *verb);
+bool	ftp_partial_refuses(const struct px_session *s,
+	    const struct ftp_state *st, const char *verb);
 
 /* ---- ftp_reply.c: the server's replies ---------------------------------- */
 

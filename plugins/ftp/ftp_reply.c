@@ -55,7 +55,7 @@ ftp_feat_keep(const struct px_session *s, const struct ftp_policy *p,
 		return ftp_cmd_allowed(p, "OPTS");
 	/* <scan partial="refuse">: no restarts nor ranges to offer. */
 	if ((strcmp(word, "REST") == 0 || strcmp(word, "RANG") == 0) &&
-	    ftp_partial_refuses(s, word))
+	    ftp_partial_refuses(s, NULL, word))
 		return false;
 	if ((strcmp(word, "EPRT") == 0 && p->client_data == FTP_PASSIVE) ||
 	    ((strcmp(word, "EPSV") == 0 || strcmp(word, "PASV") == 0) &&

@@ -827,8 +827,9 @@ ftp_scan_begin(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c, bool upload)
 {
 	const struct px_scan_policy *p = px_session_scan(s);
-	bool scanning = p->scanner != NULL && (p->direction & (upload ?
-	    PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD));
+	struct px_content_who who;
+	bool scanning = px_scan_on(p, upload ? PX_SCAN_UPLOAD :
+	    PX_SCAN_DOWNLOAD, px_auth_content_who(ftp_auth_id(st), &who));
 	bool auditing = p->audit && px_audit_enabled();
 	bool restarted = st->rest;
 	bool size_check = !upload && !restarted && ((const struct ftp_policy *)

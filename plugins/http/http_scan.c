@@ -80,6 +80,17 @@ http_scanner(const struct http_state *h)
 	return px_session_scan(h->s)->scanner;
 }
 
+/* Whether this request's bodies in direction bit are scanned: the
+ * service's <scan>, for the user its connection proved (user=/group=). */
+static bool
+http_scan_on(const struct http_state *h, unsigned bit)
+{
+	struct px_content_who who;
+
+	return px_scan_on(px_session_scan(h->s), bit,
+	    px_auth_content_who(http_auth_id(h), &who));
+}
+
 static void
 http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
 {
@@ -481,7 +492,7 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 	sc->scanned = NULL;
 	px_spool_free(sc->spool);
 	sc->spool = NULL;
-	if (p->scanner == NULL || !(p->direction & bit))
+	if (!http_scan_on(h, bit))
 		return 0;
 	if (size >= 0 && (uint64_t)size > p->max_size) {
 		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
@@ -692,9 +703,7 @@ http_scan_request(struct http_state *h, int64_t size)
 bool
 http_scan_downloads(const struct http_state *h)
 {
-	const struct px_scan_policy *p = px_session_scan(h->s);
-
-	return p->scanner != NULL && (p->direction & PX_SCAN_DOWNLOAD);
+	return http_scan_on(h, PX_SCAN_DOWNLOAD);
 }
 
 struct evbuffer *
@@ -867,10 +876,8 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 bool
 http_scan_whole(const struct http_state *h)
 {
-	const struct px_scan_policy *p = px_session_scan(h->s);
-
-	return p->scanner != NULL && (p->direction & PX_SCAN_DOWNLOAD) &&
-	    !p->partial_allow;
+	return http_scan_on(h, PX_SCAN_DOWNLOAD) &&
+	    !px_session_scan(h->s)->partial_allow;
 }
 
 bool
@@ -943,8 +950,8 @@ http_scan_partial(struct http_state *h, const struct http_head *m,
 	bool range = false;
 	unsigned i;
 
-	if (p->scanner == NULL || p->partial_allow || !(p->direction &
-	    (dir == PX_TO_SERVER ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD)))
+	if (p->partial_allow || !http_scan_on(h, dir == PX_TO_SERVER ?
+	    PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD))
 		return 0;
 	for (i = 0; i < m->nhdr && !range; i++)
 		range = http_field_id(m->hdr[i].name, m->hdr[i].nlen) ==

@@ -790,7 +790,7 @@ px_config_unref(struct px_config *c)
 		free(svc->file);
 		px_addrlist_free(&svc->clients);
 		px_addrlist_free(&svc->servers);
-		px_content_policy_free(&svc->scan.content);
+		px_scan_policy_free(&svc->scan);
 	}
 	for (i = 0; i < c->ngroups; i++)
 		px_group_free(&c->groups[i], c->zones.n);

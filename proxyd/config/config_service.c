@@ -383,6 +383,12 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 			px_cfg_error(e, n, "<scan>: analyser \"%s\" does not "
 			    "scan its transfers (http, ftp and r66 do)",
 			    svc->analyser->name);
+		else if (svc->analyser != NULL && !svc->analyser->auth &&
+		    (svc->scan.who.nusers != 0 || svc->scan.who.ngroups != 0 ||
+		    svc->scan.who.any))
+			px_cfg_error(e, n, "<scan> user=/group=: analyser \"%s\" "
+			    "does not tell the scanner who a transfer is for "
+			    "(http and ftp do)", svc->analyser->name);
 	}
 	if ((n = px_child(root, "auth")) != NULL) {
 		px_auth_use_load(&svc->auth, n, &c->authns, e);

@@ -1,5 +1,5 @@
-/* Scanners and <scan> as loaded from the configuration, and the verdict
- * counters (scan.h). */
+/* Scanners and <scan> as loaded from the configuration (whose transfers
+ * it scans), and the verdict counters (scan.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +230,23 @@ px_scan_policy_load(struct px_scan_policy *p, const xmlNode *n,
 			    "or allow", v);
 		xmlFree(v);
 	}
+	px_who_set_load(&p->who, n, n->parent, e);
 	return e->count == before ? 0 : -1;
+}
+
+void
+px_scan_policy_free(struct px_scan_policy *p)
+{
+	px_who_set_free(&p->who);
+	px_content_policy_free(&p->content);
+}
+
+bool
+px_scan_on(const struct px_scan_policy *p, unsigned bit,
+    const struct px_content_who *who)
+{
+	return p->scanner != NULL && (p->direction & bit) != 0 &&
+	    px_who_set_match(&p->who, who);
 }
 
 int

@@ -61,6 +61,9 @@ struct px_scan_policy {
 	 * spool_dir (the scanners' <scanners spool=>). */
 	bool			 deliver_tail;
 	const char		*spool_dir;
+	/* user=/group=: the transfers of those users alone are scanned
+	 * (px_scan_on); none: everyone's. */
+	struct px_who_set	 who;
 	/* The service's <content> rules (sniff.h), loaded apart from
 	 * <scan>: they apply with or without a scanner. */
 	struct px_content_policy content;
@@ -82,6 +85,11 @@ const struct px_scanner *px_scanner_find(const struct px_scanners *sc,
 int	px_scan_policy_load(struct px_scan_policy *p,
 	    const struct _xmlNode *n, const struct px_scanners *sc,
 	    struct px_cfgerr *e);
+void	px_scan_policy_free(struct px_scan_policy *p);
+/* Whether p has a scanner for transfers in direction bit (PX_SCAN_*)
+ * of who (NULL: nobody proven). */
+bool	px_scan_on(const struct px_scan_policy *p, unsigned bit,
+	    const struct px_content_who *who);
 /* Reads a service's <audit> into p (after px_scan_policy_load). 0, or
  * -1 after reporting. */
 int	px_scan_audit_load(struct px_scan_policy *p, const struct _xmlNode *n,

@@ -54,10 +54,11 @@ px_content_type_parse(const char *s, size_t len, struct px_content_type *t,
 	return 0;
 }
 
-/* user= or group= of a <content>: words, "*" for anyone proven. */
+/* user= or group= of a <content> or <scan>: words, "*" for anyone
+ * proven. */
 static void
-px_content_who_load(struct px_content_rule *r, const xmlNode *n,
-    const char *attr, char ***out, size_t *nout, struct px_cfgerr *e)
+px_who_words(struct px_who_set *w, const xmlNode *n, const char *attr,
+    char ***out, size_t *nout, struct px_cfgerr *e)
 {
 	char *v = px_attr(n, attr), **grown;
 	const char *p;
@@ -68,7 +69,7 @@ px_content_who_load(struct px_content_rule *r, const xmlNode *n,
 	for (p = v; *(p += strspn(p, " \t\r\n")) != '\0'; p += len) {
 		len = strcspn(p, " \t\r\n");
 		if (len == 1 && *p == '*') {
-			r->who_any = true;
+			w->any = true;
 			continue;
 		}
 		if ((grown = realloc(*out, (*nout + 1) *
@@ -82,29 +83,29 @@ px_content_who_load(struct px_content_rule *r, const xmlNode *n,
 		*out = grown;
 		(*nout)++;
 	}
-	if (*nout == 0 && !r->who_any)
-		px_cfg_error(e, n, "<content %s=\"\">: empty list", attr);
+	if (*nout == 0 && !w->any)
+		px_cfg_error(e, n, "<%s %s=\"\">: empty list",
+		    (const char *)n->name, attr);
 	xmlFree(v);
 }
 
-static bool
-px_content_who_ok(const struct px_content_rule *r,
-    const struct px_content_who *who)
+bool
+px_who_set_match(const struct px_who_set *w, const struct px_content_who *who)
 {
 	size_t i;
 
-	if (r->nusers == 0 && r->ngroups == 0 && !r->who_any)
+	if (w->nusers == 0 && w->ngroups == 0 && !w->any)
 		return true;
 	if (who == NULL)
 		return false;
-	if (r->who_any)
+	if (w->any)
 		return true;
-	for (i = 0; i < r->nusers; i++)
-		if (strcmp(r->users[i], who->user) == 0)
+	for (i = 0; i < w->nusers; i++)
+		if (strcmp(w->users[i], who->user) == 0)
 			return true;
-	for (i = 0; i < r->ngroups; i++)
+	for (i = 0; i < w->ngroups; i++)
 		if (who->in_group != NULL && who->in_group(who->arg,
-		    r->groups[i]))
+		    w->groups[i]))
 			return true;
 	return false;
 }
@@ -130,6 +131,37 @@ px_content_service_who(const xmlNode *service)
 		}
 	}
 	return yes;
+}
+
+int
+px_who_set_load(struct px_who_set *w, const xmlNode *n,
+    const xmlNode *service, struct px_cfgerr *e)
+{
+	unsigned before = e->count;
+
+	px_who_words(w, n, "user", &w->users, &w->nusers, e);
+	px_who_words(w, n, "group", &w->groups, &w->ngroups, e);
+	if ((xmlHasProp(n, (const xmlChar *)"user") ||
+	    xmlHasProp(n, (const xmlChar *)"group")) &&
+	    !px_content_service_who(service))
+		px_cfg_error(e, n, "<%s> user=/group=: the service has no "
+		    "<auth> nor <tls identity=> to say who its users are",
+		    (const char *)n->name);
+	return e->count == before ? 0 : -1;
+}
+
+void
+px_who_set_free(struct px_who_set *w)
+{
+	size_t k;
+
+	for (k = 0; k < w->nusers; k++)
+		free(w->users[k]);
+	for (k = 0; k < w->ngroups; k++)
+		free(w->groups[k]);
+	free(w->users);
+	free(w->groups);
+	memset(w, 0, sizeof(*w));
 }
 
 static void
@@ -169,8 +201,6 @@ px_content_rule_load(struct px_content_rule *r, const xmlNode *n,
 		px_cfg_error(e, n, "<content> needs type=\"TYPE/SUBTYPE ...\"");
 	xmlFree(types);
 	xmlFree(act);
-	px_content_who_load(r, n, "user", &r->users, &r->nusers, e);
-	px_content_who_load(r, n, "group", &r->groups, &r->ngroups, e);
 }
 
 int
@@ -200,13 +230,8 @@ px_content_policy_load(struct px_content_policy *p, const xmlNode *service,
 	for (c = service->children; c != NULL; c = c->next)
 		if (c->type == XML_ELEMENT_NODE &&
 		    xmlStrcmp(c->name, (const xmlChar *)"content") == 0) {
-			px_content_rule_load(&p->v[p->n++], c, file, e);
-			if ((xmlHasProp(c, (const xmlChar *)"user") ||
-			    xmlHasProp(c, (const xmlChar *)"group")) &&
-			    !px_content_service_who(service))
-				px_cfg_error(e, c, "<content> user=/group=: the "
-				    "service has no <auth> nor <tls identity=> "
-				    "to say who its users are");
+			px_content_rule_load(&p->v[p->n], c, file, e);
+			px_who_set_load(&p->v[p->n++].who, c, service, e);
 		}
 	return e->count == before ? 0 : -1;
 }
@@ -214,16 +239,11 @@ px_content_policy_load(struct px_content_policy *p, const xmlNode *service,
 void
 px_content_policy_free(struct px_content_policy *p)
 {
-	size_t i, k;
+	size_t i;
 
 	for (i = 0; i < p->n; i++) {
 		free(p->v[i].types);
-		for (k = 0; k < p->v[i].nusers; k++)
-			free(p->v[i].users[k]);
-		for (k = 0; k < p->v[i].ngroups; k++)
-			free(p->v[i].groups[k]);
-		free(p->v[i].users);
-		free(p->v[i].groups);
+		px_who_set_free(&p->v[i].who);
 	}
 	free(p->v);
 	p->v = NULL;
@@ -251,7 +271,7 @@ px_content_match_for(const struct px_content_policy *p, const char *mime,
 	size_t i, j;
 
 	for (i = 0; i < p->n; i++)
-		for (j = 0; px_content_who_ok(&p->v[i], who) &&
+		for (j = 0; px_who_set_match(&p->v[i].who, who) &&
 		    j < p->v[i].ntypes; j++)
 			if (px_content_type_match(&p->v[i].types[j], mime))
 				return &p->v[i];

@@ -26,14 +26,20 @@ struct px_content_type {
 	bool			 prefix;
 };
 
+/* The user= and group= of a <content> or a <scan>: names, groups, or
+ * "*" (any: anyone proven). All empty: everyone, proven or not. */
+struct px_who_set {
+	char			**users, **groups;
+	size_t			 nusers, ngroups;
+	bool			 any;
+};
+
 /* One <content>: any of its types, then its action; with user= or
- * group=, only for those users (who_any: "*", anyone proven). */
+ * group=, only for those users. */
 struct px_content_rule {
 	struct px_content_type	*types;
 	size_t			 ntypes;
-	char			**users, **groups;
-	size_t			 nusers, ngroups;
-	bool			 who_any;
+	struct px_who_set	 who;
 	bool			 deny;
 	char			 ref[280];	/* "FILE:LINE", for rule= */
 };
@@ -75,6 +81,17 @@ struct px_content_who {
 	bool		(*in_group)(const void *arg, const char *group);
 	const void	*arg;
 };
+/* Reads n's user= and group= into w; an element that has either on a
+ * service (its root) with no <auth> nor <tls identity=> is an error at
+ * its line. 0, or -1 after reporting. */
+int	px_who_set_load(struct px_who_set *w, const struct _xmlNode *n,
+	    const struct _xmlNode *service, struct px_cfgerr *e);
+void	px_who_set_free(struct px_who_set *w);
+/* Whether w takes who (NULL: nobody proven): true for every who when w
+ * names nobody. */
+bool	px_who_set_match(const struct px_who_set *w,
+	    const struct px_content_who *who);
+
 /* The same for a transfer of who (NULL: nobody proven): a rule with
  * user= or group= is passed by unless who is one of them. */
 const struct px_content_rule *px_content_match_for(
