@@ -9,14 +9,15 @@
 #   proxyd-auth-basic      <auth methods="basic">, an LDAP authenticator
 #                          (cache="5m": warm after the warm-up)
 #   proxyd-auth-negotiate  <auth methods="negotiate">, a Kerberos keytab
-# with an MIT KDC (realm EXAMPLE.TEST) and a slapd made here in
-# $TMP/auth, on loopback. Rows, BENCH_AUTH_ROUNDS... as the others' rounds:
+# with an MIT KDC (realm EXAMPLE.TEST) and a slapd made in $TMP/auth by
+# tests/integration/auth_lib.sh (the integration tests' own), on loopback. Rows, BENCH_AUTH_ROUNDS... as the others' rounds:
 #   basic   ab -k -A alice:PW (Basic on every request: proxyd checks the
 #           first of each connection, against the cache, and compares the
 #           others with it), against proxyd-auth-basic and -none
 #   negotiate  bench/negoclient.py: connections one after the other,
-#           BENCH_AUTH_PER_CONN requests each, a fresh GSSAPI token on the
-#           first only, against proxyd-auth-negotiate and -none (the same
+#           BENCH_AUTH_PER_CONN requests each (by default the plain 10 KB
+#           keep-alive row's: BENCH_N_10K / BENCH_C), a fresh GSSAPI token
+#           on the first only, against proxyd-auth-negotiate and -none (the same
 #           requests without a token).
 #   negotiate-every  the same with a fresh token on every request, as
 #           curl --negotiate sends them: the connection Negotiate proved is
@@ -62,81 +63,28 @@ auth_wait_port() {          # PORT PID WHAT
 	return 1
 }
 
-# The realm: HTTP/localhost's keytab for proxyd, alice with a password and
-# a ticket in $AUTH_D/ccache.
-auth_start_kdc() {
-	local k=$AUTH_D/krb port=$1
-	mkdir -p "$k"
-	cat >"$k/krb5.conf" <<EOF
-[libdefaults]
-  default_realm = EXAMPLE.TEST
-  dns_lookup_kdc = false
-  dns_lookup_realm = false
-  dns_canonicalize_hostname = false
-  rdns = false
-  udp_preference_limit = 1
-[realms]
-  EXAMPLE.TEST = {
-    kdc = 127.0.0.1:$port
-  }
-[domain_realm]
-  localhost = EXAMPLE.TEST
-EOF
-	cat >"$k/kdc.conf" <<EOF
-[kdcdefaults]
-  kdc_ports = $port
-  kdc_tcp_ports = $port
-[realms]
-  EXAMPLE.TEST = {
-    database_name = $k/principal
-    key_stash_file = $k/stash
-    acl_file = $k/kadm5.acl
-  }
-[logging]
-  kdc = FILE:$k/kdc.log
-EOF
-	: >"$k/kadm5.acl"
-	export KRB5_CONFIG=$k/krb5.conf KRB5_KDC_PROFILE=$k/kdc.conf
-	export KRB5CCNAME=FILE:$k/ccache KRB5RCACHEDIR=$k
-	{
-		kdb5_util create -s -r EXAMPLE.TEST -P master-pw &&
-		kadmin.local -r EXAMPLE.TEST -q "addprinc -randkey HTTP/localhost" &&
-		kadmin.local -r EXAMPLE.TEST -q "ktadd -k $k/http.keytab HTTP/localhost" &&
-		kadmin.local -r EXAMPLE.TEST -q "addprinc -pw alice-krb-pw alice"
-	} >"$k/create.out" 2>&1 || { note "SKIP auth rows: the KDC could not be made ($k/create.out)"; return 1; }
-	krb5kdc -n -r EXAMPLE.TEST -P "$k/kdc.pid" >"$k/kdc.out" 2>&1 &
-	PIDS+=($!)
-	auth_wait_port "$port" $! krb5kdc || return 1
-	echo alice-krb-pw | kinit alice >"$k/kinit.out" 2>&1 || { note "SKIP auth rows: kinit alice failed"; return 1; }
-}
-
-auth_start_ldap() {
-	local l=$AUTH_D/ldap port=$1
-	mkdir -p "$l/db"
-	cat >"$l/slapd.conf" <<EOF
-include /etc/ldap/schema/core.schema
-include /etc/ldap/schema/cosine.schema
-include /etc/ldap/schema/inetorgperson.schema
-modulepath /usr/lib/ldap
-moduleload back_mdb
-pidfile $l/slapd.pid
-database mdb
-maxsize 10485760
-suffix "dc=example,dc=test"
-rootdn "cn=admin,dc=example,dc=test"
-rootpw ldap-admin-pw
-directory $l/db
-EOF
-	printf '%s\n' 'dn: dc=example,dc=test' 'objectClass: dcObject' 'objectClass: organization' \
-		'o: example' 'dc: example' '' 'dn: uid=alice,dc=example,dc=test' \
-		'objectClass: inetOrgPerson' 'uid: alice' 'cn: Alice' 'sn: A' \
-		'userPassword: alice-ldap-pw' >"$l/data.ldif"
-	slapd -f "$l/slapd.conf" -h "ldap://127.0.0.1:$port/" -d 0 >"$l/slapd.out" 2>&1 &
-	PIDS+=($!)
-	auth_wait_port "$port" $! slapd || return 1
-	ldapadd -x -H "ldap://127.0.0.1:$port" -D cn=admin,dc=example,dc=test -w ldap-admin-pw \
-		-f "$l/data.ldif" >"$l/add.out" 2>&1 || { note "SKIP auth rows: ldapadd failed"; return 1; }
-	printf 'ldap-admin-pw\n' >"$AUTH_D/ldap.pw"
+# The realm and the directory are the integration tests' own
+# (tests/integration/auth_lib.sh: start_kdc makes HTTP/localhost's keytab
+# in $K for proxyd and kinits alice into $KRB5CCNAME; start_ldap makes a
+# slapd with alice and her password), run here with the few helpers of
+# tests/integration/lib.sh they use, made of the bench's own: a failure
+# is a SKIP note, not the end of the bench.
+auth_lib_start() {
+	T=$AUTH_D
+	mkdir -p "$T/conf"
+	AUTH_LIB_FAILED=""
+	free_port() { printf -v "$1" '%s' "$(scan_free_ports 1)"; }
+	track_pid() { PIDS+=("$1"); }
+	wait_listen() { auth_wait_port "$1" "${3:-$$}" "127.0.0.1:$1"; }
+	fail() { [ -n "$AUTH_LIB_FAILED" ] || note "SKIP auth rows: $*"; AUTH_LIB_FAILED=1; return 1; }
+	# shellcheck source=../tests/integration/auth_lib.sh
+	source "$ROOT/tests/integration/auth_lib.sh"
+	start_kdc || true
+	[ -z "$AUTH_LIB_FAILED" ] || return 1
+	start_ldap || true
+	[ -z "$AUTH_LIB_FAILED" ] || return 1
+	AUTH_KDC_PORT=$KDC_PORT
+	AUTH_LDAP_PORT=$LDAP_PORT
 }
 
 # auth_start_proxyd TARGET PORT ADMIN_PORT AUTH_XML
@@ -154,7 +102,7 @@ auth_start_proxyd() {
   <authenticators>
     <kerberos name="corp" keytab="$AUTH_D/krb/http.keytab" service="HTTP"/>
     <ldap name="dir" url="ldap://127.0.0.1:$AUTH_LDAP_PORT" base-dn="dc=example,dc=test"
-          bind-dn="cn=admin,dc=example,dc=test" bind-password-file="$AUTH_D/ldap.pw"
+          bind-dn="cn=admin,dc=example,dc=test" bind-password-file="$AUTH_D/conf/ldap.pw"
           cache="5m" timeout="3s"/>
   </authenticators>
 </proxyd>
@@ -236,9 +184,8 @@ rows_auth() {
 	local ports r t
 	AUTH_D=$TMP/auth
 	mkdir -p "$AUTH_D" "$OUT/raw"
-	read -r AUTH_KDC_PORT AUTH_LDAP_PORT p1 p2 p3 a1 a2 a3 <<<"$(scan_free_ports 8)"
-	auth_start_kdc "$AUTH_KDC_PORT" || return 0
-	auth_start_ldap "$AUTH_LDAP_PORT" || return 0
+	read -r p1 p2 p3 a1 a2 a3 <<<"$(scan_free_ports 6)"
+	auth_lib_start || return 0
 	auth_start_proxyd proxyd-auth-none "$p1" "$a1" "<http/>" || return 0
 	auth_start_proxyd proxyd-auth-basic "$p2" "$a2" \
 		'<auth authenticator="dir" methods="basic" basic-without-tls="yes"/><http/>' || return 0

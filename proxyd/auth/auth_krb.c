@@ -6,9 +6,15 @@
  * principal, its realm stripped, is the user. One leg only: SPNEGO with a
  * Kerberos ticket completes in one token; a mechanism that needs more
  * (NTLM) is refused. The keytab is also read at load: it must hold a key
- * for service=. */
+ * for service=. Each auth thread acquires the acceptor credential of a
+ * keytab once and keeps it (krb_creds): acquiring it per token cost more
+ * than the accept itself (a library context, the profile and the keytab
+ * read again). GSSAPI still reads the keytab and the replay cache at each
+ * accept, so a replaced keytab counts at the next token and a replayed
+ * authenticator is still refused. */
 #include "auth.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,20 @@
 #include <gssapi/gssapi_ext.h>
 #include <gssapi/gssapi_krb5.h>
 #include <krb5.h>
+
+/* The acceptor credentials an auth thread keeps, by keytab path: a few
+ * (a daemon file has few kerberos authenticators; a reload that names
+ * another keytab evicts the oldest). */
+#define PX_KRB_CREDS	4
+
+struct px_krb_cred {
+	char		*keytab;	/* NULL: a free slot */
+	gss_cred_id_t	 cred;
+	uint64_t	 used;		/* the thread's check count at last use */
+};
+
+static _Thread_local struct px_krb_cred px_krb_creds[PX_KRB_CREDS];
+static _Thread_local uint64_t px_krb_uses;
 
 int
 px_auth_krb_keytab_ok(const char *path, const char *service, char *why,
@@ -104,14 +124,62 @@ px_krb_status(OM_uint32 major, OM_uint32 minor, char *buf, size_t size)
 	}
 }
 
+static void
+px_krb_cred_drop(struct px_krb_cred *c)
+{
+	OM_uint32 min2;
+
+	if (c->cred != GSS_C_NO_CREDENTIAL)
+		gss_release_cred(&min2, &c->cred);
+	free(c->keytab);
+	c->keytab = NULL;
+	c->cred = GSS_C_NO_CREDENTIAL;
+}
+
+/* This thread's acceptor credential for keytab: kept from an earlier
+ * check, or acquired now and kept. NULL, with the failure in why. */
+static struct px_krb_cred *
+px_krb_cred(const char *keytab, char *why, size_t size)
+{
+	gss_key_value_element_desc el = { .key = "keytab", .value = keytab };
+	gss_key_value_set_desc store = { .count = 1, .elements = &el };
+	struct px_krb_cred *c, *lru = &px_krb_creds[0];
+	OM_uint32 major, minor;
+	size_t i;
+
+	px_krb_uses++;
+	for (i = 0; i < PX_KRB_CREDS; i++) {
+		c = &px_krb_creds[i];
+		if (c->keytab != NULL && strcmp(c->keytab, keytab) == 0) {
+			c->used = px_krb_uses;
+			return c;
+		}
+		if (c->keytab == NULL || (lru->keytab != NULL &&
+		    c->used < lru->used))
+			lru = c;
+	}
+	px_krb_cred_drop(lru);
+	major = gss_acquire_cred_from(&minor, GSS_C_NO_NAME, GSS_C_INDEFINITE,
+	    GSS_C_NO_OID_SET, GSS_C_ACCEPT, &store, &lru->cred, NULL, NULL);
+	if (GSS_ERROR(major)) {
+		px_krb_status(major, minor, why, size);
+		lru->cred = GSS_C_NO_CREDENTIAL;
+		return NULL;
+	}
+	if ((lru->keytab = strdup(keytab)) == NULL) {
+		px_krb_cred_drop(lru);
+		snprintf(why, size, "out of memory");
+		return NULL;
+	}
+	lru->used = px_krb_uses;
+	return lru;
+}
+
 void
 px_auth_krb_check(struct px_auth_req *r)
 {
 	struct px_authn *an = r->an;
-	gss_key_value_element_desc el = { .key = "keytab",
-	    .value = an->keytab };
-	gss_key_value_set_desc store = { .count = 1, .elements = &el };
-	gss_cred_id_t cred = GSS_C_NO_CREDENTIAL;
+	struct px_krb_cred *kc;
 	gss_ctx_id_t ctx = GSS_C_NO_CONTEXT;
 	gss_buffer_desc in = { .length = r->secret_len, .value = r->secret };
 	gss_buffer_desc out = GSS_C_EMPTY_BUFFER, nm = GSS_C_EMPTY_BUFFER;
@@ -121,17 +189,19 @@ px_auth_krb_check(struct px_auth_req *r)
 	size_t i, sl = strlen(an->service);
 
 	r->id.method = PX_AUTH_NEGOTIATE;
-	major = gss_acquire_cred_from(&minor, GSS_C_NO_NAME, GSS_C_INDEFINITE,
-	    GSS_C_NO_OID_SET, GSS_C_ACCEPT, &store, &cred, NULL, NULL);
-	if (GSS_ERROR(major)) {
-		px_krb_status(major, minor, why, sizeof(why));
+	if ((kc = px_krb_cred(an->keytab, why, sizeof(why))) == NULL) {
 		r->result = PX_AUTH_ERROR;
 		snprintf(r->reason, sizeof(r->reason), "keytab: %s", why);
 		return;
 	}
-	major = gss_accept_sec_context(&minor, &ctx, cred, &in,
+	major = gss_accept_sec_context(&minor, &ctx, kc->cred, &in,
 	    GSS_C_NO_CHANNEL_BINDINGS, &src, NULL, &out, NULL, NULL, NULL);
 	if (GSS_ERROR(major)) {
+		/* A credential gone bad is acquired afresh next time. */
+		if (GSS_ROUTINE_ERROR(major) == GSS_S_NO_CRED ||
+		    GSS_ROUTINE_ERROR(major) == GSS_S_DEFECTIVE_CREDENTIAL ||
+		    GSS_ROUTINE_ERROR(major) == GSS_S_CREDENTIALS_EXPIRED)
+			px_krb_cred_drop(kc);
 		px_krb_status(major, minor, why, sizeof(why));
 		r->result = PX_AUTH_BAD_TOKEN;
 		snprintf(r->reason, sizeof(r->reason), "%s", why);
@@ -193,5 +263,4 @@ out:
 		gss_release_name(&min2, &targ);
 	if (ctx != GSS_C_NO_CONTEXT)
 		gss_delete_sec_context(&min2, &ctx, GSS_C_NO_BUFFER);
-	gss_release_cred(&min2, &cred);
 }
