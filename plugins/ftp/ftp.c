@@ -532,6 +532,7 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	struct ftp_pending *q;
 	char line[FTP_LINE_MAX + 16], ref[PX_RULE_REF_MAX];
 	char verdict[PX_RULE_REF_MAX + 64];
+	struct ftp_cmd uc;
 	int n, rc;
 
 	/* A command that waited for the quota store was counted then. */
@@ -553,6 +554,13 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	}
 	if (ftp_auth_on(s) && ftp_auth_gate(s, st, c, &rc))
 		return rc;
+	if (strcmp(c->verb, "USER") == 0 && ftp_auth_on(s) &&
+	    px_session_server_later(s)) {
+		/* USER name@server: the server kept, the name judged. */
+		if (ftp_auth_user_server(s, st, c, &uc, &rc))
+			return rc;
+		c = &uc;
+	}
 	if (strcmp(c->verb, "USER") == 0) {
 		st->user_ok = false;
 		st->user[0] = '\0';
@@ -732,6 +740,16 @@ ftp_on_open(struct px_session *s, void *state)
 	st->size_val = -1;
 	if (ftp_tls_open(s, st) == -1)
 		return -1;
+	/* Forward mode: no server yet, the proxy greets (ftp_auth.c). Its
+	 * stand-in never ends: the client's FIN ends the session. */
+	if (px_session_server_later(s)) {
+		if (px_session_relay(s, PX_RELAY_BUFFERED, false) == -1)
+			return -1;
+		ftp_send(s, PX_TO_CLIENT, "220 proxyd FTP proxy: log in as "
+		    "USER name@server\r\n");
+		px_session_resume(s, PX_TO_CLIENT);	/* (written) */
+		return 0;
+	}
 	/* The greeting is the first reply. */
 	if (ftp_q_push(st, st->tls.setup ? FTP_P_GREET : FTP_P_FWD,
 	    "-") == NULL)
@@ -952,6 +970,7 @@ const struct px_analyser ftp_analyser = {
 	.on_close = ftp_on_close,
 	.counters = ftp_counters,
 	.starttls = true,
+	.forward_mode = true,
 	.scan = true,
 	.content = true,
 	.audit = true,

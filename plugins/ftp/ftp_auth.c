@@ -9,10 +9,17 @@
  * user's own password goes on only where the rule says pass-password.
  * A wrong password or an unknown user: 530; a directory that is down,
  * too slow or too busy: 421 and the session ends (the user did nothing
- * wrong, and cannot log in now). */
+ * wrong, and cannot log in now).
+ * In mode="forward" the client names the server too, Zorp's way: USER
+ * alice@192.0.2.7 (or @192.0.2.7:2121, @[2001:db8::7]:21). The proxy
+ * greets, checks the password, judges the server by <servers>, then
+ * connects it (px_session_server_connect) and logs in there as <login>
+ * says, the server's greeting swallowed; until the user is proven,
+ * nothing reaches any server and only USER, PASS and QUIT are taken. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
@@ -32,6 +39,10 @@ struct ftp_auth {
 	bool			 have_id;
 	const struct ftp_login	*login;		/* the server login under way */
 	char			*pw;		/* pass-password: until sent */
+	/* Forward mode: the server USER named, and the one connected. */
+	struct sockaddr_storage	 server;
+	char			 server_name[64];	/* as typed, escaped */
+	bool			 connected;
 };
 
 bool
@@ -96,7 +107,16 @@ ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 	}
 	if (in)
 		return false;
-	for (i = 0; before_login[i] != NULL; i++)
+	/* Forward mode: no server to ask before the login, nor one to quit. */
+	if (px_session_server_later(s) && strcmp(c->verb, "QUIT") == 0) {
+		ftp_log_cmd(s, st, c, "verdict=accept by=proxy (no server yet)");
+		ftp_send(s, PX_TO_CLIENT, "221 Goodbye\r\n");
+		px_session_finish(s, PX_END_CLIENT, "quit");
+		*rc = FTP_RC_DENIED;	/* (finished: the first end counts) */
+		return true;
+	}
+	for (i = 0; before_login[i] != NULL && (!px_session_server_later(s) ||
+	    i < 2); i++)
 		if (strcmp(c->verb, before_login[i]) == 0)
 			return false;
 	ftp_log_cmd(s, st, c, "verdict=deny reason=not-logged-in "
@@ -104,6 +124,55 @@ ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 	*rc = ftp_reply_local(s, st, c->verb, "530 Please login with USER "
 	    "and PASS");
 	return true;
+}
+
+bool
+ftp_auth_user_server(struct px_session *s, struct ftp_state *st,
+    const struct ftp_cmd *c, struct ftp_cmd *uc, int *rc)
+{
+	struct ftp_auth *a = ftp_auth_state(s, st);
+	const char *at = NULL, *why;
+	char hp[80];
+	socklen_t sl;
+	size_t i, n;
+	bool v6;
+
+	if (a == NULL) {
+		*rc = -1;
+		return true;
+	}
+	for (i = c->arglen; i > 0 && at == NULL; i--)
+		if (c->arg[i - 1] == '@')
+			at = c->arg + i - 1;
+	a->server.ss_family = AF_UNSPEC;
+	a->server_name[0] = '\0';
+	n = at != NULL ? c->arglen - (size_t)(at + 1 - c->arg) : 0;
+	if (at == NULL || at == c->arg || n == 0 || n >= sizeof(hp) - 4) {
+		ftp_log_cmd(s, st, c, "verdict=deny reason=no-server "
+		    "rule=builtin (forward mode: USER name@server)");
+		*rc = ftp_reply_local(s, st, c->verb, "530 Name the server: "
+		    "USER name@server");
+		return true;
+	}
+	memcpy(hp, at + 1, n);
+	hp[n] = '\0';
+	px_log_escape(a->server_name, sizeof(a->server_name), hp, n, true);
+	/* No port: FTP's. An IPv6 literal is bracketed with one. */
+	v6 = hp[0] == '[';
+	if ((v6 && hp[n - 1] == ']') || (!v6 && strchr(hp, ':') == NULL))
+		strcat(hp, ":21");
+	if (px_parse_hostport(hp, &a->server, &sl, &why) == -1) {
+		a->server.ss_family = AF_UNSPEC;
+		ftp_log_cmd(s, st, c, "verdict=deny reason=server-name "
+		    "rule=builtin (forward mode: an address, not a name)");
+		*rc = ftp_reply_local(s, st, c->verb, "530 Server \"%s\": "
+		    "give its address (%s)", a->server_name, why);
+		return true;
+	}
+	*uc = *c;
+	uc->arglen = (size_t)(at - c->arg);
+	uc->arg[uc->arglen] = '\0';
+	return false;
 }
 
 /* USER: kept, answered by the proxy. */
@@ -194,6 +263,60 @@ ftp_auth_login_send(struct px_session *s, struct ftp_state *st,
 	    st->auth->login->line);
 	evbuffer_add_printf(px_session_output(s, PX_TO_SERVER), "%s %s\r\n",
 	    verb, arg);
+}
+
+/* A proven user's <login> mapped, the client's commands waiting: forward
+ * mode's server judged by <servers>, then connected; the login follows
+ * its greeting (ftp_auth_server_reply). One server a session. */
+static enum px_verdict
+ftp_auth_connect(struct px_session *s, struct ftp_state *st)
+{
+	struct ftp_auth *a = st->auth;
+	const struct sockaddr *dst = (const struct sockaddr *)&a->server;
+	const struct sockaddr *now = px_session_server(s);
+	char zones[160];
+
+	if (a->connected) {
+		if (now != NULL && px_sockaddr_same_host(now, dst) &&
+		    px_sockaddr_port(now) == px_sockaddr_port(dst)) {
+			ftp_auth_login_send(s, st, "USER",
+			    a->login->server_user != NULL ?
+			    a->login->server_user : st->user, false);
+			return PX_MORE;
+		}
+		zones[0] = '\0';
+	} else if (px_session_server_allowed(s, dst, zones,
+	    sizeof(zones)) == 0) {
+		if (px_session_server_connect(s, dst) == -1) {
+			px_session_log(s, LOG_WARNING, "ftp-auth user=%s "
+			    "result=ok server=%s verdict=error reason=\"%s\"",
+			    st->user, a->server_name, strerror(errno));
+			ftp_send(s, PX_TO_CLIENT, "421 Cannot reach the server, "
+			    "closing control connection\r\n");
+			px_session_endf(s, PX_END_PROXY, "error: connect: %s",
+			    strerror(errno));
+			return PX_DENY;
+		}
+		a->connected = true;
+		px_session_log(s, LOG_INFO, "ftp-connect user=%s server=%s %s",
+		    st->user, a->server_name, zones);
+		/* Its greeting, swallowed, then our USER. */
+		if (ftp_q_push(st, FTP_P_SUSER, "GREET") == NULL)
+			return PX_ERROR;
+		return PX_MORE;
+	}
+	px_session_log(s, LOG_NOTICE, "ftp-auth user=%s result=ok "
+	    "auth=password server=%s verdict=deny reason=server%s%s",
+	    st->user, a->server_name, zones[0] != '\0' ? " " : "",
+	    zones[0] != '\0' ? zones : "(one server a session)");
+	ftp_auth_forget(a);
+	st->user_ok = false;
+	px_session_count(s, FTP_C_DENIED_USER, 1);
+	if (ftp_reply_local(s, st, "PASS", "530 Login incorrect: server %s "
+	    "not allowed by the proxy policy", a->server_name) == -1)
+		return PX_ERROR;
+	ftp_q_flush_local(s, st);
+	return PX_MORE;
 }
 
 enum px_verdict
@@ -289,6 +412,8 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 		free(a->pw);
 		a->pw = NULL;
 	}
+	if (px_session_server_later(s))
+		return ftp_auth_connect(s, st);
 	ftp_auth_login_send(s, st, "USER", l->server_user != NULL ?
 	    l->server_user : st->user, false);
 	return PX_MORE;
@@ -303,6 +428,12 @@ ftp_auth_server_reply(struct px_session *s, struct ftp_state *st,
 
 	if (a == NULL || a->login == NULL)
 		return;
+	if (q->kind == FTP_P_SUSER && strcmp(q->verb, "GREET") == 0 &&
+	    code == 220) {
+		ftp_auth_login_send(s, st, "USER", a->login->server_user !=
+		    NULL ? a->login->server_user : st->user, false);
+		return;
+	}
 	if (q->kind == FTP_P_SUSER && (code == 331 || code == 332)) {
 		ftp_auth_login_send(s, st, "PASS", a->login->pass_password &&
 		    a->pw != NULL ? a->pw : a->login->server_pw != NULL ?

@@ -275,6 +275,11 @@ bool	ftp_auth_on(const struct px_session *s);
  * again, REIN, anything before it): true, *rc ftp_command's result. */
 bool	ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c, int *rc);
+/* Forward mode's USER name@server: the server kept and uc made the USER
+ * of name alone (false); true: answered (530, *rc ftp_command's result),
+ * no server named or not an address. */
+bool	ftp_auth_user_server(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_cmd *c, struct ftp_cmd *uc, int *rc);
 /* USER and PASS from the client, accepted by the policy: never sent on;
  * ftp_command's results. */
 int	ftp_auth_user(struct px_session *s, struct ftp_state *st,

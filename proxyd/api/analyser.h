@@ -171,6 +171,18 @@ uint64_t	 px_session_idle_timeout(const struct px_session *s);
  * the caller's log line. */
 int		 px_session_server_allowed(struct px_session *s,
 		    const struct sockaddr *dst, char *zones, size_t zlen);
+/* Stream analysers in mode="forward": the client names the server (FTP's
+ * USER name@server), so the core connects none first; until the analyser
+ * does (px_session_server_connect) its relay's server side is a stand-in
+ * that nothing comes from, and whatever the analyser queued for the
+ * server waits there. */
+bool		 px_session_server_later(const struct px_session *s);
+/* Connects dst (checked by the analyser: px_session_server_allowed) and,
+ * once connected, makes it the relay's server side, with what was queued
+ * for it; a failed connect ends the session (connect-failed). Once per
+ * session. 0 (under way), or -1 with errno. */
+int		 px_session_server_connect(struct px_session *s,
+		    const struct sockaddr *dst);
 /* Records where the session's traffic goes now (for the session-end line). */
 void		 px_session_set_server(struct px_session *s,
 		    const struct sockaddr *server);

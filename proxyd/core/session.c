@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/eventfd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +414,20 @@ px_session_connect_server(struct px_session *s)
 	bool in_progress;
 	int sfd;
 
+	if (svc->mode == PX_MODE_FORWARD && svc->analyser->driver == NULL) {
+		/* A stream analyser in forward mode learns the server from
+		 * the client (FTP's USER name@server) and connects it then
+		 * (px_session_server_connect). Until then its relay's server
+		 * side is an eventfd: never readable, never at its end. */
+		if ((sfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1) {
+			px_session_endf(s, PX_END_PROXY, "error: eventfd: %s",
+			    strerror(errno));
+			return;
+		}
+		s->sfd = sfd;
+		px_session_connected(s);
+		return;
+	}
 	sfd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL,
 	    (struct sockaddr *)&s->server,
 	    px_sockaddr_len((struct sockaddr *)&s->server),
@@ -441,4 +456,64 @@ px_session_connect_server(struct px_session *s)
 	    px_session_connect_cb, s);
 	event_add(&s->conn_ev, NULL);
 	px_session_arm_timer(s, svc->connect_timeout_ms);
+}
+
+/* Forward mode, a stream analyser: the server its client named, connected
+ * now and put in the stand-in's place (px_session_connect_server). */
+static void
+px_session_later_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_session *s = arg;
+	int err = what == EV_WRITE ? 0 : px_upstream_result((int)fd);
+
+	if (err != 0) {
+		close((int)fd);
+		PX_SC_ADD(s->m, connect_failures, 1);
+		px_session_upstream_connected(s, false);
+		px_session_endf(s, PX_END_SERVER_FAIL, "connect-failed: %s",
+		    strerror(err));
+		return;
+	}
+	px_session_upstream_connected(s, true);
+	if (!s->relay_on || px_relay_set_server(s->relay, (int)fd) == -1) {
+		close((int)fd);
+		if (s->state != PX_SS_CLOSED)
+			px_session_end(s, PX_END_PROXY, "error: the server "
+			    "connection could not take the relay's place");
+		return;
+	}
+	close(s->sfd);		/* the eventfd that stood in */
+	s->sfd = (int)fd;
+}
+
+int
+px_session_server_connect(struct px_session *s, const struct sockaddr *dst)
+{
+	const struct px_service *svc = s->svc;
+	const char *stage;
+	bool in_progress;
+	int fd;
+
+	if (!px_session_server_later(s) || !s->relay_on ||
+	    event_initialized(&s->conn_ev)) {
+		errno = EBUSY;
+		return -1;
+	}
+	fd = px_upstream_connect(svc->has_mark ? &svc->mark : NULL, dst,
+	    px_sockaddr_len(dst), NULL, &in_progress, &stage);
+	PX_SC_ADD(s->m, upstream_connects, 1);
+	if (fd == -1) {
+		PX_SC_ADD(s->m, connect_failures, 1);
+		return -1;
+	}
+	px_session_set_server(s, dst);
+	s->connect_start_us = px_metrics_now_us();
+	event_assign(&s->conn_ev, s->w->base, fd, EV_READ | EV_WRITE,
+	    px_session_later_cb, s);
+	if (!in_progress) {
+		px_session_later_cb(fd, EV_WRITE, s);
+		return 0;
+	}
+	event_add(&s->conn_ev, NULL);
+	return 0;
 }

@@ -620,6 +620,14 @@ px_session_set_server(struct px_session *s, const struct sockaddr *server)
 	memcpy(&s->server, server, px_sockaddr_len(server));
 }
 
+bool
+px_session_server_later(const struct px_session *s)
+{
+	return s->svc->mode == PX_MODE_FORWARD &&
+	    s->svc->analyser->driver == NULL;
+}
+
+
 void
 px_session_account(struct px_session *s, enum px_dir dir, uint64_t n)
 {

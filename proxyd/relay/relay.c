@@ -573,6 +573,35 @@ px_relay_buffered_start(struct px_relay *r)
 	return 0;
 }
 
+int
+px_relay_set_server(struct px_relay *r, int fd)
+{
+	struct px_conn *c = &r->conn[1];
+	struct evbuffer *queued;
+
+	if (!r->running || r->mode != PX_RELAY_BUFFERED || !r->conn_open[1] ||
+	    r->pass != NULL || c->tf != NULL || c->eof || r->shut[1])
+		return -1;
+	/* What was queued for the placeholder goes to the server. */
+	queued = c->out;
+	c->out = NULL;
+	px_conn_close(c);
+	r->conn_open[1] = false;
+	r->fd[1] = fd;
+	if (px_conn_open(c, r->base, fd, px_buf_readable, px_buf_writable,
+	    r) == -1 || (r->ops->prepare != NULL &&
+	    r->ops->prepare(r->arg, 1, c) == -1)) {
+		evbuffer_free(queued);
+		return -1;
+	}
+	r->conn_open[1] = true;
+	evbuffer_add_buffer(c->out, queued);
+	evbuffer_free(queued);
+	px_buf_update_read(r, 1);
+	px_buf_update_read(r, 0);
+	return px_buf_flush(r, 1) ? 0 : -1;
+}
+
 /* ---- passes ----------------------------------------------------------- */
 
 /* Below this a pass is copied: the pump's set-up costs about what copying

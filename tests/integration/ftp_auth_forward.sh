@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# FTP inband authentication with the server named by the client, Zorp's
+# way: an ftp service in mode="forward" with <auth>, a real slapd
+# (auth_lib.sh: alice in ops) and pyftpdlib writing down every login it is
+# offered (and logging each connection). The proxy greets itself; USER
+# alice@127.0.0.1:PORT and PASS are checked against the directory before
+# any server is connected; then the server is judged by <servers>,
+# connected, and logged into with <login>'s mapping.
+#   - ftplib: alice@server with her password: 230 from the proxy, a RETR
+#     through the server the name gave; the server got opsftp and its
+#     password (never alice's); ftp-connect and session-end name it;
+#   - a wrong password: 530, and the server sees no connection at all;
+#   - a server <servers> refuses (127.0.0.2): 530 with a log line
+#     (verdict=deny reason=server), no connection anywhere; a name without
+#     @server, or a host name: 530; commands before the login: 530, QUIT
+#     the proxy's 221;
+#   - lftp: the same login (its FEAT before USER gets 530), a download;
+#   - --check refuses mode="forward" on an ftp service without <auth>, and
+#     with <tls>.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ftp_lib.sh"
+source "$(dirname "$0")/auth_lib.sh"
+need_ftp
+need_cmds lftp slapd ldapadd
+setup
+
+start_ldap
+FTP_ROOT=$T/ftproot
+mkdir -p "$FTP_ROOT/pub"
+printf 'public\n' >"$FTP_ROOT/pub/a.txt"
+
+free_port PYFTPD_PORT
+/usr/bin/python3 - "$FTP_ROOT" "$PYFTPD_PORT" "$T/logins.txt" >"$T/pyftpd.log" 2>&1 <<'PY' &
+import logging, sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
+logging.basicConfig(level=logging.INFO)
+class Recorder(DummyAuthorizer):
+    def validate_authentication(self, user, password, handler):
+        with open(sys.argv[3], "a") as f:
+            f.write("%s %s\n" % (user, password))
+        return DummyAuthorizer.validate_authentication(self, user, password, handler)
+class Handler(FTPHandler):
+    def on_connect(self):
+        with open(sys.argv[3], "a") as f:
+            f.write("connect\n")
+a = Recorder()
+a.add_user("opsftp", "ops-server-pw", sys.argv[1], perm="elr")
+Handler.authorizer = a
+FTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever(timeout=1)
+PY
+track_pid $!
+wait_listen "$PYFTPD_PORT" 20 $! || fail "pyftpdlib did not start: $(cat "$T/pyftpd.log")"
+: >>"$T/logins.txt"
+
+printf 'ops-server-pw\n' >"$T/policy/ops.pw"
+write_proxyd_conf "" "<authenticators>
+    $(ldap_conf dir)
+  </authenticators>"
+free_port PF
+cat >"$T/policy/fwd.xml" <<EOF
+<service name="fwd" analyser="ftp">
+  <listen address="127.0.0.1" port="$PF" mode="forward"/>
+  <servers allow="127.0.0.1/32"/>
+  <auth authenticator="dir"/>
+  <ftp>
+    <login group="ops" server-user="opsftp" server-password-file="ops.pw"/>
+  </ftp>
+</service>
+EOF
+PROXYD_PORTS+=("$PF")
+start_proxyd
+S=127.0.0.1:$PYFTPD_PORT
+
+# ftpc USER PASSWORD [ACTION...]: one ftplib session through the proxy
+ftpc() {
+    timeout 60 python3 - "$PF" "$@" <<'EOF'
+import ftplib, sys
+port, user, pw, acts = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+f = ftplib.FTP()
+print("greet", f.connect("127.0.0.1", port, timeout=20).split("\n")[0])
+for a in acts:
+    if a.startswith("pre "):
+        try:
+            print("ok", f.sendcmd(a[4:]).split("\n")[0])
+        except ftplib.all_errors as e:
+            print("err", str(e).split("\n")[0])
+try:
+    print("login", f.login(user, pw).split("\n")[0])
+except ftplib.all_errors as e:
+    print("login-err", str(e).split("\n")[0])
+    f.close()
+    sys.exit(0)
+for a in acts:
+    if a.startswith("get "):
+        b = []
+        f.retrbinary("RETR " + a[4:], b.append)
+        print("ok", b"".join(b).decode().strip())
+print("quit", f.quit().split("\n")[0])
+EOF
+}
+connects() { grep -c '^connect$' "$T/logins.txt" || true; }
+
+info "alice@server: proven, then the server she named"
+out=$(ftpc "alice@$S" alice-ldap-pw "pre PWD" "get pub/a.txt")
+echo "$out"
+assert_eq "$(sed -n 1p <<<"$out" | cut -c1-10)" "greet 220 " "the proxy's greeting"
+assert_eq "$(sed -n 2p <<<"$out" | cut -c1-7)" "err 530" "a command before the login"
+assert_eq "$(sed -n 3p <<<"$out")" "login 230 User alice logged in" "alice's login"
+assert_eq "$(sed -n 4p <<<"$out")" "ok public" "alice's download from the server she named"
+assert_grep "$T/logins.txt" '^opsftp ops-server-pw$' "the server got the mapped login"
+assert_no_grep "$T/logins.txt" 'alice' "the server never hears of alice"
+assert_log "ftp-connect user=alice server=$S client-zone="
+wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=$S .*user=alice auth=password" 10 ||
+    fail "no session-end line naming the server and alice: $(grep session-end "$PROXYD_LOG" | tail -n 1)"
+assert_eq "$(connects)" 1 "one connection to the server"
+
+info "a wrong password: 530, no connection to the server"
+out=$(ftpc "alice@$S" wrong-pw)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out" | cut -c1-13)" "login-err 530" "a wrong password"
+assert_log 'auth authenticator=dir method=password user=alice result=bad-password'
+assert_eq "$(connects)" 1 "no connection to the server for a wrong password"
+
+info "a server <servers> refuses: 530 and a log line, no connection"
+out=$(ftpc "alice@127.0.0.2:$PYFTPD_PORT" alice-ldap-pw)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect: server 127.0.0.2:$PYFTPD_PORT not allowed by the proxy policy" "a refused server"
+assert_log "ftp-auth user=alice result=ok auth=password server=127.0.0.2:$PYFTPD_PORT verdict=deny reason=server client-zone=- server-zone=-"
+out=$(ftpc alice alice-ldap-pw)
+assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Name the server: USER name@server" "no server named"
+out=$(ftpc "alice@ftp.example.test" alice-ldap-pw)
+[[ $(sed -n 2p <<<"$out") == 'login-err 530 Server "ftp.example.test": give its address'* ]] ||
+    fail "a host name: $(sed -n 2p <<<"$out")"
+assert_eq "$(connects)" 1 "no connection for a refused or unnamed server"
+# the client gone before any server: its session ends too
+wait_grep "$PROXYD_LOG" 'session-end service=fwd .*server=- .*end=client-closed' 10 ||
+    fail "a session whose client closed before any server did not end: $(grep -c session-end "$PROXYD_LOG") session-end lines"
+out=$(timeout 20 python3 -c '
+import ftplib, sys
+f = ftplib.FTP(); f.connect("127.0.0.1", int(sys.argv[1]), timeout=10)
+print(f.quit())' "$PF")
+assert_eq "$out" "221 Goodbye" "QUIT before the login"
+
+info "lftp: the same login, a download"
+rm -f "$T/lftp.got"
+timeout 60 lftp -c "set cmd:fail-exit yes; set net:max-retries 1; set net:timeout 10; set ftp:ssl-allow no;
+    open -u alice@$S,alice-ldap-pw ftp://127.0.0.1:$PF; get pub/a.txt -o $T/lftp.got" 2>"$T/lftp.err" ||
+    fail "lftp: $(tail -n 3 "$T/lftp.err")"
+assert_eq "$(cat "$T/lftp.got")" public "lftp's download"
+assert_eq "$(connects)" 2 "lftp's one connection to the server"
+
+info "--check refuses forward mode without <auth>, and with <tls>"
+mkdir -p "$T/bad/policy"
+sed -e 's|<policies dir="../policy"/>|<policies dir="policy"/>|' \
+    -e 's|bind-password-file="ldap.pw"|bind-password-file="'"$T"'/conf/ldap.pw"|' \
+    "$PROXYD_CONF" >"$T/bad/proxyd.xml"
+sed -e '/<auth /d' -e '/<login /d' "$T/policy/fwd.xml" >"$T/bad/policy/a.xml"
+rc=0
+"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
+assert_ne "$rc" 0 "--check of forward mode without <auth>"
+assert_grep "$T/check.out" 'a.xml:2: mode="forward": analyser "ftp" takes the server from a proven user.s login: the service needs <auth>'
+sed -e 's|<auth |<tls side="client" mode="terminate" cert="x.pem" key="x.key"/><auth |' "$T/policy/fwd.xml" >"$T/bad/policy/a.xml"
+rc=0
+"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
+assert_ne "$rc" 0 "--check of forward mode with <tls>"
+assert_grep "$T/check.out" '<tls>: not with mode="forward" on analyser "ftp"'
+info "ok"
