@@ -745,9 +745,10 @@ ftp_on_open(struct px_session *s, void *state)
 	if (px_session_server_later(s)) {
 		if (px_session_relay(s, PX_RELAY_BUFFERED, false) == -1)
 			return -1;
-		ftp_send(s, PX_TO_CLIENT, "220 proxyd FTP proxy: log in as "
-		    "USER name@server\r\n");
-		px_session_resume(s, PX_TO_CLIENT);	/* (written) */
+		/* Sent from on_data, where what it queues is counted. */
+		if (ftp_auth_greet(s, st, true) == -1)
+			return -1;
+		px_session_resume(s, PX_TO_CLIENT);
 		return 0;
 	}
 	/* The greeting is the first reply. */
@@ -766,6 +767,8 @@ ftp_on_data_in(struct px_session *s, struct ftp_state *st, enum px_dir dir,
 
 	if ((v = ftp_auth_step(s, st, p)) != PX_MORE)
 		return v;
+	if (dir == PX_TO_CLIENT)
+		(void)ftp_auth_greet(s, st, false);
 	if (px_session_input_closed(s, dir) && dir == PX_TO_CLIENT &&
 	    (st->scan_held || ftp_scan_reply_held(st))) {
 		/* The server closed (after its 221 to a QUIT sent meanwhile)

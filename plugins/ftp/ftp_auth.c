@@ -43,6 +43,7 @@ struct ftp_auth {
 	struct sockaddr_storage	 server;
 	char			 server_name[64];	/* as typed, escaped */
 	bool			 connected;
+	bool			 greet;		/* the proxy's greeting is due */
 };
 
 bool
@@ -124,6 +125,23 @@ ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 	*rc = ftp_reply_local(s, st, c->verb, "530 Please login with USER "
 	    "and PASS");
 	return true;
+}
+
+int
+ftp_auth_greet(struct px_session *s, struct ftp_state *st, bool later)
+{
+	struct ftp_auth *a = later ? ftp_auth_state(s, st) : st->auth;
+
+	if (a == NULL)
+		return later ? -1 : 0;
+	if (later)
+		a->greet = true;
+	else if (a->greet) {
+		a->greet = false;
+		ftp_send(s, PX_TO_CLIENT, "220 proxyd FTP proxy: log in as "
+		    "USER name@server\r\n");
+	}
+	return 0;
 }
 
 bool

@@ -275,6 +275,9 @@ bool	ftp_auth_on(const struct px_session *s);
  * again, REIN, anything before it): true, *rc ftp_command's result. */
 bool	ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c, int *rc);
+/* Forward mode's greeting, the proxy's own: due (later, from on_open;
+ * -1: out of memory), then sent by the next on_data (later false). */
+int	ftp_auth_greet(struct px_session *s, struct ftp_state *st, bool later);
 /* Forward mode's USER name@server: the server kept and uc made the USER
  * of name alone (false); true: answered (530, *rc ftp_command's result),
  * no server named or not an address. */

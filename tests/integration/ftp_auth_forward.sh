@@ -143,6 +143,9 @@ import ftplib, sys
 f = ftplib.FTP(); f.connect("127.0.0.1", int(sys.argv[1]), timeout=10)
 print(f.quit())' "$PF")
 assert_eq "$out" "221 Goodbye" "QUIT before the login"
+# the proxy's greeting (50 bytes) and its 221 (13) are the client's bytes
+wait_grep "$PROXYD_LOG" 'session-end service=fwd .*server=- to-server=0 to-client=63 .*end=quit' 10 ||
+    fail "the QUIT session's line: $(grep 'end=quit' "$PROXYD_LOG")"
 
 info "lftp: the same login, a download"
 rm -f "$T/lftp.got"
