@@ -14,6 +14,8 @@
 #     (verdict=deny reason=server), no connection anywhere; a name without
 #     @server, or a host name: 530; commands before the login: 530, QUIT
 #     the proxy's 221;
+#   - a server that refuses the connection: the session ends
+#     (connect-failed);
 #   - lftp: the same login (its FEAT before USER gets 530), a download;
 #   - --check refuses mode="forward" on an ftp service without <auth>, and
 #     with <tls>.
@@ -146,6 +148,14 @@ assert_eq "$out" "221 Goodbye" "QUIT before the login"
 # the proxy's greeting (50 bytes) and its 221 (13) are the client's bytes
 wait_grep "$PROXYD_LOG" 'session-end service=fwd .*server=- to-server=0 to-client=63 .*end=quit' 10 ||
     fail "the QUIT session's line: $(grep 'end=quit' "$PROXYD_LOG")"
+
+info "a server that does not answer: the session ends, connect-failed"
+free_port DEAD   # nothing listens there
+out=$(ftpc "alice@127.0.0.1:$DEAD" alice-ldap-pw)
+assert_eq "$(sed -n 2p <<<"$out" | cut -c1-9)" "login-err" "a login to a server that is not there"
+wait_grep "$PROXYD_LOG" "ftp-connect user=alice server=127.0.0.1:$DEAD " 10 || fail "no ftp-connect line for the dead server"
+wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$DEAD .*user=alice auth=password by=server-fail phase=data end=connect-failed: Connection refused" 10 ||
+    fail "no connect-failed session-end line: $(grep "$DEAD" "$PROXYD_LOG" | tail -n 2)"
 
 info "lftp: the same login, a download"
 rm -f "$T/lftp.got"
