@@ -283,6 +283,20 @@ ftp_auth_login_send(struct px_session *s, struct ftp_state *st,
 	    verb, arg);
 }
 
+/* A PASS the proxy refuses with text (a 530): the user forgotten, USER
+ * again, the commands that waited answered in order. */
+static enum px_verdict
+ftp_auth_refuse(struct px_session *s, struct ftp_state *st, const char *text)
+{
+	ftp_auth_forget(st->auth);
+	st->user_ok = false;
+	px_session_count(s, FTP_C_DENIED_USER, 1);
+	if (ftp_reply_local(s, st, "PASS", "%s", text) == -1)
+		return PX_ERROR;
+	ftp_q_flush_local(s, st);
+	return PX_MORE;
+}
+
 /* A proven user's <login> mapped, the client's commands waiting: forward
  * mode's server judged by <servers>, then connected; the login follows
  * its greeting (ftp_auth_server_reply). One server a session. */
@@ -292,7 +306,7 @@ ftp_auth_connect(struct px_session *s, struct ftp_state *st)
 	struct ftp_auth *a = st->auth;
 	const struct sockaddr *dst = (const struct sockaddr *)&a->server;
 	const struct sockaddr *now = px_session_server(s);
-	char zones[160];
+	char zones[160], text[160];
 
 	if (a->connected) {
 		if (now != NULL && px_sockaddr_same_host(now, dst) &&
@@ -327,14 +341,9 @@ ftp_auth_connect(struct px_session *s, struct ftp_state *st)
 	    "auth=password server=%s verdict=deny reason=server%s%s",
 	    st->user, a->server_name, zones[0] != '\0' ? " " : "",
 	    zones[0] != '\0' ? zones : "(one server a session)");
-	ftp_auth_forget(a);
-	st->user_ok = false;
-	px_session_count(s, FTP_C_DENIED_USER, 1);
-	if (ftp_reply_local(s, st, "PASS", "530 Login incorrect: server %s "
-	    "not allowed by the proxy policy", a->server_name) == -1)
-		return PX_ERROR;
-	ftp_q_flush_local(s, st);
-	return PX_MORE;
+	snprintf(text, sizeof(text), "530 Login incorrect: server %s not "
+	    "allowed by the proxy policy", a->server_name);
+	return ftp_auth_refuse(s, st, text);
 }
 
 enum px_verdict
@@ -367,13 +376,7 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 			return PX_DENY;
 		}
 		px_auth_req_free(r);
-		ftp_auth_forget(a);
-		st->user_ok = false;
-		px_session_count(s, FTP_C_DENIED_USER, 1);
-		if (ftp_reply_local(s, st, "PASS", "530 Login incorrect") == -1)
-			return PX_ERROR;
-		ftp_q_flush_local(s, st);
-		return PX_MORE;
+		return ftp_auth_refuse(s, st, "530 Login incorrect");
 	}
 	a->id = r->id;
 	memset(&r->id, 0, sizeof(r->id));	/* moved */
@@ -389,14 +392,9 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 		px_session_log(s, LOG_NOTICE, "ftp-auth user=%s result=ok "
 		    "auth=password verdict=deny reason=no-login rule=%s",
 		    st->user, rule);
-		ftp_auth_forget(a);
-		st->user_ok = false;
-		px_session_count(s, FTP_C_DENIED_USER, 1);
-		if (ftp_reply_local(s, st, "PASS", "530 Login incorrect: no "
-		    "server login for %s", st->user) == -1)
-			return PX_ERROR;
-		ftp_q_flush_local(s, st);
-		return PX_MORE;
+		snprintf(msg, sizeof(msg), "530 Login incorrect: no server "
+		    "login for %s", st->user);
+		return ftp_auth_refuse(s, st, msg);
 	}
 	px_session_log(s, LOG_INFO, "ftp-auth user=%s result=ok auth=password "
 	    "login=%s:%ld", st->user, px_session_policy_file(s), l->line);

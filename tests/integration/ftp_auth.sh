@@ -45,26 +45,7 @@ cp /bin/true "$FTP_ROOT/pub/prog"
 chmod 644 "$FTP_ROOT/ops/secret.txt" "$FTP_ROOT/pub/a.txt" "$FTP_ROOT/pub/prog"
 
 # pyftpdlib: opsftp and bob, every login offered written to logins.txt
-free_port PYFTPD_PORT
-/usr/bin/python3 - "$FTP_ROOT" "$PYFTPD_PORT" "$T/logins.txt" >"$T/pyftpd.log" 2>&1 <<'PY' &
-import logging, sys
-from pyftpdlib.authorizers import DummyAuthorizer, AuthenticationFailed
-from pyftpdlib.handlers import FTPHandler
-from pyftpdlib.servers import FTPServer
-logging.basicConfig(level=logging.INFO)
-class Recorder(DummyAuthorizer):
-    def validate_authentication(self, user, password, handler):
-        with open(sys.argv[3], "a") as f:
-            f.write("%s %s\n" % (user, password))
-        return DummyAuthorizer.validate_authentication(self, user, password, handler)
-a = Recorder()
-a.add_user("opsftp", "ops-server-pw", sys.argv[1], perm="elradfmw")
-a.add_user("bob", "bob-ldap-pw", sys.argv[1], perm="elradfmw")
-FTPHandler.authorizer = a
-FTPServer(("127.0.0.1", int(sys.argv[2])), FTPHandler).serve_forever(timeout=1)
-PY
-track_pid $!
-wait_listen "$PYFTPD_PORT" 20 $! || fail "pyftpdlib did not start: $(cat "$T/pyftpd.log")"
+start_pyftpd_recorder "$T/logins.txt" opsftp:ops-server-pw bob:bob-ldap-pw
 
 # a directory that accepts and never answers
 start_py_server STALL <<'EOF'

@@ -32,30 +32,7 @@ FTP_ROOT=$T/ftproot
 mkdir -p "$FTP_ROOT/pub"
 printf 'public\n' >"$FTP_ROOT/pub/a.txt"
 
-free_port PYFTPD_PORT
-/usr/bin/python3 - "$FTP_ROOT" "$PYFTPD_PORT" "$T/logins.txt" >"$T/pyftpd.log" 2>&1 <<'PY' &
-import logging, sys
-from pyftpdlib.authorizers import DummyAuthorizer
-from pyftpdlib.handlers import FTPHandler
-from pyftpdlib.servers import FTPServer
-logging.basicConfig(level=logging.INFO)
-class Recorder(DummyAuthorizer):
-    def validate_authentication(self, user, password, handler):
-        with open(sys.argv[3], "a") as f:
-            f.write("%s %s\n" % (user, password))
-        return DummyAuthorizer.validate_authentication(self, user, password, handler)
-class Handler(FTPHandler):
-    def on_connect(self):
-        with open(sys.argv[3], "a") as f:
-            f.write("connect\n")
-a = Recorder()
-a.add_user("opsftp", "ops-server-pw", sys.argv[1], perm="elr")
-Handler.authorizer = a
-FTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever(timeout=1)
-PY
-track_pid $!
-wait_listen "$PYFTPD_PORT" 20 $! || fail "pyftpdlib did not start: $(cat "$T/pyftpd.log")"
-: >>"$T/logins.txt"
+start_pyftpd_recorder "$T/logins.txt" opsftp:ops-server-pw
 
 printf 'ops-server-pw\n' >"$T/policy/ops.pw"
 write_proxyd_conf "" "<authenticators>

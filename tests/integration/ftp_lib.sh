@@ -118,6 +118,44 @@ PY
     }
 }
 
+# start_pyftpd_recorder LOGFILE USER:PASSWORD...: pyftpdlib serving
+# $FTP_ROOT (all permissions) to those users on 127.0.0.1:$PYFTPD_PORT,
+# writing to LOGFILE "connect" for each connection and "USER PASSWORD"
+# for each login it is offered (the inband authentication tests: what
+# reached the server).
+start_pyftpd_recorder() {
+    local log=$1 pid
+    shift
+    free_port PYFTPD_PORT
+    : >>"$log"
+    /usr/bin/python3 - "$FTP_ROOT" "$PYFTPD_PORT" "$log" "$@" >"$T/pyftpd.log" 2>&1 <<'PY' &
+import logging, sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
+logging.basicConfig(level=logging.INFO)
+def note(line):
+    with open(sys.argv[3], "a") as f:
+        f.write(line + "\n")
+class Recorder(DummyAuthorizer):
+    def validate_authentication(self, user, password, handler):
+        note("%s %s" % (user, password))
+        return DummyAuthorizer.validate_authentication(self, user, password, handler)
+class Handler(FTPHandler):
+    def on_connect(self):
+        note("connect")
+a = Recorder()
+for up in sys.argv[4:]:
+    u, p = up.split(":", 1)
+    a.add_user(u, p, sys.argv[1], perm="elradfmw")
+Handler.authorizer = a
+FTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever(timeout=1)
+PY
+    pid=$!
+    track_pid "$pid"
+    wait_listen "$PYFTPD_PORT" 20 "$pid" || fail "pyftpdlib did not start: $(cat "$T/pyftpd.log")"
+}
+
 # write_ftp_service NAME LISTEN_PORT FTP_XML [LISTEN_ADDR] [TARGET_PORT]
 # [TARGET_ADDR]: an ftp service in fixed mode in front of our vsftpd (or
 # TARGET_ADDR:TARGET_PORT).
