@@ -873,6 +873,7 @@ h2o_conn_fallback(struct h2o_conn *c)
 {
 	struct http_h2o_stream *st;
 	struct http_state *h;
+	size_t n;
 
 	h2o_memo_add((struct sockaddr *)&c->dst, c->name, c->idle_ms < 1000 ?
 	    1000 : c->idle_ms);
@@ -887,10 +888,11 @@ h2o_conn_fallback(struct h2o_conn *c)
 		}
 		http_h2o_drop(h);
 		h->srv_h2 = false;
-		/* Sent again, the HTTP/1.1 way: counted once. */
-		h->req_bytes -= evbuffer_get_length(h->head_out) <
-		    h->req_bytes ? evbuffer_get_length(h->head_out) :
-		    h->req_bytes;
+		/* Sent again, the HTTP/1.1 way: counted once, in the
+		 * transaction's bytes and in the session's. */
+		n = evbuffer_get_length(h->head_out);
+		h->req_bytes -= n < h->req_bytes ? n : h->req_bytes;
+		px_session_unsent(h->s, PX_TO_SERVER, n);
 		http_dispatch(h, (struct sockaddr *)&c->dst);
 		if (!h->gone)
 			http_drive(h);

@@ -9,6 +9,8 @@
 #  - a service whose TLS settings differ gets its own connection (one
 #    whose CA does not verify nginx gets 502, however many verified ones
 #    are open);
+#  - the request that found out counts its head once in the session's
+#    bytes (to-server= as through server-h2="no");
 #  - an HTTP/1.1 client's 1 MB upload over TLS h2 arrives whole, sent
 #    with its head before the connection's handshake is done.
 # On main the attribute is unknown: the service does not load.
@@ -63,18 +65,20 @@ free_port PA2
 free_port PA1
 free_port PU
 free_port PB
+free_port PN1
 write_proxyd_conf
 write_http_service y2 "$PY2" "$N2" "<http server-h2=\"yes\"/>$ORIG"
 write_http_service y1 "$PY1" "$N1" "<http server-h2=\"yes\"/>$ORIG"
 write_http_service a2 "$PA2" "$N2" "<http server-h2=\"auto\"/>$ORIG"
 write_http_service a1 "$PA1" "$N1" "<http server-h2=\"auto\"/>$ORIG"
+write_http_service n1 "$PN1" "$N1" "<http server-h2=\"no\"/>$ORIG"
 write_http_service up "$PU" "$N2" "<http server-h2=\"yes\"/>$ORIG"
 write_http_service bad "$PB" "$N2" "<http server-h2=\"yes\"/><tls side=\"server\" mode=\"originate\" ca=\"$P/other-ca.pem\" sni=\"origin.test\"/>"
 start_proxyd
 
-fetch() { # PORT PATH: "code sha256"
+fetch() { # PORT PATH: "code sha256" (Host: origin.test, whatever the port)
     local code
-    code=$(curl -sS --max-time 10 -o "$T/f.out" -w '%{http_code}' "http://127.0.0.1:$1$2" 2>/dev/null) || true
+    code=$(curl -sS --max-time 10 -o "$T/f.out" -w '%{http_code}' -H 'Host: origin.test' "http://127.0.0.1:$1$2" 2>/dev/null) || true
     echo "$code $(sha256_of "$T/f.out" 2>/dev/null)"
 }
 want="200 $(sha256_of "$T/www/small.bin")"
@@ -85,7 +89,14 @@ check [ "$(fetch "$PA2" /small.bin)" = "$want" ] "auto over TLS to an h2 listene
 # not ride on the connection the first one verified.
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PB/small.bin" 2>/dev/null) || true
 check [ "$code" = 502 ] "a service whose CA does not verify the server: $code"
+check [ "$(fetch "$PN1" /small.bin)" = "$want" ] "no over TLS to an HTTP/1.1 listener"
 check [ "$(fetch "$PA1" /small.bin)" = "$want" ] "auto over TLS to an HTTP/1.1 listener (first)"
+# The same request's head, sent once either way: the same to-server=.
+wait_log_count "session-end service=n1 " 1
+wait_log_count "session-end service=a1 " 1
+tn=$(grep -m1 "session-end service=n1 " "$PROXYD_LOG" | sed -n 's/.* to-server=\([0-9]*\) .*/\1/p')
+ta=$(grep -m1 "session-end service=a1 " "$PROXYD_LOG" | sed -n 's/.* to-server=\([0-9]*\) .*/\1/p')
+check [ "${tn:-none}" = "$ta" ] "auto's fallback counts its head once: to-server=$ta (no: $tn)"
 check [ "$(fetch "$PA1" /small.bin)" = "$want" ] "auto over TLS to an HTTP/1.1 listener (again)"
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PY1/small.bin" 2>/dev/null) || true
 check [ "$code" = 502 ] "yes to an HTTP/1.1-only listener: $code"
@@ -101,7 +112,7 @@ wait_grep "$T/nginx/logs/pr.log" 'POST /upload' 5 || true
 log=$(cat "$T/nginx/logs/pr.log")
 info "nginx saw: $(tr '\n' '|' <<<"$log")"
 check [ "$(grep -c "^$N2 HTTP/2.0 \"GET /small.bin" <<<"$log")" = 2 ] "the h2 listener saw HTTP/2.0 twice"
-check [ "$(grep -c "^$N1 HTTP/1.1 \"GET /small.bin" <<<"$log")" = 2 ] "the HTTP/1.1 listener saw HTTP/1.1 twice"
+check [ "$(grep -c "^$N1 HTTP/1.1 \"GET /small.bin" <<<"$log")" = 3 ] "the HTTP/1.1 listener saw HTTP/1.1 three times"
 check [ "$(grep -c "^$N2 HTTP/1.1" <<<"$log")" = 0 ] "no HTTP/1.1 on the h2 listener"
 f=$(grep "^$N2 HTTP/2.0 \"POST /upload" <<<"$log" | awk '{print $NF}')
 check [ "$(sha256_of "$f" 2>/dev/null)" = "$(sha256_of "$T/www/one.bin")" ] "the upload arrived whole"
