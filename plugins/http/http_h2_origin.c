@@ -74,14 +74,19 @@
 struct h2o_conn;
 
 /* A header block arriving (a response head, or trailers): names and
- * values gathered into one buffer, pointed at once the block is whole. */
+ * values gathered into one buffer, and where each field is in it, both
+ * grown to what the block holds (a stream keeps its blocks, not a
+ * struct http_head of HTTP_MAX_HEADERS fields: one per worker is made
+ * from a block when the engine reads it, h2o_block_head). */
+struct h2o_field {
+	uint32_t	 no, nl, vo, vl;
+};
+
 struct h2o_block {
 	char		*buf;
 	size_t		 len, cap;
-	unsigned	 n;
-	struct {
-		uint32_t no, nl, vo, vl;
-	}		 f[HTTP_MAX_HEADERS];
+	struct h2o_field *f;
+	unsigned	 n, fcap;
 	int		 status;
 	const char	*bad;		/* over a limit, malformed: why */
 };
@@ -107,13 +112,14 @@ struct http_h2o_stream {
 	/* The response. */
 	struct h2o_block	*blk;		/* the block arriving */
 	bool			 blk_trailers;	/* blk is the trailers */
-	struct http_head	*head;		/* the final head, once whole */
+	bool			 got_head;	/* the final head is whole */
+	bool			 head_ended;	/* it came with END_STREAM */
 	bool			 head_ready;	/* not judged yet */
-	struct http_head	*interim;	/* a 1xx head not passed on yet */
-	struct h2o_block	*iblk;		/* its storage */
-	struct http_head	*trailers;	/* once whole */
-	struct h2o_block	*tblk;		/* their storage */
-	struct h2o_block	*hblk;		/* the head's storage */
+	bool			 interim_new;	/* iblk not passed on yet */
+	struct h2o_block	*iblk;		/* the last 1xx head */
+	struct h2o_block	*tblk;		/* the trailers, once whole */
+	struct h2o_block	*hblk;		/* the final head (or a bad
+						 * block: why in its bad) */
 	struct evbuffer		*body;		/* DATA not taken yet */
 	bool			 got_bytes;	/* any response frame */
 	bool			 ended;		/* END_STREAM received */
@@ -465,6 +471,20 @@ h2o_block_head(struct h2o_block *b, struct http_head *m,
 	}
 }
 
+static void
+h2o_block_free(struct h2o_block *b)
+{
+	if (b == NULL)
+		return;
+	free(b->buf);
+	free(b->f);
+	free(b);
+}
+
+/* The worker's head the engine reads a stream's block through (judged,
+ * or its trailers written, before anything else runs on the worker). */
+static _Thread_local struct http_head h2o_head_tmp;
+
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 
 static struct http_h2o_stream *
@@ -496,7 +516,7 @@ h2o_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr,
 	st->blk->n = 0;
 	st->blk->status = 0;
 	st->blk->bad = NULL;
-	st->blk_trailers = st->head != NULL;
+	st->blk_trailers = st->got_head;
 	return 0;
 }
 
@@ -546,6 +566,15 @@ h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
 		b->bad = "response head over max-header-bytes";
 		return 0;
 	}
+	if (b->n == b->fcap) {
+		unsigned fcap = b->fcap ? b->fcap * 2 : 16;
+		struct h2o_field *nf = reallocarray(b->f, fcap, sizeof(*nf));
+
+		if (nf == NULL)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		b->f = nf;
+		b->fcap = fcap;
+	}
 	if (b->len + nlen + vlen > b->cap) {
 		size_t cap = b->cap * 2 + nlen + vlen + 256;
 		char *nb = realloc(b->buf, cap);
@@ -572,64 +601,33 @@ static void
 h2o_block_done(struct http_h2o_stream *st, bool ended)
 {
 	struct h2o_block *b = st->blk;
-	enum h2o_framing framing;
-	struct http_head *m;
 
 	if (b == NULL || st->h == NULL)
 		return;
 	if (b->bad == NULL && !st->blk_trailers && b->status == 0)
 		b->bad = "response without :status";
+	st->blk = NULL;
 	if (b->bad != NULL) {
 		st->failed = true;
 		st->error = NGHTTP2_PROTOCOL_ERROR;
-		st->blk = NULL;
+		h2o_block_free(st->hblk);
 		st->hblk = b;
-		h2o_notify(st);
-		return;
-	}
-	if (st->blk_trailers) {
-		if ((m = malloc(sizeof(*m))) == NULL)
-			return;
-		h2o_block_head(b, m, H2O_FRAMING_AS_IS);
-		free(st->trailers);
-		st->trailers = m;
+	} else if (st->blk_trailers) {
+		h2o_block_free(st->tblk);
 		st->tblk = b;
-		st->blk = NULL;
-		h2o_notify(st);
-		return;
-	}
-	if (b->status < 200) {
+	} else if (b->status < 200) {
 		/* Interim (100, 103): passed on as it comes; one not yet
 		 * passed on when the next comes is dropped for it. */
-		if (st->interim == NULL &&
-		    (st->interim = malloc(sizeof(*st->interim))) == NULL)
-			return;
-		h2o_block_head(b, st->interim, H2O_FRAMING_AS_IS);
-		if (st->iblk != NULL)
-			free(st->iblk->buf);
-		free(st->iblk);
+		h2o_block_free(st->iblk);
 		st->iblk = b;
-		st->blk = NULL;
-		h2o_notify(st);
-		return;
+		st->interim_new = true;
+	} else {
+		h2o_block_free(st->hblk);
+		st->hblk = b;
+		st->got_head = true;
+		st->head_ready = true;
+		st->head_ended = ended;
 	}
-	if ((m = malloc(sizeof(*m))) == NULL) {
-		st->failed = true;
-		st->error = NGHTTP2_INTERNAL_ERROR;
-		h2o_notify(st);
-		return;
-	}
-	/* An HTTP/1.0 client gets a body without length by the close;
-	 * no length is said where none may be (RFC 9110 8.6). */
-	framing = st->h->client_10 ? H2O_FRAMING_AS_IS : H2O_FRAMING_CHUNKED;
-	if (ended)
-		framing = st->h->is_head || b->status == 204 ||
-		    b->status == 304 ? H2O_FRAMING_AS_IS : H2O_FRAMING_EMPTY;
-	h2o_block_head(b, m, framing);
-	st->head = m;
-	st->hblk = b;
-	st->blk = NULL;
-	st->head_ready = true;
 	h2o_notify(st);
 }
 
@@ -665,7 +663,7 @@ h2o_on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
 
 	(void)flags;
 	(void)arg;
-	if (st == NULL || st->h == NULL || st->head == NULL) {
+	if (st == NULL || st->h == NULL || !st->got_head) {
 		/* Nobody takes them: the connection's window comes back. */
 		nghttp2_session_consume(ng, id, len);
 		return 0;
@@ -1154,21 +1152,10 @@ h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 static void
 h2o_stream_free(struct http_h2o_stream *st)
 {
-	if (st->blk != NULL)
-		free(st->blk->buf);
-	free(st->blk);
-	if (st->hblk != NULL)
-		free(st->hblk->buf);
-	free(st->hblk);
-	if (st->tblk != NULL)
-		free(st->tblk->buf);
-	free(st->tblk);
-	if (st->iblk != NULL)
-		free(st->iblk->buf);
-	free(st->iblk);
-	free(st->interim);
-	free(st->head);
-	free(st->trailers);
+	h2o_block_free(st->blk);
+	h2o_block_free(st->hblk);
+	h2o_block_free(st->tblk);
+	h2o_block_free(st->iblk);
 	free(st->nv);
 	free(st->nvbuf);
 	free(st->tnv);
@@ -1378,9 +1365,12 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 			return;
 		}
 		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk) {
-			if (st->trailers != NULL)
-				http_head_trailers(to, st->trailers, h->pol,
+			if (st->tblk != NULL) {
+				h2o_block_head(st->tblk, &h2o_head_tmp,
+				    H2O_FRAMING_AS_IS);
+				http_head_trailers(to, &h2o_head_tmp, h->pol,
 				    false);
+			}
 			else
 				evbuffer_add(to, "0\r\n\r\n", 5);
 			h->resp_bytes += evbuffer_get_length(to) - before;
@@ -1398,24 +1388,35 @@ void
 http_h2o_input(struct http_state *h)
 {
 	struct http_h2o_stream *st = h->h2o;
+	enum h2o_framing framing;
 	char why[160];
 
 	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
 		return;
-	if (h->resp == HTTP_RESP_HEAD && st->iblk != NULL && st->interim != NULL &&
-	    st->interim->status != 0) {
+	if (h->resp == HTTP_RESP_HEAD && st->interim_new) {
 		/* 101 cannot come over h2 (nghttp2 refuses it). */
+		st->interim_new = false;	/* passed on */
 		h->progress++;
-		if (!http_judge_response(h, st->interim, NULL, 0))
+		h2o_block_head(st->iblk, &h2o_head_tmp, H2O_FRAMING_AS_IS);
+		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
-		st->interim->status = 0;	/* passed on */
 		if (h->gone || h->closing || h->h2o != st)
 			return;
 	}
 	if (h->resp == HTTP_RESP_HEAD && st->head_ready) {
 		st->head_ready = false;
 		h->progress++;
-		if (!http_judge_response(h, st->head, NULL, 0))
+		/* An HTTP/1.0 client gets a body without length by the
+		 * close; no length is said where none may be (RFC 9110
+		 * 8.6). */
+		framing = h->client_10 ? H2O_FRAMING_AS_IS :
+		    H2O_FRAMING_CHUNKED;
+		if (st->head_ended)
+			framing = h->is_head || st->hblk->status == 204 ||
+			    st->hblk->status == 304 ? H2O_FRAMING_AS_IS :
+			    H2O_FRAMING_EMPTY;
+		h2o_block_head(st->hblk, &h2o_head_tmp, framing);
+		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
 	}
 	if (h->gone || h->closing || h->h2o != st)

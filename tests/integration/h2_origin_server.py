@@ -14,7 +14,8 @@ N, the first N connections are closed as soon as they come (a server that
 dies before answering).
 Any other path: 404, /file answers 200 with 100 bytes, /early a 103
 (Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
-first time and then echoed as /echo is, /hang is never answered, /sink... never answered and its body never
+first time and then echoed as /echo is, /hang is never answered, /held gets a head of 20 fields and then
+nothing (a stream held open), /sink... never answered and its body never
 taken (the stream's window stays shut; the connection's is given back)."""
 import socket
 import sys
@@ -24,6 +25,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.errors
+import h2.settings
 
 
 REFUSED = set()
@@ -33,6 +35,10 @@ def serve(conn, log):
     cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
                                     validate_inbound_headers=True)
     h = h2.connection.H2Connection(config=cfg)
+    # Room for many held streams on one connection.
+    h.local_settings = h2.settings.Settings(
+        client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000})
     h.initiate_connection()
     conn.sendall(h.data_to_send())
     streams = {}
@@ -74,6 +80,10 @@ def serve(conn, log):
                     pass    # reads nothing: its window stays shut
                 elif path == "/hang":
                     pass                    # never answered
+                elif path == "/held":
+                    h.send_headers(ev.stream_id, [(":status", "200")] +
+                                   [("x-held-%02d" % i, "v" * 20)
+                                    for i in range(20)])
                 elif path == "/early":
                     h.send_headers(ev.stream_id, [(":status", "103"),
                                                   ("link", "</a.css>; rel=preload")])
