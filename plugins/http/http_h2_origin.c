@@ -158,9 +158,10 @@ struct h2o_conn {
 	uint64_t		 idle_ms;
 	bool			 connected;
 	bool			 tls;		/* TLS towards the server */
-	/* What else it was made with (px_session_upstream_tls, _mark):
-	 * only sessions alike share it. */
-	const void		*tls_ctx;
+	/* What else it was made with (px_session_upstream_tls: the TLS
+	 * context's id, never its address, which a reload may give another
+	 * context; _mark): only sessions alike share it. */
+	uint64_t		 tls_ctx;
 	int64_t			 mark;
 	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
 	bool			 ready;		/* h2 agreed (ALPN, or h2c) */

@@ -208,10 +208,11 @@ int		 px_session_upstream_socket(struct px_session *s,
 /* Whether the service originates TLS towards its servers. */
 bool		 px_session_tls_originates(const struct px_session *s);
 /* What a server connection of s's service is made with beyond its
- * address (its originating TLS context, NULL: none; its SO_MARK, -1:
+ * address (its originating TLS context's id, 0: none; its SO_MARK, -1:
  * none): an analyser's shared connection serves only sessions alike, as
- * the pool's do. */
-const void	*px_session_upstream_tls(const struct px_session *s);
+ * the pool's do. The id is never one another context had (a pointer
+ * would be: a reload frees contexts, the next may get their address). */
+uint64_t	 px_session_upstream_tls(const struct px_session *s);
 int64_t		 px_session_upstream_mark(const struct px_session *s);
 /* Puts the service's originating TLS on c (px_session_upstream_socket's,
  * an analyser's own conn) towards dst, offering alpn ("h2,http/1.1")

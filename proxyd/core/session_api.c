@@ -306,10 +306,11 @@ px_session_tls_originate(struct px_session *s, struct px_conn *c,
 	return px_tls_attach(c, s->svc->tls_server, &peer);
 }
 
-const void *
+uint64_t
 px_session_upstream_tls(const struct px_session *s)
 {
-	return s->svc->tls_server;
+	return s->svc->tls_server != NULL ?
+	    px_tls_ctx_id(s->svc->tls_server) : 0;
 }
 
 int64_t

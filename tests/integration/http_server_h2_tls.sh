@@ -11,6 +11,10 @@
 #    are open);
 #  - the request that found out counts its head once in the session's
 #    bytes (to-server= as through server-h2="no");
+#  - a reload that changes a service's TLS settings: its requests never
+#    ride on a connection made under the old ones (a CA that does not
+#    verify nginx gets 502 however many reloads went between; the pools
+#    key by the TLS context's id, which a reload cannot give another);
 #  - an HTTP/1.1 client's 1 MB upload over TLS h2 arrives whole, sent
 #    with its head before the connection's handshake is done.
 # On main the attribute is unknown: the service does not load.
@@ -118,4 +122,24 @@ f=$(grep "^$N2 HTTP/2.0 \"POST /upload" <<<"$log" | awk '{print $NF}')
 check [ "$(sha256_of "$f" 2>/dev/null)" = "$(sha256_of "$T/www/one.bin")" ] "the upload arrived whole"
 wait_log_count "http-request .*server=127.0.0.1:$N2 .*server-proto=h2" 3
 check [ "$(log_count "http-request .*server=127.0.0.1:$N1 .*status=200 .*server-proto=h2")" = 0 ] "no server-proto=h2 to the HTTP/1.1 listener"
+
+# Reloads: y2 twice with a CA that does not verify nginx (502: a
+# handshake of its own, never a connection a good CA made), then with the
+# good one again (200). A context freed by one reload and another allocated at its
+# address by the next must not make them alike.
+reloads=0
+for i in 1 2 3 4 5 6; do
+    for ca in other-ca other-ca origin-ca; do
+        write_http_service y2 "$PY2" "$N2" "<http server-h2=\"yes\" server-idle=\"5m\"/><tls side=\"server\" mode=\"originate\" ca=\"$P/$ca.pem\" sni=\"origin.test\"/>"
+        kill -HUP "$PROXYD_PID"
+        reloads=$((reloads + 1))
+        wait_log_count 'reload done' "$reloads"
+        code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PY2/small.bin" 2>/dev/null) || true
+        if [[ $ca == other-ca ]]; then
+            check [ "$code" = 502 ] "reload $i, a CA that does not verify nginx: $code"
+        else
+            check [ "$code" = 200 ] "reload $i, the good CA again: $code"
+        fi
+    done
+done
 http_done
