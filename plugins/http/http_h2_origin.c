@@ -1,48 +1,19 @@
-/* HTTP/2 towards servers (server-h2="yes", see http_h2_origin.h): nghttp2
- * client sessions on server connections that a worker's sessions share.
+/* HTTP/2 towards servers (server-h2="yes", see http_h2_origin.h): the
+ * worker's shared connections; a transaction's stream on one is
+ * http_h2_origin_stream.c's.
  *
  * The connections: per worker (thread-local), keyed by the server's
- * address; a transaction opens one stream on the first connection with a
- * free slot (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, none
- * after its GOAWAY), a new connection when all are full, up to
- * server-pool per address (past that, nghttp2 queues the stream until a
- * slot frees). A connection without streams closes after server-idle.
- * Under TLS (px_session_tls_originate) "yes" offers ALPN h2 alone, "auto"
+ * address, the TLS context's id, the mark and the TLS name; a
+ * transaction opens one stream on the first connection with a free slot
+ * (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, none after its
+ * GOAWAY), a new connection when all are full, up to server-pool per
+ * address (past that, nghttp2 queues the stream until a slot frees). A
+ * connection without streams closes after server-idle. Under TLS
+ * (px_session_tls_originate) "yes" offers ALPN h2 alone, "auto"
  * h2,http/1.1: a server that picks http/1.1 gets the waiting requests the
  * HTTP/1.1 way (http_dispatch again), and the next ones for server-idle.
- *
- * The message seam: the request goes as the head the engine would send an
- * HTTP/1.1 server (http_head_request: the request-header rules, Host,
- * X-Forwarded-For, Via applied), read back as a struct http_head and made
- * a header list: :method, :scheme, :authority (Host), :path (the
- * canonical target), the fields with lower-case names, without the
- * hop-by-hop ones (and Host, Transfer-Encoding), "te: trailers" when the
- * client asked for trailers. The response comes back as a struct
- * http_head filled from nghttp2's header callbacks, never text parsed
- * again, and goes through http_judge_response as an HTTP/1.1 server's
- * head does; to an HTTP/1.1 client a response without content-length
- * gets chunked framing (its trailers go as chunked trailers when
- * trailers="pass"), to an HTTP/1.0 one it is close-delimited; a head that
- * ends the stream gets content-length: 0 (so a gRPC trailers-only
- * response reaches an HTTP/2 client as one HEADERS frame again).
- *
- * Bodies: a request body's bytes go as DATA (chunked framing removed; its
- * trailer section as a trailing HEADERS); the response's DATA feed the
- * engine until END_STREAM. Flow control end to end: a stream's window is
- * `buffer`, and what the server sent is given back (WINDOW_UPDATE) only
- * once the client side took it, so a slow client stops the server's
- * stream rather than anything growing; the request side is read from the
- * client only while the stream's queue is under `buffer`.
- *
- * Full duplex: a response that comes before the request's end is normal
- * (an h2 stream cannot desynchronise as an HTTP/1.1 connection would):
- * both directions go on until both end. RST_STREAM from the server: 502
- * before the response head, else the client's transaction is aborted. A
- * connection that fails, or a stream the server refused, before any
- * response byte of a replayable request: the request goes once more on a
- * new connection; a stream refused unprocessed (REFUSED_STREAM, RFC 9113
- * 8.7) goes again whatever its method, with its body (a copy of what was
- * sent is kept, up to `buffer`, until a response comes). */
+ * Each connection's events (readable, writable, its handshake) feed
+ * nghttp2, then drive each transaction whose stream has news. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,130 +30,18 @@
 
 #include "conn.h"
 #include "http_h2_origin.h"
-#include "http_head.h"
+#include "http_h2_origin_int.h"
 #include "http_int.h"
 #include "parse.h"
 
-/* Streams on a connection before the server's SETTINGS say how many. */
-#define H2O_DEFAULT_STREAMS	100
-/* nghttp2's output taken per write round. */
-#define H2O_OUT_HIGH		(64 * 1024)
-#define H2O_READ_MAX		(64 * 1024)
-/* Times a request goes again after streams refused unprocessed. */
-#define H2O_REFUSALS		4
-
-struct h2o_conn;
-
-/* A header block arriving (a response head, or trailers): names and
- * values gathered into one buffer, and where each field is in it, both
- * grown to what the block holds (a stream keeps its blocks, not a
- * struct http_head of HTTP_MAX_HEADERS fields: one per worker is made
- * from a block when the engine reads it, h2o_block_head). */
-struct h2o_field {
-	uint32_t	 no, nl, vo, vl;
-};
-
-struct h2o_block {
-	char		*buf;
-	size_t		 len, cap;
-	struct h2o_field *f;
-	unsigned	 n, fcap;
-	int		 status;
-	const char	*bad;		/* over a limit, malformed: why */
-};
-
-struct http_h2o_stream {
-	TAILQ_ENTRY(http_h2o_stream) link;
-	struct h2o_conn		*conn;
-	struct http_state	*h;
-	int32_t			 id;
-	/* The request as sent: a header list in nv (pointing into nvbuf). */
-	nghttp2_nv		*nv;
-	size_t			 nnv;
-	char			*nvbuf;
-	/* Its body: bytes waiting for the stream's window. */
-	struct evbuffer		*req;
-	bool			 req_body;	/* a body follows the head */
-	bool			 req_end;	/* the body is all in req */
-	bool			 req_deferred;	/* the data source waits */
-	bool			 req_done;	/* END_STREAM (or trailers) sent */
-	nghttp2_nv		*tnv;		/* the request's trailers */
-	size_t			 ntnv;
-	char			*tnvbuf;
-	/* The response. */
-	struct h2o_block	*blk;		/* the block arriving */
-	bool			 blk_trailers;	/* blk is the trailers */
-	bool			 got_head;	/* the final head is whole */
-	bool			 head_ended;	/* it came with END_STREAM */
-	bool			 head_ready;	/* not judged yet */
-	bool			 interim_new;	/* iblk not passed on yet */
-	struct h2o_block	*iblk;		/* the last 1xx head */
-	struct h2o_block	*tblk;		/* the trailers, once whole */
-	struct h2o_block	*hblk;		/* the final head (or a bad
-						 * block: why in its bad) */
-	struct evbuffer		*body;		/* DATA not taken yet */
-	bool			 got_bytes;	/* any response frame */
-	bool			 ended;		/* END_STREAM received */
-	bool			 closed;
-	uint32_t		 error;		/* RST_STREAM's code, or the
-						 * connection's failure */
-	bool			 failed;
-	bool			 refused;	/* not answered: a replayable
-						 * request may go again */
-	/* REFUSED_STREAM (or past a GOAWAY's last stream): the server did
-	 * not process it (RFC 9113 8.7), any request may go again while
-	 * none of its body left req. */
-	bool			 unprocessed;
-	uint64_t		 req_sent;	/* body bytes given to nghttp2 */
-	unsigned		 refusals;	/* streams of this request refused
-						 * unprocessed before this one */
-	/* A copy of those while no response came, up to `buffer` (NULL
-	 * once over it): what a refused stream sends again. */
-	struct evbuffer		*replay;
-	size_t			 replay_max;
-	bool			 notify;	/* h has something new */
-};
-
-TAILQ_HEAD(h2o_stream_list, http_h2o_stream);
-
-struct h2o_conn {
-	TAILQ_ENTRY(h2o_conn)	 link;
-	struct px_conn		 io;
-	int			 fd;		/* io's socket: ours to close */
-	nghttp2_session		*ng;
-	struct event		*idle;
-	struct sockaddr_storage	 dst;
-	struct h2o_stream_list	 streams;
-	unsigned		 nstreams;
-	unsigned		 busy;		/* in one of its callbacks */
-	uint64_t		 idle_ms;
-	bool			 connected;
-	bool			 tls;		/* TLS towards the server */
-	/* What else it was made with (px_session_upstream_tls: the TLS
-	 * context's id, never its address, which a reload may give another
-	 * context; _mark): only sessions alike share it. */
-	uint64_t		 tls_ctx;
-	int64_t			 mark;
-	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
-	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
-	char			 name[128];	/* the TLS name checked; "" */
-	char			 why[96];	/* why it failed, for the 502 */
-	bool			 dead;
-	bool			 goaway;
-	bool			 listed;	/* in h2o_conns */
-};
-
-TAILQ_HEAD(h2o_conn_list, h2o_conn);
 /* Set up on first use (a thread-local cannot be initialised with its own
  * address). */
 static _Thread_local struct h2o_conn_list h2o_conns;
 static _Thread_local bool h2o_conns_init;
 
-static void h2o_conn_flush(struct h2o_conn *c);
 static void h2o_conn_fail(struct h2o_conn *c, const char *why);
 static void h2o_conn_maybe_free(struct h2o_conn *c);
 static void h2o_conn_handshake(struct h2o_conn *c);
-static void h2o_stream_detach(struct http_h2o_stream *st);
 
 /* Servers that picked http/1.1 under server-h2="auto": per worker, for
  * server-idle, so their requests go the HTTP/1.1 way at once. */
@@ -256,486 +115,6 @@ http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
 	}
 }
 
-/* ---- header lists ------------------------------------------------------ */
-
-static bool
-h2o_hop_by_hop(const struct http_hdr *f)
-{
-	switch (f->id) {
-	case HTTP_F_CONNECTION:
-	case HTTP_F_KEEP_ALIVE:
-	case HTTP_F_PROXY_CONNECTION:
-	case HTTP_F_TE:
-	case HTTP_F_TRAILER:
-	case HTTP_F_UPGRADE:
-	case HTTP_F_TRANSFER_ENCODING:
-	case HTTP_F_HOST:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* A header list from fields of m (lower-cased copies in *bufp), after
- * the pseudo-fields pseudo[npseudo]. 0, or -1 (out of memory). */
-static int
-h2o_nv_build(const struct http_head *m, const nghttp2_nv *pseudo,
-    size_t npseudo, bool te_trailers, nghttp2_nv **nvp, size_t *nnvp,
-    char **bufp)
-{
-	size_t need = 0, n = 0, off = 0, i, k;
-	nghttp2_nv *nv;
-	char *buf;
-
-	for (i = 0; i < npseudo; i++)
-		need += pseudo[i].namelen + pseudo[i].valuelen;
-	for (i = 0; i < m->nhdr; i++)
-		need += m->hdr[i].nlen + m->hdr[i].vlen;
-	need += 16;
-	nv = calloc(npseudo + m->nhdr + 1, sizeof(*nv));
-	buf = malloc(need);
-	if (nv == NULL || buf == NULL) {
-		free(nv);
-		free(buf);
-		return -1;
-	}
-	for (i = 0; i < npseudo; i++) {
-		memcpy(buf + off, pseudo[i].name, pseudo[i].namelen);
-		nv[n].name = (uint8_t *)buf + off;
-		off += pseudo[i].namelen;
-		memcpy(buf + off, pseudo[i].value, pseudo[i].valuelen);
-		nv[n].value = (uint8_t *)buf + off;
-		off += pseudo[i].valuelen;
-		nv[n].namelen = pseudo[i].namelen;
-		nv[n].valuelen = pseudo[i].valuelen;
-		n++;
-	}
-	for (i = 0; i < m->nhdr; i++) {
-		const struct http_hdr *f = &m->hdr[i];
-
-		if (h2o_hop_by_hop(f))
-			continue;
-		for (k = 0; k < f->nlen; k++) {
-			char ch = f->name[k];
-
-			buf[off + k] = (char)(ch >= 'A' && ch <= 'Z' ?
-			    ch + 32 : ch);
-		}
-		nv[n].name = (uint8_t *)buf + off;
-		nv[n].namelen = f->nlen;
-		off += f->nlen;
-		memcpy(buf + off, f->val, f->vlen);
-		nv[n].value = (uint8_t *)buf + off;
-		nv[n].valuelen = f->vlen;
-		off += f->vlen;
-		n++;
-	}
-	if (te_trailers) {
-		memcpy(buf + off, "tetrailers", 10);
-		nv[n].name = (uint8_t *)buf + off;
-		nv[n].namelen = 2;
-		nv[n].value = (uint8_t *)buf + off + 2;
-		nv[n].valuelen = 8;
-		n++;
-	}
-	for (i = 0; i < n; i++)
-		nv[i].flags = NGHTTP2_NV_FLAG_NONE;
-	*nvp = nv;
-	*nnvp = n;
-	*bufp = buf;
-	return 0;
-}
-
-/* The request header list from the head in h->head_out (as it would go to
- * an HTTP/1.1 server: the rules applied). 0, or -1. */
-static int
-h2o_request_nv(struct http_state *h, struct http_h2o_stream *st)
-{
-	static _Thread_local struct http_head m;
-	static const struct http_limits lim = {
-		.max_line = 1 << 20, .max_header_lines = HTTP_MAX_HEADERS,
-		.max_header_bytes = 1 << 22, .max_url = 1 << 20,
-	};
-	size_t len = evbuffer_get_length(h->head_out);
-	const char *buf, *why;
-	nghttp2_nv ps[4];
-
-	if ((buf = (const char *)evbuffer_pullup(h->head_out, -1)) == NULL ||
-	    http_parse_head(buf, len, true, &lim, &m, &why) != 0 ||
-	    m.host == -1)
-		return -1;
-	ps[0] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)m.method, 7,
-	    m.mlen, 0 };
-	ps[1] = px_session_tls_originates(h->s) ?
-	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0 } :
-	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 };
-	ps[2] = (nghttp2_nv){ (uint8_t *)":authority",
-	    (uint8_t *)m.hdr[m.host].val, 10, m.hdr[m.host].vlen, 0 };
-	ps[3] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)m.target, 5,
-	    m.tlen, 0 };
-	return h2o_nv_build(&m, ps, 4, h->te_trailers, &st->nv, &st->nnv,
-	    &st->nvbuf);
-}
-
-void
-http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
-{
-	static _Thread_local struct http_head tt;
-	struct http_h2o_stream *st = h->h2o;
-	struct evbuffer *tmp;
-	const char *buf, *why;
-	size_t len;
-	ssize_t k;
-
-	if (st == NULL || !h->pol->trailers_pass || t->nhdr == 0 ||
-	    st->tnv != NULL || (tmp = evbuffer_new()) == NULL)
-		return;
-	/* Through the rules as an HTTP/1.1 server would get them, then a
-	 * header list: "0\r\n" (the last chunk) leads. */
-	http_head_trailers(tmp, t, h->pol, true);
-	len = evbuffer_get_length(tmp);
-	if (len > 3 && (buf = (const char *)evbuffer_pullup(tmp, -1)) !=
-	    NULL) {
-		k = http_parse_trailers(buf + 3, len - 3, &h->pol->lim, &tt,
-		    &why);
-		if (k > 0 && tt.nhdr != 0)
-			(void)h2o_nv_build(&tt, NULL, 0, false, &st->tnv,
-			    &st->ntnv, &st->tnvbuf);
-	}
-	evbuffer_free(tmp);
-}
-
-/* How a final head without content-length is framed to the client. */
-enum h2o_framing {
-	H2O_FRAMING_AS_IS = 0,	/* interim heads, trailers; HTTP/1.0 client */
-	H2O_FRAMING_CHUNKED,	/* chunks, which end where the stream does */
-	H2O_FRAMING_EMPTY,	/* it came with END_STREAM: no body */
-};
-
-/* The block gathered made a struct http_head (pointers into blk->buf). */
-static void
-h2o_block_head(struct h2o_block *b, struct http_head *m,
-    enum h2o_framing framing)
-{
-	static char chunked[] = "transfer-encodingchunked";
-	static char empty[] = "content-length0";
-	struct http_hdr *f;
-	unsigned i;
-
-	memset(m, 0, offsetof(struct http_head, hdr));
-	m->request = false;
-	m->status = b->status;
-	m->reason = "";
-	m->rlen = 0;
-	m->minor = 2;		/* Via: 2 (http_head_response) */
-	m->content_length = -1;
-	m->host = m->upgrade = -1;
-	for (i = 0; i < b->n; i++) {
-		f = &m->hdr[m->nhdr];
-		f->name = b->buf + b->f[i].no;
-		f->nlen = b->f[i].nl;
-		f->val = b->buf + b->f[i].vo;
-		f->vlen = b->f[i].vl;
-		f->id = (unsigned char)http_field_id(f->name, f->nlen);
-		if (memchr(f->name, '_', f->nlen) != NULL)
-			m->underscore = true;
-		if (f->id == HTTP_F_CONTENT_LENGTH) {
-			uint64_t v = 0;
-			size_t k;
-
-			for (k = 0; k < f->vlen && v < (1ULL << 60); k++)
-				v = v * 10 + (uint64_t)(f->val[k] - '0');
-			m->content_length = (int64_t)v;
-		}
-		m->nhdr++;
-	}
-	if (framing == H2O_FRAMING_AS_IS || m->content_length >= 0 ||
-	    m->nhdr >= HTTP_MAX_HEADERS)
-		return;
-	/* No length from the server. A head that ended the stream (a gRPC
-	 * trailers-only response) says its body is empty, so that an HTTP/2
-	 * client gets one HEADERS frame with END_STREAM again: HEADERS and
-	 * an empty DATA are a call without status to a gRPC client
-	 * ("Stream removed", UNKNOWN). Else the HTTP/1.1 client gets
-	 * chunks, which end where the stream does. */
-	f = &m->hdr[m->nhdr++];
-	f->name = framing == H2O_FRAMING_EMPTY ? empty : chunked;
-	f->nlen = framing == H2O_FRAMING_EMPTY ? 14 : 17;
-	f->val = f->name + f->nlen;
-	f->vlen = strlen(f->val);
-	if (framing == H2O_FRAMING_EMPTY) {
-		f->id = HTTP_F_CONTENT_LENGTH;
-		m->content_length = 0;
-	} else {
-		f->id = HTTP_F_TRANSFER_ENCODING;
-		m->chunked = m->has_te = true;
-	}
-}
-
-static void
-h2o_block_free(struct h2o_block *b)
-{
-	if (b == NULL)
-		return;
-	free(b->buf);
-	free(b->f);
-	free(b);
-}
-
-/* The worker's head the engine reads a stream's block through (judged,
- * or its trailers written, before anything else runs on the worker). */
-static _Thread_local struct http_head h2o_head_tmp;
-
-/* ---- nghttp2 callbacks ------------------------------------------------- */
-
-static struct http_h2o_stream *
-h2o_stream_of(nghttp2_session *ng, int32_t id)
-{
-	return nghttp2_session_get_stream_user_data(ng, id);
-}
-
-static void
-h2o_notify(struct http_h2o_stream *st)
-{
-	st->notify = true;
-}
-
-static int
-h2o_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr,
-    void *arg)
-{
-	struct http_h2o_stream *st = h2o_stream_of(ng, fr->hd.stream_id);
-
-	(void)arg;
-	if (st == NULL)
-		return 0;
-	st->got_bytes = true;
-	if (st->blk == NULL && (st->blk = calloc(1, sizeof(*st->blk))) ==
-	    NULL)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	st->blk->len = 0;
-	st->blk->n = 0;
-	st->blk->status = 0;
-	st->blk->bad = NULL;
-	st->blk_trailers = st->got_head;
-	return 0;
-}
-
-static int
-h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
-    const uint8_t *name, size_t nlen, const uint8_t *val, size_t vlen,
-    uint8_t flags, void *arg)
-{
-	struct http_h2o_stream *st = h2o_stream_of(ng, fr->hd.stream_id);
-	const struct http_limits *lim;
-	struct h2o_block *b;
-
-	(void)flags;
-	(void)arg;
-	if (st == NULL || st->h == NULL || (b = st->blk) == NULL ||
-	    b->bad != NULL)
-		return 0;
-	lim = &st->h->pol->lim;
-	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
-		if (vlen != 3 || val[0] < '1' || val[0] > '5' ||
-		    val[1] < '0' || val[1] > '9' || val[2] < '0' ||
-		    val[2] > '9')
-			b->bad = "malformed :status";
-		else
-			b->status = (val[0] - '0') * 100 + (val[1] - '0') * 10 +
-			    (val[2] - '0');
-		return 0;
-	}
-	if (nlen != 0 && name[0] == ':') {
-		b->bad = "unknown pseudo-header in a response";
-		return 0;
-	}
-	if (b->n >= lim->max_header_lines || b->n >= HTTP_MAX_HEADERS) {
-		b->bad = "response head over max-header-lines";
-		return 0;
-	}
-	if (nlen + vlen + 4 > lim->max_line) {
-		b->bad = "header line too long";
-		return 0;
-	}
-	if (memchr(name, '_', nlen) != NULL &&
-	    http_name_is_framing((const char *)name, nlen)) {
-		b->bad = "'_' in a framing header name";
-		return 0;
-	}
-	if (b->len + nlen + vlen + 4 > lim->max_header_bytes) {
-		b->bad = "response head over max-header-bytes";
-		return 0;
-	}
-	if (b->n == b->fcap) {
-		unsigned fcap = b->fcap ? b->fcap * 2 : 16;
-		struct h2o_field *nf = reallocarray(b->f, fcap, sizeof(*nf));
-
-		if (nf == NULL)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		b->f = nf;
-		b->fcap = fcap;
-	}
-	if (b->len + nlen + vlen > b->cap) {
-		size_t cap = b->cap * 2 + nlen + vlen + 256;
-		char *nb = realloc(b->buf, cap);
-
-		if (nb == NULL)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		b->buf = nb;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, name, nlen);
-	b->f[b->n].no = (uint32_t)b->len;
-	b->f[b->n].nl = (uint32_t)nlen;
-	b->len += nlen;
-	memcpy(b->buf + b->len, val, vlen);
-	b->f[b->n].vo = (uint32_t)b->len;
-	b->f[b->n].vl = (uint32_t)vlen;
-	b->len += vlen;
-	b->n++;
-	return 0;
-}
-
-/* A header block is whole; ended: its frame had END_STREAM. */
-static void
-h2o_block_done(struct http_h2o_stream *st, bool ended)
-{
-	struct h2o_block *b = st->blk;
-
-	if (b == NULL || st->h == NULL)
-		return;
-	if (b->bad == NULL && !st->blk_trailers && b->status == 0)
-		b->bad = "response without :status";
-	st->blk = NULL;
-	if (b->bad != NULL) {
-		st->failed = true;
-		st->error = NGHTTP2_PROTOCOL_ERROR;
-		h2o_block_free(st->hblk);
-		st->hblk = b;
-	} else if (st->blk_trailers) {
-		h2o_block_free(st->tblk);
-		st->tblk = b;
-	} else if (b->status < 200) {
-		/* Interim (100, 103): passed on as it comes; one not yet
-		 * passed on when the next comes is dropped for it. */
-		h2o_block_free(st->iblk);
-		st->iblk = b;
-		st->interim_new = true;
-	} else {
-		h2o_block_free(st->hblk);
-		st->hblk = b;
-		st->got_head = true;
-		st->head_ready = true;
-		st->head_ended = ended;
-	}
-	h2o_notify(st);
-}
-
-static int
-h2o_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
-{
-	struct h2o_conn *c = arg;
-	struct http_h2o_stream *st;
-
-	if (fr->hd.type == NGHTTP2_GOAWAY) {
-		c->goaway = true;
-		return 0;
-	}
-	if (fr->hd.stream_id == 0 ||
-	    (st = h2o_stream_of(ng, fr->hd.stream_id)) == NULL)
-		return 0;
-	st->got_bytes = true;
-	if (fr->hd.type == NGHTTP2_HEADERS)
-		h2o_block_done(st, fr->hd.flags & NGHTTP2_FLAG_END_STREAM);
-	if ((fr->hd.type == NGHTTP2_HEADERS || fr->hd.type == NGHTTP2_DATA) &&
-	    (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-		st->ended = true;
-		h2o_notify(st);
-	}
-	return 0;
-}
-
-static int
-h2o_on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
-    const uint8_t *data, size_t len, void *arg)
-{
-	struct http_h2o_stream *st = h2o_stream_of(ng, id);
-
-	(void)flags;
-	(void)arg;
-	if (st == NULL || st->h == NULL || !st->got_head) {
-		/* Nobody takes them: the connection's window comes back. */
-		nghttp2_session_consume(ng, id, len);
-		return 0;
-	}
-	st->got_bytes = true;
-	if (evbuffer_add(st->body, data, len) == -1)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	h2o_notify(st);
-	return 0;
-}
-
-static int
-h2o_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code,
-    void *arg)
-{
-	struct http_h2o_stream *st = h2o_stream_of(ng, id);
-
-	(void)arg;
-	if (st == NULL)
-		return 0;
-	st->closed = true;
-	if (code != NGHTTP2_NO_ERROR && !(st->ended && st->req_done)) {
-		st->failed = true;
-		st->error = code;
-		st->refused = code == NGHTTP2_REFUSED_STREAM;
-		st->unprocessed = code == NGHTTP2_REFUSED_STREAM;
-	}
-	h2o_notify(st);
-	return 0;
-}
-
-static ssize_t
-h2o_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
-    uint32_t *flags, nghttp2_data_source *src, void *arg)
-{
-	struct http_h2o_stream *st = src->ptr;
-	size_t n;
-
-	(void)arg;
-	if (st == NULL)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	n = evbuffer_get_length(st->req);
-	if (n > len)
-		n = len;
-	if (n != 0) {
-		evbuffer_remove(st->req, buf, n);
-		st->req_sent += n;
-		if (st->replay != NULL && (st->got_bytes ||
-		    st->req_sent > st->replay_max ||
-		    evbuffer_add(st->replay, buf, n) == -1)) {
-			evbuffer_free(st->replay);
-			st->replay = NULL;
-		}
-		h2o_notify(st);	/* room: more of the client's body */
-	}
-	if (evbuffer_get_length(st->req) == 0 && st->req_end) {
-		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		st->req_done = true;
-		if (st->tnv != NULL && nghttp2_submit_trailer(ng, id, st->tnv,
-		    st->ntnv) == 0)
-			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-		h2o_notify(st);
-		return (ssize_t)n;
-	}
-	if (n == 0) {
-		st->req_deferred = true;
-		return NGHTTP2_ERR_DEFERRED;
-	}
-	return (ssize_t)n;
-}
-
 /* ---- connections ------------------------------------------------------- */
 
 /* Runs what the callbacks marked: each transaction with news is driven. */
@@ -755,7 +134,7 @@ h2o_conn_notify(struct h2o_conn *c)
 		http_drive(st->h);
 	}
 	c->busy--;
-	h2o_conn_flush(c);
+	http_h2o_conn_flush(c);
 	h2o_conn_maybe_free(c);
 }
 
@@ -827,12 +206,12 @@ h2o_conn_fail(struct h2o_conn *c, const char *why)
 			st->error = NGHTTP2_CONNECT_ERROR;
 		/* Never answered: it may go again on a new connection. */
 		st->refused = !st->got_bytes;
-		h2o_notify(st);
+		st->notify = true;
 	}
 }
 
-static void
-h2o_conn_flush(struct h2o_conn *c)
+void
+http_h2o_conn_flush(struct h2o_conn *c)
 {
 	const uint8_t *data;
 	ssize_t n = 0;
@@ -882,7 +261,7 @@ h2o_conn_fallback(struct h2o_conn *c)
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
 		h = st->h;
 		if (h == NULL) {
-			h2o_stream_detach(st);
+			http_h2o_stream_detach(st);
 			continue;
 		}
 		http_h2o_drop(h);
@@ -914,8 +293,8 @@ h2o_conn_handshake(struct h2o_conn *c)
 		c->ready = true;
 		/* Bodies waited in their clients' input: they go now. */
 		TAILQ_FOREACH(st, &c->streams, link)
-			h2o_notify(st);
-		h2o_conn_flush(c);
+			st->notify = true;
+		http_h2o_conn_flush(c);
 		return;
 	}
 	if (c->offer_h1) {
@@ -952,7 +331,7 @@ h2o_conn_readable(struct px_conn *io, void *arg)
 		h2o_conn_fail(c, n == 0 ? "server closed" : strerror(errno));
 	c->busy--;
 	if (!c->dead)
-		h2o_conn_flush(c);
+		http_h2o_conn_flush(c);
 	h2o_conn_notify(c);
 }
 
@@ -984,7 +363,7 @@ h2o_conn_writable(struct px_conn *io, void *arg)
 	if (px_conn_send(io) == -1)
 		h2o_conn_fail(c, strerror(errno));
 	c->busy--;
-	h2o_conn_flush(c);
+	http_h2o_conn_flush(c);
 	h2o_conn_notify(c);
 }
 
@@ -999,7 +378,7 @@ h2o_conn_idle_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	(void)nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
 	c->goaway = true;
-	h2o_conn_flush(c);
+	http_h2o_conn_flush(c);
 	h2o_conn_free(c);
 }
 
@@ -1025,15 +404,7 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 	if (nghttp2_session_callbacks_new(&cb) != 0 ||
 	    nghttp2_option_new(&opt) != 0)
 		goto fail;
-	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
-	    h2o_on_begin_headers);
-	nghttp2_session_callbacks_set_on_header_callback(cb, h2o_on_header);
-	nghttp2_session_callbacks_set_on_frame_recv_callback(cb,
-	    h2o_on_frame_recv);
-	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
-	    h2o_on_data);
-	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
-	    h2o_on_stream_close);
+	http_h2o_callbacks(cb);
 	/* What the client side took is given back, not what arrived. */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	rc = nghttp2_session_client_new2(&c->ng, cb, c, opt);
@@ -1112,8 +483,8 @@ h2o_conn_slots(const struct h2o_conn *c)
 /* A connection to dst with a free stream slot; a new one (fresh: never
  * an existing one) when all are full and server-pool allows, else the
  * least loaded (nghttp2 queues the stream). *reused: it was open. */
-static struct h2o_conn *
-h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
+struct h2o_conn *
+http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
     bool *reused)
 {
 	struct h2o_conn *c, *least = NULL;
@@ -1148,32 +519,10 @@ h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	return h2o_conn_new(h, dst);
 }
 
-/* ---- streams ----------------------------------------------------------- */
-
-static void
-h2o_stream_free(struct http_h2o_stream *st)
-{
-	h2o_block_free(st->blk);
-	h2o_block_free(st->hblk);
-	h2o_block_free(st->tblk);
-	h2o_block_free(st->iblk);
-	free(st->nv);
-	free(st->nvbuf);
-	free(st->tnv);
-	free(st->tnvbuf);
-	if (st->req != NULL)
-		evbuffer_free(st->req);
-	if (st->replay != NULL)
-		evbuffer_free(st->replay);
-	if (st->body != NULL)
-		evbuffer_free(st->body);
-	free(st);
-}
-
 /* st leaves its connection: reset if still open, its unread DATA's
  * window given back. */
-static void
-h2o_stream_detach(struct http_h2o_stream *st)
+void
+http_h2o_stream_detach(struct http_h2o_stream *st)
 {
 	struct h2o_conn *c = st->conn;
 
@@ -1194,333 +543,9 @@ h2o_stream_detach(struct http_h2o_stream *st)
 	c->nstreams--;
 	st->conn = NULL;
 	if (c->busy == 0) {
-		h2o_conn_flush(c);
+		http_h2o_conn_flush(c);
 		h2o_conn_maybe_free(c);
 	}
-}
-
-/* The request on a stream of conn c. 0, or -1. */
-static int
-h2o_submit(struct http_state *h, struct http_h2o_stream *st,
-    struct h2o_conn *c)
-{
-	nghttp2_data_provider dp = { .source.ptr = st,
-	    .read_callback = h2o_data_read };
-
-	st->conn = c;
-	st->id = nghttp2_submit_request(c->ng, NULL, st->nv, st->nnv,
-	    st->req_body ? &dp : NULL, st);
-	if (st->id < 0) {
-		st->conn = NULL;
-		return -1;
-	}
-	if (!st->req_body)
-		st->req_done = true;
-	TAILQ_INSERT_TAIL(&c->streams, st, link);
-	c->nstreams++;
-	evtimer_del(c->idle);
-	px_session_count(h->s, HTTP_C_H2_SERVER_STREAMS, 1);
-	h2o_conn_flush(c);
-	return 0;
-}
-
-static int
-h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
-{
-	struct http_h2o_stream *st;
-	struct h2o_conn *c;
-	bool reused;
-
-	if ((st = calloc(1, sizeof(*st))) == NULL)
-		return -1;
-	st->h = h;
-	st->req_body = h->req_body != HTTP_BODY_NONE;
-	st->replay_max = h->buffer;
-	if ((st->req = evbuffer_new()) == NULL ||
-	    (st->req_body && (st->replay = evbuffer_new()) == NULL) ||
-	    (st->body = evbuffer_new()) == NULL ||
-	    h2o_request_nv(h, st) == -1 ||
-	    (c = h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
-	    h2o_submit(h, st, c) == -1) {
-		h2o_stream_free(st);
-		return -1;
-	}
-	h->h2o = st;
-	h->srv_h2 = true;
-	memcpy(&h->srv.dst, dst, px_sockaddr_len(dst));
-	h->srv.reused = reused;
-	h->srv.kept = false;
-	h->srv.keep = false;
-	px_session_set_server(h->s, dst);
-	return 0;
-}
-
-int
-http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
-{
-	/* A request's own HTTP/1.1 connection, kept from a request before,
-	 * is not the way this one goes. */
-	if (h->srv.io != NULL)
-		http_server_drop(h, true);
-	http_h2o_drop(h);	/* (none: each ends with its transaction) */
-	return h2o_dispatch(h, dst, false);
-}
-
-bool
-http_h2o_ready(const struct http_state *h)
-{
-	return h->h2o == NULL || (h->h2o->conn != NULL &&
-	    h->h2o->conn->ready);
-}
-
-struct evbuffer *
-http_h2o_req_buf(struct http_state *h)
-{
-	return h->h2o->req;
-}
-
-void
-http_h2o_req_more(struct http_state *h)
-{
-	struct http_h2o_stream *st = h->h2o;
-
-	if (st == NULL || st->conn == NULL || st->req_done)
-		return;
-	if (h->req == HTTP_REQ_DONE && !http_scan_holding(h, PX_TO_SERVER))
-		st->req_end = true;
-	if (st->req_deferred && (st->req_end ||
-	    evbuffer_get_length(st->req) != 0)) {
-		st->req_deferred = false;
-		(void)nghttp2_session_resume_data(st->conn->ng, st->id);
-	}
-	if (st->conn->busy == 0)
-		h2o_conn_flush(st->conn);
-}
-
-bool
-http_h2o_request_sent(const struct http_state *h)
-{
-	const struct http_h2o_stream *st = h->h2o;
-
-	return st == NULL || st->req_done || st->closed;
-}
-
-/* Moves response DATA to the client: chunked (no length, HTTP/1.1
- * client), by length, or as it comes (HTTP/1.0: the close ends it). */
-static void
-h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
-{
-	struct evbuffer *cout = h->c->out;
-	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
-	size_t taken = 0;
-
-	while (h->resp == HTTP_RESP_BODY) {
-		size_t avail = evbuffer_get_length(st->body), room, n;
-		size_t queued = evbuffer_get_length(cout) +
-		    http_scan_queued(h, PX_TO_CLIENT);
-
-		if (avail == 0)
-			break;
-		if (queued >= h->buffer)
-			break;
-		room = h->buffer - queued;
-		n = avail < room ? avail : room;
-		if (h->resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->resp_left) {
-				h->verdict = "error";
-				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-				http_abort(h, PX_END_SERVER_FAIL, "error: h2 "
-				    "response body over its content-length");
-				return;
-			}
-			h->resp_left -= n;
-		}
-		if (http_scan_feed(h, PX_TO_CLIENT, st->body, n) == -1)
-			return;
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
-			evbuffer_add_printf(to, "%zx\r\n", n);
-		evbuffer_remove_buffer(st->body, to, n);
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
-			evbuffer_add(to, "\r\n", 2);
-		taken += n;
-		h->progress++;
-		h->resp_bytes += n;
-		px_session_account(h->s, PX_TO_CLIENT, n);
-	}
-	if (taken != 0 && st->conn != NULL && !st->conn->dead) {
-		(void)nghttp2_session_consume(st->conn->ng, st->id, taken);
-		/* The window goes back now: a client draining its output
-		 * is the only event a stalled stream may see. */
-		if (st->conn->busy == 0)
-			h2o_conn_flush(st->conn);
-	}
-	if (h->resp == HTTP_RESP_BODY && st->ended &&
-	    evbuffer_get_length(st->body) == 0) {
-		size_t before = evbuffer_get_length(to);
-
-		if (h->resp_body == HTTP_BODY_LENGTH && h->resp_left != 0) {
-			h->verdict = "error";
-			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			http_abort(h, PX_END_SERVER_FAIL, "error: h2 response "
-			    "body shorter than its content-length");
-			return;
-		}
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk) {
-			if (st->tblk != NULL) {
-				h2o_block_head(st->tblk, &h2o_head_tmp,
-				    H2O_FRAMING_AS_IS);
-				http_head_trailers(to, &h2o_head_tmp, h->pol,
-				    false);
-			}
-			else
-				evbuffer_add(to, "0\r\n\r\n", 5);
-			h->resp_bytes += evbuffer_get_length(to) - before;
-			px_session_account(h->s, PX_TO_CLIENT,
-			    evbuffer_get_length(to) - before);
-		}
-		h->resp = HTTP_RESP_DONE;
-		h->progress++;
-	}
-	http_scan_release(h, PX_TO_CLIENT, cout);
-	px_session_active(h->s);
-}
-
-void
-http_h2o_input(struct http_state *h)
-{
-	struct http_h2o_stream *st = h->h2o;
-	enum h2o_framing framing;
-	char why[160];
-
-	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
-		return;
-	if (h->resp == HTTP_RESP_HEAD && st->interim_new) {
-		/* 101 cannot come over h2 (nghttp2 refuses it). */
-		st->interim_new = false;	/* passed on */
-		h->progress++;
-		h2o_block_head(st->iblk, &h2o_head_tmp, H2O_FRAMING_AS_IS);
-		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
-			return;
-		if (h->gone || h->closing || h->h2o != st)
-			return;
-	}
-	if (h->resp == HTTP_RESP_HEAD && st->head_ready) {
-		st->head_ready = false;
-		h->progress++;
-		/* An HTTP/1.0 client gets a body without length by the
-		 * close; no length is said where none may be (RFC 9110
-		 * 8.6). */
-		framing = h->client_10 ? H2O_FRAMING_AS_IS :
-		    H2O_FRAMING_CHUNKED;
-		if (st->head_ended)
-			framing = h->is_head || st->hblk->status == 204 ||
-			    st->hblk->status == 304 ? H2O_FRAMING_AS_IS :
-			    H2O_FRAMING_EMPTY;
-		h2o_block_head(st->hblk, &h2o_head_tmp, framing);
-		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
-			return;
-	}
-	if (h->gone || h->closing || h->h2o != st)
-		return;
-	if (h->resp == HTTP_RESP_BODY)
-		h2o_pump_response(h, st);
-	if (h->gone || h->closing || h->h2o != st)
-		return;
-	if (h->resp == HTTP_RESP_HEAD && st->failed) {
-		struct sockaddr_storage dst;
-
-		/* Never answered, replayable: once more, on a new
-		 * connection (as the HTTP/1.1 pool's retry). */
-		/* Unprocessed, it may go more than once: a server over its
-		 * concurrent streams refuses those past them, and a stream
-		 * sent before its SETTINGS came may meet that again. */
-		if ((!h->retried && st->refused && h->replayable) ||
-		    (st->unprocessed && st->refusals < H2O_REFUSALS &&
-		    (st->req_sent == 0 || st->replay != NULL))) {
-			struct http_h2o_stream *nst;
-
-			memcpy(&dst, &h->srv.dst, sizeof(dst));
-			/* The old stream's body queue and trailers go to the
-			 * new one. */
-			h->h2o = NULL;
-			st->h = NULL;
-			h2o_stream_detach(st);
-			if (!st->unprocessed)
-				h->retried = true;
-			px_session_count(h->s, HTTP_C_RETRIED, 1);
-			/* A connection that died: a fresh one (its siblings
-			 * may be gone too). A stream refused: any with a free
-			 * slot, within server-pool (a server over its
-			 * concurrent streams refuses those past them). */
-			if (h2o_dispatch(h, (struct sockaddr *)&dst,
-			    !st->unprocessed) == -1) {
-				h2o_stream_free(st);
-				http_error(h, 502, "cannot connect to the server");
-				return;
-			}
-			nst = h->h2o;
-			nst->refusals = st->refusals + st->unprocessed;
-			if (st->replay != NULL)
-				evbuffer_add_buffer(nst->req, st->replay);
-			evbuffer_add_buffer(nst->req, st->req);
-			nst->tnv = st->tnv;
-			nst->ntnv = st->ntnv;
-			nst->tnvbuf = st->tnvbuf;
-			st->tnv = NULL;
-			st->tnvbuf = NULL;
-			h2o_stream_free(st);
-			http_h2o_req_more(h);
-			return;
-		}
-		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-		if (st->hblk != NULL && st->hblk->bad != NULL) {
-			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
-			    "reason=\"%s\"", st->hblk->bad);
-			http_error(h, 502, st->hblk->bad);
-			return;
-		}
-		if (st->error == NGHTTP2_CONNECT_ERROR)
-			snprintf(why, sizeof(why), "server connection failed: "
-			    "%s", st->conn != NULL && st->conn->why[0] != '\0' ?
-			    st->conn->why : "closed");
-		else
-			snprintf(why, sizeof(why), "server reset the stream "
-			    "(%s)", nghttp2_http2_strerror(st->error));
-		http_error(h, 502, why);
-		return;
-	}
-	if (h->resp == HTTP_RESP_BODY && st->failed) {
-		snprintf(why, sizeof(why), "server-reset: %s",
-		    nghttp2_http2_strerror(st->error));
-		h->verdict = "reset";
-		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-		px_session_log(h->s, LOG_NOTICE, "http-server-reset stream=%d "
-		    "code=%s (inside the response)", st->id,
-		    nghttp2_http2_strerror(st->error));
-		/* An HTTP/2 client sees the server's code (a gRPC server
-		 * cancelling: CANCEL), not INTERNAL_ERROR. */
-		http_h2_leg_reset_code(h, st->error);
-		http_abort(h, PX_END_SERVER_FAIL, why);
-		return;
-	}
-	/* Full duplex: the transaction is over once both ways are. */
-	if (h->resp == HTTP_RESP_DONE &&
-	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out) &&
-	    http_h2o_request_sent(h))
-		http_response_complete(h);
-}
-
-void
-http_h2o_drop(struct http_state *h)
-{
-	struct http_h2o_stream *st = h->h2o;
-
-	if (st == NULL)
-		return;
-	h->h2o = NULL;
-	st->h = NULL;
-	h2o_stream_detach(st);
-	h2o_stream_free(st);
 }
 
 void

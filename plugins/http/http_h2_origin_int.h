@@ -1,0 +1,148 @@
+/* HTTP/2 towards servers, inside: what http_h2_origin.c (the worker's
+ * shared connections) and http_h2_origin_stream.c (a transaction's
+ * stream: its request out, its response in) both hold. Only those two
+ * include it; the engine's interface is http_h2_origin.h. */
+#ifndef HTTP_H2_ORIGIN_INT_H
+#define HTTP_H2_ORIGIN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "conn.h"
+
+struct event;
+struct evbuffer;
+struct http_state;
+
+/* Streams on a connection before the server's SETTINGS say how many. */
+#define H2O_DEFAULT_STREAMS	100
+/* nghttp2's output taken per write round. */
+#define H2O_OUT_HIGH		(64 * 1024)
+#define H2O_READ_MAX		(64 * 1024)
+/* Times a request goes again after streams refused unprocessed. */
+#define H2O_REFUSALS		4
+
+struct h2o_conn;
+
+/* A header block arriving (a response head, or trailers): names and
+ * values gathered into one buffer, and where each field is in it, both
+ * grown to what the block holds (a stream keeps its blocks, not a
+ * struct http_head of HTTP_MAX_HEADERS fields: one per worker is made
+ * from a block when the engine reads it, h2o_block_head). */
+struct h2o_field {
+	uint32_t	 no, nl, vo, vl;
+};
+
+struct h2o_block {
+	char		*buf;
+	size_t		 len, cap;
+	struct h2o_field *f;
+	unsigned	 n, fcap;
+	int		 status;
+	const char	*bad;		/* over a limit, malformed: why */
+};
+
+struct http_h2o_stream {
+	TAILQ_ENTRY(http_h2o_stream) link;
+	struct h2o_conn		*conn;
+	struct http_state	*h;
+	int32_t			 id;
+	/* The request as sent: a header list in nv (pointing into nvbuf). */
+	nghttp2_nv		*nv;
+	size_t			 nnv;
+	char			*nvbuf;
+	/* Its body: bytes waiting for the stream's window. */
+	struct evbuffer		*req;
+	bool			 req_body;	/* a body follows the head */
+	bool			 req_end;	/* the body is all in req */
+	bool			 req_deferred;	/* the data source waits */
+	bool			 req_done;	/* END_STREAM (or trailers) sent */
+	nghttp2_nv		*tnv;		/* the request's trailers */
+	size_t			 ntnv;
+	char			*tnvbuf;
+	/* The response. */
+	struct h2o_block	*blk;		/* the block arriving */
+	bool			 blk_trailers;	/* blk is the trailers */
+	bool			 got_head;	/* the final head is whole */
+	bool			 head_ended;	/* it came with END_STREAM */
+	bool			 head_ready;	/* not judged yet */
+	bool			 interim_new;	/* iblk not passed on yet */
+	struct h2o_block	*iblk;		/* the last 1xx head */
+	struct h2o_block	*tblk;		/* the trailers, once whole */
+	struct h2o_block	*hblk;		/* the final head (or a bad
+						 * block: why in its bad) */
+	struct evbuffer		*body;		/* DATA not taken yet */
+	bool			 got_bytes;	/* any response frame */
+	bool			 ended;		/* END_STREAM received */
+	bool			 closed;
+	uint32_t		 error;		/* RST_STREAM's code, or the
+						 * connection's failure */
+	bool			 failed;
+	bool			 refused;	/* not answered: a replayable
+						 * request may go again */
+	/* REFUSED_STREAM (or past a GOAWAY's last stream): the server did
+	 * not process it (RFC 9113 8.7), any request may go again while
+	 * none of its body left req. */
+	bool			 unprocessed;
+	uint64_t		 req_sent;	/* body bytes given to nghttp2 */
+	unsigned		 refusals;	/* streams of this request refused
+						 * unprocessed before this one */
+	/* A copy of those while no response came, up to `buffer` (NULL
+	 * once over it): what a refused stream sends again. */
+	struct evbuffer		*replay;
+	size_t			 replay_max;
+	bool			 notify;	/* h has something new */
+};
+
+TAILQ_HEAD(h2o_stream_list, http_h2o_stream);
+
+struct h2o_conn {
+	TAILQ_ENTRY(h2o_conn)	 link;
+	struct px_conn		 io;
+	int			 fd;		/* io's socket: ours to close */
+	nghttp2_session		*ng;
+	struct event		*idle;
+	struct sockaddr_storage	 dst;
+	struct h2o_stream_list	 streams;
+	unsigned		 nstreams;
+	unsigned		 busy;		/* in one of its callbacks */
+	uint64_t		 idle_ms;
+	bool			 connected;
+	bool			 tls;		/* TLS towards the server */
+	/* What else it was made with (px_session_upstream_tls: the TLS
+	 * context's id, never its address, which a reload may give another
+	 * context; _mark): only sessions alike share it. */
+	uint64_t		 tls_ctx;
+	int64_t			 mark;
+	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
+	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
+	char			 name[128];	/* the TLS name checked; "" */
+	char			 why[96];	/* why it failed, for the 502 */
+	bool			 dead;
+	bool			 goaway;
+	bool			 listed;	/* in h2o_conns */
+};
+
+TAILQ_HEAD(h2o_conn_list, h2o_conn);
+
+/* In http_h2_origin.c (the connections). */
+/* Runs nghttp2's output onto c's socket while there is room. */
+void	http_h2o_conn_flush(struct h2o_conn *c);
+/* A connection to dst with a free stream slot; a new one (fresh: never
+ * an existing one) when all are full and server-pool allows, else the
+ * least loaded. NULL: none could be made. */
+struct h2o_conn *http_h2o_conn_pick(struct http_state *h,
+	    const struct sockaddr *dst, bool fresh, bool *reused);
+/* st leaves its connection (reset if still open). */
+void	http_h2o_stream_detach(struct http_h2o_stream *st);
+
+/* In http_h2_origin_stream.c (the streams). */
+/* The callbacks through which nghttp2 gives a connection's frames to its
+ * streams. */
+void	http_h2o_callbacks(nghttp2_session_callbacks *cb);
+
+#endif
