@@ -480,17 +480,31 @@ h2o_conn_slots(const struct h2o_conn *c)
 	    H2O_DEFAULT_STREAMS : max;
 }
 
+/* Whether c's connection-level send window is spent: the server has not
+ * given back what its streams were sent (one stalled stream it never
+ * reads, a server that keeps the connection's window for itself). A
+ * request body put on it would wait behind them, however idle the
+ * other connections. */
+static bool
+h2o_conn_window_spent(struct h2o_conn *c)
+{
+	return c->ready && nghttp2_session_get_remote_window_size(c->ng) <= 0;
+}
+
 /* A connection to dst with a free stream slot; a new one (fresh: never
  * an existing one) when all are full and server-pool allows, else the
- * least loaded (nghttp2 queues the stream). *reused: it was open. */
+ * least loaded (nghttp2 queues the stream). A request with a body skips
+ * the connections whose window is spent while server-pool allows another
+ * (past it, the least loaded of all). *reused: it was open. */
 struct h2o_conn *
 http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
     bool *reused)
 {
-	struct h2o_conn *c, *least = NULL;
+	struct h2o_conn *c, *least = NULL, *least_any = NULL;
 	unsigned n = 0, max = h->pol->server_pool ? h->pol->server_pool : 1;
 	socklen_t len = px_sockaddr_len(dst);
 	bool tls = px_session_tls_originates(h->s);
+	bool body = h->req_body != HTTP_BODY_NONE;
 	char name[128];
 
 	h2o_name(h, name, sizeof(name));
@@ -508,13 +522,18 @@ http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 			    strcmp(c->name, name) != 0)
 				continue;
 			n++;
+			if (least_any == NULL ||
+			    c->nstreams < least_any->nstreams)
+				least_any = c;
+			if (body && h2o_conn_window_spent(c))
+				continue;
 			if (c->nstreams < h2o_conn_slots(c))
 				return c;
 			if (least == NULL || c->nstreams < least->nstreams)
 				least = c;
 		}
-	if (least != NULL && n >= max)
-		return least;
+	if (n >= max && (least != NULL || least_any != NULL))
+		return least != NULL ? least : least_any;
 	*reused = false;
 	return h2o_conn_new(h, dst);
 }

@@ -16,7 +16,9 @@ Any other path: 404, /file answers 200 with 100 bytes, /early a 103
 (Link) before its 200, /refuse-once... is refused (REFUSED_STREAM) the
 first time and then echoed as /echo is, /hang is never answered, /held gets a head of 20 fields and then
 nothing (a stream held open), /sink... never answered and its body never
-taken (the stream's window stays shut; the connection's is given back)."""
+taken (the stream's window stays shut; the connection's is given back),
+/sinkall... the same, the connection's window kept too (a server whose
+connection stalls: "sinkall full" logged once 65535 bytes came)."""
 import socket
 import sys
 import threading
@@ -100,7 +102,14 @@ def serve(conn, log):
                                    end_stream=True)
             elif isinstance(ev, h2.events.DataReceived):
                 st = streams.get(ev.stream_id)
-                if st is None or not st["path"].startswith("/sink"):
+                if st is not None and st["path"].startswith("/sinkall"):
+                    # Nothing given back, not even the connection's.
+                    st["bytes"] += ev.flow_controlled_length
+                    if st["bytes"] >= 65535 and not st.get("full"):
+                        st["full"] = True
+                        with open(log, "a") as f:
+                            f.write("sinkall full\n")
+                elif st is None or not st["path"].startswith("/sink"):
                     h.acknowledge_received_data(ev.flow_controlled_length,
                                                 ev.stream_id)
                 elif ev.flow_controlled_length:

@@ -13,6 +13,10 @@
 #    is reset (RST_STREAM CANCEL);
 #  - a server that takes no body: proxyd's memory does not grow with the
 #    upload (the stream's window, then the client's, shut);
+#  - a connection whose window the server keeps (a stream it never
+#    reads, its connection-level window not given back either): a next
+#    request with a body goes on another connection (server-pool), not
+#    behind it;
 #  - a server that never answers: 504 at response-timeout, the stream
 #    cancelled;
 #  - an interim 103 from the server reaches the client before the 200;
@@ -49,6 +53,14 @@ free_port PD
 write_proxyd_conf
 write_http_service h2o "$PH" "$OP" '<http server-h2="yes" trailers="pass"/>'
 write_http_service h2d "$PD" "$OD" '<http server-h2="yes"/>'
+free_port PS
+free_port OS
+SLOG=$T/origin-stall.log
+: >"$SLOG"
+"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OS" "$SLOG" 2>"$T/origin-stall.err" &
+track_pid $!
+wait_listen "$OS" 5 || fail "h2 origin (stall) did not start: $(cat "$T/origin-stall.err")"
+write_http_service h2s "$PS" "$OS" '<http server-h2="yes"/>'
 free_port PT
 write_http_service h2t "$PT" "$OP" '<http server-h2="yes"><limits response-timeout="1s"/></http>'
 start_proxyd
@@ -173,4 +185,17 @@ code=$(curl -sS --max-time 10 --data-binary @"$T/big.bin" -H 'Expect:' \
 check [ "$code" = 200 ] "a refused 40000-byte POST went again: $code"
 check cmp -s "$T/big.bin" "$T/big.out" "its whole body echoed: $(wc -c <"$T/big.out") bytes"
 check grep -qi 'x-echo-bytes: 40000' "$T/big.hdr" "the server got its 40000 bytes once: $(tr -d '\r' <"$T/big.hdr")"
+
+# A stream the server never reads, and the connection's window not given
+# back either: the connection is spent for bodies. The next upload gets
+# a connection of its own and its echo.
+curl -sS --max-time 15 -o /dev/null --data-binary @"$T/zero.bin" -H 'Expect:' \
+    "http://127.0.0.1:$PS/sinkall" 2>/dev/null &
+sinkpid=$!
+track_pid "$sinkpid"
+wait_grep "$SLOG" '^sinkall full$' 10 || fail "the /sinkall stream did not fill the connection's window: $(tail -3 "$SLOG")"
+out=$(curl -sS --max-time 5 --data-binary 'after-a-stall' -H 'Expect:' \
+    "http://127.0.0.1:$PS/echo" 2>/dev/null) || true
+check [ "$out" = after-a-stall ] "an upload after a connection's window was spent: '$out'"
+kill "$sinkpid" 2>/dev/null || true
 http_done
