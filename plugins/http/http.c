@@ -485,6 +485,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		};
 
 		http_head_request(h->head_out, &m, p, &rq);
+		if (p->server_h2 != HTTP_SERVER_H2_NO)
+			http_h2o_prepare(h, &m, &rq);
 	}
 	evbuffer_drain(cin, head_len);
 	h->req = HTTP_REQ_WAIT;
@@ -1445,6 +1447,7 @@ http_on_close(struct px_session *s, void *st)
 	h->head_out = NULL;
 	free(h->canon);
 	h->canon = NULL;
+	http_h2o_close(h);
 	/* An idle server connection outlives its client in the pool. */
 	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
 	    !h->tunnel);

@@ -1,6 +1,9 @@
 /* HTTP/2 towards servers (server-h2="yes"): the calls the http engine
- * makes into http_h2_origin.c. The engine hands it a transaction's request
- * as the head it would send (the request-header rules applied), and gets
+ * makes into http_h2_origin.c and http_h2_origin_stream.c. The engine
+ * hands it a transaction's parsed request with what the head it would
+ * send an HTTP/1.1 server is made of (http_h2o_prepare: the
+ * request-header rules applied from the parsed fields, never its own
+ * text parsed again), and gets
  * the response back as a parsed struct http_head filled from nghttp2's
  * header callbacks, judged by the same code that judges an HTTP/1.1
  * server's (http_judge_response), and its body as DATA ending with
@@ -15,6 +18,16 @@ struct http_head;
 struct http_state;
 struct sockaddr;
 
+struct http_req_ctx;
+
+/* The header list of the request m (with what r says of it, as
+ * http_head_request takes them) for a stream, kept with the
+ * transaction until the next request's (a request that fails over to
+ * HTTP/1.1 goes as its text head). On failure the dispatch fails. */
+void	http_h2o_prepare(struct http_state *h, const struct http_head *m,
+	    const struct http_req_ctx *r);
+/* The session ends: the list goes. */
+void	http_h2o_close(struct http_state *h);
 /* This transaction goes to its server dst over HTTP/2: server-h2="yes";
  * "auto" under TLS unless dst picked http/1.1 lately (ALPN). */
 bool	http_h2o_wanted(const struct http_state *h,
@@ -23,7 +36,7 @@ bool	http_h2o_wanted(const struct http_state *h,
  * (until then they wait in the client's input, for an HTTP/1.1
  * fallback under "auto"). True without a stream. */
 bool	http_h2o_ready(const struct http_state *h);
-/* Sends the request in h->head_out to dst on a stream of one of the
+/* Sends the prepared request to dst on a stream of one of the
  * worker's h2 connections to dst (a new one when all are full, up to
  * server-pool). 0, or -1 (nothing sent; the caller answers 502). */
 int	http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst);

@@ -27,6 +27,7 @@ struct http_state;
 #define H2O_REFUSALS		4
 
 struct h2o_conn;
+struct h2o_list;
 
 /* A header block arriving (a response head, or trailers): names and
  * values gathered into one buffer, and where each field is in it, both
@@ -51,19 +52,13 @@ struct http_h2o_stream {
 	struct h2o_conn		*conn;
 	struct http_state	*h;
 	int32_t			 id;
-	/* The request as sent: a header list in nv (pointing into nvbuf). */
-	nghttp2_nv		*nv;
-	size_t			 nnv;
-	char			*nvbuf;
 	/* Its body: bytes waiting for the stream's window. */
 	struct evbuffer		*req;
 	bool			 req_body;	/* a body follows the head */
 	bool			 req_end;	/* the body is all in req */
 	bool			 req_deferred;	/* the data source waits */
 	bool			 req_done;	/* END_STREAM (or trailers) sent */
-	nghttp2_nv		*tnv;		/* the request's trailers */
-	size_t			 ntnv;
-	char			*tnvbuf;
+	struct h2o_list		*tl;		/* the request's trailers */
 	/* The response. */
 	struct h2o_block	*blk;		/* the block arriving */
 	bool			 blk_trailers;	/* blk is the trailers */

@@ -2,13 +2,15 @@
  * transaction's stream, its request out and its response in, on a
  * connection of http_h2_origin.c's.
  *
- * The message seam: the request goes as the head the engine would send an
- * HTTP/1.1 server (http_head_request: the request-header rules, Host,
- * X-Forwarded-For, Via applied), read back as a struct http_head and made
- * a header list: :method, :scheme, :authority (Host), :path (the
- * canonical target), the fields with lower-case names, without the
- * hop-by-hop ones (and Host, Transfer-Encoding), "te: trailers" when the
- * client asked for trailers. The response comes back as header blocks
+ * The message seam: the request's header list is made from the parsed
+ * request when its head is (http_h2o_prepare), by the writer of the head
+ * an HTTP/1.1 server gets (http_head_request_fields: the request-header
+ * rules, Host, X-Forwarded-For, Via applied, the hop-by-hop fields, and
+ * Transfer-Encoding and Connection, left out), never from that text
+ * parsed again: :method, :scheme, :authority (Host), :path (the canonical
+ * target), the fields with lower-case names, "te: trailers" when the
+ * client asked for trailers. Its trailer section the same way
+ * (http_head_trailer_fields). The response comes back as header blocks
  * gathered from nghttp2's header callbacks (sized to their fields), made
  * a struct http_head when the engine reads one, never text parsed again,
  * and goes through http_judge_response as an HTTP/1.1 server's head
@@ -54,151 +56,208 @@
 
 /* ---- header lists ------------------------------------------------------ */
 
-static bool
-h2o_hop_by_hop(const struct http_hdr *f)
+/* A header list being gathered (the request's fields, its trailers):
+ * names lower-cased and values in one buffer, where each is in it, then
+ * the nghttp2_nv array pointing there (h2o_list_done). */
+struct h2o_list {
+	char		*buf;
+	size_t		 len, cap;
+	struct h2o_field *f;
+	unsigned	 n, fcap;
+	unsigned	 npseudo;	/* the last ones: they go first */
+	int		 authority;	/* the Host field's index; -1 */
+	bool		 failed;	/* out of memory */
+	nghttp2_nv	*nv;
+	size_t		 nnv;
+};
+
+struct http_h2o_req {
+	struct h2o_list	 l;
+};
+
+static void
+h2o_list_free(struct h2o_list *l)
 {
-	switch (f->id) {
-	case HTTP_F_CONNECTION:
-	case HTTP_F_KEEP_ALIVE:
-	case HTTP_F_PROXY_CONNECTION:
-	case HTTP_F_TE:
-	case HTTP_F_TRAILER:
-	case HTTP_F_UPGRADE:
-	case HTTP_F_TRANSFER_ENCODING:
-	case HTTP_F_HOST:
-		return true;
-	default:
-		return false;
-	}
+	free(l->buf);
+	free(l->f);
+	free(l->nv);
+	memset(l, 0, sizeof(*l));
 }
 
-/* A header list from fields of m (lower-cased copies in *bufp), after
- * the pseudo-fields pseudo[npseudo]. 0, or -1 (out of memory). */
+/* Appends a field (name lower-cased when lower). -1: out of memory. */
 static int
-h2o_nv_build(const struct http_head *m, const nghttp2_nv *pseudo,
-    size_t npseudo, bool te_trailers, nghttp2_nv **nvp, size_t *nnvp,
-    char **bufp)
+h2o_list_add(struct h2o_list *l, const char *name, size_t nlen,
+    const char *val, size_t vlen, bool lower)
 {
-	size_t need = 0, n = 0, off = 0, i, k;
-	nghttp2_nv *nv;
-	char *buf;
+	size_t k;
 
-	for (i = 0; i < npseudo; i++)
-		need += pseudo[i].namelen + pseudo[i].valuelen;
-	for (i = 0; i < m->nhdr; i++)
-		need += m->hdr[i].nlen + m->hdr[i].vlen;
-	need += 16;
-	nv = calloc(npseudo + m->nhdr + 1, sizeof(*nv));
-	buf = malloc(need);
-	if (nv == NULL || buf == NULL) {
-		free(nv);
-		free(buf);
-		return -1;
-	}
-	for (i = 0; i < npseudo; i++) {
-		memcpy(buf + off, pseudo[i].name, pseudo[i].namelen);
-		nv[n].name = (uint8_t *)buf + off;
-		off += pseudo[i].namelen;
-		memcpy(buf + off, pseudo[i].value, pseudo[i].valuelen);
-		nv[n].value = (uint8_t *)buf + off;
-		off += pseudo[i].valuelen;
-		nv[n].namelen = pseudo[i].namelen;
-		nv[n].valuelen = pseudo[i].valuelen;
-		n++;
-	}
-	for (i = 0; i < m->nhdr; i++) {
-		const struct http_hdr *f = &m->hdr[i];
+	if (l->n == l->fcap) {
+		unsigned fcap = l->fcap ? l->fcap * 2 : 16;
+		struct h2o_field *nf = reallocarray(l->f, fcap, sizeof(*nf));
 
-		if (h2o_hop_by_hop(f))
-			continue;
-		for (k = 0; k < f->nlen; k++) {
-			char ch = f->name[k];
+		if (nf == NULL)
+			return -1;
+		l->f = nf;
+		l->fcap = fcap;
+	}
+	if (l->len + nlen + vlen > l->cap) {
+		size_t cap = l->cap * 2 + nlen + vlen + 256;
+		/* A value of the list itself (:authority, Host's) moves
+		 * with it. */
+		bool own = l->buf != NULL && val >= l->buf &&
+		    val < l->buf + l->len;
+		size_t vo = own ? (size_t)(val - l->buf) : 0;
+		char *nb = realloc(l->buf, cap);
 
-			buf[off + k] = (char)(ch >= 'A' && ch <= 'Z' ?
-			    ch + 32 : ch);
-		}
-		nv[n].name = (uint8_t *)buf + off;
-		nv[n].namelen = f->nlen;
-		off += f->nlen;
-		memcpy(buf + off, f->val, f->vlen);
-		nv[n].value = (uint8_t *)buf + off;
-		nv[n].valuelen = f->vlen;
-		off += f->vlen;
-		n++;
+		if (nb == NULL)
+			return -1;
+		l->buf = nb;
+		l->cap = cap;
+		if (own)
+			val = l->buf + vo;
 	}
-	if (te_trailers) {
-		memcpy(buf + off, "tetrailers", 10);
-		nv[n].name = (uint8_t *)buf + off;
-		nv[n].namelen = 2;
-		nv[n].value = (uint8_t *)buf + off + 2;
-		nv[n].valuelen = 8;
-		n++;
+	for (k = 0; k < nlen; k++) {
+		char ch = name[k];
+
+		l->buf[l->len + k] = (char)(lower && ch >= 'A' && ch <= 'Z' ?
+		    ch + 32 : ch);
 	}
-	for (i = 0; i < n; i++)
-		nv[i].flags = NGHTTP2_NV_FLAG_NONE;
-	*nvp = nv;
-	*nnvp = n;
-	*bufp = buf;
+	l->f[l->n].no = (uint32_t)l->len;
+	l->f[l->n].nl = (uint32_t)nlen;
+	l->len += nlen;
+	memcpy(l->buf + l->len, val, vlen);
+	l->f[l->n].vo = (uint32_t)l->len;
+	l->f[l->n].vl = (uint32_t)vlen;
+	l->len += vlen;
+	l->n++;
 	return 0;
 }
 
-/* The request header list from the head in h->head_out (as it would go to
- * an HTTP/1.1 server: the rules applied). 0, or -1. */
-static int
-h2o_request_nv(struct http_state *h, struct http_h2o_stream *st)
+/* http_head_request_fields' and http_head_trailer_fields' fn: a field of
+ * the list; Host kept aside, the :authority. */
+static void
+h2o_list_field(void *arg, const char *name, size_t nlen, const char *val,
+    size_t vlen)
 {
-	static _Thread_local struct http_head m;
-	static const struct http_limits lim = {
-		.max_line = 1 << 20, .max_header_lines = HTTP_MAX_HEADERS,
-		.max_header_bytes = 1 << 22, .max_url = 1 << 20,
-	};
-	size_t len = evbuffer_get_length(h->head_out);
-	const char *buf, *why;
-	nghttp2_nv ps[4];
+	struct h2o_list *l = arg;
 
-	if ((buf = (const char *)evbuffer_pullup(h->head_out, -1)) == NULL ||
-	    http_parse_head(buf, len, true, &lim, &m, &why) != 0 ||
-	    m.host == -1)
+	if (l->failed)
+		return;
+	if (name == NULL) {
+		l->failed = true;
+		return;
+	}
+	if (nlen == 4 && http_token_eq(name, nlen, "host")) {
+		if (l->authority != -1)
+			return;
+		l->authority = (int)l->n;
+	}
+	if (h2o_list_add(l, name, nlen, val, vlen, true) == -1)
+		l->failed = true;
+}
+
+/* The nghttp2_nv array of l: the pseudo-fields (added last) first, then
+ * the fields but Host. 0, or -1. */
+static int
+h2o_list_done(struct h2o_list *l)
+{
+	unsigned i, k = 0, nf = l->n - l->npseudo;
+
+	if (l->failed || (l->nv = calloc(l->n + 1, sizeof(*l->nv))) == NULL)
 		return -1;
-	ps[0] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)m.method, 7,
-	    m.mlen, 0 };
-	ps[1] = px_session_tls_originates(h->s) ?
-	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0 } :
-	    (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 };
-	ps[2] = (nghttp2_nv){ (uint8_t *)":authority",
-	    (uint8_t *)m.hdr[m.host].val, 10, m.hdr[m.host].vlen, 0 };
-	ps[3] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)m.target, 5,
-	    m.tlen, 0 };
-	return h2o_nv_build(&m, ps, 4, h->te_trailers, &st->nv, &st->nnv,
-	    &st->nvbuf);
+	for (i = 0; i < l->n; i++) {
+		unsigned j = i < l->npseudo ? nf + i : i - l->npseudo;
+
+		if ((int)j == l->authority)
+			continue;
+		l->nv[k].name = (uint8_t *)l->buf + l->f[j].no;
+		l->nv[k].namelen = l->f[j].nl;
+		l->nv[k].value = (uint8_t *)l->buf + l->f[j].vo;
+		l->nv[k].valuelen = l->f[j].vl;
+		l->nv[k].flags = NGHTTP2_NV_FLAG_NONE;
+		k++;
+	}
+	l->nnv = k;
+	return 0;
+}
+
+void
+http_h2o_prepare(struct http_state *h, const struct http_head *m,
+    const struct http_req_ctx *r)
+{
+	struct http_h2o_req *rq = h->h2o_req;
+	struct h2o_list *l;
+	unsigned nf;
+	bool ok;
+
+	if (rq == NULL && (rq = h->h2o_req = calloc(1, sizeof(*rq))) == NULL)
+		return;
+	l = &rq->l;
+	h2o_list_free(l);
+	l->authority = -1;
+	/* The fields as an HTTP/1.1 server gets them (the request-header
+	 * rules, Host, X-Forwarded-For, Via), from the parsed request. */
+	http_head_request_fields(m, h->pol, r, h2o_list_field, l);
+	if (h->te_trailers && h2o_list_add(l, "te", 2, "trailers", 8,
+	    false) == -1)
+		l->failed = true;
+	if (l->failed || l->authority == -1) {
+		l->failed = true;
+		return;
+	}
+	nf = l->n;
+	/* :method, :scheme, :authority (Host), :path (the target sent
+	 * on, "/" before a bare query, its query). */
+	ok = h2o_list_add(l, ":method", 7, m->method, m->mlen, false) == 0 &&
+	    (px_session_tls_originates(h->s) ?
+	    h2o_list_add(l, ":scheme", 7, "https", 5, false) :
+	    h2o_list_add(l, ":scheme", 7, "http", 4, false)) == 0 &&
+	    h2o_list_add(l, ":authority", 10, l->buf +
+	    l->f[l->authority].vo, l->f[l->authority].vl, false) == 0 &&
+	    h2o_list_add(l, ":path", 5, "/", r->tlen > 0 &&
+	    r->target[0] == '?' ? 1 : 0, false) == 0;
+	if (ok && r->tlen != 0) {
+		/* The value grows in place: it is the buffer's last bytes. */
+		unsigned last = l->n - 1;
+
+		ok = h2o_list_add(l, "", 0, r->target, r->tlen, false) == 0 &&
+		    (r->query == NULL || (h2o_list_add(l, "", 0, "?", 1,
+		    false) == 0 && h2o_list_add(l, "", 0, r->query, r->qlen,
+		    false) == 0));
+		while (ok && l->n > last + 1)
+			l->f[last].vl += l->f[--l->n].vl;
+	}
+	l->npseudo = l->n - nf;
+	if (!ok || h2o_list_done(l) == -1)
+		l->failed = true;
+}
+
+void
+http_h2o_close(struct http_state *h)
+{
+	if (h->h2o_req == NULL)
+		return;
+	h2o_list_free(&h->h2o_req->l);
+	free(h->h2o_req);
+	h->h2o_req = NULL;
 }
 
 void
 http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
 {
-	static _Thread_local struct http_head tt;
 	struct http_h2o_stream *st = h->h2o;
-	struct evbuffer *tmp;
-	const char *buf, *why;
-	size_t len;
-	ssize_t k;
 
 	if (st == NULL || !h->pol->trailers_pass || t->nhdr == 0 ||
-	    st->tnv != NULL || (tmp = evbuffer_new()) == NULL)
+	    st->tl != NULL || (st->tl = calloc(1, sizeof(*st->tl))) == NULL)
 		return;
-	/* Through the rules as an HTTP/1.1 server would get them, then a
-	 * header list: "0\r\n" (the last chunk) leads. */
-	http_head_trailers(tmp, t, h->pol, true);
-	len = evbuffer_get_length(tmp);
-	if (len > 3 && (buf = (const char *)evbuffer_pullup(tmp, -1)) !=
-	    NULL) {
-		k = http_parse_trailers(buf + 3, len - 3, &h->pol->lim, &tt,
-		    &why);
-		if (k > 0 && tt.nhdr != 0)
-			(void)h2o_nv_build(&tt, NULL, 0, false, &st->tnv,
-			    &st->ntnv, &st->tnvbuf);
+	/* Through the rules as an HTTP/1.1 server would get them. */
+	st->tl->authority = -1;
+	http_head_trailer_fields(t, h->pol, true, h2o_list_field, st->tl);
+	if (st->tl->n == 0 || h2o_list_done(st->tl) == -1) {
+		h2o_list_free(st->tl);
+		free(st->tl);
+		st->tl = NULL;
 	}
-	evbuffer_free(tmp);
 }
 
 /* How a final head without content-length is framed to the client. */
@@ -519,8 +578,8 @@ h2o_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
 	if (evbuffer_get_length(st->req) == 0 && st->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->req_done = true;
-		if (st->tnv != NULL && nghttp2_submit_trailer(ng, id, st->tnv,
-		    st->ntnv) == 0)
+		if (st->tl != NULL && nghttp2_submit_trailer(ng, id,
+		    st->tl->nv, st->tl->nnv) == 0)
 			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
 		h2o_notify(st);
 		return (ssize_t)n;
@@ -555,10 +614,9 @@ h2o_stream_free(struct http_h2o_stream *st)
 	h2o_block_free(st->hblk);
 	h2o_block_free(st->tblk);
 	h2o_block_free(st->iblk);
-	free(st->nv);
-	free(st->nvbuf);
-	free(st->tnv);
-	free(st->tnvbuf);
+	if (st->tl != NULL)
+		h2o_list_free(st->tl);
+	free(st->tl);
 	if (st->req != NULL)
 		evbuffer_free(st->req);
 	if (st->replay != NULL)
@@ -577,7 +635,9 @@ h2o_submit(struct http_state *h, struct http_h2o_stream *st,
 	    .read_callback = h2o_data_read };
 
 	st->conn = c;
-	st->id = nghttp2_submit_request(c->ng, NULL, st->nv, st->nnv,
+	/* nghttp2 copies the list: the transaction's serves each try. */
+	st->id = nghttp2_submit_request(c->ng, NULL, h->h2o_req->l.nv,
+	    h->h2o_req->l.nnv,
 	    st->req_body ? &dp : NULL, st);
 	if (st->id < 0) {
 		st->conn = NULL;
@@ -608,7 +668,7 @@ h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
 	if ((st->req = evbuffer_new()) == NULL ||
 	    (st->req_body && (st->replay = evbuffer_new()) == NULL) ||
 	    (st->body = evbuffer_new()) == NULL ||
-	    h2o_request_nv(h, st) == -1 ||
+	    h->h2o_req == NULL || h->h2o_req->l.failed ||
 	    (c = http_h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
 	    h2o_submit(h, st, c) == -1) {
 		h2o_stream_free(st);
@@ -832,11 +892,8 @@ http_h2o_input(struct http_state *h)
 			if (st->replay != NULL)
 				evbuffer_add_buffer(nst->req, st->replay);
 			evbuffer_add_buffer(nst->req, st->req);
-			nst->tnv = st->tnv;
-			nst->ntnv = st->ntnv;
-			nst->tnvbuf = st->tnvbuf;
-			st->tnv = NULL;
-			st->tnvbuf = NULL;
+			nst->tl = st->tl;
+			st->tl = NULL;
 			h2o_stream_free(st);
 			http_h2o_req_more(h);
 			return;

@@ -20,6 +20,10 @@ struct http_wbuf {
 	struct evbuffer	*ev;
 	size_t		 n;
 	char		 b[4096];
+	/* Not NULL: each field goes to fn instead, whole (the *_fields
+	 * writers, for an HTTP/2 server), and nothing to ev. */
+	http_field_fn	 fn;
+	void		*arg;
 };
 
 static void
@@ -59,6 +63,10 @@ http_wb_field(struct http_wbuf *w, const char *name, size_t nlen,
 {
 	char *d;
 
+	if (w->fn != NULL) {
+		w->fn(w->arg, name, nlen, val, vlen);
+		return;
+	}
 	if (nlen + vlen + 4 > sizeof(w->b) - w->n) {
 		http_wb_add(w, name, nlen);
 		HTTP_WB_LIT(w, ": ");
@@ -78,18 +86,18 @@ http_wb_field(struct http_wbuf *w, const char *name, size_t nlen,
 	w->n = (size_t)(d - w->b);
 }
 
-/* In decimal, without leading zeros. */
-static void
-http_wb_u64(struct http_wbuf *w, uint64_t v)
+/* v in decimal, without leading zeros, at the end of tmp[20]: where it
+ * starts. */
+static size_t
+http_u64_str(char tmp[20], uint64_t v)
 {
-	char tmp[20];
-	size_t n = sizeof(tmp);
+	size_t n = 20;
 
 	do {
 		tmp[--n] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v != 0);
-	http_wb_add(w, tmp + n, sizeof(tmp) - n);
+	return n;
 }
 
 /* What the writers ask of a head's fields, found in one pass: which
@@ -344,7 +352,8 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 		    http_token_eq(f->name, f->nlen, "request-range"))))
 			continue;
 		if (id == HTTP_F_TRANSFER_ENCODING) {
-			if (o->skip_te || te_done)
+			/* An HTTP/2 message has none (RFC 9113 8.2.2). */
+			if (o->skip_te || te_done || w->fn != NULL)
 				continue;
 			http_write_te(w, m, fs);
 			te_done = true;
@@ -352,11 +361,8 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 		}
 		if (o->host != NULL && id == HTTP_F_HOST) {
 			/* The authority of an absolute-form target. */
-			if (!host_done) {
-				HTTP_WB_LIT(w, "Host: ");
-				http_wb_add(w, o->host, o->hlen);
-				HTTP_WB_LIT(w, "\r\n");
-			}
+			if (!host_done)
+				http_wb_field(w, "Host", 4, o->host, o->hlen);
 			host_done = true;
 			continue;
 		}
@@ -369,57 +375,95 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 			http_wb_field(w, f->name, f->nlen, r->value,
 			    strlen(r->value));
 		else if (id == HTTP_F_CONTENT_LENGTH) {
-			http_wb_add(w, f->name, f->nlen);
-			HTTP_WB_LIT(w, ": ");
-			http_wb_u64(w, (uint64_t)m->content_length);
-			HTTP_WB_LIT(w, "\r\n");
+			char tmp[20];
+			size_t n = http_u64_str(tmp, (uint64_t)m->content_length);
+
+			http_wb_field(w, f->name, f->nlen, tmp + n,
+			    sizeof(tmp) - n);
 		} else
 			http_wb_field(w, f->name, f->nlen, f->val, f->vlen);
 	}
-	if (o->host != NULL && !host_done) {
-		HTTP_WB_LIT(w, "Host: ");
-		http_wb_add(w, o->host, o->hlen);
-		HTTP_WB_LIT(w, "\r\n");
-	}
+	if (o->host != NULL && !host_done)
+		http_wb_field(w, "Host", 4, o->host, o->hlen);
 	if (!o->inserts)
 		return;
 	for (k = 0; k < o->nrules; k++)
-		if (o->rules[k].action == HTTP_INSERT) {
-			http_wb_str(w, o->rules[k].name);
-			HTTP_WB_LIT(w, ": ");
-			http_wb_str(w, o->rules[k].value);
-			HTTP_WB_LIT(w, "\r\n");
-		}
+		if (o->rules[k].action == HTTP_INSERT)
+			http_wb_field(w, o->rules[k].name,
+			    strlen(o->rules[k].name), o->rules[k].value,
+			    strlen(o->rules[k].value));
 }
 
-/* The client's address, without port (inet_ntop's form; IPv4 without
- * its sprintf). */
-static void
-http_wb_client_ip(struct http_wbuf *w, const struct sockaddr *sa)
+/* The client's address, without port, into buf (inet_ntop's form; IPv4
+ * without its sprintf): its length. */
+static size_t
+http_client_ip(const struct sockaddr *sa, char buf[INET6_ADDRSTRLEN])
 {
-	char buf[INET6_ADDRSTRLEN];
 	const unsigned char *a;
+	size_t len = 0, k;
+	char tmp[20];
 	unsigned i;
 
 	if (sa->sa_family == AF_INET6) {
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-		    buf, sizeof(buf));
-		http_wb_str(w, buf);
-		return;
+		    buf, INET6_ADDRSTRLEN);
+		return strlen(buf);
 	}
 	a = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
 	for (i = 0; i < 4; i++) {
 		if (i > 0)
-			HTTP_WB_LIT(w, ".");
-		http_wb_u64(w, a[i]);
+			buf[len++] = '.';
+		k = http_u64_str(tmp, a[i]);
+		memcpy(buf + len, tmp + k, sizeof(tmp) - k);
+		len += sizeof(tmp) - k;
 	}
+	return len;
 }
 
-void
-http_head_request(struct evbuffer *out, const struct http_head *m,
+/* X-Forwarded-For: the client's address, after the client's own value
+ * (x-forwarded-for="append") or alone. */
+static void
+http_write_xff(struct http_wbuf *w, const struct http_head *m,
+    const struct http_fields *fs, const struct http_policy *p,
+    const struct sockaddr *client)
+{
+	const struct http_hdr *prev = p->xff == HTTP_XFF_APPEND &&
+	    fs->xff != -1 ? &m->hdr[fs->xff] : NULL;
+	char ip[INET6_ADDRSTRLEN], *v;
+	size_t iplen = http_client_ip(client, ip), n;
+
+	if (w->fn == NULL) {
+		HTTP_WB_LIT(w, "X-Forwarded-For: ");
+		if (prev != NULL) {
+			http_wb_add(w, prev->val, prev->vlen);
+			HTTP_WB_LIT(w, ", ");
+		}
+		http_wb_add(w, ip, iplen);
+		HTTP_WB_LIT(w, "\r\n");
+		return;
+	}
+	if (prev == NULL) {
+		w->fn(w->arg, "X-Forwarded-For", 15, ip, iplen);
+		return;
+	}
+	n = prev->vlen + 2 + iplen;
+	if ((v = malloc(n)) == NULL) {
+		w->fn(w->arg, NULL, 0, NULL, 0);	/* out of memory */
+		return;
+	}
+	memcpy(v, prev->val, prev->vlen);
+	memcpy(v + prev->vlen, ", ", 2);
+	memcpy(v + prev->vlen + 2, ip, iplen);
+	w->fn(w->arg, "X-Forwarded-For", 15, v, n);
+	free(v);
+}
+
+/* The request's fields as http_head_request writes them (to w's text or
+ * its fn); the Connection it adds only as text. */
+static void
+http_request_fields(struct http_wbuf *w, const struct http_head *m,
     const struct http_policy *p, const struct http_req_ctx *r)
 {
-	struct http_wbuf w;
 	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = p->reqh, .nrules = p->nreqh, .dflt = p->reqh_dflt,
@@ -429,9 +473,40 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 		.skip_range = r->whole, .drop = r->drop,
 	};
 
+	http_fields_scan(&fs, m);
+	http_write_fields(w, m, &fs, &o);
+	if (m->host == -1 && r->authority == NULL) {
+		/* We speak HTTP/1.1 to the server, which requires Host; an
+		 * HTTP/1.0 client may not have sent one (over HTTP/2, it is
+		 * the :authority). */
+		char a[PX_ADDRSTRLEN];
+		const char *v = r->host[0] ? r->host :
+		    px_sockaddr_str(r->dst, a, sizeof(a));
+
+		http_wb_field(w, "Host", 4, v, strlen(v));
+	}
+	if (p->xff != HTTP_XFF_NO)
+		http_write_xff(w, m, &fs, p, r->client);
+	if (p->via)
+		http_wb_field(w, "Via", 3, m->minor ? "1.1 proxyd" :
+		    "1.0 proxyd", 10);
+	if (w->fn != NULL)
+		return;		/* HTTP/2 has no Connection (RFC 9113 8.2.2) */
+	if (r->upgrade)
+		HTTP_WB_LIT(w, "Connection: upgrade\r\n");
+	else if (!p->keepalive_server)
+		HTTP_WB_LIT(w, "Connection: close\r\n");
+}
+
+void
+http_head_request(struct evbuffer *out, const struct http_head *m,
+    const struct http_policy *p, const struct http_req_ctx *r)
+{
+	struct http_wbuf w;
+
 	w.ev = out;
 	w.n = 0;
-	http_fields_scan(&fs, m);
+	w.fn = NULL;
 	http_wb_add(&w, m->method, m->mlen);
 	HTTP_WB_LIT(&w, " ");
 	if (r->tlen > 0 && r->target[0] == '?')
@@ -442,35 +517,23 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 		http_wb_add(&w, r->query, r->qlen);
 	}
 	HTTP_WB_LIT(&w, " HTTP/1.1\r\n");
-	http_write_fields(&w, m, &fs, &o);
-	if (m->host == -1 && r->authority == NULL) {
-		/* We speak HTTP/1.1 to the server, which requires Host; an
-		 * HTTP/1.0 client may not have sent one. */
-		char a[PX_ADDRSTRLEN];
-
-		HTTP_WB_LIT(&w, "Host: ");
-		http_wb_str(&w, r->host[0] ? r->host :
-		    px_sockaddr_str(r->dst, a, sizeof(a)));
-		HTTP_WB_LIT(&w, "\r\n");
-	}
-	if (p->xff != HTTP_XFF_NO) {
-		HTTP_WB_LIT(&w, "X-Forwarded-For: ");
-		if (p->xff == HTTP_XFF_APPEND && fs.xff != -1) {
-			http_wb_add(&w, m->hdr[fs.xff].val, m->hdr[fs.xff].vlen);
-			HTTP_WB_LIT(&w, ", ");
-		}
-		http_wb_client_ip(&w, r->client);
-		HTTP_WB_LIT(&w, "\r\n");
-	}
-	if (p->via)
-		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
-		    "Via: 1.0 proxyd\r\n", 17);
-	if (r->upgrade)
-		HTTP_WB_LIT(&w, "Connection: upgrade\r\n");
-	else if (!p->keepalive_server)
-		HTTP_WB_LIT(&w, "Connection: close\r\n");
+	http_request_fields(&w, m, p, r);
 	HTTP_WB_LIT(&w, "\r\n");
 	http_wb_flush(&w);
+}
+
+void
+http_head_request_fields(const struct http_head *m,
+    const struct http_policy *p, const struct http_req_ctx *r,
+    http_field_fn fn, void *arg)
+{
+	struct http_wbuf w;
+
+	w.ev = NULL;
+	w.n = 0;
+	w.fn = fn;
+	w.arg = arg;
+	http_request_fields(&w, m, p, r);
 }
 
 void
@@ -494,6 +557,7 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	line[9] = (char)('0' + m->status / 100);
 	line[10] = (char)('0' + m->status / 10 % 10);
 	line[11] = (char)('0' + m->status % 10);
+	w.fn = NULL;
 	http_wb_add(&w, line, 13);
 	http_wb_add(&w, m->reason, m->rlen);
 	HTTP_WB_LIT(&w, "\r\n");
@@ -534,6 +598,7 @@ http_head_trailers(struct evbuffer *out, const struct http_head *t,
 
 	w.ev = out;
 	w.n = 0;
+	w.fn = NULL;
 	HTTP_WB_LIT(&w, "0\r\n");
 	if (p->trailers_pass) {
 		http_fields_scan(&fs, t);
@@ -541,6 +606,29 @@ http_head_trailers(struct evbuffer *out, const struct http_head *t,
 	}
 	HTTP_WB_LIT(&w, "\r\n");
 	http_wb_flush(&w);
+}
+
+void
+http_head_trailer_fields(const struct http_head *t,
+    const struct http_policy *p, bool request, http_field_fn fn, void *arg)
+{
+	struct http_wbuf w;
+	struct http_fields fs;
+	struct http_wopt o = {
+		.rules = request ? p->reqh : p->resph,
+		.nrules = request ? p->nreqh : p->nresph,
+		.dflt = request ? p->reqh_dflt : p->resph_dflt,
+		.underscore = p->underscore_pass, .trailers = true,
+	};
+
+	if (!p->trailers_pass)
+		return;
+	w.ev = NULL;
+	w.n = 0;
+	w.fn = fn;
+	w.arg = arg;
+	http_fields_scan(&fs, t);
+	http_write_fields(&w, t, &fs, &o);
 }
 
 bool

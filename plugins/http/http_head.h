@@ -14,7 +14,9 @@
  * accept, drop or change rule naming a field decides it, a field no rule
  * names gets the list's default, reqh_dflt or resph_dflt; inserts come
  * after the fields, in rule order),
- * then add Via and their own Connection. */
+ * then add Via and their own Connection. The *_fields writers give the
+ * same fields one by one instead, for an HTTP/2 server (without
+ * Transfer-Encoding and Connection). */
 #ifndef HTTP_HEAD_H
 #define HTTP_HEAD_H
 
@@ -61,6 +63,13 @@ struct http_resp_ctx {
 	const char *extra;
 };
 
+/* Where the *_fields writers give each field, whole: name and value as
+ * the text writers would write them (the name as the client spelt it or
+ * the rule names it). A NULL name: out of memory, the list is not
+ * whole. */
+typedef void (*http_field_fn)(void *arg, const char *name, size_t nlen,
+    const char *val, size_t vlen);
+
 /* The request head for the server: m's method, r's target, m's fields
  * through the request-header rules, then Host (if m has none),
  * X-Forwarded-For (x-forwarded-for=: the client's address appended to
@@ -68,6 +77,13 @@ struct http_resp_ctx {
  * Upgrade) or "Connection: close" (keepalive-server="no"). */
 void	http_head_request(struct evbuffer *out, const struct http_head *m,
 	    const struct http_policy *p, const struct http_req_ctx *r);
+/* The fields http_head_request writes, to fn one by one in the same
+ * order, for an HTTP/2 server: without Transfer-Encoding and Connection
+ * (RFC 9113 8.2.2: framing and the connection are HTTP/2's); the caller
+ * makes the request line :method and :path, Host :authority. */
+void	http_head_request_fields(const struct http_head *m,
+	    const struct http_policy *p, const struct http_req_ctx *r,
+	    http_field_fn fn, void *arg);
 /* The response head for the client: m's status line, m's fields through
  * the response-header rules (Transfer-Encoding dropped when dechunking a
  * final response; Upgrade kept on a 101), then Via and the Connection the
@@ -83,6 +99,11 @@ void	http_head_response(struct evbuffer *out, const struct http_head *m,
  * with '_' unless underscore-headers="pass"), and the empty line. */
 void	http_head_trailers(struct evbuffer *out, const struct http_head *t,
 	    const struct http_policy *p, bool request);
+/* The trailer fields http_head_trailers writes (none unless
+ * trailers="pass"), to fn one by one: an HTTP/2 trailing HEADERS. */
+void	http_head_trailer_fields(const struct http_head *t,
+	    const struct http_policy *p, bool request, http_field_fn fn,
+	    void *arg);
 /* Splits an absolute-form target "http://authority[/path][?query]"
  * (RFC 9112 3.2.2) into its authority and the origin-form target sent on
  * ("/" when it has neither; "?query" alone when it has no path, which

@@ -151,6 +151,7 @@ struct http_h2;
 struct http_auth;
 struct px_auth_id;
 struct http_h2o_stream;
+struct http_h2o_req;
 
 struct http_state {
 	struct px_session	*s;
@@ -167,6 +168,9 @@ struct http_state {
 	/* The transaction's stream to an HTTP/2 server (http_h2_origin.c);
 	 * NULL: none (srv.io is the server's HTTP/1.1 connection). */
 	struct http_h2o_stream	*h2o;
+	/* Its request's header list, made from the parsed request when the
+	 * service may speak HTTP/2 to servers (http_h2o_prepare); NULL. */
+	struct http_h2o_req	*h2o_req;
 	size_t			 buffer;
 	size_t			 head_scan;	/* http_head_end() resume point */
 	struct http_head_scan	 req_judge;	/* the request head arriving */
