@@ -27,22 +27,33 @@ struct http_state;
 #define H2O_REFUSALS		4
 
 struct h2o_conn;
-struct h2o_list;
 
-/* A header block arriving (a response head, or trailers): names and
- * values gathered into one buffer, and where each field is in it, both
- * grown to what the block holds (a stream keeps its blocks, not a
- * struct http_head of HTTP_MAX_HEADERS fields: one per worker is made
- * from a block when the engine reads it, h2o_block_head). */
 struct h2o_field {
 	uint32_t	 no, nl, vo, vl;
 };
 
-struct h2o_block {
+/* A header list being gathered (the request's fields, its trailers, a
+ * response's header block): names (lower-cased for a request) and values
+ * in one buffer, where each is in it, grown to what it holds; for a
+ * request, then the nghttp2_nv array pointing there. */
+struct h2o_list {
 	char		*buf;
 	size_t		 len, cap;
 	struct h2o_field *f;
 	unsigned	 n, fcap;
+	unsigned	 npseudo;	/* the last ones: they go first */
+	int		 authority;	/* the Host field's index; -1 */
+	bool		 failed;	/* out of memory */
+	nghttp2_nv	*nv;
+	size_t		 nnv;
+};
+
+/* A header block arriving (a response head, or trailers), in a list (a
+ * stream keeps its blocks, not a struct http_head of HTTP_MAX_HEADERS
+ * fields: one per worker is made from a block when the engine reads it,
+ * h2o_block_head). */
+struct h2o_block {
+	struct h2o_list	 l;
 	int		 status;
 	const char	*bad;		/* over a limit, malformed: why */
 };

@@ -56,21 +56,6 @@
 
 /* ---- header lists ------------------------------------------------------ */
 
-/* A header list being gathered (the request's fields, its trailers):
- * names lower-cased and values in one buffer, where each is in it, then
- * the nghttp2_nv array pointing there (h2o_list_done). */
-struct h2o_list {
-	char		*buf;
-	size_t		 len, cap;
-	struct h2o_field *f;
-	unsigned	 n, fcap;
-	unsigned	 npseudo;	/* the last ones: they go first */
-	int		 authority;	/* the Host field's index; -1 */
-	bool		 failed;	/* out of memory */
-	nghttp2_nv	*nv;
-	size_t		 nnv;
-};
-
 struct http_h2o_req {
 	struct h2o_list	 l;
 };
@@ -285,12 +270,12 @@ h2o_block_head(struct h2o_block *b, struct http_head *m,
 	m->minor = 2;		/* Via: 2 (http_head_response) */
 	m->content_length = -1;
 	m->host = m->upgrade = -1;
-	for (i = 0; i < b->n; i++) {
+	for (i = 0; i < b->l.n; i++) {
 		f = &m->hdr[m->nhdr];
-		f->name = b->buf + b->f[i].no;
-		f->nlen = b->f[i].nl;
-		f->val = b->buf + b->f[i].vo;
-		f->vlen = b->f[i].vl;
+		f->name = b->l.buf + b->l.f[i].no;
+		f->nlen = b->l.f[i].nl;
+		f->val = b->l.buf + b->l.f[i].vo;
+		f->vlen = b->l.f[i].vl;
 		f->id = (unsigned char)http_field_id(f->name, f->nlen);
 		if (memchr(f->name, '_', f->nlen) != NULL)
 			m->underscore = true;
@@ -332,8 +317,7 @@ h2o_block_free(struct h2o_block *b)
 {
 	if (b == NULL)
 		return;
-	free(b->buf);
-	free(b->f);
+	h2o_list_free(&b->l);
 	free(b);
 }
 
@@ -368,8 +352,8 @@ h2o_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr,
 	if (st->blk == NULL && (st->blk = calloc(1, sizeof(*st->blk))) ==
 	    NULL)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	st->blk->len = 0;
-	st->blk->n = 0;
+	st->blk->l.len = 0;
+	st->blk->l.n = 0;
 	st->blk->status = 0;
 	st->blk->bad = NULL;
 	st->blk_trailers = st->got_head;
@@ -405,7 +389,7 @@ h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
 		b->bad = "unknown pseudo-header in a response";
 		return 0;
 	}
-	if (b->n >= lim->max_header_lines || b->n >= HTTP_MAX_HEADERS) {
+	if (b->l.n >= lim->max_header_lines || b->l.n >= HTTP_MAX_HEADERS) {
 		b->bad = "response head over max-header-lines";
 		return 0;
 	}
@@ -418,37 +402,13 @@ h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
 		b->bad = "'_' in a framing header name";
 		return 0;
 	}
-	if (b->len + nlen + vlen + 4 > lim->max_header_bytes) {
+	if (b->l.len + nlen + vlen + 4 > lim->max_header_bytes) {
 		b->bad = "response head over max-header-bytes";
 		return 0;
 	}
-	if (b->n == b->fcap) {
-		unsigned fcap = b->fcap ? b->fcap * 2 : 16;
-		struct h2o_field *nf = reallocarray(b->f, fcap, sizeof(*nf));
-
-		if (nf == NULL)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		b->f = nf;
-		b->fcap = fcap;
-	}
-	if (b->len + nlen + vlen > b->cap) {
-		size_t cap = b->cap * 2 + nlen + vlen + 256;
-		char *nb = realloc(b->buf, cap);
-
-		if (nb == NULL)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		b->buf = nb;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, name, nlen);
-	b->f[b->n].no = (uint32_t)b->len;
-	b->f[b->n].nl = (uint32_t)nlen;
-	b->len += nlen;
-	memcpy(b->buf + b->len, val, vlen);
-	b->f[b->n].vo = (uint32_t)b->len;
-	b->f[b->n].vl = (uint32_t)vlen;
-	b->len += vlen;
-	b->n++;
+	if (h2o_list_add(&b->l, (const char *)name, nlen,
+	    (const char *)val, vlen, false) == -1)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }
 

@@ -583,18 +583,28 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	http_wb_flush(&w);
 }
 
-void
-http_head_trailers(struct evbuffer *out, const struct http_head *t,
-    const struct http_policy *p, bool request)
+/* How a trailer section's fields are copied: the request- or
+ * response-header rules, without their inserts. */
+static struct http_wopt
+http_trailer_opt(const struct http_policy *p, bool request)
 {
-	struct http_wbuf w;
-	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = request ? p->reqh : p->resph,
 		.nrules = request ? p->nreqh : p->nresph,
 		.dflt = request ? p->reqh_dflt : p->resph_dflt,
 		.underscore = p->underscore_pass, .trailers = true,
 	};
+
+	return o;
+}
+
+void
+http_head_trailers(struct evbuffer *out, const struct http_head *t,
+    const struct http_policy *p, bool request)
+{
+	struct http_wbuf w;
+	struct http_fields fs;
+	struct http_wopt o = http_trailer_opt(p, request);
 
 	w.ev = out;
 	w.n = 0;
@@ -614,12 +624,7 @@ http_head_trailer_fields(const struct http_head *t,
 {
 	struct http_wbuf w;
 	struct http_fields fs;
-	struct http_wopt o = {
-		.rules = request ? p->reqh : p->resph,
-		.nrules = request ? p->nreqh : p->nresph,
-		.dflt = request ? p->reqh_dflt : p->resph_dflt,
-		.underscore = p->underscore_pass, .trailers = true,
-	};
+	struct http_wopt o = http_trailer_opt(p, request);
 
 	if (!p->trailers_pass)
 		return;

@@ -51,20 +51,6 @@ while not os.path.exists(stop) and time.time() < deadline:
     time.sleep(0.05)
 PY
 
-settle_rss() {  # the RSS once it has not grown for 1 s (bounded)
-    local last=-1 same=0 rss i
-    for ((i = 0; i < 100; i++)); do
-        rss=$(vm_kb "$PROXYD_PID" VmRSS)
-        if ((rss <= last)); then
-            same=$((same + 1)); ((same >= 10)) && break
-        else
-            same=0; last=$rss
-        fi
-        sleep 0.1
-    done
-    echo "$last"
-}
-
 # A few first (what is allocated once: the server connection, pools),
 # then N more, all held open to the end.
 for round in warm measured; do
