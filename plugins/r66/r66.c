@@ -859,8 +859,10 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 	if (!st->done && r66_scan_stalled(st, dir) &&
 	    !px_session_input_closed(s, dir))
 		return PX_MORE;
-	/* A request waits for the quota store: so does what follows it. */
-	if (!st->done && from_client && st->qask.req != NULL &&
+	/* A request or a block waits for the quota store: so does what
+	 * follows it. */
+	if (!st->done && ((from_client && st->qask.req != NULL) ||
+	    r66_quota_leasing(st, from_client)) &&
 	    !px_session_input_closed(s, dir))
 		return PX_MORE;
 	/* Frames are cut from the hold while it has the start of one, else
@@ -929,7 +931,7 @@ r66_on_data(struct px_session *s, void *vst, enum px_dir dir,
 		v = from_client ? r66_from_client(s, st, &f, rank) :
 		    r66_from_server(s, st, &f, rank);
 		if (v == R66_FV_WAIT) {
-			/* The request stays, with what follows it. */
+			/* The request or block stays, with what follows it. */
 			stalled = true;
 			break;
 		}

@@ -51,13 +51,13 @@ r66_mode_ref(struct px_session *s, const struct r66_policy *p, char *buf,
 }
 
 /* The file's size is not the one its request announced: longer, a block
- * took it past that (size: at least); else its EndTransfer came short.
+ * would take it past that (to size); else its EndTransfer came short.
  * Logged once; refused with size-mismatch="block": an ErrorPacket to both
  * ends (code 'd'), before the file's held end (r66_scan's hold) or its
  * extra block reached the receiver. */
 static enum r66_fv
 r66_size_mismatch(struct px_session *s, struct r66_state *st,
-    struct r66_chan *c, bool longer)
+    struct r66_chan *c, uint64_t size, bool longer)
 {
 	const struct r66_policy *p = px_session_policy(s);
 	char host[200], rule[300], file[400];
@@ -66,7 +66,7 @@ r66_size_mismatch(struct px_session *s, struct r66_state *st,
 		c->size_told = true;
 		px_session_log(s, LOG_NOTICE, "r66-size mismatch announced=%lld "
 		    "size=%llu%s action=%s file=%s host=%s rule=%s dir=%s",
-		    (long long)c->req.length, (unsigned long long)c->bytes,
+		    (long long)c->req.length, (unsigned long long)size,
 		    longer ? "+" : "", p->size_mismatch_block ? "block" :
 		    "allow", px_log_escape(file, sizeof(file), c->req.filename,
 		    strlen(c->req.filename), false), px_log_escape(host,
@@ -158,6 +158,7 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 {
 	const struct r66_policy *p = px_session_policy(s);
 	size_t dl1, dl2;
+	uint64_t size;
 	char ref[PX_RULE_REF_MAX];
 	enum r66_fv v;
 
@@ -187,18 +188,22 @@ r66_check_data(struct px_session *s, struct r66_state *st,
 	} else if (f->elen != 0)
 		return r66_violation(s, st, from_client ? PX_TO_SERVER :
 		    PX_TO_CLIENT, "block digest in a mode without digests");
-	c->next_rank++;
-	c->bytes += f->mlen;
-	c->blocks++;
-	if (c->req.length >= 0 && c->bytes > (uint64_t)c->req.length &&
-	    (v = r66_size_mismatch(s, st, c, true)) != R66_FV_PASS)
+	/* The block is judged whole before it counts: one that waits for
+	 * the quota store's next lease comes again, unchanged. */
+	size = c->bytes + f->mlen;
+	if (c->req.length >= 0 && size > (uint64_t)c->req.length &&
+	    (v = r66_size_mismatch(s, st, c, size, true)) != R66_FV_PASS)
 		return v;
-	if (c->max_size != 0 && c->bytes > c->max_size)
+	if (c->max_size != 0 && size > c->max_size)
 		return r66_refuse(s, st, c, R66_C_DENIED_SIZE, 'd',
 		    "file too large", "file-size", r66_ref(s, c->file_rule, ref,
 		    sizeof(ref)), PX_ACT_DENY, true);
-	if (c->quota_bytes != 0)
-		return r66_quota_data(s, st, c, f->mlen);
+	if (c->quota_bytes != 0 &&
+	    (v = r66_quota_data(s, st, c, f->mlen)) != R66_FV_PASS)
+		return v;
+	c->next_rank++;
+	c->bytes = size;
+	c->blocks++;
 	return R66_FV_PASS;
 }
 
@@ -220,7 +225,7 @@ r66_check_endtransfer(struct px_session *s, struct r66_state *st,
 		algo = from_client ? st->cdigest : st->sdigest;
 		if (c->start_rank == 0 && c->req.length >= 0 &&
 		    c->bytes < (uint64_t)c->req.length &&
-		    (v = r66_size_mismatch(s, st, c, false)) != R66_FV_PASS)
+		    (v = r66_size_mismatch(s, st, c, c->bytes, false)) != R66_FV_PASS)
 			return v;
 		for (k = 0; k < f->elen; k++)
 			if (!((f->e[k] >= '0' && f->e[k] <= '9') ||

@@ -68,6 +68,15 @@ struct r66_chan {
 	uint64_t	 max_size;	/* of the matching <file>; 0 = none */
 	uint64_t	 quota_bytes;	/* the host's byte quota; 0 = none */
 	bool		 qstore;	/* its bytes go to the cluster's store */
+	/* With qstore: the store's leases (r66_quota.c). Granted and not
+	 * moved yet, charged in all, the lease asked for (the blocks in
+	 * its direction wait for it), the store's count of the day without
+	 * qleft at its last answer; qcut: no more granted, qlocal: the store
+	 * could not answer and on-store-error="local" (this node counts). */
+	uint64_t	 qleft, qcharged, qday;
+	struct px_qstore_req *qlease;
+	struct r66_state *qst;
+	bool		 qcut, qlocal;
 	const struct px_rule *file_rule; /* that <file>, for rule=; NULL */
 	uint32_t	 next_rank;
 	uint32_t	 start_rank;	/* > 0: a restart, sizes are partial */
@@ -152,12 +161,16 @@ enum r66_fv r66_check_other(struct px_session *s, struct r66_state *st,
 /* r66_quota.c: the host's daily quotas at a request and at each block.
  * With the cluster's store, a request's check is R66_FV_WAIT until the
  * store answered (r66_quota_waiting: its frame comes again, and
- * r66_quota_request runs again on it alone); r66_quota_close forgets a
- * question under way, r66_quota_chan_end gives the store a transfer's
- * bytes. */
+ * r66_quota_request runs again on it alone), and so is a block's when
+ * the transfer used its lease (r66_quota_leasing: the blocks of its
+ * direction wait, r66_quota_data runs again on the answer; it changes
+ * nothing of the channel before it passes a block); r66_quota_close
+ * forgets a question under way, r66_quota_chan_end gives the store back
+ * what a transfer was granted and did not move. */
 enum r66_fv r66_quota_request(struct px_session *s, struct r66_state *st,
 	    struct r66_chan *c);
 bool	r66_quota_waiting(const struct r66_state *st, const struct r66_frame *f);
+bool	r66_quota_leasing(const struct r66_state *st, bool from_client);
 void	r66_quota_close(struct r66_state *st);
 void	r66_quota_chan_end(struct r66_state *st, struct r66_chan *c);
 enum r66_fv r66_quota_data(struct px_session *s, struct r66_state *st,

@@ -18,8 +18,15 @@
  * frame after it, until the store answered (R66_FV_WAIT), then it is
  * judged again on the answer alone; a store that cannot answer gets
  * ServerOverloaded 'l' (on-store-error="refuse": Waarp retries later) or
- * leaves it to this node's own count ("local"). What a transfer under a
- * byte quota moved is added to the store when its channel ends. */
+ * leaves it to this node's own count ("local"). Under a byte quota the
+ * store charges the bytes before they move, in leases, as for FTP: the
+ * request's answer grants the first (px_qstore_lease_size of the quota,
+ * or what the day has left), and a block that the lease does not cover
+ * waits, with every frame of its direction, for the next; a block the
+ * store has no bytes for ends the transfer (cut) unforwarded, so the
+ * nodes together never move more than quota-bytes. What a transfer was
+ * granted and did not move goes back when its channel ends. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -74,20 +81,39 @@ r66_quota_close(struct r66_state *st)
 	px_qstore_wait_forget(&st->qask);
 }
 
+bool
+r66_quota_leasing(const struct r66_state *st, bool from_client)
+{
+	int k;
+
+	for (k = 0; k < R66_CHAN_MAX; k++)
+		if (st->ch[k].qlease != NULL &&
+		    r66_client_sends(&st->ch[k]) == from_client)
+			return true;
+	return false;
+}
+
 void
 r66_quota_chan_end(struct r66_state *st, struct r66_chan *c)
 {
+	uint64_t back;
+
 	if (!c->qstore)
 		return;
 	c->qstore = false;
-	if (px_qstore_enabled() && st->qs != NULL)
-		px_qstore_add_bytes(px_session_base(st->qs),
-		    px_session_service(st->qs), st->host, c->bytes);
+	px_qstore_cancel(c->qlease);
+	c->qlease = NULL;
+	back = c->qleft < c->qcharged ? c->qleft : c->qcharged;
+	if (back != 0 && px_qstore_enabled() && st->qs != NULL)
+		px_qstore_give_back(px_session_base(st->qs),
+		    px_session_service(st->qs), st->host, back);
+	if (st->quota != NULL)
+		atomic_fetch_add(px_quota_bytes(st->quota), c->qcharged - back);
 }
 
 /* The cluster's store decides: PX_QUOTA_OK, a refusal (*store_down: it
- * could not answer), or -1 while it is asked. Bytes are added at the
- * transfer's end (r66_quota_chan_end): no lease. */
+ * could not answer), or -1 while it is asked; under a byte quota, the
+ * answer charges the transfer's first lease. */
 static int
 r66_quota_cluster(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, const struct px_quota_limit *l, uint64_t *used,
@@ -99,7 +125,8 @@ r66_quota_cluster(struct px_session *s, struct r66_state *st,
 	st->qask.resume = r66_quota_resume;
 	st->qask.arg = st;
 	v = px_qstore_decide(&st->qask, px_session_base(s),
-	    px_session_service(s), st->host, st->quota, l, 0, used, limit,
+	    px_session_service(s), st->host, st->quota, l,
+	    l->bytes != 0 ? px_qstore_lease_size(l->bytes) : 0, used, limit,
 	    store_down);
 	if (v == -1) {
 		st->qwait = true;
@@ -151,6 +178,12 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 	if ((k = (enum px_quota_kind)v) == PX_QUOTA_OK) {
 		c->quota_bytes = l.bytes;
 		c->qstore = px_qstore_enabled() && l.bytes != 0;
+		if (c->qstore) {
+			c->qlocal = st->qask.ans.result != PX_QSTORE_OK;
+			c->qleft = c->qcharged = c->qlocal ? 0 :
+			    st->qask.ans.lease;
+			c->qday = c->qlocal ? 0 : st->qask.ans.bytes - c->qleft;
+		}
 		return R66_FV_PASS;
 	}
 	if (store_down)
@@ -171,20 +204,101 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 	    PX_ACT_DENY, false);
 }
 
+/* The store's answer to a block's lease (no session resumed). */
+static void
+r66_quota_granted(struct r66_chan *c, const struct px_qstore_answer *a)
+{
+	struct r66_state *st = c->qst;
+
+	c->qlease = NULL;
+	if (a->result == PX_QSTORE_OK && a->lease != 0) {
+		c->qleft += a->lease;
+		c->qcharged += a->lease;
+		c->qday = a->bytes - c->qleft;
+		return;
+	}
+	if (a->result == PX_QSTORE_ERROR) {
+		px_session_log(st->qs, LOG_WARNING, "r66-quota host=%s "
+		    "kind=store-error cmd=lease store=%s verdict=%s (%s)",
+		    st->host, px_qstore_name(), px_qstore_refuses() ?
+		    "refused" : "local", a->why);
+		if (!px_qstore_refuses()) {
+			c->qlocal = true;
+			return;
+		}
+	} else
+		c->qday = a->bytes - c->qleft;
+	c->qcut = true;
+}
+
+/* ... and from the store's loop: the blocks it held are judged again. */
+static void
+r66_quota_leased(void *arg, const struct px_qstore_answer *a)
+{
+	struct r66_chan *c = arg;
+
+	r66_quota_granted(c, a);
+	px_session_resume(c->qst->qs, r66_client_sends(c) ? PX_TO_SERVER :
+	    PX_TO_CLIENT);
+}
+
+/* A block of n bytes under the cluster's leases: PASS (taken from the
+ * lease), WAIT (the next lease asked for), or false in *cut. */
+static enum r66_fv
+r66_quota_lease(struct px_session *s, struct r66_state *st,
+    struct r66_chan *c, uint64_t n, bool *cut)
+{
+	struct px_qstore_answer a;
+	uint64_t want;
+
+	*cut = false;
+	while (!c->qlocal) {
+		if (c->qlease != NULL)
+			return R66_FV_WAIT;
+		if (c->qleft >= n) {
+			c->qleft -= n;
+			return R66_FV_PASS;
+		}
+		if (c->qcut) {
+			*cut = true;
+			return R66_FV_PASS;
+		}
+		want = px_qstore_lease_size(c->quota_bytes);
+		if (want < n - c->qleft)
+			want = n - c->qleft;
+		c->qst = st;
+		c->qlease = px_qstore_lease(px_session_base(s),
+		    px_session_service(s), st->host, c->quota_bytes, want,
+		    r66_quota_leased, c, &a);
+		if (c->qlease != NULL)
+			return R66_FV_WAIT;
+		r66_quota_granted(c, &a);
+	}
+	return R66_FV_PASS;
+}
+
 enum r66_fv
 r66_quota_data(struct px_session *s, struct r66_state *st,
     struct r66_chan *c, uint64_t n)
 {
 	uint64_t used = 0;
 	char host[200], ref[PX_RULE_REF_MAX];
+	enum r66_fv v;
+	bool cut = false;
 
-	if (st->quota == NULL || px_quota_take(st->quota, c->quota_bytes, n,
-	    &used))
+	if (c->qstore && (v = r66_quota_lease(s, st, c, n, &cut)) !=
+	    R66_FV_PASS)
+		return v;
+	if (c->qstore && !c->qlocal) {
+		if (!cut)
+			return R66_FV_PASS;
+		used = c->qday;
+	} else if (st->quota == NULL || px_quota_take(st->quota,
+	    c->quota_bytes, n, &used))
 		return R66_FV_PASS;
 	/* Not forwarded: not counted in the transfer's size either. */
-	c->bytes -= n;
-	c->blocks--;
-	px_quota_cut(st->quota);
+	if (st->quota != NULL)
+		px_quota_cut(st->quota);
 	px_session_log(s, LOG_NOTICE, "r66-quota host=%s kind=bytes used=%llu "
 	    "limit=%llu block=%llu verdict=cut rule=%s", px_log_escape(host,
 	    sizeof(host), st->host, strlen(st->host), false),

@@ -18,9 +18,9 @@
  * asks for the next (px_qstore_lease) before it moves more; the store
  * grants only what the day has left, so what the cluster charges never
  * passes quota-bytes, and what a transfer was charged and did not move
- * goes back when it ends (px_qstore_give_back). A transfer that moves
- * its bytes before it tells (r66) adds them at its end instead
- * (px_qstore_add_bytes).
+ * goes back when it ends (px_qstore_give_back). A transfer that started
+ * without a lease (the store could not answer, on-store-error="local")
+ * adds its bytes at its end instead (px_qstore_add_bytes).
  *
  * Each worker has its own connection on its own event loop (hiredis's
  * asynchronous API on libevent): a request never blocks the loop, the

@@ -1,8 +1,10 @@
 # cluster_quota_lib.sh: what the tests of quotas across a cluster share
-# (cluster_quota, cluster_quota_bytes, cluster_quota_r66), sourced after
+# (cluster_quota, cluster_quota_bytes, cluster_quota_r66*), sourced after
 # lib.sh (and ftp_lib.sh for qnode_ftp): the store (a Redis of the test's own, start_store, rcli),
 # nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
-# or qnode for a node with one ftp service) and assert_log_in.
+# or qnode for a node with one ftp service, qnode_r66 with one r66 service
+# and qsend_r66 through it)
+# and assert_log_in.
 # shellcheck shell=bash
 
 # start_store: redis-server on loopback, nothing on disk; REDIS_PORT
@@ -70,4 +72,28 @@ qnode() {
     free_port "FTP[$1]"
     qnode_ftp "$1" ftp "${FTP[$1]}" "$4"
     qnode_start "$1" "${FTP[$1]}"
+}
+# qnode_r66 NAME TARGET_PORT HOSTS: a node with one r66 service, "r66" on
+# R66[NAME] towards TARGET_PORT, its <r66 max-block="64k"> holding HOSTS
+declare -A R66
+qnode_r66() {
+    qnode_conf "$1" refuse 2
+    free_port "R66[$1]"
+    cat >"$T/$1/policy/r66.xml" <<XML
+<service name="r66" analyser="r66">
+  <listen address="127.0.0.1" port="${R66[$1]}" mode="fixed"/>
+  <target address="127.0.0.1" port="$2"/>
+  <r66 max-block="64k">$3</r66>
+</service>
+XML
+    qnode_start "$1" "${R66[$1]}"
+}
+# qsend_r66 NAME ID:PW FILE OUT: one SEND (r66peer, rule "in") through
+# node NAME's r66 service; its exit status in OUT.rc
+qsend_r66() {
+    local rc=0
+    "$R66PEER" client --connect "127.0.0.1:${R66[$1]}" --id "$2" \
+        --partner serverb:pwB --timeout 60 --rule in --mode 3 --send "$3" \
+        >"$4.out" 2>"$4.err" || rc=$?
+    echo "$rc" >"$4.rc"
 }

@@ -29,37 +29,14 @@ start_r66_server
 
 start_store
 
-declare -A PORT
-node() {
-    local n=$1
-    qnode_conf "$n" refuse 2
-    free_port "PORT[$n]"
-    cat >"$T/$n/policy/r66.xml" <<EOF
-<service name="r66" analyser="r66">
-  <listen address="127.0.0.1" port="${PORT[$n]}" mode="fixed"/>
-  <target address="127.0.0.1" port="$R66_SRV_PORT"/>
-  <r66 max-block="64k">
-    <host id="hosta" quota-transfers="$QUOTA"/>
-    <host id="hostz" quota-bytes="1m"/>
-  </r66>
-</service>
-EOF
-    qnode_start "$n" "${PORT[$n]}"
-}
-node a
-node b
+for n in a b; do
+    qnode_r66 "$n" "$R66_SRV_PORT" "<host id=\"hosta\" quota-transfers=\"$QUOTA\"/>
+    <host id=\"hostz\" quota-bytes=\"1m\"/>"
+done
 nmetric() {
     # shellcheck disable=SC2034 # metric_value reads it
     local ADMIN_PORT=${ADMIN[$1]}
     metric_value "$2" "${3:-}"
-}
-# send NODE ID:PW FILE OUT: one SEND through that node; its exit status in OUT.rc
-send() {
-    local rc=0
-    "$R66PEER" client --connect "127.0.0.1:${PORT[$1]}" --id "$2" \
-        --partner serverb:pwB --timeout 60 --rule in --mode 3 --send "$3" \
-        >"$4.out" 2>"$4.err" || rc=$?
-    echo "$rc" >"$4.rc"
 }
 stored() { grep -c '^ok received' "$T/r66server.log" || true; }
 
@@ -68,7 +45,7 @@ pids=()
 for ((i = 0; i < 2 * PARALLEL; i++)); do
     n=a
     ((i % 2)) && n=b
-    send "$n" hosta:pwA "$T/cli/f$i.bin" "$T/s$i" &
+    qsend_r66 "$n" hosta:pwA "$T/cli/f$i.bin" "$T/s$i" &
     pids+=($!)
 done
 wait "${pids[@]}"
@@ -100,11 +77,11 @@ assert_eq "$logged" "$refused" "refusals logged over both nodes"
 
 info "---- quota-bytes=1m: 600 KiB through a, then b (cut), then a (cut at once)"
 bkey="proxyd:quota:$(($(date +%s) / 86400)):r66:hostz"
-send a hostz:pwZ "$T/cli/big.bin" "$T/z1"
+qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/z1"
 assert_eq "$(cat "$T/z1.rc")" 0 "the first 600 KiB through a"
 for ((k = 0; k < 100; k++)); do [[ $(rcli HGET "$bkey" b) == 614400 ]] && break; sleep 0.05; done
 assert_eq "$(rcli HGET "$bkey" b)" 614400 "the store's bytes after a's transfer"
-send b hostz:pwZ "$T/cli/big.bin" "$T/z2"
+qsend_r66 b hostz:pwZ "$T/cli/big.bin" "$T/z2"
 assert_ne "$(cat "$T/z2.rc")" 0 "b's transfer past the cluster's byte quota"
 assert_log_in "${LOG[b]}" "node=b .*r66-quota host=hostz kind=bytes used=[0-9]+ limit=1048576 block=[0-9]+ verdict=cut"
 for ((k = 0; k < 100; k++)); do
@@ -116,7 +93,7 @@ done
 # what a node sees of the cluster's bytes at a request: a's first block
 # would cross the limit (a's own count was 600 KiB)
 ends=$(grep -c 'session-end service=r66' "${LOG[a]}" || true)
-send a hostz:pwZ "$T/cli/big.bin" "$T/z3"
+qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/z3"
 assert_ne "$(cat "$T/z3.rc")" 0 "a's transfer once b brought the cluster's bytes near the limit"
 assert_log_in "${LOG[a]}" "node=a .*r66-quota host=hostz kind=bytes used=$v limit=1048576 block=65536 verdict=cut"
 # (a cut transfer adds what passed, here nothing, when its session ends)
@@ -129,7 +106,7 @@ assert_eq "$(rcli HGET "$bkey" b)" "$v" "the store's bytes after a's cut (no blo
 info "---- the store down: node a refuses with l"
 kill "$REDIS_PID"
 wait_not_listening "$REDIS_PORT" 5 || fail "redis-server still listens"
-send a hosta:pwA "$T/cli/f2.bin" "$T/down2"
+qsend_r66 a hosta:pwA "$T/cli/f2.bin" "$T/down2"
 assert_eq "$(cat "$T/down2.rc")" 2 "hosta with the store down"
 grep -q 'code=l .*the quota store cannot be reached' "$T/down2.err" || fail "the refusal: $(cat "$T/down2.err")"
 assert_log_in "${LOG[a]}" "node=a .*r66-quota host=hosta kind=store-error store=127.0.0.1:$REDIS_PORT verdict=refused"
