@@ -20,6 +20,8 @@
 #                          (what every node's proxyd shows: <cluster members-file>)
 #   lab.sh add             one more node (the next number); prints its name
 #   lab.sh kill I          node I dies: every process in its namespace, kill -9
+#                          (--spoof: out of the server's route to the clients,
+#                          as with drain)
 #   lab.sh drain I [S]     node I stops taking new flows (withdraws its route),
 #                          serves its own until they end or S seconds (default
 #                          60) pass, then its proxyd stops
@@ -727,10 +729,24 @@ server_steer() {
     server_route
 }
 
-server_route() { # the server's ECMP route to the clients, over every node
+# server_route: the server's ECMP route to the clients, over every node
+# but those drained or killed (their file "left"; --spoof only)
+server_route() {
     local j hops=()
-    for j in $(nodes); do hops+=(nexthop via "$(node_out "$j")" dev br0); done
-    ip -n "$NS_S" route replace "$CLIENT_NET" "${hops[@]}"
+    spoofing || return 0
+    for j in $(nodes); do
+        [[ -f $LAB_DIR/n$j/left ]] || hops+=(nexthop via "$(node_out "$j")" dev br0)
+    done
+    if ((${#hops[@]})); then
+        ip -n "$NS_S" route replace "$CLIENT_NET" "${hops[@]}"
+    else
+        ip -n "$NS_S" route del "$CLIENT_NET" 2>/dev/null || true
+    fi
+}
+# node_left I: node I takes no new flow: out of the server's ECMP route
+node_left() {
+    touch "$LAB_DIR/n$1/left"
+    server_route
 }
 
 # stray_rules I J: node I forwards what reaches it for node J's data ports
@@ -993,7 +1009,9 @@ cmd_drain() {
     [[ -f $d/proxyd.pid ]] || die "no node $i in lab $LAB_ID"
     pid=$(cat "$d/proxyd.pid")
     touch "$d/draining"
-    # no new flow comes: the router keeps sending the node's own (pinned) flows
+    # no new flow comes: the router keeps sending the node's own (pinned)
+    # flows, the server side its replies (by their ports, server_steer)
+    node_left "$i"
     announce "$i" no
     wait_until 10 eval '! node_in_route '"$i" || die "node $i still in the router's route"
     msg "node $i: withdrawn; waiting up to $limit s for its sessions to end"
@@ -1054,10 +1072,11 @@ cmd_upgrade() {
     out=$(cmd_drain "$i" "$limit")
     # the old supervisor is gone once its proxyd is (it exits after a drain)
     [[ -z $spid ]] || wait_until 10 eval '! alive '"$spid" || die "node $i: the old supervisor did not exit"
-    rm -f "$d/draining"
+    rm -f "$d/draining" "$d/left"
     start_supervisor "$i"
     wait_until 20 node_in_route "$i" ||
         die "node $i's announcement did not reach the router's routing table within 20 s"
+    server_route
     echo "n$i upgraded ${out#n"$i" drained } pid=$(cat "$d/proxyd.pid")"
 }
 
@@ -1098,6 +1117,7 @@ cmd_kill() {
     # shellcheck disable=SC2086
     kill_pids -9 $pids
     rm -f "$LAB_DIR/n$i/announced"
+    node_left "$i"
     msg "node $i killed (pids $pids)"
 }
 

@@ -318,39 +318,6 @@ for c in conns:
         pass
 print("ok=%d broken=%d" % (ok, n - ok), flush=True)
 PYEOF
-# rounds of 10 new connections at once (plug, a request each, 300 ms
-# timeout) until one round is all served; prints the ms from START (epoch ms)
-cat >"$T/probe.py" <<'PYEOF'
-import socket, sys, threading, time
-addr, start = sys.argv[1], int(sys.argv[2])
-req = b"GET /index.html HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n"
-def one(res, k):
-    try:
-        c = socket.create_connection((addr, 8081), timeout=0.3)
-        c.sendall(req)
-        got = b""
-        while b"lab ok\n" not in got:
-            d = c.recv(4096)
-            if not d:
-                break
-            got += d
-        c.close()
-        res[k] = b"lab ok\n" in got
-    except OSError:
-        res[k] = False
-rounds = 0
-while time.time() * 1000 - start < 10000:
-    rounds += 1
-    res = [False] * 10
-    ts = [threading.Thread(target=one, args=(res, k)) for k in range(10)]
-    for t in ts: t.start()
-    for t in ts: t.join()
-    if all(res):
-        print("%d %d" % (int(time.time() * 1000) - start, rounds))
-        sys.exit(0)
-print("none %d" % rounds)
-sys.exit(1)
-PYEOF
 HOLD=30
 lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go" >"$T/hold.out" 2>"$T/hold.err" &
 track_pid $!
@@ -363,7 +330,7 @@ n3_live=$(awk '$1 == "n3" { sub("sessions=", "", $3); print $3 }' "$T/status.out
 ((n3_live > 0)) || fail "none of the $HOLD held connections is on node 3: $(cat "$T/status.out")"
 t_kill=$(now_ms)
 lab kill 3 2>>"$T/lab.err"
-read -r new_ms rounds < <(lab client python3 "$T/probe.py" "$SERVER" "$t_kill") || true
+read -r new_ms rounds < <(lab client python3 "$(dirname "$0")/cluster_probe.py" "$SERVER" "$t_kill") || true
 [[ $new_ms =~ ^[0-9]+$ ]] || fail "no round of 10 new connections all served within 10 s of lab.sh kill 3 ($rounds rounds)"
 info "count: lab.sh kill 3: 10 new connections all served $new_ms ms after the kill (round $rounds; bound $BOUND_NEW_MS)"
 ((new_ms <= BOUND_NEW_MS)) || fail "new sessions served again $new_ms ms after the kill, bound $BOUND_NEW_MS"

@@ -20,8 +20,12 @@
 #      node 1 (their rule's packet counter grows): 30 plug connections and
 #      9 FTP downloads (passive and active) still all served, node 1
 #      serving some. (Without the nodes' forwarding, some of them stall.)
-#   4. `lab.sh down` leaves no namespace.
-# Needs root, FRR (frr), nginx, vsftpd, curl, ab, python3, bench/r66peer; ~20 s.
+#   4. `lab.sh kill 3`: the server's ECMP route to the clients loses node
+#      3's next hop, and new spoofed connections are all served again
+#      within 3 s of the kill (rounds of 10 plug connections, 300 ms
+#      timeout, until one round is all served), then 10 more.
+#   5. `lab.sh down` leaves no namespace.
+# Needs root, FRR (frr), nginx, vsftpd, curl, ab, python3, bench/r66peer; ~25 s.
 set -euo pipefail
 # shellcheck source=cluster_lib.sh
 source "$(dirname "$0")/cluster_lib.sh"
@@ -246,7 +250,22 @@ info "without the server side's rule for node 1: node 1 served $(($(node_plug 1)
 ((n > 0)) || fail "no node forwarded a reply to node 1"
 eval "lab server iptables -w -t mangle $rule"
 
-# ---------------------------------------------------------------- 4. down
+# ---------------------------------------------------------------- 4. kill 3
+
+# hops: the next hops of the server's route to the clients
+hops() { lab server ip route show 198.18.1.0/24 | grep -Eo 'via 198\.19\.2\.[0-9]+' | sort | tr '\n' ' '; }
+assert_eq "$(hops)" "via 198.19.2.11 via 198.19.2.12 via 198.19.2.13 " "the server's route to the clients before the kill"
+t_kill=$(now_ms)
+lab kill 3 2>>"$T/lab.err"
+assert_eq "$(hops)" "via 198.19.2.11 via 198.19.2.12 " "the server's route to the clients after lab.sh kill 3"
+read -r new_ms rounds < <(lab client python3 "$(dirname "$0")/cluster_probe.py" "$SERVER" "$t_kill") || true
+[[ $new_ms =~ ^[0-9]+$ ]] || fail "no round of 10 new spoofed connections all served within 10 s of lab.sh kill 3 ($rounds rounds)"
+info "lab.sh kill 3: 10 new spoofed connections all served $new_ms ms after the kill (round $rounds; bound 3000)"
+((new_ms <= 3000)) || fail "new spoofed connections served again $new_ms ms after the kill, bound 3000 ms"
+plug_fetch 10
+assert_eq "$OKS" 10 "plug fetches whole after lab.sh kill 3"
+
+# ---------------------------------------------------------------- 5. down
 
 lab_down
 info "PASS"
