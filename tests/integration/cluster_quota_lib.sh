@@ -3,7 +3,7 @@
 # lib.sh (and ftp_lib.sh for qnode_ftp): the store (a Redis of the test's own, start_store, rcli),
 # nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
 # or qnode for a node with one ftp service, qnode_r66 with one r66 service
-# and qsend_r66 through it)
+# and qr66, qsend_r66 through it)
 # and assert_log_in.
 # shellcheck shell=bash
 
@@ -88,12 +88,14 @@ qnode_r66() {
 XML
     qnode_start "$1" "${R66[$1]}"
 }
-# qsend_r66 NAME ID:PW FILE OUT: one SEND (r66peer, rule "in") through
-# node NAME's r66 service; its exit status in OUT.rc
-qsend_r66() {
-    local rc=0
-    "$R66PEER" client --connect "127.0.0.1:${R66[$1]}" --id "$2" \
-        --partner serverb:pwB --timeout 60 --rule in --mode 3 --send "$3" \
-        >"$4.out" 2>"$4.err" || rc=$?
-    echo "$rc" >"$4.rc"
+# qr66 NAME ID:PW OUT ARGS...: one r66peer client through node NAME's r66
+# service with ARGS (the transfer); its exit status in OUT.rc
+qr66() {
+    local n=$1 id=$2 out=$3 rc=0
+    shift 3
+    "$R66PEER" client --connect "127.0.0.1:${R66[$n]}" --id "$id" \
+        --partner serverb:pwB --timeout 60 "$@" >"$out.out" 2>"$out.err" || rc=$?
+    echo "$rc" >"$out.rc"
 }
+# qsend_r66 NAME ID:PW FILE OUT: one SEND (rule "in") through node NAME
+qsend_r66() { qr66 "$1" "$2" "$4" --rule in --mode 3 --send "$3"; }

@@ -4,10 +4,9 @@ through it last long enough to overlap:
 
     slow_relay.py LISTEN TARGET CHUNK DELAY
 
-Each connection to 127.0.0.1:LISTEN is relayed to 127.0.0.1:TARGET: the
-client's bytes at most CHUNK bytes every DELAY seconds (small socket
-buffers, so the client is held back at once), the target's bytes as
-they come. Prints "listening" once it accepts; exits after 60 s without
+Each connection to 127.0.0.1:LISTEN is relayed to 127.0.0.1:TARGET, both
+ways at most CHUNK bytes every DELAY seconds (small socket buffers, so
+the sender is held back at once). Prints "listening" once it accepts; exits after 60 s without
 a new connection."""
 import socket
 import sys
@@ -18,15 +17,14 @@ listen, target, chunk, delay = (int(sys.argv[1]), int(sys.argv[2]),
                                 int(sys.argv[3]), float(sys.argv[4]))
 
 
-def pump(src, dst, paced):
+def pump(src, dst):
     try:
         while True:
-            b = src.recv(chunk if paced else 65536)
+            b = src.recv(chunk)
             if not b:
                 break
             dst.sendall(b)
-            if paced:
-                time.sleep(delay)
+            time.sleep(delay)
     except OSError:
         pass
     for s in (dst, src):
@@ -39,13 +37,16 @@ def pump(src, dst, paced):
 def serve(c):
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
     try:
-        t = socket.create_connection(("127.0.0.1", target), timeout=10)
+        t = socket.socket()
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        t.settimeout(10)
+        t.connect(("127.0.0.1", target))
     except OSError:
         c.close()
         return
     t.settimeout(None)
-    threading.Thread(target=pump, args=(c, t, True), daemon=True).start()
-    pump(t, c, False)
+    threading.Thread(target=pump, args=(c, t), daemon=True).start()
+    pump(t, c)
 
 
 srv = socket.socket()
