@@ -833,7 +833,7 @@ ftp_on_close(struct px_session *s, void *state)
 	if (st->held != NULL)
 		evbuffer_free(st->held);
 	st->held = NULL;
-	ftp_quota_close(st);
+	ftp_quota_close(s, st);
 	ftp_scan_close(st);
 	ftp_tls_close(s, st);
 	ftp_auth_close(st);

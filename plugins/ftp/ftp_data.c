@@ -35,6 +35,7 @@ ftp_chan_drop(struct px_session *s, struct ftp_state *st)
 		px_session_count(s, FTP_C_DATA_REFUSED,
 		    px_channel_refused(st->ch));
 		ftp_scan_chan_gone(st, st->ch, NULL);
+		ftp_quota_chan_gone(s, st, st->ch);
 		px_channel_free(st->ch);
 	}
 	st->ch = NULL;

@@ -321,8 +321,14 @@ bool	ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 /* A data channel ended: one its byte quota cut is logged and counted. */
 void	ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
 	    const struct px_chan_result *r);
-/* The session ends: a question to the store is forgotten. */
-void	ftp_quota_close(struct ftp_state *st);
+/* The metered channel goes without its callback (dropped before it
+ * relayed, or freed with the session): the leases it did not use go
+ * back to the store, and it is no longer the metered one. */
+void	ftp_quota_chan_gone(struct px_session *s, struct ftp_state *st,
+	    const struct px_channel *ch);
+/* The session ends: a question to the store is forgotten, the metered
+ * channel's leases not used go back (ftp_quota_chan_gone). */
+void	ftp_quota_close(struct px_session *s, struct ftp_state *st);
 
 /* ---- ftp_scan.c: files through the service's scanner, <content> and
  * <audit> ------------------------------------------------------------- */

@@ -229,9 +229,31 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 }
 
 void
-ftp_quota_close(struct ftp_state *st)
+ftp_quota_chan_gone(struct px_session *s, struct ftp_state *st,
+    const struct px_channel *ch)
+{
+	uint64_t charged;
+
+	if (ch == NULL || ch != st->qmetered)
+		return;
+	st->qmetered = NULL;
+	px_qstore_cancel(st->qlease);
+	st->qlease = NULL;
+	if (!st->qleasing)
+		return;
+	st->qleasing = false;
+	/* What it charged against its leases: what it moved, and at most
+	 * a buffer read ahead (its result, exact, is not to be had). */
+	charged = atomic_load(&st->qused);
+	px_qstore_give_back(px_session_base(s), px_session_service(s),
+	    st->user, st->qleased > charged ? st->qleased - charged : 0);
+}
+
+void
+ftp_quota_close(struct px_session *s, struct ftp_state *st)
 {
 	px_qstore_wait_forget(&st->qwait);
+	ftp_quota_chan_gone(s, st, st->qmetered);
 	px_qstore_cancel(st->qlease);
 	st->qlease = NULL;
 }
