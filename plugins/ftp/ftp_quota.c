@@ -247,6 +247,10 @@ ftp_quota_chan_gone(struct px_session *s, struct ftp_state *st,
 	charged = atomic_load(&st->qused);
 	px_qstore_give_back(px_session_base(s), px_session_service(s),
 	    st->user, st->qleased > charged ? st->qleased - charged : 0);
+	/* Past its leases, as in ftp_quota_chan_done. */
+	if (charged > st->qleased + 1)
+		px_qstore_add_bytes(px_session_base(s), px_session_service(s),
+		    st->user, charged - st->qleased - 1);
 }
 
 void
@@ -276,6 +280,16 @@ ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
 			px_qstore_give_back(px_session_base(s),
 			    px_session_service(s), st->user, st->qleased >
 			    moved ? st->qleased - moved : 0);
+			/* Moved past its leases: through the buffered relay
+			 * (TLS, inspection), which goes on while the next
+			 * lease is asked for, and ended or was cut before
+			 * the answer. That is charged now (but the one byte
+			 * past the lease a spliced transfer reads, as the
+			 * store's count never had it). */
+			if (moved > st->qleased + 1)
+				px_qstore_add_bytes(px_session_base(s),
+				    px_session_service(s), st->user,
+				    moved - st->qleased - 1);
 			if (st->quota != NULL)
 				atomic_fetch_add(px_quota_bytes(st->quota), moved);
 		} else if (px_qstore_enabled())
