@@ -533,10 +533,11 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	char line[FTP_LINE_MAX + 16], ref[PX_RULE_REF_MAX];
 	char verdict[PX_RULE_REF_MAX + 64];
 	struct ftp_cmd uc;
+	bool replay = st->qreplay;
 	int n, rc;
 
 	/* A command that waited for the quota store was counted then. */
-	if (!st->qreplay)
+	if (!replay)
 		px_session_count(s, FTP_C_COMMANDS, 1);
 	st->qreplay = false;
 	/* FTPS is the proxy's own, on each side: not the command rules'. */
@@ -612,7 +613,9 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	}
 	if (ftp_path_refused(s, st, p, c, &rc))
 		return rc;
-	if (ftp_xfer_limited(s, st, c, &rc))
+	/* Its transfer was taken from the source's transfers= then too:
+	 * once, not again as it runs with the store's answer. */
+	if (!replay && ftp_xfer_limited(s, st, c, &rc))
 		return rc;
 	if (ftp_quota_refused(s, st, p, c, &rc)) {
 		if (rc != FTP_RC_WAIT)
