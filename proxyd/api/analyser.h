@@ -449,8 +449,8 @@ void		 px_channel_meter(struct px_channel *ch, enum px_dir dir,
 /* The meter's limit is a lease (a cluster's quota store charges bytes
  * ahead, quota_store.h): when the direction's bytes reach it, instead of
  * the reset, more(arg, ch) runs once and the direction waits for the
- * answer, px_channel_meter_grow (spliced: it reads nothing meanwhile;
- * through the buffered relay it goes on, and stops only on a refusal).
+ * answer, px_channel_meter_grow (its source is not read meanwhile; through
+ * the buffered relay, what was read goes on).
  * After px_channel_meter. */
 typedef void	(*px_channel_lease_cb)(void *arg, struct px_channel *ch);
 void		 px_channel_meter_lease(struct px_channel *ch,

@@ -294,10 +294,15 @@ px_chan_meter(struct px_channel *ch, int dir, size_t n, bool over)
 	n -= (size_t)held;
 	if (n != 0 && atomic_fetch_add(ch->meter, n) + n > ch->meter_limit)
 		over = true;
-	/* A lease at its end: more is asked for, the transfer waits. */
+	/* A lease at its end: more is asked for, the transfer waits (the
+	 * buffered relay, which is past it already by what it moved at
+	 * once, reads no more of the source meanwhile). */
 	if (over && ch->meter_more != NULL && !ch->metered_out) {
 		if (!ch->meter_asking) {
 			ch->meter_asking = true;
+			if (ch->relay_on)
+				px_relay_hold_read(&ch->relay,
+				    (enum px_dir)dir, true);
 			ch->meter_more(ch->meter_more_arg, ch);
 		}
 		return;
@@ -738,6 +743,10 @@ px_channel_meter_grow(struct px_channel *ch, uint64_t n)
 		return;
 	}
 	ch->meter_limit += n;
+	/* Relayed: its source is read again. */
+	if (ch->relay_on && ch->abort_why == NULL)
+		px_relay_hold_read(&ch->relay, (enum px_dir)ch->meter_dir,
+		    false);
 	/* Not spliced (yet, or relayed): the next bytes meet the new limit. */
 	if (ch->meter == NULL || !ch->relaying || ch->relay_on ||
 	    ch->abort_why != NULL)

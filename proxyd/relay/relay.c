@@ -161,6 +161,7 @@ px_buf_update_read(struct px_relay *r, int side)
 {
 	px_conn_read_enable(&r->conn[side], r->running && !r->finishing &&
 	    !r->conn[side].eof && !r->paused[side] && !r->rate_paused[side] &&
+	    !r->read_held[side] &&
 	    r->pass_state[px_side_dir(side)] == PX_PASS_COPY);
 }
 
@@ -835,6 +836,17 @@ px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n)
 		if (r->conn[k].tf != NULL || r->conn[k].tf_next != NULL)
 			return;
 	r->read_cap[side] = n;
+}
+
+void
+px_relay_hold_read(struct px_relay *r, enum px_dir dir, bool hold)
+{
+	int side = dir == PX_TO_SERVER ? 0 : 1;
+
+	if (r->mode != PX_RELAY_BUFFERED || r->read_held[side] == hold)
+		return;
+	r->read_held[side] = hold;
+	px_buf_update_read(r, side);
 }
 
 void

@@ -81,6 +81,7 @@ struct px_relay {
 	bool		 shut[2];	/* our direction to that side ended */
 	bool		 paused[2];	/* reading stopped: peer's output full */
 	bool		 rate_paused[2]; /* reading stopped: bandwidth used up */
+	bool		 read_held[2];	/* by side: px_relay_hold_read */
 	bool		 rl_on;
 	struct px_bucket rl[2];		/* session_rate, by px_dir */
 	struct event	 rl_timer;
@@ -143,6 +144,10 @@ void	px_relay_read_head(struct px_relay *r, enum px_dir dir, size_t n);
  * it returns, behind what it queued). What the analyser keeps meanwhile
  * is its own. */
 void	px_relay_hold_end(struct px_relay *r, enum px_dir dir, bool hold);
+/* Buffered only: dir's source is not read (hold) until this is called
+ * again with false; what was read of it goes on meanwhile (a data
+ * channel's byte quota waiting for its next lease). */
+void	px_relay_hold_read(struct px_relay *r, enum px_dir dir, bool hold);
 /* Buffered only, from outside the relay's callbacks: the analyser can go
  * on with dir (what it waited for came: room, a verdict). It runs again
  * over what dir's source sent and it left, what it queued is written,
