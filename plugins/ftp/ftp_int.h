@@ -88,6 +88,21 @@ struct ftp_tls {
 	unsigned	 data[3];	/* channels: all, TLS to client, to server */
 };
 
+/* A channel metered against the byte quota with <cluster store>: with
+ * the store's leases (leasing), its own count used against what it was
+ * granted (leased), the next lease asked for (req) when it used them;
+ * else what it moved goes to the store at its end. Until the channel's
+ * end (ftp_quota_chan_done, ftp_quota_chan_gone). */
+struct ftp_meter {
+	struct ftp_meter	*next;
+	struct ftp_state	*st;
+	struct px_channel	*ch;
+	struct px_qstore_req	*req;
+	bool			 leasing;
+	uint64_t		 leased;
+	_Atomic uint64_t	 used;
+};
+
 struct ftp_state {
 	struct ftp_pending	 q[FTP_PENDING];
 	unsigned		 qhead, qlen;
@@ -126,19 +141,13 @@ struct ftp_state {
 	const struct ftp_login	*qlogin;
 	/* With cluster/@store (quota_store.h): the question under way (the
 	 * client's commands wait meanwhile, ftp_must_wait), then its answer
-	 * for the transfer command when it runs again; the channel metered
-	 * against the byte quota: with the store's leases (qleasing), its
-	 * own count qused against what it was granted (qleased), the next
-	 * lease asked for (qlease) when it used them; else what it moved
-	 * goes to the store at its end. */
+	 * for the transfer command when it runs again; the channels metered
+	 * against the byte quota, one ftp_meter each (a transfer may still
+	 * run when the next one starts). */
 	struct px_session	*qs;
 	struct px_qstore_wait	 qwait;
 	bool			 qreplay;	/* the next command is that one */
-	bool			 qleasing;
-	struct px_channel	*qmetered;
-	struct px_qstore_req	*qlease;
-	uint64_t		 qleased;
-	_Atomic uint64_t	 qused;
+	struct ftp_meter	*qmeters;
 	struct ftp_cmd		 cmd;
 	struct ftp_path_state	 path;		/* the working directory */
 	char			 xfer[256];	/* the data channel's note; "" */

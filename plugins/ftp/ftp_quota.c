@@ -26,6 +26,7 @@
  * move goes back when its channel ends. (A transfer the store could not
  * answer for, left to this node: what it moved is added at its end.) */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
@@ -94,16 +95,14 @@ static void ftp_quota_more(void *arg, struct px_channel *ch);
 static void
 ftp_quota_leased(void *arg, const struct px_qstore_answer *a)
 {
-	struct ftp_state *st = arg;
-	struct px_channel *ch = st->qmetered;
+	struct ftp_meter *m = arg;
+	struct ftp_state *st = m->st;
 	uint64_t used = 0, n = px_qstore_lease_size(st->qlimit.bytes);
 
-	st->qlease = NULL;
-	if (ch == NULL)
-		return;
+	m->req = NULL;
 	if (a->result == PX_QSTORE_OK) {
-		st->qleased += a->lease;
-		px_channel_meter_grow(ch, a->lease);
+		m->leased += a->lease;
+		px_channel_meter_grow(m->ch, a->lease);
 		return;
 	}
 	if (a->result == PX_QSTORE_ERROR) {
@@ -113,47 +112,92 @@ ftp_quota_leased(void *arg, const struct px_qstore_answer *a)
 		    "refused" : "local", a->why);
 		if (!px_qstore_refuses() && px_quota_take(st->quota,
 		    st->qlimit.bytes, n, &used)) {
-			px_channel_meter_grow(ch, n);
+			px_channel_meter_grow(m->ch, n);
 			return;
 		}
 	}
-	px_channel_meter_grow(ch, 0);
+	px_channel_meter_grow(m->ch, 0);
 }
 
 /* The channel used its lease: the next one is asked for. */
 static void
 ftp_quota_more(void *arg, struct px_channel *ch)
 {
-	struct ftp_state *st = arg;
+	struct ftp_meter *m = arg;
+	struct ftp_state *st = m->st;
 	struct px_qstore_answer a;
 
 	(void)ch;
-	st->qlease = px_qstore_lease(px_session_base(st->qs),
+	m->req = px_qstore_lease(px_session_base(st->qs),
 	    px_session_service(st->qs), st->user, st->qlimit.bytes,
-	    px_qstore_lease_size(st->qlimit.bytes), ftp_quota_leased, st, &a);
-	if (st->qlease == NULL)
-		ftp_quota_leased(st, &a);
+	    px_qstore_lease_size(st->qlimit.bytes), ftp_quota_leased, m, &a);
+	if (m->req == NULL)
+		ftp_quota_leased(m, &a);
 }
 
 /* The transfer's byte meter: the store's leases when it granted one, else
- * this node's count of the day. */
+ * this node's count of the day (what moved told to the store at the end,
+ * when there is one). */
 static void
 ftp_quota_meter(struct ftp_state *st, bool upload)
 {
 	enum px_dir dir = upload ? PX_TO_SERVER : PX_TO_CLIENT;
-
-	st->qmetered = st->ch;
-	st->qleasing = px_qstore_enabled() &&
+	struct ftp_meter *m;
+	bool leasing = px_qstore_enabled() &&
 	    st->qwait.ans.result == PX_QSTORE_OK && st->qwait.ans.lease != 0;
-	if (!st->qleasing) {
+
+	if (px_qstore_enabled() && (m = calloc(1, sizeof(*m))) != NULL) {
+		m->st = st;
+		m->ch = st->ch;
+		m->next = st->qmeters;
+		st->qmeters = m;
+	} else
+		m = NULL;
+	if (!leasing || m == NULL) {
+		/* (Out of memory: the lease goes back, this node counts.) */
+		if (leasing)
+			px_qstore_give_back(px_session_base(st->qs),
+			    px_session_service(st->qs), st->user,
+			    st->qwait.ans.lease);
 		px_channel_meter(st->ch, dir, px_quota_bytes(st->quota),
 		    st->qlimit.bytes);
 		return;
 	}
-	st->qleased = st->qwait.ans.lease;
-	atomic_store(&st->qused, 0);
-	px_channel_meter_lease(st->ch, ftp_quota_more, st);
-	px_channel_meter(st->ch, dir, &st->qused, st->qleased);
+	m->leasing = true;
+	m->leased = st->qwait.ans.lease;
+	px_channel_meter_lease(st->ch, ftp_quota_more, m);
+	px_channel_meter(st->ch, dir, &m->used, m->leased);
+}
+
+/* The meter of ch, off the session's list (NULL: ch is not metered). */
+static struct ftp_meter *
+ftp_quota_unlink(struct ftp_state *st, const struct px_channel *ch)
+{
+	struct ftp_meter **pp, *m;
+
+	for (pp = &st->qmeters; (m = *pp) != NULL; pp = &m->next)
+		if (m->ch == ch) {
+			*pp = m->next;
+			px_qstore_cancel(m->req);
+			return m;
+		}
+	return NULL;
+}
+
+/* A leased transfer's end, moved bytes of it: what it was granted and did
+ * not move goes back; what it moved past its leases (the buffered relay,
+ * which reads a buffer at a time, ended or cut before the next lease
+ * came) is charged, but the one byte past its lease a spliced transfer
+ * reads, which the store's count never had. */
+static void
+ftp_quota_settle(struct px_session *s, struct ftp_state *st,
+    const struct ftp_meter *m, uint64_t moved)
+{
+	px_qstore_give_back(px_session_base(s), px_session_service(s),
+	    st->user, m->leased > moved ? m->leased - moved : 0);
+	if (moved > m->leased + 1)
+		px_qstore_add_bytes(px_session_base(s), px_session_service(s),
+		    st->user, moved - m->leased - 1);
 }
 
 bool
@@ -232,34 +276,23 @@ void
 ftp_quota_chan_gone(struct px_session *s, struct ftp_state *st,
     const struct px_channel *ch)
 {
-	uint64_t charged;
+	struct ftp_meter *m;
 
-	if (ch == NULL || ch != st->qmetered)
+	if (ch == NULL || (m = ftp_quota_unlink(st, ch)) == NULL)
 		return;
-	st->qmetered = NULL;
-	px_qstore_cancel(st->qlease);
-	st->qlease = NULL;
-	if (!st->qleasing)
-		return;
-	st->qleasing = false;
 	/* What it charged against its leases: what it moved, and at most
 	 * a buffer read ahead (its result, exact, is not to be had). */
-	charged = atomic_load(&st->qused);
-	px_qstore_give_back(px_session_base(s), px_session_service(s),
-	    st->user, st->qleased > charged ? st->qleased - charged : 0);
-	/* Past its leases, as in ftp_quota_chan_done. */
-	if (charged > st->qleased + 1)
-		px_qstore_add_bytes(px_session_base(s), px_session_service(s),
-		    st->user, charged - st->qleased - 1);
+	if (m->leasing)
+		ftp_quota_settle(s, st, m, atomic_load(&m->used));
+	free(m);
 }
 
 void
 ftp_quota_close(struct px_session *s, struct ftp_state *st)
 {
 	px_qstore_wait_forget(&st->qwait);
-	ftp_quota_chan_gone(s, st, st->qmetered);
-	px_qstore_cancel(st->qlease);
-	st->qlease = NULL;
+	while (st->qmeters != NULL)
+		ftp_quota_chan_gone(s, st, st->qmeters->ch);
 }
 
 void
@@ -267,34 +300,19 @@ ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
     const struct px_chan_result *r)
 {
 	uint64_t bytes = 0, transfers = 0, moved = r->bytes[0] + r->bytes[1];
+	struct ftp_meter *m;
 
 	/* What a metered transfer moved counts for the whole cluster: with
-	 * leases, charged already (what it was granted and did not move
-	 * goes back, a lease asked for is forgotten), else added now. */
-	if (r->ch == st->qmetered && st->qmetered != NULL) {
-		st->qmetered = NULL;
-		px_qstore_cancel(st->qlease);
-		st->qlease = NULL;
-		if (st->qleasing) {
-			st->qleasing = false;
-			px_qstore_give_back(px_session_base(s),
-			    px_session_service(s), st->user, st->qleased >
-			    moved ? st->qleased - moved : 0);
-			/* Moved past its leases: through the buffered relay
-			 * (TLS, inspection), which goes on while the next
-			 * lease is asked for, and ended or was cut before
-			 * the answer. That is charged now (but the one byte
-			 * past the lease a spliced transfer reads, as the
-			 * store's count never had it). */
-			if (moved > st->qleased + 1)
-				px_qstore_add_bytes(px_session_base(s),
-				    px_session_service(s), st->user,
-				    moved - st->qleased - 1);
+	 * leases, charged already (ftp_quota_settle), else added now. */
+	if ((m = ftp_quota_unlink(st, r->ch)) != NULL) {
+		if (m->leasing) {
+			ftp_quota_settle(s, st, m, moved);
 			if (st->quota != NULL)
 				atomic_fetch_add(px_quota_bytes(st->quota), moved);
-		} else if (px_qstore_enabled())
+		} else
 			px_qstore_add_bytes(px_session_base(s),
 			    px_session_service(s), st->user, moved);
+		free(m);
 	}
 	if (!r->metered_out || st->quota == NULL)
 		return;
