@@ -1355,7 +1355,8 @@ http_on_open(struct px_session *s, void *st)
 	if (h->head_out == NULL || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
-	http_h2_leg_opened(h);
+	if (http_h2_leg_opened(h) == -1)
+		return -1;
 	/* ALPN chose HTTP/2: the preface comes next. */
 	if (h->pol->h2 && px_session_client_alpn_is(s, "h2"))
 		return http_h2_start(h);

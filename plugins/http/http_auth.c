@@ -15,7 +15,8 @@
  * connection Negotiate proved is not verified again; a Basic request
  * that carries other credentials is checked again). A client certificate that
  * names a user (<tls side="client" identity=>) proves the connection as
- * well, with no check here; with an ldap authenticator its groups are
+ * well, with no check here (an HTTP/2 stream's leg is given its
+ * connection's, http_auth_leg_cert); with an ldap authenticator its groups are
  * read from the directory (as a password's, through its cache) first. A directory that is down
  * or past its timeout gets 503, not a challenge: the user did nothing
  * wrong. The credentials field never reaches the server. */
@@ -46,6 +47,9 @@ struct http_auth {
 	struct px_auth_req	*answer;	/* its answer, for the replay */
 	unsigned char		 answer_basic[32];
 	char			*reply;		/* for this request's response */
+	/* An HTTP/2 stream's leg: its connection's certificate user, given
+	 * at the leg's open (http_auth_leg_cert), its socketpair has none. */
+	char			 leg_cert[sizeof(((struct px_auth_id *)0)->user)];
 };
 
 static int
@@ -281,6 +285,32 @@ http_auth_answered(struct http_state *h, const struct http_head *m,
 	return -1;
 }
 
+/* The connection's certificate user: its own TLS's, or for an HTTP/2
+ * stream's leg the one its connection gave it. */
+static bool
+http_auth_cert_user(struct http_state *h, char *user, size_t len)
+{
+	if (h->auth != NULL && h->auth->leg_cert[0] != '\0') {
+		snprintf(user, len, "%s", h->auth->leg_cert);
+		return true;
+	}
+	return px_session_client_identity(h->s, user, len);
+}
+
+int
+http_auth_leg_cert(struct http_state *leg, const struct http_state *conn)
+{
+	struct http_auth *a;
+	char user[sizeof(a->leg_cert)];
+
+	if (!px_session_client_identity(conn->s, user, sizeof(user)))
+		return 0;
+	if ((a = http_auth_state(leg)) == NULL)
+		return -1;
+	memcpy(a->leg_cert, user, sizeof(user));
+	return 0;
+}
+
 int
 http_auth_request(struct http_state *h, const struct http_head *m,
     size_t head_len)
@@ -301,7 +331,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 		char user[sizeof(a->id.user)];
 
 		h->cert_tried = true;
-		if (px_session_client_identity(h->s, user, sizeof(user))) {
+		if (http_auth_cert_user(h, user, sizeof(user))) {
 			if ((a = http_auth_state(h)) == NULL) {
 				http_error(h, 500, "out of memory");
 				return -1;

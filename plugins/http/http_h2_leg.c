@@ -48,17 +48,22 @@ struct h2_idle_leg {
 };
 
 /* Where the leg px_session_spawn is opening now should point at its
- * state (the spawn opens it at once, on this thread). */
+ * state, and the connection spawning it (the spawn opens it at once, on
+ * this thread). */
 static _Thread_local struct http_state **h2_spawning;
+static _Thread_local const struct http_state *h2_spawner;
 
-void
+int
 http_h2_leg_opened(struct http_state *h)
 {
 	if (h2_spawning == NULL || px_session_tag(h->s)[0] == '\0')
-		return;
+		return 0;
 	*h2_spawning = h;
 	h->h2_parent_ref = h2_spawning;
 	h2_spawning = NULL;
+	/* The stream belongs to its connection's client: its certificate
+	 * user is the leg's too (a leg's socketpair has no TLS). */
+	return http_auth_leg_cert(h, h2_spawner);
 }
 
 void
@@ -321,8 +326,10 @@ h2_leg_spawn(struct h2_stream *st, const char *tag)
 		return -1;
 	}
 	h2_spawning = &st->peer;
+	h2_spawner = h;
 	id = px_session_spawn(h->s, sv[1], tag);
 	h2_spawning = NULL;
+	h2_spawner = NULL;
 	if (id == 0) {
 		px_conn_close(&st->leg);
 		h2_peer_drop(&st->peer);

@@ -275,6 +275,11 @@ int	http_auth_request(struct http_state *h, const struct http_head *m,
 	    size_t head_len);
 /* Who the connection proved to be; NULL: nobody yet. */
 const struct px_auth_id *http_auth_id(const struct http_state *h);
+/* An HTTP/2 stream's leg opening: it carries conn's client certificate
+ * user (<tls identity=>), judged by its rules and <content> as conn's
+ * own requests are. 0, or -1 out of memory. */
+int	http_auth_leg_cert(struct http_state *leg,
+	    const struct http_state *conn);
 /* The credentials field the service checks itself, never sent on
  * ("proxy-authorization", "authorization"); NULL: no <auth>. */
 const char *http_auth_field(const struct http_state *h);
@@ -324,8 +329,10 @@ void	http_h2_timer(struct http_state *h);
 void	http_h2_config(struct http_state *h);
 void	http_h2_close(struct http_state *h);
 /* ---- http_h2_leg.c: a leg's session opened (the one an HTTP/2
- * connection just spawned, if any: it may send it more requests). */
-void	http_h2_leg_opened(struct http_state *h);
+ * connection just spawned, if any: it may send it more requests, and
+ * the leg carries the connection's certificate user). 0, or -1 when
+ * the leg cannot be opened as its connection would be judged. */
+int	http_h2_leg_opened(struct http_state *h);
 /* A leg ends its stream now with the RST_STREAM code (h2_reset) it
  * asks for: called before the leg's session ends (http_abort). */
 void	http_h2_leg_reset_code(struct http_state *h, uint32_t code);

@@ -156,8 +156,7 @@ http_load_who(struct px_cfgerr *e, const xmlNode *n, struct http_words *users,
     struct http_words *groups)
 {
 	const xmlNode *svc = n->parent != NULL ? n->parent->parent : NULL, *c;
-	bool auth = false, cert = false, h2 = false;
-	unsigned i;
+	bool auth = false;
 
 	if (http_attr_words(e, n, "user", false, users) == -1 ||
 	    http_attr_words(e, n, "group", false, groups) == -1)
@@ -175,33 +174,13 @@ http_load_who(struct px_cfgerr *e, const xmlNode *n, struct http_words *users,
 		if (xmlStrcmp(c->name, (const xmlChar *)"tls") == 0 &&
 		    (id = xmlGetProp(c, (const xmlChar *)"identity")) != NULL) {
 			if (xmlStrcmp(id, (const xmlChar *)"none") != 0)
-				auth = cert = true;
+				auth = true;
 			xmlFree(id);
 		}
 	}
 	if (!auth) {
 		px_cfg_error(e, n, "user=/group=: the service has no <auth> "
 		    "nor <tls identity=> to say who its users are");
-		return -1;
-	}
-	/* An HTTP/2 stream runs in a leg session that does not carry its
-	 * connection's certificate user: a rule naming users would not see
-	 * it there (a deny by user= passed over h2). Refused until streams
-	 * carry it, rather than judged without it. */
-	for (i = 0; cert && n->parent != NULL && i < 2; i++) {
-		xmlChar *v = xmlGetProp(n->parent,
-		    (const xmlChar *)(i == 0 ? "h2" : "h2c"));
-
-		if (v != NULL && (xmlStrcmp(v, (const xmlChar *)"yes") == 0 ||
-		    xmlStrcmp(v, (const xmlChar *)"true") == 0 ||
-		    xmlStrcmp(v, (const xmlChar *)"1") == 0))
-			h2 = true;
-		xmlFree(v);
-	}
-	if (h2) {
-		px_cfg_error(e, n, "user=/group= with <tls identity=>: HTTP/2 "
-		    "streams do not carry the client certificate's user yet; "
-		    "set h2=\"no\" and h2c=\"no\" on <http>");
 		return -1;
 	}
 	return 0;

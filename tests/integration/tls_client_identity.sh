@@ -19,8 +19,12 @@
 #     directory: a <url group="ops"> rule lets alice into /admin/ and
 #     refuses bob (auth line method=certificate, once per connection);
 #   - a self-signed certificate under verify="optional" names nobody;
+#   - over HTTP/2 (ALPN h2) the streams carry the connection's
+#     certificate user: a <url user="bob" action="deny"> rule gives bob
+#     403 as over HTTP/1.1, and <content user="bob"> refuses him text
+#     files, on a second stream of the same connection too;
 #   - --check refuses identity= without verify=, identity-domain= without
-#     identity="email", and user= rules where HTTP/2 streams would lose the user
+#     identity="email"
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -76,6 +80,13 @@ write_http_service cg "$PG" "$NGINX_PORT" "
   <url path=\"/admin/*\" group=\"ops\" action=\"accept\"/>
   <url path=\"/admin/*\" action=\"deny\" status=\"403\"/>
 </http>"
+free_port PH
+write_http_service h2 "$PH" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
+<http h2=\"yes\">
+  <url path=\"/admin/*\" user=\"bob\" action=\"deny\" status=\"403\"/>
+</http>
+<content type=\"text/*\" user=\"bob\" action=\"deny\"/>"
 free_port PP
 write_service plug "$PP" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"dns\"/>"
@@ -110,6 +121,25 @@ assert_log 'http-request .* path=/admin/x\.txt status=200 .* user=alice auth=cer
 assert_eq "$(get "$PG" bob /admin/x.txt)" 403 "bob (not in ops) to /admin/"
 assert_log 'auth authenticator=dir method=certificate user=bob result=ok'
 
+info "HTTP/2 streams carry the connection's certificate user"
+# h2get CERT PATH...: one connection, HTTP/2 only; prints the statuses
+h2get() {
+    local cert=$1 u=() p
+    shift
+    for p in "$@"; do u+=(-o /dev/null "https://localhost:$PH$p"); done
+    curl -sS --http2 -w '%{http_version}:%{http_code} ' --max-time 20 \
+        --cacert "$P/ca.pem" --cert "$P/$cert.pem" --key "$P/$cert.key" "${u[@]}" \
+        2>>"$T/curl.err" || true
+}
+assert_eq "$(h2get bob /admin/x.txt /a.txt)" "2:403 2:403 " "bob over h2: /admin/ by user=, /a.txt by <content user=>"
+assert_log 'http-request .* path=/admin/x\.txt status=403 .* user=bob auth=certificate proto=h2 stream=1$'
+assert_log 'http-content type=text/plain action=deny rule=[^ ]*h2.xml:[0-9]* direction=download'
+assert_eq "$(h2get alice /admin/x.txt /a.txt)" "2:200 2:200 " "alice over h2"
+assert_log 'http-request .* path=/admin/x\.txt status=200 .* user=alice auth=certificate proto=h2 stream=1$'
+# (a kept leg serves the second stream: it keeps the user)
+assert_log 'http-request .* path=/a\.txt status=200 .* user=alice auth=certificate proto=h2 stream=3$'
+assert_eq "$(get "$PH" bob /admin/x.txt)" 403 "bob over HTTP/1.1 on the same service"
+
 info "identity=email with identity-domain"
 assert_eq "$(get "$PE" carol /a.txt)" 200 "carol"
 assert_log 'session-end service=em .* user=carol auth=certificate'
@@ -141,10 +171,4 @@ tls_check_bad "identity without verify" plug \
 tls_check_bad "identity-domain without email" plug \
     "<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\" identity-domain=\"example.test\"/>" \
     'identity-domain="example.test": a domain, with identity="email" only'
-# HTTP/2 streams run in legs without the connection's certificate user: a
-# user= rule would not see it there (a deny by user= passed over h2)
-tls_check_bad "user= rules on h2 with a certificate identity" http \
-    "<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
-  <http h2=\"yes\"><url path=\"/admin/*\" user=\"bob\" action=\"deny\"/></http>" \
-    'HTTP/2 streams do not carry the client certificate'
 info "ok"
