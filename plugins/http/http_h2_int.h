@@ -1,5 +1,5 @@
-/* The HTTP/2 front's state (http_h2.c), shared with its legs kept for the
- * next stream (http_h2_leg.c), the translation of each leg's HTTP/1.1
+/* The HTTP/2 front's state (http_h2.c), shared with its legs (the bytes
+ * to and from each, those kept for the next stream: http_h2_leg.c), the translation of each leg's HTTP/1.1
  * response into HEADERS and DATA (http_h2_resp.c) and CONNECT streams'
  * tunnels (http_h2_tunnel.c). */
 #ifndef HTTP_H2_INT_H
@@ -156,6 +156,14 @@ struct http_h2 {
 
 /* http_h2.c */
 void	h2_stream_reset(struct h2_stream *st, uint32_t code);
+/* Sends what nghttp2 has for the client, reads on, ends the connection
+ * when it is done. */
+void	http_h2_drive(struct http_h2 *c);
+/* http_h2_leg.c: the request line, Host and fields of st for its leg, as
+ * HTTP/1.1 (RFC 9113 8.3.1). 0, or -1 out of memory. */
+int	h2_request_head(struct h2_stream *st, struct evbuffer *out);
+/* How many response bytes the leg may still give st; what is queued for
+ * the leg written (its FIN once the request ended). */
 size_t	h2_leg_room(const struct h2_stream *st);
 void	h2_leg_flush(struct h2_stream *st);
 /* The leg's px_conn callbacks (arg: the stream). */

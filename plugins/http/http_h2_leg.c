@@ -1,4 +1,8 @@
-/* HTTP/2 towards clients: the legs (why they exist: http_h2.c).
+/* HTTP/2 towards clients: the legs (why they exist: http_h2.c): a
+ * stream's request written to its leg as HTTP/1.1 (h2_request_head), its
+ * body as the client's window lets it (consumed once written), the leg's
+ * response read back no faster than the stream takes it (h2_leg_room;
+ * http_h2_resp.c translates it), and the legs kept between streams.
  *
  * A leg is an HTTP/1.1 keep-alive client connection to a session of the
  * service. Once a stream's request and response leave it idle in
@@ -25,12 +29,15 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <nghttp2/nghttp2.h>
 
 #include "conn.h"
 #include "http_int.h"
@@ -359,4 +366,210 @@ h2_leg_start(struct h2_stream *st)
 	px_conn_read_enable(&st->leg, true);
 	h2_leg_flush(st);
 	return 0;
+}
+
+/* ---- a stream's bytes to and from its leg ------------------------------ */
+
+/* n bytes went into the leg: as many request body bytes may come from
+ * the client (WINDOW_UPDATE). Counting the head and chunk framing too
+ * opens the window early by at most their size. */
+static void
+h2_stream_consumed(struct h2_stream *st, size_t n)
+{
+	if (n > st->unconsumed || st->shut)
+		n = st->unconsumed;
+	if (n == 0)
+		return;
+	nghttp2_session_consume(st->c->ng, st->id, n);
+	st->unconsumed -= n;
+}
+
+/* Writes to the leg. force: the kernel said it has room. */
+static void
+h2_leg_send(struct h2_stream *st, bool force)
+{
+	size_t before = evbuffer_get_length(st->leg.out);
+
+	if (before == 0 || (!force && px_conn_write_blocked(&st->leg)))
+		return;
+	if (px_conn_send(&st->leg) == -1) {
+		/* The leg stopped reading (it answered early, an error or a
+		 * 413): what it has not taken is dropped; its response still
+		 * comes. A tunnel's relay closed it: the TCP side failed. */
+		evbuffer_drain(st->leg.out, evbuffer_get_length(st->leg.out));
+		st->shut = true;
+		if (st->tunnel_up && !st->reset)
+			h2_stream_reset(st, NGHTTP2_CONNECT_ERROR);
+	}
+	h2_stream_consumed(st, before - evbuffer_get_length(st->leg.out));
+}
+
+/* Writes what is queued for the leg; its FIN once the request ended. */
+void
+h2_leg_flush(struct h2_stream *st)
+{
+	if (!st->leg_open)
+		return;
+	h2_leg_send(st, false);
+	/* A leg that may serve another stream is not shut: the request's
+	 * framing says where it ends. */
+	if (st->req_ended && !st->shut && !st->keep_leg &&
+	    h2_tunnel_may_shut(st) &&
+	    evbuffer_get_length(st->leg.out) == 0) {
+		st->shut = true;
+		(void)shutdown(st->fd, SHUT_WR);
+	}
+}
+
+/* How many response bytes the leg may still give this stream. */
+size_t
+h2_leg_room(const struct h2_stream *st)
+{
+	size_t held = evbuffer_get_length(st->leg.in) +
+	    evbuffer_get_length(st->body);
+
+	return held < HTTP_H2_STREAM_BUF ? HTTP_H2_STREAM_BUF - held : 0;
+}
+
+
+/* Appends src's bytes to out, leaving src as it is. */
+static int
+h2_add_copy(struct evbuffer *out, struct evbuffer *src)
+{
+	size_t len = evbuffer_get_length(src);
+
+	if (len == 0)
+		return 0;
+	return evbuffer_add(out, evbuffer_pullup(src, -1), len);
+}
+
+static bool
+h2_path_is_star(struct h2_stream *st)
+{
+	return evbuffer_get_length(st->path) == 1 &&
+	    *evbuffer_pullup(st->path, 1) == '*';
+}
+
+/* The request line, Host and fields for the leg (RFC 9113 8.3.1). A Host
+ * that names another authority than :authority goes on as a second Host:
+ * the leg refuses the pair (400), as it refuses two in HTTP/1.1. */
+int
+h2_request_head(struct h2_stream *st, struct evbuffer *out)
+{
+	struct http_state *h = st->c->h;
+	bool forward = px_session_dst(h->s)->sa_family == 0;
+	/* An extended CONNECT (RFC 8441) is an Upgrade GET on the leg. */
+	bool ext = st->protocol[0] != '\0';
+	bool connect = strcmp(st->method, "CONNECT") == 0 && !ext;
+	const char *method = ext ? "GET" : st->method;
+	size_t alen = evbuffer_get_length(st->authority);
+	size_t hlen = evbuffer_get_length(st->host);
+	int rc = 0;
+
+	rc |= evbuffer_add(out, method, strlen(method)) |
+	    evbuffer_add(out, " ", 1);
+	if (connect)
+		rc |= h2_add_copy(out, st->authority);
+	else {
+		if (forward && alen != 0)
+			rc |= evbuffer_add(out, st->scheme,
+			    strlen(st->scheme)) | evbuffer_add(out, "://", 3) |
+			    h2_add_copy(out, st->authority);
+		/* OPTIONS * in absolute form has no path (RFC 9112 3.2.4). */
+		if (!forward || alen == 0 || !h2_path_is_star(st))
+			rc |= h2_add_copy(out, st->path);
+	}
+	rc |= evbuffer_add(out, " HTTP/1.1\r\n", 11);
+	if (alen != 0) {
+		rc |= evbuffer_add(out, "Host: ", 6) |
+		    h2_add_copy(out, st->authority) |
+		    evbuffer_add(out, "\r\n", 2);
+		if (hlen != 0 && (hlen != alen || strncasecmp((const char *)
+		    evbuffer_pullup(st->host, -1), (const char *)
+		    evbuffer_pullup(st->authority, -1), alen) != 0))
+			rc |= evbuffer_add(out, "Host: ", 6) |
+			    evbuffer_add_buffer(out, st->host) |
+			    evbuffer_add(out, "\r\n", 2);
+	} else if (hlen != 0)
+		rc |= evbuffer_add(out, "Host: ", 6) |
+		    evbuffer_add_buffer(out, st->host) |
+		    evbuffer_add(out, "\r\n", 2);
+	rc |= evbuffer_add_buffer(out, st->fields);
+	/* Cookie crumbs are one field again (RFC 9113 8.2.3). */
+	if (evbuffer_get_length(st->cookie) != 0)
+		rc |= evbuffer_add(out, "Cookie: ", 8) |
+		    evbuffer_add_buffer(out, st->cookie) |
+		    evbuffer_add(out, "\r\n", 2);
+	if (st->chunked)
+		rc |= evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	rc |= evbuffer_add(out, "\r\n", 2);
+	return rc == 0 ? 0 : -1;
+}
+
+
+void
+h2_leg_readable(struct px_conn *lc, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct http_h2 *c = st->c;
+	ssize_t n;
+
+	(void)lc;
+	px_session_active(c->h->s);
+	n = px_conn_recv(&st->leg, h2_leg_room(st));
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR))
+		goto out;
+	/* The leg's output moves as fast as the client's window opens: a
+	 * slow reader's leg is not idle, nor its response cut at its
+	 * idle-timeout while the client keeps reading. */
+	if (n > 0 && st->peer != NULL) {
+		px_session_active(st->peer->s);
+		st->peer->progress++;	/* its last reply's grace too */
+	}
+	if (h2_leg_input(st) == -1) {
+		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		goto out;
+	}
+	if (n <= 0 && st->tunnel_up && h2_tunnel_failed(st, n)) {
+		px_conn_read_enable(&st->leg, false);
+		h2_stream_reset(st, NGHTTP2_CONNECT_ERROR);
+		goto out;
+	}
+	if (n <= 0) {
+		px_conn_read_enable(&st->leg, false);
+		if (st->resp == H2_RESP_BODY && st->body_kind == HTTP_BODY_CLOSE &&
+		    n == 0) {
+			st->resp = H2_RESP_DONE;
+			st->eof = true;
+		} else if (st->resp != H2_RESP_DONE) {
+			/* The leg ended the stream without (all of) a
+			 * response: the analyser aborted it, or the server
+			 * failed inside it (with the code it asked for). */
+			h2_stream_reset(st, st->leg_code != 0 ? st->leg_code :
+			    NGHTTP2_INTERNAL_ERROR);
+			goto out;
+		}
+	} else
+		px_conn_read_enable(&st->leg, h2_leg_room(st) > 0);
+	if (st->deferred && (st->eof || evbuffer_get_length(st->body) != 0)) {
+		st->deferred = false;
+		nghttp2_session_resume_data(c->ng, st->id);
+	}
+out:
+	http_h2_drive(c);
+}
+
+void
+h2_leg_writable(struct px_conn *lc, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct http_h2 *c = st->c;
+
+	(void)lc;
+	px_session_active(c->h->s);
+	/* The kernel has room: write (h2_leg_flush skips a blocked conn). */
+	h2_leg_send(st, true);
+	h2_leg_flush(st);
+	http_h2_drive(c);
 }

@@ -1,8 +1,10 @@
 /* The http analyser's session side, shared by its files and by nothing
  * else: the per-session state (struct http_state) and the calls the files
  * make into each other.
- *   http.c		the state machine: the transaction flow, heads,
- *			tunnels, the px_driver callbacks
+ *   http.c		the state machine: the transaction flow, tunnels,
+ *			the px_driver callbacks
+ *   http_judge.c	a parsed head judged (request and response): the
+ *			one policy path of both codecs
  *   http_body.c	bodies as they stream (Content-Length, chunked)
  *   http_upstream.c	which server: authority, dispatch, DNS, server
  *			connection open/drop, the one retry
@@ -12,9 +14,10 @@
  *   http_scan.c	bodies through the service's scanner (<scan>)
  *   http_h2*.c		HTTP/2 towards clients, a leg per stream
  *			(http_h2_int.h)
- *   http_h2_origin.c	HTTP/2 towards servers: the worker's shared
+ *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
- *			(http_h2_origin.h)
+ *			(http_h2_origin.h; the messages on a stream and
+ *			nghttp2's callbacks: http_h2_origin_frames.c)
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
  *   http_auth.c	the service's <auth>: challenges, credentials checked
  *			off the worker, the connection's identity
@@ -246,8 +249,6 @@ struct http_state {
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
 /* The http-request line of the transaction, once (then method is ""). */
 void	http_log_request(struct http_state *h);
-/* A worker thread exits: the head buffer http.c keeps per thread goes. */
-void	http_thread_exit_heads(void);
 /* A leg's line held for its stream's end, written now (if any). */
 void	http_log_held(struct http_state *h);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
@@ -264,6 +265,8 @@ void	http_abort(struct http_state *h, enum px_end_by by,
 /* The transaction is over (its reply written or queued): the next
  * request, or the end of the connection. */
 void	http_transaction_end(struct http_state *h);
+/* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
+void	http_start_tunnel(struct http_state *h);
 
 /* ---- http_auth.c ------------------------------------------------------- */
 
@@ -294,12 +297,28 @@ void	http_auth_reply_sent(struct http_state *h);
 void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 	    size_t len);
 
+
+/* ---- http_judge.c ------------------------------------------------------ */
+
+/* A complete request head (head_len bytes) is at the front of the client
+ * input: judged, then answered, refused or sent on. */
+void	http_handle_request(struct http_state *h, const char *buf,
+	    size_t head_len);
+/* A complete response head is at the front of the server input: parsed,
+ * then judged by http_judge_response. false when the transaction ended. */
+bool	http_handle_response(struct http_state *h, const char *buf,
+	    size_t head_len);
 /* The response head m judged and written for the client (framing, the
  * response-header rules, the scan); buf and head_len: its bytes as an
  * HTTP/1.1 server sent them (NULL, 0: from an HTTP/2 server, whose head
  * came as fields). false when the transaction ended. */
 bool	http_judge_response(struct http_state *h, const struct http_head *m,
 	    const char *buf, size_t head_len);
+/* A head was taken (or refused): the next one is looked at from its
+ * start. */
+void	http_head_restart(size_t *scan, struct http_head_scan *judge);
+/* A worker thread exits: the head buffer kept per thread goes. */
+void	http_thread_exit_heads(void);
 
 /* ---- http_body.c ------------------------------------------------------- */
 

@@ -11,6 +11,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_resp.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_tunnel.c
 	${CMAKE_CURRENT_LIST_DIR}/http_head.c
+	${CMAKE_CURRENT_LIST_DIR}/http_judge.c
 	${CMAKE_CURRENT_LIST_DIR}/http_parse.c
 	${CMAKE_CURRENT_LIST_DIR}/http_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
