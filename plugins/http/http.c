@@ -65,6 +65,24 @@ http_transaction_end(struct http_state *h)
 }
 
 void
+http_refusal_sent(struct http_state *h, size_t head_len, bool keep,
+    const char *reason)
+{
+	if (!keep) {
+		px_session_set_rule(h->s, h->rule);
+		http_log_request(h);
+		http_close_when_flushed(h, PX_END_POLICY, reason);
+		return;
+	}
+	evbuffer_drain(h->c->in, head_len);
+	h->client_keep = true;
+	h->req = HTTP_REQ_DONE;
+	h->resp = HTTP_RESP_NONE;
+	h->progress++;
+	http_transaction_done(h);
+}
+
+void
 http_log_request(struct http_state *h)
 {
 	http_log_request_as(h, px_session_tag(h->s));

@@ -173,20 +173,9 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	px_session_log(h->s, LOG_INFO, "http-auth status=%d reason=\"%s\"",
 	    status, why);
-	if (!keep) {
-		px_session_set_rule(h->s, h->rule);
-		http_log_request(h);
-		http_close_when_flushed(h, PX_END_POLICY, fwd ?
-		    "denied: http 407: authentication required" :
-		    "denied: http 401: authentication required");
-		return;
-	}
-	evbuffer_drain(h->c->in, head_len);
-	h->client_keep = true;
-	h->req = HTTP_REQ_DONE;
-	h->resp = HTTP_RESP_NONE;
-	h->progress++;
-	http_transaction_end(h);
+	http_refusal_sent(h, head_len, keep, fwd ?
+	    "denied: http 407: authentication required" :
+	    "denied: http 401: authentication required");
 }
 
 static void

@@ -265,6 +265,12 @@ void	http_abort(struct http_state *h, enum px_end_by by,
 /* The transaction is over (its reply written or queued): the next
  * request, or the end of the connection. */
 void	http_transaction_end(struct http_state *h);
+/* A refusal of the request whose head (head_len bytes) is at the front
+ * of the client input was queued (a 429, a 401/407 challenge): with keep,
+ * the head leaves and the connection reads the next request; else the
+ * request is logged and the session ends (reason) once it is flushed. */
+void	http_refusal_sent(struct http_state *h, size_t head_len, bool keep,
+	    const char *reason);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
 void	http_start_tunnel(struct http_state *h);
 

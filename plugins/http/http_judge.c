@@ -98,19 +98,8 @@ http_limited(struct http_state *h, const struct http_head *m,
 
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	http_reply_limited(h, retry_s, keep);
-	if (!keep) {
-		px_session_set_rule(h->s, h->rule);
-		http_log_request(h);
-		http_close_when_flushed(h, PX_END_POLICY,
-		    "denied: http 429: source-limits requests");
-		return;
-	}
-	evbuffer_drain(h->c->in, head_len);
-	h->client_keep = true;
-	h->req = HTTP_REQ_DONE;
-	h->resp = HTTP_RESP_NONE;
-	h->progress++;
-	http_transaction_end(h);
+	http_refusal_sent(h, head_len, keep,
+	    "denied: http 429: source-limits requests");
 }
 
 /* A complete request head is at the front of the client input. */
