@@ -1129,7 +1129,6 @@ const struct px_analyser http_analyser = {
 	.series = http_series,
 	.nseries = sizeof(http_series) / sizeof(http_series[0]),
 	.describe = http_describe,
-	.on_leg_fail = http_h2_leg_failed,
 	.driver = &http_driver,
 	.forward_mode = true,
 	.alpn = "http/1.1,http/1.0",

@@ -1106,6 +1106,7 @@ http_h2_close(struct http_state *h)
 {
 	struct http_h2 *c = h->h2;
 
+	http_h2_leg_closing(h);
 	h2_leg_unlink(h->h2_parent_ref);
 	h->h2_parent_ref = NULL;
 	if (c == NULL)

@@ -89,7 +89,7 @@ struct h2_stream {
 	struct evbuffer		*held;
 	char			 protocol[32];	/* :protocol (RFC 8441); "" */
 	uint64_t		 leg_id;	/* its session's; 0 */
-	bool			 leg_failed;	/* on_leg_fail: not the FIN */
+	bool			 leg_failed;	/* relay cut: not the FIN */
 	/* The stream ended before its leg's exchange did (a reset either
 	 * way, the connection gone): the leg's session was ended at once,
 	 * as its client's reset would (h2_leg_abort). */

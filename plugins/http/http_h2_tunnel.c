@@ -19,8 +19,9 @@
  * Resets cross too (RFC 9113 8.5), though a socketpair cannot carry
  * one: the client's RST_STREAM ends the leg's session as a TCP client's
  * reset would (px_session_leg_reset: the server gets an RST), and a leg
- * failing on its server's side says so before it closes
- * (http_h2_leg_failed), so that its EOF, even after our FIN, is taken
+ * whose relay is cut on its server's side (px_session_relay_cut) marks
+ * its stream as its session closes, before the socketpair does
+ * (http_h2_leg_closing), so that its EOF, even after our FIN, is taken
  * for the reset it is: RST_STREAM(CONNECT_ERROR), not END_STREAM.
  *
  * An extended CONNECT (RFC 8441: :protocol, offered in SETTINGS where the
@@ -29,6 +30,7 @@
  * Sec-WebSocket-Key an HTTP/1.1 server wants, which h2 clients do not
  * send), judged by <upgrade>, and its 101 is the stream's 200. */
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -168,23 +170,21 @@ h2_tunnel_client_reset(struct http_h2 *c, int32_t id, uint32_t code)
 	h2_leg_reset(st, why);
 }
 
-/* The analyser's on_leg_fail: the leg's relay failed on its server's
- * side (a reset, an error, a timeout), and its socket is about to close
- * as if the server had sent a FIN. */
+/* A leg's session is closing: a tunnel whose relay was cut on its
+ * server's side (a reset, an error, a timeout) marks its stream. Only a
+ * stream's leg relays (a kept one is idle in keep-alive), so its parent
+ * ref is that stream's &st->peer. */
 void
-http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg)
+http_h2_leg_closing(struct http_state *h)
 {
-	struct http_state *h = state;
 	struct h2_stream *st;
 
-	(void)s;
-	if (h->h2 == NULL)
+	if (h->h2_parent_ref == NULL || *h->h2_parent_ref != h ||
+	    !px_session_relay_cut(h->s))
 		return;
-	TAILQ_FOREACH(st, &h->h2->list, link)
-		if (st->leg_id == leg) {
-			st->leg_failed = true;
-			return;
-		}
+	st = (struct h2_stream *)(void *)((char *)h->h2_parent_ref -
+	    offsetof(struct h2_stream, peer));
+	st->leg_failed = true;
 }
 
 /* Whether a request field of st is left out of its leg's head. An

@@ -363,8 +363,9 @@ int	http_h2_leg_opened(struct http_state *h);
 void	http_h2_leg_reset_code(struct http_state *h, uint32_t code);
 void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
 void	http_h2_kind_name(unsigned i, char *buf, size_t size);
-/* The analyser's on_leg_fail (http_h2_tunnel.c). */
-void	http_h2_leg_failed(struct px_session *s, void *state, uint64_t leg);
+/* A leg's session is closing: a tunnel cut on its server's side tells
+ * its stream, which resets it (http_h2_tunnel.c). */
+void	http_h2_leg_closing(struct http_state *h);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 

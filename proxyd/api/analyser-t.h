@@ -189,14 +189,6 @@ struct px_analyser {
 	 * (the session ends). */
 	int		(*handover_load)(struct px_session *s, void *st,
 			    const void *buf, size_t len);
-	/* A leg of s (px_session_spawn's id) is ending while it relays, by a
-	 * failure that is not its client's: the server's reset or error, a
-	 * timeout, the proxy. Called before the leg's socket closes, which
-	 * on a socketpair looks like a FIN: the analyser may tell its own
-	 * client (HTTP/2: RST_STREAM(CONNECT_ERROR)). It must not end the
-	 * leg or s from here. May be NULL. */
-	void		(*on_leg_fail)(struct px_session *s, void *st,
-			    uint64_t leg);
 	/* What the protocol answers a client <source-limits> refuses at
 	 * accept, before the connection closes (FTP's 421, R66's
 	 * ConnectionError, HTTP's 429), on a service whose client speaks

@@ -345,6 +345,12 @@ bool		 px_session_tls_on(const struct px_session *s,
  * true, or false with buf "" (no TLS there, no certificate). */
 bool		 px_session_tls_peer_subject(const struct px_session *s,
 		    enum px_chan_end side, char *buf, size_t len);
+/* From on_close on: whether s ends while it relays by a failure that is
+ * not its client's (the server's reset or error, a timeout, the proxy),
+ * so that its sockets are reset rather than closed. An analyser whose
+ * client is its own socketpair, on which a close looks like a FIN, tells
+ * its real client from there (HTTP/2: RST_STREAM(CONNECT_ERROR)). */
+bool		 px_session_relay_cut(const struct px_session *s);
 /* The user the client's certificate names (<tls side="client"
  * identity=>, a verified certificate only) into buf: true, or false with
  * buf "". */

@@ -897,6 +897,14 @@ px_session_tls_peer_subject(const struct px_session *s,
 }
 
 bool
+px_session_relay_cut(const struct px_session *s)
+{
+	return s->relay_on && s->end_marked && !s->finished && !s->handed &&
+	    s->end_by != PX_END_CLIENT && s->end_by != PX_END_SERVER &&
+	    s->end_by != PX_END_CLIENT_FAIL;
+}
+
+bool
 px_session_client_identity(const struct px_session *s, char *buf,
     size_t len)
 {

@@ -185,24 +185,6 @@ px_session_close_notify(struct px_session *s)
 			(void)s->dconn[d].tf->shutdown(&s->dconn[d], &want);
 }
 
-/* A relaying leg failing other than by its client tells its parent's
- * analyser, the only one that can pass a reset on (see on_leg_fail).
- * Looked for among the worker's sessions: this is rare (a failed
- * tunnel) and saves every session a link to its parent. */
-static void
-px_session_leg_failed(struct px_session *s)
-{
-	struct px_session *p;
-
-	TAILQ_FOREACH(p, &s->w->sessions, link)
-		if (p->id == s->parent_id)
-			break;
-	if (p == NULL || p->state == PX_SS_CLOSED || p->an_state == NULL ||
-	    p->svc->analyser->on_leg_fail == NULL)
-		return;
-	p->svc->analyser->on_leg_fail(p, p->an_state, s->id);
-}
-
 /* A walk over the worker's sessions: for a leg whose session the
  * analyser no longer holds (px_session_leg_reset_session is direct). */
 void
@@ -249,9 +231,6 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		    sizeof(fp_reason));
 	}
 	px_session_mark_end(s, by);
-	if (s->leg && relayed && !s->finished && s->end_by != PX_END_CLIENT &&
-	    s->end_by != PX_END_SERVER && s->end_by != PX_END_CLIENT_FAIL)
-		px_session_leg_failed(s);
 	s->state = PX_SS_CLOSED;
 	if (s->ct_waiting) {
 		TAILQ_REMOVE(&w->ct_wait, s, ct_link);
