@@ -231,14 +231,11 @@ h2_leg_abort(struct h2_stream *st, const char *code, const char *why)
 void
 h2_leg_reset(struct h2_stream *st, const char *why)
 {
-	/* Straight to the leg's session while its state is alive (peer is
-	 * cleared when it goes): run for every stream cut, even every
-	 * open one when a connection closes, a walk over the worker's
-	 * sessions each time would cost their number per stream. */
+	/* Straight to the leg's session: peer is set as the leg opens (at
+	 * once, in px_session_spawn) and cleared only as its session
+	 * closes, so without it there is nothing left to reset. */
 	if (st->peer != NULL)
-		px_session_leg_reset_session(st->c->h->s, st->peer->s, why);
-	else
-		px_session_leg_reset(st->c->h->s, st->leg_id, why);
+		px_session_leg_reset(st->c->h->s, st->peer->s, why);
 }
 
 void

@@ -307,16 +307,12 @@ const char	*px_session_limit_whose(const struct px_session *s,
  * px_session_tag() gives it, for its log lines. fd belongs to the new
  * session, or is closed on failure. Its id, or 0 (errno). */
 uint64_t	 px_session_spawn(struct px_session *s, int fd, const char *tag);
-/* Ends s's leg `leg` (px_session_spawn's id) as its client's reset
+/* Ends s's leg l (a session px_session_spawn made, still open: the
+ * analyser holds its state until its on_close) as its client's reset
  * would: a relaying leg's server gets a TCP RST, not a FIN (a socketpair
  * cannot carry one; HTTP/2: RST_STREAM on a tunnel, RFC 9113 8.5). why
- * goes into its session-end line. Nothing if it ended already. */
-void		 px_session_leg_reset(struct px_session *s, uint64_t leg,
-		    const char *why);
-/* The same for a leg whose session the analyser holds (l: its
- * px_session, still open): no search among the worker's sessions, so
- * cheap enough for every stream. Nothing unless l is a leg of s. */
-void		 px_session_leg_reset_session(struct px_session *s,
+ * goes into its session-end line. Nothing unless l is a leg of s. */
+void		 px_session_leg_reset(struct px_session *s,
 		    struct px_session *l, const char *why);
 /* "" for a session accepted from a listener. */
 const char	*px_session_tag(const struct px_session *s);

@@ -1,7 +1,6 @@
 /* How a session ends, one model for every analyser: who ended it and in
  * which phase (the verdict follows from those two), the end, finish, deny
- * and abort calls, a leg's reset by its parent and its failure told to the
- * parent's analyser, the reaping of ended sessions and the session-end log
+ * and abort calls, a leg's reset by its parent, the reaping of ended sessions and the session-end log
  * line. */
 #include "session.h"
 
@@ -185,24 +184,8 @@ px_session_close_notify(struct px_session *s)
 			(void)s->dconn[d].tf->shutdown(&s->dconn[d], &want);
 }
 
-/* A walk over the worker's sessions: for a leg whose session the
- * analyser no longer holds (px_session_leg_reset_session is direct). */
 void
-px_session_leg_reset(struct px_session *s, uint64_t leg, const char *why)
-{
-	struct px_session *l;
-
-	TAILQ_FOREACH(l, &s->w->sessions, link)
-		if (l->id == leg && l->leg && l->parent_id == s->id) {
-			/* As a TCP client's reset: both its sockets reset. */
-			px_session_endf(l, PX_END_CLIENT_FAIL,
-			    "client reset: %s", why);
-			return;
-		}
-}
-
-void
-px_session_leg_reset_session(struct px_session *s, struct px_session *l,
+px_session_leg_reset(struct px_session *s, struct px_session *l,
     const char *why)
 {
 	if (l->w == s->w && l->leg && l->parent_id == s->id)
