@@ -99,7 +99,9 @@ struct ftp_meter {
 	struct px_channel	*ch;
 	struct px_qstore_req	*req;
 	bool			 leasing;
-	uint64_t		 leased;
+	uint64_t		 leased;	/* the store's leases, summed */
+	uint64_t		 taken;		/* this node's (store down) */
+	uint64_t		 day;		/* the store counted it in */
 	_Atomic uint64_t	 used;
 };
 

@@ -102,6 +102,10 @@ ftp_quota_leased(void *arg, const struct px_qstore_answer *a)
 	m->req = NULL;
 	if (a->result == PX_QSTORE_OK) {
 		m->leased += a->lease;
+		/* This node's count has what the cluster charged: settled to
+		 * what moved at the end (ftp_quota_settle). */
+		if (st->quota != NULL && m->day == px_quota_day())
+			atomic_fetch_add(px_quota_bytes(st->quota), a->lease);
 		px_channel_meter_grow(m->ch, a->lease);
 		return;
 	}
@@ -112,6 +116,7 @@ ftp_quota_leased(void *arg, const struct px_qstore_answer *a)
 		    "refused" : "local", a->why);
 		if (!px_qstore_refuses() && px_quota_take(st->quota,
 		    st->qlimit.bytes, n, &used)) {
+			m->taken += n;
 			px_channel_meter_grow(m->ch, n);
 			return;
 		}
@@ -129,7 +134,7 @@ ftp_quota_more(void *arg, struct px_channel *ch)
 
 	(void)ch;
 	m->req = px_qstore_lease(px_session_base(st->qs),
-	    px_session_service(st->qs), st->user, st->qlimit.bytes,
+	    px_session_service(st->qs), st->user, m->day, st->qlimit.bytes,
 	    px_qstore_lease_size(st->qlimit.bytes), ftp_quota_leased, m, &a);
 	if (m->req == NULL)
 		ftp_quota_leased(m, &a);
@@ -149,6 +154,7 @@ ftp_quota_meter(struct ftp_state *st, bool upload)
 	if (px_qstore_enabled() && (m = calloc(1, sizeof(*m))) != NULL) {
 		m->st = st;
 		m->ch = st->ch;
+		m->day = st->qwait.ans.day;
 		m->next = st->qmeters;
 		st->qmeters = m;
 	} else
@@ -158,7 +164,7 @@ ftp_quota_meter(struct ftp_state *st, bool upload)
 		if (leasing)
 			px_qstore_give_back(px_session_base(st->qs),
 			    px_session_service(st->qs), st->user,
-			    st->qwait.ans.lease);
+			    st->qwait.ans.day, st->qwait.ans.lease);
 		px_channel_meter(st->ch, dir, px_quota_bytes(st->quota),
 		    st->qlimit.bytes);
 		return;
@@ -185,19 +191,24 @@ ftp_quota_unlink(struct ftp_state *st, const struct px_channel *ch)
 }
 
 /* A leased transfer's end, moved bytes of it: what it was granted and did
- * not move goes back; what it moved past its leases (the buffered relay,
- * which reads a buffer at a time, ended or cut before the next lease
- * came) is charged, but the one byte past its lease a spliced transfer
- * reads, which the store's count never had. */
+ * not move goes back, to the day it was charged to; what it moved past its
+ * leases (the buffered relay, which reads a buffer at a time, ended or cut
+ * before the next lease came; bytes this node took while the store could
+ * not answer) is charged, but the one byte past its lease a spliced
+ * transfer reads, which the store's count never had. This node's count,
+ * which had the leases and what it took, comes to what moved (the day
+ * still the same). */
 static void
 ftp_quota_settle(struct px_session *s, struct ftp_state *st,
     const struct ftp_meter *m, uint64_t moved)
 {
 	px_qstore_give_back(px_session_base(s), px_session_service(s),
-	    st->user, m->leased > moved ? m->leased - moved : 0);
+	    st->user, m->day, m->leased > moved ? m->leased - moved : 0);
 	if (moved > m->leased + 1)
 		px_qstore_add_bytes(px_session_base(s), px_session_service(s),
-		    st->user, moved - m->leased - 1);
+		    st->user, m->day, moved - m->leased - 1);
+	if (st->quota != NULL && m->day == px_quota_day())
+		px_quota_settle(st->quota, m->leased + m->taken, moved);
 }
 
 bool
@@ -224,9 +235,10 @@ ftp_quota_refused(struct px_session *s, struct ftp_state *st,
 	if (st->ch == NULL || st->data_lost) {
 		if (st->qwait.answered && st->qwait.ans.result == PX_QSTORE_OK) {
 			px_qstore_refund(px_session_base(s),
-			    px_session_service(s), st->user);
+			    px_session_service(s), st->user, st->qwait.ans.day);
 			px_qstore_give_back(px_session_base(s),
-			    px_session_service(s), st->user, st->qwait.ans.lease);
+			    px_session_service(s), st->user, st->qwait.ans.day,
+			    st->qwait.ans.lease);
 		}
 		st->qwait.answered = false;
 		return false;
@@ -305,13 +317,11 @@ ftp_quota_chan_done(struct px_session *s, struct ftp_state *st,
 	/* What a metered transfer moved counts for the whole cluster: with
 	 * leases, charged already (ftp_quota_settle), else added now. */
 	if ((m = ftp_quota_unlink(st, r->ch)) != NULL) {
-		if (m->leasing) {
+		if (m->leasing)
 			ftp_quota_settle(s, st, m, moved);
-			if (st->quota != NULL)
-				atomic_fetch_add(px_quota_bytes(st->quota), moved);
-		} else
+		else
 			px_qstore_add_bytes(px_session_base(s),
-			    px_session_service(s), st->user, moved);
+			    px_session_service(s), st->user, m->day, moved);
 		free(m);
 	}
 	if (!r->metered_out || st->quota == NULL)

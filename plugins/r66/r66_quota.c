@@ -106,9 +106,11 @@ r66_quota_chan_end(struct r66_state *st, struct r66_chan *c)
 	back = c->qleft < c->qcharged ? c->qleft : c->qcharged;
 	if (back != 0 && px_qstore_enabled() && st->qs != NULL)
 		px_qstore_give_back(px_session_base(st->qs),
-		    px_session_service(st->qs), st->host, back);
-	if (st->quota != NULL)
-		atomic_fetch_add(px_quota_bytes(st->quota), c->qcharged - back);
+		    px_session_service(st->qs), st->host, c->qdate, back);
+	/* This node's count had the leases (r66_quota_granted, and the
+	 * first raised in by px_qstore_decide): what did not move goes. */
+	if (st->quota != NULL && c->qdate == px_quota_day())
+		px_quota_settle(st->quota, c->qcharged, c->qcharged - back);
 }
 
 /* The cluster's store decides: PX_QUOTA_OK, a refusal (*store_down: it
@@ -183,6 +185,7 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 			c->qleft = c->qcharged = c->qlocal ? 0 :
 			    st->qask.ans.lease;
 			c->qday = c->qlocal ? 0 : st->qask.ans.bytes - c->qleft;
+			c->qdate = st->qask.ans.day;
 		}
 		return R66_FV_PASS;
 	}
@@ -214,6 +217,8 @@ r66_quota_granted(struct r66_chan *c, const struct px_qstore_answer *a)
 	if (a->result == PX_QSTORE_OK && a->lease != 0) {
 		c->qleft += a->lease;
 		c->qcharged += a->lease;
+		if (st->quota != NULL && c->qdate == px_quota_day())
+			atomic_fetch_add(px_quota_bytes(st->quota), a->lease);
 		c->qday = a->bytes - c->qleft;
 		return;
 	}
@@ -268,8 +273,8 @@ r66_quota_lease(struct px_session *s, struct r66_state *st,
 			want = n - c->qleft;
 		c->qst = st;
 		c->qlease = px_qstore_lease(px_session_base(s),
-		    px_session_service(s), st->host, c->quota_bytes, want,
-		    r66_quota_leased, c, &a);
+		    px_session_service(s), st->host, c->qdate, c->quota_bytes,
+		    want, r66_quota_leased, c, &a);
 		if (c->qlease != NULL)
 			return R66_FV_WAIT;
 		r66_quota_granted(c, &a);

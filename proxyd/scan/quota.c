@@ -242,6 +242,22 @@ px_quota_take(struct px_quota *q, uint64_t limit, uint64_t n, uint64_t *used)
 }
 
 void
+px_quota_settle(struct px_quota *q, uint64_t charged, uint64_t moved)
+{
+	uint64_t n, back;
+
+	if (moved >= charged) {
+		atomic_fetch_add(&q->bytes, moved - charged);
+		return;
+	}
+	back = charged - moved;
+	n = atomic_load(&q->bytes);
+	while (!atomic_compare_exchange_weak(&q->bytes, &n,
+	    n > back ? n - back : 0))
+		;
+}
+
+void
 px_quota_cut(struct px_quota *q)
 {
 	atomic_fetch_add(&q->cuts, 1);

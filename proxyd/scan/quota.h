@@ -69,6 +69,10 @@ _Atomic uint64_t *px_quota_bytes(struct px_quota *q);
  * false then, nothing added, *used: the bytes before. */
 bool	px_quota_take(struct px_quota *q, uint64_t limit, uint64_t n,
 	    uint64_t *used);
+/* A transfer charged `charged` bytes ahead (px_quota_take, or raised by
+ * px_quota_admit to a count with its lease in it) moved `moved`: the
+ * day's bytes corrected to what it moved (never below 0). */
+void	px_quota_settle(struct px_quota *q, uint64_t charged, uint64_t moved);
 /* A transfer cut (or a block refused) for crossing the byte limit. */
 void	px_quota_cut(struct px_quota *q);
 /* The day's counts now (after a rollover check). */

@@ -64,11 +64,15 @@ static const char px_qs_lease_script[] =
 	"redis.call('EXPIRE', KEYS[1], " PX_QSTORE_TTL ") "
 	"return {0, t, b, g}";
 
-/* What a transfer was charged and did not move goes back (never below 0:
- * the store may have lost the key meanwhile). ARGV: the bytes. */
+/* What a transfer was charged and did not move goes back, ARGV[1] a
+ * field (b: bytes, t: a transfer counted that did not start), ARGV[2]
+ * how much: never below 0, and a key the store lost meanwhile (or that
+ * expired) is not made again, with no expiry, by taking from it. */
 static const char px_qs_back_script[] =
-	"local b = redis.call('HINCRBY', KEYS[1], 'b', -tonumber(ARGV[1])) "
-	"if b < 0 then redis.call('HSET', KEYS[1], 'b', 0) end return b";
+	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+	"local v = redis.call('HINCRBY', KEYS[1], ARGV[1], "
+	"-tonumber(ARGV[2])) "
+	"if v < 0 then redis.call('HSET', KEYS[1], ARGV[1], 0) end return v";
 
 struct px_qstore_conn {
 	redisAsyncContext	*ac;		/* NULL: none now */
@@ -86,6 +90,7 @@ struct px_qstore_req {
 	struct event_base	*base;
 	bool			 done;		/* cb ran, or will not */
 	bool			 counts;	/* a transfer (begin), not a lease */
+	uint64_t		 day;		/* key's */
 	char			 key[PX_QSTORE_KEY_MAX];
 };
 
@@ -209,11 +214,13 @@ px_qstore_thread_exit(void)
 
 /* ---- requests ----------------------------------------------------------- */
 
+/* The key of partner's counts of day. */
 static int
-px_qs_key(char *buf, size_t size, const char *service, const char *partner)
+px_qs_key(char *buf, size_t size, const char *service, const char *partner,
+    uint64_t day)
 {
 	int n = snprintf(buf, size, "proxyd:quota:%llu:%s:%s",
-	    (unsigned long long)px_quota_day(), service, partner);
+	    (unsigned long long)day, service, partner);
 
 	return n < 0 || (size_t)n >= size ? -1 : 0;
 }
@@ -269,17 +276,13 @@ px_qs_parse(const redisReply *r, struct px_qstore_answer *a)
 	}
 }
 
+/* n of key's field ("b" or "t") back. */
 static void
-px_qs_refund_key(redisAsyncContext *ac, const char *key)
+px_qs_back_key(redisAsyncContext *ac, const char *key, const char *field,
+    uint64_t n)
 {
-	(void)redisAsyncCommand(ac, NULL, NULL, "HINCRBY %s t -1", key);
-}
-
-static void
-px_qs_back_key(redisAsyncContext *ac, const char *key, uint64_t n)
-{
-	(void)redisAsyncCommand(ac, NULL, NULL, "EVAL %s 1 %s %llu",
-	    px_qs_back_script, key, (unsigned long long)n);
+	(void)redisAsyncCommand(ac, NULL, NULL, "EVAL %s 1 %s %s %llu",
+	    px_qs_back_script, key, field, (unsigned long long)n);
 }
 
 /* hiredis's callback: once per command, with NULL when the connection
@@ -291,14 +294,15 @@ px_qs_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	struct px_qstore_answer a;
 
 	px_qs_parse(reply, &a);
+	a.day = r->day;
 	if (r->done) {
 		/* Timed out or cancelled: what the store counted goes back. */
 		if (a.result == PX_QSTORE_OK && reply != NULL &&
 		    ac->c.fd != -1 && !(ac->c.flags & REDIS_DISCONNECTING)) {
 			if (r->counts)
-				px_qs_refund_key(ac, r->key);
+				px_qs_back_key(ac, r->key, "t", 1);
 			if (a.lease != 0)
-				px_qs_back_key(ac, r->key, a.lease);
+				px_qs_back_key(ac, r->key, "b", a.lease);
 		}
 	} else {
 		r->done = true;
@@ -326,15 +330,16 @@ px_qs_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	r->done = true;
 	atomic_fetch_add(&px_qs_count[PX_QS_TIMEOUT], 1);
 	px_qs_error(&a, "the store did not answer in time");
+	a.day = r->day;
 	if (r->cb != NULL)
 		r->cb(r->arg, &a);
 }
 
-/* Sends script (its ARGV: the n numbers of v) for partner; the request,
- * or NULL with *a the error (counted). */
+/* Sends script (its ARGV: the n numbers of v) for partner's counts of
+ * day; the request, or NULL with *a the error (counted). */
 static struct px_qstore_req *
 px_qs_send(struct event_base *base, const char *service, const char *partner,
-    const char *script, const uint64_t *v, int n, bool counts,
+    uint64_t day, const char *script, const uint64_t *v, int n, bool counts,
     px_qstore_cb cb, void *arg, struct px_qstore_answer *a)
 {
 	struct px_qstore_req *r;
@@ -346,7 +351,7 @@ px_qs_send(struct event_base *base, const char *service, const char *partner,
 		px_qs_error(a, "out of memory");
 		goto fail;
 	}
-	if (px_qs_key(r->key, sizeof(r->key), service, partner) == -1) {
+	if (px_qs_key(r->key, sizeof(r->key), service, partner, day) == -1) {
 		px_qs_error(a, "the partner's key is too long");
 		goto fail;
 	}
@@ -362,6 +367,7 @@ px_qs_send(struct event_base *base, const char *service, const char *partner,
 	r->arg = arg;
 	r->base = base;
 	r->counts = counts;
+	r->day = day;
 	for (i = 0; i < n && i < 3; i++)
 		snprintf(num[i], sizeof(num[i]), "%llu", (unsigned long long)v[i]);
 	rc = n == 3 ? redisAsyncCommand(ac, px_qs_reply, r,
@@ -378,6 +384,7 @@ fail:
 	if (r != NULL && r->timer != NULL)
 		event_free(r->timer);
 	free(r);
+	a->day = day;
 	atomic_fetch_add(&px_qs_count[PX_QS_ERROR], 1);
 	return NULL;
 }
@@ -390,19 +397,19 @@ px_qstore_begin(struct event_base *base, const char *service,
 	const uint64_t v[3] = { l->transfers, l->bytes, l->bytes != 0 ?
 	    lease : 0 };
 
-	return px_qs_send(base, service, partner, px_qs_script, v, 3, true, cb,
-	    arg, a);
+	return px_qs_send(base, service, partner, px_quota_day(), px_qs_script,
+	    v, 3, true, cb, arg, a);
 }
 
 struct px_qstore_req *
 px_qstore_lease(struct event_base *base, const char *service,
-    const char *partner, uint64_t quota_bytes, uint64_t want,
+    const char *partner, uint64_t day, uint64_t quota_bytes, uint64_t want,
     px_qstore_cb cb, void *arg, struct px_qstore_answer *a)
 {
 	const uint64_t v[2] = { quota_bytes, want };
 
-	return px_qs_send(base, service, partner, px_qs_lease_script, v, 2,
-	    false, cb, arg, a);
+	return px_qs_send(base, service, partner, day, px_qs_lease_script, v,
+	    2, false, cb, arg, a);
 }
 
 uint64_t
@@ -417,14 +424,14 @@ px_qstore_lease_size(uint64_t quota_bytes)
 
 void
 px_qstore_give_back(struct event_base *base, const char *service,
-    const char *partner, uint64_t n)
+    const char *partner, uint64_t day, uint64_t n)
 {
 	char key[PX_QSTORE_KEY_MAX];
 	redisAsyncContext *ac;
 
-	if (n != 0 && px_qs_key(key, sizeof(key), service, partner) == 0 &&
+	if (n != 0 && px_qs_key(key, sizeof(key), service, partner, day) == 0 &&
 	    (ac = px_qs_get(base)) != NULL)
-		px_qs_back_key(ac, key, n);
+		px_qs_back_key(ac, key, "b", n);
 }
 
 /* ---- one wait for the store's decision, for every analyser ------------- */
@@ -501,24 +508,25 @@ px_qstore_cancel(struct px_qstore_req *r)
 
 void
 px_qstore_refund(struct event_base *base, const char *service,
-    const char *partner)
+    const char *partner, uint64_t day)
 {
 	char key[PX_QSTORE_KEY_MAX];
 	redisAsyncContext *ac;
 
-	if (px_qs_key(key, sizeof(key), service, partner) == 0 &&
+	if (px_qs_key(key, sizeof(key), service, partner, day) == 0 &&
 	    (ac = px_qs_get(base)) != NULL)
-		px_qs_refund_key(ac, key);
+		px_qs_back_key(ac, key, "t", 1);
 }
 
 void
 px_qstore_add_bytes(struct event_base *base, const char *service,
-    const char *partner, uint64_t n)
+    const char *partner, uint64_t day, uint64_t n)
 {
 	char key[PX_QSTORE_KEY_MAX];
 	redisAsyncContext *ac;
 
-	if (n == 0 || px_qs_key(key, sizeof(key), service, partner) == -1 ||
+	if (n == 0 ||
+	    px_qs_key(key, sizeof(key), service, partner, day) == -1 ||
 	    (ac = px_qs_get(base)) == NULL)
 		return;
 	(void)redisAsyncCommand(ac, NULL, NULL, "HINCRBY %s b %llu", key,

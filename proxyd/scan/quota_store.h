@@ -64,6 +64,7 @@ struct px_qstore_answer {
 	uint64_t		 bytes;		/* charged, this lease included */
 	uint64_t		 lease;		/* PX_QSTORE_OK: bytes granted */
 	const char		*why;		/* PX_QSTORE_ERROR: static text */
+	uint64_t		 day;		/* the UTC day it counts in */
 };
 
 struct px_qstore_req;
@@ -79,12 +80,14 @@ struct px_qstore_req *px_qstore_begin(struct event_base *base,
 	    const char *service, const char *partner,
 	    const struct px_quota_limit *l, uint64_t lease, px_qstore_cb cb,
 	    void *arg, struct px_qstore_answer *a);
-/* A running transfer's next lease of up to want bytes under quota_bytes:
+/* A running transfer's next lease of up to want bytes under quota_bytes,
+ * charged to day (its start's answer's: a transfer that runs past
+ * midnight charges the day it was counted in, and gives back to it):
  * PX_QSTORE_OK with a->lease > 0, PX_QSTORE_BYTES once the day's bytes
  * are all charged; as px_qstore_begin otherwise. */
 struct px_qstore_req *px_qstore_lease(struct event_base *base,
-	    const char *service, const char *partner, uint64_t quota_bytes,
-	    uint64_t want, px_qstore_cb cb, void *arg,
+	    const char *service, const char *partner, uint64_t day,
+	    uint64_t quota_bytes, uint64_t want, px_qstore_cb cb, void *arg,
 	    struct px_qstore_answer *a);
 /* The lease a transfer asks for at a time: a 32nd of the quota, 64 KiB
  * to 4 MiB (a store round trip per lease; the smaller, the less a
@@ -93,9 +96,12 @@ struct px_qstore_req *px_qstore_lease(struct event_base *base,
 #define PX_QSTORE_LEASE_MIN	(64 * 1024)
 #define PX_QSTORE_LEASE_MAX	(4 * 1024 * 1024)
 uint64_t px_qstore_lease_size(uint64_t quota_bytes);
-/* Bytes a transfer was charged (leased) and did not move: back to the day. */
+/* Bytes a transfer was charged (leased) and did not move: back to the
+ * day they were charged to (the answer's day), never to a later one; a
+ * key the store no longer has is left alone (not made again, without
+ * its expiry). */
 void	px_qstore_give_back(struct event_base *base, const char *service,
-	    const char *partner, uint64_t n);
+	    const char *partner, uint64_t day, uint64_t n);
 /* The asker is gone: cb will not run; a transfer or a lease the store
  * grants it meanwhile is given back. */
 void	px_qstore_cancel(struct px_qstore_req *r);
@@ -124,12 +130,13 @@ int	px_qstore_decide(struct px_qstore_wait *w, struct event_base *base,
 	    uint64_t *limit, bool *store_down);
 /* The asker is gone: its question forgotten (px_qstore_cancel). */
 void	px_qstore_wait_forget(struct px_qstore_wait *w);
-/* A transfer the store counted that did not start after all. */
+/* A transfer the store counted (in day) that did not start after all. */
 void	px_qstore_refund(struct event_base *base, const char *service,
-	    const char *partner);
-/* The bytes a transfer moved, added to the cluster's day. */
+	    const char *partner, uint64_t day);
+/* The bytes a transfer moved, added to the cluster's count of day (the
+ * day its start was counted in). */
 void	px_qstore_add_bytes(struct event_base *base, const char *service,
-	    const char *partner, uint64_t n);
+	    const char *partner, uint64_t day, uint64_t n);
 /* The worker's connection goes (from its thread, before its loop is
  * freed). */
 void	px_qstore_thread_exit(void);
