@@ -6,7 +6,8 @@
 #    node; the server stores exactly QUOTA files (never more than the
 #    quota plus one transfer), each refused request gets ErrorPacket l and
 #    its refusal is logged (by=cluster) on the node that refused it.
-#  - quota-bytes=1m for hostz: 600 KiB through a, then through b: b cuts
+#  - quota-bytes=1m for hostz: 600 KiB through a (a's own count, on
+#    /api/quotas, has what moved, not the lease as well), then through b: b cuts
 #    its transfer at the cluster's limit (counting from the store's 600
 #    KiB), and a's next transfer is cut at its first block (a counts
 #    from what b added): the store's bytes never pass the quota.
@@ -16,7 +17,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
 source "$(dirname "$0")/cluster_quota_lib.sh"
-need_cmds python3 redis-server redis-cli
+need_cmds python3 redis-server redis-cli curl
 need_r66peer
 setup
 
@@ -81,6 +82,15 @@ qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/z1"
 assert_eq "$(cat "$T/z1.rc")" 0 "the first 600 KiB through a"
 for ((k = 0; k < 100; k++)); do [[ $(rcli HGET "$bkey" b) == 614400 ]] && break; sleep 0.05; done
 assert_eq "$(rcli HGET "$bkey" b)" 614400 "the store's bytes after a's transfer"
+# a's own count of the day (the admin's /api/quotas): what moved, not the
+# first lease as well (before: 600 KiB + 64 KiB)
+abytes() {
+    curl -s --max-time 5 "http://127.0.0.1:${ADMIN[a]}/api/quotas" | python3 -c '
+import json, sys
+print([e["bytes"] for e in json.load(sys.stdin)["quotas"] if e["partner"] == "hostz"][0])'
+}
+for ((k = 0; k < 50; k++)); do [[ $(abytes) == 614400 ]] && break; sleep 0.05; done
+assert_eq "$(abytes)" 614400 "node a's bytes of the day (/api/quotas) after its transfer"
 qsend_r66 b hostz:pwZ "$T/cli/big.bin" "$T/z2"
 assert_ne "$(cat "$T/z2.rc")" 0 "b's transfer past the cluster's byte quota"
 assert_log_in "${LOG[b]}" "node=b .*r66-quota host=hostz kind=bytes used=[0-9]+ limit=1048576 block=[0-9]+ verdict=cut"
