@@ -247,8 +247,15 @@ px_session_end(struct px_session *s, enum px_end_by by, const char *reason)
 		px_session_log_end(s, reason, who);	/* (handed: the new one's) */
 	if (w->handing && !s->handed)
 		PX_HO_COUNT(w, ho_drained);
-	if (event_initialized(&s->conn_ev))
+	if (event_initialized(&s->conn_ev)) {
+		/* A forward-mode connect still under way
+		 * (px_session_server_connect): its socket is not s->sfd yet,
+		 * and nothing else will close it. */
+		if (event_pending(&s->conn_ev, EV_READ | EV_WRITE, NULL) &&
+		    event_get_fd(&s->conn_ev) != s->sfd)
+			close((int)event_get_fd(&s->conn_ev));
 		event_del(&s->conn_ev);
+	}
 	if (s->timer_on)
 		evtimer_del(&s->timer);
 	/* A relayed session ends with a FIN only when its ends finished.

@@ -134,6 +134,43 @@ wait_grep "$PROXYD_LOG" "ftp-connect user=alice server=127.0.0.1:$DEAD " 10 || f
 wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$DEAD .*user=alice auth=password by=server-fail phase=data end=connect-failed: Connection refused" 10 ||
     fail "no connect-failed session-end line: $(grep "$DEAD" "$PROXYD_LOG" | tail -n 2)"
 
+info "the client gone while its server's connect is under way: that socket is closed too"
+# A listener with a full backlog: its SYNs are dropped, the connect waits.
+free_port BH
+python3 - "$BH" >"$T/bh.out" 2>&1 <<'EOF' &
+import socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(0)
+fill = []
+for _ in range(4):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(("127.0.0.1", int(sys.argv[1])))
+    except BlockingIOError: pass
+    fill.append(c)
+print("ready", flush=True)
+time.sleep(60)
+EOF
+track_pid $!
+wait_grep "$T/bh.out" ready 10 || fail "the full listener: $(cat "$T/bh.out")"
+syn_sent() { ss -Htn state syn-sent "( dport = :$BH )" | wc -l; }
+base=$(syn_sent)	# the listener's own fillers beyond its backlog
+timeout 30 python3 - "$PF" "alice@127.0.0.1:$BH" <<'EOF' || true
+import socket, sys, time
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+f = c.makefile("rb")
+f.readline()
+c.sendall(b"USER " + sys.argv[2].encode() + b"\r\n"); f.readline()
+c.sendall(b"PASS alice-ldap-pw\r\n")
+time.sleep(2)	# proven, the connect under way: PASS's reply waits for it
+c.close()
+EOF
+wait_grep "$PROXYD_LOG" "ftp-connect user=alice server=127.0.0.1:$BH " 10 || fail "no ftp-connect line for the full listener"
+wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$BH .*end=client-closed" 10 ||
+    fail "the session whose client left during the connect did not end: $(grep "$BH" "$PROXYD_LOG" | tail -n 2)"
+n=-1
+for _ in $(seq 50); do n=$(syn_sent); [[ $n == "$base" ]] && break; sleep 0.1; done
+assert_eq "$n" "$base" "the connect of a session that ended is not left behind (leaked socket)"
+
 info "lftp: the same login, a download"
 rm -f "$T/lftp.got"
 timeout 60 lftp -c "set cmd:fail-exit yes; set net:max-retries 1; set net:timeout 10; set ftp:ssl-allow no;
