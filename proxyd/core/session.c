@@ -131,6 +131,15 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 		px_session_end(s, PX_END_TIMEOUT, "connect-timeout");
 		return;
 	}
+	if (event_initialized(&s->conn_ev) &&
+	    event_pending(&s->conn_ev, EV_READ | EV_WRITE, NULL)) {
+		/* Forward mode's server connect (px_session_server_connect):
+		 * the session relays already, its connect is as timed. */
+		PX_SC_ADD(s->m, connect_failures, 1);
+		px_session_upstream_connected(s, false);
+		px_session_end(s, PX_END_TIMEOUT, "connect-timeout");
+		return;
+	}
 	if (idle == 0)
 		return;
 	/* Sliding deadline without an event_add per byte: on expiry, re-arm
@@ -475,6 +484,10 @@ px_session_later_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	px_session_upstream_connected(s, true);
+	/* The connect's deadline over: the idle one again. */
+	px_session_stop_timer(s);
+	if (s->cfg->idle_timeout_ms != 0)
+		px_session_arm_timer(s, s->cfg->idle_timeout_ms);
 	if (!s->relay_on || px_relay_set_server(s->relay, (int)fd) == -1) {
 		close((int)fd);
 		if (s->state != PX_SS_CLOSED)
@@ -515,5 +528,8 @@ px_session_server_connect(struct px_session *s, const struct sockaddr *dst)
 		return 0;
 	}
 	event_add(&s->conn_ev, NULL);
+	/* upstream/@connect-timeout, as for any server (the idle timer's
+	 * place until then: px_session_timer_cb). */
+	px_session_arm_timer(s, svc->connect_timeout_ms);
 	return 0;
 }

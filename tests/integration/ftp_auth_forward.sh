@@ -43,6 +43,7 @@ cat >"$T/policy/fwd.xml" <<EOF
 <service name="fwd" analyser="ftp">
   <listen address="127.0.0.1" port="$PF" mode="forward"/>
   <servers allow="127.0.0.1/32"/>
+  <upstream connect-timeout="5s"/>
   <auth authenticator="dir"/>
   <ftp>
     <login group="ops" server-user="opsftp" server-password-file="ops.pw"/>
@@ -161,7 +162,7 @@ f = c.makefile("rb")
 f.readline()
 c.sendall(b"USER " + sys.argv[2].encode() + b"\r\n"); f.readline()
 c.sendall(b"PASS alice-ldap-pw\r\n")
-time.sleep(2)	# proven, the connect under way: PASS's reply waits for it
+time.sleep(1)	# proven, the connect under way: PASS's reply waits for it
 c.close()
 EOF
 wait_grep "$PROXYD_LOG" "ftp-connect user=alice server=127.0.0.1:$BH " 10 || fail "no ftp-connect line for the full listener"
@@ -170,6 +171,15 @@ wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$BH .*end=cl
 n=-1
 for _ in $(seq 50); do n=$(syn_sent); [[ $n == "$base" ]] && break; sleep 0.1; done
 assert_eq "$n" "$base" "the connect of a session that ended is not left behind (leaked socket)"
+
+info "a server that does not answer the connect: connect-timeout, as for any server"
+start=$(date +%s)
+out=$(ftpc "alice@127.0.0.1:$BH" alice-ldap-pw)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out" | cut -c1-9)" "login-err" "a login to a server that does not answer"
+wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$BH .*end=connect-timeout" 10 ||
+    fail "no connect-timeout session-end line: $(grep "$BH" "$PROXYD_LOG" | tail -n 2)"
+(( $(date +%s) - start < 15 )) || fail "the connect waited $(( $(date +%s) - start ))s, connect-timeout is 5s"
 
 info "lftp: the same login, a download"
 rm -f "$T/lftp.got"
