@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <syslog.h>
 
@@ -144,6 +145,23 @@ ftp_auth_greet(struct px_session *s, struct ftp_state *st, bool later)
 	return 0;
 }
 
+/* 0.0.0.0, :: or ::ffff:0.0.0.0: an address connect() takes for this
+ * host's own. */
+static bool
+ftp_auth_unspecified(const struct sockaddr *sa)
+{
+	const struct in6_addr *a6;
+
+	if (px_sockaddr_is_wildcard(sa))
+		return true;
+	if (sa->sa_family != AF_INET6)
+		return false;
+	a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+	return IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 0 &&
+	    a6->s6_addr[13] == 0 && a6->s6_addr[14] == 0 &&
+	    a6->s6_addr[15] == 0;
+}
+
 bool
 ftp_auth_user_server(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c, struct ftp_cmd *uc, int *rc)
@@ -185,6 +203,18 @@ ftp_auth_user_server(struct px_session *s, struct ftp_state *st,
 		    "rule=builtin (forward mode: an address, not a name)");
 		*rc = ftp_reply_local(s, st, c->verb, "530 Server \"%s\": "
 		    "give its address (%s)", a->server_name, why);
+		return true;
+	}
+	if (ftp_auth_unspecified((const struct sockaddr *)&a->server)) {
+		/* <servers> would judge 0.0.0.0 (or ::) as itself, while
+		 * connect() takes it for this host: a way to the proxy's own
+		 * loopback services past a policy that keeps them out. */
+		a->server.ss_family = AF_UNSPEC;
+		ftp_log_cmd(s, st, c, "verdict=deny reason=server-name "
+		    "rule=builtin (forward mode: the unspecified address)");
+		*rc = ftp_reply_local(s, st, c->verb, "530 Server \"%s\": "
+		    "give its address (not one to connect to)",
+		    a->server_name);
 		return true;
 	}
 	*uc = *c;

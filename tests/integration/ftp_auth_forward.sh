@@ -51,6 +51,11 @@ cat >"$T/policy/fwd.xml" <<EOF
 </service>
 EOF
 PROXYD_PORTS+=("$PF")
+# fwd0: a policy whose <servers> keep loopback out but take 0.0.0.0/8
+free_port PF0
+sed -e "s|port=\"$PF\"|port=\"$PF0\"|" -e 's|name="fwd"|name="fwd0"|' \
+    -e 's|allow="127.0.0.1/32"|allow="0.0.0.0/8"|' "$T/policy/fwd.xml" >"$T/policy/fwd0.xml"
+PROXYD_PORTS+=("$PF0")
 start_proxyd
 S=127.0.0.1:$PYFTPD_PORT
 
@@ -115,6 +120,12 @@ out=$(ftpc "alice@ftp.example.test" alice-ldap-pw)
 [[ $(sed -n 2p <<<"$out") == 'login-err 530 Server "ftp.example.test": give its address'* ]] ||
     fail "a host name: $(sed -n 2p <<<"$out")"
 assert_eq "$(connects)" 1 "no connection for a refused or unnamed server"
+info "0.0.0.0 and :: (this host to connect()): refused before <servers> judges them as themselves"
+for srv in "0.0.0.0:$PYFTPD_PORT" "[::ffff:0.0.0.0]:$PYFTPD_PORT" "[::]:$PYFTPD_PORT"; do
+    out=$(PF=$PF0 ftpc "alice@$srv" alice-ldap-pw)
+    assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Server \"$srv\": give its address (not one to connect to)" "alice@$srv"
+done
+assert_eq "$(connects)" 1 "no connection to the loopback server through 0.0.0.0"
 # the client gone before any server: its session ends too
 wait_grep "$PROXYD_LOG" 'session-end service=fwd .*server=- .*end=client-closed' 10 ||
     fail "a session whose client closed before any server did not end: $(grep -c session-end "$PROXYD_LOG") session-end lines"
