@@ -816,6 +816,8 @@ px_session_local(struct px_session *s, enum px_chan_end end,
 	return getsockname(fd, (struct sockaddr *)ss, &len);
 }
 
+static const uint8_t px_key_zero[16];
+
 int
 px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
     char *zones, size_t zlen)
@@ -833,7 +835,10 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	    px_zone_name(&s->cfg->zones, s->client_zone),
 	    px_zone_name(&s->cfg->zones, s->server_zone));
 	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &k, &zp, spec);
-	if (spec[s->svc->group_idx] >= 0)
+	/* 0.0.0.0 and :: (v4-mapped too) are no server: connect() takes
+	 * them for this host, which the lists judge as another address. */
+	if (spec[s->svc->group_idx] >= 0 && memcmp(k.addr, px_key_zero,
+	    k.v6 ? 16 : 4) != 0)
 		return 0;
 	px_session_set_rule(s, px_rule_ref_at(s->svc->servers.line, NULL,
 	    px_session_policy_file(s), ref, sizeof(ref)));

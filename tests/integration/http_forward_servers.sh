@@ -26,6 +26,10 @@ write_http_service allowed "$PA" 0 "
 write_http_service denied "$PD" 0 "
 <servers allow=\"127.0.0.2 127.0.0.3\"/>
 <http><request method=\"GET CONNECT\" action=\"accept\"/></http>" forward
+free_port P0
+write_http_service zero "$P0" 0 "
+<servers allow=\"0.0.0.0/8 ::/128\"/>
+<http><request method=\"GET CONNECT\" action=\"accept\"/></http>" forward
 start_proxyd
 
 code=$(curl -sS --max-time 10 -o "$T/a" -w '%{http_code}' -x "http://127.0.0.1:$PA" "http://127.0.0.1:$NGINX_PORT/a.txt?via=allowed")
@@ -41,5 +45,14 @@ code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_connect}' -p -x "http://12
 assert_eq "$code" 403 "CONNECT to a server outside <servers>"
 wait_grep "$T/nginx/logs/access.log" 'via=allowed' 3 || fail "nginx did not log the allowed request"
 ! grep -q 'via=denied\|via=tunnel' "$T/nginx/logs/access.log" || fail "a denied request reached nginx"
-assert_metric eq proxyd_sessions_denied_total 'reason="server"' 2
+# 0.0.0.0 and :: are this host to connect(): no server, whatever the list
+for u in "http://0.0.0.0:$NGINX_PORT/a.txt?via=zero" "http://[::ffff:0.0.0.0]:$NGINX_PORT/a.txt?via=zero6"; do
+    code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$P0" "$u" || true)
+    assert_eq "$code" 403 "forward GET to $u"
+done
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_connect}' -p -x "http://127.0.0.1:$P0" "http://0.0.0.0:$NGINX_PORT/a.txt?via=zerotunnel" || true)
+assert_eq "$code" 403 "CONNECT to 0.0.0.0"
+sleep 0.5
+! grep -q 'via=zero' "$T/nginx/logs/access.log" || fail "a request to 0.0.0.0 reached nginx on loopback"
+assert_metric eq proxyd_sessions_denied_total 'reason="server"' 5
 http_done
