@@ -48,7 +48,7 @@ static void h2o_conn_handshake(struct h2o_conn *c);
 #define H2O_MEMO	32
 struct h2o_memo {
 	struct sockaddr_storage	 dst;
-	char			 name[128];
+	char			 name[H2O_NAME_MAX];
 	struct timeval		 until;
 };
 static _Thread_local struct h2o_memo h2o_memo[H2O_MEMO];
@@ -98,7 +98,7 @@ h2o_memo_add(const struct sockaddr *dst, const char *name, uint64_t ms)
 bool
 http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
 {
-	char name[128];
+	char name[H2O_NAME_MAX];
 
 	if (h->is_connect || h->upgrade_ok)
 		return false;
@@ -505,7 +505,7 @@ http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	socklen_t len = px_sockaddr_len(dst);
 	bool tls = px_session_tls_originates(h->s);
 	bool body = h->req_body != HTTP_BODY_NONE;
-	char name[128];
+	char name[H2O_NAME_MAX];
 
 	h2o_name(h, name, sizeof(name));
 	if (!h2o_conns_init) {

@@ -106,6 +106,10 @@ struct http_h2o_stream {
 
 TAILQ_HEAD(h2o_stream_list, http_h2o_stream);
 
+/* A TLS name as the pool keys it: a DNS name is at most 253 bytes, so a
+ * whole SNI always fits and two names never share a truncated key. */
+#define H2O_NAME_MAX	256
+
 struct h2o_conn {
 	TAILQ_ENTRY(h2o_conn)	 link;
 	struct px_conn		 io;
@@ -126,7 +130,7 @@ struct h2o_conn {
 	int64_t			 mark;
 	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
 	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
-	char			 name[128];	/* the TLS name checked; "" */
+	char			 name[H2O_NAME_MAX];	/* the TLS name checked; "" */
 	char			 why[96];	/* why it failed, for the 502 */
 	bool			 dead;
 	bool			 goaway;
