@@ -353,6 +353,20 @@ http_start_tunnel(struct http_state *h)
 
 /* ---- driving ----------------------------------------------------------- */
 
+/* The client closed its side between requests: the responses it is owed
+ * (the last one may still be in its output) go out whole, then the
+ * session ends. A head it began and cannot finish now is only logged. */
+static void
+http_client_closed_idle(struct http_state *h)
+{
+	if (evbuffer_get_length(h->c->in) != 0)
+		px_session_log(h->s, LOG_NOTICE, "http-error reason="
+		    "\"client closed inside a request head\"");
+	/* Its idle server connection outlives it in the pool. */
+	http_server_drop(h, h->srv.keep);
+	http_close_when_flushed(h, PX_END_CLIENT, "client-closed");
+}
+
 /* Parses and handles the next request head, if one is there. */
 static void
 http_next_request(struct http_state *h)
@@ -396,12 +410,8 @@ http_next_request(struct http_state *h)
 		return;
 	}
 	if (end == 0) {
-		if (h->client_eof) {
-			/* Nothing more is coming to complete it. */
-			px_session_log(h->s, LOG_NOTICE, "http-error reason="
-			    "\"client closed inside a request head\"");
-			px_session_end(h->s, PX_END_CLIENT, "client-closed");
-		}
+		if (h->client_eof)	/* nothing more comes to complete it */
+			http_client_closed_idle(h);
 		return;
 	}
 	http_head_restart(&h->head_scan, &h->req_judge);
@@ -574,10 +584,7 @@ http_client_eof(struct http_state *h)
 	if (h->closing || h->tunnel)
 		return;
 	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
-		if (evbuffer_get_length(h->c->in) != 0)
-			px_session_log(h->s, LOG_NOTICE, "http-error "
-			    "reason=\"client closed inside a request head\"");
-		px_session_end(h->s, PX_END_CLIENT, "client-closed");
+		http_client_closed_idle(h);
 		return;
 	}
 	if (h->req == HTTP_REQ_BODY || (h->req == HTTP_REQ_WAIT &&

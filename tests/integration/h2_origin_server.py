@@ -18,10 +18,12 @@ first time and then echoed as /echo is, /hang is never answered, /held gets a he
 nothing (a stream held open), /sink... never answered and its body never
 taken (the stream's window stays shut; the connection's is given back),
 /sinkall... the same, the connection's window kept too (a server whose
-connection stalls: "sinkall full" logged once 65535 bytes came)."""
+connection stalls: "sinkall full" logged once 65535 bytes came), /late
+answers 200 with "hello" 0.3 s after its request (a client acts first)."""
 import socket
 import sys
 import threading
+import time
 
 import h2.config
 import h2.connection
@@ -44,9 +46,25 @@ def serve(conn, log):
     h.initiate_connection()
     conn.sendall(h.data_to_send())
     streams = {}
+    late = []       # (when, stream id) of /late requests
     while True:
+        now = time.time()
+        while late and late[0][0] <= now:
+            sid = late.pop(0)[1]
+            try:
+                h.send_headers(sid, [(":status", "200"),
+                                     ("content-length", "5")])
+                h.send_data(sid, b"hello", end_stream=True)
+            except Exception:
+                pass        # reset meanwhile
+        out = h.data_to_send()
+        if out:
+            conn.sendall(out)
+        conn.settimeout(max(late[0][0] - now, 0.01) if late else None)
         try:
             data = conn.recv(65536)
+        except socket.timeout:
+            continue
         except OSError:
             return
         if not data:
@@ -80,6 +98,8 @@ def serve(conn, log):
                                                   ("x-te", te)])
                 elif path.startswith("/sink"):
                     pass    # reads nothing: its window stays shut
+                elif path == "/late":
+                    late.append((time.time() + 0.3, ev.stream_id))
                 elif path == "/hang":
                     pass                    # never answered
                 elif path == "/held":

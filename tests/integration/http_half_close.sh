@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# A client that half-closes (shutdown(SHUT_WR)) is owed the responses to
+# the requests it finished before: the origin answers /late 0.3 s after
+# the request, so the half-close reaches proxyd first, every time.
+#  - HTTP/1.1: one whole request, then the start of a second one, then
+#    the half-close: the first response comes whole, then the close (a
+#    FIN, no reset); the unfinished head is logged ("client closed inside
+#    a request head") after the first request's line, by=client;
+#  - HTTP/1.1: one whole request, then the half-close: answered, closed;
+# each towards an HTTP/1.1 server (server-h2="no") and an HTTP/2 one
+# (server-h2="yes"). A client whose request was cut (a head or a body
+# unfinished at the half-close) gets nothing more for it: that is not
+# this test's business.
+# And a client that reads slowly (a 4 KB receive buffer) half-closes once
+# its 8 MB response is all in proxyd (its http-request line is written),
+# most of it still to be written: it gets all of it (buffer is 16m).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+need_cmds python3
+/usr/bin/python3 -c 'import h2' 2>/dev/null || fail "Debian's python3-h2 is missing (scripts/deps)"
+setup
+
+mkdir -p "$T/raw"
+printf '@@PAUSE@@HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello' >"$T/raw/late"
+head -c 8M /dev/urandom >"$T/big.body"
+{ printf 'HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n'; cat "$T/big.body"; } >"$T/raw/big"
+start_origin H1O "$T/h1-origin.jsonl" raw "$T/raw"
+free_port H2O
+: >"$T/h2-origin.log"
+/usr/bin/python3 "$LIB_DIR/h2_origin_server.py" "$H2O" "$T/h2-origin.log" \
+    2>>"$T/h2-origin.err" &
+track_pid $!
+wait_listen "$H2O" 5 || fail "h2_origin_server.py did not start: $(cat "$T/h2-origin.err")"
+free_port PN
+free_port PY
+write_proxyd_conf 'buffer="16m"'
+write_http_service n "$PN" "$H1O" '<http server-h2="no"/>'
+write_http_service y "$PY" "$H2O" '<http server-h2="yes"/>'
+start_proxyd
+
+# ends SVC N: the Nth session-end line of service SVC, waited for
+ends() {
+    wait_log_count "session-end service=$1 " "$2"
+    grep "session-end service=$1 " "$PROXYD_LOG" | sed -n "${2}p"
+}
+
+# norm FILE: the response bytes without CRs, Via, and the reason phrase
+# (none from an HTTP/2 server), names lower-cased
+norm() {
+    tr -d '\r' <"$1" | grep -aiv '^via:' | sed '1s/^\(HTTP\/1\.1 [0-9]*\).*/\1/' |
+        tr 'A-Z' 'a-z' || true
+}
+WANT=$'http/1.1 200\ncontent-length: 5\n\nhello'
+for svc in n y; do
+    port=PN
+    [[ $svc == y ]] && port=PY
+    port=${!port}
+
+    # --- a whole request, the start of the next, the half-close
+    out=$(raw_send "$port" 'GET /late HTTP/1.1\r\nHost: a\r\n\r\nGET /next HT' \
+        --half-close --out "$T/$svc.partial")
+    info "$svc: partial next head, half-closed: $out"
+    check test "${out% bytes=*}" = "statuses=200 closed=yes reset=no" \
+        "$svc: partial next head: $out"
+    check test "$(norm "$T/$svc.partial")" = "$WANT" \
+        "$svc: partial next head: the first response is not whole: $(od -c "$T/$svc.partial" | tail -4)"
+    line=$(ends "$svc" 1)
+    check grep -q " by=client .*end=client-closed" <<<"$line" \
+        "$svc: partial next head: want by=client end=client-closed: $line"
+    # its lines in order: the request's, then the unfinished head's
+    sid=$(sed -n 's/.*#\([0-9]*\) session-end.*/\1/p' <<<"$line")
+    order=$(grep "#$sid " "$PROXYD_LOG" | grep -oE 'http-request .*path=/late status=200|http-error reason="[^"]*"|session-end' | tr '\n' '|' || true)
+    check grep -qE '^http-request [^|]* path=/late status=200\|http-error reason="client closed inside a request head"\|session-end\|$' <<<"$order" \
+        "$svc: partial next head: the log lines: $order"
+
+    # --- a whole request, the half-close
+    out=$(raw_send "$port" 'GET /late HTTP/1.1\r\nHost: a\r\n\r\n' \
+        --half-close --out "$T/$svc.whole")
+    info "$svc: whole request, half-closed: $out"
+    check test "${out% bytes=*}" = "statuses=200 closed=yes reset=no" \
+        "$svc: whole request: $out"
+    check test "$(norm "$T/$svc.whole")" = "$WANT" \
+        "$svc: whole request: the response is not whole: $(od -c "$T/$svc.whole" | tail -5)"
+    line=$(ends "$svc" 2)
+    check grep -q " by=client .*end=client-closed" <<<"$line" \
+        "$svc: whole request: want by=client end=client-closed: $line"
+done
+
+# --- a slow reader half-closes with most of its response still in proxyd
+out=$(/usr/bin/python3 - "$PN" "$PROXYD_LOG" <<'PY'
+import hashlib, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.settimeout(10)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+deadline = time.time() + 10
+while b"path=/big " not in open(sys.argv[2], "rb").read():
+    if time.time() > deadline:
+        sys.exit("no http-request line for /big")
+    time.sleep(0.05)
+s.shutdown(socket.SHUT_WR)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # read it fast
+got, closed = b"", "no"
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            closed = "yes"
+            break
+        got += d
+except ConnectionResetError:
+    closed = "reset"
+except socket.timeout:
+    pass
+body = got.partition(b"\r\n\r\n")[2]
+print("bytes=%d sha256=%s closed=%s" % (len(body),
+      hashlib.sha256(body).hexdigest(), closed))
+PY
+)
+info "slow reader, half-closed after its response came: ${out%% sha256=*}"
+check test "$out" = "bytes=8388608 sha256=$(sha256_of "$T/big.body") closed=yes" \
+    "slow reader half-closed: the response is not whole: $out"
+sid=$(sed -n 's/.* #\([0-9]*\) http-request .* path=\/big .*/\1/p' "$PROXYD_LOG")
+wait_log_count "#$sid session-end " 1
+line=$(grep "#$sid session-end " "$PROXYD_LOG")
+check grep -q " by=client .*end=client-closed$" <<<"$line" \
+    "slow reader half-closed: want by=client end=client-closed: $line"
+http_done
