@@ -1022,6 +1022,36 @@ http_h2_preface(struct http_state *h)
 	return 1;
 }
 
+/* The client closed its side (a FIN). A stream whose request it ended
+ * (END_STREAM) is still owed its response; one it cannot finish now is
+ * reset (its leg stops). GOAWAY says no other stream comes: once the owed
+ * responses are out nghttp2 wants neither read nor write, and the
+ * connection ends (http_h2_drive). With none owed it ends as soon as what
+ * is queued is written. */
+static void
+h2_client_closed(struct http_h2 *c)
+{
+	struct h2_stream *st, *next;
+	bool owed = false;
+
+	for (st = TAILQ_FIRST(&c->list); st != NULL; st = next) {
+		next = TAILQ_NEXT(st, link);
+		if (st->reset || st->doomed)
+			continue;
+		if (st->req_ended)
+			owed = true;
+		else
+			h2_stream_reset(st, NGHTTP2_CANCEL);
+	}
+	if (!owed) {
+		h2_finish(c, PX_END_CLIENT, "client-closed");
+		return;
+	}
+	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+	    nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR,
+	    NULL, 0);
+}
+
 void
 http_h2_readable(struct http_state *h)
 {
@@ -1034,9 +1064,7 @@ http_h2_readable(struct http_state *h)
 	if (n == 0) {
 		h->client_eof = true;
 		px_conn_read_enable(h->c, false);
-		/* Streams still open lose their client: their legs see
-		 * their ends close. */
-		h2_finish(c, PX_END_CLIENT, "client-closed");
+		h2_client_closed(c);
 	} else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 	    errno != EINTR) {
 		int err = errno;

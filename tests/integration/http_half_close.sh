@@ -7,6 +7,10 @@
 #    FIN, no reset); the unfinished head is logged ("client closed inside
 #    a request head") after the first request's line, by=client;
 #  - HTTP/1.1: one whole request, then the half-close: answered, closed;
+#  - HTTP/2 (h2c prior knowledge): a request with END_STREAM and one
+#    whose body never comes, then the half-close: the first one's
+#    response comes whole (DATA with END_STREAM), the other is reset
+#    (CANCEL), GOAWAY (NO_ERROR) says no other stream is taken;
 # each towards an HTTP/1.1 server (server-h2="no") and an HTTP/2 one
 # (server-h2="yes"). A client whose request was cut (a head or a body
 # unfinished at the half-close) gets nothing more for it: that is not
@@ -35,8 +39,8 @@ wait_listen "$H2O" 5 || fail "h2_origin_server.py did not start: $(cat "$T/h2-or
 free_port PN
 free_port PY
 write_proxyd_conf 'buffer="16m"'
-write_http_service n "$PN" "$H1O" '<http server-h2="no"/>'
-write_http_service y "$PY" "$H2O" '<http server-h2="yes"/>'
+write_http_service n "$PN" "$H1O" '<http h2c="yes" server-h2="no"/>'
+write_http_service y "$PY" "$H2O" '<http h2c="yes" server-h2="yes"/>'
 start_proxyd
 
 # ends SVC N: the Nth session-end line of service SVC, waited for
@@ -85,6 +89,68 @@ for svc in n y; do
     line=$(ends "$svc" 2)
     check grep -q " by=client .*end=client-closed" <<<"$line" \
         "$svc: whole request: want by=client end=client-closed: $line"
+
+    # --- HTTP/2: END_STREAM, then the half-close
+    # (frames read with hyperframe: python-h2 drops what follows a GOAWAY)
+    out=$(/usr/bin/python3 - "$port" <<'PY'
+import socket, sys
+import hpack
+from hyperframe.frame import (DataFrame, Frame, GoAwayFrame, HeadersFrame,
+                              RstStreamFrame, SettingsFrame)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+enc = hpack.Encoder()
+hf = HeadersFrame(1, flags=["END_HEADERS", "END_STREAM"])
+hf.data = enc.encode([(":method", "GET"), (":path", "/late"),
+                      (":scheme", "http"), (":authority", "a")])
+# stream 3: a body announced that never comes
+hf3 = HeadersFrame(3, flags=["END_HEADERS"])
+hf3.data = enc.encode([(":method", "POST"), (":path", "/late"),
+                       (":scheme", "http"), (":authority", "a")])
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize() +
+          hf.serialize() + hf3.serialize())
+s.shutdown(socket.SHUT_WR)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # read it fast
+got, closed = b"", "no"
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            closed = "yes"
+            break
+        got += d
+except ConnectionResetError:
+    closed = "reset"
+except socket.timeout:
+    pass
+dec = hpack.Decoder()
+status, body, ended, other = "-", b"", False, []
+while len(got) >= 9:
+    f, n = Frame.parse_frame_header(memoryview(got[:9]))
+    f.parse_body(memoryview(got[9:9 + n]))
+    got = got[9 + n:]
+    if isinstance(f, HeadersFrame):
+        status = dict(dec.decode(f.data)).get(":status", "?")
+    elif isinstance(f, DataFrame) and f.stream_id == 1:
+        body += f.data
+    elif isinstance(f, RstStreamFrame):
+        other.append("reset%d=%d" % (f.stream_id, f.error_code))
+    elif isinstance(f, GoAwayFrame):
+        other.append("goaway=%d,last=%d" % (f.error_code, f.last_stream_id))
+    elif f.stream_id == 3:
+        other.append("stream3-%s" % type(f).__name__)
+    if f.stream_id == 1 and "END_STREAM" in f.flags:
+        ended = True
+print("status=%s body=%s end-stream=%s closed=%s %s port=%d" % (
+    status, body.decode("latin1"), ended, closed, ",".join(other),
+    s.getsockname()[1]))
+PY
+)
+    info "$svc: h2, END_STREAM, half-closed: $out"
+    cport=${out##* port=}
+    check test "${out% port=*}" = "status=200 body=hello end-stream=True closed=yes reset3=8,goaway=0,last=3" \
+        "$svc: h2 client half-closed after END_STREAM: $out"
+    # the connection's own end line (a stream's says stream=N first)
+    wait_log_count "session-end service=$svc .* client=127\.0\.0\.1:$cport .* duration=[0-9.]+ by=client phase=[a-z]+ end=client-closed$" 1
 done
 
 # --- a slow reader half-closes with most of its response still in proxyd
