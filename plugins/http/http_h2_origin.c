@@ -3,7 +3,8 @@
  * http_h2_origin_stream.c's.
  *
  * The connections: per worker (thread-local), keyed by the server's
- * address, the TLS context's id, the mark and the TLS name; a
+ * address, the TLS context's id, the mark, the TLS name and whether a
+ * server chain that does not verify may do (keybridge); a
  * transaction opens one stream on the first connection with a free slot
  * (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, none after its
  * GOAWAY), a new connection when all are full, up to server-pool per
@@ -437,6 +438,7 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 	c->tls = px_session_tls_originates(h->s);
 	c->tls_ctx = px_session_upstream_tls(h->s);
 	c->mark = px_session_upstream_mark(h->s);
+	c->unverified = px_session_upstream_unverified(h->s);
 	c->offer_h1 = h->pol->server_h2 == HTTP_SERVER_H2_AUTO;
 	c->ready = !c->tls;
 	h2o_name(h, c->name, sizeof(c->name));
@@ -518,6 +520,8 @@ http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 			if (c->dead || c->goaway || c->tls != tls ||
 			    c->tls_ctx != px_session_upstream_tls(h->s) ||
 			    c->mark != px_session_upstream_mark(h->s) ||
+			    c->unverified !=
+			    px_session_upstream_unverified(h->s) ||
 			    memcmp(&c->dst, dst, len) != 0 ||
 			    strcmp(c->name, name) != 0)
 				continue;

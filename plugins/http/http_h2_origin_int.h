@@ -128,6 +128,7 @@ struct h2o_conn {
 	 * context; _mark): only sessions alike share it. */
 	uint64_t		 tls_ctx;
 	int64_t			 mark;
+	bool			 unverified;	/* a chain that failed may do */
 	bool			 offer_h1;	/* auto: ALPN "h2,http/1.1" */
 	bool			 ready;		/* h2 agreed (ALPN, or h2c) */
 	char			 name[H2O_NAME_MAX];	/* the TLS name checked; "" */

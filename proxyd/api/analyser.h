@@ -214,6 +214,12 @@ bool		 px_session_tls_originates(const struct px_session *s);
  * would be: a reload frees contexts, the next may get their address). */
 uint64_t	 px_session_upstream_tls(const struct px_session *s);
 int64_t		 px_session_upstream_mark(const struct px_session *s);
+/* Whether s's server connections may present a chain that does not
+ * verify (keybridge: its client was shown the untrusted CA's leaf and
+ * went on), px_session_tls_originate's too: a shared connection made so
+ * serves only sessions alike, and one made for a session that requires
+ * verification never serves these (the pool keys them apart as well). */
+bool		 px_session_upstream_unverified(const struct px_session *s);
 /* Puts the service's originating TLS on c (px_session_upstream_socket's,
  * an analyser's own conn) towards dst, offering alpn ("h2,http/1.1")
  * in place of the service's ALPN; the handshake runs on the first reads

@@ -295,7 +295,8 @@ px_session_tls_originate(struct px_session *s, struct px_conn *c,
 	}
 	peer.addr = dst;
 	peer.name = px_session_tls_name(s);
-	peer.verify_later = false;
+	/* Allowed what the session's first server connection was. */
+	peer.verify_later = s->kb_untrusted;
 	/* c outlives s and its service's counters (a reload frees them). */
 	peer.n = NULL;
 	peer.fp = NULL;
@@ -317,6 +318,12 @@ int64_t
 px_session_upstream_mark(const struct px_session *s)
 {
 	return s->svc->has_mark ? (int64_t)s->svc->mark : -1;
+}
+
+bool
+px_session_upstream_unverified(const struct px_session *s)
+{
+	return s->kb_untrusted;
 }
 
 const char *

@@ -201,6 +201,12 @@ px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 	}
 	if (tc == NULL || tc->tw == NULL || tc->no_cache)
 		return 0;
+	/* A chain that did not verify, let through for one keybridge
+	 * client: a resumption skips the check, so a connection that must
+	 * verify never gets this session (nor its pool's connections:
+	 * px_pool_key's tls_unverified). */
+	if (tc->relaxed && SSL_get_verify_result(ssl) != X509_V_OK)
+		return 0;
 	if ((ce = px_tls_cache_find(tc->tw, tc)) == NULL) {
 		ce = &tc->tw->cache[0];
 		for (i = 1; i < PX_TLS_CACHE_SIZE; i++)
@@ -902,6 +908,8 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 		goto fail;
 	if (p != NULL && p->verify_later && t->side == PX_TLS_SERVER) {
 		SSL_set_verify(tc->ssl, SSL_VERIFY_PEER, px_tls_verify_optional);
+		tc->relaxed = !t->verify_optional &&
+		    (SSL_CTX_get_verify_mode(t->ctx) & SSL_VERIFY_PEER) != 0;
 		tc->verify_optional = false;	/* the keybridge says it */
 	}
 	if (t->side == PX_TLS_CLIENT) {

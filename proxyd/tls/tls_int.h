@@ -110,6 +110,9 @@ struct px_tls_conn {
 	char		 error[160];	/* "tls: <reason>" of the last failure */
 	enum px_tls_failure failure;
 	bool		 no_cache;	/* resumes a given session: keep none */
+	/* Allowed a chain its context would refuse (px_tls_peer.verify_later):
+	 * a session from such a chain is not kept for others to resume. */
+	bool		 relaxed;
 	/* FTP data channels towards a server (px_tls_peer.resume): the
 	 * control conn's next_resume is the newest session one of them was
 	 * given (TLS 1.3 tickets may be good for one use only), each data
