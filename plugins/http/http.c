@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -1041,10 +1042,31 @@ http_writable(struct px_session *s, void *st, enum px_chan_end side)
 		http_server_wr_cb(h->srv.io, h);
 }
 
-/* A reload: no request is judged by the old policy once the new one is in
- * force. A connection with no request under way closes now (as an idle
- * keep-alive connection may close at any time); one with a request under
- * way closes after that response (http_transaction_done). */
+/* Bytes the client sent that the loop has not read yet (a request written
+ * just before the reload): true also when that cannot be told. */
+static bool
+http_client_pending(const struct http_state *h)
+{
+	int n = 0;
+
+	if (evbuffer_get_length(h->c->in) != 0)
+		return true;
+	if (h->c->fd == -1 || ioctl(h->c->fd, FIONREAD, &n) == -1)
+		return h->c->fd != -1;
+	return n > 0;
+}
+
+/* A reload: the session keeps the policy it was accepted under (its own
+ * reference), so it serves no request after the one under way, if any
+ * (http_judge answers that one with Connection: close). An idle
+ * keep-alive connection, that served requests and has no other under
+ * way, closes now (RFC 9112 9.6: the client retries a request that
+ * crossed the close). Not one that served none yet (just accepted, or
+ * its first request not read yet): the client could not tell that close
+ * from a failure, so its first request is served, under the policy it
+ * was accepted with, and ends it; request-timeout bounds one that sends
+ * nothing. Nor one whose next request is in the socket: closing with
+ * unread bytes would send a reset; that request is served the same way. */
 static void
 http_on_config(struct px_session *s, void *st)
 {
@@ -1056,8 +1078,8 @@ http_on_config(struct px_session *s, void *st)
 		http_h2_config(h);
 		return;
 	}
-	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE &&
-	    evbuffer_get_length(h->c->in) == 0)
+	if (h->nreq != 0 && h->req == HTTP_REQ_HEAD &&
+	    h->resp == HTTP_RESP_NONE && !http_client_pending(h))
 		px_session_finish(s, PX_END_SHUTDOWN,
 		    "reload: idle keep-alive connection closed");
 }

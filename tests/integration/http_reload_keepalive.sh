@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A reload that makes an http service stricter applies to keep-alive
 # connections opened before it: no request is judged by the old policy once
-# the new one is in force (docs/CONFIG.md, Reload). A connection with no
-# request under way is closed at the reload; one with a response in flight
+# the new one is in force (docs/CONFIG.md, Reload). An idle keep-alive
+# connection is closed at the reload (one that served no request yet is
+# not: http_reload_fresh); one with a response in flight
 # gets that response whole and is closed after it, so its next request
 # cannot be served under the old policy. New connections are judged by the
 # new policy (403 for the now denied path).
