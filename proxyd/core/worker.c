@@ -495,19 +495,42 @@ px_worker_close_all(struct px_worker *w, const char *reason)
 /* Tells the driver analysers' sessions that the policy they run under is
  * no longer the one in force (an http keep-alive connection closes rather
  * than judge new requests by the old policy). */
+static bool
+px_worker_wants_config(const struct px_session *s)
+{
+	const struct px_driver *d = s->svc->analyser->driver;
+
+	return s->state == PX_SS_RELAY && s->an_state != NULL && d != NULL &&
+	    d->on_config != NULL;
+}
+
+/* The sessions are taken first: one's on_config may end others (an
+ * HTTP/2 connection closes its idle legs, which follow it in the list),
+ * and an ended session moves to w->dead, so a walk that kept its next
+ * pointer went on along the dead list and told nobody after it. Ended
+ * sessions stay allocated until the reaper runs, after this callback. */
 static void
 px_worker_config_changed(struct px_worker *w)
 {
-	struct px_session *s, *next;
+	struct px_session *s, **all;
+	size_t n = 0, i;
 
-	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
-		const struct px_driver *d = s->svc->analyser->driver;
-
-		next = TAILQ_NEXT(s, link);
-		if (s->state == PX_SS_RELAY && s->an_state != NULL &&
-		    d != NULL && d->on_config != NULL)
-			d->on_config(s, s->an_state);
+	TAILQ_FOREACH(s, &w->sessions, link)
+		n++;
+	if (n == 0 || (all = calloc(n, sizeof(*all))) == NULL) {
+		if (n != 0)
+			px_log(LOG_WARNING, 0, "reload: no memory to tell %zu "
+			    "sessions of the new policy", n);
+		return;
 	}
+	n = 0;
+	TAILQ_FOREACH(s, &w->sessions, link)
+		all[n++] = s;
+	for (i = 0; i < n; i++)
+		if (px_worker_wants_config(all[i]))
+			all[i]->svc->analyser->driver->on_config(all[i],
+			    all[i]->an_state);
+	free(all);
 }
 
 static void

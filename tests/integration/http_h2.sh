@@ -487,8 +487,43 @@ info "six streams in a row: $legs leg session(s)"
 assert_eq "$legs" 1 "leg sessions for six streams one after the other"
 assert_no_grep "$PROXYD_LOG" "session-end .* client=127\.0\.0\.1:$RPORT .* proto=h2 " \
     "a kept leg ended while its connection is open"
+# HTTP/1.1 keep-alive connections opened after the h2 one, idle after
+# one request: the reload closes them too. (The h2 connection's reload
+# closes its kept leg, the session after it in its worker's list: the
+# walk that told sessions of the reload used to stop there, so the
+# connections after it on that worker were never closed. Four, so that
+# some are on the h2 connection's worker whichever way they are spread.)
+/usr/bin/python3 - "$P_C" "$T/kago" >"$T/ka.out" 2>&1 <<'EOF' &
+import socket, sys
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+         for _ in range(4)]
+for s in socks:
+    print("port=%d" % s.getsockname()[1], flush=True)
+    s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(65535)
+        if not d:
+            break
+        got += d
+    print("status=%s" % got.split(b" ")[1].decode(), flush=True)
+open(sys.argv[2], "w").close()
+for s in socks:
+    while s.recv(65535):
+        pass
+    print("closed", flush=True)
+EOF
+KPID=$!
+for ((i = 0; i < 200; i++)); do [[ -e $T/kago ]] && break; sleep 0.05; done
+[[ -e $T/kago ]] || fail "the HTTP/1.1 keep-alive clients before the reload: $(cat "$T/ka.out")"
+assert_eq "$(grep -c '^status=200$' "$T/ka.out")" 4 "the keep-alive connections' requests"
 kill -HUP "$PROXYD_PID"
 assert_log 'reload done'
+for KPORT in $(sed -n 's/^port=//p' "$T/ka.out"); do
+    assert_log "session-end .* client=127\.0\.0\.1:$KPORT .* end=reload: idle keep-alive connection closed$"
+done
+wait "$KPID" || true
+assert_eq "$(grep -c '^closed$' "$T/ka.out")" 4 "idle HTTP/1.1 connections closed at the reload"
 # The kept leg (last used by stream 11) goes with the reload.
 assert_log "session-end .* client=127\.0\.0\.1:$RPORT .* proto=h2 stream=11 by=[a-z]+ phase=data end=(client-closed|reload: idle keep-alive connection closed)$"
 wait "$RPID" || true
