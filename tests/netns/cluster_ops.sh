@@ -13,34 +13,46 @@
 #      other end by nginx's log (distinct node address:port pairs),
 #      vsftpd's (CONNECT lines) and r66peer's: the two counts agree per node
 #      and each node has 20-45 % of the 600.
-#   2. Long transfers (two of each: an HTTP download with curl, an FTP RETR
-#      with lftp, an R66 SEND with r66peer) run while `lab.sh add` brings
+#   2. Long transfers (two of each: a 1 GiB HTTP download with curl, a
+#      500 MiB FTP RETR with lftp, a 500 MiB R66 SEND with r66peer: the
+#      issue's sizes) run while `lab.sh add` brings
 #      node 4 in, `lab.sh drain 2 60` withdraws node 2, and then while
 #      `lab.sh upgrade 1 60` (a hand-over) replaces node 1's proxyd; 100 new
 #      HTTP connections meanwhile: every one served, every long transfer
 #      whole (sha256), the drain ends with no live session: 0 broken.
-#      Sizes: 40 MB each at 2 MB/s (about 20 s), not the issue's 1 GB /
-#      500 MB: what the operations need is transfers that are mid-way while
-#      they happen, not bytes; CI's budget (45 min for everything) cannot
-#      spend minutes on one test. The rate is limited at the client:
-#      curl --limit-rate, lftp's net:limit-rate, and for the R66 SEND (r66peer
-#      has no rate option) an HTB class on the client's link for port 6666.
-#      The transfers' nodes are printed; the test checks they are still
-#      running when each operation ends (it happened mid-way), and starts
-#      more HTTP downloads (up to 8) until nodes 1 and 2 each carry one.
+#      Each is limited to about LONG_S seconds (the operations, add, drain's
+#      withdrawal and the start of the upgrade, take about 5 s; the upgrade
+#      then waits for node 1's transfers), so the sizes cost CI little time:
+#      the rate is limited at the client: curl --limit-rate, lftp's
+#      net:limit-rate, and for the R66 SEND (r66peer has no rate option) an
+#      HTB class on the client's link for port 6666. The transfers' nodes
+#      are printed; the test checks they are still running when each
+#      operation ends (it happened mid-way), and starts more HTTP downloads
+#      (of the 500 MiB file, up to 8) until nodes 1 and 2 each carry one.
+#      The files are random (urandom), made at test time with their sha256
+#      computed as they are written (tee); downloads are hashed as they
+#      arrive (a pipe into sha256sum), so only the sources and what r66peer
+#      receives touch the disk (DISK_NEED, checked first: a clear failure,
+#      never a skip); removed once checked.
 #   3. 30 plug connections held open; `lab.sh kill 3`: new connections are
 #      all served again within 3 s of the kill (measured: rounds of 10
 #      connections with a 300 ms timeout until a whole round succeeds), and
 #      of the held connections exactly node 3's are lost.
 # The counts of each operation are printed (info lines "count:").
 # Needs root, FRR (frr), nginx, vsftpd, curl, lftp, ab, python3, tc,
-# bench/r66peer; about 70 s.
+# bench/r66peer; about 40 s.
 set -euo pipefail
 # shellcheck source=cluster_lib.sh
 source "$(dirname "$0")/cluster_lib.sh"
 SIZE=4096                 # the small file of step 1
-BIG=$((40 * 1024 * 1024)) # each long transfer
-RATE=2097152              # bytes/s of each long transfer
+BIG=$((1024 * 1024 * 1024)) # the HTTP download
+HALF=$((500 * 1024 * 1024)) # the FTP RETR and the R66 SEND
+LONG_S=20                   # seconds each long transfer lasts at its rate
+RATE_BIG=$((BIG / LONG_S))  # bytes/s of each HTTP download
+RATE=$((HALF / LONG_S))     # bytes/s of each FTP RETR, R66 SEND, extra download
+# on $T's file system: big.bin, half.bin (the R66 sources are links to it)
+# and the two SENDs at the server, and 512 MiB to spare
+DISK_NEED=$((BIG + 3 * HALF + 512 * 1024 * 1024))
 BOUND_NEW_MS=3000         # new sessions served again after a kill
 cluster_setup o tc lftp ab
 
@@ -175,13 +187,29 @@ assert_eq "$(($(r66_done) - r0))" 50 "R66 SENDs received by r66peer"
 
 # ---------------------------------------------------------------- 2. long transfers through add, drain, upgrade
 
-head -c "$BIG" /dev/urandom >"$ROOT/big.bin"
-WANT_BIG=$(sha256sum <"$ROOT/big.bin" | cut -d' ' -f1)
-declare -A want_r66=()
-for k in 1 2; do
-    head -c "$BIG" /dev/urandom >"$T/cli/big$k.bin"
-    want_r66[$k]=$(sha256sum <"$T/cli/big$k.bin" | cut -d' ' -f1)
-done
+avail=$(df -B1 --output=avail "$T" | tail -n 1)
+((avail >= DISK_NEED)) ||
+    fail "not enough disk space for the long transfers: $((avail >> 20)) MiB free on $(df --output=target "$T" | tail -n 1) ($T), $((DISK_NEED >> 20)) MiB needed"
+t0=$(now_ms)
+# random bytes, hashed as they are written (never read back whole)
+mkfile() { head -c "$1" /dev/urandom | tee "$2" | sha256sum | cut -d' ' -f1; }
+WANT_BIG=$(mkfile "$BIG" "$ROOT/big.bin")
+WANT_HALF=$(mkfile "$HALF" "$ROOT/half.bin")
+# the R66 sources: links to half.bin (the server stores each SEND apart)
+for k in 1 2; do ln "$ROOT/half.bin" "$T/cli/big$k.bin"; done
+info "long transfer files (1 GiB, 500 MiB) made in $(($(now_ms) - t0)) ms"
+# hdl K FILE RATE: an HTTP download of FILE at RATE, hashed as it comes
+# into $T/out/hK.sum (a failed curl fails the pipeline: pipefail)
+hdl() {
+    lab client curl -sS --max-time 120 --limit-rate "$3" "http://$SERVER/$2" 2>"$T/long-h$1.err" |
+        sha256sum | cut -d' ' -f1 >"$T/out/h$1.sum"
+}
+# fdl K: an FTP RETR of half.bin at RATE (lftp's cat: to stdout), hashed
+# as it comes into $T/out/fK.sum
+fdl() {
+    lab client lftp -e "set net:limit-rate $RATE; set net:timeout 30; set net:max-retries 1; cat half.bin; bye" \
+        "ftp://$SERVER" 2>"$T/long-f$1.err" | sha256sum | cut -d' ' -f1 >"$T/out/f$1.sum"
+}
 # r66peer has no rate option: an HTB class on the client's link for what
 # goes to port 6666, shared by the two SENDs (RATE each)
 lab client tc qdisc add dev c0 root handle 1: htb default 0
@@ -189,13 +217,12 @@ lab client tc class add dev c0 parent 1: classid 1:10 htb rate "$((2 * RATE * 8)
 lab client tc filter add dev c0 parent 1: protocol ip u32 match ip dport 6666 0xffff flowid 1:10
 declare -A long=()
 for k in 1 2; do
-    lab client curl -sS --max-time 90 --limit-rate "$RATE" -o "$T/out/h$k.bin" "http://$SERVER/big.bin" 2>"$T/long-h$k.err" &
+    hdl "$k" big.bin "$RATE_BIG" &
     long[h$k]=$!
-    lab client lftp -e "set net:limit-rate $RATE; set net:timeout 30; set net:max-retries 1; get big.bin -o $T/out/f$k.bin; bye" \
-        "ftp://$SERVER" >/dev/null 2>"$T/long-f$k.err" &
+    fdl "$k" &
     long[f$k]=$!
     lab client "$R66PEER" client --connect "$SERVER:6666" --id hosta:pwA --partner serverb:pwB \
-        --timeout 90 --rule in --mode 1 --send "$T/cli/big$k.bin" >"$T/long-r$k.out" 2>"$T/long-r$k.err" &
+        --timeout 120 --rule in --mode 1 --send "$T/cli/big$k.bin" >"$T/long-r$k.out" 2>"$T/long-r$k.err" &
     long[r$k]=$!
 done
 for k in "${!long[@]}"; do track_pid "${long[$k]}"; done
@@ -219,7 +246,7 @@ lab status >"$T/status.out"
 while (($(node_live_of 1) == 0 || $(node_live_of 2) == 0)) && ((extra < 8)); do
     extra=$((extra + 1))
     k=$((2 + extra))
-    lab client curl -sS --max-time 90 --limit-rate "$RATE" -o "$T/out/h$k.bin" "http://$SERVER/big.bin" 2>"$T/long-h$k.err" &
+    hdl "$k" half.bin "$RATE" &
     long[h$k]=$!
     track_pid "${long[h$k]}"
     n_live() { (($(live_sum) >= 6 + extra)); }
@@ -265,12 +292,12 @@ for k in "${!long[@]}"; do
 done
 info "count: the $((6 + extra)) long transfers ended after $(($(now_ms) - t_long)) ms"
 for ((k = 3; k <= 2 + extra; k++)); do
-    assert_eq "$(sha256sum <"$T/out/h$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "HTTP download $k: sha256"
+    assert_eq "$(cat "$T/out/h$k.sum")" "$WANT_HALF" "HTTP download $k (500 MiB): sha256"
 done
 for k in 1 2; do
-    assert_eq "$(sha256sum <"$T/out/h$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "HTTP download $k: sha256"
-    assert_eq "$(sha256sum <"$T/out/f$k.bin" | cut -d' ' -f1)" "$WANT_BIG" "FTP RETR $k: sha256"
-    assert_eq "$(sha256sum <"$R66DIR/big$k.bin" | cut -d' ' -f1)" "${want_r66[$k]}" "R66 SEND $k: sha256 at the server"
+    assert_eq "$(cat "$T/out/h$k.sum")" "$WANT_BIG" "HTTP download $k (1 GiB): sha256"
+    assert_eq "$(cat "$T/out/f$k.sum")" "$WANT_HALF" "FTP RETR $k (500 MiB): sha256"
+    assert_eq "$(sha256sum <"$R66DIR/big$k.bin" | cut -d' ' -f1)" "$WANT_HALF" "R66 SEND $k (500 MiB): sha256 at the server"
 done
 wait_exit "$DRAIN_PID" 70 || fail "lab.sh drain 2 still running"
 assert_eq "$WAIT_RC" 0 "lab.sh drain 2's exit status"
@@ -280,11 +307,12 @@ lab client tc qdisc del dev c0 root
 line=""
 for i in 1 2 3 4; do
     h=$(grep -Ec "node=$LAB_ID-n$i info #[0-9]+ session-end service=http .* to-client=[0-9]{8}" "$LAB_DIR/n$i/proxyd.log" || true)
-    f=$(grep -Ec "node=$LAB_ID-n$i info #[0-9]+ data-transfer download cmd=RETR file=\"big\\.bin\" bytes=$BIG .* end=ok\$" "$LAB_DIR/n$i/proxyd.log" || true)
+    f=$(grep -Ec "node=$LAB_ID-n$i info #[0-9]+ data-transfer download cmd=RETR file=\"half\\.bin\" bytes=$HALF .* end=ok\$" "$LAB_DIR/n$i/proxyd.log" || true)
     r=$(grep -Ec "node=$LAB_ID-n$i info #[0-9]+ session-end service=r66 .* to-server=[0-9]{8}" "$LAB_DIR/n$i/proxyd.log" || true)
     line+=" node $i: http $h ftp $f r66 $r;"
 done
 info "count: long transfers whole (sha256), 0 broken; where:$line"
+rm -f "$ROOT/big.bin" "$ROOT/half.bin" "$T/cli/big1.bin" "$T/cli/big2.bin" "$R66DIR/big1.bin" "$R66DIR/big2.bin"
 
 # ---------------------------------------------------------------- 3. kill 3
 
