@@ -40,7 +40,7 @@
 #      of the held connections exactly node 3's are lost.
 # The counts of each operation are printed (info lines "count:").
 # Needs root, FRR (frr), nginx, vsftpd, curl, lftp, ab, python3, tc,
-# bench/r66peer; about 40 s.
+# bench/r66peer; about 50 s (2.5 GB of disk space).
 set -euo pipefail
 # shellcheck source=cluster_lib.sh
 source "$(dirname "$0")/cluster_lib.sh"
