@@ -111,7 +111,11 @@ base=$(vm_kb "$PROXYD_PID" VmRSS)
 expect "$(gcall big --total $BIG)" "^status=OK bytes=$BIG sha256=[0-9a-f]{64} match=yes$" "big stream"
 peak=$(vm_kb "$PROXYD_PID" VmHWM)
 info "proxyd RSS before $base kB, peak $peak kB"
-assert_lt $((peak - base)) 32768 "proxyd's peak RSS growth (kB) over a $BIG-byte stream"
+# Not under a sanitizer: ASan's allocator keeps what is freed in
+# quarantine (about 125 MB over this stream), so RSS says nothing there.
+if [[ ${PROXYD_SANITIZED:-0} != 1 ]]; then
+    assert_lt $((peak - base)) 32768 "proxyd's peak RSS growth (kB) over a $BIG-byte stream"
+fi
 l=$(reqline Big 1 "$OKLINE")
 bytes "$l" to-client $((BIG + 5 * (BIG >> 20))) $((BIG + BIG / 100))
 
