@@ -1,6 +1,7 @@
 # cluster_lib.sh: what the tests of the cluster lab (deploy/cluster/lab.sh)
 # share, sourced by them: the checks and the lab's own folder and name
-# (cluster_setup), lab, a bounded wait (wait_cond), lab_up, and the
+# (cluster_setup), lab, a bounded wait (wait_cond), lab_up, held
+# connections (hold_start, cluster_hold.py), and the
 # cleanup that prints the lab's state when a test fails and takes the lab
 # down.  A test may define lab_diag_more (more state to print on failure).
 # Sources integration/lib.sh.
@@ -74,6 +75,18 @@ r66_round() {
 }
 
 # node_metrics I: node I's /metrics
+# hold_start N: N keep-alive connections from the client namespace
+# through the plug service (cluster_hold.py), each with one request
+# answered, all of them before it returns (HOLD=N); touching $T/go makes
+# each ask again, and $T/hold.out ends with "ok=K broken=B".
+hold_start() {
+    HOLD=$1
+    lab client python3 "$CLUSTER_LIB_DIR/cluster_hold.py" "$SERVER" "$HOLD" "$T/go" >"$T/hold.out" 2>"$T/hold.err" &
+    track_pid $!
+    held() { grep -q '^ready' "$T/hold.out"; }
+    wait_cond 10000 held || fail "the $HOLD held connections did not all get an answer: $(cat "$T/hold.err")"
+}
+
 node_metrics() { lab node "$1" curl -s --max-time 2 "http://127.0.0.1:9180/metrics"; }
 
 lab_diag() {

@@ -316,41 +316,7 @@ rm -f "$ROOT/big.bin" "$ROOT/half.bin" "$T/cli/big1.bin" "$T/cli/big2.bin" "$R66
 
 # ---------------------------------------------------------------- 3. kill 3
 
-cat >"$T/hold.py" <<'PYEOF'
-import os, socket, sys, time
-addr, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-req = b"GET /index.html HTTP/1.1\r\nHost: lab\r\n\r\n"
-def ask(c):
-    c.sendall(req)
-    got = b""
-    while b"lab ok\n" not in got:
-        d = c.recv(4096)
-        if not d:
-            raise OSError("closed")
-        got += d
-conns = []
-for _ in range(n):
-    c = socket.create_connection((addr, 8081), timeout=5)
-    ask(c)
-    conns.append(c)
-print("ready", flush=True)
-deadline = time.time() + 60
-while not os.path.exists(go) and time.time() < deadline:
-    time.sleep(0.02)
-ok = 0
-for c in conns:
-    try:
-        ask(c)
-        ok += 1
-    except OSError:
-        pass
-print("ok=%d broken=%d" % (ok, n - ok), flush=True)
-PYEOF
-HOLD=30
-lab client python3 "$T/hold.py" "$SERVER" "$HOLD" "$T/go" >"$T/hold.out" 2>"$T/hold.err" &
-track_pid $!
-held() { grep -q '^ready' "$T/hold.out"; }
-wait_cond 10000 held || fail "the $HOLD held connections did not all get an answer: $(cat "$T/hold.err")"
+hold_start 30
 all_live() { [[ $(live_sum) == "$HOLD" ]]; }
 wait_cond 5000 all_live || fail "status: live sessions $(live_sum), expected $HOLD: $(lab status)"
 lab status >"$T/status.out"
