@@ -5,11 +5,12 @@
 # test: tests/netns/cluster_lab.sh drives it.
 #
 #   lab.sh up N [--spoof]  build the lab with N nodes; prints server=ADDR,
-#                          server6=ADDR (IPv6; not with --spoof), root=DIR.
+#                          server6=ADDR (IPv6), root=DIR, r66dir=DIR.
 #                          --spoof: the nodes are inline (transparent mode,
 #                          spoof-source): clients reach the server's own
-#                          address, which the nodes announce, and the server
-#                          sees the client's address (below, "Spoofed source")
+#                          address (server= and server6=), which the nodes
+#                          announce, and the server sees the client's address
+#                          (below, "Spoofed source"), over IPv4 and IPv6
 #   lab.sh client CMD...   run CMD in the client namespace
 #   lab.sh server CMD...   run CMD in the server namespace
 #   lab.sh router CMD...   run CMD in the router namespace
@@ -64,14 +65,20 @@
 #   routing) sends a packet to 198.18.1.0/24 whose destination port is in
 #   node I's source or FTP data range to node I.  A reply that reaches
 #   another node anyway (no such rule, a hash) is forwarded by it to the
-#   owner over the server segment, never answered.
-#   IPv6 (not with --spoof), beside IPv4 on every link, in 2001:db8::/32:
+#   owner over the server segment, never answered.  The same over IPv6
+#   (server6= is the server's 2001:db8:3::2, the clients 2001:db8:1::/64):
+#   ip6tables TPROXY into transparent services on [::] (http6, plug6,
+#   ftp6, r66_6), the same source and data port ranges (the kernel's
+#   ip_local_port_range is both families'), the server side's ip6tables
+#   marks and IPv6 policy routing, the nodes' IPv6 forwarding of strays.
+#   IPv6, beside IPv4 on every link, in 2001:db8::/32:
 #   client 2001:db8:1::2/64 -- r0 2001:db8:1::1; rI 2001:db8:2:I::1/64 --
 #   eth0 2001:db8:2:I::2 node I; node I eth1 2001:db8:3::1:I/64 -- br0
-#   2001:db8:3::2 server (nginx, a second vsftpd on IPv6); service address
-#   2001:db8:0:80::80/128 on every node's lo, announced over an IPv6 BGP
+#   2001:db8:3::2 server (nginx, a second vsftpd and r66peer on IPv6);
+#   service address 2001:db8:0:80::80/128 on every node's lo (--spoof: the
+#   server's 2001:db8:3::2, not on lo), announced over an IPv6 BGP
 #   session of its own (one ECMP route on the router); services http6,
-#   plug6 and ftp6 (the same data ports) to the server's IPv6 address;
+#   plug6, ftp6 (the same data ports) and r66_6 to the server's IPv6 address;
 #   the same pinning and FTP rules as IPv4, in ip6tables.
 #   Cluster-wide state: the nodes count the quotas in one redis-server on
 #   the router (198.18.3.1:6379, its lo; <cluster store>), and read the
@@ -115,15 +122,16 @@ STORE=198.18.3.1         # the quota store (redis-server), on the router's lo
 PORTS="80 8081 21 6666"  # http, plug, ftp, r66
 GRACE=1s                 # each node's shutdown-grace (upgrade I S: S meanwhile)
 DATA_BASE=40000 DATA_SPAN=100   # node I's FTP data ports: data_lo I .. data_hi I
-VIP6=2001:db8:0:80::80           # the service address, IPv6 (not with --spoof)
+VIP6=2001:db8:0:80::80           # the service address, IPv6
 SERVER6=2001:db8:3::2            # the server's own IPv6 address
 CLIENT_NET=198.18.1.0/24         # the clients (spoofed sources)
+CLIENT_NET6=2001:db8:1::/64      # the clients, IPv6
 SRC_BASE=48000 SRC_SPAN=270      # --spoof: node I's source ports: src_lo I .. src_hi I
 DIVERT_MARK=0x100 DIVERT_TABLE=99   # --spoof: TPROXY'd packets, routed locally
 # the address clients use: the service address, or with --spoof the
 # server's own (set again by cmd_up)
-SVC=$VIP
-[[ ! -f $LAB_DIR/spoof ]] || SVC=$SERVER
+SVC=$VIP SVC6=$VIP6
+[[ ! -f $LAB_DIR/spoof ]] || SVC=$SERVER SVC6=$SERVER6
 spoofing() { [[ -f $LAB_DIR/spoof ]]; }
 
 die() { echo "$PROG: $*" >&2; exit 1; }
@@ -143,7 +151,6 @@ node_out() { echo "198.19.2.$((10 + $1))"; }          # node I, server side
 node_addr6() { echo "2001:db8:2:$1::2"; }             # node I, router side (IPv6)
 router_addr6() { echo "2001:db8:2:$1::1"; }           # the router, on node I's link (IPv6)
 node_out6() { echo "2001:db8:3::1:$1"; }              # node I, server side (IPv6)
-v6() { ! spoofing; }                                  # the lab has IPv6 (not with --spoof)
 # ipt 4|6 NS ARGS...: iptables or ip6tables in NS
 ipt() {
     local f=$1 ns=$2
@@ -172,6 +179,9 @@ wait_until() {
 
 listening() { # NS PORT
     [[ -n $(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null) ]]
+}
+listening_on() { # NS ADDR PORT (ADDR: IPv6 in brackets)
+    [[ -n $(ip netns exec "$1" ss -Hltn "src $2 and sport = :$3" 2>/dev/null) ]]
 }
 
 vtysh_in() { # NS DIR ARGS...: vtysh of the FRR daemons whose sockets are in DIR
@@ -207,7 +217,8 @@ http {
     server {
         listen 80;
         listen 8081;
-$(v6 && printf '        listen [%s]:80;\n        listen [%s]:8081;' "$SERVER6" "$SERVER6")
+        listen [$SERVER6]:80;
+        listen [$SERVER6]:8081;
         root $LAB_DIR/www;
         location / { }
     }
@@ -220,12 +231,14 @@ EOF
 # (node I's own range: write_node_conf)
 # (--spoof: transparent services on the wildcard address, where TPROXY
 # hands them the connections to the server, connecting from the client's
-# address: listen_to PORT)
+# address: listen_to PORT); listen_to PORT 6: the IPv6 service's
 listen_to() {
+    local any=0.0.0.0 vip=$VIP server=$SERVER
+    [[ ${2:-4} != 6 ]] || any=:: vip=$VIP6 server=$SERVER6
     if spoofing; then
-        printf '  <listen address="0.0.0.0" port="%s" mode="transparent"/>\n  <upstream spoof-source="yes"/>' "$1"
+        printf '  <listen address="%s" port="%s" mode="transparent"/>\n  <upstream spoof-source="yes"/>' "$any" "$1"
     else
-        printf '  <listen address="%s" port="%s" mode="fixed"/>\n  <target address="%s" port="%s"/>' "$VIP" "$1" "$SERVER" "$1"
+        printf '  <listen address="%s" port="%s" mode="fixed"/>\n  <target address="%s" port="%s"/>' "$vip" "$1" "$server" "$1"
     fi
 }
 write_policy() {
@@ -241,28 +254,29 @@ EOF
 $(listen_to 8081)
 </service>
 EOF
-    if v6; then
-        cat >"$d/http6.xml" <<EOF
+    cat >"$d/http6.xml" <<EOF
 <service name="http6" analyser="http">
-  <listen address="$VIP6" port="80" mode="fixed"/>
-  <target address="$SERVER6" port="80"/>
+$(listen_to 80 6)
 </service>
 EOF
-        cat >"$d/plug6.xml" <<EOF
+    cat >"$d/plug6.xml" <<EOF
 <service name="plug6" analyser="plug">
-  <listen address="$VIP6" port="8081" mode="fixed"/>
-  <target address="$SERVER6" port="8081"/>
+$(listen_to 8081 6)
 </service>
 EOF
-    fi
-    cat >"$d/r66.xml" <<EOF
-<service name="r66" analyser="r66">
-$(listen_to 6666)
+    local name f
+    for f in 4 6; do
+        name=r66
+        [[ $f == 4 ]] || name=r66_6
+        cat >"$d/$name.xml" <<EOF
+<service name="$name" analyser="r66">
+$(listen_to 6666 "$f")
   <r66><host id="hosta hostb"/><rule name="in out"/>
     <mode allow="send recv sendmd5 recvmd5"/>
     <file pattern="*" max-size="1g"/></r66>
 </service>
 EOF
+    done
 }
 
 # node I's ftp service: the shared policy's, with the data ports it owns.
@@ -273,6 +287,12 @@ write_ftp_policy() { # I DIR
     cat >"$2/ftp.xml" <<EOF
 <service name="ftp" analyser="ftp">
 $(listen_to 21)
+  <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
+</service>
+EOF
+    cat >"$2/ftp6.xml" <<EOF
+<service name="ftp6" analyser="ftp">
+$(listen_to 21 6)
   <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
 </service>
 EOF
@@ -331,42 +351,19 @@ EOF
     mkdir -p "$d/policy"
     cp "$LAB_DIR"/policy/*.xml "$d/policy/"
     write_ftp_policy "$1" "$d/policy"
-    if v6; then
-        cat >"$d/policy/ftp6.xml" <<EOF
-<service name="ftp6" analyser="ftp">
-  <listen address="$VIP6" port="21" mode="fixed"/>
-  <target address="$SERVER6" port="21"/>
-  <ftp client-data="keep" server-data="keep" data-ports="$(data_lo "$1")-$(data_hi "$1")"/>
-</service>
-EOF
-    fi
     # the node announces nothing until its proxyd listens (_supervise);
     # IPv6: a session of its own (an IPv6 next hop), the same policy
-    local r6 v6pl="" v6nb=""
+    local r6
     r6=$(router_addr6 "$1")
-    if v6; then
-        v6pl="ipv6 prefix-list SERVICE6 seq 5 permit $VIP6/128
-route-map ANNOUNCE permit 20
- match ipv6 address prefix-list SERVICE6"
-        v6nb=" neighbor $r6 remote-as $ROUTER_AS
- neighbor $r6 timers 1 3
- neighbor $r6 timers connect 1
- address-family ipv4 unicast
-  no neighbor $r6 activate
- exit-address-family
- address-family ipv6 unicast
-  neighbor $r6 activate
-  neighbor $r6 route-map ANNOUNCE out
-  neighbor $r6 route-map NOTHING in
- exit-address-family"
-    fi
     cat >"$d/bgpd.conf" <<EOF
 hostname n$1
 log file $d/bgpd.log
 ip prefix-list SERVICE seq 5 permit $SVC/32
+ipv6 prefix-list SERVICE6 seq 5 permit $SVC6/128
 route-map ANNOUNCE permit 10
  match ip address prefix-list SERVICE
-$v6pl
+route-map ANNOUNCE permit 20
+ match ipv6 address prefix-list SERVICE6
 route-map NOTHING deny 10
 router bgp $NODE_AS
  bgp router-id $(node_addr "$1")
@@ -378,7 +375,17 @@ router bgp $NODE_AS
   neighbor $(router_addr "$1") route-map ANNOUNCE out
   neighbor $(router_addr "$1") route-map NOTHING in
  exit-address-family
-$v6nb
+ neighbor $r6 remote-as $ROUTER_AS
+ neighbor $r6 timers 1 3
+ neighbor $r6 timers connect 1
+ address-family ipv4 unicast
+  no neighbor $r6 activate
+ exit-address-family
+ address-family ipv6 unicast
+  neighbor $r6 activate
+  neighbor $r6 route-map ANNOUNCE out
+  neighbor $r6 route-map NOTHING in
+ exit-address-family
 EOF
 }
 
@@ -397,6 +404,7 @@ log file $d/bgpd.log
 ip prefix-list SERVICE seq 5 permit $VIP/32
 ip prefix-list SERVICE seq 10 permit $SERVER/32
 ipv6 prefix-list SERVICE6 seq 5 permit $VIP6/128
+ipv6 prefix-list SERVICE6 seq 10 permit $SERVER6/128
 route-map FROM-NODES permit 10
  match ip address prefix-list SERVICE
 route-map FROM-NODES permit 20
@@ -439,14 +447,10 @@ frr_start() {
         die "$daemon did not start in $ns: $(tail -n 5 "$d/$daemon.out")"
 }
 
-v6_sysctls() { # NS: IPv6 on (but with --spoof), no autoconfiguration
-    if v6; then
-        ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=0
-        ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_ra=0
-        ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_dad=0
-    else
-        ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    fi
+v6_sysctls() { # NS: IPv6 on, no autoconfiguration
+    ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=0
+    ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_ra=0
+    ip netns exec "$1" sysctl -qw net.ipv6.conf.default.accept_dad=0
 }
 
 link_up() { # NS IF...
@@ -477,10 +481,10 @@ cmd_up() {
     : >"$LAB_DIR/.proxyd-lab"
     chmod 755 "$LAB_DIR"
     echo "${LAB_PIN:-1}" >"$LAB_DIR/pin"
-    SVC=$VIP
+    SVC=$VIP SVC6=$VIP6
     if [[ -n $spoof ]]; then
         : >"$LAB_DIR/spoof"
-        SVC=$SERVER
+        SVC=$SERVER SVC6=$SERVER6
     fi
     write_nginx
     write_vsftpd
@@ -500,18 +504,14 @@ cmd_up() {
     ip link add c0 netns "$NS_C" type veth peer name r0 netns "$NS_R"
     ip -n "$NS_C" addr add 198.18.1.2/24 dev c0
     ip -n "$NS_R" addr add 198.18.1.1/24 dev r0
-    if v6; then
-        ip -n "$NS_C" addr add 2001:db8:1::2/64 dev c0 nodad
-        ip -n "$NS_R" addr add 2001:db8:1::1/64 dev r0 nodad
-    fi
+    ip -n "$NS_C" addr add 2001:db8:1::2/64 dev c0 nodad
+    ip -n "$NS_R" addr add 2001:db8:1::1/64 dev r0 nodad
     link_up "$NS_C" c0
     link_up "$NS_R" r0
     ip -n "$NS_C" route add default via 198.18.1.1
-    if v6; then
-        ip -n "$NS_C" -6 route add default via 2001:db8:1::1
-        ip netns exec "$NS_R" sysctl -qw net.ipv6.conf.all.forwarding=1
-        ip netns exec "$NS_R" sysctl -qw net.ipv6.fib_multipath_hash_policy=1
-    fi
+    ip -n "$NS_C" -6 route add default via 2001:db8:1::1
+    ip netns exec "$NS_R" sysctl -qw net.ipv6.conf.all.forwarding=1
+    ip netns exec "$NS_R" sysctl -qw net.ipv6.fib_multipath_hash_policy=1
     # the router hashes each flow on its addresses and ports (L4) over the
     # nodes that announce the service address
     ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1
@@ -521,7 +521,7 @@ cmd_up() {
         # (the node its first packet was routed to), not the current ECMP set
         ip netns exec "$NS_R" iptables -w -t mangle -A PREROUTING -i r0 -d "$SVC" \
             -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
-        ! v6 || ip netns exec "$NS_R" ip6tables -w -t mangle -A PREROUTING -i r0 -d "$VIP6" \
+        ip netns exec "$NS_R" ip6tables -w -t mangle -A PREROUTING -i r0 -d "$SVC6" \
             -m conntrack --ctstate ESTABLISHED,RELATED -j CONNMARK --restore-mark
     fi
     # server: one segment (a bridge) that every node joins
@@ -530,7 +530,7 @@ cmd_up() {
     # (their connections to the server stall until the caches expire)
     ip -n "$NS_S" link add br0 address 02:00:c6:13:02:02 type bridge
     ip -n "$NS_S" addr add "$SERVER/24" dev br0
-    ! v6 || ip -n "$NS_S" addr add "$SERVER6/64" dev br0 nodad
+    ip -n "$NS_S" addr add "$SERVER6/64" dev br0 nodad
     link_up "$NS_S" br0
     if spoofing; then
         # the clients' replies go by ECMP over the nodes (server_route),
@@ -540,6 +540,9 @@ cmd_up() {
         ip netns exec "$NS_S" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
         ip netns exec "$NS_S" sysctl -qw net.ipv4.conf.all.accept_redirects=0
         ip netns exec "$NS_S" sysctl -qw net.ipv4.conf.br0.accept_redirects=0
+        ip netns exec "$NS_S" sysctl -qw net.ipv6.fib_multipath_hash_policy=1
+        ip netns exec "$NS_S" sysctl -qw net.ipv6.conf.all.accept_redirects=0
+        ip netns exec "$NS_S" sysctl -qw net.ipv6.conf.br0.accept_redirects=0
     fi
 
     for ((i = 1; i <= n; i++)); do
@@ -550,20 +553,24 @@ cmd_up() {
         </dev/null >"$LAB_DIR/server/logs/stdout.log" 2>&1 || die "nginx did not start"
     ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd.conf" \
         </dev/null >"$LAB_DIR/server/logs/vsftpd.out" 2>&1 &
-    if v6; then
-        # vsftpd listens on one family: a second one for IPv6
-        ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd6.conf" \
-            </dev/null >"$LAB_DIR/server/logs/vsftpd6.out" 2>&1 &
-        wait_until 5 eval '[[ -n $(ip netns exec "$NS_S" ss -Hltn "src [$SERVER6] and sport = :21") ]]' ||
-            die "vsftpd (IPv6) not listening in $NS_S"
-    fi
+    # vsftpd listens on one family: a second one for IPv6
+    ip netns exec "$NS_S" setsid vsftpd "$LAB_DIR/server/vsftpd6.conf" \
+        </dev/null >"$LAB_DIR/server/logs/vsftpd6.out" 2>&1 &
     mkdir -p "$LAB_DIR/r66"
-    ip netns exec "$NS_S" setsid "$R66PEER" server --listen "$SERVER:6666" \
-        --dir "$LAB_DIR/r66" --id serverb:pwB --partner hosta:pwA \
-        --partner hostb:pwb --block 1048576 \
-        </dev/null >"$LAB_DIR/server/logs/r66peer.log" 2>&1 &
+    # r66peer: one per family too (r66peer6.log), the same folder
+    local a log
+    for a in "$SERVER" "$SERVER6"; do
+        log=r66peer
+        [[ $a == "$SERVER" ]] || log=r66peer6
+        ip netns exec "$NS_S" setsid "$R66PEER" server --listen "$a:6666" \
+            --dir "$LAB_DIR/r66" --id serverb:pwB --partner hosta:pwA \
+            --partner hostb:pwb --block 1048576 \
+            </dev/null >"$LAB_DIR/server/logs/$log.log" 2>&1 &
+    done
     for i in $PORTS; do
         wait_until 5 listening "$NS_S" "$i" || die "nothing listening on $i in $NS_S (nginx, vsftpd, r66peer)"
+        wait_until 5 listening_on "$NS_S" "[$SERVER6]" "$i" ||
+            die "nothing listening on [$SERVER6]:$i in $NS_S (nginx, vsftpd, r66peer)"
     done
     echo "lab ok" >"$LAB_DIR/www/index.html"
 
@@ -578,8 +585,12 @@ cmd_up() {
         wait_until 20 node_in_route "$i" ||
             die "node $i's announcement did not reach the router's routing table within 20 s"
     done
+    for ((i = 1; i <= n; i++)); do
+        wait_until 20 node_in_route6 "$i" ||
+            die "node $i's IPv6 announcement did not reach the router's routing table within 20 s"
+    done
     echo "server=$SVC"
-    ! v6 || echo "server6=$VIP6"
+    echo "server6=$SVC6"
     echo "root=$LAB_DIR/www"
     echo "r66dir=$LAB_DIR/r66"
 }
@@ -611,23 +622,21 @@ make_node() {
     ip link add "s$i" netns "$NS_S" type veth peer name eth1 netns "$ns"
     ip -n "$NS_S" link set "s$i" master br0
     ip -n "$ns" addr add "$(node_out "$i")/24" dev eth1
-    spoofing || ip -n "$ns" addr add "$VIP/32" dev lo
-    if v6; then
-        ip -n "$NS_R" addr add "$(router_addr6 "$i")/64" dev "r$i" nodad
-        ip -n "$ns" addr add "$(node_addr6 "$i")/64" dev eth0 nodad
-        ip -n "$ns" addr add "$(node_out6 "$i")/64" dev eth1 nodad
+    ip -n "$NS_R" addr add "$(router_addr6 "$i")/64" dev "r$i" nodad
+    ip -n "$ns" addr add "$(node_addr6 "$i")/64" dev eth0 nodad
+    ip -n "$ns" addr add "$(node_out6 "$i")/64" dev eth1 nodad
+    if ! spoofing; then
+        ip -n "$ns" addr add "$VIP/32" dev lo
         ip -n "$ns" addr add "$VIP6/128" dev lo nodad
     fi
     link_up "$NS_R" "r$i"
     link_up "$NS_S" "s$i"
     link_up "$ns" eth0 eth1
     ip -n "$ns" route add default via "$(router_addr "$i")"
-    if v6; then
-        ip -n "$ns" -6 route add default via "$(router_addr6 "$i")"
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
-        ip -n "$ns" -6 rule add pref 50 lookup local
-        ip -n "$ns" -6 rule del pref 0 lookup local
-    fi
+    ip -n "$ns" -6 route add default via "$(router_addr6 "$i")"
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
+    ip -n "$ns" -6 rule add pref 50 lookup local
+    ip -n "$ns" -6 rule del pref 0 lookup local
     # strays: a packet for another node's data ports that reaches this one
     # anyway (a router without the rules below, a hash change) is forwarded
     # to its owner over the server segment, never answered here. The
@@ -640,6 +649,7 @@ make_node() {
     ip netns exec "$ns" sysctl -qw net.ipv4.conf.eth1.rp_filter=0
     if spoofing; then
         # the source ports of its server-side connections: node I's own
+        # (the range is IPv6's too)
         ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="$(src_lo "$i") $(src_hi "$i")"
         ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.send_redirects=0
         ip netns exec "$ns" sysctl -qw net.ipv4.conf.eth1.send_redirects=0
@@ -661,8 +671,7 @@ make_node() {
         if [[ $f == 4 ]]; then
             svc=$SVC naddr=$(node_addr "$i")
         else
-            v6 || continue
-            svc=$VIP6 naddr=$(node_addr6 "$i")
+            svc=$SVC6 naddr=$(node_addr6 "$i")
         fi
         ip -n "$NS_R" -"$f" rule add fwmark "$i" lookup "$((100 + i))"
         ip -n "$NS_R" -"$f" route add "$svc" via "$naddr" dev "r$i" table "$((100 + i))"
@@ -697,50 +706,64 @@ make_node() {
 # its spoofed connections) is delivered to that socket, not forwarded.
 # Nothing else crosses the node from the client's side: a packet for the
 # server that no service took is dropped (a stray for another node, marked
-# with its number, is forwarded).
+# with its number, is forwarded).  The same in ip6tables, to the server's
+# IPv6 address.
 divert_rules() {
-    local i=$1 ns
+    local i=$1 ns f server any
     ns=$(ns_node "$i")
-    ip -n "$ns" rule add pref 5 fwmark "$DIVERT_MARK/$DIVERT_MARK" lookup "$DIVERT_TABLE"
-    ip -n "$ns" route add local 0.0.0.0/0 dev lo table "$DIVERT_TABLE"
-    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -p tcp ! --syn -m socket --transparent \
-        -m comment --comment "lab: transparent sockets" -j MARK --set-xmark "$DIVERT_MARK/$DIVERT_MARK"
-    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth0 -d "$SERVER" -p tcp --syn \
-        -m multiport --dports "${PORTS// /,}" -m comment --comment "lab: services" \
-        -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
-    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -p tcp --syn \
-        --dport "$(data_lo "$i"):$(data_hi "$i")" -m comment --comment "lab: own data ports" \
-        -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
-    ip netns exec "$ns" iptables -w -A FORWARD -i eth0 -m mark --mark 0 \
-        -m comment --comment "lab: nothing bypasses proxyd" -j DROP
+    for f in 4 6; do
+        server=$SERVER any=0.0.0.0/0
+        [[ $f == 4 ]] || server=$SERVER6 any=::/0
+        ip -n "$ns" -"$f" rule add pref 5 fwmark "$DIVERT_MARK/$DIVERT_MARK" lookup "$DIVERT_TABLE"
+        ip -n "$ns" -"$f" route add local "$any" dev lo table "$DIVERT_TABLE"
+        ipt "$f" "$ns" -t mangle -A PREROUTING -p tcp ! --syn -m socket --transparent \
+            -m comment --comment "lab: transparent sockets" -j MARK --set-xmark "$DIVERT_MARK/$DIVERT_MARK"
+        ipt "$f" "$ns" -t mangle -A PREROUTING -i eth0 -d "$server" -p tcp --syn \
+            -m multiport --dports "${PORTS// /,}" -m comment --comment "lab: services" \
+            -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
+        ipt "$f" "$ns" -t mangle -A PREROUTING -p tcp --syn \
+            --dport "$(data_lo "$i"):$(data_hi "$i")" -m comment --comment "lab: own data ports" \
+            -j TPROXY --on-port 0 --tproxy-mark "$DIVERT_MARK/$DIVERT_MARK"
+        ipt "$f" "$ns" -A FORWARD -i eth0 -m mark --mark 0 \
+            -m comment --comment "lab: nothing bypasses proxyd" -j DROP
+    done
 }
 
 # server_steer I (--spoof): the server side's routing sends what goes to
 # the clients' addresses on node I's source or data ports to node I (one
 # mark rule, "lab: replies to node I", and table 100+I); the rest by the
-# ECMP route over every node (server_route)
+# ECMP route over every node (server_route).  The same for IPv6 (ip6tables,
+# the clients' 2001:db8:1::/64, node I's IPv6 address)
 server_steer() {
-    local i=$1
-    ip netns exec "$NS_S" iptables -w -t mangle -A OUTPUT -d "$CLIENT_NET" -p tcp \
-        -m multiport --dports "$(src_lo "$i"):$(src_hi "$i"),$(data_lo "$i"):$(data_hi "$i")" \
-        -m comment --comment "lab: replies to node $i" -j MARK --set-mark "$i"
-    ip -n "$NS_S" rule add fwmark "$i" lookup "$((100 + i))"
-    ip -n "$NS_S" route add "$CLIENT_NET" via "$(node_out "$i")" dev br0 table "$((100 + i))"
+    local i=$1 f net out
+    for f in 4 6; do
+        net=$CLIENT_NET out=$(node_out "$i")
+        [[ $f == 4 ]] || net=$CLIENT_NET6 out=$(node_out6 "$i")
+        ipt "$f" "$NS_S" -t mangle -A OUTPUT -d "$net" -p tcp \
+            -m multiport --dports "$(src_lo "$i"):$(src_hi "$i"),$(data_lo "$i"):$(data_hi "$i")" \
+            -m comment --comment "lab: replies to node $i" -j MARK --set-mark "$i"
+        ip -n "$NS_S" -"$f" rule add fwmark "$i" lookup "$((100 + i))"
+        ip -n "$NS_S" -"$f" route add "$net" via "$out" dev br0 table "$((100 + i))"
+    done
     server_route
 }
 
 # server_route: the server's ECMP route to the clients, over every node
 # but those drained or killed (their file "left"; --spoof only)
 server_route() {
-    local j hops=()
+    local j hops=() hops6=()
     spoofing || return 0
     for j in $(nodes); do
-        [[ -f $LAB_DIR/n$j/left ]] || hops+=(nexthop via "$(node_out "$j")" dev br0)
+        [[ -f $LAB_DIR/n$j/left ]] && continue
+        hops+=(nexthop via "$(node_out "$j")" dev br0)
+        hops6+=(nexthop via "$(node_out6 "$j")" dev br0)
     done
     if ((${#hops[@]})); then
         ip -n "$NS_S" route replace "$CLIENT_NET" "${hops[@]}"
+        ip -n "$NS_S" -6 route replace "$CLIENT_NET6" "${hops6[@]}"
     else
         ip -n "$NS_S" route del "$CLIENT_NET" 2>/dev/null || true
+        ip -n "$NS_S" -6 route del "$CLIENT_NET6" 2>/dev/null || true
     fi
 }
 # node_left I: node I takes no new flow: out of the server's ECMP route
@@ -761,20 +784,24 @@ stray_rules() {
         -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
     ip -n "$ns" rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
     ip -n "$ns" route add "$SVC/32" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
-    if v6; then
-        ip netns exec "$ns" ip6tables -w -t mangle -A PREROUTING -i eth0 -d "$VIP6" -p tcp \
-            --dport "$(data_lo "$2"):$(data_hi "$2")" \
-            -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
-        ip -n "$ns" -6 rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
-        ip -n "$ns" -6 route add "$VIP6/128" via "$(node_out6 "$2")" dev eth1 table "$((100 + $2))"
-    fi
+    ip netns exec "$ns" ip6tables -w -t mangle -A PREROUTING -i eth0 -d "$SVC6" -p tcp \
+        --dport "$(data_lo "$2"):$(data_hi "$2")" \
+        -m comment --comment "lab: data ports of node $2" -j MARK --set-mark "$2"
+    ip -n "$ns" -6 rule add pref 10 fwmark "$2" lookup "$((100 + $2))"
+    ip -n "$ns" -6 route add "$SVC6/128" via "$(node_out6 "$2")" dev eth1 table "$((100 + $2))"
     spoofing || return 0
     # --spoof: the server's packets to a client's address on node J's
-    # source or data ports (a reply the server side sent here) go to J
-    ip netns exec "$ns" iptables -w -t mangle -A PREROUTING -i eth1 -d "$CLIENT_NET" -p tcp \
-        -m multiport --dports "$(src_lo "$2"):$(src_hi "$2"),$(data_lo "$2"):$(data_hi "$2")" \
-        -m comment --comment "lab: replies to node $2" -j MARK --set-mark "$2"
-    ip -n "$ns" route add "$CLIENT_NET" via "$(node_out "$2")" dev eth1 table "$((100 + $2))"
+    # source or data ports (a reply the server side sent here) go to J;
+    # IPv6 the same
+    local f net out
+    for f in 4 6; do
+        net=$CLIENT_NET out=$(node_out "$2")
+        [[ $f == 4 ]] || net=$CLIENT_NET6 out=$(node_out6 "$2")
+        ipt "$f" "$ns" -t mangle -A PREROUTING -i eth1 -d "$net" -p tcp \
+            -m multiport --dports "$(src_lo "$2"):$(src_hi "$2"),$(data_lo "$2"):$(data_hi "$2")" \
+            -m comment --comment "lab: replies to node $2" -j MARK --set-mark "$2"
+        ip -n "$ns" -"$f" route add "$net" via "$out" dev eth1 table "$((100 + $2))"
+    done
 }
 
 # add: one more node, numbered after the last one; prints its name.  The
@@ -789,6 +816,8 @@ cmd_add() {
     start_node "$i"
     wait_until 20 node_in_route "$i" ||
         die "node $i's announcement did not reach the router's routing table within 20 s"
+    wait_until 20 node_in_route6 "$i" ||
+        die "node $i's IPv6 announcement did not reach the router's routing table within 20 s"
     echo "n$i"
 }
 
@@ -818,12 +847,9 @@ start_supervisor() {
 announce() { # I yes|no
     local d=$LAB_DIR/n$1 no=""
     [[ $2 == yes ]] || no="no "
-    local v6cmd=()
-    if v6; then
-        v6cmd=(-c "exit-address-family" -c "address-family ipv6 unicast" -c "${no}network $VIP6/128")
-    fi
     vtysh_in "$(ns_node "$1")" "$d" -c "configure terminal" -c "router bgp $NODE_AS" \
-        -c "address-family ipv4 unicast" -c "${no}network $SVC/32" "${v6cmd[@]}"
+        -c "address-family ipv4 unicast" -c "${no}network $SVC/32" \
+        -c "exit-address-family" -c "address-family ipv6 unicast" -c "${no}network $SVC6/128"
 }
 
 # health I (beside proxyd, in the supervisor): a proxyd that is there but
@@ -955,6 +981,9 @@ route_nexthops() { # the router's kernel next hops for the service address
 }
 node_in_route() {
     route_nexthops | grep -qx "$(node_addr "$1")"
+}
+node_in_route6() { # I: node I is a next hop of the router's IPv6 route
+    ip -n "$NS_R" -6 route show "$SVC6/128" 2>/dev/null | grep -q "via $(node_addr6 "$1") "
 }
 
 node_of() { # < metrics text: the node= of proxyd_node_info, - if none
