@@ -72,10 +72,11 @@ struct r66_chan {
 	 * moved yet, charged in all, the lease asked for (the blocks in
 	 * its direction wait for it), the store's count of the day without
 	 * qleft at its last answer; qcut: no more granted, qlocal: the store
-	 * could not answer and on-store-error="local" (this node counts);
+	 * could not answer and on-store-error="local" (this node counts:
+	 * qtaken, what it took meanwhile, goes to the store at the end);
 	 * qdate: the UTC day the store counted the request in (its leases
 	 * are charged to, and given back to, that day). */
-	uint64_t	 qleft, qcharged, qday, qdate;
+	uint64_t	 qleft, qcharged, qday, qdate, qtaken;
 	struct px_qstore_req *qlease;
 	struct r66_state *qst;
 	bool		 qcut, qlocal;

@@ -25,7 +25,9 @@
  * waits, with every frame of its direction, for the next; a block the
  * store has no bytes for ends the transfer (cut) unforwarded, so the
  * nodes together never move more than quota-bytes. What a transfer was
- * granted and did not move goes back when its channel ends. */
+ * granted and did not move goes back when its channel ends; what one the
+ * store could not answer for moved on this node's count is added to the
+ * store's then (as for FTP). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -107,6 +109,11 @@ r66_quota_chan_end(struct r66_state *st, struct r66_chan *c)
 	if (back != 0 && px_qstore_enabled() && st->qs != NULL)
 		px_qstore_give_back(px_session_base(st->qs),
 		    px_session_service(st->qs), st->host, c->qdate, back);
+	/* What moved while the store could not answer counts for the
+	 * whole cluster too: added now (the store back by then). */
+	if (c->qtaken != 0 && px_qstore_enabled() && st->qs != NULL)
+		px_qstore_add_bytes(px_session_base(st->qs),
+		    px_session_service(st->qs), st->host, c->qdate, c->qtaken);
 	/* This node's count had the leases (r66_quota_granted, and the
 	 * first raised in by px_qstore_decide): what did not move goes. */
 	if (st->quota != NULL && c->qdate == px_quota_day())
@@ -156,7 +163,7 @@ r66_quota_request(struct px_session *s, struct r66_state *st,
 	bool store_down = false;
 	int v;
 
-	c->quota_bytes = 0;
+	c->quota_bytes = c->qtaken = 0;
 	c->qstore = false;
 	r66_host_quota(p, st->host, &l);
 	if (!px_quota_limited(&l)) {
@@ -298,9 +305,12 @@ r66_quota_data(struct px_session *s, struct r66_state *st,
 		if (!cut)
 			return R66_FV_PASS;
 		used = c->qday;
-	} else if (st->quota == NULL || px_quota_take(st->quota,
-	    c->quota_bytes, n, &used))
+	} else if (st->quota == NULL)
 		return R66_FV_PASS;
+	else if (px_quota_take(st->quota, c->quota_bytes, n, &used)) {
+		c->qtaken += n;
+		return R66_FV_PASS;
+	}
 	/* Not forwarded: not counted in the transfer's size either. */
 	if (st->quota != NULL)
 		px_quota_cut(st->quota);

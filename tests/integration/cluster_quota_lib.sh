@@ -7,9 +7,10 @@
 # and assert_log_in.
 # shellcheck shell=bash
 
-# start_store: redis-server on loopback, nothing on disk; REDIS_PORT
+# start_store [again]: redis-server on loopback, nothing on disk; REDIS_PORT
+# (again: on the REDIS_PORT of the one stopped before, with nothing in it)
 start_store() {
-    free_port REDIS_PORT
+    [[ ${1:-} == again ]] || free_port REDIS_PORT
     mkdir -p "$T/redis"
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
         --dir "$T/redis" --daemonize no >"$T/redis.log" 2>&1 &
@@ -73,11 +74,12 @@ qnode() {
     qnode_ftp "$1" ftp "${FTP[$1]}" "$4"
     qnode_start "$1" "${FTP[$1]}"
 }
-# qnode_r66 NAME TARGET_PORT HOSTS: a node with one r66 service, "r66" on
-# R66[NAME] towards TARGET_PORT, its <r66 max-block="64k"> holding HOSTS
+# qnode_r66 NAME TARGET_PORT HOSTS [ON_STORE_ERROR]: a node with one r66
+# service, "r66" on R66[NAME] towards TARGET_PORT, its <r66 max-block="64k">
+# holding HOSTS (on-store-error: refuse unless told)
 declare -A R66
 qnode_r66() {
-    qnode_conf "$1" refuse 2
+    qnode_conf "$1" "${4:-refuse}" 2
     free_port "R66[$1]"
     cat >"$T/$1/policy/r66.xml" <<XML
 <service name="r66" analyser="r66">
