@@ -203,30 +203,6 @@ px_workers_hold_accepts(uint64_t ms)
 	atomic_store(&px_accept_hold_until, px_clock_ms() + ms);
 }
 
-/* Re-enables whatever listeners the worker has now: a reload or a drain
- * may have replaced or freed the one that failed. */
-static void
-px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct px_worker *w = arg;
-	uint64_t now = px_clock_ms(), hold = atomic_load(&px_accept_hold_until);
-	struct timeval tv;
-	size_t i;
-
-	(void)fd; (void)what;
-	if (now < hold) {
-		tv.tv_sec = (time_t)((hold - now) / 1000);
-		tv.tv_usec = (suseconds_t)((hold - now) % 1000) * 1000;
-		evtimer_add(w->accept_pause, &tv);
-		return;
-	}
-	if (w->reserve_fd == -1)
-		w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	for (i = 0; i < w->nlisteners; i++)
-		if (w->listeners[i].lev != NULL)
-			evconnlistener_enable(w->listeners[i].lev);
-}
-
 /* Out of descriptors, the connection waiting in the backlog would only
  * time out: the reserve descriptor makes room to accept and close it (the
  * client sees the refusal at once). 1 if one was refused. */
@@ -247,6 +223,44 @@ px_refuse_with_reserve(struct px_worker *w, struct px_listener *l,
 	}
 	w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return fd != -1;
+}
+
+/* Re-enables whatever listeners the worker has now: a reload or a drain
+ * may have replaced or freed the one that failed. While the admin endpoint
+ * holds them, a paused listener takes no descriptor but still refuses a
+ * waiting client every 100 ms with the reserve one (which comes straight
+ * back): held for as long as the admin is read, a client would otherwise
+ * wait in the backlog until it gave up. */
+static void
+px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_worker *w = arg;
+	uint64_t now = px_clock_ms(), hold = atomic_load(&px_accept_hold_until);
+	uint64_t wait;
+	struct px_listener *l;
+	struct timeval tv;
+	size_t i;
+
+	(void)fd; (void)what;
+	if (now < hold) {
+		for (i = 0; i < w->nlisteners; i++) {
+			l = &w->listeners[i];
+			if (l->lev != NULL && l->paused)
+				(void)px_refuse_with_reserve(w, l, l->lev);
+		}
+		wait = hold - now < 100 ? hold - now : 100;
+		tv.tv_sec = 0;
+		tv.tv_usec = (suseconds_t)wait * 1000;
+		evtimer_add(w->accept_pause, &tv);
+		return;
+	}
+	if (w->reserve_fd == -1)
+		w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (i = 0; i < w->nlisteners; i++)
+		if (w->listeners[i].lev != NULL) {
+			w->listeners[i].paused = false;
+			evconnlistener_enable(w->listeners[i].lev);
+		}
 }
 
 static void
@@ -275,6 +289,7 @@ px_accept_error_cb(struct evconnlistener *lev, void *arg)
 		w->accept_fail_n = 0;
 		w->accept_fail_logged_ms = now;
 	}
+	l->paused = true;
 	evconnlistener_disable(lev);
 	evtimer_add(w->accept_pause, &pause);
 }

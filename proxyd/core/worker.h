@@ -59,6 +59,7 @@ struct px_listener {
 	struct px_worker	*w;
 	const struct px_service	*svc;	/* in w->cfg */
 	struct px_svc_counters	*m;	/* svc's on w: never freed */
+	bool			 paused;	/* out of descriptors */
 };
 
 enum px_worker_cmd {
@@ -207,7 +208,8 @@ unsigned px_workers_probe(const struct px_config *old,
 void	px_workers_reload(struct px_config *cfg);
 void	px_workers_command(enum px_worker_cmd cmd);
 /* Workers whose listeners are paused for want of descriptors keep them
- * paused for ms more, so that what frees up goes to the admin endpoint. */
+ * paused for ms more, so that what frees up goes to the admin endpoint
+ * (they still refuse waiting clients with their reserve descriptor). */
 void	px_workers_hold_accepts(uint64_t ms);
 bool	px_workers_all_exited(void);
 /* The worker's conntrack handle, opened (with its answer event) at the
