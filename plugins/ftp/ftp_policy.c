@@ -40,76 +40,11 @@ ftp_policy_who(const struct px_auth_id *id)
 }
 
 static bool
-ftp_who_ok(const struct ftp_who *w, const struct px_auth_id *id)
+ftp_who_ok(const struct px_who_set *w, const struct px_auth_id *id)
 {
-	size_t i;
+	struct px_content_who cw;
 
-	if (w == NULL || (w->nusers == 0 && w->ngroups == 0 && !w->any))
-		return true;
-	if (id == NULL)
-		return false;
-	if (w->any)
-		return true;
-	for (i = 0; i < w->nusers; i++)
-		if (strcmp(w->users[i], id->user) == 0)
-			return true;
-	for (i = 0; i < w->ngroups; i++)
-		if (px_auth_id_in_group(id, w->groups[i]))
-			return true;
-	return false;
-}
-
-static void
-ftp_who_free(struct ftp_who *w)
-{
-	size_t i;
-
-	if (w == NULL)
-		return;
-	for (i = 0; i < w->nusers; i++)
-		free(w->users[i]);
-	for (i = 0; i < w->ngroups; i++)
-		free(w->groups[i]);
-	free(w->users);
-	free(w->groups);
-}
-
-/* attr's words into *out; "*" sets w->any. */
-static int
-ftp_who_words(const xmlNode *n, const char *attr, struct ftp_who *w,
-    char ***out, size_t *nout, struct px_cfgerr *e)
-{
-	char *v = px_attr(n, attr), *t, **grown;
-	size_t len;
-	int rc = 0;
-
-	if (v == NULL)
-		return 0;
-	for (t = v; rc == 0 && *t != '\0'; t += len) {
-		t += strspn(t, " \t\n");
-		if ((len = strcspn(t, " \t\n")) == 0)
-			break;
-		if (len == 1 && *t == '*') {
-			w->any = true;
-			continue;
-		}
-		if ((grown = px_grow(*out, *nout, sizeof(*grown))) == NULL ||
-		    (grown[*nout] = strndup(t, len)) == NULL) {
-			if (grown != NULL)
-				*out = grown;
-			px_cfg_error(e, n, "out of memory");
-			rc = -1;
-			break;
-		}
-		*out = grown;
-		(*nout)++;
-	}
-	if (rc == 0 && *nout == 0 && !w->any) {
-		px_cfg_error(e, n, "%s=\"\": empty list", attr);
-		rc = -1;
-	}
-	xmlFree(v);
-	return rc;
+	return w == NULL || px_who_set_match(w, px_auth_content_who(id, &cw));
 }
 
 /* Whether the service of n (an element of <ftp>) has an <auth>. */
@@ -128,10 +63,10 @@ ftp_service_auth(const xmlNode *n)
 /* user= and group= of n: *out NULL when neither is given. Only where the
  * service has <auth> to say who its users are. */
 static int
-ftp_load_who(const xmlNode *n, struct ftp_policy *p, struct ftp_who **out,
+ftp_load_who(const xmlNode *n, struct ftp_policy *p, struct px_who_set **out,
     struct px_cfgerr *e)
 {
-	struct ftp_who *w, **grown;
+	struct px_who_set *w, **grown;
 
 	*out = NULL;
 	if (!xmlHasProp(n, (const xmlChar *)"user") &&
@@ -151,8 +86,7 @@ ftp_load_who(const xmlNode *n, struct ftp_policy *p, struct ftp_who **out,
 	}
 	p->whos = grown;
 	p->whos[p->nwhos++] = w;
-	if (ftp_who_words(n, "user", w, &w->users, &w->nusers, e) == -1 ||
-	    ftp_who_words(n, "group", w, &w->groups, &w->ngroups, e) == -1)
+	if (px_who_set_load(w, n, n->parent->parent, e) == -1)
 		return -1;
 	*out = w;
 	return 0;
@@ -163,7 +97,7 @@ static int
 ftp_load_login(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 {
 	struct ftp_login *grown, *l;
-	struct ftp_who *w;
+	struct px_who_set *w;
 	const char *why;
 	char *v, *path;
 	int pass = 1;	/* no */
@@ -296,7 +230,7 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 	size_t len, i, k;
 	int rc = 0, added = 0;
 
-	struct ftp_who *who;
+	struct px_who_set *who;
 
 	if (px_attr_action(e, n, PX_ACTIONS_AD, true, &action) == -1 ||
 	    px_attr_label(e, n, &label) == -1)
@@ -402,7 +336,7 @@ ftp_load_rule(const xmlNode *n, const char *attr, bool split,
 static int
 ftp_load_path(const xmlNode *n, struct ftp_policy *p, struct px_cfgerr *e)
 {
-	struct ftp_who *who;
+	struct px_who_set *who;
 
 	if (ftp_load_rule(n, "pattern", false, &p->paths, e) == -1 ||
 	    ftp_load_who(n, p, &who, e) == -1)
@@ -446,7 +380,7 @@ ftp_policy_free(void *pol)
 	px_rules_free(&p->paths);
 	free(p->user_quota);
 	while (p->nwhos > 0) {
-		ftp_who_free(p->whos[--p->nwhos]);
+		px_who_set_free(p->whos[--p->nwhos]);
 		free(p->whos[p->nwhos]);
 	}
 	free(p->whos);

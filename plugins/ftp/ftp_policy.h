@@ -10,6 +10,7 @@
 
 #include "quota.h"
 #include "rules.h"
+#include "sniff.h"
 #include "ftp/ftp_proto.h"
 
 struct _xmlNode;
@@ -30,20 +31,14 @@ struct ftp_cmd_rule {
 	enum px_action	 action;
 	long		 line;		/* of its <command> */
 	const char	*label;		/* its label=, in labels; NULL */
-	const struct ftp_who *who;	/* user=/group=, in whos; NULL */
-};
-
-/* A rule's user= and group= (words; "*" in either: anyone proven). */
-struct ftp_who {
-	char		**users, **groups;
-	size_t		  nusers, ngroups;
-	bool		  any;
+	/* user=/group= (px_who_set, as <scan>'s), in whos; NULL */
+	const struct px_who_set *who;
 };
 
 /* <login>: how proxyd logs into the server for a user it authenticated
  * (the service's <auth>): the first whose user=/group= take the user. */
 struct ftp_login {
-	struct ftp_who	 who;
+	struct px_who_set who;
 	char		*server_user;	/* NULL: the user's own name */
 	char		*server_pw;	/* NULL: "proxyd@" if asked */
 	bool		 pass_password;	/* the user's own password */
@@ -80,7 +75,7 @@ struct ftp_policy {
 	struct px_rules	 paths;			/* PX_DEFAULT_ACCEPT */
 	/* user=/group= of <command>s (their ftp_cmd_rule's who) and
 	 * <path>s (a px_rule's arg: index + 1), owned here. */
-	struct ftp_who	**whos;
+	struct px_who_set **whos;
 	size_t		 nwhos;
 	struct ftp_login *logins;
 	size_t		 nlogins;

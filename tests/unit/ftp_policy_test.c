@@ -488,6 +488,13 @@ test_who(void **state)
 	    "<path pattern=\"*\" user=\"a\" action=\"deny\"/></ftp></service>"));
 	assert_string_equal(err.first, "t.xml:2: user=/group=: the service has "
 	    "no <auth> to say who its users are");
+	/* user= and group= read as <scan>'s and <content>'s (px_who_set):
+	 * an empty list is an error at its line, naming its element */
+	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
+	    "<command name=\"DELE\" group=\" \" action=\"deny\"/>"
+	    "</ftp></service>"));
+	assert_string_equal(err.first, "t.xml:2: <command group=\"\">: empty "
+	    "list");
 	/* a <login> that says no server user, or two passwords */
 	assert_null(load_in_service("<service><auth authenticator=\"d\"/><ftp>\n"
 	    "<login user=\"*\"/></ftp></service>"));
