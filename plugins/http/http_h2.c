@@ -1114,18 +1114,32 @@ http_h2_timer(struct http_state *h)
 
 /* A reload: no new stream under the old policy (GOAWAY naming the last
  * one taken); those open finish, then the connection closes (nghttp2
- * wants nothing more: http_h2_drive). */
+ * wants nothing more: http_h2_drive). What the client sent before it and
+ * the loop has not read yet (in the socket, or in the TLS layer's buffer,
+ * which FIONREAD does not see) is read first: its streams are taken, the
+ * GOAWAY names them and they are served, under the policy the connection
+ * was accepted with, as an HTTP/1.1 connection's first request is
+ * (http_on_config). Else a connection that had taken no stream yet got
+ * GOAWAY(0) and closed with its request unread: a reset, which may also
+ * take the GOAWAY from the client before it reads it. */
 void
 http_h2_config(struct http_state *h)
 {
-	nghttp2_session *ng = h->h2->ng;
+	int i;
 
 	/* Kept legs run the old policy: none serves a stream from now on
 	 * (their sessions would close them too: http_on_config). */
 	h2_legs_idle_close(h->h2);
-	nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE,
-	    nghttp2_session_get_last_proc_stream_id(ng), NGHTTP2_NO_ERROR,
-	    NULL, 0);
+	for (i = 0; i < 16 && !h->client_eof && !h->h2->fatal &&
+	    evbuffer_get_length(h->c->out) < h->buffer &&
+	    px_conn_unread(h->c); i++) {
+		http_h2_readable(h);
+		if (h->gone || h->closing || h->h2 == NULL || h->h2->closing)
+			return;
+	}
+	nghttp2_submit_goaway(h->h2->ng, NGHTTP2_FLAG_NONE,
+	    nghttp2_session_get_last_proc_stream_id(h->h2->ng),
+	    NGHTTP2_NO_ERROR, NULL, 0);
 	http_h2_drive(h->h2);
 }
 

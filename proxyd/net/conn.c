@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -292,6 +293,19 @@ px_conn_want_writable(struct px_conn *c, bool on)
 {
 	c->write_want = on ? PX_CONN_WANT_WRITE : PX_CONN_WANT_NONE;
 	px_conn_update(c);
+}
+
+bool
+px_conn_unread(const struct px_conn *c)
+{
+	int n = 0;
+
+	if (c->fd == -1)
+		return false;
+	if (c->held_end || (c->tf != NULL && c->tf->pending != NULL &&
+	    c->tf->pending(c) > 0))
+		return true;
+	return ioctl(c->fd, FIONREAD, &n) == -1 || n > 0;
 }
 
 bool

@@ -152,6 +152,11 @@ int	px_conn_shutdown(struct px_conn *c);
 /* Text for a failure of c with err: the transform's own reason when it
  * has one, else strerror(err). */
 const char *px_conn_strerror(const struct px_conn *c, int err);
+/* Whether the peer's bytes wait to be read (px_conn_recv): in the socket
+ * (FIONREAD) or in the transform's buffer (TLS: SSL_pending, which
+ * FIONREAD does not see), or its end; true also when that cannot be
+ * told. Not what c->in holds already. */
+bool	px_conn_unread(const struct px_conn *c);
 /* The write event is armed: the kernel pushed back. */
 bool	px_conn_write_blocked(const struct px_conn *c);
 

@@ -175,3 +175,21 @@ settle_rss() {
     done
     echo "$last"
 }
+
+# reload_worker_held OUT FLAG: a reload that finds requests unread in the
+# socket, the deterministic way to that race: with one worker, each time
+# its epoll_wait returns it waits 500 ms first (strace; strace_stop ends
+# it), so the reload's wake is taken and what the client (printing "sent"
+# to OUT once FLAG exists) writes meanwhile is in the socket, unread, when
+# the worker acts on the reload.
+reload_worker_held() {
+    local worker
+    worker=$(grep -l '^px-worker-' /proc/"$PROXYD_PID"/task/*/comm | head -1)
+    worker=$(basename "$(dirname "$worker")")
+    strace_start "$worker" "$T/strace.out" -e trace=epoll_wait,epoll_pwait \
+        -e inject=epoll_wait,epoll_pwait:delay_exit=500000
+    kill -HUP "$PROXYD_PID"
+    assert_log 'reload done'
+    touch "$2"
+    wait_grep "$1" '^sent' 20 || fail "client did not send: $(cat "$1")"
+}

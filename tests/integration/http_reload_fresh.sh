@@ -116,18 +116,9 @@ python3 "$T/client.py" "$P" "$T/reloaded" >"$T/client.out" 2>&1 &
 CLIENT=$!
 track_pid "$CLIENT"
 wait_grep "$T/client.out" '^ready' 20 || fail "client not ready: $(cat "$T/client.out")"
-# Each time the worker's epoll_wait returns, it waits 500 ms first: the
-# reload's wake is taken, the requests written once the reload is logged
-# come in the meantime, and are in the socket, unread, when the worker
-# acts on the reload (the deterministic way to that race).
-WORKER=$(grep -l '^px-worker-' /proc/"$PROXYD_PID"/task/*/comm | head -1)
-WORKER=$(basename "$(dirname "$WORKER")")
-strace_start "$WORKER" "$T/strace.out" -e trace=epoll_wait,epoll_pwait \
-    -e inject=epoll_wait,epoll_pwait:delay_exit=500000
-kill -HUP "$PROXYD_PID"
-assert_log 'reload done'
-touch "$T/reloaded"
-wait_grep "$T/client.out" '^sent' 20 || fail "client did not send: $(cat "$T/client.out")"
+# The requests written once the reload is logged are unread when the
+# worker acts on it.
+reload_worker_held "$T/client.out" "$T/reloaded"
 # The worker acted on the reload: the idle connections' lines.
 assert_log 'end=reload: idle keep-alive connection closed' 20
 strace_stop
