@@ -246,9 +246,13 @@ px_session_prepare(void *arg, int side, struct px_conn *c)
 		s->dconn_open[1] = false;
 		return 0;
 	}
-	if (s->svc->tls_server == NULL)
+	/* Forward mode's stand-in (px_session_connect_server) is no server:
+	 * the TLS goes on the one connected later (px_session_later_cb). */
+	if (s->svc->tls_server == NULL ||
+	    (px_session_server_later(s) && c->fd == s->sfd))
 		return 0;
-	peer.name = px_tls_server_name(s->svc->tls_server, s->client_sni);
+	peer.name = px_tls_server_name(s->svc->tls_server,
+	    px_session_server_later(s) ? NULL : s->client_sni);
 	peer.addr = (const struct sockaddr *)&s->server;
 	return px_tls_attach(c, s->svc->tls_server, &peer);
 }

@@ -199,6 +199,11 @@ px_session_tls_name(const struct px_session *s)
 	const char *sni = s->client_sni != NULL ? s->client_sni :
 	    s->dconn_open[0] ? px_tls_client_sni(&s->dconn[0]) : NULL;
 
+	/* Forward mode: the client named the proxy, the server is the one
+	 * its login named (by address). */
+	if (px_session_server_later(s))
+		sni = NULL;
+
 	return s->svc->tls_server != NULL ?
 	    px_tls_server_name(s->svc->tls_server, sni) : NULL;
 }

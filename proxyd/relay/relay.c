@@ -598,6 +598,9 @@ px_relay_set_server(struct px_relay *r, int fd)
 	r->conn_open[1] = true;
 	evbuffer_add_buffer(c->out, queued);
 	evbuffer_free(queued);
+	/* TLS from the first byte: our hello first, as at the start. */
+	if (c->tf != NULL)
+		(void)px_conn_handshake(c);
 	px_buf_update_read(r, 1);
 	px_buf_update_read(r, 0);
 	return px_buf_flush(r, 1) ? 0 : -1;

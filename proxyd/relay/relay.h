@@ -164,8 +164,10 @@ uint64_t px_relay_pass_left(const struct px_relay *r, enum px_dir dir);
 /* Buffered only, the server side plain and nothing passing: the server
  * side moves to fd (connected), what was queued for the old one with it
  * (an analyser that connects its server after the client spoke: FTP's
- * USER name@server). The old socket stays open, its owner's. 0, or -1
- * (the relay may have failed: its ops said so). */
+ * USER name@server), and its ops' prepare puts a transform on it (TLS
+ * from the first byte: the hello is sent at once). The old socket stays
+ * open, its owner's. 0, or -1 (the relay may have failed: its ops said
+ * so). */
 int	px_relay_set_server(struct px_relay *r, int fd);
 /* Buffered only: where bytes for direction dir are queued, NULL if none
  * (during a pass in that direction, a buffer that follows the pass). */
