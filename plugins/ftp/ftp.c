@@ -105,7 +105,10 @@ ftp_q_pop(struct ftp_state *st)
  * sent meanwhile, and replies would then be paired with the wrong
  * commands. Where path rules are, a login command and our own PWD after
  * it: a relative path judged meanwhile would be resolved against a
- * directory the proxy does not know yet (ftp_home_ask). */
+ * directory the proxy does not know yet (ftp_home_ask). Inband
+ * authentication's check and server login, and the FTPS setup towards
+ * the server forward mode runs before that login: the client's next
+ * commands are answered after its PASS. */
 bool
 ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 {
@@ -120,7 +123,7 @@ ftp_must_wait(const struct ftp_state *st, const struct ftp_policy *p)
 		q = &st->q[(st->qhead + i) % FTP_PENDING];
 		if (q->kind == FTP_P_PORT || q->kind == FTP_P_HOME ||
 		    q->kind == FTP_P_AUTH || q->kind == FTP_P_SUSER ||
-		    q->kind == FTP_P_SPASS)
+		    q->kind == FTP_P_SPASS || q->kind >= FTP_P_GREET)
 			return true;
 		if (rules && q->kind == FTP_P_FWD &&
 		    (strcmp(q->verb, "USER") == 0 ||

@@ -362,8 +362,10 @@ ftp_auth_connect(struct px_session *s, struct ftp_state *st)
 		a->connected = true;
 		px_session_log(s, LOG_INFO, "ftp-connect user=%s server=%s %s",
 		    st->user, a->server_name, zones);
-		/* Its greeting, swallowed, then our USER. */
-		if (ftp_q_push(st, FTP_P_SUSER, "GREET") == NULL)
+		/* Its greeting, swallowed, then our USER; with FTPS towards
+		 * it, its TLS first (ftp_tls_server_reply). */
+		if (ftp_q_push(st, ftp_tls_server_connected(st) ?
+		    FTP_P_GREET : FTP_P_SUSER, "GREET") == NULL)
 			return PX_ERROR;
 		return PX_MORE;
 	}
@@ -463,6 +465,16 @@ ftp_auth_step(struct px_session *s, struct ftp_state *st,
 	ftp_auth_login_send(s, st, "USER", l->server_user != NULL ?
 	    l->server_user : st->user, false);
 	return PX_MORE;
+}
+
+void
+ftp_auth_server_greeted(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, int code)
+{
+	struct ftp_pending q = { .kind = FTP_P_SUSER };
+
+	snprintf(q.verb, sizeof(q.verb), "GREET");
+	ftp_auth_server_reply(s, st, p, &q, code);
 }
 
 /* The server's final reply to our USER or PASS (q, popped). */

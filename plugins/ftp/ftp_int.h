@@ -253,6 +253,9 @@ int	ftp_tls_data(struct px_session *s, struct ftp_state *st,
 	    struct px_channel *ch);
 bool	ftp_tls_data_allowed(struct px_session *s, struct ftp_state *st,
 	    const char *verb, int *rc);
+/* Forward mode: the server is connected. true: its greeting is
+ * FTP_P_GREET's, TLS set up before the login; false: no TLS to it. */
+bool	ftp_tls_server_connected(struct ftp_state *st);
 /* Client bytes while the server's setup runs: held (bounded). */
 enum px_verdict ftp_tls_hold(struct px_session *s, struct ftp_state *st,
 	    struct evbuffer *in);
@@ -304,6 +307,10 @@ int	ftp_auth_pass(struct px_session *s, struct ftp_state *st,
  * a 421 (PX_DENY), or the server login begins. */
 enum px_verdict ftp_auth_step(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p);
+/* Forward mode: the server connected greeted (code), its TLS set up
+ * (220): the login begins, or the client gets a 530. */
+void	ftp_auth_server_greeted(struct px_session *s, struct ftp_state *st,
+	    const struct ftp_policy *p, int code);
 /* The server's final reply to FTP_P_SUSER or FTP_P_SPASS (q, popped). */
 void	ftp_auth_server_reply(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p, const struct ftp_pending *q, int code);

@@ -42,12 +42,28 @@ ftp_tls_open(struct px_session *s, struct ftp_state *st)
 	/* Implicit FTPS protects data unless the client says PROT C. */
 	t->cprot_p = t->pbsz = t->on[PX_CHAN_CLIENT];
 	if (t->use[PX_CHAN_SERVER] != PX_TLS_USE_NONE) {
-		t->setup = true;
+		/* Forward mode: no server until the login names one
+		 * (ftp_tls_server_connected). */
+		if (px_session_server_later(s))
+			t->on[PX_CHAN_SERVER] = false;
+		else
+			t->setup = true;
 		if ((t->hold = evbuffer_new()) == NULL ||
 		    (t->greet = evbuffer_new()) == NULL)
 			return -1;
 	}
 	return 0;
+}
+
+bool
+ftp_tls_server_connected(struct ftp_state *st)
+{
+	struct ftp_tls *t = &st->tls;
+
+	if (t->use[PX_CHAN_SERVER] == PX_TLS_USE_NONE)
+		return false;
+	t->on[PX_CHAN_SERVER] = t->use[PX_CHAN_SERVER] == PX_TLS_USE_IMPLICIT;
+	return true;
 }
 
 void
@@ -258,15 +274,24 @@ ftp_tls_data(struct px_session *s, struct ftp_state *st, struct px_channel *ch)
 	return 0;
 }
 
-/* Setup towards the server is over: the client sees the greeting, and
- * what it sent meanwhile is taken now. */
+/* Setup towards the server is over (code: the greeting's, 220 once it
+ * took TLS): the client sees the greeting, and what it sent meanwhile is
+ * taken now. Forward mode: the client had the proxy's greeting and waits
+ * for its PASS's reply; the server's is swallowed, the proven user's
+ * login goes on (ftp_auth_server_greeted). */
 static enum px_verdict
 ftp_tls_release(struct px_session *s, struct ftp_state *st,
-    const struct ftp_policy *p)
+    const struct ftp_policy *p, int code)
 {
 	struct ftp_tls *t = &st->tls;
 
 	t->setup = false;
+	if (px_session_server_later(s)) {
+		evbuffer_drain(t->greet, evbuffer_get_length(t->greet));
+		ftp_auth_server_greeted(s, st, p, code);
+		ftp_q_flush_local(s, st);
+		return PX_MORE;
+	}
 	evbuffer_add_buffer(px_session_output(s, PX_TO_CLIENT), t->greet);
 	if (evbuffer_get_length(t->hold) == 0)
 		return PX_MORE;
@@ -298,7 +323,7 @@ ftp_tls_server_reply(struct px_session *s, struct ftp_state *st,
 	switch (q->kind) {
 	case FTP_P_GREET:
 		if (code != 220)
-			return ftp_tls_release(s, st, p);
+			return ftp_tls_release(s, st, p, code);
 		if (t->use[PX_CHAN_SERVER] == PX_TLS_USE_EXPLICIT) {
 			if (ftp_q_push(st, FTP_P_SAUTH, "AUTH") == NULL)
 				return PX_ERROR;
@@ -316,7 +341,7 @@ ftp_tls_server_reply(struct px_session *s, struct ftp_state *st,
 			px_session_log(s, LOG_NOTICE, "ftp-tls side=server "
 			    "refused AUTH TLS (%d): plain (auth=\"optional\")",
 			    code);
-			return ftp_tls_release(s, st, p);
+			return ftp_tls_release(s, st, p, 220);
 		}
 		if (evbuffer_get_length(in) != 0)
 			return ftp_tls_server_fail(s, st, "sent bytes after "
@@ -336,7 +361,7 @@ ftp_tls_server_reply(struct px_session *s, struct ftp_state *st,
 			px_session_log(s, LOG_NOTICE, "ftp-tls side=server "
 			    "refused PROT P (%d): data in plain towards it",
 			    code);
-		return ftp_tls_release(s, st, p);
+		return ftp_tls_release(s, st, p, 220);
 	default:
 		return PX_MORE;
 	}

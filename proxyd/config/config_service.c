@@ -56,20 +56,15 @@ px_service_mode_checks(const struct px_service *svc, xmlNodePtr root,
 		    svc->analyser->name);
 	/* A stream analyser in forward mode hears the server's name in the
 	 * client's login (ftp: USER name@server): only a proven user may
-	 * name one, and the TLS of either side is not set up that late. */
+	 * name one. Its <tls> works as in the other modes: the client's
+	 * from the start, the server's once it is connected (the stand-in
+	 * takes none, px_session_prepare). */
 	if (svc->mode == PX_MODE_FORWARD && svc->analyser != NULL &&
-	    svc->analyser->forward_mode && svc->analyser->driver == NULL) {
-		if (px_child(root, "auth") == NULL)
-			px_cfg_error(e, listen, "mode=\"forward\": analyser "
-			    "\"%s\" takes the server from a proven user's "
-			    "login: the service needs <auth>",
-			    svc->analyser->name);
-		if (px_child(root, "tls") != NULL)
-			px_cfg_error(e, px_child(root, "tls"), "<tls>: not "
-			    "with mode=\"forward\" on analyser \"%s\" (its "
-			    "server is connected after the login)",
-			    svc->analyser->name);
-	}
+	    svc->analyser->forward_mode && svc->analyser->driver == NULL &&
+	    px_child(root, "auth") == NULL)
+		px_cfg_error(e, listen, "mode=\"forward\": analyser \"%s\" "
+		    "takes the server from a proven user's login: the service "
+		    "needs <auth>", svc->analyser->name);
 	if (svc->origdst_conntrack && svc->mode != PX_MODE_REDIRECT)
 		px_cfg_error(e, listen, "origdst=\"conntrack\" is for "
 		    "mode=\"redirect\"");

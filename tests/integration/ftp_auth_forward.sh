@@ -17,8 +17,8 @@
 #   - a server that refuses the connection: the session ends
 #     (connect-failed);
 #   - lftp: the same login (its FEAT before USER gets 530), a download;
-#   - --check refuses mode="forward" on an ftp service without <auth>, and
-#     with <tls>.
+#   - --check refuses mode="forward" on an ftp service without <auth>
+#     (FTPS in forward mode: ftps_auth_forward.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -200,7 +200,7 @@ timeout 60 lftp -c "set cmd:fail-exit yes; set net:max-retries 1; set net:timeou
 assert_eq "$(cat "$T/lftp.got")" public "lftp's download"
 assert_eq "$(connects)" 2 "lftp's one connection to the server"
 
-info "--check refuses forward mode without <auth>, and with <tls>"
+info "--check refuses forward mode without <auth>"
 mkdir -p "$T/bad/policy"
 sed -e 's|<policies dir="../policy"/>|<policies dir="policy"/>|' \
     -e 's|bind-password-file="ldap.pw"|bind-password-file="'"$T"'/conf/ldap.pw"|' \
@@ -210,9 +210,4 @@ rc=0
 "$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
 assert_ne "$rc" 0 "--check of forward mode without <auth>"
 assert_grep "$T/check.out" 'a.xml:2: mode="forward": analyser "ftp" takes the server from a proven user.s login: the service needs <auth>'
-sed -e 's|<auth |<tls side="client" mode="terminate" cert="x.pem" key="x.key"/><auth |' "$T/policy/fwd.xml" >"$T/bad/policy/a.xml"
-rc=0
-"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
-assert_ne "$rc" 0 "--check of forward mode with <tls>"
-assert_grep "$T/check.out" '<tls>: not with mode="forward" on analyser "ftp"'
 info "ok"
