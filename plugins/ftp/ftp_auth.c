@@ -14,8 +14,10 @@
  * alice@192.0.2.7 (or @192.0.2.7:2121, @[2001:db8::7]:21). The proxy
  * greets, checks the password, judges the server by <servers>, then
  * connects it (px_session_server_connect) and logs in there as <login>
- * says, the server's greeting swallowed; until the user is proven,
- * nothing reaches any server and only USER, PASS and QUIT are taken. */
+ * says, the server's greeting swallowed (with FTPS towards it, after
+ * ftp_tls.c set up its TLS); until the user is proven, nothing reaches
+ * any server and only USER, PASS and QUIT are taken (and FTPS's AUTH,
+ * PBSZ, PROT, which ftp_tls.c answers before). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,9 @@
  * other way round, or both; the command policy sees the plain commands
  * either way. The TLS itself lives in the core (px_session_starttls,
  * px_channel_tls); a side whose <tls> says implicit="yes" is TLS from the
- * first byte and skips AUTH. */
+ * first byte and skips AUTH. In forward mode the server's side is set up
+ * once the login named and connected it, before the proxy's login there
+ * (ftp_auth.c); the client had the proxy's own greeting. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

@@ -17,7 +17,8 @@
 #   - USER before AUTH TLS where TLS is required: 530, no directory check,
 #     no server;
 #   - a server that will not speak TLS behind <tls side="server">: 421,
-#     as in fixed mode.
+#     as in fixed mode, or plain where its auth="optional"; a server
+#     certificate that does not name the server: the session ends.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -67,8 +68,13 @@ EOF
 }
 free_port PX
 free_port PI
+free_port PO
+free_port PV
 fwd_service fx "$PX" "$CTLS $STLS"
 fwd_service fi "$PI" "${CTLS%/>} implicit=\"yes\"/> ${STLS%/>} implicit=\"yes\"/>"
+# TLS towards the server optional; a name the server's certificate lacks
+fwd_service fo "$PO" "$CTLS ${STLS%/>} auth=\"optional\"/>"
+fwd_service fv "$PV" "$CTLS ${STLS%/>} sni=\"other.example.test\"/>"
 start_proxyd
 
 # ftpc PORT HOW USER PASSWORD PASV ACTION...: one ftplib session
@@ -161,6 +167,20 @@ echo "$out"
 [[ $(sed -n 2p <<<"$out") == "login-err 421 "* ]] || fail "a plain server: $(sed -n 2p <<<"$out")"
 assert_log "ftp-tls side=server refused AUTH TLS \(5[0-9][0-9]\)"
 assert_log "session-end service=fx .*server=127.0.0.1:$PLAIN_PORT .*end=denied: ftp: no TLS with the server"
+# auth="optional" towards the server: on in plain
+rm -f "$T/got.bin"
+out=$(ftpc "$PO" explicit "alice@127.0.0.1:$PLAIN_PORT" alice-ldap-pw 1 get pub/3m.bin "$T/got.bin")
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login 230 User alice logged in" "a plain server where its TLS is optional"
+assert_eq "$(sha256_of "$T/got.bin")" "$SHA" "the download from a plain server where its TLS is optional"
+assert_log 'ftp-tls side=server refused AUTH TLS \([0-9]+\): plain \(auth="optional"\)'
+assert_log 'ftp-tls control-client=explicit control-server=plain data=1 data-tls-client=1 data-tls-server=0'
+
+info "a server certificate that does not name the server: the session ends"
+out=$(ftpc "$PV" explicit "alice@127.0.0.1:$X_PORT" alice-ldap-pw 1)
+echo "$out"
+[[ $(sed -n 2p <<<"$out") == "login-err"* ]] || fail "a server whose certificate does not verify: $(sed -n 2p <<<"$out")"
+assert_log "session-end service=fv .*server=127.0.0.1:$X_PORT .*by=server-fail .*end=server-error: tls: "
 
 info "counters"
 assert_metric ge proxyd_analyser_events_total 'analyser="ftp",event="auth_tls"' 5
