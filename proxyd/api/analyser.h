@@ -362,7 +362,8 @@ bool		 px_session_client_identity(const struct px_session *s,
  * connection once what is queued for it is written (the "234" to the
  * client; nothing for the server, whose handshake starts at once: we
  * are its TLS client). Nothing is read from that side meanwhile. A
- * failed handshake ends the session. 0, or -1. */
+ * failed handshake ends the session. 0, or -1 (a server's handshake that
+ * failed at once has ended the session already, by=server-fail). */
 int		 px_session_starttls(struct px_session *s, enum px_chan_end side);
 
 /* ---- Data channels (proxyd/relay/data_channel.c) ------------------------------------

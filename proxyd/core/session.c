@@ -471,6 +471,14 @@ px_session_connect_server(struct px_session *s)
 	px_session_arm_timer(s, svc->connect_timeout_ms);
 }
 
+void
+px_session_server_tls_failed(struct px_session *s, const struct px_conn *c,
+    int err)
+{
+	px_session_endf(s, PX_END_SERVER_FAIL, "server-error: %s",
+	    px_conn_strerror(c, err));
+}
+
 /* Forward mode, a stream analyser: the server its client named, connected
  * now and put in the stand-in's place (px_session_connect_server). */
 static void

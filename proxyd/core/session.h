@@ -175,6 +175,11 @@ int	px_drv_open(struct px_session *s);
 /* Frees the driver analyser's timer (px_drv_open), if any. */
 void	px_drv_timer_free(struct px_session *s);
 
+/* The server's TLS failed (err) in a handshake call of the analyser's
+ * (FTP's AUTH TLS), not in a read of the relay's: the session ends as the
+ * relay would end it (by=server-fail, server-error: and the reason). */
+void	px_session_server_tls_failed(struct px_session *s,
+	    const struct px_conn *c, int err);
 /* session_api.c: logs c's TLS failure, if any (side: "client", "server"). */
 void	px_session_log_tls_failure(struct px_session *s,
 	    const struct px_conn *c, const char *side);

@@ -986,10 +986,15 @@ px_session_starttls(struct px_session *s, enum px_chan_end side)
 	}
 	if (px_tls_attach(c, t, &peer) == -1)
 		return -1;
-	/* We speak first to the server: the ClientHello. */
+	/* We speak first to the server: the ClientHello. Its answer may be
+	 * read in the same call (the worker preempted between the two) and
+	 * fail the handshake there: the server's failure, said as the relay
+	 * says one it reads. */
 	if (side == PX_CHAN_SERVER && c->tf_next == NULL &&
-	    px_conn_handshake(c) == -1 && errno != EAGAIN)
+	    px_conn_handshake(c) == -1 && errno != EAGAIN) {
+		px_session_server_tls_failed(s, c, errno);
 		return -1;
+	}
 	return 0;
 }
 
