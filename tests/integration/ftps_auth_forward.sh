@@ -10,7 +10,7 @@
 #     connect, before the mapped login): python ftplib FTP_TLS and lftp
 #     (ftp:ssl-force), passive and active, LIST, RETR and STOR of 3 MB
 #     byte-exact (sha256), every data connection TLS on both ends;
-#   - implicit FTPS on both sides (fi, port 990 style: TLS from the first
+#   - implicit FTPS on both sides (fim, port 990 style: TLS from the first
 #     byte, to a vsftpd with implicit_ssl=YES): ftplib, passive and active;
 #   - a wrong password: 530, and no server hears of it (vsftpd's CONNECT
 #     lines, proxyd's ftp-connect lines);
@@ -71,7 +71,7 @@ free_port PI
 free_port PO
 free_port PV
 fwd_service fx "$PX" "$CTLS $STLS"
-fwd_service fi "$PI" "${CTLS%/>} implicit=\"yes\"/> ${STLS%/>} implicit=\"yes\"/>"
+fwd_service fim "$PI" "${CTLS%/>} implicit=\"yes\"/> ${STLS%/>} implicit=\"yes\"/>"
 # TLS towards the server optional; a name the server's certificate lacks
 fwd_service fo "$PO" "$CTLS ${STLS%/>} auth=\"optional\"/>"
 fwd_service fv "$PV" "$CTLS ${STLS%/>} sni=\"other.example.test\"/>"
@@ -82,7 +82,20 @@ ftpc() {
     timeout 60 python3 "$(dirname "$0")/ftps_auth_forward.py" "$1" "$P/ca.pem" "${@:2}" 2>>"$T/ftpc.err"
 }
 server_connects() { cat "$T"/vsftpd*.log 2>/dev/null | grep -c 'CONNECT: Client' || true; }
-proxy_connects() { grep -c "ftp-connect user=alice server=127.0.0.1:$1 " "$PROXYD_LOG" || true; }
+log_count() { grep -Ec -- "$1" "$PROXYD_LOG" || true; }
+# log_count_is REGEX N WHAT: N lines of proxyd's log match (its log thread
+# writes them a little after the fact: waited for, 5 s at most)
+log_count_is() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ $(log_count "$1") == "$2" ]] && return 0
+        sleep 0.05
+    done
+    fail "$3: $(log_count "$1") lines matching /$1/, expected $2"
+}
+connects_are() { # SERVER_PORT N WHAT: ftp-connect lines to that server
+    log_count_is "ftp-connect user=alice server=127.0.0.1:$1 " "$2" "$3"
+}
 
 # both_ways PORT HOW SERVER_PORT PASV LABEL: alice lists, gets and puts 3m.bin
 both_ways() {
@@ -111,7 +124,7 @@ assert_log 'data-transfer upload cmd=STOR .* bytes=3145728 .* tls-client=(yes|re
 assert_log 'ftp-tls control-client=explicit control-server=explicit data=3 data-tls-client=3 data-tls-server=3'
 wait_grep "$PROXYD_LOG" "session-end service=fx .*server=127.0.0.1:$X_PORT .*user=alice auth=password" ||
     fail "no session-end line naming the server and alice: $(grep 'session-end service=fx' "$PROXYD_LOG" | tail -n 1)"
-assert_eq "$(proxy_connects "$X_PORT")" 2 "one server connection a session"
+connects_are "$X_PORT" 2 "one server connection a session"
 
 info "explicit FTPS both sides (lftp ssl-force): passive and active"
 lftp_run() { # PASV COMMANDS
@@ -129,14 +142,14 @@ for pasv in yes no; do
     assert_eq "$(sha256_of "$T/got.bin")" "$SHA" "lftp passive=$pasv: sha256 of the download"
     assert_eq "$(sha256_of "$D/up-lftp-$pasv.bin")" "$SHA" "lftp passive=$pasv: sha256 of the upload"
 done
-assert_eq "$(proxy_connects "$X_PORT")" 4 "lftp's one server connection a session"
+connects_are "$X_PORT" 4 "lftp's one server connection a session"
 
 info "implicit FTPS both sides (ftplib, TLS from the first byte): passive, then active"
 both_ways "$PI" implicit "$I_PORT" 1 i-pasv
 both_ways "$PI" implicit "$I_PORT" 0 i-port
 assert_log 'ftp-tls control-client=implicit control-server=implicit data=3 data-tls-client=3 data-tls-server=3'
 assert_log 'data-transfer download cmd=RETR .* tls-client=(yes|resumed) tls-server=resumed .* end=ok'
-assert_log "session-end service=fi .*server=127.0.0.1:$I_PORT .*user=alice auth=password"
+assert_log "session-end service=fim .*server=127.0.0.1:$I_PORT .*user=alice auth=password"
 
 info "a wrong password: 530, no server hears of it"
 before=$(server_connects)
@@ -147,18 +160,18 @@ echo "$out"
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect" "a wrong password over FTPS"
 out=$(ftpc "$PI" implicit "alice@127.0.0.1:$I_PORT" wrong-pw 1)
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect" "a wrong password over implicit FTPS"
-assert_log 'auth authenticator=dir method=password user=alice result=bad-password'
+log_count_is 'auth authenticator=dir method=password user=alice result=bad-password' 2 "the wrong passwords' checks"
 assert_eq "$(server_connects)" "$before" "no server connection for a wrong password"
-assert_eq "$(proxy_connects "$X_PORT")" 4 "no ftp-connect for a wrong password"
-assert_eq "$(proxy_connects "$I_PORT")" 2 "no ftp-connect for a wrong password (implicit)"
+connects_are "$X_PORT" 4 "no ftp-connect for a wrong password"
+connects_are "$I_PORT" 2 "no ftp-connect for a wrong password (implicit)"
 
 info "USER before AUTH TLS: 530, the password never asked for"
-nauth=$(grep -c 'auth authenticator=dir' "$PROXYD_LOG" || true)
+nauth=$(log_count 'auth authenticator=dir')
 out=$(ftpc "$PX" plain "alice@127.0.0.1:$X_PORT" alice-ldap-pw 1)
 echo "$out"
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 TLS required: send AUTH TLS before USER" "USER in plain"
 assert_log 'ftp-command user=- cmd=USER verdict=deny reason=tls-required'
-assert_eq "$(grep -c 'auth authenticator=dir' "$PROXYD_LOG" || true)" "$nauth" "no directory check for a login in plain"
+assert_eq "$(log_count 'auth authenticator=dir')" "$nauth" "no directory check for a login in plain"
 assert_eq "$(server_connects)" "$before" "no server connection for a login in plain"
 
 info "a server that speaks no TLS behind <tls side=\"server\">: 421"
