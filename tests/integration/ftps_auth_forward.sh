@@ -11,7 +11,8 @@
 #     (ftp:ssl-force), passive and active, LIST, RETR and STOR of 3 MB
 #     byte-exact (sha256), every data connection TLS on both ends;
 #   - implicit FTPS on both sides (fim, port 990 style: TLS from the first
-#     byte, to a vsftpd with implicit_ssl=YES): ftplib, passive and active;
+#     byte, to a vsftpd with implicit_ssl=YES): ftplib, passive and active,
+#     and lftp's ftps://;
 #   - a wrong password: 530, and no server hears of it (vsftpd's CONNECT
 #     lines, proxyd's ftp-connect lines);
 #   - USER before AUTH TLS where TLS is required: 530, no directory check,
@@ -127,12 +128,12 @@ wait_grep "$PROXYD_LOG" "session-end service=fx .*server=127.0.0.1:$X_PORT .*use
 connects_are "$X_PORT" 2 "one server connection a session"
 
 info "explicit FTPS both sides (lftp ssl-force): passive and active"
-lftp_run() { # PASV COMMANDS
+lftp_run() { # PASV COMMANDS [URL SERVER_PORT]
     timeout 60 lftp -c "set cmd:fail-exit yes; set net:max-retries 1; set net:timeout 10;
         set ftp:ssl-force yes; set ftp:ssl-protect-data yes; set ftp:ssl-protect-list yes;
         set ssl:ca-file $P/ca.pem; set ssl:verify-certificate yes;
         set ftp:passive-mode $1; set ftp:prefer-epsv no;
-        open -u alice@127.0.0.1:$X_PORT,alice-ldap-pw ftp://127.0.0.1:$PX; $2" 2>>"$T/lftp.err"
+        open -u alice@127.0.0.1:${4:-$X_PORT},alice-ldap-pw ${3:-ftp://127.0.0.1:$PX}; $2" 2>>"$T/lftp.err"
 }
 for pasv in yes no; do
     rm -f "$T/got.bin" "$D/up-lftp-$pasv.bin"
@@ -148,6 +149,11 @@ info "implicit FTPS both sides (ftplib, TLS from the first byte): passive, then 
 both_ways "$PI" implicit "$I_PORT" 1 i-pasv
 both_ways "$PI" implicit "$I_PORT" 0 i-port
 assert_log 'ftp-tls control-client=implicit control-server=implicit data=3 data-tls-client=3 data-tls-server=3'
+rm -f "$T/got.bin"
+lftp_run yes "get pub/3m.bin -o $T/got.bin" "ftps://127.0.0.1:$PI" "$I_PORT" ||
+    fail "lftp ftps://: $(tail -n 3 "$T/lftp.err")"
+assert_eq "$(sha256_of "$T/got.bin")" "$SHA" "lftp ftps://: sha256 of the download"
+connects_are "$I_PORT" 3 "lftp's one implicit server connection"
 assert_log 'data-transfer download cmd=RETR .* tls-client=(yes|resumed) tls-server=resumed .* end=ok'
 assert_log "session-end service=fim .*server=127.0.0.1:$I_PORT .*user=alice auth=password"
 
@@ -163,7 +169,7 @@ assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect" "a wrong pass
 log_count_is 'auth authenticator=dir method=password user=alice result=bad-password' 2 "the wrong passwords' checks"
 assert_eq "$(server_connects)" "$before" "no server connection for a wrong password"
 connects_are "$X_PORT" 4 "no ftp-connect for a wrong password"
-connects_are "$I_PORT" 2 "no ftp-connect for a wrong password (implicit)"
+connects_are "$I_PORT" 3 "no ftp-connect for a wrong password (implicit)"
 
 info "USER before AUTH TLS: 530, the password never asked for"
 nauth=$(log_count 'auth authenticator=dir')
