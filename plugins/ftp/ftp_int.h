@@ -84,6 +84,7 @@ struct ftp_tls {
 	/* Towards the server: AUTH TLS, PBSZ, PROT under way; the greeting
 	 * and whatever the client sends wait meanwhile. */
 	bool		 setup;
+	bool		 later;		/* forward mode: no server yet */
 	struct evbuffer	*hold, *greet;
 	unsigned	 data[3];	/* channels: all, TLS to client, to server */
 };

@@ -26,6 +26,8 @@ ftp_tls_state_name(const struct ftp_tls *t, enum px_chan_end side)
 {
 	if (t->use[side] == PX_TLS_USE_NONE)
 		return "no";
+	if (side == PX_CHAN_SERVER && t->later)
+		return "-";
 	if (!t->on[side])
 		return "plain";
 	return t->use[side] == PX_TLS_USE_IMPLICIT ? "implicit" : "explicit";
@@ -46,9 +48,10 @@ ftp_tls_open(struct px_session *s, struct ftp_state *st)
 	if (t->use[PX_CHAN_SERVER] != PX_TLS_USE_NONE) {
 		/* Forward mode: no server until the login names one
 		 * (ftp_tls_server_connected). */
-		if (px_session_server_later(s))
+		if (px_session_server_later(s)) {
 			t->on[PX_CHAN_SERVER] = false;
-		else
+			t->later = true;
+		} else
 			t->setup = true;
 		if ((t->hold = evbuffer_new()) == NULL ||
 		    (t->greet = evbuffer_new()) == NULL)
@@ -65,6 +68,7 @@ ftp_tls_server_connected(struct ftp_state *st)
 	if (t->use[PX_CHAN_SERVER] == PX_TLS_USE_NONE)
 		return false;
 	t->on[PX_CHAN_SERVER] = t->use[PX_CHAN_SERVER] == PX_TLS_USE_IMPLICIT;
+	t->later = false;
 	return true;
 }
 

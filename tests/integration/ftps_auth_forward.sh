@@ -167,6 +167,8 @@ assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect" "a wrong pass
 out=$(ftpc "$PI" implicit "alice@127.0.0.1:$I_PORT" wrong-pw 1)
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect" "a wrong password over implicit FTPS"
 log_count_is 'auth authenticator=dir method=password user=alice result=bad-password' 2 "the wrong passwords' checks"
+# no server, so none of its TLS either
+log_count_is 'ftp-tls control-client=(explicit|implicit) control-server=- data=0 ' 2 "the ftp-tls lines of sessions that reached no server"
 assert_eq "$(server_connects)" "$before" "no server connection for a wrong password"
 connects_are "$X_PORT" 4 "no ftp-connect for a wrong password"
 connects_are "$I_PORT" 3 "no ftp-connect for a wrong password (implicit)"
