@@ -9,7 +9,8 @@
 #     USER; proxyd's own AUTH TLS, PBSZ, PROT to the server after the
 #     connect, before the mapped login): python ftplib FTP_TLS and lftp
 #     (ftp:ssl-force), passive and active, LIST, RETR and STOR of 3 MB
-#     byte-exact (sha256), every data connection TLS on both ends;
+#     byte-exact (sha256), every data connection TLS on both ends; a
+#     curl --ssl-reqd download;
 #   - implicit FTPS on both sides (fim, port 990 style: TLS from the first
 #     byte, to a vsftpd with implicit_ssl=YES): ftplib, passive and active,
 #     and lftp's ftps://;
@@ -144,6 +145,12 @@ for pasv in yes no; do
     assert_eq "$(sha256_of "$D/up-lftp-$pasv.bin")" "$SHA" "lftp passive=$pasv: sha256 of the upload"
 done
 connects_are "$X_PORT" 4 "lftp's one server connection a session"
+# curl --ssl-reqd: the server in the URL's user name (%40 for the @)
+got=$(curl -sS --max-time 60 --ssl-reqd --cacert "$P/ca.pem" \
+    "ftp://alice%40127.0.0.1%3A$X_PORT:alice-ldap-pw@localhost:$PX/pub/3m.bin" 2>>"$T/curl.err" |
+    sha256sum | cut -d' ' -f1)
+assert_eq "$got" "$SHA" "curl --ssl-reqd download ($(tail -n 1 "$T/curl.err" 2>/dev/null))"
+connects_are "$X_PORT" 5 "curl's one server connection"
 
 info "implicit FTPS both sides (ftplib, TLS from the first byte): passive, then active"
 both_ways "$PI" implicit "$I_PORT" 1 i-pasv
@@ -170,7 +177,7 @@ log_count_is 'auth authenticator=dir method=password user=alice result=bad-passw
 # no server, so none of its TLS either
 log_count_is 'ftp-tls control-client=(explicit|implicit) control-server=- data=0 ' 2 "the ftp-tls lines of sessions that reached no server"
 assert_eq "$(server_connects)" "$before" "no server connection for a wrong password"
-connects_are "$X_PORT" 4 "no ftp-connect for a wrong password"
+connects_are "$X_PORT" 5 "no ftp-connect for a wrong password"
 connects_are "$I_PORT" 3 "no ftp-connect for a wrong password (implicit)"
 
 info "USER before AUTH TLS: 530, the password never asked for"
