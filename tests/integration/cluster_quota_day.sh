@@ -33,31 +33,8 @@ start_store
 qnode a refuse 1 "<user name=\"anonymous\" quota-bytes=\"$QUOTA\" action=\"accept\"/>"
 
 # The RETR is counted (its 150 came), then the clock passes midnight
-# before the client reads its data: the data channel cannot end before
-# (the client's window is far smaller than the file).
-# retr_held CMD...: a RETR of pub/f.bin; once its 150 came, CMD runs,
-# then the client reads the data; prints the bytes and the reply
-retr_held() {
-    timeout 30 python3 - 127.0.0.1 "${FTP[a]}" "$@" <<'PY'
-import ftplib, subprocess, sys
-f = ftplib.FTP()
-f.connect(sys.argv[1], int(sys.argv[2]), timeout=10)
-f.login("anonymous", "t@example.org")
-f.voidcmd("TYPE I")
-c = f.transfercmd("RETR pub/f.bin")
-subprocess.run(sys.argv[3:], check=True, stdout=subprocess.DEVNULL)
-n = 0
-while True:
-    b = c.recv(65536)
-    if not b:
-        break
-    n += len(b)
-c.close()
-print(n, f.voidresp()[:3])
-f.quit()
-PY
-}
-got=$(retr_held sh -c "echo $((DAY0 + 5)) >'$T/clock'")
+# before the client reads its data (qretr_held).
+got=$(qretr_held a sh -c "echo $((DAY0 + 5)) >'$T/clock'")
 assert_eq "$got" "$FILE 226" "the RETR across midnight"
 key0="proxyd:quota:$D0:ftp:anonymous"
 key1="proxyd:quota:$((D0 + 1)):ftp:anonymous"
@@ -72,7 +49,7 @@ assert_eq "$(rcli EXISTS "$key1")" 0 "a key of the next day, made by the give-ba
 ttl=$(rcli TTL "$key0")
 ((ttl > 0)) || fail "the first day's key has no expiry (TTL $ttl)"
 
-got=$(retr_held redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL)
+got=$(qretr_held a redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL)
 assert_eq "$got" "$FILE 226" "the RETR while the store lost its keys"
 assert_log_in "${LOG[a]}" 'data-transfer download cmd=RETR file="pub/f.bin" bytes=.*'
 for ((k = 0; k < 20; k++)); do

@@ -2,8 +2,8 @@
 # (cluster_quota, cluster_quota_bytes, cluster_quota_r66*), sourced after
 # lib.sh (and ftp_lib.sh for qnode_ftp): the store (a Redis of the test's own, start_store, rcli),
 # nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
-# or qnode for a node with one ftp service, qnode_r66 with one r66 service
-# and qr66, qsend_r66 through it)
+# or qnode for a node with one ftp service and qretr_held through it,
+# qnode_r66 with one r66 service and qr66, qsend_r66 through it)
 # and assert_log_in.
 # shellcheck shell=bash
 
@@ -73,6 +73,32 @@ qnode() {
     free_port "FTP[$1]"
     qnode_ftp "$1" ftp "${FTP[$1]}" "$4"
     qnode_start "$1" "${FTP[$1]}"
+}
+# qretr_held NAME CMD...: a RETR of pub/f.bin as anonymous through node
+# NAME's ftp service; once its 150 came, CMD runs, then the client reads
+# the data (the data channel cannot end before when the file is larger
+# than the client's window); prints the bytes and the reply
+qretr_held() {
+    local n=$1
+    shift
+    timeout 30 python3 - 127.0.0.1 "${FTP[$n]}" "$@" <<'PY'
+import ftplib, subprocess, sys
+f = ftplib.FTP()
+f.connect(sys.argv[1], int(sys.argv[2]), timeout=10)
+f.login("anonymous", "t@example.org")
+f.voidcmd("TYPE I")
+c = f.transfercmd("RETR pub/f.bin")
+subprocess.run(sys.argv[3:], check=True, stdout=subprocess.DEVNULL)
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+c.close()
+print(n, f.voidresp()[:3])
+f.quit()
+PY
 }
 # qnode_r66 NAME TARGET_PORT HOSTS [ON_STORE_ERROR]: a node with one r66
 # service, "r66" on R66[NAME] towards TARGET_PORT, its <r66 max-block="64k">
