@@ -13,6 +13,7 @@
 #include <hiredis/async.h>
 #include <hiredis/adapters/libevent.h>
 
+#include "log.h"
 #include "quota_store.h"
 
 /* A refused connection is not tried again before this: meanwhile
@@ -21,6 +22,10 @@
 /* A day's keys outlive it a day, for whoever looks. */
 #define PX_QSTORE_TTL		"172800"
 #define PX_QSTORE_KEY_MAX	700
+/* Keys (a partner's day) whose bytes a worker keeps for the store at
+ * most, waiting or on their way (some 100 bytes each): bytes of a key
+ * past these are dropped, logged and counted. */
+#define PX_QSTORE_PENDING_MAX	4096
 
 static char px_qs_host[NI_MAXHOST];
 static int px_qs_port;
@@ -30,6 +35,10 @@ static struct timeval px_qs_timeout;
 
 enum { PX_QS_OK, PX_QS_REFUSED, PX_QS_ERROR, PX_QS_TIMEOUT, PX_QS_N };
 static _Atomic uint64_t px_qs_count[PX_QS_N];
+/* Bytes kept for the store (px_qs_keep): all workers' now, and in total
+ * those kept, added to it later, and lost. */
+enum { PX_QS_KEPT, PX_QS_DELIVERED, PX_QS_DROPPED, PX_QS_PENDING_N };
+static _Atomic uint64_t px_qs_pending_now, px_qs_pending[PX_QS_PENDING_N];
 
 /* The day's hash of a partner: fields t (transfers) and b (bytes charged:
  * moved, or leased to a running transfer). KEYS[1]; ARGV: quota-transfers,
@@ -74,11 +83,39 @@ static const char px_qs_back_script[] =
 	"-tonumber(ARGV[2])) "
 	"if v < 0 then redis.call('HSET', KEYS[1], ARGV[1], 0) end return v";
 
+/* The bytes a transfer moved outside any lease, ARGV[1], added to its
+ * day's key, made again if the store lost it (a restart), and then with
+ * its expiry; a key that has one keeps it (a day gone by still goes when
+ * it would have). */
+static const char px_qs_add_script[] =
+	"local v = redis.call('HINCRBY', KEYS[1], 'b', tonumber(ARGV[1])) "
+	"if redis.call('TTL', KEYS[1]) < 0 then "
+	"redis.call('EXPIRE', KEYS[1], " PX_QSTORE_TTL ") end return v";
+
+/* Bytes of one key for the store: waiting in the worker's list, or on
+ * their way (the reply's privdata). */
+struct px_qs_bytes {
+	struct px_qs_bytes	*next;
+	uint64_t		 n;
+	bool			 kept;	/* counted in px_qs_pending_now */
+	char			 key[];
+};
+
 struct px_qstore_conn {
 	redisAsyncContext	*ac;		/* NULL: none now */
 	struct event_base	*base;
 	struct timespec		 failed;	/* the last connect that failed */
 	bool			 has_failed;
+	/* Bytes the store could not be told yet, tried again every
+	 * PX_QSTORE_RETRY_MS (retry) until it takes them. */
+	struct px_qs_bytes	*waiting;
+	unsigned		 nbytes;	/* entries, waiting or sent */
+	unsigned		 nsent;		/* kept ones on their way */
+	struct event		*retry;
+	bool			 exiting;	/* no more tries */
+	bool			 told;		/* "kept" logged, not "delivered" */
+	bool			 full_told;	/* a drop for the bound logged */
+	uint64_t		 delivered;	/* since "kept" was logged */
 };
 
 static _Thread_local struct px_qstore_conn px_qs_conn;
@@ -200,16 +237,39 @@ px_qs_get(struct event_base *base)
 	return ac;
 }
 
+static void	px_qs_drop(struct px_qstore_conn *c, struct px_qs_bytes *b);
+
 void
 px_qstore_thread_exit(void)
 {
-	redisAsyncContext *ac = px_qs_conn.ac;
+	struct px_qstore_conn *c = &px_qs_conn;
+	redisAsyncContext *ac = c->ac;
+	struct px_qs_bytes *b;
+	uint64_t lost = 0;
+	unsigned keys = 0;
 
-	if (ac == NULL)
-		return;
-	/* Pending requests' callbacks run now, with no reply. */
-	px_qs_conn.ac = NULL;
-	redisAsyncFree(ac);
+	c->exiting = true;
+	if (ac != NULL) {
+		/* Pending requests' callbacks run now, with no reply: bytes
+		 * on their way come back to the list. */
+		c->ac = NULL;
+		redisAsyncFree(ac);
+	}
+	while ((b = c->waiting) != NULL) {
+		c->waiting = b->next;
+		lost += b->n;
+		keys++;
+		px_qs_drop(c, b);
+	}
+	if (lost != 0)
+		px_log(LOG_WARNING, 0, "quota-store pending bytes=%llu keys=%u "
+		    "verdict=dropped (the worker exits before the store at %s "
+		    "could be told)", (unsigned long long)lost, keys,
+		    px_qs_name);
+	if (c->retry != NULL) {
+		event_free(c->retry);
+		c->retry = NULL;
+	}
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -518,21 +578,221 @@ px_qstore_refund(struct event_base *base, const char *service,
 		px_qs_back_key(ac, key, "t", 1);
 }
 
+/* ---- bytes kept for the store ------------------------------------------- */
+
+/* Bytes a transfer moved outside any lease that the store cannot be told
+ * now (down, or a connect failed less than PX_QSTORE_RETRY_MS ago, or the
+ * connection went before the reply): kept in the worker's list, one entry
+ * per key (a partner's day), and sent again every PX_QSTORE_RETRY_MS until
+ * the store takes them, to the key of the day they were moved in, however
+ * late. Per worker, as the connection is: nothing shared, no lock. */
+
+static void	px_qs_flush(struct px_qstore_conn *c);
+
+static void
+px_qs_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	px_qs_flush(arg);
+}
+
+/* The next try in PX_QSTORE_RETRY_MS, unless one is set already. */
+static void
+px_qs_arm(struct px_qstore_conn *c)
+{
+	const struct timeval tv = { PX_QSTORE_RETRY_MS / 1000,
+	    (PX_QSTORE_RETRY_MS % 1000) * 1000 };
+
+	if (c->exiting || c->base == NULL)
+		return;
+	if (c->retry == NULL &&
+	    (c->retry = evtimer_new(c->base, px_qs_retry_cb, c)) == NULL)
+		return;		/* (then at the next bytes kept) */
+	if (!evtimer_pending(c->retry, NULL))
+		evtimer_add(c->retry, &tv);
+}
+
+static struct px_qs_bytes *
+px_qs_find(struct px_qstore_conn *c, const char *key)
+{
+	struct px_qs_bytes *w;
+
+	for (w = c->waiting; w != NULL; w = w->next)
+		if (strcmp(w->key, key) == 0)
+			return w;
+	return NULL;
+}
+
+/* Every byte kept since "kept" was logged is in the store: said once. */
+static void
+px_qs_all_told(struct px_qstore_conn *c)
+{
+	if (!c->told || c->waiting != NULL || c->nsent != 0)
+		return;
+	px_log(LOG_NOTICE, 0, "quota-store pending bytes=%llu verdict=delivered "
+	    "(the store at %s has every byte kept for it)",
+	    (unsigned long long)c->delivered, px_qs_name);
+	c->told = c->full_told = false;
+	c->delivered = 0;
+}
+
+static void
+px_qs_drop(struct px_qstore_conn *c, struct px_qs_bytes *b)
+{
+	atomic_fetch_add(&px_qs_pending[PX_QS_DROPPED], b->n);
+	if (b->kept)
+		atomic_fetch_sub(&px_qs_pending_now, b->n);
+	c->nbytes--;
+	free(b);
+}
+
+/* b's bytes wait in the list (with its key's, if some wait already). */
+static void
+px_qs_keep(struct px_qstore_conn *c, struct px_qs_bytes *b)
+{
+	struct px_qs_bytes *w;
+
+	if (!b->kept) {
+		b->kept = true;
+		atomic_fetch_add(&px_qs_pending_now, b->n);
+		atomic_fetch_add(&px_qs_pending[PX_QS_KEPT], b->n);
+		if (!c->told && !c->exiting) {
+			c->told = true;
+			px_log(LOG_NOTICE, 0, "quota-store pending key=%s "
+			    "bytes=%llu verdict=kept (the store at %s cannot be "
+			    "told now: added when it answers)", b->key,
+			    (unsigned long long)b->n, px_qs_name);
+		}
+	}
+	if ((w = px_qs_find(c, b->key)) != NULL) {
+		w->n += b->n;
+		c->nbytes--;
+		free(b);
+	} else {
+		b->next = c->waiting;
+		c->waiting = b;
+	}
+	px_qs_arm(c);
+}
+
+/* hiredis's callback for bytes sent: added, or kept again when the
+ * connection went without a reply. */
+static void
+px_qs_added(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct px_qstore_conn *c = ac->data;
+	struct px_qs_bytes *b = privdata;
+	const redisReply *r = reply;
+
+	if (b->kept)
+		c->nsent--;
+	if (r == NULL) {
+		px_qs_keep(c, b);
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		px_log(LOG_WARNING, 0, "quota-store pending key=%s bytes=%llu "
+		    "verdict=dropped (the store answered: %.*s)", b->key,
+		    (unsigned long long)b->n, r->len > 200 ? 200 : (int)r->len,
+		    r->str);
+		px_qs_drop(c, b);
+	} else {
+		if (b->kept) {
+			atomic_fetch_sub(&px_qs_pending_now, b->n);
+			atomic_fetch_add(&px_qs_pending[PX_QS_DELIVERED], b->n);
+			c->delivered += b->n;
+		}
+		c->nbytes--;
+		free(b);
+	}
+	px_qs_all_told(c);
+}
+
+/* b's bytes to the store on ac; false: not sent (b untouched). */
+static bool
+px_qs_send_bytes(struct px_qstore_conn *c, redisAsyncContext *ac,
+    struct px_qs_bytes *b)
+{
+	if (redisAsyncCommand(ac, px_qs_added, b, "EVAL %s 1 %s %llu",
+	    px_qs_add_script, b->key, (unsigned long long)b->n) != REDIS_OK)
+		return false;
+	if (b->kept)
+		c->nsent++;
+	return true;
+}
+
+/* What waits, to the store if one is to be had now, else at the next
+ * try. */
+static void
+px_qs_flush(struct px_qstore_conn *c)
+{
+	struct px_qs_bytes *b, *next;
+	redisAsyncContext *ac;
+
+	if (c->waiting == NULL || c->exiting)
+		return;
+	if ((ac = px_qs_get(c->base)) == NULL) {
+		px_qs_arm(c);
+		return;
+	}
+	b = c->waiting;
+	c->waiting = NULL;
+	for (; b != NULL; b = next) {
+		next = b->next;
+		if (!px_qs_send_bytes(c, ac, b)) {
+			b->next = c->waiting;
+			c->waiting = b;
+		}
+	}
+	if (c->waiting != NULL)
+		px_qs_arm(c);
+}
+
 void
 px_qstore_add_bytes(struct event_base *base, const char *service,
     const char *partner, uint64_t day, uint64_t n)
 {
+	struct px_qstore_conn *c = &px_qs_conn;
 	char key[PX_QSTORE_KEY_MAX];
-	redisAsyncContext *ac;
+	redisAsyncContext *ac = NULL;
+	struct px_qs_bytes *b, *w;
+	size_t len;
 
 	if (n == 0 ||
-	    px_qs_key(key, sizeof(key), service, partner, day) == -1 ||
-	    (ac = px_qs_get(base)) == NULL)
+	    px_qs_key(key, sizeof(key), service, partner, day) == -1)
 		return;
-	(void)redisAsyncCommand(ac, NULL, NULL, "HINCRBY %s b %llu", key,
-	    (unsigned long long)n);
-	(void)redisAsyncCommand(ac, NULL, NULL, "EXPIRE %s " PX_QSTORE_TTL,
-	    key);
+	if (c->base == NULL)
+		c->base = base;
+	/* Behind bytes that wait already: with them, at the next try. */
+	if (c->waiting == NULL)
+		ac = px_qs_get(base);
+	if (c->nbytes >= PX_QSTORE_PENDING_MAX ||
+	    (b = calloc(1, sizeof(*b) + (len = strlen(key) + 1))) == NULL) {
+		if (ac != NULL)
+			(void)redisAsyncCommand(ac, NULL, NULL,
+			    "EVAL %s 1 %s %llu", px_qs_add_script, key,
+			    (unsigned long long)n);
+		else if ((w = px_qs_find(c, key)) != NULL) {
+			w->n += n;
+			atomic_fetch_add(&px_qs_pending_now, n);
+			atomic_fetch_add(&px_qs_pending[PX_QS_KEPT], n);
+		} else {
+			atomic_fetch_add(&px_qs_pending[PX_QS_DROPPED], n);
+			if (!c->full_told)
+				px_log(LOG_WARNING, 0, "quota-store pending "
+				    "key=%s bytes=%llu verdict=dropped (%u keys "
+				    "wait for the store already)", key,
+				    (unsigned long long)n, c->nbytes);
+			c->full_told = true;
+		}
+		return;
+	}
+	memcpy(b->key, key, len);
+	b->n = n;
+	c->nbytes++;
+	if (ac == NULL || !px_qs_send_bytes(c, ac, b))
+		px_qs_keep(c, b);
 }
 
 /* ---- metrics -------------------------------------------------------------- */
@@ -542,6 +802,9 @@ px_qstore_metrics(struct evbuffer *b)
 {
 	static const char *const names[PX_QS_N] = {
 		"ok", "refused", "error", "timeout",
+	};
+	static const char *const events[PX_QS_PENDING_N] = {
+		"kept", "delivered", "dropped",
 	};
 	unsigned i;
 
@@ -556,4 +819,19 @@ px_qstore_metrics(struct evbuffer *b)
 		evbuffer_add_printf(b, "proxyd_quota_store_requests_total{"
 		    "result=\"%s\"} %llu\n", names[i],
 		    (unsigned long long)atomic_load(&px_qs_count[i]));
+	evbuffer_add_printf(b, "# HELP proxyd_quota_store_pending_bytes Bytes "
+	    "transfers moved outside a lease that the quota store could not be "
+	    "told yet: kept, added when it answers.\n"
+	    "# TYPE proxyd_quota_store_pending_bytes gauge\n"
+	    "proxyd_quota_store_pending_bytes %llu\n"
+	    "# HELP proxyd_quota_store_pending_bytes_total Bytes kept for the "
+	    "quota store (kept), added to it later (delivered), or lost "
+	    "(dropped: too many keys waiting, an error reply, a worker's "
+	    "exit).\n"
+	    "# TYPE proxyd_quota_store_pending_bytes_total counter\n",
+	    (unsigned long long)atomic_load(&px_qs_pending_now));
+	for (i = 0; i < PX_QS_PENDING_N; i++)
+		evbuffer_add_printf(b, "proxyd_quota_store_pending_bytes_total{"
+		    "event=\"%s\"} %llu\n", events[i],
+		    (unsigned long long)atomic_load(&px_qs_pending[i]));
 }

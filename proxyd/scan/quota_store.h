@@ -20,7 +20,10 @@
  * passes quota-bytes, and what a transfer was charged and did not move
  * goes back when it ends (px_qstore_give_back). A transfer that started
  * without a lease (the store could not answer, on-store-error="local")
- * adds its bytes at its end instead (px_qstore_add_bytes).
+ * adds its bytes at its end instead (px_qstore_add_bytes); bytes the store
+ * cannot be told then (still down, or a connect failed within the last
+ * second) are kept by the worker, per partner and day, and added to that
+ * day's count once the store answers again (tried every second).
  *
  * Each worker has its own connection on its own event loop (hiredis's
  * asynchronous API on libevent): a request never blocks the loop, the
@@ -28,7 +31,7 @@
  * and every other session goes on. A store that cannot answer (refused,
  * down, timed out, a bad reply) answers PX_QSTORE_ERROR: the caller
  * applies cluster/@on-store-error (px_qstore_refuses). Requests, refusals
- * and errors are counted (px_qstore_metrics). */
+ * and errors are counted (px_qstore_metrics), and so are bytes kept. */
 #ifndef PX_QUOTA_STORE_H
 #define PX_QUOTA_STORE_H
 
@@ -134,7 +137,10 @@ void	px_qstore_wait_forget(struct px_qstore_wait *w);
 void	px_qstore_refund(struct event_base *base, const char *service,
 	    const char *partner, uint64_t day);
 /* The bytes a transfer moved, added to the cluster's count of day (the
- * day its start was counted in). */
+ * day its start was counted in): now, or, when the store cannot be told
+ * now, kept by this worker (with the other bytes of its key, up to
+ * 4096 keys a worker: more are dropped, logged) and sent every
+ * second until it takes them. Logged when kept and when all delivered. */
 void	px_qstore_add_bytes(struct event_base *base, const char *service,
 	    const char *partner, uint64_t day, uint64_t n);
 /* The worker's connection goes (from its thread, before its loop is
@@ -142,7 +148,9 @@ void	px_qstore_add_bytes(struct event_base *base, const char *service,
 void	px_qstore_thread_exit(void);
 
 /* proxyd_quota_store_requests_total{result="ok"|"refused"|"error"|
- * "timeout"} (with cluster/@store only). */
+ * "timeout"}, proxyd_quota_store_pending_bytes (kept now) and
+ * proxyd_quota_store_pending_bytes_total{event="kept"|"delivered"|
+ * "dropped"} (with cluster/@store only). */
 void	px_qstore_metrics(struct evbuffer *b);
 
 #endif
