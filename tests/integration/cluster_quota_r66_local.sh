@@ -9,7 +9,10 @@
 # still runs; when it ends the store's bytes of the day for hostz are
 # FILE. Before, a transfer left to the node's count never told the store:
 # the store had nothing, and the cluster's other nodes would let the host
-# move QUOTA more that day.
+# move QUOTA more that day. Then the store is stopped again and a second
+# SEND runs to its end with the store down: the node keeps its bytes and
+# adds them when the store is back (restarted empty): FILE again. Before,
+# those bytes were lost (the store had no key).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -49,4 +52,18 @@ for ((k = 0; k < 50; k++)); do
 done
 info "the store's bytes of the day for hostz: '$b' (the SEND moved $FILE)"
 assert_eq "$b" "$FILE" "the store's bytes after a transfer left to the node's count"
+
+kill "$REDIS_PID"
+wait "$REDIS_PID" 2>/dev/null || true
+qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/send2"
+assert_eq "$(cat "$T/send2.rc")" 0 "the second SEND's exit status ($(tail -2 "$T/send2.err"))"
+start_store again
+for ((k = 0; k < 50; k++)); do
+    b=$(rcli HGET "$key" b)
+    [[ $b == "$FILE" ]] && break
+    sleep 0.1
+done
+info "the store's bytes of the day after its restart: '$b' (the second SEND moved $FILE with the store down)"
+assert_eq "$b" "$FILE" "the store's bytes of a SEND that ended with the store down"
+assert_log_in "${LOG[a]}" "quota-store pending key=$key bytes=$FILE verdict=kept"
 info "PASS"
