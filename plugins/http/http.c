@@ -229,8 +229,8 @@ http_request_sent(const struct http_state *h)
 static void
 http_request_unsent(struct http_state *h)
 {
-	uint64_t unsent = h->srv.io != NULL ?
-	    evbuffer_get_length(h->srv.io->out) : 0;
+	struct evbuffer *out = http_server_out(h);
+	uint64_t unsent = out != NULL ? evbuffer_get_length(out) : 0;
 	bool scanned = h->scan[PX_TO_SERVER].on;
 
 	unsent += http_scan_unsent(h, PX_TO_SERVER, "early-response");
@@ -242,9 +242,10 @@ http_request_unsent(struct http_state *h)
 	h->srv.boundary = false;
 	px_session_log(h->s, LOG_INFO, "http-early-response status=%d "
 	    "unsent=%llu%s%s (the server answered before the request's end: "
-	    "its connection closed)", h->status, (unsigned long long)unsent,
+	    "its %s)", h->status, (unsigned long long)unsent,
 	    h->req == HTTP_REQ_BODY && h->req_body != HTTP_BODY_LENGTH ?
-	    "+" : "", scanned ? " scan=cancelled" : "");
+	    "+" : "", scanned ? " scan=cancelled" : "",
+	    h->h2o != NULL ? "stream cancelled" : "connection closed");
 }
 
 /* The response is complete (and so is the request, unless the server
@@ -858,6 +859,10 @@ http_timer_cb(struct px_session *s, void *st)
 		    h->pol->response_timeout_ms));
 		return;
 	}
+	/* An h2 server's answer is whole, the request's rest waits for
+	 * its window: bounded while nothing of it goes. */
+	if (http_h2o_timer(h))
+		return;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	if (h->resp != HTTP_RESP_NONE && http_grpc_expired(h)) {
 		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing

@@ -49,6 +49,11 @@ void	http_h2o_req_trailers(struct http_state *h, const struct http_head *t);
 void	http_h2o_req_more(struct http_state *h);
 /* The whole request left for the server (or the stream is over). */
 bool	http_h2o_request_sent(const struct http_state *h);
+/* The session's timer fired: true when it was the wait of a stream whose
+ * response is whole for its request's rest (the server's window): armed
+ * again while body bytes go, else the stream is cancelled and the
+ * transaction ends as an early response (the request's rest unsent). */
+bool	http_h2o_timer(struct http_state *h);
 /* The stream's response: head, body, end, failure; after every event. */
 void	http_h2o_input(struct http_state *h);
 /* The transaction leaves its stream (reset if still open). */

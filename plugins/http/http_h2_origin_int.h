@@ -102,6 +102,10 @@ struct http_h2o_stream {
 	struct evbuffer		*replay;
 	size_t			 replay_max;
 	bool			 notify;	/* h has something new */
+	/* The response is whole, the request's rest waits: req_sent when
+	 * the timer was last armed for it (request-timeout). */
+	bool			 waiting;
+	uint64_t		 wait_sent;
 };
 
 TAILQ_HEAD(h2o_stream_list, http_h2o_stream);

@@ -30,7 +30,10 @@
  *
  * Full duplex: a response that comes before the request's end is normal
  * (an h2 stream cannot desynchronise as an HTTP/1.1 connection would):
- * both directions go on until both end. RST_STREAM from the server: 502
+ * both directions go on until both end, though once the response is
+ * whole, the request's rest has request-timeout at a time to go (a server
+ * that keeps the stream's window shut: the stream cancelled, the
+ * transaction ended as an early response). RST_STREAM from the server: 502
  * before the response head, else the client's transaction is aborted. A
  * connection that fails, or a stream the server refused, before any
  * response byte of a replayable request: the request goes once more on a
@@ -889,11 +892,42 @@ http_h2o_input(struct http_state *h)
 		http_abort(h, PX_END_SERVER_FAIL, why);
 		return;
 	}
-	/* Full duplex: the transaction is over once both ways are. */
-	if (h->resp == HTTP_RESP_DONE &&
-	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out) &&
-	    http_h2o_request_sent(h))
+	/* Full duplex: the transaction is over once both ways are; a
+	 * request whose rest the server does not take (its window shut)
+	 * has request-timeout at a time to go (http_h2o_timer). */
+	if (h->resp != HTTP_RESP_DONE ||
+	    http_scan_hold(h, PX_TO_CLIENT, h->c->out))
+		return;
+	if (http_h2o_request_sent(h))
 		http_response_complete(h);
+	else if (!st->waiting) {
+		st->waiting = true;
+		st->wait_sent = st->req_sent;
+		px_session_timer(h->s, http_grpc_bound(h,
+		    h->pol->request_timeout_ms));
+	}
+}
+
+bool
+http_h2o_timer(struct http_state *h)
+{
+	struct http_h2o_stream *st = h->h2o;
+
+	if (st == NULL || !st->waiting || h->resp != HTTP_RESP_DONE ||
+	    http_grpc_expired(h))
+		return false;
+	if (st->req_sent != st->wait_sent) {
+		st->wait_sent = st->req_sent;
+		px_session_timer(h->s, http_grpc_bound(h,
+		    h->pol->request_timeout_ms));
+		return true;
+	}
+	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
+	/* The stream is reset (CANCEL) as the transaction leaves it. */
+	http_response_complete(h);
+	if (!h->gone)
+		http_drive(h);
+	return true;
 }
 
 void

@@ -19,7 +19,14 @@ nothing (a stream held open), /sink... never answered and its body never
 taken (the stream's window stays shut; the connection's is given back),
 /sinkall... the same, the connection's window kept too (a server whose
 connection stalls: "sinkall full" logged once 65535 bytes came), /late
-answers 200 with "hello" 0.3 s after its request (a client acts first)."""
+answers 200 with "hello" 0.3 s after its request (a client acts first).
+Answered at once while the body waits (http_server_h2_window): /done-sink
+gets 200 "done" with END_STREAM and its body is never taken (the stream's
+window stays shut, the connection's is given back), /done-slow-sink a head
+and then "tick\n" every 0.25 s, 8 of them, the last with END_STREAM, its
+body never taken either, /done-drip 200 "done" with END_STREAM and its
+body taken slowly (each DATA frame's window given back 0.2 s after it
+came; its end logged "done-drip got N end")."""
 import socket
 import sys
 import threading
@@ -46,15 +53,26 @@ def serve(conn, log):
     h.initiate_connection()
     conn.sendall(h.data_to_send())
     streams = {}
-    late = []       # (when, stream id) of /late requests
+    late = []       # (when, action): what a path does later, in time order
+
+    def later(delay, action):
+        late.append((time.time() + delay, action))
+        late.sort(key=lambda w: w[0])
+
+    def answer_late(sid):
+        h.send_headers(sid, [(":status", "200"), ("content-length", "5")])
+        h.send_data(sid, b"hello", end_stream=True)
+
+    def tick(sid, left):
+        h.send_data(sid, b"tick\n", end_stream=left == 1)
+        if left > 1:
+            later(0.25, lambda: tick(sid, left - 1))
+
     while True:
         now = time.time()
         while late and late[0][0] <= now:
-            sid = late.pop(0)[1]
             try:
-                h.send_headers(sid, [(":status", "200"),
-                                     ("content-length", "5")])
-                h.send_data(sid, b"hello", end_stream=True)
+                late.pop(0)[1]()
             except Exception:
                 pass        # reset meanwhile
         out = h.data_to_send()
@@ -76,7 +94,10 @@ def serve(conn, log):
                 te = hd.get("te", "-")
                 with open(log, "a") as f:
                     f.write("%s %s te=%s\n" % (hd.get(":method"), path, te))
-                st = {"path": path, "bytes": 0, "trailer": "none"}
+                st = {"path": path, "bytes": 0, "trailer": "none",
+                      "sink": path.startswith("/sink") or
+                      path.startswith("/done-sink") or
+                      path.startswith("/done-slow-sink")}
                 streams[ev.stream_id] = st
                 if path.startswith("/echo"):
                     h.send_headers(ev.stream_id, [(":status", "200"),
@@ -98,8 +119,15 @@ def serve(conn, log):
                                                   ("x-te", te)])
                 elif path.startswith("/sink"):
                     pass    # reads nothing: its window stays shut
+                elif path.startswith("/done-slow-sink"):
+                    h.send_headers(ev.stream_id, [(":status", "200")])
+                    later(0.25, lambda sid=ev.stream_id: tick(sid, 8))
+                elif path.startswith("/done-"):
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("content-length", "4")])
+                    h.send_data(ev.stream_id, b"done", end_stream=True)
                 elif path == "/late":
-                    late.append((time.time() + 0.3, ev.stream_id))
+                    later(0.3, lambda sid=ev.stream_id: answer_late(sid))
                 elif path == "/hang":
                     pass                    # never answered
                 elif path == "/held":
@@ -129,7 +157,12 @@ def serve(conn, log):
                         st["full"] = True
                         with open(log, "a") as f:
                             f.write("sinkall full\n")
-                elif st is None or not st["path"].startswith("/sink"):
+                elif st is not None and st["path"].startswith("/done-drip"):
+                    st["bytes"] += len(ev.data)
+                    n = ev.flow_controlled_length
+                    later(0.2, lambda n=n, sid=ev.stream_id:
+                          h.acknowledge_received_data(n, sid))
+                elif st is None or not st["sink"]:
                     h.acknowledge_received_data(ev.flow_controlled_length,
                                                 ev.stream_id)
                 elif ev.flow_controlled_length:
@@ -157,6 +190,9 @@ def serve(conn, log):
                         st["path"] if st else "?", int(ev.error_code)))
             elif isinstance(ev, h2.events.StreamEnded):
                 st = streams.get(ev.stream_id)
+                if st is not None and st["path"].startswith("/done-drip"):
+                    with open(log, "a") as f:
+                        f.write("done-drip got %d end\n" % st["bytes"])
                 if st is not None and st["path"].startswith("/echo"):
                     h.send_headers(ev.stream_id, [
                         ("x-echo-trailer", st["trailer"]),
