@@ -75,6 +75,22 @@ raw_send() {
     python3 "$HTTP_RAW" send --port "$port" --data "$data" "$@"
 }
 
+# start_h2_origin PORTVAR LOG [DROP]: h2_origin_server.py (prior-knowledge
+# h2c; Debian's python3 with python3-h2) on a free port, its log LOG (its
+# stderr LOG.err); DROP: its first DROP connections closed at once
+start_h2_origin() {
+    local var=$1 log=$2 port
+    /usr/bin/python3 -c 'import h2' 2>/dev/null ||
+        fail "Debian's python3-h2 is missing (scripts/deps)"
+    free_port "$var"
+    port=${!var}
+    : >"$log"
+    /usr/bin/python3 "$LIB_DIR/h2_origin_server.py" "$port" "$log" ${3:-} \
+        2>"$log.err" &
+    track_pid $!
+    wait_listen "$port" 5 || fail "h2 origin did not start: $(cat "$log.err")"
+}
+
 # log_count REGEX: lines of $PROXYD_LOG matching
 log_count() {
     grep -Ec -- "$1" "$PROXYD_LOG" 2>/dev/null || true

@@ -29,24 +29,14 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 need_cmds curl python3
-H2PY=/usr/bin/python3
-"$H2PY" -c 'import h2' 2>/dev/null || fail "Debian's python3-h2 is missing (scripts/deps)"
 setup
 
-free_port OP
 OLOG=$T/origin.log
-: >"$OLOG"
-"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OP" "$OLOG" 2>"$T/origin.err" &
-track_pid $!
-wait_listen "$OP" 5 || fail "h2 origin did not start: $(cat "$T/origin.err")"
+start_h2_origin OP "$OLOG"
 
 # An origin whose first two connections die at once.
-free_port OD
 DLOG=$T/origin-drop.log
-: >"$DLOG"
-"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OD" "$DLOG" 2 2>"$T/origin-drop.err" &
-track_pid $!
-wait_listen "$OD" 5 || fail "h2 origin (drop) did not start: $(cat "$T/origin-drop.err")"
+start_h2_origin OD "$DLOG" 2
 
 free_port PH
 free_port PD
@@ -54,12 +44,8 @@ write_proxyd_conf
 write_http_service h2o "$PH" "$OP" '<http server-h2="yes" trailers="pass"/>'
 write_http_service h2d "$PD" "$OD" '<http server-h2="yes"/>'
 free_port PS
-free_port OS
 SLOG=$T/origin-stall.log
-: >"$SLOG"
-"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OS" "$SLOG" 2>"$T/origin-stall.err" &
-track_pid $!
-wait_listen "$OS" 5 || fail "h2 origin (stall) did not start: $(cat "$T/origin-stall.err")"
+start_h2_origin OS "$SLOG"
 write_http_service h2s "$PS" "$OS" '<http server-h2="yes"/>'
 free_port PT
 write_http_service h2t "$PT" "$OP" '<http server-h2="yes"><limits response-timeout="1s"/></http>'

@@ -18,16 +18,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 need_cmds python3
-H2PY=/usr/bin/python3
-"$H2PY" -c 'import h2' 2>/dev/null || fail "Debian's python3-h2 is missing (scripts/deps)"
 setup
 
-free_port OP
 OLOG=$T/origin.log
-: >"$OLOG"
-"$H2PY" "$LIB_DIR/h2_origin_server.py" "$OP" "$OLOG" 2>"$T/origin.err" &
-track_pid $!
-wait_listen "$OP" 5 || fail "h2 origin did not start: $(cat "$T/origin.err")"
+start_h2_origin OP "$OLOG"
 
 free_port PW
 write_proxyd_conf
