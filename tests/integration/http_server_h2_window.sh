@@ -9,7 +9,8 @@
 #    request logged (http-early-response, as an HTTP/1.1 server's early
 #    answer), and the client's next request on its connection is served
 #    (its body was all read) or, when its body was not all read, its
-#    connection closed after the response;
+#    connection closed after the response; the same behind an HTTP/2
+#    client's stream;
 #  - neither timeout cuts what still moves: a response that goes on for 2 s
 #    (a tick every 0.25 s) reaches the client whole, and a body the server
 #    takes slowly (its window given back 0.2 s after each frame, about 3 s
@@ -17,7 +18,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
-need_cmds python3
+need_cmds curl python3
 setup
 
 OLOG=$T/origin.log
@@ -25,7 +26,7 @@ start_h2_origin OP "$OLOG"
 
 free_port PW
 write_proxyd_conf
-write_http_service h2w "$PW" "$OP" '<http server-h2="yes"><limits request-timeout="1s" response-timeout="1s"/></http>'
+write_http_service h2w "$PW" "$OP" '<http server-h2="yes" h2c="yes"><limits request-timeout="1s" response-timeout="1s"/></http>'
 start_proxyd
 
 # client.py PORT PATH BODY_BYTES NEXT: a POST of BODY_BYTES (sent from a
@@ -128,4 +129,13 @@ check grep -q '^body=done$' <<<"$out" "the answer reached the client"
 check grep -q '^next=HTTP/1.1_200' <<<"$out" "the next request on the connection served"
 check wait_grep "$OLOG" '^done-drip got 1048576 end$' 5 "the server got the whole body"
 check [ "$(grep -c 'reset /done-drip' "$OLOG")" = 0 ] "the slow body was not cancelled"
+
+# 5. The same through an HTTP/2 client (its stream's leg): the client has
+# its answer at once, the server's stream does not stay held.
+head -c 131072 /dev/zero >"$T/body"
+code=$(curl -sS --max-time 6 --http2-prior-knowledge -o "$T/h2.out" -w '%{http_code}' \
+    --data-binary @"$T/body" "http://127.0.0.1:$PW/done-sink-h2" 2>"$T/h2.err") || true
+check [ "$code" = 200 ] "an HTTP/2 client's early answer: $code $(cat "$T/h2.err")"
+check wait_grep "$OLOG" '^reset /done-sink-h2 code=8$' 5 "its held stream cancelled"
+check wait_grep "$PROXYD_LOG" 'http-request .*path=/done-sink-h2 status=200 .*server-proto=h2 proto=h2 ' 5 "its http-request line"
 http_done
