@@ -325,13 +325,16 @@ http_transaction_done(struct http_state *h)
 static void
 http_tunnel_handoff(struct http_state *h)
 {
+	struct px_conn *io;
+
 	http_timer_set(h, 0);
 	http_log_request(h);
 	px_session_count(h->s, HTTP_C_TUNNELS, 1);
 	/* The core takes both sockets over. */
+	io = h->srv.io;
 	h->srv.io = NULL;
 	h->c = NULL;
-	if (px_session_tunnel(h->s) == -1)
+	if (px_session_tunnel(h->s, io) == -1)
 		px_session_end(h->s, PX_END_PROXY,
 		    "error: cannot start the tunnel relay");
 }
@@ -740,7 +743,7 @@ http_client_wr_cb(struct px_conn *c, void *arg)
 	http_drive(h);
 }
 
-static void
+void
 http_server_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
@@ -773,15 +776,14 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 		http_drive(h);
 }
 
-static void
+void
 http_server_wr_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 
 	if (h->connecting) {
-		int err = px_upstream_error(c->fd);
+		int err = px_session_upstream_result(h->s, c);
 
-		px_session_upstream_connected(h->s, err == 0);
 		h->connecting = false;
 		h->progress++;
 		if (err != 0) {
@@ -914,7 +916,7 @@ http_on_open(struct px_session *s, void *st)
 	h->pol = px_session_policy(s);
 	h->grpc_status = -1;
 	h->srv.io = NULL;
-	h->c = px_session_conn(s, PX_CHAN_CLIENT);
+	h->c = px_session_client_conn(s);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
 	h->head_out = evbuffer_new();
@@ -1021,30 +1023,30 @@ http_on_close(struct px_session *s, void *st)
 	h->c = NULL;	/* the core's */
 }
 
+/* The client's conn; the server's come to http_server_rd_cb and
+ * http_server_wr_cb directly (http_server_open). */
 static void
-http_readable(struct px_session *s, void *st, enum px_chan_end side)
+http_readable(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
 
-	if (h->h2 != NULL && side == PX_CHAN_CLIENT)
+	(void)s;
+	if (h->h2 != NULL)
 		http_h2_readable(h);
-	else if (side == PX_CHAN_CLIENT)
-		http_client_rd_cb(h->c, h);
 	else
-		http_server_rd_cb(h->srv.io, h);
+		http_client_rd_cb(h->c, h);
 }
 
 static void
-http_writable(struct px_session *s, void *st, enum px_chan_end side)
+http_writable(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
 
-	if (h->h2 != NULL && side == PX_CHAN_CLIENT)
+	(void)s;
+	if (h->h2 != NULL)
 		http_h2_writable(h);
-	else if (side == PX_CHAN_CLIENT)
-		http_client_wr_cb(h->c, h);
 	else
-		http_server_wr_cb(h->srv.io, h);
+		http_client_wr_cb(h->c, h);
 }
 
 /* Bytes the client sent that the loop has not read yet (a request written

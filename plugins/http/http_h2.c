@@ -10,8 +10,8 @@
  * tagged "proto=h2 stream=N", and the same metrics), and nothing here
  * decides about a request. Chosen over making http.c's transaction free
  * of its conn because that state machine owns one client conn and one
- * server side per session (px_session_upstream_open is per session, as
- * are its timer and scan state): a leg gives each stream all of that
+ * server connection at a time per session (as are its timer and scan
+ * state): a leg gives each stream all of that
  * unchanged, for a socketpair and a few syscalls per stream; a leg left
  * idle in keep-alive serves the connection's next stream
  * (http_h2_leg.c).

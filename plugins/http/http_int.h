@@ -445,6 +445,9 @@ int	http_server_open(struct http_state *h, const struct sockaddr *dst,
 struct evbuffer *http_server_out(struct http_state *h);
 /* Closes h->srv: to the pool when reusable and nothing is left in it. */
 void	http_server_drop(struct http_state *h, bool reusable);
+/* The events of the server connection http_server_open took (arg: h). */
+void	http_server_rd_cb(struct px_conn *c, void *arg);
+void	http_server_wr_cb(struct px_conn *c, void *arg);
 /* The request head is in head_out and dst is known: picks a server
  * connection and sends. */
 void	http_dispatch(struct http_state *h, const struct sockaddr *dst);

@@ -182,8 +182,9 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 	bool reused;
 
 	/* A tunnel takes its connection for good: never a pooled one. */
-	sv->io = px_session_upstream_open(h->s, dst, pooled_ok && !h->is_connect,
-	    &reused, &stage);
+	sv->io = px_session_upstream_take(h->s, dst, pooled_ok &&
+	    !h->is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
+	    &stage);
 	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
 		    stage, strerror(errno));
@@ -226,11 +227,11 @@ http_server_drop(struct http_state *h, bool reusable)
 	    evbuffer_get_length(sv->io->out) != 0 ||
 	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
-	sv->io = NULL;
-	h->connecting = false;
-	px_session_upstream_close(h->s, (struct sockaddr *)&sv->dst,
+	px_session_upstream_park(h->s, sv->io, (struct sockaddr *)&sv->dst,
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);
+	sv->io = NULL;
+	h->connecting = false;
 	sv->connected = false;
 }
 

@@ -76,20 +76,19 @@ enum px_chan_end {
 
 struct px_conn;
 
-/* The second kind of analyser, for protocols that hold a conversation
- * with one server connection at a time, chosen per request (http). The
- * core connects to no server before on_open. It owns the client's conn,
- * the server conn the analyser asks for (new or from the worker's pool:
- * px_session_upstream_open), the pool and one timer, and tells the
- * analyser when a side is readable or writable (a connect under way: done
- * or failed, see px_upstream_error) and when the timer fires. The analyser
- * reads and writes through the conns (conn.h) and accounts what it
- * delivered with px_session_account(). */
+/* The second kind of analyser, for protocols that choose their server
+ * connections per request (http). The core connects to no server before
+ * on_open. It owns the client's conn, the worker's pool and one timer,
+ * and tells the analyser when the client's conn is readable or writable
+ * and when the timer fires. Server connections are the analyser's own,
+ * as many as it wants, each with its own callbacks: it takes them from
+ * the core (px_session_upstream_take: pooled or a new connect, spoofed and
+ * marked as the service says) and gives them back (px_session_upstream_park).
+ * The analyser reads and writes through the conns (conn.h) and accounts
+ * what it delivered with px_session_account(). */
 struct px_driver {
-	void	(*on_readable)(struct px_session *s, void *st,
-		    enum px_chan_end side);
-	void	(*on_writable)(struct px_session *s, void *st,
-		    enum px_chan_end side);
+	void	(*on_readable)(struct px_session *s, void *st);
+	void	(*on_writable)(struct px_session *s, void *st);
 	void	(*on_timer)(struct px_session *s, void *st);
 	/* A reload replaced the worker's configuration; the session keeps
 	 * the old one (px_session_config_stale). NULL: nothing to do. The

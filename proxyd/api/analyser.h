@@ -188,16 +188,38 @@ void		 px_session_set_server(struct px_session *s,
 		    const struct sockaddr *server);
 
 /* For driver analysers (struct px_driver). */
-/* The core's conn for that side; NULL when there is none (no upstream). */
-struct px_conn	*px_session_conn(struct px_session *s, enum px_chan_end side);
-/* Opens the server side on dst: an idle pooled connection if pooled_ok
- * (*reused true; connected already) or a new non-blocking connect under
- * way (on_writable then says it is done: px_upstream_error()). Spoofing
- * and mark follow the service. NULL with errno and *stage on failure, or
- * EBUSY while a server side is open. */
-struct px_conn	*px_session_upstream_open(struct px_session *s,
-		    const struct sockaddr *dst, bool pooled_ok, bool *reused,
-		    const char **stage);
+/* The core's conn of the client; NULL when there is none. */
+struct px_conn	*px_session_client_conn(struct px_session *s);
+/* A server connection to dst that the analyser owns, any number per
+ * session: an idle one of the worker's pool if pooled_ok (*reused true;
+ * connected already, its TLS too) or a new non-blocking connect under
+ * way (*reused false: on_writable says it is done, then
+ * px_session_upstream_result). Its source is the client's address when
+ * the service spoofs (TPROXY), with the service's mark, its originating
+ * TLS attached (the handshake runs on the first reads and writes);
+ * counted as the service's connects and pool hits or misses; the
+ * session-end line names dst as the server. Its events go to
+ * on_readable and on_writable with arg (conn.h's px_conn_cb), never
+ * through struct px_driver. The analyser gives it back with
+ * px_session_upstream_park (or px_session_tunnel) by its on_close at the
+ * latest; what it still holds then is closed. NULL with errno and
+ * *stage on failure. */
+struct px_conn	*px_session_upstream_take(struct px_session *s,
+		    const struct sockaddr *dst, bool pooled_ok,
+		    void (*on_readable)(struct px_conn *, void *),
+		    void (*on_writable)(struct px_conn *, void *), void *arg,
+		    bool *reused, const char **stage);
+/* The connect px_session_upstream_take started on c is done: 0, or its
+ * errno. Counted: the service's connect-time histogram or its connect
+ * failures. */
+int		 px_session_upstream_result(struct px_session *s,
+		    struct px_conn *c);
+/* Gives c (px_session_upstream_take's, to dst) back: parked in the
+ * worker's pool (up to max per destination, for idle_ms; not while the
+ * worker drains) when reusable, else closed. c is gone after. */
+void		 px_session_upstream_park(struct px_session *s,
+		    struct px_conn *c, const struct sockaddr *dst,
+		    bool reusable, unsigned max, uint64_t idle_ms);
 /* A connection to dst that the analyser owns and may share between
  * sessions of s's worker (HTTP/2 towards servers): a non-blocking connect
  * under way on the returned socket, with the service's mark; never the
@@ -232,11 +254,9 @@ int		 px_session_tls_originate(struct px_session *s,
 const char	*px_session_tls_server_name(const struct px_session *s);
 /* The TLS on c agreed on ALPN protocol proto. */
 bool		 px_conn_alpn_is(const struct px_conn *c, const char *proto);
-/* 0 when the connect on fd succeeded, else its errno. */
+/* 0 when the connect on fd (px_session_upstream_socket's) succeeded,
+ * else its errno. */
 int		 px_upstream_error(int fd);
-/* What px_upstream_error() said of the connect px_session_upstream_open()
- * started: for the connect-time histogram and the failure counter. */
-void		 px_session_upstream_connected(struct px_session *s, bool ok);
 /* Adds n to value `value` of the analyser's counter series `series`
  * (an index into its series[]); out of range: nothing. */
 void		 px_session_series_add(struct px_session *s, unsigned series,
@@ -245,11 +265,6 @@ void		 px_session_series_add(struct px_session *s, unsigned series,
  * `series`; out of range: nothing. */
 void		 px_session_series_observe(struct px_session *s,
 		    unsigned series, unsigned value, uint64_t us);
-/* Closes the server side: parked in the worker's pool (up to max per
- * destination for idle_ms) when reusable, else closed. */
-void		 px_session_upstream_close(struct px_session *s,
-		    const struct sockaddr *dst, bool reusable, unsigned max,
-		    uint64_t idle_ms);
 /* Bytes a driver analyser delivered, for the log and counters. */
 void		 px_session_account(struct px_session *s, enum px_dir dir,
 		    uint64_t n);
@@ -261,9 +276,11 @@ void		 px_session_unsent(struct px_session *s, enum px_dir dir,
 /* Arms the session's analyser timer (0: stops it); on_timer when it fires. */
 void		 px_session_timer(struct px_session *s, uint64_t ms);
 /* Everything from here on is a plain byte stream between the client and
- * the server side (CONNECT, Upgrade): the core closes both conns and
- * relays the sockets (splice when it can). Both conns must be empty. */
-int		 px_session_tunnel(struct px_session *s);
+ * server, a conn px_session_upstream_take gave (CONNECT, Upgrade): the
+ * core closes the client's conn and server (its socket the session's
+ * now, closed at its end) and relays the two sockets (splice when it
+ * can). Both conns must be empty. Once per session. 0, or -1. */
+int		 px_session_tunnel(struct px_session *s, struct px_conn *server);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
 /* One request (analyser->requests: HTTP/1.x or an HTTP/2 stream's leg)

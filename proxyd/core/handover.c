@@ -534,7 +534,7 @@ px_ho_quiet(struct px_session *s, struct px_ho_session *r)
 		return true;
 	if ((n = a->handover_save(s, s->an_state, r->an_state,
 	    sizeof(r->an_state))) < 0 || (size_t)n > sizeof(r->an_state) ||
-	    s->state != PX_SS_RELAY || (driver && s->dconn_open[1]))
+	    s->state != PX_SS_RELAY || (driver && px_drv_server_fd(s) != -1))
 		return false;
 	r->an_len = (uint32_t)n;
 	return true;

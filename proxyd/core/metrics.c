@@ -327,9 +327,19 @@ px_metrics_held(const struct px_session *s, enum px_dir dir)
 
 	if (s->relay_on)
 		n = px_relay_unsent(s->relay, dir);
-	else if (s->dconn_open[side]) {
-		n = evbuffer_get_length(s->dconn[side].out);
-		fd = s->dconn[side].fd;
+	else if (side == 0 && s->dconn_open[0]) {
+		n = evbuffer_get_length(s->dconn[0].out);
+		fd = s->dconn[0].fd;
+	} else if (side == 1 && s->drv != NULL) {
+		/* A driver analyser's server conns. */
+		const struct px_upconn *u;
+
+		LIST_FOREACH(u, &s->drv->ups, link) {
+			n += evbuffer_get_length(u->c.out);
+			if (ioctl(u->c.fd, SIOCOUTQ, &q) == 0 && q > 0)
+				n += (uint64_t)q;
+		}
+		return n;
 	}
 	if (fd != -1 && ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
 		n += (uint64_t)q;

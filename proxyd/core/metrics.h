@@ -135,6 +135,10 @@ uint64_t px_metrics_now_us(void);
 /* Wall-clock microseconds since start (gettimeofday), 0 if negative. */
 uint64_t px_metrics_since_us(const struct timeval *start);
 void	px_hist_observe(struct px_hist *h, uint64_t us);
+/* A stream analyser's connect to its server is done (ok) or failed:
+ * the connect-time histogram (from s->connect_start_us) or the failure
+ * counter. */
+void	px_session_upstream_connected(struct px_session *s, bool ok);
 
 /* Counts a refusal of s (reason: enum px_denial, PX_DENY_ANALYSER for
  * an analyser's denied* events): its service's denied[] and the count by

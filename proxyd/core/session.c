@@ -149,6 +149,12 @@ px_session_timer_cb(evutil_socket_t fd, short what, void *arg)
 	 * after the last byte moved. */
 	now = px_now_ms(s->w);
 	progress = px_tcp_progress(s->cfd) + px_tcp_progress(s->sfd);
+	if (s->drv != NULL) {
+		const struct px_upconn *u;
+
+		LIST_FOREACH(u, &s->drv->ups, link)
+			progress += px_tcp_progress(u->c.fd);
+	}
 	if (progress != s->tcp_progress) {
 		/* Happened some time since the last check: count it as now. */
 		s->tcp_progress = progress;
@@ -370,7 +376,7 @@ px_session_release_io(struct px_session *s)
 			px_conn_close(&s->dconn[d]);
 			s->dconn_open[d] = false;
 		}
-	px_drv_timer_free(s);
+	px_drv_free(s);
 }
 
 void

@@ -1,9 +1,11 @@
 /* A session: one client connection (or a leg's socketpair end, see
- * px_session_spawn), its server connection, the analyser between them,
- * and its accounting. Owned by one worker from accept to close; only
+ * px_session_spawn), its server connection (a driver analyser's: those
+ * it took, struct px_upconn), the analyser between them, and its
+ * accounting. Owned by one worker from accept to close; only
  * px_session_end() tears it down. A stream analyser's bytes move through a
  * px_relay (relay.h), which reports back through callbacks; a driver
- * analyser's through the session's conns (session_api.c). */
+ * analyser's through its client conn and its own server conns
+ * (session_api.c). */
 #ifndef PX_SESSION_H
 #define PX_SESSION_H
 
@@ -26,6 +28,28 @@
 struct px_worker;
 struct px_listener;
 struct px_svc_counters;
+
+/* A server connection a driver analyser took (px_session_upstream_take,
+ * session_api.c): the analyser holds &c and gets its events; the core
+ * lists it for the session's accounting (what it still holds unsent, the
+ * idle timer's progress, the admin's listing) until the analyser parks it
+ * or hands it to the tunnel, or the session's end closes it. */
+struct px_upconn {
+	struct px_conn		 c;	/* first: the analyser's pointer */
+	LIST_ENTRY(px_upconn)	 link;
+	uint64_t		 connect_start_us;	/* a connect under way; 0 */
+};
+LIST_HEAD(px_upconns, px_upconn);
+
+/* A driver analyser's own, beside its client conn: one lazy timer
+ * (px_session_timer) and its server connections. */
+struct px_drv {
+	struct event		 ev;
+	bool			 pending;	/* ev is added */
+	uint64_t		 fire_us;	/* when pending: fires by this */
+	uint64_t		 deadline_us;	/* on_timer; 0: none */
+	struct px_upconns	 ups;
+};
 
 enum px_session_state {
 	PX_SS_CONNECTING = 0,
@@ -74,15 +98,19 @@ struct px_session {
 	 * analyser's session never has one (2.5 KB it held for nothing). */
 	struct px_relay		*relay;
 	bool			 relay_on;
-	/* A driver analyser's conns (struct px_driver), by px_chan_end, or
-	 * the client's during its TLS handshake or ClientHello: [2] from
-	 * px_session_dconn(), NULL before (a plug session never has them). */
+	/* A driver analyser's client conn (struct px_driver), or the
+	 * client's during its TLS handshake or ClientHello, and keybridge's
+	 * server conn before the analyser opens: [2] by px_chan_end, from
+	 * px_session_dconn(), NULL before (a plug session never has them);
+	 * [0] alone, a driver's plain client (px_drv_open): dconn_open[1]
+	 * says whether [1] is there to look at. */
 	struct px_conn		*dconn;
 	bool			 dconn_open[2];
 	bool			 an_timer_set;
-	/* The driver analyser's timer (px_drv_open, session_api.c):
-	 * allocated, since a plug session never has one. */
-	struct px_an_timer	*an_timer;
+	/* The driver analyser's timer and the server conns it took
+	 * (px_drv_open, session_api.c): allocated, since a plug session
+	 * never has them. */
+	struct px_drv		*drv;
 	uint64_t		 bytes[2];	/* delivered, per px_dir */
 	uint64_t		 credited[2];	/* of bytes, in m->delivered */
 	bool			 admitted;	/* past the admission checks */
@@ -172,8 +200,11 @@ int	px_session_dconn(struct px_session *s);
 /* session_api.c: a driver analyser's client conn and timer, before its
  * on_open. 0, or -1 (out of memory). */
 int	px_drv_open(struct px_session *s);
-/* Frees the driver analyser's timer (px_drv_open), if any. */
-void	px_drv_timer_free(struct px_session *s);
+/* Frees the driver analyser's timer and closes the server conns it still
+ * holds (px_drv_open), if any. */
+void	px_drv_free(struct px_session *s);
+/* The fd of the first server conn the driver analyser holds; -1: none. */
+int	px_drv_server_fd(const struct px_session *s);
 
 /* The server's TLS failed (err) in a handshake call of the analyser's
  * (FTP's AUTH TLS), not in a read of the relay's: the session ends as the

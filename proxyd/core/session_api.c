@@ -1,7 +1,9 @@
 /* What an analyser may ask of its session (analyser.h), apart from its
  * life: where it goes, what it may read and count, a driver analyser's
- * conns, timer and server connections, the tunnel hand-off, data channels,
- * and the admin listing's copy of a session. */
+ * client conn, timer and the server connections it owns (taken from the
+ * worker's pool or connected as the service says, parked again), the
+ * tunnel hand-off, data channels, and the admin listing's copy of a
+ * session. */
 #include "session.h"
 #include "snapshot.h"
 
@@ -209,7 +211,7 @@ px_session_tls_name(const struct px_session *s)
 }
 
 /* A server connection to dst: pooled (connected, its TLS too) or a new
- * connect under way. 0, or -1 with *stage. */
+ * connect under way (*reused false). 0, or -1 with *stage. */
 static int
 px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
     bool pooled_ok, bool *reused, const char **stage, struct px_pooled *out)
@@ -241,7 +243,6 @@ px_session_upstream_fd(struct px_session *s, const struct sockaddr *dst,
 		return -1;
 	}
 	PX_SC_ADD(s->m, upstream_new, 1);
-	s->connect_start_us = px_metrics_now_us();
 	return 0;
 }
 
@@ -365,8 +366,8 @@ px_drv_readable(struct px_conn *c, void *arg)
 {
 	struct px_session *s = arg;
 
-	s->svc->analyser->driver->on_readable(s, s->an_state,
-	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+	(void)c;
+	s->svc->analyser->driver->on_readable(s, s->an_state);
 }
 
 static void
@@ -374,22 +375,15 @@ px_drv_writable(struct px_conn *c, void *arg)
 {
 	struct px_session *s = arg;
 
-	s->svc->analyser->driver->on_writable(s, s->an_state,
-	    c == &s->dconn[0] ? PX_CHAN_CLIENT : PX_CHAN_SERVER);
+	(void)c;
+	s->svc->analyser->driver->on_writable(s, s->an_state);
 }
 
-/* Lazy (px_session_timer): the event stays where it is while the
- * deadline only moves later, and re-arms itself for the rest when it
- * fires before it. */
-struct px_an_timer {
-	struct event	 ev;
-	bool		 pending;	/* ev is added */
-	uint64_t	 fire_us;	/* when pending: fires by this */
-	uint64_t	 deadline_us;	/* on_timer; 0: none */
-};
-
+/* The timer is lazy (px_session_timer): the event stays where it is
+ * while the deadline only moves later, and re-arms itself for the rest
+ * when it fires before it. */
 static void
-px_an_timer_add(struct px_an_timer *t, uint64_t now, uint64_t us)
+px_an_timer_add(struct px_drv *t, uint64_t now, uint64_t us)
 {
 	struct timeval tv = { .tv_sec = (time_t)(us / 1000000),
 	    .tv_usec = (suseconds_t)(us % 1000000) };
@@ -403,7 +397,7 @@ static void
 px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_session *s = arg;
-	struct px_an_timer *t = s->an_timer;
+	struct px_drv *t = s->drv;
 	uint64_t now;
 
 	(void)fd; (void)what;
@@ -426,6 +420,10 @@ px_drv_timer_cb(evutil_socket_t fd, short what, void *arg)
 #define PX_KEYBRIDGE_POOL_MAX		64
 #define PX_KEYBRIDGE_POOL_IDLE_MS	10000
 
+static void px_session_pool_put(struct px_session *s, struct px_conn *c,
+    const struct sockaddr *dst, bool reusable, unsigned max,
+    uint64_t idle_ms);
+
 /* Before on_open: the client's conn and the analyser's timer. */
 int
 px_drv_open(struct px_session *s)
@@ -442,13 +440,18 @@ px_drv_open(struct px_session *s)
 		s->dconn_open[0] = false;
 	}
 	if (s->dconn_open[1]) {
-		s->dconn[1].on_readable = px_drv_readable;
-		s->dconn[1].on_writable = px_drv_writable;
-		px_session_upstream_close(s, (struct sockaddr *)&s->server,
-		    true, PX_KEYBRIDGE_POOL_MAX, PX_KEYBRIDGE_POOL_IDLE_MS);
+		px_session_pool_put(s, &s->dconn[1],
+		    (struct sockaddr *)&s->server, true, PX_KEYBRIDGE_POOL_MAX,
+		    PX_KEYBRIDGE_POOL_IDLE_MS);
+		s->dconn_open[1] = false;
+		s->sfd = -1;
 	}
-	if (px_session_dconn(s) == -1 ||
-	    px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
+	/* The client's conn alone (the server conns are the analyser's
+	 * own), unless a handshake before made both. */
+	if (s->dconn == NULL && (s->dconn = calloc(1, sizeof(*s->dconn))) ==
+	    NULL)
+		return -1;
+	if (px_conn_open(&s->dconn[0], s->w->base, s->cfd, px_drv_readable,
 	    px_drv_writable, s) == -1)
 		return -1;
 	s->dconn_open[0] = true;
@@ -461,18 +464,19 @@ px_drv_open(struct px_session *s)
 		    &peer) == -1)
 			return -1;
 	}
-	if ((s->an_timer = calloc(1, sizeof(*s->an_timer))) == NULL ||
-	    evtimer_assign(&s->an_timer->ev, s->w->base, px_drv_timer_cb,
+	if ((s->drv = calloc(1, sizeof(*s->drv))) == NULL ||
+	    evtimer_assign(&s->drv->ev, s->w->base, px_drv_timer_cb,
 	    s) == -1)
 		return -1;
+	LIST_INIT(&s->drv->ups);
 	s->an_timer_set = true;
 	return 0;
 }
 
 struct px_conn *
-px_session_conn(struct px_session *s, enum px_chan_end side)
+px_session_client_conn(struct px_session *s)
 {
-	return s->dconn_open[side] ? &s->dconn[side] : NULL;
+	return s->dconn_open[0] ? &s->dconn[0] : NULL;
 }
 
 /* Lazy, as HAProxy's and nginx's timeouts: an HTTP keep-alive
@@ -483,7 +487,7 @@ px_session_conn(struct px_session *s, enum px_chan_end side)
 void
 px_session_timer(struct px_session *s, uint64_t ms)
 {
-	struct px_an_timer *t = s->an_timer;
+	struct px_drv *t = s->drv;
 	uint64_t now, deadline;
 
 	if (!s->an_timer_set)
@@ -500,16 +504,43 @@ px_session_timer(struct px_session *s, uint64_t ms)
 	px_an_timer_add(t, now, ms * 1000);
 }
 
-void
-px_drv_timer_free(struct px_session *s)
+/* The timer stops for good (the session relays a tunnel now, or ends). */
+static void
+px_drv_timer_stop(struct px_session *s)
 {
-	if (s->an_timer != NULL) {
-		if (s->an_timer_set)
-			event_del(&s->an_timer->ev);
-		free(s->an_timer);
-	}
-	s->an_timer = NULL;
+	if (s->drv != NULL && s->an_timer_set)
+		event_del(&s->drv->ev);
 	s->an_timer_set = false;
+}
+
+void
+px_drv_free(struct px_session *s)
+{
+	struct px_upconn *u;
+
+	px_drv_timer_stop(s);
+	if (s->drv == NULL)
+		return;
+	/* Those the analyser did not park in its on_close: closed. */
+	while ((u = LIST_FIRST(&s->drv->ups)) != NULL) {
+		int fd = u->c.fd;
+
+		LIST_REMOVE(u, link);
+		px_session_log_tls_failure(s, &u->c, "server");
+		px_conn_close(&u->c);
+		if (fd != -1)
+			close(fd);
+		free(u);
+	}
+	free(s->drv);
+	s->drv = NULL;
+}
+
+int
+px_drv_server_fd(const struct px_session *s)
+{
+	return s->drv != NULL && !LIST_EMPTY(&s->drv->ups) ?
+	    LIST_FIRST(&s->drv->ups)->c.fd : -1;
 }
 
 static void
@@ -519,11 +550,14 @@ px_session_pool_release(void *held)
 }
 
 struct px_conn *
-px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
-    bool pooled_ok, bool *reused, const char **stage)
+px_session_upstream_take(struct px_session *s, const struct sockaddr *dst,
+    bool pooled_ok, void (*on_readable)(struct px_conn *, void *),
+    void (*on_writable)(struct px_conn *, void *), void *arg, bool *reused,
+    const char **stage)
 {
 	struct px_tls_peer peer = px_session_tls_peer(s);
 	struct px_pooled pc;
+	struct px_upconn *u;
 	int err;
 
 	peer.addr = dst;
@@ -532,49 +566,70 @@ px_session_upstream_open(struct px_session *s, const struct sockaddr *dst,
 	peer.verify_later = s->kb_untrusted;
 
 	*stage = "connect";
-	if (s->dconn_open[1]) {
-		errno = EBUSY;
+	if (s->drv == NULL) {
+		errno = EINVAL;
 		return NULL;
 	}
-	if (px_session_upstream_fd(s, dst, pooled_ok, reused, stage, &pc) == -1)
+	if ((u = calloc(1, sizeof(*u))) == NULL) {
+		*stage = "buffers";
 		return NULL;
-	if (px_session_dconn(s) == -1 ||
-	    px_conn_open(&s->dconn[1], s->w->base, pc.fd, px_drv_readable,
-	    px_drv_writable, s) == -1)
+	}
+	u->c.fd = -1;
+	if (px_session_upstream_fd(s, dst, pooled_ok, reused, stage, &pc) ==
+	    -1) {
+		free(u);
+		return NULL;
+	}
+	if (!*reused)
+		u->connect_start_us = px_metrics_now_us();
+	if (px_conn_open(&u->c, s->w->base, pc.fd, on_readable, on_writable,
+	    arg) == -1)
 		goto fail;
 	/* The pool's read event watches the socket until the conn's does. */
 	if (pc.held != NULL)
-		px_conn_adopt(&s->dconn[1], px_session_pool_release, pc.held);
+		px_conn_adopt(&u->c, px_session_pool_release, pc.held);
 	pc.held = NULL;
 	if (pc.tf != NULL) {
-		px_conn_set_transform(&s->dconn[1], pc.tf, pc.tf_state);
+		px_conn_set_transform(&u->c, pc.tf, pc.tf_state);
 		/* A pooled TLS connection: its server's answer was read by
 		 * another session; the JA4S is the same server's. */
 		if (peer.ja4s != NULL && peer.ja4s[0] == '\0')
-			memcpy(peer.ja4s, px_tls_ja4s(&s->dconn[1]),
-			    strlen(px_tls_ja4s(&s->dconn[1])) + 1);
+			memcpy(peer.ja4s, px_tls_ja4s(&u->c),
+			    strlen(px_tls_ja4s(&u->c)) + 1);
 	} else if (s->svc->tls_server != NULL) {
 		peer.name = px_session_tls_name(s);
-		if (px_tls_attach(&s->dconn[1], s->svc->tls_server,
-		    &peer) == -1)
+		if (px_tls_attach(&u->c, s->svc->tls_server, &peer) == -1)
 			goto fail;
 	}
-	s->dconn_open[1] = true;
-	s->sfd = pc.fd;
+	LIST_INSERT_HEAD(&s->drv->ups, u, link);
 	px_session_set_server(s, dst);
-	return &s->dconn[1];
+	return &u->c;
 fail:
 	err = errno;
 	px_pool_release(pc.held);
-	if ((s->dconn == NULL || s->dconn[1].tf == NULL) && pc.tf != NULL &&
-	    pc.tf->free != NULL)
+	if (u->c.tf == NULL && pc.tf != NULL && pc.tf->free != NULL)
 		pc.tf->free(pc.tf_state);
-	if (s->dconn != NULL)
-		px_conn_close(&s->dconn[1]);
+	px_conn_close(&u->c);
 	close(pc.fd);
+	free(u);
 	*stage = "buffers";
 	errno = err != 0 ? err : ENOMEM;
 	return NULL;
+}
+
+int
+px_session_upstream_result(struct px_session *s, struct px_conn *c)
+{
+	struct px_upconn *u = (struct px_upconn *)c;
+	int err = px_upstream_result(c->fd);
+
+	if (err != 0)
+		PX_SC_ADD(s->m, connect_failures, 1);
+	else if (u->connect_start_us != 0)
+		px_hist_observe(&s->m->connect_duration,
+		    px_metrics_now_us() - u->connect_start_us);
+	u->connect_start_us = 0;
+	return err;
 }
 
 /* A driver analyser answers a failed server conn its own way (http: a
@@ -591,27 +646,26 @@ px_session_log_tls_failure(struct px_session *s, const struct px_conn *c,
 	    side, px_tls_failure_name(f), px_conn_strerror(c, EPROTO));
 }
 
-void
-px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
-    bool reusable, unsigned max, uint64_t idle_ms)
+/* c's socket and its transform state (taken off c) go to the worker's
+ * pool when reusable (not while it drains), or are closed; c is closed
+ * either way. */
+static void
+px_session_pool_put(struct px_session *s, struct px_conn *c,
+    const struct sockaddr *dst, bool reusable, unsigned max,
+    uint64_t idle_ms)
 {
 	struct px_pool_key key;
 	struct px_conn kept = { .tf = NULL };
 	/* A pooled connection found dead counts for the service parking it. */
-	struct px_pooled pc = { .fd = s->sfd, .stale = &s->m->pool_stale };
+	struct px_pooled pc = { .fd = c->fd, .stale = &s->m->pool_stale };
 
-	if (!s->dconn_open[1])
-		return;
-	px_session_log_tls_failure(s, &s->dconn[1], "server");
-	reusable = reusable && !s->w->draining;
-	if (!reusable) {
-		px_conn_close(&s->dconn[1]);
-		s->dconn_open[1] = false;
-		s->sfd = -1;
+	px_session_log_tls_failure(s, c, "server");
+	if (!reusable || s->w->draining) {
+		px_conn_close(c);
 		close(pc.fd);
 		return;
 	}
-	px_conn_move_transform(&kept, &s->dconn[1]);
+	px_conn_move_transform(&kept, c);
 	pc.tf = kept.tf;
 	pc.tf_state = kept.tf_state;
 	px_pool_key_init(&key, s->svc->has_mark ? &s->svc->mark : NULL,
@@ -622,9 +676,19 @@ px_session_upstream_close(struct px_session *s, const struct sockaddr *dst,
 	 * pool's takes over with no epoll change. (Not parked: closed, and
 	 * the conn's delete below meets a closed socket, as any close.) */
 	px_pool_put(&s->w->pool, &key, &pc, max, idle_ms);
-	px_conn_close(&s->dconn[1]);
-	s->dconn_open[1] = false;
-	s->sfd = -1;
+	px_conn_close(c);
+}
+
+void
+px_session_upstream_park(struct px_session *s, struct px_conn *c,
+    const struct sockaddr *dst, bool reusable, unsigned max,
+    uint64_t idle_ms)
+{
+	struct px_upconn *u = (struct px_upconn *)c;
+
+	LIST_REMOVE(u, link);
+	px_session_pool_put(s, c, dst, reusable, max, idle_ms);
+	free(u);
 }
 
 void
@@ -669,20 +733,23 @@ px_session_active(struct px_session *s)
 }
 
 int
-px_session_tunnel(struct px_session *s)
+px_session_tunnel(struct px_session *s, struct px_conn *server)
 {
-	int side;
+	struct px_upconn *u = (struct px_upconn *)server;
 
-	if (!s->dconn_open[1]) {
+	if (!s->dconn_open[0] || s->sfd != -1) {
 		errno = ENOTCONN;
 		return -1;
 	}
-	/* The sockets stay; the relay takes them over. */
-	for (side = 0; side < 2; side++) {
-		px_conn_close(&s->dconn[side]);
-		s->dconn_open[side] = false;
-	}
-	px_drv_timer_free(s);
+	/* The sockets stay; the relay takes them over, and the session
+	 * closes them at its end. */
+	LIST_REMOVE(u, link);
+	s->sfd = server->fd;
+	px_conn_close(server);
+	free(u);
+	px_conn_close(&s->dconn[0]);
+	s->dconn_open[0] = false;
+	px_drv_timer_stop(s);
 	return px_session_relay(s, PX_RELAY_SPLICE, true);
 }
 
@@ -749,6 +816,7 @@ px_session_snapshot(const struct px_session *s, uint64_t now,
     struct px_session_snap *p)
 {
 	socklen_t len;
+	int fd;
 
 	memset(p, 0, sizeof(*p));
 	p->id = s->id;
@@ -768,7 +836,8 @@ px_session_snapshot(const struct px_session *s, uint64_t now,
 	p->dst = s->dst;
 	p->server = s->server;
 	len = sizeof(p->upstream_local);
-	if (s->sfd == -1 || getsockname(s->sfd,
+	fd = s->sfd != -1 ? s->sfd : px_drv_server_fd(s);
+	if (fd == -1 || getsockname(fd,
 	    (struct sockaddr *)&p->upstream_local, &len) == -1)
 		p->upstream_local.ss_family = AF_UNSPEC;
 	p->to_server = s->bytes[PX_TO_SERVER];

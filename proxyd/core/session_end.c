@@ -337,16 +337,18 @@ px_session_abort(struct px_session *s, const char *why)
 	px_session_end(s, PX_END_POLICY, reason);
 }
 
-/* A driver analyser's conns hold nothing unwritten. */
+/* A driver analyser's conns hold nothing unwritten: its client's and
+ * the server conns it took. */
 static bool
 px_session_driver_flushed(const struct px_session *s)
 {
-	int d;
+	const struct px_upconn *u;
 
-	for (d = 0; d < 2; d++)
-		if (s->dconn_open[d] && evbuffer_get_length(s->dconn[d].out) != 0)
-			return false;
-	return s->dconn_open[0];
+	if (s->drv != NULL)
+		LIST_FOREACH(u, &s->drv->ups, link)
+			if (evbuffer_get_length(u->c.out) != 0)
+				return false;
+	return s->dconn_open[0] && evbuffer_get_length(s->dconn[0].out) == 0;
 }
 
 void
