@@ -335,6 +335,8 @@ px_worker_listen(struct px_worker *w, struct px_config *cfg, FILE *errout)
 			if (o->lev != NULL && px_same_listen(o->svc, svc)) {
 				l->lev = o->lev;
 				o->lev = NULL;
+				/* Still disabled if paused: still refusing. */
+				l->paused = o->paused;
 				/* listen() again only changes the backlog. */
 				(void)listen(evconnlistener_get_fd(l->lev),
 				    (int)svc->backlog);
