@@ -170,7 +170,7 @@ if [[ -n $MD ]]; then
     {
         echo "## Cluster (issue 37): proxyd CPU per request, one proxyd vs 3 lab nodes"
         echo
-        echo "One lab (deploy/cluster/lab.sh up 3): single = every connection routed to node 1, cluster = ECMP over the 3 nodes; $R rounds of each, interleaved, N=$N HTTP requests a round (ab -c $C, no keep-alive, 4 KB); each node's CPU (schedstat) over the requests it served (its /metrics), medians of the rounds. Target: each node within 10 % of one proxyd (vs 1 <= 1.10). net: the node's idle CPU taken off; paired: the median of each cluster round's ratio to the single round before it."
+        echo "One lab (deploy/cluster/lab.sh up 3): single = every connection routed to one node (node K mod 3 in round K), cluster = ECMP over the 3 nodes; $R rounds of each, interleaved, N=$N HTTP requests a round (ab -c $C, no keep-alive, 4 KB); each node's CPU (schedstat) over the requests it served (its /metrics), medians of the rounds. Target: each node within 10 % of one proxyd (vs 1 <= 1.10). net: the node's idle CPU taken off; paired: the median of each cluster round's ratio to the single round before it."
         echo
         echo "| row | requests | raw us/req | vs 1 | net us/req | vs 1 | paired |"
         echo "|---|---|---|---|---|---|---|"
