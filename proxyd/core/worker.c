@@ -243,6 +243,10 @@ px_accept_resume_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd; (void)what;
 	if (now < hold) {
+		/* A reserve lost to another thread (px_refuse_with_reserve's
+		 * open) is taken again as soon as a descriptor is free. */
+		if (w->reserve_fd == -1)
+			w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		for (i = 0; i < w->nlisteners; i++) {
 			l = &w->listeners[i];
 			if (l->lev != NULL && l->paused)
