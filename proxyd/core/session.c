@@ -542,7 +542,12 @@ px_session_server_connect(struct px_session *s, const struct sockaddr *dst)
 	event_assign(&s->conn_ev, s->w->base, fd, EV_READ | EV_WRITE,
 	    px_session_later_cb, s);
 	if (!in_progress) {
-		px_session_later_cb(fd, EV_WRITE, s);
+		/* Connected at once (loopback): finished on the loop's next
+		 * turn, not inside the analyser's call, which a failure there
+		 * (the session ended, its state freed) would pull from under
+		 * it. Ending the session before then closes fd (session_end.c:
+		 * an active conn_ev is pending). */
+		event_active(&s->conn_ev, EV_WRITE, 0);
 		return 0;
 	}
 	event_add(&s->conn_ev, NULL);

@@ -592,6 +592,9 @@ px_relay_set_server(struct px_relay *r, int fd)
 	if (px_conn_open(c, r->base, fd, px_buf_readable, px_buf_writable,
 	    r) == -1 || (r->ops->prepare != NULL &&
 	    r->ops->prepare(r->arg, 1, c) == -1)) {
+		/* Its buffers and any half-made TLS; the socket stays the
+		 * caller's to close. */
+		px_conn_close(c);
 		evbuffer_free(queued);
 		return -1;
 	}
