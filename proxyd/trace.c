@@ -1,5 +1,5 @@
 /* proxyd --check --trace CLIENT DEST:PORT: which service of each shared
- * listener would take such a connection, and why. It decides with the
+ * listener would take such a connection (its lists and ports=), and why. It decides with the
  * same trees the workers use and explains with a plain scan of each list;
  * the two must agree (a disagreement is a bug, and says so). */
 #include "trace.h"
@@ -51,6 +51,7 @@ px_trace(const struct px_config *c, const char *client, const char *dest,
 	struct px_zone_path czp, dzp;
 	char a[PX_ADDRSTRLEN];
 	size_t i, j, shown = 0;
+	uint16_t port;
 	int bad = 0;
 
 	if (px_parse_ip(client, 0, &cs, &len, &why) == -1) {
@@ -62,6 +63,7 @@ px_trace(const struct px_config *c, const char *client, const char *dest,
 		    "[ADDR6]:PORT)\n", dest, why);
 		return 1;
 	}
+	port = px_sockaddr_port((struct sockaddr *)&ds);
 	px_key_from_sockaddr(&ck, (struct sockaddr *)&cs);
 	px_key_from_sockaddr(&dk, (struct sockaddr *)&ds);
 	px_zones_path(&c->zones, &ck, &czp);
@@ -75,6 +77,7 @@ px_trace(const struct px_config *c, const char *client, const char *dest,
 		const struct px_group *g = &c->groups[i];
 		const struct px_service *lead = g->svc[0];
 		int16_t cspec[PX_GROUP_MAX], sspec[PX_GROUP_MAX];
+		int16_t addr0;
 		int pick, tie[2];
 
 		/* Only listeners that take diverted connections pick by
@@ -95,21 +98,28 @@ px_trace(const struct px_config *c, const char *client, const char *dest,
 			    &ck, &czp, cwhy, sizeof(cwhy));
 			int sscan = px_addrlist_spec(&svc->servers, &c->zones,
 			    &dk, &dzp, swhy, sizeof(swhy));
+			bool port_ok = px_addrlist_port_ok(&svc->servers, port);
 
 			fprintf(out, "    %s (%s %s, %s:%ld): %s\n", svc->name,
 			    svc->analyser->name, px_mode_name(svc->mode),
-			    svc->file, svc->line, cscan >= 0 && sscan >= 0 ?
-			    "matches" : "does not match");
+			    svc->file, svc->line, cscan >= 0 && sscan >= 0 &&
+			    port_ok ? "matches" : "does not match");
 			px_trace_list(out, "clients", svc, &svc->clients, cscan,
 			    cwhy);
 			px_trace_list(out, "servers", svc, &svc->servers, sscan,
 			    swhy);
+			if (svc->servers.nports != 0)
+				fprintf(out, "      port %u: %s ports= (%s:%ld)\n",
+				    (unsigned)port, port_ok ? "in" : "not in",
+				    svc->file, svc->servers.line);
 			if (cscan != cspec[j] || sscan != sspec[j]) {
 				fprintf(out, "      BUG: the dispatch trees say "
 				    "/%d and /%d\n", cspec[j], sspec[j]);
 				bad = 1;
 			}
 		}
+		addr0 = sspec[0];
+		px_group_ports(g, port, sspec);
 		pick = px_group_choose(g, cspec, sspec, tie);
 		if (pick >= 0)
 			fprintf(out, "  => %s takes it%s\n", g->svc[pick]->name,
@@ -118,6 +128,7 @@ px_trace(const struct px_config *c, const char *client, const char *dest,
 		else if (pick == -1)
 			fprintf(out, "  => refused: %s\n", g->n == 1 ?
 			    (cspec[0] < 0 ? "client not allowed" :
+			    addr0 >= 0 ? "server port not allowed" :
 			    "server not allowed") :
 			    "no service for this client and server");
 		else

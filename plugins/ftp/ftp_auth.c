@@ -372,9 +372,11 @@ ftp_auth_connect(struct px_session *s, struct ftp_state *st)
 		return PX_MORE;
 	}
 	px_session_log(s, LOG_NOTICE, "ftp-auth user=%s result=ok "
-	    "auth=password server=%s verdict=deny reason=server%s%s",
+	    "auth=password server=%s verdict=deny reason=server%s%s%s%s",
 	    st->user, a->server_name, zones[0] != '\0' ? " " : "",
-	    zones[0] != '\0' ? zones : "(one server a session)");
+	    zones[0] != '\0' ? zones : "(one server a session)",
+	    zones[0] != '\0' ? " rule=" : "",
+	    zones[0] != '\0' ? px_session_rule(s) : "");
 	snprintf(text, sizeof(text), "530 Login incorrect: server %s not "
 	    "allowed by the proxy policy", a->server_name);
 	return ftp_auth_refuse(s, st, text);

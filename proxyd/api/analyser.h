@@ -165,10 +165,12 @@ bool		 px_session_is_transparent(const struct px_session *s);
 size_t		 px_session_buffer(const struct px_session *s);
 /* The configured limits/@idle-timeout, ms (0: off). */
 uint64_t	 px_session_idle_timeout(const struct px_session *s);
-/* Whether the service's <servers> lets the session reach dst (forward
- * mode asks per request; the core asks itself in the other modes): 0, or
- * -1, counted as a denial. zones gets "client-zone=A server-zone=B" for
- * the caller's log line. */
+/* Whether the service's <servers> lets the session reach dst, its address
+ * (allow=) and its port (ports=) (forward mode asks per request; the core
+ * asks itself in the other modes): 0, or -1, counted as a denial, rule=
+ * the <servers> element. zones gets "client-zone=A server-zone=B" for the
+ * caller's log line, then " port=N refused-by=ports" when the address is
+ * in and the port is not. */
 int		 px_session_server_allowed(struct px_session *s,
 		    const struct sockaddr *dst, char *zones, size_t zlen);
 /* Stream analysers in mode="forward": the client names the server (FTP's

@@ -141,6 +141,16 @@ px_group_specs(const struct px_group *g, const struct px_zones *zs,
 	}
 }
 
+void
+px_group_ports(const struct px_group *g, uint16_t port, int16_t *spec)
+{
+	size_t i;
+
+	for (i = 0; i < g->n; i++)
+		if (!px_addrlist_port_ok(&g->svc[i]->servers, port))
+			spec[i] = -1;
+}
+
 int
 px_group_choose(const struct px_group *g, const int16_t *cspec,
     const int16_t *sspec, int tie[2])
@@ -249,48 +259,121 @@ out:
 	return rc;
 }
 
+static int
+px_port_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One port of each set of ports the services' ports= tell apart: the
+ * ports where which services admit a port changes (1, each range's start,
+ * the port after its end), kept when that set differs from every one kept.
+ * *n stays 1 (port 1, every service) when no service has ports=. 0, or -1
+ * (memory). */
+static int
+px_port_classes(const struct px_group *g, uint16_t **out, size_t *n)
+{
+	uint32_t *cut;
+	uint8_t *seen = NULL, *in;
+	size_t i, j, k, ncut = 1, max = 1;
+	int rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	for (i = 0; i < g->n; i++)
+		max += 2 * g->svc[i]->servers.nports;
+	if ((cut = calloc(max, sizeof(*cut))) == NULL ||
+	    (seen = calloc(max, g->n)) == NULL ||
+	    (*out = calloc(max, sizeof(**out))) == NULL)
+		goto out;
+	cut[0] = 1;
+	for (i = 0; i < g->n; i++)
+		for (j = 0; j < g->svc[i]->servers.nports; j++) {
+			const struct px_portrange *r = &g->svc[i]->servers.ports[j];
+
+			cut[ncut++] = r->lo;
+			if (r->hi < 65535)
+				cut[ncut++] = (uint32_t)r->hi + 1;
+		}
+	qsort(cut, ncut, sizeof(*cut), px_port_cmp);
+	for (i = 0; i < ncut; i++) {
+		if (i > 0 && cut[i] == cut[i - 1])
+			continue;
+		in = &seen[*n * g->n];
+		for (j = 0; j < g->n; j++)
+			in[j] = px_addrlist_port_ok(&g->svc[j]->servers,
+			    (uint16_t)cut[i]);
+		for (k = 0; k < *n; k++)
+			if (memcmp(&seen[k * g->n], in, g->n) == 0)
+				break;
+		if (k == *n)
+			(*out)[(*n)++] = (uint16_t)cut[i];
+	}
+	rc = 0;
+out:
+	free(cut);
+	free(seen);
+	return rc;
+}
+
 int
 px_group_check(const struct px_group *g, const struct px_zones *zs,
     struct px_cfgerr *e)
 {
 	struct px_regions r[2] = { { 0 }, { 0 } };
-	size_t i, j;
+	int16_t sspec[PX_GROUP_MAX];
+	uint16_t *port = NULL;
+	size_t i, j, p, nport;
 	int rc = 0, tie[2];
 
 	if (g->n < 2)
 		return 0;
 	if (px_regions_of(g, zs, PX_DIM_CLIENT, &r[0]) == -1 ||
-	    px_regions_of(g, zs, PX_DIM_SERVER, &r[1]) == -1) {
+	    px_regions_of(g, zs, PX_DIM_SERVER, &r[1]) == -1 ||
+	    px_port_classes(g, &port, &nport) == -1) {
 		px_cfg_error_line(e, g->svc[0]->file, g->svc[0]->line,
 		    "out of memory");
 		rc = -1;
 		goto out;
 	}
 	for (i = 0; i < r[0].n && rc == 0; i++)
-		for (j = 0; j < r[1].n && rc == 0; j++) {
-			const struct px_service *a, *b;
-			char cs[80], ss[80];
+		for (j = 0; j < r[1].n && rc == 0; j++)
+			for (p = 0; p < nport && rc == 0; p++) {
+				const struct px_service *a, *b;
+				char cs[80], ss[80], ps[16] = "";
 
-			if (px_group_choose(g, &r[0].spec[i * g->n],
-			    &r[1].spec[j * g->n], tie) != -2)
-				continue;
-			a = g->svc[tie[0] < tie[1] ? tie[0] : tie[1]];
-			b = g->svc[tie[0] < tie[1] ? tie[1] : tie[0]];
-			px_cidr_str(&r[0].example[i], cs, sizeof(cs));
-			px_cidr_str(&r[1].example[j], ss, sizeof(ss));
-			px_cfg_error_line(e, b->file, b->line,
-			    "service \"%s\" and service \"%s\" (%s:%ld) share "
-			    "their listen address and both select connections "
-			    "from %s to %s without one being more specific "
-			    "on both ends: narrow <clients> or <servers> of one",
-			    b->name, a->name, a->file, a->line, cs, ss);
-			rc = -1;
-		}
+				memcpy(sspec, &r[1].spec[j * g->n], g->n *
+				    sizeof(*sspec));
+				px_group_ports(g, port[p], sspec);
+				if (px_group_choose(g, &r[0].spec[i * g->n],
+				    sspec, tie) != -2)
+					continue;
+				a = g->svc[tie[0] < tie[1] ? tie[0] : tie[1]];
+				b = g->svc[tie[0] < tie[1] ? tie[1] : tie[0]];
+				px_cidr_str(&r[0].example[i], cs, sizeof(cs));
+				px_cidr_str(&r[1].example[j], ss, sizeof(ss));
+				if (a->servers.nports != 0 ||
+				    b->servers.nports != 0)
+					snprintf(ps, sizeof(ps), " port %u",
+					    (unsigned)port[p]);
+				px_cfg_error_line(e, b->file, b->line,
+				    "service \"%s\" and service \"%s\" (%s:%ld) "
+				    "share their listen address and both select "
+				    "connections from %s to %s%s without one "
+				    "being more specific on both ends: narrow "
+				    "<clients> or <servers> of one%s", b->name,
+				    a->name, a->file, a->line, cs, ss, ps,
+				    ps[0] != '\0' ? " (allow= or ports=)" : "");
+				rc = -1;
+			}
 out:
 	for (i = 0; i < 2; i++) {
 		free(r[i].spec);
 		free(r[i].example);
 	}
+	free(port);
 	return rc;
 }
 

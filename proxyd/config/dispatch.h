@@ -1,8 +1,10 @@
 /* Several services on one listen address: which one takes a connection,
  * by the most specific match of its client and its destination against
  * each service's <clients> and <servers> (CIDRs and zones, in prefix
- * trees), and the load-time check that every pair of regions has one
- * answer. Config builds the groups; workers and --trace choose with them. */
+ * trees; a service whose <servers ports=> leaves the destination port out
+ * does not select the connection), and the load-time check that every
+ * pair of regions, on every port, has one answer. Config builds the
+ * groups; workers and --trace choose with them. */
 #ifndef PX_DISPATCH_H
 #define PX_DISPATCH_H
 
@@ -40,6 +42,9 @@ void	px_group_free(struct px_group *g, size_t nzones);
 void	px_group_specs(const struct px_group *g, const struct px_zones *zs,
 	    enum px_dim dim, const struct px_key *k,
 	    const struct px_zone_path *zp, int16_t *spec);
+/* Takes the services whose <servers ports=> leaves port out out of
+ * spec (a server end's specificities): they do not select it. */
+void	px_group_ports(const struct px_group *g, uint16_t port, int16_t *spec);
 /* The service both ends select: its index; -1 when none matches both,
  * -2 when no one is at least as specific as all others on both ends
  * (tie, may be NULL: two such candidates). */

@@ -466,9 +466,9 @@ px_session_client_allowed(struct px_session *s)
 	return -1;
 }
 
-/* The destination's zone and what <servers> lists make of it; with
- * several services on the listener, the one both ends select becomes
- * s->svc. 0, or -1 after ending the session. */
+/* The destination's zone and what <servers> lists (addresses, ports=)
+ * make of it; with several services on the listener, the one both ends
+ * select becomes s->svc. 0, or -1 after ending the session. */
 static int
 px_session_choose(struct px_session *s)
 {
@@ -476,6 +476,7 @@ px_session_choose(struct px_session *s)
 	int16_t cspec[PX_GROUP_MAX], sspec[PX_GROUP_MAX];
 	struct px_zone_path czp, szp;
 	struct px_key ck, sk;
+	bool addr_in;
 	int pick;
 
 	px_key_from_sockaddr(&ck, (struct sockaddr *)&s->client);
@@ -485,6 +486,8 @@ px_session_choose(struct px_session *s)
 	s->server_zone = px_zone_path_zone(&szp);
 	px_group_specs(g, &s->cfg->zones, PX_DIM_CLIENT, &ck, &czp, cspec);
 	px_group_specs(g, &s->cfg->zones, PX_DIM_SERVER, &sk, &szp, sspec);
+	addr_in = sspec[0] >= 0;	/* (g->n == 1: the one list) */
+	px_group_ports(g, px_sockaddr_port((struct sockaddr *)&s->dst), sspec);
 	pick = px_group_choose(g, cspec, sspec, NULL);
 	if (pick >= 0) {
 		s->svc = g->svc[pick];
@@ -496,7 +499,9 @@ px_session_choose(struct px_session *s)
 	if (g->n == 1) {
 		px_metrics_denied(s, PX_DENY_SERVER, 1);
 		px_session_rule_list(s, &s->svc->servers);
-		px_session_end(s, PX_END_POLICY, "denied: server not allowed");
+		px_session_end(s, PX_END_POLICY, addr_in && sspec[0] < 0 ?
+		    "denied: server port not allowed" :
+		    "denied: server not allowed");
 	} else {
 		/* --check refuses configs that could be ambiguous (-2). */
 		px_metrics_denied(s, PX_DENY_NO_SERVICE, 1);

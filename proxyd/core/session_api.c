@@ -919,8 +919,16 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	/* 0.0.0.0 and :: (v4-mapped too) are no server: connect() takes
 	 * them for this host, which the lists judge as another address. */
 	if (spec[s->svc->group_idx] >= 0 && memcmp(k.addr, px_key_zero,
-	    k.v6 ? 16 : 4) != 0)
-		return 0;
+	    k.v6 ? 16 : 4) != 0) {
+		uint16_t port = px_sockaddr_port(dst);
+		size_t used = zlen > 0 ? strlen(zones) : 0;
+
+		if (px_addrlist_port_ok(&s->svc->servers, port))
+			return 0;
+		/* The address is in, its port is not: say which decided. */
+		snprintf(zones + used, zlen - used, " port=%u refused-by=ports",
+		    (unsigned)port);
+	}
 	px_session_set_rule(s, px_rule_ref_at(s->svc->servers.line, NULL,
 	    px_session_policy_file(s), ref, sizeof(ref)));
 	px_metrics_denied(s, PX_DENY_SERVER, 1);

@@ -552,27 +552,152 @@ px_list_tok(const char *p, size_t len, void *arg)
 	return 0;
 }
 
+/* One word of ports=: "21" or "2100-2199". */
+static int
+px_ports_tok(const char *p, size_t len, void *arg)
+{
+	struct px_list_tok *lt = arg;
+	struct px_addrlist *l = lt->l;
+	struct px_portrange r, *nr;
+	char lo[8], hi[8];
+	const char *dash = memchr(p, '-', len), *why;
+	uint64_t a, b;
+	size_t llen = dash != NULL ? (size_t)(dash - p) : len;
+
+	if (llen >= sizeof(lo) || (dash != NULL &&
+	    len - llen - 1 >= sizeof(hi))) {
+		px_cfg_error(lt->e, lt->n, "ports: \"%.*s\": not a port or "
+		    "LOW-HIGH range", (int)(len < 40 ? len : 40), p);
+		return -1;
+	}
+	snprintf(lo, sizeof(lo), "%.*s", (int)llen, p);
+	snprintf(hi, sizeof(hi), "%.*s", dash != NULL ? (int)(len - llen - 1) :
+	    (int)llen, dash != NULL ? dash + 1 : p);
+	if (px_parse_uint(lo, 1, 65535, &a, &why) == -1 ||
+	    px_parse_uint(hi, 1, 65535, &b, &why) == -1) {
+		px_cfg_error(lt->e, lt->n, "ports: \"%.*s\": %s (ports are "
+		    "1..65535, a range LOW-HIGH)", (int)len, p, why);
+		return -1;
+	}
+	if (a > b) {
+		px_cfg_error(lt->e, lt->n, "ports: \"%.*s\": the range ends "
+		    "below its start", (int)len, p);
+		return -1;
+	}
+	r.lo = (uint16_t)a;
+	r.hi = (uint16_t)b;
+	if ((l->nports & (l->nports - 1)) == 0) {
+		if ((nr = realloc(l->ports, (l->nports ? l->nports * 2 : 1) *
+		    sizeof(*nr))) == NULL) {
+			px_cfg_error(lt->e, lt->n, "out of memory");
+			return -1;
+		}
+		l->ports = nr;
+	}
+	l->ports[l->nports++] = r;
+	return 0;
+}
+
+static int
+px_portrange_cmp(const void *a, const void *b)
+{
+	const struct px_portrange *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* ports= of <servers>: sorted, with overlapping and adjacent ranges
+ * joined, so that a lookup is a binary search. */
+static int
+px_addrlist_ports_load(struct px_addrlist *l, const xmlNode *n,
+    struct px_list_tok *lt)
+{
+	char *v = px_attr(n, "ports");
+	size_t i, j;
+	int rc;
+
+	if (v == NULL)
+		return 0;
+	rc = px_words(v, px_ports_tok, lt);
+	xmlFree(v);
+	if (rc == 0 && l->nports == 0) {
+		/* An empty list would silently refuse every port. */
+		px_cfg_error(lt->e, n, "ports=\"\": list at least one port or "
+		    "LOW-HIGH range, or leave ports= out (any port)");
+		return -1;
+	}
+	if (rc == -1 || l->nports == 0)
+		return rc;
+	qsort(l->ports, l->nports, sizeof(*l->ports), px_portrange_cmp);
+	for (i = 1, j = 0; i < l->nports; i++) {
+		if ((uint32_t)l->ports[i].lo <= (uint32_t)l->ports[j].hi + 1) {
+			if (l->ports[i].hi > l->ports[j].hi)
+				l->ports[j].hi = l->ports[i].hi;
+		} else
+			l->ports[++j] = l->ports[i];
+	}
+	l->nports = j + 1;
+	return 0;
+}
+
 int
 px_addrlist_load(struct px_addrlist *l, const xmlNode *n,
     const struct px_zones *zs, struct px_cfgerr *e)
 {
+	static const struct px_cidr any4 = { .family = AF_INET },
+	    any6 = { .family = AF_INET6 };
 	struct px_list_tok lt = { l, zs, n, e };
 	char *v = px_attr(n, "allow");
 	int rc;
 
 	l->set = true;
 	l->line = px_xml_line(n);
-	if (v == NULL)
-		return 0;	/* the schema requires it */
-	rc = px_words(v, px_list_tok, &lt);
-	xmlFree(v);
-	if (rc == 0 && l->ncidrs == 0 && l->nzones == 0) {
+	rc = px_addrlist_ports_load(l, n, &lt);
+	if (v == NULL) {
+		if (l->nports == 0) {
+			if (rc == 0)
+				px_cfg_error(e, n, "<%s> needs allow= (or, on "
+				    "<servers>, ports=)", (const char *)n->name);
+			return -1;
+		}
+		/* ports= alone: every address, as without the element. */
+		if (px_cidr_push(&l->cidrs, &l->ncidrs, &any4) == -1 ||
+		    px_cidr_push(&l->cidrs, &l->ncidrs, &any6) == -1) {
+			px_cfg_error(e, n, "out of memory");
+			return -1;
+		}
+		return rc;
+	}
+	if (px_words(v, px_list_tok, &lt) == -1)
+		rc = -1;
+	else if (l->ncidrs == 0 && l->nzones == 0) {
 		/* An empty list would silently refuse everyone. */
 		px_cfg_error(e, n, "allow=\"\": list at least one address, CIDR "
 		    "or zone:NAME, or remove <%s>", (const char *)n->name);
 		rc = -1;
 	}
+	xmlFree(v);
 	return rc;
+}
+
+bool
+px_addrlist_port_ok(const struct px_addrlist *l, uint16_t port)
+{
+	size_t lo = 0, hi = l->nports;
+
+	if (l->nports == 0)
+		return true;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (port < l->ports[mid].lo)
+			hi = mid;
+		else if (port > l->ports[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
 }
 
 void
@@ -580,6 +705,7 @@ px_addrlist_free(struct px_addrlist *l)
 {
 	free(l->cidrs);
 	free(l->zones);
+	free(l->ports);
 	memset(l, 0, sizeof(*l));
 }
 

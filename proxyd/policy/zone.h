@@ -1,8 +1,8 @@
 /* Zones (named address sets) and the address lists of <clients> and
- * <servers> that name CIDRs and zones; the choice among the services that
- * share a listening socket is dispatch.h's, on these trees. Everything is
- * built at config load and read-only after: workers share it without
- * locks.
+ * <servers> that name CIDRs and zones, with <servers>' ports=; the choice
+ * among the services that share a listening socket is dispatch.h's, on
+ * these trees. Everything is built at config load and read-only after:
+ * workers share it without locks.
  *
  * Matching is by prefix tree, never by scanning a list: an address walks
  * one tree of every zone's prefixes (its zone is the deepest hit) and, per
@@ -11,8 +11,9 @@
  * with a specificity: the length of the longest prefix of its list that
  * holds the address (for zone:NAME, the prefix of NAME itself; an absent
  * list holds everything at 0). The service that is at least as specific
- * as every other on both ends takes the connection; a configuration where
- * no such service exists for some connection is refused at load. */
+ * as every other on both ends takes the connection (among those whose
+ * ports= holds the destination port); a configuration where no such
+ * service exists for some connection is refused at load. */
 #ifndef PX_ZONE_H
 #define PX_ZONE_H
 
@@ -97,7 +98,13 @@ void	px_zones_path(const struct px_zones *zs, const struct px_key *k,
 int32_t	px_zone_path_zone(const struct px_zone_path *p);
 const char *px_zone_name(const struct px_zones *zs, int32_t z);
 
-/* allow= of <clients> or <servers>: CIDRs and zone:NAME. */
+/* One range of ports= ("2100-2199"; "21" is 21-21). */
+struct px_portrange {
+	uint16_t	 lo, hi;
+};
+
+/* allow= of <clients> or <servers>: CIDRs and zone:NAME; and ports= of
+ * <servers>: the destination ports it lets through. */
 struct px_addrlist {
 	bool		 set;		/* the element is there */
 	long		 line;
@@ -105,6 +112,8 @@ struct px_addrlist {
 	size_t		 ncidrs;
 	int32_t		*zones;
 	size_t		 nzones;
+	struct px_portrange *ports;	/* sorted, disjoint, not adjacent */
+	size_t		 nports;	/* 0: any port */
 };
 
 /* The zones holding k's zone, from it outwards, each with the prefix
@@ -115,8 +124,12 @@ size_t	px_zone_chain(const struct px_zones *zs, const struct px_zone_path *zp,
 /* "addr/prefix" for messages. */
 void	px_cidr_str(const struct px_cidr *c, char *buf, size_t size);
 
+/* allow= and ports= of n (allow= absent: every address, at /0). 0, or
+ * -1 after reporting file:line. */
 int	px_addrlist_load(struct px_addrlist *l, const struct _xmlNode *n,
 	    const struct px_zones *zs, struct px_cfgerr *e);
+/* Whether l's ports= holds port (no ports=, or no list: any port). */
+bool	px_addrlist_port_ok(const struct px_addrlist *l, uint16_t port);
 void	px_addrlist_free(struct px_addrlist *l);
 /* Specificity of k (whose zone path is zp) in l: -1 when no entry holds
  * it. The plain scan, for --trace and to check the trees against; what

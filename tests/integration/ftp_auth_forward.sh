@@ -14,10 +14,14 @@
 #     (verdict=deny reason=server), no connection anywhere; a name without
 #     @server, or a host name: 530; commands before the login: 530, QUIT
 #     the proxy's 221;
+#   - <servers ports=>: a server on a port outside the list: 530, a log
+#     line (port=N refused-by=ports, rule= the <servers> line), no
+#     connection to that port's server; the listed port works;
 #   - a server that refuses the connection: the session ends
 #     (connect-failed);
 #   - lftp: the same login (its FEAT before USER gets 530), a download;
-#   - --check refuses mode="forward" on an ftp service without <auth>
+#   - --check refuses mode="forward" on an ftp service without <auth>, and
+#     a bad ports= list with its file:line
 #     (FTPS in forward mode: ftps_auth_forward.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +36,9 @@ FTP_ROOT=$T/ftproot
 mkdir -p "$FTP_ROOT/pub"
 printf 'public\n' >"$FTP_ROOT/pub/a.txt"
 
+# a second server, on a port the ports= service leaves out
+start_pyftpd_recorder "$T/other.txt" opsftp:ops-server-pw
+OTHER_PORT=$PYFTPD_PORT
 start_pyftpd_recorder "$T/logins.txt" opsftp:ops-server-pw
 
 printf 'ops-server-pw\n' >"$T/policy/ops.pw"
@@ -56,6 +63,12 @@ free_port PF0
 sed -e "s|port=\"$PF\"|port=\"$PF0\"|" -e 's|name="fwd"|name="fwd0"|' \
     -e 's|allow="127.0.0.1/32"|allow="0.0.0.0/8"|' "$T/policy/fwd.xml" >"$T/policy/fwd0.xml"
 PROXYD_PORTS+=("$PF0")
+# fwdp: the same, but only the server's port (and 21) by <servers ports=>
+free_port PFP
+sed -e "s|port=\"$PF\"|port=\"$PFP\"|" -e 's|name="fwd"|name="fwdp"|' \
+    -e "s|allow=\"127.0.0.1/32\"|allow=\"127.0.0.1/32\" ports=\"21 $PYFTPD_PORT\"|" \
+    "$T/policy/fwd.xml" >"$T/policy/fwdp.xml"
+PROXYD_PORTS+=("$PFP")
 start_proxyd
 S=127.0.0.1:$PYFTPD_PORT
 
@@ -113,19 +126,33 @@ info "a server <servers> refuses: 530 and a log line, no connection"
 out=$(ftpc "alice@127.0.0.2:$PYFTPD_PORT" alice-ldap-pw)
 echo "$out"
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect: server 127.0.0.2:$PYFTPD_PORT not allowed by the proxy policy" "a refused server"
-assert_log "ftp-auth user=alice result=ok auth=password server=127.0.0.2:$PYFTPD_PORT verdict=deny reason=server client-zone=- server-zone=-"
+assert_log "ftp-auth user=alice result=ok auth=password server=127.0.0.2:$PYFTPD_PORT verdict=deny reason=server client-zone=- server-zone=- rule=fwd\.xml:3$"
 out=$(ftpc alice alice-ldap-pw)
 assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Name the server: USER name@server" "no server named"
 out=$(ftpc "alice@ftp.example.test" alice-ldap-pw)
 [[ $(sed -n 2p <<<"$out") == 'login-err 530 Server "ftp.example.test": give its address'* ]] ||
     fail "a host name: $(sed -n 2p <<<"$out")"
 assert_eq "$(connects)" 1 "no connection for a refused or unnamed server"
+info "<servers ports=>: a port outside refused (530, a log line, no connection), the listed one works"
+out=$(PF=$PFP ftpc "alice@127.0.0.1:$OTHER_PORT" alice-ldap-pw)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Login incorrect: server 127.0.0.1:$OTHER_PORT not allowed by the proxy policy" "a server port outside ports="
+assert_log "ftp-auth user=alice result=ok auth=password server=127.0.0.1:$OTHER_PORT verdict=deny reason=server client-zone=- server-zone=- port=$OTHER_PORT refused-by=ports rule=fwdp\.xml:3$"
+# counted as the address refusal above is
+assert_metric eq proxyd_sessions_denied_total 'reason="server"' 2
+assert_no_grep "$T/other.txt" '^connect$' "the server on a port outside ports= never saw a connection"
+out=$(PF=$PFP ftpc "alice@$S" alice-ldap-pw "get pub/a.txt")
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login 230 User alice logged in" "alice's login to the listed port"
+assert_eq "$(sed -n 3p <<<"$out")" "ok public" "a download from the listed port"
+assert_eq "$(connects)" 2 "one connection to the server on the listed port"
+
 info "0.0.0.0 and :: (this host to connect()): refused before <servers> judges them as themselves"
 for srv in "0.0.0.0:$PYFTPD_PORT" "[::ffff:0.0.0.0]:$PYFTPD_PORT" "[::]:$PYFTPD_PORT"; do
     out=$(PF=$PF0 ftpc "alice@$srv" alice-ldap-pw)
     assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 Server \"$srv\": give its address (not one to connect to)" "alice@$srv"
 done
-assert_eq "$(connects)" 1 "no connection to the loopback server through 0.0.0.0"
+assert_eq "$(connects)" 2 "no connection to the loopback server through 0.0.0.0"
 # the client gone before any server: its session ends too
 wait_grep "$PROXYD_LOG" 'session-end service=fwd .*server=- .*end=client-closed' 10 ||
     fail "a session whose client closed before any server did not end: $(grep -c session-end "$PROXYD_LOG") session-end lines"
@@ -198,7 +225,7 @@ timeout 60 lftp -c "set cmd:fail-exit yes; set net:max-retries 1; set net:timeou
     open -u alice@$S,alice-ldap-pw ftp://127.0.0.1:$PF; get pub/a.txt -o $T/lftp.got" 2>"$T/lftp.err" ||
     fail "lftp: $(tail -n 3 "$T/lftp.err")"
 assert_eq "$(cat "$T/lftp.got")" public "lftp's download"
-assert_eq "$(connects)" 2 "lftp's one connection to the server"
+assert_eq "$(connects)" 3 "lftp's one connection to the server"
 
 info "--check refuses forward mode without <auth>"
 mkdir -p "$T/bad/policy"
@@ -210,4 +237,11 @@ rc=0
 "$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
 assert_ne "$rc" 0 "--check of forward mode without <auth>"
 assert_grep "$T/check.out" 'a.xml:2: mode="forward": analyser "ftp" takes the server from a proven user.s login: the service needs <auth>'
+sed -e 's|allow="127.0.0.1/32"|allow="127.0.0.1/32" ports="21 2100-2199 70000 2299-2200"|' \
+    "$T/policy/fwd.xml" >"$T/bad/policy/a.xml"
+rc=0
+"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
+assert_ne "$rc" 0 "--check of a bad ports= list"
+assert_grep "$T/check.out" 'a.xml:3: ports: "70000": number out of range'
+assert_grep "$T/check.out" 'a.xml:3: ports: "2299-2200": the range ends below its start'
 info "ok"

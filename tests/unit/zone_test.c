@@ -1,6 +1,7 @@
 /* Unit tests for proxyd/policy/zone.c: the zone tree (v4, v6, nesting, most
- * specific match), address lists with zone:NAME, the dispatch choice
- * among services sharing a listener, the ambiguity check, and the trees
+ * specific match), address lists with zone:NAME and ports=, the dispatch
+ * choice among services sharing a listener (by ports= too), the ambiguity
+ * check, and the trees
  * against a plain scan of the lists on random addresses. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -243,8 +244,11 @@ put_shared(void)
 	}
 }
 
+/* The service of the first listener that takes client -> dst:port (as
+ * the worker chooses: px_session_choose). */
 static const char *
-choose(const struct px_config *c, const char *client, const char *dst)
+choose_port(const struct px_config *c, const char *client, const char *dst,
+    uint16_t port)
 {
 	const struct px_group *g = &c->groups[0];
 	int16_t cs[PX_GROUP_MAX], ss[PX_GROUP_MAX];
@@ -258,8 +262,15 @@ choose(const struct px_config *c, const char *client, const char *dst)
 	px_zones_path(&c->zones, &sk, &szp);
 	px_group_specs(g, &c->zones, PX_DIM_CLIENT, &ck, &czp, cs);
 	px_group_specs(g, &c->zones, PX_DIM_SERVER, &sk, &szp, ss);
+	px_group_ports(g, port, ss);
 	pick = px_group_choose(g, cs, ss, NULL);
 	return pick >= 0 ? g->svc[pick]->name : pick == -1 ? "none" : "tie";
+}
+
+static const char *
+choose(const struct px_config *c, const char *client, const char *dst)
+{
+	return choose_port(c, client, dst, 80);
 }
 
 static void
@@ -324,6 +335,171 @@ test_ambiguous(void **state)
 	    "</service>\n");
 	snprintf(at, sizeof(at), "%s/policy/ops-one.xml:2: ", dir);
 	expect_error("clashes with service", at);
+}
+
+/* A transparent plug service NAME on 0.0.0.0:50080 whose third line on is
+ * body (at policy/NAME.xml). */
+static void
+put_svc(const char *name, const char *body)
+{
+	char text[600], file[64];
+
+	snprintf(text, sizeof(text), "<service name=\"%s\" analyser=\"plug\">\n"
+	    "<listen address=\"0.0.0.0\" port=\"50080\" mode=\"transparent\"/>\n"
+	    "%s\n</service>\n", name, body);
+	snprintf(file, sizeof(file), "%s.xml", name);
+	put_policy(file, text);
+}
+
+/* <servers ports=>: the list as loaded (sorted, overlapping and adjacent
+ * ranges joined), the lookup at each range's edges, ports= alone (any
+ * address), and every malformed list refused at its file:line. */
+static void
+test_ports(void **state)
+{
+	static const struct {
+		const char *ports, *error;
+	} bad[] = {
+		{ "0", "ports: \"0\": " },
+		{ "21 70000", "ports: \"70000\": " },
+		{ "2199-2100", "ports: \"2199-2100\": the range ends below" },
+		{ "21-", "ports: \"21-\": " },
+		{ "-21", "ports: \"-21\": " },
+		{ "ftp", "ports: \"ftp\": " },
+		{ "21-22-23", "ports: \"21-22-23\": " },
+		{ "1234567890", "ports: \"1234567890\": not a port" },
+		{ "", "ports=\"\": list at least one port" },
+		{ " , ", "ports=\"\": list at least one port" },
+	};
+	static const struct {
+		uint16_t port;
+		bool in;
+	} look[] = {
+		{ 1, false }, { 20, false }, { 21, true }, { 22, false },
+		{ 989, false }, { 990, true }, { 991, false }, { 2099, false },
+		{ 2100, true }, { 2155, true }, { 2199, true }, { 2200, true },
+		{ 2201, false }, { 65534, false }, { 65535, true },
+	};
+	const struct px_addrlist *l;
+	struct px_config *c;
+	char text[400], at[200];
+	size_t i;
+
+	(void)state;
+	write_file(conf, zones_conf);
+	put_svc("a", "<servers allow=\"zone:dmz\" ports=\"2150-2160 990,21 "
+	    "2100-2199 2200 65535 2160\"/>");
+	c = load();
+	if (c == NULL)
+		fail_msg("%s", errors);
+	l = &c->services[0].servers;
+	assert_int_equal(l->nports, 4);
+	assert_int_equal(l->ports[0].lo, 21);
+	assert_int_equal(l->ports[0].hi, 21);
+	assert_int_equal(l->ports[1].lo, 990);
+	assert_int_equal(l->ports[2].lo, 2100);
+	assert_int_equal(l->ports[2].hi, 2200);
+	assert_int_equal(l->ports[3].lo, 65535);
+	for (i = 0; i < sizeof(look) / sizeof(look[0]); i++)
+		if (px_addrlist_port_ok(l, look[i].port) != look[i].in)
+			fail_msg("port %u: expected %s", look[i].port,
+			    look[i].in ? "in" : "out");
+	/* No ports= (or no list): any port. */
+	assert_true(px_addrlist_port_ok(&c->services[0].clients, 7));
+	px_config_unref(c);
+
+	/* ports= alone: any address, those ports. */
+	put_svc("a", "<servers ports=\"21\"/>");
+	c = load();
+	if (c == NULL)
+		fail_msg("%s", errors);
+	assert_string_equal(choose_port(c, "198.18.0.5", "203.0.113.1", 21), "a");
+	assert_string_equal(choose_port(c, "198.18.0.5", "2001:db8:9::1", 21),
+	    "a");
+	assert_string_equal(choose_port(c, "198.18.0.5", "203.0.113.1", 25),
+	    "none");
+	px_config_unref(c);
+
+	snprintf(at, sizeof(at), "%s/policy/a.xml:3: ", dir);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "<servers allow=\"zone:dmz\" "
+		    "ports=\"%s\"/>", bad[i].ports);
+		put_svc("a", text);
+		expect_error(bad[i].error, at);
+	}
+	/* <clients> has no ports=; <servers> needs allow= or ports=. */
+	put_svc("a", "<clients allow=\"zone:lan\" ports=\"21\"/>");
+	expect_error("ports", at);
+	put_svc("a", "<servers/>");
+	expect_error("servers", at);
+}
+
+/* Services sharing a listener told apart by ports=: a service whose
+ * ports= leaves the destination port out does not select the connection
+ * (a less specific one may then take it); the same lists with disjoint
+ * ports are no conflict, with overlapping ones they are, and --check
+ * names a port where they tie. */
+static void
+test_dispatch_ports(void **state)
+{
+	static const struct {
+		const char *client, *dst;
+		uint16_t port;
+		const char *want;
+	} cases[] = {
+		{ "198.18.0.5", "198.19.2.100", 80, "lan-dmz" },
+		{ "198.18.0.5", "198.19.2.100", 8089, "lan-dmz" },
+		{ "198.18.0.5", "198.19.2.100", 21, "dmz-ftp" },
+		{ "198.18.0.5", "198.19.2.100", 8090, "dmz-ftp" },
+		/* Neither: lan-any (any server, any port) takes it. */
+		{ "198.18.0.5", "198.19.2.100", 25, "lan-any" },
+		/* web is inside dmz: 443 goes to lan-web, 80 to lan-dmz. */
+		{ "198.18.0.5", "198.19.2.3", 443, "lan-web" },
+		{ "198.18.0.5", "198.19.2.3", 80, "lan-dmz" },
+		/* No service for the guests, whatever the port. */
+		{ "198.18.0.70", "198.19.2.3", 443, "none" },
+	};
+	struct px_config *c;
+	char at[200];
+	size_t i;
+
+	(void)state;
+	write_file(conf, zones_conf);
+	put_shared();
+	put_svc("lan-dmz", "<clients allow=\"zone:lan\"/>\n"
+	    "<servers allow=\"zone:dmz\" ports=\"80 8080-8089\"/>");
+	put_svc("lan-web", "<clients allow=\"zone:lan\"/>\n"
+	    "<servers allow=\"zone:web\" ports=\"443\"/>");
+	/* dmz-ftp: the same lists as lan-dmz, other ports. */
+	put_svc("dmz-ftp", "<clients allow=\"zone:lan\"/>\n"
+	    "<servers allow=\"zone:dmz\" ports=\"21 8090\"/>");
+	c = load();
+	if (c == NULL)
+		fail_msg("%s", errors);
+	assert_int_equal(c->groups[0].n, 5);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = choose_port(c, cases[i].client, cases[i].dst,
+		    cases[i].port);
+
+		if (strcmp(got, cases[i].want) != 0)
+			fail_msg("%s -> %s:%u: %s, expected %s", cases[i].client,
+			    cases[i].dst, cases[i].port, got, cases[i].want);
+	}
+	px_config_unref(c);
+
+	/* dmz-ftp overlapping lan-dmz on 8085-8089: a tie there. */
+	put_svc("dmz-ftp", "<clients allow=\"zone:lan\"/>\n"
+	    "<servers allow=\"zone:dmz\" ports=\"21 8085-8099\"/>");
+	snprintf(at, sizeof(at), "%s/policy/lan-dmz.xml:1: ", dir);
+	expect_error("service \"lan-dmz\" and service \"dmz-ftp\"", at);
+	if (strstr(errors, "to 198.19.2.0/24 port 8085 without") == NULL)
+		fail_msg("no port in the message: %s", errors);
+	/* ...and without ports= on dmz-ftp, a tie on lan-dmz's ports. */
+	put_svc("dmz-ftp", "<clients allow=\"zone:lan\"/>\n"
+	    "<servers allow=\"zone:dmz\"/>");
+	expect_error("share their listen address and both select", at);
+	if (strstr(errors, "to 198.19.2.0/24 port 80 without") == NULL)
+		fail_msg("no port in the message: %s", errors);
 }
 
 /* The trees against the plain scan, on addresses drawn around every
@@ -452,6 +628,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_zone_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dispatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ambiguous, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dispatch_ports, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_trees_match_scan, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_many_zones_by_name, setup,
