@@ -293,6 +293,8 @@ int	http_auth_leg_cert(struct http_state *leg,
  * ("proxy-authorization", "authorization"); NULL: no <auth>. */
 const char *http_auth_field(const struct http_state *h);
 void	http_auth_close(struct http_state *h);
+/* Frees the worker's digest of Basic credentials (http_worker_exit). */
+void	http_auth_worker_exit(void);
 /* The field lines the final response to this request carries for
  * <auth> (Negotiate's last token, RFC 4559 5: "WWW-Authenticate:
  * Negotiate ...\r\n", not in forward mode); NULL: none. Once sent,

@@ -370,6 +370,7 @@ http_worker_exit(void)
 	http_dns = NULL;
 	http_h2o_worker_exit();
 	http_thread_exit_heads();
+	http_auth_worker_exit();
 	px_icap_worker_exit();
 }
 
