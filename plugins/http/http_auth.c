@@ -337,6 +337,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	struct http_auth *a;
 	struct px_auth_req *r;
 	unsigned char *dec = NULL, sum[32];
+	enum http_field fid;
 	size_t vlen = 0, clen;
 	ssize_t n;
 	unsigned i;
@@ -385,9 +386,12 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 		return http_auth_answered(h, m, head_len);
 	free(a->reply);
 	a->reply = NULL;
+	/* By the parser's field ids (Proxy-Authorization is one of the
+	 * proxy- others): no string compare for each field of a request. */
 	field = http_auth_field(h);
+	fid = http_auth_forward(h) ? HTTP_F_PROXY_OTHER : HTTP_F_AUTHORIZATION;
 	for (i = 0; i < m->nhdr; i++)
-		if (http_token_eq(m->hdr[i].name, m->hdr[i].nlen, field)) {
+		if (http_field_is(&m->hdr[i], fid, field)) {
 			v = m->hdr[i].val;
 			vlen = m->hdr[i].vlen;
 			break;

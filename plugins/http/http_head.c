@@ -277,6 +277,7 @@ struct http_wopt {
 	bool			 skip_te;	/* dechunked: no Transfer-Encoding */
 	bool			 skip_range;	/* no (Request-)Range, If-Range */
 	const char		*drop;		/* a field not sent; NULL */
+	unsigned char		 drop_id;	/* its http_field_id() */
 	bool			 underscore;	/* names with '_' pass */
 	bool			 inserts;	/* the rules' inserts follow */
 	bool			 trailers;	/* m is a trailer section */
@@ -344,7 +345,7 @@ http_write_fields(struct http_wbuf *w, const struct http_head *m,
 			continue;
 		if (o->skip_xff && id == HTTP_F_X_FORWARDED_FOR)
 			continue;
-		if (o->drop != NULL && http_token_eq(f->name, f->nlen, o->drop))
+		if (o->drop != NULL && http_field_is(f, o->drop_id, o->drop))
 			continue;
 		/* Request-Range: the older name, which Apache honours. */
 		if (o->skip_range && (id == HTTP_F_RANGE ||
@@ -471,6 +472,8 @@ http_request_fields(struct http_wbuf *w, const struct http_head *m,
 		.underscore = p->underscore_pass, .inserts = true,
 		.host = r->authority, .hlen = r->alen,
 		.skip_range = r->whole, .drop = r->drop,
+		.drop_id = r->drop == NULL ? HTTP_F_OTHER :
+		    (unsigned char)http_field_id(r->drop, strlen(r->drop)),
 	};
 
 	http_fields_scan(&fs, m);

@@ -91,6 +91,15 @@ http_token_eq(const char *a, size_t alen, const char *b)
 	return b[i] == '\0';
 }
 
+bool
+http_field_is(const struct http_hdr *f, enum http_field id, const char *name)
+{
+	if (f->id != id)
+		return false;
+	return (id != HTTP_F_OTHER && id != HTTP_F_PROXY_OTHER) ||
+	    http_token_eq(f->name, f->nlen, name);
+}
+
 /* As http_lc_eq, for 8 bytes: each letter of b (bit 0x40 set; '-' has
  * it clear) lends a its bit 0x20. */
 static bool

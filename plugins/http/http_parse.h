@@ -153,6 +153,10 @@ enum http_field http_field_id(const char *name, size_t len);
 
 /* Case-insensitive token compare. */
 bool	http_token_eq(const char *a, size_t alen, const char *b);
+/* Field f is named name (in lower case; id is its http_field_id()): told
+ * by the id alone when the id stands for that one name, else compared. */
+bool	http_field_is(const struct http_hdr *f, enum http_field id,
+	    const char *name);
 /* Whether the comma list in (v, len) holds the token t. */
 bool	http_list_has(const char *v, size_t len, const char *t);
 /* The next element of a comma-separated field value from *i on, split as

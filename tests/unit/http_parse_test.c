@@ -768,6 +768,42 @@ test_field_id(void **state)
 	assert_true(hits > 20000);
 }
 
+/* http_field_is, as the credentials field is found and dropped: a field
+ * (its id as the parser gives it) is the name asked for exactly when the
+ * two are the same case-insensitively, whether the id stands for that one
+ * name (authorization) or for many (proxy-authorization, x-other). */
+static void
+test_field_is(void **state)
+{
+	static const char *const want[] = { "authorization",
+	    "proxy-authorization", "x-other", "host" };
+	static const char *const names[] = { "Authorization", "AUTHORIZATION",
+	    "authorizatio", "authorization_", "Authorisation",
+	    "Proxy-Authorization", "proxy-authorization", "Proxy-Authenticate",
+	    "proxy_authorization", "Proxy-Authorizatio", "X-Other", "x-othe",
+	    "Host", "host", "hosts", "Content-Type", "proxy-x" };
+	struct http_hdr f;
+	unsigned i, k, hits = 0;
+
+	(void)state;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+			bool same = strlen(names[i]) == strlen(want[k]) &&
+			    strcasecmp(names[i], want[k]) == 0;
+
+			memset(&f, 0, sizeof(f));
+			f.name = names[i];
+			f.nlen = strlen(names[i]);
+			f.id = (unsigned char)http_field_id(f.name, f.nlen);
+			if (http_field_is(&f, http_field_id(want[k],
+			    strlen(want[k])), want[k]) != same)
+				fail_msg("\"%s\" is \"%s\": %d", names[i],
+				    want[k], !same);
+			hits += same;
+		}
+	assert_int_equal(hits, 7);
+}
+
 /* Step mode: framing and data never share a call; the framing that goes
  * on is canonical (sizes in lower-case hex without leading zeros, no
  * extensions), the last chunk is left to the caller, at the trailers. */
@@ -914,6 +950,7 @@ main(void)
 		cmocka_unit_test(test_judge_resumes),
 		cmocka_unit_test(test_judge_random),
 		cmocka_unit_test(test_field_id),
+		cmocka_unit_test(test_field_is),
 		cmocka_unit_test(test_parse_diff),
 		cmocka_unit_test(test_chunk_steps),
 		cmocka_unit_test(test_chunk_leading_zeros),
