@@ -685,8 +685,11 @@ px_auth_main(void *arg)
 	struct px_auth_req *r;
 	struct timespec ts;
 	unsigned me = (unsigned)(uintptr_t)arg;
+	char name[16];
 	bool work;
 
+	snprintf(name, sizeof(name), "px-auth-%u", me);
+	(void)pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&px_auth_mu);
 	for (;;) {
 		if ((r = px_auth_pick(&work)) == NULL) {
@@ -720,7 +723,13 @@ px_auth_main(void *arg)
 			r->an->busy--;
 			if (r->groups_an != NULL)
 				r->groups_an->busy--;
-			pthread_cond_broadcast(&px_auth_cv);
+			/* A thread of these authenticators is free: the
+			 * checks it held back may go. None queued, no one
+			 * waits for it (an idle thread waits for a submit's
+			 * signal): waking them all after every check only
+			 * made each go back to sleep. */
+			if (px_auth_qhead != NULL)
+				pthread_cond_broadcast(&px_auth_cv);
 		}
 		px_auth_running[me] = NULL;
 		/* With the mutex: px_auth_box_close takes it to know that no

@@ -8,6 +8,11 @@
 #     acquiring per check read it three times a check (and the profile
 #     and a library context each time: some 200 us of CPU of the 240 a
 #     check cost);
+#   - a check wakes the auth thread that takes it, not the idle others:
+#     over 30 checks the auth threads (the tasks proxyd started at its
+#     first check) go to sleep fewer than 3 times a check (voluntary
+#     context switches); a broadcast after each check woke all four,
+#     some 8 switches a check, each thread going back to sleep at once;
 #   - replay protection is kept: a token curl sent, sent again on another
 #     connection, is refused (407, result=bad-token, "replay");
 #   - a keytab replaced under the same path (a new key version, kadmin
@@ -33,6 +38,7 @@ write_http_service fwd "$PF" 0 "
 <auth authenticator=\"corp\" methods=\"negotiate\"/>
 <http/>" forward
 start_proxyd
+tasks0=$(ls "/proc/$PROXYD_PID/task")
 PX=http://localhost:$PF
 U=http://127.0.0.1:$NGINX_PORT/a.txt
 
@@ -62,6 +68,25 @@ opens=$(grep -c "openat(.*http\.keytab\"" "$T/strace.txt" || true)
 info "$checks checks in all; 30 traced, $opens opens of the keytab"
 assert_ge "$opens" 30 "the keytab's opens (GSSAPI reads the keys at each accept)"
 assert_lt "$opens" 60 "the keytab's opens over 30 checks (one each, one per auth thread's acquisition; 3 a check when acquired per check)"
+
+info "a check wakes one auth thread, not all of them"
+auth_tasks=$(comm -13 <(sort <<<"$tasks0") <(ls "/proc/$PROXYD_PID/task" | sort))
+assert_ge "$(wc -w <<<"$auth_tasks")" 2 "auth threads started by the checks"
+asleep() { # voluntary context switches of the auth threads so far
+    local t s=0
+    for t in $auth_tasks; do
+        s=$((s + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$PROXYD_PID/task/$t/status")))
+    done
+    echo "$s"
+}
+s0=$(asleep)
+for ((i = 0; i < 30; i++)); do
+    code=$(neg)
+    [[ $code == 200 ]] || fail "Negotiate check $i: $code"
+done
+s1=$(asleep)
+info "the auth threads went to sleep $((s1 - s0)) times over 30 checks"
+assert_lt "$((s1 - s0))" 90 "the auth threads' sleeps over 30 checks (one a check, and its mutex; every idle thread woken after each check: some 8 a check)"
 
 info "a keytab replaced under its path counts without a reload"
 kvno HTTP/localhost >"$T/kvno0.txt" 2>&1 || fail "kvno: $(cat "$T/kvno0.txt")"
