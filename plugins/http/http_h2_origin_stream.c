@@ -800,14 +800,16 @@ http_h2o_input(struct http_state *h)
 		st->head_ready = false;
 		h->progress++;
 		/* An HTTP/1.0 client gets a body without length by the
-		 * close; no length is said where none may be (RFC 9110
-		 * 8.6). */
+		 * close; no framing is said where no body may be (RFC
+		 * 9110 8.6, RFC 9112 6.1: never Transfer-Encoding on a
+		 * 204), whether or not the head ended the stream. */
 		framing = h->client_10 ? H2O_FRAMING_AS_IS :
 		    H2O_FRAMING_CHUNKED;
-		if (st->head_ended)
-			framing = h->is_head || st->hblk->status == 204 ||
-			    st->hblk->status == 304 ? H2O_FRAMING_AS_IS :
-			    H2O_FRAMING_EMPTY;
+		if (h->is_head || st->hblk->status == 204 ||
+		    st->hblk->status == 304)
+			framing = H2O_FRAMING_AS_IS;
+		else if (st->head_ended)
+			framing = H2O_FRAMING_EMPTY;
 		h2o_block_head(st->hblk, &h2o_head_tmp, framing);
 		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
