@@ -56,7 +56,12 @@ struct h2o_block {
 	struct h2o_list	 l;
 	int		 status;
 	const char	*bad;		/* over a limit, malformed: why */
+	struct h2o_block *next;		/* the next interim head queued */
 };
+
+/* Interim heads (100, 103) held for the client at once, oldest first:
+ * past this many the oldest is dropped (a server's flood of them). */
+#define H2O_INTERIM_MAX	8
 
 struct http_h2o_stream {
 	TAILQ_ENTRY(http_h2o_stream) link;
@@ -76,8 +81,10 @@ struct http_h2o_stream {
 	bool			 got_head;	/* the final head is whole */
 	bool			 head_ended;	/* it came with END_STREAM */
 	bool			 head_ready;	/* not judged yet */
-	bool			 interim_new;	/* iblk not passed on yet */
-	struct h2o_block	*iblk;		/* the last 1xx head */
+	struct h2o_block	*iblk;		/* 1xx heads not passed on yet,
+						 * oldest first (next) */
+	unsigned		 niblk;		/* how many */
+	struct h2o_block	*ipassed;	/* the last one passed on */
 	struct h2o_block	*tblk;		/* the trailers, once whole */
 	struct h2o_block	*hblk;		/* the final head (or a bad
 						 * block: why in its bad) */

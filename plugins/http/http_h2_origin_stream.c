@@ -435,11 +435,22 @@ h2o_block_done(struct http_h2o_stream *st, bool ended)
 		h2o_block_free(st->tblk);
 		st->tblk = b;
 	} else if (b->status < 200) {
-		/* Interim (100, 103): passed on as it comes; one not yet
-		 * passed on when the next comes is dropped for it. */
-		h2o_block_free(st->iblk);
-		st->iblk = b;
-		st->interim_new = true;
+		struct h2o_block **tail = &st->iblk;
+
+		/* Interim (100, 103): passed on as they come, each one
+		 * (RFC 9110 15.2), also several in one read; past
+		 * H2O_INTERIM_MAX waiting the oldest is dropped. */
+		if (st->niblk == H2O_INTERIM_MAX) {
+			struct h2o_block *old = st->iblk;
+
+			st->iblk = old->next;
+			h2o_block_free(old);
+			st->niblk--;
+		}
+		while (*tail != NULL)
+			tail = &(*tail)->next;
+		*tail = b;
+		st->niblk++;
 	} else {
 		h2o_block_free(st->hblk);
 		st->hblk = b;
@@ -576,7 +587,13 @@ h2o_stream_free(struct http_h2o_stream *st)
 	h2o_block_free(st->blk);
 	h2o_block_free(st->hblk);
 	h2o_block_free(st->tblk);
-	h2o_block_free(st->iblk);
+	while (st->iblk != NULL) {
+		struct h2o_block *b = st->iblk;
+
+		st->iblk = b->next;
+		h2o_block_free(b);
+	}
+	h2o_block_free(st->ipassed);
 	if (st->tl != NULL)
 		h2o_list_free(st->tl);
 	free(st->tl);
@@ -786,11 +803,15 @@ http_h2o_input(struct http_state *h)
 
 	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
 		return;
-	if (h->resp == HTTP_RESP_HEAD && st->interim_new) {
-		/* 101 cannot come over h2 (nghttp2 refuses it). */
-		st->interim_new = false;	/* passed on */
+	while (h->resp == HTTP_RESP_HEAD && st->iblk != NULL) {
+		/* 101 cannot come over h2 (nghttp2 refuses it). Passed on:
+		 * kept while the head written from it may point into it. */
+		h2o_block_free(st->ipassed);
+		st->ipassed = st->iblk;
+		st->iblk = st->ipassed->next;
+		st->niblk--;
 		h->progress++;
-		h2o_block_head(st->iblk, &h2o_head_tmp, H2O_FRAMING_AS_IS);
+		h2o_block_head(st->ipassed, &h2o_head_tmp, H2O_FRAMING_AS_IS);
 		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
 		if (h->gone || h->closing || h->h2o != st)

@@ -15,7 +15,8 @@ origin PORT LOG
     &e=1: the head goes as soon as the request's head came (an early
     answer; x-early instead of x-req-*, no trailers). &ed=1: a response
     that would end with its head ends with an empty DATA frame instead
-    (h2). The log gets one line per request: proto method path
+    (h2). &i=N: N interim heads (103, link: </iK>) before the final
+    one, in the same write. The log gets one line per request: proto method path
     n=BODY-BYTES (and "early" when answered early).
 
 client PORT SEED SECONDS [CONNS=3] [H1_SHARE=0.5]
@@ -70,7 +71,8 @@ def parse_spec(path):
     d = {k: int(v[0]) for k, v in urllib.parse.parse_qs(q).items()}
     return {"st": d.get("st", 200), "n": d.get("n", 0), "c": max(1, d.get("c", 16384)),
             "cl": d.get("cl", 1), "trl": d.get("trl", 0), "k": d.get("k", 0),
-            "cut": d.get("cut", -1), "e": d.get("e", 0), "ed": d.get("ed", 0)}
+            "cut": d.get("cut", -1), "e": d.get("e", 0), "ed": d.get("ed", 0),
+            "i": d.get("i", 0)}
 
 
 def response_parts(method, path, body):
@@ -108,6 +110,11 @@ def origin_log(log, lock, line):
 def h2_answer(h, pending, sid, method, path, body):
     st, head, out, trl, cut, chunk, ed = response_parts(method, path, body)
     fields = [(":status", str(st))] + head
+    try:
+        for i in range(parse_spec(path)["i"]):
+            h.send_headers(sid, [(":status", "103"), ("link", "</i%d>" % i)])
+    except h2.exceptions.ProtocolError:
+        return
     # ed: a head that does not end the stream, an empty DATA frame does
     end = not out and not trl and cut < 0 and not ed
     try:
@@ -279,7 +286,9 @@ def h1_answer(conn, method, path, body):
     st, head, out, trl, cut, chunk, _ = response_parts(method, path, body)
     chunked = not any(k == "content-length" for k, _ in head) \
         and st not in (204, 304) and method != "HEAD"
-    hd = "HTTP/1.1 %d X\r\n" % st
+    hd = "".join("HTTP/1.1 103 X\r\nlink: </i%d>\r\n\r\n" % i
+                 for i in range(parse_spec(path)["i"]))
+    hd += "HTTP/1.1 %d X\r\n" % st
     for k, v in head:
         hd += "%s: %s\r\n" % (k, v)
     if chunked:
@@ -365,7 +374,8 @@ class Stream:
         self.spec = {"st": st, "n": n, "c": rnd.choice([1, 100, 5000, 16384, 65536]),
                      "cl": rnd.choice([0, 1]), "trl": rnd.choice([0, 1]),
                      "k": rnd.randrange(100000), "cut": cut,
-                     "e": int(rnd.random() < 0.1), "ed": rnd.choice([0, 1])}
+                     "e": int(rnd.random() < 0.1), "ed": rnd.choice([0, 1]),
+                     "i": rnd.choice([0, 0, 0, 1, 3])}
         if self.spec["c"] == 1 and n > 2000:
             self.spec["c"] = 1000
         self.path = "/r?" + "&".join("%s=%d" % kv for kv in self.spec.items())
@@ -379,6 +389,7 @@ class Stream:
         self.head = {}
         self.data = b""
         self.trailers = {}
+        self.interim = []       # the links of the 1xx heads got
         self.ended = False
         self.was_reset = None
         self.done = False
@@ -464,8 +475,8 @@ class ClientConn:
                 hd = dict(ev.headers)
                 s.status = int(hd.pop(":status"))
                 s.head = hd
-            elif isinstance(ev, h2.events.InformationalResponseReceived):
-                pass
+            elif isinstance(ev, h2.events.InformationalResponseReceived) and s:
+                s.interim.append(dict(ev.headers).get("link"))
             elif isinstance(ev, h2.events.DataReceived):
                 if s:
                     s.data += ev.data
@@ -520,6 +531,10 @@ class ClientConn:
             return
         if s.status != est:
             self.err(s, "status %s, expected %d" % (s.status, est))
+        want = ["</i%d>" % i for i in range(s.spec["i"])]
+        if s.interim != want:
+            # RFC 9110 15.2: a proxy forwards every 1xx
+            self.err(s, "interim heads %s, expected %s" % (s.interim, want))
         if s.data != ebody:
             i = next((j for j in range(min(len(s.data), len(ebody)))
                       if s.data[j] != ebody[j]), min(len(s.data), len(ebody)))
@@ -661,6 +676,7 @@ class H1Conn:
             s.head = self.fields()
             if s.status >= 200:
                 break
+            s.interim.append(s.head.get("link"))
         te = s.head.get("transfer-encoding", "").lower()
         if s.method == "HEAD" or s.status in (204, 304):
             pass
@@ -768,6 +784,10 @@ class H1Conn:
             return
         if s.status != est:
             self.err(s, "status %s, expected %d" % (s.status, est))
+        want = ["</i%d>" % i for i in range(s.spec["i"])]
+        if s.interim != want:
+            # RFC 9110 15.2: a proxy forwards every 1xx
+            self.err(s, "interim heads %s, expected %s" % (s.interim, want))
         if s.status in (204, 304) and "transfer-encoding" in s.head:
             # RFC 9112 6.1: a server MUST NOT send it in a 204
             self.err(s, "a %d with transfer-encoding: %s" % (s.status, s.head["transfer-encoding"]))

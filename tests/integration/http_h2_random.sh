@@ -7,9 +7,10 @@
 # sizes, pieces, framing and trailers, server resets and closes inside a
 # body, client resets, a small client window acknowledged late, clients
 # that leave with streams open, early answers, heads ended by an empty
-# DATA frame; HTTP/1.1 clients too (pipelined GETs, chunked bodies with
-# trailers). Every stream not cut on purpose gets its exact status,
-# head, body and trailers (no Transfer-Encoding on a 204 or 304); a cut
+# DATA frame, several interim heads in one write; HTTP/1.1 clients too
+# (pipelined GETs, chunked bodies with trailers). Every stream not cut on
+# purpose gets its exact status, head, body, trailers and interim heads
+# (each one, RFC 9110 15.2; no Transfer-Encoding on a 204 or 304); a cut
 # one never ends as whole.
 # First straight to the origin (the driver checked against itself), then
 # through each service. Afterwards proxyd is alive, has no live session
