@@ -72,11 +72,16 @@ def parse_spec(path):
     return {"st": d.get("st", 200), "n": d.get("n", 0), "c": max(1, d.get("c", 16384)),
             "cl": d.get("cl", 1), "trl": d.get("trl", 0), "k": d.get("k", 0),
             "cut": d.get("cut", -1), "e": d.get("e", 0), "ed": d.get("ed", 0),
-            "i": d.get("i", 0)}
+            "i": d.get("i", 0), "hb": d.get("hb", 0), "qb": d.get("qb", 0)}
 
 
-def response_parts(method, path, body):
-    """(status, head fields, body, trailer fields, cut) the origin sends."""
+def big_fields(prefix, n, k):
+    return [("%s%d" % (prefix, i), pattern(200, k + i).hex()) for i in range(n)]
+
+
+def response_parts(method, path, body, fields=None):
+    """(status, head fields, body, trailer fields, cut, piece, ed) the
+    origin sends; FIELDS: the request's (None: as the client sent them)."""
     sp = parse_spec(path)
     st = sp["st"]
     data = pattern(sp["n"], sp["k"])
@@ -90,6 +95,12 @@ def response_parts(method, path, body):
     else:
         head = [("x-req-sha", short_sha(body)), ("x-req-n", str(len(body)))]
     # Trailers need a chunked body over HTTP/1.1: no content-length then.
+    # hb: many fields, a head over one HTTP/2 frame (CONTINUATION)
+    head += big_fields("x-h", sp["hb"], sp["k"])
+    if sp["qb"]:
+        want = big_fields("x-q", sp["qb"], sp["k"])
+        got = want if fields is None else [(k, v) for k, v in fields if k.startswith("x-q")]
+        head.append(("x-req-q", "ok" if got == want else "bad"))
     if sp["cl"] and not sp["trl"] and st not in (204, 304):
         head.append(("content-length", str(len(data))))
     trl = []
@@ -107,8 +118,8 @@ def origin_log(log, lock, line):
             f.write(line + "\n")
 
 
-def h2_answer(h, pending, sid, method, path, body):
-    st, head, out, trl, cut, chunk, ed = response_parts(method, path, body)
+def h2_answer(h, pending, sid, method, path, body, fields):
+    st, head, out, trl, cut, chunk, ed = response_parts(method, path, body, fields)
     fields = [(":status", str(st))] + head
     try:
         for i in range(parse_spec(path)["i"]):
@@ -144,10 +155,12 @@ def serve_h2(conn, first, log, lock):
         for ev in evs:
             if isinstance(ev, h2.events.RequestReceived):
                 hd = dict(ev.headers)
-                reqs[ev.stream_id] = [hd.get(":method"), hd.get(":path"), b""]
+                reqs[ev.stream_id] = [hd.get(":method"), hd.get(":path"), b"",
+                                      list(ev.headers)]
                 if parse_spec(hd.get(":path"))["e"]:
                     origin_log(log, lock, "h2 %s %s early" % (hd.get(":method"), hd.get(":path")))
-                    h2_answer(h, pending, ev.stream_id, hd.get(":method"), hd.get(":path"), b"")
+                    h2_answer(h, pending, ev.stream_id, hd.get(":method"), hd.get(":path"), b"",
+                              list(ev.headers))
             elif isinstance(ev, h2.events.DataReceived):
                 if ev.stream_id in reqs:
                     reqs[ev.stream_id][2] += ev.data
@@ -156,10 +169,10 @@ def serve_h2(conn, first, log, lock):
                 r = reqs.pop(ev.stream_id, None)
                 if r is None:
                     continue
-                method, path, body = r
+                method, path, body, fields = r
                 origin_log(log, lock, "h2 %s %s n=%d" % (method, path, len(body)))
                 if not parse_spec(path)["e"]:
-                    h2_answer(h, pending, ev.stream_id, method, path, body)
+                    h2_answer(h, pending, ev.stream_id, method, path, body, fields)
             elif isinstance(ev, h2.events.StreamReset):
                 reqs.pop(ev.stream_id, None)
                 pending.pop(ev.stream_id, None)
@@ -262,13 +275,13 @@ def serve_h1(conn, first, log, lock):
         early = parse_spec(path)["e"]
         if early:
             origin_log(log, lock, "h1 %s %s early" % (method, path))
-            h1_answer(conn, method, path, b"")
+            h1_answer(conn, method, path, b"", list(hdrs.items()))
             if conn.fileno() < 0:
                 return
         body = read_h1_body(rf, hdrs)
         origin_log(log, lock, "h1 %s %s n=%d" % (method, path, len(body)))
         if not early:
-            h1_answer(conn, method, path, body)
+            h1_answer(conn, method, path, body, list(hdrs.items()))
             if conn.fileno() < 0:
                 return
 
@@ -282,8 +295,8 @@ def h1_cut(conn):
     conn.close()
 
 
-def h1_answer(conn, method, path, body):
-    st, head, out, trl, cut, chunk, _ = response_parts(method, path, body)
+def h1_answer(conn, method, path, body, fields):
+    st, head, out, trl, cut, chunk, _ = response_parts(method, path, body, fields)
     chunked = not any(k == "content-length" for k, _ in head) \
         and st not in (204, 304) and method != "HEAD"
     hd = "".join("HTTP/1.1 103 X\r\nlink: </i%d>\r\n\r\n" % i
@@ -375,7 +388,10 @@ class Stream:
                      "cl": rnd.choice([0, 1]), "trl": rnd.choice([0, 1]),
                      "k": rnd.randrange(100000), "cut": cut,
                      "e": int(rnd.random() < 0.1), "ed": rnd.choice([0, 1]),
-                     "i": rnd.choice([0, 0, 0, 1, 3])}
+                     "i": rnd.choice([0, 0, 0, 1, 3]),
+                     "hb": rnd.choice([0, 0, 0, 45]),
+                     # request fields over one frame too, sometimes
+                     "qb": rnd.choice([0, 0, 0, 45])}
         if self.spec["c"] == 1 and n > 2000:
             self.spec["c"] = 1000
         self.path = "/r?" + "&".join("%s=%d" % kv for kv in self.spec.items())
@@ -431,6 +447,7 @@ class ClientConn:
         s = Stream(self.rnd, sid)
         hdrs = [(":method", s.method), (":scheme", "http"), (":authority", "127.0.0.1"),
                 (":path", s.path), ("user-agent", "h2-random")]
+        hdrs += big_fields("x-q", s.spec["qb"], s.spec["k"])
         if s.req_trl:
             hdrs.append(("te", "trailers"))
         if s.method in ("POST", "PUT") and self.rnd.random() < 0.5:
@@ -620,6 +637,7 @@ class H1Conn:
     def request_bytes(self, s):
         hd = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: h1-random\r\n" % (
             s.method, s.path)
+        hd += "".join("%s: %s\r\n" % kv for kv in big_fields("x-q", s.spec["qb"], s.spec["k"]))
         if s.method not in ("POST", "PUT"):
             return [(hd + "\r\n").encode()]
         if s.req_trl or self.rnd.random() < 0.3:
