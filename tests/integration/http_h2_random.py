@@ -72,7 +72,8 @@ def parse_spec(path):
     return {"st": d.get("st", 200), "n": d.get("n", 0), "c": max(1, d.get("c", 16384)),
             "cl": d.get("cl", 1), "trl": d.get("trl", 0), "k": d.get("k", 0),
             "cut": d.get("cut", -1), "e": d.get("e", 0), "ed": d.get("ed", 0),
-            "i": d.get("i", 0), "hb": d.get("hb", 0), "qb": d.get("qb", 0)}
+            "i": d.get("i", 0), "hb": d.get("hb", 0), "qb": d.get("qb", 0),
+            "to": d.get("to", 0)}
 
 
 def big_fields(prefix, n, k):
@@ -85,6 +86,14 @@ def response_parts(method, path, body, fields=None):
     sp = parse_spec(path)
     st = sp["st"]
     data = pattern(sp["n"], sp["k"])
+    if sp["to"]:
+        # trailers-only (gRPC's error answer): one head that ends the
+        # stream, the trailer fields in it, content-length: 0
+        head = [("x-req-sha", short_sha(body)), ("x-req-n", str(len(body))),
+                ("x-t-sha", short_sha(body)), ("x-t-n", str(len(body)))]
+        if st not in (204, 304):
+            head.append(("content-length", "0"))
+        return st, head, b"", [], -1, 1, 0
     if method == "HEAD" or st in (204, 304):
         data_sent = b""
     else:
@@ -391,9 +400,13 @@ class Stream:
                      "i": rnd.choice([0, 0, 0, 1, 3]),
                      "hb": rnd.choice([0, 0, 0, 45]),
                      # request fields over one frame too, sometimes
-                     "qb": rnd.choice([0, 0, 0, 45])}
+                     "qb": rnd.choice([0, 0, 0, 45]),
+                     "to": int(rnd.random() < 0.08)}
         if self.spec["c"] == 1 and n > 2000:
             self.spec["c"] = 1000
+        if self.spec["to"]:
+            self.spec["e"] = self.spec["ed"] = 0
+            self.cut = False
         self.path = "/r?" + "&".join("%s=%d" % kv for kv in self.spec.items())
         # What the client does: 0 nothing, 1 reset at once, 2 reset after
         # some response bytes.
@@ -406,6 +419,7 @@ class Stream:
         self.data = b""
         self.trailers = {}
         self.interim = []       # the links of the 1xx heads got
+        self.nframes = 0        # DATA frames got (h2)
         self.ended = False
         self.was_reset = None
         self.done = False
@@ -497,6 +511,7 @@ class ClientConn:
             elif isinstance(ev, h2.events.DataReceived):
                 if s:
                     s.data += ev.data
+                    s.nframes += 1
                 if self.lazy_ack:
                     self.unacked.append((ev.flow_controlled_length, sid))
                 else:
@@ -539,6 +554,9 @@ class ClientConn:
                 self.err(s, "a cut response ended as if whole (%d of %d bytes, status %s)"
                          % (len(s.data), s.spec["n"], s.status))
             return
+        if s.spec["to"] and s.nframes:
+            # gRPC takes HEADERS and an empty DATA as a call without status
+            self.err(s, "a trailers-only answer came with %d DATA frames" % s.nframes)
         if s.was_reset is not None and not (s.ended and s.was_reset == 0):
             self.err(s, "reset by proxyd (code %s) after %d bytes, status %s"
                      % (s.was_reset, len(s.data), s.status))
