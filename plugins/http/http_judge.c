@@ -383,6 +383,15 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		http_error(h, 502, "101 without an accepted Upgrade");
 		return false;
 	}
+	if (m->status < 200 && h->client_10) {
+		/* HTTP/1.0 has no 1xx (RFC 9110 15.2): an HTTP/1.0 client
+		 * would take an interim head for the response. Dropped; the
+		 * final head follows. */
+		if (h->srv.io != NULL)
+			evbuffer_drain(h->srv.io->in, head_len);
+		h->resp = HTTP_RESP_HEAD;
+		return true;
+	}
 	before = evbuffer_get_length(cout);
 	/* Framing: RFC 9112 6.3, in order. */
 	h->resp_body = HTTP_BODY_CLOSE;

@@ -225,8 +225,8 @@ def read_h1_head(rf):
     line = rf.readline()
     if not line:
         return None
-    method, path, _ = line.decode("latin-1").split(" ", 2)
-    hdrs = {}
+    method, path, version = line.decode("latin-1").split(" ", 2)
+    hdrs = {":v10": version.strip() == "HTTP/1.0"}
     while True:
         ln = rf.readline()
         if ln in (b"\r\n", b"\n", b""):
@@ -306,10 +306,12 @@ def h1_cut(conn):
 
 def h1_answer(conn, method, path, body, fields):
     st, head, out, trl, cut, chunk, _ = response_parts(method, path, body, fields)
-    chunked = not any(k == "content-length" for k, _ in head) \
+    v10 = dict(fields).get(":v10")     # an HTTP/1.0 request
+    nolen = not any(k == "content-length" for k, _ in head) \
         and st not in (204, 304) and method != "HEAD"
-    hd = "".join("HTTP/1.1 103 X\r\nlink: </i%d>\r\n\r\n" % i
-                 for i in range(parse_spec(path)["i"]))
+    chunked = nolen and not v10
+    hd = "" if v10 else "".join("HTTP/1.1 103 X\r\nlink: </i%d>\r\n\r\n" % i
+                                for i in range(parse_spec(path)["i"]))
     hd += "HTTP/1.1 %d X\r\n" % st
     for k, v in head:
         hd += "%s: %s\r\n" % (k, v)
@@ -339,6 +341,8 @@ def h1_answer(conn, method, path, body, fields):
             for k, v in trl:
                 tail += b"%s: %s\r\n" % (k.encode(), v.encode())
         conn.sendall(tail + b"\r\n")
+    elif nolen:
+        h1_cut(conn)    # an HTTP/1.0 body without length ends by the close
 
 
 def origin_conn(conn, log, lock):
@@ -637,7 +641,7 @@ class H1Conn:
     """An HTTP/1.1 client: requests one after another on a connection,
     GETs sometimes pipelined, bodies with content-length or chunked (with
     trailers sometimes), the connection sometimes closed inside a
-    response."""
+    response; or an HTTP/1.0 one (one request, no 1xx nor trailers back)."""
 
     def __init__(self, port, rnd, name, errors):
         self.rnd = rnd
@@ -648,17 +652,19 @@ class H1Conn:
         self.streams = {}
         self.n = 0
         self.left = False       # the client closed inside a response
+        # HTTP/1.0 at times: one request, bodies by length, no 1xx back
+        self.v10 = rnd.random() < 0.2
 
     def err(self, s, msg):
         self.errors.append("%s req %d %s %s: %s" % (self.name, s.sid, s.method, s.path, msg))
 
     def request_bytes(self, s):
-        hd = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: h1-random\r\n" % (
-            s.method, s.path)
+        hd = "%s %s HTTP/1.%d\r\nHost: 127.0.0.1\r\nUser-Agent: h1-random\r\n" % (
+            s.method, s.path, 0 if self.v10 else 1)
         hd += "".join("%s: %s\r\n" % kv for kv in big_fields("x-q", s.spec["qb"], s.spec["k"]))
         if s.method not in ("POST", "PUT"):
             return [(hd + "\r\n").encode()]
-        if s.req_trl or self.rnd.random() < 0.3:
+        if not self.v10 and (s.req_trl or self.rnd.random() < 0.3):
             hd += "Transfer-Encoding: chunked\r\n"
             if s.req_trl:
                 hd += "TE: trailers\r\n"
@@ -736,6 +742,7 @@ class H1Conn:
             s.data += self.buf
             self.buf = b""
             s.ended = True
+            s.by_close = True
             return False
         s.ended = True
         return s.head.get("connection", "").lower() != "close"
@@ -747,7 +754,7 @@ class H1Conn:
             batch = []
             s = Stream(self.rnd, self.n)
             batch.append(s)
-            if s.method in ("GET", "HEAD") and self.rnd.random() < 0.3:
+            if s.method in ("GET", "HEAD") and self.rnd.random() < 0.3 and not self.v10:
                 batch.append(Stream(self.rnd, self.n + 1))
             for b in batch:
                 self.streams[b.sid] = b
@@ -776,7 +783,7 @@ class H1Conn:
                         self.left = True
                         return "closed"
                     b.reset = 0
-                    alive = self.read_response(b)
+                    alive = self.read_response(b) and not self.v10
                     if b.spec["e"] and b.method in ("POST", "PUT"):
                         # an early answer, the body perhaps not all read:
                         # proxyd closes the connection after it (by
@@ -798,6 +805,11 @@ class H1Conn:
             return
         est, ehead, ebody, etrl = s.expected()
         if s.cut:
+            if getattr(s, "by_close", False):
+                # ended by the close (HTTP/1.0): a cut one looks whole
+                if len(s.data) >= len(ebody):
+                    self.err(s, "a cut response got all its bytes")
+                return
             if s.ended and len(s.data) >= len(ebody):
                 self.err(s, "a cut response ended as if whole")
             elif s.ended:
@@ -821,6 +833,9 @@ class H1Conn:
         if s.status != est:
             self.err(s, "status %s, expected %d" % (s.status, est))
         want = ["</i%d>" % i for i in range(s.spec["i"])]
+        if self.v10:
+            # RFC 9110 15.2: no 1xx to an HTTP/1.0 client; no trailers
+            want, etrl = [], {}
         if s.interim != want:
             # RFC 9110 15.2: a proxy forwards every 1xx
             self.err(s, "interim heads %s, expected %s" % (s.interim, want))

@@ -8,10 +8,11 @@
 # body, client resets, a small client window acknowledged late, clients
 # that leave with streams open, early answers, heads ended by an empty
 # DATA frame, several interim heads in one write; HTTP/1.1 clients too
-# (pipelined GETs, chunked bodies with trailers). Every stream not cut on
-# purpose gets its exact status, head, body, trailers and interim heads
-# (each one, RFC 9110 15.2; no Transfer-Encoding on a 204 or 304); a cut
-# one never ends as whole.
+# (pipelined GETs, chunked bodies with trailers) and HTTP/1.0 ones. Every
+# stream not cut on purpose gets its exact status, head, body, trailers
+# and interim heads (each one, RFC 9110 15.2; no Transfer-Encoding on a
+# 204 or 304); a cut one never ends as whole; an HTTP/1.0 client gets no
+# 1xx.
 # First straight to the origin (the driver checked against itself), then
 # through each service. Afterwards proxyd is alive, has no live session
 # left, and logged one http-request line per request the origin saw.
@@ -68,6 +69,16 @@ for st in 204 304; do
     te=$(grep -aci '^transfer-encoding' <<<"$out" || true)
     check [ "$te" = 0 ] "a $st with Transfer-Encoding: $out"
     check grep -aq '^content-length: 5' <<<"$out" "the request after the $st answered: $out"
+done
+
+# An HTTP/1.0 client gets no interim head (RFC 9110 15.2), from either
+# kind of server: the first status line it reads is the response's.
+for port in $PN $PY; do
+    raw_send "$port" "GET /r?i=2&n=3 HTTP/1.0\r\nHost: x\r\n\r\n" \
+        --out "$T/v10-$port.out" >/dev/null 2>&1 || true
+    first=$(head -n 1 "$T/v10-$port.out" | tr -d '\r')
+    check grep -qE '^HTTP/1\.1 200( |$)' <<<"$first" \
+        "an HTTP/1.0 client's first status line on port $port: '$first'"
 done
 
 # Every request the origin took whole has its http-request line (the
