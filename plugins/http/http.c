@@ -70,15 +70,15 @@ http_refusal_sent(struct http_state *h, size_t head_len, bool keep,
     const char *reason)
 {
 	if (!keep) {
-		px_session_set_rule(h->s, h->rule);
+		px_session_set_rule(h->s, h->tx.rule);
 		http_log_request(h);
 		http_close_when_flushed(h, PX_END_POLICY, reason);
 		return;
 	}
 	evbuffer_drain(h->c->in, head_len);
 	h->client_keep = true;
-	h->req = HTTP_REQ_DONE;
-	h->resp = HTTP_RESP_NONE;
+	h->tx.req = HTTP_REQ_DONE;
+	h->tx.resp = HTTP_RESP_NONE;
 	h->progress++;
 	http_transaction_done(h);
 }
@@ -98,17 +98,17 @@ http_log_request_as(struct http_state *h, const char *tag)
 	struct timeval now, d;
 	bool deny;
 
-	if (h->method[0] == '\0')
+	if (h->tx.method[0] == '\0')
 		return;
 	http_audit_end(h, PX_TO_SERVER);
 	http_audit_end(h, PX_TO_CLIENT);
 	gettimeofday(&now, NULL);
-	timersub(&now, &h->t_start, &d);
-	if (h->status >= 100 && h->status <= 599) {
+	timersub(&now, &h->tx.t_start, &d);
+	if (h->tx.status >= 100 && h->tx.status <= 599) {
 		px_session_series_add(h->s, HTTP_S_RESPONSES,
-		    (unsigned)h->status - 100, 1);
+		    (unsigned)h->tx.status - 100, 1);
 		px_session_series_observe(h->s, HTTP_S_DURATION,
-		    (unsigned)h->status / 100 - 1,
+		    (unsigned)h->tx.status / 100 - 1,
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
 	/* A leg is an HTTP/2 stream's request (http_h2.c). */
@@ -117,30 +117,30 @@ http_log_request_as(struct http_state *h, const char *tag)
 	 * head: not done for a log that drops it. */
 	if (!px_log_enabled(LOG_INFO))
 		goto out_clear;
-	deny = h->verdict != NULL && (strcmp(h->verdict, "deny") == 0 ||
-	    strcmp(h->verdict, "abort") == 0);
+	deny = h->tx.verdict != NULL && (strcmp(h->tx.verdict, "deny") == 0 ||
+	    strcmp(h->tx.verdict, "abort") == 0);
 	if (id != NULL)
 		px_log_escape(user, sizeof(user), id->user, strlen(id->user),
 		    false);
-	if (h->grpc_status >= 0)
-		snprintf(grpc, sizeof(grpc), " grpc-status=%d", h->grpc_status);
+	if (h->tx.grpc_status >= 0)
+		snprintf(grpc, sizeof(grpc), " grpc-status=%d", h->tx.grpc_status);
 	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
 	    "host=%s path=%s status=%d%s to-server=%llu to-client=%llu "
 	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
 	    "%s%s%s%s%s",
 	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
-	    h->method, h->host[0] ? h->host : "-", h->path, h->status, grpc,
-	    (unsigned long long)h->req_bytes, (unsigned long long)h->resp_bytes,
+	    h->tx.method, h->tx.host[0] ? h->tx.host : "-", h->tx.path, h->tx.status, grpc,
+	    (unsigned long long)h->tx.req_bytes, (unsigned long long)h->tx.resp_bytes,
 	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    h->verdict ? h->verdict : "accept",
-	    h->srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
-	    &h->srv.dst, server, sizeof(server)) : "-",
-	    h->srv.dst.ss_family == 0 ? "-" : h->srv.kept ? "kept" :
-	    h->srv.reused ? "pooled" : "new",
-	    h->srv_h2 ? " server-proto=h2" : "",
-	    h->leg_reset[0] != '\0' ? " reset=" : "", h->leg_reset,
+	    h->tx.verdict ? h->tx.verdict : "accept",
+	    h->tx.srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
+	    &h->tx.srv.dst, server, sizeof(server)) : "-",
+	    h->tx.srv.dst.ss_family == 0 ? "-" : h->tx.srv.kept ? "kept" :
+	    h->tx.srv.reused ? "pooled" : "new",
+	    h->tx.srv_h2 ? " server-proto=h2" : "",
+	    h->tx.leg_reset[0] != '\0' ? " reset=" : "", h->tx.leg_reset,
 	    deny ? " rule=" : "",
-	    !deny ? "" : h->rule[0] != '\0' ? h->rule : "builtin",
+	    !deny ? "" : h->tx.rule[0] != '\0' ? h->tx.rule : "builtin",
 	    id != NULL ? " user=" : "", id != NULL ? user : "",
 	    id != NULL ? " auth=" : "",
 	    id != NULL ? px_auth_method_name(id->method) : "",
@@ -148,20 +148,20 @@ http_log_request_as(struct http_state *h, const char *tag)
 out_clear:
 	/* The next request starts from nothing: a refusal before its head
 	 * is whole must not name or count this one's host and bytes. */
-	h->method[0] = h->host[0] = h->rule[0] = h->leg_reset[0] = '\0';
-	h->srv_h2 = false;
-	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
-	h->grpc = false;
-	h->grpc_status = -1;
-	h->grpc_deadline_ms = 0;
+	h->tx.method[0] = h->tx.host[0] = h->tx.rule[0] = h->tx.leg_reset[0] = '\0';
+	h->tx.srv_h2 = false;
+	h->tx.req_bytes = h->tx.resp_bytes = h->tx.interim_bytes = 0;
+	h->tx.grpc = false;
+	h->tx.grpc_status = -1;
+	h->tx.grpc_deadline_ms = 0;
 }
 
 void
 http_log_held(struct http_state *h)
 {
-	if (!h->log_held)
+	if (!h->tx.log_held)
 		return;
-	h->log_held = false;
+	h->tx.log_held = false;
 	http_log_request(h);
 }
 
@@ -202,8 +202,8 @@ http_response_complete(struct http_state *h)
 	 * a 204, 304 or a HEAD response, say): one request is in flight,
 	 * so they answer nothing, and the connection is closed, never
 	 * pooled. */
-	if (h->srv.io != NULL && evbuffer_get_length(h->srv.io->in) != 0)
-		http_unasked_bytes(h, h->srv.io->in);
+	if (h->tx.srv.io != NULL && evbuffer_get_length(h->tx.srv.io->in) != 0)
+		http_unasked_bytes(h, h->tx.srv.io->in);
 	http_transaction_done(h);
 }
 
@@ -212,9 +212,9 @@ http_response_complete(struct http_state *h)
 static bool
 http_request_sent(const struct http_state *h)
 {
-	return h->req == HTTP_REQ_DONE &&
-	    !http_scan_holding(h, PX_TO_SERVER) && (h->srv.io == NULL ||
-	    evbuffer_get_length(h->srv.io->out) == 0) &&
+	return h->tx.req == HTTP_REQ_DONE &&
+	    !http_scan_holding(h, PX_TO_SERVER) && (h->tx.srv.io == NULL ||
+	    evbuffer_get_length(h->tx.srv.io->out) == 0) &&
 	    http_h2o_request_sent(h);
 }
 
@@ -231,21 +231,21 @@ http_request_unsent(struct http_state *h)
 {
 	struct evbuffer *out = http_server_out(h);
 	uint64_t unsent = out != NULL ? evbuffer_get_length(out) : 0;
-	bool scanned = h->scan[PX_TO_SERVER].on;
+	bool scanned = h->tx.scan[PX_TO_SERVER].on;
 
 	unsent += http_scan_unsent(h, PX_TO_SERVER, "early-response");
 	/* to-server: what the server was sent. */
-	h->req_bytes -= unsent < h->req_bytes ? unsent : h->req_bytes;
-	if (h->req == HTTP_REQ_BODY && h->req_body == HTTP_BODY_LENGTH)
-		unsent += h->req_left;
-	h->srv.keep = false;
-	h->srv.boundary = false;
+	h->tx.req_bytes -= unsent < h->tx.req_bytes ? unsent : h->tx.req_bytes;
+	if (h->tx.req == HTTP_REQ_BODY && h->tx.req_body == HTTP_BODY_LENGTH)
+		unsent += h->tx.req_left;
+	h->tx.srv.keep = false;
+	h->tx.srv.boundary = false;
 	px_session_log(h->s, LOG_INFO, "http-early-response status=%d "
 	    "unsent=%llu%s%s (the server answered before the request's end: "
-	    "its %s)", h->status, (unsigned long long)unsent,
-	    h->req == HTTP_REQ_BODY && h->req_body != HTTP_BODY_LENGTH ?
+	    "its %s)", h->tx.status, (unsigned long long)unsent,
+	    h->tx.req == HTTP_REQ_BODY && h->tx.req_body != HTTP_BODY_LENGTH ?
 	    "+" : "", scanned ? " scan=cancelled" : "",
-	    h->h2o != NULL ? "stream cancelled" : "connection closed");
+	    h->tx.h2o != NULL ? "stream cancelled" : "connection closed");
 }
 
 /* The response is complete (and so is the request, unless the server
@@ -260,10 +260,10 @@ http_transaction_done(struct http_state *h)
 
 	if (!sent)
 		http_request_unsent(h);
-	else if (h->srv.io != NULL)
-		h->srv.boundary = true;
-	keep_server = h->srv.keep && sent;
-	room = http_dir_room(h, h->c, h->srv.io);
+	else if (h->tx.srv.io != NULL)
+		h->tx.srv.boundary = true;
+	keep_server = h->tx.srv.keep && sent;
+	room = http_dir_room(h, h->c, h->tx.srv.io);
 
 	/* A client not read while its last request was in flight: what it
 	 * did meanwhile (an end, a reset, bytes), as reading it would have
@@ -280,31 +280,31 @@ http_transaction_done(struct http_state *h)
 	}
 	/* Answered before its body was all sent (an early 413, say): where
 	 * the next request would start is unknown, so none is read. */
-	if (h->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
+	if (h->tx.req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
 	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
 	 * h2_leg_abort): to-client is then what the client got, not what
 	 * the leg wrote, and a stream reset meanwhile says so. */
-	if (h->h2_parent_ref != NULL && h->method[0] != '\0') {
+	if (h->h2_parent_ref != NULL && h->tx.method[0] != '\0') {
 		/* Its audit records wait with it: whether each body went
 		 * whole is known now, before req and resp are reset below. */
-		h->scan[PX_TO_SERVER].went = h->req == HTTP_REQ_DONE;
-		h->scan[PX_TO_CLIENT].went = h->resp == HTTP_RESP_DONE;
-		h->log_held = true;
+		h->tx.scan[PX_TO_SERVER].went = h->tx.req == HTTP_REQ_DONE;
+		h->tx.scan[PX_TO_CLIENT].went = h->tx.resp == HTTP_RESP_DONE;
+		h->tx.log_held = true;
 	} else
 		http_log_request(h);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same
 		 * server: no pool round trip, no event churn. It goes to the
 		 * pool when the client leaves. */
-		h->srv.got_bytes = false;
+		h->tx.srv.got_bytes = false;
 	} else
 		http_server_drop(h, keep_server);
-	if (h->req_kept)
-		evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
-	h->req_kept = false;
-	h->resp = HTTP_RESP_NONE;
-	h->req = HTTP_REQ_HEAD;
+	if (h->tx.req_kept)
+		evbuffer_drain(h->tx.head_out, evbuffer_get_length(h->tx.head_out));
+	h->tx.req_kept = false;
+	h->tx.resp = HTTP_RESP_NONE;
+	h->tx.req = HTTP_REQ_HEAD;
 	if (!h->client_keep || (h->client_eof &&
 	    evbuffer_get_length(h->c->in) == 0)) {
 		/* Everything is sent once the output drains. */
@@ -331,8 +331,8 @@ http_tunnel_handoff(struct http_state *h)
 	http_log_request(h);
 	px_session_count(h->s, HTTP_C_TUNNELS, 1);
 	/* The core takes both sockets over. */
-	io = h->srv.io;
-	h->srv.io = NULL;
+	io = h->tx.srv.io;
+	h->tx.srv.io = NULL;
 	h->c = NULL;
 	if (px_session_tunnel(h->s, io) == -1)
 		px_session_end(h->s, PX_END_PROXY,
@@ -347,12 +347,12 @@ http_start_tunnel(struct http_state *h)
 	h->tunnel = true;
 	h->progress++;
 	px_conn_read_enable(h->c, false);
-	px_conn_read_enable(h->srv.io, false);
+	px_conn_read_enable(h->tx.srv.io, false);
 	n = evbuffer_get_length(h->c->in);
-	evbuffer_add_buffer(h->srv.io->out, h->c->in);
+	evbuffer_add_buffer(h->tx.srv.io->out, h->c->in);
 	px_session_account(h->s, PX_TO_SERVER, n);
-	n = evbuffer_get_length(h->srv.io->in);
-	evbuffer_add_buffer(h->c->out, h->srv.io->in);
+	n = evbuffer_get_length(h->tx.srv.io->in);
+	evbuffer_add_buffer(h->c->out, h->tx.srv.io->in);
 	px_session_account(h->s, PX_TO_CLIENT, n);
 }
 
@@ -368,7 +368,7 @@ http_client_closed_idle(struct http_state *h)
 		px_session_log(h->s, LOG_NOTICE, "http-error reason="
 		    "\"client closed inside a request head\"");
 	/* Its idle server connection outlives it in the pool. */
-	http_server_drop(h, h->srv.keep);
+	http_server_drop(h, h->tx.srv.keep);
 	http_close_when_flushed(h, PX_END_CLIENT, "client-closed");
 }
 
@@ -382,8 +382,8 @@ http_next_request(struct http_state *h)
 	ssize_t end;
 	int rc;
 
-	if (h->closing || h->tunnel || h->req != HTTP_REQ_HEAD ||
-	    h->resp != HTTP_RESP_NONE || len == 0)
+	if (h->closing || h->tunnel || h->tx.req != HTTP_REQ_HEAD ||
+	    h->tx.resp != HTTP_RESP_NONE || len == 0)
 		return;
 	http_log_held(h);	/* before this request's fields replace it */
 	/* h2c with prior knowledge (RFC 9113 3.3): the preface is not an
@@ -406,9 +406,9 @@ http_next_request(struct http_state *h)
 		 * says less). */
 		http_head_restart(&h->head_scan, &h->req_judge);
 		h->progress++;
-		http_copy(h->method, sizeof(h->method), "-", 1);
-		http_copy(h->path, sizeof(h->path), "-", 1);
-		gettimeofday(&h->t_start, NULL);
+		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
+		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
+		gettimeofday(&h->tx.t_start, NULL);
 		px_session_count(h->s, HTTP_C_REQUESTS, 1);
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, rc, why);
@@ -422,9 +422,9 @@ http_next_request(struct http_state *h)
 	http_head_restart(&h->head_scan, &h->req_judge);
 	h->progress++;
 	if (end < 0) {
-		http_copy(h->method, sizeof(h->method), "-", 1);
-		http_copy(h->path, sizeof(h->path), "-", 1);
-		gettimeofday(&h->t_start, NULL);
+		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
+		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
+		gettimeofday(&h->tx.t_start, NULL);
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, 431, "request head over max-header-bytes");
 		return;
@@ -442,7 +442,7 @@ http_unasked_bytes(struct http_state *h, struct evbuffer *sin)
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%zu "
 	    "bytes after a complete response\" (server connection closed)", n);
-	h->srv.keep = false;
+	h->tx.srv.keep = false;
 	evbuffer_drain(sin, n);
 }
 
@@ -450,13 +450,13 @@ http_unasked_bytes(struct http_state *h, struct evbuffer *sin)
 static void
 http_server_input(struct http_state *h)
 {
-	struct evbuffer *sin = h->srv.io->in;
+	struct evbuffer *sin = h->tx.srv.io->in;
 
 	/* No response is read before the upload's verdict: the server
 	 * may not even have its whole body. */
 	if (http_scan_pending(h, PX_TO_SERVER))
 		return;
-	while (h->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
+	while (h->tx.resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
 		size_t len = evbuffer_get_length(sin), want;
 		const char *buf, *why;
 		ssize_t end;
@@ -471,12 +471,12 @@ http_server_input(struct http_state *h)
 			return;
 		}
 		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
-		    &h->resp_scan);
+		    &h->tx.resp_scan);
 		if (end <= 0 && http_head_judge(buf, want, false,
-		    &h->pol->lim, &h->resp_judge, &why) != 0) {
+		    &h->pol->lim, &h->tx.resp_judge, &why) != 0) {
 			/* Refused as the bad line arrives: a server that
 			 * does not speak HTTP is not waited for. */
-			http_head_restart(&h->resp_scan, &h->resp_judge);
+			http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
 			h->progress++;
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
@@ -487,7 +487,7 @@ http_server_input(struct http_state *h)
 		if (end == 0)
 			return;
 		/* The next head (after a 1xx) starts from scratch. */
-		http_head_restart(&h->resp_scan, &h->resp_judge);
+		http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
 		h->progress++;
 		if (end < 0) {
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
@@ -499,7 +499,7 @@ http_server_input(struct http_state *h)
 	}
 	if (h->gone || h->closing || h->tunnel)
 		return;
-	if (h->resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
+	if (h->tx.resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
 		/* Bytes nobody asked for, on the connection this client keeps
 		 * between requests: it is not reused (the next request would
 		 * read them as its response). */
@@ -507,16 +507,16 @@ http_server_input(struct http_state *h)
 		http_server_drop(h, false);
 		return;
 	}
-	if (h->resp == HTTP_RESP_BODY)
+	if (h->tx.resp == HTTP_RESP_BODY)
 		http_pump_response(h);
 	/* A close-delimited body whose end was held up by a full client. */
-	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
-	    h->srv.io->eof && evbuffer_get_length(sin) == 0) {
-		h->resp = HTTP_RESP_DONE;
-		h->srv.keep = false;
+	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
+	    h->tx.srv.io->eof && evbuffer_get_length(sin) == 0) {
+		h->tx.resp = HTTP_RESP_DONE;
+		h->tx.srv.keep = false;
 	}
 	/* A scanned body's end waits for its verdict (http_scan.c). */
-	if (!h->gone && h->resp == HTTP_RESP_DONE &&
+	if (!h->gone && h->tx.resp == HTTP_RESP_DONE &&
 	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out))
 		http_response_complete(h);
 }
@@ -533,23 +533,23 @@ http_server_gone(struct http_state *h, int err)
 		    err ? strerror(err) : "closed during tunnel setup");
 		return;
 	}
-	if (h->resp == HTTP_RESP_DONE && http_scan_pending(h, PX_TO_CLIENT)) {
+	if (h->tx.resp == HTTP_RESP_DONE && http_scan_pending(h, PX_TO_CLIENT)) {
 		/* The whole response is here; its verdict is awaited. */
-		h->srv.keep = false;
+		h->tx.srv.keep = false;
 		http_server_drop(h, false);
 		return;
 	}
 	if (http_retry(h))
 		return;
-	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
+	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
 	    eof) {
 		/* Close-delimited: the end of the body. */
 		http_pump_response(h);
 		if (h->gone || h->closing)
 			return;
-		if (evbuffer_get_length(h->srv.io->in) == 0) {
-			h->resp = HTTP_RESP_DONE;
-			h->srv.keep = false;
+		if (evbuffer_get_length(h->tx.srv.io->in) == 0) {
+			h->tx.resp = HTTP_RESP_DONE;
+			h->tx.srv.keep = false;
 			if (http_scan_hold(h, PX_TO_CLIENT, h->c->out)) {
 				http_server_drop(h, false);
 				return;
@@ -560,20 +560,20 @@ http_server_gone(struct http_state *h, int err)
 		 * drains, and EOF is seen again then. */
 		return;
 	}
-	if (h->resp == HTTP_RESP_NONE) {
+	if (h->tx.resp == HTTP_RESP_NONE) {
 		/* Idle between requests: nothing lost. */
 		http_server_drop(h, false);
 		return;
 	}
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == 0) {
+	if (h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == 0) {
 		http_error(h, 502, !eof ? "server connection failed" :
-		    h->srv.io != NULL && evbuffer_get_length(h->srv.io->in) != 0 ?
+		    h->tx.srv.io != NULL && evbuffer_get_length(h->tx.srv.io->in) != 0 ?
 		    "server closed inside the response head" :
 		    "server closed before responding");
 		return;
 	}
-	h->verdict = "error";
+	h->tx.verdict = "error";
 	http_abort(h, PX_END_SERVER_FAIL, eof ?
 	    "server-closed: inside a response" :
 	    "server-error: inside a response");
@@ -588,13 +588,13 @@ http_client_eof(struct http_state *h)
 	px_conn_read_enable(h->c, false);
 	if (h->closing || h->tunnel)
 		return;
-	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
+	if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE) {
 		http_client_closed_idle(h);
 		return;
 	}
-	if (h->req == HTTP_REQ_BODY || (h->req == HTTP_REQ_WAIT &&
-	    h->req_body != HTTP_BODY_NONE)) {
-		h->verdict = "error";
+	if (h->tx.req == HTTP_REQ_BODY || (h->tx.req == HTTP_REQ_WAIT &&
+	    h->tx.req_body != HTTP_BODY_NONE)) {
+		h->tx.verdict = "error";
 		http_abort(h, PX_END_CLIENT_FAIL,
 		    "client-closed: inside a request body");
 		return;
@@ -607,7 +607,7 @@ http_client_eof(struct http_state *h)
 static void
 http_client_failed(struct http_state *h, int err)
 {
-	h->verdict = h->verdict ? h->verdict : "error";
+	h->tx.verdict = h->tx.verdict ? h->tx.verdict : "error";
 	http_log_request(h);
 	http_server_drop(h, false);
 	px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
@@ -647,20 +647,20 @@ http_drive(struct http_state *h)
 		uint64_t before = h->progress;
 
 		if (!h->closing && !h->tunnel) {
-			if (h->req == HTTP_REQ_HEAD)
+			if (h->tx.req == HTTP_REQ_HEAD)
 				http_next_request(h);
 			/* h2c took over: http_h2.c drives from now on. */
 			if (h->h2 != NULL)
 				return;
-			else if (h->req == HTTP_REQ_BODY)
+			else if (h->tx.req == HTTP_REQ_BODY)
 				http_pump_request(h);
 			if (h->gone)
 				return;
-			if (h->srv.io != NULL && h->srv.connected) {
+			if (h->tx.srv.io != NULL && h->tx.srv.connected) {
 				http_server_input(h);
 				if (h->gone)
 					return;
-			} else if (h->h2o != NULL) {
+			} else if (h->tx.h2o != NULL) {
 				http_h2o_input(h);
 				if (h->gone)
 					return;
@@ -671,9 +671,9 @@ http_drive(struct http_state *h)
 			http_client_failed(h, errno);
 			return;
 		}
-		if (h->srv.io != NULL && h->srv.connected &&
-		    evbuffer_get_length(h->srv.io->out) != 0 && !px_conn_write_blocked(h->srv.io) &&
-		    px_conn_send(h->srv.io) == -1) {
+		if (h->tx.srv.io != NULL && h->tx.srv.connected &&
+		    evbuffer_get_length(h->tx.srv.io->out) != 0 && !px_conn_write_blocked(h->tx.srv.io) &&
+		    px_conn_send(h->tx.srv.io) == -1) {
 			http_server_gone(h, errno);
 			continue;
 		}
@@ -685,7 +685,7 @@ http_drive(struct http_state *h)
 		}
 		if (h->tunnel) {
 			if (evbuffer_get_length(h->c->out) == 0 &&
-			    evbuffer_get_length(h->srv.io->out) == 0)
+			    evbuffer_get_length(h->tx.srv.io->out) == 0)
 				http_tunnel_handoff(h);
 			return;
 		}
@@ -698,11 +698,11 @@ http_drive(struct http_state *h)
 	 * not a client whose request is in and that said it closes after
 	 * it (caught up with at the response's end: no epoll_ctl). */
 	px_conn_read_enable(h->c, !h->client_eof &&
-	    http_dir_room(h, h->c, h->srv.io) > 0 && (h->client_keep ||
-	    h->req != HTTP_REQ_DONE || h->is_connect || h->upgrade_ok));
-	if (h->srv.io != NULL && h->srv.connected)
-		px_conn_read_enable(h->srv.io, !h->srv.io->eof &&
-		    http_dir_room(h, h->srv.io, h->c) > 0);
+	    http_dir_room(h, h->c, h->tx.srv.io) > 0 && (h->client_keep ||
+	    h->tx.req != HTTP_REQ_DONE || h->tx.is_connect || h->tx.upgrade_ok));
+	if (h->tx.srv.io != NULL && h->tx.srv.connected)
+		px_conn_read_enable(h->tx.srv.io, !h->tx.srv.io->eof &&
+		    http_dir_room(h, h->tx.srv.io, h->c) > 0);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -715,7 +715,7 @@ http_client_rd_cb(struct px_conn *c, void *arg)
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->c, http_dir_room(h, h->c, h->srv.io));
+	n = px_conn_recv(h->c, http_dir_room(h, h->c, h->tx.srv.io));
 	if (n > 0)
 		h->progress++;
 	else if (n == 0)
@@ -751,9 +751,9 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->srv.io, http_dir_room(h, h->srv.io, h->c));
+	n = px_conn_recv(h->tx.srv.io, http_dir_room(h, h->tx.srv.io, h->c));
 	if (n > 0) {
-		h->srv.got_bytes = true;
+		h->tx.srv.got_bytes = true;
 		h->progress++;
 		/* Move what arrived before looking at the EOF behind it. */
 		http_drive(h);
@@ -762,13 +762,13 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		return;
-	px_conn_read_enable(h->srv.io, false);
+	px_conn_read_enable(h->tx.srv.io, false);
 	/* Bytes still unread by the client side are moved first. */
-	if (h->resp == HTTP_RESP_BODY && h->resp_body == HTTP_BODY_CLOSE &&
-	    n == 0 && evbuffer_get_length(h->srv.io->in) != 0) {
+	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
+	    n == 0 && evbuffer_get_length(h->tx.srv.io->in) != 0) {
 		http_drive(h);
-		if (h->gone || h->srv.io == NULL ||
-		    evbuffer_get_length(h->srv.io->in) != 0)
+		if (h->gone || h->tx.srv.io == NULL ||
+		    evbuffer_get_length(h->tx.srv.io->in) != 0)
 			return;	/* http_pump_response ends it when drained */
 	}
 	http_server_gone(h, n == 0 ? 0 : errno);
@@ -781,26 +781,26 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
 
-	if (h->connecting) {
+	if (h->tx.connecting) {
 		int err = px_session_upstream_result(h->s, c);
 
-		h->connecting = false;
+		h->tx.connecting = false;
 		h->progress++;
 		if (err != 0) {
 			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
 			    "failed: %s", strerror(err));
-			px_conn_want_writable(h->srv.io, false);
+			px_conn_want_writable(h->tx.srv.io, false);
 			http_error(h, 502, "cannot connect to the server");
 			http_drive(h);
 			return;
 		}
-		h->srv.connected = true;
-		if (h->is_connect) {
+		h->tx.srv.connected = true;
+		if (h->tx.is_connect) {
 			http_reply_established(h);
 			http_start_tunnel(h);
 		}
 	}
-	if (px_conn_send(h->srv.io) == -1) {
+	if (px_conn_send(h->tx.srv.io) == -1) {
 		http_server_gone(h, errno);
 		if (!h->gone)
 			http_drive(h);
@@ -820,7 +820,7 @@ http_timer_cb(struct px_session *s, void *st)
 		http_h2_timer(h);
 		return;
 	}
-	if (h->req == HTTP_REQ_AUTH) {
+	if (h->tx.req == HTTP_REQ_AUTH) {
 		/* The check is bounded by its authenticator's timeout: its
 		 * answer (503 if it ran out) ends the wait. */
 		http_timer_set(h, h->pol->request_timeout_ms);
@@ -842,14 +842,14 @@ http_timer_cb(struct px_session *s, void *st)
 	/* The last response still going out to a client that reads it,
 	 * however slowly: the wait for the next request starts once it is
 	 * written. One that read nothing for as long is closed. */
-	if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE &&
+	if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE &&
 	    evbuffer_get_length(h->c->out) != 0 &&
 	    h->progress != h->grace_progress) {
 		h->grace_progress = h->progress;
 		http_timer_set(h, h->pol->request_timeout_ms);
 		return;
 	}
-	if (h->resp == HTTP_RESP_HEAD && h->resp_bytes == h->interim_bytes &&
+	if (h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == h->tx.interim_bytes &&
 	    http_scan_pending(h, PX_TO_SERVER)) {
 		/* The upload's body ended and waits for its verdict (the
 		 * server for its end; a 100 Continue may have come; a body
@@ -866,11 +866,11 @@ http_timer_cb(struct px_session *s, void *st)
 	if (http_h2o_timer(h))
 		return;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
-	if (h->resp != HTTP_RESP_NONE && http_grpc_expired(h)) {
+	if (h->tx.resp != HTTP_RESP_NONE && http_grpc_expired(h)) {
 		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
 		 * of the response went, else the stream is cut (a leg's
 		 * reset becomes its stream's). */
-		if (h->resp_bytes == h->interim_bytes)
+		if (h->tx.resp_bytes == h->tx.interim_bytes)
 			http_error(h, 504, "no response within grpc-timeout");
 		else {
 			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
@@ -880,15 +880,15 @@ http_timer_cb(struct px_session *s, void *st)
 			http_drive(h);
 		return;
 	}
-	if (h->resp == HTTP_RESP_HEAD) {
-		if (h->resp_bytes == 0)
+	if (h->tx.resp == HTTP_RESP_HEAD) {
+		if (h->tx.resp_bytes == 0)
 			http_error(h, 504, "no response within response-timeout");
 		else
 			/* The server stopped inside its response: its
 			 * failure (verdict=error), not an idle end. */
 			http_abort(h, PX_END_SERVER_FAIL,
 			    "error: response-timeout");
-	} else if (h->req == HTTP_REQ_HEAD && h->resp == HTTP_RESP_NONE) {
+	} else if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE) {
 		http_log_held(h);
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */
@@ -896,9 +896,9 @@ http_timer_cb(struct px_session *s, void *st)
 			    "client-idle: request-timeout");
 			return;
 		}
-		gettimeofday(&h->t_start, NULL);
-		http_copy(h->method, sizeof(h->method), "-", 1);
-		http_copy(h->path, sizeof(h->path), "-", 1);
+		gettimeofday(&h->tx.t_start, NULL);
+		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
+		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
 		http_error(h, 408, "no complete request head within request-timeout");
 	}
 	if (!h->gone)
@@ -913,14 +913,15 @@ http_on_open(struct px_session *s, void *st)
 	struct http_state *h = st;
 
 	h->s = s;
+	h->tx.conn = h;
 	h->pol = px_session_policy(s);
-	h->grpc_status = -1;
-	h->srv.io = NULL;
+	h->tx.grpc_status = -1;
+	h->tx.srv.io = NULL;
 	h->c = px_session_client_conn(s);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
-	h->head_out = evbuffer_new();
-	if (h->head_out == NULL || h->c == NULL)
+	h->tx.head_out = evbuffer_new();
+	if (h->tx.head_out == NULL || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
 	if (http_h2_leg_opened(h) == -1)
@@ -955,19 +956,19 @@ http_handover_save(struct px_session *s, void *st, void *buf, size_t len)
 
 	(void)s;
 	if (len < sizeof(*o) || h->gone || h->h2 != NULL ||
-	    h->h2_parent_ref != NULL || h->req != HTTP_REQ_HEAD ||
-	    h->resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
-	    h->client_eof || h->connecting || h->dns != NULL ||
-	    h->head_scan != 0 || h->method[0] != '\0' || h->log_held ||
+	    h->h2_parent_ref != NULL || h->tx.req != HTTP_REQ_HEAD ||
+	    h->tx.resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
+	    h->client_eof || h->tx.connecting || h->tx.dns != NULL ||
+	    h->head_scan != 0 || h->tx.method[0] != '\0' || h->tx.log_held ||
 	    h->auth != NULL || h->auth_replay ||
 	    h->c == NULL || evbuffer_get_length(h->c->in) != 0)
 		return -1;
 	for (d = 0; d < 2; d++)
-		if (h->scan[d].icap != NULL || h->scan[d].on ||
-		    h->scan[d].spool != NULL)
+		if (h->tx.scan[d].icap != NULL || h->tx.scan[d].on ||
+		    h->tx.scan[d].spool != NULL)
 			return -1;
-	if (h->srv.io != NULL)
-		http_server_drop(h, h->srv.keep && h->srv.boundary);
+	if (h->tx.srv.io != NULL)
+		http_server_drop(h, h->tx.srv.keep && h->tx.srv.boundary);
 	memset(o, 0, sizeof(*o));
 	o->version = HTTP_HO_VERSION;
 	o->nreq = h->nreq;
@@ -997,28 +998,28 @@ http_on_close(struct px_session *s, void *st)
 	/* A leg whose stream was reset under its request (h2_leg_abort):
 	 * the request ends here, and its line says so; one held for its
 	 * stream's end comes now if that has not come. */
-	if (h->method[0] != '\0' && (h->leg_reset[0] != '\0' ||
-	    h->log_held)) {
-		if (h->leg_reset[0] != '\0')
-			h->verdict = "reset";
-		h->log_held = false;
+	if (h->tx.method[0] != '\0' && (h->tx.leg_reset[0] != '\0' ||
+	    h->tx.log_held)) {
+		if (h->tx.leg_reset[0] != '\0')
+			h->tx.verdict = "reset";
+		h->tx.log_held = false;
 		http_log_request(h);
 	}
 	h->gone = true;
 	http_h2_close(h);
 	http_scan_close(h);
 	http_auth_close(h);	/* after the records that name its user */
-	if (h->dns != NULL)
-		evdns_getaddrinfo_cancel(h->dns);
-	h->dns = NULL;
-	if (h->head_out != NULL)
-		evbuffer_free(h->head_out);
-	h->head_out = NULL;
-	free(h->canon);
-	h->canon = NULL;
+	if (h->tx.dns != NULL)
+		evdns_getaddrinfo_cancel(h->tx.dns);
+	h->tx.dns = NULL;
+	if (h->tx.head_out != NULL)
+		evbuffer_free(h->tx.head_out);
+	h->tx.head_out = NULL;
+	free(h->tx.canon);
+	h->tx.canon = NULL;
 	http_h2o_close(h);
 	/* An idle server connection outlives its client in the pool. */
-	http_server_drop(h, h->resp == HTTP_RESP_NONE && h->srv.keep &&
+	http_server_drop(h, h->tx.resp == HTTP_RESP_NONE && h->tx.srv.keep &&
 	    !h->tunnel);
 	h->c = NULL;	/* the core's */
 }
@@ -1085,8 +1086,8 @@ http_on_config(struct px_session *s, void *st)
 		http_h2_config(h);
 		return;
 	}
-	if (h->nreq != 0 && h->req == HTTP_REQ_HEAD &&
-	    h->resp == HTTP_RESP_NONE && !http_client_pending(h))
+	if (h->nreq != 0 && h->tx.req == HTTP_REQ_HEAD &&
+	    h->tx.resp == HTTP_RESP_NONE && !http_client_pending(h))
 		px_session_finish(s, PX_END_SHUTDOWN,
 		    "reload: idle keep-alive connection closed");
 }
@@ -1108,12 +1109,12 @@ http_describe(const struct px_session *s, const void *st, char *buf,
 	(void)s;
 	if (h->h2 != NULL)
 		http_h2_describe(h, buf, len);
-	else if (h->method[0] != '\0' && h->status != 0)
-		snprintf(buf, len, "%s %s%s -> %d (request %u)", h->method,
-		    h->host, h->path, h->status, h->nreq);
-	else if (h->method[0] != '\0')
-		snprintf(buf, len, "%s %s%s (request %u)", h->method, h->host,
-		    h->path, h->nreq);
+	else if (h->tx.method[0] != '\0' && h->tx.status != 0)
+		snprintf(buf, len, "%s %s%s -> %d (request %u)", h->tx.method,
+		    h->tx.host, h->tx.path, h->tx.status, h->nreq);
+	else if (h->tx.method[0] != '\0')
+		snprintf(buf, len, "%s %s%s (request %u)", h->tx.method, h->tx.host,
+		    h->tx.path, h->nreq);
 	else
 		snprintf(buf, len, "idle after %u request%s", h->nreq,
 		    h->nreq == 1 ? "" : "s");

@@ -166,7 +166,7 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 	bool keep = p->keepalive_client && !m->conn_close &&
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
-	    !m->chunked && m->content_length <= 0 && !h->is_connect &&
+	    !m->chunked && m->content_length <= 0 && !h->tx.is_connect &&
 	    evbuffer_get_length(h->c->in) == head_len &&
 	    !px_session_config_stale(h->s);
 	struct evbuffer *out = h->c->out;
@@ -174,9 +174,9 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 	char body[256];
 	int blen = 0;
 
-	h->status = status;
-	h->verdict = "deny";
-	snprintf(h->rule, sizeof(h->rule), "%s:%ld",
+	h->tx.status = status;
+	h->tx.verdict = "deny";
+	snprintf(h->tx.rule, sizeof(h->tx.rule), "%s:%ld",
 	    px_session_policy_file(h->s), u->line);
 	if (!p->silent)
 		blen = snprintf(body, sizeof(body), "<!DOCTYPE html>\n<html>"
@@ -194,10 +194,10 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 		evbuffer_add_printf(out, "%s: Basic realm=\"%s\", "
 		    "charset=\"UTF-8\"\r\n", hdr, u->realm);
 	evbuffer_add(out, "\r\n", 2);
-	if (!h->is_head && blen > 0)
+	if (!h->tx.is_head && blen > 0)
 		evbuffer_add(out, body, (size_t)blen);
-	h->resp_bytes = evbuffer_get_length(out) - before;
-	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+	h->tx.resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	px_session_log(h->s, LOG_INFO, "http-auth status=%d reason=\"%s\"",
 	    status, why);
@@ -213,14 +213,14 @@ http_auth_done(struct px_auth_req *r, void *arg)
 
 	h->auth->pending = NULL;
 	h->auth->answer = r;
-	if (h->gone || h->req != HTTP_REQ_AUTH) {
+	if (h->gone || h->tx.req != HTTP_REQ_AUTH) {
 		h->auth->answer = NULL;
 		px_auth_req_free(r);
 		return;
 	}
 	/* The head is still at the front of the client input: handled
 	 * again, with the answer. */
-	h->req = HTTP_REQ_HEAD;
+	h->tx.req = HTTP_REQ_HEAD;
 	h->auth_replay = true;
 	h->progress++;
 	http_drive(h);
@@ -365,7 +365,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 				}
 				r->session = px_session_id(h->s);
 				a->pending = r;
-				h->req = HTTP_REQ_AUTH;
+				h->tx.req = HTTP_REQ_AUTH;
 				px_auth_submit(r, px_session_auth_box(h->s),
 				    http_auth_done, h);
 				return 1;
@@ -471,7 +471,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	}
 	r->session = px_session_id(h->s);
 	a->pending = r;
-	h->req = HTTP_REQ_AUTH;
+	h->tx.req = HTTP_REQ_AUTH;
 	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
 	return 1;
 }

@@ -26,13 +26,13 @@ http_chunked_bad(struct http_state *h, bool request, const char *why)
 {
 	if (request) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		http_error(h, 400, why);
 		return;
 	}
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"", why);
-	h->verdict = "error";
+	h->tx.verdict = "error";
 	http_abort(h, PX_END_SERVER_FAIL, "error: malformed chunked response");
 }
 
@@ -48,7 +48,7 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 {
 	static _Thread_local struct http_head t;
 	static _Thread_local char detail[96];
-	struct http_chunk *c = request ? &h->req_chunk : &h->resp_chunk;
+	struct http_chunk *c = request ? &h->tx.req_chunk : &h->tx.resp_chunk;
 	enum px_dir dir = request ? PX_TO_SERVER : PX_TO_CLIENT;
 	/* out NULL: the data alone goes on (to an HTTP/1.0 client, or as
 	 * an HTTP/2 server's DATA). */
@@ -95,7 +95,7 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 		if (request && h->pol->max_body != 0 &&
 		    c->body > h->pol->max_body) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
-			h->req = HTTP_REQ_DONE;
+			h->tx.req = HTTP_REQ_DONE;
 			http_error(h, 413, "request body over max-body");
 			return -1;
 		}
@@ -112,15 +112,15 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 	h->progress++;
 	n = evbuffer_get_length(to) - before;
 	if (request) {
-		h->req_bytes += n;
+		h->tx.req_bytes += n;
 		px_session_account(h->s, PX_TO_SERVER, n);
 		if (c->state == HTTP_CHUNK_DONE)
-			h->req = HTTP_REQ_DONE;
+			h->tx.req = HTTP_REQ_DONE;
 	} else {
-		h->resp_bytes += n;
+		h->tx.resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 		if (c->state == HTTP_CHUNK_DONE)
-			h->resp = HTTP_RESP_DONE;
+			h->tx.resp = HTTP_RESP_DONE;
 	}
 	return 1;
 }
@@ -133,12 +133,12 @@ http_pump_request(struct http_state *h)
 	struct evbuffer *cin = h->c->in;
 	struct evbuffer *sout, *to;
 
-	if (h->req != HTTP_REQ_BODY || (h->srv.io == NULL && h->h2o == NULL) ||
+	if (h->tx.req != HTTP_REQ_BODY || (h->tx.srv.io == NULL && h->tx.h2o == NULL) ||
 	    !http_h2o_ready(h))
 		return;
-	sout = h->h2o != NULL ? http_h2o_req_buf(h) : h->srv.io->out;
+	sout = h->tx.h2o != NULL ? http_h2o_req_buf(h) : h->tx.srv.io->out;
 	to = http_scan_to(h, PX_TO_SERVER, sout);
-	while (h->req == HTTP_REQ_BODY) {
+	while (h->tx.req == HTTP_REQ_BODY) {
 		size_t avail = evbuffer_get_length(cin), room, n;
 		size_t queued = evbuffer_get_length(sout) +
 		    http_scan_queued(h, PX_TO_SERVER);
@@ -146,16 +146,16 @@ http_pump_request(struct http_state *h)
 		if (avail == 0 || queued >= h->buffer)
 			break;
 		room = h->buffer - queued;
-		if (h->req_body == HTTP_BODY_LENGTH) {
+		if (h->tx.req_body == HTTP_BODY_LENGTH) {
 			n = avail < room ? avail : room;
-			if (n > h->req_left)
-				n = (size_t)h->req_left;
-			h->req_left -= n;
-			if (h->req_left == 0)
-				h->req = HTTP_REQ_DONE;
+			if (n > h->tx.req_left)
+				n = (size_t)h->tx.req_left;
+			h->tx.req_left -= n;
+			if (h->tx.req_left == 0)
+				h->tx.req = HTTP_REQ_DONE;
 		} else {
 			int r = http_pump_chunked(h, true, cin,
-			    h->h2o != NULL ? NULL : to, room);
+			    h->tx.h2o != NULL ? NULL : to, room);
 
 			if (r < 0)
 				return;
@@ -167,14 +167,14 @@ http_pump_request(struct http_state *h)
 			return;
 		evbuffer_remove_buffer(cin, to, n);
 		h->progress++;
-		h->req_bytes += n;
+		h->tx.req_bytes += n;
 		px_session_account(h->s, PX_TO_SERVER, n);
 	}
 	http_scan_release(h, PX_TO_SERVER, sout);
 	/* The request's end waits for its verdict in the hold. */
-	if (h->req == HTTP_REQ_DONE)
+	if (h->tx.req == HTTP_REQ_DONE)
 		(void)http_scan_hold(h, PX_TO_SERVER, sout);
-	if (h->h2o != NULL)
+	if (h->tx.h2o != NULL)
 		http_h2o_req_more(h);
 	px_session_active(h->s);
 }
@@ -183,11 +183,11 @@ http_pump_request(struct http_state *h)
 void
 http_pump_response(struct http_state *h)
 {
-	struct evbuffer *sin = h->srv.io->in;
+	struct evbuffer *sin = h->tx.srv.io->in;
 	struct evbuffer *cout = h->c->out;
 	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
 
-	while (h->resp == HTTP_RESP_BODY) {
+	while (h->tx.resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(sin), room, n;
 		size_t queued = evbuffer_get_length(cout) +
 		    http_scan_queued(h, PX_TO_CLIENT);
@@ -196,14 +196,14 @@ http_pump_response(struct http_state *h)
 			break;
 		room = h->buffer - queued;
 		n = avail < room ? avail : room;
-		if (h->resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->resp_left)
-				n = (size_t)h->resp_left;
-			h->resp_left -= n;
-			if (h->resp_left == 0)
-				h->resp = HTTP_RESP_DONE;
-		} else if (h->resp_body == HTTP_BODY_CHUNKED) {
-			int r = http_pump_chunked(h, false, sin, h->dechunk ?
+		if (h->tx.resp_body == HTTP_BODY_LENGTH) {
+			if (n > h->tx.resp_left)
+				n = (size_t)h->tx.resp_left;
+			h->tx.resp_left -= n;
+			if (h->tx.resp_left == 0)
+				h->tx.resp = HTTP_RESP_DONE;
+		} else if (h->tx.resp_body == HTTP_BODY_CHUNKED) {
+			int r = http_pump_chunked(h, false, sin, h->tx.dechunk ?
 			    NULL : to, room);
 
 			if (r < 0)
@@ -216,7 +216,7 @@ http_pump_response(struct http_state *h)
 			return;
 		evbuffer_remove_buffer(sin, to, n);
 		h->progress++;
-		h->resp_bytes += n;
+		h->tx.resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
 	http_scan_release(h, PX_TO_CLIENT, cout);

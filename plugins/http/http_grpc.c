@@ -88,19 +88,19 @@ http_grpc_request(struct http_state *h, const struct http_head *m,
 	unsigned i;
 	int64_t ms;
 
-	h->grpc = false;
-	h->grpc_status = -1;
-	h->grpc_deadline_ms = 0;
+	h->tx.grpc = false;
+	h->tx.grpc_status = -1;
+	h->tx.grpc_deadline_ms = 0;
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
 
 		if (http_token_eq(f->name, f->nlen, "content-type") &&
 		    http_grpc_type(f->val, f->vlen))
-			h->grpc = true;
+			h->tx.grpc = true;
 		else if (http_token_eq(f->name, f->nlen, "grpc-timeout"))
 			timeout = f;
 	}
-	if (!h->grpc || timeout == NULL)
+	if (!h->tx.grpc || timeout == NULL)
 		return 0;
 	if ((ms = http_grpc_timeout(timeout->val, timeout->vlen)) < 0) {
 		*why = "malformed grpc-timeout";
@@ -108,7 +108,7 @@ http_grpc_request(struct http_state *h, const struct http_head *m,
 	}
 	/* 0 means none in the timer's terms: a deadline already gone is
 	 * one that runs out at once. */
-	h->grpc_deadline_ms = http_grpc_now_ms() + (uint64_t)ms;
+	h->tx.grpc_deadline_ms = http_grpc_now_ms() + (uint64_t)ms;
 	return 0;
 }
 
@@ -117,18 +117,18 @@ http_grpc_bound(const struct http_state *h, uint64_t ms)
 {
 	uint64_t now, left;
 
-	if (!h->grpc || h->grpc_deadline_ms == 0)
+	if (!h->tx.grpc || h->tx.grpc_deadline_ms == 0)
 		return ms;
 	now = http_grpc_now_ms();
-	left = h->grpc_deadline_ms > now ? h->grpc_deadline_ms - now : 1;
+	left = h->tx.grpc_deadline_ms > now ? h->tx.grpc_deadline_ms - now : 1;
 	return ms == 0 || left < ms ? left : ms;
 }
 
 bool
 http_grpc_expired(const struct http_state *h)
 {
-	return h->grpc && h->grpc_deadline_ms != 0 &&
-	    http_grpc_now_ms() >= h->grpc_deadline_ms;
+	return h->tx.grpc && h->tx.grpc_deadline_ms != 0 &&
+	    http_grpc_now_ms() >= h->tx.grpc_deadline_ms;
 }
 
 /* The gRPC status for what would have been an HTTP error status: a
@@ -159,10 +159,10 @@ http_grpc_reply(struct http_state *h, struct evbuffer *out, int status,
 	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *c;
 
-	h->grpc_status = http_grpc_code(status);
+	h->tx.grpc_status = http_grpc_code(status);
 	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: "
 	    "application/grpc\r\ngrpc-status: %d\r\ngrpc-message: ",
-	    h->grpc_status);
+	    h->tx.grpc_status);
 	/* Percent-encoded (PROTOCOL-HTTP2.md "Responses"): every byte
 	 * outside printable ASCII, and '%' itself. */
 	for (c = (const unsigned char *)why; *c != '\0'; c++) {

@@ -80,7 +80,7 @@ http_h2_leg_reset_code(struct http_state *h, uint32_t code)
 
 	/* Under way, a leg is a stream's (h2_peer_move parks only legs
 	 * whose exchange ended whole): its parent ref is &st->peer. */
-	if (h->h2_parent_ref == NULL || h->method[0] == '\0')
+	if (h->h2_parent_ref == NULL || h->tx.method[0] == '\0')
 		return;
 	st = (struct h2_stream *)(void *)((char *)h->h2_parent_ref -
 	    offsetof(struct h2_stream, peer));
@@ -217,10 +217,12 @@ h2_leg_abort(struct h2_stream *st, const char *code, const char *why)
 	px_conn_read_enable(&st->leg, false);
 	px_conn_want_writable(&st->leg, false);
 	if (peer != NULL) {
+		struct http_txn *t = &peer->tx;
+
 		/* What the client got of it, not what the leg wrote. */
-		snprintf(peer->leg_reset, sizeof(peer->leg_reset), "%s", code);
-		peer->status = st->sent != 0 ? st->status : 0;
-		peer->resp_bytes = st->sent;
+		snprintf(t->leg_reset, sizeof(t->leg_reset), "%s", code);
+		t->status = st->sent != 0 ? st->status : 0;
+		t->resp_bytes = st->sent;
 	}
 	/* Its server connection closes now (not pooled: the request is
 	 * under way), and a leg that has not read the request yet never

@@ -101,7 +101,7 @@ http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
 {
 	char name[H2O_NAME_MAX];
 
-	if (h->is_connect || h->upgrade_ok)
+	if (h->tx.is_connect || h->tx.upgrade_ok)
 		return false;
 	switch (h->pol->server_h2) {
 	case HTTP_SERVER_H2_YES:
@@ -266,11 +266,11 @@ h2o_conn_fallback(struct h2o_conn *c)
 			continue;
 		}
 		http_h2o_drop(h);
-		h->srv_h2 = false;
+		h->tx.srv_h2 = false;
 		/* Sent again, the HTTP/1.1 way: counted once, in the
 		 * transaction's bytes and in the session's. */
-		n = evbuffer_get_length(h->head_out);
-		h->req_bytes -= n < h->req_bytes ? n : h->req_bytes;
+		n = evbuffer_get_length(h->tx.head_out);
+		h->tx.req_bytes -= n < h->tx.req_bytes ? n : h->tx.req_bytes;
 		px_session_unsent(h->s, PX_TO_SERVER, n);
 		http_dispatch(h, (struct sockaddr *)&c->dst);
 		if (!h->gone)
@@ -506,7 +506,7 @@ http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	unsigned n = 0, max = h->pol->server_pool ? h->pol->server_pool : 1;
 	socklen_t len = px_sockaddr_len(dst);
 	bool tls = px_session_tls_originates(h->s);
-	bool body = h->req_body != HTTP_BODY_NONE;
+	bool body = h->tx.req_body != HTTP_BODY_NONE;
 	char name[H2O_NAME_MAX];
 
 	h2o_name(h, name, sizeof(name));

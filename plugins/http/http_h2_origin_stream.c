@@ -173,12 +173,12 @@ void
 http_h2o_prepare(struct http_state *h, const struct http_head *m,
     const struct http_req_ctx *r)
 {
-	struct http_h2o_req *rq = h->h2o_req;
+	struct http_h2o_req *rq = h->tx.h2o_req;
 	struct h2o_list *l;
 	unsigned nf;
 	bool ok;
 
-	if (rq == NULL && (rq = h->h2o_req = calloc(1, sizeof(*rq))) == NULL)
+	if (rq == NULL && (rq = h->tx.h2o_req = calloc(1, sizeof(*rq))) == NULL)
 		return;
 	l = &rq->l;
 	h2o_list_free(l);
@@ -186,7 +186,7 @@ http_h2o_prepare(struct http_state *h, const struct http_head *m,
 	/* The fields as an HTTP/1.1 server gets them (the request-header
 	 * rules, Host, X-Forwarded-For, Via), from the parsed request. */
 	http_head_request_fields(m, h->pol, r, h2o_list_field, l);
-	if (h->te_trailers && h2o_list_add(l, "te", 2, "trailers", 8,
+	if (h->tx.te_trailers && h2o_list_add(l, "te", 2, "trailers", 8,
 	    false) == -1)
 		l->failed = true;
 	if (l->failed || l->authority == -1) {
@@ -223,17 +223,17 @@ http_h2o_prepare(struct http_state *h, const struct http_head *m,
 void
 http_h2o_close(struct http_state *h)
 {
-	if (h->h2o_req == NULL)
+	if (h->tx.h2o_req == NULL)
 		return;
-	h2o_list_free(&h->h2o_req->l);
-	free(h->h2o_req);
-	h->h2o_req = NULL;
+	h2o_list_free(&h->tx.h2o_req->l);
+	free(h->tx.h2o_req);
+	h->tx.h2o_req = NULL;
 }
 
 void
 http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
 {
-	struct http_h2o_stream *st = h->h2o;
+	struct http_h2o_stream *st = h->tx.h2o;
 
 	if (st == NULL || !h->pol->trailers_pass || t->nhdr == 0 ||
 	    st->tl != NULL || (st->tl = calloc(1, sizeof(*st->tl))) == NULL)
@@ -616,8 +616,8 @@ h2o_submit(struct http_state *h, struct http_h2o_stream *st,
 
 	st->conn = c;
 	/* nghttp2 copies the list: the transaction's serves each try. */
-	st->id = nghttp2_submit_request(c->ng, NULL, h->h2o_req->l.nv,
-	    h->h2o_req->l.nnv,
+	st->id = nghttp2_submit_request(c->ng, NULL, h->tx.h2o_req->l.nv,
+	    h->tx.h2o_req->l.nnv,
 	    st->req_body ? &dp : NULL, st);
 	if (st->id < 0) {
 		st->conn = NULL;
@@ -643,23 +643,23 @@ h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return -1;
 	st->h = h;
-	st->req_body = h->req_body != HTTP_BODY_NONE;
+	st->req_body = h->tx.req_body != HTTP_BODY_NONE;
 	st->replay_max = h->buffer;
 	if ((st->req = evbuffer_new()) == NULL ||
 	    (st->req_body && (st->replay = evbuffer_new()) == NULL) ||
 	    (st->body = evbuffer_new()) == NULL ||
-	    h->h2o_req == NULL || h->h2o_req->l.failed ||
+	    h->tx.h2o_req == NULL || h->tx.h2o_req->l.failed ||
 	    (c = http_h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
 	    h2o_submit(h, st, c) == -1) {
 		h2o_stream_free(st);
 		return -1;
 	}
-	h->h2o = st;
-	h->srv_h2 = true;
-	memcpy(&h->srv.dst, dst, px_sockaddr_len(dst));
-	h->srv.reused = reused;
-	h->srv.kept = false;
-	h->srv.keep = false;
+	h->tx.h2o = st;
+	h->tx.srv_h2 = true;
+	memcpy(&h->tx.srv.dst, dst, px_sockaddr_len(dst));
+	h->tx.srv.reused = reused;
+	h->tx.srv.kept = false;
+	h->tx.srv.keep = false;
 	px_session_set_server(h->s, dst);
 	return 0;
 }
@@ -669,7 +669,7 @@ http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
 {
 	/* A request's own HTTP/1.1 connection, kept from a request before,
 	 * is not the way this one goes. */
-	if (h->srv.io != NULL)
+	if (h->tx.srv.io != NULL)
 		http_server_drop(h, true);
 	http_h2o_drop(h);	/* (none: each ends with its transaction) */
 	return h2o_dispatch(h, dst, false);
@@ -678,24 +678,24 @@ http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
 bool
 http_h2o_ready(const struct http_state *h)
 {
-	return h->h2o == NULL || (h->h2o->conn != NULL &&
-	    h->h2o->conn->ready);
+	return h->tx.h2o == NULL || (h->tx.h2o->conn != NULL &&
+	    h->tx.h2o->conn->ready);
 }
 
 struct evbuffer *
 http_h2o_req_buf(struct http_state *h)
 {
-	return h->h2o->req;
+	return h->tx.h2o->req;
 }
 
 void
 http_h2o_req_more(struct http_state *h)
 {
-	struct http_h2o_stream *st = h->h2o;
+	struct http_h2o_stream *st = h->tx.h2o;
 
 	if (st == NULL || st->conn == NULL || st->req_done)
 		return;
-	if (h->req == HTTP_REQ_DONE && !http_scan_holding(h, PX_TO_SERVER))
+	if (h->tx.req == HTTP_REQ_DONE && !http_scan_holding(h, PX_TO_SERVER))
 		st->req_end = true;
 	if (st->req_deferred && (st->req_end ||
 	    evbuffer_get_length(st->req) != 0)) {
@@ -709,7 +709,7 @@ http_h2o_req_more(struct http_state *h)
 bool
 http_h2o_request_sent(const struct http_state *h)
 {
-	const struct http_h2o_stream *st = h->h2o;
+	const struct http_h2o_stream *st = h->tx.h2o;
 
 	return st == NULL || st->req_done || st->closed;
 }
@@ -723,7 +723,7 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
 	size_t taken = 0;
 
-	while (h->resp == HTTP_RESP_BODY) {
+	while (h->tx.resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(st->body), room, n;
 		size_t queued = evbuffer_get_length(cout) +
 		    http_scan_queued(h, PX_TO_CLIENT);
@@ -734,26 +734,26 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 			break;
 		room = h->buffer - queued;
 		n = avail < room ? avail : room;
-		if (h->resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->resp_left) {
-				h->verdict = "error";
+		if (h->tx.resp_body == HTTP_BODY_LENGTH) {
+			if (n > h->tx.resp_left) {
+				h->tx.verdict = "error";
 				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 				http_abort(h, PX_END_SERVER_FAIL, "error: h2 "
 				    "response body over its content-length");
 				return;
 			}
-			h->resp_left -= n;
+			h->tx.resp_left -= n;
 		}
 		if (http_scan_feed(h, PX_TO_CLIENT, st->body, n) == -1)
 			return;
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
+		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk)
 			evbuffer_add_printf(to, "%zx\r\n", n);
 		evbuffer_remove_buffer(st->body, to, n);
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk)
+		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk)
 			evbuffer_add(to, "\r\n", 2);
 		taken += n;
 		h->progress++;
-		h->resp_bytes += n;
+		h->tx.resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
 	if (taken != 0 && st->conn != NULL && !st->conn->dead) {
@@ -763,18 +763,18 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 		if (st->conn->busy == 0)
 			http_h2o_conn_flush(st->conn);
 	}
-	if (h->resp == HTTP_RESP_BODY && st->ended &&
+	if (h->tx.resp == HTTP_RESP_BODY && st->ended &&
 	    evbuffer_get_length(st->body) == 0) {
 		size_t before = evbuffer_get_length(to);
 
-		if (h->resp_body == HTTP_BODY_LENGTH && h->resp_left != 0) {
-			h->verdict = "error";
+		if (h->tx.resp_body == HTTP_BODY_LENGTH && h->tx.resp_left != 0) {
+			h->tx.verdict = "error";
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			http_abort(h, PX_END_SERVER_FAIL, "error: h2 response "
 			    "body shorter than its content-length");
 			return;
 		}
-		if (h->resp_body == HTTP_BODY_CHUNKED && !h->dechunk) {
+		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk) {
 			if (st->tblk != NULL) {
 				h2o_block_head(st->tblk, &h2o_head_tmp,
 				    H2O_FRAMING_AS_IS);
@@ -783,11 +783,11 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 			}
 			else
 				evbuffer_add(to, "0\r\n\r\n", 5);
-			h->resp_bytes += evbuffer_get_length(to) - before;
+			h->tx.resp_bytes += evbuffer_get_length(to) - before;
 			px_session_account(h->s, PX_TO_CLIENT,
 			    evbuffer_get_length(to) - before);
 		}
-		h->resp = HTTP_RESP_DONE;
+		h->tx.resp = HTTP_RESP_DONE;
 		h->progress++;
 	}
 	http_scan_release(h, PX_TO_CLIENT, cout);
@@ -797,13 +797,13 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 void
 http_h2o_input(struct http_state *h)
 {
-	struct http_h2o_stream *st = h->h2o;
+	struct http_h2o_stream *st = h->tx.h2o;
 	enum h2o_framing framing;
 	char why[160];
 
 	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
 		return;
-	while (h->resp == HTTP_RESP_HEAD && st->iblk != NULL) {
+	while (h->tx.resp == HTTP_RESP_HEAD && st->iblk != NULL) {
 		/* 101 cannot come over h2 (nghttp2 refuses it). Passed on:
 		 * kept while the head written from it may point into it. */
 		h2o_block_free(st->ipassed);
@@ -814,10 +814,10 @@ http_h2o_input(struct http_state *h)
 		h2o_block_head(st->ipassed, &h2o_head_tmp, H2O_FRAMING_AS_IS);
 		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
-		if (h->gone || h->closing || h->h2o != st)
+		if (h->gone || h->closing || h->tx.h2o != st)
 			return;
 	}
-	if (h->resp == HTTP_RESP_HEAD && st->head_ready) {
+	if (h->tx.resp == HTTP_RESP_HEAD && st->head_ready) {
 		st->head_ready = false;
 		h->progress++;
 		/* An HTTP/1.0 client gets a body without length by the
@@ -826,7 +826,7 @@ http_h2o_input(struct http_state *h)
 		 * 204), whether or not the head ended the stream. */
 		framing = h->client_10 ? H2O_FRAMING_AS_IS :
 		    H2O_FRAMING_CHUNKED;
-		if (h->is_head || st->hblk->status == 204 ||
+		if (h->tx.is_head || st->hblk->status == 204 ||
 		    st->hblk->status == 304)
 			framing = H2O_FRAMING_AS_IS;
 		else if (st->head_ended)
@@ -835,13 +835,13 @@ http_h2o_input(struct http_state *h)
 		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
 			return;
 	}
-	if (h->gone || h->closing || h->h2o != st)
+	if (h->gone || h->closing || h->tx.h2o != st)
 		return;
-	if (h->resp == HTTP_RESP_BODY)
+	if (h->tx.resp == HTTP_RESP_BODY)
 		h2o_pump_response(h, st);
-	if (h->gone || h->closing || h->h2o != st)
+	if (h->gone || h->closing || h->tx.h2o != st)
 		return;
-	if (h->resp == HTTP_RESP_HEAD && st->failed) {
+	if (h->tx.resp == HTTP_RESP_HEAD && st->failed) {
 		struct sockaddr_storage dst;
 
 		/* Never answered, replayable: once more, on a new
@@ -849,19 +849,19 @@ http_h2o_input(struct http_state *h)
 		/* Unprocessed, it may go more than once: a server over its
 		 * concurrent streams refuses those past them, and a stream
 		 * sent before its SETTINGS came may meet that again. */
-		if ((!h->retried && st->refused && h->replayable) ||
+		if ((!h->tx.retried && st->refused && h->tx.replayable) ||
 		    (st->unprocessed && st->refusals < H2O_REFUSALS &&
 		    (st->req_sent == 0 || st->replay != NULL))) {
 			struct http_h2o_stream *nst;
 
-			memcpy(&dst, &h->srv.dst, sizeof(dst));
+			memcpy(&dst, &h->tx.srv.dst, sizeof(dst));
 			/* The old stream's body queue and trailers go to the
 			 * new one. */
-			h->h2o = NULL;
+			h->tx.h2o = NULL;
 			st->h = NULL;
 			http_h2o_stream_detach(st);
 			if (!st->unprocessed)
-				h->retried = true;
+				h->tx.retried = true;
 			px_session_count(h->s, HTTP_C_RETRIED, 1);
 			/* A connection that died: a fresh one (its siblings
 			 * may be gone too). A stream refused: any with a free
@@ -873,7 +873,7 @@ http_h2o_input(struct http_state *h)
 				http_error(h, 502, "cannot connect to the server");
 				return;
 			}
-			nst = h->h2o;
+			nst = h->tx.h2o;
 			nst->refusals = st->refusals + st->unprocessed;
 			if (st->replay != NULL)
 				evbuffer_add_buffer(nst->req, st->replay);
@@ -901,10 +901,10 @@ http_h2o_input(struct http_state *h)
 		http_error(h, 502, why);
 		return;
 	}
-	if (h->resp == HTTP_RESP_BODY && st->failed) {
+	if (h->tx.resp == HTTP_RESP_BODY && st->failed) {
 		snprintf(why, sizeof(why), "server-reset: %s",
 		    nghttp2_http2_strerror(st->error));
-		h->verdict = "reset";
+		h->tx.verdict = "reset";
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		px_session_log(h->s, LOG_NOTICE, "http-server-reset stream=%d "
 		    "code=%s (inside the response)", st->id,
@@ -918,7 +918,7 @@ http_h2o_input(struct http_state *h)
 	/* Full duplex: the transaction is over once both ways are; a
 	 * request whose rest the server does not take (its window shut)
 	 * has request-timeout at a time to go (http_h2o_timer). */
-	if (h->resp != HTTP_RESP_DONE ||
+	if (h->tx.resp != HTTP_RESP_DONE ||
 	    http_scan_hold(h, PX_TO_CLIENT, h->c->out))
 		return;
 	if (http_h2o_request_sent(h))
@@ -934,9 +934,9 @@ http_h2o_input(struct http_state *h)
 bool
 http_h2o_timer(struct http_state *h)
 {
-	struct http_h2o_stream *st = h->h2o;
+	struct http_h2o_stream *st = h->tx.h2o;
 
-	if (st == NULL || !st->waiting || h->resp != HTTP_RESP_DONE ||
+	if (st == NULL || !st->waiting || h->tx.resp != HTTP_RESP_DONE ||
 	    http_grpc_expired(h))
 		return false;
 	if (st->req_sent != st->wait_sent) {
@@ -956,11 +956,11 @@ http_h2o_timer(struct http_state *h)
 void
 http_h2o_drop(struct http_state *h)
 {
-	struct http_h2o_stream *st = h->h2o;
+	struct http_h2o_stream *st = h->tx.h2o;
 
 	if (st == NULL)
 		return;
-	h->h2o = NULL;
+	h->tx.h2o = NULL;
 	st->h = NULL;
 	http_h2o_stream_detach(st);
 	h2o_stream_free(st);

@@ -156,17 +156,16 @@ struct px_auth_id;
 struct http_h2o_stream;
 struct http_h2o_req;
 
-struct http_state {
-	struct px_session	*s;
-	struct http_h2		*h2;		/* the client speaks HTTP/2 */
-	/* A leg: where its HTTP/2 connection points at this state (NULL
-	 * once either side is gone; http_h2_leg.c). */
-	struct http_state	**h2_parent_ref;
-	const struct http_policy *pol;
-	struct px_conn		*c;		/* the client: the core's */
-	bool			 gone;		/* session closed: touch nothing */
+/* One request and its response (a transaction): what they own, from the
+ * request head to the response's end (the server side, body framing,
+ * scans, the http-request line's fields). Functions that work on one
+ * take a struct http_txn *; conn is the client connection it belongs to.
+ * An HTTP/1.1 connection has one in flight (struct http_state.tx); an
+ * HTTP/2 stream is a leg today, a session with its own. */
+struct http_txn {
+	struct http_state	*conn;		/* its client connection */
 	bool			 connecting;	/* srv.io.fd: connect under way */
-	uint64_t		 progress;	/* bumped by every step that moved */
+	bool			 grpc;		/* content-type application/grpc */
 	struct http_server	 srv;
 	/* The transaction's stream to an HTTP/2 server (http_h2_origin.c);
 	 * NULL: none (srv.io is the server's HTTP/1.1 connection). */
@@ -174,22 +173,10 @@ struct http_state {
 	/* Its request's header list, made from the parsed request when the
 	 * service may speak HTTP/2 to servers (http_h2o_prepare); NULL. */
 	struct http_h2o_req	*h2o_req;
-	size_t			 buffer;
-	size_t			 head_scan;	/* http_head_end() resume point */
-	struct http_head_scan	 req_judge;	/* the request head arriving */
-	size_t			 resp_scan;	/* as head_scan, response side */
+	size_t			 resp_scan;	/* http_head_end() resume point */
 	struct http_head_scan	 resp_judge;	/* the response head arriving */
 	uint16_t		 port;		/* the request's, for Allow */
-	unsigned		 nreq;		/* requests on this connection */
-	bool			 client_eof;
-	bool			 closing;	/* flushing a last reply */
-	bool			 tunnel;	/* flushing toward the handoff */
-	bool			 client_keep;	/* keep the client after this */
-	bool			 client_10;	/* HTTP/1.0 client */
-	bool			 transparent;	/* dst is the client's own */
-	bool			 grpc;		/* content-type application/grpc */
 
-	/* The transaction in flight. */
 	enum http_req_state	 req;
 	enum http_resp_state	 resp;
 	enum http_body		 req_body, resp_body;
@@ -205,6 +192,8 @@ struct http_state {
 	 * held (the server's output references it) for one retry. */
 	struct evbuffer		*head_out;
 	bool			 req_kept;	/* head_out holds the head sent */
+	/* A leg's http-request line waiting for its stream's end. */
+	bool			 log_held;
 	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
 	int			 grpc_status;	/* of proxyd's own answer, or -1 */
@@ -224,22 +213,46 @@ struct http_state {
 	/* rule= of this request's refusal ("": not known yet, see
 	 * http_error) */
 	char			 rule[128];
-	char			 end_reason[160];	/* once closing */
-	/* progress when the last reply's grace (or the request-timeout
-	 * after it) began: a reply still read keeps them from running out. */
-	uint64_t		 grace_progress;
-	enum px_end_by		 end_by;
 	struct http_scan	 scan[2];	/* [PX_TO_SERVER]: upload */
 	/* A leg whose HTTP/2 stream was reset under its request: the code
 	 * ("" none), for its http-request line (h2_leg_abort). */
 	char			 leg_reset[24];
-	/* A leg's http-request line waiting for its stream's end. */
-	bool			 log_held;
+};
+
+/* A client connection (the analyser's per-session state): what is the
+ * connection's, and the transaction in flight on it. */
+struct http_state {
+	struct px_session	*s;
+	struct http_h2		*h2;		/* the client speaks HTTP/2 */
+	/* A leg: where its HTTP/2 connection points at this state (NULL
+	 * once either side is gone; http_h2_leg.c). */
+	struct http_state	**h2_parent_ref;
+	const struct http_policy *pol;
+	struct px_conn		*c;		/* the client: the core's */
+	bool			 gone;		/* session closed: touch nothing */
+	bool			 client_eof;
+	bool			 closing;	/* flushing a last reply */
+	bool			 tunnel;	/* flushing toward the handoff */
+	bool			 client_keep;	/* keep the client after this */
+	bool			 client_10;	/* HTTP/1.0 client */
+	bool			 transparent;	/* dst is the client's own */
+	bool			 auth_replay;	/* handled again, answered */
+	bool			 cert_tried;	/* client certificate's user */
+	uint64_t		 progress;	/* bumped by every step that moved */
+	size_t			 buffer;
+	size_t			 head_scan;	/* http_head_end() resume point */
+	struct http_head_scan	 req_judge;	/* the request head arriving */
+	unsigned		 nreq;		/* requests on this connection */
+	enum px_end_by		 end_by;
+	char			 end_reason[160];	/* once closing */
+	/* progress when the last reply's grace (or the request-timeout
+	 * after it) began: a reply still read keeps them from running out. */
+	uint64_t		 grace_progress;
 	/* <auth>: the connection's identity and the check under way
 	 * (http_auth.c); NULL until the service's first request. */
 	struct http_auth	*auth;
-	bool			 auth_replay;	/* handled again, answered */
-	bool			 cert_tried;	/* client certificate's user */
+	/* The transaction in flight (one at a time on HTTP/1.x). */
+	struct http_txn		 tx;
 };
 
 /* ---- http.c ------------------------------------------------------------ */

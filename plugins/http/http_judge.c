@@ -48,7 +48,7 @@ http_head_restart(size_t *scan, struct http_head_scan *judge)
 }
 
 /* The origin-form target made canonical (http_target_canon) into
- * h->canon, and h->path, for the log, what the url rules judge: the path
+ * h->tx.canon, and h->tx.path, for the log, what the url rules judge: the path
  * and the query. 0, or the status to refuse the request with (*why). */
 static int
 http_canon_target(struct http_state *h, const char *target, size_t tlen,
@@ -58,22 +58,22 @@ http_canon_target(struct http_state *h, const char *target, size_t tlen,
 	char *nb;
 	int rc;
 
-	if (h->canon_size < want) {
-		if ((nb = realloc(h->canon, want)) == NULL) {
+	if (h->tx.canon_size < want) {
+		if ((nb = realloc(h->tx.canon, want)) == NULL) {
 			*why = "out of memory";
 			return 500;
 		}
-		h->canon = nb;
-		h->canon_size = want;
+		h->tx.canon = nb;
+		h->tx.canon_size = want;
 	}
 	if ((rc = http_target_canon(target, tlen, h->pol->merge_slashes,
-	    h->canon, h->canon_size, ct, why)) != 0)
+	    h->tx.canon, h->tx.canon_size, ct, why)) != 0)
 		return rc;
-	http_copy(h->path, sizeof(h->path), ct->path, ct->plen);
-	len = strlen(h->path);
-	if (ct->query != NULL && len + 1 < sizeof(h->path)) {
-		h->path[len] = '?';
-		http_copy(h->path + len + 1, sizeof(h->path) - len - 1,
+	http_copy(h->tx.path, sizeof(h->tx.path), ct->path, ct->plen);
+	len = strlen(h->tx.path);
+	if (ct->query != NULL && len + 1 < sizeof(h->tx.path)) {
+		h->tx.path[len] = '?';
+		http_copy(h->tx.path + len + 1, sizeof(h->tx.path) - len - 1,
 		    ct->query, strlen(ct->query));
 	}
 	return 0;
@@ -92,7 +92,7 @@ http_limited(struct http_state *h, const struct http_head *m,
 	bool keep = may_keep && p->keepalive_client && !m->conn_close &&
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
-	    !m->chunked && m->content_length <= 0 && !h->is_connect &&
+	    !m->chunked && m->content_length <= 0 && !h->tx.is_connect &&
 	    evbuffer_get_length(h->c->in) == head_len &&
 	    !px_session_config_stale(h->s);
 
@@ -125,21 +125,21 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 
 	h->auth_replay = false;
 	if (!replay)
-		gettimeofday(&h->t_start, NULL);
-	h->verdict = NULL;
-	h->rule[0] = '\0';
-	h->status = 0;
-	h->req_bytes = h->resp_bytes = h->interim_bytes = 0;
-	h->host[0] = '\0';
-	h->retried = false;
-	h->grpc = false;
-	h->grpc_status = -1;
+		gettimeofday(&h->tx.t_start, NULL);
+	h->tx.verdict = NULL;
+	h->tx.rule[0] = '\0';
+	h->tx.status = 0;
+	h->tx.req_bytes = h->tx.resp_bytes = h->tx.interim_bytes = 0;
+	h->tx.host[0] = '\0';
+	h->tx.retried = false;
+	h->tx.grpc = false;
+	h->tx.grpc_status = -1;
 	/* The port the request is for (a 405's Allow depends on it). */
-	h->port = px_sockaddr_port(px_session_dst(h->s));
+	h->tx.port = px_sockaddr_port(px_session_dst(h->s));
 	rc = http_parse_head(buf, head_len, true, &p->lim, &m, &why);
-	http_copy(h->method, sizeof(h->method), rc == 0 ? m.method : "-",
+	http_copy(h->tx.method, sizeof(h->tx.method), rc == 0 ? m.method : "-",
 	    rc == 0 ? m.mlen : 1);
-	http_copy(h->path, sizeof(h->path), rc == 0 ? m.target : "-",
+	http_copy(h->tx.path, sizeof(h->tx.path), rc == 0 ? m.target : "-",
 	    rc == 0 ? m.tlen : 1);
 	if (!replay) {
 		px_session_count(h->s, HTTP_C_REQUESTS, 1);
@@ -162,8 +162,8 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		return;
 	}
 	h->client_10 = m.minor == 0;
-	h->is_head = http_token_eq(m.method, m.mlen, "HEAD");
-	h->is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
+	h->tx.is_head = http_token_eq(m.method, m.mlen, "HEAD");
+	h->tx.is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
 	target = m.target;
 	tlen = m.tlen;
 	/* A Host without a port means the scheme's: https when the client
@@ -175,13 +175,13 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		http_error(h, 400, "malformed Host");
 		return;
 	}
-	if (h->is_connect) {
+	if (h->tx.is_connect) {
 		if (!forward) {
 			http_error(h, 405, "CONNECT is only for forward mode");
 			return;
 		}
-		if (http_authority(m.target, m.tlen, 0, h->host,
-		    sizeof(h->host), &dst, &port) == -1 || port == 0) {
+		if (http_authority(m.target, m.tlen, 0, h->tx.host,
+		    sizeof(h->tx.host), &dst, &port) == -1 || port == 0) {
 			http_error(h, 400, "malformed CONNECT target");
 			return;
 		}
@@ -190,7 +190,7 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		/* absolute-form, in every mode: its authority replaces Host
 		 * (RFC 9112 3.2.2); forward mode connects to it, the others
 		 * to where they always do. */
-		if (http_authority(auth, alen, 80, h->host, sizeof(h->host),
+		if (http_authority(auth, alen, 80, h->tx.host, sizeof(h->tx.host),
 		    &hostaddr, &hostport) == -1) {
 			px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 			http_error(h, 400, "malformed URI authority");
@@ -211,13 +211,13 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	/* The url rules judge the path as the server will read it, and the
 	 * server is sent that path (docs/CONFIG.md); what cannot be judged
 	 * so is refused. CONNECT's target is an authority. */
-	if (!h->is_connect &&
+	if (!h->tx.is_connect &&
 	    (rc = http_canon_target(h, target, tlen, &ct, &why)) != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(h, rc, why);
 		return;
 	}
-	if (!h->is_connect && !forward) {
+	if (!h->tx.is_connect && !forward) {
 		memcpy(&dst, px_session_dst(h->s), sizeof(dst));
 		port = px_sockaddr_port((struct sockaddr *)&dst);
 		/* Transparent: the Host (or authority) the client names must
@@ -233,10 +233,10 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			return;
 		}
 	}
-	h->port = port;
+	h->tx.port = port;
 	if (!replay && !px_session_request_allowed(h->s,
 	    http_auth_id(h) != NULL ? http_auth_id(h)->user : NULL, &retry,
-	    h->rule, sizeof(h->rule))) {
+	    h->tx.rule, sizeof(h->tx.rule))) {
 		http_limited(h, &m, head_len, retry, true);
 		return;
 	}
@@ -247,23 +247,23 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	 * from its first proven request; over the user's sessions= or
 	 * connections=, 429 and the connection ends. */
 	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
-	    http_auth_id(h)->user, &retry, h->rule, sizeof(h->rule))) {
+	    http_auth_id(h)->user, &retry, h->tx.rule, sizeof(h->tx.rule))) {
 		http_limited(h, &m, head_len, retry, false);
 		return;
 	}
 	if ((rc = http_policy_check_as(p, http_auth_id(h), m.method, m.mlen,
-	    port, h->host,
-	    h->is_connect ? h->path : ct.path, ct.query, &why, &hit)) != 0) {
+	    port, h->tx.host,
+	    h->tx.is_connect ? h->tx.path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (hit.line == 0)
-			snprintf(h->rule, sizeof(h->rule), "default");
+			snprintf(h->tx.rule, sizeof(h->tx.rule), "default");
 		else
 			px_rule_ref_at(hit.line, hit.label,
-			    px_session_policy_file(h->s), h->rule,
-			    sizeof(h->rule));
+			    px_session_policy_file(h->s), h->tx.rule,
+			    sizeof(h->tx.rule));
 		if (rc == -1) {
-			h->verdict = "abort";
-			px_session_set_rule(h->s, h->rule);
+			h->tx.verdict = "abort";
+			px_session_set_rule(h->s, h->tx.rule);
 			http_abort(h, PX_END_POLICY,
 			    "denied: http request aborted by policy");
 			return;
@@ -272,66 +272,66 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		return;
 	}
 	/* Framing of the request body. */
-	h->req_body = HTTP_BODY_NONE;
+	h->tx.req_body = HTTP_BODY_NONE;
 	if (m.chunked) {
-		h->req_body = HTTP_BODY_CHUNKED;
-		memset(&h->req_chunk, 0, sizeof(h->req_chunk));
-		h->req_chunk.step = true;
+		h->tx.req_body = HTTP_BODY_CHUNKED;
+		memset(&h->tx.req_chunk, 0, sizeof(h->tx.req_chunk));
+		h->tx.req_chunk.step = true;
 	} else if (m.content_length > 0) {
-		h->req_body = HTTP_BODY_LENGTH;
-		h->req_left = (uint64_t)m.content_length;
-		if (p->max_body != 0 && h->req_left > p->max_body) {
+		h->tx.req_body = HTTP_BODY_LENGTH;
+		h->tx.req_left = (uint64_t)m.content_length;
+		if (p->max_body != 0 && h->tx.req_left > p->max_body) {
 			http_error(h, 413, "request body over max-body");
 			return;
 		}
 	}
-	if (h->req_body != HTTP_BODY_NONE &&
+	if (h->tx.req_body != HTTP_BODY_NONE &&
 	    http_scan_partial(h, &m, PX_TO_SERVER) == -1)
 		return;
-	if (http_scan_request(h, h->req_body == HTTP_BODY_LENGTH ?
-	    (int64_t)h->req_left : -1) == -1)
+	if (http_scan_request(h, h->tx.req_body == HTTP_BODY_LENGTH ?
+	    (int64_t)h->tx.req_left : -1) == -1)
 		return;
-	h->te_trailers = false;
+	h->tx.te_trailers = false;
 	for (i = 0; i < m.nhdr; i++)
 		if (m.hdr[i].id == HTTP_F_TE &&
 		    http_list_has(m.hdr[i].val, m.hdr[i].vlen, "trailers"))
-			h->te_trailers = true;
-	h->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->is_connect &&
+			h->tx.te_trailers = true;
+	h->tx.upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->tx.is_connect &&
 	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
 	h->client_keep = p->keepalive_client && !m.conn_close &&
 	    (m.minor == 1 || m.conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests);
-	h->replayable = h->req_body == HTTP_BODY_NONE && !h->is_connect &&
-	    (h->is_head || http_token_eq(m.method, m.mlen, "GET") ||
+	h->tx.replayable = h->tx.req_body == HTTP_BODY_NONE && !h->tx.is_connect &&
+	    (h->tx.is_head || http_token_eq(m.method, m.mlen, "GET") ||
 	    http_token_eq(m.method, m.mlen, "OPTIONS") ||
 	    http_token_eq(m.method, m.mlen, "DELETE") ||
 	    http_token_eq(m.method, m.mlen, "PUT") ||
 	    http_token_eq(m.method, m.mlen, "TRACE"));
 
 	/* The head as it will go out, whatever connection carries it. */
-	evbuffer_drain(h->head_out, evbuffer_get_length(h->head_out));
-	h->req_kept = false;
-	if (!h->is_connect) {
+	evbuffer_drain(h->tx.head_out, evbuffer_get_length(h->tx.head_out));
+	h->tx.req_kept = false;
+	if (!h->tx.is_connect) {
 		struct http_req_ctx rq = {
 			.target = ct.path, .tlen = ct.plen,
 			.query = ct.sent_query, .qlen = ct.sent_qlen,
-			.host = h->host,
+			.host = h->tx.host,
 			.dst = (struct sockaddr *)&dst,
 			.client = px_session_client(h->s),
-			.upgrade = h->upgrade_ok,
+			.upgrade = h->tx.upgrade_ok,
 			.authority = auth, .alen = alen,
 			.whole = http_scan_whole(h),
 			.drop = http_auth_field(h),
 		};
 
-		http_head_request(h->head_out, &m, p, &rq);
+		http_head_request(h->tx.head_out, &m, p, &rq);
 		if (p->server_h2 != HTTP_SERVER_H2_NO)
 			http_h2o_prepare(h, &m, &rq);
 	}
 	evbuffer_drain(cin, head_len);
-	h->req = HTTP_REQ_WAIT;
-	h->resp = HTTP_RESP_HEAD;
-	http_head_restart(&h->resp_scan, &h->resp_judge);
+	h->tx.req = HTTP_REQ_WAIT;
+	h->tx.resp = HTTP_RESP_HEAD;
+	http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
 	px_session_timer(h->s, http_grpc_bound(h, p->response_timeout_ms));
 	if (dst.ss_family == 0) {
 		http_resolve(h, port);
@@ -378,7 +378,7 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		http_error(h, 502, "transfer coding not allowed");
 		return false;
 	}
-	if (m->status == 101 && !h->upgrade_ok) {
+	if (m->status == 101 && !h->tx.upgrade_ok) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		http_error(h, 502, "101 without an accepted Upgrade");
 		return false;
@@ -387,39 +387,39 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		/* HTTP/1.0 has no 1xx (RFC 9110 15.2): an HTTP/1.0 client
 		 * would take an interim head for the response. Dropped; the
 		 * final head follows. */
-		if (h->srv.io != NULL)
-			evbuffer_drain(h->srv.io->in, head_len);
-		h->resp = HTTP_RESP_HEAD;
+		if (h->tx.srv.io != NULL)
+			evbuffer_drain(h->tx.srv.io->in, head_len);
+		h->tx.resp = HTTP_RESP_HEAD;
 		return true;
 	}
 	before = evbuffer_get_length(cout);
 	/* Framing: RFC 9112 6.3, in order. */
-	h->resp_body = HTTP_BODY_CLOSE;
-	if (h->is_head || m->status < 200 || m->status == 204 || m->status == 304)
-		h->resp_body = HTTP_BODY_NONE;
+	h->tx.resp_body = HTTP_BODY_CLOSE;
+	if (h->tx.is_head || m->status < 200 || m->status == 204 || m->status == 304)
+		h->tx.resp_body = HTTP_BODY_NONE;
 	else if (m->chunked)
-		h->resp_body = HTTP_BODY_CHUNKED;
+		h->tx.resp_body = HTTP_BODY_CHUNKED;
 	else if (m->content_length >= 0) {
-		h->resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
-		h->resp_left = (uint64_t)m->content_length;
+		h->tx.resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
+		h->tx.resp_left = (uint64_t)m->content_length;
 	}
 	/* An HTTP/1.1 server's connection; an h2 stream is never kept (it
 	 * ends with its transaction: http_server_drop). */
-	h->srv.keep = h->srv.io != NULL && !m->conn_close && m->minor == 1 &&
-	    h->resp_body != HTTP_BODY_CLOSE;
+	h->tx.srv.keep = h->tx.srv.io != NULL && !m->conn_close && m->minor == 1 &&
+	    h->tx.resp_body != HTTP_BODY_CLOSE;
 	if (m->status >= 200 || m->status == 101) {
-		h->status = m->status;
-		if (h->resp_body == HTTP_BODY_CLOSE)
+		h->tx.status = m->status;
+		if (h->tx.resp_body == HTTP_BODY_CLOSE)
 			h->client_keep = false;
-		h->dechunk = h->client_10 && h->resp_body == HTTP_BODY_CHUNKED;
-		if (h->dechunk && m->te_other) {
+		h->tx.dechunk = h->client_10 && h->tx.resp_body == HTTP_BODY_CHUNKED;
+		if (h->tx.dechunk && m->te_other) {
 			/* Without chunks, no Transfer-Encoding: the other
 			 * codings could not be said. */
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			http_error(h, 502, "transfer coding for an HTTP/1.0 client");
 			return false;
 		}
-		if (h->dechunk) {
+		if (h->tx.dechunk) {
 			/* An HTTP/1.0 client cannot read chunks: send the
 			 * data, end it by closing. */
 			h->client_keep = false;
@@ -429,14 +429,14 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	 * request under the old one after this (see http_on_config). */
 	if (px_session_config_stale(h->s))
 		h->client_keep = false;
-	rs.dechunk = h->dechunk;
+	rs.dechunk = h->tx.dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
 	rs.extra = m->status >= 200 ? http_auth_reply(h) : NULL;
-	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
 	    http_scan_partial(h, m, PX_TO_CLIENT) == -1)
 		return false;
-	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
 	    buf == NULL && http_scan_downloads(h)) {
 		/* An HTTP/2 server's head came as fields: the scanner is
 		 * shown the one the client gets. */
@@ -452,7 +452,7 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		head_len = evbuffer_get_length(hb);
 		buf = (const char *)evbuffer_pullup(hb, -1);
 	}
-	if (m->status >= 200 && h->resp_body != HTTP_BODY_NONE &&
+	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
 	    (cout = http_scan_response(h, buf, head_len)) == NULL)
 		return false;
 	before = evbuffer_get_length(cout);
@@ -460,9 +460,9 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
 	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */
-	if (h->srv.io != NULL)
-		evbuffer_drain(h->srv.io->in, head_len);
-	h->resp_bytes += evbuffer_get_length(cout) - before;
+	if (h->tx.srv.io != NULL)
+		evbuffer_drain(h->tx.srv.io->in, head_len);
+	h->tx.resp_bytes += evbuffer_get_length(cout) - before;
 	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);
 	if (m->status == 101) {
 		http_start_tunnel(h);
@@ -470,15 +470,15 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	}
 	if (m->status < 200) {
 		/* Interim (100, 103): the final response follows. */
-		h->interim_bytes = h->resp_bytes;
-		h->resp = HTTP_RESP_HEAD;
+		h->tx.interim_bytes = h->tx.resp_bytes;
+		h->tx.resp = HTTP_RESP_HEAD;
 		return true;
 	}
-	if (h->resp_body == HTTP_BODY_CHUNKED) {
-		memset(&h->resp_chunk, 0, sizeof(h->resp_chunk));
-		h->resp_chunk.step = true;
+	if (h->tx.resp_body == HTTP_BODY_CHUNKED) {
+		memset(&h->tx.resp_chunk, 0, sizeof(h->tx.resp_chunk));
+		h->tx.resp_chunk.step = true;
 	}
-	h->resp = h->resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
+	h->tx.resp = h->tx.resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
 	    HTTP_RESP_BODY;
 	/* A gRPC call's deadline bounds its streams too. */
 	px_session_timer(h->s, http_grpc_bound(h, 0));

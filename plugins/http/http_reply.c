@@ -149,33 +149,33 @@ http_error(struct http_state *h, int status, const char *why)
 	    PX_END_POLICY : status >= 502 && status <= 504 ?
 	    PX_END_SERVER_FAIL : PX_END_PROXY;
 
-	h->status = status;
-	if (h->verdict == NULL)
-		h->verdict = status >= 500 || status == 408 ? "error" : "deny";
+	h->tx.status = status;
+	if (h->tx.verdict == NULL)
+		h->tx.verdict = status >= 500 || status == 408 ? "error" : "deny";
 	if (by == PX_END_POLICY) {
-		if (h->rule[0] == '\0')
-			snprintf(h->rule, sizeof(h->rule), "%s",
+		if (h->tx.rule[0] == '\0')
+			snprintf(h->tx.rule, sizeof(h->tx.rule), "%s",
 			    http_refusal_rule(h, why));
-		px_session_set_rule(h->s, h->rule);
+		px_session_set_rule(h->s, h->tx.rule);
 	}
-	if (h->resp_bytes != h->interim_bytes) {
+	if (h->tx.resp_bytes != h->tx.interim_bytes) {
 		/* Part of a response went out already: a reset, so that the
 		 * client never takes what it got for the whole. (After a
 		 * 100 Continue, a final status may still come.) */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 		    "reason=\"%s\"%s%s (after part of the response)", status,
 		    why, by == PX_END_POLICY ? " rule=" : "",
-		    by == PX_END_POLICY ? h->rule : "");
+		    by == PX_END_POLICY ? h->tx.rule : "");
 		http_abort(h, by, "error: http: response cut off");
 		return;
 	}
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 	    "reason=\"%s\"%s%s", status, why, by == PX_END_POLICY ?
-	    " rule=" : "", by == PX_END_POLICY ? h->rule : "");
-	if (h->grpc) {
+	    " rule=" : "", by == PX_END_POLICY ? h->tx.rule : "");
+	if (h->tx.grpc) {
 		http_grpc_reply(h, out, status, why, false);
-		h->resp_bytes = evbuffer_get_length(out);
-		px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+		h->tx.resp_bytes = evbuffer_get_length(out);
+		px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
 		goto out_log;
 	}
 	/* Without memory for a page the status line still goes out. */
@@ -190,15 +190,15 @@ http_error(struct http_state *h, int status, const char *why)
 		/* RFC 9110 15.5.6: a 405 says what is allowed instead. */
 		char allow[256];
 
-		http_policy_allow(p, h->port, px_session_dst(h->s)->sa_family ==
+		http_policy_allow(p, h->tx.port, px_session_dst(h->s)->sa_family ==
 		    0, allow, sizeof(allow));
 		evbuffer_add_printf(out, "Allow: %s\r\n", allow);
 	}
 	evbuffer_add(out, "\r\n", 2);
-	if (body != NULL && !h->is_head)
+	if (body != NULL && !h->tx.is_head)
 		evbuffer_add_buffer(out, body);
-	h->resp_bytes = evbuffer_get_length(out);
-	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+	h->tx.resp_bytes = evbuffer_get_length(out);
+	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
 	if (body != NULL)
 		evbuffer_free(body);
 out_log:
@@ -215,13 +215,13 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
 	struct evbuffer *out = h->c->out, *body;
 	size_t blen, before = evbuffer_get_length(out);
 
-	h->status = 429;
-	h->verdict = "deny";
-	if (h->grpc) {
+	h->tx.status = 429;
+	h->tx.verdict = "deny";
+	if (h->tx.grpc) {
 		http_grpc_reply(h, out, 429, "too many requests from this "
 		    "source", keep);
-		h->resp_bytes = evbuffer_get_length(out) - before;
-		px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+		h->tx.resp_bytes = evbuffer_get_length(out) - before;
+		px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
 		return;
 	}
 	body = evbuffer_new();
@@ -235,12 +235,12 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
 	    "Retry-After: %u\r\nConnection: %s\r\n"
 	    "Cache-Control: no-store\r\n\r\n", blen, (unsigned)retry_s,
 	    keep ? "keep-alive" : "close");
-	if (body != NULL && !h->is_head)
+	if (body != NULL && !h->tx.is_head)
 		evbuffer_add_buffer(out, body);
 	if (body != NULL)
 		evbuffer_free(body);
-	h->resp_bytes = evbuffer_get_length(out) - before;
-	px_session_account(h->s, PX_TO_CLIENT, h->resp_bytes);
+	h->tx.resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
 }
 
 /* A connection <source-limits> refuses at accept (limit_refusal): a 429
@@ -290,8 +290,8 @@ http_reply_established(struct http_state *h)
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 	evbuffer_add(h->c->out, ok, sizeof(ok) - 1);
-	h->status = 200;
-	h->resp_bytes += sizeof(ok) - 1;
+	h->tx.status = 200;
+	h->tx.resp_bytes += sizeof(ok) - 1;
 	px_session_account(h->s, PX_TO_CLIENT, sizeof(ok) - 1);
 }
 

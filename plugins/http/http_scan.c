@@ -94,7 +94,7 @@ http_scan_on(const struct http_state *h, unsigned bit)
 static void
 http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
 {
-	h->scan[dir].scanned = verdict;	/* for the audit record */
+	h->tx.scan[dir].scanned = verdict;	/* for the audit record */
 	px_scan_count(px_session_service(h->s), http_scanner(h)->name, verdict);
 }
 
@@ -103,7 +103,7 @@ http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
 static bool
 http_scan_to_fd(const struct http_state *h, enum px_dir dir)
 {
-	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : h->srv.io;
+	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : h->tx.srv.io;
 
 	return c != NULL && c->tf == NULL;
 }
@@ -114,7 +114,7 @@ http_scan_to_fd(const struct http_state *h, enum px_dir dir)
 static uint64_t
 http_scan_drop(struct http_state *h, enum px_dir dir)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	uint64_t n = 0;
 
 	if (sc->hold != NULL) {
@@ -136,7 +136,7 @@ static int
 http_scan_unspool(struct http_state *h, enum px_dir dir,
     struct evbuffer *out, const char **why)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	if (sc->spool == NULL)
 		return 0;
@@ -154,7 +154,7 @@ http_scan_unspool(struct http_state *h, enum px_dir dir,
 static void
 http_scan_stop(struct http_state *h, enum px_dir dir)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	if (sc->icap != NULL)
 		px_icap_cancel(sc->icap);
@@ -172,13 +172,13 @@ http_scan_reset_server(struct http_state *h)
 	struct linger lg = { 1, 0 };
 	uint64_t queued = 0;
 
-	if (h->srv.io != NULL && h->srv.io->fd >= 0)
-		(void)setsockopt(h->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
+	if (h->tx.srv.io != NULL && h->tx.srv.io->fd >= 0)
+		(void)setsockopt(h->tx.srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
 		    sizeof(lg));
-	if (h->srv.io != NULL)
-		queued = evbuffer_get_length(h->srv.io->out);
+	if (h->tx.srv.io != NULL)
+		queued = evbuffer_get_length(h->tx.srv.io->out);
 	px_session_unsent(h->s, PX_TO_SERVER, queued);
-	h->srv.keep = false;
+	h->tx.srv.keep = false;
 	http_server_drop(h, false);
 	return queued;
 }
@@ -190,7 +190,7 @@ static void
 http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
     const char *why)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held &&
 	    sc->spool == NULL;
 	uint64_t dropped;
@@ -199,12 +199,12 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
 	free(sc->sniff);
 	sc->sniff = NULL;
 	dropped = http_scan_drop(h, dir);
-	h->verdict = "deny";
+	h->tx.verdict = "deny";
 	if (dir == PX_TO_SERVER) {
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		dropped += http_scan_reset_server(h);
 		/* to-server: what the server was sent. */
-		h->req_bytes -= dropped < h->req_bytes ? dropped : h->req_bytes;
+		h->tx.req_bytes -= dropped < h->tx.req_bytes ? dropped : h->tx.req_bytes;
 	}
 	if (head_out) {
 		char end[200];
@@ -219,8 +219,8 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
 	if (dir == PX_TO_CLIENT) {
 		/* Nothing of this response went out (it was all held): a
 		 * page in its place. */
-		h->resp_bytes = h->interim_bytes;
-		h->srv.keep = false;
+		h->tx.resp_bytes = h->tx.interim_bytes;
+		h->tx.srv.keep = false;
 	}
 	http_error(h, status, why);
 }
@@ -260,7 +260,7 @@ http_scan_spool_fail(struct http_state *h, enum px_dir dir, const char *why)
 static void
 http_scan_pass(struct http_state *h, enum px_dir dir)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	bool ended = sc->ended;
 	const char *why;
 
@@ -274,12 +274,12 @@ http_scan_pass(struct http_state *h, enum px_dir dir)
 	}
 	if (dir == PX_TO_CLIENT) {
 		evbuffer_add_buffer(h->c->out, sc->hold);
-		if (ended && h->resp == HTTP_RESP_DONE)
+		if (ended && h->tx.resp == HTTP_RESP_DONE)
 			http_response_complete(h);
 	} else if (http_server_out(h) != NULL) {
 		evbuffer_add_buffer(http_server_out(h), sc->hold);
 		/* To an HTTP/2 server: the DATA go, END_STREAM with them. */
-		if (h->h2o != NULL)
+		if (h->tx.h2o != NULL)
 			http_h2o_req_more(h);
 	}
 	h->progress++;
@@ -347,7 +347,7 @@ http_scan_modified(struct http_state *h, enum px_dir dir,
     const struct px_icap_result *res)
 {
 	const struct px_scanner *scn = http_scanner(h);
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	const char *why = dir == PX_TO_SERVER ? "a request (its head went "
 	    "to the server already)" : !sc->whole && sc->spool != NULL ?
 	    "held in the spool, too big for a change to be relayed" :
@@ -385,7 +385,7 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
     const struct px_icap_result *res)
 {
 	const struct px_scanner *scn = http_scanner(h);
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	char threat[128], why[200];
 
 	sc->icap = NULL;	/* freed after this callback */
@@ -448,7 +448,7 @@ http_scan_event(struct http_state *h, enum px_dir dir,
 	 * from now (the wait for the scanner, in its queue too, is not
 	 * the server's). */
 	if (res != NULL && dir == PX_TO_SERVER && !h->gone &&
-	    h->resp == HTTP_RESP_HEAD && h->resp_bytes == h->interim_bytes)
+	    h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == h->tx.interim_bytes)
 		px_session_timer(h->s, h->pol->response_timeout_ms);
 	if (!h->gone)
 		http_drive(h);
@@ -471,8 +471,8 @@ static void
 http_scan_req_head(const struct http_state *h, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n",
-	    h->method[0] != '\0' ? h->method : "GET", h->path,
-	    h->host[0] != '\0' ? h->host : "unknown");
+	    h->tx.method[0] != '\0' ? h->tx.method : "GET", h->tx.path,
+	    h->tx.host[0] != '\0' ? h->tx.host : "unknown");
 }
 
 /* A body of `size` bytes (-1: not known yet) is about to flow in dir:
@@ -483,7 +483,7 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
     const char *res_head, size_t res_len)
 {
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	unsigned bit = dir == PX_TO_SERVER ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD;
 	char rq[512];
 
@@ -538,7 +538,7 @@ static int
 http_sniff_begin(struct http_state *h, enum px_dir dir)
 {
 	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	free(sc->sniff);
 	sc->sniff = NULL;
@@ -566,7 +566,7 @@ static int
 http_sniff_judge(struct http_state *h, enum px_dir dir)
 {
 	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	struct px_content_verdict v;
 	struct px_content_who who;
 	size_t n = sc->sniff->n;
@@ -589,7 +589,7 @@ http_sniff_judge(struct http_state *h, enum px_dir dir)
 		sc->head_held = false;
 		return 0;
 	}
-	snprintf(h->rule, sizeof(h->rule), "%.*s", (int)sizeof(h->rule) - 1,
+	snprintf(h->tx.rule, sizeof(h->tx.rule), "%.*s", (int)sizeof(h->tx.rule) - 1,
 	    v.rule != NULL ? v.rule->ref : "libmagic");
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	snprintf(why, sizeof(why), "file type not allowed: %s", v.type);
@@ -605,7 +605,7 @@ static void
 http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 {
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	px_audit_cancel(sc->audit);
 	sc->audit = NULL;
@@ -617,7 +617,7 @@ http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 	if ((sc->audit = px_audit_begin(size)) == NULL)
 		return;
 	/* Taken now: the connections may be gone by the record. */
-	(void)px_tls_peer_subject(h->srv.io, sc->audit->tls_server,
+	(void)px_tls_peer_subject(h->tx.srv.io, sc->audit->tls_server,
 	    sizeof(sc->audit->tls_server));
 	(void)px_tls_peer_subject(h->c, sc->audit->tls_client,
 	    sizeof(sc->audit->tls_client));
@@ -626,13 +626,13 @@ http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 void
 http_audit_end(struct http_state *h, enum px_dir dir)
 {
-	struct http_scan *sc = &h->scan[dir];
-	const char *verdict = h->verdict != NULL ? h->verdict : "accept";
+	struct http_scan *sc = &h->tx.scan[dir];
+	const char *verdict = h->tx.verdict != NULL ? h->tx.verdict : "accept";
 	struct px_audit_info in;
 	const struct px_auth_id *id = http_auth_id(h);
-	char file[sizeof(h->path)];
+	char file[sizeof(h->tx.path)];
 	bool done = sc->went || (dir == PX_TO_SERVER ?
-	    h->req == HTTP_REQ_DONE : h->resp == HTTP_RESP_DONE);
+	    h->tx.req == HTTP_REQ_DONE : h->tx.resp == HTTP_RESP_DONE);
 
 	/* A body cut short (refused) counts by the size it announced. */
 	if (sc->audit == NULL || px_audit_drop_below(&sc->audit,
@@ -640,13 +640,13 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		return;
 	/* An upload may start before the server's handshake is done. */
 	if (sc->audit->tls_server[0] == '\0')
-		(void)px_tls_peer_subject(h->srv.io, sc->audit->tls_server,
+		(void)px_tls_peer_subject(h->tx.srv.io, sc->audit->tls_server,
 		    sizeof(sc->audit->tls_server));
 	/* The file is the path, not its query. */
-	snprintf(file, sizeof(file), "%.*s", (int)strcspn(h->path, "?"),
-	    h->path);
+	snprintf(file, sizeof(file), "%.*s", (int)strcspn(h->tx.path, "?"),
+	    h->tx.path);
 	in = (struct px_audit_info){
-		.rule = h->rule[0] != '\0' ? h->rule : NULL,
+		.rule = h->tx.rule[0] != '\0' ? h->tx.rule : NULL,
 		.file = file,
 		.direction = http_scan_dir_name(dir),
 		.scan_verdict = sc->scanned,
@@ -659,8 +659,8 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		.user = id != NULL ? id->user : NULL,
 		.auth = id != NULL ? px_auth_method_name(id->method) : NULL,
 	};
-	px_session_audit_info(h->s, "http", h->srv.dst.ss_family != 0 ?
-	    (const struct sockaddr *)&h->srv.dst : NULL, &in);
+	px_session_audit_info(h->s, "http", h->tx.srv.dst.ss_family != 0 ?
+	    (const struct sockaddr *)&h->tx.srv.dst : NULL, &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 	sc->unsent = NULL;
@@ -672,20 +672,20 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 static void
 http_sniff_nomem(struct http_state *h)
 {
-	h->srv.keep = false;
+	h->tx.srv.keep = false;
 	http_error(h, 500, "out of memory for the content type");
 }
 
 int
 http_scan_request(struct http_state *h, int64_t size)
 {
-	if (h->req_body == HTTP_BODY_NONE)
+	if (h->tx.req_body == HTTP_BODY_NONE)
 		return 0;
 	if (http_scan_begin(h, PX_TO_SERVER, size, NULL, 0) != -1) {
 		if (h->closing || h->gone)
 			return -1;
 		if (http_sniff_begin(h, PX_TO_SERVER) == -1) {
-			h->req = HTTP_REQ_DONE;
+			h->tx.req = HTTP_REQ_DONE;
 			http_sniff_nomem(h);
 			return -1;
 		}
@@ -693,7 +693,7 @@ http_scan_request(struct http_state *h, int64_t size)
 		return 0;
 	}
 	if (!h->closing && !h->gone) {
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		http_error(h, 413, "request body over the scanner's max-size");
 	}
@@ -709,21 +709,21 @@ http_scan_downloads(const struct http_state *h)
 struct evbuffer *
 http_scan_response(struct http_state *h, const char *head, size_t len)
 {
-	struct http_scan *sc = &h->scan[PX_TO_CLIENT];
-	int64_t size = h->resp_body == HTTP_BODY_LENGTH ?
-	    (int64_t)h->resp_left : -1;
+	struct http_scan *sc = &h->tx.scan[PX_TO_CLIENT];
+	int64_t size = h->tx.resp_body == HTTP_BODY_LENGTH ?
+	    (int64_t)h->tx.resp_left : -1;
 	size_t whole = h->buffer / 2 < HTTP_SCAN_WHOLE ? h->buffer / 2 :
 	    HTTP_SCAN_WHOLE;
 	int rc;
 
-	if (h->resp_body == HTTP_BODY_NONE)
+	if (h->tx.resp_body == HTTP_BODY_NONE)
 		return h->c->out;
 	rc = http_scan_begin(h, PX_TO_CLIENT, size, head, len);
 	if (rc == -1) {
 		if (!h->closing && !h->gone) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
-			h->verdict = "deny";
-			h->srv.keep = false;
+			h->tx.verdict = "deny";
+			h->tx.srv.keep = false;
 			http_error(h, 502, "response body over the scanner's "
 			    "max-size");
 		}
@@ -759,14 +759,14 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 struct evbuffer *
 http_scan_to(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 {
-	return h->scan[dir].on || h->scan[dir].sniff != NULL ?
-	    h->scan[dir].hold : out;
+	return h->tx.scan[dir].on || h->tx.scan[dir].sniff != NULL ?
+	    h->tx.scan[dir].hold : out;
 }
 
 size_t
 http_scan_queued(const struct http_state *h, enum px_dir dir)
 {
-	const struct http_scan *sc = &h->scan[dir];
+	const struct http_scan *sc = &h->tx.scan[dir];
 
 	return (sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0) +
 	    (sc->icap != NULL ? px_icap_queued(sc->icap) : 0);
@@ -777,7 +777,7 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
     size_t n)
 {
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	px_audit_feed_evbuffer(sc->audit, src, n);
 	if (sc->sniff != NULL && px_sniff_add(sc->sniff, src, n,
@@ -813,7 +813,7 @@ void
 http_scan_release(struct http_state *h, enum px_dir dir,
     struct evbuffer *out)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	size_t len, tail = http_scan_tail(h);
 
 	const char *why;
@@ -844,7 +844,7 @@ http_scan_release(struct http_state *h, enum px_dir dir,
 bool
 http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 
 	/* A body shorter than what is sniffed is judged at its end. */
 	if (sc->sniff != NULL && http_sniff_judge(h, dir) == -1)
@@ -883,13 +883,13 @@ http_scan_whole(const struct http_state *h)
 bool
 http_scan_pending(const struct http_state *h, enum px_dir dir)
 {
-	return h->scan[dir].on && h->scan[dir].ended;
+	return h->tx.scan[dir].on && h->tx.scan[dir].ended;
 }
 
 bool
 http_scan_holding(const struct http_state *h, enum px_dir dir)
 {
-	const struct http_scan *sc = &h->scan[dir];
+	const struct http_scan *sc = &h->tx.scan[dir];
 
 	return sc->on || sc->sniff != NULL ||
 	    (sc->hold != NULL && evbuffer_get_length(sc->hold) != 0);
@@ -898,7 +898,7 @@ http_scan_holding(const struct http_state *h, enum px_dir dir)
 size_t
 http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
 {
-	struct http_scan *sc = &h->scan[dir];
+	struct http_scan *sc = &h->tx.scan[dir];
 	bool held = http_scan_holding(h, dir);
 	uint64_t n;
 
@@ -922,7 +922,7 @@ http_scan_close(struct http_state *h)
 	int d;
 
 	for (d = 0; d < 2; d++) {
-		struct http_scan *sc = &h->scan[d];
+		struct http_scan *sc = &h->tx.scan[d];
 
 		if (sc->icap != NULL)
 			px_icap_cancel(sc->icap);
@@ -962,18 +962,18 @@ http_scan_partial(struct http_state *h, const struct http_head *m,
 	if (!range)
 		return 0;
 	px_session_count(h->s, HTTP_C_DENIED, 1);
-	h->verdict = "deny";
-	snprintf(h->rule, sizeof(h->rule), "scan/@partial");
+	h->tx.verdict = "deny";
+	snprintf(h->tx.rule, sizeof(h->tx.rule), "scan/@partial");
 	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=deny "
 	    "reason=scan-partial direction=%s status=%d rule=scan/@partial",
 	    dir == PX_TO_SERVER ? "upload" : "download",
 	    dir == PX_TO_SERVER ? 400 : 502);
 	if (dir == PX_TO_SERVER) {
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		http_error(h, 400, "partial upload (Content-Range) to a "
 		    "scanned service");
 	} else {
-		h->srv.keep = false;
+		h->tx.srv.keep = false;
 		http_error(h, 502, "partial response (206 or Content-Range) "
 		    "from the server of a scanned service");
 	}

@@ -154,11 +154,11 @@ http_host_authority(struct http_state *h, const char *a, size_t len,
 		*port = hm->port;
 		memset(ss, 0, sizeof(*ss));
 		memcpy(ss, &hm->addr, sizeof(hm->addr));
-		http_copy(h->host, sizeof(h->host), a, hm->hlen);
+		http_copy(h->tx.host, sizeof(h->tx.host), a, hm->hlen);
 		return 0;
 	}
 	hm->len = 0;
-	if (http_authority_host(a, len, defport, h->host, sizeof(h->host), ss,
+	if (http_authority_host(a, len, defport, h->tx.host, sizeof(h->tx.host), ss,
 	    port, &hlen) == -1)
 		return -1;
 	/* ss is AF_INET, AF_INET6 or none: all of it fits in addr. */
@@ -177,13 +177,13 @@ int
 http_server_open(struct http_state *h, const struct sockaddr *dst,
     bool pooled_ok)
 {
-	struct http_server *sv = &h->srv;
+	struct http_server *sv = &h->tx.srv;
 	const char *stage = "connect";
 	bool reused;
 
 	/* A tunnel takes its connection for good: never a pooled one. */
 	sv->io = px_session_upstream_take(h->s, dst, pooled_ok &&
-	    !h->is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
+	    !h->tx.is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
 	    &stage);
 	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
@@ -198,7 +198,7 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 	sv->boundary = true;	/* the pool's are, a new one is */
 	/* A new one is connecting: writable means done (or failed). */
 	sv->connected = reused;
-	h->connecting = !reused;
+	h->tx.connecting = !reused;
 	if (!reused)
 		px_conn_want_writable(sv->io, true);
 	return 0;
@@ -207,15 +207,15 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 struct evbuffer *
 http_server_out(struct http_state *h)
 {
-	if (h->h2o != NULL)
+	if (h->tx.h2o != NULL)
 		return http_h2o_req_buf(h);
-	return h->srv.io != NULL ? h->srv.io->out : NULL;
+	return h->tx.srv.io != NULL ? h->tx.srv.io->out : NULL;
 }
 
 void
 http_server_drop(struct http_state *h, bool reusable)
 {
-	struct http_server *sv = &h->srv;
+	struct http_server *sv = &h->tx.srv;
 
 	http_h2o_drop(h);
 	if (sv->io == NULL)
@@ -223,7 +223,7 @@ http_server_drop(struct http_state *h, bool reusable)
 	/* Not reusable with bytes still queued either way, nor inside a
 	 * message: a server still waiting for a request's body would take
 	 * the next request for it. */
-	if (h->connecting || !sv->boundary ||
+	if (h->tx.connecting || !sv->boundary ||
 	    evbuffer_get_length(sv->io->out) != 0 ||
 	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
@@ -231,7 +231,7 @@ http_server_drop(struct http_state *h, bool reusable)
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);
 	sv->io = NULL;
-	h->connecting = false;
+	h->tx.connecting = false;
 	sv->connected = false;
 }
 
@@ -248,7 +248,7 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	    px_session_server_allowed(h->s, dst, zones, sizeof(zones)) == -1) {
 		char why[200];
 
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		snprintf(why, sizeof(why), "server not allowed (%s)", zones);
 		http_error(h, 403, why);
 		return;
@@ -256,52 +256,52 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	if (http_h2o_wanted(h, dst)) {
 		/* HTTP/2 to the server: a stream on a shared connection. */
 		if (http_h2o_dispatch(h, dst) == -1) {
-			h->req = HTTP_REQ_DONE;
+			h->tx.req = HTTP_REQ_DONE;
 			http_error(h, 502, "cannot connect to the server");
 			return;
 		}
 		h->progress++;
-		h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE :
+		h->tx.req = h->tx.req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE :
 		    HTTP_REQ_BODY;
-		h->req_bytes += evbuffer_get_length(h->head_out);
+		h->tx.req_bytes += evbuffer_get_length(h->tx.head_out);
 		px_session_account(h->s, PX_TO_SERVER,
-		    evbuffer_get_length(h->head_out));
-		if (h->req == HTTP_REQ_BODY)
+		    evbuffer_get_length(h->tx.head_out));
+		if (h->tx.req == HTTP_REQ_BODY)
 			http_pump_request(h);
 		return;
 	}
-	if (h->srv.io != NULL && (h->is_connect || memcmp(&h->srv.dst, dst,
+	if (h->tx.srv.io != NULL && (h->tx.is_connect || memcmp(&h->tx.srv.dst, dst,
 	    px_sockaddr_len(dst)) != 0))
 		http_server_drop(h, true);
-	if (h->srv.io != NULL) {
-		h->srv.reused = true;
-		h->srv.kept = true;
+	if (h->tx.srv.io != NULL) {
+		h->tx.srv.reused = true;
+		h->tx.srv.kept = true;
 	} else if (http_server_open(h, dst, true) == -1) {
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		http_error(h, 502, "cannot connect to the server");
 		return;
 	}
 	h->progress++;
-	if (h->is_connect) {
+	if (h->tx.is_connect) {
 		/* The 200 goes out once the server accepted: see
 		 * http_server_wr_cb. Nothing of the client's goes before. */
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		return;
 	}
-	sout = h->srv.io->out;
-	n = evbuffer_get_length(h->head_out);
+	sout = h->tx.srv.io->out;
+	n = evbuffer_get_length(h->tx.head_out);
 	/* A replayable request on a reused connection keeps its head for one
 	 * retry; the output only references it (no buffer made and freed
 	 * per request: head_out is drained by the next one). */
-	h->req_kept = h->replayable && h->srv.reused &&
-	    evbuffer_add_buffer_reference(sout, h->head_out) == 0;
-	if (!h->req_kept)
-		evbuffer_add_buffer(sout, h->head_out);
-	h->srv.boundary = false;
-	h->req_bytes += n;
+	h->tx.req_kept = h->tx.replayable && h->tx.srv.reused &&
+	    evbuffer_add_buffer_reference(sout, h->tx.head_out) == 0;
+	if (!h->tx.req_kept)
+		evbuffer_add_buffer(sout, h->tx.head_out);
+	h->tx.srv.boundary = false;
+	h->tx.req_bytes += n;
 	px_session_account(h->s, PX_TO_SERVER, n);
-	h->req = h->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
-	if (h->req == HTTP_REQ_BODY)
+	h->tx.req = h->tx.req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
+	if (h->tx.req == HTTP_REQ_BODY)
 		http_pump_request(h);
 }
 
@@ -312,15 +312,15 @@ http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
 
 	if (result == EVUTIL_EAI_CANCEL)
 		return;		/* the session is closing: h is going */
-	h->dns = NULL;
+	h->tx.dns = NULL;
 	if (result != 0 || ai == NULL) {
 		char why[192];
 
-		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->host,
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->tx.host,
 		    evutil_gai_strerror(result));
 		if (ai != NULL)
 			evutil_freeaddrinfo(ai);
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		http_error(h, 502, why);
 	} else {
 		struct sockaddr_storage dst;
@@ -340,14 +340,14 @@ http_resolve(struct http_state *h, uint16_t port)
 {
 	struct evutil_addrinfo hints;
 	char service[8];
-	char name[sizeof(h->host)];
+	char name[sizeof(h->tx.host)];
 
 	if (http_dns == NULL)
 		http_dns = evdns_base_new(px_session_base(h->s),
 		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
 		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (http_dns == NULL) {
-		h->req = HTTP_REQ_DONE;
+		h->tx.req = HTTP_REQ_DONE;
 		http_error(h, 502, "no resolver for forward mode");
 		return;
 	}
@@ -356,8 +356,8 @@ http_resolve(struct http_state *h, uint16_t port)
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
 	snprintf(service, sizeof(service), "%u", port);
-	snprintf(name, sizeof(name), "%s", h->host);
-	h->dns = evdns_getaddrinfo(http_dns, name, service, &hints,
+	snprintf(name, sizeof(name), "%s", h->tx.host);
+	h->tx.dns = evdns_getaddrinfo(http_dns, name, service, &hints,
 	    http_resolved, h);
 	/* NULL: answered already (from /etc/hosts), callback done. */
 }
@@ -379,12 +379,12 @@ http_retry(struct http_state *h)
 {
 	struct sockaddr_storage dst;
 
-	if (!h->srv.reused || h->srv.got_bytes || h->retried ||
-	    !h->req_kept || h->resp != HTTP_RESP_HEAD)
+	if (!h->tx.srv.reused || h->tx.srv.got_bytes || h->tx.retried ||
+	    !h->tx.req_kept || h->tx.resp != HTTP_RESP_HEAD)
 		return false;
-	memcpy(&dst, &h->srv.dst, sizeof(dst));
+	memcpy(&dst, &h->tx.srv.dst, sizeof(dst));
 	http_server_drop(h, false);
-	h->retried = true;
+	h->tx.retried = true;
 	/* A fresh connection, never the pool's: the origin that closed this
 	 * one has likely closed its idle siblings in the pool the same way,
 	 * and the one retry must not be spent on another of them. */
@@ -393,8 +393,8 @@ http_retry(struct http_state *h)
 		return true;
 	}
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
-	evbuffer_add_buffer_reference(h->srv.io->out, h->head_out);
-	h->srv.boundary = false;
+	evbuffer_add_buffer_reference(h->tx.srv.io->out, h->tx.head_out);
+	h->tx.srv.boundary = false;
 	h->progress++;
 	return true;
 }
