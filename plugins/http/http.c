@@ -12,14 +12,16 @@
  * answered before it had the whole request still waits for the rest: such
  * a connection is closed).
  *
- * One request is in flight per client connection: pipelined requests
+ * One request is in flight per client connection (its transaction,
+ * struct http_txn, is the connection's tx): pipelined requests
  * wait, unread past `buffer`, in the client input and are answered in
  * order. CONNECT and accepted Upgrades end inspection: both sockets go to
  * the core's relay (splice).
  *
  * This file is the state machine: the transaction flow, tunnels and the
  * px_driver callbacks; heads are judged in http_judge.c, bodies stream
- * in http_body.c (the other files: see http_int.h). */
+ * in http_body.c, a transaction's line is written by http_txn.c (the
+ * other files: see http_int.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,7 @@ static const char *const http_counter_names[] = {
 
 static void http_next_request(struct http_state *h);
 
-static void http_transaction_done(struct http_state *h);
+static void http_transaction_done(struct http_txn *t);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -60,109 +62,29 @@ http_timer_set(struct http_state *h, uint64_t ms)
 }
 
 void
-http_transaction_end(struct http_state *h)
+http_transaction_end(struct http_txn *t)
 {
-	http_transaction_done(h);
+	http_transaction_done(t);
 }
 
 void
-http_refusal_sent(struct http_state *h, size_t head_len, bool keep,
+http_refusal_sent(struct http_txn *t, size_t head_len, bool keep,
     const char *reason)
 {
+	struct http_state *h = t->conn;
+
 	if (!keep) {
-		px_session_set_rule(h->s, h->tx.rule);
-		http_log_request(h);
+		px_session_set_rule(h->s, t->rule);
+		http_log_request(t);
 		http_close_when_flushed(h, PX_END_POLICY, reason);
 		return;
 	}
 	evbuffer_drain(h->c->in, head_len);
 	h->client_keep = true;
-	h->tx.req = HTTP_REQ_DONE;
-	h->tx.resp = HTTP_RESP_NONE;
+	t->req = HTTP_REQ_DONE;
+	t->resp = HTTP_RESP_NONE;
 	h->progress++;
-	http_transaction_done(h);
-}
-
-void
-http_log_request(struct http_state *h)
-{
-	http_log_request_as(h, px_session_tag(h->s));
-}
-
-void
-http_log_request_as(struct http_state *h, const char *tag)
-{
-	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN], user[160];
-	char grpc[24] = "";
-	const struct px_auth_id *id = http_auth_id(h);
-	struct timeval now, d;
-	bool deny;
-
-	if (h->tx.method[0] == '\0')
-		return;
-	http_audit_end(h, PX_TO_SERVER);
-	http_audit_end(h, PX_TO_CLIENT);
-	gettimeofday(&now, NULL);
-	timersub(&now, &h->tx.t_start, &d);
-	if (h->tx.status >= 100 && h->tx.status <= 599) {
-		px_session_series_add(h->s, HTTP_S_RESPONSES,
-		    (unsigned)h->tx.status - 100, 1);
-		px_session_series_observe(h->s, HTTP_S_DURATION,
-		    (unsigned)h->tx.status / 100 - 1,
-		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
-	}
-	/* A leg is an HTTP/2 stream's request (http_h2.c). */
-	px_session_series_add(h->s, HTTP_S_PROTO, tag[0] != '\0' ? 1 : 0, 1);
-	/* Formatting the line (two addresses) costs more than parsing a
-	 * head: not done for a log that drops it. */
-	if (!px_log_enabled(LOG_INFO))
-		goto out_clear;
-	deny = h->tx.verdict != NULL && (strcmp(h->tx.verdict, "deny") == 0 ||
-	    strcmp(h->tx.verdict, "abort") == 0);
-	if (id != NULL)
-		px_log_escape(user, sizeof(user), id->user, strlen(id->user),
-		    false);
-	if (h->tx.grpc_status >= 0)
-		snprintf(grpc, sizeof(grpc), " grpc-status=%d", h->tx.grpc_status);
-	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
-	    "host=%s path=%s status=%d%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
-	    "%s%s%s%s%s",
-	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
-	    h->tx.method, h->tx.host[0] ? h->tx.host : "-", h->tx.path, h->tx.status, grpc,
-	    (unsigned long long)h->tx.req_bytes, (unsigned long long)h->tx.resp_bytes,
-	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
-	    h->tx.verdict ? h->tx.verdict : "accept",
-	    h->tx.srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
-	    &h->tx.srv.dst, server, sizeof(server)) : "-",
-	    h->tx.srv.dst.ss_family == 0 ? "-" : h->tx.srv.kept ? "kept" :
-	    h->tx.srv.reused ? "pooled" : "new",
-	    h->tx.srv_h2 ? " server-proto=h2" : "",
-	    h->tx.leg_reset[0] != '\0' ? " reset=" : "", h->tx.leg_reset,
-	    deny ? " rule=" : "",
-	    !deny ? "" : h->tx.rule[0] != '\0' ? h->tx.rule : "builtin",
-	    id != NULL ? " user=" : "", id != NULL ? user : "",
-	    id != NULL ? " auth=" : "",
-	    id != NULL ? px_auth_method_name(id->method) : "",
-	    tag[0] != '\0' ? " " : "", tag);
-out_clear:
-	/* The next request starts from nothing: a refusal before its head
-	 * is whole must not name or count this one's host and bytes. */
-	h->tx.method[0] = h->tx.host[0] = h->tx.rule[0] = h->tx.leg_reset[0] = '\0';
-	h->tx.srv_h2 = false;
-	h->tx.req_bytes = h->tx.resp_bytes = h->tx.interim_bytes = 0;
-	h->tx.grpc = false;
-	h->tx.grpc_status = -1;
-	h->tx.grpc_deadline_ms = 0;
-}
-
-void
-http_log_held(struct http_state *h)
-{
-	if (!h->tx.log_held)
-		return;
-	h->tx.log_held = false;
-	http_log_request(h);
+	http_transaction_done(t);
 }
 
 /* ---- ending ------------------------------------------------------------ */
@@ -176,7 +98,7 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	h->end_by = by;
 	snprintf(h->end_reason, sizeof(h->end_reason), "%s", reason);
 	px_conn_read_enable(h->c, false);
-	http_server_drop(h, false);
+	http_server_drop(&h->tx, false);
 	http_timer_set(h, PX_FINISH_GRACE_MS);
 	h->progress++;
 	h->grace_progress = h->progress;
@@ -185,37 +107,39 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 void
 http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 {
-	http_log_request(h);
-	http_server_drop(h, false);
+	struct http_txn *t = &h->tx;
+
+	http_log_request(t);
+	http_server_drop(t, false);
 	px_session_end(h->s, by, reason);
 }
 
 static void http_client_failed(struct http_state *h, int err);
 static size_t http_dir_room(const struct http_state *h,
     const struct px_conn *from, const struct px_conn *to);
-static void http_unasked_bytes(struct http_state *h, struct evbuffer *sin);
+static void http_unasked_bytes(struct http_txn *t, struct evbuffer *sin);
 
 void
-http_response_complete(struct http_state *h)
+http_response_complete(struct http_txn *t)
 {
 	/* Bytes that came with the response, after its end (a body after
 	 * a 204, 304 or a HEAD response, say): one request is in flight,
 	 * so they answer nothing, and the connection is closed, never
 	 * pooled. */
-	if (h->tx.srv.io != NULL && evbuffer_get_length(h->tx.srv.io->in) != 0)
-		http_unasked_bytes(h, h->tx.srv.io->in);
-	http_transaction_done(h);
+	if (t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0)
+		http_unasked_bytes(t, t->srv.io->in);
+	http_transaction_done(t);
 }
 
 /* The request went to the server whole: all of it read from the client,
  * nothing held back for a verdict or a type, nothing left to write. */
 static bool
-http_request_sent(const struct http_state *h)
+http_request_sent(const struct http_txn *t)
 {
-	return h->tx.req == HTTP_REQ_DONE &&
-	    !http_scan_holding(h, PX_TO_SERVER) && (h->tx.srv.io == NULL ||
-	    evbuffer_get_length(h->tx.srv.io->out) == 0) &&
-	    http_h2o_request_sent(h);
+	return t->req == HTTP_REQ_DONE &&
+	    !http_scan_holding(t, PX_TO_SERVER) && (t->srv.io == NULL ||
+	    evbuffer_get_length(t->srv.io->out) == 0) &&
+	    http_h2o_request_sent(t);
 }
 
 /* The response ended before the request was all sent: the server
@@ -227,43 +151,45 @@ http_request_sent(const struct http_state *h)
  * or its type is dropped unsent and unjudged (its scan cancelled: its
  * verdict must not fall on the next body), and its record says so. */
 static void
-http_request_unsent(struct http_state *h)
+http_request_unsent(struct http_txn *t)
 {
-	struct evbuffer *out = http_server_out(h);
+	struct http_state *h = t->conn;
+	struct evbuffer *out = http_server_out(t);
 	uint64_t unsent = out != NULL ? evbuffer_get_length(out) : 0;
-	bool scanned = h->tx.scan[PX_TO_SERVER].on;
+	bool scanned = t->scan[PX_TO_SERVER].on;
 
-	unsent += http_scan_unsent(h, PX_TO_SERVER, "early-response");
+	unsent += http_scan_unsent(t, PX_TO_SERVER, "early-response");
 	/* to-server: what the server was sent. */
-	h->tx.req_bytes -= unsent < h->tx.req_bytes ? unsent : h->tx.req_bytes;
-	if (h->tx.req == HTTP_REQ_BODY && h->tx.req_body == HTTP_BODY_LENGTH)
-		unsent += h->tx.req_left;
-	h->tx.srv.keep = false;
-	h->tx.srv.boundary = false;
+	t->req_bytes -= unsent < t->req_bytes ? unsent : t->req_bytes;
+	if (t->req == HTTP_REQ_BODY && t->req_body == HTTP_BODY_LENGTH)
+		unsent += t->req_left;
+	t->srv.keep = false;
+	t->srv.boundary = false;
 	px_session_log(h->s, LOG_INFO, "http-early-response status=%d "
 	    "unsent=%llu%s%s (the server answered before the request's end: "
-	    "its %s)", h->tx.status, (unsigned long long)unsent,
-	    h->tx.req == HTTP_REQ_BODY && h->tx.req_body != HTTP_BODY_LENGTH ?
+	    "its %s)", t->status, (unsigned long long)unsent,
+	    t->req == HTTP_REQ_BODY && t->req_body != HTTP_BODY_LENGTH ?
 	    "+" : "", scanned ? " scan=cancelled" : "",
-	    h->tx.h2o != NULL ? "stream cancelled" : "connection closed");
+	    t->h2o != NULL ? "stream cancelled" : "connection closed");
 }
 
 /* The response is complete (and so is the request, unless the server
  * answered early). */
 static void
-http_transaction_done(struct http_state *h)
+http_transaction_done(struct http_txn *t)
 {
-	bool sent = http_request_sent(h);
+	struct http_state *h = t->conn;
+	bool sent = http_request_sent(t);
 	bool keep_server;
 	size_t room;
 	ssize_t n;
 
 	if (!sent)
-		http_request_unsent(h);
-	else if (h->tx.srv.io != NULL)
-		h->tx.srv.boundary = true;
-	keep_server = h->tx.srv.keep && sent;
-	room = http_dir_room(h, h->c, h->tx.srv.io);
+		http_request_unsent(t);
+	else if (t->srv.io != NULL)
+		t->srv.boundary = true;
+	keep_server = t->srv.keep && sent;
+	room = http_dir_room(h, h->c, t->srv.io);
 
 	/* A client not read while its last request was in flight: what it
 	 * did meanwhile (an end, a reset, bytes), as reading it would have
@@ -280,31 +206,31 @@ http_transaction_done(struct http_state *h)
 	}
 	/* Answered before its body was all sent (an early 413, say): where
 	 * the next request would start is unknown, so none is read. */
-	if (h->tx.req != HTTP_REQ_DONE || px_session_config_stale(h->s))
+	if (t->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
 	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
 	 * h2_leg_abort): to-client is then what the client got, not what
 	 * the leg wrote, and a stream reset meanwhile says so. */
-	if (h->h2_parent_ref != NULL && h->tx.method[0] != '\0') {
+	if (h->h2_parent_ref != NULL && t->method[0] != '\0') {
 		/* Its audit records wait with it: whether each body went
 		 * whole is known now, before req and resp are reset below. */
-		h->tx.scan[PX_TO_SERVER].went = h->tx.req == HTTP_REQ_DONE;
-		h->tx.scan[PX_TO_CLIENT].went = h->tx.resp == HTTP_RESP_DONE;
-		h->tx.log_held = true;
+		t->scan[PX_TO_SERVER].went = t->req == HTTP_REQ_DONE;
+		t->scan[PX_TO_CLIENT].went = t->resp == HTTP_RESP_DONE;
+		t->log_held = true;
 	} else
-		http_log_request(h);
+		http_log_request(t);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same
 		 * server: no pool round trip, no event churn. It goes to the
 		 * pool when the client leaves. */
-		h->tx.srv.got_bytes = false;
+		t->srv.got_bytes = false;
 	} else
-		http_server_drop(h, keep_server);
-	if (h->tx.req_kept)
-		evbuffer_drain(h->tx.head_out, evbuffer_get_length(h->tx.head_out));
-	h->tx.req_kept = false;
-	h->tx.resp = HTTP_RESP_NONE;
-	h->tx.req = HTTP_REQ_HEAD;
+		http_server_drop(t, keep_server);
+	if (t->req_kept)
+		evbuffer_drain(t->head_out, evbuffer_get_length(t->head_out));
+	t->req_kept = false;
+	t->resp = HTTP_RESP_NONE;
+	t->req = HTTP_REQ_HEAD;
 	if (!h->client_keep || (h->client_eof &&
 	    evbuffer_get_length(h->c->in) == 0)) {
 		/* Everything is sent once the output drains. */
@@ -325,14 +251,15 @@ http_transaction_done(struct http_state *h)
 static void
 http_tunnel_handoff(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
 	struct px_conn *io;
 
 	http_timer_set(h, 0);
-	http_log_request(h);
+	http_log_request(t);
 	px_session_count(h->s, HTTP_C_TUNNELS, 1);
 	/* The core takes both sockets over. */
-	io = h->tx.srv.io;
-	h->tx.srv.io = NULL;
+	io = t->srv.io;
+	t->srv.io = NULL;
 	h->c = NULL;
 	if (px_session_tunnel(h->s, io) == -1)
 		px_session_end(h->s, PX_END_PROXY,
@@ -342,17 +269,18 @@ http_tunnel_handoff(struct http_state *h)
 void
 http_start_tunnel(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
 	size_t n;
 
 	h->tunnel = true;
 	h->progress++;
 	px_conn_read_enable(h->c, false);
-	px_conn_read_enable(h->tx.srv.io, false);
+	px_conn_read_enable(t->srv.io, false);
 	n = evbuffer_get_length(h->c->in);
-	evbuffer_add_buffer(h->tx.srv.io->out, h->c->in);
+	evbuffer_add_buffer(t->srv.io->out, h->c->in);
 	px_session_account(h->s, PX_TO_SERVER, n);
-	n = evbuffer_get_length(h->tx.srv.io->in);
-	evbuffer_add_buffer(h->c->out, h->tx.srv.io->in);
+	n = evbuffer_get_length(t->srv.io->in);
+	evbuffer_add_buffer(h->c->out, t->srv.io->in);
 	px_session_account(h->s, PX_TO_CLIENT, n);
 }
 
@@ -364,11 +292,13 @@ http_start_tunnel(struct http_state *h)
 static void
 http_client_closed_idle(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
+
 	if (evbuffer_get_length(h->c->in) != 0)
 		px_session_log(h->s, LOG_NOTICE, "http-error reason="
 		    "\"client closed inside a request head\"");
 	/* Its idle server connection outlives it in the pool. */
-	http_server_drop(h, h->tx.srv.keep);
+	http_server_drop(t, t->srv.keep);
 	http_close_when_flushed(h, PX_END_CLIENT, "client-closed");
 }
 
@@ -376,16 +306,17 @@ http_client_closed_idle(struct http_state *h)
 static void
 http_next_request(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
 	struct evbuffer *cin = h->c->in;
 	size_t len = evbuffer_get_length(cin), want;
 	const char *buf, *why;
 	ssize_t end;
 	int rc;
 
-	if (h->closing || h->tunnel || h->tx.req != HTTP_REQ_HEAD ||
-	    h->tx.resp != HTTP_RESP_NONE || len == 0)
+	if (h->closing || h->tunnel || t->req != HTTP_REQ_HEAD ||
+	    t->resp != HTTP_RESP_NONE || len == 0)
 		return;
-	http_log_held(h);	/* before this request's fields replace it */
+	http_log_held(t);	/* before this request's fields replace it */
 	/* h2c with prior knowledge (RFC 9113 3.3): the preface is not an
 	 * HTTP/1.1 head, though its first 18 bytes would parse as one. */
 	if (http_h2_preface(h) != 0)
@@ -406,12 +337,12 @@ http_next_request(struct http_state *h)
 		 * says less). */
 		http_head_restart(&h->head_scan, &h->req_judge);
 		h->progress++;
-		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
-		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
-		gettimeofday(&h->tx.t_start, NULL);
+		http_copy(t->method, sizeof(t->method), "-", 1);
+		http_copy(t->path, sizeof(t->path), "-", 1);
+		gettimeofday(&t->t_start, NULL);
 		px_session_count(h->s, HTTP_C_REQUESTS, 1);
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, rc, why);
+		http_error(t, rc, why);
 		return;
 	}
 	if (end == 0) {
@@ -422,41 +353,43 @@ http_next_request(struct http_state *h)
 	http_head_restart(&h->head_scan, &h->req_judge);
 	h->progress++;
 	if (end < 0) {
-		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
-		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
-		gettimeofday(&h->tx.t_start, NULL);
+		http_copy(t->method, sizeof(t->method), "-", 1);
+		http_copy(t->path, sizeof(t->path), "-", 1);
+		gettimeofday(&t->t_start, NULL);
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, 431, "request head over max-header-bytes");
+		http_error(t, 431, "request head over max-header-bytes");
 		return;
 	}
-	http_handle_request(h, buf, (size_t)end);
+	http_handle_request(t, buf, (size_t)end);
 }
 
 /* The server sent bytes after a complete response: they are dropped
  * and its connection is not reused. */
 static void
-http_unasked_bytes(struct http_state *h, struct evbuffer *sin)
+http_unasked_bytes(struct http_txn *t, struct evbuffer *sin)
 {
+	struct http_state *h = t->conn;
 	size_t n = evbuffer_get_length(sin);
 
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%zu "
 	    "bytes after a complete response\" (server connection closed)", n);
-	h->tx.srv.keep = false;
+	t->srv.keep = false;
 	evbuffer_drain(sin, n);
 }
 
 /* Response bytes from the server: heads, then body. */
 static void
-http_server_input(struct http_state *h)
+http_server_input(struct http_txn *t)
 {
-	struct evbuffer *sin = h->tx.srv.io->in;
+	struct http_state *h = t->conn;
+	struct evbuffer *sin = t->srv.io->in;
 
 	/* No response is read before the upload's verdict: the server
 	 * may not even have its whole body. */
-	if (http_scan_pending(h, PX_TO_SERVER))
+	if (http_scan_pending(t, PX_TO_SERVER))
 		return;
-	while (h->tx.resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
+	while (t->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
 		size_t len = evbuffer_get_length(sin), want;
 		const char *buf, *why;
 		ssize_t end;
@@ -471,60 +404,61 @@ http_server_input(struct http_state *h)
 			return;
 		}
 		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
-		    &h->tx.resp_scan);
+		    &t->resp_scan);
 		if (end <= 0 && http_head_judge(buf, want, false,
-		    &h->pol->lim, &h->tx.resp_judge, &why) != 0) {
+		    &h->pol->lim, &t->resp_judge, &why) != 0) {
 			/* Refused as the bad line arrives: a server that
 			 * does not speak HTTP is not waited for. */
-			http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
+			http_head_restart(&t->resp_scan, &t->resp_judge);
 			h->progress++;
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
 			    "reason=\"%s\"", why);
-			http_error(h, 502, why);
+			http_error(t, 502, why);
 			return;
 		}
 		if (end == 0)
 			return;
 		/* The next head (after a 1xx) starts from scratch. */
-		http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
+		http_head_restart(&t->resp_scan, &t->resp_judge);
 		h->progress++;
 		if (end < 0) {
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			http_error(h, 502, "response head over max-header-bytes");
+			http_error(t, 502, "response head over max-header-bytes");
 			return;
 		}
-		if (!http_handle_response(h, buf, (size_t)end))
+		if (!http_handle_response(t, buf, (size_t)end))
 			return;
 	}
 	if (h->gone || h->closing || h->tunnel)
 		return;
-	if (h->tx.resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
+	if (t->resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
 		/* Bytes nobody asked for, on the connection this client keeps
 		 * between requests: it is not reused (the next request would
 		 * read them as its response). */
-		http_unasked_bytes(h, sin);
-		http_server_drop(h, false);
+		http_unasked_bytes(t, sin);
+		http_server_drop(t, false);
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_BODY)
-		http_pump_response(h);
+	if (t->resp == HTTP_RESP_BODY)
+		http_pump_response(t);
 	/* A close-delimited body whose end was held up by a full client. */
-	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
-	    h->tx.srv.io->eof && evbuffer_get_length(sin) == 0) {
-		h->tx.resp = HTTP_RESP_DONE;
-		h->tx.srv.keep = false;
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
+	    t->srv.io->eof && evbuffer_get_length(sin) == 0) {
+		t->resp = HTTP_RESP_DONE;
+		t->srv.keep = false;
 	}
 	/* A scanned body's end waits for its verdict (http_scan.c). */
-	if (!h->gone && h->tx.resp == HTTP_RESP_DONE &&
-	    !http_scan_hold(h, PX_TO_CLIENT, h->c->out))
-		http_response_complete(h);
+	if (!h->gone && t->resp == HTTP_RESP_DONE &&
+	    !http_scan_hold(t, PX_TO_CLIENT, h->c->out))
+		http_response_complete(t);
 }
 
 /* The server connection ended (EOF) or failed (err != 0). */
 static void
-http_server_gone(struct http_state *h, int err)
+http_server_gone(struct http_txn *t, int err)
 {
+	struct http_state *h = t->conn;
 	bool eof = err == 0;
 
 	h->progress++;
@@ -533,47 +467,47 @@ http_server_gone(struct http_state *h, int err)
 		    err ? strerror(err) : "closed during tunnel setup");
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_DONE && http_scan_pending(h, PX_TO_CLIENT)) {
+	if (t->resp == HTTP_RESP_DONE && http_scan_pending(t, PX_TO_CLIENT)) {
 		/* The whole response is here; its verdict is awaited. */
-		h->tx.srv.keep = false;
-		http_server_drop(h, false);
+		t->srv.keep = false;
+		http_server_drop(t, false);
 		return;
 	}
-	if (http_retry(h))
+	if (http_retry(t))
 		return;
-	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
 	    eof) {
 		/* Close-delimited: the end of the body. */
-		http_pump_response(h);
+		http_pump_response(t);
 		if (h->gone || h->closing)
 			return;
-		if (evbuffer_get_length(h->tx.srv.io->in) == 0) {
-			h->tx.resp = HTTP_RESP_DONE;
-			h->tx.srv.keep = false;
-			if (http_scan_hold(h, PX_TO_CLIENT, h->c->out)) {
-				http_server_drop(h, false);
+		if (evbuffer_get_length(t->srv.io->in) == 0) {
+			t->resp = HTTP_RESP_DONE;
+			t->srv.keep = false;
+			if (http_scan_hold(t, PX_TO_CLIENT, h->c->out)) {
+				http_server_drop(t, false);
 				return;
 			}
-			http_transaction_done(h);
+			http_transaction_done(t);
 		}
 		/* Else the client output is full: the rest moves as it
 		 * drains, and EOF is seen again then. */
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_NONE) {
+	if (t->resp == HTTP_RESP_NONE) {
 		/* Idle between requests: nothing lost. */
-		http_server_drop(h, false);
+		http_server_drop(t, false);
 		return;
 	}
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-	if (h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == 0) {
-		http_error(h, 502, !eof ? "server connection failed" :
-		    h->tx.srv.io != NULL && evbuffer_get_length(h->tx.srv.io->in) != 0 ?
+	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == 0) {
+		http_error(t, 502, !eof ? "server connection failed" :
+		    t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0 ?
 		    "server closed inside the response head" :
 		    "server closed before responding");
 		return;
 	}
-	h->tx.verdict = "error";
+	t->verdict = "error";
 	http_abort(h, PX_END_SERVER_FAIL, eof ?
 	    "server-closed: inside a response" :
 	    "server-error: inside a response");
@@ -583,18 +517,20 @@ http_server_gone(struct http_state *h, int err)
 static void
 http_client_eof(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
+
 	h->client_eof = true;
 	h->progress++;
 	px_conn_read_enable(h->c, false);
 	if (h->closing || h->tunnel)
 		return;
-	if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE) {
+	if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE) {
 		http_client_closed_idle(h);
 		return;
 	}
-	if (h->tx.req == HTTP_REQ_BODY || (h->tx.req == HTTP_REQ_WAIT &&
-	    h->tx.req_body != HTTP_BODY_NONE)) {
-		h->tx.verdict = "error";
+	if (t->req == HTTP_REQ_BODY || (t->req == HTTP_REQ_WAIT &&
+	    t->req_body != HTTP_BODY_NONE)) {
+		t->verdict = "error";
 		http_abort(h, PX_END_CLIENT_FAIL,
 		    "client-closed: inside a request body");
 		return;
@@ -607,9 +543,11 @@ http_client_eof(struct http_state *h)
 static void
 http_client_failed(struct http_state *h, int err)
 {
-	h->tx.verdict = h->tx.verdict ? h->tx.verdict : "error";
-	http_log_request(h);
-	http_server_drop(h, false);
+	struct http_txn *t = &h->tx;
+
+	t->verdict = t->verdict ? t->verdict : "error";
+	http_log_request(t);
+	http_server_drop(t, false);
 	px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
 	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
@@ -630,7 +568,7 @@ http_dir_room(const struct http_state *h, const struct px_conn *from,
 {
 	/* A scanned body's held part and its copy for the scanner count
 	 * too: scanning adds no buffer to the direction. */
-	size_t queued = http_dir_queued(from, to) + http_scan_queued(h,
+	size_t queued = http_dir_queued(from, to) + http_scan_queued(&h->tx,
 	    from == h->c ? PX_TO_SERVER : PX_TO_CLIENT);
 
 	return queued < h->buffer ? h->buffer - queued : 0;
@@ -641,27 +579,28 @@ http_dir_room(const struct http_state *h, const struct px_conn *from,
 void
 http_drive(struct http_state *h)
 {
+	struct http_txn *t = &h->tx;
 	int rounds;
 
 	for (rounds = 0; rounds < 16 && !h->gone; rounds++) {
 		uint64_t before = h->progress;
 
 		if (!h->closing && !h->tunnel) {
-			if (h->tx.req == HTTP_REQ_HEAD)
+			if (t->req == HTTP_REQ_HEAD)
 				http_next_request(h);
 			/* h2c took over: http_h2.c drives from now on. */
 			if (h->h2 != NULL)
 				return;
-			else if (h->tx.req == HTTP_REQ_BODY)
-				http_pump_request(h);
+			else if (t->req == HTTP_REQ_BODY)
+				http_pump_request(t);
 			if (h->gone)
 				return;
-			if (h->tx.srv.io != NULL && h->tx.srv.connected) {
-				http_server_input(h);
+			if (t->srv.io != NULL && t->srv.connected) {
+				http_server_input(t);
 				if (h->gone)
 					return;
-			} else if (h->tx.h2o != NULL) {
-				http_h2o_input(h);
+			} else if (t->h2o != NULL) {
+				http_h2o_input(t);
 				if (h->gone)
 					return;
 			}
@@ -671,10 +610,10 @@ http_drive(struct http_state *h)
 			http_client_failed(h, errno);
 			return;
 		}
-		if (h->tx.srv.io != NULL && h->tx.srv.connected &&
-		    evbuffer_get_length(h->tx.srv.io->out) != 0 && !px_conn_write_blocked(h->tx.srv.io) &&
-		    px_conn_send(h->tx.srv.io) == -1) {
-			http_server_gone(h, errno);
+		if (t->srv.io != NULL && t->srv.connected &&
+		    evbuffer_get_length(t->srv.io->out) != 0 && !px_conn_write_blocked(t->srv.io) &&
+		    px_conn_send(t->srv.io) == -1) {
+			http_server_gone(t, errno);
 			continue;
 		}
 		if (h->closing) {
@@ -685,7 +624,7 @@ http_drive(struct http_state *h)
 		}
 		if (h->tunnel) {
 			if (evbuffer_get_length(h->c->out) == 0 &&
-			    evbuffer_get_length(h->tx.srv.io->out) == 0)
+			    evbuffer_get_length(t->srv.io->out) == 0)
 				http_tunnel_handoff(h);
 			return;
 		}
@@ -698,11 +637,11 @@ http_drive(struct http_state *h)
 	 * not a client whose request is in and that said it closes after
 	 * it (caught up with at the response's end: no epoll_ctl). */
 	px_conn_read_enable(h->c, !h->client_eof &&
-	    http_dir_room(h, h->c, h->tx.srv.io) > 0 && (h->client_keep ||
-	    h->tx.req != HTTP_REQ_DONE || h->tx.is_connect || h->tx.upgrade_ok));
-	if (h->tx.srv.io != NULL && h->tx.srv.connected)
-		px_conn_read_enable(h->tx.srv.io, !h->tx.srv.io->eof &&
-		    http_dir_room(h, h->tx.srv.io, h->c) > 0);
+	    http_dir_room(h, h->c, t->srv.io) > 0 && (h->client_keep ||
+	    t->req != HTTP_REQ_DONE || t->is_connect || t->upgrade_ok));
+	if (t->srv.io != NULL && t->srv.connected)
+		px_conn_read_enable(t->srv.io, !t->srv.io->eof &&
+		    http_dir_room(h, t->srv.io, h->c) > 0);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -747,13 +686,14 @@ void
 http_server_rd_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
+	struct http_txn *t = &h->tx;
 	ssize_t n;
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->tx.srv.io, http_dir_room(h, h->tx.srv.io, h->c));
+	n = px_conn_recv(t->srv.io, http_dir_room(h, t->srv.io, h->c));
 	if (n > 0) {
-		h->tx.srv.got_bytes = true;
+		t->srv.got_bytes = true;
 		h->progress++;
 		/* Move what arrived before looking at the EOF behind it. */
 		http_drive(h);
@@ -762,16 +702,16 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 	    errno == EINTR))
 		return;
-	px_conn_read_enable(h->tx.srv.io, false);
+	px_conn_read_enable(t->srv.io, false);
 	/* Bytes still unread by the client side are moved first. */
-	if (h->tx.resp == HTTP_RESP_BODY && h->tx.resp_body == HTTP_BODY_CLOSE &&
-	    n == 0 && evbuffer_get_length(h->tx.srv.io->in) != 0) {
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
+	    n == 0 && evbuffer_get_length(t->srv.io->in) != 0) {
 		http_drive(h);
-		if (h->gone || h->tx.srv.io == NULL ||
-		    evbuffer_get_length(h->tx.srv.io->in) != 0)
+		if (h->gone || t->srv.io == NULL ||
+		    evbuffer_get_length(t->srv.io->in) != 0)
 			return;	/* http_pump_response ends it when drained */
 	}
-	http_server_gone(h, n == 0 ? 0 : errno);
+	http_server_gone(t, n == 0 ? 0 : errno);
 	if (!h->gone)
 		http_drive(h);
 }
@@ -780,28 +720,29 @@ void
 http_server_wr_cb(struct px_conn *c, void *arg)
 {
 	struct http_state *h = arg;
+	struct http_txn *t = &h->tx;
 
-	if (h->tx.connecting) {
+	if (t->connecting) {
 		int err = px_session_upstream_result(h->s, c);
 
-		h->tx.connecting = false;
+		t->connecting = false;
 		h->progress++;
 		if (err != 0) {
 			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
 			    "failed: %s", strerror(err));
-			px_conn_want_writable(h->tx.srv.io, false);
-			http_error(h, 502, "cannot connect to the server");
+			px_conn_want_writable(t->srv.io, false);
+			http_error(t, 502, "cannot connect to the server");
 			http_drive(h);
 			return;
 		}
-		h->tx.srv.connected = true;
-		if (h->tx.is_connect) {
-			http_reply_established(h);
+		t->srv.connected = true;
+		if (t->is_connect) {
+			http_reply_established(t);
 			http_start_tunnel(h);
 		}
 	}
-	if (px_conn_send(h->tx.srv.io) == -1) {
-		http_server_gone(h, errno);
+	if (px_conn_send(t->srv.io) == -1) {
+		http_server_gone(t, errno);
 		if (!h->gone)
 			http_drive(h);
 		return;
@@ -814,13 +755,14 @@ static void
 http_timer_cb(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
+	struct http_txn *t = &h->tx;
 
 	(void)s;
 	if (h->h2 != NULL) {
 		http_h2_timer(h);
 		return;
 	}
-	if (h->tx.req == HTTP_REQ_AUTH) {
+	if (t->req == HTTP_REQ_AUTH) {
 		/* The check is bounded by its authenticator's timeout: its
 		 * answer (503 if it ran out) ends the wait. */
 		http_timer_set(h, h->pol->request_timeout_ms);
@@ -842,36 +784,36 @@ http_timer_cb(struct px_session *s, void *st)
 	/* The last response still going out to a client that reads it,
 	 * however slowly: the wait for the next request starts once it is
 	 * written. One that read nothing for as long is closed. */
-	if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE &&
+	if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE &&
 	    evbuffer_get_length(h->c->out) != 0 &&
 	    h->progress != h->grace_progress) {
 		h->grace_progress = h->progress;
 		http_timer_set(h, h->pol->request_timeout_ms);
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == h->tx.interim_bytes &&
-	    http_scan_pending(h, PX_TO_SERVER)) {
+	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes &&
+	    http_scan_pending(t, PX_TO_SERVER)) {
 		/* The upload's body ended and waits for its verdict (the
 		 * server for its end; a 100 Continue may have come; a body
 		 * the client stopped sending waits for nothing, and times
 		 * out as any response would): the scanner's timeout
 		 * bounds that, and the server's response-timeout starts
 		 * again after it. */
-		http_timer_set(h, http_grpc_bound(h,
+		http_timer_set(h, http_grpc_bound(t,
 		    h->pol->response_timeout_ms));
 		return;
 	}
 	/* An h2 server's answer is whole, the request's rest waits for
 	 * its window: bounded while nothing of it goes. */
-	if (http_h2o_timer(h))
+	if (http_h2o_timer(t))
 		return;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
-	if (h->tx.resp != HTTP_RESP_NONE && http_grpc_expired(h)) {
+	if (t->resp != HTTP_RESP_NONE && http_grpc_expired(t)) {
 		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
 		 * of the response went, else the stream is cut (a leg's
 		 * reset becomes its stream's). */
-		if (h->tx.resp_bytes == h->tx.interim_bytes)
-			http_error(h, 504, "no response within grpc-timeout");
+		if (t->resp_bytes == t->interim_bytes)
+			http_error(t, 504, "no response within grpc-timeout");
 		else {
 			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
 			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
@@ -880,26 +822,26 @@ http_timer_cb(struct px_session *s, void *st)
 			http_drive(h);
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_HEAD) {
-		if (h->tx.resp_bytes == 0)
-			http_error(h, 504, "no response within response-timeout");
+	if (t->resp == HTTP_RESP_HEAD) {
+		if (t->resp_bytes == 0)
+			http_error(t, 504, "no response within response-timeout");
 		else
 			/* The server stopped inside its response: its
 			 * failure (verdict=error), not an idle end. */
 			http_abort(h, PX_END_SERVER_FAIL,
 			    "error: response-timeout");
-	} else if (h->tx.req == HTTP_REQ_HEAD && h->tx.resp == HTTP_RESP_NONE) {
-		http_log_held(h);
+	} else if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE) {
+		http_log_held(t);
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */
 			px_session_finish(h->s, PX_END_TIMEOUT,
 			    "client-idle: request-timeout");
 			return;
 		}
-		gettimeofday(&h->tx.t_start, NULL);
-		http_copy(h->tx.method, sizeof(h->tx.method), "-", 1);
-		http_copy(h->tx.path, sizeof(h->tx.path), "-", 1);
-		http_error(h, 408, "no complete request head within request-timeout");
+		gettimeofday(&t->t_start, NULL);
+		http_copy(t->method, sizeof(t->method), "-", 1);
+		http_copy(t->path, sizeof(t->path), "-", 1);
+		http_error(t, 408, "no complete request head within request-timeout");
 	}
 	if (!h->gone)
 		http_drive(h);
@@ -911,17 +853,18 @@ static int
 http_on_open(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
+	struct http_txn *t = &h->tx;
 
 	h->s = s;
-	h->tx.conn = h;
+	t->conn = h;
 	h->pol = px_session_policy(s);
-	h->tx.grpc_status = -1;
-	h->tx.srv.io = NULL;
+	t->grpc_status = -1;
+	t->srv.io = NULL;
 	h->c = px_session_client_conn(s);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
-	h->tx.head_out = evbuffer_new();
-	if (h->tx.head_out == NULL || h->c == NULL)
+	t->head_out = evbuffer_new();
+	if (t->head_out == NULL || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
 	if (http_h2_leg_opened(h) == -1)
@@ -951,24 +894,25 @@ static ssize_t
 http_handover_save(struct px_session *s, void *st, void *buf, size_t len)
 {
 	struct http_state *h = st;
+	struct http_txn *t = &h->tx;
 	struct http_ho *o = buf;
 	int d;
 
 	(void)s;
 	if (len < sizeof(*o) || h->gone || h->h2 != NULL ||
-	    h->h2_parent_ref != NULL || h->tx.req != HTTP_REQ_HEAD ||
-	    h->tx.resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
-	    h->client_eof || h->tx.connecting || h->tx.dns != NULL ||
-	    h->head_scan != 0 || h->tx.method[0] != '\0' || h->tx.log_held ||
+	    h->h2_parent_ref != NULL || t->req != HTTP_REQ_HEAD ||
+	    t->resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
+	    h->client_eof || t->connecting || t->dns != NULL ||
+	    h->head_scan != 0 || t->method[0] != '\0' || t->log_held ||
 	    h->auth != NULL || h->auth_replay ||
 	    h->c == NULL || evbuffer_get_length(h->c->in) != 0)
 		return -1;
 	for (d = 0; d < 2; d++)
-		if (h->tx.scan[d].icap != NULL || h->tx.scan[d].on ||
-		    h->tx.scan[d].spool != NULL)
+		if (t->scan[d].icap != NULL || t->scan[d].on ||
+		    t->scan[d].spool != NULL)
 			return -1;
-	if (h->tx.srv.io != NULL)
-		http_server_drop(h, h->tx.srv.keep && h->tx.srv.boundary);
+	if (t->srv.io != NULL)
+		http_server_drop(t, t->srv.keep && t->srv.boundary);
 	memset(o, 0, sizeof(*o));
 	o->version = HTTP_HO_VERSION;
 	o->nreq = h->nreq;
@@ -993,33 +937,34 @@ static void
 http_on_close(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
+	struct http_txn *t = &h->tx;
 
 	(void)s;
 	/* A leg whose stream was reset under its request (h2_leg_abort):
 	 * the request ends here, and its line says so; one held for its
 	 * stream's end comes now if that has not come. */
-	if (h->tx.method[0] != '\0' && (h->tx.leg_reset[0] != '\0' ||
-	    h->tx.log_held)) {
-		if (h->tx.leg_reset[0] != '\0')
-			h->tx.verdict = "reset";
-		h->tx.log_held = false;
-		http_log_request(h);
+	if (t->method[0] != '\0' && (t->leg_reset[0] != '\0' ||
+	    t->log_held)) {
+		if (t->leg_reset[0] != '\0')
+			t->verdict = "reset";
+		t->log_held = false;
+		http_log_request(t);
 	}
 	h->gone = true;
 	http_h2_close(h);
-	http_scan_close(h);
+	http_scan_close(t);
 	http_auth_close(h);	/* after the records that name its user */
-	if (h->tx.dns != NULL)
-		evdns_getaddrinfo_cancel(h->tx.dns);
-	h->tx.dns = NULL;
-	if (h->tx.head_out != NULL)
-		evbuffer_free(h->tx.head_out);
-	h->tx.head_out = NULL;
-	free(h->tx.canon);
-	h->tx.canon = NULL;
-	http_h2o_close(h);
+	if (t->dns != NULL)
+		evdns_getaddrinfo_cancel(t->dns);
+	t->dns = NULL;
+	if (t->head_out != NULL)
+		evbuffer_free(t->head_out);
+	t->head_out = NULL;
+	free(t->canon);
+	t->canon = NULL;
+	http_h2o_close(t);
 	/* An idle server connection outlives its client in the pool. */
-	http_server_drop(h, h->tx.resp == HTTP_RESP_NONE && h->tx.srv.keep &&
+	http_server_drop(t, t->resp == HTTP_RESP_NONE && t->srv.keep &&
 	    !h->tunnel);
 	h->c = NULL;	/* the core's */
 }
@@ -1079,6 +1024,7 @@ static void
 http_on_config(struct px_session *s, void *st)
 {
 	struct http_state *h = st;
+	struct http_txn *t = &h->tx;
 
 	if (h->gone || h->closing || h->tunnel || h->c == NULL)
 		return;
@@ -1086,8 +1032,8 @@ http_on_config(struct px_session *s, void *st)
 		http_h2_config(h);
 		return;
 	}
-	if (h->nreq != 0 && h->tx.req == HTTP_REQ_HEAD &&
-	    h->tx.resp == HTTP_RESP_NONE && !http_client_pending(h))
+	if (h->nreq != 0 && t->req == HTTP_REQ_HEAD &&
+	    t->resp == HTTP_RESP_NONE && !http_client_pending(h))
 		px_session_finish(s, PX_END_SHUTDOWN,
 		    "reload: idle keep-alive connection closed");
 }
@@ -1105,16 +1051,17 @@ http_describe(const struct px_session *s, const void *st, char *buf,
     size_t len)
 {
 	const struct http_state *h = st;
+	const struct http_txn *t = &h->tx;
 
 	(void)s;
 	if (h->h2 != NULL)
 		http_h2_describe(h, buf, len);
-	else if (h->tx.method[0] != '\0' && h->tx.status != 0)
-		snprintf(buf, len, "%s %s%s -> %d (request %u)", h->tx.method,
-		    h->tx.host, h->tx.path, h->tx.status, h->nreq);
-	else if (h->tx.method[0] != '\0')
-		snprintf(buf, len, "%s %s%s (request %u)", h->tx.method, h->tx.host,
-		    h->tx.path, h->nreq);
+	else if (t->method[0] != '\0' && t->status != 0)
+		snprintf(buf, len, "%s %s%s -> %d (request %u)", t->method,
+		    t->host, t->path, t->status, h->nreq);
+	else if (t->method[0] != '\0')
+		snprintf(buf, len, "%s %s%s (request %u)", t->method, t->host,
+		    t->path, h->nreq);
 	else
 		snprintf(buf, len, "idle after %u request%s", h->nreq,
 		    h->nreq == 1 ? "" : "s");

@@ -155,9 +155,10 @@ http_auth_basic_ok(const struct http_state *h, const struct px_auth_use *u)
 /* 407 (forward) or 401 with a challenge per method offered. The
  * connection stays when nothing of the request is left to read. */
 static void
-http_auth_challenge(struct http_state *h, const struct http_head *m,
+http_auth_challenge(struct http_txn *t, const struct http_head *m,
     size_t head_len, const char *why)
 {
+	struct http_state *h = t->conn;
 	const struct px_auth_use *u = px_session_auth(h->s);
 	const struct http_policy *p = h->pol;
 	bool fwd = http_auth_forward(h);
@@ -166,7 +167,7 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 	bool keep = p->keepalive_client && !m->conn_close &&
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
-	    !m->chunked && m->content_length <= 0 && !h->tx.is_connect &&
+	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
 	    evbuffer_get_length(h->c->in) == head_len &&
 	    !px_session_config_stale(h->s);
 	struct evbuffer *out = h->c->out;
@@ -174,9 +175,9 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 	char body[256];
 	int blen = 0;
 
-	h->tx.status = status;
-	h->tx.verdict = "deny";
-	snprintf(h->tx.rule, sizeof(h->tx.rule), "%s:%ld",
+	t->status = status;
+	t->verdict = "deny";
+	snprintf(t->rule, sizeof(t->rule), "%s:%ld",
 	    px_session_policy_file(h->s), u->line);
 	if (!p->silent)
 		blen = snprintf(body, sizeof(body), "<!DOCTYPE html>\n<html>"
@@ -194,14 +195,14 @@ http_auth_challenge(struct http_state *h, const struct http_head *m,
 		evbuffer_add_printf(out, "%s: Basic realm=\"%s\", "
 		    "charset=\"UTF-8\"\r\n", hdr, u->realm);
 	evbuffer_add(out, "\r\n", 2);
-	if (!h->tx.is_head && blen > 0)
+	if (!t->is_head && blen > 0)
 		evbuffer_add(out, body, (size_t)blen);
-	h->tx.resp_bytes = evbuffer_get_length(out) - before;
-	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
+	t->resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	px_session_log(h->s, LOG_INFO, "http-auth status=%d reason=\"%s\"",
 	    status, why);
-	http_refusal_sent(h, head_len, keep, fwd ?
+	http_refusal_sent(t, head_len, keep, fwd ?
 	    "denied: http 407: authentication required" :
 	    "denied: http 401: authentication required");
 }
@@ -210,17 +211,18 @@ static void
 http_auth_done(struct px_auth_req *r, void *arg)
 {
 	struct http_state *h = arg;
+	struct http_txn *t = &h->tx;
 
 	h->auth->pending = NULL;
 	h->auth->answer = r;
-	if (h->gone || h->tx.req != HTTP_REQ_AUTH) {
+	if (h->gone || t->req != HTTP_REQ_AUTH) {
 		h->auth->answer = NULL;
 		px_auth_req_free(r);
 		return;
 	}
 	/* The head is still at the front of the client input: handled
 	 * again, with the answer. */
-	h->tx.req = HTTP_REQ_HEAD;
+	t->req = HTTP_REQ_HEAD;
 	h->auth_replay = true;
 	h->progress++;
 	http_drive(h);
@@ -266,9 +268,10 @@ http_auth_reply_sent(struct http_state *h)
 
 /* The answer of the check this request waited for. */
 static int
-http_auth_answered(struct http_state *h, const struct http_head *m,
+http_auth_answered(struct http_txn *t, const struct http_head *m,
     size_t head_len)
 {
+	struct http_state *h = t->conn;
 	struct http_auth *a = h->auth;
 	struct px_auth_req *r = a->answer;
 	char why[200];
@@ -291,14 +294,14 @@ http_auth_answered(struct http_state *h, const struct http_head *m,
 	    px_auth_result_name(r->result), r->reason);
 	if (px_auth_result_unavailable(r->result)) {
 		px_auth_req_free(r);
-		http_error(h, 503, why);
+		http_error(t, 503, why);
 		return -1;
 	}
 	px_auth_req_free(r);
 	/* A failed proof leaves the connection unproven. */
 	px_auth_id_clear(&a->id);
 	a->have_id = a->have_basic = false;
-	http_auth_challenge(h, m, head_len, why);
+	http_auth_challenge(t, m, head_len, why);
 	return -1;
 }
 
@@ -329,9 +332,10 @@ http_auth_leg_cert(struct http_state *leg, const struct http_state *conn)
 }
 
 int
-http_auth_request(struct http_state *h, const struct http_head *m,
+http_auth_request(struct http_txn *t, const struct http_head *m,
     size_t head_len)
 {
+	struct http_state *h = t->conn;
 	const struct px_auth_use *u = px_session_auth(h->s);
 	const char *field, *v = NULL, *cred;
 	struct http_auth *a;
@@ -351,7 +355,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 		h->cert_tried = true;
 		if (http_auth_cert_user(h, user, sizeof(user))) {
 			if ((a = http_auth_state(h)) == NULL) {
-				http_error(h, 500, "out of memory");
+				http_error(t, 500, "out of memory");
 				return -1;
 			}
 			/* With an ldap authenticator: the user's groups
@@ -360,12 +364,12 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 			if (u != NULL && u->ldap != NULL) {
 				if ((r = px_auth_req_new(PX_AUTH_CERTIFICATE,
 				    u->ldap, NULL, user, "", 0)) == NULL) {
-					http_error(h, 500, "out of memory");
+					http_error(t, 500, "out of memory");
 					return -1;
 				}
 				r->session = px_session_id(h->s);
 				a->pending = r;
-				h->tx.req = HTTP_REQ_AUTH;
+				t->req = HTTP_REQ_AUTH;
 				px_auth_submit(r, px_session_auth_box(h->s),
 				    http_auth_done, h);
 				return 1;
@@ -379,11 +383,11 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	if (u == NULL)
 		return 0;
 	if ((a = http_auth_state(h)) == NULL) {
-		http_error(h, 500, "out of memory");
+		http_error(t, 500, "out of memory");
 		return -1;
 	}
 	if (a->answer != NULL)
-		return http_auth_answered(h, m, head_len);
+		return http_auth_answered(t, m, head_len);
 	free(a->reply);
 	a->reply = NULL;
 	/* By the parser's field ids (Proxy-Authorization is one of the
@@ -399,7 +403,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	if (v == NULL) {
 		if (a->have_id || !u->required)
 			return 0;
-		http_auth_challenge(h, m, head_len, "no credentials");
+		http_auth_challenge(t, m, head_len, "no credentials");
 		return -1;
 	}
 	if (vlen > 10 && strncasecmp(v, "Negotiate ", 10) == 0 &&
@@ -412,12 +416,12 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 		cred = v + 10;
 		clen = vlen - 10;
 		if ((dec = malloc(clen)) == NULL) {
-			http_error(h, 500, "out of memory");
+			http_error(t, 500, "out of memory");
 			return -1;
 		}
 		if ((n = http_b64_decode(cred, clen, dec)) <= 0) {
 			free(dec);
-			http_auth_challenge(h, m, head_len,
+			http_auth_challenge(t, m, head_len,
 			    "malformed Negotiate token");
 			return -1;
 		}
@@ -428,14 +432,14 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 	} else if (vlen > 6 && strncasecmp(v, "Basic ", 6) == 0 &&
 	    u->methods[PX_AUTH_BASIC]) {
 		if (!http_auth_basic_ok(h, u)) {
-			http_auth_challenge(h, m, head_len, "Basic refused "
+			http_auth_challenge(t, m, head_len, "Basic refused "
 			    "on a client connection without TLS");
 			return -1;
 		}
 		cred = v + 6;
 		clen = vlen - 6;
 		if (http_auth_sha(cred, clen, sum) == -1) {
-			http_error(h, 500, "no SHA-256 for the credentials");
+			http_error(t, 500, "no SHA-256 for the credentials");
 			return -1;
 		}
 		if (a->have_id && a->have_basic &&
@@ -449,7 +453,7 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 			if (dec != NULL)
 				explicit_bzero(dec, clen + 1);
 			free(dec);
-			http_auth_challenge(h, m, head_len,
+			http_auth_challenge(t, m, head_len,
 			    "malformed Basic credentials");
 			return -1;
 		}
@@ -461,17 +465,17 @@ http_auth_request(struct http_state *h, const struct http_head *m,
 		explicit_bzero(dec, clen + 1);
 		free(dec);
 	} else {
-		http_auth_challenge(h, m, head_len, "credentials of a method "
+		http_auth_challenge(t, m, head_len, "credentials of a method "
 		    "not offered");
 		return -1;
 	}
 	if (r == NULL) {
-		http_error(h, 500, "out of memory");
+		http_error(t, 500, "out of memory");
 		return -1;
 	}
 	r->session = px_session_id(h->s);
 	a->pending = r;
-	h->tx.req = HTTP_REQ_AUTH;
+	t->req = HTTP_REQ_AUTH;
 	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
 	return 1;
 }

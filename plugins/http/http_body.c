@@ -22,17 +22,19 @@
 /* A bad chunked body: a request is refused (400; the server connection,
  * which has part of the body, is closed with it), a response cut off. */
 static void
-http_chunked_bad(struct http_state *h, bool request, const char *why)
+http_chunked_bad(struct http_txn *t, bool request, const char *why)
 {
+	struct http_state *h = t->conn;
+
 	if (request) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		h->tx.req = HTTP_REQ_DONE;
-		http_error(h, 400, why);
+		t->req = HTTP_REQ_DONE;
+		http_error(t, 400, why);
 		return;
 	}
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"", why);
-	h->tx.verdict = "error";
+	t->verdict = "error";
 	http_abort(h, PX_END_SERVER_FAIL, "error: malformed chunked response");
 }
 
@@ -43,18 +45,19 @@ http_chunked_bad(struct http_state *h, bool request, const char *why)
  * http_head_trailers writes it. 1 when it moved something, 0 when it
  * needs more input, -1 when the transaction ended (refused). */
 static int
-http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
+http_pump_chunked(struct http_txn *t, bool request, struct evbuffer *in,
     struct evbuffer *out, size_t room)
 {
-	static _Thread_local struct http_head t;
+	struct http_state *h = t->conn;
+	static _Thread_local struct http_head tr;
 	static _Thread_local char detail[96];
-	struct http_chunk *c = request ? &h->tx.req_chunk : &h->tx.resp_chunk;
+	struct http_chunk *c = request ? &t->req_chunk : &t->resp_chunk;
 	enum px_dir dir = request ? PX_TO_SERVER : PX_TO_CLIENT;
 	/* out NULL: the data alone goes on (to an HTTP/1.0 client, or as
 	 * an HTTP/2 server's DATA). */
 	struct evbuffer *to = out != NULL ? out : request ?
-	    http_scan_to(h, PX_TO_SERVER, http_h2o_req_buf(h)) :
-	    http_scan_to(h, PX_TO_CLIENT, h->c->out);
+	    http_scan_to(t, PX_TO_SERVER, http_h2o_req_buf(t)) :
+	    http_scan_to(t, PX_TO_CLIENT, h->c->out);
 	const struct http_limits *lim = &h->pol->lim;
 	enum http_chunk_state st = c->state;
 	struct evbuffer_iovec v;
@@ -69,19 +72,19 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 		if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)n)) == NULL)
 			k = -1, why = "out of memory";
 		else
-			k = http_parse_trailers(buf, n, lim, &t, &why);
+			k = http_parse_trailers(buf, n, lim, &tr, &why);
 		if (k == 0)
 			return 0;
 		if (k < 0) {
 			snprintf(detail, sizeof(detail), "malformed trailer "
 			    "section: %s", why);
-			http_chunked_bad(h, request, detail);
+			http_chunked_bad(t, request, detail);
 			return -1;
 		}
 		if (out != NULL)
-			http_head_trailers(out, &t, h->pol, request);
+			http_head_trailers(out, &tr, h->pol, request);
 		else if (request)
-			http_h2o_req_trailers(h, &t);
+			http_h2o_req_trailers(t, &tr);
 		evbuffer_drain(in, (size_t)k);
 		c->state = HTTP_CHUNK_DONE;
 	} else {
@@ -89,18 +92,18 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 			return 0;
 		n = v.iov_len < room ? v.iov_len : room;
 		if ((k = http_chunk_feed(c, v.iov_base, n, lim, &why)) < 0) {
-			http_chunked_bad(h, request, why);
+			http_chunked_bad(t, request, why);
 			return -1;
 		}
 		if (request && h->pol->max_body != 0 &&
 		    c->body > h->pol->max_body) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
-			h->tx.req = HTTP_REQ_DONE;
-			http_error(h, 413, "request body over max-body");
+			t->req = HTTP_REQ_DONE;
+			http_error(t, 413, "request body over max-body");
 			return -1;
 		}
 		if (st == HTTP_CHUNK_DATA) {
-			if (http_scan_feed(h, dir, in, (size_t)k) == -1)
+			if (http_scan_feed(t, dir, in, (size_t)k) == -1)
 				return -1;
 			evbuffer_remove_buffer(in, to, (size_t)k);
 		} else {
@@ -112,15 +115,15 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 	h->progress++;
 	n = evbuffer_get_length(to) - before;
 	if (request) {
-		h->tx.req_bytes += n;
+		t->req_bytes += n;
 		px_session_account(h->s, PX_TO_SERVER, n);
 		if (c->state == HTTP_CHUNK_DONE)
-			h->tx.req = HTTP_REQ_DONE;
+			t->req = HTTP_REQ_DONE;
 	} else {
-		h->tx.resp_bytes += n;
+		t->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 		if (c->state == HTTP_CHUNK_DONE)
-			h->tx.resp = HTTP_RESP_DONE;
+			t->resp = HTTP_RESP_DONE;
 	}
 	return 1;
 }
@@ -128,34 +131,35 @@ http_pump_chunked(struct http_state *h, bool request, struct evbuffer *in,
 /* Moves request body bytes from the client to the server, up to the
  * server output's limit. */
 void
-http_pump_request(struct http_state *h)
+http_pump_request(struct http_txn *t)
 {
+	struct http_state *h = t->conn;
 	struct evbuffer *cin = h->c->in;
 	struct evbuffer *sout, *to;
 
-	if (h->tx.req != HTTP_REQ_BODY || (h->tx.srv.io == NULL && h->tx.h2o == NULL) ||
-	    !http_h2o_ready(h))
+	if (t->req != HTTP_REQ_BODY || (t->srv.io == NULL && t->h2o == NULL) ||
+	    !http_h2o_ready(t))
 		return;
-	sout = h->tx.h2o != NULL ? http_h2o_req_buf(h) : h->tx.srv.io->out;
-	to = http_scan_to(h, PX_TO_SERVER, sout);
-	while (h->tx.req == HTTP_REQ_BODY) {
+	sout = t->h2o != NULL ? http_h2o_req_buf(t) : t->srv.io->out;
+	to = http_scan_to(t, PX_TO_SERVER, sout);
+	while (t->req == HTTP_REQ_BODY) {
 		size_t avail = evbuffer_get_length(cin), room, n;
 		size_t queued = evbuffer_get_length(sout) +
-		    http_scan_queued(h, PX_TO_SERVER);
+		    http_scan_queued(t, PX_TO_SERVER);
 
 		if (avail == 0 || queued >= h->buffer)
 			break;
 		room = h->buffer - queued;
-		if (h->tx.req_body == HTTP_BODY_LENGTH) {
+		if (t->req_body == HTTP_BODY_LENGTH) {
 			n = avail < room ? avail : room;
-			if (n > h->tx.req_left)
-				n = (size_t)h->tx.req_left;
-			h->tx.req_left -= n;
-			if (h->tx.req_left == 0)
-				h->tx.req = HTTP_REQ_DONE;
+			if (n > t->req_left)
+				n = (size_t)t->req_left;
+			t->req_left -= n;
+			if (t->req_left == 0)
+				t->req = HTTP_REQ_DONE;
 		} else {
-			int r = http_pump_chunked(h, true, cin,
-			    h->tx.h2o != NULL ? NULL : to, room);
+			int r = http_pump_chunked(t, true, cin,
+			    t->h2o != NULL ? NULL : to, room);
 
 			if (r < 0)
 				return;
@@ -163,47 +167,48 @@ http_pump_request(struct http_state *h)
 				break;
 			continue;
 		}
-		if (http_scan_feed(h, PX_TO_SERVER, cin, n) == -1)
+		if (http_scan_feed(t, PX_TO_SERVER, cin, n) == -1)
 			return;
 		evbuffer_remove_buffer(cin, to, n);
 		h->progress++;
-		h->tx.req_bytes += n;
+		t->req_bytes += n;
 		px_session_account(h->s, PX_TO_SERVER, n);
 	}
-	http_scan_release(h, PX_TO_SERVER, sout);
+	http_scan_release(t, PX_TO_SERVER, sout);
 	/* The request's end waits for its verdict in the hold. */
-	if (h->tx.req == HTTP_REQ_DONE)
-		(void)http_scan_hold(h, PX_TO_SERVER, sout);
-	if (h->tx.h2o != NULL)
-		http_h2o_req_more(h);
+	if (t->req == HTTP_REQ_DONE)
+		(void)http_scan_hold(t, PX_TO_SERVER, sout);
+	if (t->h2o != NULL)
+		http_h2o_req_more(t);
 	px_session_active(h->s);
 }
 
 /* Moves response body bytes to the client, up to its output's limit. */
 void
-http_pump_response(struct http_state *h)
+http_pump_response(struct http_txn *t)
 {
-	struct evbuffer *sin = h->tx.srv.io->in;
+	struct http_state *h = t->conn;
+	struct evbuffer *sin = t->srv.io->in;
 	struct evbuffer *cout = h->c->out;
-	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
+	struct evbuffer *to = http_scan_to(t, PX_TO_CLIENT, cout);
 
-	while (h->tx.resp == HTTP_RESP_BODY) {
+	while (t->resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(sin), room, n;
 		size_t queued = evbuffer_get_length(cout) +
-		    http_scan_queued(h, PX_TO_CLIENT);
+		    http_scan_queued(t, PX_TO_CLIENT);
 
 		if (avail == 0 || queued >= h->buffer)
 			break;
 		room = h->buffer - queued;
 		n = avail < room ? avail : room;
-		if (h->tx.resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->tx.resp_left)
-				n = (size_t)h->tx.resp_left;
-			h->tx.resp_left -= n;
-			if (h->tx.resp_left == 0)
-				h->tx.resp = HTTP_RESP_DONE;
-		} else if (h->tx.resp_body == HTTP_BODY_CHUNKED) {
-			int r = http_pump_chunked(h, false, sin, h->tx.dechunk ?
+		if (t->resp_body == HTTP_BODY_LENGTH) {
+			if (n > t->resp_left)
+				n = (size_t)t->resp_left;
+			t->resp_left -= n;
+			if (t->resp_left == 0)
+				t->resp = HTTP_RESP_DONE;
+		} else if (t->resp_body == HTTP_BODY_CHUNKED) {
+			int r = http_pump_chunked(t, false, sin, t->dechunk ?
 			    NULL : to, room);
 
 			if (r < 0)
@@ -212,13 +217,13 @@ http_pump_response(struct http_state *h)
 				break;
 			continue;
 		}
-		if (http_scan_feed(h, PX_TO_CLIENT, sin, n) == -1)
+		if (http_scan_feed(t, PX_TO_CLIENT, sin, n) == -1)
 			return;
 		evbuffer_remove_buffer(sin, to, n);
 		h->progress++;
-		h->tx.resp_bytes += n;
+		t->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
-	http_scan_release(h, PX_TO_CLIENT, cout);
+	http_scan_release(t, PX_TO_CLIENT, cout);
 	px_session_active(h->s);
 }

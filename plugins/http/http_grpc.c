@@ -81,26 +81,26 @@ http_grpc_timeout(const char *v, size_t len)
 }
 
 int
-http_grpc_request(struct http_state *h, const struct http_head *m,
+http_grpc_request(struct http_txn *t, const struct http_head *m,
     const char **why)
 {
 	const struct http_hdr *timeout = NULL;
 	unsigned i;
 	int64_t ms;
 
-	h->tx.grpc = false;
-	h->tx.grpc_status = -1;
-	h->tx.grpc_deadline_ms = 0;
+	t->grpc = false;
+	t->grpc_status = -1;
+	t->grpc_deadline_ms = 0;
 	for (i = 0; i < m->nhdr; i++) {
 		const struct http_hdr *f = &m->hdr[i];
 
 		if (http_token_eq(f->name, f->nlen, "content-type") &&
 		    http_grpc_type(f->val, f->vlen))
-			h->tx.grpc = true;
+			t->grpc = true;
 		else if (http_token_eq(f->name, f->nlen, "grpc-timeout"))
 			timeout = f;
 	}
-	if (!h->tx.grpc || timeout == NULL)
+	if (!t->grpc || timeout == NULL)
 		return 0;
 	if ((ms = http_grpc_timeout(timeout->val, timeout->vlen)) < 0) {
 		*why = "malformed grpc-timeout";
@@ -108,27 +108,27 @@ http_grpc_request(struct http_state *h, const struct http_head *m,
 	}
 	/* 0 means none in the timer's terms: a deadline already gone is
 	 * one that runs out at once. */
-	h->tx.grpc_deadline_ms = http_grpc_now_ms() + (uint64_t)ms;
+	t->grpc_deadline_ms = http_grpc_now_ms() + (uint64_t)ms;
 	return 0;
 }
 
 uint64_t
-http_grpc_bound(const struct http_state *h, uint64_t ms)
+http_grpc_bound(const struct http_txn *t, uint64_t ms)
 {
 	uint64_t now, left;
 
-	if (!h->tx.grpc || h->tx.grpc_deadline_ms == 0)
+	if (!t->grpc || t->grpc_deadline_ms == 0)
 		return ms;
 	now = http_grpc_now_ms();
-	left = h->tx.grpc_deadline_ms > now ? h->tx.grpc_deadline_ms - now : 1;
+	left = t->grpc_deadline_ms > now ? t->grpc_deadline_ms - now : 1;
 	return ms == 0 || left < ms ? left : ms;
 }
 
 bool
-http_grpc_expired(const struct http_state *h)
+http_grpc_expired(const struct http_txn *t)
 {
-	return h->tx.grpc && h->tx.grpc_deadline_ms != 0 &&
-	    http_grpc_now_ms() >= h->tx.grpc_deadline_ms;
+	return t->grpc && t->grpc_deadline_ms != 0 &&
+	    http_grpc_now_ms() >= t->grpc_deadline_ms;
 }
 
 /* The gRPC status for what would have been an HTTP error status: a
@@ -153,16 +153,16 @@ http_grpc_code(int status)
 }
 
 void
-http_grpc_reply(struct http_state *h, struct evbuffer *out, int status,
+http_grpc_reply(struct http_txn *t, struct evbuffer *out, int status,
     const char *why, bool keep)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *c;
 
-	h->tx.grpc_status = http_grpc_code(status);
+	t->grpc_status = http_grpc_code(status);
 	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: "
 	    "application/grpc\r\ngrpc-status: %d\r\ngrpc-message: ",
-	    h->tx.grpc_status);
+	    t->grpc_status);
 	/* Percent-encoded (PROTOCOL-HTTP2.md "Responses"): every byte
 	 * outside printable ASCII, and '%' itself. */
 	for (c = (const unsigned char *)why; *c != '\0'; c++) {

@@ -479,25 +479,26 @@ static void
 h2_log_refused(struct h2_stream *st, int status, const char *rule)
 {
 	struct http_state *h = st->c->h;
+	struct http_txn *t = &h->tx;
 	char tag[48];
 	size_t alen = evbuffer_get_length(st->authority);
 	size_t plen = evbuffer_get_length(st->path);
 
-	gettimeofday(&h->tx.t_start, NULL);
-	http_copy(h->tx.method, sizeof(h->tx.method), st->method[0] != '\0' ?
+	gettimeofday(&t->t_start, NULL);
+	http_copy(t->method, sizeof(t->method), st->method[0] != '\0' ?
 	    st->method : "-", st->method[0] != '\0' ? strlen(st->method) : 1);
-	http_copy(h->tx.host, sizeof(h->tx.host), alen != 0 ? (const char *)
+	http_copy(t->host, sizeof(t->host), alen != 0 ? (const char *)
 	    evbuffer_pullup(st->authority, -1) : "", alen);
-	http_copy(h->tx.path, sizeof(h->tx.path), plen != 0 ? (const char *)
+	http_copy(t->path, sizeof(t->path), plen != 0 ? (const char *)
 	    evbuffer_pullup(st->path, -1) : "-", plen != 0 ? plen : 1);
-	h->tx.status = status;
-	h->tx.verdict = "deny";
-	snprintf(h->tx.rule, sizeof(h->tx.rule), "%s", rule);
-	h->tx.req_bytes = h->tx.resp_bytes = 0;
+	t->status = status;
+	t->verdict = "deny";
+	snprintf(t->rule, sizeof(t->rule), "%s", rule);
+	t->req_bytes = t->resp_bytes = 0;
 	px_session_count(h->s, HTTP_C_REQUESTS, 1);
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
-	http_log_request_as(h, tag);
+	http_log_request_as(t, tag);
 }
 
 static int

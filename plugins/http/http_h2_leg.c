@@ -246,7 +246,7 @@ h2_leg_end(struct h2_stream *st)
 	/* Its stream ended whole: the leg's line, held until now, says
 	 * the request was answered (a cut one went with h2_leg_abort). */
 	if (st->peer != NULL)
-		http_log_held(st->peer);
+		http_log_held(&st->peer->tx);
 	if (st->leg_open) {
 		st->c->legs--;
 		if (!h2_leg_reusable(st) || h2_leg_park(st) == -1) {

@@ -56,8 +56,9 @@ static _Thread_local struct h2o_memo h2o_memo[H2O_MEMO];
 static _Thread_local unsigned h2o_memo_next;
 
 static void
-h2o_name(const struct http_state *h, char *buf, size_t size)
+h2o_name(const struct http_txn *t, char *buf, size_t size)
 {
+	const struct http_state *h = t->conn;
 	const char *n = px_session_tls_originates(h->s) ?
 	    px_session_tls_server_name(h->s) : NULL;
 
@@ -97,11 +98,12 @@ h2o_memo_add(const struct sockaddr *dst, const char *name, uint64_t ms)
 }
 
 bool
-http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
+http_h2o_wanted(const struct http_txn *t, const struct sockaddr *dst)
 {
+	const struct http_state *h = t->conn;
 	char name[H2O_NAME_MAX];
 
-	if (h->tx.is_connect || h->tx.upgrade_ok)
+	if (t->is_connect || t->upgrade_ok)
 		return false;
 	switch (h->pol->server_h2) {
 	case HTTP_SERVER_H2_YES:
@@ -109,7 +111,7 @@ http_h2o_wanted(const struct http_state *h, const struct sockaddr *dst)
 	case HTTP_SERVER_H2_AUTO:
 		if (!px_session_tls_originates(h->s))
 			return false;
-		h2o_name(h, name, sizeof(name));
+		h2o_name(t, name, sizeof(name));
 		return !h2o_memo_h1(dst, name);
 	default:
 		return false;
@@ -127,12 +129,12 @@ h2o_conn_notify(struct h2o_conn *c)
 	c->busy++;
 	for (st = TAILQ_FIRST(&c->streams); st != NULL; st = next) {
 		next = TAILQ_NEXT(st, link);
-		if (!st->notify || st->h == NULL)
+		if (!st->notify || st->t == NULL)
 			continue;
 		st->notify = false;
-		st->h->progress++;
-		px_session_active(st->h->s);
-		http_drive(st->h);
+		st->t->conn->progress++;
+		px_session_active(st->t->conn->s);
+		http_drive(st->t->conn);
 	}
 	c->busy--;
 	http_h2o_conn_flush(c);
@@ -251,7 +253,7 @@ static void
 h2o_conn_fallback(struct h2o_conn *c)
 {
 	struct http_h2o_stream *st;
-	struct http_state *h;
+	struct http_txn *t;
 	size_t n;
 
 	h2o_memo_add((struct sockaddr *)&c->dst, c->name, c->idle_ms < 1000 ?
@@ -260,21 +262,21 @@ h2o_conn_fallback(struct h2o_conn *c)
 	h2o_conn_unlist(c);
 	px_conn_read_enable(&c->io, false);
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
-		h = st->h;
-		if (h == NULL) {
+		t = st->t;
+		if (t == NULL) {
 			http_h2o_stream_detach(st);
 			continue;
 		}
-		http_h2o_drop(h);
-		h->tx.srv_h2 = false;
+		http_h2o_drop(t);
+		t->srv_h2 = false;
 		/* Sent again, the HTTP/1.1 way: counted once, in the
 		 * transaction's bytes and in the session's. */
-		n = evbuffer_get_length(h->tx.head_out);
-		h->tx.req_bytes -= n < h->tx.req_bytes ? n : h->tx.req_bytes;
-		px_session_unsent(h->s, PX_TO_SERVER, n);
-		http_dispatch(h, (struct sockaddr *)&c->dst);
-		if (!h->gone)
-			http_drive(h);
+		n = evbuffer_get_length(t->head_out);
+		t->req_bytes -= n < t->req_bytes ? n : t->req_bytes;
+		px_session_unsent(t->conn->s, PX_TO_SERVER, n);
+		http_dispatch(t, (struct sockaddr *)&c->dst);
+		if (!t->conn->gone)
+			http_drive(t->conn);
 	}
 }
 
@@ -384,8 +386,10 @@ h2o_conn_idle_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static struct h2o_conn *
-h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
+h2o_conn_new(struct http_txn *t, const struct sockaddr *dst)
 {
+	struct http_state *h = t->conn;
+
 	nghttp2_session_callbacks *cb = NULL;
 	nghttp2_option *opt = NULL;
 	struct h2o_conn *c;
@@ -441,7 +445,7 @@ h2o_conn_new(struct http_state *h, const struct sockaddr *dst)
 	c->unverified = px_session_upstream_unverified(h->s);
 	c->offer_h1 = h->pol->server_h2 == HTTP_SERVER_H2_AUTO;
 	c->ready = !c->tls;
-	h2o_name(h, c->name, sizeof(c->name));
+	h2o_name(t, c->name, sizeof(c->name));
 	if (c->tls && px_session_tls_originate(h->s, &c->io, dst,
 	    c->offer_h1 ? "h2,http/1.1" : "h2") == -1)
 		goto fail;
@@ -499,17 +503,18 @@ h2o_conn_window_spent(struct h2o_conn *c)
  * the connections whose window is spent while server-pool allows another
  * (past it, the least loaded of all). *reused: it was open. */
 struct h2o_conn *
-http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
+http_h2o_conn_pick(struct http_txn *t, const struct sockaddr *dst, bool fresh,
     bool *reused)
 {
+	struct http_state *h = t->conn;
 	struct h2o_conn *c, *least = NULL, *least_any = NULL;
 	unsigned n = 0, max = h->pol->server_pool ? h->pol->server_pool : 1;
 	socklen_t len = px_sockaddr_len(dst);
 	bool tls = px_session_tls_originates(h->s);
-	bool body = h->tx.req_body != HTTP_BODY_NONE;
+	bool body = t->req_body != HTTP_BODY_NONE;
 	char name[H2O_NAME_MAX];
 
-	h2o_name(h, name, sizeof(name));
+	h2o_name(t, name, sizeof(name));
 	if (!h2o_conns_init) {
 		TAILQ_INIT(&h2o_conns);
 		h2o_conns_init = true;
@@ -539,7 +544,7 @@ http_h2o_conn_pick(struct http_state *h, const struct sockaddr *dst, bool fresh,
 	if (n >= max && (least != NULL || least_any != NULL))
 		return least != NULL ? least : least_any;
 	*reused = false;
-	return h2o_conn_new(h, dst);
+	return h2o_conn_new(t, dst);
 }
 
 /* st leaves its connection: reset if still open, its unread DATA's

@@ -16,6 +16,7 @@
 struct evbuffer;
 struct http_head;
 struct http_state;
+struct http_txn;
 struct sockaddr;
 
 struct http_req_ctx;
@@ -24,40 +25,40 @@ struct http_req_ctx;
  * http_head_request takes them) for a stream, kept with the
  * transaction until the next request's (a request that fails over to
  * HTTP/1.1 goes as its text head). On failure the dispatch fails. */
-void	http_h2o_prepare(struct http_state *h, const struct http_head *m,
+void	http_h2o_prepare(struct http_txn *t, const struct http_head *m,
 	    const struct http_req_ctx *r);
 /* The session ends: the list goes. */
-void	http_h2o_close(struct http_state *h);
+void	http_h2o_close(struct http_txn *t);
 /* This transaction goes to its server dst over HTTP/2: server-h2="yes";
  * "auto" under TLS unless dst picked http/1.1 lately (ALPN). */
-bool	http_h2o_wanted(const struct http_state *h,
+bool	http_h2o_wanted(const struct http_txn *t,
 	    const struct sockaddr *dst);
 /* The stream's connection agreed on h2 (TLS: ALPN): body bytes may go
  * (until then they wait in the client's input, for an HTTP/1.1
  * fallback under "auto"). True without a stream. */
-bool	http_h2o_ready(const struct http_state *h);
+bool	http_h2o_ready(const struct http_txn *t);
 /* Sends the prepared request to dst on a stream of one of the
  * worker's h2 connections to dst (a new one when all are full, up to
  * server-pool). 0, or -1 (nothing sent; the caller answers 502). */
-int	http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst);
+int	http_h2o_dispatch(struct http_txn *t, const struct sockaddr *dst);
 /* Where request body bytes go (DATA, framing removed). */
-struct evbuffer *http_h2o_req_buf(struct http_state *h);
+struct evbuffer *http_h2o_req_buf(struct http_txn *t);
 /* The request's trailer section t (already through the rules): sent as a
  * trailing HEADERS once the body is. */
-void	http_h2o_req_trailers(struct http_state *h, const struct http_head *t);
+void	http_h2o_req_trailers(struct http_txn *t, const struct http_head *tr);
 /* Request body bytes were added (or the request ended): sends them. */
-void	http_h2o_req_more(struct http_state *h);
+void	http_h2o_req_more(struct http_txn *t);
 /* The whole request left for the server (or the stream is over). */
-bool	http_h2o_request_sent(const struct http_state *h);
+bool	http_h2o_request_sent(const struct http_txn *t);
 /* The session's timer fired: true when it was the wait of a stream whose
  * response is whole for its request's rest (the server's window): armed
  * again while body bytes go, else the stream is cancelled and the
  * transaction ends as an early response (the request's rest unsent). */
-bool	http_h2o_timer(struct http_state *h);
+bool	http_h2o_timer(struct http_txn *t);
 /* The stream's response: head, body, end, failure; after every event. */
-void	http_h2o_input(struct http_state *h);
+void	http_h2o_input(struct http_txn *t);
 /* The transaction leaves its stream (reset if still open). */
-void	http_h2o_drop(struct http_state *h);
+void	http_h2o_drop(struct http_txn *t);
 /* The worker ends: its connections are closed. */
 void	http_h2o_worker_exit(void);
 

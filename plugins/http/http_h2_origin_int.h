@@ -17,6 +17,7 @@
 struct event;
 struct evbuffer;
 struct http_state;
+struct http_txn;
 
 /* Streams on a connection before the server's SETTINGS say how many. */
 #define H2O_DEFAULT_STREAMS	100
@@ -66,7 +67,7 @@ struct h2o_block {
 struct http_h2o_stream {
 	TAILQ_ENTRY(http_h2o_stream) link;
 	struct h2o_conn		*conn;
-	struct http_state	*h;
+	struct http_txn		*t;		/* NULL once it let go */
 	int32_t			 id;
 	/* Its body: bytes waiting for the stream's window. */
 	struct evbuffer		*req;
@@ -157,7 +158,7 @@ void	http_h2o_conn_flush(struct h2o_conn *c);
 /* A connection to dst with a free stream slot; a new one (fresh: never
  * an existing one) when all are full and server-pool allows, else the
  * least loaded. NULL: none could be made. */
-struct h2o_conn *http_h2o_conn_pick(struct http_state *h,
+struct h2o_conn *http_h2o_conn_pick(struct http_txn *t,
 	    const struct sockaddr *dst, bool fresh, bool *reused);
 /* st leaves its connection (reset if still open). */
 void	http_h2o_stream_detach(struct http_h2o_stream *st);

@@ -170,15 +170,16 @@ h2o_list_done(struct h2o_list *l)
 }
 
 void
-http_h2o_prepare(struct http_state *h, const struct http_head *m,
+http_h2o_prepare(struct http_txn *t, const struct http_head *m,
     const struct http_req_ctx *r)
 {
-	struct http_h2o_req *rq = h->tx.h2o_req;
+	struct http_state *h = t->conn;
+	struct http_h2o_req *rq = t->h2o_req;
 	struct h2o_list *l;
 	unsigned nf;
 	bool ok;
 
-	if (rq == NULL && (rq = h->tx.h2o_req = calloc(1, sizeof(*rq))) == NULL)
+	if (rq == NULL && (rq = t->h2o_req = calloc(1, sizeof(*rq))) == NULL)
 		return;
 	l = &rq->l;
 	h2o_list_free(l);
@@ -186,7 +187,7 @@ http_h2o_prepare(struct http_state *h, const struct http_head *m,
 	/* The fields as an HTTP/1.1 server gets them (the request-header
 	 * rules, Host, X-Forwarded-For, Via), from the parsed request. */
 	http_head_request_fields(m, h->pol, r, h2o_list_field, l);
-	if (h->tx.te_trailers && h2o_list_add(l, "te", 2, "trailers", 8,
+	if (t->te_trailers && h2o_list_add(l, "te", 2, "trailers", 8,
 	    false) == -1)
 		l->failed = true;
 	if (l->failed || l->authority == -1) {
@@ -221,26 +222,27 @@ http_h2o_prepare(struct http_state *h, const struct http_head *m,
 }
 
 void
-http_h2o_close(struct http_state *h)
+http_h2o_close(struct http_txn *t)
 {
-	if (h->tx.h2o_req == NULL)
+	if (t->h2o_req == NULL)
 		return;
-	h2o_list_free(&h->tx.h2o_req->l);
-	free(h->tx.h2o_req);
-	h->tx.h2o_req = NULL;
+	h2o_list_free(&t->h2o_req->l);
+	free(t->h2o_req);
+	t->h2o_req = NULL;
 }
 
 void
-http_h2o_req_trailers(struct http_state *h, const struct http_head *t)
+http_h2o_req_trailers(struct http_txn *t, const struct http_head *tr)
 {
-	struct http_h2o_stream *st = h->tx.h2o;
+	struct http_state *h = t->conn;
+	struct http_h2o_stream *st = t->h2o;
 
-	if (st == NULL || !h->pol->trailers_pass || t->nhdr == 0 ||
+	if (st == NULL || !h->pol->trailers_pass || tr->nhdr == 0 ||
 	    st->tl != NULL || (st->tl = calloc(1, sizeof(*st->tl))) == NULL)
 		return;
 	/* Through the rules as an HTTP/1.1 server would get them. */
 	st->tl->authority = -1;
-	http_head_trailer_fields(t, h->pol, true, h2o_list_field, st->tl);
+	http_head_trailer_fields(tr, h->pol, true, h2o_list_field, st->tl);
 	if (st->tl->n == 0 || h2o_list_done(st->tl) == -1) {
 		h2o_list_free(st->tl);
 		free(st->tl);
@@ -374,10 +376,10 @@ h2o_on_header(nghttp2_session *ng, const nghttp2_frame *fr,
 
 	(void)flags;
 	(void)arg;
-	if (st == NULL || st->h == NULL || (b = st->blk) == NULL ||
+	if (st == NULL || st->t == NULL || (b = st->blk) == NULL ||
 	    b->bad != NULL)
 		return 0;
-	lim = &st->h->pol->lim;
+	lim = &st->t->conn->pol->lim;
 	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
 		if (vlen != 3 || val[0] < '1' || val[0] > '5' ||
 		    val[1] < '0' || val[1] > '9' || val[2] < '0' ||
@@ -421,7 +423,7 @@ h2o_block_done(struct http_h2o_stream *st, bool ended)
 {
 	struct h2o_block *b = st->blk;
 
-	if (b == NULL || st->h == NULL)
+	if (b == NULL || st->t == NULL)
 		return;
 	if (b->bad == NULL && !st->blk_trailers && b->status == 0)
 		b->bad = "response without :status";
@@ -493,7 +495,7 @@ h2o_on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
 
 	(void)flags;
 	(void)arg;
-	if (st == NULL || st->h == NULL || !st->got_head) {
+	if (st == NULL || st->t == NULL || !st->got_head) {
 		/* Nobody takes them: the connection's window comes back. */
 		nghttp2_session_consume(ng, id, len);
 		return 0;
@@ -608,16 +610,18 @@ h2o_stream_free(struct http_h2o_stream *st)
 
 /* The request on a stream of conn c. 0, or -1. */
 static int
-h2o_submit(struct http_state *h, struct http_h2o_stream *st,
+h2o_submit(struct http_txn *t, struct http_h2o_stream *st,
     struct h2o_conn *c)
 {
+	struct http_state *h = t->conn;
+
 	nghttp2_data_provider dp = { .source.ptr = st,
 	    .read_callback = h2o_data_read };
 
 	st->conn = c;
 	/* nghttp2 copies the list: the transaction's serves each try. */
-	st->id = nghttp2_submit_request(c->ng, NULL, h->tx.h2o_req->l.nv,
-	    h->tx.h2o_req->l.nnv,
+	st->id = nghttp2_submit_request(c->ng, NULL, t->h2o_req->l.nv,
+	    t->h2o_req->l.nnv,
 	    st->req_body ? &dp : NULL, st);
 	if (st->id < 0) {
 		st->conn = NULL;
@@ -634,68 +638,69 @@ h2o_submit(struct http_state *h, struct http_h2o_stream *st,
 }
 
 static int
-h2o_dispatch(struct http_state *h, const struct sockaddr *dst, bool fresh)
+h2o_dispatch(struct http_txn *t, const struct sockaddr *dst, bool fresh)
 {
+	struct http_state *h = t->conn;
 	struct http_h2o_stream *st;
 	struct h2o_conn *c;
 	bool reused;
 
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return -1;
-	st->h = h;
-	st->req_body = h->tx.req_body != HTTP_BODY_NONE;
+	st->t = t;
+	st->req_body = t->req_body != HTTP_BODY_NONE;
 	st->replay_max = h->buffer;
 	if ((st->req = evbuffer_new()) == NULL ||
 	    (st->req_body && (st->replay = evbuffer_new()) == NULL) ||
 	    (st->body = evbuffer_new()) == NULL ||
-	    h->tx.h2o_req == NULL || h->tx.h2o_req->l.failed ||
-	    (c = http_h2o_conn_pick(h, dst, fresh, &reused)) == NULL ||
-	    h2o_submit(h, st, c) == -1) {
+	    t->h2o_req == NULL || t->h2o_req->l.failed ||
+	    (c = http_h2o_conn_pick(t, dst, fresh, &reused)) == NULL ||
+	    h2o_submit(t, st, c) == -1) {
 		h2o_stream_free(st);
 		return -1;
 	}
-	h->tx.h2o = st;
-	h->tx.srv_h2 = true;
-	memcpy(&h->tx.srv.dst, dst, px_sockaddr_len(dst));
-	h->tx.srv.reused = reused;
-	h->tx.srv.kept = false;
-	h->tx.srv.keep = false;
+	t->h2o = st;
+	t->srv_h2 = true;
+	memcpy(&t->srv.dst, dst, px_sockaddr_len(dst));
+	t->srv.reused = reused;
+	t->srv.kept = false;
+	t->srv.keep = false;
 	px_session_set_server(h->s, dst);
 	return 0;
 }
 
 int
-http_h2o_dispatch(struct http_state *h, const struct sockaddr *dst)
+http_h2o_dispatch(struct http_txn *t, const struct sockaddr *dst)
 {
 	/* A request's own HTTP/1.1 connection, kept from a request before,
 	 * is not the way this one goes. */
-	if (h->tx.srv.io != NULL)
-		http_server_drop(h, true);
-	http_h2o_drop(h);	/* (none: each ends with its transaction) */
-	return h2o_dispatch(h, dst, false);
+	if (t->srv.io != NULL)
+		http_server_drop(t, true);
+	http_h2o_drop(t);	/* (none: each ends with its transaction) */
+	return h2o_dispatch(t, dst, false);
 }
 
 bool
-http_h2o_ready(const struct http_state *h)
+http_h2o_ready(const struct http_txn *t)
 {
-	return h->tx.h2o == NULL || (h->tx.h2o->conn != NULL &&
-	    h->tx.h2o->conn->ready);
+	return t->h2o == NULL || (t->h2o->conn != NULL &&
+	    t->h2o->conn->ready);
 }
 
 struct evbuffer *
-http_h2o_req_buf(struct http_state *h)
+http_h2o_req_buf(struct http_txn *t)
 {
-	return h->tx.h2o->req;
+	return t->h2o->req;
 }
 
 void
-http_h2o_req_more(struct http_state *h)
+http_h2o_req_more(struct http_txn *t)
 {
-	struct http_h2o_stream *st = h->tx.h2o;
+	struct http_h2o_stream *st = t->h2o;
 
 	if (st == NULL || st->conn == NULL || st->req_done)
 		return;
-	if (h->tx.req == HTTP_REQ_DONE && !http_scan_holding(h, PX_TO_SERVER))
+	if (t->req == HTTP_REQ_DONE && !http_scan_holding(t, PX_TO_SERVER))
 		st->req_end = true;
 	if (st->req_deferred && (st->req_end ||
 	    evbuffer_get_length(st->req) != 0)) {
@@ -707,9 +712,9 @@ http_h2o_req_more(struct http_state *h)
 }
 
 bool
-http_h2o_request_sent(const struct http_state *h)
+http_h2o_request_sent(const struct http_txn *t)
 {
-	const struct http_h2o_stream *st = h->tx.h2o;
+	const struct http_h2o_stream *st = t->h2o;
 
 	return st == NULL || st->req_done || st->closed;
 }
@@ -717,16 +722,17 @@ http_h2o_request_sent(const struct http_state *h)
 /* Moves response DATA to the client: chunked (no length, HTTP/1.1
  * client), by length, or as it comes (HTTP/1.0: the close ends it). */
 static void
-h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
+h2o_pump_response(struct http_txn *t, struct http_h2o_stream *st)
 {
+	struct http_state *h = t->conn;
 	struct evbuffer *cout = h->c->out;
-	struct evbuffer *to = http_scan_to(h, PX_TO_CLIENT, cout);
+	struct evbuffer *to = http_scan_to(t, PX_TO_CLIENT, cout);
 	size_t taken = 0;
 
-	while (h->tx.resp == HTTP_RESP_BODY) {
+	while (t->resp == HTTP_RESP_BODY) {
 		size_t avail = evbuffer_get_length(st->body), room, n;
 		size_t queued = evbuffer_get_length(cout) +
-		    http_scan_queued(h, PX_TO_CLIENT);
+		    http_scan_queued(t, PX_TO_CLIENT);
 
 		if (avail == 0)
 			break;
@@ -734,26 +740,26 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 			break;
 		room = h->buffer - queued;
 		n = avail < room ? avail : room;
-		if (h->tx.resp_body == HTTP_BODY_LENGTH) {
-			if (n > h->tx.resp_left) {
-				h->tx.verdict = "error";
+		if (t->resp_body == HTTP_BODY_LENGTH) {
+			if (n > t->resp_left) {
+				t->verdict = "error";
 				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 				http_abort(h, PX_END_SERVER_FAIL, "error: h2 "
 				    "response body over its content-length");
 				return;
 			}
-			h->tx.resp_left -= n;
+			t->resp_left -= n;
 		}
-		if (http_scan_feed(h, PX_TO_CLIENT, st->body, n) == -1)
+		if (http_scan_feed(t, PX_TO_CLIENT, st->body, n) == -1)
 			return;
-		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk)
+		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk)
 			evbuffer_add_printf(to, "%zx\r\n", n);
 		evbuffer_remove_buffer(st->body, to, n);
-		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk)
+		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk)
 			evbuffer_add(to, "\r\n", 2);
 		taken += n;
 		h->progress++;
-		h->tx.resp_bytes += n;
+		t->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);
 	}
 	if (taken != 0 && st->conn != NULL && !st->conn->dead) {
@@ -763,18 +769,18 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 		if (st->conn->busy == 0)
 			http_h2o_conn_flush(st->conn);
 	}
-	if (h->tx.resp == HTTP_RESP_BODY && st->ended &&
+	if (t->resp == HTTP_RESP_BODY && st->ended &&
 	    evbuffer_get_length(st->body) == 0) {
 		size_t before = evbuffer_get_length(to);
 
-		if (h->tx.resp_body == HTTP_BODY_LENGTH && h->tx.resp_left != 0) {
-			h->tx.verdict = "error";
+		if (t->resp_body == HTTP_BODY_LENGTH && t->resp_left != 0) {
+			t->verdict = "error";
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 			http_abort(h, PX_END_SERVER_FAIL, "error: h2 response "
 			    "body shorter than its content-length");
 			return;
 		}
-		if (h->tx.resp_body == HTTP_BODY_CHUNKED && !h->tx.dechunk) {
+		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk) {
 			if (st->tblk != NULL) {
 				h2o_block_head(st->tblk, &h2o_head_tmp,
 				    H2O_FRAMING_AS_IS);
@@ -783,27 +789,28 @@ h2o_pump_response(struct http_state *h, struct http_h2o_stream *st)
 			}
 			else
 				evbuffer_add(to, "0\r\n\r\n", 5);
-			h->tx.resp_bytes += evbuffer_get_length(to) - before;
+			t->resp_bytes += evbuffer_get_length(to) - before;
 			px_session_account(h->s, PX_TO_CLIENT,
 			    evbuffer_get_length(to) - before);
 		}
-		h->tx.resp = HTTP_RESP_DONE;
+		t->resp = HTTP_RESP_DONE;
 		h->progress++;
 	}
-	http_scan_release(h, PX_TO_CLIENT, cout);
+	http_scan_release(t, PX_TO_CLIENT, cout);
 	px_session_active(h->s);
 }
 
 void
-http_h2o_input(struct http_state *h)
+http_h2o_input(struct http_txn *t)
 {
-	struct http_h2o_stream *st = h->tx.h2o;
+	struct http_state *h = t->conn;
+	struct http_h2o_stream *st = t->h2o;
 	enum h2o_framing framing;
 	char why[160];
 
-	if (st == NULL || http_scan_pending(h, PX_TO_SERVER))
+	if (st == NULL || http_scan_pending(t, PX_TO_SERVER))
 		return;
-	while (h->tx.resp == HTTP_RESP_HEAD && st->iblk != NULL) {
+	while (t->resp == HTTP_RESP_HEAD && st->iblk != NULL) {
 		/* 101 cannot come over h2 (nghttp2 refuses it). Passed on:
 		 * kept while the head written from it may point into it. */
 		h2o_block_free(st->ipassed);
@@ -812,12 +819,12 @@ http_h2o_input(struct http_state *h)
 		st->niblk--;
 		h->progress++;
 		h2o_block_head(st->ipassed, &h2o_head_tmp, H2O_FRAMING_AS_IS);
-		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
+		if (!http_judge_response(t, &h2o_head_tmp, NULL, 0))
 			return;
-		if (h->gone || h->closing || h->tx.h2o != st)
+		if (h->gone || h->closing || t->h2o != st)
 			return;
 	}
-	if (h->tx.resp == HTTP_RESP_HEAD && st->head_ready) {
+	if (t->resp == HTTP_RESP_HEAD && st->head_ready) {
 		st->head_ready = false;
 		h->progress++;
 		/* An HTTP/1.0 client gets a body without length by the
@@ -826,22 +833,22 @@ http_h2o_input(struct http_state *h)
 		 * 204), whether or not the head ended the stream. */
 		framing = h->client_10 ? H2O_FRAMING_AS_IS :
 		    H2O_FRAMING_CHUNKED;
-		if (h->tx.is_head || st->hblk->status == 204 ||
+		if (t->is_head || st->hblk->status == 204 ||
 		    st->hblk->status == 304)
 			framing = H2O_FRAMING_AS_IS;
 		else if (st->head_ended)
 			framing = H2O_FRAMING_EMPTY;
 		h2o_block_head(st->hblk, &h2o_head_tmp, framing);
-		if (!http_judge_response(h, &h2o_head_tmp, NULL, 0))
+		if (!http_judge_response(t, &h2o_head_tmp, NULL, 0))
 			return;
 	}
-	if (h->gone || h->closing || h->tx.h2o != st)
+	if (h->gone || h->closing || t->h2o != st)
 		return;
-	if (h->tx.resp == HTTP_RESP_BODY)
-		h2o_pump_response(h, st);
-	if (h->gone || h->closing || h->tx.h2o != st)
+	if (t->resp == HTTP_RESP_BODY)
+		h2o_pump_response(t, st);
+	if (h->gone || h->closing || t->h2o != st)
 		return;
-	if (h->tx.resp == HTTP_RESP_HEAD && st->failed) {
+	if (t->resp == HTTP_RESP_HEAD && st->failed) {
 		struct sockaddr_storage dst;
 
 		/* Never answered, replayable: once more, on a new
@@ -849,31 +856,31 @@ http_h2o_input(struct http_state *h)
 		/* Unprocessed, it may go more than once: a server over its
 		 * concurrent streams refuses those past them, and a stream
 		 * sent before its SETTINGS came may meet that again. */
-		if ((!h->tx.retried && st->refused && h->tx.replayable) ||
+		if ((!t->retried && st->refused && t->replayable) ||
 		    (st->unprocessed && st->refusals < H2O_REFUSALS &&
 		    (st->req_sent == 0 || st->replay != NULL))) {
 			struct http_h2o_stream *nst;
 
-			memcpy(&dst, &h->tx.srv.dst, sizeof(dst));
+			memcpy(&dst, &t->srv.dst, sizeof(dst));
 			/* The old stream's body queue and trailers go to the
 			 * new one. */
-			h->tx.h2o = NULL;
-			st->h = NULL;
+			t->h2o = NULL;
+			st->t = NULL;
 			http_h2o_stream_detach(st);
 			if (!st->unprocessed)
-				h->tx.retried = true;
+				t->retried = true;
 			px_session_count(h->s, HTTP_C_RETRIED, 1);
 			/* A connection that died: a fresh one (its siblings
 			 * may be gone too). A stream refused: any with a free
 			 * slot, within server-pool (a server over its
 			 * concurrent streams refuses those past them). */
-			if (h2o_dispatch(h, (struct sockaddr *)&dst,
+			if (h2o_dispatch(t, (struct sockaddr *)&dst,
 			    !st->unprocessed) == -1) {
 				h2o_stream_free(st);
-				http_error(h, 502, "cannot connect to the server");
+				http_error(t, 502, "cannot connect to the server");
 				return;
 			}
-			nst = h->tx.h2o;
+			nst = t->h2o;
 			nst->refusals = st->refusals + st->unprocessed;
 			if (st->replay != NULL)
 				evbuffer_add_buffer(nst->req, st->replay);
@@ -881,14 +888,14 @@ http_h2o_input(struct http_state *h)
 			nst->tl = st->tl;
 			st->tl = NULL;
 			h2o_stream_free(st);
-			http_h2o_req_more(h);
+			http_h2o_req_more(t);
 			return;
 		}
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		if (st->hblk != NULL && st->hblk->bad != NULL) {
 			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
 			    "reason=\"%s\"", st->hblk->bad);
-			http_error(h, 502, st->hblk->bad);
+			http_error(t, 502, st->hblk->bad);
 			return;
 		}
 		if (st->error == NGHTTP2_CONNECT_ERROR)
@@ -898,13 +905,13 @@ http_h2o_input(struct http_state *h)
 		else
 			snprintf(why, sizeof(why), "server reset the stream "
 			    "(%s)", nghttp2_http2_strerror(st->error));
-		http_error(h, 502, why);
+		http_error(t, 502, why);
 		return;
 	}
-	if (h->tx.resp == HTTP_RESP_BODY && st->failed) {
+	if (t->resp == HTTP_RESP_BODY && st->failed) {
 		snprintf(why, sizeof(why), "server-reset: %s",
 		    nghttp2_http2_strerror(st->error));
-		h->tx.verdict = "reset";
+		t->verdict = "reset";
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		px_session_log(h->s, LOG_NOTICE, "http-server-reset stream=%d "
 		    "code=%s (inside the response)", st->id,
@@ -918,50 +925,51 @@ http_h2o_input(struct http_state *h)
 	/* Full duplex: the transaction is over once both ways are; a
 	 * request whose rest the server does not take (its window shut)
 	 * has request-timeout at a time to go (http_h2o_timer). */
-	if (h->tx.resp != HTTP_RESP_DONE ||
-	    http_scan_hold(h, PX_TO_CLIENT, h->c->out))
+	if (t->resp != HTTP_RESP_DONE ||
+	    http_scan_hold(t, PX_TO_CLIENT, h->c->out))
 		return;
-	if (http_h2o_request_sent(h))
-		http_response_complete(h);
+	if (http_h2o_request_sent(t))
+		http_response_complete(t);
 	else if (!st->waiting) {
 		st->waiting = true;
 		st->wait_sent = st->req_sent;
-		px_session_timer(h->s, http_grpc_bound(h,
+		px_session_timer(h->s, http_grpc_bound(t,
 		    h->pol->request_timeout_ms));
 	}
 }
 
 bool
-http_h2o_timer(struct http_state *h)
+http_h2o_timer(struct http_txn *t)
 {
-	struct http_h2o_stream *st = h->tx.h2o;
+	struct http_state *h = t->conn;
+	struct http_h2o_stream *st = t->h2o;
 
-	if (st == NULL || !st->waiting || h->tx.resp != HTTP_RESP_DONE ||
-	    http_grpc_expired(h))
+	if (st == NULL || !st->waiting || t->resp != HTTP_RESP_DONE ||
+	    http_grpc_expired(t))
 		return false;
 	if (st->req_sent != st->wait_sent) {
 		st->wait_sent = st->req_sent;
-		px_session_timer(h->s, http_grpc_bound(h,
+		px_session_timer(h->s, http_grpc_bound(t,
 		    h->pol->request_timeout_ms));
 		return true;
 	}
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	/* The stream is reset (CANCEL) as the transaction leaves it. */
-	http_response_complete(h);
+	http_response_complete(t);
 	if (!h->gone)
 		http_drive(h);
 	return true;
 }
 
 void
-http_h2o_drop(struct http_state *h)
+http_h2o_drop(struct http_txn *t)
 {
-	struct http_h2o_stream *st = h->tx.h2o;
+	struct http_h2o_stream *st = t->h2o;
 
 	if (st == NULL)
 		return;
-	h->tx.h2o = NULL;
-	st->h = NULL;
+	t->h2o = NULL;
+	st->t = NULL;
 	http_h2o_stream_detach(st);
 	h2o_stream_free(st);
 }

@@ -1,8 +1,10 @@
 /* The http analyser's session side, shared by its files and by nothing
- * else: the per-session state (struct http_state) and the calls the files
- * make into each other.
+ * else: the per-session state (struct http_state), the transaction in
+ * flight on it (struct http_txn) and the calls the files make into each
+ * other.
  *   http.c		the state machine: the transaction flow, tunnels,
  *			the px_driver callbacks
+ *   http_txn.c		a transaction's own: its http-request line
  *   http_judge.c	a parsed head judged (request and response): the
  *			one policy path of both codecs
  *   http_body.c	bodies as they stream (Content-Length, chunked)
@@ -260,13 +262,6 @@ struct http_state {
 /* Copies a peer string for the log: cut to size, and every byte that is
  * not printable ASCII (or is '"') becomes '?'. */
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
-/* The http-request line of the transaction, once (then method is ""). */
-void	http_log_request(struct http_state *h);
-/* A leg's line held for its stream's end, written now (if any). */
-void	http_log_held(struct http_state *h);
-/* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
- * answered by the connection itself (http_h2.c). */
-void	http_log_request_as(struct http_state *h, const char *tag);
 /* Stops reading the client and ends the session (with a FIN) once what is
  * queued for it is written. */
 void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
@@ -277,15 +272,25 @@ void	http_abort(struct http_state *h, enum px_end_by by,
 	    const char *reason);
 /* The transaction is over (its reply written or queued): the next
  * request, or the end of the connection. */
-void	http_transaction_end(struct http_state *h);
+void	http_transaction_end(struct http_txn *t);
 /* A refusal of the request whose head (head_len bytes) is at the front
  * of the client input was queued (a 429, a 401/407 challenge): with keep,
  * the head leaves and the connection reads the next request; else the
  * request is logged and the session ends (reason) once it is flushed. */
-void	http_refusal_sent(struct http_state *h, size_t head_len, bool keep,
+void	http_refusal_sent(struct http_txn *t, size_t head_len, bool keep,
 	    const char *reason);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
 void	http_start_tunnel(struct http_state *h);
+
+/* ---- http_txn.c -------------------------------------------------------- */
+
+/* The http-request line of the transaction, once (then method is ""). */
+void	http_log_request(struct http_txn *t);
+/* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
+ * answered by the connection itself (http_h2.c). */
+void	http_log_request_as(struct http_txn *t, const char *tag);
+/* A leg's line held for its stream's end, written now (if any). */
+void	http_log_held(struct http_txn *t);
 
 /* ---- http_auth.c ------------------------------------------------------- */
 
@@ -293,7 +298,7 @@ void	http_start_tunnel(struct http_state *h);
  * the client input: 0 go on (proven, or not required), -1 answered (a
  * challenge, 503), 1 waiting for its check (HTTP_REQ_AUTH; the request
  * is handled again once answered). */
-int	http_auth_request(struct http_state *h, const struct http_head *m,
+int	http_auth_request(struct http_txn *t, const struct http_head *m,
 	    size_t head_len);
 /* Who the connection proved to be; NULL: nobody yet. */
 const struct px_auth_id *http_auth_id(const struct http_state *h);
@@ -323,17 +328,17 @@ void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 
 /* A complete request head (head_len bytes) is at the front of the client
  * input: judged, then answered, refused or sent on. */
-void	http_handle_request(struct http_state *h, const char *buf,
+void	http_handle_request(struct http_txn *t, const char *buf,
 	    size_t head_len);
 /* A complete response head is at the front of the server input: parsed,
  * then judged by http_judge_response. false when the transaction ended. */
-bool	http_handle_response(struct http_state *h, const char *buf,
+bool	http_handle_response(struct http_txn *t, const char *buf,
 	    size_t head_len);
 /* The response head m judged and written for the client (framing, the
  * response-header rules, the scan); buf and head_len: its bytes as an
  * HTTP/1.1 server sent them (NULL, 0: from an HTTP/2 server, whose head
  * came as fields). false when the transaction ended. */
-bool	http_judge_response(struct http_state *h, const struct http_head *m,
+bool	http_judge_response(struct http_txn *t, const struct http_head *m,
 	    const char *buf, size_t head_len);
 /* A head was taken (or refused): the next one is looked at from its
  * start. */
@@ -345,15 +350,15 @@ void	http_thread_exit_heads(void);
 
 /* Moves request body bytes from the client to the server, up to the
  * server output's limit. */
-void	http_pump_request(struct http_state *h);
+void	http_pump_request(struct http_txn *t);
 /* Moves response body bytes to the client, up to its output's limit. */
-void	http_pump_response(struct http_state *h);
+void	http_pump_response(struct http_txn *t);
 /* Runs every step that can make progress; after every event. */
 void	http_drive(struct http_state *h);
 
 /* The response (and its request) are complete and their scans passed:
  * bytes the server sent after it are dropped, the next request may come. */
-void	http_response_complete(struct http_state *h);
+void	http_response_complete(struct http_txn *t);
 
 /* ---- http_h2.c --------------------------------------------------------- */
 
@@ -389,56 +394,56 @@ void	http_h2_leg_closing(struct http_state *h);
  * a part of a body, scanned alone, passes where the whole would not
  * (EICAR fetched as bytes=0-33 then 34-67). A server may always answer a
  * Range with the whole body; this one then does. */
-bool	http_scan_whole(const struct http_state *h);
+bool	http_scan_whole(const struct http_txn *t);
 /* With <scan partial="refuse"> in the direction dir scanned: -1 (the
  * transaction ended, logged reason=scan-partial) for a message m that
  * carries a part of a body: a request with Content-Range (400), a 206 or
  * a response with Content-Range (502); else 0. */
-int	http_scan_partial(struct http_state *h, const struct http_head *m,
+int	http_scan_partial(struct http_txn *t, const struct http_head *m,
 	    enum px_dir dir);
 /* A request body of size bytes (-1: chunked) follows: starts its scan if
  * the service scans uploads. 0 go on, -1 the transaction ended (413). */
-int	http_scan_request(struct http_state *h, int64_t size);
+int	http_scan_request(struct http_txn *t, int64_t size);
 /* A final response head with a body (raw head, len bytes): starts its
  * scan. Where its head goes (the client output, or the hold when the
  * whole response is held), or NULL when the transaction ended (502). */
-struct evbuffer *http_scan_response(struct http_state *h, const char *head,
+struct evbuffer *http_scan_response(struct http_txn *t, const char *head,
 	    size_t len);
 /* The service scans response bodies (a scanner for downloads). */
-bool	http_scan_downloads(const struct http_state *h);
+bool	http_scan_downloads(const struct http_txn *t);
 /* Where the body in dir goes: the hold while scanned, else out. */
-struct evbuffer *http_scan_to(struct http_state *h, enum px_dir dir,
+struct evbuffer *http_scan_to(struct http_txn *t, enum px_dir dir,
 	    struct evbuffer *out);
 /* Bytes held or waiting for the scanner in dir: counted against buffer. */
-size_t	http_scan_queued(const struct http_state *h, enum px_dir dir);
+size_t	http_scan_queued(const struct http_txn *t, enum px_dir dir);
 /* n body bytes at the front of src are about to go on: a copy goes to the
  * scanner. -1: the transaction ended (over max-size, refused). */
-int	http_scan_feed(struct http_state *h, enum px_dir dir,
+int	http_scan_feed(struct http_txn *t, enum px_dir dir,
 	    struct evbuffer *src, size_t n);
 /* Moves to out what is no longer held back. */
-void	http_scan_release(struct http_state *h, enum px_dir dir,
+void	http_scan_release(struct http_txn *t, enum px_dir dir,
 	    struct evbuffer *out);
 /* The body in dir is complete: true while its verdict is awaited (the
  * transfer must not complete); false once it may, the held bytes moved
  * to out. */
-bool	http_scan_hold(struct http_state *h, enum px_dir dir,
+bool	http_scan_hold(struct http_txn *t, enum px_dir dir,
 	    struct evbuffer *out);
 /* The body in dir is complete and its verdict not in yet. */
-bool	http_scan_pending(const struct http_state *h, enum px_dir dir);
+bool	http_scan_pending(const struct http_txn *t, enum px_dir dir);
 /* Part of the body in dir is held back (for a verdict or a type), or
  * is still being scanned. */
-bool	http_scan_holding(const struct http_state *h, enum px_dir dir);
+bool	http_scan_holding(const struct http_txn *t, enum px_dir dir);
 /* The body in dir will never all go on, though nothing refused it (the
  * server answered before the request's end): what is held is dropped,
  * the scan and the type left unjudged, the record says why (reason);
  * for an upload with something held, the server connection is reset.
  * The bytes dropped. */
-size_t	http_scan_unsent(struct http_state *h, enum px_dir dir,
+size_t	http_scan_unsent(struct http_txn *t, enum px_dir dir,
 	    const char *reason);
-void	http_scan_close(struct http_state *h);
+void	http_scan_close(struct http_txn *t);
 /* The body in dir is over (the transaction logged, or the session
  * ended): its audit record, if it has one, is written. */
-void	http_audit_end(struct http_state *h, enum px_dir dir);
+void	http_audit_end(struct http_txn *t, enum px_dir dir);
 
 /* ---- http_upstream.c --------------------------------------------------- */
 
@@ -447,65 +452,65 @@ void	http_audit_end(struct http_state *h, enum px_dir dir);
  * family 0. 0, or -1 when malformed. */
 int	http_authority(const char *a, size_t len, uint16_t defport, char *host,
 	    size_t hsize, struct sockaddr_storage *ss, uint16_t *port);
-/* http_authority for the request's Host field, into h->host: the
+/* http_authority for the request's Host field, into t->host: the
  * worker's last result again when the value is the same bytes. */
-int	http_host_authority(struct http_state *h, const char *a, size_t len,
+int	http_host_authority(struct http_txn *t, const char *a, size_t len,
 	    uint16_t defport, struct sockaddr_storage *ss, uint16_t *port);
-/* Opens h->srv on dst: a pooled connection if pooled_ok (never for
+/* Opens t->srv on dst: a pooled connection if pooled_ok (never for
  * CONNECT), else a new one. 0, or -1 (logged). */
-int	http_server_open(struct http_state *h, const struct sockaddr *dst,
+int	http_server_open(struct http_txn *t, const struct sockaddr *dst,
 	    bool pooled_ok);
 /* Where request bytes for the server go: its HTTP/1.1 connection's
  * output, or its HTTP/2 stream's queue (DATA); NULL: no server yet. */
-struct evbuffer *http_server_out(struct http_state *h);
-/* Closes h->srv: to the pool when reusable and nothing is left in it. */
-void	http_server_drop(struct http_state *h, bool reusable);
+struct evbuffer *http_server_out(struct http_txn *t);
+/* Closes t->srv: to the pool when reusable and nothing is left in it. */
+void	http_server_drop(struct http_txn *t, bool reusable);
 /* The events of the server connection http_server_open took (arg: h). */
 void	http_server_rd_cb(struct px_conn *c, void *arg);
 void	http_server_wr_cb(struct px_conn *c, void *arg);
 /* The request head is in head_out and dst is known: picks a server
  * connection and sends. */
-void	http_dispatch(struct http_state *h, const struct sockaddr *dst);
-/* Forward mode: resolves h->host, then http_dispatch (or a 502). */
-void	http_resolve(struct http_state *h, uint16_t port);
+void	http_dispatch(struct http_txn *t, const struct sockaddr *dst);
+/* Forward mode: resolves t->host, then http_dispatch (or a 502). */
+void	http_resolve(struct http_txn *t, uint16_t port);
 /* A replayable request whose reused connection died unanswered goes again
  * on a new connection (or, when none can be opened, is answered 502):
- * true. False, with h->srv untouched, when the request cannot be
+ * true. False, with t->srv untouched, when the request cannot be
  * retried. */
-bool	http_retry(struct http_state *h);
+bool	http_retry(struct http_txn *t);
 /* px_analyser.on_worker_exit: the worker's resolver. */
 void	http_worker_exit(void);
 
 /* ---- http_grpc.c ------------------------------------------------------- */
 
 struct http_head;
-/* A request head was parsed: h->grpc says whether it is a gRPC call, and
- * its grpc-timeout sets h->grpc_deadline_ms. 0, or -1 for a malformed
+/* A request head was parsed: t->grpc says whether it is a gRPC call, and
+ * its grpc-timeout sets t->grpc_deadline_ms. 0, or -1 for a malformed
  * grpc-timeout (*why). */
-int	http_grpc_request(struct http_state *h, const struct http_head *m,
+int	http_grpc_request(struct http_txn *t, const struct http_head *m,
 	    const char **why);
 /* ms, or less if the call's grpc-timeout runs out sooner (0: none). */
-uint64_t http_grpc_bound(const struct http_state *h, uint64_t ms);
+uint64_t http_grpc_bound(const struct http_txn *t, uint64_t ms);
 /* The call's grpc-timeout ran out. */
-bool	http_grpc_expired(const struct http_state *h);
+bool	http_grpc_expired(const struct http_txn *t);
 uint64_t http_grpc_now_ms(void);
 /* A trailers-only gRPC answer for what would have been HTTP status
- * (sets h->grpc_status), why as grpc-message. */
-void	http_grpc_reply(struct http_state *h, struct evbuffer *out,
+ * (sets t->grpc_status), why as grpc-message. */
+void	http_grpc_reply(struct http_txn *t, struct evbuffer *out,
 	    int status, const char *why, bool keep);
 
 /* ---- http_reply.c ------------------------------------------------------ */
 
 /* Answers status with an error page, logs, and ends the client connection
  * once the page is written (a reset if part of a response went out). */
-void	http_error(struct http_state *h, int status, const char *why);
+void	http_error(struct http_txn *t, int status, const char *why);
 /* 429 with Retry-After (<source-limits requests=>); keep: the connection
  * stays open (Connection: keep-alive), else it says close. */
-void	http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep);
+void	http_reply_limited(struct http_txn *t, uint32_t retry_s, bool keep);
 size_t	http_limit_refusal(const void *pol, const char *limit,
 	    const char *whose, const char *rule, uint32_t retry_s, uint64_t id,
 	    char *buf, size_t size);
 /* CONNECT: the server accepted; tells the client. */
-void	http_reply_established(struct http_state *h);
+void	http_reply_established(struct http_txn *t);
 
 #endif

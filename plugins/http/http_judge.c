@@ -48,32 +48,33 @@ http_head_restart(size_t *scan, struct http_head_scan *judge)
 }
 
 /* The origin-form target made canonical (http_target_canon) into
- * h->tx.canon, and h->tx.path, for the log, what the url rules judge: the path
+ * t->canon, and t->path, for the log, what the url rules judge: the path
  * and the query. 0, or the status to refuse the request with (*why). */
 static int
-http_canon_target(struct http_state *h, const char *target, size_t tlen,
+http_canon_target(struct http_txn *t, const char *target, size_t tlen,
     struct http_target *ct, const char **why)
 {
+	struct http_state *h = t->conn;
 	size_t want = tlen + 3 > 256 ? tlen + 3 : 256, len;
 	char *nb;
 	int rc;
 
-	if (h->tx.canon_size < want) {
-		if ((nb = realloc(h->tx.canon, want)) == NULL) {
+	if (t->canon_size < want) {
+		if ((nb = realloc(t->canon, want)) == NULL) {
 			*why = "out of memory";
 			return 500;
 		}
-		h->tx.canon = nb;
-		h->tx.canon_size = want;
+		t->canon = nb;
+		t->canon_size = want;
 	}
 	if ((rc = http_target_canon(target, tlen, h->pol->merge_slashes,
-	    h->tx.canon, h->tx.canon_size, ct, why)) != 0)
+	    t->canon, t->canon_size, ct, why)) != 0)
 		return rc;
-	http_copy(h->tx.path, sizeof(h->tx.path), ct->path, ct->plen);
-	len = strlen(h->tx.path);
-	if (ct->query != NULL && len + 1 < sizeof(h->tx.path)) {
-		h->tx.path[len] = '?';
-		http_copy(h->tx.path + len + 1, sizeof(h->tx.path) - len - 1,
+	http_copy(t->path, sizeof(t->path), ct->path, ct->plen);
+	len = strlen(t->path);
+	if (ct->query != NULL && len + 1 < sizeof(t->path)) {
+		t->path[len] = '?';
+		http_copy(t->path + len + 1, sizeof(t->path) - len - 1,
 		    ct->query, strlen(ct->query));
 	}
 	return 0;
@@ -85,27 +86,29 @@ http_canon_target(struct http_state *h, const char *target, size_t tlen,
  * no pipelined request, not CONNECT, whose tunnel bytes may follow at
  * once): the client's next request is then read as usual. */
 static void
-http_limited(struct http_state *h, const struct http_head *m,
+http_limited(struct http_txn *t, const struct http_head *m,
     size_t head_len, uint32_t retry_s, bool may_keep)
 {
+	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
 	bool keep = may_keep && p->keepalive_client && !m->conn_close &&
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
-	    !m->chunked && m->content_length <= 0 && !h->tx.is_connect &&
+	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
 	    evbuffer_get_length(h->c->in) == head_len &&
 	    !px_session_config_stale(h->s);
 
 	px_session_count(h->s, HTTP_C_DENIED, 1);
-	http_reply_limited(h, retry_s, keep);
-	http_refusal_sent(h, head_len, keep,
+	http_reply_limited(t, retry_s, keep);
+	http_refusal_sent(t, head_len, keep,
 	    "denied: http 429: source-limits requests");
 }
 
 /* A complete request head is at the front of the client input. */
 void
-http_handle_request(struct http_state *h, const char *buf, size_t head_len)
+http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 {
+	struct http_state *h = t->conn;
 	static _Thread_local struct http_head m;
 	const struct http_policy *p = h->pol;
 	struct evbuffer *cin = h->c->in;
@@ -125,21 +128,21 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 
 	h->auth_replay = false;
 	if (!replay)
-		gettimeofday(&h->tx.t_start, NULL);
-	h->tx.verdict = NULL;
-	h->tx.rule[0] = '\0';
-	h->tx.status = 0;
-	h->tx.req_bytes = h->tx.resp_bytes = h->tx.interim_bytes = 0;
-	h->tx.host[0] = '\0';
-	h->tx.retried = false;
-	h->tx.grpc = false;
-	h->tx.grpc_status = -1;
+		gettimeofday(&t->t_start, NULL);
+	t->verdict = NULL;
+	t->rule[0] = '\0';
+	t->status = 0;
+	t->req_bytes = t->resp_bytes = t->interim_bytes = 0;
+	t->host[0] = '\0';
+	t->retried = false;
+	t->grpc = false;
+	t->grpc_status = -1;
 	/* The port the request is for (a 405's Allow depends on it). */
-	h->tx.port = px_sockaddr_port(px_session_dst(h->s));
+	t->port = px_sockaddr_port(px_session_dst(h->s));
 	rc = http_parse_head(buf, head_len, true, &p->lim, &m, &why);
-	http_copy(h->tx.method, sizeof(h->tx.method), rc == 0 ? m.method : "-",
+	http_copy(t->method, sizeof(t->method), rc == 0 ? m.method : "-",
 	    rc == 0 ? m.mlen : 1);
-	http_copy(h->tx.path, sizeof(h->tx.path), rc == 0 ? m.target : "-",
+	http_copy(t->path, sizeof(t->path), rc == 0 ? m.target : "-",
 	    rc == 0 ? m.tlen : 1);
 	if (!replay) {
 		px_session_count(h->s, HTTP_C_REQUESTS, 1);
@@ -147,42 +150,42 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 	}
 	if (rc != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, rc, why);
+		http_error(t, rc, why);
 		return;
 	}
 	/* A gRPC call's refusals are answered as gRPC (http_grpc.c). */
-	if (http_grpc_request(h, &m, &why) == -1) {
+	if (http_grpc_request(t, &m, &why) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, 400, why);
+		http_error(t, 400, why);
 		return;
 	}
 	if (!http_policy_codings(p, &m)) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, 501, "transfer coding not allowed");
+		http_error(t, 501, "transfer coding not allowed");
 		return;
 	}
 	h->client_10 = m.minor == 0;
-	h->tx.is_head = http_token_eq(m.method, m.mlen, "HEAD");
-	h->tx.is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
+	t->is_head = http_token_eq(m.method, m.mlen, "HEAD");
+	t->is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
 	target = m.target;
 	tlen = m.tlen;
 	/* A Host without a port means the scheme's: https when the client
 	 * spoke TLS to us (RFC 9110 4.2.2). */
-	if (m.host != -1 && http_host_authority(h, m.hdr[m.host].val,
+	if (m.host != -1 && http_host_authority(t, m.hdr[m.host].val,
 	    m.hdr[m.host].vlen, px_session_client_via_tls(h->s) ? 443 : 80,
 	    &hostaddr, &hostport) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, 400, "malformed Host");
+		http_error(t, 400, "malformed Host");
 		return;
 	}
-	if (h->tx.is_connect) {
+	if (t->is_connect) {
 		if (!forward) {
-			http_error(h, 405, "CONNECT is only for forward mode");
+			http_error(t, 405, "CONNECT is only for forward mode");
 			return;
 		}
-		if (http_authority(m.target, m.tlen, 0, h->tx.host,
-		    sizeof(h->tx.host), &dst, &port) == -1 || port == 0) {
-			http_error(h, 400, "malformed CONNECT target");
+		if (http_authority(m.target, m.tlen, 0, t->host,
+		    sizeof(t->host), &dst, &port) == -1 || port == 0) {
+			http_error(t, 400, "malformed CONNECT target");
 			return;
 		}
 	} else if (http_head_origin_form(m.target, m.tlen, &auth, &alen,
@@ -190,10 +193,10 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		/* absolute-form, in every mode: its authority replaces Host
 		 * (RFC 9112 3.2.2); forward mode connects to it, the others
 		 * to where they always do. */
-		if (http_authority(auth, alen, 80, h->tx.host, sizeof(h->tx.host),
+		if (http_authority(auth, alen, 80, t->host, sizeof(t->host),
 		    &hostaddr, &hostport) == -1) {
 			px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-			http_error(h, 400, "malformed URI authority");
+			http_error(t, 400, "malformed URI authority");
 			return;
 		}
 		if (forward) {
@@ -201,23 +204,23 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 			port = hostport;
 		}
 	} else if (forward) {
-		http_error(h, 400, "forward mode needs an absolute URI");
+		http_error(t, 400, "forward mode needs an absolute URI");
 		return;
 	} else if (m.tlen == 0 || (m.target[0] != '/' &&
 	    !(m.tlen == 1 && m.target[0] == '*'))) {
-		http_error(h, 400, "request target is not in origin form");
+		http_error(t, 400, "request target is not in origin form");
 		return;
 	}
 	/* The url rules judge the path as the server will read it, and the
 	 * server is sent that path (docs/CONFIG.md); what cannot be judged
 	 * so is refused. CONNECT's target is an authority. */
-	if (!h->tx.is_connect &&
-	    (rc = http_canon_target(h, target, tlen, &ct, &why)) != 0) {
+	if (!t->is_connect &&
+	    (rc = http_canon_target(t, target, tlen, &ct, &why)) != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(h, rc, why);
+		http_error(t, rc, why);
 		return;
 	}
-	if (!h->tx.is_connect && !forward) {
+	if (!t->is_connect && !forward) {
 		memcpy(&dst, px_session_dst(h->s), sizeof(dst));
 		port = px_sockaddr_port((struct sockaddr *)&dst);
 		/* Transparent: the Host (or authority) the client names must
@@ -229,115 +232,115 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
 		    !px_sockaddr_same_host((struct sockaddr *)&hostaddr,
 		    (struct sockaddr *)&dst)))) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
-			http_error(h, 400, "Host does not match the destination");
+			http_error(t, 400, "Host does not match the destination");
 			return;
 		}
 	}
-	h->tx.port = port;
+	t->port = port;
 	if (!replay && !px_session_request_allowed(h->s,
 	    http_auth_id(h) != NULL ? http_auth_id(h)->user : NULL, &retry,
-	    h->tx.rule, sizeof(h->tx.rule))) {
-		http_limited(h, &m, head_len, retry, true);
+	    t->rule, sizeof(t->rule))) {
+		http_limited(t, &m, head_len, retry, true);
 		return;
 	}
 	/* <auth>: 0 go on, else answered or waiting for the directory. */
-	if (http_auth_request(h, &m, head_len) != 0)
+	if (http_auth_request(t, &m, head_len) != 0)
 		return;
 	/* <source-limits per="user">: the connection counts as the user's
 	 * from its first proven request; over the user's sessions= or
 	 * connections=, 429 and the connection ends. */
 	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
-	    http_auth_id(h)->user, &retry, h->tx.rule, sizeof(h->tx.rule))) {
-		http_limited(h, &m, head_len, retry, false);
+	    http_auth_id(h)->user, &retry, t->rule, sizeof(t->rule))) {
+		http_limited(t, &m, head_len, retry, false);
 		return;
 	}
 	if ((rc = http_policy_check_as(p, http_auth_id(h), m.method, m.mlen,
-	    port, h->tx.host,
-	    h->tx.is_connect ? h->tx.path : ct.path, ct.query, &why, &hit)) != 0) {
+	    port, t->host,
+	    t->is_connect ? t->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		if (hit.line == 0)
-			snprintf(h->tx.rule, sizeof(h->tx.rule), "default");
+			snprintf(t->rule, sizeof(t->rule), "default");
 		else
 			px_rule_ref_at(hit.line, hit.label,
-			    px_session_policy_file(h->s), h->tx.rule,
-			    sizeof(h->tx.rule));
+			    px_session_policy_file(h->s), t->rule,
+			    sizeof(t->rule));
 		if (rc == -1) {
-			h->tx.verdict = "abort";
-			px_session_set_rule(h->s, h->tx.rule);
+			t->verdict = "abort";
+			px_session_set_rule(h->s, t->rule);
 			http_abort(h, PX_END_POLICY,
 			    "denied: http request aborted by policy");
 			return;
 		}
-		http_error(h, rc, why);
+		http_error(t, rc, why);
 		return;
 	}
 	/* Framing of the request body. */
-	h->tx.req_body = HTTP_BODY_NONE;
+	t->req_body = HTTP_BODY_NONE;
 	if (m.chunked) {
-		h->tx.req_body = HTTP_BODY_CHUNKED;
-		memset(&h->tx.req_chunk, 0, sizeof(h->tx.req_chunk));
-		h->tx.req_chunk.step = true;
+		t->req_body = HTTP_BODY_CHUNKED;
+		memset(&t->req_chunk, 0, sizeof(t->req_chunk));
+		t->req_chunk.step = true;
 	} else if (m.content_length > 0) {
-		h->tx.req_body = HTTP_BODY_LENGTH;
-		h->tx.req_left = (uint64_t)m.content_length;
-		if (p->max_body != 0 && h->tx.req_left > p->max_body) {
-			http_error(h, 413, "request body over max-body");
+		t->req_body = HTTP_BODY_LENGTH;
+		t->req_left = (uint64_t)m.content_length;
+		if (p->max_body != 0 && t->req_left > p->max_body) {
+			http_error(t, 413, "request body over max-body");
 			return;
 		}
 	}
-	if (h->tx.req_body != HTTP_BODY_NONE &&
-	    http_scan_partial(h, &m, PX_TO_SERVER) == -1)
+	if (t->req_body != HTTP_BODY_NONE &&
+	    http_scan_partial(t, &m, PX_TO_SERVER) == -1)
 		return;
-	if (http_scan_request(h, h->tx.req_body == HTTP_BODY_LENGTH ?
-	    (int64_t)h->tx.req_left : -1) == -1)
+	if (http_scan_request(t, t->req_body == HTTP_BODY_LENGTH ?
+	    (int64_t)t->req_left : -1) == -1)
 		return;
-	h->tx.te_trailers = false;
+	t->te_trailers = false;
 	for (i = 0; i < m.nhdr; i++)
 		if (m.hdr[i].id == HTTP_F_TE &&
 		    http_list_has(m.hdr[i].val, m.hdr[i].vlen, "trailers"))
-			h->tx.te_trailers = true;
-	h->tx.upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !h->tx.is_connect &&
+			t->te_trailers = true;
+	t->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !t->is_connect &&
 	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
 	h->client_keep = p->keepalive_client && !m.conn_close &&
 	    (m.minor == 1 || m.conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests);
-	h->tx.replayable = h->tx.req_body == HTTP_BODY_NONE && !h->tx.is_connect &&
-	    (h->tx.is_head || http_token_eq(m.method, m.mlen, "GET") ||
+	t->replayable = t->req_body == HTTP_BODY_NONE && !t->is_connect &&
+	    (t->is_head || http_token_eq(m.method, m.mlen, "GET") ||
 	    http_token_eq(m.method, m.mlen, "OPTIONS") ||
 	    http_token_eq(m.method, m.mlen, "DELETE") ||
 	    http_token_eq(m.method, m.mlen, "PUT") ||
 	    http_token_eq(m.method, m.mlen, "TRACE"));
 
 	/* The head as it will go out, whatever connection carries it. */
-	evbuffer_drain(h->tx.head_out, evbuffer_get_length(h->tx.head_out));
-	h->tx.req_kept = false;
-	if (!h->tx.is_connect) {
+	evbuffer_drain(t->head_out, evbuffer_get_length(t->head_out));
+	t->req_kept = false;
+	if (!t->is_connect) {
 		struct http_req_ctx rq = {
 			.target = ct.path, .tlen = ct.plen,
 			.query = ct.sent_query, .qlen = ct.sent_qlen,
-			.host = h->tx.host,
+			.host = t->host,
 			.dst = (struct sockaddr *)&dst,
 			.client = px_session_client(h->s),
-			.upgrade = h->tx.upgrade_ok,
+			.upgrade = t->upgrade_ok,
 			.authority = auth, .alen = alen,
-			.whole = http_scan_whole(h),
+			.whole = http_scan_whole(t),
 			.drop = http_auth_field(h),
 		};
 
-		http_head_request(h->tx.head_out, &m, p, &rq);
+		http_head_request(t->head_out, &m, p, &rq);
 		if (p->server_h2 != HTTP_SERVER_H2_NO)
-			http_h2o_prepare(h, &m, &rq);
+			http_h2o_prepare(t, &m, &rq);
 	}
 	evbuffer_drain(cin, head_len);
-	h->tx.req = HTTP_REQ_WAIT;
-	h->tx.resp = HTTP_RESP_HEAD;
-	http_head_restart(&h->tx.resp_scan, &h->tx.resp_judge);
-	px_session_timer(h->s, http_grpc_bound(h, p->response_timeout_ms));
+	t->req = HTTP_REQ_WAIT;
+	t->resp = HTTP_RESP_HEAD;
+	http_head_restart(&t->resp_scan, &t->resp_judge);
+	px_session_timer(h->s, http_grpc_bound(t, p->response_timeout_ms));
 	if (dst.ss_family == 0) {
-		http_resolve(h, port);
+		http_resolve(t, port);
 		return;
 	}
-	http_dispatch(h, (struct sockaddr *)&dst);
+	http_dispatch(t, (struct sockaddr *)&dst);
 }
 
 /* ---- response ---------------------------------------------------------- */
@@ -346,8 +349,9 @@ http_handle_request(struct http_state *h, const char *buf, size_t head_len)
  * here, judged by http_judge_response. Returns false when the
  * transaction ended. */
 bool
-http_handle_response(struct http_state *h, const char *buf, size_t head_len)
+http_handle_response(struct http_txn *t, const char *buf, size_t head_len)
 {
+	struct http_state *h = t->conn;
 	static _Thread_local struct http_head m;
 	const char *why;
 	int rc;
@@ -357,16 +361,17 @@ http_handle_response(struct http_state *h, const char *buf, size_t head_len)
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"",
 		    why);
-		http_error(h, 502, why);
+		http_error(t, 502, why);
 		return false;
 	}
-	return http_judge_response(h, &m, buf, head_len);
+	return http_judge_response(t, &m, buf, head_len);
 }
 
 bool
-http_judge_response(struct http_state *h, const struct http_head *m,
+http_judge_response(struct http_txn *t, const struct http_head *m,
     const char *buf, size_t head_len)
 {
+	struct http_state *h = t->conn;
 	struct evbuffer *cout = h->c->out;
 	struct http_resp_ctx rs;
 	size_t before;
@@ -375,51 +380,51 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 		px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"",
 		    "transfer coding not allowed");
-		http_error(h, 502, "transfer coding not allowed");
+		http_error(t, 502, "transfer coding not allowed");
 		return false;
 	}
-	if (m->status == 101 && !h->tx.upgrade_ok) {
+	if (m->status == 101 && !t->upgrade_ok) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-		http_error(h, 502, "101 without an accepted Upgrade");
+		http_error(t, 502, "101 without an accepted Upgrade");
 		return false;
 	}
 	if (m->status < 200 && h->client_10) {
 		/* HTTP/1.0 has no 1xx (RFC 9110 15.2): an HTTP/1.0 client
 		 * would take an interim head for the response. Dropped; the
 		 * final head follows. */
-		if (h->tx.srv.io != NULL)
-			evbuffer_drain(h->tx.srv.io->in, head_len);
-		h->tx.resp = HTTP_RESP_HEAD;
+		if (t->srv.io != NULL)
+			evbuffer_drain(t->srv.io->in, head_len);
+		t->resp = HTTP_RESP_HEAD;
 		return true;
 	}
 	before = evbuffer_get_length(cout);
 	/* Framing: RFC 9112 6.3, in order. */
-	h->tx.resp_body = HTTP_BODY_CLOSE;
-	if (h->tx.is_head || m->status < 200 || m->status == 204 || m->status == 304)
-		h->tx.resp_body = HTTP_BODY_NONE;
+	t->resp_body = HTTP_BODY_CLOSE;
+	if (t->is_head || m->status < 200 || m->status == 204 || m->status == 304)
+		t->resp_body = HTTP_BODY_NONE;
 	else if (m->chunked)
-		h->tx.resp_body = HTTP_BODY_CHUNKED;
+		t->resp_body = HTTP_BODY_CHUNKED;
 	else if (m->content_length >= 0) {
-		h->tx.resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
-		h->tx.resp_left = (uint64_t)m->content_length;
+		t->resp_body = m->content_length ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
+		t->resp_left = (uint64_t)m->content_length;
 	}
 	/* An HTTP/1.1 server's connection; an h2 stream is never kept (it
 	 * ends with its transaction: http_server_drop). */
-	h->tx.srv.keep = h->tx.srv.io != NULL && !m->conn_close && m->minor == 1 &&
-	    h->tx.resp_body != HTTP_BODY_CLOSE;
+	t->srv.keep = t->srv.io != NULL && !m->conn_close && m->minor == 1 &&
+	    t->resp_body != HTTP_BODY_CLOSE;
 	if (m->status >= 200 || m->status == 101) {
-		h->tx.status = m->status;
-		if (h->tx.resp_body == HTTP_BODY_CLOSE)
+		t->status = m->status;
+		if (t->resp_body == HTTP_BODY_CLOSE)
 			h->client_keep = false;
-		h->tx.dechunk = h->client_10 && h->tx.resp_body == HTTP_BODY_CHUNKED;
-		if (h->tx.dechunk && m->te_other) {
+		t->dechunk = h->client_10 && t->resp_body == HTTP_BODY_CHUNKED;
+		if (t->dechunk && m->te_other) {
 			/* Without chunks, no Transfer-Encoding: the other
 			 * codings could not be said. */
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			http_error(h, 502, "transfer coding for an HTTP/1.0 client");
+			http_error(t, 502, "transfer coding for an HTTP/1.0 client");
 			return false;
 		}
-		if (h->tx.dechunk) {
+		if (t->dechunk) {
 			/* An HTTP/1.0 client cannot read chunks: send the
 			 * data, end it by closing. */
 			h->client_keep = false;
@@ -429,15 +434,15 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	 * request under the old one after this (see http_on_config). */
 	if (px_session_config_stale(h->s))
 		h->client_keep = false;
-	rs.dechunk = h->tx.dechunk;
+	rs.dechunk = t->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
 	rs.extra = m->status >= 200 ? http_auth_reply(h) : NULL;
-	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
-	    http_scan_partial(h, m, PX_TO_CLIENT) == -1)
+	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
+	    http_scan_partial(t, m, PX_TO_CLIENT) == -1)
 		return false;
-	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
-	    buf == NULL && http_scan_downloads(h)) {
+	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
+	    buf == NULL && http_scan_downloads(t)) {
 		/* An HTTP/2 server's head came as fields: the scanner is
 		 * shown the one the client gets. */
 		struct evbuffer *hb = http_scan_head_buf;
@@ -452,17 +457,17 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 		head_len = evbuffer_get_length(hb);
 		buf = (const char *)evbuffer_pullup(hb, -1);
 	}
-	if (m->status >= 200 && h->tx.resp_body != HTTP_BODY_NONE &&
-	    (cout = http_scan_response(h, buf, head_len)) == NULL)
+	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
+	    (cout = http_scan_response(t, buf, head_len)) == NULL)
 		return false;
 	before = evbuffer_get_length(cout);
 	http_head_response(cout, m, h->pol, &rs);
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
 	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */
-	if (h->tx.srv.io != NULL)
-		evbuffer_drain(h->tx.srv.io->in, head_len);
-	h->tx.resp_bytes += evbuffer_get_length(cout) - before;
+	if (t->srv.io != NULL)
+		evbuffer_drain(t->srv.io->in, head_len);
+	t->resp_bytes += evbuffer_get_length(cout) - before;
 	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);
 	if (m->status == 101) {
 		http_start_tunnel(h);
@@ -470,17 +475,17 @@ http_judge_response(struct http_state *h, const struct http_head *m,
 	}
 	if (m->status < 200) {
 		/* Interim (100, 103): the final response follows. */
-		h->tx.interim_bytes = h->tx.resp_bytes;
-		h->tx.resp = HTTP_RESP_HEAD;
+		t->interim_bytes = t->resp_bytes;
+		t->resp = HTTP_RESP_HEAD;
 		return true;
 	}
-	if (h->tx.resp_body == HTTP_BODY_CHUNKED) {
-		memset(&h->tx.resp_chunk, 0, sizeof(h->tx.resp_chunk));
-		h->tx.resp_chunk.step = true;
+	if (t->resp_body == HTTP_BODY_CHUNKED) {
+		memset(&t->resp_chunk, 0, sizeof(t->resp_chunk));
+		t->resp_chunk.step = true;
 	}
-	h->tx.resp = h->tx.resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
+	t->resp = t->resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
 	    HTTP_RESP_BODY;
 	/* A gRPC call's deadline bounds its streams too. */
-	px_session_timer(h->s, http_grpc_bound(h, 0));
+	px_session_timer(h->s, http_grpc_bound(t, 0));
 	return true;
 }

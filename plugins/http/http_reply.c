@@ -110,8 +110,9 @@ http_error_page(struct evbuffer *body, const struct http_policy *p,
 /* rule= of a refusal no rule of the lists made: the limit that made it,
  * <servers> (forward mode: the core judged it), or the proxy's own. */
 static const char *
-http_refusal_rule(const struct http_state *h, const char *why)
+http_refusal_rule(const struct http_txn *t, const char *why)
 {
+	const struct http_state *h = t->conn;
 	static const char *const limits[][2] = {
 		{ "URI too long", "limits/@max-url" },
 		{ "request line too long", "limits/@max-line" },
@@ -133,8 +134,9 @@ http_refusal_rule(const struct http_state *h, const char *why)
 }
 
 void
-http_error(struct http_state *h, int status, const char *why)
+http_error(struct http_txn *t, int status, const char *why)
 {
+	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
 	struct evbuffer *out = h->c->out;
 	struct evbuffer *body;
@@ -149,33 +151,33 @@ http_error(struct http_state *h, int status, const char *why)
 	    PX_END_POLICY : status >= 502 && status <= 504 ?
 	    PX_END_SERVER_FAIL : PX_END_PROXY;
 
-	h->tx.status = status;
-	if (h->tx.verdict == NULL)
-		h->tx.verdict = status >= 500 || status == 408 ? "error" : "deny";
+	t->status = status;
+	if (t->verdict == NULL)
+		t->verdict = status >= 500 || status == 408 ? "error" : "deny";
 	if (by == PX_END_POLICY) {
-		if (h->tx.rule[0] == '\0')
-			snprintf(h->tx.rule, sizeof(h->tx.rule), "%s",
-			    http_refusal_rule(h, why));
-		px_session_set_rule(h->s, h->tx.rule);
+		if (t->rule[0] == '\0')
+			snprintf(t->rule, sizeof(t->rule), "%s",
+			    http_refusal_rule(t, why));
+		px_session_set_rule(h->s, t->rule);
 	}
-	if (h->tx.resp_bytes != h->tx.interim_bytes) {
+	if (t->resp_bytes != t->interim_bytes) {
 		/* Part of a response went out already: a reset, so that the
 		 * client never takes what it got for the whole. (After a
 		 * 100 Continue, a final status may still come.) */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 		    "reason=\"%s\"%s%s (after part of the response)", status,
 		    why, by == PX_END_POLICY ? " rule=" : "",
-		    by == PX_END_POLICY ? h->tx.rule : "");
+		    by == PX_END_POLICY ? t->rule : "");
 		http_abort(h, by, "error: http: response cut off");
 		return;
 	}
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
 	    "reason=\"%s\"%s%s", status, why, by == PX_END_POLICY ?
-	    " rule=" : "", by == PX_END_POLICY ? h->tx.rule : "");
-	if (h->tx.grpc) {
-		http_grpc_reply(h, out, status, why, false);
-		h->tx.resp_bytes = evbuffer_get_length(out);
-		px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
+	    " rule=" : "", by == PX_END_POLICY ? t->rule : "");
+	if (t->grpc) {
+		http_grpc_reply(t, out, status, why, false);
+		t->resp_bytes = evbuffer_get_length(out);
+		px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 		goto out_log;
 	}
 	/* Without memory for a page the status line still goes out. */
@@ -190,38 +192,39 @@ http_error(struct http_state *h, int status, const char *why)
 		/* RFC 9110 15.5.6: a 405 says what is allowed instead. */
 		char allow[256];
 
-		http_policy_allow(p, h->tx.port, px_session_dst(h->s)->sa_family ==
+		http_policy_allow(p, t->port, px_session_dst(h->s)->sa_family ==
 		    0, allow, sizeof(allow));
 		evbuffer_add_printf(out, "Allow: %s\r\n", allow);
 	}
 	evbuffer_add(out, "\r\n", 2);
-	if (body != NULL && !h->tx.is_head)
+	if (body != NULL && !t->is_head)
 		evbuffer_add_buffer(out, body);
-	h->tx.resp_bytes = evbuffer_get_length(out);
-	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
+	t->resp_bytes = evbuffer_get_length(out);
+	px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 	if (body != NULL)
 		evbuffer_free(body);
 out_log:
-	http_log_request(h);
+	http_log_request(t);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
 	http_close_when_flushed(h, by, end);
 }
 
 void
-http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
+http_reply_limited(struct http_txn *t, uint32_t retry_s, bool keep)
 {
+	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
 	struct evbuffer *out = h->c->out, *body;
 	size_t blen, before = evbuffer_get_length(out);
 
-	h->tx.status = 429;
-	h->tx.verdict = "deny";
-	if (h->tx.grpc) {
-		http_grpc_reply(h, out, 429, "too many requests from this "
+	t->status = 429;
+	t->verdict = "deny";
+	if (t->grpc) {
+		http_grpc_reply(t, out, 429, "too many requests from this "
 		    "source", keep);
-		h->tx.resp_bytes = evbuffer_get_length(out) - before;
-		px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
+		t->resp_bytes = evbuffer_get_length(out) - before;
+		px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 		return;
 	}
 	body = evbuffer_new();
@@ -235,12 +238,12 @@ http_reply_limited(struct http_state *h, uint32_t retry_s, bool keep)
 	    "Retry-After: %u\r\nConnection: %s\r\n"
 	    "Cache-Control: no-store\r\n\r\n", blen, (unsigned)retry_s,
 	    keep ? "keep-alive" : "close");
-	if (body != NULL && !h->tx.is_head)
+	if (body != NULL && !t->is_head)
 		evbuffer_add_buffer(out, body);
 	if (body != NULL)
 		evbuffer_free(body);
-	h->tx.resp_bytes = evbuffer_get_length(out) - before;
-	px_session_account(h->s, PX_TO_CLIENT, h->tx.resp_bytes);
+	t->resp_bytes = evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 }
 
 /* A connection <source-limits> refuses at accept (limit_refusal): a 429
@@ -285,13 +288,14 @@ http_limit_refusal(const void *pol, const char *limit, const char *whose,
 }
 
 void
-http_reply_established(struct http_state *h)
+http_reply_established(struct http_txn *t)
 {
+	struct http_state *h = t->conn;
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 	evbuffer_add(h->c->out, ok, sizeof(ok) - 1);
-	h->tx.status = 200;
-	h->tx.resp_bytes += sizeof(ok) - 1;
+	t->status = 200;
+	t->resp_bytes += sizeof(ok) - 1;
 	px_session_account(h->s, PX_TO_CLIENT, sizeof(ok) - 1);
 }
 

@@ -63,8 +63,10 @@
 #define HTTP_SCAN_SPOOL_SLACK	(1024 * 1024)
 
 static size_t
-http_scan_tail(const struct http_state *h)
+http_scan_tail(const struct http_txn *t)
 {
+	const struct http_state *h = t->conn;
+
 	return h->buffer / 4 < HTTP_SCAN_TAIL ? h->buffer / 4 : HTTP_SCAN_TAIL;
 }
 
@@ -75,16 +77,19 @@ http_scan_dir_name(enum px_dir dir)
 }
 
 static const struct px_scanner *
-http_scanner(const struct http_state *h)
+http_scanner(const struct http_txn *t)
 {
+	const struct http_state *h = t->conn;
+
 	return px_session_scan(h->s)->scanner;
 }
 
 /* Whether this request's bodies in direction bit are scanned: the
  * service's <scan>, for the user its connection proved (user=/group=). */
 static bool
-http_scan_on(const struct http_state *h, unsigned bit)
+http_scan_on(const struct http_txn *t, unsigned bit)
 {
+	const struct http_state *h = t->conn;
 	struct px_content_who who;
 
 	return px_scan_on(px_session_scan(h->s), bit,
@@ -92,18 +97,21 @@ http_scan_on(const struct http_state *h, unsigned bit)
 }
 
 static void
-http_scan_count(struct http_state *h, enum px_dir dir, const char *verdict)
+http_scan_count(struct http_txn *t, enum px_dir dir, const char *verdict)
 {
-	h->tx.scan[dir].scanned = verdict;	/* for the audit record */
-	px_scan_count(px_session_service(h->s), http_scanner(h)->name, verdict);
+	struct http_state *h = t->conn;
+
+	t->scan[dir].scanned = verdict;	/* for the audit record */
+	px_scan_count(px_session_service(h->s), http_scanner(t)->name, verdict);
 }
 
 /* The connection that receives dir's bytes is a plain socket (a spool's
  * file then goes by sendfile). */
 static bool
-http_scan_to_fd(const struct http_state *h, enum px_dir dir)
+http_scan_to_fd(const struct http_txn *t, enum px_dir dir)
 {
-	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : h->tx.srv.io;
+	const struct http_state *h = t->conn;
+	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : t->srv.io;
 
 	return c != NULL && c->tf == NULL;
 }
@@ -112,9 +120,10 @@ http_scan_to_fd(const struct http_state *h, enum px_dir dir)
  * were counted as they came in (px_session_account): they go off the
  * session's count, which says what reached the peer. Returns them. */
 static uint64_t
-http_scan_drop(struct http_state *h, enum px_dir dir)
+http_scan_drop(struct http_txn *t, enum px_dir dir)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
 	uint64_t n = 0;
 
 	if (sc->hold != NULL) {
@@ -133,16 +142,17 @@ http_scan_drop(struct http_state *h, enum px_dir dir)
  * gone), first; then nothing is spooled any more. 0, or -1 with why
  * (nothing went). */
 static int
-http_scan_unspool(struct http_state *h, enum px_dir dir,
+http_scan_unspool(struct http_txn *t, enum px_dir dir,
     struct evbuffer *out, const char **why)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
 
 	if (sc->spool == NULL)
 		return 0;
 	if (out == NULL)
 		px_session_unsent(h->s, dir, px_spool_length(sc->spool));
-	else if (px_spool_release(sc->spool, out, http_scan_to_fd(h, dir),
+	else if (px_spool_release(sc->spool, out, http_scan_to_fd(t, dir),
 	    why) == -1)
 		return -1;
 	px_spool_free(sc->spool);
@@ -152,9 +162,9 @@ http_scan_unspool(struct http_state *h, enum px_dir dir,
 
 /* Stops scanning dir: what is held goes on to out when release. */
 static void
-http_scan_stop(struct http_state *h, enum px_dir dir)
+http_scan_stop(struct http_txn *t, enum px_dir dir)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 
 	if (sc->icap != NULL)
 		px_icap_cancel(sc->icap);
@@ -167,19 +177,20 @@ http_scan_stop(struct http_state *h, enum px_dir dir)
  * upload for a whole one. What was queued for it never goes: off the
  * session's count; returned. */
 static uint64_t
-http_scan_reset_server(struct http_state *h)
+http_scan_reset_server(struct http_txn *t)
 {
+	struct http_state *h = t->conn;
 	struct linger lg = { 1, 0 };
 	uint64_t queued = 0;
 
-	if (h->tx.srv.io != NULL && h->tx.srv.io->fd >= 0)
-		(void)setsockopt(h->tx.srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
+	if (t->srv.io != NULL && t->srv.io->fd >= 0)
+		(void)setsockopt(t->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
 		    sizeof(lg));
-	if (h->tx.srv.io != NULL)
-		queued = evbuffer_get_length(h->tx.srv.io->out);
+	if (t->srv.io != NULL)
+		queued = evbuffer_get_length(t->srv.io->out);
 	px_session_unsent(h->s, PX_TO_SERVER, queued);
-	h->tx.srv.keep = false;
-	http_server_drop(h, false);
+	t->srv.keep = false;
+	http_server_drop(t, false);
 	return queued;
 }
 
@@ -187,24 +198,25 @@ http_scan_reset_server(struct http_state *h)
  * failed with on-error="block"): status for the client when the
  * response head did not go out yet, else a reset. */
 static void
-http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
+http_scan_refuse(struct http_txn *t, enum px_dir dir, int status,
     const char *why)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
 	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held &&
 	    sc->spool == NULL;
 	uint64_t dropped;
 
-	http_scan_stop(h, dir);
+	http_scan_stop(t, dir);
 	free(sc->sniff);
 	sc->sniff = NULL;
-	dropped = http_scan_drop(h, dir);
-	h->tx.verdict = "deny";
+	dropped = http_scan_drop(t, dir);
+	t->verdict = "deny";
 	if (dir == PX_TO_SERVER) {
-		h->tx.req = HTTP_REQ_DONE;
-		dropped += http_scan_reset_server(h);
+		t->req = HTTP_REQ_DONE;
+		dropped += http_scan_reset_server(t);
 		/* to-server: what the server was sent. */
-		h->tx.req_bytes -= dropped < h->tx.req_bytes ? dropped : h->tx.req_bytes;
+		t->req_bytes -= dropped < t->req_bytes ? dropped : t->req_bytes;
 	}
 	if (head_out) {
 		char end[200];
@@ -219,10 +231,10 @@ http_scan_refuse(struct http_state *h, enum px_dir dir, int status,
 	if (dir == PX_TO_CLIENT) {
 		/* Nothing of this response went out (it was all held): a
 		 * page in its place. */
-		h->tx.resp_bytes = h->tx.interim_bytes;
-		h->tx.srv.keep = false;
+		t->resp_bytes = t->interim_bytes;
+		t->srv.keep = false;
 	}
-	http_error(h, status, why);
+	http_error(t, status, why);
 }
 
 /* The threat for the log and the page: the scanner's name for it, or
@@ -243,44 +255,46 @@ http_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
 /* The spool could not keep the body or give it back: refused as a
  * scanner's failure, whatever on-error says (it was not kept whole). */
 static void
-http_scan_spool_fail(struct http_state *h, enum px_dir dir, const char *why)
+http_scan_spool_fail(struct http_txn *t, enum px_dir dir, const char *why)
 {
+	struct http_state *h = t->conn;
 	char msg[200];
 
 	px_session_log(h->s, LOG_WARNING, "http-scan verdict=error "
 	    "reason=\"%s\" scanner=%s direction=%s", why,
-	    http_scanner(h)->name, http_scan_dir_name(dir));
-	http_scan_count(h, dir, "error");
+	    http_scanner(t)->name, http_scan_dir_name(dir));
+	http_scan_count(t, dir, "error");
 	snprintf(msg, sizeof(msg), "the scan's spool failed: %s", why);
-	http_scan_refuse(h, dir, 502, msg);
+	http_scan_refuse(t, dir, 502, msg);
 }
 
 /* Verdict clean (or passed): what is held goes on, and the transfer
  * completes. */
 static void
-http_scan_pass(struct http_state *h, enum px_dir dir)
+http_scan_pass(struct http_txn *t, enum px_dir dir)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
 	bool ended = sc->ended;
 	const char *why;
 
-	http_scan_stop(h, dir);
+	http_scan_stop(t, dir);
 	if (sc->sniff != NULL)
 		return;		/* the start waits for its type */
-	if (http_scan_unspool(h, dir, dir == PX_TO_CLIENT ? h->c->out :
-	    http_server_out(h), &why) == -1) {
-		http_scan_spool_fail(h, dir, why);
+	if (http_scan_unspool(t, dir, dir == PX_TO_CLIENT ? h->c->out :
+	    http_server_out(t), &why) == -1) {
+		http_scan_spool_fail(t, dir, why);
 		return;
 	}
 	if (dir == PX_TO_CLIENT) {
 		evbuffer_add_buffer(h->c->out, sc->hold);
-		if (ended && h->tx.resp == HTTP_RESP_DONE)
-			http_response_complete(h);
-	} else if (http_server_out(h) != NULL) {
-		evbuffer_add_buffer(http_server_out(h), sc->hold);
+		if (ended && t->resp == HTTP_RESP_DONE)
+			http_response_complete(t);
+	} else if (http_server_out(t) != NULL) {
+		evbuffer_add_buffer(http_server_out(t), sc->hold);
 		/* To an HTTP/2 server: the DATA go, END_STREAM with them. */
-		if (h->tx.h2o != NULL)
-			http_h2o_req_more(h);
+		if (t->h2o != NULL)
+			http_h2o_req_more(t);
 	}
 	h->progress++;
 }
@@ -309,9 +323,10 @@ http_scan_mod_keeps(const char *line, size_t len)
  * line and fields, a Content-Length for its body, the connection closed
  * after it. false when its head is not one to relay. */
 static bool
-http_scan_mod_build(struct http_state *h, struct evbuffer *to,
+http_scan_mod_build(struct http_txn *t, struct evbuffer *to,
     const struct px_icap_result *res)
 {
+	struct http_state *h = t->conn;
 	size_t n = evbuffer_get_length(res->mod_head), len;
 	char *head = (char *)evbuffer_pullup(res->mod_head, (ssize_t)n);
 	char *line, *eol;
@@ -343,11 +358,12 @@ http_scan_mod_build(struct http_state *h, struct evbuffer *to,
  * anything else cannot be (the head, or a request's start, went
  * already): refused, as an infected one. true when relayed. */
 static bool
-http_scan_modified(struct http_state *h, enum px_dir dir,
+http_scan_modified(struct http_txn *t, enum px_dir dir,
     const struct px_icap_result *res)
 {
-	const struct px_scanner *scn = http_scanner(h);
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	const struct px_scanner *scn = http_scanner(t);
+	struct http_scan *sc = &t->scan[dir];
 	const char *why = dir == PX_TO_SERVER ? "a request (its head went "
 	    "to the server already)" : !sc->whole && sc->spool != NULL ?
 	    "held in the spool, too big for a change to be relayed" :
@@ -359,7 +375,7 @@ http_scan_modified(struct http_state *h, enum px_dir dir,
 
 	if (why == NULL) {
 		evbuffer_drain(sc->hold, before);
-		if (!http_scan_mod_build(h, sc->hold, res))
+		if (!http_scan_mod_build(t, sc->hold, res))
 			why = "its changed head is not an HTTP response";
 	}
 	if (why != NULL) {
@@ -375,17 +391,18 @@ http_scan_modified(struct http_state *h, enum px_dir dir,
 	    "istag=\"%s\"", scn->name, http_scan_dir_name(dir),
 	    (unsigned long long)sc->size, evbuffer_get_length(sc->hold),
 	    res->istag);
-	http_scan_count(h, dir, "modified");
-	http_scan_pass(h, dir);
+	http_scan_count(t, dir, "modified");
+	http_scan_pass(t, dir);
 	return true;
 }
 
 static void
-http_scan_verdict(struct http_state *h, enum px_dir dir,
+http_scan_verdict(struct http_txn *t, enum px_dir dir,
     const struct px_icap_result *res)
 {
-	const struct px_scanner *scn = http_scanner(h);
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	const struct px_scanner *scn = http_scanner(t);
+	struct http_scan *sc = &t->scan[dir];
 	char threat[128], why[200];
 
 	sc->icap = NULL;	/* freed after this callback */
@@ -398,11 +415,11 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 		    scn->name, http_scan_dir_name(dir), (unsigned long long)
 		    sc->size, sc->ended ? "" : "+", res->istag, res->error[0] ?
 		    " note=\"" : "", res->error, res->error[0] ? "\"" : "");
-		http_scan_count(h, dir, "clean");
-		http_scan_pass(h, dir);
+		http_scan_count(t, dir, "clean");
+		http_scan_pass(t, dir);
 		return;
 	case PX_ICAP_MODIFIED:
-		if (http_scan_modified(h, dir, res))
+		if (http_scan_modified(t, dir, res))
 			return;
 		/* FALLTHROUGH */
 	case PX_ICAP_INFECTED:
@@ -411,13 +428,13 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 		    "threat=\"%s\" scanner=%s direction=%s size=%llu "
 		    "istag=\"%s\"", threat, scn->name, http_scan_dir_name(dir),
 		    (unsigned long long)sc->size, res->istag);
-		http_scan_count(h, dir, "infected");
+		http_scan_count(t, dir, "infected");
 		if (sc->audit != NULL)
 			snprintf(sc->audit->threat, sizeof(sc->audit->threat),
 			    "%s", threat);
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		snprintf(why, sizeof(why), "virus found: %s", threat);
-		http_scan_refuse(h, dir, 403, why);
+		http_scan_refuse(t, dir, 403, why);
 		return;
 	case PX_ICAP_ERROR:
 		break;
@@ -427,28 +444,30 @@ http_scan_verdict(struct http_state *h, enum px_dir dir,
 	    scn->name, http_scan_dir_name(dir), scn->on_error_allow ?
 	    "allow" : "block");
 	if (scn->on_error_allow) {
-		http_scan_count(h, dir, "error-allowed");
-		http_scan_pass(h, dir);
+		http_scan_count(t, dir, "error-allowed");
+		http_scan_pass(t, dir);
 		return;
 	}
-	http_scan_count(h, dir, "error");
+	http_scan_count(t, dir, "error");
 	snprintf(why, sizeof(why), "the scanner failed: %s", res->error);
-	http_scan_refuse(h, dir, 502, why);
+	http_scan_refuse(t, dir, 502, why);
 }
 
 static void
-http_scan_event(struct http_state *h, enum px_dir dir,
+http_scan_event(struct http_txn *t, enum px_dir dir,
     const struct px_icap_result *res)
 {
+	struct http_state *h = t->conn;
+
 	if (h->gone)
 		return;
 	if (res != NULL)
-		http_scan_verdict(h, dir, res);
+		http_scan_verdict(t, dir, res);
 	/* An upload's verdict: the server has its whole response-timeout
 	 * from now (the wait for the scanner, in its queue too, is not
 	 * the server's). */
 	if (res != NULL && dir == PX_TO_SERVER && !h->gone &&
-	    h->tx.resp == HTTP_RESP_HEAD && h->tx.resp_bytes == h->tx.interim_bytes)
+	    t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes)
 		px_session_timer(h->s, h->pol->response_timeout_ms);
 	if (!h->gone)
 		http_drive(h);
@@ -468,22 +487,23 @@ http_scan_down_cb(void *arg, const struct px_icap_result *res)
 
 /* The request head the scanner sees: what names the file. */
 static void
-http_scan_req_head(const struct http_state *h, char *buf, size_t len)
+http_scan_req_head(const struct http_txn *t, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n",
-	    h->tx.method[0] != '\0' ? h->tx.method : "GET", h->tx.path,
-	    h->tx.host[0] != '\0' ? h->tx.host : "unknown");
+	    t->method[0] != '\0' ? t->method : "GET", t->path,
+	    t->host[0] != '\0' ? t->host : "unknown");
 }
 
 /* A body of `size` bytes (-1: not known yet) is about to flow in dir:
  * whether it is scanned. 1 scanned, 0 not, -1 refused as over-size
  * (nothing sent yet: the caller answers). */
 static int
-http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
+http_scan_begin(struct http_txn *t, enum px_dir dir, int64_t size,
     const char *res_head, size_t res_len)
 {
+	struct http_state *h = t->conn;
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 	unsigned bit = dir == PX_TO_SERVER ? PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD;
 	char rq[512];
 
@@ -492,7 +512,7 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 	sc->scanned = NULL;
 	px_spool_free(sc->spool);
 	sc->spool = NULL;
-	if (!http_scan_on(h, bit))
+	if (!http_scan_on(t, bit))
 		return 0;
 	if (size >= 0 && (uint64_t)size > p->max_size) {
 		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
@@ -500,11 +520,11 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 		    (long long)size, (unsigned long long)p->max_size,
 		    p->scanner->name, http_scan_dir_name(dir),
 		    p->over_size_allow ? "allow" : "block");
-		http_scan_count(h, dir, p->over_size_allow ? "over-size-allowed" :
+		http_scan_count(t, dir, p->over_size_allow ? "over-size-allowed" :
 		    "over-size");
 		return p->over_size_allow ? 0 : -1;
 	}
-	http_scan_req_head(h, rq, sizeof(rq));
+	http_scan_req_head(t, rq, sizeof(rq));
 	/* What is held goes with its head and chunk framing: room for
 	 * those beyond max-size (a body framed in tiny chunks past it is
 	 * refused as over the spool's bound). */
@@ -517,13 +537,13 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 	else
 		sc->icap = px_icap_start(px_session_base(h->s), p->scanner,
 	    dir == PX_TO_CLIENT, rq, strlen(rq), res_head, res_len,
-	    dir == PX_TO_SERVER ? http_scan_up_cb : http_scan_down_cb, h);
+	    dir == PX_TO_SERVER ? http_scan_up_cb : http_scan_down_cb, t);
 	if (sc->icap == NULL) {
 		struct px_icap_result res = { .verdict = PX_ICAP_ERROR };
 
 		snprintf(res.error, sizeof(res.error), "out of memory");
 		sc->on = true;
-		http_scan_verdict(h, dir, &res);
+		http_scan_verdict(t, dir, &res);
 		return h->gone || h->closing ? -1 : 0;
 	}
 	sc->on = true;
@@ -535,10 +555,11 @@ http_scan_begin(struct http_state *h, enum px_dir dir, int64_t size,
 /* Gathers the first bytes of the body in dir, all of it held from its
  * start, when the service has <content> rules. 0, or -1 out of memory. */
 static int
-http_sniff_begin(struct http_state *h, enum px_dir dir)
+http_sniff_begin(struct http_txn *t, enum px_dir dir)
 {
+	struct http_state *h = t->conn;
 	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 
 	free(sc->sniff);
 	sc->sniff = NULL;
@@ -563,10 +584,11 @@ http_sniff_begin(struct http_state *h, enum px_dir dir)
  * 0 accepted (what is held goes on as a scan allows), -1 refused (the
  * transaction ended). */
 static int
-http_sniff_judge(struct http_state *h, enum px_dir dir)
+http_sniff_judge(struct http_txn *t, enum px_dir dir)
 {
+	struct http_state *h = t->conn;
 	const struct px_content_policy *cp = &px_session_scan(h->s)->content;
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 	struct px_content_verdict v;
 	struct px_content_who who;
 	size_t n = sc->sniff->n;
@@ -589,11 +611,11 @@ http_sniff_judge(struct http_state *h, enum px_dir dir)
 		sc->head_held = false;
 		return 0;
 	}
-	snprintf(h->tx.rule, sizeof(h->tx.rule), "%.*s", (int)sizeof(h->tx.rule) - 1,
+	snprintf(t->rule, sizeof(t->rule), "%.*s", (int)sizeof(t->rule) - 1,
 	    v.rule != NULL ? v.rule->ref : "libmagic");
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	snprintf(why, sizeof(why), "file type not allowed: %s", v.type);
-	http_scan_refuse(h, dir, 403, why);
+	http_scan_refuse(t, dir, 403, why);
 	return -1;
 }
 
@@ -602,10 +624,11 @@ http_sniff_judge(struct http_state *h, enum px_dir dir)
 /* A body of size bytes (-1: not said) starts in dir: a record for it if
  * the service has <audit> and it may reach min-size. */
 static void
-http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
+http_audit_begin(struct http_txn *t, enum px_dir dir, int64_t size)
 {
+	struct http_state *h = t->conn;
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 
 	px_audit_cancel(sc->audit);
 	sc->audit = NULL;
@@ -617,22 +640,23 @@ http_audit_begin(struct http_state *h, enum px_dir dir, int64_t size)
 	if ((sc->audit = px_audit_begin(size)) == NULL)
 		return;
 	/* Taken now: the connections may be gone by the record. */
-	(void)px_tls_peer_subject(h->tx.srv.io, sc->audit->tls_server,
+	(void)px_tls_peer_subject(t->srv.io, sc->audit->tls_server,
 	    sizeof(sc->audit->tls_server));
 	(void)px_tls_peer_subject(h->c, sc->audit->tls_client,
 	    sizeof(sc->audit->tls_client));
 }
 
 void
-http_audit_end(struct http_state *h, enum px_dir dir)
+http_audit_end(struct http_txn *t, enum px_dir dir)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
-	const char *verdict = h->tx.verdict != NULL ? h->tx.verdict : "accept";
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
+	const char *verdict = t->verdict != NULL ? t->verdict : "accept";
 	struct px_audit_info in;
 	const struct px_auth_id *id = http_auth_id(h);
-	char file[sizeof(h->tx.path)];
+	char file[sizeof(t->path)];
 	bool done = sc->went || (dir == PX_TO_SERVER ?
-	    h->tx.req == HTTP_REQ_DONE : h->tx.resp == HTTP_RESP_DONE);
+	    t->req == HTTP_REQ_DONE : t->resp == HTTP_RESP_DONE);
 
 	/* A body cut short (refused) counts by the size it announced. */
 	if (sc->audit == NULL || px_audit_drop_below(&sc->audit,
@@ -640,13 +664,13 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		return;
 	/* An upload may start before the server's handshake is done. */
 	if (sc->audit->tls_server[0] == '\0')
-		(void)px_tls_peer_subject(h->tx.srv.io, sc->audit->tls_server,
+		(void)px_tls_peer_subject(t->srv.io, sc->audit->tls_server,
 		    sizeof(sc->audit->tls_server));
 	/* The file is the path, not its query. */
-	snprintf(file, sizeof(file), "%.*s", (int)strcspn(h->tx.path, "?"),
-	    h->tx.path);
+	snprintf(file, sizeof(file), "%.*s", (int)strcspn(t->path, "?"),
+	    t->path);
 	in = (struct px_audit_info){
-		.rule = h->tx.rule[0] != '\0' ? h->tx.rule : NULL,
+		.rule = t->rule[0] != '\0' ? t->rule : NULL,
 		.file = file,
 		.direction = http_scan_dir_name(dir),
 		.scan_verdict = sc->scanned,
@@ -659,8 +683,8 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 		.user = id != NULL ? id->user : NULL,
 		.auth = id != NULL ? px_auth_method_name(id->method) : NULL,
 	};
-	px_session_audit_info(h->s, "http", h->tx.srv.dst.ss_family != 0 ?
-	    (const struct sockaddr *)&h->tx.srv.dst : NULL, &in);
+	px_session_audit_info(h->s, "http", t->srv.dst.ss_family != 0 ?
+	    (const struct sockaddr *)&t->srv.dst : NULL, &in);
 	px_audit_end(sc->audit, &in);
 	sc->audit = NULL;
 	sc->unsent = NULL;
@@ -670,70 +694,73 @@ http_audit_end(struct http_state *h, enum px_dir dir)
 /* The proxy could not hold a body for its type: refused, not passed
  * unjudged. */
 static void
-http_sniff_nomem(struct http_state *h)
+http_sniff_nomem(struct http_txn *t)
 {
-	h->tx.srv.keep = false;
-	http_error(h, 500, "out of memory for the content type");
+	t->srv.keep = false;
+	http_error(t, 500, "out of memory for the content type");
 }
 
 int
-http_scan_request(struct http_state *h, int64_t size)
+http_scan_request(struct http_txn *t, int64_t size)
 {
-	if (h->tx.req_body == HTTP_BODY_NONE)
+	struct http_state *h = t->conn;
+
+	if (t->req_body == HTTP_BODY_NONE)
 		return 0;
-	if (http_scan_begin(h, PX_TO_SERVER, size, NULL, 0) != -1) {
+	if (http_scan_begin(t, PX_TO_SERVER, size, NULL, 0) != -1) {
 		if (h->closing || h->gone)
 			return -1;
-		if (http_sniff_begin(h, PX_TO_SERVER) == -1) {
-			h->tx.req = HTTP_REQ_DONE;
-			http_sniff_nomem(h);
+		if (http_sniff_begin(t, PX_TO_SERVER) == -1) {
+			t->req = HTTP_REQ_DONE;
+			http_sniff_nomem(t);
 			return -1;
 		}
-		http_audit_begin(h, PX_TO_SERVER, size);
+		http_audit_begin(t, PX_TO_SERVER, size);
 		return 0;
 	}
 	if (!h->closing && !h->gone) {
-		h->tx.req = HTTP_REQ_DONE;
+		t->req = HTTP_REQ_DONE;
 		px_session_count(h->s, HTTP_C_DENIED, 1);
-		http_error(h, 413, "request body over the scanner's max-size");
+		http_error(t, 413, "request body over the scanner's max-size");
 	}
 	return -1;
 }
 
 bool
-http_scan_downloads(const struct http_state *h)
+http_scan_downloads(const struct http_txn *t)
 {
-	return http_scan_on(h, PX_SCAN_DOWNLOAD);
+	return http_scan_on(t, PX_SCAN_DOWNLOAD);
 }
 
 struct evbuffer *
-http_scan_response(struct http_state *h, const char *head, size_t len)
+http_scan_response(struct http_txn *t, const char *head, size_t len)
 {
-	struct http_scan *sc = &h->tx.scan[PX_TO_CLIENT];
-	int64_t size = h->tx.resp_body == HTTP_BODY_LENGTH ?
-	    (int64_t)h->tx.resp_left : -1;
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[PX_TO_CLIENT];
+	int64_t size = t->resp_body == HTTP_BODY_LENGTH ?
+	    (int64_t)t->resp_left : -1;
 	size_t whole = h->buffer / 2 < HTTP_SCAN_WHOLE ? h->buffer / 2 :
 	    HTTP_SCAN_WHOLE;
 	int rc;
 
-	if (h->tx.resp_body == HTTP_BODY_NONE)
+	if (t->resp_body == HTTP_BODY_NONE)
 		return h->c->out;
-	rc = http_scan_begin(h, PX_TO_CLIENT, size, head, len);
+	rc = http_scan_begin(t, PX_TO_CLIENT, size, head, len);
 	if (rc == -1) {
 		if (!h->closing && !h->gone) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
-			h->tx.verdict = "deny";
-			h->tx.srv.keep = false;
-			http_error(h, 502, "response body over the scanner's "
+			t->verdict = "deny";
+			t->srv.keep = false;
+			http_error(t, 502, "response body over the scanner's "
 			    "max-size");
 		}
 		return NULL;
 	}
-	if (http_sniff_begin(h, PX_TO_CLIENT) == -1) {
-		http_sniff_nomem(h);
+	if (http_sniff_begin(t, PX_TO_CLIENT) == -1) {
+		http_sniff_nomem(t);
 		return NULL;
 	}
-	http_audit_begin(h, PX_TO_CLIENT, size);
+	http_audit_begin(t, PX_TO_CLIENT, size);
 	/* The head waits with the body's start: a refused type gets a
 	 * page. A head too big for that goes, a refusal resets. */
 	if (sc->sniff != NULL && len <= h->buffer / 2)
@@ -757,31 +784,32 @@ http_scan_response(struct http_state *h, const char *head, size_t len)
 }
 
 struct evbuffer *
-http_scan_to(struct http_state *h, enum px_dir dir, struct evbuffer *out)
+http_scan_to(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
 {
-	return h->tx.scan[dir].on || h->tx.scan[dir].sniff != NULL ?
-	    h->tx.scan[dir].hold : out;
+	return t->scan[dir].on || t->scan[dir].sniff != NULL ?
+	    t->scan[dir].hold : out;
 }
 
 size_t
-http_scan_queued(const struct http_state *h, enum px_dir dir)
+http_scan_queued(const struct http_txn *t, enum px_dir dir)
 {
-	const struct http_scan *sc = &h->tx.scan[dir];
+	const struct http_scan *sc = &t->scan[dir];
 
 	return (sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0) +
 	    (sc->icap != NULL ? px_icap_queued(sc->icap) : 0);
 }
 
 int
-http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
+http_scan_feed(struct http_txn *t, enum px_dir dir, struct evbuffer *src,
     size_t n)
 {
+	struct http_state *h = t->conn;
 	const struct px_scan_policy *p = px_session_scan(h->s);
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_scan *sc = &t->scan[dir];
 
 	px_audit_feed_evbuffer(sc->audit, src, n);
 	if (sc->sniff != NULL && px_sniff_add(sc->sniff, src, n,
-	    sc->sniff_want) && http_sniff_judge(h, dir) == -1)
+	    sc->sniff_want) && http_sniff_judge(t, dir) == -1)
 		return -1;
 	if (!sc->on || sc->icap == NULL)
 		return 0;
@@ -794,14 +822,14 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
 		    (unsigned long long)p->max_size, p->scanner->name,
 		    http_scan_dir_name(dir), p->over_size_allow ? "allow" :
 		    "block");
-		http_scan_count(h, dir, p->over_size_allow ? "over-size-allowed" :
+		http_scan_count(t, dir, p->over_size_allow ? "over-size-allowed" :
 		    "over-size");
 		if (p->over_size_allow) {
-			http_scan_stop(h, dir);	/* held bytes go at release */
+			http_scan_stop(t, dir);	/* held bytes go at release */
 			return 0;
 		}
 		px_session_count(h->s, HTTP_C_DENIED, 1);
-		http_scan_refuse(h, dir, dir == PX_TO_SERVER ? 413 : 502,
+		http_scan_refuse(t, dir, dir == PX_TO_SERVER ? 413 : 502,
 		    "body over the scanner's max-size");
 		return -1;
 	}
@@ -810,18 +838,18 @@ http_scan_feed(struct http_state *h, enum px_dir dir, struct evbuffer *src,
 }
 
 void
-http_scan_release(struct http_state *h, enum px_dir dir,
+http_scan_release(struct http_txn *t, enum px_dir dir,
     struct evbuffer *out)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
-	size_t len, tail = http_scan_tail(h);
+	struct http_scan *sc = &t->scan[dir];
+	size_t len, tail = http_scan_tail(t);
 
 	const char *why;
 
 	if (sc->sniff != NULL)
 		return;		/* not judged yet */
-	if (!sc->on && http_scan_unspool(h, dir, out, &why) == -1) {
-		http_scan_spool_fail(h, dir, why);
+	if (!sc->on && http_scan_unspool(t, dir, out, &why) == -1) {
+		http_scan_spool_fail(t, dir, why);
 		return;
 	}
 	if (sc->hold == NULL || (len = evbuffer_get_length(sc->hold)) == 0)
@@ -833,7 +861,7 @@ http_scan_release(struct http_state *h, enum px_dir dir,
 	if (sc->spool != NULL) {
 		/* after-verdict: all of it, until the verdict. */
 		if (px_spool_add(sc->spool, sc->hold, len, &why) == -1)
-			http_scan_spool_fail(h, dir, why);
+			http_scan_spool_fail(t, dir, why);
 		return;
 	}
 	if (sc->whole || len <= tail)
@@ -842,18 +870,19 @@ http_scan_release(struct http_state *h, enum px_dir dir,
 }
 
 bool
-http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
+http_scan_hold(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
+	struct http_state *h = t->conn;
+	struct http_scan *sc = &t->scan[dir];
 
 	/* A body shorter than what is sniffed is judged at its end. */
-	if (sc->sniff != NULL && http_sniff_judge(h, dir) == -1)
+	if (sc->sniff != NULL && http_sniff_judge(t, dir) == -1)
 		return true;
 	if (!sc->on) {
 		const char *why;
 
-		if (http_scan_unspool(h, dir, out, &why) == -1) {
-			http_scan_spool_fail(h, dir, why);
+		if (http_scan_unspool(t, dir, out, &why) == -1) {
+			http_scan_spool_fail(t, dir, why);
 			return true;
 		}
 		if (sc->hold != NULL && out != NULL)
@@ -862,7 +891,7 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 	}
 	if (sc->spool != NULL) {
 		/* The body's end: its last bytes to the spool too. */
-		http_scan_release(h, dir, out);
+		http_scan_release(t, dir, out);
 		if (h->gone || h->closing || !sc->on)
 			return true;
 	}
@@ -874,32 +903,34 @@ http_scan_hold(struct http_state *h, enum px_dir dir, struct evbuffer *out)
 }
 
 bool
-http_scan_whole(const struct http_state *h)
+http_scan_whole(const struct http_txn *t)
 {
-	return http_scan_on(h, PX_SCAN_DOWNLOAD) &&
+	const struct http_state *h = t->conn;
+
+	return http_scan_on(t, PX_SCAN_DOWNLOAD) &&
 	    !px_session_scan(h->s)->partial_allow;
 }
 
 bool
-http_scan_pending(const struct http_state *h, enum px_dir dir)
+http_scan_pending(const struct http_txn *t, enum px_dir dir)
 {
-	return h->tx.scan[dir].on && h->tx.scan[dir].ended;
+	return t->scan[dir].on && t->scan[dir].ended;
 }
 
 bool
-http_scan_holding(const struct http_state *h, enum px_dir dir)
+http_scan_holding(const struct http_txn *t, enum px_dir dir)
 {
-	const struct http_scan *sc = &h->tx.scan[dir];
+	const struct http_scan *sc = &t->scan[dir];
 
 	return sc->on || sc->sniff != NULL ||
 	    (sc->hold != NULL && evbuffer_get_length(sc->hold) != 0);
 }
 
 size_t
-http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
+http_scan_unsent(struct http_txn *t, enum px_dir dir, const char *reason)
 {
-	struct http_scan *sc = &h->tx.scan[dir];
-	bool held = http_scan_holding(h, dir);
+	struct http_scan *sc = &t->scan[dir];
+	bool held = http_scan_holding(t, dir);
 	uint64_t n;
 
 	sc->unsent = reason;
@@ -907,22 +938,22 @@ http_scan_unsent(struct http_state *h, enum px_dir dir, const char *reason)
 		return 0;
 	/* Its verdict would come for a body that never went, and could
 	 * release the next one's before that one is judged. */
-	http_scan_stop(h, dir);
+	http_scan_stop(t, dir);
 	free(sc->sniff);
 	sc->sniff = NULL;
-	n = http_scan_drop(h, dir);
+	n = http_scan_drop(t, dir);
 	if (dir == PX_TO_SERVER)
-		(void)http_scan_reset_server(h);
+		(void)http_scan_reset_server(t);
 	return (size_t)n;
 }
 
 void
-http_scan_close(struct http_state *h)
+http_scan_close(struct http_txn *t)
 {
 	int d;
 
 	for (d = 0; d < 2; d++) {
-		struct http_scan *sc = &h->tx.scan[d];
+		struct http_scan *sc = &t->scan[d];
 
 		if (sc->icap != NULL)
 			px_icap_cancel(sc->icap);
@@ -933,9 +964,9 @@ http_scan_close(struct http_state *h)
 		/* What was still held never went (the session's line, written
 		 * after this, says what did). */
 		if (sc->hold != NULL || sc->spool != NULL)
-			(void)http_scan_drop(h, (enum px_dir)d);
+			(void)http_scan_drop(t, (enum px_dir)d);
 		/* A transfer cut by the session's end: recorded as such. */
-		http_audit_end(h, (enum px_dir)d);
+		http_audit_end(t, (enum px_dir)d);
 		if (sc->hold != NULL)
 			evbuffer_free(sc->hold);
 		sc->hold = NULL;
@@ -943,14 +974,15 @@ http_scan_close(struct http_state *h)
 }
 
 int
-http_scan_partial(struct http_state *h, const struct http_head *m,
+http_scan_partial(struct http_txn *t, const struct http_head *m,
     enum px_dir dir)
 {
+	struct http_state *h = t->conn;
 	const struct px_scan_policy *p = px_session_scan(h->s);
 	bool range = false;
 	unsigned i;
 
-	if (p->partial_allow || !http_scan_on(h, dir == PX_TO_SERVER ?
+	if (p->partial_allow || !http_scan_on(t, dir == PX_TO_SERVER ?
 	    PX_SCAN_UPLOAD : PX_SCAN_DOWNLOAD))
 		return 0;
 	for (i = 0; i < m->nhdr && !range; i++)
@@ -962,19 +994,19 @@ http_scan_partial(struct http_state *h, const struct http_head *m,
 	if (!range)
 		return 0;
 	px_session_count(h->s, HTTP_C_DENIED, 1);
-	h->tx.verdict = "deny";
-	snprintf(h->tx.rule, sizeof(h->tx.rule), "scan/@partial");
+	t->verdict = "deny";
+	snprintf(t->rule, sizeof(t->rule), "scan/@partial");
 	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=deny "
 	    "reason=scan-partial direction=%s status=%d rule=scan/@partial",
 	    dir == PX_TO_SERVER ? "upload" : "download",
 	    dir == PX_TO_SERVER ? 400 : 502);
 	if (dir == PX_TO_SERVER) {
-		h->tx.req = HTTP_REQ_DONE;
-		http_error(h, 400, "partial upload (Content-Range) to a "
+		t->req = HTTP_REQ_DONE;
+		http_error(t, 400, "partial upload (Content-Range) to a "
 		    "scanned service");
 	} else {
-		h->tx.srv.keep = false;
-		http_error(h, 502, "partial response (206 or Content-Range) "
+		t->srv.keep = false;
+		http_error(t, 502, "partial response (206 or Content-Range) "
 		    "from the server of a scanned service");
 	}
 	return -1;

@@ -143,7 +143,7 @@ struct http_host_memo {
 static _Thread_local struct http_host_memo http_host_memo;
 
 int
-http_host_authority(struct http_state *h, const char *a, size_t len,
+http_host_authority(struct http_txn *t, const char *a, size_t len,
     uint16_t defport, struct sockaddr_storage *ss, uint16_t *port)
 {
 	struct http_host_memo *hm = &http_host_memo;
@@ -154,11 +154,11 @@ http_host_authority(struct http_state *h, const char *a, size_t len,
 		*port = hm->port;
 		memset(ss, 0, sizeof(*ss));
 		memcpy(ss, &hm->addr, sizeof(hm->addr));
-		http_copy(h->tx.host, sizeof(h->tx.host), a, hm->hlen);
+		http_copy(t->host, sizeof(t->host), a, hm->hlen);
 		return 0;
 	}
 	hm->len = 0;
-	if (http_authority_host(a, len, defport, h->tx.host, sizeof(h->tx.host), ss,
+	if (http_authority_host(a, len, defport, t->host, sizeof(t->host), ss,
 	    port, &hlen) == -1)
 		return -1;
 	/* ss is AF_INET, AF_INET6 or none: all of it fits in addr. */
@@ -174,16 +174,17 @@ http_host_authority(struct http_state *h, const char *a, size_t len,
 }
 
 int
-http_server_open(struct http_state *h, const struct sockaddr *dst,
+http_server_open(struct http_txn *t, const struct sockaddr *dst,
     bool pooled_ok)
 {
-	struct http_server *sv = &h->tx.srv;
+	struct http_state *h = t->conn;
+	struct http_server *sv = &t->srv;
 	const char *stage = "connect";
 	bool reused;
 
 	/* A tunnel takes its connection for good: never a pooled one. */
 	sv->io = px_session_upstream_take(h->s, dst, pooled_ok &&
-	    !h->tx.is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
+	    !t->is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
 	    &stage);
 	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
@@ -198,32 +199,33 @@ http_server_open(struct http_state *h, const struct sockaddr *dst,
 	sv->boundary = true;	/* the pool's are, a new one is */
 	/* A new one is connecting: writable means done (or failed). */
 	sv->connected = reused;
-	h->tx.connecting = !reused;
+	t->connecting = !reused;
 	if (!reused)
 		px_conn_want_writable(sv->io, true);
 	return 0;
 }
 
 struct evbuffer *
-http_server_out(struct http_state *h)
+http_server_out(struct http_txn *t)
 {
-	if (h->tx.h2o != NULL)
-		return http_h2o_req_buf(h);
-	return h->tx.srv.io != NULL ? h->tx.srv.io->out : NULL;
+	if (t->h2o != NULL)
+		return http_h2o_req_buf(t);
+	return t->srv.io != NULL ? t->srv.io->out : NULL;
 }
 
 void
-http_server_drop(struct http_state *h, bool reusable)
+http_server_drop(struct http_txn *t, bool reusable)
 {
-	struct http_server *sv = &h->tx.srv;
+	struct http_state *h = t->conn;
+	struct http_server *sv = &t->srv;
 
-	http_h2o_drop(h);
+	http_h2o_drop(t);
 	if (sv->io == NULL)
 		return;
 	/* Not reusable with bytes still queued either way, nor inside a
 	 * message: a server still waiting for a request's body would take
 	 * the next request for it. */
-	if (h->tx.connecting || !sv->boundary ||
+	if (t->connecting || !sv->boundary ||
 	    evbuffer_get_length(sv->io->out) != 0 ||
 	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
@@ -231,13 +233,14 @@ http_server_drop(struct http_state *h, bool reusable)
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);
 	sv->io = NULL;
-	h->tx.connecting = false;
+	t->connecting = false;
 	sv->connected = false;
 }
 
 void
-http_dispatch(struct http_state *h, const struct sockaddr *dst)
+http_dispatch(struct http_txn *t, const struct sockaddr *dst)
 {
+	struct http_state *h = t->conn;
 	struct evbuffer *sout;
 	char zones[160];
 	size_t n;
@@ -248,80 +251,81 @@ http_dispatch(struct http_state *h, const struct sockaddr *dst)
 	    px_session_server_allowed(h->s, dst, zones, sizeof(zones)) == -1) {
 		char why[200];
 
-		h->tx.req = HTTP_REQ_DONE;
+		t->req = HTTP_REQ_DONE;
 		snprintf(why, sizeof(why), "server not allowed (%s)", zones);
-		http_error(h, 403, why);
+		http_error(t, 403, why);
 		return;
 	}
-	if (http_h2o_wanted(h, dst)) {
+	if (http_h2o_wanted(t, dst)) {
 		/* HTTP/2 to the server: a stream on a shared connection. */
-		if (http_h2o_dispatch(h, dst) == -1) {
-			h->tx.req = HTTP_REQ_DONE;
-			http_error(h, 502, "cannot connect to the server");
+		if (http_h2o_dispatch(t, dst) == -1) {
+			t->req = HTTP_REQ_DONE;
+			http_error(t, 502, "cannot connect to the server");
 			return;
 		}
 		h->progress++;
-		h->tx.req = h->tx.req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE :
+		t->req = t->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE :
 		    HTTP_REQ_BODY;
-		h->tx.req_bytes += evbuffer_get_length(h->tx.head_out);
+		t->req_bytes += evbuffer_get_length(t->head_out);
 		px_session_account(h->s, PX_TO_SERVER,
-		    evbuffer_get_length(h->tx.head_out));
-		if (h->tx.req == HTTP_REQ_BODY)
-			http_pump_request(h);
+		    evbuffer_get_length(t->head_out));
+		if (t->req == HTTP_REQ_BODY)
+			http_pump_request(t);
 		return;
 	}
-	if (h->tx.srv.io != NULL && (h->tx.is_connect || memcmp(&h->tx.srv.dst, dst,
+	if (t->srv.io != NULL && (t->is_connect || memcmp(&t->srv.dst, dst,
 	    px_sockaddr_len(dst)) != 0))
-		http_server_drop(h, true);
-	if (h->tx.srv.io != NULL) {
-		h->tx.srv.reused = true;
-		h->tx.srv.kept = true;
-	} else if (http_server_open(h, dst, true) == -1) {
-		h->tx.req = HTTP_REQ_DONE;
-		http_error(h, 502, "cannot connect to the server");
+		http_server_drop(t, true);
+	if (t->srv.io != NULL) {
+		t->srv.reused = true;
+		t->srv.kept = true;
+	} else if (http_server_open(t, dst, true) == -1) {
+		t->req = HTTP_REQ_DONE;
+		http_error(t, 502, "cannot connect to the server");
 		return;
 	}
 	h->progress++;
-	if (h->tx.is_connect) {
+	if (t->is_connect) {
 		/* The 200 goes out once the server accepted: see
 		 * http_server_wr_cb. Nothing of the client's goes before. */
-		h->tx.req = HTTP_REQ_DONE;
+		t->req = HTTP_REQ_DONE;
 		return;
 	}
-	sout = h->tx.srv.io->out;
-	n = evbuffer_get_length(h->tx.head_out);
+	sout = t->srv.io->out;
+	n = evbuffer_get_length(t->head_out);
 	/* A replayable request on a reused connection keeps its head for one
 	 * retry; the output only references it (no buffer made and freed
 	 * per request: head_out is drained by the next one). */
-	h->tx.req_kept = h->tx.replayable && h->tx.srv.reused &&
-	    evbuffer_add_buffer_reference(sout, h->tx.head_out) == 0;
-	if (!h->tx.req_kept)
-		evbuffer_add_buffer(sout, h->tx.head_out);
-	h->tx.srv.boundary = false;
-	h->tx.req_bytes += n;
+	t->req_kept = t->replayable && t->srv.reused &&
+	    evbuffer_add_buffer_reference(sout, t->head_out) == 0;
+	if (!t->req_kept)
+		evbuffer_add_buffer(sout, t->head_out);
+	t->srv.boundary = false;
+	t->req_bytes += n;
 	px_session_account(h->s, PX_TO_SERVER, n);
-	h->tx.req = h->tx.req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
-	if (h->tx.req == HTTP_REQ_BODY)
-		http_pump_request(h);
+	t->req = t->req_body == HTTP_BODY_NONE ? HTTP_REQ_DONE : HTTP_REQ_BODY;
+	if (t->req == HTTP_REQ_BODY)
+		http_pump_request(t);
 }
 
 static void
 http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
 {
-	struct http_state *h = arg;
+	struct http_txn *t = arg;
+	struct http_state *h = t->conn;
 
 	if (result == EVUTIL_EAI_CANCEL)
-		return;		/* the session is closing: h is going */
-	h->tx.dns = NULL;
+		return;		/* the session is closing: t is going */
+	t->dns = NULL;
 	if (result != 0 || ai == NULL) {
 		char why[192];
 
-		snprintf(why, sizeof(why), "cannot resolve %s: %s", h->tx.host,
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", t->host,
 		    evutil_gai_strerror(result));
 		if (ai != NULL)
 			evutil_freeaddrinfo(ai);
-		h->tx.req = HTTP_REQ_DONE;
-		http_error(h, 502, why);
+		t->req = HTTP_REQ_DONE;
+		http_error(t, 502, why);
 	} else {
 		struct sockaddr_storage dst;
 
@@ -329,26 +333,27 @@ http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
 		memcpy(&dst, ai->ai_addr, ai->ai_addrlen <= sizeof(dst) ?
 		    ai->ai_addrlen : sizeof(dst));
 		evutil_freeaddrinfo(ai);
-		http_dispatch(h, (struct sockaddr *)&dst);
+		http_dispatch(t, (struct sockaddr *)&dst);
 	}
 	if (!h->gone)
 		http_drive(h);
 }
 
 void
-http_resolve(struct http_state *h, uint16_t port)
+http_resolve(struct http_txn *t, uint16_t port)
 {
+	struct http_state *h = t->conn;
 	struct evutil_addrinfo hints;
 	char service[8];
-	char name[sizeof(h->tx.host)];
+	char name[sizeof(t->host)];
 
 	if (http_dns == NULL)
 		http_dns = evdns_base_new(px_session_base(h->s),
 		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
 		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (http_dns == NULL) {
-		h->tx.req = HTTP_REQ_DONE;
-		http_error(h, 502, "no resolver for forward mode");
+		t->req = HTTP_REQ_DONE;
+		http_error(t, 502, "no resolver for forward mode");
 		return;
 	}
 	memset(&hints, 0, sizeof(hints));
@@ -356,9 +361,9 @@ http_resolve(struct http_state *h, uint16_t port)
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
 	snprintf(service, sizeof(service), "%u", port);
-	snprintf(name, sizeof(name), "%s", h->tx.host);
-	h->tx.dns = evdns_getaddrinfo(http_dns, name, service, &hints,
-	    http_resolved, h);
+	snprintf(name, sizeof(name), "%s", t->host);
+	t->dns = evdns_getaddrinfo(http_dns, name, service, &hints,
+	    http_resolved, t);
 	/* NULL: answered already (from /etc/hosts), callback done. */
 }
 
@@ -375,26 +380,27 @@ http_worker_exit(void)
 }
 
 bool
-http_retry(struct http_state *h)
+http_retry(struct http_txn *t)
 {
+	struct http_state *h = t->conn;
 	struct sockaddr_storage dst;
 
-	if (!h->tx.srv.reused || h->tx.srv.got_bytes || h->tx.retried ||
-	    !h->tx.req_kept || h->tx.resp != HTTP_RESP_HEAD)
+	if (!t->srv.reused || t->srv.got_bytes || t->retried ||
+	    !t->req_kept || t->resp != HTTP_RESP_HEAD)
 		return false;
-	memcpy(&dst, &h->tx.srv.dst, sizeof(dst));
-	http_server_drop(h, false);
-	h->tx.retried = true;
+	memcpy(&dst, &t->srv.dst, sizeof(dst));
+	http_server_drop(t, false);
+	t->retried = true;
 	/* A fresh connection, never the pool's: the origin that closed this
 	 * one has likely closed its idle siblings in the pool the same way,
 	 * and the one retry must not be spent on another of them. */
-	if (http_server_open(h, (struct sockaddr *)&dst, false) == -1) {
-		http_error(h, 502, "cannot connect to the server");
+	if (http_server_open(t, (struct sockaddr *)&dst, false) == -1) {
+		http_error(t, 502, "cannot connect to the server");
 		return true;
 	}
 	px_session_count(h->s, HTTP_C_RETRIED, 1);
-	evbuffer_add_buffer_reference(h->tx.srv.io->out, h->tx.head_out);
-	h->tx.srv.boundary = false;
+	evbuffer_add_buffer_reference(t->srv.io->out, t->head_out);
+	t->srv.boundary = false;
 	h->progress++;
 	return true;
 }

@@ -1,0 +1,98 @@
+/* http_txn: what is one transaction's alone, apart from the connection's
+ * state machine (http.c): its http-request line and the metrics counted
+ * with it, written once, after which the transaction's log fields start
+ * from nothing for the next request. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <syslog.h>
+
+#include "auth.h"
+#include "http_int.h"
+#include "log.h"
+#include "parse.h"
+
+void
+http_log_request(struct http_txn *t)
+{
+	struct http_state *h = t->conn;
+
+	http_log_request_as(t, px_session_tag(h->s));
+}
+
+void
+http_log_request_as(struct http_txn *t, const char *tag)
+{
+	struct http_state *h = t->conn;
+	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN], user[160];
+	char grpc[24] = "";
+	const struct px_auth_id *id = http_auth_id(h);
+	struct timeval now, d;
+	bool deny;
+
+	if (t->method[0] == '\0')
+		return;
+	http_audit_end(t, PX_TO_SERVER);
+	http_audit_end(t, PX_TO_CLIENT);
+	gettimeofday(&now, NULL);
+	timersub(&now, &t->t_start, &d);
+	if (t->status >= 100 && t->status <= 599) {
+		px_session_series_add(h->s, HTTP_S_RESPONSES,
+		    (unsigned)t->status - 100, 1);
+		px_session_series_observe(h->s, HTTP_S_DURATION,
+		    (unsigned)t->status / 100 - 1,
+		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
+	}
+	/* A leg is an HTTP/2 stream's request (http_h2.c). */
+	px_session_series_add(h->s, HTTP_S_PROTO, tag[0] != '\0' ? 1 : 0, 1);
+	/* Formatting the line (two addresses) costs more than parsing a
+	 * head: not done for a log that drops it. */
+	if (!px_log_enabled(LOG_INFO))
+		goto out_clear;
+	deny = t->verdict != NULL && (strcmp(t->verdict, "deny") == 0 ||
+	    strcmp(t->verdict, "abort") == 0);
+	if (id != NULL)
+		px_log_escape(user, sizeof(user), id->user, strlen(id->user),
+		    false);
+	if (t->grpc_status >= 0)
+		snprintf(grpc, sizeof(grpc), " grpc-status=%d", t->grpc_status);
+	px_session_log(h->s, LOG_INFO, "http-request client=%s method=%s "
+	    "host=%s path=%s status=%d%s to-server=%llu to-client=%llu "
+	    "duration=%ld.%03ld verdict=%s server=%s upstream=%s%s%s%s%s%s%s"
+	    "%s%s%s%s%s",
+	    px_sockaddr_str(px_session_client(h->s), client, sizeof(client)),
+	    t->method, t->host[0] ? t->host : "-", t->path, t->status, grpc,
+	    (unsigned long long)t->req_bytes, (unsigned long long)t->resp_bytes,
+	    (long)d.tv_sec, (long)(d.tv_usec / 1000),
+	    t->verdict ? t->verdict : "accept",
+	    t->srv.dst.ss_family ? px_sockaddr_str((struct sockaddr *)
+	    &t->srv.dst, server, sizeof(server)) : "-",
+	    t->srv.dst.ss_family == 0 ? "-" : t->srv.kept ? "kept" :
+	    t->srv.reused ? "pooled" : "new",
+	    t->srv_h2 ? " server-proto=h2" : "",
+	    t->leg_reset[0] != '\0' ? " reset=" : "", t->leg_reset,
+	    deny ? " rule=" : "",
+	    !deny ? "" : t->rule[0] != '\0' ? t->rule : "builtin",
+	    id != NULL ? " user=" : "", id != NULL ? user : "",
+	    id != NULL ? " auth=" : "",
+	    id != NULL ? px_auth_method_name(id->method) : "",
+	    tag[0] != '\0' ? " " : "", tag);
+out_clear:
+	/* The next request starts from nothing: a refusal before its head
+	 * is whole must not name or count this one's host and bytes. */
+	t->method[0] = t->host[0] = t->rule[0] = t->leg_reset[0] = '\0';
+	t->srv_h2 = false;
+	t->req_bytes = t->resp_bytes = t->interim_bytes = 0;
+	t->grpc = false;
+	t->grpc_status = -1;
+	t->grpc_deadline_ms = 0;
+}
+
+void
+http_log_held(struct http_txn *t)
+{
+	if (!t->log_held)
+		return;
+	t->log_held = false;
+	http_log_request(t);
+}
