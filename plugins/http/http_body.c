@@ -1,9 +1,10 @@
 /* Message bodies as they stream: Content-Length and chunked (framing
  * parsed, re-sent canonical; trailers parsed whole), each direction up to
- * `buffer`, a scanned one through http_scan's hold. A request body to an
- * HTTP/2 server goes without its chunked framing (its trailers apart) to
- * the stream's queue (http_h2_origin.c), which pumps the response side
- * itself. */
+ * `buffer`, a scanned one through http_scan's hold; a response's bytes
+ * (its chunks apart) and its trailers through the client's writer
+ * (http_client, http_txn.c). A request body to an HTTP/2 server goes
+ * without its chunked framing (its trailers apart) to the stream's queue
+ * (http_h2_origin.c), which pumps the response side itself. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +36,7 @@ http_chunked_bad(struct http_txn *t, bool request, const char *why)
 	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
 	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%s\"", why);
 	t->verdict = "error";
-	http_abort(h, PX_END_SERVER_FAIL, "error: malformed chunked response");
+	http_client(t)->reset(t, "error: malformed chunked response");
 }
 
 /* One step of a chunked body from in to out (NULL: dechunked, only the
@@ -81,9 +82,11 @@ http_pump_chunked(struct http_txn *t, bool request, struct evbuffer *in,
 			http_chunked_bad(t, request, detail);
 			return -1;
 		}
-		if (out != NULL)
-			http_head_trailers(out, &tr, h->pol, request);
-		else if (request)
+		if (!request)
+			http_client(t)->end(t, &tr, out);
+		else if (out != NULL)
+			http_head_trailers(out, &tr, h->pol, true);
+		else
 			http_h2o_req_trailers(t, &tr);
 		evbuffer_drain(in, (size_t)k);
 		c->state = HTTP_CHUNK_DONE;
@@ -219,7 +222,7 @@ http_pump_response(struct http_txn *t)
 		}
 		if (http_scan_feed(t, PX_TO_CLIENT, sin, n) == -1)
 			return;
-		evbuffer_remove_buffer(sin, to, n);
+		http_client(t)->data(t, sin, n, to);
 		h->progress++;
 		t->resp_bytes += n;
 		px_session_account(h->s, PX_TO_CLIENT, n);

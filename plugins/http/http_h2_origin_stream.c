@@ -14,8 +14,9 @@
  * gathered from nghttp2's header callbacks (sized to their fields), made
  * a struct http_head when the engine reads one, never text parsed again,
  * and goes through http_judge_response as an HTTP/1.1 server's head
- * does; to an HTTP/1.1 client a response without content-length gets
- * chunked framing (its trailers go as chunked trailers when
+ * does; its body and end go through the client's writer (http_client,
+ * http_txn.c): to an HTTP/1.1 client a response without content-length
+ * gets chunked framing (its trailers go as chunked trailers when
  * trailers="pass"), to an HTTP/1.0 one it is close-delimited; a head that
  * ends the stream gets content-length: 0 (so a gRPC trailers-only
  * response reaches an HTTP/2 client as one HEADERS frame again).
@@ -744,19 +745,15 @@ h2o_pump_response(struct http_txn *t, struct http_h2o_stream *st)
 			if (n > t->resp_left) {
 				t->verdict = "error";
 				px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-				http_abort(h, PX_END_SERVER_FAIL, "error: h2 "
-				    "response body over its content-length");
+				http_client(t)->reset(t, "error: h2 response "
+				    "body over its content-length");
 				return;
 			}
 			t->resp_left -= n;
 		}
 		if (http_scan_feed(t, PX_TO_CLIENT, st->body, n) == -1)
 			return;
-		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk)
-			evbuffer_add_printf(to, "%zx\r\n", n);
-		evbuffer_remove_buffer(st->body, to, n);
-		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk)
-			evbuffer_add(to, "\r\n", 2);
+		http_client(t)->data(t, st->body, n, to);
 		taken += n;
 		h->progress++;
 		t->resp_bytes += n;
@@ -776,23 +773,18 @@ h2o_pump_response(struct http_txn *t, struct http_h2o_stream *st)
 		if (t->resp_body == HTTP_BODY_LENGTH && t->resp_left != 0) {
 			t->verdict = "error";
 			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			http_abort(h, PX_END_SERVER_FAIL, "error: h2 response "
-			    "body shorter than its content-length");
+			http_client(t)->reset(t, "error: h2 response body "
+			    "shorter than its content-length");
 			return;
 		}
-		if (t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk) {
-			if (st->tblk != NULL) {
-				h2o_block_head(st->tblk, &h2o_head_tmp,
-				    H2O_FRAMING_AS_IS);
-				http_head_trailers(to, &h2o_head_tmp, h->pol,
-				    false);
-			}
-			else
-				evbuffer_add(to, "0\r\n\r\n", 5);
-			t->resp_bytes += evbuffer_get_length(to) - before;
-			px_session_account(h->s, PX_TO_CLIENT,
-			    evbuffer_get_length(to) - before);
-		}
+		if (st->tblk != NULL)
+			h2o_block_head(st->tblk, &h2o_head_tmp,
+			    H2O_FRAMING_AS_IS);
+		http_client(t)->end(t, st->tblk != NULL ? &h2o_head_tmp :
+		    NULL, to);
+		t->resp_bytes += evbuffer_get_length(to) - before;
+		px_session_account(h->s, PX_TO_CLIENT,
+		    evbuffer_get_length(to) - before);
 		t->resp = HTTP_RESP_DONE;
 		h->progress++;
 	}

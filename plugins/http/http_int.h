@@ -154,6 +154,8 @@ struct http_scan {
 
 struct http_h2;
 struct http_auth;
+struct http_head;
+struct http_resp_ctx;
 struct px_auth_id;
 struct http_h2o_stream;
 struct http_h2o_req;
@@ -291,6 +293,32 @@ void	http_log_request(struct http_txn *t);
 void	http_log_request_as(struct http_txn *t, const char *tag);
 /* A leg's line held for its stream's end, written now (if any). */
 void	http_log_held(struct http_txn *t);
+
+/* Where a transaction's response goes: the protocol of its client
+ * connection, fed the judged head and the body as they come. The scan
+ * (http_scan.c) sits in front of it: out is where http_scan_to says the
+ * bytes go (the client's output, or the scan's hold). One writer today,
+ * HTTP/1.1's (http_txn.c); an HTTP/2 stream's would submit HEADERS, DATA
+ * and trailers (issue 36). A body an HTTP/1.1 server sends chunked goes
+ * on with its own chunks (http_body.c), not through data. */
+struct http_client_ops {
+	const char *name;
+	/* The response head m (interim or final), judged. */
+	void	(*head)(struct http_txn *t, const struct http_head *m,
+		    const struct http_resp_ctx *rs, struct evbuffer *out);
+	/* The n body bytes at the front of src go on. */
+	void	(*data)(struct http_txn *t, struct evbuffer *src, size_t n,
+		    struct evbuffer *out);
+	/* The body's end, with its trailer section tr (NULL: none). */
+	void	(*end)(struct http_txn *t, const struct http_head *tr,
+		    struct evbuffer *out);
+	/* The server failed the response (why) after part of it went: the
+	 * client must not take what it got for a whole one. */
+	void	(*reset)(struct http_txn *t, const char *why);
+};
+
+/* The writer of t's response. */
+const struct http_client_ops *http_client(const struct http_txn *t);
 
 /* ---- http_auth.c ------------------------------------------------------- */
 

@@ -461,7 +461,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	    (cout = http_scan_response(t, buf, head_len)) == NULL)
 		return false;
 	before = evbuffer_get_length(cout);
-	http_head_response(cout, m, h->pol, &rs);
+	http_client(t)->head(t, m, &rs, cout);
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
 	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */

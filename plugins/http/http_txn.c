@@ -1,13 +1,17 @@
 /* http_txn: what is one transaction's alone, apart from the connection's
  * state machine (http.c): its http-request line and the metrics counted
  * with it, written once, after which the transaction's log fields start
- * from nothing for the next request. */
+ * from nothing for the next request; and the writer its response goes
+ * through to the client (struct http_client_ops), HTTP/1.1's. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <syslog.h>
 
+#include <event2/buffer.h>
+
 #include "auth.h"
+#include "http_head.h"
 #include "http_int.h"
 #include "log.h"
 #include "parse.h"
@@ -95,4 +99,66 @@ http_log_held(struct http_txn *t)
 		return;
 	t->log_held = false;
 	http_log_request(t);
+}
+
+/* ---- the HTTP/1.1 writer ------------------------------------------------ */
+
+static void
+http_h1_head(struct http_txn *t, const struct http_head *m,
+    const struct http_resp_ctx *rs, struct evbuffer *out)
+{
+	http_head_response(out, m, t->conn->pol, rs);
+}
+
+/* A body without a length (an HTTP/2 server's) goes to an HTTP/1.1 client
+ * in chunks, to an HTTP/1.0 one as it is (the close ends it). */
+static bool
+http_h1_chunks(const struct http_txn *t)
+{
+	return t->resp_body == HTTP_BODY_CHUNKED && !t->dechunk;
+}
+
+static void
+http_h1_data(struct http_txn *t, struct evbuffer *src, size_t n,
+    struct evbuffer *out)
+{
+	if (http_h1_chunks(t))
+		evbuffer_add_printf(out, "%zx\r\n", n);
+	evbuffer_remove_buffer(src, out, n);
+	if (http_h1_chunks(t))
+		evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+http_h1_end(struct http_txn *t, const struct http_head *tr,
+    struct evbuffer *out)
+{
+	if (!http_h1_chunks(t))
+		return;
+	if (tr != NULL)
+		http_head_trailers(out, tr, t->conn->pol, false);
+	else
+		evbuffer_add(out, "0\r\n\r\n", 5);
+}
+
+/* The connection is the response's framing: it ends, reset. */
+static void
+http_h1_reset(struct http_txn *t, const char *why)
+{
+	http_abort(t->conn, PX_END_SERVER_FAIL, why);
+}
+
+static const struct http_client_ops http_client_h1 = {
+	.name = "http/1.1",
+	.head = http_h1_head,
+	.data = http_h1_data,
+	.end = http_h1_end,
+	.reset = http_h1_reset,
+};
+
+const struct http_client_ops *
+http_client(const struct http_txn *t)
+{
+	(void)t;	/* an HTTP/2 stream's transaction is a leg's today */
+	return &http_client_h1;
 }
