@@ -355,9 +355,15 @@ void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 /* ---- http_judge.c ------------------------------------------------------ */
 
 /* A complete request head (head_len bytes) is at the front of the client
- * input: judged, then answered, refused or sent on. */
+ * input: parsed (the HTTP/1.1 codec's part), then http_judge_request. */
 void	http_handle_request(struct http_txn *t, const char *buf,
 	    size_t head_len);
+/* The parsed request head m judged, then answered, refused or sent on;
+ * what an HTTP/2 stream's head is to go through too. head_len: its bytes
+ * at the front of the client input (a refusal drains them, <auth> keeps
+ * them there to handle the request again once answered: replay). */
+void	http_judge_request(struct http_txn *t, const struct http_head *m,
+	    size_t head_len, bool replay);
 /* A complete response head is at the front of the server input: parsed,
  * then judged by http_judge_response. false when the transaction ended. */
 bool	http_handle_response(struct http_txn *t, const char *buf,

@@ -104,12 +104,11 @@ http_limited(struct http_txn *t, const struct http_head *m,
 	    "denied: http 429: source-limits requests");
 }
 
-/* A complete request head is at the front of the client input. */
 void
-http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
+http_judge_request(struct http_txn *t, const struct http_head *m,
+    size_t head_len, bool replay)
 {
 	struct http_state *h = t->conn;
-	static _Thread_local struct http_head m;
 	const struct http_policy *p = h->pol;
 	struct evbuffer *cin = h->c->in;
 	struct sockaddr_storage dst, hostaddr;
@@ -121,58 +120,28 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 	struct http_hit hit;
 	struct http_target ct = { .path = NULL };
 	uint32_t retry;
-	/* Handled again once its authentication was answered
-	 * (http_auth.c): counted and timed once. */
-	bool replay = h->auth_replay;
 	unsigned i;
 
-	h->auth_replay = false;
-	if (!replay)
-		gettimeofday(&t->t_start, NULL);
-	t->verdict = NULL;
-	t->rule[0] = '\0';
-	t->status = 0;
-	t->req_bytes = t->resp_bytes = t->interim_bytes = 0;
-	t->host[0] = '\0';
-	t->retried = false;
-	t->grpc = false;
-	t->grpc_status = -1;
-	/* The port the request is for (a 405's Allow depends on it). */
-	t->port = px_sockaddr_port(px_session_dst(h->s));
-	rc = http_parse_head(buf, head_len, true, &p->lim, &m, &why);
-	http_copy(t->method, sizeof(t->method), rc == 0 ? m.method : "-",
-	    rc == 0 ? m.mlen : 1);
-	http_copy(t->path, sizeof(t->path), rc == 0 ? m.target : "-",
-	    rc == 0 ? m.tlen : 1);
-	if (!replay) {
-		px_session_count(h->s, HTTP_C_REQUESTS, 1);
-		h->nreq++;
-	}
-	if (rc != 0) {
-		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
-		http_error(t, rc, why);
-		return;
-	}
 	/* A gRPC call's refusals are answered as gRPC (http_grpc.c). */
-	if (http_grpc_request(t, &m, &why) == -1) {
+	if (http_grpc_request(t, m, &why) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(t, 400, why);
 		return;
 	}
-	if (!http_policy_codings(p, &m)) {
+	if (!http_policy_codings(p, m)) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(t, 501, "transfer coding not allowed");
 		return;
 	}
-	h->client_10 = m.minor == 0;
-	t->is_head = http_token_eq(m.method, m.mlen, "HEAD");
-	t->is_connect = http_token_eq(m.method, m.mlen, "CONNECT");
-	target = m.target;
-	tlen = m.tlen;
+	h->client_10 = m->minor == 0;
+	t->is_head = http_token_eq(m->method, m->mlen, "HEAD");
+	t->is_connect = http_token_eq(m->method, m->mlen, "CONNECT");
+	target = m->target;
+	tlen = m->tlen;
 	/* A Host without a port means the scheme's: https when the client
 	 * spoke TLS to us (RFC 9110 4.2.2). */
-	if (m.host != -1 && http_host_authority(t, m.hdr[m.host].val,
-	    m.hdr[m.host].vlen, px_session_client_via_tls(h->s) ? 443 : 80,
+	if (m->host != -1 && http_host_authority(t, m->hdr[m->host].val,
+	    m->hdr[m->host].vlen, px_session_client_via_tls(h->s) ? 443 : 80,
 	    &hostaddr, &hostport) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(t, 400, "malformed Host");
@@ -183,12 +152,12 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 			http_error(t, 405, "CONNECT is only for forward mode");
 			return;
 		}
-		if (http_authority(m.target, m.tlen, 0, t->host,
+		if (http_authority(m->target, m->tlen, 0, t->host,
 		    sizeof(t->host), &dst, &port) == -1 || port == 0) {
 			http_error(t, 400, "malformed CONNECT target");
 			return;
 		}
-	} else if (http_head_origin_form(m.target, m.tlen, &auth, &alen,
+	} else if (http_head_origin_form(m->target, m->tlen, &auth, &alen,
 	    &target, &tlen)) {
 		/* absolute-form, in every mode: its authority replaces Host
 		 * (RFC 9112 3.2.2); forward mode connects to it, the others
@@ -206,8 +175,8 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 	} else if (forward) {
 		http_error(t, 400, "forward mode needs an absolute URI");
 		return;
-	} else if (m.tlen == 0 || (m.target[0] != '/' &&
-	    !(m.tlen == 1 && m.target[0] == '*'))) {
+	} else if (m->tlen == 0 || (m->target[0] != '/' &&
+	    !(m->tlen == 1 && m->target[0] == '*'))) {
 		http_error(t, 400, "request target is not in origin form");
 		return;
 	}
@@ -226,7 +195,7 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 		/* Transparent: the Host (or authority) the client names must
 		 * be where it was going (an IP literal is checked, a name by
 		 * its port). */
-		if (p->check_host && (m.host != -1 || auth != NULL) &&
+		if (p->check_host && (m->host != -1 || auth != NULL) &&
 		    h->transparent &&
 		    (hostport != port || (hostaddr.ss_family != 0 &&
 		    !px_sockaddr_same_host((struct sockaddr *)&hostaddr,
@@ -240,21 +209,21 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 	if (!replay && !px_session_request_allowed(h->s,
 	    http_auth_id(h) != NULL ? http_auth_id(h)->user : NULL, &retry,
 	    t->rule, sizeof(t->rule))) {
-		http_limited(t, &m, head_len, retry, true);
+		http_limited(t, m, head_len, retry, true);
 		return;
 	}
 	/* <auth>: 0 go on, else answered or waiting for the directory. */
-	if (http_auth_request(t, &m, head_len) != 0)
+	if (http_auth_request(t, m, head_len) != 0)
 		return;
 	/* <source-limits per="user">: the connection counts as the user's
 	 * from its first proven request; over the user's sessions= or
 	 * connections=, 429 and the connection ends. */
 	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
 	    http_auth_id(h)->user, &retry, t->rule, sizeof(t->rule))) {
-		http_limited(t, &m, head_len, retry, false);
+		http_limited(t, m, head_len, retry, false);
 		return;
 	}
-	if ((rc = http_policy_check_as(p, http_auth_id(h), m.method, m.mlen,
+	if ((rc = http_policy_check_as(p, http_auth_id(h), m->method, m->mlen,
 	    port, t->host,
 	    t->is_connect ? t->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -276,40 +245,40 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 	}
 	/* Framing of the request body. */
 	t->req_body = HTTP_BODY_NONE;
-	if (m.chunked) {
+	if (m->chunked) {
 		t->req_body = HTTP_BODY_CHUNKED;
 		memset(&t->req_chunk, 0, sizeof(t->req_chunk));
 		t->req_chunk.step = true;
-	} else if (m.content_length > 0) {
+	} else if (m->content_length > 0) {
 		t->req_body = HTTP_BODY_LENGTH;
-		t->req_left = (uint64_t)m.content_length;
+		t->req_left = (uint64_t)m->content_length;
 		if (p->max_body != 0 && t->req_left > p->max_body) {
 			http_error(t, 413, "request body over max-body");
 			return;
 		}
 	}
 	if (t->req_body != HTTP_BODY_NONE &&
-	    http_scan_partial(t, &m, PX_TO_SERVER) == -1)
+	    http_scan_partial(t, m, PX_TO_SERVER) == -1)
 		return;
 	if (http_scan_request(t, t->req_body == HTTP_BODY_LENGTH ?
 	    (int64_t)t->req_left : -1) == -1)
 		return;
 	t->te_trailers = false;
-	for (i = 0; i < m.nhdr; i++)
-		if (m.hdr[i].id == HTTP_F_TE &&
-		    http_list_has(m.hdr[i].val, m.hdr[i].vlen, "trailers"))
+	for (i = 0; i < m->nhdr; i++)
+		if (m->hdr[i].id == HTTP_F_TE &&
+		    http_list_has(m->hdr[i].val, m->hdr[i].vlen, "trailers"))
 			t->te_trailers = true;
-	t->upgrade_ok = m.upgrade != -1 && m.conn_upgrade && !t->is_connect &&
-	    http_policy_upgrade(p, m.hdr[m.upgrade].val, m.hdr[m.upgrade].vlen);
-	h->client_keep = p->keepalive_client && !m.conn_close &&
-	    (m.minor == 1 || m.conn_keep_alive) &&
+	t->upgrade_ok = m->upgrade != -1 && m->conn_upgrade && !t->is_connect &&
+	    http_policy_upgrade(p, m->hdr[m->upgrade].val, m->hdr[m->upgrade].vlen);
+	h->client_keep = p->keepalive_client && !m->conn_close &&
+	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests);
 	t->replayable = t->req_body == HTTP_BODY_NONE && !t->is_connect &&
-	    (t->is_head || http_token_eq(m.method, m.mlen, "GET") ||
-	    http_token_eq(m.method, m.mlen, "OPTIONS") ||
-	    http_token_eq(m.method, m.mlen, "DELETE") ||
-	    http_token_eq(m.method, m.mlen, "PUT") ||
-	    http_token_eq(m.method, m.mlen, "TRACE"));
+	    (t->is_head || http_token_eq(m->method, m->mlen, "GET") ||
+	    http_token_eq(m->method, m->mlen, "OPTIONS") ||
+	    http_token_eq(m->method, m->mlen, "DELETE") ||
+	    http_token_eq(m->method, m->mlen, "PUT") ||
+	    http_token_eq(m->method, m->mlen, "TRACE"));
 
 	/* The head as it will go out, whatever connection carries it. */
 	evbuffer_drain(t->head_out, evbuffer_get_length(t->head_out));
@@ -327,9 +296,9 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 			.drop = http_auth_field(h),
 		};
 
-		http_head_request(t->head_out, &m, p, &rq);
+		http_head_request(t->head_out, m, p, &rq);
 		if (p->server_h2 != HTTP_SERVER_H2_NO)
-			http_h2o_prepare(t, &m, &rq);
+			http_h2o_prepare(t, m, &rq);
 	}
 	evbuffer_drain(cin, head_len);
 	t->req = HTTP_REQ_WAIT;
@@ -341,6 +310,49 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 		return;
 	}
 	http_dispatch(t, (struct sockaddr *)&dst);
+}
+
+/* A complete request head (head_len bytes) is at the front of the client
+ * input: parsed here, the HTTP/1.1 codec's part, then judged. */
+void
+http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
+{
+	struct http_state *h = t->conn;
+	static _Thread_local struct http_head m;
+	const char *why = NULL;
+	int rc;
+	/* Handled again once its authentication was answered
+	 * (http_auth.c): counted and timed once. */
+	bool replay = h->auth_replay;
+
+	h->auth_replay = false;
+	if (!replay)
+		gettimeofday(&t->t_start, NULL);
+	t->verdict = NULL;
+	t->rule[0] = '\0';
+	t->status = 0;
+	t->req_bytes = t->resp_bytes = t->interim_bytes = 0;
+	t->host[0] = '\0';
+	t->retried = false;
+	t->grpc = false;
+	t->grpc_status = -1;
+	/* The port the request is for (a 405's Allow depends on it). */
+	t->port = px_sockaddr_port(px_session_dst(h->s));
+	rc = http_parse_head(buf, head_len, true, &h->pol->lim, &m, &why);
+	http_copy(t->method, sizeof(t->method), rc == 0 ? m.method : "-",
+	    rc == 0 ? m.mlen : 1);
+	http_copy(t->path, sizeof(t->path), rc == 0 ? m.target : "-",
+	    rc == 0 ? m.tlen : 1);
+	if (!replay) {
+		px_session_count(h->s, HTTP_C_REQUESTS, 1);
+		h->nreq++;
+	}
+	if (rc != 0) {
+		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
+		http_error(t, rc, why);
+		return;
+	}
+	http_judge_request(t, &m, head_len, replay);
 }
 
 /* ---- response ---------------------------------------------------------- */
