@@ -34,7 +34,10 @@ open(os.path.join(d, "small.bin"), "wb").write(elf + os.urandom(200))
 open(os.path.join(d, "tool.bin"), "wb").write(b"MZ\x90\x00" + bytes(60) +
                                                os.urandom(100000))
 PY
-head -c 786432 /dev/urandom | base64 >"$T/www/text.bin"
+# Numbered lines, not random base64: libmagic took some random base64 for
+# application/vnd.hp-HPGL now and then, and the test failed on it.
+awk 'BEGIN { for (i = 0; i < 18000; i++) printf "line %06d: the quick brown fox jumps over the lazy dog\n", i }' \
+    >"$T/www/text.bin"
 printf 'ten bytes\n' >"$T/www/tiny.bin"
 head -c 20000 /dev/urandom | gzip -c >"$T/www/data.bin"
 
