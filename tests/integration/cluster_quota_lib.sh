@@ -4,7 +4,7 @@
 # nodes (proxyd processes sharing it: qnode_conf, qnode_ftp, qnode_start,
 # or qnode for a node with one ftp service and qretr_held through it,
 # qnode_r66 with one r66 service and qr66, qsend_r66 through it)
-# and assert_log_in.
+# store_bytes, stop_store and assert_log_in.
 # shellcheck shell=bash
 
 # start_store [again]: redis-server on loopback, nothing on disk; REDIS_PORT
@@ -19,6 +19,22 @@ start_store() {
     wait_listen "$REDIS_PORT" 10 "$REDIS_PID" || fail "redis-server does not listen"
 }
 rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+# stop_store: the store goes down (start_store again brings it back)
+stop_store() {
+    kill "$REDIS_PID"
+    wait "$REDIS_PID" 2>/dev/null || true
+}
+# store_bytes KEY WANT: the bytes of KEY's day once they come to WANT (the
+# node tells the store from a thread), or what they are after 5 s
+store_bytes() {
+    local b k
+    for ((k = 0; k < 50; k++)); do
+        b=$(rcli HGET "$1" b)
+        [[ $b == "$2" ]] && break
+        sleep 0.1
+    done
+    printf '%s\n' "$b"
+}
 
 # assert_log_in FILE REGEX: the line comes (log lines come from a thread)
 assert_log_in() { wait_grep "$1" "$2" 5 || fail "no line /$2/ in $1"; }

@@ -79,10 +79,6 @@ assert_eq "$got" "$BIG" "the first download, with the second RETR judged while i
 assert_log_in "${LOG[a]}" "data-transfer download cmd=RETR file=\"pub/big.bin\" bytes=$BIG .* end=ok"
 # the session's end gives back the second RETR's lease: the day is what moved
 key=$(rcli --scan --pattern 'proxyd:quota:*:ftp:anonymous' | head -n 1)
-for ((k = 0; k < 50; k++)); do
-    b=$(rcli HGET "$key" b)
-    ((b == BIG)) && break
-    sleep 0.1
-done
+b=$(store_bytes "$key" "$BIG")
 assert_eq "$b" "$BIG" "the store's bytes of the day"
 info "PASS"

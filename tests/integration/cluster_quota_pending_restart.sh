@@ -24,8 +24,7 @@ chmod 644 "$FTP_ROOT/pub/f.bin"
 start_store
 qnode a local 1 "<user name=\"anonymous\" quota-bytes=\"$QUOTA\" action=\"accept\"/>"
 
-kill "$REDIS_PID"
-wait "$REDIS_PID" 2>/dev/null || true
+stop_store
 t0=$(now_ms)
 qretr_held a sh -c "touch '$T/held'; while [ ! -e '$T/go' ]; do sleep 0.01; done" >"$T/retr.out" &
 cpid=$!
@@ -42,11 +41,7 @@ assert_eq "$(cat "$T/retr.out")" "$FILE 226" "the RETR"
 info "the RETR ended $((t1 - t0)) ms after it asked the store (the pause: 1000 ms)"
 assert_log_in "${LOG[a]}" 'ftp-quota user=anonymous kind=store-error cmd=RETR .*verdict=local'
 key="proxyd:quota:$(($(date +%s) / 86400)):ftp:anonymous"
-for ((k = 0; k < 50; k++)); do
-    b=$(rcli HGET "$key" b)
-    [[ $b == "$FILE" ]] && break
-    sleep 0.1
-done
+b=$(store_bytes "$key" "$FILE")
 info "the store's bytes of the day: '$b' (the RETR moved $FILE)"
 assert_eq "$b" "$FILE" "the store's bytes of a RETR that ended within the pause"
 info "PASS"

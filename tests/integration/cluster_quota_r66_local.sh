@@ -33,8 +33,7 @@ wait_listen "$RELAY_PORT" 10 $! || fail "the relay does not listen"
 start_store
 qnode_r66 a "$RELAY_PORT" "<host id=\"hostz\" quota-bytes=\"$QUOTA\"/>" local
 
-kill "$REDIS_PID"
-wait "$REDIS_PID" 2>/dev/null || true
+stop_store
 qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/send" &
 spid=$!
 assert_log_in "${LOG[a]}" 'r66-quota host=hostz kind=store-error .*verdict=local'
@@ -45,24 +44,15 @@ wait "$spid"
 assert_eq "$(cat "$T/send.rc")" 0 "the SEND's exit status ($(tail -2 "$T/send.err"))"
 assert_log_in "${LOG[a]}" "r66-transfer host=hostz .* size=$FILE "
 key="proxyd:quota:$(($(date +%s) / 86400)):r66:hostz"
-for ((k = 0; k < 50; k++)); do
-    b=$(rcli HGET "$key" b)
-    [[ $b == "$FILE" ]] && break
-    sleep 0.1
-done
+b=$(store_bytes "$key" "$FILE")
 info "the store's bytes of the day for hostz: '$b' (the SEND moved $FILE)"
 assert_eq "$b" "$FILE" "the store's bytes after a transfer left to the node's count"
 
-kill "$REDIS_PID"
-wait "$REDIS_PID" 2>/dev/null || true
+stop_store
 qsend_r66 a hostz:pwZ "$T/cli/big.bin" "$T/send2"
 assert_eq "$(cat "$T/send2.rc")" 0 "the second SEND's exit status ($(tail -2 "$T/send2.err"))"
 start_store again
-for ((k = 0; k < 50; k++)); do
-    b=$(rcli HGET "$key" b)
-    [[ $b == "$FILE" ]] && break
-    sleep 0.1
-done
+b=$(store_bytes "$key" "$FILE")
 info "the store's bytes of the day after its restart: '$b' (the second SEND moved $FILE with the store down)"
 assert_eq "$b" "$FILE" "the store's bytes of a SEND that ended with the store down"
 assert_log_in "${LOG[a]}" "quota-store pending key=$key bytes=$FILE verdict=kept"
