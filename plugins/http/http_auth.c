@@ -32,6 +32,7 @@
 
 #include "auth.h"
 #include "conn.h"
+#include "http_head.h"
 #include "http_int.h"
 #include "log.h"
 #include "parse.h"
@@ -170,8 +171,9 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
 	    evbuffer_get_length(h->c->in) == head_len &&
 	    !px_session_config_stale(h->s);
-	struct evbuffer *out = h->c->out;
+	struct evbuffer *out = h->c->out, *bb = NULL;
 	size_t before = evbuffer_get_length(out);
+	struct http_own o;
 	char body[256];
 	int blen = 0;
 
@@ -185,18 +187,23 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 		    "</body></html>\n", status, fwd ? "Proxy Authentication "
 		    "Required" : "Unauthorized", status, fwd ? "Proxy "
 		    "Authentication Required" : "Unauthorized");
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\n"
-	    "Content-Length: %d\r\nConnection: %s\r\n"
-	    "Cache-Control: no-store\r\n", status, fwd ? "Proxy Authentication "
-	    "Required" : "Unauthorized", blen, keep ? "keep-alive" : "close");
+	http_own_start(&o, status, fwd ? "Proxy Authentication Required" :
+	    "Unauthorized");
+	http_own_add(&o, "Content-Type", "text/html", 9);
+	http_own_length(&o, (size_t)blen);
+	http_own_add(&o, "Connection", keep ? "keep-alive" : "close",
+	    keep ? 10 : 5);
+	http_own_add(&o, "Cache-Control", "no-store", 8);
 	if (u->methods[PX_AUTH_NEGOTIATE])
-		evbuffer_add_printf(out, "%s: Negotiate\r\n", hdr);
+		http_own_add(&o, hdr, "Negotiate", 9);
 	if (http_auth_basic_ok(h, u))
-		evbuffer_add_printf(out, "%s: Basic realm=\"%s\", "
-		    "charset=\"UTF-8\"\r\n", hdr, u->realm);
-	evbuffer_add(out, "\r\n", 2);
-	if (!t->is_head && blen > 0)
-		evbuffer_add(out, body, (size_t)blen);
+		http_own_addf(&o, hdr, "Basic realm=\"%s\", charset=\"UTF-8\"",
+		    u->realm);
+	if (blen > 0 && (bb = evbuffer_new()) != NULL)
+		evbuffer_add(bb, body, (size_t)blen);
+	http_own_send(t, &o, out, bb, true);
+	if (bb != NULL)
+		evbuffer_free(bb);
 	t->resp_bytes = evbuffer_get_length(out) - before;
 	px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 	px_session_count(h->s, HTTP_C_DENIED, 1);

@@ -5,8 +5,10 @@
  * with an HTML page is a transport error to it ("Received http2 header
  * with status: 403"), so such answers are trailers-only responses
  * (gRPC's PROTOCOL-HTTP2.md): 200, content-type application/grpc,
- * grpc-status and grpc-message, no body. The HTTP/2 front makes that one
- * HEADERS frame with END_STREAM (http_h2_resp.c: no body, no DATA). */
+ * grpc-status and grpc-message, no body, sent through the transaction's
+ * writer as a head and its end (http_own_send). The HTTP/2 front makes
+ * that one HEADERS frame with END_STREAM (http_h2_resp.c: no body, no
+ * DATA). */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -158,21 +160,33 @@ http_grpc_reply(struct http_txn *t, struct evbuffer *out, int status,
 {
 	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *c;
+	struct http_own o;
+	struct evbuffer *msg;
 
 	t->grpc_status = http_grpc_code(status);
-	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: "
-	    "application/grpc\r\ngrpc-status: %d\r\ngrpc-message: ",
-	    t->grpc_status);
+	http_own_start(&o, 200, "OK");
+	http_own_add(&o, "Content-Type", "application/grpc", 16);
+	http_own_addf(&o, "grpc-status", "%d", t->grpc_status);
 	/* Percent-encoded (PROTOCOL-HTTP2.md "Responses"): every byte
 	 * outside printable ASCII, and '%' itself. */
-	for (c = (const unsigned char *)why; *c != '\0'; c++) {
-		char e[3] = { '%', hex[*c >> 4], hex[*c & 15] };
+	if ((msg = evbuffer_new()) != NULL) {
+		for (c = (const unsigned char *)why; *c != '\0'; c++) {
+			char e[3] = { '%', hex[*c >> 4], hex[*c & 15] };
 
-		if (*c >= 0x20 && *c < 0x7f && *c != '%')
-			evbuffer_add(out, c, 1);
-		else
-			evbuffer_add(out, e, 3);
+			if (*c >= 0x20 && *c < 0x7f && *c != '%')
+				evbuffer_add(msg, c, 1);
+			else
+				evbuffer_add(msg, e, 3);
+		}
+		http_own_add(&o, "grpc-message",
+		    (const char *)evbuffer_pullup(msg, -1),
+		    evbuffer_get_length(msg));
+		evbuffer_free(msg);
 	}
-	evbuffer_add_printf(out, "\r\nContent-Length: 0\r\nConnection: %s\r\n"
-	    "Cache-Control: no-store\r\n\r\n", keep ? "keep-alive" : "close");
+	http_own_length(&o, 0);
+	http_own_add(&o, "Connection", keep ? "keep-alive" : "close",
+	    keep ? 10 : 5);
+	http_own_add(&o, "Cache-Control", "no-store", 8);
+	/* Trailers-only: a head that says no body, and the end. */
+	http_own_send(t, &o, out, NULL, true);
 }

@@ -539,11 +539,42 @@ http_head_request_fields(const struct http_head *m,
 	http_request_fields(&w, m, p, r);
 }
 
+/* "HTTP/1.1 SSS reason\r\n": the status has exactly three digits (the
+ * parser's, or proxyd's own): no printf for them. */
+static void
+http_wb_status(struct http_wbuf *w, const struct http_head *m)
+{
+	char line[16] = "HTTP/1.1 000 ";
+
+	line[9] = (char)('0' + m->status / 100);
+	line[10] = (char)('0' + m->status / 10 % 10);
+	line[11] = (char)('0' + m->status % 10);
+	http_wb_add(w, line, 13);
+	http_wb_add(w, m->reason, m->rlen);
+	HTTP_WB_LIT(w, "\r\n");
+}
+
+void
+http_head_own(struct evbuffer *out, const struct http_head *m)
+{
+	struct http_wbuf w;
+	unsigned i;
+
+	w.ev = out;
+	w.n = 0;
+	w.fn = NULL;
+	http_wb_status(&w, m);
+	for (i = 0; i < m->nhdr; i++)
+		http_wb_field(&w, m->hdr[i].name, m->hdr[i].nlen,
+		    m->hdr[i].val, m->hdr[i].vlen);
+	HTTP_WB_LIT(&w, "\r\n");
+	http_wb_flush(&w);
+}
+
 void
 http_head_response(struct evbuffer *out, const struct http_head *m,
     const struct http_policy *p, const struct http_resp_ctx *r)
 {
-	char line[16] = "HTTP/1.1 000 ";
 	struct http_wbuf w;
 	struct http_fields fs;
 	struct http_wopt o = {
@@ -553,17 +584,15 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 		.underscore = p->underscore_pass, .inserts = true,
 	};
 
+	if (r->own) {
+		http_head_own(out, m);
+		return;
+	}
 	w.ev = out;
 	w.n = 0;
-	http_fields_scan(&fs, m);
-	/* The parser took exactly three digits: no printf for them. */
-	line[9] = (char)('0' + m->status / 100);
-	line[10] = (char)('0' + m->status / 10 % 10);
-	line[11] = (char)('0' + m->status % 10);
 	w.fn = NULL;
-	http_wb_add(&w, line, 13);
-	http_wb_add(&w, m->reason, m->rlen);
-	HTTP_WB_LIT(&w, "\r\n");
+	http_fields_scan(&fs, m);
+	http_wb_status(&w, m);
 	http_write_fields(&w, m, &fs, &o);
 	if (r->extra != NULL)
 		http_wb_str(&w, r->extra);

@@ -61,6 +61,11 @@ struct http_resp_ctx {
 	/* Whole field lines of the proxy's own to add ("Name: value\r\n":
 	 * Negotiate's final token, <auth>); NULL: none. */
 	const char *extra;
+	/* The head is proxyd's own reply (an error page, a challenge, a
+	 * 429, a gRPC trailers-only answer): its fields go as they are, in
+	 * order, without the rules, Via or a Connection of the writer's
+	 * (the head carries its own); the others above are not read. */
+	bool	own;
 };
 
 /* Where the *_fields writers give each field, whole: name and value as
@@ -92,6 +97,9 @@ void	http_head_request_fields(const struct http_head *m,
  * fields, not a status line): Via says 2. */
 void	http_head_response(struct evbuffer *out, const struct http_head *m,
 	    const struct http_policy *p, const struct http_resp_ctx *r);
+/* The head of proxyd's own reply (r->own): "HTTP/1.1 " m's status and
+ * reason, m's fields as they are, the empty line. */
+void	http_head_own(struct evbuffer *out, const struct http_head *m);
 /* The end of a chunked body: the last chunk ("0\r\n"), the trailer
  * fields of t when trailers="pass" (through the request- or
  * response-header rules, without their inserts; never framing, routing,

@@ -10,7 +10,8 @@
  *   http_body.c	bodies as they stream (Content-Length, chunked)
  *   http_upstream.c	which server: authority, dispatch, DNS, server
  *			connection open/drop, the one retry
- *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200)
+ *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200),
+ *			parsed heads sent through the client's writer
  *   http_grpc.c	gRPC calls: grpc-timeout, trailers-only refusals
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
@@ -534,6 +535,31 @@ void	http_grpc_reply(struct http_txn *t, struct evbuffer *out,
 	    int status, const char *why, bool keep);
 
 /* ---- http_reply.c ------------------------------------------------------ */
+
+/* A reply of proxyd's own (an error page, a 429, a challenge, a gRPC
+ * trailers-only answer) as a parsed response head: its status, reason and
+ * fields in order with their ids, the values kept in vals until it is
+ * sent through the transaction's writer (http_client), which makes it
+ * HTTP/1.1 bytes or HTTP/2 frames alike. On the caller's stack. */
+#define HTTP_OWN_FIELDS	8
+struct http_own {
+	struct evbuffer		*vals;		/* NULL: out of memory */
+	size_t			 off[HTTP_OWN_FIELDS];	/* of each value */
+	struct http_head	 m;		/* last: mostly unused */
+};
+void	http_own_start(struct http_own *o, int status, const char *reason);
+/* A field, its value (val, vlen) copied. */
+void	http_own_add(struct http_own *o, const char *name, const char *val,
+	    size_t vlen);
+void	http_own_addf(struct http_own *o, const char *name, const char *fmt,
+	    ...) __attribute__((format(printf, 3, 4)));
+/* Content-Length: n (and the head's content_length). */
+void	http_own_length(struct http_own *o, size_t n);
+/* Sends the head, then body (NULL: none; never to a HEAD request) and,
+ * with end, the response's end, to out through the writer; frees vals.
+ * Without end the response goes on (CONNECT's 200: the tunnel). */
+void	http_own_send(struct http_txn *t, struct http_own *o,
+	    struct evbuffer *out, struct evbuffer *body, bool end);
 
 /* Answers status with an error page, logs, and ends the client connection
  * once the page is written (a reset if part of a response went out). */

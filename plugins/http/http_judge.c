@@ -450,6 +450,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
 	rs.extra = m->status >= 200 ? http_auth_reply(h) : NULL;
+	rs.own = false;
 	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
 	    http_scan_partial(t, m, PX_TO_CLIENT) == -1)
 		return false;

@@ -1,6 +1,10 @@
 /* The proxy's own replies: error pages (built in, or a template from
  * errors/@dir) and CONNECT's "200 Connection established". Whatever the
- * server said never reaches these: a reply is proxyd's alone. */
+ * server said never reaches these: a reply is proxyd's alone. Each is
+ * built as a parsed head and a body (struct http_own) and goes through
+ * the transaction's writer (http_client), whatever its protocol. */
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -8,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "conn.h"
+#include "http_head.h"
 #include "http_int.h"
 
 static const char *
@@ -32,6 +37,111 @@ http_reason(int status)
 	case 505: return "HTTP Version Not Supported";
 	default: return "Error";
 	}
+}
+
+void
+http_own_start(struct http_own *o, int status, const char *reason)
+{
+	struct http_head *m = &o->m;
+
+	o->vals = evbuffer_new();
+	/* Not the 256 fields: only those added are read. */
+	memset(m, 0, offsetof(struct http_head, hdr));
+	m->status = status;
+	m->reason = reason;
+	m->rlen = strlen(reason);
+	m->minor = 1;
+	m->content_length = -1;
+	m->host = m->upgrade = -1;
+}
+
+/* The next field's slot, named; NULL when there is none (out of memory,
+ * or more than HTTP_OWN_FIELDS: a bug). Its value: vals from off. */
+static struct http_hdr *
+http_own_next(struct http_own *o, const char *name, size_t off)
+{
+	struct http_head *m = &o->m;
+	struct http_hdr *f;
+
+	if (o->vals == NULL || m->nhdr == HTTP_OWN_FIELDS)
+		return NULL;
+	f = &m->hdr[m->nhdr];
+	f->name = name;
+	f->nlen = strlen(name);
+	f->id = (unsigned char)http_field_id(name, f->nlen);
+	f->val = NULL;		/* in vals until sent */
+	o->off[m->nhdr] = off;
+	return f;
+}
+
+void
+http_own_add(struct http_own *o, const char *name, const char *val,
+    size_t vlen)
+{
+	struct http_hdr *f;
+
+	if ((f = http_own_next(o, name, o->vals != NULL ?
+	    evbuffer_get_length(o->vals) : 0)) == NULL ||
+	    evbuffer_add(o->vals, val, vlen) == -1)
+		return;
+	f->vlen = vlen;
+	o->m.nhdr++;
+}
+
+void
+http_own_addf(struct http_own *o, const char *name, const char *fmt, ...)
+{
+	struct http_hdr *f;
+	va_list ap;
+	size_t off = o->vals != NULL ? evbuffer_get_length(o->vals) : 0;
+	int n;
+
+	if ((f = http_own_next(o, name, off)) == NULL)
+		return;
+	va_start(ap, fmt);
+	n = evbuffer_add_vprintf(o->vals, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	f->vlen = evbuffer_get_length(o->vals) - off;
+	o->m.nhdr++;
+}
+
+void
+http_own_length(struct http_own *o, size_t n)
+{
+	o->m.content_length = (int64_t)n;
+	http_own_addf(o, "Content-Length", "%zu", n);
+}
+
+void
+http_own_send(struct http_txn *t, struct http_own *o, struct evbuffer *out,
+    struct evbuffer *body, bool end)
+{
+	const struct http_client_ops *w = http_client(t);
+	struct http_resp_ctx rs = { .own = true };
+	enum http_body was = t->resp_body;
+	const char *base;
+	unsigned i;
+
+	if (o->vals != NULL) {
+		base = (const char *)evbuffer_pullup(o->vals, -1);
+		for (i = 0; i < o->m.nhdr; i++)
+			o->m.hdr[i].val = base != NULL ? base + o->off[i] : "";
+	}
+	o->m.head_len = 0;	/* never bytes of the client's */
+	w->head(t, &o->m, &rs, out);
+	/* The body has a length (the head says it): whatever the server's
+	 * response was framed with, the writer sends it as it is. */
+	t->resp_body = HTTP_BODY_LENGTH;
+	if (body != NULL && evbuffer_get_length(body) != 0 && !t->is_head)
+		w->data(t, body, evbuffer_get_length(body), out);
+	if (end)
+		w->end(t, NULL, out);
+	t->resp_body = was;
+	if (o->vals != NULL)
+		evbuffer_free(o->vals);
+	o->vals = NULL;
 }
 
 /* Text from the request (a host name, a path) can be in `why`: as text,
@@ -140,6 +250,7 @@ http_error(struct http_txn *t, int status, const char *why)
 	const struct http_policy *p = h->pol;
 	struct evbuffer *out = h->c->out;
 	struct evbuffer *body;
+	struct http_own o;
 	const char *reason = http_reason(status);
 	char end[160];
 	size_t blen;
@@ -185,20 +296,20 @@ http_error(struct http_txn *t, int status, const char *why)
 	if (body != NULL && !p->silent)
 		http_error_page(body, p, status, why, px_session_id(h->s));
 	blen = body != NULL ? evbuffer_get_length(body) : 0;
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: "
-	    "text/html\r\nContent-Length: %zu\r\nConnection: close\r\n"
-	    "Cache-Control: no-store\r\n", status, reason, blen);
+	http_own_start(&o, status, reason);
+	http_own_add(&o, "Content-Type", "text/html", 9);
+	http_own_length(&o, blen);
+	http_own_add(&o, "Connection", "close", 5);
+	http_own_add(&o, "Cache-Control", "no-store", 8);
 	if (status == 405) {
 		/* RFC 9110 15.5.6: a 405 says what is allowed instead. */
 		char allow[256];
 
 		http_policy_allow(p, t->port, px_session_dst(h->s)->sa_family ==
 		    0, allow, sizeof(allow));
-		evbuffer_add_printf(out, "Allow: %s\r\n", allow);
+		http_own_add(&o, "Allow", allow, strlen(allow));
 	}
-	evbuffer_add(out, "\r\n", 2);
-	if (body != NULL && !t->is_head)
-		evbuffer_add_buffer(out, body);
+	http_own_send(t, &o, out, body, true);
 	t->resp_bytes = evbuffer_get_length(out);
 	px_session_account(h->s, PX_TO_CLIENT, t->resp_bytes);
 	if (body != NULL)
@@ -216,6 +327,7 @@ http_reply_limited(struct http_txn *t, uint32_t retry_s, bool keep)
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
 	struct evbuffer *out = h->c->out, *body;
+	struct http_own o;
 	size_t blen, before = evbuffer_get_length(out);
 
 	t->status = 429;
@@ -233,13 +345,14 @@ http_reply_limited(struct http_txn *t, uint32_t retry_s, bool keep)
 		    "source", px_session_id(h->s));
 	blen = body != NULL ? evbuffer_get_length(body) : 0;
 	/* RFC 6585 4: Retry-After says when to come back. */
-	evbuffer_add_printf(out, "HTTP/1.1 429 Too Many Requests\r\n"
-	    "Content-Type: text/html\r\nContent-Length: %zu\r\n"
-	    "Retry-After: %u\r\nConnection: %s\r\n"
-	    "Cache-Control: no-store\r\n\r\n", blen, (unsigned)retry_s,
-	    keep ? "keep-alive" : "close");
-	if (body != NULL && !t->is_head)
-		evbuffer_add_buffer(out, body);
+	http_own_start(&o, 429, http_reason(429));
+	http_own_add(&o, "Content-Type", "text/html", 9);
+	http_own_length(&o, blen);
+	http_own_addf(&o, "Retry-After", "%u", (unsigned)retry_s);
+	http_own_add(&o, "Connection", keep ? "keep-alive" : "close",
+	    keep ? 10 : 5);
+	http_own_add(&o, "Cache-Control", "no-store", 8);
+	http_own_send(t, &o, out, body, true);
 	if (body != NULL)
 		evbuffer_free(body);
 	t->resp_bytes = evbuffer_get_length(out) - before;
@@ -291,14 +404,18 @@ void
 http_reply_established(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
-	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	struct evbuffer *out = h->c->out;
+	size_t before = evbuffer_get_length(out);
+	struct http_own o;
 
-	evbuffer_add(h->c->out, ok, sizeof(ok) - 1);
+	/* No end: the tunnel's bytes follow. */
+	http_own_start(&o, 200, "Connection established");
+	http_own_send(t, &o, out, NULL, false);
 	t->status = 200;
-	t->resp_bytes += sizeof(ok) - 1;
-	px_session_account(h->s, PX_TO_CLIENT, sizeof(ok) - 1);
+	t->resp_bytes += evbuffer_get_length(out) - before;
+	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(out) -
+	    before);
 }
-
 
 /* A value for the log line. */
 void

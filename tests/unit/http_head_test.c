@@ -487,6 +487,36 @@ test_trailers(void **state)
 	evbuffer_free(out);
 }
 
+/* proxyd's own reply (r.own): its fields as they are, whatever the rules,
+ * Via and the client's Connection would make of a server's. */
+static void
+test_own(void **state)
+{
+	struct http_policy p = plain();
+	struct http_header_rule rules[] = {
+		{ .name = "Cache-Control", .action = HTTP_DROP },
+		{ .name = "X-Ins", .action = HTTP_INSERT, .value = "ins" },
+	};
+	struct evbuffer *out = evbuffer_new();
+	struct http_resp_ctx r = { .own = true };
+	static const char head[] = "HTTP/1.1 429 Too Many Requests\r\n"
+	    "Content-Type: text/html\r\nContent-Length: 5\r\n"
+	    "Retry-After: 3\r\nConnection: keep-alive\r\n"
+	    "Cache-Control: no-store\r\n\r\n";
+
+	(void)state;
+	assert_non_null(out);
+	p.resph = rules;
+	p.nresph = sizeof(rules) / sizeof(rules[0]);
+	p.via = true;
+	parse(head, false);
+	http_head_response(out, &m, &p, &r);
+	expect(out, head);
+	http_head_own(out, &m);
+	expect(out, head);
+	evbuffer_free(out);
+}
+
 int
 main(void)
 {
@@ -502,6 +532,7 @@ main(void)
 		cmocka_unit_test(test_canonical_framing),
 		cmocka_unit_test(test_underscore),
 		cmocka_unit_test(test_trailers),
+		cmocka_unit_test(test_own),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
