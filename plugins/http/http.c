@@ -68,8 +68,7 @@ http_transaction_end(struct http_txn *t)
 }
 
 void
-http_refusal_sent(struct http_txn *t, size_t head_len, bool keep,
-    const char *reason)
+http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
 {
 	struct http_state *h = t->conn;
 
@@ -79,7 +78,8 @@ http_refusal_sent(struct http_txn *t, size_t head_len, bool keep,
 		http_close_when_flushed(h, PX_END_POLICY, reason);
 		return;
 	}
-	evbuffer_drain(h->c->in, head_len);
+	evbuffer_drain(h->c->in, t->head_len);
+	t->head_len = 0;
 	h->client_keep = true;
 	t->req = HTTP_REQ_DONE;
 	t->resp = HTTP_RESP_NONE;
@@ -904,7 +904,7 @@ http_handover_save(struct px_session *s, void *st, void *buf, size_t len)
 	    t->resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
 	    h->client_eof || t->connecting || t->dns != NULL ||
 	    h->head_scan != 0 || t->method[0] != '\0' || t->log_held ||
-	    h->auth != NULL || h->auth_replay ||
+	    h->auth != NULL ||
 	    h->c == NULL || evbuffer_get_length(h->c->in) != 0)
 		return -1;
 	for (d = 0; d < 2; d++)

@@ -6,11 +6,11 @@
  * neither offered nor taken over a client connection without TLS unless
  * <auth basic-without-tls="yes">.
  *
- * A check runs on an auth thread: the request waits (its head stays in
- * the client input, HTTP_REQ_AUTH, nothing else of the client is judged)
- * while the worker goes on with other sessions; the answer comes back on
- * the worker, and the request is handled again from its head, this time
- * with the answer in hand. The identity then stays with the connection:
+ * A check runs on an auth thread: the request waits (HTTP_REQ_AUTH, its
+ * parsed head kept, nothing else of the client is judged) while the
+ * worker goes on with other sessions; the answer comes back on the
+ * worker, and the request is judged again from its kept head, this time
+ * with the answer in hand (http_replay_request). The identity then stays with the connection:
  * the next requests on it are not asked again (a Negotiate token on a
  * connection Negotiate proved is not verified again; a Basic request
  * that carries other credentials is checked again). A client certificate that
@@ -48,6 +48,9 @@ struct http_auth {
 	struct px_auth_req	*answer;	/* its answer, for the replay */
 	unsigned char		 answer_basic[32];
 	char			*reply;		/* for this request's response */
+	/* The request waiting for pending: its parsed head (http_head_dup),
+	 * judged again once answered. NULL: none. */
+	struct http_head	*held;
 	/* An HTTP/2 stream's leg: its connection's certificate user, given
 	 * at the leg's open (http_auth_leg_cert), its socketpair has none. */
 	char			 leg_cert[sizeof(((struct px_auth_id *)0)->user)];
@@ -157,7 +160,7 @@ http_auth_basic_ok(const struct http_state *h, const struct px_auth_use *u)
  * connection stays when nothing of the request is left to read. */
 static void
 http_auth_challenge(struct http_txn *t, const struct http_head *m,
-    size_t head_len, const char *why)
+    const char *why)
 {
 	struct http_state *h = t->conn;
 	const struct px_auth_use *u = px_session_auth(h->s);
@@ -169,7 +172,7 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
 	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
-	    evbuffer_get_length(h->c->in) == head_len &&
+	    evbuffer_get_length(h->c->in) == t->head_len &&
 	    !px_session_config_stale(h->s);
 	struct evbuffer *out = h->c->out, *bb = NULL;
 	size_t before = evbuffer_get_length(out);
@@ -209,7 +212,7 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	px_session_log(h->s, LOG_INFO, "http-auth status=%d reason=\"%s\"",
 	    status, why);
-	http_refusal_sent(t, head_len, keep, fwd ?
+	http_refusal_sent(t, keep, fwd ?
 	    "denied: http 407: authentication required" :
 	    "denied: http 401: authentication required");
 }
@@ -219,20 +222,46 @@ http_auth_done(struct px_auth_req *r, void *arg)
 {
 	struct http_state *h = arg;
 	struct http_txn *t = &h->tx;
+	struct http_head *held = h->auth->held;
 
 	h->auth->pending = NULL;
 	h->auth->answer = r;
+	h->auth->held = NULL;
 	if (h->gone || t->req != HTTP_REQ_AUTH) {
 		h->auth->answer = NULL;
 		px_auth_req_free(r);
+		free(held);
 		return;
 	}
-	/* The head is still at the front of the client input: handled
-	 * again, with the answer. */
+	/* Judged again from its kept head, with the answer. */
 	t->req = HTTP_REQ_HEAD;
-	h->auth_replay = true;
 	h->progress++;
+	if (held != NULL && !h->closing && !h->tunnel)
+		http_replay_request(t, held);
+	free(held);
 	http_drive(h);
+}
+
+/* t's request (head m) waits for the check r: its head is kept for the
+ * replay. 1, or -1 (answered 500) out of memory. */
+static int
+http_auth_wait(struct http_txn *t, const struct http_head *m,
+    struct px_auth_req *r)
+{
+	struct http_state *h = t->conn;
+	struct http_auth *a = h->auth;
+
+	free(a->held);
+	if ((a->held = http_head_dup(m)) == NULL) {
+		px_auth_req_free(r);
+		http_error(t, 500, "out of memory");
+		return -1;
+	}
+	r->session = px_session_id(h->s);
+	a->pending = r;
+	t->req = HTTP_REQ_AUTH;
+	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
+	return 1;
 }
 
 static struct http_auth *
@@ -275,8 +304,7 @@ http_auth_reply_sent(struct http_state *h)
 
 /* The answer of the check this request waited for. */
 static int
-http_auth_answered(struct http_txn *t, const struct http_head *m,
-    size_t head_len)
+http_auth_answered(struct http_txn *t, const struct http_head *m)
 {
 	struct http_state *h = t->conn;
 	struct http_auth *a = h->auth;
@@ -308,7 +336,7 @@ http_auth_answered(struct http_txn *t, const struct http_head *m,
 	/* A failed proof leaves the connection unproven. */
 	px_auth_id_clear(&a->id);
 	a->have_id = a->have_basic = false;
-	http_auth_challenge(t, m, head_len, why);
+	http_auth_challenge(t, m, why);
 	return -1;
 }
 
@@ -339,8 +367,7 @@ http_auth_leg_cert(struct http_state *leg, const struct http_state *conn)
 }
 
 int
-http_auth_request(struct http_txn *t, const struct http_head *m,
-    size_t head_len)
+http_auth_request(struct http_txn *t, const struct http_head *m)
 {
 	struct http_state *h = t->conn;
 	const struct px_auth_use *u = px_session_auth(h->s);
@@ -374,12 +401,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 					http_error(t, 500, "out of memory");
 					return -1;
 				}
-				r->session = px_session_id(h->s);
-				a->pending = r;
-				t->req = HTTP_REQ_AUTH;
-				px_auth_submit(r, px_session_auth_box(h->s),
-				    http_auth_done, h);
-				return 1;
+				return http_auth_wait(t, m, r);
 			}
 			px_auth_id_clear(&a->id);
 			memcpy(a->id.user, user, sizeof(user));
@@ -394,7 +416,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 		return -1;
 	}
 	if (a->answer != NULL)
-		return http_auth_answered(t, m, head_len);
+		return http_auth_answered(t, m);
 	free(a->reply);
 	a->reply = NULL;
 	/* By the parser's field ids (Proxy-Authorization is one of the
@@ -410,7 +432,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 	if (v == NULL) {
 		if (a->have_id || !u->required)
 			return 0;
-		http_auth_challenge(t, m, head_len, "no credentials");
+		http_auth_challenge(t, m, "no credentials");
 		return -1;
 	}
 	if (vlen > 10 && strncasecmp(v, "Negotiate ", 10) == 0 &&
@@ -428,7 +450,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 		}
 		if ((n = http_b64_decode(cred, clen, dec)) <= 0) {
 			free(dec);
-			http_auth_challenge(t, m, head_len,
+			http_auth_challenge(t, m,
 			    "malformed Negotiate token");
 			return -1;
 		}
@@ -439,7 +461,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 	} else if (vlen > 6 && strncasecmp(v, "Basic ", 6) == 0 &&
 	    u->methods[PX_AUTH_BASIC]) {
 		if (!http_auth_basic_ok(h, u)) {
-			http_auth_challenge(t, m, head_len, "Basic refused "
+			http_auth_challenge(t, m, "Basic refused "
 			    "on a client connection without TLS");
 			return -1;
 		}
@@ -460,7 +482,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 			if (dec != NULL)
 				explicit_bzero(dec, clen + 1);
 			free(dec);
-			http_auth_challenge(t, m, head_len,
+			http_auth_challenge(t, m,
 			    "malformed Basic credentials");
 			return -1;
 		}
@@ -472,7 +494,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 		explicit_bzero(dec, clen + 1);
 		free(dec);
 	} else {
-		http_auth_challenge(t, m, head_len, "credentials of a method "
+		http_auth_challenge(t, m, "credentials of a method "
 		    "not offered");
 		return -1;
 	}
@@ -480,11 +502,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m,
 		http_error(t, 500, "out of memory");
 		return -1;
 	}
-	r->session = px_session_id(h->s);
-	a->pending = r;
-	t->req = HTTP_REQ_AUTH;
-	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
-	return 1;
+	return http_auth_wait(t, m, r);
 }
 
 const struct px_auth_id *
@@ -511,6 +529,7 @@ http_auth_close(struct http_state *h)
 	if (a->pending != NULL)
 		px_auth_cancel(a->pending);	/* the box frees it */
 	px_auth_req_free(a->answer);
+	free(a->held);
 	free(a->reply);
 	px_auth_id_clear(&a->id);
 	OPENSSL_cleanse(a, sizeof(*a));

@@ -2,6 +2,7 @@
  * the policy and a few facts of the transaction. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -552,6 +553,43 @@ http_wb_status(struct http_wbuf *w, const struct http_head *m)
 	http_wb_add(w, line, 13);
 	http_wb_add(w, m->reason, m->rlen);
 	HTTP_WB_LIT(w, "\r\n");
+}
+
+/* Copies len bytes at *src into *dst and points *src there. */
+static void
+http_dup_str(char **dst, const char **src, size_t len)
+{
+	if (*src == NULL)
+		return;
+	memcpy(*dst, *src, len);
+	*src = *dst;
+	*dst += len;
+}
+
+struct http_head *
+http_head_dup(const struct http_head *m)
+{
+	size_t fixed = offsetof(struct http_head, hdr) +
+	    m->nhdr * sizeof(struct http_hdr);
+	size_t bytes = m->mlen + m->tlen + m->rlen;
+	struct http_head *c;
+	char *d;
+	unsigned i;
+
+	for (i = 0; i < m->nhdr; i++)
+		bytes += m->hdr[i].nlen + m->hdr[i].vlen;
+	if ((c = malloc(fixed + bytes)) == NULL)
+		return NULL;
+	memcpy(c, m, fixed);
+	d = (char *)c + fixed;
+	http_dup_str(&d, &c->method, c->mlen);
+	http_dup_str(&d, &c->target, c->tlen);
+	http_dup_str(&d, &c->reason, c->rlen);
+	for (i = 0; i < c->nhdr; i++) {
+		http_dup_str(&d, &c->hdr[i].name, c->hdr[i].nlen);
+		http_dup_str(&d, &c->hdr[i].val, c->hdr[i].vlen);
+	}
+	return c;
 }
 
 void

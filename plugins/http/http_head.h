@@ -112,6 +112,11 @@ void	http_head_trailers(struct evbuffer *out, const struct http_head *t,
 void	http_head_trailer_fields(const struct http_head *t,
 	    const struct http_policy *p, bool request, http_field_fn fn,
 	    void *arg);
+/* A copy of m that owns its bytes (method, target, reason, fields) in
+ * one allocation (free() it): a parsed head kept after the buffer it
+ * points into is gone or moved (<auth>'s replay). Only m's nhdr fields
+ * are there. NULL: out of memory. */
+struct http_head *http_head_dup(const struct http_head *m);
 /* Splits an absolute-form target "http://authority[/path][?query]"
  * (RFC 9112 3.2.2) into its authority and the origin-form target sent on
  * ("/" when it has neither; "?query" alone when it has no path, which

@@ -193,6 +193,9 @@ struct http_txn {
 	bool			 srv_h2;	/* this request went over h2 */
 	bool			 te_trailers;	/* the client sent TE: trailers */
 	bool			 replayable;	/* idempotent and bodiless */
+	/* The request head's bytes at the front of the client input (the
+	 * HTTP/1.1 codec's), drained once it is judged or refused. */
+	size_t			 head_len;
 	/* The head being sent; once sent on a reused connection, still
 	 * held (the server's output references it) for one retry. */
 	struct evbuffer		*head_out;
@@ -241,7 +244,6 @@ struct http_state {
 	bool			 client_keep;	/* keep the client after this */
 	bool			 client_10;	/* HTTP/1.0 client */
 	bool			 transparent;	/* dst is the client's own */
-	bool			 auth_replay;	/* handled again, answered */
 	bool			 cert_tried;	/* client certificate's user */
 	uint64_t		 progress;	/* bumped by every step that moved */
 	size_t			 buffer;
@@ -276,12 +278,11 @@ void	http_abort(struct http_state *h, enum px_end_by by,
 /* The transaction is over (its reply written or queued): the next
  * request, or the end of the connection. */
 void	http_transaction_end(struct http_txn *t);
-/* A refusal of the request whose head (head_len bytes) is at the front
- * of the client input was queued (a 429, a 401/407 challenge): with keep,
- * the head leaves and the connection reads the next request; else the
- * request is logged and the session ends (reason) once it is flushed. */
-void	http_refusal_sent(struct http_txn *t, size_t head_len, bool keep,
-	    const char *reason);
+/* A refusal of t's request was queued (a 429, a 401/407 challenge): with
+ * keep, its head (t->head_len) leaves the client input and the connection
+ * reads the next request; else the request is logged and the session
+ * ends (reason) once it is flushed. */
+void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
 void	http_start_tunnel(struct http_state *h);
 
@@ -323,12 +324,11 @@ const struct http_client_ops *http_client(const struct http_txn *t);
 
 /* ---- http_auth.c ------------------------------------------------------- */
 
-/* <auth> on the request whose head m (head_len bytes) is at the front of
- * the client input: 0 go on (proven, or not required), -1 answered (a
- * challenge, 503), 1 waiting for its check (HTTP_REQ_AUTH; the request
- * is handled again once answered). */
-int	http_auth_request(struct http_txn *t, const struct http_head *m,
-	    size_t head_len);
+/* <auth> on t's request, whose parsed head is m: 0 go on (proven, or
+ * not required), -1 answered (a challenge, 503), 1 waiting for its check
+ * (HTTP_REQ_AUTH; a copy of m is kept, and judged again once answered:
+ * http_replay_request). */
+int	http_auth_request(struct http_txn *t, const struct http_head *m);
 /* Who the connection proved to be; NULL: nobody yet. */
 const struct px_auth_id *http_auth_id(const struct http_state *h);
 /* An HTTP/2 stream's leg opening: it carries conn's client certificate
@@ -360,11 +360,13 @@ void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 void	http_handle_request(struct http_txn *t, const char *buf,
 	    size_t head_len);
 /* The parsed request head m judged, then answered, refused or sent on;
- * what an HTTP/2 stream's head is to go through too. head_len: its bytes
- * at the front of the client input (a refusal drains them, <auth> keeps
- * them there to handle the request again once answered: replay). */
+ * what an HTTP/2 stream's head is to go through too. Its bytes in the
+ * client input (t->head_len, 0: none there) leave once it is judged. */
 void	http_judge_request(struct http_txn *t, const struct http_head *m,
-	    size_t head_len, bool replay);
+	    bool replay);
+/* The request whose <auth> check was answered, judged again from its
+ * kept head m: counted and timed once, as one request. */
+void	http_replay_request(struct http_txn *t, const struct http_head *m);
 /* A complete response head is at the front of the server input: parsed,
  * then judged by http_judge_response. false when the transaction ended. */
 bool	http_handle_response(struct http_txn *t, const char *buf,

@@ -87,7 +87,7 @@ http_canon_target(struct http_txn *t, const char *target, size_t tlen,
  * once): the client's next request is then read as usual. */
 static void
 http_limited(struct http_txn *t, const struct http_head *m,
-    size_t head_len, uint32_t retry_s, bool may_keep)
+    uint32_t retry_s, bool may_keep)
 {
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
@@ -95,18 +95,18 @@ http_limited(struct http_txn *t, const struct http_head *m,
 	    (m->minor == 1 || m->conn_keep_alive) &&
 	    (p->max_requests == 0 || h->nreq < p->max_requests) &&
 	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
-	    evbuffer_get_length(h->c->in) == head_len &&
+	    evbuffer_get_length(h->c->in) == t->head_len &&
 	    !px_session_config_stale(h->s);
 
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	http_reply_limited(t, retry_s, keep);
-	http_refusal_sent(t, head_len, keep,
+	http_refusal_sent(t, keep,
 	    "denied: http 429: source-limits requests");
 }
 
 void
 http_judge_request(struct http_txn *t, const struct http_head *m,
-    size_t head_len, bool replay)
+    bool replay)
 {
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
@@ -209,18 +209,18 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	if (!replay && !px_session_request_allowed(h->s,
 	    http_auth_id(h) != NULL ? http_auth_id(h)->user : NULL, &retry,
 	    t->rule, sizeof(t->rule))) {
-		http_limited(t, m, head_len, retry, true);
+		http_limited(t, m, retry, true);
 		return;
 	}
 	/* <auth>: 0 go on, else answered or waiting for the directory. */
-	if (http_auth_request(t, m, head_len) != 0)
+	if (http_auth_request(t, m) != 0)
 		return;
 	/* <source-limits per="user">: the connection counts as the user's
 	 * from its first proven request; over the user's sessions= or
 	 * connections=, 429 and the connection ends. */
 	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
 	    http_auth_id(h)->user, &retry, t->rule, sizeof(t->rule))) {
-		http_limited(t, m, head_len, retry, false);
+		http_limited(t, m, retry, false);
 		return;
 	}
 	if ((rc = http_policy_check_as(p, http_auth_id(h), m->method, m->mlen,
@@ -300,7 +300,8 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 		if (p->server_h2 != HTTP_SERVER_H2_NO)
 			http_h2o_prepare(t, m, &rq);
 	}
-	evbuffer_drain(cin, head_len);
+	evbuffer_drain(cin, t->head_len);
+	t->head_len = 0;
 	t->req = HTTP_REQ_WAIT;
 	t->resp = HTTP_RESP_HEAD;
 	http_head_restart(&t->resp_scan, &t->resp_judge);
@@ -312,20 +313,14 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	http_dispatch(t, (struct sockaddr *)&dst);
 }
 
-/* A complete request head (head_len bytes) is at the front of the client
- * input: parsed here, the HTTP/1.1 codec's part, then judged. */
-void
-http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
+/* A request starts (or, replay, starts again): its transaction's fields
+ * from nothing, the log's method and path from m (NULL: unparsable). */
+static void
+http_request_begin(struct http_txn *t, const struct http_head *m,
+    bool replay)
 {
 	struct http_state *h = t->conn;
-	static _Thread_local struct http_head m;
-	const char *why = NULL;
-	int rc;
-	/* Handled again once its authentication was answered
-	 * (http_auth.c): counted and timed once. */
-	bool replay = h->auth_replay;
 
-	h->auth_replay = false;
 	if (!replay)
 		gettimeofday(&t->t_start, NULL);
 	t->verdict = NULL;
@@ -338,21 +333,42 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 	t->grpc_status = -1;
 	/* The port the request is for (a 405's Allow depends on it). */
 	t->port = px_sockaddr_port(px_session_dst(h->s));
+	http_copy(t->method, sizeof(t->method), m != NULL ? m->method : "-",
+	    m != NULL ? m->mlen : 1);
+	http_copy(t->path, sizeof(t->path), m != NULL ? m->target : "-",
+	    m != NULL ? m->tlen : 1);
+}
+
+/* A complete request head (head_len bytes) is at the front of the client
+ * input: parsed here, the HTTP/1.1 codec's part, then judged. */
+void
+http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
+{
+	struct http_state *h = t->conn;
+	static _Thread_local struct http_head m;
+	const char *why = NULL;
+	int rc;
+
+	t->head_len = head_len;
 	rc = http_parse_head(buf, head_len, true, &h->pol->lim, &m, &why);
-	http_copy(t->method, sizeof(t->method), rc == 0 ? m.method : "-",
-	    rc == 0 ? m.mlen : 1);
-	http_copy(t->path, sizeof(t->path), rc == 0 ? m.target : "-",
-	    rc == 0 ? m.tlen : 1);
-	if (!replay) {
-		px_session_count(h->s, HTTP_C_REQUESTS, 1);
-		h->nreq++;
-	}
+	http_request_begin(t, rc == 0 ? &m : NULL, false);
+	px_session_count(h->s, HTTP_C_REQUESTS, 1);
+	h->nreq++;
 	if (rc != 0) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);
 		http_error(t, rc, why);
 		return;
 	}
-	http_judge_request(t, &m, head_len, replay);
+	http_judge_request(t, &m, false);
+}
+
+/* Handled again once its authentication was answered (http_auth.c):
+ * counted and timed once. */
+void
+http_replay_request(struct http_txn *t, const struct http_head *m)
+{
+	http_request_begin(t, m, true);
+	http_judge_request(t, m, true);
 }
 
 /* ---- response ---------------------------------------------------------- */

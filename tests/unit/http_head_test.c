@@ -517,6 +517,62 @@ test_own(void **state)
 	evbuffer_free(out);
 }
 
+/* http_head_dup: the copy owns its bytes, the buffer parsed from may go;
+ * it writes the same head. */
+static void
+test_dup(void **state)
+{
+	struct http_policy p = plain();
+	struct evbuffer *a = evbuffer_new(), *b = evbuffer_new();
+	struct http_req_ctx r;
+	struct http_head *c;
+	static const char req[] = "POST /up?x=1 HTTP/1.1\r\nHost: h\r\n"
+	    "Content-Length: 3\r\nX-A: one\r\nX-B:\r\n\r\n";
+	char *buf = strdup(req);
+	size_t scanned = 0, wlen;
+	ssize_t end;
+	const char *why;
+	char *want;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(buf);
+	end = http_head_end(buf, strlen(buf), lim.max_header_bytes, &scanned);
+	assert_true(end > 0);
+	assert_int_equal(http_parse_head(buf, (size_t)end, true, &lim, &m,
+	    &why), 0);
+	memset(&r, 0, sizeof(r));
+	r.target = m.target;
+	r.tlen = m.tlen;
+	r.host = "h";
+	r.dst = (struct sockaddr *)&dst4;
+	r.client = (struct sockaddr *)&client4;
+	http_head_request(a, &m, &p, &r);
+	c = http_head_dup(&m);
+	assert_non_null(c);
+	memset(buf, 'z', strlen(req));
+	free(buf);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(c->nhdr, 4);
+	assert_int_equal(c->content_length, 3);
+	assert_int_equal(c->hdr[3].vlen, 0);
+	r.target = c->target;
+	r.tlen = c->tlen;
+	http_head_request(b, c, &p, &r);
+	wlen = evbuffer_get_length(a);
+	want = malloc(wlen + 1);
+	assert_non_null(want);
+	evbuffer_remove(a, want, wlen);
+	want[wlen] = '\0';
+	expect(b, want);
+	assert_int_equal(strncmp(want, "POST /up?x=1 HTTP/1.1\r\n", 23), 0);
+	free(want);
+	free(c);
+	evbuffer_free(a);
+	evbuffer_free(b);
+}
+
 int
 main(void)
 {
@@ -533,6 +589,7 @@ main(void)
 		cmocka_unit_test(test_underscore),
 		cmocka_unit_test(test_trailers),
 		cmocka_unit_test(test_own),
+		cmocka_unit_test(test_dup),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
