@@ -229,6 +229,16 @@ http_server_drop(struct http_txn *t, bool reusable)
 	    evbuffer_get_length(sv->io->out) != 0 ||
 	    evbuffer_get_length(sv->io->in) != 0 || sv->io->eof)
 		reusable = false;
+	/* Nor with the server's bytes after the response decrypted already
+	 * (TLS: in OpenSSL's buffer): the pool's read event, that drops a
+	 * plain one with bytes in its socket, never sees them, and the next
+	 * request on it would get them as its response. (Plain: no ioctl
+	 * per request, the pool's event does it.) */
+	if (reusable && sv->io->tf != NULL && px_conn_unread(sv->io)) {
+		px_session_log(h->s, LOG_NOTICE, "http-upstream server sent "
+		    "bytes after its response: connection not reused");
+		reusable = false;
+	}
 	px_session_upstream_park(h->s, sv->io, (struct sockaddr *)&sv->dst,
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);
