@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -996,17 +995,12 @@ http_writable(struct px_session *s, void *st)
 }
 
 /* Bytes the client sent that the loop has not read yet (a request written
- * just before the reload): true also when that cannot be told. */
+ * just before the reload), in the socket or decrypted already (TLS):
+ * true also when that cannot be told. */
 static bool
 http_client_pending(const struct http_state *h)
 {
-	int n = 0;
-
-	if (evbuffer_get_length(h->c->in) != 0)
-		return true;
-	if (h->c->fd == -1 || ioctl(h->c->fd, FIONREAD, &n) == -1)
-		return h->c->fd != -1;
-	return n > 0;
+	return evbuffer_get_length(h->c->in) != 0 || px_conn_unread(h->c);
 }
 
 /* A reload: the session keeps the policy it was accepted under (its own
