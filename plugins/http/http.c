@@ -88,6 +88,25 @@ http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
 
 /* ---- ending ------------------------------------------------------------ */
 
+/* RFC 9112 9.6: closing with the client's bytes unread sends a reset,
+ * that may destroy the response it has not read yet (it is still sending
+ * the body an early answer did not wait for). So once the response is
+ * written our side ends (a FIN), and what the client still sends is read
+ * and dropped until its end, PX_FINISH_GRACE_MS at most (http_timer_cb). */
+static void
+http_linger(struct http_state *h)
+{
+	evbuffer_drain(h->c->in, evbuffer_get_length(h->c->in));
+	if (!h->c->shut_pending) {
+		if (px_conn_shutdown(h->c) == -1) {
+			px_session_finish(h->s, h->end_by, h->end_reason);
+			return;
+		}
+		http_timer_set(h, PX_FINISH_GRACE_MS);
+	}
+	px_conn_read_enable(h->c, true);
+}
+
 /* http_drive finishes the session once the client output drains. */
 void
 http_close_when_flushed(struct http_state *h, enum px_end_by by,
@@ -204,9 +223,12 @@ http_transaction_done(struct http_txn *t)
 		}
 	}
 	/* Answered before its body was all sent (an early 413, say): where
-	 * the next request would start is unknown, so none is read. */
+	 * the next request would start is unknown, so none is read, and
+	 * the close lingers while the rest of the body comes. */
 	if (t->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
+	h->linger = t->req != HTTP_REQ_DONE && !h->client_eof &&
+	    h->h2_parent_ref == NULL;
 	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
 	 * h2_leg_abort): to-client is then what the client got, not what
 	 * the leg wrote, and a stream reset meanwhile says so. */
@@ -616,7 +638,11 @@ http_drive(struct http_state *h)
 			continue;
 		}
 		if (h->closing) {
-			if (evbuffer_get_length(h->c->out) == 0)
+			if (evbuffer_get_length(h->c->out) != 0)
+				return;
+			if (h->linger && !h->client_eof)
+				http_linger(h);
+			else
 				px_session_finish(h->s, h->end_by,
 				    h->end_reason);
 			return;
@@ -765,6 +791,11 @@ http_timer_cb(struct px_session *s, void *st)
 		/* The check is bounded by its authenticator's timeout: its
 		 * answer (503 if it ran out) ends the wait. */
 		http_timer_set(h, h->pol->request_timeout_ms);
+		return;
+	}
+	if (h->closing && h->linger && h->c->shut_pending) {
+		/* Lingered long enough: the reply had its time. */
+		px_session_finish(h->s, h->end_by, h->end_reason);
 		return;
 	}
 	if (h->closing) {

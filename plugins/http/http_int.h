@@ -240,6 +240,9 @@ struct http_state {
 	bool			 gone;		/* session closed: touch nothing */
 	bool			 client_eof;
 	bool			 closing;	/* flushing a last reply */
+	/* Closing after an early answer, the client's body still coming:
+	 * its close lingers (http_linger). */
+	bool			 linger;
 	bool			 tunnel;	/* flushing toward the handoff */
 	bool			 client_keep;	/* keep the client after this */
 	bool			 client_10;	/* HTTP/1.0 client */

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# HTTP/1.1 over TLS, bytes decrypted already and waiting in OpenSSL's
-# buffer where the socket (FIONREAD, the pool's read event) does not see
-# them. A 4k buffer makes proxyd's reads stop exactly at a message's end:
+# HTTP/1.1 and a peer's bytes that nobody will read (a 4k buffer):
 # - a TLS origin whose response and one more nobody asked for come in one
-#   record: its connection is not pooled, the next client gets its own
-#   response (not the leftover one).
+#   record: proxyd's read stops exactly at the response's end, the rest
+#   waits decrypted in OpenSSL's buffer, where the socket (the pool's read
+#   event) does not see it: that connection is not pooled, the next
+#   client gets its own response (not the leftover one);
+# - an early answer (an origin's 413 before the request's body is all
+#   read): it says Connection: close, and the client still sending its
+#   body slowly reads all of it then a FIN, no reset (lingering close,
+#   RFC 9112 9.6).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -42,12 +46,31 @@ def handle(c):
                   b"HTTP/1.1 200 OK\\r\\nContent-Length: 9\\r\\n\\r\\nsmuggled\\n")
 PY
 
+# A plain origin that answers 413 as soon as it has a request's head,
+# then reads (and drops) whatever comes, keeping its connection.
+start_py_server EARLY <<'PY'
+def handle(c):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+    body = b"too large\n" * 100
+    c.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    c.settimeout(10)
+    while c.recv(65536):
+        pass
+PY
+
 free_port P_EXTRA
+free_port P_EARLY
 write_proxyd_conf 'buffer="4k"'
 # One worker: the pool is per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h_extra "$P_EXTRA" "$ORIGIN" \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
+write_http_service h_early "$P_EARLY" "$EARLY" '<http server-h2="no"/>'
 start_proxyd
 
 info "a TLS server's bytes after its response, in the same record: its connection is not reused"
@@ -60,6 +83,42 @@ for i in 1 2; do
 done
 assert_metric eq proxyd_upstream_connections_total 'kind="reused"' 0
 assert_log "http-upstream server sent bytes after its response: connection not reused"
+
+info "an early 413 to a client still sending its body: told to close, read whole, then a FIN"
+# The client declares 4 MB and sends 2 MB of it slowly (about 1 s), not
+# looking at what comes back meanwhile, then reads to the end.
+out=$(timeout 30 python3 - "$P_EARLY" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n")
+sent, send_err = 0, "none"
+try:
+    while sent < 2 * 1024 * 1024:
+        s.sendall(b"x" * 16384)
+        sent += 16384
+        time.sleep(0.008)
+except OSError as e:
+    send_err = type(e).__name__
+data, end = b"", "fin"
+s.settimeout(10)
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+except OSError as e:
+    end = type(e).__name__
+head, _, body = data.partition(b"\r\n\r\n")
+print("status=%s close=%s body=%d send=%s end=%s" % (
+    head.split(b" ")[1].decode() if head else "-",
+    b"\r\nconnection: close" in head.lower(), len(body), send_err, end))
+PY
+)
+info "  $out"
+assert_eq "$out" "status=413 close=True body=1000 send=none end=fin" "what the client got"
+assert_log "http-request .*path=/up status=413 "
+assert_log "session-end service=h_early .* by=server phase=data end=server-closed"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
