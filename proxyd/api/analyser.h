@@ -281,7 +281,8 @@ void		 px_session_timer(struct px_session *s, uint64_t ms);
  * server, a conn px_session_upstream_take gave (CONNECT, Upgrade): the
  * core closes the client's conn and server (its socket the session's
  * now, closed at its end) and relays the two sockets (splice when it
- * can). Both conns must be empty. Once per session. 0, or -1. */
+ * can); a side's TLS goes on in the relay, the same session. Both conns
+ * must be empty. Once per session. 0, or -1. */
 int		 px_session_tunnel(struct px_session *s, struct px_conn *server);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);

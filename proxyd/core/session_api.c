@@ -736,11 +736,20 @@ int
 px_session_tunnel(struct px_session *s, struct px_conn *server)
 {
 	struct px_upconn *u = (struct px_upconn *)server;
+	struct px_conn kept[2] = { { .tf = NULL }, { .tf = NULL } };
+	int d;
 
 	if (!s->dconn_open[0] || s->sfd != -1) {
 		errno = ENOTCONN;
 		return -1;
 	}
+	/* Each side's TLS (terminated, originated) goes on in the tunnel:
+	 * its state, with what it decrypted already, moves to the relay's
+	 * conns (px_session_prepare takes it from dconn[side]). Closing it
+	 * made the relay start a new handshake with a server in the middle
+	 * of its session, or relay a TLS client in clear. */
+	px_conn_move_transform(&kept[0], &s->dconn[0]);
+	px_conn_move_transform(&kept[1], server);
 	/* The sockets stay; the relay takes them over, and the session
 	 * closes them at its end. */
 	LIST_REMOVE(u, link);
@@ -750,6 +759,22 @@ px_session_tunnel(struct px_session *s, struct px_conn *server)
 	px_conn_close(&s->dconn[0]);
 	s->dconn_open[0] = false;
 	px_drv_timer_stop(s);
+	/* Only the client's was allocated (px_drv_open): two slots now, no
+	 * event in them, only a transform each, until the relay's prepare. */
+	if (kept[1].tf != NULL) {
+		free(s->dconn);
+		if ((s->dconn = calloc(2, sizeof(*s->dconn))) == NULL) {
+			for (d = 0; d < 2; d++)
+				px_conn_close(&kept[d]);
+			return -1;
+		}
+	}
+	for (d = 0; d < 2; d++)
+		if (kept[d].tf != NULL) {
+			s->dconn[d].fd = -1;
+			px_conn_move_transform(&s->dconn[d], &kept[d]);
+			s->dconn_open[d] = true;
+		}
 	return px_session_relay(s, PX_RELAY_SPLICE, true);
 }
 

@@ -4,8 +4,9 @@
 # chain verified against a CA made here (required, optional, none), the
 # host name checked against the SNI sent (fixed or the client's), a client
 # certificate presented, a pooled TLS connection reused by another client,
-# sessions resumed per worker, failures logged and counted by reason, and
-# bad files refused by --check with file:line.
+# sessions resumed per worker, an accepted Upgrade's tunnel kept in TLS
+# on both sides (the same TLS sessions, relayed), failures logged and
+# counted by reason, and bad files refused by --check with file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -56,6 +57,31 @@ NGINX_SERVERS="
 start_nginx
 wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
 TLOG=$T/nginx/logs/tls.log
+# A TLS origin that accepts an Upgrade (101), then answers each line of
+# the tunnel with the line reversed, in TLS all along.
+start_py_server PY_UPG <<PY
+import ssl
+CTX = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+CTX.load_cert_chain("$P/origin.pem", "$P/origin.key")
+def handle(c):
+    s = CTX.wrap_socket(c, server_side=True)
+    buf = b""
+    while b"\\r\\n\\r\\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            return
+        buf += d
+    s.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nConnection: upgrade\\r\\nUpgrade: websocket\\r\\n\\r\\n")
+    buf = buf.split(b"\\r\\n\\r\\n", 1)[1]
+    while True:
+        while b"\\n" not in buf:
+            d = s.recv(4096)
+            if not d:
+                return
+            buf += d
+        line, buf = buf.split(b"\\n", 1)
+        s.sendall(line[::-1] + b"\\n")
+PY
 
 CA="ca=\"$P/ca.pem\""
 FRONT="<tls side=\"client\" mode=\"terminate\" cert=\"$P/front.pem\" key=\"$P/front.key\"/>"
@@ -67,6 +93,8 @@ free_port P_H_NONE
 free_port P_H_OPT
 free_port P_H_MTLS
 free_port P_PLUG
+free_port P_UPG
+free_port P_UPG_BOTH
 write_proxyd_conf
 # One worker: the pool and the session cache are per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
@@ -84,6 +112,11 @@ write_http_service h_opt "$P_H_OPT" "$NGX_SELF" \
     "<tls side=\"server\" mode=\"originate\" verify=\"optional\" $CA sni=\"origin.test\"/>"
 write_http_service h_mtls "$P_H_MTLS" "$NGX_MTLS" \
     "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\" cert=\"$P/client.pem\" key=\"$P/client.key\"/>"
+UPG='<http><upgrade protocols="websocket" action="accept"/></http>'
+write_http_service h_upg "$P_UPG" "$PY_UPG" \
+    "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/> $UPG"
+write_http_service h_upg_both "$P_UPG_BOTH" "$PY_UPG" \
+    "$FRONT <tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/> $UPG"
 write_service p_both "$P_PLUG" "$NGX_TLS" \
     "$FRONT <tls side=\"server\" mode=\"originate\" $CA/>"
 start_proxyd
@@ -162,6 +195,43 @@ for i in $(seq 10); do curl -s -o /dev/null "http://127.0.0.1:$ADMIN_PORT/metric
 t1=$(awk '{print $14 + $15}' "/proc/$PROXYD_PID/stat")
 info "  proxyd CPU ticks over ~1 s with nothing to do: $((t1 - t0))"
 (((t1 - t0) < $(getconf CLK_TCK) / 4)) || fail "proxyd used $((t1 - t0)) CPU ticks in about a second with no client: a busy loop"
+
+# upgrade_through PORT [tls]: the 101, then a line echoed reversed
+upgrade_through() {
+    timeout 20 python3 - "$1" "${2:-}" "$P/ca.pem" <<'PY'
+import socket, ssl, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+if sys.argv[2] == "tls":
+    ctx = ssl.create_default_context(cafile=sys.argv[3])
+    s = ctx.wrap_socket(s, server_hostname="origin.test")
+s.settimeout(10)
+s.sendall(b"GET /ws HTTP/1.1\r\nHost: origin.test\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+buf = head = b""
+try:
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    s.sendall(b"hello tunnel\n")
+    while b"\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+    print(head.split(b"\r\n")[0].decode(), "|", buf.decode(errors="replace").strip())
+except OSError as e:
+    print(head.split(b"\r\n")[0].decode() or "-", "|", type(e).__name__)
+PY
+}
+info "an Upgrade through originate: the tunnel stays in TLS"
+out=$(upgrade_through "$P_UPG")
+assert_eq "$out" "HTTP/1.1 101 Switching Protocols | lennut olleh" "the tunnel through originate"
+info "an Upgrade through terminate + originate: both sides stay in TLS"
+out=$(upgrade_through "$P_UPG_BOTH" tls)
+assert_eq "$out" "HTTP/1.1 101 Switching Protocols | lennut olleh" "the tunnel through terminate + originate"
+assert_log "session-end service=h_upg_both .* by=client phase=data end=client-closed"
 
 info "a server certificate for another name: 502, logged, counted"
 code=$(curl -sS --max-time 20 -o "$T/w.out" -w '%{http_code}' "http://127.0.0.1:$P_H_WRONG/f1m.bin?wrong")
