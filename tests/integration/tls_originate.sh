@@ -5,8 +5,9 @@
 # host name checked against the SNI sent (fixed or the client's), a client
 # certificate presented, a pooled TLS connection reused by another client,
 # sessions resumed per worker, an accepted Upgrade's tunnel kept in TLS
-# on both sides (the same TLS sessions, relayed), failures logged and
-# counted by reason, and bad files refused by --check with file:line.
+# on each side that has it (the same TLS sessions, relayed), failures
+# logged and counted by reason, and bad files refused by --check with
+# file:line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -57,14 +58,16 @@ NGINX_SERVERS="
 start_nginx
 wait_listen "$NGX_TLS" 5 "$NGINX_PID" || fail "nginx TLS origin did not listen"
 TLOG=$T/nginx/logs/tls.log
-# A TLS origin that accepts an Upgrade (101), then answers each line of
-# the tunnel with the line reversed, in TLS all along.
-start_py_server PY_UPG <<PY
+# upgrade_origin VAR tls|plain: an origin that accepts an Upgrade (101),
+# then answers each line of the tunnel with the line reversed, in TLS (or
+# not) all along.
+upgrade_origin() {
+    start_py_server "$1" <<PY
 import ssl
 CTX = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 CTX.load_cert_chain("$P/origin.pem", "$P/origin.key")
 def handle(c):
-    s = CTX.wrap_socket(c, server_side=True)
+    s = CTX.wrap_socket(c, server_side=True) if "$2" == "tls" else c
     buf = b""
     while b"\\r\\n\\r\\n" not in buf:
         d = s.recv(4096)
@@ -82,6 +85,9 @@ def handle(c):
         line, buf = buf.split(b"\\n", 1)
         s.sendall(line[::-1] + b"\\n")
 PY
+}
+upgrade_origin PY_UPG tls
+upgrade_origin PY_UPG_PLAIN plain
 
 CA="ca=\"$P/ca.pem\""
 FRONT="<tls side=\"client\" mode=\"terminate\" cert=\"$P/front.pem\" key=\"$P/front.key\"/>"
@@ -95,6 +101,7 @@ free_port P_H_MTLS
 free_port P_PLUG
 free_port P_UPG
 free_port P_UPG_BOTH
+free_port P_UPG_FRONT
 write_proxyd_conf
 # One worker: the pool and the session cache are per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
@@ -117,6 +124,7 @@ write_http_service h_upg "$P_UPG" "$PY_UPG" \
     "<tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/> $UPG"
 write_http_service h_upg_both "$P_UPG_BOTH" "$PY_UPG" \
     "$FRONT <tls side=\"server\" mode=\"originate\" $CA sni=\"origin.test\"/> $UPG"
+write_http_service h_upg_front "$P_UPG_FRONT" "$PY_UPG_PLAIN" "$FRONT $UPG"
 write_service p_both "$P_PLUG" "$NGX_TLS" \
     "$FRONT <tls side=\"server\" mode=\"originate\" $CA/>"
 start_proxyd
@@ -232,6 +240,9 @@ info "an Upgrade through terminate + originate: both sides stay in TLS"
 out=$(upgrade_through "$P_UPG_BOTH" tls)
 assert_eq "$out" "HTTP/1.1 101 Switching Protocols | lennut olleh" "the tunnel through terminate + originate"
 assert_log "session-end service=h_upg_both .* by=client phase=data end=client-closed"
+info "an Upgrade through terminate to a plain origin: the client's side stays in TLS"
+out=$(upgrade_through "$P_UPG_FRONT" tls)
+assert_eq "$out" "HTTP/1.1 101 Switching Protocols | lennut olleh" "the tunnel through terminate"
 
 info "a server certificate for another name: 502, logged, counted"
 code=$(curl -sS --max-time 20 -o "$T/w.out" -w '%{http_code}' "http://127.0.0.1:$P_H_WRONG/f1m.bin?wrong")
