@@ -7,7 +7,8 @@
 # what an operator looks for first: refused connections show in the
 # denials (exact totals, a rate above 0), a reload that fails shows as
 # FAILED with the file:line of its first error, and one that works as ok;
-# failed server connects count as errors; the HA state file's state shows;
+# failed server connects count as errors; the HA state file's state shows
+# (on the page and in /metrics);
 # the denials by zones table has the refusals.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -104,6 +105,11 @@ info "screenshot: $T/shot/status_page_rate.png ($(stat -c %s "$T/shot/status_pag
 
 ha=$(page_value "$T/dom.html" ha)
 [[ $ha == "master since "* ]] || fail "the page does not show the HA state: '$ha'"
+# and /metrics has it (the sanitizer build runs this, not netns.ha_failover)
+assert_metric eq proxyd_ha_state 'state="master"' 1
+assert_metric eq proxyd_ha_state 'state="backup"' 0
+ha_since=$(metric_value proxyd_ha_last_transition_timestamp_seconds)
+assert_eq "$ha_since" "$(stat -c %Y "$T/ha-state")" "proxyd_ha_last_transition_timestamp_seconds: the state file's mtime"
 
 # --- denials and errors: three refused connections, two failed connects,
 # counted exactly, seen as rates
