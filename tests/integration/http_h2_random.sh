@@ -16,7 +16,8 @@
 # First straight to the origin (the driver checked against itself), then
 # through each service. Afterwards proxyd is alive, has no live session
 # left, and has at least as many http-request lines as the origin took
-# whole requests through it. Bounded: H2_RANDOM_SECONDS (12) per run.
+# whole requests through it. Bounded: H2_RANDOM_SECONDS (12) per run
+# through proxyd, half that for the direct one.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -49,7 +50,11 @@ for run in direct:$ORIG n:$PN y:$PY; do
     name=${run%%:*} port=${run#*:}
     r=0
     o0=$(grep -c ' n=[0-9]*$' "$OLOG" || true)
-    /usr/bin/python3 "$DRV" client "$port" "$SEED" "$SECS" >"$T/$name.out" 2>&1 || r=$?
+    # The direct run only checks the driver against its own origin: half
+    # the time (its clients stop 3 s before the end: 3 s of streams, not 9)
+    secs=$SECS
+    [[ $name == direct ]] && secs=$(((SECS + 1) / 2))
+    /usr/bin/python3 "$DRV" client "$port" "$SEED" "$secs" >"$T/$name.out" 2>&1 || r=$?
     seen[$name]=$(($(grep -c ' n=[0-9]*$' "$OLOG" || true) - o0))
     sed "s/^/[$TEST_NAME] $name: /" "$T/$name.out" | tail -n 25
     proc_alive "$PROXYD_PID" || fail "proxyd died (seed $SEED)"
