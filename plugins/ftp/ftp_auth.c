@@ -9,7 +9,8 @@
  * user's own password goes on only where the rule says pass-password.
  * A wrong password or an unknown user: 530; a directory that is down,
  * too slow or too busy: 421 and the session ends (the user did nothing
- * wrong, and cannot log in now).
+ * wrong, and cannot log in now). USER and PASS are taken only over the
+ * client's TLS unless <auth basic-without-tls="yes"> (ftp_auth_gate).
  * In mode="forward" the client names the server too, Zorp's way: USER
  * alice@192.0.2.7 (or @192.0.2.7:2121, @[2001:db8::7]:21). The proxy
  * greets, checks the password, judges the server by <servers>, then
@@ -117,6 +118,19 @@ ftp_auth_gate(struct px_session *s, struct ftp_state *st,
 		ftp_send(s, PX_TO_CLIENT, "221 Goodbye\r\n");
 		px_session_finish(s, PX_END_CLIENT, "quit");
 		*rc = FTP_RC_DENIED;	/* (finished: the first end counts) */
+		return true;
+	}
+	/* <auth basic-without-tls="no">, the default: a password is taken
+	 * only over the client's TLS (AUTH TLS, or implicit), never in clear
+	 * (the load refuses such an <auth> where no <tls side="client"> could
+	 * ever give it; here, auth="optional" let the client stay in plain). */
+	if ((strcmp(c->verb, "USER") == 0 || strcmp(c->verb, "PASS") == 0) &&
+	    !px_session_auth(s)->basic_plain && !st->tls.on[PX_CHAN_CLIENT]) {
+		px_session_count(s, FTP_C_TLS_REQUIRED, 1);
+		ftp_log_cmd(s, st, c, "verdict=deny reason=tls-required "
+		    "rule=auth/@basic-without-tls (a password only over TLS)");
+		*rc = ftp_reply_local(s, st, c->verb, "530 TLS required: send "
+		    "AUTH TLS before USER (no password in clear)");
 		return true;
 	}
 	for (i = 0; before_login[i] != NULL && (!px_session_server_later(s) ||

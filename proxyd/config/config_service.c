@@ -442,6 +442,20 @@ px_load_service(struct px_config *c, struct px_service *svc, xmlNodePtr root,
 		    svc->analyser->name);
 	/* After the policy: what TLS offers clients may depend on it. */
 	px_load_service_tls(svc, root, e);
+	/* A password the protocol carries (ftp's PASS) is taken only over
+	 * the client's TLS unless basic-without-tls="yes": with no <tls
+	 * side="client"> nobody could ever log in, and the way to take
+	 * passwords in clear must be said, not fallen into. */
+	if (svc->analyser != NULL && svc->analyser->auth_password &&
+	    svc->auth != NULL && !svc->auth->basic_plain &&
+	    svc->tls_client == NULL && svc->starttls_client == NULL &&
+	    e->count == before)
+		px_cfg_error(e, px_child(root, "auth"), "<auth>: analyser "
+		    "\"%s\" takes passwords only over the client's TLS "
+		    "(basic-without-tls=\"no\", the default) and the service "
+		    "has no <tls side=\"client\">: add one, or say "
+		    "basic-without-tls=\"yes\" to take them in clear",
+		    svc->analyser->name);
 	/* A fingerprint is a ClientHello's: without one, a rule would never
 	 * match and a deny list would let everyone through. */
 	if (svc->fingerprints.n > 0 && svc->tls_client == NULL &&

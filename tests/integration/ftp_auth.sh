@@ -25,8 +25,10 @@
 #     stalls: 421 within its timeout while another session on the single
 #     worker logs in and transfers meanwhile;
 #   - lftp over FTPS (AUTH TLS) to vsftpd as anonymous by <login>;
-#   - --check refuses <login> without <auth> and an ftp <auth> without an
-#     ldap authenticator.
+#   - --check refuses <login> without <auth>, an ftp <auth> without an
+#     ldap authenticator, and one on a service without <tls side="client">
+#     unless it says basic-without-tls="yes" (the services above do: their
+#     passwords come in clear).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -71,7 +73,7 @@ sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 LOGINS='<login group="ops" server-user="opsftp" server-password-file="ops.pw"/>
     <login user="bob" pass-password="yes" quota-transfers="3"/>'
 free_port PA
-write_ftp_service ia "$PA" "<auth authenticator=\"dir\"/>
+write_ftp_service ia "$PA" "<auth authenticator=\"dir\" basic-without-tls=\"yes\"/>
   <audit min-size=\"0\"/>
   <ftp>
     $LOGINS
@@ -82,9 +84,9 @@ write_ftp_service ia "$PA" "<auth authenticator=\"dir\"/>
   </ftp>
   <content type=\"application/x-pie-executable application/x-executable application/x-sharedlib\" user=\"bob\" action=\"deny\"/>" 127.0.0.1 "$PYFTPD_PORT"
 free_port PD
-write_ftp_service down "$PD" "<auth authenticator=\"down\"/><ftp>$LOGINS</ftp>" 127.0.0.1 "$PYFTPD_PORT"
+write_ftp_service down "$PD" "<auth authenticator=\"down\" basic-without-tls=\"yes\"/><ftp>$LOGINS</ftp>" 127.0.0.1 "$PYFTPD_PORT"
 free_port PS
-write_ftp_service stall "$PS" "<auth authenticator=\"stalled\"/><ftp>$LOGINS</ftp>" 127.0.0.1 "$PYFTPD_PORT"
+write_ftp_service stall "$PS" "<auth authenticator=\"stalled\" basic-without-tls=\"yes\"/><ftp>$LOGINS</ftp>" 127.0.0.1 "$PYFTPD_PORT"
 free_port PT
 write_ftp_service tls "$PT" "<tls side=\"client\" mode=\"terminate\" cert=\"$P/proxy.pem\" key=\"$P/proxy.key\"/>
   <auth authenticator=\"dir\"/>
@@ -309,5 +311,15 @@ rc=0
 "$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
 assert_ne "$rc" 0 "--check of an ftp <auth> without ldap"
 assert_grep "$T/check.out" 'checks passwords: authenticator= must name an ldap one'
+# no <tls side="client"> and basic-without-tls left at "no": passwords
+# would only ever come in clear, so nobody could log in: refused where
+# <auth> stands; said "yes", taken in clear, as the services above
+sed -i 's|<auth authenticator="corp"/>|\n  <auth authenticator="dir"/>|' "$T/bad/policy/a.xml"
+rc=0
+"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || rc=$?
+assert_ne "$rc" 0 "--check of an ftp <auth> that could only take passwords in clear"
+assert_grep "$T/check.out" 'a.xml:5: <auth>: analyser "ftp" takes passwords only over the client.s TLS \(basic-without-tls="no", the default\) and the service has no <tls side="client">'
+sed -i 's|<auth authenticator="dir"/>|<auth authenticator="dir" basic-without-tls="yes"/>|' "$T/bad/policy/a.xml"
+"$PROXYD" --check -c "$T/bad/proxyd.xml" >"$T/check.out" 2>&1 || { cat "$T/check.out" >&2; fail "--check of basic-without-tls=\"yes\""; }
 
 info "ok"

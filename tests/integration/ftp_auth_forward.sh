@@ -51,7 +51,7 @@ cat >"$T/policy/fwd.xml" <<EOF
   <listen address="127.0.0.1" port="$PF" mode="forward"/>
   <servers allow="127.0.0.1/32"/>
   <upstream connect-timeout="5s"/>
-  <auth authenticator="dir"/>
+  <auth authenticator="dir" basic-without-tls="yes"/>
   <ftp>
     <login group="ops" server-user="opsftp" server-password-file="ops.pw"/>
   </ftp>

@@ -17,7 +17,9 @@
 #   - a wrong password: 530, and no server hears of it (vsftpd's CONNECT
 #     lines, proxyd's ftp-connect lines);
 #   - USER before AUTH TLS where TLS is required: 530, no directory check,
-#     no server;
+#     no server; the same where the client's TLS is optional (auth=
+#     "optional") but <auth basic-without-tls> is "no" (the default), while
+#     "yes" takes the password in plain;
 #   - a server that will not speak TLS behind <tls side="server">: 421,
 #     as in fixed mode, or plain where its auth="optional"; a server
 #     certificate that does not name the server: the session ends.
@@ -51,15 +53,15 @@ cp "$D/3m.bin" "$T/src.bin"
 write_proxyd_conf "" "<authenticators>
     $(ldap_conf dir)
   </authenticators>"
-# fwd_service NAME PORT TLS_XML: forward mode, <auth>, the ops group
-# logged into the server as anonymous
+# fwd_service NAME PORT TLS_XML [AUTH_ATTRS]: forward mode, <auth>, the
+# ops group logged into the server as anonymous
 fwd_service() {
     cat >"$T/policy/$1.xml" <<EOF
 <service name="$1" analyser="ftp">
   <listen address="127.0.0.1" port="$2" mode="forward"/>
   <servers allow="127.0.0.1/32"/>
   <upstream connect-timeout="5s"/>
-  <auth authenticator="dir"/>
+  <auth authenticator="dir" ${4:-}/>
   $3
   <ftp>
     <login group="ops" server-user="anonymous"/>
@@ -77,6 +79,12 @@ fwd_service fim "$PI" "${CTLS%/>} implicit=\"yes\"/> ${STLS%/>} implicit=\"yes\"
 # TLS towards the server optional; a name the server's certificate lacks
 fwd_service fo "$PO" "$CTLS ${STLS%/>} auth=\"optional\"/>"
 fwd_service fv "$PV" "$CTLS ${STLS%/>} sni=\"other.example.test\"/>"
+# TLS optional towards the client: a password still only over it
+# (basic-without-tls="no", the default), unless the service says "yes"
+free_port PCO
+free_port PCY
+fwd_service fco "$PCO" "${CTLS%/>} auth=\"optional\"/> $STLS"
+fwd_service fcy "$PCY" "${CTLS%/>} auth=\"optional\"/> $STLS" 'basic-without-tls="yes"'
 start_proxyd
 
 # ftpc PORT HOW USER PASSWORD PASV ACTION...: one ftplib session
@@ -188,6 +196,21 @@ assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 TLS required: send AUTH TLS be
 assert_log 'ftp-command user=- cmd=USER verdict=deny reason=tls-required'
 assert_eq "$(log_count 'auth authenticator=dir')" "$nauth" "no directory check for a login in plain"
 assert_eq "$(server_connects)" "$before" "no server connection for a login in plain"
+
+info "TLS optional towards the client: USER in plain still 530 unless basic-without-tls=\"yes\""
+out=$(ftpc "$PCO" plain "alice@127.0.0.1:$X_PORT" alice-ldap-pw 1)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login-err 530 TLS required: send AUTH TLS before USER (no password in clear)" "USER in plain, client TLS optional"
+assert_log 'ftp-command user=- cmd=USER arg="alice@127\.0\.0\.1:[0-9]+" verdict=deny reason=tls-required rule=auth/@basic-without-tls'
+assert_eq "$(log_count 'auth authenticator=dir')" "$nauth" "no directory check for a password in plain"
+assert_eq "$(server_connects)" "$before" "no server connection for a password in plain"
+out=$(ftpc "$PCO" explicit "alice@127.0.0.1:$X_PORT" alice-ldap-pw 1 list pub)
+assert_eq "$(sed -n 2p <<<"$out")" "login 230 User alice logged in" "AUTH TLS then USER, client TLS optional"
+out=$(ftpc "$PCY" plain "alice@127.0.0.1:$X_PORT" alice-ldap-pw 1 list pub)
+echo "$out"
+assert_eq "$(sed -n 2p <<<"$out")" "login 230 User alice logged in" "USER in plain under basic-without-tls=\"yes\""
+assert_log 'ftp-tls control-client=plain control-server=explicit data=1 data-tls-client=0 data-tls-server=1'
+before=$(server_connects)
 
 info "a server that speaks no TLS behind <tls side=\"server\">: 421"
 out=$(ftpc "$PX" explicit "alice@127.0.0.1:$PLAIN_PORT" alice-ldap-pw 1)

@@ -44,7 +44,7 @@ write_http_service web "$PH" "$NGINX_PORT" "
 <auth authenticator=\"dir\" methods=\"basic\" basic-without-tls=\"yes\"/>
 <scan scanner=\"av\" direction=\"download\" group=\"ops\"/>"
 free_port PF
-write_ftp_service ftp "$PF" "<auth authenticator=\"dir\"/>
+write_ftp_service ftp "$PF" "<auth authenticator=\"dir\" basic-without-tls=\"yes\"/>
   <scan scanner=\"av\" direction=\"download\" user=\"bob\"/>
   <ftp><login user=\"*\" server-user=\"anonymous\"/></ftp>"
 start_proxyd

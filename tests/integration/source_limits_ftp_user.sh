@@ -24,7 +24,7 @@ sl_user_conf
 start_vsftpd
 for i in 1 2 3; do printf 'file %s\n' "$i" >"$FTP_ROOT/pub/f$i.txt"; done
 free_port FU
-write_ftp_service fu "$FU" "<auth authenticator=\"dir\"/>
+write_ftp_service fu "$FU" "<auth authenticator=\"dir\" basic-without-tls=\"yes\"/>
   <source-limits per=\"user\" sessions=\"2\" transfers=\"3/m\"/>
   <ftp><login user=\"*\" server-user=\"anonymous\"/></ftp>"
 start_proxyd
