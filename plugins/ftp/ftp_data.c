@@ -2,8 +2,9 @@
  * the proxy sets up both ends itself as core channels (data_channel.c): the
  * client's end as the client asked (or as the policy forces), the server's
  * end in the policy's mode, with PORT/EPRT/PASV/EPSV and their replies
- * rewritten to the proxy's own addresses. One data-transfer line is logged
- * per channel when it ends. */
+ * rewritten to the proxy's own addresses. A connect proxyd would make to
+ * a port below 1024, on either side, is refused (FTP bounce). One
+ * data-transfer line is logged per channel when it ends. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -187,10 +188,13 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 			return ftp_reply_local(s, st, c->verb, "501 Syntax "
 			    "error in %s arguments", c->verb);
 		}
-		/* FTP bounce: a data connection to anyone but the client. */
-		if (p->strict && (!px_sockaddr_same_host(
-		    (struct sockaddr *)&caddr, client) ||
-		    px_sockaddr_port((struct sockaddr *)&caddr) < 1024)) {
+		/* FTP bounce: a data connection to anyone but the client
+		 * (strict-port-check), or to a privileged port, a service's
+		 * (25, 80...) and never a client's data port (vsftpd and
+		 * ProFTPD refuse it too), whatever the check says. */
+		if (px_sockaddr_port((struct sockaddr *)&caddr) < 1024 ||
+		    (p->strict && !px_sockaddr_same_host(
+		    (struct sockaddr *)&caddr, client))) {
 			px_session_count(s, FTP_C_BOUNCE, 1);
 			px_session_log(s, LOG_WARNING, "ftp-bounce refused: %s "
 			    "%.*s is not the client's host or uses a port "
@@ -294,6 +298,7 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
     const char *line, size_t len, const unsigned char *raw, size_t rawlen)
 {
 	struct sockaddr_storage sa;
+	char esc[80];
 	uint16_t port;
 	bool ok, mine = st->ch != NULL && q->gen == st->chan_gen;
 
@@ -324,6 +329,18 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 			px_sockaddr_set_port(&sa, port);
 	} else
 		ok = false;
+	/* The bounce through proxyd, the other way: a server naming a
+	 * privileged port (its host's SMTP, say) would have proxyd write the
+	 * client's STOR into it. No FTP server's data port is one. */
+	if (ok && px_sockaddr_port((struct sockaddr *)&sa) < 1024) {
+		px_log_escape(esc, sizeof(esc), line, len, true);
+		px_session_count(s, FTP_C_BOUNCE, 1);
+		px_session_log(s, LOG_WARNING, "ftp-bounce refused: the "
+		    "server's %d reply names port %u, below 1024: \"%s\"",
+		    code, (unsigned)px_sockaddr_port((struct sockaddr *)&sa),
+		    esc);
+		ok = false;
+	}
 	if (ok && mine && px_channel_connect(st->ch, PX_CHAN_SERVER,
 	    (struct sockaddr *)&sa, (struct sockaddr *)&st->slocal) == 0) {
 		if (!q->answered)

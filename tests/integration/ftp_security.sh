@@ -5,7 +5,11 @@
 # gets its file; an unused passive port resets a late client after the data
 # timeout, then closes when idle, and closes when the session ends; IPv6
 # on the client side (EPSV, EPRT |2|) and on the server side (proxyd sends
-# EPSV or EPRT |2| to a vsftpd on ::1).
+# EPSV or EPRT |2| to a vsftpd on ::1). A privileged port is refused
+# whatever strict-port-check says: PORT 25 with strict-port-check="no",
+# and a (scripted) server whose PASV reply names port 25 (the bounce the
+# other way: proxyd would write a client's STOR into the server host's
+# SMTP): the transfer gets 425 (ftplib, curl), nothing connects to 25.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -23,6 +27,31 @@ free_port PORT6
 free_port TRAP
 write_proxyd_conf
 write_ftp_service sec "$PORT" '<ftp data-ports="46000-46999" strict-port-check="yes"><limits timeout="2s"/><command name="*" action="accept"/></ftp>'
+# strict-port-check="no": another host is fine, a privileged port is not
+free_port LOOSE
+write_ftp_service loose "$LOOSE" '<ftp data-ports="46000-46999" strict-port-check="no"><command name="*" action="accept"/></ftp>'
+# a server that names port 25 in its PASV reply, whatever it is asked
+start_py_server BOUNCER <<'PY'
+def handle(c):
+    c.settimeout(10)
+    c.sendall(b"220 bouncer\r\n")
+    f = c.makefile("rb")
+    for line in f:
+        verb = line.split(b" ")[0].strip().upper()
+        reply = {b"USER": b"331 pw", b"PASS": b"230 in", b"PWD": b'257 "/"',
+                 b"PASV": b"227 Entering Passive Mode (127,0,0,1,0,25)",
+                 b"EPSV": b"229 Entering Extended Passive Mode (|||25|)",
+                 b"STOR": b"150 go", b"RETR": b"150 go",
+                 b"QUIT": b"221 bye"}.get(verb, b"200 ok")
+        c.sendall(reply + b"\r\n")
+        if verb in (b"STOR", b"RETR"):
+            time.sleep(0.5)
+            c.sendall(b"226 done\r\n")
+        if verb == b"QUIT":
+            return
+PY
+free_port BNC
+write_ftp_service bnc "$BNC" '<ftp data-ports="46000-46999" server-data="passive"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$BOUNCER"
 have_v6=0
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
     have_v6=1
@@ -36,7 +65,40 @@ if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1",
 fi
 start_proxyd
 
-python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" <<'EOF'
+# A trap on port 25 of the server's (and client's) host, where a data
+# connection to a privileged port would go (bindable as root; else the log
+# and the counters alone tell)
+python3 - "$T/trap25.log" <<'EOF' &
+import socket, sys, time
+log = open(sys.argv[1], "w", buffering=1)
+t = socket.socket()
+t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    t.bind(("127.0.0.1", 25))
+except OSError as e:
+    log.write("unbound %r\n" % (e,))
+    sys.exit(0)
+t.listen(4)
+log.write("listening\n")
+t.settimeout(0.5)
+end = time.time() + 90
+while time.time() < end:
+    try:
+        c, a = t.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(2)
+    try:
+        got = c.recv(65536)
+    except OSError:
+        got = b""
+    log.write("connection from %r got %r\n" % (a, got[:40]))
+    c.close()
+EOF
+TRAP_PID=$!
+track_pid "$TRAP_PID"
+wait_grep "$T/trap25.log" 'listening|unbound' 10 || fail "the port 25 trap did not start"
+python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" "$LOOSE" "$BNC" <<'EOF'
 import ftplib, hashlib, socket, sys, time
 port, trap, want, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
@@ -198,6 +260,31 @@ try:
     fail("passive port %d still open after QUIT" % p)
 except ConnectionRefusedError:
     print("ok passive port %d closed with the session" % p)
+
+# Privileged data ports, whatever strict-port-check says (the loose
+# service), and a server whose PASV reply names port 25 (bnc).
+loose, bnc = int(sys.argv[5]), int(sys.argv[6])
+f = ftplib.FTP()
+f.connect("127.0.0.1", loose, timeout=10)
+f.login()
+expect(f, "PORT 127,0,0,1,0,25", 500)
+expect(f, "EPRT |1|127.0.0.1|25|", 500)
+f.quit()
+# proxyd answers PASV itself once logged in; the server's 227 naming
+# port 25 then costs the transfer command its 425, never forwarded (one
+# sent before that 227 came goes to the server, which answers it)
+f = ftplib.FTP()
+f.connect("127.0.0.1", bnc, timeout=10)
+f.login("u", "p")
+expect(f, "PASV", 227)
+deadline = time.time() + 10
+while "the server's 227 reply names port 25" not in open(log).read():
+    if time.time() > deadline:
+        sys.stderr.write("FAIL: no ftp-bounce line for the server's 227\n")
+        sys.exit(1)
+    time.sleep(0.05)
+expect(f, "STOR x", 425)
+f.quit()
 EOF
 
 assert_no_grep "$T/vsftpd.log" 'FTP command: .*"(PORT|EPRT) 127,0,0,2|127\.0\.0\.2' "a bounce PORT reached vsftpd"
@@ -209,7 +296,8 @@ assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* r
 assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection \(client: waiting, server: connected\)'
 # ended by proxyd at its data timeout (before the client's close at 4.8 s)
 assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 3
+# the bounces to 127.0.0.2 and to port 25, the bnc server's 227
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 6
 # the thief and the late connection after the data timeout
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 2
 assert_eq "$(proxyd_listening_in 46000 46999)" "" "data ports left listening"
@@ -234,5 +322,21 @@ if ((have_v6)); then
 else
     info "no IPv6 loopback: IPv6 part not run"
 fi
+# a real client's upload the same way: it fails (a 425, or, where its
+# STOR overtook the server's 227, no data connection), nothing reaches 25
+echo "MAIL FROM:<bounce@example.test>" >"$T/mail.txt"
+rc=0
+curl -sS --max-time 20 -T "$T/mail.txt" "ftp://u:p@127.0.0.1:$BNC/x" 2>"$T/curl-bnc.err" || rc=$?
+assert_ne "$rc" 0 "curl's upload through a server naming port 25"
+assert_log 'ftp-bounce refused: PORT 127,0,0,1,0,25 is not the client'"'"'s host or uses a port below 1024'
+assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.1\|25\|'
+assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227 Entering Passive Mode \(127,0,0,1,0,25\)"'
+# the 6 above and the 227 of curl's session
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 7
+kill "$TRAP_PID" 2>/dev/null || true
+wait "$TRAP_PID" 2>/dev/null || true
+cat "$T/trap25.log"
+assert_no_grep "$T/trap25.log" '^connection' "a data connection reached port 25"
+
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "PASS"
