@@ -210,7 +210,8 @@ ftp_verb_ok(const char *v, size_t len)
 	if (len == 0 || len > FTP_VERB_MAX)
 		return false;
 	for (i = 0; i < len; i++)
-		if (!((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z')))
+		if (!((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' &&
+		    v[i] <= 'z') || (i > 0 && v[i] >= '0' && v[i] <= '9')))
 			return false;
 	return true;
 }
@@ -276,7 +277,7 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 		}
 		if (!ftp_verb_ok(w, len)) {
 			px_cfg_error(e, n, "command \"%.*s\": expected 1 to %d "
-			    "letters or *", (int)len, w, FTP_VERB_MAX);
+			    "letters and digits, a letter first, or *", (int)len, w, FTP_VERB_MAX);
 			rc = -1;
 			break;
 		}

@@ -17,6 +17,14 @@ ftp_is_alpha(unsigned char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
+/* A verb's byte at position v: a letter, then letters or digits (XSHA1,
+ * XSHA256: real commands, and words FEAT may offer, ftp_feat_keep). */
+static bool
+ftp_is_verb_byte(unsigned char c, size_t v)
+{
+	return ftp_is_alpha(c) || (v > 0 && c >= '0' && c <= '9');
+}
+
 enum ftp_rc
 ftp_cmd_parse(const unsigned char *buf, size_t len, size_t max_line,
     struct ftp_cmd *cmd, size_t *used)
@@ -76,13 +84,14 @@ ftp_cmd_parse(const unsigned char *buf, size_t len, size_t max_line,
 	*used = i + 1;
 	out[o] = '\0';
 	/* Split "VERB[ arg]" in place. */
-	for (v = 0; v < o && ftp_is_alpha((unsigned char)out[v]); v++)
+	for (v = 0; v < o && ftp_is_verb_byte((unsigned char)out[v], v); v++)
 		if (v >= FTP_VERB_MAX)
 			return FTP_BAD;
 	if (v == 0 || (v < o && out[v] != ' '))
 		return FTP_BAD;
 	for (i = 0; i < v; i++)
-		cmd->verb[i] = (char)(out[i] & ~0x20);
+		cmd->verb[i] = ftp_is_alpha((unsigned char)out[i]) ?
+		    (char)(out[i] & ~0x20) : out[i];
 	cmd->verb[v] = '\0';
 	if (v < o) {
 		cmd->has_arg = true;

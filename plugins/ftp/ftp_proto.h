@@ -35,7 +35,8 @@ struct ftp_cmd {
  * (a literal 0xff) and IAC SB are FTP_BAD.
  * The line ends at LF, optionally preceded by CR; max_line counts the raw
  * bytes including the line end. The verb is 1..FTP_VERB_MAX ASCII letters
- * followed by the line end or by one SP and the argument. */
+ * and digits, a letter first (XSHA256), followed by the line end or by one
+ * SP and the argument. */
 enum ftp_rc ftp_cmd_parse(const unsigned char *buf, size_t len,
 	    size_t max_line, struct ftp_cmd *cmd, size_t *used);
 

@@ -636,7 +636,7 @@ test_ftp_policy(void **state)
 		{ "<ftp><limits timeout=\"5\"/></ftp>", "timeout=\"5\"" },
 		{ "<ftp><limits timeout=\"2d\"/></ftp>", "must be between 100ms and 3600000ms" },
 		{ "<ftp><command name=\"RETR\" action=\"maybe\"/></ftp>", "action=\"maybe\": expected accept or deny" },
-		{ "<ftp><command name=\"RE7R\" action=\"deny\"/></ftp>", "command \"RE7R\": expected 1 to 8 letters" },
+		{ "<ftp><command name=\"RE-R\" action=\"deny\"/></ftp>", "command \"RE-R\": expected 1 to 8 letters and digits" },
 		{ "<ftp><command name=\"RETR retr\" action=\"deny\"/></ftp>", "command RETR has a rule already" },
 		{ "<ftp><command name=\" \" action=\"deny\"/></ftp>", "needs name=" },
 		{ "<ftp><command name=\"*\" action=\"deny\"/><command name=\"*\" action=\"accept\"/></ftp>", "command \"*\" given twice" },

@@ -345,13 +345,16 @@ test_errors(void **state)
 		  "t.xml:2: action=\"abort\": expected accept or deny" },
 		{ "<ftp>\n<command name=\"RETR\"/></ftp>",
 		  "t.xml:2: <command> needs action= (accept or deny)" },
-		{ "<ftp>\n<command name=\"RE7R\" action=\"deny\"/></ftp>",
-		  "t.xml:2: command \"RE7R\": expected 1 to 8 letters or *" },
+		{ "<ftp>\n<command name=\"7ETR\" action=\"deny\"/></ftp>",
+		  "t.xml:2: command \"7ETR\": expected 1 to 8 letters and "
+		  "digits, a letter first, or *" },
 		/* no patterns: a verb is a name */
 		{ "<ftp>\n<command name=\"RE*\" action=\"deny\"/></ftp>",
-		  "t.xml:2: command \"RE*\": expected 1 to 8 letters or *" },
+		  "t.xml:2: command \"RE*\": expected 1 to 8 letters and "
+		  "digits, a letter first, or *" },
 		{ "<ftp>\n<command name=\"ABCDEFGHI\" action=\"deny\"/></ftp>",
-		  "t.xml:2: command \"ABCDEFGHI\": expected 1 to 8 letters or *" },
+		  "t.xml:2: command \"ABCDEFGHI\": expected 1 to 8 letters "
+		  "and digits, a letter first, or *" },
 		{ "<ftp>\n<command name=\"RETR\" action=\"deny\"/>\n"
 		  "<command name=\"stor retr\" action=\"accept\"/></ftp>",
 		  "t.xml:3: command RETR has a rule already" },

@@ -49,6 +49,11 @@ test_cmd_basic(void **state)
 	assert_int_equal(parse("CWD \r\n", 512, &used), FTP_OK);
 	assert_true(cmd.has_arg);
 	assert_int_equal(cmd.arglen, 0);
+	/* digits after the first letter: XSHA256 is a command (refused
+	 * with 500 unless the policy takes it), not a malformed line */
+	assert_int_equal(parse("xsha256 f\r\n", 512, &used), FTP_OK);
+	assert_string_equal(cmd.verb, "XSHA256");
+	assert_string_equal(cmd.arg, "f");
 }
 
 static void
@@ -62,7 +67,8 @@ test_cmd_bad(void **state)
 	    10, 512, &cmd, &used), FTP_BAD);
 	assert_int_equal(parse("\r\n", 512, &used), FTP_BAD);
 	assert_int_equal(parse(" USER\r\n", 512, &used), FTP_BAD);
-	assert_int_equal(parse("US3R\r\n", 512, &used), FTP_BAD);
+	assert_int_equal(parse("3USR\r\n", 512, &used), FTP_BAD);
+	assert_int_equal(parse("US-R\r\n", 512, &used), FTP_BAD);
 	assert_int_equal(parse("ABCDEFGHI x\r\n", 512, &used), FTP_BAD);
 	assert_int_equal(parse("USER\tx\r\n", 512, &used), FTP_BAD);
 	assert_int_equal(parse("USER a\x1b[2Jb\r\n", 512, &used), FTP_BAD);
