@@ -3,7 +3,8 @@
  * client's end as the client asked (or as the policy forces), the server's
  * end in the policy's mode, with PORT/EPRT/PASV/EPSV and their replies
  * rewritten to the proxy's own addresses. A connect proxyd would make to
- * a port below 1024, on either side, is refused (FTP bounce). One
+ * a port below 1024, on either side, or to a server's data host that
+ * <servers> keeps out, is refused (FTP bounce). One
  * data-transfer line is logged per channel when it ends. */
 #include <errno.h>
 #include <netinet/in.h>
@@ -329,6 +330,19 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 			px_sockaddr_set_port(&sa, port);
 	} else
 		ok = false;
+	/* strict-port-check="no" takes the reply's address: where the
+	 * client picks the server, <servers> must take that host too, or a
+	 * server would lead proxyd to hosts the policy keeps out. */
+	if (ok && !p->strict && (px_session_is_transparent(s) ||
+	    px_session_server_later(s)) &&
+	    !px_session_server_host_allowed(s, (struct sockaddr *)&sa)) {
+		px_log_escape(esc, sizeof(esc), line, len, true);
+		px_session_count(s, FTP_C_BOUNCE, 1);
+		px_session_log(s, LOG_WARNING, "ftp-bounce refused: the "
+		    "server's %d reply names a host <servers> does not "
+		    "allow: \"%s\"", code, esc);
+		ok = false;
+	}
 	/* The bounce through proxyd, the other way: a server naming a
 	 * privileged port (its host's SMTP, say) would have proxyd write the
 	 * client's STOR into it. No FTP server's data port is one. */

@@ -173,6 +173,12 @@ uint64_t	 px_session_idle_timeout(const struct px_session *s);
  * in and the port is not. */
 int		 px_session_server_allowed(struct px_session *s,
 		    const struct sockaddr *dst, char *zones, size_t zlen);
+/* Whether the service's <servers allow=> takes host dst (its address
+ * alone: the port of a data connection is none that ports= lists), as
+ * px_session_server_allowed judges it, without changing what the
+ * session-end line says: true, or false counted as a denial. */
+bool		 px_session_server_host_allowed(struct px_session *s,
+		    const struct sockaddr *dst);
 /* Stream analysers in mode="forward": the client names the server (FTP's
  * USER name@server), so the core connects none first; until the analyser
  * does (px_session_server_connect) its relay's server side is a stand-in

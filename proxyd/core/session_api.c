@@ -960,6 +960,25 @@ px_session_server_allowed(struct px_session *s, const struct sockaddr *dst,
 	return -1;
 }
 
+bool
+px_session_server_host_allowed(struct px_session *s,
+    const struct sockaddr *dst)
+{
+	int16_t spec[PX_GROUP_MAX];
+	struct px_zone_path zp;
+	struct px_key k;
+
+	px_key_from_sockaddr(&k, dst);
+	px_zones_path(&s->cfg->zones, &k, &zp);
+	px_group_specs(s->svc->group, &s->cfg->zones, PX_DIM_SERVER, &k, &zp,
+	    spec);
+	if (spec[s->svc->group_idx] >= 0 && memcmp(k.addr, px_key_zero,
+	    k.v6 ? 16 : 4) != 0)
+		return true;
+	px_metrics_denied(s, PX_DENY_SERVER, 1);
+	return false;
+}
+
 /* ---- TLS started by the analyser --------------------------------------- */
 
 static const struct px_tls_ctx *

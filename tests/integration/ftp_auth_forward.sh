@@ -19,6 +19,9 @@
 #     connection to that port's server; the listed port works;
 #   - a server that refuses the connection: the session ends
 #     (connect-failed);
+#   - strict-port-check="no": a server's PASV naming a host <servers>
+#     keeps out is refused (425 to the transfer, an ftp-bounce line),
+#     nothing connects there;
 #   - lftp: the same login (its FEAT before USER gets 530), a download;
 #   - --check refuses mode="forward" on an ftp service without <auth>, and
 #     a bad ports= list with its file:line
@@ -69,6 +72,27 @@ sed -e "s|port=\"$PF\"|port=\"$PFP\"|" -e 's|name="fwd"|name="fwdp"|' \
     -e "s|allow=\"127.0.0.1/32\"|allow=\"127.0.0.1/32\" ports=\"21 $PYFTPD_PORT\"|" \
     "$T/policy/fwd.xml" >"$T/policy/fwdp.xml"
 PROXYD_PORTS+=("$PFP")
+# fwdl: strict-port-check="no" (the server's PASV address taken as it
+# comes), in front of a server whose PASV names 127.0.0.2, which <servers>
+# keeps out
+free_port FTRAP
+start_py_server BOUNCER <<PY
+def handle(c):
+    c.settimeout(10)
+    c.sendall(b"220 bouncer\r\n")
+    for line in c.makefile("rb"):
+        verb = line.split(b" ")[0].strip().upper()
+        reply = {b"USER": b"331 pw", b"PASS": b"230 in", b"PWD": b'257 "/"',
+                 b"PASV": b"227 Entering Passive Mode (127,0,0,2,$((FTRAP >> 8)),$((FTRAP & 255)))",
+                 b"STOR": b"150 go", b"QUIT": b"221 bye"}.get(verb, b"200 ok")
+        c.sendall(reply + b"\r\n")
+        if verb == b"QUIT":
+            return
+PY
+free_port PFL
+sed -e "s|port=\"$PF\"|port=\"$PFL\"|" -e 's|name="fwd"|name="fwdl"|' \
+    -e 's|<ftp>|<ftp strict-port-check="no">|' "$T/policy/fwd.xml" >"$T/policy/fwdl.xml"
+PROXYD_PORTS+=("$PFL")
 start_proxyd
 S=127.0.0.1:$PYFTPD_PORT
 
@@ -218,6 +242,39 @@ assert_eq "$(sed -n 2p <<<"$out" | cut -c1-9)" "login-err" "a login to a server 
 wait_grep "$PROXYD_LOG" "session-end service=fwd .*server=127.0.0.1:$BH .*end=connect-timeout" 10 ||
     fail "no connect-timeout session-end line: $(grep "$BH" "$PROXYD_LOG" | tail -n 2)"
 (( $(date +%s) - start < 15 )) || fail "the connect waited $(( $(date +%s) - start ))s, connect-timeout is 5s"
+
+info "strict-port-check=\"no\": a server's PASV naming a host <servers> keeps out"
+timeout 60 python3 - "$PFL" "$BOUNCER" "$FTRAP" "$PROXYD_LOG" <<'EOF'
+import ftplib, socket, sys, time
+port, bouncer, trap, log = (int(sys.argv[1]), int(sys.argv[2]),
+                            int(sys.argv[3]), sys.argv[4])
+t = socket.create_server(("127.0.0.2", trap))  # where a bounce would go
+t.settimeout(0.5)
+f = ftplib.FTP()
+f.connect("127.0.0.1", port, timeout=20)
+f.login("alice@127.0.0.1:%d" % bouncer, "alice-ldap-pw")
+print("ok", f.sendcmd("PASV"))
+deadline = time.time() + 10
+while "names a host <servers> does not allow" not in open(log).read():
+    if time.time() > deadline:
+        sys.exit("FAIL: no ftp-bounce line for the server's 227")
+    time.sleep(0.05)
+try:
+    r = f.sendcmd("STOR x")
+except ftplib.all_errors as e:
+    r = str(e)
+print("STOR:", r)
+if not r.startswith("425"):
+    sys.exit("FAIL: STOR after the refused 227: %r" % r)
+f.quit()
+try:
+    c, a = t.accept()
+    sys.exit("FAIL: 127.0.0.2:%d got a connection from %r" % (trap, a))
+except socket.timeout:
+    print("ok nothing connected to 127.0.0.2:%d" % trap)
+EOF
+assert_log "ftp-bounce refused: the server.s 227 reply names a host <servers> does not allow: \"227 Entering Passive Mode \(127,0,0,2,"
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 1
 
 info "lftp: the same login, a download"
 rm -f "$T/lftp.got"
