@@ -28,8 +28,9 @@
  * session ends (each denied command costs the proxy a reply). */
 #define FTP_CLIENT_OUT_MAX	(1024 * 1024)
 
-/* Client bytes held while our PORT/EPRT awaits its reply: a client that
- * pipelines has a few commands in flight, never this much. */
+/* Client bytes held while our PORT/EPRT (or, from a transfer command on,
+ * our PASV/EPSV: ftp_data_wait) awaits its reply: a client that pipelines
+ * has a few commands in flight, never this much. */
 #define FTP_HOLD_MAX		(64 * 1024)
 
 static const char *const ftp_counters[] = {
@@ -707,6 +708,9 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 			    "malformed command line");
 			return PX_DENY;
 		}
+		/* Left in, parsed again once the reply came. */
+		if (ftp_data_wait(st, st->cmd.verb))
+			return ftp_hold(s, st, in);
 		evbuffer_drain(in, used);
 		if ((crc = ftp_command(s, st, p, &st->cmd, in)) ==
 		    FTP_RC_DENIED)

@@ -402,6 +402,25 @@ ftp_transfer_kind(const char *verb)
 	return NULL;
 }
 
+/* Our PASV/EPSV still unanswered: the server's reply decides whether
+ * proxyd connects the server's end, and a transfer command forwarded
+ * before it would have the server answer (150, then wait) a transfer
+ * nobody connects, where a refused 227/229 should cost that command its
+ * 425. It waits in ftp.c's held bytes, as everything does behind our
+ * PORT/EPRT; commands other than transfers do not wait. */
+bool
+ftp_data_wait(const struct ftp_state *st, const char *verb)
+{
+	unsigned i;
+
+	if (ftp_transfer_kind(verb) == NULL)
+		return false;
+	for (i = 0; i < st->qlen; i++)
+		if (st->q[(st->qhead + i) % FTP_PENDING].kind == FTP_P_PASV)
+			return true;
+	return false;
+}
+
 bool
 ftp_data_note(struct px_session *s, struct ftp_state *st,
     const struct ftp_cmd *c)

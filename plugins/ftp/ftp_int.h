@@ -281,6 +281,8 @@ void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
  * scanned whose data moved before the command. */
 bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c);
+/* A transfer command (verb) that must wait for our PASV/EPSV's reply. */
+bool	ftp_data_wait(const struct ftp_state *st, const char *verb);
 
 /* ---- ftp_auth.c: inband authentication (the service's <auth>) ---------- */
 

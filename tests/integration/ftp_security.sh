@@ -9,7 +9,9 @@
 # whatever strict-port-check says: PORT 25 with strict-port-check="no",
 # and a (scripted) server whose PASV reply names port 25 (the bounce the
 # other way: proxyd would write a client's STOR into the server host's
-# SMTP): the transfer gets 425 (ftplib, curl), nothing connects to 25.
+# SMTP): the transfer gets 425 (ftplib, curl), nothing connects to 25,
+# and a transfer command sent before that PASV reply came waits for it:
+# never forwarded (its 425), or, behind a valid reply, the upload works.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -30,21 +32,53 @@ write_ftp_service sec "$PORT" '<ftp data-ports="46000-46999" strict-port-check="
 # strict-port-check="no": another host is fine, a privileged port is not
 free_port LOOSE
 write_ftp_service loose "$LOOSE" '<ftp data-ports="46000-46999" strict-port-check="no"><command name="*" action="accept"/></ftp>'
-# a server that names port 25 in its PASV reply, whatever it is asked
+# a server that names port 25 in its PASV reply, 300 ms late (after the
+# client's transfer command has reached proxyd), but for user "good": a
+# data port of its own, where an upload's sha256 comes back in its 226.
+# It logs each command it gets (bouncer.log, next to this script).
 start_py_server BOUNCER <<'PY'
+import hashlib, os
 def handle(c):
     c.settimeout(10)
     c.sendall(b"220 bouncer\r\n")
     f = c.makefile("rb")
+    log = open(os.path.join(os.path.dirname(sys.argv[0]), "bouncer.log"), "a")
+    user, data = b"-", None
     for line in f:
         verb = line.split(b" ")[0].strip().upper()
+        log.write("%s %s\n" % (user.decode(), verb.decode()))
+        log.flush()
+        if verb == b"USER":
+            user = line.split(b" ", 1)[1].strip()
         reply = {b"USER": b"331 pw", b"PASS": b"230 in", b"PWD": b'257 "/"',
                  b"PASV": b"227 Entering Passive Mode (127,0,0,1,0,25)",
                  b"EPSV": b"229 Entering Extended Passive Mode (|||25|)",
                  b"STOR": b"150 go", b"RETR": b"150 go",
                  b"QUIT": b"221 bye"}.get(verb, b"200 ok")
+        if verb in (b"PASV", b"EPSV"):
+            time.sleep(0.3)
+            if user == b"good":
+                data = socket.socket()
+                data.bind(("127.0.0.1", 0))
+                data.listen(1)
+                data.settimeout(5)
+                p = data.getsockname()[1]
+                reply = b"227 Entering Passive Mode (127,0,0,1,%d,%d)" % (
+                    p >> 8, p & 255)
         c.sendall(reply + b"\r\n")
-        if verb in (b"STOR", b"RETR"):
+        if verb == b"STOR" and data is not None:
+            d, _ = data.accept()
+            h = hashlib.sha256()
+            while True:
+                b = d.recv(65536)
+                if not b:
+                    break
+                h.update(b)
+            d.close()
+            data.close()
+            data = None
+            c.sendall(b"226 sha256=%s\r\n" % h.hexdigest().encode())
+        elif verb in (b"STOR", b"RETR"):
             time.sleep(0.5)
             c.sendall(b"226 done\r\n")
         if verb == b"QUIT":
@@ -98,7 +132,7 @@ EOF
 TRAP_PID=$!
 track_pid "$TRAP_PID"
 wait_grep "$T/trap25.log" 'listening|unbound' 10 || fail "the port 25 trap did not start"
-python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" "$LOOSE" "$BNC" <<'EOF'
+python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" "$LOOSE" "$BNC" "$T/bouncer.log" <<'EOF'
 import ftplib, hashlib, socket, sys, time
 port, trap, want, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
@@ -263,7 +297,7 @@ except ConnectionRefusedError:
 
 # Privileged data ports, whatever strict-port-check says (the loose
 # service), and a server whose PASV reply names port 25 (bnc).
-loose, bnc = int(sys.argv[5]), int(sys.argv[6])
+loose, bnc, bouncer_log = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 f = ftplib.FTP()
 f.connect("127.0.0.1", loose, timeout=10)
 f.login()
@@ -271,8 +305,7 @@ expect(f, "PORT 127,0,0,1,0,25", 500)
 expect(f, "EPRT |1|127.0.0.1|25|", 500)
 f.quit()
 # proxyd answers PASV itself once logged in; the server's 227 naming
-# port 25 then costs the transfer command its 425, never forwarded (one
-# sent before that 227 came goes to the server, which answers it)
+# port 25 then costs the transfer command its 425, never forwarded
 f = ftplib.FTP()
 f.connect("127.0.0.1", bnc, timeout=10)
 f.login("u", "p")
@@ -285,6 +318,36 @@ while "the server's 227 reply names port 25" not in open(log).read():
     time.sleep(0.05)
 expect(f, "STOR x", 425)
 f.quit()
+# The transfer command at once, before the server's (refused) 227 came:
+# it waits for that reply, never reaches the server, and gets the 425.
+f = ftplib.FTP()
+f.connect("127.0.0.1", bnc, timeout=10)
+f.login("late", "p")
+expect(f, "PASV", 227)
+try:
+    r = f.sendcmd("STOR x")
+except ftplib.all_errors as e:
+    r = str(e)
+seen = open(bouncer_log).read().splitlines()
+if "late STOR" in seen:
+    fail("the server got the STOR sent before its refused 227 came "
+         "(the client got %r)" % r)
+if not r.startswith("425"):
+    fail("STOR before the server's refused 227: expected 425, got %r" % r)
+print("ok STOR before the server's refused 227 -> %s, not forwarded" % r)
+f.quit()
+# ... and before a valid 227: held until it came, then the upload moves
+import io
+f = ftplib.FTP()
+f.connect("127.0.0.1", bnc, timeout=10)
+f.login("good", "p")
+f.voidcmd("TYPE I")
+blob = bytes(range(256)) * 1024 + b"end"
+r = f.storbinary("STOR y", io.BytesIO(blob))
+if r != "226 sha256=" + hashlib.sha256(blob).hexdigest():
+    fail("upload behind a late 227: %r" % r)
+print("ok STOR behind a late valid 227 -> %s" % r)
+f.quit()
 EOF
 
 assert_no_grep "$T/vsftpd.log" 'FTP command: .*"(PORT|EPRT) 127,0,0,2|127\.0\.0\.2' "a bounce PORT reached vsftpd"
@@ -296,8 +359,8 @@ assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* r
 assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection \(client: waiting, server: connected\)'
 # ended by proxyd at its data timeout (before the client's close at 4.8 s)
 assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
-# the bounces to 127.0.0.2 and to port 25, the bnc server's 227
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 6
+# the bounces to 127.0.0.2 and to port 25, the bnc server's two 227s
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 7
 # the thief and the late connection after the data timeout
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 2
 assert_eq "$(proxyd_listening_in 46000 46999)" "" "data ports left listening"
@@ -322,17 +385,20 @@ if ((have_v6)); then
 else
     info "no IPv6 loopback: IPv6 part not run"
 fi
-# a real client's upload the same way: it fails (a 425, or, where its
-# STOR overtook the server's 227, no data connection), nothing reaches 25
+# a real client's upload the same way: its STOR waits for the server's
+# late 227 and gets the 425, nothing reaches 25
 echo "MAIL FROM:<bounce@example.test>" >"$T/mail.txt"
 rc=0
 curl -sS --max-time 20 -T "$T/mail.txt" "ftp://u:p@127.0.0.1:$BNC/x" 2>"$T/curl-bnc.err" || rc=$?
 assert_ne "$rc" 0 "curl's upload through a server naming port 25"
+assert_grep "$T/curl-bnc.err" '425' "curl's STOR did not get the 425"
+# no transfer command reached the server behind a refused 227 or 229
+assert_no_grep "$T/bouncer.log" '^(u|late) (STOR|RETR)' "a STOR reached the server"
 assert_log 'ftp-bounce refused: PORT 127,0,0,1,0,25 is not the client'"'"'s host or uses a port below 1024'
 assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.1\|25\|'
 assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227 Entering Passive Mode \(127,0,0,1,0,25\)"'
-# the 6 above and the 227 of curl's session
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 7
+# the 7 above and the 227 of curl's session
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 8
 kill "$TRAP_PID" 2>/dev/null || true
 wait "$TRAP_PID" 2>/dev/null || true
 cat "$T/trap25.log"
