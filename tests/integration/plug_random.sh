@@ -7,7 +7,11 @@
 # is done, in whichever order the dice give. Both ends hash what they sent
 # and what they got: the hashes must match at the other end, and the
 # session-end byte counters must add up to what was sent. The seed is
-# printed (PLUG_RANDOM_SEED=N reruns one).
+# printed (PLUG_RANDOM_SEED=N reruns one): each connection's streams come
+# from the seed, the service and the connection's index alone, and each
+# run prints a digest of its plan (what each end sent), checked against
+# the plan drawn from the seed without a socket: the same seed, the same
+# bytes (timing, and so the pieces proxyd reads them in, still vary).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_cmds python3
@@ -34,15 +38,41 @@ def chunks(rng, total, trickle=False):
         left -= n
         yield n
 
-def pause(rng, trickle=False):
+def pause(rng, trickle=False, sleep=time.sleep):
     if trickle:
         if rng.random() < 0.02:
-            time.sleep(0.001)
+            sleep(0.001)
         return
     k = rng.random()
     if k < 0.6:
         return
-    time.sleep(0.03 if k > 0.97 else rng.random() * 0.004)
+    sleep(0.03 if k > 0.97 else rng.random() * 0.004)
+
+def stream(wrng, total, trickle, sleep=time.sleep):
+    """What one end writes: blocks of bytes, paused between. The draws
+    are wrng's alone, so that the bytes depend on the seed only."""
+    # A trickle of small writes, megabytes of them (a loopback socket's
+    # send buffer starts at 1-2 MB): into a stalled reader, proxyd's small
+    # reads meet a full destination.
+    forced = trickle is True
+    if trickle is None:
+        trickle = wrng.random() < 0.15
+    big = wrng.randint(3000000, 4500000) if forced else \
+        wrng.randint(500000, 1500000)
+    for c in chunks(wrng, big if trickle else total, trickle):
+        yield wrng.randbytes(c)
+        pause(wrng, trickle, sleep)
+
+def plan(rng, total, trickle=None):
+    """(n, sha256) of what run() would send, drawn as run() draws them,
+    without a socket or a pause: the seed's plan."""
+    wrng = random.Random(rng.random())
+    h = hashlib.sha256()
+    n = 0
+    for b in stream(wrng, total, trickle, sleep=lambda t: None):
+        h.update(b)
+        n += len(b)
+    return n, h.hexdigest()
 
 def run(sock, rng, total, head=b"", trickle=None, stall=None):
     """Sends head + total random bytes then SHUT_WR, reads to EOF at the
@@ -56,22 +86,10 @@ def run(sock, rng, total, head=b"", trickle=None, stall=None):
         h = hashlib.sha256()
         sock.sendall(head)
         n = 0
-        # A trickle of small writes, megabytes of them (a loopback
-        # socket's send buffer starts at 1-2 MB): into a stalled reader,
-        # proxyd's small reads meet a full destination.
-        nonlocal trickle
-        forced = trickle is True
-        if trickle is None:
-            trickle = wrng.random() < 0.15
-        big = wrng.randint(3000000, 4500000) if forced else \
-            wrng.randint(500000, 1500000)
-        for c in chunks(wrng, big if trickle else total,
-                        trickle):
-            b = wrng.randbytes(c)
+        for b in stream(wrng, total, trickle):
             h.update(b)
             sock.sendall(b)
-            n += c
-            pause(wrng, trickle)
+            n += len(b)
         sock.shutdown(socket.SHUT_WR)
         out["sent"] = (n, h.hexdigest())
 
@@ -166,15 +184,41 @@ cat >"$T/client.py" <<'EOF'
 import hashlib, os, random, socket, sys, threading, time
 sys.path.insert(0, os.path.dirname(sys.argv[0]))
 import side
-port, conns, seed, resdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+name, port, conns, seed, resdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 errors = []
 totals = [0, 0]
+sent = {}
 lock = threading.Lock()
 
-def one(i):
-    rng = random.Random("%d-%d-%d" % (seed, port, i))
+def start(i):
+    """Connection i's random stream, its token (which seeds the server's
+    end) and its size: from the seed, the service and i alone."""
+    rng = random.Random("%d-%s-%d" % (seed, name, i))
     tok = ("%02d%014x" % (i % 100, rng.getrandbits(56))).encode()
     total = rng.choice((0, rng.randint(1, 3000), rng.randint(1, 1500000)))
+    return rng, tok, total
+
+def digest():
+    """The plan: what each end of each connection sends."""
+    return hashlib.sha256("".join("%d %s\n" % (i, sent[i])
+        for i in sorted(sent)).encode()).hexdigest()[:16]
+
+if port == 0:
+    # The plan alone, as the server and the client below draw it.
+    for i in range(conns):
+        rng, tok, total = start(i)
+        kind = i % 4
+        c = side.plan(rng, total, trickle=(kind == 0) if kind < 2 else None)
+        srng = random.Random(tok)
+        stotal = srng.choice((0, srng.randint(1, 3000),
+                              srng.randint(1, 1500000)))
+        sv = side.plan(srng, stotal, trickle=(kind == 1) if kind < 2 else None)
+        sent[i] = "%s %d %s %d %s" % ((tok.decode(),) + c + sv)
+    print("PLAN " + digest())
+    sys.exit(0)
+
+def one(i):
+    rng, tok, total = start(i)
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=60)
         kind = i % 4
@@ -209,6 +253,7 @@ def one(i):
     with lock:
         totals[0] += sn + len(tok)
         totals[1] += gn
+        sent[i] = "%s %d %s %s %s" % (tok.decode(), sn, ss, ssn, sss)
 
 ts = [threading.Thread(target=one, args=(i,)) for i in range(conns)]
 for t in ts:
@@ -218,6 +263,7 @@ for t in ts:
 for e in errors:
     print("ERROR " + e)
 print("TOTALS %d %d" % tuple(totals))
+print("PLAN " + digest())
 sys.exit(1 if errors else 0)
 EOF
 
@@ -239,11 +285,20 @@ for svc in rauto:$P_AUTO rno:$P_NO; do
     name=${svc%%:*} port=${svc#*:}
     info "$name: $CONNS connections of random streams both ways"
     t0=$(now_ms)
+    # The seed's plan, drawn meanwhile without sockets (port 0): the run
+    # must have sent just that, or the seed would not replay it.
+    timeout 60 python3 "$T/client.py" "$name" 0 "$CONNS" "$SEED" - >"$T/plan-$name" &
+    plan_pid=$!
     rc=0
-    out=$(timeout 150 python3 "$T/client.py" "$port" "$CONNS" "$SEED" "$T/res") || rc=$?
+    out=$(timeout 150 python3 "$T/client.py" "$name" "$port" "$CONNS" "$SEED" "$T/res") || rc=$?
     printf '%s\n' "$out" | grep ERROR >&2 || true
     [[ $rc == 0 ]] || fail "$name: streams differ or failed (rc $rc, seed $SEED); server: $(tail -n 5 "$T/server.log")"
     read -r _ up down <<<"$(grep '^TOTALS' <<<"$out")"
+    wait "$plan_pid" || fail "$name: the plan of seed $SEED could not be drawn"
+    read -r _ planned <"$T/plan-$name"
+    read -r _ ran <<<"$(grep '^PLAN' <<<"$out")"
+    info "$name: plan $ran (seed $SEED)"
+    assert_eq "$ran" "$planned" "$name: what was sent, against the seed's plan"
     info "$name: $up bytes to the server, $down to the client, hashes match ($(($(now_ms) - t0)) ms)"
     # Every session has ended and its counters add up to what was sent.
     deadline=$(($(date +%s) + 10))
