@@ -213,6 +213,16 @@ http_server_out(struct http_txn *t)
 	return t->srv.io != NULL ? t->srv.io->out : NULL;
 }
 
+bool
+http_server_unread(struct http_txn *t)
+{
+	if (t->srv.io == NULL || !px_conn_unread(t->srv.io))
+		return false;
+	px_session_log(t->conn->s, LOG_NOTICE, "http-upstream server sent "
+	    "bytes after its response: connection not reused");
+	return true;
+}
+
 void
 http_server_drop(struct http_txn *t, bool reusable)
 {
@@ -234,11 +244,8 @@ http_server_drop(struct http_txn *t, bool reusable)
 	 * plain one with bytes in its socket, never sees them, and the next
 	 * request on it would get them as its response. (Plain: no ioctl
 	 * per request, the pool's event does it.) */
-	if (reusable && sv->io->tf != NULL && px_conn_unread(sv->io)) {
-		px_session_log(h->s, LOG_NOTICE, "http-upstream server sent "
-		    "bytes after its response: connection not reused");
+	if (reusable && sv->io->tf != NULL && http_server_unread(t))
 		reusable = false;
-	}
 	px_session_upstream_park(h->s, sv->io, (struct sockaddr *)&sv->dst,
 	    reusable && sv->connected && h->pol->keepalive_server,
 	    h->pol->server_pool, h->pol->server_idle_ms);

@@ -5,6 +5,10 @@
 #   waits decrypted in OpenSSL's buffer, where the socket (the pool's read
 #   event) does not see it: that connection is not pooled, the next
 #   client gets its own response (not the leftover one);
+# - the same from a plain origin, to a client that sent its next request
+#   with the first (pipelined): the connection it keeps is not reused for
+#   that request, which gets its own response (the leftover one would be
+#   read as it, the request going out before the loop reads the socket);
 # - an early answer (an origin's 413 before the request's body is all
 #   read): it says Connection: close, and the client still sending its
 #   body slowly reads all of it then a FIN, no reset (lingering close,
@@ -20,10 +24,11 @@ P=$T/pki
 tls_ca ca "proxyd test CA"
 tls_leaf origin origin.test "DNS:origin.test,IP:127.0.0.1" serverAuth
 
-# Each request (its path) is answered with a response of exactly 4096
-# bytes, its body the path padded with dots, and in the same write (one
-# TLS record) one more response nobody asked for.
-start_py_server ORIGIN <<PY
+# extra_origin VAR tls|plain: each request (its path) is answered with a
+# response of exactly 4096 bytes, its body the path padded with dots, and
+# in the same write (one TLS record) one more response nobody asked for.
+extra_origin() {
+    start_py_server "$1" <<PY
 import ssl
 CTX = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 CTX.load_cert_chain("$P/origin.pem", "$P/origin.key")
@@ -33,7 +38,7 @@ def response(path):
         if len(head) + n == 4096:
             return head + (path + b"\\n").ljust(n, b".")
 def handle(c):
-    s = CTX.wrap_socket(c, server_side=True)
+    s = CTX.wrap_socket(c, server_side=True) if "$2" == "tls" else c
     buf = b""
     while True:
         while b"\\r\\n\\r\\n" not in buf:
@@ -45,6 +50,9 @@ def handle(c):
         s.sendall(response(head.split(b" ")[1]) +
                   b"HTTP/1.1 200 OK\\r\\nContent-Length: 9\\r\\n\\r\\nsmuggled\\n")
 PY
+}
+extra_origin ORIGIN tls
+extra_origin PLAIN plain
 
 # A plain origin that answers 413 as soon as it has a request's head,
 # then reads (and drops) whatever comes, keeping its connection.
@@ -65,12 +73,14 @@ PY
 
 free_port P_EXTRA
 free_port P_EARLY
+free_port P_KEPT
 write_proxyd_conf 'buffer="4k"'
 # One worker: the pool is per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
 write_http_service h_extra "$P_EXTRA" "$ORIGIN" \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
 write_http_service h_early "$P_EARLY" "$EARLY" '<http server-h2="no"/>'
+write_http_service h_kept "$P_KEPT" "$PLAIN" '<http server-h2="no"/>'
 start_proxyd
 
 info "a TLS server's bytes after its response, in the same record: its connection is not reused"
@@ -83,6 +93,32 @@ for i in 1 2; do
 done
 assert_metric eq proxyd_upstream_connections_total 'kind="reused"' 0
 assert_log "http-upstream server sent bytes after its response: connection not reused"
+
+info "a plain server's bytes after its response, the client's next request pipelined: not read as its response"
+out=$(timeout 20 python3 - "$P_KEPT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+s.settimeout(10)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+bodies = []
+while b"\r\n\r\n" in data:
+    head, _, data = data.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+         if l.lower().startswith(b"content-length:")][0]
+    bodies.append(data[:n].split(b"\n")[0].decode(errors="replace"))
+    data = data[n:]
+print(" ".join(bodies))
+PY
+)
+assert_eq "$out" "/a /b" "the pipelined requests' responses"
+assert_log "#[0-9]+ http-request .*path=/b status=200 .* upstream=new"
 
 info "an early 413 to a client still sending its body: told to close, read whole, then a FIN"
 # The client declares 4 MB and sends 2 MB of it slowly (about 1 s), not
