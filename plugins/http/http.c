@@ -260,6 +260,9 @@ http_transaction_done(struct http_txn *t)
 	t->req_kept = false;
 	t->resp = HTTP_RESP_NONE;
 	t->req = HTTP_REQ_HEAD;
+	/* Not the next request's: one refused before it is judged (a bad
+	 * head, 408, 431) gets its error page's body. */
+	t->is_head = false;
 	if (!h->client_keep || (h->client_eof &&
 	    evbuffer_get_length(h->c->in) == 0)) {
 		/* Everything is sent once the output drains. */

@@ -9,6 +9,8 @@
 #   HTTP", binary bytes without an LF, a field with a control byte) from a
 #   server that holds its connection open gets a 502 at once, not at
 #   response-timeout (60 s) or when the server closes.
+#   After a HEAD on its connection, such a refusal's error page still goes
+#   whole (it is no HEAD's response).
 #   A 405 made by proxyd carries Allow (RFC 9110 15.5.6); HTTP/1.2 is read
 #   as HTTP/1.1 (RFC 9110 2.5), HTTP/2.0 stays 505. Bytes a server sends
 #   after a 204, a 304 or a HEAD response (in the same read as the head or
@@ -96,6 +98,23 @@ send "$PQ" allow "TRACE /t HTTP/1.1\r\n$H\r\n"
 expect_status allow 405
 check grep -q $'^Allow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r$' "$T/resp.allow" \
     "allow: no Allow: $(head -c 400 "$T/resp.allow" | tr '\r\n' '  ')"
+
+# After a HEAD on the connection, a request refused before it is judged
+# (a line that is no field) is no HEAD: its error page goes whole, as its
+# Content-Length says
+send "$PQ" head_then_bad "HEAD /h HTTP/1.1\r\n$H\r\nGET /a HTTP/1.1\r\n${H}NO FIELD\r\n"
+expect_status head_then_bad 200,400
+RES=$(python3 - "$T/resp.head_then_bad" <<'PY'
+import re, sys
+d = open(sys.argv[1], "rb").read()
+head, _, body = d[d.find(b"HTTP/1.1 400"):].partition(b"\r\n\r\n")
+cl = re.search(rb"\r\nContent-Length: (\d+)", head)
+print("whole" if cl and int(cl.group(1)) == len(body) > 0 else
+      "Content-Length %s, %d bytes" % (cl.group(1).decode() if cl else "-",
+                                       len(body)))
+PY
+)
+check [ "$RES" = whole ] "head_then_bad: the 400 page after a HEAD: $RES"
 
 # ------------------------------------------------ response heads, no end
 # resp_case NAME REASON ESCAPED: the origin sends ESCAPED and holds
