@@ -74,6 +74,7 @@ http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
 	if (!keep) {
 		px_session_set_rule(h->s, t->rule);
 		http_log_request(t);
+		http_refusal_linger(t);
 		http_close_when_flushed(h, PX_END_POLICY, reason);
 		return;
 	}
@@ -105,6 +106,17 @@ http_linger(struct http_state *h)
 		http_timer_set(h, PX_FINISH_GRACE_MS);
 	}
 	px_conn_read_enable(h->c, true);
+}
+
+/* proxyd refuses a request whose body the client may still be sending (a
+ * 413 over max-body, a 502, a 401 to an upload): its close lingers as
+ * after a server's early answer. */
+void
+http_refusal_linger(struct http_txn *t)
+{
+	struct http_state *h = t->conn;
+
+	h->linger = t->body_said && !h->client_eof && h->h2_parent_ref == NULL;
 }
 
 /* http_drive finishes the session once the client output drains. */
@@ -262,7 +274,7 @@ http_transaction_done(struct http_txn *t)
 	t->req = HTTP_REQ_HEAD;
 	/* Not the next request's: one refused before it is judged (a bad
 	 * head, 408, 431) gets its error page's body. */
-	t->is_head = false;
+	t->is_head = t->body_said = false;
 	if (!h->client_keep || (h->client_eof &&
 	    evbuffer_get_length(h->c->in) == 0)) {
 		/* Everything is sent once the output drains. */

@@ -189,6 +189,9 @@ struct http_txn {
 	struct http_chunk	 req_chunk, resp_chunk;
 	bool			 dechunk;	/* 1.0 client, chunked response */
 	bool			 is_head, is_connect, upgrade_ok;
+	/* The request says it has a body (Content-Length, chunked): the
+	 * client may still be sending it when proxyd answers. */
+	bool			 body_said;
 	bool			 retried;
 	bool			 srv_h2;	/* this request went over h2 */
 	bool			 te_trailers;	/* the client sent TE: trailers */
@@ -286,6 +289,9 @@ void	http_transaction_end(struct http_txn *t);
  * reads the next request; else the request is logged and the session
  * ends (reason) once it is flushed. */
 void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
+/* Before proxyd's refusal closes the connection: its close lingers when
+ * the request said it has a body the client may still be sending. */
+void	http_refusal_linger(struct http_txn *t);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
 void	http_start_tunnel(struct http_state *h);
 

@@ -122,6 +122,7 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	uint32_t retry;
 	unsigned i;
 
+	t->body_said = m->chunked || m->content_length > 0;
 	/* A gRPC call's refusals are answered as gRPC (http_grpc.c). */
 	if (http_grpc_request(t, m, &why) == -1) {
 		px_session_count(h->s, HTTP_C_BAD_REQUEST, 1);

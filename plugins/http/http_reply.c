@@ -318,6 +318,7 @@ out_log:
 	http_log_request(t);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
+	http_refusal_linger(t);
 	http_close_when_flushed(h, by, end);
 }
 

@@ -12,7 +12,7 @@
 # - an early answer (an origin's 413 before the request's body is all
 #   read): it says Connection: close, and the client still sending its
 #   body slowly reads all of it then a FIN, no reset (lingering close,
-#   RFC 9112 9.6).
+#   RFC 9112 9.6); and so with proxyd's own 413 (max-body).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -74,6 +74,7 @@ PY
 free_port P_EXTRA
 free_port P_EARLY
 free_port P_KEPT
+free_port P_MAX
 write_proxyd_conf 'buffer="4k"'
 # One worker: the pool is per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
@@ -81,6 +82,8 @@ write_http_service h_extra "$P_EXTRA" "$ORIGIN" \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
 write_http_service h_early "$P_EARLY" "$EARLY" '<http server-h2="no"/>'
 write_http_service h_kept "$P_KEPT" "$PLAIN" '<http server-h2="no"/>'
+write_http_service h_max "$P_MAX" "$EARLY" \
+    '<http server-h2="no"><limits max-body="1k"/></http>'
 start_proxyd
 
 info "a TLS server's bytes after its response, in the same record: its connection is not reused"
@@ -120,11 +123,13 @@ PY
 assert_eq "$out" "/a /b" "the pipelined requests' responses"
 assert_log "#[0-9]+ http-request .*path=/b status=200 .* upstream=new"
 
-info "an early 413 to a client still sending its body: told to close, read whole, then a FIN"
-# The client declares 4 MB and sends 2 MB of it slowly (about 1 s), not
-# looking at what comes back meanwhile, then reads to the end.
-out=$(timeout 30 python3 - "$P_EARLY" <<'PY'
-import socket, sys, time
+# slow_upload PORT: the client declares 4 MB and sends 2 MB of it slowly
+# (about 1 s), not looking at what comes back meanwhile, then reads to
+# the end: the status, Connection: close, whether the body is whole (as
+# its Content-Length says), how its sending and its reading ended.
+slow_upload() {
+    timeout 30 python3 - "$1" <<'PY'
+import re, socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n")
 sent, send_err = 0, "none"
@@ -146,15 +151,25 @@ try:
 except OSError as e:
     end = type(e).__name__
 head, _, body = data.partition(b"\r\n\r\n")
-print("status=%s close=%s body=%d send=%s end=%s" % (
+cl = re.search(rb"\r\ncontent-length: (\d+)", head.lower())
+print("status=%s close=%s body=%s send=%s end=%s" % (
     head.split(b" ")[1].decode() if head else "-",
-    b"\r\nconnection: close" in head.lower(), len(body), send_err, end))
+    b"\r\nconnection: close" in head.lower(),
+    "whole" if cl and int(cl.group(1)) == len(body) > 0 else len(body),
+    send_err, end))
 PY
-)
+}
+info "an early 413 to a client still sending its body: told to close, read whole, then a FIN"
+out=$(slow_upload "$P_EARLY")
 info "  $out"
-assert_eq "$out" "status=413 close=True body=1000 send=none end=fin" "what the client got"
+assert_eq "$out" "status=413 close=True body=whole send=none end=fin" "what the client got"
 assert_log "http-request .*path=/up status=413 "
 assert_log "session-end service=h_early .* by=server phase=data end=server-closed"
+info "proxyd's own 413 (max-body) to a client still sending its body: the same"
+out=$(slow_upload "$P_MAX")
+info "  $out"
+assert_eq "$out" "status=413 close=True body=whole send=none end=fin" "what the client got from proxyd"
+assert_log "session-end service=h_max .* end=denied: http 413: request body over max-body"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
