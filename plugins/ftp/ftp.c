@@ -879,7 +879,7 @@ ftp_handover_save(struct px_session *s, void *state, void *buf, size_t len)
 	/* Between commands: no reply awaited or under way, no channel, no
 	 * scan, nothing held, no TLS (its keys stay in this process). */
 	if (len < sizeof(*h) || st->qlen != 0 || st->in_reply ||
-	    st->swallow || st->feat || st->ch != NULL || st->scans != NULL ||
+	    st->feat || st->ch != NULL || st->scans != NULL ||
 	    st->scan_held || st->scan_swallow || st->path.pending ||
 	    (st->held != NULL && evbuffer_get_length(st->held) != 0) ||
 	    st->tls.use[0] != PX_TLS_USE_NONE ||

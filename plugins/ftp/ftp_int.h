@@ -111,7 +111,6 @@ struct ftp_state {
 	unsigned		 qhead, qlen;
 	struct ftp_reply_state	 rs;
 	bool			 in_reply;	/* lines of a reply under way */
-	bool			 swallow;	/* ... not forwarded */
 	bool			 feat;		/* ... filtered (FEAT) */
 	bool			 feat_multi;	/* ... in several lines */
 	struct ftp_tls		 tls;

@@ -205,9 +205,6 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			st->in_reply = true;
 			st->feat = q != NULL && q->kind == FTP_P_FEAT;
 			st->feat_multi = fin == 0;
-			st->swallow = q != NULL && (q->kind == FTP_P_PASV ||
-			    q->kind == FTP_P_PORT) && fin == 1 &&
-			    (code / 100 == 2 || code / 100 >= 4);
 		}
 		if (fin == 1) {
 			st->in_reply = false;
@@ -262,9 +259,13 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 				return v;
 			continue;
 		}
-		if (q != NULL && q->answered) {
-			/* Our PASV/PORT, answered to the client already:
-			 * none of its reply goes there. */
+		if (q != NULL && (q->kind == FTP_P_PASV ||
+		    q->kind == FTP_P_PORT)) {
+			/* Our PASV/PORT: none of its reply goes to the
+			 * client, whatever its lines (a multi-line 227 names
+			 * the server's data port); its final line decides
+			 * (ftp_data_reply), answered to the client already
+			 * or not. */
 			if (fin == 1 && code >= 200) {
 				cur = *q;
 				ftp_q_pop(st);
@@ -274,15 +275,6 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			evbuffer_drain(in, used);
 			if (fin == 1 && code >= 200)
 				ftp_q_flush_local(s, st);
-			continue;
-		}
-		if (st->swallow && fin == 1 && q != NULL) {
-			cur = *q;
-			ftp_q_pop(st);
-			ftp_data_reply(s, st, p, &cur, code, (const char *)buf,
-			    linelen, buf, used);
-			evbuffer_drain(in, used);
-			ftp_q_flush_local(s, st);
 			continue;
 		}
 		if (st->feat && fin == 1 && code == 211) {

@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Differential test of proxyd's FTP reply handling (ftp_hostile.sh).
+
+A hostile but RFC 959-valid FTP server (in this process) answers every
+command in a style drawn from the seed: one line, multi-line replies whose
+inner lines are free text, indented, "CODE-" again or another code's
+"NNN text", a bare code, lines up to 4000 bytes, replies written in small
+pieces; transfers with 125 or 150 (one or many lines) before or after the
+data connection is taken, 226 or 250 before or after the data ends; 227
+replies in every spelling clients parse. A client runs the same random
+session (commands pipelined or not, PASV or EPSV, RETR, LIST, NLST)
+directly and through proxyd, and the two must agree:
+  - the same reply codes and texts for every command (227/229: the code),
+  - the same bytes on every data connection,
+  - the same commands reaching the server (data-channel ones aside),
+  - through proxyd, every 227/229 names proxyd's own address and a port
+    of its data-ports range, never the server's.
+
+usage: ftp_hostile.py SERVER_PORT PROXY_KEEP_PORT PROXY_ACTIVE_PORT
+           DATA_LO DATA_HI [SECONDS]
+FTP_HOSTILE_SEED=N replays a run, FTP_HOSTILE_CASE=N one case of it.
+Prints the seed; exits 1 on any disagreement (each listed).
+"""
+import hashlib
+import os
+import random
+import re
+import socket
+import sys
+import threading
+import time
+
+SEED = int(os.environ.get("FTP_HOSTILE_SEED") or random.randrange(1 << 30))
+ONLY = os.environ.get("FTP_HOSTILE_CASE")
+IO_TIMEOUT = 8.0
+# What the server of the case under way logs (the client sets it before
+# each connection; one connection at a time).
+CURRENT = {"case": None, "cmds": None}
+
+# ---------------------------------------------------------------- server
+
+
+def style_rng(case, k, what):
+    return random.Random("%d:%s:%d:%s" % (SEED, case, k, what))
+
+
+def fmt_reply(rng, code, text, addr_text=None):
+    """One reply, RFC 959 4.2: single line or multi-line. addr_text (a
+    227's address) goes where the style puts it."""
+    c = str(code)
+    body = text if addr_text is None else text + " " + addr_text
+    r = rng.random()
+    if r < 0.35:
+        return [c + " " + body]
+    if r < 0.42 and addr_text is None:
+        return [c]
+    if r < 0.55:
+        return [c + " " + body + " " + "x" * rng.randrange(200, 3900 - len(body))]
+    # multi-line
+    lines = [c + "-" + (body if addr_text is not None and rng.random() < 0.5
+                        else text)]
+    for _ in range(rng.randrange(0, 5)):
+        kind = rng.randrange(6)
+        if kind == 0:
+            lines.append(" indented text")
+        elif kind == 1:
+            lines.append("plain text line")
+        elif kind == 2:
+            lines.append(c + "-dash line again")
+        elif kind == 3:
+            other = rng.choice([x for x in (150, 200, 226, 250, 421, 550)
+                                if x != code])
+            lines.append("%d not the end" % other)
+        elif kind == 4:
+            lines.append("")
+        else:
+            lines.append(" " + "y" * rng.randrange(100, 3900))
+    last = c + " " + (body if addr_text is not None else "end of " + text)
+    lines.append(last)
+    return lines
+
+
+def addr_227(rng, port):
+    nums = "127,0,0,1,%d,%d" % (port >> 8, port & 255)
+    return rng.choice(["Entering Passive Mode (%s)" % nums,
+                       "Entering Passive Mode %s" % nums,
+                       "=%s" % nums,
+                       "Entering Passive Mode (%s)." % nums])
+
+
+class ServerConn(threading.Thread):
+    def __init__(self, sock, case, cmds):
+        super().__init__(daemon=True)
+        self.s, self.case, self.cmds = sock, case, cmds
+        self.k = 0
+        self.pasv = None
+        self.active = None
+
+    def send(self, rng, lines):
+        data = b"".join(l.encode("latin-1") + b"\r\n" for l in lines)
+        if rng.random() < 0.2:
+            i = 0
+            while i < len(data):
+                n = rng.randrange(1, 40)
+                self.s.sendall(data[i:i + n])
+                i += n
+                time.sleep(0.001)
+        else:
+            self.s.sendall(data)
+
+    def reply(self, code, text, what="r"):
+        rng = style_rng(self.case, self.k, what)
+        self.send(rng, fmt_reply(rng, code, text))
+
+    def run(self):
+        try:
+            self.serve()
+        except OSError:
+            pass
+        finally:
+            self.s.close()
+
+    def lines(self):
+        buf = b""
+        self.s.settimeout(30)
+        while True:
+            while b"\n" not in buf:
+                d = self.s.recv(65536)
+                if not d:
+                    return
+                buf += d
+            line, buf = buf.split(b"\n", 1)
+            yield line.rstrip(b"\r").decode("latin-1")
+
+    def data_sock(self, rng):
+        if self.pasv is not None:
+            self.pasv.settimeout(IO_TIMEOUT)
+            d, _ = self.pasv.accept()
+            self.pasv.close()
+            self.pasv = None
+            return d
+        if self.active is not None:
+            d = socket.create_connection(self.active, timeout=IO_TIMEOUT)
+            self.active = None
+            return d
+        return None
+
+    def transfer(self, verb, arg):
+        rng = style_rng(self.case, self.k, "x")
+        if arg.startswith("missing"):
+            if self.pasv is not None:
+                self.pasv.close()
+                self.pasv = None
+            self.reply(550, "No such file")
+            return
+        if self.pasv is None and self.active is None:
+            self.reply(425, "Use PORT or PASV first")
+            return
+        if verb == "RETR":
+            size = rng.choice([0, 1, 100, 4096, 65536, rng.randrange(200000)])
+            payload = random.Random("%d:%s:%s" % (SEED, self.case, arg)).randbytes(size)
+        else:
+            n = rng.randrange(0, 40)
+            payload = "".join("-rw-r--r-- 1 ftp ftp %d Jan 1 2020 f%d\r\n" % (i * 7, i)
+                              for i in range(n)).encode()
+        prelim = rng.choice([150, 125])
+        early_reply = rng.random() < 0.5
+        if early_reply:
+            self.send(rng, fmt_reply(rng, prelim, "Opening data connection"))
+        d = self.data_sock(rng)
+        if not early_reply:
+            self.send(rng, fmt_reply(rng, prelim, "Opening data connection"))
+        final = rng.choice([226, 250])
+        final_first = rng.random() < 0.15
+        if final_first:
+            # Some servers say "done" as the last bytes leave.
+            d.sendall(payload)
+            self.send(rng, fmt_reply(rng, final, "Transfer complete"))
+            d.close()
+            return
+        d.sendall(payload)
+        d.close()
+        self.send(rng, fmt_reply(rng, final, "Transfer complete"))
+
+    def serve(self):
+        rng = style_rng(self.case, 0, "greet")
+        self.send(rng, fmt_reply(rng, 220, "hostile FTP server ready"))
+        for line in self.lines():
+            verb, _, arg = line.partition(" ")
+            verb = verb.upper()
+            data_cmd = verb in ("PASV", "EPSV", "PORT", "EPRT")
+            self.cmds.append(line if not data_cmd else "<data>")
+            if not data_cmd:
+                self.k += 1
+            if verb == "PASV" or verb == "EPSV":
+                if self.pasv is not None:
+                    self.pasv.close()
+                self.pasv = socket.socket()
+                self.pasv.bind(("127.0.0.1", 0))
+                self.pasv.listen(1)
+                port = self.pasv.getsockname()[1]
+                rng = style_rng(self.case, self.k, "pasv%d" % port)
+                if verb == "PASV":
+                    self.send(rng, fmt_reply_227(rng, port))
+                else:
+                    self.send(rng, fmt_reply(rng, 229, "Entering Extended Passive Mode",
+                                             "(|||%d|)" % port))
+            elif verb == "PORT":
+                n = [int(x) for x in arg.split(",")]
+                self.active = ("%d.%d.%d.%d" % tuple(n[:4]), n[4] * 256 + n[5])
+                self.reply(200, "PORT command successful", "port")
+            elif verb == "EPRT":
+                parts = arg.split(arg[0])
+                self.active = (parts[2], int(parts[3]))
+                self.reply(200, "EPRT command successful", "port")
+            elif verb == "USER":
+                self.reply(331, "Password required")
+            elif verb == "PASS":
+                self.reply(230, "Logged in")
+            elif verb == "SYST":
+                self.reply(215, "UNIX Type: L8")
+            elif verb in ("NOOP", "TYPE", "MODE", "STRU"):
+                self.reply(200, "Command okay")
+            elif verb == "PWD":
+                self.reply(257, '"/" is the current directory')
+            elif verb in ("CWD", "CDUP"):
+                self.reply(250, "Directory changed")
+            elif verb == "SIZE":
+                self.reply(213, "1234")
+            elif verb == "MDTM":
+                self.reply(213, "20200101000000")
+            elif verb == "HELP":
+                self.reply(214, "Help follows")
+            elif verb == "STAT":
+                self.reply(211, "Status follows")
+            elif verb in ("RETR", "LIST", "NLST"):
+                self.transfer(verb, arg)
+            elif verb == "QUIT":
+                self.reply(221, "Goodbye")
+                return
+            else:
+                self.reply(502, "Not implemented")
+
+
+def fmt_reply_227(rng, port):
+    a = addr_227(rng, port)
+    r = rng.random()
+    if r < 0.5:
+        return ["227 " + a]
+    lines = ["227-" + (a if r < 0.6 else "Passive mode on its way")]
+    for _ in range(rng.randrange(0, 3)):
+        lines.append(rng.choice([" indented", "text", "227-again", "200 other"]))
+    lines.append("227 " + a)
+    return lines
+
+
+def server_main(lsock):
+    while True:
+        c, _ = lsock.accept()
+        ServerConn(c, CURRENT["case"], CURRENT["cmds"]).start()
+
+# ---------------------------------------------------------------- client
+
+
+class Client:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+        self.buf = b""
+
+    def line(self):
+        while b"\n" not in self.buf:
+            d = self.s.recv(65536)
+            if not d:
+                raise EOFError("control connection closed")
+            self.buf += d
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.rstrip(b"\r").decode("latin-1")
+
+    def reply(self):
+        first = self.line()
+        lines = [first]
+        m = re.match(r"^(\d{3})([ -]?)", first)
+        if not m:
+            raise ValueError("bad reply line %r" % first[:80])
+        if m.group(2) == "-":
+            while True:
+                l = self.line()
+                lines.append(l)
+                if l.startswith(m.group(1) + " "):
+                    break
+        return int(m.group(1)), lines
+
+    def send(self, *cmds):
+        self.s.sendall(b"".join(c.encode() + b"\r\n" for c in cmds))
+
+
+def short(lines):
+    return [l if len(l) < 60 else "%s...(%d bytes)" % (l[:40], len(l))
+            for l in lines]
+
+
+def short_rec(r):
+    if r is None or isinstance(r, str):
+        return r
+    return tuple(short(x) if isinstance(x, list) else x for x in r)
+
+
+def data_addr(code, lines):
+    text = "\n".join(lines)
+    if code == 227:
+        m = re.search(r"(\d+),(\d+),(\d+),(\d+),(\d+),(\d+)", text)
+        if not m:
+            return None
+        n = [int(x) for x in m.groups()]
+        return "%d.%d.%d.%d" % tuple(n[:4]), n[4] * 256 + n[5]
+    if code == 229:
+        m = re.search(r"\(\|\|\|(\d+)\|\)", text)
+        return ("127.0.0.1", int(m.group(1))) if m else None
+    return None
+
+
+def plan_of(case):
+    rng = random.Random("%d:%s:plan" % (SEED, case))
+    steps = []
+    for _ in range(rng.randrange(2, 8)):
+        if rng.random() < 0.5:
+            steps.append(("cmds", rng.sample(
+                ["NOOP", "PWD", "SYST", "TYPE I", "CWD dir", "SIZE f", "MDTM f",
+                 "HELP", "STAT", "MODE S"], rng.randrange(1, 4)),
+                rng.random() < 0.5))
+        else:
+            steps.append(("xfer", rng.choice(["PASV", "EPSV"]),
+                          rng.choice(["RETR f%d" % rng.randrange(5), "LIST",
+                                      "NLST", "RETR missing"]),
+                          rng.random() < 0.3))
+    return steps
+
+
+def run(case, port, proxied, lo, hi, problems):
+    """The session of `case` through `port`: its record (a list)."""
+    cmds = []
+    CURRENT["case"], CURRENT["cmds"] = case, cmds
+    rec = []
+    c = Client(port)
+    try:
+        rec.append(("greet",) + tuple(c.reply()))
+        c.send("USER anonymous", "PASS x@y")
+        rec.append(("USER",) + tuple(c.reply()))
+        rec.append(("PASS",) + tuple(c.reply()))
+        for st in plan_of(case):
+            if st[0] == "cmds":
+                if st[2]:
+                    c.send(*st[1])
+                    for cmd in st[1]:
+                        rec.append((cmd,) + tuple(c.reply()))
+                else:
+                    for cmd in st[1]:
+                        c.send(cmd)
+                        rec.append((cmd,) + tuple(c.reply()))
+                continue
+            _, pv, xcmd, pipelined = st
+            if pipelined:
+                c.send("NOOP", pv)
+                rec.append(("NOOP",) + tuple(c.reply()))
+            else:
+                c.send(pv)
+            code, lines = c.reply()
+            rec.append((pv, code))
+            if code not in (227, 229):
+                rec.append((pv, lines))
+                continue
+            addr = data_addr(code, lines)
+            if addr is None:
+                problems.append("case %s: %s: no address in %r" % (case, pv, short(lines)))
+                return rec, cmds
+            if proxied and (addr[0] != "127.0.0.1" or not lo <= addr[1] <= hi):
+                problems.append("case %s: %s through proxyd names %s:%d, not proxyd's "
+                                "address and data ports %d-%d: %r"
+                                % (case, pv, addr[0], addr[1], lo, hi, short(lines)))
+            d = socket.create_connection(addr, timeout=IO_TIMEOUT)
+            c.send(xcmd)
+            code, lines = c.reply()
+            rec.append((xcmd, code, lines))
+            if code >= 200:
+                d.close()
+                continue
+            got = b""
+            while True:
+                x = d.recv(65536)
+                if not x:
+                    break
+                got += x
+            d.close()
+            rec.append((xcmd, "data", len(got), hashlib.sha256(got).hexdigest()[:16]))
+            rec.append((xcmd,) + tuple(c.reply()))
+        c.send("QUIT")
+        rec.append(("QUIT",) + tuple(c.reply()))
+    except (OSError, EOFError, ValueError) as e:
+        rec.append(("error", type(e).__name__, str(e)))
+    finally:
+        c.s.close()
+    return rec, cmds
+
+
+def main():
+    sport, pkeep, pactive, lo, hi = (int(x) for x in sys.argv[1:6])
+    seconds = float(sys.argv[6]) if len(sys.argv) > 6 else 15
+    print("ftp_hostile: seed %d (FTP_HOSTILE_SEED=%d replays it)" % (SEED, SEED),
+          flush=True)
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", sport))
+    lsock.listen(16)
+    threading.Thread(target=server_main, args=(lsock,), daemon=True).start()
+    problems = []
+    end = time.monotonic() + seconds
+    cases = [int(ONLY)] if ONLY else range(100000)
+    n = 0
+    for case in cases:
+        if time.monotonic() > end and not ONLY:
+            break
+        via = pkeep if case % 2 == 0 else pactive
+        before = len(problems)
+        d_rec, d_cmds = run(case, sport, False, lo, hi, problems)
+        p_rec, p_cmds = run(case, via, True, lo, hi, problems)
+        n += 1
+        if any(r[0] == "error" for r in d_rec):
+            problems.append("case %d: the direct session failed (test bug): %r"
+                            % (case, d_rec[-1]))
+        if d_rec != p_rec:
+            i = next((i for i, (a, b) in enumerate(zip(d_rec, p_rec)) if a != b),
+                     min(len(d_rec), len(p_rec)))
+            problems.append("case %d (via %s): first difference at step %d:\n"
+                            "    direct:  %r\n    proxied: %r"
+                            % (case, "server-data=keep" if via == pkeep else
+                               "server-data=active", i,
+                               short_rec(d_rec[i]) if i < len(d_rec) else "(end)",
+                               short_rec(p_rec[i]) if i < len(p_rec) else "(end)"))
+        elif d_cmds != p_cmds:
+            problems.append("case %d: the server got %r directly, %r through proxyd"
+                            % (case, d_cmds, p_cmds))
+        if len(problems) > before:
+            print("FAIL case %d (FTP_HOSTILE_SEED=%d FTP_HOSTILE_CASE=%d)"
+                  % (case, SEED, case), flush=True)
+            for p in problems[before:]:
+                print("  " + p, flush=True)
+        if len(problems) >= 10:
+            break
+    print("ftp_hostile: %d cases, %d problems (seed %d)" % (n, len(problems), SEED))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
