@@ -92,7 +92,9 @@ class ServerConn(threading.Thread):
     def __init__(self, sock, case, cmds):
         super().__init__(daemon=True)
         self.s, self.case, self.cmds = sock, case, cmds
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.k = 0
+        self.ndata = 0
         self.pasv = None
         self.active = None
 
@@ -110,7 +112,12 @@ class ServerConn(threading.Thread):
 
     def reply(self, code, text, what="r"):
         rng = style_rng(self.case, self.k, what)
-        self.send(rng, fmt_reply(rng, code, text))
+        lines = fmt_reply(rng, code, text)
+        if what == "r" and code >= 200 and rng.random() < 0.08:
+            # A preliminary reply first (RFC 959 allows it to few
+            # commands; a client must wait for the final one anyway).
+            lines = fmt_reply(rng, rng.choice([110, 120]), "wait") + lines
+        self.send(rng, lines)
 
     def run(self):
         try:
@@ -147,14 +154,15 @@ class ServerConn(threading.Thread):
 
     def transfer(self, verb, arg):
         rng = style_rng(self.case, self.k, "x")
+        if self.pasv is None and self.active is None:
+            self.reply(425, "Use PORT or PASV first", "nodata")
+            return
         if arg.startswith("missing"):
             if self.pasv is not None:
                 self.pasv.close()
                 self.pasv = None
-            self.reply(550, "No such file")
-            return
-        if self.pasv is None and self.active is None:
-            self.reply(425, "Use PORT or PASV first")
+            self.active = None
+            self.reply(550, "No such file", "missing")
             return
         if verb == "RETR":
             size = rng.choice([0, 1, 100, 4096, 65536, rng.randrange(200000)])
@@ -184,14 +192,36 @@ class ServerConn(threading.Thread):
 
     def serve(self):
         rng = style_rng(self.case, 0, "greet")
-        self.send(rng, fmt_reply(rng, 220, "hostile FTP server ready"))
+        lines = fmt_reply(rng, 220, "hostile FTP server ready")
+        if rng.random() < 0.2:
+            lines = fmt_reply(rng, 120, "Service ready in 1 minute") + lines
+        self.send(rng, lines)
         for line in self.lines():
             verb, _, arg = line.partition(" ")
             verb = verb.upper()
             data_cmd = verb in ("PASV", "EPSV", "PORT", "EPRT")
+            if (verb in ("RETR", "LIST", "NLST") and self.pasv is None and
+                    self.active is None):
+                # Only through proxyd: a transfer command it forwarded
+                # before the server refused its PASV (it answered the
+                # client's at once): the 425 is the same either way.
+                self.reply(425, "Use PORT or PASV first", "nodata")
+                continue
             self.cmds.append(line if not data_cmd else "<data>")
             if not data_cmd:
                 self.k += 1
+            else:
+                # The same data command of a session fails directly and
+                # through proxyd (whose own PASV or PORT it then is).
+                self.ndata += 1
+                rng = style_rng(self.case, self.ndata, "fail")
+                if rng.random() < 0.12:
+                    if self.pasv is not None:
+                        self.pasv.close()
+                    self.pasv = self.active = None
+                    self.send(rng, fmt_reply(rng, rng.choice([425, 500, 502]),
+                                             "Cannot open data connection"))
+                    continue
             if verb == "PASV" or verb == "EPSV":
                 if self.pasv is not None:
                     self.pasv.close()
@@ -219,6 +249,10 @@ class ServerConn(threading.Thread):
                 self.reply(230, "Logged in")
             elif verb == "SYST":
                 self.reply(215, "UNIX Type: L8")
+            elif (verb in ("NOOP", "PWD", "SYST", "HELP", "STAT") and
+                  style_rng(self.case, self.k, "bye").random() < 0.04):
+                self.reply(421, "Service not available, closing", "bye")
+                return
             elif verb in ("NOOP", "TYPE", "MODE", "STRU"):
                 self.reply(200, "Command okay")
             elif verb == "PWD":
@@ -262,9 +296,14 @@ def server_main(lsock):
 # ---------------------------------------------------------------- client
 
 
+class Closed421(Exception):
+    """The server's 421: it closes (and proxyd must pass that on)."""
+
+
 class Client:
     def __init__(self, port):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
 
     def line(self):
@@ -290,13 +329,26 @@ class Client:
                     break
         return int(m.group(1)), lines
 
+    def final(self):
+        """Replies up to the final one (1xx ones before it): the codes,
+        the lines."""
+        codes, lines = [], []
+        while True:
+            code, l = self.reply()
+            codes.append(code)
+            lines += l
+            if code == 421:
+                raise Closed421(codes, lines)
+            if code >= 200:
+                return codes, lines
+
     def send(self, *cmds):
         self.s.sendall(b"".join(c.encode() + b"\r\n" for c in cmds))
 
 
 def short(lines):
-    return [l if len(l) < 60 else "%s...(%d bytes)" % (l[:40], len(l))
-            for l in lines]
+    return [l if not isinstance(l, str) or len(l) < 60 else
+            "%s...(%d bytes)" % (l[:40], len(l)) for l in lines]
 
 
 def short_rec(r):
@@ -343,31 +395,33 @@ def run(case, port, proxied, lo, hi, problems):
     rec = []
     c = Client(port)
     try:
-        rec.append(("greet",) + tuple(c.reply()))
+        rec.append(("greet",) + tuple(c.final()))
         c.send("USER anonymous", "PASS x@y")
-        rec.append(("USER",) + tuple(c.reply()))
-        rec.append(("PASS",) + tuple(c.reply()))
+        rec.append(("USER",) + tuple(c.final()))
+        rec.append(("PASS",) + tuple(c.final()))
         for st in plan_of(case):
             if st[0] == "cmds":
                 if st[2]:
                     c.send(*st[1])
                     for cmd in st[1]:
-                        rec.append((cmd,) + tuple(c.reply()))
+                        rec.append((cmd,) + tuple(c.final()))
                 else:
                     for cmd in st[1]:
                         c.send(cmd)
-                        rec.append((cmd,) + tuple(c.reply()))
+                        rec.append((cmd,) + tuple(c.final()))
                 continue
             _, pv, xcmd, pipelined = st
             if pipelined:
                 c.send("NOOP", pv)
-                rec.append(("NOOP",) + tuple(c.reply()))
+                rec.append(("NOOP",) + tuple(c.final()))
             else:
                 c.send(pv)
             code, lines = c.reply()
-            rec.append((pv, code))
             if code not in (227, 229):
-                rec.append((pv, lines))
+                # The server refused the data connection. Through proxyd
+                # that may come as the transfer command's 425 instead,
+                # when proxyd answered the client's PASV itself.
+                rec.append((pv, "refused"))
                 continue
             addr = data_addr(code, lines)
             if addr is None:
@@ -377,12 +431,22 @@ def run(case, port, proxied, lo, hi, problems):
                 problems.append("case %s: %s through proxyd names %s:%d, not proxyd's "
                                 "address and data ports %d-%d: %r"
                                 % (case, pv, addr[0], addr[1], lo, hi, short(lines)))
-            d = socket.create_connection(addr, timeout=IO_TIMEOUT)
+            try:
+                d = socket.create_connection(addr, timeout=IO_TIMEOUT)
+            except OSError:
+                d = None	# (refused: the transfer command says why)
             c.send(xcmd)
             code, lines = c.reply()
-            rec.append((xcmd, code, lines))
-            if code >= 200:
-                d.close()
+            if proxied and code == 425:
+                rec.append((pv, "refused"))
+            else:
+                rec.append((pv, code))
+                rec.append((xcmd, code, lines))
+            if code >= 200 or d is None:
+                if d is not None:
+                    d.close()
+                if d is None and code < 200:
+                    rec.append((xcmd, "no data connection"))
                 continue
             got = b""
             while True:
@@ -395,6 +459,12 @@ def run(case, port, proxied, lo, hi, problems):
             rec.append((xcmd,) + tuple(c.reply()))
         c.send("QUIT")
         rec.append(("QUIT",) + tuple(c.reply()))
+    except Closed421 as e:
+        rec.append(("421",) + e.args)
+        try:
+            rec.append(("after 421", c.s.recv(1)))
+        except OSError as e:
+            rec.append(("after 421", type(e).__name__))
     except (OSError, EOFError, ValueError) as e:
         rec.append(("error", type(e).__name__, str(e)))
     finally:
@@ -421,8 +491,18 @@ def main():
             break
         via = pkeep if case % 2 == 0 else pactive
         before = len(problems)
+        t0 = time.monotonic()
         d_rec, d_cmds = run(case, sport, False, lo, hi, problems)
+        t1 = time.monotonic()
         p_rec, p_cmds = run(case, via, True, lo, hi, problems)
+        if os.environ.get("FTP_HOSTILE_VERBOSE"):
+            print("case %d plan %r" % (case, plan_of(case)))
+            for r in d_rec:
+                print("  direct  %r" % (short_rec(r),))
+            for r in p_rec:
+                print("  proxied %r" % (short_rec(r),))
+        if os.environ.get("FTP_HOSTILE_TIMES"):
+            print("case %d: direct %.3f s, proxied %.3f s" % (case, t1 - t0, time.monotonic() - t1))
         n += 1
         if any(r[0] == "error" for r in d_rec):
             problems.append("case %d: the direct session failed (test bug): %r"
@@ -436,7 +516,7 @@ def main():
                                "server-data=active", i,
                                short_rec(d_rec[i]) if i < len(d_rec) else "(end)",
                                short_rec(p_rec[i]) if i < len(p_rec) else "(end)"))
-        elif d_cmds != p_cmds:
+        if d_cmds != p_cmds:
             problems.append("case %d: the server got %r directly, %r through proxyd"
                             % (case, d_cmds, p_cmds))
         if len(problems) > before:
