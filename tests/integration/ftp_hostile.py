@@ -113,7 +113,7 @@ class ServerConn(threading.Thread):
     def reply(self, code, text, what="r"):
         rng = style_rng(self.case, self.k, what)
         lines = fmt_reply(rng, code, text)
-        if what == "r" and code >= 200 and rng.random() < 0.08:
+        if what in ("r", "port") and code >= 200 and rng.random() < 0.08:
             # A preliminary reply first (RFC 959 allows it to few
             # commands; a client must wait for the final one anyway).
             lines = fmt_reply(rng, rng.choice([110, 120]), "wait") + lines
@@ -179,6 +179,13 @@ class ServerConn(threading.Thread):
         if not early_reply:
             self.send(rng, fmt_reply(rng, prelim, "Opening data connection"))
         final = rng.choice([226, 250])
+        if rng.random() < 0.1:
+            # Aborted halfway.
+            d.sendall(payload[:len(payload) // 2])
+            d.close()
+            self.send(rng, fmt_reply(rng, rng.choice([426, 451]),
+                                     "Transfer aborted"))
+            return
         final_first = rng.random() < 0.15
         if final_first:
             # Some servers say "done" as the last bytes leave.
@@ -279,6 +286,8 @@ class ServerConn(threading.Thread):
 def fmt_reply_227(rng, port):
     a = addr_227(rng, port)
     r = rng.random()
+    if rng.random() < 0.1:
+        return fmt_reply(rng, 120, "wait") + ["227 " + a]
     if r < 0.5:
         return ["227 " + a]
     lines = ["227-" + (a if r < 0.6 else "Passive mode on its way")]
@@ -416,7 +425,8 @@ def run(case, port, proxied, lo, hi, problems):
                 rec.append(("NOOP",) + tuple(c.final()))
             else:
                 c.send(pv)
-            code, lines = c.reply()
+            codes, lines = c.final()
+            code = codes[-1]
             if code not in (227, 229):
                 # The server refused the data connection. Through proxyd
                 # that may come as the transfer command's 425 instead,
