@@ -17,7 +17,7 @@ directly and through proxyd, and the two must agree:
     of its data-ports range, never the server's.
 
 usage: ftp_hostile.py SERVER_PORT PROXY_KEEP_PORT PROXY_ACTIVE_PORT
-           DATA_LO DATA_HI [SECONDS]
+           PROXY_PATHS_PORT DATA_LO DATA_HI [SECONDS]
 FTP_HOSTILE_SEED=N replays a run, FTP_HOSTILE_CASE=N one case of it.
 Prints the seed; exits 1 on any disagreement (each listed).
 """
@@ -214,6 +214,15 @@ class ServerConn(threading.Thread):
                 # client's at once): the 425 is the same either way.
                 self.reply(425, "Use PORT or PASV first", "nodata")
                 continue
+            if verb == "PWD":
+                # Through the service with path rules proxyd asks too,
+                # after the login: PWD counts for nothing here.
+                rng = style_rng(self.case, self.k, "pwd")
+                lines = fmt_reply(rng, 257, '"/" is the current directory')
+                if lines == ["257"]:
+                    lines = ['257 "/"']
+                self.send(rng, lines)
+                continue
             self.cmds.append(line if not data_cmd else "<data>")
             if not data_cmd:
                 self.k += 1
@@ -256,14 +265,12 @@ class ServerConn(threading.Thread):
                 self.reply(230, "Logged in")
             elif verb == "SYST":
                 self.reply(215, "UNIX Type: L8")
-            elif (verb in ("NOOP", "PWD", "SYST", "HELP", "STAT") and
+            elif (verb in ("NOOP", "SYST", "HELP", "STAT") and
                   style_rng(self.case, self.k, "bye").random() < 0.04):
                 self.reply(421, "Service not available, closing", "bye")
                 return
             elif verb in ("NOOP", "TYPE", "MODE", "STRU"):
                 self.reply(200, "Command okay")
-            elif verb == "PWD":
-                self.reply(257, '"/" is the current directory')
             elif verb in ("CWD", "CDUP"):
                 self.reply(250, "Directory changed")
             elif verb == "SIZE":
@@ -483,8 +490,10 @@ def run(case, port, proxied, lo, hi, problems):
 
 
 def main():
-    sport, pkeep, pactive, lo, hi = (int(x) for x in sys.argv[1:6])
-    seconds = float(sys.argv[6]) if len(sys.argv) > 6 else 15
+    sport, pkeep, pactive, ppaths, lo, hi = (int(x) for x in sys.argv[1:7])
+    seconds = float(sys.argv[7]) if len(sys.argv) > 7 else 15
+    names = {pkeep: "server-data=keep", pactive: "server-data=active",
+             ppaths: "path rules"}
     print("ftp_hostile: seed %d (FTP_HOSTILE_SEED=%d replays it)" % (SEED, SEED),
           flush=True)
     lsock = socket.socket()
@@ -499,7 +508,7 @@ def main():
     for case in cases:
         if time.monotonic() > end and not ONLY:
             break
-        via = pkeep if case % 2 == 0 else pactive
+        via = (pkeep, pactive, ppaths)[case % 3]
         before = len(problems)
         t0 = time.monotonic()
         d_rec, d_cmds = run(case, sport, False, lo, hi, problems)
@@ -522,8 +531,7 @@ def main():
                      min(len(d_rec), len(p_rec)))
             problems.append("case %d (via %s): first difference at step %d:\n"
                             "    direct:  %r\n    proxied: %r"
-                            % (case, "server-data=keep" if via == pkeep else
-                               "server-data=active", i,
+                            % (case, names[via], i,
                                short_rec(d_rec[i]) if i < len(d_rec) else "(end)",
                                short_rec(p_rec[i]) if i < len(p_rec) else "(end)"))
         if d_cmds != p_cmds:
