@@ -277,6 +277,19 @@ class ServerConn(threading.Thread):
                 self.reply(213, "1234")
             elif verb == "MDTM":
                 self.reply(213, "20200101000000")
+            elif verb == "FEAT":
+                rng = style_rng(self.case, self.k, "feat")
+                if rng.random() < 0.2:
+                    self.send(rng, fmt_reply(rng, 211, "No features"))
+                    continue
+                feats = [" MDTM", " SIZE", " REST STREAM", " UTF8", " EPSV",
+                         " EPRT", " PASV", " AUTH TLS", " PBSZ", " PROT",
+                         " MLST type*;size*;modify*;", " TVFS", " XYZZ",
+                         " LANG EN*", " " + "Z" * rng.randrange(10, 3000),
+                         "211-inner line", "plain line", " mdtm", " 9ABC"]
+                rng.shuffle(feats)
+                self.send(rng, ["211-Features:"] + feats[:rng.randrange(len(feats))] +
+                          ["211 End"])
             elif verb == "HELP":
                 self.reply(214, "Help follows")
             elif verb == "STAT":
@@ -394,7 +407,7 @@ def plan_of(case):
         if rng.random() < 0.5:
             steps.append(("cmds", rng.sample(
                 ["NOOP", "PWD", "SYST", "TYPE I", "CWD dir", "SIZE f", "MDTM f",
-                 "HELP", "STAT", "MODE S"], rng.randrange(1, 4)),
+                 "HELP", "STAT", "MODE S", "FEAT"], rng.randrange(1, 4)),
                 rng.random() < 0.5))
         else:
             steps.append(("xfer", rng.choice(["PASV", "EPSV"]),
@@ -489,6 +502,26 @@ def run(case, port, proxied, lo, hi, problems):
     return rec, cmds
 
 
+def feat_check(case, d_rec, p_rec, problems):
+    """proxyd filters FEAT: its lines through proxyd must be the server's
+    with some feature lines (" WORD...") left out, its first and last line
+    kept. The records keep the codes and the line count only."""
+    for d, p in zip(d_rec, p_rec):
+        if d[0] != "FEAT" or p[0] != "FEAT" or len(d) != 3 or len(p) != 3:
+            continue
+        dl, pl = d[2], p[2]
+        it = iter(dl)
+        sub = all(any(x == y for y in it) for x in pl)
+        dropped = [x for x in dl if x not in pl]
+        if (not sub or pl[:1] != dl[:1] or pl[-1:] != dl[-1:] or
+                any(not x.startswith(" ") for x in dropped)):
+            problems.append("case %d: FEAT through proxyd %r is not the server's "
+                            "%r with feature lines left out"
+                            % (case, short(pl), short(dl)))
+        i = d_rec.index(d)
+        d_rec[i] = p_rec[i] = ("FEAT", d[1], "filtered")
+
+
 def main():
     sport, pkeep, pactive, ppaths, lo, hi = (int(x) for x in sys.argv[1:7])
     seconds = float(sys.argv[7]) if len(sys.argv) > 7 else 15
@@ -526,6 +559,7 @@ def main():
         if any(r[0] == "error" for r in d_rec):
             problems.append("case %d: the direct session failed (test bug): %r"
                             % (case, d_rec[-1]))
+        feat_check(case, d_rec, p_rec, problems)
         if d_rec != p_rec:
             i = next((i for i, (a, b) in enumerate(zip(d_rec, p_rec)) if a != b),
                      min(len(d_rec), len(p_rec)))
