@@ -7,11 +7,16 @@ inner lines are free text, indented, "CODE-" again or another code's
 "NNN text", a bare code, lines up to 4000 bytes, replies written in small
 pieces; transfers with 125 or 150 (one or many lines) before or after the
 data connection is taken, 226 or 250 before or after the data ends; 227
-replies in every spelling clients parse. A client runs the same random
-session (commands pipelined or not, PASV or EPSV, RETR, LIST, NLST)
-directly and through proxyd, and the two must agree:
-  - the same reply codes and texts for every command (227/229: the code),
-  - the same bytes on every data connection,
+replies in every spelling clients parse, a 110/120 before final replies,
+refused data commands, transfers aborted halfway, a 421 that closes. A
+client runs the same random session (commands pipelined or not, PASV or
+EPSV, RETR, LIST, NLST, STOR, APPE, STOU, FEAT) directly and through
+proxyd, and the two must agree:
+  - the same reply codes and texts for every command (227/229: the code;
+    FEAT: the server's lines with some feature lines left out; a refused
+    data command may come as the transfer command's 425 through proxyd),
+  - the same bytes on every data connection (uploads: the server's reply
+    names their size and hash),
   - the same commands reaching the server (data-channel ones aside),
   - through proxyd, every 227/229 names proxyd's own address and a port
     of its data-ports range, never the server's.
@@ -164,6 +169,26 @@ class ServerConn(threading.Thread):
             self.active = None
             self.reply(550, "No such file", "missing")
             return
+        if verb in ("STOR", "STOU", "APPE"):
+            prelim = rng.choice([150, 125])
+            text = "FILE: u%d" % self.k if verb == "STOU" else "Ok to send data"
+            early_reply = rng.random() < 0.5
+            if early_reply:
+                self.send(rng, fmt_reply(rng, prelim, text))
+            d = self.data_sock(rng)
+            if not early_reply:
+                self.send(rng, fmt_reply(rng, prelim, text))
+            got = b""
+            d.settimeout(IO_TIMEOUT)
+            while True:
+                x = d.recv(65536)
+                if not x:
+                    break
+                got += x
+            d.close()
+            self.send(rng, fmt_reply(rng, rng.choice([226, 250]), "Received %d bytes %s"
+                                     % (len(got), hashlib.sha256(got).hexdigest()[:16])))
+            return
         if verb == "RETR":
             size = rng.choice([0, 1, 100, 4096, 65536, rng.randrange(200000)])
             payload = random.Random("%d:%s:%s" % (SEED, self.case, arg)).randbytes(size)
@@ -207,7 +232,8 @@ class ServerConn(threading.Thread):
             verb, _, arg = line.partition(" ")
             verb = verb.upper()
             data_cmd = verb in ("PASV", "EPSV", "PORT", "EPRT")
-            if (verb in ("RETR", "LIST", "NLST") and self.pasv is None and
+            if (verb in ("RETR", "LIST", "NLST", "STOR", "STOU", "APPE") and
+                    self.pasv is None and
                     self.active is None):
                 # Only through proxyd: a transfer command it forwarded
                 # before the server refused its PASV (it answered the
@@ -294,7 +320,7 @@ class ServerConn(threading.Thread):
                 self.reply(214, "Help follows")
             elif verb == "STAT":
                 self.reply(211, "Status follows")
-            elif verb in ("RETR", "LIST", "NLST"):
+            elif verb in ("RETR", "LIST", "NLST", "STOR", "STOU", "APPE"):
                 self.transfer(verb, arg)
             elif verb == "QUIT":
                 self.reply(221, "Goodbye")
@@ -412,7 +438,9 @@ def plan_of(case):
         else:
             steps.append(("xfer", rng.choice(["PASV", "EPSV"]),
                           rng.choice(["RETR f%d" % rng.randrange(5), "LIST",
-                                      "NLST", "RETR missing"]),
+                                      "NLST", "RETR missing",
+                                      "STOR up%d" % rng.randrange(5),
+                                      "APPE up%d" % rng.randrange(5), "STOU"]),
                           rng.random() < 0.3))
     return steps
 
@@ -477,6 +505,12 @@ def run(case, port, proxied, lo, hi, problems):
                     d.close()
                 if d is None and code < 200:
                     rec.append((xcmd, "no data connection"))
+                continue
+            if xcmd.split()[0] in ("STOR", "APPE", "STOU"):
+                urng = random.Random("%d:%s:%s:up" % (SEED, case, xcmd))
+                d.sendall(urng.randbytes(urng.choice([0, 1, 5000, urng.randrange(300000)])))
+                d.close()
+                rec.append((xcmd,) + tuple(c.reply()))
                 continue
             got = b""
             while True:

@@ -20,17 +20,17 @@ DATA_LO=$((20000 + RANDOM % 40 * 100))
 DATA_HI=$((DATA_LO + 99))
 write_proxyd_conf
 for svc in "keep $PKEEP keep" "active $PACTIVE active" "paths $PPATHS keep"; do
-    set -- $svc
+    read -r name port mode <<<"$svc"
     rules=""
-    [[ $1 == paths ]] && rules='<path pattern="/secret/*" action="deny"/>'
-    cat >"$T/policy/$1.xml" <<XML
-<service name="$1" analyser="ftp">
-  <listen address="127.0.0.1" port="$2" mode="fixed"/>
+    [[ $name == paths ]] && rules='<path pattern="/secret/*" action="deny"/>'
+    cat >"$T/policy/$name.xml" <<XML
+<service name="$name" analyser="ftp">
+  <listen address="127.0.0.1" port="$port" mode="fixed"/>
   <target address="127.0.0.1" port="$SERVER_PORT"/>
-  <ftp server-data="$3" data-ports="$DATA_LO-$DATA_HI">$rules</ftp>
+  <ftp server-data="$mode" data-ports="$DATA_LO-$DATA_HI">$rules</ftp>
 </service>
 XML
-    PROXYD_PORTS+=("$2")
+    PROXYD_PORTS+=("$port")
 done
 start_proxyd
 
