@@ -45,6 +45,19 @@ CURRENT = {"case": None, "cmds": None}
 # ---------------------------------------------------------------- server
 
 
+def read_all(d):
+    """A data connection's bytes up to its end; closes it."""
+    got = b""
+    d.settimeout(IO_TIMEOUT)
+    while True:
+        x = d.recv(65536)
+        if not x:
+            break
+        got += x
+    d.close()
+    return got
+
+
 def style_rng(case, k, what):
     return random.Random("%d:%s:%d:%s" % (SEED, case, k, what))
 
@@ -178,14 +191,7 @@ class ServerConn(threading.Thread):
             d = self.data_sock(rng)
             if not early_reply:
                 self.send(rng, fmt_reply(rng, prelim, text))
-            got = b""
-            d.settimeout(IO_TIMEOUT)
-            while True:
-                x = d.recv(65536)
-                if not x:
-                    break
-                got += x
-            d.close()
+            got = read_all(d)
             self.send(rng, fmt_reply(rng, rng.choice([226, 250]), "Received %d bytes %s"
                                      % (len(got), hashlib.sha256(got).hexdigest()[:16])))
             return
@@ -512,13 +518,7 @@ def run(case, port, proxied, lo, hi, problems):
                 d.close()
                 rec.append((xcmd,) + tuple(c.reply()))
                 continue
-            got = b""
-            while True:
-                x = d.recv(65536)
-                if not x:
-                    break
-                got += x
-            d.close()
+            got = read_all(d)
             rec.append((xcmd, "data", len(got), hashlib.sha256(got).hexdigest()[:16]))
             rec.append((xcmd,) + tuple(c.reply()))
         c.send("QUIT")
