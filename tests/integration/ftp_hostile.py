@@ -10,8 +10,8 @@ data connection is taken, 226 or 250 before or after the data ends; 227
 replies in every spelling clients parse, a 110/120 before final replies,
 refused data commands, transfers aborted halfway, a 421 that closes. A
 client runs the same random session (commands pipelined or not, PASV or
-EPSV, RETR, LIST, NLST, STOR, APPE, STOU, FEAT) directly and through
-proxyd, and the two must agree:
+EPSV, RETR (after a REST or not), LIST, NLST, MLSD, STOR, APPE, STOU,
+FEAT) directly and through proxyd, and the two must agree:
   - the same reply codes and texts for every command (227/229: the code;
     FEAT: the server's lines with some feature lines left out; a refused
     data command may come as the transfer command's 425 through proxyd),
@@ -113,6 +113,7 @@ class ServerConn(threading.Thread):
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.k = 0
         self.ndata = 0
+        self.rest = 0
         self.pasv = None
         self.active = None
 
@@ -198,6 +199,7 @@ class ServerConn(threading.Thread):
         if verb == "RETR":
             size = rng.choice([0, 1, 100, 4096, 65536, rng.randrange(200000)])
             payload = random.Random("%d:%s:%s" % (SEED, self.case, arg)).randbytes(size)
+            payload = payload[self.rest:]
         else:
             n = rng.randrange(0, 40)
             payload = "".join("-rw-r--r-- 1 ftp ftp %d Jan 1 2020 f%d\r\n" % (i * 7, i)
@@ -238,7 +240,7 @@ class ServerConn(threading.Thread):
             verb, _, arg = line.partition(" ")
             verb = verb.upper()
             data_cmd = verb in ("PASV", "EPSV", "PORT", "EPRT")
-            if (verb in ("RETR", "LIST", "NLST", "STOR", "STOU", "APPE") and
+            if (verb in ("RETR", "LIST", "NLST", "MLSD", "STOR", "STOU", "APPE") and
                     self.pasv is None and
                     self.active is None):
                 # Only through proxyd: a transfer command it forwarded
@@ -326,8 +328,12 @@ class ServerConn(threading.Thread):
                 self.reply(214, "Help follows")
             elif verb == "STAT":
                 self.reply(211, "Status follows")
-            elif verb in ("RETR", "LIST", "NLST", "STOR", "STOU", "APPE"):
+            elif verb in ("RETR", "LIST", "NLST", "MLSD", "STOR", "STOU", "APPE"):
                 self.transfer(verb, arg)
+                self.rest = 0
+            elif verb == "REST":
+                self.rest = int(arg)
+                self.reply(350, "Restarting at %d" % self.rest)
             elif verb == "QUIT":
                 self.reply(221, "Goodbye")
                 return
@@ -444,7 +450,9 @@ def plan_of(case):
         else:
             steps.append(("xfer", rng.choice(["PASV", "EPSV"]),
                           rng.choice(["RETR f%d" % rng.randrange(5), "LIST",
-                                      "NLST", "RETR missing",
+                                      "NLST", "MLSD", "RETR missing",
+                                      "REST %d RETR f%d" % (rng.randrange(3000),
+                                                            rng.randrange(5)),
                                       "STOR up%d" % rng.randrange(5),
                                       "APPE up%d" % rng.randrange(5), "STOU"]),
                           rng.random() < 0.3))
@@ -474,6 +482,11 @@ def run(case, port, proxied, lo, hi, problems):
                         rec.append((cmd,) + tuple(c.final()))
                 continue
             _, pv, xcmd, pipelined = st
+            if xcmd.startswith("REST "):
+                # REST n RETR f: the restart first, answered 350.
+                _, n, xcmd = xcmd.split(" ", 2)
+                c.send("REST " + n)
+                rec.append(("REST",) + tuple(c.final()))
             if pipelined:
                 c.send("NOOP", pv)
                 rec.append(("NOOP",) + tuple(c.final()))
