@@ -455,7 +455,7 @@ def plan_of(case):
                                                             rng.randrange(5)),
                                       "STOR up%d" % rng.randrange(5),
                                       "APPE up%d" % rng.randrange(5), "STOU"]),
-                          rng.random() < 0.3))
+                          rng.choice([None, None, None, "NOOP", "x"])))
     return steps
 
 
@@ -487,9 +487,13 @@ def run(case, port, proxied, lo, hi, problems):
                 _, n, xcmd = xcmd.split(" ", 2)
                 c.send("REST " + n)
                 rec.append(("REST",) + tuple(c.final()))
-            if pipelined:
+            # pipelined: NOOP (sent with the PASV), x (the transfer command
+            # sent with it, before its answer), None
+            if pipelined == "NOOP":
                 c.send("NOOP", pv)
                 rec.append(("NOOP",) + tuple(c.final()))
+            elif pipelined == "x":
+                c.send(pv, xcmd)
             else:
                 c.send(pv)
             codes, lines = c.final()
@@ -499,6 +503,8 @@ def run(case, port, proxied, lo, hi, problems):
                 # that may come as the transfer command's 425 instead,
                 # when proxyd answered the client's PASV itself.
                 rec.append((pv, "refused"))
+                if pipelined == "x":
+                    c.final()
                 continue
             addr = data_addr(code, lines)
             if addr is None:
@@ -512,7 +518,8 @@ def run(case, port, proxied, lo, hi, problems):
                 d = socket.create_connection(addr, timeout=IO_TIMEOUT)
             except OSError:
                 d = None	# (refused: the transfer command says why)
-            c.send(xcmd)
+            if pipelined != "x":
+                c.send(xcmd)
             code, lines = c.reply()
             if proxied and code == 425:
                 rec.append((pv, "refused"))
