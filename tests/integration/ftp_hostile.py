@@ -114,6 +114,7 @@ class ServerConn(threading.Thread):
         self.k = 0
         self.ndata = 0
         self.rest = 0
+        self.cwd = "/"
         self.pasv = None
         self.active = None
 
@@ -252,9 +253,9 @@ class ServerConn(threading.Thread):
                 # Through the service with path rules proxyd asks too,
                 # after the login: PWD counts for nothing here.
                 rng = style_rng(self.case, self.k, "pwd")
-                lines = fmt_reply(rng, 257, '"/" is the current directory')
+                lines = fmt_reply(rng, 257, '"%s" is the current directory' % self.cwd)
                 if lines == ["257"]:
-                    lines = ['257 "/"']
+                    lines = ['257 "%s"' % self.cwd]
                 self.send(rng, lines)
                 continue
             self.cmds.append(line if not data_cmd else "<data>")
@@ -306,6 +307,10 @@ class ServerConn(threading.Thread):
             elif verb in ("NOOP", "TYPE", "MODE", "STRU"):
                 self.reply(200, "Command okay")
             elif verb in ("CWD", "CDUP"):
+                # (A server that says it moved and then names another
+                # directory in its PWD leaves proxyd's path rules lost.)
+                self.cwd = ((self.cwd.rsplit("/", 1)[0] or "/") if verb == "CDUP" else
+                            self.cwd.rstrip("/") + "/" + arg)
                 self.reply(250, "Directory changed")
             elif verb == "SIZE":
                 self.reply(213, "1234")
@@ -524,7 +529,7 @@ def run(case, port, proxied, lo, hi, problems):
             if proxied and code == 425:
                 rec.append((pv, "refused"))
             else:
-                rec.append((pv, code))
+                rec.append((pv, "ok"))
                 rec.append((xcmd, code, lines))
             if code >= 200 or d is None:
                 if d is not None:
