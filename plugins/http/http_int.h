@@ -121,6 +121,8 @@ struct http_server {
 	bool			 boundary;
 };
 
+struct http_scan_head;
+
 /* A body through the scanner (http_scan.c), one per direction. */
 struct http_scan {
 	struct px_icap_req	*icap;		/* the scan under way; NULL */
@@ -128,10 +130,16 @@ struct http_scan {
 	bool			 on;		/* this body is being scanned */
 	bool			 ended;		/* all sent: verdict awaited */
 	bool			 whole;		/* head and body held whole */
-	/* deliver="after-verdict": the message as it will be sent (a
-	 * response's head too) moved from hold into this spool (spool.h)
-	 * until the verdict; NULL otherwise. */
+	/* deliver="after-verdict": the body as it will be sent (with its
+	 * chunk framing; a response's head is kept apart, below) moved
+	 * from hold into this spool (spool.h) until the verdict; NULL
+	 * otherwise. */
 	struct px_spool		*spool;
+	/* The judged response head while it is held (sniffing, held
+	 * whole, spooled), apart from the body: sent through the client's
+	 * writer (http_client) when what is held is released, so that a
+	 * writer is only ever given a parsed head; NULL: none held. */
+	struct http_scan_head	*kept;
 	uint64_t		 size;		/* body bytes so far */
 	/* <content>: the body's first bytes, gathered while everything
 	 * from its start on is held (with the response head when
@@ -308,7 +316,9 @@ void	http_log_held(struct http_txn *t);
 /* Where a transaction's response goes: the protocol of its client
  * connection, fed the judged head and the body as they come. The scan
  * (http_scan.c) sits in front of it: out is where http_scan_to says the
- * bytes go (the client's output, or the scan's hold). One writer today,
+ * bytes go (the client's output, or the scan's hold); a head the scan
+ * holds is kept parsed and given to head at its release, ahead of the
+ * body held with it. One writer today,
  * HTTP/1.1's (http_txn.c); an HTTP/2 stream's would submit HEADERS, DATA
  * and trailers (issue 36). A body an HTTP/1.1 server sends chunked goes
  * on with its own chunks (http_body.c), not through data. */
@@ -317,6 +327,11 @@ struct http_client_ops {
 	/* The response head m (interim or final), judged. */
 	void	(*head)(struct http_txn *t, const struct http_head *m,
 		    const struct http_resp_ctx *rs, struct evbuffer *out);
+	/* The bytes head will count (add to out) for m: a head a scan
+	 * holds is counted when judged and written when released. 0, or
+	 * -1 out of memory. */
+	int	(*head_size)(struct http_txn *t, const struct http_head *m,
+		    const struct http_resp_ctx *rs, size_t *n);
 	/* The n body bytes at the front of src go on. */
 	void	(*data)(struct http_txn *t, struct evbuffer *src, size_t n,
 		    struct evbuffer *out);
@@ -450,11 +465,15 @@ int	http_scan_partial(struct http_txn *t, const struct http_head *m,
 /* A request body of size bytes (-1: chunked) follows: starts its scan if
  * the service scans uploads. 0 go on, -1 the transaction ended (413). */
 int	http_scan_request(struct http_txn *t, int64_t size);
-/* A final response head with a body (raw head, len bytes): starts its
- * scan. Where its head goes (the client output, or the hold when the
- * whole response is held), or NULL when the transaction ended (502). */
-struct evbuffer *http_scan_response(struct http_txn *t, const char *head,
-	    size_t len);
+/* A final response head m with a body (head, len: its bytes as the
+ * scanner is shown them) starts its scan. 0: m goes to the client now
+ * (through the writer, by the caller); 1: the scan keeps m (a copy, and
+ * of rs) to send it through the writer when what is held is released,
+ * *n the bytes it counts (counted now, as if sent: dropped unsent
+ * later if refused); -1: the transaction ended (502). */
+int	http_scan_response(struct http_txn *t, const struct http_head *m,
+	    const struct http_resp_ctx *rs, const char *head, size_t len,
+	    size_t *n);
 /* The service scans response bodies (a scanner for downloads). */
 bool	http_scan_downloads(const struct http_txn *t);
 /* Where the body in dir goes: the hold while scanned, else out. */

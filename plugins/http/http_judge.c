@@ -403,7 +403,8 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	struct http_state *h = t->conn;
 	struct evbuffer *cout = h->c->out;
 	struct http_resp_ctx rs;
-	size_t before;
+	size_t before, n = 0;
+	int kept = 0;
 
 	if (!http_policy_codings(h->pol, m)) {
 		px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
@@ -426,7 +427,6 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 		t->resp = HTTP_RESP_HEAD;
 		return true;
 	}
-	before = evbuffer_get_length(cout);
 	/* Framing: RFC 9112 6.3, in order. */
 	t->resp_body = HTTP_BODY_CLOSE;
 	if (t->is_head || m->status < 200 || m->status == 204 || m->status == 304)
@@ -492,18 +492,23 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 		head_len = evbuffer_get_length(hb);
 		buf = (const char *)evbuffer_pullup(hb, -1);
 	}
+	/* A head the scan holds is kept parsed, and written at its
+	 * release; counted now either way. */
 	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
-	    (cout = http_scan_response(t, buf, head_len)) == NULL)
+	    (kept = http_scan_response(t, m, &rs, buf, head_len, &n)) == -1)
 		return false;
-	before = evbuffer_get_length(cout);
-	http_client(t)->head(t, m, &rs, cout);
+	if (kept == 0) {
+		before = evbuffer_get_length(cout);
+		http_client(t)->head(t, m, &rs, cout);
+		n = evbuffer_get_length(cout) - before;
+	}
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
 	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */
 	if (t->srv.io != NULL)
 		evbuffer_drain(t->srv.io->in, head_len);
-	t->resp_bytes += evbuffer_get_length(cout) - before;
-	px_session_account(h->s, PX_TO_CLIENT, evbuffer_get_length(cout) - before);
+	t->resp_bytes += n;
+	px_session_account(h->s, PX_TO_CLIENT, n);
 	if (m->status == 101) {
 		http_start_tunnel(h);
 		return false;

@@ -1,14 +1,21 @@
 /* Bodies through the service's scanner (<scan>, proxyd/scan/): a request
  * body (upload) by REQMOD, a response body (download) by RESPMOD, copied
  * to the scanner as it arrives. With deliver="after-verdict" (the
- * default) none of it goes on before the verdict: what would be sent (a
- * response's head too, and chunk framing) passes through scan->hold into
- * scan->spool (spool.h: memory up to limits/@buffer, then an unnamed
- * file), released whole to the peer once clean; a refused download gets
- * a page in place of its held head. A response small enough to hold
- * whole (below) stays in memory. With deliver="tail" the body goes on
- * to its peer as it arrives, except its last part, held in scan->hold
- * until the verdict:
+ * default) none of it goes on before the verdict: what would be sent
+ * (data and chunk framing) passes through scan->hold into scan->spool
+ * (spool.h: memory up to limits/@buffer, then an unnamed file), released
+ * whole to the peer once clean; a refused download gets a page in place
+ * of its held head. A response small enough to hold whole (below) stays
+ * in memory. A response head held (here, held whole, or sniffed) is
+ * kept parsed (scan->kept, a copy), apart from the held bytes, and goes
+ * through the client's writer (http_client) ahead of them when they are
+ * released: a writer is never given a head as bytes. It counts as the
+ * bytes the writer will make of it (in the session's count, the
+ * buffer's backpressure, the tail, the spool's memory and bound) from
+ * when it is judged, as if it were held as those bytes. The request head
+ * is never held (it goes with the request, before its body).
+ * With deliver="tail" the body goes on to its peer as it arrives, except
+ * its last part, held in scan->hold until the verdict:
  *   - the last HTTP_SCAN_TAIL bytes of what would go to the peer (data,
  *     and for a chunked body its framing: the last chunk and the final
  *     0-chunk are always among them);
@@ -38,6 +45,7 @@
  * Content-Range: http_scan_partial), as a scanned upload refuses a
  * request carrying a part (Content-Range). */
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +58,7 @@
 #include "auth.h"
 #include "conn.h"
 #include "http_h2_origin.h"
+#include "http_head.h"
 #include "http_int.h"
 #include "audit.h"
 #include "icap.h"
@@ -61,6 +70,16 @@
 #define HTTP_SCAN_TAIL		(16 * 1024)
 #define HTTP_SCAN_WHOLE		(64 * 1024)
 #define HTTP_SCAN_SPOOL_SLACK	(1024 * 1024)
+
+/* A response head held (struct http_scan.kept): the judged head and what
+ * the writer is given with it, its extra field lines copied (the
+ * caller's go once the head is judged). */
+struct http_scan_head {
+	struct http_head	*m;		/* http_head_dup */
+	struct http_resp_ctx	 rs;		/* rs.extra: extra, or NULL */
+	size_t			 size;		/* its bytes, counted when kept */
+	char			 extra[];
+};
 
 static size_t
 http_scan_tail(const struct http_txn *t)
@@ -116,6 +135,62 @@ http_scan_to_fd(const struct http_txn *t, enum px_dir dir)
 	return c != NULL && c->tf == NULL;
 }
 
+/* Keeps the head m (and rs) held in the scan of dir, size bytes as its
+ * writer counts it. 0, or -1 out of memory. */
+static int
+http_scan_keep(struct http_txn *t, enum px_dir dir, const struct http_head *m,
+    const struct http_resp_ctx *rs, size_t size)
+{
+	struct http_scan *sc = &t->scan[dir];
+	size_t elen = rs->extra != NULL ? strlen(rs->extra) + 1 : 0;
+	struct http_scan_head *k;
+
+	if (sc->kept != NULL)
+		return -1;	/* one head per body */
+	if ((k = calloc(1, sizeof(*k) + elen)) == NULL)
+		return -1;
+	if ((k->m = http_head_dup(m)) == NULL) {
+		free(k);
+		return -1;
+	}
+	k->rs = *rs;
+	if (elen != 0) {
+		memcpy(k->extra, rs->extra, elen);
+		k->rs.extra = k->extra;
+	}
+	k->size = size;
+	sc->kept = k;
+	return 0;
+}
+
+/* The held head of dir goes: its bytes, counted when it was kept. */
+static size_t
+http_scan_head_free(struct http_scan *sc)
+{
+	size_t n;
+
+	if (sc->kept == NULL)
+		return 0;
+	n = sc->kept->size;
+	free(sc->kept->m);
+	free(sc->kept);
+	sc->kept = NULL;
+	return n;
+}
+
+/* The held head of dir (if any) goes on to out through the client's
+ * writer, ahead of the body held with it. */
+static void
+http_scan_head_go(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
+{
+	struct http_scan_head *k = t->scan[dir].kept;
+
+	if (k == NULL)
+		return;
+	http_client(t)->head(t, k->m, &k->rs, out);
+	(void)http_scan_head_free(&t->scan[dir]);
+}
+
 /* Everything held in dir (hold and spool) is dropped unsent. Its bytes
  * were counted as they came in (px_session_account): they go off the
  * session's count, which says what reached the peer. Returns them. */
@@ -124,11 +199,11 @@ http_scan_drop(struct http_txn *t, enum px_dir dir)
 {
 	struct http_state *h = t->conn;
 	struct http_scan *sc = &t->scan[dir];
-	uint64_t n = 0;
+	uint64_t n = http_scan_head_free(sc);
 
 	if (sc->hold != NULL) {
-		n = evbuffer_get_length(sc->hold);
-		evbuffer_drain(sc->hold, (size_t)n);
+		n += evbuffer_get_length(sc->hold);
+		evbuffer_drain(sc->hold, evbuffer_get_length(sc->hold));
 	}
 	if (sc->spool != NULL)
 		n += px_spool_length(sc->spool);
@@ -139,22 +214,44 @@ http_scan_drop(struct http_txn *t, enum px_dir dir)
 }
 
 /* What the spool of dir held goes on to out (NULL: dropped, the peer
- * gone), first; then nothing is spooled any more. 0, or -1 with why
- * (nothing went). */
+ * gone), first, behind the held head; then nothing is spooled any more.
+ * 0, or -1 with why (nothing went). */
 static int
 http_scan_unspool(struct http_txn *t, enum px_dir dir,
     struct evbuffer *out, const char **why)
 {
 	struct http_state *h = t->conn;
 	struct http_scan *sc = &t->scan[dir];
+	bool to_fd = http_scan_to_fd(t, dir), fd;
+	struct evbuffer *body;
 
 	if (sc->spool == NULL)
 		return 0;
+	fd = to_fd && px_spool_on_disk(sc->spool) != 0;
 	if (out == NULL)
-		px_session_unsent(h->s, dir, px_spool_length(sc->spool));
-	else if (px_spool_release(sc->spool, out, http_scan_to_fd(t, dir),
-	    why) == -1)
-		return -1;
+		px_session_unsent(h->s, dir, px_spool_length(sc->spool) +
+		    http_scan_head_free(sc));
+	else if (sc->kept == NULL) {
+		if (px_spool_release(sc->spool, out, to_fd, why) == -1)
+			return -1;
+	} else {
+		/* The head goes to the writer only once the body is sure
+		 * to follow it. */
+		if ((body = evbuffer_new()) == NULL) {
+			*why = "spool: out of memory";
+			return -1;
+		}
+		if (px_spool_release(sc->spool, body, to_fd, why) == -1) {
+			evbuffer_free(body);
+			return -1;
+		}
+		http_scan_head_go(t, dir, out);
+		/* (as px_spool_release marks where its file goes) */
+		if (fd)
+			evbuffer_set_flags(out, EVBUFFER_FLAG_DRAINS_TO_FD);
+		evbuffer_add_buffer(out, body);
+		evbuffer_free(body);
+	}
 	px_spool_free(sc->spool);
 	sc->spool = NULL;
 	return 0;
@@ -287,6 +384,7 @@ http_scan_pass(struct http_txn *t, enum px_dir dir)
 		return;
 	}
 	if (dir == PX_TO_CLIENT) {
+		http_scan_head_go(t, dir, h->c->out);
 		evbuffer_add_buffer(h->c->out, sc->hold);
 		if (ended && t->resp == HTTP_RESP_DONE)
 			http_response_complete(t);
@@ -374,6 +472,8 @@ http_scan_modified(struct http_txn *t, enum px_dir dir,
 	size_t before = evbuffer_get_length(sc->hold);
 
 	if (why == NULL) {
+		/* Replaced (counted as they were): the held head and body. */
+		(void)http_scan_head_free(sc);
 		evbuffer_drain(sc->hold, before);
 		if (!http_scan_mod_build(t, sc->hold, res))
 			why = "its changed head is not an HTTP response";
@@ -496,10 +596,13 @@ http_scan_req_head(const struct http_txn *t, char *buf, size_t len)
 
 /* A body of `size` bytes (-1: not known yet) is about to flow in dir:
  * whether it is scanned. 1 scanned, 0 not, -1 refused as over-size
- * (nothing sent yet: the caller answers). */
+ * (nothing sent yet: the caller answers). A response's: its head m, rs
+ * (res_head, res_len: as the scanner is shown it); *hsize what m counts
+ * once written, when that was needed here (SIZE_MAX: not known). */
 static int
 http_scan_begin(struct http_txn *t, enum px_dir dir, int64_t size,
-    const char *res_head, size_t res_len)
+    const char *res_head, size_t res_len, const struct http_head *m,
+    const struct http_resp_ctx *rs, size_t *hsize)
 {
 	struct http_state *h = t->conn;
 	const struct px_scan_policy *p = px_session_scan(h->s);
@@ -527,10 +630,16 @@ http_scan_begin(struct http_txn *t, enum px_dir dir, int64_t size,
 	http_scan_req_head(t, rq, sizeof(rq));
 	/* What is held goes with its head and chunk framing: room for
 	 * those beyond max-size (a body framed in tiny chunks past it is
-	 * refused as over the spool's bound). */
-	if (!p->deliver_tail)
-		sc->spool = px_spool_new(p->spool_dir, h->buffer, p->max_size +
-		    res_len + HTTP_SCAN_SPOOL_SLACK);
+	 * refused as over the spool's bound). A response's head is held
+	 * apart (kept parsed), in the memory and the room it takes. */
+	if (!p->deliver_tail && (m == NULL ||
+	    http_client(t)->head_size(t, m, rs, hsize) == 0)) {
+		uint64_t bound = p->max_size + res_len + HTTP_SCAN_SPOOL_SLACK;
+		size_t hs = m != NULL ? *hsize : 0;
+
+		sc->spool = px_spool_new(p->spool_dir, h->buffer > hs ?
+		    h->buffer - hs : 0, bound - (hs < bound ? hs : 0));
+	}
 	if ((!p->deliver_tail && sc->spool == NULL) ||
 	    (sc->hold == NULL && (sc->hold = evbuffer_new()) == NULL))
 		sc->icap = NULL;
@@ -707,7 +816,8 @@ http_scan_request(struct http_txn *t, int64_t size)
 
 	if (t->req_body == HTTP_BODY_NONE)
 		return 0;
-	if (http_scan_begin(t, PX_TO_SERVER, size, NULL, 0) != -1) {
+	if (http_scan_begin(t, PX_TO_SERVER, size, NULL, 0, NULL, NULL,
+	    NULL) != -1) {
 		if (h->closing || h->gone)
 			return -1;
 		if (http_sniff_begin(t, PX_TO_SERVER) == -1) {
@@ -732,8 +842,9 @@ http_scan_downloads(const struct http_txn *t)
 	return http_scan_on(t, PX_SCAN_DOWNLOAD);
 }
 
-struct evbuffer *
-http_scan_response(struct http_txn *t, const char *head, size_t len)
+int
+http_scan_response(struct http_txn *t, const struct http_head *m,
+    const struct http_resp_ctx *rs, const char *head, size_t len, size_t *n)
 {
 	struct http_state *h = t->conn;
 	struct http_scan *sc = &t->scan[PX_TO_CLIENT];
@@ -741,11 +852,13 @@ http_scan_response(struct http_txn *t, const char *head, size_t len)
 	    (int64_t)t->resp_left : -1;
 	size_t whole = h->buffer / 2 < HTTP_SCAN_WHOLE ? h->buffer / 2 :
 	    HTTP_SCAN_WHOLE;
+	size_t hs = SIZE_MAX;
+	bool keep;
 	int rc;
 
 	if (t->resp_body == HTTP_BODY_NONE)
-		return h->c->out;
-	rc = http_scan_begin(t, PX_TO_CLIENT, size, head, len);
+		return 0;
+	rc = http_scan_begin(t, PX_TO_CLIENT, size, head, len, m, rs, &hs);
 	if (rc == -1) {
 		if (!h->closing && !h->gone) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -754,11 +867,11 @@ http_scan_response(struct http_txn *t, const char *head, size_t len)
 			http_error(t, 502, "response body over the scanner's "
 			    "max-size");
 		}
-		return NULL;
+		return -1;
 	}
 	if (http_sniff_begin(t, PX_TO_CLIENT) == -1) {
 		http_sniff_nomem(t);
-		return NULL;
+		return -1;
 	}
 	http_audit_begin(t, PX_TO_CLIENT, size);
 	/* The head waits with the body's start: a refused type gets a
@@ -766,21 +879,31 @@ http_scan_response(struct http_txn *t, const char *head, size_t len)
 	if (sc->sniff != NULL && len <= h->buffer / 2)
 		sc->head_held = true;
 	if (rc == 0)
-		return sc->head_held ? sc->hold : h->c->out;
-	/* Small enough to keep whole, head included: an infected one gets
-	 * a page rather than a reset. */
-	if (size >= 0 && len + (uint64_t)size <= whole) {
+		keep = sc->head_held;
+	else if (size >= 0 && len + (uint64_t)size <= whole) {
+		/* Small enough to keep whole, head included: an infected
+		 * one gets a page rather than a reset. */
 		sc->whole = true;
 		/* A changed response from the scanner can take its place:
 		 * one that fits where this one did. */
 		px_icap_want_modified(sc->icap, h->buffer / 2);
 		px_spool_free(sc->spool);	/* held whole in memory */
 		sc->spool = NULL;
-		return sc->hold;
+		keep = true;
+	} else
+		/* after-verdict: the head waits with the body (a refusal
+		 * is then a page, never a cut body). */
+		keep = sc->head_held || sc->spool != NULL;
+	if (!keep)
+		return 0;
+	if ((hs == SIZE_MAX && http_client(t)->head_size(t, m, rs, &hs) == -1) ||
+	    http_scan_keep(t, PX_TO_CLIENT, m, rs, hs) == -1) {
+		http_abort(h, PX_END_PROXY, "error: out of memory for the "
+		    "held response head");
+		return -1;
 	}
-	/* after-verdict: the head waits with the body (a refusal is then a
-	 * page, never a cut body). */
-	return sc->head_held || sc->spool != NULL ? sc->hold : h->c->out;
+	*n = hs;
+	return 1;
 }
 
 struct evbuffer *
@@ -796,6 +919,7 @@ http_scan_queued(const struct http_txn *t, enum px_dir dir)
 	const struct http_scan *sc = &t->scan[dir];
 
 	return (sc->hold != NULL ? evbuffer_get_length(sc->hold) : 0) +
+	    (sc->kept != NULL ? sc->kept->size : 0) +
 	    (sc->icap != NULL ? px_icap_queued(sc->icap) : 0);
 }
 
@@ -842,8 +966,7 @@ http_scan_release(struct http_txn *t, enum px_dir dir,
     struct evbuffer *out)
 {
 	struct http_scan *sc = &t->scan[dir];
-	size_t len, tail = http_scan_tail(t);
-
+	size_t len, rel, head, tail = http_scan_tail(t);
 	const char *why;
 
 	if (sc->sniff != NULL)
@@ -852,6 +975,8 @@ http_scan_release(struct http_txn *t, enum px_dir dir,
 		http_scan_spool_fail(t, dir, why);
 		return;
 	}
+	if (!sc->on)
+		http_scan_head_go(t, dir, out);
 	if (sc->hold == NULL || (len = evbuffer_get_length(sc->hold)) == 0)
 		return;
 	if (!sc->on) {
@@ -859,14 +984,24 @@ http_scan_release(struct http_txn *t, enum px_dir dir,
 		return;
 	}
 	if (sc->spool != NULL) {
-		/* after-verdict: all of it, until the verdict. */
+		/* after-verdict: all of it, until the verdict (its head
+		 * held apart). */
 		if (px_spool_add(sc->spool, sc->hold, len, &why) == -1)
 			http_scan_spool_fail(t, dir, why);
 		return;
 	}
-	if (sc->whole || len <= tail)
+	/* The tail: the last bytes of what would go on, head included;
+	 * a held head goes whole once any of it would. */
+	head = sc->kept != NULL ? sc->kept->size : 0;
+	if (sc->whole || len + head <= tail)
 		return;
-	evbuffer_remove_buffer(sc->hold, out, len - tail);
+	rel = len + head - tail;
+	if (sc->kept != NULL) {
+		http_scan_head_go(t, dir, out);
+		rel -= rel < head ? rel : head;
+	}
+	if (rel != 0)
+		evbuffer_remove_buffer(sc->hold, out, rel);
 }
 
 bool
@@ -885,6 +1020,8 @@ http_scan_hold(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
 			http_scan_spool_fail(t, dir, why);
 			return true;
 		}
+		if (out != NULL)
+			http_scan_head_go(t, dir, out);
 		if (sc->hold != NULL && out != NULL)
 			evbuffer_add_buffer(out, sc->hold);
 		return false;
@@ -922,7 +1059,7 @@ http_scan_holding(const struct http_txn *t, enum px_dir dir)
 {
 	const struct http_scan *sc = &t->scan[dir];
 
-	return sc->on || sc->sniff != NULL ||
+	return sc->on || sc->sniff != NULL || sc->kept != NULL ||
 	    (sc->hold != NULL && evbuffer_get_length(sc->hold) != 0);
 }
 
@@ -963,7 +1100,7 @@ http_scan_close(struct http_txn *t)
 		sc->sniff = NULL;
 		/* What was still held never went (the session's line, written
 		 * after this, says what did). */
-		if (sc->hold != NULL || sc->spool != NULL)
+		if (sc->hold != NULL || sc->spool != NULL || sc->kept != NULL)
 			(void)http_scan_drop(t, (enum px_dir)d);
 		/* A transfer cut by the session's end: recorded as such. */
 		http_audit_end(t, (enum px_dir)d);

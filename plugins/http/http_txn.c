@@ -110,6 +110,21 @@ http_h1_head(struct http_txn *t, const struct http_head *m,
 	http_head_response(out, m, t->conn->pol, rs);
 }
 
+/* Measured as written: the same bytes head writes at the release. */
+static int
+http_h1_head_size(struct http_txn *t, const struct http_head *m,
+    const struct http_resp_ctx *rs, size_t *n)
+{
+	struct evbuffer *b;
+
+	if ((b = evbuffer_new()) == NULL)
+		return -1;
+	http_head_response(b, m, t->conn->pol, rs);
+	*n = evbuffer_get_length(b);
+	evbuffer_free(b);
+	return 0;
+}
+
 /* A body without a length (an HTTP/2 server's) goes to an HTTP/1.1 client
  * in chunks, to an HTTP/1.0 one as it is (the close ends it). */
 static bool
@@ -151,6 +166,7 @@ http_h1_reset(struct http_txn *t, const char *why)
 static const struct http_client_ops http_client_h1 = {
 	.name = "http/1.1",
 	.head = http_h1_head,
+	.head_size = http_h1_head_size,
 	.data = http_h1_data,
 	.end = http_h1_end,
 	.reset = http_h1_reset,
