@@ -41,7 +41,8 @@ TLS_PAIRS = [("http", "proxyd-tls-http", "haproxy-tls-http"),
              ("plug limits+JA4", "proxyd-lim-tls-plug", "proxyd-tls-plug")]
 TLS_KEY_ORDER = [("ab", "10k", "ka"), ("wrk", "10k", "ka"), ("ab", "1m", "ka"), ("wrk", "1m", "ka"),
                  ("stime", "1k", "new"), ("stime", "1k", "reuse"), ("ab", "1k", "close"),
-                 ("idle", "idle", "idle"), ("idle", "stall", "stall"), ("h2load", "10k", "h2")]
+                 ("idle", "idle", "idle"), ("idle", "stall", "stall"),
+                 ("idle", "h2idle", "h2idle"), ("idle", "h2stream", "h2stream"), ("h2load", "10k", "h2")]
 BASE = "direct"
 # the zones rows (bench/run rows_zones, mode "zones"): direct and two proxyds,
 # the one with zones compared with the one without (its peer)
@@ -67,7 +68,8 @@ from report_runs import (  # bench/report_runs.py, beside this file
     by_bytes, COUNTED,
 )
 from report_scan import scan_section  # bench/report_scan.py: the scanning rows
-from report_tls import tls_label, stall_section  # bench/report_tls.py: TLS row labels, pending handshakes
+from report_tls import (  # bench/report_tls.py: TLS row labels, pending handshakes, h2 memory
+    tls_label, stall_section, h2mem_figures, h2mem_section)
 
 
 def human_bytes(n):
@@ -668,6 +670,7 @@ def cmd_report(out):
                     d["rss0_kb"] = statistics.median([x["rss0"] for x in rs if "rss0" in x]) if rs else None
                     d["rss1_kb"] = statistics.median([x["rss1"] for x in rs if "rss1" in x]) if rs else None
                     d["rss2_kb"] = statistics.median([x["rss2"] for x in rs if "rss2" in x] or [0]) or None
+                    d.update(h2mem_figures(rs))
                 if k[0] == "h2load":
                     # system calls per request (bench/run: perf stat)
                     sc = [extra_kv(r)["syscalls"] / int(r["complete"]) for r in ok
@@ -997,6 +1000,7 @@ def cmd_report(out):
     L.extend(zones_section(env, zones_rows, zones_runs, zones_targets, zones_pairs))
     L.extend(tls_section(out, env, tls_rows, tls_targets, tls_pairs, netns))
     L.extend(stall_section(env, tls_rows))
+    L.extend(h2mem_section(env, tls_rows))
     L.extend(scan_section(out))
     bad = [r for r in rows + tls_rows + zones_rows if r["bad"]]
     bad_peer = [r for r in rows + tls_rows + zones_rows if r["bad_peer"]]
@@ -1100,6 +1104,11 @@ def cmd_report(out):
                  "--servername front.test --cafile ca.pem")
         L.append(f"{pre}python3 bench/tlsidle.py {host} PORT {env.get('tls_stall_n', '?')} RELEASE --stall "
                  "--servername front.test --cafile ca.pem")
+        hm = (env.get("tls_h2mem", "? ? ?").split() + ["?"] * 3)[:3]
+        L.append(f"{pre}python3 bench/h2mem.py idle {host} PORT {hm[0]} RELEASE "
+                 "--servername front.test --cafile ca.pem")
+        L.append(f"{pre}python3 bench/h2mem.py streams {host} PORT {hm[2]} {hm[1]} GO TOKEN "
+                 "--servername front.test --cafile ca.pem   # origin: bench/h2mem.py origin, behind nginx /hold/")
         h2 = (env.get("tls_h2", "? ? ?").split() + ["?"] * 3)[:3]
         L.append(f"{pre}h2load -n {h2[0]} -c {h2[1]} -m {h2[2]} https://{host}:PORT/10k.bin   # HTTP/2 (ALPN h2)")
         if env.get("tls_speed_seconds"):

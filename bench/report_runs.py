@@ -130,8 +130,11 @@ def parse_idle(text):
     if not m or not r:
         return None, 0, 1, 0, 1, None, None, "-"
     after = f";rss2={r.group(4)}" if r.group(4) else ""
+    # the HTTP/2 memory rows (bench/h2mem.sh): Pss, Anonymous, descriptors
+    h = re.search(r"^h2mem: (.*)$", text, re.M)
+    more = "".join(";" + kv for kv in h.group(1).split()) if h else ""
     return (float(m.group(3)), int(m.group(1)), int(m.group(2)), 0, 0, int(m.group(4)), None,
-            f"rss0={r.group(1)};rss1={r.group(2)};conns={m.group(1)}{after}")
+            f"rss0={r.group(1)};rss1={r.group(2)};conns={m.group(1)}{after}{more}")
 
 
 def extra_kv(r):

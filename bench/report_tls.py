@@ -1,6 +1,9 @@
-"""The TLS rows' labels and the pending-handshake section, for report.py
-(bench/run's idle and stall rows: bench/tlsidle.py, RSS before, with the
-connections, and once they are closed)."""
+"""The TLS rows' labels, the pending-handshake section and the HTTP/2
+memory section, for report.py (bench/run's idle and stall rows:
+bench/tlsidle.py, RSS before, with the connections, and once they are
+closed; the h2idle and h2stream rows: bench/h2mem.sh)."""
+import statistics
+
 from report_runs import fnum
 
 SIZE_LABEL = {"1k": "1 KB", "10k": "10 KB", "100k": "100 KB", "1m": "1 MB"}
@@ -25,6 +28,13 @@ def tls_label(k, env):
     if tool == "idle" and mode == "stall":
         return (f"RSS per pending TLS handshake ({env.get('tls_stall_n', '?')} stalled: "
                 "the server's flight read, no Finished)")
+    if tool == "idle" and mode == "h2idle":
+        return (f"RSS per idle HTTP/2 conn ({(env.get('tls_h2mem', '?').split() + ['?'])[0]} open: "
+                "preface and SETTINGS, then nothing)")
+    if tool == "idle" and mode == "h2stream":
+        hm = (env.get("tls_h2mem", "? ? ?").split() + ["?"] * 3)[:3]
+        return (f"RSS per open HTTP/2 stream ({hm[1]} held over {hm[2]} conns; "
+                "req/s: answers/s once released)")
     if tool == "idle":
         return f"RSS per idle TLS conn ({env.get('tls_idle_n', '?')} open)"
     if tool == "h2load":
@@ -79,4 +89,74 @@ def stall_section(env, rows):
                  "API shrinks; each proxy's own part is the rest (proxyd: about 2.6 KB).")
     L += ["Memory a peer kept from the idle row is reused first and can hide up to that much of this "
           "row; kept once closed: what the process did not hand back to the system.", ""]
+    return L
+
+
+H2MEM_PATHS = ["proxyd-tls-h2", "haproxy-tls-h2"]
+
+
+def h2mem_figures(rs):
+    """per unit (connection or stream) medians of the h2 memory rows' extra
+    fields (bench/h2mem.sh's "h2mem:" line): Pss, Anonymous, descriptors"""
+    def med(f):
+        v = [f(x) for x in rs if x.get("conns")]
+        v = [y for y in v if y is not None]
+        return statistics.median(v) if v else None
+    if not any("pss0" in x for x in rs):
+        return {}
+    return {
+        "pss_unit": med(lambda x: (x["pss1"] - x["pss0"]) / x["conns"] if "pss1" in x else None),
+        "anon_unit": med(lambda x: (x["anon1"] - x["anon0"]) / x["conns"] if "anon1" in x else None),
+        "fd_unit": med(lambda x: (x["fd1"] - x["fd0"]) / x["conns"] if "fd1" in x else None),
+    }
+
+
+def h2mem_section(env, rows):
+    """memory per idle HTTP/2 connection and per open stream, proxyd beside
+    HAProxy (issue 36)"""
+    by_key = {r["key"]: r for r in rows}
+    idle, stream = by_key.get(("idle", "h2idle", "h2idle")), by_key.get(("idle", "h2stream", "h2stream"))
+    if not idle and not stream:
+        return []
+    hm = (env.get("tls_h2mem", "? ? ?").split() + ["?"] * 3)[:3]
+    L = ["### HTTP/2 memory: KiB per idle connection and per open stream", "",
+         f"Idle: {hm[0]} TLS connections (ALPN h2) opened one by one (bench/h2mem.py idle), each with "
+         "the client preface and SETTINGS sent, the server's SETTINGS acknowledged and its "
+         "acknowledgement of ours read, then nothing; every one checked still open (no GOAWAY, no "
+         f"EOF) after the memory was read. Streams: {hm[2]} such connections, then {hm[1]} GET streams "
+         "spread over them, each forwarded over HTTP/1.1 to nginx, whose /hold/ location passes it to "
+         "bench/h2mem.py origin, which holds every response until all are held (its count) and the "
+         "memory was read; per stream = (with the streams − with the connections alone) / streams; "
+         "each stream also holds a server connection, on both proxies. Both proxies restarted before "
+         "each row and warmed up alike (one small run), one worker / nbthread 1, the same certificate, "
+         "client and origin. Memory from /proc/PID/smaps_rollup: Rss, Pss (its share of shared pages), "
+         "Anonymous (heap, what the process allocated); file descriptors from /proc/PID/fd. Kernel "
+         "memory (socket buffers) is in none of these.", "",
+         "| row | path | RSS KiB/unit | Pss KiB/unit | Anon KiB/unit | fds/unit | "
+         "RSS before → with → once closed (MiB) | proxyd / HAProxy (RSS) |",
+         "|---|---|---:|---:|---:|---:|---|---:|"]
+
+    def k(v, p=1):
+        return "n/a" if v is None else f"{v:.{p}f}"
+    for name, row in (("idle connection", idle), ("open stream", stream)):
+        if not row:
+            continue
+        first = True
+        for t in H2MEM_PATHS + sorted(set(row["t"]) - set(H2MEM_PATHS)):
+            d = row["t"].get(t)
+            if not d:
+                continue
+            before = d.get("rss0_kb")
+            ratio = ""
+            if t == "proxyd-tls-h2":
+                vb = row.get("vs_base", {}).get("h2", {}).get("perf")
+                ratio = "n/a" if vb is None else f"{vb:.2f}"
+            rss = k(d.get("kib_conn"))
+            L.append(f"| {name if first else ''} | {t} | {rss}{' **BAD**' if d['bad'] else ''} | "
+                     f"{k(d.get('pss_unit'))} | {k(d.get('anon_unit'))} | {k(d.get('fd_unit'), 2)} | "
+                     f"{fnum((before or 0) / 1024, 1)} → {fnum((d.get('rss1_kb') or 0) / 1024, 1)} → "
+                     f"{fnum((d.get('rss2_kb') or 0) / 1024, 1)} | {ratio} |")
+            first = False
+    L += ["", "RSS before, for the stream row: with its connections open. fds/unit: the descriptors each connection or stream holds "
+          "(HAProxy: its server connection; proxyd as well as its own per-stream ones).", ""]
     return L
