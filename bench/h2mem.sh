@@ -77,6 +77,14 @@ h2mem_fresh() {
 	proxyd-*) start_proxyd "$t" http "$(tls_section "$t")" ;;
 	haproxy-*) start_haproxy_tls "$t" ;;
 	esac
+	# serving: an HTTP/2 request through it (10 tries of 3 s at most)
+	local i hv=""
+	for ((i = 0; i < 10; i++)); do
+		hv=$(tls_curl "$t" --http2 -m 3 -o /dev/null -w '%{http_version}' \
+			"https://$(tls_name_of "$t"):${PORT_VIA[$t]}/10k.bin") && [ "$hv" = 2 ] && break
+		sleep 0.2
+	done
+	[ "$hv" = 2 ] || note "h2mem: $t restarted but no HTTP/2 answer through it (curl: '$hv')"
 	touch "$H2MEM_DIR/$tok.release" "$H2MEM_DIR/$tok.go"
 	"${CLIENT[@]}" timeout -k 5 60 /usr/bin/python3 "$BENCH_DIR/h2mem.py" streams "$SERVER_ADDR" "${PORT_VIA[$t]}" \
 		"$TLS_H2_STREAM_C" "$TLS_H2_STREAM_C" "$H2MEM_DIR/$tok.go" "$tok" --servername "$(tls_name_of "$t")" \

@@ -186,7 +186,8 @@ def tls_section(out, env, rows, targets, pairs, netns):
                     if d is None:
                         return "—"
                     if idle:
-                        return "n/a" if d.get("kib_conn") is None else f"{d['kib_conn']:.1f} KiB/conn"
+                        unit = "stream" if row["key"][1] == "h2stream" else "conn"
+                        return "n/a" if d.get("kib_conn") is None else f"{d['kib_conn']:.1f} KiB/{unit}"
                     if by_bytes(row["key"]) or row["key"][1] == "1m":
                         return f"{fnum(d['rps'])} req/s, {fnum(d['mib_s'])} MiB/s"
                     unit = "conn/s" if row["key"][0] == "stime" or row["key"][2] == "close" else "req/s"
@@ -222,7 +223,7 @@ def tls_section(out, env, rows, targets, pairs, netns):
                 continue
             note = ""
             if idle and d.get("kib_conn") is not None:
-                note = (f"{d['kib_conn']:.1f} KiB/conn (RSS {fnum((d.get('rss0_kb') or 0) / 1024, 1)} → "
+                note = (f"{d['kib_conn']:.1f} KiB/{'stream' if row['key'][1] == 'h2stream' else 'conn'} (RSS {fnum((d.get('rss0_kb') or 0) / 1024, 1)} → "
                         f"{fnum((d.get('rss1_kb') or 0) / 1024, 1)} MiB"
                         + (f", {fnum(d['rss2_kb'] / 1024, 1)} once closed)" if d.get("rss2_kb") else ")"))
             elif d.get("kb_minted") is not None:
