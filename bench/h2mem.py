@@ -55,6 +55,8 @@ import ssl
 import sys
 import time
 
+from tlsidle import client_context  # bench/tlsidle.py, beside this file
+
 BODY = b"held\n"
 
 
@@ -146,15 +148,7 @@ def close_all(conns):
 
 
 def context(a):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.set_alpn_protocols(["h2"])
-    if a.cafile:
-        ctx.load_verify_locations(a.cafile)
-        ctx.check_hostname = a.servername is not None
-    else:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    return client_context(a.cafile, a.servername, ["h2"])
 
 
 def open_many(a, ctx, n):

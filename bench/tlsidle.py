@@ -58,6 +58,22 @@ def stall(ctx, raw, servername):
             continue
 
 
+def client_context(cafile, servername, alpn=None):
+    """A TLS client context: the server verified against CAFILE (and its
+    name against SERVERNAME when given), or not at all without CAFILE;
+    ALPN offered when given (bench/h2mem.py: h2)"""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    if cafile:
+        ctx.load_verify_locations(cafile)
+        ctx.check_hostname = servername is not None
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("host")
@@ -76,13 +92,7 @@ def main():
         return 2
     a.hold = min(max(a.hold, 0.0), 300.0)
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    if a.cafile:
-        ctx.load_verify_locations(a.cafile)
-        ctx.check_hostname = a.servername is not None
-    else:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
+    ctx = client_context(a.cafile, a.servername)
     conns, failed, max_ms, versions = [], 0, 0, {}
     t0 = time.monotonic()
     deadline = t0 + 120
