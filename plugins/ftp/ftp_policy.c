@@ -281,8 +281,11 @@ ftp_load_command(const xmlNode *n, struct ftp_policy *p, bool *star,
 			rc = -1;
 			break;
 		}
+		/* Letters upper-cased, digits kept: as ftp_cmd_parse spells
+		 * the client's verb (XSHA256). */
 		for (i = 0; i < len; i++)
-			w[i] = (char)(w[i] & ~0x20);
+			if (w[i] >= 'a' && w[i] <= 'z')
+				w[i] = (char)(w[i] & ~0x20);
 		/* One rule per verb for everyone; rules for some users
 		 * come first in file order. */
 		for (k = 0; who == NULL && k < p->ncmds; k++)

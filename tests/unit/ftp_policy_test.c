@@ -155,6 +155,16 @@ test_commands(void **state)
 	assert_true(ftp_cmd_allowed(p, "SITE"));
 	assert_false(ftp_cmd_allowed(p, "XYZZ"));
 	unload(p);
+	/* A verb with digits is named as the client's parser spells it:
+	 * only its letters upper-cased. */
+	p = load("<ftp><command name=\"xsha256 XSHA1 XMd5\" action=\"deny\"/>"
+	    "<command name=\"*\" action=\"accept\"/></ftp>");
+	assert_non_null(p);
+	assert_false(ftp_cmd_allowed(p, "XSHA256"));
+	assert_false(ftp_cmd_allowed(p, "XSHA1"));
+	assert_false(ftp_cmd_allowed(p, "XMD5"));
+	assert_true(ftp_cmd_allowed(p, "XSHA512"));
+	unload(p);
 }
 
 /* rule= of each list's refusals: the deciding element's file:line, its
