@@ -733,8 +733,8 @@ http_client_wr_cb(struct px_conn *c, void *arg)
 void
 http_server_rd_cb(struct px_conn *c, void *arg)
 {
-	struct http_state *h = arg;
-	struct http_txn *t = &h->tx;
+	struct http_txn *t = arg;
+	struct http_state *h = t->conn;
 	ssize_t n;
 
 	(void)c;
@@ -767,8 +767,8 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 void
 http_server_wr_cb(struct px_conn *c, void *arg)
 {
-	struct http_state *h = arg;
-	struct http_txn *t = &h->tx;
+	struct http_txn *t = arg;
+	struct http_state *h = t->conn;
 
 	if (t->connecting) {
 		int err = px_session_upstream_result(h->s, c);

@@ -536,7 +536,8 @@ void	http_server_drop(struct http_txn *t, bool reusable);
  * (logged: the connection is not to be reused). An ioctl: asked only
  * where nothing else would see them in time. */
 bool	http_server_unread(struct http_txn *t);
-/* The events of the server connection http_server_open took (arg: h). */
+/* The events of the server connection http_server_open took (arg: its
+ * transaction). */
 void	http_server_rd_cb(struct px_conn *c, void *arg);
 void	http_server_wr_cb(struct px_conn *c, void *arg);
 /* The request head is in head_out and dst is known: picks a server

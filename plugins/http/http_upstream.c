@@ -184,7 +184,7 @@ http_server_open(struct http_txn *t, const struct sockaddr *dst,
 
 	/* A tunnel takes its connection for good: never a pooled one. */
 	sv->io = px_session_upstream_take(h->s, dst, pooled_ok &&
-	    !t->is_connect, http_server_rd_cb, http_server_wr_cb, h, &reused,
+	    !t->is_connect, http_server_rd_cb, http_server_wr_cb, t, &reused,
 	    &stage);
 	if (sv->io == NULL) {
 		px_session_log(h->s, LOG_NOTICE, "http-upstream %s failed: %s",
