@@ -494,7 +494,7 @@ http_server_input(struct http_txn *t)
 	}
 	/* A scanned body's end waits for its verdict (http_scan.c). */
 	if (!h->gone && t->resp == HTTP_RESP_DONE &&
-	    !http_scan_hold(t, PX_TO_CLIENT, h->c->out))
+	    !http_scan_hold(t, PX_TO_CLIENT, http_client_out(t)))
 		http_response_complete(t);
 }
 
@@ -528,7 +528,7 @@ http_server_gone(struct http_txn *t, int err)
 		if (evbuffer_get_length(t->srv.io->in) == 0) {
 			t->resp = HTTP_RESP_DONE;
 			t->srv.keep = false;
-			if (http_scan_hold(t, PX_TO_CLIENT, h->c->out)) {
+			if (http_scan_hold(t, PX_TO_CLIENT, http_client_out(t))) {
 				http_server_drop(t, false);
 				return;
 			}

@@ -58,7 +58,7 @@ http_pump_chunked(struct http_txn *t, bool request, struct evbuffer *in,
 	 * an HTTP/2 server's DATA). */
 	struct evbuffer *to = out != NULL ? out : request ?
 	    http_scan_to(t, PX_TO_SERVER, http_h2o_req_buf(t)) :
-	    http_scan_to(t, PX_TO_CLIENT, h->c->out);
+	    http_scan_to(t, PX_TO_CLIENT, http_client_out(t));
 	const struct http_limits *lim = &h->pol->lim;
 	enum http_chunk_state st = c->state;
 	struct evbuffer_iovec v;
@@ -137,7 +137,7 @@ void
 http_pump_request(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
-	struct evbuffer *cin = h->c->in;
+	struct evbuffer *cin = http_client_in(t);
 	struct evbuffer *sout, *to;
 
 	if (t->req != HTTP_REQ_BODY || (t->srv.io == NULL && t->h2o == NULL) ||
@@ -192,7 +192,7 @@ http_pump_response(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
 	struct evbuffer *sin = t->srv.io->in;
-	struct evbuffer *cout = h->c->out;
+	struct evbuffer *cout = http_client_out(t);
 	struct evbuffer *to = http_scan_to(t, PX_TO_CLIENT, cout);
 
 	while (t->resp == HTTP_RESP_BODY) {

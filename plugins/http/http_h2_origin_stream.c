@@ -726,7 +726,7 @@ static void
 h2o_pump_response(struct http_txn *t, struct http_h2o_stream *st)
 {
 	struct http_state *h = t->conn;
-	struct evbuffer *cout = h->c->out;
+	struct evbuffer *cout = http_client_out(t);
 	struct evbuffer *to = http_scan_to(t, PX_TO_CLIENT, cout);
 	size_t taken = 0;
 
@@ -918,7 +918,7 @@ http_h2o_input(struct http_txn *t)
 	 * request whose rest the server does not take (its window shut)
 	 * has request-timeout at a time to go (http_h2o_timer). */
 	if (t->resp != HTTP_RESP_DONE ||
-	    http_scan_hold(t, PX_TO_CLIENT, h->c->out))
+	    http_scan_hold(t, PX_TO_CLIENT, http_client_out(t)))
 		return;
 	if (http_h2o_request_sent(t))
 		http_response_complete(t);

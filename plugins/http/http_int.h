@@ -341,10 +341,20 @@ struct http_client_ops {
 	/* The server failed the response (why) after part of it went: the
 	 * client must not take what it got for a whole one. */
 	void	(*reset)(struct http_txn *t, const char *why);
+	/* Where the request's body comes from, framed as its head said
+	 * (HTTP/1.1: the client connection's input, after the head). */
+	struct evbuffer *(*in)(struct http_txn *t);
+	/* Where the response's bytes go when no scan holds them; what is
+	 * in it counts against `buffer` (HTTP/1.1: the client connection's
+	 * output). */
+	struct evbuffer *(*out)(struct http_txn *t);
 };
 
 /* The writer of t's response. */
 const struct http_client_ops *http_client(const struct http_txn *t);
+/* Its in and out. */
+struct evbuffer *http_client_in(struct http_txn *t);
+struct evbuffer *http_client_out(struct http_txn *t);
 
 /* ---- http_auth.c ------------------------------------------------------- */
 

@@ -110,7 +110,7 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 {
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
-	struct evbuffer *cin = h->c->in;
+	struct evbuffer *cin = http_client_in(t);
 	struct sockaddr_storage dst, hostaddr;
 	const char *why = NULL, *target, *auth = NULL;
 	size_t tlen, alen = 0;
@@ -401,7 +401,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
     const char *buf, size_t head_len)
 {
 	struct http_state *h = t->conn;
-	struct evbuffer *cout = h->c->out;
+	struct evbuffer *cout = http_client_out(t);
 	struct http_resp_ctx rs;
 	size_t before, n = 0;
 	int kept = 0;

@@ -1,8 +1,9 @@
 /* http_txn: what is one transaction's alone, apart from the connection's
  * state machine (http.c): its http-request line and the metrics counted
  * with it, written once, after which the transaction's log fields start
- * from nothing for the next request; and the writer its response goes
- * through to the client (struct http_client_ops), HTTP/1.1's. */
+ * from nothing for the next request; and the client side a transaction
+ * sees (struct http_client_ops: where its request body comes from, the
+ * writer its response goes through), HTTP/1.1's. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -11,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "auth.h"
+#include "conn.h"
 #include "http_head.h"
 #include "http_int.h"
 #include "log.h"
@@ -163,6 +165,18 @@ http_h1_reset(struct http_txn *t, const char *why)
 	http_abort(t->conn, PX_END_SERVER_FAIL, why);
 }
 
+static struct evbuffer *
+http_h1_in(struct http_txn *t)
+{
+	return t->conn->c->in;
+}
+
+static struct evbuffer *
+http_h1_out(struct http_txn *t)
+{
+	return t->conn->c->out;
+}
+
 static const struct http_client_ops http_client_h1 = {
 	.name = "http/1.1",
 	.head = http_h1_head,
@@ -170,6 +184,8 @@ static const struct http_client_ops http_client_h1 = {
 	.data = http_h1_data,
 	.end = http_h1_end,
 	.reset = http_h1_reset,
+	.in = http_h1_in,
+	.out = http_h1_out,
 };
 
 const struct http_client_ops *
@@ -177,4 +193,16 @@ http_client(const struct http_txn *t)
 {
 	(void)t;	/* an HTTP/2 stream's transaction is a leg's today */
 	return &http_client_h1;
+}
+
+struct evbuffer *
+http_client_in(struct http_txn *t)
+{
+	return http_client(t)->in(t);
+}
+
+struct evbuffer *
+http_client_out(struct http_txn *t)
+{
+	return http_client(t)->out(t);
 }
