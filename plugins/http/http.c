@@ -909,15 +909,11 @@ http_on_open(struct px_session *s, void *st)
 	struct http_txn *t = &h->tx;
 
 	h->s = s;
-	t->conn = h;
 	h->pol = px_session_policy(s);
-	t->grpc_status = -1;
-	t->srv.io = NULL;
 	h->c = px_session_client_conn(s);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
-	t->head_out = evbuffer_new();
-	if (t->head_out == NULL || h->c == NULL)
+	if (http_txn_init(t, h) == -1 || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
 	if (http_h2_leg_opened(h) == -1)
@@ -1005,20 +1001,10 @@ http_on_close(struct px_session *s, void *st)
 	}
 	h->gone = true;
 	http_h2_close(h);
-	http_scan_close(t);
-	http_auth_close(h);	/* after the records that name its user */
-	if (t->dns != NULL)
-		evdns_getaddrinfo_cancel(t->dns);
-	t->dns = NULL;
-	if (t->head_out != NULL)
-		evbuffer_free(t->head_out);
-	t->head_out = NULL;
-	free(t->canon);
-	t->canon = NULL;
-	http_h2o_close(t);
 	/* An idle server connection outlives its client in the pool. */
-	http_server_drop(t, t->resp == HTTP_RESP_NONE && t->srv.keep &&
+	http_txn_free(t, t->resp == HTTP_RESP_NONE && t->srv.keep &&
 	    !h->tunnel);
+	http_auth_close(h);	/* after the records that name its user */
 	h->c = NULL;	/* the core's */
 }
 

@@ -305,6 +305,14 @@ void	http_start_tunnel(struct http_state *h);
 
 /* ---- http_txn.c -------------------------------------------------------- */
 
+/* t starts as a transaction of h (its head buffer made). 0, or -1 out of
+ * memory (http_txn_free frees what was made). */
+int	http_txn_init(struct http_txn *t, struct http_state *h);
+/* t goes (its session closes): its scans (their records written), its
+ * resolver query, buffers and HTTP/2 server stream; its server
+ * connection to the pool when keep_server, else closed. */
+void	http_txn_free(struct http_txn *t, bool keep_server);
+
 /* The http-request line of the transaction, once (then method is ""). */
 void	http_log_request(struct http_txn *t);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream

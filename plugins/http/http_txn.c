@@ -1,22 +1,52 @@
 /* http_txn: what is one transaction's alone, apart from the connection's
- * state machine (http.c): its http-request line and the metrics counted
- * with it, written once, after which the transaction's log fields start
- * from nothing for the next request; and the client side a transaction
- * sees (struct http_client_ops: where its request body comes from, the
- * writer its response goes through), HTTP/1.1's. */
+ * state machine (http.c): its start and end (what it owns made and
+ * freed), its http-request line and the metrics counted with it, written
+ * once, after which the transaction's log fields start from nothing for
+ * the next request; and the client side a transaction sees (struct
+ * http_client_ops: where its request body comes from, the writer its
+ * response goes through), HTTP/1.1's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
+#include <event2/dns.h>
 
 #include "auth.h"
 #include "conn.h"
+#include "http_h2_origin.h"
 #include "http_head.h"
 #include "http_int.h"
 #include "log.h"
 #include "parse.h"
+
+int
+http_txn_init(struct http_txn *t, struct http_state *h)
+{
+	t->conn = h;
+	t->grpc_status = -1;
+	t->srv.io = NULL;
+	t->head_out = evbuffer_new();
+	return t->head_out != NULL ? 0 : -1;
+}
+
+void
+http_txn_free(struct http_txn *t, bool keep_server)
+{
+	http_scan_close(t);
+	if (t->dns != NULL)
+		evdns_getaddrinfo_cancel(t->dns);
+	t->dns = NULL;
+	if (t->head_out != NULL)
+		evbuffer_free(t->head_out);
+	t->head_out = NULL;
+	free(t->canon);
+	t->canon = NULL;
+	http_h2o_close(t);
+	http_server_drop(t, keep_server);
+}
 
 void
 http_log_request(struct http_txn *t)
