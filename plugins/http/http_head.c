@@ -609,11 +609,33 @@ http_head_own(struct evbuffer *out, const struct http_head *m)
 	http_wb_flush(&w);
 }
 
-void
-http_head_response(struct evbuffer *out, const struct http_head *m,
+/* The whole field lines of s ("Name: value\r\n"...) one by one to w's
+ * fn. */
+static void
+http_extra_fields(struct http_wbuf *w, const char *s)
+{
+	const char *colon, *eol, *v;
+
+	while ((eol = strstr(s, "\r\n")) != NULL) {
+		if ((colon = memchr(s, ':', (size_t)(eol - s))) != NULL) {
+			for (v = colon + 1; v < eol && (*v == ' ' ||
+			    *v == '\t'); v++)
+				;
+			w->fn(w->arg, s, (size_t)(colon - s), v,
+			    (size_t)(eol - v));
+		}
+		s = eol + 2;
+	}
+}
+
+/* The response's fields as http_head_response writes them (to w's text
+ * or its fn); the Connection it adds only as text. proxyd's own reply
+ * (r->own): m's fields as they are (given to fn without those of one
+ * HTTP/1.1 connection: Connection, Keep-Alive, Transfer-Encoding). */
+static void
+http_response_fields(struct http_wbuf *w, const struct http_head *m,
     const struct http_policy *p, const struct http_resp_ctx *r)
 {
-	struct http_wbuf w;
 	struct http_fields fs;
 	struct http_wopt o = {
 		.rules = p->resph, .nrules = p->nresph, .dflt = p->resph_dflt,
@@ -621,6 +643,46 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 		.skip_te = r->dechunk && m->status >= 200,
 		.underscore = p->underscore_pass, .inserts = true,
 	};
+	unsigned i;
+
+	if (r->own) {
+		for (i = 0; i < m->nhdr; i++) {
+			const struct http_hdr *f = &m->hdr[i];
+
+			switch (http_field_id(f->name, f->nlen)) {
+			case HTTP_F_CONNECTION:
+			case HTTP_F_KEEP_ALIVE:
+			case HTTP_F_PROXY_CONNECTION:
+			case HTTP_F_TRANSFER_ENCODING:
+				if (w->fn != NULL)
+					continue;
+				break;
+			default:
+				break;
+			}
+			http_wb_field(w, f->name, f->nlen, f->val, f->vlen);
+		}
+		return;
+	}
+	http_fields_scan(&fs, m);
+	http_write_fields(w, m, &fs, &o);
+	if (r->extra != NULL && w->fn != NULL)
+		http_extra_fields(w, r->extra);
+	else if (r->extra != NULL)
+		http_wb_str(w, r->extra);
+	/* minor 2: the head came from an HTTP/2 server (RFC 9110 7.6.3:
+	 * the protocol it was received in). */
+	if (p->via)
+		http_wb_field(w, "Via", 3, m->minor == 2 ? "2 proxyd" :
+		    m->minor ? "1.1 proxyd" : "1.0 proxyd",
+		    m->minor == 2 ? 8 : 10);
+}
+
+void
+http_head_response(struct evbuffer *out, const struct http_head *m,
+    const struct http_policy *p, const struct http_resp_ctx *r)
+{
+	struct http_wbuf w;
 
 	if (r->own) {
 		http_head_own(out, m);
@@ -629,18 +691,8 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	w.ev = out;
 	w.n = 0;
 	w.fn = NULL;
-	http_fields_scan(&fs, m);
 	http_wb_status(&w, m);
-	http_write_fields(&w, m, &fs, &o);
-	if (r->extra != NULL)
-		http_wb_str(&w, r->extra);
-	/* minor 2: the head came from an HTTP/2 server (RFC 9110 7.6.3:
-	 * the protocol it was received in). */
-	if (p->via && m->minor == 2)
-		HTTP_WB_LIT(&w, "Via: 2 proxyd\r\n");
-	else if (p->via)
-		http_wb_add(&w, m->minor ? "Via: 1.1 proxyd\r\n" :
-		    "Via: 1.0 proxyd\r\n", 17);
+	http_response_fields(&w, m, p, r);
 	if (m->status == 101)
 		HTTP_WB_LIT(&w, "Connection: upgrade\r\n");
 	else if (m->status >= 200) {
@@ -651,6 +703,20 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 	}
 	HTTP_WB_LIT(&w, "\r\n");
 	http_wb_flush(&w);
+}
+
+void
+http_head_response_fields(const struct http_head *m,
+    const struct http_policy *p, const struct http_resp_ctx *r,
+    http_field_fn fn, void *arg)
+{
+	struct http_wbuf w;
+
+	w.ev = NULL;
+	w.n = 0;
+	w.fn = fn;
+	w.arg = arg;
+	http_response_fields(&w, m, p, r);
 }
 
 /* How a trailer section's fields are copied: the request- or

@@ -15,8 +15,8 @@
  * names gets the list's default, reqh_dflt or resph_dflt; inserts come
  * after the fields, in rule order),
  * then add Via and their own Connection. The *_fields writers give the
- * same fields one by one instead, for an HTTP/2 server (without
- * Transfer-Encoding and Connection). */
+ * same fields one by one instead, for an HTTP/2 server or client
+ * (without Transfer-Encoding and Connection). */
 #ifndef HTTP_HEAD_H
 #define HTTP_HEAD_H
 
@@ -100,6 +100,14 @@ void	http_head_response(struct evbuffer *out, const struct http_head *m,
 /* The head of proxyd's own reply (r->own): "HTTP/1.1 " m's status and
  * reason, m's fields as they are, the empty line. */
 void	http_head_own(struct evbuffer *out, const struct http_head *m);
+/* The fields http_head_response writes, to fn one by one in the same
+ * order, for an HTTP/2 client: without Transfer-Encoding and Connection
+ * (RFC 9113 8.2.2); the caller makes the status :status. r->extra's
+ * lines are given as fields; proxyd's own reply's (r->own) as they are,
+ * without Connection, Keep-Alive and Transfer-Encoding. */
+void	http_head_response_fields(const struct http_head *m,
+	    const struct http_policy *p, const struct http_resp_ctx *r,
+	    http_field_fn fn, void *arg);
 /* The end of a chunked body: the last chunk ("0\r\n"), the trailer
  * fields of t when trailers="pass" (through the request- or
  * response-header rules, without their inserts; never framing, routing,

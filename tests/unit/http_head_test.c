@@ -386,6 +386,87 @@ test_response(void **state)
 	    "HTTP/1.1 100 Continue\r\n\r\n");
 }
 
+/* http_field_fn: each field as "name: value\n" in the evbuffer arg. */
+static void
+gather(void *arg, const char *name, size_t nlen, const char *val,
+    size_t vlen)
+{
+	struct evbuffer *out = arg;
+
+	assert_non_null(name);
+	evbuffer_add(out, name, nlen);
+	evbuffer_add(out, ": ", 2);
+	evbuffer_add(out, val, vlen);
+	evbuffer_add(out, "\n", 1);
+}
+
+static void
+response_fields(const char *s, const struct http_policy *p,
+    const char *extra, const char *want)
+{
+	struct evbuffer *out = evbuffer_new();
+	struct http_resp_ctx r = { .client_keep = false, .extra = extra };
+
+	assert_non_null(out);
+	parse(s, false);
+	http_head_response_fields(&m, p, &r, gather, out);
+	expect(out, want);
+	evbuffer_free(out);
+}
+
+/* The fields of a response for an HTTP/2 client: those of the HTTP/1.1
+ * head, without Transfer-Encoding and Connection, <auth>'s extra lines
+ * as fields, Via as the text says it. */
+static void
+test_response_fields(void **state)
+{
+	struct http_policy p = plain();
+	struct http_header_rule rules[] = {
+		{ .name = "Server", .action = HTTP_DROP },
+		{ .name = "X-Ch", .action = HTTP_CHANGE, .value = "changed" },
+		{ .name = "X-Ins", .action = HTTP_INSERT, .value = "ins" },
+	};
+
+	(void)state;
+	response_fields("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	    "Connection: close, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"
+	    "X-A: a\r\n\r\n", &p, NULL, "X-A: a\n");
+	p.resph = rules;
+	p.nresph = sizeof(rules) / sizeof(rules[0]);
+	p.via = true;
+	response_fields("HTTP/1.0 200 OK\r\nServer: nginx\r\nX-Ch: orig\r\n"
+	    "Content-Length: 002\r\n\r\n", &p,
+	    "WWW-Authenticate: Negotiate abc\r\nX-E:\tv\r\n",
+	    "X-Ch: changed\nContent-Length: 2\nX-Ins: ins\n"
+	    "WWW-Authenticate: Negotiate abc\nX-E: v\nVia: 1.0 proxyd\n");
+	p.resph = NULL;
+	p.nresph = 0;
+	response_fields("HTTP/1.1 204 No\r\n\r\n", &p, NULL,
+	    "Via: 1.1 proxyd\n");
+	/* minor 2: an HTTP/2 server's head (no status line to parse) */
+	parse("HTTP/1.1 204 No\r\n\r\n", false);
+	m.minor = 2;
+	{
+		struct evbuffer *out = evbuffer_new();
+		struct http_resp_ctx r = { .client_keep = true };
+
+		assert_non_null(out);
+		http_head_response_fields(&m, &p, &r, gather, out);
+		expect(out, "Via: 2 proxyd\n");
+		/* the text writer says the same */
+		http_head_response(out, &m, &p, &r);
+		expect(out, "HTTP/1.1 204 No\r\nVia: 2 proxyd\r\n\r\n");
+		/* proxyd's own reply: its fields as they are, without those
+		 * of one HTTP/1.1 connection */
+		parse("HTTP/1.1 503 Busy\r\nContent-Length: 3\r\n"
+		    "Connection: close\r\nRetry-After: 1\r\n\r\n", false);
+		r.own = true;
+		http_head_response_fields(&m, &p, &r, gather, out);
+		expect(out, "Content-Length: 3\nRetry-After: 1\n");
+		evbuffer_free(out);
+	}
+}
+
 static void
 test_dechunk(void **state)
 {
@@ -584,6 +665,7 @@ main(void)
 		cmocka_unit_test(test_upgrade),
 		cmocka_unit_test(test_origin_form),
 		cmocka_unit_test(test_response),
+		cmocka_unit_test(test_response_fields),
 		cmocka_unit_test(test_dechunk),
 		cmocka_unit_test(test_canonical_framing),
 		cmocka_unit_test(test_underscore),
