@@ -24,7 +24,8 @@
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
  *   http_auth.c	the service's <auth>: challenges, credentials checked
  *			off the worker, the connection's identity
- *   http_parse.c	framing (pure: http_parse.h) */
+ *   http_parse.c	framing (pure: http_parse.h)
+ *   http_target.c	the request target canonical (pure: http_parse.h) */
 #ifndef HTTP_INT_H
 #define HTTP_INT_H
 

@@ -1,5 +1,6 @@
 /* HTTP/1.x message framing: a strict head parser and a chunked-body
- * parser, and the request target as the url rules judge it; pure
+ * parser (http_parse.c), and the request target as the url rules judge it
+ * (http_target.c); pure
  * functions over (ptr, len) so they can be fuzzed and unit tested without
  * sockets. Strict means: whatever two parsers could read two
  * ways (the stuff of request smuggling) is an error, never a guess. */

@@ -16,6 +16,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
 	${CMAKE_CURRENT_LIST_DIR}/http_scan.c
+	${CMAKE_CURRENT_LIST_DIR}/http_target.c
 	${CMAKE_CURRENT_LIST_DIR}/http_txn.c
 	${CMAKE_CURRENT_LIST_DIR}/http_upstream.c)
 # HTTP/2 towards clients (http_h2.c): nghttp2's server session.
