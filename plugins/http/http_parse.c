@@ -1,4 +1,5 @@
-/* The strict HTTP/1.x head and chunked-body parsers (http_parse.h). */
+/* The strict HTTP/1.x head and chunked-body parsers (http_parse.h), and
+ * the same rules for a head that comes as fields (an HTTP/2 request's). */
 #include "http_parse.h"
 
 #include <string.h>
@@ -302,6 +303,35 @@ http_parse_version(const char *p, size_t len, int *minor, const char **why)
 	return 0;
 }
 
+int
+http_head_request_target(struct http_head *h, const char *method,
+    size_t mlen, const char *target, size_t tlen,
+    const struct http_limits *lim, const char **why)
+{
+	size_t i;
+
+	for (i = 0; i < mlen; i++)
+		if (!http_tchar[(unsigned char)method[i]])
+			break;
+	if (mlen == 0 || i != mlen)
+		HTTP_FAIL(400, "malformed method");
+	if (tlen == 0)
+		HTTP_FAIL(400, "empty request target");
+	for (i = 0; i < tlen; i++)
+		if (target[i] <= 0x20 || target[i] >= 0x7f)
+			break;
+	if (i > lim->max_url)
+		HTTP_FAIL(414, "URI too long");
+	if (i != tlen)
+		HTTP_FAIL(400, "malformed request target");
+	h->method = method;
+	h->mlen = mlen;
+	h->target = target;
+	h->tlen = tlen;
+	h->minor = 1;
+	return 0;
+}
+
 static int
 http_parse_request_line(const char *p, size_t len, const struct http_limits *lim,
     struct http_head *h, const char **why)
@@ -442,11 +472,59 @@ http_connection_options(struct http_head *h, const char *v, size_t len)
 	}
 }
 
+static int http_head_field_id(struct http_head *h, struct http_hdr *f,
+    const char **why);
+
+/* A field of h whose name (seen: the tchar kinds in it) and value (OWS
+ * trimmed) were split from their line, or came apart: judged, added. */
+static int
+http_head_field_at(struct http_head *h, const char *name, size_t nlen,
+    unsigned char seen, const char *val, size_t vlen, const char **why)
+{
+	struct http_hdr *f;
+
+	if (seen & 2) {
+		h->underscore = true;
+		if (http_name_is_framing(name, nlen))
+			HTTP_FAIL(400, "'_' in a framing header name");
+	}
+	if (h->nhdr == HTTP_MAX_HEADERS)
+		HTTP_FAIL(431, "too many header lines");
+	f = &h->hdr[h->nhdr];
+	f->name = name;
+	f->nlen = nlen;
+	if (!http_value_ok(val, vlen))
+		HTTP_FAIL(400, "invalid character in header value");
+	f->val = val;
+	f->vlen = vlen;
+	return http_head_field_id(h, f, why);
+}
+
+int
+http_head_add_field(struct http_head *h, const char *name, size_t nlen,
+    const char *val, size_t vlen, const char **why)
+{
+	unsigned char t, seen = 0;
+	size_t i;
+
+	if (nlen == 0)
+		HTTP_FAIL(400, "empty header name");
+	for (i = 0; i < nlen; i++) {
+		if ((t = http_tchar[(unsigned char)name[i]]) == 0)
+			HTTP_FAIL(400, "invalid character in header name");
+		seen |= t;
+	}
+	while (vlen > 0 && (val[0] == ' ' || val[0] == '\t'))
+		val++, vlen--;
+	while (vlen > 0 && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
+		vlen--;
+	return http_head_field_at(h, name, nlen, seen, val, vlen, why);
+}
+
 static int
 http_parse_field(const char *p, size_t len, struct http_head *h,
     const char **why)
 {
-	struct http_hdr *f;
 	size_t i = 0, vs, ve;
 	unsigned char t, seen = 0;
 
@@ -463,27 +541,20 @@ http_parse_field(const char *p, size_t len, struct http_head *h,
 	}
 	if (i == 0)
 		HTTP_FAIL(400, "empty header name");
-	if (seen & 2) {
-		h->underscore = true;
-		if (http_name_is_framing(p, i))
-			HTTP_FAIL(400, "'_' in a framing header name");
-	}
-	if (h->nhdr == HTTP_MAX_HEADERS)
-		HTTP_FAIL(431, "too many header lines");
-	f = &h->hdr[h->nhdr];
-	f->name = p;
-	f->nlen = i;
 	vs = i + 1;
 	while (vs < len && (p[vs] == ' ' || p[vs] == '\t'))
 		vs++;
 	ve = len;
 	while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
 		ve--;
-	if (!http_value_ok(p + vs, ve - vs))
-		HTTP_FAIL(400, "invalid character in header value");
-	f->val = p + vs;
-	f->vlen = ve - vs;
+	return http_head_field_at(h, p, i, seen, p + vs, ve - vs, why);
+}
 
+/* f, the next field of h (name and value set), gets its id and says
+ * what it means for the framing, Host, Upgrade and Expect. */
+static int
+http_head_field_id(struct http_head *h, struct http_hdr *f, const char **why)
+{
 	f->id = (unsigned char)http_field_id(f->name, f->nlen);
 	switch ((enum http_field)f->id) {
 	case HTTP_F_CONTENT_LENGTH: {
@@ -615,8 +686,8 @@ http_head_line(const char *p, size_t n, size_t pos,
 	return 0;
 }
 
-static void
-http_head_init(struct http_head *h, bool request)
+void
+http_head_start(struct http_head *h, bool request)
 {
 	memset(h, 0, offsetof(struct http_head, hdr));
 	h->nhdr = 0;
@@ -634,7 +705,7 @@ http_parse_head(const char *buf, size_t head_len, bool request,
 	bool end = false;
 	int rc;
 
-	http_head_init(h, request);
+	http_head_start(h, request);
 	h->head_len = head_len;
 	while (!end) {
 		const char *p = buf + pos, *nl;
@@ -651,6 +722,14 @@ http_parse_head(const char *buf, size_t head_len, bool request,
 	}
 	if (pos != head_len)
 		HTTP_FAIL(400, "bytes after the head end");
+	return http_head_check(h, why);
+}
+
+int
+http_head_check(const struct http_head *h, const char **why)
+{
+	bool request = h->request;
+
 	if (h->has_te && h->content_length != -1)
 		HTTP_FAIL(400, "both Content-Length and Transfer-Encoding");
 	if (h->has_te && !h->chunked)
@@ -680,7 +759,7 @@ http_head_judge(const char *buf, size_t len, bool request,
 
 	if (st->done)
 		return 0;
-	http_head_init(&t, request);
+	http_head_start(&t, request);
 	t.content_length = st->cl_seen ? 0 : -1;
 	t.host = st->host_seen ? 0 : -1;
 	t.chunked = st->chunked;

@@ -1,9 +1,10 @@
-/* HTTP/1.x message framing: a strict head parser and a chunked-body
- * parser (http_parse.c), and the request target as the url rules judge it
- * (http_target.c); pure
- * functions over (ptr, len) so they can be fuzzed and unit tested without
- * sockets. Strict means: whatever two parsers could read two
- * ways (the stuff of request smuggling) is an error, never a guess. */
+/* HTTP/1.x message framing: a strict head parser (whose rules also judge
+ * a head that comes as fields, an HTTP/2 request's) and a chunked-body
+ * parser (http_parse.c), and the request target as the url rules judge
+ * it (http_target.c); pure functions over (ptr, len) so they can be
+ * fuzzed and unit tested without sockets. Strict means: whatever two
+ * parsers could read two ways (the stuff of request smuggling) is an
+ * error, never a guess. */
 #ifndef HTTP_PARSE_H
 #define HTTP_PARSE_H
 
@@ -76,6 +77,26 @@ ssize_t	http_head_end(const char *buf, size_t len, size_t max, size_t *scanned);
 int	http_parse_head(const char *buf, size_t head_len, bool request,
 	    const struct http_limits *lim, struct http_head *h,
 	    const char **why);
+
+/* A head that comes as fields, not lines (an HTTP/2 request's, from its
+ * HEADERS): judged by the same rules as a parsed one, piece by piece.
+ * http_head_start empties h for a request or a response; then
+ * http_head_request_target sets its method and target (as a request
+ * line's, HTTP/1.1: 400 for a method that is no token or a target with a
+ * byte a request line could not carry, 414 over max_url),
+ * http_head_add_field adds each field (as a field line's: its name's
+ * bytes, its value's, OWS trimmed, framing fields and duplicates; 431
+ * past HTTP_MAX_HEADERS) and http_head_check makes the checks of the
+ * whole head (framing, Host). Each returns 0 or the status (*why). The
+ * head points at the caller's bytes; the limits on lines and bytes are
+ * the caller's to count (as the head's HTTP/1.1 text would have them). */
+void	http_head_start(struct http_head *h, bool request);
+int	http_head_request_target(struct http_head *h, const char *method,
+	    size_t mlen, const char *target, size_t tlen,
+	    const struct http_limits *lim, const char **why);
+int	http_head_add_field(struct http_head *h, const char *name,
+	    size_t nlen, const char *val, size_t vlen, const char **why);
+int	http_head_check(const struct http_head *h, const char **why);
 
 /* Where http_head_judge() is in a head still arriving; all zero before
  * its first byte (and again for the next head). */

@@ -56,6 +56,111 @@ test_request_head(void **state)
 	assert_int_equal(h.minor, 0);
 }
 
+/* A request head as fields (an HTTP/2 stream's) and as its HTTP/1.1
+ * text: the same verdict, and when good the same head. f: name, value
+ * pairs, NULL-ended. */
+static void
+fields_as_text(const char *method, const char *target, const char *const *f)
+{
+	static struct http_head t;
+	char text[2048];
+	const char *why1 = NULL, *why2 = NULL;
+	size_t n, i;
+	int rc1, rc2 = 0;
+
+	n = (size_t)snprintf(text, sizeof(text), "%s %s HTTP/1.1\r\n", method,
+	    target);
+	for (i = 0; f[i] != NULL; i += 2)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s\r\n",
+		    f[i], f[i + 1]);
+	snprintf(text + n, sizeof(text) - n, "\r\n");
+	rc1 = parse(text, true, &why1);
+	t = h;
+	http_head_start(&h, true);
+	rc2 = http_head_request_target(&h, method, strlen(method), target,
+	    strlen(target), &lim, &why2);
+	for (i = 0; rc2 == 0 && f[i] != NULL; i += 2)
+		rc2 = http_head_add_field(&h, f[i], strlen(f[i]), f[i + 1],
+		    strlen(f[i + 1]), &why2);
+	if (rc2 == 0)
+		rc2 = http_head_check(&h, &why2);
+	if (rc1 != rc2)
+		fail_msg("%s: text %d (%s), fields %d (%s)", text, rc1,
+		    why1 ? why1 : "", rc2, why2 ? why2 : "");
+	if (rc1 != 0)
+		return;
+	assert_int_equal(t.mlen, h.mlen);
+	assert_memory_equal(t.method, h.method, h.mlen);
+	assert_int_equal(t.tlen, h.tlen);
+	assert_memory_equal(t.target, h.target, h.tlen);
+	assert_int_equal(t.minor, h.minor);
+	assert_int_equal(t.nhdr, h.nhdr);
+	for (i = 0; i < t.nhdr; i++) {
+		assert_int_equal(t.hdr[i].nlen, h.hdr[i].nlen);
+		assert_memory_equal(t.hdr[i].name, h.hdr[i].name, h.hdr[i].nlen);
+		assert_int_equal(t.hdr[i].vlen, h.hdr[i].vlen);
+		assert_memory_equal(t.hdr[i].val, h.hdr[i].val, h.hdr[i].vlen);
+		assert_int_equal(t.hdr[i].id, h.hdr[i].id);
+	}
+	assert_int_equal(t.content_length, h.content_length);
+	assert_true(t.chunked == h.chunked && t.has_te == h.has_te &&
+	    t.te_other == h.te_other && t.underscore == h.underscore &&
+	    t.conn_close == h.conn_close &&
+	    t.conn_keep_alive == h.conn_keep_alive &&
+	    t.conn_upgrade == h.conn_upgrade &&
+	    t.expect_continue == h.expect_continue);
+	assert_int_equal(t.host, h.host);
+	assert_int_equal(t.upgrade, h.upgrade);
+}
+
+static void
+test_head_as_fields(void **state)
+{
+	static const char *const ok[] = { "host", "a", "content-length", "012",
+	    "connection", "keep-alive, upgrade", "upgrade", "websocket",
+	    "expect", "100-continue", "x_y", "1", "accept", "*/*", NULL };
+	static const char *const ows[] = { "host", " a\t", "x", "  ", NULL };
+	static const char *const te[] = { "host", "a", "transfer-encoding",
+	    "gzip, chunked", NULL };
+	static const char *const te_cl[] = { "host", "a", "transfer-encoding",
+	    "chunked", "content-length", "1", NULL };
+	static const char *const te_bad[] = { "host", "a", "transfer-encoding",
+	    "gzip", NULL };
+	static const char *const cl2[] = { "host", "a", "content-length", "1",
+	    "content-length", "1", NULL };
+	static const char *const cl_bad[] = { "host", "a", "content-length",
+	    "-1", NULL };
+	static const char *const host2[] = { "host", "a", "host", "b", NULL };
+	static const char *const nohost[] = { "x", "1", NULL };
+	static const char *const us_framing[] = { "host", "a",
+	    "content_length", "1", NULL };
+	static const char *const ctl[] = { "host", "a", "x", "a\001b", NULL };
+	static const char *const badname[] = { "host", "a", "x(y", "1", NULL };
+	static const char *const none[] = { NULL };
+	char longt[600];
+
+	(void)state;
+	fields_as_text("GET", "/a?b", ok);
+	fields_as_text("GET", "/", ows);
+	fields_as_text("POST", "/", te);
+	fields_as_text("POST", "/", te_cl);
+	fields_as_text("POST", "/", te_bad);
+	fields_as_text("POST", "/", cl2);
+	fields_as_text("POST", "/", cl_bad);
+	fields_as_text("GET", "/", host2);
+	fields_as_text("GET", "/", nohost);
+	fields_as_text("GET", "/", us_framing);
+	fields_as_text("GET", "/", ctl);
+	fields_as_text("GET", "/", badname);
+	fields_as_text("G(T", "/", ok);
+	fields_as_text("GET", "/a\001", ok);
+	fields_as_text("GET", "*", none);
+	memset(longt, 'a', sizeof(longt) - 1);
+	longt[0] = '/';
+	longt[sizeof(longt) - 1] = '\0';
+	fields_as_text("GET", longt, ok);
+}
+
 static void
 test_request_refused(void **state)
 {
@@ -955,6 +1060,7 @@ main(void)
 		cmocka_unit_test(test_chunk_steps),
 		cmocka_unit_test(test_chunk_leading_zeros),
 		cmocka_unit_test(test_trailers),
+		cmocka_unit_test(test_head_as_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
