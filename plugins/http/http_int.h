@@ -16,7 +16,9 @@
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
  *   http_h2*.c		HTTP/2 towards clients, a leg per stream
- *			(http_h2_int.h)
+ *			(http_h2_int.h); http_h2_req.c: a stream's request
+ *			head from its fields (pure: http_h2_req.h), for the
+ *			stream as a transaction (issue 36)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and
