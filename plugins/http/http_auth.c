@@ -174,7 +174,7 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 	    !m->chunked && m->content_length <= 0 && !t->is_connect &&
 	    evbuffer_get_length(h->c->in) == t->head_len &&
 	    !px_session_config_stale(h->s);
-	struct evbuffer *out = h->c->out, *bb = NULL;
+	struct evbuffer *out = http_client_out(t), *bb = NULL;
 	size_t before = evbuffer_get_length(out);
 	struct http_own o;
 	char body[256];

@@ -248,7 +248,7 @@ http_error(struct http_txn *t, int status, const char *why)
 {
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
-	struct evbuffer *out = h->c->out;
+	struct evbuffer *out = http_client_out(t);
 	struct evbuffer *body;
 	struct http_own o;
 	const char *reason = http_reason(status);
@@ -327,7 +327,7 @@ http_reply_limited(struct http_txn *t, uint32_t retry_s, bool keep)
 {
 	struct http_state *h = t->conn;
 	const struct http_policy *p = h->pol;
-	struct evbuffer *out = h->c->out, *body;
+	struct evbuffer *out = http_client_out(t), *body;
 	struct http_own o;
 	size_t blen, before = evbuffer_get_length(out);
 
@@ -405,7 +405,7 @@ void
 http_reply_established(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
-	struct evbuffer *out = h->c->out;
+	struct evbuffer *out = http_client_out(t);
 	size_t before = evbuffer_get_length(out);
 	struct http_own o;
 

@@ -378,14 +378,14 @@ http_scan_pass(struct http_txn *t, enum px_dir dir)
 	http_scan_stop(t, dir);
 	if (sc->sniff != NULL)
 		return;		/* the start waits for its type */
-	if (http_scan_unspool(t, dir, dir == PX_TO_CLIENT ? h->c->out :
+	if (http_scan_unspool(t, dir, dir == PX_TO_CLIENT ? http_client_out(t) :
 	    http_server_out(t), &why) == -1) {
 		http_scan_spool_fail(t, dir, why);
 		return;
 	}
 	if (dir == PX_TO_CLIENT) {
-		http_scan_head_go(t, dir, h->c->out);
-		evbuffer_add_buffer(h->c->out, sc->hold);
+		http_scan_head_go(t, dir, http_client_out(t));
+		evbuffer_add_buffer(http_client_out(t), sc->hold);
 		if (ended && t->resp == HTTP_RESP_DONE)
 			http_response_complete(t);
 	} else if (http_server_out(t) != NULL) {
