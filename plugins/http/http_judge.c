@@ -463,10 +463,14 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	 * request under the old one after this (see http_on_config). */
 	if (px_session_config_stale(h->s))
 		h->client_keep = false;
-	/* An early answer (the request's body not all read: an early 413):
-	 * the connection ends after it (http_transaction_done), and the
-	 * client, still sending, is told so (RFC 9112 9.6). */
-	if (m->status >= 200 && t->req != HTTP_REQ_DONE)
+	/* An early answer (the request's body not all read: an early 413)
+	 * from an HTTP/1.1 server: the connection ends after it
+	 * (http_transaction_done), and the client, still sending, is told
+	 * so (RFC 9112 9.6). An HTTP/2 server's stream still takes the body
+	 * after its answer (the transaction ends once it all went, or its
+	 * window stays shut for request-timeout): whether the client keeps
+	 * its connection is known only then, and the close lingers. */
+	if (m->status >= 200 && t->req != HTTP_REQ_DONE && t->h2o == NULL)
 		h->client_keep = false;
 	rs.dechunk = t->dechunk;
 	rs.client_keep = h->client_keep;
