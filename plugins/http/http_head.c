@@ -27,6 +27,17 @@ struct http_wbuf {
 	void		*arg;
 };
 
+/* A writer to out, or (fn not NULL) to fn field by field. */
+static void
+http_wb_init(struct http_wbuf *w, struct evbuffer *out, http_field_fn fn,
+    void *arg)
+{
+	w->ev = out;
+	w->n = 0;
+	w->fn = fn;
+	w->arg = arg;
+}
+
 static void
 http_wb_flush(struct http_wbuf *w)
 {
@@ -508,9 +519,7 @@ http_head_request(struct evbuffer *out, const struct http_head *m,
 {
 	struct http_wbuf w;
 
-	w.ev = out;
-	w.n = 0;
-	w.fn = NULL;
+	http_wb_init(&w, out, NULL, NULL);
 	http_wb_add(&w, m->method, m->mlen);
 	HTTP_WB_LIT(&w, " ");
 	if (r->tlen > 0 && r->target[0] == '?')
@@ -533,10 +542,7 @@ http_head_request_fields(const struct http_head *m,
 {
 	struct http_wbuf w;
 
-	w.ev = NULL;
-	w.n = 0;
-	w.fn = fn;
-	w.arg = arg;
+	http_wb_init(&w, NULL, fn, arg);
 	http_request_fields(&w, m, p, r);
 }
 
@@ -598,9 +604,7 @@ http_head_own(struct evbuffer *out, const struct http_head *m)
 	struct http_wbuf w;
 	unsigned i;
 
-	w.ev = out;
-	w.n = 0;
-	w.fn = NULL;
+	http_wb_init(&w, out, NULL, NULL);
 	http_wb_status(&w, m);
 	for (i = 0; i < m->nhdr; i++)
 		http_wb_field(&w, m->hdr[i].name, m->hdr[i].nlen,
@@ -688,9 +692,7 @@ http_head_response(struct evbuffer *out, const struct http_head *m,
 		http_head_own(out, m);
 		return;
 	}
-	w.ev = out;
-	w.n = 0;
-	w.fn = NULL;
+	http_wb_init(&w, out, NULL, NULL);
 	http_wb_status(&w, m);
 	http_response_fields(&w, m, p, r);
 	if (m->status == 101)
@@ -712,10 +714,7 @@ http_head_response_fields(const struct http_head *m,
 {
 	struct http_wbuf w;
 
-	w.ev = NULL;
-	w.n = 0;
-	w.fn = fn;
-	w.arg = arg;
+	http_wb_init(&w, NULL, fn, arg);
 	http_response_fields(&w, m, p, r);
 }
 
@@ -742,9 +741,7 @@ http_head_trailers(struct evbuffer *out, const struct http_head *t,
 	struct http_fields fs;
 	struct http_wopt o = http_trailer_opt(p, request);
 
-	w.ev = out;
-	w.n = 0;
-	w.fn = NULL;
+	http_wb_init(&w, out, NULL, NULL);
 	HTTP_WB_LIT(&w, "0\r\n");
 	if (p->trailers_pass) {
 		http_fields_scan(&fs, t);
@@ -764,10 +761,7 @@ http_head_trailer_fields(const struct http_head *t,
 
 	if (!p->trailers_pass)
 		return;
-	w.ev = NULL;
-	w.n = 0;
-	w.fn = fn;
-	w.arg = arg;
+	http_wb_init(&w, NULL, fn, arg);
 	http_fields_scan(&fs, t);
 	http_write_fields(&w, t, &fs, &o);
 }
