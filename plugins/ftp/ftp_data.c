@@ -292,15 +292,40 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	return 0;
 }
 
+/* RFC 959 4.2: every line of a multi-line reply is its text, and clients
+ * (Python ftplib, curl, lftp) take a 227's or 229's address wherever in
+ * it: "227-Entering Passive Mode (h1,...,p2)" then "227 OK" names its
+ * port on the first line alone. So the first address the reply's lines
+ * name is the reply's, the one a client talking to the server would use,
+ * and ftp_data_reply judges it as it does a one-line reply's (a line
+ * naming another further on changes nothing). A preliminary reply before
+ * (120) names none: each reply starts afresh. */
+void
+ftp_data_reply_line(struct ftp_state *st, int code, bool first, bool last,
+    const char *line, size_t len)
+{
+	struct ftp_pasv_reply *r = &st->pasv;
+	size_t skip = first || last ? 3 : 0;
+
+	if (first)
+		r->found = false;
+	if (r->found || len < skip)
+		return;
+	if (code == 227)
+		r->found = ftp_parse_227(line + skip, len - skip, &r->addr) == 0;
+	else if (code == 229)
+		r->found = ftp_parse_229(line + skip, len - skip, &r->port) == 0;
+	if (r->found)
+		px_log_escape(r->line, sizeof(r->line), line, len, true);
+}
+
 /* The final reply to our PASV/EPSV or PORT/EPRT. */
 void
 ftp_data_reply(struct px_session *s, struct ftp_state *st,
     const struct ftp_policy *p, const struct ftp_pending *q, int code,
-    const char *line, size_t len, const unsigned char *raw, size_t rawlen)
+    const unsigned char *raw, size_t rawlen)
 {
 	struct sockaddr_storage sa;
-	char esc[80];
-	uint16_t port;
 	bool ok, mine = st->ch != NULL && q->gen == st->chan_gen;
 
 	/* (Not mine: the client asked again meanwhile; that channel is the
@@ -314,45 +339,38 @@ ftp_data_reply(struct px_session *s, struct ftp_state *st,
 		goto fail;
 	}
 	memcpy(&sa, px_session_server(s), px_sockaddr_len(px_session_server(s)));
-	if (code == 227) {
-		struct sockaddr_storage a;
-
-		ok = ftp_parse_227(line + 3, len - 3, &a) == 0;
+	ok = (code == 227 || code == 229) && st->pasv.found;
+	if (ok && code == 227) {
 		/* With the strict check only the server's own host, whatever
 		 * the reply says: no bounce through the server either. */
-		if (ok && !p->strict)
-			memcpy(&sa, &a, sizeof(a));
-		else if (ok)
-			px_sockaddr_set_port(&sa, px_sockaddr_port((struct sockaddr *)&a));
-	} else if (code == 229) {
-		ok = ftp_parse_229(line + 3, len - 3, &port) == 0;
-		if (ok)
-			px_sockaddr_set_port(&sa, port);
-	} else
-		ok = false;
+		if (!p->strict)
+			memcpy(&sa, &st->pasv.addr, sizeof(sa));
+		else
+			px_sockaddr_set_port(&sa, px_sockaddr_port(
+			    (struct sockaddr *)&st->pasv.addr));
+	} else if (ok)
+		px_sockaddr_set_port(&sa, st->pasv.port);
 	/* strict-port-check="no" takes the reply's address: where the
 	 * client picks the server, <servers> must take that host too, or a
 	 * server would lead proxyd to hosts the policy keeps out. */
 	if (ok && !p->strict && (px_session_is_transparent(s) ||
 	    px_session_server_later(s)) &&
 	    !px_session_server_host_allowed(s, (struct sockaddr *)&sa)) {
-		px_log_escape(esc, sizeof(esc), line, len, true);
 		px_session_count(s, FTP_C_BOUNCE, 1);
 		px_session_log(s, LOG_WARNING, "ftp-bounce refused: the "
 		    "server's %d reply names a host <servers> does not "
-		    "allow: \"%s\"", code, esc);
+		    "allow: \"%s\"", code, st->pasv.line);
 		ok = false;
 	}
 	/* The bounce through proxyd, the other way: a server naming a
 	 * privileged port (its host's SMTP, say) would have proxyd write the
 	 * client's STOR into it. No FTP server's data port is one. */
 	if (ok && px_sockaddr_port((struct sockaddr *)&sa) < 1024) {
-		px_log_escape(esc, sizeof(esc), line, len, true);
 		px_session_count(s, FTP_C_BOUNCE, 1);
 		px_session_log(s, LOG_WARNING, "ftp-bounce refused: the "
 		    "server's %d reply names port %u, below 1024: \"%s\"",
 		    code, (unsigned)px_sockaddr_port((struct sockaddr *)&sa),
-		    esc);
+		    st->pasv.line);
 		ok = false;
 	}
 	if (ok && mine && px_channel_connect(st->ch, PX_CHAN_SERVER,

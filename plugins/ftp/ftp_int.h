@@ -64,6 +64,15 @@ enum ftp_pkind {
 
 #define FTP_PENDING	16
 
+/* The server's reply to our PASV/EPSV, line by line (ftp_data_reply_line):
+ * the first address its lines name, and that line, escaped, for the log. */
+struct ftp_pasv_reply {
+	bool			 found;
+	struct sockaddr_storage	 addr;		/* a 227's */
+	uint16_t		 port;		/* a 229's */
+	char			 line[80];
+};
+
 struct ftp_pending {
 	enum ftp_pkind	kind;
 	enum ftp_creq	creq;
@@ -111,6 +120,7 @@ struct ftp_state {
 	unsigned		 qhead, qlen;
 	struct ftp_reply_state	 rs;
 	bool			 in_reply;	/* lines of a reply under way */
+	struct ftp_pasv_reply	 pasv;
 	bool			 feat;		/* ... filtered (FEAT) */
 	bool			 feat_multi;	/* ... in several lines */
 	struct ftp_tls		 tls;
@@ -266,12 +276,16 @@ enum px_verdict ftp_tls_hold(struct px_session *s, struct ftp_state *st,
  * the session. */
 int	ftp_data_request(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p, const struct ftp_cmd *c);
-/* The final reply to our PASV/EPSV or PORT/EPRT (q, popped already): line
- * is its text, raw[0..rawlen) the bytes as they came. */
+/* A line of the server's reply (code) to our PASV/EPSV; first, last: the
+ * reply's first and last lines (which begin with its code). */
+void	ftp_data_reply_line(struct ftp_state *st, int code, bool first,
+	    bool last, const char *line, size_t len);
+/* The final reply to our PASV/EPSV (the address its lines named) or
+ * PORT/EPRT (q, popped already): raw[0..rawlen) its last line as it
+ * came. */
 void	ftp_data_reply(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_policy *p, const struct ftp_pending *q, int code,
-	    const char *line, size_t len, const unsigned char *raw,
-	    size_t rawlen);
+	    const unsigned char *raw, size_t rawlen);
 /* A command about to be forwarded: when it is a transfer on the current
  * channel, what its data-transfer log line says of it, and its scan
  * (st->scan_note) when <scan> covers it. true: not to be forwarded (the

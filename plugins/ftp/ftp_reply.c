@@ -172,6 +172,7 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 	size_t len, used, linelen, want;
 	enum ftp_rc rc;
 	int fin, code;
+	bool first;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -200,6 +201,7 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 			return PX_ERROR;
 		}
 		q = ftp_q_head(st);
+		first = !st->in_reply;
 		if (!st->in_reply) {
 			/* First line of a reply: decide what to do with it. */
 			st->in_reply = true;
@@ -263,14 +265,17 @@ ftp_server_replies(struct px_session *s, struct ftp_state *st,
 		    q->kind == FTP_P_PORT)) {
 			/* Our PASV/PORT: none of its reply goes to the
 			 * client, whatever its lines (a multi-line 227 names
-			 * the server's data port); its final line decides
-			 * (ftp_data_reply), answered to the client already
-			 * or not. */
+			 * the server's data port on any of them); its final
+			 * line decides (ftp_data_reply), answered to the
+			 * client already or not. */
+			if (q->kind == FTP_P_PASV)
+				ftp_data_reply_line(st, fin == 1 ? code :
+				    st->rs.code, first, fin == 1,
+				    (const char *)buf, linelen);
 			if (fin == 1 && code >= 200) {
 				cur = *q;
 				ftp_q_pop(st);
-				ftp_data_reply(s, st, p, &cur, code,
-				    (const char *)buf, linelen, buf, used);
+				ftp_data_reply(s, st, p, &cur, code, buf, used);
 			}
 			evbuffer_drain(in, used);
 			if (fin == 1 && code >= 200)

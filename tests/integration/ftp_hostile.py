@@ -7,7 +7,8 @@ inner lines are free text, indented, "CODE-" again or another code's
 "NNN text", a bare code, lines up to 4000 bytes, replies written in small
 pieces; transfers with 125 or 150 (one or many lines) before or after the
 data connection is taken, 226 or 250 before or after the data ends; 227
-replies in every spelling clients parse, a 110/120 before final replies,
+replies in every spelling clients parse (a multi-line one's address on
+any of its lines, its last one "227 OK"), a 110/120 before final replies,
 refused data commands, transfers aborted halfway, a 421 that closes. A
 client runs the same random session (commands pipelined or not, PASV or
 EPSV, RETR (after a REST or not), LIST, NLST, MLSD, STOR, APPE, STOU,
@@ -353,7 +354,17 @@ def fmt_reply_227(rng, port):
         return fmt_reply(rng, 120, "wait") + ["227 " + a]
     if r < 0.5:
         return ["227 " + a]
-    lines = ["227-" + (a if r < 0.6 else "Passive mode on its way")]
+    if r < 0.8:
+        # the address on one line before the last alone, which clients
+        # find there (RFC 959 4.2: all the lines are the reply's text)
+        lines = ["227-" + (a if r < 0.7 else "Passive mode on its way")]
+        if r >= 0.7:
+            lines.append(rng.choice(["", " ", "227-"]) + a)
+        for _ in range(rng.randrange(0, 3)):
+            lines.append(rng.choice([" indented", "text", "227-again"]))
+        lines.append(rng.choice(["227 OK", "227 Passive mode on", "227 "]))
+        return lines
+    lines = ["227-" + (a if r < 0.9 else "Passive mode on its way")]
     for _ in range(rng.randrange(0, 3)):
         lines.append(rng.choice([" indented", "text", "227-again", "200 other"]))
     lines.append("227 " + a)

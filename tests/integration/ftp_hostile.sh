@@ -2,7 +2,8 @@
 # FTP replies from a hostile (but RFC 959-valid) server, directly and
 # through proxyd, must agree (ftp_hostile.py says how): multi-line replies
 # with odd inner lines, long lines, 125/150 and 226/250 in both orders
-# around the data, 227 in every spelling, replies in pieces, pipelined
+# around the data, 227 in every spelling (its address on any line of a
+# multi-line one), replies in pieces, pipelined
 # commands; proxyd with server-data keep (its PASV) and active (its PORT),
 # and with path rules (its own PWD after the login).
 # Seeded: the seed is printed, FTP_HOSTILE_SEED=N replays it (and

@@ -12,6 +12,9 @@
 # SMTP): the transfer gets 425 (ftplib, curl), nothing connects to 25,
 # and a transfer command sent before that PASV reply came waits for it:
 # never forwarded (its 425), or, behind a valid reply, the upload works.
+# A multi-line 227 names its address on any line (its first alone, "227
+# OK" last): the upload works, and port 25 on its first line is refused
+# though the last names a data port.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -57,7 +60,7 @@ def handle(c):
                  b"QUIT": b"221 bye"}.get(verb, b"200 ok")
         if verb in (b"PASV", b"EPSV"):
             time.sleep(0.3)
-            if user == b"good":
+            if user in (b"good", b"multi", b"multi25"):
                 data = socket.socket()
                 data.bind(("127.0.0.1", 0))
                 data.listen(1)
@@ -65,6 +68,14 @@ def handle(c):
                 p = data.getsockname()[1]
                 reply = b"227 Entering Passive Mode (127,0,0,1,%d,%d)" % (
                     p >> 8, p & 255)
+                # Multi-line: the address on the first line only (the
+                # one every client takes), or port 25 there and the data
+                # port on the last.
+                if user == b"multi":
+                    reply = b"227-" + reply[4:] + b"\r\n227 OK"
+                elif user == b"multi25":
+                    reply = (b"227-Entering Passive Mode (127,0,0,1,0,25)"
+                             b"\r\n227 OK " + reply[4:])
         c.sendall(reply + b"\r\n")
         if verb == b"STOR" and data is not None:
             d, _ = data.accept()
@@ -348,6 +359,37 @@ if r != "226 sha256=" + hashlib.sha256(blob).hexdigest():
     fail("upload behind a late 227: %r" % r)
 print("ok STOR behind a late valid 227 -> %s" % r)
 f.quit()
+# A multi-line 227 whose address is on its first line alone (RFC 959 4.2:
+# a reply's text is all its lines; ftplib, curl and lftp find the address
+# anywhere in it): the upload moves as it does without proxyd
+f = ftplib.FTP()
+f.connect("127.0.0.1", bnc, timeout=10)
+f.login("multi", "p")
+f.voidcmd("TYPE I")
+try:
+    r = f.storbinary("STOR z", io.BytesIO(blob))
+except ftplib.all_errors as e:
+    r = str(e)
+if r != "226 sha256=" + hashlib.sha256(blob).hexdigest():
+    fail("upload behind a multi-line 227, its address on the first line: %r"
+         % r)
+print("ok STOR behind 227-(address) / 227 OK -> %s" % r)
+f.quit()
+# ... and one naming port 25 on its first line, a data port on its last:
+# the first is the one a client takes, so it is the one judged (425; its
+# ftp-bounce line below)
+f = ftplib.FTP()
+f.connect("127.0.0.1", bnc, timeout=10)
+f.login("multi25", "p")
+f.voidcmd("TYPE I")
+try:
+    r = f.storbinary("STOR w", io.BytesIO(blob))
+except ftplib.all_errors as e:
+    r = str(e)
+if not r.startswith("425"):
+    fail("multi-line 227 naming port 25 first: expected 425, got %r" % r)
+print("ok STOR behind 227-(port 25) / 227 OK (data port) -> %s" % r)
+f.quit()
 EOF
 
 assert_no_grep "$T/vsftpd.log" 'FTP command: .*"(PORT|EPRT) 127,0,0,2|127\.0\.0\.2' "a bounce PORT reached vsftpd"
@@ -359,8 +401,8 @@ assert_log 'data-transfer download cmd=RETR file="pub/1m.bin" bytes=1048576 .* r
 assert_log 'data-transfer - cmd=- file="" bytes=0 .* end=timeout: no data connection \(client: waiting, server: connected\)'
 # ended by proxyd at its data timeout (before the client's close at 4.8 s)
 assert_log 'data-transfer download cmd=RETR file="/pub/1m.bin" bytes=1048576 .* duration=[34]\.[0-9]+ .* end=ok'
-# the bounces to 127.0.0.2 and to port 25, the bnc server's two 227s
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 7
+# the bounces to 127.0.0.2 and to port 25, the bnc server's three 227s
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 8
 # the thief and the late connection after the data timeout
 assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="data_refused"' 2
 assert_eq "$(proxyd_listening_in 46000 46999)" "" "data ports left listening"
@@ -397,8 +439,10 @@ assert_no_grep "$T/bouncer.log" '^(u|late) (STOR|RETR)' "a STOR reached the serv
 assert_log 'ftp-bounce refused: PORT 127,0,0,1,0,25 is not the client'"'"'s host or uses a port below 1024'
 assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.1\|25\|'
 assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227 Entering Passive Mode \(127,0,0,1,0,25\)"'
-# the 7 above and the 227 of curl's session
-assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 8
+# the multi-line one: the line naming the address it judged
+assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227-Entering Passive Mode \(127,0,0,1,0,25\)"'
+# the 8 above and the 227 of curl's session
+assert_metric eq proxyd_analyser_events_total 'analyser="ftp",event="bounce_refused"' 9
 kill "$TRAP_PID" 2>/dev/null || true
 wait "$TRAP_PID" 2>/dev/null || true
 cat "$T/trap25.log"
