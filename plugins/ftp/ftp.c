@@ -185,7 +185,27 @@ ftp_q_flush_local(struct px_session *s, struct ftp_state *st)
 	}
 }
 
-/* A reply of the proxy's own: now if nothing is pending, else in turn. */
+/* Whether none of the replies pending is one the client will see: each
+ * is our PASV/EPSV or PORT/EPRT the client had its answer to already
+ * (ftp_data_reply then sends nothing, whatever the server says). */
+static bool
+ftp_q_silent(const struct ftp_state *st)
+{
+	const struct ftp_pending *q;
+	unsigned i;
+
+	for (i = 0; i < st->qlen; i++) {
+		q = &st->q[(st->qhead + i) % FTP_PENDING];
+		if ((q->kind != FTP_P_PASV && q->kind != FTP_P_PORT) ||
+		    !q->answered)
+			return false;
+	}
+	return true;
+}
+
+/* A reply of the proxy's own: now if no reply the client will see is
+ * pending (ftp_q_silent: a server slow to answer our PASV does not hold
+ * it back), else in turn. */
 int
 ftp_reply_local(struct px_session *s, struct ftp_state *st, const char *verb,
     const char *fmt, ...)
@@ -202,7 +222,7 @@ ftp_reply_local(struct px_session *s, struct ftp_state *st, const char *verb,
 	memcpy(text + n, "\r\n", 3);
 	px_session_log(s, LOG_INFO, "ftp-reply code=%.3s cmd=%s by=proxy",
 	    text, verb);
-	if (st->qlen == 0) {
+	if (ftp_q_silent(st)) {
 		ftp_send(s, PX_TO_CLIENT, text);
 		return 0;
 	}
@@ -636,8 +656,9 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	    strcmp(c->verb, "PORT") == 0 || strcmp(c->verb, "EPRT") == 0)
 		return ftp_data_request(s, st, p, c);
 	if (ftp_data_note(s, st, c))
-		return ftp_reply_local(s, st, c->verb, "425 Cannot open data "
-		    "connection");
+		return ftp_reply_local(s, st, c->verb, "%s", st->data_abort ?
+		    "426 Connection closed; transfer aborted" :
+		    "425 Cannot open data connection");
 	/* A new login: PASV/PORT wait for the server's word again. */
 	if (strcmp(c->verb, "USER") == 0 || strcmp(c->verb, "REIN") == 0)
 		st->logged_in = false;
@@ -658,6 +679,75 @@ ftp_command(struct px_session *s, struct ftp_state *st,
 	    c->has_arg ? " " : "", c->arg);
 	evbuffer_add(px_session_output(s, PX_TO_SERVER), line, (size_t)n);
 	return 0;
+}
+
+/* A transfer command (st->cmd, the first `used` bytes of in) waits for
+ * the server's reply to our PASV/EPSV (ftp_data_wait), and so does what
+ * follows it. RFC 959 lets a client send ABOR or QUIT while its transfer
+ * is in progress, and a server slow to answer (or that never does) must
+ * not keep them waiting until the data timeout or the session's idle
+ * timeout. So when the command right behind it is one of them (and the
+ * policy takes it), the wait ends there. The transfer never reached the
+ * server: proxyd gives it up itself (its channel goes) and answers it
+ * 426, as RFC 959 4.1.3 has a server answer a command an ABOR aborts in
+ * progress; then
+ *  - ABOR: 226 from proxyd, not forwarded (the server has nothing of the
+ *    client's to abort; forwarded, its answer would come behind that to
+ *    our PASV, and would have to be kept from the client);
+ *  - QUIT: when no reply the client will see is pending (ftp_q_silent:
+ *    our PASV answered to it already, the usual case), proxyd answers
+ *    221, passes the QUIT on, and finishes the session: the server owes
+ *    the client nothing more. Else the QUIT goes on in turn, the server
+ *    answering it after the replies it owes (as it would without proxyd).
+ * A pipelining client's "RETR f" "QUIT" sent together to a slow server
+ * thus loses the transfer: it quit before it began. An ABOR the policy
+ * refuses waits its turn, and its refusal with it. true: both commands
+ * taken (*rc: ftp_command's results); false: wait (the next command is
+ * neither, or not whole yet: parsed again as more comes). */
+static bool
+ftp_wait_cut(struct px_session *s, struct ftp_state *st,
+    const struct ftp_policy *p, struct evbuffer *in, size_t used, int *rc)
+{
+	struct ftp_cmd next;
+	unsigned char *buf;
+	size_t len = evbuffer_get_length(in), want, nused;
+
+	if (len <= used)
+		return false;
+	want = len - used < p->max_line ? len : used + p->max_line;
+	if ((buf = evbuffer_pullup(in, (ssize_t)want)) == NULL ||
+	    ftp_cmd_parse(buf + used, want - used, p->max_line, &next,
+	    &nused) != FTP_OK)
+		return false;
+	if ((strcmp(next.verb, "ABOR") != 0 && strcmp(next.verb, "QUIT") != 0) ||
+	    !ftp_cmd_allowed(p, next.verb))
+		return false;
+	evbuffer_drain(in, used + nused);
+	px_session_log(s, LOG_INFO, "ftp-data %s came before the server's "
+	    "reply to our PASV/EPSV: the transfer command behind it is given "
+	    "up", next.verb);
+	ftp_data_abort(s, st);
+	*rc = ftp_command(s, st, p, &st->cmd, in);
+	st->data_abort = false;
+	if (*rc != 0)
+		return true;
+	if (strcmp(next.verb, "QUIT") == 0 && !ftp_q_silent(st)) {
+		*rc = ftp_command(s, st, p, &next, in);
+		return true;
+	}
+	px_session_count(s, FTP_C_COMMANDS, 1);
+	ftp_log_cmd(s, st, &next, "verdict=accept by=proxy (the transfer "
+	    "never reached the server)");
+	if (strcmp(next.verb, "ABOR") == 0) {
+		*rc = ftp_reply_local(s, st, next.verb, "226 Abort successful");
+		return true;
+	}
+	ftp_send(s, PX_TO_SERVER, "QUIT\r\n");
+	px_session_log(s, LOG_INFO, "ftp-reply code=221 cmd=QUIT by=proxy");
+	ftp_send(s, PX_TO_CLIENT, "221 Goodbye\r\n");
+	px_session_finish(s, PX_END_CLIENT, "quit");
+	*rc = FTP_RC_DENIED;	/* (finished: the first end counts) */
+	return true;
 }
 
 enum px_verdict
@@ -708,12 +798,16 @@ ftp_client_input(struct px_session *s, struct ftp_state *st,
 			    "malformed command line");
 			return PX_DENY;
 		}
-		/* Left in, parsed again once the reply came. */
-		if (ftp_data_wait(st, st->cmd.verb))
-			return ftp_hold(s, st, in);
-		evbuffer_drain(in, used);
-		if ((crc = ftp_command(s, st, p, &st->cmd, in)) ==
-		    FTP_RC_DENIED)
+		/* Left in, parsed again once the reply came (unless an ABOR
+		 * or QUIT is right behind it). */
+		if (ftp_data_wait(st, st->cmd.verb)) {
+			if (!ftp_wait_cut(s, st, p, in, used, &crc))
+				return ftp_hold(s, st, in);
+		} else {
+			evbuffer_drain(in, used);
+			crc = ftp_command(s, st, p, &st->cmd, in);
+		}
+		if (crc == FTP_RC_DENIED)
 			return PX_DENY;
 		if (crc == FTP_RC_ENDED)
 			return PX_ERROR;

@@ -68,6 +68,13 @@ ftp_chan_done(struct px_session *s, void *arg, const struct px_chan_result *r)
 		 * would have the server wait for a connection nobody makes. */
 		if (r->error != NULL && !r->relayed && !st->xfer_sent)
 			st->data_lost = true;
+		/* A transfer command waiting for the server's reply to our
+		 * PASV/EPSV for it (ftp_data_wait) waits no more: with the
+		 * channel gone (the data timeout, the server's end never
+		 * named), it gets its 425 now. */
+		if (!st->in_data && st->held != NULL &&
+		    evbuffer_get_length(st->held) > 0)
+			px_session_resume(s, PX_TO_SERVER);
 	}
 	/* A failed one at warning: a user's transfer did not happen, which
 	 * must show at the level a busy gateway logs at. */
@@ -208,7 +215,7 @@ ftp_data_request(struct px_session *s, struct ftp_state *st,
 	if (!ftp_tls_data_allowed(s, st, c->verb, &trc))
 		return trc;
 	ftp_chan_drop(s, st);
-	st->data_lost = st->xfer_sent = false;
+	st->data_lost = st->xfer_sent = st->data_abort = false;
 	/* Nothing pending before it and logged in (the server has no reason
 	 * to refuse): the client's reply depends on the proxy's own end only,
 	 * and goes at once, while the server's end is set up; should the
@@ -425,18 +432,32 @@ ftp_transfer_kind(const char *verb)
  * before it would have the server answer (150, then wait) a transfer
  * nobody connects, where a refused 227/229 should cost that command its
  * 425. It waits in ftp.c's held bytes, as everything does behind our
- * PORT/EPRT; commands other than transfers do not wait. */
+ * PORT/EPRT; commands other than transfers do not wait. The wait is for
+ * the current channel's PASV/EPSV alone, and ends with that channel: at
+ * the data timeout (limits/@timeout) a server that never answered leaves
+ * the command its 425 (ftp_chan_done); an ABOR or QUIT behind it ends it
+ * at once (ftp.c's ftp_wait_cut, ftp_data_abort). */
 bool
 ftp_data_wait(const struct ftp_state *st, const char *verb)
 {
+	const struct ftp_pending *q;
 	unsigned i;
 
-	if (ftp_transfer_kind(verb) == NULL)
+	if (ftp_transfer_kind(verb) == NULL || st->ch == NULL)
 		return false;
-	for (i = 0; i < st->qlen; i++)
-		if (st->q[(st->qhead + i) % FTP_PENDING].kind == FTP_P_PASV)
+	for (i = 0; i < st->qlen; i++) {
+		q = &st->q[(st->qhead + i) % FTP_PENDING];
+		if (q->kind == FTP_P_PASV && q->gen == st->chan_gen)
 			return true;
+	}
 	return false;
+}
+
+void
+ftp_data_abort(struct px_session *s, struct ftp_state *st)
+{
+	ftp_chan_drop(s, st);
+	st->data_lost = st->data_abort = true;
 }
 
 bool

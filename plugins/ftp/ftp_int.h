@@ -139,6 +139,8 @@ struct ftp_state {
 	 * transfer gets a 425 from the proxy. */
 	bool			 xfer_sent;
 	bool			 data_lost;
+	bool			 data_abort;	/* ... given up: 426, not 425
+						 * (ftp_data_abort) */
 	/* Client bytes not yet read as commands: our PORT/EPRT, a login or
 	 * our PWD after it awaits its reply (ftp_must_wait). NULL until
 	 * first needed. */
@@ -296,6 +298,10 @@ bool	ftp_data_note(struct px_session *s, struct ftp_state *st,
 	    const struct ftp_cmd *c);
 /* A transfer command (verb) that must wait for our PASV/EPSV's reply. */
 bool	ftp_data_wait(const struct ftp_state *st, const char *verb);
+/* The transfer command waiting so is given up before it reached the
+ * server (an ABOR or QUIT came behind it): its channel goes, and
+ * ftp_data_note() refuses it, with a 426. */
+void	ftp_data_abort(struct px_session *s, struct ftp_state *st);
 
 /* ---- ftp_auth.c: inband authentication (the service's <auth>) ---------- */
 

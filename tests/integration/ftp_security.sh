@@ -14,7 +14,10 @@
 # never forwarded (its 425), or, behind a valid reply, the upload works.
 # A multi-line 227 names its address on any line (its first alone, "227
 # OK" last): the upload works, and port 25 on its first line is refused
-# though the last names a data port.
+# though the last names a data port. Against a server that never answers
+# proxyd's PASV, the transfer command waiting for it is given up when an
+# ABOR (426, then 226) or a QUIT (426, 221, closed) follows it, at once,
+# and gets its 425 at the data timeout when nothing follows.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ftp_lib.sh"
@@ -38,7 +41,8 @@ write_ftp_service loose "$LOOSE" '<ftp data-ports="46000-46999" strict-port-chec
 # a server that names port 25 in its PASV reply, 300 ms late (after the
 # client's transfer command has reached proxyd), but for user "good": a
 # data port of its own, where an upload's sha256 comes back in its 226.
-# It logs each command it gets (bouncer.log, next to this script).
+# It logs each command it gets (bouncer.log, next to this script). For
+# user "silent" it never answers PASV, nor anything after it.
 start_py_server BOUNCER <<'PY'
 import hashlib, os
 def handle(c):
@@ -46,11 +50,13 @@ def handle(c):
     c.sendall(b"220 bouncer\r\n")
     f = c.makefile("rb")
     log = open(os.path.join(os.path.dirname(sys.argv[0]), "bouncer.log"), "a")
-    user, data = b"-", None
+    user, data, silent = b"-", None, False
     for line in f:
         verb = line.split(b" ")[0].strip().upper()
         log.write("%s %s\n" % (user.decode(), verb.decode()))
         log.flush()
+        if silent:
+            continue
         if verb == b"USER":
             user = line.split(b" ", 1)[1].strip()
         reply = {b"USER": b"331 pw", b"PASS": b"230 in", b"PWD": b'257 "/"',
@@ -58,6 +64,9 @@ def handle(c):
                  b"EPSV": b"229 Entering Extended Passive Mode (|||25|)",
                  b"STOR": b"150 go", b"RETR": b"150 go",
                  b"QUIT": b"221 bye"}.get(verb, b"200 ok")
+        if verb in (b"PASV", b"EPSV") and user == b"silent":
+            silent = True
+            continue
         if verb in (b"PASV", b"EPSV"):
             time.sleep(0.3)
             if user in (b"good", b"multi", b"multi25"):
@@ -97,6 +106,9 @@ def handle(c):
 PY
 free_port BNC
 write_ftp_service bnc "$BNC" '<ftp data-ports="46000-46999" server-data="passive"><command name="*" action="accept"/></ftp>' 127.0.0.1 "$BOUNCER"
+# the same with a data timeout of 2 s
+free_port BNCTO
+write_ftp_service bncto "$BNCTO" '<ftp data-ports="46000-46999" server-data="passive"><limits timeout="2s"/><command name="*" action="accept"/></ftp>' 127.0.0.1 "$BOUNCER"
 have_v6=0
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
     have_v6=1
@@ -143,7 +155,7 @@ EOF
 TRAP_PID=$!
 track_pid "$TRAP_PID"
 wait_grep "$T/trap25.log" 'listening|unbound' 10 || fail "the port 25 trap did not start"
-python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" "$LOOSE" "$BNC" "$T/bouncer.log" <<'EOF'
+python3 - "$PORT" "$TRAP" "$SHA" "$PROXYD_LOG" "$LOOSE" "$BNC" "$T/bouncer.log" "$BNCTO" <<'EOF'
 import ftplib, hashlib, socket, sys, time
 port, trap, want, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
@@ -349,47 +361,93 @@ print("ok STOR before the server's refused 227 -> %s, not forwarded" % r)
 f.quit()
 # ... and before a valid 227: held until it came, then the upload moves
 import io
-f = ftplib.FTP()
-f.connect("127.0.0.1", bnc, timeout=10)
-f.login("good", "p")
-f.voidcmd("TYPE I")
 blob = bytes(range(256)) * 1024 + b"end"
-r = f.storbinary("STOR y", io.BytesIO(blob))
-if r != "226 sha256=" + hashlib.sha256(blob).hexdigest():
+def upload(user, name):
+    f = ftplib.FTP()
+    f.connect("127.0.0.1", bnc, timeout=10)
+    f.login(user, "p")
+    f.voidcmd("TYPE I")
+    try:
+        r = f.storbinary("STOR " + name, io.BytesIO(blob))
+    except ftplib.all_errors as e:
+        r = str(e)
+    f.quit()
+    return r
+stored = "226 sha256=" + hashlib.sha256(blob).hexdigest()
+r = upload("good", "y")
+if r != stored:
     fail("upload behind a late 227: %r" % r)
 print("ok STOR behind a late valid 227 -> %s" % r)
-f.quit()
 # A multi-line 227 whose address is on its first line alone (RFC 959 4.2:
 # a reply's text is all its lines; ftplib, curl and lftp find the address
 # anywhere in it): the upload moves as it does without proxyd
-f = ftplib.FTP()
-f.connect("127.0.0.1", bnc, timeout=10)
-f.login("multi", "p")
-f.voidcmd("TYPE I")
-try:
-    r = f.storbinary("STOR z", io.BytesIO(blob))
-except ftplib.all_errors as e:
-    r = str(e)
-if r != "226 sha256=" + hashlib.sha256(blob).hexdigest():
+r = upload("multi", "z")
+if r != stored:
     fail("upload behind a multi-line 227, its address on the first line: %r"
          % r)
 print("ok STOR behind 227-(address) / 227 OK -> %s" % r)
-f.quit()
 # ... and one naming port 25 on its first line, a data port on its last:
 # the first is the one a client takes, so it is the one judged (425; its
 # ftp-bounce line below)
-f = ftplib.FTP()
-f.connect("127.0.0.1", bnc, timeout=10)
-f.login("multi25", "p")
-f.voidcmd("TYPE I")
-try:
-    r = f.storbinary("STOR w", io.BytesIO(blob))
-except ftplib.all_errors as e:
-    r = str(e)
+r = upload("multi25", "w")
 if not r.startswith("425"):
     fail("multi-line 227 naming port 25 first: expected 425, got %r" % r)
 print("ok STOR behind 227-(port 25) / 227 OK (data port) -> %s" % r)
-f.quit()
+
+# A server that never answers proxyd's PASV (the client had its 227 from
+# proxyd at once): the transfer command waits for that reply, but neither
+# an ABOR nor a QUIT behind it waits with it.
+def silent_session(port):
+    f = ftplib.FTP()
+    f.connect("127.0.0.1", port, timeout=10)
+    f.login("silent", "p")
+    expect(f, "PASV", 227)
+    return f
+
+def answer(f, what, code, limit):
+    t0 = time.time()
+    try:
+        r = f.getmultiline()
+    except ftplib.all_errors as e:
+        r = "(%r after %.1f s)" % (e, time.time() - t0)
+    if not r.startswith(str(code)) or time.time() - t0 > limit:
+        fail("%s: expected %d within %.0f s, got %r after %.1f s" % (
+            what, code, limit, r, time.time() - t0))
+    print("ok %s -> %s (%.1f s)" % (what, r, time.time() - t0))
+
+# ABOR (RFC 959 4.1.3, the command still in progress): 426 to the
+# transfer, 226 to the ABOR, both from proxyd at once; the ABOR after a
+# Telnet synch as lftp sends it (IAC IP IAC, DM as urgent data)
+f = silent_session(bnc)
+f.putcmd("STOR a")
+f.sock.sendall(b"\xff\xf4\xff")
+f.sock.send(b"\xf2", socket.MSG_OOB)
+f.putcmd("ABOR")
+answer(f, "STOR behind an unanswered PASV, then ABOR", 426, 5)
+answer(f, "ABOR", 226, 5)
+f.close()
+# QUIT: the transfer's 426, the 221, the connection closed, at once
+f = silent_session(bnc)
+f.putcmd("STOR q")
+f.putcmd("QUIT")
+answer(f, "STOR behind an unanswered PASV, then QUIT", 426, 5)
+answer(f, "QUIT", 221, 5)
+t0 = time.time()
+if f.sock.recv(100) != b"" or time.time() - t0 > 5:
+    fail("the connection stayed open after QUIT's 221")
+print("ok connection closed after QUIT's 221")
+f.close()
+# Nothing behind it: the data timeout (2 s, bncto) ends the wait, as when
+# the server refuses (425)
+f = silent_session(int(sys.argv[8]))
+f.putcmd("RETR t")
+answer(f, "RETR behind an unanswered PASV, past the data timeout", 425, 8)
+f.close()
+seen = open(bouncer_log).read().splitlines()
+for bad in ("silent STOR", "silent ABOR", "silent RETR"):
+    if bad in seen:
+        fail("the server got %r behind its unanswered PASV" % bad)
+print("ok no transfer command nor ABOR reached the silent server")
 EOF
 
 assert_no_grep "$T/vsftpd.log" 'FTP command: .*"(PORT|EPRT) 127,0,0,2|127\.0\.0\.2' "a bounce PORT reached vsftpd"
@@ -439,6 +497,11 @@ assert_no_grep "$T/bouncer.log" '^(u|late) (STOR|RETR)' "a STOR reached the serv
 assert_log 'ftp-bounce refused: PORT 127,0,0,1,0,25 is not the client'"'"'s host or uses a port below 1024'
 assert_log 'ftp-bounce refused: EPRT \|1\|127\.0\.0\.1\|25\|'
 assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227 Entering Passive Mode \(127,0,0,1,0,25\)"'
+# the silent server: ABOR answered by proxyd, QUIT answered and passed on
+assert_log 'ftp-reply code=426 cmd=STOR by=proxy'
+assert_log 'ftp-command user=silent cmd=ABOR arg="" verdict=accept by=proxy'
+assert_log 'session-end service=bnc analyser=ftp verdict=accept .* by=client phase=data end=quit'
+assert_grep "$T/bouncer.log" '^silent QUIT$' "the QUIT answered by proxyd did not reach the server"
 # the multi-line one: the line naming the address it judged
 assert_log 'ftp-bounce refused: the server.s 227 reply names port 25, below 1024: "227-Entering Passive Mode \(127,0,0,1,0,25\)"'
 # the 8 above and the 227 of curl's session
