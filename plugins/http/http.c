@@ -219,14 +219,6 @@ http_transaction_done(struct http_txn *t)
 	else if (t->srv.io != NULL)
 		t->srv.boundary = true;
 	keep_server = t->srv.keep && sent;
-	/* The client's next request is here already: it goes out on the
-	 * connection this client keeps at once, before the loop reads that
-	 * connection again, and would take what the server sent after its
-	 * response (left in the socket by a read the buffer bounded, or
-	 * decrypted already) for its own response. */
-	if (keep_server && h->client_keep && !h->client_eof &&
-	    evbuffer_get_length(h->c->in) != 0 && http_server_unread(t))
-		keep_server = false;
 	room = http_dir_room(h, h->c, t->srv.io);
 
 	/* A client not read while its last request was in flight: what it

@@ -551,12 +551,6 @@ int	http_server_open(struct http_txn *t, const struct sockaddr *dst,
 struct evbuffer *http_server_out(struct http_txn *t);
 /* Closes t->srv: to the pool when reusable and nothing is left in it. */
 void	http_server_drop(struct http_txn *t, bool reusable);
-/* Whether t->srv, between responses, holds bytes the loop has not read
- * (in its socket, or decrypted already): the server sent more than its
- * response, and the next request on it would take them for its own
- * (logged: the connection is not to be reused). An ioctl: asked only
- * where nothing else would see them in time. */
-bool	http_server_unread(struct http_txn *t);
 /* The events of the server connection http_server_open took (arg: its
  * transaction). */
 void	http_server_rd_cb(struct px_conn *c, void *arg);

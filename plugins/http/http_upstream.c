@@ -213,10 +213,18 @@ http_server_out(struct http_txn *t)
 	return t->srv.io != NULL ? t->srv.io->out : NULL;
 }
 
-bool
+/* Whether t->srv, between responses, holds bytes the loop has not read
+ * (in its socket, or decrypted already): the server sent more than its
+ * response, and the next request on it would take them for its own
+ * (logged: the connection is not to be reused). No system call while
+ * the connection is quiet (px_conn_quiet: its last read emptied it and
+ * the loop has not reported it since), as it is after a response read
+ * whole; else an ioctl. */
+static bool
 http_server_unread(struct http_txn *t)
 {
-	if (t->srv.io == NULL || !px_conn_unread(t->srv.io))
+	if (t->srv.io == NULL || px_conn_quiet(t->srv.io) ||
+	    !px_conn_unread(t->srv.io))
 		return false;
 	px_session_log(t->conn->s, LOG_NOTICE, "http-upstream server sent "
 	    "bytes after its response: connection not reused");
@@ -293,6 +301,13 @@ http_dispatch(struct http_txn *t, const struct sockaddr *dst)
 	if (t->srv.io != NULL && (t->is_connect || memcmp(&t->srv.dst, dst,
 	    px_sockaddr_len(dst)) != 0))
 		http_server_drop(t, true);
+	/* The connection this client keeps, unless its server sent more
+	 * than its last response: the request would take that for its own
+	 * response. Those bytes may have come since the loop last read it
+	 * (in a write of their own, reported in this very pass after the
+	 * client's request), or a read the buffer bounded left them. */
+	if (t->srv.io != NULL && http_server_unread(t))
+		http_server_drop(t, false);
 	if (t->srv.io != NULL) {
 		t->srv.reused = true;
 		t->srv.kept = true;

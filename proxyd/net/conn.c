@@ -10,6 +10,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/event_struct.h>
 
 #include "splice.h"	/* px_event_want() */
 
@@ -83,6 +84,9 @@ px_conn_update(struct px_conn *c)
 	    c->read_want == PX_CONN_WANT_WRITE ||
 	    c->shut_want == PX_CONN_WANT_WRITE;
 
+	/* Not watched: what comes from now on is not reported. */
+	if (!rd)
+		c->drained = false;
 	px_event_want(&c->rd, &c->rd_on, rd);
 	px_event_want(&c->wr, &c->wr_on, wr);
 	if (c->rd_on && c->adopt_release != NULL)
@@ -95,6 +99,7 @@ px_conn_rd_event(evutil_socket_t fd, short what, void *arg)
 	struct px_conn *c = arg;
 
 	(void)fd; (void)what;
+	c->drained = false;	/* until a read empties it again */
 	if (c->read_first) {
 		/* Watched from now on; an owner that stops reading within
 		 * this pass undoes it in libevent's changelist, no syscall. */
@@ -134,6 +139,7 @@ px_conn_open(struct px_conn *c, struct event_base *base, int fd,
     px_conn_cb on_readable, px_conn_cb on_writable, void *arg)
 {
 	c->fd = fd;
+	c->drained = false;
 	c->eof = c->shut = c->shut_pending = c->held_end = false;
 	c->rd_on = c->wr_on = c->reading = c->read_first = false;
 	c->read_want = c->write_want = c->shut_want = PX_CONN_WANT_NONE;
@@ -309,6 +315,15 @@ px_conn_unread(const struct px_conn *c)
 }
 
 bool
+px_conn_quiet(const struct px_conn *c)
+{
+	return c->drained && c->rd_on && !c->held_end &&
+	    (c->rd.ev_evcallback.evcb_flags & (EVLIST_ACTIVE |
+	    EVLIST_ACTIVE_LATER)) == 0 && (c->tf == NULL ||
+	    c->tf->pending == NULL || c->tf->pending(c) == 0);
+}
+
+bool
 px_conn_write_blocked(const struct px_conn *c)
 {
 	return c->write_want != PX_CONN_WANT_NONE;
@@ -365,6 +380,7 @@ px_conn_recv(struct px_conn *c, size_t room)
 
 	/* No room is not an end: a zero-length read would look like EOF.
 	 * Nor are bytes read in plain that belong to a transform waiting. */
+	c->drained = false;	/* unless this read finds it empty */
 	if (room == 0 || c->tf_next != NULL) {
 		errno = EAGAIN;
 		return -1;
@@ -405,6 +421,7 @@ px_conn_recv(struct px_conn *c, size_t room)
 			c->read_want = want == PX_CONN_WANT_WRITE ?
 			    PX_CONN_WANT_WRITE : PX_CONN_WANT_NONE;
 			px_conn_update(c);
+			c->drained = c->rd_on;	/* empty, and watched */
 		}
 		errno = err;
 		return n;
@@ -413,6 +430,9 @@ px_conn_recv(struct px_conn *c, size_t room)
 		c->read_want = PX_CONN_WANT_NONE;
 		px_conn_update(c);
 	}
+	/* Short of its room: the socket had no more (a transform's read
+	 * stops short only where it would block, or at a held end). */
+	c->drained = left + n < (ssize_t)room && c->rd_on;
 	left = n;
 	for (i = 0; i < k; i++) {
 		if ((size_t)left < v[i].iov_len)

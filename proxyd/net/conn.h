@@ -71,6 +71,10 @@ typedef void	(*px_conn_cb)(struct px_conn *c, void *arg);
 
 struct px_conn {
 	int		 fd;		/* -1: none */
+	/* The last read found the socket empty (it came back short of its
+	 * room), and the read event has been armed since, not reporting it
+	 * readable: px_conn_quiet(). */
+	bool		 drained;
 	struct evbuffer	*in, *out;
 	struct event	 rd, wr;
 	bool		 rd_on, wr_on;
@@ -157,6 +161,13 @@ const char *px_conn_strerror(const struct px_conn *c, int err);
  * FIONREAD does not see), or its end; true also when that cannot be
  * told. Not what c->in holds already. */
 bool	px_conn_unread(const struct px_conn *c);
+/* Whether nothing of the peer's is known to wait, with no system call:
+ * the last read emptied the socket, "readable" has stayed watched since,
+ * and the loop has not queued it (level-triggered: bytes that came
+ * before this pass's poll would have), nor holds the transform decoded
+ * bytes or an end. False says nothing: ask px_conn_unread(). (Bytes that
+ * come after this pass's poll are not seen: no check is free of that.) */
+bool	px_conn_quiet(const struct px_conn *c);
 /* The write event is armed: the kernel pushed back. */
 bool	px_conn_write_blocked(const struct px_conn *c);
 

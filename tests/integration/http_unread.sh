@@ -9,6 +9,10 @@
 #   with the first (pipelined): the connection it keeps is not reused for
 #   that request, which gets its own response (the leftover one would be
 #   read as it, the request going out before the loop reads the socket);
+# - a plain origin's bytes after its response in a write of their own,
+#   that come with the client's next request in one loop pass, the
+#   client's reported first (proxyd stopped meanwhile, so both wait in
+#   its sockets): that request does not go out on the connection either;
 # - an early answer (an origin's 413 before the request's body is all
 #   read): it says Connection: close, and the client still sending its
 #   body slowly reads all of it then a FIN, no reset (lingering close,
@@ -24,19 +28,27 @@ P=$T/pki
 tls_ca ca "proxyd test CA"
 tls_leaf origin origin.test "DNS:origin.test,IP:127.0.0.1" serverAuth
 
-# extra_origin VAR tls|plain: each request (its path) is answered with a
-# response of exactly 4096 bytes, its body the path padded with dots, and
-# in the same write (one TLS record) one more response nobody asked for.
+# extra_origin VAR tls|plain|late: each request (its path) is answered
+# with a response of exactly 4096 bytes, its body the path padded with
+# dots, and in the same write (one TLS record) one more response nobody
+# asked for; late: plain, a response with just the path, and the extra
+# one only after the response to /late, once told to (the FIFO late.go),
+# in a write of its own.
+mkfifo "$T/late.go"
 extra_origin() {
     start_py_server "$1" <<PY
 import ssl
 CTX = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 CTX.load_cert_chain("$P/origin.pem", "$P/origin.key")
+EXTRA = b"HTTP/1.1 200 OK\\r\\nContent-Length: 9\\r\\n\\r\\nsmuggled\\n"
 def response(path):
+    if "$2" == "late":
+        return b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s\\n" % (
+            len(path) + 1, path)
     for n in range(4096):
         head = b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % n
         if len(head) + n == 4096:
-            return head + (path + b"\\n").ljust(n, b".")
+            return head + (path + b"\\n").ljust(n, b".") + EXTRA
 def handle(c):
     s = CTX.wrap_socket(c, server_side=True) if "$2" == "tls" else c
     buf = b""
@@ -47,12 +59,17 @@ def handle(c):
                 return
             buf += d
         head, buf = buf.split(b"\\r\\n\\r\\n", 1)
-        s.sendall(response(head.split(b" ")[1]) +
-                  b"HTTP/1.1 200 OK\\r\\nContent-Length: 9\\r\\n\\r\\nsmuggled\\n")
+        path = head.split(b" ")[1]
+        s.sendall(response(path))
+        if "$2" == "late" and path == b"/late":
+            with open("$T/late.go") as f:
+                f.read()
+            s.sendall(EXTRA)
 PY
 }
 extra_origin ORIGIN tls
 extra_origin PLAIN plain
+extra_origin LATE late
 
 # A plain origin that answers 413 as soon as it has a request's head,
 # then reads (and drops) whatever comes, keeping its connection.
@@ -75,6 +92,7 @@ free_port P_EXTRA
 free_port P_EARLY
 free_port P_KEPT
 free_port P_MAX
+free_port P_LATE
 write_proxyd_conf 'buffer="4k"'
 # One worker: the pool is per worker.
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
@@ -82,6 +100,7 @@ write_http_service h_extra "$P_EXTRA" "$ORIGIN" \
     "<tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
 write_http_service h_early "$P_EARLY" "$EARLY" '<http server-h2="no"/>'
 write_http_service h_kept "$P_KEPT" "$PLAIN" '<http server-h2="no"/>'
+write_http_service h_late "$P_LATE" "$LATE" '<http server-h2="no"/>'
 write_http_service h_max "$P_MAX" "$EARLY" \
     '<http server-h2="no"><limits max-body="1k"/></http>'
 start_proxyd
@@ -122,6 +141,85 @@ PY
 )
 assert_eq "$out" "/a /b" "the pipelined requests' responses"
 assert_log "#[0-9]+ http-request .*path=/b status=200 .* upstream=new"
+
+info "a plain server's bytes after its response, come in the loop pass that reads the client's next request: not read as its response"
+# The client's request reaches proxyd's socket before the server's extra
+# bytes reach theirs, both while proxyd is stopped: the loop is then told
+# of the client first. Before it stops, proxyd answers another connection
+# (a bad request): its loop has polled since the response's end, so it
+# does not still list the server's socket ahead from that read.
+out=$(timeout 20 python3 - "$P_LATE" "$LATE" "$PROXYD_PID" "$T/late.go" <<'PY'
+import os, signal, socket, sys, time
+port, origin, pid, fifo = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def rx_queued(lport, rport):
+    # Bytes waiting in an established socket's receive queue.
+    with open("/proc/net/tcp") as f:
+        for l in f.readlines()[1:]:
+            p = l.split()
+            if (p[3] == "01" and int(p[2].split(":")[1], 16) == rport and
+                    (lport is None or int(p[1].split(":")[1], 16) == lport)):
+                return int(p[4].split(":")[1], 16)
+    return 0
+def wait_queued(lport, rport, what):
+    for _ in range(1000):
+        if rx_queued(lport, rport) > 0:
+            return
+        time.sleep(0.01)
+    raise SystemExit("not queued within 10 s: " + what)
+def stopped():
+    # Every thread of proxyd (kill returns before they stop).
+    tasks = os.listdir("/proc/%d/task" % pid)
+    for t in tasks:
+        with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
+def body(s, buf):
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            return None, buf
+        buf += d
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+         if l.lower().startswith(b"content-length:")][0]
+    while len(buf) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    return buf[:n].split(b"\n")[0].decode(errors="replace"), buf[n:]
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(10)
+s.sendall(b"GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+first, buf = body(s, b"")
+bad = socket.create_connection(("127.0.0.1", port))
+bad.settimeout(10)
+bad.sendall(b"BAD\r\n\r\n")
+while bad.recv(65536):
+    pass
+os.kill(pid, signal.SIGSTOP)
+try:
+    for _ in range(1000):
+        if stopped():
+            break
+        time.sleep(0.01)
+    else:
+        raise SystemExit("proxyd not stopped within 10 s")
+    s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    wait_queued(port, s.getsockname()[1], "the request, in proxyd's socket")
+    with open(fifo, "w") as f:
+        f.write("go")
+    wait_queued(None, origin, "the extra response, in proxyd's socket")
+finally:
+    os.kill(pid, signal.SIGCONT)
+second, buf = body(s, buf)
+print(first, second)
+PY
+) || true
+kill -CONT "$PROXYD_PID" 2>/dev/null || true	# however the client ended
+assert_eq "$out" "/late /after" "the responses of the client's two requests"
+assert_log "#[0-9]+ http-request .*path=/after status=200 .* upstream=new"
 
 # slow_upload PORT: the client declares 4 MB and sends 2 MB of it slowly
 # (about 1 s), not looking at what comes back meanwhile, then reads to

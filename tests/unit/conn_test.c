@@ -2,7 +2,8 @@
  * reads and writes with backpressure, half-close after the queue drains,
  * and the transform slot (an XOR "cipher" that once needs the socket
  * writable to go on reading, as TLS can), set at once or, mid-stream,
- * after what is queued (STARTTLS). */
+ * after what is queued (STARTTLS); whether the peer's bytes may wait
+ * unread, told without a system call (px_conn_quiet). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -424,6 +425,81 @@ test_bucket(void **state)
 	assert_true(px_bucket_avail(&b, 5) == UINT64_MAX);
 }
 
+/* Another socket's event, run in the pass that also reports c readable
+ * (its peer wrote first): what px_conn_quiet says of c then. */
+struct quiet_probe {
+	struct fixture	*f;
+	int		 sv[2];
+	int		 quiet;		/* -1: not run */
+};
+
+static void
+quiet_probe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct quiet_probe *p = arg;
+	char b[8];
+
+	(void)what;
+	while (read(fd, b, sizeof(b)) > 0)
+		;
+	p->quiet = px_conn_quiet(&p->f->c);
+}
+
+static void
+test_quiet(void **state)
+{
+	struct fixture *f = *state;
+	struct quiet_probe p = { .f = f, .quiet = -1 };
+	struct event *ev;
+
+	/* Never read: nothing is known. */
+	assert_false(px_conn_quiet(&f->c));
+	px_conn_read_enable(&f->c, true);
+	assert_false(px_conn_quiet(&f->c));
+	/* Read until it would block, still watched: quiet. */
+	assert_int_equal(write(f->sv[1], "hello", 5), 5);
+	run_once(f);
+	assert_int_equal(f->got, 5);
+	assert_true(px_conn_quiet(&f->c));
+	assert_false(px_conn_unread(&f->c));
+	/* A read that filled its room may have left bytes. */
+	assert_int_equal(write(f->sv[1], "abcdef", 6), 6);
+	assert_int_equal(px_conn_recv(&f->c, 4), 4);
+	assert_false(px_conn_quiet(&f->c));
+	assert_true(px_conn_unread(&f->c));
+	/* Short of its room: the socket was emptied. */
+	assert_int_equal(px_conn_recv(&f->c, 100), 2);
+	assert_true(px_conn_quiet(&f->c));
+	/* Not watched for a while: what came meanwhile was not reported,
+	 * however it is watched again. */
+	px_conn_read_enable(&f->c, false);
+	assert_false(px_conn_quiet(&f->c));
+	px_conn_read_enable(&f->c, true);
+	assert_false(px_conn_quiet(&f->c));
+	assert_int_equal(px_conn_recv(&f->c, 100), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_true(px_conn_quiet(&f->c));
+	/* Bytes reported in this pass, c's event queued behind another's:
+	 * not quiet before c's own callback has run. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
+	    p.sv), 0);
+	ev = event_new(f->base, p.sv[0], EV_READ | EV_PERSIST, quiet_probe_cb,
+	    &p);
+	assert_non_null(ev);
+	assert_int_equal(event_add(ev, NULL), 0);
+	/* One poll: the probe's socket and c's both watched from now on. */
+	assert_int_equal(event_base_loop(f->base, EVLOOP_NONBLOCK), 0);
+	assert_int_equal(write(p.sv[1], "p", 1), 1);
+	assert_int_equal(write(f->sv[1], "late", 4), 4);
+	run_once(f);
+	assert_int_equal(p.quiet, 0);
+	assert_int_equal(f->got, 5 + 4);
+	assert_true(px_conn_quiet(&f->c));
+	event_free(ev);
+	close(p.sv[0]);
+	close(p.sv[1]);
+}
+
 int
 main(void)
 {
@@ -436,6 +512,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_deferred_transform, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_quiet, setup, teardown),
 		cmocka_unit_test(test_bucket),
 	};
 
