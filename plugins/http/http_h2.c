@@ -49,6 +49,7 @@
 #include "http_int.h"
 
 #include "http_h2_int.h"
+#include "http_h2_mem.h"
 
 
 /* Kinds of HTTP/2 protocol events (http_series HTTP_S_H2_ERRORS). */
@@ -972,7 +973,10 @@ http_h2_start(struct http_state *h)
 	 * library's defences (rapid reset, CONTINUATION, SETTINGS and
 	 * outbound-queue floods, HPACK bounds) stay at their defaults. */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
-	if (nghttp2_session_server_new2(&c->ng, cb, c, opt) != 0)
+	/* Its frame buffer and stream map take memory as they are written
+	 * (http_h2_mem.c): an idle connection holds a page of their 20 KiB. */
+	if (nghttp2_session_server_new3(&c->ng, cb, c, opt,
+	    http_h2_mem()) != 0)
 		goto out;
 	if (conn_window > 0x7fffffff)
 		conn_window = 0x7fffffff;

@@ -6,6 +6,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_grpc.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_leg.c
+	${CMAKE_CURRENT_LIST_DIR}/http_h2_mem.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_origin.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_req.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_origin_stream.c
