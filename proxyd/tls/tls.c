@@ -168,8 +168,8 @@ px_tls_cache_same(const struct px_tls_cache_entry *ce,
     const struct px_tls_conn *tc)
 {
 	return ce->nsessions > 0 && ce->ctx_id == tc->ctx_id &&
-	    strcmp(ce->name, tc->name) == 0 &&
-	    memcmp(&ce->addr, &tc->addr, sizeof(ce->addr)) == 0;
+	    strcmp(ce->name, tc->dest->name) == 0 &&
+	    memcmp(&ce->addr, &tc->dest->addr, sizeof(ce->addr)) == 0;
 }
 
 static struct px_tls_cache_entry *
@@ -199,7 +199,7 @@ px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 		tc->resume_of->next_resume = sess;
 		return 1;
 	}
-	if (tc == NULL || tc->tw == NULL || tc->no_cache)
+	if (tc == NULL || tc->tw == NULL || tc->no_cache || tc->dest == NULL)
 		return 0;
 	/* A chain that did not verify, let through for one keybridge
 	 * client: a resumption skips the check, so a connection that must
@@ -214,8 +214,8 @@ px_tls_new_session(SSL *ssl, SSL_SESSION *sess)
 				ce = &tc->tw->cache[i];
 		px_tls_cache_clear(ce);
 		ce->ctx_id = tc->ctx_id;
-		memcpy(&ce->addr, &tc->addr, sizeof(ce->addr));
-		memcpy(ce->name, tc->name, sizeof(ce->name));
+		memcpy(&ce->addr, &tc->dest->addr, sizeof(ce->addr));
+		memcpy(ce->name, tc->dest->name, sizeof(ce->name));
 	}
 	if (ce->nsessions == PX_TLS_CACHE_TICKETS)
 		px_tls_cache_drop(ce, 0);
@@ -404,7 +404,8 @@ px_tls_handshake_done(struct px_tls_conn *tc)
 			px_tls_inc(&tc->n->unverified);
 		px_log(LOG_NOTICE, tc->session_id, "tls-server-unverified "
 		    "name=%s reason=\"%s\" (verify=\"optional\")",
-		    tc->name[0] != '\0' ? tc->name : "-",
+		    tc->dest != NULL && tc->dest->name[0] != '\0' ?
+		    tc->dest->name : "-",
 		    X509_verify_cert_error_string(v));
 	}
 }
@@ -687,6 +688,14 @@ px_tls_trim_if_due(void)
 #endif
 }
 
+struct px_tls_dest *
+px_tls_dest(struct px_tls_conn *tc)
+{
+	if (tc->dest == NULL)
+		tc->dest = calloc(1, sizeof(*tc->dest));
+	return tc->dest;
+}
+
 static void
 px_tls_conn_free(void *state)
 {
@@ -701,6 +710,7 @@ px_tls_conn_free(void *state)
 		    SSL_RECEIVED_SHUTDOWN);
 	SSL_free(tc->ssl);
 	SSL_SESSION_free(tc->next_resume);
+	free(tc->dest);
 	free(tc);
 	px_tls_count_gone();
 }
@@ -734,13 +744,16 @@ px_tls_connect_setup(struct px_tls_conn *tc, const struct px_tls_peer *p)
 	SSL_SESSION *cached;
 	const struct sockaddr *a = p->addr;
 	X509_VERIFY_PARAM *param = SSL_get0_param(tc->ssl);
+	struct px_tls_dest *d;
 
+	if ((d = px_tls_dest(tc)) == NULL)
+		return -1;
 	if (a != NULL)
-		memcpy(&tc->addr, a, px_sockaddr_len(a));
+		memcpy(&d->addr, a, px_sockaddr_len(a));
 	if (p->name != NULL && p->name[0] != '\0') {
-		snprintf(tc->name, sizeof(tc->name), "%s", p->name);
-		if (SSL_set_tlsext_host_name(tc->ssl, tc->name) != 1 ||
-		    SSL_set1_host(tc->ssl, tc->name) != 1)
+		snprintf(d->name, sizeof(d->name), "%s", p->name);
+		if (SSL_set_tlsext_host_name(tc->ssl, d->name) != 1 ||
+		    SSL_set1_host(tc->ssl, d->name) != 1)
 			return -1;
 		SSL_set_hostflags(tc->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	} else if (a != NULL && a->sa_family == AF_INET) {

@@ -89,6 +89,11 @@ struct px_tls_named {
 	size_t		 nnames;
 };
 
+struct px_tls_dest {
+	struct sockaddr_storage addr;
+	char		 name[256];
+};
+
 struct px_tls_conn {
 	SSL		*ssl;
 	enum px_tls_side side;
@@ -105,8 +110,10 @@ struct px_tls_conn {
 	uint64_t	 session_id;
 	struct px_tls_worker *tw;
 	struct px_tls_counters *n;	/* NULL: not counted */
-	struct sockaddr_storage addr;	/* server side: the cache key */
-	char		 name[256];
+	/* Server side: the session cache's key (the name also sent and
+	 * checked); keybridge: the ClientHello's name. NULL elsewhere: a
+	 * terminated connection does not carry their 384 bytes. */
+	struct px_tls_dest *dest;
 	char		 error[160];	/* "tls: <reason>" of the last failure */
 	enum px_tls_failure failure;
 	bool		 no_cache;	/* resumes a given session: keep none */
@@ -133,6 +140,9 @@ struct px_tls_conn {
 	const struct px_fp_rule *fp_hit;
 	bool		 hello_refused;	/* by px_tls_fp_hello, no rule: tc->error says why */
 };
+
+/* tc's dest, made the first time (zeros); NULL: out of memory. */
+struct px_tls_dest *px_tls_dest(struct px_tls_conn *tc);
 
 /* The conn layer's TLS transform: c->tf == &px_tls_transform is a TLS
  * conn, c->tf_state its struct px_tls_conn. */

@@ -163,6 +163,7 @@ static int
 px_tls_kb_hello_cb(SSL *ssl, int *alert, void *arg)
 {
 	struct px_tls_conn *tc = SSL_get_ex_data(ssl, px_tls_conn_index);
+	struct px_tls_dest *d;
 	const unsigned char *p;
 	size_t len, nl;
 
@@ -172,16 +173,20 @@ px_tls_kb_hello_cb(SSL *ssl, int *alert, void *arg)
 	/* Before the server is connected: a refused client costs it none. */
 	if (px_tls_fp_hello(ssl, alert) != SSL_CLIENT_HELLO_SUCCESS)
 		return SSL_CLIENT_HELLO_ERROR;
-	tc->name[0] = '\0';
+	if ((d = px_tls_dest(tc)) == NULL) {
+		*alert = SSL_AD_INTERNAL_ERROR;
+		return SSL_CLIENT_HELLO_ERROR;
+	}
+	d->name[0] = '\0';
 	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
 	    &len) == 1 && len >= 5 && (size_t)((p[0] << 8) | p[1]) == len - 2 &&
 	    p[2] == TLSEXT_NAMETYPE_host_name &&
 	    (nl = (size_t)((p[3] << 8) | p[4])) + 5 <= len &&
-	    nl < sizeof(tc->name)) {
-		memcpy(tc->name, p + 5, nl);
-		tc->name[nl] = '\0';
-		if (!px_tls_is_dns_name(tc->name))
-			tc->name[0] = '\0';
+	    nl < sizeof(d->name)) {
+		memcpy(d->name, p + 5, nl);
+		d->name[nl] = '\0';
+		if (!px_tls_is_dns_name(d->name))
+			d->name[0] = '\0';
 	}
 	tc->kb_waiting = true;
 	return SSL_CLIENT_HELLO_RETRY;
@@ -269,7 +274,7 @@ px_tls_keybridge_waiting(const struct px_conn *c, const char **name)
 
 	if (c->tf != &px_tls_transform || tc->kb == NULL || !tc->kb_waiting)
 		return false;
-	*name = tc->name;
+	*name = tc->dest != NULL ? tc->dest->name : "";
 	return true;
 }
 
