@@ -21,6 +21,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* LeakSanitizer looks for pointers in no mapping of ours: what nghttp2
+ * keeps in them (its stream map's pointers) is shown to it. */
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#define H2M_LSAN_ROOT(p, n)	__lsan_register_root_region((p), (n))
+#else
+#define H2M_LSAN_ROOT(p, n)	((void)(p), (void)(n))
+#endif
+
 /* Blocks of H2M_MIN bytes up to a slot go to slots: a slot holds
  * nghttp2's frame buffer (16384 + 10 bytes). */
 #define H2M_MIN			4096
@@ -69,6 +78,7 @@ h2m_chunk_new(void)
 		free(k);
 		return NULL;
 	}
+	H2M_LSAN_ROOT(p, h2m_slot * H2M_CHUNK_SLOTS);
 	k->base = (uintptr_t)p;
 	memset(k->used, 0, sizeof(k->used));
 	for (i = 0; i < H2M_CHUNK_SLOTS; i++)
