@@ -106,6 +106,139 @@ px_doctype_line(const char *path)
 	return line;
 }
 
+/* libxml2 2.9 gives some validation errors no node: an element that
+ * lacks a required attribute but has an optional one ("Element listen
+ * failed to validate attributes" at line 0). Such an error is kept
+ * (its code and element name) and placed once the validation is over. */
+#define PX_RNG_LOST_MAX	4
+
+struct px_rng_errs {
+	struct px_cfgerr	*e;
+	unsigned		 nlost;
+	struct {
+		int	 code;
+		char	*name;
+		char	*msg;
+	}			 lost[PX_RNG_LOST_MAX];
+	bool			 found;		/* a trial's run saw the error */
+	int			 want_code;
+	const char		*want_name;
+};
+
+static void
+px_rng_error(void *ctx, xmlErrorPtr xe)
+{
+	struct px_rng_errs *r = ctx;
+
+	if (xe == NULL || xe->level == XML_ERR_WARNING)
+		return;
+	if (xe->node != NULL || xe->line != 0 || xe->str1 == NULL ||
+	    r->nlost == PX_RNG_LOST_MAX) {
+		px_xml_error(r->e, xe);
+		return;
+	}
+	r->lost[r->nlost].code = xe->code;
+	r->lost[r->nlost].name = strdup(xe->str1);
+	r->lost[r->nlost].msg = strdup(xe->message ? xe->message :
+	    "XML error");
+	r->nlost++;
+}
+
+/* A trial's validation: only notes whether the lost error came again. */
+static void
+px_rng_trial_error(void *ctx, xmlErrorPtr xe)
+{
+	struct px_rng_errs *r = ctx;
+
+	if (xe != NULL && xe->level != XML_ERR_WARNING &&
+	    xe->code == r->want_code && xe->str1 != NULL &&
+	    strcmp(xe->str1, r->want_name) == 0)
+		r->found = true;
+}
+
+/* The element after n in document order, its children first. */
+static xmlNodePtr
+px_xml_next_elem(xmlNodePtr n)
+{
+	xmlNodePtr c;
+
+	for (c = n->children; c != NULL; c = c->next)
+		if (c->type == XML_ELEMENT_NODE)
+			return c;
+	for (; n != NULL && n->type == XML_ELEMENT_NODE; n = n->parent)
+		for (c = n->next; c != NULL; c = c->next)
+			if (c->type == XML_ELEMENT_NODE)
+				return c;
+	return NULL;
+}
+
+/* The k-th element named name in document order (from 0), or NULL. */
+static xmlNodePtr
+px_xml_nth_named(xmlDocPtr doc, const char *name, size_t k)
+{
+	xmlNodePtr n;
+
+	for (n = xmlDocGetRootElement(doc); n != NULL; n = px_xml_next_elem(n))
+		if (xmlStrcmp(n->name, (const xmlChar *)name) == 0 && k-- == 0)
+			return n;
+	return NULL;
+}
+
+/* Whether a copy of doc cut right after the k-th element named as the
+ * lost error says (its own content kept) fails the same way. */
+static bool
+px_rng_trial(struct px_rng_errs *r, xmlDocPtr doc, xmlRelaxNGPtr rng,
+    size_t k)
+{
+	xmlDocPtr copy;
+	xmlNodePtr n, next;
+	xmlRelaxNGValidCtxtPtr vc;
+
+	if ((copy = xmlCopyDoc(doc, 1)) == NULL)
+		return false;
+	for (n = px_xml_nth_named(copy, r->want_name, k);
+	    n != NULL && n->type == XML_ELEMENT_NODE; n = n->parent)
+		while ((next = n->next) != NULL) {
+			xmlUnlinkNode(next);
+			xmlFreeNode(next);
+		}
+	r->found = false;
+	if ((vc = xmlRelaxNGNewValidCtxt(rng)) != NULL) {
+		xmlRelaxNGSetValidStructuredErrors(vc, px_rng_trial_error, r);
+		(void)xmlRelaxNGValidateDoc(vc, copy);
+		xmlRelaxNGFreeValidCtxt(vc);
+	}
+	xmlFreeDoc(copy);
+	return r->found;
+}
+
+/* The line of the element a lost error is about: the first element of
+ * that name whose trial fails (once one does, every later one does, so
+ * a bisection: a policy may have thousands of <url>). 0 if none. */
+static long
+px_rng_locate(struct px_rng_errs *r, xmlDocPtr doc, xmlRelaxNGPtr rng,
+    int code, const char *name)
+{
+	xmlNodePtr n;
+	size_t count = 0, lo = 0, hi, mid;
+
+	r->want_code = code;
+	r->want_name = name;
+	for (n = xmlDocGetRootElement(doc); n != NULL; n = px_xml_next_elem(n))
+		if (xmlStrcmp(n->name, (const xmlChar *)name) == 0)
+			count++;
+	if (count == 0 || !px_rng_trial(r, doc, rng, count - 1))
+		return 0;
+	for (hi = count - 1; lo < hi; ) {
+		mid = lo + (hi - lo) / 2;
+		if (px_rng_trial(r, doc, rng, mid))
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return px_xml_line(px_xml_nth_named(doc, name, lo));
+}
+
 /* Parses one file and validates it. Returns NULL after reporting. */
 /* Before libxml2 sees it: a file that is too big to be a policy, or
  * not text at all, gets a line that says so ("Document is empty" or
@@ -156,7 +289,8 @@ px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 	xmlRelaxNGPtr rng = NULL;
 	xmlRelaxNGValidCtxtPtr vc = NULL;
 	xmlDocPtr doc;
-	unsigned before = e->count;
+	struct px_rng_errs rerr = { .e = e };
+	unsigned before = e->count, i;
 
 	e->file = path;
 	if (px_xml_precheck(path, e) == -1)
@@ -191,8 +325,13 @@ px_xml_load(const char *path, const char *schema_text, struct px_cfgerr *e)
 		px_cfg_error_line(e, path, 0, "internal error: schema does not compile");
 		goto fail;
 	}
-	xmlRelaxNGSetValidStructuredErrors(vc, px_xml_error, e);
+	xmlRelaxNGSetValidStructuredErrors(vc, px_rng_error, &rerr);
 	if (xmlRelaxNGValidateDoc(vc, doc) != 0) {
+		for (i = 0; i < rerr.nlost; i++)
+			px_cfg_error_line(e, path, rerr.lost[i].name == NULL ? 0 :
+			    px_rng_locate(&rerr, doc, rng, rerr.lost[i].code,
+			    rerr.lost[i].name), "%s", rerr.lost[i].msg != NULL ?
+			    rerr.lost[i].msg : "XML error");
 		if (e->count == before)
 			px_cfg_error_line(e, path, 0, "does not match the schema");
 		goto fail;
@@ -202,6 +341,10 @@ fail:
 	xmlFreeDoc(doc);
 	doc = NULL;
 out:
+	for (i = 0; i < rerr.nlost; i++) {
+		free(rerr.lost[i].name);
+		free(rerr.lost[i].msg);
+	}
 	if (vc != NULL)
 		xmlRelaxNGFreeValidCtxt(vc);
 	if (rng != NULL)

@@ -146,6 +146,34 @@ f=$C/conf/proxyd.xml
 set_line "$f" '<log' '  <log target="stderr" level="info" colour="yes"/>'
 expect_error unknown_attribute_daemon "colour" "$(at "$f" colour=)"
 
+# ---- a required attribute missing beside an optional one: libxml2 gives
+# that error no node, proxyd finds its element (a <listen> without
+# address=, the second of two <zone>, the third of three <request>)
+new_case missing_required_attribute
+set_line "$C/policy/web.xml" '<listen' '  <listen port="18081" mode="fixed"/>'
+expect_error missing_required_attribute "listen" "$(at "$C/policy/web.xml" '<listen')"
+new_case missing_required_attribute_daemon
+f=$C/conf/proxyd.xml
+set_line "$f" '<log' '  <log target="stderr" level="info"/>
+  <zones>
+    <zone name="a" addresses="198.18.0.0/24"/>
+    <zone addresses="198.19.0.0/24"/>
+  </zones>'
+expect_error missing_required_attribute_daemon "zone" "$(at "$f" '<zone addresses')"
+new_case missing_required_attribute_http
+cat >"$C/policy/web.xml" <<'EOF2'
+<service name="web" analyser="http">
+  <listen address="127.0.0.1" port="18081" mode="fixed"/>
+  <target address="127.0.0.1" port="18080"/>
+  <http>
+    <request method="GET" action="accept"/>
+    <request method="PUT" action="accept"/>
+    <request action="deny" status="405"/>
+  </http>
+</service>
+EOF2
+expect_error missing_required_attribute_http "request" "$(at "$C/policy/web.xml" 'status="405"')"
+
 # ---- bad address
 new_case bad_address
 set_line "$C/policy/web.xml" '<target' '  <target address="300.1.1.1" port="18080"/>'
