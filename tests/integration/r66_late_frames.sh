@@ -9,7 +9,11 @@
 # with the server's error code, the second one accepted, one session. The
 # same the other way: a download whose block 0 the server sent with a
 # wrong digest, refused by the client while the server's blocks are still
-# coming, then a second download on the connection.
+# coming, then a second download on the connection. Then about 10 s of
+# frames mangled on their way into proxyd from either side (r66_mangle.py:
+# forbidden framing answered with a ConnectionError, anything else ends in
+# bounded time, clean rounds arrive intact; R66_MANGLE_SEED=N replays a
+# run), no session left over, and a transfer after them.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/r66_lib.sh"
@@ -28,9 +32,13 @@ start_r66_server_at bad --keep-on-error --corrupt-block 0
 cp "$T/cli/big.bin" "$T/cli/ok.bin" "$R66_AT_DIR/"
 free_port R66_PORT
 free_port RECV_PORT
+free_port MANGLE_PORT
+free_port MITM_C_PORT
+free_port MITM_S_PORT
 write_proxyd_conf
 write_r66_service r66 "$R66_PORT" "$R66_SRV_PORT" '<r66/>'
 write_r66_service r66recv "$RECV_PORT" "$R66_AT_PORT" '<r66/>'
+write_r66_service r66mangle "$MANGLE_PORT" "$MITM_S_PORT" '<r66 max-block="256k"/>'
 start_proxyd
 
 r66c "$R66_PORT" hosta:pwA --rule in --mode 3 --timeout 30 --corrupt-block 0 \
@@ -73,6 +81,19 @@ assert_metric ge proxyd_analyser_events_total 'analyser="r66",event="late_frames
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers"' 2
 assert_metric eq proxyd_analyser_events_total 'analyser="r66",event="transfers_failed"' 2
 info "late frames dropped (both): $(r66_event late_frames)"
+
+info "frames mangled on their way into proxyd, from either side (r66_mangle.py)"
+SEED=${R66_MANGLE_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+mkdir -p "$T/mangle"
+python3 "$(dirname "$0")/r66_mangle.py" "$R66PEER" "$MANGLE_PORT" "$MITM_C_PORT" \
+    "$MITM_S_PORT" "$R66_SRV_PORT" "$T/mangle" "$R66_SRV_DIR" \
+    "${R66_MANGLE_SECONDS:-10}" "$SEED" || fail "r66_mangle: see the PROBLEM lines above"
+proc_alive "$PROXYD_PID" || fail "proxyd died while frames were mangled"
+assert_metric eq proxyd_sessions_active '' 0 10
+head -c 300K /dev/urandom >"$T/cli/after.bin"
+r66c "$R66_PORT" hosta:pwA --rule in --mode 3 --send "$T/cli/after.bin"
+assert_eq "$R66_RC" 0 "a transfer after the mangled ones: $(cat "$T/client.err")"
+assert_eq "$(sha256_of "$R66_SRV_DIR/after.bin")" "$(sha256_of "$T/cli/after.bin")" "after.bin on the server"
 r66_finish
 kill "$R66_AT_PID" 2>/dev/null || true
 info "PASS"
