@@ -776,7 +776,9 @@ px_tls_load_passthrough(struct px_cfgerr *e, const xmlNode *n,
 /* Whether a rule's alpn= set matches what the client offers, read the
  * safe way for its action: an accept rule needs every protocol offered to
  * be in the set (a client that offers none, or more than the reader
- * keeps, does not match); a deny rule matches if any one is. */
+ * keeps, does not match); a deny rule matches if any one is, or if the
+ * client offers more than the reader keeps (the one it denies could be
+ * among those past the eighth). */
 static bool
 px_tls_alpn_match(const struct px_tls_alpn_set *set, const struct px_hello *h,
     bool accept)
@@ -785,7 +787,9 @@ px_tls_alpn_match(const struct px_tls_alpn_set *set, const struct px_hello *h,
 	size_t k;
 
 	if (!accept) {
-		for (i = 0; i < h->alpn_count && i < PX_HELLO_ALPN_MAX; i++)
+		if (h->alpn_count > PX_HELLO_ALPN_MAX)
+			return true;
+		for (i = 0; i < h->alpn_count; i++)
 			for (k = 0; k < set->n; k++)
 				if (strcmp(h->alpn[i], set->names[k]) == 0)
 					return true;
