@@ -5,7 +5,10 @@
 # only h2 refused), min-version enforced, handshake failures logged with
 # OpenSSL's reason and counted by class in /metrics, and bad files refused
 # by --check with file:line. The CA and the certificates are made here with
-# the openssl command.
+# the openssl command. Then random services and clients
+# (tls_terminate_combos.py: 200 handshakes, about 6 s; TLS_COMBO_SEED=N
+# replays a run): the certificate a name picks, client certificates under
+# each verify=, ALPN, as docs/CONFIG.md states them.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -204,6 +207,11 @@ tls_check_bad "a named certificate whose key does not match" plug \
 tls_check_bad "a mode on the wrong side" plug \
     "<tls side=\"server\" mode=\"passthrough\"/>" \
     "b\.xml:4: <tls side=\"server\" mode=\"passthrough\">: this proxyd terminates TLS from clients \\(side=\"client\" mode=\"terminate\" or \"keybridge\"\\), polices it unopened .* and originates it to servers"
+
+info "random services and clients: certificate by name, client certificates, ALPN (tls_terminate_combos.py)"
+SEED=${TLS_COMBO_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+python3 "$(dirname "$0")/tls_terminate_combos.py" "$PROXYD_PID" "$T/policy" "$PROXYD_LOG" \
+    "$T/combo-pki" "${TLS_COMBO_ROUNDS:-200}" "$SEED" || fail "tls_terminate_combos: see the PROBLEM lines above"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
