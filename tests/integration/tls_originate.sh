@@ -7,7 +7,9 @@
 # sessions resumed per worker, an accepted Upgrade's tunnel kept in TLS
 # on each side that has it (the same TLS sessions, relayed), failures
 # logged and counted by reason, and bad files refused by --check with
-# file:line.
+# file:line. Then random verify= and sni= in front of origins whose
+# certificates name the server in every way (tls_originate_combos.py: 200
+# sessions, about 6 s; TLS_ORIG_SEED=N replays a run).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -291,6 +293,11 @@ tls_check_bad "an unknown verify" plug \
 tls_check_bad "two client sides" plug \
     "$FRONT $FRONT" \
     "b\.xml:4: <tls> given twice"
+
+info "random verify= and sni= against origins of every kind of certificate (tls_originate_combos.py)"
+SEED=${TLS_ORIG_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+python3 "$(dirname "$0")/tls_originate_combos.py" "$PROXYD_PID" "$T/policy" \
+    "$T/orig-pki" "${TLS_ORIG_ROUNDS:-200}" "$SEED" || fail "tls_originate_combos: see the PROBLEM lines above"
 
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"

@@ -23,10 +23,10 @@ import random
 import re
 import socket
 import ssl
-import subprocess
 import sys
 
-from rand_lib import free_port, reload_and_wait, serve
+from rand_lib import (EC, free_port, make_ca, make_leaf, openssl,
+                      reload_and_wait, serve)
 
 PID, PDIR, LOG, PKI, ROUNDS, SEED = (int(sys.argv[1]), sys.argv[2],
                                      sys.argv[3], sys.argv[4],
@@ -39,39 +39,17 @@ def log(msg):
     print("[tls_terminate_combos] %s" % msg, flush=True)
 
 
-def openssl(*args):
-    p = subprocess.run(("openssl",) + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit("FAIL: openssl %s: %s" % (" ".join(args), p.stderr))
-
-
 def pki():
-    os.makedirs(PKI, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-
     def path(n):
         return os.path.join(PKI, n)
-    openssl("req", "-x509", *ec, "-keyout", path("ca.key"), "-out",
-            path("ca.pem"), "-days", "2", "-subj", "/CN=combo CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign")
-
-    def leaf(n, cn, san, eku):
-        openssl("req", *ec, "-keyout", path(n + ".key"), "-out",
-                path(n + ".csr"), "-subj", "/CN=" + cn)
-        with open(path(n + ".ext"), "w") as f:
-            f.write("subjectAltName=%s\nextendedKeyUsage=%s\n" % (san, eku))
-        openssl("x509", "-req", "-in", path(n + ".csr"), "-CA",
-                path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
-                "-days", "2", "-extfile", path(n + ".ext"), "-out",
-                path(n + ".pem"))
-    leaf("default", "default", "DNS:localhost", "serverAuth")
-    leaf("a", "a", "DNS:www.a.test", "serverAuth")
-    leaf("b", "b", "DNS:*.b.test", "serverAuth")
-    leaf("c", "c", "DNS:c.test", "serverAuth")
-    leaf("alice", "alice", "DNS:alice.test", "clientAuth")
-    leaf("server-only", "server-only", "DNS:s.test", "serverAuth")
-    openssl("req", "-x509", *ec, "-keyout", path("mallory.key"), "-out",
+    make_ca(PKI, "combo CA")
+    make_leaf(PKI, "default", "default", "DNS:localhost", "serverAuth")
+    make_leaf(PKI, "a", "a", "DNS:www.a.test", "serverAuth")
+    make_leaf(PKI, "b", "b", "DNS:*.b.test", "serverAuth")
+    make_leaf(PKI, "c", "c", "DNS:c.test", "serverAuth")
+    make_leaf(PKI, "alice", "alice", "DNS:alice.test", "clientAuth")
+    make_leaf(PKI, "server-only", "server-only", "DNS:s.test", "serverAuth")
+    openssl("req", "-x509", *EC, "-keyout", path("mallory.key"), "-out",
             path("mallory.pem"), "-days", "2", "-subj", "/CN=mallory")
     ders = {}
     for n in ("default", "a", "b", "c"):
