@@ -171,6 +171,7 @@ struct http_resp_ctx;
 struct px_auth_id;
 struct http_h2o_stream;
 struct http_h2o_req;
+struct http_h2w;
 
 /* One request and its response (a transaction): what they own, from the
  * request head to the response's end (the server side, body framing,
@@ -189,6 +190,9 @@ struct http_txn {
 	/* Its request's header list, made from the parsed request when the
 	 * service may speak HTTP/2 to servers (http_h2o_prepare); NULL. */
 	struct http_h2o_req	*h2o_req;
+	/* The transaction is an HTTP/2 client stream: its response writer
+	 * (http_h2_txn.c); NULL: the client connection is HTTP/1.1. */
+	struct http_h2w		*h2w;
 	size_t			 resp_scan;	/* http_head_end() resume point */
 	struct http_head_scan	 resp_judge;	/* the response head arriving */
 	uint16_t		 port;		/* the request's, for Allow */
@@ -329,9 +333,9 @@ void	http_log_held(struct http_txn *t);
  * (http_scan.c) sits in front of it: out is where http_scan_to says the
  * bytes go (the client's output, or the scan's hold); a head the scan
  * holds is kept parsed and given to head at its release, ahead of the
- * body held with it. One writer today,
- * HTTP/1.1's (http_txn.c); an HTTP/2 stream's would submit HEADERS, DATA
- * and trailers (issue 36). A body an HTTP/1.1 server sends chunked goes
+ * body held with it. HTTP/1.1's (http_txn.c), and an HTTP/2 stream's
+ * (http_h2_txn.c: HEADERS, DATA and trailers through nghttp2; no stream
+ * is a transaction yet, issue 36). A body an HTTP/1.1 server sends chunked goes
  * on with its own chunks (http_body.c), not through data. */
 struct http_client_ops {
 	const char *name;
@@ -363,6 +367,8 @@ struct http_client_ops {
 
 /* The writer of t's response. */
 const struct http_client_ops *http_client(const struct http_txn *t);
+/* An HTTP/2 stream's (http_h2_txn.c): t->h2w set. */
+extern const struct http_client_ops http_client_h2;
 /* Its in and out. */
 struct evbuffer *http_client_in(struct http_txn *t);
 struct evbuffer *http_client_out(struct http_txn *t);

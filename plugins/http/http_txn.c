@@ -28,6 +28,7 @@ http_txn_init(struct http_txn *t, struct http_state *h)
 	t->conn = h;
 	t->grpc_status = -1;
 	t->srv.io = NULL;
+	t->h2w = NULL;
 	t->head_out = evbuffer_new();
 	return t->head_out != NULL ? 0 : -1;
 }
@@ -221,8 +222,7 @@ static const struct http_client_ops http_client_h1 = {
 const struct http_client_ops *
 http_client(const struct http_txn *t)
 {
-	(void)t;	/* an HTTP/2 stream's transaction is a leg's today */
-	return &http_client_h1;
+	return t->h2w != NULL ? &http_client_h2 : &http_client_h1;
 }
 
 struct evbuffer *

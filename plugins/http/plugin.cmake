@@ -12,6 +12,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_origin_stream.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_resp.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_tunnel.c
+	${CMAKE_CURRENT_LIST_DIR}/http_h2_txn.c
 	${CMAKE_CURRENT_LIST_DIR}/http_head.c
 	${CMAKE_CURRENT_LIST_DIR}/http_judge.c
 	${CMAKE_CURRENT_LIST_DIR}/http_parse.c

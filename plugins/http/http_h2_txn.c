@@ -1,0 +1,370 @@
+/* The HTTP/2 stream's response writer (http_h2_txn.h): heads as HEADERS,
+ * the body as DATA from the stream's buffer, its end as END_STREAM or
+ * trailers; and the http_client_ops of a transaction that is a stream
+ * (http_client_h2), for when http_h2.c makes streams transactions. */
+#include "http_h2_txn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "http_int.h"
+
+/* A header list as the *_fields writers give it, lower-cased, then made
+ * nghttp2_nv (which nghttp2 copies when it is submitted). */
+struct h2w_list {
+	char		*mem;
+	size_t		 len, cap;
+	size_t		*off;		/* name, value offsets; lengths */
+	size_t		 n, fcap;
+	bool		 failed;
+};
+
+static bool
+h2w_room(struct h2w_list *l, size_t len)
+{
+	size_t cap = l->cap != 0 ? l->cap : 512;
+	char *nm;
+
+	while (cap - l->len < len) {
+		if (cap > SIZE_MAX / 2)
+			return false;
+		cap *= 2;
+	}
+	if (cap != l->cap) {
+		if ((nm = realloc(l->mem, cap)) == NULL)
+			return false;
+		l->mem = nm;
+		l->cap = cap;
+	}
+	return true;
+}
+
+static void
+h2w_add(void *arg, const char *name, size_t nlen, const char *val,
+    size_t vlen)
+{
+	struct h2w_list *l = arg;
+	size_t i, *no;
+
+	if (l->failed)
+		return;
+	if (name == NULL || nlen > SIZE_MAX / 2 || vlen > SIZE_MAX / 2 ||
+	    !h2w_room(l, nlen + vlen)) {
+		l->failed = true;
+		return;
+	}
+	if (l->n == l->fcap) {
+		size_t fcap = l->fcap != 0 ? l->fcap * 2 : 16;
+
+		if ((no = realloc(l->off, fcap * 4 * sizeof(*no))) == NULL) {
+			l->failed = true;
+			return;
+		}
+		l->off = no;
+		l->fcap = fcap;
+	}
+	/* RFC 9113 8.2.1: field names in lower case. */
+	for (i = 0; i < nlen; i++)
+		l->mem[l->len + i] = (name[i] >= 'A' && name[i] <= 'Z') ?
+		    (char)(name[i] - 'A' + 'a') : name[i];
+	memcpy(l->mem + l->len + nlen, val, vlen);
+	no = l->off + l->n * 4;
+	no[0] = l->len;
+	no[1] = nlen;
+	no[2] = l->len + nlen;
+	no[3] = vlen;
+	l->len += nlen + vlen;
+	l->n++;
+}
+
+/* l as nghttp2_nv (pointing into l->mem); NULL out of memory. */
+static nghttp2_nv *
+h2w_nv(struct h2w_list *l)
+{
+	nghttp2_nv *nv;
+	size_t i, *o;
+
+	if (l->failed || (nv = calloc(l->n + 1, sizeof(*nv))) == NULL)
+		return NULL;
+	for (i = 0; i < l->n; i++) {
+		o = l->off + i * 4;
+		nv[i].name = (uint8_t *)l->mem + o[0];
+		nv[i].namelen = o[1];
+		nv[i].value = (uint8_t *)l->mem + o[2];
+		nv[i].valuelen = o[3];
+		nv[i].flags = NGHTTP2_NV_FLAG_NONE;
+	}
+	return nv;
+}
+
+static void
+h2w_list_free(struct h2w_list *l)
+{
+	free(l->mem);
+	free(l->off);
+}
+
+/* Bytes came into the body buffer: a DATA waiting for them goes on. */
+static void
+h2w_grew(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct http_h2w *w = arg;
+
+	(void)b;
+	if (info->n_added == 0 || !w->deferred || w->done)
+		return;
+	w->deferred = false;
+	if (nghttp2_session_resume_data(w->ng, w->id) != 0)
+		w->failed = true;
+}
+
+int
+http_h2w_init(struct http_h2w *w, nghttp2_session *ng, int32_t id,
+    bool is_head, bool connect)
+{
+	memset(w, 0, sizeof(*w));
+	w->ng = ng;
+	w->id = id;
+	w->is_head = is_head;
+	w->connect = connect;
+	w->left = -1;
+	if ((w->buf = evbuffer_new()) == NULL ||
+	    (w->in = evbuffer_new()) == NULL ||
+	    evbuffer_add_cb(w->buf, h2w_grew, w) == NULL) {
+		http_h2w_free(w);
+		return -1;
+	}
+	return 0;
+}
+
+void
+http_h2w_free(struct http_h2w *w)
+{
+	if (w->buf != NULL)
+		evbuffer_free(w->buf);
+	if (w->in != NULL)
+		evbuffer_free(w->in);
+	w->buf = w->in = NULL;
+	free(w->trl);
+	free(w->trl_mem);
+	w->trl = NULL;
+	w->trl_mem = NULL;
+}
+
+/* nghttp2 takes DATA: what the buffer has, up to len; the end once the
+ * body is whole and taken (the trailers then, if any). */
+static ssize_t
+h2w_read(nghttp2_session *ng, int32_t id, uint8_t *out, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	struct http_h2w *w = src->ptr;
+	size_t have = evbuffer_get_length(w->buf);
+	int n;
+
+	(void)ud;
+	if (w->left >= 0 && (uint64_t)w->left < len)
+		len = (size_t)w->left;
+	if (have < len)
+		len = have;
+	if (len > 0 && (n = evbuffer_remove(w->buf, out, len)) != (int)len)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	w->sent += len;
+	if (w->left >= 0) {
+		w->left -= (int64_t)len;
+		if (w->left == 0)
+			w->eof = true;
+	}
+	if (w->left != 0 && (!w->eof || evbuffer_get_length(w->buf) != 0)) {
+		if (len > 0)
+			return (ssize_t)len;
+		w->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	*flags |= NGHTTP2_DATA_FLAG_EOF;
+	w->done = true;
+	if (w->trl != NULL) {
+		*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		if (nghttp2_submit_trailer(ng, id, w->trl, w->ntrl) != 0)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	return (ssize_t)len;
+}
+
+int
+http_h2w_head(struct http_h2w *w, const struct http_head *m,
+    const struct http_policy *p, const struct http_resp_ctx *rs)
+{
+	struct h2w_list l = { 0 };
+	nghttp2_data_provider dp = { .source.ptr = w, .read_callback =
+	    h2w_read };
+	nghttp2_nv *nv;
+	char st[4];
+	int rc, s = m->status;
+	bool interim = s >= 100 && s < 200, tunnel = w->connect &&
+	    s >= 200 && s < 300;
+
+	if (w->submitted || w->done || s < 100 || s > 999 || s == 101)
+		return -1;
+	st[0] = (char)('0' + s / 100);
+	st[1] = (char)('0' + s / 10 % 10);
+	st[2] = (char)('0' + s % 10);
+	st[3] = '\0';
+	h2w_add(&l, ":status", 7, st, 3);
+	http_head_response_fields(m, p, rs, h2w_add, &l);
+	if ((nv = h2w_nv(&l)) == NULL) {
+		h2w_list_free(&l);
+		w->failed = true;
+		return -1;
+	}
+	if (interim)
+		rc = nghttp2_submit_headers(w->ng, NGHTTP2_FLAG_NONE, w->id,
+		    NULL, nv, l.n, NULL);
+	else if (!tunnel && (w->is_head || s == 204 || s == 304 ||
+	    (m->content_length == 0 && !m->chunked))) {
+		rc = nghttp2_submit_response(w->ng, w->id, nv, l.n, NULL);
+		w->eof = w->done = true;
+	} else {
+		if (!tunnel && !m->chunked && m->content_length > 0)
+			w->left = m->content_length;
+		rc = nghttp2_submit_response(w->ng, w->id, nv, l.n, &dp);
+		w->streaming = true;
+	}
+	free(nv);
+	h2w_list_free(&l);
+	if (rc != 0) {
+		w->failed = true;
+		return -1;
+	}
+	if (!interim)
+		w->submitted = true;
+	return 0;
+}
+
+void
+http_h2w_data(struct http_h2w *w, struct evbuffer *src, size_t n,
+    struct evbuffer *out)
+{
+	if (!w->streaming || w->done) {
+		evbuffer_drain(src, n);	/* no body on this response */
+		return;
+	}
+	evbuffer_remove_buffer(src, out, n);
+}
+
+int
+http_h2w_end(struct http_h2w *w, const struct http_head *tr,
+    const struct http_policy *p)
+{
+	struct h2w_list l = { 0 };
+
+	if (!w->streaming || w->done || w->eof)
+		return 0;
+	if (tr != NULL)
+		http_head_trailer_fields(tr, p, false, h2w_add, &l);
+	if (l.failed) {
+		h2w_list_free(&l);
+		w->failed = true;
+		return -1;
+	}
+	if (l.n > 0) {
+		if ((w->trl = h2w_nv(&l)) == NULL) {
+			h2w_list_free(&l);
+			w->failed = true;
+			return -1;
+		}
+		w->ntrl = l.n;
+		w->trl_mem = l.mem;
+		l.mem = NULL;
+	}
+	h2w_list_free(&l);
+	w->eof = true;
+	if (w->deferred) {
+		w->deferred = false;
+		if (nghttp2_session_resume_data(w->ng, w->id) != 0) {
+			w->failed = true;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void
+http_h2w_reset(struct http_h2w *w, uint32_t code)
+{
+	if (w->done)
+		return;		/* END_STREAM already queued */
+	w->done = true;
+	if (nghttp2_submit_rst_stream(w->ng, NGHTTP2_FLAG_NONE, w->id,
+	    code) != 0)
+		w->failed = true;
+}
+
+/* ---- a transaction that is a stream: its client side ------------------- */
+
+static void
+http_h2t_head(struct http_txn *t, const struct http_head *m,
+    const struct http_resp_ctx *rs, struct evbuffer *out)
+{
+	(void)out;	/* HEADERS go to nghttp2, held or not */
+	if (http_h2w_head(t->h2w, m, t->conn->pol, rs) == -1)
+		http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* A head adds no bytes to out: HEADERS are nghttp2's. */
+static int
+http_h2t_head_size(struct http_txn *t, const struct http_head *m,
+    const struct http_resp_ctx *rs, size_t *n)
+{
+	(void)t, (void)m, (void)rs;
+	*n = 0;
+	return 0;
+}
+
+static void
+http_h2t_data(struct http_txn *t, struct evbuffer *src, size_t n,
+    struct evbuffer *out)
+{
+	http_h2w_data(t->h2w, src, n, out);
+}
+
+static void
+http_h2t_end(struct http_txn *t, const struct http_head *tr,
+    struct evbuffer *out)
+{
+	(void)out;
+	if (http_h2w_end(t->h2w, tr, t->conn->pol) == -1)
+		http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* The stream ends, not the connection. */
+static void
+http_h2t_reset(struct http_txn *t, const char *why)
+{
+	(void)why;
+	http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
+}
+
+static struct evbuffer *
+http_h2t_in(struct http_txn *t)
+{
+	return t->h2w->in;
+}
+
+static struct evbuffer *
+http_h2t_out(struct http_txn *t)
+{
+	return t->h2w->buf;
+}
+
+const struct http_client_ops http_client_h2 = {
+	.name = "h2",
+	.head = http_h2t_head,
+	.head_size = http_h2t_head_size,
+	.data = http_h2t_data,
+	.end = http_h2t_end,
+	.reset = http_h2t_reset,
+	.in = http_h2t_in,
+	.out = http_h2t_out,
+};

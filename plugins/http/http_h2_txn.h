@@ -1,0 +1,76 @@
+/* The response writer of a transaction that is an HTTP/2 client stream
+ * (issue 36): a judged response head becomes HEADERS (:status, its fields
+ * lower-cased), its body DATA read by nghttp2 from the stream's output
+ * buffer as the client's window lets it, its end END_STREAM or a trailing
+ * HEADERS. No session and no socket here: the nghttp2 server session is
+ * the caller's, and so is sending what it queues (nghttp2_session_send),
+ * so tests/unit/http_h2_txn_test.c drives it against an nghttp2 client
+ * session in memory. Not called by the daemon yet: HTTP/2 streams are
+ * still legs (http_h2_leg.c). */
+#ifndef HTTP_H2_TXN_H
+#define HTTP_H2_TXN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "http_head.h"
+#include "http_parse.h"
+
+struct evbuffer;
+
+/* One stream's response as it is written. */
+struct http_h2w {
+	nghttp2_session	*ng;
+	int32_t		 id;
+	/* The body bytes DATA frames take (the transaction's `out`: what is
+	 * in it counts against `buffer`, and stays until the client's
+	 * window lets it go). Bytes added to it by anyone wake a deferred
+	 * DATA (an evbuffer callback), so a body moved in without the
+	 * writer (an HTTP/1.1 server's Content-Length body) goes too. */
+	struct evbuffer	*buf;
+	/* The request's body as its DATA come (the transaction's `in`). */
+	struct evbuffer	*in;
+	bool		 is_head;	/* a HEAD request: no body ever */
+	bool		 connect;	/* a CONNECT: a 2xx opens a tunnel */
+	bool		 submitted;	/* the final HEADERS queued */
+	bool		 streaming;	/* ...with DATA to follow */
+	bool		 deferred;	/* nghttp2 waits for body bytes */
+	bool		 eof;		/* the body is whole */
+	bool		 done;		/* END_STREAM queued (or reset) */
+	bool		 failed;	/* out of memory or nghttp2 refused */
+	int64_t		 left;		/* body bytes the head says; -1 */
+	uint64_t	 sent;		/* body bytes given to DATA */
+	/* The trailer fields to send after the last DATA; NULL none. */
+	nghttp2_nv	*trl;
+	size_t		 ntrl;
+	void		*trl_mem;
+};
+
+/* w writes stream id of ng's responses. 0, or -1 out of memory. */
+int	http_h2w_init(struct http_h2w *w, nghttp2_session *ng, int32_t id,
+	    bool is_head, bool connect);
+void	http_h2w_free(struct http_h2w *w);
+/* The judged response head m (through p's response-header rules, rs:
+ * proxyd's own when rs->own): an interim one (1xx) as HEADERS, a final
+ * one as HEADERS with END_STREAM when no body can follow (HEAD, 204,
+ * 304, a length of 0 and not a CONNECT's 2xx: a gRPC trailers-only reply
+ * is one frame), else HEADERS with DATA to follow from w->buf. 0, or -1
+ * (out of memory, nghttp2 refused: the stream is to be reset). */
+int	http_h2w_head(struct http_h2w *w, const struct http_head *m,
+	    const struct http_policy *p, const struct http_resp_ctx *rs);
+/* n bytes at the front of src go to the body (to out: w->buf, or a scan
+ * holding them). */
+void	http_h2w_data(struct http_h2w *w, struct evbuffer *src, size_t n,
+	    struct evbuffer *out);
+/* The body ends (trailer section tr through p's rules when trailers
+ * ="pass"; NULL none): END_STREAM on the last DATA, or a trailing
+ * HEADERS after it. 0 or -1 as head. */
+int	http_h2w_end(struct http_h2w *w, const struct http_head *tr,
+	    const struct http_policy *p);
+/* The response fails after part of it went: RST_STREAM code. */
+void	http_h2w_reset(struct http_h2w *w, uint32_t code);
+
+#endif

@@ -1,0 +1,389 @@
+/* Unit tests for plugins/http/http_h2_txn.c: the HTTP/2 stream's response
+ * writer driven against an nghttp2 client session in memory (no socket):
+ * what the client receives, frame by frame, for a server's response, an
+ * interim one, trailers, proxyd's own trailers-only reply, a HEAD, a
+ * CONNECT's 200, a reset, and a body held by the client's window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <nghttp2/nghttp2.h>
+
+#include "http/http_h2_txn.h"
+
+static const struct http_limits lim = {
+	.max_line = 1024, .max_header_lines = 32, .max_header_bytes = 4096,
+	.max_url = 512,
+};
+
+/* A client and proxyd's server session, and what the client saw. */
+struct pair {
+	nghttp2_session	*cli, *srv;
+	int32_t		 id;
+	char		 log[4096];	/* frames and fields, in order */
+	size_t		 len;
+	struct http_h2w	 w;
+	struct http_head m;
+	struct http_policy p;
+};
+
+static void
+say(struct pair *x, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(x->log + x->len, sizeof(x->log) - x->len, fmt, ap);
+	va_end(ap);
+	assert_true(n >= 0 && (size_t)n < sizeof(x->log) - x->len);
+	x->len += (size_t)n;
+}
+
+static int
+on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+	struct pair *x = ud;
+	bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+
+	(void)s;
+	if (f->hd.stream_id == 0)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS)
+		say(x, "HEADERS%s\n", end ? " end" : "");
+	else if (f->hd.type == NGHTTP2_DATA)
+		say(x, "DATA %zu%s\n", f->hd.length, end ? " end" : "");
+	else if (f->hd.type == NGHTTP2_RST_STREAM)
+		say(x, "RST %u\n", f->rst_stream.error_code);
+	return 0;
+}
+
+static int
+on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
+    size_t nlen, const uint8_t *val, size_t vlen, uint8_t flags, void *ud)
+{
+	(void)s, (void)f, (void)flags;
+	say(ud, " %.*s: %.*s\n", (int)nlen, name, (int)vlen, val);
+	return 0;
+}
+
+static int
+on_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *d,
+    size_t len, void *ud)
+{
+	(void)s, (void)flags, (void)id;
+	say(ud, " [%.*s]\n", (int)len, d);
+	return 0;
+}
+
+/* Both ways until neither has anything to send (bounded). */
+static void
+pump(struct pair *x)
+{
+	const uint8_t *d;
+	ssize_t n, k;
+	int i;
+
+	for (i = 0; i < 64; i++) {
+		bool moved = false;
+
+		while ((n = nghttp2_session_mem_send(x->cli, &d)) > 0) {
+			k = nghttp2_session_mem_recv(x->srv, d, (size_t)n);
+			assert_int_equal(k, n);
+			moved = true;
+		}
+		assert_true(n == 0);
+		while ((n = nghttp2_session_mem_send(x->srv, &d)) > 0) {
+			k = nghttp2_session_mem_recv(x->cli, d, (size_t)n);
+			assert_int_equal(k, n);
+			moved = true;
+		}
+		assert_true(n == 0);
+		if (!moved)
+			return;
+	}
+	fail_msg("pump: no end");
+}
+
+/* A client whose first request is method (window: its stream's initial
+ * window, 0 for the default), and proxyd's writer on its stream. */
+static void
+open_pair(struct pair *x, const char *method, uint32_t window)
+{
+	nghttp2_session_callbacks *cb;
+	nghttp2_option *opt;
+	nghttp2_settings_entry set = { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+	    window };
+	nghttp2_nv get[] = {
+		{ (uint8_t *)":method", (uint8_t *)(uintptr_t)method, 7,
+		    strlen(method), 0 },
+		{ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0 },
+		{ (uint8_t *)":authority", (uint8_t *)"a.test", 10, 6, 0 },
+		{ (uint8_t *)":path", (uint8_t *)"/", 5, 1, 0 },
+	};
+	nghttp2_nv con[] = {
+		{ (uint8_t *)":method", (uint8_t *)"CONNECT", 7, 7, 0 },
+		{ (uint8_t *)":authority", (uint8_t *)"a.test:443", 10, 10, 0 },
+	};
+	bool connect = strcmp(method, "CONNECT") == 0;
+
+	memset(x, 0, sizeof(*x));
+	x->p.keepalive_client = x->p.keepalive_server = true;
+	x->p.xff = HTTP_XFF_NO;
+	assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
+	    on_chunk);
+	assert_int_equal(nghttp2_option_new(&opt), 0);
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	assert_int_equal(nghttp2_session_client_new2(&x->cli, cb, x, opt), 0);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+	assert_int_equal(nghttp2_session_server_new(&x->srv, cb, x), 0);
+	nghttp2_session_callbacks_del(cb);
+	/* A server's first frame is its SETTINGS (http_h2.c sends its own). */
+	assert_int_equal(nghttp2_submit_settings(x->srv, NGHTTP2_FLAG_NONE,
+	    NULL, 0), 0);
+	assert_int_equal(nghttp2_submit_settings(x->cli, NGHTTP2_FLAG_NONE,
+	    &set, window != 0 ? 1 : 0), 0);
+	x->id = connect ?
+	    nghttp2_submit_request(x->cli, NULL, con, 2, NULL, NULL) :
+	    nghttp2_submit_request(x->cli, NULL, get, 4, NULL, NULL);
+	assert_int_equal(x->id, 1);
+	pump(x);
+	assert_int_equal(http_h2w_init(&x->w, x->srv, x->id,
+	    strcmp(method, "HEAD") == 0, connect), 0);
+}
+
+static void
+close_pair(struct pair *x)
+{
+	http_h2w_free(&x->w);
+	nghttp2_session_del(x->cli);
+	nghttp2_session_del(x->srv);
+}
+
+/* The response head s (a server's, or proxyd's own) written. */
+static void
+head(struct pair *x, const char *s, bool own)
+{
+	struct http_resp_ctx rs = { .client_keep = true, .own = own };
+	size_t scanned = 0;
+	ssize_t end = http_head_end(s, strlen(s), lim.max_header_bytes,
+	    &scanned);
+	const char *why = NULL;
+
+	assert_true(end > 0);
+	assert_int_equal(http_parse_head(s, (size_t)end, false, &lim, &x->m,
+	    &why), 0);
+	assert_int_equal(http_h2w_head(&x->w, &x->m, &x->p, &rs), 0);
+}
+
+static void
+body(struct pair *x, const char *s)
+{
+	struct evbuffer *src = evbuffer_new();
+
+	assert_non_null(src);
+	evbuffer_add(src, s, strlen(s));
+	http_h2w_data(&x->w, src, strlen(s), x->w.buf);
+	assert_int_equal(evbuffer_get_length(src), 0);
+	evbuffer_free(src);
+}
+
+static void
+expect(struct pair *x, const char *want)
+{
+	if (strcmp(x->log, want) != 0)
+		fail_msg("got:\n%s\nwanted:\n%s", x->log, want);
+	x->len = 0;
+	x->log[0] = '\0';
+}
+
+/* A length body moved into the buffer by another (an HTTP/1.1 server's,
+ * http_body.c) goes as DATA, its last byte with END_STREAM; field names
+ * lower-cased, the hop-by-hop ones dropped. */
+static void
+test_length(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: 10\r\nConnection: keep-alive\r\nX-A: b\r\n\r\n",
+	    false);
+	pump(&x);
+	expect(&x, " :status: 200\n content-type: text/plain\n"
+	    " content-length: 10\n x-a: b\nHEADERS\n");
+	evbuffer_add(x.w.buf, "hello", 5);
+	pump(&x);
+	expect(&x, " [hello]\nDATA 5\n");
+	evbuffer_add(x.w.buf, "world", 5);
+	pump(&x);
+	expect(&x, " [world]\nDATA 5 end\n");
+	assert_true(x.w.done);
+	close_pair(&x);
+}
+
+/* An interim head, then a body of unknown length through data, ended
+ * with trailers (trailers="pass"): a trailing HEADERS ends the stream. */
+static void
+test_interim_trailers(void **state)
+{
+	struct pair x;
+	struct http_head tr;
+	const char *t = "Grpc-Status: 0\r\nGrpc-Message: ok\r\n\r\n";
+	const char *why = NULL;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	x.p.trailers_pass = true;
+	head(&x, "HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n", false);
+	head(&x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    false);
+	body(&x, "abc");
+	pump(&x);
+	expect(&x, " :status: 103\n link: </s.css>\nHEADERS\n"
+	    " :status: 200\nHEADERS\n [abc]\nDATA 3\n");
+	body(&x, "de");
+	assert_int_equal(http_parse_trailers(t, strlen(t), &lim, &tr, &why),
+	    (ssize_t)strlen(t));
+	assert_int_equal(http_h2w_end(&x.w, &tr, &x.p), 0);
+	pump(&x);
+	expect(&x, " [de]\nDATA 2\n grpc-status: 0\n grpc-message: ok\n"
+	    "HEADERS end\n");
+	close_pair(&x);
+}
+
+/* A body of unknown length ended without trailers: END_STREAM on an
+ * empty DATA once the buffer is empty. */
+static void
+test_end_no_trailers(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    false);
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n");
+	assert_int_equal(http_h2w_end(&x.w, NULL, &x.p), 0);
+	pump(&x);
+	expect(&x, "DATA 0 end\n");
+	close_pair(&x);
+}
+
+/* proxyd's own gRPC trailers-only reply (length 0) is one HEADERS with
+ * END_STREAM; a HEAD's response too, whatever its length says. */
+static void
+test_one_frame(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "POST", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\n"
+	    "Grpc-Status: 14\r\nGrpc-Message: no server\r\n"
+	    "Content-Length: 0\r\n\r\n", true);
+	assert_int_equal(http_h2w_end(&x.w, NULL, &x.p), 0);
+	pump(&x);
+	expect(&x, " :status: 200\n content-type: application/grpc\n"
+	    " grpc-status: 14\n grpc-message: no server\n"
+	    " content-length: 0\nHEADERS end\n");
+	close_pair(&x);
+	open_pair(&x, "HEAD", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", false);
+	body(&x, "ignored");
+	pump(&x);
+	expect(&x, " :status: 200\n content-length: 10\nHEADERS end\n");
+	close_pair(&x);
+}
+
+/* A CONNECT's 200 leaves the stream open: the tunnel's bytes follow. */
+static void
+test_connect(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "CONNECT", 0);
+	head(&x, "HTTP/1.1 200 Connection established\r\n\r\n", true);
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n");
+	body(&x, "raw");
+	pump(&x);
+	expect(&x, " [raw]\nDATA 3\n");
+	assert_int_equal(nghttp2_session_get_stream_remote_close(x.cli, x.id),
+	    0);
+	close_pair(&x);
+}
+
+/* A server failing mid-body: RST_STREAM INTERNAL_ERROR, nothing after. */
+static void
+test_reset(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", false);
+	body(&x, "part");
+	pump(&x);
+	expect(&x, " :status: 200\n content-length: 100\nHEADERS\n"
+	    " [part]\nDATA 4\n");
+	http_h2w_reset(&x.w, NGHTTP2_INTERNAL_ERROR);
+	body(&x, "more");
+	pump(&x);
+	expect(&x, "RST 2\n");
+	close_pair(&x);
+}
+
+/* The client's window shut: the body stays in the buffer (what counts
+ * against `buffer`) until the client makes room. */
+static void
+test_window(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 4);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", false);
+	body(&x, "0123456789");
+	pump(&x);
+	expect(&x, " :status: 200\n content-length: 10\nHEADERS\n"
+	    " [0123]\nDATA 4\n");
+	assert_int_equal(evbuffer_get_length(x.w.buf), 6);
+	assert_int_equal(nghttp2_submit_window_update(x.cli,
+	    NGHTTP2_FLAG_NONE, x.id, 6), 0);
+	pump(&x);
+	expect(&x, " [456789]\nDATA 6 end\n");
+	assert_int_equal(evbuffer_get_length(x.w.buf), 0);
+	close_pair(&x);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_length),
+		cmocka_unit_test(test_interim_trailers),
+		cmocka_unit_test(test_end_no_trailers),
+		cmocka_unit_test(test_one_frame),
+		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_window),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
