@@ -106,6 +106,13 @@ h2w_list_free(struct h2w_list *l)
 	free(l->off);
 }
 
+static void
+h2w_wake(struct http_h2w *w)
+{
+	if (w->wake != NULL)
+		w->wake(w->wake_arg);
+}
+
 /* Bytes came into the body buffer: a DATA waiting for them goes on. */
 static void
 h2w_grew(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
@@ -118,6 +125,8 @@ h2w_grew(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
 	w->deferred = false;
 	if (nghttp2_session_resume_data(w->ng, w->id) != 0)
 		w->failed = true;
+	else
+		h2w_wake(w);
 }
 
 int
@@ -239,6 +248,7 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	}
 	if (!interim)
 		w->submitted = true;
+	h2w_wake(w);
 	return 0;
 }
 
@@ -286,6 +296,7 @@ http_h2w_end(struct http_h2w *w, const struct http_head *tr,
 			w->failed = true;
 			return -1;
 		}
+		h2w_wake(w);
 	}
 	return 0;
 }
@@ -299,6 +310,8 @@ http_h2w_reset(struct http_h2w *w, uint32_t code)
 	if (nghttp2_submit_rst_stream(w->ng, NGHTTP2_FLAG_NONE, w->id,
 	    code) != 0)
 		w->failed = true;
+	else
+		h2w_wake(w);
 }
 
 /* ---- a transaction that is a stream: its client side ------------------- */

@@ -43,6 +43,13 @@ struct http_h2w {
 	bool		 failed;	/* out of memory or nghttp2 refused */
 	int64_t		 left;		/* body bytes the head says; -1 */
 	uint64_t	 sent;		/* body bytes given to DATA */
+	/* Called when frames were queued for the client (HEADERS, DATA
+	 * woken, RST_STREAM): the owner sends them (http_h2_drive), once
+	 * back in its event, as this may run inside one of nghttp2's
+	 * callbacks, where sending is not allowed. NULL: the caller
+	 * sends. */
+	void		(*wake)(void *arg);
+	void		*wake_arg;
 	/* The trailer fields to send after the last DATA; NULL none. */
 	nghttp2_nv	*trl;
 	size_t		 ntrl;

@@ -32,7 +32,16 @@ struct pair {
 	struct http_h2w	 w;
 	struct http_head m;
 	struct http_policy p;
+	unsigned	 wakes;		/* the writer asked to be sent */
 };
+
+static void
+woken(void *arg)
+{
+	struct pair *x = arg;
+
+	x->wakes++;
+}
 
 static void
 say(struct pair *x, const char *fmt, ...)
@@ -162,6 +171,8 @@ open_pair(struct pair *x, const char *method, uint32_t window)
 	pump(x);
 	assert_int_equal(http_h2w_init(&x->w, x->srv, x->id,
 	    strcmp(method, "HEAD") == 0, connect), 0);
+	x->w.wake = woken;
+	x->w.wake_arg = x;
 }
 
 static void
@@ -225,7 +236,10 @@ test_length(void **state)
 	pump(&x);
 	expect(&x, " :status: 200\n content-type: text/plain\n"
 	    " content-length: 10\n x-a: b\nHEADERS\n");
+	assert_int_equal(x.wakes, 1);
 	evbuffer_add(x.w.buf, "hello", 5);
+	/* The deferred DATA woken: its owner is asked to send. */
+	assert_int_equal(x.wakes, 2);
 	pump(&x);
 	expect(&x, " [hello]\nDATA 5\n");
 	evbuffer_add(x.w.buf, "world", 5);
@@ -342,7 +356,9 @@ test_reset(void **state)
 	pump(&x);
 	expect(&x, " :status: 200\n content-length: 100\nHEADERS\n"
 	    " [part]\nDATA 4\n");
+	x.wakes = 0;
 	http_h2w_reset(&x.w, NGHTTP2_INTERNAL_ERROR);
+	assert_int_equal(x.wakes, 1);
 	body(&x, "more");
 	pump(&x);
 	expect(&x, "RST 2\n");
