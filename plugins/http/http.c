@@ -145,8 +145,7 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 }
 
 static void http_client_failed(struct http_state *h, int err);
-static size_t http_dir_room(const struct http_state *h,
-    const struct px_conn *from, const struct px_conn *to);
+static size_t http_txn_room(struct http_txn *t, enum px_dir dir);
 static void http_unasked_bytes(struct http_txn *t, struct evbuffer *sin);
 
 void
@@ -219,7 +218,7 @@ http_transaction_done(struct http_txn *t)
 	else if (t->srv.io != NULL)
 		t->srv.boundary = true;
 	keep_server = t->srv.keep && sent;
-	room = http_dir_room(h, h->c, t->srv.io);
+	room = http_txn_room(t, PX_TO_SERVER);
 
 	/* A client not read while its last request was in flight: what it
 	 * did meanwhile (an end, a reset, bytes), as reading it would have
@@ -588,26 +587,25 @@ http_client_failed(struct http_state *h, int err)
 	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
 
-/* `buffer` bounds a direction, not a buffer: what was read from one side
- * and what waits to be written to the other count together, so a slow
- * reader holds one buffer's worth per direction, as plug does. */
+/* `buffer` bounds a direction of t, not a buffer: what was read from one
+ * side and what waits to be written to the other count together, so a
+ * slow reader holds one buffer's worth per direction, as plug does. The
+ * client's side is the transaction's (http_client_in/out): an HTTP/2
+ * stream's buffers when it is one. A scanned body's held part and its
+ * copy for the scanner count too: scanning adds no buffer. */
 static size_t
-http_dir_queued(const struct px_conn *from, const struct px_conn *to)
+http_txn_room(struct http_txn *t, enum px_dir dir)
 {
-	return evbuffer_get_length(from->in) +
-	    (to != NULL ? evbuffer_get_length(to->out) : 0);
-}
+	const struct px_conn *s = t->srv.io;
+	size_t queued = http_scan_queued(t, dir);
 
-static size_t
-http_dir_room(const struct http_state *h, const struct px_conn *from,
-    const struct px_conn *to)
-{
-	/* A scanned body's held part and its copy for the scanner count
-	 * too: scanning adds no buffer to the direction. */
-	size_t queued = http_dir_queued(from, to) + http_scan_queued(&h->tx,
-	    from == h->c ? PX_TO_SERVER : PX_TO_CLIENT);
-
-	return queued < h->buffer ? h->buffer - queued : 0;
+	if (dir == PX_TO_SERVER)
+		queued += evbuffer_get_length(http_client_in(t)) +
+		    (s != NULL ? evbuffer_get_length(s->out) : 0);
+	else
+		queued += evbuffer_get_length(http_client_out(t)) +
+		    (s != NULL ? evbuffer_get_length(s->in) : 0);
+	return queued < t->conn->buffer ? t->conn->buffer - queued : 0;
 }
 
 /* Runs every step that can make progress, writes what is queued, and sets
@@ -677,11 +675,11 @@ http_drive(struct http_state *h)
 	 * not a client whose request is in and that said it closes after
 	 * it (caught up with at the response's end: no epoll_ctl). */
 	px_conn_read_enable(h->c, !h->client_eof &&
-	    http_dir_room(h, h->c, t->srv.io) > 0 && (h->client_keep ||
+	    http_txn_room(t, PX_TO_SERVER) > 0 && (h->client_keep ||
 	    t->req != HTTP_REQ_DONE || t->is_connect || t->upgrade_ok));
 	if (t->srv.io != NULL && t->srv.connected)
 		px_conn_read_enable(t->srv.io, !t->srv.io->eof &&
-		    http_dir_room(h, t->srv.io, h->c) > 0);
+		    http_txn_room(t, PX_TO_CLIENT) > 0);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -694,7 +692,7 @@ http_client_rd_cb(struct px_conn *c, void *arg)
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(h->c, http_dir_room(h, h->c, h->tx.srv.io));
+	n = px_conn_recv(h->c, http_txn_room(&h->tx, PX_TO_SERVER));
 	if (n > 0)
 		h->progress++;
 	else if (n == 0)
@@ -731,7 +729,7 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 
 	(void)c;
 	px_session_active(h->s);
-	n = px_conn_recv(t->srv.io, http_dir_room(h, t->srv.io, h->c));
+	n = px_conn_recv(t->srv.io, http_txn_room(t, PX_TO_CLIENT));
 	if (n > 0) {
 		t->srv.got_bytes = true;
 		h->progress++;
