@@ -17,6 +17,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "http/http_h2_txn.h"
+#include "http/http_int.h"
 
 static const struct http_limits lim = {
 	.max_line = 1024, .max_header_lines = 32, .max_header_bytes = 4096,
@@ -324,6 +325,35 @@ test_one_frame(void **state)
 	close_pair(&x);
 }
 
+/* The same reply as proxyd makes it (http_grpc_reply, through the
+ * transaction's writer, http_client_h2): one HEADERS with END_STREAM,
+ * without its HTTP/1.1 Connection field. */
+static void
+test_grpc_reply(void **state)
+{
+	static struct http_state h;
+	static struct http_txn t;
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "POST", 0);
+	memset(&h, 0, sizeof(h));
+	memset(&t, 0, sizeof(t));
+	h.pol = &x.p;
+	t.conn = &h;
+	t.h2w = &x.w;
+	assert_ptr_equal(http_client(&t), &http_client_h2);
+	assert_ptr_equal(http_client_out(&t), x.w.buf);
+	http_grpc_reply(&t, http_client_out(&t), 503, "no server: 100%",
+	    true);
+	assert_int_equal(t.grpc_status, 14);
+	pump(&x);
+	expect(&x, " :status: 200\n content-type: application/grpc\n"
+	    " grpc-status: 14\n grpc-message: no server: 100%25\n"
+	    " content-length: 0\n cache-control: no-store\nHEADERS end\n");
+	close_pair(&x);
+}
+
 /* A CONNECT's 200 leaves the stream open: the tunnel's bytes follow. */
 static void
 test_connect(void **state)
@@ -396,6 +426,7 @@ main(void)
 		cmocka_unit_test(test_interim_trailers),
 		cmocka_unit_test(test_end_no_trailers),
 		cmocka_unit_test(test_one_frame),
+		cmocka_unit_test(test_grpc_reply),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
