@@ -67,10 +67,33 @@ http_transaction_end(struct http_txn *t)
 }
 
 void
+http_txn_timer(struct http_txn *t, uint64_t ms)
+{
+	if (t->h2w != NULL)
+		http_h2s_timer(t, ms);
+	else
+		http_timer_set(t->conn, ms);
+}
+
+void
+http_txn_abort(struct http_txn *t, enum px_end_by by, const char *reason)
+{
+	if (t->h2w != NULL)
+		http_h2s_abort(t, 0, reason);
+	else
+		http_abort(t->conn, by, reason);
+}
+
+void
 http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
 {
 	struct http_state *h = t->conn;
 
+	if (t->h2w != NULL) {
+		/* The stream ends with its refusal; the connection goes on. */
+		http_h2s_done(t, false);
+		return;
+	}
 	if (!keep) {
 		px_session_set_rule(h->s, t->rule);
 		http_log_request(t);
@@ -145,8 +168,6 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 }
 
 static void http_client_failed(struct http_state *h, int err);
-static size_t http_txn_room(struct http_txn *t, enum px_dir dir);
-static void http_unasked_bytes(struct http_txn *t, struct evbuffer *sin);
 
 void
 http_response_complete(struct http_txn *t)
@@ -218,6 +239,10 @@ http_transaction_done(struct http_txn *t)
 	else if (t->srv.io != NULL)
 		t->srv.boundary = true;
 	keep_server = t->srv.keep && sent;
+	if (t->h2w != NULL) {
+		http_h2s_done(t, keep_server);
+		return;
+	}
 	room = http_txn_room(t, PX_TO_SERVER);
 
 	/* A client not read while its last request was in flight: what it
@@ -398,156 +423,6 @@ http_next_request(struct http_state *h)
 	http_handle_request(t, buf, (size_t)end);
 }
 
-/* The server sent bytes after a complete response: they are dropped
- * and its connection is not reused. */
-static void
-http_unasked_bytes(struct http_txn *t, struct evbuffer *sin)
-{
-	struct http_state *h = t->conn;
-	size_t n = evbuffer_get_length(sin);
-
-	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%zu "
-	    "bytes after a complete response\" (server connection closed)", n);
-	t->srv.keep = false;
-	evbuffer_drain(sin, n);
-}
-
-/* Response bytes from the server: heads, then body. */
-static void
-http_server_input(struct http_txn *t)
-{
-	struct http_state *h = t->conn;
-	struct evbuffer *sin = t->srv.io->in;
-
-	/* No response is read before the upload's verdict: the server
-	 * may not even have its whole body. */
-	if (http_scan_pending(t, PX_TO_SERVER))
-		return;
-	while (t->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
-		size_t len = evbuffer_get_length(sin), want;
-		const char *buf, *why;
-		ssize_t end;
-
-		if (len == 0)
-			return;
-		want = len < h->pol->lim.max_header_bytes + 4 ? len :
-		    h->pol->lim.max_header_bytes + 4;
-		if ((buf = (const char *)evbuffer_pullup(sin, (ssize_t)want)) ==
-		    NULL) {
-			http_abort(h, PX_END_PROXY, "error: out of memory");
-			return;
-		}
-		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
-		    &t->resp_scan);
-		if (end <= 0 && http_head_judge(buf, want, false,
-		    &h->pol->lim, &t->resp_judge, &why) != 0) {
-			/* Refused as the bad line arrives: a server that
-			 * does not speak HTTP is not waited for. */
-			http_head_restart(&t->resp_scan, &t->resp_judge);
-			h->progress++;
-			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
-			    "reason=\"%s\"", why);
-			http_error(t, 502, why);
-			return;
-		}
-		if (end == 0)
-			return;
-		/* The next head (after a 1xx) starts from scratch. */
-		http_head_restart(&t->resp_scan, &t->resp_judge);
-		h->progress++;
-		if (end < 0) {
-			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-			http_error(t, 502, "response head over max-header-bytes");
-			return;
-		}
-		if (!http_handle_response(t, buf, (size_t)end))
-			return;
-	}
-	if (h->gone || h->closing || h->tunnel)
-		return;
-	if (t->resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
-		/* Bytes nobody asked for, on the connection this client keeps
-		 * between requests: it is not reused (the next request would
-		 * read them as its response). */
-		http_unasked_bytes(t, sin);
-		http_server_drop(t, false);
-		return;
-	}
-	if (t->resp == HTTP_RESP_BODY)
-		http_pump_response(t);
-	/* A close-delimited body whose end was held up by a full client. */
-	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
-	    t->srv.io->eof && evbuffer_get_length(sin) == 0) {
-		t->resp = HTTP_RESP_DONE;
-		t->srv.keep = false;
-	}
-	/* A scanned body's end waits for its verdict (http_scan.c). */
-	if (!h->gone && t->resp == HTTP_RESP_DONE &&
-	    !http_scan_hold(t, PX_TO_CLIENT, http_client_out(t)))
-		http_response_complete(t);
-}
-
-/* The server connection ended (EOF) or failed (err != 0). */
-static void
-http_server_gone(struct http_txn *t, int err)
-{
-	struct http_state *h = t->conn;
-	bool eof = err == 0;
-
-	h->progress++;
-	if (h->tunnel) {
-		px_session_endf(h->s, PX_END_SERVER_FAIL, "server-error: %s",
-		    err ? strerror(err) : "closed during tunnel setup");
-		return;
-	}
-	if (t->resp == HTTP_RESP_DONE && http_scan_pending(t, PX_TO_CLIENT)) {
-		/* The whole response is here; its verdict is awaited. */
-		t->srv.keep = false;
-		http_server_drop(t, false);
-		return;
-	}
-	if (http_retry(t))
-		return;
-	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
-	    eof) {
-		/* Close-delimited: the end of the body. */
-		http_pump_response(t);
-		if (h->gone || h->closing)
-			return;
-		if (evbuffer_get_length(t->srv.io->in) == 0) {
-			t->resp = HTTP_RESP_DONE;
-			t->srv.keep = false;
-			if (http_scan_hold(t, PX_TO_CLIENT, http_client_out(t))) {
-				http_server_drop(t, false);
-				return;
-			}
-			http_transaction_done(t);
-		}
-		/* Else the client output is full: the rest moves as it
-		 * drains, and EOF is seen again then. */
-		return;
-	}
-	if (t->resp == HTTP_RESP_NONE) {
-		/* Idle between requests: nothing lost. */
-		http_server_drop(t, false);
-		return;
-	}
-	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
-	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == 0) {
-		http_error(t, 502, !eof ? "server connection failed" :
-		    t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0 ?
-		    "server closed inside the response head" :
-		    "server closed before responding");
-		return;
-	}
-	t->verdict = "error";
-	http_abort(h, PX_END_SERVER_FAIL, eof ?
-	    "server-closed: inside a response" :
-	    "server-error: inside a response");
-}
-
 /* The client closed its side. */
 static void
 http_client_eof(struct http_state *h)
@@ -587,27 +462,6 @@ http_client_failed(struct http_state *h, int err)
 	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
 
-/* `buffer` bounds a direction of t, not a buffer: what was read from one
- * side and what waits to be written to the other count together, so a
- * slow reader holds one buffer's worth per direction, as plug does. The
- * client's side is the transaction's (http_client_in/out): an HTTP/2
- * stream's buffers when it is one. A scanned body's held part and its
- * copy for the scanner count too: scanning adds no buffer. */
-static size_t
-http_txn_room(struct http_txn *t, enum px_dir dir)
-{
-	const struct px_conn *s = t->srv.io;
-	size_t queued = http_scan_queued(t, dir);
-
-	if (dir == PX_TO_SERVER)
-		queued += evbuffer_get_length(http_client_in(t)) +
-		    (s != NULL ? evbuffer_get_length(s->out) : 0);
-	else
-		queued += evbuffer_get_length(http_client_out(t)) +
-		    (s != NULL ? evbuffer_get_length(s->in) : 0);
-	return queued < t->conn->buffer ? t->conn->buffer - queued : 0;
-}
-
 /* Runs every step that can make progress, writes what is queued, and sets
  * which sockets to read. Called at the end of every event. */
 void
@@ -616,6 +470,11 @@ http_drive(struct http_state *h)
 	struct http_txn *t = &h->tx;
 	int rounds;
 
+	/* An HTTP/2 connection drives its streams' transactions. */
+	if (h->h2 != NULL) {
+		http_h2_drive_conn(h);
+		return;
+	}
 	for (rounds = 0; rounds < 16 && !h->gone; rounds++) {
 		uint64_t before = h->progress;
 
@@ -714,75 +573,6 @@ http_client_wr_cb(struct px_conn *c, void *arg)
 	px_session_active(h->s);
 	if (px_conn_send(h->c) == -1) {
 		http_client_failed(h, errno);
-		return;
-	}
-	h->progress++;
-	http_drive(h);
-}
-
-void
-http_server_rd_cb(struct px_conn *c, void *arg)
-{
-	struct http_txn *t = arg;
-	struct http_state *h = t->conn;
-	ssize_t n;
-
-	(void)c;
-	px_session_active(h->s);
-	n = px_conn_recv(t->srv.io, http_txn_room(t, PX_TO_CLIENT));
-	if (n > 0) {
-		t->srv.got_bytes = true;
-		h->progress++;
-		/* Move what arrived before looking at the EOF behind it. */
-		http_drive(h);
-		return;
-	}
-	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-	    errno == EINTR))
-		return;
-	px_conn_read_enable(t->srv.io, false);
-	/* Bytes still unread by the client side are moved first. */
-	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
-	    n == 0 && evbuffer_get_length(t->srv.io->in) != 0) {
-		http_drive(h);
-		if (h->gone || t->srv.io == NULL ||
-		    evbuffer_get_length(t->srv.io->in) != 0)
-			return;	/* http_pump_response ends it when drained */
-	}
-	http_server_gone(t, n == 0 ? 0 : errno);
-	if (!h->gone)
-		http_drive(h);
-}
-
-void
-http_server_wr_cb(struct px_conn *c, void *arg)
-{
-	struct http_txn *t = arg;
-	struct http_state *h = t->conn;
-
-	if (t->connecting) {
-		int err = px_session_upstream_result(h->s, c);
-
-		t->connecting = false;
-		h->progress++;
-		if (err != 0) {
-			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
-			    "failed: %s", strerror(err));
-			px_conn_want_writable(t->srv.io, false);
-			http_error(t, 502, "cannot connect to the server");
-			http_drive(h);
-			return;
-		}
-		t->srv.connected = true;
-		if (t->is_connect) {
-			http_reply_established(t);
-			http_start_tunnel(h);
-		}
-	}
-	if (px_conn_send(t->srv.io) == -1) {
-		http_server_gone(t, errno);
-		if (!h->gone)
-			http_drive(h);
 		return;
 	}
 	h->progress++;

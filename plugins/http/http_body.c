@@ -211,8 +211,10 @@ http_pump_response(struct http_txn *t)
 			if (t->resp_left == 0)
 				t->resp = HTTP_RESP_DONE;
 		} else if (t->resp_body == HTTP_BODY_CHUNKED) {
-			int r = http_pump_chunked(t, false, sin, t->dechunk ?
-			    NULL : to, room);
+			/* Dechunked for an HTTP/1.0 client and for an
+			 * HTTP/2 stream (DATA frame the data alone). */
+			int r = http_pump_chunked(t, false, sin, t->dechunk ||
+			    t->h2w != NULL ? NULL : to, room);
 
 			if (r < 0)
 				return;

@@ -70,7 +70,7 @@ http_h2_kind_name(unsigned i, char *buf, size_t size)
  * logged line by line. */
 #define HTTP_H2_LOG_MAX	16
 
-static void
+void
 h2_event(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
     const char *detail)
 {
@@ -141,6 +141,9 @@ h2_stream_free(struct h2_stream *st)
 	TAILQ_REMOVE(&st->c->list, st, link);
 	if (st->pending)
 		st->c->npending--;
+	if (st->tx != NULL)
+		h2_txn_end(st, NGHTTP2_CANCEL, true);
+	http_h2_req_free(&st->req);
 	h2_leg_end(st);
 	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
 		if (*b[i] != NULL)
@@ -168,8 +171,10 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
 	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
-	if (h2_tunnel_upgrade_fields(st) == -1 ||
-	    h2_request_head(st, st->early) == -1)
+	/* A transaction of this session, judged from its fields: no text. */
+	st->txn_ready = st->as_txn && st->keep_leg && !st->req.bad;
+	if (!st->txn_ready && (h2_tunnel_upgrade_fields(st) == -1 ||
+	    h2_request_head(st, st->early) == -1))
 		return -1;
 	st->pending = true;
 	st->c->npending++;
@@ -202,7 +207,7 @@ h2_start_legs(struct http_h2 *c)
 		 * full output): no server request for it. */
 		if (st->doomed)
 			continue;
-		if (h2_leg_start(st) == 0)
+		if ((st->txn_ready ? h2_txn_start(st) : h2_leg_start(st)) == 0)
 			continue;
 		char why[80];
 
@@ -226,6 +231,10 @@ h2_stream_reset(struct h2_stream *st, uint32_t code)
 	st->eof = true;
 	/* Whatever the reason, its server request stops now, not when the
 	 * RST_STREAM is out (a client that does not read holds that). */
+	if (st->tx != NULL) {
+		h2_txn_cut(st, code);
+		return;
+	}
 	snprintf(why, sizeof(why), "RST_STREAM(%s) sent",
 	    nghttp2_http2_strerror(code));
 	h2_leg_abort(st, nghttp2_http2_strerror(code), why);
@@ -248,7 +257,7 @@ h2_stream_whole(const struct h2_stream *st)
  * A callback returns what this returns, NGHTTP2_ERR_CALLBACK_FAILURE, so
  * that the rest of the read (the flood) is not decoded. The event is
  * logged here: http_h2_drive does not log that failure again. */
-static int
+int
 h2_end_connection(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
     uint32_t code, const char *detail)
 {
@@ -346,6 +355,9 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	st->c = c;
 	st->id = f->hd.stream_id;
 	st->fd = -1;
+	http_h2_req_init(&st->req);
+	st->as_txn = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
+	    h2_txn_eligible(c);
 	TAILQ_INSERT_TAIL(&c->list, st, link);
 	if ((st->authority = evbuffer_new()) == NULL ||
 	    (st->path = evbuffer_new()) == NULL ||
@@ -428,6 +440,9 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	}
 	if (st->too_big || st->bad)
 		return 0;
+	if (st->as_txn && http_h2_req_add(&st->req, (const char *)name, nlen,
+	    (const char *)value, vlen) == -1)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (nlen != 0 && name[0] == ':') {
 		if (nlen == 7 && memcmp(name, ":method", 7) == 0)
 			rc = h2_copy_small(st->method, sizeof(st->method), value,
@@ -607,6 +622,8 @@ h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
 		    nghttp2_http2_strerror(code));
 		h2_leg_abort(st, nghttp2_http2_strerror(code), why);
 	}
+	if (st->tx != NULL)
+		h2_txn_end(st, code, false);
 	nghttp2_session_set_stream_user_data(ng, id, NULL);
 	c->open--;
 	h2_stream_free(st);
@@ -713,6 +730,9 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		/* Its window opens, however slowly: not held. */
 		st->held_since = 0;
 	} else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
+	    st->tx != NULL)
+		st->sent += f->hd.length;	/* what the client got */
+	else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
 	    st->submitted && st->sent == 0)
 		st->sent = st->head_len;
 	if (f->hd.type == NGHTTP2_RST_STREAM) {
@@ -765,59 +785,6 @@ h2_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Whether st has response bytes to send that its client's window does
- * not let go. */
-static bool
-h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
-{
-	if (!st->submitted || st->reset)
-		return false;
-	if (evbuffer_get_length(st->body) == 0 && (!st->leg_open ||
-	    evbuffer_get_length(st->leg.in) == 0))
-		return false;
-	return nghttp2_session_get_stream_remote_window_size(c->ng,
-	    st->id) <= 0 || nghttp2_session_get_remote_window_size(c->ng) <= 0;
-}
-
-/* A stream whose client keeps its window shut holds its leg, its server
- * request and up to 64 KiB here; PINGs or other streams keep the
- * connection from being idle. Such a stream is reset once held for
- * idle-timeout without a DATA frame going out (nginx: send_timeout,
- * between two writes; a slow reader is not held), and the connection's
- * HTTP_H2_HELD_MAX-th one ends it. Looked for whenever the connection
- * does something: with nothing at all, the idle timer ends it anyway. */
-static void
-h2_reset_held(struct http_h2 *c)
-{
-	uint64_t idle = px_session_idle_timeout(c->h->s), now;
-	struct h2_stream *st;
-
-	if (idle == 0 || c->closing || c->ended_by_us || c->goaway != 0 ||
-	    (now = h2_now_ms()) < c->next_held_check)
-		return;
-	c->next_held_check = now + HTTP_H2_HELD_CHECK_MS;
-	TAILQ_FOREACH(st, &c->list, link) {
-		if (!h2_stream_held(c, st)) {
-			st->held_since = 0;
-			continue;
-		}
-		if (st->held_since == 0)
-			st->held_since = now;
-		if (now - st->held_since < idle)
-			continue;
-		h2_event(c, HTTP_H2_FLOW_CONTROL, st->id, "send window shut "
-		    "for longer than idle-timeout");
-		h2_stream_reset(st, NGHTTP2_CANCEL);
-		if (++c->held_resets < HTTP_H2_HELD_MAX)
-			continue;
-		/* The others go with the connection. */
-		(void)h2_end_connection(c, HTTP_H2_FLOW_CONTROL, 0,
-		    NGHTTP2_ENHANCE_YOUR_CALM, "too many streams held with a "
-		    "shut send window");
-		break;
-	}
 }
 
 /* Ends the client connection once what is queued for it is written. */
@@ -882,7 +849,19 @@ http_h2_drive(struct http_h2 *c)
 	h2_send(c);
 	if (c->npending != 0)
 		h2_start_legs(c);
-	h2_send(c);
+	/* The transactions' steps, and again once nghttp2's DATA made
+	 * room for more of their responses. */
+	for (n = 0; n < 4; n++) {
+		uint64_t before = h->progress;
+
+		if (c->ntxn != 0)
+			h2_txn_step_all(c);
+		h2_send(c);
+		if (h->gone)
+			return;
+		if (c->ntxn == 0 || h->progress == before)
+			break;
+	}
 	if (evbuffer_get_length(h->c->out) != 0 &&
 	    !px_conn_write_blocked(h->c) && px_conn_send(h->c) == -1) {
 		int err = errno;
@@ -915,12 +894,20 @@ http_h2_drive(struct http_h2 *c)
 	    evbuffer_get_length(h->c->out) < h->buffer);
 	/* No request under way (idle, or only heads still arriving):
 	 * request-timeout closes it, as it closes an idle HTTP/1.1
-	 * keep-alive connection or one whose head does not come. */
-	if ((c->legs == 0) != c->timer_on) {
-		c->timer_on = c->legs == 0;
-		px_session_timer(h->s, c->timer_on ?
-		    h->pol->request_timeout_ms : 0);
+	 * keep-alive connection or one whose head does not come. With
+	 * transactions, their tick. */
+	n = c->legs == 0 ? 1 : c->ntxn != 0 ? 2 : 0;
+	if (n != c->timer_kind) {
+		c->timer_kind = (uint8_t)n;
+		px_session_timer(h->s, n == 1 ? h->pol->request_timeout_ms :
+		    n == 2 ? HTTP_H2_TICK_MS : 0);
 	}
+}
+
+void
+http_h2_drive_conn(struct http_state *h)
+{
+	http_h2_drive(h->h2);
 }
 
 int
@@ -1105,7 +1092,14 @@ http_h2_timer(struct http_state *h)
 		    "error: client does not read the reply");
 		return;
 	}
-	c->timer_on = false;
+	if (c->timer_kind == 2) {
+		c->timer_kind = 0;
+		h2_txn_tick(c);
+		if (!h->gone)
+			http_h2_drive(c);
+		return;
+	}
+	c->timer_kind = 0;
 	if (c->legs != 0)
 		return;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);

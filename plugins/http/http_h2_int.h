@@ -1,7 +1,8 @@
-/* The HTTP/2 front's state (http_h2.c), shared with its legs (the bytes
- * to and from each, those kept for the next stream: http_h2_leg.c), the translation of each leg's HTTP/1.1
- * response into HEADERS and DATA (http_h2_resp.c) and CONNECT streams'
- * tunnels (http_h2_tunnel.c). */
+/* The HTTP/2 front's state (http_h2.c), shared with its streams that are
+ * transactions of its session (http_h2_stream.c), its legs (the bytes
+ * to and from each, those kept for the next stream: http_h2_leg.c), the
+ * translation of each leg's HTTP/1.1 response into HEADERS and DATA
+ * (http_h2_resp.c) and CONNECT streams' tunnels (http_h2_tunnel.c). */
 #ifndef HTTP_H2_INT_H
 #define HTTP_H2_INT_H
 
@@ -14,6 +15,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "conn.h"
+#include "http_h2_req.h"
 #include "http_int.h"
 
 /* Streams reset for a send window shut past idle-timeout that end the
@@ -21,6 +23,8 @@
 #define HTTP_H2_HELD_MAX	4
 /* How often the held streams are looked for, ms. */
 #define HTTP_H2_HELD_CHECK_MS	250
+/* How often the streams' transactions' timers are looked at, ms. */
+#define HTTP_H2_TICK_MS		100
 /* Header lists over max-header-list that end the connection. */
 #define HTTP_H2_HEADER_LIST_MAX	4
 /* A header list this many times max-header-list is reset, not decoded. */
@@ -52,10 +56,19 @@ enum h2_resp {
 	H2_RESP_DONE,
 };
 
+struct h2_txn;
+
 struct h2_stream {
 	struct http_h2		*c;
 	TAILQ_ENTRY(h2_stream)	 link;
 	int32_t			 id;
+	/* The stream as a transaction of the connection's session
+	 * (http_h2_stream.c); NULL: a leg's, or none yet. as_txn: its
+	 * HEADERS ended it on a service that lets it be one: its fields
+	 * are gathered in req too; txn_ready: it is to start as one. */
+	struct h2_txn		*tx;
+	bool			 as_txn, txn_ready;
+	struct http_h2_req	 req;
 	int			 fd;		/* our end of the leg; -1 */
 	struct px_conn		 leg;
 	bool			 leg_open;
@@ -126,9 +139,12 @@ struct http_h2 {
 	TAILQ_HEAD(, h2_stream)	 list;		/* every stream we hold */
 	unsigned		 open;		/* streams */
 	unsigned		 legs;		/* streams with a request under way */
+	unsigned		 ntxn;		/* ...of them transactions */
+	/* The session timer: 0 off, 1 request-timeout (nothing under
+	 * way), 2 the transactions' tick (HTTP_H2_TICK_MS). */
+	uint8_t			 timer_kind;
 	unsigned		 npending;	/* streams whose leg is to start */
 	unsigned		 requests;	/* request heads taken */
-	bool			 timer_on;	/* request-timeout armed */
 	uint64_t		 streams;	/* so far */
 	bool			 closing;	/* h2_finish() called */
 	bool			 fatal;		/* nghttp2 gave up on the client */
@@ -156,6 +172,14 @@ struct http_h2 {
 
 /* http_h2.c */
 void	h2_stream_reset(struct h2_stream *st, uint32_t code);
+/* An HTTP/2 protocol event: counted, and logged (an http2-error line)
+ * up to the connection's HTTP_H2_LOG_MAX. */
+void	h2_event(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
+	    const char *detail);
+/* Ends the connection: GOAWAY with code, nothing more read; what a
+ * callback returns (NGHTTP2_ERR_CALLBACK_FAILURE). */
+int	h2_end_connection(struct http_h2 *c, enum http_h2_kind k,
+	    int32_t stream, uint32_t code, const char *detail);
 /* Sends what nghttp2 has for the client, reads on, ends the connection
  * when it is done. */
 void	http_h2_drive(struct http_h2 *c);
@@ -200,5 +224,27 @@ bool	h2_tunnel_drops(const struct h2_stream *st, const uint8_t *name,
 	    size_t nlen);
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
 int	h2_leg_input(struct h2_stream *st);
+/* http_h2_stream.c: whether the connection's service lets a stream be a
+ * transaction (no <scan>, no <auth>: those stay legs for now). */
+bool	h2_txn_eligible(const struct http_h2 *c);
+/* st starts as a transaction: its head made from req and judged. 0, or
+ * -1 out of memory. */
+int	h2_txn_start(struct h2_stream *st);
+/* Every transaction's step (after the client's frames, and after what
+ * nghttp2 sent made room). */
+void	h2_txn_step_all(struct http_h2 *c);
+/* The transactions' timers and idle-timeout (HTTP_H2_TICK_MS). */
+void	h2_txn_tick(struct http_h2 *c);
+/* st was reset (code): its transaction ends cut, its server request
+ * stopped. */
+void	h2_txn_cut(struct h2_stream *st, uint32_t code);
+/* st goes (its stream closed with code, or its connection: closed
+ * true): its transaction's line written, its state freed. */
+void	h2_txn_end(struct h2_stream *st, uint32_t code, bool closed);
+/* Streams whose client kept their window shut past idle-timeout are
+ * reset, and the connection's HTTP_H2_HELD_MAX-th ends it. */
+void	h2_reset_held(struct http_h2 *c);
+/* Response bytes st's transaction holds that DATA have not taken. */
+size_t	h2_txn_queued(const struct h2_stream *st);
 
 #endif

@@ -910,8 +910,12 @@ http_h2o_input(struct http_txn *t)
 		    nghttp2_http2_strerror(st->error));
 		/* An HTTP/2 client sees the server's code (a gRPC server
 		 * cancelling: CANCEL), not INTERNAL_ERROR. */
-		http_h2_leg_reset_code(h, st->error);
-		http_abort(h, PX_END_SERVER_FAIL, why);
+		if (t->h2w != NULL)
+			http_h2s_abort(t, st->error, why);
+		else {
+			http_h2_leg_reset_code(h, st->error);
+			http_abort(h, PX_END_SERVER_FAIL, why);
+		}
 		return;
 	}
 	/* Full duplex: the transaction is over once both ways are; a
@@ -925,7 +929,7 @@ http_h2o_input(struct http_txn *t)
 	else if (!st->waiting) {
 		st->waiting = true;
 		st->wait_sent = st->req_sent;
-		px_session_timer(h->s, http_grpc_bound(t,
+		http_txn_timer(t, http_grpc_bound(t,
 		    h->pol->request_timeout_ms));
 	}
 }
@@ -941,7 +945,7 @@ http_h2o_timer(struct http_txn *t)
 		return false;
 	if (st->req_sent != st->wait_sent) {
 		st->wait_sent = st->req_sent;
-		px_session_timer(h->s, http_grpc_bound(t,
+		http_txn_timer(t, http_grpc_bound(t,
 		    h->pol->request_timeout_ms));
 		return true;
 	}

@@ -241,6 +241,7 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 		w->streaming = true;
 	}
 	free(nv);
+	w->head_bytes = l.len;
 	h2w_list_free(&l);
 	if (rc != 0) {
 		w->failed = true;
@@ -316,6 +317,18 @@ http_h2w_reset(struct http_h2w *w, uint32_t code)
 
 /* ---- a transaction that is a stream: its client side ------------------- */
 
+size_t
+http_h2w_head_bytes(const struct http_h2w *w)
+{
+	return w->head_bytes;
+}
+
+int32_t
+http_h2w_stream(const struct http_h2w *w)
+{
+	return w->id;
+}
+
 static void
 http_h2t_head(struct http_txn *t, const struct http_head *m,
     const struct http_resp_ctx *rs, struct evbuffer *out)
@@ -351,12 +364,11 @@ http_h2t_end(struct http_txn *t, const struct http_head *tr,
 		http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
 }
 
-/* The stream ends, not the connection. */
+/* The stream ends cut (its transaction with it), not the connection. */
 static void
 http_h2t_reset(struct http_txn *t, const char *why)
 {
-	(void)why;
-	http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
+	http_h2s_abort(t, NGHTTP2_INTERNAL_ERROR, why);
 }
 
 static struct evbuffer *

@@ -41,6 +41,7 @@ struct http_h2w {
 	bool		 eof;		/* the body is whole */
 	bool		 done;		/* END_STREAM queued (or reset) */
 	bool		 failed;	/* out of memory or nghttp2 refused */
+	size_t		 head_bytes;	/* the last head's field bytes */
 	int64_t		 left;		/* body bytes the head says; -1 */
 	uint64_t	 sent;		/* body bytes given to DATA */
 	/* Called when frames were queued for the client (HEADERS, DATA

@@ -9,16 +9,18 @@
  *			one policy path of both codecs
  *   http_body.c	bodies as they stream (Content-Length, chunked)
  *   http_upstream.c	which server: authority, dispatch, DNS, server
- *			connection open/drop, the one retry
+ *			connection open/drop, the one retry; its events
+ *			(the response read, its end)
  *   http_reply.c	the proxy's own replies (error pages, CONNECT's 200),
  *			parsed heads sent through the client's writer
  *   http_grpc.c	gRPC calls: grpc-timeout, trailers-only refusals
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
- *   http_h2*.c		HTTP/2 towards clients, a leg per stream
- *			(http_h2_int.h); http_h2_req.c: a stream's request
- *			head from its fields (pure: http_h2_req.h), for the
- *			stream as a transaction (issue 36)
+ *   http_h2*.c		HTTP/2 towards clients (http_h2_int.h): a bodiless
+ *			stream a transaction of the session (http_h2_stream.c,
+ *			its head from its fields: http_h2_req.c, pure; its
+ *			response writer: http_h2_txn.c), the others a leg
+ *			each (http_h2_leg.c)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and
@@ -243,6 +245,9 @@ struct http_txn {
 	/* A leg whose HTTP/2 stream was reset under its request: the code
 	 * ("" none), for its http-request line (h2_leg_abort). */
 	char			 leg_reset[24];
+	/* An HTTP/2 stream's transaction is over (done, refused or cut):
+	 * the engine takes no more step on it (http_h2_stream.c). */
+	bool			 ended;
 };
 
 /* A client connection (the analyser's per-session state): what is the
@@ -309,6 +314,21 @@ void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
 void	http_refusal_linger(struct http_txn *t);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
 void	http_start_tunnel(struct http_state *h);
+/* t's own timer (its response-timeout, grpc-timeout; 0 off): the
+ * session's for an HTTP/1.1 client, its stream's for an HTTP/2 one. */
+void	http_txn_timer(struct http_txn *t, uint64_t ms);
+/* t ends cut (its client must never take what it got for whole): an
+ * HTTP/1.1 client's connection reset (http_abort), an HTTP/2 stream
+ * reset, its connection going on. */
+void	http_txn_abort(struct http_txn *t, enum px_end_by by,
+	    const char *reason);
+/* One step of an HTTP/2 stream's transaction (http_h2_stream.c drives
+ * them): its request body on, the server's response in, the server's
+ * output written, the server read while the stream has room. */
+void	http_txn_step(struct http_txn *t);
+/* An HTTP/2 stream's timer ran out (http_txn_timer): a 504, a cut, or
+ * a wait that goes on. */
+void	http_txn_timeout(struct http_txn *t);
 
 /* ---- http_txn.c -------------------------------------------------------- */
 
@@ -320,8 +340,12 @@ int	http_txn_init(struct http_txn *t, struct http_state *h);
  * connection to the pool when keep_server, else closed. */
 void	http_txn_free(struct http_txn *t, bool keep_server);
 
-/* The http-request line of the transaction, once (then method is ""). */
+/* The http-request line of the transaction, once (then method is "").
+ * An HTTP/2 stream's waits for the stream's end (http_h2_stream.c). */
 void	http_log_request(struct http_txn *t);
+/* `buffer` bounds a direction of t (what was read from one side and
+ * waits to be written to the other): what is left of it. */
+size_t	http_txn_room(struct http_txn *t, enum px_dir dir);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
  * answered by the connection itself (http_h2.c). */
 void	http_log_request_as(struct http_txn *t, const char *tag);
@@ -415,6 +439,10 @@ void	http_handle_request(struct http_txn *t, const char *buf,
  * client input (t->head_len, 0: none there) leave once it is judged. */
 void	http_judge_request(struct http_txn *t, const struct http_head *m,
 	    bool replay);
+/* A request starts: counted, its log fields from m (NULL when rc, the
+ * status its parse refused it with, why), then judged. */
+void	http_request_start(struct http_txn *t, const struct http_head *m,
+	    int rc, const char *why);
 /* The request whose <auth> check was answered, judged again from its
  * kept head m: counted and timed once, as one request. */
 void	http_replay_request(struct http_txn *t, const struct http_head *m);
@@ -461,6 +489,13 @@ void	http_h2_writable(struct http_state *h);
 void	http_h2_timer(struct http_state *h);
 void	http_h2_config(struct http_state *h);
 void	http_h2_close(struct http_state *h);
+/* http_drive of an HTTP/2 connection: its streams' transactions stepped,
+ * what nghttp2 has sent. */
+void	http_h2_drive_conn(struct http_state *h);
+/* The bytes t's writer counted for the last head it sent (HTTP/2). */
+size_t	http_h2w_head_bytes(const struct http_h2w *w);
+/* The stream id w writes. */
+int32_t	http_h2w_stream(const struct http_h2w *w);
 /* ---- http_h2_leg.c: a leg's session opened (the one an HTTP/2
  * connection just spawned, if any: it may send it more requests, and
  * the leg carries the connection's certificate user). 0, or -1 when
@@ -474,6 +509,16 @@ void	http_h2_kind_name(unsigned i, char *buf, size_t size);
 /* A leg's session is closing: a tunnel cut on its server's side tells
  * its stream, which resets it (http_h2_tunnel.c). */
 void	http_h2_leg_closing(struct http_state *h);
+
+/* ---- http_h2_stream.c: an HTTP/2 stream that is a transaction --------- */
+
+/* t's response is complete (http_transaction_end): its server connection
+ * to the pool when keep_server, the stream's end queued; its line waits
+ * for the stream's end. */
+void	http_h2s_done(struct http_txn *t, bool keep_server);
+/* t is cut: RST_STREAM code, its server request stopped. */
+void	http_h2s_abort(struct http_txn *t, uint32_t code, const char *why);
+void	http_h2s_timer(struct http_txn *t, uint64_t ms);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 
@@ -501,6 +546,9 @@ int	http_scan_request(struct http_txn *t, int64_t size);
 int	http_scan_response(struct http_txn *t, const struct http_head *m,
 	    const struct http_resp_ctx *rs, const char *head, size_t len,
 	    size_t *n);
+/* The service has no <scan>, <content> nor <audit>: no body of its is
+ * held, sniffed or recorded. */
+bool	http_scan_none(const struct http_state *h);
 /* The service scans response bodies (a scanner for downloads). */
 bool	http_scan_downloads(const struct http_txn *t);
 /* Where the body in dir goes: the hold while scanned, else out. */
@@ -557,6 +605,13 @@ int	http_server_open(struct http_txn *t, const struct sockaddr *dst,
 struct evbuffer *http_server_out(struct http_txn *t);
 /* Closes t->srv: to the pool when reusable and nothing is left in it. */
 void	http_server_drop(struct http_txn *t, bool reusable);
+/* The server sent bytes after a complete response: dropped, and its
+ * connection is not reused. */
+void	http_unasked_bytes(struct http_txn *t, struct evbuffer *sin);
+/* Response bytes from t's HTTP/1.1 server: heads, then body. */
+void	http_server_input(struct http_txn *t);
+/* t's server connection ended (EOF) or failed (err != 0). */
+void	http_server_gone(struct http_txn *t, int err);
 /* The events of the server connection http_server_open took (arg: its
  * transaction). */
 void	http_server_rd_cb(struct px_conn *c, void *arg);

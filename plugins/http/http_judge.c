@@ -237,7 +237,7 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 		if (rc == -1) {
 			t->verdict = "abort";
 			px_session_set_rule(h->s, t->rule);
-			http_abort(h, PX_END_POLICY,
+			http_txn_abort(t, PX_END_POLICY,
 			    "denied: http request aborted by policy");
 			return;
 		}
@@ -306,7 +306,7 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	t->req = HTTP_REQ_WAIT;
 	t->resp = HTTP_RESP_HEAD;
 	http_head_restart(&t->resp_scan, &t->resp_judge);
-	px_session_timer(h->s, http_grpc_bound(t, p->response_timeout_ms));
+	http_txn_timer(t, http_grpc_bound(t, p->response_timeout_ms));
 	if (dst.ss_family == 0) {
 		http_resolve(t, port);
 		return;
@@ -352,7 +352,16 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 
 	t->head_len = head_len;
 	rc = http_parse_head(buf, head_len, true, &h->pol->lim, &m, &why);
-	http_request_begin(t, rc == 0 ? &m : NULL, false);
+	http_request_start(t, rc == 0 ? &m : NULL, rc, why);
+}
+
+void
+http_request_start(struct http_txn *t, const struct http_head *m, int rc,
+    const char *why)
+{
+	struct http_state *h = t->conn;
+
+	http_request_begin(t, m, false);
 	px_session_count(h->s, HTTP_C_REQUESTS, 1);
 	h->nreq++;
 	if (rc != 0) {
@@ -360,7 +369,7 @@ http_handle_request(struct http_txn *t, const char *buf, size_t head_len)
 		http_error(t, rc, why);
 		return;
 	}
-	http_judge_request(t, &m, false);
+	http_judge_request(t, m, false);
 }
 
 /* Handled again once its authentication was answered (http_auth.c):
@@ -488,7 +497,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 
 		if (hb == NULL &&
 		    (hb = http_scan_head_buf = evbuffer_new()) == NULL) {
-			http_abort(h, PX_END_PROXY, "error: out of memory");
+			http_txn_abort(t, PX_END_PROXY, "error: out of memory");
 			return false;
 		}
 		evbuffer_drain(hb, evbuffer_get_length(hb));
@@ -505,6 +514,11 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 		before = evbuffer_get_length(cout);
 		http_client(t)->head(t, m, &rs, cout);
 		n = evbuffer_get_length(cout) - before;
+		/* An HTTP/2 stream's HEADERS are nghttp2's: counted by
+		 * their fields, so that "part of the response went" holds
+		 * for them too (http_error resets rather than answer). */
+		if (t->h2w != NULL)
+			n += http_h2w_head_bytes(t->h2w);
 	}
 	if (rs.extra != NULL)
 		http_auth_reply_sent(h);
@@ -530,6 +544,6 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	t->resp = t->resp_body == HTTP_BODY_NONE ? HTTP_RESP_DONE :
 	    HTTP_RESP_BODY;
 	/* A gRPC call's deadline bounds its streams too. */
-	px_session_timer(h->s, http_grpc_bound(t, 0));
+	http_txn_timer(t, http_grpc_bound(t, 0));
 	return true;
 }

@@ -261,6 +261,12 @@ http_error(struct http_txn *t, int status, const char *why)
 	enum px_end_by by = status == 408 ? PX_END_CLIENT_FAIL : status < 500 ?
 	    PX_END_POLICY : status >= 502 && status <= 504 ?
 	    PX_END_SERVER_FAIL : PX_END_PROXY;
+	/* An HTTP/2 stream's line names it: its connection has others. */
+	char tag[40] = "";
+
+	if (t->h2w != NULL)
+		snprintf(tag, sizeof(tag), " proto=h2 stream=%d",
+		    (int)http_h2w_stream(t->h2w));
 
 	t->status = status;
 	if (t->verdict == NULL)
@@ -276,15 +282,15 @@ http_error(struct http_txn *t, int status, const char *why)
 		 * client never takes what it got for the whole. (After a
 		 * 100 Continue, a final status may still come.) */
 		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
-		    "reason=\"%s\"%s%s (after part of the response)", status,
-		    why, by == PX_END_POLICY ? " rule=" : "",
-		    by == PX_END_POLICY ? t->rule : "");
-		http_abort(h, by, "error: http: response cut off");
+		    "reason=\"%s\"%s%s (after part of the response)%s",
+		    status, why, by == PX_END_POLICY ? " rule=" : "",
+		    by == PX_END_POLICY ? t->rule : "", tag);
+		http_txn_abort(t, by, "error: http: response cut off");
 		return;
 	}
 	px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
-	    "reason=\"%s\"%s%s", status, why, by == PX_END_POLICY ?
-	    " rule=" : "", by == PX_END_POLICY ? t->rule : "");
+	    "reason=\"%s\"%s%s%s", status, why, by == PX_END_POLICY ?
+	    " rule=" : "", by == PX_END_POLICY ? t->rule : "", tag);
 	if (t->grpc) {
 		http_grpc_reply(t, out, status, why, false);
 		t->resp_bytes = evbuffer_get_length(out);
@@ -318,6 +324,11 @@ out_log:
 	http_log_request(t);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
+	if (t->h2w != NULL) {
+		/* The stream ends with its page; the connection goes on. */
+		http_h2s_done(t, false);
+		return;
+	}
 	http_refusal_linger(t);
 	http_close_when_flushed(h, by, end);
 }

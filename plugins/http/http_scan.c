@@ -322,7 +322,7 @@ http_scan_refuse(struct http_txn *t, enum px_dir dir, int status,
 		    "reason=\"%s\" (after the response head: reset)", status,
 		    why);
 		snprintf(end, sizeof(end), "denied: http-scan: %s", why);
-		http_abort(h, PX_END_POLICY, end);
+		http_txn_abort(t, PX_END_POLICY, end);
 		return;
 	}
 	if (dir == PX_TO_CLIENT) {
@@ -568,7 +568,7 @@ http_scan_event(struct http_txn *t, enum px_dir dir,
 	 * the server's). */
 	if (res != NULL && dir == PX_TO_SERVER && !h->gone &&
 	    t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes)
-		px_session_timer(h->s, h->pol->response_timeout_ms);
+		http_txn_timer(t, h->pol->response_timeout_ms);
 	if (!h->gone)
 		http_drive(h);
 }
@@ -837,6 +837,14 @@ http_scan_request(struct http_txn *t, int64_t size)
 }
 
 bool
+http_scan_none(const struct http_state *h)
+{
+	const struct px_scan_policy *p = px_session_scan(h->s);
+
+	return p->scanner == NULL && p->content.n == 0 && !p->audit;
+}
+
+bool
 http_scan_downloads(const struct http_txn *t)
 {
 	return http_scan_on(t, PX_SCAN_DOWNLOAD);
@@ -898,7 +906,7 @@ http_scan_response(struct http_txn *t, const struct http_head *m,
 		return 0;
 	if ((hs == SIZE_MAX && http_client(t)->head_size(t, m, rs, &hs) == -1) ||
 	    http_scan_keep(t, PX_TO_CLIENT, m, rs, hs) == -1) {
-		http_abort(h, PX_END_PROXY, "error: out of memory for the "
+		http_txn_abort(t, PX_END_PROXY, "error: out of memory for the "
 		    "held response head");
 		return -1;
 	}

@@ -54,6 +54,10 @@ http_log_request(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
 
+	/* An HTTP/2 stream's: at the stream's end, with what its client
+	 * got (http_h2_stream.c). */
+	if (t->h2w != NULL)
+		return;
 	http_log_request_as(t, px_session_tag(h->s));
 }
 
@@ -133,6 +137,28 @@ http_log_held(struct http_txn *t)
 	t->log_held = false;
 	http_log_request(t);
 }
+
+/* `buffer` bounds a direction of t, not a buffer: what was read from one
+ * side and what waits to be written to the other count together, so a
+ * slow reader holds one buffer's worth per direction, as plug does. The
+ * client's side is the transaction's (http_client_in/out): an HTTP/2
+ * stream's buffers when it is one. A scanned body's held part and its
+ * copy for the scanner count too: scanning adds no buffer. */
+size_t
+http_txn_room(struct http_txn *t, enum px_dir dir)
+{
+	const struct px_conn *s = t->srv.io;
+	size_t queued = http_scan_queued(t, dir);
+
+	if (dir == PX_TO_SERVER)
+		queued += evbuffer_get_length(http_client_in(t)) +
+		    (s != NULL ? evbuffer_get_length(s->out) : 0);
+	else
+		queued += evbuffer_get_length(http_client_out(t)) +
+		    (s != NULL ? evbuffer_get_length(s->in) : 0);
+	return queued < t->conn->buffer ? t->conn->buffer - queued : 0;
+}
+
 
 /* ---- the HTTP/1.1 writer ------------------------------------------------ */
 

@@ -1,13 +1,18 @@
 /* Which server a request goes to and over which connection: the
  * authority a request names, the server connection (this client's kept
  * one, a pooled one or a new one), forward mode's DNS, and the one retry
- * of a replayable request whose reused connection turned out dead. */
+ * of a replayable request whose reused connection turned out dead; and
+ * that connection's events for its transaction: the response read (its
+ * head parsed, then judged in http_judge.c; its body pumped), its end,
+ * and one step of an HTTP/2 stream's transaction (http_txn_step) and its
+ * timer (http_txn_timeout). */
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
@@ -435,4 +440,279 @@ http_retry(struct http_txn *t)
 	t->srv.boundary = false;
 	h->progress++;
 	return true;
+}
+
+/* ---- the server side's events: its response read, its end ------------- */
+
+/* The server sent bytes after a complete response: they are dropped
+ * and its connection is not reused. */
+void
+http_unasked_bytes(struct http_txn *t, struct evbuffer *sin)
+{
+	struct http_state *h = t->conn;
+	size_t n = evbuffer_get_length(sin);
+
+	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+	px_session_log(h->s, LOG_NOTICE, "http-bad-response reason=\"%zu "
+	    "bytes after a complete response\" (server connection closed)", n);
+	t->srv.keep = false;
+	evbuffer_drain(sin, n);
+}
+
+/* Response bytes from the server: heads, then body. */
+void
+http_server_input(struct http_txn *t)
+{
+	struct http_state *h = t->conn;
+	struct evbuffer *sin = t->srv.io->in;
+
+	/* No response is read before the upload's verdict: the server
+	 * may not even have its whole body. */
+	if (http_scan_pending(t, PX_TO_SERVER))
+		return;
+	while (t->resp == HTTP_RESP_HEAD && !h->closing && !h->gone) {
+		size_t len = evbuffer_get_length(sin), want;
+		const char *buf, *why;
+		ssize_t end;
+
+		if (len == 0)
+			return;
+		want = len < h->pol->lim.max_header_bytes + 4 ? len :
+		    h->pol->lim.max_header_bytes + 4;
+		if ((buf = (const char *)evbuffer_pullup(sin, (ssize_t)want)) ==
+		    NULL) {
+			http_txn_abort(t, PX_END_PROXY, "error: out of memory");
+			return;
+		}
+		end = http_head_end(buf, want, h->pol->lim.max_header_bytes,
+		    &t->resp_scan);
+		if (end <= 0 && http_head_judge(buf, want, false,
+		    &h->pol->lim, &t->resp_judge, &why) != 0) {
+			/* Refused as the bad line arrives: a server that
+			 * does not speak HTTP is not waited for. */
+			http_head_restart(&t->resp_scan, &t->resp_judge);
+			h->progress++;
+			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+			px_session_log(h->s, LOG_NOTICE, "http-bad-response "
+			    "reason=\"%s\"", why);
+			http_error(t, 502, why);
+			return;
+		}
+		if (end == 0)
+			return;
+		/* The next head (after a 1xx) starts from scratch. */
+		http_head_restart(&t->resp_scan, &t->resp_judge);
+		h->progress++;
+		if (end < 0) {
+			px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+			http_error(t, 502, "response head over max-header-bytes");
+			return;
+		}
+		if (!http_handle_response(t, buf, (size_t)end))
+			return;
+	}
+	if (h->gone || h->closing || h->tunnel || t->ended)
+		return;
+	if (t->resp == HTTP_RESP_NONE && evbuffer_get_length(sin) != 0) {
+		/* Bytes nobody asked for, on the connection this client keeps
+		 * between requests: it is not reused (the next request would
+		 * read them as its response). */
+		http_unasked_bytes(t, sin);
+		http_server_drop(t, false);
+		return;
+	}
+	if (t->resp == HTTP_RESP_BODY)
+		http_pump_response(t);
+	/* A close-delimited body whose end was held up by a full client. */
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
+	    t->srv.io->eof && evbuffer_get_length(sin) == 0) {
+		t->resp = HTTP_RESP_DONE;
+		t->srv.keep = false;
+	}
+	/* A scanned body's end waits for its verdict (http_scan.c). */
+	if (!h->gone && !t->ended && t->resp == HTTP_RESP_DONE &&
+	    !http_scan_hold(t, PX_TO_CLIENT, http_client_out(t)))
+		http_response_complete(t);
+}
+
+/* The server connection ended (EOF) or failed (err != 0). */
+void
+http_server_gone(struct http_txn *t, int err)
+{
+	struct http_state *h = t->conn;
+	bool eof = err == 0;
+
+	h->progress++;
+	if (h->tunnel) {
+		px_session_endf(h->s, PX_END_SERVER_FAIL, "server-error: %s",
+		    err ? strerror(err) : "closed during tunnel setup");
+		return;
+	}
+	if (t->resp == HTTP_RESP_DONE && http_scan_pending(t, PX_TO_CLIENT)) {
+		/* The whole response is here; its verdict is awaited. */
+		t->srv.keep = false;
+		http_server_drop(t, false);
+		return;
+	}
+	if (http_retry(t))
+		return;
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
+	    eof) {
+		/* Close-delimited: the end of the body. */
+		http_pump_response(t);
+		if (h->gone || h->closing || t->ended)
+			return;
+		if (evbuffer_get_length(t->srv.io->in) == 0) {
+			t->resp = HTTP_RESP_DONE;
+			t->srv.keep = false;
+			if (http_scan_hold(t, PX_TO_CLIENT, http_client_out(t))) {
+				http_server_drop(t, false);
+				return;
+			}
+			http_transaction_end(t);
+		}
+		/* Else the client output is full: the rest moves as it
+		 * drains, and EOF is seen again then. */
+		return;
+	}
+	if (t->resp == HTTP_RESP_NONE) {
+		/* Idle between requests: nothing lost. */
+		http_server_drop(t, false);
+		return;
+	}
+	px_session_count(h->s, HTTP_C_BAD_RESPONSE, 1);
+	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == 0) {
+		http_error(t, 502, !eof ? "server connection failed" :
+		    t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0 ?
+		    "server closed inside the response head" :
+		    "server closed before responding");
+		return;
+	}
+	t->verdict = "error";
+	http_txn_abort(t, PX_END_SERVER_FAIL, eof ?
+	    "server-closed: inside a response" :
+	    "server-error: inside a response");
+}
+
+void
+http_txn_step(struct http_txn *t)
+{
+	struct http_state *h = t->conn;
+	struct px_conn *io;
+
+	if (t->req == HTTP_REQ_BODY)
+		http_pump_request(t);
+	if (h->gone || t->ended)
+		return;
+	if (t->srv.io != NULL && t->srv.connected)
+		http_server_input(t);
+	else if (t->h2o != NULL)
+		http_h2o_input(t);
+	if (h->gone || t->ended || (io = t->srv.io) == NULL || !t->srv.connected)
+		return;
+	if (evbuffer_get_length(io->out) != 0 && !px_conn_write_blocked(io) &&
+	    px_conn_send(io) == -1) {
+		http_server_gone(t, errno);
+		return;
+	}
+	px_conn_read_enable(io, !io->eof && http_txn_room(t, PX_TO_CLIENT) > 0);
+}
+
+/* An HTTP/2 stream's part of http_timer_cb: what its transaction was
+ * waiting for ran out. */
+void
+http_txn_timeout(struct http_txn *t)
+{
+	struct http_state *h = t->conn;
+
+	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes &&
+	    http_scan_pending(t, PX_TO_SERVER)) {
+		http_txn_timer(t, http_grpc_bound(t,
+		    h->pol->response_timeout_ms));
+		return;
+	}
+	if (http_h2o_timer(t))
+		return;
+	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
+	if (t->resp != HTTP_RESP_NONE && http_grpc_expired(t)) {
+		if (t->resp_bytes == t->interim_bytes)
+			http_error(t, 504, "no response within grpc-timeout");
+		else
+			http_h2s_abort(t, HTTP_H2_CANCEL, "error: grpc-timeout");
+	} else if (t->resp == HTTP_RESP_HEAD) {
+		if (t->resp_bytes == 0)
+			http_error(t, 504, "no response within response-timeout");
+		else
+			http_txn_abort(t, PX_END_SERVER_FAIL,
+			    "error: response-timeout");
+	}
+}
+
+void
+http_server_rd_cb(struct px_conn *c, void *arg)
+{
+	struct http_txn *t = arg;
+	struct http_state *h = t->conn;
+	ssize_t n;
+
+	(void)c;
+	px_session_active(h->s);
+	n = px_conn_recv(t->srv.io, http_txn_room(t, PX_TO_CLIENT));
+	if (n > 0) {
+		t->srv.got_bytes = true;
+		h->progress++;
+		/* Move what arrived before looking at the EOF behind it. */
+		http_drive(h);
+		return;
+	}
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR))
+		return;
+	px_conn_read_enable(t->srv.io, false);
+	/* Bytes still unread by the client side are moved first. */
+	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
+	    n == 0 && evbuffer_get_length(t->srv.io->in) != 0) {
+		http_drive(h);
+		if (h->gone || t->srv.io == NULL ||
+		    evbuffer_get_length(t->srv.io->in) != 0)
+			return;	/* http_pump_response ends it when drained */
+	}
+	http_server_gone(t, n == 0 ? 0 : errno);
+	if (!h->gone)
+		http_drive(h);
+}
+
+void
+http_server_wr_cb(struct px_conn *c, void *arg)
+{
+	struct http_txn *t = arg;
+	struct http_state *h = t->conn;
+
+	if (t->connecting) {
+		int err = px_session_upstream_result(h->s, c);
+
+		t->connecting = false;
+		h->progress++;
+		if (err != 0) {
+			px_session_log(h->s, LOG_NOTICE, "http-upstream connect "
+			    "failed: %s", strerror(err));
+			px_conn_want_writable(t->srv.io, false);
+			http_error(t, 502, "cannot connect to the server");
+			http_drive(h);
+			return;
+		}
+		t->srv.connected = true;
+		if (t->is_connect) {
+			http_reply_established(t);
+			http_start_tunnel(h);
+		}
+	}
+	if (px_conn_send(t->srv.io) == -1) {
+		http_server_gone(t, errno);
+		if (!h->gone)
+			http_drive(h);
+		return;
+	}
+	h->progress++;
+	http_drive(h);
 }

@@ -548,8 +548,11 @@ class Sessions:
         self.by_port = {}
         self.conn = {}
         for sid in sorted(port):
-            leg = [int(m.group(1)) for m in map(LEGRE.search, lines[sid])
-                   if m]
+            # A leg's session-end line carries its stream's tag; a
+            # connection's own lines may too (its streams that are
+            # transactions of its session), not its session-end.
+            leg = [int(m.group(1)) for m in map(LEGRE.search, (
+                x for x in lines[sid] if " session-end " in " " + x)) if m]
             self.by_port.setdefault(port[sid], []).append(
                 (sid, leg[0] if leg else None))
 

@@ -136,6 +136,9 @@ for k in h2c tls; do
     n=$(grep -c "^$k: goaway=1/0 status=200 body=b'hello h2\\\\n' end=eof$" "$T/client.out" || true)
     assert_eq "$n" "$N" "$k connections whose first request came with the reload: GOAWAY naming it, served, closed without a reset"
 done
+# A stream's line is written at its stream's end, which the client may
+# see before the log does: waited for, then counted exactly.
+wait_log_count 'path=/hello.txt status=200 .*proto=h2' $((2 * N))
 n=$(grep -c 'path=/hello.txt status=200 .*proto=h2' "$PROXYD_LOG" || true)
 assert_eq "$n" $((2 * N)) "every request was served"
 proc_alive "$PROXYD_PID" || fail "proxyd died"

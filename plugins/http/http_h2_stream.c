@@ -1,0 +1,315 @@
+/* HTTP/2 client streams as transactions of their connection's session
+ * (issue 36): a request whose HEADERS end its stream (GET, HEAD, a
+ * bodiless DELETE...), on a service without <scan> or <auth>, is made a
+ * parsed head from its fields (http_h2_req.c) and runs through the same
+ * engine as an HTTP/1.1 client's request (http_request_start, judged in
+ * http_judge.c, http.c's steps), its response written by the stream's
+ * writer (http_h2_txn.c) as HEADERS, DATA and trailers: no socketpair, no
+ * second session, no second parse. The other streams are still legs
+ * (http_h2_leg.c).
+ *
+ * A transaction ends (http_h2s_done, a refusal, a cut) before its stream
+ * does: its server connection goes back to the pool (or is closed) at
+ * once, and its http-request line waits for the stream's end, to say
+ * what the client got (to-client: the HEADERS and DATA bytes sent) and
+ * whether it was reset. Its timers (response-timeout, grpc-timeout) and
+ * its idle-timeout are looked at on the connection's tick
+ * (HTTP_H2_TICK_MS) while any transaction is open. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <nghttp2/nghttp2.h>
+
+#include "conn.h"
+#include "http_h2_txn.h"
+#include "http_int.h"
+
+#include "http_h2_int.h"
+
+struct h2_txn {
+	struct http_txn		 t;
+	struct http_h2w		 w;
+	struct h2_stream	*st;
+	/* The transaction is over (t.ended): completed, its response all
+	 * given to the writer; else it was cut. */
+	bool			 completed;
+	uint64_t		 deadline_ms;	/* its timer; 0 none */
+	uint64_t		 active_ms;	/* when it last moved */
+	uint64_t		 seen;		/* its bytes then */
+};
+
+static uint64_t
+h2s_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct h2_txn *
+h2s_of(struct http_txn *t)
+{
+	return (struct h2_txn *)(void *)((char *)t - offsetof(struct h2_txn,
+	    t));
+}
+
+bool
+h2_txn_eligible(const struct http_h2 *c)
+{
+	return http_scan_none(c->h) && px_session_auth(c->h->s) == NULL;
+}
+
+int
+h2_txn_start(struct h2_stream *st)
+{
+	struct http_h2 *c = st->c;
+	struct http_state *h = c->h;
+	static _Thread_local struct http_head m;
+	struct h2_txn *x;
+	const char *why = NULL;
+	int rc;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return -1;
+	if (http_txn_init(&x->t, h) == -1 || http_h2w_init(&x->w, c->ng,
+	    st->id, st->is_head, false) == -1) {
+		http_txn_free(&x->t, false);
+		free(x);
+		return -1;
+	}
+	x->st = st;
+	x->t.h2w = &x->w;
+	x->active_ms = h2s_now_ms();
+	st->tx = x;
+	c->legs++;
+	c->ntxn++;
+	c->streams++;
+	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
+	rc = http_h2_req_head(&st->req, px_session_dst(h->s)->sa_family == 0,
+	    false, &h->pol->lim, &m, &why);
+	http_request_start(&x->t, rc == 0 ? &m : NULL, rc, why);
+	/* The head is judged and sent on (or refused): its fields go. */
+	http_h2_req_free(&st->req);
+	return 0;
+}
+
+void
+h2_txn_step_all(struct http_h2 *c)
+{
+	struct h2_stream *st;
+
+	TAILQ_FOREACH(st, &c->list, link) {
+		if (st->tx == NULL || st->tx->t.ended)
+			continue;
+		http_txn_step(&st->tx->t);
+		if (c->h->gone)
+			return;
+	}
+}
+
+size_t
+h2_txn_queued(const struct h2_stream *st)
+{
+	return st->tx != NULL && st->tx->w.buf != NULL ?
+	    evbuffer_get_length(st->tx->w.buf) : 0;
+}
+
+/* x's transaction is over: nothing more of the engine's runs on it. */
+static void
+h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
+{
+	struct http_txn *t = &x->t;
+
+	t->ended = true;
+	x->completed = completed;
+	if (!completed && t->verdict == NULL)
+		t->verdict = "error";
+	http_server_drop(t, keep_server);
+	t->req = HTTP_REQ_DONE;
+	t->resp = HTTP_RESP_NONE;
+	x->deadline_ms = 0;
+}
+
+void
+http_h2s_done(struct http_txn *t, bool keep_server)
+{
+	struct h2_txn *x = h2s_of(t);
+
+	if (t->ended)
+		return;
+	/* A body that ended by its server's close (or one whose trailers
+	 * never came) ends its stream here. */
+	if (x->w.streaming && !x->w.eof)
+		(void)http_h2w_end(&x->w, NULL, t->conn->pol);
+	h2s_ended(x, true, keep_server);
+	/* Nothing ends the stream, or the writer failed: it is reset. */
+	if (x->w.failed || (!x->w.submitted && !x->w.done))
+		h2_stream_reset(x->st, NGHTTP2_INTERNAL_ERROR);
+}
+
+void
+http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
+{
+	struct h2_txn *x = h2s_of(t);
+
+	(void)why;
+	if (!t->ended)
+		h2s_ended(x, false, false);
+	if (!x->st->reset)
+		h2_stream_reset(x->st, code != 0 ? code :
+		    NGHTTP2_INTERNAL_ERROR);
+}
+
+void
+h2_txn_cut(struct h2_stream *st, uint32_t code)
+{
+	struct h2_txn *x = st->tx;
+
+	/* Reset under its request (the client's window held it, the client
+	 * closed, nghttp2 refused a frame): its line says so. */
+	if (!x->t.ended) {
+		snprintf(x->t.leg_reset, sizeof(x->t.leg_reset), "%s",
+		    nghttp2_http2_strerror(code));
+		h2s_ended(x, false, false);
+	}
+}
+
+void
+http_h2s_timer(struct http_txn *t, uint64_t ms)
+{
+	h2s_of(t)->deadline_ms = ms != 0 ? h2s_now_ms() + ms : 0;
+}
+
+void
+h2_txn_tick(struct http_h2 *c)
+{
+	struct http_state *h = c->h;
+	uint64_t now = h2s_now_ms(), idle = px_session_idle_timeout(h->s);
+	struct h2_stream *st;
+
+	TAILQ_FOREACH(st, &c->list, link) {
+		struct h2_txn *x = st->tx;
+		struct http_txn *t;
+		uint64_t seen;
+
+		if (x == NULL || x->t.ended)
+			continue;
+		t = &x->t;
+		seen = t->req_bytes + t->resp_bytes + st->sent;
+		if (seen != x->seen) {
+			x->seen = seen;
+			x->active_ms = now;
+		}
+		if (x->deadline_ms != 0 && now >= x->deadline_ms) {
+			x->deadline_ms = 0;
+			http_txn_timeout(t);
+		} else if (idle != 0 && now - x->active_ms >= idle &&
+		    h2_txn_queued(st) == 0) {
+			/* Nothing moved for idle-timeout, and not for the
+			 * client's window (h2_reset_held's): as a leg's
+			 * session would, it ends. */
+			px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
+			http_txn_abort(t, PX_END_TIMEOUT,
+			    "error: idle-timeout");
+		}
+		if (h->gone)
+			return;
+	}
+}
+
+void
+h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
+{
+	struct http_h2 *c = st->c;
+	struct h2_txn *x = st->tx;
+	struct http_txn *t = &x->t;
+	char tag[48];
+
+	/* The client got all of it only from a stream closed whole; one
+	 * reset under its request or its response says so (reset=, as a
+	 * leg's line did). One proxyd cut itself (its server failed) was
+	 * said when it was cut. */
+	if ((!t->ended || x->completed) && (closed || st->reset ||
+	    code != NGHTTP2_NO_ERROR) && t->leg_reset[0] == '\0')
+		snprintf(t->leg_reset, sizeof(t->leg_reset), "%s", closed ?
+		    "connection-closed" : nghttp2_http2_strerror(code));
+	if (!t->ended)
+		h2s_ended(x, false, false);
+	if (t->leg_reset[0] != '\0')
+		t->verdict = "reset";
+	/* Reset before its HEADERS went: the client got no status. */
+	if (st->sent == 0 && t->leg_reset[0] != '\0')
+		t->status = 0;
+	t->resp_bytes = st->sent;
+	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
+	http_log_request_as(t, tag);
+	http_txn_free(t, false);
+	http_h2w_free(&x->w);
+	free(x);
+	st->tx = NULL;
+	c->legs--;
+	c->ntxn--;
+}
+
+/* ---- streams whose client's window holds them ------------------------- */
+
+/* Whether st has response bytes to send that its client's window does
+ * not let go. */
+static bool
+h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
+{
+	if (st->tx != NULL ? h2_txn_queued(st) == 0 : !st->submitted)
+		return false;
+	if (st->reset)
+		return false;
+	if (st->tx == NULL && evbuffer_get_length(st->body) == 0 &&
+	    (!st->leg_open ||
+	    evbuffer_get_length(st->leg.in) == 0))
+		return false;
+	return nghttp2_session_get_stream_remote_window_size(c->ng,
+	    st->id) <= 0 || nghttp2_session_get_remote_window_size(c->ng) <= 0;
+}
+
+/* A stream whose client keeps its window shut holds its leg, its server
+ * request and up to 64 KiB here; PINGs or other streams keep the
+ * connection from being idle. Such a stream is reset once held for
+ * idle-timeout without a DATA frame going out (nginx: send_timeout,
+ * between two writes; a slow reader is not held), and the connection's
+ * HTTP_H2_HELD_MAX-th one ends it. Looked for whenever the connection
+ * does something: with nothing at all, the idle timer ends it anyway. */
+void
+h2_reset_held(struct http_h2 *c)
+{
+	uint64_t idle = px_session_idle_timeout(c->h->s), now;
+	struct h2_stream *st;
+
+	if (idle == 0 || c->closing || c->ended_by_us || c->goaway != 0 ||
+	    (now = h2s_now_ms()) < c->next_held_check)
+		return;
+	c->next_held_check = now + HTTP_H2_HELD_CHECK_MS;
+	TAILQ_FOREACH(st, &c->list, link) {
+		if (!h2_stream_held(c, st)) {
+			st->held_since = 0;
+			continue;
+		}
+		if (st->held_since == 0)
+			st->held_since = now;
+		if (now - st->held_since < idle)
+			continue;
+		h2_event(c, HTTP_H2_FLOW_CONTROL, st->id, "send window shut "
+		    "for longer than idle-timeout");
+		h2_stream_reset(st, NGHTTP2_CANCEL);
+		if (++c->held_resets < HTTP_H2_HELD_MAX)
+			continue;
+		/* The others go with the connection. */
+		(void)h2_end_connection(c, HTTP_H2_FLOW_CONTROL, 0,
+		    NGHTTP2_ENHANCE_YOUR_CALM, "too many streams held with a "
+		    "shut send window");
+		break;
+	}
+}
