@@ -135,6 +135,11 @@ h2o_conn_notify(struct h2o_conn *c)
 		st->t->conn->progress++;
 		px_session_active(st->t->conn->s);
 		http_drive(st->t->conn);
+		/* An HTTP/2 client's drive runs all its streams' transactions:
+		 * others of this connection's streams may have gone with
+		 * theirs. Looked for again from the start (each is notified
+		 * once: the flag is cleared first). */
+		next = TAILQ_FIRST(&c->streams);
 	}
 	c->busy--;
 	http_h2o_conn_flush(c);
