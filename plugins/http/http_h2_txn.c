@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -19,6 +20,7 @@ struct h2w_list {
 	size_t		*off;		/* name, value offsets; lengths */
 	size_t		 n, fcap;
 	bool		 failed;
+	bool		 no_length;	/* Content-Length does not go */
 };
 
 static bool
@@ -48,7 +50,8 @@ h2w_add(void *arg, const char *name, size_t nlen, const char *val,
 	struct h2w_list *l = arg;
 	size_t i, *no;
 
-	if (l->failed)
+	if (l->failed || (l->no_length && nlen == 14 &&
+	    strncasecmp(name, "content-length", 14) == 0))
 		return;
 	if (name == NULL || nlen > SIZE_MAX / 2 || vlen > SIZE_MAX / 2 ||
 	    !h2w_room(l, nlen + vlen)) {
@@ -221,6 +224,9 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	st[2] = (char)('0' + s % 10);
 	st[3] = '\0';
 	h2w_add(&l, ":status", 7, st, 3);
+	/* RFC 9110 8.6: never in a 1xx or a 204, though an HTTP/1.1 server
+	 * may send one there; an HTTP/2 client resets the stream for it. */
+	l.no_length = interim || s == 204;
 	http_head_response_fields(m, p, rs, h2w_add, &l);
 	if ((nv = h2w_nv(&l)) == NULL) {
 		h2w_list_free(&l);

@@ -418,6 +418,26 @@ test_window(void **state)
 	close_pair(&x);
 }
 
+/* RFC 9110 8.6: no Content-Length in a 1xx or a 204, which an HTTP/1.1
+ * server may still send: an HTTP/2 client takes such a head as malformed
+ * and resets the stream (nghttp2 does), so the field does not go. */
+static void
+test_no_length_field(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	head(&x, "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n"
+	    "Link: </s.css>\r\n\r\n", false);
+	head(&x, "HTTP/1.1 204 No Content\r\nContent-Length: 12\r\n"
+	    "X-A: b\r\n\r\n", false);
+	pump(&x);
+	expect(&x, " :status: 103\n link: </s.css>\nHEADERS\n"
+	    " :status: 204\n x-a: b\nHEADERS end\n");
+	close_pair(&x);
+}
+
 int
 main(void)
 {
@@ -430,6 +450,7 @@ main(void)
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
+		cmocka_unit_test(test_no_length_field),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
