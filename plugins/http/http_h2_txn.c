@@ -123,13 +123,30 @@ h2w_grew(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
 	struct http_h2w *w = arg;
 
 	(void)b;
-	if (info->n_added == 0 || !w->deferred || w->done)
+	if (info->n_added != 0)
+		http_h2w_released(w);
+}
+
+void
+http_h2w_released(struct http_h2w *w)
+{
+	if (!w->deferred || w->done)
 		return;
 	w->deferred = false;
 	if (nghttp2_session_resume_data(w->ng, w->id) != 0)
 		w->failed = true;
 	else
 		h2w_wake(w);
+}
+
+static void
+h2w_trl_free(struct http_h2w *w)
+{
+	free(w->trl);
+	free(w->trl_mem);
+	w->trl = NULL;
+	w->trl_mem = NULL;
+	w->ntrl = 0;
 }
 
 int
@@ -159,10 +176,7 @@ http_h2w_free(struct http_h2w *w)
 	if (w->in != NULL)
 		evbuffer_free(w->in);
 	w->buf = w->in = NULL;
-	free(w->trl);
-	free(w->trl_mem);
-	w->trl = NULL;
-	w->trl_mem = NULL;
+	h2w_trl_free(w);
 }
 
 /* nghttp2 takes DATA: what the buffer has, up to len; the end once the
@@ -188,7 +202,9 @@ h2w_read(nghttp2_session *ng, int32_t id, uint8_t *out, size_t len,
 		if (w->left == 0)
 			w->eof = true;
 	}
-	if (w->left != 0 && (!w->eof || evbuffer_get_length(w->buf) != 0)) {
+	/* The end waits behind bytes still held (w->held). */
+	if (w->left != 0 && (!w->eof || evbuffer_get_length(w->buf) != 0 ||
+	    (w->held != NULL && w->held(w->held_arg)))) {
 		if (len > 0)
 			return (ssize_t)len;
 		w->deferred = true;
@@ -219,6 +235,12 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 
 	if (w->submitted || w->done || s < 100 || s > 999 || s == 101)
 		return -1;
+	if (!interim && rs->own && w->eof) {
+		/* proxyd's reply in place of a held response: the end kept
+		 * was that response's (its trailers with it). */
+		w->eof = false;
+		h2w_trl_free(w);
+	}
 	st[0] = (char)('0' + s / 100);
 	st[1] = (char)('0' + s / 10 % 10);
 	st[2] = (char)('0' + s % 10);
@@ -276,7 +298,8 @@ http_h2w_end(struct http_h2w *w, const struct http_head *tr,
 {
 	struct h2w_list l = { 0 };
 
-	if (!w->streaming || w->done || w->eof)
+	/* Before the head (a scan holds it): kept for it. */
+	if ((w->submitted && !w->streaming) || w->done || w->eof)
 		return 0;
 	if (tr != NULL)
 		http_head_trailer_fields(tr, p, false, h2w_add, &l);
@@ -361,11 +384,20 @@ http_h2t_data(struct http_txn *t, struct evbuffer *src, size_t n,
 	http_h2w_data(t->h2w, src, n, out);
 }
 
+/* A scan holding part of the response toward the client: its end waits. */
+static bool
+http_h2t_held(void *arg)
+{
+	return http_scan_holding(arg, PX_TO_CLIENT);
+}
+
 static void
 http_h2t_end(struct http_txn *t, const struct http_head *tr,
     struct evbuffer *out)
 {
-	(void)out;
+	(void)out;	/* the end goes behind what a scan holds: held */
+	t->h2w->held = http_h2t_held;
+	t->h2w->held_arg = t;
 	if (http_h2w_end(t->h2w, tr, t->conn->pol) == -1)
 		http_h2w_reset(t->h2w, NGHTTP2_INTERNAL_ERROR);
 }

@@ -51,6 +51,12 @@ struct http_h2w {
 	 * sends. */
 	void		(*wake)(void *arg);
 	void		*wake_arg;
+	/* Whether body bytes are still held on their way to buf (a scan
+	 * awaiting its verdict): the end waits behind them, as an HTTP/1.1
+	 * writer's last chunk waits in the hold behind the data. NULL:
+	 * nothing is ever held. */
+	bool		(*held)(void *arg);
+	void		*held_arg;
 	/* The trailer fields to send after the last DATA; NULL none. */
 	nghttp2_nv	*trl;
 	size_t		 ntrl;
@@ -75,9 +81,14 @@ void	http_h2w_data(struct http_h2w *w, struct evbuffer *src, size_t n,
 	    struct evbuffer *out);
 /* The body ends (trailer section tr through p's rules when trailers
  * ="pass"; NULL none): END_STREAM on the last DATA, or a trailing
- * HEADERS after it. 0 or -1 as head. */
+ * HEADERS after it, once nothing is held (w->held); before the head
+ * (a head a scan holds), kept for the head that follows, unless that is
+ * proxyd's own reply in its place. 0 or -1 as head. */
 int	http_h2w_end(struct http_h2w *w, const struct http_head *tr,
 	    const struct http_policy *p);
+/* What was held went to buf (a scan's verdict): a DATA waiting for it
+ * goes on, or the end that waited behind it. */
+void	http_h2w_released(struct http_h2w *w);
 /* The response fails after part of it went: RST_STREAM code. */
 void	http_h2w_reset(struct http_h2w *w, uint32_t code);
 

@@ -58,6 +58,7 @@
 #include "auth.h"
 #include "conn.h"
 #include "http_h2_origin.h"
+#include "http_h2_txn.h"
 #include "http_head.h"
 #include "http_int.h"
 #include "audit.h"
@@ -386,6 +387,10 @@ http_scan_pass(struct http_txn *t, enum px_dir dir)
 	if (dir == PX_TO_CLIENT) {
 		http_scan_head_go(t, dir, http_client_out(t));
 		evbuffer_add_buffer(http_client_out(t), sc->hold);
+		/* An HTTP/2 stream's end waited behind the hold, which may
+		 * have been empty. */
+		if (t->h2w != NULL)
+			http_h2w_released(t->h2w);
 		if (ended && t->resp == HTTP_RESP_DONE)
 			http_response_complete(t);
 	} else if (http_server_out(t) != NULL) {

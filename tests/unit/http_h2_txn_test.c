@@ -438,6 +438,99 @@ test_no_length_field(void **state)
 	close_pair(&x);
 }
 
+/* A stream's transaction (as test_grpc_reply makes it). */
+static void
+txn_on(struct pair *x, struct http_state *h, struct http_txn *t)
+{
+	memset(h, 0, sizeof(*h));
+	memset(t, 0, sizeof(*t));
+	h->pol = &x->p;
+	t->conn = h;
+	t->h2w = &x->w;
+}
+
+/* The response head s through the transaction's writer. */
+static void
+txn_head(struct pair *x, struct http_txn *t, const char *s, bool own)
+{
+	struct http_resp_ctx rs = { .client_keep = true, .own = own };
+	size_t scanned = 0;
+	ssize_t end = http_head_end(s, strlen(s), lim.max_header_bytes,
+	    &scanned);
+	const char *why = NULL;
+
+	assert_true(end > 0);
+	assert_int_equal(http_parse_head(s, (size_t)end, false, &lim, &x->m,
+	    &why), 0);
+	http_client_h2.head(t, &x->m, &rs, http_client_out(t));
+}
+
+/* A response whose body a scan holds for its verdict (the writer is
+ * given the scan's hold as out, http_scan_to): its end comes before the
+ * body reaches the stream's buffer, and must not go ahead of it (the
+ * client would take an empty body for the whole one); nor be lost when
+ * the head is held too (the stream would never end); nor end proxyd's
+ * own reply when the held response is refused. */
+static void
+test_held(void **state)
+{
+	static struct http_state h;
+	static struct http_txn t;
+	struct evbuffer *src = evbuffer_new(), *hold = evbuffer_new();
+	struct pair x;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(hold);
+	/* The head went; the body and its end are held. */
+	open_pair(&x, "GET", 0);
+	txn_on(&x, &h, &t);
+	t.scan[PX_TO_CLIENT].hold = hold;
+	txn_head(&x, &t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", false);
+	evbuffer_add(src, "held", 4);
+	http_client_h2.data(&t, src, 4, hold);
+	http_client_h2.end(&t, NULL, hold);
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n");
+	evbuffer_add_buffer(x.w.buf, hold);	/* the verdict: it goes */
+	pump(&x);
+	expect(&x, " [held]\nDATA 4 end\n");
+	close_pair(&x);
+	/* The head held too: the end comes first, then the head. */
+	open_pair(&x, "GET", 0);
+	txn_on(&x, &h, &t);
+	t.scan[PX_TO_CLIENT].hold = hold;
+	evbuffer_add(hold, "held", 4);
+	http_client_h2.end(&t, NULL, hold);
+	txn_head(&x, &t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", false);
+	evbuffer_add_buffer(x.w.buf, hold);
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n [held]\nDATA 4 end\n");
+	close_pair(&x);
+	/* The held response refused: proxyd's page in its place is ended
+	 * by its own end, not by the refused one's. */
+	open_pair(&x, "GET", 0);
+	txn_on(&x, &h, &t);
+	t.scan[PX_TO_CLIENT].hold = hold;
+	evbuffer_add(hold, "virus", 5);
+	http_client_h2.end(&t, NULL, hold);
+	evbuffer_drain(hold, 5);
+	txn_head(&x, &t, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain"
+	    "\r\n\r\n", true);
+	body(&x, "no");
+	pump(&x);
+	expect(&x, " :status: 403\n content-type: text/plain\nHEADERS\n"
+	    " [no]\nDATA 2\n");
+	http_client_h2.end(&t, NULL, x.w.buf);
+	pump(&x);
+	expect(&x, "DATA 0 end\n");
+	close_pair(&x);
+	evbuffer_free(hold);
+	evbuffer_free(src);
+}
+
 int
 main(void)
 {
@@ -451,6 +544,7 @@ main(void)
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_no_length_field),
+		cmocka_unit_test(test_held),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
