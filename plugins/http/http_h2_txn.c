@@ -169,8 +169,23 @@ http_h2w_init(struct http_h2w *w, nghttp2_session *ng, int32_t id,
 }
 
 void
+http_h2w_closed(struct http_h2w *w)
+{
+	w->done = true;
+	w->deferred = false;
+	w->ng = NULL;
+}
+
+void
 http_h2w_free(struct http_h2w *w)
 {
+	/* nghttp2 holds w as the source of the stream's DATA until the
+	 * stream closes: reset first (the RST_STREAM goes ahead of any
+	 * DATA, and closing the stream drops its source unread). */
+	if (w->ng != NULL && w->streaming && !w->done)
+		(void)nghttp2_submit_rst_stream(w->ng, NGHTTP2_FLAG_NONE, w->id,
+		    NGHTTP2_CANCEL);
+	w->done = true;
 	if (w->buf != NULL)
 		evbuffer_free(w->buf);
 	if (w->in != NULL)

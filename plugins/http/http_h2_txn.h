@@ -66,7 +66,13 @@ struct http_h2w {
 /* w writes stream id of ng's responses. 0, or -1 out of memory. */
 int	http_h2w_init(struct http_h2w *w, nghttp2_session *ng, int32_t id,
 	    bool is_head, bool connect);
+/* An unfinished response is reset (CANCEL): nghttp2 must never read w
+ * again. */
 void	http_h2w_free(struct http_h2w *w);
+/* The stream closed (nghttp2's on_stream_close), or its session is to
+ * be deleted: w asks nothing more of nghttp2, its body is dropped. The
+ * owner calls it before nghttp2_session_del, as w->ng then dangles. */
+void	http_h2w_closed(struct http_h2w *w);
 /* The judged response head m (through p's response-header rules, rs:
  * proxyd's own when rs->own): an interim one (1xx) as HEADERS, a final
  * one as HEADERS with END_STREAM when no body can follow (HEAD, 204,

@@ -531,6 +531,52 @@ test_held(void **state)
 	evbuffer_free(src);
 }
 
+/* The writer freed while its DATA still waits for the client's window
+ * (the transaction ended without a reset: its client went, its server
+ * failed): nghttp2 keeps the stream's DATA source, the writer, and
+ * would read it when the window opens. The stream is reset instead
+ * (CANCEL) and nghttp2 never reads the freed writer. */
+static void
+test_free_unfinished(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "GET", 4);
+	head(&x, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", false);
+	body(&x, "0123456789");
+	pump(&x);
+	expect(&x, " :status: 200\n content-length: 10\nHEADERS\n"
+	    " [0123]\nDATA 4\n");
+	http_h2w_free(&x.w);
+	assert_int_equal(nghttp2_submit_window_update(x.cli,
+	    NGHTTP2_FLAG_NONE, x.id, 6), 0);
+	pump(&x);
+	expect(&x, "RST 8\n");
+	close_pair(&x);
+	/* The client cancels while DATA waits for bytes; its session goes
+	 * before the writer (the connection closing): told, the writer
+	 * asks nghttp2 nothing more. */
+	open_pair(&x, "GET", 0);
+	head(&x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    false);
+	pump(&x);
+	assert_int_equal(nghttp2_submit_rst_stream(x.cli, NGHTTP2_FLAG_NONE,
+	    x.id, NGHTTP2_CANCEL), 0);
+	pump(&x);
+	http_h2w_closed(&x.w);
+	nghttp2_session_del(x.srv);
+	x.srv = NULL;
+	x.wakes = 0;
+	body(&x, "late");
+	assert_int_equal(evbuffer_get_length(x.w.buf), 0);
+	assert_int_equal(http_h2w_end(&x.w, NULL, &x.p), 0);
+	http_h2w_reset(&x.w, NGHTTP2_INTERNAL_ERROR);
+	evbuffer_add(x.w.buf, "direct", 6);	/* a chunked body's way */
+	assert_int_equal(x.wakes, 0);
+	close_pair(&x);
+}
+
 int
 main(void)
 {
@@ -545,6 +591,7 @@ main(void)
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_no_length_field),
 		cmocka_unit_test(test_held),
+		cmocka_unit_test(test_free_unfinished),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
