@@ -282,6 +282,7 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 			w->left = m->content_length;
 		rc = nghttp2_submit_response(w->ng, w->id, nv, l.n, &dp);
 		w->streaming = true;
+		w->tunnel = tunnel;
 	}
 	free(nv);
 	w->head_bytes = l.len;
@@ -359,6 +360,15 @@ http_h2w_reset(struct http_h2w *w, uint32_t code)
 		h2w_wake(w);
 }
 
+/* The code of a stream the server side failed: CONNECT_ERROR for a
+ * tunnel (RFC 9113 8.5: its TCP connection reset or failed), else
+ * INTERNAL_ERROR. */
+static uint32_t
+http_h2t_fail_code(const struct http_h2w *w)
+{
+	return w->tunnel ? NGHTTP2_CONNECT_ERROR : NGHTTP2_INTERNAL_ERROR;
+}
+
 /* ---- a transaction that is a stream: its client side ------------------- */
 
 size_t
@@ -421,7 +431,7 @@ http_h2t_end(struct http_txn *t, const struct http_head *tr,
 static void
 http_h2t_reset(struct http_txn *t, const char *why)
 {
-	http_h2s_abort(t, NGHTTP2_INTERNAL_ERROR, why);
+	http_h2s_abort(t, http_h2t_fail_code(t->h2w), why);
 }
 
 static struct evbuffer *

@@ -35,6 +35,7 @@ struct http_h2w {
 	struct evbuffer	*in;
 	bool		 is_head;	/* a HEAD request: no body ever */
 	bool		 connect;	/* a CONNECT: a 2xx opens a tunnel */
+	bool		 tunnel;	/* ...which it did */
 	bool		 submitted;	/* the final HEADERS queued */
 	bool		 streaming;	/* ...with DATA to follow */
 	bool		 deferred;	/* nghttp2 waits for body bytes */

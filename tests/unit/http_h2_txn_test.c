@@ -221,6 +221,33 @@ expect(struct pair *x, const char *want)
 	x->log[0] = '\0';
 }
 
+/* A stream's transaction (as test_grpc_reply makes it). */
+static void
+txn_on(struct pair *x, struct http_state *h, struct http_txn *t)
+{
+	memset(h, 0, sizeof(*h));
+	memset(t, 0, sizeof(*t));
+	h->pol = &x->p;
+	t->conn = h;
+	t->h2w = &x->w;
+}
+
+/* The response head s through the transaction's writer. */
+static void
+txn_head(struct pair *x, struct http_txn *t, const char *s, bool own)
+{
+	struct http_resp_ctx rs = { .client_keep = true, .own = own };
+	size_t scanned = 0;
+	ssize_t end = http_head_end(s, strlen(s), lim.max_header_bytes,
+	    &scanned);
+	const char *why = NULL;
+
+	assert_true(end > 0);
+	assert_int_equal(http_parse_head(s, (size_t)end, false, &lim, &x->m,
+	    &why), 0);
+	http_client_h2.head(t, &x->m, &rs, http_client_out(t));
+}
+
 /* A length body moved into the buffer by another (an HTTP/1.1 server's,
  * http_body.c) goes as DATA, its last byte with END_STREAM; field names
  * lower-cased, the hop-by-hop ones dropped. */
@@ -373,6 +400,42 @@ test_connect(void **state)
 	close_pair(&x);
 }
 
+/* A tunnel whose TCP connection to the server fails: RST_STREAM with
+ * CONNECT_ERROR (RFC 9113 8.5), not a generic INTERNAL_ERROR; a
+ * CONNECT refused (its own body) is an ordinary response. */
+static void
+test_connect_error(void **state)
+{
+	static struct http_state h;
+	static struct http_txn t;
+	struct pair x;
+
+	(void)state;
+	open_pair(&x, "CONNECT", 0);
+	txn_on(&x, &h, &t);
+	txn_head(&x, &t, "HTTP/1.1 200 Connection established\r\n\r\n",
+	    true);
+	body(&x, "raw");
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n [raw]\nDATA 3\n");
+	http_client_h2.reset(&t, "server-error: connection reset");
+	pump(&x);
+	expect(&x, "RST 10\n");
+	close_pair(&x);
+	open_pair(&x, "CONNECT", 0);
+	txn_on(&x, &h, &t);
+	txn_head(&x, &t, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 100"
+	    "\r\n\r\n", false);
+	body(&x, "part");
+	pump(&x);
+	expect(&x, " :status: 502\n content-length: 100\nHEADERS\n"
+	    " [part]\nDATA 4\n");
+	http_client_h2.reset(&t, "server-error: connection reset");
+	pump(&x);
+	expect(&x, "RST 2\n");
+	close_pair(&x);
+}
+
 /* A server failing mid-body: RST_STREAM INTERNAL_ERROR, nothing after. */
 static void
 test_reset(void **state)
@@ -436,33 +499,6 @@ test_no_length_field(void **state)
 	expect(&x, " :status: 103\n link: </s.css>\nHEADERS\n"
 	    " :status: 204\n x-a: b\nHEADERS end\n");
 	close_pair(&x);
-}
-
-/* A stream's transaction (as test_grpc_reply makes it). */
-static void
-txn_on(struct pair *x, struct http_state *h, struct http_txn *t)
-{
-	memset(h, 0, sizeof(*h));
-	memset(t, 0, sizeof(*t));
-	h->pol = &x->p;
-	t->conn = h;
-	t->h2w = &x->w;
-}
-
-/* The response head s through the transaction's writer. */
-static void
-txn_head(struct pair *x, struct http_txn *t, const char *s, bool own)
-{
-	struct http_resp_ctx rs = { .client_keep = true, .own = own };
-	size_t scanned = 0;
-	ssize_t end = http_head_end(s, strlen(s), lim.max_header_bytes,
-	    &scanned);
-	const char *why = NULL;
-
-	assert_true(end > 0);
-	assert_int_equal(http_parse_head(s, (size_t)end, false, &lim, &x->m,
-	    &why), 0);
-	http_client_h2.head(t, &x->m, &rs, http_client_out(t));
 }
 
 /* A response whose body a scan holds for its verdict (the writer is
@@ -587,6 +623,7 @@ main(void)
 		cmocka_unit_test(test_one_frame),
 		cmocka_unit_test(test_grpc_reply),
 		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_error),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_no_length_field),
