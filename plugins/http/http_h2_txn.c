@@ -214,12 +214,12 @@ h2w_read(nghttp2_session *ng, int32_t id, uint8_t *out, size_t len,
 	w->sent += len;
 	if (w->left >= 0) {
 		w->left -= (int64_t)len;
-		if (w->left == 0)
+		if (w->left == 0 && w->length_ends)
 			w->eof = true;
 	}
 	/* The end waits behind bytes still held (w->held). */
-	if (w->left != 0 && (!w->eof || evbuffer_get_length(w->buf) != 0 ||
-	    (w->held != NULL && w->held(w->held_arg)))) {
+	if (!w->eof || (w->left != 0 && (evbuffer_get_length(w->buf) != 0 ||
+	    (w->held != NULL && w->held(w->held_arg))))) {
 		if (len > 0)
 			return (ssize_t)len;
 		w->deferred = true;
@@ -280,6 +280,8 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	} else {
 		if (!tunnel && !m->chunked && m->content_length > 0)
 			w->left = m->content_length;
+		/* minor 2: an HTTP/2 server's (http_h2o), ended by end(). */
+		w->length_ends = m->minor != 2 || rs->own;
 		rc = nghttp2_submit_response(w->ng, w->id, nv, l.n, &dp);
 		w->streaming = true;
 		w->tunnel = tunnel;

@@ -40,6 +40,10 @@ struct http_h2w {
 	bool		 streaming;	/* ...with DATA to follow */
 	bool		 deferred;	/* nghttp2 waits for body bytes */
 	bool		 eof;		/* the body is whole */
+	/* Its length ends it (an HTTP/1.1 server's or proxyd's response,
+	 * which has no trailers and whose end may never be said); an
+	 * HTTP/2 server's waits for the end, which may bring trailers. */
+	bool		 length_ends;
 	bool		 done;		/* END_STREAM queued (or reset) */
 	bool		 failed;	/* out of memory or nghttp2 refused */
 	size_t		 head_bytes;	/* the last head's field bytes */

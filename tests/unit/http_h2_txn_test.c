@@ -613,6 +613,39 @@ test_free_unfinished(void **state)
 	close_pair(&x);
 }
 
+/* An HTTP/2 server's response with a content-length and trailers (legal
+ * in HTTP/2, RFC 9113 8.1): its end (http_h2o: the server's stream
+ * ended, trailers or not) comes after the last byte, and the trailers
+ * go whenever the client's window let that byte go. */
+static void
+test_length_trailers(void **state)
+{
+	const char *s = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n";
+	const char *t = "Server-Timing: db;dur=53\r\n\r\n";
+	struct http_resp_ctx rs = { .client_keep = true };
+	struct http_head tr;
+	struct pair x;
+	const char *why = NULL;
+
+	(void)state;
+	open_pair(&x, "GET", 0);
+	x.p.trailers_pass = true;
+	assert_int_equal(http_parse_head(s, strlen(s), false, &lim, &x.m,
+	    &why), 0);
+	x.m.minor = 2;		/* as http_h2o makes an HTTP/2 server's */
+	assert_int_equal(http_h2w_head(&x.w, &x.m, &x.p, &rs), 0);
+	body(&x, "abc");
+	pump(&x);
+	expect(&x, " :status: 200\n content-length: 3\nHEADERS\n"
+	    " [abc]\nDATA 3\n");
+	assert_int_equal(http_parse_trailers(t, strlen(t), &lim, &tr, &why),
+	    (ssize_t)strlen(t));
+	assert_int_equal(http_h2w_end(&x.w, &tr, &x.p), 0);
+	pump(&x);
+	expect(&x, " server-timing: db;dur=53\nHEADERS end\n");
+	close_pair(&x);
+}
+
 int
 main(void)
 {
@@ -629,6 +662,7 @@ main(void)
 		cmocka_unit_test(test_no_length_field),
 		cmocka_unit_test(test_held),
 		cmocka_unit_test(test_free_unfinished),
+		cmocka_unit_test(test_length_trailers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
