@@ -262,8 +262,9 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	st[3] = '\0';
 	h2w_add(&l, ":status", 7, st, 3);
 	/* RFC 9110 8.6: never in a 1xx or a 204, though an HTTP/1.1 server
-	 * may send one there; an HTTP/2 client resets the stream for it. */
-	l.no_length = interim || s == 204;
+	 * may send one there; an HTTP/2 client resets the stream for it.
+	 * Nor in a 2xx to CONNECT (9.3.6): a tunnel has no length. */
+	l.no_length = interim || s == 204 || tunnel;
 	http_head_response_fields(m, p, rs, h2w_add, &l);
 	if ((nv = h2w_nv(&l)) == NULL) {
 		h2w_list_free(&l);

@@ -122,6 +122,9 @@ pump(struct pair *x)
 	fail_msg("pump: no end");
 }
 
+/* The next client passes on what it receives unchecked. */
+static bool raw_client;
+
 /* A client whose first request is method (window: its stream's initial
  * window, 0 for the default), and proxyd's writer on its stream. */
 static void
@@ -154,6 +157,8 @@ open_pair(struct pair *x, const char *method, uint32_t window)
 	    on_chunk);
 	assert_int_equal(nghttp2_option_new(&opt), 0);
 	nghttp2_option_set_no_auto_window_update(opt, 1);
+	/* What was sent as it is, not what nghttp2 would make of it. */
+	nghttp2_option_set_no_http_messaging(opt, raw_client);
 	assert_int_equal(nghttp2_session_client_new2(&x->cli, cb, x, opt), 0);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
@@ -397,6 +402,24 @@ test_connect(void **state)
 	expect(&x, " [raw]\nDATA 3\n");
 	assert_int_equal(nghttp2_session_get_stream_remote_close(x.cli, x.id),
 	    0);
+	close_pair(&x);
+}
+
+/* RFC 9110 9.3.6: no Content-Length in a 2xx to CONNECT (a server may
+ * still say one): the tunnel has no length. */
+static void
+test_connect_no_length(void **state)
+{
+	struct pair x;
+
+	(void)state;
+	raw_client = true;
+	open_pair(&x, "CONNECT", 0);
+	raw_client = false;
+	head(&x, "HTTP/1.1 200 Connection established\r\n"
+	    "Content-Length: 0\r\n\r\n", false);
+	pump(&x);
+	expect(&x, " :status: 200\nHEADERS\n");
 	close_pair(&x);
 }
 
@@ -656,6 +679,7 @@ main(void)
 		cmocka_unit_test(test_one_frame),
 		cmocka_unit_test(test_grpc_reply),
 		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_no_length),
 		cmocka_unit_test(test_connect_error),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
