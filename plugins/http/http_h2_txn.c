@@ -304,7 +304,9 @@ void
 http_h2w_data(struct http_h2w *w, struct evbuffer *src, size_t n,
     struct evbuffer *out)
 {
-	if (!w->streaming || w->done) {
+	/* Before the head (a scan holds it, out is its hold), the body
+	 * goes with it. */
+	if ((w->submitted && !w->streaming) || w->done) {
 		evbuffer_drain(src, n);	/* no body on this response */
 		return;
 	}

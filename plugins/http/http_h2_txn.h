@@ -87,7 +87,8 @@ void	http_h2w_closed(struct http_h2w *w);
 int	http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	    const struct http_policy *p, const struct http_resp_ctx *rs);
 /* n bytes at the front of src go to the body (to out: w->buf, or a scan
- * holding them). */
+ * holding them, with the head or not); dropped once the head says there
+ * is no body. */
 void	http_h2w_data(struct http_h2w *w, struct evbuffer *src, size_t n,
 	    struct evbuffer *out);
 /* The body ends (trailer section tr through p's rules when trailers

@@ -560,7 +560,9 @@ test_held(void **state)
 	open_pair(&x, "GET", 0);
 	txn_on(&x, &h, &t);
 	t.scan[PX_TO_CLIENT].hold = hold;
-	evbuffer_add(hold, "held", 4);
+	evbuffer_add(src, "held", 4);
+	http_client_h2.data(&t, src, 4, hold);
+	assert_int_equal(evbuffer_get_length(hold), 4);
 	http_client_h2.end(&t, NULL, hold);
 	txn_head(&x, &t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
 	    "\r\n", false);
