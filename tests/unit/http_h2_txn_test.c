@@ -2,7 +2,8 @@
  * writer driven against an nghttp2 client session in memory (no socket):
  * what the client receives, frame by frame, for a server's response, an
  * interim one, trailers, proxyd's own trailers-only reply, a HEAD, a
- * CONNECT's 200, a reset, and a body held by the client's window. */
+ * CONNECT's 200, a reset, a body held by the client's window or by a
+ * scan, and a writer freed or told its stream closed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
