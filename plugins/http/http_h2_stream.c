@@ -84,6 +84,7 @@ h2_txn_start(struct h2_stream *st)
 	}
 	x->st = st;
 	x->t.h2w = &x->w;
+	x->w.owner = x;
 	x->active_ms = h2s_now_ms();
 	st->tx = x;
 	c->legs++;
@@ -155,9 +156,14 @@ http_h2s_done(struct http_txn *t, bool keep_server)
 void
 http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 {
-	struct h2_txn *x = h2s_of(t);
+	struct h2_txn *x = t->h2w->owner;
 
 	(void)why;
+	if (x == NULL) {
+		http_h2w_reset(t->h2w, code != 0 ? code :
+		    NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
 	if (!t->ended)
 		h2s_ended(x, false, false);
 	if (!x->st->reset)
@@ -249,6 +255,9 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
 	http_log_request_as(t, tag);
 	http_txn_free(t, false);
+	/* The stream is closed (or its session goes): nothing more to
+	 * nghttp2 from its writer. */
+	http_h2w_closed(&x->w);
 	http_h2w_free(&x->w);
 	free(x);
 	st->tx = NULL;

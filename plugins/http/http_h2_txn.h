@@ -47,6 +47,10 @@ struct http_h2w {
 	bool		 done;		/* END_STREAM queued (or reset) */
 	bool		 failed;	/* out of memory or nghttp2 refused */
 	size_t		 head_bytes;	/* the last head's field bytes */
+	/* The stream's transaction in its session (http_h2_stream.c),
+	 * which a failure ends with the stream; NULL: a writer alone (its
+	 * unit test), whose reset only resets. */
+	void		*owner;
 	int64_t		 left;		/* body bytes the head says; -1 */
 	uint64_t	 sent;		/* body bytes given to DATA */
 	/* Called when frames were queued for the client (HEADERS, DATA
