@@ -171,8 +171,13 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
 	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
-	/* A transaction of this session, judged from its fields: no text. */
-	st->txn_ready = st->as_txn && st->keep_leg && !st->req.bad;
+	/* A transaction of this session, judged from its fields: no text
+	 * (CONNECT and the extended CONNECT are legs' still). */
+	st->txn_ready = st->as_txn && !st->tunnel &&
+	    st->protocol[0] == '\0' && !st->req.bad;
+	/* Its fields went to req: what gathers here now is trailers. */
+	if (st->txn_ready)
+		evbuffer_drain(st->fields, evbuffer_get_length(st->fields));
 	if (!st->txn_ready && (h2_tunnel_upgrade_fields(st) == -1 ||
 	    h2_request_head(st, st->early) == -1))
 		return -1;
@@ -356,8 +361,7 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	st->id = f->hd.stream_id;
 	st->fd = -1;
 	http_h2_req_init(&st->req);
-	st->as_txn = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
-	    h2_txn_eligible(c);
+	st->as_txn = h2_txn_eligible(c);
 	TAILQ_INSERT_TAIL(&c->list, st, link);
 	if ((st->authority = evbuffer_new()) == NULL ||
 	    (st->path = evbuffer_new()) == NULL ||
@@ -560,12 +564,12 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		return 0;
 	}
-	if (end && (st->leg_open || st->pending) && !st->req_ended) {
+	if (end && (st->leg_open || st->pending || st->tx != NULL) &&
+	    !st->req_ended) {
 		/* The request's end (DATA, or trailers). */
 		st->req_ended = true;
 		if (st->chunked) {
-			struct evbuffer *out = st->leg_open ? st->leg.out :
-			    st->early;
+			struct evbuffer *out = h2_tunnel_out(st);
 
 			evbuffer_add(out, "0\r\n", 3);
 			evbuffer_add_buffer(out, st->fields);
@@ -586,7 +590,8 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct evbuffer *out;
 
 	(void)flags;
-	if (st == NULL || (!st->leg_open && !st->pending) || st->shut) {
+	if (st == NULL || (!st->leg_open && !st->pending && st->tx == NULL) ||
+	    st->shut || h2_txn_ended(st)) {
 		/* Nobody takes it: the window opens again at once. */
 		nghttp2_session_consume(ng, id, len);
 		if (st != NULL && st->answered && !st->reset &&

@@ -244,6 +244,11 @@ void	h2_txn_end(struct h2_stream *st, uint32_t code, bool closed);
 /* Streams whose client kept their window shut past idle-timeout are
  * reset, and the connection's HTTP_H2_HELD_MAX-th ends it. */
 void	h2_reset_held(struct http_h2 *c);
+/* Where st's transaction reads its request body (its DATA, in chunks
+ * when it came without content-length). */
+struct evbuffer *h2_txn_in(struct h2_stream *st);
+/* st's transaction is over: its request's rest is dropped. */
+bool	h2_txn_ended(const struct h2_stream *st);
 /* Response bytes st's transaction holds that DATA have not taken. */
 size_t	h2_txn_queued(const struct h2_stream *st);
 

@@ -91,12 +91,28 @@ h2_txn_start(struct h2_stream *st)
 	c->ntxn++;
 	c->streams++;
 	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
+	/* DATA that came with the HEADERS. */
+	evbuffer_add_buffer(x->w.in, st->early);
 	rc = http_h2_req_head(&st->req, px_session_dst(h->s)->sa_family == 0,
-	    false, &h->pol->lim, &m, &why);
+	    st->chunked, &h->pol->lim, &m, &why);
 	http_request_start(&x->t, rc == 0 ? &m : NULL, rc, why);
 	/* The head is judged and sent on (or refused): its fields go. */
 	http_h2_req_free(&st->req);
 	return 0;
+}
+
+/* n request bytes left the stream's input: as many more may come
+ * (WINDOW_UPDATE). Chunk framing counted too opens the window early by
+ * at most its size. */
+static void
+h2s_consume(struct h2_stream *st, size_t n)
+{
+	if (n > st->unconsumed)
+		n = st->unconsumed;
+	if (n == 0)
+		return;
+	st->unconsumed -= n;
+	(void)nghttp2_session_consume(st->c->ng, st->id, n);
 }
 
 void
@@ -105,12 +121,30 @@ h2_txn_step_all(struct http_h2 *c)
 	struct h2_stream *st;
 
 	TAILQ_FOREACH(st, &c->list, link) {
+		size_t before, after;
+
 		if (st->tx == NULL || st->tx->t.ended)
 			continue;
+		before = evbuffer_get_length(st->tx->w.in);
 		http_txn_step(&st->tx->t);
 		if (c->h->gone)
 			return;
+		if (st->tx != NULL && st->tx->w.in != NULL &&
+		    (after = evbuffer_get_length(st->tx->w.in)) < before)
+			h2s_consume(st, before - after);
 	}
+}
+
+struct evbuffer *
+h2_txn_in(struct h2_stream *st)
+{
+	return st->tx->w.in;
+}
+
+bool
+h2_txn_ended(const struct h2_stream *st)
+{
+	return st->tx != NULL && st->tx->t.ended;
 }
 
 size_t
@@ -128,6 +162,11 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 
 	t->ended = true;
 	x->completed = completed;
+	/* The request's rest is dropped, its window opened again. */
+	if (x->w.in != NULL) {
+		evbuffer_drain(x->w.in, evbuffer_get_length(x->w.in));
+		h2s_consume(x->st, x->st->unconsumed);
+	}
 	if (!completed && t->verdict == NULL)
 		t->verdict = "error";
 	http_server_drop(t, keep_server);
@@ -166,7 +205,15 @@ http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 	}
 	if (!t->ended)
 		h2s_ended(x, false, false);
-	if (!x->st->reset)
+	if (x->st->reset)
+		return;
+	if (x->w.streaming && !x->w.done) {
+		/* What the server sent goes before the reset (a leg's
+		 * bytes did too); the stream counts as reset from now. */
+		x->st->reset = true;
+		http_h2w_reset_after(&x->w, code != 0 ? code :
+		    NGHTTP2_INTERNAL_ERROR);
+	} else
 		h2_stream_reset(x->st, code != 0 ? code :
 		    NGHTTP2_INTERNAL_ERROR);
 }

@@ -205,6 +205,15 @@ h2w_read(nghttp2_session *ng, int32_t id, uint8_t *out, size_t len,
 	int n;
 
 	(void)ud;
+	if (w->rst_after != 0 && have == 0) {
+		/* What the server sent before it failed went: now the
+		 * reset (http_h2w_reset_after). */
+		w->done = true;
+		if (nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id,
+		    w->rst_after) != 0)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		return NGHTTP2_ERR_DEFERRED;
+	}
 	if (w->left >= 0 && (uint64_t)w->left < len)
 		len = (size_t)w->left;
 	if (have < len)
@@ -363,6 +372,24 @@ http_h2w_reset(struct http_h2w *w, uint32_t code)
 		w->failed = true;
 	else
 		h2w_wake(w);
+}
+
+void
+http_h2w_reset_after(struct http_h2w *w, uint32_t code)
+{
+	if (!w->streaming || w->done) {
+		http_h2w_reset(w, code);
+		return;
+	}
+	w->rst_after = code;
+	if (w->deferred) {
+		w->deferred = false;
+		if (nghttp2_session_resume_data(w->ng, w->id) != 0) {
+			w->failed = true;
+			return;
+		}
+	}
+	h2w_wake(w);
 }
 
 /* The code of a stream the server side failed: CONNECT_ERROR for a

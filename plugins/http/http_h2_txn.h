@@ -47,6 +47,7 @@ struct http_h2w {
 	bool		 done;		/* END_STREAM queued (or reset) */
 	bool		 failed;	/* out of memory or nghttp2 refused */
 	size_t		 head_bytes;	/* the last head's field bytes */
+	uint32_t	 rst_after;	/* RST_STREAM once buf is sent; 0 */
 	/* The stream's transaction in its session (http_h2_stream.c),
 	 * which a failure ends with the stream; NULL: a writer alone (its
 	 * unit test), whose reset only resets. */
@@ -105,6 +106,10 @@ int	http_h2w_end(struct http_h2w *w, const struct http_head *tr,
 /* What was held went to buf (a scan's verdict): a DATA waiting for it
  * goes on, or the end that waited behind it. */
 void	http_h2w_released(struct http_h2w *w);
+/* The response fails (its server did) after part of it was given to the
+ * writer: what is in buf goes first, then RST_STREAM code, as the client
+ * would have seen it from the server itself. */
+void	http_h2w_reset_after(struct http_h2w *w, uint32_t code);
 /* The response fails after part of it went: RST_STREAM code. */
 void	http_h2w_reset(struct http_h2w *w, uint32_t code);
 
