@@ -1,12 +1,15 @@
 /* HTTP/2 client streams as transactions of their connection's session
- * (issue 36): a request whose HEADERS end its stream (GET, HEAD, a
- * bodiless DELETE...), on a service without <scan> or <auth>, is made a
- * parsed head from its fields (http_h2_req.c) and runs through the same
- * engine as an HTTP/1.1 client's request (http_request_start, judged in
- * http_judge.c, http.c's steps), its response written by the stream's
- * writer (http_h2_txn.c) as HEADERS, DATA and trailers: no socketpair, no
- * second session, no second parse. The other streams are still legs
- * (http_h2_leg.c).
+ * (issue 36): a request (not CONNECT nor an extended CONNECT) on a
+ * service without <scan>, <content>, <audit> or <auth> is made a parsed
+ * head from its fields (http_h2_req.c) and runs through the same engine
+ * as an HTTP/1.1 client's request (http_request_start, judged in
+ * http_judge.c, the steps in http.c and http_upstream.c), its body read
+ * from the stream's input (its DATA, framed as chunks when it came
+ * without content-length, its trailers after them, as the engine reads
+ * an HTTP/1.1 client's; the window opened as the bytes move on), its
+ * response written by the stream's writer (http_h2_txn.c) as HEADERS,
+ * DATA and trailers: no socketpair, no second session, no second parse
+ * of its head. The other streams are still legs (http_h2_leg.c).
  *
  * A transaction ends (http_h2s_done, a refusal, a cut) before its stream
  * does: its server connection goes back to the pool (or is closed) at

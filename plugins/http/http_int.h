@@ -16,11 +16,12 @@
  *   http_grpc.c	gRPC calls: grpc-timeout, trailers-only refusals
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
- *   http_h2*.c		HTTP/2 towards clients (http_h2_int.h): a bodiless
- *			stream a transaction of the session (http_h2_stream.c,
+ *   http_h2*.c		HTTP/2 towards clients (http_h2_int.h): a stream
+ *			a transaction of the session (http_h2_stream.c,
  *			its head from its fields: http_h2_req.c, pure; its
- *			response writer: http_h2_txn.c), the others a leg
- *			each (http_h2_leg.c)
+ *			response writer: http_h2_txn.c); CONNECT and the
+ *			streams of services that scan or authenticate a
+ *			leg each (http_h2_leg.c)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and
