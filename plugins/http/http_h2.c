@@ -1177,9 +1177,11 @@ http_h2_close(struct http_state *h)
 void
 http_h2_describe(const struct http_state *h, char *buf, size_t len)
 {
-	snprintf(buf, len, "HTTP/2: %u stream%s open, %llu so far on %llu "
-	    "leg%s", h->h2->open, h->h2->open == 1 ? "" : "s",
-	    (unsigned long long)h->h2->streams,
+	/* Streams are transactions of this session; the rest legs. */
+	snprintf(buf, len, "HTTP/2: %u stream%s open (%u transaction%s), "
+	    "%llu so far, %llu leg%s started", h->h2->open,
+	    h->h2->open == 1 ? "" : "s", h->h2->ntxn,
+	    h->h2->ntxn == 1 ? "" : "s", (unsigned long long)h->h2->streams,
 	    (unsigned long long)h->h2->legs_spawned,
 	    h->h2->legs_spawned == 1 ? "" : "s");
 }
