@@ -481,46 +481,6 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	return rc == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
-/* A response proxyd makes itself, without a leg (no request to judge:
- * the client's head could not be read whole). */
-static void
-h2_reply_bare(struct h2_stream *st, const char *status)
-{
-	nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)status, 7, 3,
-	    NGHTTP2_NV_FLAG_NONE };
-
-	nghttp2_submit_response(st->c->ng, st->id, &nv, 1, NULL);
-	st->eof = true;
-}
-
-/* The http-request line (and counters) of a stream the connection
- * answered itself, its head never having reached a leg. */
-static void
-h2_log_refused(struct h2_stream *st, int status, const char *rule)
-{
-	struct http_state *h = st->c->h;
-	struct http_txn *t = &h->tx;
-	char tag[48];
-	size_t alen = evbuffer_get_length(st->authority);
-	size_t plen = evbuffer_get_length(st->path);
-
-	gettimeofday(&t->t_start, NULL);
-	http_copy(t->method, sizeof(t->method), st->method[0] != '\0' ?
-	    st->method : "-", st->method[0] != '\0' ? strlen(st->method) : 1);
-	http_copy(t->host, sizeof(t->host), alen != 0 ? (const char *)
-	    evbuffer_pullup(st->authority, -1) : "", alen);
-	http_copy(t->path, sizeof(t->path), plen != 0 ? (const char *)
-	    evbuffer_pullup(st->path, -1) : "-", plen != 0 ? plen : 1);
-	t->status = status;
-	t->verdict = "deny";
-	snprintf(t->rule, sizeof(t->rule), "%s", rule);
-	t->req_bytes = t->resp_bytes = 0;
-	px_session_count(h->s, HTTP_C_REQUESTS, 1);
-	px_session_count(h->s, HTTP_C_DENIED, 1);
-	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
-	http_log_request_as(t, tag);
-}
-
 static int
 h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
@@ -819,8 +779,8 @@ h2_send(struct http_h2 *c)
 
 /* Feeds the client's bytes to nghttp2, writes what it has to send (up to
  * `buffer` queued), and reads the client again while it wants to. */
-void
-http_h2_drive(struct http_h2 *c)
+static void
+h2_drive_once(struct http_h2 *c)
 {
 	struct http_state *h = c->h;
 	struct evbuffer *in = h->c->in;
@@ -907,6 +867,29 @@ http_h2_drive(struct http_h2 *c)
 		px_session_timer(h->s, n == 1 ? h->pol->request_timeout_ms :
 		    n == 2 ? HTTP_H2_TICK_MS : 0);
 	}
+}
+
+/* Not re-entered: a transaction's step or timer that drives its
+ * connection (http_h2o_timer, a reply) makes the drive under way run
+ * again instead, so that no stream is freed (nghttp2's send and receive
+ * close them) under a walk of the list. */
+void
+http_h2_drive(struct http_h2 *c)
+{
+	struct http_state *h = c->h;
+	int n = 0;
+
+	if (c->driving) {
+		c->again = true;
+		return;
+	}
+	c->driving = true;
+	do {
+		c->again = false;
+		h2_drive_once(c);
+	} while (!h->gone && h->h2 == c && c->again && ++n < 8);
+	if (!h->gone && h->h2 == c)
+		c->driving = false;
 }
 
 void
@@ -1099,9 +1082,12 @@ http_h2_timer(struct http_state *h)
 	}
 	if (c->timer_kind == 2) {
 		c->timer_kind = 0;
+		c->driving = true;	/* the tick walks the streams */
 		h2_txn_tick(c);
-		if (!h->gone)
-			http_h2_drive(c);
+		if (h->gone || h->h2 != c)
+			return;
+		c->driving = false;
+		http_h2_drive(c);
 		return;
 	}
 	c->timer_kind = 0;

@@ -140,6 +140,7 @@ struct http_h2 {
 	unsigned		 open;		/* streams */
 	unsigned		 legs;		/* streams with a request under way */
 	unsigned		 ntxn;		/* ...of them transactions */
+	bool			 driving, again; /* http_h2_drive under way */
 	/* The session timer: 0 off, 1 request-timeout (nothing under
 	 * way), 2 the transactions' tick (HTTP_H2_TICK_MS). */
 	uint8_t			 timer_kind;
@@ -241,6 +242,11 @@ void	h2_txn_cut(struct h2_stream *st, uint32_t code);
 /* st goes (its stream closed with code, or its connection: closed
  * true): its transaction's line written, its state freed. */
 void	h2_txn_end(struct h2_stream *st, uint32_t code, bool closed);
+/* A response the connection makes itself (status: "431"), without a
+ * transaction (no request to judge: the head could not be read whole). */
+void	h2_reply_bare(struct h2_stream *st, const char *status);
+/* The http-request line (and counters) of such a stream. */
+void	h2_log_refused(struct h2_stream *st, int status, const char *rule);
 /* Streams whose client kept their window shut past idle-timeout are
  * reset, and the connection's HTTP_H2_HELD_MAX-th ends it. */
 void	h2_reset_held(struct http_h2 *c);

@@ -17,11 +17,16 @@
  * what the client got (to-client: the HEADERS and DATA bytes sent) and
  * whether it was reset. Its timers (response-timeout, grpc-timeout) and
  * its idle-timeout are looked at on the connection's tick
- * (HTTP_H2_TICK_MS) while any transaction is open. */
+ * (HTTP_H2_TICK_MS) while any transaction is open.
+ *
+ * Also the connection's checks on streams whose client's window holds
+ * them, and the streams it answers itself (a header list too big to
+ * judge: 431, no transaction). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -371,4 +376,46 @@ h2_reset_held(struct http_h2 *c)
 		    "shut send window");
 		break;
 	}
+}
+
+/* ---- streams the connection answers itself ----------------------------- */
+
+/* A response proxyd makes itself, without a leg (no request to judge:
+ * the client's head could not be read whole). */
+void
+h2_reply_bare(struct h2_stream *st, const char *status)
+{
+	nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)status, 7, 3,
+	    NGHTTP2_NV_FLAG_NONE };
+
+	nghttp2_submit_response(st->c->ng, st->id, &nv, 1, NULL);
+	st->eof = true;
+}
+
+/* The http-request line (and counters) of a stream the connection
+ * answered itself, its head never having reached a leg. */
+void
+h2_log_refused(struct h2_stream *st, int status, const char *rule)
+{
+	struct http_state *h = st->c->h;
+	struct http_txn *t = &h->tx;
+	char tag[48];
+	size_t alen = evbuffer_get_length(st->authority);
+	size_t plen = evbuffer_get_length(st->path);
+
+	gettimeofday(&t->t_start, NULL);
+	http_copy(t->method, sizeof(t->method), st->method[0] != '\0' ?
+	    st->method : "-", st->method[0] != '\0' ? strlen(st->method) : 1);
+	http_copy(t->host, sizeof(t->host), alen != 0 ? (const char *)
+	    evbuffer_pullup(st->authority, -1) : "", alen);
+	http_copy(t->path, sizeof(t->path), plen != 0 ? (const char *)
+	    evbuffer_pullup(st->path, -1) : "-", plen != 0 ? plen : 1);
+	t->status = status;
+	t->verdict = "deny";
+	snprintf(t->rule, sizeof(t->rule), "%s", rule);
+	t->req_bytes = t->resp_bytes = 0;
+	px_session_count(h->s, HTTP_C_REQUESTS, 1);
+	px_session_count(h->s, HTTP_C_DENIED, 1);
+	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
+	http_log_request_as(t, tag);
 }
