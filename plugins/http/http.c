@@ -624,46 +624,15 @@ http_timer_cb(struct px_session *s, void *st)
 		http_timer_set(h, h->pol->request_timeout_ms);
 		return;
 	}
-	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes &&
-	    http_scan_pending(t, PX_TO_SERVER)) {
-		/* The upload's body ended and waits for its verdict (the
-		 * server for its end; a 100 Continue may have come; a body
-		 * the client stopped sending waits for nothing, and times
-		 * out as any response would): the scanner's timeout
-		 * bounds that, and the server's response-timeout starts
-		 * again after it. */
-		http_timer_set(h, http_grpc_bound(t,
-		    h->pol->response_timeout_ms));
-		return;
-	}
-	/* An h2 server's answer is whole, the request's rest waits for
-	 * its window: bounded while nothing of it goes. */
-	if (http_h2o_timer(t))
-		return;
-	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
-	if (t->resp != HTTP_RESP_NONE && http_grpc_expired(t)) {
-		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
-		 * of the response went, else the stream is cut (a leg's
-		 * reset becomes its stream's). */
-		if (t->resp_bytes == t->interim_bytes)
-			http_error(t, 504, "no response within grpc-timeout");
-		else {
-			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
-			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
-		}
-		if (!h->gone)
+	/* What the transaction waited for (its response, its verdict, its
+	 * h2 server's window, its grpc-timeout); else the wait for the
+	 * next request head. */
+	if (http_txn_timeout(t)) {
+		if (!h->gone && h->h2 == NULL)
 			http_drive(h);
 		return;
 	}
-	if (t->resp == HTTP_RESP_HEAD) {
-		if (t->resp_bytes == 0)
-			http_error(t, 504, "no response within response-timeout");
-		else
-			/* The server stopped inside its response: its
-			 * failure (verdict=error), not an idle end. */
-			http_abort(h, PX_END_SERVER_FAIL,
-			    "error: response-timeout");
-	} else if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE) {
+	if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE) {
 		http_log_held(t);
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */

@@ -268,7 +268,7 @@ h2_txn_tick(struct http_h2 *c)
 		}
 		if (x->deadline_ms != 0 && now >= x->deadline_ms) {
 			x->deadline_ms = 0;
-			http_txn_timeout(t);
+			(void)http_txn_timeout(t);
 		} else if (idle != 0 && now - x->active_ms >= idle &&
 		    h2_txn_queued(st) == 0) {
 			/* Nothing moved for idle-timeout, and not for the

@@ -327,9 +327,10 @@ void	http_txn_abort(struct http_txn *t, enum px_end_by by,
  * them): its request body on, the server's response in, the server's
  * output written, the server read while the stream has room. */
 void	http_txn_step(struct http_txn *t);
-/* An HTTP/2 stream's timer ran out (http_txn_timer): a 504, a cut, or
- * a wait that goes on. */
-void	http_txn_timeout(struct http_txn *t);
+/* t's timer ran out (http_txn_timer): a 504, a cut, or a wait that goes
+ * on; the timeout counted. false: t waited for none of those (between
+ * requests: the connection's request-timeout). */
+bool	http_txn_timeout(struct http_txn *t);
 
 /* ---- http_txn.c -------------------------------------------------------- */
 

@@ -618,34 +618,51 @@ http_txn_step(struct http_txn *t)
 	px_conn_read_enable(io, !io->eof && http_txn_room(t, PX_TO_CLIENT) > 0);
 }
 
-/* An HTTP/2 stream's part of http_timer_cb: what its transaction was
- * waiting for ran out. */
-void
+bool
 http_txn_timeout(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
 
 	if (t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes &&
 	    http_scan_pending(t, PX_TO_SERVER)) {
+		/* The upload's body ended and waits for its verdict (the
+		 * server for its end; a 100 Continue may have come; a body
+		 * the client stopped sending waits for nothing, and times
+		 * out as any response would): the scanner's timeout
+		 * bounds that, and the server's response-timeout starts
+		 * again after it. */
 		http_txn_timer(t, http_grpc_bound(t,
 		    h->pol->response_timeout_ms));
-		return;
+		return true;
 	}
+	/* An h2 server's answer is whole, the request's rest waits for
+	 * its window: bounded while nothing of it goes. */
 	if (http_h2o_timer(t))
-		return;
+		return true;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	if (t->resp != HTTP_RESP_NONE && http_grpc_expired(t)) {
+		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
+		 * of the response went, else the stream is cut (CANCEL: a
+		 * leg's reset becomes its stream's). */
 		if (t->resp_bytes == t->interim_bytes)
 			http_error(t, 504, "no response within grpc-timeout");
-		else
+		else if (t->h2w != NULL)
 			http_h2s_abort(t, HTTP_H2_CANCEL, "error: grpc-timeout");
-	} else if (t->resp == HTTP_RESP_HEAD) {
-		if (t->resp_bytes == 0)
-			http_error(t, 504, "no response within response-timeout");
-		else
-			http_txn_abort(t, PX_END_SERVER_FAIL,
-			    "error: response-timeout");
+		else {
+			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
+			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
+		}
+		return true;
 	}
+	if (t->resp != HTTP_RESP_HEAD)
+		return false;
+	if (t->resp_bytes == 0)
+		http_error(t, 504, "no response within response-timeout");
+	else
+		/* The server stopped inside its response: its failure
+		 * (verdict=error), not an idle end. */
+		http_txn_abort(t, PX_END_SERVER_FAIL, "error: response-timeout");
+	return true;
 }
 
 void
