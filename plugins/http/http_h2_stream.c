@@ -329,7 +329,11 @@ h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
 {
 	if (st->tx != NULL ? h2_txn_queued(st) == 0 : !st->submitted)
 		return false;
-	if (st->reset)
+	/* A reset queued behind the response's bytes (its server failed,
+	 * its deadline ran out: http_h2w_reset_after) waits for the same
+	 * window: that stream is held too. */
+	if (st->reset && (st->tx == NULL || st->tx->w.rst_after == 0 ||
+	    st->tx->w.done))
 		return false;
 	if (st->tx == NULL && evbuffer_get_length(st->body) == 0 &&
 	    (!st->leg_open ||

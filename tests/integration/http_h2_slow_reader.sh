@@ -17,7 +17,10 @@
 # with to-client counting what the client was sent (the body and the head).
 # Before the fix the streams ended in RST_STREAM(INTERNAL_ERROR) part way
 # (the leg, waiting on the client's window, timed out) while the log said
-# status=200 and the full size.
+# status=200 and the full size. Last, a client that keeps its window shut
+# while sending PINGs, its stream cut by proxyd meanwhile (its gRPC
+# deadline): the reset waits behind the response's bytes, and the stream
+# is reset once held for idle-timeout, as a held stream is.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -29,6 +32,7 @@ make_file big.bin 1M
 mkdir -p "$T/www/close" "$T/www/body"
 cp "$T/www/big.bin" "$T/www/close/big.bin"
 head -c 300000 "$T/www/big.bin" >"$T/www/body/small.bin"
+cp "$T/www/big.bin" "$T/www/grpc.bin"
 cp "$T/www/body/small.bin" "$T/www/small.bin"
 SHA=$(sha256_of "$T/www/big.bin")
 SIZE=$(stat -c %s "$T/www/big.bin")
@@ -77,4 +81,50 @@ tc=$(sed -E 's/.* to-client=([0-9]+) .*/\1/' <<<"$rline")
 ((tc >= got && tc < 300000)) || fail "reset stream: to-client=$tc, the client got $got of 300000 body bytes"
 info "reset stream: client got $got bytes, the line says to-client=$tc"
 assert_no_grep "$PROXYD_LOG" "path=/(big|close|body)/?[^ ]* .*verdict=reset|idle-timeout|flush timed out|does not read the reply" "no leg ended under a reading client"
+
+# A stream whose client keeps its window shut (0, a PING every 0.3 s: the
+# connection is never idle) and whose transaction proxyd cut meanwhile
+# (its gRPC deadline, 300 ms, ran out after the head): the reset queued
+# behind the response's bytes waits for the same window, so the stream is
+# held, and reset (CANCEL) once held for idle-timeout as any held one is.
+# Before, it counted as reset already and was never held: it kept its
+# `buffer` of response bytes and its slot as long as the PINGs came.
+/usr/bin/python3 - "$P_C" >"$T/deadline.out" 2>&1 <<'EOF' || fail "deadline client: $(cat "$T/deadline.out")"
+import socket, sys, time
+import h2.config, h2.connection, h2.events, h2.settings
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+c.send_headers(1, [(":method", "GET"), (":path", "/grpc.bin"), (":scheme", "http"),
+                   (":authority", "127.0.0.1"), ("content-type", "application/grpc"),
+                   ("te", "trailers"), ("grpc-timeout", "300m")], end_stream=True)
+s.sendall(c.data_to_send())
+t0 = time.monotonic()
+status, reset, ping = "-", "-", t0
+s.settimeout(0.1)
+while reset == "-" and time.monotonic() - t0 < 10:
+    if time.monotonic() - ping >= 0.3:
+        ping = time.monotonic()
+        c.ping(b"stillhr!")
+    out = c.data_to_send()
+    if out:
+        s.sendall(out)
+    try:
+        data = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ResponseReceived):
+            status = dict(ev.headers)[b":status"].decode()
+        elif isinstance(ev, h2.events.StreamReset):
+            reset = "%s@%.1f" % (getattr(ev.error_code, "name", ev.error_code),
+                                 time.monotonic() - t0)
+print("status=%s reset=%s" % (status, reset))
+EOF
+info "a cut stream behind a shut window: $(cat "$T/deadline.out")"
+assert_grep "$T/deadline.out" '^status=200 reset=CANCEL@[0-6]\.' "a cut stream behind a shut window is reset within idle-timeout"
+assert_log 'http2-error kind=flow_control stream=1 detail="send window shut for longer than idle-timeout"'
 info "PASS"
