@@ -72,6 +72,32 @@ h2_txn_eligible(const struct http_h2 *c)
 	return http_scan_none(c->h) && px_session_auth(c->h->s) == NULL;
 }
 
+/* n request bytes left the stream's input: as many more may come
+ * (WINDOW_UPDATE). Chunk framing counted too opens the window early by
+ * at most its size. */
+static void
+h2s_consume(struct h2_stream *st, size_t n)
+{
+	if (n > st->unconsumed)
+		n = st->unconsumed;
+	if (n == 0)
+		return;
+	st->unconsumed -= n;
+	(void)nghttp2_session_consume(st->c->ng, st->id, n);
+}
+
+/* The engine took request bytes from the stream's input, wherever it
+ * did (a step, the transaction's start with the DATA that came with its
+ * HEADERS, its server found after a DNS answer): they are given back. */
+static void
+h2s_in_taken(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)b;
+	if (info->n_deleted != 0)
+		h2s_consume(arg, info->n_deleted);
+}
+
 int
 h2_txn_start(struct h2_stream *st)
 {
@@ -85,7 +111,9 @@ h2_txn_start(struct h2_stream *st)
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return -1;
 	if (http_txn_init(&x->t, h) == -1 || http_h2w_init(&x->w, c->ng,
-	    st->id, st->is_head, false) == -1) {
+	    st->id, st->is_head, false) == -1 ||
+	    evbuffer_add_cb(x->w.in, h2s_in_taken, st) == NULL) {
+		http_h2w_free(&x->w);
 		http_txn_free(&x->t, false);
 		free(x);
 		return -1;
@@ -109,37 +137,17 @@ h2_txn_start(struct h2_stream *st)
 	return 0;
 }
 
-/* n request bytes left the stream's input: as many more may come
- * (WINDOW_UPDATE). Chunk framing counted too opens the window early by
- * at most its size. */
-static void
-h2s_consume(struct h2_stream *st, size_t n)
-{
-	if (n > st->unconsumed)
-		n = st->unconsumed;
-	if (n == 0)
-		return;
-	st->unconsumed -= n;
-	(void)nghttp2_session_consume(st->c->ng, st->id, n);
-}
-
 void
 h2_txn_step_all(struct http_h2 *c)
 {
 	struct h2_stream *st;
 
 	TAILQ_FOREACH(st, &c->list, link) {
-		size_t before, after;
-
 		if (st->tx == NULL || st->tx->t.ended)
 			continue;
-		before = evbuffer_get_length(st->tx->w.in);
 		http_txn_step(&st->tx->t);
 		if (c->h->gone)
 			return;
-		if (st->tx != NULL && st->tx->w.in != NULL &&
-		    (after = evbuffer_get_length(st->tx->w.in)) < before)
-			h2s_consume(st, before - after);
 	}
 }
 

@@ -74,6 +74,9 @@ TPOL='<http h2c="yes" trailers="pass" max-requests-per-connection="3"/>'
 write_http_service h2te "$P_TE" "$ECHO" "$TPOL"
 write_http_service h2tr "$P_TR" "$RAWO" "$TPOL"
 write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
+# a stream window of 16k: one write brings all of it with the HEADERS
+free_port P_W
+write_http_service h2w "$P_W" "$NGINX_PORT" '<http h2c="yes"><h2 initial-window="16k"/></http>'
 write_http_service h2t "$P_T" "$NGINX_PORT" "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>"
 write_http_service h2k "$P_K" "$NGX_TLS" "$POL
@@ -122,6 +125,52 @@ assert_eq "$(sha256_of "$T/www/up/cl.bin")" "$SHA_POST" "sha256 of the h2 PUT at
 code=$(curl -sS --max-time 30 --http2-prior-knowledge -T - -o /dev/null -w '%{http_code}' "$C/up/ch.bin" <"$T/post.bin")
 [[ $code == 201 || $code == 204 ]] || fail "PUT without length over h2: $code"
 assert_eq "$(sha256_of "$T/www/up/ch.bin")" "$SHA_POST" "sha256 of the h2 PUT without length at nginx"
+# A body whose first window came in one write with its HEADERS (16k here:
+# a small POST, a gRPC call's message): it goes to the server as the
+# transaction starts, and the stream's window must open again for those
+# bytes as for any sent on. Before, they were given back only at the
+# transaction's end: a window's worth early stopped the upload until
+# response-timeout.
+/usr/bin/python3 - "$P_W" "$T/post.bin" >"$T/early-body.out" 2>&1 <<'EOF' || fail "early body: $(cat "$T/early-body.out")"
+import socket, sys, time
+import h2.config, h2.connection, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+body = open(sys.argv[2], "rb").read()
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+s.sendall(c.data_to_send())
+t0 = time.monotonic()
+# proxyd's SETTINGS (its 16k window)
+while c.remote_settings.initial_window_size == 65535:
+    c.receive_data(s.recv(65536))
+    s.sendall(c.data_to_send())
+c.send_headers(1, [(":method", "PUT"), (":path", "/up/early.bin"), (":scheme", "http"),
+                   (":authority", "127.0.0.1"), ("content-length", str(len(body)))])
+sent, status, ended = 0, None, False
+s.settimeout(0.2)
+while not ended and time.monotonic() - t0 < 8:
+    room = min(c.local_flow_control_window(1), len(body) - sent)
+    while room > 0:
+        n = min(room, c.max_outbound_frame_size)
+        c.send_data(1, body[sent:sent + n], end_stream=sent + n == len(body))
+        sent += n
+        room -= n
+    s.sendall(c.data_to_send())
+    try:
+        data = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ResponseReceived):
+            status = dict(ev.headers)[b":status"].decode()
+        elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+            ended = True
+print("status=%s sent=%d of %d" % (status, sent, len(body)))
+EOF
+assert_grep "$T/early-body.out" "^status=20[14] sent=300000 of 300000$" "a body whose first window came with its head"
+assert_eq "$(sha256_of "$T/www/up/early.bin")" "$SHA_POST" "sha256 of the PUT whose first window came with its head"
 
 info "HEAD: headers, no body"
 curl -sS --max-time 10 --http2-prior-knowledge -I "$C/big.bin" >"$T/head.out"
