@@ -595,22 +595,29 @@ h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
 	return 0;
 }
 
-/* The RST_STREAM code nghttp2 sends for a library error. */
-static const char *
-h2_lib_code(int lib)
+/* The RST_STREAM code nghttp2 sends for a library error, as a number. */
+static uint32_t
+h2_lib_rst(int lib)
 {
 	switch (lib) {
 	case NGHTTP2_ERR_FLOW_CONTROL:
-		return "FLOW_CONTROL_ERROR";
+		return NGHTTP2_FLOW_CONTROL_ERROR;
 	case NGHTTP2_ERR_REFUSED_STREAM:
-		return "REFUSED_STREAM";
+		return NGHTTP2_REFUSED_STREAM;
 	case NGHTTP2_ERR_STREAM_CLOSED:
-		return "STREAM_CLOSED";
+		return NGHTTP2_STREAM_CLOSED;
 	case NGHTTP2_ERR_HEADER_COMP:
-		return "COMPRESSION_ERROR";
+		return NGHTTP2_COMPRESSION_ERROR;
 	default:
-		return "PROTOCOL_ERROR";
+		return NGHTTP2_PROTOCOL_ERROR;
 	}
+}
+
+/* ...and as its name ("FLOW_CONTROL_ERROR"). */
+static const char *
+h2_lib_code(int lib)
+{
+	return nghttp2_http2_strerror(h2_lib_rst(lib));
 }
 
 /* A stream nghttp2 reset without telling (on_invalid_frame_recv): what
@@ -671,6 +678,9 @@ h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int lib,
 		snprintf(why, sizeof(why), "RST_STREAM(%s) from nghttp2",
 		    code);
 		h2_leg_abort(st, code, why);
+		/* A transaction's server request stops now too. */
+		if (st->tx != NULL)
+			h2_txn_cut(st, h2_lib_rst(lib));
 	}
 	/* A new stream over max-concurrent-streams: nghttp2 refuses it
 	 * (REFUSED_STREAM before our SETTINGS are acknowledged, a

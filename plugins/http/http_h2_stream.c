@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/dns.h>
 #include <nghttp2/nghttp2.h>
 
 #include "conn.h"
@@ -185,6 +186,11 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 	}
 	if (!completed && t->verdict == NULL)
 		t->verdict = "error";
+	/* A server name still being resolved (forward mode) is not, so
+	 * that its answer sends nothing for a transaction that is over. */
+	if (t->dns != NULL)
+		evdns_getaddrinfo_cancel(t->dns);
+	t->dns = NULL;
 	http_server_drop(t, keep_server);
 	t->req = HTTP_REQ_DONE;
 	t->resp = HTTP_RESP_NONE;
