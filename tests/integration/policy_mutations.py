@@ -319,7 +319,7 @@ def first_error(text):
 
 def check():
     p = subprocess.run([PROXYD, "--check", "-c", W + "/conf/proxyd.xml"],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, errors="replace", timeout=30)
     return p.returncode, p.stdout + p.stderr
 
 

@@ -253,7 +253,7 @@ def main():
                 plan.side, plan.kind, plan.frame), mode, size, block)
         t0 = time.monotonic()
         try:
-            p = subprocess.run(args, capture_output=True, text=True,
+            p = subprocess.run(args, capture_output=True, text=True, errors="replace",
                                timeout=20)
             rc, err = p.returncode, p.stderr.strip()
         except subprocess.TimeoutExpired:

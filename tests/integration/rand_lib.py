@@ -58,7 +58,8 @@ EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
 
 def openssl(*args):
     """The openssl command; SystemExit with its error when it fails."""
-    p = subprocess.run(("openssl",) + args, capture_output=True, text=True)
+    p = subprocess.run(("openssl",) + args, capture_output=True, text=True,
+                       errors="replace")
     if p.returncode != 0:
         raise SystemExit("FAIL: openssl %s: %s" % (" ".join(args), p.stderr))
 
