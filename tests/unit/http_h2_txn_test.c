@@ -45,6 +45,9 @@ woken(void *arg)
 	x->wakes++;
 }
 
+static void say(struct pair *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 static void
 say(struct pair *x, const char *fmt, ...)
 {
