@@ -60,11 +60,11 @@ h2s_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The stream transaction t is (its writer's owner: http_h2_txn.h). */
 static struct h2_txn *
 h2s_of(struct http_txn *t)
 {
-	return (struct h2_txn *)(void *)((char *)t - offsetof(struct h2_txn,
-	    t));
+	return t->h2w->owner;
 }
 
 bool
@@ -217,7 +217,7 @@ http_h2s_done(struct http_txn *t, bool keep_server)
 void
 http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 {
-	struct h2_txn *x = t->h2w->owner;
+	struct h2_txn *x = h2s_of(t);
 
 	(void)why;
 	if (x == NULL) {
