@@ -276,13 +276,15 @@ RSS0=$(settle_rss)
 info "proxyd RSS after warm-up: $RSS0 KB"
 
 # run_attack ATTACK SERVICE BOUND_MS HOSTILE_ARGS...: RES (the result
-# line), BAD=(), EV0 and LOG0 (its counter and log lines before), ORIGIN0
+# line), BAD=(), EV0 and LOG0 (its counter and log lines before), LINES0
+# (the log's length before), ORIGIN0
 run_attack() {
     local attack=$1 svc=$2 res
     shift 3 # (the bound is after_attack's)
     EV0=$(kinds_counter "$attack")
     CPU0=$(cpu_ms)
     LOG0=$(log_count "$(kinds_log_re "$attack")")
+    LINES0=$(wc -l <"$PROXYD_LOG")
     ORIGIN0=$(origin_requests)
     res=$(hostile "$svc" "$@")
     info "$attack on $svc: $res"
@@ -292,9 +294,12 @@ run_attack() {
 }
 
 # lines_of_conn PORT REGEX: http-request lines of the h2 connection from
-# client port PORT (its legs log the client's address) matching REGEX
+# client port PORT matching REGEX, among those logged since run_attack
+# (an earlier check's fresh request may have had the same client port:
+# it once counted as a reset stream's status=200)
 lines_of_conn() {
-    grep -Ec "http-request client=127\.0\.0\.1:$1 .*$2" "$PROXYD_LOG" || true
+    tail -n +"$((LINES0 + 1))" "$PROXYD_LOG" |
+        grep -Ec "http-request client=127\.0\.0\.1:$1 .*$2" || true
 }
 
 # MadeYouReset (CVE-2025-8671): HEADERS then WINDOW_UPDATE(stream,
