@@ -13,7 +13,24 @@
  * with the answer in hand (http_replay_request). The identity then stays with the connection:
  * the next requests on it are not asked again (a Negotiate token on a
  * connection Negotiate proved is not verified again; a Basic request
- * that carries other credentials is checked again). A client certificate that
+ * that carries other credentials is checked again).
+ *
+ * An HTTP/2 connection's streams are transactions of its session, many
+ * at once: a check under way is the connection's (struct
+ * http_auth_check), and each stream that comes meanwhile with the same
+ * Basic credentials, with a Negotiate token (RFC 4559 proves the
+ * connection: curl keeps its Negotiate state per connection; Chromium
+ * sends none over HTTP/2, it retries such a server over HTTP/1.1), with
+ * none, or while its certificate user's groups are read, waits for that
+ * check rather than start another: one bind for a browser's burst of
+ * streams, and a Kerberos token never verified twice. Its answer sets
+ * the connection's identity, then judges again each request that waited,
+ * in the order they came. A stream reset or its connection closed drops
+ * its wait; a check nobody waits for any more is cancelled
+ * (px_auth_cancel: its answer is freed unseen). Each request is judged,
+ * logged and recorded as who the connection was when it passed
+ * (http_auth_bind): a later stream's failed proof leaves the connection
+ * unproven, as on HTTP/1.1, not the streams already under way. A client certificate that
  * names a user (<tls side="client" identity=>) proves the connection as
  * well, with no check here (an HTTP/2 stream's leg is given its
  * connection's, http_auth_leg_cert); with an ldap authenticator its groups are
@@ -24,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <syslog.h>
 
 #include <event2/buffer.h>
@@ -37,20 +55,60 @@
 #include "log.h"
 #include "parse.h"
 
-struct http_auth {
+/* A request waiting for a check (its parsed head kept, judged again
+ * once the check is answered: http_replay_request). */
+struct http_auth_wait {
+	TAILQ_ENTRY(http_auth_wait) link;
+	struct http_txn		*t;
+	struct http_head	*held;		/* http_head_dup */
+};
+
+/* A check under way for the connection, and the requests that wait for
+ * it: an HTTP/1.1 connection's one request; an HTTP/2 connection's
+ * streams that came with the same credentials meanwhile (the same Basic
+ * ones, any Negotiate token: RFC 4559 proves the connection), with none,
+ * or during its certificate user's check. One check, one bind. */
+struct http_auth_check {
+	TAILQ_ENTRY(http_auth_check) link;
+	struct http_state	*h;
+	/* Under way; NULL once answered (its waiters being replayed) or
+	 * cancelled. */
+	struct px_auth_req	*req;
+	enum px_auth_method	 method;
+	unsigned char		 basic[32];	/* Basic: SHA-256 of them */
+	TAILQ_HEAD(, http_auth_wait) waits;
+};
+
+/* Negotiate's last token for one transaction's response (RFC 4559 5). */
+struct http_auth_reply {
+	TAILQ_ENTRY(http_auth_reply) link;
+	const struct http_txn	*t;
+	char			 text[];
+};
+
+/* An identity proven, shared by the connection (while it is its own)
+ * and the transactions judged as it (struct http_txn.who): a stream's
+ * line and records name the user its request was judged as, whatever
+ * the connection proves meanwhile. */
+struct http_who {
+	unsigned		 refs;
 	struct px_auth_id	 id;
-	bool			 have_id;
+};
+
+struct http_auth {
+	struct http_who		*cur;		/* the connection's; NULL */
 	/* SHA-256 of the Basic credentials that proved id (a later
 	 * request with the same ones is not checked again). */
 	unsigned char		 basic[32];
 	bool			 have_basic;
-	struct px_auth_req	*pending;	/* a check under way */
-	struct px_auth_req	*answer;	/* its answer, for the replay */
-	unsigned char		 answer_basic[32];
-	char			*reply;		/* for this request's response */
-	/* The request waiting for pending: its parsed head (http_head_dup),
-	 * judged again once answered. NULL: none. */
-	struct http_head	*held;
+	TAILQ_HEAD(, http_auth_check) checks;
+	/* The check whose waiters are being judged again (http_auth_done),
+	 * and its answer, in hand for each of them. */
+	struct http_auth_check	*dispatching;
+	struct px_auth_req	*answer;
+	/* The session closed during that: the dispatch frees this. */
+	bool			 closed;
+	TAILQ_HEAD(, http_auth_reply) replies;
 	/* An HTTP/2 stream's leg: its connection's certificate user, given
 	 * at the leg's open (http_auth_leg_cert), its socketpair has none. */
 	char			 leg_cert[sizeof(((struct px_auth_id *)0)->user)];
@@ -217,92 +275,283 @@ http_auth_challenge(struct http_txn *t, const struct http_head *m,
 	    "denied: http 401: authentication required");
 }
 
+static void http_auth_free(struct http_auth *a);
+
+static void
+http_who_put(struct http_who *w)
+{
+	if (w == NULL || --w->refs != 0)
+		return;
+	px_auth_id_clear(&w->id);
+	OPENSSL_cleanse(w, sizeof(*w));
+	free(w);
+}
+
+/* The connection is id now (moved: id is left empty). 0, or -1 out of
+ * memory (the connection unproven). */
+static int
+http_auth_prove(struct http_auth *a, struct px_auth_id *id)
+{
+	struct http_who *w;
+
+	http_who_put(a->cur);
+	a->cur = NULL;
+	a->have_basic = false;
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		px_auth_id_clear(id);
+		return -1;
+	}
+	w->refs = 1;
+	w->id = *id;
+	memset(id, 0, sizeof(*id));
+	a->cur = w;
+	return 0;
+}
+
+void
+http_auth_bind(struct http_txn *t)
+{
+	struct http_auth *a = t->conn->auth;
+
+	http_auth_unbind(t);
+	if (a != NULL && (t->who = a->cur) != NULL)
+		t->who->refs++;
+}
+
+void
+http_auth_unbind(struct http_txn *t)
+{
+	http_who_put(t->who);
+	t->who = NULL;
+}
+
+const struct px_auth_id *
+http_auth_txn_id(const struct http_txn *t)
+{
+	return t->who != NULL ? &t->who->id : NULL;
+}
+
+/* t's waiter and reply go (the stream ended, the answer came); a check
+ * left without waiters is cancelled. */
+static void
+http_auth_forget(struct http_auth *a, const struct http_txn *t)
+{
+	struct http_auth_check *k, *kn;
+	struct http_auth_wait *w, *wn;
+	struct http_auth_reply *rp, *rn;
+
+	for (k = TAILQ_FIRST(&a->checks); k != NULL; k = kn) {
+		kn = TAILQ_NEXT(k, link);
+		for (w = TAILQ_FIRST(&k->waits); w != NULL; w = wn) {
+			wn = TAILQ_NEXT(w, link);
+			if (t != NULL && w->t != t)
+				continue;
+			TAILQ_REMOVE(&k->waits, w, link);
+			free(w->held);
+			free(w);
+		}
+		if (!TAILQ_EMPTY(&k->waits) || k == a->dispatching)
+			continue;
+		/* Nobody waits for it: its answer, if it comes, is freed
+		 * by the box unseen. */
+		if (k->req != NULL)
+			px_auth_cancel(k->req);
+		TAILQ_REMOVE(&a->checks, k, link);
+		free(k);
+	}
+	for (rp = TAILQ_FIRST(&a->replies); rp != NULL; rp = rn) {
+		rn = TAILQ_NEXT(rp, link);
+		if (t != NULL && rp->t != t)
+			continue;
+		TAILQ_REMOVE(&a->replies, rp, link);
+		free(rp);
+	}
+}
+
+void
+http_auth_txn_gone(struct http_txn *t)
+{
+	if (t->conn->auth != NULL)
+		http_auth_forget(t->conn->auth, t);
+}
+
+/* A check's answer, on the worker: the connection's identity from it,
+ * then each request that waited for it judged again from its kept head,
+ * with the answer in hand (http_auth_answered), in the order they came. */
 static void
 http_auth_done(struct px_auth_req *r, void *arg)
 {
-	struct http_state *h = arg;
-	struct http_txn *t = &h->tx;
-	struct http_head *held = h->auth->held;
+	struct http_auth_check *k = arg;
+	struct http_state *h = k->h;
+	struct http_auth *a = h->auth;
+	struct http_auth_wait *w;
+	struct http_txn *t;
+	struct http_head *held;
 
-	h->auth->pending = NULL;
-	h->auth->answer = r;
-	h->auth->held = NULL;
-	if (h->gone || t->req != HTTP_REQ_AUTH) {
-		h->auth->answer = NULL;
-		px_auth_req_free(r);
+	k->req = NULL;
+	if (r->result == PX_AUTH_OK) {
+		if (http_auth_prove(a, &r->id) == 0) {
+			a->have_basic = r->method == PX_AUTH_BASIC;
+			memcpy(a->basic, k->basic, sizeof(a->basic));
+		}
+	} else if (!px_auth_result_unavailable(r->result)) {
+		/* A failed proof leaves the connection unproven (the
+		 * streams judged before keep who they were judged as). */
+		http_who_put(a->cur);
+		a->cur = NULL;
+		a->have_basic = false;
+	}
+	a->dispatching = k;
+	while (!a->closed && (w = TAILQ_FIRST(&k->waits)) != NULL) {
+		TAILQ_REMOVE(&k->waits, w, link);
+		t = w->t;
+		held = w->held;
+		free(w);
+		if (t->req == HTTP_REQ_AUTH) {
+			t->req = HTTP_REQ_HEAD;
+			h->progress++;
+			if (!h->closing && !h->tunnel) {
+				a->answer = r;
+				http_replay_request(t, held);
+				a->answer = NULL;
+			}
+		}
 		free(held);
+	}
+	a->dispatching = NULL;
+	TAILQ_REMOVE(&a->checks, k, link);
+	free(k);
+	px_auth_req_free(r);
+	if (a->closed) {
+		http_auth_free(a);
 		return;
 	}
-	/* Judged again from its kept head, with the answer. */
-	t->req = HTTP_REQ_HEAD;
-	h->progress++;
-	if (held != NULL && !h->closing && !h->tunnel)
-		http_replay_request(t, held);
-	free(held);
 	http_drive(h);
-}
-
-/* t's request (head m) waits for the check r: its head is kept for the
- * replay. 1, or -1 (answered 500) out of memory. */
-static int
-http_auth_wait(struct http_txn *t, const struct http_head *m,
-    struct px_auth_req *r)
-{
-	struct http_state *h = t->conn;
-	struct http_auth *a = h->auth;
-
-	free(a->held);
-	if ((a->held = http_head_dup(m)) == NULL) {
-		px_auth_req_free(r);
-		http_error(t, 500, "out of memory");
-		return -1;
-	}
-	r->session = px_session_id(h->s);
-	a->pending = r;
-	t->req = HTTP_REQ_AUTH;
-	px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, h);
-	return 1;
 }
 
 static struct http_auth *
 http_auth_state(struct http_state *h)
 {
-	if (h->auth == NULL)
-		h->auth = calloc(1, sizeof(*h->auth));
+	struct http_auth *a;
+
+	if (h->auth == NULL && (a = calloc(1, sizeof(*a))) != NULL) {
+		TAILQ_INIT(&a->checks);
+		TAILQ_INIT(&a->replies);
+		h->auth = a;
+	}
 	return h->auth;
 }
 
-/* "WWW-Authenticate: Negotiate TOKEN\r\n" for the response. */
+/* t's request (head m) waits for the check k under way, or, k NULL,
+ * for a new one, r (sum: its Basic credentials' SHA-256, or NULL): its
+ * head is kept for the replay. 1, or -1 (answered 500) out of memory. */
+static int
+http_auth_wait(struct http_txn *t, const struct http_head *m,
+    struct http_auth_check *k, struct px_auth_req *r,
+    const unsigned char *sum)
+{
+	struct http_state *h = t->conn;
+	struct http_auth *a = h->auth;
+	struct http_auth_wait *w;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL ||
+	    (w->held = http_head_dup(m)) == NULL ||
+	    (k == NULL && (k = calloc(1, sizeof(*k))) == NULL)) {
+		if (w != NULL)
+			free(w->held);
+		free(w);
+		px_auth_req_free(r);
+		http_error(t, 500, "out of memory");
+		return -1;
+	}
+	w->t = t;
+	t->req = HTTP_REQ_AUTH;
+	if (r != NULL) {
+		k->h = h;
+		k->req = r;
+		k->method = r->method;
+		if (sum != NULL)
+			memcpy(k->basic, sum, sizeof(k->basic));
+		TAILQ_INIT(&k->waits);
+		TAILQ_INSERT_TAIL(&a->checks, k, link);
+		r->session = px_session_id(h->s);
+	}
+	TAILQ_INSERT_TAIL(&k->waits, w, link);
+	if (r != NULL)
+		px_auth_submit(r, px_session_auth_box(h->s), http_auth_done, k);
+	return 1;
+}
+
+/* A check under way on the connection that a request may wait for:
+ * method's (any method: -1), with the Basic credentials sum (NULL:
+ * any). NULL: none. */
+static struct http_auth_check *
+http_auth_find(const struct http_auth *a, int method,
+    const unsigned char *sum)
+{
+	struct http_auth_check *k;
+
+	TAILQ_FOREACH(k, &a->checks, link)
+		if (k->req != NULL && (method == -1 ||
+		    k->method == (enum px_auth_method)method) && (sum == NULL ||
+		    CRYPTO_memcmp(sum, k->basic, sizeof(k->basic)) == 0))
+			return k;
+	return NULL;
+}
+
+/* "WWW-Authenticate: Negotiate TOKEN\r\n" for t's response. */
 static void
-http_auth_set_reply(struct http_auth *a, const unsigned char *tok,
-    size_t len)
+http_auth_set_reply(struct http_auth *a, const struct http_txn *t,
+    const unsigned char *tok, size_t len)
 {
 	static const char pre[] = "WWW-Authenticate: Negotiate ";
 	size_t b64 = 4 * ((len + 2) / 3);
+	struct http_auth_reply *rp;
 
-	free(a->reply);
-	if ((a->reply = malloc(sizeof(pre) - 1 + b64 + 3)) == NULL)
+	if ((rp = malloc(sizeof(*rp) + sizeof(pre) - 1 + b64 + 3)) == NULL)
 		return;
-	memcpy(a->reply, pre, sizeof(pre) - 1);
-	EVP_EncodeBlock((unsigned char *)a->reply + sizeof(pre) - 1, tok,
+	rp->t = t;
+	memcpy(rp->text, pre, sizeof(pre) - 1);
+	EVP_EncodeBlock((unsigned char *)rp->text + sizeof(pre) - 1, tok,
 	    (int)len);
-	memcpy(a->reply + sizeof(pre) - 1 + b64, "\r\n", 3);
+	memcpy(rp->text + sizeof(pre) - 1 + b64, "\r\n", 3);
+	TAILQ_INSERT_TAIL(&a->replies, rp, link);
+}
+
+static struct http_auth_reply *
+http_auth_reply_of(const struct http_txn *t)
+{
+	struct http_auth_reply *rp;
+
+	if (t->conn->auth == NULL)
+		return NULL;
+	TAILQ_FOREACH(rp, &t->conn->auth->replies, link)
+		if (rp->t == t)
+			return rp;
+	return NULL;
 }
 
 const char *
-http_auth_reply(const struct http_state *h)
+http_auth_reply(const struct http_txn *t)
 {
-	return h->auth != NULL ? h->auth->reply : NULL;
+	struct http_auth_reply *rp = http_auth_reply_of(t);
+
+	return rp != NULL ? rp->text : NULL;
 }
 
 void
-http_auth_reply_sent(struct http_state *h)
+http_auth_reply_sent(struct http_txn *t)
 {
-	free(h->auth->reply);
-	h->auth->reply = NULL;
+	struct http_auth_reply *rp = http_auth_reply_of(t);
+
+	if (rp != NULL) {
+		TAILQ_REMOVE(&t->conn->auth->replies, rp, link);
+		free(rp);
+	}
 }
 
-/* The answer of the check this request waited for. */
+/* The answer of the check this request waited for (the connection's
+ * identity already set from it: http_auth_done). */
 static int
 http_auth_answered(struct http_txn *t, const struct http_head *m)
 {
@@ -313,29 +562,17 @@ http_auth_answered(struct http_txn *t, const struct http_head *m)
 
 	a->answer = NULL;
 	if (r->result == PX_AUTH_OK) {
-		px_auth_id_clear(&a->id);
-		a->id = r->id;
-		memset(&r->id, 0, sizeof(r->id));	/* moved */
-		a->have_id = true;
-		a->have_basic = r->method == PX_AUTH_BASIC;
-		memcpy(a->basic, a->answer_basic, sizeof(a->basic));
 		if (r->reply_len > 0 && r->reply_len <= 12 * 1024 &&
 		    !http_auth_forward(h))
-			http_auth_set_reply(a, r->reply, r->reply_len);
-		px_auth_req_free(r);
+			http_auth_set_reply(a, t, r->reply, r->reply_len);
 		return 0;
 	}
 	snprintf(why, sizeof(why), "%s %s: %s", px_auth_method_name(r->method),
 	    px_auth_result_name(r->result), r->reason);
 	if (px_auth_result_unavailable(r->result)) {
-		px_auth_req_free(r);
 		http_error(t, 503, why);
 		return -1;
 	}
-	px_auth_req_free(r);
-	/* A failed proof leaves the connection unproven. */
-	px_auth_id_clear(&a->id);
-	a->have_id = a->have_basic = false;
 	http_auth_challenge(t, m, why);
 	return -1;
 }
@@ -373,6 +610,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 	const struct px_auth_use *u = px_session_auth(h->s);
 	const char *field, *v = NULL, *cred;
 	struct http_auth *a;
+	struct http_auth_check *k;
 	struct px_auth_req *r;
 	unsigned char *dec = NULL, sum[32];
 	enum http_field fid;
@@ -384,10 +622,10 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 	if (!h->cert_tried) {
 		/* <tls side="client" identity=>: a verified certificate
 		 * proves the connection's user, once for all its requests. */
-		char user[sizeof(a->id.user)];
+		struct px_auth_id cid = { .method = PX_AUTH_CERTIFICATE };
 
 		h->cert_tried = true;
-		if (http_auth_cert_user(h, user, sizeof(user))) {
+		if (http_auth_cert_user(h, cid.user, sizeof(cid.user))) {
 			if ((a = http_auth_state(h)) == NULL) {
 				http_error(t, 500, "out of memory");
 				return -1;
@@ -397,16 +635,16 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 			 * waiting as for a password. */
 			if (u != NULL && u->ldap != NULL) {
 				if ((r = px_auth_req_new(PX_AUTH_CERTIFICATE,
-				    u->ldap, NULL, user, "", 0)) == NULL) {
+				    u->ldap, NULL, cid.user, "", 0)) == NULL) {
 					http_error(t, 500, "out of memory");
 					return -1;
 				}
-				return http_auth_wait(t, m, r);
+				return http_auth_wait(t, m, NULL, r, NULL);
 			}
-			px_auth_id_clear(&a->id);
-			memcpy(a->id.user, user, sizeof(user));
-			a->id.method = PX_AUTH_CERTIFICATE;
-			a->have_id = true;
+			if (http_auth_prove(a, &cid) == -1) {
+				http_error(t, 500, "out of memory");
+				return -1;
+			}
 		}
 	}
 	if (u == NULL)
@@ -417,8 +655,11 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 	}
 	if (a->answer != NULL)
 		return http_auth_answered(t, m);
-	free(a->reply);
-	a->reply = NULL;
+	http_auth_reply_sent(t);	/* one left unsent (HTTP/1.1's last) */
+	/* The certificate user's groups are being read: its answer says
+	 * who every request of the connection is. */
+	if ((k = http_auth_find(a, PX_AUTH_CERTIFICATE, NULL)) != NULL)
+		return http_auth_wait(t, m, k, NULL, NULL);
 	/* By the parser's field ids (Proxy-Authorization is one of the
 	 * proxy- others): no string compare for each field of a request. */
 	field = http_auth_field(h);
@@ -430,7 +671,11 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 			break;
 		}
 	if (v == NULL) {
-		if (a->have_id || !u->required)
+		/* Another stream's credentials are being checked: this one
+		 * is judged with their answer, as the connection's. */
+		if ((k = http_auth_find(a, -1, NULL)) != NULL)
+			return http_auth_wait(t, m, k, NULL, NULL);
+		if (a->cur != NULL || !u->required)
 			return 0;
 		http_auth_challenge(t, m, "no credentials");
 		return -1;
@@ -440,8 +685,12 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		/* RFC 4559 authenticates the connection: once Negotiate
 		 * proved it, a later token (curl sends one per request) is
 		 * not verified again, the identity stands. */
-		if (a->have_id && a->id.method == PX_AUTH_NEGOTIATE)
+		if (a->cur != NULL && a->cur->id.method == PX_AUTH_NEGOTIATE)
 			return 0;
+		/* Nor while another stream's token is checked: its answer
+		 * proves the connection or not. */
+		if ((k = http_auth_find(a, PX_AUTH_NEGOTIATE, NULL)) != NULL)
+			return http_auth_wait(t, m, k, NULL, NULL);
 		cred = v + 10;
 		clen = vlen - 10;
 		if ((dec = malloc(clen)) == NULL) {
@@ -471,9 +720,12 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 			http_error(t, 500, "no SHA-256 for the credentials");
 			return -1;
 		}
-		if (a->have_id && a->have_basic &&
+		if (a->cur != NULL && a->have_basic &&
 		    CRYPTO_memcmp(sum, a->basic, sizeof(sum)) == 0)
 			return 0;	/* the credentials that proved id */
+		/* The same ones another stream's check has under way. */
+		if ((k = http_auth_find(a, PX_AUTH_BASIC, sum)) != NULL)
+			return http_auth_wait(t, m, k, NULL, NULL);
 		if (clen > 1024 || (dec = malloc(clen + 1)) == NULL ||
 		    (n = http_b64_decode(cred, clen, dec)) < 0 ||
 		    (dec[n] = '\0', memchr(dec, '\0', (size_t)n) != NULL) ||
@@ -490,7 +742,6 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		r = px_auth_req_new(PX_AUTH_BASIC, u->ldap, NULL,
 		    (const char *)dec, colon + 1,
 		    (size_t)n - (size_t)(colon + 1 - (char *)dec));
-		memcpy(a->answer_basic, sum, sizeof(sum));
 		explicit_bzero(dec, clen + 1);
 		free(dec);
 	} else {
@@ -502,13 +753,15 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		http_error(t, 500, "out of memory");
 		return -1;
 	}
-	return http_auth_wait(t, m, r);
+	return http_auth_wait(t, m, NULL, r, r->method == PX_AUTH_BASIC ?
+	    sum : NULL);
 }
 
 const struct px_auth_id *
 http_auth_id(const struct http_state *h)
 {
-	return h->auth != NULL && h->auth->have_id ? &h->auth->id : NULL;
+	return h->auth != NULL && h->auth->cur != NULL ? &h->auth->cur->id :
+	    NULL;
 }
 
 void
@@ -519,6 +772,14 @@ http_auth_who(const struct px_session *s, const void *st, char *buf,
 	px_auth_id_log(http_auth_id(st), buf, len);
 }
 
+static void
+http_auth_free(struct http_auth *a)
+{
+	http_who_put(a->cur);
+	OPENSSL_cleanse(a, sizeof(*a));
+	free(a);
+}
+
 void
 http_auth_close(struct http_state *h)
 {
@@ -526,13 +787,15 @@ http_auth_close(struct http_state *h)
 
 	if (a == NULL)
 		return;
-	if (a->pending != NULL)
-		px_auth_cancel(a->pending);	/* the box frees it */
-	px_auth_req_free(a->answer);
-	free(a->held);
-	free(a->reply);
-	px_auth_id_clear(&a->id);
-	OPENSSL_cleanse(a, sizeof(*a));
-	free(a);
+	/* Every check under way is cancelled (the box frees it), every
+	 * head kept goes. */
+	http_auth_forget(a, NULL);
 	h->auth = NULL;
+	if (a->dispatching != NULL) {
+		/* Closed by a request its answer judged: the dispatch, on
+		 * the stack below, frees a. */
+		a->closed = true;
+		return;
+	}
+	http_auth_free(a);
 }

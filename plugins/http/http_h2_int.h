@@ -226,7 +226,7 @@ bool	h2_tunnel_drops(const struct h2_stream *st, const uint8_t *name,
 /* http_h2_resp.c: the leg's bytes in; -1: the stream was reset. */
 int	h2_leg_input(struct h2_stream *st);
 /* http_h2_stream.c: whether the connection's service lets a stream be a
- * transaction (no <scan>, no <auth>: those stay legs for now). */
+ * transaction (no <scan>, <content>, <audit>: those stay legs for now). */
 bool	h2_txn_eligible(const struct http_h2 *c);
 /* st starts as a transaction: its head made from req and judged. 0, or
  * -1 out of memory. */

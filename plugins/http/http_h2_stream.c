@@ -1,7 +1,8 @@
 /* HTTP/2 client streams as transactions of their connection's session
  * (issue 36): a request (not CONNECT nor an extended CONNECT) on a
- * service without <scan>, <content>, <audit> or <auth> is made a parsed
- * head from its fields (http_h2_req.c) and runs through the same engine
+ * service without <scan>, <content> or <audit> (with <auth> or not: a
+ * stream's credentials are checked as the connection's, http_auth.c) is
+ * made a parsed head from its fields (http_h2_req.c) and runs through the same engine
  * as an HTTP/1.1 client's request (http_request_start, judged in
  * http_judge.c, the steps in http.c and http_upstream.c), its body read
  * from the stream's input (its DATA, framed as chunks when it came
@@ -9,7 +10,8 @@
  * an HTTP/1.1 client's; the window opened as the bytes move on), its
  * response written by the stream's writer (http_h2_txn.c) as HEADERS,
  * DATA and trailers: no socketpair, no second session, no second parse
- * of its head. The other streams are still legs (http_h2_leg.c).
+ * of its head. The other streams (CONNECT, the extended CONNECT, and those
+ * of services that scan) are still legs (http_h2_leg.c).
  *
  * A transaction ends (http_h2s_done, a refusal, a cut) before its stream
  * does: its server connection goes back to the pool (or is closed) at
@@ -70,7 +72,7 @@ h2s_of(struct http_txn *t)
 bool
 h2_txn_eligible(const struct http_h2 *c)
 {
-	return http_scan_none(c->h) && px_session_auth(c->h->s) == NULL;
+	return http_scan_none(c->h);
 }
 
 /* n request bytes left the stream's input: as many more may come
@@ -179,6 +181,8 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 
 	t->ended = true;
 	x->completed = completed;
+	/* A check it waits for stops (unless other streams wait for it). */
+	http_auth_txn_gone(t);
 	/* The request's rest is dropped, its window opened again. */
 	if (x->w.in != NULL) {
 		evbuffer_drain(x->w.in, evbuffer_get_length(x->w.in));
@@ -323,6 +327,7 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 	t->resp_bytes = st->sent;
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
 	http_log_request_as(t, tag);
+	http_auth_txn_gone(t);
 	http_txn_free(t, false);
 	/* The stream is closed (or its session goes): nothing more to
 	 * nghttp2 from its writer. */

@@ -20,15 +20,16 @@
  *			a transaction of the session (http_h2_stream.c,
  *			its head from its fields: http_h2_req.c, pure; its
  *			response writer: http_h2_txn.c); CONNECT and the
- *			streams of services that scan or authenticate a
- *			leg each (http_h2_leg.c)
+ *			streams of services that scan a leg each
+ *			(http_h2_leg.c)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and
  *			nghttp2's callbacks: http_h2_origin_frames.c)
  *   http_policy.c	the <http> section and the decisions it makes (http.h)
  *   http_auth.c	the service's <auth>: challenges, credentials checked
- *			off the worker, the connection's identity
+ *			off the worker (one check for the streams that
+ *			bring the same ones), the connection's identity
  *   http_parse.c	framing (pure: http_parse.h)
  *   http_target.c	the request target canonical (pure: http_parse.h) */
 #ifndef HTTP_INT_H
@@ -175,6 +176,7 @@ struct px_auth_id;
 struct http_h2o_stream;
 struct http_h2o_req;
 struct http_h2w;
+struct http_who;
 
 /* One request and its response (a transaction): what they own, from the
  * request head to the response's end (the server side, body framing,
@@ -249,6 +251,8 @@ struct http_txn {
 	/* An HTTP/2 stream's transaction is over (done, refused or cut):
 	 * the engine takes no more step on it (http_h2_stream.c). */
 	bool			 ended;
+	/* Who its request was judged as (<auth>, http_auth_bind); NULL. */
+	struct http_who		*who;
 };
 
 /* A client connection (the analyser's per-session state): what is the
@@ -404,10 +408,19 @@ struct evbuffer *http_client_out(struct http_txn *t);
 /* <auth> on t's request, whose parsed head is m: 0 go on (proven, or
  * not required), -1 answered (a challenge, 503), 1 waiting for its check
  * (HTTP_REQ_AUTH; a copy of m is kept, and judged again once answered:
- * http_replay_request). */
+ * http_replay_request), or for one under way for the connection that
+ * its answer decides too (another HTTP/2 stream's, with the same
+ * credentials). */
 int	http_auth_request(struct http_txn *t, const struct http_head *m);
 /* Who the connection proved to be; NULL: nobody yet. */
 const struct px_auth_id *http_auth_id(const struct http_state *h);
+/* t's request passed <auth> (http_auth_request said 0): it is judged,
+ * logged and recorded as who the connection is now, whatever the
+ * connection proves later (its other HTTP/2 streams). Unbind: none. */
+void	http_auth_bind(struct http_txn *t);
+void	http_auth_unbind(struct http_txn *t);
+/* Who t's request was judged as; NULL: nobody. */
+const struct px_auth_id *http_auth_txn_id(const struct http_txn *t);
 /* An HTTP/2 stream's leg opening: it carries conn's client certificate
  * user (<tls identity=>), judged by its rules and <content> as conn's
  * own requests are. 0, or -1 out of memory. */
@@ -419,12 +432,16 @@ const char *http_auth_field(const struct http_state *h);
 void	http_auth_close(struct http_state *h);
 /* Frees the worker's digest of Basic credentials (http_worker_exit). */
 void	http_auth_worker_exit(void);
-/* The field lines the final response to this request carries for
+/* The field lines the final response to t's request carries for
  * <auth> (Negotiate's last token, RFC 4559 5: "WWW-Authenticate:
  * Negotiate ...\r\n", not in forward mode); NULL: none. Once sent,
  * http_auth_reply_sent. */
-const char *http_auth_reply(const struct http_state *h);
-void	http_auth_reply_sent(struct http_state *h);
+const char *http_auth_reply(const struct http_txn *t);
+void	http_auth_reply_sent(struct http_txn *t);
+/* t goes before its stream's end (an HTTP/2 stream's transaction):
+ * its wait for a check, if any, and its reply go; a check nobody else
+ * waits for is cancelled (px_auth_cancel). */
+void	http_auth_txn_gone(struct http_txn *t);
 /* px_analyser.who: " user=NAME auth=METHOD" once proven. */
 void	http_auth_who(const struct px_session *s, const void *st, char *buf,
 	    size_t len);

@@ -216,15 +216,18 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	/* <auth>: 0 go on, else answered or waiting for the directory. */
 	if (http_auth_request(t, m) != 0)
 		return;
+	http_auth_bind(t);
 	/* <source-limits per="user">: the connection counts as the user's
 	 * from its first proven request; over the user's sessions= or
-	 * connections=, 429 and the connection ends. */
-	if (http_auth_id(h) != NULL && !px_session_user_allowed(h->s,
-	    http_auth_id(h)->user, &retry, t->rule, sizeof(t->rule))) {
+	 * connections=, 429 and the connection ends (an HTTP/2 stream:
+	 * the stream). */
+	if (http_auth_txn_id(t) != NULL && !px_session_user_allowed(h->s,
+	    http_auth_txn_id(t)->user, &retry, t->rule, sizeof(t->rule))) {
 		http_limited(t, m, retry, false);
 		return;
 	}
-	if ((rc = http_policy_check_as(p, http_auth_id(h), m->method, m->mlen,
+	if ((rc = http_policy_check_as(p, http_auth_txn_id(t), m->method,
+	    m->mlen,
 	    port, t->host,
 	    t->is_connect ? t->path : ct.path, ct.query, &why, &hit)) != 0) {
 		px_session_count(h->s, HTTP_C_DENIED, 1);
@@ -324,6 +327,7 @@ http_request_begin(struct http_txn *t, const struct http_head *m,
 
 	if (!replay)
 		gettimeofday(&t->t_start, NULL);
+	http_auth_unbind(t);	/* judged as nobody yet */
 	t->verdict = NULL;
 	t->rule[0] = '\0';
 	t->status = 0;
@@ -484,7 +488,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	rs.dechunk = t->dechunk;
 	rs.client_keep = h->client_keep;
 	rs.client_10 = h->client_10;
-	rs.extra = m->status >= 200 ? http_auth_reply(h) : NULL;
+	rs.extra = m->status >= 200 ? http_auth_reply(t) : NULL;
 	rs.own = false;
 	if (m->status >= 200 && t->resp_body != HTTP_BODY_NONE &&
 	    http_scan_partial(t, m, PX_TO_CLIENT) == -1)
@@ -521,7 +525,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 			n += http_h2w_head_bytes(t->h2w);
 	}
 	if (rs.extra != NULL)
-		http_auth_reply_sent(h);
+		http_auth_reply_sent(t);
 	/* An HTTP/1.1 server's head leaves its input (an h2 one has none). */
 	if (t->srv.io != NULL)
 		evbuffer_drain(t->srv.io->in, head_len);

@@ -113,7 +113,7 @@ http_scan_on(const struct http_txn *t, unsigned bit)
 	struct px_content_who who;
 
 	return px_scan_on(px_session_scan(h->s), bit,
-	    px_auth_content_who(http_auth_id(h), &who));
+	    px_auth_content_who(http_auth_txn_id(t), &who));
 }
 
 static void
@@ -708,7 +708,7 @@ http_sniff_judge(struct http_txn *t, enum px_dir dir)
 	size_t n = sc->sniff->n;
 	char why[200];
 
-	px_content_judge_for(cp, px_auth_content_who(http_auth_id(h), &who),
+	px_content_judge_for(cp, px_auth_content_who(http_auth_txn_id(t), &who),
 	    sc->sniff->buf, n, &v);
 	free(sc->sniff);
 	sc->sniff = NULL;
@@ -767,7 +767,7 @@ http_audit_end(struct http_txn *t, enum px_dir dir)
 	struct http_scan *sc = &t->scan[dir];
 	const char *verdict = t->verdict != NULL ? t->verdict : "accept";
 	struct px_audit_info in;
-	const struct px_auth_id *id = http_auth_id(h);
+	const struct px_auth_id *id = http_auth_txn_id(t);
 	char file[sizeof(t->path)];
 	bool done = sc->went || (dir == PX_TO_SERVER ?
 	    t->req == HTTP_REQ_DONE : t->resp == HTTP_RESP_DONE);

@@ -37,6 +37,7 @@ void
 http_txn_free(struct http_txn *t, bool keep_server)
 {
 	http_scan_close(t);
+	http_auth_unbind(t);	/* after the records that name its user */
 	if (t->dns != NULL)
 		evdns_getaddrinfo_cancel(t->dns);
 	t->dns = NULL;
@@ -67,7 +68,7 @@ http_log_request_as(struct http_txn *t, const char *tag)
 	struct http_state *h = t->conn;
 	char client[PX_ADDRSTRLEN], server[PX_ADDRSTRLEN], user[160];
 	char grpc[24] = "";
-	const struct px_auth_id *id = http_auth_id(h);
+	const struct px_auth_id *id = http_auth_txn_id(t);
 	struct timeval now, d;
 	bool deny;
 

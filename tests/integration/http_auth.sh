@@ -55,6 +55,7 @@ free_port PS
 free_port PN
 free_port PH
 free_port PT
+free_port PHS
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$T/conf/tls.key" -out "$T/conf/tls.pem" >/dev/null 2>&1 ||
     fail "openssl req"
@@ -92,9 +93,15 @@ write_http_service tls "$PT" "$NGINX_PORT" "
 <auth authenticator=\"dir\" methods=\"basic\"/>
 <http/>"
 # reverse (fixed) mode, HTTP/2 by prior knowledge: 401 and Authorization;
-# each h2 stream is a leg through the same HTTP/1.1 engine
+# each h2 stream is a transaction of the connection's session, through
+# the same engine (and the same <auth>) as an HTTP/1.1 request
 write_http_service h2 "$PH" "$ORIGIN" "
 <auth authenticator=\"corp dir\" basic-without-tls=\"yes\"/>
+<http h2=\"yes\" h2c=\"yes\"/>"
+# the same over the directory that never answers: a stream reset, or its
+# connection closed, while its check waits; credentials not required
+write_http_service h2stall "$PHS" "$ORIGIN" "
+<auth authenticator=\"stalled\" methods=\"basic\" basic-without-tls=\"yes\" required=\"no\"/>
 <http h2=\"yes\" h2c=\"yes\"/>"
 
 # --check refuses what cannot work: an unreadable keytab, a missing
@@ -221,6 +228,63 @@ check [ "$code" = "200 2" ] "h2 Negotiate as alice: $code"
 # the server authenticated too
 check grep -Eqi '^www-authenticate: Negotiate [A-Za-z0-9+/]+=*' "$T/h2neg" "200 with Negotiate's final token: $(cat "$T/h2neg")"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/neg status=200 .* user=alice auth=negotiate proto=h2" "$ASYNC_WAIT" "h2 Negotiate line"
+# the identity is the connection's, as over HTTP/1.1: its session-end
+# line names the user, and no stream had a session (a leg) of its own
+check wait_grep "$PROXYD_LOG" "session-end service=h2 .* user=alice auth=negotiate by=" "$ASYNC_WAIT" "h2 connection's session-end line with user=alice auth=negotiate"
+check not_grep_i "session-end service=h2 .*proto=h2 stream=" "$PROXYD_LOG" "an h2 stream of an <auth> service ran as a leg: $(grep 'session-end service=h2 ' "$PROXYD_LOG" | head -n 2)"
+
+# --- HTTP/2: eight streams in flight at once with carol's Basic
+# credentials (never seen before): one check (one bind) for all of them,
+# each stream judged with its answer; the connection then carol's
+H2S=$LIB_DIR/h2_auth_streams.py
+n0=$(log_count 'auth authenticator=dir method=basic user=carol ')
+specs=()
+for i in 1 2 3 4 5 6 7 8; do specs+=("/a.txt?m$i=carol:carol-ldap-pw"); done
+/usr/bin/python3 "$H2S" --port "$PH" streams "${specs[@]}" >"$T/h2many.out" 2>"$T/h2many.err" ||
+    fail "h2 streams: $(cat "$T/h2many.out" "$T/h2many.err")"
+check [ "$(grep -c ' 200$' "$T/h2many.out")" = 8 ] "eight h2 streams with one credential: $(tr '\n' ' ' <"$T/h2many.out")"
+wait_log_count 'http-request .* path=/a\.txt\?m[1-8] status=200 .* user=carol auth=basic proto=h2 stream=' 8
+check [ "$(log_count 'auth authenticator=dir method=basic user=carol ')" = $((n0 + 1)) ] "eight streams of one connection, one credential: $(($(log_count 'auth authenticator=dir method=basic user=carol ') - n0)) checks"
+check wait_grep "$PROXYD_LOG" "session-end service=h2 .* user=carol auth=basic by=" "$ASYNC_WAIT" "h2 connection's session-end line with user=carol"
+
+# --- a wrong password on one stream while the other streams of the
+# connection are fine (proven, or without credentials, waiting for the
+# check under way): 401 on that stream alone
+/usr/bin/python3 "$H2S" --port "$PH" streams "/a.txt?w1=alice:alice-ldap-pw" "/a.txt?w2=bob:Wr0ng-h2-pw" \
+    "/a.txt?w3=-" "/a.txt?w4=alice:alice-ldap-pw" >"$T/h2mixed.out" 2>"$T/h2mixed.err" ||
+    fail "h2 mixed streams: $(cat "$T/h2mixed.out" "$T/h2mixed.err")"
+assert_eq "$(tr '\n' ' ' <"$T/h2mixed.out")" "/a.txt?w1 200 /a.txt?w2 401 /a.txt?w3 200 /a.txt?w4 200 " "a wrong password on one h2 stream"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?w2 status=401 .* verdict=deny .* proto=h2 stream=3" "$ASYNC_WAIT" "the wrong password's 401 line"
+wait_log_count 'http-request .* path=/a\.txt\?w[14] status=200 .* user=alice auth=basic proto=h2 stream=' 2
+check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=bob result=bad-password" "$ASYNC_WAIT" "bob's bad-password line"
+check not_grep_i 'Wr0ng-h2-pw' "$PROXYD_LOG" "the password text is in the log"
+
+# --- a stream reset while its check waits (a directory that never
+# answers): the check is cancelled, its answer (the timeout) lands on
+# nothing, and the connection goes on serving
+n0=$(log_count 'auth authenticator=stalled method=basic user=h2reset result=timeout')
+/usr/bin/python3 "$H2S" --port "$PHS" reset "/a.txt?r1=h2reset:pw" "$T/h2reset.go" "/a.txt?r2" \
+    >"$T/h2reset.out" 2>"$T/h2reset.err" &
+H2R_PID=$!
+track_pid "$H2R_PID"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?r1 status=0 .* verdict=reset .* proto=h2 stream=1" "$ASYNC_WAIT" "the reset stream's line"
+wait_log_count 'auth authenticator=stalled method=basic user=h2reset result=timeout' $((n0 + 1))
+touch "$T/h2reset.go"
+wait_exit "$H2R_PID" 20 || fail "h2 reset client did not end"
+assert_eq "$(cat "$T/h2reset.out")" "/a.txt?r2 200" "the connection after a stream reset under its check: $(cat "$T/h2reset.err")"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?r2 status=200 .* proto=h2 stream=3" "$ASYNC_WAIT" "the next stream's line"
+
+# --- the connection closed while its streams' checks wait: each check is
+# cancelled (one still queued is dropped unasked), the one an auth thread
+# holds answers late, on nothing (no crash: the sanitizer build), and
+# proxyd goes on
+n0=$(log_count 'auth authenticator=stalled method=basic user=h2gone1 result=timeout')
+/usr/bin/python3 "$H2S" --port "$PHS" close "/a.txt?g1=h2gone1:pw" "/a.txt?g2=h2gone2:pw" "/a.txt?g3=h2gone1:pw" \
+    >"$T/h2close.out" 2>"$T/h2close.err" || fail "h2 close client: $(cat "$T/h2close.err")"
+wait_log_count 'auth authenticator=stalled method=basic user=h2gone1 result=timeout' $((n0 + 1))
+check wait_grep "$PROXYD_LOG" "session-end service=h2stall .* by=client" "$ASYNC_WAIT" "the closed h2 connection's end"
+code=$(curl -sS --max-time 10 --http2-prior-knowledge -o /dev/null -w '%{http_code} %{http_version}' "http://localhost:$PHS/a.txt?after")
+assert_eq "$code" "200 2" "h2 after a connection closed under its checks"
 
 # --- a reload naming a keytab that cannot be read is refused whole: the
 # running configuration (its authenticators) goes on

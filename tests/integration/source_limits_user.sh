@@ -17,6 +17,11 @@
 # - connections="1/m" per user: alice's second connection, from another
 #   address, gets 429 with Retry-After ~60 (limit=connections); bob's
 #   first is served;
+# - over HTTP/2 (h2c) the streams of one connection are one connection of
+#   their user's: carol's two streams in flight on it pass (each a
+#   transaction of that session, not a leg of its own), a second
+#   connection of hers gets 429 on its stream (limit=connections, the
+#   line tagged proto=h2) and its connection goes on;
 # - per="user" without <auth>: bad_config.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -37,7 +42,8 @@ write_http_service web "$PU" "$NGINX_PORT" "
 <source-limits per=\"user\" sessions=\"2\" requests=\"4/m\"/>"
 write_http_service webc "$PC" "$NGINX_PORT" "
 <auth authenticator=\"dir\" methods=\"basic\" required=\"yes\" basic-without-tls=\"yes\"/>
-<source-limits per=\"user\" connections=\"1/m\" burst=\"1\"/>"
+<source-limits per=\"user\" connections=\"1/m\" burst=\"1\"/>
+<http h2=\"yes\" h2c=\"yes\"/>"
 start_proxyd
 
 run() { sl_users http "$PU" web; }
@@ -106,5 +112,16 @@ sl_answers "$out" "$want" "webc's answers"
 wait_grep "$PROXYD_LOG" 'limited service=webc client=127\.0\.0\.6:[0-9]+ source=user:alice limit=connections rule=webc\.xml:6 refused=1$' 5 ||
     fail "no limited line for alice's connections"
 assert_metric eq proxyd_limited_total 'service="webc",analyser="http",limit="connections"' 1
+info "HTTP/2: carol's two streams on one connection pass, her second connection's stream is refused"
+H2S=$LIB_DIR/h2_auth_streams.py
+/usr/bin/python3 "$H2S" --port "$PC" streams "/a.txt?h1=carol:carol-ldap-pw" "/a.txt?h2=carol:carol-ldap-pw" \
+    >"$T/h2c1.out" 2>"$T/h2c1.err" || fail "h2 client: $(cat "$T/h2c1.out" "$T/h2c1.err")"
+assert_eq "$(tr '\n' ' ' <"$T/h2c1.out")" "/a.txt?h1 200 /a.txt?h2 200 " "carol's two streams on one h2 connection"
+/usr/bin/python3 "$H2S" --port "$PC" streams "/a.txt?h3=carol:carol-ldap-pw" \
+    >"$T/h2c2.out" 2>"$T/h2c2.err" || fail "h2 client: $(cat "$T/h2c2.out" "$T/h2c2.err")"
+assert_eq "$(tr '\n' ' ' <"$T/h2c2.out")" "/a.txt?h3 429 " "carol's second h2 connection"
+wait_grep "$PROXYD_LOG" 'http-request .* path=/a\.txt\?h3 status=429 .* proto=h2 stream=1$' 5 ||
+    fail "no 429 line for carol's second h2 connection"
+assert_metric eq proxyd_limited_total 'service="webc",analyser="http",limit="connections"' 2
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""HTTP/2 streams of one h2c connection (prior knowledge) to a service with
+<auth>, several in flight at once (http_auth.sh):
+
+  streams  PATH=CRED ...   every stream's HEADERS in one write (CRED: the
+                           Authorization value's "user:password", "-" for
+                           none); waits for every response; prints
+                           "PATH STATUS" per stream, in the order given
+  reset    PATH=CRED TRIGGER PATH2
+                           the first stream, then RST_STREAM CANCEL on it
+                           once its HEADERS went; waits (bounded) for the
+                           file TRIGGER, then asks PATH2 without
+                           credentials on the same connection: prints
+                           "PATH2 STATUS"
+  close    PATH=CRED ...   the streams, then the connection closed at once
+
+Exits 0, or 1 when the connection failed. Bounded by --deadline s."""
+import argparse
+import base64
+import os
+import select
+import socket
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--port", type=int, required=True)
+ap.add_argument("--deadline", type=float, default=20.0)
+ap.add_argument("mode", choices=["streams", "reset", "close"])
+ap.add_argument("args", nargs="+")
+a = ap.parse_args()
+
+s = socket.create_connection(("127.0.0.1", a.port), timeout=5)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+t0 = time.monotonic()
+
+
+def ask(spec):
+    path, _, cred = spec.partition("=")
+    sid = c.get_next_available_stream_id()
+    hdr = [(":method", "GET"), (":path", path), (":scheme", "http"),
+           (":authority", "localhost:%d" % a.port)]
+    if cred and cred != "-":
+        hdr.append(("authorization", "Basic " + base64.b64encode(cred.encode()).decode()))
+    c.send_headers(sid, hdr, end_stream=True)
+    return sid
+
+
+def pump(status, wanted):
+    """Reads until every stream of wanted ended (status: sid -> code)."""
+    while any(sid not in status or status[sid][1] is False for sid in wanted):
+        if time.monotonic() - t0 > a.deadline:
+            return False
+        s.sendall(c.data_to_send())
+        r, _, _ = select.select([s], [], [], 0.1)
+        if not r:
+            continue
+        d = s.recv(65536)
+        if not d:
+            return False
+        for ev in c.receive_data(d):
+            if isinstance(ev, h2.events.ResponseReceived):
+                code = dict((k.decode(), v.decode()) for k, v in ev.headers)[":status"]
+                status[ev.stream_id] = [code, False]
+            elif isinstance(ev, h2.events.DataReceived):
+                c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                status.setdefault(ev.stream_id, ["-", False])[1] = True
+            elif isinstance(ev, h2.events.StreamReset):
+                status[ev.stream_id] = ["reset", True]
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                return False
+    s.sendall(c.data_to_send())
+    return True
+
+
+status = {}
+if a.mode in ("streams", "close"):
+    sids = [(ask(spec), spec.partition("=")[0]) for spec in a.args]
+    s.sendall(c.data_to_send())
+    if a.mode == "close":
+        s.close()
+        sys.exit(0)
+    ok = pump(status, [sid for sid, _ in sids])
+    for sid, path in sids:
+        print(path, status.get(sid, ["none"])[0])
+    sys.exit(0 if ok else 1)
+
+# reset
+sid = ask(a.args[0])
+s.sendall(c.data_to_send())
+time.sleep(0.1)
+c.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
+s.sendall(c.data_to_send())
+while not os.path.exists(a.args[1]) and time.monotonic() - t0 < a.deadline:
+    # PINGs meanwhile: the connection is read, not idle
+    c.ping(b"12345678")
+    s.sendall(c.data_to_send())
+    r, _, _ = select.select([s], [], [], 0.1)
+    if r:
+        d = s.recv(65536)
+        if not d:
+            print(a.args[2], "closed")
+            sys.exit(1)
+        c.receive_data(d)
+sid2 = ask(a.args[2] + "=-")
+ok = pump(status, [sid2])
+print(a.args[2], status.get(sid2, ["none"])[0])
+sys.exit(0 if ok else 1)
