@@ -12,7 +12,8 @@
                            file TRIGGER, then asks PATH2 without
                            credentials on the same connection: prints
                            "PATH2 STATUS"
-  close    PATH=CRED ...   the streams, then the connection closed at once
+  close    PATH=CRED ...   the streams, then the connection reset (RST) as
+                           soon as proxyd answered anything (its SETTINGS)
 
 Exits 0, or 1 when the connection failed. Bounded by --deadline s."""
 import argparse
@@ -20,6 +21,7 @@ import base64
 import os
 import select
 import socket
+import struct
 import sys
 import time
 
@@ -85,6 +87,14 @@ if a.mode in ("streams", "close"):
     sids = [(ask(spec), spec.partition("=")[0]) for spec in a.args]
     s.sendall(c.data_to_send())
     if a.mode == "close":
+        # proxyd's first bytes (its SETTINGS) come once it read ours:
+        # the streams are under way, then the connection goes
+        r, _, _ = select.select([s], [], [], 5)
+        if r:
+            s.recv(65536)
+        # a reset, not a FIN (after which proxyd would still answer the
+        # streams whose request is whole): the session ends at once
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         sys.exit(0)
     ok = pump(status, [sid for sid, _ in sids])

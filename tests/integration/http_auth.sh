@@ -16,7 +16,12 @@
 # Over a TLS listener Basic is offered and taken without
 # basic-without-tls (401, WWW-Authenticate, Authorization).
 # HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, Basic and
-# Negotiate on a stream, Authorization not sent on. --check and a reload
+# Negotiate on a stream, Authorization not sent on; the streams are
+# transactions of the connection's session, which is the user's (its
+# session-end line); eight streams in flight with one credential make
+# one check; a wrong password on one stream fails it alone; a stream
+# reset, and a connection reset, while their checks wait on a directory
+# that never answers cancel them, and proxyd goes on. --check and a reload
 # refuse a keytab that cannot be read (the running configuration goes
 # on). Then slapd stops: a user the cache does not know gets 503 (logged
 # directory-down), alice, cached, still passes, and a connection carol
@@ -281,6 +286,7 @@ check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?r2 status=200 .* pr
 n0=$(log_count 'auth authenticator=stalled method=basic user=h2gone1 result=timeout')
 /usr/bin/python3 "$H2S" --port "$PHS" close "/a.txt?g1=h2gone1:pw" "/a.txt?g2=h2gone2:pw" "/a.txt?g3=h2gone1:pw" \
     >"$T/h2close.out" 2>"$T/h2close.err" || fail "h2 close client: $(cat "$T/h2close.err")"
+wait_log_count 'http-request .* path=/a\.txt\?g[123] status=0 .* verdict=reset .* reset=connection-closed proto=h2 stream=' 3
 wait_log_count 'auth authenticator=stalled method=basic user=h2gone1 result=timeout' $((n0 + 1))
 check wait_grep "$PROXYD_LOG" "session-end service=h2stall .* by=client" "$ASYNC_WAIT" "the closed h2 connection's end"
 code=$(curl -sS --max-time 10 --http2-prior-knowledge -o /dev/null -w '%{http_code} %{http_version}' "http://localhost:$PHS/a.txt?after")
