@@ -106,6 +106,10 @@ struct http_auth {
 	 * and its answer, in hand for each of them. */
 	struct http_auth_check	*dispatching;
 	struct px_auth_req	*answer;
+	/* Its Negotiate token still to give: to the first request judged
+	 * with it (the one whose token it answers, unless that stream went),
+	 * not to each. */
+	bool			 answer_reply;
 	/* The session closed during that: the dispatch frees this. */
 	bool			 closed;
 	TAILQ_HEAD(, http_auth_reply) replies;
@@ -402,6 +406,7 @@ http_auth_done(struct px_auth_req *r, void *arg)
 		a->have_basic = false;
 	}
 	a->dispatching = k;
+	a->answer_reply = true;
 	while (!a->closed && (w = TAILQ_FIRST(&k->waits)) != NULL) {
 		TAILQ_REMOVE(&k->waits, w, link);
 		t = w->t;
@@ -562,9 +567,10 @@ http_auth_answered(struct http_txn *t, const struct http_head *m)
 
 	a->answer = NULL;
 	if (r->result == PX_AUTH_OK) {
-		if (r->reply_len > 0 && r->reply_len <= 12 * 1024 &&
-		    !http_auth_forward(h))
+		if (a->answer_reply && r->reply_len > 0 &&
+		    r->reply_len <= 12 * 1024 && !http_auth_forward(h))
 			http_auth_set_reply(a, t, r->reply, r->reply_len);
+		a->answer_reply = false;
 		return 0;
 	}
 	snprintf(why, sizeof(why), "%s %s: %s", px_auth_method_name(r->method),
