@@ -33,6 +33,9 @@ import h2.events
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, required=True)
 ap.add_argument("--deadline", type=float, default=20.0)
+ap.add_argument("--forward", metavar="HOST:PORT",
+                help="a forward proxy's streams: :authority HOST:PORT, the "
+                "credentials in proxy-authorization")
 ap.add_argument("mode", choices=["streams", "reset", "close"])
 ap.add_argument("args", nargs="+")
 a = ap.parse_args()
@@ -47,9 +50,10 @@ def ask(spec):
     path, _, cred = spec.partition("=")
     sid = c.get_next_available_stream_id()
     hdr = [(":method", "GET"), (":path", path), (":scheme", "http"),
-           (":authority", "localhost:%d" % a.port)]
+           (":authority", a.forward or "localhost:%d" % a.port)]
     if cred and cred != "-":
-        hdr.append(("authorization", "Basic " + base64.b64encode(cred.encode()).decode()))
+        hdr.append(("proxy-authorization" if a.forward else "authorization",
+                    "Basic " + base64.b64encode(cred.encode()).decode()))
     c.send_headers(sid, hdr, end_stream=True)
     return sid
 
@@ -68,7 +72,13 @@ def pump(status, wanted):
             return False
         for ev in c.receive_data(d):
             if isinstance(ev, h2.events.ResponseReceived):
-                code = dict((k.decode(), v.decode()) for k, v in ev.headers)[":status"]
+                hd = [(k.decode(), v.decode()) for k, v in ev.headers]
+                code = dict(hd)[":status"]
+                # a challenge says which schemes: "401 www-authenticate=Negotiate,Basic"
+                for name in ("www-authenticate", "proxy-authenticate"):
+                    ch = [v.split(" ")[0] for k, v in hd if k == name]
+                    if ch:
+                        code += " %s=%s" % (name, ",".join(ch))
                 status[ev.stream_id] = [code, False]
             elif isinstance(ev, h2.events.DataReceived):
                 c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)

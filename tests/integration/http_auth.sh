@@ -18,7 +18,8 @@
 # HTTP/2 (h2c) in reverse mode: 401 with WWW-Authenticate, Basic and
 # Negotiate on a stream, Authorization not sent on; the streams are
 # transactions of the connection's session, which is the user's (its
-# session-end line); eight streams in flight with one credential make
+# session-end line); in forward mode a stream gets 407 and its
+# Proxy-Authorization is checked; eight streams in flight with one credential make
 # one check; a wrong password on one stream fails it alone; a stream
 # reset, and a connection reset, while their checks wait on a directory
 # that never answers cancel them, and proxyd goes on. --check and a reload
@@ -61,6 +62,7 @@ free_port PN
 free_port PH
 free_port PT
 free_port PHS
+free_port PFH
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$T/conf/tls.key" -out "$T/conf/tls.pem" >/dev/null 2>&1 ||
     fail "openssl req"
@@ -103,6 +105,10 @@ write_http_service tls "$PT" "$NGINX_PORT" "
 write_http_service h2 "$PH" "$ORIGIN" "
 <auth authenticator=\"corp dir\" basic-without-tls=\"yes\"/>
 <http h2=\"yes\" h2c=\"yes\"/>"
+# forward mode over HTTP/2 (h2c): 407 and Proxy-Authorization on streams
+write_http_service fwdh2 "$PFH" 0 "
+<auth authenticator=\"corp dir\" methods=\"negotiate basic\" basic-without-tls=\"yes\"/>
+<http h2=\"yes\" h2c=\"yes\"/>" forward
 # the same over the directory that never answers: a stream reset, or its
 # connection closed, while its check waits; credentials not required
 write_http_service h2stall "$PHS" "$ORIGIN" "
@@ -258,11 +264,21 @@ check wait_grep "$PROXYD_LOG" "session-end service=h2 .* user=carol auth=basic b
 /usr/bin/python3 "$H2S" --port "$PH" streams "/a.txt?w1=alice:alice-ldap-pw" "/a.txt?w2=bob:Wr0ng-h2-pw" \
     "/a.txt?w3=-" "/a.txt?w4=alice:alice-ldap-pw" >"$T/h2mixed.out" 2>"$T/h2mixed.err" ||
     fail "h2 mixed streams: $(cat "$T/h2mixed.out" "$T/h2mixed.err")"
-assert_eq "$(tr '\n' ' ' <"$T/h2mixed.out")" "/a.txt?w1 200 /a.txt?w2 401 /a.txt?w3 200 /a.txt?w4 200 " "a wrong password on one h2 stream"
+assert_eq "$(tr '\n' ' ' <"$T/h2mixed.out")" "/a.txt?w1 200 /a.txt?w2 401 www-authenticate=Negotiate,Basic /a.txt?w3 200 /a.txt?w4 200 " "a wrong password on one h2 stream"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?w2 status=401 .* verdict=deny .* proto=h2 stream=3" "$ASYNC_WAIT" "the wrong password's 401 line"
 wait_log_count 'http-request .* path=/a\.txt\?w[14] status=200 .* user=alice auth=basic proto=h2 stream=' 2
 check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=bob result=bad-password" "$ASYNC_WAIT" "bob's bad-password line"
 check not_grep_i 'Wr0ng-h2-pw' "$PROXYD_LOG" "the password text is in the log"
+
+# --- forward mode over h2: a stream without credentials gets 407 with
+# Proxy-Authenticate, one with Basic in Proxy-Authorization passes, and
+# the field never reaches the server
+/usr/bin/python3 "$H2S" --port "$PFH" --forward "127.0.0.1:$ORIGIN" streams "/fwd1=-" "/fwd2=bob:bob-ldap-pw" \
+    >"$T/h2fwd.out" 2>"$T/h2fwd.err" || fail "h2 forward streams: $(cat "$T/h2fwd.out" "$T/h2fwd.err")"
+assert_eq "$(tr '\n' ' ' <"$T/h2fwd.out")" "/fwd1 407 proxy-authenticate=Negotiate,Basic /fwd2 200 " "forward mode over h2"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/fwd2 status=200 .* user=bob auth=basic proto=h2 stream=3" "$ASYNC_WAIT" "the forward h2 stream's line"
+check wait_grep "$ORIGIN_LOG" '"/fwd2"' "$ASYNC_WAIT" "the origin got /fwd2"
+check not_grep_i 'proxy-authorization' "$ORIGIN_LOG" "Proxy-Authorization reached the server from an h2 stream"
 
 # --- a stream reset while its check waits (a directory that never
 # answers): the check is cancelled, its answer (the timeout) lands on
