@@ -15,14 +15,17 @@
  * One request is in flight per client connection (its transaction,
  * struct http_txn, is the connection's tx): pipelined requests
  * wait, unread past `buffer`, in the client input and are answered in
- * order. CONNECT and accepted Upgrades end inspection: both sockets go to
- * the core's relay (splice).
+ * order. A response cut off ends the connection with a reset, after
+ * what was queued for the client before the cut (http_abort). CONNECT and
+ * accepted Upgrades end inspection: both sockets go to the core's relay
+ * (splice).
  *
  * This file is the state machine: the transaction flow, tunnels and the
  * px_driver callbacks; heads are judged in http_judge.c, bodies stream
  * in http_body.c, a transaction's line is written by http_txn.c (the
  * other files: see http_int.h). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 
+#include "bucket.h"	/* px_clock_ms() */
 #include "conn.h"
 #include "http_h2_origin.h"
 #include "http_head.h"
@@ -147,6 +151,8 @@ void
 http_close_when_flushed(struct http_state *h, enum px_end_by by,
     const char *reason)
 {
+	if (h->cut)
+		return;		/* a cut's end and flush stand */
 	h->closing = true;
 	h->end_by = by;
 	snprintf(h->end_reason, sizeof(h->end_reason), "%s", reason);
@@ -157,12 +163,55 @@ http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	h->grace_progress = h->progress;
 }
 
+/* A cut's flush looks this often at what the kernel still holds for the
+ * client: no event says what the client acknowledged. */
+#define HTTP_CUT_POLL_MS	20
+
+/* A cut (http_abort) whose client is still owed bytes: the responses
+ * before, whole, and what came of the cut one. They are written, and
+ * the reset waits until the client has acknowledged them all (a reset
+ * drops what the kernel still holds); PX_FINISH_GRACE_MS at most while
+ * they do not shrink (a client that stopped reading). Either way the
+ * session ends as the cut said. Looked at after every write and every
+ * HTTP_CUT_POLL_MS. */
+static void
+http_cut_wait(struct http_state *h)
+{
+	size_t pending = evbuffer_get_length(h->c->out) +
+	    px_conn_unacked(h->c);
+	uint64_t now = px_clock_ms();
+
+	if (pending < h->cut_pending)
+		h->cut_since = now;
+	h->cut_pending = pending;
+	if (pending == 0 || now - h->cut_since >= PX_FINISH_GRACE_MS) {
+		px_session_end(h->s, h->end_by, h->end_reason);
+		return;
+	}
+	http_timer_set(h, HTTP_CUT_POLL_MS);
+}
+
 void
 http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 {
 	struct http_txn *t = &h->tx;
 
 	http_log_request(t);
+	if (h->cut)
+		return;		/* the first cut's end stands */
+	/* An HTTP/2 connection (its streams are cut one by one), a leg (a
+	 * stream's: the stream is reset) and a tunnel's handoff end at once,
+	 * as does a client owed nothing. */
+	if (h->h2 == NULL && px_session_tag(h->s)[0] == '\0' && !h->tunnel &&
+	    h->c != NULL && (evbuffer_get_length(h->c->out) != 0 ||
+	    px_conn_unacked(h->c) != 0)) {
+		http_txn_stop(t, false);
+		http_close_when_flushed(h, by, reason);
+		h->cut = true;
+		h->cut_pending = SIZE_MAX;
+		http_cut_wait(h);
+		return;
+	}
 	http_server_drop(t, false);
 	px_session_end(h->s, by, reason);
 }
@@ -458,6 +507,11 @@ http_client_failed(struct http_state *h, int err)
 	t->verdict = t->verdict ? t->verdict : "error";
 	http_log_request(t);
 	http_server_drop(t, false);
+	if (h->cut) {
+		/* It left while a cut was written to it: the cut's end. */
+		px_session_end(h->s, h->end_by, h->end_reason);
+		return;
+	}
 	px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
 	    h->c != NULL ? px_conn_strerror(h->c, err) : strerror(err));
 }
@@ -508,6 +562,10 @@ http_drive(struct http_state *h)
 		    px_conn_send(t->srv.io) == -1) {
 			http_server_gone(t, errno);
 			continue;
+		}
+		if (h->closing && h->cut) {
+			http_cut_wait(h);
+			return;
 		}
 		if (h->closing) {
 			if (evbuffer_get_length(h->c->out) != 0)
@@ -588,6 +646,10 @@ http_timer_cb(struct px_session *s, void *st)
 	(void)s;
 	if (h->h2 != NULL) {
 		http_h2_timer(h);
+		return;
+	}
+	if (h->closing && h->cut) {
+		http_cut_wait(h);
 		return;
 	}
 	if (t->req == HTTP_REQ_AUTH) {

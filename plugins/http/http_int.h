@@ -268,6 +268,9 @@ struct http_state {
 	bool			 gone;		/* session closed: touch nothing */
 	bool			 client_eof;
 	bool			 closing;	/* flushing a last reply */
+	/* Closing cut (http_abort): what is queued for the client goes,
+	 * then a reset instead of a FIN (http_cut_wait). */
+	bool			 cut;
 	/* Closing after an early answer, the client's body still coming:
 	 * its close lingers (http_linger). */
 	bool			 linger;
@@ -286,6 +289,11 @@ struct http_state {
 	/* progress when the last reply's grace (or the request-timeout
 	 * after it) began: a reply still read keeps them from running out. */
 	uint64_t		 grace_progress;
+	/* A cut's flush: the client's bytes still unwritten or not
+	 * acknowledged at the last look, and when they last shrank
+	 * (px_clock_ms). */
+	size_t			 cut_pending;
+	uint64_t		 cut_since;
 	/* <auth>: the connection's identity and the check under way
 	 * (http_auth.c); NULL until the service's first request. */
 	struct http_auth	*auth;
@@ -302,8 +310,10 @@ void	http_copy(char *dst, size_t size, const char *src, size_t len);
  * queued for it is written. */
 void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
 	    const char *reason);
-/* Ends the session now: reset both sides (a truncated message must not
- * look whole). */
+/* Ends the session cut: reset both sides (a truncated message must not
+ * look whole). What is queued for an HTTP/1.x client (the responses
+ * before, whole, and what came of this one) is written first: at once
+ * when nothing is. */
 void	http_abort(struct http_state *h, enum px_end_by by,
 	    const char *reason);
 /* The transaction is over (its reply written or queued): the next
@@ -345,6 +355,10 @@ int	http_txn_init(struct http_txn *t, struct http_state *h);
  * resolver query, buffers and HTTP/2 server stream; its server
  * connection to the pool when keep_server, else closed. */
 void	http_txn_free(struct http_txn *t, bool keep_server);
+/* Nothing under way for t calls back any more: its scans (records
+ * written), its resolver query, its server (to the pool when
+ * keep_server, else closed). */
+void	http_txn_stop(struct http_txn *t, bool keep_server);
 
 /* The http-request line of the transaction, once (then method is "").
  * An HTTP/2 stream's waits for the stream's end (http_h2_stream.c). */

@@ -34,20 +34,26 @@ http_txn_init(struct http_txn *t, struct http_state *h)
 }
 
 void
-http_txn_free(struct http_txn *t, bool keep_server)
+http_txn_stop(struct http_txn *t, bool keep_server)
 {
 	http_scan_close(t);
 	http_auth_unbind(t);	/* after the records that name its user */
 	if (t->dns != NULL)
 		evdns_getaddrinfo_cancel(t->dns);
 	t->dns = NULL;
+	http_server_drop(t, keep_server);
+}
+
+void
+http_txn_free(struct http_txn *t, bool keep_server)
+{
+	http_txn_stop(t, keep_server);
 	if (t->head_out != NULL)
 		evbuffer_free(t->head_out);
 	t->head_out = NULL;
 	free(t->canon);
 	t->canon = NULL;
 	http_h2o_close(t);
-	http_server_drop(t, keep_server);
 }
 
 void

@@ -2,6 +2,9 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -312,6 +315,24 @@ px_conn_unread(const struct px_conn *c)
 	    c->tf->pending(c) > 0))
 		return true;
 	return ioctl(c->fd, FIONREAD, &n) == -1 || n > 0;
+}
+
+size_t
+px_conn_unacked(const struct px_conn *c)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int n = 0;
+
+	if (c->fd == -1)
+		return 0;
+	/* Reset or closed: nothing more will be (the count stays). */
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	    ti.tcpi_state != TCP_ESTABLISHED && ti.tcpi_state != TCP_CLOSE_WAIT)
+		return 0;
+	if (ioctl(c->fd, SIOCOUTQ, &n) == -1 || n < 0)
+		return 0;
+	return (size_t)n;
 }
 
 bool

@@ -168,6 +168,11 @@ bool	px_conn_unread(const struct px_conn *c);
  * bytes or an end. False says nothing: ask px_conn_unread(). (Bytes that
  * come after this pass's poll are not seen: no check is free of that.) */
 bool	px_conn_quiet(const struct px_conn *c);
+/* Bytes the kernel still holds of what c wrote (SIOCOUTQ): not sent yet,
+ * or sent and not acknowledged by the peer; 0 once the connection is
+ * reset or closed (none of them will be), and when that cannot be told.
+ * A reset (SO_LINGER 0) would drop them. */
+size_t	px_conn_unacked(const struct px_conn *c);
 /* The write event is armed: the kernel pushed back. */
 bool	px_conn_write_blocked(const struct px_conn *c);
 

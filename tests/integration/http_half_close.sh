@@ -18,6 +18,13 @@
 # And a client that reads slowly (a 4 KB receive buffer) half-closes once
 # its 8 MB response is all in proxyd (its http-request line is written),
 # most of it still to be written: it gets all of it (buffer is 16m).
+# And a client that pipelines two GETs, a 4 MB response and one its server
+# cuts inside the body (closes, or resets, after half its Content-Length),
+# reading nothing (a 4 KB receive buffer) until proxyd has met the cut
+# (the second request's line is written): the first response, complete in
+# proxyd, comes whole, then the second's bytes proxyd got, then a reset
+# (by=server-fail, as for any cut); one that never reads is reset all the
+# same once it took nothing for PX_FINISH_GRACE_MS (5 s).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -36,12 +43,60 @@ free_port H2O
     2>>"$T/h2-origin.err" &
 track_pid $!
 wait_listen "$H2O" 5 || fail "h2_origin_server.py did not start: $(cat "$T/h2-origin.err")"
+# --- pipelined: a complete response, then one its server cuts
+head -c 4M /dev/urandom >"$T/first.body"
+start_py_server CUT <<PY
+BODY = open("$T/first.body", "rb").read()
+def handle(c):
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        path = head.split(b" ")[1]
+        if path == b"/first":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                      % len(BODY) + BODY)
+            continue
+        # half the body it announces, then a FIN (or a reset: /cut-rst)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" +
+                  b"c" * 10000)
+        if path == b"/cut-rst":
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                         struct.pack("ii", 1, 0))
+        return
+PY
 free_port PN
 free_port PY
+free_port PC
 write_proxyd_conf 'buffer="16m"'
 write_http_service n "$PN" "$H1O" '<http h2c="yes" server-h2="no"/>'
 write_http_service y "$PY" "$H2O" '<http h2c="yes" server-h2="yes"/>'
+write_http_service cut "$PC" "$CUT" '<http server-h2="no"/>'
 start_proxyd
+
+# read_all(s) (from readall import read_all, PYTHONPATH=$T): what the
+# socket s gives, read fast (a big receive buffer from then on), and how
+# it ended: "yes" (a FIN), "reset", or "no" (its timeout ran out first)
+cat >"$T/readall.py" <<'PY'
+import socket
+def read_all(s):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    got = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return got, "yes"
+            got += d
+    except ConnectionResetError:
+        return got, "reset"
+    except socket.timeout:
+        return got, "no"
+PY
 
 # ends SVC N: the Nth session-end line of service SVC, waited for
 ends() {
@@ -92,9 +147,10 @@ for svc in n y; do
 
     # --- HTTP/2: END_STREAM, then the half-close
     # (frames read with hyperframe: python-h2 drops what follows a GOAWAY)
-    out=$(/usr/bin/python3 - "$port" <<'PY'
+    out=$(PYTHONPATH=$T /usr/bin/python3 - "$port" <<'PY'
 import socket, sys
 import hpack
+from readall import read_all
 from hyperframe.frame import (DataFrame, Frame, GoAwayFrame, HeadersFrame,
                               RstStreamFrame, SettingsFrame)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
@@ -109,19 +165,7 @@ hf3.data = enc.encode([(":method", "POST"), (":path", "/late"),
 s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize() +
           hf.serialize() + hf3.serialize())
 s.shutdown(socket.SHUT_WR)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # read it fast
-got, closed = b"", "no"
-try:
-    while True:
-        d = s.recv(65536)
-        if not d:
-            closed = "yes"
-            break
-        got += d
-except ConnectionResetError:
-    closed = "reset"
-except socket.timeout:
-    pass
+got, closed = read_all(s)
 dec = hpack.Decoder()
 status, body, ended, other = "-", b"", False, []
 while len(got) >= 9:
@@ -154,8 +198,9 @@ PY
 done
 
 # --- a slow reader half-closes with most of its response still in proxyd
-out=$(/usr/bin/python3 - "$PN" "$PROXYD_LOG" <<'PY'
+out=$(PYTHONPATH=$T /usr/bin/python3 - "$PN" "$PROXYD_LOG" <<'PY'
 import hashlib, socket, sys, time
+from readall import read_all
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.settimeout(10)
@@ -167,19 +212,7 @@ while b"path=/big " not in open(sys.argv[2], "rb").read():
         sys.exit("no http-request line for /big")
     time.sleep(0.05)
 s.shutdown(socket.SHUT_WR)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # read it fast
-got, closed = b"", "no"
-try:
-    while True:
-        d = s.recv(65536)
-        if not d:
-            closed = "yes"
-            break
-        got += d
-except ConnectionResetError:
-    closed = "reset"
-except socket.timeout:
-    pass
+got, closed = read_all(s)
 body = got.partition(b"\r\n\r\n")[2]
 print("bytes=%d sha256=%s closed=%s" % (len(body),
       hashlib.sha256(body).hexdigest(), closed))
@@ -193,4 +226,55 @@ wait_log_count "#$sid session-end " 1
 line=$(grep "#$sid session-end " "$PROXYD_LOG")
 check grep -q " by=client .*end=client-closed$" <<<"$line" \
     "slow reader half-closed: want by=client end=client-closed: $line"
+cat >"$T/pipelined.py" <<'PY'
+import hashlib, re, socket, sys, time
+from readall import read_all
+port, log, path, stall = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == "stall"
+def wait_log(pattern):
+    deadline = time.time() + 15
+    while True:
+        m = re.search(pattern, open(log, "rb").read())
+        if m:
+            return m
+        if time.time() > deadline:
+            sys.exit("no log line %r" % pattern)
+        time.sleep(0.05)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.settimeout(10)
+s.connect(("127.0.0.1", port))
+s.sendall(b"GET /first HTTP/1.1\r\nHost: a\r\n\r\n"
+          b"GET %s HTTP/1.1\r\nHost: a\r\n\r\n" % path.encode())
+# proxyd met the cut: the second request's line
+sid = wait_log(rb"#(\d+) http-request .* path=%s " % re.escape(path.encode())).group(1)
+if stall:
+    # never read: proxyd gives up on it, resets all the same
+    wait_log(rb"#%s session-end " % sid)
+got, closed = read_all(s)
+head1, _, rest = got.partition(b"\r\n\r\n")
+m = re.search(rb"\r\ncontent-length: (\d+)", head1.lower())
+n = int(m.group(1)) if m else 0
+first = hashlib.sha256(rest[:n]).hexdigest() if len(rest) >= n > 0 else "cut-at-%d" % len(rest)
+second = rest[n:].partition(b"\r\n\r\n")
+print("first=%s second=%s closed=%s sid=%s" % (first,
+      len(second[2]) if second[1] else "-", closed, sid.decode()))
+PY
+for cut in /cut-fin /cut-rst; do
+    out=$(PYTHONPATH=$T /usr/bin/python3 "$T/pipelined.py" "$PC" "$PROXYD_LOG" "$cut" read)
+    info "pipelined, the second response cut ($cut): $out"
+    check test "${out% sid=*}" = "first=$(sha256_of "$T/first.body") second=10000 closed=reset" \
+        "pipelined, $cut: the first response is not whole, or no reset: $out"
+    sid=${out##* sid=}
+    wait_log_count "#$sid session-end " 1
+    line=$(grep "#$sid session-end " "$PROXYD_LOG")
+    check grep -q " by=server-fail .*end=server-\(closed\|error\): inside a response$" <<<"$line" \
+        "pipelined, $cut: want by=server-fail end=server-...: inside a response: $line"
+done
+out=$(PYTHONPATH=$T /usr/bin/python3 "$T/pipelined.py" "$PC" "$PROXYD_LOG" /cut-stall stall)
+info "pipelined, the second response cut, a client that never reads: $out"
+check grep -qE "^first=cut-at-[0-9]+ second=- closed=reset " <<<"$out" \
+    "pipelined, never read: want a reset once proxyd gave up: $out"
+line=$(grep "#${out##* sid=} session-end " "$PROXYD_LOG")
+check grep -q " by=server-fail .*end=server-closed: inside a response$" <<<"$line" \
+    "pipelined, never read: want by=server-fail end=server-closed: inside a response: $line"
 http_done
