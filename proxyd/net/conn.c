@@ -237,6 +237,8 @@ px_conn_move_transform(struct px_conn *to, struct px_conn *from)
 	from->tf_state = NULL;
 }
 
+static void px_conn_kick_pending(struct px_conn *c);
+
 int
 px_conn_handshake(struct px_conn *c)
 {
@@ -247,6 +249,9 @@ px_conn_handshake(struct px_conn *c)
 	if (c->tf->handshake(c, &want) == 0) {
 		c->read_want = PX_CONN_WANT_NONE;
 		px_conn_update(c);
+		/* The peer's first bytes, read with its last handshake
+		 * message, wait in the transform. */
+		px_conn_kick_pending(c);
 		return 0;
 	}
 	if (errno != EAGAIN)

@@ -45,8 +45,9 @@ struct px_conn_transform {
 	/* Ends our direction (TLS: close_notify). 0 done, -1 with errno
 	 * (EAGAIN with *want: call again then). */
 	int		(*shutdown)(struct px_conn *c, enum px_conn_want *want);
-	/* Bytes already decoded and readable without the socket being
-	 * readable (TLS: SSL_pending()). May be NULL: none ever. */
+	/* Bytes already read from the socket and readable without it being
+	 * readable (TLS: SSL_pending(), or records read ahead after a read
+	 * that gave bytes). May be NULL: none ever. */
 	size_t		(*pending)(const struct px_conn *c);
 	/* Why the last call failed with EPROTO, for a log line ("tls: no
 	 * shared cipher"); NULL when it has nothing to say. May be NULL. */
@@ -157,7 +158,7 @@ int	px_conn_shutdown(struct px_conn *c);
  * has one, else strerror(err). */
 const char *px_conn_strerror(const struct px_conn *c, int err);
 /* Whether the peer's bytes wait to be read (px_conn_recv): in the socket
- * (FIONREAD) or in the transform's buffer (TLS: SSL_pending, which
+ * (FIONREAD) or in the transform's buffer (TLS: px_tls_pending, which
  * FIONREAD does not see), or its end; true also when that cannot be
  * told. Not what c->in holds already. */
 bool	px_conn_unread(const struct px_conn *c);

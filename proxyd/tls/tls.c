@@ -518,6 +518,7 @@ px_tls_read(struct px_conn *c, void *buf, size_t len, enum px_conn_want *want)
 	n = SSL_read(tc->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
 	if (!tc->done && SSL_is_init_finished(tc->ssl))
 		px_tls_handshake_done(tc);
+	tc->ahead = n > 0;
 	return n > 0 ? n : px_tls_failed(tc, n, want);
 }
 
@@ -555,6 +556,8 @@ px_tls_handshake(struct px_conn *c, enum px_conn_want *want)
 	errno = 0;
 	if ((rc = SSL_do_handshake(tc->ssl)) == 1) {
 		px_tls_handshake_done(tc);
+		/* The peer's first records may have come with its Finished. */
+		tc->ahead = true;
 		return 0;
 	}
 	if (px_tls_failed(tc, rc, want) == 0)
@@ -593,8 +596,16 @@ static size_t
 px_tls_pending(const struct px_conn *c)
 {
 	const struct px_tls_conn *tc = c->tf_state;
+	int n = SSL_pending(tc->ssl);
 
-	return (size_t)SSL_pending(tc->ssl);
+	/* Records read ahead, not decoded yet: maybe whole ones (a read
+	 * bounded by its room stopped before them), which the socket will
+	 * never announce again. Not after a read that wanted more: what is
+	 * held then is only the start of a record, and saying "readable"
+	 * for it would spin the loop until its rest comes. */
+	if (n <= 0 && tc->ahead && SSL_has_pending(tc->ssl))
+		n = 1;
+	return n > 0 ? (size_t)n : 0;
 }
 
 static const char *
@@ -617,6 +628,7 @@ px_tls_idle_input(void *state)
 		return -1;	/* a byte of a response nobody asked for */
 	switch (SSL_get_error(tc->ssl, n)) {
 	case SSL_ERROR_WANT_READ:
+		tc->ahead = false;
 		return 0;	/* only TLS's own messages: still clean */
 	default:
 		ERR_clear_error();
@@ -915,8 +927,13 @@ px_tls_attach(struct px_conn *c, const struct px_tls_ctx *t,
 	tc->session_id = p != NULL ? p->session_id : 0;
 	tc->tw = p != NULL ? p->tw : NULL;
 	tc->n = p != NULL ? p->n : NULL;
-	if ((tc->ssl = SSL_new(t->ctx)) == NULL ||
-	    SSL_set_fd(tc->ssl, c->fd) != 1 ||
+	if ((tc->ssl = SSL_new(t->ctx)) == NULL)
+		goto fail;
+	/* Read ahead: one read(2) takes all the records the socket holds
+	 * (up to OpenSSL's buffer), not a 5-byte header, then its record,
+	 * per record (px_tls_pending says what it holds). */
+	SSL_set_read_ahead(tc->ssl, 1);
+	if (SSL_set_fd(tc->ssl, c->fd) != 1 ||
 	    SSL_set_ex_data(tc->ssl, px_tls_conn_index, tc) != 1)
 		goto fail;
 	if (p != NULL && p->verify_later && t->side == PX_TLS_SERVER) {

@@ -98,6 +98,12 @@ struct px_tls_conn {
 	SSL		*ssl;
 	enum px_tls_side side;
 	bool		 done;		/* the handshake finished */
+	/* Read ahead (px_tls_attach): OpenSSL may hold records it read from
+	 * the socket and not yet decoded. Whether the last SSL call that
+	 * read gave something (then a held rest may be whole records: the
+	 * loop must come back for them) rather than wanting more (then it
+	 * is a record's start, and the socket says when the rest comes). */
+	bool		 ahead;
 	bool		 verify_optional;
 	bool		 verify_client;	/* log the client's certificate */
 	uint8_t		 identity;	/* enum px_tls_identity */
