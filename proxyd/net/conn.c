@@ -18,6 +18,7 @@
 #include "splice.h"	/* px_event_want() */
 
 #define PX_CONN_READ_MAX	(256 * 1024)	/* per recv */
+#define PX_CONN_RECORD		16384	/* a transform's write: a TLS record */
 
 /* Emptied buffers of closed conns, per worker thread, for the next conns
  * to open: evbuffer_new() is a calloc and evbuffer_free() a free, each a
@@ -475,6 +476,8 @@ static ssize_t
 px_conn_write_once(struct px_conn *c, enum px_conn_want *want)
 {
 	struct evbuffer_iovec v;
+	unsigned char *p;
+	size_t len;
 	ssize_t n;
 
 	*want = PX_CONN_WANT_WRITE;
@@ -491,6 +494,17 @@ px_conn_write_once(struct px_conn *c, enum px_conn_want *want)
 	}
 	if (evbuffer_peek(c->out, -1, NULL, &v, 1) < 1)
 		return 0;
+	/* A record per write (TLS: each its own write(2)): one as full as
+	 * the output allows, not one per chunk of it (an HTTP/2 frame, a
+	 * small server read), for the copy of at most a record. */
+	if (v.iov_len < PX_CONN_RECORD && (len = evbuffer_get_length(c->out)) >
+	    v.iov_len) {
+		len = len < PX_CONN_RECORD ? len : PX_CONN_RECORD;
+		if ((p = evbuffer_pullup(c->out, (ev_ssize_t)len)) != NULL) {
+			v.iov_base = p;
+			v.iov_len = len;
+		}
+	}
 	n = c->tf->write(c, v.iov_base, v.iov_len, want);
 	if (n > 0)
 		evbuffer_drain(c->out, (size_t)n);
