@@ -43,6 +43,8 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
 #include <nghttp2/nghttp2.h>
 
 #include "conn.h"
@@ -787,6 +789,37 @@ h2_send(struct http_h2 *c)
 	}
 }
 
+static void
+h2_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_h2 *c = arg;
+	struct http_state *h = c->h;
+
+	(void)fd, (void)what;
+	c->flushing = true;
+	http_h2_drive(c);
+	if (!h->gone && h->h2 == c)
+		c->flushing = false;
+}
+
+/* Writes the client's output: at once from h2_flush_cb, else once the
+ * loop has run this pass's other events, the servers' reads whose
+ * responses go out on this connection too (one write per pass, records
+ * of 16 KB, not one per response). 0, or -1 with errno. */
+static int
+h2_flush(struct http_h2 *c)
+{
+	if (c->flushing)
+		return px_conn_send(c->h->c);
+	if (c->flush == NULL && (c->flush = event_new(px_session_base(c->h->s),
+	    -1, 0, h2_flush_cb, c)) == NULL)
+		return px_conn_send(c->h->c);
+	if ((c->flush->ev_evcallback.evcb_flags & (EVLIST_ACTIVE |
+	    EVLIST_ACTIVE_LATER)) == 0)
+		event_active(c->flush, 0, 0);
+	return 0;
+}
+
 /* Feeds the client's bytes to nghttp2, writes what it has to send (up to
  * `buffer` queued), and reads the client again while it wants to. */
 static void
@@ -838,7 +871,7 @@ h2_drive_once(struct http_h2 *c)
 			break;
 	}
 	if (evbuffer_get_length(h->c->out) != 0 &&
-	    !px_conn_write_blocked(h->c) && px_conn_send(h->c) == -1) {
+	    !px_conn_write_blocked(h->c) && h2_flush(c) == -1) {
 		int err = errno;
 
 		px_session_endf(h->s, PX_END_CLIENT_FAIL, "client-error: %s",
@@ -1166,6 +1199,8 @@ http_h2_close(struct http_state *h)
 		h2_stream_free(st);
 	}
 	nghttp2_session_del(c->ng);
+	if (c->flush != NULL)
+		event_free(c->flush);
 	free(c);
 	h->h2 = NULL;
 }

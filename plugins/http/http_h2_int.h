@@ -141,6 +141,10 @@ struct http_h2 {
 	unsigned		 legs;		/* streams with a request under way */
 	unsigned		 ntxn;		/* ...of them transactions */
 	bool			 driving, again; /* http_h2_drive under way */
+	/* The client's output is written once a loop pass, after every
+	 * event of the pass added to it (h2_flush): made at the first. */
+	struct event		*flush;
+	bool			 flushing;	/* its callback's drive */
 	/* The session timer: 0 off, 1 request-timeout (nothing under
 	 * way), 2 the transactions' tick (HTTP_H2_TICK_MS). */
 	uint8_t			 timer_kind;
