@@ -665,6 +665,7 @@ px_session_pool_put(struct px_session *s, struct px_conn *c,
 		close(pc.fd);
 		return;
 	}
+	pc.quiet = px_conn_quiet(c);	/* its transform's buffer too */
 	px_conn_move_transform(&kept, c);
 	pc.tf = kept.tf;
 	pc.tf_state = kept.tf_state;

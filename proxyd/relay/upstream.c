@@ -259,8 +259,11 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
  * cached time is set once per pass: a different one means a pass began
  * (and its epoll_wait ran) since; the same one (the clock is libevent's
  * coarse one, a few milliseconds a tick) may be this pass, so the kernel
- * is asked. A FIN that comes within the current pass is the race every
- * reuse has, the peek's too (http's one retry is for it). */
+ * is asked, unless it was parked quiet: its owner's last read in this
+ * pass emptied the socket, which says as much as that epoll_wait (HTTP/2
+ * streams take in one pass what others' responses parked in it). A FIN
+ * that comes within the current pass is the race every reuse has, the
+ * peek's too (http's one retry is for it). */
 static bool
 px_pool_quiet(const struct px_pool_conn *c, uint64_t now_ms)
 {
@@ -270,7 +273,7 @@ px_pool_quiet(const struct px_pool_conn *c, uint64_t now_ms)
 	    EVLIST_ACTIVE_LATER) || now_ms - c->parked_ms > PX_POOL_TRUST_MS ||
 	    event_base_gettimeofday_cached(c->pool->base, &now) == -1)
 		return false;
-	return timercmp(&now, &c->parked_pass, !=);
+	return c->c.quiet || timercmp(&now, &c->parked_pass, !=);
 }
 
 int

@@ -38,6 +38,9 @@ struct px_pooled {
 	const struct px_conn_transform	*tf;	/* NULL: plain */
 	void				*tf_state;
 	atomic_uint_fast64_t		*stale;	/* counts it found dead; NULL */
+	/* Parked with its socket known empty (px_conn_quiet): its last
+	 * read found no more, and nothing was reported since. */
+	bool				 quiet;
 	/* Taken from the pool: its entry, whose read event still watches
 	 * fd until the new owner's own does (px_pool_release). NULL when
 	 * not from the pool. */
