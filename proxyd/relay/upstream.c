@@ -252,6 +252,11 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
  * reports at most libevent's batch of ready sockets). */
 #define PX_POOL_TRUST_MS	1000
 
+/* A connection parked past a key's max stays this long (ms), and the
+ * key's connections number at most PX_POOL_SURPLUS times its max. */
+#define PX_POOL_SURPLUS_MS	1000
+#define PX_POOL_SURPLUS		4
+
 /* Whether c is surely still open without asking the kernel (recv
  * MSG_PEEK, a system call per reuse): its read event (level-triggered)
  * has been in epoll through at least one whole loop pass since it was
@@ -336,7 +341,17 @@ px_pool_put(struct px_pool *p, const struct px_pool_key *k,
 		px_pooled_close(pc);
 		return;
 	}
-	if ((b = px_pool_bucket_find(p, k)) != NULL && b->n >= max) {
+	/* Past max, a burst's connections stay a little (the next burst
+	 * takes them: HTTP/2 clients' streams come and go by the hundred),
+	 * not closed at once and opened again; past PX_POOL_SURPLUS times
+	 * max, the oldest goes. */
+	if ((b = px_pool_bucket_find(p, k)) != NULL && b->n >= max &&
+	    idle_ms > PX_POOL_SURPLUS_MS) {
+		idle_ms = PX_POOL_SURPLUS_MS;
+		tv.tv_sec = (time_t)(idle_ms / 1000);
+		tv.tv_usec = (suseconds_t)(idle_ms % 1000) * 1000;
+	}
+	if (b != NULL && b->n >= (uint64_t)max * PX_POOL_SURPLUS) {
 		bool last = b->n == 1;
 
 		px_pool_drop(TAILQ_FIRST(&b->conns));

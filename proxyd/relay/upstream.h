@@ -91,8 +91,9 @@ int	px_pool_take(struct px_pool *p, const struct px_pool_key *k,
 /* Frees a taken connection's entry (NULL: nothing), its event deleted;
  * the socket stays open. */
 void	px_pool_release(struct px_pool_conn *held);
-/* Parks c for reuse (at most max for k, dropping the oldest; for idle_ms),
- * or closes it (and frees its transform's state). Called while the old
+/* Parks c for reuse (for idle_ms; past max for k, for a second at most,
+ * and past 4 times max the oldest dropped), or closes it (and frees its
+ * transform's state). Called while the old
  * owner's read event still watches the socket, the pool's takes over
  * without an epoll change. */
 void	px_pool_put(struct px_pool *p, const struct px_pool_key *k,

@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/tls_lib.sh"
-need_cmds nginx curl nghttp openssl python3 sha256sum
+need_cmds nginx curl nghttp h2load openssl python3 sha256sum
 setup
 
 curl -V | grep HTTP2 >/dev/null || skip "curl without HTTP/2"
@@ -74,6 +74,9 @@ TPOL='<http h2c="yes" trailers="pass" max-requests-per-connection="3"/>'
 write_http_service h2te "$P_TE" "$ECHO" "$TPOL"
 write_http_service h2tr "$P_TR" "$RAWO" "$TPOL"
 write_http_service h2c "$P_C" "$NGINX_PORT" "$POL"
+# a server pool smaller than the streams at once (h2load -m 8 below)
+free_port P_P
+write_http_service h2p "$P_P" "$NGINX_PORT" '<http h2c="yes" server-pool="2"/>'
 # a stream window of 16k: one write brings all of it with the HEADERS
 free_port P_W
 write_http_service h2w "$P_W" "$NGINX_PORT" '<http h2c="yes"><h2 initial-window="16k"/></http>'
@@ -582,6 +585,17 @@ assert_eq "$(grep -c '^closed$' "$T/ka.out")" 4 "idle HTTP/1.1 connections close
 assert_log "session-end .* client=127\.0\.0\.1:$RPORT .* by=[a-z]+ phase=data end=[a-z].*$"
 wait "$RPID" || true
 assert_grep "$T/reload.out" '^goaway=0$' "GOAWAY NO_ERROR at the reload"
+
+info "streams' server connections: a burst past server-pool stays pooled for the next one"
+new0=$(metric_value proxyd_upstream_connections_total 'kind="new"')
+h2load -n 400 -c 1 -m 8 "http://127.0.0.1:$P_P/page.html" >"$T/h2load.out" 2>&1 ||
+    fail "h2load: $(tail -3 "$T/h2load.out")"
+assert_grep "$T/h2load.out" '400 succeeded' "h2load's 400 requests"
+new1=$(metric_value proxyd_upstream_connections_total 'kind="new"')
+info "new server connections for 400 streams, 8 at once, server-pool 2: $((new1 - new0))"
+# (Were closed past the pool's 2 as each burst ended and opened again for
+# the next: 277.)
+((new1 - new0 <= 24)) || fail "$((new1 - new0)) new server connections for 400 streams 8 at a time"
 
 assert_metric ge proxyd_analyser_events_total 'event="h2_connections"' 8
 assert_metric ge proxyd_analyser_events_total 'event="h2_streams"' 10
