@@ -153,14 +153,6 @@ h2_stream_free(struct h2_stream *st)
 	free(st);
 }
 
-static int
-h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
-    const uint8_t *value, size_t vlen)
-{
-	return evbuffer_add(b, name, nlen) | evbuffer_add(b, ": ", 2) |
-	    evbuffer_add(b, value, vlen) | evbuffer_add(b, "\r\n", 2);
-}
-
 /* The request head is complete: it is translated now, and its leg
  * starts once the bytes read with it are handled (h2_start_legs). */
 static int
@@ -175,12 +167,9 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
 	/* A transaction of this session, judged from its fields: no text
 	 * (CONNECT and the extended CONNECT are legs' still). */
-	st->txn_ready = st->as_txn && !st->tunnel &&
-	    st->protocol[0] == '\0' && !st->req.bad;
-	/* Its fields went to req: what gathers here now is trailers. */
-	if (st->txn_ready)
-		evbuffer_drain(st->fields, evbuffer_get_length(st->fields));
-	if (!st->txn_ready && (h2_tunnel_upgrade_fields(st) == -1 ||
+	st->txn_ready = st->as_txn && h2_txn_bound(st);
+	if (!st->txn_ready && ((st->in_req && h2_leg_fields_from_req(st) ==
+	    -1) || h2_tunnel_upgrade_fields(st) == -1 ||
 	    h2_request_head(st, st->early) == -1))
 		return -1;
 	st->pending = true;
@@ -255,7 +244,6 @@ h2_stream_whole(const struct h2_stream *st)
 	return !st->reset && st->resp == H2_RESP_DONE && st->eof &&
 	    evbuffer_get_length(st->body) == 0;
 }
-
 
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
@@ -468,19 +456,16 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 			st->bad = true;
 		return 0;
 	}
-	if (nlen == 4 && memcmp(name, "host", 4) == 0)
-		rc = evbuffer_add(st->host, value, vlen);
-	else if (nlen == 6 && memcmp(name, "cookie", 6) == 0)
-		/* An empty crumb adds nothing, not a stray "; ". */
-		rc = vlen == 0 ? 0 : (evbuffer_get_length(st->cookie) != 0 ?
-		    evbuffer_add(st->cookie, "; ", 2) : 0) |
-		    evbuffer_add(st->cookie, value, vlen);
-	else if (!h2_tunnel_drops(st, name, nlen)) {
-		if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
-			st->has_length = true;
-		rc = h2_add_field(st->fields, name, nlen, value, vlen);
+	if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
+		st->has_length = true;
+	/* The pseudo-headers came first (RFC 9113 8.3, nghttp2 checks): a
+	 * transaction's fields are in req alone, no leg's text made. */
+	if (st->as_txn && h2_txn_bound(st)) {
+		st->in_req = true;
+		return 0;
 	}
-	return rc == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+	return h2_leg_field(st, name, nlen, value, vlen) == 0 ? 0 :
+	    NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 static int
@@ -789,6 +774,9 @@ h2_send(struct http_h2 *c)
 	}
 }
 
+/* The client's output goes once a loop pass, after the pass's other
+ * events (the servers' reads whose responses go out here too): one write
+ * of full records, not one per response. h2_flush_cb drives and writes. */
 static void
 h2_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -802,22 +790,16 @@ h2_flush_cb(evutil_socket_t fd, short what, void *arg)
 		c->flushing = false;
 }
 
-/* Writes the client's output: at once from h2_flush_cb, else once the
- * loop has run this pass's other events, the servers' reads whose
- * responses go out on this connection too (one write per pass, records
- * of 16 KB, not one per response). 0, or -1 with errno. */
 static int
 h2_flush(struct http_h2 *c)
 {
-	if (c->flushing)
-		return px_conn_send(c->h->c);
-	if (c->flush == NULL && (c->flush = event_new(px_session_base(c->h->s),
-	    -1, 0, h2_flush_cb, c)) == NULL)
-		return px_conn_send(c->h->c);
-	if ((c->flush->ev_evcallback.evcb_flags & (EVLIST_ACTIVE |
-	    EVLIST_ACTIVE_LATER)) == 0)
-		event_active(c->flush, 0, 0);
-	return 0;
+	if (!c->flushing && (c->flush != NULL || (c->flush = event_new(
+	    px_session_base(c->h->s), -1, 0, h2_flush_cb, c)) != NULL)) {
+		if ((c->flush->ev_evcallback.evcb_flags & EVLIST_ACTIVE) == 0)
+			event_active(c->flush, 0, 0);
+		return 0;
+	}
+	return px_conn_send(c->h->c);
 }
 
 /* Feeds the client's bytes to nghttp2, writes what it has to send (up to

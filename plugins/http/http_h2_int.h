@@ -65,9 +65,11 @@ struct h2_stream {
 	/* The stream as a transaction of the connection's session
 	 * (http_h2_stream.c); NULL: a leg's, or none yet. as_txn: its
 	 * HEADERS ended it on a service that lets it be one: its fields
-	 * are gathered in req too; txn_ready: it is to start as one. */
+	 * are gathered in req too; txn_ready: it is to start as one.
+	 * in_req: its fields (not the pseudo-headers) went to req only,
+	 * the leg's text not made (h2_on_header). */
 	struct h2_txn		*tx;
-	bool			 as_txn, txn_ready;
+	bool			 as_txn, txn_ready, in_req;
 	struct http_h2_req	 req;
 	int			 fd;		/* our end of the leg; -1 */
 	struct px_conn		 leg;
@@ -191,6 +193,17 @@ void	http_h2_drive(struct http_h2 *c);
 /* http_h2_leg.c: the request line, Host and fields of st for its leg, as
  * HTTP/1.1 (RFC 9113 8.3.1). 0, or -1 out of memory. */
 int	h2_request_head(struct h2_stream *st, struct evbuffer *out);
+/* "name: value\r\n" added to b. 0, or -1. */
+int	h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
+	    const uint8_t *value, size_t vlen);
+/* A request field (not a pseudo-header) into st's leg text; all of
+ * req's (st->in_req: they went there alone). 0, or -1. */
+int	h2_leg_field(struct h2_stream *st, const uint8_t *name, size_t nlen,
+	    const uint8_t *value, size_t vlen);
+int	h2_leg_fields_from_req(struct h2_stream *st);
+/* Whether st, its pseudo-headers in, would start as a transaction (with
+ * as_txn): neither a CONNECT nor an extended one, nor malformed. */
+bool	h2_txn_bound(const struct h2_stream *st);
 /* How many response bytes the leg may still give st; what is queued for
  * the leg written (its FIN once the request ended). */
 size_t	h2_leg_room(const struct h2_stream *st);

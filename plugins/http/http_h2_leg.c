@@ -572,3 +572,61 @@ h2_leg_writable(struct px_conn *lc, void *arg)
 	h2_leg_flush(st);
 	http_h2_drive(c);
 }
+
+int
+h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
+    const uint8_t *value, size_t vlen)
+{
+	return evbuffer_add(b, name, nlen) | evbuffer_add(b, ": ", 2) |
+	    evbuffer_add(b, value, vlen) | evbuffer_add(b, "\r\n", 2);
+}
+
+/* A request field (not a pseudo-header) in the leg's text: Host, the
+ * cookie crumbs joined, the rest as they came. 0, or -1. */
+int
+h2_leg_field(struct h2_stream *st, const uint8_t *name, size_t nlen,
+    const uint8_t *value, size_t vlen)
+{
+	if (nlen == 4 && memcmp(name, "host", 4) == 0)
+		return evbuffer_add(st->host, value, vlen);
+	if (nlen == 6 && memcmp(name, "cookie", 6) == 0)
+		/* An empty crumb adds nothing, not a stray "; ". */
+		return vlen == 0 ? 0 : (evbuffer_get_length(st->cookie) != 0 ?
+		    evbuffer_add(st->cookie, "; ", 2) : 0) |
+		    evbuffer_add(st->cookie, value, vlen);
+	if (h2_tunnel_drops(st, name, nlen))
+		return 0;
+	return h2_add_field(st->fields, name, nlen, value, vlen);
+}
+
+/* A stream whose fields went to req alone that is a leg's after all
+ * (never, as h2_txn_bound is decided before the first field; kept
+ * true should that change): its fields for the leg, from req. */
+int
+h2_leg_fields_from_req(struct h2_stream *st)
+{
+	const struct http_h2_req *r = &st->req;
+	unsigned i;
+
+	for (i = 0; i < r->n; i++) {
+		const uint8_t *nm = (const uint8_t *)r->buf + r->f[i].no;
+
+		if (r->f[i].nl != 0 && nm[0] == ':')
+			continue;
+		if (h2_leg_field(st, nm, r->f[i].nl, (const uint8_t *)r->buf +
+		    r->f[i].vo, r->f[i].vl) != 0)
+			return -1;
+	}
+	st->in_req = false;
+	return 0;
+}
+
+/* Whether st, its pseudo-headers in, starts as a transaction (with
+ * as_txn and the head not refused): not a CONNECT nor an extended one
+ * (a leg's), nor malformed. */
+bool
+h2_txn_bound(const struct h2_stream *st)
+{
+	return strcmp(st->method, "CONNECT") != 0 && st->protocol[0] == '\0' &&
+	    !st->req.bad;
+}
