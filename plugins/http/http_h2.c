@@ -168,8 +168,9 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	/* A transaction of this session, judged from its fields: no text
 	 * (CONNECT and the extended CONNECT are legs' still). */
 	st->txn_ready = st->as_txn && h2_txn_bound(st);
-	if (!st->txn_ready && ((st->in_req && h2_leg_fields_from_req(st) ==
-	    -1) || h2_tunnel_upgrade_fields(st) == -1 ||
+	if (!st->txn_ready && (h2_leg_bufs(st) == -1 || (st->in_req &&
+	    h2_leg_fields_from_req(st) == -1) ||
+	    h2_tunnel_upgrade_fields(st) == -1 ||
 	    h2_request_head(st, st->early) == -1))
 		return -1;
 	st->pending = true;
@@ -355,12 +356,8 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	TAILQ_INSERT_TAIL(&c->list, st, link);
 	if ((st->authority = evbuffer_new()) == NULL ||
 	    (st->path = evbuffer_new()) == NULL ||
-	    (st->host = evbuffer_new()) == NULL ||
 	    (st->fields = evbuffer_new()) == NULL ||
-	    (st->cookie = evbuffer_new()) == NULL ||
 	    (st->early = evbuffer_new()) == NULL ||
-	    (st->held = evbuffer_new()) == NULL ||
-	    (st->trailers = evbuffer_new()) == NULL ||
 	    (st->body = evbuffer_new()) == NULL) {
 		h2_stream_free(st);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;

@@ -83,6 +83,8 @@ struct h2_stream {
 	/* The request as it arrives. */
 	char			 method[32];
 	char			 scheme[16];
+	/* host and cookie (and held, trailers): a leg's only (h2_leg_bufs),
+	 * NULL on a transaction's stream. */
 	struct evbuffer		*authority, *path, *host, *fields, *cookie;
 	/* The translated request until its leg starts (h2_start_legs). */
 	struct evbuffer		*early;
@@ -196,6 +198,10 @@ int	h2_request_head(struct h2_stream *st, struct evbuffer *out);
 /* "name: value\r\n" added to b. 0, or -1. */
 int	h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
 	    const uint8_t *value, size_t vlen);
+/* The buffers only a leg's stream uses (host, cookie, held, trailers),
+ * made at its first field or when it is known a leg's (h2_stream_ready):
+ * a transaction's stream has none. 0, or -1. */
+int	h2_leg_bufs(struct h2_stream *st);
 /* A request field (not a pseudo-header) into st's leg text; all of
  * req's (st->in_req: they went there alone). 0, or -1. */
 int	h2_leg_field(struct h2_stream *st, const uint8_t *name, size_t nlen,

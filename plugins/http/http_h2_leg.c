@@ -581,12 +581,27 @@ h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
 	    evbuffer_add(b, value, vlen) | evbuffer_add(b, "\r\n", 2);
 }
 
+int
+h2_leg_bufs(struct h2_stream *st)
+{
+	if (st->host != NULL)
+		return 0;
+	if ((st->host = evbuffer_new()) == NULL ||
+	    (st->cookie = evbuffer_new()) == NULL ||
+	    (st->held = evbuffer_new()) == NULL ||
+	    (st->trailers = evbuffer_new()) == NULL)
+		return -1;	/* h2_stream_free frees those made */
+	return 0;
+}
+
 /* A request field (not a pseudo-header) in the leg's text: Host, the
  * cookie crumbs joined, the rest as they came. 0, or -1. */
 int
 h2_leg_field(struct h2_stream *st, const uint8_t *name, size_t nlen,
     const uint8_t *value, size_t vlen)
 {
+	if (h2_leg_bufs(st) == -1)
+		return -1;
 	if (nlen == 4 && memcmp(name, "host", 4) == 0)
 		return evbuffer_add(st->host, value, vlen);
 	if (nlen == 6 && memcmp(name, "cookie", 6) == 0)
