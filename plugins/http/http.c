@@ -18,7 +18,8 @@
  * order. A response cut off ends the connection with a reset, after
  * what was queued for the client before the cut (http_abort). CONNECT and
  * accepted Upgrades end inspection: both sockets go to the core's relay
- * (splice).
+ * (splice); an HTTP/2 stream's tunnel has no socket of its own to give,
+ * and stays a transaction (http_h2_stream.c).
  *
  * This file is the state machine: the transaction flow, tunnels and the
  * px_driver callbacks; heads are judged in http_judge.c, bodies stream
@@ -376,11 +377,17 @@ http_tunnel_handoff(struct http_state *h)
 }
 
 void
-http_start_tunnel(struct http_state *h)
+http_start_tunnel(struct http_txn *t)
 {
-	struct http_txn *t = &h->tx;
+	struct http_state *h = t->conn;
 	size_t n;
 
+	/* An HTTP/2 stream's tunnel stays in the engine: its DATA to the
+	 * server connection, the server's bytes out as DATA. */
+	if (t->h2w != NULL) {
+		http_h2s_tunnel(t);
+		return;
+	}
 	h->tunnel = true;
 	h->progress++;
 	px_conn_read_enable(h->c, false);

@@ -166,7 +166,7 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	st->is_head = strcmp(st->method, "HEAD") == 0;
 	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
 	/* A transaction of this session, judged from its fields: no text
-	 * (CONNECT and the extended CONNECT are legs' still). */
+	 * (a CONNECT's tunnel too: http_h2_stream.c). */
 	st->txn_ready = st->as_txn && h2_txn_bound(st);
 	if (!st->txn_ready && (h2_leg_bufs(st) == -1 || (st->in_req &&
 	    h2_leg_fields_from_req(st) == -1) ||

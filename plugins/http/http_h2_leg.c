@@ -637,11 +637,10 @@ h2_leg_fields_from_req(struct h2_stream *st)
 }
 
 /* Whether st, its pseudo-headers in, starts as a transaction (with
- * as_txn and the head not refused): not a CONNECT nor an extended one
- * (a leg's), nor malformed. */
+ * as_txn): any request not malformed, a CONNECT or an extended one too
+ * (its tunnel: http_h2_stream.c). */
 bool
 h2_txn_bound(const struct h2_stream *st)
 {
-	return strcmp(st->method, "CONNECT") != 0 && st->protocol[0] == '\0' &&
-	    !st->req.bad;
+	return !st->req.bad;
 }

@@ -12,7 +12,8 @@ void
 http_h2_req_init(struct http_h2_req *r)
 {
 	memset(r, 0, sizeof(*r));
-	r->method = r->scheme = r->authority = r->path = r->host = -1;
+	r->method = r->scheme = r->authority = r->path = r->protocol =
+	    r->host = -1;
 }
 
 void
@@ -92,6 +93,8 @@ http_h2_req_add(struct http_h2_req *r, const char *name, size_t nlen,
 			pseudo = &r->authority;
 		else if (http_h2_is(name, nlen, ":path"))
 			pseudo = &r->path;
+		else if (http_h2_is(name, nlen, ":protocol"))
+			pseudo = &r->protocol;
 		if (pseudo == NULL || *pseudo != -1) {
 			r->bad = true;
 			return 0;
@@ -190,10 +193,10 @@ int
 http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,
     const struct http_limits *lim, struct http_head *m, const char **why)
 {
-	const char *method, *target, *auth, *host;
-	size_t mlen, tlen, alen, hlen, cl, tl, lines = 0, bytes;
+	const char *method, *target, *auth, *host, *proto;
+	size_t mlen, tlen, alen, hlen, plen, cl, tl, lines = 0, bytes;
 	uint32_t co, to;
-	bool connect;
+	bool connect, ws;
 	unsigned i;
 	int rc;
 
@@ -202,13 +205,19 @@ http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,
 	if (r->bad || r->method == -1)
 		HTTP_FAIL(400, "malformed pseudo-headers");
 	method = http_h2_val(r, r->method, &mlen);
-	connect = mlen == 7 && memcmp(method, "CONNECT", 7) == 0;
+	/* An extended CONNECT is a GET with Upgrade (RFC 8441 5). */
+	connect = mlen == 7 && memcmp(method, "CONNECT", 7) == 0 &&
+	    r->protocol == -1;
 	if (http_h2_req_join(r, forward, connect, &co, &cl, &to, &tl) == -1)
 		HTTP_FAIL(500, "out of memory");
 	/* Pointers into buf only now: the join may have moved it. */
 	method = http_h2_val(r, r->method, &mlen);
 	auth = http_h2_val(r, r->authority, &alen);
 	host = http_h2_val(r, r->host, &hlen);
+	proto = http_h2_val(r, r->protocol, &plen);
+	ws = plen == 9 && strncasecmp(proto, "websocket", 9) == 0;
+	if (r->protocol != -1)
+		method = "GET", mlen = 3;
 	if (connect)
 		target = auth, tlen = alen;
 	else if (tl != 0)
@@ -238,7 +247,8 @@ http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,
 		size_t nlen = r->f[i].nl;
 
 		if (nlen == 0 || name[0] == ':' || (int)i == r->host ||
-		    http_h2_is(name, nlen, "cookie"))
+		    http_h2_is(name, nlen, "cookie") ||
+		    (ws && http_h2_is(name, nlen, "sec-websocket-key")))
 			continue;
 		/* A second host field: two Hosts, refused. */
 		if (http_h2_is(name, nlen, "host"))
@@ -249,6 +259,14 @@ http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,
 	}
 	if (cl != 0 && (rc = http_h2_line(m, "Cookie", 6, r->buf + co, cl,
 	    lim, &lines, &bytes, why)) != 0)
+		return rc;
+	if (r->protocol != -1 && ((rc = http_h2_line(m, "Upgrade", 7, proto,
+	    plen, lim, &lines, &bytes, why)) != 0 || (rc = http_h2_line(m,
+	    "Connection", 10, "Upgrade", 7, lim, &lines, &bytes, why)) != 0))
+		return rc;
+	if (ws && r->ws_key[0] != '\0' && (rc = http_h2_line(m,
+	    "Sec-WebSocket-Key", 17, r->ws_key, strlen(r->ws_key), lim, &lines,
+	    &bytes, why)) != 0)
 		return rc;
 	if (unsized && (rc = http_h2_line(m, "Transfer-Encoding", 17,
 	    "chunked", 7, lim, &lines, &bytes, why)) != 0)

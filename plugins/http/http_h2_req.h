@@ -29,14 +29,17 @@ struct http_h2_req {
 	size_t			 len, cap;
 	struct http_h2_field	*f;
 	unsigned		 n, fcap;
-	/* Indexes into f of :method, :scheme, :authority, :path, the host
-	 * field and each cookie crumb's first and last; -1 none (set by
-	 * http_h2_req_init). */
-	int			 method, scheme, authority, path, host;
-	/* A pseudo-header not known (or :protocol: an extended CONNECT,
-	 * which stays a leg's), or one twice: malformed, the stream is to
-	 * be reset (PROTOCOL_ERROR, as today), no head made. */
+	/* Indexes into f of :method, :scheme, :authority, :path, :protocol
+	 * (RFC 8441), the host field and each cookie crumb's first and last;
+	 * -1 none (set by http_h2_req_init). */
+	int			 method, scheme, authority, path, protocol, host;
+	/* A pseudo-header not known, or one twice: malformed, the stream is
+	 * to be reset (PROTOCOL_ERROR, as today), no head made. */
 	bool			 bad;
+	/* An extended CONNECT's Sec-WebSocket-Key for the HTTP/1.1 server
+	 * (base64 of a fresh nonce: the caller's, this file makes no random
+	 * bytes); "" none. */
+	char			 ws_key[32];
 	bool			 failed;	/* out of memory */
 };
 
@@ -50,7 +53,12 @@ int	http_h2_req_add(struct http_h2_req *r, const char *name, size_t nlen,
  * not added to or freed). forward: the service is in forward mode (the
  * target is absolute: scheme://authority path); unsized: a body follows
  * without content-length (its DATA go on as chunks: Transfer-Encoding:
- * chunked is added, as the leg adds it). 0, or the status to refuse the
+ * chunked is added, as the leg adds it). An extended CONNECT (:protocol)
+ * is the HTTP/1.1 Upgrade it stands for: GET :path with Upgrade:
+ * <protocol>, Connection: Upgrade and, for websocket, r->ws_key as its
+ * only Sec-WebSocket-Key (a client's own is dropped: RFC 8441 5 leaves
+ * it out of the h2 handshake, and two keys are refused by a careful
+ * server, RFC 6455 11.3.1). 0, or the status to refuse the
  * request with (*why), as the leg's parse of its text would: 400, 414,
  * 431, 501, 505. */
 int	http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,

@@ -24,16 +24,21 @@
  * Also the connection's checks on streams whose client's window holds
  * them, and the streams it answers itself (a header list too big to
  * judge: 431, no transaction). */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <syslog.h>
 #include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "conn.h"
 #include "http_h2_txn.h"
@@ -51,6 +56,9 @@ struct h2_txn {
 	uint64_t		 deadline_ms;	/* its timer; 0 none */
 	uint64_t		 active_ms;	/* when it last moved */
 	uint64_t		 seen;		/* its bytes then */
+	/* A tunnel: the client's END_STREAM passed on as the server
+	 * connection's FIN. */
+	bool			 fin_sent;
 };
 
 static uint64_t
@@ -61,6 +69,8 @@ h2s_now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+static void	h2s_tunnel_last(struct h2_txn *x);
 
 /* The stream transaction t is (its writer's owner: http_h2_txn.h). */
 static struct h2_txn *
@@ -101,6 +111,20 @@ h2s_in_taken(struct evbuffer *b, const struct evbuffer_cb_info *info,
 		h2s_consume(arg, info->n_deleted);
 }
 
+/* An extended CONNECT's Sec-WebSocket-Key for its HTTP/1.1 server (RFC
+ * 6455 4.1: a fresh nonce; its Accept goes back to nobody). 0, or -1. */
+static int
+h2s_ws_key(struct h2_stream *st)
+{
+	unsigned char nonce[16];
+
+	if (RAND_bytes(nonce, sizeof(nonce)) != 1)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)st->req.ws_key, nonce,
+	    sizeof(nonce));
+	return 0;
+}
+
 int
 h2_txn_start(struct h2_stream *st)
 {
@@ -113,8 +137,12 @@ h2_txn_start(struct h2_stream *st)
 
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return -1;
+	if (st->req.protocol != -1 && h2s_ws_key(st) == -1) {
+		free(x);
+		return -1;
+	}
 	if (http_txn_init(&x->t, h) == -1 || http_h2w_init(&x->w, c->ng,
-	    st->id, st->is_head, false) == -1 ||
+	    st->id, st->is_head, st->tunnel || st->req.protocol != -1) == -1 ||
 	    evbuffer_add_cb(x->w.in, h2s_in_taken, st) == NULL) {
 		http_h2w_free(&x->w);
 		http_txn_free(&x->t, false);
@@ -122,6 +150,7 @@ h2_txn_start(struct h2_stream *st)
 		return -1;
 	}
 	x->st = st;
+	x->w.ext = st->req.protocol != -1;
 	x->t.h2w = &x->w;
 	x->w.owner = x;
 	x->active_ms = h2s_now_ms();
@@ -183,6 +212,16 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 	x->completed = completed;
 	/* A check it waits for stops (unless other streams wait for it). */
 	http_auth_txn_gone(t);
+	/* A tunnel cut (the client's RST_STREAM, its connection gone, an
+	 * idle-timeout) is no clean end: its server gets a TCP RST, not a
+	 * FIN (RFC 9113 8.5). */
+	if (!completed && t->is_connect && t->srv.io != NULL &&
+	    t->srv.io->fd >= 0) {
+		struct linger lg = { 1, 0 };
+
+		(void)setsockopt(t->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
+		    sizeof(lg));
+	}
 	/* The request's rest is dropped, its window opened again. */
 	if (x->w.in != NULL) {
 		evbuffer_drain(x->w.in, evbuffer_get_length(x->w.in));
@@ -229,6 +268,10 @@ http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 		    NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
+	/* A tunnel's end other than both FINs: its TCP side failed. */
+	if (code == 0)
+		code = t->tunnel ? NGHTTP2_CONNECT_ERROR :
+		    NGHTTP2_INTERNAL_ERROR;
 	if (!t->ended)
 		h2s_ended(x, false, false);
 	if (x->st->reset)
@@ -237,11 +280,141 @@ http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 		/* What the server sent goes before the reset (a leg's
 		 * bytes did too); the stream counts as reset from now. */
 		x->st->reset = true;
-		http_h2w_reset_after(&x->w, code != 0 ? code :
-		    NGHTTP2_INTERNAL_ERROR);
+		http_h2w_reset_after(&x->w, code);
 	} else
-		h2_stream_reset(x->st, code != 0 ? code :
-		    NGHTTP2_INTERNAL_ERROR);
+		h2_stream_reset(x->st, code);
+}
+
+/* ---- tunnels (CONNECT, extended CONNECT) ------------------------------- */
+
+/* The client's bytes and end as the stream closes (h2_txn_end): all of
+ * what came goes to the server connection's output, its FIN behind it,
+ * written as far as the kernel takes it now (the connection is closed
+ * next). */
+static void
+h2s_tunnel_last(struct h2_txn *x)
+{
+	struct http_txn *t = &x->t;
+	struct px_conn *io = t->srv.io;
+	size_t n;
+
+	if (io == NULL || !t->srv.connected)
+		return;
+	n = evbuffer_get_length(x->w.in);
+	t->req_bytes += n;
+	px_session_account(t->conn->s, PX_TO_SERVER, n);
+	evbuffer_add_buffer(io->out, x->w.in);
+	(void)px_conn_shutdown(io);
+	(void)px_conn_send(io);
+	x->fin_sent = true;
+	h2s_ended(x, true, false);
+}
+
+void
+http_h2s_tunnel(struct http_txn *t)
+{
+	struct h2_txn *x = h2s_of(t);
+	struct http_state *h = t->conn;
+
+	/* Its HEADERS were refused (an extended CONNECT answered 2xx
+	 * rather than 101): the stream is reset, nothing moves. */
+	if (x->w.done || x->w.failed || !x->w.tunnel) {
+		http_h2s_abort(t, NGHTTP2_INTERNAL_ERROR, "no tunnel");
+		return;
+	}
+	t->tunnel = true;
+	x->st->tunnel_up = true;
+	t->req = HTTP_REQ_DONE;
+	t->resp = HTTP_RESP_BODY;
+	t->resp_body = HTTP_BODY_CLOSE;
+	http_txn_timer(t, 0);
+	px_session_count(h->s, HTTP_C_TUNNELS, 1);
+	h->progress++;
+}
+
+void
+http_h2s_tunnel_step(struct http_txn *t)
+{
+	struct h2_txn *x = h2s_of(t);
+	struct http_state *h = t->conn;
+	struct px_conn *io = t->srv.io;
+	size_t n, q;
+
+	if (t->ended || io == NULL)
+		return;
+	/* The client's DATA, as far as the server's output has room under
+	 * `buffer`: the window opens only as they leave the stream's
+	 * input (h2s_in_taken), so a server that does not read stops the
+	 * client. */
+	n = evbuffer_get_length(x->w.in);
+	q = evbuffer_get_length(io->out);
+	if (n != 0 && q < h->buffer) {
+		if (n > h->buffer - q)
+			n = h->buffer - q;
+		evbuffer_remove_buffer(x->w.in, io->out, n);
+		t->req_bytes += n;
+		px_session_account(h->s, PX_TO_SERVER, n);
+		h->progress++;
+	}
+	/* END_STREAM: the server's FIN, behind every byte. */
+	if (x->st->req_ended && !x->fin_sent &&
+	    evbuffer_get_length(x->w.in) == 0) {
+		x->fin_sent = true;
+		if (px_conn_shutdown(io) == -1) {
+			http_h2s_tunnel_gone(t, errno != 0 ? errno : EIO);
+			return;
+		}
+	}
+	if (evbuffer_get_length(io->out) != 0 && !px_conn_write_blocked(io) &&
+	    px_conn_send(io) == -1) {
+		http_h2s_tunnel_gone(t, errno);
+		return;
+	}
+	/* The server's bytes, as DATA (the writer takes them from buf as
+	 * the client's window lets it); their end, END_STREAM. */
+	if ((n = evbuffer_get_length(io->in)) != 0) {
+		evbuffer_add_buffer(x->w.buf, io->in);
+		t->resp_bytes += n;
+		px_session_account(h->s, PX_TO_CLIENT, n);
+		h->progress++;
+	}
+	if (io->eof && !x->w.eof && http_h2w_end(&x->w, NULL, h->pol) == -1) {
+		http_h2s_abort(t, NGHTTP2_INTERNAL_ERROR, "error: HTTP/2");
+		return;
+	}
+	/* Both ends passed on: the transaction is over, its stream ends
+	 * as the writer's buffer empties. */
+	if (x->w.eof && x->fin_sent && evbuffer_get_length(io->out) == 0) {
+		http_h2s_done(t, false);
+		return;
+	}
+	/* The server is read while the stream holds less than `buffer`. */
+	px_conn_read_enable(io, !io->eof &&
+	    http_txn_room(t, PX_TO_CLIENT) > 0);
+}
+
+void
+http_h2s_tunnel_gone(struct http_txn *t, int err)
+{
+	struct h2_txn *x = h2s_of(t);
+	struct px_conn *io = t->srv.io;
+
+	if (t->ended)
+		return;
+	if (err == 0) {
+		/* Its FIN: the step passes it on behind its bytes. */
+		if (io != NULL)
+			io->eof = true;
+		return;
+	}
+	/* Reset or failed: what it sent goes first, then
+	 * RST_STREAM(CONNECT_ERROR) (RFC 9113 8.5). */
+	if (io != NULL && evbuffer_get_length(io->in) != 0)
+		evbuffer_add_buffer(x->w.buf, io->in);
+	px_session_log(t->conn->s, LOG_NOTICE, "http-error reason=\"tunnel: "
+	    "server-error: %s\" proto=h2 stream=%d", strerror(err),
+	    (int)x->st->id);
+	http_h2s_abort(t, NGHTTP2_CONNECT_ERROR, "server-error");
 }
 
 void
@@ -309,11 +482,19 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 	struct http_txn *t = &x->t;
 	char tag[48];
 
+	/* A tunnel whose stream closed cleanly (the server's end went out,
+	 * then the client's END_STREAM came): the client's last bytes and
+	 * its FIN go to the server before it closes. */
+	if (!t->ended && t->tunnel && !closed && code == NGHTTP2_NO_ERROR)
+		h2s_tunnel_last(x);
 	/* The client got all of it only from a stream closed whole; one
 	 * reset under its request or its response says so (reset=, as a
 	 * leg's line did). One proxyd cut itself (its server failed) was
-	 * said when it was cut. */
-	if ((!t->ended || x->completed) && (closed || st->reset ||
+	 * said when it was cut. The RST_STREAM(NO_ERROR) that stops a
+	 * client's request after its whole answer (RFC 9113 8.1: a refused
+	 * CONNECT's DATA, an early 413's body) cuts nothing. */
+	if ((!t->ended || x->completed) && (closed || (st->reset &&
+	    !(st->answered && code == NGHTTP2_NO_ERROR)) ||
 	    code != NGHTTP2_NO_ERROR) && t->leg_reset[0] == '\0')
 		snprintf(t->leg_reset, sizeof(t->leg_reset), "%s", closed ?
 		    "connection-closed" : nghttp2_http2_strerror(code));

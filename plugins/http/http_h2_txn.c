@@ -21,6 +21,9 @@ struct h2w_list {
 	size_t		 n, fcap;
 	bool		 failed;
 	bool		 no_length;	/* Content-Length does not go */
+	/* An Upgrade's fields do not go (an extended CONNECT's 101, sent
+	 * as its 200: RFC 9113 8.2.2, RFC 8441 5). */
+	bool		 no_upgrade;
 };
 
 static bool
@@ -52,6 +55,10 @@ h2w_add(void *arg, const char *name, size_t nlen, const char *val,
 
 	if (l->failed || (l->no_length && nlen == 14 &&
 	    strncasecmp(name, "content-length", 14) == 0))
+		return;
+	if (l->no_upgrade && ((nlen == 7 && strncasecmp(name, "upgrade",
+	    7) == 0) || (nlen == 20 && strncasecmp(name,
+	    "sec-websocket-accept", 20) == 0)))
 		return;
 	if (name == NULL || nlen > SIZE_MAX / 2 || vlen > SIZE_MAX / 2 ||
 	    !h2w_room(l, nlen + vlen)) {
@@ -254,11 +261,17 @@ http_h2w_head(struct http_h2w *w, const struct http_head *m,
 	nghttp2_nv *nv;
 	char st[4];
 	int rc, s = m->status;
-	bool interim = s >= 100 && s < 200, tunnel = w->connect &&
-	    s >= 200 && s < 300;
+	bool interim, tunnel;
 
-	if (w->submitted || w->done || s < 100 || s > 999 || s == 101)
+	if (w->submitted || w->done || s < 100 || s > 999 ||
+	    (s == 101 && !w->ext) || (w->ext && s >= 200 && s < 300))
 		return -1;
+	/* An extended CONNECT's 101 is its 200 (RFC 8441 5). */
+	l.no_upgrade = s == 101;
+	if (s == 101)
+		s = 200;
+	interim = s >= 100 && s < 200;
+	tunnel = w->connect && s >= 200 && s < 300;
 	if (!interim && rs->own && w->eof) {
 		/* proxyd's reply in place of a held response: the end kept
 		 * was that response's (its trailers with it). */

@@ -5,8 +5,9 @@
  * HEADERS. No session and no socket here: the nghttp2 server session is
  * the caller's, and so is sending what it queues (nghttp2_session_send),
  * so tests/unit/http_h2_txn_test.c drives it against an nghttp2 client
- * session in memory. Not called by the daemon yet: HTTP/2 streams are
- * still legs (http_h2_leg.c). */
+ * session in memory. A CONNECT's (or an extended CONNECT's) 2xx opens a
+ * tunnel: HEADERS without END_STREAM, then the server's bytes as DATA
+ * until their end (http_h2_stream.c moves them). */
 #ifndef HTTP_H2_TXN_H
 #define HTTP_H2_TXN_H
 
@@ -35,6 +36,12 @@ struct http_h2w {
 	struct evbuffer	*in;
 	bool		 is_head;	/* a HEAD request: no body ever */
 	bool		 connect;	/* a CONNECT: a 2xx opens a tunnel */
+	/* An extended CONNECT (RFC 8441), sent to its server as an
+	 * HTTP/1.1 Upgrade (connect set too): the 101 opens the tunnel, as
+	 * a 200 without the Upgrade's own fields; a 2xx says the server did
+	 * not upgrade, and no status the client would take for the tunnel
+	 * goes (the head is refused: the stream is reset). */
+	bool		 ext;
 	bool		 tunnel;	/* ...which it did */
 	bool		 submitted;	/* the final HEADERS queued */
 	bool		 streaming;	/* ...with DATA to follow */

@@ -251,6 +251,9 @@ struct http_txn {
 	/* An HTTP/2 stream's transaction is over (done, refused or cut):
 	 * the engine takes no more step on it (http_h2_stream.c). */
 	bool			 ended;
+	/* An HTTP/2 stream's tunnel is up (CONNECT's 2xx, an extended
+	 * CONNECT's 101): raw bytes both ways (http_h2s_tunnel). */
+	bool			 tunnel;
 	/* Who its request was judged as (<auth>, http_auth_bind); NULL. */
 	struct http_who		*who;
 };
@@ -327,8 +330,9 @@ void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
 /* Before proxyd's refusal closes the connection: its close lingers when
  * the request said it has a body the client may still be sending. */
 void	http_refusal_linger(struct http_txn *t);
-/* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
-void	http_start_tunnel(struct http_state *h);
+/* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay;
+ * an HTTP/2 stream's tunnel runs in the engine (http_h2s_tunnel). */
+void	http_start_tunnel(struct http_txn *t);
 /* t's own timer (its response-timeout, grpc-timeout; 0 off): the
  * session's for an HTTP/1.1 client, its stream's for an HTTP/2 one. */
 void	http_txn_timer(struct http_txn *t, uint64_t ms);
@@ -552,6 +556,14 @@ void	http_h2s_done(struct http_txn *t, bool keep_server);
 /* t is cut: RST_STREAM code, its server request stopped. */
 void	http_h2s_abort(struct http_txn *t, uint32_t code, const char *why);
 void	http_h2s_timer(struct http_txn *t, uint64_t ms);
+/* t's CONNECT got its 2xx (an extended CONNECT its 101), whose HEADERS
+ * are queued: from now its stream's DATA go to the server connection and
+ * the server's bytes out as DATA, until both ends are passed on. */
+void	http_h2s_tunnel(struct http_txn *t);
+/* One step of such a tunnel (http_txn_step). */
+void	http_h2s_tunnel_step(struct http_txn *t);
+/* Its server connection ended (err 0: a FIN) or failed. */
+void	http_h2s_tunnel_gone(struct http_txn *t, int err);
 
 /* ---- http_scan.c ------------------------------------------------------- */
 

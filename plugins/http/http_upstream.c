@@ -543,6 +543,10 @@ http_server_gone(struct http_txn *t, int err)
 	bool eof = err == 0;
 
 	h->progress++;
+	if (t->tunnel) {
+		http_h2s_tunnel_gone(t, err);
+		return;
+	}
 	if (h->tunnel) {
 		px_session_endf(h->s, PX_END_SERVER_FAIL, "server-error: %s",
 		    err ? strerror(err) : "closed during tunnel setup");
@@ -600,6 +604,10 @@ http_txn_step(struct http_txn *t)
 	struct http_state *h = t->conn;
 	struct px_conn *io;
 
+	if (t->tunnel) {
+		http_h2s_tunnel_step(t);
+		return;
+	}
 	if (t->req == HTTP_REQ_BODY)
 		http_pump_request(t);
 	if (h->gone || t->ended)
@@ -721,7 +729,7 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 		t->srv.connected = true;
 		if (t->is_connect) {
 			http_reply_established(t);
-			http_start_tunnel(h);
+			http_start_tunnel(t);
 		}
 	}
 	if (px_conn_send(t->srv.io) == -1) {

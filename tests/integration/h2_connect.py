@@ -13,6 +13,9 @@ scenario ran (whatever the server did), 2 when it could not connect.
       status is reported. Prints status=, up_sha=, down_sha=,
       down_bytes=, ended=, reset=, denied_status=, denied_ended=,
       denied_reset=.
+      --window W: the client's stream window (SETTINGS_INITIAL_WINDOW_SIZE),
+      --read-delay S: seconds it waits before each read (a slow reader:
+      what it does not take must stop the origin, not pile up in proxyd).
   h2_connect.py --port P half --to HOST:PORT --size N
       CONNECT to a server that reads to EOF and only then answers: the
       client's END_STREAM must reach it as a FIN. Prints status=,
@@ -49,7 +52,8 @@ scenario ran (whatever the server did), 2 when it could not connect.
       offered it (enable_connect_protocol=), the status, then a text
       frame, an N-byte binary one and a close, masked: the frames the
       origin sent back (frames=, echoed=1 when the data frames are the
-      same), ended=, reset=. --key K: the client sends a
+      same), ended=, reset=. The close goes once both data frames came
+      back. --key K: the client sends a
       sec-websocket-key of its own too.
   h2_connect.py --port P early --to HOST:PORT --path P --size N
       POST announcing N bytes with a content-length, of which N/2 are
@@ -70,6 +74,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import h2.settings
 
 
 def code_name(code):
@@ -111,6 +116,10 @@ class Client:
             client_side=True, validate_outbound_headers=False,
             normalize_outbound_headers=False))
         self.c.initiate_connection()
+        if args.window:
+            self.c.update_settings({
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: args.window})
+        self.read_delay = args.read_delay
         self.streams = {}
         self.closed = False
         self.got_settings = False
@@ -157,6 +166,8 @@ class Client:
         if left <= 0 or self.closed:
             return False
         self.s.settimeout(min(left, 1.0))
+        if self.read_delay:
+            time.sleep(self.read_delay)
         try:
             data = self.s.recv(65536)
         except socket.timeout:
@@ -396,8 +407,13 @@ def run_ws(cl, a):
     if st.status != "200":
         return
     msgs = [(1, b"hello over h2"), (2, os.urandom(a.size))]
-    st.out = b"".join(ws_frame(op, p) for op, p in msgs) + ws_frame(8, b"\x03\xe8")
-    st.out_end = True
+    st.out = b"".join(ws_frame(op, p) for op, p in msgs)
+    cl.send_pending()
+    # The close once both came back: a server that got it would send
+    # nothing more (RFC 6455 5.5.1).
+    cl.until(lambda: len(ws_parse(bytes(st.data))[0]) >= 2 or st.ended or
+             st.reset is not None)
+    st.out, st.out_end = ws_frame(8, b"\x03\xe8"), True
     cl.send_pending()
     cl.until(lambda: st.ended or st.reset is not None)
     frames, rest = ws_parse(bytes(st.data))
@@ -421,6 +437,8 @@ def main():
     ap.add_argument("--code", default="CANCEL")
     ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--key")
+    ap.add_argument("--window", type=int, default=0)
+    ap.add_argument("--read-delay", type=float, default=0)
     a = ap.parse_args()
     cl = Client(a)
     globals()["run_" + a.mode](cl, a)
