@@ -2,7 +2,8 @@
  * transactions of its session (http_h2_stream.c), its legs (the bytes
  * to and from each, those kept for the next stream: http_h2_leg.c), the
  * translation of each leg's HTTP/1.1 response into HEADERS and DATA
- * (http_h2_resp.c) and CONNECT streams' tunnels (http_h2_tunnel.c). */
+ * (http_h2_resp.c) and CONNECT streams' tunnels on legs
+ * (http_h2_tunnel.c; a transaction's tunnel is in http_h2_stream.c). */
 #ifndef HTTP_H2_INT_H
 #define HTTP_H2_INT_H
 

@@ -1,8 +1,8 @@
 /* HTTP/2 client streams as transactions of their connection's session
- * (issue 36): a request (not CONNECT nor an extended CONNECT) on a
- * service without <scan>, <content> or <audit> (with <auth> or not: a
- * stream's credentials are checked as the connection's, http_auth.c) is
- * made a parsed head from its fields (http_h2_req.c) and runs through the same engine
+ * (issue 36): a request on a service without <scan>, <content> or
+ * <audit> (with <auth> or not: a stream's credentials are checked as the
+ * connection's, http_auth.c) is made a parsed head from its fields
+ * (http_h2_req.c) and runs through the same engine
  * as an HTTP/1.1 client's request (http_request_start, judged in
  * http_judge.c, the steps in http.c and http_upstream.c), its body read
  * from the stream's input (its DATA, framed as chunks when it came
@@ -10,8 +10,22 @@
  * an HTTP/1.1 client's; the window opened as the bytes move on), its
  * response written by the stream's writer (http_h2_txn.c) as HEADERS,
  * DATA and trailers: no socketpair, no second session, no second parse
- * of its head. The other streams (CONNECT, the extended CONNECT, and those
- * of services that scan) are still legs (http_h2_leg.c).
+ * of its head. The streams of services that scan are still legs
+ * (http_h2_leg.c).
+ *
+ * A CONNECT (RFC 9113 8.5) and an extended CONNECT (RFC 8441: the
+ * HTTP/1.1 Upgrade it stands for, http_h2_req.c) are such transactions
+ * too, their tunnel in the engine once the server's 2xx (101) is out
+ * (http_h2s_tunnel): no socketpair, no core relay. Until then the
+ * client's DATA wait in the stream's input, bounded by its window (a
+ * refused CONNECT's are dropped unread). Then they go to the server
+ * connection's output while that holds less than `buffer` (the window
+ * opens as they leave), and the server is read while the stream holds
+ * less than `buffer` (its bytes out as DATA as the client's window lets
+ * them): flow control end to end. END_STREAM and FIN cross both ways;
+ * the server's reset or error is RST_STREAM(CONNECT_ERROR) after what it
+ * sent; a tunnel cut from the client's side (its RST_STREAM, the
+ * connection gone, idle-timeout) is passed on as a TCP RST.
  *
  * A transaction ends (http_h2s_done, a refusal, a cut) before its stream
  * does: its server connection goes back to the pool (or is closed) at

@@ -1,4 +1,8 @@
-/* HTTP/2 towards clients: CONNECT streams as tunnels (RFC 9113 8.5).
+/* HTTP/2 towards clients: CONNECT streams as tunnels (RFC 9113 8.5) on a
+ * leg, for the services whose streams are still legs (<scan>, <auth>:
+ * elsewhere a CONNECT is a transaction whose tunnel is in the engine,
+ * http_h2_stream.c). Also the :protocol check and the sec-websocket-key
+ * drop of the fields kept for a leg, which every stream runs.
  *
  * A CONNECT stream's leg gets "CONNECT host:port HTTP/1.1", judged there
  * as an HTTP/1.1 client's (forward mode only, ports, servers, zones); the

@@ -19,9 +19,9 @@
  *   http_h2*.c		HTTP/2 towards clients (http_h2_int.h): a stream
  *			a transaction of the session (http_h2_stream.c,
  *			its head from its fields: http_h2_req.c, pure; its
- *			response writer: http_h2_txn.c); CONNECT and the
- *			streams of services that scan a leg each
- *			(http_h2_leg.c)
+ *			response writer: http_h2_txn.c; a CONNECT's tunnel
+ *			there too); the streams of services that scan a
+ *			leg each (http_h2_leg.c)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and

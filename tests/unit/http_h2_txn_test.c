@@ -427,6 +427,46 @@ test_connect_no_length(void **state)
 	close_pair(&x);
 }
 
+/* RFC 8441: an extended CONNECT's 101 (its server's answer to the
+ * HTTP/1.1 Upgrade) is the stream's 200, without the Upgrade's fields;
+ * a 2xx says the server did not upgrade: no status the client would
+ * take for the tunnel. */
+static void
+test_ext_connect(void **state)
+{
+	struct http_resp_ctx rs = { .client_keep = true };
+	const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n";
+	size_t scanned = 0;
+	const char *why = NULL;
+	struct pair x;
+
+	(void)state;
+	raw_client = true;
+	open_pair(&x, "CONNECT", 0);
+	x.w.ext = true;
+	head(&x, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+	    "Connection: Upgrade\r\nSec-WebSocket-Accept: abc=\r\n"
+	    "X-Other: 1\r\n\r\n", false);
+	pump(&x);
+	expect(&x, " :status: 200\n x-other: 1\nHEADERS\n");
+	assert_true(x.w.tunnel);
+	body(&x, "ws");
+	pump(&x);
+	expect(&x, " [ws]\nDATA 2\n");
+	close_pair(&x);
+
+	open_pair(&x, "CONNECT", 0);
+	raw_client = false;
+	x.w.ext = true;
+	assert_true(http_head_end(ok, strlen(ok), lim.max_header_bytes,
+	    &scanned) > 0);
+	assert_int_equal(http_parse_head(ok, strlen(ok), false, &lim, &x.m,
+	    &why), 0);
+	assert_int_equal(http_h2w_head(&x.w, &x.m, &x.p, &rs), -1);
+	assert_false(x.w.submitted);
+	close_pair(&x);
+}
+
 /* A tunnel whose TCP connection to the server fails: RST_STREAM with
  * CONNECT_ERROR (RFC 9113 8.5), not a generic INTERNAL_ERROR; a
  * CONNECT refused (its own body) is an ordinary response. */
@@ -686,6 +726,7 @@ main(void)
 		cmocka_unit_test(test_grpc_reply),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_connect_no_length),
+		cmocka_unit_test(test_ext_connect),
 		cmocka_unit_test(test_connect_error),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_window),
