@@ -101,9 +101,13 @@ h2_tunnel_status(const struct h2_stream *st, int status)
 struct evbuffer *
 h2_tunnel_out(struct h2_stream *st)
 {
-	/* A transaction's request body, to be pumped (http_h2_stream.c). */
+	/* A transaction's request body (or its tunnel's bytes), to be
+	 * pumped (http_h2_stream.c); before it starts, with its HEADERS'
+	 * read, kept for it. */
 	if (st->tx != NULL)
 		return h2_txn_in(st);
+	if (st->txn_ready)
+		return st->early;
 	if (st->tunnel && !st->tunnel_up)
 		return st->held;
 	return st->leg_open ? st->leg.out : st->early;

@@ -18,7 +18,9 @@ scenario ran (whatever the server did), 2 when it could not connect.
       what it does not take must stop the origin, not pile up in proxyd).
   h2_connect.py --port P half --to HOST:PORT --size N
       CONNECT to a server that reads to EOF and only then answers: the
-      client's END_STREAM must reach it as a FIN. Prints status=,
+      client's END_STREAM must reach it as a FIN. The HEADERS, the first
+      DATA (as much as the window takes) and so END_STREAM for a small N
+      go in one write. Prints status=,
       answer= (the server's line), up_sha=, ended=, reset=.
   h2_connect.py --port P close --to HOST:PORT
       CONNECT to a server that greets and shuts its side: prints
@@ -131,12 +133,13 @@ class Client:
         if d:
             self.s.sendall(d)
 
-    def connect(self, sid, authority, extra=None):
+    def connect(self, sid, authority, extra=None, flush=True):
         st = self.streams[sid] = Stream(sid)
         hdrs = extra if extra is not None else [
             (b":method", b"CONNECT"), (b":authority", authority.encode())]
         self.c.send_headers(sid, hdrs)
-        self.flush()
+        if flush:
+            self.flush()
         return st
 
     def send_pending(self):
@@ -241,8 +244,9 @@ def run_echo(cl, a):
 
 def run_half(cl, a):
     payload = os.urandom(a.size)
-    st = cl.connect(1, a.to)
-    # The bytes and END_STREAM go at once: held until the 200.
+    # The bytes and END_STREAM go at once, in the HEADERS' own write
+    # (one read for proxyd): held until the 200.
+    st = cl.connect(1, a.to, flush=False)
     st.out, st.out_end = payload, True
     cl.send_pending()
     cl.until(lambda: st.ended or st.reset is not None)

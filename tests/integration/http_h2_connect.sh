@@ -294,6 +294,11 @@ up=$(sed -n 's/^up_sha=//p' "$T/half.out")
 assert_grep "$T/half.out" '^status=200$' "half: 200"
 assert_grep "$T/half.out" "^answer=got $SIZE sha=$up$" "the origin got every byte, then the FIN"
 assert_grep "$T/half.out" '^ended=1 reset=None$' "half: END_STREAM after the answer"
+$CLIENT --port "$PF" half --to "$A:$O_HALF" --size 1000 >"$T/half1.out" 2>&1 ||
+    fail "half client (one write): $(cat "$T/half1.out")"
+up=$(sed -n 's/^up_sha=//p' "$T/half1.out")
+assert_grep "$T/half1.out" "^answer=got 1000 sha=$up$" "DATA and END_STREAM read with the HEADERS reach the origin"
+assert_grep "$T/half1.out" '^ended=1 reset=None$' "half, one write: END_STREAM after the answer"
 
 info "the origin's FIN ends the stream (END_STREAM) while ours is still open"
 $CLIENT --port "$PF" close --to "$A:$O_CLOSE" >"$T/close.out" 2>&1 ||
