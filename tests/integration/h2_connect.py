@@ -38,6 +38,10 @@ scenario ran (whatever the server did), 2 when it could not connect.
       CONNECT to an echo, 1000 bytes up and all of them back, then
       RST_STREAM(CODE) and a PING whose ack says proxyd read it:
       status=, echoed=, pong=.
+  h2_connect.py --port P idle --to HOST:PORT
+      CONNECT to an echo, 100 bytes up and back, then nothing: how the
+      stream ends (status=, echoed=, ended=, reset=) and after how long
+      (after= seconds, closed=1 if the connection went too).
   h2_connect.py --port P earlyrst --to HOST:PORT --count N
       N CONNECTs, each reset with CANCEL 0..N-1 ms after its HEADERS
       (while its leg connects, or just after its 200), then one more
@@ -313,6 +317,20 @@ def run_rst(cl, a):
     print("status=%s echoed=%d pong=%d" % (st.status, len(st.data), cl.pong))
 
 
+def run_idle(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out = b"y" * 100
+    cl.send_pending()
+    cl.until(lambda: len(st.data) >= 100 or st.reset is not None)
+    # Nothing more either way: how the tunnel ends, and when.
+    t0 = time.monotonic()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s echoed=%d ended=%d reset=%s" % (st.status, len(st.data),
+                                                     st.ended, st.reset))
+    print("after=%.1f closed=%d" % (time.monotonic() - t0, cl.closed))
+
+
 def run_earlyrst(cl, a):
     for i in range(a.count):
         cl.connect(1 + 2 * i, a.to)
@@ -433,7 +451,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
                                      "malformed", "early", "ws", "cancel",
-                                     "rst", "finreset", "earlyrst"])
+                                     "rst", "finreset", "earlyrst", "idle"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)

@@ -248,7 +248,7 @@ free_port PT
 free_port PW
 free_port PP
 free_port PR
-write_proxyd_conf
+write_proxyd_conf 'idle-timeout="3s"'
 write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service plain "$PP" "$O_PLAIN" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service wsreal "$PR" "$O_WSREAL" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
@@ -335,6 +335,20 @@ for code in CANCEL CONNECT_ERROR; do
     assert_eq "$(sed -n "$((n + 1))p" "$WATCH_LOG")" "end=reset" "RST_STREAM($code): ECONNRESET at the origin, not a FIN"
 done
 assert_log "http-request .* method=CONNECT .* status=200 .* verdict=reset server=127\.0\.0\.1:$O_WATCH .* reset=CONNECT_ERROR proto=h2 stream=1$"
+
+info "a tunnel quiet for idle-timeout is reset: RST_STREAM(CONNECT_ERROR), its origin a TCP RST"
+n=$(wc -l <"$WATCH_LOG")
+$CLIENT --port "$PF" idle --to "$A:$O_WATCH" >"$T/idle.out" 2>&1 ||
+    fail "idle client: $(cat "$T/idle.out")"
+cat "$T/idle.out"
+assert_grep "$T/idle.out" '^status=200 echoed=100 ended=0 reset=CONNECT_ERROR$' "idle: CONNECT_ERROR"
+after=$(sed -n 's/^after=\([0-9]*\)\..*/\1/p' "$T/idle.out")
+assert_lt "$after" 8 "idle: reset within two periods of idle-timeout"
+for _ in $(seq 200); do # 10 s
+    (($(wc -l <"$WATCH_LOG") > n)) && break
+    sleep 0.05
+done
+assert_eq "$(sed -n "$((n + 1))p" "$WATCH_LOG")" "end=reset" "idle: ECONNRESET at the origin"
 
 info "tunnels reset while their legs connect or just after: the connection goes on"
 $CLIENT --port "$PF" earlyrst --to "$A:$O_ECHO" --count 20 >"$T/earlyrst.out" 2>&1 ||
