@@ -285,7 +285,11 @@ assert_grep "$T/big.out" "^down_sha=$up down_bytes=$BIG$" "big: 10 MiB back, who
 assert_grep "$T/big.out" '^ended=1 reset=None$' "big: END_STREAM after the echo's FIN"
 hwm1=$(hwm)
 info "peak RSS ${hwm0} kB -> ${hwm1} kB"
-assert_lt $((hwm1 - hwm0)) 4096 "proxyd's peak RSS grew by less than 4 MiB for 10 MiB each way"
+if http_sanitized; then
+    info "sanitizer build: its quarantine keeps freed memory, RSS not asserted"
+else
+    assert_lt $((hwm1 - hwm0)) 4096 "proxyd's peak RSS grew by less than 4 MiB for 10 MiB each way"
+fi
 
 info "half-close: END_STREAM reaches the origin as a FIN, its answer still comes"
 $CLIENT --port "$PF" half --to "$A:$O_HALF" --size "$SIZE" >"$T/half.out" 2>&1 ||
