@@ -378,17 +378,24 @@ up=$(sed -n 's/^up_sha=//p' "$T/tls.out")
 assert_grep "$T/tls.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes over TLS"
 assert_grep "$T/tls.out" '^ended=1 reset=None$' "TLS: END_STREAM"
 
+# ws_echo PORT ORIGIN_PORT SIZE NAME: a WebSocket through service PORT to
+# the origin: its 101 as a 200, frames echoed, the close ending the
+# stream, the stream's line (status=101, no leg).
+ws_echo() {
+    $CLIENT --port "$1" ws --to "$A:$2" --size "$3" >"$T/$4.out" 2>&1 ||
+        fail "ws client ($4): $(cat "$T/$4.out")"
+    cat "$T/$4.out"
+    assert_grep "$T/$4.out" '^enable_connect_protocol=1$' "$4: SETTINGS_ENABLE_CONNECT_PROTOCOL where websocket is accepted"
+    assert_grep "$T/$4.out" '^status=200 reset=None$' "$4: the origin's 101 as a 200"
+    assert_grep "$T/$4.out" '^frames=1,2,8$' "$4: text, binary and close frames back"
+    assert_grep "$T/$4.out" '^echoed=1$' "$4: the frames' payloads intact"
+    assert_grep "$T/$4.out" '^ended=1 reset=None rest=0$' "$4: the close ends the stream"
+    assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/chat status=101 .* verdict=accept server=127\.0\.0\.1:$2 .* proto=h2 stream=1$"
+}
+
 info "RFC 8441: a WebSocket over an extended CONNECT, offered only where <upgrade> accepts it"
-$CLIENT --port "$PW" ws --to "$A:$O_WS" --size 200000 >"$T/ws.out" 2>&1 ||
-    fail "ws client: $(cat "$T/ws.out")"
-cat "$T/ws.out"
-assert_grep "$T/ws.out" '^enable_connect_protocol=1$' "SETTINGS_ENABLE_CONNECT_PROTOCOL where websocket is accepted"
-assert_grep "$T/ws.out" '^status=200 reset=None$' "the origin's 101 as a 200"
-assert_grep "$T/ws.out" '^frames=1,2,8$' "text, binary and close frames back"
-assert_grep "$T/ws.out" '^echoed=1$' "the frames' payloads intact"
-assert_grep "$T/ws.out" '^ended=1 reset=None rest=0$' "the close ends the stream"
+ws_echo "$PW" "$O_WS" 200000 ws
 assert_grep "$WS_LOG" '^request=GET /chat HTTP/1\.1 upgrade=websocket connection=[Uu]pgrade key_len=16 version=13 keys=1 client_key=0$' "an HTTP/1.1 Upgrade handshake at the origin"
-assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/chat status=101 .* proto=h2 stream=1$"
 info "RFC 8441: the client's own sec-websocket-key is dropped, the origin sees proxyd's only"
 $CLIENT --port "$PW" ws --to "$A:$O_WS" --size 1000 --key "$CLIENT_KEY" >"$T/ws-key.out" 2>&1 ||
     fail "ws client (key): $(cat "$T/ws-key.out")"
@@ -407,14 +414,7 @@ $CLIENT --port "$PP" ws --to "$A:$O_PLAIN" --size 10 >"$T/ws-plain.out" 2>&1 ||
 assert_grep "$T/ws-plain.out" '^status=None reset=INTERNAL_ERROR$' "a 200 instead of a 101 resets the stream"
 
 info "RFC 8441: a WebSocket over an extended CONNECT to python3-websockets' server"
-$CLIENT --port "$PR" ws --to "$A:$O_WSREAL" --size 300000 >"$T/wsreal.out" 2>&1 ||
-    fail "ws client (websockets): $(cat "$T/wsreal.out")"
-cat "$T/wsreal.out"
-assert_grep "$T/wsreal.out" '^status=200 reset=None$' "websockets: its 101 as a 200"
-assert_grep "$T/wsreal.out" '^frames=1,2,8$' "websockets: text, binary and close frames back"
-assert_grep "$T/wsreal.out" '^echoed=1$' "websockets: the payloads intact"
-assert_grep "$T/wsreal.out" '^ended=1 reset=None rest=0$' "websockets: the close ends the stream"
-assert_log "http-request .* method=GET host=127\.0\.0\.1 path=/chat status=101 .* verdict=accept server=127\.0\.0\.1:$O_WSREAL .* proto=h2 stream=1$"
+ws_echo "$PR" "$O_WSREAL" 300000 wsreal
 
 info "a response complete before its request body: RST_STREAM(NO_ERROR) once 2 MiB more were dropped"
 # (a smaller rest is read and dropped: curl 7.88 fails a transfer reset
