@@ -80,7 +80,8 @@ def watch(c):
             if not d:
                 break
             c.sendall(d)
-    except ConnectionResetError:
+    except (ConnectionResetError, BrokenPipeError):
+        # EPIPE: a send after the peer's RST.
         end = "reset"
     except socket.timeout:
         end = "timeout"
@@ -318,13 +319,20 @@ $CLIENT --port "$PF" reset --to "$A:$O_RESET" >"$T/reset.out" 2>&1 ||
 assert_grep "$T/reset.out" '^status=200$' "reset: 200"
 assert_grep "$T/reset.out" '^ended=0 reset=CONNECT_ERROR$' "reset: CONNECT_ERROR"
 
-info "the client resets a tunnel: its leg and server connection end, the connection goes on"
-$CLIENT --port "$PF" cancel --to "$A:$O_ECHO" --size "$SIZE" >"$T/cancel.out" 2>&1 ||
+info "the client resets a tunnel mid-transfer: its origin gets a TCP RST, the connection goes on"
+n=$(wc -l <"$WATCH_LOG")
+$CLIENT --port "$PF" cancel --to "$A:$O_WATCH" --size "$SIZE" >"$T/cancel.out" 2>&1 ||
     fail "cancel client: $(cat "$T/cancel.out")"
 assert_grep "$T/cancel.out" '^status=200 got_before_reset=1$' "cancel: the tunnel ran"
 assert_grep "$T/cancel.out" '^second=200 after the reset ended=1$' "cancel: another tunnel on the connection"
 # The stream's own line, written at its end: no leg, no session of its own.
-assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=CONNECT .* status=200 .* verdict=reset server=127\.0\.0\.1:$O_ECHO .* reset=CANCEL proto=h2 stream=1$"
+assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=CONNECT .* status=200 .* verdict=reset server=127\.0\.0\.1:$O_WATCH .* reset=CANCEL proto=h2 stream=1$"
+for _ in $(seq 200); do # 10 s: both tunnels' ends
+    (($(wc -l <"$WATCH_LOG") >= n + 2)) && break
+    sleep 0.05
+done
+assert_eq "$(sed -n "$((n + 1)),\$p" "$WATCH_LOG" | sort | tr '\n' ' ')" "end=fin end=reset " \
+    "cancel: the reset one's origin saw ECONNRESET mid-transfer, the next one's a FIN"
 
 for code in CANCEL CONNECT_ERROR; do
     info "the client's RST_STREAM($code) reaches the origin as a TCP RST"
