@@ -229,7 +229,7 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 	/* A tunnel cut (the client's RST_STREAM, its connection gone, an
 	 * idle-timeout) is no clean end: its server gets a TCP RST, not a
 	 * FIN (RFC 9113 8.5). */
-	if (!completed && t->is_connect && t->srv.io != NULL &&
+	if (!completed && (t->is_connect || t->tunnel) && t->srv.io != NULL &&
 	    t->srv.io->fd >= 0) {
 		struct linger lg = { 1, 0 };
 

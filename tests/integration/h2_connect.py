@@ -59,7 +59,8 @@ scenario ran (whatever the server did), 2 when it could not connect.
       frame, an N-byte binary one and a close, masked: the frames the
       origin sent back (frames=, echoed=1 when the data frames are the
       same), ended=, reset=. The close goes once both data frames came
-      back. --key K: the client sends a
+      back. --reset: RST_STREAM(CANCEL) instead of the close (echoes=,
+      reset_sent=, pong=). --key K: the client sends a
       sec-websocket-key of its own too.
   h2_connect.py --port P early --to HOST:PORT --path P --size N
       POST announcing N bytes with a content-length, of which N/2 are
@@ -435,6 +436,15 @@ def run_ws(cl, a):
     # nothing more (RFC 6455 5.5.1).
     cl.until(lambda: len(ws_parse(bytes(st.data))[0]) >= 2 or st.ended or
              st.reset is not None)
+    if a.reset:
+        # The client leaves without a close: RST_STREAM(CANCEL).
+        cl.c.reset_stream(1, h2.errors.ErrorCodes.CANCEL)
+        cl.c.ping(b"wsrstpng")
+        cl.flush()
+        cl.until(lambda: cl.pong)
+        print("echoes=%d reset_sent=1 pong=%d" % (
+            len(ws_parse(bytes(st.data))[0]), cl.pong))
+        return
     st.out, st.out_end = ws_frame(8, b"\x03\xe8"), True
     cl.send_pending()
     cl.until(lambda: st.ended or st.reset is not None)
@@ -460,6 +470,7 @@ def main():
     ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--key")
     ap.add_argument("--window", type=int, default=0)
+    ap.add_argument("--reset", action="store_true")
     ap.add_argument("--read-delay", type=float, default=0)
     a = ap.parse_args()
     cl = Client(a)

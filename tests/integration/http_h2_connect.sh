@@ -135,6 +135,10 @@ def ws(c):
             b0, b1 = need(2)
         except EOFError:
             return
+        except ConnectionResetError:
+            with open(WS_LOG, "a") as log:
+                log.write("ws_end=reset\n")
+            return
         n = b1 & 0x7f
         if n == 126:
             n = int.from_bytes(need(2), "big")
@@ -411,6 +415,16 @@ assert_grep "$T/ws-key.out" '^status=200 reset=None$' "with a client's key: 101 
 assert_grep "$T/ws-key.out" '^echoed=1$' "with a client's key: frames echoed"
 assert_eq "$(tail -n 1 "$WS_LOG" | sed -n 's/.* \(keys=[0-9]* client_key=[0-9]*\)$/\1/p')" "keys=1 client_key=0" \
     "one Sec-WebSocket-Key at the origin, not the client's"
+info "RFC 8441: the client's RST_STREAM on a WebSocket reaches its origin as a TCP RST"
+$CLIENT --port "$PW" ws --to "$A:$O_WS" --size 1000 --reset >"$T/ws-rst.out" 2>&1 ||
+    fail "ws client (reset): $(cat "$T/ws-rst.out")"
+assert_grep "$T/ws-rst.out" '^echoes=2 reset_sent=1 pong=1$' "ws reset: the frames came back, the reset was read"
+for _ in $(seq 200); do # 10 s
+    grep -q '^ws_end=reset$' "$WS_LOG" && break
+    sleep 0.05
+done
+assert_grep "$WS_LOG" '^ws_end=reset$' "ws reset: ECONNRESET at the WebSocket origin"
+assert_log "http-request .* method=GET .* path=/chat status=101 .* verdict=reset .* reset=CANCEL proto=h2 stream=1$"
 $CLIENT --port "$PF" ws --to "$A:$O_WS" --size 10 >"$T/ws-off.out" 2>&1 ||
     fail "ws client (off): $(cat "$T/ws-off.out")"
 assert_grep "$T/ws-off.out" '^enable_connect_protocol=0$' "no extended CONNECT without <upgrade>"
