@@ -253,11 +253,16 @@ free_port PT
 free_port PW
 free_port PP
 free_port PR
+free_port PL
 write_proxyd_conf 'idle-timeout="3s"'
 write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service plain "$PP" "$O_PLAIN" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service wsreal "$PR" "$O_WSREAL" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service fwd "$PF" 0 "$POL" forward
+# A service that sniffs bodies (<content>): its streams are still legs,
+# a CONNECT's tunnel relayed by its leg's session (http_h2_tunnel.c).
+write_http_service fwdleg "$PL" 0 "$POL
+  <content type=\"text/*\" action=\"accept\"/>" forward
 write_http_service fwdtls "$PT" 0 "$POL
   <tls side=\"client\" mode=\"terminate\" cert=\"$P/leaf.pem\" key=\"$P/leaf.key\"/>" forward
 start_proxyd
@@ -383,6 +388,14 @@ $CLIENT --port "$PF" malformed --to "$A:$O_ECHO" >"$T/bad.out" 2>&1 ||
     fail "malformed client: $(cat "$T/bad.out")"
 assert_grep "$T/bad.out" '^with_path=PROTOCOL_ERROR no_authority=PROTOCOL_ERROR good=200$' "malformed CONNECT"
 
+info "a service that sniffs bodies: a CONNECT there is still a leg, its tunnel relayed"
+$CLIENT --port "$PL" echo --to "$A:$O_ECHO" --size "$SIZE" >"$T/leg.out" 2>&1 ||
+    fail "leg echo client: $(cat "$T/leg.out")"
+up=$(sed -n 's/^up_sha=//p' "$T/leg.out")
+assert_grep "$T/leg.out" "^down_sha=$up down_bytes=$SIZE$" "leg: the echo's bytes, whole and in order"
+assert_grep "$T/leg.out" '^ended=1 reset=None$' "leg: END_STREAM"
+assert_log "session-end service=fwdleg .* server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1 by="
+
 info "h2 by ALPN on a terminating listener: the same tunnel"
 $CLIENT --port "$PT" --tls "$P/ca.pem" echo --to "$A:$O_ECHO" --size "$SIZE" >"$T/tls.out" 2>&1 ||
     fail "tls echo client: $(cat "$T/tls.out")"
@@ -448,6 +461,6 @@ assert_grep "$T/early.out" '^status=413 ended=1 reset=NO_ERROR$' "413, END_STREA
 sent=$(sed -n 's/^sent=//p' "$T/early.out")
 assert_lt "$sent" $((8 * SIZE)) "the client stopped well before the end of its body"
 
-info "no stream was a leg: none has a session of its own"
-assert_no_grep "$PROXYD_LOG" 'session-end .* proto=h2 stream=' "no session-end line of a stream (a leg's)"
+info "no stream was a leg (but fwdleg's): none has a session of its own"
+assert_no_grep "$PROXYD_LOG" 'session-end service=(fwd|fwdtls|ws|plain|wsreal) .* proto=h2 stream=' "no session-end line of a stream (a leg's)"
 http_done
