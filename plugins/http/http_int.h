@@ -183,7 +183,9 @@ struct http_who;
  * scans, the http-request line's fields). Functions that work on one
  * take a struct http_txn *; conn is the client connection it belongs to.
  * An HTTP/1.1 connection has one in flight (struct http_state.tx); an
- * HTTP/2 stream is a leg today, a session with its own. */
+ * HTTP/2 connection one per stream (http_h2_stream.c), but on a service
+ * that scans or authenticates, where a stream is a leg, a session with
+ * its own. */
 struct http_txn {
 	struct http_state	*conn;		/* its client connection */
 	bool			 connecting;	/* srv.io.fd: connect under way */
@@ -382,9 +384,9 @@ void	http_log_held(struct http_txn *t);
  * bytes go (the client's output, or the scan's hold); a head the scan
  * holds is kept parsed and given to head at its release, ahead of the
  * body held with it. HTTP/1.1's (http_txn.c), and an HTTP/2 stream's
- * (http_h2_txn.c: HEADERS, DATA and trailers through nghttp2; no stream
- * is a transaction yet, issue 36). A body an HTTP/1.1 server sends chunked goes
- * on with its own chunks (http_body.c), not through data. */
+ * (http_h2_txn.c: HEADERS, DATA and trailers through nghttp2). A body an
+ * HTTP/1.1 server sends chunked goes on with its own chunks (http_body.c),
+ * not through data. */
 struct http_client_ops {
 	const char *name;
 	/* The response head m (interim or final), judged. */

@@ -205,7 +205,7 @@ def parse_message(data, i):
     if not TOKEN.match(method):
         raise Skip("method not a token")
     if method == b"CONNECT":
-        raise Skip("CONNECT (tunnels over h2: http_h2_tunnel.c)")
+        raise Skip("CONNECT (tunnels over h2: http_h2_stream.c, tested by http_h2_connect)")
     if re.search(rb"[\x00\t\r\n ]", target):
         # (other control bytes go to both: both must refuse them)
         raise Skip("NUL, tab, CR, LF or space in the target")
