@@ -254,7 +254,7 @@ free_port PW
 free_port PP
 free_port PR
 free_port PL
-write_proxyd_conf 'idle-timeout="3s"'
+write_proxyd_conf 'idle-timeout="2s"'
 write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service plain "$PP" "$O_PLAIN" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service wsreal "$PR" "$O_WSREAL" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
@@ -268,6 +268,28 @@ write_http_service fwdtls "$PT" 0 "$POL
 start_proxyd
 tun0=$(http_counter tunnels)
 A=127.0.0.1
+
+# echo_through NAME SIZE CLIENT-ARGS...: SIZE bytes each way through a
+# tunnel to an echo (CLIENT-ARGS: --port ... echo --to ...), intact, the
+# origin's FIN after ours ending the stream.
+echo_through() {
+    local name=$1 size=$2 up
+    shift 2
+    $CLIENT "$@" --size "$size" >"$T/$name.out" 2>&1 || fail "$name client: $(cat "$T/$name.out")"
+    up=$(sed -n 's/^up_sha=//p' "$T/$name.out")
+    assert_grep "$T/$name.out" '^status=200$' "$name: the tunnel's 200"
+    assert_grep "$T/$name.out" "^down_sha=$up down_bytes=$size$" "$name: the echo's bytes, whole and in order"
+    assert_grep "$T/$name.out" '^ended=1 reset=None$' "$name: END_STREAM after the echo's FIN"
+}
+
+# watch_end N WHAT: the watching origin's (N+1)th end, once written (10 s).
+watch_end() {
+    for _ in $(seq 200); do
+        (($(wc -l <"$WATCH_LOG") > $1)) && break
+        sleep 0.05
+    done
+    assert_eq "$(sed -n "$(($1 + 1))p" "$WATCH_LOG")" "end=reset" "$2: ECONNRESET at the origin, not a FIN"
+}
 
 info "h2c: 1 MiB each way through a tunnel to an echo; a refused port on the same connection"
 $CLIENT --port "$PF" echo --to "$A:$O_ECHO" --size "$SIZE" --deny "$A:$DENIED" >"$T/echo.out" 2>&1 ||
@@ -287,12 +309,7 @@ info "10 MiB each way through an echo with small socket buffers, a 16 KiB client
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PROXYD_PID/status"; }
 hwm0=$(hwm)
 BIG=$((10 * SIZE))
-$CLIENT --port "$PF" --timeout 25 --window 16384 --read-delay 0.0005 echo --to "$A:$O_SMALL" --size "$BIG" \
-    >"$T/big.out" 2>&1 || fail "big echo client: $(cat "$T/big.out")"
-up=$(sed -n 's/^up_sha=//p' "$T/big.out")
-assert_grep "$T/big.out" '^status=200$' "big: the tunnel's 200"
-assert_grep "$T/big.out" "^down_sha=$up down_bytes=$BIG$" "big: 10 MiB back, whole and in order"
-assert_grep "$T/big.out" '^ended=1 reset=None$' "big: END_STREAM after the echo's FIN"
+echo_through big "$BIG" --port "$PF" --timeout 25 --window 16384 --read-delay 0.0005 echo --to "$A:$O_SMALL"
 hwm1=$(hwm)
 info "peak RSS ${hwm0} kB -> ${hwm1} kB"
 if http_sanitized; then
@@ -349,11 +366,7 @@ for code in CANCEL CONNECT_ERROR; do
     $CLIENT --port "$PF" rst --to "$A:$O_WATCH" --code "$code" >"$T/rst.out" 2>&1 ||
         fail "rst client: $(cat "$T/rst.out")"
     assert_grep "$T/rst.out" '^status=200 echoed=1000 pong=1$' "rst $code: the tunnel ran, the reset was read"
-    for _ in $(seq 200); do # 10 s
-        (($(wc -l <"$WATCH_LOG") > n)) && break
-        sleep 0.05
-    done
-    assert_eq "$(sed -n "$((n + 1))p" "$WATCH_LOG")" "end=reset" "RST_STREAM($code): ECONNRESET at the origin, not a FIN"
+    watch_end "$n" "RST_STREAM($code)"
 done
 assert_log "http-request .* method=CONNECT .* status=200 .* verdict=reset server=127\.0\.0\.1:$O_WATCH .* reset=CONNECT_ERROR proto=h2 stream=1$"
 
@@ -364,12 +377,8 @@ $CLIENT --port "$PF" idle --to "$A:$O_WATCH" >"$T/idle.out" 2>&1 ||
 cat "$T/idle.out"
 assert_grep "$T/idle.out" '^status=200 echoed=100 ended=0 reset=CONNECT_ERROR$' "idle: CONNECT_ERROR"
 after=$(sed -n 's/^after=\([0-9]*\)\..*/\1/p' "$T/idle.out")
-assert_lt "$after" 8 "idle: reset within two periods of idle-timeout"
-for _ in $(seq 200); do # 10 s
-    (($(wc -l <"$WATCH_LOG") > n)) && break
-    sleep 0.05
-done
-assert_eq "$(sed -n "$((n + 1))p" "$WATCH_LOG")" "end=reset" "idle: ECONNRESET at the origin"
+assert_lt "$after" 6 "idle: reset within two periods of idle-timeout"
+watch_end "$n" idle
 
 info "tunnels reset while their legs connect or just after: the connection goes on"
 $CLIENT --port "$PF" earlyrst --to "$A:$O_ECHO" --count 20 >"$T/earlyrst.out" 2>&1 ||
@@ -389,19 +398,11 @@ $CLIENT --port "$PF" malformed --to "$A:$O_ECHO" >"$T/bad.out" 2>&1 ||
 assert_grep "$T/bad.out" '^with_path=PROTOCOL_ERROR no_authority=PROTOCOL_ERROR good=200$' "malformed CONNECT"
 
 info "a service that sniffs bodies: a CONNECT there is still a leg, its tunnel relayed"
-$CLIENT --port "$PL" echo --to "$A:$O_ECHO" --size "$SIZE" >"$T/leg.out" 2>&1 ||
-    fail "leg echo client: $(cat "$T/leg.out")"
-up=$(sed -n 's/^up_sha=//p' "$T/leg.out")
-assert_grep "$T/leg.out" "^down_sha=$up down_bytes=$SIZE$" "leg: the echo's bytes, whole and in order"
-assert_grep "$T/leg.out" '^ended=1 reset=None$' "leg: END_STREAM"
+echo_through leg "$SIZE" --port "$PL" echo --to "$A:$O_ECHO"
 assert_log "session-end service=fwdleg .* server=127\.0\.0\.1:$O_ECHO .* proto=h2 stream=1 by="
 
 info "h2 by ALPN on a terminating listener: the same tunnel"
-$CLIENT --port "$PT" --tls "$P/ca.pem" echo --to "$A:$O_ECHO" --size "$SIZE" >"$T/tls.out" 2>&1 ||
-    fail "tls echo client: $(cat "$T/tls.out")"
-up=$(sed -n 's/^up_sha=//p' "$T/tls.out")
-assert_grep "$T/tls.out" "^down_sha=$up down_bytes=$SIZE$" "the echo's bytes over TLS"
-assert_grep "$T/tls.out" '^ended=1 reset=None$' "TLS: END_STREAM"
+echo_through tls "$SIZE" --port "$PT" --tls "$P/ca.pem" echo --to "$A:$O_ECHO"
 
 # ws_echo PORT ORIGIN_PORT SIZE NAME: a WebSocket through service PORT to
 # the origin: its 101 as a 200, frames echoed, the close ending the
