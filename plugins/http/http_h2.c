@@ -23,7 +23,7 @@
  * http_parse_head, a chunked body with http_chunk_feed) into HEADERS and
  * DATA, without connection-specific fields. A CONNECT stream becomes a
  * tunnel once its leg says 200: http_h2_tunnel.c. (Issue 36: on a service
- * that neither scans nor authenticates, a stream, CONNECT included, is a
+ * that does not scan, a stream, CONNECT included, is a
  * transaction of this session instead: http_h2_stream.c.)
  *
  * Bounded: a request body is read from the client no faster than it goes

@@ -1,5 +1,6 @@
 /* HTTP/2 towards clients: CONNECT streams as tunnels (RFC 9113 8.5) on a
- * leg, for the services whose streams are still legs (<scan>, <auth>:
+ * leg, for the services whose streams are still legs (<scan>, <content>,
+ * <audit>:
  * elsewhere a CONNECT is a transaction whose tunnel is in the engine,
  * http_h2_stream.c). Also the :protocol check and the sec-websocket-key
  * drop of the fields kept for a leg, which every stream runs.

@@ -184,8 +184,7 @@ struct http_who;
  * take a struct http_txn *; conn is the client connection it belongs to.
  * An HTTP/1.1 connection has one in flight (struct http_state.tx); an
  * HTTP/2 connection one per stream (http_h2_stream.c), but on a service
- * that scans or authenticates, where a stream is a leg, a session with
- * its own. */
+ * that scans, where a stream is a leg, a session with its own. */
 struct http_txn {
 	struct http_state	*conn;		/* its client connection */
 	bool			 connecting;	/* srv.io.fd: connect under way */
