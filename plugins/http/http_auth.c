@@ -20,10 +20,12 @@
  * http_auth_check), and each stream that comes meanwhile with the same
  * Basic credentials, with a Negotiate token (RFC 4559 proves the
  * connection: curl keeps its Negotiate state per connection; Chromium
- * sends none over HTTP/2, it retries such a server over HTTP/1.1), with
- * none, or while its certificate user's groups are read, waits for that
- * check rather than start another: one bind for a browser's burst of
- * streams, and a Kerberos token never verified twice. Its answer sets
+ * sends none over HTTP/2, it retries such a server over HTTP/1.1), or
+ * while its certificate user's groups are read, waits for that check
+ * rather than start another: one bind for a browser's burst of streams,
+ * and a Kerberos token never verified twice. A stream without
+ * credentials is judged as who the connection was proven to be when it
+ * came, never with the answer to another stream's credentials. Its answer sets
  * the connection's identity, then judges again each request that waited,
  * in the order they came. A stream reset or its connection closed drops
  * its wait; a check nobody waits for any more is cancelled
@@ -66,8 +68,8 @@ struct http_auth_wait {
 /* A check under way for the connection, and the requests that wait for
  * it: an HTTP/1.1 connection's one request; an HTTP/2 connection's
  * streams that came with the same credentials meanwhile (the same Basic
- * ones, any Negotiate token: RFC 4559 proves the connection), with none,
- * or during its certificate user's check. One check, one bind. */
+ * ones, any Negotiate token: RFC 4559 proves the connection), or during
+ * its certificate user's check. One check, one bind. */
 struct http_auth_check {
 	TAILQ_ENTRY(http_auth_check) link;
 	struct http_state	*h;
@@ -677,10 +679,9 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 			break;
 		}
 	if (v == NULL) {
-		/* Another stream's credentials are being checked: this one
-		 * is judged with their answer, as the connection's. */
-		if ((k = http_auth_find(a, -1, NULL)) != NULL)
-			return http_auth_wait(t, m, k, NULL, NULL);
+		/* As who the connection was proven to be before it came:
+		 * never as the answer of another stream's check under way
+		 * (credentials this request does not carry). */
 		if (a->cur != NULL || !u->required)
 			return 0;
 		http_auth_challenge(t, m, "no credentials");

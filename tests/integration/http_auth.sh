@@ -20,7 +20,8 @@
 # transactions of the connection's session, which is the user's (its
 # session-end line); in forward mode a stream gets 407 and its
 # Proxy-Authorization is checked; eight streams in flight with one credential make
-# one check; a wrong password on one stream fails it alone; a stream
+# one check; a wrong password on one stream fails it alone, and a stream
+# without credentials is not judged with another stream's answer; a stream
 # reset, and a connection reset, while their checks wait on a directory
 # that never answers cancel them, and proxyd goes on. --check and a reload
 # refuse a keytab that cannot be read (the running configuration goes
@@ -258,13 +259,20 @@ wait_log_count 'http-request .* path=/a\.txt\?m[1-8] status=200 .* user=carol au
 check [ "$(log_count 'auth authenticator=dir method=basic user=carol ')" = $((n0 + 1)) ] "eight streams of one connection, one credential: $(($(log_count 'auth authenticator=dir method=basic user=carol ') - n0)) checks"
 check wait_grep "$PROXYD_LOG" "session-end service=h2 .* user=carol auth=basic by=" "$ASYNC_WAIT" "h2 connection's session-end line with user=carol"
 
-# --- a wrong password on one stream while the other streams of the
-# connection are fine (proven, or without credentials, waiting for the
-# check under way): 401 on that stream alone
+# --- a wrong password on one stream while the other streams with alice's
+# credentials are fine: 401 on that stream alone. A stream without
+# credentials that comes while alice's (and bob's) checks are under way,
+# on a connection nobody proved yet, is not alice: 401 (its request never
+# was alice's; the answer it would wait for is another stream's)
 /usr/bin/python3 "$H2S" --port "$PH" streams "/a.txt?w1=alice:alice-ldap-pw" "/a.txt?w2=bob:Wr0ng-h2-pw" \
     "/a.txt?w3=-" "/a.txt?w4=alice:alice-ldap-pw" >"$T/h2mixed.out" 2>"$T/h2mixed.err" ||
     fail "h2 mixed streams: $(cat "$T/h2mixed.out" "$T/h2mixed.err")"
-assert_eq "$(tr '\n' ' ' <"$T/h2mixed.out")" "/a.txt?w1 200 /a.txt?w2 401 www-authenticate=Negotiate,Basic /a.txt?w3 200 /a.txt?w4 200 " "a wrong password on one h2 stream"
+assert_eq "$(tr '\n' ' ' <"$T/h2mixed.out")" "/a.txt?w1 200 /a.txt?w2 401 www-authenticate=Negotiate,Basic /a.txt?w3 401 www-authenticate=Negotiate,Basic /a.txt?w4 200 " "a wrong password on one h2 stream"
+check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?w3 status=401 .* verdict=deny .* proto=h2 stream=5" "$ASYNC_WAIT" "the stream without credentials' 401 line"
+/usr/bin/python3 "$H2S" --port "$PH" streams "/a.txt?p1=alice:alice-ldap-pw" "/a.txt?p2=-" >"$T/h2pend.out" 2>"$T/h2pend.err" ||
+    fail "h2 streams: $(cat "$T/h2pend.out" "$T/h2pend.err")"
+assert_eq "$(tr '\n' ' ' <"$T/h2pend.out")" "/a.txt?p1 200 /a.txt?p2 401 www-authenticate=Negotiate,Basic " "a stream without credentials under alice's check"
+check not_grep_i 'path=/a\.txt\?p2 status=200' "$PROXYD_LOG" "the stream without credentials passed as alice"
 check wait_grep "$PROXYD_LOG" "http-request .* path=/a\.txt\?w2 status=401 .* verdict=deny .* proto=h2 stream=3" "$ASYNC_WAIT" "the wrong password's 401 line"
 wait_log_count 'http-request .* path=/a\.txt\?w[14] status=200 .* user=alice auth=basic proto=h2 stream=' 2
 check wait_grep "$PROXYD_LOG" "auth authenticator=dir method=basic user=bob result=bad-password" "$ASYNC_WAIT" "bob's bad-password line"
