@@ -23,7 +23,11 @@
  * sends none over HTTP/2, it retries such a server over HTTP/1.1), or
  * while its certificate user's groups are read, waits for that check
  * rather than start another: one bind for a browser's burst of streams,
- * and a Kerberos token never verified twice. A stream without
+ * and a Kerberos token never verified twice. A stream with other
+ * credentials waits for it too, then is judged from the start: one check
+ * at a time per connection, as on HTTP/1.1 (a hundred streams with a
+ * hundred passwords are not a hundred binds at once, nor the auth
+ * threads' shared queue filled). A stream without
  * credentials is judged as who the connection was proven to be when it
  * came, never with the answer to another stream's credentials. Its answer sets
  * the connection's identity, then judges again each request that waited,
@@ -63,6 +67,9 @@ struct http_auth_wait {
 	TAILQ_ENTRY(http_auth_wait) link;
 	struct http_txn		*t;
 	struct http_head	*held;		/* http_head_dup */
+	/* Other credentials than the check's: judged again without its
+	 * answer once it is answered (their own check then). */
+	bool			 again;
 };
 
 /* A check under way for the connection, and the requests that wait for
@@ -393,6 +400,7 @@ http_auth_done(struct px_auth_req *r, void *arg)
 	struct http_auth_wait *w;
 	struct http_txn *t;
 	struct http_head *held;
+	bool again;
 
 	k->req = NULL;
 	if (r->result == PX_AUTH_OK) {
@@ -413,12 +421,13 @@ http_auth_done(struct px_auth_req *r, void *arg)
 		TAILQ_REMOVE(&k->waits, w, link);
 		t = w->t;
 		held = w->held;
+		again = w->again;
 		free(w);
 		if (t->req == HTTP_REQ_AUTH) {
 			t->req = HTTP_REQ_HEAD;
 			h->progress++;
 			if (!h->closing && !h->tunnel) {
-				a->answer = r;
+				a->answer = again ? NULL : r;
 				http_replay_request(t, held);
 				a->answer = NULL;
 			}
@@ -451,11 +460,13 @@ http_auth_state(struct http_state *h)
 
 /* t's request (head m) waits for the check k under way, or, k NULL,
  * for a new one, r (sum: its Basic credentials' SHA-256, or NULL): its
- * head is kept for the replay. 1, or -1 (answered 500) out of memory. */
+ * head is kept for the replay, with k's answer in hand, or, again, with
+ * none (other credentials than k's: judged from the start once k is
+ * answered). 1, or -1 (answered 500) out of memory. */
 static int
 http_auth_wait(struct http_txn *t, const struct http_head *m,
     struct http_auth_check *k, struct px_auth_req *r,
-    const unsigned char *sum)
+    const unsigned char *sum, bool again)
 {
 	struct http_state *h = t->conn;
 	struct http_auth *a = h->auth;
@@ -472,6 +483,7 @@ http_auth_wait(struct http_txn *t, const struct http_head *m,
 		return -1;
 	}
 	w->t = t;
+	w->again = again;
 	t->req = HTTP_REQ_AUTH;
 	if (r != NULL) {
 		k->h = h;
@@ -647,7 +659,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 					http_error(t, 500, "out of memory");
 					return -1;
 				}
-				return http_auth_wait(t, m, NULL, r, NULL);
+				return http_auth_wait(t, m, NULL, r, NULL, false);
 			}
 			if (http_auth_prove(a, &cid) == -1) {
 				http_error(t, 500, "out of memory");
@@ -667,7 +679,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 	/* The certificate user's groups are being read: its answer says
 	 * who every request of the connection is. */
 	if ((k = http_auth_find(a, PX_AUTH_CERTIFICATE, NULL)) != NULL)
-		return http_auth_wait(t, m, k, NULL, NULL);
+		return http_auth_wait(t, m, k, NULL, NULL, false);
 	/* By the parser's field ids (Proxy-Authorization is one of the
 	 * proxy- others): no string compare for each field of a request. */
 	field = http_auth_field(h);
@@ -697,7 +709,10 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		/* Nor while another stream's token is checked: its answer
 		 * proves the connection or not. */
 		if ((k = http_auth_find(a, PX_AUTH_NEGOTIATE, NULL)) != NULL)
-			return http_auth_wait(t, m, k, NULL, NULL);
+			return http_auth_wait(t, m, k, NULL, NULL, false);
+		/* One check at a time per connection, as on HTTP/1.1. */
+		if ((k = http_auth_find(a, -1, NULL)) != NULL)
+			return http_auth_wait(t, m, k, NULL, NULL, true);
 		cred = v + 10;
 		clen = vlen - 10;
 		if ((dec = malloc(clen)) == NULL) {
@@ -732,7 +747,14 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 			return 0;	/* the credentials that proved id */
 		/* The same ones another stream's check has under way. */
 		if ((k = http_auth_find(a, PX_AUTH_BASIC, sum)) != NULL)
-			return http_auth_wait(t, m, k, NULL, NULL);
+			return http_auth_wait(t, m, k, NULL, NULL, false);
+		/* Other ones wait for it, then have a check of their own:
+		 * one at a time per connection, as on HTTP/1.1 (a client's
+		 * hundred streams with a hundred passwords are not a
+		 * hundred binds at once, nor the auth threads' whole queue
+		 * that every other client's logins wait in). */
+		if ((k = http_auth_find(a, -1, NULL)) != NULL)
+			return http_auth_wait(t, m, k, NULL, NULL, true);
 		if (clen > 1024 || (dec = malloc(clen + 1)) == NULL ||
 		    (n = http_b64_decode(cred, clen, dec)) < 0 ||
 		    (dec[n] = '\0', memchr(dec, '\0', (size_t)n) != NULL) ||
@@ -761,7 +783,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		return -1;
 	}
 	return http_auth_wait(t, m, NULL, r, r->method == PX_AUTH_BASIC ?
-	    sum : NULL);
+	    sum : NULL, false);
 }
 
 const struct px_auth_id *

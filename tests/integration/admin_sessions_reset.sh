@@ -58,13 +58,6 @@ N=4
 python3 "$T/reader.py" "$P" "$T/ends" "$N" 2>>"$T/reader.err" &
 READER=$!
 track_pid "$READER"
-wait_file() { # FILE SECONDS
-    local deadline=$(($(date +%s%N) + $2 * 1000000000))
-    until [[ -e $1 ]]; do
-        (($(date +%s%N) < deadline)) || return 1
-        sleep 0.05
-    done
-}
 wait_file "$T/ends.ready" 15 || fail "the readers did not start: $(cat "$T/reader.err")"
 assert_metric eq proxyd_sessions_active 'service="drip"' "$N"
 

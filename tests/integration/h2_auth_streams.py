@@ -14,6 +14,11 @@
                            "PATH2 STATUS"
   close    PATH=CRED ...   the streams, then the connection reset (RST) as
                            soon as proxyd answered anything (its SETTINGS)
+  hold     READY GO PATH=CRED ...
+                           the streams and a PING; once its ACK came (proxyd
+                           read every HEADERS before it) creates the file
+                           READY, waits (bounded) for the file GO, then
+                           resets the connection (RST)
 
 Exits 0, or 1 when the connection failed. Bounded by --deadline s."""
 import argparse
@@ -36,7 +41,7 @@ ap.add_argument("--deadline", type=float, default=20.0)
 ap.add_argument("--forward", metavar="HOST:PORT",
                 help="a forward proxy's streams: :authority HOST:PORT, the "
                 "credentials in proxy-authorization")
-ap.add_argument("mode", choices=["streams", "reset", "close"])
+ap.add_argument("mode", choices=["streams", "reset", "close", "hold"])
 ap.add_argument("args", nargs="+")
 a = ap.parse_args()
 
@@ -93,6 +98,36 @@ def pump(status, wanted):
 
 
 status = {}
+if a.mode == "hold":
+    for spec in a.args[2:]:
+        ask(spec)
+    c.ping(b"holdping")
+    s.sendall(c.data_to_send())
+    acked = False
+    while not acked and time.monotonic() - t0 < a.deadline:
+        r, _, _ = select.select([s], [], [], 0.1)
+        if r:
+            d = s.recv(65536)
+            if not d:
+                sys.exit(1)
+            for ev in c.receive_data(d):
+                if isinstance(ev, h2.events.PingAckReceived):
+                    acked = True
+            s.sendall(c.data_to_send())
+    if not acked:
+        sys.exit(1)
+    open(a.args[0], "w").close()
+    while not os.path.exists(a.args[1]) and time.monotonic() - t0 < a.deadline:
+        r, _, _ = select.select([s], [], [], 0.1)
+        if r:
+            d = s.recv(65536)
+            if not d:
+                sys.exit(1)
+            c.receive_data(d)
+            s.sendall(c.data_to_send())
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    sys.exit(0)
 if a.mode in ("streams", "close"):
     sids = [(ask(spec), spec.partition("=")[0]) for spec in a.args]
     s.sendall(c.data_to_send())

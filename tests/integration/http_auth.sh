@@ -31,7 +31,9 @@
 # never answers: 503 within its timeout, while another service on the
 # same single worker keeps its latency and a Negotiate check for another
 # service is answered at once (one authenticator holds two auth threads
-# at most).
+# at most); three h2 connections with a hundred streams of other Basic
+# credentials each hold one check each, not the auth queue that alice's
+# login then waits in.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -64,6 +66,7 @@ free_port PH
 free_port PT
 free_port PHS
 free_port PFH
+free_port PHL
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$T/conf/tls.key" -out "$T/conf/tls.pem" >/dev/null 2>&1 ||
     fail "openssl req"
@@ -76,6 +79,8 @@ write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
           user-filter=\"(uid=%u)\" group-attribute=\"memberOf\" cache=\"5m\" timeout=\"2s\"/>
     <ldap name=\"stalled\" url=\"ldap://127.0.0.1:$STALL\" base-dn=\"dc=example,dc=test\"
           timeout=\"1500ms\"/>
+    <ldap name=\"stalledlong\" url=\"ldap://127.0.0.1:$STALL\" base-dn=\"dc=example,dc=test\"
+          timeout=\"10s\"/>
   </authenticators>"
 # one worker: a stalled directory must not stall it
 sed -i 's|<workers>auto</workers>|<workers>1</workers>|' "$PROXYD_CONF"
@@ -114,6 +119,11 @@ write_http_service fwdh2 "$PFH" 0 "
 # connection closed, while its check waits; credentials not required
 write_http_service h2stall "$PHS" "$ORIGIN" "
 <auth authenticator=\"stalled\" methods=\"basic\" basic-without-tls=\"yes\" required=\"no\"/>
+<http h2=\"yes\" h2c=\"yes\"/>"
+# streams with a hundred passwords each, held on a directory that never
+# answers (within the test's time)
+write_http_service h2hold "$PHL" "$ORIGIN" "
+<auth authenticator=\"stalledlong\" methods=\"basic\" basic-without-tls=\"yes\"/>
 <http h2=\"yes\" h2c=\"yes\"/>"
 
 # --check refuses what cannot work: an unreadable keytab, a missing
@@ -421,4 +431,28 @@ for k in 1 2 3 4; do
     check [ "${sms:-99999}" -lt 4000 ] "503 within the timeout (1.5 s), check $k: $sms ms"
 done
 check wait_grep "$PROXYD_LOG" "auth authenticator=stalled method=basic user=dave[0-9] result=timeout" "$ASYNC_WAIT" "timeout line"
+# --- three h2 connections of a hundred streams, each stream with other
+# Basic credentials, on a directory that never answers: one check at a
+# time per connection, as over HTTP/1.1, not three hundred checks at once
+# filling the auth threads' queue (256) in which every other client's
+# login waits: alice's meanwhile is answered (not 503 busy). Last: the
+# two checks that hold auth threads stay until their timeout
+hold=()
+for c in 1 2 3; do
+    specs=()
+    for i in $(seq 1 100); do specs+=("/a.txt?q$c-$i=q$c-$i:pw"); done
+    /usr/bin/python3 "$H2S" --port "$PHL" --deadline 25 hold "$T/hold$c.ready" "$T/hold.go" "${specs[@]}" \
+        >"$T/hold$c.out" 2>"$T/hold$c.err" &
+    hold+=("$!")
+    track_pid "$!"
+done
+for c in 1 2 3; do
+    wait_file "$T/hold$c.ready" 20 || fail "h2 hold client $c: $(cat "$T/hold$c.err")"
+done
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy-user alice:alice-ldap-pw -x "$PX" "$U/a.txt?underhold")
+touch "$T/hold.go"
+for p in "${hold[@]}"; do wait_exit "$p" 20 || fail "h2 hold client did not end"; done
+assert_eq "$code" 200 "alice's login while three h2 connections hold checks of 300 passwords"
+check not_grep_i 'result=busy' "$PROXYD_LOG" "auth queue filled: $(grep -c 'result=busy' "$PROXYD_LOG") busy"
+
 http_done

@@ -100,6 +100,16 @@ wait_exit() {
     return 0
 }
 
+# wait_file FILE TIMEOUT_S: until FILE exists; 1 if it does not within
+# TIMEOUT_S.
+wait_file() {
+    local deadline=$(($(date +%s%N) + $2 * 1000000000))
+    until [[ -e $1 ]]; do
+        (($(date +%s%N) < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
 # strace_start PID OUT [STRACE_OPTIONS...]: strace -o OUT attached to PID
 # (a process with -f, or one thread), in the background as $STRACE_PID;
 # returns once this strace is the tracer of PID and, with -f, of every
