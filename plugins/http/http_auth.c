@@ -366,9 +366,13 @@ http_auth_forget(struct http_auth *a, const struct http_txn *t)
 		if (!TAILQ_EMPTY(&k->waits) || k == a->dispatching)
 			continue;
 		/* Nobody waits for it: its answer, if it comes, is freed
-		 * by the box unseen. */
+		 * by the box unseen. The certificate user's is the
+		 * connection's: the next request asks for it again (not
+		 * judged as nobody because the first stream went). */
 		if (k->req != NULL)
 			px_auth_cancel(k->req);
+		if (k->req != NULL && k->method == PX_AUTH_CERTIFICATE)
+			k->h->cert_tried = false;
 		TAILQ_REMOVE(&a->checks, k, link);
 		free(k);
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""HTTP/2 streams of one h2c connection (prior knowledge) to a service with
-<auth>, several in flight at once (http_auth.sh):
+"""HTTP/2 streams of one h2c connection (prior knowledge; --tls: h2 by ALPN
+with a client certificate) to a service with <auth>, several in flight at
+once (http_auth.sh, tls_client_identity.sh):
 
   streams  PATH=CRED ...   every stream's HEADERS in one write (CRED: the
                            Authorization value's "user:password", "-" for
@@ -41,20 +42,35 @@ ap.add_argument("--deadline", type=float, default=20.0)
 ap.add_argument("--forward", metavar="HOST:PORT",
                 help="a forward proxy's streams: :authority HOST:PORT, the "
                 "credentials in proxy-authorization")
+ap.add_argument("--tls", nargs=3, metavar=("CA", "CERT", "KEY"),
+                help="TLS (ALPN h2) with this client certificate")
 ap.add_argument("mode", choices=["streams", "reset", "close", "hold"])
 ap.add_argument("args", nargs="+")
 a = ap.parse_args()
 
 s = socket.create_connection(("127.0.0.1", a.port), timeout=5)
+if a.tls:
+    import ssl
+    ctx = ssl.create_default_context(cafile=a.tls[0])
+    ctx.load_cert_chain(a.tls[1], a.tls[2])
+    ctx.set_alpn_protocols(["h2"])
+    s = ctx.wrap_socket(s, server_hostname="localhost")
 c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
 c.initiate_connection()
 t0 = time.monotonic()
 
 
+def ready(timeout):
+    """select() on s, or at once when TLS holds bytes already read."""
+    if a.tls and s.pending():
+        return [s], [], []
+    return select.select([s], [], [], timeout)
+
+
 def ask(spec):
     path, _, cred = spec.partition("=")
     sid = c.get_next_available_stream_id()
-    hdr = [(":method", "GET"), (":path", path), (":scheme", "http"),
+    hdr = [(":method", "GET"), (":path", path), (":scheme", "https" if a.tls else "http"),
            (":authority", a.forward or "localhost:%d" % a.port)]
     if cred and cred != "-":
         hdr.append(("proxy-authorization" if a.forward else "authorization",
@@ -69,7 +85,7 @@ def pump(status, wanted):
         if time.monotonic() - t0 > a.deadline:
             return False
         s.sendall(c.data_to_send())
-        r, _, _ = select.select([s], [], [], 0.1)
+        r, _, _ = ready(0.1)
         if not r:
             continue
         d = s.recv(65536)
@@ -105,7 +121,7 @@ if a.mode == "hold":
     s.sendall(c.data_to_send())
     acked = False
     while not acked and time.monotonic() - t0 < a.deadline:
-        r, _, _ = select.select([s], [], [], 0.1)
+        r, _, _ = ready(0.1)
         if r:
             d = s.recv(65536)
             if not d:
@@ -118,7 +134,7 @@ if a.mode == "hold":
         sys.exit(1)
     open(a.args[0], "w").close()
     while not os.path.exists(a.args[1]) and time.monotonic() - t0 < a.deadline:
-        r, _, _ = select.select([s], [], [], 0.1)
+        r, _, _ = ready(0.1)
         if r:
             d = s.recv(65536)
             if not d:
@@ -134,7 +150,7 @@ if a.mode in ("streams", "close"):
     if a.mode == "close":
         # proxyd's first bytes (its SETTINGS) come once it read ours:
         # the streams are under way, then the connection goes
-        r, _, _ = select.select([s], [], [], 5)
+        r, _, _ = ready(5)
         if r:
             s.recv(65536)
         # a reset, not a FIN (after which proxyd would still answer the
@@ -157,7 +173,7 @@ while not os.path.exists(a.args[1]) and time.monotonic() - t0 < a.deadline:
     # PINGs meanwhile: the connection is read, not idle
     c.ping(b"12345678")
     s.sendall(c.data_to_send())
-    r, _, _ = select.select([s], [], [], 0.1)
+    r, _, _ = ready(0.1)
     if r:
         d = s.recv(65536)
         if not d:

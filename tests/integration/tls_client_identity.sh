@@ -22,7 +22,9 @@
 #   - over HTTP/2 (ALPN h2) the streams carry the connection's
 #     certificate user: a <url user="bob" action="deny"> rule gives bob
 #     403 as over HTTP/1.1, and <content user="bob"> refuses him text
-#     files, on a second stream of the same connection too;
+#     files, on a second stream of the same connection too; with an ldap
+#     authenticator, a first stream reset while the user's groups are
+#     asked for does not leave the next one nobody's (it asks again);
 #   - --check refuses identity= without verify=, identity-domain= without
 #     identity="email"
 set -euo pipefail
@@ -51,9 +53,16 @@ tls_self mallory alice
 CTLS="cert=\"$P/leaf.pem\" key=\"$P/leaf.key\" ca=\"$P/ca.pem\""
 AUDIT=$T/audit.json
 start_ldap
+# a directory that accepts and never answers
+start_py_server STALL <<'EOF'
+def handle(c):
+    time.sleep(20)
+EOF
 write_proxyd_conf "" "<audit target=\"file:$AUDIT\"/>
   <authenticators>
     $(ldap_conf dir)
+    <ldap name=\"stalled\" url=\"ldap://127.0.0.1:$STALL\" base-dn=\"dc=example,dc=test\"
+          timeout=\"1500ms\"/>
   </authenticators>"
 free_port PC
 write_http_service cn "$PC" "$NGINX_PORT" "
@@ -87,6 +96,15 @@ write_http_service h2 "$PH" "$NGINX_PORT" "
   <url path=\"/admin/*\" user=\"bob\" action=\"deny\" status=\"403\"/>
 </http>
 <content type=\"text/*\" user=\"bob\" action=\"deny\"/>"
+# with a directory (one that never answers): the certificate user's
+# groups asked for the first stream
+free_port PHG
+write_http_service h2g "$PHG" "$NGINX_PORT" "
+<tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"cn\"/>
+<auth authenticator=\"stalled\" methods=\"basic\" required=\"no\"/>
+<http h2=\"yes\">
+  <url path=\"/admin/*\" user=\"bob\" action=\"deny\" status=\"403\"/>
+</http>"
 free_port PP
 write_service plug "$PP" "$NGINX_PORT" "
 <tls side=\"client\" mode=\"terminate\" $CTLS verify=\"required\" identity=\"dns\"/>"
@@ -139,6 +157,19 @@ assert_log 'http-request .* path=/admin/x\.txt status=200 .* user=alice auth=cer
 # (a kept leg serves the second stream: it keeps the user)
 assert_log 'http-request .* path=/a\.txt status=200 .* user=alice auth=certificate proto=h2 stream=3$'
 assert_eq "$(get "$PH" bob /admin/x.txt)" 403 "bob over HTTP/1.1 on the same service"
+# the first stream reset while its connection's certificate user's groups
+# are asked for: the next stream asks again (503 when the directory does
+# not answer), it is not served as nobody past the user="bob" rule
+/usr/bin/python3 "$LIB_DIR/h2_auth_streams.py" --port "$PHG" --tls "$P/ca.pem" "$P/bob.pem" "$P/bob.key" \
+    reset "/a.txt?first=-" "$T/h2g.go" "/admin/x.txt" >"$T/h2g.out" 2>"$T/h2g.err" &
+H2G=$!
+track_pid "$H2G"
+wait_grep "$PROXYD_LOG" 'http-request .* path=/a\.txt\?first status=0 .* verdict=reset .* proto=h2 stream=1$' 10 ||
+    fail "no line for the reset stream: $(cat "$T/h2g.err")"
+touch "$T/h2g.go"
+wait_exit "$H2G" 20 || fail "the h2 client did not end"
+assert_eq "$(cat "$T/h2g.out")" "/admin/x.txt 503" "bob's stream after his first was reset under its check: $(cat "$T/h2g.err")"
+assert_log 'auth authenticator=stalled method=certificate user=bob result=timeout'
 
 info "identity=email with identity-domain"
 assert_eq "$(get "$PE" carol /a.txt)" 200 "carol"
