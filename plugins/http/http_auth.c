@@ -404,7 +404,7 @@ http_auth_done(struct px_auth_req *r, void *arg)
 	struct http_auth_wait *w;
 	struct http_txn *t;
 	struct http_head *held;
-	bool again;
+	bool again, cert_again;
 
 	k->req = NULL;
 	if (r->result == PX_AUTH_OK) {
@@ -419,6 +419,11 @@ http_auth_done(struct px_auth_req *r, void *arg)
 		a->cur = NULL;
 		a->have_basic = false;
 	}
+	/* The directory could not say who the certificate user is: the
+	 * next request asks again (after these are judged with the 503),
+	 * the user is not forgotten (its requests judged as nobody). */
+	cert_again = k->method == PX_AUTH_CERTIFICATE &&
+	    px_auth_result_unavailable(r->result);
 	a->dispatching = k;
 	a->answer_reply = true;
 	while (!a->closed && (w = TAILQ_FIRST(&k->waits)) != NULL) {
@@ -446,6 +451,8 @@ http_auth_done(struct px_auth_req *r, void *arg)
 		http_auth_free(a);
 		return;
 	}
+	if (cert_again)
+		h->cert_tried = false;
 	http_drive(h);
 }
 

@@ -24,7 +24,8 @@
 #     403 as over HTTP/1.1, and <content user="bob"> refuses him text
 #     files, on a second stream of the same connection too; with an ldap
 #     authenticator, a first stream reset while the user's groups are
-#     asked for does not leave the next one nobody's (it asks again);
+#     asked for does not leave the next one nobody's (it asks again),
+#     nor does a 503 when the directory does not answer;
 #   - --check refuses identity= without verify=, identity-domain= without
 #     identity="email"
 set -euo pipefail
@@ -170,6 +171,14 @@ touch "$T/h2g.go"
 wait_exit "$H2G" 20 || fail "the h2 client did not end"
 assert_eq "$(cat "$T/h2g.out")" "/admin/x.txt 503" "bob's stream after his first was reset under its check: $(cat "$T/h2g.err")"
 assert_log 'auth authenticator=stalled method=certificate user=bob result=timeout'
+# nor after a 503: two requests one after the other on one h2 connection
+# are both 503, the second not served as nobody
+h2g() {
+    curl -sS --http2 -w '%{http_version}:%{http_code} ' --max-time 20 --cacert "$P/ca.pem" \
+        --cert "$P/bob.pem" --key "$P/bob.key" -o /dev/null "https://localhost:$PHG/admin/x.txt" \
+        -o /dev/null "https://localhost:$PHG/admin/x.txt?2" 2>>"$T/curl.err" || true
+}
+assert_eq "$(h2g)" "2:503 2:503 " "bob's two requests on one h2 connection while the directory does not answer"
 
 info "identity=email with identity-domain"
 assert_eq "$(get "$PE" carol /a.txt)" 200 "carol"
