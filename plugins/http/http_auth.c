@@ -122,6 +122,13 @@ struct http_auth {
 	/* The session closed during that: the dispatch frees this. */
 	bool			 closed;
 	TAILQ_HEAD(, http_auth_reply) replies;
+	/* <source-limits per="user"> refused the connection (its first
+	 * proven request's user): each later request of it (an HTTP/2
+	 * stream; an HTTP/1.1 connection ends) is refused as well, with
+	 * that answer's Retry-After and rule. */
+	bool			 user_limited;
+	uint32_t		 user_retry;
+	char			 user_rule[128];
 	/* An HTTP/2 stream's leg: its connection's certificate user, given
 	 * at the leg's open (http_auth_leg_cert), its socketpair has none. */
 	char			 leg_cert[sizeof(((struct px_auth_id *)0)->user)];
@@ -795,6 +802,28 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 	}
 	return http_auth_wait(t, m, NULL, r, r->method == PX_AUTH_BASIC ?
 	    sum : NULL, false);
+}
+
+bool
+http_auth_user_limited(const struct http_state *h, uint32_t *retry_s,
+    char *rule, size_t len)
+{
+	if (h->auth == NULL || !h->auth->user_limited)
+		return false;
+	*retry_s = h->auth->user_retry;
+	snprintf(rule, len, "%s", h->auth->user_rule);
+	return true;
+}
+
+void
+http_auth_user_limit(struct http_state *h, uint32_t retry_s,
+    const char *rule)
+{
+	if (h->auth == NULL)
+		return;
+	h->auth->user_limited = true;
+	h->auth->user_retry = retry_s;
+	snprintf(h->auth->user_rule, sizeof(h->auth->user_rule), "%s", rule);
 }
 
 const struct px_auth_id *

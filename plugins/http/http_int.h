@@ -440,6 +440,13 @@ void	http_auth_bind(struct http_txn *t);
 void	http_auth_unbind(struct http_txn *t);
 /* Who t's request was judged as; NULL: nobody. */
 const struct px_auth_id *http_auth_txn_id(const struct http_txn *t);
+/* <source-limits per="user"> refused the connection (limit: at the
+ * refusal, with its Retry-After and rule): every later request of it is
+ * refused too (limited: true, and the same answer). */
+void	http_auth_user_limit(struct http_state *h, uint32_t retry_s,
+	    const char *rule);
+bool	http_auth_user_limited(const struct http_state *h, uint32_t *retry_s,
+	    char *rule, size_t len);
 /* An HTTP/2 stream's leg opening: it carries conn's client certificate
  * user (<tls identity=>), judged by its rules and <content> as conn's
  * own requests are. 0, or -1 out of memory. */

@@ -220,9 +220,12 @@ http_judge_request(struct http_txn *t, const struct http_head *m,
 	/* <source-limits per="user">: the connection counts as the user's
 	 * from its first proven request; over the user's sessions= or
 	 * connections=, 429 and the connection ends (an HTTP/2 stream:
-	 * the stream). */
-	if (http_auth_txn_id(t) != NULL && !px_session_user_allowed(h->s,
-	    http_auth_txn_id(t)->user, &retry, t->rule, sizeof(t->rule))) {
+	 * the stream, and each later one of the connection: the core
+	 * judges a connection once). */
+	if (http_auth_txn_id(t) != NULL && (http_auth_user_limited(h, &retry,
+	    t->rule, sizeof(t->rule)) || !px_session_user_allowed(h->s,
+	    http_auth_txn_id(t)->user, &retry, t->rule, sizeof(t->rule)))) {
+		http_auth_user_limit(h, retry, t->rule);
 		http_limited(t, m, retry, false);
 		return;
 	}

@@ -20,8 +20,9 @@
 # - over HTTP/2 (h2c) the streams of one connection are one connection of
 #   their user's: carol's two streams in flight on it pass (each a
 #   transaction of that session, not a leg of its own), a second
-#   connection of hers gets 429 on its stream (limit=connections, the
-#   line tagged proto=h2) and its connection goes on;
+#   connection of hers gets 429 on each of its streams (limit=connections,
+#   the line tagged proto=h2: not only on the first) and its connection
+#   goes on;
 # - per="user" without <auth>: bad_config.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -117,11 +118,13 @@ H2S=$LIB_DIR/h2_auth_streams.py
 /usr/bin/python3 "$H2S" --port "$PC" streams "/a.txt?h1=carol:carol-ldap-pw" "/a.txt?h2=carol:carol-ldap-pw" \
     >"$T/h2c1.out" 2>"$T/h2c1.err" || fail "h2 client: $(cat "$T/h2c1.out" "$T/h2c1.err")"
 assert_eq "$(tr '\n' ' ' <"$T/h2c1.out")" "/a.txt?h1 200 /a.txt?h2 200 " "carol's two streams on one h2 connection"
-/usr/bin/python3 "$H2S" --port "$PC" streams "/a.txt?h3=carol:carol-ldap-pw" \
+/usr/bin/python3 "$H2S" --port "$PC" streams "/a.txt?h3=carol:carol-ldap-pw" "/a.txt?h4=carol:carol-ldap-pw" \
     >"$T/h2c2.out" 2>"$T/h2c2.err" || fail "h2 client: $(cat "$T/h2c2.out" "$T/h2c2.err")"
-assert_eq "$(tr '\n' ' ' <"$T/h2c2.out")" "/a.txt?h3 429 " "carol's second h2 connection"
+assert_eq "$(tr '\n' ' ' <"$T/h2c2.out")" "/a.txt?h3 429 /a.txt?h4 429 " "carol's second h2 connection, each of its streams"
 wait_grep "$PROXYD_LOG" 'http-request .* path=/a\.txt\?h3 status=429 .* proto=h2 stream=1$' 5 ||
     fail "no 429 line for carol's second h2 connection"
+wait_grep "$PROXYD_LOG" 'http-request .* path=/a\.txt\?h4 status=429 .* rule=webc\.xml:6 .* proto=h2 stream=3$' 5 ||
+    fail "no 429 line for the second stream of carol's second h2 connection"
 assert_metric eq proxyd_limited_total 'service="webc",analyser="http",limit="connections"' 2
 proc_alive "$PROXYD_PID" || fail "proxyd died"
 info "ok"
