@@ -93,10 +93,16 @@ h2s_of(struct http_txn *t)
 	return t->h2w->owner;
 }
 
+/* Every stream may be a transaction (CONNECT and the extended CONNECT
+ * still go to legs: txn_ready, http_h2.c): scanning, <content> and
+ * <audit> run per transaction (http_scan.c) and <auth> checks each
+ * stream's credentials (http_auth.c), on a stream as on an HTTP/1.1
+ * client's request. */
 bool
 h2_txn_eligible(const struct http_h2 *c)
 {
-	return http_scan_none(c->h);
+	(void)c;
+	return true;
 }
 
 /* n request bytes left the stream's input: as many more may come

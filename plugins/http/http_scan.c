@@ -126,13 +126,16 @@ http_scan_count(struct http_txn *t, enum px_dir dir, const char *verdict)
 }
 
 /* The connection that receives dir's bytes is a plain socket (a spool's
- * file then goes by sendfile). */
+ * file then goes by sendfile). Not an HTTP/2 stream's: nghttp2 copies
+ * its DATA out of the buffer, which a sendfile segment cannot give. */
 static bool
 http_scan_to_fd(const struct http_txn *t, enum px_dir dir)
 {
 	const struct http_state *h = t->conn;
 	const struct px_conn *c = dir == PX_TO_CLIENT ? h->c : t->srv.io;
 
+	if (dir == PX_TO_CLIENT && t->h2w != NULL)
+		return false;
 	return c != NULL && c->tf == NULL;
 }
 
