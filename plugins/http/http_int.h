@@ -365,6 +365,10 @@ void	http_txn_free(struct http_txn *t, bool keep_server);
  * keep_server, else closed). */
 void	http_txn_stop(struct http_txn *t, bool keep_server);
 
+/* A line about t (printf fmt), tagged "proto=h2 stream=N" when t is an
+ * HTTP/2 stream (its connection has others). */
+void	http_txn_log(struct http_txn *t, int level, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 /* The http-request line of the transaction, once (then method is "").
  * An HTTP/2 stream's waits for the stream's end (http_h2_stream.c). */
 void	http_log_request(struct http_txn *t);

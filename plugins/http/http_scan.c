@@ -302,7 +302,6 @@ static void
 http_scan_refuse(struct http_txn *t, enum px_dir dir, int status,
     const char *why)
 {
-	struct http_state *h = t->conn;
 	struct http_scan *sc = &t->scan[dir];
 	bool head_out = dir == PX_TO_CLIENT && !sc->whole && !sc->head_held &&
 	    sc->spool == NULL;
@@ -322,7 +321,7 @@ http_scan_refuse(struct http_txn *t, enum px_dir dir, int status,
 	if (head_out) {
 		char end[200];
 
-		px_session_log(h->s, LOG_NOTICE, "http-error status=%d "
+		http_txn_log(t, LOG_NOTICE, "http-error status=%d "
 		    "reason=\"%s\" (after the response head: reset)", status,
 		    why);
 		snprintf(end, sizeof(end), "denied: http-scan: %s", why);
@@ -358,10 +357,9 @@ http_scan_threat(const struct px_icap_result *res, char *buf, size_t len)
 static void
 http_scan_spool_fail(struct http_txn *t, enum px_dir dir, const char *why)
 {
-	struct http_state *h = t->conn;
 	char msg[200];
 
-	px_session_log(h->s, LOG_WARNING, "http-scan verdict=error "
+	http_txn_log(t, LOG_WARNING, "http-scan verdict=error "
 	    "reason=\"%s\" scanner=%s direction=%s", why,
 	    http_scanner(t)->name, http_scan_dir_name(dir));
 	http_scan_count(t, dir, "error");
@@ -487,14 +485,14 @@ http_scan_modified(struct http_txn *t, enum px_dir dir,
 			why = "its changed head is not an HTTP response";
 	}
 	if (why != NULL) {
-		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=modified "
+		http_txn_log(t, LOG_NOTICE, "http-scan verdict=modified "
 		    "relayed=no reason=\"%s\" scanner=%s direction=%s "
 		    "size=%llu istag=\"%s\"", why, scn->name,
 		    http_scan_dir_name(dir), (unsigned long long)sc->size,
 		    res->istag);
 		return false;
 	}
-	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=modified "
+	http_txn_log(t, LOG_NOTICE, "http-scan verdict=modified "
 	    "relayed=yes scanner=%s direction=%s size=%llu bytes=%zu "
 	    "istag=\"%s\"", scn->name, http_scan_dir_name(dir),
 	    (unsigned long long)sc->size, evbuffer_get_length(sc->hold),
@@ -518,7 +516,7 @@ http_scan_verdict(struct http_txn *t, enum px_dir dir,
 	case PX_ICAP_CLEAN:
 		/* error: why some of it was not scanned (a 204 to the
 		 * preview, Transfer-Ignore), as the scanner decided. */
-		px_session_log(h->s, LOG_INFO, "http-scan verdict=clean "
+		http_txn_log(t, LOG_INFO, "http-scan verdict=clean "
 		    "scanner=%s direction=%s size=%llu%s istag=\"%s\"%s%s%s",
 		    scn->name, http_scan_dir_name(dir), (unsigned long long)
 		    sc->size, sc->ended ? "" : "+", res->istag, res->error[0] ?
@@ -532,7 +530,7 @@ http_scan_verdict(struct http_txn *t, enum px_dir dir,
 		/* FALLTHROUGH */
 	case PX_ICAP_INFECTED:
 		http_scan_threat(res, threat, sizeof(threat));
-		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=infected "
+		http_txn_log(t, LOG_NOTICE, "http-scan verdict=infected "
 		    "threat=\"%s\" scanner=%s direction=%s size=%llu "
 		    "istag=\"%s\"", threat, scn->name, http_scan_dir_name(dir),
 		    (unsigned long long)sc->size, res->istag);
@@ -547,7 +545,7 @@ http_scan_verdict(struct http_txn *t, enum px_dir dir,
 	case PX_ICAP_ERROR:
 		break;
 	}
-	px_session_log(h->s, LOG_WARNING, "http-scan verdict=error "
+	http_txn_log(t, LOG_WARNING, "http-scan verdict=error "
 	    "reason=\"%s\" scanner=%s direction=%s on-error=%s", res->error,
 	    scn->name, http_scan_dir_name(dir), scn->on_error_allow ?
 	    "allow" : "block");
@@ -626,7 +624,7 @@ http_scan_begin(struct http_txn *t, enum px_dir dir, int64_t size,
 	if (!http_scan_on(t, bit))
 		return 0;
 	if (size >= 0 && (uint64_t)size > p->max_size) {
-		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
+		http_txn_log(t, LOG_NOTICE, "http-scan verdict=over-size "
 		    "size=%lld max-size=%llu scanner=%s direction=%s over-size=%s",
 		    (long long)size, (unsigned long long)p->max_size,
 		    p->scanner->name, http_scan_dir_name(dir),
@@ -718,7 +716,7 @@ http_sniff_judge(struct http_txn *t, enum px_dir dir)
 	memcpy(sc->type, v.type, sizeof(sc->type));
 	sc->content = v.deny ? "deny" : "accept";
 	px_content_count(px_session_service(h->s), sc->content);
-	px_session_log(h->s, v.deny ? LOG_NOTICE : LOG_INFO, "http-content "
+	http_txn_log(t, v.deny ? LOG_NOTICE : LOG_INFO, "http-content "
 	    "type=%s action=%s rule=%s direction=%s sniffed=%zu%s%s%s", v.type,
 	    sc->content, v.rule != NULL ? v.rule->ref : v.deny ? "libmagic" :
 	    "-", http_scan_dir_name(dir), n, v.error[0] != '\0' ?
@@ -956,7 +954,7 @@ http_scan_feed(struct http_txn *t, enum px_dir dir, struct evbuffer *src,
 	sc->size += n;
 	if (sc->size > p->max_size) {
 		/* A body of unknown length grew past max-size. */
-		px_session_log(h->s, LOG_NOTICE, "http-scan verdict=over-size "
+		http_txn_log(t, LOG_NOTICE, "http-scan verdict=over-size "
 		    "size=%llu+ max-size=%llu scanner=%s direction=%s "
 		    "over-size=%s", (unsigned long long)sc->size,
 		    (unsigned long long)p->max_size, p->scanner->name,
@@ -1149,7 +1147,7 @@ http_scan_partial(struct http_txn *t, const struct http_head *m,
 	px_session_count(h->s, HTTP_C_DENIED, 1);
 	t->verdict = "deny";
 	snprintf(t->rule, sizeof(t->rule), "scan/@partial");
-	px_session_log(h->s, LOG_NOTICE, "http-scan verdict=deny "
+	http_txn_log(t, LOG_NOTICE, "http-scan verdict=deny "
 	    "reason=scan-partial direction=%s status=%d rule=scan/@partial",
 	    dir == PX_TO_SERVER ? "upload" : "download",
 	    dir == PX_TO_SERVER ? 400 : 502);

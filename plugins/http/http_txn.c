@@ -5,6 +5,7 @@
  * the next request; and the client side a transaction sees (struct
  * http_client_ops: where its request body comes from, the writer its
  * response goes through), HTTP/1.1's. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,25 @@ http_txn_free(struct http_txn *t, bool keep_server)
 	free(t->canon);
 	t->canon = NULL;
 	http_h2o_close(t);
+}
+
+void
+http_txn_log(struct http_txn *t, int level, const char *fmt, ...)
+{
+	static _Thread_local char line[1024];
+	va_list ap;
+
+	if (!px_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	(void)vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	/* An HTTP/2 stream's names it: its connection has others. */
+	if (t->h2w != NULL)
+		px_session_log(t->conn->s, level, "%s proto=h2 stream=%d", line,
+		    (int)http_h2w_stream(t->h2w));
+	else
+		px_session_log(t->conn->s, level, "%s", line);
 }
 
 void

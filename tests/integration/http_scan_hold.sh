@@ -12,10 +12,14 @@
 #  - clean 2 MiB bodies both ways, both framings, arrive byte-identical
 #    (sha256), a rate-limited reader too (the kernel pushes back on the
 #    spool's sendfile); the spool directory keeps no name;
-#  - the same through an HTTP/2 client (h2c);
+#  - the same through an HTTP/2 client (h2c), its streams transactions of
+#    the connection's session: infected and clean downloads both framings,
+#    a rate-limited reader, uploads with and without a content-length, the
+#    http-scan lines tagged with the stream;
 #  - deliver="tail" keeps the former streaming: the client gets the head
 #    and most of the body, signature included, then a reset (curl sees a
-#    cut transfer, never a whole one: no terminating chunk).
+#    cut transfer, never a whole one: no terminating chunk); an HTTP/2
+#    client's stream is reset.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -57,6 +61,7 @@ EOF2
 svc hold '<scan scanner="av"/>'
 svc tail '<scan scanner="av" deliver="tail"/>'
 svc h2 '<http h2c="yes"/><scan scanner="av"/>'
+svc h2tail '<http h2c="yes"/><scan scanner="av" deliver="tail"/>'
 start_proxyd
 
 get() { # SERVICE PATH OUT [CURL_ARGS]: "curl-rc http-code bytes"
@@ -139,15 +144,51 @@ for mode in "" chunked; do
     assert_eq "$r" "0 200" "held clean upload $mode"
     origin_has "^/up-clean-$mode 2097152 $(sha256_of "$T/www/clean.bin")$"
 done
-# an HTTP/2 client (prior knowledge): the same, through its stream
-r=$(get h2 /mid.bin "$T/o" --http2-prior-knowledge)
-assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "h2: held infected: a 403"
-assert_no_grep "$T/o" "$EICAR_RE" "h2: the signature reached the client"
+# an HTTP/2 client (prior knowledge): the same, through its stream, a
+# transaction of the connection's session (no leg: no session of its own)
+h2=(--http2-prior-knowledge)
+for path in /mid.bin /chunked/mid.bin; do
+    r=$(get h2 "$path" "$T/o" "${h2[@]}")
+    assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "h2: held infected $path: a 403"
+    assert_grep "$T/o" "virus found: EicarBody\.UNOFFICIAL" "h2: held $path: the page names the threat"
+    assert_no_grep "$T/o" "$EICAR_RE" "h2: held $path: the signature reached the client"
+    assert_lt "$(req_says "$path" to-client)" 4096 "h2: held $path: http-request to-client"
+done
+assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=download size=2097152 .* proto=h2 stream=1$"
+assert_log "http-request .* path=/chunked/mid.bin status=403 .* verdict=deny .* proto=h2 stream=1$"
 for path in /clean.bin /chunked/clean.bin; do
-    r=$(get h2 "$path" "$T/o" --http2-prior-knowledge)
+    r=$(get h2 "$path" "$T/o" "${h2[@]}")
     assert_eq "$r" "0 200 2097152" "h2: held clean $path"
     same "$T/o" "$T/www/clean.bin" "h2: held clean $path"
 done
+assert_log "http-scan verdict=clean scanner=av direction=download size=2097152 .* proto=h2 stream=1$"
+# a slow reader: the held body is released (mapped from the spool, not
+# copied to the heap) as its window lets it
+r=$(get h2 /4m.bin "$T/o" "${h2[@]}" --limit-rate 4M)
+assert_eq "$r" "0 200 4194304" "h2: held clean 4 MiB, rate-limited reader"
+same "$T/o" "$T/www/4m.bin" "h2: held clean 4 MiB, rate-limited reader"
+# uploads (REQMOD from the stream's DATA): with a content-length, and
+# without one (curl -T -: DATA until END_STREAM, chunked to the origin)
+h2post() { # PATH FILE [stream]: "curl-rc http-code"
+    local rc=0 r up=(--data-binary @"$2")
+    [[ ${3:-} == stream ]] && up=(-X POST -T - )
+    r=$(curl -sS --max-time 30 "${h2[@]}" -o "$T/post.out" -w '%{http_code}' \
+        "${up[@]}" "http://127.0.0.1:$PORT_h2$1" <"$2" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+for mode in "" stream; do
+    r=$(h2post "/h2-up-mid-$mode" "$T/www/mid.bin" $mode)
+    assert_eq "$r" "0 403" "h2: held infected upload $mode"
+    if grep -q "^/h2-up-mid-$mode " "$ORIGIN_LOG"; then
+        origin_has "^/h2-up-mid-$mode 0 "
+    fi
+    assert_lt "$(req_says "/h2-up-mid-$mode" to-server)" 4096 "h2: held infected upload $mode: http-request to-server"
+    r=$(h2post "/h2-up-clean-$mode" "$T/www/clean.bin" $mode)
+    assert_eq "$r" "0 200" "h2: held clean upload $mode"
+    origin_has "^/h2-up-clean-$mode 2097152 $(sha256_of "$T/www/clean.bin")$"
+done
+assert_log "http-scan verdict=infected threat=\"EicarBody\.UNOFFICIAL\" scanner=av direction=upload size=2097152 .* proto=h2 stream=1$"
+assert_no_grep "$PROXYD_LOG" "session-end .* proto=h2 stream=" "h2: a stream ended as a session (a leg)"
 assert_eq "$(find "$SPOOL" -mindepth 1 | wc -l)" 0 "names left in the spool directory"
 
 # ---- deliver="tail": the former streaming, cut by a reset
@@ -165,5 +206,10 @@ assert_ge "$got" $((1048576 + 68)) "tail: bytes of the infected upload the origi
 assert_lt "$(ends_with /up-tail to-server)" 2097152 "tail: session-end to-server"
 assert_ge "$(ends_with /up-tail to-server)" "$got" "tail: session-end to-server"
 assert_lt "$(req_says /up-tail to-server)" 2097152 "tail: http-request to-server"
+# ... and over HTTP/2: the head went, the stream is reset before its last
+# bytes (curl: 92, an HTTP/2 stream error), never ended whole
+r=$(get h2tail /mid.bin "$T/o" "${h2[@]}")
+[[ $r =~ ^92\ 200\ ([0-9]+)$ ]] || fail "h2 tail /mid.bin: expected a reset stream, got '$r'"
+assert_log "http-error status=403 reason=\"virus found: EicarBody\.UNOFFICIAL\" \(after the response head: reset\) proto=h2 stream=1$"
 
 info "ok"
