@@ -242,6 +242,11 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 		(void)setsockopt(t->srv.io->fd, SOL_SOCKET, SO_LINGER, &lg,
 		    sizeof(lg));
 	}
+	/* Its audit records wait for the stream's end, with its line:
+	 * whether each body went whole is known now, before req and resp
+	 * say it is over. */
+	t->scan[PX_TO_SERVER].went = t->req == HTTP_REQ_DONE;
+	t->scan[PX_TO_CLIENT].went = t->resp == HTTP_RESP_DONE;
 	/* The request's rest is dropped, its window opened again. */
 	if (x->w.in != NULL) {
 		evbuffer_drain(x->w.in, evbuffer_get_length(x->w.in));

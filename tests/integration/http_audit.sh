@@ -13,6 +13,8 @@
 #  - proxyd_audit_records_total{service,verdict} counts them;
 #  - through TLS originated to an nginx TLS origin: the server's
 #    certificate subject (RFC 2253);
+#  - an HTTP/2 client's download and upload (its streams transactions of
+#    the connection's session): recorded the same;
 #  - SIGHUP reopens the file (logrotate's move).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -63,6 +65,7 @@ svc web "$NGINX_PORT" '<audit min-size="1m"/>'
 svc up "$ORIGIN" '<audit min-size="1m"/>
   <content type="application/x-executable" action="deny"/>'
 svc quiet "$NGINX_PORT" ''
+svc h2 "$ORIGIN" '<http h2c="yes"/><audit min-size="1m"/>'
 svc tls "$NGX_TLS" "<audit min-size=\"1m\"/>
   <tls side=\"server\" mode=\"originate\" ca=\"$P/ca.pem\" sni=\"origin.test\"/>"
 start_proxyd
@@ -181,10 +184,30 @@ N=$((N + 1)); wait_records "$AUDIT" $N
 check $N "{'service': 'tls', 'direction': 'upload', 'announced_size': 1048576,
   'tls_server_subject': 'CN=origin.test,O=proxyd test'}"
 
+# ---- an HTTP/2 client: its streams are transactions of the connection's
+# session, recorded as an HTTP/1.1 client's bodies are (both ways)
+r=$(curl -sS --max-time 20 --http2-prior-knowledge -o "$T/o" -w '%{http_code} %{size_download}' \
+    "http://127.0.0.1:$PORT_h2/big.bin" 2>>"$T/curl.err") || true
+assert_eq "$r" "200 2097152" "h2: big.bin"
+N=$((N + 1)); wait_records "$AUDIT" $N
+check $N "{'service': 'h2', 'server': '127.0.0.1:$ORIGIN', 'file': '/big.bin',
+  'direction': 'download', 'announced_size': 2097152, 'size': 2097152,
+  'complete': True, 'sha256': 'SHA:$T/www/big.bin', 'verdict': 'accept'}"
+r=$(curl -sS --max-time 20 --http2-prior-knowledge -o "$T/post.out" -w '%{http_code}' \
+    --data-binary @"$T/www/big.bin" "http://127.0.0.1:$PORT_h2/h2-up" 2>>"$T/curl.err") || true
+assert_eq "$r" "200" "h2: upload"
+N=$((N + 1)); wait_records "$AUDIT" $N
+check $N "{'service': 'h2', 'file': '/h2-up', 'direction': 'upload',
+  'announced_size': 2097152, 'size': 2097152, 'complete': True,
+  'sha256': 'SHA:$T/www/big.bin', 'verdict': 'accept'}"
+assert_log "http-request .* path=/h2-up status=200 .* proto=h2 stream=1$"
+assert_no_grep "$PROXYD_LOG" "session-end .* proto=h2 stream=" "h2: a stream ended as a session (a leg)"
+
 # ---- counters
 assert_metric eq proxyd_audit_records_total 'service="web",verdict="accept"' 3
 assert_metric eq proxyd_audit_records_total 'service="up",verdict="accept"' 3
 assert_metric eq proxyd_audit_records_total 'service="up",verdict="deny"' 1
+assert_metric eq proxyd_audit_records_total 'service="h2",verdict="accept"' 2
 assert_metric eq proxyd_audit_dropped_total '' 0
 
 # ---- SIGHUP reopens the file moved away
