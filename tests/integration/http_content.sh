@@ -14,6 +14,9 @@
 #    text passes whole, an ELF is refused every time;
 #  - first match wins (accept x-executable before deny application/*);
 #    a service without rules passes the ELF;
+#  - an HTTP/2 client's streams (transactions of its connection's
+#    session): ELF downloads both framings and an ELF upload refused, text
+#    whole, the http-content lines naming the stream;
 #  - proxyd_content_total{service,action} counts them.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -57,6 +60,7 @@ svc up "$ORIGIN" "$DENY"
 svc order "$NGINX_PORT" '<content type="application/x-executable" action="accept"/>
   <content type="application/*" action="deny"/>'
 svc plain "$NGINX_PORT" ''
+svc h2 "$ORIGIN" "<http h2c=\"yes\"/>$DENY"
 start_proxyd
 # The rule= of each: the line of its <content> in the service file.
 rule_of() { # SERVICE NTH (as proxyd names the file: from conf/)
@@ -177,6 +181,33 @@ r=$(get plain /prog.bin "$T/o")
 assert_eq "$r" "0 200 $(stat -c %s "$T/www/prog.bin")" "plain: no <content>, the ELF passes"
 same "$T/o" "$T/www/prog.bin" "plain: ELF"
 assert_no_grep "$PROXYD_LOG" "http-content .*service=plain|service=plain.*http-content" "plain sniffed"
+
+# ---- an HTTP/2 client: its streams are transactions of the connection's
+# session, judged as an HTTP/1.1 client's (their lines name the stream)
+h2get() { # PATH OUT: "curl-rc http-code bytes"
+    local rc=0 r
+    r=$(curl -sS --max-time 20 --http2-prior-knowledge -o "$2" \
+        -w '%{http_code} %{size_download}' "http://127.0.0.1:$PORT_h2$1" 2>>"$T/curl.err") || rc=$?
+    echo "$rc $r"
+}
+for path in /prog.bin /chunked/prog.bin; do
+    r=$(h2get "$path" "$T/o")
+    assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "h2: ELF $path: a 403 page"
+    assert_grep "$T/o" "file type not allowed: application/x-executable" "h2: the page names the type"
+    assert_no_grep "$T/o" "ELF" "h2: no byte of the ELF reached the client"
+done
+assert_log "http-content type=application/x-executable action=deny rule=$(re "$(rule_of h2 1)") direction=download sniffed=4096 proto=h2 stream=1$"
+assert_log "path=/chunked/prog\.bin status=403 .*verdict=deny .*proto=h2 stream=1$"
+r=$(h2get /text.bin "$T/o")
+assert_eq "$r" "0 200 $(stat -c %s "$T/www/text.bin")" "h2: text"
+same "$T/o" "$T/www/text.bin" "h2: text"
+r=$(curl -sS --max-time 20 --http2-prior-knowledge -o "$T/post.out" -w '%{http_code}' \
+    --data-binary @"$T/www/prog.bin" "http://127.0.0.1:$PORT_h2/h2-up-elf" 2>>"$T/curl.err") || true
+assert_eq "$r" "403" "h2: ELF upload"
+assert_grep "$T/post.out" "file type not allowed: application/x-executable" "h2: ELF upload's page"
+assert_log "http-content type=application/x-executable action=deny .* direction=upload sniffed=4096 proto=h2 stream=1$"
+assert_no_grep "$ORIGIN_LOG" "^/h2-up-elf" "h2: a denied upload reached the origin whole"
+assert_no_grep "$PROXYD_LOG" "session-end .* proto=h2 stream=" "h2: a stream ended as a session (a leg)"
 
 # ---- counters (every body above judged once)
 assert_metric eq proxyd_content_total 'service="web",action="deny"' 3
