@@ -254,6 +254,11 @@ h2s_ended(struct h2_txn *x, bool completed, bool keep_server)
 	}
 	if (!completed && t->verdict == NULL)
 		t->verdict = "error";
+	/* Cut: its scans stop (a verdict to come must not release what
+	 * they hold onto a stream that is being reset), their records
+	 * written, as an HTTP/1.1 session's close does. */
+	if (!completed)
+		http_scan_close(t);
 	/* A server name still being resolved (forward mode) is not, so
 	 * that its answer sends nothing for a transaction that is over. */
 	if (t->dns != NULL)

@@ -90,6 +90,16 @@ http_scan_tail(const struct http_txn *t)
 	return h->buffer / 4 < HTTP_SCAN_TAIL ? h->buffer / 4 : HTTP_SCAN_TAIL;
 }
 
+/* t ended under a call (refused, its session closing or gone; an HTTP/2
+ * stream's transaction ends alone, its connection going on). */
+static bool
+http_scan_over(const struct http_txn *t)
+{
+	const struct http_state *h = t->conn;
+
+	return h->gone || h->closing || t->ended;
+}
+
 static const char *
 http_scan_dir_name(enum px_dir dir)
 {
@@ -659,7 +669,7 @@ http_scan_begin(struct http_txn *t, enum px_dir dir, int64_t size,
 		snprintf(res.error, sizeof(res.error), "out of memory");
 		sc->on = true;
 		http_scan_verdict(t, dir, &res);
-		return h->gone || h->closing ? -1 : 0;
+		return http_scan_over(t) ? -1 : 0;
 	}
 	sc->on = true;
 	return 1;
@@ -824,7 +834,7 @@ http_scan_request(struct http_txn *t, int64_t size)
 		return 0;
 	if (http_scan_begin(t, PX_TO_SERVER, size, NULL, 0, NULL, NULL,
 	    NULL) != -1) {
-		if (h->closing || h->gone)
+		if (http_scan_over(t))
 			return -1;
 		if (http_sniff_begin(t, PX_TO_SERVER) == -1) {
 			t->req = HTTP_REQ_DONE;
@@ -834,7 +844,7 @@ http_scan_request(struct http_txn *t, int64_t size)
 		http_audit_begin(t, PX_TO_SERVER, size);
 		return 0;
 	}
-	if (!h->closing && !h->gone) {
+	if (!http_scan_over(t)) {
 		t->req = HTTP_REQ_DONE;
 		px_session_count(h->s, HTTP_C_DENIED, 1);
 		http_error(t, 413, "request body over the scanner's max-size");
@@ -874,7 +884,7 @@ http_scan_response(struct http_txn *t, const struct http_head *m,
 		return 0;
 	rc = http_scan_begin(t, PX_TO_CLIENT, size, head, len, m, rs, &hs);
 	if (rc == -1) {
-		if (!h->closing && !h->gone) {
+		if (!http_scan_over(t)) {
 			px_session_count(h->s, HTTP_C_DENIED, 1);
 			t->verdict = "deny";
 			t->srv.keep = false;
@@ -1021,7 +1031,6 @@ http_scan_release(struct http_txn *t, enum px_dir dir,
 bool
 http_scan_hold(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
 {
-	struct http_state *h = t->conn;
 	struct http_scan *sc = &t->scan[dir];
 
 	/* A body shorter than what is sniffed is judged at its end. */
@@ -1043,7 +1052,7 @@ http_scan_hold(struct http_txn *t, enum px_dir dir, struct evbuffer *out)
 	if (sc->spool != NULL) {
 		/* The body's end: its last bytes to the spool too. */
 		http_scan_release(t, dir, out);
-		if (h->gone || h->closing || !sc->on)
+		if (http_scan_over(t) || !sc->on)
 			return true;
 	}
 	if (!sc->ended) {
