@@ -95,6 +95,10 @@ check "$(get "$PORT_scan" /100k.bin "$T/c1" -r 1000-1999)" "200 102400" "scan: a
 check "$(sha256_of "$T/c1")" "$(sha256_of "$T/www/100k.bin")" "scan: the whole clean file's sha256"
 check "$(get "$PORT_scan" /100k.bin "$T/c2" --http2-prior-knowledge -r 0-9,20-29)" "200 102400" "scan, h2c: a multipart request of a clean file comes whole"
 check "$(($(nginx_status_n 206) - s0))" 0 "206 answers nginx gave through the scanned service"
+# (the h2c requests ran as transactions of their connection's session)
+assert_log "http-request .* path=/eicar\.com status=403 .* proto=h2 stream=1$"
+assert_log "http-request .* path=/100k\.bin status=200 .* proto=h2 stream=1$"
+check "$(grep -c 'session-end .* proto=h2 stream=' "$PROXYD_LOG" || true)" 0 "scan, h2c: a stream ended as a session (a leg)"
 
 # ---- a server that sends a part unasked: refused whatever the request
 check "$(get "$PORT_rallow" /part206 "$T/r0")" "206 34" "partial=allow: the origin's unasked 206 (the premise)"
