@@ -1,17 +1,19 @@
 /* HTTP/2 client streams as transactions of their connection's session
- * (issue 36): a request on a service without <scan>, <content> or
- * <audit> (with <auth> or not: a stream's credentials are checked as the
- * connection's, http_auth.c) is made a parsed head from its fields
- * (http_h2_req.c) and runs through the same engine
- * as an HTTP/1.1 client's request (http_request_start, judged in
+ * (issue 36): a request (with <auth> or not: a stream's credentials are
+ * checked as the connection's, http_auth.c) is made a parsed head from
+ * its fields (http_h2_req.c) and runs through the same engine as an
+ * HTTP/1.1 client's request (http_request_start, judged in
  * http_judge.c, the steps in http.c and http_upstream.c), its body read
  * from the stream's input (its DATA, framed as chunks when it came
  * without content-length, its trailers after them, as the engine reads
  * an HTTP/1.1 client's; the window opened as the bytes move on), its
  * response written by the stream's writer (http_h2_txn.c) as HEADERS,
  * DATA and trailers: no socketpair, no second session, no second parse
- * of its head. The streams of services that scan are still legs
- * (http_h2_leg.c).
+ * of its head. Its bodies are scanned, sniffed for <content> and audited
+ * by the transaction's own scan (http_scan.c), as an HTTP/1.1 client's
+ * are: a response held until its verdict keeps its HEADERS and its
+ * END_STREAM behind it. Only a stream whose request is malformed is still
+ * a leg (h2_txn_bound, http_h2_leg.c).
  *
  * A CONNECT (RFC 9113 8.5) and an extended CONNECT (RFC 8441: the
  * HTTP/1.1 Upgrade it stands for, http_h2_req.c) are such transactions

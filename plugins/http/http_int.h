@@ -183,8 +183,7 @@ struct http_who;
  * scans, the http-request line's fields). Functions that work on one
  * take a struct http_txn *; conn is the client connection it belongs to.
  * An HTTP/1.1 connection has one in flight (struct http_state.tx); an
- * HTTP/2 connection one per stream (http_h2_stream.c), but on a service
- * that scans, where a stream is a leg, a session with its own. */
+ * HTTP/2 connection one per stream (http_h2_stream.c). */
 struct http_txn {
 	struct http_state	*conn;		/* its client connection */
 	bool			 connecting;	/* srv.io.fd: connect under way */
