@@ -519,6 +519,14 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 	 * its FIN go to the server before it closes. */
 	if (!t->ended && t->tunnel && !closed && code == NGHTTP2_NO_ERROR)
 		h2s_tunnel_last(x);
+	/* Answered whole before its request's end (an early response, its
+	 * END_STREAM sent), then reset by its client, which had all of it
+	 * and stops its upload: its bodies' records say how each went,
+	 * written before its line says reset. */
+	if (x->completed && st->answered) {
+		http_audit_end(t, PX_TO_SERVER);
+		http_audit_end(t, PX_TO_CLIENT);
+	}
 	/* The client got all of it only from a stream closed whole; one
 	 * reset under its request or its response says so (reset=, as a
 	 * leg's line did). One proxyd cut itself (its server failed) was
