@@ -16,12 +16,13 @@
  *   http_grpc.c	gRPC calls: grpc-timeout, trailers-only refusals
  *   http_head.c	the heads sent on (pure: http_head.h)
  *   http_scan.c	bodies through the service's scanner (<scan>)
+ *   http_scan_mod.c	the scanner's changed response in place of one held
  *   http_h2*.c		HTTP/2 towards clients (http_h2_int.h): a stream
  *			a transaction of the session (http_h2_stream.c,
  *			its head from its fields: http_h2_req.c, pure; its
  *			response writer: http_h2_txn.c; a CONNECT's tunnel
- *			there too); the streams of services that scan a
- *			leg each (http_h2_leg.c)
+ *			there too); a malformed request's stream a leg
+ *			(http_h2_leg.c)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and

@@ -61,6 +61,7 @@
 #include "http_h2_txn.h"
 #include "http_head.h"
 #include "http_int.h"
+#include "http_scan_int.h"
 #include "audit.h"
 #include "icap.h"
 #include "scan.h"
@@ -71,16 +72,6 @@
 #define HTTP_SCAN_TAIL		(16 * 1024)
 #define HTTP_SCAN_WHOLE		(64 * 1024)
 #define HTTP_SCAN_SPOOL_SLACK	(1024 * 1024)
-
-/* A response head held (struct http_scan.kept): the judged head and what
- * the writer is given with it, its extra field lines copied (the
- * caller's go once the head is judged). */
-struct http_scan_head {
-	struct http_head	*m;		/* http_head_dup */
-	struct http_resp_ctx	 rs;		/* rs.extra: extra, or NULL */
-	size_t			 size;		/* its bytes, counted when kept */
-	char			 extra[];
-};
 
 static size_t
 http_scan_tail(const struct http_txn *t)
@@ -100,13 +91,13 @@ http_scan_over(const struct http_txn *t)
 	return h->gone || h->closing || t->ended;
 }
 
-static const char *
+const char *
 http_scan_dir_name(enum px_dir dir)
 {
 	return dir == PX_TO_SERVER ? "upload" : "download";
 }
 
-static const struct px_scanner *
+const struct px_scanner *
 http_scanner(const struct http_txn *t)
 {
 	const struct http_state *h = t->conn;
@@ -126,7 +117,7 @@ http_scan_on(const struct http_txn *t, unsigned bit)
 	    px_auth_content_who(http_auth_txn_id(t), &who));
 }
 
-static void
+void
 http_scan_count(struct http_txn *t, enum px_dir dir, const char *verdict)
 {
 	struct http_state *h = t->conn;
@@ -178,7 +169,7 @@ http_scan_keep(struct http_txn *t, enum px_dir dir, const struct http_head *m,
 }
 
 /* The held head of dir goes: its bytes, counted when it was kept. */
-static size_t
+size_t
 http_scan_head_free(struct http_scan *sc)
 {
 	size_t n;
@@ -379,7 +370,7 @@ http_scan_spool_fail(struct http_txn *t, enum px_dir dir, const char *why)
 
 /* Verdict clean (or passed): what is held goes on, and the transfer
  * completes. */
-static void
+void
 http_scan_pass(struct http_txn *t, enum px_dir dir)
 {
 	struct http_state *h = t->conn;
@@ -411,105 +402,6 @@ http_scan_pass(struct http_txn *t, enum px_dir dir)
 			http_h2o_req_more(t);
 	}
 	h->progress++;
-}
-
-/* A header line of the scanner's changed response that the client gets:
- * not its framing nor hop-by-hop ones (proxyd frames the body anew). */
-static bool
-http_scan_mod_keeps(const char *line, size_t len)
-{
-	static const char *const drop[] = { "content-length:",
-	    "transfer-encoding:", "connection:", "keep-alive:",
-	    "proxy-connection:", "trailer:", "upgrade:" };
-	size_t i;
-
-	for (i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
-		if (len >= strlen(drop[i]) &&
-		    strncasecmp(line, drop[i], strlen(drop[i])) == 0)
-			return false;
-	for (i = 0; i < len; i++)
-		if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
-			return false;
-	return true;
-}
-
-/* The scanner's changed response, in place of the held one: its status
- * line and fields, a Content-Length for its body, the connection closed
- * after it. false when its head is not one to relay. */
-static bool
-http_scan_mod_build(struct http_txn *t, struct evbuffer *to,
-    const struct px_icap_result *res)
-{
-	struct http_state *h = t->conn;
-	size_t n = evbuffer_get_length(res->mod_head), len;
-	char *head = (char *)evbuffer_pullup(res->mod_head, (ssize_t)n);
-	char *line, *eol;
-
-	if (head == NULL || n < 12 || strncmp(head, "HTTP/1.", 7) != 0)
-		return false;
-	for (line = head; line < head + n; line = eol + 1) {
-		if ((eol = memchr(line, '\n', (size_t)(head + n - line))) == NULL)
-			return false;
-		len = (size_t)(eol - line);
-		if (len > 0 && line[len - 1] == '\r')
-			len--;
-		if (len == 0)
-			break;
-		if (line == head || http_scan_mod_keeps(line, len)) {
-			evbuffer_add(to, line, len);
-			evbuffer_add(to, "\r\n", 2);
-		}
-	}
-	evbuffer_add_printf(to, "Content-Length: %zu\r\nConnection: close"
-	    "\r\n\r\n", evbuffer_get_length(res->mod_body));
-	evbuffer_add_buffer(to, res->mod_body);
-	h->client_keep = false;
-	return true;
-}
-
-/* MODIFIED: the scanner changed the message. A response held whole (its
- * head not gone, its body all here) is replaced by the changed one;
- * anything else cannot be (the head, or a request's start, went
- * already): refused, as an infected one. true when relayed. */
-static bool
-http_scan_modified(struct http_txn *t, enum px_dir dir,
-    const struct px_icap_result *res)
-{
-	struct http_state *h = t->conn;
-	const struct px_scanner *scn = http_scanner(t);
-	struct http_scan *sc = &t->scan[dir];
-	const char *why = dir == PX_TO_SERVER ? "a request (its head went "
-	    "to the server already)" : !sc->whole && sc->spool != NULL ?
-	    "held in the spool, too big for a change to be relayed" :
-	    !sc->whole ? "its head went to the client already" :
-	    h->h2 != NULL ? "an HTTP/2 client" :
-	    res->mod_head == NULL || !sc->ended ? "answered before the body's "
-	    "end" : NULL;
-	size_t before = evbuffer_get_length(sc->hold);
-
-	if (why == NULL) {
-		/* Replaced (counted as they were): the held head and body. */
-		(void)http_scan_head_free(sc);
-		evbuffer_drain(sc->hold, before);
-		if (!http_scan_mod_build(t, sc->hold, res))
-			why = "its changed head is not an HTTP response";
-	}
-	if (why != NULL) {
-		http_txn_log(t, LOG_NOTICE, "http-scan verdict=modified "
-		    "relayed=no reason=\"%s\" scanner=%s direction=%s "
-		    "size=%llu istag=\"%s\"", why, scn->name,
-		    http_scan_dir_name(dir), (unsigned long long)sc->size,
-		    res->istag);
-		return false;
-	}
-	http_txn_log(t, LOG_NOTICE, "http-scan verdict=modified "
-	    "relayed=yes scanner=%s direction=%s size=%llu bytes=%zu "
-	    "istag=\"%s\"", scn->name, http_scan_dir_name(dir),
-	    (unsigned long long)sc->size, evbuffer_get_length(sc->hold),
-	    res->istag);
-	http_scan_count(t, dir, "modified");
-	http_scan_pass(t, dir);
-	return true;
 }
 
 static void

@@ -20,6 +20,7 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_policy.c
 	${CMAKE_CURRENT_LIST_DIR}/http_reply.c
 	${CMAKE_CURRENT_LIST_DIR}/http_scan.c
+	${CMAKE_CURRENT_LIST_DIR}/http_scan_mod.c
 	${CMAKE_CURRENT_LIST_DIR}/http_target.c
 	${CMAKE_CURRENT_LIST_DIR}/http_txn.c
 	${CMAKE_CURRENT_LIST_DIR}/http_upstream.c)

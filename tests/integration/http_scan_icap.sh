@@ -66,12 +66,16 @@ write_http_service plain "$PORT_plain" "$ORIGIN" ""
 for m in "${MODES[@]}" endless-open no-preview; do svc "$m" "$m"; done
 free_port PORT_modify_tail
 write_http_service modify-tail "$PORT_modify_tail" "$ORIGIN" '<scan scanner="modify" deliver="tail"/>'
+free_port PORT_modify_h2
+write_http_service modify-h2 "$PORT_modify_h2" "$ORIGIN" '<http h2c="yes"/><scan scanner="modify"/>'
 start_proxyd
 
-get() { # SERVICE PATH OUT: prints "curl-rc http-code bytes"
-    local port="PORT_${1//-/_}" rc=0 r
-    r=$(curl -sS --max-time 20 -D "$3.head" -o "$3" -w '%{http_code} %{size_download}' \
-        "http://127.0.0.1:${!port}$2" 2>>"$T/curl.err") || rc=$?
+get() { # SERVICE PATH OUT [CURL_ARGS]: prints "curl-rc http-code bytes"
+    local port="PORT_${1//-/_}" rc=0 r url out=$3
+    url="http://127.0.0.1:${!port}$2"
+    shift 3
+    r=$(curl -sS --max-time 20 "$@" -D "$out.head" -o "$out" -w '%{http_code} %{size_download}' \
+        "$url" 2>>"$T/curl.err") || rc=$?
     echo "$rc $r"
 }
 post() { # SERVICE PATH FILE: prints "curl-rc http-code"
@@ -133,6 +137,13 @@ assert_eq "$(cat "$T/o")" "REWRITTEN 1024 bytes" "the scanner's body"
 assert_grep "$T/o.head" "^X-Scanner: fake" "the scanner's head"
 assert_grep "$T/o.head" "^Content-Length: 21" "framed anew"
 assert_log "http-scan verdict=modified relayed=yes scanner=modify direction=download size=1024 bytes=[0-9]+ istag=\"fake\""
+# ... to an HTTP/2 client too: the scanner's head as the stream's HEADERS
+r=$(get modify-h2 /1k.bin "$T/o" --http2-prior-knowledge)
+assert_eq "$r" "0 200 21" "h2: a changed response held whole is relayed"
+assert_eq "$(cat "$T/o")" "REWRITTEN 1024 bytes" "h2: the scanner's body"
+assert_grep "$T/o.head" "^x-scanner: fake" "h2: the scanner's head"
+assert_grep "$T/o.head" "^content-length: 21" "h2: framed anew"
+assert_log "http-scan verdict=modified relayed=yes scanner=modify direction=download size=1024 bytes=[0-9]+ istag=\"fake\" proto=h2 stream=1$"
 r=$(get modify /1m.bin "$T/o")
 assert_eq "$r" "0 403 $(stat -c %s "$T/o")" "changed, held in the spool: refused with a page"
 assert_log "http-scan verdict=modified relayed=no reason=\"held in the spool, too big for a change to be relayed\" scanner=modify direction=download"
