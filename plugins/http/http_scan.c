@@ -30,9 +30,10 @@
  * completed either: what is held is dropped unsent and unjudged, its scan
  * cancelled, the server connection reset (http_scan_unsent). Changed by the
  * scanner (a 200 naming no threat): a response held whole is replaced by
- * the scanner's, anything else is refused as infected. Both bounds shrink to
- * a quarter (tail) and a half (whole) of limits/@buffer when that is
- * smaller, so a held part never stops the pumps.
+ * the scanner's (http_scan_mod.c), anything else is refused as infected.
+ * Both bounds shrink to a quarter (tail) and a half (whole) of
+ * limits/@buffer when that is smaller, so a held part never stops the
+ * pumps.
  * With <content> rules, each body's first PX_SNIFF_BYTES (a quarter of
  * the buffer at most; the whole body when shorter) are held too, with
  * the response head, until libmagic named their type: a denied download
