@@ -95,11 +95,11 @@ h2s_of(struct http_txn *t)
 	return t->h2w->owner;
 }
 
-/* Every stream may be a transaction (CONNECT and the extended CONNECT
- * still go to legs: txn_ready, http_h2.c): scanning, <content> and
- * <audit> run per transaction (http_scan.c) and <auth> checks each
- * stream's credentials (http_auth.c), on a stream as on an HTTP/1.1
- * client's request. */
+/* Every service's streams may be transactions (h2_txn_bound decides for
+ * each: a malformed request's is not): scanning, <content> and <audit>
+ * run per transaction (http_scan.c) and <auth> checks each stream's
+ * credentials (http_auth.c), on a stream as on an HTTP/1.1 client's
+ * request. */
 bool
 h2_txn_eligible(const struct http_h2 *c)
 {
