@@ -320,9 +320,13 @@ http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 /* ---- tunnels (CONNECT, extended CONNECT) ------------------------------- */
 
 /* The client's bytes and end as the stream closes (h2_txn_end): all of
- * what came goes to the server connection's output, its FIN behind it,
- * written as far as the kernel takes it now (the connection is closed
- * next). */
+ * what came goes to the server connection's output, its FIN behind it.
+ * What the kernel does not take at once is not lost with the stream: the
+ * connection goes to the worker (px_session_upstream_flush), written out
+ * as the server reads, then closed (reset after idle-timeout without
+ * progress), past the client connection's own end and holding none of
+ * its other streams. (The to-server bytes count as they reach the
+ * output, as the step's do.) */
 static void
 h2s_tunnel_last(struct h2_txn *x)
 {
@@ -336,9 +340,14 @@ h2s_tunnel_last(struct h2_txn *x)
 	t->req_bytes += n;
 	px_session_account(t->conn->s, PX_TO_SERVER, n);
 	evbuffer_add_buffer(io->out, x->w.in);
-	(void)px_conn_shutdown(io);
-	(void)px_conn_send(io);
 	x->fin_sent = true;
+	if (px_conn_shutdown(io) == 0 && px_conn_send(io) == 0 &&
+	    (evbuffer_get_length(io->out) != 0 || !io->shut)) {
+		px_session_upstream_flush(t->conn->s, io,
+		    px_session_idle_timeout(t->conn->s));
+		t->srv.io = NULL;
+		t->srv.connected = false;
+	}
 	h2s_ended(x, true, false);
 }
 

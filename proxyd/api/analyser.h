@@ -228,6 +228,12 @@ int		 px_session_upstream_result(struct px_session *s,
 void		 px_session_upstream_park(struct px_session *s,
 		    struct px_conn *c, const struct sockaddr *dst,
 		    bool reusable, unsigned max, uint64_t idle_ms);
+/* Gives c back to be closed once what its output holds is written (its
+ * half-close too, if px_conn_shutdown asked for it): the worker keeps it
+ * past s's end, reading nothing, and resets it (SO_LINGER 0) after
+ * idle_ms without a byte going out (0: a minute). c is gone after. */
+void		 px_session_upstream_flush(struct px_session *s,
+		    struct px_conn *c, uint64_t idle_ms);
 /* A connection to dst that the analyser owns and may share between
  * sessions of s's worker (HTTP/2 towards servers): a non-blocking connect
  * under way on the returned socket, with the service's mark; never the

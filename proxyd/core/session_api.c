@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "rules.h"
 #include "tls.h"
+#include "upflush.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -690,6 +691,16 @@ px_session_upstream_park(struct px_session *s, struct px_conn *c,
 	LIST_REMOVE(u, link);
 	px_session_pool_put(s, c, dst, reusable, max, idle_ms);
 	free(u);
+}
+
+void
+px_session_upstream_flush(struct px_session *s, struct px_conn *c,
+    uint64_t idle_ms)
+{
+	struct px_upconn *u = (struct px_upconn *)c;
+
+	LIST_REMOVE(u, link);
+	px_upflush_take(s->w, u, idle_ms);
 }
 
 void

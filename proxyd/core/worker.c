@@ -25,6 +25,7 @@
 #include "log.h"
 #include "session.h"
 #include "snapshot.h"
+#include "upflush.h"
 #include "upstream.h"
 
 atomic_uint_fast64_t px_live_sessions;
@@ -724,6 +725,7 @@ px_worker_main(void *arg)
 	px_worker_close_all(w, "shutdown");
 	px_session_reap(w);
 	px_handover_end(w);
+	px_upflush_worker_exit(w);
 	px_pool_flush(&w->pool);
 	px_tls_worker_free(&w->tls);
 	px_sniff_worker_exit();
@@ -748,6 +750,7 @@ px_worker_init(struct px_worker *w, unsigned id, struct px_config *cfg)
 	TAILQ_INIT(&w->sessions);
 	TAILQ_INIT(&w->ct_wait);
 	TAILQ_INIT(&w->dead);
+	LIST_INIT(&w->flushing);
 	/* Each base is used by exactly one thread: no libevent locks. */
 	if ((ec = event_config_new()) == NULL)
 		return -1;

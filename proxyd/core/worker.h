@@ -140,6 +140,8 @@ struct px_worker {
 	uint64_t		 next_seq;
 	struct px_pipe_pool	 pipes;
 	struct px_pool		 pool;		/* idle server connections */
+	/* Server connections closed once written out (upflush.c). */
+	LIST_HEAD(, px_upflush)	 flushing;
 	struct px_tls_worker	 tls;		/* sessions to resume, counters */
 	/* global-bandwidth: this worker's share, by px_dir. */
 	struct px_bucket	 rl_global[2];

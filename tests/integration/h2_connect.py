@@ -16,6 +16,8 @@ scenario ran (whatever the server did), 2 when it could not connect.
       --window W: the client's stream window (SETTINGS_INITIAL_WINDOW_SIZE),
       --read-delay S: seconds it waits before each read (a slow reader:
       what it does not take must stop the origin, not pile up in proxyd).
+      --hold S (any mode): no WINDOW_UPDATE until S seconds after the
+      first DATA.
   h2_connect.py --port P half --to HOST:PORT --size N
       CONNECT to a server that reads to EOF and only then answers: the
       client's END_STREAM must reach it as a FIN. The HEADERS, the first
@@ -27,6 +29,16 @@ scenario ran (whatever the server did), 2 when it could not connect.
       status=, got=, ended= (END_STREAM came before the client's), then
       sends DATA and END_STREAM itself: end_sent=, reset= (none
       within a second).
+  h2_connect.py --port P last --to HOST:PORT --size N
+      CONNECT to a server that greets and shuts its side first: once its
+      END_STREAM came, N random bytes up and END_STREAM, which closes the
+      stream: status=, got=, up_sha=, end_sent=, reset= (none within a
+      second). What the server got is its own to say.
+  h2_connect.py --port P flood --to HOST:PORT --hold S
+      CONNECT to a server that sends a MiB and its FIN: END_STREAM at
+      once, the window opened only S seconds after the first DATA (the
+      server's end waits for it): status=, down_sha=, down_bytes=, ended=,
+      reset=, after= (seconds from END_STREAM to the stream's end).
   h2_connect.py --port P reset --to HOST:PORT
       CONNECT to a server that resets its TCP connection: status=,
       reset= (the RST_STREAM code's name).
@@ -127,6 +139,7 @@ class Client:
             self.c.update_settings({
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: args.window})
         self.read_delay = args.read_delay
+        self.hold, self.held, self.acks = args.hold, None, []
         self.streams = {}
         self.closed = False
         self.got_settings = False
@@ -173,12 +186,14 @@ class Client:
         left = self.deadline - time.monotonic()
         if left <= 0 or self.closed:
             return False
-        self.s.settimeout(min(left, 1.0))
+        self.s.settimeout(min(left, 0.2 if self.acks else 1.0))
         if self.read_delay:
             time.sleep(self.read_delay)
         try:
             data = self.s.recv(65536)
         except socket.timeout:
+            self.release_acks()
+            self.flush()
             return True
         except OSError:
             data = b""
@@ -193,8 +208,9 @@ class Client:
                 if st:
                     st.data += ev.data
                 if ev.flow_controlled_length:
-                    self.c.acknowledge_received_data(ev.flow_controlled_length,
-                                                     ev.stream_id)
+                    self.acks.append((ev.flow_controlled_length,
+                                      ev.stream_id))
+
             elif isinstance(ev, h2.events.StreamEnded) and st:
                 st.ended = True
             elif isinstance(ev, h2.events.StreamReset) and st:
@@ -206,8 +222,23 @@ class Client:
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 print("goaway=%s" % code_name(ev.error_code))
                 self.closed = True
+        self.release_acks()
         self.send_pending()
         return True
+
+    def release_acks(self):
+        """The windows open as the data are read, or (--hold) only that
+        long after the first DATA."""
+        if self.acks and self.hold and self.held is None:
+            self.held = time.monotonic() + self.hold
+        if self.held is not None and time.monotonic() < self.held:
+            return
+        for n, sid in self.acks:
+            try:
+                self.c.acknowledge_received_data(n, sid)
+            except h2.exceptions.StreamClosedError:
+                pass
+        self.acks = []
 
     def until(self, cond):
         while not cond():
@@ -274,6 +305,36 @@ def run_close(cl, a):
     cl.deadline = min(cl.deadline, time.monotonic() + 1)
     cl.until(lambda: st.reset is not None)
     print("end_sent=%d reset=%s" % (st.end_sent, st.reset))
+
+
+def run_last(cl, a):
+    payload = os.urandom(a.size)
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("got=%s" % bytes(st.data).decode(errors="replace").strip())
+    # The stream closes with our last DATA: they must all reach the
+    # server, however slowly it reads.
+    st.out, st.out_end = payload, True
+    cl.send_pending()
+    cl.until(lambda: st.end_sent or st.reset is not None)
+    cl.deadline = min(cl.deadline, time.monotonic() + 1)
+    cl.until(lambda: st.reset is not None)
+    print("up_sha=%s" % sha(payload))
+    print("end_sent=%d reset=%s" % (st.end_sent, st.reset))
+
+
+def run_flood(cl, a):
+    st = cl.connect(1, a.to)
+    cl.until(lambda: st.status is not None or st.reset is not None)
+    st.out, st.out_end = b"", True
+    cl.send_pending()
+    t0 = time.monotonic()
+    cl.until(lambda: st.ended or st.reset is not None)
+    print("status=%s" % st.status)
+    print("down_sha=%s down_bytes=%d" % (sha(st.data), len(st.data)))
+    print("ended=%d reset=%s after=%.1f" % (st.ended, st.reset,
+                                            time.monotonic() - t0))
 
 
 def run_reset(cl, a):
@@ -461,7 +522,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("mode", choices=["echo", "half", "close", "reset",
                                      "malformed", "early", "ws", "cancel",
-                                     "rst", "finreset", "earlyrst", "idle"])
+                                     "rst", "finreset", "earlyrst", "idle", "last", "flood"])
     ap.add_argument("--to", default="")
     ap.add_argument("--deny")
     ap.add_argument("--size", type=int, default=1 << 20)
@@ -472,6 +533,7 @@ def main():
     ap.add_argument("--window", type=int, default=0)
     ap.add_argument("--reset", action="store_true")
     ap.add_argument("--read-delay", type=float, default=0)
+    ap.add_argument("--hold", type=float, default=0)
     a = ap.parse_args()
     cl = Client(a)
     globals()["run_" + a.mode](cl, a)

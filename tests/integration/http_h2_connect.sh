@@ -42,7 +42,7 @@ SIZE=$((1024 * 1024))
 
 # The origins: one port per behaviour, a thread per connection.
 cat >"$T/origins.py" <<'EOF'
-import hashlib, socket, struct, sys, threading
+import hashlib, socket, struct, sys, threading, time
 
 def echo(c):
     while True:
@@ -172,10 +172,35 @@ def small(c):
     it cannot take must wait in its client, not in the kernel."""
     echo(c)
 
+def finslow(c):
+    """Greets and shuts its side first, then reads its client's bytes
+    slowly through a small buffer: what it got, once at EOF, to LAST_LOG."""
+    c.sendall(b"bye\n")
+    c.shutdown(socket.SHUT_WR)
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(8192)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+        time.sleep(0.001)
+    with open(WATCH_LOG + ".last", "a") as log:
+        log.write("got %d sha=%s\n" % (n, h.hexdigest()))
+
+FLOOD = bytes(range(256)) * 4096
+
+def flood(c):
+    """A MiB, its FIN, then reads to EOF."""
+    c.sendall(FLOOD)
+    c.shutdown(socket.SHUT_WR)
+    while c.recv(65536):
+        pass
+
 def serve(port, fn):
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if fn is small:
+    if fn is small or fn is finslow:
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
     srv.bind(("127.0.0.1", port))
@@ -215,6 +240,8 @@ ports = [int(p) for p in sys.argv[4:]]
 for port, fn in zip(ports, (echo, half, close, reset, ws, plain, watch, finreset, small)):
     threading.Thread(target=serve, args=(port, fn), daemon=True).start()
 threading.Thread(target=wsreal, args=(ports[9],), daemon=True).start()
+threading.Thread(target=serve, args=(ports[10], finslow), daemon=True).start()
+threading.Thread(target=serve, args=(ports[11], flood), daemon=True).start()
 threading.Event().wait(300)
 EOF
 free_port O_ECHO
@@ -227,14 +254,16 @@ free_port O_WATCH
 free_port O_FINRST
 free_port O_SMALL
 free_port O_WSREAL
+free_port O_LAST
+free_port O_FLOOD
 WS_LOG=$T/ws.log
 WATCH_LOG=$T/watch.log
 : >"$WATCH_LOG"
 CLIENT_KEY=dGhlIHNhbXBsZSBub25jZQ==
 /usr/bin/python3 "$T/origins.py" "$WS_LOG" "$WATCH_LOG" "$CLIENT_KEY" "$O_ECHO" "$O_HALF" "$O_CLOSE" \
-    "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" 2>>"$T/origins.err" &
+    "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD" 2>>"$T/origins.err" &
 track_pid $!
-for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL"; do
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD"; do
     wait_listen "$p" 5 || fail "origin on $p did not start"
 done
 free_port DENIED
@@ -245,7 +274,7 @@ tls_leaf leaf localhost "DNS:localhost,IP:127.0.0.1" serverAuth
 
 POL="<http h2=\"yes\" h2c=\"yes\">
   <limits max-body=\"4k\"/>
-  <request method=\"CONNECT\" ports=\"$O_ECHO $O_HALF $O_CLOSE $O_RESET $O_WATCH $O_FINRST $O_SMALL\" action=\"accept\"/>
+  <request method=\"CONNECT\" ports=\"$O_ECHO $O_HALF $O_CLOSE $O_RESET $O_WATCH $O_FINRST $O_SMALL $O_LAST $O_FLOOD\" action=\"accept\"/>
   <request method=\"CONNECT\" action=\"deny\" status=\"403\"/>
 </http>"
 free_port PF
@@ -339,6 +368,30 @@ assert_grep "$T/close.out" '^status=200$' "close: 200"
 assert_grep "$T/close.out" '^got=hello from origin$' "close: the greeting"
 assert_grep "$T/close.out" '^ended=1$' "close: END_STREAM from the origin's FIN"
 assert_grep "$T/close.out" '^end_sent=1 reset=None$' "close: our own END_STREAM closes it cleanly"
+
+info "the client's last 4 MiB and END_STREAM after the origin's FIN, the origin reading slowly: every byte reaches it before its FIN"
+LAST=$((4 * SIZE))
+$CLIENT --port "$PF" last --to "$A:$O_LAST" --size "$LAST" >"$T/last.out" 2>&1 ||
+    fail "last client: $(cat "$T/last.out")"
+assert_grep "$T/last.out" '^got=bye$' "last: the greeting"
+assert_grep "$T/last.out" '^end_sent=1 reset=None$' "last: our END_STREAM closes the stream cleanly"
+up=$(sed -n 's/^up_sha=//p' "$T/last.out")
+for _ in $(seq 200); do
+    [[ -s $WATCH_LOG.last ]] && break
+    sleep 0.05
+done
+assert_eq "$(cat "$WATCH_LOG.last" 2>/dev/null)" "got $LAST sha=$up" "last: the origin got every byte, then the FIN"
+assert_log "http-request .* method=CONNECT .* status=200 to-server=$LAST .* verdict=accept server=127\.0\.0\.1:$O_LAST .*proto=h2 stream=1$"
+
+info "the origin's last MiB and FIN under the client's shut window: END_STREAM after all of it once it opens, a reset at idle-timeout if it never does"
+flood_sha=$(/usr/bin/python3 -c 'import hashlib; print(hashlib.sha256(bytes(range(256)) * 4096).hexdigest())')
+$CLIENT --port "$PF" --window 16384 --hold 1 flood --to "$A:$O_FLOOD" >"$T/flood.out" 2>&1 ||
+    fail "flood client: $(cat "$T/flood.out")"
+assert_grep "$T/flood.out" "^down_sha=$flood_sha down_bytes=$SIZE$" "flood: every byte once the window opens"
+assert_grep "$T/flood.out" '^ended=1 reset=None ' "flood: END_STREAM after them"
+$CLIENT --port "$PF" --timeout 8 --window 16384 --hold 30 flood --to "$A:$O_FLOOD" >"$T/flood2.out" 2>&1 ||
+    fail "flood client (shut): $(cat "$T/flood2.out")"
+assert_grep "$T/flood2.out" '^ended=0 reset=CANCEL after=[2-4]\.' "flood: a window shut for idle-timeout resets the stream"
 
 info "the origin resets its TCP connection: RST_STREAM(CONNECT_ERROR)"
 $CLIENT --port "$PF" reset --to "$A:$O_RESET" >"$T/reset.out" 2>&1 ||
