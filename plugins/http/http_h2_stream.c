@@ -22,9 +22,15 @@
  * client's DATA wait in the stream's input, bounded by its window (a
  * refused CONNECT's are dropped unread). Then they go to the server
  * connection's output while that holds less than `buffer` (the window
- * opens as they leave), and the server is read while the stream holds
- * less than `buffer` (its bytes out as DATA as the client's window lets
- * them): flow control end to end. END_STREAM and FIN cross both ways;
+ * opens as they reach that output, not as the server takes them: up to
+ * `buffer` wait there, which bounds it), and the server is read while
+ * the stream holds less than `buffer` (its bytes out as DATA as the
+ * client's window lets them): flow control end to end. END_STREAM and
+ * FIN cross both ways; a stream that closes with the client's last DATA
+ * (the server's FIN came first) leaves its server connection to the
+ * worker until those are written (h2s_tunnel_last), and one whose
+ * server's last bytes wait for the client's window ends once they went
+ * out (or is reset at idle-timeout, h2_reset_held);
  * the server's reset or error is RST_STREAM(CONNECT_ERROR) after what it
  * sent; a tunnel cut from the client's side (its RST_STREAM, the
  * connection gone, idle-timeout) is passed on as a TCP RST.

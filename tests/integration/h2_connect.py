@@ -29,11 +29,12 @@ scenario ran (whatever the server did), 2 when it could not connect.
       status=, got=, ended= (END_STREAM came before the client's), then
       sends DATA and END_STREAM itself: end_sent=, reset= (none
       within a second).
-  h2_connect.py --port P last --to HOST:PORT --size N
+  h2_connect.py --port P last --to HOST:PORT --size N [--path P]
       CONNECT to a server that greets and shuts its side first: once its
       END_STREAM came, N random bytes up and END_STREAM, which closes the
       stream: status=, got=, up_sha=, end_sent=, reset= (none within a
-      second). What the server got is its own to say.
+      second). What the server got is its own to say. --path: an
+      extended CONNECT (a WebSocket) to that path.
   h2_connect.py --port P flood --to HOST:PORT --hold S
       CONNECT to a server that sends a MiB and its FIN: END_STREAM at
       once, the window opened only S seconds after the first DATA (the
@@ -309,7 +310,16 @@ def run_close(cl, a):
 
 def run_last(cl, a):
     payload = os.urandom(a.size)
-    st = cl.connect(1, a.to)
+    if a.path:
+        # An extended CONNECT (RFC 8441) for a WebSocket.
+        cl.until(lambda: cl.got_settings)
+        st = cl.connect(1, a.to, [
+            (b":method", b"CONNECT"), (b":protocol", b"websocket"),
+            (b":scheme", b"http"), (b":path", a.path.encode()),
+            (b":authority", a.to.encode()),
+            (b"sec-websocket-version", b"13")])
+    else:
+        st = cl.connect(1, a.to)
     cl.until(lambda: st.ended or st.reset is not None)
     print("status=%s" % st.status)
     print("got=%s" % bytes(st.data).decode(errors="replace").strip())

@@ -29,6 +29,11 @@
 # each way through an echo with a 16 KiB client window and a slow reader:
 # intact, and proxyd's peak RSS grows by far less (flow control end to
 # end). A WebSocket over an extended CONNECT to python3-websockets' server.
+# The client's last 4 MiB and END_STREAM after the origin's FIN (the
+# stream closes at once) reach an origin that reads slowly through a small
+# buffer whole, sha256 checked there (a CONNECT and an extended CONNECT);
+# the origin's last MiB and FIN wait for the client's shut window, then
+# END_STREAM, or a reset at idle-timeout.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -172,9 +177,23 @@ def small(c):
     it cannot take must wait in its client, not in the kernel."""
     echo(c)
 
+def wsfinslow(c):
+    """finslow behind a WebSocket handshake (its 101 first)."""
+    import base64
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(1)
+    key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")
+           if l.lower().startswith(b"sec-websocket-key:")][0]
+    acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+    finslow(c)
+
 def finslow(c):
     """Greets and shuts its side first, then reads its client's bytes
-    slowly through a small buffer: what it got, once at EOF, to LAST_LOG."""
+    slowly through a small buffer: what it got, once at EOF, to
+    WATCH_LOG.last."""
     c.sendall(b"bye\n")
     c.shutdown(socket.SHUT_WR)
     h, n = hashlib.sha256(), 0
@@ -200,7 +219,7 @@ def flood(c):
 def serve(port, fn):
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if fn is small or fn is finslow:
+    if fn in (small, finslow, wsfinslow):
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
     srv.bind(("127.0.0.1", port))
@@ -242,6 +261,7 @@ for port, fn in zip(ports, (echo, half, close, reset, ws, plain, watch, finreset
 threading.Thread(target=wsreal, args=(ports[9],), daemon=True).start()
 threading.Thread(target=serve, args=(ports[10], finslow), daemon=True).start()
 threading.Thread(target=serve, args=(ports[11], flood), daemon=True).start()
+threading.Thread(target=serve, args=(ports[12], wsfinslow), daemon=True).start()
 threading.Event().wait(300)
 EOF
 free_port O_ECHO
@@ -256,14 +276,15 @@ free_port O_SMALL
 free_port O_WSREAL
 free_port O_LAST
 free_port O_FLOOD
+free_port O_WSLAST
 WS_LOG=$T/ws.log
 WATCH_LOG=$T/watch.log
 : >"$WATCH_LOG"
 CLIENT_KEY=dGhlIHNhbXBsZSBub25jZQ==
 /usr/bin/python3 "$T/origins.py" "$WS_LOG" "$WATCH_LOG" "$CLIENT_KEY" "$O_ECHO" "$O_HALF" "$O_CLOSE" \
-    "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD" 2>>"$T/origins.err" &
+    "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD" "$O_WSLAST" 2>>"$T/origins.err" &
 track_pid $!
-for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD"; do
+for p in "$O_ECHO" "$O_HALF" "$O_CLOSE" "$O_RESET" "$O_WS" "$O_PLAIN" "$O_WATCH" "$O_FINRST" "$O_SMALL" "$O_WSREAL" "$O_LAST" "$O_FLOOD" "$O_WSLAST"; do
     wait_listen "$p" 5 || fail "origin on $p did not start"
 done
 free_port DENIED
@@ -283,10 +304,12 @@ free_port PW
 free_port PP
 free_port PR
 free_port PL
+free_port PX
 write_proxyd_conf 'idle-timeout="2s"'
 write_http_service ws "$PW" "$O_WS" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service plain "$PP" "$O_PLAIN" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service wsreal "$PR" "$O_WSREAL" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
+write_http_service wslast "$PX" "$O_WSLAST" '<http h2c="yes"><upgrade protocols="websocket" action="accept"/></http>'
 write_http_service fwd "$PF" 0 "$POL" forward
 # A service that sniffs bodies (<content>): its streams are transactions
 # too (they were legs until its scan ran per transaction), a CONNECT's
@@ -382,6 +405,17 @@ for _ in $(seq 200); do
 done
 assert_eq "$(cat "$WATCH_LOG.last" 2>/dev/null)" "got $LAST sha=$up" "last: the origin got every byte, then the FIN"
 assert_log "http-request .* method=CONNECT .* status=200 to-server=$LAST .* verdict=accept server=127\.0\.0\.1:$O_LAST .*proto=h2 stream=1$"
+info "the same over an extended CONNECT (a WebSocket)"
+$CLIENT --port "$PX" last --to "$A:$O_WSLAST" --size "$LAST" --path /last >"$T/wslast.out" 2>&1 ||
+    fail "wslast client: $(cat "$T/wslast.out")"
+assert_grep "$T/wslast.out" '^got=bye$' "wslast: the greeting"
+assert_grep "$T/wslast.out" '^end_sent=1 reset=None$' "wslast: our END_STREAM closes the stream cleanly"
+up=$(sed -n 's/^up_sha=//p' "$T/wslast.out")
+for _ in $(seq 200); do
+    (($(wc -l <"$WATCH_LOG.last") > 1)) && break
+    sleep 0.05
+done
+assert_eq "$(sed -n 2p "$WATCH_LOG.last")" "got $LAST sha=$up" "wslast: the origin got every byte, then the FIN"
 
 info "the origin's last MiB and FIN under the client's shut window: END_STREAM after all of it once it opens, a reset at idle-timeout if it never does"
 flood_sha=$(/usr/bin/python3 -c 'import hashlib; print(hashlib.sha256(bytes(range(256)) * 4096).hexdigest())')
