@@ -224,7 +224,7 @@ http_server_out(struct http_txn *t)
  * (logged: the connection is not to be reused). No system call while
  * the connection is quiet (px_conn_quiet: its last read emptied it and
  * the loop has not reported it since), as it is after a response read
- * whole; else an ioctl. */
+ * whole; else a peek (its FIN too: the server closed it). */
 static bool
 http_server_unread(struct http_txn *t)
 {

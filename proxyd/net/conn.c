@@ -313,14 +313,16 @@ px_conn_want_writable(struct px_conn *c, bool on)
 bool
 px_conn_unread(const struct px_conn *c)
 {
-	int n = 0;
+	char b;
 
 	if (c->fd == -1)
 		return false;
 	if (c->held_end || (c->tf != NULL && c->tf->pending != NULL &&
 	    c->tf->pending(c) > 0))
 		return true;
-	return ioctl(c->fd, FIONREAD, &n) == -1 || n > 0;
+	/* A peek, not FIONREAD: that counts bytes and misses a FIN. */
+	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != -1 ||
+	    (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 size_t
@@ -341,9 +343,27 @@ px_conn_unacked(const struct px_conn *c)
 	return (size_t)n;
 }
 
+/* The loop's cached time (ms, its low 16 bits): the same in one pass. */
+static uint16_t
+px_conn_tick(const struct px_conn *c)
+{
+	struct timeval tv;
+
+	if (event_base_gettimeofday_cached(event_get_base(&c->rd), &tv) == -1)
+		return 0;
+	return (uint16_t)((uint64_t)tv.tv_sec * 1000 +
+	    (uint64_t)tv.tv_usec / 1000);
+}
+
 bool
 px_conn_quiet(const struct px_conn *c)
 {
+	/* A short plain read's FIN is reported from the next poll on; a
+	 * later pass in the same coarse tick is taken for this one (the
+	 * caller then asks the kernel). */
+	if (c->drained && c->drained_short &&
+	    px_conn_tick(c) == c->drained_tick)
+		return false;
 	return c->drained && c->rd_on && !c->held_end &&
 	    (c->rd.ev_evcallback.evcb_flags & (EVLIST_ACTIVE |
 	    EVLIST_ACTIVE_LATER)) == 0 && (c->tf == NULL ||
@@ -449,6 +469,7 @@ px_conn_recv(struct px_conn *c, size_t room)
 			    PX_CONN_WANT_WRITE : PX_CONN_WANT_NONE;
 			px_conn_update(c);
 			c->drained = c->rd_on;	/* empty, and watched */
+			c->drained_short = false;
 		}
 		errno = err;
 		return n;
@@ -460,6 +481,9 @@ px_conn_recv(struct px_conn *c, size_t room)
 	/* Short of its room: the socket had no more (a transform's read
 	 * stops short only where it would block, or at a held end). */
 	c->drained = left + n < (ssize_t)room && c->rd_on;
+	/* A transform's read went on to EAGAIN or its end; readv did not. */
+	if ((c->drained_short = c->drained && c->tf == NULL))
+		c->drained_tick = px_conn_tick(c);
 	left = n;
 	for (i = 0; i < k; i++) {
 		if ((size_t)left < v[i].iov_len)

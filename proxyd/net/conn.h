@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/queue.h>
 #include <sys/types.h>
 
@@ -76,6 +77,12 @@ struct px_conn {
 	 * room), and the read event has been armed since, not reporting it
 	 * readable: px_conn_quiet(). */
 	bool		 drained;
+	/* ... by a plain read that came back short (not by EAGAIN): a FIN
+	 * queued behind its bytes stays unseen until the loop polls again,
+	 * so drained is not trusted in the pass of that read (drained_tick:
+	 * the loop's cached time then, in ms, its low 16 bits). */
+	bool		 drained_short;
+	uint16_t	 drained_tick;
 	struct evbuffer	*in, *out;
 	struct event	 rd, wr;
 	bool		 rd_on, wr_on;
@@ -158,13 +165,14 @@ int	px_conn_shutdown(struct px_conn *c);
  * has one, else strerror(err). */
 const char *px_conn_strerror(const struct px_conn *c, int err);
 /* Whether the peer's bytes wait to be read (px_conn_recv): in the socket
- * (FIONREAD) or in the transform's buffer (TLS: px_tls_pending, which
- * FIONREAD does not see), or its end; true also when that cannot be
+ * (a MSG_PEEK) or in the transform's buffer (TLS: px_tls_pending, which
+ * the socket does not show), or its end; true also when that cannot be
  * told. Not what c->in holds already. */
 bool	px_conn_unread(const struct px_conn *c);
 /* Whether nothing of the peer's is known to wait, with no system call:
- * the last read emptied the socket, "readable" has stayed watched since,
- * and the loop has not queued it (level-triggered: bytes that came
+ * the last read emptied the socket (a plain read: in an earlier pass, a
+ * FIN behind its bytes being seen by the next poll only), "readable" has
+ * stayed watched since, and the loop has not queued it (level-triggered: bytes that came
  * before this pass's poll would have), nor holds the transform decoded
  * bytes or an end. False says nothing: ask px_conn_unread(). (Bytes that
  * come after this pass's poll are not seen: no check is free of that.) */

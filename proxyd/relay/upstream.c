@@ -264,8 +264,9 @@ px_pool_conn_cb(evutil_socket_t fd, short what, void *arg)
  * cached time is set once per pass: a different one means a pass began
  * (and its epoll_wait ran) since; the same one (the clock is libevent's
  * coarse one, a few milliseconds a tick) may be this pass, so the kernel
- * is asked, unless it was parked quiet: its owner's last read in this
- * pass emptied the socket, which says as much as that epoll_wait (HTTP/2
+ * is asked, unless it was parked quiet: its owner's last read emptied
+ * the socket (a plain read's FIN is not seen in its own pass: px_conn_
+ * quiet), which says as much as that epoll_wait (HTTP/2
  * streams take in one pass what others' responses parked in it). A FIN
  * that comes within the current pass is the race every reuse has, the
  * peek's too (http's one retry is for it). */

@@ -13,6 +13,10 @@
 #   that come with the client's next request in one loop pass, the
 #   client's reported first (proxyd stopped meanwhile, so both wait in
 #   its sockets): that request does not go out on the connection either;
+# - a plain origin that closes right after its response (no Connection:
+#   close), its FIN in proxyd's socket behind the response: the client's
+#   pipelined POST (not replayable: no retry) goes on a new connection,
+#   not on the closed one (a 502);
 # - an early answer (an origin's 413 before the request's body is all
 #   read): it says Connection: close, and the client still sending its
 #   body slowly reads all of it then a FIN, no reset (lingering close,
@@ -88,7 +92,39 @@ def handle(c):
         pass
 PY
 
+# A plain origin that closes its connection right after each response,
+# without Connection: close (keepalive_timeout 0-ish); the response to
+# /first waits until told to (the FIFO close.go), and it writes
+# close.got when it has that request.
+mkfifo "$T/close.go"
+start_py_server CLOSER <<PY
+def handle(c):
+    buf = b""
+    while b"\\r\\n\\r\\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+    head, buf = buf.split(b"\\r\\n\\r\\n", 1)
+    path = head.split(b" ")[1]
+    n = [int(l.split(b":")[1]) for l in head.split(b"\\r\\n")
+         if l.lower().startswith(b"content-length:")]
+    while n and len(buf) < n[0]:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+    if path == b"/first":
+        open("$T/close.got", "w").close()
+        with open("$T/close.go") as f:
+            f.read()
+    c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s\\n" % (
+        len(path) + 1, path))
+    c.close()
+PY
+
 free_port P_EXTRA
+free_port P_CLOSER
 free_port P_EARLY
 free_port P_KEPT
 free_port P_MAX
@@ -101,6 +137,7 @@ write_http_service h_extra "$P_EXTRA" "$ORIGIN" \
 write_http_service h_early "$P_EARLY" "$EARLY" '<http server-h2="no"/>'
 write_http_service h_kept "$P_KEPT" "$PLAIN" '<http server-h2="no"/>'
 write_http_service h_late "$P_LATE" "$LATE" '<http server-h2="no"/>'
+write_http_service h_closer "$P_CLOSER" "$CLOSER" '<http server-h2="no"/>'
 write_http_service h_max "$P_MAX" "$EARLY" \
     '<http server-h2="no"><limits max-body="1k"/></http>'
 start_proxyd
@@ -220,6 +257,69 @@ PY
 kill -CONT "$PROXYD_PID" 2>/dev/null || true	# however the client ended
 assert_eq "$out" "/late /after" "the responses of the client's two requests"
 assert_log "#[0-9]+ http-request .*path=/after status=200 .* upstream=new"
+
+info "a server that closes right after its response, its FIN read with it: a pipelined POST goes on a new connection"
+# proxyd is stopped while the response and the FIN reach its socket: its
+# read of the response stops short of its room, and the FIN is still
+# unread: the POST (not replayable) must not go out on that connection.
+out=$(timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
+import os, signal, socket, sys, time
+port, origin, pid, t = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def closed_queued(rport):
+    # proxyd's end of its connection to the origin: the FIN received
+    # (CLOSE_WAIT) with the response's bytes queued.
+    with open("/proc/net/tcp") as f:
+        for l in f.readlines()[1:]:
+            p = l.split()
+            if (p[3] == "08" and int(p[2].split(":")[1], 16) == rport and
+                    int(p[4].split(":")[1], 16) > 0):
+                return True
+    return False
+def stopped():
+    for k in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, k)) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
+def wait(cond, what):
+    for _ in range(1000):
+        if cond():
+            return
+        time.sleep(0.01)
+    raise SystemExit("not within 10 s: " + what)
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(10)
+s.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+          b"Connection: close\r\n\r\nhello")
+wait(lambda: os.path.exists(t + "/close.got"), "the first request at the origin")
+os.kill(pid, signal.SIGSTOP)
+try:
+    wait(stopped, "proxyd stopped")
+    with open(t + "/close.go", "w") as f:
+        f.write("go")
+    wait(lambda: closed_queued(origin), "the response and FIN in proxyd's socket")
+finally:
+    os.kill(pid, signal.SIGCONT)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+out = []
+while b"\r\n\r\n" in data:
+    head, _, data = data.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+         if l.lower().startswith(b"content-length:")][0]
+    out.append(head.split(b" ")[1].decode() + ":" +
+               data[:n].split(b"\n")[0].decode(errors="replace"))
+    data = data[n:]
+print(" ".join(out))
+PY
+) || true
+kill -CONT "$PROXYD_PID" 2>/dev/null || true	# however the client ended
+assert_eq "$out" "200:/first 200:/second" "the pipelined GET's and POST's responses"
 
 # slow_upload PORT: the client declares 4 MB and sends 2 MB of it slowly
 # (about 1 s), not looking at what comes back meanwhile, then reads to
