@@ -16,7 +16,8 @@
 # - a plain origin that closes right after its response (no Connection:
 #   close), its FIN in proxyd's socket behind the response: the client's
 #   pipelined POST (not replayable: no retry) goes on a new connection,
-#   not on the closed one (a 502);
+#   not on the closed one (a 502); nor another client's POST that the
+#   loop pass which pools that connection reads;
 # - an early answer (an origin's 413 before the request's body is all
 #   read): it says Connection: close, and the client still sending its
 #   body slowly reads all of it then a FIN, no reset (lingering close,
@@ -320,6 +321,77 @@ PY
 ) || true
 kill -CONT "$PROXYD_PID" 2>/dev/null || true	# however the client ended
 assert_eq "$out" "200:/first 200:/second" "the pipelined GET's and POST's responses"
+
+info "the same, the POST another client's, in the loop pass that pools the connection: not taken from the pool"
+# Client A's response and FIN reach proxyd's socket, then client B's
+# connection and POST, while proxyd is stopped: one loop pass reads A's
+# response (A's session ends: the connection goes to the pool) and
+# takes B's POST, which must not go out on the pooled, closed connection.
+rm -f "$T/close.got"
+out=$(timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
+import os, signal, socket, sys, time
+port, origin, pid, t = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def tcp(state, rport=None, lport=None):
+    with open("/proc/net/tcp") as f:
+        for l in f.readlines()[1:]:
+            p = l.split()
+            if (p[3] == state and int(p[4].split(":")[1], 16) > 0 and
+                    (rport is None or int(p[2].split(":")[1], 16) == rport) and
+                    (lport is None or int(p[1].split(":")[1], 16) == lport)):
+                return True
+    return False
+def stopped():
+    for k in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, k)) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
+def wait(cond, what):
+    for _ in range(1000):
+        if cond():
+            return
+        time.sleep(0.01)
+    raise SystemExit("not within 10 s: " + what)
+def response(s):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(65536)
+        if not d:
+            return "none"
+        data += d
+    head, _, data = data.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+         if l.lower().startswith(b"content-length:")][0]
+    while len(data) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    return head.split(b" ")[1].decode() + ":" + \
+        data[:n].split(b"\n")[0].decode(errors="replace")
+a = socket.create_connection(("127.0.0.1", port))
+a.settimeout(10)
+a.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+wait(lambda: os.path.exists(t + "/close.got"), "the first request at the origin")
+os.kill(pid, signal.SIGSTOP)
+try:
+    wait(stopped, "proxyd stopped")
+    with open(t + "/close.go", "w") as f:
+        f.write("go")
+    wait(lambda: tcp("08", rport=origin), "the response and FIN in proxyd's socket")
+    b = socket.create_connection(("127.0.0.1", port))
+    b.settimeout(10)
+    b.sendall(b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+              b"Connection: close\r\n\r\nhello")
+    wait(lambda: tcp("01", lport=port, rport=b.getsockname()[1]),
+         "the POST in proxyd's socket")
+finally:
+    os.kill(pid, signal.SIGCONT)
+print(response(a), response(b))
+PY
+) || true
+kill -CONT "$PROXYD_PID" 2>/dev/null || true	# however the client ended
+assert_eq "$out" "200:/first 200:/second" "client A's GET and client B's POST"
 
 # slow_upload PORT: the client declares 4 MB and sends 2 MB of it slowly
 # (about 1 s), not looking at what comes back meanwhile, then reads to
