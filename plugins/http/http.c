@@ -71,23 +71,30 @@ http_transaction_end(struct http_txn *t)
 	http_transaction_done(t);
 }
 
-void
-http_txn_timer(struct http_txn *t, uint64_t ms)
+/* ---- the engine of an HTTP/1.1 client's transaction ------------------- */
+
+static void
+http_h1e_timer(struct http_txn *t, uint64_t ms)
 {
-	if (t->h2w != NULL)
-		http_h2s_timer(t, ms);
-	else
-		http_timer_set(t->conn, ms);
+	http_timer_set(t->conn, ms);
 }
 
-void
-http_txn_abort(struct http_txn *t, enum px_end_by by, const char *reason)
+/* The connection is the response's framing: it ends, reset (a leg's
+ * stream with code). */
+static void
+http_h1e_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
+    const char *reason)
 {
-	if (t->h2w != NULL)
-		http_h2s_abort(t, 0, reason);
-	else
-		http_abort(t->conn, by, reason);
+	if (code != 0)
+		http_h2_leg_reset_code(t->conn, code);
+	http_abort(t->conn, by, reason);
 }
+
+const struct http_engine_ops http_engine_h1 = {
+	.name = "http/1.1",
+	.timer = http_h1e_timer,
+	.cut = http_h1e_cut,
+};
 
 void
 http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
@@ -731,7 +738,7 @@ http_on_open(struct px_session *s, void *st)
 	h->c = px_session_client_conn(s);
 	h->buffer = px_session_buffer(s);
 	h->transparent = px_session_is_transparent(s);
-	if (http_txn_init(t, h) == -1 || h->c == NULL)
+	if (http_txn_init(t, h, &http_engine_h1) == -1 || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
 	if (http_h2_leg_opened(h) == -1)

@@ -910,12 +910,7 @@ http_h2o_input(struct http_txn *t)
 		    nghttp2_http2_strerror(st->error));
 		/* An HTTP/2 client sees the server's code (a gRPC server
 		 * cancelling: CANCEL), not INTERNAL_ERROR. */
-		if (t->h2w != NULL)
-			http_h2s_abort(t, st->error, why);
-		else {
-			http_h2_leg_reset_code(h, st->error);
-			http_abort(h, PX_END_SERVER_FAIL, why);
-		}
+		http_txn_cut(t, PX_END_SERVER_FAIL, st->error, why);
 		return;
 	}
 	/* Full duplex: the transaction is over once both ways are; a

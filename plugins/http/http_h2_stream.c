@@ -169,8 +169,9 @@ h2_txn_start(struct h2_stream *st)
 		free(x);
 		return -1;
 	}
-	if (http_txn_init(&x->t, h) == -1 || http_h2w_init(&x->w, c->ng,
-	    st->id, st->is_head, st->tunnel || st->req.protocol != -1) == -1 ||
+	if (http_txn_init(&x->t, h, &http_engine_h2) == -1 ||
+	    http_h2w_init(&x->w, c->ng, st->id, st->is_head, st->tunnel ||
+	    st->req.protocol != -1) == -1 ||
 	    evbuffer_add_cb(x->w.in, h2s_in_taken, st) == NULL) {
 		http_h2w_free(&x->w);
 		http_txn_free(&x->t, false);
@@ -483,6 +484,22 @@ http_h2s_timer(struct http_txn *t, uint64_t ms)
 {
 	h2s_of(t)->deadline_ms = ms != 0 ? h2s_now_ms() + ms : 0;
 }
+
+/* ---- the engine of a stream's transaction ------------------------------ */
+
+static void
+h2e_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
+    const char *reason)
+{
+	(void)by;	/* the stream ends, not the connection */
+	http_h2s_abort(t, code, reason);
+}
+
+const struct http_engine_ops http_engine_h2 = {
+	.name = "h2",
+	.timer = http_h2s_timer,
+	.cut = h2e_cut,
+};
 
 void
 h2_txn_tick(struct http_h2 *c)

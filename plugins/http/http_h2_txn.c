@@ -476,7 +476,7 @@ http_h2t_end(struct http_txn *t, const struct http_head *tr,
 static void
 http_h2t_reset(struct http_txn *t, const char *why)
 {
-	http_h2s_abort(t, http_h2t_fail_code(t->h2w), why);
+	http_txn_cut(t, PX_END_SERVER_FAIL, http_h2t_fail_code(t->h2w), why);
 }
 
 static struct evbuffer *

@@ -178,6 +178,7 @@ struct http_h2o_stream;
 struct http_h2o_req;
 struct http_h2w;
 struct http_who;
+struct http_engine_ops;
 
 /* One request and its response (a transaction): what they own, from the
  * request head to the response's end (the server side, body framing,
@@ -187,6 +188,7 @@ struct http_who;
  * HTTP/2 connection one per stream (http_h2_stream.c). */
 struct http_txn {
 	struct http_state	*conn;		/* its client connection */
+	const struct http_engine_ops *eng;	/* what runs it (http_txn.c) */
 	bool			 connecting;	/* srv.io.fd: connect under way */
 	bool			 grpc;		/* content-type application/grpc */
 	struct http_server	 srv;
@@ -334,14 +336,8 @@ void	http_refusal_linger(struct http_txn *t);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay;
  * an HTTP/2 stream's tunnel runs in the engine (http_h2s_tunnel). */
 void	http_start_tunnel(struct http_txn *t);
-/* t's own timer (its response-timeout, grpc-timeout; 0 off): the
- * session's for an HTTP/1.1 client, its stream's for an HTTP/2 one. */
-void	http_txn_timer(struct http_txn *t, uint64_t ms);
-/* t ends cut (its client must never take what it got for whole): an
- * HTTP/1.1 client's connection reset (http_abort), an HTTP/2 stream
- * reset, its connection going on. */
-void	http_txn_abort(struct http_txn *t, enum px_end_by by,
-	    const char *reason);
+/* The engine of an HTTP/1.1 client connection's transaction (http.c). */
+extern const struct http_engine_ops http_engine_h1;
 /* One step of an HTTP/2 stream's transaction (http_h2_stream.c drives
  * them): its request body on, the server's response in, the server's
  * output written, the server read while the stream has room. */
@@ -353,9 +349,38 @@ bool	http_txn_timeout(struct http_txn *t);
 
 /* ---- http_txn.c -------------------------------------------------------- */
 
-/* t starts as a transaction of h (its head buffer made). 0, or -1 out of
- * memory (http_txn_free frees what was made). */
-int	http_txn_init(struct http_txn *t, struct http_state *h);
+/* What a transaction asks of the engine that runs it: its client
+ * connection's state machine (HTTP/1.1's, http_engine_h1 in http.c) or
+ * its HTTP/2 stream's (http_engine_h2, http_h2_stream.c). The files of
+ * the transaction layer reach the engine only through it (the wrappers
+ * below), so they call one way down (docs/CORE.md, "The http analyser's
+ * layers"). */
+struct http_engine_ops {
+	const char *name;
+	/* t's own timer (its response-timeout, grpc-timeout; 0 off). */
+	void	(*timer)(struct http_txn *t, uint64_t ms);
+	/* t ends cut (its client must never take what it got for whole),
+	 * with an RST_STREAM code for an HTTP/2 client (0: INTERNAL_ERROR,
+	 * or a leg's own). */
+	void	(*cut)(struct http_txn *t, enum px_end_by by, uint32_t code,
+		    const char *reason);
+};
+
+/* t starts as a transaction of h run by eng (its head buffer made). 0, or
+ * -1 out of memory (http_txn_free frees what was made). */
+int	http_txn_init(struct http_txn *t, struct http_state *h,
+	    const struct http_engine_ops *eng);
+/* t's own timer (its response-timeout, grpc-timeout; 0 off): the
+ * session's for an HTTP/1.1 client, its stream's for an HTTP/2 one. */
+void	http_txn_timer(struct http_txn *t, uint64_t ms);
+/* t ends cut (its client must never take what it got for whole): an
+ * HTTP/1.1 client's connection reset (http_abort), an HTTP/2 stream
+ * reset, its connection going on. */
+void	http_txn_abort(struct http_txn *t, enum px_end_by by,
+	    const char *reason);
+/* The same, the stream reset with code (a leg's: its stream's). */
+void	http_txn_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
+	    const char *reason);
 /* t goes (its session closes): its scans (their records written), its
  * resolver query, buffers and HTTP/2 server stream; its server
  * connection to the pool when keep_server, else closed. */
@@ -576,6 +601,8 @@ void	http_h2s_tunnel(struct http_txn *t);
 void	http_h2s_tunnel_step(struct http_txn *t);
 /* Its server connection ended (err 0: a FIN) or failed. */
 void	http_h2s_tunnel_gone(struct http_txn *t, int err);
+/* The engine of a stream's transaction (http_txn_init). */
+extern const struct http_engine_ops http_engine_h2;
 
 /* ---- http_scan.c ------------------------------------------------------- */
 

@@ -2,9 +2,12 @@
  * state machine (http.c): its start and end (what it owns made and
  * freed), its http-request line and the metrics counted with it, written
  * once, after which the transaction's log fields start from nothing for
- * the next request; and the client side a transaction sees (struct
+ * the next request; the client side a transaction sees (struct
  * http_client_ops: where its request body comes from, the writer its
- * response goes through), HTTP/1.1's. */
+ * response goes through), HTTP/1.1's; and the way the transaction layer
+ * reaches the engine that runs it (struct http_engine_ops, given at
+ * http_txn_init: HTTP/1.1's in http.c, an HTTP/2 stream's in
+ * http_h2_stream.c), so that it never calls up into either. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +27,11 @@
 #include "parse.h"
 
 int
-http_txn_init(struct http_txn *t, struct http_state *h)
+http_txn_init(struct http_txn *t, struct http_state *h,
+    const struct http_engine_ops *eng)
 {
 	t->conn = h;
+	t->eng = eng;
 	t->grpc_status = -1;
 	t->srv.io = NULL;
 	t->h2w = NULL;
@@ -56,6 +61,29 @@ http_txn_free(struct http_txn *t, bool keep_server)
 	t->canon = NULL;
 	http_h2o_close(t);
 }
+
+/* ---- the engine that runs it ------------------------------------------- */
+
+void
+http_txn_timer(struct http_txn *t, uint64_t ms)
+{
+	t->eng->timer(t, ms);
+}
+
+void
+http_txn_abort(struct http_txn *t, enum px_end_by by, const char *reason)
+{
+	t->eng->cut(t, by, 0, reason);
+}
+
+void
+http_txn_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
+    const char *reason)
+{
+	t->eng->cut(t, by, code, reason);
+}
+
+/* ---- its http-request line ---------------------------------------------- */
 
 void
 http_txn_log(struct http_txn *t, int level, const char *fmt, ...)
@@ -246,7 +274,7 @@ http_h1_end(struct http_txn *t, const struct http_head *tr,
 static void
 http_h1_reset(struct http_txn *t, const char *why)
 {
-	http_abort(t->conn, PX_END_SERVER_FAIL, why);
+	http_txn_abort(t, PX_END_SERVER_FAIL, why);
 }
 
 static struct evbuffer *

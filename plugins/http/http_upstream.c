@@ -654,12 +654,9 @@ http_txn_timeout(struct http_txn *t)
 		 * leg's reset becomes its stream's). */
 		if (t->resp_bytes == t->interim_bytes)
 			http_error(t, 504, "no response within grpc-timeout");
-		else if (t->h2w != NULL)
-			http_h2s_abort(t, HTTP_H2_CANCEL, "error: grpc-timeout");
-		else {
-			http_h2_leg_reset_code(h, HTTP_H2_CANCEL);
-			http_abort(h, PX_END_TIMEOUT, "error: grpc-timeout");
-		}
+		else
+			http_txn_cut(t, PX_END_TIMEOUT, HTTP_H2_CANCEL,
+			    "error: grpc-timeout");
 		return true;
 	}
 	if (t->resp != HTTP_RESP_HEAD)

@@ -239,6 +239,7 @@ txn_on(struct pair *x, struct http_state *h, struct http_txn *t)
 	h->pol = &x->p;
 	t->conn = h;
 	t->h2w = &x->w;
+	t->eng = &http_engine_h2;
 }
 
 /* The response head s through the transaction's writer. */
@@ -378,6 +379,7 @@ test_grpc_reply(void **state)
 	h.pol = &x.p;
 	t.conn = &h;
 	t.h2w = &x.w;
+	t.eng = &http_engine_h2;
 	assert_ptr_equal(http_client(&t), &http_client_h2);
 	assert_ptr_equal(http_client_out(&t), x.w.buf);
 	http_grpc_reply(&t, http_client_out(&t), 503, "no server: 100%",
