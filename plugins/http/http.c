@@ -55,8 +55,6 @@ static const char *const http_counter_names[] = {
 
 static void http_next_request(struct http_state *h);
 
-static void http_transaction_done(struct http_txn *t);
-
 /* ---- small helpers ----------------------------------------------------- */
 
 static void
@@ -65,13 +63,9 @@ http_timer_set(struct http_state *h, uint64_t ms)
 	px_session_timer(h->s, ms);
 }
 
-void
-http_transaction_end(struct http_txn *t)
-{
-	http_transaction_done(t);
-}
-
 /* ---- the engine of an HTTP/1.1 client's transaction ------------------- */
+
+static void http_refusal_linger(struct http_txn *t);
 
 static void
 http_h1e_timer(struct http_txn *t, uint64_t ms)
@@ -90,22 +84,18 @@ http_h1e_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
 	http_abort(t->conn, by, reason);
 }
 
-const struct http_engine_ops http_engine_h1 = {
-	.name = "http/1.1",
-	.timer = http_h1e_timer,
-	.cut = http_h1e_cut,
-};
+static void
+http_h1e_answered(struct http_txn *t, enum px_end_by by, const char *reason)
+{
+	http_refusal_linger(t);
+	http_close_when_flushed(t->conn, by, reason);
+}
 
-void
-http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
+static void
+http_h1e_refused(struct http_txn *t, bool keep, const char *reason)
 {
 	struct http_state *h = t->conn;
 
-	if (t->h2w != NULL) {
-		/* The stream ends with its refusal; the connection goes on. */
-		http_h2s_done(t, false);
-		return;
-	}
 	if (!keep) {
 		px_session_set_rule(h->s, t->rule);
 		http_log_request(t);
@@ -146,7 +136,7 @@ http_linger(struct http_state *h)
 /* proxyd refuses a request whose body the client may still be sending (a
  * 413 over max-body, a 502, a 401 to an upload): its close lingers as
  * after a server's early answer. */
-void
+static void
 http_refusal_linger(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
@@ -226,18 +216,6 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 
 static void http_client_failed(struct http_state *h, int err);
 
-void
-http_response_complete(struct http_txn *t)
-{
-	/* Bytes that came with the response, after its end (a body after
-	 * a 204, 304 or a HEAD response, say): one request is in flight,
-	 * so they answer nothing, and the connection is closed, never
-	 * pooled. */
-	if (t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0)
-		http_unasked_bytes(t, t->srv.io->in);
-	http_transaction_done(t);
-}
-
 /* The request went to the server whole: all of it read from the client,
  * nothing held back for a verdict or a type, nothing left to write. */
 static bool
@@ -282,7 +260,7 @@ http_request_unsent(struct http_txn *t)
 
 /* The response is complete (and so is the request, unless the server
  * answered early). */
-static void
+void
 http_transaction_done(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
@@ -406,6 +384,15 @@ http_start_tunnel(struct http_txn *t)
 	evbuffer_add_buffer(h->c->out, t->srv.io->in);
 	px_session_account(h->s, PX_TO_CLIENT, n);
 }
+
+const struct http_engine_ops http_engine_h1 = {
+	.name = "http/1.1",
+	.timer = http_h1e_timer,
+	.cut = http_h1e_cut,
+	.done = http_transaction_done,
+	.refused = http_h1e_refused,
+	.answered = http_h1e_answered,
+};
 
 /* ---- driving ----------------------------------------------------------- */
 

@@ -495,10 +495,31 @@ h2e_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
 	http_h2s_abort(t, code, reason);
 }
 
+/* A refusal or proxyd's own answer ends the stream; the connection goes
+ * on. */
+static void
+h2e_refused(struct http_txn *t, bool keep, const char *reason)
+{
+	(void)keep;
+	(void)reason;
+	http_h2s_done(t, false);
+}
+
+static void
+h2e_answered(struct http_txn *t, enum px_end_by by, const char *reason)
+{
+	(void)by;
+	(void)reason;
+	http_h2s_done(t, false);
+}
+
 const struct http_engine_ops http_engine_h2 = {
 	.name = "h2",
 	.timer = http_h2s_timer,
 	.cut = h2e_cut,
+	.done = http_transaction_done,
+	.refused = h2e_refused,
+	.answered = h2e_answered,
 };
 
 void

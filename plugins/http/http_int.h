@@ -322,20 +322,14 @@ void	http_close_when_flushed(struct http_state *h, enum px_end_by by,
  * when nothing is. */
 void	http_abort(struct http_state *h, enum px_end_by by,
 	    const char *reason);
-/* The transaction is over (its reply written or queued): the next
- * request, or the end of the connection. */
-void	http_transaction_end(struct http_txn *t);
-/* A refusal of t's request was queued (a 429, a 401/407 challenge): with
- * keep, its head (t->head_len) leaves the client input and the connection
- * reads the next request; else the request is logged and the session
- * ends (reason) once it is flushed. */
-void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
-/* Before proxyd's refusal closes the connection: its close lingers when
- * the request said it has a body the client may still be sending. */
-void	http_refusal_linger(struct http_txn *t);
 /* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay;
  * an HTTP/2 stream's tunnel runs in the engine (http_h2s_tunnel). */
 void	http_start_tunnel(struct http_txn *t);
+/* t's response is over (written or queued; the request too, unless the
+ * server answered early): its server connection kept or dropped, then
+ * the next request, the end of the connection, or (an HTTP/2 stream)
+ * the stream's end. Any engine's done. */
+void	http_transaction_done(struct http_txn *t);
 /* The engine of an HTTP/1.1 client connection's transaction (http.c). */
 extern const struct http_engine_ops http_engine_h1;
 /* One step of an HTTP/2 stream's transaction (http_h2_stream.c drives
@@ -364,6 +358,15 @@ struct http_engine_ops {
 	 * or a leg's own). */
 	void	(*cut)(struct http_txn *t, enum px_end_by by, uint32_t code,
 		    const char *reason);
+	/* t's response is over (written or queued): the next request. */
+	void	(*done)(struct http_txn *t);
+	/* A refusal of t's request was queued: http_refusal_sent. */
+	void	(*refused)(struct http_txn *t, bool keep, const char *reason);
+	/* proxyd's own answer ended t (an error page, logged): the client
+	 * connection ends (by, reason) once it is written, or the stream
+	 * with it. */
+	void	(*answered)(struct http_txn *t, enum px_end_by by,
+		    const char *reason);
 };
 
 /* t starts as a transaction of h run by eng (its head buffer made). 0, or
@@ -381,6 +384,17 @@ void	http_txn_abort(struct http_txn *t, enum px_end_by by,
 /* The same, the stream reset with code (a leg's: its stream's). */
 void	http_txn_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
 	    const char *reason);
+/* The transaction is over (its reply written or queued): the next
+ * request, or the end of the connection. */
+void	http_transaction_end(struct http_txn *t);
+/* The response (and its request) are complete and their scans passed:
+ * bytes the server sent after it are dropped, the next request may come. */
+void	http_response_complete(struct http_txn *t);
+/* A refusal of t's request was queued (a 429, a 401/407 challenge): with
+ * keep, its head (t->head_len) leaves the client input and the connection
+ * reads the next request; else the request is logged and the session
+ * ends (reason) once it is flushed. An HTTP/2 stream ends with it. */
+void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
 /* t goes (its session closes): its scans (their records written), its
  * resolver query, buffers and HTTP/2 server stream; its server
  * connection to the pool when keep_server, else closed. */
@@ -545,10 +559,6 @@ void	http_pump_request(struct http_txn *t);
 void	http_pump_response(struct http_txn *t);
 /* Runs every step that can make progress; after every event. */
 void	http_drive(struct http_state *h);
-
-/* The response (and its request) are complete and their scans passed:
- * bytes the server sent after it are dropped, the next request may come. */
-void	http_response_complete(struct http_txn *t);
 
 /* ---- http_h2.c --------------------------------------------------------- */
 

@@ -324,13 +324,9 @@ out_log:
 	http_log_request(t);
 	snprintf(end, sizeof(end), "%s: http %d: %s", status >= 500 ? "error" :
 	    status == 408 ? "request-timeout" : "denied", status, why);
-	if (t->h2w != NULL) {
-		/* The stream ends with its page; the connection goes on. */
-		http_h2s_done(t, false);
-		return;
-	}
-	http_refusal_linger(t);
-	http_close_when_flushed(h, by, end);
+	/* An HTTP/1.1 client's connection ends once its page is written;
+	 * an HTTP/2 stream ends with it, the connection going on. */
+	t->eng->answered(t, by, end);
 }
 
 void

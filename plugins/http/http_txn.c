@@ -83,6 +83,30 @@ http_txn_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
 	t->eng->cut(t, by, code, reason);
 }
 
+void
+http_transaction_end(struct http_txn *t)
+{
+	t->eng->done(t);
+}
+
+void
+http_response_complete(struct http_txn *t)
+{
+	/* Bytes that came with the response, after its end (a body after
+	 * a 204, 304 or a HEAD response, say): one request is in flight,
+	 * so they answer nothing, and the connection is closed, never
+	 * pooled. */
+	if (t->srv.io != NULL && evbuffer_get_length(t->srv.io->in) != 0)
+		http_unasked_bytes(t, t->srv.io->in);
+	t->eng->done(t);
+}
+
+void
+http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
+{
+	t->eng->refused(t, keep, reason);
+}
+
 /* ---- its http-request line ---------------------------------------------- */
 
 void
