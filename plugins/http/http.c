@@ -387,11 +387,13 @@ http_start_tunnel(struct http_txn *t)
 
 const struct http_engine_ops http_engine_h1 = {
 	.name = "http/1.1",
+	.drive = http_drive,
 	.timer = http_h1e_timer,
 	.cut = http_h1e_cut,
 	.done = http_transaction_done,
 	.refused = http_h1e_refused,
 	.answered = http_h1e_answered,
+	.tunnel = http_start_tunnel,
 };
 
 /* ---- driving ----------------------------------------------------------- */

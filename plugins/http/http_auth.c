@@ -460,7 +460,9 @@ http_auth_done(struct px_auth_req *r, void *arg)
 	}
 	if (cert_again)
 		h->cert_tried = false;
-	http_drive(h);
+	/* The connection's own transaction's engine drives it (an HTTP/2
+	 * connection's streams too). */
+	http_txn_drive(&h->tx);
 }
 
 static struct http_auth *

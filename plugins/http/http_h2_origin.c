@@ -134,7 +134,7 @@ h2o_conn_notify(struct h2o_conn *c)
 		st->notify = false;
 		st->t->conn->progress++;
 		px_session_active(st->t->conn->s);
-		http_drive(st->t->conn);
+		http_txn_drive(st->t);
 		/* An HTTP/2 client's drive runs all its streams' transactions:
 		 * others of this connection's streams may have gone with
 		 * theirs. Looked for again from the start (each is notified
@@ -281,7 +281,7 @@ h2o_conn_fallback(struct h2o_conn *c)
 		px_session_unsent(t->conn->s, PX_TO_SERVER, n);
 		http_dispatch(t, (struct sockaddr *)&c->dst);
 		if (!t->conn->gone)
-			http_drive(t->conn);
+			http_txn_drive(t);
 	}
 }
 

@@ -948,7 +948,7 @@ http_h2o_timer(struct http_txn *t)
 	/* The stream is reset (CANCEL) as the transaction leaves it. */
 	http_response_complete(t);
 	if (!h->gone)
-		http_drive(h);
+		http_txn_drive(t);
 	return true;
 }
 

@@ -515,11 +515,13 @@ h2e_answered(struct http_txn *t, enum px_end_by by, const char *reason)
 
 const struct http_engine_ops http_engine_h2 = {
 	.name = "h2",
+	.drive = http_drive,
 	.timer = http_h2s_timer,
 	.cut = h2e_cut,
 	.done = http_transaction_done,
 	.refused = h2e_refused,
 	.answered = h2e_answered,
+	.tunnel = http_h2s_tunnel,
 };
 
 void

@@ -351,6 +351,8 @@ bool	http_txn_timeout(struct http_txn *t);
  * layers"). */
 struct http_engine_ops {
 	const char *name;
+	/* Runs every step that can make progress on the connection h. */
+	void	(*drive)(struct http_state *h);
 	/* t's own timer (its response-timeout, grpc-timeout; 0 off). */
 	void	(*timer)(struct http_txn *t, uint64_t ms);
 	/* t ends cut (its client must never take what it got for whole),
@@ -367,12 +369,17 @@ struct http_engine_ops {
 	 * with it. */
 	void	(*answered)(struct http_txn *t, enum px_end_by by,
 		    const char *reason);
+	/* A CONNECT's 200 or a 101 is out: the tunnel starts. */
+	void	(*tunnel)(struct http_txn *t);
 };
 
 /* t starts as a transaction of h run by eng (its head buffer made). 0, or
  * -1 out of memory (http_txn_free frees what was made). */
 int	http_txn_init(struct http_txn *t, struct http_state *h,
 	    const struct http_engine_ops *eng);
+/* Runs every step that can make progress on t's connection (http_drive);
+ * after every event. */
+void	http_txn_drive(struct http_txn *t);
 /* t's own timer (its response-timeout, grpc-timeout; 0 off): the
  * session's for an HTTP/1.1 client, its stream's for an HTTP/2 one. */
 void	http_txn_timer(struct http_txn *t, uint64_t ms);
@@ -395,6 +402,8 @@ void	http_response_complete(struct http_txn *t);
  * reads the next request; else the request is logged and the session
  * ends (reason) once it is flushed. An HTTP/2 stream ends with it. */
 void	http_refusal_sent(struct http_txn *t, bool keep, const char *reason);
+/* A CONNECT's 200 or a 101 is out: both sockets go to the core's relay. */
+void	http_txn_tunnel(struct http_txn *t);
 /* t goes (its session closes): its scans (their records written), its
  * resolver query, buffers and HTTP/2 server stream; its server
  * connection to the pool when keep_server, else closed. */
@@ -557,7 +566,8 @@ void	http_thread_exit_heads(void);
 void	http_pump_request(struct http_txn *t);
 /* Moves response body bytes to the client, up to its output's limit. */
 void	http_pump_response(struct http_txn *t);
-/* Runs every step that can make progress; after every event. */
+/* Runs every step that can make progress; after every event (http.c;
+ * the transaction layer's way to it: http_txn_drive). */
 void	http_drive(struct http_state *h);
 
 /* ---- http_h2.c --------------------------------------------------------- */

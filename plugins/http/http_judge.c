@@ -535,7 +535,7 @@ http_judge_response(struct http_txn *t, const struct http_head *m,
 	t->resp_bytes += n;
 	px_session_account(h->s, PX_TO_CLIENT, n);
 	if (m->status == 101) {
-		http_start_tunnel(t);
+		http_txn_tunnel(t);
 		return false;
 	}
 	if (m->status < 200) {

@@ -479,7 +479,7 @@ http_scan_event(struct http_txn *t, enum px_dir dir,
 	    t->resp == HTTP_RESP_HEAD && t->resp_bytes == t->interim_bytes)
 		http_txn_timer(t, h->pol->response_timeout_ms);
 	if (!h->gone)
-		http_drive(h);
+		http_txn_drive(t);
 }
 
 static void

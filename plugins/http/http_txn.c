@@ -65,6 +65,12 @@ http_txn_free(struct http_txn *t, bool keep_server)
 /* ---- the engine that runs it ------------------------------------------- */
 
 void
+http_txn_drive(struct http_txn *t)
+{
+	t->eng->drive(t->conn);
+}
+
+void
 http_txn_timer(struct http_txn *t, uint64_t ms)
 {
 	t->eng->timer(t, ms);
@@ -105,6 +111,12 @@ void
 http_refusal_sent(struct http_txn *t, bool keep, const char *reason)
 {
 	t->eng->refused(t, keep, reason);
+}
+
+void
+http_txn_tunnel(struct http_txn *t)
+{
+	t->eng->tunnel(t);
 }
 
 /* ---- its http-request line ---------------------------------------------- */

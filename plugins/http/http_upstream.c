@@ -373,7 +373,7 @@ http_resolved(int result, struct evutil_addrinfo *ai, void *arg)
 		http_dispatch(t, (struct sockaddr *)&dst);
 	}
 	if (!h->gone)
-		http_drive(h);
+		http_txn_drive(t);
 }
 
 void
@@ -684,7 +684,7 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 		t->srv.got_bytes = true;
 		h->progress++;
 		/* Move what arrived before looking at the EOF behind it. */
-		http_drive(h);
+		http_txn_drive(t);
 		return;
 	}
 	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
@@ -694,14 +694,14 @@ http_server_rd_cb(struct px_conn *c, void *arg)
 	/* Bytes still unread by the client side are moved first. */
 	if (t->resp == HTTP_RESP_BODY && t->resp_body == HTTP_BODY_CLOSE &&
 	    n == 0 && evbuffer_get_length(t->srv.io->in) != 0) {
-		http_drive(h);
+		http_txn_drive(t);
 		if (h->gone || t->srv.io == NULL ||
 		    evbuffer_get_length(t->srv.io->in) != 0)
 			return;	/* http_pump_response ends it when drained */
 	}
 	http_server_gone(t, n == 0 ? 0 : errno);
 	if (!h->gone)
-		http_drive(h);
+		http_txn_drive(t);
 }
 
 void
@@ -720,21 +720,21 @@ http_server_wr_cb(struct px_conn *c, void *arg)
 			    "failed: %s", strerror(err));
 			px_conn_want_writable(t->srv.io, false);
 			http_error(t, 502, "cannot connect to the server");
-			http_drive(h);
+			http_txn_drive(t);
 			return;
 		}
 		t->srv.connected = true;
 		if (t->is_connect) {
 			http_reply_established(t);
-			http_start_tunnel(t);
+			http_txn_tunnel(t);
 		}
 	}
 	if (px_conn_send(t->srv.io) == -1) {
 		http_server_gone(t, errno);
 		if (!h->gone)
-			http_drive(h);
+			http_txn_drive(t);
 		return;
 	}
 	h->progress++;
-	http_drive(h);
+	http_txn_drive(t);
 }
