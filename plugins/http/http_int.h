@@ -1,7 +1,10 @@
 /* The http analyser's session side, shared by its files and by nothing
  * else: the per-session state (struct http_state), the transaction in
  * flight on it (struct http_txn) and the calls the files make into each
- * other.
+ * other, one way down their layers (docs/CORE.md, "The http analyser's
+ * layers", held by layering.http): the transaction's files reach the
+ * engine that runs it (http.c, http_h2*.c) only through
+ * struct http_engine_ops.
  *   http.c		the state machine: the transaction flow, tunnels,
  *			the px_driver callbacks
  *   http_txn.c		a transaction's own: its http-request line
