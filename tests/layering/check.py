@@ -94,6 +94,18 @@ def nm(obj):
     return defined, undefined
 
 
+def calls(refs, owner):
+    """{(a, b): the symbols a references that b defines}, from each file's
+    undefined symbols (REFS) and the file that defines each (OWNER)."""
+    edges = {}
+    for src, undefined in refs.items():
+        for sym in undefined:
+            dst = owner.get(sym)
+            if dst is not None and dst != src:
+                edges.setdefault((src, dst), set()).add(sym)
+    return edges
+
+
 def md_cells(line):
     """| a | b \\| c | -> [a, b | c] (an escaped bar is text)"""
     return [c.strip().replace("\\|", "|") for c in
@@ -241,12 +253,7 @@ def main():
         refs[name] = undefined
     where = {n: layer_of(n, folder[n], layers) for n in refs}
     unplaced = sorted(n for n in refs if where[n] is None)
-    edges = {}
-    for src, undefined in refs.items():
-        for sym in undefined:
-            dst = owner.get(sym)
-            if dst is not None and dst != src:
-                edges.setdefault((src, dst), set()).add(sym)
+    edges = calls(refs, owner)
     print("Layers (lowest first; a file calls into its own layer and those "
           "listed before it):")
     for i, (name, _) in enumerate(layers):

@@ -17,49 +17,11 @@ not built. The files that call each other in a circle (the strongly
 connected components of the call graph) are printed, not checked.
 """
 import os
-import re
-import subprocess
 import sys
 
-
-def md_cells(line):
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def md_table(lines, header):
-    """(line number, cells) of each row of the table whose header row's
-    cells are HEADER."""
-    for i, line in enumerate(lines):
-        if line.startswith("|") and md_cells(line) == header:
-            rows = []
-            for j in range(i + 2, len(lines)):
-                if not lines[j].startswith("|"):
-                    break
-                rows.append((j + 1, md_cells(lines[j])))
-            return rows
-    return None
-
-
-def names_in(cell):
-    """`a` b (remark) -> [a, b]"""
-    prev = None
-    while prev != cell:
-        prev, cell = cell, re.sub(r"\([^()]*\)", "", cell)
-    return [w.strip("`") for w in re.split(r"[,\s]+", cell)
-            if w.strip("`") not in ("", "-", "–")]
-
-
-def nm(obj):
-    out = subprocess.run(["nm", obj], check=True, capture_output=True,
-                         text=True).stdout
-    defined, undefined = set(), set()
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "U":
-            undefined.add(parts[1])
-        elif len(parts) == 3 and parts[1] in "TDBRCVWG":
-            defined.add(parts[2])
-    return defined, undefined
+# The objects' symbols and the markdown tables are read as check.py reads
+# them for the core.
+from check import calls, md_table, names_in, nm
 
 
 def components(nodes, edges):
@@ -111,12 +73,7 @@ def main():
     if not refs:
         print("FAIL: no object of %s among the objects given" % folder)
         return 1
-    edges = {}
-    for src, undefined in refs.items():
-        for sym in undefined:
-            dst = owner.get(sym)
-            if dst is not None and dst != src:
-                edges.setdefault((src, dst), set()).add(sym)
+    edges = calls(refs, owner)
 
     failed = False
 
@@ -139,7 +96,7 @@ def main():
 
     layers, where = [], {}
     table = md_table(lines, ["%s layer" % plugin, "files"])
-    if table is None:
+    if not table:
         bad("%s: no table of %s's layers (a header row '| %s layer | "
             "files |')" % (doc, plugin, plugin))
         table = []
@@ -150,7 +107,7 @@ def main():
             continue
         layer = cells[0].strip("` ")
         layers.append(layer)
-        for f in names_in(cells[1]):
+        for f in sorted(names_in(cells[1])):
             if f in where:
                 bad("%s:%d: %s is in layer %s already" %
                     (doc, lineno, f, layers[where[f]]))
@@ -166,7 +123,7 @@ def main():
             (doc, folder, f, plugin, plugin))
 
     rows = md_table(lines, ["%s file" % plugin, "holds"])
-    if rows is None:
+    if not rows:
         bad("%s: no table of %s's files (a header row '| %s file | holds "
             "|')" % (doc, plugin, plugin))
         rows = []
