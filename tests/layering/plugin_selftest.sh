@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # plugin_layers.py against broken copies of docs/CORE.md and of the known
-# list: the lowest layer's first file moved to the top layer (each call
-# into it from below then goes up, and none of those is known), its row
-# gone, it in no layer, a known line that does not go up. Each must fail,
+# list: the lowest layer's files moved to the top layer (each call into
+# them from the layers between then goes up, and none of those is known),
+# the first one's row gone, it in no layer, a known line that does not go
+# up. Each must fail,
 # naming what is wrong; the two as they are must pass.
 #   plugin_selftest.sh LAYERING_DIR PLUGIN CORE_MD KNOWN WORK_DIR OBJECTS
 set -uo pipefail
@@ -20,12 +21,22 @@ in_table() { # AWK_ACTION on each row of the layer table (l: the line)
 	t && l != head && l !~ /^\|---/ { '"$1"' }
 	{ print l }'
 }
-up_top() { # the lowest layer's first file moved to the last row
-	in_table 'sub(" " f " ", " ", l); sub(" " f " [|]$", " |", l)' <"$doc" |
-	    tac | awk -v head="| $plugin layer | files |" -v f="$low" '
-	!done && /^\| [a-z_]+ \| / && $0 != head && prev !~ /^\|/ {
-		sub(/ \|$/, " " f " |"); done = 1 }
-	{ prev = $0; print }' | tac
+up_top() { # the lowest layer's files moved to the last row, the top
+	awk -v head="| $plugin layer | files |" '
+	{ line[NR] = $0 }
+	$0 == head { t = 1; next } t && !/^\|/ { t = 0 }
+	t && !/^\|---/ { if (!first) first = NR; last = NR }
+	END {
+		n = split(line[first], c, "|"); files = c[3]
+		for (i = 1; i <= NR; i++) {
+			l = line[i]
+			if (i == first)
+				sub(/\|[^|]*\|$/, "| |", l)
+			else if (i == last)
+				sub(/ \|$/, " " files "|", l)
+			print l
+		}
+	}' "$doc"
 }
 row_gone() { sed -E "/^\| \`$low\` \|/d" "$doc"; }
 no_layer() { in_table 'sub(" " f " ", " ", l); sub(" " f " [|]$", " |", l)' <"$doc"; }
@@ -54,7 +65,7 @@ low=$(grep -m1 -A2 -F "| $plugin layer | files |" "$doc" | tail -n 1 |
     sed -E 's/^\| [a-z_]+ \| ([a-z0-9_]+)[ |].*/\1/')
 [ -n "$low" ] || { echo "FAIL: no layer table of $plugin in $doc"; exit 1; }
 case_ upside_down up_top '' \
-	"^  NEW +[a-z0-9_]+ \([a-z_]+\) -> $low \([a-z_]+\): "
+	"^  NEW +[a-z0-9_]+ \([a-z_]+\) -> [a-z0-9_]+ \([a-z_]+\): "
 case_ row_gone row_gone '' \
 	"^FAIL: .*: no row for plugins/$plugin/$low\.c: add \| \`$low\` \|"
 case_ no_layer no_layer '' \
