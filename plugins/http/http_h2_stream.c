@@ -206,7 +206,11 @@ h2_txn_step_all(struct http_h2 *c)
 	TAILQ_FOREACH(st, &c->list, link) {
 		if (st->tx == NULL || st->tx->t.ended)
 			continue;
-		http_txn_step(&st->tx->t);
+		/* A tunnel's step is the engine's own. */
+		if (st->tx->t.tunnel)
+			http_h2s_tunnel_step(&st->tx->t);
+		else
+			http_txn_step(&st->tx->t);
 		if (c->h->gone)
 			return;
 	}
@@ -522,6 +526,7 @@ const struct http_engine_ops http_engine_h2 = {
 	.refused = h2e_refused,
 	.answered = h2e_answered,
 	.tunnel = http_h2s_tunnel,
+	.tunnel_gone = http_h2s_tunnel_gone,
 };
 
 void

@@ -374,6 +374,10 @@ struct http_engine_ops {
 		    const char *reason);
 	/* A CONNECT's 200 or a 101 is out: the tunnel starts. */
 	void	(*tunnel)(struct http_txn *t);
+	/* The server connection of a tunnel the engine runs itself (t->tunnel:
+	 * an HTTP/2 stream's) ended (err 0: a FIN) or failed. NULL for an
+	 * engine whose tunnels go to the core's relay (HTTP/1.1's). */
+	void	(*tunnel_gone)(struct http_txn *t, int err);
 };
 
 /* t starts as a transaction of h run by eng (its head buffer made). 0, or
@@ -620,7 +624,7 @@ void	http_h2s_timer(struct http_txn *t, uint64_t ms);
  * are queued: from now its stream's DATA go to the server connection and
  * the server's bytes out as DATA, until both ends are passed on. */
 void	http_h2s_tunnel(struct http_txn *t);
-/* One step of such a tunnel (http_txn_step). */
+/* One step of such a tunnel (in place of http_txn_step). */
 void	http_h2s_tunnel_step(struct http_txn *t);
 /* Its server connection ended (err 0: a FIN) or failed. */
 void	http_h2s_tunnel_gone(struct http_txn *t, int err);

@@ -544,7 +544,7 @@ http_server_gone(struct http_txn *t, int err)
 
 	h->progress++;
 	if (t->tunnel) {
-		http_h2s_tunnel_gone(t, err);
+		t->eng->tunnel_gone(t, err);
 		return;
 	}
 	if (h->tunnel) {
@@ -604,10 +604,6 @@ http_txn_step(struct http_txn *t)
 	struct http_state *h = t->conn;
 	struct px_conn *io;
 
-	if (t->tunnel) {
-		http_h2s_tunnel_step(t);
-		return;
-	}
 	if (t->req == HTTP_REQ_BODY)
 		http_pump_request(t);
 	if (h->gone || t->ended)
