@@ -313,7 +313,7 @@ struct http_state {
 /* ---- http.c ------------------------------------------------------------ */
 
 /* Copies a peer string for the log: cut to size, and every byte that is
- * not printable ASCII (or is '"') becomes '?'. */
+ * not printable ASCII (or is '"') becomes '?' (in http_reply.c). */
 void	http_copy(char *dst, size_t size, const char *src, size_t len);
 /* Stops reading the client and ends the session (with a FIN) once what is
  * queued for it is written. */
