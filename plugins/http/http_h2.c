@@ -500,7 +500,9 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			h2_log_refused(st, 431, "h2/@max-header-list");
 			return 0;
 		}
-		if (st->bad) {
+		/* A pseudo-header we cannot say, unknown or repeated: the
+		 * request is malformed, a stream error (RFC 9113 8.1.1). */
+		if (st->bad || st->req.bad) {
 			h2_event(c, HTTP_H2_MALFORMED, st->id,
 			    "pseudo-header not supported or too long");
 			h2_stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
