@@ -1,6 +1,6 @@
 /* http: an HTTP/1.x analyser (a client that chooses HTTP/2, by ALPN or
- * h2c's preface, is handed to http_h2.c, whose streams come back here as
- * legs). It owns both sides' I/O (the client socket and one server
+ * h2c's preface, is handed to http_h2.c, whose streams are transactions of
+ * the same engine). It owns both sides' I/O (the client socket and one server
  * connection at a time, or with server-h2="yes" a stream on one of the
  * worker's shared HTTP/2 server connections, http_h2_origin.c: the
  * response comes back from either as a parsed head, judged by
@@ -73,14 +73,13 @@ http_h1e_timer(struct http_txn *t, uint64_t ms)
 	http_timer_set(t->conn, ms);
 }
 
-/* The connection is the response's framing: it ends, reset (a leg's
- * stream with code). */
+/* The connection is the response's framing: it ends, reset (code is an
+ * HTTP/2 stream's, none here). */
 static void
 http_h1e_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
     const char *reason)
 {
-	if (code != 0)
-		http_h2_leg_reset_code(t->conn, code);
+	(void)code;
 	http_abort(t->conn, by, reason);
 }
 
@@ -141,7 +140,7 @@ http_refusal_linger(struct http_txn *t)
 {
 	struct http_state *h = t->conn;
 
-	h->linger = t->body_said && !h->client_eof && h->h2_parent_ref == NULL;
+	h->linger = t->body_said && !h->client_eof;
 }
 
 /* http_drive finishes the session once the client output drains. */
@@ -197,10 +196,9 @@ http_abort(struct http_state *h, enum px_end_by by, const char *reason)
 	http_log_request(t);
 	if (h->cut)
 		return;		/* the first cut's end stands */
-	/* An HTTP/2 connection (its streams are cut one by one), a leg (a
-	 * stream's: the stream is reset) and a tunnel's handoff end at once,
-	 * as does a client owed nothing. */
-	if (h->h2 == NULL && px_session_tag(h->s)[0] == '\0' && !h->tunnel &&
+	/* An HTTP/2 connection (its streams are cut one by one) and a
+	 * tunnel's handoff end at once, as does a client owed nothing. */
+	if (h->h2 == NULL && !h->tunnel &&
 	    h->c != NULL && (evbuffer_get_length(h->c->out) != 0 ||
 	    px_conn_unacked(h->c) != 0)) {
 		http_txn_stop(t, false);
@@ -298,19 +296,8 @@ http_transaction_done(struct http_txn *t)
 	 * the close lingers while the rest of the body comes. */
 	if (t->req != HTTP_REQ_DONE || px_session_config_stale(h->s))
 		h->client_keep = false;
-	h->linger = t->req != HTTP_REQ_DONE && !h->client_eof &&
-	    h->h2_parent_ref == NULL;
-	/* An HTTP/2 leg's line waits for its stream's end (h2_leg_end,
-	 * h2_leg_abort): to-client is then what the client got, not what
-	 * the leg wrote, and a stream reset meanwhile says so. */
-	if (h->h2_parent_ref != NULL && t->method[0] != '\0') {
-		/* Its audit records wait with it: whether each body went
-		 * whole is known now, before req and resp are reset below. */
-		t->scan[PX_TO_SERVER].went = t->req == HTTP_REQ_DONE;
-		t->scan[PX_TO_CLIENT].went = t->resp == HTTP_RESP_DONE;
-		t->log_held = true;
-	} else
-		http_log_request(t);
+	h->linger = t->req != HTTP_REQ_DONE && !h->client_eof;
+	http_log_request(t);
 	if (keep_server && h->client_keep && !h->client_eof) {
 		/* Stays with this client while it keeps asking the same
 		 * server: no pool round trip, no event churn. It goes to the
@@ -428,7 +415,6 @@ http_next_request(struct http_state *h)
 	if (h->closing || h->tunnel || t->req != HTTP_REQ_HEAD ||
 	    t->resp != HTTP_RESP_NONE || len == 0)
 		return;
-	http_log_held(t);	/* before this request's fields replace it */
 	/* h2c with prior knowledge (RFC 9113 3.3): the preface is not an
 	 * HTTP/1.1 head, though its first 18 bytes would parse as one. */
 	if (http_h2_preface(h) != 0)
@@ -667,9 +653,8 @@ http_timer_cb(struct px_session *s, void *st)
 		return;
 	}
 	if (h->closing) {
-		/* A client that reads the last reply, however slowly (an
-		 * HTTP/2 leg waits on its stream's window), gets all of it:
-		 * the grace is for one that stopped. */
+		/* A client that reads the last reply, however slowly,
+		 * gets all of it: the grace is for one that stopped. */
 		if (h->progress != h->grace_progress) {
 			h->grace_progress = h->progress;
 			http_timer_set(h, PX_FINISH_GRACE_MS);
@@ -698,7 +683,6 @@ http_timer_cb(struct px_session *s, void *st)
 		return;
 	}
 	if (t->req == HTTP_REQ_HEAD && t->resp == HTTP_RESP_NONE) {
-		http_log_held(t);
 		if (evbuffer_get_length(h->c->in) == 0) {
 			/* An idle keep-alive connection: just close it. */
 			px_session_finish(h->s, PX_END_TIMEOUT,
@@ -730,8 +714,6 @@ http_on_open(struct px_session *s, void *st)
 	if (http_txn_init(t, h, &http_engine_h1) == -1 || h->c == NULL)
 		return -1;
 	http_timer_set(h, h->pol->request_timeout_ms);
-	if (http_h2_leg_opened(h) == -1)
-		return -1;
 	/* ALPN chose HTTP/2: the preface comes next. */
 	if (h->pol->h2 && px_session_client_alpn_is(s, "h2"))
 		return http_h2_start(h);
@@ -763,10 +745,10 @@ http_handover_save(struct px_session *s, void *st, void *buf, size_t len)
 
 	(void)s;
 	if (len < sizeof(*o) || h->gone || h->h2 != NULL ||
-	    h->h2_parent_ref != NULL || t->req != HTTP_REQ_HEAD ||
+	    t->req != HTTP_REQ_HEAD ||
 	    t->resp != HTTP_RESP_NONE || h->closing || h->tunnel ||
 	    h->client_eof || t->connecting || t->dns != NULL ||
-	    h->head_scan != 0 || t->method[0] != '\0' || t->log_held ||
+	    h->head_scan != 0 || t->method[0] != '\0' ||
 	    h->auth != NULL ||
 	    h->c == NULL || evbuffer_get_length(h->c->in) != 0)
 		return -1;
@@ -803,16 +785,6 @@ http_on_close(struct px_session *s, void *st)
 	struct http_txn *t = &h->tx;
 
 	(void)s;
-	/* A leg whose stream was reset under its request (h2_leg_abort):
-	 * the request ends here, and its line says so; one held for its
-	 * stream's end comes now if that has not come. */
-	if (t->method[0] != '\0' && (t->leg_reset[0] != '\0' ||
-	    t->log_held)) {
-		if (t->leg_reset[0] != '\0')
-			t->verdict = "reset";
-		t->log_held = false;
-		http_log_request(t);
-	}
 	h->gone = true;
 	http_h2_close(h);
 	/* An idle server connection outlives its client in the pool. */

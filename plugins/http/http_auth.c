@@ -38,8 +38,8 @@
  * (http_auth_bind): a later stream's failed proof leaves the connection
  * unproven, as on HTTP/1.1, not the streams already under way. A client certificate that
  * names a user (<tls side="client" identity=>) proves the connection as
- * well, with no check here (an HTTP/2 stream's leg is given its
- * connection's, http_auth_leg_cert); with an ldap authenticator its groups are
+ * well, with no check here (an HTTP/2 stream's is its connection's);
+ * with an ldap authenticator its groups are
  * read from the directory (as a password's, through its cache) first. A directory that is down
  * or past its timeout gets 503, not a challenge: the user did nothing
  * wrong. The credentials field never reaches the server. */
@@ -129,9 +129,6 @@ struct http_auth {
 	bool			 user_limited;
 	uint32_t		 user_retry;
 	char			 user_rule[128];
-	/* An HTTP/2 stream's leg: its connection's certificate user, given
-	 * at the leg's open (http_auth_leg_cert), its socketpair has none. */
-	char			 leg_cert[sizeof(((struct px_auth_id *)0)->user)];
 };
 
 static int
@@ -617,31 +614,6 @@ http_auth_answered(struct http_txn *t, const struct http_head *m)
 	return -1;
 }
 
-/* The connection's certificate user: its own TLS's, or for an HTTP/2
- * stream's leg the one its connection gave it. */
-static bool
-http_auth_cert_user(struct http_state *h, char *user, size_t len)
-{
-	if (h->auth != NULL && h->auth->leg_cert[0] != '\0') {
-		snprintf(user, len, "%s", h->auth->leg_cert);
-		return true;
-	}
-	return px_session_client_identity(h->s, user, len);
-}
-
-int
-http_auth_leg_cert(struct http_state *leg, const struct http_state *conn)
-{
-	struct http_auth *a;
-	char user[sizeof(a->leg_cert)];
-
-	if (!px_session_client_identity(conn->s, user, sizeof(user)))
-		return 0;
-	if ((a = http_auth_state(leg)) == NULL)
-		return -1;
-	memcpy(a->leg_cert, user, sizeof(user));
-	return 0;
-}
 
 int
 http_auth_request(struct http_txn *t, const struct http_head *m)
@@ -665,7 +637,7 @@ http_auth_request(struct http_txn *t, const struct http_head *m)
 		struct px_auth_id cid = { .method = PX_AUTH_CERTIFICATE };
 
 		h->cert_tried = true;
-		if (http_auth_cert_user(h, cid.user, sizeof(cid.user))) {
+		if (px_session_client_identity(h->s, cid.user, sizeof(cid.user))) {
 			if ((a = http_auth_state(h)) == NULL) {
 				http_error(t, 500, "out of memory");
 				return -1;

@@ -7,7 +7,7 @@
  * (gRPC's PROTOCOL-HTTP2.md): 200, content-type application/grpc,
  * grpc-status and grpc-message, no body, sent through the transaction's
  * writer as a head and its end (http_own_send). The HTTP/2 front makes
- * that one HEADERS frame with END_STREAM (http_h2_resp.c: no body, no
+ * that one HEADERS frame with END_STREAM (http_h2_txn.c: no body, no
  * DATA). */
 #include <stdio.h>
 #include <string.h>

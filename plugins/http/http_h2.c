@@ -1,37 +1,26 @@
 /* HTTP/2 towards clients (RFC 9113): h2 chosen in ALPN, or prior
  * knowledge h2c on a plain listener.
  *
- * The client's connection runs an nghttp2 server session, and each stream
- * becomes one HTTP/1.1 request on a leg: a socketpair whose other end is
- * a session of the same service (px_session_spawn), run by this analyser
- * exactly as an HTTP/1.1 client's is. So a stream is judged by the one
- * policy engine there is (method, URL, header and body rules, limits, the
- * same 4xx/5xx pages, scanning, the server pool, the http-request line,
- * tagged "proto=h2 stream=N", and the same metrics), and nothing here
- * decides about a request. Chosen over making http.c's transaction free
- * of its conn because that state machine owns one client conn and one
- * server connection at a time per session (as are its timer and scan
- * state): a leg gives each stream all of that
- * unchanged, for a socketpair and a few syscalls per stream; a leg left
- * idle in keep-alive serves the connection's next stream
- * (http_h2_leg.c).
+ * The client's connection runs an nghttp2 server session: this file is
+ * the HTTP/2 codec of the message layer. Each stream's pseudo-headers and
+ * fields are gathered into a parsed request (http_h2_req.c: the same
+ * struct http_head the HTTP/1.1 parser makes) and the stream becomes a
+ * transaction of this session (http_h2_stream.c), judged by the one
+ * policy engine there is (method, URL, header and body rules, limits,
+ * the same 4xx/5xx pages, scanning, the server pool, the http-request
+ * line tagged "proto=h2 stream=N", and the same metrics); nothing here
+ * decides about a request. nghttp2 refuses connection-specific fields, a
+ * te other than "trailers" and a Content-Length the DATA frames do not
+ * match; a pseudo-header we cannot say is a stream error (RFC 9113
+ * 8.1.1). A CONNECT (extended too, RFC 8441) is a transaction whose
+ * tunnel runs in the engine once its server said 2xx (101).
  *
- * This side only translates (RFC 9113 8.3: pseudo-headers to a request
- * line and Host, http_h2_leg.c, cookies joined; nghttp2 refuses connection-specific
- * fields, a te other than "trailers" and a Content-Length the DATA
- * frames do not match) and reads back the leg's response (its head with
- * http_parse_head, a chunked body with http_chunk_feed) into HEADERS and
- * DATA, without connection-specific fields. A CONNECT stream becomes a
- * tunnel once its leg says 200: http_h2_tunnel.c. (Issue 36: on a service
- * that does not scan, a stream, CONNECT included, is a
- * transaction of this session instead: http_h2_stream.c.)
- *
- * Bounded: a request body is read from the client no faster than it goes
- * into its leg (nghttp2's automatic WINDOW_UPDATE is off; bytes are
- * consumed once written), and a response no faster than the client's
- * stream takes it (at most HTTP_H2_STREAM_BUF per stream waits here, the
- * rest stays in the leg, which stops reading its server: one slow stream
- * holds only itself). The connection's output is filled up to `buffer`. */
+ * Bounded: a request body is read from the client no faster than its
+ * transaction takes it (nghttp2's automatic WINDOW_UPDATE is off; bytes
+ * are consumed once they leave), and a response no faster than the
+ * client's stream takes it (the transaction stops reading its server:
+ * one slow stream holds only itself). The connection's output is filled
+ * up to `buffer`. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,9 +126,8 @@ h2_stream_get(struct http_h2 *c, int32_t id)
 static void
 h2_stream_free(struct h2_stream *st)
 {
-	struct evbuffer **b[] = { &st->authority, &st->path, &st->host,
-	    &st->fields, &st->cookie, &st->body, &st->early, &st->trailers,
-	    &st->held };
+	struct evbuffer **b[] = { &st->authority, &st->path, &st->fields,
+	    &st->early };
 	size_t i;
 
 	TAILQ_REMOVE(&st->c->list, st, link);
@@ -148,33 +136,58 @@ h2_stream_free(struct h2_stream *st)
 	if (st->tx != NULL)
 		h2_txn_end(st, NGHTTP2_CANCEL, true);
 	http_h2_req_free(&st->req);
-	h2_leg_end(st);
 	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
 		if (*b[i] != NULL)
 			evbuffer_free(*b[i]);
 	free(st);
 }
 
-/* The request head is complete: it is translated now, and its leg
- * starts once the bytes read with it are handled (h2_start_legs). */
+/* "name: value\r\n" added to b. 0, or -1. */
+static int
+h2_add_field(struct evbuffer *b, const uint8_t *name, size_t nlen,
+    const uint8_t *value, size_t vlen)
+{
+	return evbuffer_add(b, name, nlen) | evbuffer_add(b, ": ", 2) |
+	    evbuffer_add(b, value, vlen) | evbuffer_add(b, "\r\n", 2);
+}
+
+/* :protocol's value (RFC 8441 4): an Upgrade token, with '/'. 0, or -1
+ * (the stream is malformed). */
+static int
+h2_protocol(struct h2_stream *st, const uint8_t *v, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len >= sizeof(st->protocol))
+		return -1;
+	for (i = 0; i < len; i++)
+		if (!http_is_tchar(v[i]) && v[i] != '/')
+			return -1;
+	memcpy(st->protocol, v, len);
+	st->protocol[len] = '\0';
+	return 0;
+}
+
+/* Where the client's DATA for st go: its transaction's request body (or
+ * its tunnel's bytes, http_h2_stream.c); before it starts, with its
+ * HEADERS' read, kept for it. */
+static struct evbuffer *
+h2_stream_in(struct h2_stream *st)
+{
+	return st->tx != NULL ? h2_txn_in(st) : st->early;
+}
+
+/* The request head is complete: its transaction starts once the bytes
+ * read with it are handled (h2_start_streams). */
 static int
 h2_stream_ready(struct h2_stream *st, bool end_stream)
 {
 	st->req_ended = end_stream;
-	/* CONNECT's DATA are tunnel bytes, not a body (http_h2_tunnel.c):
-	 * outside forward mode the leg refuses it (405). */
+	/* CONNECT's DATA are tunnel bytes, not a body (http_h2_stream.c):
+	 * outside forward mode the engine refuses it (405). */
 	st->tunnel = strcmp(st->method, "CONNECT") == 0;
 	st->chunked = !end_stream && !st->has_length && !st->tunnel;
 	st->is_head = strcmp(st->method, "HEAD") == 0;
-	st->keep_leg = end_stream && !st->tunnel && st->protocol[0] == '\0';
-	/* A transaction of this session, judged from its fields: no text
-	 * (a CONNECT's tunnel too: http_h2_stream.c). */
-	st->txn_ready = st->as_txn && h2_txn_bound(st);
-	if (!st->txn_ready && (h2_leg_bufs(st) == -1 || (st->in_req &&
-	    h2_leg_fields_from_req(st) == -1) ||
-	    h2_tunnel_upgrade_fields(st) == -1 ||
-	    h2_request_head(st, st->early) == -1))
-		return -1;
 	st->pending = true;
 	st->c->npending++;
 	/* max-requests-per-connection: the last one taken, then GOAWAY
@@ -186,12 +199,11 @@ h2_stream_ready(struct h2_stream *st, bool end_stream)
 	return 0;
 }
 
-/* Legs start after a read's frames are all handled, not as each HEADERS
- * comes: a stream the same read resets (the rapid-reset attack sends
- * HEADERS and RST_STREAM together) costs no socketpair, session or
- * server request. */
+/* Transactions start after a read's frames are all handled, not as each
+ * HEADERS comes: a stream the same read resets (the rapid-reset attack
+ * sends HEADERS and RST_STREAM together) costs no server request. */
 static void
-h2_start_legs(struct http_h2 *c)
+h2_start_streams(struct http_h2 *c)
 {
 	struct h2_stream *st, *next;
 
@@ -206,11 +218,12 @@ h2_start_legs(struct http_h2 *c)
 		 * full output): no server request for it. */
 		if (st->doomed)
 			continue;
-		if ((st->txn_ready ? h2_txn_start(st) : h2_leg_start(st)) == 0)
+		if (h2_txn_start(st) == 0)
 			continue;
 		char why[80];
 
-		snprintf(why, sizeof(why), "no leg: %s", strerror(errno));
+		snprintf(why, sizeof(why), "no transaction: %s",
+		    strerror(errno));
 		h2_event(c, HTTP_H2_OTHER, st->id, why);
 		h2_stream_reset(st, NGHTTP2_REFUSED_STREAM);
 	}
@@ -219,33 +232,13 @@ h2_start_legs(struct http_h2 *c)
 void
 h2_stream_reset(struct h2_stream *st, uint32_t code)
 {
-	char why[64];
-
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
 	st->reset = true;
-	if (st->leg_open) {
-		px_conn_read_enable(&st->leg, false);
-		px_conn_want_writable(&st->leg, false);
-	}
 	st->eof = true;
 	/* Whatever the reason, its server request stops now, not when the
 	 * RST_STREAM is out (a client that does not read holds that). */
-	if (st->tx != NULL) {
+	if (st->tx != NULL)
 		h2_txn_cut(st, code);
-		return;
-	}
-	snprintf(why, sizeof(why), "RST_STREAM(%s) sent",
-	    nghttp2_http2_strerror(code));
-	h2_leg_abort(st, nghttp2_http2_strerror(code), why);
-}
-
-/* Whether st's response went out whole: its stream may end without its
- * leg being stopped. */
-static bool
-h2_stream_whole(const struct h2_stream *st)
-{
-	return !st->reset && st->resp == H2_RESP_DONE && st->eof &&
-	    evbuffer_get_length(st->body) == 0;
 }
 
 
@@ -352,15 +345,12 @@ h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	st->c = c;
 	st->id = f->hd.stream_id;
-	st->fd = -1;
 	http_h2_req_init(&st->req);
-	st->as_txn = h2_txn_eligible(c);
 	TAILQ_INSERT_TAIL(&c->list, st, link);
 	if ((st->authority = evbuffer_new()) == NULL ||
 	    (st->path = evbuffer_new()) == NULL ||
 	    (st->fields = evbuffer_new()) == NULL ||
-	    (st->early = evbuffer_new()) == NULL ||
-	    (st->body = evbuffer_new()) == NULL) {
+	    (st->early = evbuffer_new()) == NULL) {
 		h2_stream_free(st);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
@@ -424,8 +414,8 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	}
 	if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
 		/* Trailers: in the chunked body's trailer section, where
-		 * the leg's trailers= policy decides; a body sent with its
-		 * length has none, and they are dropped. */
+		 * the engine's trailers= policy decides; a body sent with
+		 * its length has none, and they are dropped. */
 		if (st->chunked && !st->too_big &&
 		    h2_add_field(st->fields, name, nlen, value, vlen) != 0)
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -433,7 +423,7 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	}
 	if (st->too_big || st->bad)
 		return 0;
-	if (st->as_txn && http_h2_req_add(&st->req, (const char *)name, nlen,
+	if (http_h2_req_add(&st->req, (const char *)name, nlen,
 	    (const char *)value, vlen) == -1)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (nlen != 0 && name[0] == ':') {
@@ -448,7 +438,7 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 		else if (nlen == 5 && memcmp(name, ":path", 5) == 0)
 			rc = evbuffer_add(st->path, value, vlen);
 		else if (nlen == 9 && memcmp(name, ":protocol", 9) == 0)
-			rc = h2_tunnel_protocol(st, value, vlen);
+			rc = h2_protocol(st, value, vlen);
 		else
 			rc = -1;
 		if (rc == -1)
@@ -457,14 +447,9 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	}
 	if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
 		st->has_length = true;
-	/* The pseudo-headers came first (RFC 9113 8.3, nghttp2 checks): a
-	 * transaction's fields are in req alone, no leg's text made. */
-	if (st->as_txn && h2_txn_bound(st)) {
-		st->in_req = true;
-		return 0;
-	}
-	return h2_leg_field(st, name, nlen, value, vlen) == 0 ? 0 :
-	    NGHTTP2_ERR_CALLBACK_FAILURE;
+	/* The pseudo-headers came first (RFC 9113 8.3, nghttp2 checks):
+	 * the fields are in req alone. */
+	return 0;
 }
 
 static int
@@ -480,8 +465,6 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		 * (nghttp2 itself limits their rate). */
 		px_session_series_add(c->h->s, HTTP_S_H2_ERRORS,
 		    HTTP_H2_CLIENT_RESET, 1);
-		h2_tunnel_client_reset(c, f->hd.stream_id,
-		    f->rst_stream.error_code);
 		if (!h2_reset_spend(c))
 			return h2_end_connection(c, HTTP_H2_FLOOD,
 			    f->hd.stream_id, NGHTTP2_ENHANCE_YOUR_CALM,
@@ -512,18 +495,17 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		return 0;
 	}
-	if (end && (st->leg_open || st->pending || st->tx != NULL) &&
+	if (end && (st->pending || st->tx != NULL) &&
 	    !st->req_ended) {
 		/* The request's end (DATA, or trailers). */
 		st->req_ended = true;
 		if (st->chunked) {
-			struct evbuffer *out = h2_tunnel_out(st);
+			struct evbuffer *out = h2_stream_in(st);
 
 			evbuffer_add(out, "0\r\n", 3);
 			evbuffer_add_buffer(out, st->fields);
 			evbuffer_add(out, "\r\n", 2);
 		}
-		h2_leg_flush(st);
 	}
 	return 0;
 }
@@ -538,8 +520,8 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct evbuffer *out;
 
 	(void)flags;
-	if (st == NULL || (!st->leg_open && !st->pending && st->tx == NULL) ||
-	    st->shut || h2_txn_ended(st)) {
+	if (st == NULL || (!st->pending && st->tx == NULL) ||
+	    h2_txn_ended(st)) {
 		/* Nobody takes it: the window opens again at once. */
 		nghttp2_session_consume(ng, id, len);
 		if (st != NULL && st->answered && !st->reset &&
@@ -547,15 +529,14 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 			h2_stream_reset(st, NGHTTP2_NO_ERROR);
 		return 0;
 	}
-	/* Bounded by the stream's window until the leg takes it. */
-	out = h2_tunnel_out(st);
+	/* Bounded by the stream's window until its transaction takes it. */
+	out = h2_stream_in(st);
 	if (st->chunked)
 		evbuffer_add_printf(out, "%zx\r\n", len);
 	evbuffer_add(out, data, len);
 	if (st->chunked)
 		evbuffer_add(out, "\r\n", 2);
 	st->unconsumed += len;
-	h2_leg_flush(st);
 	return 0;
 }
 
@@ -567,14 +548,6 @@ h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
 
 	if (st == NULL)
 		return 0;
-	/* Reset either way, or its response cut: the leg stops now. */
-	if (code != NGHTTP2_NO_ERROR || !h2_stream_whole(st)) {
-		char why[64];
-
-		snprintf(why, sizeof(why), "stream closed (%s)",
-		    nghttp2_http2_strerror(code));
-		h2_leg_abort(st, nghttp2_http2_strerror(code), why);
-	}
 	if (st->tx != NULL)
 		h2_txn_end(st, code, false);
 	nghttp2_session_set_stream_user_data(ng, id, NULL);
@@ -599,13 +572,6 @@ h2_lib_rst(int lib)
 	default:
 		return NGHTTP2_PROTOCOL_ERROR;
 	}
-}
-
-/* ...and as its name ("FLOW_CONTROL_ERROR"). */
-static const char *
-h2_lib_code(int lib)
-{
-	return nghttp2_http2_strerror(h2_lib_rst(lib));
 }
 
 /* A stream nghttp2 reset without telling (on_invalid_frame_recv): what
@@ -654,19 +620,12 @@ h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int lib,
 	(void)ng;
 	c->last_lib_error = lib;
 	/* nghttp2 resets the stream (or ends the connection) for this
-	 * frame: the stream gets no leg, or its leg stops now, not when
-	 * the RST_STREAM is out (MadeYouReset: a WINDOW_UPDATE that
-	 * overflows the stream's window). */
+	 * frame: the stream gets no transaction, or its server request
+	 * stops now, not when the RST_STREAM is out (MadeYouReset: a
+	 * WINDOW_UPDATE that overflows the stream's window). */
 	if (f->hd.stream_id != 0 &&
 	    (st = h2_stream_get(c, f->hd.stream_id)) != NULL) {
-		const char *code = h2_lib_code(lib);
-		char why[64];
-
 		st->doomed = true;
-		snprintf(why, sizeof(why), "RST_STREAM(%s) from nghttp2",
-		    code);
-		h2_leg_abort(st, code, why);
-		/* A transaction's server request stops now too. */
 		if (st->tx != NULL)
 			h2_txn_cut(st, h2_lib_rst(lib));
 	}
@@ -695,13 +654,10 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	} else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
 	    st->tx != NULL)
 		st->sent += f->hd.length;	/* what the client got */
-	else if (st != NULL && f->hd.type == NGHTTP2_HEADERS &&
-	    st->submitted && st->sent == 0)
-		st->sent = st->head_len;
 	if (f->hd.type == NGHTTP2_RST_STREAM) {
 		c->reset_ids[c->nreset++ % HTTP_H2_RESET_IDS] = f->hd.stream_id;
-		/* One nghttp2 sent on its own (its leg stops as the
-		 * stream closes: h2_on_stream_close). */
+		/* One nghttp2 sent on its own (its transaction ends as
+		 * the stream closes: h2_on_stream_close). */
 		if (st != NULL && !st->reset) {
 			st->reset = true;
 			if (!st->doomed)
@@ -833,13 +789,13 @@ h2_drive_once(struct http_h2 *c)
 		evbuffer_drain(in, (size_t)n);
 	}
 	h2_reset_held(c);
-	/* What nghttp2 queued while reading goes out before the legs
-	 * start: a stream it resets for a frame of the same read (a
+	/* What nghttp2 queued while reading goes out before the
+	 * transactions start: a stream it resets for a frame of the same read (a
 	 * WINDOW_UPDATE overflowing its window: MadeYouReset) is closed
 	 * then, and costs no server request. */
 	h2_send(c);
 	if (c->npending != 0)
-		h2_start_legs(c);
+		h2_start_streams(c);
 	/* The transactions' steps, and again once nghttp2's DATA made
 	 * room for more of their responses. */
 	for (n = 0; n < 4; n++) {
@@ -887,7 +843,7 @@ h2_drive_once(struct http_h2 *c)
 	 * request-timeout closes it, as it closes an idle HTTP/1.1
 	 * keep-alive connection or one whose head does not come. With
 	 * transactions, their tick. */
-	n = c->legs == 0 ? 1 : c->ntxn != 0 ? 2 : 0;
+	n = c->ntxn == 0 ? 1 : 2;
 	if (n != c->timer_kind) {
 		c->timer_kind = (uint8_t)n;
 		px_session_timer(h->s, n == 1 ? h->pol->request_timeout_ms :
@@ -951,7 +907,6 @@ http_h2_start(struct http_state *h)
 		goto out;
 	c->h = h;
 	TAILQ_INIT(&c->list);
-	TAILQ_INIT(&c->idle);
 	c->priority_left = p->h2_max_streams > 100 ? p->h2_max_streams : 100;
 	c->reset_tokens = HTTP_H2_RESET_BURST * 1000ULL;
 	c->reset_ms = h2_now_ms();
@@ -970,7 +925,7 @@ http_h2_start(struct http_state *h)
 	    h2_on_frame_send);
 	nghttp2_session_callbacks_set_on_begin_frame_callback(cb,
 	    h2_on_begin_frame);
-	/* Windows open as the legs take the bytes, not as they arrive. The
+	/* Windows open as the transactions take the bytes, not as they arrive. The
 	 * library's defences (rapid reset, CONTINUATION, SETTINGS and
 	 * outbound-queue floods, HPACK bounds) stay at their defaults. */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -1011,8 +966,7 @@ http_h2_preface(struct http_state *h)
 
 	if (h->h2 != NULL)
 		return 1;
-	if (h->nreq != 0 || !h->pol->h2c ||
-	    px_session_tag(h->s)[0] != '\0' || px_session_client_via_tls(h->s))
+	if (h->nreq != 0 || !h->pol->h2c || px_session_client_via_tls(h->s))
 		return 0;
 	if (len > HTTP_H2_PREFACE_LEN)
 		len = HTTP_H2_PREFACE_LEN;
@@ -1030,7 +984,7 @@ http_h2_preface(struct http_state *h)
 
 /* The client closed its side (a FIN). A stream whose request it ended
  * (END_STREAM) is still owed its response; one it cannot finish now is
- * reset (its leg stops). GOAWAY says no other stream comes: once the owed
+ * reset (its server request stops). GOAWAY says no other stream comes: once the owed
  * responses are out nghttp2 wants neither read nor write, and the
  * connection ends (http_h2_drive). With none owed it ends as soon as what
  * is queued is written. */
@@ -1117,7 +1071,7 @@ http_h2_timer(struct http_state *h)
 		return;
 	}
 	c->timer_kind = 0;
-	if (c->legs != 0)
+	if (c->ntxn != 0)
 		return;
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
@@ -1143,9 +1097,6 @@ http_h2_config(struct http_state *h)
 {
 	int i;
 
-	/* Kept legs run the old policy: none serves a stream from now on
-	 * (their sessions would close them too: http_on_config). */
-	h2_legs_idle_close(h->h2);
 	for (i = 0; i < 16 && !h->client_eof && !h->h2->fatal &&
 	    evbuffer_get_length(h->c->out) < h->buffer &&
 	    px_conn_unread(h->c); i++) {
@@ -1164,23 +1115,12 @@ http_h2_close(struct http_state *h)
 {
 	struct http_h2 *c = h->h2;
 
-	http_h2_leg_closing(h);
-	h2_leg_unlink(h->h2_parent_ref);
-	h->h2_parent_ref = NULL;
 	if (c == NULL)
 		return;
-	/* The legs see their ends close; nghttp2_session_del calls no
-	 * callback. h->gone: none is kept. One whose response was not all
-	 * sent stops at once: nobody is left to take it. */
-	h2_legs_idle_close(c);
-	while (!TAILQ_EMPTY(&c->list)) {
-		struct h2_stream *st = TAILQ_FIRST(&c->list);
-
-		if (!h2_stream_whole(st))
-			h2_leg_abort(st, "connection-closed",
-			    "HTTP/2 connection closed");
-		h2_stream_free(st);
-	}
+	/* nghttp2_session_del calls no callback: each stream's transaction
+	 * is cut as it goes (h2_stream_free). */
+	while (!TAILQ_EMPTY(&c->list))
+		h2_stream_free(TAILQ_FIRST(&c->list));
 	nghttp2_session_del(c->ng);
 	if (c->flush != NULL)
 		event_free(c->flush);
@@ -1191,11 +1131,8 @@ http_h2_close(struct http_state *h)
 void
 http_h2_describe(const struct http_state *h, char *buf, size_t len)
 {
-	/* Streams are transactions of this session; the rest legs. */
 	snprintf(buf, len, "HTTP/2: %u stream%s open (%u transaction%s), "
-	    "%llu so far, %llu leg%s started", h->h2->open,
-	    h->h2->open == 1 ? "" : "s", h->h2->ntxn,
-	    h->h2->ntxn == 1 ? "" : "s", (unsigned long long)h->h2->streams,
-	    (unsigned long long)h->h2->legs_spawned,
-	    h->h2->legs_spawned == 1 ? "" : "s");
+	    "%llu so far", h->h2->open, h->h2->open == 1 ? "" : "s",
+	    h->h2->ntxn, h->h2->ntxn == 1 ? "" : "s",
+	    (unsigned long long)h->h2->streams);
 }

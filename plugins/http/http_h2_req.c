@@ -1,5 +1,5 @@
 /* An HTTP/2 request's decoded fields made a parsed head (http_h2_req.h):
- * pure, the leg's HTTP/1.1 text (h2_request_head) without the text. */
+ * pure, the message layer's struct http_head without HTTP/1.1 text. */
 #include "http_h2_req.h"
 
 #include <stdlib.h>
@@ -175,7 +175,7 @@ http_h2_req_join(struct http_h2_req *r, bool forward, bool connect,
 }
 
 /* One field line of the text the head would be: counted against the
- * limits (*lines, *bytes) as the leg's parse counts it, then added. */
+ * limits (*lines, *bytes) as the HTTP/1.1 parser counts them, then added. */
 static int
 http_h2_line(struct http_head *m, const char *name, size_t nlen,
     const char *val, size_t vlen, const struct http_limits *lim,

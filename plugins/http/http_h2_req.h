@@ -1,8 +1,8 @@
 /* An HTTP/2 request's head made a parsed head (struct http_head) from its
  * decoded fields, without HTTP/1.1 text and without a second parse: what
  * an HTTP/2 stream that is a transaction of its client's session is
- * judged by (issue 36). The head is the one the leg's HTTP/1.1 text
- * (http_h2_leg.c, h2_request_head) parses into, field for field, and is
+ * judged by (issue 36). The head is the one the same request's HTTP/1.1
+ * text would parse into, field for field, and is
  * judged by the parser's own rules (http_head_add_field, http_parse.h),
  * with the line and byte limits counted as that text would have them.
  * Pure: no session, no nghttp2 (its header callbacks feed
@@ -53,13 +53,13 @@ int	http_h2_req_add(struct http_h2_req *r, const char *name, size_t nlen,
  * not added to or freed). forward: the service is in forward mode (the
  * target is absolute: scheme://authority path); unsized: a body follows
  * without content-length (its DATA go on as chunks: Transfer-Encoding:
- * chunked is added, as the leg adds it). An extended CONNECT (:protocol)
+ * chunked is added, as an HTTP/1.1 client would send it). An extended CONNECT (:protocol)
  * is the HTTP/1.1 Upgrade it stands for: GET :path with Upgrade:
  * <protocol>, Connection: Upgrade and, for websocket, r->ws_key as its
  * only Sec-WebSocket-Key (a client's own is dropped: RFC 8441 5 leaves
  * it out of the h2 handshake, and two keys are refused by a careful
  * server, RFC 6455 11.3.1). 0, or the status to refuse the
- * request with (*why), as the leg's parse of its text would: 400, 414,
+ * request with (*why), as the parse of its HTTP/1.1 text would: 400, 414,
  * 431, 501, 505. */
 int	http_h2_req_head(struct http_h2_req *r, bool forward, bool unsized,
 	    const struct http_limits *lim, struct http_head *m,

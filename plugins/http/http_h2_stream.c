@@ -12,8 +12,8 @@
  * of its head. Its bodies are scanned, sniffed for <content> and audited
  * by the transaction's own scan (http_scan.c), as an HTTP/1.1 client's
  * are: a response held until its verdict keeps its HEADERS and its
- * END_STREAM behind it. Only a stream whose request is malformed is still
- * a leg (h2_txn_bound, http_h2_leg.c).
+ * END_STREAM behind it. A stream whose request is malformed is reset
+ * before it starts (http_h2.c).
  *
  * A CONNECT (RFC 9113 8.5) and an extended CONNECT (RFC 8441: the
  * HTTP/1.1 Upgrade it stands for, http_h2_req.c) are such transactions
@@ -101,18 +101,6 @@ h2s_of(struct http_txn *t)
 	return t->h2w->owner;
 }
 
-/* Every service's streams may be transactions (h2_txn_bound decides for
- * each: a malformed request's is not): scanning, <content> and <audit>
- * run per transaction (http_scan.c) and <auth> checks each stream's
- * credentials (http_auth.c), on a stream as on an HTTP/1.1 client's
- * request. */
-bool
-h2_txn_eligible(const struct http_h2 *c)
-{
-	(void)c;
-	return true;
-}
-
 /* n request bytes left the stream's input: as many more may come
  * (WINDOW_UPDATE). Chunk framing counted too opens the window early by
  * at most its size. */
@@ -184,7 +172,6 @@ h2_txn_start(struct h2_stream *st)
 	x->w.owner = x;
 	x->active_ms = h2s_now_ms();
 	st->tx = x;
-	c->legs++;
 	c->ntxn++;
 	c->streams++;
 	px_session_count(h->s, HTTP_C_H2_STREAMS, 1);
@@ -320,8 +307,7 @@ http_h2s_abort(struct http_txn *t, uint32_t code, const char *why)
 	if (x->st->reset)
 		return;
 	if (x->w.streaming && !x->w.done) {
-		/* What the server sent goes before the reset (a leg's
-		 * bytes did too); the stream counts as reset from now. */
+		/* What the server sent goes before the reset; the stream counts as reset from now. */
 		x->st->reset = true;
 		http_h2w_reset_after(&x->w, code);
 	} else
@@ -477,7 +463,7 @@ h2_txn_cut(struct h2_stream *st, uint32_t code)
 	/* Reset under its request (the client's window held it, the client
 	 * closed, nghttp2 refused a frame): its line says so. */
 	if (!x->t.ended) {
-		snprintf(x->t.leg_reset, sizeof(x->t.leg_reset), "%s",
+		snprintf(x->t.rst_code, sizeof(x->t.rst_code), "%s",
 		    nghttp2_http2_strerror(code));
 		h2s_ended(x, false, false);
 	}
@@ -555,8 +541,8 @@ h2_txn_tick(struct http_h2 *c)
 		} else if (idle != 0 && now - x->active_ms >= idle &&
 		    h2_txn_queued(st) == 0) {
 			/* Nothing moved for idle-timeout, and not for the
-			 * client's window (h2_reset_held's): as a leg's
-			 * session would, it ends. */
+			 * client's window (h2_reset_held's): as an HTTP/1.1
+			 * client's session would, it ends. */
 			px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 			http_txn_abort(t, PX_END_TIMEOUT,
 			    "error: idle-timeout");
@@ -588,22 +574,21 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 		http_audit_end(t, PX_TO_CLIENT);
 	}
 	/* The client got all of it only from a stream closed whole; one
-	 * reset under its request or its response says so (reset=, as a
-	 * leg's line did). One proxyd cut itself (its server failed) was
+	 * reset under its request or its response says so (reset=). One proxyd cut itself (its server failed) was
 	 * said when it was cut. The RST_STREAM(NO_ERROR) that stops a
 	 * client's request after its whole answer (RFC 9113 8.1: a refused
 	 * CONNECT's DATA, an early 413's body) cuts nothing. */
 	if ((!t->ended || x->completed) && (closed || (st->reset &&
 	    !(st->answered && code == NGHTTP2_NO_ERROR)) ||
-	    code != NGHTTP2_NO_ERROR) && t->leg_reset[0] == '\0')
-		snprintf(t->leg_reset, sizeof(t->leg_reset), "%s", closed ?
+	    code != NGHTTP2_NO_ERROR) && t->rst_code[0] == '\0')
+		snprintf(t->rst_code, sizeof(t->rst_code), "%s", closed ?
 		    "connection-closed" : nghttp2_http2_strerror(code));
 	if (!t->ended)
 		h2s_ended(x, false, false);
-	if (t->leg_reset[0] != '\0')
+	if (t->rst_code[0] != '\0')
 		t->verdict = "reset";
 	/* Reset before its HEADERS went: the client got no status. */
-	if (st->sent == 0 && t->leg_reset[0] != '\0')
+	if (st->sent == 0 && t->rst_code[0] != '\0')
 		t->status = 0;
 	t->resp_bytes = st->sent;
 	snprintf(tag, sizeof(tag), "proto=h2 stream=%d", (int)st->id);
@@ -616,7 +601,6 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 	http_h2w_free(&x->w);
 	free(x);
 	st->tx = NULL;
-	c->legs--;
 	c->ntxn--;
 }
 
@@ -627,23 +611,18 @@ h2_txn_end(struct h2_stream *st, uint32_t code, bool closed)
 static bool
 h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
 {
-	if (st->tx != NULL ? h2_txn_queued(st) == 0 : !st->submitted)
+	if (st->tx == NULL || h2_txn_queued(st) == 0)
 		return false;
 	/* A reset queued behind the response's bytes (its server failed,
 	 * its deadline ran out: http_h2w_reset_after) waits for the same
 	 * window: that stream is held too. */
-	if (st->reset && (st->tx == NULL || st->tx->w.rst_after == 0 ||
-	    st->tx->w.done))
-		return false;
-	if (st->tx == NULL && evbuffer_get_length(st->body) == 0 &&
-	    (!st->leg_open ||
-	    evbuffer_get_length(st->leg.in) == 0))
+	if (st->reset && (st->tx->w.rst_after == 0 || st->tx->w.done))
 		return false;
 	return nghttp2_session_get_stream_remote_window_size(c->ng,
 	    st->id) <= 0 || nghttp2_session_get_remote_window_size(c->ng) <= 0;
 }
 
-/* A stream whose client keeps its window shut holds its leg, its server
+/* A stream whose client keeps its window shut holds its server
  * request and up to 64 KiB here; PINGs or other streams keep the
  * connection from being idle. Such a stream is reset once held for
  * idle-timeout without a DATA frame going out (nginx: send_timeout,
@@ -684,7 +663,7 @@ h2_reset_held(struct http_h2 *c)
 
 /* ---- streams the connection answers itself ----------------------------- */
 
-/* A response proxyd makes itself, without a leg (no request to judge:
+/* A response proxyd makes itself, without a transaction (no request to judge:
  * the client's head could not be read whole). */
 void
 h2_reply_bare(struct h2_stream *st, const char *status)
@@ -697,7 +676,7 @@ h2_reply_bare(struct h2_stream *st, const char *status)
 }
 
 /* The http-request line (and counters) of a stream the connection
- * answered itself, its head never having reached a leg. */
+ * answered itself, its head never having been made a request. */
 void
 h2_log_refused(struct h2_stream *st, int status, const char *rule)
 {

@@ -24,8 +24,7 @@
  *			a transaction of the session (http_h2_stream.c,
  *			its head from its fields: http_h2_req.c, pure; its
  *			response writer: http_h2_txn.c; a CONNECT's tunnel
- *			there too); a malformed request's stream a leg
- *			(http_h2_leg.c)
+ *			there too)
  *   http_h2_origin*.c	HTTP/2 towards servers: the worker's shared
  *			connections, a stream per transaction
  *			(http_h2_origin.h; the messages on a stream and
@@ -167,8 +166,8 @@ struct http_scan {
 	 * refused. */
 	const char		*unsent;
 	/* The transfer ended whole (http_transaction_done) though its
-	 * record waits, with its HTTP/2 leg's line, for the stream's end:
-	 * by then req and resp say the next request's state. */
+	 * record waits for the end of its HTTP/2 stream: by then req and
+	 * resp may say another state. */
 	bool			 went;
 };
 
@@ -229,8 +228,6 @@ struct http_txn {
 	 * held (the server's output references it) for one retry. */
 	struct evbuffer		*head_out;
 	bool			 req_kept;	/* head_out holds the head sent */
-	/* A leg's http-request line waiting for its stream's end. */
-	bool			 log_held;
 	struct evdns_getaddrinfo_request *dns;	/* forward mode: resolving */
 	int			 status;
 	int			 grpc_status;	/* of proxyd's own answer, or -1 */
@@ -251,9 +248,9 @@ struct http_txn {
 	 * http_error) */
 	char			 rule[128];
 	struct http_scan	 scan[2];	/* [PX_TO_SERVER]: upload */
-	/* A leg whose HTTP/2 stream was reset under its request: the code
-	 * ("" none), for its http-request line (h2_leg_abort). */
-	char			 leg_reset[24];
+	/* An HTTP/2 stream reset under its transaction: the code ("" none),
+	 * for its http-request line (h2_txn_end). */
+	char			 rst_code[24];
 	/* An HTTP/2 stream's transaction is over (done, refused or cut):
 	 * the engine takes no more step on it (http_h2_stream.c). */
 	bool			 ended;
@@ -269,9 +266,6 @@ struct http_txn {
 struct http_state {
 	struct px_session	*s;
 	struct http_h2		*h2;		/* the client speaks HTTP/2 */
-	/* A leg: where its HTTP/2 connection points at this state (NULL
-	 * once either side is gone; http_h2_leg.c). */
-	struct http_state	**h2_parent_ref;
 	const struct http_policy *pol;
 	struct px_conn		*c;		/* the client: the core's */
 	bool			 gone;		/* session closed: touch nothing */
@@ -359,8 +353,7 @@ struct http_engine_ops {
 	/* t's own timer (its response-timeout, grpc-timeout; 0 off). */
 	void	(*timer)(struct http_txn *t, uint64_t ms);
 	/* t ends cut (its client must never take what it got for whole),
-	 * with an RST_STREAM code for an HTTP/2 client (0: INTERNAL_ERROR,
-	 * or a leg's own). */
+	 * with an RST_STREAM code for an HTTP/2 client (0: INTERNAL_ERROR). */
 	void	(*cut)(struct http_txn *t, enum px_end_by by, uint32_t code,
 		    const char *reason);
 	/* t's response is over (written or queued): the next request. */
@@ -395,7 +388,7 @@ void	http_txn_timer(struct http_txn *t, uint64_t ms);
  * reset, its connection going on. */
 void	http_txn_abort(struct http_txn *t, enum px_end_by by,
 	    const char *reason);
-/* The same, the stream reset with code (a leg's: its stream's). */
+/* The same, an HTTP/2 client's stream reset with code. */
 void	http_txn_cut(struct http_txn *t, enum px_end_by by, uint32_t code,
 	    const char *reason);
 /* The transaction is over (its reply written or queued): the next
@@ -433,8 +426,6 @@ size_t	http_txn_room(struct http_txn *t, enum px_dir dir);
 /* The same with tag at its end ("proto=h2 stream=N"): an HTTP/2 stream
  * answered by the connection itself (http_h2.c). */
 void	http_log_request_as(struct http_txn *t, const char *tag);
-/* A leg's line held for its stream's end, written now (if any). */
-void	http_log_held(struct http_txn *t);
 
 /* Where a transaction's response goes: the protocol of its client
  * connection, fed the judged head and the body as they come. The scan
@@ -506,11 +497,6 @@ void	http_auth_user_limit(struct http_state *h, uint32_t retry_s,
 	    const char *rule);
 bool	http_auth_user_limited(const struct http_state *h, uint32_t *retry_s,
 	    char *rule, size_t len);
-/* An HTTP/2 stream's leg opening: it carries conn's client certificate
- * user (<tls identity=>), judged by its rules and <content> as conn's
- * own requests are. 0, or -1 out of memory. */
-int	http_auth_leg_cert(struct http_state *leg,
-	    const struct http_state *conn);
 /* The credentials field the service checks itself, never sent on
  * ("proxy-authorization", "authorization"); NULL: no <auth>. */
 const char *http_auth_field(const struct http_state *h);
@@ -597,19 +583,8 @@ void	http_h2_drive_conn(struct http_state *h);
 size_t	http_h2w_head_bytes(const struct http_h2w *w);
 /* The stream id w writes. */
 int32_t	http_h2w_stream(const struct http_h2w *w);
-/* ---- http_h2_leg.c: a leg's session opened (the one an HTTP/2
- * connection just spawned, if any: it may send it more requests, and
- * the leg carries the connection's certificate user). 0, or -1 when
- * the leg cannot be opened as its connection would be judged. */
-int	http_h2_leg_opened(struct http_state *h);
-/* A leg ends its stream now with the RST_STREAM code (h2_reset) it
- * asks for: called before the leg's session ends (http_abort). */
-void	http_h2_leg_reset_code(struct http_state *h, uint32_t code);
 void	http_h2_describe(const struct http_state *h, char *buf, size_t len);
 void	http_h2_kind_name(unsigned i, char *buf, size_t size);
-/* A leg's session is closing: a tunnel cut on its server's side tells
- * its stream, which resets it (http_h2_tunnel.c). */
-void	http_h2_leg_closing(struct http_state *h);
 
 /* ---- http_h2_stream.c: an HTTP/2 stream that is a transaction --------- */
 

@@ -1,6 +1,6 @@
 /* http: a parsed head judged, the one policy path of both directions.
- * A request head (an HTTP/1.1 client's, or an HTTP/2 stream's as its leg
- * reads it) is parsed once, its target made canonical, and goes through
+ * A request head (an HTTP/1.1 client's, or an HTTP/2 stream's made from its
+ * fields) is parsed once, its target made canonical, and goes through
  * the source limits, <auth>, the method/url/header rules, the upload
  * scan and the choice of a server (the pool or an HTTP/2 origin); a
  * response head (an HTTP/1.1 server's parsed here, or an HTTP/2 origin's

@@ -143,13 +143,11 @@ http_txn_log(struct http_txn *t, int level, const char *fmt, ...)
 void
 http_log_request(struct http_txn *t)
 {
-	struct http_state *h = t->conn;
-
 	/* An HTTP/2 stream's: at the stream's end, with what its client
 	 * got (http_h2_stream.c). */
 	if (t->h2w != NULL)
 		return;
-	http_log_request_as(t, px_session_tag(h->s));
+	http_log_request_as(t, "");
 }
 
 void
@@ -175,7 +173,7 @@ http_log_request_as(struct http_txn *t, const char *tag)
 		    (unsigned)t->status / 100 - 1,
 		    (uint64_t)d.tv_sec * 1000000 + (uint64_t)d.tv_usec);
 	}
-	/* A leg is an HTTP/2 stream's request (http_h2.c). */
+	/* A tag is an HTTP/2 stream's (http_h2_stream.c). */
 	px_session_series_add(h->s, HTTP_S_PROTO, tag[0] != '\0' ? 1 : 0, 1);
 	/* Formatting the line (two addresses) costs more than parsing a
 	 * head: not done for a log that drops it. */
@@ -202,7 +200,7 @@ http_log_request_as(struct http_txn *t, const char *tag)
 	    t->srv.dst.ss_family == 0 ? "-" : t->srv.kept ? "kept" :
 	    t->srv.reused ? "pooled" : "new",
 	    t->srv_h2 ? " server-proto=h2" : "",
-	    t->leg_reset[0] != '\0' ? " reset=" : "", t->leg_reset,
+	    t->rst_code[0] != '\0' ? " reset=" : "", t->rst_code,
 	    deny ? " rule=" : "",
 	    !deny ? "" : t->rule[0] != '\0' ? t->rule : "builtin",
 	    id != NULL ? " user=" : "", id != NULL ? user : "",
@@ -212,21 +210,12 @@ http_log_request_as(struct http_txn *t, const char *tag)
 out_clear:
 	/* The next request starts from nothing: a refusal before its head
 	 * is whole must not name or count this one's host and bytes. */
-	t->method[0] = t->host[0] = t->rule[0] = t->leg_reset[0] = '\0';
+	t->method[0] = t->host[0] = t->rule[0] = t->rst_code[0] = '\0';
 	t->srv_h2 = false;
 	t->req_bytes = t->resp_bytes = t->interim_bytes = 0;
 	t->grpc = false;
 	t->grpc_status = -1;
 	t->grpc_deadline_ms = 0;
-}
-
-void
-http_log_held(struct http_txn *t)
-{
-	if (!t->log_held)
-		return;
-	t->log_held = false;
-	http_log_request(t);
 }
 
 /* `buffer` bounds a direction of t, not a buffer: what was read from one

@@ -646,8 +646,7 @@ http_txn_timeout(struct http_txn *t)
 	px_session_count(h->s, HTTP_C_TIMEOUTS, 1);
 	if (t->resp != HTTP_RESP_NONE && http_grpc_expired(t)) {
 		/* The call's grpc-timeout: DEADLINE_EXCEEDED while nothing
-		 * of the response went, else the stream is cut (CANCEL: a
-		 * leg's reset becomes its stream's). */
+		 * of the response went, else the stream is cut (CANCEL). */
 		if (t->resp_bytes == t->interim_bytes)
 			http_error(t, 504, "no response within grpc-timeout");
 		else

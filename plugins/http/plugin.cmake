@@ -5,14 +5,11 @@ list(APPEND PX_PLUGIN_SOURCES
 	${CMAKE_CURRENT_LIST_DIR}/http_body.c
 	${CMAKE_CURRENT_LIST_DIR}/http_grpc.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2.c
-	${CMAKE_CURRENT_LIST_DIR}/http_h2_leg.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_mem.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_origin.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_req.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_origin_stream.c
-	${CMAKE_CURRENT_LIST_DIR}/http_h2_resp.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_stream.c
-	${CMAKE_CURRENT_LIST_DIR}/http_h2_tunnel.c
 	${CMAKE_CURRENT_LIST_DIR}/http_h2_txn.c
 	${CMAKE_CURRENT_LIST_DIR}/http_head.c
 	${CMAKE_CURRENT_LIST_DIR}/http_judge.c
