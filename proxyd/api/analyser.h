@@ -298,7 +298,7 @@ void		 px_session_timer(struct px_session *s, uint64_t ms);
 int		 px_session_tunnel(struct px_session *s, struct px_conn *server);
 /* Keeps the idle timer from firing while bytes move. */
 void		 px_session_active(struct px_session *s);
-/* One request (analyser->requests: HTTP/1.x or an HTTP/2 stream's leg)
+/* One request (analyser->requests: HTTP/1.x or an HTTP/2 stream)
  * under <source-limits requests=> of s's service, of user (the client's
  * proven user, counted by it under per="user"; NULL: none yet, counted by
  * address): true when it may go on
@@ -316,7 +316,7 @@ bool		 px_session_request_allowed(struct px_session *s,
  * taken holds its slot until it ends). false: over a limit, counted and
  * logged as px_session_request_allowed; the analyser refuses the request
  * (HTTP: 429, Connection: close; FTP: the login, 421, before the server
- * sees it). true otherwise, and for a leg. */
+ * sees it). true otherwise. */
 bool		 px_session_user_allowed(struct px_session *s,
 		    const char *user, uint32_t *retry_s, char *rule,
 		    size_t size);
@@ -336,29 +336,8 @@ bool		 px_session_transfer_allowed(struct px_session *s,
  * in no zone), the address, as the count does. */
 const char	*px_session_limit_whose(const struct px_session *s,
 		    const char *user);
-/* ---- Legs: sessions an analyser starts for its own requests ----------
- * A new session of s's service whose client is fd, one end of a
- * socketpair the analyser made (HTTP/2: each stream's HTTP/1.1 leg):
- * admitted as s was (same client address, destination, zones, client
- * SNI, counted against max-sessions), plain on fd (s's conn carries the
- * TLS), its analyser opened at once. tag (cut to 47) is what
- * px_session_tag() gives it, for its log lines. fd belongs to the new
- * session, or is closed on failure. Its id, or 0 (errno). */
-uint64_t	 px_session_spawn(struct px_session *s, int fd, const char *tag);
-/* Ends s's leg l (a session px_session_spawn made, still open: the
- * analyser holds its state until its on_close) as its client's reset
- * would: a relaying leg's server gets a TCP RST, not a FIN (a socketpair
- * cannot carry one; HTTP/2: RST_STREAM on a tunnel, RFC 9113 8.5). why
- * goes into its session-end line. Nothing unless l is a leg of s. */
-void		 px_session_leg_reset(struct px_session *s,
-		    struct px_session *l, const char *why);
-/* "" for a session accepted from a listener. */
-const char	*px_session_tag(const struct px_session *s);
-/* A leg's tag from now on (cut to 47): a leg kept for its parent's next
- * request names that one (HTTP/2: its stream). */
-void		 px_session_set_tag(struct px_session *s, const char *tag);
-/* The client's connection carries TLS: its own, or its parent's for a
- * leg (a Host without a port then means 443). */
+/* The client's connection carries TLS (a Host without a port then means
+ * 443). */
 bool		 px_session_client_via_tls(const struct px_session *s);
 /* The client's TLS handshake agreed on ALPN protocol proto ("h2"). */
 bool		 px_session_client_alpn_is(const struct px_session *s,
@@ -379,12 +358,6 @@ bool		 px_session_tls_on(const struct px_session *s,
  * true, or false with buf "" (no TLS there, no certificate). */
 bool		 px_session_tls_peer_subject(const struct px_session *s,
 		    enum px_chan_end side, char *buf, size_t len);
-/* From on_close on: whether s ends while it relays by a failure that is
- * not its client's (the server's reset or error, a timeout, the proxy),
- * so that its sockets are reset rather than closed. An analyser whose
- * client is its own socketpair, on which a close looks like a FIN, tells
- * its real client from there (HTTP/2: RST_STREAM(CONNECT_ERROR)). */
-bool		 px_session_relay_cut(const struct px_session *s);
 /* The user the client's certificate names (<tls side="client"
  * identity=>, a verified certificate only) into buf: true, or false with
  * buf "". */

@@ -1,8 +1,7 @@
 /* Admission and destination: a connection accepted on a listener becomes
  * a session once its client is allowed, its original destination is known
  * (the socket, or conntrack asked without blocking), a shared port has
- * chosen its service and the destination is not the proxy itself. A leg
- * (px_session_spawn) is admitted here too, as its parent was. */
+ * chosen its service and the destination is not the proxy itself. */
 #include "session.h"
 
 #include <errno.h>
@@ -23,7 +22,6 @@
 #include "conntrack.h"
 #include "log.h"
 #include "rules.h"
-#include "tls.h"
 #include "tls_hello.h"
 #include "tcp_progress.h"
 #include "upstream.h"
@@ -279,7 +277,7 @@ px_session_limits_hello(struct px_session *s, bool done)
 {
 	const struct px_sl_rule *r = &s->svc->srclimit;
 
-	if (!r->on || r->per != PX_SL_JA4 || s->sl_judged || s->leg)
+	if (!r->on || r->per != PX_SL_JA4 || s->sl_judged)
 		return 0;
 	if (!done && (s->ja4 == NULL || s->ja4[0] == '\0'))
 		return 0;	/* not read yet */
@@ -407,7 +405,7 @@ px_session_user_allowed(struct px_session *s, const char *user,
 	*retry_s = 0;
 	/* Once per connection (its first proven request); an HTTP/2 stream
 	 * is a request of its connection, not a session of its own. */
-	if (!r->on || r->per != PX_SL_USER || s->sl_judged || s->leg ||
+	if (!r->on || r->per != PX_SL_USER || s->sl_judged ||
 	    user == NULL || user[0] == '\0' ||
 	    (r->sessions == 0 && r->interval_ns == 0))
 		return true;
@@ -622,63 +620,4 @@ px_session_accept(struct px_listener *l, int fd, const struct sockaddr *sa,
 	if (px_session_destination(s) != 0)
 		return;		/* ended, or waiting for conntrack */
 	px_session_proceed(s);
-}
-
-/* The leg skips what its parent was admitted by: the listener's checks,
- * the destination and the service choice are the parent's. */
-uint64_t
-px_session_spawn(struct px_session *parent, int fd, const char *tag)
-{
-	struct px_worker *w = parent->w;
-	struct px_session *s;
-	const char *sni;
-
-	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		close(fd);
-		return 0;
-	}
-	sni = parent->client_sni != NULL ? parent->client_sni :
-	    parent->dconn != NULL && parent->dconn_open[0] ?
-	    px_tls_client_sni(&parent->dconn[0]) : NULL;
-	if (sni != NULL && (s->client_sni = strdup(sni)) == NULL) {
-		free(s);
-		close(fd);
-		return 0;
-	}
-	s->id = atomic_fetch_add_explicit(&px_session_ids, 1,
-	    memory_order_relaxed) + 1;
-	s->w = w;
-	s->cfg = px_config_ref(parent->cfg);
-	s->svc = parent->svc;
-	s->m = parent->m;
-	s->m_final = true;
-	s->cfd = fd;
-	s->sfd = -1;
-	s->leg = true;
-	s->parent_id = parent->id;
-	s->leg_tls = px_session_client_via_tls(parent);
-	snprintf(s->tag, sizeof(s->tag), "%s", tag);
-	s->client = parent->client;
-	s->local = parent->local;
-	s->dst = parent->dst;
-	s->server = parent->server;
-	s->client_zone = parent->client_zone;
-	s->server_zone = parent->server_zone;
-	s->svc_chosen = parent->svc_chosen;
-	gettimeofday(&s->start_tv, NULL);
-	s->start_ms = px_now_ms(w);
-	evtimer_assign(&s->timer, w->base, px_session_timer_cb, s);
-	TAILQ_INSERT_TAIL(&w->sessions, s, link);
-	px_worker_load_add(w, 1);
-	PX_SC_ADD(s->m, active, 1);
-	if (atomic_fetch_add_explicit(&px_live_sessions, 1,
-	    memory_order_relaxed) >= s->cfg->max_sessions) {
-		px_metrics_denied(s, PX_DENY_MAX_SESSIONS, 1);
-		px_session_set_rule(s, "limits/@max-sessions");
-		px_session_end(s, PX_END_POLICY, "denied: max-sessions");
-		errno = EAGAIN;
-		return 0;
-	}
-	px_session_proceed(s);
-	return s->id;
 }

@@ -509,7 +509,7 @@ px_ho_client_quiet(const struct px_session *s)
 /* The session can change processes now: its relay holds no byte, its
  * analyser is at a point it can leave (its state is its relay alone, or
  * handover_save wrote it into r), and nothing else is attached (TLS, an
- * open data channel, a final reply, a leg's parent). A kept data
+ * open data channel, a final reply). A kept data
  * listener (FTP passive) closes with the session here: the analyser
  * opens another for its next channel. */
 static bool
@@ -521,7 +521,7 @@ px_ho_quiet(struct px_session *s, struct px_ho_session *r)
 	ssize_t n;
 
 	if (s->state != PX_SS_RELAY || !a->handover || s->finishing ||
-	    s->leg || s->chan_host.list != NULL ||
+	    s->chan_host.list != NULL ||
 	    (s->chan_host.listeners != NULL && a->handover_save == NULL) ||
 	    s->hello_rest != NULL || svc->tls_client != NULL ||
 	    svc->tls_server != NULL || s->relay_on == driver ||

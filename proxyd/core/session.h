@@ -1,5 +1,4 @@
-/* A session: one client connection (or a leg's socketpair end, see
- * px_session_spawn), its server connection (a driver analyser's: those
+/* A session: one client connection, its server connection (a driver analyser's: those
  * it took, struct px_upconn), the analyser between them, and its
  * accounting. Owned by one worker from accept to close; only
  * px_session_end() tears it down. A stream analyser's bytes move through a
@@ -121,13 +120,9 @@ struct px_session {
 	 * server's handshake runs on dconn[1] (kb_server_hs). */
 	bool			 kb_started, kb_server_hs;
 	bool			 kb_untrusted;	/* its leaf: the untrusted CA */
-	/* A leg (px_session_spawn): its client is its parent's analyser,
-	 * on a socketpair; leg_tls: the parent's client spoke TLS. (Here,
-	 * in the bools' padding: idle_session_memory counts the bytes.) */
-	bool			 leg, leg_tls;
 	/* Passed to the new process of a rolling upgrade (handover.c): its
 	 * end here writes no line and leaves the sockets to that process.
-	 * (In the same padding.) */
+	 * (In the bools' padding: idle_session_memory counts the bytes.) */
 	bool			 handed;
 	char			*client_sni;	/* what it asked for; NULL */
 	/* The JA4 of the client's first ClientHello (any TLS mode), then
@@ -137,8 +132,6 @@ struct px_session {
 	 * the 63 bytes. NULL or "": none; read them with px_session_ja4 and
 	 * px_session_ja4s. */
 	char			*ja4;
-	uint64_t		 parent_id;	/* a leg's: its parent's id */
-	char			 tag[48];	/* px_session_tag() */
 	/* Passthrough: what of the ClientHello the server's socket did not
 	 * take at once; the buffered relay sends it first. */
 	struct evbuffer		*hello_rest;

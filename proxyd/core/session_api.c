@@ -458,7 +458,7 @@ px_drv_open(struct px_session *s)
 	s->dconn_open[0] = true;
 	if (handshaken)
 		px_conn_move_transform(&s->dconn[0], &kept);
-	else if (s->svc->tls_client != NULL && !s->leg) {
+	else if (s->svc->tls_client != NULL) {
 		struct px_tls_peer peer = px_session_tls_peer(s);
 
 		if (px_tls_attach(&s->dconn[0], s->svc->tls_client,
@@ -1047,14 +1047,6 @@ px_session_tls_peer_subject(const struct px_session *s,
 }
 
 bool
-px_session_relay_cut(const struct px_session *s)
-{
-	return s->relay_on && s->end_marked && !s->finished && !s->handed &&
-	    s->end_by != PX_END_CLIENT && s->end_by != PX_END_SERVER &&
-	    s->end_by != PX_END_CLIENT_FAIL;
-}
-
-bool
 px_session_client_identity(const struct px_session *s, char *buf,
     size_t len)
 {
@@ -1063,7 +1055,7 @@ px_session_client_identity(const struct px_session *s, char *buf,
 	/* A relayed session's client conn, or a driver analyser's. */
 	if (s->relay_on)
 		c = px_relay_conn(s->relay, 0);
-	else if (!s->leg && s->dconn != NULL && s->dconn_open[0])
+	else if (s->dconn != NULL && s->dconn_open[0])
 		c = &s->dconn[0];
 	if (c == NULL) {
 		if (len > 0)
@@ -1073,30 +1065,16 @@ px_session_client_identity(const struct px_session *s, char *buf,
 	return px_tls_identity(c, buf, len);
 }
 
-const char *
-px_session_tag(const struct px_session *s)
-{
-	return s->tag;
-}
-
-void
-px_session_set_tag(struct px_session *s, const char *tag)
-{
-	snprintf(s->tag, sizeof(s->tag), "%s", tag);
-}
-
 bool
 px_session_client_via_tls(const struct px_session *s)
 {
-	if (s->leg)
-		return s->leg_tls;
 	return s->dconn != NULL && s->dconn_open[0] && s->dconn[0].tf != NULL;
 }
 
 bool
 px_session_client_alpn_is(const struct px_session *s, const char *proto)
 {
-	return !s->leg && s->dconn != NULL && s->dconn_open[0] &&
+	return s->dconn != NULL && s->dconn_open[0] &&
 	    px_tls_alpn_is(&s->dconn[0], proto);
 }
 

@@ -1,6 +1,6 @@
 /* How a session ends, one model for every analyser: who ended it and in
  * which phase (the verdict follows from those two), the end, finish, deny
- * and abort calls, a leg's reset by its parent, the reaping of ended sessions and the session-end log
+ * and abort calls, the reaping of ended sessions and the session-end log
  * line. */
 #include "session.h"
 
@@ -53,7 +53,7 @@ px_session_log_end(struct px_session *s, const char *reason, const char *who)
 	deny = px_end_verdict(s->end_by, s->end_phase) == PX_VERDICT_DENY;
 	px_log(LOG_INFO, s->id, "session-end service=%s analyser=%s verdict=%s "
 	    "client=%s dst=%s server=%s%s to-server=%llu to-client=%llu "
-	    "duration=%ld.%03ld%s%s%s%s%s%s%s%s%s by=%s phase=%s end=%s",
+	    "duration=%ld.%03ld%s%s%s%s%s%s%s by=%s phase=%s end=%s",
 	    shared ? "-" : s->svc->name, shared ? "-" : s->svc->analyser->name,
 	    px_end_verdict_name(px_end_verdict(s->end_by, s->end_phase)),
 	    px_sockaddr_str((struct sockaddr *)&s->client, client, sizeof(client)),
@@ -66,8 +66,7 @@ px_session_log_end(struct px_session *s, const char *reason, const char *who)
 	    px_session_ja4(s)[0] != '\0' ? " ja4=" : "", px_session_ja4(s),
 	    px_session_ja4s(s)[0] != '\0' ? " ja4s=" : "", px_session_ja4s(s),
 	    deny ? " rule=" : "", !deny ? "" : s->rule != NULL &&
-	    s->rule[0] != '\0' ? s->rule : "builtin", who,
-	    s->tag[0] != '\0' ? " " : "", s->tag, px_end_by_name(s->end_by),
+	    s->rule[0] != '\0' ? s->rule : "builtin", who, px_end_by_name(s->end_by),
 	    px_end_phase_name(s->end_phase), reason);
 }
 
@@ -182,14 +181,6 @@ px_session_close_notify(struct px_session *s)
 		if (s->dconn_open[d] && s->dconn[d].tf != NULL &&
 		    s->dconn[d].tf->shutdown != NULL && !s->dconn[d].shut)
 			(void)s->dconn[d].tf->shutdown(&s->dconn[d], &want);
-}
-
-void
-px_session_leg_reset(struct px_session *s, struct px_session *l,
-    const char *why)
-{
-	if (l->w == s->w && l->leg && l->parent_id == s->id)
-		px_session_endf(l, PX_END_CLIENT_FAIL, "client reset: %s", why);
 }
 
 void

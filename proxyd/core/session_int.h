@@ -1,5 +1,5 @@
 /* What the files of a session (session.c: timers, the relay and the
- * connect; admission.c: admission and legs; session_tls.c; session_end.c;
+ * connect; admission.c: admission; session_tls.c; session_end.c;
  * handover.c: a session taken over from another process) call of each
  * other, and nothing outside core/ includes. */
 #ifndef PX_SESSION_INT_H

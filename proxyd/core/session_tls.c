@@ -389,9 +389,7 @@ px_session_proceed(struct px_session *s)
 {
 	const struct px_service *svc = s->svc;
 
-	/* A leg's TLS is its parent's: it gets plain bytes. */
-	if (svc->analyser->driver != NULL && (svc->tls_client == NULL ||
-	    s->leg)) {
+	if (svc->analyser->driver != NULL && svc->tls_client == NULL) {
 		s->admitted = true;
 		px_session_connected(s);
 		return;

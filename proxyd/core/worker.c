@@ -526,9 +526,7 @@ px_worker_wants_config(const struct px_session *s)
 	    d->on_config != NULL;
 }
 
-/* The sessions are taken first: one's on_config may end others (an
- * HTTP/2 connection closes its idle legs, which follow it in the list),
- * and an ended session moves to w->dead, so a walk that kept its next
+/* The sessions are taken first: one's on_config may end others, and an ended session moves to w->dead, so a walk that kept its next
  * pointer went on along the dead list and told nobody after it. Ended
  * sessions stay allocated until the reaper runs, after this callback. */
 static void
