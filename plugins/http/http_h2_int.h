@@ -37,8 +37,6 @@
 #define HTTP_H2_RESET_RATE	33	/* a second */
 /* Stream ids proxyd reset that a late HEADERS may still name. */
 #define HTTP_H2_RESET_IDS	64
-/* Response bytes one stream may hold here (raw and decoded). */
-#define HTTP_H2_STREAM_BUF	(64 * 1024)
 /* Request body bytes read and dropped after a complete response (an
  * early 413) before RST_STREAM(NO_ERROR) stops the client (RFC 9113
  * 8.1). Not at once: curl 7.88 (Debian 12) then fails the transfer

@@ -623,7 +623,7 @@ h2_stream_held(struct http_h2 *c, const struct h2_stream *st)
 }
 
 /* A stream whose client keeps its window shut holds its server
- * request and up to 64 KiB here; PINGs or other streams keep the
+ * request and up to `buffer` here; PINGs or other streams keep the
  * connection from being idle. Such a stream is reset once held for
  * idle-timeout without a DATA frame going out (nginx: send_timeout,
  * between two writes; a slow reader is not held), and the connection's
