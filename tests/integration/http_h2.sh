@@ -96,10 +96,10 @@ assert_eq "$code" "200 2" "h2c status and version"
 assert_eq "$(sha256_of "$T/big.c")" "$SHA_BIG" "sha256 through h2c"
 assert_log "http-request client=127\.0\.0\.1:[0-9]+ method=GET host=127\.0\.0\.1 path=/big\.bin status=200 .* verdict=accept server=127\.0\.0\.1:$NGINX_PORT upstream=[a-z]+ proto=h2 stream=1$"
 # The stream is a transaction of the connection's session, not a session
-# of its own (no leg): one session-end line, the connection's.
+# of its own: one session-end line, the connection's.
 assert_log "session-end service=h2c analyser=http verdict=accept .* to-client=[0-9]{7,} duration=[0-9.]+ by=client phase=data end=client-closed$"
 if grep -qE "session-end .* proto=h2 stream=1 " "$PROXYD_LOG"; then
-    fail "a bodiless GET stream ran as a leg session"
+    fail "a bodiless GET stream ran as a session of its own"
 fi
 
 info "an HTTP/1.1 client on the same port is served as before"
@@ -121,7 +121,7 @@ info "405 for a method the policy refuses, as an h2 response"
 code=$(curl -sS --max-time 10 --http2-prior-knowledge -X BREW -o /dev/null -w '%{http_code} %{http_version}' "$C/a.txt")
 assert_eq "$code" "405 2" "405 over h2"
 
-info "PUT bodies (Content-Length, and none: chunked to the leg) arrive whole"
+info "PUT bodies (Content-Length, and none: chunked to the server) arrive whole"
 code=$(curl -sS --max-time 30 --http2-prior-knowledge -T "$T/post.bin" -o /dev/null -w '%{http_code}' "$C/up/cl.bin")
 [[ $code == 201 || $code == 204 ]] || fail "PUT over h2: $code"
 assert_eq "$(sha256_of "$T/www/up/cl.bin")" "$SHA_POST" "sha256 of the h2 PUT at nginx"
@@ -406,7 +406,7 @@ EOF
 assert_grep "$T/trickle.out" '^closed after [1-4]\.[0-9] s$' "closed after request-timeout (2s)"
 assert_log "session-end service=h2c .* by=timeout .*end=client-error: http2: no complete request head within request-timeout"
 
-info "rapid reset: the reset budget (200) ends the connection; reset streams start no leg"
+info "rapid reset: the reset budget (200) ends the connection; reset streams start no transaction"
 before=$(metric_value proxyd_analyser_events_total 'event="h2_streams"')
 /usr/bin/python3 - "$P_C" >"$T/rapid.out" 2>&1 <<'EOF' || fail "rapid reset: $(cat "$T/rapid.out")"
 import socket, sys
@@ -431,7 +431,7 @@ print("sent")
 EOF
 assert_log "http2-goaway error=ENHANCE_YOUR_CALM last-stream="
 after=$(metric_value proxyd_analyser_events_total 'event="h2_streams"')
-assert_lt $((after - before)) 50 "legs started for reset streams"
+assert_lt $((after - before)) 50 "transactions started for reset streams"
 assert_metric ge proxyd_http2_errors_total 'kind="client_reset"' 200
 
 info "TLS terminate: ALPN h2 with curl --http2"
@@ -537,18 +537,20 @@ for k in 1 2 3 4 5 6; do
     assert_grep "$T/reload.out" "^stream=$((2 * k - 1)) status=200$" "stream $((2 * k - 1)) answered"
     assert_log "client=127\.0\.0\.1:$RPORT method=GET host=127\.0\.0\.1 path=/a\.txt\?k=$k status=200 .* proto=h2 stream=$((2 * k - 1))$"
 done
-legs=$(grep -E "#[0-9]+ http-request client=127\.0\.0\.1:$RPORT .* proto=h2 " "$PROXYD_LOG" |
+sids=$(grep -E "#[0-9]+ http-request client=127\.0\.0\.1:$RPORT .* proto=h2 " "$PROXYD_LOG" |
     sed -E 's/.*#([0-9]+) .*/\1/' | sort -u | wc -l)
-info "six streams in a row: $legs session(s)"
-assert_eq "$legs" 1 "sessions for six streams one after the other"
-assert_no_grep "$PROXYD_LOG" "session-end .* client=127\.0\.0\.1:$RPORT .* proto=h2 " \
-    "a kept leg ended while its connection is open"
+info "six streams in a row: $sids session(s)"
+assert_eq "$sids" 1 "sessions for six streams one after the other"
+# The connection's session is still open: no session-end line of it yet
+# (its one line comes after the reload's GOAWAY, below).
+assert_no_grep "$PROXYD_LOG" "session-end .* client=127\.0\.0\.1:$RPORT " \
+    "the h2 connection's session ended before the reload"
 # HTTP/1.1 keep-alive connections opened after the h2 one, idle after
-# one request: the reload closes them too. (The h2 connection's reload
-# closes its kept leg, the session after it in its worker's list: the
-# walk that told sessions of the reload used to stop there, so the
-# connections after it on that worker were never closed. Four, so that
-# some are on the h2 connection's worker whichever way they are spread.)
+# one request: the reload closes them too. (A session a reload ends may
+# be the one after in its worker's list: the walk that told sessions of
+# the reload used to stop there, so the connections after it on that
+# worker were never closed. Four, so that some are on the h2
+# connection's worker whichever way they are spread.)
 /usr/bin/python3 - "$P_C" "$T/kago" >"$T/ka.out" 2>&1 <<'EOF' &
 import socket, sys
 socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
@@ -580,8 +582,7 @@ for KPORT in $(sed -n 's/^port=//p' "$T/ka.out"); do
 done
 wait "$KPID" || true
 assert_eq "$(grep -c '^closed$' "$T/ka.out")" 4 "idle HTTP/1.1 connections closed at the reload"
-# The h2 connection itself ends after the reload's GOAWAY (its streams
-# are transactions of its session: no leg is left to close).
+# The h2 connection itself ends after the reload's GOAWAY.
 assert_log "session-end .* client=127\.0\.0\.1:$RPORT .* by=[a-z]+ phase=data end=[a-z].*$"
 wait "$RPID" || true
 assert_grep "$T/reload.out" '^goaway=0$' "GOAWAY NO_ERROR at the reload"

@@ -550,6 +550,6 @@ assert_grep "$T/early.out" '^status=413 ended=1 reset=NO_ERROR$' "413, END_STREA
 sent=$(sed -n 's/^sent=//p' "$T/early.out")
 assert_lt "$sent" $((8 * SIZE)) "the client stopped well before the end of its body"
 
-info "no stream was a leg: none has a session of its own"
-assert_no_grep "$PROXYD_LOG" 'session-end service=.* proto=h2 stream=' "no session-end line of a stream (a leg's)"
+info "no stream has a session of its own"
+assert_no_grep "$PROXYD_LOG" 'session-end service=.* proto=h2 stream=' "no session-end line of a stream"
 http_done

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The llhttp response vectors through HTTP/2 (issue 29), compared with
-HTTP/1.1: http_h2_resp.c reads a leg's HTTP/1.1 response back into
+HTTP/1.1: the HTTP/2 writer (http_h2_txn.c) sends the parsed response as
 HEADERS, DATA and trailers, and must change nothing but its framing.
 
   http_h2_corpus_resp.py --vectors F --port P --raw-dir D --proxyd-log F

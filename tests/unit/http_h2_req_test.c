@@ -1,7 +1,6 @@
 /* Unit tests for plugins/http/http_h2_req.c: an HTTP/2 request's fields
- * made a head give the head, or the refusal, that the HTTP/1.1 text the
- * stream's leg is written today (http_h2_leg.c, h2_request_head) parses
- * into: each case names its fields and that text. */
+ * made a head give the head, or the refusal, that the same request's
+ * HTTP/1.1 text parses into: each case names its fields and that text. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
