@@ -53,13 +53,13 @@ TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # the origin: normalise_origin leaves it out of the comparison there).
 TRANSLATION = {
     b"host": "carried as :authority (RFC 9113 8.3.1), or as host fields "
-             "when there are several; the leg writes Host from them",
+             "when there are several; proxyd writes Host from them",
     b"connection": "connection-specific: an HTTP/2 request with it is "
                    "malformed (RFC 9113 8.2.2)",
     b"keep-alive": "connection-specific (RFC 9113 8.2.2)",
     b"proxy-connection": "connection-specific (RFC 9113 8.2.2)",
     b"transfer-encoding": "chunked framing is the DATA frames in HTTP/2 "
-                          "(RFC 9113 8.2.2); the leg re-chunks a body "
+                          "(RFC 9113 8.2.2); proxyd re-chunks a body "
                           "without Content-Length",
     b"upgrade": "connection-specific; HTTP/2 has no Upgrade (RFC 9113 8.6)",
 }
@@ -70,7 +70,7 @@ TRANSLATION = {
 BY_DESIGN = {
     "names": "HTTP/2 field names are lower case (RFC 9113 8.2.1): names "
              "are compared case-insensitively",
-    "order": "Host goes first and Cookie last on the leg (RFC 9113 8.2.3 "
+    "order": "Host goes first and Cookie last towards the server (RFC 9113 8.2.3 "
              "joins cookie crumbs): fields are compared as a multiset, "
              "Cookie fields joined with '; ', an empty one (nothing to "
              "join) left out",
@@ -78,7 +78,7 @@ BY_DESIGN = {
                         "h2 side leaves them out (RFC 9113 8.2.2), the h1 "
                         "side's proxyd drops them",
     "chunked": "a chunked HTTP/1.1 body goes as DATA without a length; "
-               "the leg sends it chunked again, as it does a request "
+               "proxyd sends it chunked again, as it does a request "
                "whose END_STREAM comes on a DATA frame (its length is "
                "unknown when the head goes): the origin's framing "
                "(Content-Length, Transfer-Encoding) is not compared, its "
@@ -518,7 +518,6 @@ LOGRE = re.compile(r"http-request client=\S+ method=(\S*) host=(\S*) "
                    r"path=(\S*) status=(\d+) .* verdict=(\S+) server=\S+ "
                    r"upstream=\S+(?: rule=(\S+))?")
 ERRRE = re.compile(r'http-error status=\d+ reason="([^"]*)"')
-LEGRE = re.compile(r"proto=h2 stream=(\d+)")
 SIDRE = re.compile(r" #(\d+) (.*)")
 PORTRE = re.compile(r" client=127\.0\.0\.1:(\d+) ")
 
@@ -547,33 +546,10 @@ class Sessions:
         self.lines = lines
         self.by_port = {}
         self.conn = {}
+        # A connection is one session: its streams are transactions of
+        # it, their lines tagged "proto=h2 stream=N".
         for sid in sorted(port):
-            # A leg's session-end line carries its stream's tag; a
-            # connection's own lines may too (its streams that are
-            # transactions of its session), not its session-end.
-            leg = [int(m.group(1)) for m in map(LEGRE.search, (
-                x for x in lines[sid] if " session-end " in " " + x)) if m]
-            self.by_port.setdefault(port[sid], []).append(
-                (sid, leg[0] if leg else None))
-
-    def streams(self, sid):
-        """A leg's lines by stream: a leg kept for the connection's next
-        stream serves several, each ending with its http-request line
-        (tagged with its stream); what follows the last one is its."""
-        segs, cur, last = {}, [], None
-        for x in self.lines[sid]:
-            cur.append(x)
-            m = LEGRE.search(x)
-            if m and " http-request " in " " + x:
-                last = int(m.group(1))
-                segs.setdefault(last, []).extend(cur)
-                cur = []
-        if cur:
-            if last is None:
-                last = next(int(m.group(1)) for m in map(LEGRE.search, cur)
-                            if m)
-            segs.setdefault(last, []).extend(cur)
-        return segs
+            self.by_port.setdefault(port[sid], []).append(sid)
 
     def take(self, port, h2side, stream=None):
         """The log verdict of a connection from port: the fields of its
@@ -582,25 +558,18 @@ class Sessions:
         next connection from port; else that stream of the connection
         last taken from port (its first stream takes the connection)."""
         if stream is not None and stream != 1:
-            conn, legs = self.conn.get(port, ([], {}))
+            conn = self.conn.get(port, [])
         else:
             q = self.by_port.get(port, [])
-            while q and q[0][1] is not None:
-                q.pop(0)        # a leg of a connection already taken
             if not q:
                 return None
-            sid, _ = q.pop(0)
-            conn, legs = self.lines[sid], {}
-            while q and q[0][1] is not None:
-                lsid, _ = q.pop(0)
-                legs.update(self.streams(lsid))
-            self.conn[port] = (conn, legs)
+            conn = self.lines[q.pop(0)]
+            self.conn[port] = conn
         if stream is None:
-            mine = list(conn) + [x for v in legs.values() for x in v]
+            mine = list(conn)
         else:
             tag = " stream=%d " % stream
-            mine = [x for x in conn if tag in x + " "] + \
-                legs.get(stream, [])
+            mine = [x for x in conn if tag in x + " "]
         return self.verdict(mine, h2side)
 
     @staticmethod
@@ -624,7 +593,7 @@ class Sessions:
         while time.time() < deadline:
             with open(path, "rb") as f:
                 txt = f.read()
-            # and then one more flush (a leg's lines may follow)
+            # and then one more flush
             if txt.count(b" session-end ") >= ends and len(txt) == last:
                 return
             last = len(txt)
