@@ -38,6 +38,7 @@
 #include <event2/event_struct.h>
 #include <nghttp2/nghttp2.h>
 
+#include "bucket.h"	/* px_clock_ms() */
 #include "conn.h"
 #include "http_int.h"
 
@@ -112,8 +113,6 @@ h2_kind_of(int lib)
 		return HTTP_H2_OTHER;
 	}
 }
-
-static uint64_t h2_now_ms(void);
 
 /* ---- streams ------------------------------------------------------------ */
 
@@ -263,7 +262,7 @@ h2_end_connection(struct http_h2 *c, enum http_h2_kind k, int32_t stream,
 static bool
 h2_reset_spend(struct http_h2 *c)
 {
-	uint64_t now = h2_now_ms(), full = HTTP_H2_RESET_BURST * 1000ULL;
+	uint64_t now = px_clock_ms(), full = HTTP_H2_RESET_BURST * 1000ULL;
 
 	c->reset_tokens += (now - c->reset_ms) * HTTP_H2_RESET_RATE;
 	if (c->reset_tokens > full)
@@ -697,15 +696,6 @@ h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 
 /* ---- the connection ---------------------------------------------------- */
 
-static uint64_t
-h2_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Ends the client connection once what is queued for it is written. */
 static void
 h2_finish(struct http_h2 *c, enum px_end_by by, const char *reason)
@@ -909,7 +899,7 @@ http_h2_start(struct http_state *h)
 	TAILQ_INIT(&c->list);
 	c->priority_left = p->h2_max_streams > 100 ? p->h2_max_streams : 100;
 	c->reset_tokens = HTTP_H2_RESET_BURST * 1000ULL;
-	c->reset_ms = h2_now_ms();
+	c->reset_ms = px_clock_ms();
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
 	    h2_on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);

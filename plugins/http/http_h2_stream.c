@@ -62,6 +62,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "bucket.h"	/* px_clock_ms() */
 #include "conn.h"
 #include "http_h2_txn.h"
 #include "http_int.h"
@@ -82,15 +83,6 @@ struct h2_txn {
 	 * connection's FIN. */
 	bool			 fin_sent;
 };
-
-static uint64_t
-h2s_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void	h2s_tunnel_last(struct h2_txn *x);
 
@@ -170,7 +162,7 @@ h2_txn_start(struct h2_stream *st)
 	x->w.ext = st->req.protocol != -1;
 	x->t.h2w = &x->w;
 	x->w.owner = x;
-	x->active_ms = h2s_now_ms();
+	x->active_ms = px_clock_ms();
 	st->tx = x;
 	c->ntxn++;
 	c->streams++;
@@ -472,7 +464,7 @@ h2_txn_cut(struct h2_stream *st, uint32_t code)
 void
 http_h2s_timer(struct http_txn *t, uint64_t ms)
 {
-	h2s_of(t)->deadline_ms = ms != 0 ? h2s_now_ms() + ms : 0;
+	h2s_of(t)->deadline_ms = ms != 0 ? px_clock_ms() + ms : 0;
 }
 
 /* ---- the engine of a stream's transaction ------------------------------ */
@@ -519,7 +511,7 @@ void
 h2_txn_tick(struct http_h2 *c)
 {
 	struct http_state *h = c->h;
-	uint64_t now = h2s_now_ms(), idle = px_session_idle_timeout(h->s);
+	uint64_t now = px_clock_ms(), idle = px_session_idle_timeout(h->s);
 	struct h2_stream *st;
 
 	TAILQ_FOREACH(st, &c->list, link) {
@@ -636,7 +628,7 @@ h2_reset_held(struct http_h2 *c)
 	struct h2_stream *st;
 
 	if (idle == 0 || c->closing || c->ended_by_us || c->goaway != 0 ||
-	    (now = h2s_now_ms()) < c->next_held_check)
+	    (now = px_clock_ms()) < c->next_held_check)
 		return;
 	c->next_held_check = now + HTTP_H2_HELD_CHECK_MS;
 	TAILQ_FOREACH(st, &c->list, link) {
