@@ -186,32 +186,10 @@ info "a plain server's bytes after its response, come in the loop pass that read
 # of the client first. Before it stops, proxyd answers another connection
 # (a bad request): its loop has polled since the response's end, so it
 # does not still list the server's socket ahead from that read.
-out=$(timeout 20 python3 - "$P_LATE" "$LATE" "$PROXYD_PID" "$T/late.go" <<'PY'
-import os, signal, socket, sys, time
+out=$(PYTHONPATH="$(dirname "$0")" timeout 20 python3 - "$P_LATE" "$LATE" "$PROXYD_PID" "$T/late.go" <<'PY'
+import os, signal, socket, sys
+from proc_watch import queued, stopped, wait
 port, origin, pid, fifo = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-def rx_queued(lport, rport):
-    # Bytes waiting in an established socket's receive queue.
-    with open("/proc/net/tcp") as f:
-        for l in f.readlines()[1:]:
-            p = l.split()
-            if (p[3] == "01" and int(p[2].split(":")[1], 16) == rport and
-                    (lport is None or int(p[1].split(":")[1], 16) == lport)):
-                return int(p[4].split(":")[1], 16)
-    return 0
-def wait_queued(lport, rport, what):
-    for _ in range(1000):
-        if rx_queued(lport, rport) > 0:
-            return
-        time.sleep(0.01)
-    raise SystemExit("not queued within 10 s: " + what)
-def stopped():
-    # Every thread of proxyd (kill returns before they stop).
-    tasks = os.listdir("/proc/%d/task" % pid)
-    for t in tasks:
-        with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] != "T":
-                return False
-    return True
 def body(s, buf):
     while b"\r\n\r\n" not in buf:
         d = s.recv(65536)
@@ -238,17 +216,14 @@ while bad.recv(65536):
     pass
 os.kill(pid, signal.SIGSTOP)
 try:
-    for _ in range(1000):
-        if stopped():
-            break
-        time.sleep(0.01)
-    else:
-        raise SystemExit("proxyd not stopped within 10 s")
+    wait(lambda: stopped(pid), "proxyd stopped")
     s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    wait_queued(port, s.getsockname()[1], "the request, in proxyd's socket")
+    wait(lambda: queued("01", rport=s.getsockname()[1], lport=port),
+         "the request, in proxyd's socket")
     with open(fifo, "w") as f:
         f.write("go")
-    wait_queued(None, origin, "the extra response, in proxyd's socket")
+    wait(lambda: queued("01", rport=origin),
+         "the extra response, in proxyd's socket")
 finally:
     os.kill(pid, signal.SIGCONT)
 second, buf = body(s, buf)
@@ -263,31 +238,10 @@ info "a server that closes right after its response, its FIN read with it: a pip
 # proxyd is stopped while the response and the FIN reach its socket: its
 # read of the response stops short of its room, and the FIN is still
 # unread: the POST (not replayable) must not go out on that connection.
-out=$(timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
-import os, signal, socket, sys, time
+out=$(PYTHONPATH="$(dirname "$0")" timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
+import os, signal, socket, sys
+from proc_watch import queued, stopped, wait
 port, origin, pid, t = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-def closed_queued(rport):
-    # proxyd's end of its connection to the origin: the FIN received
-    # (CLOSE_WAIT) with the response's bytes queued.
-    with open("/proc/net/tcp") as f:
-        for l in f.readlines()[1:]:
-            p = l.split()
-            if (p[3] == "08" and int(p[2].split(":")[1], 16) == rport and
-                    int(p[4].split(":")[1], 16) > 0):
-                return True
-    return False
-def stopped():
-    for k in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/stat" % (pid, k)) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] != "T":
-                return False
-    return True
-def wait(cond, what):
-    for _ in range(1000):
-        if cond():
-            return
-        time.sleep(0.01)
-    raise SystemExit("not within 10 s: " + what)
 s = socket.create_connection(("127.0.0.1", port))
 s.settimeout(10)
 s.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -296,10 +250,10 @@ s.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
 wait(lambda: os.path.exists(t + "/close.got"), "the first request at the origin")
 os.kill(pid, signal.SIGSTOP)
 try:
-    wait(stopped, "proxyd stopped")
+    wait(lambda: stopped(pid), "proxyd stopped")
     with open(t + "/close.go", "w") as f:
         f.write("go")
-    wait(lambda: closed_queued(origin), "the response and FIN in proxyd's socket")
+    wait(lambda: queued("08", rport=origin), "the response and FIN in proxyd's socket")
 finally:
     os.kill(pid, signal.SIGCONT)
 data = b""
@@ -328,30 +282,10 @@ info "the same, the POST another client's, in the loop pass that pools the conne
 # response (A's session ends: the connection goes to the pool) and
 # takes B's POST, which must not go out on the pooled, closed connection.
 rm -f "$T/close.got"
-out=$(timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
-import os, signal, socket, sys, time
+out=$(PYTHONPATH="$(dirname "$0")" timeout 20 python3 - "$P_CLOSER" "$CLOSER" "$PROXYD_PID" "$T" <<'PY'
+import os, signal, socket, sys
+from proc_watch import queued, stopped, wait
 port, origin, pid, t = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-def tcp(state, rport=None, lport=None):
-    with open("/proc/net/tcp") as f:
-        for l in f.readlines()[1:]:
-            p = l.split()
-            if (p[3] == state and int(p[4].split(":")[1], 16) > 0 and
-                    (rport is None or int(p[2].split(":")[1], 16) == rport) and
-                    (lport is None or int(p[1].split(":")[1], 16) == lport)):
-                return True
-    return False
-def stopped():
-    for k in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/stat" % (pid, k)) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] != "T":
-                return False
-    return True
-def wait(cond, what):
-    for _ in range(1000):
-        if cond():
-            return
-        time.sleep(0.01)
-    raise SystemExit("not within 10 s: " + what)
 def response(s):
     data = b""
     while b"\r\n\r\n" not in data:
@@ -375,15 +309,15 @@ a.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 wait(lambda: os.path.exists(t + "/close.got"), "the first request at the origin")
 os.kill(pid, signal.SIGSTOP)
 try:
-    wait(stopped, "proxyd stopped")
+    wait(lambda: stopped(pid), "proxyd stopped")
     with open(t + "/close.go", "w") as f:
         f.write("go")
-    wait(lambda: tcp("08", rport=origin), "the response and FIN in proxyd's socket")
+    wait(lambda: queued("08", rport=origin), "the response and FIN in proxyd's socket")
     b = socket.create_connection(("127.0.0.1", port))
     b.settimeout(10)
     b.sendall(b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
               b"Connection: close\r\n\r\nhello")
-    wait(lambda: tcp("01", lport=port, rport=b.getsockname()[1]),
+    wait(lambda: queued("01", lport=port, rport=b.getsockname()[1]),
          "the POST in proxyd's socket")
 finally:
     os.kill(pid, signal.SIGCONT)
